@@ -1,0 +1,100 @@
+/**
+ * The bus: how units of work travel between nodes (DESIGN.md §1).
+ *
+ * Delivery is at least once. A consumer's handler runs, and only when its effect succeeds is the
+ * message acknowledged; a failure (or a crash of the consuming process) brings the message back, so
+ * handlers must be idempotent. Publishing is de-duplicated by `msgId`: publishing the same id twice
+ * (say, an SMTP node retrying after a lost acknowledgement) stores one message.
+ *
+ * Adapters: NATS JetStream for clusters (layers/nats-bus.ts), and an in-process bus kept in the SQL
+ * database for the single-process embedded default (layers/memory-bus.ts).
+ */
+import { Context, Data, Duration, type Effect, type Scope } from "effect"
+
+/** The streams Mailroom uses, and the subjects each one holds. */
+export const streams = {
+  /** Raw inbound mail waiting to be parsed: `mail.inbound.<mailbox_id>`. */
+  mail: { name: "MAIL", subjects: ["mail.>"] },
+  /** Domain events: `events.<kind>` (email.received, email.processed, api_key.created). */
+  events: { name: "EVENTS", subjects: ["events.>"] }
+} as const
+
+export type StreamName = keyof typeof streams
+
+export const subjects = {
+  inboundMail: (mailboxId: string) => `mail.inbound.${mailboxId}`,
+  allInboundMail: "mail.inbound.>",
+  event: (kind: string) => `events.${kind}`,
+  allEvents: "events.>"
+} as const
+
+/** Which stream a subject belongs to. */
+export const streamOf = (subject: string): StreamName | undefined =>
+  subject.startsWith("mail.") ? "mail" : subject.startsWith("events.") ? "events" : undefined
+
+/** Does `subject` match a NATS-style `filter` (`*` one token, `>` the rest)? */
+export const subjectMatches = (filter: string, subject: string): boolean => {
+  const f = filter.split(".")
+  const s = subject.split(".")
+  for (let i = 0; i < f.length; i++) {
+    if (f[i] === ">") return s.length > i
+    if (i >= s.length) return false
+    if (f[i] !== "*" && f[i] !== s[i]) return false
+  }
+  return f.length === s.length
+}
+
+export interface BusMessage {
+  readonly subject: string
+  readonly data: Uint8Array
+  /** The de-duplication id given at publish. */
+  readonly msgId: string
+  /** 1 on the first delivery, 2 on the first redelivery, and so on. */
+  readonly deliveryCount: number
+}
+
+export interface ConsumerSpec<E> {
+  /** Durable name: consumers with the same name share the work; progress survives restarts. */
+  readonly name: string
+  readonly stream: StreamName
+  /** Subject filter within the stream, e.g. `mail.inbound.>`. */
+  readonly filter: string
+  /** Messages handled at once by this process. */
+  readonly concurrency?: number
+  /**
+   * How long a delivery may stay unacknowledged before the bus gives it to another consumer
+   * (covers a crashed process). Default 30 seconds.
+   */
+  readonly ackWait?: Duration.DurationInput
+  /** Delay before a failed message is offered again. Default: 1 s, doubling up to 1 min. */
+  readonly retryDelay?: (deliveryCount: number) => Duration.Duration
+  readonly handler: (message: BusMessage) => Effect.Effect<void, E>
+}
+
+export class BusError extends Data.TaggedError("BusError")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+export interface BusShape {
+  /**
+   * Publish; succeeds once the bus has stored the message durably (the JetStream ack), not before.
+   * Publishing an already-seen `msgId` succeeds without storing a second copy.
+   */
+  readonly publish: (subject: string, data: Uint8Array, options: { readonly msgId: string }) => Effect.Effect<void, BusError>
+  /**
+   * Run a consumer until the scope closes. Closing the scope stops taking new messages and waits for
+   * the handlers in flight to finish (and be acknowledged) before it completes.
+   */
+  readonly consume: <E>(spec: ConsumerSpec<E>) => Effect.Effect<void, BusError, Scope.Scope>
+  /** Is the bus reachable now? (readiness) */
+  readonly ping: Effect.Effect<void, BusError>
+}
+
+export class Bus extends Context.Tag("mailroom/Bus")<Bus, BusShape>() {}
+
+export const defaultRetryDelay = (deliveryCount: number): Duration.Duration =>
+  Duration.millis(Math.min(60_000, 1000 * 2 ** Math.max(0, deliveryCount - 1)))
+
+export const encodeJson = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value))
+export const decodeJson = (data: Uint8Array): unknown => JSON.parse(new TextDecoder().decode(data))

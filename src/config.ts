@@ -1,0 +1,169 @@
+/**
+ * The operator interface (DESIGN.md §3), read once through Effect `Config` and checked at start.
+ * A bad value stops the process with a message naming the variable.
+ */
+import { Config, ConfigError, Effect, Either, Layer, Option, Redacted } from "effect"
+import * as Context from "effect/Context"
+
+export type Role = "api" | "smtp" | "worker"
+const allRoles: ReadonlyArray<Role> = ["api", "smtp", "worker"]
+
+const list = (name: string, fallback: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(fallback),
+    Config.map((value) =>
+      value
+        .split(",")
+        .map((item) => item.trim())
+        .filter((item) => item.length > 0)
+    )
+  )
+
+const roles = list("ROLES", allRoles.join(",")).pipe(
+  Config.mapOrFail((values) => {
+    const unknown = values.filter((value) => !allRoles.includes(value as Role))
+    if (values.length === 0 || unknown.length > 0) {
+      return Either.left(
+        ConfigError.InvalidData(
+          ["ROLES"],
+          `Expected a comma-separated list of api, smtp, worker but received ${JSON.stringify(values.join(","))}`
+        )
+      )
+    }
+    return Either.right(Array.from(new Set(values)) as ReadonlyArray<Role>)
+  })
+)
+
+const hostPortList = (name: string) =>
+  Config.option(list(name, "")).pipe(
+    Config.mapOrFail((option) => {
+      const values = Option.getOrElse(option, () => [] as Array<string>)
+      const bad = values.filter((value) => !/^[^\s:]+(:\d{1,5})?$|^\[[0-9a-fA-F:]+\](:\d{1,5})?$/.test(value))
+      return bad.length > 0
+        ? Either.left(ConfigError.InvalidData([name], `Expected host:port entries but received ${JSON.stringify(bad[0])}`))
+        : Either.right(values)
+    })
+  )
+
+const url = (name: string) =>
+  Config.string(name).pipe(
+    Config.mapOrFail((value) => {
+      try {
+        return Either.right(new URL(value).toString().replace(/\/$/, ""))
+      } catch {
+        return Either.left(ConfigError.InvalidData([name], `Expected a URL but received ${JSON.stringify(value)}`))
+      }
+    })
+  )
+
+const nonNegativeInt = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: "Expected a non-negative integer", validation: (n) => n >= 0 })
+  )
+
+export const appConfig = Config.all({
+  port: Config.port("PORT").pipe(Config.withDefault(3000)),
+  host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
+  appUrl: Config.option(url("APP_URL")),
+  smtpPort: Config.port("SMTP_PORT").pipe(Config.withDefault(2525)),
+  smtpHost: Config.string("SMTP_HOST").pipe(Config.withDefault("127.0.0.1")),
+  roles,
+  dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
+  databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
+  natsUrl: Config.option(Config.string("NATS_URL")),
+  natsPrefix: Config.string("NATS_PREFIX").pipe(
+    Config.withDefault(""),
+    Config.validate({
+      message: "Expected letters, digits, '-' or '_' only",
+      validation: (value) => /^[A-Za-z0-9_-]*$/.test(value)
+    })
+  ),
+  qdrantUrl: Config.option(url("QDRANT_URL")),
+  qdrantApiKey: Config.option(Config.redacted("QDRANT_API_KEY")),
+  openaiApiKey: Config.option(Config.redacted("OPENAI_API_KEY")),
+  embeddingModel: Config.string("EMBEDDING_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
+  stripeSecretKey: Config.option(Config.redacted("STRIPE_SECRET_KEY")),
+  stripeWebhookSecret: Config.option(Config.redacted("STRIPE_WEBHOOK_SECRET")),
+  stripePricePro: Config.option(Config.string("STRIPE_PRICE_PRO")),
+  stripePriceEnterprise: Config.option(Config.string("STRIPE_PRICE_ENTERPRISE")),
+  sharedDomains: list("SHARED_DOMAINS", "agents.localhost").pipe(
+    Config.map((domains) => domains.map((domain) => domain.toLowerCase())),
+    Config.validate({ message: "Expected at least one domain", validation: (domains) => domains.length > 0 })
+  ),
+  disallowedEmailNames: list(
+    "DISALLOWED_EMAIL_NAME",
+    "admin,postmaster,abuse,root,support,noreply,no-reply,webmaster,hostmaster,security"
+  ).pipe(Config.map((names) => names.map((name) => name.toLowerCase()))),
+  mxHost: Config.option(Config.string("MX_HOST")),
+  verifyPrefix: Config.string("VERIFY_PREFIX").pipe(Config.withDefault("mailroom-verification")),
+  freeMaxCustomDomains: nonNegativeInt("FREE_MAX_CUSTOM_DOMAINS", 0),
+  dnsServers: hostPortList("DNS_SERVERS"),
+  webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
+  jwtSecret: Config.option(Config.redacted("JWT_SECRET")),
+  logLevel: Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(undefined))
+})
+
+type Raw = Config.Config.Success<typeof appConfig>
+
+export interface AppConfigShape extends Omit<Raw, "appUrl" | "mxHost" | "logLevel"> {
+  /** `{app_url}`: public address used in links. */
+  readonly appUrl: string
+  /** `{base_url}`: `{app_url}/v1`. */
+  readonly baseUrl: string
+  readonly mxHost: string
+  readonly logLevel: Raw["logLevel"]
+  /** True when every role runs in this process. */
+  readonly allRoles: boolean
+}
+
+/**
+ * A clustered process (only some roles) must share its state through real services:
+ * refuse to start on embedded stores, naming the missing setting.
+ */
+const checkCluster = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> => {
+  if (config.allRoles) return Effect.void
+  const missing = [
+    Option.isNone(config.databaseUrl) ? "DATABASE_URL" : undefined,
+    Option.isNone(config.natsUrl) ? "NATS_URL" : undefined
+  ].filter((name): name is string => name !== undefined)
+  if (missing.length === 0) return Effect.void
+  return Effect.fail(
+    ConfigError.MissingData(
+      [missing[0]!],
+      `ROLES=${config.roles.join(",")} runs only part of Mailroom, so it must share state with the other nodes: set ${missing.join(" and ")} (the embedded stores serve a single all-role process only)`
+    )
+  )
+}
+
+const checkSecrets = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> =>
+  Option.isSome(config.databaseUrl) && Option.isNone(config.jwtSecret)
+    ? Effect.fail(
+      ConfigError.MissingData(
+        ["JWT_SECRET"],
+        "JWT_SECRET is required when DATABASE_URL is set, so every node signs and checks access tokens alike"
+      )
+    )
+    : Option.isSome(config.jwtSecret) && Redacted.value(config.jwtSecret.value).length < 32
+    ? Effect.fail(ConfigError.InvalidData(["JWT_SECRET"], "Expected at least 32 characters"))
+    : Effect.void
+
+export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> = Effect.gen(function*() {
+  const raw = yield* appConfig
+  const appUrl = Option.getOrElse(raw.appUrl, () => `http://localhost:${raw.port}`)
+  const config: AppConfigShape = {
+    ...raw,
+    appUrl,
+    baseUrl: `${appUrl}/v1`,
+    mxHost: Option.getOrElse(raw.mxHost, () => `mx.${raw.sharedDomains[0]}`).toLowerCase().replace(/\.$/, ""),
+    allRoles: allRoles.every((role) => raw.roles.includes(role))
+  }
+  yield* checkCluster(config)
+  yield* checkSecrets(config)
+  return config
+})
+
+export class AppConfig extends Context.Tag("mailroom/AppConfig")<AppConfig, AppConfigShape>() {
+  static readonly layer = Layer.effect(AppConfig, loadConfig)
+  static readonly make = (config: AppConfigShape) => Layer.succeed(AppConfig, config)
+}

@@ -1,0 +1,46 @@
+/**
+ * The app's one SqlClient: PostgreSQL when `DATABASE_URL` is set, else the embedded PGlite under
+ * `DATA_DIR`. Numbered migrations from migrations/ run before anything else uses it.
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Option, Schedule } from "effect"
+import * as fs from "node:fs"
+import { fileURLToPath } from "node:url"
+import * as Pglite from "../layers/pglite.ts"
+import * as Postgres from "../layers/postgres.ts"
+import type { AppConfigShape } from "./config.ts"
+
+export const migrationsDirectory = fileURLToPath(new URL("../migrations/", import.meta.url))
+
+/** migrations/NNNN_name.sql, each run as one script in the migrator's transaction. */
+const loader: Migrator.Loader = Effect.try({
+  try: () =>
+    fs
+      .readdirSync(migrationsDirectory)
+      .flatMap((file) => {
+        const match = /^(\d+)_(.+)\.sql$/.exec(file)
+        if (!match) return []
+        const script = fs.readFileSync(`${migrationsDirectory}/${file}`, "utf8")
+        const migration = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(script).raw)
+        return [[Number(match[1]), match[2]!, migration] as const]
+      })
+      .sort(([a], [b]) => a - b),
+  catch: (cause) => new Migrator.MigrationError({ reason: "import-error", message: "Could not read migrations/", cause })
+})
+
+export const migrate = Migrator.make({})({ loader, table: "mailroom_migrations" }).pipe(
+  // Two nodes starting at once on a fresh database can race to create the migrations table.
+  Effect.retry({ times: 3, schedule: Schedule.spaced("200 millis") }),
+  Effect.tap((done) =>
+    done.length > 0 ? Effect.logInfo(`Applied migrations ${done.map(([id, name]) => `${id}_${name}`).join(", ")}`) : Effect.void
+  )
+)
+
+export const layer = (config: AppConfigShape) => {
+  const client = Option.match(config.databaseUrl, {
+    onSome: (url) => Postgres.layer({ url }),
+    onNone: () => Pglite.layer({ dataDir: config.dataDir })
+  })
+  return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
+}

@@ -1,0 +1,26 @@
+// `npm test`: vitest, then the one closing line CI reads: `N passed, M failed`.
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+
+const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-vitest-")), "report.json")
+const result = spawnSync(
+  process.execPath,
+  ["node_modules/vitest/vitest.mjs", "run", "--reporter=default", "--reporter=json", `--outputFile.json=${report}`, ...process.argv.slice(2)],
+  { stdio: "inherit" }
+)
+let passed = 0
+let failed = 0
+let skipped = 0
+try {
+  const json = JSON.parse(fs.readFileSync(report, "utf8"))
+  passed = json.numPassedTests
+  failed = json.numFailedTests + (json.numRuntimeErrorTests ?? 0)
+  skipped = json.numPendingTests + json.numTodoTests
+  if (json.success === false && failed === 0) failed = 1 // a suite failed to load or a hook threw
+} catch {
+  failed = Math.max(1, failed) // no report: vitest itself failed
+}
+console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}`)
+process.exit(result.status === 0 && failed === 0 ? 0 : 1)

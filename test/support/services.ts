@@ -1,0 +1,66 @@
+/**
+ * Test-owned backing services: every suite gets its own PostgreSQL database, NATS subject space and
+ * data directory, under unique names, and removes them afterwards. The machine's shared services
+ * stay as they were.
+ *
+ * Mode: with `DATABASE_URL` / `NATS_URL` set (CI's second run), suites use those servers;
+ * otherwise the embedded defaults (PGlite under a temporary DATA_DIR, the in-process bus).
+ */
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import pg from "pg"
+
+export const adminDatabaseUrl = process.env.DATABASE_URL
+export const sharedNatsUrl = process.env.NATS_URL
+export const mode = adminDatabaseUrl ? "postgres" : "embedded"
+
+export const uniqueName = (prefix: string) => `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString("hex")}`
+
+export interface TestDatabase {
+  readonly url: string
+  readonly drop: () => Promise<void>
+}
+
+/** A fresh, empty database on the PostgreSQL server at `adminUrl`, dropped by `drop()`. */
+export const createDatabase = async (adminUrl: string): Promise<TestDatabase> => {
+  const name = uniqueName("mailroom_test")
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: adminUrl })
+      await client.connect()
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      } finally {
+        await client.end()
+      }
+    }
+  }
+}
+
+export interface TestDataDir {
+  readonly dir: string
+  readonly remove: () => void
+}
+
+export const createDataDir = (): TestDataDir => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-data-"))
+  return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
+}
+
+/** A NATS subject/stream prefix no other suite uses. Streams made under it are deleted by the bus tests' cleanup. */
+export const natsPrefix = () => uniqueName("t").replace(/_/g, "-")
+
+/** A 32+ character secret for JWT_SECRET. */
+export const testSecret = () => randomBytes(32).toString("hex")
