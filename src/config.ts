@@ -2,7 +2,7 @@
  * The operator interface (DESIGN.md §3), read once through Effect `Config` and checked at start.
  * A bad value stops the process with a message naming the variable.
  */
-import { Config, ConfigError, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 
 export type Role = "api" | "smtp" | "worker"
@@ -56,10 +56,35 @@ const url = (name: string) =>
     })
   )
 
+/** Like Config.validate, but the error names the variable (Config.validate loses the path). */
+const check = <A>(name: string, message: string, valid: (value: A) => boolean) => (config: Config.Config<A>) =>
+  Config.mapOrFail(config, (value) =>
+    valid(value) ? Either.right(value) : Either.left(ConfigError.InvalidData([name], `${message} but received ${JSON.stringify(value)}`)))
+
 const nonNegativeInt = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: "Expected a non-negative integer", validation: (n) => n >= 0 })
+  Config.integer(name).pipe(Config.withDefault(fallback), check(name, "Expected a non-negative integer", (n: number) => n >= 0))
+
+const logLevels: Record<string, LogLevel.LogLevel> = {
+  trace: LogLevel.Trace,
+  debug: LogLevel.Debug,
+  info: LogLevel.Info,
+  warn: LogLevel.Warning,
+  warning: LogLevel.Warning,
+  error: LogLevel.Error,
+  fatal: LogLevel.Fatal,
+  none: LogLevel.None,
+  off: LogLevel.None
+}
+
+const logLevel = (name: string) =>
+  Config.string(name).pipe(
+    Config.withDefault("info"),
+    Config.mapOrFail((value) => {
+      const level = logLevels[value.trim().toLowerCase()]
+      return level
+        ? Either.right(level)
+        : Either.left(ConfigError.InvalidData([name], `Expected one of ${Object.keys(logLevels).join(", ")} but received ${JSON.stringify(value)}`))
+    })
   )
 
 export const appConfig = Config.all({
@@ -74,10 +99,7 @@ export const appConfig = Config.all({
   natsUrl: Config.option(Config.string("NATS_URL")),
   natsPrefix: Config.string("NATS_PREFIX").pipe(
     Config.withDefault(""),
-    Config.validate({
-      message: "Expected letters, digits, '-' or '_' only",
-      validation: (value) => /^[A-Za-z0-9_-]*$/.test(value)
-    })
+    check("NATS_PREFIX", "Expected letters, digits, '-' or '_' only", (value: string) => /^[A-Za-z0-9_-]*$/.test(value))
   ),
   qdrantUrl: Config.option(url("QDRANT_URL")),
   qdrantApiKey: Config.option(Config.redacted("QDRANT_API_KEY")),
@@ -89,7 +111,7 @@ export const appConfig = Config.all({
   stripePriceEnterprise: Config.option(Config.string("STRIPE_PRICE_ENTERPRISE")),
   sharedDomains: list("SHARED_DOMAINS", "agents.localhost").pipe(
     Config.map((domains) => domains.map((domain) => domain.toLowerCase())),
-    Config.validate({ message: "Expected at least one domain", validation: (domains) => domains.length > 0 })
+    check("SHARED_DOMAINS", "Expected at least one domain", (domains: Array<string>) => domains.length > 0)
   ),
   disallowedEmailNames: list(
     "DISALLOWED_EMAIL_NAME",
@@ -101,18 +123,17 @@ export const appConfig = Config.all({
   dnsServers: hostPortList("DNS_SERVERS"),
   webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
   jwtSecret: Config.option(Config.redacted("JWT_SECRET")),
-  logLevel: Config.logLevel("LOG_LEVEL").pipe(Config.withDefault(undefined))
+  logLevel: logLevel("LOG_LEVEL")
 })
 
 type Raw = Config.Config.Success<typeof appConfig>
 
-export interface AppConfigShape extends Omit<Raw, "appUrl" | "mxHost" | "logLevel"> {
+export interface AppConfigShape extends Omit<Raw, "appUrl" | "mxHost"> {
   /** `{app_url}`: public address used in links. */
   readonly appUrl: string
   /** `{base_url}`: `{app_url}/v1`. */
   readonly baseUrl: string
   readonly mxHost: string
-  readonly logLevel: Raw["logLevel"]
   /** True when every role runs in this process. */
   readonly allRoles: boolean
 }

@@ -23,7 +23,7 @@ const loader: Migrator.Loader = Effect.try({
         if (!match) return []
         const script = fs.readFileSync(`${migrationsDirectory}/${file}`, "utf8")
         const migration = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(script).raw)
-        return [[Number(match[1]), match[2]!, migration] as const]
+        return [[Number(match[1]), match[2]!, Effect.succeed(migration)] as const]
       })
       .sort(([a], [b]) => a - b),
   catch: (cause) => new Migrator.MigrationError({ reason: "import-error", message: "Could not read migrations/", cause })

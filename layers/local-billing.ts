@@ -1,0 +1,94 @@
+/**
+ * The local payment provider (no `STRIPE_SECRET_KEY`): checkout and portal sessions are secret
+ * URLs on the app itself. GET shows a confirm page; POST completes the payment and activates the
+ * plan (DESIGN.md §3). Sessions expire after an hour and complete at most once.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer, Option } from "effect"
+import { newId } from "../services/accounts/tokens.ts"
+import { Billing } from "../services/billing/billing.ts"
+import { PaymentError, PaymentProvider } from "../services/billing/payments.ts"
+import type { Plan } from "../services/plans/plans.ts"
+
+const SESSION_LIFETIME_MS = 3600_000
+
+export interface PaymentSession {
+  readonly id: string
+  readonly kind: "checkout" | "portal"
+  readonly userId: string
+  readonly plan: Plan | null
+  readonly successUrl: string | null
+  readonly cancelUrl: string | null
+  readonly returnUrl: string | null
+  readonly status: "open" | "completed"
+}
+
+/** What the hosted pages need: look a session up, complete a checkout, cancel or resume a plan. */
+export class LocalPayments extends Context.Tag("mailroom/LocalPayments")<LocalPayments, {
+  /** An open, unexpired session. */
+  readonly find: (id: string) => Effect.Effect<Option.Option<PaymentSession>, SqlError>
+  /** Complete a checkout once: the plan is active when this returns. */
+  readonly completeCheckout: (id: string) => Effect.Effect<Option.Option<PaymentSession>, SqlError>
+  readonly setCancelAtPeriodEnd: (portalId: string, cancel: boolean) => Effect.Effect<Option.Option<PaymentSession>, SqlError>
+}>() {}
+
+export const layer = (options: { readonly appUrl: string }) =>
+  Layer.effectContext(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const billing = yield* Billing
+
+      const open = (session: Omit<PaymentSession, "id" | "status">) =>
+        Effect.gen(function*() {
+          const id = newId(`pay_${session.kind === "checkout" ? "co" : "po"}`)
+          yield* sql`INSERT INTO payment_sessions ${
+            sql.insert({ id, ...session, expiresAt: new Date(Date.now() + SESSION_LIFETIME_MS) })
+          }`
+          return { url: `${options.appUrl}/billing/${session.kind}/${id}` }
+        }).pipe(Effect.mapError((cause) => new PaymentError({ message: "Could not open a payment session", cause })))
+
+      const provider = PaymentProvider.of({
+        checkout: (request) =>
+          open({
+            kind: "checkout",
+            userId: request.userId,
+            plan: request.plan,
+            successUrl: request.successUrl,
+            cancelUrl: request.cancelUrl,
+            returnUrl: null
+          }),
+        portal: (request) =>
+          open({ kind: "portal", userId: request.userId, plan: null, successUrl: null, cancelUrl: null, returnUrl: request.returnUrl })
+      })
+
+      const find = (id: string) =>
+        sql<PaymentSession>`
+          SELECT id, kind, user_id, plan, success_url, cancel_url, return_url, status FROM payment_sessions
+          WHERE id = ${id} AND status = 'open' AND expires_at > now()`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+
+      const completeCheckout = (id: string) =>
+        Effect.gen(function*() {
+          const rows = yield* sql<PaymentSession>`
+            UPDATE payment_sessions SET status = 'completed', completed_at = now()
+            WHERE id = ${id} AND kind = 'checkout' AND status = 'open' AND expires_at > now()
+            RETURNING id, kind, user_id, plan, success_url, cancel_url, return_url, status`
+          const session = rows[0]
+          if (!session?.plan) return Option.none()
+          yield* billing.changePlan(session.userId, session.plan)
+          return Option.some(session)
+        }).pipe(sql.withTransaction)
+
+      const setCancelAtPeriodEnd = (portalId: string, cancel: boolean) =>
+        Effect.gen(function*() {
+          const session = yield* find(portalId)
+          if (Option.isNone(session) || session.value.kind !== "portal") return Option.none()
+          yield* billing.setCancelAtPeriodEnd(session.value.userId, cancel)
+          return session
+        })
+
+      return Context.make(PaymentProvider, provider).pipe(
+        Context.add(LocalPayments, LocalPayments.of({ find, completeCheckout, setCancelAtPeriodEnd }))
+      )
+    })
+  )

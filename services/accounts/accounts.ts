@@ -1,0 +1,162 @@
+/**
+ * User accounts and login sessions (SPEC "User authentication", DESIGN.md §4):
+ * register, login, refresh (rotating), logout (ends that session only).
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Option } from "effect"
+import { Billing } from "../billing/billing.ts"
+import { Conflict, RateLimited, Unauthorized } from "../errors.ts"
+import { RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { hashPassword, verifyPassword } from "./passwords.ts"
+import type { LoginInput, RegisteredUser, RegisterInput, User } from "./schemas.ts"
+import { AccountSettings } from "./settings.ts"
+import {
+  ACCESS_TOKEN_SECONDS,
+  cookieTokenPrefix,
+  newId,
+  opaqueToken,
+  REFRESH_TOKEN_SECONDS,
+  refreshTokenPrefix,
+  sha256,
+  signAccessToken
+} from "./tokens.ts"
+
+/** Failed logins per account: 10 per 15 minutes, then 429 until the window ends. */
+const failedLoginWindows = [{ seconds: 900, limit: 10 }]
+
+export interface NewSession {
+  readonly accessToken: string
+  readonly refreshToken: string
+  readonly expiresIn: number
+  readonly user: User
+  /** The dashboard session cookie's value. */
+  readonly cookieToken: string
+  readonly cookieMaxAge: number
+}
+
+const isUniqueViolation = (error: SqlError) => {
+  const cause = error.cause as { code?: string } | undefined
+  return cause?.code === "23505"
+}
+
+export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const billing = yield* Billing
+    const limiter = yield* RateLimiter
+    const { jwtSecret } = yield* AccountSettings
+    // Verifying against a decoy makes a login for an unknown email cost what a wrong password costs.
+    const decoyHash = yield* Effect.cached(hashPassword(opaqueToken("")))
+
+    const register = Effect.fn("Accounts.register")(
+      function*(input: RegisterInput) {
+        const userId = newId("usr")
+        const passwordHash = yield* hashPassword(input.password)
+        const rows = yield* sql<{ createdAt: Date }>`
+          INSERT INTO users ${
+          sql.insert({ id: userId, email: input.email, emailNormalized: input.email.toLowerCase(), name: input.name, passwordHash })
+        }
+          RETURNING created_at`
+        yield* billing.openFreeSubscription(userId)
+        return {
+          userId,
+          email: input.email,
+          name: input.name,
+          createdAt: rows[0]!.createdAt.toISOString()
+        } satisfies RegisteredUser
+      },
+      sql.withTransaction,
+      Effect.catchTag("SqlError", (error): Effect.Effect<never, Conflict | SqlError> =>
+        isUniqueViolation(error)
+          ? Effect.fail(Conflict.of({ message: "An account with this email is already registered", details: { email: "already registered" } }))
+          : Effect.fail(error))
+    )
+
+    const openSession = (user: User) =>
+      Effect.gen(function*() {
+        const sessionId = newId("ses")
+        const refreshToken = opaqueToken(refreshTokenPrefix)
+        const cookieToken = opaqueToken(cookieTokenPrefix)
+        yield* sql`INSERT INTO sessions ${
+          sql.insert({
+            id: sessionId,
+            userId: user.userId,
+            refreshHash: sha256(refreshToken),
+            cookieHash: sha256(cookieToken),
+            refreshExpiresAt: new Date(Date.now() + REFRESH_TOKEN_SECONDS * 1000)
+          })
+        }`
+        return {
+          accessToken: signAccessToken(jwtSecret, { userId: user.userId, sessionId }),
+          refreshToken,
+          expiresIn: ACCESS_TOKEN_SECONDS,
+          user,
+          cookieToken,
+          cookieMaxAge: REFRESH_TOKEN_SECONDS
+        } satisfies NewSession
+      })
+
+    const tooManyFailures = (decision: { readonly limit: number; readonly window: string; readonly retryAfter: number }) =>
+      RateLimited.of({
+        ...decision,
+        message: "Too many failed logins for this account; try again later"
+      })
+
+    const login = Effect.fn("Accounts.login")(function*(input: LoginInput) {
+      const email = input.email.toLowerCase()
+      const subject = `login:${sha256(email)}`
+      const gate = yield* limiter.peek(subject, failedLoginWindows)
+      if (!gate.allowed) return yield* tooManyFailures(gate)
+
+      const rows = yield* sql<{ id: string; email: string; name: string; passwordHash: string }>`
+        SELECT id, email, name, password_hash FROM users WHERE email_normalized = ${email}`
+      const found = rows[0]
+      const valid = yield* verifyPassword(input.password, found?.passwordHash ?? (yield* decoyHash))
+      if (!found || !valid) {
+        const counted = yield* limiter.take(subject, failedLoginWindows)
+        if (!counted.allowed) return yield* tooManyFailures(counted)
+        return yield* Unauthorized.of("Invalid email or password")
+      }
+      return yield* openSession({ userId: found.id, email: found.email, name: found.name })
+    })
+
+    /** Exchange a refresh token for a new access token and a new refresh token (rotation). */
+    const refresh = Effect.fn("Accounts.refresh")(function*(refreshToken: string) {
+      const presented = sha256(refreshToken)
+      const next = opaqueToken(refreshTokenPrefix)
+      // One statement: two concurrent refreshes with the same token cannot both succeed.
+      const rows = yield* sql<{ id: string; userId: string }>`
+        UPDATE sessions SET refresh_hash = ${sha256(next)}, previous_refresh_hash = ${presented},
+               refreshed_at = now(), refresh_expires_at = ${new Date(Date.now() + REFRESH_TOKEN_SECONDS * 1000)}
+        WHERE refresh_hash = ${presented} AND revoked_at IS NULL AND refresh_expires_at > now()
+        RETURNING id, user_id`
+      const session = rows[0]
+      if (!session) {
+        // A rotated-out token presented again means it leaked: end that session for everyone.
+        const reused = yield* sql<{ id: string }>`
+          UPDATE sessions SET revoked_at = now()
+          WHERE previous_refresh_hash = ${presented} AND revoked_at IS NULL RETURNING id`
+        if (reused.length > 0) yield* Effect.logWarning("Refresh token reused; session revoked").pipe(Effect.annotateLogs("session", reused[0]!.id))
+        return yield* Unauthorized.of("Invalid or expired refresh token")
+      }
+      return {
+        accessToken: signAccessToken(jwtSecret, { userId: session.userId, sessionId: session.id }),
+        expiresIn: ACCESS_TOKEN_SECONDS,
+        refreshToken: next
+      }
+    })
+
+    /** End one login session: its access token, refresh token and cookie stop working. */
+    const logout = Effect.fn("Accounts.logout")(function*(sessionId: string) {
+      yield* sql`UPDATE sessions SET revoked_at = now() WHERE id = ${sessionId} AND revoked_at IS NULL`
+    })
+
+    const findUser = Effect.fn("Accounts.findUser")(function*(userId: string) {
+      const rows = yield* sql<User>`SELECT id AS user_id, email, name FROM users WHERE id = ${userId}`
+      return Option.fromNullable(rows[0])
+    })
+
+    return { register, login, refresh, logout, findUser } as const
+  })
+}) {}

@@ -1,0 +1,67 @@
+/**
+ * The shapes of the accounts domain, with the messages a user sees when input is refused
+ * (they become `details.<field>` of a 400 VALIDATION_ERROR).
+ */
+import { Schema } from "effect"
+
+const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/
+
+export const Email = Schema.Trim.pipe(
+  Schema.maxLength(254, { message: () => "must be at most 254 characters" }),
+  Schema.pattern(EMAIL, { message: () => "must be a valid email address" })
+)
+
+export const Password = Schema.String.pipe(
+  Schema.minLength(8, { message: () => "must be at least 8 characters" }),
+  Schema.maxLength(1024, { message: () => "must be at most 1024 characters" })
+)
+
+export const PersonName = Schema.Trim.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(200, { message: () => "must be at most 200 characters" })
+)
+
+const allErrors = { parseOptions: { errors: "all" as const } }
+
+export const RegisterInput = Schema.Struct({
+  email: Email,
+  password: Password,
+  name: PersonName
+}).annotations({ identifier: "RegisterInput", ...allErrors })
+export type RegisterInput = typeof RegisterInput.Type
+
+export const LoginInput = Schema.Struct({
+  email: Schema.Trim.pipe(Schema.minLength(1, { message: () => "is required" })),
+  password: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" }))
+}).annotations({ identifier: "LoginInput", ...allErrors })
+export type LoginInput = typeof LoginInput.Type
+
+export const RefreshInput = Schema.Struct({
+  refreshToken: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" }))
+}).annotations({ identifier: "RefreshInput", ...allErrors })
+
+export const User = Schema.Struct({
+  userId: Schema.String,
+  email: Schema.String,
+  name: Schema.String
+}).annotations({ identifier: "User" })
+export type User = typeof User.Type
+
+export const RegisteredUser = Schema.Struct({
+  ...User.fields,
+  createdAt: Schema.String
+}).annotations({ identifier: "RegisteredUser" })
+export type RegisteredUser = typeof RegisteredUser.Type
+
+export const SessionCredentials = Schema.Struct({
+  accessToken: Schema.String,
+  refreshToken: Schema.String,
+  expiresIn: Schema.Number.annotations({ description: "Seconds the access token is valid" }),
+  user: User
+}).annotations({ identifier: "SessionCredentials" })
+
+export const RefreshedCredentials = Schema.Struct({
+  accessToken: Schema.String,
+  expiresIn: Schema.Number,
+  refreshToken: Schema.String.annotations({ description: "The rotated refresh token; the one sent is no longer valid" })
+}).annotations({ identifier: "RefreshedCredentials" })

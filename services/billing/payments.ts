@@ -1,0 +1,31 @@
+/**
+ * The payment provider port: hosted checkout and customer-portal pages. Adapters: Stripe, and the
+ * local provider whose pages live on the app itself (DESIGN.md §3).
+ */
+import { Context, Data, type Effect } from "effect"
+import type { Plan } from "../plans/plans.ts"
+
+export class PaymentError extends Data.TaggedError("PaymentError")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+export interface CheckoutRequest {
+  readonly userId: string
+  readonly email: string
+  readonly plan: Exclude<Plan, "free">
+  readonly successUrl: string
+  readonly cancelUrl: string
+}
+
+export interface PortalRequest {
+  readonly userId: string
+  readonly returnUrl: string
+}
+
+export class PaymentProvider extends Context.Tag("mailroom/PaymentProvider")<PaymentProvider, {
+  /** Address of a hosted page where the user pays for `plan`. */
+  readonly checkout: (request: CheckoutRequest) => Effect.Effect<{ readonly url: string }, PaymentError>
+  /** Address of a hosted page where the user manages payment methods, invoices and cancellation. */
+  readonly portal: (request: PortalRequest) => Effect.Effect<{ readonly url: string }, PaymentError>
+}>() {}

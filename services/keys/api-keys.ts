@@ -1,0 +1,118 @@
+/**
+ * API keys (SPEC "API keys"): the full key is shown once and stored only as a hash; a key acts with
+ * its owner's rights, and its `plan` and `rateLimit` follow the owner's current plan.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/tokens.ts"
+import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { NotFound } from "../errors.ts"
+import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
+import { limits, type Plan } from "../plans/plans.ts"
+import { KeyUsage } from "./last-used.ts"
+import type { ApiKey, CreatedApiKey, CreateKeyInput } from "./schemas.ts"
+
+export const keySortFields = ["createdAt", "name", "lastUsed", "expirationTs"] as const
+export type KeySortField = (typeof keySortFields)[number]
+
+const sortColumns: Record<KeySortField, string> = {
+  createdAt: "k.created_at",
+  name: "k.name",
+  lastUsed: "k.last_used_at",
+  expirationTs: "k.expires_at"
+}
+
+interface KeyRow {
+  readonly id: string
+  readonly name: string
+  readonly keyPrefix: string
+  readonly plan: Plan
+  readonly createdAt: Date
+  readonly expiresAt: Date | null
+  readonly lastUsedAt: Date | null
+  readonly total: string
+}
+
+export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const usage = yield* KeyUsage
+    const bus = yield* Bus
+
+    const create = Effect.fn("ApiKeys.create")(function*(userId: string, input: CreateKeyInput) {
+      const keyId = newId("key")
+      const apiKey = opaqueToken(apiKeyPrefix)
+      const expiresAt = input.expirationDays === undefined ? null : new Date(Date.now() + input.expirationDays * 86_400_000)
+      const rows = yield* sql<{ createdAt: Date; plan: Plan }>`
+        WITH inserted AS (
+          INSERT INTO api_keys ${
+        sql.insert({ id: keyId, userId, name: input.name, keyHash: sha256(apiKey), keyPrefix: maskKey(apiKey), expiresAt })
+      }
+          RETURNING created_at, user_id)
+        SELECT i.created_at, s.plan FROM inserted i JOIN subscriptions s ON s.user_id = i.user_id`
+      const row = rows[0]!
+      const created: CreatedApiKey = {
+        keyId,
+        name: input.name,
+        apiKey,
+        keyPrefix: maskKey(apiKey),
+        plan: row.plan,
+        rateLimit: limits[row.plan].requests.perMinute,
+        createdAt: row.createdAt.toISOString(),
+        expirationTs: expiresAt?.toISOString() ?? null
+      }
+      // The key exists whether or not the event goes out; webhook delivery guarantees start at the bus.
+      yield* bus.publish(
+        subjects.event("api_key.created"),
+        encodeJson({
+          event: "api_key.created",
+          timestamp: new Date().toISOString(),
+          namespace: userId,
+          data: { keyId, name: created.name, keyPrefix: created.keyPrefix, createdAt: created.createdAt, expirationTs: created.expirationTs }
+        }),
+        { msgId: `api_key.created:${keyId}` }
+      ).pipe(Effect.catchAll((error) => Effect.logWarning("api_key.created not published", error)))
+      return created
+    })
+
+    const list = Effect.fn("ApiKeys.list")(
+      function*(userId: string, page: Page, sort: Sort<KeySortField>) {
+        const rows = yield* sql<KeyRow>`
+          SELECT k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at,
+                 count(*) OVER () AS total
+          FROM api_keys k JOIN subscriptions s ON s.user_id = k.user_id
+          WHERE k.user_id = ${userId} AND k.revoked_at IS NULL
+          ORDER BY ${sql.literal(sortColumns[sort.field])} ${sql.literal(sort.direction === "asc" ? "ASC NULLS FIRST" : "DESC NULLS LAST")}, k.id
+          LIMIT ${page.limit} OFFSET ${page.offset}`
+        const total = rows[0] ? Number(rows[0].total) : yield* countKeys(userId)
+        const keys: Array<ApiKey> = rows.map((row) => ({
+          keyId: row.id,
+          name: row.name,
+          keyPrefix: row.keyPrefix,
+          plan: row.plan,
+          rateLimit: limits[row.plan].requests.perMinute,
+          lastUsed: usage.lastUsed(row.id, row.lastUsedAt)?.toISOString() ?? null,
+          createdAt: row.createdAt.toISOString(),
+          expirationTs: row.expiresAt?.toISOString() ?? null
+        }))
+        return { keys, meta: listMeta(total, page) satisfies ListMeta }
+      }
+    )
+
+    /** The total when the requested page is past the end (no row to carry `count(*) OVER ()`). */
+    const countKeys = (userId: string) =>
+      sql<{ n: string }>`SELECT count(*) AS n FROM api_keys WHERE user_id = ${userId} AND revoked_at IS NULL`.pipe(
+        Effect.map((rows) => Number(rows[0]?.n ?? 0))
+      )
+
+    const revoke = Effect.fn("ApiKeys.revoke")(function*(userId: string, keyId: string) {
+      const rows = yield* sql<{ id: string }>`
+        UPDATE api_keys SET revoked_at = now()
+        WHERE id = ${keyId} AND user_id = ${userId} AND revoked_at IS NULL RETURNING id`
+      if (rows.length === 0) return yield* NotFound.of({ message: "API key not found", details: { keyId } })
+      return { keyId, revoked: true as const }
+    })
+
+    return { create, list, revoke } as const
+  })
+}) {}

@@ -1,0 +1,43 @@
+import { Schema } from "effect"
+import { Plan } from "../plans/plans.ts"
+
+export const CreateKeyInput = Schema.Struct({
+  name: Schema.Trim.pipe(
+    Schema.minLength(1, { message: () => "must be 1-100 characters" }),
+    Schema.maxLength(100, { message: () => "must be 1-100 characters" })
+  ),
+  expirationDays: Schema.optional(
+    Schema.Number.pipe(
+      Schema.int({ message: () => "must be a whole number of days from 1 to 365" }),
+      Schema.between(1, 365, { message: () => "must be a whole number of days from 1 to 365" })
+    )
+  )
+}).annotations({ identifier: "CreateApiKeyInput", parseOptions: { errors: "all" } })
+export type CreateKeyInput = typeof CreateKeyInput.Type
+
+const common = {
+  keyId: Schema.String,
+  name: Schema.String,
+  keyPrefix: Schema.String.annotations({ description: "Masked start of the key" }),
+  plan: Plan,
+  rateLimit: Schema.Number.annotations({ description: "Requests per minute allowed for the key" }),
+  createdAt: Schema.String,
+  expirationTs: Schema.NullOr(Schema.String)
+}
+
+export const ApiKey = Schema.Struct({
+  ...common,
+  lastUsed: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "ApiKey" })
+export type ApiKey = typeof ApiKey.Type
+
+export const CreatedApiKey = Schema.Struct({
+  ...common,
+  apiKey: Schema.String.annotations({ description: "The full key. Shown only once: store it now." })
+}).annotations({ identifier: "CreatedApiKey" })
+export type CreatedApiKey = typeof CreatedApiKey.Type
+
+export const RevokedApiKey = Schema.Struct({
+  keyId: Schema.String,
+  revoked: Schema.Literal(true)
+}).annotations({ identifier: "RevokedApiKey" })

@@ -1,0 +1,65 @@
+/**
+ * SPEC's common list parameters: `limit` 1-100 (default 20), `offset` >= 0, `sort=<field>:<asc|desc>`,
+ * and the `meta { total, limit, offset, hasMore }` of a page.
+ */
+import { Schema } from "effect"
+
+export type Direction = "asc" | "desc"
+
+export interface Page {
+  readonly limit: number
+  readonly offset: number
+}
+
+export interface Sort<F extends string> {
+  readonly field: F
+  readonly direction: Direction
+}
+
+const IntFromString = (name: string, min: number, max: number) =>
+  Schema.NumberFromString.pipe(
+    Schema.int({ message: () => `must be an integer from ${min} to ${max}` }),
+    Schema.between(min, max, { message: () => `must be an integer from ${min} to ${max}` })
+  ).annotations({ message: () => `must be an integer from ${min} to ${max}`, title: name })
+
+export const Limit = IntFromString("limit", 1, 100)
+export const Offset = IntFromString("offset", 0, Number.MAX_SAFE_INTEGER)
+
+/** `sort` for a list whose sortable fields are `fields`. */
+export const SortParam = <const F extends string>(fields: ReadonlyArray<F>) => {
+  const message = `must be <field>:<asc|desc> with field one of ${fields.join(", ")}`
+  return Schema.String.pipe(
+    Schema.filter((value) => {
+      const [field, direction, ...rest] = value.split(":")
+      return rest.length === 0 && fields.includes(field as F) && (direction === undefined || direction === "asc" || direction === "desc")
+        ? undefined
+        : message
+    })
+  ).annotations({ description: `One of ${fields.map((f) => `${f}:asc, ${f}:desc`).join(", ")}` })
+}
+
+export const parseSort = <F extends string>(value: string | undefined, fallback: Sort<F>): Sort<F> => {
+  if (value === undefined) return fallback
+  const [field, direction] = value.split(":")
+  return { field: field as F, direction: direction === "asc" ? "asc" : "desc" }
+}
+
+export const page = (params: { readonly limit?: number | undefined; readonly offset?: number | undefined }): Page => ({
+  limit: params.limit ?? 20,
+  offset: params.offset ?? 0
+})
+
+export const ListMeta = Schema.Struct({
+  total: Schema.Number,
+  limit: Schema.Number,
+  offset: Schema.Number,
+  hasMore: Schema.Boolean
+}).annotations({ identifier: "ListMeta" })
+export type ListMeta = typeof ListMeta.Type
+
+export const listMeta = (total: number, p: Page): ListMeta => ({
+  total,
+  limit: p.limit,
+  offset: p.offset,
+  hasMore: p.offset + p.limit < total
+})

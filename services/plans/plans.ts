@@ -1,0 +1,78 @@
+/**
+ * Plans and what each allows (SPEC "Limits", DESIGN.md §4). `null` means unlimited.
+ * The one place these numbers live.
+ */
+import { Schema } from "effect"
+
+export const Plan = Schema.Literal("free", "pro", "enterprise")
+export type Plan = typeof Plan.Type
+
+const MB = 1024 * 1024
+const GB = 1024 * MB
+
+export interface RateWindows {
+  readonly perMinute: number
+  readonly perHour: number
+  readonly perDay: number
+}
+
+export interface PlanLimits {
+  readonly requests: RateWindows
+  /** Search (and MCP) requests per minute, a limit of its own. */
+  readonly searchesPerMinute: number
+  readonly emailsPerDay: number
+  readonly emailsPerMonth: number | null
+  readonly maxEmailBytes: number
+  readonly searchesPerMonth: number | null
+  readonly storageBytes: number | null
+  readonly mailboxes: number | null
+  /** pro 10, enterprise unlimited; free comes from FREE_MAX_CUSTOM_DOMAINS (see `customDomainLimit`). */
+  readonly customDomains: number | null
+  readonly webhooks: number | null
+}
+
+export const limits: Record<Plan, PlanLimits> = {
+  free: {
+    requests: { perMinute: 20, perHour: 100, perDay: 1_000 },
+    searchesPerMinute: 10,
+    emailsPerDay: 100,
+    emailsPerMonth: 100,
+    maxEmailBytes: 10 * MB,
+    searchesPerMonth: 100,
+    storageBytes: 1 * GB,
+    mailboxes: 3,
+    customDomains: 0,
+    webhooks: 1
+  },
+  pro: {
+    requests: { perMinute: 100, perHour: 2_000, perDay: 20_000 },
+    searchesPerMinute: 60,
+    emailsPerDay: 10_000,
+    emailsPerMonth: 10_000,
+    maxEmailBytes: 25 * MB,
+    searchesPerMonth: 5_000,
+    storageBytes: 50 * GB,
+    mailboxes: 100,
+    customDomains: 10,
+    webhooks: 25
+  },
+  enterprise: {
+    requests: { perMinute: 500, perHour: 10_000, perDay: 100_000 },
+    searchesPerMinute: 300,
+    emailsPerDay: 100_000,
+    emailsPerMonth: null,
+    maxEmailBytes: 50 * MB,
+    searchesPerMonth: null,
+    storageBytes: null,
+    mailboxes: null,
+    customDomains: null,
+    webhooks: null
+  }
+}
+
+/** The free plan's custom-domain limit is an operator setting (`FREE_MAX_CUSTOM_DOMAINS`). */
+export const customDomainLimit = (plan: Plan, freeMaxCustomDomains: number): number | null =>
+  plan === "free" ? freeMaxCustomDomains : limits[plan].customDomains
+
+/** How an unlimited figure is reported where SPEC's type is a number. */
+export const reportLimit = (limit: number | null): number => limit ?? -1

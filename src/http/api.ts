@@ -1,0 +1,208 @@
+/**
+ * The HTTP contract: every route, its payloads, success envelopes and errors. The server
+ * (src/http/server.ts), the OpenAPI document and the typed test client all come from this one
+ * definition.
+ */
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { CurrentPrincipal } from "../../services/accounts/principal.ts"
+import {
+  LoginInput,
+  RefreshedCredentials,
+  RefreshInput,
+  RegisteredUser,
+  RegisterInput,
+  SessionCredentials
+} from "../../services/accounts/schemas.ts"
+import { Subscription, Usage } from "../../services/billing/billing.ts"
+import { keySortFields } from "../../services/keys/api-keys.ts"
+import { ApiKey, CreatedApiKey, CreateKeyInput, RevokedApiKey } from "../../services/keys/schemas.ts"
+import { Limit, ListMeta, Offset, SortParam } from "../../services/listing.ts"
+import { Plan } from "../../services/plans/plans.ts"
+import {
+  BadRequestError,
+  ConflictError,
+  ForbiddenError,
+  InternalErrorError,
+  NotFoundError,
+  PayloadTooLargeError,
+  RateLimitedError,
+  UnauthorizedError,
+  UnavailableError,
+  ValidationFailed
+} from "./errors.ts"
+
+/** `{ success: true, data }` and, when given, `meta`. */
+export const Ok = <D extends Schema.Schema.Any>(data: D, identifier?: string) =>
+  Schema.Struct({ success: Schema.Literal(true), data }).annotations(identifier ? { identifier } : {})
+
+export const OkWithMeta = <D extends Schema.Schema.Any, M extends Schema.Schema.Any>(data: D, meta: M, identifier?: string) =>
+  Schema.Struct({ success: Schema.Literal(true), data, meta }).annotations(identifier ? { identifier } : {})
+
+const Message = Schema.Struct({ message: Schema.String })
+
+// ---------------------------------------------------------------------------------------------
+// Middleware
+
+/** `{base_url}` routes: `X-API-Key`, or `Authorization: Bearer` with an API key or access token. */
+export class ApiAuthentication extends HttpApiMiddleware.Tag<ApiAuthentication>()("ApiAuthentication", {
+  provides: CurrentPrincipal,
+  failure: Schema.Union(UnauthorizedError, RateLimitedError, UnavailableError, InternalErrorError)
+}) {}
+
+/** Dashboard routes (`/api/*`): the session cookie set by login, or `Authorization: Bearer <access token>`. */
+export class SessionAuthentication extends HttpApiMiddleware.Tag<SessionAuthentication>()("SessionAuthentication", {
+  provides: CurrentPrincipal,
+  failure: Schema.Union(UnauthorizedError, ForbiddenError, RateLimitedError, UnavailableError, InternalErrorError)
+}) {}
+
+/** Routes open to anyone are limited per client address. */
+export class ClientRateLimit extends HttpApiMiddleware.Tag<ClientRateLimit>()("ClientRateLimit", {
+  failure: Schema.Union(RateLimitedError, UnavailableError, InternalErrorError)
+}) {}
+
+// ---------------------------------------------------------------------------------------------
+// Health and docs
+
+const Health = Schema.Struct({
+  status: Schema.Literal("ok"),
+  database: Schema.optional(Schema.Literal("ok")),
+  bus: Schema.optional(Schema.Literal("ok"))
+})
+
+export class HealthGroup extends HttpApiGroup.make("health")
+  .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Ok(Health)))
+  .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(Ok(Health)).addError(UnavailableError))
+  .annotate(OpenApi.Description, "Liveness (the process serves) and readiness (database and bus reachable)")
+{}
+
+// ---------------------------------------------------------------------------------------------
+// User authentication (on {app_url})
+
+export class AuthGroup extends HttpApiGroup.make("auth")
+  .add(
+    HttpApiEndpoint.post("register", "/register")
+      .setPayload(RegisterInput)
+      .addSuccess(Ok(RegisteredUser), { status: 201 })
+      .addError(ConflictError)
+  )
+  .add(
+    HttpApiEndpoint.post("login", "/login")
+      .setPayload(LoginInput)
+      .addSuccess(Ok(SessionCredentials))
+      .addError(UnauthorizedError)
+  )
+  .add(
+    HttpApiEndpoint.post("refresh", "/refresh")
+      .setPayload(RefreshInput)
+      .addSuccess(Ok(RefreshedCredentials))
+      .addError(UnauthorizedError)
+  )
+  .middleware(ClientRateLimit)
+  .add(
+    HttpApiEndpoint.post("logout", "/logout")
+      .addSuccess(Ok(Message))
+      .middleware(SessionAuthentication)
+  )
+  .prefix("/api/auth")
+  .annotate(OpenApi.Title, "User authentication")
+{}
+
+// ---------------------------------------------------------------------------------------------
+// API keys (on {base_url})
+
+const ListParams = <F extends string>(fields: ReadonlyArray<F>) =>
+  Schema.Struct({
+    limit: Schema.optional(Limit),
+    offset: Schema.optional(Offset),
+    sort: Schema.optional(SortParam(fields))
+  }).annotations({ parseOptions: { errors: "all" } })
+
+export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
+  .add(
+    HttpApiEndpoint.get("list", "/api-keys")
+      .setUrlParams(ListParams(keySortFields))
+      .addSuccess(OkWithMeta(Schema.Array(ApiKey), ListMeta))
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/api-keys")
+      .setPayload(CreateKeyInput)
+      .addSuccess(OkWithMeta(CreatedApiKey, Schema.Struct({ warning: Schema.String })), { status: 201 })
+  )
+  .add(
+    HttpApiEndpoint.del("revoke", "/api-keys/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Ok(RevokedApiKey))
+      .addError(NotFoundError)
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "API keys")
+{}
+
+// ---------------------------------------------------------------------------------------------
+// Billing (on {base_url})
+
+const HttpUrl = Schema.String.pipe(
+  Schema.filter((value) => {
+    try {
+      const url = new URL(value)
+      return url.protocol === "https:" || url.protocol === "http:" ? undefined : "must be an http(s) URL"
+    } catch {
+      return "must be a valid URL"
+    }
+  })
+)
+
+export const CheckoutInput = Schema.Struct({
+  plan: Plan,
+  successUrl: HttpUrl,
+  cancelUrl: HttpUrl
+}).annotations({ identifier: "CheckoutInput", parseOptions: { errors: "all" } })
+
+export const PortalInput = Schema.Struct({ returnUrl: HttpUrl }).annotations({
+  identifier: "PortalInput",
+  parseOptions: { errors: "all" }
+})
+
+
+const SessionUrl = Schema.Struct({ url: Schema.String.annotations({ description: "Hosted page to send the user to" }) })
+
+export class BillingGroup extends HttpApiGroup.make("billing")
+  .add(HttpApiEndpoint.get("subscription", "/billing/subscription").addSuccess(Ok(Subscription)))
+  .add(HttpApiEndpoint.get("usage", "/billing/usage").addSuccess(Ok(Usage)))
+  .add(
+    HttpApiEndpoint.post("checkout", "/billing/checkout")
+      .setPayload(CheckoutInput)
+      .addSuccess(Ok(SessionUrl))
+      .addError(ConflictError)
+  )
+  .add(
+    HttpApiEndpoint.post("portal", "/billing/portal")
+      .setPayload(PortalInput)
+      .addSuccess(Ok(SessionUrl))
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Billing")
+{}
+
+// ---------------------------------------------------------------------------------------------
+
+export class MailroomApi extends HttpApi.make("mailroom")
+  .add(HealthGroup)
+  .add(AuthGroup)
+  .add(ApiKeysGroup)
+  .add(BillingGroup)
+  .addError(ValidationFailed)
+  .addError(BadRequestError)
+  .addError(NotFoundError)
+  .addError(PayloadTooLargeError)
+  .addError(InternalErrorError)
+  .addError(UnavailableError)
+  .annotate(OpenApi.Title, "Mailroom")
+  .annotate(OpenApi.Version, "1.0.0")
+  .annotate(OpenApi.Description, "Email for software agents. Every response uses the { success, data, meta } / { success, error } envelope.")
+{}
+
+export { HttpApiSchema }

@@ -1,0 +1,26 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { Bus } from "../../services/bus/bus.ts"
+import { ServiceUnavailable } from "../../services/errors.ts"
+import { MailroomApi } from "./api.ts"
+
+export const HealthHandlers = HttpApiBuilder.group(MailroomApi, "health", (handlers) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+    const database = sql`SELECT 1`.pipe(
+      Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => ServiceUnavailable.of("The database is not reachable") }),
+      Effect.mapError(() => ServiceUnavailable.of("The database is not reachable"))
+    )
+    const busReachable = bus.ping.pipe(
+      Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => ServiceUnavailable.of("The bus is not reachable") }),
+      Effect.mapError(() => ServiceUnavailable.of("The bus is not reachable"))
+    )
+    return handlers
+      .handle("healthz", () => Effect.succeed({ success: true as const, data: { status: "ok" as const } }))
+      .handle("readyz", () =>
+        Effect.all([database, busReachable], { concurrency: 2 }).pipe(
+          Effect.as({ success: true as const, data: { status: "ok" as const, database: "ok" as const, bus: "ok" as const } })
+        ))
+  }))

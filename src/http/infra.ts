@@ -1,0 +1,27 @@
+/**
+ * Infrastructure failures at the HTTP edge: a database or bus that cannot be reached is a 503 the
+ * client may retry; any other SQL or bus failure is a bug, logged here and answered with a bare 500.
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import type { BusError } from "../../services/bus/bus.ts"
+import { InternalError, ServiceUnavailable } from "../../services/errors.ts"
+import { isUnavailable } from "./errors.ts"
+
+const isInfrastructure = (error: unknown): error is SqlError | BusError =>
+  typeof error === "object" && error !== null && "_tag" in error &&
+  (error._tag === "SqlError" || error._tag === "BusError")
+
+export const infrastructureFailure = (error: SqlError | BusError): Effect.Effect<never, ServiceUnavailable | InternalError> =>
+  isUnavailable(error)
+    ? Effect.zipRight(Effect.logWarning("Dependency unavailable", error), Effect.fail(ServiceUnavailable.of()))
+    : Effect.zipRight(Effect.logError("Unexpected infrastructure failure", error), Effect.fail(InternalError.of()))
+
+export const orUnavailable = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, Exclude<E, SqlError | BusError> | ServiceUnavailable | InternalError, R> =>
+  Effect.catchIf(
+    effect,
+    isInfrastructure,
+    infrastructureFailure
+  ) as Effect.Effect<A, Exclude<E, SqlError | BusError> | ServiceUnavailable | InternalError, R>

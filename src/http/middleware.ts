@@ -1,0 +1,108 @@
+/**
+ * Request-level middleware: authentication with rate limiting (one round trip), the per-address
+ * limit on open routes, and the `X-RateLimit-*` headers on every response they cover, errors
+ * included.
+ */
+import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
+import { type Authenticated, Authenticator, bearerCredential, type Credential } from "../../services/accounts/authenticator.ts"
+import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
+import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
+import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
+import { AppConfig } from "../config.ts"
+import { ApiAuthentication, ClientRateLimit, SessionAuthentication } from "./api.ts"
+import { orUnavailable } from "./infra.ts"
+
+export const SESSION_COOKIE = "mailroom_session"
+
+/** Requests per minute from one client address on routes that need no credential. */
+const CLIENT_WINDOWS = [{ seconds: 60, limit: 300 }]
+
+const rateHeaders = (decision: Decision) => ({
+  "x-ratelimit-limit": String(decision.limit),
+  "x-ratelimit-remaining": String(decision.remaining),
+  "x-ratelimit-reset": String(decision.resetAt)
+})
+
+/** Put the headers on the response, whatever it turns out to be. */
+const announce = (decision: Decision) =>
+  HttpApp.appendPreResponseHandler((_request, response) =>
+    Effect.succeed(HttpServerResponse.setHeaders(response, rateHeaders(decision)))
+  )
+
+const enforce = ({ decision, principal }: Authenticated) =>
+  Effect.zipRight(
+    announce(decision),
+    decision.allowed
+      ? Effect.succeed(principal)
+      : Effect.fail(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter }))
+  )
+
+const bearer = (request: HttpServerRequest.HttpServerRequest) => {
+  const header = request.headers["authorization"]
+  if (header === undefined) return Option.none<string>()
+  const match = /^Bearer\s+(.+)$/i.exec(header.trim())
+  return match ? Option.some(match[1]!.trim()) : Option.none<string>()
+}
+
+const missing = Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer")
+
+export const ApiAuthenticationLive = Layer.effect(
+  ApiAuthentication,
+  Effect.gen(function*() {
+    const authenticator = yield* Authenticator
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const apiKey = request.headers["x-api-key"]?.trim()
+      const credential: Option.Option<Credential> = apiKey
+        ? Option.some({ kind: "apiKey", secret: apiKey })
+        : Option.map(bearer(request), bearerCredential)
+      if (Option.isNone(credential)) return yield* missing
+      return yield* authenticator.authenticate(credential.value).pipe(orUnavailable, Effect.flatMap(enforce))
+    })
+  })
+)
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
+
+export const SessionAuthenticationLive = Layer.effect(
+  SessionAuthentication,
+  Effect.gen(function*() {
+    const authenticator = yield* Authenticator
+    const { appUrl } = yield* AppConfig
+    const appOrigin = new URL(appUrl).origin
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const token = bearer(request)
+      if (Option.isSome(token)) {
+        return yield* authenticator.authenticate({ kind: "accessToken", secret: token.value }).pipe(
+          orUnavailable,
+          Effect.flatMap(enforce)
+        )
+      }
+      const cookie = request.cookies[SESSION_COOKIE]
+      if (!cookie) return yield* Unauthorized.of("Missing session: log in, or send Authorization: Bearer <access token>")
+      // Cookies ride along on cross-site requests; a write must come from our own pages.
+      if (!SAFE_METHODS.has(request.method) && request.headers["origin"] !== appOrigin) {
+        return yield* Forbidden.of({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
+      }
+      return yield* authenticator.authenticate({ kind: "cookie", secret: cookie }).pipe(orUnavailable, Effect.flatMap(enforce))
+    })
+  })
+)
+
+export const ClientRateLimitLive = Layer.effect(
+  ClientRateLimit,
+  Effect.gen(function*() {
+    const limiter = yield* RateLimiter
+    return Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+      const decision = yield* limiter.take(`ip:${address}`, CLIENT_WINDOWS).pipe(orUnavailable)
+      yield* announce(decision)
+      if (!decision.allowed) {
+        return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })
+      }
+    })
+  })
+)

@@ -1,0 +1,81 @@
+/**
+ * The api role: the HttpApi served over node:http, with SPEC's envelope on every answer,
+ * OpenAPI at /v1/openapi.json and its docs page at /docs.
+ */
+import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpServerRequest } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer, Option } from "effect"
+import { createServer } from "node:http"
+import { Accounts } from "../../services/accounts/accounts.ts"
+import { Authenticator } from "../../services/accounts/authenticator.ts"
+import { Billing } from "../../services/billing/billing.ts"
+import { PayloadTooLarge } from "../../services/errors.ts"
+import { ApiKeys } from "../../services/keys/api-keys.ts"
+import { KeyUsage } from "../../services/keys/last-used.ts"
+import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
+import * as LocalBilling from "../../layers/local-billing.ts"
+import { AppConfig } from "../config.ts"
+import { MailroomApi } from "./api.ts"
+import { ApiKeysHandlers } from "./api-keys.ts"
+import { AuthHandlers } from "./auth.ts"
+import { BillingHandlers } from "./billing.ts"
+import { errorResponse, toApiError } from "./errors.ts"
+import { HealthHandlers } from "./health.ts"
+import { PaymentPagesLive } from "./payment-pages.ts"
+import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
+
+export const MAX_JSON_BYTES = 1024 * 1024
+
+/**
+ * Around every route: refuse oversized bodies before reading them, cap what is read, and answer
+ * every failure (decode errors, unknown routes, defects) with the error envelope.
+ */
+const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const length = Number(request.headers["content-length"] ?? 0)
+    if (length > MAX_JSON_BYTES) {
+      return errorResponse(
+        PayloadTooLarge.of({ message: "The request body is larger than 1 MiB", details: { max_bytes: MAX_JSON_BYTES } })
+      )
+    }
+    return yield* app
+  }).pipe(
+    HttpServerRequest.withMaxBodySize(Option.some(MAX_JSON_BYTES)),
+    Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse))
+  )
+)
+
+const Handlers = Layer.mergeAll(HealthHandlers, AuthHandlers, ApiKeysHandlers, BillingHandlers)
+const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive)
+
+/** The API with its handlers; needs the domain services. */
+export const ApiLive = HttpApiBuilder.api(MailroomApi).pipe(
+  Layer.provide(Handlers),
+  Layer.provide(Middleware)
+)
+
+/** The payment provider: the local one until a Stripe key is configured (the Stripe adapter is pending). */
+const PaymentsLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) => LocalBilling.layer({ appUrl: config.appUrl }))
+)
+
+/** The domain services behind the API (SQL, bus and settings come from the caller). */
+export const ApiServices = Layer.mergeAll(Accounts.Default, ApiKeys.Default, Authenticator.Default, PaymentsLive).pipe(
+  Layer.provideMerge(Layer.mergeAll(Billing.Default, RateLimiter.layer, KeyUsage.layer))
+)
+
+export const HttpServerLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    HttpApiBuilder.serve((app) => app).pipe(
+      Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+      Layer.provide(PaymentPagesLive),
+      Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" })),
+      Layer.provide(EnvelopeMiddleware),
+      Layer.provide(ApiLive),
+      HttpServer.withLogAddress,
+      Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, host: config.host }))
+    )
+  )
+)
+

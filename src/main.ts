@@ -1,0 +1,34 @@
+/**
+ * Entry point: `npm start` (all roles, embedded defaults) or `ROLES=api|smtp|worker …` in a cluster.
+ * A bad setting stops the process with a message naming the variable; SIGTERM and SIGINT drain
+ * in-flight work, then exit 0.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { ConfigError, Effect, Layer, Logger } from "effect"
+import { appLayer } from "./app.ts"
+import { loadConfig } from "./config.ts"
+
+const describe = (error: ConfigError.ConfigError): string =>
+  ConfigError.reduceWithContext(error, undefined, {
+    andCase: (_, left, right) => `${left}\n${right}`,
+    orCase: (_, left, right) => `${left}\n${right}`,
+    invalidDataCase: (_, path, message) => `${path.join(".")}: ${message}`,
+    missingDataCase: (_, path, message) => `${path.join(".")}: ${message}`,
+    sourceUnavailableCase: (_, path, message) => `${path.join(".")}: ${message}`,
+    unsupportedCase: (_, path, message) => `${path.join(".")}: ${message}`
+  })
+
+const main = Effect.gen(function*() {
+  const config = yield* loadConfig.pipe(
+    Effect.catchAll((error) =>
+      Effect.sync(() => {
+        process.stderr.write(`mailroom: invalid configuration\n${describe(error)}\n`)
+        process.exit(1)
+      }).pipe(Effect.zipRight(Effect.never))
+    )
+  )
+  yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")}`)
+  return yield* Layer.launch(appLayer(config)).pipe(Logger.withMinimumLogLevel(config.logLevel))
+})
+
+NodeRuntime.runMain(main)

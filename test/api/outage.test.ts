@@ -1,0 +1,85 @@
+/**
+ * A database or bus that cannot be reached: 503 SERVICE_UNAVAILABLE with Retry-After (never a 500,
+ * never internals), /readyz says so, and service resumes by itself once they are back.
+ * PostgreSQL sits behind a TCP proxy the test cuts; the bus is a private nats-server.
+ */
+import { afterAll, beforeAll, expect, it } from "vitest"
+import { createDatabase, testSecret, type TestDatabase, createDataDir } from "../support/services.ts"
+import { startServer, type Server } from "../support/server.ts"
+import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.ts"
+import { startPrivateNats, type PrivateNats } from "../support/nats-server.ts"
+import { client, withApiKey } from "../support/http.ts"
+
+const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+
+let database: TestDatabase
+let proxy: TcpProxy
+let nats: PrivateNats
+let server: Server
+const dataDir = createDataDir()
+
+beforeAll(async () => {
+  database = await createDatabase(adminUrl)
+  const target = new URL(database.url)
+  proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) })
+  nats = await startPrivateNats()
+  const proxied = new URL(database.url)
+  proxied.hostname = "127.0.0.1"
+  proxied.port = String(proxy.port)
+  server = await startServer({
+    DATABASE_URL: proxied.toString(),
+    NATS_URL: nats.url,
+    JWT_SECRET: testSecret(),
+    DATA_DIR: dataDir.dir
+  })
+})
+
+afterAll(async () => {
+  await server?.stop()
+  await proxy?.close()
+  await nats?.dispose()
+  await database?.drop()
+  dataDir.remove()
+})
+
+const until = async (check: () => Promise<boolean>, timeoutMs = 20_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (await check()) return
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+  throw new Error("condition not reached")
+}
+
+it("answers 503 with Retry-After while PostgreSQL is unreachable, and recovers", async () => {
+  const api = client(server.url)
+  const user = await withApiKey(api)
+
+  await proxy.cut()
+  const reply = await api.get("/v1/api-keys", { apiKey: user.apiKey })
+  expect(reply.status).toBe(503)
+  expect(reply.body).toEqual({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: expect.any(String) } })
+  expect(Number(reply.headers.get("retry-after"))).toBeGreaterThan(0)
+  expect(reply.text).not.toMatch(/ECONNREFUSED|SELECT|\.ts:\d+/)
+
+  const login = await api.post("/api/auth/login", { body: { email: user.email, password: user.password } })
+  expect(login.status).toBe(503)
+  const ready = await api.get("/readyz")
+  expect(ready.status).toBe(503)
+  expect(ready.body.error.code).toBe("SERVICE_UNAVAILABLE")
+
+  await proxy.restore()
+  await until(async () => (await api.get("/v1/api-keys", { apiKey: user.apiKey })).status === 200)
+  expect((await api.get("/readyz")).status).toBe(200)
+})
+
+it("reports not ready while the bus is down, and ready again once it is back", async () => {
+  const api = client(server.url)
+  await nats.stop()
+  const ready = await api.get("/readyz")
+  expect(ready.status).toBe(503)
+  expect(ready.body).toEqual({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: "The bus is not reachable" } })
+  expect(ready.headers.get("retry-after")).not.toBeNull()
+  await nats.start()
+  await until(async () => (await api.get("/readyz")).status === 200)
+})

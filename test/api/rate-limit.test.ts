@@ -1,0 +1,105 @@
+/**
+ * SPEC "Limits": per-key limits, X-RateLimit-* headers, 429 with details and Retry-After, and one
+ * shared limit across API processes on one PostgreSQL.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { client, withApiKey } from "../support/http.ts"
+
+/** Fixed windows reset on the minute: start a burst with enough of the minute left to finish it. */
+const awayFromMinuteEdge = async () => {
+  const intoMinute = (Date.now() / 1000) % 60
+  if (intoMinute > 50) await new Promise((resolve) => setTimeout(resolve, (61 - intoMinute) * 1000))
+}
+
+describe("one API process", () => {
+  let backend: Backend
+  let server: Server
+
+  beforeAll(async () => {
+    backend = await createBackend()
+    server = await startServer(backend.env)
+  })
+
+  afterAll(async () => {
+    await server?.stop()
+    await backend?.dispose()
+  })
+
+  it("counts every request of a key: headers on each response, the 21st refused with 429", async () => {
+    const api = client(server.url)
+    const user = await withApiKey(api)
+    await awayFromMinuteEdge()
+    const remaining: Array<number> = []
+    for (let i = 0; i < 20; i++) {
+      const reply = await api.get("/v1/api-keys", { apiKey: user.apiKey })
+      expect(reply.status).toBe(200)
+      expect(reply.headers.get("x-ratelimit-limit")).toBe("20")
+      remaining.push(Number(reply.headers.get("x-ratelimit-remaining")))
+      const reset = Number(reply.headers.get("x-ratelimit-reset"))
+      expect(reset % 60).toBe(0)
+      expect(reset).toBeGreaterThan(Date.now() / 1000)
+    }
+    expect(remaining).toEqual(Array.from({ length: 20 }, (_, i) => 19 - i))
+
+    const refused = await api.get("/v1/api-keys", { apiKey: user.apiKey })
+    expect(refused.status).toBe(429)
+    expect(refused.body).toEqual({
+      success: false,
+      error: { code: "RATE_LIMIT_EXCEEDED", message: expect.any(String), details: { limit: 20, window: "minute", retry_after: expect.any(Number) } }
+    })
+    const retryAfter = Number(refused.headers.get("retry-after"))
+    expect(retryAfter).toBe(refused.body.error.details.retry_after)
+    expect(retryAfter).toBeGreaterThanOrEqual(1)
+    expect(retryAfter).toBeLessThanOrEqual(60)
+    expect(refused.headers.get("x-ratelimit-remaining")).toBe("0")
+
+    // Limits are per key: the owner's other credentials are counted apart.
+    const other = await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "second" } })
+    expect(other.status).toBe(201)
+    expect((await api.get("/v1/api-keys", { apiKey: other.body.data.apiKey })).status).toBe(200)
+  })
+
+  it("reports the limit on error responses too", async () => {
+    const api = client(server.url)
+    const user = await withApiKey(api)
+    const reply = await api.delete("/v1/api-keys/key_missing", { apiKey: user.apiKey })
+    expect(reply.status).toBe(404)
+    expect(reply.headers.get("x-ratelimit-limit")).toBe("20")
+    expect(reply.headers.get("x-ratelimit-remaining")).not.toBeNull()
+  })
+})
+
+describe("two API processes on one PostgreSQL", () => {
+  let backend: Backend
+  let servers: Array<Server> = []
+
+  beforeAll(async () => {
+    backend = await createBackend({ forcePostgres: true })
+    // Migrate once, then start both: each runs only the api role, sharing database and bus.
+    servers = [await startServer({ ...backend.env, ROLES: "api" })]
+    servers.push(await startServer({ ...backend.env, ROLES: "api" }))
+  })
+
+  afterAll(async () => {
+    await Promise.all(servers.map((server) => server.stop()))
+    await backend?.dispose()
+  })
+
+  it("share one limit: the 21st free-plan request of a minute is refused whichever process serves it", async () => {
+    const [a, b] = servers.map((server) => client(server.url)) as [ReturnType<typeof client>, ReturnType<typeof client>]
+    const user = await withApiKey(a)
+    await awayFromMinuteEdge()
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).get("/v1/api-keys", { apiKey: user.apiKey }).then((r) => r.status))
+    )
+    expect(statuses).toEqual(Array(20).fill(200))
+    const [fromA, fromB] = await Promise.all([
+      a.get("/v1/api-keys", { apiKey: user.apiKey }),
+      b.get("/v1/api-keys", { apiKey: user.apiKey })
+    ])
+    expect(fromA.status).toBe(429)
+    expect(fromB.status).toBe(429)
+    expect(fromB.body.error.details).toEqual({ limit: 20, window: "minute", retry_after: expect.any(Number) })
+  })
+})

@@ -1,0 +1,61 @@
+/**
+ * Configuration is checked at start: a bad value stops the process with a message naming the
+ * variable, and a partial-role process refuses the embedded stores.
+ */
+import { spawn } from "node:child_process"
+import { describe, expect, it } from "vitest"
+import { repoRoot } from "./support/server.ts"
+import { createDataDir } from "./support/services.ts"
+
+const run = (env: Record<string, string>) =>
+  new Promise<{ code: number | null; output: string }>((resolve) => {
+    const dataDir = createDataDir()
+    const clean = Object.fromEntries(
+      Object.entries(process.env).filter(([key]) => !["DATABASE_URL", "NATS_URL", "JWT_SECRET", "ROLES"].includes(key))
+    ) as Record<string, string>
+    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+      cwd: repoRoot,
+      env: { ...clean, DATA_DIR: dataDir.dir, PORT: "39991", SMTP_PORT: "39992", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let output = ""
+    child.stdout.on("data", (chunk) => (output += chunk))
+    child.stderr.on("data", (chunk) => (output += chunk))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      dataDir.remove()
+      resolve({ code, output })
+    })
+  })
+
+describe("configuration", () => {
+  it.each([
+    [{ PORT: "abc" }, /PORT: .*abc/],
+    [{ SMTP_PORT: "70000" }, /SMTP_PORT/],
+    [{ ROLES: "api,mailman" }, /ROLES: .*mailman/],
+    [{ WEBHOOK_ALLOW_PRIVATE: "sometimes" }, /WEBHOOK_ALLOW_PRIVATE/],
+    [{ FREE_MAX_CUSTOM_DOMAINS: "-1" }, /FREE_MAX_CUSTOM_DOMAINS/],
+    [{ APP_URL: "not a url" }, /APP_URL/],
+    [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],
+    [{ DATABASE_URL: "postgres://127.0.0.1:1/x" }, /JWT_SECRET/],
+    [{ JWT_SECRET: "short" }, /JWT_SECRET: Expected at least 32 characters/]
+  ])("stops on %j with a message naming the variable", async (env, message) => {
+    const { code, output } = await run(env)
+    expect(code).toBe(1)
+    expect(output).toMatch(/invalid configuration/)
+    expect(output).toMatch(message)
+    expect(output).not.toMatch(/\bat .*\.ts:\d+/)
+  })
+
+  it("refuses a partial-role process on the embedded stores, naming the missing setting", async () => {
+    const { code, output } = await run({ ROLES: "api" })
+    expect(code).toBe(1)
+    expect(output).toMatch(/DATABASE_URL/)
+    expect(output).toMatch(/NATS_URL/)
+    const withDb = await run({ ROLES: "worker", DATABASE_URL: "postgres://127.0.0.1:1/x", JWT_SECRET: "x".repeat(40) })
+    expect(withDb.code).toBe(1)
+    expect(withDb.output).toMatch(/NATS_URL/)
+    expect(withDb.output).not.toMatch(/DATABASE_URL:/)
+  })
+})

@@ -1,0 +1,2 @@
+/** Runs once before all suites. */
+export default async function setup() {}
