@@ -28,7 +28,11 @@ const main = Effect.gen(function*() {
     )
   )
   yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")}`)
-  return yield* Layer.launch(appLayer(config)).pipe(Logger.withMinimumLogLevel(config.logLevel))
+  return yield* Layer.launch(appLayer(config)).pipe(
+    Logger.withMinimumLogLevel(config.logLevel),
+    // Spans go nowhere without an exporter; building them (with stack traces) costs every request.
+    Effect.withTracerEnabled(false)
+  )
 })
 
 NodeRuntime.runMain(main)

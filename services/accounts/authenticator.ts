@@ -1,18 +1,21 @@
 /**
  * The per-request hot path: resolve a credential to a principal and count the request against the
- * caller's rate limits, in one database round trip.
+ * caller's rate limits (the `mailroom_authenticate` function, migration 0001).
+ *
+ * Requests that arrive together share one database round trip: while a lookup is in flight, new
+ * credentials queue, and the next lookup takes them all (group commit). The database stays the one
+ * judge of every limit, so several API processes still enforce one exact limit together.
  *
  * API keys are limited per key; access tokens and dashboard cookies per user. A revoked or expired
- * key, or a token of a session that was logged out, is refused at once on every node.
+ * key, or a token of a logged-out session, is refused at once on every node.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Fragment } from "@effect/sql/Statement"
-import { Effect, Option } from "effect"
+import { Deferred, Effect, Exit, Option, Queue } from "effect"
 import { Unauthorized } from "../errors.ts"
 import { KeyUsage } from "../keys/last-used.ts"
 import { limits, type Plan } from "../plans/plans.ts"
-import { type Decision, type DecisionRow, intArray, planWindows, toDecision } from "../ratelimit/rate-limiter.ts"
+import { type Decision, type DecisionRow, planWindows, toDecision } from "../ratelimit/rate-limiter.ts"
 import type { Principal } from "./principal.ts"
 import { AccountSettings } from "./settings.ts"
 import { apiKeyPrefix, looksLikeAccessToken, sha256, verifyAccessToken } from "./tokens.ts"
@@ -31,54 +34,78 @@ export interface Authenticated {
   readonly decision: Decision
 }
 
-const windowSeconds = intArray(planWindows(limits.free.requests).map((w) => w.seconds))
-const limitsOf = (plan: Plan) => intArray(planWindows(limits[plan].requests).map((w) => w.limit))
+/** Lookups in flight at once; each carries every credential queued when it started. */
+const PARALLEL_LOOKUPS = 1
+/** Credentials in one lookup at most. */
+const MAX_BATCH = 256
+
+const windowSeconds = planWindows(limits.free.requests).map((w) => w.seconds)
+/** One row per plan, in the order the SQL function expects: free, pro, enterprise. */
+const planLimits = (["free", "pro", "enterprise"] as const).map((plan) => planWindows(limits[plan].requests).map((w) => w.limit))
+
+/** A credential as the database looks it up: kind, reference, and the user an access token names. */
+interface Lookup {
+  readonly kind: "key" | "session" | "cookie"
+  readonly ref: string
+  readonly user: string
+}
 
 interface Row extends DecisionRow {
+  readonly idx: string | number
   readonly userId: string
   readonly plan: Plan
   readonly keyId: string | null
   readonly sessionId: string | null
 }
 
+interface Pending {
+  readonly lookup: Lookup
+  readonly result: Deferred.Deferred<Option.Option<Row>, SqlError>
+}
+
 export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Authenticator", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const keyUsage = yield* KeyUsage
     const { jwtSecret } = yield* AccountSettings
+    const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
 
-    const rate = (subject: Fragment) =>
-      sql`CROSS JOIN LATERAL mailroom_rate_take(${subject}, ${windowSeconds}::int[],
-            CASE sub.plan WHEN 'free' THEN ${limitsOf("free")}::int[]
-                          WHEN 'pro' THEN ${limitsOf("pro")}::int[]
-                          ELSE ${limitsOf("enterprise")}::int[] END) rl`
-
-    const byKey = (secret: string) =>
+    const lookupAll = (batch: ReadonlyArray<Pending>) =>
       sql<Row>`
-        SELECT k.user_id, sub.plan, k.id AS key_id, NULL AS session_id, rl.*
-        FROM api_keys k JOIN subscriptions sub ON sub.user_id = k.user_id
-        ${rate(sql.literal("'key:' || k.id"))}
-        WHERE k.key_hash = ${sha256(secret)} AND k.revoked_at IS NULL
-          AND (k.expires_at IS NULL OR k.expires_at > now())`
+        SELECT c.idx, a.*
+        FROM unnest(${batch.map((p) => p.lookup.kind)}::text[], ${batch.map((p) => p.lookup.ref)}::text[],
+                    ${batch.map((p) => p.lookup.user)}::text[]) WITH ORDINALITY AS c(kind, ref, usr, idx)
+        CROSS JOIN LATERAL mailroom_authenticate(c.kind, c.ref, c.usr, ${windowSeconds}::int[], ${planLimits}::int[]) a`.pipe(
+        Effect.withSpan("Authenticator.lookupAll", { attributes: { size: batch.length } })
+      )
 
-    const bySession = (condition: Fragment) =>
-      sql<Row>`
-        SELECT s.user_id, sub.plan, NULL AS key_id, s.id AS session_id, rl.*
-        FROM sessions s JOIN subscriptions sub ON sub.user_id = s.user_id
-        ${rate(sql.literal("'user:' || s.user_id"))}
-        WHERE ${condition} AND s.revoked_at IS NULL AND s.refresh_expires_at > now()`
+    const settle = (batch: ReadonlyArray<Pending>) =>
+      lookupAll(batch).pipe(
+        Effect.exit,
+        Effect.flatMap((exit) => {
+          if (Exit.isFailure(exit)) return Effect.forEach(batch, (p) => Deferred.failCause(p.result, exit.cause), { discard: true })
+          const byIndex = new Map(exit.value.map((row) => [Number(row.idx), row]))
+          return Effect.forEach(batch, (p, i) => Deferred.succeed(p.result, Option.fromNullable(byIndex.get(i + 1))), { discard: true })
+        })
+      )
 
-    const lookup = (credential: Credential): Effect.Effect<ReadonlyArray<Row>, SqlError> => {
+    const worker = Queue.take(queue).pipe(
+      Effect.flatMap((first) => Effect.map(Queue.takeUpTo(queue, MAX_BATCH - 1), (rest) => [first, ...rest])),
+      Effect.flatMap(settle),
+      Effect.forever
+    )
+    yield* Effect.forkScoped(Effect.all(Array.from({ length: PARALLEL_LOOKUPS }, () => worker), { concurrency: "unbounded", discard: true }))
+
+    const lookup = (credential: Credential): Option.Option<Lookup> => {
       switch (credential.kind) {
         case "apiKey":
-          return credential.secret.startsWith(apiKeyPrefix) ? byKey(credential.secret) : Effect.succeed([])
+          return credential.secret.startsWith(apiKeyPrefix)
+            ? Option.some({ kind: "key", ref: sha256(credential.secret), user: "" })
+            : Option.none()
         case "accessToken":
-          return Option.match(verifyAccessToken(jwtSecret, credential.secret), {
-            onNone: () => Effect.succeed([]),
-            onSome: (claims) => bySession(sql`s.id = ${claims.sid} AND s.user_id = ${claims.sub}`)
-          })
+          return Option.map(verifyAccessToken(jwtSecret, credential.secret), (claims) => ({ kind: "session", ref: claims.sid, user: claims.sub }))
         case "cookie":
-          return bySession(sql`s.cookie_hash = ${sha256(credential.secret)}`)
+          return Option.some({ kind: "cookie", ref: sha256(credential.secret), user: "" })
       }
     }
 
@@ -92,25 +119,21 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
       )
 
     const authenticate = (credential: Credential): Effect.Effect<Authenticated, Unauthorized | SqlError> =>
-      lookup(credential).pipe(
-        Effect.flatMap((rows) => {
-          const row = rows[0]
-          if (!row) return Effect.fail(refusal(credential))
-          const keyId = Option.fromNullable(row.keyId)
-          if (Option.isSome(keyId) && row.allowed) keyUsage.touch(keyId.value)
-          return Effect.succeed({
-            principal: {
-              userId: row.userId,
-              plan: row.plan,
-              via: credential.kind,
-              keyId,
-              sessionId: Option.fromNullable(row.sessionId)
-            },
-            decision: toDecision(row)
-          })
-        }),
-        Effect.withSpan("Authenticator.authenticate", { attributes: { via: credential.kind } })
-      )
+      Effect.gen(function*() {
+        const wanted = lookup(credential)
+        if (Option.isNone(wanted)) return yield* refusal(credential)
+        const result = yield* Deferred.make<Option.Option<Row>, SqlError>()
+        yield* Queue.offer(queue, { lookup: wanted.value, result })
+        const found = yield* Deferred.await(result)
+        if (Option.isNone(found)) return yield* refusal(credential)
+        const row = found.value
+        const keyId = Option.fromNullable(row.keyId)
+        if (Option.isSome(keyId) && row.allowed) keyUsage.touch(keyId.value)
+        return {
+          principal: { userId: row.userId, plan: row.plan, via: credential.kind, keyId, sessionId: Option.fromNullable(row.sessionId) },
+          decision: toDecision(row)
+        }
+      })
 
     return { authenticate } as const
   })

@@ -54,8 +54,11 @@ export interface TestDataDir {
   readonly remove: () => void
 }
 
+/** A fresh DATA_DIR; in embedded mode it starts from the initialised PGlite made by global-setup. */
 export const createDataDir = (): TestDataDir => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-data-"))
+  const template = process.env.MAILROOM_TEST_PGLITE_TEMPLATE
+  if (template && fs.existsSync(template)) fs.cpSync(template, path.join(dir, "pglite"), { recursive: true })
   return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
 }
 

@@ -1,0 +1,480 @@
+/**
+ * `npm run bench:api`: throughput and latency of the API hot path against two baselines measured in
+ * the same run, at 10 concurrent keep-alive connections:
+ *
+ *   (a) bare node:http answering a fixed JSON body
+ *   (b) one bare Effect HttpApi route answering the same body (no authentication, rate limit or SQL)
+ *   (c) Mailroom's `GET /v1/api-keys?limit=2` with an API key: authenticated, rate-limited, on
+ *       PostgreSQL (a fresh database on BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test)
+ *
+ * Every server runs in a child process of its own; the load generator (autocannon) runs in this
+ * process, which does nothing else while it measures. Each target gets a 2 s warm-up, then 10 s
+ * measured. Any non-2xx answer or socket error invalidates the run.
+ *
+ * The rate limit is exercised, not bypassed: the bench user is moved to the enterprise plan (500
+ * requests per minute per key) and requests rotate over enough keys that none reaches its limit.
+ *
+ * Targets: (c) >= 0.6 x (b) in req/s, and p99(c) < 10 ms.
+ * Exit status: 0 when both targets pass, 2 when a target is missed, 1 when the run is invalid.
+ *
+ * Settings for quick runs: BENCH_TARGETS (default "a,b,c"), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2);
+ * BENCH_NODE_ARGS adds node flags to the servers (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof");
+ * BENCH_DATABASE_URL names the PostgreSQL server for (c).
+ */
+import autocannon from "autocannon"
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const CONNECTIONS = 10
+const seconds = (name: string, fallback: number) => {
+  const value = Number(process.env[name] ?? fallback)
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number of seconds`)
+  return value
+}
+const MEASURE_SECONDS = seconds("BENCH_SECONDS", 10)
+const WARMUP_SECONDS = seconds("BENCH_WARMUP_SECONDS", 2)
+const TARGETS = new Set((process.env.BENCH_TARGETS ?? "a,b,c").split(",").map((t) => t.trim()))
+/** Extra node flags for the servers, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them. */
+const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter((arg) => arg.length > 0)
+const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+/** Requests one key may take in a run: below its plan's 500 per minute, with room to spare. */
+const REQUESTS_PER_KEY = 400
+/** Keys are spread over accounts of KEYS_PER_USER each (created with the owner's access token). */
+const MAX_KEYS = 2000
+const KEYS_PER_USER = 4
+const LIST_PATH = "/v1/api-keys?limit=2"
+
+class BenchError extends Error {}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes and clean-up
+
+const cleanups: Array<() => Promise<void>> = []
+const onCleanup = (step: () => Promise<void>) => cleanups.unshift(step)
+let cleaning: Promise<void> | undefined
+/** Stop the servers, drop the database, remove temporary files: once, whoever asks first. */
+const cleanUp = () =>
+  cleaning ??= (async () => {
+    for (const step of cleanups.splice(0)) {
+      await step().catch((error: unknown) => console.error(`clean-up step failed: ${String(error)}`))
+    }
+  })()
+/** The load run in progress, stopped on SIGINT so the clean-up gets the event loop. */
+let running: autocannon.Instance | undefined
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-"))
+onCleanup(async () => fs.rmSync(scratch, { recursive: true, force: true }))
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+interface Server {
+  readonly name: string
+  readonly url: string
+  readonly child: ChildProcess
+  readonly logFile: string
+  readonly stop: () => Promise<void>
+}
+
+const logTail = (file: string, lines = 40) => {
+  try {
+    return fs.readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n")
+  } catch {
+    return "(no output)"
+  }
+}
+
+/** Every variable Mailroom reads: children get only what the bench sets, never the caller's. */
+const MAILROOM_SETTINGS = [
+  "PORT", "HOST", "APP_URL", "SMTP_PORT", "SMTP_HOST", "ROLES", "DATA_DIR", "DATABASE_URL", "NATS_URL", "NATS_PREFIX",
+  "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_API_KEY", "EMBEDDING_MODEL", "STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET",
+  "STRIPE_PRICE_PRO", "STRIPE_PRICE_ENTERPRISE", "SHARED_DOMAINS", "DISALLOWED_EMAIL_NAME", "MX_HOST", "VERIFY_PREFIX",
+  "FREE_MAX_CUSTOM_DOMAINS", "DNS_SERVERS", "WEBHOOK_ALLOW_PRIVATE", "JWT_SECRET", "LOG_LEVEL"
+]
+
+const childEnv = (settings: Record<string, string>) => {
+  const env: Record<string, string> = {}
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value !== undefined && !MAILROOM_SETTINGS.includes(name)) env[name] = value
+  }
+  return { ...env, ...settings }
+}
+
+const startServer = async (
+  name: string,
+  script: string,
+  settings: Record<string, string>,
+  readyPath: string,
+  readyWithinMs: number
+): Promise<Server> => {
+  const port = Number(settings.PORT)
+  const logFile = path.join(scratch, `${name.replace(/[^A-Za-z0-9]+/g, "-")}.log`)
+  const log = fs.openSync(logFile, "w")
+  const child = spawn(process.execPath, [...NODE_ARGS, "--import", "tsx", script], {
+    cwd: repoRoot,
+    env: childEnv(settings),
+    stdio: ["ignore", log, log]
+  })
+  fs.closeSync(log)
+  let exited = false
+  const exit = new Promise<void>((resolve) =>
+    child.once("exit", () => {
+      exited = true
+      resolve()
+    })
+  )
+  const stop = async () => {
+    if (exited) return
+    child.kill("SIGTERM")
+    const killed = await Promise.race([exit.then(() => true), sleep(5_000).then(() => false)])
+    if (!killed) {
+      child.kill("SIGKILL")
+      await exit
+    }
+  }
+  onCleanup(stop)
+  const url = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + readyWithinMs
+  while (true) {
+    if (exited) throw new BenchError(`${name} exited during start-up (code ${child.exitCode}). Its output:\n${logTail(logFile)}`)
+    const status = await fetch(`${url}${readyPath}`).then((r) => r.status, () => 0)
+    if (status === 200) break
+    if (Date.now() > deadline) {
+      throw new BenchError(`${name} did not answer 200 on ${readyPath} within ${readyWithinMs / 1000} s. Its output:\n${logTail(logFile)}`)
+    }
+    await sleep(100)
+  }
+  return { name, url, child, logFile, stop }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+// ---------------------------------------------------------------------------------------------
+// Load
+
+interface Measurement {
+  readonly responses: number
+  readonly seconds: number
+  readonly rps: number
+  readonly p50: number
+  readonly p99: number
+  readonly bytesPerResponse: number
+  readonly statuses: ReadonlyMap<number, number>
+  readonly errors: number
+}
+
+const percentile = (sorted: Float64Array, q: number) =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
+
+/**
+ * One autocannon run of `duration` seconds. Latencies are taken per response at full (sub-ms)
+ * precision; autocannon's own histogram rounds to whole milliseconds.
+ */
+const load = (url: string, duration: number, headerSets: ReadonlyArray<Record<string, string>>) =>
+  new Promise<Measurement>((resolve, reject) => {
+    let latencies = new Float64Array(1 << 16)
+    let count = 0
+    let bytes = 0
+    const statuses = new Map<number, number>()
+    const instance = autocannon(
+      {
+        url,
+        connections: CONNECTIONS,
+        duration,
+        // Every connection cycles through the credentials in turn, so no key reaches its limit.
+        // The requests are built once: a per-request `setupRequest` would halve what one
+        // autocannon process can send, and (a) would measure the load generator.
+        requests: headerSets.map((headers) => ({ method: "GET" as const, headers }))
+      },
+      (error: unknown, result: autocannon.Result) => {
+        if (error) return reject(error instanceof Error ? error : new Error(String(error)))
+        const sorted = latencies.slice(0, count).sort()
+        resolve({
+          responses: count,
+          seconds: result.duration,
+          rps: count / result.duration,
+          p50: percentile(sorted, 0.5),
+          p99: percentile(sorted, 0.99),
+          bytesPerResponse: count > 0 ? bytes / count : 0,
+          statuses,
+          errors: result.errors
+        })
+      }
+    )
+    running = instance
+    instance.on("done", () => {
+      running = undefined
+    })
+    instance.on("response", (_client, statusCode, resBytes, responseTime) => {
+      if (count === latencies.length) {
+        const grown = new Float64Array(latencies.length * 2)
+        grown.set(latencies)
+        latencies = grown
+      }
+      latencies[count++] = responseTime
+      bytes += resBytes
+      statuses.set(statusCode, (statuses.get(statusCode) ?? 0) + 1)
+    })
+  })
+
+const describeStatuses = (statuses: ReadonlyMap<number, number>) =>
+  [...statuses].sort(([a], [b]) => a - b).map(([status, n]) => `${status}: ${n}`).join(", ")
+
+/** Stop the run at the first phase that saw anything but 2xx. */
+const checkClean = (label: string, phase: string, m: Measurement) => {
+  const bad = [...m.statuses].filter(([status]) => status < 200 || status > 299)
+  if (bad.length === 0 && m.errors === 0) return
+  const limited = m.statuses.get(429) ?? 0
+  const serverErrors = bad.filter(([status]) => status >= 500).reduce((n, [, c]) => n + c, 0)
+  throw new BenchError(
+    `${label}: ${phase} saw non-2xx answers or errors. Statuses: ${describeStatuses(m.statuses)}; socket errors: ${m.errors}` +
+      (limited > 0 ? `\n  ${limited} answers were 429: the rate limit was reached, the keys were too few for this throughput` : "") +
+      (serverErrors > 0 ? `\n  ${serverErrors} answers were 5xx: the server failed under load` : "")
+  )
+}
+
+const measure = async (label: string, url: string, headerSets: ReadonlyArray<Record<string, string>>) => {
+  process.stdout.write(`${label}: warm-up ${WARMUP_SECONDS} s, measuring ${MEASURE_SECONDS} s ... `)
+  checkClean(label, "warm-up", await load(url, WARMUP_SECONDS, headerSets))
+  const result = await load(url, MEASURE_SECONDS, headerSets)
+  checkClean(label, "measurement", result)
+  console.log(`${fmtInt(result.rps)} req/s, p50 ${fmtMs(result.p50)} ms, p99 ${fmtMs(result.p99)} ms`)
+  return result
+}
+
+// ---------------------------------------------------------------------------------------------
+// Targets
+
+/** Headers for the baselines: the same rotation machinery as (c), with credentials nobody checks. */
+const dummyHeaders = Array.from({ length: 16 }, (_, i) => ({ "x-api-key": `mr_baseline_${i}` }))
+
+const benchBaseline = async (label: string, script: string) => {
+  const port = await freePort()
+  const server = await startServer(label, script, { PORT: String(port) }, LIST_PATH, 30_000)
+  try {
+    return await measure(label, `${server.url}${LIST_PATH}`, dummyHeaders)
+  } finally {
+    await server.stop()
+  }
+}
+
+const expectStatus = async (response: Response, status: number, what: string) => {
+  const text = await response.text()
+  if (response.status !== status) throw new BenchError(`${what}: expected ${status}, got ${response.status}: ${text.slice(0, 500)}`)
+  return JSON.parse(text) as { readonly data?: Record<string, unknown> | ReadonlyArray<unknown> }
+}
+
+const field = (body: { readonly data?: unknown }, name: string, what: string): string => {
+  const data = body.data as Record<string, unknown> | undefined
+  const value = data?.[name]
+  if (typeof value !== "string") throw new BenchError(`${what}: the answer has no data.${name}`)
+  return value
+}
+
+const createDatabase = async () => {
+  const name = `mailroom_bench_${Date.now().toString(36)}_${randomBytes(4).toString("hex")}`
+  const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL })
+  await admin.connect().catch((error: unknown) => {
+    throw new BenchError(`(c) needs PostgreSQL at ${ADMIN_DATABASE_URL}: ${String(error)}`)
+  })
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  onCleanup(async () => {
+    const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL })
+    await client.connect()
+    try {
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    } finally {
+      await client.end()
+    }
+  })
+  const url = new URL(ADMIN_DATABASE_URL)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+/** Run `task` over `items` with at most `concurrency` in flight. */
+const pooled = async <A, B>(items: ReadonlyArray<A>, concurrency: number, task: (item: A) => Promise<B>) => {
+  const results: Array<B> = []
+  let index = 0
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (index < items.length) {
+      const i = index++
+      results[i] = await task(items[i]!)
+    }
+  }))
+  return results
+}
+
+const benchMailroom = async (label: string, expectedRps: number) => {
+  const databaseUrl = await createDatabase()
+  const dataDir = fs.mkdtempSync(path.join(scratch, "data-"))
+  const [port, smtpPort] = [await freePort(), await freePort()]
+  const server = await startServer(label, "src/main.ts", {
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    SMTP_PORT: String(smtpPort),
+    SMTP_HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    DATABASE_URL: databaseUrl,
+    JWT_SECRET: randomBytes(32).toString("hex")
+  }, "/healthz", 120_000)
+  try {
+    const post = (route: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${server.url}${route}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify(body)
+      })
+    const wanted = Math.ceil((expectedRps * (WARMUP_SECONDS + MEASURE_SECONDS) * 1.25) / REQUESTS_PER_KEY)
+    const keyCount = Math.min(MAX_KEYS, Math.max(KEYS_PER_USER, wanted))
+    if (keyCount < wanted) console.log(`  note: ${wanted} keys would be needed, creating the maximum of ${keyCount}`)
+
+    // Accounts as agents have them: a few keys each, so each list is a short one.
+    const userCount = Math.ceil(keyCount / KEYS_PER_USER)
+    const tokens = await pooled(Array.from({ length: userCount }, (_, i) => i), 8, async (i) => {
+      const email = `bench-${i}-${randomBytes(4).toString("hex")}@example.com`
+      const password = randomBytes(12).toString("hex")
+      const registered = await expectStatus(await post("/api/auth/register", { email, password, name: `Bench ${i}` }), 201, "register")
+      field(registered, "userId", "register")
+      const login = await expectStatus(await post("/api/auth/login", { email, password }), 200, "login")
+      return field(login, "accessToken", "login")
+    })
+
+    // The enterprise plan, as a completed checkout would leave it (500 requests per minute per key).
+    const db = new pg.Client({ connectionString: databaseUrl })
+    await db.connect()
+    try {
+      const updated = await db.query(`UPDATE subscriptions SET plan = 'enterprise'`)
+      if (updated.rowCount !== userCount) throw new BenchError(`expected ${userCount} subscription rows, updated ${updated.rowCount}`)
+    } finally {
+      await db.end()
+    }
+
+    const keys = await pooled(Array.from({ length: keyCount }, (_, i) => i), 8, async (i) => {
+      const created = await expectStatus(
+        await post("/v1/api-keys", { name: `bench ${i}` }, { authorization: `Bearer ${tokens[i % userCount]!}` }),
+        201,
+        "create API key"
+      )
+      return field(created, "apiKey", "create API key")
+    })
+    console.log(`  ${keyCount} API keys over ${userCount} accounts on the enterprise plan, ${keyCount * REQUESTS_PER_KEY} requests of headroom`)
+
+    // One request by hand: the answer must be the key list, with the rate-limit headers.
+    const probe = await fetch(`${server.url}${LIST_PATH}`, { headers: { "x-api-key": keys[0]! } })
+    const listed = await expectStatus(probe, 200, `GET ${LIST_PATH}`)
+    if (!Array.isArray(listed.data) || listed.data.length !== 2) {
+      throw new BenchError(`GET ${LIST_PATH}: expected two keys in data, got ${JSON.stringify(listed).slice(0, 300)}`)
+    }
+    if (probe.headers.get("x-ratelimit-limit") !== "500") {
+      throw new BenchError(`GET ${LIST_PATH}: expected X-RateLimit-Limit 500, got ${probe.headers.get("x-ratelimit-limit")}`)
+    }
+
+    return await measure(label, `${server.url}${LIST_PATH}`, keys.map((key) => ({ "x-api-key": key }))).catch((error) => {
+      throw error instanceof BenchError
+        ? new BenchError(`${error.message}\nThe server's last output:\n${logTail(server.logFile)}`)
+        : error
+    })
+  } finally {
+    await server.stop()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const fmtInt = (n: number) => Math.round(n).toLocaleString("en-US")
+const fmtMs = (n: number) => (Number.isNaN(n) ? "-" : n.toFixed(2))
+const ratio = (x: Measurement | undefined, y: Measurement | undefined) => (x && y ? (x.rps / y.rps).toFixed(3) : "-")
+
+const main = async () => {
+  console.log(
+    `bench:api — node ${process.version}, ${os.cpus().length} cores, ${CONNECTIONS} connections, ` +
+      `${WARMUP_SECONDS} s warm-up + ${MEASURE_SECONDS} s measured per target`
+  )
+  const results: { a?: Measurement; b?: Measurement; c?: Measurement } = {}
+  const labels = {
+    a: "(a) bare node:http",
+    b: "(b) bare Effect HttpApi",
+    c: "(c) Mailroom GET /v1/api-keys"
+  }
+  let failure: unknown
+  try {
+    if (TARGETS.has("a")) results.a = await benchBaseline(labels.a, "bench/servers/node-http.ts")
+    if (TARGETS.has("b")) results.b = await benchBaseline(labels.b, "bench/servers/effect-httpapi.ts")
+    // (c) cannot be faster than (b): (b)'s rate, with a margin, sizes the keys (8,000 if unmeasured).
+    if (TARGETS.has("c")) results.c = await benchMailroom(labels.c, results.b?.rps ?? 8_000)
+  } catch (error) {
+    failure = error
+    console.log("")
+  } finally {
+    await cleanUp()
+  }
+
+  console.log("")
+  console.log(`${"target".padEnd(32)}${"req/s".padStart(10)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"bytes".padStart(8)}  statuses`)
+  for (const key of ["a", "b", "c"] as const) {
+    const m = results[key]
+    if (!m) {
+      console.log(`${labels[key].padEnd(32)}${"not measured".padStart(10)}`)
+      continue
+    }
+    console.log(
+      `${labels[key].padEnd(32)}${fmtInt(m.rps).padStart(10)}${fmtMs(m.p50).padStart(9)}${fmtMs(m.p99).padStart(9)}` +
+        `${fmtInt(m.bytesPerResponse).padStart(8)}  ${describeStatuses(m.statuses)}`
+    )
+  }
+  console.log("")
+  console.log(`ratios (req/s): b/a ${ratio(results.b, results.a)}   c/a ${ratio(results.c, results.a)}   c/b ${ratio(results.c, results.b)}`)
+
+  let missed = false
+  if (results.b && results.c) {
+    const throughputOk = results.c.rps >= 0.6 * results.b.rps
+    const latencyOk = results.c.p99 < 10
+    missed = !throughputOk || !latencyOk
+    console.log(`target (c) >= 0.6 x (b) req/s: ${throughputOk ? "PASS" : "FAIL"} (c/b = ${ratio(results.c, results.b)})`)
+    console.log(`target p99(c) < 10 ms:         ${latencyOk ? "PASS" : "FAIL"} (${fmtMs(results.c.p99)} ms)`)
+  } else {
+    console.log("targets: not judged ((b) and (c) are both needed)")
+  }
+
+  if (failure !== undefined) {
+    console.error(`\nbench:api FAILED: ${failure instanceof BenchError ? failure.message : String(failure instanceof Error ? failure.stack : failure)}`)
+    process.exitCode = 1
+  } else if (missed) {
+    process.exitCode = 2
+  }
+}
+
+// `on`, not `once`: tsx repeats a signal it did not see handled at once, and a signal with no
+// listener left would end the process before the database is dropped.
+let interrupted = false
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (interrupted) return
+    interrupted = true
+    console.error(`\n${signal}: stopping servers and dropping the bench database`)
+    running?.stop()
+    void cleanUp().finally(() => process.exit(130))
+  })
+}
+
+await main()

@@ -1,0 +1,248 @@
+/**
+ * The embedded Bus (no `NATS_URL`): in-process queues, recovered from the SQL database on start.
+ * Single node only: consumers in another process would never hear of a publish.
+ *
+ * Every publish is a row in `bus_messages` (unique per stream and msgId, which is the de-duplication)
+ * before it is handed to the local consumers; every successful handler leaves a row in `bus_acks`.
+ * A consumer starting up first takes the rows it has not acknowledged, so nothing published is lost
+ * to a crash or a restart. Delivery counts live in memory: after a restart they start again at 1.
+ *
+ * Publish outside a caller's SQL transaction: consumers are woken as soon as the INSERT returns.
+ */
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Schedule, Schema, Scope } from "effect"
+import {
+  Bus,
+  BusError,
+  type BusMessage,
+  type BusShape,
+  type ConsumerSpec,
+  defaultRetryDelay,
+  type StreamName,
+  streams,
+  subjectMatches
+} from "../services/bus/bus.ts"
+
+/** As long as the NATS streams keep messages; acknowledgements go with their message. */
+const RETENTION = "7 days"
+const PING_TIMEOUT = Duration.seconds(2)
+
+const StoredMessage = Schema.Struct({
+  seq: Schema.NumberFromString,
+  stream: Schema.String,
+  subject: Schema.String,
+  msgId: Schema.String,
+  data: Schema.Uint8ArrayFromSelf
+})
+type StoredMessage = typeof StoredMessage.Type
+
+interface Delivery {
+  readonly message: StoredMessage
+  readonly deliveryCount: number
+}
+
+/**
+ * The consumers of one durable name in this process: they take turns on one queue, so that each
+ * message goes to one of them (the first one's filter applies to all).
+ */
+interface Group {
+  readonly queue: Queue.Queue<Delivery>
+  /** Lives while the group has members: the live feed and pending redeliveries. */
+  readonly scope: Scope.CloseableScope
+  members: number
+}
+
+const toBusError = (message: string) => (cause: unknown) => new BusError({ message, cause })
+
+/** The stream whose subjects take `subject`, as NATS would pick it. */
+const streamFor = (subject: string): StreamName | undefined =>
+  (Object.keys(streams) as Array<StreamName>).find((stream) =>
+    streams[stream].subjects.some((filter) => subjectMatches(filter, subject))
+  )
+
+/** The literal tokens of a filter before its first wildcard, for narrowing the SQL scan. */
+const literalPrefix = (filter: string) => {
+  const tokens = filter.split(".")
+  const wildcard = tokens.findIndex((token) => token === "*" || token === ">")
+  return wildcard === -1 ? filter : tokens.slice(0, wildcard).map((token) => `${token}.`).join("")
+}
+
+export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Scope.Scope> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const published = yield* Effect.acquireRelease(PubSub.unbounded<StoredMessage>(), PubSub.shutdown)
+  const groups = new Map<string, Group>()
+  // Joining and leaving a group are short, but must not interleave.
+  const membership = yield* Effect.makeSemaphore(1)
+
+  const insertMessage = SqlSchema.findAll({
+    Request: Schema.Struct({ stream: Schema.String, subject: Schema.String, msgId: Schema.String, data: Schema.Uint8ArrayFromSelf }),
+    Result: Schema.Struct({ seq: Schema.NumberFromString }),
+    execute: (message) =>
+      sql`INSERT INTO bus_messages ${sql.insert(message)} ON CONFLICT (stream, msg_id) DO NOTHING RETURNING seq`
+  })
+
+  const unacknowledged = SqlSchema.findAll({
+    Request: Schema.Struct({ consumer: Schema.String, stream: Schema.String, subjectPrefix: Schema.String }),
+    Result: StoredMessage,
+    execute: ({ consumer, stream, subjectPrefix }) =>
+      sql`SELECT m.seq, m.stream, m.subject, m.msg_id, m.data
+          FROM bus_messages m
+          WHERE m.stream = ${stream} AND starts_with(m.subject, ${subjectPrefix})
+            AND NOT EXISTS (SELECT 1 FROM bus_acks a WHERE a.consumer = ${consumer} AND a.seq = m.seq)
+          ORDER BY m.seq`
+  })
+
+  // Through a SELECT, so that a message swept away meanwhile is simply not acknowledged (instead of
+  // failing on the foreign key and being retried forever).
+  const acknowledge = (consumer: string, seq: number) =>
+    sql`INSERT INTO bus_acks (consumer, seq)
+        SELECT ${consumer}, seq FROM bus_messages WHERE seq = ${seq}
+        ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
+
+  yield* sql`DELETE FROM bus_messages WHERE published_at < now() - ${RETENTION}::interval`.pipe(
+    Effect.catchAllCause((cause) => Effect.logWarning("Could not sweep old bus messages; will retry", cause)),
+    Effect.repeat(Schedule.spaced("1 hour")),
+    Effect.forkScoped
+  )
+
+  const publish = Effect.fn("MemoryBus.publish")(function*(subject: string, data: Uint8Array, options: { readonly msgId: string }) {
+    const stream = streamFor(subject)
+    if (stream === undefined) {
+      return yield* new BusError({ message: `No bus stream takes the subject ${subject}` })
+    }
+    const message = { stream: streams[stream].name, subject, msgId: options.msgId, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }
+    const inserted = yield* insertMessage(message).pipe(Effect.mapError(toBusError(`Could not store a bus message on ${subject}`)))
+    const row = inserted[0]
+    // No row: the msgId was published before, and that message is already stored and delivered.
+    if (row !== undefined) yield* PubSub.publish(published, { ...message, data, seq: row.seq })
+  })
+
+  const ping = sql`SELECT 1`.pipe(
+    Effect.mapError(toBusError("The bus database is unreachable")),
+    Effect.timeoutFail({ duration: PING_TIMEOUT, onTimeout: () => new BusError({ message: "The bus database did not answer in time" }) }),
+    Effect.asVoid,
+    Effect.withSpan("MemoryBus.ping")
+  )
+
+  /** Subscribe to new messages first, then read the backlog, so that none falls between the two. */
+  const openGroup = (spec: ConsumerSpec<unknown>, scope: Scope.CloseableScope) =>
+    Effect.gen(function*() {
+      const stream = streams[spec.stream].name
+      const matches = (message: StoredMessage) => message.stream === stream && subjectMatches(spec.filter, message.subject)
+      const queue = yield* Queue.unbounded<Delivery>()
+      yield* Scope.addFinalizer(scope, Queue.shutdown(queue))
+      const live = yield* PubSub.subscribe(published).pipe(Scope.extend(scope))
+      const backlog = yield* unacknowledged({ consumer: spec.name, stream, subjectPrefix: literalPrefix(spec.filter) }).pipe(
+        Effect.mapError(toBusError(`Could not load the unacknowledged messages of ${spec.name}`))
+      )
+      const pending = backlog.filter(matches)
+      const inBacklog = new Set(pending.map((message) => message.seq))
+      yield* Queue.offerAll(queue, pending.map((message) => ({ message, deliveryCount: 1 })))
+      yield* Queue.take(live).pipe(
+        Effect.flatMap((message) =>
+          matches(message) && !inBacklog.has(message.seq) ? Queue.offer(queue, { message, deliveryCount: 1 }) : Effect.void
+        ),
+        Effect.forever,
+        // Joining runs as the uninterruptible acquire of the membership; the feed must still stop
+        // when the group's scope closes.
+        Effect.interruptible,
+        Effect.forkIn(scope)
+      )
+      return { queue, scope, members: 1 } satisfies Group
+    })
+
+  const join = (key: string, spec: ConsumerSpec<unknown>) =>
+    membership.withPermits(1)(
+      Effect.gen(function*() {
+        const existing = groups.get(key)
+        if (existing !== undefined) {
+          existing.members++
+          return existing
+        }
+        const scope = yield* Scope.make()
+        const group = yield* openGroup(spec, scope).pipe(Effect.onExit((exit) => (Exit.isFailure(exit) ? Scope.close(scope, exit) : Effect.void)))
+        groups.set(key, group)
+        return group
+      })
+    )
+
+  const leave = (key: string) =>
+    membership.withPermits(1)(
+      Effect.suspend(() => {
+        const group = groups.get(key)
+        if (group === undefined || --group.members > 0) return Effect.void
+        groups.delete(key)
+        // Pending redeliveries die with the group; their messages are still unacknowledged in the
+        // database, so the next consumer of this name starts with them.
+        return Scope.close(group.scope, Exit.void)
+      })
+    )
+
+  const consume = <E>(spec: ConsumerSpec<E>): Effect.Effect<void, BusError, Scope.Scope> =>
+    Effect.gen(function*() {
+      const key = `${spec.stream}/${spec.name}`
+      const group = yield* Effect.acquireRelease(join(key, spec), () => leave(key))
+      const retryDelay = spec.retryDelay ?? defaultRetryDelay
+
+      const redeliver = (delivery: Delivery) =>
+        Effect.sleep(retryDelay(delivery.deliveryCount)).pipe(
+          Effect.zipRight(Queue.offer(group.queue, { message: delivery.message, deliveryCount: delivery.deliveryCount + 1 })),
+          Effect.interruptible,
+          Effect.forkIn(group.scope),
+          Effect.asVoid
+        )
+
+      const handle = (delivery: Delivery) => {
+        const message: BusMessage = {
+          subject: delivery.message.subject,
+          data: delivery.message.data,
+          msgId: delivery.message.msgId,
+          deliveryCount: delivery.deliveryCount
+        }
+        const annotations = { consumer: spec.name, subject: message.subject, deliveryCount: message.deliveryCount }
+        return spec.handler(message).pipe(
+          Effect.matchCauseEffect({
+            onSuccess: () =>
+              acknowledge(spec.name, delivery.message.seq).pipe(
+                Effect.catchAll((error) =>
+                  Effect.logWarning("Could not record a bus acknowledgement; the message will be delivered again", error).pipe(
+                    Effect.annotateLogs(annotations),
+                    Effect.zipRight(redeliver(delivery))
+                  )
+                )
+              ),
+            onFailure: (cause) =>
+              Effect.logWarning("Bus handler failed; the message will be delivered again", cause).pipe(
+                Effect.annotateLogs({ ...annotations, retryInMs: Duration.toMillis(retryDelay(message.deliveryCount)) }),
+                Effect.zipRight(redeliver(delivery))
+              )
+          }),
+          Effect.withSpan("MemoryBus.handle", { attributes: { consumer: spec.name, subject: message.subject } })
+        )
+      }
+
+      // Each worker waits for a message or for the close; a handler that has started always finishes.
+      const stopping = yield* Deferred.make<void>()
+      const nextDelivery = Effect.raceFirst(
+        Effect.map(Queue.take(group.queue), Option.some),
+        Effect.as(Deferred.await(stopping), Option.none<Delivery>())
+      )
+      const worker = Effect.gen(function*() {
+        while (true) {
+          const delivery = yield* nextDelivery
+          if (Option.isNone(delivery)) return
+          yield* handle(delivery.value)
+        }
+      })
+      const concurrency = Math.max(1, Math.floor(spec.concurrency ?? 1))
+      const workers = yield* Effect.forkScoped(
+        Effect.all(Array.from({ length: concurrency }, () => worker), { concurrency: "unbounded", discard: true })
+      )
+      // Registered after the workers, so it runs before their interruption: finish, then leave.
+      yield* Effect.addFinalizer(() => Deferred.succeed(stopping, undefined).pipe(Effect.zipRight(Fiber.await(workers))))
+    }).pipe(Effect.withSpan("MemoryBus.consume", { attributes: { consumer: spec.name, stream: spec.stream } }))
+
+  return { publish, consume, ping } satisfies BusShape
+})
+
+export const layer: Layer.Layer<Bus, never, SqlClient.SqlClient> = Layer.scoped(Bus, make)

@@ -1,0 +1,399 @@
+/**
+ * The Bus over NATS JetStream (`NATS_URL`): the clustered adapter.
+ *
+ * Every stream of `streams` is a file-backed JetStream stream with limits retention (7 days) and a
+ * 2-minute de-duplication window for `Nats-Msg-Id`. Consumers are durable pull consumers with
+ * explicit acks, so a message whose handler fails, or whose process dies, comes back.
+ *
+ * Works with nats-server 2.9 and later: no per-message TTL, one filter subject per consumer.
+ */
+import {
+  AckPolicy,
+  type Consumer,
+  type ConsumerInfo,
+  type ConsumerUpdateConfig,
+  DeliverPolicy,
+  jetstream,
+  JetStreamApiError,
+  type JetStreamClient,
+  type JetStreamManager,
+  jetstreamManager,
+  type JsMsg,
+  PubHeaders,
+  RetentionPolicy,
+  StorageType
+} from "@nats-io/jetstream"
+import { connect, nanos, type NatsConnection, type Status } from "@nats-io/transport-node"
+import { Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, type Scope } from "effect"
+import * as os from "node:os"
+import {
+  Bus,
+  BusError,
+  type BusMessage,
+  type BusShape,
+  type ConsumerSpec,
+  defaultRetryDelay,
+  type StreamName,
+  streams
+} from "../services/bus/bus.ts"
+
+export interface NatsBusOptions {
+  readonly url: string
+  /**
+   * Namespace for streams and subjects, so that several deployments (or test suites) can share one
+   * NATS server: stream `MAIL` becomes `<prefix>_MAIL`, subject `mail.x` travels as `<prefix>.mail.x`.
+   * Empty: no namespace.
+   */
+  readonly prefix: string
+}
+
+/** Stream retention: long enough to ride out a worker outage, short enough to bound the disk. */
+const MAX_AGE = Duration.days(7)
+/** Publishers retrying a lost PubAck do so within seconds; two minutes is JetStream's default. */
+const DUPLICATE_WINDOW = Duration.minutes(2)
+/** Bound on every request to the server, so a publish during an outage fails instead of hanging. */
+const REQUEST_TIMEOUT = Duration.seconds(5)
+const PING_TIMEOUT = Duration.seconds(2)
+const DEFAULT_ACK_WAIT = Duration.seconds(30)
+/** How long one pull request waits on the server for messages before the next is sent. */
+const PULL_EXPIRES = Duration.seconds(10)
+/** Pause after a failed pull (server gone, consumer deleted) before trying again. */
+const PULL_RETRY = Duration.seconds(1)
+
+// JetStream API error codes (nats-server's errors.json) we react to.
+const STREAM_NAME_IN_USE = 10058
+const CONSUMER_NAME_IN_USE = 10013
+const CONSUMER_ALREADY_EXISTS = 10148
+
+/** Stream and durable names may not hold `.`, `*`, `>`, whitespace or path separators. */
+const natsName = (name: string) => name.replace(/[^A-Za-z0-9_-]/g, "_")
+
+/** The JetStream stream that holds `stream` under `prefix` (also used by tests to clean up). */
+export const streamName = (prefix: string, stream: StreamName): string =>
+  prefix === "" ? streams[stream].name : natsName(`${prefix}_${streams[stream].name}`)
+
+const apiCode = (error: unknown) => (error instanceof JetStreamApiError ? error.code : undefined)
+
+const messageOf = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
+
+const busError = (message: string) => (cause: unknown) => new BusError({ message: `${message}: ${messageOf(cause)}`, cause })
+
+export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const prefix = options.prefix
+    const toWire = (subject: string) => (prefix === "" ? subject : `${prefix}.${subject}`)
+    const fromWire = (subject: string) =>
+      prefix !== "" && subject.startsWith(`${prefix}.`) ? subject.slice(prefix.length + 1) : subject
+    const requestTimeout = Duration.toMillis(REQUEST_TIMEOUT)
+
+    const nc = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () =>
+          connect({
+            servers: options.url,
+            name: `mailroom ${os.hostname()} pid ${process.pid}`,
+            // A bus outage is waited out, never fatal: publishes fail (bounded by their timeout)
+            // until the connection is back, and consumers resume by themselves.
+            maxReconnectAttempts: -1,
+            timeout: requestTimeout
+          }),
+        catch: busError(`Could not connect to NATS at ${options.url}`)
+      }),
+      (nc) =>
+        // drain() lets pending acks and publishes reach the server; during an outage it would wait
+        // for the reconnection, so it gets a bound and the connection is then closed outright.
+        Effect.tryPromise(() => nc.drain()).pipe(
+          Effect.timeout(REQUEST_TIMEOUT),
+          Effect.catchAll(() => Effect.promise(() => nc.close()))
+        )
+    )
+
+    yield* logConnectionStatus(nc, options.url)
+
+    const js: JetStreamClient = jetstream(nc, { timeout: requestTimeout })
+    const jsm: JetStreamManager = yield* Effect.tryPromise({
+      try: () => jetstreamManager(nc, { timeout: requestTimeout }),
+      catch: busError(`JetStream is not available on ${options.url} (start nats-server with -js)`)
+    })
+
+    yield* Effect.forEach(Object.keys(streams) as Array<StreamName>, (stream) => ensureStream(jsm, stream, prefix, toWire), {
+      discard: true
+    })
+
+    const publish = Effect.fn("NatsBus.publish")(function*(subject: string, data: Uint8Array, publishOptions: { readonly msgId: string }) {
+      // A duplicate PubAck (same msgId within the window) is success: the message is stored once.
+      yield* Effect.tryPromise({
+        try: () => js.publish(toWire(subject), data, { msgID: publishOptions.msgId, timeout: requestTimeout }),
+        catch: busError(`Could not publish to ${subject}`)
+      }).pipe(
+        // The SDK's own timer covers the request; this one also covers a send stuck behind a
+        // reconnection, so that the caller always hears back.
+        Effect.timeoutFail({
+          duration: Duration.sum(REQUEST_TIMEOUT, Duration.seconds(1)),
+          onTimeout: () => new BusError({ message: `Publishing to ${subject} timed out` })
+        })
+      )
+    })
+
+    const ping = Effect.tryPromise({
+      try: () => jsm.getAccountInfo(),
+      catch: busError("NATS JetStream is unreachable")
+    }).pipe(
+      Effect.timeoutFail({ duration: PING_TIMEOUT, onTimeout: () => new BusError({ message: "NATS JetStream did not answer in time" }) }),
+      Effect.asVoid,
+      Effect.withSpan("NatsBus.ping")
+    )
+
+    const consume = <E>(spec: ConsumerSpec<E>): Effect.Effect<void, BusError, Scope.Scope> =>
+      runConsumer(spec, { jsm, js, prefix, toWire, fromWire }).pipe(
+        Effect.withSpan("NatsBus.consume", { attributes: { consumer: spec.name, stream: spec.stream } })
+      )
+
+    return { publish, consume, ping } satisfies BusShape
+  })
+
+export const layer = (options: NatsBusOptions): Layer.Layer<Bus, BusError> => Layer.scoped(Bus, make(options))
+
+/**
+ * Connection state changes are worth an operator's attention; the rest is noise.
+ *
+ * Read by hand rather than through Stream.fromAsyncIterable: that one's finalizer awaits the
+ * iterator's return(), which queues behind the pending next() until the next status event (the
+ * 2-minute ping), holding up the layer's release. The feed ends by itself with the connection.
+ */
+const logConnectionStatus = (nc: NatsConnection, url: string) => {
+  const statuses = nc.status()[Symbol.asyncIterator]()
+  const logOne = (status: Status) => {
+    switch (status.type) {
+      case "disconnect":
+        return Effect.logWarning(`Lost the connection to NATS at ${url}; reconnecting`)
+      case "reconnect":
+        return Effect.logInfo(`Reconnected to NATS at ${url}`)
+      case "error":
+        return Effect.logWarning("NATS reported an error", status.error)
+      default:
+        return Effect.void
+    }
+  }
+  return Effect.gen(function*() {
+    while (true) {
+      const next = yield* Effect.tryPromise(() => statuses.next())
+      if (next.done === true) return
+      yield* logOne(next.value)
+    }
+  }).pipe(
+    Effect.catchAllCause((cause) => Effect.logDebug("NATS status feed ended", cause)),
+    Effect.forkScoped
+  )
+}
+
+/** Create the stream, or bring an existing one to this configuration. */
+const ensureStream = (jsm: JetStreamManager, stream: StreamName, prefix: string, toWire: (subject: string) => string) => {
+  const name = streamName(prefix, stream)
+  const settings = {
+    subjects: streams[stream].subjects.map(toWire),
+    max_age: nanos(Duration.toMillis(MAX_AGE)),
+    duplicate_window: nanos(Duration.toMillis(DUPLICATE_WINDOW))
+  }
+  return Effect.tryPromise({
+    try: async () => {
+      try {
+        await jsm.streams.add({ name, ...settings, storage: StorageType.File, retention: RetentionPolicy.Limits })
+      } catch (error) {
+        // Same name, another configuration (say an older max_age): update what may change.
+        if (apiCode(error) !== STREAM_NAME_IN_USE) throw error
+        await jsm.streams.update(name, settings)
+      }
+    },
+    catch: busError(`Could not create or update the NATS stream ${name}`)
+  })
+}
+
+interface ConsumerContext {
+  readonly jsm: JetStreamManager
+  readonly js: JetStreamClient
+  readonly prefix: string
+  readonly toWire: (subject: string) => string
+  readonly fromWire: (subject: string) => string
+}
+
+/** Create the durable consumer, or update it when it exists with other settings. */
+const ensureConsumer = (
+  jsm: JetStreamManager,
+  stream: string,
+  durable: string,
+  settings: Pick<ConsumerUpdateConfig, "filter_subject" | "ack_wait" | "max_ack_pending">
+) =>
+  Effect.tryPromise({
+    try: async (): Promise<ConsumerInfo> => {
+      try {
+        return await jsm.consumers.add(stream, {
+          ...settings,
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All
+        })
+      } catch (error) {
+        // Servers from 2.10 refuse to create over an existing durable with other settings.
+        const code = apiCode(error)
+        if (code !== CONSUMER_ALREADY_EXISTS && code !== CONSUMER_NAME_IN_USE) throw error
+        return await jsm.consumers.update(stream, durable, settings)
+      }
+    },
+    catch: busError(`Could not create the NATS consumer ${durable} on ${stream}`)
+  })
+
+/**
+ * Pull, handle and acknowledge until the scope closes.
+ *
+ * Messages are fetched in batches no larger than the free handler slots, rather than with the SDK's
+ * `consume()`: that one keeps pulling as messages arrive, whether or not they are handled, and a
+ * message waiting in a client-side buffer still runs down its ack_wait and gets redelivered.
+ */
+const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
+  Effect.gen(function*() {
+    const concurrency = Math.max(1, Math.floor(spec.concurrency ?? 1))
+    const ackWait = Duration.decode(spec.ackWait ?? DEFAULT_ACK_WAIT)
+    const retryDelay = spec.retryDelay ?? defaultRetryDelay
+    const stream = streamName(ctx.prefix, spec.stream)
+    const durable = natsName(spec.name)
+
+    const info = yield* ensureConsumer(ctx.jsm, stream, durable, {
+      filter_subject: ctx.toWire(spec.filter),
+      ack_wait: nanos(Duration.toMillis(ackWait)),
+      // Server-side cap on unacknowledged messages across every process sharing the durable.
+      max_ack_pending: Math.max(1000, concurrency * 4)
+    })
+    const consumer: Consumer = ctx.js.consumers.getConsumerFromInfo(info)
+
+    const permits = yield* Effect.makeSemaphore(concurrency)
+    const handlers = yield* FiberSet.make<void, never>()
+    const stopping = yield* Deferred.make<void>()
+    const stopped = Deferred.await(stopping)
+
+    const handle = (msg: JsMsg) => {
+      const message: BusMessage = {
+        subject: ctx.fromWire(msg.subject),
+        data: msg.data,
+        msgId: msg.headers?.get(PubHeaders.MsgIdHdr) ?? "",
+        deliveryCount: msg.info.deliveryCount
+      }
+      return spec.handler(message).pipe(
+        keepInProgress(msg, ackWait),
+        Effect.matchCauseEffect({
+          onSuccess: () => acknowledge(msg, spec.name, message),
+          onFailure: (cause) => {
+            const delay = retryDelay(message.deliveryCount)
+            return Effect.logWarning("Bus handler failed; the message will be delivered again", cause).pipe(
+              Effect.annotateLogs({
+                consumer: spec.name,
+                subject: message.subject,
+                deliveryCount: message.deliveryCount,
+                retryInMs: Duration.toMillis(delay)
+              }),
+              Effect.zipRight(negativeAcknowledge(msg, delay))
+            )
+          }
+        }),
+        Effect.withSpan("NatsBus.handle", { attributes: { consumer: spec.name, subject: message.subject } })
+      )
+    }
+
+    // Take a slot in this fiber, so the next batch is sized by what is really free, and give it back
+    // when the handler (and its ack) is done. The mask keeps a slot from leaking on interruption.
+    const dispatch = (msg: JsMsg) =>
+      Effect.uninterruptibleMask((restore) =>
+        restore(permits.take(1)).pipe(
+          Effect.zipRight(FiberSet.run(handlers, restore(handle(msg)).pipe(Effect.ensuring(permits.release(1)))))
+        )
+      )
+
+    /** Wait for at least one free slot; the number free, or none once the consumer is closing. */
+    const freeSlots = Effect.raceFirst(
+      Effect.uninterruptibleMask((restore) =>
+        restore(permits.take(1)).pipe(Effect.zipRight(permits.release(1)), Effect.map(Option.some))
+      ),
+      Effect.as(stopped, Option.none<number>())
+    )
+
+    // One pull request. When the consumer closes, the request is stopped: messages already received
+    // are still handled (their slots were free), so none is left to wait out its ack_wait.
+    const pullBatch = (size: number) =>
+      Effect.acquireUseRelease(
+        Effect.tryPromise({
+          try: () => consumer.fetch({ max_messages: size, expires: Duration.toMillis(PULL_EXPIRES) }),
+          catch: busError(`Could not pull from ${stream}/${durable}`)
+        }),
+        (batch) =>
+          Effect.gen(function*() {
+            yield* Effect.forkScoped(Effect.zipRight(stopped, Effect.sync(() => batch.stop())))
+            const iterator = batch[Symbol.asyncIterator]()
+            while (true) {
+              const next = yield* Effect.tryPromise({
+                try: () => iterator.next(),
+                catch: busError(`Pulling from ${stream}/${durable} failed`)
+              })
+              if (next.done === true) return
+              yield* dispatch(next.value)
+            }
+          }).pipe(Effect.scoped),
+        // Not close(): it waits for the iterator to be read to its end, which an interrupted reader
+        // never does. stop() unsubscribes at once; anything undelivered comes back after ack_wait.
+        (batch) => Effect.sync(() => batch.stop())
+      )
+
+    const pullLoop = Effect.gen(function*() {
+      while (true) {
+        const free = yield* freeSlots
+        if (Option.isNone(free)) return
+        yield* pullBatch(free.value).pipe(
+          Effect.catchAll((error) =>
+            Effect.logWarning("NATS pull failed; retrying", error).pipe(
+              Effect.annotateLogs({ consumer: spec.name }),
+              Effect.zipRight(Effect.raceFirst(Effect.sleep(PULL_RETRY), stopped))
+            )
+          )
+        )
+      }
+    })
+
+    const puller = yield* Effect.forkScoped(pullLoop)
+    // Registered last, so it runs first on close: stop pulling, let the puller hand over what it
+    // already received, then wait for every handler to finish and acknowledge.
+    yield* Effect.addFinalizer(() =>
+      Deferred.succeed(stopping, undefined).pipe(
+        Effect.zipRight(Fiber.await(puller)),
+        Effect.zipRight(FiberSet.awaitEmpty(handlers))
+      )
+    )
+  })
+
+/**
+ * While a handler runs past half its ack_wait, tell the server it is still at work, so that a long
+ * but healthy handler is not mistaken for a dead process and its message handed to another.
+ */
+const keepInProgress = (msg: JsMsg, ackWait: Duration.Duration) => <A, E, R>(self: Effect.Effect<A, E, R>) => {
+  const every = Duration.millis(Math.max(100, Duration.toMillis(ackWait) / 2))
+  const signal = Effect.try(() => msg.working()).pipe(
+    // A lost progress signal at worst lets the message be delivered twice, which handlers tolerate.
+    Effect.ignore
+  )
+  return Effect.raceFirst(self, Effect.forever(Effect.zipRight(Effect.sleep(every), signal)))
+}
+
+/** Acknowledge and wait for the server to confirm it, so that a clean close leaves nothing to redeliver. */
+const acknowledge = (msg: JsMsg, consumer: string, message: BusMessage) =>
+  Effect.tryPromise(() => msg.ackAck({ timeout: Duration.toMillis(REQUEST_TIMEOUT) })).pipe(
+    Effect.catchAll((error) =>
+      Effect.logWarning("Bus acknowledgement not confirmed; the message may be delivered again", error.cause).pipe(
+        Effect.annotateLogs({ consumer, subject: message.subject, deliveryCount: message.deliveryCount })
+      )
+    ),
+    Effect.asVoid
+  )
+
+const negativeAcknowledge = (msg: JsMsg, delay: Duration.Duration) =>
+  Effect.try(() => msg.nak(Duration.toMillis(delay))).pipe(
+    // Without the nak (connection gone) the server redelivers after ack_wait instead: later, not lost.
+    Effect.catchAll((error) => Effect.logDebug("Could not nak a bus message", error.cause))
+  )
