@@ -228,7 +228,8 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Scope.Sc
         Effect.as(Deferred.await(stopping), Option.none<Delivery>())
       )
       const worker = Effect.gen(function*() {
-        while (true) {
+        // Checked first: once closing, a waiting message would otherwise win the race every time.
+        while (!(yield* Deferred.isDone(stopping))) {
           const delivery = yield* nextDelivery
           if (Option.isNone(delivery)) return
           yield* handle(delivery.value)

@@ -343,7 +343,8 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
       )
 
     const pullLoop = Effect.gen(function*() {
-      while (true) {
+      // Checked first: once closing, a free slot would otherwise win the race every time.
+      while (!(yield* Deferred.isDone(stopping))) {
         const free = yield* freeSlots
         if (Option.isNone(free)) return
         yield* pullBatch(free.value).pipe(

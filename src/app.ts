@@ -23,26 +23,15 @@ const settingsLayer = (config: AppConfigShape) =>
 
 const ApiRole = HttpServerLive.pipe(Layer.provide(ApiServices))
 const WorkerRole = HousekeepingLive
-
-const roleLayer = (role: Role) => {
-  switch (role) {
-    case "api":
-      return ApiRole
-    case "worker":
-      return WorkerRole
-    case "smtp":
-      return Layer.empty
-  }
-}
+/** The inbound mail path (SMTP listener, ingest) is the next piece of work; say so rather than idle silently. */
+const SmtpRole = Layer.effectDiscard(Effect.logWarning("The smtp role has no listener in this version yet: no mail is received"))
 
 /** Everything this process runs, ready for `Layer.launch`. */
 export const appLayer = (config: AppConfigShape) => {
   const infrastructure = Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config)).pipe(
     Layer.provideMerge(Database.layer(config))
   )
-  const roles = config.roles.map(roleLayer).reduce<Layer.Layer<never, Layer.Layer.Error<typeof ApiRole>, Layer.Layer.Context<typeof ApiRole | typeof WorkerRole>>>(
-    (all, layer) => Layer.merge(all, layer),
-    Layer.empty
-  )
+  const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
+  const roles = Layer.mergeAll(when("api", ApiRole), when("smtp", SmtpRole), when("worker", WorkerRole))
   return roles.pipe(Layer.provide(infrastructure))
 }

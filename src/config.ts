@@ -169,6 +169,20 @@ const checkSecrets = (config: AppConfigShape): Effect.Effect<void, ConfigError.C
     ? Effect.fail(ConfigError.InvalidData(["JWT_SECRET"], "Expected at least 32 characters"))
     : Effect.void
 
+/**
+ * Local billing activates plans without taking payment, so a deployment that configured Stripe must
+ * never fall back to it silently. Until the Stripe adapter exists, refuse to start instead.
+ */
+const checkPayments = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> =>
+  Option.isSome(config.stripeSecretKey)
+    ? Effect.fail(
+      ConfigError.Unsupported(
+        ["STRIPE_SECRET_KEY"],
+        "The Stripe payment provider is not available in this version; unset STRIPE_SECRET_KEY to use local billing"
+      )
+    )
+    : Effect.void
+
 export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> = Effect.gen(function*() {
   const raw = yield* appConfig
   const appUrl = Option.getOrElse(raw.appUrl, () => `http://localhost:${raw.port}`)
@@ -181,6 +195,7 @@ export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> 
   }
   yield* checkCluster(config)
   yield* checkSecrets(config)
+  yield* checkPayments(config)
   return config
 })
 

@@ -39,7 +39,8 @@ describe("configuration", () => {
     [{ APP_URL: "not a url" }, /APP_URL/],
     [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],
     [{ DATABASE_URL: "postgres://127.0.0.1:1/x" }, /JWT_SECRET/],
-    [{ JWT_SECRET: "short" }, /JWT_SECRET: Expected at least 32 characters/]
+    [{ JWT_SECRET: "short" }, /JWT_SECRET: Expected at least 32 characters/],
+    [{ STRIPE_SECRET_KEY: "sk_test_x" }, /STRIPE_SECRET_KEY: .*not available/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
     const { code, output } = await run(env)
     expect(code).toBe(1)

@@ -12,6 +12,7 @@ import { Billing } from "../../services/billing/billing.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
 import { ApiKeys } from "../../services/keys/api-keys.ts"
 import { KeyUsage } from "../../services/keys/last-used.ts"
+import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import * as LocalBilling from "../../layers/local-billing.ts"
 import { AppConfig } from "../config.ts"
@@ -21,6 +22,7 @@ import { AuthHandlers } from "./auth.ts"
 import { BillingHandlers } from "./billing.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health.ts"
+import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes.ts"
 import { PaymentPagesLive } from "./payment-pages.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
 
@@ -46,7 +48,14 @@ const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
   )
 )
 
-const Handlers = Layer.mergeAll(HealthHandlers, AuthHandlers, ApiKeysHandlers, BillingHandlers)
+const Handlers = Layer.mergeAll(
+  HealthHandlers,
+  AuthHandlers,
+  ApiKeysHandlers,
+  BillingHandlers,
+  MailboxesHandlers,
+  DashboardMailboxesHandlers
+)
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive)
 
 /** The API with its handlers; needs the domain services. */
@@ -55,19 +64,31 @@ export const ApiLive = HttpApiBuilder.api(MailroomApi).pipe(
   Layer.provide(Middleware)
 )
 
-/** The payment provider: the local one until a Stripe key is configured (the Stripe adapter is pending). */
+/** The payment provider: local billing (config.ts refuses to start with a Stripe key until that adapter exists). */
 const PaymentsLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => LocalBilling.layer({ appUrl: config.appUrl }))
 )
 
+/** The mailbox rules' operator settings: the shared domain pool and the reserved local parts. */
+const MailboxSettingsLive = Layer.effect(
+  MailboxSettings,
+  Effect.map(AppConfig, (config) => ({ sharedDomains: config.sharedDomains, disallowedNames: config.disallowedEmailNames }))
+)
+
 /** The domain services behind the API (SQL, bus and settings come from the caller). */
-export const ApiServices = Layer.mergeAll(Accounts.Default, ApiKeys.Default, Authenticator.Default, PaymentsLive).pipe(
+export const ApiServices = Layer.mergeAll(
+  Accounts.Default,
+  ApiKeys.Default,
+  Authenticator.Default,
+  PaymentsLive,
+  Mailboxes.Default.pipe(Layer.provide(MailboxSettingsLive))
+).pipe(
   Layer.provideMerge(Layer.mergeAll(Billing.Default, RateLimiter.layer, KeyUsage.layer))
 )
 
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
-    HttpApiBuilder.serve((app) => app).pipe(
+    HttpApiBuilder.serve().pipe(
       Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
       Layer.provide(PaymentPagesLive),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" })),

@@ -1,0 +1,215 @@
+/**
+ * Mailboxes (SPEC "Mailbox", "Mailboxes"; DESIGN.md §4): create, list, check, rename and delete the
+ * addresses agents receive mail at.
+ *
+ * - Uniqueness is case-insensitive and across all users. The partial unique index on
+ *   `address_normalized` of active mailboxes decides every race: a unique violation is EMAIL_TAKEN.
+ * - A deleted mailbox keeps its row (`status = 'deleted'`, `deleted_at`): its address is free again
+ *   for its former owner at once and for everyone else after 30 days.
+ * - The plan's mailbox quota counts active mailboxes; creates of one user are serialised on the
+ *   user's row so that two concurrent creates cannot both take the last slot.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Either } from "effect"
+import { newId } from "../accounts/tokens.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, Unprocessable, ValidationError } from "../errors.ts"
+import { limits, type Plan } from "../plans/plans.ts"
+import { type Address, type AddressRequest, parseAddress, type RuleFailure } from "./rules.ts"
+import type { EmailCheck, Mailbox, RenamedMailbox } from "./schemas.ts"
+
+/** What the mailboxes domain needs from the operator's configuration. */
+export class MailboxSettings extends Context.Tag("mailroom/MailboxSettings")<MailboxSettings, {
+  /** SHARED_DOMAINS, lower-cased: the pool every plan may use. */
+  readonly sharedDomains: ReadonlyArray<string>
+  /** DISALLOWED_EMAIL_NAME, lower-cased: reserved local parts, refused on every domain. */
+  readonly disallowedNames: ReadonlyArray<string>
+}>() {}
+
+/** Whose mailboxes: the caller, with their current plan. */
+export interface Owner {
+  readonly userId: string
+  readonly plan: Plan
+}
+
+/** The failures of SPEC's address rules: 400 (MISSING_FIELDS, BAD_REQUEST), 422, 409 EMAIL_TAKEN. */
+export type AddressError = BadRequest | Unprocessable | Conflict
+
+interface MailboxRow {
+  readonly id: string
+  readonly userId: string
+  readonly localPart: string
+  readonly domain: string
+  readonly createdAt: Date
+}
+
+const emailAddressOf = (row: MailboxRow) => `${row.localPart}@${row.domain}`
+
+const toMailbox = (row: MailboxRow): Mailbox => ({
+  mailbox_id: row.id,
+  email_address: emailAddressOf(row),
+  domain: row.domain,
+  status: "active",
+  namespace: row.userId,
+  created_at: row.createdAt.toISOString()
+})
+
+const ruleError = (failure: RuleFailure): BadRequest | Unprocessable =>
+  failure.status === 400
+    ? BadRequest.of({ code: failure.code, message: failure.message, details: failure.details })
+    : Unprocessable.of({ code: failure.code, message: failure.message, details: failure.details })
+
+const emailTaken = (emailAddress: string) =>
+  Conflict.of({ code: "EMAIL_TAKEN", message: `The address ${emailAddress} is already taken`, details: { email_address: emailAddress } })
+
+const notFound = (mailboxId: string) => NotFound.of({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+
+const isUniqueViolation = (error: unknown) =>
+  typeof error === "object" && error !== null && (error as { _tag?: string })._tag === "SqlError" &&
+  ((error as SqlError).cause as { code?: string } | undefined)?.code === "23505"
+
+/** A write that lost the race for an address to another write: EMAIL_TAKEN. */
+const takenOnUniqueViolation = (address: Address) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.catchIf(effect, isUniqueViolation, () => Effect.fail(emailTaken(address.emailAddress)))
+
+export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const settings = yield* MailboxSettings
+
+    /**
+     * Rule 6: the domains `userId` may create mailboxes on. For now the shared pool on every plan;
+     * verified custom domains (pro and up) join here when the domains feature lands.
+     */
+    const allowedDomains = (_userId: string, _plan: Plan): Effect.Effect<ReadonlyArray<string>, SqlError> =>
+      Effect.succeed(settings.sharedDomains)
+
+    /**
+     * Rule 5: the address belongs to an active mailbox (anyone's), or to one another user deleted
+     * less than 30 days ago. `exclude` is one of the owner's mailboxes whose address counts as free.
+     */
+    const isTaken = (owner: Owner, address: Address, exclude: string | undefined) =>
+      sql<{ id: string }>`
+        SELECT id FROM mailboxes
+        WHERE address_normalized = ${address.normalized}
+          AND (status = 'active' OR (user_id <> ${owner.userId} AND deleted_at > now() - interval '30 days'))
+          AND NOT (id = ${exclude ?? ""} AND user_id = ${owner.userId})
+        LIMIT 1`.pipe(Effect.map((rows) => rows.length > 0))
+
+    /** Rules 1-6 (not the quota): the address the request names, if it may be used. */
+    const validate = (owner: Owner, request: AddressRequest, exclude: string | undefined) =>
+      Effect.gen(function*() {
+        const address = yield* Either.mapLeft(parseAddress(request, settings.disallowedNames), ruleError)
+        const allowed = yield* allowedDomains(owner.userId, owner.plan)
+        if (!allowed.includes(address.domain)) {
+          return yield* Unprocessable.of({
+            code: "DOMAIN_NOT_ALLOWED",
+            message: `The domain ${address.domain} is not available to this account`,
+            details: { domain: address.domain, plan: owner.plan }
+          })
+        }
+        if (yield* isTaken(owner, address, exclude)) return yield* emailTaken(address.emailAddress)
+        return address
+      })
+
+    const findActive = (owner: Owner, mailboxId: string, lock: boolean) =>
+      sql<MailboxRow>`
+        SELECT id, user_id, local_part, domain, created_at FROM mailboxes
+        WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
+        ${lock ? sql.literal("FOR UPDATE") : sql.literal("")}`.pipe(
+        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(mailboxId))))
+      )
+
+    const insert = (owner: Owner, address: Address) =>
+      Effect.gen(function*() {
+        // Serialise this user's creates: the count below then holds until the insert commits.
+        // (NO KEY: inserts elsewhere that reference the user, such as a login's session, need not wait.)
+        yield* sql`SELECT id FROM users WHERE id = ${owner.userId} FOR NO KEY UPDATE`
+        const limit = limits[owner.plan].mailboxes
+        if (limit !== null) {
+          const counted = yield* sql<{ n: string }>`
+            SELECT count(*) AS n FROM mailboxes WHERE user_id = ${owner.userId} AND status = 'active'`
+          const count = Number(counted[0]?.n ?? 0)
+          if (count >= limit) {
+            return yield* Forbidden.of({
+              code: "MAILBOX_QUOTA",
+              message: `The ${owner.plan} plan allows ${limit} mailboxes`,
+              details: { count, limit, plan: owner.plan }
+            })
+          }
+        }
+        const rows = yield* sql<MailboxRow>`
+          INSERT INTO mailboxes ${
+          sql.insert({
+            id: newId("mbx"),
+            userId: owner.userId,
+            localPart: address.localPart,
+            domain: address.domain,
+            addressNormalized: address.normalized
+          })
+        }
+          RETURNING id, user_id, local_part, domain, created_at`
+        return toMailbox(rows[0]!)
+      })
+
+    const create = Effect.fn("Mailboxes.create")(function*(owner: Owner, request: AddressRequest) {
+      const address = yield* validate(owner, request, undefined)
+      return yield* insert(owner, address).pipe(sql.withTransaction, takenOnUniqueViolation(address))
+    })
+
+    /** The owner's active mailboxes, newest first. */
+    const list = Effect.fn("Mailboxes.list")(function*(owner: Owner) {
+      const rows = yield* sql<MailboxRow>`
+        SELECT id, user_id, local_part, domain, created_at FROM mailboxes
+        WHERE user_id = ${owner.userId} AND status = 'active'
+        ORDER BY created_at DESC, id DESC`
+      return rows.map(toMailbox)
+    })
+
+    /** check-email: a rule failure is an answer (`valid: false`); malformed or missing input stays an error. */
+    const check = Effect.fn("Mailboxes.check")(function*(owner: Owner, request: AddressRequest, exclude: string | undefined) {
+      const invalid = (error: Unprocessable | Conflict) =>
+        Effect.succeed<EmailCheck>({ valid: false, code: error.code, message: error.message, details: error.details ?? {} })
+      return yield* validate(owner, request, exclude).pipe(
+        Effect.map((address): EmailCheck => ({ valid: true, email_address: address.emailAddress })),
+        Effect.catchTags({ Unprocessable: invalid, Conflict: invalid })
+      )
+    })
+
+    /** A new address for a mailbox, by the same rules; its mailbox_id (and mail) stay. */
+    const rename = Effect.fn("Mailboxes.rename")(function*(owner: Owner, mailboxId: string, request: AddressRequest) {
+      const current = yield* findActive(owner, mailboxId, false)
+      const address = yield* validate(owner, request, mailboxId)
+      const rows = yield* sql<MailboxRow>`
+        UPDATE mailboxes
+        SET local_part = ${address.localPart}, domain = ${address.domain}, address_normalized = ${address.normalized}
+        WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
+        RETURNING id, user_id, local_part, domain, created_at`.pipe(takenOnUniqueViolation(address))
+      const row = rows[0]
+      if (!row) return yield* notFound(mailboxId)
+      return {
+        previous_email_address: emailAddressOf(current),
+        mailbox: { mailbox_id: row.id, email_address: emailAddressOf(row), domain: row.domain, status: "active" }
+      } satisfies RenamedMailbox
+    })
+
+    /** Soft delete, confirmed by the full address typed exactly. */
+    const remove = Effect.fn("Mailboxes.remove")(
+      function*(owner: Owner, mailboxId: string, confirmEmailAddress: string | undefined) {
+        if (confirmEmailAddress === undefined || confirmEmailAddress === "") {
+          return yield* ValidationError.field("confirm_email_address", "is required")
+        }
+        const row = yield* findActive(owner, mailboxId, true)
+        if (emailAddressOf(row) !== confirmEmailAddress) {
+          return yield* ValidationError.field("confirm_email_address", "must equal the mailbox's full address exactly")
+        }
+        // The mailbox's emails will be hidden through it: every read joins an active mailbox.
+        yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailboxId}`
+        return { deleted: true as const }
+      },
+      sql.withTransaction
+    )
+
+    return { allowedDomains, create, list, check, rename, remove } as const
+  })
+}) {}

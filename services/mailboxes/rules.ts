@@ -1,0 +1,127 @@
+/**
+ * SPEC's mailbox address rules, as pure functions (no I/O): what the create, check-email and
+ * rename routes share. Uniqueness (rule 5) and the allowed domains (rule 6) need the database and
+ * live in mailboxes.ts.
+ */
+import { Either } from "effect"
+import type { Details } from "../errors.ts"
+
+export const MIN_LOCAL_LENGTH = 5
+/** RFC 5321's limit on a local part; longer ones could not receive mail anyway. */
+export const MAX_LOCAL_LENGTH = 64
+const LOCAL_CHARS = /^[A-Za-z0-9._-]+$/
+
+/** A rule that failed: SPEC's code, its HTTP status and details. */
+export interface RuleFailure {
+  readonly status: 400 | 422
+  readonly code: "BAD_REQUEST" | "MISSING_FIELDS" | "LOCAL_TOO_SHORT" | "INVALID_LOCAL" | "DISALLOWED_LOCAL" | "DOMAIN_MISMATCH"
+  readonly message: string
+  readonly details: Details
+}
+
+/** The address fields of a create, rename or check-email request, as sent. */
+export interface AddressRequest {
+  readonly domain?: string | undefined
+  readonly local_part?: string | undefined
+  readonly email_address?: string | undefined
+}
+
+export interface Address {
+  /** As given (trimmed): shown back to the user. */
+  readonly localPart: string
+  /** Lower-cased hostname. */
+  readonly domain: string
+  /** `local@domain` with the local part's case kept. */
+  readonly emailAddress: string
+  /** Lower-cased full address: what uniqueness and routing compare. */
+  readonly normalized: string
+}
+
+const fail = (failure: RuleFailure) => Either.left(failure)
+
+const present = (value: string | undefined): value is string => value !== undefined && value.trim() !== ""
+
+export const normalizeDomain = (domain: string) => domain.trim().toLowerCase().replace(/\.$/, "")
+
+export const normalizeAddress = (localPart: string, domain: string) => `${localPart}@${domain}`.toLowerCase()
+
+/** The local part an `email_address` names, checked against `domain` when it carries a host. */
+const fromEmailAddress = (email: string, domain: string): Either.Either<string, RuleFailure> => {
+  const at = email.lastIndexOf("@")
+  if (at === -1) return Either.right(email)
+  const local = email.slice(0, at).trim()
+  const host = normalizeDomain(email.slice(at + 1))
+  if (local === "") {
+    return fail({ status: 400, code: "BAD_REQUEST", message: "email_address has no local part before the @", details: { email_address: email } })
+  }
+  if (host === "") {
+    return fail({ status: 400, code: "BAD_REQUEST", message: "email_address has no host after the @", details: { email_address: email } })
+  }
+  if (host !== domain) {
+    return fail({
+      status: 422,
+      code: "DOMAIN_MISMATCH",
+      message: `The host of email_address (${host}) differs from domain (${domain})`,
+      details: { domain_expected: domain, domain_in_request: host }
+    })
+  }
+  return Either.right(local)
+}
+
+/**
+ * Rules 1-4 and the shape rules: which local part and domain the request names, and whether the
+ * local part is allowed anywhere. `reserved` comes from DISALLOWED_EMAIL_NAME (lower-cased).
+ * When both `local_part` and `email_address` are sent they must name the same local part.
+ */
+export const parseAddress = (request: AddressRequest, reserved: ReadonlyArray<string>): Either.Either<Address, RuleFailure> =>
+  Either.gen(function*() {
+    const missing = [
+      present(request.domain) ? undefined : "domain",
+      present(request.local_part) || present(request.email_address) ? undefined : "local_part or email_address"
+    ].filter((field): field is string => field !== undefined)
+    if (missing.length > 0) {
+      return yield* fail({
+        status: 400,
+        code: "MISSING_FIELDS",
+        message: `Missing required fields: ${missing.join(", ")}`,
+        details: { missing_fields: missing }
+      })
+    }
+    const domain = normalizeDomain(request.domain!)
+
+    const fromEmail = present(request.email_address) ? yield* fromEmailAddress(request.email_address.trim(), domain) : undefined
+    const local = present(request.local_part) ? request.local_part.trim() : fromEmail!
+    if (fromEmail !== undefined && fromEmail.toLowerCase() !== local.toLowerCase()) {
+      return yield* fail({
+        status: 400,
+        code: "BAD_REQUEST",
+        message: "local_part and email_address name different local parts; send one of them",
+        details: { local_part: local, email_address: request.email_address!.trim() }
+      })
+    }
+
+    if (local.length < MIN_LOCAL_LENGTH) {
+      return yield* fail({
+        status: 422,
+        code: "LOCAL_TOO_SHORT",
+        message: `The local part must be at least ${MIN_LOCAL_LENGTH} characters`,
+        details: { min_length: MIN_LOCAL_LENGTH, actual_length: local.length }
+      })
+    }
+    if (local.length > MAX_LOCAL_LENGTH || !LOCAL_CHARS.test(local) || /^[.-]|[.-]$/.test(local) || local.includes("..")) {
+      return yield* fail({
+        status: 422,
+        code: "INVALID_LOCAL",
+        message:
+          `The local part may hold letters, digits, '.', '_' and '-' (at most ${MAX_LOCAL_LENGTH}), must not start or end with '.' or '-', and must not hold '..'`,
+        details: { local_part: local }
+      })
+    }
+    if (reserved.includes(local.toLowerCase())) {
+      return yield* fail({ status: 422, code: "DISALLOWED_LOCAL", message: `The local part "${local}" is reserved`, details: { local_part: local } })
+    }
+    return { localPart: local, domain, emailAddress: `${local}@${domain}`, normalized: normalizeAddress(local, domain) }
+  })
+
+/** A colliding address on migration: the local part gets `.` and 6 hex characters. */
+export const withSuffix = (local: string, hex: string) => `${local}.${hex.slice(0, 6).toLowerCase()}`
