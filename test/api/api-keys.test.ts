@@ -1,23 +1,14 @@
 /**
  * SPEC "API keys" and the credential rules of DESIGN §4, over real HTTP.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { describe, expect, it } from "vitest"
+import { useSuiteServer } from "../support/server.ts"
 import { type Client, client, isoMillis, signUp, withApiKey } from "../support/http.ts"
 
-let backend: Backend
-let server: Server
 let api: Client
 
-beforeAll(async () => {
-  backend = await createBackend()
-  server = await startServer(backend.env)
-  api = client(server.url)
-})
-
-afterAll(async () => {
-  await server?.stop()
-  await backend?.dispose()
+useSuiteServer((suite) => {
+  api = client(suite.url)
 })
 
 describe("POST /v1/api-keys", () => {

@@ -1,23 +1,16 @@
 /**
  * SPEC "User authentication" over real HTTP against a started server.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { describe, expect, it } from "vitest"
+import { type Server, useSuiteServer } from "../support/server.ts"
 import { type Client, client, isoMillis, signUp } from "../support/http.ts"
 
-let backend: Backend
 let server: Server
 let api: Client
 
-beforeAll(async () => {
-  backend = await createBackend()
-  server = await startServer(backend.env)
-  api = client(server.url)
-})
-
-afterAll(async () => {
-  await server?.stop()
-  await backend?.dispose()
+useSuiteServer((suite) => {
+  server = suite.server
+  api = client(suite.url)
 })
 
 const email = () => `user-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}@example.com`

@@ -2,23 +2,16 @@
  * The envelope rules every route shares, billing's read side, health, OpenAPI and docs.
  */
 import * as http from "node:http"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { describe, expect, it } from "vitest"
+import { type Server, useSuiteServer } from "../support/server.ts"
 import { type Client, client, signUp, withApiKey } from "../support/http.ts"
 
-let backend: Backend
 let server: Server
 let api: Client
 
-beforeAll(async () => {
-  backend = await createBackend()
-  server = await startServer(backend.env)
-  api = client(server.url)
-})
-
-afterAll(async () => {
-  await server?.stop()
-  await backend?.dispose()
+useSuiteServer((suite) => {
+  server = suite.server
+  api = client(suite.url)
 })
 
 const noInternals = (text: string) => {

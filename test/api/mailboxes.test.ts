@@ -2,31 +2,20 @@
  * SPEC "Mailboxes" and DESIGN §4 (quota, deleted mailboxes), over real HTTP: the /v1/api routes
  * with API keys and the /api dashboard routes with the session cookie.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { describe, expect, it } from "vitest"
+import { type Server, useSuiteServer } from "../support/server.ts"
 import { type Client, client, isoMillis, type RequestOptions, signUp, withApiKey } from "../support/http.ts"
 
 const DOMAIN = "agents.localhost"
 const OTHER_SHARED = "bots.localhost"
 
-let backend: Backend
 let server: Server
 let api: Client
 
-beforeAll(async () => {
-  backend = await createBackend()
-  server = await startServer({
-    ...backend.env,
-    SHARED_DOMAINS: `${DOMAIN},${OTHER_SHARED}`,
-    DISALLOWED_EMAIL_NAME: "admin,postmaster,Custom-Bot"
-  })
-  api = client(server.url)
-})
-
-afterAll(async () => {
-  await server?.stop()
-  await backend?.dispose()
-})
+useSuiteServer((suite) => {
+  server = suite.server
+  api = client(suite.url)
+}, { SHARED_DOMAINS: `${DOMAIN},${OTHER_SHARED}`, DISALLOWED_EMAIL_NAME: "admin,postmaster,Custom-Bot" })
 
 type User = Awaited<ReturnType<typeof withApiKey>>
 

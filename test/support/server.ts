@@ -3,6 +3,7 @@
  * environment variables, talked to over real HTTP.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { afterAll, beforeAll } from "vitest"
 import * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -147,4 +148,33 @@ export const startServer = async (
   }
   await server.kill()
   throw new Error(`Server not ready within the time-out:\n${output}`)
+}
+
+export interface SuiteServer {
+  readonly backend: Backend
+  readonly server: Server
+  readonly url: string
+}
+
+/**
+ * One server on a private backend for the whole suite (vitest `beforeAll`/`afterAll`), stopped and
+ * cleaned up afterwards. `onReady` receives it once it answers.
+ */
+export const useSuiteServer = (onReady: (suite: SuiteServer) => void, env: Record<string, string> = {}) => {
+  let suite: SuiteServer | undefined
+  beforeAll(async () => {
+    const backend = await createBackend()
+    try {
+      const server = await startServer({ ...backend.env, ...env })
+      suite = { backend, server, url: server.url }
+    } catch (error) {
+      await backend.dispose()
+      throw error
+    }
+    onReady(suite)
+  })
+  afterAll(async () => {
+    await suite?.server.stop()
+    await suite?.backend.dispose()
+  })
 }
