@@ -26,11 +26,10 @@ export class KeyUsage extends Context.Tag("mailroom/KeyUsage")<KeyUsage, {
         const batch = pending
         pending = new Map()
         const ids = [...batch.keys()]
-        const times = ids.map((id) => batch.get(id)!.toISOString())
+        const times = ids.map((id) => batch.get(id)!)
         return sql`
           UPDATE api_keys k SET last_used_at = v.used_at
-          FROM (SELECT unnest(${`{${ids.join(",")}}`}::text[]) AS id,
-                       unnest(${`{${times.map((t) => `"${t}"`).join(",")}}`}::timestamptz[]) AS used_at) v
+          FROM unnest(${ids}::text[], ${times}::timestamptz[]) AS v(id, used_at)
           WHERE k.id = v.id AND (k.last_used_at IS NULL OR k.last_used_at < v.used_at)`.pipe(
           Effect.asVoid,
           Effect.catchAll((error) =>

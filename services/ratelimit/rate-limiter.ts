@@ -36,9 +36,6 @@ export const planWindows = (requests: RateWindows): ReadonlyArray<Window> => [
   { seconds: 86400, limit: requests.perDay }
 ]
 
-/** Postgres array literal for integer parameters (cast with `::int[]` in SQL). */
-export const intArray = (values: ReadonlyArray<number>) => `{${values.map((v) => Math.trunc(v)).join(",")}}`
-
 export interface DecisionRow {
   readonly allowed: boolean
   readonly windowSeconds: number
@@ -72,8 +69,8 @@ export class RateLimiter extends Context.Tag("mailroom/RateLimiter")<RateLimiter
       const run = (subject: string, windows: ReadonlyArray<Window>, peek: boolean) =>
         sql<DecisionRow>`SELECT * FROM mailroom_rate_take(
             ${subject},
-            ${intArray(windows.map((w) => w.seconds))}::int[],
-            ${intArray(windows.map((w) => w.limit))}::int[],
+            ${windows.map((w) => w.seconds)}::int[],
+            ${windows.map((w) => w.limit)}::int[],
             ${peek})`.pipe(
           Effect.map((rows) => toDecision(rows[0]!)),
           Effect.withSpan("RateLimiter.take", { attributes: { subject, peek } })

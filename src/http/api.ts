@@ -3,7 +3,7 @@
  * (src/http/server.ts), the OpenAPI document and the typed test client all come from this one
  * definition.
  */
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "@effect/platform"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { CurrentPrincipal } from "../../services/accounts/principal.ts"
 import {
@@ -286,4 +286,3 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .annotate(OpenApi.Description, "Email for software agents. Every response uses the { success, data, meta } / { success, error } envelope.")
 {}
 
-export { HttpApiSchema }

@@ -30,6 +30,16 @@ const session = (user: { cookie: string }, extra: RequestOptions = {}): RequestO
   headers: { cookie: user.cookie.split(";")[0]!, origin: `http://localhost:${server.port}`, ...extra.headers }
 })
 
+/** A just-created mailbox as SPEC shows it: exactly these fields. */
+const newMailbox = (local: string, userId: string) => ({
+  mailbox_id: expect.stringMatching(/^mbx_/),
+  email_address: `${local}@${DOMAIN}`,
+  domain: DOMAIN,
+  status: "active",
+  namespace: userId,
+  created_at: expect.stringMatching(isoMillis)
+})
+
 const create = (user: User, body: unknown) => api.post("/v1/api/mailboxes", { ...key(user), body })
 
 const createOk = async (user: User, local = fresh(), domain = DOMAIN) => {
@@ -49,17 +59,7 @@ describe("POST /v1/api/mailboxes", () => {
     const local = fresh("Agent.")
     const reply = await create(user, { local_part: local, domain: DOMAIN })
     expect(reply.status).toBe(201)
-    expect(reply.body).toEqual({
-      success: true,
-      mailbox: {
-        mailbox_id: expect.stringMatching(/^mbx_/),
-        email_address: `${local}@${DOMAIN}`,
-        domain: DOMAIN,
-        status: "active",
-        namespace: user.userId,
-        created_at: expect.stringMatching(isoMillis)
-      }
-    })
+    expect(reply.body).toEqual({ success: true, mailbox: newMailbox(local, user.userId) })
   })
 
   it("accepts Authorization: Bearer <API key>, email_address as a bare local part or a full address, and any case of the domain", async () => {
@@ -402,17 +402,7 @@ describe("dashboard routes (/api/mailboxes, session cookie)", () => {
     const local = fresh()
     const created = await api.post("/api/mailboxes", session(user, { body: { local_part: local, domain: DOMAIN } }))
     expect(created.status).toBe(201)
-    expect(created.body).toEqual({
-      success: true,
-      mailbox: {
-        mailbox_id: expect.stringMatching(/^mbx_/),
-        email_address: `${local}@${DOMAIN}`,
-        domain: DOMAIN,
-        status: "active",
-        namespace: user.userId,
-        created_at: expect.stringMatching(isoMillis)
-      }
-    })
+    expect(created.body).toEqual({ success: true, mailbox: newMailbox(local, user.userId) })
     const listed = await api.get("/api/mailboxes", session(user))
     expect(listed.status).toBe(200)
     expect(listed.body).toEqual({ success: true, mailboxes: [created.body.mailbox] })
