@@ -4,6 +4,7 @@
  */
 import { Effect, Layer, Option } from "effect"
 import { AccountSettings } from "../services/accounts/settings.ts"
+import { IngestLive } from "../services/mail/ingest.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import * as MemoryBus from "../layers/memory-bus.ts"
 import * as NatsBus from "../layers/nats-bus.ts"
@@ -11,6 +12,7 @@ import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
 import * as Database from "./database.ts"
 import { ApiServices, HttpServerLive } from "./http/server.ts"
 import { jwtSecret } from "./secrets.ts"
+import { SmtpServerLive } from "./smtp/server.ts"
 
 const busLayer = (config: AppConfigShape) =>
   Option.match(config.natsUrl, {
@@ -22,9 +24,8 @@ const settingsLayer = (config: AppConfigShape) =>
   Layer.effect(AccountSettings, Effect.map(jwtSecret(config), (secret) => ({ jwtSecret: secret })))
 
 const ApiRole = HttpServerLive.pipe(Layer.provide(ApiServices))
-const WorkerRole = HousekeepingLive
-/** The inbound mail path (SMTP listener, ingest) is the next piece of work; say so rather than idle silently. */
-const SmtpRole = Layer.effectDiscard(Effect.logWarning("The smtp role has no listener in this version yet: no mail is received"))
+const SmtpRole = SmtpServerLive
+const WorkerRole = Layer.mergeAll(IngestLive, HousekeepingLive)
 
 /** Everything this process runs, ready for `Layer.launch`. */
 export const appLayer = (config: AppConfigShape) => {

@@ -93,6 +93,8 @@ export const appConfig = Config.all({
   appUrl: Config.option(url("APP_URL")),
   smtpPort: Config.port("SMTP_PORT").pipe(Config.withDefault(2525)),
   smtpHost: Config.string("SMTP_HOST").pipe(Config.withDefault("127.0.0.1")),
+  smtpTlsCert: Config.option(Config.string("SMTP_TLS_CERT")),
+  smtpTlsKey: Config.option(Config.string("SMTP_TLS_KEY")),
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
@@ -183,6 +185,17 @@ const checkPayments = (config: AppConfigShape): Effect.Effect<void, ConfigError.
     )
     : Effect.void
 
+/** STARTTLS needs both halves of the key pair; one alone is a mistake worth stopping for. */
+const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> =>
+  Option.isSome(config.smtpTlsCert) === Option.isSome(config.smtpTlsKey)
+    ? Effect.void
+    : Effect.fail(
+      ConfigError.MissingData(
+        [Option.isSome(config.smtpTlsCert) ? "SMTP_TLS_KEY" : "SMTP_TLS_CERT"],
+        "SMTP_TLS_CERT and SMTP_TLS_KEY (PEM file paths) enable STARTTLS together; set both or neither"
+      )
+    )
+
 export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> = Effect.gen(function*() {
   const raw = yield* appConfig
   const appUrl = Option.getOrElse(raw.appUrl, () => `http://localhost:${raw.port}`)
@@ -196,6 +209,7 @@ export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> 
   yield* checkCluster(config)
   yield* checkSecrets(config)
   yield* checkPayments(config)
+  yield* checkSmtpTls(config)
   return config
 })
 

@@ -3,7 +3,7 @@
  * (src/http/server.ts), the OpenAPI document and the typed test client all come from this one
  * definition.
  */
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, OpenApi } from "@effect/platform"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { CurrentPrincipal } from "../../services/accounts/principal.ts"
 import {
@@ -27,6 +27,7 @@ import {
   Mailbox,
   RenamedMailbox
 } from "../../services/mailboxes/schemas.ts"
+import { Email, EmailSummary, emailSortFields, Thread } from "../../services/mail/schemas.ts"
 import { Plan } from "../../services/plans/plans.ts"
 import {
   BadRequestError,
@@ -267,6 +268,41 @@ export class DashboardMailboxesGroup extends mailboxEndpoints("dashboardMailboxe
 {}
 
 // ---------------------------------------------------------------------------------------------
+// Reading mail (DESIGN.md §4): a mailbox's emails, one email, its raw MIME, an attachment, a thread.
+
+const MailboxEmailsPath = Schema.Struct({ mailboxId: Schema.String })
+const EmailPath = Schema.Struct({ emailId: Schema.String })
+const AttachmentPath = Schema.Struct({ emailId: Schema.String, attachmentId: Schema.String })
+const ThreadPath = Schema.Struct({ threadId: Schema.String })
+
+export class EmailsGroup extends HttpApiGroup.make("emails")
+  .add(
+    HttpApiEndpoint.get("list", "/mailboxes/:mailboxId/emails")
+      .setPath(MailboxEmailsPath)
+      .setUrlParams(ListParams(emailSortFields))
+      .addSuccess(OkWithMeta(Schema.Array(EmailSummary), ListMeta))
+      .annotate(OpenApi.Description, "Newest first (sort received_at:desc) unless `sort` says otherwise")
+  )
+  .add(HttpApiEndpoint.get("get", "/emails/:emailId").setPath(EmailPath).addSuccess(Ok(Email)))
+  .add(
+    HttpApiEndpoint.get("raw", "/emails/:emailId/raw")
+      .setPath(EmailPath)
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "message/rfc822" }))
+      .annotate(OpenApi.Description, "The message exactly as it was received")
+  )
+  .add(
+    HttpApiEndpoint.get("attachment", "/emails/:emailId/attachments/:attachmentId")
+      .setPath(AttachmentPath)
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }))
+      .annotate(OpenApi.Description, "The decoded bytes, served with the attachment's own content type")
+  )
+  .add(HttpApiEndpoint.get("thread", "/threads/:threadId").setPath(ThreadPath).addSuccess(Ok(Thread)))
+  .middleware(ApiAuthentication)
+  .prefix("/v1/api")
+  .annotate(OpenApi.Title, "Emails")
+{}
+
+// ---------------------------------------------------------------------------------------------
 
 export class MailroomApi extends HttpApi.make("mailroom")
   .add(HealthGroup)
@@ -275,6 +311,7 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .add(BillingGroup)
   .add(MailboxesGroup)
   .add(DashboardMailboxesGroup)
+  .add(EmailsGroup)
   .addError(ValidationFailed)
   .addError(BadRequestError)
   .addError(NotFoundError)

@@ -12,6 +12,7 @@ import { Billing } from "../../services/billing/billing.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
 import { ApiKeys } from "../../services/keys/api-keys.ts"
 import { KeyUsage } from "../../services/keys/last-used.ts"
+import { Emails } from "../../services/mail/emails.ts"
 import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import * as LocalBilling from "../../layers/local-billing.ts"
@@ -22,6 +23,7 @@ import { AuthHandlers } from "./auth.ts"
 import { BillingHandlers } from "./billing.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health.ts"
+import { EmailsHandlers } from "./emails.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes.ts"
 import { PaymentPagesLive } from "./payment-pages.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
@@ -54,7 +56,8 @@ const Handlers = Layer.mergeAll(
   ApiKeysHandlers,
   BillingHandlers,
   MailboxesHandlers,
-  DashboardMailboxesHandlers
+  DashboardMailboxesHandlers,
+  EmailsHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive)
 
@@ -81,7 +84,8 @@ export const ApiServices = Layer.mergeAll(
   ApiKeys.Default,
   Authenticator.Default,
   PaymentsLive,
-  Mailboxes.Default.pipe(Layer.provide(MailboxSettingsLive))
+  Mailboxes.Default.pipe(Layer.provide(MailboxSettingsLive)),
+  Emails.Default
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(Billing.Default, RateLimiter.layer, KeyUsage.layer))
 )

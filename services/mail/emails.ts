@@ -1,0 +1,109 @@
+/**
+ * Reading received mail (DESIGN.md §4 "reading mail"). Only the owner of a mailbox reads its mail,
+ * and the mail of a deleted mailbox is gone from every read: each query joins an active mailbox of
+ * the caller, so anything else is 404.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { NotFound } from "../errors.ts"
+import type { Page, Sort } from "../listing.ts"
+import {
+  type AttachmentRow,
+  type EmailBodyRow,
+  emailColumnList,
+  type EmailRow,
+  toEmail,
+  toSummary
+} from "./records.ts"
+import type { EmailSortField, Thread } from "./schemas.ts"
+
+const sortColumns: Record<EmailSortField, string> = {
+  received_at: "e.received_at",
+  date: "e.sent_at",
+  subject: "e.subject"
+}
+
+const emailNotFound = (emailId: string) => NotFound.of({ message: "Email not found", details: { email_id: emailId } })
+
+export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const columns = sql.literal(emailColumnList)
+
+    /** The emails of one of the caller's mailboxes, newest first unless `sort` says otherwise. */
+    const list = Effect.fn("Emails.list")(function*(userId: string, mailboxId: string, page: Page, sort: Sort<EmailSortField>) {
+      const mailbox = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
+      if (mailbox.length === 0) return yield* NotFound.of({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+      const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
+      const rows = yield* sql<EmailRow & { total: string }>`
+        SELECT ${columns}, count(*) OVER () AS total
+        FROM emails e
+        WHERE e.mailbox_id = ${mailboxId}
+        ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}
+        LIMIT ${page.limit} OFFSET ${page.offset}`
+      const total = rows[0]
+        ? Number(rows[0].total)
+        : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM emails WHERE mailbox_id = ${mailboxId}`)[0]?.n ?? 0)
+      return { emails: rows.map(toSummary), total }
+    })
+
+    /** The email with its bodies, headers and attachments' metadata. */
+    const get = Effect.fn("Emails.get")(function*(userId: string, emailId: string) {
+      const rows = yield* sql<EmailBodyRow>`
+        SELECT ${columns}, e.headers, e.text_body, e.html_body
+        FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+        WHERE e.id = ${emailId} AND e.user_id = ${userId}`
+      const row = rows[0]
+      if (!row) return yield* emailNotFound(emailId)
+      const attachments = yield* sql<AttachmentRow>`
+        SELECT id, filename, content_type, size, checksum, content_id FROM attachments
+        WHERE email_id = ${emailId} ORDER BY position`
+      return toEmail(row, attachments)
+    })
+
+    /** The message exactly as it was received. */
+    const raw = Effect.fn("Emails.raw")(function*(userId: string, emailId: string) {
+      const rows = yield* sql<{ content: Uint8Array }>`
+        SELECT b.content
+        FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+                      JOIN blobs b ON b.sha256 = e.raw_sha256
+        WHERE e.id = ${emailId} AND e.user_id = ${userId}`
+      if (!rows[0]) return yield* emailNotFound(emailId)
+      return rows[0].content
+    })
+
+    /** One attachment's decoded bytes and how to present them. */
+    const attachment = Effect.fn("Emails.attachment")(function*(userId: string, emailId: string, attachmentId: string) {
+      const rows = yield* sql<{ filename: string | null; contentType: string; content: Uint8Array }>`
+        SELECT a.filename, a.content_type, b.content
+        FROM attachments a JOIN emails e ON e.id = a.email_id
+                           JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+                           JOIN blobs b ON b.sha256 = a.checksum
+        WHERE a.id = ${attachmentId} AND a.email_id = ${emailId} AND e.user_id = ${userId}`
+      if (!rows[0]) {
+        return yield* NotFound.of({ message: "Attachment not found", details: { email_id: emailId, attachment_id: attachmentId } })
+      }
+      return rows[0]
+    })
+
+    /** A conversation: its emails, oldest first. */
+    const thread = Effect.fn("Emails.thread")(function*(userId: string, threadId: string) {
+      const rows = yield* sql<EmailRow>`
+        SELECT ${columns}
+        FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+        WHERE e.thread_id = ${threadId} AND e.user_id = ${userId}
+        ORDER BY e.received_at, e.id`
+      const first = rows[0]
+      if (!first) return yield* NotFound.of({ message: "Thread not found", details: { thread_id: threadId } })
+      return {
+        thread_id: threadId,
+        mailbox_id: first.mailboxId,
+        subject: first.subject,
+        message_count: rows.length,
+        emails: rows.map(toSummary)
+      } satisfies Thread
+    })
+
+    return { list, get, raw, attachment, thread } as const
+  })
+}) {}

@@ -1,0 +1,187 @@
+/**
+ * Accepting inbound mail (the SMTP node's rules; DESIGN.md §1, §4 "SMTP refusals").
+ *
+ * - A recipient is an active mailbox, matched case-insensitively; its owner's plan decides the size
+ *   limit and the daily and monthly email limits, which are checked at RCPT.
+ * - A message is accepted only once its raw bytes are stored (content-addressed, the same bytes once)
+ *   and the bus has acknowledged one `mail.inbound.<mailbox_id>` message per recipient. The SMTP node
+ *   answers 250 after `accept` succeeds and 451 when it fails, so an accepted message is never lost.
+ * - Emails are counted (per day and per billing period) when accepted, in the statement that stores
+ *   the message: the limits then hold for a sender that waits for each reply. A publish that fails
+ *   gives its count back.
+ */
+import { SqlClient } from "@effect/sql"
+import { createHash } from "node:crypto"
+import { Effect, Either, Schema } from "effect"
+import { newId } from "../accounts/tokens.ts"
+import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { limits, Plan } from "../plans/plans.ts"
+import {
+  DailyLimitReached,
+  MessageTooBig,
+  MonthlyLimitReached,
+  TemporaryFailure,
+  UnknownRecipient
+} from "./refusals.ts"
+import type { InboundMessage } from "./schemas.ts"
+
+/** An accepted RCPT: where the message goes and what its owner's plan allows. */
+export interface Recipient {
+  /** The address as the sender wrote it. */
+  readonly address: string
+  readonly mailboxId: string
+  readonly userId: string
+  readonly plan: Plan
+  readonly maxEmailBytes: number
+  /** Start of the owner's billing period, whose email count the message joins. */
+  readonly periodStart: Date
+}
+
+export interface IncomingMessage {
+  readonly mailFrom: string
+  readonly recipients: ReadonlyArray<Recipient>
+  readonly raw: Uint8Array
+  readonly receivedAt: Date
+}
+
+const RecipientRow = Schema.Struct({
+  mailboxId: Schema.String,
+  userId: Schema.String,
+  plan: Plan,
+  periodStart: Schema.DateFromSelf,
+  today: Schema.NumberFromString,
+  thisPeriod: Schema.NumberFromString
+})
+
+/** The UTC calendar day of `date`, as PostgreSQL's `date` type reads it. */
+export const utcDay = (date: Date) => date.toISOString().slice(0, 10)
+
+export const sha256Hex = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
+
+const temporary = (reason: string) => (cause: unknown) => new TemporaryFailure({ reason, cause })
+
+export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+
+    /**
+     * RCPT TO: the active mailbox at `address`, if its owner may receive one more email of
+     * `declaredSize` bytes (the MAIL FROM SIZE parameter) now.
+     */
+    const recipient = Effect.fn("Inbound.recipient")(function*(address: string, declaredSize: number | undefined) {
+      const now = new Date()
+      // A free plan's period is the calendar month, rolled over on read (as Billing does).
+      const rows = yield* sql`
+        SELECT m.id AS mailbox_id, m.user_id, s.plan,
+               CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
+                    THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+                    ELSE s.current_period_start END AS period_start,
+               coalesce((SELECT d.emails FROM mail_daily_counters d
+                         WHERE d.user_id = m.user_id AND d.day = ${utcDay(now)}::date), 0) AS today,
+               coalesce((SELECT u.emails FROM usage_counters u
+                         WHERE u.user_id = m.user_id AND u.period_start = (
+                           CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
+                                THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+                                ELSE s.current_period_start END)), 0) AS this_period
+        FROM mailboxes m JOIN subscriptions s ON s.user_id = m.user_id
+        WHERE m.address_normalized = ${address.toLowerCase()} AND m.status = 'active'`.pipe(
+        Effect.flatMap(Schema.decodeUnknown(Schema.Array(RecipientRow))),
+        Effect.mapError(temporary("recipient lookup failed"))
+      )
+      const row = rows[0]
+      if (row === undefined) return yield* new UnknownRecipient({ address })
+      const plan = limits[row.plan]
+      if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) {
+        return yield* new MessageTooBig({ limit: plan.maxEmailBytes })
+      }
+      if (row.today >= plan.emailsPerDay) return yield* new DailyLimitReached({ address, limit: plan.emailsPerDay })
+      if (plan.emailsPerMonth !== null && row.thisPeriod >= plan.emailsPerMonth) {
+        return yield* new MonthlyLimitReached({ address, limit: plan.emailsPerMonth })
+      }
+      return {
+        address,
+        mailboxId: row.mailboxId,
+        userId: row.userId,
+        plan: row.plan,
+        maxEmailBytes: plan.maxEmailBytes,
+        periodStart: row.periodStart
+      } satisfies Recipient
+    })
+
+    /** Per account, the emails `recipients` add to its counters. */
+    const counts = (recipients: ReadonlyArray<Recipient>) => {
+      const byUser = new Map<string, { userId: string; periodStart: Date; emails: number }>()
+      for (const r of recipients) {
+        const entry = byUser.get(r.userId)
+        if (entry) entry.emails++
+        else byUser.set(r.userId, { userId: r.userId, periodStart: r.periodStart, emails: 1 })
+      }
+      return [...byUser.values()]
+    }
+
+    /** The counter upserts adding (or, with a negative sign, giving back) the emails of `recipients`. */
+    const counterUpserts = (recipients: ReadonlyArray<Recipient>, day: string, sign: 1 | -1) => {
+      const rows = counts(recipients)
+      return sql`
+        daily AS (
+          INSERT INTO mail_daily_counters ${sql.insert(rows.map((r) => ({ userId: r.userId, day, emails: sign * r.emails })))}
+          ON CONFLICT (user_id, day) DO UPDATE SET emails = mail_daily_counters.emails + EXCLUDED.emails
+        ),
+        period AS (
+          INSERT INTO usage_counters ${sql.insert(rows.map((r) => ({ userId: r.userId, periodStart: r.periodStart, emails: sign * r.emails })))}
+          ON CONFLICT (user_id, period_start) DO UPDATE SET emails = usage_counters.emails + EXCLUDED.emails
+        )`
+    }
+
+    /**
+     * Make the message durable and hand it to the workers; succeeds only when both are done.
+     * Returns the ids of the emails it will become, one per recipient.
+     */
+    const accept = Effect.fn("Inbound.accept")(function*(message: IncomingMessage) {
+      const smallest = Math.min(...message.recipients.map((r) => r.maxEmailBytes))
+      if (message.raw.byteLength > smallest) return yield* new MessageTooBig({ limit: smallest })
+      const sha256 = sha256Hex(message.raw)
+      const day = utcDay(message.receivedAt)
+      // One statement, so one round trip and atomic: the bytes (once), and the counters. A blob that
+      // already exists has its time refreshed, which keeps it from the sweep of unreferenced blobs.
+      yield* sql`
+        WITH ${counterUpserts(message.recipients, day, 1)}
+        INSERT INTO blobs ${sql.insert({ sha256, size: message.raw.byteLength, content: message.raw })}
+        ON CONFLICT (sha256) DO UPDATE SET created_at = now()`.pipe(Effect.mapError(temporary("storing the message failed")))
+
+      const published = yield* Effect.forEach(
+        message.recipients,
+        (r) => {
+          const inbound: InboundMessage = {
+            email_id: newId("eml"),
+            mailbox_id: r.mailboxId,
+            user_id: r.userId,
+            raw_sha256: sha256,
+            size: message.raw.byteLength,
+            mail_from: message.mailFrom,
+            rcpt_to: r.address,
+            received_at: message.receivedAt.toISOString()
+          }
+          return bus.publish(subjects.inboundMail(r.mailboxId), encodeJson(inbound), { msgId: inbound.email_id }).pipe(
+            Effect.as(inbound.email_id),
+            Effect.either
+          )
+        },
+        { concurrency: "unbounded" }
+      )
+      const failed = message.recipients.filter((_, i) => Either.isLeft(published[i]!))
+      if (failed.length > 0) {
+        // Those copies will not be delivered: give their counts back (the sender will retry).
+        yield* sql`WITH ${counterUpserts(failed, day, -1)} SELECT 1`.pipe(
+          Effect.catchAll((error) => Effect.logWarning("Could not give back the count of a refused message", error))
+        )
+        const cause = published.find(Either.isLeft)?.left
+        return yield* new TemporaryFailure({ reason: "the bus did not take the message", cause })
+      }
+      return published.flatMap((p) => (Either.isRight(p) ? [p.right] : []))
+    })
+
+    return { recipient, accept } as const
+  })
+}) {}

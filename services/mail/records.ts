@@ -1,0 +1,98 @@
+/**
+ * Stored emails and how they read on the wire: one row shape, one mapping per wire shape.
+ */
+import type { AttachmentMeta, Email, EmailFields, EmailSummary, Headers } from "./schemas.ts"
+
+/** The columns every email read selects (see `emailColumns`). */
+export interface EmailRow {
+  readonly id: string
+  readonly mailboxId: string
+  readonly userId: string
+  readonly messageId: string
+  readonly threadId: string
+  readonly subject: string
+  readonly fromAddress: string
+  readonly toAddresses: ReadonlyArray<string>
+  readonly sentAt: Date
+  readonly receivedAt: Date
+  readonly rcptTo: string
+  readonly hasAttachments: boolean
+  readonly size: string | number
+  readonly snippet: string
+  readonly createdAt: Date
+}
+
+export interface EmailBodyRow extends EmailRow {
+  readonly headers: Headers
+  readonly textBody: string
+  readonly htmlBody: string | null
+}
+
+export interface AttachmentRow {
+  readonly id: string
+  readonly filename: string | null
+  readonly contentType: string
+  readonly size: string | number
+  readonly checksum: string
+  readonly contentId: string | null
+}
+
+/** Columns of `EmailRow`, for `SELECT ${emailColumns} FROM emails e`. */
+export const emailColumnList = [
+  "e.id",
+  "e.mailbox_id",
+  "e.user_id",
+  "e.message_id",
+  "e.thread_id",
+  "e.subject",
+  "e.from_address",
+  "e.to_addresses",
+  "e.sent_at",
+  "e.received_at",
+  "e.rcpt_to",
+  "e.has_attachments",
+  "e.size",
+  "left(e.text_body, 200) AS snippet",
+  "e.created_at"
+].join(", ")
+
+export const SNIPPET_LENGTH = 200
+
+const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase()
+
+export const toFields = (row: EmailRow): EmailFields => ({
+  email_id: row.id,
+  message_id: row.messageId,
+  subject: row.subject,
+  from: row.fromAddress,
+  to: [...row.toAddresses],
+  date: row.sentAt.toISOString(),
+  mailbox_id: row.mailboxId,
+  domain: domainOf(row.rcptTo),
+  has_attachments: row.hasAttachments,
+  thread_id: row.threadId
+})
+
+export const toSummary = (row: EmailRow): EmailSummary => ({
+  ...toFields(row),
+  received_at: row.receivedAt.toISOString(),
+  size: Number(row.size),
+  snippet: row.snippet
+})
+
+export const toAttachment = (row: AttachmentRow): AttachmentMeta => ({
+  attachment_id: row.id,
+  filename: row.filename,
+  content_type: row.contentType,
+  size: Number(row.size),
+  checksum: row.checksum,
+  content_id: row.contentId
+})
+
+export const toEmail = (row: EmailBodyRow, attachments: ReadonlyArray<AttachmentRow>): Email => ({
+  ...toSummary(row),
+  text: row.textBody,
+  html: row.htmlBody,
+  headers: row.headers,
+  attachments: attachments.map(toAttachment)
+})

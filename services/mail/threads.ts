@@ -1,0 +1,54 @@
+/**
+ * Threads: which emails of a mailbox belong together.
+ *
+ * A reply names what it answers (References, In-Reply-To): it joins the thread of any of those
+ * messages the mailbox holds, or else the thread keyed by the conversation's first message
+ * (References' first entry). A message that names nothing joins the thread of its normalized subject
+ * ("Re: Re: Hello" and "hello" are one conversation), unless replies to it arrived first.
+ */
+import { createHash } from "node:crypto"
+
+/** Reply and forward markers, in the languages mail clients commonly write them. */
+const prefix = /^\s*(?:re|fwd?|aw|sv|vs|antw|wg|tr|rif|odp|ynt)\s*(?:\[\d+\]|\(\d+\))?\s*[:：]\s*/i
+/** A mailing-list tag such as "[team]" in front of the subject. */
+const listTag = /^\s*\[[^\]]{1,40}\]\s*/
+
+export const normalizeSubject = (subject: string): string => {
+  let current = subject
+  for (;;) {
+    const next = current.replace(prefix, "").replace(listTag, "")
+    if (next === current) break
+    current = next
+  }
+  return current.replace(/\s+/g, " ").trim().toLowerCase()
+}
+
+export type ThreadKey =
+  | { readonly kind: "conversation"; readonly rootMessageId: string }
+  | { readonly kind: "subject"; readonly subject: string }
+  | { readonly kind: "single"; readonly id: string }
+
+/** A thread's id: stable for a key within one mailbox, unguessable across mailboxes. */
+export const threadId = (mailboxId: string, key: ThreadKey): string => {
+  const material = key.kind === "conversation"
+    ? `conversation\n${key.rootMessageId}`
+    : key.kind === "subject"
+    ? `subject\n${key.subject}`
+    : `single\n${key.id}`
+  return `thr_${createHash("sha256").update(`${mailboxId}\n${material}`).digest("hex").slice(0, 24)}`
+}
+
+/** The message ids an email refers to, References in order then In-Reply-To, without repeats. */
+export const referencedIds = (references: ReadonlyArray<string>, inReplyTo: string | undefined): ReadonlyArray<string> => [
+  ...new Set([...references, ...(inReplyTo ? [inReplyTo] : [])].filter((id) => id.length > 0))
+]
+
+/**
+ * The key of a message that refers to nothing found in the mailbox: its conversation root if it
+ * names one, else its subject, else itself.
+ */
+export const fallbackKey = (referenced: ReadonlyArray<string>, subject: string, ownId: string): ThreadKey => {
+  if (referenced.length > 0) return { kind: "conversation", rootMessageId: referenced[0]! }
+  const normalized = normalizeSubject(subject)
+  return normalized.length > 0 ? { kind: "subject", subject: normalized } : { kind: "single", id: ownId }
+}

@@ -1,0 +1,71 @@
+/**
+ * Reading mail over HTTP. Raw messages and attachments are bytes, not JSON: they are answered
+ * directly, with their own content type, and offered as a download.
+ */
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { CurrentPrincipal } from "../../services/accounts/principal.ts"
+import { page, parseSort } from "../../services/listing.ts"
+import { Emails } from "../../services/mail/emails.ts"
+import type { EmailSortField } from "../../services/mail/schemas.ts"
+import { MailroomApi } from "./api.ts"
+import { orUnavailable } from "./infra.ts"
+
+/** A `Content-Disposition` that survives any file name (RFC 6266, with the RFC 5987 form for non-ASCII). */
+const attachmentDisposition = (filename: string) => {
+  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, "_")
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`
+}
+
+/** Only well-formed media types are echoed back; anything else is served as opaque bytes. */
+const safeContentType = (contentType: string) =>
+  /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/i.test(contentType) ? contentType.toLowerCase() : "application/octet-stream"
+
+export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
+  Effect.gen(function*() {
+    const emails = yield* Emails
+    return handlers
+      .handle("list", ({ path, urlParams }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const p = page(urlParams)
+          const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
+          const { emails: data, total } = yield* emails.list(userId, path.mailboxId, p, sort).pipe(orUnavailable)
+          return { success: true as const, data, meta: { total, limit: p.limit, offset: p.offset, hasMore: p.offset + data.length < total } }
+        }))
+      .handle("get", ({ path }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* emails.get(userId, path.emailId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }))
+      .handleRaw("raw", ({ path }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const content = yield* emails.raw(userId, path.emailId).pipe(orUnavailable)
+          return HttpServerResponse.uint8Array(content, {
+            contentType: "message/rfc822",
+            headers: { "content-disposition": attachmentDisposition(`${path.emailId}.eml`) }
+          })
+        }))
+      .handleRaw("attachment", ({ path }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const found = yield* emails.attachment(userId, path.emailId, path.attachmentId).pipe(orUnavailable)
+          return HttpServerResponse.uint8Array(found.content, {
+            contentType: safeContentType(found.contentType),
+            headers: {
+              "content-disposition": attachmentDisposition(found.filename ?? path.attachmentId),
+              // The bytes are whatever a stranger sent: never let a browser sniff them into something active.
+              "x-content-type-options": "nosniff",
+              "content-security-policy": "default-src 'none'; sandbox"
+            }
+          })
+        }))
+      .handle("thread", ({ path }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* emails.thread(userId, path.threadId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }))
+  }))
