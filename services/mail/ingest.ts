@@ -56,63 +56,77 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         return threadId(mailboxId, fallbackKey(referenced, parsed.subject, messageId))
       })
 
+    /**
+     * Store the email, its attachments and its storage usage in one statement (atomic, one round
+     * trip). Returns the stored row: the new one, or the one a previous delivery stored.
+     */
     const store = (message: InboundMessage, parsed: ParsedEmail, thread: string, messageId: string) =>
       Effect.gen(function*() {
         const receivedAt = new Date(message.received_at)
-        const inserted = yield* sql`
-          INSERT INTO emails ${
-          sql.insert({
-            id: message.email_id,
-            mailboxId: message.mailbox_id,
-            userId: message.user_id,
-            messageId,
-            threadId: thread,
-            subject: parsed.subject,
-            fromAddress: parsed.from ?? message.mail_from,
-            toAddresses: parsed.to.length > 0 ? [...parsed.to] : [message.rcpt_to],
-            sentAt: parsed.date ?? receivedAt,
-            receivedAt,
-            mailFrom: message.mail_from,
-            rcptTo: message.rcpt_to,
-            // A jsonb column: PostgreSQL reads the JSON text as the column's type.
-            headers: JSON.stringify(parsed.headers),
-            textBody: parsed.text,
-            htmlBody: parsed.html,
-            hasAttachments: parsed.attachments.length > 0,
-            rawSha256: message.raw_sha256,
-            size: message.size
-          })
+        const email = sql.insert({
+          id: message.email_id,
+          mailboxId: message.mailbox_id,
+          userId: message.user_id,
+          messageId,
+          threadId: thread,
+          subject: parsed.subject,
+          fromAddress: parsed.from ?? message.mail_from,
+          toAddresses: parsed.to.length > 0 ? [...parsed.to] : [message.rcpt_to],
+          sentAt: parsed.date ?? receivedAt,
+          receivedAt,
+          mailFrom: message.mail_from,
+          rcptTo: message.rcpt_to,
+          // A jsonb column: PostgreSQL reads the JSON text as the column's type.
+          headers: JSON.stringify(parsed.headers),
+          textBody: parsed.text,
+          htmlBody: parsed.html,
+          hasAttachments: parsed.attachments.length > 0,
+          rawSha256: message.raw_sha256,
+          size: message.size
+        })
+        const contents = [...new Map(parsed.attachments.map((a) => [a.checksum, a])).values()]
+        // Attachment rows of a redelivered message exist already: (email_id, position) keeps them once.
+        const attachments = parsed.attachments.length === 0 ? sql`` : sql`,
+          attachment_blobs AS (
+            INSERT INTO blobs ${sql.insert(contents.map((a) => ({ sha256: a.checksum, size: a.size, content: a.content })))}
+            ON CONFLICT (sha256) DO UPDATE SET created_at = now()
+          ),
+          attachment_rows AS (
+            INSERT INTO attachments ${
+          sql.insert(parsed.attachments.map((a, position) => ({
+            id: newId("att"),
+            emailId: message.email_id,
+            position,
+            filename: a.filename,
+            contentType: a.contentType,
+            size: a.size,
+            checksum: a.checksum,
+            contentId: a.contentId
+          })))
         }
-          ON CONFLICT (id) DO NOTHING RETURNING id`
-        // Stored meanwhile by another delivery of the same message: nothing more to do.
-        if (inserted.length === 0) return
-        if (parsed.attachments.length > 0) {
-          const unique = new Map(parsed.attachments.map((a) => [a.checksum, a]))
-          yield* sql`
-            INSERT INTO blobs ${sql.insert([...unique.values()].map((a) => ({ sha256: a.checksum, size: a.size, content: a.content })))}
-            ON CONFLICT (sha256) DO UPDATE SET created_at = now()`
-          yield* sql`INSERT INTO attachments ${
-            sql.insert(parsed.attachments.map((a, position) => ({
-              id: newId("att"),
-              emailId: message.email_id,
-              position,
-              filename: a.filename,
-              contentType: a.contentType,
-              size: a.size,
-              checksum: a.checksum,
-              contentId: a.contentId
-            })))
-          }`
-        }
-        yield* sql`
-          INSERT INTO storage_usage (user_id, bytes) VALUES (${message.user_id}, ${message.size})
-          ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes`
-      }).pipe(sql.withTransaction)
+            ON CONFLICT (email_id, position) DO NOTHING
+          )`
+        const inserted = yield* sql<EmailRow>`
+          WITH email AS (
+            INSERT INTO emails AS e ${email} ON CONFLICT (id) DO NOTHING
+            RETURNING ${sql.literal(emailColumnList)}
+          ),
+          storage AS (
+            INSERT INTO storage_usage (user_id, bytes) SELECT user_id, size FROM email
+            ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
+          )${attachments}
+          SELECT * FROM email`
+        // Stored by an earlier delivery of the same message: that row is the email.
+        return inserted[0] ?? (yield* findEmail(message.email_id))
+      })
 
     /** Store `message` as an email (once) and announce it. */
-    const ingest = Effect.fn("Ingest.ingest")(function*(message: InboundMessage) {
-      const existing = yield* findEmail(message.email_id)
-      if (existing) return yield* announce(existing)
+    const ingest = Effect.fn("Ingest.ingest")(function*(message: InboundMessage, firstDelivery: boolean) {
+      // A redelivery usually finds its email stored: announce it again without parsing anything.
+      if (!firstDelivery) {
+        const existing = yield* findEmail(message.email_id)
+        if (existing) return yield* announce(existing)
+      }
       const blob = yield* sql<{ content: Uint8Array }>`SELECT content FROM blobs WHERE sha256 = ${message.raw_sha256}`
       if (!blob[0]) {
         // Cannot happen while blobs outlive the bus's retention; nothing could be done about it.
@@ -124,8 +138,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       const parsed = yield* parseMessage(blob[0].content)
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`
       const thread = yield* threadOf(message.mailbox_id, parsed, messageId)
-      yield* store(message, parsed, thread, messageId)
-      const stored = yield* findEmail(message.email_id)
+      const stored = yield* store(message, parsed, thread, messageId)
       if (stored) yield* announce(stored)
     })
 
@@ -135,7 +148,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         Effect.flatMap(Schema.decodeUnknown(InboundMessage)),
         Effect.matchEffect({
           onFailure: (error) => Effect.logError("Dropping a malformed inbound message", { subject: message.subject, error }),
-          onSuccess: ingest
+          onSuccess: (inbound) => ingest(inbound, message.deliveryCount === 1)
         })
       )
 

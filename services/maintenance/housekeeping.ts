@@ -1,12 +1,21 @@
 /**
- * Worker-side housekeeping: drop login sessions that can no longer be used and rate-limit counters
- * whose windows have all passed. Idempotent, so any number of workers may run it.
+ * Worker-side housekeeping: drop login sessions that can no longer be used, rate-limit counters
+ * whose windows have all passed, per-day email counters of past months, and stored bytes nothing
+ * refers to any more (a message refused with 451 after its bytes were written). Idempotent, so any
+ * number of workers may run it.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 
 /** Ended sessions are kept a week (for support questions), then removed. */
 const SESSION_RETENTION = "7 days"
+/**
+ * A blob is stored before its message is on the bus, and ingested as late as the bus keeps messages
+ * (7 days); storing the same bytes again refreshes its time. Older unreferenced blobs are garbage.
+ */
+const ORPHAN_BLOB_AGE = "8 days"
+/** Daily counters only matter today; a month more serves support questions. */
+const DAILY_COUNTER_RETENTION = "40 days"
 
 export const sweep = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -16,8 +25,17 @@ export const sweep = Effect.gen(function*() {
   const counters = yield* sql`
     DELETE FROM rate_limit_counters
     WHERE (SELECT max(s) FROM unnest(window_starts) s) < floor(extract(epoch FROM now()))::bigint - 86400`.raw
-  const removed = { sessions: (sessions as { rowCount?: number }).rowCount ?? 0, counters: (counters as { rowCount?: number }).rowCount ?? 0 }
-  if (removed.sessions + removed.counters > 0) yield* Effect.logInfo("Housekeeping", removed)
+  const dailyCounters = yield* sql`
+    DELETE FROM mail_daily_counters WHERE day < (now() - ${DAILY_COUNTER_RETENTION}::interval)::date`.raw
+  const blobs = yield* sql`
+    DELETE FROM blobs b
+    WHERE b.created_at < now() - ${ORPHAN_BLOB_AGE}::interval
+      AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.raw_sha256 = b.sha256)
+      AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.checksum = b.sha256)`.raw
+  // postgres.js reports affected rows as `count` on the raw result.
+  const count = (result: unknown) => (result as { count?: number }).count ?? 0
+  const removed = { sessions: count(sessions), counters: count(counters), dailyCounters: count(dailyCounters), blobs: count(blobs) }
+  if (Object.values(removed).some((n) => n > 0)) yield* Effect.logInfo("Housekeeping", removed)
 }).pipe(Effect.withSpan("Housekeeping.sweep"))
 
 export const HousekeepingLive = Layer.scopedDiscard(
