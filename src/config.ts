@@ -2,6 +2,7 @@
  * The operator interface (DESIGN.md §3), read once through Effect `Config` and checked at start.
  * A bad value stops the process with a message naming the variable.
  */
+import { accessSync, constants } from "node:fs"
 import { Config, ConfigError, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 
@@ -185,16 +186,28 @@ const checkPayments = (config: AppConfigShape): Effect.Effect<void, ConfigError.
     )
     : Effect.void
 
-/** STARTTLS needs both halves of the key pair; one alone is a mistake worth stopping for. */
-const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> =>
-  Option.isSome(config.smtpTlsCert) === Option.isSome(config.smtpTlsKey)
-    ? Effect.void
-    : Effect.fail(
+/** STARTTLS needs both halves of the key pair, readable; anything less is a mistake worth stopping for. */
+const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> => {
+  if (Option.isSome(config.smtpTlsCert) !== Option.isSome(config.smtpTlsKey)) {
+    return Effect.fail(
       ConfigError.MissingData(
         [Option.isSome(config.smtpTlsCert) ? "SMTP_TLS_KEY" : "SMTP_TLS_CERT"],
         "SMTP_TLS_CERT and SMTP_TLS_KEY (PEM file paths) enable STARTTLS together; set both or neither"
       )
     )
+  }
+  const unreadable = (["SMTP_TLS_CERT", "SMTP_TLS_KEY"] as const).flatMap((name) => {
+    const file = name === "SMTP_TLS_CERT" ? config.smtpTlsCert : config.smtpTlsKey
+    if (Option.isNone(file)) return []
+    try {
+      accessSync(file.value, constants.R_OK)
+      return []
+    } catch (error) {
+      return [ConfigError.InvalidData([name], `Cannot read ${file.value}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`)]
+    }
+  })
+  return unreadable.length === 0 ? Effect.void : Effect.fail(unreadable.reduce((a, b) => ConfigError.And(a, b)))
+}
 
 export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> = Effect.gen(function*() {
   const raw = yield* appConfig

@@ -29,6 +29,13 @@ const main = Effect.gen(function*() {
   )
   yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")}`)
   return yield* Layer.launch(appLayer(config)).pipe(
+    // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
+    Effect.catchAll((error) =>
+      Effect.sync(() => {
+        process.stderr.write(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)
+        process.exit(1)
+      }).pipe(Effect.zipRight(Effect.never))
+    ),
     Logger.withMinimumLogLevel(config.logLevel),
     // Spans go nowhere without an exporter; building them (with stack traces) costs every request.
     Effect.withTracerEnabled(false)

@@ -3,6 +3,7 @@
  * variable, and a partial-role process refuses the embedded stores.
  */
 import { spawn } from "node:child_process"
+import * as net from "node:net"
 import { describe, expect, it } from "vitest"
 import { repoRoot } from "./support/server.ts"
 import { createDataDir } from "./support/services.ts"
@@ -40,13 +41,34 @@ describe("configuration", () => {
     [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],
     [{ DATABASE_URL: "postgres://127.0.0.1:1/x" }, /JWT_SECRET/],
     [{ JWT_SECRET: "short" }, /JWT_SECRET: Expected at least 32 characters/],
-    [{ STRIPE_SECRET_KEY: "sk_test_x" }, /STRIPE_SECRET_KEY: .*not available/]
+    [{ STRIPE_SECRET_KEY: "sk_test_x" }, /STRIPE_SECRET_KEY: .*not available/],
+    [{ SMTP_TLS_CERT: "/etc/mailroom/cert.pem" }, /SMTP_TLS_KEY: .*both or neither/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
     const { code, output } = await run(env)
     expect(code).toBe(1)
     expect(output).toMatch(/invalid configuration/)
     expect(output).toMatch(message)
     expect(output).not.toMatch(/\bat .*\.ts:\d+/)
+  })
+
+  it("stops when the SMTP TLS files cannot be read, naming both", async () => {
+    const { code, output } = await run({ SMTP_TLS_CERT: "/nonexistent/cert.pem", SMTP_TLS_KEY: "/nonexistent/key.pem" })
+    expect(code).toBe(1)
+    expect(output).toMatch(/SMTP_TLS_CERT: Cannot read \/nonexistent\/cert\.pem: ENOENT/)
+    expect(output).toMatch(/SMTP_TLS_KEY: Cannot read \/nonexistent\/key\.pem: ENOENT/)
+  })
+
+  it("stops with a one-line reason when the SMTP port is taken", async () => {
+    const blocker = net.createServer()
+    await new Promise<void>((resolve) => blocker.listen(39992, "127.0.0.1", resolve))
+    try {
+      const { code, output } = await run({})
+      expect(code).toBe(1)
+      expect(output).toMatch(/could not start\nSMTP could not listen on 127\.0\.0\.1:39992: .*EADDRINUSE/)
+      expect(output).not.toMatch(/\bat .*\.ts:\d+/)
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve))
+    }
   })
 
   it("refuses a partial-role process on the embedded stores, naming the missing setting", async () => {
