@@ -73,18 +73,17 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       const now = new Date()
       // A free plan's period is the calendar month, rolled over on read (as Billing does).
       const rows = yield* sql`
-        SELECT m.id AS mailbox_id, m.user_id, s.plan,
-               CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
-                    THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
-                    ELSE s.current_period_start END AS period_start,
-               coalesce((SELECT d.emails FROM mail_daily_counters d
-                         WHERE d.user_id = m.user_id AND d.day = ${utcDay(now)}::date), 0) AS today,
-               coalesce((SELECT u.emails FROM usage_counters u
-                         WHERE u.user_id = m.user_id AND u.period_start = (
-                           CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
-                                THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
-                                ELSE s.current_period_start END)), 0) AS this_period
-        FROM mailboxes m JOIN subscriptions s ON s.user_id = m.user_id
+        SELECT m.id AS mailbox_id, m.user_id, s.plan, p.period_start,
+               coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period
+        FROM mailboxes m
+        JOIN subscriptions s ON s.user_id = m.user_id
+        CROSS JOIN LATERAL (
+          SELECT CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
+                      THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+                      ELSE s.current_period_start END AS period_start
+        ) p
+        LEFT JOIN mail_daily_counters d ON d.user_id = m.user_id AND d.day = ${utcDay(now)}::date
+        LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start
         WHERE m.address_normalized = ${address.toLowerCase()} AND m.status = 'active'`.pipe(
         Effect.flatMap(Schema.decodeUnknown(Schema.Array(RecipientRow))),
         Effect.mapError(temporary("recipient lookup failed"))

@@ -23,6 +23,8 @@ const DATA_TIMEOUT = Duration.seconds(30)
 const SOCKET_TIMEOUT_MS = 60_000
 /** On shutdown, sessions get this long to finish before they are cut. */
 const CLOSE_TIMEOUT_MS = 10_000
+/** Connections beyond this are told 421 to come back later, instead of exhausting the process. */
+const MAX_CLIENTS = 2_000
 
 /** The largest message any plan accepts: what SIZE announces. */
 export const maxMessageBytes = Math.max(...Object.values(limits).map((plan) => plan.maxEmailBytes))
@@ -126,6 +128,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
       logger: false,
       socketTimeout: SOCKET_TIMEOUT_MS,
       closeTimeout: CLOSE_TIMEOUT_MS,
+      maxClients: MAX_CLIENTS,
       onRcptTo,
       onData
     })
