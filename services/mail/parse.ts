@@ -1,13 +1,16 @@
 /**
  * Reading a raw MIME message into what Mailroom stores: headers, bodies, attachments (mailparser).
  *
- * Received mail is whatever senders wrote, so nothing here may fail on bad input: a message that
- * mailparser cannot read is kept with the headers a plain split finds and an empty body; NUL
- * characters, which PostgreSQL text cannot hold, are removed.
+ * Received mail is whatever senders wrote, so nothing here may fail on bad input:
+ * - a message mailparser refuses (say, more than 1,000 MIME parts) is kept with the headers, sender
+ *   and recipients a plain reading finds, and the body when it is a single plain-text part;
+ * - NUL characters, which PostgreSQL text cannot hold, are removed;
+ * - a header value is kept up to 64 KiB (the raw message keeps it whole).
  */
 import { createHash } from "node:crypto"
 import libmime from "libmime"
 import { type AddressObject, type EmailAddress, simpleParser } from "mailparser"
+import addressparser from "nodemailer/lib/addressparser"
 import { Effect } from "effect"
 import type { Headers } from "./schemas.ts"
 
@@ -37,6 +40,12 @@ export interface ParsedEmail {
 
 const clean = (value: string) => value.replace(/\u0000/g, "")
 
+export const MAX_HEADER_VALUE = 64 * 1024
+/** Any header block a message we accept can carry (mailparser's own default is 1 MiB). */
+const MAX_HEAD_BYTES = 64 * 1024 * 1024
+
+const capped = (value: string) => (value.length > MAX_HEADER_VALUE ? value.slice(0, MAX_HEADER_VALUE) : value)
+
 const decodeWords = (value: string) => {
   try {
     return libmime.decodeWords(value)
@@ -52,7 +61,7 @@ const headersOf = (lines: ReadonlyArray<string>): Headers => {
     const { key, value } = libmime.decodeHeader(line)
     if (key === "") continue
     const name = clean(key)
-    const decoded = clean(decodeWords(value))
+    const decoded = clean(decodeWords(capped(value)))
     const existing = headers[name]
     if (existing === undefined) headers[name] = decoded
     else if (Array.isArray(existing)) existing.push(decoded)
@@ -73,30 +82,42 @@ const idList = (value: string | Array<string> | undefined): Array<string> =>
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
 
-/** The header block of a raw message, split the simple way (for messages mailparser cannot read). */
-const rawHeaderLines = (raw: Uint8Array): Array<string> => {
-  const text = Buffer.from(raw.subarray(0, Math.min(raw.byteLength, 1024 * 1024))).toString("utf8")
-  const end = text.search(/\r?\n\r?\n/)
-  const head = end === -1 ? text : text.slice(0, end)
-  return head.split(/\r?\n(?![ \t])/).filter((line) => line.includes(":"))
+/** Where the header block ends (the first empty line) and the body starts. */
+const splitHead = (raw: Buffer): { head: string; body: Buffer } => {
+  const crlf = raw.indexOf("\r\n\r\n")
+  const lf = raw.indexOf("\n\n")
+  const [end, gap] = crlf !== -1 && (lf === -1 || crlf < lf) ? [crlf, 4] : lf !== -1 ? [lf, 2] : [raw.length, 0]
+  return { head: raw.subarray(0, end).toString("utf8"), body: raw.subarray(end + gap) }
 }
 
+const addressList = (value: string | undefined): Array<string> => {
+  if (value === undefined) return []
+  const flatten = (entries: ReturnType<typeof addressparser>): Array<string> =>
+    entries.flatMap((entry) => ("group" in entry && entry.group ? flatten(entry.group) : entry.address ? [clean(entry.address)] : []))
+  return flatten(addressparser(value))
+}
+
+/** What a plain reading of a message mailparser refused can still tell (see the module comment). */
 const fallback = (raw: Uint8Array): ParsedEmail => {
-  const headers = headersOf(rawHeaderLines(raw))
+  const { head, body } = splitHead(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
+  const headers = headersOf(head.split(/\r?\n(?![ \t])/).filter((line) => line.includes(":")))
   const first = (name: string) => {
     const value = headers[name]
     return Array.isArray(value) ? value[0] : value
   }
   const date = first("date") ? new Date(first("date")!) : undefined
+  const contentType = (first("content-type") ?? "text/plain").toLowerCase()
+  const encoding = (first("content-transfer-encoding") ?? "7bit").toLowerCase().trim()
+  const plainText = contentType.startsWith("text/plain") && ["7bit", "8bit", "binary"].includes(encoding)
   return {
     messageId: first("message-id"),
     subject: first("subject") ?? "",
-    from: undefined,
-    to: [],
+    from: addressList(first("from"))[0],
+    to: addressList(first("to")),
     date: date && !Number.isNaN(date.getTime()) ? date : undefined,
-    inReplyTo: first("in-reply-to"),
+    inReplyTo: idList(first("in-reply-to"))[0],
     references: idList(first("references")),
-    text: "",
+    text: plainText ? clean(body.toString("utf8")) : "",
     html: null,
     headers,
     attachments: []
@@ -109,8 +130,10 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
     simpleParser(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), {
       // An html body is what the sender wrote or nothing; a text body is derived from html when missing.
       skipTextToHtml: true,
-      skipImageLinks: true
-    })
+      skipImageLinks: true,
+      // Passed on to mailsplit, whose 1 MiB default would refuse a message we accepted.
+      maxHeadSize: MAX_HEAD_BYTES
+    } as Parameters<typeof simpleParser>[1])
   ).pipe(
     Effect.map((parsed): ParsedEmail => {
       const date = parsed.date && !Number.isNaN(parsed.date.getTime()) ? parsed.date : undefined

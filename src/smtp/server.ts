@@ -126,6 +126,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
       hideSTARTTLS: !tls,
       ...(tls ?? {}),
       logger: false,
+      // The client's reverse DNS name is only shown in a greeting; not worth a lookup per connection.
+      disableReverseLookup: true,
       socketTimeout: SOCKET_TIMEOUT_MS,
       closeTimeout: CLOSE_TIMEOUT_MS,
       maxClients: MAX_CLIENTS,
