@@ -61,12 +61,28 @@ const lockDataDir = (dir: string) =>
     (lockFile) => Effect.sync(() => fs.rmSync(lockFile, { force: true }))
   )
 
+/**
+ * The socket lives in a short temporary path (unix socket paths are limited to ~100 bytes, which a
+ * DATA_DIR may exceed), named after this process. A process killed without its finalizers leaves its
+ * directory behind; the next start removes those whose process is gone.
+ */
+const SOCKET_DIR_PREFIX = "mailroom-pglite-"
+
+const removeStaleSocketDirs = () => {
+  for (const entry of fs.readdirSync(os.tmpdir())) {
+    const pid = Number(entry.slice(SOCKET_DIR_PREFIX.length).split("-")[0])
+    if (!entry.startsWith(SOCKET_DIR_PREFIX) || !Number.isInteger(pid) || pid <= 0 || isAlive(pid)) continue
+    fs.rmSync(path.join(os.tmpdir(), entry), { recursive: true, force: true })
+  }
+}
+
 const startServer = (dataDir: string) =>
   Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
         const db = await PGlite.create({ dataDir, extensions: { vector } })
-        const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-pglite-"))
+        removeStaleSocketDirs()
+        const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), `${SOCKET_DIR_PREFIX}${process.pid}-`))
         const server = new PGLiteSocketServer({ db, path: path.join(socketDir, ".s.PGSQL.5432"), maxConnections: 1 })
         await server.start()
         return { db, server, socketDir }
