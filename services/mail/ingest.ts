@@ -166,7 +166,8 @@ export const IngestLive = Layer.scopedDiscard(
       stream: "mail",
       filter: subjects.allInboundMail,
       concurrency: CONCURRENCY,
-      ackWait: Duration.minutes(1),
+      // A crashed worker's messages come back after this; a long parse keeps its message with progress signals.
+      ackWait: Duration.seconds(20),
       handler: handle
     })
   })

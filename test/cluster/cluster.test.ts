@@ -243,7 +243,7 @@ it("loses and duplicates nothing when a worker is killed mid-run and restarted",
   expect(refused).toEqual([])
   expect(accepted).toHaveLength(BATCH)
 
-  // The killed worker's unacknowledged messages return after ack_wait (60 s).
+  // The killed worker's unacknowledged messages return after ack_wait (20 s).
   const stored = await settled("b", accepted.length, 130_000)
   expect(stored.duplicated).toEqual([])
   expect(stored.rows).toBe(accepted.length)
