@@ -14,6 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { createHash } from "node:crypto"
 import { Effect, Either, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
+import { groupCommit } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import {
@@ -45,6 +46,7 @@ export interface IncomingMessage {
 }
 
 const RecipientRow = Schema.Struct({
+  idx: Schema.NumberFromString,
   mailboxId: Schema.String,
   userId: Schema.String,
   plan: Plan,
@@ -52,6 +54,19 @@ const RecipientRow = Schema.Struct({
   today: Schema.NumberFromString,
   thisPeriod: Schema.NumberFromString
 })
+type RecipientRow = typeof RecipientRow.Type
+
+/** What storing one message adds to the database: its bytes, and one count per recipient. */
+interface Stored {
+  readonly sha256: string
+  readonly raw: Uint8Array
+  readonly day: string
+  readonly recipients: ReadonlyArray<Recipient>
+}
+
+/** Concurrent sessions' lookups and stores go to the database together (see batching.ts). */
+const MAX_BATCH = 64
+const PARALLEL_BATCHES = 2
 
 /** The UTC calendar day of `date`, as PostgreSQL's `date` type reads it. */
 export const utcDay = (date: Date) => date.toISOString().slice(0, 10)
@@ -60,35 +75,96 @@ export const sha256Hex = (bytes: Uint8Array) => createHash("sha256").update(byte
 
 const temporary = (reason: string) => (cause: unknown) => new TemporaryFailure({ reason, cause })
 
+/** The entry of `map` at `key`, made by `make` when missing. */
+const entry = <V>(map: Map<string, V>, key: string, make: () => V): V => {
+  const found = map.get(key)
+  if (found !== undefined) return found
+  const made = make()
+  map.set(key, made)
+  return made
+}
+
+/** Per account and counter key, the emails `recipients` add: one row per key, as an upsert needs. */
+const counterRows = (recipients: ReadonlyArray<{ readonly recipient: Recipient; readonly day: string }>, sign: 1 | -1) => {
+  const daily = new Map<string, { userId: string; day: string; emails: number }>()
+  const period = new Map<string, { userId: string; periodStart: Date; emails: number }>()
+  for (const { day, recipient: r } of recipients) {
+    entry(daily, `${r.userId}/${day}`, () => ({ userId: r.userId, day, emails: 0 })).emails += sign
+    entry(period, `${r.userId}/${r.periodStart.getTime()}`, () => ({ userId: r.userId, periodStart: r.periodStart, emails: 0 })).emails += sign
+  }
+  return { daily: [...daily.values()], period: [...period.values()] }
+}
+
 export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
 
+    /** The counter upserts adding (or, with a negative sign, giving back) counts. */
+    const counterUpserts = (rows: ReturnType<typeof counterRows>) =>
+      sql`
+        daily AS (
+          INSERT INTO mail_daily_counters ${sql.insert(rows.daily)}
+          ON CONFLICT (user_id, day) DO UPDATE SET emails = mail_daily_counters.emails + EXCLUDED.emails
+        ),
+        period AS (
+          INSERT INTO usage_counters ${sql.insert(rows.period)}
+          ON CONFLICT (user_id, period_start) DO UPDATE SET emails = usage_counters.emails + EXCLUDED.emails
+        )`
+
+    /** Active mailboxes at `addresses` (lower-cased), with their owners' plans and counts, by position. */
+    const lookupRecipients = yield* groupCommit({
+      maxBatch: MAX_BATCH,
+      parallel: PARALLEL_BATCHES,
+      run: (addresses: ReadonlyArray<string>) => {
+        const now = new Date()
+        // A free plan's period is the calendar month, rolled over on read (as Billing does).
+        return sql`
+          SELECT r.idx, m.id AS mailbox_id, m.user_id, s.plan, p.period_start,
+                 coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period
+          FROM unnest(${addresses}::text[]) WITH ORDINALITY AS r(address, idx)
+          JOIN mailboxes m ON m.address_normalized = r.address AND m.status = 'active'
+          JOIN subscriptions s ON s.user_id = m.user_id
+          CROSS JOIN LATERAL (
+            SELECT CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
+                        THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+                        ELSE s.current_period_start END AS period_start
+          ) p
+          LEFT JOIN mail_daily_counters d ON d.user_id = m.user_id AND d.day = ${utcDay(now)}::date
+          LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start`.pipe(
+          Effect.flatMap(Schema.decodeUnknown(Schema.Array(RecipientRow))),
+          Effect.map((rows) => {
+            const byIndex = new Map(rows.map((row) => [row.idx, row]))
+            return addresses.map((_, i): RecipientRow | undefined => byIndex.get(i + 1))
+          })
+        )
+      }
+    })
+
     /**
-     * RCPT TO: the active mailbox at `address`, if its owner may receive one more email of
-     * `declaredSize` bytes (the MAIL FROM SIZE parameter) now.
+     * Store messages' bytes (each distinct content once) and count them, in one statement: one
+     * round trip, atomic. A blob that exists already has its time refreshed, which keeps it from the
+     * sweep of unreferenced blobs.
+     */
+    const store = yield* groupCommit({
+      maxBatch: MAX_BATCH,
+      parallel: PARALLEL_BATCHES,
+      run: (batch: ReadonlyArray<Stored>) => {
+        const blobs = new Map(batch.map((m) => [m.sha256, { sha256: m.sha256, size: m.raw.byteLength, content: m.raw }]))
+        const counts = counterRows(batch.flatMap((m) => m.recipients.map((recipient) => ({ recipient, day: m.day }))), 1)
+        return sql`
+          WITH ${counterUpserts(counts)}
+          INSERT INTO blobs ${sql.insert([...blobs.values()])}
+          ON CONFLICT (sha256) DO UPDATE SET created_at = now()`.pipe(Effect.as(batch.map(() => undefined)))
+      }
+    })
+
+    /**
+     * RCPT TO: the active mailbox at `address` (any case), if its owner may receive one more email
+     * of `declaredSize` bytes (the MAIL FROM SIZE parameter) now.
      */
     const recipient = Effect.fn("Inbound.recipient")(function*(address: string, declaredSize: number | undefined) {
-      const now = new Date()
-      // A free plan's period is the calendar month, rolled over on read (as Billing does).
-      const rows = yield* sql`
-        SELECT m.id AS mailbox_id, m.user_id, s.plan, p.period_start,
-               coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period
-        FROM mailboxes m
-        JOIN subscriptions s ON s.user_id = m.user_id
-        CROSS JOIN LATERAL (
-          SELECT CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
-                      THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
-                      ELSE s.current_period_start END AS period_start
-        ) p
-        LEFT JOIN mail_daily_counters d ON d.user_id = m.user_id AND d.day = ${utcDay(now)}::date
-        LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start
-        WHERE m.address_normalized = ${address.toLowerCase()} AND m.status = 'active'`.pipe(
-        Effect.flatMap(Schema.decodeUnknown(Schema.Array(RecipientRow))),
-        Effect.mapError(temporary("recipient lookup failed"))
-      )
-      const row = rows[0]
+      const row = yield* lookupRecipients(address.toLowerCase()).pipe(Effect.mapError(temporary("recipient lookup failed")))
       if (row === undefined) return yield* new UnknownRecipient({ address })
       const plan = limits[row.plan]
       if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) {
@@ -108,31 +184,6 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       } satisfies Recipient
     })
 
-    /** Per account, the emails `recipients` add to its counters. */
-    const counts = (recipients: ReadonlyArray<Recipient>) => {
-      const byUser = new Map<string, { userId: string; periodStart: Date; emails: number }>()
-      for (const r of recipients) {
-        const entry = byUser.get(r.userId)
-        if (entry) entry.emails++
-        else byUser.set(r.userId, { userId: r.userId, periodStart: r.periodStart, emails: 1 })
-      }
-      return [...byUser.values()]
-    }
-
-    /** The counter upserts adding (or, with a negative sign, giving back) the emails of `recipients`. */
-    const counterUpserts = (recipients: ReadonlyArray<Recipient>, day: string, sign: 1 | -1) => {
-      const rows = counts(recipients)
-      return sql`
-        daily AS (
-          INSERT INTO mail_daily_counters ${sql.insert(rows.map((r) => ({ userId: r.userId, day, emails: sign * r.emails })))}
-          ON CONFLICT (user_id, day) DO UPDATE SET emails = mail_daily_counters.emails + EXCLUDED.emails
-        ),
-        period AS (
-          INSERT INTO usage_counters ${sql.insert(rows.map((r) => ({ userId: r.userId, periodStart: r.periodStart, emails: sign * r.emails })))}
-          ON CONFLICT (user_id, period_start) DO UPDATE SET emails = usage_counters.emails + EXCLUDED.emails
-        )`
-    }
-
     /**
      * Make the message durable and hand it to the workers; succeeds only when both are done.
      * Returns the ids of the emails it will become, one per recipient.
@@ -142,12 +193,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       if (message.raw.byteLength > smallest) return yield* new MessageTooBig({ limit: smallest })
       const sha256 = sha256Hex(message.raw)
       const day = utcDay(message.receivedAt)
-      // One statement, so one round trip and atomic: the bytes (once), and the counters. A blob that
-      // already exists has its time refreshed, which keeps it from the sweep of unreferenced blobs.
-      yield* sql`
-        WITH ${counterUpserts(message.recipients, day, 1)}
-        INSERT INTO blobs ${sql.insert({ sha256, size: message.raw.byteLength, content: message.raw })}
-        ON CONFLICT (sha256) DO UPDATE SET created_at = now()`.pipe(Effect.mapError(temporary("storing the message failed")))
+      yield* store({ sha256, raw: message.raw, day, recipients: message.recipients }).pipe(
+        Effect.mapError(temporary("storing the message failed"))
+      )
 
       const published = yield* Effect.forEach(
         message.recipients,
@@ -172,7 +220,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       const failed = message.recipients.filter((_, i) => Either.isLeft(published[i]!))
       if (failed.length > 0) {
         // Those copies will not be delivered: give their counts back (the sender will retry).
-        yield* sql`WITH ${counterUpserts(failed, day, -1)} SELECT 1`.pipe(
+        yield* sql`WITH ${counterUpserts(counterRows(failed.map((recipient) => ({ recipient, day })), -1))} SELECT 1`.pipe(
           Effect.catchAll((error) => Effect.logWarning("Could not give back the count of a refused message", error))
         )
         const cause = published.find(Either.isLeft)?.left

@@ -1,0 +1,1063 @@
+/**
+ * `npm run bench:smtp`: the durable inbound path against a bare smtp-server, measured in the same run.
+ *
+ * Targets (each its own child process):
+ *   bare     bench/servers/bare-smtp.ts: smtp-server 3.21 reading every message to the end, discarding
+ *            it and answering 250.
+ *   durable  Mailroom (`node --import tsx src/main.ts`, ROLES=api,smtp,worker) on a fresh PostgreSQL
+ *            database and a NATS prefix of its own: a 250 means the raw message is stored and the bus
+ *            has it; the worker then parses and stores each email.
+ *
+ * Senders (the load generator runs in this process, on `net`, and does nothing else while it measures):
+ *   (a) reused  10 connections, EHLO once, then MAIL+RCPT+DATA (pipelined, as PIPELINING is
+ *               advertised) and the body per message, back to back: how nodemailer's pool sends.
+ *               Latency: MAIL written -> final 250.
+ *   (b) single  100 connections in flight, each one message: connect, EHLO, MAIL+RCPT+DATA, body,
+ *               QUIT; a finished connection is replaced at once. Latency: connect -> final 250, which
+ *               includes the 100 ms smtp-server waits before every greeting (not configurable).
+ * Each sender runs for a warm-up, then a measured period; only 250s finished inside the measured
+ * period count towards msgs/s. Every reply other than the expected one is an error and is printed.
+ *
+ * Messages: ~4 KB MIME (multipart/mixed: multipart/alternative text + html, and a small base64
+ * attachment), each with its own Message-ID (so each is a distinct blob).
+ *
+ * The durable path must not hide a backlog: after each sender stops, the bench waits until the worker
+ * has ingested every accepted message (`SELECT count(*) FROM emails`) and reports the backlog at the
+ * end of the measured period, how long after the last 250 ingest finished, and the ingest rate.
+ * CPU used per process over each measured period (from /proc) shows where the time goes.
+ *
+ * Targets: (a) durable >= 1,000 msgs/s and >= 0.5 x bare; (b) durable >= 0.9 x bare.
+ * Exit status: 0 when every target passes, 2 when a target is missed, 1 when the run is invalid
+ * (errors, a backlog that does not drain, a failed start).
+ *
+ * Settings: BENCH_TARGETS ("bare,durable"), BENCH_SENDERS ("a,b"), BENCH_SECONDS (10),
+ * BENCH_WARMUP_SECONDS (2), BENCH_DRAIN_SECONDS (300, the longest wait for the worker),
+ * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres, where the bench database is
+ * created), BENCH_NATS_URL (nats://127.0.0.1:4222), BENCH_NODE_ARGS (node flags for the servers,
+ * e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { performance } from "node:perf_hooks"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const seconds = (name: string, fallback: number) => {
+  const value = Number(process.env[name] ?? fallback)
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number of seconds`)
+  return value
+}
+const MEASURE_SECONDS = seconds("BENCH_SECONDS", 10)
+const WARMUP_SECONDS = seconds("BENCH_WARMUP_SECONDS", 2)
+const DRAIN_SECONDS = seconds("BENCH_DRAIN_SECONDS", 300)
+const list = (name: string, fallback: string) => new Set((process.env[name] ?? fallback).split(",").map((t) => t.trim()))
+const TARGETS = list("BENCH_TARGETS", "bare,durable")
+const SENDERS = list("BENCH_SENDERS", "a,b")
+const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter((arg) => arg.length > 0)
+const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
+const NATS_URL = process.env.BENCH_NATS_URL ?? "nats://127.0.0.1:4222"
+
+/** Sender (a): connections reused for many messages. */
+const REUSED_CONNECTIONS = 10
+/** Sender (b): connections in flight, one message each. */
+const SINGLE_CONNECTIONS = 100
+/** Size the messages are built to. */
+const MESSAGE_BYTES = 4096
+/** A client socket silent this long is a failure (the server hung). */
+const CLIENT_TIMEOUT_MS = 60_000
+/** Emails one account may receive per day on the enterprise plan, less a margin. */
+const EMAILS_PER_ACCOUNT = 90_000
+/** The fastest durable rate the account count is sized for (msgs/s). */
+const SIZED_FOR_RATE = 8_000
+const DOMAIN = "agents.localhost"
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+class BenchError extends Error {}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+// ---------------------------------------------------------------------------------------------
+// Clean-up: every step registered is run once, last registered first, on success, failure or signal.
+
+const cleanups: Array<() => Promise<void>> = []
+const onCleanup = (step: () => Promise<void>) => cleanups.unshift(step)
+let cleaning: Promise<void> | undefined
+const cleanUp = () =>
+  cleaning ??= (async () => {
+    for (const step of cleanups.splice(0)) {
+      await step().catch((error: unknown) => console.error(`clean-up step failed: ${String(error)}`))
+    }
+  })()
+
+/** Set on SIGINT: every sender stops at its next message. */
+let interrupted = false
+
+const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-smtp-"))
+onCleanup(async () => fs.rmSync(scratch, { recursive: true, force: true }))
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+
+const logTail = (file: string, lines = 40) => {
+  try {
+    return fs.readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n") || "(no output)"
+  } catch {
+    return "(no output)"
+  }
+}
+
+/** Every variable Mailroom reads: children get only what the bench sets, never the caller's. */
+const MAILROOM_SETTINGS = [
+  "PORT", "HOST", "APP_URL", "SMTP_PORT", "SMTP_HOST", "ROLES", "DATA_DIR", "DATABASE_URL", "NATS_URL", "NATS_PREFIX",
+  "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_API_KEY", "EMBEDDING_MODEL", "STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET",
+  "STRIPE_PRICE_PRO", "STRIPE_PRICE_ENTERPRISE", "SHARED_DOMAINS", "DISALLOWED_EMAIL_NAME", "MX_HOST", "VERIFY_PREFIX",
+  "FREE_MAX_CUSTOM_DOMAINS", "DNS_SERVERS", "WEBHOOK_ALLOW_PRIVATE", "JWT_SECRET", "LOG_LEVEL", "SMTP_TLS_CERT",
+  "SMTP_TLS_KEY"
+]
+
+const childEnv = (settings: Record<string, string>) => {
+  const env: Record<string, string> = {}
+  for (const [name, value] of Object.entries(process.env)) {
+    if (value !== undefined && !MAILROOM_SETTINGS.includes(name)) env[name] = value
+  }
+  return { ...env, ...settings }
+}
+
+interface Child {
+  readonly name: string
+  readonly child: ChildProcess
+  readonly logFile: string
+  readonly exited: () => boolean
+  readonly stop: () => Promise<void>
+}
+
+const spawnChild = (name: string, script: string, settings: Record<string, string>): Child => {
+  const logFile = path.join(scratch, `${name.replace(/[^A-Za-z0-9]+/g, "-")}.log`)
+  const log = fs.openSync(logFile, "w")
+  const child = spawn(process.execPath, [...NODE_ARGS, "--import", "tsx", script], {
+    cwd: repoRoot,
+    env: childEnv(settings),
+    stdio: ["ignore", log, log]
+  })
+  fs.closeSync(log)
+  let exited = false
+  const exit = new Promise<void>((resolve) =>
+    child.once("exit", () => {
+      exited = true
+      resolve()
+    })
+  )
+  const stop = async () => {
+    if (exited) return
+    child.kill("SIGTERM")
+    const stopped = await Promise.race([exit.then(() => true), sleep(15_000).then(() => false)])
+    if (!stopped) {
+      child.kill("SIGKILL")
+      await exit
+    }
+  }
+  onCleanup(stop)
+  return { name, child, logFile, exited: () => exited, stop }
+}
+
+/** Wait until `ready` is true, failing if the child exits first or the time runs out. */
+const waitReady = async (server: Child, what: string, withinMs: number, ready: () => Promise<boolean>) => {
+  const deadline = Date.now() + withinMs
+  while (true) {
+    if (server.exited()) {
+      throw new BenchError(`${server.name} exited during start-up (code ${server.child.exitCode}). Its output:\n${logTail(server.logFile)}`)
+    }
+    if (await ready()) return
+    if (Date.now() > deadline) {
+      throw new BenchError(`${server.name}: ${what} not ready within ${withinMs / 1000} s. Its output:\n${logTail(server.logFile)}`)
+    }
+    await sleep(100)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A minimal SMTP client: replies are read in order, multi-line replies joined.
+
+interface Reply {
+  readonly code: number
+  readonly text: string
+}
+
+class SmtpSession {
+  private readonly replies: Array<Reply> = []
+  private readonly waiters: Array<{ resolve: (reply: Reply) => void; reject: (error: Error) => void }> = []
+  private partial = ""
+  private lines: Array<string> = []
+  private failure: Error | undefined
+  readonly closed: Promise<void>
+
+  private constructor(readonly socket: net.Socket) {
+    socket.setNoDelay(true)
+    socket.setTimeout(CLIENT_TIMEOUT_MS, () => socket.destroy(new Error(`no answer within ${CLIENT_TIMEOUT_MS / 1000} s`)))
+    socket.on("data", (chunk: Buffer) => this.onData(chunk))
+    this.closed = new Promise((resolve) => {
+      socket.once("close", () => {
+        this.fail(new Error("connection closed"))
+        resolve()
+      })
+    })
+    socket.on("error", (error) => this.fail(error))
+  }
+
+  /** Connect; resolves once the TCP connection is up (the greeting is the first reply). */
+  static open(port: number) {
+    return new Promise<SmtpSession>((resolve, reject) => {
+      const socket = net.connect({ port, host: "127.0.0.1" })
+      const onError = (error: Error) => reject(error)
+      socket.once("error", onError)
+      socket.once("connect", () => {
+        socket.off("error", onError)
+        resolve(new SmtpSession(socket))
+      })
+    })
+  }
+
+  private onData(chunk: Buffer) {
+    const text = this.partial + chunk.toString("latin1")
+    let start = 0
+    let end: number
+    while ((end = text.indexOf("\r\n", start)) !== -1) {
+      const line = text.slice(start, end)
+      start = end + 2
+      this.lines.push(line)
+      if (line.charAt(3) === "-") continue
+      const reply = { code: Number(line.slice(0, 3)), text: this.lines.join(" | ") }
+      this.lines = []
+      const waiter = this.waiters.shift()
+      if (waiter) waiter.resolve(reply)
+      else this.replies.push(reply)
+    }
+    this.partial = text.slice(start)
+  }
+
+  private fail(error: Error) {
+    this.failure ??= error
+    for (const waiter of this.waiters.splice(0)) waiter.reject(this.failure)
+  }
+
+  /** The next reply, in the order the commands were written. */
+  next(): Promise<Reply> {
+    const reply = this.replies.shift()
+    if (reply) return Promise.resolve(reply)
+    if (this.failure) return Promise.reject(this.failure)
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }))
+  }
+
+  write(data: string | Buffer) {
+    this.socket.write(data)
+  }
+
+  destroy() {
+    this.socket.destroy()
+  }
+}
+
+/** A reply that is not the one expected: counted and printed as an error. */
+class Unexpected extends Error {
+  constructor(readonly step: string, readonly reply: Reply) {
+    super(`${step} ${reply.code} ${reply.text}`)
+  }
+}
+
+const expectCode = (step: string, reply: Reply, code: number) => {
+  if (reply.code !== code) throw new Unexpected(step, reply)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages
+
+const runId = `${Date.now().toString(36)}${randomBytes(3).toString("hex")}`
+
+const wrap = (text: string, width = 72) => {
+  const lines: Array<string> = []
+  let line = ""
+  for (const word of text.split(" ")) {
+    if (line.length + word.length + 1 > width) {
+      lines.push(line)
+      line = word
+    } else line = line ? `${line} ${word}` : word
+  }
+  if (line) lines.push(line)
+  return lines.join("\r\n")
+}
+
+const sentence =
+  "The quarterly figures for the northern region are attached, together with the notes from " +
+  "Thursday's review; please confirm the shipment dates before the end of the week so the agent " +
+  "can schedule the follow-up calls."
+
+/** The headers that differ per message (the rest are in the template). */
+function headersFor(rcpt: string, n: number) {
+  return [
+    `Message-ID: <${runId}.${n}@bench.localhost>`,
+    `Date: ${new Date().toUTCString().replace("GMT", "+0000")}`,
+    "From: Bench Sender <sender@bench.localhost>",
+    `To: <${rcpt}>`,
+    `Subject: Bench message ${n}: quarterly figures and shipment dates`,
+    "X-Mailer: mailroom-bench",
+    ""
+  ].join("\r\n")
+}
+
+/** The parts that do not change, built once; `message()` adds the per-message headers. */
+const template = (() => {
+  const attachment = randomBytes(420).toString("base64").replace(/.{76}/g, "$&\r\n")
+  const body = (filler: number) => {
+    const text = ["Hello,", "", wrap(`${sentence} ${"More context for the record. ".repeat(filler)}`), "", "Regards,", "Bench"].join("\r\n")
+    const html = `<html><body><p>Hello,</p>\r\n<p>${wrap(sentence)}</p>\r\n<p>${
+      wrap("More <b>context</b> for the record. ".repeat(filler))
+    }</p>\r\n<p>Regards,<br>Bench</p></body></html>`
+    return [
+      "MIME-Version: 1.0",
+      `Content-Type: multipart/mixed; boundary="mixed-${runId}"`,
+      "",
+      `--mixed-${runId}`,
+      `Content-Type: multipart/alternative; boundary="alt-${runId}"`,
+      "",
+      `--alt-${runId}`,
+      "Content-Type: text/plain; charset=utf-8",
+      "Content-Transfer-Encoding: 7bit",
+      "",
+      text,
+      `--alt-${runId}`,
+      "Content-Type: text/html; charset=utf-8",
+      "Content-Transfer-Encoding: 7bit",
+      "",
+      html,
+      `--alt-${runId}--`,
+      `--mixed-${runId}`,
+      `Content-Type: application/octet-stream; name="figures.bin"`,
+      `Content-Disposition: attachment; filename="figures.bin"`,
+      "Content-Transfer-Encoding: base64",
+      "",
+      attachment,
+      `--mixed-${runId}--`,
+      "",
+      ""
+    ].join("\r\n")
+  }
+  // Grow the filler until the whole message, headers included, is about MESSAGE_BYTES.
+  const headerBytes = headersFor("someone-0-000000000000@agents.localhost", 100_000).length
+  let filler = 0
+  while (body(filler + 1).length + headerBytes <= MESSAGE_BYTES) filler++
+  const result = body(filler)
+  if (/\r\n\./.test(result)) throw new Error("the message template has a line starting with '.', which would need dot-stuffing")
+  return result
+})()
+
+let messageCounter = 0
+/** One message for `rcpt`, with its own Message-ID, followed by the end-of-data line. */
+const message = (rcpt: string) => {
+  const n = ++messageCounter
+  return Buffer.from(`${headersFor(rcpt, n)}${template}.\r\n`, "latin1")
+}
+const sampleSize = message("sample@agents.localhost").length - 3
+messageCounter = 0
+
+// ---------------------------------------------------------------------------------------------
+// Load
+
+interface Recorder {
+  /** 250s for DATA inside the measured period. */
+  ok: number
+  /** Errors inside the measured period and outside it (all are printed). */
+  readonly errors: Map<string, number>
+}
+
+interface Measurement {
+  readonly sender: "a" | "b"
+  readonly msgs: number
+  readonly seconds: number
+  readonly rate: number
+  readonly p50: number
+  readonly p99: number
+  readonly errors: ReadonlyMap<string, number>
+  readonly errorCount: number
+  /** Every 250 for DATA in the run, warm-up and tail included (what the worker must ingest). */
+  readonly accepted: number
+  readonly lastAcceptAt: number
+  readonly measureStart: number
+  readonly measureEnd: number
+  readonly cpu: CpuReport
+  drain?: Drain
+}
+
+interface Drain {
+  readonly backlogAtEnd: number
+  readonly afterLastMs: number
+  readonly ingestRate: number
+}
+
+const percentile = (sorted: Float64Array, q: number) =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!
+
+interface RunContext {
+  readonly port: number
+  /** Recipient of the n-th message. */
+  readonly rcpt: (n: number) => string
+  readonly stopped: () => boolean
+  readonly record: (latencyMs: number | undefined, error: string | undefined) => void
+}
+
+const describe = (error: unknown) =>
+  error instanceof Unexpected ? error.message : `connection: ${error instanceof Error ? error.message : String(error)}`
+
+/** MAIL, RCPT and DATA in one write, then the body: one message on an open, greeted session. */
+const sendOne = async (session: SmtpSession, rcpt: string) => {
+  const body = message(rcpt)
+  session.write(`MAIL FROM:<sender@bench.localhost> SIZE=${body.length - 3}\r\nRCPT TO:<${rcpt}>\r\nDATA\r\n`)
+  const mail = await session.next()
+  const to = await session.next()
+  const data = await session.next()
+  if (data.code !== 354) {
+    // Report the first refusal in the group; the transaction is reset for the next one.
+    session.write("RSET\r\n")
+    await session.next()
+    expectCode("MAIL", mail, 250)
+    expectCode("RCPT", to, 250)
+    expectCode("DATA", data, 354)
+  }
+  session.write(body)
+  expectCode("end of data", await session.next(), 250)
+}
+
+const greet = async (session: SmtpSession) => {
+  expectCode("greeting", await session.next(), 220)
+  session.write("EHLO bench.localhost\r\n")
+  expectCode("EHLO", await session.next(), 250)
+}
+
+/** Sender (a): one connection sending messages back to back until stopped; reconnects after a failure. */
+const reusedConnection = async (ctx: RunContext, index: number) => {
+  let n = index
+  while (!ctx.stopped()) {
+    let session: SmtpSession | undefined
+    try {
+      session = await SmtpSession.open(ctx.port)
+      await greet(session)
+      while (!ctx.stopped()) {
+        const started = performance.now()
+        try {
+          await sendOne(session, ctx.rcpt(n))
+          ctx.record(performance.now() - started, undefined)
+        } catch (error) {
+          if (!(error instanceof Unexpected)) throw error
+          ctx.record(undefined, describe(error))
+        }
+        n += REUSED_CONNECTIONS
+      }
+      session.write("QUIT\r\n")
+      await session.next().catch(() => undefined)
+    } catch (error) {
+      ctx.record(undefined, describe(error))
+      await sleep(50)
+    } finally {
+      session?.destroy()
+    }
+  }
+}
+
+/** Sender (b): one slot of the pool, each pass a new connection with one message. */
+const singleMessageSlot = async (ctx: RunContext, index: number) => {
+  let n = index
+  while (!ctx.stopped()) {
+    const started = performance.now()
+    let session: SmtpSession | undefined
+    try {
+      session = await SmtpSession.open(ctx.port)
+      await greet(session)
+      await sendOne(session, ctx.rcpt(n))
+      ctx.record(performance.now() - started, undefined)
+      session.write("QUIT\r\n")
+      expectCode("QUIT", await session.next(), 221)
+      await session.closed
+    } catch (error) {
+      ctx.record(undefined, describe(error))
+      if (!(error instanceof Unexpected)) await sleep(50)
+    } finally {
+      session?.destroy()
+    }
+    n += SINGLE_CONNECTIONS
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU accounting from /proc: seconds of CPU each process used over the measured period.
+
+interface CpuSource {
+  readonly label: string
+  /** The process ids to sum, read at the start and the end of the period. */
+  readonly pids: () => Promise<ReadonlyArray<number>>
+}
+
+type CpuReport = ReadonlyArray<{ readonly label: string; readonly percent: number }>
+
+const processTicks = (pid: number) => {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return Number(fields[11]) + Number(fields[12])
+  } catch {
+    return undefined
+  }
+}
+
+const machineTicks = () => {
+  try {
+    // user nice system idle iowait irq softirq steal (guest time is already inside user)
+    const cpu = fs.readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
+    const idle = (cpu[3] ?? 0) + (cpu[4] ?? 0)
+    return { busy: cpu.reduce((a, b) => a + b, 0) - idle }
+  } catch {
+    return undefined
+  }
+}
+
+const processesNamed = (name: string) => {
+  const pids: Array<number> = []
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      if (fs.readFileSync(`/proc/${entry}/comm`, "utf8").trim() === name) pids.push(Number(entry))
+    } catch {
+      // gone already
+    }
+  }
+  return pids
+}
+
+/** Start counting; the returned function ends the period and reports each source in % of one core. */
+const startCpu = async (sources: ReadonlyArray<CpuSource>) => {
+  const started = performance.now()
+  const machineBefore = machineTicks()
+  const clientBefore = process.cpuUsage()
+  const before = await Promise.all(sources.map(async (source) => {
+    const ticks = new Map<number, number>()
+    for (const pid of await source.pids()) ticks.set(pid, processTicks(pid) ?? 0)
+    return ticks
+  }))
+  return async (): Promise<CpuReport> => {
+    const elapsed = (performance.now() - started) / 1000
+    const client = process.cpuUsage(clientBefore)
+    const machineAfter = machineTicks()
+    const report: Array<{ label: string; percent: number }> = []
+    for (const [i, source] of sources.entries()) {
+      const pids = new Set([...before[i]!.keys(), ...(await source.pids())])
+      let used = 0
+      for (const pid of pids) {
+        const after = processTicks(pid)
+        if (after !== undefined) used += after - (before[i]!.get(pid) ?? 0)
+      }
+      report.push({ label: source.label, percent: (100 * used) / CLK_TCK / elapsed })
+    }
+    report.push({ label: "bench client", percent: (client.user + client.system) / 1e4 / elapsed })
+    if (machineBefore && machineAfter) {
+      report.push({ label: `machine (${os.cpus().length} cores)`, percent: (100 * (machineAfter.busy - machineBefore.busy)) / CLK_TCK / elapsed })
+    }
+    return report
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One sender against one target
+
+interface Target {
+  readonly label: string
+  readonly port: number
+  readonly rcpt: (n: number) => string
+  readonly cpu: ReadonlyArray<CpuSource>
+  /** Emails the worker has stored, for the durable target. */
+  readonly ingested?: () => Promise<number>
+}
+
+const senderLabels = { a: `(a) ${REUSED_CONNECTIONS} reused connections`, b: `(b) ${SINGLE_CONNECTIONS} x 1 message/connection` }
+
+const run = async (target: Target, sender: "a" | "b", acceptedBefore: number): Promise<Measurement> => {
+  const label = `${target.label} ${senderLabels[sender]}`
+  process.stdout.write(`${label}: warm-up ${WARMUP_SECONDS} s, measuring ${MEASURE_SECONDS} s ... `)
+  let measuring = false
+  let stop = false
+  let accepted = 0
+  let lastAcceptAt = 0
+  let latencies = new Float64Array(1 << 16)
+  const recorder: Recorder = { ok: 0, errors: new Map() }
+  let errorCount = 0
+  const ctx: RunContext = {
+    port: target.port,
+    rcpt: target.rcpt,
+    stopped: () => stop || interrupted,
+    record: (latency, error) => {
+      if (error !== undefined) {
+        const key = `${measuring ? "" : "(outside the measured period) "}${error}`
+        recorder.errors.set(key, (recorder.errors.get(key) ?? 0) + 1)
+        errorCount++
+        return
+      }
+      accepted++
+      lastAcceptAt = performance.now()
+      if (!measuring) return
+      if (recorder.ok === latencies.length) {
+        const grown = new Float64Array(latencies.length * 2)
+        grown.set(latencies)
+        latencies = grown
+      }
+      latencies[recorder.ok++] = latency!
+    }
+  }
+  const workers = sender === "a"
+    ? Array.from({ length: REUSED_CONNECTIONS }, (_, i) => reusedConnection(ctx, i))
+    : Array.from({ length: SINGLE_CONNECTIONS }, (_, i) => singleMessageSlot(ctx, i))
+
+  await sleep(WARMUP_SECONDS * 1000)
+  const ingestedAtStart = target.ingested ? await target.ingested() : 0
+  const endCpu = await startCpu(target.cpu)
+  measuring = true
+  const measureStart = performance.now()
+  await sleep(MEASURE_SECONDS * 1000)
+  measuring = false
+  const measureEnd = performance.now()
+  const cpu = await endCpu()
+  stop = true
+  const acceptedAtEnd = accepted
+  const ingestedAtEnd = target.ingested ? await target.ingested() : 0
+  await Promise.all(workers)
+
+  const sorted = latencies.slice(0, recorder.ok).sort()
+  const elapsed = (measureEnd - measureStart) / 1000
+  const result: Measurement = {
+    sender,
+    msgs: recorder.ok,
+    seconds: elapsed,
+    rate: recorder.ok / elapsed,
+    p50: percentile(sorted, 0.5),
+    p99: percentile(sorted, 0.99),
+    errors: recorder.errors,
+    errorCount,
+    accepted,
+    lastAcceptAt,
+    measureStart,
+    measureEnd,
+    cpu
+  }
+  console.log(
+    `${fmtInt(result.rate)} msgs/s, p50 ${fmtMs(result.p50)} ms, p99 ${fmtMs(result.p99)} ms` +
+      (errorCount > 0 ? `, ${errorCount} errors` : "")
+  )
+
+  if (target.ingested) {
+    // The worker must catch up with everything accepted so far (earlier senders' mail included).
+    const expected = acceptedBefore + accepted
+    const backlogAtEnd = acceptedBefore + acceptedAtEnd - ingestedAtEnd
+    process.stdout.write(`  worker: ${fmtInt(backlogAtEnd)} accepted but not yet ingested when the measured period ended; draining ... `)
+    const deadline = performance.now() + DRAIN_SECONDS * 1000
+    let ingested = await target.ingested()
+    while (ingested < expected && !interrupted) {
+      if (performance.now() > deadline) {
+        throw new BenchError(`${label}: the worker had ingested ${ingested} of ${expected} accepted messages ${DRAIN_SECONDS} s after the last 250`)
+      }
+      await sleep(100)
+      ingested = await target.ingested()
+    }
+    const drainedAt = performance.now()
+    if (ingested > expected) throw new BenchError(`${label}: ${ingested} emails stored but only ${expected} messages were accepted`)
+    result.drain = {
+      backlogAtEnd,
+      afterLastMs: Math.max(0, drainedAt - lastAcceptAt),
+      ingestRate: (ingested - ingestedAtStart) / ((drainedAt - measureStart) / 1000)
+    }
+    console.log(`done ${fmtMs(result.drain.afterLastMs / 1000)} s after the last 250 (ingest ${fmtInt(result.drain.ingestRate)} msgs/s)`)
+  }
+  return result
+}
+
+// ---------------------------------------------------------------------------------------------
+// Targets
+
+/** True once the SMTP listener on `port` sends its 220 greeting. */
+const smtpGreets = async (port: number) => {
+  let session: SmtpSession | undefined
+  try {
+    session = await SmtpSession.open(port)
+    const reply = await Promise.race([session.next(), sleep(3_000).then(() => ({ code: 0, text: "" }))])
+    if (reply.code !== 220) return false
+    session.write("QUIT\r\n")
+    await session.next().catch(() => undefined)
+    return true
+  } catch {
+    return false
+  } finally {
+    session?.destroy()
+  }
+}
+
+const postgresBackground = (): CpuSource => ({
+  label: "postgres (all other processes)",
+  pids: async () => processesNamed("postgres")
+})
+
+const natsServer: CpuSource = { label: "nats-server", pids: async () => processesNamed("nats-server") }
+
+const benchBare = async (): Promise<Array<Measurement>> => {
+  const label = "bare"
+  const port = await freePort()
+  const server = spawnChild("bare smtp-server", "bench/servers/bare-smtp.ts", { SMTP_PORT: String(port) })
+  try {
+    await waitReady(server, "SMTP", 30_000, () => smtpGreets(port))
+    const target: Target = {
+      label,
+      port,
+      rcpt: (n) => `bench-${n % 4}@${DOMAIN}`,
+      cpu: [{ label: "smtp-server process", pids: async () => [server.child.pid!] }]
+    }
+    const results: Array<Measurement> = []
+    for (const sender of ["a", "b"] as const) {
+      if (SENDERS.has(sender) && !interrupted) results.push(await run(target, sender, 0))
+    }
+    return results
+  } finally {
+    await server.stop()
+  }
+}
+
+const createDatabase = async () => {
+  const name = `bench_${Date.now().toString(36)}_${randomBytes(4).toString("hex")}`
+  const admin = new pg.Client({ connectionString: ADMIN_DATABASE_URL })
+  await admin.connect().catch((error: unknown) => {
+    throw new BenchError(`the durable target needs PostgreSQL at ${ADMIN_DATABASE_URL}: ${String(error)}`)
+  })
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  onCleanup(async () => {
+    const client = new pg.Client({ connectionString: ADMIN_DATABASE_URL })
+    await client.connect()
+    try {
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    } finally {
+      await client.end()
+    }
+  })
+  const url = new URL(ADMIN_DATABASE_URL)
+  url.pathname = `/${name}`
+  return { name, url: url.toString() }
+}
+
+/** Remove the JetStream streams made under `prefix` (as test/support/server.ts does). */
+const deleteStreams = async (prefix: string) => {
+  const { connect } = await import("@nats-io/transport-node")
+  const { jetstreamManager } = await import("@nats-io/jetstream")
+  const nc = await connect({ servers: NATS_URL })
+  try {
+    const jsm = await jetstreamManager(nc)
+    const mine = prefix.replace(/[^A-Za-z0-9_-]/g, "_")
+    for await (const name of jsm.streams.names()) {
+      if (name.startsWith(mine)) await jsm.streams.delete(name)
+    }
+  } finally {
+    await nc.close()
+  }
+}
+
+const checkNats = async () => {
+  const { hostname, port } = new URL(NATS_URL)
+  const reachable = await new Promise<boolean>((resolve) => {
+    const socket = net.connect({ host: hostname, port: Number(port || 4222) })
+    socket.once("connect", () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once("error", () => resolve(false))
+  })
+  if (!reachable) throw new BenchError(`the durable target needs NATS with JetStream at ${NATS_URL}`)
+}
+
+const expectStatus = async (response: Response, status: number, what: string) => {
+  const text = await response.text()
+  if (response.status !== status) throw new BenchError(`${what}: expected ${status}, got ${response.status}: ${text.slice(0, 500)}`)
+  return JSON.parse(text) as Record<string, unknown>
+}
+
+const pick = (body: Record<string, unknown>, route: ReadonlyArray<string>, what: string): string => {
+  let value: unknown = body
+  for (const key of route) value = (value as Record<string, unknown> | undefined)?.[key]
+  if (typeof value !== "string") throw new BenchError(`${what}: the answer has no ${route.join(".")}: ${JSON.stringify(body).slice(0, 300)}`)
+  return value
+}
+
+const benchDurable = async (): Promise<Array<Measurement>> => {
+  await checkNats()
+  const database = await createDatabase()
+  const prefix = `bench-${runId}`
+  onCleanup(() => deleteStreams(prefix))
+  const dataDir = fs.mkdtempSync(path.join(scratch, "data-"))
+  const [port, smtpPort] = [await freePort(), await freePort()]
+  const server = spawnChild("mailroom", "src/main.ts", {
+    ROLES: "api,smtp,worker",
+    PORT: String(port),
+    HOST: "127.0.0.1",
+    SMTP_PORT: String(smtpPort),
+    SMTP_HOST: "127.0.0.1",
+    DATA_DIR: dataDir,
+    DATABASE_URL: database.url,
+    NATS_URL,
+    NATS_PREFIX: prefix,
+    JWT_SECRET: randomBytes(32).toString("hex"),
+    LOG_LEVEL: "warn"
+  })
+  const db = new pg.Client({ connectionString: database.url })
+  // Dropping the database (WITH FORCE) ends this connection if it is still open: not a crash.
+  db.on("error", () => {})
+  let dbOpen = false
+  onCleanup(async () => {
+    if (dbOpen) await db.end()
+  })
+  try {
+    const baseUrl = `http://127.0.0.1:${port}`
+    await waitReady(server, "/healthz", 120_000, () => fetch(`${baseUrl}/healthz`).then((r) => r.status === 200, () => false))
+    await waitReady(server, "SMTP", 30_000, () => smtpGreets(smtpPort))
+    await db.connect()
+    dbOpen = true
+
+    const post = (route: string, body: unknown, headers: Record<string, string> = {}) =>
+      fetch(`${baseUrl}${route}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) })
+
+    // Enough enterprise accounts that no daily limit is reached even at SIZED_FOR_RATE msgs/s.
+    const senders = ["a", "b"].filter((s) => SENDERS.has(s)).length
+    const accounts = Math.max(2, Math.ceil((SIZED_FOR_RATE * (WARMUP_SECONDS + MEASURE_SECONDS + 5) * senders) / EMAILS_PER_ACCOUNT))
+    const mailboxes: Array<string> = []
+    for (let i = 0; i < accounts; i++) {
+      const email = `bench-${i}-${randomBytes(4).toString("hex")}@example.com`
+      const password = randomBytes(12).toString("hex")
+      const registered = await expectStatus(await post("/api/auth/register", { email, password, name: `Bench ${i}` }), 201, "register")
+      const userId = pick(registered, ["data", "userId"], "register")
+      const login = await expectStatus(await post("/api/auth/login", { email, password }), 200, "login")
+      const token = pick(login, ["data", "accessToken"], "login")
+      const key = pick(
+        await expectStatus(await post("/v1/api-keys", { name: "bench" }, { authorization: `Bearer ${token}` }), 201, "create API key"),
+        ["data", "apiKey"],
+        "create API key"
+      )
+      const mailbox = await expectStatus(
+        await post("/v1/api/mailboxes", { local_part: `bench-${i}-${runId}`, domain: DOMAIN }, { "x-api-key": key }),
+        201,
+        "create mailbox"
+      )
+      mailboxes.push(pick(mailbox, ["mailbox", "email_address"], "create mailbox"))
+      // The free plan takes 100 emails a day; the enterprise plan 100,000.
+      const updated = await db.query(`UPDATE subscriptions SET plan = 'enterprise' WHERE user_id = $1`, [userId])
+      if (updated.rowCount !== 1) throw new BenchError(`expected one subscription for ${userId}, updated ${updated.rowCount}`)
+    }
+    console.log(`  ${accounts} enterprise accounts, one mailbox each (${mailboxes.join(", ")}); messages rotate over them`)
+
+    // One message by hand: accepted, then ingested.
+    const probe = await SmtpSession.open(smtpPort)
+    try {
+      await greet(probe)
+      await sendOne(probe, mailboxes[0]!)
+    } catch (error) {
+      throw new BenchError(`a first message to ${mailboxes[0]} was not accepted: ${describe(error)}\n${logTail(server.logFile)}`)
+    } finally {
+      probe.destroy()
+    }
+    const ingested = async () => Number((await db.query<{ n: string }>("SELECT count(*) AS n FROM emails")).rows[0]!.n)
+    const probeDeadline = Date.now() + 30_000
+    while ((await ingested()) < 1) {
+      if (Date.now() > probeDeadline) throw new BenchError(`the first message was accepted but not ingested within 30 s\n${logTail(server.logFile)}`)
+      await sleep(50)
+    }
+
+    const pgBackends: CpuSource = {
+      label: "postgres backends of the bench db",
+      pids: async () =>
+        (await db.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", [database.name]))
+          .rows.map((r) => r.pid)
+    }
+    const others = postgresBackground()
+    const target: Target = {
+      label: "durable",
+      port: smtpPort,
+      rcpt: (n) => mailboxes[n % mailboxes.length]!,
+      cpu: [
+        { label: "mailroom process (api,smtp,worker)", pids: async () => [server.child.pid!] },
+        pgBackends,
+        // All postgres processes less the bench database's backends: WAL writer, checkpointer, other users.
+        {
+          label: others.label,
+          pids: async () => {
+            const mine = new Set(await pgBackends.pids())
+            return (await others.pids()).filter((pid) => !mine.has(pid))
+          }
+        },
+        natsServer
+      ],
+      ingested
+    }
+    const results: Array<Measurement> = []
+    let acceptedBefore = 1
+    for (const sender of ["a", "b"] as const) {
+      if (!SENDERS.has(sender) || interrupted) continue
+      const result = await run(target, sender, acceptedBefore).catch((error: unknown) => {
+        throw error instanceof BenchError ? new BenchError(`${error.message}\nMailroom's last output:\n${logTail(server.logFile)}`) : error
+      })
+      acceptedBefore += result.accepted
+      results.push(result)
+    }
+    const output = logTail(server.logFile, 20)
+    if (output !== "(no output)") console.log(`  Mailroom's last output (LOG_LEVEL=warn):\n${output.replace(/^/gm, "    ")}`)
+    return results
+  } finally {
+    if (dbOpen) {
+      dbOpen = false
+      await db.end().catch(() => undefined)
+    }
+    await server.stop()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const fmtInt = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "-")
+const fmtMs = (n: number) => (Number.isNaN(n) ? "-" : n.toFixed(2))
+
+const main = async () => {
+  console.log(
+    `bench:smtp — node ${process.version}, ${os.cpus().length} cores, ${sampleSize}-byte MIME messages, ` +
+      `${WARMUP_SECONDS} s warm-up + ${MEASURE_SECONDS} s measured per target and sender`
+  )
+  const results: { bare: Array<Measurement>; durable: Array<Measurement> } = { bare: [], durable: [] }
+  let failure: unknown
+  try {
+    if (TARGETS.has("bare")) results.bare = await benchBare()
+    if (TARGETS.has("durable") && !interrupted) results.durable = await benchDurable()
+  } catch (error) {
+    failure = error
+    console.log("")
+  } finally {
+    await cleanUp()
+  }
+
+  const find = (target: "bare" | "durable", sender: "a" | "b") => results[target].find((m) => m.sender === sender)
+  console.log("")
+  console.log(
+    `${"target".padEnd(9)}${"sender".padEnd(32)}${"msgs/s".padStart(8)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}` +
+      `${"errors".padStart(8)}${"backlog".padStart(9)}${"drained".padStart(9)}${"ingest/s".padStart(10)}`
+  )
+  for (const target of ["bare", "durable"] as const) {
+    for (const sender of ["a", "b"] as const) {
+      const m = find(target, sender)
+      const head = `${target.padEnd(9)}${senderLabels[sender].padEnd(32)}`
+      if (!m) {
+        console.log(`${head}${"not measured".padStart(12)}`)
+        continue
+      }
+      const drain = m.drain
+      console.log(
+        `${head}${fmtInt(m.rate).padStart(8)}${fmtMs(m.p50).padStart(9)}${fmtMs(m.p99).padStart(9)}${String(m.errorCount).padStart(8)}` +
+          (drain
+            ? `${fmtInt(drain.backlogAtEnd).padStart(9)}${`${(drain.afterLastMs / 1000).toFixed(2)} s`.padStart(9)}${fmtInt(drain.ingestRate).padStart(10)}`
+            : "")
+      )
+    }
+  }
+  console.log(
+    "  latency: (a) MAIL written -> final 250; (b) connect -> final 250 (includes smtp-server's 100 ms wait before each greeting)\n" +
+      "  backlog: accepted but not yet ingested when the measured period ended; drained: when the worker had stored\n" +
+      "  everything after the last 250; ingest/s: emails stored from the start of the measured period until drained"
+  )
+
+  const all = [...results.bare.map((m) => ["bare", m] as const), ...results.durable.map((m) => ["durable", m] as const)]
+  if (all.length > 0) {
+    console.log("\nCPU over each measured period, % of one core:")
+    for (const [target, m] of all) {
+      console.log(`  ${target} ${senderLabels[m.sender]}: ${m.cpu.map((c) => `${c.label} ${c.percent.toFixed(0)}%`).join(", ")}`)
+    }
+  }
+
+  let errors = 0
+  for (const [target, m] of all) {
+    if (m.errorCount === 0) continue
+    errors += m.errorCount
+    console.log(`\nerrors, ${target} ${senderLabels[m.sender]}:`)
+    for (const [error, n] of [...m.errors].sort((x, y) => y[1] - x[1])) console.log(`  ${String(n).padStart(6)} x ${error}`)
+  }
+
+  console.log("")
+  const ratio = (sender: "a" | "b") => {
+    const bare = find("bare", sender)
+    const durable = find("durable", sender)
+    return bare && durable ? durable.rate / bare.rate : undefined
+  }
+  const ra = ratio("a")
+  const rb = ratio("b")
+  console.log(`ratios durable/bare (msgs/s): (a) ${ra === undefined ? "-" : ra.toFixed(3)}   (b) ${rb === undefined ? "-" : rb.toFixed(3)}`)
+  let missed = false
+  const durableA = find("durable", "a")
+  if (durableA) {
+    const ok = durableA.rate >= 1_000
+    missed ||= !ok
+    console.log(`target (a) durable >= 1,000 msgs/s:  ${ok ? "PASS" : "FAIL"} (${fmtInt(durableA.rate)})`)
+  }
+  if (ra !== undefined) {
+    missed ||= ra < 0.5
+    console.log(`target (a) durable >= 0.5 x bare:    ${ra >= 0.5 ? "PASS" : "FAIL"} (${ra.toFixed(3)})`)
+  }
+  if (rb !== undefined) {
+    missed ||= rb < 0.9
+    console.log(`target (b) durable >= 0.9 x bare:    ${rb >= 0.9 ? "PASS" : "FAIL"} (${rb.toFixed(3)})`)
+  }
+  if (ra === undefined && rb === undefined && !durableA) console.log("targets: not judged (both targets are needed)")
+
+  if (failure !== undefined) {
+    console.error(`\nbench:smtp FAILED: ${failure instanceof BenchError ? failure.message : String(failure instanceof Error ? failure.stack : failure)}`)
+    process.exitCode = 1
+  } else if (interrupted) {
+    process.exitCode = 130
+  } else if (errors > 0) {
+    console.error(`\nbench:smtp INVALID: ${errors} replies other than the expected ones (listed above)`)
+    process.exitCode = 1
+  } else if (missed) {
+    process.exitCode = 2
+  }
+}
+
+// `on`, not `once`: tsx repeats a signal it did not see handled at once, and a signal with no
+// listener left would end the process before the database is dropped.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (interrupted) return
+    interrupted = true
+    console.error(`\n${signal}: stopping the senders and servers, dropping the bench database and streams`)
+    void cleanUp().finally(() => process.exit(130))
+  })
+}
+
+await main()
