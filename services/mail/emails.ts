@@ -35,16 +35,24 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       const mailbox = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
       if (mailbox.length === 0) return yield* NotFound.of({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
       const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
-      const rows = yield* sql<EmailRow & { total: string }>`
-        SELECT ${columns}, count(*) OVER () AS total
-        FROM emails e
-        WHERE e.mailbox_id = ${mailboxId}
-        ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}
-        LIMIT ${page.limit} OFFSET ${page.offset}`
-      const total = rows[0]
-        ? Number(rows[0].total)
-        : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM emails WHERE mailbox_id = ${mailboxId}`)[0]?.n ?? 0)
-      return { emails: rows.map(toSummary), total }
+      // The page and the count in one statement, so they describe the same moment even while mail
+      // arrives: one row per email, or a single row of nulls with the count when the page is empty.
+      const rows = yield* sql<(EmailRow & { total: string }) | { id: null; total: string }>`
+        SELECT page.*, counted.total
+        FROM (SELECT count(*) AS total FROM emails WHERE mailbox_id = ${mailboxId}) counted
+        LEFT JOIN LATERAL (
+          SELECT ${columns}, row_number() OVER () AS position
+          FROM (
+            SELECT e.* FROM emails e
+            WHERE e.mailbox_id = ${mailboxId}
+            ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}
+            LIMIT ${page.limit} OFFSET ${page.offset}
+          ) e
+        ) page ON true
+        ORDER BY page.position`
+      const total = Number(rows[0]?.total ?? 0)
+      const emails = rows.flatMap((row) => (row.id === null ? [] : [toSummary(row)]))
+      return { emails, total }
     })
 
     /** The email with its bodies, headers and attachments' metadata. */

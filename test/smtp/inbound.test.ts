@@ -1,0 +1,676 @@
+/**
+ * Inbound mail as users meet it (SPEC "Mailboxes", "Errors", "Limits"; DESIGN.md §4 "reading mail",
+ * "email record fields", "SMTP refusals", "deleted mailbox"): senders talk SMTP to the server,
+ * agents read what arrived over the API. One server per suite; every test makes its own users
+ * (the free plan allows 20 API requests a minute per user), so polling stays cheap.
+ */
+import { createHash, randomBytes } from "node:crypto"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import nodemailer from "nodemailer"
+import type Mail from "nodemailer/lib/mailer"
+import MailComposer from "nodemailer/lib/mail-composer"
+import pg from "pg"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Client, client, isoMillis, type Reply, withApiKey } from "../support/http.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { mode } from "../support/services.ts"
+import { connectSmtp, type SmtpReply } from "../support/smtp-client.ts"
+
+const DOMAIN = "agents.localhost"
+const SENDER = "sender@example.com"
+const MB = 1024 * 1024
+/** The free plan's largest message (SPEC "Limits": 10 MB, binary units as DESIGN.md §4 says). */
+const FREE_MAX_BYTES = 10 * MB
+/** What EHLO announces: the largest plan's limit (enterprise, 50 MB). */
+const ANNOUNCED_SIZE = 52_428_800
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------------------------
+
+let suite: SuiteServer
+let api: Client
+
+type User = Awaited<ReturnType<typeof withApiKey>>
+interface Box {
+  readonly user: User
+  readonly mailboxId: string
+  readonly address: string
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+let counter = 0
+const fresh = (prefix = "inbound") => `${prefix}${Date.now().toString(36)}${counter++}${Math.random().toString(36).slice(2, 6)}`
+
+const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
+
+/** GET with a user's key. A 429 (never expected, but the free plan allows 20 a minute) waits for Retry-After. */
+const get = async (user: User, route: string): Promise<Reply> => {
+  for (let attempt = 0;; attempt++) {
+    const reply = await api.get(route, { apiKey: user.apiKey })
+    if (reply.status !== 429 || attempt >= 2) return reply
+    await sleep(Math.min(65, Number(reply.headers.get("retry-after") ?? 5)) * 1000)
+  }
+}
+
+/** GET a byte route (raw message, attachment) without decoding it as text. */
+const getBytes = async (user: User, route: string) => {
+  for (let attempt = 0;; attempt++) {
+    const response = await fetch(`${suite.url}${route}`, { headers: { "x-api-key": user.apiKey } })
+    const body = Buffer.from(await response.arrayBuffer())
+    if (response.status !== 429 || attempt >= 2) return { status: response.status, headers: response.headers, body }
+    await sleep(Math.min(65, Number(response.headers.get("retry-after") ?? 5)) * 1000)
+  }
+}
+
+/** A mailbox on the shared domain for `user` (a new user with an API key when none is given). */
+const newBox = async (user?: User, local = fresh()): Promise<Box> => {
+  const owner = user ?? (await withApiKey(api))
+  const created = await api.post("/v1/api/mailboxes", { apiKey: owner.apiKey, body: { local_part: local, domain: DOMAIN } })
+  if (created.status !== 201) throw new Error(`mailbox not created: ${created.status} ${created.text}`)
+  return { user: owner, mailboxId: created.body.mailbox.mailbox_id, address: created.body.mailbox.email_address }
+}
+
+/**
+ * The exact bytes nodemailer sends for `mail`. MailComposer leaves a body's own line breaks bare
+ * (LF); SMTP lines end in CRLF, and nodemailer's transport converts them on the wire.
+ */
+const compose = async (mail: Mail.Options): Promise<Buffer> => {
+  const built = await new MailComposer(mail).compile().build()
+  return Buffer.from(built.toString("latin1").replace(/\r?\n/g, "\r\n"), "latin1")
+}
+
+/** A message with just what threading and sorting need. */
+const simple = (to: string, subject: string, extra: Mail.Options = {}) =>
+  compose({ from: `Sender <${SENDER}>`, to, subject, text: `Body of "${subject}".`, messageId: `<${fresh("msg")}@example.com>`, ...extra })
+
+/** Send `raw` unchanged with nodemailer (one connection per message); resolves with nodemailer's info. */
+const sendRaw = async (to: string | ReadonlyArray<string>, raw: Buffer, from = SENDER, options: Record<string, unknown> = {}) => {
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true, ...options })
+  try {
+    return await transport.sendMail({ envelope: { from, to: typeof to === "string" ? [to] : [...to] }, raw })
+  } finally {
+    transport.close()
+  }
+}
+
+/** One transaction with the bare client on a fresh connection: every RCPT's reply, and DATA's when one was accepted. */
+const transaction = async (recipients: ReadonlyArray<string>, message?: string | Uint8Array, mailFrom = `<${SENDER}>`) => {
+  const session = await connectSmtp(suite.server.smtpPort)
+  try {
+    const ehlo = await session.command("EHLO client.test")
+    expect(ehlo.code).toBe(250)
+    const mail = await session.command(`MAIL FROM:${mailFrom}`)
+    expect(mail.code, mail.text).toBe(250)
+    const replies: Array<SmtpReply> = []
+    for (const recipient of recipients) replies.push(await session.command(`RCPT TO:<${recipient}>`))
+    const data = message !== undefined && replies.some((reply) => reply.code === 250) ? await session.data(message) : undefined
+    return { replies, data }
+  } finally {
+    await session.close()
+  }
+}
+
+/** The email ids a 250 to DATA names ("2.0.0 Ok: queued as eml_a,eml_b"). */
+const queuedIds = (reply: SmtpReply | string) => /queued as (\S+)/.exec(typeof reply === "string" ? reply : reply.text)?.[1]?.split(",") ?? []
+
+/**
+ * Poll a mailbox's list (newest first, up to 100) until it holds at least `count` emails. The pause
+ * starts at 300 ms and grows by half up to 2 s, so a slow worker costs few of the user's requests.
+ */
+const waitForEmails = async (box: Box, count: number, timeoutMs = 60_000) => {
+  const deadline = Date.now() + timeoutMs
+  let pause = 300
+  for (;;) {
+    const reply = await get(box.user, `/v1/api/mailboxes/${box.mailboxId}/emails?limit=100`)
+    expect(reply.status, reply.text).toBe(200)
+    // Every page agrees with its own meta, even while emails are arriving.
+    expect(reply.body.data.length, `a page of ${reply.body.data.length} emails with meta ${JSON.stringify(reply.body.meta)}`).toBe(
+      Math.min(reply.body.meta.total, 100)
+    )
+    if (reply.body.meta.total >= count) return reply.body as { data: Array<Record<string, any>>; meta: Record<string, unknown> }
+    if (Date.now() > deadline) throw new Error(`mailbox ${box.mailboxId}: ${reply.body.meta.total} of ${count} emails within ${timeoutMs} ms`)
+    await sleep(pause)
+    pause = Math.min(2_000, pause * 1.5)
+  }
+}
+
+const usage = async (user: User) => {
+  const reply = await get(user, "/v1/billing/usage")
+  expect(reply.status, reply.text).toBe(200)
+  return reply.body.data as { emailsUsed: number; storageUsed: number }
+}
+
+const notFound = { success: false, error: expect.objectContaining({ code: "NOT_FOUND", message: expect.any(String) }) }
+
+/** The list/thread shape of an email: the full record without bodies, headers and attachments. */
+const summaryOf = (email: Record<string, unknown>) => {
+  const { text: _text, html: _html, headers: _headers, attachments: _attachments, ...summary } = email
+  return summary
+}
+
+const expectRefused = (reply: SmtpReply | undefined, code: number, enhanced: string) => {
+  expect(reply, "no reply").toBeDefined()
+  expect({ code: reply!.code, enhanced: reply!.text.split(" ")[0] }, reply!.text).toEqual({ code, enhanced })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Plain SMTP (no certificate configured)
+// ---------------------------------------------------------------------------------------------
+
+describe("inbound SMTP and reading mail", () => {
+  useSuiteServer((s) => {
+    suite = s
+    api = client(s.url)
+  })
+
+  describe("a message with an attachment and a UTF-8 subject", () => {
+    it("is readable over the API: decoded fields, attachment metadata, byte-identical raw, attachment bytes, list and thread", async () => {
+      const box = await newBox()
+      const attachment = randomBytes(50 * 1024)
+      const subject = "Grüße ✓ 日本"
+      const text = "Hello agent,\nthe numbers are attached.\n— Sender"
+      const html = "<p>Hello agent,</p><p>the numbers are <b>attached</b>.</p>"
+      const messageId = `<${fresh("first")}@example.com>`
+      const raw = await compose({
+        from: `Sënder Ünicode <${SENDER}>`,
+        to: box.address,
+        subject,
+        text,
+        html,
+        messageId,
+        date: new Date("2026-01-02T03:04:05.000Z"),
+        attachments: [{ filename: "noise.png", content: attachment, contentType: "image/png" }]
+      })
+      const sent = await sendRaw(box.address, raw)
+      expect(sent.accepted).toEqual([box.address])
+      expect(sent.response).toMatch(/^250 2\.0\.0 /)
+      const [emailId] = queuedIds(sent.response)
+
+      const listed = await waitForEmails(box, 1)
+      expect(listed.meta).toEqual({ total: 1, limit: 100, offset: 0, hasMore: false })
+      expect(listed.data[0]!.email_id).toBe(emailId)
+
+      const reply = await get(box.user, `/v1/api/emails/${emailId}`)
+      expect(reply.status, reply.text).toBe(200)
+      expect(reply.body.success).toBe(true)
+      const email = reply.body.data
+      expect(email).toEqual({
+        email_id: emailId,
+        message_id: messageId,
+        subject,
+        from: SENDER,
+        to: [box.address],
+        date: "2026-01-02T03:04:05.000Z",
+        mailbox_id: box.mailboxId,
+        domain: DOMAIN,
+        has_attachments: true,
+        thread_id: expect.stringMatching(/^thr_/),
+        received_at: expect.stringMatching(isoMillis),
+        size: raw.byteLength,
+        snippet: text,
+        text,
+        html,
+        headers: expect.objectContaining({ subject, "message-id": messageId, to: box.address, "mime-version": "1.0" }),
+        attachments: [{
+          attachment_id: expect.any(String),
+          filename: "noise.png",
+          content_type: "image/png",
+          size: attachment.byteLength,
+          checksum: sha256(attachment),
+          content_id: null
+        }]
+      })
+      expect(email.headers.from).toContain(SENDER)
+      expect(Date.now() - Date.parse(email.received_at)).toBeLessThan(5 * 60_000)
+
+      const rawReply = await getBytes(box.user, `/v1/api/emails/${emailId}/raw`)
+      expect(rawReply.status).toBe(200)
+      expect(rawReply.headers.get("content-type")).toMatch(/^message\/rfc822/)
+      expect(rawReply.body.equals(raw), "raw differs from what was sent").toBe(true)
+
+      const file = await getBytes(box.user, `/v1/api/emails/${emailId}/attachments/${email.attachments[0].attachment_id}`)
+      expect(file.status).toBe(200)
+      expect(file.headers.get("content-type")).toBe("image/png")
+      expect(file.body.equals(attachment), "attachment bytes differ").toBe(true)
+
+      expect(listed.data).toEqual([summaryOf(email)])
+
+      const thread = await get(box.user, `/v1/api/threads/${email.thread_id}`)
+      expect(thread.status).toBe(200)
+      expect(thread.body).toEqual({
+        success: true,
+        data: { thread_id: email.thread_id, mailbox_id: box.mailboxId, subject, message_count: 1, emails: [summaryOf(email)] }
+      })
+    })
+  })
+
+  describe("RCPT TO", () => {
+    it("refuses an unknown address with 550 5.1.1 and accepts a known one in any case", async () => {
+      const box = await newBox()
+      const unknown = await transaction([`nobody-${fresh()}@${DOMAIN}`])
+      expectRefused(unknown.replies[0], 550, "5.1.1")
+
+      const upper = box.address.toUpperCase()
+      const { replies, data } = await transaction([upper], await simple(upper, "Shouting"))
+      expect(replies.map((r) => r.code)).toEqual([250])
+      expect(data?.code, data?.text).toBe(250)
+      const listed = await waitForEmails(box, 1)
+      expect(listed.data.map((e) => [e.email_id, e.subject, e.mailbox_id])).toEqual([[queuedIds(data!)[0], "Shouting", box.mailboxId]])
+    })
+
+    it("answers each recipient of one transaction on its own; the message goes to the known one only", async () => {
+      const box = await newBox()
+      const unknown = `ghost-${fresh()}@${DOMAIN}`
+      const { replies, data } = await transaction([box.address, unknown], await simple(`${box.address}, ${unknown}`, "Two recipients"))
+      expect(replies[0]!.code).toBe(250)
+      expectRefused(replies[1], 550, "5.1.1")
+      expect(replies[1]!.text).toContain(unknown)
+      expect(data?.code, data?.text).toBe(250)
+      expect(queuedIds(data!)).toHaveLength(1)
+
+      const listed = await waitForEmails(box, 1)
+      expect(listed.data.map((e) => e.email_id)).toEqual(queuedIds(data!))
+      expect(listed.data[0]!.to).toEqual([box.address, unknown])
+      expect((await usage(box.user)).emailsUsed).toBe(1)
+    })
+
+    it("delivers a copy to each known mailbox of different users, each readable only by its owner", async () => {
+      const alice = await newBox()
+      const bob = await newBox()
+      const { replies, data } = await transaction([alice.address, bob.address], await simple(`${alice.address}, ${bob.address}`, "For both of you"))
+      expect(replies.map((r) => r.code)).toEqual([250, 250])
+      expect(data?.code, data?.text).toBe(250)
+      expect(queuedIds(data!)).toHaveLength(2)
+
+      const [aliceList, bobList] = await Promise.all([waitForEmails(alice, 1), waitForEmails(bob, 1)])
+      const aliceEmail = aliceList.data[0]!
+      const bobEmail = bobList.data[0]!
+      expect(aliceList.meta.total).toBe(1)
+      expect(bobList.meta.total).toBe(1)
+      expect(aliceEmail.email_id).not.toBe(bobEmail.email_id)
+      expect([aliceEmail.email_id, bobEmail.email_id].sort()).toEqual([...queuedIds(data!)].sort())
+      expect(aliceEmail).toMatchObject({ mailbox_id: alice.mailboxId, subject: "For both of you", message_id: bobEmail.message_id })
+      expect(bobEmail.mailbox_id).toBe(bob.mailboxId)
+
+      expect((await get(alice.user, `/v1/api/emails/${aliceEmail.email_id}`)).status).toBe(200)
+      expect((await get(bob.user, `/v1/api/emails/${bobEmail.email_id}`)).status).toBe(200)
+      const crossed = await get(alice.user, `/v1/api/emails/${bobEmail.email_id}`)
+      expect(crossed.status).toBe(404)
+      expect(crossed.body).toMatchObject(notFound)
+      expect((await get(bob.user, `/v1/api/emails/${aliceEmail.email_id}`)).status).toBe(404)
+    })
+  })
+
+  describe("rename", () => {
+    it("keeps mailbox_id and the emails received; mail to the new address arrives there, the old one is 550 5.1.1", async () => {
+      const box = await newBox()
+      const before = await transaction([box.address], await simple(box.address, "Before the rename"))
+      expect(before.data?.code).toBe(250)
+      await waitForEmails(box, 1)
+
+      const next = fresh("renamed")
+      const renamed = await api.patch(`/v1/api/mailboxes/${box.mailboxId}`, { apiKey: box.user.apiKey, body: { local_part: next, domain: DOMAIN } })
+      expect(renamed.status, renamed.text).toBe(200)
+      expect(renamed.body.data).toEqual({
+        previous_email_address: box.address,
+        mailbox: { mailbox_id: box.mailboxId, email_address: `${next}@${DOMAIN}`, domain: DOMAIN, status: "active" }
+      })
+      const newAddress = `${next}@${DOMAIN}`
+
+      const old = await transaction([box.address])
+      expectRefused(old.replies[0], 550, "5.1.1")
+      const after = await transaction([newAddress], await simple(newAddress, "After the rename"))
+      expect(after.replies[0]!.code).toBe(250)
+      expect(after.data?.code, after.data?.text).toBe(250)
+
+      const listed = await waitForEmails(box, 2)
+      expect(listed.meta.total).toBe(2)
+      expect(listed.data.map((e) => [e.email_id, e.subject, e.mailbox_id])).toEqual([
+        [queuedIds(after.data!)[0], "After the rename", box.mailboxId],
+        [queuedIds(before.data!)[0], "Before the rename", box.mailboxId]
+      ])
+      expect(listed.data[0]!.to).toEqual([newAddress])
+    })
+  })
+
+  describe("delete", () => {
+    it("a wrong confirmation changes nothing; after the delete the address is 550 5.1.1 and every read is 404", async () => {
+      const box = await newBox()
+      const first = await sendRaw(box.address, await compose({
+        from: SENDER,
+        to: box.address,
+        subject: "Keep this",
+        text: "With a file.",
+        attachments: [{ filename: "data.bin", content: randomBytes(1024) }]
+      }))
+      const [emailId] = queuedIds(first.response)
+      await waitForEmails(box, 1)
+      const email = (await get(box.user, `/v1/api/emails/${emailId}`)).body.data
+      expect(email.attachments).toHaveLength(1)
+
+      const route = `/v1/api/mailboxes/${box.mailboxId}`
+      const wrong = await api.delete(route, { apiKey: box.user.apiKey, body: { confirm_email_address: `x${box.address}` } })
+      expect(wrong.status).toBe(400)
+      expect(wrong.body).toEqual({
+        success: false,
+        error: { code: "VALIDATION_ERROR", message: expect.any(String), details: { confirm_email_address: expect.any(String) } }
+      })
+      const still = await transaction([box.address], await simple(box.address, "Still flowing"))
+      expect(still.data?.code, still.data?.text).toBe(250)
+      await waitForEmails(box, 2)
+
+      const deleted = await api.delete(route, { apiKey: box.user.apiKey, body: { confirm_email_address: box.address } })
+      expect(deleted.status).toBe(200)
+      expect(deleted.body).toEqual({ success: true, data: { deleted: true } })
+
+      const refused = await transaction([box.address])
+      expectRefused(refused.replies[0], 550, "5.1.1")
+
+      for (const path of [
+        `/v1/api/emails/${emailId}`,
+        `/v1/api/emails/${emailId}/raw`,
+        `/v1/api/emails/${emailId}/attachments/${email.attachments[0].attachment_id}`,
+        `/v1/api/threads/${email.thread_id}`,
+        `/v1/api/mailboxes/${box.mailboxId}/emails`
+      ]) {
+        const reply = await get(box.user, path)
+        expect({ path, status: reply.status, body: reply.body }).toEqual({ path, status: 404, body: expect.objectContaining(notFound) })
+      }
+    })
+  })
+
+  describe("ownership and credentials", () => {
+    it("other users get 404 NOT_FOUND for an email, its raw, attachment, thread and mailbox list, as for ids that do not exist", async () => {
+      const owner = await newBox()
+      const stranger = await withApiKey(api)
+      const sent = await sendRaw(owner.address, await compose({
+        from: SENDER,
+        to: owner.address,
+        subject: "Private",
+        text: "Not for you.",
+        attachments: [{ filename: "secret.txt", content: "secret" }]
+      }))
+      const [emailId] = queuedIds(sent.response)
+      await waitForEmails(owner, 1)
+      const email = (await get(owner.user, `/v1/api/emails/${emailId}`)).body.data
+      const attachmentId = email.attachments[0].attachment_id as string
+
+      const routes = (ids: { email: string; attachment: string; thread: string; mailbox: string }) => [
+        `/v1/api/emails/${ids.email}`,
+        `/v1/api/emails/${ids.email}/raw`,
+        `/v1/api/emails/${ids.email}/attachments/${ids.attachment}`,
+        `/v1/api/threads/${ids.thread}`,
+        `/v1/api/mailboxes/${ids.mailbox}/emails`
+      ]
+      const real = { email: emailId!, attachment: attachmentId, thread: email.thread_id as string, mailbox: owner.mailboxId }
+      const made = { email: "eml_doesnotexist0000", attachment: "att_doesnotexist0000", thread: "thr_doesnotexist0000", mailbox: "mbx_doesnotexist0000" }
+      const swap = (body: unknown) => {
+        let text = JSON.stringify(body)
+        for (const key of Object.keys(made) as Array<keyof typeof made>) text = text.split(made[key]).join(real[key])
+        return JSON.parse(text)
+      }
+      const theirs = routes(real)
+      const unknown = routes(made)
+      for (let i = 0; i < theirs.length; i++) {
+        const foreign = await get(stranger, theirs[i]!)
+        const missing = await get(stranger, unknown[i]!)
+        expect({ path: theirs[i], status: foreign.status, body: foreign.body }).toEqual({ path: theirs[i], status: 404, body: expect.objectContaining(notFound) })
+        expect({ path: unknown[i], status: missing.status }).toEqual({ path: unknown[i], status: 404 })
+        // Nothing tells a stranger that the resource exists: the reply is the one for a made-up id.
+        expect(foreign.body).toEqual(swap(missing.body))
+      }
+      // The owner, for contrast, reads the attachment of a real email but not one under another email's id.
+      const mixed = await get(owner.user, `/v1/api/emails/${made.email}/attachments/${attachmentId}`)
+      expect(mixed.status).toBe(404)
+      expect(mixed.body).toMatchObject(notFound)
+    })
+
+    it("a call without a key is 401 UNAUTHORIZED, and so is an invalid key", async () => {
+      for (const route of ["/v1/api/emails/eml_x", "/v1/api/emails/eml_x/raw", "/v1/api/threads/thr_x", "/v1/api/mailboxes/mbx_x/emails"]) {
+        const reply = await api.get(route)
+        expect({ route, status: reply.status, body: reply.body }).toEqual({
+          route,
+          status: 401,
+          body: { success: false, error: expect.objectContaining({ code: "UNAUTHORIZED", message: expect.any(String) }) }
+        })
+      }
+      const invalid = await api.get("/v1/api/emails/eml_x", { apiKey: "mr_not_a_key" })
+      expect(invalid.status).toBe(401)
+      expect(invalid.body.error.code).toBe("UNAUTHORIZED")
+    })
+  })
+
+  describe("the mailbox's email list", () => {
+    it("pages with limit/offset (meta total, limit, offset, hasMore), newest first by default, and sorts by subject and date", async () => {
+      const box = await newBox()
+      // Sent in this order, so received_at orders them; subjects and Date headers order them differently.
+      const sent: Array<[string, string]> = [["Charlie", "2025-03-01T00:00:00.000Z"], ["Alpha", "2025-03-03T00:00:00.000Z"], ["Bravo", "2025-03-02T00:00:00.000Z"]]
+      for (const [subject, date] of sent) {
+        const { data } = await transaction([box.address], await simple(box.address, subject, { date: new Date(date) }))
+        expect(data?.code, data?.text).toBe(250)
+      }
+      await waitForEmails(box, 3)
+      const list = async (query: string) => {
+        const reply = await get(box.user, `/v1/api/mailboxes/${box.mailboxId}/emails${query}`)
+        expect(reply.status, reply.text).toBe(200)
+        expect(reply.body.success).toBe(true)
+        return { subjects: reply.body.data.map((e: { subject: string }) => e.subject), meta: reply.body.meta }
+      }
+      expect(await list("")).toEqual({ subjects: ["Bravo", "Alpha", "Charlie"], meta: { total: 3, limit: 20, offset: 0, hasMore: false } })
+      expect(await list("?limit=2")).toEqual({ subjects: ["Bravo", "Alpha"], meta: { total: 3, limit: 2, offset: 0, hasMore: true } })
+      expect(await list("?limit=2&offset=2")).toEqual({ subjects: ["Charlie"], meta: { total: 3, limit: 2, offset: 2, hasMore: false } })
+      expect(await list("?offset=5")).toEqual({ subjects: [], meta: { total: 3, limit: 20, offset: 5, hasMore: false } })
+      expect((await list("?sort=subject:asc")).subjects).toEqual(["Alpha", "Bravo", "Charlie"])
+      expect((await list("?sort=date:asc&limit=3")).subjects).toEqual(["Charlie", "Bravo", "Alpha"])
+      expect((await list("?sort=received_at:asc")).subjects).toEqual(["Charlie", "Alpha", "Bravo"])
+    })
+
+    it.each([
+      ["sort=size:asc", "sort"],
+      ["sort=subject:sideways", "sort"],
+      ["limit=0", "limit"],
+      ["limit=101", "limit"],
+      ["offset=-1", "offset"]
+    ])("refuses ?%s with 400 VALIDATION_ERROR whose details name %s", async (query, field) => {
+      const box = await newBox()
+      const reply = await get(box.user, `/v1/api/mailboxes/${box.mailboxId}/emails?${query}`)
+      expect(reply.status).toBe(400)
+      expect(reply.body).toEqual({
+        success: false,
+        error: { code: "VALIDATION_ERROR", message: expect.any(String), details: { [field]: expect.any(String) } }
+      })
+    })
+  })
+
+  describe("threads", () => {
+    it("a reply by In-Reply-To/References and a 'Re:' of the subject join the thread; another subject does not", async () => {
+      const box = await newBox()
+      const helloId = `<${fresh("hello")}@example.com>`
+      const steps: Array<[string, Mail.Options]> = [
+        ["Hello", { messageId: helloId }],
+        ["Numbers for Q3", { inReplyTo: helloId, references: [helloId] }],
+        ["Re: Hello", {}],
+        ["Something else entirely", {}]
+      ]
+      const ids: Array<string> = []
+      for (const [i, [subject, extra]] of steps.entries()) {
+        // One at a time, each stored before the next is sent: the order a conversation happens in.
+        const { data } = await transaction([box.address], await simple(box.address, subject, extra))
+        expect(data?.code, data?.text).toBe(250)
+        ids.push(queuedIds(data!)[0]!)
+        await waitForEmails(box, i + 1)
+      }
+      const emails = (await waitForEmails(box, 4)).data.slice().reverse()
+      expect(emails.map((e) => e.email_id)).toEqual(ids)
+      const [hello, reply, re, other] = emails
+      expect(reply!.thread_id).toBe(hello!.thread_id)
+      expect(re!.thread_id).toBe(hello!.thread_id)
+      expect(other!.thread_id).not.toBe(hello!.thread_id)
+
+      const thread = await get(box.user, `/v1/api/threads/${hello!.thread_id}`)
+      expect(thread.status).toBe(200)
+      expect(thread.body).toEqual({
+        success: true,
+        data: { thread_id: hello!.thread_id, mailbox_id: box.mailboxId, subject: "Hello", message_count: 3, emails: [hello, reply, re] }
+      })
+      const single = await get(box.user, `/v1/api/threads/${other!.thread_id}`)
+      expect(single.body.data).toMatchObject({ subject: "Something else entirely", message_count: 1, emails: [other] })
+    })
+  })
+
+  describe("message size", () => {
+    it("EHLO announces SIZE 52428800, 8BITMIME, SMTPUTF8 and PIPELINING, and neither STARTTLS nor AUTH", async () => {
+      const session = await connectSmtp(suite.server.smtpPort)
+      try {
+        expect(session.greeting.code).toBe(220)
+        const ehlo = await session.command("EHLO client.test")
+        expect(ehlo.code).toBe(250)
+        const extensions = ehlo.text.split("\n").slice(1)
+        expect(extensions).toEqual(expect.arrayContaining([`SIZE ${ANNOUNCED_SIZE}`, "8BITMIME", "SMTPUTF8", "PIPELINING"]))
+        expect(extensions.filter((line) => /^(STARTTLS|AUTH)\b/i.test(line))).toEqual([])
+      } finally {
+        await session.close()
+      }
+    })
+
+    it("a declared SIZE over the free plan's 10 MB is refused at RCPT with 552 5.3.4; exactly 10 MB is accepted", async () => {
+      const box = await newBox()
+      const over = await transaction([box.address], undefined, `<${SENDER}> SIZE=${FREE_MAX_BYTES + 1}`)
+      expectRefused(over.replies[0], 552, "5.3.4")
+      const exact = await transaction([box.address], undefined, `<${SENDER}> SIZE=${FREE_MAX_BYTES}`)
+      expect(exact.replies[0]!.code, exact.replies[0]!.text).toBe(250)
+    })
+
+    it("10 MB + 1 KB of data to a free mailbox is refused with 552 5.3.4 and nothing is stored or counted", async () => {
+      const box = await newBox()
+      const head = [`From: <${SENDER}>`, `To: <${box.address}>`, "Subject: Too big", `Message-ID: <${fresh("big")}@example.com>`, "", ""].join("\r\n")
+      const line = `${"A".repeat(76)}\r\n`
+      const total = FREE_MAX_BYTES + 1024
+      const body = line.repeat(Math.ceil((total - head.length) / line.length))
+      const big = Buffer.from(head + body).subarray(0, total - 2)
+      const message = Buffer.concat([big, Buffer.from("\r\n")])
+      expect(message.byteLength).toBe(total)
+
+      const { replies, data } = await transaction([box.address], message)
+      expect(replies[0]!.code).toBe(250)
+      expectRefused(data, 552, "5.3.4")
+
+      // A small message after it arrives alone: the big one was neither stored nor counted.
+      const marker = await transaction([box.address], await simple(box.address, "After the big one"))
+      expect(marker.data?.code, marker.data?.text).toBe(250)
+      const listed = await waitForEmails(box, 1)
+      expect(listed.data.map((e) => e.subject)).toEqual(["After the big one"])
+      const used = await usage(box.user)
+      expect(used.emailsUsed).toBe(1)
+      expect(used.storageUsed).toBe(listed.data[0]!.size)
+    })
+  })
+
+  describe("plan limits", () => {
+    it("a free account's 101st email of the day is refused at RCPT with 452 4.2.2; usage counts the 100", async () => {
+      const box = await newBox()
+      const second = await newBox(box.user)
+      const someoneElse = await newBox()
+      expect(await usage(box.user)).toMatchObject({ emailsUsed: 0, storageUsed: 0 })
+
+      const session = await connectSmtp(suite.server.smtpPort)
+      let sentBytes = 0
+      try {
+        expect((await session.command("EHLO client.test")).code).toBe(250)
+        for (let i = 0; i < 100; i++) {
+          const message = await simple(box.address, `Daily ${i}`)
+          sentBytes += message.byteLength
+          expect((await session.command(`MAIL FROM:<${SENDER}>`)).code).toBe(250)
+          const rcpt = await session.command(`RCPT TO:<${box.address}>`)
+          expect({ i, code: rcpt.code, text: rcpt.text }).toMatchObject({ i, code: 250 })
+          const data = await session.data(message)
+          expect({ i, code: data.code, text: data.text }).toMatchObject({ i, code: 250 })
+        }
+        expect((await session.command(`MAIL FROM:<${SENDER}>`)).code).toBe(250)
+        // The limit is the account's: its other mailbox is refused too; another account is not.
+        expectRefused(await session.command(`RCPT TO:<${box.address}>`), 452, "4.2.2")
+        expectRefused(await session.command(`RCPT TO:<${second.address}>`), 452, "4.2.2")
+        expect((await session.command(`RCPT TO:<${someoneElse.address}>`)).code).toBe(250)
+        expect((await session.command("RSET")).code).toBe(250)
+      } finally {
+        await session.close()
+      }
+
+      const listed = await waitForEmails(box, 100, 120_000)
+      expect(listed.meta).toEqual({ total: 100, limit: 100, offset: 0, hasMore: false })
+      const used = await usage(box.user)
+      expect(used.emailsUsed).toBe(100)
+      const storedBytes = listed.data.reduce((sum, e) => sum + (e.size as number), 0)
+      expect(storedBytes).toBe(sentBytes)
+      expect(used.storageUsed).toBe(storedBytes)
+    }, 180_000)
+
+    it.skipIf(mode !== "postgres")("an account at its monthly count (100) with no emails today is refused at RCPT with 552 5.2.2", async () => {
+      const box = await newBox()
+      const db = new pg.Client({ connectionString: suite.backend.env.DATABASE_URL! })
+      await db.connect()
+      try {
+        const written = await db.query(
+          `INSERT INTO usage_counters (user_id, period_start, emails)
+           SELECT user_id, current_period_start, 100 FROM subscriptions WHERE user_id = $1
+           ON CONFLICT (user_id, period_start) DO UPDATE SET emails = EXCLUDED.emails`,
+          [box.user.userId]
+        )
+        expect(written.rowCount).toBe(1)
+        const today = await db.query("SELECT count(*)::int AS n FROM mail_daily_counters WHERE user_id = $1", [box.user.userId])
+        expect(today.rows[0].n).toBe(0)
+      } finally {
+        await db.end()
+      }
+      expect((await usage(box.user)).emailsUsed).toBe(100)
+      const { replies } = await transaction([box.address])
+      expectRefused(replies[0], 552, "5.2.2")
+    })
+  })
+})
+
+// ---------------------------------------------------------------------------------------------
+// STARTTLS (SMTP_TLS_CERT / SMTP_TLS_KEY set)
+// ---------------------------------------------------------------------------------------------
+
+describe("STARTTLS with a configured certificate", () => {
+  const certDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-smtp-tls-"))
+  const cert = path.join(certDir, "cert.pem")
+  const key = path.join(certDir, "key.pem")
+  // Registered before the server's hook, so the files exist when it starts.
+  beforeAll(() => {
+    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", key, "-out", cert], {
+      stdio: "ignore"
+    })
+  })
+  afterAll(() => fs.rmSync(certDir, { recursive: true, force: true }))
+  useSuiteServer((s) => {
+    suite = s
+    api = client(s.url)
+  }, { SMTP_TLS_CERT: cert, SMTP_TLS_KEY: key })
+
+  it("EHLO advertises STARTTLS, and nodemailer requiring TLS delivers a message that becomes readable", async () => {
+    const session = await connectSmtp(suite.server.smtpPort)
+    try {
+      const ehlo = await session.command("EHLO client.test")
+      expect(ehlo.code).toBe(250)
+      expect(ehlo.text.split("\n")).toContain("STARTTLS")
+    } finally {
+      await session.close()
+    }
+
+    const box = await newBox()
+    const raw = await simple(box.address, "Over TLS")
+    const sent = await sendRaw(box.address, raw, SENDER, { ignoreTLS: false, requireTLS: true, tls: { rejectUnauthorized: false } })
+    expect(sent.accepted).toEqual([box.address])
+    const listed = await waitForEmails(box, 1)
+    expect(listed.data.map((e) => [e.email_id, e.subject, e.size])).toEqual([[queuedIds(sent.response)[0], "Over TLS", raw.byteLength]])
+    const rawReply = await getBytes(box.user, `/v1/api/emails/${listed.data[0]!.email_id}/raw`)
+    expect(rawReply.body.equals(raw)).toBe(true)
+  })
+})
