@@ -4,42 +4,26 @@
  * PostgreSQL sits behind a TCP proxy the test cuts; the bus is a private nats-server.
  */
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { createDatabase, testSecret, type TestDatabase, createDataDir } from "../support/services.ts"
+import { createFragileBackend, type FragileBackend } from "../support/fragile-backend.ts"
+import type { PrivateNats } from "../support/nats-server.ts"
 import { startServer, type Server } from "../support/server.ts"
-import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.ts"
-import { startPrivateNats, type PrivateNats } from "../support/nats-server.ts"
+import type { TcpProxy } from "../support/tcp-proxy.ts"
 import { client, withApiKey } from "../support/http.ts"
 
-const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
-let database: TestDatabase
+let backend: FragileBackend
 let proxy: TcpProxy
 let nats: PrivateNats
 let server: Server
-const dataDir = createDataDir()
 
 beforeAll(async () => {
-  database = await createDatabase(adminUrl)
-  const target = new URL(database.url)
-  proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) })
-  nats = await startPrivateNats()
-  const proxied = new URL(database.url)
-  proxied.hostname = "127.0.0.1"
-  proxied.port = String(proxy.port)
-  server = await startServer({
-    DATABASE_URL: proxied.toString(),
-    NATS_URL: nats.url,
-    JWT_SECRET: testSecret(),
-    DATA_DIR: dataDir.dir
-  })
+  backend = await createFragileBackend()
+  ;({ proxy, nats } = backend)
+  server = await startServer(backend.env)
 })
 
 afterAll(async () => {
   await server?.stop()
-  await proxy?.close()
-  await nats?.dispose()
-  await database?.drop()
-  dataDir.remove()
+  await backend?.dispose()
 })
 
 const until = async (check: () => Promise<boolean>, timeoutMs = 20_000) => {

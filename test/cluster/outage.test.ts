@@ -11,13 +11,11 @@ import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { streamName } from "../../layers/nats-bus.ts"
 import { client, withApiKey } from "../support/http.ts"
-import { startPrivateNats, type PrivateNats } from "../support/nats-server.ts"
+import { createFragileBackend, type FragileBackend } from "../support/fragile-backend.ts"
+import type { PrivateNats } from "../support/nats-server.ts"
 import { startServer, type Server } from "../support/server.ts"
-import { createDatabase, createDataDir, testSecret, type TestDatabase } from "../support/services.ts"
 import { connectSmtp, envelope, type SmtpReply } from "../support/smtp-client.ts"
-import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.ts"
-
-const adminUrl = process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+import type { TcpProxy } from "../support/tcp-proxy.ts"
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -54,39 +52,25 @@ const message = (subject: string) =>
     `Body of ${subject}.`
   ].join("\r\n")
 
-let database: TestDatabase
+let backend: FragileBackend
 let proxy: TcpProxy
 let nats: PrivateNats
 let server: Server
 let db: pg.Client
-const dataDir = createDataDir()
 
 beforeAll(async () => {
-  database = await createDatabase(adminUrl)
-  const target = new URL(database.url)
-  proxy = await startTcpProxy({ host: target.hostname, port: Number(target.port || 5432) })
-  nats = await startPrivateNats()
-  const proxied = new URL(database.url)
-  proxied.hostname = "127.0.0.1"
-  proxied.port = String(proxy.port)
-  server = await startServer({
-    DATABASE_URL: proxied.toString(),
-    NATS_URL: nats.url,
-    JWT_SECRET: testSecret(),
-    DATA_DIR: dataDir.dir
-  })
+  backend = await createFragileBackend()
+  ;({ proxy, nats } = backend)
+  server = await startServer(backend.env)
   // The test reads the database directly, around the proxy, to see what was stored whatever it cuts.
-  db = new pg.Client({ connectionString: database.url })
+  db = new pg.Client({ connectionString: backend.directDatabaseUrl })
   await db.connect()
 })
 
 afterAll(async () => {
   await db?.end()
   await server?.stop()
-  await proxy?.close()
-  await nats?.dispose()
-  await database?.drop()
-  dataDir.remove()
+  await backend?.dispose()
 })
 
 const newMailbox = async () => {

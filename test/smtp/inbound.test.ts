@@ -17,9 +17,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Client, client, isoMillis, type Reply, withApiKey } from "../support/http.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
+import { type Box, DOMAIN, fresh as freshName, newBox as newUserBox, type User } from "../support/mailboxes.ts"
 import { connectSmtp, type SmtpReply } from "../support/smtp-client.ts"
 
-const DOMAIN = "agents.localhost"
 const SENDER = "sender@example.com"
 const MB = 1024 * 1024
 /** The free plan's largest message (SPEC "Limits": 10 MB, binary units as DESIGN.md §4 says). */
@@ -34,17 +34,10 @@ const ANNOUNCED_SIZE = 52_428_800
 let suite: SuiteServer
 let api: Client
 
-type User = Awaited<ReturnType<typeof withApiKey>>
-interface Box {
-  readonly user: User
-  readonly mailboxId: string
-  readonly address: string
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-let counter = 0
-const fresh = (prefix = "inbound") => `${prefix}${Date.now().toString(36)}${counter++}${Math.random().toString(36).slice(2, 6)}`
+const fresh = (prefix = "inbound") => freshName(prefix)
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
 
@@ -68,12 +61,7 @@ const getBytes = async (user: User, route: string) => {
 }
 
 /** A mailbox on the shared domain for `user` (a new user with an API key when none is given). */
-const newBox = async (user?: User, local = fresh()): Promise<Box> => {
-  const owner = user ?? (await withApiKey(api))
-  const created = await api.post("/v1/api/mailboxes", { apiKey: owner.apiKey, body: { local_part: local, domain: DOMAIN } })
-  if (created.status !== 201) throw new Error(`mailbox not created: ${created.status} ${created.text}`)
-  return { user: owner, mailboxId: created.body.mailbox.mailbox_id, address: created.body.mailbox.email_address }
-}
+const newBox = (user?: User, local = fresh()) => newUserBox(api, { ...(user ? { user } : {}), localPart: local })
 
 /**
  * The exact bytes nodemailer sends for `mail`. MailComposer leaves a body's own line breaks bare

@@ -7,11 +7,11 @@
  */
 import * as net from "node:net"
 import { beforeAll, describe, expect, it } from "vitest"
-import { type Client, client, type RequestOptions, withApiKey } from "../support/http.ts"
+import { type Client, client, type RequestOptions } from "../support/http.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
+import { type Box, fresh, newBox as newUserBox } from "../support/mailboxes.ts"
 import { connectSmtp, envelope, type SmtpReply, type SmtpSession } from "../support/smtp-client.ts"
 
-const DOMAIN = "agents.localhost"
 const SENDER = "sender@example.com"
 
 let server: Server
@@ -26,17 +26,7 @@ useSuiteServer((suite) => {
 // Small helpers
 // ---------------------------------------------------------------------------------------------
 
-type User = Awaited<ReturnType<typeof withApiKey>>
-interface Box {
-  readonly user: User
-  readonly mailboxId: string
-  readonly address: string
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-let counter = 0
-const fresh = (prefix: string) => `${prefix}${Date.now().toString(36)}${counter++}${Math.random().toString(36).slice(2, 6)}`
 
 /**
  * Poll `probe` until it returns something, or fail after `timeoutMs`. The pause starts at
@@ -64,13 +54,7 @@ const get = async (box: Box, path: string, options: RequestOptions = {}) => {
 }
 
 /** A new user with an API key and one mailbox on the shared domain. */
-const newBox = async (prefix = "robust"): Promise<Box> => {
-  const user = await withApiKey(api)
-  const created = await api.post("/v1/api/mailboxes", { apiKey: user.apiKey, body: { local_part: fresh(prefix), domain: DOMAIN } })
-  if (created.status !== 201) throw new Error(`mailbox not created: ${created.status} ${created.text}`)
-  const mailbox = created.body.mailbox as { mailbox_id: string; email_address: string }
-  return { user, mailboxId: mailbox.mailbox_id, address: mailbox.email_address }
-}
+const newBox = (prefix = "robust") => newUserBox(api, { localPart: fresh(prefix) })
 
 /** A plain, well-formed message (CRLF line ends). */
 const plainMessage = (to: string, subject: string, body: string) =>
