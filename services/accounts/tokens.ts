@@ -11,7 +11,8 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 export const ACCESS_TOKEN_SECONDS = 900
 export const REFRESH_TOKEN_SECONDS = 30 * 24 * 3600
 
-export const sha256 = (value: string) => createHash("sha256").update(value).digest("hex")
+/** SHA-256, lowercase hex: stored token digests, content addresses of mail, thread ids. */
+export const sha256 = (value: string | Uint8Array) => createHash("sha256").update(value).digest("hex")
 
 export const opaqueToken = (prefix: string) => `${prefix}${randomBytes(32).toString("base64url")}`
 

@@ -11,9 +11,8 @@
  *   gives its count back.
  */
 import { SqlClient } from "@effect/sql"
-import { createHash } from "node:crypto"
 import { Effect, Either, Schema } from "effect"
-import { newId } from "../accounts/tokens.ts"
+import { newId, sha256 } from "../accounts/tokens.ts"
 import { groupCommit } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { limits, Plan } from "../plans/plans.ts"
@@ -70,8 +69,6 @@ const PARALLEL_BATCHES = 2
 
 /** The UTC calendar day of `date`, as PostgreSQL's `date` type reads it. */
 export const utcDay = (date: Date) => date.toISOString().slice(0, 10)
-
-export const sha256Hex = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
 
 const temporary = (reason: string) => (cause: unknown) => new TemporaryFailure({ reason, cause })
 
@@ -191,9 +188,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     const accept = Effect.fn("Inbound.accept")(function*(message: IncomingMessage) {
       const smallest = Math.min(...message.recipients.map((r) => r.maxEmailBytes))
       if (message.raw.byteLength > smallest) return yield* new MessageTooBig({ limit: smallest })
-      const sha256 = sha256Hex(message.raw)
+      const digest = sha256(message.raw)
       const day = utcDay(message.receivedAt)
-      yield* store({ sha256, raw: message.raw, day, recipients: message.recipients }).pipe(
+      yield* store({ sha256: digest, raw: message.raw, day, recipients: message.recipients }).pipe(
         Effect.mapError(temporary("storing the message failed"))
       )
 
@@ -204,7 +201,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             email_id: newId("eml"),
             mailbox_id: r.mailboxId,
             user_id: r.userId,
-            raw_sha256: sha256,
+            raw_sha256: digest,
             size: message.raw.byteLength,
             mail_from: message.mailFrom,
             rcpt_to: r.address,

@@ -7,11 +7,11 @@
  * - NUL characters, which PostgreSQL text cannot hold, are removed;
  * - a header value is kept up to 64 KiB (the raw message keeps it whole).
  */
-import { createHash } from "node:crypto"
 import libmime from "libmime"
 import { type AddressObject, type EmailAddress, simpleParser } from "mailparser"
 import addressparser from "nodemailer/lib/addressparser"
 import { Effect } from "effect"
+import { sha256 } from "../accounts/tokens.ts"
 import type { Headers } from "./schemas.ts"
 
 export interface ParsedAttachment {
@@ -79,8 +79,6 @@ const addresses = (field: AddressObject | Array<AddressObject> | undefined): Arr
 
 const idList = (value: string | Array<string> | undefined): Array<string> =>
   value === undefined ? [] : (Array.isArray(value) ? value : value.split(/\s+/)).map((id) => clean(id.trim())).filter((id) => id.length > 0)
-
-const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
 
 /** Where the header block ends (the first empty line) and the body starts. */
 const splitHead = (raw: Buffer): { head: string; body: Buffer } => {

@@ -6,7 +6,7 @@
  * (References' first entry). A message that names nothing joins the thread of its normalized subject
  * ("Re: Re: Hello" and "hello" are one conversation), unless replies to it arrived first.
  */
-import { createHash } from "node:crypto"
+import { sha256 } from "../accounts/tokens.ts"
 
 /** Reply and forward markers, in the languages mail clients commonly write them. */
 const prefix = /^\s*(?:re|fwd?|aw|sv|vs|antw|wg|tr|rif|odp|ynt)\s*(?:\[\d+\]|\(\d+\))?\s*[:：]\s*/i
@@ -35,7 +35,7 @@ export const threadId = (mailboxId: string, key: ThreadKey): string => {
     : key.kind === "subject"
     ? `subject\n${key.subject}`
     : `single\n${key.id}`
-  return `thr_${createHash("sha256").update(`${mailboxId}\n${material}`).digest("hex").slice(0, 24)}`
+  return `thr_${sha256(`${mailboxId}\n${material}`).slice(0, 24)}`
 }
 
 /** The message ids an email refers to, References in order then In-Reply-To, without repeats. */

@@ -5,7 +5,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { page, parseSort } from "../../services/listing.ts"
+import { listMeta, page, parseSort } from "../../services/listing.ts"
 import { Emails } from "../../services/mail/emails.ts"
 import type { EmailSortField } from "../../services/mail/schemas.ts"
 import { MailroomApi } from "./api.ts"
@@ -31,7 +31,7 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
           const p = page(urlParams)
           const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
           const { emails: data, total } = yield* emails.list(userId, path.mailboxId, p, sort).pipe(orUnavailable)
-          return { success: true as const, data, meta: { total, limit: p.limit, offset: p.offset, hasMore: p.offset + data.length < total } }
+          return { success: true as const, data, meta: listMeta(total, p) }
         }))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
