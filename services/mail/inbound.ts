@@ -89,7 +89,9 @@ const counterRows = (recipients: ReadonlyArray<{ readonly recipient: Recipient; 
     entry(daily, `${r.userId}/${day}`, () => ({ userId: r.userId, day, emails: 0 })).emails += sign
     entry(period, `${r.userId}/${r.periodStart.getTime()}`, () => ({ userId: r.userId, periodStart: r.periodStart, emails: 0 })).emails += sign
   }
-  return { daily: [...daily.values()], period: [...period.values()] }
+  // Concurrent statements upsert in one order (by key), so they queue on each other's rows instead of deadlocking.
+  const sorted = <V>(map: Map<string, V>) => [...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v)
+  return { daily: sorted(daily), period: sorted(period) }
 }
 
 export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
@@ -148,10 +150,11 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       parallel: PARALLEL_BATCHES,
       run: (batch: ReadonlyArray<Stored>) => {
         const blobs = new Map(batch.map((m) => [m.sha256, { sha256: m.sha256, size: m.raw.byteLength, content: m.raw }]))
+        const blobRows = [...blobs.values()].sort((a, b) => (a.sha256 < b.sha256 ? -1 : 1))
         const counts = counterRows(batch.flatMap((m) => m.recipients.map((recipient) => ({ recipient, day: m.day }))), 1)
         return sql`
           WITH ${counterUpserts(counts)}
-          INSERT INTO blobs ${sql.insert([...blobs.values()])}
+          INSERT INTO blobs ${sql.insert(blobRows)}
           ON CONFLICT (sha256) DO UPDATE SET created_at = now()`.pipe(Effect.as(batch.map(() => undefined)))
       }
     })

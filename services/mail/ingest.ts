@@ -84,7 +84,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
           rawSha256: message.raw_sha256,
           size: message.size
         })
-        const contents = [...new Map(parsed.attachments.map((a) => [a.checksum, a])).values()]
+        // Sorted, so that concurrent ingests take the blob rows' locks in one order (no deadlock).
+        const contents = [...new Map(parsed.attachments.map((a) => [a.checksum, a])).values()].sort((a, b) => (a.checksum < b.checksum ? -1 : 1))
         // Attachment rows of a redelivered message exist already: (email_id, position) keeps them once.
         const attachments = parsed.attachments.length === 0 ? sql`` : sql`,
           attachment_blobs AS (
