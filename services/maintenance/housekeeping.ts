@@ -17,6 +17,7 @@ const ORPHAN_BLOB_AGE = "8 days"
 /** Daily counters only matter today; a month more serves support questions. */
 const DAILY_COUNTER_RETENTION = "40 days"
 
+/** One pass; answers how many rows of each kind it removed. */
 export const sweep = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const sessions = yield* sql`
@@ -32,10 +33,11 @@ export const sweep = Effect.gen(function*() {
     WHERE b.created_at < now() - ${ORPHAN_BLOB_AGE}::interval
       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.raw_sha256 = b.sha256)
       AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.checksum = b.sha256)`.raw
-  // postgres.js reports affected rows as `count` on the raw result.
-  const count = (result: unknown) => (result as { count?: number }).count ?? 0
+  // node-postgres reports the rows a DELETE removed as `rowCount` on the raw result.
+  const count = (result: unknown) => (result as { rowCount?: number | null }).rowCount ?? 0
   const removed = { sessions: count(sessions), counters: count(counters), dailyCounters: count(dailyCounters), blobs: count(blobs) }
   if (Object.values(removed).some((n) => n > 0)) yield* Effect.logInfo("Housekeeping", removed)
+  return removed
 }).pipe(Effect.withSpan("Housekeeping.sweep"))
 
 export const HousekeepingLive = Layer.scopedDiscard(

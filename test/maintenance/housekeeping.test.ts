@@ -1,0 +1,69 @@
+/**
+ * Housekeeping's sweep against a migrated database of this run's mode (PGlite, or PostgreSQL when
+ * DATABASE_URL is set): it removes exactly what can no longer be used and keeps everything else.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Redacted } from "effect"
+import * as Pglite from "../../layers/pglite.ts"
+import * as Postgres from "../../layers/postgres.ts"
+import { sweep } from "../../services/maintenance/housekeeping.ts"
+import { migrate } from "../../src/database.ts"
+import { adminDatabaseUrl, createDatabase, createDataDir } from "../support/services.ts"
+
+/** A migrated database of its own for the test, removed afterwards. */
+const database = Layer.unwrapScoped(
+  adminDatabaseUrl !== undefined
+    ? Effect.acquireRelease(Effect.promise(() => createDatabase(adminDatabaseUrl!)), (db) => Effect.promise(db.drop)).pipe(
+      Effect.map((db) => Postgres.layer({ url: Redacted.make(db.url), maxConnections: 2 }))
+    )
+    : Effect.acquireRelease(Effect.sync(createDataDir), (dir) => Effect.sync(dir.remove)).pipe(
+      Effect.map((dir) => Pglite.layer({ dataDir: dir.dir }))
+    )
+).pipe((sql) => Layer.effectDiscard(migrate).pipe(Layer.provideMerge(sql)))
+
+const hex = (n: number) => n.toString(16).padStart(64, "0")
+
+describe("housekeeping sweep", () => {
+  it.scoped("removes old unreferenced blobs, old daily counters and ended sessions, and nothing in use", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
+                 VALUES ('usr_1', 'a@example.com', 'a@example.com', 'A', 'x')`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+                 VALUES ('mbx_1', 'usr_1', 'agent', 'example.com', 'agent@example.com')`
+      // 1: old, unreferenced (garbage). 2: recent, unreferenced (its message may still be on the bus).
+      // 3: old, an email's raw message. 4: old, an attachment's bytes.
+      const blob = (n: number, age: string) =>
+        sql`INSERT INTO blobs (sha256, size, content, created_at)
+            VALUES (${hex(n)}, 1, ${new Uint8Array([n])}, now() - ${age}::interval)`
+      yield* blob(1, "9 days")
+      yield* blob(2, "1 day")
+      yield* blob(3, "30 days")
+      yield* blob(4, "30 days")
+      yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
+                                     sent_at, received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+                 VALUES ('eml_1', 'mbx_1', 'usr_1', '<m@x>', 'thr_1', 's', 'f@x', ${["agent@example.com"]}, now(), now(),
+                         'f@x', 'agent@example.com', '{}', '', true, ${hex(3)}, 1)`
+      yield* sql`INSERT INTO attachments (id, email_id, position, content_type, size, checksum)
+                 VALUES ('att_1', 'eml_1', 0, 'text/plain', 1, ${hex(4)})`
+      yield* sql`INSERT INTO mail_daily_counters (user_id, day, emails)
+                 VALUES ('usr_1', (now() - interval '41 days')::date, 5), ('usr_1', now()::date, 3)`
+      yield* sql`INSERT INTO sessions (id, user_id, refresh_hash, cookie_hash, refresh_expires_at, revoked_at)
+                 VALUES ('ses_old', 'usr_1', 'r1', 'c1', now() + interval '20 days', now() - interval '8 days'),
+                        ('ses_live', 'usr_1', 'r2', 'c2', now() + interval '20 days', NULL)`
+
+      const removed = yield* sweep
+      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1 })
+
+      const blobs = yield* sql<{ sha256: string }>`SELECT sha256 FROM blobs ORDER BY sha256`
+      expect(blobs.map((b) => b.sha256)).toEqual([hex(2), hex(3), hex(4)])
+      const counters = yield* sql<{ emails: string }>`SELECT emails FROM mail_daily_counters`
+      expect(counters.map((c) => Number(c.emails))).toEqual([3])
+      const sessions = yield* sql<{ id: string }>`SELECT id FROM sessions`
+      expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
+
+      // A second pass finds nothing more to do.
+      expect(yield* sweep).toEqual({ sessions: 0, counters: 0, dailyCounters: 0, blobs: 0 })
+    }).pipe(Effect.provide(database)), 60_000)
+})
