@@ -105,7 +105,8 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Scope.Sc
     Effect.forkScoped
   )
 
-  const publish = Effect.fn("MemoryBus.publish")(function*(subject: string, data: Uint8Array, options: { readonly msgId: string }) {
+  // Untraced: this runs for every message, and a traced Effect.fn captures a stack trace per call.
+  const publish = Effect.fnUntraced(function*(subject: string, data: Uint8Array, options: { readonly msgId: string }) {
     const stream = streamFor(subject)
     if (stream === undefined) {
       return yield* new BusError({ message: `No bus stream takes the subject ${subject}` })

@@ -54,6 +54,8 @@ const DUPLICATE_WINDOW = Duration.minutes(2)
 /** Bound on every request to the server, so a publish during an outage fails instead of hanging. */
 const REQUEST_TIMEOUT = Duration.seconds(5)
 const PING_TIMEOUT = Duration.seconds(2)
+/** A publish gets this long beyond the SDK's request time-out before its caller is told it failed. */
+const PUBLISH_GRACE_MS = 1_000
 const DEFAULT_ACK_WAIT = Duration.seconds(30)
 /** How long one pull request waits on the server for messages before the next is sent. */
 const PULL_EXPIRES = Duration.seconds(10)
@@ -120,20 +122,34 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
       discard: true
     })
 
-    const publish = Effect.fn("NatsBus.publish")(function*(subject: string, data: Uint8Array, publishOptions: { readonly msgId: string }) {
-      // A duplicate PubAck (same msgId within the window) is success: the message is stored once.
-      yield* Effect.tryPromise({
-        try: () => js.publish(toWire(subject), data, { msgID: publishOptions.msgId, timeout: requestTimeout }),
-        catch: busError(`Could not publish to ${subject}`)
-      }).pipe(
-        // The SDK's own timer covers the request; this one also covers a send stuck behind a
-        // reconnection, so that the caller always hears back.
-        Effect.timeoutFail({
-          duration: Duration.sum(REQUEST_TIMEOUT, Duration.seconds(1)),
-          onTimeout: () => new BusError({ message: `Publishing to ${subject} timed out` })
+    /**
+     * A duplicate PubAck (same msgId within the window) is success: the message is stored once.
+     * The SDK's own timer covers the request; the deadline here also covers a send stuck behind a
+     * reconnection, so that the caller always hears back. It is a plain timer, not Effect.timeout:
+     * this runs for every message, and a raced fiber would cost about as much as the publish itself.
+     */
+    const publish = (subject: string, data: Uint8Array, publishOptions: { readonly msgId: string }) =>
+      Effect.async<void, BusError>((resume) => {
+        let settled = false
+        const settle = (result: Effect.Effect<void, BusError>) => {
+          if (settled) return
+          settled = true
+          clearTimeout(deadline)
+          resume(result)
+        }
+        const deadline = setTimeout(
+          () => settle(Effect.fail(new BusError({ message: `Publishing to ${subject} timed out` }))),
+          requestTimeout + PUBLISH_GRACE_MS
+        )
+        js.publish(toWire(subject), data, { msgID: publishOptions.msgId, timeout: requestTimeout }).then(
+          () => settle(Effect.void),
+          (error: unknown) => settle(Effect.fail(busError(`Could not publish to ${subject}`)(error)))
+        )
+        return Effect.sync(() => {
+          settled = true
+          clearTimeout(deadline)
         })
-      )
-    })
+      })
 
     const ping = Effect.tryPromise({
       try: () => jsm.getAccountInfo(),
@@ -375,11 +391,19 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
  */
 const keepInProgress = (msg: JsMsg, ackWait: Duration.Duration) => <A, E, R>(self: Effect.Effect<A, E, R>) => {
   const every = Duration.millis(Math.max(100, Duration.toMillis(ackWait) / 2))
-  const signal = Effect.try(() => msg.working()).pipe(
-    // A lost progress signal at worst lets the message be delivered twice, which handlers tolerate.
-    Effect.ignore
+  const signal = () => {
+    try {
+      msg.working()
+    } catch {
+      // A lost progress signal at worst lets the message be delivered twice, which handlers tolerate.
+    }
+  }
+  // A plain interval rather than a raced fiber: this wraps every message handled.
+  return Effect.acquireUseRelease(
+    Effect.sync(() => setInterval(signal, Duration.toMillis(every))),
+    () => self,
+    (timer) => Effect.sync(() => clearInterval(timer))
   )
-  return Effect.raceFirst(self, Effect.forever(Effect.zipRight(Effect.sleep(every), signal)))
 }
 
 /** Acknowledge and wait for the server to confirm it, so that a clean close leaves nothing to redeliver. */

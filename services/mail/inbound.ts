@@ -162,8 +162,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     /**
      * RCPT TO: the active mailbox at `address` (any case), if its owner may receive one more email
      * of `declaredSize` bytes (the MAIL FROM SIZE parameter) now.
+     * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
      */
-    const recipient = Effect.fn("Inbound.recipient")(function*(address: string, declaredSize: number | undefined) {
+    const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined) {
       const row = yield* lookupRecipients(address.toLowerCase()).pipe(Effect.mapError(temporary("recipient lookup failed")))
       if (row === undefined) return yield* new UnknownRecipient({ address })
       const plan = limits[row.plan]
@@ -187,8 +188,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     /**
      * Make the message durable and hand it to the workers; succeeds only when both are done.
      * Returns the ids of the emails it will become, one per recipient.
+     * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
      */
-    const accept = Effect.fn("Inbound.accept")(function*(message: IncomingMessage) {
+    const accept = Effect.fnUntraced(function*(message: IncomingMessage) {
       const smallest = Math.min(...message.recipients.map((r) => r.maxEmailBytes))
       if (message.raw.byteLength > smallest) return yield* new MessageTooBig({ limit: smallest })
       const digest = sha256(message.raw)
@@ -215,7 +217,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             Effect.either
           )
         },
-        { concurrency: "unbounded" }
+        // One recipient (the usual case) needs no forked fiber.
+        { concurrency: message.recipients.length > 1 ? "unbounded" : undefined }
       )
       const failed = message.recipients.filter((_, i) => Either.isLeft(published[i]!))
       if (failed.length > 0) {

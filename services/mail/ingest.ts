@@ -121,8 +121,11 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         return inserted[0] ?? (yield* findEmail(message.email_id))
       })
 
-    /** Store `message` as an email (once) and announce it. */
-    const ingest = Effect.fn("Ingest.ingest")(function*(message: InboundMessage, firstDelivery: boolean) {
+    /**
+     * Store `message` as an email (once) and announce it. Untraced: it runs for every message, and
+     * a traced Effect.fn captures a stack trace per call.
+     */
+    const ingest = Effect.fnUntraced(function*(message: InboundMessage, firstDelivery: boolean) {
       // A redelivery usually finds its email stored: announce it again without parsing anything.
       if (!firstDelivery) {
         const existing = yield* findEmail(message.email_id)

@@ -10,7 +10,7 @@
  *   is an inbound MX, not a submission server).
  */
 import { readFileSync } from "node:fs"
-import { Cause, Duration, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAddress, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
 import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
 import { type SmtpReply, TemporaryFailure } from "../../services/mail/refusals.ts"
@@ -18,7 +18,7 @@ import { limits } from "../../services/plans/plans.ts"
 import { AppConfig } from "../config.ts"
 
 /** How long storing and publishing an accepted message may take before the sender is told to retry. */
-const DATA_TIMEOUT = Duration.seconds(30)
+const DATA_TIMEOUT_MS = 30_000
 /** An idle connection (including one stalled mid-DATA) is closed after this. */
 const SOCKET_TIMEOUT_MS = 60_000
 /** On shutdown, sessions get this long to finish before they are cut. */
@@ -51,7 +51,9 @@ export const SmtpServerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const inbound = yield* Inbound
-    const run = Runtime.runPromiseExit(yield* Effect.runtime<never>())
+    const runtime = yield* Effect.runtime<never>()
+    const run = Runtime.runPromiseExit(runtime)
+    const fork = Runtime.runFork(runtime)
     // The accepted recipients of each session's current transaction, by the address smtp-server keeps.
     const recipients = new WeakMap<SMTPServerAddress, Recipient>()
 
@@ -104,14 +106,18 @@ export const SmtpServerLive = Layer.scopedDiscard(
         if (bytes > limit) return answer(smtpError({ code: 552, text: `5.3.4 Message too big: the limit for this recipient is ${limit} bytes` }))
         const raw = Buffer.concat(chunks, bytes)
         const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
-        void run(
-          inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt: new Date() }).pipe(
-            Effect.timeoutFail({ duration: DATA_TIMEOUT, onTimeout: () => new TemporaryFailure({ reason: "data time-out" }) })
-          )
-        ).then((exit) => {
+        const accepting = fork(inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt: new Date() }))
+        // A plain timer rather than Effect.timeout, which would race a second fiber for every message.
+        const deadline = setTimeout(() => {
+          void run(Effect.logWarning("DATA answered 451: storing and publishing the message took too long"))
+          answer(smtpError(temporaryFailure.reply))
+          accepting.unsafeInterruptAsFork(accepting.id())
+        }, DATA_TIMEOUT_MS)
+        accepting.addObserver((exit) => {
+          clearTimeout(deadline)
           if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`)
           const reply = replyFor(exit.cause)
-          if (reply.code === 451) void run(Effect.logWarning("DATA answered 451", exit.cause))
+          if (reply.code === 451 && !answered) void run(Effect.logWarning("DATA answered 451", exit.cause))
           answer(smtpError(reply))
         })
       })
