@@ -2,8 +2,11 @@
  * Group commit: requests that arrive while a batch is in flight wait and go together in the next
  * one. Under load a burst of N concurrent callers costs one round trip instead of N (fewer queries,
  * fewer system calls, fewer commits); a lone caller goes at once, with no added delay.
+ *
+ * Every SMTP transaction goes through here twice, so a waiting request is a callback in an array
+ * rather than a queue entry and a deferred: one suspension per request and nothing else.
  */
-import { Deferred, Effect, Exit, Queue, type Scope } from "effect"
+import { Effect, Exit, type Fiber, Runtime, type Scope } from "effect"
 
 export interface GroupCommitOptions<I, O, E> {
   /** The most requests one batch takes. */
@@ -16,7 +19,7 @@ export interface GroupCommitOptions<I, O, E> {
 
 interface Pending<I, O, E> {
   readonly input: I
-  readonly result: Deferred.Deferred<O, E>
+  readonly resume: (result: Effect.Effect<O, E>) => void
 }
 
 /** A function that submits one request to the batches and waits for its result. */
@@ -24,28 +27,46 @@ export const groupCommit = <I, O, E>(
   options: GroupCommitOptions<I, O, E>
 ): Effect.Effect<(input: I) => Effect.Effect<O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending<I, O, E>>(), Queue.shutdown)
+    const fork = Runtime.runFork(yield* Effect.runtime<never>())
+    const waiting: Array<Pending<I, O, E>> = []
+    const inFlight = new Set<Fiber.RuntimeFiber<ReadonlyArray<O>, E>>()
+    let closed = false
 
-    const settle = (batch: ReadonlyArray<Pending<I, O, E>>) =>
-      options.run(batch.map((p) => p.input)).pipe(
-        Effect.exit,
-        Effect.flatMap((exit) =>
-          Exit.isFailure(exit)
-            ? Effect.forEach(batch, (p) => Deferred.failCause(p.result, exit.cause), { discard: true })
-            : Effect.forEach(batch, (p, i) => Deferred.succeed(p.result, exit.value[i]!), { discard: true })
-        )
-      )
+    /** Start batches while requests wait and a slot is free. */
+    const dispatch = () => {
+      while (!closed && inFlight.size < options.parallel && waiting.length > 0) {
+        const batch = waiting.splice(0, options.maxBatch)
+        const fiber = fork(options.run(batch.map((p) => p.input)))
+        inFlight.add(fiber)
+        fiber.addObserver((exit) => {
+          inFlight.delete(fiber)
+          if (Exit.isSuccess(exit)) batch.forEach((p, i) => p.resume(Effect.succeed(exit.value[i]!)))
+          else batch.forEach((p) => p.resume(Effect.failCause(exit.cause)))
+          dispatch()
+        })
+      }
+    }
 
-    const worker = Queue.take(queue).pipe(
-      Effect.flatMap((first) => Effect.map(Queue.takeUpTo(queue, options.maxBatch - 1), (rest) => [first, ...rest])),
-      Effect.flatMap(settle),
-      Effect.forever
-    )
-    yield* Effect.forkScoped(
-      Effect.all(Array.from({ length: options.parallel }, () => worker), { concurrency: "unbounded", discard: true })
+    // On close, waiting requests are interrupted, and so are the batches in flight (and their callers).
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        closed = true
+        for (const pending of waiting.splice(0)) pending.resume(Effect.interrupt)
+        return Effect.forEach([...inFlight], (fiber) => fiber.interruptAsFork(fiber.id()), { discard: true })
+      })
     )
 
     return (input: I) =>
-      Effect.flatMap(Deferred.make<O, E>(), (result) =>
-        Queue.offer(queue, { input, result }).pipe(Effect.zipRight(Deferred.await(result))))
+      Effect.async<O, E>((resume) => {
+        if (closed) return resume(Effect.interrupt)
+        const pending: Pending<I, O, E> = { input, resume }
+        waiting.push(pending)
+        dispatch()
+        // A caller interrupted before its batch starts leaves the queue; once sent, it just stops
+        // waiting (the batch, shared with others, goes on).
+        return Effect.sync(() => {
+          const index = waiting.indexOf(pending)
+          if (index >= 0) waiting.splice(index, 1)
+        })
+      })
   })
