@@ -14,7 +14,7 @@ import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects }
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import { InboundMessage } from "./schemas.ts"
-import { fallbackKey, referencedIds, threadId } from "./threads.ts"
+import { threadChoice } from "./threads.ts"
 
 /** Messages one worker process parses at once. Parsing is CPU; storing waits on the database. */
 const CONCURRENCY = 8
@@ -38,52 +38,15 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         { msgId: emailReceivedEventId(row.id) }
       )
 
-    /** The thread `parsed` joins in `mailboxId` (see threads.ts). */
-    const threadOf = (mailboxId: string, parsed: ParsedEmail, messageId: string) =>
-      Effect.gen(function*() {
-        const referenced = referencedIds(parsed.references, parsed.inReplyTo)
-        if (referenced.length > 0) {
-          const known = yield* sql<{ threadId: string }>`
-            SELECT thread_id FROM emails WHERE mailbox_id = ${mailboxId} AND message_id = ANY(${referenced}::text[])
-            ORDER BY received_at DESC LIMIT 1`
-          if (known[0]) return known[0].threadId
-        } else {
-          // Replies to this message may have arrived before it.
-          const own = threadId(mailboxId, { kind: "conversation", rootMessageId: messageId })
-          const answered = yield* sql`SELECT 1 FROM emails WHERE mailbox_id = ${mailboxId} AND thread_id = ${own} LIMIT 1`
-          if (answered.length > 0) return own
-        }
-        return threadId(mailboxId, fallbackKey(referenced, parsed.subject, messageId))
-      })
-
     /**
      * Store the email, its attachments and its storage usage in one statement (atomic, one round
-     * trip). Returns the stored row: the new one, or the one a previous delivery stored.
+     * trip), choosing its thread in the same statement (threads.ts). Returns the stored row: the new
+     * one, or the one a previous delivery stored.
      */
-    const store = (message: InboundMessage, parsed: ParsedEmail, thread: string, messageId: string) =>
+    const store = (message: InboundMessage, parsed: ParsedEmail, messageId: string) =>
       Effect.gen(function*() {
         const receivedAt = new Date(message.received_at)
-        const email = sql.insert({
-          id: message.email_id,
-          mailboxId: message.mailbox_id,
-          userId: message.user_id,
-          messageId,
-          threadId: thread,
-          subject: parsed.subject,
-          fromAddress: parsed.from ?? message.mail_from,
-          toAddresses: parsed.to.length > 0 ? [...parsed.to] : [message.rcpt_to],
-          sentAt: parsed.date ?? receivedAt,
-          receivedAt,
-          mailFrom: message.mail_from,
-          rcptTo: message.rcpt_to,
-          // A jsonb column: PostgreSQL reads the JSON text as the column's type.
-          headers: JSON.stringify(parsed.headers),
-          textBody: parsed.text,
-          htmlBody: parsed.html,
-          hasAttachments: parsed.attachments.length > 0,
-          rawSha256: message.raw_sha256,
-          size: message.size
-        })
+        const thread = threadChoice(message.mailbox_id, parsed, messageId)
         // Sorted, so that concurrent ingests take the blob rows' locks in one order (no deadlock).
         const contents = [...new Map(parsed.attachments.map((a) => [a.checksum, a])).values()].sort((a, b) => (a.checksum < b.checksum ? -1 : 1))
         // Attachment rows of a redelivered message exist already: (email_id, position) keeps them once.
@@ -108,8 +71,28 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
             ON CONFLICT (email_id, position) DO NOTHING
           )`
         const inserted = yield* sql<EmailRow>`
-          WITH email AS (
-            INSERT INTO emails AS e ${email} ON CONFLICT (id) DO NOTHING
+          WITH thread AS (
+            SELECT coalesce(
+              (SELECT t.thread_id FROM emails t
+               WHERE t.mailbox_id = ${message.mailbox_id} AND t.message_id = ANY(${thread.referenced}::text[])
+               ORDER BY t.received_at DESC LIMIT 1),
+              (SELECT ${thread.own}::text WHERE EXISTS (
+                 SELECT 1 FROM emails t WHERE t.mailbox_id = ${message.mailbox_id} AND t.thread_id = ${thread.own}::text)),
+              ${thread.fallback}::text
+            ) AS id
+          ),
+          email AS (
+            INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
+                                     sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
+                                     has_attachments, raw_sha256, size)
+            VALUES (${message.email_id}, ${message.mailbox_id}, ${message.user_id}, ${messageId}, (SELECT id FROM thread),
+                    ${parsed.subject}, ${parsed.from ?? message.mail_from},
+                    ${parsed.to.length > 0 ? [...parsed.to] : [message.rcpt_to]}, ${parsed.date ?? receivedAt}, ${receivedAt},
+                    ${message.mail_from}, ${message.rcpt_to},
+                    -- A jsonb column: PostgreSQL reads the JSON text as the column's type.
+                    ${JSON.stringify(parsed.headers)}, ${parsed.text}, ${parsed.html}, ${parsed.attachments.length > 0},
+                    ${message.raw_sha256}, ${message.size})
+            ON CONFLICT (id) DO NOTHING
             RETURNING ${sql.literal(emailColumnList)}
           ),
           storage AS (
@@ -132,17 +115,17 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         if (existing) return yield* announce(existing)
       }
       const blob = yield* sql<{ content: Uint8Array }>`SELECT content FROM blobs WHERE sha256 = ${message.raw_sha256}`
-      if (!blob[0]) {
+      const raw = blob[0]?.content
+      if (raw === undefined) {
         // Cannot happen while blobs outlive the bus's retention; nothing could be done about it.
         return yield* Effect.logError("An accepted message's raw bytes are missing; it cannot be ingested", {
           emailId: message.email_id,
           sha256: message.raw_sha256
         })
       }
-      const parsed = yield* parseMessage(blob[0].content)
+      const parsed = yield* parseMessage(raw)
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`
-      const thread = yield* threadOf(message.mailbox_id, parsed, messageId)
-      const stored = yield* store(message, parsed, thread, messageId)
+      const stored = yield* store(message, parsed, messageId)
       if (stored) yield* announce(stored)
     })
 

@@ -52,3 +52,27 @@ export const fallbackKey = (referenced: ReadonlyArray<string>, subject: string, 
   const normalized = normalizeSubject(subject)
   return normalized.length > 0 ? { kind: "subject", subject: normalized } : { kind: "single", id: ownId }
 }
+
+/**
+ * How the statement storing a message picks its thread, in the database, in the same round trip:
+ * the thread of the newest email of the mailbox among `referenced`; else `own`, when an email of
+ * the mailbox is in it already (replies that arrived before their original); else `fallback`.
+ */
+export interface ThreadChoice {
+  readonly referenced: ReadonlyArray<string>
+  readonly own: string | null
+  readonly fallback: string
+}
+
+export const threadChoice = (
+  mailboxId: string,
+  message: { readonly references: ReadonlyArray<string>; readonly inReplyTo: string | undefined; readonly subject: string },
+  messageId: string
+): ThreadChoice => {
+  const referenced = referencedIds(message.references, message.inReplyTo)
+  return {
+    referenced,
+    own: referenced.length === 0 ? threadId(mailboxId, { kind: "conversation", rootMessageId: messageId }) : null,
+    fallback: threadId(mailboxId, fallbackKey(referenced, message.subject, messageId))
+  }
+}

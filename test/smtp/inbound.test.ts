@@ -509,6 +509,23 @@ describe("inbound SMTP and reading mail", () => {
       const single = await get(box.user, `/v1/api/threads/${other!.thread_id}`)
       expect(single.body.data).toMatchObject({ subject: "Something else entirely", message_count: 1, emails: [other] })
     })
+
+    it("a reply that arrives before its original still shares its thread, under another subject too", async () => {
+      const box = await newBox()
+      const originalId = `<${fresh("original")}@example.com>`
+      const steps: Array<[string, Mail.Options]> = [
+        ["Quarterly plan (my answer)", { inReplyTo: originalId, references: [originalId] }],
+        ["Quarterly plan", { messageId: originalId }]
+      ]
+      for (const [i, [subject, extra]] of steps.entries()) {
+        const { data } = await transaction([box.address], await simple(box.address, subject, extra))
+        expect(data?.code, data?.text).toBe(250)
+        await waitForEmails(box, i + 1)
+      }
+      const [original, reply] = (await waitForEmails(box, 2)).data
+      expect(original!.subject).toBe("Quarterly plan")
+      expect(original!.thread_id).toBe(reply!.thread_id)
+    })
   })
 
   describe("message size", () => {
