@@ -70,3 +70,10 @@ export const groupCommit = <I, O, E>(
         })
       })
   })
+
+/**
+ * The rows of `byKey` ordered by key: statements that run concurrently and upsert overlapping rows
+ * take those rows' locks in one order, so they queue behind each other instead of deadlocking.
+ */
+export const inLockOrder = <V>(byKey: ReadonlyMap<string, V>): Array<V> =>
+  [...byKey.keys()].sort().map((key) => byKey.get(key)!)

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Ref, Scope } from "effect"
-import { groupCommit } from "../services/batching.ts"
+import { groupCommit, inLockOrder } from "../services/batching.ts"
 
 /** Lets forked callers reach the batcher (live clock). */
 const settle = Effect.sleep("20 millis")
@@ -111,4 +111,12 @@ describe("groupCommit", () => {
       // A request after the close is refused the same way rather than left waiting.
       expect(Exit.isInterrupted(yield* Effect.exit(submit(3)))).toBe(true)
     }))
+})
+
+describe("inLockOrder", () => {
+  it("orders rows by key, whatever order they were collected in", () => {
+    const rows = new Map([["b/2", { id: "b" }], ["a/9", { id: "a" }], ["c/1", { id: "c" }]])
+    expect(inLockOrder(rows)).toEqual([{ id: "a" }, { id: "b" }, { id: "c" }])
+    expect(inLockOrder(new Map())).toEqual([])
+  })
 })

@@ -13,7 +13,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Either, Schema } from "effect"
 import { newId, sha256 } from "../accounts/tokens.ts"
-import { groupCommit } from "../batching.ts"
+import { groupCommit, inLockOrder } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import {
@@ -89,9 +89,7 @@ const counterRows = (recipients: ReadonlyArray<{ readonly recipient: Recipient; 
     entry(daily, `${r.userId}/${day}`, () => ({ userId: r.userId, day, emails: 0 })).emails += sign
     entry(period, `${r.userId}/${r.periodStart.getTime()}`, () => ({ userId: r.userId, periodStart: r.periodStart, emails: 0 })).emails += sign
   }
-  // Concurrent statements upsert in one order (by key), so they queue on each other's rows instead of deadlocking.
-  const sorted = <V>(map: Map<string, V>) => [...map.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, v]) => v)
-  return { daily: sorted(daily), period: sorted(period) }
+  return { daily: inLockOrder(daily), period: inLockOrder(period) }
 }
 
 export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
@@ -150,11 +148,10 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       parallel: PARALLEL_BATCHES,
       run: (batch: ReadonlyArray<Stored>) => {
         const blobs = new Map(batch.map((m) => [m.sha256, { sha256: m.sha256, size: m.raw.byteLength, content: m.raw }]))
-        const blobRows = [...blobs.values()].sort((a, b) => (a.sha256 < b.sha256 ? -1 : 1))
         const counts = counterRows(batch.flatMap((m) => m.recipients.map((recipient) => ({ recipient, day: m.day }))), 1)
         return sql`
           WITH ${counterUpserts(counts)}
-          INSERT INTO blobs ${sql.insert(blobRows)}
+          INSERT INTO blobs ${sql.insert(inLockOrder(blobs))}
           ON CONFLICT (sha256) DO UPDATE SET created_at = now()`.pipe(Effect.as(batch.map(() => undefined)))
       }
     })

@@ -10,6 +10,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
+import { inLockOrder } from "../batching.ts"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
@@ -47,8 +48,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       Effect.gen(function*() {
         const receivedAt = new Date(message.received_at)
         const thread = threadChoice(message.mailbox_id, parsed, messageId)
-        // Sorted, so that concurrent ingests take the blob rows' locks in one order (no deadlock).
-        const contents = [...new Map(parsed.attachments.map((a) => [a.checksum, a])).values()].sort((a, b) => (a.checksum < b.checksum ? -1 : 1))
+        // Each distinct content once, in lock order: concurrent ingests may store the same attachment.
+        const contents = inLockOrder(new Map(parsed.attachments.map((a) => [a.checksum, a])))
         // Attachment rows of a redelivered message exist already: (email_id, position) keeps them once.
         const attachments = parsed.attachments.length === 0 ? sql`` : sql`,
           attachment_blobs AS (
