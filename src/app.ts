@@ -6,8 +6,12 @@ import { Effect, Layer, Option } from "effect"
 import { AccountSettings } from "../services/accounts/settings.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
+import { WebhooksLive } from "../services/webhooks/delivery.ts"
+import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
+import * as DnsResolver from "../layers/dns.ts"
 import * as MemoryBus from "../layers/memory-bus.ts"
 import * as NatsBus from "../layers/nats-bus.ts"
+import * as WebhookHttp from "../layers/webhook-http.ts"
 import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
 import * as Database from "./database.ts"
 import { ApiServices, HttpServerLive } from "./http/server.ts"
@@ -23,16 +27,24 @@ const busLayer = (config: AppConfigShape) =>
 const settingsLayer = (config: AppConfigShape) =>
   Layer.effect(AccountSettings, Effect.map(jwtSecret(config), (secret) => ({ jwtSecret: secret })))
 
+/** Where webhooks may point, checked by the API (on save) and the worker (before every attempt). */
+const webhookTargetsLayer = (config: AppConfigShape) =>
+  WebhookTargets.Default.pipe(
+    Layer.provide(Layer.succeed(WebhookSettings, { allowPrivate: config.webhookAllowPrivate })),
+    Layer.provide(DnsResolver.layer({ servers: config.dnsServers }))
+  )
+
 const ApiRole = HttpServerLive.pipe(Layer.provide(ApiServices))
 const SmtpRole = SmtpServerLive
-const WorkerRole = Layer.mergeAll(IngestLive, HousekeepingLive)
+const WorkerRole = Layer.mergeAll(IngestLive, HousekeepingLive, WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)))
 
 /** Everything this process runs, ready for `Layer.launch`. */
 export const appLayer = (config: AppConfigShape) => {
   const infrastructure = Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config)).pipe(
     Layer.provideMerge(Database.layer(config))
   )
+  const shared = Layer.merge(infrastructure, webhookTargetsLayer(config))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
   const roles = Layer.mergeAll(when("api", ApiRole), when("smtp", SmtpRole), when("worker", WorkerRole))
-  return roles.pipe(Layer.provide(infrastructure))
+  return roles.pipe(Layer.provide(shared))
 }

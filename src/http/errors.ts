@@ -104,7 +104,10 @@ const fromDecodeError = (error: HttpApiDecodeError): ApiError => {
   for (const issue of error.issues) {
     const field = fieldName(issue.path)
     if (details[field] !== undefined) continue
-    details[field] = issue._tag === "Missing" ? "is required" : issue.message
+    details[field] = issue._tag === "Missing"
+      ? "is required"
+      // The whole body: an absent body reads as null, and either way what is wanted is an object.
+      : issue.path.length === 0 ? "must be a JSON object" : issue.message
   }
   const summary = Object.entries(details).map(([field, message]) => `${field} ${message}`).join("; ")
   return ValidationError.of({ message: `Invalid request: ${summary}`, details })

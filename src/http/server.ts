@@ -15,6 +15,7 @@ import { KeyUsage } from "../../services/keys/last-used.ts"
 import { Emails } from "../../services/mail/emails.ts"
 import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
+import { Webhooks } from "../../services/webhooks/webhooks.ts"
 import * as LocalBilling from "../../layers/local-billing.ts"
 import { AppConfig } from "../config.ts"
 import { MailroomApi } from "./api.ts"
@@ -26,6 +27,7 @@ import { HealthHandlers } from "./health.ts"
 import { EmailsHandlers } from "./emails.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes.ts"
 import { PaymentPagesLive } from "./payment-pages.ts"
+import { WebhooksHandlers } from "./webhooks.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
 
 export const MAX_JSON_BYTES = 1024 * 1024
@@ -57,7 +59,8 @@ const Handlers = Layer.mergeAll(
   BillingHandlers,
   MailboxesHandlers,
   DashboardMailboxesHandlers,
-  EmailsHandlers
+  EmailsHandlers,
+  WebhooksHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive)
 
@@ -78,14 +81,15 @@ const MailboxSettingsLive = Layer.effect(
   Effect.map(AppConfig, (config) => ({ sharedDomains: config.sharedDomains, disallowedNames: config.disallowedEmailNames }))
 )
 
-/** The domain services behind the API (SQL, bus and settings come from the caller). */
+/** The domain services behind the API (SQL, bus, DNS and settings come from the caller). */
 export const ApiServices = Layer.mergeAll(
   Accounts.Default,
   ApiKeys.Default,
   Authenticator.Default,
   PaymentsLive,
   Mailboxes.Default.pipe(Layer.provide(MailboxSettingsLive)),
-  Emails.Default
+  Emails.Default,
+  Webhooks.Default
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(Billing.Default, RateLimiter.layer, KeyUsage.layer))
 )

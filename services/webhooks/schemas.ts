@@ -1,0 +1,121 @@
+/**
+ * Webhooks on the wire (SPEC "Webhook", "Webhooks"; DESIGN.md §4) and the events they carry.
+ */
+import { Schema } from "effect"
+
+/** The event kinds an endpoint can subscribe to (SPEC "Events"). */
+export const eventKinds = ["email.received", "email.processed", "api_key.created"] as const
+export type EventKind = (typeof eventKinds)[number]
+
+export const isEventKind = (value: string): value is EventKind => (eventKinds as ReadonlyArray<string>).includes(value)
+
+const Events = Schema.Array(Schema.String).pipe(
+  Schema.filter((events) => {
+    if (events.length === 0) return `must list at least one of ${eventKinds.join(", ")}`
+    const unknown = events.find((event) => !isEventKind(event))
+    return unknown === undefined ? undefined : `"${unknown}" is not an event kind; supported: ${eventKinds.join(", ")}`
+  })
+).annotations({ description: `Event kinds: ${eventKinds.join(", ")}` })
+
+const Secret = Schema.String.pipe(
+  Schema.filter((secret) =>
+    /^[\x21-\x7e]{8,256}$/.test(secret) ? undefined : "must be 8-256 printable ASCII characters without spaces"
+  )
+).annotations({ description: "Signing secret; generated (whsec_…) when omitted" })
+
+const Url = Schema.String.annotations({ description: "HTTPS URL that receives the events" })
+
+export const CreateWebhookInput = Schema.Struct({
+  url: Url,
+  events: Events,
+  secret: Schema.optional(Secret)
+}).annotations({ identifier: "CreateWebhookInput", parseOptions: { errors: "all" } })
+export type CreateWebhookInput = typeof CreateWebhookInput.Type
+
+export const UpdateWebhookInput = Schema.Struct({
+  url: Schema.optional(Url),
+  events: Schema.optional(Events),
+  active: Schema.optional(Schema.Boolean),
+  secret: Schema.optional(Secret)
+}).annotations({ identifier: "UpdateWebhookInput", parseOptions: { errors: "all" } })
+export type UpdateWebhookInput = typeof UpdateWebhookInput.Type
+
+const common = {
+  webhook_id: Schema.String,
+  url: Schema.String,
+  events: Schema.Array(Schema.String),
+  secret_masked: Schema.String,
+  active: Schema.Boolean
+}
+
+/** get and update: the secret masked. */
+export const Webhook = Schema.Struct({
+  ...common,
+  created_at: Schema.String
+}).annotations({ identifier: "Webhook" })
+export type Webhook = typeof Webhook.Type
+
+/** update: like get, with the new full secret once when it was changed. */
+export const UpdatedWebhook = Schema.Struct({
+  webhook_id: common.webhook_id,
+  url: common.url,
+  events: common.events,
+  secret: Schema.optional(Schema.String.annotations({ description: "The new full secret; only when it was changed" })),
+  secret_masked: common.secret_masked,
+  active: common.active,
+  created_at: Schema.String
+}).annotations({ identifier: "UpdatedWebhook" })
+export type UpdatedWebhook = typeof UpdatedWebhook.Type
+
+/** create: the full secret, once. */
+export const CreatedWebhook = Schema.Struct({
+  webhook_id: common.webhook_id,
+  url: common.url,
+  events: common.events,
+  secret: Schema.String.annotations({ description: "The full signing secret. Shown only now and when it is changed." }),
+  secret_masked: common.secret_masked,
+  active: common.active,
+  created_at: Schema.String
+}).annotations({ identifier: "CreatedWebhook" })
+export type CreatedWebhook = typeof CreatedWebhook.Type
+
+/** list: as SPEC spells it, `createdAt`. */
+export const WebhookListItem = Schema.Struct({
+  ...common,
+  createdAt: Schema.String
+}).annotations({ identifier: "WebhookListItem" })
+export type WebhookListItem = typeof WebhookListItem.Type
+
+export const DeletedWebhook = Schema.Struct({ message: Schema.String }).annotations({ identifier: "DeletedWebhook" })
+
+export const DeliveryStatus = Schema.Literal("pending", "succeeded", "failed", "canceled")
+export type DeliveryStatus = typeof DeliveryStatus.Type
+
+export const DeliveryAttempt = Schema.Struct({
+  attempt: Schema.Number,
+  status_code: Schema.NullOr(Schema.Number).annotations({ description: "HTTP status answered; null when none was" }),
+  duration_ms: Schema.Number,
+  error: Schema.NullOr(Schema.String),
+  attempted_at: Schema.String
+}).annotations({ identifier: "WebhookDeliveryAttempt" })
+
+export const Delivery = Schema.Struct({
+  delivery_id: Schema.String,
+  webhook_id: Schema.String,
+  event_id: Schema.String.annotations({ description: "The webhook-id header of the delivery" }),
+  event: Schema.String,
+  status: DeliveryStatus,
+  attempts: Schema.Array(DeliveryAttempt),
+  created_at: Schema.String,
+  completed_at: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "WebhookDelivery" })
+export type Delivery = typeof Delivery.Type
+
+/** An event as it travels on the bus: the payload receivers get, plus whose it is. */
+export const BusEvent = Schema.Struct({
+  event: Schema.String,
+  timestamp: Schema.String,
+  namespace: Schema.String,
+  data: Schema.Unknown
+})
+export type BusEvent = typeof BusEvent.Type

@@ -1,0 +1,219 @@
+/**
+ * Webhook endpoints (SPEC "Webhooks"; DESIGN.md §4): create, list, read, update, delete, and the log
+ * of deliveries made to each.
+ *
+ * - The full secret is answered only by create and by an update that changed it; everything else
+ *   carries `secret_masked`.
+ * - A URL must be https and point at a public address (targets.ts), checked when it is saved.
+ * - The plan caps the number of endpoints (free 1, pro 25, enterprise unlimited); creates of one
+ *   user are serialised on the user's row, so two at once cannot both take the last slot.
+ * - Someone else's webhook is answered as not found.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { newId } from "../accounts/tokens.ts"
+import { Forbidden, NotFound, ServiceUnavailable, ValidationError } from "../errors.ts"
+import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
+import { limits, type Plan } from "../plans/plans.ts"
+import type {
+  CreatedWebhook,
+  CreateWebhookInput,
+  Delivery,
+  DeliveryStatus,
+  UpdatedWebhook,
+  UpdateWebhookInput,
+  Webhook,
+  WebhookListItem
+} from "./schemas.ts"
+import { generateSecret, maskSecret } from "./signatures.ts"
+import { type TargetRefused, WebhookTargets } from "./targets.ts"
+
+export const webhookSortFields = ["createdAt", "url"] as const
+export type WebhookSortField = (typeof webhookSortFields)[number]
+
+const sortColumns: Record<WebhookSortField, string> = { createdAt: "created_at", url: "url" }
+
+interface WebhookRow {
+  readonly id: string
+  readonly url: string
+  readonly events: ReadonlyArray<string>
+  readonly secret: string
+  readonly active: boolean
+  readonly createdAt: Date
+}
+
+interface DeliveryRow {
+  readonly id: string
+  readonly webhookId: string
+  readonly eventId: string
+  readonly event: string
+  readonly status: DeliveryStatus
+  /** camelCase keys: the client's name transform would rewrite snake_case ones inside JSON too. */
+  readonly attempts: ReadonlyArray<AttemptJson> | string
+  readonly createdAt: Date
+  readonly completedAt: Date | null
+  readonly total: string
+}
+
+interface AttemptJson {
+  readonly attempt: number
+  readonly statusCode: number | null
+  readonly durationMs: number
+  readonly error: string | null
+  readonly attemptedAt: string
+}
+
+const columns = "id, url, events, secret, active, created_at"
+
+const toWebhook = (row: WebhookRow): Webhook => ({
+  webhook_id: row.id,
+  url: row.url,
+  events: [...row.events],
+  secret_masked: maskSecret(row.secret),
+  active: row.active,
+  created_at: row.createdAt.toISOString()
+})
+
+const notFound = (webhookId: string) => NotFound.of({ message: "Webhook not found", details: { webhook_id: webhookId } })
+
+/** A refused URL as the client sees it: the field's problem, or a DNS outage worth retrying. */
+const urlProblem = (refused: TargetRefused) =>
+  refused.reason === "unavailable"
+    ? ServiceUnavailable.of(`Could not check the webhook URL: ${refused.message}; retry shortly`)
+    : ValidationError.field("url", refused.message)
+
+/** Each kind once, in the order given. */
+const distinct = (events: ReadonlyArray<string>) => Array.from(new Set(events))
+
+export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const targets = yield* WebhookTargets
+
+    const checkUrl = (url: string) => Effect.mapError(targets.validate(url.trim()), urlProblem)
+
+    const find = (userId: string, webhookId: string) =>
+      sql<WebhookRow>`SELECT ${sql.literal(columns)} FROM webhooks WHERE id = ${webhookId} AND user_id = ${userId}`.pipe(
+        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(webhookId))))
+      )
+
+    const insert = (owner: { readonly userId: string; readonly plan: Plan }, input: CreateWebhookInput, secret: string) =>
+      Effect.gen(function*() {
+        // Serialise this user's creates: the count below then holds until the insert commits.
+        yield* sql`SELECT id FROM users WHERE id = ${owner.userId} FOR NO KEY UPDATE`
+        const limit = limits[owner.plan].webhooks
+        if (limit !== null) {
+          const counted = yield* sql<{ n: string }>`SELECT count(*) AS n FROM webhooks WHERE user_id = ${owner.userId}`
+          const count = Number(counted[0]?.n ?? 0)
+          if (count >= limit) {
+            return yield* Forbidden.of({
+              code: "WEBHOOK_QUOTA",
+              message: `The ${owner.plan} plan allows ${limit} webhook${limit === 1 ? "" : "s"}`,
+              details: { count, limit, plan: owner.plan }
+            })
+          }
+        }
+        const rows = yield* sql<WebhookRow>`
+          INSERT INTO webhooks ${
+          sql.insert({ id: newId("whk"), userId: owner.userId, url: input.url.trim(), events: distinct(input.events), secret })
+        }
+          RETURNING ${sql.literal(columns)}`
+        return rows[0]!
+      }).pipe(sql.withTransaction)
+
+    const create = Effect.fn("Webhooks.create")(function*(owner: { readonly userId: string; readonly plan: Plan }, input: CreateWebhookInput) {
+      yield* checkUrl(input.url)
+      const row = yield* insert(owner, input, input.secret ?? generateSecret())
+      return { ...toWebhook(row), secret: row.secret } satisfies CreatedWebhook
+    })
+
+    const list = Effect.fn("Webhooks.list")(function*(userId: string, page: Page, sort: Sort<WebhookSortField>) {
+      const rows = yield* sql<WebhookRow & { readonly total: string }>`
+        SELECT ${sql.literal(columns)}, count(*) OVER () AS total FROM webhooks
+        WHERE user_id = ${userId}
+        ORDER BY ${sql.literal(sortColumns[sort.field])} ${sql.literal(sort.direction === "asc" ? "ASC" : "DESC")}, id
+        LIMIT ${page.limit} OFFSET ${page.offset}`
+      const total = rows[0]
+        ? Number(rows[0].total)
+        : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM webhooks WHERE user_id = ${userId}`)[0]?.n ?? 0)
+      const webhooks: Array<WebhookListItem> = rows.map((row) => {
+        const { created_at, ...rest } = toWebhook(row)
+        return { ...rest, createdAt: created_at }
+      })
+      return { webhooks, meta: listMeta(total, page) satisfies ListMeta }
+    })
+
+    const get = Effect.fn("Webhooks.get")(function*(userId: string, webhookId: string) {
+      return toWebhook(yield* find(userId, webhookId))
+    })
+
+    const update = Effect.fn("Webhooks.update")(function*(userId: string, webhookId: string, input: UpdateWebhookInput) {
+      // Not found before a URL problem: someone else's webhook is nothing to validate against.
+      yield* find(userId, webhookId)
+      if (input.url !== undefined) yield* checkUrl(input.url)
+      const rows = yield* sql<WebhookRow>`
+        UPDATE webhooks SET
+          url = coalesce(${input.url?.trim() ?? null}, url),
+          events = coalesce(${input.events === undefined ? null : distinct(input.events)}::text[], events),
+          active = coalesce(${input.active ?? null}::boolean, active),
+          secret = coalesce(${input.secret ?? null}, secret),
+          updated_at = now()
+        WHERE id = ${webhookId} AND user_id = ${userId}
+        RETURNING ${sql.literal(columns)}`
+      const row = rows[0]
+      if (!row) return yield* notFound(webhookId)
+      return (input.secret !== undefined ? { ...toWebhook(row), secret: row.secret } : toWebhook(row)) satisfies UpdatedWebhook
+    })
+
+    const remove = Effect.fn("Webhooks.remove")(function*(userId: string, webhookId: string) {
+      const rows = yield* sql<{ id: string }>`DELETE FROM webhooks WHERE id = ${webhookId} AND user_id = ${userId} RETURNING id`
+      if (rows.length === 0) return yield* notFound(webhookId)
+      return { message: `Webhook ${webhookId} deleted` }
+    })
+
+    /** The delivery log of one webhook, newest first, each delivery with its attempts. */
+    const deliveries = Effect.fn("Webhooks.deliveries")(function*(userId: string, webhookId: string, page: Page) {
+      yield* find(userId, webhookId)
+      const rows = yield* sql<DeliveryRow>`
+        SELECT d.id, d.webhook_id, d.event_id, d.event, d.status, d.created_at, d.completed_at,
+               coalesce((
+                 SELECT json_agg(json_build_object(
+                          'attempt', a.attempt,
+                          'statusCode', a.status_code,
+                          'durationMs', a.duration_ms,
+                          'error', a.error,
+                          'attemptedAt', to_char(a.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                        ) ORDER BY a.attempt)
+                 FROM webhook_attempts a WHERE a.delivery_id = d.id
+               ), '[]'::json) AS attempts,
+               count(*) OVER () AS total
+        FROM webhook_deliveries d
+        WHERE d.webhook_id = ${webhookId}
+        ORDER BY d.created_at DESC, d.id DESC
+        LIMIT ${page.limit} OFFSET ${page.offset}`
+      const total = rows[0]
+        ? Number(rows[0].total)
+        : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM webhook_deliveries WHERE webhook_id = ${webhookId}`)[0]?.n ?? 0)
+      const data: Array<Delivery> = rows.map((row) => ({
+        delivery_id: row.id,
+        webhook_id: row.webhookId,
+        event_id: row.eventId,
+        event: row.event,
+        status: row.status,
+        // A json column comes back parsed from PostgreSQL and as text from some drivers.
+        attempts: (typeof row.attempts === "string" ? JSON.parse(row.attempts) as ReadonlyArray<AttemptJson> : row.attempts).map((a) => ({
+          attempt: a.attempt,
+          status_code: a.statusCode,
+          duration_ms: a.durationMs,
+          error: a.error,
+          attempted_at: a.attemptedAt
+        })),
+        created_at: row.createdAt.toISOString(),
+        completed_at: row.completedAt?.toISOString() ?? null
+      }))
+      return { deliveries: data, meta: listMeta(total, page) }
+    })
+
+    return { create, list, get, update, remove, deliveries } as const
+  })
+}) {}
