@@ -225,8 +225,9 @@ export const WebhooksLive = Layer.scopedDiscard(
       stream: "events",
       filter: subjects.allEvents,
       concurrency: CONCURRENCY,
-      // Three attempts take up to ~32 s; a live worker keeps its events with progress signals.
-      ackWait: Duration.seconds(60),
+      // A dead worker's events come back after this. Three attempts can take ~32 s: a live worker
+      // keeps its events with progress signals.
+      ackWait: Duration.seconds(20),
       handler: handle
     })
   })

@@ -1,0 +1,267 @@
+/**
+ * Deliveries as a receiver meets them: mail sent over SMTP becomes one signed `email.received` POST,
+ * retried exactly as SPEC says, cut at 10 s, logged attempt by attempt, never sent to an inactive
+ * endpoint or to another account's, and not lost when the worker dies in the middle.
+ * The receiver is a real HTTP server on loopback, so the server runs with WEBHOOK_ALLOW_PRIVATE.
+ */
+import nodemailer from "nodemailer"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { verifyWebhook } from "../../services/webhooks/signatures.ts"
+import { upgrade } from "../support/billing.ts"
+import { client, type Client } from "../support/http.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type Received, type Receiver, startReceiver } from "../support/receiver.ts"
+import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { until } from "../support/until.ts"
+
+let backend: Backend
+let server: Server
+let api: Client
+let receiver: Receiver
+
+const env = { WEBHOOK_ALLOW_PRIVATE: "true" }
+
+beforeAll(async () => {
+  receiver = await startReceiver()
+  backend = await createBackend()
+  server = await startServer({ ...backend.env, ...env })
+  api = client(server.url)
+})
+
+afterAll(async () => {
+  await receiver?.close()
+  await server?.stop()
+  await backend?.dispose()
+})
+
+const send = async (to: string, subject: string, text = "Hello from the test.") => {
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
+  const info = await transport.sendMail({ from: "sender@example.com", to, subject, text })
+  transport.close()
+  return info
+}
+
+/** A webhook for `box`'s owner, delivering `events` to a fresh path on the receiver. */
+const hook = async (box: Box, options: { readonly events?: ReadonlyArray<string>; readonly path?: string } = {}) => {
+  const path = options.path ?? `/${fresh("hook")}`
+  const reply = await api.post("/v1/api/webhooks", {
+    apiKey: box.user.apiKey,
+    body: { url: `${receiver.url}${path}`, events: options.events ?? ["email.received"] }
+  })
+  if (reply.status !== 201) throw new Error(`webhook not created: ${reply.status} ${reply.text}`)
+  return { ...(reply.body.data as { webhook_id: string; secret: string }), path }
+}
+
+const deliveries = async (box: Box, webhookId: string) => {
+  const reply = await api.get(`/v1/api/webhooks/${webhookId}/deliveries`, { apiKey: box.user.apiKey })
+  if (reply.status !== 200) throw new Error(`delivery log: ${reply.status} ${reply.text}`)
+  return reply.body
+}
+
+const finished = (box: Box, webhookId: string, count = 1) =>
+  until(`${count} finished deliveries`, async () => {
+    const log = await deliveries(box, webhookId)
+    const done = log.data.filter((d: { status: string }) => d.status !== "pending")
+    return done.length >= count ? log : undefined
+    // A free plan's key has 20 requests a minute: poll gently.
+  }, 40_000, 500)
+
+const payloadOf = (request: Received) => JSON.parse(request.body)
+
+describe("email.received", () => {
+  it("mail sent over SMTP reaches the endpoint once, signed, with SPEC's payload", async () => {
+    const box = await newBox(api)
+    const webhook = await hook(box)
+    await send(box.address, "Quarterly invoice", "Please find the invoice attached.")
+
+    const [request] = await receiver.waitFor(webhook.path, 1)
+    expect(verifyWebhook({ secret: webhook.secret, body: request!.body, headers: request!.headers as Record<string, string> })).toBe(true)
+    expect(request!.headers["content-type"]).toBe("application/json")
+    expect(request!.headers["x-service-signature"]).toMatch(/^sha256=[0-9a-f]{64}$/)
+    expect(request!.headers["webhook-signature"]).toMatch(/^v1,[A-Za-z0-9+/]+=*$/)
+
+    const payload = payloadOf(request!)
+    expect(Object.keys(payload).sort()).toEqual(["data", "event", "timestamp"])
+    expect(payload.event).toBe("email.received")
+    expect(payload.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
+    expect(Object.keys(payload.data).sort()).toEqual(
+      ["date", "domain", "email_id", "from", "has_attachments", "mailbox_id", "message_id", "subject", "thread_id", "to"]
+    )
+    // The same email the API serves.
+    const email = (await api.get(`/v1/api/emails/${payload.data.email_id}`, { apiKey: box.user.apiKey })).body.data
+    expect(payload.data).toEqual({
+      email_id: email.email_id,
+      message_id: email.message_id,
+      subject: "Quarterly invoice",
+      from: "sender@example.com",
+      to: [box.address],
+      date: email.date,
+      mailbox_id: box.mailboxId,
+      domain: "agents.localhost",
+      has_attachments: false,
+      thread_id: email.thread_id
+    })
+    expect(request!.headers["webhook-id"]).toBe(`email.received:${email.email_id}`)
+
+    const log = await finished(box, webhook.webhook_id)
+    expect(log.data).toEqual([{
+      delivery_id: expect.stringMatching(/^dlv_/),
+      webhook_id: webhook.webhook_id,
+      event_id: `email.received:${email.email_id}`,
+      event: "email.received",
+      status: "succeeded",
+      attempts: [{ attempt: 1, status_code: 200, duration_ms: expect.any(Number), error: null, attempted_at: expect.any(String) }],
+      created_at: expect.any(String),
+      completed_at: expect.any(String)
+    }])
+    expect(log.meta).toEqual({ total: 1, limit: 20, offset: 0, hasMore: false })
+    // Exactly once: nothing more arrives.
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    expect(receiver.received(webhook.path)).toHaveLength(1)
+  })
+
+  it("goes only to the account's active endpoints subscribed to it; deactivating stops deliveries, reactivating resumes them", async () => {
+    const owner = await newBox(api)
+    await upgrade(api, server.url, owner.user.apiKey, "pro")
+    const subscribed = await hook(owner)
+    const inactive = await hook(owner)
+    const otherKind = await hook(owner, { events: ["api_key.created"] })
+    const stranger = await hook(await newBox(api))
+    const off = await api.patch(`/v1/api/webhooks/${inactive.webhook_id}`, { apiKey: owner.user.apiKey, body: { active: false } })
+    expect(off.body.data.active).toBe(false)
+
+    await send(owner.address, "First")
+    await receiver.waitFor(subscribed.path, 1)
+    await finished(owner, subscribed.webhook_id)
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(receiver.received(inactive.path)).toHaveLength(0)
+    expect(receiver.received(otherKind.path)).toHaveLength(0)
+    expect(receiver.received(stranger.path)).toHaveLength(0)
+    expect((await deliveries(owner, inactive.webhook_id)).data).toEqual([])
+
+    const on = await api.patch(`/v1/api/webhooks/${inactive.webhook_id}`, { apiKey: owner.user.apiKey, body: { active: true } })
+    expect(on.body.data.active).toBe(true)
+    await send(owner.address, "Second")
+    const [resumed] = await receiver.waitFor(inactive.path, 1)
+    expect(payloadOf(resumed!).data.subject).toBe("Second")
+    await receiver.waitFor(subscribed.path, 2)
+    expect(receiver.received(stranger.path)).toHaveLength(0)
+  })
+
+  it("api_key.created reaches endpoints subscribed to it", async () => {
+    const box = await newBox(api)
+    const webhook = await hook(box, { events: ["api_key.created"] })
+    const created = await api.post("/v1/api-keys", { bearer: box.user.accessToken, body: { name: "ci key" } })
+    expect(created.status).toBe(201)
+    const [request] = await receiver.waitFor(webhook.path, 1)
+    expect(verifyWebhook({ secret: webhook.secret, body: request!.body, headers: request!.headers as Record<string, string> })).toBe(true)
+    expect(payloadOf(request!)).toMatchObject({ event: "api_key.created", data: { keyId: created.body.data.keyId, name: "ci key" } })
+    expect(request!.body).not.toContain(created.body.data.apiKey)
+  })
+})
+
+describe("retries", () => {
+  it("500, 500, 200: exactly three attempts, at once, +500 ms, +1000 ms, the same signed body each time", async () => {
+    const box = await newBox(api)
+    const webhook = await hook(box)
+    receiver.script(webhook.path, [500, 500, 200])
+    await send(box.address, "Retry me")
+
+    const requests = await receiver.waitFor(webhook.path, 3)
+    const [first, second, third] = requests
+    const gap1 = second!.at - first!.at
+    const gap2 = third!.at - second!.at
+    expect(gap1).toBeGreaterThanOrEqual(480)
+    expect(gap1).toBeLessThan(1000)
+    expect(gap2).toBeGreaterThanOrEqual(980)
+    expect(gap2).toBeLessThan(1600)
+    expect(new Set(requests.map((r) => r.body)).size).toBe(1)
+    expect(new Set(requests.map((r) => r.headers["webhook-id"])).size).toBe(1)
+    expect(new Set(requests.map((r) => r.headers["x-service-signature"])).size).toBe(1)
+    expect(requests.map((r) => r.headers["x-mailroom-attempt"])).toEqual(["1", "2", "3"])
+    for (const request of requests) {
+      expect(verifyWebhook({ secret: webhook.secret, body: request.body, headers: request.headers as Record<string, string> })).toBe(true)
+    }
+
+    const log = await finished(box, webhook.webhook_id)
+    expect(log.data[0].status).toBe("succeeded")
+    expect(log.data[0].attempts.map((a: { status_code: number; error: string | null }) => [a.status_code, a.error])).toEqual([
+      [500, "HTTP 500"],
+      [500, "HTTP 500"],
+      [200, null]
+    ])
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    expect(receiver.received(webhook.path)).toHaveLength(3)
+  })
+
+  it("500 forever: three attempts, then the failure is in the delivery log and the webhook stays active", async () => {
+    const box = await newBox(api)
+    const webhook = await hook(box)
+    receiver.script(webhook.path, [500])
+    await send(box.address, "Never accepted")
+
+    await receiver.waitFor(webhook.path, 3)
+    const log = await finished(box, webhook.webhook_id)
+    expect(log.data[0]).toMatchObject({ status: "failed", completed_at: expect.any(String) })
+    expect(log.data[0].attempts.map((a: { attempt: number; status_code: number; error: string }) => [a.attempt, a.status_code, a.error])).toEqual([
+      [1, 500, "HTTP 500"],
+      [2, 500, "HTTP 500"],
+      [3, 500, "HTTP 500"]
+    ])
+    await new Promise((resolve) => setTimeout(resolve, 2500))
+    expect(receiver.received(webhook.path)).toHaveLength(3)
+    const after = await api.get(`/v1/api/webhooks/${webhook.webhook_id}`, { apiKey: box.user.apiKey })
+    expect(after.body.data.active).toBe(true)
+  })
+
+  it("an endpoint that never answers is cut at 10 s, holds at most 16 deliveries at once, and never delays another endpoint", async () => {
+    const slow = await newBox(api)
+    const slowHook = await hook(slow)
+    receiver.script(slowHook.path, ["hang"])
+    const fast = await newBox(api)
+    const fastHook = await hook(fast)
+
+    // More events than one endpoint may hold in flight (16): the rest wait on the bus, not in the way.
+    for (let i = 0; i < 20; i++) await send(slow.address, `Slow ${i}`)
+    await receiver.waitFor(slowHook.path, 16)
+    const sentAt = performance.now()
+    await send(fast.address, "Fast")
+    const [fastRequest] = await receiver.waitFor(fastHook.path, 1)
+    expect(fastRequest!.at - sentAt).toBeLessThan(3000)
+    expect(receiver.received(slowHook.path)).toHaveLength(16)
+
+    const attempt = await until("the first attempt's time-out", async () => {
+      const log = await deliveries(slow, slowHook.webhook_id)
+      const attempts = log.data.flatMap((d: { attempts: Array<unknown> }) => d.attempts)
+      return attempts.length > 0 ? attempts[0] as { status_code: number | null; duration_ms: number; error: string } : undefined
+    }, 20_000, 1000)
+    expect(attempt.status_code).toBeNull()
+    expect(attempt.error).toBe("no answer within 10 s")
+    expect(attempt.duration_ms).toBeGreaterThanOrEqual(9_900)
+    expect(attempt.duration_ms).toBeLessThan(11_500)
+    // Stop the rest of the slow deliveries: deleting the endpoint ends them after their attempt.
+    await api.delete(`/v1/api/webhooks/${slowHook.webhook_id}`, { apiKey: slow.user.apiKey })
+  })
+})
+
+describe("crash safety", () => {
+  it("a worker killed in the middle of a delivery delivers the event after it restarts, under the same webhook-id", async () => {
+    const box = await newBox(api)
+    const webhook = await hook(box)
+    receiver.script(webhook.path, ["hang", 200])
+    await send(box.address, "Survive the crash")
+    const [first] = await receiver.waitFor(webhook.path, 1)
+
+    await server.kill()
+    server = await startServer({ ...backend.env, ...env, PORT: String(server.port), SMTP_PORT: String(server.smtpPort) })
+    api = client(server.url)
+
+    // NATS gives an unacknowledged message back after the consumer's ack wait (20 s); the embedded bus at start.
+    const requests = await receiver.waitFor(webhook.path, 2, 40_000)
+    expect(requests[1]!.headers["webhook-id"]).toBe(first!.headers["webhook-id"])
+    expect(requests[1]!.body).toBe(first!.body)
+    const log = await finished(box, webhook.webhook_id)
+    expect(log.data).toHaveLength(1)
+    expect(log.data[0].status).toBe("succeeded")
+  }, 90_000)
+})
