@@ -72,7 +72,7 @@ interface Outcome {
   readonly durationMs: number
 }
 
-const succeeded = (outcome: Outcome) => outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
+const isSuccess = (status: number) => status >= 200 && status < 300
 
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom/WebhookDelivery", {
   effect: Effect.gen(function*() {
@@ -135,9 +135,9 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
           Effect.either
         )
         const durationMs = Date.now() - started
-        return result._tag === "Right"
-          ? { statusCode: result.right.status, error: result.right.status >= 300 || result.right.status < 200 ? `HTTP ${result.right.status}` : null, durationMs }
-          : { statusCode: null, error: result.left.message, durationMs }
+        if (result._tag === "Left") return { statusCode: null, error: result.left.message, durationMs } satisfies Outcome
+        const status = result.right.status
+        return { statusCode: status, error: isSuccess(status) ? null : `HTTP ${status}`, durationMs } satisfies Outcome
       })
 
     /** Deliver one event to one endpoint, from wherever an earlier delivery of the event left off. */
@@ -152,7 +152,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
           if (!endpoint.active) return yield* cancel(progress.id)
           const attemptedAt = new Date()
           const outcome = yield* attempt(endpoint, eventId, kind, body, number)
-          const ok = succeeded(outcome)
+          const ok = outcome.statusCode !== null && isSuccess(outcome.statusCode)
           yield* record(progress.id, number, attemptedAt, outcome, ok ? "succeeded" : number === MAX_ATTEMPTS ? "failed" : "pending")
           if (ok) return
           yield* Effect.logInfo("Webhook attempt failed").pipe(

@@ -5,7 +5,7 @@
  */
 import * as net from "node:net"
 import nodemailer from "nodemailer"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "vitest"
 import { upgrade } from "../support/billing.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { client, type Client, isoMillis, withApiKey } from "../support/http.ts"

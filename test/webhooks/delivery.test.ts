@@ -4,6 +4,12 @@
  * endpoint or to another account's, and not lost when the worker dies in the middle.
  * The receiver is a real HTTP server on loopback, so the server runs with WEBHOOK_ALLOW_PRIVATE.
  */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as https from "node:https"
+import type { AddressInfo } from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyWebhook } from "../../services/webhooks/signatures.ts"
@@ -14,12 +20,35 @@ import { type Received, type Receiver, startReceiver } from "../support/receiver
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { until } from "../support/until.ts"
 
+interface Certificate {
+  readonly key: Buffer
+  readonly cert: Buffer
+  readonly certFile: string
+}
+
+const tlsDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-tls-"))
+
+/** A self-signed certificate for `localhost`, made with openssl. */
+const certificate = (name: string): Certificate => {
+  const keyFile = path.join(tlsDir, `${name}.key`)
+  const certFile = path.join(tlsDir, `${name}.pem`)
+  execFileSync("openssl", [
+    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+    "-addext", "subjectAltName=DNS:localhost", "-keyout", keyFile, "-out", certFile
+  ], { stdio: "ignore" })
+  return { key: fs.readFileSync(keyFile), cert: fs.readFileSync(certFile), certFile }
+}
+
+// The server trusts one of them (as a receiver's real certificate would be), not the other.
+const trusted = certificate("trusted")
+const untrusted = certificate("untrusted")
+
 let backend: Backend
 let server: Server
 let api: Client
 let receiver: Receiver
 
-const env = { WEBHOOK_ALLOW_PRIVATE: "true" }
+const env = { WEBHOOK_ALLOW_PRIVATE: "true", NODE_EXTRA_CA_CERTS: trusted.certFile }
 
 beforeAll(async () => {
   receiver = await startReceiver()
@@ -32,6 +61,7 @@ afterAll(async () => {
   await receiver?.close()
   await server?.stop()
   await backend?.dispose()
+  fs.rmSync(tlsDir, { recursive: true, force: true })
 })
 
 const send = async (to: string, subject: string, text = "Hello from the test.") => {
@@ -75,7 +105,7 @@ describe("email.received", () => {
     await send(box.address, "Quarterly invoice", "Please find the invoice attached.")
 
     const [request] = await receiver.waitFor(webhook.path, 1)
-    expect(verifyWebhook({ secret: webhook.secret, body: request!.body, headers: request!.headers as Record<string, string> })).toBe(true)
+    expect(verifyWebhook({ secret: webhook.secret, body: request!.body, headers: request!.headers })).toBe(true)
     expect(request!.headers["content-type"]).toBe("application/json")
     expect(request!.headers["x-service-signature"]).toMatch(/^sha256=[0-9a-f]{64}$/)
     expect(request!.headers["webhook-signature"]).toMatch(/^v1,[A-Za-z0-9+/]+=*$/)
@@ -154,7 +184,7 @@ describe("email.received", () => {
     const created = await api.post("/v1/api-keys", { bearer: box.user.accessToken, body: { name: "ci key" } })
     expect(created.status).toBe(201)
     const [request] = await receiver.waitFor(webhook.path, 1)
-    expect(verifyWebhook({ secret: webhook.secret, body: request!.body, headers: request!.headers as Record<string, string> })).toBe(true)
+    expect(verifyWebhook({ secret: webhook.secret, body: request!.body, headers: request!.headers })).toBe(true)
     expect(payloadOf(request!)).toMatchObject({ event: "api_key.created", data: { keyId: created.body.data.keyId, name: "ci key" } })
     expect(request!.body).not.toContain(created.body.data.apiKey)
   })
@@ -180,7 +210,7 @@ describe("retries", () => {
     expect(new Set(requests.map((r) => r.headers["x-service-signature"])).size).toBe(1)
     expect(requests.map((r) => r.headers["x-mailroom-attempt"])).toEqual(["1", "2", "3"])
     for (const request of requests) {
-      expect(verifyWebhook({ secret: webhook.secret, body: request.body, headers: request.headers as Record<string, string> })).toBe(true)
+      expect(verifyWebhook({ secret: webhook.secret, body: request.body, headers: request.headers })).toBe(true)
     }
 
     const log = await finished(box, webhook.webhook_id)
@@ -241,6 +271,62 @@ describe("retries", () => {
     expect(attempt.duration_ms).toBeLessThan(11_500)
     // Stop the rest of the slow deliveries: deleting the endpoint ends them after their attempt.
     await api.delete(`/v1/api/webhooks/${slowHook.webhook_id}`, { apiKey: slow.user.apiKey })
+  })
+})
+
+describe("https", () => {
+  const tlsServer = async (certificate: Certificate) => {
+    const server = https.createServer({ key: certificate.key, cert: certificate.cert }, (request, response) => {
+      const chunks: Array<Buffer> = []
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.on("end", () => {
+        tlsReceived.push({ headers: request.headers, body: Buffer.concat(chunks).toString("utf8") })
+        response.end("ok")
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+    return { server, port: (server.address() as AddressInfo).port }
+  }
+  const tlsReceived: Array<{ headers: Record<string, string | Array<string> | undefined>; body: string }> = []
+
+  it("delivers over TLS to the checked address, verifying the certificate against the URL's host", async () => {
+    const { server: tls, port } = await tlsServer(trusted)
+    try {
+      const box = await newBox(api)
+      const webhook = await hook(box, { path: "/unused" })
+      await api.patch(`/v1/api/webhooks/${webhook.webhook_id}`, { apiKey: box.user.apiKey, body: { url: `https://localhost:${port}/hook` } })
+      await send(box.address, "Over TLS")
+      const log = await finished(box, webhook.webhook_id)
+      expect(log.data[0]).toMatchObject({ status: "succeeded", attempts: [{ status_code: 200, error: null }] })
+      expect(tlsReceived).toHaveLength(1)
+      expect(verifyWebhook({ secret: webhook.secret, body: tlsReceived[0]!.body, headers: tlsReceived[0]!.headers })).toBe(true)
+    } finally {
+      tls.close()
+    }
+  })
+
+  it.each([
+    ["a self-signed certificate", () => untrusted, "localhost", /self[- ]signed certificate/i],
+    ["a certificate for another name", () => trusted, "127.0.0.1", /does not match certificate's altnames/i]
+  ])("refuses %s: no payload is sent, and the log says why", async (_, certificate, host, error) => {
+    const { server: tls, port } = await tlsServer(certificate())
+    const before = tlsReceived.length
+    try {
+      const box = await newBox(api)
+      const webhook = await hook(box, { path: "/unused" })
+      await api.patch(`/v1/api/webhooks/${webhook.webhook_id}`, { apiKey: box.user.apiKey, body: { url: `https://${host}:${port}/hook` } })
+      await send(box.address, "Over bad TLS")
+      const log = await finished(box, webhook.webhook_id)
+      expect(log.data[0].status).toBe("failed")
+      expect(log.data[0].attempts).toHaveLength(3)
+      for (const attempt of log.data[0].attempts) {
+        expect(attempt.status_code).toBeNull()
+        expect(attempt.error).toMatch(error)
+      }
+      expect(tlsReceived.length).toBe(before)
+    } finally {
+      tls.close()
+    }
   })
 })
 
