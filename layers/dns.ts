@@ -1,12 +1,12 @@
 /**
  * The Dns port over node:dns. With `DNS_SERVERS` (host:port entries) every question goes to those
- * servers, over UDP and, for long answers, TCP; without it, addresses come from the system resolver
- * (getaddrinfo, which also reads /etc/hosts). `localhost` and `*.localhost` are loopback without
+ * servers, over UDP and, for truncated answers, TCP; without it, addresses come from the system
+ * resolver (getaddrinfo, which also reads /etc/hosts) and records from the system's DNS servers. `localhost` and `*.localhost` are loopback without
  * asking anyone (RFC 6761).
  */
 import { Duration, Effect, Layer } from "effect"
 import * as dns from "node:dns"
-import { Dns, DnsError, type DnsShape, type ResolvedAddress } from "../services/dns/dns.ts"
+import { Dns, DnsError, type DnsShape, type MxRecord, type ResolvedAddress } from "../services/dns/dns.ts"
 
 /** An answer later than this is no answer: a delivery or a verification should not hang on DNS. */
 const QUERY_TIMEOUT = Duration.seconds(5)
@@ -57,18 +57,32 @@ const serverAddresses = (resolver: dns.promises.Resolver) => (host: string) =>
     catch: failure(host)
   }).pipe(withDeadline(host))
 
+/** A record question to `resolver` (the configured servers, or the system's), with the deadline. */
+const ask = <A>(host: string, question: () => Promise<A>) =>
+  Effect.tryPromise({ try: question, catch: failure(host) }).pipe(withDeadline(host))
+
 export const make = (options: { readonly servers: ReadonlyArray<string> }): DnsShape => {
-  const lookup = (() => {
-    if (options.servers.length === 0) return systemAddresses
-    const resolver = new dns.promises.Resolver({ timeout: 2_000, tries: 2 })
-    resolver.setServers([...options.servers])
-    return serverAddresses(resolver)
-  })()
+  // Without DNS_SERVERS, record questions go to the servers the system is configured with.
+  const resolver = new dns.promises.Resolver({ timeout: 2_000, tries: 2 })
+  if (options.servers.length > 0) resolver.setServers([...options.servers])
+  const lookup = options.servers.length === 0 ? systemAddresses : serverAddresses(resolver)
+  const normalize = (name: string) => name.toLowerCase().replace(/\.$/, "")
   return {
     addresses: (host) => {
-      const name = host.toLowerCase().replace(/\.$/, "")
+      const name = normalize(host)
       return isLocalhostName(name) ? Effect.succeed(loopback) : lookup(name)
-    }
+    },
+    txt: (name) =>
+      ask(name, () => resolver.resolveTxt(normalize(name))).pipe(
+        // A record longer than 255 characters arrives split into several strings: they are one value.
+        Effect.map((records) => records.map((strings) => strings.join("")))
+      ),
+    mx: (name) =>
+      ask(name, () => resolver.resolveMx(normalize(name))).pipe(
+        Effect.map((records) =>
+          records.map((record): MxRecord => ({ priority: record.priority, exchange: normalize(record.exchange) }))
+        )
+      )
   }
 }
 

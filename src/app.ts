@@ -5,6 +5,7 @@
 import { Effect, Layer, Option } from "effect"
 import { AccountSettings } from "../services/accounts/settings.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
+import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
@@ -27,12 +28,18 @@ const busLayer = (config: AppConfigShape) =>
 const settingsLayer = (config: AppConfigShape) =>
   Layer.effect(AccountSettings, Effect.map(jwtSecret(config), (secret) => ({ jwtSecret: secret })))
 
-/** Where webhooks may point, checked by the API (on save) and the worker (before every attempt). */
-const webhookTargetsLayer = (config: AppConfigShape) =>
-  WebhookTargets.Default.pipe(
-    Layer.provide(Layer.succeed(WebhookSettings, { allowPrivate: config.webhookAllowPrivate })),
-    Layer.provide(DnsResolver.layer({ servers: config.dnsServers }))
-  )
+/**
+ * What the roles share beyond storage: DNS (webhook targets, domain verification), where webhooks
+ * may point (checked by the API on save and by the worker before every attempt), and the mailbox
+ * rules' settings (the shared domain pool, reserved local parts) that the API and SMTP both apply.
+ */
+const sharedSettingsLayer = (config: AppConfigShape) => {
+  const dns = DnsResolver.layer({ servers: config.dnsServers })
+  return Layer.mergeAll(
+    WebhookTargets.Default.pipe(Layer.provide(Layer.succeed(WebhookSettings, { allowPrivate: config.webhookAllowPrivate }))),
+    Layer.succeed(MailboxSettings, { sharedDomains: config.sharedDomains, disallowedNames: config.disallowedEmailNames })
+  ).pipe(Layer.provideMerge(dns))
+}
 
 const ApiRole = HttpServerLive.pipe(Layer.provide(ApiServices))
 const SmtpRole = SmtpServerLive
@@ -43,7 +50,7 @@ export const appLayer = (config: AppConfigShape) => {
   const infrastructure = Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config)).pipe(
     Layer.provideMerge(Database.layer(config))
   )
-  const shared = Layer.merge(infrastructure, webhookTargetsLayer(config))
+  const shared = Layer.merge(infrastructure, sharedSettingsLayer(config))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
   const roles = Layer.mergeAll(when("api", ApiRole), when("smtp", SmtpRole), when("worker", WorkerRole))
   return roles.pipe(Layer.provide(shared))

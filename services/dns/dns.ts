@@ -17,9 +17,19 @@ export class DnsError extends Data.TaggedError("DnsError")<{
   readonly cause?: unknown
 }> {}
 
+export interface MxRecord {
+  readonly priority: number
+  /** Lower-cased, without a trailing dot. */
+  readonly exchange: string
+}
+
 export interface DnsShape {
   /** The IPv4 and IPv6 addresses of `host`, IPv4 first. Fails NotFound when it has none. */
   readonly addresses: (host: string) => Effect.Effect<ReadonlyArray<ResolvedAddress>, DnsError>
+  /** The TXT records of `name`, each record's character-strings joined. Fails NotFound when it has none. */
+  readonly txt: (name: string) => Effect.Effect<ReadonlyArray<string>, DnsError>
+  /** The MX records of `name`. Fails NotFound when it has none. */
+  readonly mx: (name: string) => Effect.Effect<ReadonlyArray<MxRecord>, DnsError>
 }
 
 export class Dns extends Context.Tag("mailroom/Dns")<Dns, DnsShape>() {}

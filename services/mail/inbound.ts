@@ -16,6 +16,7 @@ import { newId, sha256 } from "../accounts/tokens.ts"
 import { groupCommit, inLockOrder } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { limits, Plan } from "../plans/plans.ts"
+import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import {
   DailyLimitReached,
   MessageTooBig,
@@ -96,6 +97,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
+    const { sharedDomains } = yield* MailboxSettings
 
     /** The counter upserts adding (or, with a negative sign, giving back) counts. */
     const counterUpserts = (rows: ReturnType<typeof counterRows>) =>
@@ -122,6 +124,10 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
           FROM unnest(${addresses}::text[]) WITH ORDINALITY AS r(address, idx)
           JOIN mailboxes m ON m.address_normalized = r.address AND m.status = 'active'
           JOIN subscriptions s ON s.user_id = m.user_id
+            -- SPEC rule 6: the shared pool for every plan, a verified own domain on a paid plan.
+            AND (m.domain = ANY(${sharedDomains}::text[])
+                 OR (s.plan <> 'free' AND EXISTS (
+                       SELECT 1 FROM domains dm WHERE dm.name = m.domain AND dm.user_id = m.user_id AND dm.verified)))
           CROSS JOIN LATERAL (
             SELECT CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
                         THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'

@@ -78,11 +78,15 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
     const settings = yield* MailboxSettings
 
     /**
-     * Rule 6: the domains `userId` may create mailboxes on. For now the shared pool on every plan;
-     * verified custom domains (pro and up) join here when the domains feature lands.
+     * Rule 6: the domains `userId` may create mailboxes on: the shared pool on every plan, and on
+     * paid plans the account's verified custom domains.
      */
-    const allowedDomains = (_userId: string, _plan: Plan): Effect.Effect<ReadonlyArray<string>, SqlError> =>
-      Effect.succeed(settings.sharedDomains)
+    const allowedDomains = (userId: string, plan: Plan): Effect.Effect<ReadonlyArray<string>, SqlError> =>
+      plan === "free"
+        ? Effect.succeed(settings.sharedDomains)
+        : sql<{ name: string }>`SELECT name FROM domains WHERE user_id = ${userId} AND verified ORDER BY name`.pipe(
+          Effect.map((rows) => [...settings.sharedDomains, ...rows.map((row) => row.name)])
+        )
 
     /**
      * Rule 5: the address belongs to an active mailbox (anyone's), or to one another user deleted

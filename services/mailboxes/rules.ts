@@ -4,6 +4,7 @@
  * live in mailboxes.ts.
  */
 import { Either } from "effect"
+import { domainToASCII } from "node:url"
 import type { Details } from "../errors.ts"
 
 export const MIN_LOCAL_LENGTH = 5
@@ -41,7 +42,11 @@ const fail = (failure: RuleFailure) => Either.left(failure)
 
 const present = (value: string | undefined): value is string => value !== undefined && value.trim() !== ""
 
-export const normalizeDomain = (domain: string) => domain.trim().toLowerCase().replace(/\.$/, "")
+/** Lower-cased, without a trailing dot, internationalized names in punycode (as DNS and SMTP see them). */
+export const normalizeDomain = (domain: string) => {
+  const plain = domain.trim().toLowerCase().replace(/\.$/, "")
+  return (/[^\x00-\x7f]/.test(plain) ? domainToASCII(plain) : "") || plain
+}
 
 export const normalizeAddress = (localPart: string, domain: string) => `${localPart}@${domain}`.toLowerCase()
 

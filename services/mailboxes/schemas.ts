@@ -31,7 +31,7 @@ export type DeleteInput = typeof DeleteInput.Type
  * The endpoint payload for `schema`: any JSON value on the wire (so that the handler, not the
  * generic decoder, decides how a wrong shape is reported), documented in OpenAPI as `schema`.
  */
-const JsonBody = <A, I>(schema: Schema.Schema<A, I>, identifier: string) => {
+export const JsonBody = <A, I>(schema: Schema.Schema<A, I>, identifier: string) => {
   const { $schema: _, ...shape } = JSONSchema.make(schema)
   return Schema.Unknown.annotations({ identifier, jsonSchema: shape })
 }

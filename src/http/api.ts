@@ -15,12 +15,23 @@ import {
   SessionCredentials
 } from "../../services/accounts/schemas.ts"
 import { Subscription, Usage } from "../../services/billing/billing.ts"
+import {
+  CreatedDomain,
+  CreateDomainInput,
+  DeletedDomain,
+  Domain,
+  DomainListMeta,
+  MigrateInput,
+  Migration,
+  PagedDomainListMeta
+} from "../../services/domains/schemas.ts"
 import { Details } from "../../services/errors.ts"
 import { keySortFields } from "../../services/keys/api-keys.ts"
 import { ApiKey, CreatedApiKey, CreateKeyInput, RevokedApiKey } from "../../services/keys/schemas.ts"
 import { Limit, ListMeta, Offset, SortParam } from "../../services/listing.ts"
 import {
   AddressBody,
+  JsonBody,
   CheckEmailParams,
   DeleteBody,
   DeletedMailbox,
@@ -314,6 +325,74 @@ export class EmailsGroup extends HttpApiGroup.make("emails")
 {}
 
 // ---------------------------------------------------------------------------------------------
+// Custom domains (on {app_url}): under /v1/api for API keys and under /api for dashboard sessions,
+// and the generic list form `GET {base_url}/domains`. Bodies are decoded by the handlers, so a
+// wrong shape is reported as each surface requires (see src/http/surface.ts).
+
+const DomainPath = Schema.Struct({ id: Schema.String })
+
+const domainEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
+    .add(
+      HttpApiEndpoint.get("list", "/domains")
+        .addSuccess(OkWithMeta(Schema.Array(Domain), DomainListMeta))
+    )
+    .add(
+      HttpApiEndpoint.post("create", "/domains")
+        .setPayload(JsonBody(CreateDomainInput, "CreateDomainInput"))
+        .addSuccess(Ok(CreatedDomain), { status: 201 })
+        .addError(ForbiddenError)
+        .addError(ConflictError)
+        .annotate(OpenApi.Description, "Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT")
+    )
+    .add(
+      HttpApiEndpoint.post("verify", "/domains/:id/verify")
+        .setPath(DomainPath)
+        .addSuccess(Ok(Domain))
+        .annotate(OpenApi.Description, "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured")
+    )
+    .add(
+      HttpApiEndpoint.post("migrate", "/domains/:id/migrate-mailboxes")
+        .setPath(DomainPath)
+        .setPayload(JsonBody(MigrateInput, "MigrateMailboxesInput"))
+        .addSuccess(Ok(Migration))
+        .addError(ConflictError)
+        .addError(UnprocessableError)
+        .annotate(OpenApi.Description, "Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews)")
+    )
+    .add(
+      HttpApiEndpoint.del("remove", "/domains/:id")
+        .setPath(DomainPath)
+        .addSuccess(Ok(DeletedDomain))
+        .addError(ConflictError)
+        .annotate(OpenApi.Description, "409 DOMAIN_HAS_MAILBOXES while active mailboxes use it")
+    )
+
+export class DomainsGroup extends domainEndpoints("domains")
+  .middleware(ApiAuthentication)
+  .prefix("/v1/api")
+  .annotate(OpenApi.Title, "Custom domains")
+{}
+
+export class DashboardDomainsGroup extends domainEndpoints("dashboardDomains")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Custom domains (dashboard session)")
+{}
+
+export class DomainListGroup extends HttpApiGroup.make("domainList")
+  .add(
+    HttpApiEndpoint.get("list", "/domains")
+      .setUrlParams(ListParams(["createdAt"] as const))
+      .addSuccess(OkWithMeta(Schema.Array(Domain), PagedDomainListMeta))
+      .annotate(OpenApi.Description, "The domain list with the common list parameters; meta adds total, limit, offset, hasMore")
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Custom domains (list form)")
+{}
+
+// ---------------------------------------------------------------------------------------------
 // Webhooks (on {app_url}, SPEC "Webhooks") and their delivery log (DESIGN.md §4)
 
 const WebhookPath = Schema.Struct({ id: Schema.String })
@@ -364,6 +443,9 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .add(DashboardMailboxesGroup)
   .add(EmailsGroup)
   .add(WebhooksGroup)
+  .add(DomainsGroup)
+  .add(DashboardDomainsGroup)
+  .add(DomainListGroup)
   .addError(ValidationFailed)
   .addError(BadRequestError)
   .addError(NotFoundError)

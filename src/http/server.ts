@@ -9,11 +9,12 @@ import { createServer } from "node:http"
 import { Accounts } from "../../services/accounts/accounts.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { Billing } from "../../services/billing/billing.ts"
+import { Domains, DomainSettings } from "../../services/domains/domains.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
 import { ApiKeys } from "../../services/keys/api-keys.ts"
 import { KeyUsage } from "../../services/keys/last-used.ts"
 import { Emails } from "../../services/mail/emails.ts"
-import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { Webhooks } from "../../services/webhooks/webhooks.ts"
 import * as LocalBilling from "../../layers/local-billing.ts"
@@ -22,6 +23,7 @@ import { MailroomApi } from "./api.ts"
 import { ApiKeysHandlers } from "./api-keys.ts"
 import { AuthHandlers } from "./auth.ts"
 import { BillingHandlers } from "./billing.ts"
+import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health.ts"
 import { EmailsHandlers } from "./emails.ts"
@@ -60,7 +62,10 @@ const Handlers = Layer.mergeAll(
   MailboxesHandlers,
   DashboardMailboxesHandlers,
   EmailsHandlers,
-  WebhooksHandlers
+  WebhooksHandlers,
+  DomainsHandlers,
+  DashboardDomainsHandlers,
+  DomainListHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive)
 
@@ -75,22 +80,27 @@ const PaymentsLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => LocalBilling.layer({ appUrl: config.appUrl }))
 )
 
-/** The mailbox rules' operator settings: the shared domain pool and the reserved local parts. */
-const MailboxSettingsLive = Layer.effect(
-  MailboxSettings,
-  Effect.map(AppConfig, (config) => ({ sharedDomains: config.sharedDomains, disallowedNames: config.disallowedEmailNames }))
+/** The domain feature's operator settings. */
+const DomainSettingsLive = Layer.effect(
+  DomainSettings,
+  Effect.map(AppConfig, (config) => ({
+    verifyPrefix: config.verifyPrefix,
+    mxHost: config.mxHost,
+    freeMaxCustomDomains: config.freeMaxCustomDomains
+  }))
 )
 
-/** The domain services behind the API (SQL, bus, DNS and settings come from the caller). */
+/** The domain services behind the API (SQL, bus, DNS, mailbox and webhook settings come from the caller). */
 export const ApiServices = Layer.mergeAll(
   Accounts.Default,
   ApiKeys.Default,
   Authenticator.Default,
   PaymentsLive,
-  Mailboxes.Default.pipe(Layer.provide(MailboxSettingsLive)),
+  Domains.Default.pipe(Layer.provide(DomainSettingsLive)),
   Emails.Default,
   Webhooks.Default
 ).pipe(
+  Layer.provideMerge(Mailboxes.Default),
   Layer.provideMerge(Layer.mergeAll(Billing.Default, RateLimiter.layer, KeyUsage.layer))
 )
 

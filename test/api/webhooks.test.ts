@@ -327,7 +327,7 @@ describe("delivery-time checks", () => {
         [3, null, refusal]
       ])
       expect(connections).toBe(0)
-      expect(dns.questions()).toContain(`A ${name}`)
+      expect(dns.questions()).toContain(`A ${name} udp`)
     } finally {
       inside.close()
     }

@@ -13,6 +13,8 @@ export interface Records {
   /** Each record is a list of character-strings (one TXT record may be split into several). */
   readonly TXT?: ReadonlyArray<ReadonlyArray<string>>
   readonly MX?: ReadonlyArray<{ readonly preference: number; readonly exchange: string }>
+  /** Answer over UDP only "truncated" (TC bit, no records), so resolvers must ask again over TCP. */
+  readonly tcpOnly?: boolean
 }
 
 export interface DnsServer {
@@ -21,7 +23,7 @@ export interface DnsServer {
   readonly address: string
   readonly set: (name: string, records: Records) => void
   readonly remove: (name: string) => void
-  /** Questions asked so far, as `<type> <name>`. */
+  /** Questions asked so far, as `<type> <name> <udp|tcp>`. */
   readonly questions: () => ReadonlyArray<string>
   readonly close: () => Promise<void>
 }
@@ -35,11 +37,19 @@ export const startDnsServer = async (): Promise<DnsServer> => {
   const table = new Map<string, Records>()
   const asked: Array<string> = []
 
-  const answer = (query: dnsPacket.DecodedPacket): Buffer => {
+  const answer = (query: dnsPacket.DecodedPacket, transport: "udp" | "tcp"): Buffer => {
     const question = query.questions?.[0]
     const name = question ? normalize(question.name) : ""
-    if (question) asked.push(`${question.type} ${name}`)
+    if (question) asked.push(`${question.type} ${name} ${transport}`)
     const records = table.get(name)
+    if (records?.tcpOnly === true && transport === "udp") {
+      return dnsPacket.encode({
+        type: "response",
+        id: query.id ?? 0,
+        flags: dnsPacket.AUTHORITATIVE_ANSWER | dnsPacket.TRUNCATED_RESPONSE,
+        questions: query.questions ?? []
+      })
+    }
     const answers: Array<dnsPacket.Answer> = []
     if (question && records) {
       const base = { name: question.name, ttl: TTL, class: "IN" as const }
@@ -60,7 +70,7 @@ export const startDnsServer = async (): Promise<DnsServer> => {
   const udp = dgram.createSocket("udp4")
   udp.on("message", (message, remote) => {
     try {
-      udp.send(answer(dnsPacket.decode(message)), remote.port, remote.address)
+      udp.send(answer(dnsPacket.decode(message), "udp"), remote.port, remote.address)
     } catch {
       // Not a DNS query: a real server would drop it too.
     }
@@ -82,7 +92,7 @@ export const startDnsServer = async (): Promise<DnsServer> => {
         const length = buffer.readUInt16BE(0)
         const query = dnsPacket.decode(buffer.subarray(2, 2 + length))
         buffer = buffer.subarray(2 + length)
-        const response = answer(query)
+        const response = answer(query, "tcp")
         const framed = Buffer.alloc(2 + response.length)
         framed.writeUInt16BE(response.length, 0)
         response.copy(framed, 2)

@@ -1,0 +1,306 @@
+/**
+ * Custom domains (SPEC "Domains"; DESIGN.md §4): register, verify ownership through DNS, move
+ * mailboxes between domains, delete.
+ *
+ * - A hostname belongs to one account: registering one that any account (or the shared pool) has
+ *   is 409 CONFLICT. The plan caps how many an account registers (free FREE_MAX_CUSTOM_DOMAINS,
+ *   pro 10, enterprise unlimited); creates of one user are serialised on the user's row.
+ * - Verification reads the apex's TXT records for `<VERIFY_PREFIX>=<token>` (a record split into
+ *   several strings counts as one value) and its MX records: `mx_configured` is true when the most
+ *   preferred MX names MX_HOST. Ownership decides `verified`; an MX not yet pointing is reported, not
+ *   fatal. A verified domain stays verified.
+ * - Migration moves every active mailbox of the domain to another allowed domain in one
+ *   transaction, keeping mailbox ids and mail. A taken address gets `.` and 6 hex characters derived
+ *   from the mailbox id, so a dry run previews exactly what applying does (unless the address is
+ *   taken in between).
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Either } from "effect"
+import { createHash, randomBytes } from "node:crypto"
+import { newId } from "../accounts/tokens.ts"
+import { Dns, type DnsError } from "../dns/dns.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, Unprocessable, ValidationError } from "../errors.ts"
+import { type Direction, listMeta, type Page } from "../listing.ts"
+import { Mailboxes, MailboxSettings } from "../mailboxes/mailboxes.ts"
+import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rules.ts"
+import { customDomainLimit, type Plan, reportLimit } from "../plans/plans.ts"
+import { parseDomainName } from "./names.ts"
+import type { CreatedDomain, DnsRecord, Domain, DomainListMeta, Migration, MigrationEntry } from "./schemas.ts"
+
+/** What the domains feature needs from the operator's configuration. */
+export class DomainSettings extends Context.Tag("mailroom/DomainSettings")<DomainSettings, {
+  readonly verifyPrefix: string
+  /** MX_HOST, lower-cased, without a trailing dot. */
+  readonly mxHost: string
+  readonly freeMaxCustomDomains: number
+}>() {}
+
+export interface Owner {
+  readonly userId: string
+  readonly plan: Plan
+}
+
+interface DomainRow {
+  readonly id: string
+  readonly name: string
+  readonly verificationToken: string
+  readonly verified: boolean
+  readonly mxConfigured: boolean
+  readonly createdAt: Date
+  readonly mailboxCount: string | number
+}
+
+const toDomain = (row: DomainRow): Domain => ({
+  domain_id: row.id,
+  domain_name: row.name,
+  verification_token: row.verificationToken,
+  verified: row.verified,
+  mx_configured: row.mxConfigured,
+  created_at: row.createdAt.toISOString(),
+  mailbox_count: Number(row.mailboxCount)
+})
+
+const notFound = (domainId: string) => NotFound.of({ message: "Domain not found", details: { domain_id: domainId } })
+
+const dnsUnavailable = (error: DnsError) =>
+  ServiceUnavailable.of(`DNS could not be asked right now (${error.message}); try again shortly`)
+
+/** Answers "no such records" as none; any other DNS failure is the caller's to report. */
+const orNone = <A>(effect: Effect.Effect<ReadonlyArray<A>, DnsError>) =>
+  Effect.catchIf(effect, (error) => error.reason === "NotFound", () => Effect.succeed([] as ReadonlyArray<A>))
+
+/** The suffix a colliding mailbox gets: stable for the mailbox and target, so a dry run shows what applying does. */
+const suffixFor = (mailboxId: string, target: string, attempt: number) =>
+  attempt < 4
+    ? createHash("sha256").update(`${mailboxId}:${target}:${attempt}`).digest("hex").slice(0, 6)
+    : randomBytes(3).toString("hex")
+
+export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const dns = yield* Dns
+    const settings = yield* DomainSettings
+    const { sharedDomains } = yield* MailboxSettings
+    const mailboxes = yield* Mailboxes
+
+    const select = sql.literal(`
+      SELECT d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.created_at,
+             (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count
+      FROM domains d`)
+
+    const find = (owner: Owner, domainId: string) =>
+      sql<DomainRow>`${select} WHERE d.id = ${domainId} AND d.user_id = ${owner.userId}`.pipe(
+        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(domainId))))
+      )
+
+    const records = (row: { readonly verificationToken: string }): Array<DnsRecord> => [
+      { type: "TXT", name: "@", value: row.verificationToken },
+      { type: "MX", name: "@", value: settings.mxHost, priority: 10 }
+    ]
+
+    const instructions = (name: string, token: string) =>
+      `Add a TXT record at ${name} with the value "${token}" and an MX record at ${name} with priority 10 pointing at ` +
+      `${settings.mxHost}, then verify again. DNS changes can take a while to be seen.`
+
+    const limitOf = (owner: Owner) => customDomainLimit(owner.plan, settings.freeMaxCustomDomains)
+
+    const listMetaOf = (owner: Owner, count: number): DomainListMeta => {
+      const limit = limitOf(owner)
+      return { plan: owner.plan, domain_limit: reportLimit(limit), domain_count: count, can_add_domain: limit === null || count < limit }
+    }
+
+    /** The owner's domains, newest first unless asked otherwise, with SPEC's list meta (and the page's, when paged). */
+    const list = Effect.fn("Domains.list")(function*(owner: Owner, page?: Page, direction: Direction = "desc") {
+      const order = sql.literal(direction === "asc" ? "ASC" : "DESC")
+      const rows = yield* sql<DomainRow>`
+        ${select} WHERE d.user_id = ${owner.userId}
+        ORDER BY d.created_at ${order}, d.id ${order}
+        ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`
+      const total = page === undefined
+        ? rows.length
+        : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM domains WHERE user_id = ${owner.userId}`)[0]?.n ?? 0)
+      return {
+        domains: rows.map(toDomain),
+        meta: listMetaOf(owner, total),
+        page: page === undefined ? undefined : listMeta(total, page)
+      }
+    })
+
+    const create = Effect.fn("Domains.create")(function*(owner: Owner, input: string) {
+      const name = yield* Either.mapLeft(parseDomainName(input), (problem) => ValidationError.field("domain", problem))
+      if (sharedDomains.includes(name)) {
+        return yield* Conflict.of({ message: `${name} is a shared domain; every account may use it already`, details: { domain: name } })
+      }
+      const row = yield* Effect.gen(function*() {
+        yield* sql`SELECT id FROM users WHERE id = ${owner.userId} FOR NO KEY UPDATE`
+        const limit = limitOf(owner)
+        if (limit !== null) {
+          const counted = yield* sql<{ n: string }>`SELECT count(*) AS n FROM domains WHERE user_id = ${owner.userId}`
+          const count = Number(counted[0]?.n ?? 0)
+          if (count >= limit) {
+            return yield* Forbidden.of({
+              code: "DOMAIN_QUOTA",
+              message: limit === 0
+                ? `The ${owner.plan} plan does not include custom domains`
+                : `The ${owner.plan} plan allows ${limit} custom domain${limit === 1 ? "" : "s"}`,
+              details: { count, limit, plan: owner.plan }
+            })
+          }
+        }
+        // The one unique key decides races between accounts.
+        const inserted = yield* sql<DomainRow>`
+          WITH d AS (
+            INSERT INTO domains ${
+          sql.insert({
+            id: newId("dom"),
+            userId: owner.userId,
+            name,
+            verificationToken: `${settings.verifyPrefix}=${randomBytes(16).toString("hex")}`
+          })
+        }
+            ON CONFLICT (name) DO NOTHING
+            RETURNING *
+          )
+          SELECT d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.created_at,
+                 (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count
+          FROM d`
+        const created = inserted[0]
+        if (!created) {
+          return yield* Conflict.of({ message: `The domain ${name} is already registered`, details: { domain: name } })
+        }
+        return created
+      }).pipe(sql.withTransaction)
+      return { ...toDomain(row), dns_records: records(row) } satisfies CreatedDomain
+    })
+
+    const verify = Effect.fn("Domains.verify")(function*(owner: Owner, domainId: string) {
+      const row = yield* find(owner, domainId)
+      const [txt, mx] = yield* Effect.all([orNone(dns.txt(row.name)), orNone(dns.mx(row.name))], { concurrency: 2 }).pipe(
+        Effect.mapError(dnsUnavailable)
+      )
+      const owned = txt.some((value) => value.trim() === row.verificationToken)
+      const preferred = Math.min(...mx.map((record) => record.priority))
+      const mxConfigured = mx.some((record) => record.priority === preferred && record.exchange === settings.mxHost)
+      const updated = yield* sql<DomainRow>`
+        WITH d AS (
+          UPDATE domains SET
+            verified = verified OR ${owned},
+            verified_at = CASE WHEN NOT verified AND ${owned} THEN now() ELSE verified_at END,
+            mx_configured = ${mxConfigured}
+          WHERE id = ${row.id}
+          RETURNING *
+        )
+        SELECT d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.created_at,
+               (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count
+        FROM d`
+      const domain = updated[0] ?? row
+      if (!domain.verified) {
+        return yield* BadRequest.of({
+          code: "VERIFICATION_FAILED",
+          message: `The TXT record ${row.verificationToken} was not found at ${row.name}`,
+          details: { expected_txt_record: row.verificationToken, instructions: instructions(row.name, row.verificationToken) }
+        })
+      }
+      return toDomain(domain)
+    })
+
+    /** Addresses among `normalized` that are not free for `owner` (taken, or held 30 days for a former owner). */
+    const taken = (owner: Owner, normalized: ReadonlyArray<string>) =>
+      sql<{ addressNormalized: string }>`
+        SELECT address_normalized FROM mailboxes
+        WHERE address_normalized = ANY(${normalized}::text[])
+          AND (status = 'active' OR (user_id <> ${owner.userId} AND deleted_at > now() - interval '30 days'))`.pipe(
+        Effect.map((rows) => new Set(rows.map((r) => r.addressNormalized)))
+      )
+
+    const plan = (owner: Owner, source: string, target: string) =>
+      Effect.gen(function*() {
+        const moving = yield* sql<{ id: string; localPart: string }>`
+          SELECT id, local_part FROM mailboxes
+          WHERE user_id = ${owner.userId} AND domain = ${source} AND status = 'active'
+          ORDER BY created_at, id
+          FOR UPDATE`
+        const busy = yield* taken(owner, moving.map((m) => normalizeAddress(m.localPart, target)))
+        const claimed = new Set<string>()
+        const entries: Array<MigrationEntry & { readonly localPart: string; readonly normalized: string }> = []
+        for (const mailbox of moving) {
+          let localPart = mailbox.localPart
+          let normalized = normalizeAddress(localPart, target)
+          for (let attempt = 0; busy.has(normalized) || claimed.has(normalized); attempt++) {
+            if (attempt >= 10) return yield* Conflict.of({ message: "No free address could be found for a mailbox; try again", details: { mailbox_id: mailbox.id } })
+            localPart = withSuffix(mailbox.localPart.slice(0, MAX_LOCAL_LENGTH - 7), suffixFor(mailbox.id, target, attempt))
+            normalized = normalizeAddress(localPart, target)
+            if (!claimed.has(normalized) && (yield* taken(owner, [normalized])).size > 0) busy.add(normalized)
+          }
+          claimed.add(normalized)
+          entries.push({
+            mailbox_id: mailbox.id,
+            from_email: `${mailbox.localPart}@${source}`,
+            to_email: `${localPart}@${target}`,
+            renamed: localPart !== mailbox.localPart,
+            localPart,
+            normalized
+          })
+        }
+        return entries
+      })
+
+    const migrate = Effect.fn("Domains.migrate")(function*(owner: Owner, domainId: string, targetInput: string, dryRun: boolean) {
+      const source = yield* find(owner, domainId)
+      const target = yield* Either.mapLeft(parseDomainName(targetInput), (problem) => ValidationError.field("target_domain", problem))
+      if (target === source.name) return yield* ValidationError.field("target_domain", "must differ from the domain being migrated")
+      if (!(yield* mailboxes.allowedDomains(owner.userId, owner.plan)).includes(target)) {
+        return yield* Unprocessable.of({
+          code: "DOMAIN_NOT_ALLOWED",
+          message: `The domain ${target} is not available to this account`,
+          details: { domain: target, plan: owner.plan }
+        })
+      }
+      const entries = yield* Effect.gen(function*() {
+        // Serialise with this user's mailbox creates, which count and check addresses under the same lock.
+        yield* sql`SELECT id FROM users WHERE id = ${owner.userId} FOR NO KEY UPDATE`
+        const planned = yield* plan(owner, source.name, target)
+        if (!dryRun && planned.length > 0) {
+          yield* sql`
+            UPDATE mailboxes m SET domain = ${target}, local_part = moved.local_part, address_normalized = moved.normalized
+            FROM unnest(${planned.map((e) => e.mailbox_id)}::text[], ${planned.map((e) => e.localPart)}::text[],
+                        ${planned.map((e) => e.normalized)}::text[]) AS moved(id, local_part, normalized)
+            WHERE m.id = moved.id`
+        }
+        return planned
+      }).pipe(
+        sql.withTransaction,
+        // Another account took a target address between the check and the update: nothing moved.
+        Effect.catchIf(isUniqueViolation, () =>
+          Effect.fail(Conflict.of({ code: "EMAIL_TAKEN", message: "A target address was taken during the migration; nothing was moved, try again" })))
+      )
+      return {
+        dry_run: dryRun,
+        migrated_count: entries.length,
+        renamed_count: entries.filter((e) => e.renamed).length,
+        migrations: entries.map(({ localPart: _, normalized: __, ...entry }) => entry)
+      } satisfies Migration
+    })
+
+    const remove = Effect.fn("Domains.remove")(function*(owner: Owner, domainId: string) {
+      const row = yield* find(owner, domainId)
+      const count = Number(row.mailboxCount)
+      if (count > 0) {
+        return yield* Conflict.of({
+          code: "DOMAIN_HAS_MAILBOXES",
+          message: `${count} active mailbox${count === 1 ? "" : "es"} still use${count === 1 ? "s" : ""} ${row.name}; migrate or delete them first`,
+          details: { mailbox_count: count, domain_name: row.name }
+        })
+      }
+      yield* sql`DELETE FROM domains WHERE id = ${row.id} AND user_id = ${owner.userId}`
+      return { deleted: true as const }
+    })
+
+    return { list, create, verify, migrate, remove } as const
+  })
+}) {}
+
+const isUniqueViolation = (error: unknown): error is SqlError =>
+  typeof error === "object" && error !== null && (error as { _tag?: string })._tag === "SqlError" &&
+  ((error as SqlError).cause as { code?: string } | undefined)?.code === "23505"

@@ -1,0 +1,24 @@
+/**
+ * What a custom domain name may be: a registrable-looking DNS hostname, compared in lower-case ASCII
+ * (internationalized names in punycode, as DNS and SMTP carry them).
+ */
+import { Either } from "effect"
+import { isIpAddress } from "../webhooks/targets.ts"
+import { normalizeDomain } from "../mailboxes/rules.ts"
+
+const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/
+
+/** The normalized name, or what is wrong with it. */
+export const parseDomainName = (input: string): Either.Either<string, string> => {
+  const name = normalizeDomain(input)
+  if (name === "") return Either.left("is required")
+  if (isIpAddress(name.replace(/^\[(.*)\]$/, "$1"))) return Either.left("must be a hostname, not an IP address")
+  if (name.length > 253) return Either.left("must be at most 253 characters")
+  const labels = name.split(".")
+  if (labels.length < 2) return Either.left("must be a fully qualified hostname such as example.com")
+  if (!labels.every((label) => LABEL.test(label))) {
+    return Either.left("must be a hostname: labels of letters, digits and '-' (1-63 characters, not starting or ending with '-')")
+  }
+  if (/^\d+$/.test(labels[labels.length - 1]!)) return Either.left("must end in a top-level domain, not a number")
+  return Either.right(name)
+}

@@ -1,0 +1,74 @@
+/**
+ * Custom domains on the wire (SPEC "Domain", "Mailbox migration entry", "Domains"; DESIGN.md §4).
+ */
+import { Schema } from "effect"
+import { ListMeta } from "../listing.ts"
+
+export const Domain = Schema.Struct({
+  domain_id: Schema.String,
+  domain_name: Schema.String,
+  verification_token: Schema.String.annotations({ description: "The whole TXT value: <verify_prefix>=<token>" }),
+  verified: Schema.Boolean,
+  mx_configured: Schema.Boolean,
+  created_at: Schema.String,
+  mailbox_count: Schema.Number.annotations({ description: "Active mailboxes using the domain" })
+}).annotations({ identifier: "Domain" })
+export type Domain = typeof Domain.Type
+
+export const DnsRecord = Schema.Struct({
+  type: Schema.Literal("TXT", "MX"),
+  name: Schema.String.annotations({ description: "@ is the domain itself" }),
+  value: Schema.String,
+  priority: Schema.optional(Schema.Number)
+}).annotations({ identifier: "DnsRecord" })
+export type DnsRecord = typeof DnsRecord.Type
+
+/** create: the domain and the records to publish. */
+export const CreatedDomain = Schema.Struct({
+  ...Domain.fields,
+  dns_records: Schema.Array(DnsRecord)
+}).annotations({ identifier: "CreatedDomain" })
+export type CreatedDomain = typeof CreatedDomain.Type
+
+export const DomainListMeta = Schema.Struct({
+  plan: Schema.String,
+  domain_limit: Schema.Number.annotations({ description: "-1 when unlimited" }),
+  domain_count: Schema.Number,
+  can_add_domain: Schema.Boolean
+}).annotations({ identifier: "DomainListMeta" })
+export type DomainListMeta = typeof DomainListMeta.Type
+
+/** `GET {base_url}/domains`: the same, with the common list parameters' page fields. */
+export const PagedDomainListMeta = Schema.Struct({ ...DomainListMeta.fields, ...ListMeta.fields }).annotations({
+  identifier: "PagedDomainListMeta"
+})
+
+export const MigrationEntry = Schema.Struct({
+  mailbox_id: Schema.String,
+  from_email: Schema.String,
+  to_email: Schema.String,
+  renamed: Schema.Boolean
+}).annotations({ identifier: "MailboxMigrationEntry" })
+export type MigrationEntry = typeof MigrationEntry.Type
+
+export const Migration = Schema.Struct({
+  dry_run: Schema.Boolean,
+  migrated_count: Schema.Number,
+  renamed_count: Schema.Number,
+  migrations: Schema.Array(MigrationEntry)
+}).annotations({ identifier: "MailboxMigration" })
+export type Migration = typeof Migration.Type
+
+export const DeletedDomain = Schema.Struct({ deleted: Schema.Literal(true) }).annotations({ identifier: "DeletedDomain" })
+
+/** Bodies: every field a string (or boolean), decoded by the handlers so each surface reports errors its way. */
+export const CreateDomainInput = Schema.Struct({
+  domain: Schema.String
+}).annotations({ identifier: "CreateDomainInput", parseOptions: { errors: "all" } })
+export type CreateDomainInput = typeof CreateDomainInput.Type
+
+export const MigrateInput = Schema.Struct({
+  target_domain: Schema.String,
+  dry_run: Schema.optional(Schema.Boolean).annotations({ description: "Default true: preview only" })
+}).annotations({ identifier: "MigrateMailboxesInput", parseOptions: { errors: "all" } })
+export type MigrateInput = typeof MigrateInput.Type

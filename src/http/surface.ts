@@ -1,0 +1,58 @@
+/**
+ * The two surfaces that share handlers: the API under /v1/api (API keys) and the dashboard under
+ * /api (sessions). They differ only in how a field-level problem is told (SPEC "Errors"):
+ *
+ * - /v1/api: `details` maps each field to its message (or, for mailbox bodies of the wrong shape,
+ *   400 BAD_REQUEST, SPEC's "malformed input");
+ * - /api:    400 VALIDATION_ERROR with `details.field_errors` (the dashboard's JSON schema).
+ *
+ * Such endpoints accept any JSON and decode it here, because the global decode-error mapping
+ * (errors.ts) has one shape for every route.
+ */
+import { Effect, ParseResult, Schema } from "effect"
+import { BadRequest, ValidationError } from "../../services/errors.ts"
+
+export type Surface = "api" | "dashboard"
+
+/** What is wrong with each field: `describe` words a field of the wrong type. */
+export const fieldErrors = (
+  error: ParseResult.ParseError,
+  describe: (issue: ParseResult.ArrayFormatterIssue) => string = (issue) => issue.message
+): Record<string, string> => {
+  const errors: Record<string, string> = {}
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const field = issue.path.length === 0 ? "body" : issue.path.map(String).join(".")
+    errors[field] ??= issue.path.length === 0 ? "must be a JSON object" : issue._tag === "Missing" ? "is required" : describe(issue)
+  }
+  return errors
+}
+
+/** A field-level VALIDATION_ERROR as `surface` tells it. */
+export const forSurface = (surface: Surface, error: ValidationError): ValidationError =>
+  surface === "api" ? error : ValidationError.of({ message: error.message, details: { field_errors: error.details ?? {} } })
+
+const summary = (errors: Record<string, string>) => Object.entries(errors).map(([field, message]) => `${field} ${message}`).join("; ")
+
+/**
+ * Decode a body. An absent body is BAD_REQUEST on both surfaces (the platform reads an empty body as
+ * JSON `null`, so a literal `null` counts as absent too). A wrong shape is VALIDATION_ERROR as the
+ * surface tells it, or, with `malformed: "bad-request"`, BAD_REQUEST on /v1/api.
+ */
+export const decodeBody = <A, I>(
+  schema: Schema.Schema<A, I>,
+  surface: Surface,
+  options: {
+    readonly malformed?: "bad-request" | "validation"
+    readonly describe?: (issue: ParseResult.ArrayFormatterIssue) => string
+  } = {}
+) =>
+(body: unknown): Effect.Effect<A, BadRequest | ValidationError> => {
+  if (body === undefined || body === null) return Effect.fail(BadRequest.of({ message: "A JSON body is required" }))
+  return Effect.mapError(Schema.decodeUnknown(schema)(body), (error): BadRequest | ValidationError => {
+    const errors = fieldErrors(error, options.describe)
+    if (surface === "api" && options.malformed === "bad-request") {
+      return BadRequest.of({ message: `Malformed request body: ${summary(errors)}`, details: { field_errors: errors } })
+    }
+    return forSurface(surface, ValidationError.of({ message: `Invalid request body: ${summary(errors)}`, details: errors }))
+  })
+}
