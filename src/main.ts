@@ -18,23 +18,26 @@ const describe = (error: ConfigError.ConfigError): string =>
     unsupportedCase: (_, path, message) => `${path.join(".")}: ${message}`
   })
 
+/**
+ * Print why, then exit 1. The exit waits for the write: stderr to a pipe is asynchronous, and an
+ * immediate exit can lose the message (seen when several processes start at once).
+ */
+const stopWith = (message: string) =>
+  Effect.async<never>(() => {
+    process.stderr.write(message, () => process.exit(1))
+  })
+
 const main = Effect.gen(function*() {
   const config = yield* loadConfig.pipe(
     Effect.catchAll((error) =>
-      Effect.sync(() => {
-        process.stderr.write(`mailroom: invalid configuration\n${describe(error)}\n`)
-        process.exit(1)
-      }).pipe(Effect.zipRight(Effect.never))
+      stopWith(`mailroom: invalid configuration\n${describe(error)}\n`)
     )
   )
   yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")}`)
   return yield* Layer.launch(appLayer(config)).pipe(
     // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
     Effect.catchAll((error) =>
-      Effect.sync(() => {
-        process.stderr.write(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)
-        process.exit(1)
-      }).pipe(Effect.zipRight(Effect.never))
+      stopWith(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)
     ),
     Logger.withMinimumLogLevel(config.logLevel),
     // Spans go nowhere without an exporter; building them (with stack traces) costs every request.

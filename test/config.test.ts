@@ -23,14 +23,16 @@ const run = (env: Record<string, string>) =>
     child.stdout.on("data", (chunk) => (output += chunk))
     child.stderr.on("data", (chunk) => (output += chunk))
     const timer = setTimeout(() => child.kill("SIGKILL"), 30_000)
-    child.on("exit", (code) => {
+    // "close", not "exit": only then has everything the process printed been read.
+    child.on("close", (code) => {
       clearTimeout(timer)
       dataDir.remove()
       resolve({ code, output })
     })
   })
 
-describe("configuration", () => {
+// Each case is a process that stops at start: independent, so they run side by side.
+describe.concurrent("configuration", () => {
   it.each([
     [{ PORT: "abc" }, /PORT: .*abc/],
     [{ SMTP_PORT: "70000" }, /SMTP_PORT/],
@@ -58,6 +60,20 @@ describe("configuration", () => {
     expect(output).toMatch(/SMTP_TLS_KEY: Cannot read \/nonexistent\/key\.pem: ENOENT/)
   })
 
+  it("refuses a partial-role process on the embedded stores, naming the missing setting", async () => {
+    const { code, output } = await run({ ROLES: "api" })
+    expect(code).toBe(1)
+    expect(output).toMatch(/DATABASE_URL/)
+    expect(output).toMatch(/NATS_URL/)
+    const withDb = await run({ ROLES: "worker", DATABASE_URL: "postgres://127.0.0.1:1/x", JWT_SECRET: "x".repeat(40) })
+    expect(withDb.code).toBe(1)
+    expect(withDb.output).toMatch(/NATS_URL/)
+    expect(withDb.output).not.toMatch(/DATABASE_URL:/)
+  })
+})
+
+// Alone: it holds the SMTP port the other cases' processes are given.
+describe.sequential("a port in use", () => {
   it("stops with a one-line reason when the SMTP port is taken", async () => {
     const blocker = net.createServer()
     await new Promise<void>((resolve) => blocker.listen(39992, "127.0.0.1", resolve))
@@ -69,16 +85,5 @@ describe("configuration", () => {
     } finally {
       await new Promise((resolve) => blocker.close(resolve))
     }
-  })
-
-  it("refuses a partial-role process on the embedded stores, naming the missing setting", async () => {
-    const { code, output } = await run({ ROLES: "api" })
-    expect(code).toBe(1)
-    expect(output).toMatch(/DATABASE_URL/)
-    expect(output).toMatch(/NATS_URL/)
-    const withDb = await run({ ROLES: "worker", DATABASE_URL: "postgres://127.0.0.1:1/x", JWT_SECRET: "x".repeat(40) })
-    expect(withDb.code).toBe(1)
-    expect(withDb.output).toMatch(/NATS_URL/)
-    expect(withDb.output).not.toMatch(/DATABASE_URL:/)
   })
 })
