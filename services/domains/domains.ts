@@ -84,10 +84,11 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
     const { sharedDomains } = yield* MailboxSettings
     const mailboxes = yield* Mailboxes
 
-    const select = sql.literal(`
-      SELECT d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.created_at,
-             (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count
-      FROM domains d`)
+    /** A domain row `d` as DomainRow, with its active mailboxes counted. */
+    const columns = sql.literal(`
+      d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.created_at,
+      (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count`)
+    const select = sql`SELECT ${columns} FROM domains d`
 
     const find = (owner: Owner, domainId: string) =>
       sql<DomainRow>`${select} WHERE d.id = ${domainId} AND d.user_id = ${owner.userId}`.pipe(
@@ -162,9 +163,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
             ON CONFLICT (name) DO NOTHING
             RETURNING *
           )
-          SELECT d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.created_at,
-                 (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count
-          FROM d`
+          SELECT ${columns} FROM d`
         const created = inserted[0]
         if (!created) {
           return yield* Conflict.of({ message: `The domain ${name} is already registered`, details: { domain: name } })
@@ -191,9 +190,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           WHERE id = ${row.id}
           RETURNING *
         )
-        SELECT d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.created_at,
-               (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count
-        FROM d`
+        SELECT ${columns} FROM d`
       const domain = updated[0] ?? row
       if (!domain.verified) {
         return yield* BadRequest.of({
