@@ -15,14 +15,13 @@
  *   taken in between).
  */
 import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Either } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { newId } from "../accounts/tokens.ts"
 import { Dns, type DnsError } from "../dns/dns.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, Unprocessable, ValidationError } from "../errors.ts"
 import { type Direction, listMeta, type Page } from "../listing.ts"
-import { Mailboxes, MailboxSettings } from "../mailboxes/mailboxes.ts"
+import { isUniqueViolation, Mailboxes, MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rules.ts"
 import { customDomainLimit, type Plan, reportLimit } from "../plans/plans.ts"
 import { parseDomainName } from "./names.ts"
@@ -297,7 +296,3 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
     return { list, create, verify, migrate, remove } as const
   })
 }) {}
-
-const isUniqueViolation = (error: unknown): error is SqlError =>
-  typeof error === "object" && error !== null && (error as { _tag?: string })._tag === "SqlError" &&
-  ((error as SqlError).cause as { code?: string } | undefined)?.code === "23505"

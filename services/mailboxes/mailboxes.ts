@@ -64,7 +64,8 @@ const emailTaken = (emailAddress: string) =>
 
 const notFound = (mailboxId: string) => NotFound.of({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
 
-const isUniqueViolation = (error: unknown) =>
+/** A write that broke a unique constraint (PostgreSQL 23505). */
+export const isUniqueViolation = (error: unknown): boolean =>
   typeof error === "object" && error !== null && (error as { _tag?: string })._tag === "SqlError" &&
   ((error as SqlError).cause as { code?: string } | undefined)?.code === "23505"
 
