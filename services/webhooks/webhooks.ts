@@ -128,17 +128,26 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
     })
 
     const list = Effect.fn("Webhooks.list")(function*(userId: string, page: Page, sort: Sort<WebhookSortField>) {
-      const rows = yield* sql<WebhookRow & { readonly total: string }>`
-        SELECT ${sql.literal(columns)}, count(*) OVER () AS total FROM webhooks
-        WHERE user_id = ${userId}
-        ORDER BY ${sql.literal(sortColumns[sort.field])} ${sql.literal(sort.direction === "asc" ? "ASC" : "DESC")}, id
-        LIMIT ${page.limit} OFFSET ${page.offset}`
-      const total = rows[0]
-        ? Number(rows[0].total)
-        : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM webhooks WHERE user_id = ${userId}`)[0]?.n ?? 0)
-      const webhooks: Array<WebhookListItem> = rows.map((row) => {
+      const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
+      // The page and the count in one statement (as the email list does): a single row of nulls
+      // carries the count when the page is empty.
+      const rows = yield* sql<(WebhookRow & { readonly total: string }) | { readonly id: null; readonly total: string }>`
+        SELECT page.*, counted.total
+        FROM (SELECT count(*) AS total FROM webhooks WHERE user_id = ${userId}) counted
+        LEFT JOIN LATERAL (
+          SELECT ${sql.literal(columns)}, row_number() OVER () AS position
+          FROM (
+            SELECT * FROM webhooks WHERE user_id = ${userId}
+            ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, id
+            LIMIT ${page.limit} OFFSET ${page.offset}
+          ) w
+        ) page ON true
+        ORDER BY page.position`
+      const total = Number(rows[0]?.total ?? 0)
+      const webhooks: Array<WebhookListItem> = rows.flatMap((row) => {
+        if (row.id === null) return []
         const { created_at, ...rest } = toWebhook(row)
-        return { ...rest, createdAt: created_at }
+        return [{ ...rest, createdAt: created_at }]
       })
       return { webhooks, meta: listMeta(total, page) satisfies ListMeta }
     })
@@ -174,27 +183,31 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
     /** The delivery log of one webhook, newest first, each delivery with its attempts. */
     const deliveries = Effect.fn("Webhooks.deliveries")(function*(userId: string, webhookId: string, page: Page) {
       yield* find(userId, webhookId)
-      const rows = yield* sql<DeliveryRow>`
-        SELECT d.id, d.webhook_id, d.event_id, d.event, d.status, d.created_at, d.completed_at,
-               coalesce((
-                 SELECT json_agg(json_build_object(
-                          'attempt', a.attempt,
-                          'statusCode', a.status_code,
-                          'durationMs', a.duration_ms,
-                          'error', a.error,
-                          'attemptedAt', to_char(a.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                        ) ORDER BY a.attempt)
-                 FROM webhook_attempts a WHERE a.delivery_id = d.id
-               ), '[]'::json) AS attempts,
-               count(*) OVER () AS total
-        FROM webhook_deliveries d
-        WHERE d.webhook_id = ${webhookId}
-        ORDER BY d.created_at DESC, d.id DESC
-        LIMIT ${page.limit} OFFSET ${page.offset}`
-      const total = rows[0]
-        ? Number(rows[0].total)
-        : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM webhook_deliveries WHERE webhook_id = ${webhookId}`)[0]?.n ?? 0)
-      const data: Array<Delivery> = rows.map((row) => ({
+      const rows = yield* sql<DeliveryRow | { readonly id: null; readonly total: string }>`
+        SELECT page.*, counted.total
+        FROM (SELECT count(*) AS total FROM webhook_deliveries WHERE webhook_id = ${webhookId}) counted
+        LEFT JOIN LATERAL (
+          SELECT d.id, d.webhook_id, d.event_id, d.event, d.status, d.created_at, d.completed_at,
+                 coalesce((
+                   SELECT json_agg(json_build_object(
+                            'attempt', a.attempt,
+                            'statusCode', a.status_code,
+                            'durationMs', a.duration_ms,
+                            'error', a.error,
+                            'attemptedAt', to_char(a.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                          ) ORDER BY a.attempt)
+                   FROM webhook_attempts a WHERE a.delivery_id = d.id
+                 ), '[]'::json) AS attempts,
+                 row_number() OVER () AS position
+          FROM (
+            SELECT * FROM webhook_deliveries WHERE webhook_id = ${webhookId}
+            ORDER BY created_at DESC, id DESC
+            LIMIT ${page.limit} OFFSET ${page.offset}
+          ) d
+        ) page ON true
+        ORDER BY page.position`
+      const total = Number(rows[0]?.total ?? 0)
+      const data: Array<Delivery> = rows.flatMap((row) => row.id === null ? [] : [{
         delivery_id: row.id,
         webhook_id: row.webhookId,
         event_id: row.eventId,
@@ -210,7 +223,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         })),
         created_at: row.createdAt.toISOString(),
         completed_at: row.completedAt?.toISOString() ?? null
-      }))
+      }])
       return { deliveries: data, meta: listMeta(total, page) }
     })
 

@@ -185,6 +185,10 @@ describe("reading, updating and deleting", () => {
 
     const paged = await api.get("/v1/api/webhooks?limit=1&offset=1&sort=createdAt:asc", { apiKey: user.apiKey })
     expect(paged.body).toEqual({ success: true, data: [item(second)], meta: { total: 2, limit: 1, offset: 1, hasMore: false } })
+    const past = await api.get("/v1/api/webhooks?offset=5", { apiKey: user.apiKey })
+    expect(past.body).toEqual({ success: true, data: [], meta: { total: 2, limit: 20, offset: 5, hasMore: false } })
+    const byUrl = await api.get("/v1/api/webhooks?sort=url:desc", { apiKey: user.apiKey })
+    expect(byUrl.body.data.map((w: { url: string }) => w.url)).toEqual([second.url, first.url])
     const bad = await api.get("/v1/api/webhooks?limit=0&sort=secret:asc", { apiKey: user.apiKey })
     expect(bad.status).toBe(400)
     expect(bad.body.error.code).toBe("VALIDATION_ERROR")

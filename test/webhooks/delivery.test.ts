@@ -145,6 +145,8 @@ describe("email.received", () => {
       completed_at: expect.any(String)
     }])
     expect(log.meta).toEqual({ total: 1, limit: 20, offset: 0, hasMore: false })
+    const past = await api.get(`/v1/api/webhooks/${webhook.webhook_id}/deliveries?limit=1&offset=1`, { apiKey: box.user.apiKey })
+    expect(past.body).toEqual({ success: true, data: [], meta: { total: 1, limit: 1, offset: 1, hasMore: false } })
     // Exactly once: nothing more arrives.
     await new Promise((resolve) => setTimeout(resolve, 1000))
     expect(receiver.received(webhook.path)).toHaveLength(1)
