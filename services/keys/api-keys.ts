@@ -77,15 +77,27 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
 
     const list = Effect.fn("ApiKeys.list")(
       function*(userId: string, page: Page, sort: Sort<KeySortField>) {
-        const rows = yield* sql<KeyRow>`
-          SELECT k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at,
-                 count(*) OVER () AS total
-          FROM api_keys k JOIN subscriptions s ON s.user_id = k.user_id
-          WHERE k.user_id = ${userId} AND k.revoked_at IS NULL
-          ORDER BY ${sql.literal(sortColumns[sort.field])} ${sql.literal(sort.direction === "asc" ? "ASC NULLS FIRST" : "DESC NULLS LAST")}, k.id
-          LIMIT ${page.limit} OFFSET ${page.offset}`
-        const total = rows[0] ? Number(rows[0].total) : yield* countKeys(userId)
-        const keys: Array<ApiKey> = rows.map((row) => ({
+        const order = sql.literal(
+          `${sortColumns[sort.field]} ${sort.direction === "asc" ? "ASC NULLS FIRST" : "DESC NULLS LAST"}, k.id`
+        )
+        // The page and the count in one statement (as the email list does), so they describe the same
+        // moment: a single row of nulls carries the count when the page is empty.
+        const rows = yield* sql<KeyRow | { readonly id: null; readonly total: string }>`
+          SELECT page.*, counted.total
+          FROM (SELECT count(*) AS total FROM api_keys WHERE user_id = ${userId} AND revoked_at IS NULL) counted
+          LEFT JOIN LATERAL (
+            SELECT k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at, k.position
+            FROM (
+              -- Numbered before the join, which need not keep the order.
+              SELECT k.*, row_number() OVER (ORDER BY ${order}) AS position FROM api_keys k
+              WHERE k.user_id = ${userId} AND k.revoked_at IS NULL
+              ORDER BY ${order}
+              LIMIT ${page.limit} OFFSET ${page.offset}
+            ) k JOIN subscriptions s ON s.user_id = k.user_id
+          ) page ON true
+          ORDER BY page.position`
+        const total = Number(rows[0]?.total ?? 0)
+        const keys: Array<ApiKey> = rows.flatMap((row) => row.id === null ? [] : [{
           keyId: row.id,
           name: row.name,
           keyPrefix: row.keyPrefix,
@@ -94,16 +106,10 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
           lastUsed: usage.lastUsed(row.id, row.lastUsedAt)?.toISOString() ?? null,
           createdAt: row.createdAt.toISOString(),
           expirationTs: row.expiresAt?.toISOString() ?? null
-        }))
+        }])
         return { keys, meta: listMeta(total, page) satisfies ListMeta }
       }
     )
-
-    /** The total when the requested page is past the end (no row to carry `count(*) OVER ()`). */
-    const countKeys = (userId: string) =>
-      sql<{ n: string }>`SELECT count(*) AS n FROM api_keys WHERE user_id = ${userId} AND revoked_at IS NULL`.pipe(
-        Effect.map((rows) => Number(rows[0]?.n ?? 0))
-      )
 
     const revoke = Effect.fn("ApiKeys.revoke")(function*(userId: string, keyId: string) {
       const rows = yield* sql<{ id: string }>`
