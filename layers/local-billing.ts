@@ -59,7 +59,9 @@ export const layer = (options: { readonly appUrl: string }) =>
             returnUrl: null
           }),
         portal: (request) =>
-          open({ kind: "portal", userId: request.userId, plan: null, successUrl: null, cancelUrl: null, returnUrl: request.returnUrl })
+          open({ kind: "portal", userId: request.userId, plan: null, successUrl: null, cancelUrl: null, returnUrl: request.returnUrl }),
+        // Payments complete on the app itself: no provider calls back.
+        webhook: Option.none()
       })
 
       const find = (id: string) =>

@@ -112,6 +112,7 @@ export const appConfig = Config.all({
   stripeWebhookSecret: Config.option(Config.redacted("STRIPE_WEBHOOK_SECRET")),
   stripePricePro: Config.option(Config.string("STRIPE_PRICE_PRO")),
   stripePriceEnterprise: Config.option(Config.string("STRIPE_PRICE_ENTERPRISE")),
+  stripeApiUrl: Config.option(url("STRIPE_API_URL")),
   sharedDomains: list("SHARED_DOMAINS", "agents.localhost").pipe(
     Config.map((domains) => domains.map((domain) => domain.toLowerCase())),
     check("SHARED_DOMAINS", "Expected at least one domain", (domains: Array<string>) => domains.length > 0)
@@ -174,17 +175,22 @@ const checkSecrets = (config: AppConfigShape): Effect.Effect<void, ConfigError.C
 
 /**
  * Local billing activates plans without taking payment, so a deployment that configured Stripe must
- * never fall back to it silently. Until the Stripe adapter exists, refuse to start instead.
+ * have everything Stripe needs, or not start at all.
  */
-const checkPayments = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> =>
-  Option.isSome(config.stripeSecretKey)
-    ? Effect.fail(
-      ConfigError.Unsupported(
-        ["STRIPE_SECRET_KEY"],
-        "The Stripe payment provider is not available in this version; unset STRIPE_SECRET_KEY to use local billing"
-      )
+const checkPayments = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> => {
+  if (Option.isNone(config.stripeSecretKey)) return Effect.void
+  const missing = [
+    Option.isNone(config.stripeWebhookSecret) ? "STRIPE_WEBHOOK_SECRET" : undefined,
+    Option.isNone(config.stripePricePro) ? "STRIPE_PRICE_PRO" : undefined,
+    Option.isNone(config.stripePriceEnterprise) ? "STRIPE_PRICE_ENTERPRISE" : undefined
+  ].filter((name): name is string => name !== undefined)
+  return missing.length === 0 ? Effect.void : Effect.fail(
+    ConfigError.MissingData(
+      [missing[0]!],
+      `STRIPE_SECRET_KEY is set, so Stripe takes the payments: set ${missing.join(", ")} too`
     )
-    : Effect.void
+  )
+}
 
 /** STARTTLS needs both halves of the key pair, readable; anything less is a mistake worth stopping for. */
 const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> => {

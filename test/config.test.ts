@@ -43,7 +43,9 @@ describe.concurrent("configuration", () => {
     [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],
     [{ DATABASE_URL: "postgres://127.0.0.1:1/x" }, /JWT_SECRET/],
     [{ JWT_SECRET: "short" }, /JWT_SECRET: Expected at least 32 characters/],
-    [{ STRIPE_SECRET_KEY: "sk_test_x" }, /STRIPE_SECRET_KEY: .*not available/],
+    [{ STRIPE_SECRET_KEY: "sk_test_x" }, /STRIPE_WEBHOOK_SECRET: .*STRIPE_WEBHOOK_SECRET, STRIPE_PRICE_PRO, STRIPE_PRICE_ENTERPRISE/],
+    [{ STRIPE_SECRET_KEY: "sk_test_x", STRIPE_WEBHOOK_SECRET: "whsec_x", STRIPE_PRICE_PRO: "price_pro" }, /STRIPE_PRICE_ENTERPRISE/],
+    [{ STRIPE_API_URL: "nowhere" }, /STRIPE_API_URL/],
     [{ SMTP_TLS_CERT: "/etc/mailroom/cert.pem" }, /SMTP_TLS_KEY: .*both or neither/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
     const { code, output } = await run(env)

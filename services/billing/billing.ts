@@ -7,6 +7,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
 import { NotFound } from "../errors.ts"
 import { limits, Plan, reportLimit } from "../plans/plans.ts"
+import type { BillingEvent } from "./events.ts"
 import { addMonth, calendarMonth } from "./periods.ts"
 
 export const SubscriptionStatus = Schema.Literal("active", "canceled", "past_due")
@@ -109,6 +110,65 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       yield* sql`UPDATE subscriptions SET cancel_at_period_end = ${cancel}, updated_at = now() WHERE user_id = ${userId}`
     })
 
-    return { openFreeSubscription, subscription, usage, changePlan, setCancelAtPeriodEnd } as const
+    /**
+     * Apply a payment provider's event, once (by its id), and only when it is not older than the
+     * state applied already. Answers what happened, for the log.
+     */
+    const applyEvent = Effect.fn("Billing.applyEvent")(function*(event: BillingEvent) {
+      return yield* Effect.gen(function*() {
+        const fresh = yield* sql`
+          INSERT INTO billing_events (id, type) VALUES (${event.eventId}, ${event.eventType})
+          ON CONFLICT (id) DO NOTHING RETURNING id`
+        if (fresh.length === 0) return "duplicate" as const
+        if (event.kind === "ignored") return "ignored" as const
+        const owners = yield* sql<{ userId: string }>`
+          SELECT user_id FROM subscriptions
+          WHERE stripe_customer_id = ${event.customerId ?? null} OR user_id = ${event.userId ?? null}
+          ORDER BY (stripe_customer_id = ${event.customerId ?? null}) DESC NULLS LAST
+          LIMIT 1`
+        const userId = owners[0]?.userId
+        if (userId === undefined) return "unknown-customer" as const
+        const now = new Date()
+        const newer = sql`(provider_state_at IS NULL OR provider_state_at <= ${event.at})`
+        const link = sql`stripe_customer_id = coalesce(stripe_customer_id, ${event.customerId ?? null}),
+                         provider_state_at = ${event.at}, updated_at = now()`
+        let applied: ReadonlyArray<unknown>
+        switch (event.kind) {
+          case "checkout-completed": {
+            applied = yield* sql`
+              UPDATE subscriptions SET plan = ${event.plan}, status = 'active', current_period_start = ${now},
+                current_period_end = ${addMonth(now)}, cancel_at_period_end = false,
+                stripe_subscription_id = coalesce(${event.subscriptionId ?? null}, stripe_subscription_id), ${link}
+              WHERE user_id = ${userId} AND ${newer} RETURNING user_id`
+            break
+          }
+          case "subscription-changed": {
+            applied = yield* sql`
+              UPDATE subscriptions SET plan = ${event.plan}, status = ${event.status},
+                current_period_start = ${event.periodStart}, current_period_end = ${event.periodEnd},
+                cancel_at_period_end = ${event.cancelAtPeriodEnd}, stripe_subscription_id = ${event.subscriptionId}, ${link}
+              WHERE user_id = ${userId} AND ${newer} RETURNING user_id`
+            break
+          }
+          case "subscription-ended": {
+            const period = calendarMonth(now)
+            applied = yield* sql`
+              UPDATE subscriptions SET plan = 'free', status = 'canceled', current_period_start = ${period.start},
+                current_period_end = ${period.end}, cancel_at_period_end = false, stripe_subscription_id = NULL, ${link}
+              WHERE user_id = ${userId} AND ${newer} RETURNING user_id`
+            break
+          }
+          case "payment-failed": {
+            applied = yield* sql`
+              UPDATE subscriptions SET status = 'past_due', ${link}
+              WHERE user_id = ${userId} AND plan <> 'free' AND ${newer} RETURNING user_id`
+            break
+          }
+        }
+        return applied.length > 0 ? "applied" as const : "superseded" as const
+      }).pipe(sql.withTransaction)
+    })
+
+    return { openFreeSubscription, subscription, usage, changePlan, setCancelAtPeriodEnd, applyEvent } as const
   })
 }) {}

@@ -2,13 +2,17 @@
  * The payment provider port: hosted checkout and customer-portal pages. Adapters: Stripe, and the
  * local provider whose pages live on the app itself (DESIGN.md §3).
  */
-import { Context, Data, type Effect } from "effect"
+import { Context, Data, type Effect, type Option } from "effect"
 import type { Plan } from "../plans/plans.ts"
+import type { BillingEvent } from "./events.ts"
 
 export class PaymentError extends Data.TaggedError("PaymentError")<{
   readonly message: string
   readonly cause?: unknown
 }> {}
+
+/** A provider webhook that is not genuine (bad or missing signature, or unreadable). */
+export class WebhookRejected extends Data.TaggedError("WebhookRejected")<{ readonly message: string }> {}
 
 export interface CheckoutRequest {
   readonly userId: string
@@ -28,4 +32,9 @@ export class PaymentProvider extends Context.Tag("mailroom/PaymentProvider")<Pay
   readonly checkout: (request: CheckoutRequest) => Effect.Effect<{ readonly url: string }, PaymentError>
   /** Address of a hosted page where the user manages payment methods, invoices and cancellation. */
   readonly portal: (request: PortalRequest) => Effect.Effect<{ readonly url: string }, PaymentError>
+  /**
+   * Check a provider webhook (the raw body and its signature header) and say what it means. None when
+   * the provider sends no webhooks (the local provider completes payments itself).
+   */
+  readonly webhook: Option.Option<(body: string, signature: string | undefined) => Effect.Effect<BillingEvent, WebhookRejected>>
 }>() {}

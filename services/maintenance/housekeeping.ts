@@ -1,11 +1,12 @@
 /**
  * Worker-side housekeeping: drop login sessions that can no longer be used, rate-limit counters
  * whose windows have all passed, per-day email counters of past months, and stored bytes nothing
- * refers to any more (a message refused with 451 after its bytes were written). Idempotent, so any
- * number of workers may run it.
+ * refers to any more (a message refused with 451 after its bytes were written); and move past_due
+ * subscriptions whose grace has run out to free. Idempotent, so any number of workers may run it.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
+import { PAST_DUE_GRACE_DAYS } from "../billing/events.ts"
 
 /** Ended sessions are kept a week (for support questions), then removed. */
 const SESSION_RETENTION = "7 days"
@@ -33,9 +34,22 @@ export const sweep = Effect.gen(function*() {
     WHERE b.created_at < now() - ${ORPHAN_BLOB_AGE}::interval
       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.raw_sha256 = b.sha256)
       AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.checksum = b.sha256)`.raw
-  // node-postgres reports the rows a DELETE removed as `rowCount` on the raw result.
+  // A renewal that stays unpaid: the paid plan lasts the grace period past the period's end, then the
+  // account is on free (its period the calendar month, as every free period).
+  const lapsed = yield* sql`
+    UPDATE subscriptions SET plan = 'free', status = 'canceled', cancel_at_period_end = false, updated_at = now(),
+      current_period_start = date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+      current_period_end = (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month') AT TIME ZONE 'UTC'
+    WHERE status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval`.raw
+  // node-postgres reports the rows a DELETE or UPDATE touched as `rowCount` on the raw result.
   const count = (result: unknown) => (result as { rowCount?: number | null }).rowCount ?? 0
-  const removed = { sessions: count(sessions), counters: count(counters), dailyCounters: count(dailyCounters), blobs: count(blobs) }
+  const removed = {
+    sessions: count(sessions),
+    counters: count(counters),
+    dailyCounters: count(dailyCounters),
+    blobs: count(blobs),
+    lapsedSubscriptions: count(lapsed)
+  }
   if (Object.values(removed).some((n) => n > 0)) yield* Effect.logInfo("Housekeeping", removed)
   return removed
 }).pipe(Effect.withSpan("Housekeeping.sweep"))

@@ -220,6 +220,20 @@ export class BillingGroup extends HttpApiGroup.make("billing")
   .annotate(OpenApi.Title, "Billing")
 {}
 
+/** Stripe calls this; it proves itself with `Stripe-Signature`, not a key. */
+export class BillingWebhookGroup extends HttpApiGroup.make("billingWebhook")
+  .add(
+    HttpApiEndpoint.post("webhook", "/billing/webhook")
+      .addSuccess(Ok(Schema.Struct({ received: Schema.Literal(true) })))
+      .annotate(
+        OpenApi.Description,
+        "Stripe's events (signed with STRIPE_WEBHOOK_SECRET): checkout.session.completed, customer.subscription.*, invoice.payment_failed. A bad signature is 400 INVALID_SIGNATURE; 404 without Stripe configured"
+      )
+  )
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Billing webhook")
+{}
+
 // ---------------------------------------------------------------------------------------------
 // Mailboxes (on {app_url}): the same routes for API keys under /v1/api and for dashboard sessions
 // under /api. Some answers carry `mailbox` / `mailboxes` next to `success` instead of `data`.
@@ -439,6 +453,7 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .add(AuthGroup)
   .add(ApiKeysGroup)
   .add(BillingGroup)
+  .add(BillingWebhookGroup)
   .add(MailboxesGroup)
   .add(DashboardMailboxesGroup)
   .add(EmailsGroup)

@@ -1,10 +1,10 @@
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { Accounts } from "../../services/accounts/accounts.ts"
 import { CurrentPrincipal } from "../../services/accounts/principal.ts"
 import { Billing } from "../../services/billing/billing.ts"
 import { PaymentProvider } from "../../services/billing/payments.ts"
-import { Conflict, ServiceUnavailable, Unauthorized, ValidationError } from "../../services/errors.ts"
+import { BadRequest, Conflict, NotFound, ServiceUnavailable, Unauthorized, ValidationError } from "../../services/errors.ts"
 import { MailroomApi } from "./api.ts"
 import { orUnavailable } from "./infra.ts"
 
@@ -56,4 +56,31 @@ export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (han
           const session = yield* payments.portal({ userId, returnUrl: payload.returnUrl }).pipe(Effect.mapError(providerDown))
           return { success: true as const, data: { url: session.url } }
         }).pipe(orUnavailable))
+  }))
+
+/**
+ * The payment provider's webhook: verified over the raw body, applied once per event, newest state
+ * winning. 400 INVALID_SIGNATURE when it does not verify (the provider keeps retrying a genuine one
+ * that failed for another reason, answered 5xx).
+ */
+export const BillingWebhookHandlers = HttpApiBuilder.group(MailroomApi, "billingWebhook", (handlers) =>
+  Effect.gen(function*() {
+    const billing = yield* Billing
+    const payments = yield* PaymentProvider
+    return handlers.handle("webhook", () =>
+      Effect.gen(function*() {
+        if (Option.isNone(payments.webhook)) {
+          return yield* NotFound.of({ message: "No payment provider webhook is configured (local billing)" })
+        }
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const body = yield* Effect.orElseFail(request.text, () => BadRequest.of({ message: "The request body could not be read" }))
+        const event = yield* payments.webhook.value(body, request.headers["stripe-signature"]).pipe(
+          Effect.mapError((rejected) => BadRequest.of({ code: "INVALID_SIGNATURE", message: rejected.message }))
+        )
+        const outcome = yield* billing.applyEvent(event)
+        yield* Effect.logInfo("Payment provider event").pipe(
+          Effect.annotateLogs({ eventId: event.eventId, type: event.eventType, outcome })
+        )
+        return { success: true as const, data: { received: true as const } }
+      }).pipe(orUnavailable))
   }))

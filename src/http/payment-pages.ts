@@ -26,7 +26,10 @@ const planName = (plan: string) => plan.charAt(0).toUpperCase() + plan.slice(1)
 
 export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
-    const payments = yield* LocalPayments
+    // Mounted only with the local provider: Stripe hosts its own pages.
+    const local = yield* Effect.serviceOption(LocalPayments)
+    if (Option.isNone(local)) return
+    const payments = local.value
     const billing = yield* Billing
     const sessionId = Effect.map(HttpRouter.params, (params) => params.id ?? "")
 

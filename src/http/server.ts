@@ -18,11 +18,12 @@ import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { Webhooks } from "../../services/webhooks/webhooks.ts"
 import * as LocalBilling from "../../layers/local-billing.ts"
+import * as StripeBilling from "../../layers/stripe-billing.ts"
 import { AppConfig } from "../config.ts"
 import { MailroomApi } from "./api.ts"
 import { ApiKeysHandlers } from "./api-keys.ts"
 import { AuthHandlers } from "./auth.ts"
-import { BillingHandlers } from "./billing.ts"
+import { BillingHandlers, BillingWebhookHandlers } from "./billing.ts"
 import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health.ts"
@@ -59,6 +60,7 @@ const Handlers = Layer.mergeAll(
   AuthHandlers,
   ApiKeysHandlers,
   BillingHandlers,
+  BillingWebhookHandlers,
   MailboxesHandlers,
   DashboardMailboxesHandlers,
   EmailsHandlers,
@@ -75,9 +77,19 @@ export const ApiLive = HttpApiBuilder.api(MailroomApi).pipe(
   Layer.provide(Middleware)
 )
 
-/** The payment provider: local billing (config.ts refuses to start with a Stripe key until that adapter exists). */
+/** The payment provider: Stripe when `STRIPE_SECRET_KEY` is set (config.ts checks the rest), else local billing. */
 const PaymentsLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) => LocalBilling.layer({ appUrl: config.appUrl }))
+  Effect.map(AppConfig, (config) =>
+    Option.match(config.stripeSecretKey, {
+      onNone: () => LocalBilling.layer({ appUrl: config.appUrl }),
+      onSome: (secretKey) =>
+        StripeBilling.layer({
+          secretKey,
+          webhookSecret: Option.getOrThrow(config.stripeWebhookSecret),
+          prices: { pro: Option.getOrThrow(config.stripePricePro), enterprise: Option.getOrThrow(config.stripePriceEnterprise) },
+          apiUrl: config.stripeApiUrl
+        })
+    }))
 )
 
 /** The domain feature's operator settings. */

@@ -53,8 +53,19 @@ describe("housekeeping sweep", () => {
                  VALUES ('ses_old', 'usr_1', 'r1', 'c1', now() + interval '20 days', now() - interval '8 days'),
                         ('ses_live', 'usr_1', 'r2', 'c2', now() + interval '20 days', NULL)`
 
+      // Subscriptions: one past_due beyond the grace (7 days past its period), one within it.
+      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
+                 VALUES ('usr_2', 'b@example.com', 'b@example.com', 'B', 'x'), ('usr_3', 'c@example.com', 'c@example.com', 'C', 'x')`
+      yield* sql`INSERT INTO subscriptions (user_id, plan, status, current_period_start, current_period_end)
+                 VALUES ('usr_2', 'pro', 'past_due', now() - interval '40 days', now() - interval '8 days'),
+                        ('usr_3', 'pro', 'past_due', now() - interval '35 days', now() - interval '5 days')`
+
       const removed = yield* sweep
-      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1 })
+      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1, lapsedSubscriptions: 1 })
+      const plans = yield* sql<{ userId: string; plan: string; status: string; currentPeriodEnd: Date }>`
+        SELECT user_id, plan, status, current_period_end FROM subscriptions ORDER BY user_id`
+      expect(plans.map((p) => [p.userId, p.plan, p.status])).toEqual([["usr_2", "free", "canceled"], ["usr_3", "pro", "past_due"]])
+      expect(plans[0]!.currentPeriodEnd.getTime()).toBeGreaterThan(Date.now())
 
       const blobs = yield* sql<{ sha256: string }>`SELECT sha256 FROM blobs ORDER BY sha256`
       expect(blobs.map((b) => b.sha256)).toEqual([hex(2), hex(3), hex(4)])
@@ -64,6 +75,6 @@ describe("housekeeping sweep", () => {
       expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
 
       // A second pass finds nothing more to do.
-      expect(yield* sweep).toEqual({ sessions: 0, counters: 0, dailyCounters: 0, blobs: 0 })
+      expect(yield* sweep).toEqual({ sessions: 0, counters: 0, dailyCounters: 0, blobs: 0, lapsedSubscriptions: 0 })
     }).pipe(Effect.provide(database)), 60_000)
 })

@@ -1,0 +1,180 @@
+/**
+ * The Stripe payment provider (`STRIPE_SECRET_KEY`).
+ *
+ * - One Stripe customer per user, created on first need (idempotently: a retried create makes none
+ *   twice) and kept on the user's subscription row.
+ * - Checkout: a Checkout Session in subscription mode for the plan's price (`STRIPE_PRICE_PRO`,
+ *   `STRIPE_PRICE_ENTERPRISE`), carrying the user id so its events find the account.
+ * - Portal: a Billing Portal session for the customer.
+ * - Webhooks: `Stripe-Signature` checked with `STRIPE_WEBHOOK_SECRET` over the raw body, and the
+ *   events Mailroom acts on turned into BillingEvents (services/billing/events.ts).
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Option, Redacted } from "effect"
+import Stripe from "stripe"
+import type { BillingEvent } from "../services/billing/events.ts"
+import { PaymentError, PaymentProvider, WebhookRejected } from "../services/billing/payments.ts"
+import type { Plan } from "../services/plans/plans.ts"
+
+export interface StripeOptions {
+  readonly secretKey: Redacted.Redacted
+  readonly webhookSecret: Redacted.Redacted
+  readonly prices: { readonly pro: string; readonly enterprise: string }
+  /** Another API address (stripe-mock, a test double); default Stripe's own. */
+  readonly apiUrl: Option.Option<string>
+}
+
+const paymentError = (message: string) => (cause: unknown) => new PaymentError({ message, cause })
+
+const idOf = (value: string | { readonly id: string } | null | undefined) =>
+  value === null || value === undefined ? undefined : typeof value === "string" ? value : value.id
+
+/** Stripe's subscription statuses in ours; undefined: not a state that grants or ends anything yet. */
+const statusOf = (status: Stripe.Subscription.Status): "active" | "past_due" | "ended" | undefined => {
+  switch (status) {
+    case "active":
+    case "trialing":
+      return "active"
+    case "past_due":
+    case "unpaid":
+    case "paused":
+      return "past_due"
+    case "canceled":
+    case "incomplete_expired":
+      return "ended"
+    case "incomplete":
+      return undefined
+  }
+}
+
+export const layer = (options: StripeOptions) =>
+  Layer.effect(
+    PaymentProvider,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const api = Option.map(options.apiUrl, (url) => new URL(url))
+      const stripe = new Stripe(Redacted.value(options.secretKey), {
+        maxNetworkRetries: 2,
+        timeout: 10_000,
+        ...Option.match(api, {
+          onNone: () => ({}),
+          onSome: (url) => ({ host: url.hostname, port: url.port || (url.protocol === "https:" ? 443 : 80), protocol: url.protocol.replace(":", "") as "http" | "https" })
+        })
+      })
+      const planOfPrice = (price: string | undefined): Plan | undefined =>
+        price === options.prices.pro ? "pro" : price === options.prices.enterprise ? "enterprise" : undefined
+
+      /** The user's Stripe customer, created the first time it is needed. */
+      const customerFor = (userId: string) =>
+        Effect.gen(function*() {
+          const rows = yield* sql<{ stripeCustomerId: string | null; email: string }>`
+            SELECT s.stripe_customer_id, u.email FROM subscriptions s JOIN users u ON u.id = s.user_id
+            WHERE s.user_id = ${userId}`
+          const row = rows[0]
+          if (row === undefined) return yield* new PaymentError({ message: "No subscription for this account" })
+          if (row.stripeCustomerId !== null) return row.stripeCustomerId
+          const customer = yield* Effect.tryPromise({
+            try: () => stripe.customers.create({ email: row.email, metadata: { userId } }, { idempotencyKey: `mailroom-customer-${userId}` }),
+            catch: paymentError("Stripe did not create the customer")
+          })
+          // Two requests at once create one customer (the idempotency key); either write keeps it.
+          yield* sql`UPDATE subscriptions SET stripe_customer_id = ${customer.id}
+                     WHERE user_id = ${userId} AND stripe_customer_id IS NULL`
+          return customer.id
+        }).pipe(Effect.catchTag("SqlError", paymentError("Could not read the account's customer")))
+
+      const toEvent = (event: Stripe.Event): BillingEvent => {
+        const common = { eventId: event.id, eventType: event.type, at: new Date(event.created * 1000) }
+        switch (event.type) {
+          case "checkout.session.completed": {
+            const session = event.data.object
+            const plan = session.metadata?.plan
+            if (session.mode !== "subscription" || (plan !== "pro" && plan !== "enterprise")) {
+              return { ...common, kind: "ignored", userId: undefined, customerId: undefined }
+            }
+            return {
+              ...common,
+              kind: "checkout-completed",
+              userId: session.client_reference_id ?? session.metadata?.userId,
+              customerId: idOf(session.customer),
+              subscriptionId: idOf(session.subscription),
+              plan
+            }
+          }
+          case "customer.subscription.created":
+          case "customer.subscription.updated":
+          case "customer.subscription.deleted": {
+            const subscription = event.data.object
+            const who = { userId: subscription.metadata?.userId, customerId: idOf(subscription.customer) }
+            const status = event.type === "customer.subscription.deleted" ? "ended" : statusOf(subscription.status)
+            const item = subscription.items.data[0]
+            const plan = planOfPrice(item?.price.id)
+            if (status === "ended") return { ...common, ...who, kind: "subscription-ended", subscriptionId: subscription.id }
+            if (status === undefined || plan === undefined || item === undefined) return { ...common, ...who, kind: "ignored" }
+            return {
+              ...common,
+              ...who,
+              kind: "subscription-changed",
+              subscriptionId: subscription.id,
+              plan,
+              status,
+              periodStart: new Date(item.current_period_start * 1000),
+              periodEnd: new Date(item.current_period_end * 1000),
+              cancelAtPeriodEnd: subscription.cancel_at_period_end
+            }
+          }
+          case "invoice.payment_failed": {
+            const invoice = event.data.object
+            const subscription = invoice.parent?.subscription_details?.subscription
+            return {
+              ...common,
+              kind: "payment-failed",
+              userId: invoice.parent?.subscription_details?.metadata?.userId,
+              customerId: idOf(invoice.customer),
+              subscriptionId: idOf(subscription)
+            }
+          }
+          default:
+            return { ...common, kind: "ignored", userId: undefined, customerId: undefined }
+        }
+      }
+
+      return PaymentProvider.of({
+        checkout: (request) =>
+          Effect.gen(function*() {
+            const customer = yield* customerFor(request.userId)
+            const session = yield* Effect.tryPromise({
+              try: () =>
+                stripe.checkout.sessions.create({
+                  mode: "subscription",
+                  customer,
+                  line_items: [{ price: options.prices[request.plan], quantity: 1 }],
+                  success_url: request.successUrl,
+                  cancel_url: request.cancelUrl,
+                  client_reference_id: request.userId,
+                  metadata: { userId: request.userId, plan: request.plan },
+                  subscription_data: { metadata: { userId: request.userId, plan: request.plan } }
+                }),
+              catch: paymentError("Stripe did not open a checkout session")
+            })
+            if (session.url === null) return yield* new PaymentError({ message: "Stripe answered a checkout session without a URL" })
+            return { url: session.url }
+          }),
+        portal: (request) =>
+          Effect.gen(function*() {
+            const customer = yield* customerFor(request.userId)
+            const session = yield* Effect.tryPromise({
+              try: () => stripe.billingPortal.sessions.create({ customer, return_url: request.returnUrl }),
+              catch: paymentError("Stripe did not open a portal session")
+            })
+            return { url: session.url }
+          }),
+        webhook: Option.some((body, signature) =>
+          Effect.try({
+            try: () => toEvent(stripe.webhooks.constructEvent(body, signature ?? "", Redacted.value(options.webhookSecret))),
+            catch: (error) =>
+              new WebhookRejected({ message: `Stripe-Signature does not verify: ${error instanceof Error ? error.message : String(error)}` })
+          }))
+      })
+    })
+  )

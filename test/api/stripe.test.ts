@@ -1,0 +1,243 @@
+/**
+ * The Stripe payment provider against a local HTTP server standing in for Stripe's API (it records
+ * what the official SDK sends), and Stripe's webhooks signed with the SDK's own test-header helper.
+ */
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import Stripe from "stripe"
+import { afterAll, describe, expect, it } from "vitest"
+import { client, type Client, withApiKey } from "../support/http.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+
+const WEBHOOK_SECRET = "whsec_test_mailroom_0123456789"
+const PRICES = { pro: "price_pro_test", enterprise: "price_enterprise_test" }
+
+interface StripeRequest {
+  readonly method: string
+  readonly path: string
+  readonly authorization: string | undefined
+  readonly form: URLSearchParams
+}
+
+/** Stripe's API as far as Mailroom uses it: customers, checkout sessions, billing portal sessions. */
+const fakeStripe = async () => {
+  const requests: Array<StripeRequest> = []
+  let counter = 0
+  const server = http.createServer((req, res) => {
+    let body = ""
+    req.on("data", (chunk) => (body += chunk))
+    req.on("end", () => {
+      const form = new URLSearchParams(body)
+      const path = (req.url ?? "").split("?")[0]!
+      requests.push({ method: req.method ?? "", path, authorization: req.headers.authorization, form })
+      const n = ++counter
+      const reply = (status: number, json: unknown) => {
+        res.writeHead(status, { "content-type": "application/json", "request-id": `req_${n}` })
+        res.end(JSON.stringify(json))
+      }
+      if (path === "/v1/customers") return reply(200, { id: `cus_test_${n}`, object: "customer", email: form.get("email") })
+      if (path === "/v1/checkout/sessions") {
+        return reply(200, { id: `cs_test_${n}`, object: "checkout.session", mode: form.get("mode"), url: `https://checkout.stripe.test/c/${n}` })
+      }
+      if (path === "/v1/billing_portal/sessions") {
+        return reply(200, { id: `bps_test_${n}`, object: "billing_portal.session", url: `https://billing.stripe.test/p/${n}` })
+      }
+      reply(404, { error: { type: "invalid_request_error", message: `Unrecognized request URL (${req.method}: ${path})` } })
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+}
+
+const stripeApi = await fakeStripe()
+afterAll(() => stripeApi.close())
+
+let suite: SuiteServer
+let api: Client
+useSuiteServer((s) => {
+  suite = s
+  api = client(s.url)
+}, {
+  STRIPE_SECRET_KEY: "sk_test_mailroom",
+  STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+  STRIPE_PRICE_PRO: PRICES.pro,
+  STRIPE_PRICE_ENTERPRISE: PRICES.enterprise,
+  STRIPE_API_URL: stripeApi.url
+})
+
+const urls = { successUrl: "https://agent.example.com/billing/done", cancelUrl: "https://agent.example.com/billing/cancel" }
+const sdk = new Stripe("sk_test_unused")
+
+let eventCounter = 0
+const event = (type: string, object: Record<string, unknown>, created: number, id = `evt_test_${Date.now()}_${eventCounter++}`) => ({
+  id,
+  object: "event",
+  api_version: "2026-10-28.endive",
+  created,
+  livemode: false,
+  pending_webhooks: 1,
+  request: { id: null, idempotency_key: null },
+  type,
+  data: { object }
+})
+
+const deliver = (payload: unknown, signature?: string) => {
+  const body = JSON.stringify(payload)
+  const header = signature ?? sdk.webhooks.generateTestHeaderString({ payload: body, secret: WEBHOOK_SECRET })
+  return api.post("/v1/billing/webhook", { raw: body, headers: { "content-type": "application/json", "stripe-signature": header } })
+}
+
+const subscriptionObject = (options: {
+  readonly userId: string
+  readonly customer: string
+  readonly status: string
+  readonly price: string
+  readonly start: number
+  readonly end: number
+  readonly cancelAtPeriodEnd?: boolean
+}) => ({
+  id: `sub_${options.userId}`,
+  object: "subscription",
+  customer: options.customer,
+  status: options.status,
+  cancel_at_period_end: options.cancelAtPeriodEnd ?? false,
+  metadata: { userId: options.userId },
+  items: {
+    object: "list",
+    data: [{ id: "si_1", object: "subscription_item", price: { id: options.price, object: "price" }, current_period_start: options.start, current_period_end: options.end }]
+  }
+})
+
+const state = async (apiKey: string) => (await api.get("/v1/billing/subscription", { apiKey })).body.data
+
+describe("checkout and portal on Stripe", () => {
+  it("opens a subscription-mode Checkout Session for the plan's price, with one Stripe customer per user", async () => {
+    const user = await withApiKey(api)
+    const before = stripeApi.requests.length
+    const reply = await api.post("/v1/billing/checkout", { apiKey: user.apiKey, body: { plan: "pro", ...urls } })
+    expect(reply.status).toBe(200)
+    expect(reply.body).toEqual({ success: true, data: { url: expect.stringMatching(/^https:\/\/checkout\.stripe\.test\/c\/\d+$/) } })
+
+    const sent = stripeApi.requests.slice(before)
+    expect(sent.map((r) => `${r.method} ${r.path}`)).toEqual(["POST /v1/customers", "POST /v1/checkout/sessions"])
+    for (const request of sent) expect(request.authorization).toBe("Bearer sk_test_mailroom")
+    expect(sent[0]!.form.get("email")).toBe(user.email)
+    expect(sent[0]!.form.get("metadata[userId]")).toBe(user.userId)
+    const session = sent[1]!.form
+    const customer = session.get("customer")
+    expect(customer).toMatch(/^cus_test_\d+$/)
+    expect(Object.fromEntries(session)).toMatchObject({
+      mode: "subscription",
+      customer,
+      "line_items[0][price]": PRICES.pro,
+      "line_items[0][quantity]": "1",
+      success_url: urls.successUrl,
+      cancel_url: urls.cancelUrl,
+      client_reference_id: user.userId,
+      "metadata[plan]": "pro",
+      "subscription_data[metadata][userId]": user.userId
+    })
+
+    // The same customer for every later session: no second customer.
+    const enterprise = await api.post("/v1/billing/checkout", { apiKey: user.apiKey, body: { plan: "enterprise", ...urls } })
+    expect(enterprise.status).toBe(200)
+    const portal = await api.post("/v1/billing/portal", { apiKey: user.apiKey, body: { returnUrl: "https://agent.example.com/account" } })
+    expect(portal.body).toEqual({ success: true, data: { url: expect.stringMatching(/^https:\/\/billing\.stripe\.test\/p\/\d+$/) } })
+    const later = stripeApi.requests.slice(before + 2)
+    expect(later.map((r) => `${r.method} ${r.path}`)).toEqual(["POST /v1/checkout/sessions", "POST /v1/billing_portal/sessions"])
+    expect(later[0]!.form.get("line_items[0][price]")).toBe(PRICES.enterprise)
+    expect(later[0]!.form.get("customer")).toBe(customer)
+    expect(Object.fromEntries(later[1]!.form)).toEqual({ customer, return_url: "https://agent.example.com/account" })
+
+    // Stripe hosts the pages: the local provider's are not served.
+    expect((await fetch(`${suite.url}/billing/checkout/pay_co_123`)).status).toBe(404)
+  })
+})
+
+describe("POST /v1/billing/webhook", () => {
+  it("refuses a wrong or missing signature with 400 and applies nothing", async () => {
+    const payload = event("checkout.session.completed", { object: "checkout.session", mode: "subscription", metadata: { plan: "pro" } }, Math.floor(Date.now() / 1000))
+    const wrong = await deliver(payload, "t=1700000000,v1=deadbeef")
+    expect(wrong.status).toBe(400)
+    expect(wrong.body.error.code).toBe("INVALID_SIGNATURE")
+    const other = sdk.webhooks.generateTestHeaderString({ payload: JSON.stringify(payload), secret: "whsec_someone_else" })
+    expect((await deliver(payload, other)).status).toBe(400)
+    const none = await api.post("/v1/billing/webhook", { raw: JSON.stringify(payload), headers: { "content-type": "application/json" } })
+    expect(none.status).toBe(400)
+    expect(none.body.error.code).toBe("INVALID_SIGNATURE")
+  })
+
+  it("checkout completed → pro at once; a replayed event has no second effect; newer states win over older ones; deleted → free", async () => {
+    const user = await withApiKey(api)
+    await api.post("/v1/billing/checkout", { apiKey: user.apiKey, body: { plan: "pro", ...urls } })
+    const customer = stripeApi.requests.filter((r) => r.path === "/v1/checkout/sessions").at(-1)!.form.get("customer")!
+    const t0 = Math.floor(Date.now() / 1000)
+
+    const completed = event("checkout.session.completed", {
+      id: "cs_test_done",
+      object: "checkout.session",
+      mode: "subscription",
+      customer,
+      subscription: `sub_${user.userId}`,
+      client_reference_id: user.userId,
+      metadata: { userId: user.userId, plan: "pro" }
+    }, t0)
+    const first = await deliver(completed)
+    expect(first.status).toBe(200)
+    expect(first.body).toEqual({ success: true, data: { received: true } })
+    const pro = await state(user.apiKey)
+    expect(pro).toMatchObject({ plan: "pro", status: "active", cancelAtPeriodEnd: false })
+    const keys = await api.get("/v1/api-keys", { apiKey: user.apiKey })
+    expect(keys.headers.get("x-ratelimit-limit")).toBe("100")
+    expect(keys.body.data[0]).toMatchObject({ plan: "pro", rateLimit: 100 })
+
+    // Stripe delivers an event again: nothing moves (a second application would restart the period).
+    await new Promise((resolve) => setTimeout(resolve, 1100))
+    expect((await deliver(completed)).status).toBe(200)
+    expect(await state(user.apiKey)).toEqual(pro)
+
+    // The subscription as Stripe has it, then an older state arriving late: the newer one stays.
+    const start = t0 - 60
+    const end = t0 + 30 * 86400
+    const newer = event("customer.subscription.updated", subscriptionObject({
+      userId: user.userId, customer, status: "past_due", price: PRICES.pro, start, end, cancelAtPeriodEnd: true
+    }), t0 + 20)
+    const older = event("customer.subscription.updated", subscriptionObject({
+      userId: user.userId, customer, status: "active", price: PRICES.enterprise, start, end
+    }), t0 + 10)
+    expect((await deliver(newer)).status).toBe(200)
+    expect((await deliver(older)).status).toBe(200)
+    expect(await state(user.apiKey)).toEqual({
+      plan: "pro",
+      status: "past_due",
+      currentPeriodStart: new Date(start * 1000).toISOString(),
+      currentPeriodEnd: new Date(end * 1000).toISOString(),
+      cancelAtPeriodEnd: true
+    })
+
+    // A failed renewal keeps past_due; the end of the subscription brings the free plan back at once.
+    const failed = event("invoice.payment_failed", { object: "invoice", customer, parent: { subscription_details: { subscription: `sub_${user.userId}`, metadata: { userId: user.userId } } } }, t0 + 30)
+    expect((await deliver(failed)).status).toBe(200)
+    expect((await state(user.apiKey)).status).toBe("past_due")
+    const deleted = event("customer.subscription.deleted", subscriptionObject({
+      userId: user.userId, customer, status: "canceled", price: PRICES.pro, start, end
+    }), t0 + 40)
+    expect((await deliver(deleted)).status).toBe(200)
+    expect(await state(user.apiKey)).toMatchObject({ plan: "free", status: "canceled", cancelAtPeriodEnd: false })
+    const after = await api.get("/v1/api-keys", { apiKey: user.apiKey })
+    expect(after.headers.get("x-ratelimit-limit")).toBe("20")
+  })
+
+  it("acknowledges events it does not act on, and events for customers it does not know", async () => {
+    const ignored = await deliver(event("charge.succeeded", { object: "charge", id: "ch_1" }, Math.floor(Date.now() / 1000)))
+    expect(ignored.status).toBe(200)
+    const stranger = await deliver(event("customer.subscription.updated", subscriptionObject({
+      userId: "usr_nobody", customer: "cus_nobody", status: "active", price: PRICES.pro, start: 1, end: 2
+    }), Math.floor(Date.now() / 1000)))
+    expect(stranger.status).toBe(200)
+  })
+})
