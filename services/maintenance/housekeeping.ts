@@ -1,8 +1,8 @@
 /**
  * Worker-side housekeeping: drop login sessions that can no longer be used, rate-limit counters
  * whose windows have all passed, per-day email counters of past months, and stored bytes nothing
- * refers to any more (a message refused with 451 after its bytes were written); and move past_due
- * subscriptions whose grace has run out to free. Idempotent, so any number of workers may run it.
+ * refers to any more (a message refused with 451 after its bytes were written); and move paid
+ * subscriptions that have ended (canceled at period end, or past_due beyond the grace) to free. Idempotent, so any number of workers may run it.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
@@ -34,13 +34,16 @@ export const sweep = Effect.gen(function*() {
     WHERE b.created_at < now() - ${ORPHAN_BLOB_AGE}::interval
       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.raw_sha256 = b.sha256)
       AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.checksum = b.sha256)`.raw
-  // A renewal that stays unpaid: the paid plan lasts the grace period past the period's end, then the
-  // account is on free (its period the calendar month, as every free period).
+  // A paid plan ends: canceled at its period's end once that has passed, or a renewal that stays
+  // unpaid once the grace period past the period's end has. The account is then on free (its period
+  // the calendar month, as every free period). With Stripe, its own events normally say so first.
   const lapsed = yield* sql`
     UPDATE subscriptions SET plan = 'free', status = 'canceled', cancel_at_period_end = false, updated_at = now(),
       current_period_start = date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
       current_period_end = (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month') AT TIME ZONE 'UTC'
-    WHERE status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval`.raw
+    WHERE plan <> 'free' AND (
+      (cancel_at_period_end AND current_period_end <= now())
+      OR (status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval))`.raw
   // node-postgres reports the rows a DELETE or UPDATE touched as `rowCount` on the raw result.
   const count = (result: unknown) => (result as { rowCount?: number | null }).rowCount ?? 0
   const removed = {

@@ -4,7 +4,10 @@
  */
 import { describe, expect, it } from "vitest"
 import { type Server, useSuiteServer } from "../support/server.ts"
+import { upgrade } from "../support/billing.ts"
 import { type Client, client, withApiKey } from "../support/http.ts"
+import { fresh } from "../support/mailboxes.ts"
+import { connectSmtp } from "../support/smtp-client.ts"
 
 let server: Server
 let api: Client
@@ -15,6 +18,34 @@ useSuiteServer((suite) => {
 })
 
 const urls = { successUrl: "https://agent.example/billing/done", cancelUrl: "https://agent.example/billing/cancel" }
+
+describe("a plan change applies at once everywhere", () => {
+  it("free → pro: the mailbox quota (3 → 100) and the SMTP size limit (10 MB → 25 MB) follow at once", async () => {
+    const user = await withApiKey(api)
+    const locals = Array.from({ length: 4 }, () => fresh("quota"))
+    const create = (local: string) => api.post("/v1/api/mailboxes", { apiKey: user.apiKey, body: { local_part: local, domain: "agents.localhost" } })
+    for (const local of locals.slice(0, 3)) expect((await create(local)).status).toBe(201)
+    const fourth = await create(locals[3]!)
+    expect(fourth.status).toBe(403)
+    expect(fourth.body.error).toMatchObject({ code: "MAILBOX_QUOTA", details: { count: 3, limit: 3, plan: "free" } })
+
+    const rcptWithSize = async (bytes: number) => {
+      const session = await connectSmtp(server.smtpPort)
+      await session.command("EHLO test.example")
+      await session.command(`MAIL FROM:<sender@example.com> SIZE=${bytes}`)
+      const reply = await session.command(`RCPT TO:<${locals[0]}@agents.localhost>`)
+      await session.close()
+      return reply
+    }
+    const twentyMb = 20 * 1024 * 1024
+    expect((await rcptWithSize(twentyMb)).code).toBe(552)
+
+    await upgrade(api, server.url, user.apiKey, "pro")
+    expect((await create(locals[3]!)).status).toBe(201)
+    expect((await rcptWithSize(twentyMb)).code).toBe(250)
+    expect((await rcptWithSize(26 * 1024 * 1024)).code).toBe(552)
+  })
+})
 
 describe("POST /v1/billing/checkout", () => {
   it("returns a hosted page; confirming it activates pro and the limits change at once", async () => {

@@ -53,18 +53,27 @@ describe("housekeeping sweep", () => {
                  VALUES ('ses_old', 'usr_1', 'r1', 'c1', now() + interval '20 days', now() - interval '8 days'),
                         ('ses_live', 'usr_1', 'r2', 'c2', now() + interval '20 days', NULL)`
 
-      // Subscriptions: one past_due beyond the grace (7 days past its period), one within it.
+      // Subscriptions: past_due beyond the grace (7 days past its period) and within it; canceled at
+      // a period end that has passed, and at one still to come.
       yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
-                 VALUES ('usr_2', 'b@example.com', 'b@example.com', 'B', 'x'), ('usr_3', 'c@example.com', 'c@example.com', 'C', 'x')`
-      yield* sql`INSERT INTO subscriptions (user_id, plan, status, current_period_start, current_period_end)
-                 VALUES ('usr_2', 'pro', 'past_due', now() - interval '40 days', now() - interval '8 days'),
-                        ('usr_3', 'pro', 'past_due', now() - interval '35 days', now() - interval '5 days')`
+                 VALUES ('usr_2', 'b@example.com', 'b@example.com', 'B', 'x'), ('usr_3', 'c@example.com', 'c@example.com', 'C', 'x'),
+                        ('usr_4', 'd@example.com', 'd@example.com', 'D', 'x'), ('usr_5', 'e@example.com', 'e@example.com', 'E', 'x')`
+      yield* sql`INSERT INTO subscriptions (user_id, plan, status, current_period_start, current_period_end, cancel_at_period_end)
+                 VALUES ('usr_2', 'pro', 'past_due', now() - interval '40 days', now() - interval '8 days', false),
+                        ('usr_3', 'pro', 'past_due', now() - interval '35 days', now() - interval '5 days', false),
+                        ('usr_4', 'enterprise', 'active', now() - interval '31 days', now() - interval '1 minute', true),
+                        ('usr_5', 'pro', 'active', now() - interval '20 days', now() + interval '10 days', true)`
 
       const removed = yield* sweep
-      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1, lapsedSubscriptions: 1 })
+      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1, lapsedSubscriptions: 2 })
       const plans = yield* sql<{ userId: string; plan: string; status: string; currentPeriodEnd: Date }>`
         SELECT user_id, plan, status, current_period_end FROM subscriptions ORDER BY user_id`
-      expect(plans.map((p) => [p.userId, p.plan, p.status])).toEqual([["usr_2", "free", "canceled"], ["usr_3", "pro", "past_due"]])
+      expect(plans.map((p) => [p.userId, p.plan, p.status])).toEqual([
+        ["usr_2", "free", "canceled"],
+        ["usr_3", "pro", "past_due"],
+        ["usr_4", "free", "canceled"],
+        ["usr_5", "pro", "active"]
+      ])
       expect(plans[0]!.currentPeriodEnd.getTime()).toBeGreaterThan(Date.now())
 
       const blobs = yield* sql<{ sha256: string }>`SELECT sha256 FROM blobs ORDER BY sha256`
