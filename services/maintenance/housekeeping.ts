@@ -44,6 +44,17 @@ export const sweep = Effect.gen(function*() {
     WHERE plan <> 'free' AND (
       (cancel_at_period_end AND current_period_end <= now())
       OR (status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval))`.raw
+  // Local billing takes no payment, so its paid plans renew by themselves: a period that has ended
+  // (not canceled) gives way to the one that holds now, whole months on, and usage counts afresh.
+  // Stripe's renewals come as its events.
+  const renewed = yield* sql`
+    UPDATE subscriptions s SET current_period_start = s.current_period_end + (m.n - 1) * interval '1 month',
+      current_period_end = s.current_period_end + m.n * interval '1 month', updated_at = now()
+    FROM (SELECT user_id, extract(year FROM age(now(), current_period_end)) * 12
+                          + extract(month FROM age(now(), current_period_end)) + 1 AS n
+          FROM subscriptions) m
+    WHERE m.user_id = s.user_id AND s.plan <> 'free' AND s.status = 'active' AND NOT s.cancel_at_period_end
+      AND s.stripe_subscription_id IS NULL AND s.current_period_end <= now()`.raw
   // node-postgres reports the rows a DELETE or UPDATE touched as `rowCount` on the raw result.
   const count = (result: unknown) => (result as { rowCount?: number | null }).rowCount ?? 0
   const removed = {
@@ -51,7 +62,8 @@ export const sweep = Effect.gen(function*() {
     counters: count(counters),
     dailyCounters: count(dailyCounters),
     blobs: count(blobs),
-    lapsedSubscriptions: count(lapsed)
+    lapsedSubscriptions: count(lapsed),
+    renewedSubscriptions: count(renewed)
   }
   if (Object.values(removed).some((n) => n > 0)) yield* Effect.logInfo("Housekeeping", removed)
   return removed

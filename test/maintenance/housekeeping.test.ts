@@ -54,26 +54,37 @@ describe("housekeeping sweep", () => {
                         ('ses_live', 'usr_1', 'r2', 'c2', now() + interval '20 days', NULL)`
 
       // Subscriptions: past_due beyond the grace (7 days past its period) and within it; canceled at
-      // a period end that has passed, and at one still to come.
+      // a period end that has passed, and at one still to come; a local paid plan whose period ended.
       yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
                  VALUES ('usr_2', 'b@example.com', 'b@example.com', 'B', 'x'), ('usr_3', 'c@example.com', 'c@example.com', 'C', 'x'),
-                        ('usr_4', 'd@example.com', 'd@example.com', 'D', 'x'), ('usr_5', 'e@example.com', 'e@example.com', 'E', 'x')`
+                        ('usr_4', 'd@example.com', 'd@example.com', 'D', 'x'), ('usr_5', 'e@example.com', 'e@example.com', 'E', 'x'),
+                        ('usr_6', 'f@example.com', 'f@example.com', 'F', 'x')`
       yield* sql`INSERT INTO subscriptions (user_id, plan, status, current_period_start, current_period_end, cancel_at_period_end)
                  VALUES ('usr_2', 'pro', 'past_due', now() - interval '40 days', now() - interval '8 days', false),
                         ('usr_3', 'pro', 'past_due', now() - interval '35 days', now() - interval '5 days', false),
                         ('usr_4', 'enterprise', 'active', now() - interval '31 days', now() - interval '1 minute', true),
-                        ('usr_5', 'pro', 'active', now() - interval '20 days', now() + interval '10 days', true)`
+                        ('usr_5', 'pro', 'active', now() - interval '20 days', now() + interval '10 days', true),
+                        ('usr_6', 'pro', 'active', '2026-01-10T00:00:00Z', '2026-02-10T00:00:00Z', false)`
 
       const removed = yield* sweep
-      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1, lapsedSubscriptions: 2 })
+      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1, lapsedSubscriptions: 2, renewedSubscriptions: 1 })
       const plans = yield* sql<{ userId: string; plan: string; status: string; currentPeriodEnd: Date }>`
         SELECT user_id, plan, status, current_period_end FROM subscriptions ORDER BY user_id`
       expect(plans.map((p) => [p.userId, p.plan, p.status])).toEqual([
         ["usr_2", "free", "canceled"],
         ["usr_3", "pro", "past_due"],
         ["usr_4", "free", "canceled"],
-        ["usr_5", "pro", "active"]
+        ["usr_5", "pro", "active"],
+        ["usr_6", "pro", "active"]
       ])
+      // Renewed to the period that holds now, still on the 10th of the month.
+      const renewedPeriod = yield* sql<{ currentPeriodStart: Date; currentPeriodEnd: Date }>`
+        SELECT current_period_start, current_period_end FROM subscriptions WHERE user_id = 'usr_6'`
+      const { currentPeriodStart, currentPeriodEnd } = renewedPeriod[0]!
+      expect(currentPeriodStart.getTime()).toBeLessThanOrEqual(Date.now())
+      expect(currentPeriodEnd.getTime()).toBeGreaterThan(Date.now())
+      expect([currentPeriodStart.getUTCDate(), currentPeriodEnd.getUTCDate()]).toEqual([10, 10])
+      expect(currentPeriodEnd.getUTCMonth() - currentPeriodStart.getUTCMonth()).toBeOneOf([1, -11])
       expect(plans[0]!.currentPeriodEnd.getTime()).toBeGreaterThan(Date.now())
 
       const blobs = yield* sql<{ sha256: string }>`SELECT sha256 FROM blobs ORDER BY sha256`
@@ -84,6 +95,6 @@ describe("housekeeping sweep", () => {
       expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
 
       // A second pass finds nothing more to do.
-      expect(yield* sweep).toEqual({ sessions: 0, counters: 0, dailyCounters: 0, blobs: 0, lapsedSubscriptions: 0 })
+      expect(yield* sweep).toEqual({ sessions: 0, counters: 0, dailyCounters: 0, blobs: 0, lapsedSubscriptions: 0, renewedSubscriptions: 0 })
     }).pipe(Effect.provide(database)), 60_000)
 })
