@@ -47,6 +47,14 @@ describe("a plan change applies at once everywhere", () => {
   })
 })
 
+describe("POST /v1/billing/webhook on local billing", () => {
+  it("is not found: no provider calls back", async () => {
+    const reply = await api.post("/v1/billing/webhook", { raw: "{}", headers: { "content-type": "application/json", "stripe-signature": "t=1,v1=00" } })
+    expect(reply.status).toBe(404)
+    expect(reply.body).toEqual({ success: false, error: { code: "NOT_FOUND", message: "No payment provider webhook is configured (local billing)" } })
+  })
+})
+
 describe("POST /v1/billing/checkout", () => {
   it("returns a hosted page; confirming it activates pro and the limits change at once", async () => {
     const user = await withApiKey(api)
