@@ -15,6 +15,8 @@ const SESSION_RETENTION = "7 days"
  * (7 days); storing the same bytes again refreshes its time. Older unreferenced blobs are garbage.
  */
 const ORPHAN_BLOB_AGE = "8 days"
+/** Provider event ids, kept to apply each event once. */
+const BILLING_EVENT_RETENTION = "30 days"
 /** Daily counters only matter today; a month more serves support questions. */
 const DAILY_COUNTER_RETENTION = "40 days"
 
@@ -34,6 +36,9 @@ export const sweep = Effect.gen(function*() {
     WHERE b.created_at < now() - ${ORPHAN_BLOB_AGE}::interval
       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.raw_sha256 = b.sha256)
       AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.checksum = b.sha256)`.raw
+  // Stripe redelivers an event for 3 days at most: a month of ids is plenty to apply each once.
+  const billingEvents = yield* sql`
+    DELETE FROM billing_events WHERE received_at < now() - ${BILLING_EVENT_RETENTION}::interval`.raw
   // A paid plan ends: canceled at its period's end once that has passed, or a renewal that stays
   // unpaid once the grace period past the period's end has. The account is then on free (its period
   // the calendar month, as every free period). With Stripe, its own events normally say so first.
@@ -62,6 +67,7 @@ export const sweep = Effect.gen(function*() {
     counters: count(counters),
     dailyCounters: count(dailyCounters),
     blobs: count(blobs),
+    billingEvents: count(billingEvents),
     lapsedSubscriptions: count(lapsed),
     renewedSubscriptions: count(renewed)
   }

@@ -25,7 +25,7 @@ const database = Layer.unwrapScoped(
 const hex = (n: number) => n.toString(16).padStart(64, "0")
 
 describe("housekeeping sweep", () => {
-  it.scoped("removes old unreferenced blobs, old daily counters and ended sessions, and nothing in use", () =>
+  it.scoped("removes old unreferenced blobs, daily counters, billing event ids and ended sessions, ends lapsed plans, renews local ones, and touches nothing in use", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
@@ -66,8 +66,11 @@ describe("housekeeping sweep", () => {
                         ('usr_5', 'pro', 'active', now() - interval '20 days', now() + interval '10 days', true),
                         ('usr_6', 'pro', 'active', '2026-01-10T00:00:00Z', '2026-02-10T00:00:00Z', false)`
 
+      yield* sql`INSERT INTO billing_events (id, type, received_at)
+                 VALUES ('evt_old', 'invoice.paid', now() - interval '31 days'), ('evt_new', 'invoice.paid', now())`
+
       const removed = yield* sweep
-      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1, lapsedSubscriptions: 2, renewedSubscriptions: 1 })
+      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1, billingEvents: 1, lapsedSubscriptions: 2, renewedSubscriptions: 1 })
       const plans = yield* sql<{ userId: string; plan: string; status: string; currentPeriodEnd: Date }>`
         SELECT user_id, plan, status, current_period_end FROM subscriptions ORDER BY user_id`
       expect(plans.map((p) => [p.userId, p.plan, p.status])).toEqual([
@@ -91,10 +94,12 @@ describe("housekeeping sweep", () => {
       expect(blobs.map((b) => b.sha256)).toEqual([hex(2), hex(3), hex(4)])
       const counters = yield* sql<{ emails: string }>`SELECT emails FROM mail_daily_counters`
       expect(counters.map((c) => Number(c.emails))).toEqual([3])
+      const events = yield* sql<{ id: string }>`SELECT id FROM billing_events`
+      expect(events.map((e) => e.id)).toEqual(["evt_new"])
       const sessions = yield* sql<{ id: string }>`SELECT id FROM sessions`
       expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
 
       // A second pass finds nothing more to do.
-      expect(yield* sweep).toEqual({ sessions: 0, counters: 0, dailyCounters: 0, blobs: 0, lapsedSubscriptions: 0, renewedSubscriptions: 0 })
+      expect(yield* sweep).toEqual({ sessions: 0, counters: 0, dailyCounters: 0, blobs: 0, billingEvents: 0, lapsedSubscriptions: 0, renewedSubscriptions: 0 })
     }).pipe(Effect.provide(database)), 60_000)
 })
