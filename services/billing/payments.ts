@@ -16,7 +16,6 @@ export class WebhookRejected extends Data.TaggedError("WebhookRejected")<{ reado
 
 export interface CheckoutRequest {
   readonly userId: string
-  readonly email: string
   readonly plan: Exclude<Plan, "free">
   readonly successUrl: string
   readonly cancelUrl: string

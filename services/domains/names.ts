@@ -3,7 +3,7 @@
  * (internationalized names in punycode, as DNS and SMTP carry them).
  */
 import { Either } from "effect"
-import { isIpAddress } from "../webhooks/targets.ts"
+import { isIpAddress } from "../dns/addresses.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
 
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/

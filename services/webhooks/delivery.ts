@@ -18,7 +18,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Data, Duration, Effect, Layer, Schema } from "effect"
+import { Context, Data, Duration, Effect, Either, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { BusEvent, type DeliveryStatus, isEventKind } from "./schemas.ts"
@@ -192,9 +192,9 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
           (endpoint) => Effect.either(withSlot(endpoint.id, deliver(endpoint.id, eventId, event.event, body))),
           { concurrency: "unbounded" }
         )
-        const failure = results.find((result) => result._tag === "Left")
-        if (failure !== undefined && failure._tag === "Left") return yield* failure.left
-        const busy = results.filter((result) => result._tag === "Right" && !result.right).length
+        const failure = results.find(Either.isLeft)
+        if (failure !== undefined) return yield* failure.left
+        const busy = results.filter((result) => Either.isRight(result) && !result.right).length
         if (busy > 0) {
           return yield* new EndpointsBusy({ message: `${busy} endpoint(s) at their limit of deliveries in flight` })
         }

@@ -55,28 +55,28 @@ export const Webhook = Schema.Struct({
 }).annotations({ identifier: "Webhook" })
 export type Webhook = typeof Webhook.Type
 
+/** A webhook with its full secret, in SPEC's field order (the secret before its masked form). */
+const withSecret = <S extends Schema.Struct.Field>(secret: S) =>
+  Schema.Struct({
+    webhook_id: common.webhook_id,
+    url: common.url,
+    events: common.events,
+    secret,
+    secret_masked: common.secret_masked,
+    active: common.active,
+    created_at: Schema.String
+  })
+
 /** update: like get, with the new full secret once when it was changed. */
-export const UpdatedWebhook = Schema.Struct({
-  webhook_id: common.webhook_id,
-  url: common.url,
-  events: common.events,
-  secret: Schema.optional(Schema.String.annotations({ description: "The new full secret; only when it was changed" })),
-  secret_masked: common.secret_masked,
-  active: common.active,
-  created_at: Schema.String
-}).annotations({ identifier: "UpdatedWebhook" })
+export const UpdatedWebhook = withSecret(
+  Schema.optional(Schema.String.annotations({ description: "The new full secret; only when it was changed" }))
+).annotations({ identifier: "UpdatedWebhook" })
 export type UpdatedWebhook = typeof UpdatedWebhook.Type
 
 /** create: the full secret, once. */
-export const CreatedWebhook = Schema.Struct({
-  webhook_id: common.webhook_id,
-  url: common.url,
-  events: common.events,
-  secret: Schema.String.annotations({ description: "The full signing secret. Shown only now and when it is changed." }),
-  secret_masked: common.secret_masked,
-  active: common.active,
-  created_at: Schema.String
-}).annotations({ identifier: "CreatedWebhook" })
+export const CreatedWebhook = withSecret(
+  Schema.String.annotations({ description: "The full signing secret. Shown only now and when it is changed." })
+).annotations({ identifier: "CreatedWebhook" })
 export type CreatedWebhook = typeof CreatedWebhook.Type
 
 /** list: as SPEC spells it, `createdAt`. */

@@ -1,17 +1,15 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect, Option } from "effect"
-import { Accounts } from "../../services/accounts/accounts.ts"
 import { CurrentPrincipal } from "../../services/accounts/principal.ts"
 import { Billing } from "../../services/billing/billing.ts"
 import { PaymentProvider } from "../../services/billing/payments.ts"
-import { BadRequest, Conflict, NotFound, ServiceUnavailable, Unauthorized, ValidationError } from "../../services/errors.ts"
+import { BadRequest, Conflict, NotFound, ServiceUnavailable, ValidationError } from "../../services/errors.ts"
 import { MailroomApi } from "./api.ts"
 import { orUnavailable } from "./infra.ts"
 
 export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (handlers) =>
   Effect.gen(function*() {
     const billing = yield* Billing
-    const accounts = yield* Accounts
     const payments = yield* PaymentProvider
     const providerDown = () => ServiceUnavailable.of("The payment provider is not reachable, retry shortly")
 
@@ -39,11 +37,8 @@ export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (han
           if (current.plan === plan && current.status === "active") {
             return yield* Conflict.of({ message: `Already on the ${plan} plan`, details: { plan } })
           }
-          const user = yield* accounts.findUser(userId)
-          if (Option.isNone(user)) return yield* Unauthorized.of("Unknown account")
           const session = yield* payments.checkout({
             userId,
-            email: user.value.email,
             plan,
             successUrl: payload.successUrl,
             cancelUrl: payload.cancelUrl

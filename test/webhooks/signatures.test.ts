@@ -13,7 +13,8 @@ import {
   verifyServiceSignature,
   verifyWebhook
 } from "../../services/webhooks/signatures.ts"
-import { nonPublicKind, parseTargetUrl } from "../../services/webhooks/targets.ts"
+import { nonPublicKind } from "../../services/dns/addresses.ts"
+import { parseTargetUrl } from "../../services/webhooks/targets.ts"
 
 const body = JSON.stringify({ event: "email.received", timestamp: "2026-11-23T10:00:00.000Z", data: { email_id: "eml_1", subject: "Grüße" } })
 const now = Date.UTC(2026, 10, 23, 10, 0, 5)
