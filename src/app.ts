@@ -7,11 +7,17 @@ import { AccountSettings } from "../services/accounts/settings.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
 import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
+import { IndexerLive } from "../services/search/indexer.ts"
+import { Vectors } from "../services/search/vectors.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
 import * as DnsResolver from "../layers/dns.ts"
+import * as LocalEmbedder from "../layers/local-embedder.ts"
 import * as MemoryBus from "../layers/memory-bus.ts"
 import * as NatsBus from "../layers/nats-bus.ts"
+import * as OpenAiEmbedder from "../layers/openai-embedder.ts"
+import * as PgvectorIndex from "../layers/pgvector-index.ts"
+import * as QdrantIndex from "../layers/qdrant-index.ts"
 import * as WebhookHttp from "../layers/webhook-http.ts"
 import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
 import * as Database from "./database.ts"
@@ -41,9 +47,25 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
   ).pipe(Layer.provideMerge(dns))
 }
 
+/**
+ * Search's outside systems: the embedder (OpenAI with `OPENAI_API_KEY`, else the offline model) and
+ * the vector index (Qdrant with `QDRANT_URL`, else pgvector), with the current model's collection.
+ */
+const vectorsLayer = (config: AppConfigShape) => {
+  const embedder = Option.match(config.openaiApiKey, {
+    onSome: (apiKey) => OpenAiEmbedder.layer({ apiKey, model: config.embeddingModel }),
+    onNone: () => LocalEmbedder.layer({ threads: Option.getOrUndefined(config.embedderThreads) })
+  })
+  const index = Option.match(config.qdrantUrl, {
+    onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey) }),
+    onNone: () => PgvectorIndex.autoLayer({ dataDir: config.dataDir, embedded: config.allRoles ? "allow" : "refuse" })
+  })
+  return Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, index)))
+}
+
 const ApiRole = HttpServerLive.pipe(Layer.provide(ApiServices))
 const SmtpRole = SmtpServerLive
-const WorkerRole = Layer.mergeAll(IngestLive, HousekeepingLive, WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)))
+const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)))
 
 /** Everything this process runs, ready for `Layer.launch`. */
 export const appLayer = (config: AppConfigShape) => {
@@ -52,6 +74,10 @@ export const appLayer = (config: AppConfigShape) => {
   )
   const shared = Layer.merge(infrastructure, sharedSettingsLayer(config))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
-  const roles = Layer.mergeAll(when("api", ApiRole), when("smtp", SmtpRole), when("worker", WorkerRole))
+  // The API and the worker share one embedder and vector index; SMTP alone never opens them.
+  const searching = config.roles.includes("api") || config.roles.includes("worker")
+    ? Layer.mergeAll(when("api", ApiRole), when("worker", WorkerRole)).pipe(Layer.provide(vectorsLayer(config)))
+    : Layer.empty
+  const roles = Layer.mergeAll(searching, when("smtp", SmtpRole))
   return roles.pipe(Layer.provide(shared))
 }

@@ -108,6 +108,9 @@ export const appConfig = Config.all({
   qdrantApiKey: Config.option(Config.redacted("QDRANT_API_KEY")),
   openaiApiKey: Config.option(Config.redacted("OPENAI_API_KEY")),
   embeddingModel: Config.string("EMBEDDING_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
+  embedderThreads: Config.option(Config.integer("EMBEDDER_THREADS").pipe(
+    check("EMBEDDER_THREADS", "Expected 1 or more", (threads: number) => threads >= 1)
+  )),
   stripeSecretKey: Config.option(Config.redacted("STRIPE_SECRET_KEY")),
   stripeWebhookSecret: Config.option(Config.redacted("STRIPE_WEBHOOK_SECRET")),
   stripePricePro: Config.option(Config.string("STRIPE_PRICE_PRO")),

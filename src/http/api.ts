@@ -39,6 +39,7 @@ import {
   RenamedMailbox
 } from "../../services/mailboxes/schemas.ts"
 import { Email, EmailSummary, emailSortFields, Thread } from "../../services/mail/schemas.ts"
+import { SearchInput, SearchMeta, SearchResult, SuggestionsParams } from "../../services/search/schemas.ts"
 import { Plan } from "../../services/plans/plans.ts"
 import {
   CreatedWebhook,
@@ -447,6 +448,33 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
 {}
 
 // ---------------------------------------------------------------------------------------------
+// Search (on {base_url}, SPEC "Search")
+
+export class SearchGroup extends HttpApiGroup.make("search")
+  .add(
+    HttpApiEndpoint.post("search", "/search")
+      .setPayload(SearchInput)
+      .addSuccess(OkWithMeta(Schema.Array(SearchResult), SearchMeta))
+      .addError(ForbiddenError)
+      .addError(RateLimitedError)
+      .annotate(
+        OpenApi.Description,
+        "Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period " +
+          "(403 SEARCH_QUOTA when used up) and its searches per minute (429)"
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("suggestions", "/search/suggestions")
+      .setUrlParams(SuggestionsParams)
+      .addSuccess(Ok(Schema.Array(Schema.String)))
+      .annotate(OpenApi.Description, "Completions of a partial query: your past queries, then subjects, then senders (10 at most)")
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Search")
+{}
+
+// ---------------------------------------------------------------------------------------------
 
 export class MailroomApi extends HttpApi.make("mailroom")
   .add(HealthGroup)
@@ -461,6 +489,7 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .add(DomainsGroup)
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)
+  .add(SearchGroup)
   .addError(ValidationFailed)
   .addError(BadRequestError)
   .addError(NotFoundError)

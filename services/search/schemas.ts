@@ -1,0 +1,59 @@
+/** SPEC "Search": the request, a result, the page meta; and the suggestions query. */
+import { Schema } from "effect"
+
+const intBetween = (min: number, max: number) =>
+  Schema.Number.pipe(
+    Schema.int({ message: () => `must be an integer from ${min} to ${max}` }),
+    Schema.between(min, max, { message: () => `must be an integer from ${min} to ${max}` })
+  ).annotations({ message: () => `must be an integer from ${min} to ${max}` })
+
+/** How deep pages reach: each ranking (words, meaning) gives its best this many and a page more. */
+export const MAX_OFFSET = 300
+export const MAX_QUERY_CHARS = 1_000
+
+export const SearchMode = Schema.Literal("hybrid", "text", "vector")
+export type SearchMode = typeof SearchMode.Type
+
+export const SearchInput = Schema.Struct({
+  query: Schema.String.pipe(
+    Schema.filter((value) => value.trim().length > 0 || "must not be empty"),
+    Schema.maxLength(MAX_QUERY_CHARS, { message: () => `must be at most ${MAX_QUERY_CHARS} characters` })
+  ).annotations({ description: "Natural-language query", message: () => "must be a non-empty string" }),
+  domain: Schema.optional(
+    Schema.String.pipe(Schema.filter((value) => value.trim().length > 0 || "must not be empty"))
+      .annotations({ description: "Only mail received at addresses on this domain", message: () => "must be a domain name" })
+  ),
+  limit: Schema.optional(intBetween(1, 100)).annotations({ description: "1-100, default 20" }),
+  offset: Schema.optional(intBetween(0, MAX_OFFSET)).annotations({ description: `Results to skip, 0-${MAX_OFFSET}` }),
+  mode: Schema.optional(SearchMode).annotations({
+    description: "Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone"
+  })
+}).annotations({ identifier: "SearchInput", parseOptions: { errors: "all" } })
+export type SearchInput = typeof SearchInput.Type
+
+export const SearchResult = Schema.Struct({
+  email_id: Schema.String,
+  subject: Schema.String,
+  from: Schema.String,
+  date: Schema.String,
+  snippet: Schema.String.annotations({ description: "The first 200 characters of the body" }),
+  score: Schema.Number.annotations({
+    description: "0-1, higher is better: 0.90+ highly relevant, 0.70+ very, 0.50+ moderately, 0.30+ somewhat, below weak"
+  })
+}).annotations({ identifier: "SearchResult" })
+export type SearchResult = typeof SearchResult.Type
+
+export const SearchMeta = Schema.Struct({
+  page: Schema.Number,
+  limit: Schema.Number,
+  total: Schema.Number,
+  hasMore: Schema.Boolean
+}).annotations({ identifier: "SearchMeta" })
+export type SearchMeta = typeof SearchMeta.Type
+
+export const SuggestionsParams = Schema.Struct({
+  q: Schema.String.pipe(
+    Schema.filter((value) => value.trim().length > 0 || "must not be empty"),
+    Schema.maxLength(200, { message: () => "must be at most 200 characters" })
+  ).annotations({ description: "A partial query", message: () => "is required" })
+}).annotations({ parseOptions: { errors: "all" } })

@@ -1,0 +1,76 @@
+/**
+ * The VectorIndex port: nearest-neighbour search over email vectors (DESIGN.md §1).
+ *
+ * Adapters: Qdrant when `QDRANT_URL` is set (layers/qdrant-index.ts), else pgvector
+ * (layers/pgvector-index.ts): in the SQL database when it has the extension, otherwise in an
+ * embedded PGlite under `DATA_DIR`.
+ *
+ * Vectors live in one collection per embedding model (vectors of different models are never
+ * compared). An email has one point per chunk of its text; search answers emails, each with the
+ * similarity of its best chunk.
+ */
+import { Context, Data, type Effect } from "effect"
+
+export class VectorIndexError extends Data.TaggedError("VectorIndexError")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+export interface VectorPoint {
+  readonly emailId: string
+  /** 0 for the first chunk of the email's text, 1 for the next, … */
+  readonly chunk: number
+  readonly namespace: string
+  readonly mailboxId: string
+  readonly domain: string
+  readonly date: Date
+  /** Unit length, the collection's dimension. */
+  readonly vector: Float32Array
+}
+
+export interface VectorFilter {
+  readonly namespace: string
+  /** Only these mailboxes (given when a search is restricted to a domain). */
+  readonly mailboxIds?: ReadonlyArray<string> | undefined
+}
+
+export interface VectorHit {
+  readonly emailId: string
+  /** Cosine similarity of the email's best chunk, -1..1. */
+  readonly similarity: number
+}
+
+export interface VectorCollection {
+  readonly model: string
+  readonly dimensions: number
+  /** Insert or replace; the same (emailId, chunk) twice leaves one point. */
+  readonly upsert: (points: ReadonlyArray<VectorPoint>) => Effect.Effect<void, VectorIndexError>
+  /**
+   * The `limit` emails nearest to `vector` within the filter, best first. `exact` scans every
+   * vector instead of using the approximate index (benchmarks measure the index against it).
+   */
+  readonly search: (
+    vector: Float32Array,
+    filter: VectorFilter,
+    limit: number,
+    options?: { readonly exact?: boolean }
+  ) => Effect.Effect<ReadonlyArray<VectorHit>, VectorIndexError>
+  /** Remove every point of these emails. */
+  readonly remove: (emailIds: ReadonlyArray<string>) => Effect.Effect<void, VectorIndexError>
+  /** Points stored for a namespace (or all). */
+  readonly count: (namespace?: string) => Effect.Effect<number, VectorIndexError>
+}
+
+export interface VectorIndexShape {
+  /** `qdrant`, `pgvector` or `pgvector (embedded)`, for logs and health. */
+  readonly kind: string
+  /** The collection for a model, created (with its indexes) when missing. */
+  readonly collection: (model: string, dimensions: number) => Effect.Effect<VectorCollection, VectorIndexError>
+  readonly ping: Effect.Effect<void, VectorIndexError>
+}
+
+export class VectorIndex extends Context.Tag("mailroom/VectorIndex")<VectorIndex, VectorIndexShape>() {}
+
+/** A collection or table name for a model: lowercase letters, digits and `_`. */
+export const collectionName = (model: string, dimensions: number) =>
+  `emails_${model.toLowerCase().replace(/[^a-z0-9]+/g, "_").replace(/^_|_$/g, "")}_${dimensions}`

@@ -1,0 +1,268 @@
+/**
+ * Search as an agent meets it: mail sent over SMTP becomes searchable by meaning and by words,
+ * through `POST /v1/search`; each email is announced once as `email.processed`; errors, pages,
+ * tenants and deleted mailboxes behave as SPEC says; suggestions complete past queries, subjects
+ * and senders.
+ */
+import nodemailer from "nodemailer"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { upgrade } from "../support/billing.ts"
+import { client, type Client } from "../support/http.ts"
+import { type Box, DOMAIN, newBox } from "../support/mailboxes.ts"
+import { type Receiver, startReceiver } from "../support/receiver.ts"
+import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { until } from "../support/until.ts"
+
+let backend: Backend
+let server: Server
+let api: Client
+let receiver: Receiver
+let box: Box
+
+/** A small inbox whose subjects and bodies share no words with the paraphrases asked below. */
+const corpus = [
+  {
+    key: "invoice",
+    subject: "Invoice #4411 for October",
+    text: "Please find attached the invoice for October services. Amount due: $1,240.00, payable by November 30 to our bank account."
+  },
+  {
+    key: "offsite",
+    subject: "Team offsite agenda",
+    text: "Here is the plan for next week's offsite: workshops on Tuesday morning, a hike on Wednesday and dinner together."
+  },
+  {
+    key: "password",
+    subject: "Password reset request",
+    text: "Click the link below to reset your password. The link expires in 24 hours. If you did not ask for this, ignore it."
+  },
+  {
+    key: "flight",
+    subject: "Flight confirmation LH 402",
+    text: "Your flight from Frankfurt to New York is confirmed. Boarding starts at 10:45 at gate B12. Seat 23A."
+  },
+  {
+    key: "newsletter",
+    subject: "Quarterly product newsletter",
+    text: "Product updates, new hires, and what is coming next quarter from the engineering team."
+  }
+] as const
+
+const ids = new Map<string, string>()
+
+const send = async (to: string, subject: string, text: string, from = "sender@example.com") => {
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
+  const info = await transport.sendMail({ from, to, subject, text })
+  transport.close()
+  return info
+}
+
+const search = (apiKey: string, body: unknown) => api.post("/v1/search", { apiKey, body })
+
+/** Wait until `count` emails of the user have been announced as processed. */
+const processed = (path: string, count: number) => receiver.waitFor(path, count, 60_000)
+
+beforeAll(async () => {
+  receiver = await startReceiver()
+  backend = await createBackend()
+  server = await startServer({ ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true", EMBEDDER_THREADS: "1" })
+  api = client(server.url)
+  box = await newBox(api)
+  await upgrade(api, server.url, box.user.apiKey, "enterprise")
+  const hook = await api.post("/v1/api/webhooks", {
+    apiKey: box.user.apiKey,
+    body: { url: `${receiver.url}/processed`, events: ["email.processed"] }
+  })
+  expect(hook.status).toBe(201)
+  for (const mail of corpus) await send(box.address, mail.subject, mail.text, `${mail.key}@example.com`)
+  const events = await processed("/processed", corpus.length)
+  for (const event of events) {
+    const { data } = JSON.parse(event.body)
+    const mail = corpus.find((m) => m.subject === data.subject)!
+    ids.set(mail.key, data.email_id)
+  }
+}, 120_000)
+
+afterAll(async () => {
+  await receiver?.close()
+  await server?.stop()
+  await backend?.dispose()
+})
+
+describe("POST /v1/search", () => {
+  it("announces each email once as email.processed, with the email.received fields, the model and the time taken", async () => {
+    // Give a second announcement time to arrive, if there were one.
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    const events = receiver.received("/processed").map((r) => JSON.parse(r.body))
+    expect(events).toHaveLength(corpus.length)
+    expect(new Set(events.map((e) => e.data.email_id)).size).toBe(corpus.length)
+    const event = events.find((e) => e.data.email_id === ids.get("flight"))!
+    expect(event.event).toBe("email.processed")
+    const email = await api.get(`/v1/api/emails/${ids.get("flight")}`, { apiKey: box.user.apiKey })
+    const { received_at: _r, size: _s, snippet: _n, text: _t, html: _h, headers: _hd, attachments: _a, ...fields } = email.body.data
+    expect(event.data).toEqual({ ...fields, embedding_model: "use-lite", processing_ms: expect.any(Number) })
+    expect(event.data.processing_ms).toBeGreaterThanOrEqual(0)
+  })
+
+  it.each([
+    ["billing statement", "invoice"],
+    ["plane ticket booking", "flight"],
+    ["forgot my login credentials", "password"],
+    ["company retreat schedule", "offsite"]
+  ])("a paraphrase (%s) finds the right email first", async (query, key) => {
+    const reply = await search(box.user.apiKey, { query })
+    expect(reply.status).toBe(200)
+    expect(reply.body.success).toBe(true)
+    expect(reply.body.data[0].email_id).toBe(ids.get(key))
+  })
+
+  it("answers SPEC's result fields, scores in 0-1 best first, and the page meta", async () => {
+    const reply = await search(box.user.apiKey, { query: "invoice amount due" })
+    expect(reply.status).toBe(200)
+    const [first, ...rest] = reply.body.data
+    const invoice = corpus.find((m) => m.key === "invoice")!
+    expect(first).toEqual({
+      email_id: ids.get("invoice"),
+      subject: invoice.subject,
+      from: "invoice@example.com",
+      date: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
+      snippet: invoice.text,
+      score: expect.any(Number)
+    })
+    // Every word of the query in the mail, and the meaning close: highly relevant.
+    expect(first.score).toBeGreaterThanOrEqual(0.7)
+    const scores = reply.body.data.map((r: { score: number }) => r.score)
+    for (const score of scores) expect(score).toBeGreaterThanOrEqual(0), expect(score).toBeLessThanOrEqual(1)
+    expect([...scores].sort((a, b) => b - a)).toEqual(scores)
+    expect(rest.every((r: { score: number }) => r.score < first.score)).toBe(true)
+    expect(reply.body.meta).toEqual({ page: 1, limit: 20, total: corpus.length, hasMore: false })
+  })
+
+  it("cuts the snippet at 200 characters", async () => {
+    const long = `Quarterly tax filing reminder. ${"The forms are attached and must be signed. ".repeat(10)}`
+    await send(box.address, "Tax filing reminder", long)
+    const found = await until("the tax email is searchable", async () => {
+      const reply = await search(box.user.apiKey, { query: "tax filing reminder" })
+      return reply.body.data?.[0]?.subject === "Tax filing reminder" ? reply.body.data[0] : undefined
+    }, 60_000, 500)
+    expect(found.snippet).toBe(long.slice(0, 200))
+  })
+
+  it("pages through one ranking: limit, offset, page, hasMore", async () => {
+    const all = await search(box.user.apiKey, { query: "email", limit: 100 })
+    const total = all.body.meta.total as number
+    expect(total).toBeGreaterThanOrEqual(5)
+    const ranking = all.body.data.map((r: { email_id: string }) => r.email_id)
+    const first = await search(box.user.apiKey, { query: "email", limit: 2 })
+    expect(first.body.meta).toEqual({ page: 1, limit: 2, total, hasMore: true })
+    const second = await search(box.user.apiKey, { query: "email", limit: 2, offset: 2 })
+    expect(second.body.meta).toEqual({ page: 2, limit: 2, total, hasMore: true })
+    expect([...first.body.data, ...second.body.data].map((r: { email_id: string }) => r.email_id)).toEqual(ranking.slice(0, 4))
+    const last = await search(box.user.apiKey, { query: "email", limit: 2, offset: total - 1 })
+    expect(last.body.data).toHaveLength(1)
+    expect(last.body.meta.hasMore).toBe(false)
+    const beyond = await search(box.user.apiKey, { query: "email", limit: 2, offset: total + 10 })
+    expect(beyond.body.data).toEqual([])
+    expect(beyond.body.meta).toEqual({ page: Math.floor((total + 10) / 2) + 1, limit: 2, total, hasMore: false })
+  })
+
+  it("finds by exact words too: a sender's flight number", async () => {
+    const reply = await search(box.user.apiKey, { query: "LH 402", mode: "text" })
+    expect(reply.status).toBe(200)
+    expect(reply.body.data.map((r: { email_id: string }) => r.email_id)).toEqual([ids.get("flight")])
+  })
+
+  it.each([
+    [{}, { query: expect.any(String) }],
+    [{ query: "" }, { query: expect.any(String) }],
+    [{ query: "   " }, { query: expect.any(String) }],
+    [{ query: 42 }, { query: expect.any(String) }],
+    [{ query: "x".repeat(1001) }, { query: expect.any(String) }],
+    [{ query: "invoice", limit: 0 }, { limit: expect.any(String) }],
+    [{ query: "invoice", limit: 101 }, { limit: expect.any(String) }],
+    [{ query: "invoice", limit: 2.5 }, { limit: expect.any(String) }],
+    [{ query: "invoice", offset: -1 }, { offset: expect.any(String) }],
+    [{ query: "invoice", offset: "ten" }, { offset: expect.any(String) }],
+    [{ query: "invoice", domain: "" }, { domain: expect.any(String) }],
+    [{ query: "invoice", domain: "not a domain!" }, { domain: expect.any(String) }],
+    [{ query: "invoice", mode: "psychic" }, { mode: expect.any(String) }]
+  ])("rejects %j with 400 VALIDATION_ERROR naming the field", async (body, details) => {
+    const reply = await search(box.user.apiKey, body)
+    expect(reply.status).toBe(400)
+    expect(reply.body.success).toBe(false)
+    expect(reply.body.error.code).toBe("VALIDATION_ERROR")
+    expect(reply.body.error.details).toEqual(details)
+  })
+
+  it("rejects a body that is not JSON with 400 and no credential with 401", async () => {
+    const bad = await api.post("/v1/search", { apiKey: box.user.apiKey, raw: "{nope", headers: { "content-type": "application/json" } })
+    expect(bad.status).toBe(400)
+    expect(bad.body.success).toBe(false)
+    const anonymous = await api.post("/v1/search", { body: { query: "invoice" } })
+    expect(anonymous.status).toBe(401)
+    expect(anonymous.body.error.code).toBe("UNAUTHORIZED")
+  })
+
+  it("restricts to a domain", async () => {
+    const here = await search(box.user.apiKey, { query: "invoice", domain: DOMAIN.toUpperCase() })
+    expect(here.body.data[0].email_id).toBe(ids.get("invoice"))
+    const elsewhere = await search(box.user.apiKey, { query: "invoice", domain: "example.org" })
+    expect(elsewhere.status).toBe(200)
+    expect(elsewhere.body.data).toEqual([])
+    expect(elsewhere.body.meta).toEqual({ page: 1, limit: 20, total: 0, hasMore: false })
+  })
+
+  it("sees only the caller's namespace, and never a deleted mailbox's mail", async () => {
+    const other = await newBox(api)
+    await upgrade(api, server.url, other.user.apiKey, "pro")
+    await send(other.address, "Invoice #9000 for the other tenant", "Amount due for the other tenant's October services.")
+    await until("the other tenant's invoice is searchable", async () => {
+      const reply = await search(other.user.apiKey, { query: "invoice", mode: "text" })
+      return reply.body.data?.length === 1 ? true : undefined
+    }, 60_000, 500)
+    const mine = await search(box.user.apiKey, { query: "invoice for the other tenant", limit: 100 })
+    expect(mine.body.data.every((r: { subject: string }) => !r.subject.includes("other tenant"))).toBe(true)
+    const theirs = await search(other.user.apiKey, { query: "invoice", limit: 100 })
+    expect(theirs.body.data.map((r: { subject: string }) => r.subject)).toEqual(["Invoice #9000 for the other tenant"])
+
+    const deleted = await api.delete(`/v1/api/mailboxes/${other.mailboxId}`, {
+      apiKey: other.user.apiKey,
+      body: { confirm_email_address: other.address }
+    })
+    expect(deleted.status).toBe(200)
+    for (const mode of ["hybrid", "text", "vector"]) {
+      const after = await search(other.user.apiKey, { query: "invoice", mode })
+      expect(after.body.data).toEqual([])
+      expect(after.body.meta.total).toBe(0)
+    }
+  })
+})
+
+describe("GET /v1/search/suggestions", () => {
+  it("completes past queries first, then subjects, then senders, case-insensitively", async () => {
+    await search(box.user.apiKey, { query: "Flight to New York" })
+    const reply = await api.get("/v1/search/suggestions?q=fl", { apiKey: box.user.apiKey })
+    expect(reply.status).toBe(200)
+    expect(reply.body.data).toEqual(["Flight to New York", "Flight confirmation LH 402", "flight@example.com"])
+    const senders = await api.get("/v1/search/suggestions?q=NEWSL", { apiKey: box.user.apiKey })
+    expect(senders.body.data).toEqual(["newsletter@example.com"])
+    const literal = await api.get(`/v1/search/suggestions?q=${encodeURIComponent("%")}`, { apiKey: box.user.apiKey })
+    expect(literal.body.data).toEqual([])
+  })
+
+  it("never suggests another tenant's subjects or queries", async () => {
+    const other = await newBox(api)
+    const reply = await api.get("/v1/search/suggestions?q=fl", { apiKey: other.user.apiKey })
+    expect(reply.status).toBe(200)
+    expect(reply.body.data).toEqual([])
+  })
+
+  it("requires q: 400 VALIDATION_ERROR", async () => {
+    for (const path of ["/v1/search/suggestions", "/v1/search/suggestions?q="]) {
+      const reply = await api.get(path, { apiKey: box.user.apiKey })
+      expect(reply.status).toBe(400)
+      expect(reply.body.error.code).toBe("VALIDATION_ERROR")
+      expect(reply.body.error.details).toEqual({ q: expect.any(String) })
+    }
+  })
+})
