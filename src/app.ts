@@ -51,7 +51,7 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
  * Search's outside systems: the embedder (OpenAI with `OPENAI_API_KEY`, else the offline model) and
  * the vector index (Qdrant with `QDRANT_URL`, else pgvector), with the current model's collection.
  */
-const vectorsLayer = (config: AppConfigShape) => {
+export const vectorsLayer = (config: AppConfigShape) => {
   const embedder = Option.match(config.openaiApiKey, {
     onSome: (apiKey) => OpenAiEmbedder.layer({ apiKey, model: config.embeddingModel }),
     onNone: () => LocalEmbedder.layer({ threads: Option.getOrUndefined(config.embedderThreads) })

@@ -1,5 +1,6 @@
 /**
- * Entry point: `npm start` (all roles, embedded defaults) or `ROLES=api|smtp|worker …` in a cluster.
+ * Entry point: `npm start` (all roles, embedded defaults) or `ROLES=api|smtp|worker …` in a cluster;
+ * `mailroom reindex [--all]` (`npm run reindex`) re-embeds mail for search (src/reindex.ts).
  * A bad setting stops the process with a message naming the variable; SIGTERM and SIGINT drain
  * in-flight work, then exit 0.
  */
@@ -7,6 +8,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { ConfigError, Effect, Layer, Logger } from "effect"
 import { appLayer } from "./app.ts"
 import { loadConfig } from "./config.ts"
+import { reindex } from "./reindex.ts"
 
 const describe = (error: ConfigError.ConfigError): string =>
   ConfigError.reduceWithContext(error, undefined, {
@@ -33,6 +35,14 @@ const main = Effect.gen(function*() {
       stopWith(`mailroom: invalid configuration\n${describe(error)}\n`)
     )
   )
+  const [command, ...flags] = process.argv.slice(2)
+  if (command === "reindex") {
+    return yield* reindex(config, { all: flags.includes("--all") }).pipe(
+      Effect.catchAll((error) => stopWith(`mailroom: reindex failed\n${error.message}\n`)),
+      Logger.withMinimumLogLevel(config.logLevel)
+    )
+  }
+  if (command !== undefined) return yield* stopWith(`mailroom: unknown command ${command} (commands: reindex [--all])\n`)
   yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")}`)
   return yield* Layer.launch(appLayer(config)).pipe(
     // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.

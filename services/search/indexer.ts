@@ -48,7 +48,6 @@ export type IndexOutcome = "indexed" | "already-indexed" | "gone"
 export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const bus = yield* Bus
     const vectors = yield* Vectors
     const { embedder } = vectors
 
@@ -70,13 +69,15 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       )
 
     /**
-     * Embed and store one email with the current model. Answers how long that took, or nothing
-     * when there is nothing to index (the email is gone, or its mailbox was deleted).
+     * Embed and store one email with the current model (again, with `force`). Answers how long
+     * that took, or that there was nothing to index (the email is gone, or its mailbox deleted).
      */
-    const index = Effect.fn("Indexer.index")(function*(emailId: string) {
+    const index = Effect.fn("Indexer.index")(function*(emailId: string, options?: { readonly force?: boolean }) {
       const email = yield* load(emailId)
       if (!email || !email.active) return { outcome: "gone" as const }
-      if (email.model === embedder.model) return { outcome: "already-indexed" as const, processingMs: email.processingMs ?? 0 }
+      if (email.model === embedder.model && !options?.force) {
+        return { outcome: "already-indexed" as const, processingMs: email.processingMs ?? 0 }
+      }
       const started = Date.now()
       const body = searchableBody(email.textBody, yield* plainTextAttachments(emailId))
       const chunks = chunkText(email.subject, body)
@@ -102,6 +103,33 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       return { outcome: "indexed" as const, processingMs }
     })
 
+    /**
+     * Emails of active mailboxes not searchable with the current model: indexed with another model,
+     * or received before search existed. `mailroom reindex` embeds them.
+     */
+    const stale = (options?: { readonly all?: boolean; readonly olderThan?: Date }) =>
+      sql<{ id: string }>`
+        SELECT e.id FROM emails e
+        JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+        LEFT JOIN search_documents d ON d.email_id = e.id
+        WHERE ${options?.all ? sql`true` : sql`d.model IS DISTINCT FROM ${embedder.model}`}
+          ${options?.olderThan ? sql`AND e.received_at < ${options.olderThan}` : sql``}
+        ORDER BY e.received_at, e.id`.pipe(Effect.map((rows) => rows.map((row) => row.id)))
+
+    return { model: embedder.model, index, stale } as const
+  })
+}) {}
+
+/**
+ * The index actor: consumes `events.email.received` while the worker runs. At start it says how
+ * much mail is not searchable with the current model (a changed EMBEDDING_MODEL or embedder, or
+ * mail from before search), which `mailroom reindex` fixes.
+ */
+export const IndexerLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const bus = yield* Bus
+    const { index, model, stale } = yield* Indexer
+
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
       bus.publish(
         subjects.event("email.processed"),
@@ -109,7 +137,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
           event: "email.processed",
           timestamp: new Date().toISOString(),
           namespace: event.namespace,
-          data: { ...event.data, embedding_model: embedder.model, processing_ms: processingMs }
+          data: { ...event.data, embedding_model: model, processing_ms: processingMs }
         }),
         { msgId: emailProcessedEventId(event.data.email_id) }
       )
@@ -126,15 +154,17 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         })
       )
 
-    return { index, handle } as const
-  })
-}) {}
-
-/** The index actor: consumes `events.email.received` while the worker runs. */
-export const IndexerLive = Layer.scopedDiscard(
-  Effect.gen(function*() {
-    const bus = yield* Bus
-    const { handle } = yield* Indexer
+    // Mail still on its way through the bus is not stale; mail older than the ack wait is.
+    yield* stale({ olderThan: new Date(Date.now() - 10 * 60_000) }).pipe(
+      Effect.flatMap((ids) =>
+        ids.length === 0 ? Effect.void : Effect.logWarning(
+          `${ids.length} emails are not searchable by meaning with the embedding model ${model} (indexed with another model, ` +
+            "or received before search existed); run `npm run reindex` (mailroom reindex) to embed them"
+        )
+      ),
+      Effect.catchAll((error) => Effect.logWarning("Could not check the search index against the embedding model", error)),
+      Effect.forkScoped
+    )
     yield* bus.consume({
       name: "index",
       stream: "events",

@@ -126,7 +126,8 @@ describe("POST /v1/search", () => {
       subject: invoice.subject,
       from: "invoice@example.com",
       date: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
-      snippet: invoice.text,
+      // The body as sent, its final line break included: the first 200 characters of it.
+      snippet: `${invoice.text}\n`,
       score: expect.any(Number)
     })
     // Every word of the query in the mail, and the meaning close: highly relevant.

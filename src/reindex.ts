@@ -1,0 +1,49 @@
+/**
+ * `mailroom reindex` (`npm run reindex`): embed every email that is not searchable with the current
+ * embedding model (a changed `EMBEDDING_MODEL` or embedder, or mail received before search), or
+ * every email with `--all`. Runs beside a cluster's nodes; on the embedded database, stop the server
+ * first (one process holds `DATA_DIR`). Progress goes to stderr; re-running continues where it stopped.
+ */
+import { Effect, Layer } from "effect"
+import { Indexer } from "../services/search/indexer.ts"
+import { vectorsLayer } from "./app.ts"
+import type { AppConfigShape } from "./config.ts"
+import * as Database from "./database.ts"
+
+const CONCURRENCY = 8
+
+const bar = (done: number, total: number, startedMs: number) => {
+  const width = 30
+  const fraction = total === 0 ? 1 : done / total
+  const rate = done / Math.max(0.001, (Date.now() - startedMs) / 1000)
+  const left = rate > 0 ? Math.ceil((total - done) / rate) : 0
+  const filled = Math.round(width * fraction)
+  return `[${"#".repeat(filled)}${".".repeat(width - filled)}] ${done}/${total} ${(fraction * 100).toFixed(0)}% ` +
+    `${rate.toFixed(1)}/s ETA ${Math.floor(left / 60)}m${String(left % 60).padStart(2, "0")}s`
+}
+
+export const reindex = (config: AppConfigShape, options: { readonly all: boolean }) =>
+  Effect.gen(function*() {
+    const indexer = yield* Indexer
+    const ids = yield* indexer.stale({ all: options.all })
+    process.stderr.write(`Embedding ${ids.length} emails with ${indexer.model}\n`)
+    const started = Date.now()
+    const tty = process.stderr.isTTY === true
+    let done = 0
+    let lastLine = 0
+    yield* Effect.forEach(ids, (id) =>
+      indexer.index(id, { force: options.all }).pipe(
+        Effect.tap(() =>
+          Effect.sync(() => {
+            done++
+            if (tty) process.stderr.write(`\r${bar(done, ids.length, started)}`)
+            else if (Date.now() - lastLine > 5_000 || done === ids.length) {
+              lastLine = Date.now()
+              process.stderr.write(`${bar(done, ids.length, started)}\n`)
+            }
+          })
+        )
+      ), { concurrency: CONCURRENCY, discard: true })
+    if (tty) process.stderr.write("\n")
+    process.stderr.write(`Done: ${done} emails in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
+  }).pipe(Effect.provide(Indexer.Default.pipe(Layer.provide(vectorsLayer(config)), Layer.provideMerge(Database.layer(config)))))

@@ -1,0 +1,108 @@
+/**
+ * What search costs a plan, as SPEC's usage and limits say: every search that runs is counted in
+ * `searchesUsed` (and nothing else is), the period's quota refuses the next one with 403
+ * SEARCH_QUOTA, the per-minute search rate with 429, and a plan change moves the quota at once.
+ * Usage after N emails and M searches is exact.
+ *
+ * The quota is 100 searches a month on free, and free may run 10 a minute: reaching it honestly
+ * would take ten minutes, so the test sets the period's counter to 99 in the database (which is
+ * why this suite runs on PostgreSQL in both modes).
+ */
+import nodemailer from "nodemailer"
+import pg from "pg"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { upgrade } from "../support/billing.ts"
+import { client, type Client } from "../support/http.ts"
+import { type Box, newBox } from "../support/mailboxes.ts"
+import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { until } from "../support/until.ts"
+
+let backend: Backend
+let server: Server
+let api: Client
+let db: pg.Client
+
+beforeAll(async () => {
+  backend = await createBackend({ forcePostgres: true })
+  server = await startServer({ ...backend.env, EMBEDDER_THREADS: "1" })
+  api = client(server.url)
+  db = new pg.Client({ connectionString: backend.env.DATABASE_URL })
+  await db.connect()
+}, 120_000)
+
+afterAll(async () => {
+  await db?.end()
+  await server?.stop()
+  await backend?.dispose()
+})
+
+const send = async (to: string, subject: string) => {
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
+  await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}.` })
+  transport.close()
+}
+
+const usage = async (box: Box) => {
+  const reply = await api.get("/v1/billing/usage", { apiKey: box.user.apiKey })
+  expect(reply.status).toBe(200)
+  return reply.body.data as { emailsUsed: number; searchesUsed: number; searchesLimit: number }
+}
+
+const search = (box: Box, body: unknown) => api.post("/v1/search", { apiKey: box.user.apiKey, body })
+
+describe("search usage and limits", () => {
+  it("counts exactly: N emails and M searches; refused searches and suggestions are free", async () => {
+    const box = await newBox(api)
+    const subjects = ["Quarterly report", "Meeting notes", "Travel receipt"]
+    for (const subject of subjects) await send(box.address, subject)
+    await until("the three emails are stored", async () => {
+      const list = await api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
+      return list.body.data?.length === 3 ? true : undefined
+    }, 60_000, 500)
+    for (const query of ["report", "notes", "receipt", "anything at all"]) {
+      expect((await search(box, { query })).status).toBe(200)
+    }
+    expect((await search(box, { query: "" })).status).toBe(400)
+    expect((await search(box, { query: "report", limit: 500 })).status).toBe(400)
+    expect((await api.get("/v1/search/suggestions?q=re", { apiKey: box.user.apiKey })).status).toBe(200)
+    const used = await usage(box)
+    expect(used.emailsUsed).toBe(3)
+    expect(used.searchesUsed).toBe(4)
+    expect(used.searchesLimit).toBe(100)
+  })
+
+  it("refuses the search past the period's quota with 403 SEARCH_QUOTA, and counts it not; pro lifts it at once", async () => {
+    const box = await newBox(api)
+    expect((await search(box, { query: "first" })).status).toBe(200)
+    await db.query("UPDATE usage_counters SET searches = 99 WHERE user_id = (SELECT user_id FROM mailboxes WHERE id = $1)", [box.mailboxId])
+    const last = await search(box, { query: "the hundredth" })
+    expect(last.status).toBe(200)
+    const refused = await search(box, { query: "one too many" })
+    expect(refused.status).toBe(403)
+    expect(refused.body.success).toBe(false)
+    expect(refused.body.error.code).toBe("SEARCH_QUOTA")
+    expect(refused.body.error.details).toEqual({ used: 100, limit: 100, plan: "free", period_end: expect.any(String) })
+    expect((await usage(box)).searchesUsed).toBe(100)
+
+    await upgrade(api, server.url, box.user.apiKey, "pro")
+    const after = await search(box, { query: "on pro now" })
+    expect(after.status).toBe(200)
+    const used = await usage(box)
+    expect(used.searchesLimit).toBe(5_000)
+    // A paid plan starts a new period: its count starts again.
+    expect(used.searchesUsed).toBe(1)
+  })
+
+  it("limits searches per minute apart from requests: the 11th on free is 429 with Retry-After", async () => {
+    const box = await newBox(api)
+    for (let i = 0; i < 10; i++) expect((await search(box, { query: `query ${i}` })).status).toBe(200)
+    const limited = await search(box, { query: "one more" })
+    expect(limited.status).toBe(429)
+    expect(limited.body.error.code).toBe("RATE_LIMIT_EXCEEDED")
+    expect(limited.body.error.details).toEqual({ limit: 10, window: "minute", retry_after: expect.any(Number) })
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    // Other requests are not held back by the search limit.
+    expect((await api.get("/v1/billing/usage", { apiKey: box.user.apiKey })).status).toBe(200)
+    expect((await usage(box)).searchesUsed).toBe(10)
+  })
+})
