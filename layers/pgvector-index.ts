@@ -29,7 +29,7 @@ const UPSERT_BATCH = 500
 /** Candidates the HNSW search keeps: recall against speed (pgvector allows 1-1000). */
 const EF_SEARCH = 200
 const MAX_EF_SEARCH = 1_000
-/** Chunks fetched per email asked for: an email has few chunks, and search answers emails. */
+/** Chunks fetched at first per email asked for: most emails have few chunks, and search answers emails. */
 const CHUNKS_PER_EMAIL = 3
 
 /** The database's own words, not only @effect/sql's "Failed to execute statement". */
@@ -90,35 +90,46 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string) =>
         ).pipe(Effect.mapError(failed(`store vectors in ${table}`)))
 
       const search: VectorCollection["search"] = (vector, filter, limit, options) => {
-        if (filter.mailboxIds !== undefined && filter.mailboxIds.length === 0) return Effect.succeed([])
+        if (limit <= 0 || (filter.mailboxIds !== undefined && filter.mailboxIds.length === 0)) return Effect.succeed([])
         const query = sql`${literal(vector)}::${type}`
         const mailboxes = filter.mailboxIds === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...filter.mailboxIds]}::text[])`
+        const nearest = (rows: number) =>
+          Effect.gen(function*() {
+            if (!options?.exact) {
+              yield* sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(MAX_EF_SEARCH, Math.max(EF_SEARCH, rows)))}, true)`
+            }
+            return yield* sql<{ emailId: string; distance: number }>`
+              SELECT email_id, embedding <=> ${query} AS distance
+              FROM ${sql(table)}
+              WHERE namespace = ${filter.namespace} ${mailboxes}
+              ORDER BY embedding <=> ${query}
+              LIMIT ${rows}`
+          })
         return Effect.gen(function*() {
           if (options?.exact) {
             yield* sql`SET LOCAL enable_indexscan = off`
           } else {
-            yield* sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(MAX_EF_SEARCH, Math.max(EF_SEARCH, limit * CHUNKS_PER_EMAIL)))}, true),
-                              set_config('hnsw.iterative_scan', 'relaxed_order', true)`
+            yield* sql`SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)`
           }
-          return yield* sql<{ emailId: string; distance: number }>`
-            SELECT email_id, embedding <=> ${query} AS distance
-            FROM ${sql(table)}
-            WHERE namespace = ${filter.namespace} ${mailboxes}
-            ORDER BY embedding <=> ${query}
-            LIMIT ${limit * CHUNKS_PER_EMAIL}`
-        }).pipe(
-          sql.withTransaction,
-          Effect.map((rows) => {
+          // Search answers emails, the rows are chunks: when the nearest rows hold fewer than `limit`
+          // emails (a long email has up to 16 chunks) and there may be more, look further.
+          for (let rows = limit * CHUNKS_PER_EMAIL; ; rows *= 4) {
+            const found = yield* nearest(rows)
             // Relaxed order: the index may answer slightly out of order. Best chunk per email.
             const best = new Map<string, number>()
-            for (const row of rows) {
+            for (const row of found) {
               const similarity = 1 - Number(row.distance)
               if ((best.get(row.emailId) ?? -Infinity) < similarity) best.set(row.emailId, similarity)
             }
-            return [...best].map(([emailId, similarity]) => ({ emailId, similarity }))
+            if (best.size >= limit || found.length < rows) return best
+          }
+        }).pipe(
+          sql.withTransaction,
+          Effect.map((best) =>
+            [...best].map(([emailId, similarity]) => ({ emailId, similarity }))
               .sort((a, b) => b.similarity - a.similarity)
               .slice(0, limit)
-          }),
+          ),
           Effect.mapError(failed(`search ${table}`))
         )
       }

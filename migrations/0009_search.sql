@@ -1,8 +1,9 @@
--- Search (SPEC "Search"): what the index actor made searchable, past queries for suggestions, and
--- the indexes suggestions read. The vectors themselves live in the VectorIndex (Qdrant, or pgvector
--- tables the adapter creates per embedding model, since this database may lack the extension).
+-- Search (SPEC "Search"): what the index actor made searchable (documents, the full-text inverted
+-- index and its lexicon), past queries for suggestions, and the indexes suggestions read. The
+-- vectors live in the VectorIndex (Qdrant, or pgvector tables the adapter creates per embedding
+-- model, since this database may lack the extension).
 
--- One row per indexed email: its full-text document and the model its vectors were made with.
+-- One row per indexed email: the model its vectors were made with and its length in words.
 -- Written after the vectors, so a row here means the email is searchable both ways.
 CREATE TABLE search_documents (
   email_id      text PRIMARY KEY REFERENCES emails (id) ON DELETE CASCADE,
@@ -10,18 +11,41 @@ CREATE TABLE search_documents (
   mailbox_id    text NOT NULL REFERENCES mailboxes (id) ON DELETE CASCADE,
   model         text NOT NULL,
   chunks        integer NOT NULL,
-  -- Subject (weight A) and body with plain-text attachments (weight B), English stemming.
-  document      tsvector NOT NULL,
-  -- Lexemes in the document, counting repeats: the length full-text ranking normalises by.
+  -- Words in the subject and searchable body: the length BM25 normalises by.
   length        integer NOT NULL,
   processing_ms integer NOT NULL,
   indexed_at    timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE INDEX search_documents_document_idx ON search_documents USING gin (document);
+-- Document count and average length per namespace come from here (an index-only scan).
 CREATE INDEX search_documents_user_idx ON search_documents (user_id, mailbox_id) INCLUDE (length);
 -- Reindexing finds the emails not yet embedded with the current model.
 CREATE INDEX search_documents_model_idx ON search_documents (model);
+
+-- The full-text inverted index: one row per email and English lexeme (PostgreSQL's stemming and
+-- stop words), so that ranking a query reads only the postings of its own words. `frequency`
+-- counts occurrences, subject ones double; `length` repeats the document's so that the ranking
+-- reads this index alone.
+CREATE TABLE search_terms (
+  user_id    text NOT NULL,
+  lexeme     text NOT NULL,
+  email_id   text NOT NULL REFERENCES search_documents (email_id) ON DELETE CASCADE,
+  mailbox_id text NOT NULL,
+  frequency  real NOT NULL,
+  length     integer NOT NULL,
+  PRIMARY KEY (user_id, lexeme, email_id) INCLUDE (mailbox_id, frequency, length)
+);
+
+CREATE INDEX search_terms_email_idx ON search_terms (email_id);
+
+-- In how many of a namespace's emails each lexeme occurs (its document frequency), kept as mail is
+-- indexed: what a query's words weigh (IDF) is one lookup, not a count over the postings.
+CREATE TABLE search_lexicon (
+  user_id   text NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+  lexeme    text NOT NULL,
+  documents integer NOT NULL,
+  PRIMARY KEY (user_id, lexeme)
+);
 
 -- Queries a user ran, once per normalised text: the first source of suggestions.
 CREATE TABLE search_queries (

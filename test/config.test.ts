@@ -1,18 +1,19 @@
 /**
  * Configuration is checked at start: a bad value stops the process with a message naming the
- * variable, and a partial-role process refuses the embedded stores.
+ * variable, and a partial-role process refuses the embedded stores (the vector index included).
  */
 import { spawn } from "node:child_process"
 import * as net from "node:net"
+import pg from "pg"
 import { describe, expect, it } from "vitest"
-import { repoRoot } from "./support/server.ts"
+import { createBackend, repoRoot } from "./support/server.ts"
 import { createDataDir } from "./support/services.ts"
 
 const run = (env: Record<string, string>) =>
   new Promise<{ code: number | null; output: string }>((resolve) => {
     const dataDir = createDataDir()
     const clean = Object.fromEntries(
-      Object.entries(process.env).filter(([key]) => !["DATABASE_URL", "NATS_URL", "JWT_SECRET", "ROLES"].includes(key))
+      Object.entries(process.env).filter(([key]) => !["DATABASE_URL", "NATS_URL", "JWT_SECRET", "ROLES", "QDRANT_URL"].includes(key))
     ) as Record<string, string>
     const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: repoRoot,
@@ -71,6 +72,24 @@ describe.concurrent("configuration", () => {
     expect(withDb.code).toBe(1)
     expect(withDb.output).toMatch(/NATS_URL/)
     expect(withDb.output).not.toMatch(/DATABASE_URL:/)
+  })
+
+  it("refuses a partial-role process whose PostgreSQL lacks pgvector and that has no QDRANT_URL", async (ctx) => {
+    // A PostgreSQL and NATS of the machine's, in both modes, as the cluster suite uses.
+    const backend = await createBackend({ forcePostgres: true })
+    try {
+      const probe = new pg.Client({ connectionString: backend.env.DATABASE_URL! })
+      await probe.connect()
+      const offered = await probe.query("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").finally(() => probe.end())
+      // With pgvector the index lives in that database, which every node shares: nothing to refuse.
+      if (offered.rowCount! > 0) return ctx.skip()
+      const { code, output } = await run({ ...backend.env, ROLES: "api" })
+      expect(code).toBe(1)
+      expect(output).toMatch(/could not start\n.*set QDRANT_URL, or use a PostgreSQL with the pgvector extension/)
+      expect(output).not.toMatch(/\bat .*\.ts:\d+/)
+    } finally {
+      await backend.dispose()
+    }
   })
 })
 

@@ -9,6 +9,8 @@ export const CHUNK_CHARS = 1_000
 export const MAX_CHUNKS = 16
 /** The full-text document's text is capped (a tsvector holds at most 1 MB). */
 export const MAX_DOCUMENT_CHARS = 500_000
+/** A subject word counts this many times a body word in full-text ranking. */
+export const SUBJECT_BOOST = 2
 /** A plain-text attachment larger than this is not read for search. */
 export const MAX_ATTACHMENT_BYTES = 1024 * 1024
 

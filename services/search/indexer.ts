@@ -15,7 +15,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { EmailFields } from "../mail/schemas.ts"
-import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, wordCount } from "./documents.ts"
+import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { Vectors } from "./vectors.ts"
@@ -93,13 +93,34 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         vector
       })))
       const processingMs = Date.now() - started
+      // The document, its postings and the lexicon's counts in one statement. A document seen
+      // before (a redelivery, a new model) keeps its postings and is counted in the lexicon once.
+      const length = wordCount(email.subject) + wordCount(body)
       yield* sql`
-        INSERT INTO search_documents (email_id, user_id, mailbox_id, model, chunks, document, length, processing_ms)
-        VALUES (${emailId}, ${email.userId}, ${email.mailboxId}, ${embedder.model}, ${chunks.length},
-                setweight(to_tsvector('english', ${email.subject}), 'A') || setweight(to_tsvector('english', ${body}), 'B'),
-                ${wordCount(email.subject) + wordCount(body)}, ${processingMs})
-        ON CONFLICT (email_id) DO UPDATE SET model = EXCLUDED.model, chunks = EXCLUDED.chunks, document = EXCLUDED.document,
-          length = EXCLUDED.length, processing_ms = EXCLUDED.processing_ms, indexed_at = now()`
+        WITH document AS (
+          INSERT INTO search_documents AS d (email_id, user_id, mailbox_id, model, chunks, length, processing_ms)
+          VALUES (${emailId}, ${email.userId}, ${email.mailboxId}, ${embedder.model}, ${chunks.length}, ${length}, ${processingMs})
+          ON CONFLICT (email_id) DO UPDATE SET model = EXCLUDED.model, chunks = EXCLUDED.chunks,
+            processing_ms = EXCLUDED.processing_ms, indexed_at = now()
+          RETURNING (xmax = 0) AS fresh
+        ),
+        lexemes AS (
+          SELECT u.lexeme,
+                 (cardinality(u.positions) + ${sql.literal(String(SUBJECT_BOOST - 1))} *
+                   (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'))::real AS frequency
+          FROM unnest(setweight(to_tsvector('english', ${email.subject}), 'A') || setweight(to_tsvector('english', ${body}), 'B'))
+            AS u (lexeme, positions, weights)
+          WHERE (SELECT fresh FROM document)
+        ),
+        postings AS (
+          INSERT INTO search_terms (user_id, lexeme, email_id, mailbox_id, frequency, length)
+          SELECT ${email.userId}, lexeme, ${emailId}, ${email.mailboxId}, frequency, ${length} FROM lexemes
+          ON CONFLICT DO NOTHING
+        )
+        -- In lexeme order, so that concurrent indexing of one namespace locks these rows in one order.
+        INSERT INTO search_lexicon AS l (user_id, lexeme, documents)
+        SELECT ${email.userId}, lexeme, 1 FROM lexemes ORDER BY lexeme
+        ON CONFLICT (user_id, lexeme) DO UPDATE SET documents = l.documents + 1`
       return { outcome: "indexed" as const, processingMs }
     })
 
@@ -170,8 +191,8 @@ export const IndexerLive = Layer.scopedDiscard(
       stream: "events",
       filter: subjects.event("email.received"),
       concurrency: CONCURRENCY,
-      // Embedding a long email behind a queue of others takes seconds, not minutes.
-      ackWait: Duration.seconds(60),
+      // A crashed worker's events come back after this; a long embedding keeps its event with progress signals.
+      ackWait: Duration.seconds(20),
       handler: (message) =>
         handle(message).pipe(
           Effect.tapError((error) => Effect.logWarning("Indexing failed; the event comes back", { subject: message.subject, error: error.message }))

@@ -3,15 +3,14 @@
  * similarity into one score in 0..1 that SPEC's bands can be read against.
  *
  * Both signals are made absolute before they are mixed, so that a score means the same whatever
- * else matched:
- * - words: BM25 divided by the BM25 a document would get for holding every query term at a typical
- *   frequency (`text.ideal`), capped at 1: a document that holds all the query's rare words scores
- *   near 1, one that shares only common words near 0;
- * - meaning: the model's cosine similarity mapped through its calibration (`Calibration`), since
- *   every model spreads similarities differently (USE lite: unrelated texts ~0.1-0.3, paraphrases
- *   0.6 and up).
- * Documents that only one signal found still get the other when it is known; otherwise the
- * signal's weakest value seen in this query stands in for it (it ranked below the cut).
+ * else matched, and both stay strictly increasing, so that neither loses its order:
+ * - words: BM25 measured against the BM25 a typical document holding each query term once would get
+ *   (`ideal`), saturating: 1 - e^(-2x), so holding every query word gives 0.86, half of them 0.63;
+ * - meaning: the model's cosine similarity through a logistic centred where that model's
+ *   similarities stop meaning "unrelated" (every model spreads them differently).
+ * The fused value is their weighted sum; the score shown is that value through a logistic fitted by
+ * hand to SPEC's bands: both signals strong reads 0.9 and up, one signal strong (a paraphrase with
+ * no shared word, or shared rare words on another topic) about 0.6, common words only below 0.3.
  */
 
 export interface TextHit {
@@ -26,30 +25,36 @@ export interface MeaningHit {
   readonly similarity: number
 }
 
-/** Where a model's similarities stop meaning "unrelated" and start meaning "the same thing". */
+/** Where a model's similarity means "as likely related as not" (`middle`), and how fast that changes. */
 export interface Calibration {
-  readonly unrelated: number
-  readonly same: number
+  readonly middle: number
+  readonly spread: number
 }
 
 const calibrations: ReadonlyArray<readonly [RegExp, Calibration]> = [
-  [/^use-lite/, { unrelated: 0.15, same: 0.75 }],
-  [/^openai\/text-embedding-3/, { unrelated: 0.1, same: 0.7 }],
-  [/^openai\//, { unrelated: 0.7, same: 0.95 }]
+  // USE lite: unrelated texts 0.0-0.3, a topic in common ~0.4, paraphrases 0.6 and up.
+  [/^use-lite/, { middle: 0.42, spread: 0.08 }],
+  // text-embedding-3: unrelated 0.0-0.2, related 0.35 and up.
+  [/^openai\/text-embedding-3/, { middle: 0.35, spread: 0.07 }],
+  // ada-002 and others: similarities crowd near the top.
+  [/^openai\//, { middle: 0.8, spread: 0.04 }]
 ]
 
 export const calibrationFor = (model: string): Calibration =>
-  calibrations.find(([pattern]) => pattern.test(model))?.[1] ?? { unrelated: 0.2, same: 0.8 }
+  calibrations.find(([pattern]) => pattern.test(model))?.[1] ?? { middle: 0.45, spread: 0.1 }
 
-const clamp01 = (value: number) => Math.min(1, Math.max(0, value))
+const logistic = (x: number) => 1 / (1 + Math.exp(-x))
 
 export const meaningScore = (similarity: number, calibration: Calibration) =>
-  clamp01((similarity - calibration.unrelated) / (calibration.same - calibration.unrelated))
+  logistic((similarity - calibration.middle) / calibration.spread)
 
-export const textScore = (bm25: number, ideal: number) => (ideal > 0 ? clamp01(bm25 / ideal) : 0)
+export const textScore = (bm25: number, ideal: number) => (ideal > 0 && bm25 > 0 ? 1 - Math.exp(-2 * bm25 / ideal) : 0)
 
-/** The weight of meaning against words in a hybrid score. */
+/** The weight of meaning against words in the fused value. */
 export const MEANING_WEIGHT = 0.5
+
+/** SPEC's bands from the fused value (0..1): see the module comment. */
+const shown = (fused: number) => logistic(6 * (fused - 0.34))
 
 export interface Ranked {
   readonly emailId: string
@@ -60,7 +65,8 @@ export type Mode = "hybrid" | "text" | "vector"
 
 /**
  * One ranking of the union of both hit lists, best first, ties broken by id so that pages are
- * stable. `ideal` is the BM25 of a document holding every query term (see `text.ideal`).
+ * stable. A document that only one list holds gets, for the other signal, no better than the weakest
+ * that list kept (it ranked below the cut), or nothing when the list is empty.
  */
 export const fuse = (input: {
   readonly mode: Mode
@@ -73,13 +79,14 @@ export const fuse = (input: {
   const words = new Map(input.text.map((hit) => [hit.emailId, textScore(hit.bm25, ideal)]))
   const meaning = new Map(input.meaning.map((hit) => [hit.emailId, meaningScore(hit.similarity, calibration)]))
   const ids = mode === "text" ? [...words.keys()] : mode === "vector" ? [...meaning.keys()] : [...new Set([...words.keys(), ...meaning.keys()])]
-  // Below the cut of a list: no better than the weakest it kept (or nothing, when it kept none).
   const weakestMeaning = input.meaning.length > 0 ? Math.min(...meaning.values()) : 0
   const ranked = ids.map((emailId) => {
     const w = words.get(emailId) ?? 0
     const m = meaning.get(emailId) ?? weakestMeaning
-    const score = mode === "text" ? w : mode === "vector" ? m : MEANING_WEIGHT * m + (1 - MEANING_WEIGHT) * w
-    return { emailId, score }
+    const fused = mode === "text" ? w : mode === "vector" ? m : MEANING_WEIGHT * m + (1 - MEANING_WEIGHT) * w
+    return { emailId, fused }
   })
-  return ranked.sort((a, b) => b.score - a.score || (a.emailId < b.emailId ? -1 : 1))
+  return ranked
+    .sort((a, b) => b.fused - a.fused || (a.emailId < b.emailId ? -1 : 1))
+    .map(({ emailId, fused }) => ({ emailId, score: shown(fused) }))
 }

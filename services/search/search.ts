@@ -6,9 +6,9 @@
  * from the request rate) and per billing period (403 SEARCH_QUOTA). It sees only the caller's
  * namespace and never mail of a deleted mailbox.
  *
- * Each query looks at the best `CANDIDATES` emails by words (BM25) and by meaning (the vector
- * index), fuses them (ranking.ts) and pages through that one ranking, so pages never overlap or
- * skip while the mail stays the same.
+ * Each query looks at the best `CANDIDATES` emails by words (BM25) and `VECTOR_CANDIDATES` by
+ * meaning (the vector index), fuses them (ranking.ts) and pages through that one ranking, so pages
+ * never overlap or skip while the mail stays the same.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -24,13 +24,15 @@ import { calibrationFor, fuse, type MeaningHit, type TextHit } from "./ranking.t
 import { MAX_OFFSET, type SearchInput, type SearchMeta, type SearchResult } from "./schemas.ts"
 import { Vectors } from "./vectors.ts"
 
-/** Emails taken from each ranking before fusion: deep enough for every page SPEC allows. */
+/** Emails taken from the word ranking before fusion: deep enough for every page we serve. */
 export const CANDIDATES = MAX_OFFSET + 100
+/** From the vector ranking: a nearest-neighbour search costs more the deeper it goes. */
+export const VECTOR_CANDIDATES = 200
 /** BM25's usual constants: term-frequency saturation and length normalisation. */
 const K1 = 1.2
 const B = 0.75
-/** A subject word counts this many times a body word. */
-const SUBJECT_BOOST = 2
+const STATS_TTL_MS = 30_000
+const STATS_CACHE_SIZE = 10_000
 const SUGGESTIONS = 10
 /** Query vectors kept, so a repeated query (paging, retries, a popular search) is not embedded again. */
 const QUERY_CACHE_SIZE = 1_000
@@ -87,54 +89,70 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       mailboxIds === undefined ? sql`` : sql`AND m.id = ANY(${[...mailboxIds]}::text[])`
 
     /**
-     * BM25 over the English lexemes of the caller's indexed mail: document frequencies and average
-     * length from the caller's own mail, subject words counted double. Also answers the BM25 of a
-     * typical document holding each query term once (`ideal`), which scores are measured against.
+     * Documents and their average length per namespace (and domain scope): what BM25 normalises
+     * by. They change slowly, so they are read at most every `STATS_TTL_MS` per scope.
+     */
+    const statsCache = new Map<string, { readonly at: number; readonly docs: number; readonly avgLength: number }>()
+    const corpusStats = (userId: string, mailboxIds: ReadonlyArray<string> | undefined) =>
+      Effect.suspend(() => {
+        const key = `${userId}|${mailboxIds?.join(",") ?? "*"}`
+        const cached = statsCache.get(key)
+        if (cached && Date.now() - cached.at < STATS_TTL_MS) return Effect.succeed(cached)
+        return sql<{ docs: string; avgLength: number | null }>`
+          SELECT count(*) AS docs, avg(length)::float8 AS avg_length FROM search_documents
+          WHERE user_id = ${userId} ${mailboxIds === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...mailboxIds]}::text[])`}`.pipe(
+          Effect.map((rows) => {
+            const stats = { at: Date.now(), docs: Number(rows[0]?.docs ?? 0), avgLength: Number(rows[0]?.avgLength ?? 1) || 1 }
+            if (statsCache.size >= STATS_CACHE_SIZE) statsCache.delete(statsCache.keys().next().value!)
+            statsCache.set(key, stats)
+            return stats
+          })
+        )
+      })
+
+    /**
+     * BM25 over the caller's postings (`search_terms`): each query lexeme weighs its IDF from the
+     * namespace's lexicon, and only the postings of the query's informative lexemes are read (a
+     * lexeme in more than a third of the mail adds little and would cost a scan of most postings),
+     * unless the query has no other. Also answers the BM25 of a typical document holding each of
+     * those lexemes once (`ideal`), which scores are measured against.
      */
     const byWords = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined) =>
-      sql<{ emailId: string; bm25: number; ideal: number }>`
-        WITH terms AS (
-          SELECT DISTINCT t.lexeme FROM unnest(tsvector_to_array(to_tsvector('english', ${query}))) AS t (lexeme)
-        ),
-        stats AS (
-          SELECT count(*)::float8 AS docs, coalesce(avg(d.length), 1)::float8 AS avg_length
-          FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id
-          WHERE d.user_id = ${userId} AND m.status = 'active' ${inScope(mailboxIds)}
-        ),
-        weighted AS (
-          SELECT t.lexeme, ln(1 + (s.docs - f.docs + 0.5) / (f.docs + 0.5)) AS idf
-          FROM terms t CROSS JOIN stats s
-          CROSS JOIN LATERAL (
-            SELECT count(*)::float8 AS docs FROM search_documents d
-            WHERE d.user_id = ${userId} AND d.document @@ to_tsquery('simple', quote_literal(t.lexeme))
-          ) f
-          WHERE f.docs > 0
-        ),
-        matches AS (
-          SELECT d.email_id, d.document, d.length FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id
-          WHERE d.user_id = ${userId} AND m.status = 'active' ${inScope(mailboxIds)}
-            AND d.document @@ to_tsquery('simple', (SELECT string_agg(quote_literal(lexeme), ' | ') FROM weighted))
-        ),
-        scored AS (
-          SELECT m.email_id,
-                 sum(w.idf * tf.n * ${sql.literal(String(K1 + 1))} /
-                     (tf.n + ${sql.literal(String(K1))} * (1 - ${sql.literal(String(B))} + ${sql.literal(String(B))} * m.length / s.avg_length))) AS bm25
-          FROM matches m CROSS JOIN stats s
-          CROSS JOIN LATERAL unnest(m.document) AS u (lexeme, positions, weights)
-          JOIN weighted w ON w.lexeme = u.lexeme
-          CROSS JOIN LATERAL (
-            SELECT (count(*) + ${sql.literal(String(SUBJECT_BOOST - 1))} * count(*) FILTER (WHERE x = 'A'))::float8 AS n FROM unnest(u.weights) AS x
-          ) tf
-          GROUP BY m.email_id
-        )
-        SELECT email_id, bm25, (SELECT sum(idf) FROM weighted) AS ideal
-        FROM scored ORDER BY bm25 DESC, email_id LIMIT ${CANDIDATES}`
+      Effect.gen(function*() {
+        const stats = yield* corpusStats(userId, mailboxIds)
+        if (stats.docs === 0) return []
+        const docs = sql.literal(String(stats.docs))
+        const avgLength = sql.literal(String(stats.avgLength))
+        const k1 = sql.literal(String(K1))
+        const b = sql.literal(String(B))
+        return yield* sql<{ emailId: string; bm25: number; ideal: number }>`
+          WITH terms AS (
+            SELECT DISTINCT t.lexeme FROM unnest(tsvector_to_array(to_tsvector('english', ${query}))) AS t (lexeme)
+          ),
+          weighted AS (
+            SELECT l.lexeme, l.documents, ln(1 + (${docs} - l.documents + 0.5) / (l.documents + 0.5)) AS idf
+            FROM search_lexicon l JOIN terms t ON t.lexeme = l.lexeme
+            WHERE l.user_id = ${userId}
+          ),
+          chosen AS (
+            SELECT lexeme, idf FROM weighted
+            WHERE documents * 3 <= ${docs} OR NOT EXISTS (SELECT 1 FROM weighted WHERE documents * 3 <= ${docs})
+          )
+          SELECT p.email_id,
+                 sum(c.idf * p.frequency * (${k1} + 1) / (p.frequency + ${k1} * (1 - ${b} + ${b} * p.length / ${avgLength}))) AS bm25,
+                 (SELECT sum(idf) FROM chosen) AS ideal
+          FROM chosen c JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = c.lexeme
+          ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
+          GROUP BY p.email_id
+          ORDER BY bm25 DESC, p.email_id
+          LIMIT ${CANDIDATES}`
+      })
 
     const byMeaning = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined) =>
       Effect.gen(function*() {
         const vector = yield* embedQuery(query)
         const collection = yield* vectors.collection
-        return yield* collection.search(vector, { namespace: userId, mailboxIds }, CANDIDATES)
+        return yield* collection.search(vector, { namespace: userId, mailboxIds }, VECTOR_CANDIDATES)
       })
 
     /** Count one search against the period's quota, atomically; false when the quota is used up. */

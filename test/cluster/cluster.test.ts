@@ -1,8 +1,11 @@
 /**
  * A real cluster: one api process, two SMTP processes and two worker processes sharing PostgreSQL
- * and NATS JetStream (DESIGN.md §1). Every message answered 250 becomes exactly one email, also when
- * a worker is killed (SIGKILL) while mail is flowing: its unacknowledged messages come back after
- * ack_wait and are stored once. Runs on the machine's PostgreSQL and NATS in both modes.
+ * and NATS JetStream (DESIGN.md §1), and a vector index: the fake Qdrant, run by the test (the
+ * machine's PostgreSQL has no pgvector, and a process without every role needs an index the others
+ * see too). Mail taken by an SMTP node is indexed by a worker and found by meaning through the api
+ * node. Every message answered 250 becomes exactly one email, also when a worker is killed (SIGKILL)
+ * while mail is flowing: its unacknowledged messages come back after ack_wait and are stored once.
+ * Runs on the machine's PostgreSQL and NATS in both modes.
  */
 import { type JetStreamManager, jetstreamManager } from "@nats-io/jetstream"
 import { connect, type NatsConnection } from "@nats-io/transport-node"
@@ -11,6 +14,7 @@ import nodemailer from "nodemailer"
 import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { streamName } from "../../layers/nats-bus.ts"
+import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { client, withApiKey } from "../support/http.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { connectSmtp } from "../support/smtp-client.ts"
@@ -62,6 +66,9 @@ const shutdown = async (server: Server | undefined) => {
 }
 
 let backend: Backend
+let qdrant: FakeQdrant
+/** What every process of the cluster is started with. */
+let env: Record<string, string>
 let api: Server
 const smtpNodes: Array<Server> = []
 const workers: Array<Server> = []
@@ -69,8 +76,9 @@ let db: pg.Client
 let nc: NatsConnection
 let jsm: JetStreamManager
 const mailboxes: Array<{ mailbox_id: string; email_address: string }> = []
+let apiKey: string
 
-const startWorker = () => startServer({ ...backend.env, ROLES: "worker" }, { ready: "none" })
+const startWorker = () => startServer({ ...env, ROLES: "worker" }, { ready: "none" })
 
 /** Pull requests waiting on the shared durable "ingest": one per idle worker process. */
 const waitingPulls = async () => {
@@ -88,10 +96,13 @@ const ingestBacklog = async () => {
 
 beforeAll(async () => {
   backend = await createBackend({ forcePostgres: true })
+  qdrant = await startFakeQdrant()
+  // SMTP nodes never open the index; they are given it all the same, as an operator would.
+  env = { ...backend.env, QDRANT_URL: qdrant.url }
   // The api node first: it runs the migrations the others then find done.
-  api = await startServer({ ...backend.env, ROLES: "api" })
+  api = await startServer({ ...env, ROLES: "api" })
   smtpNodes.push(
-    ...(await Promise.all([0, 1].map(() => startServer({ ...backend.env, ROLES: "smtp" }, { ready: "none" }))))
+    ...(await Promise.all([0, 1].map(() => startServer({ ...env, ROLES: "smtp" }, { ready: "none" }))))
   )
   workers.push(...(await Promise.all([0, 1].map(startWorker))))
 
@@ -107,6 +118,7 @@ beforeAll(async () => {
   // are within its plan; three mailboxes so that several subjects are consumed at once.
   const http = client(api.url)
   const user = await withApiKey(http)
+  apiKey = user.apiKey
   for (let i = 0; i < 3; i++) {
     const created = await http.post("/v1/api/mailboxes", {
       apiKey: user.apiKey,
@@ -120,6 +132,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all([...workers, ...smtpNodes, api].map(shutdown))
+  await qdrant?.close()
   await nc?.close()
   await db?.end()
   await backend?.dispose()
@@ -202,6 +215,42 @@ const settled = async (label: string, expected: number, timeoutMs: number) => {
   await sleep(3000)
   return storedBatch(label)
 }
+
+// First, while the workers have no backlog to index before these two.
+it("makes mail taken by either SMTP node searchable by meaning through the api node", async () => {
+  const mails = [
+    { subject: "Flight confirmation LH 402", text: "Your flight from Frankfurt to New York is confirmed. Boarding starts at 10:45 at gate B12." },
+    { subject: "Quarterly product newsletter", text: "Product updates, new hires, and what is coming next quarter from the engineering team." }
+  ]
+  await Promise.all(mails.map(async (mail, i) => {
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: smtpNodes[i]!.smtpPort, secure: false, ignoreTLS: true })
+    try {
+      const info = await transport.sendMail({ from: "sender@example.com", to: mailboxes[i]!.email_address, ...mail })
+      expect(info.response).toMatch(/^250[ -]/)
+    } finally {
+      transport.close()
+    }
+  }))
+
+  // The enterprise plan allows 300 searches a minute: one a second is well within it.
+  const http = client(api.url)
+  let last = ""
+  const subjects = await until(
+    async () => {
+      const reply = await http.post("/v1/search", { apiKey, body: { query: "plane ticket booking", mode: "vector" } })
+      last = `${reply.status} ${reply.text}`
+      if (reply.status !== 200) throw new Error(`search: ${last}`)
+      const found = (reply.body.data as Array<{ subject: string }>).map((result) => result.subject)
+      return found.length === mails.length ? found : undefined
+    },
+    60_000,
+    () => `both emails searchable; last answer ${last}`,
+    1000
+  )
+  expect(subjects).toEqual(mails.map((mail) => mail.subject))
+  // Indexed in the one index every node shares.
+  expect([...qdrant.collections.values()].reduce((sum, collection) => sum + collection.points.size, 0)).toBeGreaterThanOrEqual(2)
+}, 90_000)
 
 it("stores each of 500 messages sent through two SMTP nodes exactly once", async () => {
   const { accepted, refused } = await sendBatch("a", BATCH)

@@ -65,7 +65,7 @@ const processed = (path: string, count: number) => receiver.waitFor(path, count,
 beforeAll(async () => {
   receiver = await startReceiver()
   backend = await createBackend()
-  server = await startServer({ ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true", EMBEDDER_THREADS: "1" })
+  server = await startServer({ ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true" })
   api = client(server.url)
   box = await newBox(api)
   await upgrade(api, server.url, box.user.apiKey, "enterprise")

@@ -24,7 +24,7 @@ let db: pg.Client
 
 beforeAll(async () => {
   backend = await createBackend({ forcePostgres: true })
-  server = await startServer({ ...backend.env, EMBEDDER_THREADS: "1" })
+  server = await startServer({ ...backend.env })
   api = client(server.url)
   db = new pg.Client({ connectionString: backend.env.DATABASE_URL })
   await db.connect()

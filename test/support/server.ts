@@ -109,7 +109,8 @@ export const startServer = async (
   const smtpPort = env.SMTP_PORT ? Number(env.SMTP_PORT) : await freePort()
   const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
     cwd: repoRoot,
-    env: { ...baseEnv(), LOG_LEVEL: "warn", ...env, PORT: String(port), SMTP_PORT: String(smtpPort) },
+    // One embedding thread per test server: suites run side by side, each with its own server.
+    env: { ...baseEnv(), LOG_LEVEL: "warn", EMBEDDER_THREADS: "1", ...env, PORT: String(port), SMTP_PORT: String(smtpPort) },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""

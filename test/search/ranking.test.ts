@@ -1,0 +1,98 @@
+/** The pure parts of search: how scores read against SPEC's bands, fusion order, and chunking. */
+import { describe, expect, it } from "vitest"
+import { capInput } from "../../services/search/embedder.ts"
+import { CHUNK_CHARS, chunkText, MAX_CHUNKS, searchableBody, wordCount } from "../../services/search/documents.ts"
+import { calibrationFor, fuse } from "../../services/search/ranking.ts"
+
+const use = calibrationFor("use-lite")
+const score = (input: { bm25?: number; similarity?: number }, ideal = 10) =>
+  fuse({
+    mode: "hybrid",
+    text: input.bm25 === undefined ? [] : [{ emailId: "e", bm25: input.bm25 }],
+    meaning: input.similarity === undefined ? [] : [{ emailId: "e", similarity: input.similarity }],
+    ideal,
+    calibration: use
+  })[0]!.score
+
+describe("scores read as SPEC's bands", () => {
+  it("every query word and the same meaning: highly relevant (0.90+)", () => {
+    expect(score({ bm25: 10, similarity: 0.7 })).toBeGreaterThanOrEqual(0.9)
+  })
+  it("a paraphrase without a shared word, or the words on another topic: moderately to very relevant", () => {
+    expect(score({ similarity: 0.7 })).toBeGreaterThanOrEqual(0.5)
+    expect(score({ similarity: 0.7 })).toBeLessThan(0.9)
+    expect(score({ bm25: 10, similarity: 0.15 })).toBeGreaterThanOrEqual(0.5)
+    expect(score({ bm25: 10, similarity: 0.15 })).toBeLessThan(0.9)
+  })
+  it("a loose topic in common: somewhat relevant (0.30-0.49)", () => {
+    const loose = score({ bm25: 1, similarity: 0.35 })
+    expect(loose).toBeGreaterThanOrEqual(0.3)
+    expect(loose).toBeLessThan(0.5)
+  })
+  it("unrelated: a weak match (below 0.30)", () => {
+    expect(score({ similarity: 0.15 })).toBeLessThan(0.3)
+    expect(score({ bm25: 0.5, similarity: 0.1 })).toBeLessThan(0.3)
+  })
+  it("stays within 0-1 at the extremes", () => {
+    for (const s of [score({ bm25: 1e9, similarity: 1 }), score({ bm25: 0, similarity: -1 })]) {
+      expect(s).toBeGreaterThanOrEqual(0)
+      expect(s).toBeLessThanOrEqual(1)
+    }
+  })
+})
+
+describe("fuse", () => {
+  it("keeps each signal's order when the other is even, and breaks ties by id", () => {
+    const ranked = fuse({
+      mode: "hybrid",
+      text: [{ emailId: "b", bm25: 20 }, { emailId: "a", bm25: 15 }, { emailId: "c", bm25: 15 }],
+      meaning: [{ emailId: "a", similarity: 0.5 }, { emailId: "b", similarity: 0.5 }, { emailId: "c", similarity: 0.5 }],
+      ideal: 10,
+      calibration: use
+    })
+    expect(ranked.map((r) => r.emailId)).toEqual(["b", "a", "c"])
+    expect(ranked[0]!.score).toBeGreaterThan(ranked[1]!.score)
+    expect(ranked[1]!.score).toBe(ranked[2]!.score)
+  })
+  it("does not flatten strong word matches into a tie", () => {
+    const ranked = fuse({
+      mode: "text",
+      text: [{ emailId: "x", bm25: 40 }, { emailId: "y", bm25: 30 }],
+      meaning: [],
+      ideal: 10,
+      calibration: use
+    })
+    expect(ranked[0]!.score).toBeGreaterThan(ranked[1]!.score)
+  })
+  it("uses one signal alone in text and vector modes, the union in hybrid", () => {
+    const input = { text: [{ emailId: "t", bm25: 5 }], meaning: [{ emailId: "m", similarity: 0.6 }], ideal: 10, calibration: use }
+    expect(fuse({ ...input, mode: "text" }).map((r) => r.emailId)).toEqual(["t"])
+    expect(fuse({ ...input, mode: "vector" }).map((r) => r.emailId)).toEqual(["m"])
+    expect(fuse({ ...input, mode: "hybrid" }).map((r) => r.emailId).sort()).toEqual(["m", "t"])
+  })
+})
+
+describe("documents", () => {
+  it("chunks long text at sentence ends, the subject leading, within the limits", () => {
+    const body = Array.from({ length: 200 }, (_, i) => `Sentence number ${i} says something.`).join(" ")
+    const chunks = chunkText("Weekly report", body)
+    expect(chunks[0]!.startsWith("Weekly report. Sentence number 0")).toBe(true)
+    expect(chunks.length).toBeGreaterThan(3)
+    expect(chunks.length).toBeLessThanOrEqual(MAX_CHUNKS)
+    for (const chunk of chunks) {
+      expect(chunk.length).toBeLessThanOrEqual(CHUNK_CHARS)
+      expect(chunk.endsWith(".")).toBe(true)
+    }
+    expect(chunks.join(" ")).toBe(`Weekly report. ${body}`)
+  })
+  it("never gives the embedder an empty text", () => {
+    expect(chunkText("", "   ")).toEqual([""])
+    expect(capInput("", 100)).not.toBe("")
+    expect(capInput("a   b\n\nc", 100)).toBe("a b c")
+    expect(capInput("x".repeat(500), 100)).toHaveLength(100)
+  })
+  it("searches plain-text attachments after the body, and counts words", () => {
+    expect(searchableBody("Body text.", ["  notes.txt says hi  ", ""])).toBe("Body text.\n\nnotes.txt says hi")
+    expect(wordCount("Grüße, 3 Äpfel — and e-mail!")).toBe(6)
+  })
+})
