@@ -12,7 +12,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { EmailFields } from "../mail/schemas.ts"
 import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCount } from "./documents.ts"
@@ -22,6 +22,9 @@ import { Vectors } from "./vectors.ts"
 
 /** Emails indexed at once by one worker process; the embedder's threads do the heavy part. */
 const CONCURRENCY = 8
+const PURGE_BATCH = 500
+/** How often deleted mailboxes' search data is looked for. */
+const PURGE_EVERY = "10 minutes"
 
 export const emailProcessedEventId = (emailId: string) => `email.processed:${emailId}`
 
@@ -137,7 +140,36 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
           ${options?.olderThan ? sql`AND e.received_at < ${options.olderThan}` : sql``}
         ORDER BY e.received_at, e.id`.pipe(Effect.map((rows) => rows.map((row) => row.id)))
 
-    return { model: embedder.model, index, stale } as const
+    /**
+     * Forget the search data of deleted mailboxes' mail (SPEC: deleting a mailbox deletes its data):
+     * vectors, postings, documents, and their share of the lexicon's counts. Search already hides
+     * that mail; this gives back the space and keeps word weights true. In batches, each in one
+     * transaction; answers how many emails it forgot.
+     */
+    const purgeDeleted = Effect.fn("Indexer.purgeDeleted")(function*() {
+      let purged = 0
+      for (;;) {
+        const batch = yield* sql<{ emailId: string }>`
+          SELECT d.email_id FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id
+          WHERE m.status = 'deleted' LIMIT ${PURGE_BATCH}`
+        if (batch.length === 0) return purged
+        const ids = batch.map((row) => row.emailId)
+        const collection = yield* vectors.collection
+        yield* collection.remove(ids)
+        yield* Effect.all([
+          sql`
+            UPDATE search_lexicon l SET documents = l.documents - g.n
+            FROM (SELECT user_id, lexeme, count(*)::int AS n FROM search_terms
+                  WHERE email_id = ANY(${ids}::text[]) GROUP BY user_id, lexeme) g
+            WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme`,
+          sql`DELETE FROM search_lexicon WHERE documents <= 0`,
+          sql`DELETE FROM search_documents WHERE email_id = ANY(${ids}::text[])`
+        ], { discard: true }).pipe(sql.withTransaction)
+        purged += ids.length
+      }
+    })
+
+    return { model: embedder.model, index, stale, purgeDeleted } as const
   })
 }) {}
 
@@ -149,7 +181,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
 export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
-    const { index, model, stale } = yield* Indexer
+    const { index, model, purgeDeleted, stale } = yield* Indexer
 
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
       bus.publish(
@@ -184,6 +216,13 @@ export const IndexerLive = Layer.scopedDiscard(
         )
       ),
       Effect.catchAll((error) => Effect.logWarning("Could not check the search index against the embedding model", error)),
+      Effect.forkScoped
+    )
+    yield* purgeDeleted().pipe(
+      Effect.tap((purged) => (purged > 0 ? Effect.logInfo(`Forgot the search data of ${purged} emails of deleted mailboxes`) : Effect.void)),
+      // A deadlock with concurrent indexing or an index outage: the next round tries again.
+      Effect.catchAllCause((cause) => Effect.logWarning("Purging deleted mailboxes' search data failed; will retry", cause)),
+      Effect.repeat(Schedule.spaced(PURGE_EVERY)),
       Effect.forkScoped
     )
     yield* bus.consume({

@@ -71,6 +71,16 @@ export interface VectorIndexShape {
 
 export class VectorIndex extends Context.Tag("mailroom/VectorIndex")<VectorIndex, VectorIndexShape>() {}
 
-/** A collection or table name for a model: lowercase letters, digits and `_`. */
-export const collectionName = (model: string, dimensions: number) =>
-  `emails_${model.toLowerCase().replace(/[^a-z0-9]+/g, "_").replace(/^_|_$/g, "")}_${dimensions}`
+/**
+ * A collection or table name for a model: lowercase letters, digits and `_`, at most 48 characters
+ * (PostgreSQL cuts names at 63, and its index names add a suffix); a longer model name keeps its
+ * start and a hash of the whole, so two long names never share a collection.
+ */
+export const collectionName = (model: string, dimensions: number) => {
+  const slug = model.toLowerCase().replace(/[^a-z0-9]+/g, "_").replace(/^_|_$/g, "")
+  const name = `emails_${slug}_${dimensions}`
+  if (name.length <= 48) return name
+  let hash = 0
+  for (const char of `${model}/${dimensions}`) hash = (Math.imul(hash, 31) + char.charCodeAt(0)) >>> 0
+  return `emails_${slug.slice(0, 24)}_${hash.toString(16).padStart(8, "0")}_${dimensions}`
+}

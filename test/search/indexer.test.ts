@@ -1,0 +1,114 @@
+/**
+ * The index actor's service over a real database and vector index (PGlite with pgvector, migrated):
+ * indexing is idempotent (a redelivery counts an email's words once), a new model re-embeds without
+ * recounting, `stale` finds what `mailroom reindex` must embed, and deleting a mailbox lets
+ * `purgeDeleted` forget its search data. The embedder is a small deterministic one (hashed words):
+ * what is tested here is the bookkeeping, not the model.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Pglite from "../../layers/pglite.ts"
+import * as PgvectorIndex from "../../layers/pgvector-index.ts"
+import { Embedder, normalize } from "../../services/search/embedder.ts"
+import { Indexer } from "../../services/search/indexer.ts"
+import { Vectors } from "../../services/search/vectors.ts"
+import { migrate } from "../../src/database.ts"
+import { createDataDir } from "../support/services.ts"
+
+const DIMENSIONS = 32
+
+/** Bag of hashed words: texts sharing words get similar vectors. */
+const hashedWords = (model: string) =>
+  Layer.succeed(Embedder, {
+    model,
+    dimensions: DIMENSIONS,
+    maxInputChars: 2_000,
+    embed: (texts) =>
+      Effect.succeed(texts.map((text) => {
+        const vector = new Float32Array(DIMENSIONS)
+        for (const word of text.toLowerCase().match(/[a-z]+/g) ?? []) {
+          let hash = 7
+          for (const char of word) hash = (hash * 31 + char.charCodeAt(0)) >>> 0
+          vector[hash % DIMENSIONS]! += 1
+        }
+        return normalize(vector)
+      }))
+  })
+
+const database = Layer.unwrapScoped(Effect.gen(function*() {
+  const dataDir = yield* Effect.acquireRelease(Effect.sync(createDataDir), (dir) => Effect.sync(dir.remove))
+  return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(Pglite.layer({ dataDir: dataDir.dir })))
+}))
+
+const indexerWith = (model: string) =>
+  Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(hashedWords(model), PgvectorIndex.layer)))
+
+const fixtures = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_1', 'a@example.com', 'a@example.com', 'A', 'x')`
+  yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+             VALUES ('mbx_keep', 'usr_1', 'keeper', 'agents.localhost', 'keeper@agents.localhost'),
+                    ('mbx_gone', 'usr_1', 'leaver', 'agents.localhost', 'leaver@agents.localhost')`
+  yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])})`
+  const email = (id: string, mailbox: string, subject: string, text: string) =>
+    sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                            received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+        VALUES (${id}, ${mailbox}, 'usr_1', ${`<${id}@test>`}, ${id}, ${subject}, 'x@example.com', ${["y@example.com"]}, now(),
+                now() - interval '1 hour', 'x@example.com', 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
+  yield* email("eml_a", "mbx_keep", "Invoice for October", "The invoice for October is attached. Invoice total 120.")
+  yield* email("eml_b", "mbx_keep", "Team offsite", "Agenda for the offsite in October.")
+  yield* email("eml_c", "mbx_gone", "Invoice reminder", "A reminder about the October invoice.")
+})
+
+const lexicon = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql<{ lexeme: string; documents: number }>`SELECT lexeme, documents FROM search_lexicon WHERE user_id = 'usr_1' ORDER BY lexeme`.pipe(
+    Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.lexeme, r.documents])))
+  ))
+
+layer(database, { timeout: "60 seconds" })("Indexer", (it) => {
+  it.effect("indexes once, re-embeds for a new model without recounting, and forgets deleted mailboxes' mail", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* fixtures
+      const first = yield* Effect.provide(Effect.gen(function*() {
+        const indexer = yield* Indexer
+        expect(yield* indexer.stale()).toEqual(["eml_a", "eml_b", "eml_c"])
+        for (const id of ["eml_a", "eml_b", "eml_c"]) expect((yield* indexer.index(id)).outcome).toBe("indexed")
+        // A redelivery: nothing is embedded or counted again.
+        expect((yield* indexer.index("eml_a")).outcome).toBe("already-indexed")
+        expect(yield* indexer.stale()).toEqual([])
+        return yield* lexicon
+      }), indexerWith("words-v1"))
+      // "invoice" is in a (subject and body), c; "octob" in all three.
+      expect(first).toMatchObject({ invoic: 2, octob: 3, offsit: 1, remind: 1 })
+      const postings = yield* sql<{ frequency: number }>`
+        SELECT frequency FROM search_terms WHERE email_id = 'eml_a' AND lexeme = 'invoic'`
+      // Once in the subject (counted double) and twice in the body.
+      expect(postings[0]!.frequency).toBe(4)
+
+      yield* Effect.provide(Effect.gen(function*() {
+        const indexer = yield* Indexer
+        // A new model: every email is stale until embedded again, and the lexicon is not recounted.
+        expect(yield* indexer.stale()).toEqual(["eml_a", "eml_b", "eml_c"])
+        for (const id of ["eml_a", "eml_b", "eml_c"]) expect((yield* indexer.index(id)).outcome).toBe("indexed")
+        expect(yield* indexer.stale()).toEqual([])
+        expect(yield* lexicon).toEqual(first)
+        const { collection } = yield* Vectors
+        const vectors = yield* collection
+        expect(yield* vectors.count("usr_1")).toBe(3)
+
+        yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = 'mbx_gone'`
+        expect(yield* indexer.purgeDeleted()).toBe(1)
+        expect(yield* indexer.purgeDeleted()).toBe(0)
+        expect(yield* vectors.count("usr_1")).toBe(2)
+        const after = yield* lexicon
+        expect(after).toMatchObject({ invoic: 1, octob: 2, offsit: 1 })
+        expect(after.remind).toBeUndefined()
+        const documents = yield* sql<{ emailId: string }>`SELECT email_id FROM search_documents ORDER BY email_id`
+        expect(documents.map((d) => d.emailId)).toEqual(["eml_a", "eml_b"])
+        // A late event for the deleted mailbox's email indexes nothing.
+        expect((yield* indexer.index("eml_c")).outcome).toBe("gone")
+      }), indexerWith("words-v2"))
+    }))
+})
