@@ -26,11 +26,11 @@ import * as Pglite from "./pglite.ts"
 /** pgvector's HNSW indexes `vector` up to 2,000 dimensions and `halfvec` up to 4,000. */
 const MAX_VECTOR_DIMENSIONS = 2_000
 const UPSERT_BATCH = 500
-/** Candidates the HNSW search keeps: recall against speed (pgvector allows 1-1000). */
-const EF_SEARCH = 200
+/** Candidates the HNSW search keeps at least: recall against speed (pgvector allows 1-1000). */
+const EF_SEARCH = 100
 const MAX_EF_SEARCH = 1_000
-/** Chunks fetched at first per email asked for: most emails have few chunks, and search answers emails. */
-const CHUNKS_PER_EMAIL = 3
+/** Chunks fetched at first per email asked for: most emails have one or two, and search answers emails. */
+const CHUNKS_PER_EMAIL = 1.5
 
 /** The database's own words, not only @effect/sql's "Failed to execute statement". */
 const failed = (what: string) => (cause: SqlError) => {
@@ -95,8 +95,15 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string) =>
         const mailboxes = filter.mailboxIds === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...filter.mailboxIds]}::text[])`
         const nearest = (rows: number) =>
           Effect.gen(function*() {
-            if (!options?.exact) {
-              yield* sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(MAX_EF_SEARCH, Math.max(EF_SEARCH, rows)))}, true)`
+            if (options?.exact) {
+              yield* sql`SET LOCAL enable_indexscan = off`
+            } else {
+              // Without fresh statistics (PGlite has no autovacuum) the planner prefers the namespace
+              // index and a sort, which is an exact search over the whole namespace: with sorting
+              // off, the HNSW index is the only way to the order asked for.
+              yield* sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(MAX_EF_SEARCH, Math.max(EF_SEARCH, rows)))}, true),
+                                set_config('hnsw.iterative_scan', 'relaxed_order', true),
+                                set_config('enable_sort', 'off', true)`
             }
             return yield* sql<{ emailId: string; distance: number }>`
               SELECT email_id, embedding <=> ${query} AS distance
@@ -106,14 +113,9 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string) =>
               LIMIT ${rows}`
           })
         return Effect.gen(function*() {
-          if (options?.exact) {
-            yield* sql`SET LOCAL enable_indexscan = off`
-          } else {
-            yield* sql`SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)`
-          }
           // Search answers emails, the rows are chunks: when the nearest rows hold fewer than `limit`
           // emails (a long email has up to 16 chunks) and there may be more, look further.
-          for (let rows = limit * CHUNKS_PER_EMAIL; ; rows *= 4) {
+          for (let rows = Math.ceil(limit * CHUNKS_PER_EMAIL); ; rows *= 4) {
             const found = yield* nearest(rows)
             // Relaxed order: the index may answer slightly out of order. Best chunk per email.
             const best = new Map<string, number>()

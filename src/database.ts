@@ -37,10 +37,26 @@ export const migrate = Migrator.make({})({ loader, table: "mailroom_migrations" 
   )
 )
 
-export const layer = (config: AppConfigShape) => {
-  const client = Option.match(config.databaseUrl, {
-    onSome: (url) => Postgres.layer({ url }),
-    onNone: () => Pglite.layer({ dataDir: config.dataDir })
+/**
+ * PGlite runs no autovacuum, so nothing would ever gather the statistics the planner needs to use
+ * its indexes well (the full-text postings, the vector index). The embedded database is analysed
+ * at start and every ten minutes; a PostgreSQL server does this itself.
+ */
+const ANALYZE_EVERY = "10 minutes"
+
+const analyzed = Layer.scopedDiscard(
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`ANALYZE`.pipe(
+      Effect.catchAll((error) => Effect.logWarning("Could not analyse the embedded database", error)),
+      Effect.repeat(Schedule.spaced(ANALYZE_EVERY)),
+      Effect.forkScoped
+    ))
+)
+
+export const layer = (config: AppConfigShape) =>
+  Option.match(config.databaseUrl, {
+    onSome: (url) => Layer.effectDiscard(migrate).pipe(Layer.provideMerge(Postgres.layer({ url }))),
+    // Analysed after the migrations, so that their tables have statistics from the start.
+    onNone: () =>
+      analyzed.pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(Pglite.layer({ dataDir: config.dataDir })))
   })
-  return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(client))
-}

@@ -1,8 +1,9 @@
 /**
  * Worker-side housekeeping: drop login sessions that can no longer be used, rate-limit counters
  * whose windows have all passed, per-day email counters of past months, and stored bytes nothing
- * refers to any more (a message refused with 451 after its bytes were written); and move paid
- * subscriptions that have ended (canceled at period end, or past_due beyond the grace) to free. Idempotent, so any number of workers may run it.
+ * refers to any more (a message refused with 451 after its bytes were written), search queries not
+ * run for 90 days; and move paid subscriptions that have ended (canceled at period end, or past_due
+ * beyond the grace) to free. Idempotent, so any number of workers may run it.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
@@ -19,6 +20,8 @@ const ORPHAN_BLOB_AGE = "8 days"
 const BILLING_EVENT_RETENTION = "30 days"
 /** Daily counters only matter today; a month more serves support questions. */
 const DAILY_COUNTER_RETENTION = "40 days"
+/** Past search queries feed suggestions; one not run for this long is not suggested any more. */
+const SEARCH_QUERY_RETENTION = "90 days"
 
 /** One pass; answers how many rows of each kind it removed. */
 export const sweep = Effect.gen(function*() {
@@ -36,6 +39,8 @@ export const sweep = Effect.gen(function*() {
     WHERE b.created_at < now() - ${ORPHAN_BLOB_AGE}::interval
       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.raw_sha256 = b.sha256)
       AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.checksum = b.sha256)`.raw
+  const searchQueries = yield* sql`
+    DELETE FROM search_queries WHERE last_used_at < now() - ${SEARCH_QUERY_RETENTION}::interval`.raw
   // Stripe redelivers an event for 3 days at most: a month of ids is plenty to apply each once.
   const billingEvents = yield* sql`
     DELETE FROM billing_events WHERE received_at < now() - ${BILLING_EVENT_RETENTION}::interval`.raw
@@ -68,6 +73,7 @@ export const sweep = Effect.gen(function*() {
     dailyCounters: count(dailyCounters),
     blobs: count(blobs),
     billingEvents: count(billingEvents),
+    searchQueries: count(searchQueries),
     lapsedSubscriptions: count(lapsed),
     renewedSubscriptions: count(renewed)
   }

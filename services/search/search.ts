@@ -26,8 +26,12 @@ import { Vectors } from "./vectors.ts"
 
 /** Emails taken from the word ranking before fusion: deep enough for every page we serve. */
 export const CANDIDATES = MAX_OFFSET + 100
-/** From the vector ranking: a nearest-neighbour search costs more the deeper it goes. */
-export const VECTOR_CANDIDATES = 200
+/**
+ * From the vector ranking, in hybrid search: a nearest-neighbour search costs more the deeper it
+ * goes, and meaning mostly decides the top of the ranking. Vector-only search (the `mode`
+ * extension) goes as deep as words do.
+ */
+export const VECTOR_CANDIDATES = 64
 /** BM25's usual constants: term-frequency saturation and length normalisation. */
 const K1 = 1.2
 const B = 0.75
@@ -148,11 +152,11 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           LIMIT ${CANDIDATES}`
       })
 
-    const byMeaning = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined) =>
+    const byMeaning = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, depth: number) =>
       Effect.gen(function*() {
         const vector = yield* embedQuery(query)
         const collection = yield* vectors.collection
-        return yield* collection.search(vector, { namespace: userId, mailboxIds }, VECTOR_CANDIDATES)
+        return yield* collection.search(vector, { namespace: userId, mailboxIds }, depth)
       })
 
     /** Count one search against the period's quota, atomically; false when the quota is used up. */
@@ -206,7 +210,18 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const mailboxIds = yield* mailboxScope(userId, domain)
         const [text, meaning] = yield* Effect.all([
           mode === "vector" ? Effect.succeed<ReadonlyArray<{ emailId: string; bm25: number; ideal: number }>>([]) : byWords(userId, query, mailboxIds),
-          mode === "text" ? Effect.succeed<ReadonlyArray<MeaningHit>>([]) : byMeaning(userId, query, mailboxIds)
+          mode === "text"
+            ? Effect.succeed<ReadonlyArray<MeaningHit>>([])
+            : mode === "vector"
+            ? byMeaning(userId, query, mailboxIds, CANDIDATES)
+            // Hybrid without meaning is still a good search: an embedder or vector index outage
+            // narrows it to words instead of failing it.
+            : byMeaning(userId, query, mailboxIds, VECTOR_CANDIDATES).pipe(
+              Effect.catchTags({
+                EmbedderError: (error) => Effect.as(Effect.logWarning(`Searching by words only: ${error.message}`), []),
+                VectorIndexError: (error) => Effect.as(Effect.logWarning(`Searching by words only: ${error.message}`), [])
+              })
+            )
         ], { concurrency: 2 })
         const ranked = fuse({
           mode,
@@ -216,23 +231,28 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           calibration
         })
         // The vector index may still hold mail of a mailbox deleted since: keep what is readable.
-        const rows = ranked.length === 0 ? [] : yield* sql<ResultRow>`
-          SELECT e.id, e.subject, e.from_address, e.sent_at, left(e.text_body, 200) AS snippet
-          FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id
+        const readable = ranked.length === 0 ? [] : yield* sql<{ id: string }>`
+          SELECT e.id FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id
           WHERE e.id = ANY(${ranked.map((r) => r.emailId)}::text[]) AND e.user_id = ${userId} AND m.status = 'active'
             ${inScope(mailboxIds)}`
+        const ids = new Set(readable.map((row) => row.id))
+        const visible = ranked.filter((r) => ids.has(r.emailId))
+        const page = visible.slice(offset, offset + limit)
+        // Bodies are read for the page only.
+        const rows = page.length === 0 ? [] : yield* sql<ResultRow>`
+          SELECT e.id, e.subject, e.from_address, e.sent_at, left(e.text_body, 200) AS snippet
+          FROM emails e WHERE e.id = ANY(${page.map((r) => r.emailId)}::text[])`
         const byId = new Map(rows.map((row) => [row.id, row]))
-        const visible = ranked.filter((r) => byId.has(r.emailId))
-        const data = visible.slice(offset, offset + limit).map((r): SearchResult => {
-          const row = byId.get(r.emailId)!
-          return {
+        const data = page.flatMap((r): Array<SearchResult> => {
+          const row = byId.get(r.emailId)
+          return row === undefined ? [] : [{
             email_id: row.id,
             subject: row.subject,
             from: row.fromAddress,
             date: row.sentAt.toISOString(),
             snippet: row.snippet,
             score: Math.round(r.score * 10_000) / 10_000
-          }
+          }]
         })
         const meta: SearchMeta = {
           page: Math.floor(offset / limit) + 1,
@@ -256,7 +276,8 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           VectorIndexError: (error) =>
             Effect.zipRight(Effect.logWarning(`Vector index unavailable: ${error.message}`), Effect.fail(ServiceUnavailable.of()))
         }),
-        // A search that could not run is not charged.
+        // A search that could not run is not charged. Should the refund fail too, one search stays
+        // over-counted: the search's own error is what the caller needs to hear.
         Effect.tapError(() => refundSearch(principal.userId, periodStart).pipe(Effect.ignore))
       )
       yield* rememberQuery(principal.userId, query)

@@ -25,7 +25,7 @@ const database = Layer.unwrapScoped(
 const hex = (n: number) => n.toString(16).padStart(64, "0")
 
 describe("housekeeping sweep", () => {
-  it.scoped("removes old unreferenced blobs, daily counters, billing event ids and ended sessions, ends lapsed plans, renews local ones, and touches nothing in use", () =>
+  it.scoped("removes old unreferenced blobs, daily counters, billing event ids, stale search queries and ended sessions, ends lapsed plans, renews local ones, and touches nothing in use", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
@@ -69,8 +69,22 @@ describe("housekeeping sweep", () => {
       yield* sql`INSERT INTO billing_events (id, type, received_at)
                  VALUES ('evt_old', 'invoice.paid', now() - interval '31 days'), ('evt_new', 'invoice.paid', now())`
 
+      yield* sql`INSERT INTO search_queries (user_id, normalized, query, last_used_at)
+                 VALUES ('usr_1', 'old query', 'Old query', now() - interval '91 days'), ('usr_1', 'recent', 'Recent', now() - interval '89 days')`
+
       const removed = yield* sweep
-      expect(removed).toEqual({ sessions: 1, counters: 0, dailyCounters: 1, blobs: 1, billingEvents: 1, lapsedSubscriptions: 2, renewedSubscriptions: 1 })
+      expect(removed).toEqual({
+        sessions: 1,
+        counters: 0,
+        dailyCounters: 1,
+        blobs: 1,
+        billingEvents: 1,
+        searchQueries: 1,
+        lapsedSubscriptions: 2,
+        renewedSubscriptions: 1
+      })
+      const queries = yield* sql<{ query: string }>`SELECT query FROM search_queries`
+      expect(queries.map((q) => q.query)).toEqual(["Recent"])
       const plans = yield* sql<{ userId: string; plan: string; status: string; currentPeriodEnd: Date }>`
         SELECT user_id, plan, status, current_period_end FROM subscriptions ORDER BY user_id`
       expect(plans.map((p) => [p.userId, p.plan, p.status])).toEqual([
@@ -100,6 +114,15 @@ describe("housekeeping sweep", () => {
       expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
 
       // A second pass finds nothing more to do.
-      expect(yield* sweep).toEqual({ sessions: 0, counters: 0, dailyCounters: 0, blobs: 0, billingEvents: 0, lapsedSubscriptions: 0, renewedSubscriptions: 0 })
+      expect(yield* sweep).toEqual({
+        sessions: 0,
+        counters: 0,
+        dailyCounters: 0,
+        blobs: 0,
+        billingEvents: 0,
+        searchQueries: 0,
+        lapsedSubscriptions: 0,
+        renewedSubscriptions: 0
+      })
     }).pipe(Effect.provide(database)), 60_000)
 })
