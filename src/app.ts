@@ -53,7 +53,8 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
  */
 export const vectorsLayer = (config: AppConfigShape) => {
   const embedder = Option.match(config.openaiApiKey, {
-    onSome: (apiKey) => OpenAiEmbedder.layer({ apiKey, model: config.embeddingModel }),
+    onSome: (apiKey) =>
+      OpenAiEmbedder.layer({ apiKey, model: config.embeddingModel, baseUrl: Option.getOrUndefined(config.openaiBaseUrl) }),
     onNone: () => LocalEmbedder.layer({ threads: Option.getOrUndefined(config.embedderThreads) })
   })
   const index = Option.match(config.qdrantUrl, {

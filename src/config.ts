@@ -107,6 +107,7 @@ export const appConfig = Config.all({
   qdrantUrl: Config.option(url("QDRANT_URL")),
   qdrantApiKey: Config.option(Config.redacted("QDRANT_API_KEY")),
   openaiApiKey: Config.option(Config.redacted("OPENAI_API_KEY")),
+  openaiBaseUrl: Config.option(url("OPENAI_BASE_URL")),
   embeddingModel: Config.string("EMBEDDING_MODEL").pipe(Config.withDefault("text-embedding-3-small")),
   embedderThreads: Config.option(Config.integer("EMBEDDER_THREADS").pipe(
     check("EMBEDDER_THREADS", "Expected 1 or more", (threads: number) => threads >= 1)

@@ -11,11 +11,10 @@
  * never overlap or skip while the mail stays the same.
  */
 import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { Principal } from "../accounts/principal.ts"
 import { Billing } from "../billing/billing.ts"
-import { Forbidden, type NotFound, RateLimited, ServiceUnavailable, ValidationError } from "../errors.ts"
+import { Forbidden, RateLimited, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLimiter } from "../ratelimit/rate-limiter.ts"
@@ -36,6 +35,7 @@ export const VECTOR_CANDIDATES = 64
 const K1 = 1.2
 const B = 0.75
 const STATS_TTL_MS = 30_000
+const STATS_CACHE_MIN_DOCS = 1_000
 const STATS_CACHE_SIZE = 10_000
 const SUGGESTIONS = 10
 /** Query vectors kept, so a repeated query (paging, retries, a popular search) is not embedded again. */
@@ -94,7 +94,8 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
 
     /**
      * Documents and their average length per namespace (and domain scope): what BM25 normalises
-     * by. They change slowly, so they are read at most every `STATS_TTL_MS` per scope.
+     * by. In a large namespace they change slowly relative to its size, so they are read at most
+     * every `STATS_TTL_MS` there.
      */
     const statsCache = new Map<string, { readonly at: number; readonly docs: number; readonly avgLength: number }>()
     const corpusStats = (userId: string, mailboxIds: ReadonlyArray<string> | undefined) =>
@@ -107,8 +108,11 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           WHERE user_id = ${userId} ${mailboxIds === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...mailboxIds]}::text[])`}`.pipe(
           Effect.map((rows) => {
             const stats = { at: Date.now(), docs: Number(rows[0]?.docs ?? 0), avgLength: Number(rows[0]?.avgLength ?? 1) || 1 }
-            if (statsCache.size >= STATS_CACHE_SIZE) statsCache.delete(statsCache.keys().next().value!)
-            statsCache.set(key, stats)
+            // A small namespace is cheap to count, and changes fast relative to its size.
+            if (stats.docs >= STATS_CACHE_MIN_DOCS) {
+              if (statsCache.size >= STATS_CACHE_SIZE) statsCache.delete(statsCache.keys().next().value!)
+              statsCache.set(key, stats)
+            }
             return stats
           })
         )
@@ -314,5 +318,3 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
     return { search, suggestions } as const
   })
 }) {}
-
-export type SearchError = SqlError | NotFound | ValidationError
