@@ -7,7 +7,7 @@ const intBetween = (min: number, max: number) =>
     Schema.between(min, max, { message: () => `must be an integer from ${min} to ${max}` })
   ).annotations({ message: () => `must be an integer from ${min} to ${max}` })
 
-/** How deep pages reach: each ranking (words, meaning) gives its best this many and a page more. */
+/** How deep pages reach: past this offset (and a page), a search has no more results to give. */
 export const MAX_OFFSET = 300
 export const MAX_QUERY_CHARS = 1_000
 
@@ -24,7 +24,8 @@ export const SearchInput = Schema.Struct({
       .annotations({ description: "Only mail received at addresses on this domain", message: () => "must be a domain name" })
   ),
   limit: Schema.optional(intBetween(1, 100)).annotations({ description: "1-100, default 20" }),
-  offset: Schema.optional(intBetween(0, MAX_OFFSET)).annotations({ description: `Results to skip, 0-${MAX_OFFSET}` }),
+  offset: Schema.optional(intBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a non-negative integer" }))
+    .annotations({ description: `Results to skip; results reach ${MAX_OFFSET} + limit deep` }),
   mode: Schema.optional(SearchMode).annotations({
     description: "Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone"
   })
