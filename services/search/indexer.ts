@@ -3,12 +3,14 @@
  * then announces it (`email.processed`).
  *
  * For every `email.received` it embeds the email's text (subject, body and plain-text attachments,
- * in chunks), stores the vectors in the vector index, then writes the email's full-text document
- * and the model it was embedded with (`search_documents`). Only then is the bus message
- * acknowledged, so a worker that dies part-way leaves the event to be handled again.
+ * in chunks), stores the vectors in the vector index, then records the email (`search_documents`,
+ * with the model it was embedded with), its full-text postings and their lexicon counts. Only then
+ * is the bus message acknowledged, so a worker that dies part-way leaves the event to be handled
+ * again.
  *
- * Idempotent: vectors are keyed by (email, chunk), the document by email, and the announcement's
- * event id is the email's; an email already indexed with the current model is only announced again.
+ * Idempotent: vectors are keyed by (email, chunk), the document and its postings by email, and the
+ * announcement's event id is the email's; an email already indexed with the current model is only
+ * announced again.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -45,8 +47,6 @@ interface EmailToIndex {
   readonly model: string | null
   readonly processingMs: number | null
 }
-
-export type IndexOutcome = "indexed" | "already-indexed" | "gone"
 
 export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
   effect: Effect.gen(function*() {

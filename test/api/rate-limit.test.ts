@@ -3,6 +3,7 @@
  * shared limit across API processes on one PostgreSQL.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { client, withApiKey } from "../support/http.ts"
 
@@ -72,17 +73,22 @@ describe("one API process", () => {
 
 describe("two API processes on one PostgreSQL", () => {
   let backend: Backend
+  let qdrant: FakeQdrant
   let servers: Array<Server> = []
 
   beforeAll(async () => {
     backend = await createBackend({ forcePostgres: true })
+    // A node of a cluster needs a vector index every node shares; this PostgreSQL has no pgvector.
+    qdrant = await startFakeQdrant()
+    const env = { ...backend.env, ROLES: "api", QDRANT_URL: qdrant.url }
     // Migrate once, then start both: each runs only the api role, sharing database and bus.
-    servers = [await startServer({ ...backend.env, ROLES: "api" })]
-    servers.push(await startServer({ ...backend.env, ROLES: "api" }))
+    servers = [await startServer(env)]
+    servers.push(await startServer(env))
   })
 
   afterAll(async () => {
     await Promise.all(servers.map((server) => server.stop()))
+    await qdrant?.close()
     await backend?.dispose()
   })
 
