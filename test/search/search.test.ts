@@ -167,6 +167,23 @@ describe("POST /v1/search", () => {
     expect(beyond.body.meta).toEqual({ page: Math.floor((total + 10) / 2) + 1, limit: 2, total, hasMore: false })
   })
 
+  it("searches plain-text attachments too", async () => {
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
+    await transport.sendMail({
+      from: "lab@example.com",
+      to: box.address,
+      subject: "Results attached",
+      text: "See the attachment.",
+      attachments: [{ filename: "results.txt", content: "The zeolite catalyst doubled the yield of the hydrogenation." }]
+    })
+    transport.close()
+    const found = await until("the attachment's words are searchable", async () => {
+      const reply = await search(box.user.apiKey, { query: "zeolite catalyst", mode: "text" })
+      return reply.body.data?.length > 0 ? reply.body.data : undefined
+    }, 60_000, 500)
+    expect(found.map((r: { subject: string }) => r.subject)).toEqual(["Results attached"])
+  })
+
   it("finds by exact words too: a sender's flight number", async () => {
     const reply = await search(box.user.apiKey, { query: "LH 402", mode: "text" })
     expect(reply.status).toBe(200)
