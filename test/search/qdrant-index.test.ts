@@ -19,11 +19,11 @@ import {
   type VectorCollection,
   VectorIndex,
   VectorIndexError,
-  type VectorIndexShape,
-  type VectorPoint
+  type VectorIndexShape
 } from "../../services/search/vector-index.ts"
 import { type FakeQdrant, type FakeQdrantRequest, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { uniqueName } from "../support/services.ts"
+import { at, DIMS, point, QUERY } from "../support/vector-points.ts"
 
 /** A fake Qdrant for the test's scope. */
 const fakeQdrant = (prefix?: string): Effect.Effect<FakeQdrant, never, Scope.Scope> =>
@@ -92,23 +92,6 @@ const setup = (backend: Backend) =>
     const index = yield* openIndex(target)
     return { target, model, client, index, fake: target.fake }
   })
-
-const DIMS = 4
-
-/** A unit vector whose cosine similarity to QUERY is `similarity`. */
-const at = (similarity: number): Float32Array => Float32Array.from([similarity, Math.sqrt(1 - similarity ** 2), 0, 0])
-const QUERY = at(1)
-
-const point = (emailId: string, chunk: number, similarity: number, rest: Partial<VectorPoint> = {}): VectorPoint => ({
-  emailId,
-  chunk,
-  namespace: "ns-a",
-  mailboxId: "mb-1",
-  domain: "a.example",
-  date: new Date("2025-01-02T03:04:05.000Z"),
-  vector: at(similarity),
-  ...rest
-})
 
 // ---------------------------------------------------------------------------------------------
 // Qdrant's own, on every Qdrant

@@ -32,6 +32,7 @@ import {
 } from "../../services/search/vector-index.ts"
 import { startFakeQdrant } from "../support/fake-qdrant.ts"
 import { adminDatabaseUrl, createDatabase, createDataDir, uniqueName } from "../support/services.ts"
+import { DIMS, point, QUERY } from "../support/vector-points.ts"
 
 // ---------------------------------------------------------------------------------------------
 // The adapters
@@ -178,23 +179,6 @@ const adapters: ReadonlyArray<Adapter> = [
 
 // ---------------------------------------------------------------------------------------------
 // Points
-
-const DIMS = 4
-
-/** A unit vector whose cosine similarity to QUERY is `similarity`. */
-const at = (similarity: number): Float32Array => Float32Array.from([similarity, Math.sqrt(1 - similarity ** 2), 0, 0])
-const QUERY = at(1)
-
-const point = (emailId: string, chunk: number, similarity: number, rest: Partial<VectorPoint> = {}): VectorPoint => ({
-  emailId,
-  chunk,
-  namespace: "ns-a",
-  mailboxId: "mb-1",
-  domain: "a.example",
-  date: new Date("2025-01-02T03:04:05.000Z"),
-  vector: at(similarity),
-  ...rest
-})
 
 /** Deterministic numbers in [-1, 1) (mulberry32), so a failing case can be run again. */
 const random = (seed: number) => () => {
