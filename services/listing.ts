@@ -16,11 +16,16 @@ export interface Sort<F extends string> {
   readonly direction: Direction
 }
 
+/** A JSON number that is an integer from `min` to `max`, with one message whatever is wrong. */
+export const IntBetween = (min: number, max: number) => {
+  const message = () => `must be an integer from ${min} to ${max}`
+  return Schema.Number.pipe(Schema.int({ message }), Schema.between(min, max, { message })).annotations({ message })
+}
+
+/** The same for a query parameter (a string). */
 const IntFromString = (name: string, min: number, max: number) =>
-  Schema.NumberFromString.pipe(
-    Schema.int({ message: () => `must be an integer from ${min} to ${max}` }),
-    Schema.between(min, max, { message: () => `must be an integer from ${min} to ${max}` })
-  ).annotations({ message: () => `must be an integer from ${min} to ${max}`, title: name })
+  Schema.compose(Schema.NumberFromString, IntBetween(min, max))
+    .annotations({ message: () => `must be an integer from ${min} to ${max}`, title: name })
 
 export const Limit = IntFromString("limit", 1, 100)
 export const Offset = IntFromString("offset", 0, Number.MAX_SAFE_INTEGER)

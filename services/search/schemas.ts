@@ -1,11 +1,6 @@
 /** SPEC "Search": the request, a result, the page meta; and the suggestions query. */
 import { Schema } from "effect"
-
-const intBetween = (min: number, max: number) =>
-  Schema.Number.pipe(
-    Schema.int({ message: () => `must be an integer from ${min} to ${max}` }),
-    Schema.between(min, max, { message: () => `must be an integer from ${min} to ${max}` })
-  ).annotations({ message: () => `must be an integer from ${min} to ${max}` })
+import { IntBetween } from "../listing.ts"
 
 /** How deep pages reach: past this offset (and a page), a search has no more results to give. */
 export const MAX_OFFSET = 300
@@ -23,8 +18,8 @@ export const SearchInput = Schema.Struct({
     Schema.String.pipe(Schema.filter((value) => value.trim().length > 0 || "must not be empty"))
       .annotations({ description: "Only mail received at addresses on this domain", message: () => "must be a domain name" })
   ),
-  limit: Schema.optional(intBetween(1, 100)).annotations({ description: "1-100, default 20" }),
-  offset: Schema.optional(intBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a non-negative integer" }))
+  limit: Schema.optional(IntBetween(1, 100)).annotations({ description: "1-100, default 20" }),
+  offset: Schema.optional(IntBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a non-negative integer" }))
     .annotations({ description: `Results to skip; results reach ${MAX_OFFSET} + limit deep` }),
   mode: Schema.optional(SearchMode).annotations({
     description: "Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone"

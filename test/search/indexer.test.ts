@@ -14,26 +14,19 @@ import { Embedder, normalize } from "../../services/search/embedder.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Vectors } from "../../services/search/vectors.ts"
 import { migrate } from "../../src/database.ts"
+import { hashedWords } from "../support/fake-openai.ts"
 import { createDataDir } from "../support/services.ts"
 
 const DIMENSIONS = 32
 
 /** Bag of hashed words: texts sharing words get similar vectors. */
-const hashedWords = (model: string) =>
+const hashedWordsEmbedder = (model: string) =>
   Layer.succeed(Embedder, {
     model,
     dimensions: DIMENSIONS,
     maxInputChars: 2_000,
     embed: (texts) =>
-      Effect.succeed(texts.map((text) => {
-        const vector = new Float32Array(DIMENSIONS)
-        for (const word of text.toLowerCase().match(/[a-z]+/g) ?? []) {
-          let hash = 7
-          for (const char of word) hash = (hash * 31 + char.charCodeAt(0)) >>> 0
-          vector[hash % DIMENSIONS]! += 1
-        }
-        return normalize(vector)
-      }))
+      Effect.succeed(texts.map((text) => normalize(Float32Array.from(hashedWords(text, DIMENSIONS)))))
   })
 
 const database = Layer.unwrapScoped(Effect.gen(function*() {
@@ -42,7 +35,7 @@ const database = Layer.unwrapScoped(Effect.gen(function*() {
 }))
 
 const indexerWith = (model: string) =>
-  Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(hashedWords(model), PgvectorIndex.layer)))
+  Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(hashedWordsEmbedder(model), PgvectorIndex.layer)))
 
 const fixtures = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient

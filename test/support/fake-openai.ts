@@ -16,12 +16,13 @@ export interface FakeOpenAi {
   readonly close: () => Promise<void>
 }
 
-const vectorOf = (text: string): Array<number> => {
-  const vector: Array<number> = new Array<number>(DIMENSIONS).fill(0)
+/** A bag of hashed words: texts that share words get near vectors (never all zeros). */
+export const hashedWords = (text: string, dimensions: number): Array<number> => {
+  const vector: Array<number> = new Array<number>(dimensions).fill(0)
   for (const word of text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []) {
     let hash = 7
     for (const char of word) hash = (Math.imul(hash, 31) + char.charCodeAt(0)) >>> 0
-    vector[hash % DIMENSIONS]! += 1
+    vector[hash % dimensions]! += 1
   }
   if (!vector.some((x) => x > 0)) vector[0] = 1
   return vector
@@ -54,7 +55,7 @@ export const startFakeOpenAi = async (): Promise<FakeOpenAi> => {
       send(200, {
         object: "list",
         model: body.model,
-        data: inputs.map((input, index) => ({ object: "embedding", index, embedding: vectorOf(input as string) })),
+        data: inputs.map((input, index) => ({ object: "embedding", index, embedding: hashedWords(input as string, DIMENSIONS) })),
         usage: { prompt_tokens: 0, total_tokens: 0 }
       })
     })
