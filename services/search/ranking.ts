@@ -12,6 +12,7 @@
  * hand to SPEC's bands: both signals strong reads 0.9 and up, one signal strong (a paraphrase with
  * no shared word, or shared rare words on another topic) about 0.6, common words only below 0.3.
  */
+import type { SearchMode } from "./schemas.ts"
 
 export interface TextHit {
   readonly emailId: string
@@ -61,15 +62,13 @@ export interface Ranked {
   readonly score: number
 }
 
-export type Mode = "hybrid" | "text" | "vector"
-
 /**
  * One ranking of the union of both hit lists, best first, ties broken by id so that pages are
  * stable. A document that only one list holds gets, for the other signal, no better than the weakest
  * that list kept (it ranked below the cut), or nothing when the list is empty.
  */
 export const fuse = (input: {
-  readonly mode: Mode
+  readonly mode: SearchMode
   readonly text: ReadonlyArray<TextHit>
   readonly meaning: ReadonlyArray<MeaningHit>
   readonly ideal: number
