@@ -133,7 +133,7 @@ const MAILROOM_SETTINGS = [
   "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_API_KEY", "EMBEDDING_MODEL", "STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET",
   "STRIPE_PRICE_PRO", "STRIPE_PRICE_ENTERPRISE", "SHARED_DOMAINS", "DISALLOWED_EMAIL_NAME", "MX_HOST", "VERIFY_PREFIX",
   "FREE_MAX_CUSTOM_DOMAINS", "DNS_SERVERS", "WEBHOOK_ALLOW_PRIVATE", "JWT_SECRET", "LOG_LEVEL", "SMTP_TLS_CERT",
-  "SMTP_TLS_KEY"
+  "SMTP_TLS_KEY", "SMTP_MAX_CONNECTIONS_PER_IP"
 ]
 
 const childEnv = (settings: Record<string, string>) => {
@@ -825,6 +825,8 @@ const benchDurable = async (): Promise<Array<Measurement>> => {
     HOST: "127.0.0.1",
     SMTP_PORT: String(smtpPort),
     SMTP_HOST: "127.0.0.1",
+    // Every sender of the bench is one client address (loopback), with up to 100 connections.
+    SMTP_MAX_CONNECTIONS_PER_IP: "0",
     DATA_DIR: dataDir,
     DATABASE_URL: database.url,
     NATS_URL,

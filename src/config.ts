@@ -96,6 +96,7 @@ export const appConfig = Config.all({
   smtpHost: Config.string("SMTP_HOST").pipe(Config.withDefault("127.0.0.1")),
   smtpTlsCert: Config.option(Config.string("SMTP_TLS_CERT")),
   smtpTlsKey: Config.option(Config.string("SMTP_TLS_KEY")),
+  smtpMaxConnectionsPerIp: nonNegativeInt("SMTP_MAX_CONNECTIONS_PER_IP", 20),
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),

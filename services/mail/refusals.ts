@@ -49,3 +49,33 @@ export class TemporaryFailure extends Data.TaggedError("TemporaryFailure")<{ rea
 
 export type RecipientRefusal = UnknownRecipient | MessageTooBig | DailyLimitReached | MonthlyLimitReached | TemporaryFailure
 export type MessageRefusal = MessageTooBig | TemporaryFailure
+
+/**
+ * Limits on one client, against address harvesting and connection floods. RFC 5321 §4.5.3.1.8 makes
+ * 100 recipients the least a server must take per message; past it the sender is told to send the
+ * rest in another transaction.
+ */
+export const MAX_RECIPIENTS_PER_MESSAGE = 100
+/** A session that names this many unknown recipients is closed: a real sender rarely has so many wrong. */
+export const MAX_UNKNOWN_RECIPIENTS_PER_SESSION = 20
+
+/** More recipients than one message may have: 452 4.5.3 (send the rest in another transaction). */
+export class TooManyRecipients extends Data.TaggedError("TooManyRecipients")<{ readonly limit: number }> {
+  get reply(): SmtpReply {
+    return { code: 452, text: `4.5.3 Too many recipients: at most ${this.limit} per message` }
+  }
+}
+
+/** The session named too many unknown recipients: 421 4.7.0, and the connection is closed. */
+export class TooManyUnknownRecipients extends Data.TaggedError("TooManyUnknownRecipients")<{ readonly limit: number }> {
+  get reply(): SmtpReply {
+    return { code: 421, text: `4.7.0 Too many unknown recipients (${this.limit}), closing connection` }
+  }
+}
+
+/** The client's address already holds its share of connections: 421 4.7.0, and the connection is closed. */
+export class TooManyConnections extends Data.TaggedError("TooManyConnections")<{ readonly limit: number }> {
+  get reply(): SmtpReply {
+    return { code: 421, text: `4.7.0 Too many connections from your address (at most ${this.limit}), try again later` }
+  }
+}

@@ -1,11 +1,17 @@
 /**
  * The SMTP node: smtp-server on SMTP_HOST:SMTP_PORT, its hooks bridged to the Inbound service.
  *
- * - RCPT TO is answered per recipient (550 5.1.1, 452 4.2.2, 552 5.2.2, 552 5.3.4).
+ * - A client address holds at most SMTP_MAX_CONNECTIONS_PER_IP connections at once (default 20);
+ *   one more is answered 421 4.7.0 and closed, so one flooding host cannot lock out the others.
+ * - RCPT TO is answered per recipient (550 5.1.1, 452 4.2.2, 552 5.2.2, 552 5.3.4). A message takes
+ *   at most 100 recipients (452 4.5.3 for the 101st); a session that names 20 unknown recipients is
+ *   answered 421 4.7.0 and closed (address harvesting).
  * - SIZE announces the largest plan's limit; each message is held to the smallest limit among its
- *   recipients' plans while it streams in (552 5.3.4), and to the announced one by smtp-server.
+ *   recipients' plans while it streams in. Anything over it is answered 552 5.3.4 and neither stored
+ *   nor counted, whether or not the sender declared a SIZE.
  * - DATA is answered 250 only once Inbound.accept has stored the message and the bus has taken it;
- *   any failure, or a store that takes longer than the data time-out, is 451 4.3.0.
+ *   any failure, or a store that takes longer than the data time-out, is 451 4.3.0. Nothing else in
+ *   this file answers 250 to DATA.
  * - STARTTLS is offered when SMTP_TLS_CERT and SMTP_TLS_KEY are set; AUTH is never offered (this
  *   is an inbound MX, not a submission server).
  */
@@ -13,7 +19,16 @@ import { readFileSync } from "node:fs"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAddress, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
 import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
-import { type SmtpReply, TemporaryFailure } from "../../services/mail/refusals.ts"
+import {
+  MAX_RECIPIENTS_PER_MESSAGE,
+  MAX_UNKNOWN_RECIPIENTS_PER_SESSION,
+  MessageTooBig,
+  type SmtpReply,
+  TemporaryFailure,
+  TooManyConnections,
+  TooManyRecipients,
+  TooManyUnknownRecipients
+} from "../../services/mail/refusals.ts"
 import { limits } from "../../services/plans/plans.ts"
 import { AppConfig } from "../config.ts"
 
@@ -56,6 +71,29 @@ export const SmtpServerLive = Layer.scopedDiscard(
     const fork = Runtime.runFork(runtime)
     // The accepted recipients of each session's current transaction, by the address smtp-server keeps.
     const recipients = new WeakMap<SMTPServerAddress, Recipient>()
+    // Unknown recipients each session has named so far, over all its transactions.
+    const unknownRecipients = new WeakMap<SMTPServerSession, number>()
+    // Open connections per client address; a session counts from its admission until it closes.
+    const connectionsByAddress = new Map<string, number>()
+    const admitted = new WeakSet<SMTPServerSession>()
+    const maxPerAddress = config.smtpMaxConnectionsPerIp
+
+    const onConnect = (session: SMTPServerSession, callback: (error?: Error | null) => void) => {
+      const open = connectionsByAddress.get(session.remoteAddress) ?? 0
+      if (maxPerAddress > 0 && open >= maxPerAddress) {
+        return callback(smtpError(new TooManyConnections({ limit: maxPerAddress }).reply))
+      }
+      connectionsByAddress.set(session.remoteAddress, open + 1)
+      admitted.add(session)
+      callback()
+    }
+
+    const onClose = (session: SMTPServerSession) => {
+      if (!admitted.delete(session)) return
+      const open = (connectionsByAddress.get(session.remoteAddress) ?? 1) - 1
+      if (open > 0) connectionsByAddress.set(session.remoteAddress, open)
+      else connectionsByAddress.delete(session.remoteAddress)
+    }
 
     const tlsFiles = Option.all({ cert: config.smtpTlsCert, key: config.smtpTlsKey })
     const tls = Option.isSome(tlsFiles)
@@ -66,10 +104,22 @@ export const SmtpServerLive = Layer.scopedDiscard(
       : undefined
 
     const onRcptTo = (address: SMTPServerAddress, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
+      const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
+      if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS_PER_MESSAGE) {
+        return callback(smtpError(new TooManyRecipients({ limit: MAX_RECIPIENTS_PER_MESSAGE }).reply))
+      }
       void run(inbound.recipient(address.address, declaredSize(session))).then((exit) => {
         if (Exit.isSuccess(exit)) {
           recipients.set(address, exit.value)
           return callback()
+        }
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isSome(failure) && failure.value._tag === "UnknownRecipient") {
+          const unknown = (unknownRecipients.get(session) ?? 0) + 1
+          unknownRecipients.set(session, unknown)
+          if (unknown >= MAX_UNKNOWN_RECIPIENTS_PER_SESSION) {
+            return callback(smtpError(new TooManyUnknownRecipients({ limit: MAX_UNKNOWN_RECIPIENTS_PER_SESSION }).reply))
+          }
         }
         const reply = replyFor(exit.cause)
         if (reply.code === 451) void run(Effect.logWarning("RCPT answered 451", exit.cause))
@@ -101,9 +151,15 @@ export const SmtpServerLive = Layer.scopedDiscard(
         answer(smtpError(temporaryFailure.reply))
       })
       stream.once("end", () => {
-        // smtp-server answers an oversized message itself (552) whatever we say.
-        if (stream.sizeExceeded) return answer(null)
-        if (bytes > limit) return answer(smtpError({ code: 552, text: `5.3.4 Message too big: the limit for this recipient is ${limit} bytes` }))
+        // smtp-server only flags a message over the announced SIZE (it answers 250 to whatever we
+        // say unless told otherwise), so every oversized message is refused here, by our own count.
+        if (stream.sizeExceeded || bytes > limit) return answer(smtpError(new MessageTooBig({ limit }).reply))
+        // Every recipient smtp-server kept was accepted at RCPT; a message with none would be
+        // answered 250 with nothing stored, so it never is.
+        if (accepted.length === 0 || accepted.length !== session.envelope.rcptTo.length) {
+          void run(Effect.logWarning("DATA answered 451: a recipient of the message was never accepted"))
+          return answer(smtpError(temporaryFailure.reply))
+        }
         const raw = Buffer.concat(chunks, bytes)
         const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
         const accepting = fork(inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt: new Date() }))
@@ -137,6 +193,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
       socketTimeout: SOCKET_TIMEOUT_MS,
       closeTimeout: CLOSE_TIMEOUT_MS,
       maxClients: MAX_CLIENTS,
+      onConnect,
+      onClose,
       onRcptTo,
       onData
     })

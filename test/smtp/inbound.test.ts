@@ -15,6 +15,7 @@ import MailComposer from "nodemailer/lib/mail-composer"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Client, client, isoMillis, type Reply, withApiKey } from "../support/http.ts"
+import { upgrade } from "../support/billing.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { type Box, DOMAIN, fresh as freshName, newBox as newUserBox, type User } from "../support/mailboxes.ts"
@@ -551,21 +552,18 @@ describe("inbound SMTP and reading mail", () => {
       expect(exact.replies[0]!.code, exact.replies[0]!.text).toBe(250)
     })
 
-    it("10 MB + 1 KB of data to a free mailbox is refused with 552 5.3.4 and nothing is stored or counted", async () => {
-      const box = await newBox()
-      const head = [`From: <${SENDER}>`, `To: <${box.address}>`, "Subject: Too big", `Message-ID: <${fresh("big")}@example.com>`, "", ""].join("\r\n")
+    /** A message of exactly `total` bytes (CRLF lines, the last one ending the message), undeclared size. */
+    const messageOf = (to: string, subject: string, total: number) => {
+      const head = [`From: <${SENDER}>`, `To: <${to}>`, `Subject: ${subject}`, `Message-ID: <${fresh("big")}@example.com>`, "", ""].join("\r\n")
       const line = `${"A".repeat(76)}\r\n`
-      const total = FREE_MAX_BYTES + 1024
       const body = line.repeat(Math.ceil((total - head.length) / line.length))
-      const big = Buffer.from(head + body).subarray(0, total - 2)
-      const message = Buffer.concat([big, Buffer.from("\r\n")])
+      const message = Buffer.concat([Buffer.from(head + body).subarray(0, total - 2), Buffer.from("\r\n")])
       expect(message.byteLength).toBe(total)
+      return message
+    }
 
-      const { replies, data } = await transaction([box.address], message)
-      expect(replies[0]!.code).toBe(250)
-      expectRefused(data, 552, "5.3.4")
-
-      // A small message after it arrives alone: the big one was neither stored nor counted.
+    /** After a refusal, a small message arrives alone: what was refused was neither stored nor counted. */
+    const expectNothingStored = async (box: Box) => {
       const marker = await transaction([box.address], await simple(box.address, "After the big one"))
       expect(marker.data?.code, marker.data?.text).toBe(250)
       const listed = await waitForEmails(box, 1)
@@ -573,6 +571,32 @@ describe("inbound SMTP and reading mail", () => {
       const used = await usage(box.user)
       expect(used.emailsUsed).toBe(1)
       expect(used.storageUsed).toBe(listed.data[0]!.size)
+    }
+
+    it("10 MB + 1 byte of data to a free mailbox, no SIZE declared, is refused with 552 5.3.4 and nothing is stored or counted", async () => {
+      const box = await newBox()
+      const { replies, data } = await transaction([box.address], messageOf(box.address, "Too big", FREE_MAX_BYTES + 1))
+      expect(replies[0]!.code).toBe(250)
+      expectRefused(data, 552, "5.3.4")
+      await expectNothingStored(box)
+    })
+
+    it("exactly 10 MB of data to a free mailbox is accepted", async () => {
+      const box = await newBox()
+      const { data } = await transaction([box.address], messageOf(box.address, "Exactly the limit", FREE_MAX_BYTES))
+      expect(data?.code, data?.text).toBe(250)
+      const listed = await waitForEmails(box, 1)
+      expect(listed.data.map((e) => [e.subject, e.size])).toEqual([["Exactly the limit", FREE_MAX_BYTES]])
+    })
+
+    it("50 MB + 1 byte to an enterprise mailbox (over what SIZE announces), no SIZE declared: 552 5.3.4, nothing stored or counted", async () => {
+      const box = await newBox()
+      await upgrade(api, suite.url, box.user.apiKey, "enterprise")
+      const { replies, data } = await transaction([box.address], messageOf(box.address, "Far too big", ANNOUNCED_SIZE + 1))
+      expect(replies[0]!.code).toBe(250)
+      expectRefused(data, 552, "5.3.4")
+      expect(data!.text).toContain(String(ANNOUNCED_SIZE))
+      await expectNothingStored(box)
     })
   })
 

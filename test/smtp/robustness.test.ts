@@ -9,6 +9,7 @@ import * as net from "node:net"
 import { beforeAll, describe, expect, it } from "vitest"
 import { type Client, client, type RequestOptions } from "../support/http.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
+import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox as newUserBox } from "../support/mailboxes.ts"
 import { connectSmtp, envelope, type SmtpReply, type SmtpSession } from "../support/smtp-client.ts"
 
@@ -363,5 +364,73 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
     await sleep(2_000) // give a (wrongly) accepted message time to reach the worker
     await stillServes()
     expect(await mailboxTotal(box)).toBe(before)
+  })
+
+  it("9. a bare LF.LF inside DATA does not end the message: the dot line and what follows are part of one email", async () => {
+    const box = await newBox("barelf")
+    const subject = fresh("Bare LF ")
+    // A smuggling attempt: LF.LF followed by what would be a second transaction if it ended DATA.
+    const message = `${plainMessage(box.address, subject, "before")}\n.\nMAIL FROM:<smuggled@example.com>\r\nafter\r\n`
+    const reply = await deliver(box.address, message)
+    expect(reply.code, reply.text).toBe(250)
+    const [emailId] = queuedIds(reply)
+    expect(await rawBytes(box, (await readable(box, emailId!)).body.data.email_id)).toEqual(asStored(message))
+    expect(await mailboxTotal(box)).toBe(1)
+    await stillServes()
+  })
+
+  it("10. the 101st recipient of one message is refused with 452 4.5.3; the message reaches the first 100", async () => {
+    const box = await newBox("many")
+    await upgrade(api, server.url, box.user.apiKey, "enterprise")
+    const boxes = [box]
+    for (let i = 1; i <= 100; i++) boxes.push(await newUserBox(api, { user: box.user, localPart: fresh(`many${i}-`) }))
+
+    const session = await connectSmtp(server.smtpPort)
+    try {
+      const { replies } = await envelope(session, SENDER, boxes.map((b) => b.address))
+      expect(replies.slice(0, 100).map((r) => r.code)).toEqual(Array(100).fill(250))
+      expect({ code: replies[100]!.code, enhanced: replies[100]!.text.split(" ")[0] }, replies[100]!.text).toEqual({ code: 452, enhanced: "4.5.3" })
+      const data = await session.data(plainMessage(box.address, fresh("Hundred "), "To a hundred mailboxes."))
+      expect(data.code, data.text).toBe(250)
+      expect(queuedIds(data)).toHaveLength(100)
+    } finally {
+      await session.close()
+    }
+    expect(await mailboxTotal(boxes[100]!)).toBe(0)
+    await stillServes()
+  })
+
+  it("11. a session that names 20 unknown recipients is answered 421 4.7.0 and closed", async () => {
+    const session = await connectSmtp(server.smtpPort)
+    const { replies } = await envelope(session, SENDER, Array.from({ length: 19 }, (_, i) => `${fresh(`nobody${i}-`)}@agents.localhost`))
+    expect(replies.map((r) => `${r.code} ${r.text.split(" ")[0]}`)).toEqual(Array(19).fill("550 5.1.1"))
+    const last = await session.command(`RCPT TO:<${fresh("nobody")}@agents.localhost>`)
+    expect({ code: last.code, enhanced: last.text.split(" ")[0] }, last.text).toEqual({ code: 421, enhanced: "4.7.0" })
+    await until("the connection closed", async () => (session.closed() ? true : undefined), 5_000, 50)
+    await session.close()
+    await stillServes()
+  })
+
+  it("12. the 21st connection from one address is answered 421 4.7.0 and closed; a place that frees up is taken again", async () => {
+    const sessions = await Promise.all(Array.from({ length: 20 }, () => connectSmtp(server.smtpPort)))
+    try {
+      expect(sessions.map((s) => s.greeting.code)).toEqual(Array(20).fill(220))
+      const refused = await rawSocket(server.smtpPort)
+      await refused.waitFor(/^421 /m)
+      expect(refused.received()).toMatch(/^421 4\.7\.0 /m)
+      expect(await refused.closed()).toBe(true)
+
+      await sessions.pop()!.close()
+      const again = await until("a connection admitted again", async () => {
+        const session = await connectSmtp(server.smtpPort)
+        if (session.greeting.code === 220) return session
+        await session.close()
+        return undefined
+      }, 5_000, 100)
+      sessions.push(again)
+    } finally {
+      await Promise.all(sessions.map((s) => s.close()))
+    }
+    await stillServes()
   })
 })
