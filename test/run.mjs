@@ -4,6 +4,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 
+console.log(`npm test on Node ${process.version}, ${process.env.DATABASE_URL ? "PostgreSQL + NATS" : "embedded defaults"}`)
 const report = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-vitest-")), "report.json")
 const result = spawnSync(
   process.execPath,

@@ -103,11 +103,16 @@ const baseEnv = () => {
 /** Spawn `src/main.ts` and wait until it answers /healthz (or `waitFor` returns true). */
 export const startServer = async (
   env: Record<string, string>,
-  options: { readonly timeoutMs?: number; readonly ready?: "healthz" | "none" } = {}
+  options: {
+    readonly timeoutMs?: number
+    readonly ready?: "healthz" | "none"
+    /** What node runs: the sources through tsx, unless a test runs a build. */
+    readonly nodeArgs?: ReadonlyArray<string>
+  } = {}
 ): Promise<Server> => {
   const port = env.PORT ? Number(env.PORT) : await freePort()
   const smtpPort = env.SMTP_PORT ? Number(env.SMTP_PORT) : await freePort()
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? ["--import", "tsx", "src/main.ts"])], {
     cwd: repoRoot,
     // One embedding thread per test server: suites run side by side, each with its own server.
     env: { ...baseEnv(), LOG_LEVEL: "warn", EMBEDDER_THREADS: "1", ...env, PORT: String(port), SMTP_PORT: String(smtpPort) },

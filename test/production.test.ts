@@ -1,0 +1,72 @@
+/**
+ * The production build, as the image runs it: `npm run build` compiles to JavaScript, and
+ * `node <out>/src/main.js` (no tsx) serves the whole product — migrations run, mail sent over SMTP is
+ * stored, and indexed by the embedder's worker thread, so a search finds it. Runs once per CI (the
+ * embedded run): the build is the same whichever database the product is given.
+ */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import nodemailer from "nodemailer"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { upgrade } from "./support/billing.ts"
+import { client, withApiKey } from "./support/http.ts"
+import { newBox } from "./support/mailboxes.ts"
+import { createDataDir, mode } from "./support/services.ts"
+import { repoRoot, type Server, startServer } from "./support/server.ts"
+import { until } from "./support/until.ts"
+
+describe.skipIf(mode !== "embedded")("the production build", () => {
+  const outDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-build-"))
+  const dataDir = createDataDir()
+  let server: Server
+
+  beforeAll(async () => {
+    const build = spawnSync("npm", ["run", "build", "--", outDir], { cwd: repoRoot, encoding: "utf8" })
+    expect(build.status, `${build.stdout}\n${build.stderr}`).toBe(0)
+    // Dependencies resolve from the output's parents, as they do from /app in the image.
+    fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(outDir, "node_modules"), "dir")
+    server = await startServer({ DATA_DIR: dataDir.dir }, { nodeArgs: [path.join(outDir, "src/main.js")] })
+  }, 240_000)
+
+  afterAll(async () => {
+    await server?.stop()
+    dataDir.remove()
+    fs.rmSync(outDir, { recursive: true, force: true })
+  })
+
+  it("compiles to JavaScript that imports no TypeScript", () => {
+    const files = ["src", "services", "layers"].flatMap((dir) =>
+      fs.readdirSync(path.join(outDir, dir), { recursive: true, encoding: "utf8" }).map((file) => path.join(dir, file))
+    ).filter((file) => file.endsWith(".js"))
+    expect(files).toContain(path.join("src", "main.js"))
+    const importsTs = files.filter((file) => /from "\.{1,2}\/[^"]*\.ts"/.test(fs.readFileSync(path.join(outDir, file), "utf8")))
+    expect(importsTs).toEqual([])
+  })
+
+  it("runs without tsx: mail sent over SMTP is stored and found by search", async () => {
+    expect(server.process.spawnargs.join(" ")).not.toContain("tsx")
+    const api = client(server.url)
+    const box = await newBox(api, { user: await withApiKey(api) })
+    await upgrade(api, server.url, box.user.apiKey, "enterprise") // searches a minute enough to poll
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
+    try {
+      const info = await transport.sendMail({
+        from: "sender@example.com",
+        to: box.address,
+        subject: "Invoice 2291 is due",
+        text: "The invoice for November is attached; the amount is due within 14 days."
+      })
+      expect(info.response).toMatch(/^250 /)
+    } finally {
+      transport.close()
+    }
+    const found = await until("the email is searchable", async () => {
+      const reply = await api.post("/v1/search", { apiKey: box.user.apiKey, body: { query: "invoice due", mode: "hybrid" } })
+      expect(reply.status, reply.text).toBe(200)
+      return reply.body.data.length > 0 ? reply.body.data : undefined
+    }, 60_000, 1_000)
+    expect(found[0].subject).toBe("Invoice 2291 is due")
+  }, 120_000)
+})
