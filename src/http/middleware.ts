@@ -1,7 +1,9 @@
 /**
  * Request-level middleware: authentication with rate limiting (one round trip), the per-address
  * limit on open routes, and the `X-RateLimit-*` headers on every response they cover, errors
- * included.
+ * included. A request refused for a missing or invalid credential has no account to count against,
+ * so it counts against its client address, as open routes do (DESIGN.md §4): its 401 carries that
+ * limiter's headers, and an address past the limit is answered 429 (which also slows key guessing).
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
@@ -38,6 +40,30 @@ const enforce = ({ decision, principal }: Authenticated) =>
       : Effect.fail(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter }))
   )
 
+/** Count one request against the client address's limit; announce it, and refuse past it. */
+const limitByAddress = (limiter: RateLimiter["Type"]) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+    const decision = yield* limiter.take(`ip:${address}`, CLIENT_WINDOWS).pipe(orUnavailable)
+    yield* announce(decision)
+    if (!decision.allowed) {
+      return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })
+    }
+  })
+
+/** Authenticate, or refuse as unauthenticated: counted against the address, then 401 (or 429). */
+const authenticated = (
+  authenticator: Authenticator,
+  limiter: RateLimiter["Type"],
+  credential: Credential
+) =>
+  authenticator.authenticate(credential).pipe(
+    orUnavailable,
+    Effect.catchTag("Unauthorized", (refusal) => Effect.zipRight(limitByAddress(limiter), Effect.fail(refusal))),
+    Effect.flatMap(enforce)
+  )
+
 const bearer = (request: HttpServerRequest.HttpServerRequest) => {
   const header = request.headers["authorization"]
   if (header === undefined) return Option.none<string>()
@@ -51,14 +77,15 @@ export const ApiAuthenticationLive = Layer.effect(
   ApiAuthentication,
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
+    const limiter = yield* RateLimiter
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const apiKey = request.headers["x-api-key"]?.trim()
       const credential: Option.Option<Credential> = apiKey
         ? Option.some({ kind: "apiKey", secret: apiKey })
         : Option.map(bearer(request), bearerCredential)
-      if (Option.isNone(credential)) return yield* missing
-      return yield* authenticator.authenticate(credential.value).pipe(orUnavailable, Effect.flatMap(enforce))
+      if (Option.isNone(credential)) return yield* Effect.zipRight(limitByAddress(limiter), missing)
+      return yield* authenticated(authenticator, limiter, credential.value)
     })
   })
 )
@@ -69,24 +96,25 @@ export const SessionAuthenticationLive = Layer.effect(
   SessionAuthentication,
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
+    const limiter = yield* RateLimiter
     const { appUrl } = yield* AppConfig
     const appOrigin = new URL(appUrl).origin
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const token = bearer(request)
-      if (Option.isSome(token)) {
-        return yield* authenticator.authenticate({ kind: "accessToken", secret: token.value }).pipe(
-          orUnavailable,
-          Effect.flatMap(enforce)
+      if (Option.isSome(token)) return yield* authenticated(authenticator, limiter, { kind: "accessToken", secret: token.value })
+      const cookie = request.cookies[SESSION_COOKIE]
+      if (!cookie) {
+        return yield* Effect.zipRight(
+          limitByAddress(limiter),
+          Unauthorized.of("Missing session: log in, or send Authorization: Bearer <access token>")
         )
       }
-      const cookie = request.cookies[SESSION_COOKIE]
-      if (!cookie) return yield* Unauthorized.of("Missing session: log in, or send Authorization: Bearer <access token>")
       // Cookies ride along on cross-site requests; a write must come from our own pages.
       if (!SAFE_METHODS.has(request.method) && request.headers["origin"] !== appOrigin) {
         return yield* Forbidden.of({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
       }
-      return yield* authenticator.authenticate({ kind: "cookie", secret: cookie }).pipe(orUnavailable, Effect.flatMap(enforce))
+      return yield* authenticated(authenticator, limiter, { kind: "cookie", secret: cookie })
     })
   })
 )
@@ -94,15 +122,6 @@ export const SessionAuthenticationLive = Layer.effect(
 export const ClientRateLimitLive = Layer.effect(
   ClientRateLimit,
   Effect.gen(function*() {
-    const limiter = yield* RateLimiter
-    return Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const address = Option.getOrElse(request.remoteAddress, () => "unknown")
-      const decision = yield* limiter.take(`ip:${address}`, CLIENT_WINDOWS).pipe(orUnavailable)
-      yield* announce(decision)
-      if (!decision.allowed) {
-        return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })
-      }
-    })
+    return limitByAddress(yield* RateLimiter)
   })
 )

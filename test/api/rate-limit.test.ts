@@ -71,6 +71,49 @@ describe("one API process", () => {
   })
 })
 
+describe("requests without a valid credential", () => {
+  let backend: Backend
+  let server: Server
+
+  beforeAll(async () => {
+    backend = await createBackend()
+    server = await startServer(backend.env)
+  })
+
+  afterAll(async () => {
+    await server?.stop()
+    await backend?.dispose()
+  })
+
+  it("count against the client address: every 401 carries that limiter's headers, and past 300 a minute it is 429", async () => {
+    const api = client(server.url)
+    await awayFromMinuteEdge()
+    const refusals = [
+      () => api.get("/v1/billing/usage"), // no credential
+      () => api.get("/v1/billing/usage", { apiKey: "mr_live_not_a_real_key" }), // an unknown key
+      () => api.get("/v1/billing/usage", { bearer: "not.a.token" }), // a token that does not verify
+      () => api.get("/api/mailboxes") // a dashboard route without a session
+    ]
+    const remaining: Array<number> = []
+    for (const [i, refuse] of refusals.entries()) {
+      const reply = await refuse()
+      expect({ i, status: reply.status, code: reply.body.error?.code }).toEqual({ i, status: 401, code: "UNAUTHORIZED" })
+      expect(reply.headers.get("x-ratelimit-limit")).toBe("300")
+      expect(Number(reply.headers.get("x-ratelimit-reset")) % 60).toBe(0)
+      remaining.push(Number(reply.headers.get("x-ratelimit-remaining")))
+    }
+    // One counter for the address, whatever the route or the refused credential.
+    expect(remaining).toEqual(remaining.map((_, i) => remaining[0]! - i))
+
+    let last = await api.get("/v1/billing/usage")
+    for (let n = 0; n < 300 && last.status === 401; n++) last = await api.get("/v1/billing/usage")
+    expect(last.status).toBe(429)
+    expect(last.body.error).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", details: { limit: 300, window: "minute" } })
+    expect(last.headers.get("x-ratelimit-remaining")).toBe("0")
+    expect(Number(last.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+  })
+})
+
 describe("two API processes on one PostgreSQL", () => {
   let backend: Backend
   let qdrant: FakeQdrant
