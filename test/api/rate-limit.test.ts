@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
-import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { type Backend, createBackend, type Server, startServer, useSuiteServer } from "../support/server.ts"
 import { client, withApiKey } from "../support/http.ts"
 
 /** Fixed windows reset on the minute: start a burst with enough of the minute left to finish it. */
@@ -14,18 +14,8 @@ const awayFromMinuteEdge = async () => {
 }
 
 describe("one API process", () => {
-  let backend: Backend
   let server: Server
-
-  beforeAll(async () => {
-    backend = await createBackend()
-    server = await startServer(backend.env)
-  })
-
-  afterAll(async () => {
-    await server?.stop()
-    await backend?.dispose()
-  })
+  useSuiteServer((suite) => (server = suite.server))
 
   it("counts every request of a key: headers on each response, the 21st refused with 429", async () => {
     const api = client(server.url)
@@ -72,18 +62,8 @@ describe("one API process", () => {
 })
 
 describe("requests without a valid credential", () => {
-  let backend: Backend
   let server: Server
-
-  beforeAll(async () => {
-    backend = await createBackend()
-    server = await startServer(backend.env)
-  })
-
-  afterAll(async () => {
-    await server?.stop()
-    await backend?.dispose()
-  })
+  useSuiteServer((suite) => (server = suite.server))
 
   it("count against the client address: every 401 carries that limiter's headers, and past 300 a minute it is 429", async () => {
     const api = client(server.url)
