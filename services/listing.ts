@@ -43,6 +43,14 @@ export const SortParam = <const F extends string>(fields: ReadonlyArray<F>) => {
   ).annotations({ description: `One of ${fields.map((f) => `${f}:asc, ${f}:desc`).join(", ")}` })
 }
 
+/** A list route's query: `limit`, `offset` and `sort` over `fields`, every field's error reported at once. */
+export const ListParams = <F extends string>(fields: ReadonlyArray<F>) =>
+  Schema.Struct({
+    limit: Schema.optional(Limit),
+    offset: Schema.optional(Offset),
+    sort: Schema.optional(SortParam(fields))
+  }).annotations({ parseOptions: { errors: "all" } })
+
 export const parseSort = <F extends string>(value: string | undefined, fallback: Sort<F>): Sort<F> => {
   if (value === undefined) return fallback
   const [field, direction] = value.split(":")

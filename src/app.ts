@@ -4,6 +4,8 @@
  */
 import { Effect, Layer, Option } from "effect"
 import { AccountSettings } from "../services/accounts/settings.ts"
+import { Billing } from "../services/billing/billing.ts"
+import { DomainSettings } from "../services/domains/domains.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
 import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
@@ -12,16 +14,18 @@ import { Vectors } from "../services/search/vectors.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
 import * as DnsResolver from "../layers/dns.ts"
+import * as LocalBilling from "../layers/local-billing.ts"
 import * as LocalEmbedder from "../layers/local-embedder.ts"
 import * as MemoryBus from "../layers/memory-bus.ts"
 import * as NatsBus from "../layers/nats-bus.ts"
 import * as OpenAiEmbedder from "../layers/openai-embedder.ts"
 import * as PgvectorIndex from "../layers/pgvector-index.ts"
 import * as QdrantIndex from "../layers/qdrant-index.ts"
+import * as StripeBilling from "../layers/stripe-billing.ts"
 import * as WebhookHttp from "../layers/webhook-http.ts"
 import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
 import * as Database from "./database.ts"
-import { ApiServices, HttpServerLive } from "./http/server.ts"
+import { HttpServerLive } from "./http/server.ts"
 import { jwtSecret } from "./secrets.ts"
 import { SmtpServerLive } from "./smtp/server.ts"
 
@@ -64,7 +68,29 @@ export const vectorsLayer = (config: AppConfigShape) => {
   return Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, index)))
 }
 
-const ApiRole = HttpServerLive.pipe(Layer.provide(ApiServices))
+/** The payment provider: Stripe when `STRIPE_SECRET_KEY` is set (config.ts checks the rest), else local billing. */
+const paymentsLayer = (config: AppConfigShape) =>
+  Option.match(config.stripeSecretKey, {
+    onNone: () => LocalBilling.layer({ appUrl: config.appUrl }),
+    onSome: (secretKey) =>
+      StripeBilling.layer({
+        secretKey,
+        webhookSecret: Option.getOrThrow(config.stripeWebhookSecret),
+        prices: { pro: Option.getOrThrow(config.stripePricePro), enterprise: Option.getOrThrow(config.stripePriceEnterprise) },
+        apiUrl: config.stripeApiUrl
+      })
+  })
+
+/** The API's own adapters and settings: how payments are taken, what custom domains are held to. */
+const apiRole = (config: AppConfigShape) =>
+  HttpServerLive.pipe(
+    Layer.provide(paymentsLayer(config).pipe(Layer.provide(Billing.Default))),
+    Layer.provide(Layer.succeed(DomainSettings, {
+      verifyPrefix: config.verifyPrefix,
+      mxHost: config.mxHost,
+      freeMaxCustomDomains: config.freeMaxCustomDomains
+    }))
+  )
 const SmtpRole = SmtpServerLive
 const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)))
 
@@ -77,7 +103,7 @@ export const appLayer = (config: AppConfigShape) => {
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
   // The API and the worker share one embedder and vector index; SMTP alone never opens them.
   const searching = config.roles.includes("api") || config.roles.includes("worker")
-    ? Layer.mergeAll(when("api", ApiRole), when("worker", WorkerRole)).pipe(Layer.provide(vectorsLayer(config)))
+    ? Layer.mergeAll(when("api", apiRole(config)), when("worker", WorkerRole)).pipe(Layer.provide(vectorsLayer(config)))
     : Layer.empty
   const roles = Layer.mergeAll(searching, when("smtp", SmtpRole))
   return roles.pipe(Layer.provide(shared))

@@ -41,6 +41,7 @@ const isUniqueViolation = (error: SqlError) => {
 }
 
 export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
+  dependencies: [Billing.Default, RateLimiter.layer],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const billing = yield* Billing

@@ -64,6 +64,7 @@ interface Pending {
 }
 
 export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Authenticator", {
+  dependencies: [KeyUsage.layer],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const keyUsage = yield* KeyUsage

@@ -76,6 +76,7 @@ const suffixFor = (mailboxId: string, target: string, attempt: number) =>
     : randomBytes(3).toString("hex")
 
 export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
+  dependencies: [Mailboxes.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const dns = yield* Dns

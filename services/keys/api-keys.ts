@@ -34,6 +34,7 @@ interface KeyRow {
 }
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
+  dependencies: [KeyUsage.layer],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const usage = yield* KeyUsage

@@ -53,6 +53,7 @@ interface ResultRow {
 }
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
+  dependencies: [Billing.Default, RateLimiter.layer],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const billing = yield* Billing

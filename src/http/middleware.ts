@@ -12,7 +12,7 @@ import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
 import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
-import { ApiAuthentication, ClientRateLimit, SessionAuthentication } from "./api.ts"
+import { ApiAuthentication, ClientRateLimit, SessionAuthentication } from "./security.ts"
 import { orUnavailable } from "./infra.ts"
 
 export const SESSION_COOKIE = "mailroom_session"

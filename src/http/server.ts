@@ -6,34 +6,23 @@ import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpServerRequest } from "@
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
-import { Accounts } from "../../services/accounts/accounts.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
-import { Billing } from "../../services/billing/billing.ts"
-import { Domains, DomainSettings } from "../../services/domains/domains.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
-import { ApiKeys } from "../../services/keys/api-keys.ts"
-import { KeyUsage } from "../../services/keys/last-used.ts"
-import { Emails } from "../../services/mail/emails.ts"
-import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
-import { Search } from "../../services/search/search.ts"
-import { Webhooks } from "../../services/webhooks/webhooks.ts"
-import * as LocalBilling from "../../layers/local-billing.ts"
-import * as StripeBilling from "../../layers/stripe-billing.ts"
 import { AppConfig } from "../config.ts"
 import { MailroomApi } from "./api.ts"
-import { ApiKeysHandlers } from "./api-keys.ts"
-import { AuthHandlers } from "./auth.ts"
-import { BillingHandlers, BillingWebhookHandlers } from "./billing.ts"
-import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains.ts"
+import { ApiKeysHandlers } from "./api-keys/http.ts"
+import { AuthHandlers } from "./auth/http.ts"
+import { BillingHandlers, BillingWebhookHandlers } from "./billing/http.ts"
+import { PaymentPagesLive } from "./billing/payment-pages.ts"
+import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains/http.ts"
+import { EmailsHandlers } from "./emails/http.ts"
 import { errorResponse, toApiError } from "./errors.ts"
-import { HealthHandlers } from "./health.ts"
-import { EmailsHandlers } from "./emails.ts"
-import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes.ts"
-import { PaymentPagesLive } from "./payment-pages.ts"
-import { SearchHandlers } from "./search.ts"
-import { WebhooksHandlers } from "./webhooks.ts"
+import { HealthHandlers } from "./health/http.ts"
+import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
+import { SearchHandlers } from "./search/http.ts"
+import { WebhooksHandlers } from "./webhooks/http.ts"
 
 export const MAX_JSON_BYTES = 1024 * 1024
 
@@ -72,55 +61,17 @@ const Handlers = Layer.mergeAll(
   DomainListHandlers,
   SearchHandlers
 )
-const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive)
-
-/** The API with its handlers; needs the domain services. */
-export const ApiLive = HttpApiBuilder.api(MailroomApi).pipe(
-  Layer.provide(Handlers),
-  Layer.provide(Middleware)
-)
-
-/** The payment provider: Stripe when `STRIPE_SECRET_KEY` is set (config.ts checks the rest), else local billing. */
-const PaymentsLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) =>
-    Option.match(config.stripeSecretKey, {
-      onNone: () => LocalBilling.layer({ appUrl: config.appUrl }),
-      onSome: (secretKey) =>
-        StripeBilling.layer({
-          secretKey,
-          webhookSecret: Option.getOrThrow(config.stripeWebhookSecret),
-          prices: { pro: Option.getOrThrow(config.stripePricePro), enterprise: Option.getOrThrow(config.stripePriceEnterprise) },
-          apiUrl: config.stripeApiUrl
-        })
-    }))
-)
-
-/** The domain feature's operator settings. */
-const DomainSettingsLive = Layer.effect(
-  DomainSettings,
-  Effect.map(AppConfig, (config) => ({
-    verifyPrefix: config.verifyPrefix,
-    mxHost: config.mxHost,
-    freeMaxCustomDomains: config.freeMaxCustomDomains
-  }))
+const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive).pipe(
+  Layer.provide(Layer.merge(Authenticator.Default, RateLimiter.layer))
 )
 
 /**
- * The domain services behind the API (SQL, bus, DNS, the current model's vectors, mailbox and
- * webhook settings come from the caller).
+ * The API: every feature's handlers, each with the domain services it uses. What stays open are the
+ * adapters and settings, chosen in src/app.ts: SQL, bus, payment provider, DNS, vectors, settings.
  */
-export const ApiServices = Layer.mergeAll(
-  Accounts.Default,
-  ApiKeys.Default,
-  Authenticator.Default,
-  PaymentsLive,
-  Domains.Default.pipe(Layer.provide(DomainSettingsLive)),
-  Emails.Default,
-  Search.Default,
-  Webhooks.Default
-).pipe(
-  Layer.provideMerge(Mailboxes.Default),
-  Layer.provideMerge(Layer.mergeAll(Billing.Default, RateLimiter.layer, KeyUsage.layer))
+export const ApiLive = HttpApiBuilder.api(MailroomApi).pipe(
+  Layer.provide(Handlers),
+  Layer.provide(Middleware)
 )
 
 export const HttpServerLive = Layer.unwrapEffect(

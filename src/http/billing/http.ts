@@ -1,11 +1,11 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
-import { Effect, Option } from "effect"
-import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { Billing } from "../../services/billing/billing.ts"
-import { PaymentProvider } from "../../services/billing/payments.ts"
-import { BadRequest, Conflict, NotFound, ServiceUnavailable, ValidationError } from "../../services/errors.ts"
-import { MailroomApi } from "./api.ts"
-import { orUnavailable } from "./infra.ts"
+import { Effect, Layer, Option } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { Billing } from "../../../services/billing/billing.ts"
+import { PaymentProvider } from "../../../services/billing/payments.ts"
+import { BadRequest, Conflict, NotFound, ServiceUnavailable, ValidationError } from "../../../services/errors.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
 
 export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (handlers) =>
   Effect.gen(function*() {
@@ -51,7 +51,7 @@ export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (han
           const session = yield* payments.portal({ userId, returnUrl: payload.returnUrl }).pipe(Effect.mapError(providerDown))
           return { success: true as const, data: { url: session.url } }
         }).pipe(orUnavailable))
-  }))
+  })).pipe(Layer.provide(Billing.Default))
 
 /**
  * The payment provider's webhook: verified over the raw body, applied once per event, newest state
@@ -78,4 +78,4 @@ export const BillingWebhookHandlers = HttpApiBuilder.group(MailroomApi, "billing
         )
         return { success: true as const, data: { received: true as const } }
       }).pipe(orUnavailable))
-  }))
+  })).pipe(Layer.provide(Billing.Default))

@@ -4,9 +4,9 @@
  * the subscription and lets the user cancel at period end or resume.
  */
 import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Option, Schema } from "effect"
-import { Billing } from "../../services/billing/billing.ts"
-import { LocalPayments } from "../../layers/local-billing.ts"
+import { Effect, Layer, Option, Schema } from "effect"
+import { Billing } from "../../../services/billing/billing.ts"
+import { LocalPayments } from "../../../layers/local-billing.ts"
 
 const escape = (value: string) =>
   value.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
@@ -92,4 +92,4 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
       }).pipe(Effect.orDie)
     )
   })
-)
+).pipe(Layer.provide(Billing.Default))

@@ -1,9 +1,9 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { Bus } from "../../services/bus/bus.ts"
-import { ServiceUnavailable } from "../../services/errors.ts"
-import { MailroomApi } from "./api.ts"
+import { Bus } from "../../../services/bus/bus.ts"
+import { ServiceUnavailable } from "../../../services/errors.ts"
+import { MailroomApi } from "../api.ts"
 
 export const HealthHandlers = HttpApiBuilder.group(MailroomApi, "health", (handlers) =>
   Effect.gen(function*() {

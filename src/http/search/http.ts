@@ -1,9 +1,9 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
-import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { Search } from "../../services/search/search.ts"
-import { MailroomApi } from "./api.ts"
-import { orUnavailable } from "./infra.ts"
+import { Effect, Layer } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { Search } from "../../../services/search/search.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
 
 export const SearchHandlers = HttpApiBuilder.group(MailroomApi, "search", (handlers) =>
   Effect.gen(function*() {
@@ -21,4 +21,4 @@ export const SearchHandlers = HttpApiBuilder.group(MailroomApi, "search", (handl
           const data = yield* search.suggestions(userId, urlParams.q).pipe(orUnavailable)
           return { success: true as const, data }
         }))
-  }))
+  })).pipe(Layer.provide(Search.Default))

@@ -3,13 +3,13 @@
  * directly, with their own content type, and offered as a download.
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
-import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { listMeta, page, parseSort } from "../../services/listing.ts"
-import { Emails } from "../../services/mail/emails.ts"
-import type { EmailSortField } from "../../services/mail/schemas.ts"
-import { MailroomApi } from "./api.ts"
-import { orUnavailable } from "./infra.ts"
+import { Effect, Layer } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { listMeta, page, parseSort } from "../../../services/listing.ts"
+import { Emails } from "../../../services/mail/emails.ts"
+import type { EmailSortField } from "../../../services/mail/schemas.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
 
 /** A `Content-Disposition` that survives any file name (RFC 6266, with the RFC 5987 form for non-ASCII). */
 const attachmentDisposition = (filename: string) => {
@@ -68,4 +68,4 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
           const data = yield* emails.thread(userId, path.threadId).pipe(orUnavailable)
           return { success: true as const, data }
         }))
-  }))
+  })).pipe(Layer.provide(Emails.Default))

@@ -5,13 +5,13 @@
  * on /api.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
-import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
-import { AddressInput, type CheckEmailParams, DeleteInput } from "../../services/mailboxes/schemas.ts"
-import { MailroomApi } from "./api.ts"
-import { orUnavailable } from "./infra.ts"
-import { decodeBody, forSurface, type Surface } from "./surface.ts"
+import { Effect, Layer } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
+import { AddressInput, type CheckEmailParams, DeleteInput } from "../../../services/mailboxes/schemas.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
+import { decodeBody, forSurface, type Surface } from "../surface.ts"
 
 /** Every mailbox body field is a string, so a field's only possible fault is not being one. */
 const mustBeString = () => "must be a string"
@@ -70,7 +70,7 @@ export const MailboxesHandlers = HttpApiBuilder.group(MailroomApi, "mailboxes", 
       .handle("create", mailbox.create)
       .handle("checkEmail", mailbox.checkEmail)
       .handle("rename", mailbox.rename)
-      .handle("remove", mailbox.remove)))
+      .handle("remove", mailbox.remove))).pipe(Layer.provide(Mailboxes.Default))
 
 export const DashboardMailboxesHandlers = HttpApiBuilder.group(MailroomApi, "dashboardMailboxes", (handlers) =>
   Effect.map(makeHandlers("dashboard"), (mailbox) =>
@@ -79,4 +79,4 @@ export const DashboardMailboxesHandlers = HttpApiBuilder.group(MailroomApi, "das
       .handle("create", mailbox.create)
       .handle("checkEmail", mailbox.checkEmail)
       .handle("rename", mailbox.rename)
-      .handle("remove", mailbox.remove)))
+      .handle("remove", mailbox.remove))).pipe(Layer.provide(Mailboxes.Default))

@@ -3,15 +3,15 @@
  * sessions), plus the generic list form `GET {base_url}/domains`.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
-import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { Domains } from "../../services/domains/domains.ts"
-import { CreateDomainInput, MigrateInput } from "../../services/domains/schemas.ts"
-import { ValidationError } from "../../services/errors.ts"
-import { page, parseSort } from "../../services/listing.ts"
-import { MailroomApi } from "./api.ts"
-import { orUnavailable } from "./infra.ts"
-import { decodeBody, forSurface, type Surface } from "./surface.ts"
+import { Effect, Layer } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { Domains } from "../../../services/domains/domains.ts"
+import { CreateDomainInput, MigrateInput } from "../../../services/domains/schemas.ts"
+import { ValidationError } from "../../../services/errors.ts"
+import { page, parseSort } from "../../../services/listing.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
+import { decodeBody, forSurface, type Surface } from "../surface.ts"
 
 const makeHandlers = (surface: Surface) =>
   Effect.gen(function*() {
@@ -66,7 +66,7 @@ export const DomainsHandlers = HttpApiBuilder.group(MailroomApi, "domains", (han
       .handle("create", domain.create)
       .handle("verify", domain.verify)
       .handle("migrate", domain.migrate)
-      .handle("remove", domain.remove)))
+      .handle("remove", domain.remove))).pipe(Layer.provide(Domains.Default))
 
 export const DashboardDomainsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardDomains", (handlers) =>
   Effect.map(makeHandlers("dashboard"), (domain) =>
@@ -75,7 +75,7 @@ export const DashboardDomainsHandlers = HttpApiBuilder.group(MailroomApi, "dashb
       .handle("create", domain.create)
       .handle("verify", domain.verify)
       .handle("migrate", domain.migrate)
-      .handle("remove", domain.remove)))
+      .handle("remove", domain.remove))).pipe(Layer.provide(Domains.Default))
 
 export const DomainListHandlers = HttpApiBuilder.group(MailroomApi, "domainList", (handlers) =>
   Effect.gen(function*() {
@@ -88,4 +88,4 @@ export const DomainListHandlers = HttpApiBuilder.group(MailroomApi, "domainList"
         const listed = yield* domains.list(owner, p, sort.direction).pipe(orUnavailable)
         return { success: true as const, data: listed.domains, meta: { ...listed.meta, ...listed.page! } }
       }))
-  }))
+  })).pipe(Layer.provide(Domains.Default))

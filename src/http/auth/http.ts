@@ -1,11 +1,11 @@
 import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Option } from "effect"
-import { Accounts } from "../../services/accounts/accounts.ts"
-import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { AppConfig } from "../config.ts"
-import { MailroomApi } from "./api.ts"
-import { orUnavailable } from "./infra.ts"
-import { SESSION_COOKIE } from "./middleware.ts"
+import { Duration, Effect, Layer, Option } from "effect"
+import { Accounts } from "../../../services/accounts/accounts.ts"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { AppConfig } from "../../config.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
+import { SESSION_COOKIE } from "../middleware.ts"
 
 export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers) =>
   Effect.gen(function*() {
@@ -39,4 +39,4 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
           yield* setCookie("", Duration.zero)
           return { success: true as const, data: { message: "Logged out; this session's tokens no longer work" } }
         }))
-  }))
+  })).pipe(Layer.provide(Accounts.Default))

@@ -1,10 +1,10 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
-import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { page, parseSort } from "../../services/listing.ts"
-import { type WebhookSortField, Webhooks } from "../../services/webhooks/webhooks.ts"
-import { MailroomApi } from "./api.ts"
-import { orUnavailable } from "./infra.ts"
+import { Effect, Layer } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { page, parseSort } from "../../../services/listing.ts"
+import { type WebhookSortField, Webhooks } from "../../../services/webhooks/webhooks.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
 
 export const WebhooksHandlers = HttpApiBuilder.group(MailroomApi, "webhooks", (handlers) =>
   Effect.gen(function*() {
@@ -47,4 +47,4 @@ export const WebhooksHandlers = HttpApiBuilder.group(MailroomApi, "webhooks", (h
           const { deliveries: data, meta } = yield* webhooks.deliveries(userId, path.id, page(urlParams)).pipe(orUnavailable)
           return { success: true as const, data, meta }
         }))
-  }))
+  })).pipe(Layer.provide(Webhooks.Default))

@@ -1,10 +1,10 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
-import { CurrentPrincipal } from "../../services/accounts/principal.ts"
-import { ApiKeys, type KeySortField } from "../../services/keys/api-keys.ts"
-import { page, parseSort } from "../../services/listing.ts"
-import { MailroomApi } from "./api.ts"
-import { orUnavailable } from "./infra.ts"
+import { Effect, Layer } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { ApiKeys, type KeySortField } from "../../../services/keys/api-keys.ts"
+import { page, parseSort } from "../../../services/listing.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
 
 export const ApiKeysHandlers = HttpApiBuilder.group(MailroomApi, "apiKeys", (handlers) =>
   Effect.gen(function*() {
@@ -33,4 +33,4 @@ export const ApiKeysHandlers = HttpApiBuilder.group(MailroomApi, "apiKeys", (han
           const data = yield* keys.revoke(userId, path.id).pipe(orUnavailable)
           return { success: true as const, data }
         }))
-  }))
+  })).pipe(Layer.provide(ApiKeys.Default))

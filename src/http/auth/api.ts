@@ -1,0 +1,42 @@
+/** User authentication on `{app_url}` (register, login, refresh, logout): the contract. */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import {
+  LoginInput,
+  RefreshedCredentials,
+  RefreshInput,
+  RegisteredUser,
+  RegisterInput,
+  SessionCredentials
+} from "../../../services/accounts/schemas.ts"
+import { Message, Ok } from "../envelope.ts"
+import { ConflictError, UnauthorizedError } from "../errors.ts"
+import { ClientRateLimit, SessionAuthentication } from "../security.ts"
+
+export class AuthGroup extends HttpApiGroup.make("auth")
+  .add(
+    HttpApiEndpoint.post("register", "/register")
+      .setPayload(RegisterInput)
+      .addSuccess(Ok(RegisteredUser), { status: 201 })
+      .addError(ConflictError)
+  )
+  .add(
+    HttpApiEndpoint.post("login", "/login")
+      .setPayload(LoginInput)
+      .addSuccess(Ok(SessionCredentials))
+      .addError(UnauthorizedError)
+  )
+  .add(
+    HttpApiEndpoint.post("refresh", "/refresh")
+      .setPayload(RefreshInput)
+      .addSuccess(Ok(RefreshedCredentials))
+      .addError(UnauthorizedError)
+  )
+  .middleware(ClientRateLimit)
+  .add(
+    HttpApiEndpoint.post("logout", "/logout")
+      .addSuccess(Ok(Message))
+      .middleware(SessionAuthentication)
+  )
+  .prefix("/api/auth")
+  .annotate(OpenApi.Title, "User authentication")
+{}

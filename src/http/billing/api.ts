@@ -1,0 +1,65 @@
+/** Billing on `{base_url}` (subscription, usage, checkout, portal) and Stripe's webhook: the contract. */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Subscription, Usage } from "../../../services/billing/billing.ts"
+import { Plan } from "../../../services/plans/plans.ts"
+import { Ok } from "../envelope.ts"
+import { ConflictError } from "../errors.ts"
+import { ApiAuthentication } from "../security.ts"
+
+const HttpUrl = Schema.String.pipe(
+  Schema.filter((value) => {
+    try {
+      const url = new URL(value)
+      return url.protocol === "https:" || url.protocol === "http:" ? undefined : "must be an http(s) URL"
+    } catch {
+      return "must be a valid URL"
+    }
+  })
+)
+
+export const CheckoutInput = Schema.Struct({
+  plan: Plan,
+  successUrl: HttpUrl,
+  cancelUrl: HttpUrl
+}).annotations({ identifier: "CheckoutInput", parseOptions: { errors: "all" } })
+
+export const PortalInput = Schema.Struct({ returnUrl: HttpUrl }).annotations({
+  identifier: "PortalInput",
+  parseOptions: { errors: "all" }
+})
+
+const SessionUrl = Schema.Struct({ url: Schema.String.annotations({ description: "Hosted page to send the user to" }) })
+
+export class BillingGroup extends HttpApiGroup.make("billing")
+  .add(HttpApiEndpoint.get("subscription", "/billing/subscription").addSuccess(Ok(Subscription)))
+  .add(HttpApiEndpoint.get("usage", "/billing/usage").addSuccess(Ok(Usage)))
+  .add(
+    HttpApiEndpoint.post("checkout", "/billing/checkout")
+      .setPayload(CheckoutInput)
+      .addSuccess(Ok(SessionUrl))
+      .addError(ConflictError)
+  )
+  .add(
+    HttpApiEndpoint.post("portal", "/billing/portal")
+      .setPayload(PortalInput)
+      .addSuccess(Ok(SessionUrl))
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Billing")
+{}
+
+/** Stripe calls this; it proves itself with `Stripe-Signature`, not a key. */
+export class BillingWebhookGroup extends HttpApiGroup.make("billingWebhook")
+  .add(
+    HttpApiEndpoint.post("webhook", "/billing/webhook")
+      .addSuccess(Ok(Schema.Struct({ received: Schema.Literal(true) })))
+      .annotate(
+        OpenApi.Description,
+        "Stripe's events (signed with STRIPE_WEBHOOK_SECRET): checkout.session.completed, customer.subscription.*, invoice.payment_failed. A bad signature is 400 INVALID_SIGNATURE; 404 without Stripe configured"
+      )
+  )
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Billing webhook")
+{}

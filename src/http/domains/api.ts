@@ -1,0 +1,85 @@
+/**
+ * Custom domains on `{app_url}`: under /v1/api for API keys and under /api for dashboard sessions,
+ * and the generic list form `GET {base_url}/domains`. Bodies are decoded by the handlers, so a wrong
+ * shape is reported as each surface requires (see ../surface.ts).
+ */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import {
+  CreatedDomain,
+  CreateDomainInput,
+  DeletedDomain,
+  Domain,
+  DomainListMeta,
+  MigrateInput,
+  Migration,
+  PagedDomainListMeta
+} from "../../../services/domains/schemas.ts"
+import { ListParams } from "../../../services/listing.ts"
+import { JsonBody } from "../../../services/mailboxes/schemas.ts"
+import { Ok, OkWithMeta } from "../envelope.ts"
+import { ConflictError, ForbiddenError, UnprocessableError } from "../errors.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
+
+const DomainPath = Schema.Struct({ id: Schema.String })
+
+const domainEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
+    .add(
+      HttpApiEndpoint.get("list", "/domains")
+        .addSuccess(OkWithMeta(Schema.Array(Domain), DomainListMeta))
+    )
+    .add(
+      HttpApiEndpoint.post("create", "/domains")
+        .setPayload(JsonBody(CreateDomainInput, "CreateDomainInput"))
+        .addSuccess(Ok(CreatedDomain), { status: 201 })
+        .addError(ForbiddenError)
+        .addError(ConflictError)
+        .annotate(OpenApi.Description, "Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT")
+    )
+    .add(
+      HttpApiEndpoint.post("verify", "/domains/:id/verify")
+        .setPath(DomainPath)
+        .addSuccess(Ok(Domain))
+        .annotate(OpenApi.Description, "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured")
+    )
+    .add(
+      HttpApiEndpoint.post("migrate", "/domains/:id/migrate-mailboxes")
+        .setPath(DomainPath)
+        .setPayload(JsonBody(MigrateInput, "MigrateMailboxesInput"))
+        .addSuccess(Ok(Migration))
+        .addError(ConflictError)
+        .addError(UnprocessableError)
+        .annotate(OpenApi.Description, "Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews)")
+    )
+    .add(
+      HttpApiEndpoint.del("remove", "/domains/:id")
+        .setPath(DomainPath)
+        .addSuccess(Ok(DeletedDomain))
+        .addError(ConflictError)
+        .annotate(OpenApi.Description, "409 DOMAIN_HAS_MAILBOXES while active mailboxes use it")
+    )
+
+export class DomainsGroup extends domainEndpoints("domains")
+  .middleware(ApiAuthentication)
+  .prefix("/v1/api")
+  .annotate(OpenApi.Title, "Custom domains")
+{}
+
+export class DashboardDomainsGroup extends domainEndpoints("dashboardDomains")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Custom domains (dashboard session)")
+{}
+
+export class DomainListGroup extends HttpApiGroup.make("domainList")
+  .add(
+    HttpApiEndpoint.get("list", "/domains")
+      .setUrlParams(ListParams(["createdAt"] as const))
+      .addSuccess(OkWithMeta(Schema.Array(Domain), PagedDomainListMeta))
+      .annotate(OpenApi.Description, "The domain list with the common list parameters; meta adds total, limit, offset, hasMore")
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Custom domains (list form)")
+{}

@@ -1,0 +1,17 @@
+/** Liveness and readiness: the contract. */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Ok } from "../envelope.ts"
+import { UnavailableError } from "../errors.ts"
+
+const Health = Schema.Struct({
+  status: Schema.Literal("ok"),
+  database: Schema.optional(Schema.Literal("ok")),
+  bus: Schema.optional(Schema.Literal("ok"))
+})
+
+export class HealthGroup extends HttpApiGroup.make("health")
+  .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Ok(Health)))
+  .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(Ok(Health)).addError(UnavailableError))
+  .annotate(OpenApi.Description, "Liveness (the process serves) and readiness (database and bus reachable)")
+{}

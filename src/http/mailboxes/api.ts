@@ -1,0 +1,83 @@
+/**
+ * Mailboxes on `{app_url}`: the same routes for API keys under /v1/api and for dashboard sessions
+ * under /api. Some answers carry `mailbox` / `mailboxes` next to `success` instead of `data`. Bodies
+ * accept any JSON: the handlers decode them, so that SPEC's codes (MISSING_FIELDS, LOCAL_TOO_SHORT,
+ * ...) come from the rules and a wrong shape is reported as each surface requires.
+ */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Details } from "../../../services/errors.ts"
+import {
+  AddressBody,
+  CheckEmailParams,
+  DeleteBody,
+  DeletedMailbox,
+  Mailbox,
+  RenamedMailbox
+} from "../../../services/mailboxes/schemas.ts"
+import { Ok } from "../envelope.ts"
+import { ConflictError, ForbiddenError, UnprocessableError } from "../errors.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
+
+const MailboxCreated = Schema.Struct({ success: Schema.Literal(true), mailbox: Mailbox }).annotations({ identifier: "MailboxCreated" })
+const MailboxList = Schema.Struct({ success: Schema.Literal(true), mailboxes: Schema.Array(Mailbox) }).annotations({
+  identifier: "MailboxList"
+})
+
+/** check-email: a rule failure (422 or 409 codes) is a 200 with `valid: false`. */
+const EmailCheckResult = Schema.Union(
+  Schema.Struct({ success: Schema.Literal(true), valid: Schema.Literal(true), email_address: Schema.String }),
+  Schema.Struct({
+    success: Schema.Literal(true),
+    valid: Schema.Literal(false),
+    code: Schema.String,
+    message: Schema.String,
+    details: Details
+  })
+).annotations({ identifier: "EmailCheckResult" })
+
+const MailboxPath = Schema.Struct({ mailboxId: Schema.String })
+
+const mailboxEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
+    .add(HttpApiEndpoint.get("list", "/mailboxes").addSuccess(MailboxList))
+    .add(
+      HttpApiEndpoint.post("create", "/mailboxes")
+        .setPayload(AddressBody)
+        .addSuccess(MailboxCreated, { status: 201 })
+        .addError(ForbiddenError)
+        .addError(ConflictError)
+        .addError(UnprocessableError)
+    )
+    .add(
+      HttpApiEndpoint.get("checkEmail", "/mailboxes/check-email")
+        .setUrlParams(CheckEmailParams)
+        .addSuccess(EmailCheckResult)
+    )
+    .add(
+      HttpApiEndpoint.patch("rename", "/mailboxes/:mailboxId")
+        .setPath(MailboxPath)
+        .setPayload(AddressBody)
+        .addSuccess(Ok(RenamedMailbox))
+        .addError(ConflictError)
+        .addError(UnprocessableError)
+    )
+    .add(
+      HttpApiEndpoint.del("remove", "/mailboxes/:mailboxId")
+        .setPath(MailboxPath)
+        .setPayload(DeleteBody)
+        .addSuccess(Ok(DeletedMailbox))
+    )
+
+export class MailboxesGroup extends mailboxEndpoints("mailboxes")
+  .middleware(ApiAuthentication)
+  .prefix("/v1/api")
+  .annotate(OpenApi.Title, "Mailboxes")
+{}
+
+export class DashboardMailboxesGroup extends mailboxEndpoints("dashboardMailboxes")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Mailboxes (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/api/mailboxes; a body of the wrong shape gives VALIDATION_ERROR with details.field_errors")
+{}

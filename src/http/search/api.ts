@@ -1,0 +1,31 @@
+/** Search on `{base_url}` (SPEC "Search"): the contract. */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { SearchInput, SearchMeta, SearchResult, SuggestionsParams } from "../../../services/search/schemas.ts"
+import { Ok, OkWithMeta } from "../envelope.ts"
+import { ForbiddenError, RateLimitedError } from "../errors.ts"
+import { ApiAuthentication } from "../security.ts"
+
+export class SearchGroup extends HttpApiGroup.make("search")
+  .add(
+    HttpApiEndpoint.post("search", "/search")
+      .setPayload(SearchInput)
+      .addSuccess(OkWithMeta(Schema.Array(SearchResult), SearchMeta))
+      .addError(ForbiddenError)
+      .addError(RateLimitedError)
+      .annotate(
+        OpenApi.Description,
+        "Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period " +
+          "(403 SEARCH_QUOTA when used up) and its searches per minute (429)"
+      )
+  )
+  .add(
+    HttpApiEndpoint.get("suggestions", "/search/suggestions")
+      .setUrlParams(SuggestionsParams)
+      .addSuccess(Ok(Schema.Array(Schema.String)))
+      .annotate(OpenApi.Description, "Completions of a partial query: your past queries, then subjects, then senders (10 at most)")
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Search")
+{}

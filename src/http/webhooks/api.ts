@@ -1,0 +1,55 @@
+/** Webhook endpoints on `{base_url}/api` (SPEC "Webhooks") and their delivery log (DESIGN.md §4): the contract. */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Limit, ListMeta, ListParams, Offset } from "../../../services/listing.ts"
+import {
+  CreatedWebhook,
+  CreateWebhookInput,
+  DeletedWebhook,
+  Delivery,
+  UpdatedWebhook,
+  UpdateWebhookInput,
+  Webhook,
+  WebhookListItem
+} from "../../../services/webhooks/schemas.ts"
+import { webhookSortFields } from "../../../services/webhooks/webhooks.ts"
+import { Ok, OkWithMeta } from "../envelope.ts"
+import { ForbiddenError } from "../errors.ts"
+import { ApiAuthentication } from "../security.ts"
+
+const WebhookPath = Schema.Struct({ id: Schema.String })
+
+export class WebhooksGroup extends HttpApiGroup.make("webhooks")
+  .add(
+    HttpApiEndpoint.get("list", "/webhooks")
+      .setUrlParams(ListParams(webhookSortFields))
+      .addSuccess(OkWithMeta(Schema.Array(WebhookListItem), ListMeta))
+      .annotate(OpenApi.Description, "Secrets masked; the creation time is spelled createdAt here")
+  )
+  .add(
+    HttpApiEndpoint.post("create", "/webhooks")
+      .setPayload(CreateWebhookInput)
+      .addSuccess(Ok(CreatedWebhook), { status: 201 })
+      .addError(ForbiddenError)
+      .annotate(OpenApi.Description, "The full secret is in this answer only; over the plan's endpoint limit: 403 WEBHOOK_QUOTA")
+  )
+  .add(HttpApiEndpoint.get("get", "/webhooks/:id").setPath(WebhookPath).addSuccess(Ok(Webhook)))
+  .add(
+    HttpApiEndpoint.patch("update", "/webhooks/:id")
+      .setPath(WebhookPath)
+      .setPayload(UpdateWebhookInput)
+      .addSuccess(Ok(UpdatedWebhook))
+      .annotate(OpenApi.Description, "Every field optional; a changed secret is answered in full, once")
+  )
+  .add(HttpApiEndpoint.del("remove", "/webhooks/:id").setPath(WebhookPath).addSuccess(Ok(DeletedWebhook)))
+  .add(
+    HttpApiEndpoint.get("deliveries", "/webhooks/:id/deliveries")
+      .setPath(WebhookPath)
+      .setUrlParams(Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }).annotations({ parseOptions: { errors: "all" } }))
+      .addSuccess(OkWithMeta(Schema.Array(Delivery), ListMeta))
+      .annotate(OpenApi.Description, "Every delivery to this endpoint, newest first, with each attempt's status, duration and error")
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1/api")
+  .annotate(OpenApi.Title, "Webhooks")
+{}
