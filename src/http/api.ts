@@ -63,6 +63,7 @@ import {
   UnauthorizedError,
   UnavailableError,
   UnprocessableError,
+  UnsupportedMediaTypeError,
   ValidationFailed
 } from "./errors.ts"
 
@@ -494,6 +495,7 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .addError(BadRequestError)
   .addError(NotFoundError)
   .addError(PayloadTooLargeError)
+  .addError(UnsupportedMediaTypeError)
   .addError(InternalErrorError)
   .addError(UnavailableError)
   .annotate(OpenApi.Title, "Mailroom")

@@ -22,6 +22,14 @@ a{color:#0969da}.muted{color:#59636e}</style></head>
 
 const gone = page("This link has expired", `<p class="muted">Start again from your application.</p>`, 404)
 
+/**
+ * The pages that take an HTML form (POST), not JSON: input-rules.ts leaves their bodies to them.
+ * Matched exactly as the pages link to themselves; any other spelling is held to the JSON rule.
+ */
+const FORM_PAGES = [/^\/billing\/checkout\/[^/]+$/, /^\/billing\/portal\/[^/]+$/]
+
+export const readsForm = (method: string, pathname: string) => method === "POST" && FORM_PAGES.some((page) => page.test(pathname))
+
 const planName = (plan: string) => plan.charAt(0).toUpperCase() + plan.slice(1)
 
 export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
