@@ -90,7 +90,8 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
       "/billing/portal/:id",
       Effect.gen(function*() {
         const id = yield* sessionId
-        const form = yield* HttpServerRequest.schemaBodyForm(Schema.Struct({ action: Schema.Literal("cancel", "resume") })).pipe(
+        // The page's own form is URL-encoded; anything else (multipart included) is read the same way and finds no action.
+        const form = yield* HttpServerRequest.schemaBodyUrlParams(Schema.Struct({ action: Schema.Literal("cancel", "resume") })).pipe(
           Effect.option
         )
         if (Option.isNone(form)) return page("Unknown action", `<p><a href="${escape(id)}">Back</a></p>`, 400)

@@ -141,7 +141,7 @@ describe("bodies that are not JSON", () => {
     form.set("name", "from a form")
     form.set("file", new Blob(["hello"], { type: "text/plain" }), "hello.txt")
     const response = await fetch(`${server.url}/v1/api-keys`, { method: "POST", headers: { authorization: `Bearer ${user.accessToken}` }, body: form })
-    const body = await response.json()
+    const body = (await response.json()) as { error: { code: string; details: { received: string } } }
     expect(response.status).toBe(415)
     expect(body.error.code).toBe("UNSUPPORTED_MEDIA_TYPE")
     expect(body.error.details.received).toMatch(/^multipart\/form-data; boundary=/)
@@ -173,6 +173,22 @@ describe("bodies that are not JSON", () => {
     const user = await signUp(api)
     const reply = await api.post("/api/auth/logout", { bearer: user.accessToken })
     expect(reply.status, reply.text).toBe(200)
+  })
+})
+
+describe("the local payment pages", () => {
+  it("still read their own forms, and a portal form in any other shape is a 400 page, not a 500", async () => {
+    const user = await withApiKey(api)
+    const portal = await api.post("/v1/billing/portal", { apiKey: user.apiKey, body: { returnUrl: "https://example.com/back" } })
+    expect(portal.status).toBe(200)
+    const page = `${server.url}${new URL(portal.body.data.url).pathname}`
+    for (const headers of [{ "content-type": "multipart/form-data" }, { "content-type": "application/json" }, {}]) {
+      const response = await fetch(page, { method: "POST", headers, body: "action=cancel&x=\u0000", redirect: "manual" })
+      expect(response.status, JSON.stringify(headers)).toBeLessThan(500)
+    }
+    const form = await fetch(page, { method: "POST", headers: { "content-type": "multipart/form-data" }, body: "{}", redirect: "manual" })
+    expect(form.status).toBe(400)
+    expect(form.headers.get("content-type")).toMatch(/text\/html/)
   })
 })
 
