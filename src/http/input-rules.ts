@@ -171,11 +171,11 @@ const bodyProblem = (text: string, surface: Surface): ValidationError | undefine
 
 // ---------------------------------------------------------------------------------------------
 
-const hasBody = (request: HttpServerRequest.HttpServerRequest) => {
-  if (!HttpMethod.hasBody(request.method)) return false
-  if (request.headers["transfer-encoding"] !== undefined) return true
-  const length = Number(request.headers["content-length"] ?? 0)
-  return !(length === 0 || Number.isNaN(length))
+/** Whether a body is declared: a length over 0, or chunks (which may yet turn out to be none). */
+const bodyDeclared = (request: HttpServerRequest.HttpServerRequest): "none" | "length" | "chunked" => {
+  if (!HttpMethod.hasBody(request.method)) return "none"
+  if (request.headers["transfer-encoding"] !== undefined) return "chunked"
+  return Number(request.headers["content-length"] ?? 0) > 0 ? "length" : "none"
 }
 
 /**
@@ -205,10 +205,15 @@ export const screen = (
       }
     }
 
-    if (!hasBody(request) || readsForm(request.method, pathname)) return request
+    const declared = bodyDeclared(request)
+    if (declared === "none" || readsForm(request.method, pathname)) return request
 
     const type = mediaType(request.headers["content-type"])
-    if (type instanceof UnsupportedMediaType) return yield* type
+    if (type instanceof UnsupportedMediaType) {
+      // Some clients send an empty chunked body on a POST that has nothing to say: no body, no rule.
+      if (declared === "chunked" && (yield* request.text).length === 0) return request
+      return yield* type
+    }
     // The platform reads only `application/json` as JSON; a `+json` type is JSON too.
     const reading = type.essence === "application/json"
       ? request

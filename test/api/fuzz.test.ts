@@ -430,9 +430,10 @@ type Outcome = { readonly answers: ReadonlyArray<Answer> } | { readonly closed: 
 
 const sendSocket = (raw: string | Buffer) =>
   new Promise<Outcome>((resolve) => {
-    const socket = net.connect(server.port, "127.0.0.1", () => socket.end(raw))
+    // Written, not ended: node drops a request whose client half-closes before the answer is ready.
+    const socket = net.connect(server.port, "127.0.0.1", () => socket.write(raw))
     const chunks: Array<Buffer> = []
-    socket.setTimeout(5_000, () => socket.destroy())
+    socket.setTimeout(20_000, () => socket.destroy())
     socket.on("data", (chunk) => chunks.push(chunk))
     socket.on("error", () => {})
     socket.on("close", () => {
@@ -491,9 +492,8 @@ const envelopeProblem = (answer: Answer): string | undefined => {
 
 const judge = (request: Hostile, outcome: Outcome): Array<string> => {
   if ("closed" in outcome) {
-    // Only a body the server refuses to read may end in a closed connection (envelope.test.ts says why);
-    // a socket request whose bytes node refuses outright may too.
-    return request.oversized || request.raw !== undefined ? [] : [`no answer: ${outcome.closed}`]
+    // Only a body the server refuses to read may end in a closed connection (envelope.test.ts says why).
+    return request.oversized ? [] : [`no answer: ${outcome.closed}`]
   }
   const problems: Array<string> = []
   for (const answer of outcome.answers) {
@@ -599,7 +599,8 @@ describe("fuzz: hostile requests across every route", () => {
     expect(failures, `seed ${SEED}`).toEqual([])
     // Most requests reach the rules they aim at, instead of stopping at the credential or the rate limit.
     expect(credentialedRefused / credentialedTotal, `seed ${SEED}: ${credentialedRefused} of ${credentialedTotal} credentialed requests refused (401/429)`).toBeLessThan(0.1)
-    expect(statuses.get(429) ?? 0, `seed ${SEED}`).toBeLessThan(COUNT * 0.05)
+    // The open auth routes share 300 requests a minute per address: a long run (FUZZ_REQUESTS) meets that limit, the default does not.
+    expect(statuses.get(429) ?? 0, `seed ${SEED}`).toBeLessThan(COUNT * 0.1)
 
     // Still alive and serving, and nothing unexpected was logged.
     expect(server.process.exitCode).toBeNull()

@@ -169,10 +169,24 @@ describe("bodies that are not JSON", () => {
     }
   })
 
-  it("a request without a body needs no Content-Type", async () => {
+  it("a request without a body needs no Content-Type, even when it is sent as an empty chunked body", async () => {
     const user = await signUp(api)
     const reply = await api.post("/api/auth/logout", { bearer: user.accessToken })
     expect(reply.status, reply.text).toBe(200)
+
+    const again = await signUp(api)
+    const chunked = await new Promise<string>((resolve, reject) => {
+      const socket = net.connect(server.port, "127.0.0.1", () =>
+        socket.write(
+          `POST /api/auth/logout HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${again.accessToken}\r\n` +
+            `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n`
+        ))
+      let received = ""
+      socket.on("data", (chunk) => (received += chunk))
+      socket.on("end", () => resolve(received))
+      socket.on("error", reject)
+    })
+    expect(chunked).toMatch(/^HTTP\/1\.1 200 /)
   })
 })
 
