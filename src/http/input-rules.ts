@@ -22,7 +22,7 @@ import { MailroomApi, SessionAuthentication } from "./api.ts"
 import { readsForm } from "./payment-pages.ts"
 import { forSurface, type Surface } from "./surface.ts"
 
-export const MAX_JSON_DEPTH = 64
+const MAX_JSON_DEPTH = 64
 
 const NUL = "\u0000"
 const NO_NUL = "must not contain NUL characters (\\u0000)"
@@ -39,18 +39,23 @@ interface Route {
   readonly surface: Surface
 }
 
-const routes: Array<Route> = []
-HttpApi.reflect(MailroomApi, {
-  onGroup: () => {},
-  onEndpoint: ({ endpoint, group }) => {
-    routes.push({
-      method: endpoint.method,
-      segments: endpoint.path.split("/").filter((segment) => segment.length > 0),
-      // The dashboard groups are the ones behind a session; they tell field errors their own way.
-      surface: [...group.middlewares].some((tag) => tag.key === SessionAuthentication.key) ? "dashboard" : "api"
-    })
-  }
-})
+const contractRoutes = (): ReadonlyArray<Route> => {
+  const found: Array<Route> = []
+  HttpApi.reflect(MailroomApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, group }) => {
+      found.push({
+        method: endpoint.method,
+        segments: endpoint.path.split("/").filter((segment) => segment.length > 0),
+        // The dashboard groups are the ones behind a session; they tell field errors their own way.
+        surface: [...group.middlewares].some((tag) => tag.key === SessionAuthentication.key) ? "dashboard" : "api"
+      })
+    }
+  })
+  return found
+}
+
+const routes = contractRoutes()
 
 const decodeSegment = (segment: string) => {
   try {
@@ -90,8 +95,8 @@ const accepted = { accepted: "application/json", charset: "utf-8" }
 
 const isJsonType = (essence: string) => essence === "application/json" || /^application\/[a-z0-9!#$&^_.-]+\+json$/.test(essence)
 
-/** The media type of a body, or why it is refused. */
-const mediaType = (header: string | undefined): { readonly json: true; readonly essence: string } | UnsupportedMediaType => {
+/** The media type (its essence, lower case) of a body, or why it is refused. */
+const mediaType = (header: string | undefined): string | UnsupportedMediaType => {
   if (header === undefined || header.trim() === "") {
     return UnsupportedMediaType.of({
       message: "The request body has no Content-Type: send it as JSON with Content-Type: application/json",
@@ -106,14 +111,14 @@ const mediaType = (header: string | undefined): { readonly json: true; readonly 
       details: { ...accepted, received: header.slice(0, 200) }
     })
   }
-  return { json: true, essence }
+  return essence
 }
 
 // ---------------------------------------------------------------------------------------------
 // JSON text
 
 /** Whether the JSON `text` opens more than `limit` arrays or objects inside one another. One pass, no parse. */
-export const nestsDeeperThan = (text: string, limit: number): boolean => {
+const nestsDeeperThan = (text: string, limit: number): boolean => {
   let depth = 0
   let inString = false
   for (let i = 0; i < text.length; i++) {
@@ -153,9 +158,9 @@ const fieldError = (surface: Surface, field: string, message: string) =>
   forSurface(surface, ValidationError.of({ message: `Invalid request: ${field} ${message}`, details: { [field]: message } }))
 
 /** What is wrong with a JSON body's text, if anything. Text that is not JSON is left to the decoder (400 BAD_REQUEST). */
-const bodyProblem = (text: string, surface: Surface): ValidationError | undefined => {
+const bodyProblem = (text: string, surface: () => Surface): ValidationError | undefined => {
   if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
-    return fieldError(surface, "body", `must not nest arrays or objects more than ${MAX_JSON_DEPTH} levels deep`)
+    return fieldError(surface(), "body", `must not nest arrays or objects more than ${MAX_JSON_DEPTH} levels deep`)
   }
   // A NUL reaches a string only through its escape; the parse is paid only when one may be there.
   if (!/\\u0000/i.test(text)) return undefined
@@ -166,7 +171,7 @@ const bodyProblem = (text: string, surface: Surface): ValidationError | undefine
     return undefined
   }
   const path = nulPath(parsed, [])
-  return path ? fieldError(surface, path.length === 0 ? "body" : path.map(shown).join("."), NO_NUL) : undefined
+  return path ? fieldError(surface(), path.length === 0 ? "body" : path.map(shown).join("."), NO_NUL) : undefined
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -189,12 +194,11 @@ export const screen = (
     const queryAt = request.url.indexOf("?")
     const pathname = queryAt === -1 ? request.url : request.url.slice(0, queryAt)
     const segments = pathname.split("/").filter((segment) => segment.length > 0).map(decodeSegment)
-    const found = findRoute(request.method, segments)
-    const surface: Surface = found?.route.surface ?? "api"
 
     // Path: name the parameter when the contract knows the route.
     if (segments.some((segment) => segment.includes(NUL))) {
-      const param = found && Object.entries(found.params).find(([, value]) => value.includes(NUL))?.[0]
+      const params = findRoute(request.method, segments)?.params ?? {}
+      const param = Object.entries(params).find(([, value]) => value.includes(NUL))?.[0]
       return yield* fieldError("api", param ?? "path", NO_NUL)
     }
 
@@ -215,11 +219,11 @@ export const screen = (
       return yield* type
     }
     // The platform reads only `application/json` as JSON; a `+json` type is JSON too.
-    const reading = type.essence === "application/json"
+    const reading = type === "application/json"
       ? request
       : request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
     const text = yield* reading.text
-    const problem = bodyProblem(text, surface)
+    const problem = bodyProblem(text, () => findRoute(request.method, segments)?.route.surface ?? "api")
     if (problem) return yield* problem
     return reading
   })
