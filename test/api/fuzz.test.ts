@@ -527,6 +527,7 @@ describe("fuzz: hostile requests across every route", () => {
   let operations: Array<Operation>
 
   beforeAll(async () => {
+    const setupStarted = Date.now()
     const document = (await api.get("/v1/openapi.json")).body
     operations = [...routesOf(document), ...paymentPages]
 
@@ -562,6 +563,7 @@ describe("fuzz: hostile requests across every route", () => {
       spareKeyId: spare.body.data.keyId,
       checkoutId: new URL(checkout.body.data.url).pathname.split("/").pop()!
     }
+    console.log(`fuzz: fixtures ready in ${((Date.now() - setupStarted) / 1000).toFixed(1)} s`)
   })
 
   it("answers every request with a 4xx envelope or a success, never a 5xx or internals, and keeps serving", async () => {
