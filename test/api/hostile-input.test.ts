@@ -169,6 +169,12 @@ describe("bodies that are not JSON", () => {
     }
   })
 
+  it("the OpenAPI document declares the 415 answer", async () => {
+    const document = (await api.get("/v1/openapi.json")).body
+    expect(document.paths["/v1/api-keys"].post.responses["415"]).toBeDefined()
+    expect(document.components.schemas.UnsupportedMediaType).toBeDefined()
+  })
+
   it("a request without a body needs no Content-Type, even when it is sent as an empty chunked body", async () => {
     const user = await signUp(api)
     const reply = await api.post("/api/auth/logout", { bearer: user.accessToken })
