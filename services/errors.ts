@@ -81,6 +81,14 @@ export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("Payl
   }
 }
 
+/** 415: a request body in a media type the route does not read (every API body is JSON). */
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", fields) {
+  readonly status = 415
+  static of(input: Init) {
+    return new UnsupportedMediaType(init("UNSUPPORTED_MEDIA_TYPE", input))
+  }
+}
+
 /** 422: well-formed but semantically invalid. */
 export class Unprocessable extends Schema.TaggedError<Unprocessable>()("Unprocessable", fields) {
   readonly status = 422
@@ -133,6 +141,7 @@ export type ApiError =
   | NotFound
   | Conflict
   | PayloadTooLarge
+  | UnsupportedMediaType
   | Unprocessable
   | RateLimited
   | InternalError
@@ -146,6 +155,7 @@ const apiErrorTags = new Set([
   "NotFound",
   "Conflict",
   "PayloadTooLarge",
+  "UnsupportedMediaType",
   "Unprocessable",
   "RateLimited",
   "InternalError",

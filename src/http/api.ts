@@ -15,6 +15,7 @@ import {
   NotFoundError,
   PayloadTooLargeError,
   UnavailableError,
+  UnsupportedMediaTypeError,
   ValidationFailed
 } from "./errors.ts"
 import { HealthGroup } from "./health/api.ts"
@@ -40,6 +41,7 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .addError(BadRequestError)
   .addError(NotFoundError)
   .addError(PayloadTooLargeError)
+  .addError(UnsupportedMediaTypeError)
   .addError(InternalErrorError)
   .addError(UnavailableError)
   .annotate(OpenApi.Title, "Mailroom")

@@ -26,6 +26,7 @@ import {
   ServiceUnavailable,
   Unauthorized,
   Unprocessable,
+  UnsupportedMediaType,
   ValidationError
 } from "../../services/errors.ts"
 
@@ -72,6 +73,11 @@ export const ForbiddenError = envelope(Forbidden, 403, "No permission or plan qu
 export const NotFoundError = envelope(NotFound, 404, "Resource missing (NOT_FOUND)")
 export const ConflictError = envelope(Conflict, 409, "Already exists or state conflict (CONFLICT)")
 export const PayloadTooLargeError = envelope(PayloadTooLarge, 413, "JSON body over 1 MiB (PAYLOAD_TOO_LARGE)")
+export const UnsupportedMediaTypeError = envelope(
+  UnsupportedMediaType,
+  415,
+  "A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send"
+)
 export const UnprocessableError = envelope(Unprocessable, 422, "Semantic validation failed")
 export const RateLimitedError = envelope(RateLimited, 429, "Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After")
 export const InternalErrorError = envelope(InternalError, 500, "Unexpected failure (INTERNAL_ERROR)")

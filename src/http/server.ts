@@ -5,7 +5,8 @@
 import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpServerRequest } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
-import { createServer } from "node:http"
+import { createServer, STATUS_CODES } from "node:http"
+import type { Duplex } from "node:stream"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
@@ -19,6 +20,7 @@ import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from ".
 import { EmailsHandlers } from "./emails/http.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
+import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
 import { SearchHandlers } from "./search/http.ts"
@@ -27,8 +29,9 @@ import { WebhooksHandlers } from "./webhooks/http.ts"
 export const MAX_JSON_BYTES = 1024 * 1024
 
 /**
- * Around every route: refuse oversized bodies before reading them, cap what is read, and answer
- * every failure (decode errors, unknown routes, defects) with the error envelope.
+ * Around every route: refuse oversized bodies before reading them, cap what is read, hold every
+ * request to the input rules (input-rules.ts: JSON bodies, bounded nesting, no NUL), and answer every
+ * failure (decode errors, unknown routes, defects) with the error envelope.
  */
 const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
   Effect.gen(function*() {
@@ -39,7 +42,8 @@ const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
         PayloadTooLarge.of({ message: "The request body is larger than 1 MiB", details: { max_bytes: MAX_JSON_BYTES } })
       )
     }
-    return yield* app
+    const screened = yield* screen(request)
+    return yield* Effect.provideService(app, HttpServerRequest.HttpServerRequest, screened)
   }).pipe(
     HttpServerRequest.withMaxBodySize(Option.some(MAX_JSON_BYTES)),
     Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse))
@@ -74,6 +78,32 @@ export const ApiLive = HttpApiBuilder.api(MailroomApi).pipe(
   Layer.provide(Middleware)
 )
 
+/**
+ * A request node's HTTP parser refuses (a malformed Content-Length, bytes not allowed in a header,
+ * headers over the limit) never reaches the app; it is answered here, with the envelope too, and the
+ * connection closed. Nothing is written over a response already under way on the connection.
+ */
+const clientErrorReply = (error: NodeJS.ErrnoException, socket: Duplex) => {
+  // `_httpMessage` is node's own record of the response in flight on this socket (what its default handler checks).
+  const inFlight = (socket as Duplex & { readonly _httpMessage?: { readonly headersSent: boolean } | null })._httpMessage
+  if (error.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent) {
+    socket.destroy()
+    return
+  }
+  const [status, code, message] = error.code === "HPE_HEADER_OVERFLOW"
+    ? [431, "HEADERS_TOO_LARGE", "The request headers are too large"]
+    : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+    ? [408, "REQUEST_TIMEOUT", "The request was not received in time"]
+    : [400, "BAD_REQUEST", "Malformed HTTP request"]
+  const body = JSON.stringify({ success: false, error: { code, message } })
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  )
+}
+
+const createApiServer = () => createServer().on("clientError", clientErrorReply)
+
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
     HttpApiBuilder.serve().pipe(
@@ -83,7 +113,7 @@ export const HttpServerLive = Layer.unwrapEffect(
       Layer.provide(EnvelopeMiddleware),
       Layer.provide(ApiLive),
       HttpServer.withLogAddress,
-      Layer.provide(NodeHttpServer.layer(createServer, { port: config.port, host: config.host }))
+      Layer.provide(NodeHttpServer.layer(createApiServer, { port: config.port, host: config.host }))
     )
   )
 )

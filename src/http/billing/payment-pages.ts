@@ -22,6 +22,14 @@ a{color:#0969da}.muted{color:#59636e}</style></head>
 
 const gone = page("This link has expired", `<p class="muted">Start again from your application.</p>`, 404)
 
+/**
+ * The pages that take an HTML form (POST), not JSON: input-rules.ts leaves their bodies to them.
+ * Matched exactly as the pages link to themselves; any other spelling is held to the JSON rule.
+ */
+const FORM_PAGES = [/^\/billing\/checkout\/[^/]+$/, /^\/billing\/portal\/[^/]+$/]
+
+export const readsForm = (method: string, pathname: string) => method === "POST" && FORM_PAGES.some((page) => page.test(pathname))
+
 const planName = (plan: string) => plan.charAt(0).toUpperCase() + plan.slice(1)
 
 export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
@@ -82,7 +90,8 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
       "/billing/portal/:id",
       Effect.gen(function*() {
         const id = yield* sessionId
-        const form = yield* HttpServerRequest.schemaBodyForm(Schema.Struct({ action: Schema.Literal("cancel", "resume") })).pipe(
+        // The page's own form is URL-encoded; anything else (multipart included) is read the same way and finds no action.
+        const form = yield* HttpServerRequest.schemaBodyUrlParams(Schema.Struct({ action: Schema.Literal("cancel", "resume") })).pipe(
           Effect.option
         )
         if (Option.isNone(form)) return page("Unknown action", `<p><a href="${escape(id)}">Back</a></p>`, 400)

@@ -1,0 +1,230 @@
+/**
+ * What every request must satisfy before a route reads it, so that no input reaches a place where it
+ * can only fail as a 500 (issue 14, "no 500s from input"). One check at the edge, not one per route:
+ *
+ * - **A body is JSON.** A request body on any route but the local payment pages (HTML forms) must be
+ *   `application/json` or a `+json` type, in UTF-8; anything else — a form, multipart, text, or a body
+ *   with no `Content-Type` at all — is 415 UNSUPPORTED_MEDIA_TYPE. Left alone, the platform guesses: it
+ *   reads a missing type as JSON, a form as an object and multipart as files, and a route would act on
+ *   whatever came out.
+ * - **JSON nests at most 64 levels.** Deeper values are refused (400 VALIDATION_ERROR, `details.body`)
+ *   before any schema sees them: a decode error describes the value it rejects, one stack frame per level.
+ * - **No text holds NUL (U+0000)**, which PostgreSQL `text` cannot store. A NUL in a body string or key,
+ *   a query parameter or a path parameter is 400 VALIDATION_ERROR with `details` naming the field (for
+ *   the dashboard's bodies under `details.field_errors`, as surface.ts tells field errors there).
+ *
+ * Path parameters are named from the HttpApi contract, so a new route is covered without a change here.
+ */
+import { Headers, HttpApi, HttpMethod, type HttpServerError, HttpServerRequest } from "@effect/platform"
+import { Effect } from "effect"
+import { type ApiError, UnsupportedMediaType, ValidationError } from "../../services/errors.ts"
+import { MailroomApi } from "./api.ts"
+import { SessionAuthentication } from "./security.ts"
+import { readsForm } from "./billing/payment-pages.ts"
+import { forSurface, type Surface } from "./surface.ts"
+
+const MAX_JSON_DEPTH = 64
+
+const NUL = "\u0000"
+const NO_NUL = "must not contain NUL characters (\\u0000)"
+
+/** A field name as it can be shown: a NUL in a key is spelled out. */
+const shown = (name: string) => name.replaceAll(NUL, "\\u0000")
+
+// ---------------------------------------------------------------------------------------------
+// The contract's routes, to name path parameters and to know which surface answers
+
+interface Route {
+  readonly method: string
+  readonly segments: ReadonlyArray<string>
+  readonly surface: Surface
+}
+
+const contractRoutes = (): ReadonlyArray<Route> => {
+  const found: Array<Route> = []
+  HttpApi.reflect(MailroomApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, group }) => {
+      found.push({
+        method: endpoint.method,
+        segments: endpoint.path.split("/").filter((segment) => segment.length > 0),
+        // The dashboard groups are the ones behind a session; they tell field errors their own way.
+        surface: [...group.middlewares].some((tag) => tag.key === SessionAuthentication.key) ? "dashboard" : "api"
+      })
+    }
+  })
+  return found
+}
+
+const routes = contractRoutes()
+
+const decodeSegment = (segment: string) => {
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return segment
+  }
+}
+
+/**
+ * The route `method` and `segments` (decoded) reach, matched as leniently as the router matches
+ * (case, empty segments), preferring literal segments over parameters; with its parameters.
+ */
+const findRoute = (method: string, segments: ReadonlyArray<string>) => {
+  const wanted = method === "HEAD" ? "GET" : method
+  let best: { readonly route: Route; readonly params: Record<string, string>; readonly literals: number } | undefined
+  for (const route of routes) {
+    if (route.method !== wanted || route.segments.length !== segments.length) continue
+    const params: Record<string, string> = {}
+    let literals = 0
+    let matches = true
+    for (let i = 0; i < segments.length && matches; i++) {
+      const expected = route.segments[i]!
+      if (expected.startsWith(":")) params[expected.slice(1)] = segments[i]!
+      else if (expected.toLowerCase() === segments[i]!.toLowerCase()) literals++
+      else matches = false
+    }
+    if (matches && (best === undefined || literals > best.literals)) best = { route, params, literals }
+  }
+  return best
+}
+
+// ---------------------------------------------------------------------------------------------
+// Media type
+
+const accepted = { accepted: "application/json", charset: "utf-8" }
+
+const isJsonType = (essence: string) => essence === "application/json" || /^application\/[a-z0-9!#$&^_.-]+\+json$/.test(essence)
+
+/** The media type (its essence, lower case) of a body, or why it is refused. */
+const mediaType = (header: string | undefined): string | UnsupportedMediaType => {
+  if (header === undefined || header.trim() === "") {
+    return UnsupportedMediaType.of({
+      message: "The request body has no Content-Type: send it as JSON with Content-Type: application/json",
+      details: { ...accepted, received: null }
+    })
+  }
+  const [essence = "", ...parameters] = header.split(";").map((part) => part.trim().toLowerCase())
+  const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice("charset=".length).replace(/^"|"$/g, "")
+  if (!isJsonType(essence) || (charset !== undefined && charset !== "utf-8" && charset !== "utf8")) {
+    return UnsupportedMediaType.of({
+      message: `Request bodies are JSON: send Content-Type: application/json, not ${header.slice(0, 100)}`,
+      details: { ...accepted, received: header.slice(0, 200) }
+    })
+  }
+  return essence
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON text
+
+/** Whether the JSON `text` opens more than `limit` arrays or objects inside one another. One pass, no parse. */
+const nestsDeeperThan = (text: string, limit: number): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92) i++ // a backslash: skip what it escapes
+      else if (c === 34) inString = false
+    } else if (c === 34) inString = true
+    else if (c === 91 || c === 123) {
+      if (++depth > limit) return true
+    } else if (c === 93 || c === 125) depth--
+  }
+  return false
+}
+
+/** The path to the first string or key in `value` holding a NUL, if any. Recursion is bounded by the depth check. */
+const nulPath = (value: unknown, path: ReadonlyArray<string>): ReadonlyArray<string> | undefined => {
+  if (typeof value === "string") return value.includes(NUL) ? path : undefined
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = nulPath(value[i], [...path, String(i)])
+      if (found) return found
+    }
+    return undefined
+  }
+  if (typeof value === "object" && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      if (key.includes(NUL)) return [...path, key]
+      const found = nulPath(item, [...path, key])
+      if (found) return found
+    }
+  }
+  return undefined
+}
+
+const fieldError = (surface: Surface, field: string, message: string) =>
+  forSurface(surface, ValidationError.of({ message: `Invalid request: ${field} ${message}`, details: { [field]: message } }))
+
+/** What is wrong with a JSON body's text, if anything. Text that is not JSON is left to the decoder (400 BAD_REQUEST). */
+const bodyProblem = (text: string, surface: () => Surface): ValidationError | undefined => {
+  if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
+    return fieldError(surface(), "body", `must not nest arrays or objects more than ${MAX_JSON_DEPTH} levels deep`)
+  }
+  // A NUL reaches a string only through its escape; the parse is paid only when one may be there.
+  if (!/\\u0000/i.test(text)) return undefined
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  const path = nulPath(parsed, [])
+  return path ? fieldError(surface(), path.length === 0 ? "body" : path.map(shown).join("."), NO_NUL) : undefined
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** Whether a body is declared: a length over 0, or chunks (which may yet turn out to be none). */
+const bodyDeclared = (request: HttpServerRequest.HttpServerRequest): "none" | "length" | "chunked" => {
+  if (!HttpMethod.hasBody(request.method)) return "none"
+  if (request.headers["transfer-encoding"] !== undefined) return "chunked"
+  return Number(request.headers["content-length"] ?? 0) > 0 ? "length" : "none"
+}
+
+/**
+ * Screen `request`: fails with the error to answer, or succeeds with the request the routes are to
+ * read (its body already read, so a route reading it again gets the same text).
+ */
+export const screen = (
+  request: HttpServerRequest.HttpServerRequest
+): Effect.Effect<HttpServerRequest.HttpServerRequest, ApiError | HttpServerError.RequestError> =>
+  Effect.gen(function*() {
+    const queryAt = request.url.indexOf("?")
+    const pathname = queryAt === -1 ? request.url : request.url.slice(0, queryAt)
+    const segments = pathname.split("/").filter((segment) => segment.length > 0).map(decodeSegment)
+
+    // Path: name the parameter when the contract knows the route.
+    if (segments.some((segment) => segment.includes(NUL))) {
+      const params = findRoute(request.method, segments)?.params ?? {}
+      const param = Object.entries(params).find(([, value]) => value.includes(NUL))?.[0]
+      return yield* fieldError("api", param ?? "path", NO_NUL)
+    }
+
+    // Query string.
+    if (queryAt !== -1) {
+      for (const [key, value] of new URLSearchParams(request.url.slice(queryAt + 1))) {
+        if (key.includes(NUL) || value.includes(NUL)) return yield* fieldError("api", shown(key), NO_NUL)
+      }
+    }
+
+    const declared = bodyDeclared(request)
+    if (declared === "none" || readsForm(request.method, pathname)) return request
+
+    const type = mediaType(request.headers["content-type"])
+    if (type instanceof UnsupportedMediaType) {
+      // Some clients send an empty chunked body on a POST that has nothing to say: no body, no rule.
+      if (declared === "chunked" && (yield* request.text).length === 0) return request
+      return yield* type
+    }
+    // The platform reads only `application/json` as JSON; a `+json` type is JSON too.
+    const reading = type === "application/json"
+      ? request
+      : request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
+    const text = yield* reading.text
+    const problem = bodyProblem(text, () => findRoute(request.method, segments)?.route.surface ?? "api")
+    if (problem) return yield* problem
+    return reading
+  })
