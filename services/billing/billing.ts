@@ -4,32 +4,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { NotFound } from "../errors.ts"
 import { limits, Plan, reportLimit } from "../plans/plans.ts"
 import type { BillingEvent } from "./events.ts"
+import { type Subscription, SubscriptionStatus, type Usage } from "./schemas.ts"
 import { addMonth, calendarMonth } from "./periods.ts"
 
-export const SubscriptionStatus = Schema.Literal("active", "canceled", "past_due")
-
-export const Subscription = Schema.Struct({
-  status: SubscriptionStatus,
-  plan: Plan,
-  currentPeriodStart: Schema.String,
-  currentPeriodEnd: Schema.String,
-  cancelAtPeriodEnd: Schema.Boolean
-}).annotations({ identifier: "Subscription" })
-export type Subscription = typeof Subscription.Type
-
-export const Usage = Schema.Struct({
-  emailsUsed: Schema.Number,
-  emailsLimit: Schema.Number.annotations({ description: "-1 means unlimited" }),
-  searchesUsed: Schema.Number,
-  searchesLimit: Schema.Number.annotations({ description: "-1 means unlimited" }),
-  storageUsed: Schema.Number.annotations({ description: "Bytes" }),
-  storageLimit: Schema.Number.annotations({ description: "Bytes; -1 means unlimited" })
-}).annotations({ identifier: "Usage" })
-export type Usage = typeof Usage.Type
 
 interface SubscriptionRow {
   readonly plan: Plan

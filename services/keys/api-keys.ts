@@ -10,10 +10,8 @@ import { NotFound } from "../errors.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { KeyUsage } from "./last-used.ts"
-import type { ApiKey, CreatedApiKey, CreateKeyInput } from "./schemas.ts"
+import type { ApiKey, CreatedApiKey, CreateKeyInput, KeySortField } from "./schemas.ts"
 
-export const keySortFields = ["createdAt", "name", "lastUsed", "expirationTs"] as const
-export type KeySortField = (typeof keySortFields)[number]
 
 const sortColumns: Record<KeySortField, string> = {
   createdAt: "k.created_at",

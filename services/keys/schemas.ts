@@ -41,3 +41,7 @@ export const RevokedApiKey = Schema.Struct({
   keyId: Schema.String,
   revoked: Schema.Literal(true)
 }).annotations({ identifier: "RevokedApiKey" })
+
+/** What the key list sorts by. */
+export const keySortFields = ["createdAt", "name", "lastUsed", "expirationTs"] as const
+export type KeySortField = (typeof keySortFields)[number]

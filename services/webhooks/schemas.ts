@@ -119,3 +119,7 @@ export const BusEvent = Schema.Struct({
   data: Schema.Unknown
 })
 export type BusEvent = typeof BusEvent.Type
+
+/** What the endpoint list sorts by. */
+export const webhookSortFields = ["createdAt", "url"] as const
+export type WebhookSortField = (typeof webhookSortFields)[number]

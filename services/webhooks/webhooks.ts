@@ -23,13 +23,12 @@ import type {
   UpdatedWebhook,
   UpdateWebhookInput,
   Webhook,
-  WebhookListItem
+  WebhookListItem,
+  WebhookSortField
 } from "./schemas.ts"
 import { generateSecret, maskSecret } from "./signatures.ts"
 import { type TargetRefused, WebhookTargets } from "./targets.ts"
 
-export const webhookSortFields = ["createdAt", "url"] as const
-export type WebhookSortField = (typeof webhookSortFields)[number]
 
 const sortColumns: Record<WebhookSortField, string> = { createdAt: "created_at", url: "url" }
 

@@ -1,7 +1,7 @@
 /** API keys on `{base_url}`: the contract. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { keySortFields } from "../../../services/keys/api-keys.ts"
+import { keySortFields } from "../../../services/keys/schemas.ts"
 import { ApiKey, CreatedApiKey, CreateKeyInput, RevokedApiKey } from "../../../services/keys/schemas.ts"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"

@@ -1,7 +1,7 @@
 /** Billing on `{base_url}` (subscription, usage, checkout, portal) and Stripe's webhook: the contract. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Subscription, Usage } from "../../../services/billing/billing.ts"
+import { Subscription, Usage } from "../../../services/billing/schemas.ts"
 import { Plan } from "../../../services/plans/plans.ts"
 import { Ok } from "../envelope.ts"
 import { ConflictError } from "../errors.ts"

@@ -12,7 +12,7 @@ import {
   Webhook,
   WebhookListItem
 } from "../../../services/webhooks/schemas.ts"
-import { webhookSortFields } from "../../../services/webhooks/webhooks.ts"
+import { webhookSortFields } from "../../../services/webhooks/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { ForbiddenError } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
