@@ -32,8 +32,12 @@ export type DeleteInput = typeof DeleteInput.Type
  * generic decoder, decides how a wrong shape is reported), documented in OpenAPI as `schema`.
  */
 export const JsonBody = <A, I>(schema: Schema.Schema<A, I>, identifier: string) => {
-  const { $schema: _, ...shape } = JSONSchema.make(schema)
-  return Schema.Unknown.annotations({ identifier, jsonSchema: shape })
+  const { $schema: _, $defs, ...shape } = JSONSchema.make(schema)
+  // A schema with an identifier of its own comes back as a reference into `$defs`, which would dangle
+  // in the OpenAPI document: its definition is what the body is.
+  const ref = "$ref" in shape ? shape.$ref : undefined
+  const target = typeof ref === "string" ? $defs?.[ref.replace("#/$defs/", "")] : undefined
+  return Schema.Unknown.annotations({ identifier, jsonSchema: target ?? shape })
 }
 
 export const AddressBody = JsonBody(AddressInput, "MailboxAddressInput")

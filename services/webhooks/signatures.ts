@@ -1,6 +1,6 @@
 /**
  * How deliveries are signed, and how a receiver checks them. Importable on its own (no Effect, no
- * Mailroom services): `import { verifyWebhook } from "mailroom/webhooks"`.
+ * Mailroom services): `import { verifyWebhook } from "mailroom/webhooks"` (packages/client).
  *
  * Every delivery carries two signatures over the exact bytes of the body:
  *

@@ -1,0 +1,120 @@
+/**
+ * The clients as another project meets them: packages/client is built and packed (`npm pack`), the
+ * tarball is installed into a fresh project, a TypeScript program there is type-checked against the
+ * package's declarations and run against a started server: the promise client registers, logs in,
+ * makes a key and a mailbox; the Effect client lists it and meets a named error; the webhook verifier
+ * accepts a signed delivery and refuses a tampered one. The generated types must match the contract.
+ * Runs once per CI (the embedded run): the package is the same whichever database the server uses.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { generateClientTypes, typesFile } from "../scripts/gen-client.ts"
+import { signingHeaders } from "../services/webhooks/signatures.ts"
+import { repoRoot, useSuiteServer } from "./support/server.ts"
+import { mode } from "./support/services.ts"
+
+const packageDir = path.join(repoRoot, "packages/client")
+const run = (command: string, args: ReadonlyArray<string>, cwd: string) =>
+  execFileSync(command, [...args], { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+
+/** The consumer: what a user of the package writes, in TypeScript. */
+const consumer = `
+import { FetchHttpClient } from "@effect/platform"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import { makeClient } from "mailroom/client"
+import { createClient } from "mailroom/fetch-client"
+import { verifyWebhook } from "mailroom/webhooks"
+
+const baseUrl = process.argv[2]!
+const signed = JSON.parse(fs.readFileSync("signed.json", "utf8")) as { body: string; headers: Record<string, string>; secret: string }
+
+const anonymous = createClient({ baseUrl })
+const email = \`packed-\${Date.now()}@example.com\`
+const registered = await anonymous.POST("/api/auth/register", { body: { email, password: "correct horse", name: "Packed" } })
+if (!registered.data) throw new Error(\`register: \${JSON.stringify(registered.error)}\`)
+const login = await anonymous.POST("/api/auth/login", { body: { email, password: "correct horse" } })
+if (!login.data) throw new Error(\`login: \${JSON.stringify(login.error)}\`)
+const asUser = createClient({ baseUrl, accessToken: login.data.data.accessToken })
+const key = await asUser.POST("/v1/api-keys", { body: { name: "packed" } })
+if (!key.data) throw new Error(\`key: \${JSON.stringify(key.error)}\`)
+const mailroom = createClient({ baseUrl, apiKey: key.data.data.apiKey })
+const created = await mailroom.POST("/v1/api/mailboxes", { body: { local_part: \`packed\${Date.now().toString(36)}\`, domain: "agents.localhost" } })
+if (!created.data) throw new Error(\`mailbox: \${JSON.stringify(created.error)}\`)
+const refused = await mailroom.POST("/v1/api/mailboxes", { body: { local_part: "abc", domain: "agents.localhost" } })
+
+const listed = await Effect.runPromise(
+  Effect.gen(function*() {
+    const client = yield* makeClient({ baseUrl, apiKey: key.data!.data.apiKey })
+    const list = yield* client.mailboxes.list()
+    const missing = yield* Effect.flip(client.apiKeys.revoke({ path: { id: "key_missing" } }))
+    return { addresses: list.mailboxes.map((m) => m.email_address), missing: missing._tag }
+  }).pipe(Effect.provide(FetchHttpClient.layer))
+)
+
+console.log(JSON.stringify({
+  created: created.data.mailbox.email_address,
+  refused: { status: refused.response.status, code: refused.error && "error" in refused.error ? refused.error.error.code : null },
+  listed,
+  verified: verifyWebhook({ secret: signed.secret, body: signed.body, headers: signed.headers }),
+  tampered: verifyWebhook({ secret: signed.secret, body: signed.body + " ", headers: signed.headers })
+}))
+`
+
+describe.skipIf(mode !== "embedded")("the client package", () => {
+  let url = ""
+  useSuiteServer((suite) => (url = suite.url))
+  const project = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-consumer-"))
+  afterAll(() => fs.rmSync(project, { recursive: true, force: true }))
+
+  it("has the types the contract generates today (npm run gen:client)", async () => {
+    expect(fs.readFileSync(typesFile, "utf8"), "packages/client/src/openapi.ts is stale: run npm run gen:client").toBe(
+      await generateClientTypes()
+    )
+  })
+
+  it("packs, installs into a fresh project, type-checks and calls the running server", () => {
+    run("npm", ["run", "build"], packageDir)
+    const tarball = run("npm", ["pack", "--silent", "--pack-destination", project], packageDir).trim().split("\n").pop()!
+    const root = JSON.parse(fs.readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { dependencies: Record<string, string> }
+    fs.writeFileSync(path.join(project, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }))
+    run("npm", [
+      "install",
+      "--no-audit",
+      "--no-fund",
+      "--ignore-scripts",
+      path.join(project, tarball),
+      `effect@${root.dependencies.effect}`,
+      `@effect/platform@${root.dependencies["@effect/platform"]}`,
+      "@types/node@20"
+    ], project)
+    // Only the built package is installed: nothing of this repository's sources came along.
+    const installed = path.join(project, "node_modules/mailroom")
+    expect(fs.existsSync(path.join(installed, "dist/packages/client/src/client.d.ts"))).toBe(true)
+    expect(fs.readdirSync(path.join(installed, "dist"), { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts")))
+      .toEqual([])
+
+    fs.writeFileSync(path.join(project, "use.ts"), consumer)
+    fs.writeFileSync(path.join(project, "tsconfig.json"), JSON.stringify({
+      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, outDir: "out", types: ["node"], skipLibCheck: false },
+      files: ["use.ts"]
+    }))
+    const secret = "whsec_" + Buffer.alloc(32, 7).toString("base64")
+    const body = JSON.stringify({ event: "email.received", data: { email_id: "eml_1" } })
+    const headers = signingHeaders({ secret, id: "evt_1", timestamp: Math.floor(Date.now() / 1000), body })
+    fs.writeFileSync(path.join(project, "signed.json"), JSON.stringify({ secret, body, headers }))
+
+    run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", project], project)
+    const output = JSON.parse(run(process.execPath, [path.join(project, "out/use.js"), url], project).trim())
+    expect(output).toEqual({
+      created: expect.stringMatching(/^packed[a-z0-9]+@agents\.localhost$/),
+      refused: { status: 422, code: "LOCAL_TOO_SHORT" },
+      listed: { addresses: [output.created], missing: "NotFound" },
+      verified: true,
+      tampered: false
+    })
+  }, 240_000)
+})
