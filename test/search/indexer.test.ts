@@ -1,5 +1,6 @@
 /**
- * The index actor's service over a real database and vector index (PGlite with pgvector, migrated):
+ * The index actor's service over a real database and vector index (the suite's migrated database,
+ * pgvector in it or beside it):
  * indexing is idempotent (a redelivery counts an email's words once), a new model re-embeds without
  * recounting, `stale` finds what `mailroom reindex` must embed, and deleting a mailbox lets
  * `purgeDeleted` forget its search data. The embedder is a small deterministic one (hashed words):
@@ -8,14 +9,12 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as Pglite from "../../layers/pglite.ts"
 import * as PgvectorIndex from "../../layers/pgvector-index.ts"
 import { Embedder, normalize } from "../../services/search/embedder.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Vectors } from "../../services/search/vectors.ts"
-import { migrate } from "../../src/database.ts"
 import { hashedWords } from "../support/fake-openai.ts"
-import { createDataDir } from "../support/services.ts"
+import { TestDataDir, testDatabase } from "../support/database.ts"
 
 const DIMENSIONS = 32
 
@@ -29,13 +28,13 @@ const hashedWordsEmbedder = (model: string) =>
       Effect.succeed(texts.map((text) => normalize(Float32Array.from(hashedWords(text, DIMENSIONS)))))
   })
 
-const database = Layer.unwrapScoped(Effect.gen(function*() {
-  const dataDir = yield* Effect.acquireRelease(Effect.sync(createDataDir), (dir) => Effect.sync(dir.remove))
-  return Layer.effectDiscard(migrate).pipe(Layer.provideMerge(Pglite.layer({ dataDir: dataDir.dir })))
-}))
+/** pgvector in the test database when it has the extension (PGlite does), else in a PGlite beside it. */
+const vectorIndex = Layer.unwrapEffect(
+  Effect.map(TestDataDir, (dataDir) => PgvectorIndex.autoLayer({ dataDir, embedded: "allow" }))
+)
 
 const indexerWith = (model: string) =>
-  Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(hashedWordsEmbedder(model), PgvectorIndex.layer)))
+  Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(hashedWordsEmbedder(model), vectorIndex)))
 
 const fixtures = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -59,7 +58,7 @@ const lexicon = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.lexeme, r.documents])))
   ))
 
-layer(database, { timeout: "60 seconds" })("Indexer", (it) => {
+layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
   it.effect("indexes once, re-embeds for a new model without recounting, and forgets deleted mailboxes' mail", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
