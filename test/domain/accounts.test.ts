@@ -1,0 +1,169 @@
+/**
+ * Accounts in process, over the suite's migrated database (SPEC "User authentication", DESIGN.md §4):
+ * registration rules, login, refresh-token rotation and logout, with the Authenticator as the judge
+ * of which credentials still work. The HTTP wiring of the same routes is test/api/auth.test.ts's.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer, Option, Redacted } from "effect"
+import { Accounts } from "../../services/accounts/accounts.ts"
+import { Authenticator } from "../../services/accounts/authenticator.ts"
+import { RegisterInput } from "../../services/accounts/schemas.ts"
+import { AccountSettings } from "../../services/accounts/settings.ts"
+import { Billing } from "../../services/billing/billing.ts"
+import { decodeBody } from "../../src/http/surface.ts"
+import { testDatabase } from "../support/database.ts"
+import { testSecret, uniqueName } from "../support/services.ts"
+
+const settings = Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) })
+
+const services = Layer.mergeAll(Accounts.Default, Authenticator.Default, Billing.Default).pipe(
+  Layer.provide(settings),
+  Layer.provideMerge(testDatabase)
+)
+
+const newEmail = () => `${uniqueName("user")}@Example.com`
+const PASSWORD = "correct horse"
+
+const registered = (email = newEmail()) =>
+  Effect.flatMap(Accounts, (accounts) => accounts.register({ email, password: PASSWORD, name: "Ada" }))
+
+/** Which user an access token stands for now, or the refusal. */
+const bearer = (accessToken: string) =>
+  Effect.flatMap(Authenticator, (auth) => auth.authenticate({ kind: "accessToken", secret: accessToken })).pipe(
+    Effect.map(({ principal }) => principal)
+  )
+
+layer(services, { timeout: "120 seconds" })("Accounts", (it) => {
+  it.effect("register answers the user (never the password) on an active free plan", () =>
+    Effect.gen(function*() {
+      const email = newEmail()
+      const user = yield* registered(email)
+      expect(user).toEqual({ userId: expect.stringMatching(/^usr_/), email, name: "Ada", createdAt: expect.any(String) })
+      expect(new Date(user.createdAt).toISOString()).toBe(user.createdAt)
+      const subscription = yield* Effect.flatMap(Billing, (billing) => billing.subscription(user.userId))
+      expect(subscription).toMatchObject({ plan: "free", status: "active", cancelAtPeriodEnd: false })
+      const sql = yield* SqlClient.SqlClient
+      const stored = yield* sql<{ passwordHash: string }>`SELECT password_hash FROM users WHERE id = ${user.userId}`
+      expect(stored[0]!.passwordHash).not.toContain(PASSWORD)
+    }))
+
+  it.effect("an email already registered, in any letter case, is 409 CONFLICT and no second account is made", () =>
+    Effect.gen(function*() {
+      const email = newEmail()
+      yield* registered(email)
+      const error = yield* Effect.flip(registered(email.toUpperCase()))
+      expect(error).toMatchObject({ code: "CONFLICT", status: 409, details: { email: "already registered" } })
+      const error2 = yield* Effect.flip(registered(email.toLowerCase()))
+      expect(error2).toMatchObject({ code: "CONFLICT", status: 409 })
+      const sql = yield* SqlClient.SqlClient
+      const rows = yield* sql`SELECT id FROM users WHERE email_normalized = ${email.toLowerCase()}`
+      expect(rows).toHaveLength(1)
+    }))
+
+  it.effect("password of at least 8 characters and a valid email, else 400 VALIDATION_ERROR with details per field", () =>
+    Effect.gen(function*() {
+      const decode = decodeBody(RegisterInput, "api")
+      const refused = yield* Effect.flip(decode({ email: "not-an-email", password: "7 chars", name: "Ada" }))
+      expect(refused).toMatchObject({
+        code: "VALIDATION_ERROR",
+        status: 400,
+        details: { email: "must be a valid email address", password: "must be at least 8 characters" }
+      })
+      const missing = yield* Effect.flip(decode({}))
+      expect(missing).toMatchObject({
+        code: "VALIDATION_ERROR",
+        details: { email: "is required", password: "is required", name: "is required" }
+      })
+      // Exactly 8 is enough, and such an input registers.
+      const accepted = yield* decode({ email: `  ${newEmail()} `, password: "8 chars!", name: "Ada" })
+      expect(accepted.email).not.toMatch(/^\s|\s$/)
+      yield* Effect.flatMap(Accounts, (accounts) => accounts.register(accepted))
+    }))
+
+  it.effect("login with the right password opens a session for that user; a wrong password or unknown email is 401", () =>
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const user = yield* registered()
+      const session = yield* accounts.login({ email: user.email.toUpperCase(), password: PASSWORD })
+      expect(session).toMatchObject({
+        accessToken: expect.any(String),
+        refreshToken: expect.any(String),
+        expiresIn: 900,
+        user: { userId: user.userId, email: user.email, name: "Ada" }
+      })
+      expect((yield* bearer(session.accessToken)).userId).toBe(user.userId)
+
+      const wrong = yield* Effect.flip(accounts.login({ email: user.email, password: `${PASSWORD}!` }))
+      expect(wrong).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+      const unknown = yield* Effect.flip(accounts.login({ email: newEmail(), password: PASSWORD }))
+      expect(unknown).toMatchObject({ code: "UNAUTHORIZED", status: 401, message: wrong.message })
+    }))
+
+  it.effect("after 10 failed logins in 15 minutes an account gets 429 even with the right password; others are unaffected", () =>
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const target = yield* registered()
+      const bystander = yield* registered()
+      for (let i = 0; i < 10; i++) {
+        const error = yield* Effect.flip(accounts.login({ email: target.email, password: "wrong password" }))
+        expect(error).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+      }
+      const limited = yield* Effect.flip(accounts.login({ email: target.email, password: PASSWORD }))
+      expect(limited).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", status: 429, details: { limit: 10 } })
+      expect((yield* accounts.login({ email: bystander.email, password: PASSWORD })).user.userId).toBe(bystander.userId)
+    }))
+
+  it.effect("refresh rotates: a new access and refresh token; the used refresh token is refused, and its reuse ends the session", () =>
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const user = yield* registered()
+      const session = yield* accounts.login({ email: user.email, password: PASSWORD })
+      const refreshed = yield* accounts.refresh(session.refreshToken)
+      expect(refreshed).toEqual({ accessToken: expect.any(String), refreshToken: expect.any(String), expiresIn: 900 })
+      expect(refreshed.refreshToken).not.toBe(session.refreshToken)
+      expect((yield* bearer(refreshed.accessToken)).userId).toBe(user.userId)
+
+      const reused = yield* Effect.flip(accounts.refresh(session.refreshToken))
+      expect(reused).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+      // The old token came back after rotation, so it leaked: the whole session is ended.
+      expect(yield* Effect.flip(accounts.refresh(refreshed.refreshToken))).toMatchObject({ code: "UNAUTHORIZED" })
+      expect(yield* Effect.flip(bearer(refreshed.accessToken))).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+
+      expect(yield* Effect.flip(accounts.refresh("mrr_not-a-token"))).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+    }))
+
+  it.effect("a refresh token past its 30 days is refused", () =>
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const sql = yield* SqlClient.SqlClient
+      const user = yield* registered()
+      const session = yield* accounts.login({ email: user.email, password: PASSWORD })
+      yield* sql`UPDATE sessions SET refresh_expires_at = now() - interval '1 second' WHERE user_id = ${user.userId}`
+      expect(yield* Effect.flip(accounts.refresh(session.refreshToken))).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+    }))
+
+  it.effect("logout ends that session only: its access token, refresh token and cookie stop working, another login's keep working", () =>
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const auth = yield* Authenticator
+      const user = yield* registered()
+      const ending = yield* accounts.login({ email: user.email, password: PASSWORD })
+      const other = yield* accounts.login({ email: user.email, password: PASSWORD })
+      const sessionId = Option.getOrThrow((yield* bearer(ending.accessToken)).sessionId)
+
+      yield* accounts.logout(sessionId)
+
+      expect(yield* Effect.flip(bearer(ending.accessToken))).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+      expect(yield* Effect.flip(accounts.refresh(ending.refreshToken))).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+      expect(yield* Effect.flip(auth.authenticate({ kind: "cookie", secret: ending.cookieToken }))).toMatchObject({
+        code: "UNAUTHORIZED",
+        status: 401
+      })
+
+      expect((yield* bearer(other.accessToken)).userId).toBe(user.userId)
+      expect((yield* auth.authenticate({ kind: "cookie", secret: other.cookieToken })).principal.userId).toBe(user.userId)
+      const refreshed = yield* accounts.refresh(other.refreshToken)
+      expect((yield* bearer(refreshed.accessToken)).userId).toBe(user.userId)
+    }))
+})
