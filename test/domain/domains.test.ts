@@ -1,0 +1,301 @@
+/**
+ * Custom domains in process, over the suite's migrated database and a fake Dns (SPEC "Domains",
+ * DESIGN.md §4): names normalised (IDN to punycode), one account per name, the plan's domain limit,
+ * verification from TXT and MX records, mailbox migration, and no delete while mailboxes use a
+ * domain. Verification against a real DNS server is test/api/domains.test.ts's.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { Domains, DomainSettings, type Owner } from "../../services/domains/domains.ts"
+import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { testDatabase } from "../support/database.ts"
+import { makeFakeDns } from "../support/fake-dns.ts"
+import { uniqueName } from "../support/services.ts"
+import { insertUser } from "../support/users.ts"
+
+const SHARED = "agents.localhost"
+const MX_HOST = "mx.agents.localhost"
+const PREFIX = "mailroom-verification"
+
+const dns = makeFakeDns()
+
+const domainsWith = (freeMaxCustomDomains: number) =>
+  Layer.merge(Domains.Default, Mailboxes.Default).pipe(
+    Layer.provide(Layer.mergeAll(
+      dns.layer,
+      Layer.succeed(MailboxSettings, { sharedDomains: [SHARED], disallowedNames: [] }),
+      Layer.succeed(DomainSettings, { verifyPrefix: PREFIX, mxHost: MX_HOST, freeMaxCustomDomains })
+    ))
+  )
+
+/** A hostname no other test uses. */
+const freshName = (suffix = "example") => `${uniqueName("d").replace(/_/g, "-")}.${suffix}`
+
+const create = (owner: Owner, name: string) => Effect.flatMap(Domains, (domains) => domains.create(owner, name))
+
+/** A domain of `owner`'s whose TXT record is published and verified. */
+const verifiedDomain = (owner: Owner) =>
+  Effect.gen(function*() {
+    const domains = yield* Domains
+    const domain = yield* domains.create(owner, freshName())
+    dns.records.txt.set(domain.domain_name, [domain.verification_token])
+    return yield* domains.verify(owner, domain.domain_id)
+  })
+
+layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
+  it.layer(domainsWith(0))("with FREE_MAX_CUSTOM_DOMAINS=0", (it) => {
+    it.effect("create lower-cases the name, issues a TXT token and answers the records to publish", () =>
+      Effect.gen(function*() {
+        const owner = yield* insertUser("pro")
+        const name = freshName()
+        const created = yield* create(owner, ` ${name.toUpperCase()}. `)
+        expect(created).toEqual({
+          domain_id: expect.stringMatching(/^dom_/),
+          domain_name: name,
+          verification_token: expect.stringMatching(new RegExp(`^${PREFIX}=[0-9a-f]{32}$`)),
+          verified: false,
+          mx_configured: false,
+          created_at: expect.any(String),
+          mailbox_count: 0,
+          dns_records: [
+            { type: "TXT", name: "@", value: created.verification_token },
+            { type: "MX", name: "@", value: MX_HOST, priority: 10 }
+          ]
+        })
+        const listed = yield* Effect.flatMap(Domains, (domains) => domains.list(owner))
+        const { dns_records: _, ...domain } = created
+        expect(listed.domains).toEqual([domain])
+      }))
+
+    it.effect("an internationalized name is stored in punycode", () =>
+      Effect.gen(function*() {
+        const owner = yield* insertUser("pro")
+        const unique = uniqueName("idn").replace(/_/g, "-")
+        expect((yield* create(owner, `Bücher.${unique}.example`)).domain_name).toBe(`xn--bcher-kva.${unique}.example`)
+        // The same name written in Unicode or in punycode is one name.
+        expect(yield* Effect.flip(create(owner, `xn--bcher-kva.${unique}.example`))).toMatchObject({ code: "CONFLICT", status: 409 })
+      }))
+
+    it.effect("a name that is not a registrable hostname is 400 VALIDATION_ERROR with details.domain", () =>
+      Effect.gen(function*() {
+        const owner = yield* insertUser("pro")
+        for (const name of ["", "   ", "localhost", "192.0.2.1", "[2001:db8::1]", "-bad.example", "bad-.example", "under_score.example", "example.123", `${"a".repeat(64)}.example`]) {
+          expect(yield* Effect.flip(create(owner, name)), name).toMatchObject({
+            code: "VALIDATION_ERROR",
+            status: 400,
+            details: { domain: expect.any(String) }
+          })
+        }
+        expect((yield* Effect.flatMap(Domains, (domains) => domains.list(owner))).domains).toEqual([])
+      }))
+
+    it.effect("a name belongs to one account: registered by anyone (in any case) or shared is 409 CONFLICT", () =>
+      Effect.gen(function*() {
+        const first = yield* insertUser("pro")
+        const second = yield* insertUser("pro")
+        const name = freshName()
+        yield* create(first, name)
+        for (const [owner, input] of [[second, name], [second, name.toUpperCase()], [first, name], [second, SHARED]] as const) {
+          expect(yield* Effect.flip(create(owner, input)), `${input}`).toMatchObject({
+            code: "CONFLICT",
+            status: 409,
+            details: { domain: input.toLowerCase() }
+          })
+        }
+        expect((yield* Effect.flatMap(Domains, (domains) => domains.list(second))).domains).toEqual([])
+      }))
+
+    it.effect("DOMAIN_QUOTA (403): free gets FREE_MAX_CUSTOM_DOMAINS (0), pro 10, enterprise no limit; the list's meta says so", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const free = yield* insertUser("free")
+        expect(yield* Effect.flip(create(free, freshName()))).toMatchObject({
+          code: "DOMAIN_QUOTA",
+          status: 403,
+          details: { count: 0, limit: 0, plan: "free" }
+        })
+        expect((yield* domains.list(free)).meta).toEqual({ plan: "free", domain_limit: 0, domain_count: 0, can_add_domain: false })
+
+        const pro = yield* insertUser("pro")
+        for (let i = 0; i < 9; i++) yield* create(pro, freshName())
+        expect((yield* domains.list(pro)).meta).toEqual({ plan: "pro", domain_limit: 10, domain_count: 9, can_add_domain: true })
+        yield* create(pro, freshName())
+        expect(yield* Effect.flip(create(pro, freshName()))).toMatchObject({
+          code: "DOMAIN_QUOTA",
+          status: 403,
+          details: { count: 10, limit: 10, plan: "pro" }
+        })
+        expect((yield* domains.list(pro)).meta).toEqual({ plan: "pro", domain_limit: 10, domain_count: 10, can_add_domain: false })
+
+        const enterprise = yield* insertUser("enterprise")
+        for (let i = 0; i < 11; i++) yield* create(enterprise, freshName())
+        expect((yield* domains.list(enterprise)).meta).toEqual({ plan: "enterprise", domain_limit: -1, domain_count: 11, can_add_domain: true })
+      }))
+
+    it.effect("verify: VERIFICATION_FAILED (400) with expected_txt_record and instructions until the TXT record matches", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const owner = yield* insertUser("pro")
+        const domain = yield* create(owner, freshName())
+        const failed = {
+          code: "VERIFICATION_FAILED",
+          status: 400,
+          details: { expected_txt_record: domain.verification_token, instructions: expect.stringContaining(MX_HOST) }
+        }
+        expect(yield* Effect.flip(domains.verify(owner, domain.domain_id))).toMatchObject(failed)
+        dns.records.txt.set(domain.domain_name, ["v=spf1 -all", `${PREFIX}=not-the-token`])
+        dns.records.mx.set(domain.domain_name, [{ priority: 10, exchange: MX_HOST }])
+        expect(yield* Effect.flip(domains.verify(owner, domain.domain_id))).toMatchObject(failed)
+        expect((yield* domains.list(owner)).domains[0]).toMatchObject({ verified: false })
+      }))
+
+    it.effect("verify succeeds on the TXT record alone and reports the MX as found; a verified domain stays verified", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const owner = yield* insertUser("pro")
+        const domain = yield* create(owner, freshName())
+        dns.records.txt.set(domain.domain_name, ["v=spf1 -all", domain.verification_token])
+
+        expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ domain_id: domain.domain_id, verified: true, mx_configured: false })
+
+        dns.records.mx.set(domain.domain_name, [{ priority: 20, exchange: "backup.example" }, { priority: 10, exchange: MX_HOST }])
+        expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, mx_configured: true })
+
+        // The most preferred MX must be ours; and the TXT record may go once ownership is proven.
+        dns.records.mx.set(domain.domain_name, [{ priority: 5, exchange: "elsewhere.example" }, { priority: 10, exchange: MX_HOST }])
+        dns.records.txt.delete(domain.domain_name)
+        expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, mx_configured: false })
+        expect((yield* domains.list(owner)).domains[0]).toMatchObject({ verified: true, mx_configured: false })
+      }))
+
+    it.effect("verify: DNS that cannot answer is 503 SERVICE_UNAVAILABLE; another account's domain is 404", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const owner = yield* insertUser("pro")
+        const other = yield* insertUser("pro")
+        const domain = yield* create(owner, freshName())
+        dns.records.txt.set(domain.domain_name, [domain.verification_token])
+        expect(yield* Effect.flip(domains.verify(other, domain.domain_id))).toMatchObject({ code: "NOT_FOUND", status: 404 })
+        dns.records.down.add(domain.domain_name)
+        expect(yield* Effect.flip(domains.verify(owner, domain.domain_id))).toMatchObject({ code: "SERVICE_UNAVAILABLE", status: 503 })
+        dns.records.down.delete(domain.domain_name)
+        expect((yield* domains.verify(owner, domain.domain_id)).verified).toBe(true)
+      }))
+
+    it.effect("delete is 409 DOMAIN_HAS_MAILBOXES (mailbox_count, domain_name) while an active mailbox uses it, and nothing changes", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const mailboxes = yield* Mailboxes
+        const owner = yield* insertUser("pro")
+        const other = yield* insertUser("pro")
+        const domain = yield* verifiedDomain(owner)
+        const mailbox = yield* mailboxes.create(owner, { local_part: "agent-one", domain: domain.domain_name })
+        yield* mailboxes.create(owner, { local_part: "agent-two", domain: domain.domain_name })
+        expect((yield* domains.list(owner)).domains[0]).toMatchObject({ domain_id: domain.domain_id, mailbox_count: 2 })
+
+        expect(yield* Effect.flip(domains.remove(owner, domain.domain_id))).toMatchObject({
+          code: "DOMAIN_HAS_MAILBOXES",
+          status: 409,
+          details: { mailbox_count: 2, domain_name: domain.domain_name }
+        })
+        expect((yield* domains.list(owner)).domains.map((d) => d.domain_id)).toEqual([domain.domain_id])
+        expect((yield* mailboxes.list(owner)).length).toBe(2)
+
+        // Deleted mailboxes do not count.
+        yield* mailboxes.remove(owner, mailbox.mailbox_id, mailbox.email_address)
+        expect(yield* Effect.flip(domains.remove(owner, domain.domain_id))).toMatchObject({
+          code: "DOMAIN_HAS_MAILBOXES",
+          details: { mailbox_count: 1 }
+        })
+        for (const left of yield* mailboxes.list(owner)) yield* mailboxes.remove(owner, left.mailbox_id, left.email_address)
+
+        expect(yield* Effect.flip(domains.remove(other, domain.domain_id))).toMatchObject({ code: "NOT_FOUND", status: 404 })
+        expect(yield* domains.remove(owner, domain.domain_id)).toEqual({ deleted: true })
+        expect((yield* domains.list(owner)).domains).toEqual([])
+        expect(yield* Effect.flip(domains.remove(owner, domain.domain_id))).toMatchObject({ code: "NOT_FOUND" })
+        // The name is free to register again, by anyone.
+        expect((yield* create(other, domain.domain_name)).domain_name).toBe(domain.domain_name)
+      }))
+
+    it.effect("migrate previews, then moves every mailbox keeping its id; a taken address gets '.' and 6 hex characters", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const mailboxes = yield* Mailboxes
+        const sql = yield* SqlClient.SqlClient
+        const owner = yield* insertUser("pro")
+        const other = yield* insertUser("pro")
+        const domain = yield* verifiedDomain(owner)
+        const free = `${uniqueName("free").replace(/_/g, "-")}`
+        const clash = `${uniqueName("clash").replace(/_/g, "-")}`
+        const kept = yield* mailboxes.create(owner, { local_part: free, domain: domain.domain_name })
+        const moved = yield* mailboxes.create(owner, { local_part: clash, domain: domain.domain_name })
+        yield* mailboxes.create(other, { local_part: clash, domain: SHARED })
+
+        const preview = yield* domains.migrate(owner, domain.domain_id, SHARED, true)
+        expect(preview).toEqual({
+          dry_run: true,
+          migrated_count: 2,
+          renamed_count: 1,
+          migrations: expect.arrayContaining([
+            { mailbox_id: kept.mailbox_id, from_email: kept.email_address, to_email: `${free}@${SHARED}`, renamed: false },
+            {
+              mailbox_id: moved.mailbox_id,
+              from_email: moved.email_address,
+              to_email: expect.stringMatching(new RegExp(`^${clash}\\.[0-9a-f]{6}@${SHARED.replace(".", "\\.")}$`)),
+              renamed: true
+            }
+          ])
+        })
+        const untouched = yield* sql<{ domain: string }>`SELECT domain FROM mailboxes WHERE user_id = ${owner.userId}`
+        expect(untouched.map((row) => row.domain)).toEqual([domain.domain_name, domain.domain_name])
+
+        const applied = yield* domains.migrate(owner, domain.domain_id, SHARED, false)
+        expect(applied).toEqual({ ...preview, dry_run: false })
+        const after = yield* mailboxes.list(owner)
+        expect(after.map((m) => [m.mailbox_id, m.email_address]).sort()).toEqual(
+          applied.migrations.map((m) => [m.mailbox_id, m.to_email]).sort()
+        )
+        expect((yield* domains.list(owner)).domains[0]).toMatchObject({ mailbox_count: 0 })
+        expect(yield* domains.remove(owner, domain.domain_id)).toEqual({ deleted: true })
+      }))
+
+    it.effect("migrate refuses a target the account may not use, or the same domain", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const owner = yield* insertUser("pro")
+        const other = yield* insertUser("pro")
+        const domain = yield* verifiedDomain(owner)
+        const unverified = yield* create(owner, freshName())
+        const theirs = yield* verifiedDomain(other)
+        for (const target of [unverified.domain_name, theirs.domain_name, "nowhere.example"]) {
+          expect(yield* Effect.flip(domains.migrate(owner, domain.domain_id, target, true)), target).toMatchObject({
+            code: "DOMAIN_NOT_ALLOWED",
+            status: 422,
+            details: { domain: target, plan: "pro" }
+          })
+        }
+        expect(yield* Effect.flip(domains.migrate(owner, domain.domain_id, domain.domain_name.toUpperCase(), true))).toMatchObject({
+          code: "VALIDATION_ERROR",
+          status: 400,
+          details: { target_domain: expect.any(String) }
+        })
+        expect(yield* Effect.flip(domains.migrate(other, domain.domain_id, SHARED, true))).toMatchObject({ code: "NOT_FOUND", status: 404 })
+      }))
+  })
+
+  it.layer(domainsWith(1))("with FREE_MAX_CUSTOM_DOMAINS=1", (it) => {
+    it.effect("the free plan's limit is the operator's setting", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const free = yield* insertUser("free")
+        expect((yield* domains.list(free)).meta).toEqual({ plan: "free", domain_limit: 1, domain_count: 0, can_add_domain: true })
+        yield* create(free, freshName())
+        expect(yield* Effect.flip(create(free, freshName()))).toMatchObject({
+          code: "DOMAIN_QUOTA",
+          status: 403,
+          details: { count: 1, limit: 1, plan: "free" }
+        })
+      }))
+  })
+})
