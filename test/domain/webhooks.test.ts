@@ -1,0 +1,251 @@
+/**
+ * Webhook endpoints in process, over the suite's migrated database and a fake Dns (SPEC "Webhooks",
+ * DESIGN.md §4): the secret shown in full only on create and on a change, the plan's endpoint limit,
+ * URLs that must be https and public (as resolved now), updates, deletes, ownership and the list.
+ * Deliveries are test/webhooks' subject.
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { CreateWebhookInput } from "../../services/webhooks/schemas.ts"
+import { WebhookSettings, WebhookTargets } from "../../services/webhooks/targets.ts"
+import { Webhooks } from "../../services/webhooks/webhooks.ts"
+import { decodeBody } from "../../src/http/surface.ts"
+import { testDatabase } from "../support/database.ts"
+import { makeFakeDns } from "../support/fake-dns.ts"
+import { insertUser, type TestUser } from "../support/users.ts"
+
+const dns = makeFakeDns()
+dns.records.addresses.set("hooks.example.com", [{ address: "93.184.216.34", family: 4 }, { address: "2606:2800:220:1::1", family: 6 }])
+dns.records.addresses.set("other.example.com", [{ address: "93.184.216.35", family: 4 }])
+dns.records.addresses.set("internal.example.com", [{ address: "10.1.2.3", family: 4 }])
+dns.records.addresses.set("split.example.com", [{ address: "93.184.216.36", family: 4 }, { address: "fd00::1", family: 6 }])
+dns.records.addresses.set("metadata.example.com", [{ address: "169.254.169.254", family: 4 }])
+dns.records.down.add("flaky.example.com")
+
+const webhooksWith = (allowPrivate: boolean) =>
+  Webhooks.Default.pipe(
+    Layer.provide(WebhookTargets.Default),
+    Layer.provide(Layer.merge(dns.layer, Layer.succeed(WebhookSettings, { allowPrivate })))
+  )
+
+const HOOK_URL = "https://hooks.example.com/mailroom"
+const firstPage = { limit: 20, offset: 0 }
+const newest = { field: "createdAt", direction: "desc" } as const
+
+const create = (owner: TestUser, input: { url: string; events: Array<string>; secret?: string }) =>
+  Effect.flatMap(Webhooks, (webhooks) => webhooks.create(owner, input))
+
+layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
+  it.layer(webhooksWith(false))("public targets only (the default)", (it) => {
+    it.effect("create answers the generated secret in full this once; every other answer carries only secret_masked", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("free")
+        const created = yield* create(owner, { url: `  ${HOOK_URL} `, events: ["email.received", "email.processed", "email.received"] })
+        expect(created).toEqual({
+          webhook_id: expect.stringMatching(/^whk_/),
+          url: HOOK_URL,
+          events: ["email.received", "email.processed"],
+          secret: expect.stringMatching(/^whsec_.{32,}$/),
+          secret_masked: expect.any(String),
+          active: true,
+          created_at: expect.any(String)
+        })
+        // The masked form shows at most the secret's last four characters.
+        expect(created.secret_masked).toBe(`whsec_********${created.secret.slice(-4)}`)
+
+        const { secret: _, ...shown } = created
+        expect(yield* webhooks.get(owner.userId, created.webhook_id)).toEqual(shown)
+        const { created_at, ...listed } = shown
+        expect((yield* webhooks.list(owner.userId, firstPage, newest)).webhooks).toEqual([{ ...listed, createdAt: created_at }])
+        const updated = yield* webhooks.update(owner.userId, created.webhook_id, { active: false })
+        expect(updated).not.toHaveProperty("secret")
+        expect(JSON.stringify(updated)).not.toContain(created.secret.slice(6, 20))
+      }))
+
+    it.effect("a secret the caller chose is kept; a short one is masked entirely", () =>
+      Effect.gen(function*() {
+        const long = yield* create(yield* insertUser("free"), { url: HOOK_URL, events: ["email.received"], secret: "my-own-signing-secret-1234" })
+        expect(long).toMatchObject({ secret: "my-own-signing-secret-1234", secret_masked: "********1234" })
+        const short = yield* create(yield* insertUser("free"), { url: HOOK_URL, events: ["email.received"], secret: "tiny-key" })
+        expect(short).toMatchObject({ secret: "tiny-key", secret_masked: "********" })
+      }))
+
+    it.effect("events: at least one, each a known kind (400 VALIDATION_ERROR with details.events)", () =>
+      Effect.gen(function*() {
+        const decode = decodeBody(CreateWebhookInput, "api")
+        for (const events of [[], ["email.received", "email.deleted"]]) {
+          expect(yield* Effect.flip(decode({ url: HOOK_URL, events })), JSON.stringify(events)).toMatchObject({
+            code: "VALIDATION_ERROR",
+            status: 400,
+            details: { events: expect.any(String) }
+          })
+        }
+        expect(yield* decode({ url: HOOK_URL, events: ["api_key.created"] })).toEqual({ url: HOOK_URL, events: ["api_key.created"] })
+      }))
+
+    it.effect("WEBHOOK_QUOTA (403): free has 1 endpoint and pro 25, with count, limit and plan; deleting one frees a slot", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const free = yield* insertUser("free")
+        const first = yield* create(free, { url: HOOK_URL, events: ["email.received"] })
+        expect(yield* Effect.flip(create(free, { url: HOOK_URL, events: ["email.received"] }))).toMatchObject({
+          code: "WEBHOOK_QUOTA",
+          status: 403,
+          details: { count: 1, limit: 1, plan: "free" }
+        })
+        yield* webhooks.remove(free.userId, first.webhook_id)
+        yield* create(free, { url: HOOK_URL, events: ["email.received"] })
+
+        const pro = yield* insertUser("pro")
+        for (let i = 0; i < 25; i++) yield* create(pro, { url: `${HOOK_URL}/${i}`, events: ["email.received"] })
+        expect(yield* Effect.flip(create(pro, { url: HOOK_URL, events: ["email.received"] }))).toMatchObject({
+          code: "WEBHOOK_QUOTA",
+          status: 403,
+          details: { count: 25, limit: 25, plan: "pro" }
+        })
+        expect((yield* webhooks.list(pro.userId, firstPage, newest)).meta.total).toBe(25)
+      }))
+
+    it.effect("a HOOK_URL must be absolute https on a public address, as its host resolves now (400 VALIDATION_ERROR with details.url)", () =>
+      Effect.gen(function*() {
+        const owner = yield* insertUser("enterprise")
+        for (
+          const url of [
+            "hooks.example.com/mailroom",
+            "http://hooks.example.com/mailroom",
+            "ftp://hooks.example.com/",
+            "https://127.0.0.1/hook",
+            "https://10.0.0.8/hook",
+            "https://192.168.1.10/hook",
+            "https://[::1]/hook",
+            "https://[::ffff:127.0.0.1]/hook",
+            "https://169.254.169.254/latest/meta-data",
+            "https://localhost/hook",
+            "https://internal.example.com/hook",
+            "https://split.example.com/hook",
+            "https://metadata.example.com/hook",
+            "https://nowhere.example.com/hook",
+            `https://hooks.example.com/${"x".repeat(2048)}`
+          ]
+        ) {
+          expect(yield* Effect.flip(create(owner, { url, events: ["email.received"] })), url).toMatchObject({
+            code: "VALIDATION_ERROR",
+            status: 400,
+            details: { url: expect.any(String) }
+          })
+        }
+        expect((yield* Effect.flatMap(Webhooks, (w) => w.list(owner.userId, firstPage, newest))).webhooks).toEqual([])
+        // A public IP address needs no lookup.
+        expect((yield* create(owner, { url: "https://93.184.216.34/hook", events: ["email.received"] })).active).toBe(true)
+      }))
+
+    it.effect("a host whose DNS cannot answer now is 503 SERVICE_UNAVAILABLE, not a refusal of the HOOK_URL", () =>
+      Effect.gen(function*() {
+        const owner = yield* insertUser("free")
+        expect(yield* Effect.flip(create(owner, { url: "https://flaky.example.com/hook", events: ["email.received"] }))).toMatchObject({
+          code: "SERVICE_UNAVAILABLE",
+          status: 503
+        })
+      }))
+
+    it.effect("update changes url, events and active; a new secret is answered in full once; a private url is refused and nothing changes", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("free")
+        const created = yield* create(owner, { url: HOOK_URL, events: ["email.received"] })
+
+        const paused = yield* webhooks.update(owner.userId, created.webhook_id, { active: false })
+        expect(paused).toEqual({
+          webhook_id: created.webhook_id,
+          url: HOOK_URL,
+          events: ["email.received"],
+          secret_masked: created.secret_masked,
+          active: false,
+          created_at: created.created_at
+        })
+        const moved = yield* webhooks.update(owner.userId, created.webhook_id, {
+          url: "https://other.example.com/in",
+          events: ["api_key.created", "email.processed"],
+          active: true
+        })
+        expect(moved).toMatchObject({ url: "https://other.example.com/in", events: ["api_key.created", "email.processed"], active: true })
+        expect(moved).not.toHaveProperty("secret")
+
+        const rotated = yield* webhooks.update(owner.userId, created.webhook_id, { secret: "rotated-secret-value-9876" })
+        expect(rotated).toMatchObject({ secret: "rotated-secret-value-9876", secret_masked: "********9876", active: true })
+        expect(yield* webhooks.get(owner.userId, created.webhook_id)).not.toHaveProperty("secret")
+
+        expect(yield* Effect.flip(webhooks.update(owner.userId, created.webhook_id, { url: "https://internal.example.com/x" }))).toMatchObject({
+          code: "VALIDATION_ERROR",
+          status: 400,
+          details: { url: expect.any(String) }
+        })
+        expect(yield* webhooks.get(owner.userId, created.webhook_id)).toMatchObject({
+          url: "https://other.example.com/in",
+          secret_masked: "********9876"
+        })
+      }))
+
+    it.effect("delete answers a message; the webhook is then gone", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("free")
+        const created = yield* create(owner, { url: HOOK_URL, events: ["email.received"] })
+        expect(yield* webhooks.remove(owner.userId, created.webhook_id)).toEqual({ message: expect.any(String) })
+        expect(yield* Effect.flip(webhooks.get(owner.userId, created.webhook_id))).toMatchObject({ code: "NOT_FOUND", status: 404 })
+        expect(yield* Effect.flip(webhooks.remove(owner.userId, created.webhook_id))).toMatchObject({ code: "NOT_FOUND", status: 404 })
+        expect((yield* webhooks.list(owner.userId, firstPage, newest)).meta.total).toBe(0)
+      }))
+
+    it.effect("someone else's webhook is 404 to get, update (even with a bad url), delete and its deliveries, and stays as it was", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("free")
+        const stranger = yield* insertUser("free")
+        const created = yield* create(owner, { url: HOOK_URL, events: ["email.received"] })
+        const notFound = { code: "NOT_FOUND", status: 404 }
+        expect(yield* Effect.flip(webhooks.get(stranger.userId, created.webhook_id))).toMatchObject(notFound)
+        expect(yield* Effect.flip(webhooks.update(stranger.userId, created.webhook_id, { active: false }))).toMatchObject(notFound)
+        expect(yield* Effect.flip(webhooks.update(stranger.userId, created.webhook_id, { url: "http://10.0.0.1/" }))).toMatchObject(notFound)
+        expect(yield* Effect.flip(webhooks.deliveries(stranger.userId, created.webhook_id, firstPage))).toMatchObject(notFound)
+        expect(yield* Effect.flip(webhooks.remove(stranger.userId, created.webhook_id))).toMatchObject(notFound)
+        expect((yield* webhooks.list(stranger.userId, firstPage, newest)).webhooks).toEqual([])
+        expect(yield* webhooks.get(owner.userId, created.webhook_id)).toMatchObject({ active: true, url: HOOK_URL })
+      }))
+
+    it.effect("the list sorts by url or creation time and pages with SPEC's meta", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const made = []
+        for (const path of ["b", "c", "a"]) made.push(yield* create(owner, { url: `${HOOK_URL}/${path}`, events: ["email.received"] }))
+        const urls = (result: { readonly webhooks: ReadonlyArray<{ readonly url: string }> }) => result.webhooks.map((w) => w.url.slice(-1))
+        expect(urls(yield* webhooks.list(owner.userId, firstPage, { field: "url", direction: "asc" }))).toEqual(["a", "b", "c"])
+        expect(urls(yield* webhooks.list(owner.userId, firstPage, { field: "url", direction: "desc" }))).toEqual(["c", "b", "a"])
+        const page = yield* webhooks.list(owner.userId, { limit: 2, offset: 1 }, { field: "url", direction: "asc" })
+        expect(urls(page)).toEqual(["b", "c"])
+        expect(page.meta).toEqual({ total: 3, limit: 2, offset: 1, hasMore: false })
+        const first = yield* webhooks.list(owner.userId, { limit: 1, offset: 0 }, { field: "url", direction: "asc" })
+        expect(first.meta).toEqual({ total: 3, limit: 1, offset: 0, hasMore: true })
+        expect(yield* webhooks.list(owner.userId, { limit: 5, offset: 9 }, newest)).toEqual({
+          webhooks: [],
+          meta: { total: 3, limit: 5, offset: 9, hasMore: false }
+        })
+      }))
+  })
+
+  it.layer(webhooksWith(true))("WEBHOOK_ALLOW_PRIVATE=true", (it) => {
+    it.effect("allows plain http and loopback or private targets, and saves without resolving the host", () =>
+      Effect.gen(function*() {
+        const owner = yield* insertUser("pro")
+        for (const url of ["http://127.0.0.1:8080/hook", "https://internal.example.com/hook", "http://receiver.localhost:9000/x", "https://nowhere.example.com/"]) {
+          expect((yield* create(owner, { url, events: ["email.received"] })).url, url).toBe(url)
+        }
+        expect(yield* Effect.flip(create(owner, { url: "ftp://127.0.0.1/", events: ["email.received"] }))).toMatchObject({
+          code: "VALIDATION_ERROR",
+          details: { url: expect.any(String) }
+        })
+      }))
+  })
+})
