@@ -1,0 +1,256 @@
+/**
+ * Reading mail in process, over the suite's migrated database with emails seeded by SQL (DESIGN.md §4
+ * "reading mail"): a mailbox's list (order, sort, pages, snippet), one email with its bodies, headers
+ * and attachments, the raw message, an attachment's bytes and a thread. Only the owner of an active
+ * mailbox reads its mail: anyone else, or anything of a deleted mailbox, is 404 NOT_FOUND.
+ * How mail gets there (SMTP, parsing, threading) is test/smtp's subject.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { createHash } from "node:crypto"
+import { Emails } from "../../services/mail/emails.ts"
+import { testDatabase } from "../support/database.ts"
+import { uniqueName } from "../support/services.ts"
+import { insertUser, type TestUser } from "../support/users.ts"
+
+const services = Emails.Default.pipe(Layer.provideMerge(testDatabase))
+
+const DOMAIN = "agents.localhost"
+const newest = { field: "received_at", direction: "desc" } as const
+const firstPage = { limit: 20, offset: 0 }
+
+const storeBlob = (bytes: Uint8Array) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const sha256 = createHash("sha256").update(bytes).digest("hex")
+    yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${sha256}, ${bytes.length}, ${bytes}) ON CONFLICT DO NOTHING`
+    return sha256
+  })
+
+interface Mailbox {
+  readonly owner: TestUser
+  readonly mailboxId: string
+  readonly address: string
+}
+
+const insertMailbox = (owner: TestUser) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const mailboxId = uniqueName("mbx")
+    const local = mailboxId.replace(/_/g, "-")
+    yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+               VALUES (${mailboxId}, ${owner.userId}, ${local}, ${DOMAIN}, ${`${local}@${DOMAIN}`})`
+    return { owner, mailboxId, address: `${local}@${DOMAIN}` } satisfies Mailbox
+  })
+
+interface SeededEmail {
+  readonly subject: string
+  /** Minutes before now it arrived. */
+  readonly receivedMinutesAgo: number
+  /** Minutes before now its Date header says it was sent (default: as it arrived). */
+  readonly sentMinutesAgo?: number
+  readonly text?: string
+  readonly html?: string
+  readonly threadId?: string
+  readonly attachments?: ReadonlyArray<{ readonly filename: string; readonly contentType: string; readonly bytes: Uint8Array }>
+}
+
+const insertEmail = (mailbox: Mailbox, email: SeededEmail) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const id = uniqueName("eml")
+    const raw = new TextEncoder().encode(`Subject: ${email.subject}\r\nMessage-ID: <${id}@test>\r\n\r\n${email.text ?? ""}`)
+    const rawSha = yield* storeBlob(raw)
+    const headers = { subject: email.subject, "message-id": `<${id}@test>`, received: ["from a", "from b"] }
+    yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                   received_at, mail_from, rcpt_to, headers, text_body, html_body, has_attachments, raw_sha256, size)
+               VALUES (${id}, ${mailbox.mailboxId}, ${mailbox.owner.userId}, ${`<${id}@test>`}, ${email.threadId ?? `thr_${id}`},
+                       ${email.subject}, 'sender@example.com', ${[mailbox.address]},
+                       now() - ${`${email.sentMinutesAgo ?? email.receivedMinutesAgo} minutes`}::interval,
+                       now() - ${`${email.receivedMinutesAgo} minutes`}::interval, 'bounce@example.com', ${mailbox.address},
+                       ${JSON.stringify(headers)}::jsonb, ${email.text ?? ""}, ${email.html ?? null},
+                       ${(email.attachments ?? []).length > 0}, ${rawSha}, ${raw.length})`
+    const attachmentIds: Array<string> = []
+    for (const [position, attachment] of (email.attachments ?? []).entries()) {
+      const checksum = yield* storeBlob(attachment.bytes)
+      const attachmentId = uniqueName("att")
+      attachmentIds.push(attachmentId)
+      yield* sql`INSERT INTO attachments (id, email_id, position, filename, content_type, size, checksum)
+                 VALUES (${attachmentId}, ${id}, ${position}, ${attachment.filename}, ${attachment.contentType},
+                         ${attachment.bytes.length}, ${checksum})`
+    }
+    return { id, raw, attachmentIds }
+  })
+
+const deleteMailbox = (mailbox: Mailbox) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailbox.mailboxId}`)
+
+const notFound = { code: "NOT_FOUND", status: 404 }
+
+layer(services, { timeout: "120 seconds" })("Emails", (it) => {
+  it.effect("a mailbox's list: newest first, with the email.received fields, received_at, size and a 200-character snippet", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const older = yield* insertEmail(mailbox, { subject: "Older", receivedMinutesAgo: 30, text: "short body" })
+      const newer = yield* insertEmail(mailbox, { subject: "Newer", receivedMinutesAgo: 5, text: "x".repeat(150) + "y".repeat(100) })
+
+      const listed = yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, newest)
+      expect(listed.total).toBe(2)
+      expect(listed.emails.map((e) => e.email_id)).toEqual([newer.id, older.id])
+      expect(listed.emails[0]).toEqual({
+        email_id: newer.id,
+        message_id: `<${newer.id}@test>`,
+        subject: "Newer",
+        from: "sender@example.com",
+        to: [mailbox.address],
+        date: expect.any(String),
+        mailbox_id: mailbox.mailboxId,
+        domain: DOMAIN,
+        has_attachments: false,
+        thread_id: `thr_${newer.id}`,
+        received_at: expect.any(String),
+        size: newer.raw.length,
+        snippet: "x".repeat(150) + "y".repeat(50)
+      })
+      expect(listed.emails[1]!.snippet).toBe("short body")
+    }))
+
+  it.effect("the list sorts by received_at, date or subject and pages; total counts the whole mailbox", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      // Sent in one order, received in another.
+      yield* insertEmail(mailbox, { subject: "bravo", receivedMinutesAgo: 10, sentMinutesAgo: 100 })
+      yield* insertEmail(mailbox, { subject: "charlie", receivedMinutesAgo: 20, sentMinutesAgo: 50 })
+      yield* insertEmail(mailbox, { subject: "alpha", receivedMinutesAgo: 30, sentMinutesAgo: 70 })
+      const subjects = (
+        page: { limit: number; offset: number },
+        sort: { field: "received_at" | "date" | "subject"; direction: "asc" | "desc" }
+      ) => emails.list(mailbox.owner.userId, mailbox.mailboxId, page, sort).pipe(Effect.map((r) => [r.emails.map((e) => e.subject), r.total]))
+
+      expect(yield* subjects(firstPage, newest)).toEqual([["bravo", "charlie", "alpha"], 3])
+      expect(yield* subjects(firstPage, { field: "received_at", direction: "asc" })).toEqual([["alpha", "charlie", "bravo"], 3])
+      expect(yield* subjects(firstPage, { field: "date", direction: "desc" })).toEqual([["charlie", "alpha", "bravo"], 3])
+      expect(yield* subjects(firstPage, { field: "subject", direction: "asc" })).toEqual([["alpha", "bravo", "charlie"], 3])
+      expect(yield* subjects({ limit: 2, offset: 1 }, newest)).toEqual([["charlie", "alpha"], 3])
+      expect(yield* subjects({ limit: 2, offset: 5 }, newest)).toEqual([[], 3])
+    }))
+
+  it.effect("another user's mailbox, a deleted mailbox and an unknown one are 404 to list", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const stranger = yield* insertUser()
+      const mailbox = yield* insertMailbox(owner)
+      yield* insertEmail(mailbox, { subject: "Private", receivedMinutesAgo: 1 })
+      expect(yield* Effect.flip(emails.list(stranger.userId, mailbox.mailboxId, firstPage, newest))).toMatchObject(notFound)
+      expect(yield* Effect.flip(emails.list(owner.userId, "mbx_missing", firstPage, newest))).toMatchObject(notFound)
+      yield* deleteMailbox(mailbox)
+      expect(yield* Effect.flip(emails.list(owner.userId, mailbox.mailboxId, firstPage, newest))).toMatchObject(notFound)
+    }))
+
+  it.effect("get answers the email with text, html, headers and its attachments' metadata in order", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const pdf = new Uint8Array([37, 80, 68, 70, 1, 2, 3])
+      const seeded = yield* insertEmail(mailbox, {
+        subject: "With files",
+        receivedMinutesAgo: 1,
+        text: "See attached.",
+        html: "<p>See attached.</p>",
+        attachments: [
+          { filename: "report.pdf", contentType: "application/pdf", bytes: pdf },
+          { filename: "notes.txt", contentType: "text/plain", bytes: new TextEncoder().encode("notes") }
+        ]
+      })
+      const email = yield* emails.get(mailbox.owner.userId, seeded.id)
+      expect(email).toMatchObject({
+        email_id: seeded.id,
+        subject: "With files",
+        has_attachments: true,
+        text: "See attached.",
+        html: "<p>See attached.</p>",
+        headers: { subject: "With files", received: ["from a", "from b"] }
+      })
+      expect(email.attachments).toEqual([
+        {
+          attachment_id: seeded.attachmentIds[0],
+          filename: "report.pdf",
+          content_type: "application/pdf",
+          size: pdf.length,
+          checksum: createHash("sha256").update(pdf).digest("hex"),
+          content_id: null
+        },
+        expect.objectContaining({ attachment_id: seeded.attachmentIds[1], filename: "notes.txt", size: 5 })
+      ])
+    }))
+
+  it.effect("raw answers the message as received; an attachment its decoded bytes; both only for the owner", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const stranger = yield* insertUser()
+      const mailbox = yield* insertMailbox(owner)
+      const bytes = new Uint8Array([0, 255, 1, 254])
+      const seeded = yield* insertEmail(mailbox, {
+        subject: "Binary",
+        receivedMinutesAgo: 1,
+        attachments: [{ filename: "blob.bin", contentType: "application/octet-stream", bytes }]
+      })
+      const other = yield* insertEmail(mailbox, { subject: "Other", receivedMinutesAgo: 2 })
+
+      expect(Buffer.from(yield* emails.raw(owner.userId, seeded.id))).toEqual(Buffer.from(seeded.raw))
+      const attachment = yield* emails.attachment(owner.userId, seeded.id, seeded.attachmentIds[0]!)
+      expect(attachment).toMatchObject({ filename: "blob.bin", contentType: "application/octet-stream" })
+      expect(Buffer.from(attachment.content)).toEqual(Buffer.from(bytes))
+
+      expect(yield* Effect.flip(emails.raw(stranger.userId, seeded.id))).toMatchObject(notFound)
+      expect(yield* Effect.flip(emails.attachment(stranger.userId, seeded.id, seeded.attachmentIds[0]!))).toMatchObject(notFound)
+      // An attachment is reached only through the email it belongs to.
+      expect(yield* Effect.flip(emails.attachment(owner.userId, other.id, seeded.attachmentIds[0]!))).toMatchObject(notFound)
+    }))
+
+  it.effect("another user's email is 404 to get, and so is the mail of a deleted mailbox, to its owner too", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const stranger = yield* insertUser()
+      const mailbox = yield* insertMailbox(owner)
+      yield* insertMailbox(stranger)
+      const seeded = yield* insertEmail(mailbox, { subject: "Mine", receivedMinutesAgo: 1, attachments: [{ filename: "a.txt", contentType: "text/plain", bytes: new Uint8Array([97]) }] })
+
+      expect(yield* Effect.flip(emails.get(stranger.userId, seeded.id))).toMatchObject({ ...notFound, details: { email_id: seeded.id } })
+      expect(yield* Effect.flip(emails.get(owner.userId, "eml_missing"))).toMatchObject(notFound)
+      expect((yield* emails.get(owner.userId, seeded.id)).email_id).toBe(seeded.id)
+
+      yield* deleteMailbox(mailbox)
+      expect(yield* Effect.flip(emails.get(owner.userId, seeded.id))).toMatchObject(notFound)
+      expect(yield* Effect.flip(emails.raw(owner.userId, seeded.id))).toMatchObject(notFound)
+      expect(yield* Effect.flip(emails.attachment(owner.userId, seeded.id, seeded.attachmentIds[0]!))).toMatchObject(notFound)
+    }))
+
+  it.effect("a thread lists its emails oldest first with its subject and count; to anyone else, or once the mailbox is deleted, it is 404", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const stranger = yield* insertUser()
+      const mailbox = yield* insertMailbox(owner)
+      const threadId = uniqueName("thr")
+      const reply = yield* insertEmail(mailbox, { subject: "Re: Plans", receivedMinutesAgo: 5, threadId })
+      const first = yield* insertEmail(mailbox, { subject: "Plans", receivedMinutesAgo: 50, threadId })
+      yield* insertEmail(mailbox, { subject: "Unrelated", receivedMinutesAgo: 20 })
+
+      const thread = yield* emails.thread(owner.userId, threadId)
+      expect(thread).toMatchObject({ thread_id: threadId, mailbox_id: mailbox.mailboxId, subject: "Plans", message_count: 2 })
+      expect(thread.emails.map((e) => e.email_id)).toEqual([first.id, reply.id])
+
+      expect(yield* Effect.flip(emails.thread(stranger.userId, threadId))).toMatchObject({ ...notFound, details: { thread_id: threadId } })
+      expect(yield* Effect.flip(emails.thread(owner.userId, "thr_missing"))).toMatchObject(notFound)
+      yield* deleteMailbox(mailbox)
+      expect(yield* Effect.flip(emails.thread(owner.userId, threadId))).toMatchObject(notFound)
+    }))
+})
