@@ -218,6 +218,33 @@ layer(services, { timeout: "120 seconds" })("Mailboxes", (it) => {
       expect((yield* mailboxes.list(pro)).length).toBe(4)
     }))
 
+  it.effect("concurrent creates cannot both take the last slot, nor both take one address", () =>
+    Effect.gen(function*() {
+      const mailboxes = yield* Mailboxes
+      const free = yield* insertUser("free")
+      for (let i = 0; i < 2; i++) yield* create(free, { local_part: freshLocal(), domain: SHARED })
+      const lastSlot = yield* Effect.all(
+        Array.from({ length: 4 }, () => Effect.either(create(free, { local_part: freshLocal(), domain: SHARED }))),
+        { concurrency: "unbounded" }
+      )
+      expect(lastSlot.filter((result) => result._tag === "Right")).toHaveLength(1)
+      for (const result of lastSlot.filter((r) => r._tag === "Left")) {
+        expect(result.left).toMatchObject({ code: "MAILBOX_QUOTA", status: 403 })
+      }
+      expect(yield* mailboxes.list(free)).toHaveLength(3)
+
+      const local = freshLocal()
+      const racers = yield* Effect.forEach([1, 2, 3], () => insertUser("free"))
+      const oneAddress = yield* Effect.all(
+        racers.map((racer) => Effect.either(create(racer, { local_part: local, domain: SHARED }))),
+        { concurrency: "unbounded" }
+      )
+      expect(oneAddress.filter((result) => result._tag === "Right")).toHaveLength(1)
+      for (const result of oneAddress.filter((r) => r._tag === "Left")) {
+        expect(result.left).toMatchObject({ code: "EMAIL_TAKEN", status: 409 })
+      }
+    }))
+
   it.effect("list: the caller's active mailboxes, newest first", () =>
     Effect.gen(function*() {
       const mailboxes = yield* Mailboxes
