@@ -10,15 +10,12 @@ import { Effect, Layer, Option } from "effect"
 import { type Authenticated, Authenticator, bearerCredential, type Credential } from "../../services/accounts/authenticator.ts"
 import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
 import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
-import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
+import { clientWindows, RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
 import { ApiAuthentication, ClientRateLimit, SessionAuthentication } from "./security.ts"
 import { orUnavailable } from "./infra.ts"
 
 export const SESSION_COOKIE = "mailroom_session"
-
-/** Requests per minute from one client address on routes that need no credential. */
-const CLIENT_WINDOWS = [{ seconds: 60, limit: 300 }]
 
 const rateHeaders = (decision: Decision) => ({
   "x-ratelimit-limit": String(decision.limit),
@@ -45,7 +42,7 @@ const limitByAddress = (limiter: RateLimiter["Type"]) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const address = Option.getOrElse(request.remoteAddress, () => "unknown")
-    const decision = yield* limiter.take(`ip:${address}`, CLIENT_WINDOWS).pipe(orUnavailable)
+    const decision = yield* limiter.take(`ip:${address}`, clientWindows).pipe(orUnavailable)
     yield* announce(decision)
     if (!decision.allowed) {
       return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })
