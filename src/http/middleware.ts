@@ -7,6 +7,7 @@ import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform
 import { Effect, Layer, Option } from "effect"
 import { type Authenticated, Authenticator, bearerCredential, type Credential } from "../../services/accounts/authenticator.ts"
 import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
@@ -51,6 +52,7 @@ export const ApiAuthenticationLive = Layer.effect(
   ApiAuthentication,
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
+    const health = yield* DependencyHealth
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const apiKey = request.headers["x-api-key"]?.trim()
@@ -59,7 +61,7 @@ export const ApiAuthenticationLive = Layer.effect(
         : Option.map(bearer(request), bearerCredential)
       if (Option.isNone(credential)) return yield* missing
       return yield* authenticator.authenticate(credential.value).pipe(orUnavailable, Effect.flatMap(enforce))
-    })
+    }).pipe(Effect.provideService(DependencyHealth, health))
   })
 )
 
@@ -70,6 +72,7 @@ export const SessionAuthenticationLive = Layer.effect(
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
     const { appUrl } = yield* AppConfig
+    const health = yield* DependencyHealth
     const appOrigin = new URL(appUrl).origin
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -87,7 +90,7 @@ export const SessionAuthenticationLive = Layer.effect(
         return yield* Forbidden.of({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
       }
       return yield* authenticator.authenticate({ kind: "cookie", secret: cookie }).pipe(orUnavailable, Effect.flatMap(enforce))
-    })
+    }).pipe(Effect.provideService(DependencyHealth, health))
   })
 )
 
@@ -95,6 +98,7 @@ export const ClientRateLimitLive = Layer.effect(
   ClientRateLimit,
   Effect.gen(function*() {
     const limiter = yield* RateLimiter
+    const health = yield* DependencyHealth
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const address = Option.getOrElse(request.remoteAddress, () => "unknown")
@@ -103,6 +107,6 @@ export const ClientRateLimitLive = Layer.effect(
       if (!decision.allowed) {
         return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })
       }
-    })
+    }).pipe(Effect.provideService(DependencyHealth, health))
   })
 )

@@ -2,7 +2,7 @@
  * The api role: the HttpApi served over node:http, with SPEC's envelope on every answer,
  * OpenAPI at /v1/openapi.json and its docs page at /docs.
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpServerRequest } from "@effect/platform"
+import { HttpApiBuilder, type HttpApp, HttpApiSwagger, HttpServer, HttpServerRequest } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
@@ -11,6 +11,7 @@ import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { Billing } from "../../services/billing/billing.ts"
 import { Domains, DomainSettings } from "../../services/domains/domains.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { ApiKeys } from "../../services/keys/api-keys.ts"
 import { KeyUsage } from "../../services/keys/last-used.ts"
 import { Emails } from "../../services/mail/emails.ts"
@@ -41,7 +42,7 @@ export const MAX_JSON_BYTES = 1024 * 1024
  * Around every route: refuse oversized bodies before reading them, cap what is read, and answer
  * every failure (decode errors, unknown routes, defects) with the error envelope.
  */
-const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
+const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(DependencyHealth, (health) => (app: HttpApp.Default) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const length = Number(request.headers["content-length"] ?? 0)
@@ -53,9 +54,10 @@ const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
     return yield* app
   }).pipe(
     HttpServerRequest.withMaxBodySize(Option.some(MAX_JSON_BYTES)),
-    Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse))
+    Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse)),
+    Effect.provideService(DependencyHealth, health)
   )
-)
+))
 
 const Handlers = Layer.mergeAll(
   HealthHandlers,
