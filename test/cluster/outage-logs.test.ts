@@ -48,7 +48,7 @@ let backend: FragileBackend
 let server: Server
 let receiver: Receiver
 
-describe.skipIf(mode !== "postgres")("logs during a PostgreSQL outage", () => {
+describe.skipIf(mode !== "postgres")("logs during outages", () => {
   beforeAll(async () => {
     backend = await createFragileBackend()
     receiver = await startReceiver()
@@ -146,4 +146,47 @@ describe.skipIf(mode !== "postgres")("logs during a PostgreSQL outage", () => {
     // And nothing else an operator would have to read.
     expect(warnings, report).toHaveLength(2)
   }, 120_000)
+
+  it("says once that NATS is gone and once that it is back, without stack traces", async () => {
+    const api = client(server.url)
+    const box = await newBox(api)
+    const path = `/${fresh("hook")}`
+    const hook = await api.post("/v1/api/webhooks", {
+      apiKey: box.user.apiKey,
+      body: { url: `${receiver.url}${path}`, events: ["email.received"] }
+    })
+    expect(hook.status).toBe(201)
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
+    await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "Before", text: "before" })
+    await receiver.waitFor(path, 1, 30_000)
+
+    const since = server.output().length
+    await backend.nats.stop()
+    const stoppedAt = Date.now()
+    let refused = 0
+    try {
+      while (Date.now() - stoppedAt < 5_000) {
+        await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "During", text: "451 expected" })
+          .then(() => undefined, () => void refused++)
+        await sleep(250)
+      }
+    } finally {
+      await backend.nats.start()
+    }
+    expect(refused).toBeGreaterThan(0)
+    await until("the end of the bus outage logged", async () => (/NATS reachable again/.test(server.output().slice(since)) ? true : undefined), 30_000)
+    await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "After", text: "after" })
+    await until("mail sent after the outage delivered", async () =>
+      receiver.received(path).some((r) => JSON.parse(r.body).data.subject === "After") ? true : undefined, 30_000, 250)
+    transport.close()
+
+    const logged = server.output().slice(since)
+    const warnings = entries(logged).filter((entry) => entry.level === "WARN" || entry.level === "ERROR")
+    const report = `${warnings.length} at warn or above:\n${warnings.slice(0, 20).map((entry) => entry.text).join("\n")}`
+    expect(logged.split("\n").filter((line) => /^\s+at /.test(line)), report).toEqual([])
+    expect(warnings.filter((entry) => /^NATS unreachable: \S/.test(entry.message)), report).toHaveLength(1)
+    const ended = warnings.filter((entry) => /^NATS reachable again after [\d.]+ s \([\d,]+ operations? failed\)$/.test(entry.message))
+    expect(ended, report).toHaveLength(1)
+    expect(warnings, report).toHaveLength(2)
+  }, 90_000)
 })
