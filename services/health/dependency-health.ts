@@ -115,7 +115,6 @@ const defaultNames: Record<Dependency, string> = { database: "The database", bus
 
 interface Down {
   readonly since: number
-  readonly reason: string
   failures: number
 }
 
@@ -175,7 +174,7 @@ export class DependencyHealth extends Effect.Service<DependencyHealth>()("mailro
       if (ended !== undefined && Date.now() - ended < Duration.toMillis(STRAGGLERS)) {
         return yield* Effect.logDebug(`${nameOf(dependency)}: an operation begun during the outage failed: ${reason}`)
       }
-      down.set(dependency, { since: Date.now(), reason, failures: 1 })
+      down.set(dependency, { since: Date.now(), failures: 1 })
       yield* aboutTheOutage(Effect.logWarning(`${nameOf(dependency)} unreachable: ${reason}`))
       const watch = watched.get(dependency)
       if (watch !== undefined) yield* probeUntilBack(dependency, watch.probe)
