@@ -10,7 +10,7 @@
  * Publish outside a caller's SQL transaction: consumers are woken as soon as the INSERT returns.
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Schedule, Schema, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Schedule, Schema, Scope } from "effect"
 import {
   Bus,
   BusError,
@@ -207,8 +207,8 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
           Effect.matchCauseEffect({
             onSuccess: () =>
               acknowledge(spec.name, delivery.message.seq).pipe(
-                Effect.catchAllCause((cause) =>
-                  health.report("Could not record a bus acknowledgement; the message will be delivered again", cause).pipe(
+                Effect.catchAll((error) =>
+                  health.report("Could not record a bus acknowledgement; the message will be delivered again", Cause.fail(error)).pipe(
                     Effect.annotateLogs(annotations),
                     Effect.zipRight(redeliver(delivery))
                   )

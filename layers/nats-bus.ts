@@ -24,7 +24,7 @@ import {
   StorageType
 } from "@nats-io/jetstream"
 import { connect, nanos, type NatsConnection, type Status } from "@nats-io/transport-node"
-import { Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, type Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, type Scope } from "effect"
 import * as os from "node:os"
 import {
   Bus,
@@ -372,8 +372,8 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
         const free = yield* freeSlots
         if (Option.isNone(free)) return
         yield* pullBatch(free.value).pipe(
-          Effect.catchAllCause((cause) =>
-            ctx.health.report("NATS pull failed; retrying", cause).pipe(
+          Effect.catchAll((error) =>
+            ctx.health.report("NATS pull failed; retrying", Cause.fail(error)).pipe(
               Effect.annotateLogs({ consumer: spec.name }),
               Effect.zipRight(Effect.raceFirst(Effect.sleep(PULL_RETRY), stopped))
             )
@@ -420,8 +420,8 @@ const acknowledge = (msg: JsMsg, consumer: string, message: BusMessage, health: 
     try: () => msg.ackAck({ timeout: Duration.toMillis(REQUEST_TIMEOUT) }),
     catch: busError("Acknowledgement not confirmed")
   }).pipe(
-    Effect.catchAllCause((cause) =>
-      health.report("Bus acknowledgement not confirmed; the message may be delivered again", cause).pipe(
+    Effect.catchAll((error) =>
+      health.report("Bus acknowledgement not confirmed; the message may be delivered again", Cause.fail(error)).pipe(
         Effect.annotateLogs({ consumer, subject: message.subject, deliveryCount: message.deliveryCount })
       )
     ),

@@ -3,7 +3,7 @@
  * its owner's rights, and its `plan` and `rateLimit` follow the owner's current plan.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Cause, Effect } from "effect"
 import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound } from "../errors.ts"
@@ -73,7 +73,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
           data: { keyId, name: created.name, keyPrefix: created.keyPrefix, createdAt: created.createdAt, expirationTs: created.expirationTs }
         }),
         { msgId: `api_key.created:${keyId}` }
-      ).pipe(Effect.catchAllCause((cause) => health.report("api_key.created not published", cause)))
+      ).pipe(Effect.catchAll((error) => health.report("api_key.created not published", Cause.fail(error))))
       return created
     })
 

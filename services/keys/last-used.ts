@@ -4,7 +4,7 @@
  * the pending values at once; other processes see them after the next flush.
  */
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Layer, Schedule } from "effect"
+import { Cause, Duration, Effect, Layer, Schedule } from "effect"
 import * as Context from "effect/Context"
 import { DependencyHealth } from "../health/dependency-health.ts"
 
@@ -34,11 +34,11 @@ export class KeyUsage extends Context.Tag("mailroom/KeyUsage")<KeyUsage, {
           FROM unnest(${ids}::text[], ${times}::timestamptz[]) AS v(id, used_at)
           WHERE k.id = v.id AND (k.last_used_at IS NULL OR k.last_used_at < v.used_at)`.pipe(
           Effect.asVoid,
-          Effect.catchAllCause((cause) =>
+          Effect.catchAll((error) =>
             // Keep the batch for the next attempt (newer uses win) rather than lose it.
             Effect.sync(() => {
               for (const [id, at] of batch) if (!pending.has(id)) pending.set(id, at)
-            }).pipe(Effect.zipRight(health.report("Could not record API key use; will retry", cause)))
+            }).pipe(Effect.zipRight(health.report("Could not record API key use; will retry", Cause.fail(error))))
           )
         )
       })

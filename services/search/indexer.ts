@@ -14,7 +14,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Cause, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { EmailFields } from "../mail/schemas.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
@@ -217,7 +217,7 @@ export const IndexerLive = Layer.scopedDiscard(
             "or received before search existed); run `npm run reindex` (mailroom reindex) to embed them"
         )
       ),
-      Effect.catchAllCause((cause) => health.report("Could not check the search index against the embedding model", cause)),
+      Effect.catchAll((error) => health.report("Could not check the search index against the embedding model", Cause.fail(error))),
       Effect.forkScoped
     )
     yield* purgeDeleted().pipe(
