@@ -9,6 +9,7 @@ import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform
 import { Effect, Layer, Option } from "effect"
 import { type Authenticated, Authenticator, bearerCredential, type Credential } from "../../services/accounts/authenticator.ts"
 import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
 import { clientWindows, RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
@@ -75,6 +76,7 @@ export const ApiAuthenticationLive = Layer.effect(
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
     const limiter = yield* RateLimiter
+    const health = yield* DependencyHealth
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const apiKey = request.headers["x-api-key"]?.trim()
@@ -83,7 +85,7 @@ export const ApiAuthenticationLive = Layer.effect(
         : Option.map(bearer(request), bearerCredential)
       if (Option.isNone(credential)) return yield* Effect.zipRight(limitByAddress(limiter), missing)
       return yield* authenticated(authenticator, limiter, credential.value)
-    })
+    }).pipe(Effect.provideService(DependencyHealth, health))
   })
 )
 
@@ -95,6 +97,7 @@ export const SessionAuthenticationLive = Layer.effect(
     const authenticator = yield* Authenticator
     const limiter = yield* RateLimiter
     const { appUrl } = yield* AppConfig
+    const health = yield* DependencyHealth
     const appOrigin = new URL(appUrl).origin
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -112,13 +115,15 @@ export const SessionAuthenticationLive = Layer.effect(
         return yield* Forbidden.of({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
       }
       return yield* authenticated(authenticator, limiter, { kind: "cookie", secret: cookie })
-    })
+    }).pipe(Effect.provideService(DependencyHealth, health))
   })
 )
 
 export const ClientRateLimitLive = Layer.effect(
   ClientRateLimit,
   Effect.gen(function*() {
-    return limitByAddress(yield* RateLimiter)
+    const limiter = yield* RateLimiter
+    const health = yield* DependencyHealth
+    return limitByAddress(limiter).pipe(Effect.provideService(DependencyHealth, health))
   })
 )
