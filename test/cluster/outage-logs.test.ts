@@ -18,9 +18,7 @@ import { fresh, newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { startServer, type Server } from "../support/server.ts"
 import { mode } from "../support/services.ts"
-import { until } from "../support/until.ts"
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+import { sleep, until } from "../support/wait.ts"
 
 interface Entry {
   readonly level: string
