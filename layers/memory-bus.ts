@@ -10,7 +10,7 @@
  * Publish outside a caller's SQL transaction: consumers are woken as soon as the INSERT returns.
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Schedule, Schema, Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Option, PubSub, Queue, Schedule, Schema, Scope } from "effect"
 import {
   Bus,
   BusError,
@@ -22,6 +22,7 @@ import {
   streams,
   subjectMatches
 } from "../services/bus/bus.ts"
+import { DependencyHealth } from "../services/health/dependency-health.ts"
 
 /** As long as the NATS streams keep messages; acknowledgements go with their message. */
 const RETENTION = "7 days"
@@ -67,8 +68,9 @@ const literalPrefix = (filter: string) => {
   return wildcard === -1 ? filter : tokens.slice(0, wildcard).map((token) => `${token}.`).join("")
 }
 
-export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Scope.Scope> = Effect.gen(function*() {
+export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | DependencyHealth | Scope.Scope> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const health = yield* DependencyHealth
   const published = yield* Effect.acquireRelease(PubSub.unbounded<StoredMessage>(), PubSub.shutdown)
   const groups = new Map<string, Group>()
   // Joining and leaving a group are short, but must not interleave.
@@ -100,7 +102,7 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Scope.Sc
         ON CONFLICT DO NOTHING`.pipe(Effect.asVoid)
 
   yield* sql`DELETE FROM bus_messages WHERE published_at < now() - ${RETENTION}::interval`.pipe(
-    Effect.catchAllCause((cause) => Effect.logWarning("Could not sweep old bus messages; will retry", cause)),
+    Effect.catchAllCause((cause) => health.report("Could not sweep old bus messages; will retry", cause)),
     Effect.repeat(Schedule.spaced("1 hour")),
     Effect.forkScoped
   )
@@ -206,14 +208,14 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Scope.Sc
             onSuccess: () =>
               acknowledge(spec.name, delivery.message.seq).pipe(
                 Effect.catchAll((error) =>
-                  Effect.logWarning("Could not record a bus acknowledgement; the message will be delivered again", error).pipe(
+                  health.report("Could not record a bus acknowledgement; the message will be delivered again", Cause.fail(error)).pipe(
                     Effect.annotateLogs(annotations),
                     Effect.zipRight(redeliver(delivery))
                   )
                 )
               ),
             onFailure: (cause) =>
-              Effect.logWarning("Bus handler failed; the message will be delivered again", cause).pipe(
+              health.report("Bus handler failed; the message will be delivered again", cause).pipe(
                 Effect.annotateLogs({ ...annotations, retryInMs: Duration.toMillis(retryDelay(message.deliveryCount)) }),
                 Effect.zipRight(redeliver(delivery))
               )
@@ -247,4 +249,4 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Scope.Sc
   return { publish, consume, ping } satisfies BusShape
 })
 
-export const layer: Layer.Layer<Bus, never, SqlClient.SqlClient> = Layer.scoped(Bus, make)
+export const layer: Layer.Layer<Bus, never, SqlClient.SqlClient | DependencyHealth> = Layer.scoped(Bus, make)

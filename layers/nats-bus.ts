@@ -24,7 +24,7 @@ import {
   StorageType
 } from "@nats-io/jetstream"
 import { connect, nanos, type NatsConnection, type Status } from "@nats-io/transport-node"
-import { Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, type Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, type Scope } from "effect"
 import * as os from "node:os"
 import {
   Bus,
@@ -36,6 +36,7 @@ import {
   type StreamName,
   streams
 } from "../services/bus/bus.ts"
+import { DependencyHealth } from "../services/health/dependency-health.ts"
 
 export interface NatsBusOptions {
   readonly url: string
@@ -80,8 +81,9 @@ const messageOf = (cause: unknown) => (cause instanceof Error ? cause.message : 
 
 const busError = (message: string) => (cause: unknown) => new BusError({ message: `${message}: ${messageOf(cause)}`, cause })
 
-export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError, Scope.Scope> =>
+export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError, Scope.Scope | DependencyHealth> =>
   Effect.gen(function*() {
+    const health = yield* DependencyHealth
     const prefix = options.prefix
     const toWire = (subject: string) => (prefix === "" ? subject : `${prefix}.${subject}`)
     const fromWire = (subject: string) =>
@@ -113,7 +115,7 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
         )
     )
 
-    yield* logConnectionStatus(nc, options.url)
+    yield* followConnectionStatus(nc, options.url, health)
 
     const js: JetStreamClient = jetstream(nc, { timeout: requestTimeout })
     const jsm: JetStreamManager = yield* Effect.tryPromise({
@@ -164,32 +166,34 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
     )
 
     const consume = <E>(spec: ConsumerSpec<E>): Effect.Effect<void, BusError, Scope.Scope> =>
-      runConsumer(spec, { jsm, js, prefix, toWire, fromWire }).pipe(
+      runConsumer(spec, { jsm, js, prefix, toWire, fromWire, health }).pipe(
         Effect.withSpan("NatsBus.consume", { attributes: { consumer: spec.name, stream: spec.stream } })
       )
 
     return { publish, consume, ping } satisfies BusShape
   })
 
-export const layer = (options: NatsBusOptions): Layer.Layer<Bus, BusError> => Layer.scoped(Bus, make(options))
+export const layer = (options: NatsBusOptions): Layer.Layer<Bus, BusError, DependencyHealth> => Layer.scoped(Bus, make(options))
 
 /**
- * Connection state changes are worth an operator's attention; the rest is noise.
+ * Connection state changes are worth an operator's attention; the rest is noise. A lost connection
+ * is the start of a bus outage and a reconnection its end (DependencyHealth logs each once, with the
+ * operations that failed in between).
  *
  * Read by hand rather than through Stream.fromAsyncIterable: that one's finalizer awaits the
  * iterator's return(), which queues behind the pending next() until the next status event (the
  * 2-minute ping), holding up the layer's release. The feed ends by itself with the connection.
  */
-const logConnectionStatus = (nc: NatsConnection, url: string) => {
+const followConnectionStatus = (nc: NatsConnection, url: string, health: DependencyHealth) => {
   const statuses = nc.status()[Symbol.asyncIterator]()
-  const logOne = (status: Status) => {
+  const follow = (status: Status) => {
     switch (status.type) {
       case "disconnect":
-        return Effect.logWarning(`Lost the connection to NATS at ${url}; reconnecting`)
+        return health.failed("bus", `lost the connection to NATS at ${url}; reconnecting`)
       case "reconnect":
-        return Effect.logInfo(`Reconnected to NATS at ${url}`)
+        return health.recovered("bus")
       case "error":
-        return Effect.logWarning("NATS reported an error", status.error)
+        return Effect.logWarning(`NATS reported an error: ${messageOf(status.error)}`)
       default:
         return Effect.void
     }
@@ -198,7 +202,7 @@ const logConnectionStatus = (nc: NatsConnection, url: string) => {
     while (true) {
       const next = yield* Effect.tryPromise(() => statuses.next())
       if (next.done === true) return
-      yield* logOne(next.value)
+      yield* follow(next.value)
     }
   }).pipe(
     Effect.catchAllCause((cause) => Effect.logDebug("NATS status feed ended", cause)),
@@ -234,6 +238,7 @@ interface ConsumerContext {
   readonly prefix: string
   readonly toWire: (subject: string) => string
   readonly fromWire: (subject: string) => string
+  readonly health: DependencyHealth
 }
 
 /** Create the durable consumer, or update it when it exists with other settings. */
@@ -300,10 +305,10 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
       return spec.handler(message).pipe(
         keepInProgress(msg, ackWait),
         Effect.matchCauseEffect({
-          onSuccess: () => acknowledge(msg, spec.name, message),
+          onSuccess: () => acknowledge(msg, spec.name, message, ctx.health),
           onFailure: (cause) => {
             const delay = retryDelay(message.deliveryCount)
-            return Effect.logWarning("Bus handler failed; the message will be delivered again", cause).pipe(
+            return ctx.health.report("Bus handler failed; the message will be delivered again", cause).pipe(
               Effect.annotateLogs({
                 consumer: spec.name,
                 subject: message.subject,
@@ -368,7 +373,7 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
         if (Option.isNone(free)) return
         yield* pullBatch(free.value).pipe(
           Effect.catchAll((error) =>
-            Effect.logWarning("NATS pull failed; retrying", error).pipe(
+            ctx.health.report("NATS pull failed; retrying", Cause.fail(error)).pipe(
               Effect.annotateLogs({ consumer: spec.name }),
               Effect.zipRight(Effect.raceFirst(Effect.sleep(PULL_RETRY), stopped))
             )
@@ -410,10 +415,13 @@ const keepInProgress = (msg: JsMsg, ackWait: Duration.Duration) => <A, E, R>(sel
 }
 
 /** Acknowledge and wait for the server to confirm it, so that a clean close leaves nothing to redeliver. */
-const acknowledge = (msg: JsMsg, consumer: string, message: BusMessage) =>
-  Effect.tryPromise(() => msg.ackAck({ timeout: Duration.toMillis(REQUEST_TIMEOUT) })).pipe(
+const acknowledge = (msg: JsMsg, consumer: string, message: BusMessage, health: DependencyHealth) =>
+  Effect.tryPromise({
+    try: () => msg.ackAck({ timeout: Duration.toMillis(REQUEST_TIMEOUT) }),
+    catch: busError("Acknowledgement not confirmed")
+  }).pipe(
     Effect.catchAll((error) =>
-      Effect.logWarning("Bus acknowledgement not confirmed; the message may be delivered again", error.cause).pipe(
+      health.report("Bus acknowledgement not confirmed; the message may be delivered again", Cause.fail(error)).pipe(
         Effect.annotateLogs({ consumer, subject: message.subject, deliveryCount: message.deliveryCount })
       )
     ),

@@ -29,17 +29,20 @@ export const groupCommit = <I, O, E>(
   Effect.gen(function*() {
     const fork = Runtime.runFork(yield* Effect.runtime<never>())
     const waiting: Array<Pending<I, O, E>> = []
-    const inFlight = new Set<Fiber.RuntimeFiber<ReadonlyArray<O>, E>>()
+    const inFlight = new Set<Fiber.RuntimeFiber<Exit.Exit<ReadonlyArray<O>, E>>>()
     let closed = false
 
     /** Start batches while requests wait and a slot is free. */
     const dispatch = () => {
       while (!closed && inFlight.size < options.parallel && waiting.length > 0) {
         const batch = waiting.splice(0, options.maxBatch)
-        const fiber = fork(options.run(batch.map((p) => p.input)))
+        // The batch's failure is its callers' (each gets it), so the fiber itself ends with the Exit:
+        // a failed fiber would also be logged as "unhandled", with a stack trace, once per batch.
+        const fiber = fork(Effect.exit(options.run(batch.map((p) => p.input))))
         inFlight.add(fiber)
-        fiber.addObserver((exit) => {
+        fiber.addObserver((done) => {
           inFlight.delete(fiber)
+          const exit = Exit.flatten(done)
           if (Exit.isSuccess(exit)) batch.forEach((p, i) => p.resume(Effect.succeed(exit.value[i]!)))
           else batch.forEach((p) => p.resume(Effect.failCause(exit.cause)))
           dispatch()

@@ -2,10 +2,13 @@
  * One layer per role (api, smtp, worker) over shared infrastructure (SQL, bus, settings).
  * `main` launches the roles the operator asked for.
  */
+import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option } from "effect"
 import { AccountSettings } from "../services/accounts/settings.ts"
 import { Billing } from "../services/billing/billing.ts"
+import { Bus } from "../services/bus/bus.ts"
 import { DomainSettings } from "../services/domains/domains.ts"
+import { DependencyHealth } from "../services/health/dependency-health.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
 import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
@@ -34,6 +37,22 @@ const busLayer = (config: AppConfigShape) =>
     onSome: (url) => NatsBus.layer({ url, prefix: config.natsPrefix }),
     onNone: () => MemoryBus.layer
   })
+
+/**
+ * How DependencyHealth sees the database and the bus come back after an outage, and the names an
+ * operator reads in "PostgreSQL unreachable: …" / "PostgreSQL reachable again after …".
+ */
+const watchedLayer = (config: AppConfigShape) =>
+  Layer.effectDiscard(Effect.gen(function*() {
+    const health = yield* DependencyHealth
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+    yield* health.watch("database", {
+      name: Option.isSome(config.databaseUrl) ? "PostgreSQL" : "The embedded database",
+      probe: sql`SELECT 1`
+    })
+    yield* health.watch("bus", { name: Option.isSome(config.natsUrl) ? "NATS" : "The bus", probe: bus.ping })
+  }))
 
 const settingsLayer = (config: AppConfigShape) =>
   Layer.effect(AccountSettings, Effect.map(jwtSecret(config), (secret) => ({ jwtSecret: secret })))
@@ -96,8 +115,11 @@ const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, Web
 
 /** Everything this process runs, ready for `Layer.launch`. */
 export const appLayer = (config: AppConfigShape) => {
-  const infrastructure = Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config)).pipe(
-    Layer.provideMerge(Database.layer(config))
+  // One DependencyHealth for the process, so that an outage is told once whoever meets it.
+  const infrastructure = watchedLayer(config).pipe(
+    Layer.provideMerge(Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config))),
+    Layer.provideMerge(Database.layer(config)),
+    Layer.provideMerge(DependencyHealth.Default)
   )
   const shared = Layer.merge(infrastructure, sharedSettingsLayer(config))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)

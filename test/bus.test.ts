@@ -17,6 +17,7 @@ import * as MemoryBus from "../layers/memory-bus.ts"
 import * as NatsBus from "../layers/nats-bus.ts"
 import * as Pglite from "../layers/pglite.ts"
 import * as Postgres from "../layers/postgres.ts"
+import { DependencyHealth } from "../services/health/dependency-health.ts"
 import { Bus, type BusMessage, type BusShape, type ConsumerSpec, encodeJson, decodeJson, type StreamName, streams } from "../services/bus/bus.ts"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { migrate } from "../src/database.ts"
@@ -51,7 +52,9 @@ interface Backend<S> {
 }
 
 const memoryBusOver = <E>(sql: Layer.Layer<SqlClient, E>) =>
-  MemoryBus.layer.pipe(Layer.provide(Layer.effectDiscard(migrate).pipe(Layer.provideMerge(sql))))
+  MemoryBus.layer.pipe(Layer.provide(Layer.effectDiscard(migrate).pipe(Layer.provideMerge(sql))), Layer.provide(DependencyHealth.Default))
+
+const natsBus = (options: NatsBus.NatsBusOptions) => NatsBus.layer(options).pipe(Layer.provide(DependencyHealth.Default))
 
 const pgliteBackend: Backend<string> = {
   name: "memory bus on PGlite",
@@ -84,7 +87,7 @@ const deleteStreams = (url: string, prefix: string) =>
 const natsBackend = (url: string): Backend<string> => ({
   name: "NATS JetStream bus",
   storage: Effect.acquireRelease(Effect.sync(natsPrefix), (prefix) => deleteStreams(url, prefix)),
-  bus: (prefix) => NatsBus.layer({ url, prefix })
+  bus: (prefix) => natsBus({ url, prefix })
 })
 
 /**
@@ -414,7 +417,7 @@ describe.runIf(fs.existsSync("/usr/sbin/nats-server"))("NATS outage (private nat
   it.scopedLive("publish and ping fail with BusError in bounded time while NATS is down, and work again once it is back", () =>
     Effect.gen(function*() {
       const nats = yield* Effect.acquireRelease(Effect.promise(startPrivateNats), (nats) => Effect.promise(nats.dispose))
-      const { bus } = yield* openBus(NatsBus.layer({ url: nats.url, prefix: "" }))
+      const { bus } = yield* openBus(natsBus({ url: nats.url, prefix: "" }))
       const { subject } = fresh()
       yield* bus.publish(subject, encodeJson(1), { msgId: "before" })
 
@@ -434,7 +437,7 @@ describe.runIf(fs.existsSync("/usr/sbin/nats-server"))("NATS outage (private nat
 
   it.live("building the layer fails with BusError when NATS cannot be reached", () =>
     Effect.gen(function*() {
-      const error = yield* Layer.build(NatsBus.layer({ url: "nats://127.0.0.1:1", prefix: "x" })).pipe(Effect.scoped, Effect.flip)
+      const error = yield* Layer.build(natsBus({ url: "nats://127.0.0.1:1", prefix: "x" })).pipe(Effect.scoped, Effect.flip)
       expect(error._tag).toBe("BusError")
     }))
 })

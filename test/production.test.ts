@@ -15,7 +15,7 @@ import { client, withApiKey } from "./support/http.ts"
 import { newBox } from "./support/mailboxes.ts"
 import { createDataDir, mode } from "./support/services.ts"
 import { repoRoot, type Server, startServer } from "./support/server.ts"
-import { until } from "./support/until.ts"
+import { until } from "./support/wait.ts"
 
 describe.skipIf(mode !== "embedded")("the production build", () => {
   const outDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-build-"))

@@ -7,7 +7,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
 import { Conflict, RateLimited, Unauthorized } from "../errors.ts"
-import { RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { hashPassword, verifyPassword } from "./passwords.ts"
 import type { LoginInput, RegisteredUser, RegisterInput, User } from "./schemas.ts"
 import { AccountSettings } from "./settings.ts"
@@ -23,7 +23,6 @@ import {
 } from "./tokens.ts"
 
 /** Failed logins per account: 10 per 15 minutes, then 429 until the window ends. */
-const failedLoginWindows = [{ seconds: 900, limit: 10 }]
 
 export interface NewSession {
   readonly accessToken: string

@@ -3,7 +3,7 @@
  * caller's rate limits (the `mailroom_authenticate` function, migration 0001).
  *
  * Requests that arrive together share one database round trip: while a lookup is in flight, new
- * credentials queue, and the next lookup takes them all (group commit). The database stays the one
+ * credentials queue, and the next lookup takes them all (group commit, services/batching.ts). The database stays the one
  * judge of every limit, so several API processes still enforce one exact limit together.
  *
  * API keys are limited per key; access tokens and dashboard cookies per user. A revoked or expired
@@ -11,11 +11,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Effect, Exit, Option, Queue } from "effect"
+import { Effect, Option } from "effect"
 import { Unauthorized } from "../errors.ts"
 import { KeyUsage } from "../keys/last-used.ts"
-import { limits, type Plan } from "../plans/plans.ts"
-import { type Decision, type DecisionRow, planWindows, toDecision } from "../ratelimit/rate-limiter.ts"
+import { groupCommit } from "../batching.ts"
+import type { Plan } from "../plans/plans.ts"
+import { authenticationLimits, type Decision, type DecisionRow, toDecision } from "../ratelimit/rate-limiter.ts"
 import type { Principal } from "./principal.ts"
 import { AccountSettings } from "./settings.ts"
 import { apiKeyPrefix, looksLikeAccessToken, sha256, verifyAccessToken } from "./tokens.ts"
@@ -39,10 +40,6 @@ const PARALLEL_LOOKUPS = 1
 /** Credentials in one lookup at most. */
 const MAX_BATCH = 256
 
-const windowSeconds = planWindows(limits.free.requests).map((w) => w.seconds)
-/** One row per plan, in the order the SQL function expects: free, pro, enterprise. */
-const planLimits = (["free", "pro", "enterprise"] as const).map((plan) => planWindows(limits[plan].requests).map((w) => w.limit))
-
 /** A credential as the database looks it up: kind, reference, and the user an access token names. */
 interface Lookup {
   readonly kind: "key" | "session" | "cookie"
@@ -58,44 +55,32 @@ interface Row extends DecisionRow {
   readonly sessionId: string | null
 }
 
-interface Pending {
-  readonly lookup: Lookup
-  readonly result: Deferred.Deferred<Option.Option<Row>, SqlError>
-}
-
 export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Authenticator", {
   dependencies: [KeyUsage.layer],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const keyUsage = yield* KeyUsage
     const { jwtSecret } = yield* AccountSettings
-    const queue = yield* Effect.acquireRelease(Queue.unbounded<Pending>(), Queue.shutdown)
+    const { limits: planLimits, plans, windowSeconds } = authenticationLimits
 
-    const lookupAll = (batch: ReadonlyArray<Pending>) =>
-      sql<Row>`
-        SELECT c.idx, a.*
-        FROM unnest(${batch.map((p) => p.lookup.kind)}::text[], ${batch.map((p) => p.lookup.ref)}::text[],
-                    ${batch.map((p) => p.lookup.user)}::text[]) WITH ORDINALITY AS c(kind, ref, usr, idx)
-        CROSS JOIN LATERAL mailroom_authenticate(c.kind, c.ref, c.usr, ${windowSeconds}::int[], ${planLimits}::int[]) a`.pipe(
-        Effect.withSpan("Authenticator.lookupAll", { attributes: { size: batch.length } })
-      )
-
-    const settle = (batch: ReadonlyArray<Pending>) =>
-      lookupAll(batch).pipe(
-        Effect.exit,
-        Effect.flatMap((exit) => {
-          if (Exit.isFailure(exit)) return Effect.forEach(batch, (p) => Deferred.failCause(p.result, exit.cause), { discard: true })
-          const byIndex = new Map(exit.value.map((row) => [Number(row.idx), row]))
-          return Effect.forEach(batch, (p, i) => Deferred.succeed(p.result, Option.fromNullable(byIndex.get(i + 1))), { discard: true })
-        })
-      )
-
-    const worker = Queue.take(queue).pipe(
-      Effect.flatMap((first) => Effect.map(Queue.takeUpTo(queue, MAX_BATCH - 1), (rest) => [first, ...rest])),
-      Effect.flatMap(settle),
-      Effect.forever
-    )
-    yield* Effect.forkScoped(Effect.all(Array.from({ length: PARALLEL_LOOKUPS }, () => worker), { concurrency: "unbounded", discard: true }))
+    /** Credentials that arrive together share one round trip (group commit). */
+    const lookupAll = yield* groupCommit({
+      maxBatch: MAX_BATCH,
+      parallel: PARALLEL_LOOKUPS,
+      run: (batch: ReadonlyArray<Lookup>) =>
+        sql<Row>`
+          SELECT c.idx, a.*
+          FROM unnest(${batch.map((l) => l.kind)}::text[], ${batch.map((l) => l.ref)}::text[],
+                      ${batch.map((l) => l.user)}::text[]) WITH ORDINALITY AS c(kind, ref, usr, idx)
+          CROSS JOIN LATERAL mailroom_authenticate(c.kind, c.ref, c.usr, ${windowSeconds}::int[], ${plans}::text[],
+                                                   ${planLimits}::int[]) a`.pipe(
+          Effect.map((rows) => {
+            const byIndex = new Map(rows.map((row) => [Number(row.idx), row]))
+            return batch.map((_, i) => Option.fromNullable(byIndex.get(i + 1)))
+          }),
+          Effect.withSpan("Authenticator.lookupAll", { attributes: { size: batch.length } })
+        )
+    })
 
     const lookup = (credential: Credential): Option.Option<Lookup> => {
       switch (credential.kind) {
@@ -123,9 +108,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
       Effect.gen(function*() {
         const wanted = lookup(credential)
         if (Option.isNone(wanted)) return yield* refusal(credential)
-        const result = yield* Deferred.make<Option.Option<Row>, SqlError>()
-        yield* Queue.offer(queue, { lookup: wanted.value, result })
-        const found = yield* Deferred.await(result)
+        const found = yield* lookupAll(wanted.value)
         if (Option.isNone(found)) return yield* refusal(credential)
         const row = found.value
         const keyId = Option.fromNullable(row.keyId)

@@ -3,10 +3,11 @@
  * its owner's rights, and its `plan` and `rateLimit` follow the owner's current plan.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Cause, Effect } from "effect"
 import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound } from "../errors.ts"
+import { DependencyHealth } from "../health/dependency-health.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { KeyUsage } from "./last-used.ts"
@@ -36,6 +37,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const usage = yield* KeyUsage
+    const health = yield* DependencyHealth
     const bus = yield* Bus
 
     const create = Effect.fn("ApiKeys.create")(function*(userId: string, input: CreateKeyInput) {
@@ -70,7 +72,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
           data: { keyId, name: created.name, keyPrefix: created.keyPrefix, createdAt: created.createdAt, expirationTs: created.expirationTs }
         }),
         { msgId: `api_key.created:${keyId}` }
-      ).pipe(Effect.catchAll((error) => Effect.logWarning("api_key.created not published", error)))
+      ).pipe(Effect.catchAll((error) => health.report("api_key.created not published", Cause.fail(error))))
       return created
     })
 

@@ -4,8 +4,9 @@
  * the pending values at once; other processes see them after the next flush.
  */
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Layer, Schedule } from "effect"
+import { Cause, Duration, Effect, Layer, Schedule } from "effect"
 import * as Context from "effect/Context"
+import { DependencyHealth } from "../health/dependency-health.ts"
 
 const FLUSH_EVERY = Duration.seconds(5)
 
@@ -19,6 +20,7 @@ export class KeyUsage extends Context.Tag("mailroom/KeyUsage")<KeyUsage, {
     KeyUsage,
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
+      const health = yield* DependencyHealth
       let pending = new Map<string, Date>()
 
       const flush = Effect.suspend(() => {
@@ -36,7 +38,7 @@ export class KeyUsage extends Context.Tag("mailroom/KeyUsage")<KeyUsage, {
             // Keep the batch for the next attempt (newer uses win) rather than lose it.
             Effect.sync(() => {
               for (const [id, at] of batch) if (!pending.has(id)) pending.set(id, at)
-            }).pipe(Effect.zipRight(Effect.logWarning("Could not record API key use; will retry", error)))
+            }).pipe(Effect.zipRight(health.report("Could not record API key use; will retry", Cause.fail(error))))
           )
         )
       })

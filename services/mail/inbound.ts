@@ -11,10 +11,11 @@
  *   gives its count back.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Either, Schema } from "effect"
+import { Cause, Effect, Either, Schema } from "effect"
 import { newId, sha256 } from "../accounts/tokens.ts"
 import { groupCommit, inLockOrder } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { DependencyHealth } from "../health/dependency-health.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import {
@@ -97,6 +98,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
+    const health = yield* DependencyHealth
     const { sharedDomains } = yield* MailboxSettings
 
     /** The counter upserts adding (or, with a negative sign, giving back) counts. */
@@ -227,7 +229,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       if (failed.length > 0) {
         // Those copies will not be delivered: give their counts back (the sender will retry).
         yield* sql`WITH ${counterUpserts(counterRows(failed.map((recipient) => ({ recipient, day })), -1))} SELECT 1`.pipe(
-          Effect.catchAll((error) => Effect.logWarning("Could not give back the count of a refused message", error))
+          Effect.catchAll((error) => health.report("Could not give back the count of a refused message", Cause.fail(error)))
         )
         const cause = published.find(Either.isLeft)?.left
         return yield* new TemporaryFailure({ reason: "the bus did not take the message", cause })

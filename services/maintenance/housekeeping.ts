@@ -8,6 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 import { PAST_DUE_GRACE_DAYS } from "../billing/events.ts"
+import { DependencyHealth } from "../health/dependency-health.ts"
 
 /** Ended sessions are kept a week (for support questions), then removed. */
 const SESSION_RETENTION = "7 days"
@@ -82,9 +83,12 @@ export const sweep = Effect.gen(function*() {
 }).pipe(Effect.withSpan("Housekeeping.sweep"))
 
 export const HousekeepingLive = Layer.scopedDiscard(
-  sweep.pipe(
-    Effect.catchAllCause((cause) => Effect.logWarning("Housekeeping failed; will retry", cause)),
-    Effect.repeat(Schedule.spaced("15 minutes")),
-    Effect.forkScoped
-  )
+  Effect.gen(function*() {
+    const health = yield* DependencyHealth
+    yield* sweep.pipe(
+      Effect.catchAllCause((cause) => health.report("Housekeeping failed; will retry", cause)),
+      Effect.repeat(Schedule.spaced("15 minutes")),
+      Effect.forkScoped
+    )
+  })
 )

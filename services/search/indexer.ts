@@ -14,9 +14,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Cause, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { EmailFields } from "../mail/schemas.ts"
+import { DependencyHealth } from "../health/dependency-health.ts"
 import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
@@ -181,6 +182,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
 export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
+    const health = yield* DependencyHealth
     const { index, model, purgeDeleted, stale } = yield* Indexer
 
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
@@ -215,13 +217,13 @@ export const IndexerLive = Layer.scopedDiscard(
             "or received before search existed); run `npm run reindex` (mailroom reindex) to embed them"
         )
       ),
-      Effect.catchAll((error) => Effect.logWarning("Could not check the search index against the embedding model", error)),
+      Effect.catchAll((error) => health.report("Could not check the search index against the embedding model", Cause.fail(error))),
       Effect.forkScoped
     )
     yield* purgeDeleted().pipe(
       Effect.tap((purged) => (purged > 0 ? Effect.logInfo(`Forgot the search data of ${purged} emails of deleted mailboxes`) : Effect.void)),
       // A deadlock with concurrent indexing or an index outage: the next round tries again.
-      Effect.catchAllCause((cause) => Effect.logWarning("Purging deleted mailboxes' search data failed; will retry", cause)),
+      Effect.catchAllCause((cause) => health.report("Purging deleted mailboxes' search data failed; will retry", cause)),
       Effect.repeat(Schedule.spaced(PURGE_EVERY)),
       Effect.forkScoped
     )
@@ -232,10 +234,8 @@ export const IndexerLive = Layer.scopedDiscard(
       concurrency: CONCURRENCY,
       // A crashed worker's events come back after this; a long embedding keeps its event with progress signals.
       ackWait: Duration.seconds(20),
-      handler: (message) =>
-        handle(message).pipe(
-          Effect.tapError((error) => Effect.logWarning("Indexing failed; the event comes back", { subject: message.subject, error: error.message }))
-        )
+      // A failure is logged (or, in an outage, counted) once, by the bus at the message boundary.
+      handler: handle
     })
   })
 ).pipe(Layer.provide(Indexer.Default))

@@ -17,7 +17,7 @@ import { Billing } from "../billing/billing.ts"
 import { Forbidden, RateLimited, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
 import { limits } from "../plans/plans.ts"
-import { RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { RateLimiter, searchWindows } from "../ratelimit/rate-limiter.ts"
 import { capInput } from "./embedder.ts"
 import { calibrationFor, fuse, type MeaningHit, type TextHit } from "./ranking.ts"
 import { MAX_OFFSET, type SearchInput, type SearchMeta, type SearchResult } from "./schemas.ts"
@@ -186,7 +186,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       Effect.gen(function*() {
         const subscription = yield* billing.subscription(principal.userId)
         const plan = limits[subscription.plan]
-        const rate = yield* limiter.take(`search:${principal.userId}`, [{ seconds: 60, limit: plan.searchesPerMinute }])
+        const rate = yield* limiter.take(`search:${principal.userId}`, searchWindows(principal.plan))
         if (!rate.allowed) {
           return yield* RateLimited.of({
             limit: rate.limit,

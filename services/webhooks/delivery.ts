@@ -21,6 +21,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Data, Duration, Effect, Either, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
+import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
 import { BusEvent, type DeliveryStatus, isEventKind } from "./schemas.ts"
 import { signingHeaders } from "./signatures.ts"
 import { type ResolvedTarget, WebhookTargets } from "./targets.ts"
@@ -56,8 +57,13 @@ export class WebhookTransport extends Context.Tag("mailroom/WebhookTransport")<W
 
 // ---------------------------------------------------------------------------------------------
 
-/** Some endpoints were at their in-flight limit: the event is asked for again later. */
-class EndpointsBusy extends Data.TaggedError("EndpointsBusy")<{ readonly message: string }> {}
+/**
+ * Some endpoints were at their in-flight limit: the event is asked for again later. Flow control,
+ * not a fault: the bus boundary logs it at debug only.
+ */
+class EndpointsBusy extends Data.TaggedError("EndpointsBusy")<{ readonly message: string }> implements Backpressure {
+  readonly [BackpressureTypeId] = true as const
+}
 
 interface Endpoint {
   readonly id: string

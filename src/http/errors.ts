@@ -12,6 +12,7 @@ import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Cause, Effect, Schema } from "effect"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import {
   type ApiError,
   BadRequest,
@@ -130,7 +131,7 @@ const fromRequestError = (error: { readonly reason: string; readonly cause?: unk
 }
 
 /** Any failure or defect as an API error, logging what the client must not see. */
-export const toApiError = (cause: Cause.Cause<unknown>): Effect.Effect<ApiError> => {
+export const toApiError = (cause: Cause.Cause<unknown>): Effect.Effect<ApiError, never, DependencyHealth> => {
   const failure = Cause.squash(cause)
   if (isApiError(failure)) return Effect.succeed(failure)
   if (failure instanceof HttpApiDecodeError) return Effect.succeed(fromDecodeError(failure))
@@ -146,7 +147,8 @@ export const toApiError = (cause: Cause.Cause<unknown>): Effect.Effect<ApiError>
     return Effect.succeed(ServiceUnavailable.of("The server is shutting down, retry shortly", 1))
   }
   if (isUnavailable(failure)) {
-    return Effect.as(Effect.logWarning("Dependency unavailable", cause), ServiceUnavailable.of())
+    // Counted towards the outage, which is logged once when it starts and once when it ends.
+    return Effect.as(Effect.flatMap(DependencyHealth, (health) => health.report("Dependency unavailable", cause)), ServiceUnavailable.of())
   }
   return Effect.as(Effect.logError("Unexpected failure", cause), InternalError.of())
 }

@@ -3,8 +3,9 @@
  * client may retry; any other SQL or bus failure is a bug, logged here and answered with a bare 500.
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Cause, Effect } from "effect"
 import type { BusError } from "../../services/bus/bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { InternalError, ServiceUnavailable } from "../../services/errors.ts"
 import { isUnavailable } from "./errors.ts"
 
@@ -12,16 +13,22 @@ const isInfrastructure = (error: unknown): error is SqlError | BusError =>
   typeof error === "object" && error !== null && "_tag" in error &&
   (error._tag === "SqlError" || error._tag === "BusError")
 
-export const infrastructureFailure = (error: SqlError | BusError): Effect.Effect<never, ServiceUnavailable | InternalError> =>
+export const infrastructureFailure = (
+  error: SqlError | BusError
+): Effect.Effect<never, ServiceUnavailable | InternalError, DependencyHealth> =>
   isUnavailable(error)
-    ? Effect.zipRight(Effect.logWarning("Dependency unavailable", error), Effect.fail(ServiceUnavailable.of()))
+    // Counted towards the outage, which is logged once when it starts and once when it ends.
+    ? Effect.zipRight(
+      Effect.flatMap(DependencyHealth, (health) => health.report("Dependency unavailable", Cause.fail(error))),
+      Effect.fail(ServiceUnavailable.of())
+    )
     : Effect.zipRight(Effect.logError("Unexpected infrastructure failure", error), Effect.fail(InternalError.of()))
 
 export const orUnavailable = <A, E, R>(
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, Exclude<E, SqlError | BusError> | ServiceUnavailable | InternalError, R> =>
+): Effect.Effect<A, Exclude<E, SqlError | BusError> | ServiceUnavailable | InternalError, R | DependencyHealth> =>
   Effect.catchIf(
     effect,
     isInfrastructure,
     infrastructureFailure
-  ) as Effect.Effect<A, Exclude<E, SqlError | BusError> | ServiceUnavailable | InternalError, R>
+  ) as Effect.Effect<A, Exclude<E, SqlError | BusError> | ServiceUnavailable | InternalError, R | DependencyHealth>

@@ -9,16 +9,14 @@ import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform
 import { Effect, Layer, Option } from "effect"
 import { type Authenticated, Authenticator, bearerCredential, type Credential } from "../../services/accounts/authenticator.ts"
 import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
-import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
+import { clientWindows, RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
 import { ApiAuthentication, ClientRateLimit, SessionAuthentication } from "./security.ts"
 import { orUnavailable } from "./infra.ts"
 
 export const SESSION_COOKIE = "mailroom_session"
-
-/** Requests per minute from one client address on routes that need no credential. */
-const CLIENT_WINDOWS = [{ seconds: 60, limit: 300 }]
 
 const rateHeaders = (decision: Decision) => ({
   "x-ratelimit-limit": String(decision.limit),
@@ -45,7 +43,7 @@ const limitByAddress = (limiter: RateLimiter["Type"]) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const address = Option.getOrElse(request.remoteAddress, () => "unknown")
-    const decision = yield* limiter.take(`ip:${address}`, CLIENT_WINDOWS).pipe(orUnavailable)
+    const decision = yield* limiter.take(`ip:${address}`, clientWindows).pipe(orUnavailable)
     yield* announce(decision)
     if (!decision.allowed) {
       return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })
@@ -78,6 +76,7 @@ export const ApiAuthenticationLive = Layer.effect(
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
     const limiter = yield* RateLimiter
+    const health = yield* DependencyHealth
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const apiKey = request.headers["x-api-key"]?.trim()
@@ -86,7 +85,7 @@ export const ApiAuthenticationLive = Layer.effect(
         : Option.map(bearer(request), bearerCredential)
       if (Option.isNone(credential)) return yield* Effect.zipRight(limitByAddress(limiter), missing)
       return yield* authenticated(authenticator, limiter, credential.value)
-    })
+    }).pipe(Effect.provideService(DependencyHealth, health))
   })
 )
 
@@ -98,6 +97,7 @@ export const SessionAuthenticationLive = Layer.effect(
     const authenticator = yield* Authenticator
     const limiter = yield* RateLimiter
     const { appUrl } = yield* AppConfig
+    const health = yield* DependencyHealth
     const appOrigin = new URL(appUrl).origin
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -115,13 +115,15 @@ export const SessionAuthenticationLive = Layer.effect(
         return yield* Forbidden.of({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
       }
       return yield* authenticated(authenticator, limiter, { kind: "cookie", secret: cookie })
-    })
+    }).pipe(Effect.provideService(DependencyHealth, health))
   })
 )
 
 export const ClientRateLimitLive = Layer.effect(
   ClientRateLimit,
   Effect.gen(function*() {
-    return limitByAddress(yield* RateLimiter)
+    const limiter = yield* RateLimiter
+    const health = yield* DependencyHealth
+    return limitByAddress(limiter).pipe(Effect.provideService(DependencyHealth, health))
   })
 )

@@ -2,13 +2,14 @@
  * The api role: the HttpApi served over node:http, with SPEC's envelope on every answer,
  * OpenAPI at /v1/openapi.json and its docs page at /docs.
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpServer, HttpServerRequest } from "@effect/platform"
+import { HttpApiBuilder, type HttpApp, HttpApiSwagger, HttpServer, HttpServerRequest } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { createServer, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
 import { MailroomApi } from "./api.ts"
@@ -33,7 +34,7 @@ export const MAX_JSON_BYTES = 1024 * 1024
  * request to the input rules (input-rules.ts: JSON bodies, bounded nesting, no NUL), and answer every
  * failure (decode errors, unknown routes, defects) with the error envelope.
  */
-const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
+const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(DependencyHealth, (health) => (app: HttpApp.Default) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const length = Number(request.headers["content-length"] ?? 0)
@@ -46,9 +47,10 @@ const EnvelopeMiddleware = HttpApiBuilder.middleware((app) =>
     return yield* Effect.provideService(app, HttpServerRequest.HttpServerRequest, screened)
   }).pipe(
     HttpServerRequest.withMaxBodySize(Option.some(MAX_JSON_BYTES)),
-    Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse))
+    Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse)),
+    Effect.provideService(DependencyHealth, health)
   )
-)
+))
 
 const Handlers = Layer.mergeAll(
   HealthHandlers,

@@ -18,6 +18,7 @@
 import { readFileSync } from "node:fs"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAddress, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
 import {
   MAX_RECIPIENTS_PER_MESSAGE,
@@ -66,8 +67,12 @@ export const SmtpServerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const inbound = yield* Inbound
+    const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<never>()
-    const run = Runtime.runPromiseExit(runtime)
+    // Hooks read the outcome as an Exit; the fiber itself succeeds with it, so that a refusal is not
+    // also logged as an "unhandled error" (with a stack trace) by the runtime.
+    const runPromise = Runtime.runPromise(runtime)
+    const run = <A, E>(effect: Effect.Effect<A, E>) => runPromise(Effect.exit(effect))
     const fork = Runtime.runFork(runtime)
     // The accepted recipients of each session's current transaction, by the address smtp-server keeps.
     const recipients = new WeakMap<SMTPServerAddress, Recipient>()
@@ -122,7 +127,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
           }
         }
         const reply = replyFor(exit.cause)
-        if (reply.code === 451) void run(Effect.logWarning("RCPT answered 451", exit.cause))
+        // An unreachable database or bus is counted towards its outage (logged once); anything else is logged.
+        if (reply.code === 451) void run(health.report("RCPT answered 451", exit.cause))
         callback(smtpError(reply))
       })
     }
@@ -162,18 +168,19 @@ export const SmtpServerLive = Layer.scopedDiscard(
         }
         const raw = Buffer.concat(chunks, bytes)
         const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
-        const accepting = fork(inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt: new Date() }))
+        const accepting = fork(Effect.exit(inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt: new Date() })))
         // A plain timer rather than Effect.timeout, which would race a second fiber for every message.
         const deadline = setTimeout(() => {
           void run(Effect.logWarning("DATA answered 451: storing and publishing the message took too long"))
           answer(smtpError(temporaryFailure.reply))
           accepting.unsafeInterruptAsFork(accepting.id())
         }, DATA_TIMEOUT_MS)
-        accepting.addObserver((exit) => {
+        accepting.addObserver((done) => {
           clearTimeout(deadline)
+          const exit = Exit.flatten(done)
           if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`)
           const reply = replyFor(exit.cause)
-          if (reply.code === 451 && !answered) void run(Effect.logWarning("DATA answered 451", exit.cause))
+          if (reply.code === 451 && !answered) void run(health.report("DATA answered 451", exit.cause))
           answer(smtpError(reply))
         })
       })

@@ -10,7 +10,7 @@ import { client, type Client, isoMillis, withApiKey } from "../support/http.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { connectSmtp } from "../support/smtp-client.ts"
-import { until } from "../support/until.ts"
+import { until } from "../support/wait.ts"
 
 const MX_HOST = "mx.agents.localhost"
 

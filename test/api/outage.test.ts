@@ -9,6 +9,7 @@ import type { PrivateNats } from "../support/nats-server.ts"
 import { startServer, type Server } from "../support/server.ts"
 import type { TcpProxy } from "../support/tcp-proxy.ts"
 import { client, withApiKey } from "../support/http.ts"
+import { until } from "../support/wait.ts"
 
 let backend: FragileBackend
 let proxy: TcpProxy
@@ -25,15 +26,6 @@ afterAll(async () => {
   await server?.stop()
   await backend?.dispose()
 })
-
-const until = async (check: () => Promise<boolean>, timeoutMs = 20_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-  throw new Error("condition not reached")
-}
 
 it("answers 503 with Retry-After while PostgreSQL is unreachable, and recovers", async () => {
   const api = client(server.url)
@@ -53,7 +45,7 @@ it("answers 503 with Retry-After while PostgreSQL is unreachable, and recovers",
   expect(ready.body.error.code).toBe("SERVICE_UNAVAILABLE")
 
   await proxy.restore()
-  await until(async () => (await api.get("/v1/api-keys", { apiKey: user.apiKey })).status === 200)
+  await until("the API answers again", async () => ((await api.get("/v1/api-keys", { apiKey: user.apiKey })).status === 200 ? true : undefined), 20_000, 200)
   expect((await api.get("/readyz")).status).toBe(200)
 })
 
@@ -65,5 +57,5 @@ it("reports not ready while the bus is down, and ready again once it is back", a
   expect(ready.body).toEqual({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: "The bus is not reachable" } })
   expect(ready.headers.get("retry-after")).not.toBeNull()
   await nats.start()
-  await until(async () => (await api.get("/readyz")).status === 200)
+  await until("ready again", async () => ((await api.get("/readyz")).status === 200 ? true : undefined), 20_000, 200)
 })

@@ -11,7 +11,7 @@ import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { client, type Client, isoMillis, withApiKey } from "../support/http.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
-import { until } from "../support/until.ts"
+import { until } from "../support/wait.ts"
 
 const PUBLIC_IP = "93.184.216.34"
 

@@ -19,33 +19,22 @@ import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { client, withApiKey } from "../support/http.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { connectSmtp } from "../support/smtp-client.ts"
+import { sleep, until } from "../support/wait.ts"
 
 const BATCH = 500
 /** Connections per SMTP node: several at once, as a real sending MTA would open. */
 const CONNECTIONS_PER_NODE = 5
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/** Poll `probe` until it returns a value; fail with `describe()` once the deadline passes. */
-const until = async <T>(probe: () => Promise<T | undefined>, timeoutMs: number, describe: () => string, intervalMs = 500): Promise<T> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`condition not reached in ${timeoutMs} ms: ${describe()}`)
-    await sleep(intervalMs)
-  }
-}
-
 /** A process that does not serve HTTP is ready when it has not died and `ready()` says so. */
 const waitUntil = (server: Server, ready: () => Promise<boolean>, what: string) =>
   until(
+    () => `${what} not ready:\n${server.output()}`,
     async () => {
       if (server.process.exitCode !== null) throw new Error(`${what} exited with ${server.process.exitCode}:\n${server.output()}`)
       return (await ready()) ? true : undefined
     },
     90_000,
-    () => `${what} not ready:\n${server.output()}`
+    500
   )
 
 /** An SMTP node is ready once it greets. */
@@ -208,6 +197,7 @@ const storedBatch = async (label: string) => {
 const settled = async (label: string, expected: number, timeoutMs: number) => {
   let last = { stored: 0, pending: -1, unacknowledged: -1 }
   await until(
+    () => `expected ${expected} stored; last seen ${JSON.stringify(last)}`,
     async () => {
       const stored = await storedBatch(label)
       const backlog = await ingestBacklog()
@@ -215,7 +205,6 @@ const settled = async (label: string, expected: number, timeoutMs: number) => {
       return stored.rows >= expected && backlog.pending === 0 && backlog.unacknowledged === 0 ? true : undefined
     },
     timeoutMs,
-    () => `expected ${expected} stored; last seen ${JSON.stringify(last)}`,
     1000
   )
   await sleep(3000)
@@ -242,6 +231,7 @@ it("makes mail taken by either SMTP node searchable through the api node", async
   const http = client(api.url)
   let last = ""
   const subjects = await until(
+    () => `both emails searchable; last answer ${last}`,
     async () => {
       const reply = await http.post("/v1/search", { apiKey, body: { query: "confirmed flight to New York", mode: "vector" } })
       last = `${reply.status} ${reply.text}`
@@ -250,7 +240,6 @@ it("makes mail taken by either SMTP node searchable through the api node", async
       return found.length === mails.length ? found : undefined
     },
     60_000,
-    () => `both emails searchable; last answer ${last}`,
     1000
   )
   expect(subjects).toEqual(mails.map((mail) => mail.subject))

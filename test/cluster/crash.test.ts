@@ -23,22 +23,11 @@ import { type PrivatePostgres, privatePostgresAvailable, startPrivatePostgres } 
 import { createDataDir, mode, testSecret } from "../support/services.ts"
 import { type Server, startServer } from "../support/server.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { sleep, until } from "../support/wait.ts"
 
 const MESSAGES = 300
 const CONNECTIONS = 4
 const FREE_MAX_BYTES = 10 * 1024 * 1024
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-const until = async <T>(probe: () => Promise<T | undefined>, timeoutMs: number, describe: () => string): Promise<T> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe().catch(() => undefined)
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`condition not reached in ${timeoutMs} ms: ${describe()}`)
-    await sleep(500)
-  }
-}
 
 let postgres: PrivatePostgres
 let nats: PrivateNats
@@ -200,13 +189,13 @@ describe.skipIf(mode !== "postgres" || !privatePostgresAvailable())("a PostgreSQ
     try {
       const jsm = await jetstreamManager(bus)
       let last = ""
-      await until(async () => {
+      await until(() => last, async () => {
         const rows = await stored()
         const info = await jsm.consumers.info(streamName("", "mail"), "ingest")
         last = `${rows.length} stored, ${info.num_pending} pending, ${info.num_ack_pending} unacknowledged`
         const have = new Set(rows.map((row) => row.seq))
         return accepted.every((seq) => have.has(seq)) && info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined
-      }, 120_000, () => last)
+      }, 120_000, 500)
     } finally {
       await bus.close()
     }

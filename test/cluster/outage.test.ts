@@ -16,18 +16,7 @@ import type { PrivateNats } from "../support/nats-server.ts"
 import { startServer, type Server } from "../support/server.ts"
 import { connectSmtp, envelope, type SmtpReply } from "../support/smtp-client.ts"
 import type { TcpProxy } from "../support/tcp-proxy.ts"
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-const until = async <T>(probe: () => Promise<T | undefined>, timeoutMs = 30_000, what = "condition"): Promise<T> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`${what} not reached in ${timeoutMs} ms`)
-    await sleep(250)
-  }
-}
+import { sleep, until } from "../support/wait.ts"
 
 /** One SMTP transaction with the bare client, so every reply is seen as it is. */
 const send = async (port: number, to: string, message: string): Promise<{ rcpt: SmtpReply; data?: SmtpReply }> => {
@@ -90,12 +79,13 @@ const storedIn = async (mailboxId: string) =>
 /** Readable over the API: listed in its mailbox and fetched with its body. */
 const readable = async (api: ReturnType<typeof client>, apiKey: string, mailboxId: string, subject: string) => {
   const email = await until(
+    `email "${subject}" listed`,
     async () => {
       const list = await api.get(`/v1/api/mailboxes/${mailboxId}/emails`, { apiKey })
       return list.status === 200 ? (list.body.data as Array<{ email_id: string; subject: string }>).find((e) => e.subject === subject) : undefined
     },
     30_000,
-    `email "${subject}" listed`
+    250
   )
   const one = await api.get(`/v1/api/emails/${email.email_id}`, { apiKey })
   expect(one.status).toBe(200)
@@ -114,7 +104,7 @@ it("answers 451 while the bus is down, stores nothing of it, and takes the same 
 
   await nats.start()
   // Wait for the node to be connected again (its readiness pings JetStream), then send once.
-  await until(async () => ((await api.get("/readyz")).status === 200 ? true : undefined), 60_000, "ready again")
+  await until("ready again", async () => ((await api.get("/readyz")).status === 200 ? true : undefined), 60_000, 250)
   const accepted = await send(server.smtpPort, mailbox.email_address, mail)
   expect(accepted.rcpt.code).toBe(250)
   expect(accepted.data?.code).toBe(250)
@@ -126,10 +116,10 @@ it("answers 451 while the bus is down, stores nothing of it, and takes the same 
   try {
     const jsm = await jetstreamManager(bus)
     const subject = `mail.inbound.${mailbox.mailbox_id}`
-    await until(async () => {
+    await until("ingest caught up", async () => {
       const info = await jsm.consumers.info(streamName("", "mail"), "ingest")
       return info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined
-    }, 30_000, "ingest caught up")
+    }, 30_000, 250)
     await sleep(2000)
     const stream = await jsm.streams.info(streamName("", "mail"), { subjects_filter: subject })
     expect(stream.state.subjects?.[subject]).toBe(1)
@@ -156,7 +146,7 @@ it("answers 451 at RCPT while PostgreSQL is cut, and 250 again once it is back",
     await proxy.restore()
   }
 
-  await until(async () => ((await api.get("/readyz")).status === 200 ? true : undefined), 60_000, "ready again")
+  await until("ready again", async () => ((await api.get("/readyz")).status === 200 ? true : undefined), 60_000, 250)
   const accepted = await send(server.smtpPort, mailbox.email_address, mail)
   expect(accepted.rcpt.code).toBe(250)
   expect(accepted.data?.code).toBe(250)

@@ -10,6 +10,7 @@ import { type Client, client, withApiKey } from "../support/http.ts"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type Server, startServer } from "../support/server.ts"
 import { createDataDir } from "../support/services.ts"
+import { sleep } from "../support/wait.ts"
 
 const MESSAGES = 150
 /**
@@ -17,8 +18,6 @@ const MESSAGES = 150
  * the last 250) and there was nothing left to resume; with 16 roughly 60 of 150 were stored by then.
  */
 const CONNECTIONS = 16
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 /** The pro plan through the local payment provider: 150 emails a day are above the free plan's 100. */
 const upgradeToPro = async (server: Server, api: Client, apiKey: string) => {

@@ -11,7 +11,7 @@ import { client } from "../support/http.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, startServer } from "../support/server.ts"
-import { until } from "../support/until.ts"
+import { until } from "../support/wait.ts"
 
 const EMAILS = 24
 

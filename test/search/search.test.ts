@@ -11,7 +11,7 @@ import { client, type Client } from "../support/http.ts"
 import { type Box, DOMAIN, newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
-import { until } from "../support/until.ts"
+import { until } from "../support/wait.ts"
 
 let backend: Backend
 let server: Server

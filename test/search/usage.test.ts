@@ -15,7 +15,7 @@ import { upgrade } from "../support/billing.ts"
 import { client, type Client } from "../support/http.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
-import { until } from "../support/until.ts"
+import { until } from "../support/wait.ts"
 
 let backend: Backend
 let server: Server

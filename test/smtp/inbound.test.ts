@@ -20,6 +20,7 @@ import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { type Box, DOMAIN, fresh as freshName, newBox as newUserBox, type User } from "../support/mailboxes.ts"
 import { connectSmtp, type SmtpReply } from "../support/smtp-client.ts"
+import { sleep } from "../support/wait.ts"
 
 const SENDER = "sender@example.com"
 const MB = 1024 * 1024
@@ -35,8 +36,6 @@ const ANNOUNCED_SIZE = 52_428_800
 let suite: SuiteServer
 let api: Client
 
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const fresh = (prefix = "inbound") => freshName(prefix)
 

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, expect, it } from "vitest"
 import { streamName } from "../../layers/nats-bus.ts"
 import { client, withApiKey } from "../support/http.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
 
 let backend: Backend
 let server: Server
@@ -33,16 +34,6 @@ afterAll(async () => {
   await backend?.dispose()
 })
 
-const until = async <T>(probe: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error("condition not reached in time")
-    await new Promise((resolve) => setTimeout(resolve, 200))
-  }
-}
-
 const scalar = async (query: string, params: Array<unknown> = []) => Number((await db.query(query, params)).rows[0].n)
 
 it("stores a redelivered message once, charges it once and announces it once", async () => {
@@ -63,10 +54,10 @@ it("stores a redelivered message once, charges it once and announces it once", a
   transport.close()
   expect(sent.response).toMatch(/^250 /)
 
-  const emailId = await until(async () => {
+  const emailId = await until("the email stored", async () => {
     const rows = (await db.query("SELECT id FROM emails WHERE mailbox_id = $1", [mailbox.mailbox_id])).rows
     return rows[0]?.id as string | undefined
-  })
+  }, 30_000, 200)
   const storageBefore = await scalar("SELECT bytes AS n FROM storage_usage WHERE user_id = $1", [user.userId])
 
   // The message the SMTP node published, as the bus would hand it out again.
@@ -82,10 +73,10 @@ it("stores a redelivered message once, charges it once and announces it once", a
   }
   // Wait until the ingest consumer has acknowledged everything in the stream.
   const mailStream = streamName(prefix, "mail")
-  await until(async () => {
+  await until("ingest caught up", async () => {
     const info = await jsm.consumers.info(mailStream, "ingest")
     return info.num_pending === 0 && info.num_ack_pending === 0 && info.delivered.stream_seq >= 3 ? true : undefined
-  })
+  }, 30_000, 200)
 
   expect(await scalar("SELECT count(*) AS n FROM emails WHERE mailbox_id = $1", [mailbox.mailbox_id])).toBe(1)
   expect(await scalar("SELECT count(*) AS n FROM attachments WHERE email_id = $1", [emailId])).toBe(1)

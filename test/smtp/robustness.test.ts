@@ -12,6 +12,7 @@ import { type Server, useSuiteServer } from "../support/server.ts"
 import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox as newUserBox } from "../support/mailboxes.ts"
 import { connectSmtp, envelope, type SmtpReply, type SmtpSession } from "../support/smtp-client.ts"
+import { sleep, until } from "../support/wait.ts"
 
 const SENDER = "sender@example.com"
 
@@ -27,23 +28,6 @@ useSuiteServer((suite) => {
 // Small helpers
 // ---------------------------------------------------------------------------------------------
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-/**
- * Poll `probe` until it returns something, or fail after `timeoutMs`. The pause starts at
- * `intervalMs` and grows by half up to 2 s, so slow ingests cost few API requests.
- */
-const until = async <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 30_000, intervalMs = 400): Promise<T> => {
-  const deadline = Date.now() + timeoutMs
-  let pause = intervalMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`)
-    await sleep(pause)
-    pause = Math.max(pause, Math.min(2_000, pause * 1.5))
-  }
-}
 
 /** GET with a user's key; a 429 (free plan: 20 requests a minute) waits for Retry-After and tries again. */
 const get = async (box: Box, path: string, options: RequestOptions = {}) => {
@@ -83,7 +67,7 @@ const readable = (box: Box, emailId: string, timeoutMs = 30_000) =>
     if (reply.status === 200) return reply
     expect(reply.status, reply.text).toBe(404) // not ingested yet; anything else (500) is a failure
     return undefined
-  }, timeoutMs, 300)
+  }, timeoutMs, 300, 2_000)
 
 /** GET /v1/api/emails/{id}/raw as bytes (the shared client decodes bodies as UTF-8). */
 const rawBytes = async (box: Box, emailId: string) => {

@@ -18,7 +18,7 @@ import { client, type Client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type Received, type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
-import { until } from "../support/until.ts"
+import { until } from "../support/wait.ts"
 
 interface Certificate {
   readonly key: Buffer

@@ -1,0 +1,190 @@
+/**
+ * What an operator reads during a database outage (issue 14, "Logs during outages"): the outage is
+ * logged once when it starts and once when it ends, with how long it lasted and how many operations
+ * failed meanwhile; no stack trace for it, and webhook backpressure (an endpoint at its in-flight
+ * limit) is flow control, never a warning. Mail accepted before the outage is still delivered.
+ *
+ * PostgreSQL sits behind a TCP proxy the test cuts for ~10 s while mail keeps arriving and webhooks
+ * are being delivered. The server runs at LOG_LEVEL=debug, so that the test sees backpressure being
+ * met (at debug) as well as what an operator at the usual warn level reads.
+ * Runs once per CI, in the PostgreSQL mode (the fragile backend uses the machine's PostgreSQL and a
+ * private nats-server in either mode, so the embedded run would repeat it).
+ */
+import nodemailer from "nodemailer"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createFragileBackend, type FragileBackend } from "../support/fragile-backend.ts"
+import { client } from "../support/http.ts"
+import { fresh, newBox } from "../support/mailboxes.ts"
+import { type Receiver, startReceiver } from "../support/receiver.ts"
+import { startServer, type Server } from "../support/server.ts"
+import { mode } from "../support/services.ts"
+import { sleep, until } from "../support/wait.ts"
+
+interface Entry {
+  readonly level: string
+  readonly message: string
+  /** The header line and the lines under it (annotations, causes). */
+  readonly text: string
+}
+
+/** The server's log (the pretty logger: `[12:00:00.000] WARN (#12): message`, then indented lines). */
+const entries = (output: string): Array<Entry> => {
+  const found: Array<{ level: string; message: string; lines: Array<string> }> = []
+  for (const line of output.split("\n")) {
+    const header = /^\[\d{2}:\d{2}:\d{2}\.\d{3}\] ([A-Z]+) \(#\d+\): (.*)$/.exec(line)
+    if (header) found.push({ level: header[1]!, message: header[2]!, lines: [line] })
+    else if (line.trim() !== "") found.at(-1)?.lines.push(line) ?? found.push({ level: "?", message: line, lines: [line] })
+  }
+  return found.map(({ level, message, lines }) => ({ level, message, text: lines.join("\n") }))
+}
+
+/** Mail accepted before the cut: more than one endpoint's 16 deliveries in flight, so some wait. */
+const BEFORE = 40
+const OUTAGE_MS = 10_000
+
+let backend: FragileBackend
+let server: Server
+let receiver: Receiver
+
+describe.skipIf(mode !== "postgres")("logs during outages", () => {
+  beforeAll(async () => {
+    backend = await createFragileBackend()
+    receiver = await startReceiver()
+    server = await startServer({ ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true", LOG_LEVEL: "debug" })
+  })
+
+  afterAll(async () => {
+    await server?.stop()
+    await receiver?.close()
+    await backend?.dispose()
+  })
+
+  it("says once that PostgreSQL is gone and once that it is back, with counts, and loses no mail", async () => {
+    const api = client(server.url)
+    const box = await newBox(api)
+    const path = `/${fresh("hook")}`
+    const hook = await api.post("/v1/api/webhooks", {
+      apiKey: box.user.apiKey,
+      body: { url: `${receiver.url}${path}`, events: ["email.received"] }
+    })
+    expect(hook.status).toBe(201)
+    // The first deliveries hang until their 10 s time-out: the endpoint sits at its in-flight limit
+    // through the outage, so the events behind them meet backpressure.
+    receiver.script(path, [...Array.from({ length: 16 }, () => "hang" as const), 200])
+
+    const since = server.output().length
+    const transport = nodemailer.createTransport({
+      host: "127.0.0.1",
+      port: server.smtpPort,
+      secure: false,
+      ignoreTLS: true,
+      pool: true,
+      maxConnections: 5
+    })
+    const subjects = Array.from({ length: BEFORE }, (_, i) => `Before the outage ${i}`)
+    await Promise.all(subjects.map((subject) => transport.sendMail({ from: "sender@example.com", to: box.address, subject, text: subject })))
+
+    // Cut once the endpoint is at its limit of deliveries in flight, while the worker is still
+    // ingesting and delivering what was just accepted.
+    await receiver.waitFor(path, 16, 30_000)
+    await backend.proxy.cut()
+    const cutAt = Date.now()
+    let refused = 0
+    const statuses: Array<number> = []
+    try {
+      // Load during the outage: senders retrying (each refused with 451) and API clients (503).
+      while (Date.now() - cutAt < OUTAGE_MS) {
+        const attempt = transport
+          .sendMail({ from: "sender@example.com", to: box.address, subject: "During the outage", text: "451 expected" })
+          .then(() => undefined, () => void refused++)
+        const read = api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
+          .then((reply) => void statuses.push(reply.status))
+        await Promise.all([attempt, read, sleep(500)])
+      }
+    } finally {
+      await backend.proxy.restore()
+    }
+    expect(refused).toBeGreaterThan(0)
+    expect(statuses).toContain(503)
+
+    // Every email accepted before the outage reaches the endpoint afterwards.
+    await until("every email accepted before the outage delivered", async () => {
+      const delivered = new Set(receiver.received(path).map((r) => JSON.parse(r.body).data.subject as string))
+      return subjects.every((subject) => delivered.has(subject)) ? true : undefined
+    }, 60_000, 250)
+    transport.close()
+    // The end is logged once the database answers again; give it a moment, and let the assertions say what was seen.
+    await until("the end of the outage logged", async () => (/PostgreSQL reachable again/.test(server.output()) ? true : undefined), 10_000)
+      .catch(() => undefined)
+
+    const logged = server.output().slice(since)
+    if (process.env.OUTAGE_LOG_DUMP) (await import("node:fs")).writeFileSync(process.env.OUTAGE_LOG_DUMP, logged)
+    const all = entries(logged)
+    const warnings = all.filter((entry) => entry.level !== "DEBUG" && entry.level !== "INFO" && entry.level !== "TRACE")
+    const report = `${all.length} entries, ${warnings.length} at warn or above, ${logged.length} bytes:\n${
+      warnings.slice(0, 20).map((entry) => entry.text).join("\n")
+    }`
+    // Backpressure was met (the endpoint held 16 deliveries), and said so at debug only.
+    const busy = /EndpointsBusy|at their limit/
+    expect(all.filter((entry) => entry.level === "DEBUG" && busy.test(entry.text)).length, report).toBeGreaterThan(0)
+    expect(warnings.filter((entry) => busy.test(entry.text)), report).toEqual([])
+    // No stack traces, at any level: an unreachable database is an expected condition.
+    expect(logged.split("\n").filter((line) => /^\s+at /.test(line)), report).toEqual([])
+    // One line when it starts, one when it ends (with how long and how many operations failed).
+    expect(warnings.filter((entry) => /PostgreSQL unreachable: \S/.test(entry.message)), report).toHaveLength(1)
+    const ended = warnings.filter((entry) => /PostgreSQL reachable again/.test(entry.message))
+    expect(ended, report).toHaveLength(1)
+    const [, seconds, failed] = /reachable again after ([\d.]+) s \(([\d,]+) operations? failed\)$/.exec(ended[0]!.message) ?? []
+    expect(Number(seconds), ended[0]!.message).toBeGreaterThanOrEqual(OUTAGE_MS / 1000 - 2)
+    expect(Number(failed?.replace(/,/g, "")), ended[0]!.message).toBeGreaterThan(refused)
+    // The two lines stand alone: no annotations of whichever operation met the outage first.
+    for (const entry of [...warnings.filter((entry) => /PostgreSQL/.test(entry.message))]) {
+      expect(entry.text.split("\n"), entry.text).toHaveLength(1)
+    }
+    // And nothing else an operator would have to read.
+    expect(warnings, report).toHaveLength(2)
+  }, 120_000)
+
+  it("says once that NATS is gone and once that it is back, without stack traces", async () => {
+    const api = client(server.url)
+    const box = await newBox(api)
+    const path = `/${fresh("hook")}`
+    const hook = await api.post("/v1/api/webhooks", {
+      apiKey: box.user.apiKey,
+      body: { url: `${receiver.url}${path}`, events: ["email.received"] }
+    })
+    expect(hook.status).toBe(201)
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
+    await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "Before", text: "before" })
+    await receiver.waitFor(path, 1, 30_000)
+
+    const since = server.output().length
+    await backend.nats.stop()
+    const stoppedAt = Date.now()
+    let refused = 0
+    try {
+      while (Date.now() - stoppedAt < 5_000) {
+        await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "During", text: "451 expected" })
+          .then(() => undefined, () => void refused++)
+        await sleep(250)
+      }
+    } finally {
+      await backend.nats.start()
+    }
+    expect(refused).toBeGreaterThan(0)
+    await until("the end of the bus outage logged", async () => (/NATS reachable again/.test(server.output().slice(since)) ? true : undefined), 30_000)
+    await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "After", text: "after" })
+    await until("mail sent after the outage delivered", async () =>
+      receiver.received(path).some((r) => JSON.parse(r.body).data.subject === "After") ? true : undefined, 30_000, 250)
+    transport.close()
+
+    const logged = server.output().slice(since)
+    const warnings = entries(logged).filter((entry) => entry.level === "WARN" || entry.level === "ERROR")
+    const report = `${warnings.length} at warn or above:\n${warnings.slice(0, 20).map((entry) => entry.text).join("\n")}`
+    expect(logged.split("\n").filter((line) => /^\s+at /.test(line)), report).toEqual([])
+    expect(warnings.filter((entry) => /^NATS unreachable: \S/.test(entry.message)), report).toHaveLength(1)
+    const ended = warnings.filter((entry) => /^NATS reachable again after [\d.]+ s \([\d,]+ operations? failed\)$/.test(entry.message))
+    expect(ended, report).toHaveLength(1)
+    expect(warnings, report).toHaveLength(2)
+  }, 90_000)
+})

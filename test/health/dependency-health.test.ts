@@ -1,0 +1,146 @@
+/**
+ * DependencyHealth (services/health/dependency-health.ts): which failures are outages, backpressure
+ * or faults, and what an operator reads when a dependency goes away and comes back.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { SqlError } from "@effect/sql/SqlError"
+import { Cause, Data, Effect, HashMap, Logger, LogLevel, Ref } from "effect"
+import { BusError } from "../../services/bus/bus.ts"
+import {
+  type Backpressure,
+  BackpressureTypeId,
+  classify,
+  DependencyHealth
+} from "../../services/health/dependency-health.ts"
+
+class Busy extends Data.TaggedError("Busy")<{ readonly message: string }> implements Backpressure {
+  readonly [BackpressureTypeId] = true as const
+}
+
+const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" })
+const unreachable = new SqlError({ message: "Failed to acquire connection", cause: refused })
+const badQuery = new SqlError({ message: "Failed to execute statement", cause: Object.assign(new Error("syntax error"), { code: "42601" }) })
+
+interface Logged {
+  readonly level: string
+  readonly message: string
+  readonly annotations: number
+  readonly hasCause: boolean
+}
+
+/** Run `body` with a DependencyHealth and a logger that records what it would print. */
+const withLog = <A, E>(body: (health: DependencyHealth, logged: () => ReadonlyArray<Logged>) => Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const logged: Array<Logged> = []
+    const logger = Logger.make(({ annotations, cause, logLevel, message }) => {
+      logged.push({
+        level: logLevel.label,
+        message: Array.isArray(message) ? message.map(String).join(" ") : String(message),
+        annotations: HashMap.size(annotations),
+        hasCause: !Cause.isEmpty(cause)
+      })
+    })
+    const health = yield* DependencyHealth
+    return yield* body(health, () => logged).pipe(
+      Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+      Logger.withMinimumLogLevel(LogLevel.Debug)
+    )
+  }).pipe(Effect.provide(DependencyHealth.Default))
+
+describe("classify", () => {
+  it("an unreachable PostgreSQL is a database outage, with a short reason", () => {
+    expect(classify(Cause.fail(unreachable))).toEqual({
+      _tag: "Outage",
+      dependency: "database",
+      reason: "Failed to acquire connection: connect ECONNREFUSED 127.0.0.1:5432"
+    })
+    expect(classify(Cause.fail(new SqlError({ message: "Connection error", cause: Object.assign(new Error("x"), { code: "08006" }) }))))
+      .toMatchObject({ _tag: "Outage", dependency: "database" })
+  })
+
+  it("a bus error is a bus outage, unless the database under it is what failed", () => {
+    expect(classify(Cause.fail(new BusError({ message: "Could not publish to events.x: TIMEOUT" })))).toMatchObject({
+      _tag: "Outage",
+      dependency: "bus"
+    })
+    // The bus kept in the database: its outage is the database's; its query bug is a fault.
+    expect(classify(Cause.fail(new BusError({ message: "Could not store a bus message", cause: unreachable })))).toMatchObject({
+      _tag: "Outage",
+      dependency: "database"
+    })
+    expect(classify(Cause.fail(new BusError({ message: "Could not store a bus message", cause: badQuery })))).toEqual({ _tag: "Fault" })
+  })
+
+  it("backpressure is flow control; a query bug, a defect or another system's network error is a fault", () => {
+    expect(classify(Cause.fail(new Busy({ message: "1 endpoint(s) at their limit" })))).toEqual({
+      _tag: "Backpressure",
+      reason: "1 endpoint(s) at their limit"
+    })
+    expect(classify(Cause.fail(badQuery))).toEqual({ _tag: "Fault" })
+    expect(classify(Cause.die(new Error("boom")))).toEqual({ _tag: "Fault" })
+    expect(classify(Cause.fail(Object.assign(new Error("Qdrant unreachable"), { code: "ECONNREFUSED" })))).toEqual({ _tag: "Fault" })
+  })
+})
+
+describe("DependencyHealth", () => {
+  it.live("logs an outage once when it starts and once when its probe answers, with how long and how many failed", () =>
+    withLog((health, logged) =>
+      Effect.gen(function*() {
+        const up = yield* Ref.make(false)
+        yield* health.watch("database", {
+          name: "PostgreSQL",
+          probe: Effect.flatMap(Ref.get(up), (ok) => (ok ? Effect.void : Effect.fail(unreachable)))
+        })
+        // The first operation to meet the outage carries annotations; the outage's lines must not.
+        yield* health.report("Bus handler failed", Cause.fail(unreachable)).pipe(Effect.annotateLogs({ consumer: "ingest" }))
+        for (let i = 0; i < 1944; i++) yield* health.report("Housekeeping failed", Cause.fail(unreachable))
+        expect(yield* health.isDown("database")).toBe(true)
+        yield* Effect.sleep("1500 millis")
+        expect(yield* health.isDown("database")).toBe(true)
+        yield* Ref.set(up, true)
+        yield* Effect.sleep("1500 millis")
+        expect(yield* health.isDown("database")).toBe(false)
+        // An operation that was waiting when it came back fails just after: not a new outage.
+        yield* health.report("Bus handler failed", Cause.fail(unreachable))
+
+        const lines = logged()
+        const warnings = lines.filter((line) => line.level === "WARN")
+        expect(warnings.map((line) => line.message)).toEqual([
+          "PostgreSQL unreachable: Failed to acquire connection: connect ECONNREFUSED 127.0.0.1:5432",
+          expect.stringMatching(/^PostgreSQL reachable again after (1|2|3)\.\d s \(1,945 operations failed\)$/)
+        ])
+        expect(warnings.every((line) => !line.hasCause && line.annotations === 0)).toBe(true)
+        expect(lines.filter((line) => line.level === "DEBUG")).toHaveLength(1)
+      })
+    ))
+
+  it.live("ends an outage when told (a reconnection), and a later failure starts a new one", () =>
+    withLog((health, logged) =>
+      Effect.gen(function*() {
+        yield* health.failed("bus", "lost the connection to NATS; reconnecting")
+        yield* health.report("NATS pull failed; retrying", Cause.fail(new BusError({ message: "Could not pull" })))
+        yield* health.recovered("bus")
+        yield* health.recovered("bus")
+        yield* Effect.sleep("5100 millis")
+        yield* health.failed("bus", "lost the connection to NATS; reconnecting")
+        const warnings = logged().filter((line) => line.level === "WARN").map((line) => line.message)
+        expect(warnings).toEqual([
+          "The bus unreachable: lost the connection to NATS; reconnecting",
+          expect.stringMatching(/^The bus reachable again after 0\.\d s \(2 operations failed\)$/),
+          "The bus unreachable: lost the connection to NATS; reconnecting"
+        ])
+      })
+    ), 15_000)
+
+  it.live("logs backpressure at debug without its cause, and a fault as a warning with it", () =>
+    withLog((health, logged) =>
+      Effect.gen(function*() {
+        yield* health.report("Bus handler failed", Cause.fail(new Busy({ message: "1 endpoint(s) at their limit" })))
+        yield* health.report("Bus handler failed", Cause.fail(badQuery))
+        expect(logged()).toEqual([
+          { level: "DEBUG", message: "Bus handler failed: 1 endpoint(s) at their limit", annotations: 0, hasCause: false },
+          { level: "WARN", message: "Bus handler failed", annotations: 0, hasCause: true }
+        ])
+      })
+    ))
+})

@@ -1,0 +1,26 @@
+/** Waiting in tests and benches: a pause, and polling until something holds. */
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+/**
+ * Poll `probe` until it returns a value (anything but `undefined`); fail once `timeoutMs` has passed,
+ * naming `what` (a function is asked at that moment, so it can tell the last state it saw). The
+ * pause starts at `intervalMs` and grows by half up to `maxIntervalMs`, so a slow wait costs few probes.
+ */
+export const until = async <T>(
+  what: string | (() => string),
+  probe: () => Promise<T | undefined>,
+  timeoutMs = 20_000,
+  intervalMs = 100,
+  maxIntervalMs = intervalMs
+): Promise<T> => {
+  const deadline = Date.now() + timeoutMs
+  let pause = intervalMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`${typeof what === "string" ? what : what()}: not reached within ${timeoutMs} ms`)
+    await sleep(pause)
+    pause = Math.min(maxIntervalMs, pause * 1.5)
+  }
+}
