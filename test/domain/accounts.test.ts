@@ -11,6 +11,7 @@ import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { RegisterInput } from "../../services/accounts/schemas.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Billing } from "../../services/billing/billing.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { decodeBody } from "../../src/http/surface.ts"
 import { testDatabase } from "../support/database.ts"
 import { testSecret, uniqueName } from "../support/services.ts"
@@ -18,7 +19,7 @@ import { testSecret, uniqueName } from "../support/services.ts"
 const settings = Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) })
 
 const services = Layer.mergeAll(Accounts.Default, Authenticator.Default, Billing.Default).pipe(
-  Layer.provide(settings),
+  Layer.provide(Layer.merge(settings, DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)
 )
 

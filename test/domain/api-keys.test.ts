@@ -10,6 +10,7 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Bus, decodeJson } from "../../services/bus/bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { ApiKeys } from "../../services/keys/api-keys.ts"
 import { testDatabase } from "../support/database.ts"
 import { testSecret } from "../support/services.ts"
@@ -17,7 +18,7 @@ import { insertUser } from "../support/users.ts"
 
 const services = Layer.mergeAll(ApiKeys.Default, Authenticator.Default).pipe(
   Layer.provideMerge(MemoryBus.layer),
-  Layer.provide(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) })),
+  Layer.provide(Layer.merge(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) }), DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)
 )
 
