@@ -4,23 +4,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Redacted } from "effect"
-import * as Pglite from "../../layers/pglite.ts"
-import * as Postgres from "../../layers/postgres.ts"
+import { Effect } from "effect"
 import { sweep } from "../../services/maintenance/housekeeping.ts"
-import { migrate } from "../../src/database.ts"
-import { adminDatabaseUrl, createDatabase, createDataDir } from "../support/services.ts"
-
-/** A migrated database of its own for the test, removed afterwards. */
-const database = Layer.unwrapScoped(
-  adminDatabaseUrl !== undefined
-    ? Effect.acquireRelease(Effect.promise(() => createDatabase(adminDatabaseUrl!)), (db) => Effect.promise(db.drop)).pipe(
-      Effect.map((db) => Postgres.layer({ url: Redacted.make(db.url), maxConnections: 2 }))
-    )
-    : Effect.acquireRelease(Effect.sync(createDataDir), (dir) => Effect.sync(dir.remove)).pipe(
-      Effect.map((dir) => Pglite.layer({ dataDir: dir.dir }))
-    )
-).pipe((sql) => Layer.effectDiscard(migrate).pipe(Layer.provideMerge(sql)))
+import { testDatabase } from "../support/database.ts"
 
 const hex = (n: number) => n.toString(16).padStart(64, "0")
 
@@ -124,5 +110,5 @@ describe("housekeeping sweep", () => {
         lapsedSubscriptions: 0,
         renewedSubscriptions: 0
       })
-    }).pipe(Effect.provide(database)), 60_000)
+    }).pipe(Effect.provide(testDatabase)), 60_000)
 })
