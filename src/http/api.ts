@@ -1,6 +1,7 @@
 /**
  * The HTTP contract: every feature's groups (each in `<feature>/api.ts`, its handlers beside it in
- * `<feature>/http.ts`), assembled with the errors any route can answer. The server (server.ts), the
+ * `<feature>/http.ts`), assembled with the errors any route can answer; each endpoint declares the
+ * errors of its own. The server (server.ts), the
  * OpenAPI document and the typed clients all come from this one definition.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
@@ -10,14 +11,14 @@ import { BillingGroup, BillingWebhookGroup } from "./billing/api.ts"
 import { DashboardDomainsGroup, DomainListGroup, DomainsGroup } from "./domains/api.ts"
 import { EmailsGroup } from "./emails/api.ts"
 import {
-  BadRequestError,
-  InternalErrorError,
-  NotFoundError,
-  PayloadTooLargeError,
-  UnavailableError,
-  UnsupportedMediaTypeError,
-  ValidationFailed
-} from "./errors.ts"
+  BadRequest,
+  InternalError,
+  PayloadTooLarge,
+  ServiceUnavailable,
+  UnsupportedMediaType,
+  ValidationError
+} from "../../services/errors.ts"
+import { envelope } from "./errors.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { SearchGroup } from "./search/api.ts"
@@ -37,13 +38,13 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)
   .add(SearchGroup)
-  .addError(ValidationFailed)
-  .addError(BadRequestError)
-  .addError(NotFoundError)
-  .addError(PayloadTooLargeError)
-  .addError(UnsupportedMediaTypeError)
-  .addError(InternalErrorError)
-  .addError(UnavailableError)
+  // What the edge (server.ts, input-rules.ts) can answer on any route, before or around its handler.
+  .addError(envelope(ValidationError))
+  .addError(envelope(BadRequest))
+  .addError(envelope(PayloadTooLarge))
+  .addError(envelope(UnsupportedMediaType))
+  .addError(envelope(InternalError))
+  .addError(envelope(ServiceUnavailable))
   .annotate(OpenApi.Title, "Mailroom")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Email for software agents. Every response uses the { success, data, meta } / { success, error } envelope.")

@@ -112,7 +112,7 @@ export const SessionAuthenticationLive = Layer.effect(
       }
       // Cookies ride along on cross-site requests; a write must come from our own pages.
       if (!SAFE_METHODS.has(request.method) && request.headers["origin"] !== appOrigin) {
-        return yield* Forbidden.of({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
+        return yield* new Forbidden({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
       }
       return yield* authenticated(authenticator, limiter, { kind: "cookie", secret: cookie })
     })

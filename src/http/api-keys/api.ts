@@ -5,7 +5,8 @@ import { keySortFields } from "../../../services/keys/api-keys.ts"
 import { ApiKey, CreatedApiKey, CreateKeyInput, RevokedApiKey } from "../../../services/keys/schemas.ts"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { NotFoundError } from "../errors.ts"
+import { NotFound } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
@@ -23,7 +24,7 @@ export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
     HttpApiEndpoint.del("revoke", "/api-keys/:id")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(Ok(RevokedApiKey))
-      .addError(NotFoundError)
+      .addError(envelope(NotFound))
   )
   .middleware(ApiAuthentication)
   .prefix("/v1")

@@ -9,7 +9,8 @@ import {
   SessionCredentials
 } from "../../../services/accounts/schemas.ts"
 import { Message, Ok } from "../envelope.ts"
-import { ConflictError, UnauthorizedError } from "../errors.ts"
+import { Conflict, RateLimited, Unauthorized } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ClientRateLimit, SessionAuthentication } from "../security.ts"
 
 export class AuthGroup extends HttpApiGroup.make("auth")
@@ -17,19 +18,20 @@ export class AuthGroup extends HttpApiGroup.make("auth")
     HttpApiEndpoint.post("register", "/register")
       .setPayload(RegisterInput)
       .addSuccess(Ok(RegisteredUser), { status: 201 })
-      .addError(ConflictError)
+      .addError(envelope(Conflict))
   )
   .add(
     HttpApiEndpoint.post("login", "/login")
       .setPayload(LoginInput)
       .addSuccess(Ok(SessionCredentials))
-      .addError(UnauthorizedError)
+      .addError(envelope(Unauthorized))
+      .addError(envelope(RateLimited))
   )
   .add(
     HttpApiEndpoint.post("refresh", "/refresh")
       .setPayload(RefreshInput)
       .addSuccess(Ok(RefreshedCredentials))
-      .addError(UnauthorizedError)
+      .addError(envelope(Unauthorized))
   )
   .middleware(ClientRateLimit)
   .add(

@@ -4,7 +4,8 @@ import { Schema } from "effect"
 import { Subscription, Usage } from "../../../services/billing/billing.ts"
 import { Plan } from "../../../services/plans/plans.ts"
 import { Ok } from "../envelope.ts"
-import { ConflictError } from "../errors.ts"
+import { BadRequest, Conflict, InvalidSignature, NotFound, ValidationError } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 const HttpUrl = Schema.String.pipe(
@@ -32,13 +33,15 @@ export const PortalInput = Schema.Struct({ returnUrl: HttpUrl }).annotations({
 const SessionUrl = Schema.Struct({ url: Schema.String.annotations({ description: "Hosted page to send the user to" }) })
 
 export class BillingGroup extends HttpApiGroup.make("billing")
-  .add(HttpApiEndpoint.get("subscription", "/billing/subscription").addSuccess(Ok(Subscription)))
-  .add(HttpApiEndpoint.get("usage", "/billing/usage").addSuccess(Ok(Usage)))
+  .add(HttpApiEndpoint.get("subscription", "/billing/subscription").addSuccess(Ok(Subscription)).addError(envelope(NotFound)))
+  .add(HttpApiEndpoint.get("usage", "/billing/usage").addSuccess(Ok(Usage)).addError(envelope(NotFound)))
   .add(
     HttpApiEndpoint.post("checkout", "/billing/checkout")
       .setPayload(CheckoutInput)
       .addSuccess(Ok(SessionUrl))
-      .addError(ConflictError)
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .addError(envelope(Conflict))
   )
   .add(
     HttpApiEndpoint.post("portal", "/billing/portal")
@@ -55,6 +58,9 @@ export class BillingWebhookGroup extends HttpApiGroup.make("billingWebhook")
   .add(
     HttpApiEndpoint.post("webhook", "/billing/webhook")
       .addSuccess(Ok(Schema.Struct({ received: Schema.Literal(true) })))
+      .addError(envelope(BadRequest))
+      .addError(envelope(InvalidSignature))
+      .addError(envelope(NotFound))
       .annotate(
         OpenApi.Description,
         "Stripe's events (signed with STRIPE_WEBHOOK_SECRET): checkout.session.completed, customer.subscription.*, invoice.payment_failed. A bad signature is 400 INVALID_SIGNATURE; 404 without Stripe configured"

@@ -18,7 +18,18 @@ import {
 import { ListParams } from "../../../services/listing.ts"
 import { JsonBody } from "../../../services/mailboxes/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { ConflictError, ForbiddenError, UnprocessableError } from "../errors.ts"
+import {
+  BadRequest,
+  Conflict,
+  DomainHasMailboxes,
+  DomainNotAllowed,
+  DomainQuotaReached,
+  EmailTaken,
+  NotFound,
+  ValidationError,
+  VerificationFailed
+} from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const DomainPath = Schema.Struct({ id: Schema.String })
@@ -33,14 +44,18 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
       HttpApiEndpoint.post("create", "/domains")
         .setPayload(JsonBody(CreateDomainInput, "CreateDomainInput"))
         .addSuccess(Ok(CreatedDomain), { status: 201 })
-        .addError(ForbiddenError)
-        .addError(ConflictError)
+        .addError(envelope(BadRequest))
+        .addError(envelope(ValidationError))
+        .addError(envelope(DomainQuotaReached))
+        .addError(envelope(Conflict))
         .annotate(OpenApi.Description, "Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT")
     )
     .add(
       HttpApiEndpoint.post("verify", "/domains/:id/verify")
         .setPath(DomainPath)
         .addSuccess(Ok(Domain))
+        .addError(envelope(VerificationFailed))
+        .addError(envelope(NotFound))
         .annotate(OpenApi.Description, "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured")
     )
     .add(
@@ -48,15 +63,20 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
         .setPath(DomainPath)
         .setPayload(JsonBody(MigrateInput, "MigrateMailboxesInput"))
         .addSuccess(Ok(Migration))
-        .addError(ConflictError)
-        .addError(UnprocessableError)
+        .addError(envelope(BadRequest))
+        .addError(envelope(ValidationError))
+        .addError(envelope(NotFound))
+        .addError(envelope(Conflict))
+        .addError(envelope(EmailTaken))
+        .addError(envelope(DomainNotAllowed))
         .annotate(OpenApi.Description, "Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews)")
     )
     .add(
       HttpApiEndpoint.del("remove", "/domains/:id")
         .setPath(DomainPath)
         .addSuccess(Ok(DeletedDomain))
-        .addError(ConflictError)
+        .addError(envelope(NotFound))
+        .addError(envelope(DomainHasMailboxes))
         .annotate(OpenApi.Description, "409 DOMAIN_HAS_MAILBOXES while active mailboxes use it")
     )
 

@@ -3,7 +3,9 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Email, EmailSummary, emailSortFields, Thread } from "../../../services/mail/schemas.ts"
+import { NotFound } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 const MailboxEmailsPath = Schema.Struct({ mailboxId: Schema.String })
@@ -17,22 +19,25 @@ export class EmailsGroup extends HttpApiGroup.make("emails")
       .setPath(MailboxEmailsPath)
       .setUrlParams(ListParams(emailSortFields))
       .addSuccess(OkWithMeta(Schema.Array(EmailSummary), ListMeta))
+      .addError(envelope(NotFound))
       .annotate(OpenApi.Description, "Newest first (sort received_at:desc) unless `sort` says otherwise")
   )
-  .add(HttpApiEndpoint.get("get", "/emails/:emailId").setPath(EmailPath).addSuccess(Ok(Email)))
+  .add(HttpApiEndpoint.get("get", "/emails/:emailId").setPath(EmailPath).addSuccess(Ok(Email)).addError(envelope(NotFound)))
   .add(
     HttpApiEndpoint.get("raw", "/emails/:emailId/raw")
       .setPath(EmailPath)
       .addSuccess(HttpApiSchema.Uint8Array({ contentType: "message/rfc822" }))
+      .addError(envelope(NotFound))
       .annotate(OpenApi.Description, "The message exactly as it was received")
   )
   .add(
     HttpApiEndpoint.get("attachment", "/emails/:emailId/attachments/:attachmentId")
       .setPath(AttachmentPath)
       .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }))
+      .addError(envelope(NotFound))
       .annotate(OpenApi.Description, "The decoded bytes, served with the attachment's own content type")
   )
-  .add(HttpApiEndpoint.get("thread", "/threads/:threadId").setPath(ThreadPath).addSuccess(Ok(Thread)))
+  .add(HttpApiEndpoint.get("thread", "/threads/:threadId").setPath(ThreadPath).addSuccess(Ok(Thread)).addError(envelope(NotFound)))
   .middleware(ApiAuthentication)
   .prefix("/v1/api")
   .annotate(OpenApi.Title, "Emails")

@@ -2,7 +2,8 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Ok } from "../envelope.ts"
-import { UnavailableError } from "../errors.ts"
+import { ServiceUnavailable } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 
 const Health = Schema.Struct({
   status: Schema.Literal("ok"),
@@ -12,6 +13,6 @@ const Health = Schema.Struct({
 
 export class HealthGroup extends HttpApiGroup.make("health")
   .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Ok(Health)))
-  .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(Ok(Health)).addError(UnavailableError))
+  .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(Ok(Health)).addError(envelope(ServiceUnavailable)))
   .annotate(OpenApi.Description, "Liveness (the process serves) and readiness (database and bus reachable)")
 {}

@@ -6,7 +6,20 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Details } from "../../../services/errors.ts"
+import {
+  BadRequest,
+  Details,
+  DisallowedLocal,
+  DomainMismatch,
+  DomainNotAllowed,
+  EmailTaken,
+  InvalidLocal,
+  LocalTooShort,
+  MailboxQuotaReached,
+  MissingFields,
+  NotFound,
+  ValidationError
+} from "../../../services/errors.ts"
 import {
   AddressBody,
   CheckEmailParams,
@@ -16,7 +29,7 @@ import {
   RenamedMailbox
 } from "../../../services/mailboxes/schemas.ts"
 import { Ok } from "../envelope.ts"
-import { ConflictError, ForbiddenError, UnprocessableError } from "../errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const MailboxCreated = Schema.Struct({ success: Schema.Literal(true), mailbox: Mailbox }).annotations({ identifier: "MailboxCreated" })
@@ -38,6 +51,23 @@ const EmailCheckResult = Schema.Union(
 
 const MailboxPath = Schema.Struct({ mailboxId: Schema.String })
 
+/**
+ * How create and rename refuse an address (SPEC "Mailbox error codes"): a body of the wrong shape
+ * (BAD_REQUEST on /v1/api, VALIDATION_ERROR on /api), a missing field, a broken rule, a domain not
+ * allowed, an address taken. check-email answers the 422s and the 409 as `valid: false` instead.
+ */
+const AddressRefusals = Schema.Union(
+  envelope(BadRequest),
+  envelope(MissingFields),
+  envelope(ValidationError),
+  envelope(EmailTaken),
+  envelope(LocalTooShort),
+  envelope(InvalidLocal),
+  envelope(DisallowedLocal),
+  envelope(DomainMismatch),
+  envelope(DomainNotAllowed)
+)
+
 const mailboxEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
     .add(HttpApiEndpoint.get("list", "/mailboxes").addSuccess(MailboxList))
@@ -45,28 +75,32 @@ const mailboxEndpoints = <const Name extends string>(name: Name) =>
       HttpApiEndpoint.post("create", "/mailboxes")
         .setPayload(AddressBody)
         .addSuccess(MailboxCreated, { status: 201 })
-        .addError(ForbiddenError)
-        .addError(ConflictError)
-        .addError(UnprocessableError)
+        .addError(AddressRefusals)
+        .addError(envelope(MailboxQuotaReached))
     )
     .add(
       HttpApiEndpoint.get("checkEmail", "/mailboxes/check-email")
         .setUrlParams(CheckEmailParams)
         .addSuccess(EmailCheckResult)
+        .addError(envelope(BadRequest))
+        .addError(envelope(MissingFields))
     )
     .add(
       HttpApiEndpoint.patch("rename", "/mailboxes/:mailboxId")
         .setPath(MailboxPath)
         .setPayload(AddressBody)
         .addSuccess(Ok(RenamedMailbox))
-        .addError(ConflictError)
-        .addError(UnprocessableError)
+        .addError(AddressRefusals)
+        .addError(envelope(NotFound))
     )
     .add(
       HttpApiEndpoint.del("remove", "/mailboxes/:mailboxId")
         .setPath(MailboxPath)
         .setPayload(DeleteBody)
         .addSuccess(Ok(DeletedMailbox))
+        .addError(envelope(BadRequest))
+        .addError(envelope(ValidationError))
+        .addError(envelope(NotFound))
     )
 
 export class MailboxesGroup extends mailboxEndpoints("mailboxes")

@@ -3,7 +3,8 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { SearchInput, SearchMeta, SearchResult, SuggestionsParams } from "../../../services/search/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { ForbiddenError, RateLimitedError } from "../errors.ts"
+import { NotFound, RateLimited, SearchQuotaReached, ValidationError } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 export class SearchGroup extends HttpApiGroup.make("search")
@@ -11,8 +12,10 @@ export class SearchGroup extends HttpApiGroup.make("search")
     HttpApiEndpoint.post("search", "/search")
       .setPayload(SearchInput)
       .addSuccess(OkWithMeta(Schema.Array(SearchResult), SearchMeta))
-      .addError(ForbiddenError)
-      .addError(RateLimitedError)
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .addError(envelope(SearchQuotaReached))
+      .addError(envelope(RateLimited))
       .annotate(
         OpenApi.Description,
         "Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period " +

@@ -14,7 +14,8 @@ import {
 } from "../../../services/webhooks/schemas.ts"
 import { webhookSortFields } from "../../../services/webhooks/webhooks.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { ForbiddenError } from "../errors.ts"
+import { NotFound, ValidationError, WebhookQuotaReached } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 const WebhookPath = Schema.Struct({ id: Schema.String })
@@ -30,23 +31,27 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.post("create", "/webhooks")
       .setPayload(CreateWebhookInput)
       .addSuccess(Ok(CreatedWebhook), { status: 201 })
-      .addError(ForbiddenError)
+      .addError(envelope(ValidationError))
+      .addError(envelope(WebhookQuotaReached))
       .annotate(OpenApi.Description, "The full secret is in this answer only; over the plan's endpoint limit: 403 WEBHOOK_QUOTA")
   )
-  .add(HttpApiEndpoint.get("get", "/webhooks/:id").setPath(WebhookPath).addSuccess(Ok(Webhook)))
+  .add(HttpApiEndpoint.get("get", "/webhooks/:id").setPath(WebhookPath).addSuccess(Ok(Webhook)).addError(envelope(NotFound)))
   .add(
     HttpApiEndpoint.patch("update", "/webhooks/:id")
       .setPath(WebhookPath)
       .setPayload(UpdateWebhookInput)
       .addSuccess(Ok(UpdatedWebhook))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
       .annotate(OpenApi.Description, "Every field optional; a changed secret is answered in full, once")
   )
-  .add(HttpApiEndpoint.del("remove", "/webhooks/:id").setPath(WebhookPath).addSuccess(Ok(DeletedWebhook)))
+  .add(HttpApiEndpoint.del("remove", "/webhooks/:id").setPath(WebhookPath).addSuccess(Ok(DeletedWebhook)).addError(envelope(NotFound)))
   .add(
     HttpApiEndpoint.get("deliveries", "/webhooks/:id/deliveries")
       .setPath(WebhookPath)
       .setUrlParams(Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }).annotations({ parseOptions: { errors: "all" } }))
       .addSuccess(OkWithMeta(Schema.Array(Delivery), ListMeta))
+      .addError(envelope(NotFound))
       .annotate(OpenApi.Description, "Every delivery to this endpoint, newest first, with each attempt's status, duration and error")
   )
   .middleware(ApiAuthentication)
