@@ -32,7 +32,12 @@ export type DeleteInput = typeof DeleteInput.Type
  * generic decoder, decides how a wrong shape is reported), documented in OpenAPI as `schema`.
  */
 export const JsonBody = <A, I>(schema: Schema.Schema<A, I>, identifier: string) => {
-  const { $schema: _, ...shape } = JSONSchema.make(schema)
+  // The shape itself, not a `$ref` to a `$defs` entry the document would not carry (a top-level
+  // identifier on `schema` is the one this annotation gives). Flat bodies only: anything nested
+  // with an identifier would land in `definitions`, which nothing publishes.
+  const definitions = {}
+  const shape = JSONSchema.fromAST(schema.ast, { definitions, target: "openApi3.1", topLevelReferenceStrategy: "skip" })
+  if (Object.keys(definitions).length > 0) throw new Error(`JsonBody(${identifier}): nested identified schemas are not published`)
   return Schema.Unknown.annotations({ identifier, jsonSchema: shape })
 }
 

@@ -19,12 +19,15 @@ import {
   ValidationError
 } from "../../services/errors.ts"
 import { envelope } from "./errors.ts"
+import { EventPayloads } from "../../services/webhooks/schemas.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
+import { publish } from "./openapi.ts"
 import { SearchGroup } from "./search/api.ts"
 import { WebhooksGroup } from "./webhooks/api.ts"
 
-export class MailroomApi extends HttpApi.make("mailroom")
+/** The groups, before anything is said about the whole: what publish() reads each route's credentials from. */
+const Routes = HttpApi.make("mailroom")
   .add(HealthGroup)
   .add(AuthGroup)
   .add(ApiKeysGroup)
@@ -38,6 +41,8 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)
   .add(SearchGroup)
+
+export class MailroomApi extends Routes
   // What the edge (server.ts, input-rules.ts) can answer on any route, before or around its handler.
   .addError(envelope(ValidationError))
   .addError(envelope(BadRequest))
@@ -48,4 +53,7 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .annotate(OpenApi.Title, "Mailroom")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Email for software agents. Every response uses the { success, data, meta } / { success, error } envelope.")
+  .annotate(OpenApi.Servers, [{ url: "/", description: "This server" }])
+  .annotate(HttpApi.AdditionalSchemas, Object.values(EventPayloads))
+  .annotate(OpenApi.Transform, publish(Routes))
 {}

@@ -12,10 +12,8 @@ import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
 import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
-import { ApiAuthentication, ClientRateLimit, SessionAuthentication } from "./security.ts"
+import { ApiAuthentication, ClientRateLimit, SESSION_COOKIE, SessionAuthentication } from "./security.ts"
 import { orUnavailable } from "./infra.ts"
-
-export const SESSION_COOKIE = "mailroom_session"
 
 /** Requests per minute from one client address on routes that need no credential. */
 const CLIENT_WINDOWS = [{ seconds: 60, limit: 300 }]

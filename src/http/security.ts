@@ -8,6 +8,9 @@ import { CurrentPrincipal } from "../../services/accounts/principal.ts"
 import { Forbidden, InternalError, RateLimited, ServiceUnavailable, Unauthorized } from "../../services/errors.ts"
 import { envelope } from "./errors.ts"
 
+/** The dashboard session's cookie, set by login. */
+export const SESSION_COOKIE = "mailroom_session"
+
 /** `{base_url}` routes: `X-API-Key`, or `Authorization: Bearer` with an API key or access token. */
 export class ApiAuthentication extends HttpApiMiddleware.Tag<ApiAuthentication>()("ApiAuthentication", {
   provides: CurrentPrincipal,

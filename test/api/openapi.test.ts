@@ -183,4 +183,89 @@ describe("OpenAPI: SPEC's error codes on the routes that answer them", () => {
       for (const operation of found) expect(errorsOf(operation).get(status) ?? [], `${operation.route} ${status}`).toContain(code)
     }
   })
+
+  it("every error answer is SPEC's envelope with a code", () => {
+    for (const operation of operations) {
+      for (const [status, codes] of errorsOf(operation)) {
+        expect(codes.length, `${operation.route} ${status} names no code`).toBeGreaterThan(0)
+        const schema = operation.responses[status].content["application/json"].schema
+        for (const member of resolve(schema).anyOf ?? [schema]) {
+          const envelope = resolve(member)
+          expect(envelope.required, `${operation.route} ${status}`).toEqual(["success", "error"])
+          expect(envelope.properties.success.enum).toEqual([false])
+          expect(envelope.properties.error.required).toEqual(["code", "message"])
+        }
+      }
+    }
+  })
+})
+
+describe("OpenAPI: a reference people can use", () => {
+  it("answers 400 with SPEC's envelope, never HttpApi's decode error", () => {
+    expect(JSON.stringify(document)).not.toContain("HttpApiDecodeError")
+    expect(errorsOf(find("POST /v1/api-keys")!).get(400)).toEqual(expect.arrayContaining(["VALIDATION_ERROR", "BAD_REQUEST"]))
+  })
+
+  it("every $ref points at a component the document has", () => {
+    const refs = JSON.stringify(document).match(/"\$ref":"[^"]+"/g) ?? []
+    expect(refs.length).toBeGreaterThan(0)
+    for (const ref of new Set(refs)) {
+      const target = JSON.parse(`{${ref}}`).$ref as string
+      expect(target, ref).toMatch(/^#\/components\/schemas\//)
+      expect(resolve({ $ref: target }), ref).toBeDefined()
+    }
+  })
+
+  it("declares the credentials, and each route the ones its middleware accepts", () => {
+    expect(document.components.securitySchemes).toEqual({
+      apiKey: expect.objectContaining({ type: "apiKey", in: "header", name: "X-API-Key" }),
+      bearer: expect.objectContaining({ type: "http", scheme: "bearer" }),
+      session: expect.objectContaining({ type: "apiKey", in: "cookie", name: "mailroom_session" })
+    })
+    const securityOf = (route: string) => {
+      const [method, path] = route.split(" ")
+      return document.paths[path!][method!.toLowerCase()].security
+    }
+    for (const operation of authenticated) {
+      const expected = operation.path.startsWith("/api/") ? [{ session: [] }, { bearer: [] }] : [{ apiKey: [] }, { bearer: [] }]
+      expect(securityOf(operation.route), operation.route).toEqual(expected)
+    }
+    for (const route of [...OPEN, ...CLIENT_LIMITED]) expect(securityOf(route), route).toEqual([])
+  })
+
+  it("every operation has a summary and a description; the document names its server", () => {
+    for (const [path, methods] of Object.entries<Json>(document.paths)) {
+      for (const [method, operation] of Object.entries<Json>(methods)) {
+        expect(operation.summary, `${method} ${path}`).toMatch(/\w/)
+        expect(operation.description, `${method} ${path}`).toMatch(/\w/)
+      }
+    }
+    expect(document.servers).toEqual([expect.objectContaining({ url: "/" })])
+  })
+
+  it("list routes take limit and offset", () => {
+    const lists = operations.filter((operation) => JSON.stringify(operation.responses["200"] ?? {}).includes("#/components/schemas/ListMeta"))
+    expect(lists.map((operation) => operation.route)).toEqual(
+      expect.arrayContaining(["GET /v1/api-keys", "GET /v1/api/webhooks", "GET /v1/api/mailboxes/{mailboxId}/emails"])
+    )
+    for (const operation of lists) {
+      const [method, path] = operation.route.split(" ")
+      const names = document.paths[path!][method!.toLowerCase()].parameters.filter((p: Json) => p.in === "query").map((p: Json) => p.name)
+      expect(names, operation.route).toEqual(expect.arrayContaining(["limit", "offset"]))
+    }
+  })
+
+  it("describes the event payloads under webhooks, as receivers get them", () => {
+    expect(Object.keys(document.webhooks).sort()).toEqual(["api_key.created", "email.processed", "email.received"])
+    for (const [kind, item] of Object.entries<Json>(document.webhooks)) {
+      const payload = resolve(item.post.requestBody.content["application/json"].schema)
+      expect(payload.required, kind).toEqual(["event", "timestamp", "data"])
+      expect(payload.properties.event.enum).toEqual([kind])
+      expect(item.post.parameters.map((p: Json) => p.name)).toContain("X-Service-Signature")
+    }
+    const received = resolve(document.webhooks["email.received"].post.requestBody.content["application/json"].schema)
+    expect(Object.keys(received.properties.data.properties).sort()).toEqual(
+      ["date", "domain", "email_id", "from", "has_attachments", "mailbox_id", "message_id", "subject", "thread_id", "to"]
+    )
+  })
 })

@@ -19,6 +19,10 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .setPayload(RegisterInput)
       .addSuccess(Ok(RegisteredUser), { status: 201 })
       .addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: "Register a user",
+        description: "Creates the account on the free plan. An email already registered is 409 CONFLICT; an invalid email or a password under 8 characters 400 VALIDATION_ERROR"
+      }))
   )
   .add(
     HttpApiEndpoint.post("login", "/login")
@@ -26,19 +30,32 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addSuccess(Ok(SessionCredentials))
       .addError(envelope(Unauthorized))
       .addError(envelope(RateLimited))
+      .annotateContext(OpenApi.annotations({
+        summary: "Log in",
+        description: "Answers an access token (900 s) and a refresh token (30 days), and sets the dashboard session cookie. Wrong credentials are 401; 10 failed logins per account in 15 minutes are 429"
+      }))
   )
   .add(
     HttpApiEndpoint.post("refresh", "/refresh")
       .setPayload(RefreshInput)
       .addSuccess(Ok(RefreshedCredentials))
       .addError(envelope(Unauthorized))
+      .annotateContext(OpenApi.annotations({
+        summary: "Refresh an access token",
+        description: "Exchanges a refresh token for a new access token and a new refresh token; the old refresh token stops working"
+      }))
   )
   .middleware(ClientRateLimit)
   .add(
     HttpApiEndpoint.post("logout", "/logout")
       .addSuccess(Ok(Message))
       .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Log out",
+        description: "Ends this login's session: its access token, refresh token and cookie stop working; other sessions keep working"
+      }))
   )
   .prefix("/api/auth")
   .annotate(OpenApi.Title, "User authentication")
+  .annotate(OpenApi.Description, "Register, log in, refresh and log out (on {app_url}); open routes are limited per client address")
 {}

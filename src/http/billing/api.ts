@@ -33,8 +33,24 @@ export const PortalInput = Schema.Struct({ returnUrl: HttpUrl }).annotations({
 const SessionUrl = Schema.Struct({ url: Schema.String.annotations({ description: "Hosted page to send the user to" }) })
 
 export class BillingGroup extends HttpApiGroup.make("billing")
-  .add(HttpApiEndpoint.get("subscription", "/billing/subscription").addSuccess(Ok(Subscription)).addError(envelope(NotFound)))
-  .add(HttpApiEndpoint.get("usage", "/billing/usage").addSuccess(Ok(Usage)).addError(envelope(NotFound)))
+  .add(
+    HttpApiEndpoint.get("subscription", "/billing/subscription")
+      .addSuccess(Ok(Subscription))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Get the subscription",
+        description: "The account's plan, its status and the current billing period"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("usage", "/billing/usage")
+      .addSuccess(Ok(Usage))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Get usage",
+        description: "Emails, searches and storage used in the current billing period, against the plan's limits (storage in bytes)"
+      }))
+  )
   .add(
     HttpApiEndpoint.post("checkout", "/billing/checkout")
       .setPayload(CheckoutInput)
@@ -42,15 +58,24 @@ export class BillingGroup extends HttpApiGroup.make("billing")
       .addError(envelope(ValidationError))
       .addError(envelope(NotFound))
       .addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: "Start a checkout",
+        description: "Answers the hosted payment page to send the user to. The plan the account is on already is 409 CONFLICT; free needs no checkout (400)"
+      }))
   )
   .add(
     HttpApiEndpoint.post("portal", "/billing/portal")
       .setPayload(PortalInput)
       .addSuccess(Ok(SessionUrl))
+      .annotateContext(OpenApi.annotations({
+        summary: "Open the billing portal",
+        description: "Answers a customer portal page for payment methods, invoices and cancelling"
+      }))
   )
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Billing")
+  .annotate(OpenApi.Description, "Subscription, usage, checkout and the billing portal on {base_url}")
 {}
 
 /** Stripe calls this; it proves itself with `Stripe-Signature`, not a key. */
@@ -61,6 +86,7 @@ export class BillingWebhookGroup extends HttpApiGroup.make("billingWebhook")
       .addError(envelope(BadRequest))
       .addError(envelope(InvalidSignature))
       .addError(envelope(NotFound))
+      .annotate(OpenApi.Summary, "Receive Stripe's events")
       .annotate(
         OpenApi.Description,
         "Stripe's events (signed with STRIPE_WEBHOOK_SECRET): checkout.session.completed, customer.subscription.*, invoice.payment_failed. A bad signature is 400 INVALID_SIGNATURE; 404 without Stripe configured"
@@ -68,4 +94,5 @@ export class BillingWebhookGroup extends HttpApiGroup.make("billingWebhook")
   )
   .prefix("/v1")
   .annotate(OpenApi.Title, "Billing webhook")
+  .annotate(OpenApi.Description, "Called by the payment provider, not by clients")
 {}

@@ -12,7 +12,19 @@ const Health = Schema.Struct({
 })
 
 export class HealthGroup extends HttpApiGroup.make("health")
-  .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Ok(Health)))
-  .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(Ok(Health)).addError(envelope(ServiceUnavailable)))
+  .add(
+    HttpApiEndpoint.get("healthz", "/healthz")
+      .addSuccess(Ok(Health))
+      .annotateContext(OpenApi.annotations({ summary: "Liveness", description: "200 while the process serves requests; checks nothing else" }))
+  )
+  .add(
+    HttpApiEndpoint.get("readyz", "/readyz")
+      .addSuccess(Ok(Health))
+      .addError(envelope(ServiceUnavailable))
+      .annotateContext(OpenApi.annotations({
+        summary: "Readiness",
+        description: "200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise"
+      }))
+  )
   .annotate(OpenApi.Description, "Liveness (the process serves) and readiness (database and bus reachable)")
 {}

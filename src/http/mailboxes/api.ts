@@ -70,13 +70,26 @@ const AddressRefusals = Schema.Union(
 
 const mailboxEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
-    .add(HttpApiEndpoint.get("list", "/mailboxes").addSuccess(MailboxList))
+    .add(
+      HttpApiEndpoint.get("list", "/mailboxes")
+        .addSuccess(MailboxList)
+        .annotateContext(OpenApi.annotations({
+          summary: "List mailboxes",
+          description: "The caller's active mailboxes, newest first, under `mailboxes` (not paginated)"
+        }))
+    )
     .add(
       HttpApiEndpoint.post("create", "/mailboxes")
         .setPayload(AddressBody)
         .addSuccess(MailboxCreated, { status: 201 })
         .addError(AddressRefusals)
         .addError(envelope(MailboxQuotaReached))
+        .annotate(OpenApi.Summary, "Create a mailbox")
+        .annotate(
+          OpenApi.Description,
+          "A new address: local_part (or email_address) and domain, held to SPEC's rules (at least 5 characters, letters, digits, " +
+            "'.', '_', '-', not reserved, unique across all users, on a domain the plan allows). Answers 201 with `mailbox`"
+        )
     )
     .add(
       HttpApiEndpoint.get("checkEmail", "/mailboxes/check-email")
@@ -84,6 +97,12 @@ const mailboxEndpoints = <const Name extends string>(name: Name) =>
         .addSuccess(EmailCheckResult)
         .addError(envelope(BadRequest))
         .addError(envelope(MissingFields))
+        .annotate(OpenApi.Summary, "Check an address")
+        .annotate(
+          OpenApi.Description,
+          "Applies the create rules without creating: a rule failure is 200 `valid: false` with its code (LOCAL_TOO_SHORT, EMAIL_TAKEN, ...); " +
+            "exclude_mailbox_id counts that mailbox's own address as free (rename)"
+        )
     )
     .add(
       HttpApiEndpoint.patch("rename", "/mailboxes/:mailboxId")
@@ -92,6 +111,10 @@ const mailboxEndpoints = <const Name extends string>(name: Name) =>
         .addSuccess(Ok(RenamedMailbox))
         .addError(AddressRefusals)
         .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Rename a mailbox",
+          description: "A new address by the create rules; mailbox_id and stored mail stay"
+        }))
     )
     .add(
       HttpApiEndpoint.del("remove", "/mailboxes/:mailboxId")
@@ -101,12 +124,17 @@ const mailboxEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(BadRequest))
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Delete a mailbox",
+          description: "Soft-deletes the mailbox and hides its mail; confirm_email_address must equal its full address exactly"
+        }))
     )
 
 export class MailboxesGroup extends mailboxEndpoints("mailboxes")
   .middleware(ApiAuthentication)
   .prefix("/v1/api")
   .annotate(OpenApi.Title, "Mailboxes")
+  .annotate(OpenApi.Description, "The addresses agents receive mail at (API keys, under /v1/api)")
 {}
 
 export class DashboardMailboxesGroup extends mailboxEndpoints("dashboardMailboxes")

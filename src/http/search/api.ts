@@ -16,6 +16,7 @@ export class SearchGroup extends HttpApiGroup.make("search")
       .addError(envelope(NotFound))
       .addError(envelope(SearchQuotaReached))
       .addError(envelope(RateLimited))
+      .annotate(OpenApi.Summary, "Search emails")
       .annotate(
         OpenApi.Description,
         "Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period " +
@@ -26,9 +27,13 @@ export class SearchGroup extends HttpApiGroup.make("search")
     HttpApiEndpoint.get("suggestions", "/search/suggestions")
       .setUrlParams(SuggestionsParams)
       .addSuccess(Ok(Schema.Array(Schema.String)))
-      .annotate(OpenApi.Description, "Completions of a partial query: your past queries, then subjects, then senders (10 at most)")
+      .annotateContext(OpenApi.annotations({
+        summary: "Suggest queries",
+        description: "Completions of a partial query: your past queries, then subjects, then senders (10 at most)"
+      }))
   )
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Search")
+  .annotate(OpenApi.Description, "Semantic search over received emails on {base_url}")
 {}
