@@ -5,7 +5,7 @@
  * fail with these; the HTTP edge (src/http/errors.ts) turns them into
  * `{ success: false, error: { code, message, details } }`, with no other knowledge of them.
  *
- * `failure(wire)` is the one shape they share: `status` and `code` are fields filled in by the
+ * `failure(tag, wire)` is the one shape they share: `status` and `code` are fields filled in by the
  * constructor (so an instance says on its own how it goes on the wire), and `wire` rides on the
  * class as an annotation (so the contract can describe the class without an instance).
  */
@@ -53,9 +53,11 @@ const failure = <const Tag extends string, const Status extends number, const Co
   failureWith(tag, wire, {})
 
 /** The wire of an error class, as `failure` recorded it. */
-export const wireOf = (cls: Schema.Schema.Any): Wire =>
+export const wireOf = <E extends { readonly status: number; readonly code: string }>(
+  cls: Schema.Schema<E, any>
+): Wire<E["status"], E["code"]> =>
   Option.getOrThrowWith(
-    SchemaAST.getAnnotation<Wire>(Schema.typeSchema(cls).ast, WireAnnotationId),
+    SchemaAST.getAnnotation<Wire<E["status"], E["code"]>>(Schema.typeSchema(cls).ast, WireAnnotationId),
     () => new Error(`${String(cls.ast)} is not an API error (declare it with failure())`)
   )
 
@@ -69,8 +71,7 @@ export class BadRequest extends Schema.TaggedError<BadRequest>()(
     code: "BAD_REQUEST",
     description: "BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address"
   })
-) {
-}
+) {}
 
 /** 400 VALIDATION_ERROR: parameters failed validation; `details` maps a field name to a message. */
 export class ValidationError extends Schema.TaggedError<ValidationError>()(
@@ -114,8 +115,7 @@ export class NotFound extends Schema.TaggedError<NotFound>()(
     code: "NOT_FOUND",
     description: "NOT_FOUND: the resource does not exist or is not the caller's"
   })
-) {
-}
+) {}
 
 /** 409 CONFLICT: already exists, or a state conflict. */
 export class Conflict extends Schema.TaggedError<Conflict>()(

@@ -55,7 +55,7 @@ const envelopes = new WeakMap<object, Schema.Schema.Any>()
 
 const makeEnvelope = <E extends ApiError>(cls: ErrorClass<E>) => {
   const wire = wireOf(cls)
-  return Schema.transform(errorBody(wire.code as E["code"]), Schema.typeSchema(cls), {
+  return Schema.transform(errorBody(wire.code), Schema.typeSchema(cls), {
     strict: true,
     decode: (answer) =>
       new cls({
