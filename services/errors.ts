@@ -1,137 +1,322 @@
 /**
- * The failures a user can meet. Each carries what the SPEC error envelope needs: the HTTP status,
- * a stable `code`, a human `message` and optional `details`. Domain services fail with these;
- * the HTTP edge turns them into `{ success: false, error: { code, message, details } }`.
+ * The failures a user can meet: one `Schema.TaggedError` per SPEC error code. Each carries what the
+ * SPEC error envelope needs (the HTTP status, its stable `code`, a human `message`, optional
+ * `details`) and a description of when it happens, read by the contract (OpenAPI). Domain services
+ * fail with these; the HTTP edge (src/http/errors.ts) turns them into
+ * `{ success: false, error: { code, message, details } }`, with no other knowledge of them.
+ *
+ * `failure(tag, wire)` is the one shape they share: `status` and `code` are fields filled in by the
+ * constructor (so an instance says on its own how it goes on the wire), and `wire` rides on the
+ * class as an annotation (so the contract can describe the class without an instance).
  */
-import { Schema } from "effect"
+import { Option, Schema, SchemaAST } from "effect"
 
 export const Details = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 export type Details = typeof Details.Type
 
-const fields = {
-  code: Schema.String,
-  message: Schema.String,
-  details: Schema.optional(Details)
+/** How an error goes on the wire: SPEC's HTTP status and `error.code`, and when it is answered. */
+export interface Wire<Status extends number = number, Code extends string = string> {
+  readonly status: Status
+  readonly code: Code
+  readonly description: string
 }
 
-type Init = { readonly message: string; readonly details?: Details | undefined; readonly code?: string }
+const WireAnnotationId: unique symbol = Symbol.for("mailroom/errors/Wire")
 
-const init = (defaultCode: string, input: Init) => ({
-  code: input.code ?? defaultCode,
-  message: input.message,
-  ...(input.details !== undefined && Object.keys(input.details).length > 0 ? { details: input.details } : {})
-})
+/** A field that always holds `value`, filled in by the constructor. */
+const always = <const L extends string | number>(value: L) =>
+  Schema.Literal(value).pipe(Schema.propertySignature, Schema.withConstructorDefault(() => value))
 
-/** 400: malformed input (invalid JSON, missing body, bad shape). */
-export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", fields) {
-  readonly status = 400
-  static of(input: Init) {
-    return new BadRequest(init("BAD_REQUEST", input))
-  }
+/** The tags of every error declared with `failure`: what `isApiError` recognises. */
+const tags = new Set<string>()
+
+/**
+ * The fields and annotations of an error going on the wire as `wire`, plus `extra` fields the edge
+ * needs besides (`retryAfter`). Spread into `Schema.TaggedError<Self>()(...failureWith(...))`.
+ */
+const failureWith = <
+  const Tag extends string,
+  const Status extends number,
+  const Code extends string,
+  Extra extends Schema.Struct.Fields
+>(tag: Tag, wire: Wire<Status, Code>, extra: Extra) => {
+  tags.add(tag)
+  return [
+    tag,
+    { status: always(wire.status), code: always(wire.code), message: Schema.String, details: Schema.optional(Details), ...extra },
+    { description: wire.description, [WireAnnotationId]: wire }
+  ] as const
 }
 
-/** 400: parameters failed validation; `details` maps a field name to a message. */
-export class ValidationError extends Schema.TaggedError<ValidationError>()("ValidationError", fields) {
-  readonly status = 400
-  static of(input: Init) {
-    return new ValidationError(init("VALIDATION_ERROR", input))
-  }
+/** `failureWith` and no extra fields: what most errors are. */
+const failure = <const Tag extends string, const Status extends number, const Code extends string>(tag: Tag, wire: Wire<Status, Code>) =>
+  failureWith(tag, wire, {})
+
+/** The wire of an error class, as `failure` recorded it. */
+export const wireOf = <E extends { readonly status: number; readonly code: string }>(
+  cls: Schema.Schema<E, any>
+): Wire<E["status"], E["code"]> =>
+  Option.getOrThrowWith(
+    SchemaAST.getAnnotation<Wire<E["status"], E["code"]>>(Schema.typeSchema(cls).ast, WireAnnotationId),
+    () => new Error(`${String(cls.ast)} is not an API error (declare it with failure())`)
+  )
+
+// ---------------------------------------------------------------------------------------------
+// General codes (SPEC "Errors")
+
+/** 400 BAD_REQUEST: malformed input (invalid JSON, missing body, bad shape). */
+export class BadRequest extends Schema.TaggedError<BadRequest>()(
+  ...failure("BadRequest", {
+    status: 400,
+    code: "BAD_REQUEST",
+    description: "BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address"
+  })
+) {}
+
+/** 400 VALIDATION_ERROR: parameters failed validation; `details` maps a field name to a message. */
+export class ValidationError extends Schema.TaggedError<ValidationError>()(
+  ...failure("ValidationError", {
+    status: 400,
+    code: "VALIDATION_ERROR",
+    description: "VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)"
+  })
+) {
   static field(field: string, message: string) {
-    return ValidationError.of({ message: `${field}: ${message}`, details: { [field]: message } })
+    return new ValidationError({ message: `${field}: ${message}`, details: { [field]: message } })
   }
 }
 
-/** 401: missing or invalid credential, bad login, bad refresh token. */
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", fields) {
-  readonly status = 401
+/** 401 UNAUTHORIZED: missing or invalid credential, bad login, bad refresh token. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()(
+  ...failure("Unauthorized", {
+    status: 401,
+    code: "UNAUTHORIZED",
+    description: "UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token"
+  })
+) {
   static of(message: string) {
-    return new Unauthorized(init("UNAUTHORIZED", { message }))
+    return new Unauthorized({ message })
   }
 }
 
-/** 403: no permission, or a plan quota reached. */
-export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", fields) {
-  readonly status = 403
-  static of(input: Init) {
-    return new Forbidden(init("FORBIDDEN", input))
-  }
-}
+/** 403 FORBIDDEN: no permission for the operation. */
+export class Forbidden extends Schema.TaggedError<Forbidden>()(
+  ...failure("Forbidden", {
+    status: 403,
+    code: "FORBIDDEN",
+    description: "FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)"
+  })
+) {}
 
-/** 404: missing, or owned by someone else (the two are never told apart). */
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", fields) {
-  readonly status = 404
-  static of(input: Init) {
-    return new NotFound(init("NOT_FOUND", input))
-  }
-}
+/** 404 NOT_FOUND: missing, or owned by someone else (the two are never told apart). */
+export class NotFound extends Schema.TaggedError<NotFound>()(
+  ...failure("NotFound", {
+    status: 404,
+    code: "NOT_FOUND",
+    description: "NOT_FOUND: the resource does not exist or is not the caller's"
+  })
+) {}
 
-/** 409: already exists, or a state conflict. */
-export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", fields) {
-  readonly status = 409
-  static of(input: Init) {
-    return new Conflict(init("CONFLICT", input))
-  }
-}
+/** 409 CONFLICT: already exists, or a state conflict. */
+export class Conflict extends Schema.TaggedError<Conflict>()(
+  ...failure("Conflict", {
+    status: 409,
+    code: "CONFLICT",
+    description: "CONFLICT: the resource already exists, or the state forbids the change"
+  })
+) {}
 
-/** 413: the request body is larger than we accept. */
-export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", fields) {
-  readonly status = 413
-  static of(input: Init) {
-    return new PayloadTooLarge(init("PAYLOAD_TOO_LARGE", input))
-  }
-}
+/** 413 PAYLOAD_TOO_LARGE: the request body is larger than we accept. */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()(
+  ...failure("PayloadTooLarge", {
+    status: 413,
+    code: "PAYLOAD_TOO_LARGE",
+    description: "PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes"
+  })
+) {}
 
-/** 415: a request body in a media type the route does not read (every API body is JSON). */
-export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", fields) {
-  readonly status = 415
-  static of(input: Init) {
-    return new UnsupportedMediaType(init("UNSUPPORTED_MEDIA_TYPE", input))
-  }
-}
+/** 415 UNSUPPORTED_MEDIA_TYPE: a request body in a media type the route does not read (every API body is JSON). */
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()(
+  ...failure("UnsupportedMediaType", {
+    status: 415,
+    code: "UNSUPPORTED_MEDIA_TYPE",
+    description: "UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send"
+  })
+) {}
 
-/** 422: well-formed but semantically invalid. */
-export class Unprocessable extends Schema.TaggedError<Unprocessable>()("Unprocessable", fields) {
-  readonly status = 422
-  static of(input: Init & { readonly code: string }) {
-    return new Unprocessable(init(input.code, input))
-  }
-}
-
-/** 429: a rate limit was hit; `retryAfter` seconds go into the `Retry-After` header. */
-export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
-  ...fields,
-  retryAfter: Schema.Number
-}) {
-  readonly status = 429
+/** 429 RATE_LIMIT_EXCEEDED: a rate limit was hit; `retryAfter` seconds go into the `Retry-After` header. */
+export class RateLimited extends Schema.TaggedError<RateLimited>()(
+  ...failureWith("RateLimited", {
+    status: 429,
+    code: "RATE_LIMIT_EXCEEDED",
+    description: "RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds"
+  }, { retryAfter: Schema.Number })
+) {
   static of(input: { readonly limit: number; readonly window: string; readonly retryAfter: number; readonly message?: string }) {
     return new RateLimited({
-      ...init("RATE_LIMIT_EXCEEDED", {
-        message: input.message ?? `Rate limit of ${input.limit} requests per ${input.window} exceeded`,
-        details: { limit: input.limit, window: input.window, retry_after: input.retryAfter }
-      }),
+      message: input.message ?? `Rate limit of ${input.limit} requests per ${input.window} exceeded`,
+      details: { limit: input.limit, window: input.window, retry_after: input.retryAfter },
       retryAfter: input.retryAfter
     })
   }
 }
 
-/** 500: something we did not expect. Never carries internals. */
-export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", fields) {
-  readonly status = 500
+/** 500 INTERNAL_ERROR: something we did not expect. Never carries internals. */
+export class InternalError extends Schema.TaggedError<InternalError>()(
+  ...failure("InternalError", { status: 500, code: "INTERNAL_ERROR", description: "INTERNAL_ERROR: an unexpected failure" })
+) {
   static of(message = "An unexpected error occurred") {
-    return new InternalError(init("INTERNAL_ERROR", { message }))
+    return new InternalError({ message })
   }
 }
 
-/** 503: a dependency (database, bus) is unreachable; clients retry after `retryAfter` seconds. */
-export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()("ServiceUnavailable", {
-  ...fields,
-  retryAfter: Schema.Number
-}) {
-  readonly status = 503
+/** 503 SERVICE_UNAVAILABLE: a dependency (database, bus) is unreachable; clients retry after `retryAfter` seconds. */
+export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()(
+  ...failureWith("ServiceUnavailable", {
+    status: 503,
+    code: "SERVICE_UNAVAILABLE",
+    description: "SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds"
+  }, { retryAfter: Schema.Number })
+) {
   static of(message = "The service is temporarily unavailable, retry shortly", retryAfter = 5) {
-    return new ServiceUnavailable({ ...init("SERVICE_UNAVAILABLE", { message }), retryAfter })
+    return new ServiceUnavailable({ message, retryAfter })
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Mailbox address rules (SPEC "Mailbox error codes")
+
+/** 400 MISSING_FIELDS: `domain` missing, or both `local_part` and `email_address`. */
+export class MissingFields extends Schema.TaggedError<MissingFields>()(
+  ...failure("MissingFields", {
+    status: 400,
+    code: "MISSING_FIELDS",
+    description: "MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields"
+  })
+) {}
+
+/** 422 LOCAL_TOO_SHORT: a local part under the minimum length. */
+export class LocalTooShort extends Schema.TaggedError<LocalTooShort>()(
+  ...failure("LocalTooShort", {
+    status: 422,
+    code: "LOCAL_TOO_SHORT",
+    description: "LOCAL_TOO_SHORT: a local part under 5 characters; details: min_length, actual_length"
+  })
+) {}
+
+/** 422 INVALID_LOCAL: disallowed characters or shape. */
+export class InvalidLocal extends Schema.TaggedError<InvalidLocal>()(
+  ...failure("InvalidLocal", {
+    status: 422,
+    code: "INVALID_LOCAL",
+    description: "INVALID_LOCAL: disallowed characters or shape in the local part; details.local_part"
+  })
+) {}
+
+/** 422 DISALLOWED_LOCAL: a reserved name (DISALLOWED_EMAIL_NAME). */
+export class DisallowedLocal extends Schema.TaggedError<DisallowedLocal>()(
+  ...failure("DisallowedLocal", {
+    status: 422,
+    code: "DISALLOWED_LOCAL",
+    description: "DISALLOWED_LOCAL: the local part is a reserved name; details.local_part"
+  })
+) {}
+
+/** 422 DOMAIN_MISMATCH: the host in `email_address` differs from `domain`. */
+export class DomainMismatch extends Schema.TaggedError<DomainMismatch>()(
+  ...failure("DomainMismatch", {
+    status: 422,
+    code: "DOMAIN_MISMATCH",
+    description: "DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request"
+  })
+) {}
+
+/** 422 DOMAIN_NOT_ALLOWED: not in the shared pool (free), or not a verified domain of the account (paid). */
+export class DomainNotAllowed extends Schema.TaggedError<DomainNotAllowed>()(
+  ...failure("DomainNotAllowed", {
+    status: 422,
+    code: "DOMAIN_NOT_ALLOWED",
+    description: "DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan"
+  })
+) {}
+
+/** 409 EMAIL_TAKEN: the full address exists already (including a lost race on the unique index). */
+export class EmailTaken extends Schema.TaggedError<EmailTaken>()(
+  ...failure("EmailTaken", {
+    status: 409,
+    code: "EMAIL_TAKEN",
+    description: "EMAIL_TAKEN: the full address already exists; details.email_address"
+  })
+) {}
+
+// ---------------------------------------------------------------------------------------------
+// Plan quotas (403)
+
+/** 403 MAILBOX_QUOTA: the plan's mailbox count is reached. */
+export class MailboxQuotaReached extends Schema.TaggedError<MailboxQuotaReached>()(
+  ...failure("MailboxQuotaReached", {
+    status: 403,
+    code: "MAILBOX_QUOTA",
+    description: "MAILBOX_QUOTA: the plan's mailbox count is reached; details: count, limit, plan"
+  })
+) {}
+
+/** 403 DOMAIN_QUOTA: the plan's custom-domain count is reached. */
+export class DomainQuotaReached extends Schema.TaggedError<DomainQuotaReached>()(
+  ...failure("DomainQuotaReached", {
+    status: 403,
+    code: "DOMAIN_QUOTA",
+    description: "DOMAIN_QUOTA: the plan's custom-domain count is reached; details: count, limit, plan"
+  })
+) {}
+
+/** 403 WEBHOOK_QUOTA: the plan's webhook endpoint count is reached. */
+export class WebhookQuotaReached extends Schema.TaggedError<WebhookQuotaReached>()(
+  ...failure("WebhookQuotaReached", {
+    status: 403,
+    code: "WEBHOOK_QUOTA",
+    description: "WEBHOOK_QUOTA: the plan's webhook endpoint count is reached; details: count, limit, plan"
+  })
+) {}
+
+/** 403 SEARCH_QUOTA: the plan's searches for this billing period are used up. */
+export class SearchQuotaReached extends Schema.TaggedError<SearchQuotaReached>()(
+  ...failure("SearchQuotaReached", {
+    status: 403,
+    code: "SEARCH_QUOTA",
+    description: "SEARCH_QUOTA: the plan's searches for this billing period are used up; details: used, limit, plan, period_end"
+  })
+) {}
+
+// ---------------------------------------------------------------------------------------------
+// Domains, billing
+
+/** 400 VERIFICATION_FAILED: the domain's TXT ownership record is missing or does not match. */
+export class VerificationFailed extends Schema.TaggedError<VerificationFailed>()(
+  ...failure("VerificationFailed", {
+    status: 400,
+    code: "VERIFICATION_FAILED",
+    description: "VERIFICATION_FAILED: the TXT record was not found or does not match; details: expected_txt_record, instructions"
+  })
+) {}
+
+/** 409 DOMAIN_HAS_MAILBOXES: deleting a domain that active mailboxes still use. */
+export class DomainHasMailboxes extends Schema.TaggedError<DomainHasMailboxes>()(
+  ...failure("DomainHasMailboxes", {
+    status: 409,
+    code: "DOMAIN_HAS_MAILBOXES",
+    description: "DOMAIN_HAS_MAILBOXES: active mailboxes still use the domain; details: mailbox_count, domain_name"
+  })
+) {}
+
+/** 400 INVALID_SIGNATURE: a payment provider event whose signature does not verify. */
+export class InvalidSignature extends Schema.TaggedError<InvalidSignature>()(
+  ...failure("InvalidSignature", {
+    status: 400,
+    code: "INVALID_SIGNATURE",
+    description: "INVALID_SIGNATURE: the Stripe-Signature header does not verify over the body"
+  })
+) {}
 
 export type ApiError =
   | BadRequest
@@ -142,26 +327,23 @@ export type ApiError =
   | Conflict
   | PayloadTooLarge
   | UnsupportedMediaType
-  | Unprocessable
   | RateLimited
   | InternalError
   | ServiceUnavailable
-
-const apiErrorTags = new Set([
-  "BadRequest",
-  "ValidationError",
-  "Unauthorized",
-  "Forbidden",
-  "NotFound",
-  "Conflict",
-  "PayloadTooLarge",
-  "UnsupportedMediaType",
-  "Unprocessable",
-  "RateLimited",
-  "InternalError",
-  "ServiceUnavailable"
-])
+  | MissingFields
+  | LocalTooShort
+  | InvalidLocal
+  | DisallowedLocal
+  | DomainMismatch
+  | DomainNotAllowed
+  | EmailTaken
+  | MailboxQuotaReached
+  | DomainQuotaReached
+  | WebhookQuotaReached
+  | SearchQuotaReached
+  | VerificationFailed
+  | DomainHasMailboxes
+  | InvalidSignature
 
 export const isApiError = (u: unknown): u is ApiError =>
-  typeof u === "object" && u !== null && "_tag" in u && apiErrorTags.has((u as { _tag: string })._tag) &&
-  "status" in u && "code" in u
+  u instanceof Error && "_tag" in u && typeof u._tag === "string" && tags.has(u._tag) && "status" in u && "code" in u

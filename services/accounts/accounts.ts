@@ -69,7 +69,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       sql.withTransaction,
       Effect.catchTag("SqlError", (error): Effect.Effect<never, Conflict | SqlError> =>
         isUniqueViolation(error)
-          ? Effect.fail(Conflict.of({ message: "An account with this email is already registered", details: { email: "already registered" } }))
+          ? Effect.fail(new Conflict({ message: "An account with this email is already registered", details: { email: "already registered" } }))
           : Effect.fail(error))
     )
 

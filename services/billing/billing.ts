@@ -47,7 +47,7 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
           SELECT plan, status, current_period_start, current_period_end, cancel_at_period_end
           FROM subscriptions WHERE user_id = ${userId}`
         const row = rows[0]
-        if (!row) return yield* NotFound.of({ message: "No subscription for this account" })
+        if (!row) return yield* new NotFound({ message: "No subscription for this account" })
         const now = new Date()
         if (row.plan !== "free" || row.currentPeriodEnd > now) return row
         const period = calendarMonth(now)

@@ -19,7 +19,17 @@ import { Context, Effect, Either } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { newId } from "../accounts/tokens.ts"
 import { Dns, type DnsError } from "../dns/dns.ts"
-import { BadRequest, Conflict, Forbidden, NotFound, ServiceUnavailable, Unprocessable, ValidationError } from "../errors.ts"
+import {
+  Conflict,
+  DomainHasMailboxes,
+  DomainNotAllowed,
+  DomainQuotaReached,
+  EmailTaken,
+  NotFound,
+  ServiceUnavailable,
+  ValidationError,
+  VerificationFailed
+} from "../errors.ts"
 import { type Direction, listMeta, type Page } from "../listing.ts"
 import { isUniqueViolation, Mailboxes, MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rules.ts"
@@ -60,7 +70,7 @@ const toDomain = (row: DomainRow): Domain => ({
   mailbox_count: Number(row.mailboxCount)
 })
 
-const notFound = (domainId: string) => NotFound.of({ message: "Domain not found", details: { domain_id: domainId } })
+const notFound = (domainId: string) => new NotFound({ message: "Domain not found", details: { domain_id: domainId } })
 
 const dnsUnavailable = (error: DnsError) =>
   ServiceUnavailable.of(`DNS could not be asked right now (${error.message}); try again shortly`)
@@ -131,7 +141,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
     const create = Effect.fn("Domains.create")(function*(owner: Owner, input: string) {
       const name = yield* Either.mapLeft(parseDomainName(input), (problem) => ValidationError.field("domain", problem))
       if (sharedDomains.includes(name)) {
-        return yield* Conflict.of({ message: `${name} is a shared domain; every account may use it already`, details: { domain: name } })
+        return yield* new Conflict({ message: `${name} is a shared domain; every account may use it already`, details: { domain: name } })
       }
       const row = yield* Effect.gen(function*() {
         yield* sql`SELECT id FROM users WHERE id = ${owner.userId} FOR NO KEY UPDATE`
@@ -140,8 +150,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           const counted = yield* sql<{ n: string }>`SELECT count(*) AS n FROM domains WHERE user_id = ${owner.userId}`
           const count = Number(counted[0]?.n ?? 0)
           if (count >= limit) {
-            return yield* Forbidden.of({
-              code: "DOMAIN_QUOTA",
+            return yield* new DomainQuotaReached({
               message: limit === 0
                 ? `The ${owner.plan} plan does not include custom domains`
                 : `The ${owner.plan} plan allows ${limit} custom domain${limit === 1 ? "" : "s"}`,
@@ -166,7 +175,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           SELECT ${columns} FROM d`
         const created = inserted[0]
         if (!created) {
-          return yield* Conflict.of({ message: `The domain ${name} is already registered`, details: { domain: name } })
+          return yield* new Conflict({ message: `The domain ${name} is already registered`, details: { domain: name } })
         }
         return created
       }).pipe(sql.withTransaction)
@@ -193,8 +202,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         SELECT ${columns} FROM d`
       const domain = updated[0] ?? row
       if (!domain.verified) {
-        return yield* BadRequest.of({
-          code: "VERIFICATION_FAILED",
+        return yield* new VerificationFailed({
           message: `The TXT record ${row.verificationToken} was not found at ${row.name}`,
           details: { expected_txt_record: row.verificationToken, instructions: instructions(row.name, row.verificationToken) }
         })
@@ -225,7 +233,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           let localPart = mailbox.localPart
           let normalized = normalizeAddress(localPart, target)
           for (let attempt = 0; busy.has(normalized) || claimed.has(normalized); attempt++) {
-            if (attempt >= 10) return yield* Conflict.of({ message: "No free address could be found for a mailbox; try again", details: { mailbox_id: mailbox.id } })
+            if (attempt >= 10) return yield* new Conflict({ message: "No free address could be found for a mailbox; try again", details: { mailbox_id: mailbox.id } })
             localPart = withSuffix(mailbox.localPart.slice(0, MAX_LOCAL_LENGTH - 7), suffixFor(mailbox.id, target, attempt))
             normalized = normalizeAddress(localPart, target)
             if (!claimed.has(normalized) && (yield* taken(owner, [normalized])).size > 0) busy.add(normalized)
@@ -248,8 +256,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       const target = yield* Either.mapLeft(parseDomainName(targetInput), (problem) => ValidationError.field("target_domain", problem))
       if (target === source.name) return yield* ValidationError.field("target_domain", "must differ from the domain being migrated")
       if (!(yield* mailboxes.allowedDomains(owner.userId, owner.plan)).includes(target)) {
-        return yield* Unprocessable.of({
-          code: "DOMAIN_NOT_ALLOWED",
+        return yield* new DomainNotAllowed({
           message: `The domain ${target} is not available to this account`,
           details: { domain: target, plan: owner.plan }
         })
@@ -270,7 +277,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         sql.withTransaction,
         // Another account took a target address between the check and the update: nothing moved.
         Effect.catchIf(isUniqueViolation, () =>
-          Effect.fail(Conflict.of({ code: "EMAIL_TAKEN", message: "A target address was taken during the migration; nothing was moved, try again" })))
+          Effect.fail(new EmailTaken({ message: "A target address was taken during the migration; nothing was moved, try again" })))
       )
       return {
         dry_run: dryRun,
@@ -284,8 +291,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       const row = yield* find(owner, domainId)
       const count = Number(row.mailboxCount)
       if (count > 0) {
-        return yield* Conflict.of({
-          code: "DOMAIN_HAS_MAILBOXES",
+        return yield* new DomainHasMailboxes({
           message: `${count} active mailbox${count === 1 ? "" : "es"} still use${count === 1 ? "s" : ""} ${row.name}; migrate or delete them first`,
           details: { mailbox_count: count, domain_name: row.name }
         })

@@ -116,7 +116,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       const rows = yield* sql<{ id: string }>`
         UPDATE api_keys SET revoked_at = now()
         WHERE id = ${keyId} AND user_id = ${userId} AND revoked_at IS NULL RETURNING id`
-      if (rows.length === 0) return yield* NotFound.of({ message: "API key not found", details: { keyId } })
+      if (rows.length === 0) return yield* new NotFound({ message: "API key not found", details: { keyId } })
       return { keyId, revoked: true as const }
     })
 

@@ -23,7 +23,7 @@ const sortColumns: Record<EmailSortField, string> = {
   subject: "e.subject"
 }
 
-const emailNotFound = (emailId: string) => NotFound.of({ message: "Email not found", details: { email_id: emailId } })
+const emailNotFound = (emailId: string) => new NotFound({ message: "Email not found", details: { email_id: emailId } })
 
 export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
   effect: Effect.gen(function*() {
@@ -33,7 +33,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     /** The emails of one of the caller's mailboxes, newest first unless `sort` says otherwise. */
     const list = Effect.fn("Emails.list")(function*(userId: string, mailboxId: string, page: Page, sort: Sort<EmailSortField>) {
       const mailbox = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
-      if (mailbox.length === 0) return yield* NotFound.of({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+      if (mailbox.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
       const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
       // The page and the count in one statement, so they describe the same moment even while mail
       // arrives: one row per email, or a single row of nulls with the count when the page is empty.
@@ -89,7 +89,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
                            JOIN blobs b ON b.sha256 = a.checksum
         WHERE a.id = ${attachmentId} AND a.email_id = ${emailId} AND e.user_id = ${userId}`
       if (!rows[0]) {
-        return yield* NotFound.of({ message: "Attachment not found", details: { email_id: emailId, attachment_id: attachmentId } })
+        return yield* new NotFound({ message: "Attachment not found", details: { email_id: emailId, attachment_id: attachmentId } })
       }
       return rows[0]
     })
@@ -102,7 +102,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         WHERE e.thread_id = ${threadId} AND e.user_id = ${userId}
         ORDER BY e.received_at, e.id`
       const first = rows[0]
-      if (!first) return yield* NotFound.of({ message: "Thread not found", details: { thread_id: threadId } })
+      if (!first) return yield* new NotFound({ message: "Thread not found", details: { thread_id: threadId } })
       return {
         thread_id: threadId,
         mailbox_id: first.mailboxId,

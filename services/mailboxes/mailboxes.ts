@@ -11,9 +11,17 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Either } from "effect"
+import { Context, Effect } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { BadRequest, Conflict, Forbidden, NotFound, Unprocessable, ValidationError } from "../errors.ts"
+import {
+  type BadRequest,
+  DomainNotAllowed,
+  EmailTaken,
+  MailboxQuotaReached,
+  type MissingFields,
+  NotFound,
+  ValidationError
+} from "../errors.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { type Address, type AddressRequest, parseAddress, type RuleFailure } from "./rules.ts"
 import type { EmailCheck, Mailbox, RenamedMailbox } from "./schemas.ts"
@@ -33,7 +41,7 @@ export interface Owner {
 }
 
 /** The failures of SPEC's address rules: 400 (MISSING_FIELDS, BAD_REQUEST), 422, 409 EMAIL_TAKEN. */
-export type AddressError = BadRequest | Unprocessable | Conflict
+export type AddressError = RuleFailure | DomainNotAllowed | EmailTaken
 
 interface MailboxRow {
   readonly id: string
@@ -54,15 +62,10 @@ const toMailbox = (row: MailboxRow): Mailbox => ({
   created_at: row.createdAt.toISOString()
 })
 
-const ruleError = (failure: RuleFailure): BadRequest | Unprocessable =>
-  failure.status === 400
-    ? BadRequest.of({ code: failure.code, message: failure.message, details: failure.details })
-    : Unprocessable.of({ code: failure.code, message: failure.message, details: failure.details })
-
 const emailTaken = (emailAddress: string) =>
-  Conflict.of({ code: "EMAIL_TAKEN", message: `The address ${emailAddress} is already taken`, details: { email_address: emailAddress } })
+  new EmailTaken({ message: `The address ${emailAddress} is already taken`, details: { email_address: emailAddress } })
 
-const notFound = (mailboxId: string) => NotFound.of({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+const notFound = (mailboxId: string) => new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
 
 /** A write that broke a unique constraint (PostgreSQL 23505). */
 export const isUniqueViolation = (error: unknown): boolean =>
@@ -104,11 +107,10 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
     /** Rules 1-6 (not the quota): the address the request names, if it may be used. */
     const validate = (owner: Owner, request: AddressRequest, exclude: string | undefined) =>
       Effect.gen(function*() {
-        const address = yield* Either.mapLeft(parseAddress(request, settings.disallowedNames), ruleError)
+        const address = yield* parseAddress(request, settings.disallowedNames)
         const allowed = yield* allowedDomains(owner.userId, owner.plan)
         if (!allowed.includes(address.domain)) {
-          return yield* Unprocessable.of({
-            code: "DOMAIN_NOT_ALLOWED",
+          return yield* new DomainNotAllowed({
             message: `The domain ${address.domain} is not available to this account`,
             details: { domain: address.domain, plan: owner.plan }
           })
@@ -136,8 +138,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
             SELECT count(*) AS n FROM mailboxes WHERE user_id = ${owner.userId} AND status = 'active'`
           const count = Number(counted[0]?.n ?? 0)
           if (count >= limit) {
-            return yield* Forbidden.of({
-              code: "MAILBOX_QUOTA",
+            return yield* new MailboxQuotaReached({
               message: `The ${owner.plan} plan allows ${limit} mailboxes`,
               details: { count, limit, plan: owner.plan }
             })
@@ -171,13 +172,20 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return rows.map(toMailbox)
     })
 
-    /** check-email: a rule failure is an answer (`valid: false`); malformed or missing input stays an error. */
+    /** check-email: a rule failure (422, 409) is an answer (`valid: false`); malformed or missing input (400) stays an error. */
     const check = Effect.fn("Mailboxes.check")(function*(owner: Owner, request: AddressRequest, exclude: string | undefined) {
-      const invalid = (error: Unprocessable | Conflict) =>
+      const invalid = (error: Exclude<AddressError, BadRequest | MissingFields>) =>
         Effect.succeed<EmailCheck>({ valid: false, code: error.code, message: error.message, details: error.details ?? {} })
       return yield* validate(owner, request, exclude).pipe(
         Effect.map((address): EmailCheck => ({ valid: true, email_address: address.emailAddress })),
-        Effect.catchTags({ Unprocessable: invalid, Conflict: invalid })
+        Effect.catchTags({
+          LocalTooShort: invalid,
+          InvalidLocal: invalid,
+          DisallowedLocal: invalid,
+          DomainMismatch: invalid,
+          DomainNotAllowed: invalid,
+          EmailTaken: invalid
+        })
       )
     })
 

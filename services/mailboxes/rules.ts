@@ -5,20 +5,15 @@
  */
 import { Either } from "effect"
 import { domainToASCII } from "node:url"
-import type { Details } from "../errors.ts"
+import { BadRequest, DisallowedLocal, DomainMismatch, InvalidLocal, LocalTooShort, MissingFields } from "../errors.ts"
 
 export const MIN_LOCAL_LENGTH = 5
 /** RFC 5321's limit on a local part; longer ones could not receive mail anyway. */
 export const MAX_LOCAL_LENGTH = 64
 const LOCAL_CHARS = /^[A-Za-z0-9._-]+$/
 
-/** A rule that failed: SPEC's code, its HTTP status and details. */
-export interface RuleFailure {
-  readonly status: 400 | 422
-  readonly code: "BAD_REQUEST" | "MISSING_FIELDS" | "LOCAL_TOO_SHORT" | "INVALID_LOCAL" | "DISALLOWED_LOCAL" | "DOMAIN_MISMATCH"
-  readonly message: string
-  readonly details: Details
-}
+/** A rule that failed, as the error SPEC names for it. */
+export type RuleFailure = BadRequest | MissingFields | LocalTooShort | InvalidLocal | DisallowedLocal | DomainMismatch
 
 /** The address fields of a create, rename or check-email request, as sent. */
 export interface AddressRequest {
@@ -38,7 +33,7 @@ export interface Address {
   readonly normalized: string
 }
 
-const fail = (failure: RuleFailure) => Either.left(failure)
+const fail = <E extends RuleFailure>(failure: E) => Either.left(failure)
 
 const present = (value: string | undefined): value is string => value !== undefined && value.trim() !== ""
 
@@ -57,18 +52,18 @@ const fromEmailAddress = (email: string, domain: string): Either.Either<string, 
   const local = email.slice(0, at).trim()
   const host = normalizeDomain(email.slice(at + 1))
   if (local === "") {
-    return fail({ status: 400, code: "BAD_REQUEST", message: "email_address has no local part before the @", details: { email_address: email } })
+    return fail(new BadRequest({ message: "email_address has no local part before the @", details: { email_address: email } }))
   }
   if (host === "") {
-    return fail({ status: 400, code: "BAD_REQUEST", message: "email_address has no host after the @", details: { email_address: email } })
+    return fail(new BadRequest({ message: "email_address has no host after the @", details: { email_address: email } }))
   }
   if (host !== domain) {
-    return fail({
-      status: 422,
-      code: "DOMAIN_MISMATCH",
-      message: `The host of email_address (${host}) differs from domain (${domain})`,
-      details: { domain_expected: domain, domain_in_request: host }
-    })
+    return fail(
+      new DomainMismatch({
+        message: `The host of email_address (${host}) differs from domain (${domain})`,
+        details: { domain_expected: domain, domain_in_request: host }
+      })
+    )
   }
   return Either.right(local)
 }
@@ -85,45 +80,42 @@ export const parseAddress = (request: AddressRequest, reserved: ReadonlyArray<st
       present(request.local_part) || present(request.email_address) ? undefined : "local_part or email_address"
     ].filter((field): field is string => field !== undefined)
     if (missing.length > 0) {
-      return yield* fail({
-        status: 400,
-        code: "MISSING_FIELDS",
-        message: `Missing required fields: ${missing.join(", ")}`,
-        details: { missing_fields: missing }
-      })
+      return yield* fail(
+        new MissingFields({ message: `Missing required fields: ${missing.join(", ")}`, details: { missing_fields: missing } })
+      )
     }
     const domain = normalizeDomain(request.domain!)
 
     const fromEmail = present(request.email_address) ? yield* fromEmailAddress(request.email_address.trim(), domain) : undefined
     const local = present(request.local_part) ? request.local_part.trim() : fromEmail!
     if (fromEmail !== undefined && fromEmail.toLowerCase() !== local.toLowerCase()) {
-      return yield* fail({
-        status: 400,
-        code: "BAD_REQUEST",
-        message: "local_part and email_address name different local parts; send one of them",
-        details: { local_part: local, email_address: request.email_address!.trim() }
-      })
+      return yield* fail(
+        new BadRequest({
+          message: "local_part and email_address name different local parts; send one of them",
+          details: { local_part: local, email_address: request.email_address!.trim() }
+        })
+      )
     }
 
     if (local.length < MIN_LOCAL_LENGTH) {
-      return yield* fail({
-        status: 422,
-        code: "LOCAL_TOO_SHORT",
-        message: `The local part must be at least ${MIN_LOCAL_LENGTH} characters`,
-        details: { min_length: MIN_LOCAL_LENGTH, actual_length: local.length }
-      })
+      return yield* fail(
+        new LocalTooShort({
+          message: `The local part must be at least ${MIN_LOCAL_LENGTH} characters`,
+          details: { min_length: MIN_LOCAL_LENGTH, actual_length: local.length }
+        })
+      )
     }
     if (local.length > MAX_LOCAL_LENGTH || !LOCAL_CHARS.test(local) || /^[.-]|[.-]$/.test(local) || local.includes("..")) {
-      return yield* fail({
-        status: 422,
-        code: "INVALID_LOCAL",
-        message:
-          `The local part may hold letters, digits, '.', '_' and '-' (at most ${MAX_LOCAL_LENGTH}), must not start or end with '.' or '-', and must not hold '..'`,
-        details: { local_part: local }
-      })
+      return yield* fail(
+        new InvalidLocal({
+          message:
+            `The local part may hold letters, digits, '.', '_' and '-' (at most ${MAX_LOCAL_LENGTH}), must not start or end with '.' or '-', and must not hold '..'`,
+          details: { local_part: local }
+        })
+      )
     }
     if (reserved.includes(local.toLowerCase())) {
-      return yield* fail({ status: 422, code: "DISALLOWED_LOCAL", message: `The local part "${local}" is reserved`, details: { local_part: local } })
+      return yield* fail(new DisallowedLocal({ message: `The local part "${local}" is reserved`, details: { local_part: local } }))
     }
     return { localPart: local, domain, emailAddress: `${local}@${domain}`, normalized: normalizeAddress(local, domain) }
   })

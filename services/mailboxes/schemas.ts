@@ -32,12 +32,13 @@ export type DeleteInput = typeof DeleteInput.Type
  * generic decoder, decides how a wrong shape is reported), documented in OpenAPI as `schema`.
  */
 export const JsonBody = <A, I>(schema: Schema.Schema<A, I>, identifier: string) => {
-  const { $schema: _, $defs, ...shape } = JSONSchema.make(schema)
-  // A schema with an identifier of its own comes back as a reference into `$defs`, which would dangle
-  // in the OpenAPI document: its definition is what the body is.
-  const ref = "$ref" in shape ? shape.$ref : undefined
-  const target = typeof ref === "string" ? $defs?.[ref.replace("#/$defs/", "")] : undefined
-  return Schema.Unknown.annotations({ identifier, jsonSchema: target ?? shape })
+  // The shape itself, not a `$ref` to a `$defs` entry the document would not carry (a top-level
+  // identifier on `schema` is the one this annotation gives). Flat bodies only: anything nested
+  // with an identifier would land in `definitions`, which nothing publishes.
+  const definitions = {}
+  const shape = JSONSchema.fromAST(schema.ast, { definitions, target: "openApi3.1", topLevelReferenceStrategy: "skip" })
+  if (Object.keys(definitions).length > 0) throw new Error(`JsonBody(${identifier}): nested identified schemas are not published`)
+  return Schema.Unknown.annotations({ identifier, jsonSchema: shape })
 }
 
 export const AddressBody = JsonBody(AddressInput, "MailboxAddressInput")

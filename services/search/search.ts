@@ -14,7 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { Principal } from "../accounts/principal.ts"
 import { Billing } from "../billing/billing.ts"
-import { Forbidden, RateLimited, ServiceUnavailable, ValidationError } from "../errors.ts"
+import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLimiter, searchWindows } from "../ratelimit/rate-limiter.ts"
@@ -197,8 +197,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         }
         const periodStart = new Date(subscription.currentPeriodStart)
         if (!(yield* countSearch(principal.userId, periodStart, plan.searchesPerMonth))) {
-          return yield* Forbidden.of({
-            code: "SEARCH_QUOTA",
+          return yield* new SearchQuotaReached({
             message: `The ${subscription.plan} plan allows ${plan.searchesPerMonth} searches per billing period; the period ends ${subscription.currentPeriodEnd}`,
             details: { used: plan.searchesPerMonth, limit: plan.searchesPerMonth, plan: subscription.plan, period_end: subscription.currentPeriodEnd }
           })

@@ -2,6 +2,7 @@
  * Webhooks on the wire (SPEC "Webhook", "Webhooks"; DESIGN.md §4) and the events they carry.
  */
 import { Schema } from "effect"
+import { EmailFields } from "../mail/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
 export const eventKinds = ["email.received", "email.processed", "api_key.created"] as const
@@ -123,3 +124,57 @@ export type BusEvent = typeof BusEvent.Type
 /** What the endpoint list sorts by. */
 export const webhookSortFields = ["createdAt", "url"] as const
 export type WebhookSortField = (typeof webhookSortFields)[number]
+
+// ---------------------------------------------------------------------------------------------
+// What receivers get: `{ event, timestamp, data }` per kind (SPEC "Events"; DESIGN.md §4), as the
+// OpenAPI document's `webhooks` describe it. The producers (mail/ingest.ts, search/indexer.ts,
+// keys/api-keys.ts) publish exactly these fields.
+
+const eventPayload = <const Kind extends EventKind, Data extends Schema.Schema.Any>(
+  kind: Kind,
+  identifier: string,
+  data: Data,
+  description: string
+) =>
+  Schema.Struct({
+    event: Schema.Literal(kind),
+    timestamp: Schema.String.annotations({ description: "When the event happened (ISO 8601 UTC)" }),
+    data
+  }).annotations({ identifier, description })
+
+export const EmailReceivedEvent = eventPayload(
+  "email.received",
+  "EmailReceivedEvent",
+  EmailFields,
+  "A new email arrived at one of the account's mailboxes"
+)
+
+export const EmailProcessedEvent = eventPayload(
+  "email.processed",
+  "EmailProcessedEvent",
+  Schema.Struct({
+    ...EmailFields.fields,
+    embedding_model: Schema.String.annotations({ description: "The model that embedded the email for search" }),
+    processing_ms: Schema.Number.annotations({ description: "How long indexing took" })
+  }),
+  "A received email is indexed for semantic search"
+)
+
+export const ApiKeyCreatedEvent = eventPayload(
+  "api_key.created",
+  "ApiKeyCreatedEvent",
+  Schema.Struct({
+    keyId: Schema.String,
+    name: Schema.String,
+    keyPrefix: Schema.String,
+    createdAt: Schema.String,
+    expirationTs: Schema.NullOr(Schema.String)
+  }),
+  "An API key was created on the account (never the key itself)"
+)
+
+export const EventPayloads = {
+  "email.received": EmailReceivedEvent,
+  "email.processed": EmailProcessedEvent,
+  "api_key.created": ApiKeyCreatedEvent
+} as const satisfies Record<EventKind, Schema.Schema.Any>

@@ -12,7 +12,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { Forbidden, NotFound, ServiceUnavailable, ValidationError } from "../errors.ts"
+import { NotFound, ServiceUnavailable, ValidationError, WebhookQuotaReached } from "../errors.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import type {
@@ -73,7 +73,7 @@ const toWebhook = (row: WebhookRow): Webhook => ({
   created_at: row.createdAt.toISOString()
 })
 
-const notFound = (webhookId: string) => NotFound.of({ message: "Webhook not found", details: { webhook_id: webhookId } })
+const notFound = (webhookId: string) => new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } })
 
 /** A refused URL as the client sees it: the field's problem, or a DNS outage worth retrying. */
 const urlProblem = (refused: TargetRefused) =>
@@ -105,8 +105,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
           const counted = yield* sql<{ n: string }>`SELECT count(*) AS n FROM webhooks WHERE user_id = ${owner.userId}`
           const count = Number(counted[0]?.n ?? 0)
           if (count >= limit) {
-            return yield* Forbidden.of({
-              code: "WEBHOOK_QUOTA",
+            return yield* new WebhookQuotaReached({
               message: `The ${owner.plan} plan allows ${limit} webhook${limit === 1 ? "" : "s"}`,
               details: { count, limit, plan: owner.plan }
             })

@@ -1,6 +1,7 @@
 /**
  * The HTTP contract: every feature's groups (each in `<feature>/api.ts`, its handlers beside it in
- * `<feature>/http.ts`), assembled with the errors any route can answer. The server (server.ts), the
+ * `<feature>/http.ts`), assembled with the errors any route can answer; each endpoint declares the
+ * errors of its own. The server (server.ts), the
  * OpenAPI document and the typed clients all come from this one definition.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
@@ -10,20 +11,23 @@ import { BillingGroup, BillingWebhookGroup } from "./billing/api.ts"
 import { DashboardDomainsGroup, DomainListGroup, DomainsGroup } from "./domains/api.ts"
 import { EmailsGroup } from "./emails/api.ts"
 import {
-  BadRequestError,
-  InternalErrorError,
-  NotFoundError,
-  PayloadTooLargeError,
-  UnavailableError,
-  UnsupportedMediaTypeError,
-  ValidationFailed
-} from "./errors.ts"
+  BadRequest,
+  InternalError,
+  PayloadTooLarge,
+  ServiceUnavailable,
+  UnsupportedMediaType,
+  ValidationError
+} from "../../services/errors.ts"
+import { envelope } from "./errors.ts"
+import { EventPayloads } from "../../services/webhooks/schemas.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
+import { publish } from "./openapi.ts"
 import { SearchGroup } from "./search/api.ts"
 import { WebhooksGroup } from "./webhooks/api.ts"
 
-export class MailroomApi extends HttpApi.make("mailroom")
+/** The groups, before anything is said about the whole: what publish() reads each route's credentials from. */
+const Routes = HttpApi.make("mailroom")
   .add(HealthGroup)
   .add(AuthGroup)
   .add(ApiKeysGroup)
@@ -37,14 +41,19 @@ export class MailroomApi extends HttpApi.make("mailroom")
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)
   .add(SearchGroup)
-  .addError(ValidationFailed)
-  .addError(BadRequestError)
-  .addError(NotFoundError)
-  .addError(PayloadTooLargeError)
-  .addError(UnsupportedMediaTypeError)
-  .addError(InternalErrorError)
-  .addError(UnavailableError)
+
+export class MailroomApi extends Routes
+  // What the edge (server.ts, input-rules.ts) can answer on any route, before or around its handler.
+  .addError(envelope(ValidationError))
+  .addError(envelope(BadRequest))
+  .addError(envelope(PayloadTooLarge))
+  .addError(envelope(UnsupportedMediaType))
+  .addError(envelope(InternalError))
+  .addError(envelope(ServiceUnavailable))
   .annotate(OpenApi.Title, "Mailroom")
   .annotate(OpenApi.Version, "1.0.0")
   .annotate(OpenApi.Description, "Email for software agents. Every response uses the { success, data, meta } / { success, error } envelope.")
+  .annotate(OpenApi.Servers, [{ url: "/", description: "This server" }])
+  .annotate(HttpApi.AdditionalSchemas, Object.values(EventPayloads))
+  .annotate(OpenApi.Transform, publish(Routes))
 {}

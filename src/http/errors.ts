@@ -1,8 +1,10 @@
 /**
- * The error side of SPEC's envelope: `{ success: false, error: { code, message, details? } }`.
+ * The error side of SPEC's envelope: `{ success: false, error: { code, message, details? } }`, for
+ * every error of services/errors.ts. This is the one place that knows the wire shape.
  *
- * - `envelope(ErrorClass, status)`: the wire schema of a domain error, for the HttpApi contract
- *   (OpenAPI and the typed client).
+ * - `envelope(ErrorClass)`: the wire schema of a domain error, with its HTTP status and its `code`
+ *   as a literal, for the HttpApi contract (OpenAPI and the typed client). Each feature's api.ts
+ *   declares on each endpoint the errors it can answer: `.addError(envelope(MailboxQuotaReached))`.
  * - `toApiError(cause)`: whatever went wrong, as one of our errors: decode failures become 400
  *   VALIDATION_ERROR with `details` per field, an unreachable database or bus 503, anything
  *   unexpected 500 (logged here, never shown).
@@ -16,73 +18,68 @@ import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import {
   type ApiError,
   BadRequest,
-  Conflict,
   Details,
-  Forbidden,
   InternalError,
   isApiError,
   NotFound,
   PayloadTooLarge,
-  RateLimited,
   ServiceUnavailable,
-  Unauthorized,
-  Unprocessable,
-  UnsupportedMediaType,
-  ValidationError
+  ValidationError,
+  wireOf
 } from "../../services/errors.ts"
 
-const ErrorBody = Schema.Struct({
-  success: Schema.Literal(false),
-  error: Schema.Struct({
-    code: Schema.String,
-    message: Schema.String,
-    details: Schema.optional(Details)
+const errorBody = <Code extends string>(code: Code) =>
+  Schema.Struct({
+    success: Schema.Literal(false),
+    error: Schema.Struct({
+      code: Schema.Literal(code),
+      message: Schema.String,
+      details: Schema.optional(Details)
+    })
   })
-})
 
 type ErrorClass<E extends ApiError> = Schema.Schema<E, any> & {
-  new(props: { code: string; message: string; details?: Details; retryAfter: number }): E
+  new(props: { message: string; details?: Details; retryAfter: number }): E
 }
 
-const body = (error: ApiError): typeof ErrorBody.Type => ({
-  success: false,
+/** `details` is left out when there are none, as SPEC's envelope says. */
+const body = <E extends ApiError>(error: E) => ({
+  success: false as const,
   error: {
     code: error.code,
     message: error.message,
-    ...(error.details !== undefined ? { details: error.details } : {})
+    ...(error.details !== undefined && Object.keys(error.details).length > 0 ? { details: error.details } : {})
   }
 })
 
-/** The envelope as the wire form of `cls`, with its HTTP status, for the contract. */
-export const envelope = <E extends ApiError>(cls: ErrorClass<E>, status: number, description: string) =>
-  Schema.transform(ErrorBody, Schema.typeSchema(cls), {
+const envelopes = new WeakMap<object, Schema.Schema.Any>()
+
+const makeEnvelope = <E extends ApiError>(cls: ErrorClass<E>) => {
+  const wire = wireOf(cls)
+  return Schema.transform(errorBody(wire.code), Schema.typeSchema(cls), {
     strict: true,
-    decode: (wire) =>
+    decode: (answer) =>
       new cls({
-        code: wire.error.code,
-        message: wire.error.message,
-        ...(wire.error.details !== undefined ? { details: wire.error.details } : {}),
+        message: answer.error.message,
+        ...(answer.error.details !== undefined ? { details: answer.error.details } : {}),
         retryAfter: 0
       }),
     encode: body
-  }).annotations({ ...HttpApiSchema.annotations({ status }), description })
+  }).annotations({ ...HttpApiSchema.annotations({ status: wire.status }), description: wire.description })
+}
 
-export const BadRequestError = envelope(BadRequest, 400, "Malformed request (BAD_REQUEST)")
-export const ValidationFailed = envelope(ValidationError, 400, "Invalid parameters (VALIDATION_ERROR); details maps field to message")
-export const UnauthorizedError = envelope(Unauthorized, 401, "Missing or invalid credential (UNAUTHORIZED)")
-export const ForbiddenError = envelope(Forbidden, 403, "No permission or plan quota reached")
-export const NotFoundError = envelope(NotFound, 404, "Resource missing (NOT_FOUND)")
-export const ConflictError = envelope(Conflict, 409, "Already exists or state conflict (CONFLICT)")
-export const PayloadTooLargeError = envelope(PayloadTooLarge, 413, "JSON body over 1 MiB (PAYLOAD_TOO_LARGE)")
-export const UnsupportedMediaTypeError = envelope(
-  UnsupportedMediaType,
-  415,
-  "A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send"
-)
-export const UnprocessableError = envelope(Unprocessable, 422, "Semantic validation failed")
-export const RateLimitedError = envelope(RateLimited, 429, "Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After")
-export const InternalErrorError = envelope(InternalError, 500, "Unexpected failure (INTERNAL_ERROR)")
-export const UnavailableError = envelope(ServiceUnavailable, 503, "Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After")
+/**
+ * The envelope as the wire form of `cls`, with its HTTP status, for the contract. One schema per
+ * class, so that an error declared by many endpoints is one component and one union member.
+ */
+export const envelope = <E extends ApiError>(cls: ErrorClass<E>): ReturnType<typeof makeEnvelope<E>> => {
+  const known = envelopes.get(cls)
+  // The map holds, for each class, what makeEnvelope made of that very class.
+  if (known !== undefined) return known as ReturnType<typeof makeEnvelope<E>>
+  const made = makeEnvelope(cls)
+  envelopes.set(cls, made)
+  return made
+}
 
 /** A database or bus failure that means "unreachable right now", as opposed to a bug. */
 export const isUnavailable = (error: unknown): boolean => {
@@ -117,7 +114,7 @@ const fromDecodeError = (error: HttpApiDecodeError): ApiError => {
       : issue.path.length === 0 ? "must be a JSON object" : issue.message
   }
   const summary = Object.entries(details).map(([field, message]) => `${field} ${message}`).join("; ")
-  return ValidationError.of({ message: `Invalid request: ${summary}`, details })
+  return new ValidationError({ message: `Invalid request: ${summary}`, details })
 }
 
 /** A body that could not be read: too large, or not JSON. */
@@ -125,9 +122,9 @@ const fromRequestError = (error: { readonly reason: string; readonly cause?: unk
   if (error.reason !== "Decode") return undefined
   const cause = error.cause as { message?: string } | undefined
   if (cause?.message === "maxBytes exceeded") {
-    return PayloadTooLarge.of({ message: "The request body is larger than 1 MiB", details: { max_bytes: 1024 * 1024 } })
+    return new PayloadTooLarge({ message: "The request body is larger than 1 MiB", details: { max_bytes: 1024 * 1024 } })
   }
-  return BadRequest.of({ message: "The request body is not valid JSON" })
+  return new BadRequest({ message: "The request body is not valid JSON" })
 }
 
 /** Any failure or defect as an API error, logging what the client must not see. */
@@ -137,7 +134,7 @@ export const toApiError = (cause: Cause.Cause<unknown>): Effect.Effect<ApiError,
   if (failure instanceof HttpApiDecodeError) return Effect.succeed(fromDecodeError(failure))
   const tag = (failure as { _tag?: string } | null)?._tag
   if (tag === "RouteNotFound") {
-    return Effect.succeed(NotFound.of({ message: "No such route" }))
+    return Effect.succeed(new NotFound({ message: "No such route" }))
   }
   if (tag === "RequestError") {
     const mapped = fromRequestError(failure as { reason: string; cause?: unknown })
@@ -155,7 +152,7 @@ export const toApiError = (cause: Cause.Cause<unknown>): Effect.Effect<ApiError,
 
 export const errorResponse = (error: ApiError) => {
   const headers: Record<string, string> = {}
-  if ((error._tag === "RateLimited" || error._tag === "ServiceUnavailable") && error.retryAfter > 0) {
+  if ("retryAfter" in error && error.retryAfter > 0) {
     headers["retry-after"] = String(Math.ceil(error.retryAfter))
   }
   return HttpServerResponse.unsafeJson(body(error), { status: error.status, headers })

@@ -99,7 +99,7 @@ const isJsonType = (essence: string) => essence === "application/json" || /^appl
 /** The media type (its essence, lower case) of a body, or why it is refused. */
 const mediaType = (header: string | undefined): string | UnsupportedMediaType => {
   if (header === undefined || header.trim() === "") {
-    return UnsupportedMediaType.of({
+    return new UnsupportedMediaType({
       message: "The request body has no Content-Type: send it as JSON with Content-Type: application/json",
       details: { ...accepted, received: null }
     })
@@ -107,7 +107,7 @@ const mediaType = (header: string | undefined): string | UnsupportedMediaType =>
   const [essence = "", ...parameters] = header.split(";").map((part) => part.trim().toLowerCase())
   const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice("charset=".length).replace(/^"|"$/g, "")
   if (!isJsonType(essence) || (charset !== undefined && charset !== "utf-8" && charset !== "utf8")) {
-    return UnsupportedMediaType.of({
+    return new UnsupportedMediaType({
       message: `Request bodies are JSON: send Content-Type: application/json, not ${header.slice(0, 100)}`,
       details: { ...accepted, received: header.slice(0, 200) }
     })
@@ -156,7 +156,7 @@ const nulPath = (value: unknown, path: ReadonlyArray<string>): ReadonlyArray<str
 }
 
 const fieldError = (surface: Surface, field: string, message: string) =>
-  forSurface(surface, ValidationError.of({ message: `Invalid request: ${field} ${message}`, details: { [field]: message } }))
+  forSurface(surface, new ValidationError({ message: `Invalid request: ${field} ${message}`, details: { [field]: message } }))
 
 /** What is wrong with a JSON body's text, if anything. Text that is not JSON is left to the decoder (400 BAD_REQUEST). */
 const bodyProblem = (text: string, surface: () => Surface): ValidationError | undefined => {

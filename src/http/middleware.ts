@@ -13,10 +13,9 @@ import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
 import { clientWindows, RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
-import { ApiAuthentication, ClientRateLimit, SessionAuthentication } from "./security.ts"
+import { ApiAuthentication, ClientRateLimit, SESSION_COOKIE, SessionAuthentication } from "./security.ts"
 import { orUnavailable } from "./infra.ts"
 
-export const SESSION_COOKIE = "mailroom_session"
 
 const rateHeaders = (decision: Decision) => ({
   "x-ratelimit-limit": String(decision.limit),
@@ -112,7 +111,7 @@ export const SessionAuthenticationLive = Layer.effect(
       }
       // Cookies ride along on cross-site requests; a write must come from our own pages.
       if (!SAFE_METHODS.has(request.method) && request.headers["origin"] !== appOrigin) {
-        return yield* Forbidden.of({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
+        return yield* new Forbidden({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
       }
       return yield* authenticated(authenticator, limiter, { kind: "cookie", secret: cookie })
     }).pipe(Effect.provideService(DependencyHealth, health))

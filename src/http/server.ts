@@ -40,7 +40,7 @@ const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(DependencyHealth
     const length = Number(request.headers["content-length"] ?? 0)
     if (length > MAX_JSON_BYTES) {
       return errorResponse(
-        PayloadTooLarge.of({ message: "The request body is larger than 1 MiB", details: { max_bytes: MAX_JSON_BYTES } })
+        new PayloadTooLarge({ message: "The request body is larger than 1 MiB", details: { max_bytes: MAX_JSON_BYTES } })
       )
     }
     const screened = yield* screen(request)

@@ -29,7 +29,7 @@ export const fieldErrors = (
 
 /** A field-level VALIDATION_ERROR as `surface` tells it. */
 export const forSurface = (surface: Surface, error: ValidationError): ValidationError =>
-  surface === "api" ? error : ValidationError.of({ message: error.message, details: { field_errors: error.details ?? {} } })
+  surface === "api" ? error : new ValidationError({ message: error.message, details: { field_errors: error.details ?? {} } })
 
 const summary = (errors: Record<string, string>) => Object.entries(errors).map(([field, message]) => `${field} ${message}`).join("; ")
 
@@ -47,12 +47,12 @@ export const decodeBody = <A, I>(
   } = {}
 ) =>
 (body: unknown): Effect.Effect<A, BadRequest | ValidationError> => {
-  if (body === undefined || body === null) return Effect.fail(BadRequest.of({ message: "A JSON body is required" }))
+  if (body === undefined || body === null) return Effect.fail(new BadRequest({ message: "A JSON body is required" }))
   return Effect.mapError(Schema.decodeUnknown(schema)(body), (error): BadRequest | ValidationError => {
     const errors = fieldErrors(error, options.describe)
     if (surface === "api" && options.malformed === "bad-request") {
-      return BadRequest.of({ message: `Malformed request body: ${summary(errors)}`, details: { field_errors: errors } })
+      return new BadRequest({ message: `Malformed request body: ${summary(errors)}`, details: { field_errors: errors } })
     }
-    return forSurface(surface, ValidationError.of({ message: `Invalid request body: ${summary(errors)}`, details: errors }))
+    return forSurface(surface, new ValidationError({ message: `Invalid request body: ${summary(errors)}`, details: errors }))
   })
 }

@@ -11,6 +11,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Log in
+         * @description Answers an access token (900 s) and a refresh token (30 days), and sets the dashboard session cookie. Wrong credentials are 401; 10 failed logins per account in 15 minutes are 429
+         */
         post: operations["auth.login"];
         delete?: never;
         options?: never;
@@ -27,6 +31,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Log out
+         * @description Ends this login's session: its access token, refresh token and cookie stop working; other sessions keep working
+         */
         post: operations["auth.logout"];
         delete?: never;
         options?: never;
@@ -43,6 +51,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Refresh an access token
+         * @description Exchanges a refresh token for a new access token and a new refresh token; the old refresh token stops working
+         */
         post: operations["auth.refresh"];
         delete?: never;
         options?: never;
@@ -59,6 +71,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Register a user
+         * @description Creates the account on the free plan. An email already registered is 409 CONFLICT; an invalid email or a password under 8 characters 400 VALIDATION_ERROR
+         */
         post: operations["auth.register"];
         delete?: never;
         options?: never;
@@ -73,9 +89,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List custom domains
+         * @description The account's domains, newest first, with the plan's domain limit in meta (not paginated; see GET /v1/domains)
+         */
         get: operations["dashboardDomains.list"];
         put?: never;
-        /** @description Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT */
+        /**
+         * Add a custom domain
+         * @description Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT
+         */
         post: operations["dashboardDomains.create"];
         delete?: never;
         options?: never;
@@ -93,7 +116,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** @description 409 DOMAIN_HAS_MAILBOXES while active mailboxes use it */
+        /**
+         * Delete a custom domain
+         * @description 409 DOMAIN_HAS_MAILBOXES while active mailboxes use it
+         */
         delete: operations["dashboardDomains.remove"];
         options?: never;
         head?: never;
@@ -109,7 +135,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews) */
+        /**
+         * Move a domain's mailboxes
+         * @description Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews)
+         */
         post: operations["dashboardDomains.migrate"];
         delete?: never;
         options?: never;
@@ -126,7 +155,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured */
+        /**
+         * Verify a domain's DNS
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured
+         */
         post: operations["dashboardDomains.verify"];
         delete?: never;
         options?: never;
@@ -141,8 +173,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List mailboxes
+         * @description The caller's active mailboxes, newest first, under `mailboxes` (not paginated)
+         */
         get: operations["dashboardMailboxes.list"];
         put?: never;
+        /**
+         * Create a mailbox
+         * @description A new address: local_part (or email_address) and domain, held to SPEC's rules (at least 5 characters, letters, digits, '.', '_', '-', not reserved, unique across all users, on a domain the plan allows). Answers 201 with `mailbox`
+         */
         post: operations["dashboardMailboxes.create"];
         delete?: never;
         options?: never;
@@ -160,9 +200,17 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
+        /**
+         * Delete a mailbox
+         * @description Soft-deletes the mailbox and hides its mail; confirm_email_address must equal its full address exactly
+         */
         delete: operations["dashboardMailboxes.remove"];
         options?: never;
         head?: never;
+        /**
+         * Rename a mailbox
+         * @description A new address by the create rules; mailbox_id and stored mail stay
+         */
         patch: operations["dashboardMailboxes.rename"];
         trace?: never;
     };
@@ -173,6 +221,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Check an address
+         * @description Applies the create rules without creating: a rule failure is 200 `valid: false` with its code (LOCAL_TOO_SHORT, EMAIL_TAKEN, ...); exclude_mailbox_id counts that mailbox's own address as free (rename)
+         */
         get: operations["dashboardMailboxes.checkEmail"];
         put?: never;
         post?: never;
@@ -189,6 +241,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Liveness
+         * @description 200 while the process serves requests; checks nothing else
+         */
         get: operations["health.healthz"];
         put?: never;
         post?: never;
@@ -205,6 +261,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Readiness
+         * @description 200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise
+         */
         get: operations["health.readyz"];
         put?: never;
         post?: never;
@@ -221,8 +281,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List API keys
+         * @description The account's keys, masked, with when each was last used; newest first unless `sort` says otherwise
+         */
         get: operations["apiKeys.list"];
         put?: never;
+        /**
+         * Create an API key
+         * @description The full key is in this answer only; expirationDays (1-365) makes it expire
+         */
         post: operations["apiKeys.create"];
         delete?: never;
         options?: never;
@@ -240,6 +308,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
+        /**
+         * Revoke an API key
+         * @description The key stops working at once
+         */
         delete: operations["apiKeys.revoke"];
         options?: never;
         head?: never;
@@ -253,9 +325,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List custom domains
+         * @description The account's domains, newest first, with the plan's domain limit in meta (not paginated; see GET /v1/domains)
+         */
         get: operations["domains.list"];
         put?: never;
-        /** @description Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT */
+        /**
+         * Add a custom domain
+         * @description Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT
+         */
         post: operations["domains.create"];
         delete?: never;
         options?: never;
@@ -273,7 +352,10 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** @description 409 DOMAIN_HAS_MAILBOXES while active mailboxes use it */
+        /**
+         * Delete a custom domain
+         * @description 409 DOMAIN_HAS_MAILBOXES while active mailboxes use it
+         */
         delete: operations["domains.remove"];
         options?: never;
         head?: never;
@@ -289,7 +371,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews) */
+        /**
+         * Move a domain's mailboxes
+         * @description Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews)
+         */
         post: operations["domains.migrate"];
         delete?: never;
         options?: never;
@@ -306,7 +391,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured */
+        /**
+         * Verify a domain's DNS
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured
+         */
         post: operations["domains.verify"];
         delete?: never;
         options?: never;
@@ -321,6 +409,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Get an email
+         * @description Headers, text, HTML, attachments' metadata and the thread it belongs to
+         */
         get: operations["emails.get"];
         put?: never;
         post?: never;
@@ -337,7 +429,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description The decoded bytes, served with the attachment's own content type */
+        /**
+         * Download an attachment
+         * @description The decoded bytes, served with the attachment's own content type
+         */
         get: operations["emails.attachment"];
         put?: never;
         post?: never;
@@ -354,7 +449,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description The message exactly as it was received */
+        /**
+         * Download an email's raw MIME
+         * @description The message exactly as it was received
+         */
         get: operations["emails.raw"];
         put?: never;
         post?: never;
@@ -371,8 +469,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * List mailboxes
+         * @description The caller's active mailboxes, newest first, under `mailboxes` (not paginated)
+         */
         get: operations["mailboxes.list"];
         put?: never;
+        /**
+         * Create a mailbox
+         * @description A new address: local_part (or email_address) and domain, held to SPEC's rules (at least 5 characters, letters, digits, '.', '_', '-', not reserved, unique across all users, on a domain the plan allows). Answers 201 with `mailbox`
+         */
         post: operations["mailboxes.create"];
         delete?: never;
         options?: never;
@@ -390,9 +496,17 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
+        /**
+         * Delete a mailbox
+         * @description Soft-deletes the mailbox and hides its mail; confirm_email_address must equal its full address exactly
+         */
         delete: operations["mailboxes.remove"];
         options?: never;
         head?: never;
+        /**
+         * Rename a mailbox
+         * @description A new address by the create rules; mailbox_id and stored mail stay
+         */
         patch: operations["mailboxes.rename"];
         trace?: never;
     };
@@ -403,7 +517,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Newest first (sort received_at:desc) unless `sort` says otherwise */
+        /**
+         * List a mailbox's emails
+         * @description Newest first (sort received_at:desc) unless `sort` says otherwise
+         */
         get: operations["emails.list"];
         put?: never;
         post?: never;
@@ -420,6 +537,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Check an address
+         * @description Applies the create rules without creating: a rule failure is 200 `valid: false` with its code (LOCAL_TOO_SHORT, EMAIL_TAKEN, ...); exclude_mailbox_id counts that mailbox's own address as free (rename)
+         */
         get: operations["mailboxes.checkEmail"];
         put?: never;
         post?: never;
@@ -436,6 +557,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Get a thread
+         * @description The emails of one conversation, oldest first
+         */
         get: operations["emails.thread"];
         put?: never;
         post?: never;
@@ -452,10 +577,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Secrets masked; the creation time is spelled createdAt here */
+        /**
+         * List webhooks
+         * @description Secrets masked; the creation time is spelled createdAt here
+         */
         get: operations["webhooks.list"];
         put?: never;
-        /** @description The full secret is in this answer only; over the plan's endpoint limit: 403 WEBHOOK_QUOTA */
+        /**
+         * Create a webhook
+         * @description The full secret is in this answer only; over the plan's endpoint limit: 403 WEBHOOK_QUOTA
+         */
         post: operations["webhooks.create"];
         delete?: never;
         options?: never;
@@ -470,13 +601,24 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Get a webhook
+         * @description The endpoint with its secret masked
+         */
         get: operations["webhooks.get"];
         put?: never;
         post?: never;
+        /**
+         * Delete a webhook
+         * @description No more deliveries are made to it
+         */
         delete: operations["webhooks.remove"];
         options?: never;
         head?: never;
-        /** @description Every field optional; a changed secret is answered in full, once */
+        /**
+         * Update a webhook
+         * @description Every field optional; a changed secret is answered in full, once
+         */
         patch: operations["webhooks.update"];
         trace?: never;
     };
@@ -487,7 +629,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Every delivery to this endpoint, newest first, with each attempt's status, duration and error */
+        /**
+         * List a webhook's deliveries
+         * @description Every delivery to this endpoint, newest first, with each attempt's status, duration and error
+         */
         get: operations["webhooks.deliveries"];
         put?: never;
         post?: never;
@@ -506,6 +651,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Start a checkout
+         * @description Answers the hosted payment page to send the user to. The plan the account is on already is 409 CONFLICT; free needs no checkout (400)
+         */
         post: operations["billing.checkout"];
         delete?: never;
         options?: never;
@@ -522,6 +671,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
+        /**
+         * Open the billing portal
+         * @description Answers a customer portal page for payment methods, invoices and cancelling
+         */
         post: operations["billing.portal"];
         delete?: never;
         options?: never;
@@ -536,6 +689,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Get the subscription
+         * @description The account's plan, its status and the current billing period
+         */
         get: operations["billing.subscription"];
         put?: never;
         post?: never;
@@ -552,6 +709,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /**
+         * Get usage
+         * @description Emails, searches and storage used in the current billing period, against the plan's limits (storage in bytes)
+         */
         get: operations["billing.usage"];
         put?: never;
         post?: never;
@@ -570,7 +731,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Stripe's events (signed with STRIPE_WEBHOOK_SECRET): checkout.session.completed, customer.subscription.*, invoice.payment_failed. A bad signature is 400 INVALID_SIGNATURE; 404 without Stripe configured */
+        /**
+         * Receive Stripe's events
+         * @description Stripe's events (signed with STRIPE_WEBHOOK_SECRET): checkout.session.completed, customer.subscription.*, invoice.payment_failed. A bad signature is 400 INVALID_SIGNATURE; 404 without Stripe configured
+         */
         post: operations["billingWebhook.webhook"];
         delete?: never;
         options?: never;
@@ -585,7 +749,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description The domain list with the common list parameters; meta adds total, limit, offset, hasMore */
+        /**
+         * List custom domains, paginated
+         * @description The domain list with the common list parameters; meta adds total, limit, offset, hasMore
+         */
         get: operations["domainList.list"];
         put?: never;
         post?: never;
@@ -604,7 +771,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** @description Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period (403 SEARCH_QUOTA when used up) and its searches per minute (429) */
+        /**
+         * Search emails
+         * @description Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period (403 SEARCH_QUOTA when used up) and its searches per minute (429)
+         */
         post: operations["search.search"];
         delete?: never;
         options?: never;
@@ -619,7 +789,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** @description Completions of a partial query: your past queries, then subjects, then senders (10 at most) */
+        /**
+         * Suggest queries
+         * @description Completions of a partial query: your past queries, then subjects, then senders (10 at most)
+         */
         get: operations["search.suggestions"];
         put?: never;
         post?: never;
@@ -630,7 +803,68 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "api_key.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * api_key.created event
+         * @description An API key was created on the account (never the key itself). Sent to every active webhook subscribed to api_key.created, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.api_key.created"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.processed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.processed event
+         * @description A received email is indexed for semantic search. Sent to every active webhook subscribed to email.processed, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.processed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.received": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.received event
+         * @description A new email arrived at one of the account's mailboxes. Sent to every active webhook subscribed to email.received, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.received"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         ApiKey: {
@@ -646,6 +880,20 @@ export interface components {
             /** @description Requests per minute allowed for the key */
             rateLimit: number;
         };
+        /** @description An API key was created on the account (never the key itself) */
+        ApiKeyCreatedEvent: {
+            data: {
+                createdAt: string;
+                expirationTs: string | null;
+                keyId: string;
+                keyPrefix: string;
+                name: string;
+            };
+            /** @enum {string} */
+            event: "api_key.created";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         Attachment: {
             attachment_id: string;
             /** @description SHA-256 of the decoded bytes, lowercase hex */
@@ -656,10 +904,11 @@ export interface components {
             /** @description Bytes, decoded */
             size: number;
         };
-        /** @description Malformed request (BAD_REQUEST) */
+        /** @description BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address */
         BadRequest: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "BAD_REQUEST";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -674,10 +923,11 @@ export interface components {
             plan: "free" | "pro" | "enterprise";
             successUrl: string;
         };
-        /** @description Already exists or state conflict (CONFLICT) */
+        /** @description CONFLICT: the resource already exists, or the state forbids the change */
         Conflict: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "CONFLICT";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -755,6 +1005,19 @@ export interface components {
             /** @description Must equal the mailbox's full address exactly */
             confirm_email_address?: string | null;
         };
+        /** @description DISALLOWED_LOCAL: the local part is a reserved name; details.local_part */
+        DisallowedLocal: {
+            error: {
+                /** @enum {string} */
+                code: "DISALLOWED_LOCAL";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         DnsRecord: {
             /** @description @ is the domain itself */
             name: string;
@@ -774,12 +1037,64 @@ export interface components {
             verification_token: string;
             verified: boolean;
         };
+        /** @description DOMAIN_HAS_MAILBOXES: active mailboxes still use the domain; details: mailbox_count, domain_name */
+        DomainHasMailboxes: {
+            error: {
+                /** @enum {string} */
+                code: "DOMAIN_HAS_MAILBOXES";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         DomainListMeta: {
             can_add_domain: boolean;
             domain_count: number;
             /** @description -1 when unlimited */
             domain_limit: number;
             plan: string;
+        };
+        /** @description DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request */
+        DomainMismatch: {
+            error: {
+                /** @enum {string} */
+                code: "DOMAIN_MISMATCH";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        /** @description DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan */
+        DomainNotAllowed: {
+            error: {
+                /** @enum {string} */
+                code: "DOMAIN_NOT_ALLOWED";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        /** @description DOMAIN_QUOTA: the plan's custom-domain count is reached; details: count, limit, plan */
+        DomainQuotaReached: {
+            error: {
+                /** @enum {string} */
+                code: "DOMAIN_QUOTA";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
         };
         Email: {
             attachments: components["schemas"]["Attachment"][];
@@ -804,6 +1119,48 @@ export interface components {
             thread_id: string;
             to: string[];
         };
+        /** @description A received email is indexed for semantic search */
+        EmailProcessedEvent: {
+            data: {
+                date: string;
+                domain: string;
+                email_id: string;
+                /** @description The model that embedded the email for search */
+                embedding_model: string;
+                from: string;
+                has_attachments: boolean;
+                mailbox_id: string;
+                message_id: string;
+                /** @description How long indexing took */
+                processing_ms: number;
+                subject: string;
+                thread_id: string;
+                to: string[];
+            };
+            /** @enum {string} */
+            event: "email.processed";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
+        /** @description A new email arrived at one of the account's mailboxes */
+        EmailReceivedEvent: {
+            data: {
+                date: string;
+                domain: string;
+                email_id: string;
+                from: string;
+                has_attachments: boolean;
+                mailbox_id: string;
+                message_id: string;
+                subject: string;
+                thread_id: string;
+                to: string[];
+            };
+            /** @enum {string} */
+            event: "email.received";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         EmailSummary: {
             date: string;
             domain: string;
@@ -821,10 +1178,24 @@ export interface components {
             thread_id: string;
             to: string[];
         };
-        /** @description No permission or plan quota reached */
+        /** @description EMAIL_TAKEN: the full address already exists; details.email_address */
+        EmailTaken: {
+            error: {
+                /** @enum {string} */
+                code: "EMAIL_TAKEN";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        /** @description FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
         Forbidden: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "FORBIDDEN";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -833,17 +1204,11 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /** @description The request did not match the expected schema */
-        HttpApiDecodeError: {
-            /** @enum {string} */
-            _tag: "HttpApiDecodeError";
-            issues: components["schemas"]["Issue"][];
-            message: string;
-        };
-        /** @description Unexpected failure (INTERNAL_ERROR) */
+        /** @description INTERNAL_ERROR: an unexpected failure */
         InternalError: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "INTERNAL_ERROR";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -852,23 +1217,50 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /** @description Represents an error encountered while parsing a value to match the schema */
-        Issue: {
-            /**
-             * @description The tag identifying the type of parse issue
-             * @enum {string}
-             */
-            _tag: "Pointer" | "Unexpected" | "Missing" | "Composite" | "Refinement" | "Transformation" | "Type" | "Forbidden";
-            /** @description A descriptive message explaining the issue */
-            message: string;
-            /** @description The path to the property where the issue occurred */
-            path: components["schemas"]["PropertyKey"][];
+        /** @description INVALID_LOCAL: disallowed characters or shape in the local part; details.local_part */
+        InvalidLocal: {
+            error: {
+                /** @enum {string} */
+                code: "INVALID_LOCAL";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        /** @description INVALID_SIGNATURE: the Stripe-Signature header does not verify over the body */
+        InvalidSignature: {
+            error: {
+                /** @enum {string} */
+                code: "INVALID_SIGNATURE";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
         };
         ListMeta: {
             hasMore: boolean;
             limit: number;
             offset: number;
             total: number;
+        };
+        /** @description LOCAL_TOO_SHORT: a local part under 5 characters; details: min_length, actual_length */
+        LocalTooShort: {
+            error: {
+                /** @enum {string} */
+                code: "LOCAL_TOO_SHORT";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
         };
         LoginInput: {
             /** @description a string that will be trimmed */
@@ -919,15 +1311,42 @@ export interface components {
             renamed: boolean;
             to_email: string;
         };
+        /** @description MAILBOX_QUOTA: the plan's mailbox count is reached; details: count, limit, plan */
+        MailboxQuotaReached: {
+            error: {
+                /** @enum {string} */
+                code: "MAILBOX_QUOTA";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         MigrateMailboxesInput: {
             /** @description Default true: preview only */
             dry_run?: boolean;
             target_domain: string;
         };
-        /** @description Resource missing (NOT_FOUND) */
+        /** @description MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields */
+        MissingFields: {
+            error: {
+                /** @enum {string} */
+                code: "MISSING_FIELDS";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        /** @description NOT_FOUND: the resource does not exist or is not the caller's */
         NotFound: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "NOT_FOUND";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -949,10 +1368,11 @@ export interface components {
             plan: string;
             total: number;
         };
-        /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+        /** @description PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
         PayloadTooLarge: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "PAYLOAD_TOO_LARGE";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -964,15 +1384,11 @@ export interface components {
         PortalInput: {
             returnUrl: string;
         };
-        PropertyKey: string | number | {
-            /** @enum {string} */
-            _tag: "symbol";
-            key: string;
-        };
-        /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+        /** @description RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
         RateLimited: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "RATE_LIMIT_EXCEEDED";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -1060,6 +1476,19 @@ export interface components {
             page: number;
             total: number;
         };
+        /** @description SEARCH_QUOTA: the plan's searches for this billing period are used up; details: used, limit, plan, period_end */
+        SearchQuotaReached: {
+            error: {
+                /** @enum {string} */
+                code: "SEARCH_QUOTA";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         SearchResult: {
             date: string;
             email_id: string;
@@ -1070,10 +1499,11 @@ export interface components {
             snippet: string;
             subject: string;
         };
-        /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+        /** @description SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
         ServiceUnavailable: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "SERVICE_UNAVAILABLE";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -1106,10 +1536,11 @@ export interface components {
             subject: string;
             thread_id: string;
         };
-        /** @description Missing or invalid credential (UNAUTHORIZED) */
+        /** @description UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
         Unauthorized: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "UNAUTHORIZED";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -1118,22 +1549,11 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /** @description Semantic validation failed */
-        Unprocessable: {
-            error: {
-                code: string;
-                details?: {
-                    [key: string]: unknown;
-                };
-                message: string;
-            };
-            /** @enum {boolean} */
-            success: false;
-        };
-        /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+        /** @description UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
         UnsupportedMediaType: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "UNSUPPORTED_MEDIA_TYPE";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -1176,10 +1596,24 @@ export interface components {
             name: string;
             userId: string;
         };
-        /** @description Invalid parameters (VALIDATION_ERROR); details maps field to message */
+        /** @description VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes) */
         ValidationError: {
             error: {
-                code: string;
+                /** @enum {string} */
+                code: "VALIDATION_ERROR";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        /** @description VERIFICATION_FAILED: the TXT record was not found or does not match; details: expected_txt_record, instructions */
+        VerificationFailed: {
+            error: {
+                /** @enum {string} */
+                code: "VERIFICATION_FAILED";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -1224,6 +1658,19 @@ export interface components {
             url: string;
             webhook_id: string;
         };
+        /** @description WEBHOOK_QUOTA: the plan's webhook endpoint count is reached; details: count, limit, plan */
+        WebhookQuotaReached: {
+            error: {
+                /** @enum {string} */
+                code: "WEBHOOK_QUOTA";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
     };
     responses: never;
     parameters: never;
@@ -1259,16 +1706,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1277,16 +1727,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1295,7 +1736,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1304,7 +1745,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1313,7 +1754,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1322,7 +1763,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1357,16 +1798,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1375,7 +1819,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1384,16 +1828,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1402,7 +1837,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1411,7 +1846,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1420,7 +1855,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1429,7 +1864,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1466,16 +1901,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1484,16 +1922,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1502,7 +1931,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1511,7 +1940,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1520,7 +1949,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1529,7 +1958,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1566,25 +1995,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1593,7 +2016,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1602,7 +2025,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1611,7 +2034,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1620,7 +2043,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1629,7 +2052,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1663,16 +2086,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1681,7 +2107,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1690,16 +2116,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1708,7 +2125,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1717,7 +2134,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1726,7 +2143,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1735,7 +2152,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1772,16 +2189,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1790,25 +2210,19 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_QUOTA: the plan's custom-domain count is reached; details: count, limit, plan
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["DomainQuotaReached"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1817,7 +2231,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1826,7 +2240,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1835,7 +2249,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1844,7 +2258,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1853,7 +2267,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -1888,16 +2302,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -1906,7 +2323,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -1915,7 +2332,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -1924,16 +2341,16 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - DOMAIN_HAS_MAILBOXES: active mailboxes still use the domain; details: mailbox_count, domain_name */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["DomainHasMailboxes"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -1942,7 +2359,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -1951,7 +2368,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -1960,7 +2377,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1969,7 +2386,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2008,16 +2425,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2026,7 +2446,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2035,7 +2455,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2044,16 +2464,19 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /**
+             * @description - CONFLICT: the resource already exists, or the state forbids the change
+             *     - EMAIL_TAKEN: the full address already exists; details.email_address
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["Conflict"] | components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2062,7 +2485,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2071,16 +2494,16 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Semantic validation failed */
+            /** @description - DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Unprocessable"];
+                    "application/json": components["schemas"]["DomainNotAllowed"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2089,7 +2512,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2098,7 +2521,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2133,16 +2556,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - VERIFICATION_FAILED: the TXT record was not found or does not match; details: expected_txt_record, instructions
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["VerificationFailed"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2151,7 +2578,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2160,7 +2587,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2169,7 +2596,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2178,7 +2605,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2187,7 +2614,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2196,7 +2623,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2205,7 +2632,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2234,16 +2661,19 @@ export interface operations {
                     "application/json": components["schemas"]["MailboxList"];
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2252,7 +2682,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2261,16 +2691,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2279,7 +2700,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2288,7 +2709,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2297,7 +2718,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2306,7 +2727,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2343,16 +2764,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["MissingFields"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2361,34 +2786,28 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - MAILBOX_QUOTA: the plan's mailbox count is reached; details: count, limit, plan
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["MailboxQuotaReached"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - EMAIL_TAKEN: the full address already exists; details.email_address */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2397,7 +2816,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2406,16 +2825,22 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Semantic validation failed */
+            /**
+             * @description - LOCAL_TOO_SHORT: a local part under 5 characters; details: min_length, actual_length
+             *     - INVALID_LOCAL: disallowed characters or shape in the local part; details.local_part
+             *     - DISALLOWED_LOCAL: the local part is a reserved name; details.local_part
+             *     - DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request
+             *     - DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Unprocessable"];
+                    "application/json": components["schemas"]["LocalTooShort"] | components["schemas"]["InvalidLocal"] | components["schemas"]["DisallowedLocal"] | components["schemas"]["DomainMismatch"] | components["schemas"]["DomainNotAllowed"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2424,7 +2849,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2433,7 +2858,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2472,16 +2897,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2490,7 +2918,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2499,7 +2927,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2508,7 +2936,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2517,7 +2945,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2526,7 +2954,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2535,7 +2963,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2544,7 +2972,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2583,16 +3011,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["MissingFields"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2601,7 +3033,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2610,7 +3042,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -2619,16 +3051,16 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - EMAIL_TAKEN: the full address already exists; details.email_address */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2637,7 +3069,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2646,16 +3078,22 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Semantic validation failed */
+            /**
+             * @description - LOCAL_TOO_SHORT: a local part under 5 characters; details: min_length, actual_length
+             *     - INVALID_LOCAL: disallowed characters or shape in the local part; details.local_part
+             *     - DISALLOWED_LOCAL: the local part is a reserved name; details.local_part
+             *     - DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request
+             *     - DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Unprocessable"];
+                    "application/json": components["schemas"]["LocalTooShort"] | components["schemas"]["InvalidLocal"] | components["schemas"]["DisallowedLocal"] | components["schemas"]["DomainMismatch"] | components["schemas"]["DomainNotAllowed"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2664,7 +3102,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2673,7 +3111,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2725,16 +3163,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["MissingFields"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -2743,7 +3185,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -2752,16 +3194,7 @@ export interface operations {
                     "application/json": components["schemas"]["Forbidden"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2770,7 +3203,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2779,7 +3212,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -2788,7 +3221,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2797,7 +3230,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2837,25 +3270,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2864,7 +3291,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2873,7 +3300,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2882,7 +3309,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -2922,25 +3349,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -2949,7 +3370,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -2958,7 +3379,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2967,7 +3388,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3005,16 +3426,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3023,16 +3447,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3041,7 +3456,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3050,7 +3465,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3059,7 +3474,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3068,7 +3483,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3108,16 +3523,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3126,16 +3544,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3144,7 +3553,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3153,7 +3562,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3162,7 +3571,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3171,7 +3580,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3206,16 +3615,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3224,7 +3636,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3233,7 +3645,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3242,7 +3654,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3251,7 +3663,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3260,7 +3672,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3269,7 +3681,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3303,16 +3715,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3321,16 +3736,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3339,7 +3745,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3348,7 +3754,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3357,7 +3763,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3366,7 +3772,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3403,16 +3809,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3421,25 +3830,16 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - DOMAIN_QUOTA: the plan's custom-domain count is reached; details: count, limit, plan */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"];
+                    "application/json": components["schemas"]["DomainQuotaReached"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3448,7 +3848,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3457,7 +3857,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3466,7 +3866,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3475,7 +3875,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3484,7 +3884,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3519,16 +3919,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3537,7 +3940,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3546,16 +3949,16 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - DOMAIN_HAS_MAILBOXES: active mailboxes still use the domain; details: mailbox_count, domain_name */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["DomainHasMailboxes"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3564,7 +3967,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3573,7 +3976,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3582,7 +3985,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3591,7 +3994,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3630,16 +4033,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3648,7 +4054,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3657,16 +4063,19 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /**
+             * @description - CONFLICT: the resource already exists, or the state forbids the change
+             *     - EMAIL_TAKEN: the full address already exists; details.email_address
+             */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["Conflict"] | components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3675,7 +4084,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3684,16 +4093,16 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Semantic validation failed */
+            /** @description - DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Unprocessable"];
+                    "application/json": components["schemas"]["DomainNotAllowed"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3702,7 +4111,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3711,7 +4120,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3746,16 +4155,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - VERIFICATION_FAILED: the TXT record was not found or does not match; details: expected_txt_record, instructions
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["VerificationFailed"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3764,7 +4177,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3773,7 +4186,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3782,7 +4195,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3791,7 +4204,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3800,7 +4213,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3809,7 +4222,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3844,16 +4257,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3862,7 +4278,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3871,7 +4287,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3880,7 +4296,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3889,7 +4305,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3898,7 +4314,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -3907,7 +4323,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -3939,16 +4355,19 @@ export interface operations {
                     "application/octet-stream": string;
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -3957,7 +4376,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -3966,7 +4385,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -3975,7 +4394,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -3984,7 +4403,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -3993,7 +4412,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4002,7 +4421,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4033,16 +4452,19 @@ export interface operations {
                     "message/rfc822": string;
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4051,7 +4473,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4060,7 +4482,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4069,7 +4491,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4078,7 +4500,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4087,7 +4509,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4096,7 +4518,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4125,16 +4547,19 @@ export interface operations {
                     "application/json": components["schemas"]["MailboxList"];
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4143,16 +4568,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4161,7 +4577,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4170,7 +4586,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4179,7 +4595,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4188,7 +4604,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4225,16 +4641,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["MissingFields"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4243,34 +4663,25 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - MAILBOX_QUOTA: the plan's mailbox count is reached; details: count, limit, plan */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"];
+                    "application/json": components["schemas"]["MailboxQuotaReached"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - EMAIL_TAKEN: the full address already exists; details.email_address */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4279,7 +4690,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4288,16 +4699,22 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Semantic validation failed */
+            /**
+             * @description - LOCAL_TOO_SHORT: a local part under 5 characters; details: min_length, actual_length
+             *     - INVALID_LOCAL: disallowed characters or shape in the local part; details.local_part
+             *     - DISALLOWED_LOCAL: the local part is a reserved name; details.local_part
+             *     - DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request
+             *     - DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Unprocessable"];
+                    "application/json": components["schemas"]["LocalTooShort"] | components["schemas"]["InvalidLocal"] | components["schemas"]["DisallowedLocal"] | components["schemas"]["DomainMismatch"] | components["schemas"]["DomainNotAllowed"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4306,7 +4723,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4315,7 +4732,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4354,16 +4771,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4372,7 +4792,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4381,7 +4801,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4390,7 +4810,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4399,7 +4819,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4408,7 +4828,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4417,7 +4837,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4456,16 +4876,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["MissingFields"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4474,7 +4898,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4483,16 +4907,16 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - EMAIL_TAKEN: the full address already exists; details.email_address */
             409: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Conflict"];
+                    "application/json": components["schemas"]["EmailTaken"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4501,7 +4925,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4510,16 +4934,22 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Semantic validation failed */
+            /**
+             * @description - LOCAL_TOO_SHORT: a local part under 5 characters; details: min_length, actual_length
+             *     - INVALID_LOCAL: disallowed characters or shape in the local part; details.local_part
+             *     - DISALLOWED_LOCAL: the local part is a reserved name; details.local_part
+             *     - DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request
+             *     - DOMAIN_NOT_ALLOWED: the domain is not in the shared pool (free) or not verified or shared (paid); details: domain, plan
+             */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Unprocessable"];
+                    "application/json": components["schemas"]["LocalTooShort"] | components["schemas"]["InvalidLocal"] | components["schemas"]["DisallowedLocal"] | components["schemas"]["DomainMismatch"] | components["schemas"]["DomainNotAllowed"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4528,7 +4958,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4537,7 +4967,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4577,16 +5007,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4595,7 +5028,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4604,7 +5037,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4613,7 +5046,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4622,7 +5055,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4631,7 +5064,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4640,7 +5073,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4692,16 +5125,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - MISSING_FIELDS: domain missing, or both local_part and email_address missing; details.missing_fields
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["MissingFields"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4710,16 +5147,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4728,7 +5156,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4737,7 +5165,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4746,7 +5174,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4755,7 +5183,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4790,16 +5218,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4808,7 +5239,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -4817,7 +5248,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4826,7 +5257,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4835,7 +5266,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4844,7 +5275,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4853,7 +5284,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4891,16 +5322,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -4909,16 +5343,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -4927,7 +5352,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -4936,7 +5361,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -4945,7 +5370,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -4954,7 +5379,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -4991,16 +5416,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5009,25 +5437,16 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - WEBHOOK_QUOTA: the plan's webhook endpoint count is reached; details: count, limit, plan */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"];
+                    "application/json": components["schemas"]["WebhookQuotaReached"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5036,7 +5455,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5045,7 +5464,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5054,7 +5473,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5063,7 +5482,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5098,16 +5517,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5116,7 +5538,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5125,7 +5547,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5134,7 +5556,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5143,7 +5565,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5152,7 +5574,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5161,7 +5583,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5196,16 +5618,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5214,7 +5639,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5223,7 +5648,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5232,7 +5657,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5241,7 +5666,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5250,7 +5675,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5259,7 +5684,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5298,16 +5723,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5316,7 +5744,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5325,7 +5753,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5334,7 +5762,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5343,7 +5771,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5352,7 +5780,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5361,7 +5789,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5400,16 +5828,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5418,7 +5849,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5427,7 +5858,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5436,7 +5867,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5445,7 +5876,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5454,7 +5885,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5463,7 +5894,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5503,16 +5934,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5521,7 +5955,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5530,7 +5964,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description Already exists or state conflict (CONFLICT) */
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -5539,7 +5973,7 @@ export interface operations {
                     "application/json": components["schemas"]["Conflict"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5548,7 +5982,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5557,7 +5991,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5566,7 +6000,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5575,7 +6009,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5615,16 +6049,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5633,16 +6070,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5651,7 +6079,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5660,7 +6088,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5669,7 +6097,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5678,7 +6106,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5711,16 +6139,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5729,7 +6160,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5738,7 +6169,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5747,7 +6178,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5756,7 +6187,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5765,7 +6196,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5774,7 +6205,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5807,16 +6238,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -5825,7 +6259,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5834,7 +6268,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5843,7 +6277,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5852,7 +6286,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -5861,7 +6295,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5870,7 +6304,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5906,16 +6340,20 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - INVALID_SIGNATURE: the Stripe-Signature header does not verify over the body
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["InvalidSignature"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -5924,7 +6362,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -5933,7 +6371,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -5942,7 +6380,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -5951,7 +6389,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -5989,16 +6427,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6007,16 +6448,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6025,7 +6457,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6034,7 +6466,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6043,7 +6475,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6052,7 +6484,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6090,16 +6522,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6108,16 +6543,16 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description No permission or plan quota reached */
+            /** @description - SEARCH_QUOTA: the plan's searches for this billing period are used up; details: used, limit, plan, period_end */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"];
+                    "application/json": components["schemas"]["SearchQuotaReached"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -6126,7 +6561,7 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6135,7 +6570,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6144,7 +6579,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6153,7 +6588,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6162,7 +6597,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6198,16 +6633,19 @@ export interface operations {
                     };
                 };
             };
-            /** @description The request did not match the expected schema */
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HttpApiDecodeError"] | components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
-            /** @description Missing or invalid credential (UNAUTHORIZED) */
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
             401: {
                 headers: {
                     [name: string]: unknown;
@@ -6216,16 +6654,7 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description Resource missing (NOT_FOUND) */
-            404: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["NotFound"];
-                };
-            };
-            /** @description JSON body over 1 MiB (PAYLOAD_TOO_LARGE) */
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -6234,7 +6663,7 @@ export interface operations {
                     "application/json": components["schemas"]["PayloadTooLarge"];
                 };
             };
-            /** @description A request body that is not JSON (UNSUPPORTED_MEDIA_TYPE); details.accepted names the media type to send */
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -6243,7 +6672,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description Rate limit exceeded (RATE_LIMIT_EXCEEDED); see Retry-After */
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
             429: {
                 headers: {
                     [name: string]: unknown;
@@ -6252,7 +6681,7 @@ export interface operations {
                     "application/json": components["schemas"]["RateLimited"];
                 };
             };
-            /** @description Unexpected failure (INTERNAL_ERROR) */
+            /** @description - INTERNAL_ERROR: an unexpected failure */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -6261,7 +6690,7 @@ export interface operations {
                     "application/json": components["schemas"]["InternalError"];
                 };
             };
-            /** @description Temporarily unavailable (SERVICE_UNAVAILABLE); see Retry-After */
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
             503: {
                 headers: {
                     [name: string]: unknown;
@@ -6269,6 +6698,120 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ServiceUnavailable"];
                 };
+            };
+        };
+    };
+    "webhook.api_key.created": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ApiKeyCreatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.processed": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailProcessedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.received": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailReceivedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -5,7 +5,8 @@ import { keySortFields } from "../../../services/keys/schemas.ts"
 import { ApiKey, CreatedApiKey, CreateKeyInput, RevokedApiKey } from "../../../services/keys/schemas.ts"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { NotFoundError } from "../errors.ts"
+import { NotFound } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
@@ -13,19 +14,29 @@ export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
     HttpApiEndpoint.get("list", "/api-keys")
       .setUrlParams(ListParams(keySortFields))
       .addSuccess(OkWithMeta(Schema.Array(ApiKey), ListMeta))
+      .annotateContext(OpenApi.annotations({
+        summary: "List API keys",
+        description: "The account's keys, masked, with when each was last used; newest first unless `sort` says otherwise"
+      }))
   )
   .add(
     HttpApiEndpoint.post("create", "/api-keys")
       .setPayload(CreateKeyInput)
       .addSuccess(OkWithMeta(CreatedApiKey, Schema.Struct({ warning: Schema.String })), { status: 201 })
+      .annotateContext(OpenApi.annotations({
+        summary: "Create an API key",
+        description: "The full key is in this answer only; expirationDays (1-365) makes it expire"
+      }))
   )
   .add(
     HttpApiEndpoint.del("revoke", "/api-keys/:id")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(Ok(RevokedApiKey))
-      .addError(NotFoundError)
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({ summary: "Revoke an API key", description: "The key stops working at once" }))
   )
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "API keys")
+  .annotate(OpenApi.Description, "Keys for programmatic access on {base_url}; a key acts with its owner's full rights")
 {}

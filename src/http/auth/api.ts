@@ -9,7 +9,8 @@ import {
   SessionCredentials
 } from "../../../services/accounts/schemas.ts"
 import { Message, Ok } from "../envelope.ts"
-import { ConflictError, UnauthorizedError } from "../errors.ts"
+import { Conflict, RateLimited, Unauthorized } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ClientRateLimit, SessionAuthentication } from "../security.ts"
 
 export class AuthGroup extends HttpApiGroup.make("auth")
@@ -17,26 +18,44 @@ export class AuthGroup extends HttpApiGroup.make("auth")
     HttpApiEndpoint.post("register", "/register")
       .setPayload(RegisterInput)
       .addSuccess(Ok(RegisteredUser), { status: 201 })
-      .addError(ConflictError)
+      .addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: "Register a user",
+        description: "Creates the account on the free plan. An email already registered is 409 CONFLICT; an invalid email or a password under 8 characters 400 VALIDATION_ERROR"
+      }))
   )
   .add(
     HttpApiEndpoint.post("login", "/login")
       .setPayload(LoginInput)
       .addSuccess(Ok(SessionCredentials))
-      .addError(UnauthorizedError)
+      .addError(envelope(Unauthorized))
+      .addError(envelope(RateLimited))
+      .annotateContext(OpenApi.annotations({
+        summary: "Log in",
+        description: "Answers an access token (900 s) and a refresh token (30 days), and sets the dashboard session cookie. Wrong credentials are 401; 10 failed logins per account in 15 minutes are 429"
+      }))
   )
   .add(
     HttpApiEndpoint.post("refresh", "/refresh")
       .setPayload(RefreshInput)
       .addSuccess(Ok(RefreshedCredentials))
-      .addError(UnauthorizedError)
+      .addError(envelope(Unauthorized))
+      .annotateContext(OpenApi.annotations({
+        summary: "Refresh an access token",
+        description: "Exchanges a refresh token for a new access token and a new refresh token; the old refresh token stops working"
+      }))
   )
   .middleware(ClientRateLimit)
   .add(
     HttpApiEndpoint.post("logout", "/logout")
       .addSuccess(Ok(Message))
       .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Log out",
+        description: "Ends this login's session: its access token, refresh token and cookie stop working; other sessions keep working"
+      }))
   )
   .prefix("/api/auth")
   .annotate(OpenApi.Title, "User authentication")
+  .annotate(OpenApi.Description, "Register, log in, refresh and log out (on {app_url}); open routes are limited per client address")
 {}

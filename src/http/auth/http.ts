@@ -5,7 +5,7 @@ import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { AppConfig } from "../../config.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
-import { SESSION_COOKIE } from "../middleware.ts"
+import { SESSION_COOKIE } from "../security.ts"
 
 export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers) =>
   Effect.gen(function*() {

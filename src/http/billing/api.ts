@@ -4,7 +4,8 @@ import { Schema } from "effect"
 import { Subscription, Usage } from "../../../services/billing/schemas.ts"
 import { Plan } from "../../../services/plans/plans.ts"
 import { Ok } from "../envelope.ts"
-import { ConflictError } from "../errors.ts"
+import { BadRequest, Conflict, InvalidSignature, NotFound, ValidationError } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 const HttpUrl = Schema.String.pipe(
@@ -32,22 +33,49 @@ export const PortalInput = Schema.Struct({ returnUrl: HttpUrl }).annotations({
 const SessionUrl = Schema.Struct({ url: Schema.String.annotations({ description: "Hosted page to send the user to" }) })
 
 export class BillingGroup extends HttpApiGroup.make("billing")
-  .add(HttpApiEndpoint.get("subscription", "/billing/subscription").addSuccess(Ok(Subscription)))
-  .add(HttpApiEndpoint.get("usage", "/billing/usage").addSuccess(Ok(Usage)))
+  .add(
+    HttpApiEndpoint.get("subscription", "/billing/subscription")
+      .addSuccess(Ok(Subscription))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Get the subscription",
+        description: "The account's plan, its status and the current billing period"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("usage", "/billing/usage")
+      .addSuccess(Ok(Usage))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Get usage",
+        description: "Emails, searches and storage used in the current billing period, against the plan's limits (storage in bytes)"
+      }))
+  )
   .add(
     HttpApiEndpoint.post("checkout", "/billing/checkout")
       .setPayload(CheckoutInput)
       .addSuccess(Ok(SessionUrl))
-      .addError(ConflictError)
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: "Start a checkout",
+        description: "Answers the hosted payment page to send the user to. The plan the account is on already is 409 CONFLICT; free needs no checkout (400)"
+      }))
   )
   .add(
     HttpApiEndpoint.post("portal", "/billing/portal")
       .setPayload(PortalInput)
       .addSuccess(Ok(SessionUrl))
+      .annotateContext(OpenApi.annotations({
+        summary: "Open the billing portal",
+        description: "Answers a customer portal page for payment methods, invoices and cancelling"
+      }))
   )
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Billing")
+  .annotate(OpenApi.Description, "Subscription, usage, checkout and the billing portal on {base_url}")
 {}
 
 /** Stripe calls this; it proves itself with `Stripe-Signature`, not a key. */
@@ -55,6 +83,10 @@ export class BillingWebhookGroup extends HttpApiGroup.make("billingWebhook")
   .add(
     HttpApiEndpoint.post("webhook", "/billing/webhook")
       .addSuccess(Ok(Schema.Struct({ received: Schema.Literal(true) })))
+      .addError(envelope(BadRequest))
+      .addError(envelope(InvalidSignature))
+      .addError(envelope(NotFound))
+      .annotate(OpenApi.Summary, "Receive Stripe's events")
       .annotate(
         OpenApi.Description,
         "Stripe's events (signed with STRIPE_WEBHOOK_SECRET): checkout.session.completed, customer.subscription.*, invoice.payment_failed. A bad signature is 400 INVALID_SIGNATURE; 404 without Stripe configured"
@@ -62,4 +94,5 @@ export class BillingWebhookGroup extends HttpApiGroup.make("billingWebhook")
   )
   .prefix("/v1")
   .annotate(OpenApi.Title, "Billing webhook")
+  .annotate(OpenApi.Description, "Called by the payment provider, not by clients")
 {}

@@ -3,7 +3,7 @@ import { Effect, Layer, Option } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Billing } from "../../../services/billing/billing.ts"
 import { PaymentProvider } from "../../../services/billing/payments.ts"
-import { BadRequest, Conflict, NotFound, ServiceUnavailable, ValidationError } from "../../../services/errors.ts"
+import { BadRequest, Conflict, InvalidSignature, NotFound, ServiceUnavailable, ValidationError } from "../../../services/errors.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 
@@ -35,7 +35,7 @@ export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (han
           }
           const current = yield* billing.subscription(userId)
           if (current.plan === plan && current.status === "active") {
-            return yield* Conflict.of({ message: `Already on the ${plan} plan`, details: { plan } })
+            return yield* new Conflict({ message: `Already on the ${plan} plan`, details: { plan } })
           }
           const session = yield* payments.checkout({
             userId,
@@ -65,12 +65,12 @@ export const BillingWebhookHandlers = HttpApiBuilder.group(MailroomApi, "billing
     return handlers.handle("webhook", () =>
       Effect.gen(function*() {
         if (Option.isNone(payments.webhook)) {
-          return yield* NotFound.of({ message: "No payment provider webhook is configured (local billing)" })
+          return yield* new NotFound({ message: "No payment provider webhook is configured (local billing)" })
         }
         const request = yield* HttpServerRequest.HttpServerRequest
-        const body = yield* Effect.orElseFail(request.text, () => BadRequest.of({ message: "The request body could not be read" }))
+        const body = yield* Effect.orElseFail(request.text, () => new BadRequest({ message: "The request body could not be read" }))
         const event = yield* payments.webhook.value(body, request.headers["stripe-signature"]).pipe(
-          Effect.mapError((rejected) => BadRequest.of({ code: "INVALID_SIGNATURE", message: rejected.message }))
+          Effect.mapError((rejected) => new InvalidSignature({ message: rejected.message }))
         )
         const outcome = yield* billing.applyEvent(event)
         yield* Effect.logInfo("Payment provider event").pipe(

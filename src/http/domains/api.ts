@@ -18,7 +18,18 @@ import {
 import { ListParams } from "../../../services/listing.ts"
 import { JsonBody } from "../../../services/mailboxes/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { ConflictError, ForbiddenError, UnprocessableError } from "../errors.ts"
+import {
+  BadRequest,
+  Conflict,
+  DomainHasMailboxes,
+  DomainNotAllowed,
+  DomainQuotaReached,
+  EmailTaken,
+  NotFound,
+  ValidationError,
+  VerificationFailed
+} from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const DomainPath = Schema.Struct({ id: Schema.String })
@@ -28,48 +39,75 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
     .add(
       HttpApiEndpoint.get("list", "/domains")
         .addSuccess(OkWithMeta(Schema.Array(Domain), DomainListMeta))
+        .annotateContext(OpenApi.annotations({
+          summary: "List custom domains",
+          description: "The account's domains, newest first, with the plan's domain limit in meta (not paginated; see GET /v1/domains)"
+        }))
     )
     .add(
       HttpApiEndpoint.post("create", "/domains")
         .setPayload(JsonBody(CreateDomainInput, "CreateDomainInput"))
         .addSuccess(Ok(CreatedDomain), { status: 201 })
-        .addError(ForbiddenError)
-        .addError(ConflictError)
-        .annotate(OpenApi.Description, "Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT")
+        .addError(envelope(BadRequest))
+        .addError(envelope(ValidationError))
+        .addError(envelope(DomainQuotaReached))
+        .addError(envelope(Conflict))
+        .annotateContext(OpenApi.annotations({
+          summary: "Add a custom domain",
+          description: "Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT"
+        }))
     )
     .add(
       HttpApiEndpoint.post("verify", "/domains/:id/verify")
         .setPath(DomainPath)
         .addSuccess(Ok(Domain))
-        .annotate(OpenApi.Description, "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured")
+        .addError(envelope(VerificationFailed))
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Verify a domain's DNS",
+          description: "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured"
+        }))
     )
     .add(
       HttpApiEndpoint.post("migrate", "/domains/:id/migrate-mailboxes")
         .setPath(DomainPath)
         .setPayload(JsonBody(MigrateInput, "MigrateMailboxesInput"))
         .addSuccess(Ok(Migration))
-        .addError(ConflictError)
-        .addError(UnprocessableError)
-        .annotate(OpenApi.Description, "Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews)")
+        .addError(envelope(BadRequest))
+        .addError(envelope(ValidationError))
+        .addError(envelope(NotFound))
+        .addError(envelope(Conflict))
+        .addError(envelope(EmailTaken))
+        .addError(envelope(DomainNotAllowed))
+        .annotateContext(OpenApi.annotations({
+          summary: "Move a domain's mailboxes",
+          description: "Moves every active mailbox of the domain to target_domain (dry_run, default true, only previews)"
+        }))
     )
     .add(
       HttpApiEndpoint.del("remove", "/domains/:id")
         .setPath(DomainPath)
         .addSuccess(Ok(DeletedDomain))
-        .addError(ConflictError)
-        .annotate(OpenApi.Description, "409 DOMAIN_HAS_MAILBOXES while active mailboxes use it")
+        .addError(envelope(NotFound))
+        .addError(envelope(DomainHasMailboxes))
+        .annotateContext(OpenApi.annotations({
+          summary: "Delete a custom domain",
+          description: "409 DOMAIN_HAS_MAILBOXES while active mailboxes use it"
+        }))
     )
 
 export class DomainsGroup extends domainEndpoints("domains")
   .middleware(ApiAuthentication)
   .prefix("/v1/api")
   .annotate(OpenApi.Title, "Custom domains")
+  .annotate(OpenApi.Description, "Your own domains for mailboxes: register, prove ownership by DNS, migrate mailboxes, delete (API keys, under /v1/api)")
 {}
 
 export class DashboardDomainsGroup extends domainEndpoints("dashboardDomains")
   .middleware(SessionAuthentication)
   .prefix("/api")
   .annotate(OpenApi.Title, "Custom domains (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/api/domains, for dashboard sessions; field errors come as details.field_errors")
 {}
 
 export class DomainListGroup extends HttpApiGroup.make("domainList")
@@ -77,9 +115,13 @@ export class DomainListGroup extends HttpApiGroup.make("domainList")
     HttpApiEndpoint.get("list", "/domains")
       .setUrlParams(ListParams(["createdAt"] as const))
       .addSuccess(OkWithMeta(Schema.Array(Domain), PagedDomainListMeta))
-      .annotate(OpenApi.Description, "The domain list with the common list parameters; meta adds total, limit, offset, hasMore")
+      .annotateContext(OpenApi.annotations({
+        summary: "List custom domains, paginated",
+        description: "The domain list with the common list parameters; meta adds total, limit, offset, hasMore"
+      }))
   )
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Custom domains (list form)")
+  .annotate(OpenApi.Description, "SPEC's generic list form of the domains, with the common list parameters")
 {}

@@ -2,7 +2,8 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Ok } from "../envelope.ts"
-import { UnavailableError } from "../errors.ts"
+import { ServiceUnavailable } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 
 const Health = Schema.Struct({
   status: Schema.Literal("ok"),
@@ -11,7 +12,19 @@ const Health = Schema.Struct({
 })
 
 export class HealthGroup extends HttpApiGroup.make("health")
-  .add(HttpApiEndpoint.get("healthz", "/healthz").addSuccess(Ok(Health)))
-  .add(HttpApiEndpoint.get("readyz", "/readyz").addSuccess(Ok(Health)).addError(UnavailableError))
+  .add(
+    HttpApiEndpoint.get("healthz", "/healthz")
+      .addSuccess(Ok(Health))
+      .annotateContext(OpenApi.annotations({ summary: "Liveness", description: "200 while the process serves requests; checks nothing else" }))
+  )
+  .add(
+    HttpApiEndpoint.get("readyz", "/readyz")
+      .addSuccess(Ok(Health))
+      .addError(envelope(ServiceUnavailable))
+      .annotateContext(OpenApi.annotations({
+        summary: "Readiness",
+        description: "200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise"
+      }))
+  )
   .annotate(OpenApi.Description, "Liveness (the process serves) and readiness (database and bus reachable)")
 {}

@@ -3,7 +3,8 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { SearchInput, SearchMeta, SearchResult, SuggestionsParams } from "../../../services/search/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { ForbiddenError, RateLimitedError } from "../errors.ts"
+import { NotFound, RateLimited, SearchQuotaReached, ValidationError } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 export class SearchGroup extends HttpApiGroup.make("search")
@@ -11,8 +12,11 @@ export class SearchGroup extends HttpApiGroup.make("search")
     HttpApiEndpoint.post("search", "/search")
       .setPayload(SearchInput)
       .addSuccess(OkWithMeta(Schema.Array(SearchResult), SearchMeta))
-      .addError(ForbiddenError)
-      .addError(RateLimitedError)
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .addError(envelope(SearchQuotaReached))
+      .addError(envelope(RateLimited))
+      .annotate(OpenApi.Summary, "Search emails")
       .annotate(
         OpenApi.Description,
         "Your mail ranked by words and meaning together, best first. Counts against the plan's searches per period " +
@@ -23,9 +27,13 @@ export class SearchGroup extends HttpApiGroup.make("search")
     HttpApiEndpoint.get("suggestions", "/search/suggestions")
       .setUrlParams(SuggestionsParams)
       .addSuccess(Ok(Schema.Array(Schema.String)))
-      .annotate(OpenApi.Description, "Completions of a partial query: your past queries, then subjects, then senders (10 at most)")
+      .annotateContext(OpenApi.annotations({
+        summary: "Suggest queries",
+        description: "Completions of a partial query: your past queries, then subjects, then senders (10 at most)"
+      }))
   )
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Search")
+  .annotate(OpenApi.Description, "Semantic search over received emails on {base_url}")
 {}

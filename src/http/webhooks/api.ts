@@ -14,7 +14,8 @@ import {
 } from "../../../services/webhooks/schemas.ts"
 import { webhookSortFields } from "../../../services/webhooks/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { ForbiddenError } from "../errors.ts"
+import { NotFound, ValidationError, WebhookQuotaReached } from "../../../services/errors.ts"
+import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
 
 const WebhookPath = Schema.Struct({ id: Schema.String })
@@ -24,32 +25,58 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
     HttpApiEndpoint.get("list", "/webhooks")
       .setUrlParams(ListParams(webhookSortFields))
       .addSuccess(OkWithMeta(Schema.Array(WebhookListItem), ListMeta))
-      .annotate(OpenApi.Description, "Secrets masked; the creation time is spelled createdAt here")
+      .annotateContext(OpenApi.annotations({ summary: "List webhooks", description: "Secrets masked; the creation time is spelled createdAt here" }))
   )
   .add(
     HttpApiEndpoint.post("create", "/webhooks")
       .setPayload(CreateWebhookInput)
       .addSuccess(Ok(CreatedWebhook), { status: 201 })
-      .addError(ForbiddenError)
-      .annotate(OpenApi.Description, "The full secret is in this answer only; over the plan's endpoint limit: 403 WEBHOOK_QUOTA")
+      .addError(envelope(ValidationError))
+      .addError(envelope(WebhookQuotaReached))
+      .annotateContext(OpenApi.annotations({
+        summary: "Create a webhook",
+        description: "The full secret is in this answer only; over the plan's endpoint limit: 403 WEBHOOK_QUOTA"
+      }))
   )
-  .add(HttpApiEndpoint.get("get", "/webhooks/:id").setPath(WebhookPath).addSuccess(Ok(Webhook)))
+  .add(
+    HttpApiEndpoint.get("get", "/webhooks/:id")
+      .setPath(WebhookPath)
+      .addSuccess(Ok(Webhook))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({ summary: "Get a webhook", description: "The endpoint with its secret masked" }))
+  )
   .add(
     HttpApiEndpoint.patch("update", "/webhooks/:id")
       .setPath(WebhookPath)
       .setPayload(UpdateWebhookInput)
       .addSuccess(Ok(UpdatedWebhook))
-      .annotate(OpenApi.Description, "Every field optional; a changed secret is answered in full, once")
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Update a webhook",
+        description: "Every field optional; a changed secret is answered in full, once"
+      }))
   )
-  .add(HttpApiEndpoint.del("remove", "/webhooks/:id").setPath(WebhookPath).addSuccess(Ok(DeletedWebhook)))
+  .add(
+    HttpApiEndpoint.del("remove", "/webhooks/:id")
+      .setPath(WebhookPath)
+      .addSuccess(Ok(DeletedWebhook))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({ summary: "Delete a webhook", description: "No more deliveries are made to it" }))
+  )
   .add(
     HttpApiEndpoint.get("deliveries", "/webhooks/:id/deliveries")
       .setPath(WebhookPath)
       .setUrlParams(Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }).annotations({ parseOptions: { errors: "all" } }))
       .addSuccess(OkWithMeta(Schema.Array(Delivery), ListMeta))
-      .annotate(OpenApi.Description, "Every delivery to this endpoint, newest first, with each attempt's status, duration and error")
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "List a webhook's deliveries",
+        description: "Every delivery to this endpoint, newest first, with each attempt's status, duration and error"
+      }))
   )
   .middleware(ApiAuthentication)
   .prefix("/v1/api")
   .annotate(OpenApi.Title, "Webhooks")
+  .annotate(OpenApi.Description, "Endpoints that receive signed event notifications (see the document's webhooks for the payloads)")
 {}

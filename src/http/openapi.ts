@@ -1,0 +1,190 @@
+/**
+ * The published OpenAPI document (`/v1/openapi.json`, /docs): what HttpApi generates from the
+ * contract, finished by `publish(groups)`, an `OpenApi.Transform` on the API (api.ts), with what
+ * the generator cannot know from the contract alone:
+ *
+ * - **Credentials.** Our middlewares read their credentials themselves (middleware.ts: one
+ *   authentication and one rate-limit count, whichever credential came), so their tags do not
+ *   declare `security:`, which would make the platform try each scheme in turn with its own
+ *   decoding. The schemes are declared here with `HttpApiSecurity`, and each operation lists the
+ *   ones its group's middleware accepts.
+ * - **Decode errors.** HttpApi documents its `HttpApiDecodeError` on every route, but the server
+ *   never sends it: errors.ts answers it as 400 VALIDATION_ERROR in SPEC's envelope, which every
+ *   route declares. It is left out, with the components only it used.
+ * - **Error answers** name the codes they carry and when, one line per code.
+ * - **Webhooks**: the event payloads receivers get (SPEC "Events"), under OpenAPI 3.1's `webhooks`.
+ */
+import { HttpApi, type HttpApiGroup, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { Context, Option, SchemaAST } from "effect"
+import { eventKinds, EventPayloads } from "../../services/webhooks/schemas.ts"
+import { ApiAuthentication, SESSION_COOKIE, SessionAuthentication } from "./security.ts"
+
+// ---------------------------------------------------------------------------------------------
+// Credentials
+
+const schemes = {
+  apiKey: HttpApiSecurity.apiKey({ key: "X-API-Key", in: "header" }).pipe(
+    HttpApiSecurity.annotate(OpenApi.Description, "An API key (made with POST /v1/api-keys)")
+  ),
+  bearer: HttpApiSecurity.bearer.pipe(
+    HttpApiSecurity.annotate(
+      OpenApi.Description,
+      "`Authorization: Bearer <token>`: an API key or a login's access token on /v1 routes; an access token on the dashboard's /api routes"
+    )
+  ),
+  session: HttpApiSecurity.apiKey({ key: SESSION_COOKIE, in: "cookie" }).pipe(
+    HttpApiSecurity.annotate(
+      OpenApi.Description,
+      "The dashboard session cookie set by login (/api routes); a cookie-authenticated write must come with this site's Origin header"
+    )
+  )
+}
+
+type Scheme = keyof typeof schemes
+
+/** What each authenticating middleware (security.ts) accepts: any one of these. */
+const accepted: Record<string, ReadonlyArray<Scheme>> = {
+  [ApiAuthentication.key]: ["apiKey", "bearer"],
+  [SessionAuthentication.key]: ["session", "bearer"]
+}
+
+/** `security` as OpenAPI spells it. */
+const securityScheme = (security: HttpApiSecurity.HttpApiSecurity) => {
+  const meta = Option.match(Context.getOption(security.annotations, OpenApi.Description), {
+    onNone: () => ({}),
+    onSome: (description) => ({ description })
+  })
+  switch (security._tag) {
+    case "ApiKey":
+      return { ...meta, type: "apiKey", name: security.key, in: security.in }
+    case "Bearer":
+      return { ...meta, type: "http", scheme: "bearer" }
+    case "Basic":
+      return { ...meta, type: "http", scheme: "basic" }
+  }
+}
+
+/** `operationId → security requirements` for every endpoint of `api`, from the middleware it runs behind. */
+const requirements = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<Id, Groups, E, R>) => {
+  const found = new Map<string, Array<Record<string, Array<string>>>>()
+  HttpApi.reflect(api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, group, middleware }) => {
+      const names = [...middleware].flatMap((tag) => accepted[tag.key] ?? [])
+      // The generator's default operationId (OpenApi.fromApi).
+      found.set(group.topLevel ? endpoint.name : `${group.identifier}.${endpoint.name}`, names.map((name) => ({ [name]: [] })))
+    }
+  })
+  return found
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error answers
+
+const DECODE_ERROR = "#/components/schemas/HttpApiDecodeError"
+
+type Json = Record<string, any>
+
+const componentOf = (spec: Json, ref: string): Json | undefined => spec.components.schemas[ref.replace("#/components/schemas/", "")]
+
+/** An error answer without HttpApi's decode error, described by the codes it carries. */
+const finishError = (spec: Json, response: Json) => {
+  const content = response.content?.["application/json"]
+  if (content === undefined) return
+  const members: Array<Json> = (content.schema.anyOf ?? [content.schema]).filter((member: Json) => member.$ref !== DECODE_ERROR)
+  content.schema = members.length === 1 ? members[0] : { anyOf: members }
+  const lines = members.flatMap((member) => {
+    const description = member.$ref ? componentOf(spec, member.$ref)?.description : member.description
+    return typeof description === "string" ? [`- ${description}`] : []
+  })
+  if (lines.length > 0) response.description = lines.join("\n")
+}
+
+/** Every `$ref` under `value`. */
+const refsIn = (value: unknown, into: Set<string>): Set<string> => {
+  if (Array.isArray(value)) value.forEach((item) => refsIn(item, into))
+  else if (typeof value === "object" && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      if (key === "$ref" && typeof item === "string") into.add(item)
+      else refsIn(item, into)
+    }
+  }
+  return into
+}
+
+/** Drop the schema components nothing refers to any more (what only HttpApiDecodeError used). */
+const pruneComponents = (spec: Json) => {
+  const schemas: Json = spec.components.schemas
+  const { components: _, ...rest } = spec
+  const used = refsIn(rest, new Set())
+  // Components refer to components: follow them until nothing new turns up.
+  for (let size = -1; size !== used.size;) {
+    size = used.size
+    for (const ref of [...used]) refsIn(componentOf(spec, ref), used)
+  }
+  for (const name of Object.keys(schemas)) {
+    if (!used.has(`#/components/schemas/${name}`)) delete schemas[name]
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks
+
+const SIGNATURE_HEADERS = [
+  {
+    name: "X-Service-Signature",
+    description: "`sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time"
+  },
+  { name: "webhook-id", description: "The event's id, the same on every retry (Standard Webhooks)" },
+  { name: "webhook-timestamp", description: "Unix seconds of this attempt (Standard Webhooks)" },
+  { name: "webhook-signature", description: "`v1,<base64>` over `id.timestamp.body` (Standard Webhooks)" }
+]
+
+const webhooks = () =>
+  Object.fromEntries(eventKinds.map((kind) => {
+    const payload = EventPayloads[kind].ast
+    const description = SchemaAST.getDescriptionAnnotation(payload).pipe(Option.getOrElse(() => kind))
+    const identifier = SchemaAST.getIdentifierAnnotation(payload).pipe(Option.getOrThrow)
+    return [kind, {
+      post: {
+        operationId: `webhook.${kind}`,
+        tags: ["Webhook events"],
+        summary: `${kind} event`,
+        description: `${description}. Sent to every active webhook subscribed to ${kind}, ` +
+          "as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after " +
+          "1000 ms, 10 s each.",
+        security: [],
+        parameters: SIGNATURE_HEADERS.map((header) => ({ ...header, in: "header", required: true, schema: { type: "string" } })),
+        requestBody: {
+          required: true,
+          content: { "application/json": { schema: { $ref: `#/components/schemas/${identifier}` } } }
+        },
+        responses: {
+          "200": { description: "Received (any 2xx will do)" },
+          "400": { description: "Refused (any non-2xx answer is retried)" }
+        }
+      }
+    }]
+  }))
+
+// ---------------------------------------------------------------------------------------------
+
+/** The transform: the generated document, finished as the module comment says. */
+export const publish = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(api: HttpApi.HttpApi<Id, Groups, E, R>) => (spec: Json): Json => {
+  const security = requirements(api)
+  spec.components.securitySchemes = Object.fromEntries(
+    Object.entries(schemes).map(([name, scheme]) => [name, securityScheme(scheme)])
+  )
+  for (const operations of Object.values<Json>(spec.paths)) {
+    for (const operation of Object.values<Json>(operations)) {
+      operation.security = security.get(operation.operationId) ?? []
+      for (const [status, response] of Object.entries<Json>(operation.responses)) {
+        if (Number(status) >= 400) finishError(spec, response)
+      }
+    }
+  }
+  spec.webhooks = webhooks()
+  spec.tags.push({ name: "Webhook events", description: "What Mailroom POSTs to your webhook endpoints, signed with the endpoint's secret" })
+  pruneComponents(spec)
+  return spec
+}

@@ -1,0 +1,271 @@
+/**
+ * The OpenAPI document lists, on every route, the error codes SPEC says the route answers, under
+ * SPEC's status, each with the envelope schema. Built in-process from the contract (no server).
+ *
+ * SPEC's error tables and the errors its endpoint rows name are read from SPEC.md itself when it is
+ * reachable (`../shared/SPEC.md` beside the repository, as in CI, or the path in `SPEC_MD`), so a
+ * code SPEC adds fails here until a route declares it; otherwise from the copy below.
+ */
+import { OpenApi } from "@effect/platform"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { describe, expect, it } from "vitest"
+import { MailroomApi } from "../../src/http/api.ts"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+const specPath = process.env["SPEC_MD"] ?? path.join(root, "../shared/SPEC.md")
+const spec = fs.existsSync(specPath) ? fs.readFileSync(specPath, "utf8") : undefined
+
+/** SPEC "Errors": the general table and the mailbox table, as `code → status`. */
+const SPEC_CODES: Record<string, number> = {
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  CONFLICT: 409,
+  VALIDATION_ERROR: 400,
+  VERIFICATION_FAILED: 400,
+  DOMAIN_HAS_MAILBOXES: 409,
+  RATE_LIMIT_EXCEEDED: 429,
+  INTERNAL_ERROR: 500,
+  SERVICE_UNAVAILABLE: 503,
+  BAD_REQUEST: 400,
+  MISSING_FIELDS: 400,
+  MAILBOX_QUOTA: 403,
+  EMAIL_TAKEN: 409,
+  LOCAL_TOO_SHORT: 422,
+  INVALID_LOCAL: 422,
+  DISALLOWED_LOCAL: 422,
+  DOMAIN_MISMATCH: 422,
+  DOMAIN_NOT_ALLOWED: 422
+}
+
+/** SPEC's endpoint rows that name their errors: `METHOD path` → `[status, code]`. */
+const SPEC_ROUTE_ERRORS: Array<{ route: string; status: number; code: string }> = [
+  { route: "POST /api/auth/register", status: 400, code: "VALIDATION_ERROR" },
+  { route: "POST /api/auth/register", status: 409, code: "CONFLICT" },
+  { route: "POST /api/auth/login", status: 401, code: "UNAUTHORIZED" },
+  { route: "POST /api/auth/refresh", status: 401, code: "UNAUTHORIZED" },
+  { route: "DELETE /v1/api/mailboxes/{mailboxId}", status: 400, code: "BAD_REQUEST" },
+  { route: "DELETE /v1/api/mailboxes/{mailboxId}", status: 400, code: "VALIDATION_ERROR" },
+  { route: "POST /api/domains/{id}/verify", status: 400, code: "VERIFICATION_FAILED" },
+  { route: "DELETE /api/domains/{id}", status: 409, code: "DOMAIN_HAS_MAILBOXES" }
+]
+
+/** Rows `| <status> | <CODE> | when |` of SPEC's error tables. */
+const parseCodes = (text: string): Record<string, number> => {
+  const codes: Record<string, number> = {}
+  const section = text.slice(text.indexOf("\n## Errors"), text.indexOf("\n## ", text.indexOf("\n## Errors") + 1))
+  for (const [, status, code] of section.matchAll(/^\|\s*(\d{3})\s*\|\s*([A-Z][A-Z_]+)\s*\|/gm)) codes[code!] = Number(status)
+  return codes
+}
+
+/** `<status> <CODE>` named in an endpoint row (`| METHOD | \`path\` | ...`) or paragraph (`**METHOD \`path\`**...`). */
+const parseRouteErrors = (text: string) => {
+  const found: Array<{ route: string; status: number; code: string }> = []
+  const rows = /^(?:\|\s*(GET|POST|PATCH|PUT|DELETE)\s*\|\s*`([^`]+)`|\*\*(GET|POST|PATCH|PUT|DELETE) `([^`]+)`)(.*)$/gm
+  for (const match of text.matchAll(rows)) {
+    const method = match[1] ?? match[3]!
+    const route = `${method} ${(match[2] ?? match[4]!).replace(/\?.*$/, "")}`
+    for (const [, status, code] of match[5]!.matchAll(/\b([45]\d\d) ([A-Z][A-Z_]{2,})\b/g)) {
+      found.push({ route, status: Number(status), code: code! })
+    }
+  }
+  return found
+}
+
+const specCodes = spec ? parseCodes(spec) : SPEC_CODES
+const specRouteErrors = spec ? parseRouteErrors(spec) : SPEC_ROUTE_ERRORS
+
+// ---------------------------------------------------------------------------------------------
+// The document, read as a client would
+
+type Json = any
+const document: Json = OpenApi.fromApi(MailroomApi)
+
+const resolve = (schema: Json): Json =>
+  schema?.$ref ? resolve(document.components.schemas[schema.$ref.slice("#/components/schemas/".length)]) : schema
+
+/** Every `error.code` a response schema can carry. */
+const codesOf = (schema: Json): Array<string> => {
+  const resolved = resolve(schema)
+  if (resolved === undefined) return []
+  if (resolved.anyOf) return resolved.anyOf.flatMap(codesOf)
+  if (resolved.oneOf) return resolved.oneOf.flatMap(codesOf)
+  return resolved.properties?.error?.properties?.code?.enum ?? []
+}
+
+interface Operation {
+  readonly route: string
+  readonly path: string
+  readonly responses: Record<string, Json>
+}
+
+const operations: Array<Operation> = Object.entries<Json>(document.paths).flatMap(([path, methods]) =>
+  Object.entries<Json>(methods).map(([method, operation]) => ({ route: `${method.toUpperCase()} ${path}`, path, responses: operation.responses }))
+)
+
+/** `status → codes` of one route. */
+const errorsOf = (operation: Operation): Map<number, Array<string>> =>
+  new Map(
+    Object.entries(operation.responses)
+      .filter(([status]) => Number(status) >= 400)
+      .map(([status, response]) => [Number(status), codesOf(response.content?.["application/json"]?.schema)])
+  )
+
+const find = (route: string) => operations.find((operation) => operation.route === route)
+
+/** A SPEC route as the document spells it: on `{app_url}` as written, on `{base_url}` under /v1. */
+const documented = (route: string): Array<Operation> => {
+  const [method, path] = route.split(" ")
+  return [find(route), find(`${method} /v1${path}`)].filter((operation): operation is Operation => operation !== undefined)
+}
+
+// Routes by the credential they need (src/http/security.ts).
+const OPEN = ["GET /healthz", "GET /readyz", "POST /v1/billing/webhook"]
+const CLIENT_LIMITED = ["POST /api/auth/register", "POST /api/auth/login", "POST /api/auth/refresh"]
+const authenticated = operations.filter((operation) => !OPEN.includes(operation.route) && !CLIENT_LIMITED.includes(operation.route))
+const dashboard = authenticated.filter((operation) => operation.path.startsWith("/api/"))
+const mailboxWrites = ["POST /v1/api/mailboxes", "POST /api/mailboxes", "PATCH /v1/api/mailboxes/{mailboxId}", "PATCH /api/mailboxes/{mailboxId}"]
+const migrations = ["POST /v1/api/domains/{id}/migrate-mailboxes", "POST /api/domains/{id}/migrate-mailboxes"]
+
+/** Where each of SPEC's codes must be declared (SPEC's tables say when, not where). */
+const expectedRoutes: Record<string, ReadonlyArray<string>> = {
+  UNAUTHORIZED: [...authenticated.map((operation) => operation.route), "POST /api/auth/login", "POST /api/auth/refresh"],
+  FORBIDDEN: dashboard.map((operation) => operation.route),
+  NOT_FOUND: operations.filter((operation) => operation.path.includes("{")).map((operation) => operation.route),
+  CONFLICT: ["POST /api/auth/register", "POST /v1/api/domains", "POST /api/domains", "POST /v1/billing/checkout"],
+  VALIDATION_ERROR: operations.map((operation) => operation.route),
+  VERIFICATION_FAILED: ["POST /v1/api/domains/{id}/verify", "POST /api/domains/{id}/verify"],
+  DOMAIN_HAS_MAILBOXES: ["DELETE /v1/api/domains/{id}", "DELETE /api/domains/{id}"],
+  RATE_LIMIT_EXCEEDED: [...authenticated, ...CLIENT_LIMITED.map((route) => ({ route }))].map((operation) => operation.route),
+  INTERNAL_ERROR: operations.map((operation) => operation.route),
+  SERVICE_UNAVAILABLE: operations.map((operation) => operation.route),
+  BAD_REQUEST: operations.map((operation) => operation.route),
+  MISSING_FIELDS: [...mailboxWrites, "GET /v1/api/mailboxes/check-email", "GET /api/mailboxes/check-email"],
+  MAILBOX_QUOTA: ["POST /v1/api/mailboxes", "POST /api/mailboxes"],
+  EMAIL_TAKEN: [...mailboxWrites, ...migrations],
+  LOCAL_TOO_SHORT: mailboxWrites,
+  INVALID_LOCAL: mailboxWrites,
+  DISALLOWED_LOCAL: mailboxWrites,
+  DOMAIN_MISMATCH: mailboxWrites,
+  DOMAIN_NOT_ALLOWED: [...mailboxWrites, ...migrations]
+}
+
+describe("OpenAPI: SPEC's error codes on the routes that answer them", () => {
+  it(`reads SPEC's error tables (${spec ? specPath : "built-in copy"})`, () => {
+    expect(Object.keys(specCodes).length).toBeGreaterThanOrEqual(19)
+    expect(specCodes["MAILBOX_QUOTA"]).toBe(403)
+    expect(specRouteErrors.length).toBeGreaterThanOrEqual(8)
+  })
+
+  it.each(Object.entries(specCodes))("%s (%i) is declared, under its status, on every route that answers it", (code, status) => {
+    const routes = expectedRoutes[code]
+    expect(routes, `SPEC lists ${code}: say here which routes answer it`).toBeDefined()
+    expect(routes!.length).toBeGreaterThan(0)
+    for (const route of routes!) {
+      const operation = find(route)
+      expect(operation, `${route} is not in the document`).toBeDefined()
+      expect(errorsOf(operation!).get(status) ?? [], `${route} ${status}`).toContain(code)
+    }
+    // And nowhere under another status.
+    for (const operation of operations) {
+      for (const [other, codes] of errorsOf(operation)) {
+        if (other !== status) expect(codes, `${operation.route} ${other}`).not.toContain(code)
+      }
+    }
+  })
+
+  it("declares the errors SPEC's endpoint rows name", () => {
+    for (const { code, route, status } of specRouteErrors) {
+      const found = documented(route)
+      expect(found.length, `${route} is not in the document`).toBeGreaterThan(0)
+      for (const operation of found) expect(errorsOf(operation).get(status) ?? [], `${operation.route} ${status}`).toContain(code)
+    }
+  })
+
+  it("every error answer is SPEC's envelope with a code", () => {
+    for (const operation of operations) {
+      for (const [status, codes] of errorsOf(operation)) {
+        expect(codes.length, `${operation.route} ${status} names no code`).toBeGreaterThan(0)
+        const schema = operation.responses[status].content["application/json"].schema
+        for (const member of resolve(schema).anyOf ?? [schema]) {
+          const envelope = resolve(member)
+          expect(envelope.required, `${operation.route} ${status}`).toEqual(["success", "error"])
+          expect(envelope.properties.success.enum).toEqual([false])
+          expect(envelope.properties.error.required).toEqual(["code", "message"])
+        }
+      }
+    }
+  })
+})
+
+describe("OpenAPI: a reference people can use", () => {
+  it("answers 400 with SPEC's envelope, never HttpApi's decode error", () => {
+    expect(JSON.stringify(document)).not.toContain("HttpApiDecodeError")
+    expect(errorsOf(find("POST /v1/api-keys")!).get(400)).toEqual(expect.arrayContaining(["VALIDATION_ERROR", "BAD_REQUEST"]))
+  })
+
+  it("every $ref points at a component the document has", () => {
+    const refs = JSON.stringify(document).match(/"\$ref":"[^"]+"/g) ?? []
+    expect(refs.length).toBeGreaterThan(0)
+    for (const ref of new Set(refs)) {
+      const target = JSON.parse(`{${ref}}`).$ref as string
+      expect(target, ref).toMatch(/^#\/components\/schemas\//)
+      expect(resolve({ $ref: target }), ref).toBeDefined()
+    }
+  })
+
+  it("declares the credentials, and each route the ones its middleware accepts", () => {
+    expect(document.components.securitySchemes).toEqual({
+      apiKey: expect.objectContaining({ type: "apiKey", in: "header", name: "X-API-Key" }),
+      bearer: expect.objectContaining({ type: "http", scheme: "bearer" }),
+      session: expect.objectContaining({ type: "apiKey", in: "cookie", name: "mailroom_session" })
+    })
+    const securityOf = (route: string) => {
+      const [method, path] = route.split(" ")
+      return document.paths[path!][method!.toLowerCase()].security
+    }
+    for (const operation of authenticated) {
+      const expected = operation.path.startsWith("/api/") ? [{ session: [] }, { bearer: [] }] : [{ apiKey: [] }, { bearer: [] }]
+      expect(securityOf(operation.route), operation.route).toEqual(expected)
+    }
+    for (const route of [...OPEN, ...CLIENT_LIMITED]) expect(securityOf(route), route).toEqual([])
+  })
+
+  it("every operation has a summary and a description; the document names its server", () => {
+    for (const [path, methods] of Object.entries<Json>(document.paths)) {
+      for (const [method, operation] of Object.entries<Json>(methods)) {
+        expect(operation.summary, `${method} ${path}`).toMatch(/\w/)
+        expect(operation.description, `${method} ${path}`).toMatch(/\w/)
+      }
+    }
+    expect(document.servers).toEqual([expect.objectContaining({ url: "/" })])
+  })
+
+  it("list routes take limit and offset", () => {
+    const lists = operations.filter((operation) => JSON.stringify(operation.responses["200"] ?? {}).includes("#/components/schemas/ListMeta"))
+    expect(lists.map((operation) => operation.route)).toEqual(
+      expect.arrayContaining(["GET /v1/api-keys", "GET /v1/api/webhooks", "GET /v1/api/mailboxes/{mailboxId}/emails"])
+    )
+    for (const operation of lists) {
+      const [method, path] = operation.route.split(" ")
+      const names = document.paths[path!][method!.toLowerCase()].parameters.filter((p: Json) => p.in === "query").map((p: Json) => p.name)
+      expect(names, operation.route).toEqual(expect.arrayContaining(["limit", "offset"]))
+    }
+  })
+
+  it("describes the event payloads under webhooks, as receivers get them", () => {
+    expect(Object.keys(document.webhooks).sort()).toEqual(["api_key.created", "email.processed", "email.received"])
+    for (const [kind, item] of Object.entries<Json>(document.webhooks)) {
+      const payload = resolve(item.post.requestBody.content["application/json"].schema)
+      expect(payload.required, kind).toEqual(["event", "timestamp", "data"])
+      expect(payload.properties.event.enum).toEqual([kind])
+      expect(item.post.parameters.map((p: Json) => p.name)).toContain("X-Service-Signature")
+    }
+    const received = resolve(document.webhooks["email.received"].post.requestBody.content["application/json"].schema)
+    expect(Object.keys(received.properties.data.properties).sort()).toEqual(
+      ["date", "domain", "email_id", "from", "has_attachments", "mailbox_id", "message_id", "subject", "thread_id", "to"]
+    )
+  })
+})
