@@ -40,7 +40,8 @@
  * Settings: SOAK_MINUTES (5), SOAK_SMTP_RATE (20), SOAK_READ_RATE (100), SOAK_SEARCH_RATE (2),
  * SOAK_BASELINE_SECONDS (20), SOAK_SEED (200), SOAK_MAILBOXES (8), SOAK_SMTP_CONNECTIONS (4),
  * SOAK_DRAIN_SECONDS (300), SOAK_DATA (the SciFact directory), SOAK_NODE_ARGS (node flags for the
- * server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), SOAK_KEEP (keep the data directory).
+ * server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), SOAK_KEEP (keep the data directory), SOAK_SERVER_LOG
+ * (a file to write everything the server printed to).
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -164,6 +165,7 @@ const main = async () => {
         code = Math.max(code, 1)
       }
     }
+    if (server && process.env.SOAK_SERVER_LOG) fs.writeFileSync(process.env.SOAK_SERVER_LOG, server.output())
     if (process.env.SOAK_KEEP) console.log(`data directory kept: ${dataDir}`)
     else fs.rmSync(dataDir, { recursive: true, force: true })
     process.exit(code)
