@@ -16,7 +16,8 @@
  *
  * Phases:
  *   seed      SOAK_SEED messages, sent back to back, then waited for until the API lists them all
- *             (so that reads have mail to read).
+ *             (so that reads have mail to read) and they are indexed (so that the baseline does not
+ *             share the server with their indexing).
  *   baseline  SOAK_BASELINE_SECONDS of the read and search load alone, no mail arriving.
  *   soak      SOAK_MINUTES of everything at once, open loop (each request is sent at its scheduled
  *             time whether or not earlier ones have been answered; latency runs from that time):
@@ -27,7 +28,8 @@
  *   drain     every message that got a 250 must become readable: the mailboxes are listed until every
  *             `queued as` id is there (or SOAK_DRAIN_SECONDS pass).
  *
- * Per minute: offered and accepted msgs/s (250s received in that minute), read p50/p99, search p99
+ * Per minute: offered and accepted msgs/s (250s received in that minute), indexed/s (email.processed
+ * webhooks received by the bench: emails made searchable), read p50/p99, search p99
  * (by the minute the request was due), errors by kind (any non-2xx answer, a request that failed or
  * timed out, any SMTP reply other than 250), the server's RSS (VmRSS at the minute's end) and CPU
  * (of all its threads, from /proc: 100% = one core).
@@ -44,6 +46,8 @@
  * (a file to write everything the server printed to).
  */
 import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
@@ -92,12 +96,14 @@ interface Bucket {
   readonly smtp: Array<number>
   offered: number
   accepted: number
+  /** email.processed events received (emails made searchable). */
+  indexed: number
   readonly errors: Map<string, number>
   rssKb: number
   cpuTicks: number
 }
 
-const bucket = (): Bucket => ({ reads: [], searches: [], smtp: [], offered: 0, accepted: 0, errors: new Map(), rssKb: 0, cpuTicks: 0 })
+const bucket = (): Bucket => ({ reads: [], searches: [], smtp: [], offered: 0, accepted: 0, indexed: 0, errors: new Map(), rssKb: 0, cpuTicks: 0 })
 const countError = (b: Bucket, kind: string) => b.errors.set(kind, (b.errors.get(kind) ?? 0) + 1)
 
 const procStatus = (pid: number) => {
@@ -175,9 +181,30 @@ const main = async () => {
     `soak: ${MINUTES} min of SMTP ${SMTP_RATE} msgs/s + reads ${READ_RATE} req/s + searches ${SEARCH_RATE}/s ` +
       `on the embedded default (${os.availableParallelism()} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")})`
   )
+  // email.processed webhooks arrive here: how the bench knows which emails are searchable.
+  const processed = new Set<string>()
+  let onProcessed = () => {}
+  const receiver = http.createServer((request, response) => {
+    let body = ""
+    request.on("data", (chunk) => (body += chunk))
+    request.on("end", () => {
+      try {
+        const id = JSON.parse(body).data?.email_id
+        if (typeof id === "string" && !processed.has(id)) {
+          processed.add(id)
+          onProcessed()
+        }
+      } finally {
+        response.end("ok")
+      }
+    })
+  })
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", () => resolve()))
+  receiver.unref()
   server = await startServer(
     // As `npm start` runs: one embedding thread per core (the suites' helper pins it to one).
-    { DATA_DIR: dataDir, LOG_LEVEL: "warn", EMBEDDER_THREADS: String(os.availableParallelism()) },
+    // Private webhook targets: the receiver above is on loopback.
+    { DATA_DIR: dataDir, LOG_LEVEL: "warn", EMBEDDER_THREADS: String(os.availableParallelism()), WEBHOOK_ALLOW_PRIVATE: "true" },
     { timeoutMs: 180_000, nodeArgs: NODE_ARGS }
   )
   const pid = server.process.pid!
@@ -212,7 +239,12 @@ const main = async () => {
     if (created.status !== 201) throw new Error(`mailbox not created: ${created.status} ${created.text}`)
     mailboxes.push({ id: created.body.mailbox.mailbox_id, address: created.body.mailbox.email_address })
   }
-  console.log(`setup: 1 enterprise user, ${keys.length} API keys, ${mailboxes.length} mailboxes`)
+  const webhook = await api.post("/v1/api/webhooks", {
+    apiKey: key(),
+    body: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/processed`, events: ["email.processed"] }
+  })
+  if (webhook.status !== 201) throw new Error(`webhook not created: ${webhook.status} ${webhook.text}`)
+  console.log(`setup: 1 enterprise user, ${keys.length} API keys, ${mailboxes.length} mailboxes, an email.processed webhook`)
 
   // ---- load generators
   const transport = nodemailer.createTransport({
@@ -369,6 +401,13 @@ const main = async () => {
         `${drained.seconds.toFixed(1)} s more${seedErrors.errors.size > 0 ? `; errors ${JSON.stringify([...seedErrors.errors])}` : ""}`
     )
     if (drained.missing.length > 0) throw new Error(`${drained.missing.length} seeded messages never became readable`)
+    // The baseline must not share the server with the seed's indexing.
+    const indexing = performance.now()
+    while ([...accepted].some((id) => !processed.has(id))) {
+      if (performance.now() - indexing > DRAIN_SECONDS * 1000) throw new Error("the seed was not indexed in time")
+      await sleep(500)
+    }
+    console.log(`seed indexed (searchable) ${((performance.now() - indexing) / 1000).toFixed(1)} s after that`)
   }
 
   // ---- baseline: reads and searches alone
@@ -388,6 +427,9 @@ const main = async () => {
   const start = performance.now() + 100
   const end = start + MINUTES * 60_000
   const minuteOf = (at: number) => minutes[Math.min(minutes.length - 1, Math.max(0, Math.floor((at - start) / 60_000)))]!
+  onProcessed = () => {
+    if (performance.now() < end) minuteOf(performance.now()).indexed++
+  }
   const startCpu = procStatus(pid)?.cpuTicks ?? 0
   let lastCpu = startCpu
   const sampler = (async () => {
@@ -426,6 +468,8 @@ const main = async () => {
   clearInterval(progress)
   await sampler
   const unanswered = inFlight.size
+  const searchableAtEnd = [...accepted].filter((id) => processed.has(id)).length
+  const acceptedAtEnd = accepted.size
   const waited = performance.now()
   await Promise.all([...inFlight])
   const tailSeconds = (performance.now() - waited) / 1000
@@ -443,7 +487,7 @@ const main = async () => {
       `p99 ${ms(baseRead99)} (${baseline.reads.length} reads); search p50 ${ms(percentile(baseline.searches, 50))}, ` +
       `p99 ${ms(baseSearch99)} (${baseline.searches.length}); errors: ${errorsOf(baseline) || "none"}`
   )
-  const header = ["min", "offered/s", "accepted/s", "smtp p99", "read p50", "read p99 (x base)", "search p99 (x base)", "errors", "RSS MB", "CPU %"]
+  const header = ["min", "offered/s", "accepted/s", "indexed/s", "smtp p99", "read p50", "read p99 (x base)", "search p99 (x base)", "errors", "RSS MB", "CPU %"]
   const rows = minutes.map((b, i) => {
     const seconds = Math.min(60, MINUTES * 60 - i * 60)
     const errors = [...b.errors.values()].reduce((a, c) => a + c, 0)
@@ -451,6 +495,7 @@ const main = async () => {
       String(i + 1),
       (b.offered / seconds).toFixed(1),
       (b.accepted / seconds).toFixed(1),
+      (b.indexed / seconds).toFixed(1),
       ms(percentile(b.smtp, 99)),
       ms(percentile(b.reads, 50)),
       ms(percentile(b.reads, 99)) + ratio(percentile(b.reads, 99), baseRead99),
@@ -467,7 +512,8 @@ const main = async () => {
   for (const [i, b] of minutes.entries()) if (b.errors.size > 0) console.log(`  minute ${i + 1} errors: ${errorsOf(b)}`)
   console.log(
     `after the load: ${unanswered} requests were still unanswered, the last answered ${tailSeconds.toFixed(1)} s later; ` +
-      `${accepted.size} messages accepted in all, ${drain.missing.length} not readable ${drain.seconds.toFixed(1)} s after`
+      `${accepted.size} messages accepted in all, ${drain.missing.length} not readable ${drain.seconds.toFixed(1)} s after; ` +
+      `when the load ended ${searchableAtEnd} of the ${acceptedAtEnd} accepted were searchable (index backlog ${acceptedAtEnd - searchableAtEnd})`
   )
 
   // ---- targets
