@@ -156,6 +156,9 @@ const queries: Array<string> = readJsonLines<{ text: string }>("queries.jsonl").
 // ---------------------------------------------------------------------------------------------
 // The run
 
+/** Stops the server when the run fails part-way (set once it has started). */
+let stopOnError: (() => Promise<void>) | undefined
+
 const main = async () => {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-soak-"))
   let server: Server | undefined
@@ -207,6 +210,11 @@ const main = async () => {
     { DATA_DIR: dataDir, LOG_LEVEL: "warn", EMBEDDER_THREADS: String(os.availableParallelism()), WEBHOOK_ALLOW_PRIVATE: "true" },
     { timeoutMs: 180_000, nodeArgs: NODE_ARGS }
   )
+  stopOnError = async () => {
+    if (process.env.SOAK_SERVER_LOG) fs.writeFileSync(process.env.SOAK_SERVER_LOG, server!.output())
+    await server!.kill()
+    fs.rmSync(dataDir, { recursive: true, force: true })
+  }
   const pid = server.process.pid!
   const api = client(server.url)
   let serverDied = false
@@ -539,7 +547,8 @@ const main = async () => {
   return finish(results.every(([, met]) => met !== false) ? 0 : 2)
 }
 
-main().catch((error) => {
+main().catch(async (error) => {
   console.error(error)
+  await stopOnError?.()
   process.exit(1)
 })
