@@ -3,12 +3,14 @@
  * served over a private Unix socket by pglite-socket so that the app talks to it through the very
  * same @effect/sql-pg client, SQL and migrations as a real PostgreSQL.
  *
+ * PGlite and its socket server run in a worker thread of their own (pglite-worker.mjs): every
+ * statement executes in WebAssembly, synchronously, and on the main thread it would stall HTTP and
+ * SMTP for as long as it runs. Closing waits for the thread to close the database (a PGlite not
+ * closed can leave its files damaged); a thread that dies while the app runs ends the process.
+ *
  * PGlite is a single backend: one connection at a time, so the pool holds exactly one. A lock file
  * keeps a second process from opening the same data directory (which would corrupt it).
  */
-import { PGlite } from "@electric-sql/pglite"
-import { vector } from "@electric-sql/pglite-pgvector"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
@@ -16,6 +18,7 @@ import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { Worker } from "node:worker_threads"
 import { clientSettings } from "./postgres.ts"
 
 export interface PgliteOptions {
@@ -76,26 +79,92 @@ const removeStaleSocketDirs = () => {
   }
 }
 
-const startServer = (dataDir: string) =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const db = await PGlite.create({ dataDir, extensions: { vector } })
-        removeStaleSocketDirs()
-        const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), `${SOCKET_DIR_PREFIX}${process.pid}-`))
-        const server = new PGLiteSocketServer({ db, path: path.join(socketDir, ".s.PGSQL.5432"), maxConnections: 1 })
-        await server.start()
-        return { db, server, socketDir }
-      },
-      catch: (cause) => new SqlError({ cause, message: `Could not open the embedded database in ${dataDir}` })
-    }),
-    ({ db, server, socketDir }) =>
-      Effect.promise(async () => {
-        await server.stop().catch(() => undefined)
-        await db.close().catch(() => undefined)
-        fs.rmSync(socketDir, { recursive: true, force: true })
-      })
+type FromWorker =
+  | { readonly type: "ready" }
+  | { readonly type: "failed"; readonly message: string }
+  | { readonly type: "stopped"; readonly problem?: string }
+
+const workerUrl = new URL("./pglite-worker.mjs", import.meta.url)
+
+/**
+ * The database thread is gone while the app runs: every statement would now fail or wait forever.
+ * Say so and end the process (exit 1) rather than hang; the data directory is as a killed process
+ * leaves it, which the next start recovers (the lock names a dead process, the socket dir is stale).
+ * The write is waited for: stderr to a pipe is asynchronous, and an immediate exit can lose it.
+ */
+const crashed = (message: string) => {
+  process.stderr.write(`mailroom: ${message}\n`, () => process.exit(1))
+}
+
+/** Ask the thread to stop the server and close the database, and wait until it has ended. */
+const stopWorker = (worker: Worker, state: { stopping: boolean; exited: boolean }) =>
+  Effect.async<string | undefined>((resume) => {
+    state.stopping = true
+    if (state.exited) return resume(Effect.succeed("the database thread had already ended"))
+    let problem: string | undefined
+    const onMessage = (message: FromWorker) => {
+      if (message.type === "stopped") problem = message.problem
+    }
+    worker.on("message", onMessage)
+    worker.once("exit", () => {
+      worker.off("message", onMessage)
+      resume(Effect.succeed(problem))
+    })
+    worker.postMessage({ type: "stop" })
+  }).pipe(
+    Effect.flatMap((problem) =>
+      problem === undefined ? Effect.void : Effect.logWarning(`The embedded database did not close cleanly: ${problem}`)
+    )
   )
+
+/**
+ * Open the database in its own thread and wait until it serves `socketPath`. A failure to open
+ * (a damaged data directory, say) fails with the thread's reason; a thread that dies later ends the
+ * process (`crashed`). Released by closing the database in the thread and waiting for its end.
+ */
+const startWorker = (dataDir: string, socketPath: string) =>
+  Effect.acquireRelease(
+    Effect.async<{ worker: Worker; state: { stopping: boolean; exited: boolean } }, SqlError>((resume) => {
+      const worker = new Worker(workerUrl, { workerData: { dataDir, socketPath } })
+      const state = { stopping: false, exited: false, opened: false }
+      const opening = (message: string, cause?: unknown) =>
+        resume(Effect.fail(new SqlError({ cause, message: `Could not open the embedded database in ${dataDir}: ${message}` })))
+      worker.on("message", (message: FromWorker) => {
+        if (message.type === "ready") {
+          state.opened = true
+          resume(Effect.succeed({ worker, state }))
+        } else if (message.type === "failed") opening(message.message)
+      })
+      worker.on("error", (error) => {
+        if (!state.opened) return opening(`its thread failed: ${error.message}`, error)
+        if (!state.stopping) crashed(`the embedded database thread failed: ${error.stack ?? error.message}`)
+      })
+      worker.on("exit", (code) => {
+        state.exited = true
+        if (!state.opened) return opening(`its thread ended (code ${code}) before the database was open`)
+        if (!state.stopping) crashed(`the embedded database thread ended unexpectedly (code ${code})`)
+      })
+      // Interrupted while opening (the process is stopping): let the thread finish opening, then close.
+      return Effect.asVoid(stopWorker(worker, state))
+    }),
+    ({ state, worker }) => stopWorker(worker, state)
+  )
+
+const startServer = (dataDir: string) =>
+  Effect.gen(function*() {
+    const socketDir = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => {
+          removeStaleSocketDirs()
+          return fs.mkdtempSync(path.join(os.tmpdir(), `${SOCKET_DIR_PREFIX}${process.pid}-`))
+        },
+        catch: (cause) => new SqlError({ cause, message: `Could not make a socket directory for the embedded database` })
+      }),
+      (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    )
+    yield* startWorker(dataDir, path.join(socketDir, ".s.PGSQL.5432"))
+    return { socketDir }
+  })
 
 export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | SqlClient, SqlError> =>
   Layer.unwrapScoped(

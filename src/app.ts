@@ -14,6 +14,7 @@ import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import { IndexerLive } from "../services/search/indexer.ts"
 import { Vectors } from "../services/search/vectors.ts"
+import { StageLimits } from "../services/stage-limits.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
 import * as DnsResolver from "../layers/dns.ts"
@@ -113,6 +114,10 @@ const apiRole = (config: AppConfigShape) =>
 const SmtpRole = SmtpServerLive
 const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)))
 
+/** On the embedded database's one connection the background stages take turns (stage-limits.ts). */
+const stageLimitsLayer = (config: AppConfigShape) =>
+  Option.isSome(config.databaseUrl) ? Layer.empty : Layer.succeed(StageLimits, StageLimits.embedded)
+
 /** Everything this process runs, ready for `Layer.launch`. */
 export const appLayer = (config: AppConfigShape) => {
   // One DependencyHealth for the process, so that an outage is told once whoever meets it.
@@ -121,7 +126,7 @@ export const appLayer = (config: AppConfigShape) => {
     Layer.provideMerge(Database.layer(config)),
     Layer.provideMerge(DependencyHealth.Default)
   )
-  const shared = Layer.merge(infrastructure, sharedSettingsLayer(config))
+  const shared = Layer.mergeAll(infrastructure, sharedSettingsLayer(config), stageLimitsLayer(config))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
   // The API and the worker share one embedder and vector index; SMTP alone never opens them.
   const searching = config.roles.includes("api") || config.roles.includes("worker")

@@ -27,7 +27,7 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
     expect(build.status, `${build.stdout}\n${build.stderr}`).toBe(0)
     // Dependencies resolve from the output's parents, as they do from /app in the image.
     fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(outDir, "node_modules"), "dir")
-    server = await startServer({ DATA_DIR: dataDir.dir }, { nodeArgs: [path.join(outDir, "src/main.js")] })
+    server = await startServer({ DATA_DIR: dataDir.dir }, { entry: [path.join(outDir, "src/main.js")] })
   }, 240_000)
 
   afterAll(async () => {

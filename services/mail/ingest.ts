@@ -15,10 +15,8 @@ import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects }
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import { InboundMessage } from "./schemas.ts"
+import { StageLimits } from "../stage-limits.ts"
 import { threadChoice } from "./threads.ts"
-
-/** Messages one worker process parses at once. Parsing is CPU; storing waits on the database. */
-const CONCURRENCY = 8
 
 export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
 
@@ -149,11 +147,13 @@ export const IngestLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const { handle } = yield* Ingest
+    // Messages parsed at once: parsing is CPU, storing waits on the database (stage-limits.ts).
+    const { ingest: concurrency } = yield* StageLimits
     yield* bus.consume({
       name: "ingest",
       stream: "mail",
       filter: subjects.allInboundMail,
-      concurrency: CONCURRENCY,
+      concurrency,
       // A crashed worker's messages come back after this; a long parse keeps its message with progress signals.
       ackWait: Duration.seconds(20),
       handler: handle

@@ -21,10 +21,9 @@ import { DependencyHealth } from "../health/dependency-health.ts"
 import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
+import { StageLimits } from "../stage-limits.ts"
 import { Vectors } from "./vectors.ts"
 
-/** Emails indexed at once by one worker process; the embedder's threads do the heavy part. */
-const CONCURRENCY = 8
 const PURGE_BATCH = 500
 /** How often deleted mailboxes' search data is looked for. */
 const PURGE_EVERY = "10 minutes"
@@ -184,6 +183,8 @@ export const IndexerLive = Layer.scopedDiscard(
     const bus = yield* Bus
     const health = yield* DependencyHealth
     const { index, model, purgeDeleted, stale } = yield* Indexer
+    // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
+    const { index: concurrency } = yield* StageLimits
 
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
       bus.publish(
@@ -231,7 +232,7 @@ export const IndexerLive = Layer.scopedDiscard(
       name: "index",
       stream: "events",
       filter: subjects.event("email.received"),
-      concurrency: CONCURRENCY,
+      concurrency,
       // A crashed worker's events come back after this; a long embedding keeps its event with progress signals.
       ackWait: Duration.seconds(20),
       // A failure is logged (or, in an outage, counted) once, by the bus at the message boundary.

@@ -1,12 +1,9 @@
 /**
- * Start Mailroom as users run it: `node src/main.ts` in its own process, configured only through
- * environment variables, talked to over real HTTP.
+ * A private backend and server per suite. Starting the process itself lives in process.ts (free of
+ * vitest, so that benchmarks share it); its helpers are re-exported here for the suites.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { afterAll, beforeAll } from "vitest"
-import * as net from "node:net"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { type Server, startServer } from "./process.ts"
 import {
   adminDatabaseUrl,
   createDatabase,
@@ -16,17 +13,7 @@ import {
   testSecret
 } from "./services.ts"
 
-export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
-
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
+export { freePort, repoRoot, type Server, startServer } from "./process.ts"
 
 export interface Backend {
   /** Settings every process of this backend shares (database, bus, secret). */
@@ -74,86 +61,6 @@ export const deleteStreams = async (url: string, prefix: string) => {
   } finally {
     await nc.close()
   }
-}
-
-export interface Server {
-  readonly url: string
-  readonly port: number
-  readonly smtpPort: number
-  readonly process: ChildProcess
-  /** Everything the process printed so far. */
-  readonly output: () => string
-  /** SIGTERM, resolving with the exit code. */
-  readonly stop: () => Promise<number | null>
-  /** SIGKILL: a crash. */
-  readonly kill: () => Promise<void>
-}
-
-const baseEnv = () => {
-  const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (value === undefined) continue
-    // The suite decides which backend a server uses, never the shell it was started from.
-    if (["DATABASE_URL", "NATS_URL", "NATS_PREFIX", "JWT_SECRET", "DATA_DIR", "ROLES", "PORT", "SMTP_PORT"].includes(key)) continue
-    env[key] = value
-  }
-  return env
-}
-
-/** Spawn `src/main.ts` and wait until it answers /healthz (or `waitFor` returns true). */
-export const startServer = async (
-  env: Record<string, string>,
-  options: {
-    readonly timeoutMs?: number
-    readonly ready?: "healthz" | "none"
-    /** What node runs: the sources through tsx, unless a test runs a build. */
-    readonly nodeArgs?: ReadonlyArray<string>
-  } = {}
-): Promise<Server> => {
-  const port = env.PORT ? Number(env.PORT) : await freePort()
-  const smtpPort = env.SMTP_PORT ? Number(env.SMTP_PORT) : await freePort()
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? ["--import", "tsx", "src/main.ts"])], {
-    cwd: repoRoot,
-    // One embedding thread per test server: suites run side by side, each with its own server.
-    env: { ...baseEnv(), LOG_LEVEL: "warn", EMBEDDER_THREADS: "1", ...env, PORT: String(port), SMTP_PORT: String(smtpPort) },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  let output = ""
-  child.stdout!.on("data", (chunk) => (output += chunk))
-  child.stderr!.on("data", (chunk) => (output += chunk))
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)))
-  const url = `http://127.0.0.1:${port}`
-  const server: Server = {
-    url,
-    port,
-    smtpPort,
-    process: child,
-    output: () => output,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode
-      child.kill("SIGTERM")
-      return exited
-    },
-    kill: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return
-      child.kill("SIGKILL")
-      await exited
-    }
-  }
-  if (options.ready === "none") return server
-  const deadline = Date.now() + (options.timeoutMs ?? 90_000)
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`Server exited with ${child.exitCode} before it was ready:\n${output}`)
-    try {
-      const response = await fetch(`${url}/healthz`)
-      if (response.status === 200) return server
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100))
-  }
-  await server.kill()
-  throw new Error(`Server not ready within the time-out:\n${output}`)
 }
 
 export interface SuiteServer {

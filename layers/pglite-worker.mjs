@@ -1,0 +1,79 @@
+// The embedded database's own thread (layers/pglite.ts): opens PGlite (with pgvector) on
+// workerData.dataDir and serves it on the Unix socket workerData.socketPath with pglite-socket, so
+// that the WebAssembly backend never runs on the thread that serves HTTP and SMTP.
+//
+// Messages to the parent: { type: "ready" } once the socket listens; { type: "failed", message }
+// when opening fails (the thread then ends); { type: "stopped" } once asked to { type: "stop" } and
+// the server is stopped and the database closed (closing writes PGlite's files out in full; a
+// thread ended without it can leave them damaged).
+// Plain JavaScript so that it starts the same under tsx, vitest and a bare node.
+import { PGlite } from "@electric-sql/pglite"
+import { vector } from "@electric-sql/pglite-pgvector"
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
+import { parentPort, workerData } from "node:worker_threads"
+
+const { dataDir, socketPath } = workerData
+const describe = (error) => (error instanceof Error ? error.message : String(error))
+
+/**
+ * Extended-protocol messages whose answers are held back until the message that ends the statement
+ * (Sync, or a simple Query) has been answered: Parse, Bind, Describe, Execute, Close.
+ */
+const HELD = new Set(["P", "B", "D", "E", "C"].map((letter) => letter.charCodeAt(0)))
+
+/**
+ * pglite-socket writes every chunk PGlite produces to the socket as it comes: a statement's
+ * ParseComplete, BindComplete, each DataRow, CommandComplete and ReadyForQuery each become a write,
+ * and each write can wake the app's thread. Gathered per statement they go in one write. Safe with
+ * the app's client (node-postgres), which sends a statement's messages and its Sync together and
+ * reads nothing before ReadyForQuery.
+ */
+const answerPerStatement = (db) => {
+  const execute = db.execProtocolRawStream.bind(db)
+  let held = []
+  db.execProtocolRawStream = async (message, options) => {
+    let failed = true
+    try {
+      // Copied: the chunk may be a view of PGlite's memory, reused by the next message.
+      const result = await execute(message, { ...options, onRawData: (data) => held.push(Buffer.from(data)) })
+      failed = false
+      return result
+    } finally {
+      const out = held
+      if (failed || !HELD.has(message[0])) held = []
+      // After a failure pglite-socket drops the connection: what was held goes nowhere.
+      if (!failed && !HELD.has(message[0]) && out.length > 0) options.onRawData(out.length === 1 ? out[0] : Buffer.concat(out))
+    }
+  }
+}
+
+const open = async () => {
+  const db = await PGlite.create({ dataDir, extensions: { vector } })
+  answerPerStatement(db)
+  try {
+    // One connection: PGlite is one backend, and pglite-socket interleaves several connections'
+    // protocol messages (not whole statements), which would mix their prepared statements.
+    const server = new PGLiteSocketServer({ db, path: socketPath, maxConnections: 1 })
+    await server.start()
+    return { db, server }
+  } catch (error) {
+    await db.close().catch(() => undefined)
+    throw error
+  }
+}
+
+try {
+  const { db, server } = await open()
+  parentPort.on("message", async (message) => {
+    if (message?.type !== "stop") return
+    let problem
+    await server.stop().catch((error) => (problem = `stopping the socket server: ${describe(error)}`))
+    await db.close().catch((error) => (problem = `closing the database: ${describe(error)}`))
+    parentPort.postMessage({ type: "stopped", problem })
+    parentPort.close()
+  })
+  parentPort.postMessage({ type: "ready" })
+} catch (error) {
+  parentPort.postMessage({ type: "failed", message: describe(error) })
+  parentPort.close()
+}

@@ -1,0 +1,83 @@
+/**
+ * The embedded database in its own thread (layers/pglite.ts): a data directory another live process
+ * holds is refused, naming that process; a damaged one stops the start with PGlite's reason; a clean
+ * stop closes the database and leaves nothing behind (no lock, no socket directory), so the next start
+ * opens it. (That the data itself survives a restart is test/api/restart.test.ts.)
+ * Embedded mode only: with DATABASE_URL there is no PGlite to test.
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterEach, describe, expect, it } from "vitest"
+import { client, withApiKey } from "./support/http.ts"
+import { type Server, startServer } from "./support/process.ts"
+import { createDataDir, mode, type TestDataDir } from "./support/services.ts"
+
+const dirs: Array<TestDataDir> = []
+const servers: Array<Server> = []
+afterEach(async () => {
+  for (const server of servers.splice(0)) await server.stop()
+  for (const dir of dirs.splice(0)) dir.remove()
+})
+
+const dataDir = () => {
+  const dir = createDataDir()
+  dirs.push(dir)
+  return dir.dir
+}
+
+/** Start a server on `dir` that is expected not to start; answers its exit code and output. */
+const refusedStart = async (dir: string) => {
+  const server = await startServer({ DATA_DIR: dir }, { ready: "none" })
+  servers.push(server)
+  const code = await new Promise<number | null>((resolve) => {
+    if (server.process.exitCode !== null) return resolve(server.process.exitCode)
+    server.process.once("exit", (exitCode) => resolve(exitCode))
+  })
+  // Everything the process printed has been read once its pipes close.
+  await new Promise((resolve) => setTimeout(resolve, 200))
+  return { code, output: server.output() }
+}
+
+const socketDirsOf = (pid: number) => fs.readdirSync(os.tmpdir()).filter((entry) => entry.startsWith(`mailroom-pglite-${pid}-`))
+
+describe.skipIf(mode !== "embedded")("embedded database", () => {
+  it("refuses a data directory another live process holds, naming it; the holder keeps serving", async () => {
+    const dir = dataDir()
+    const holder = await startServer({ DATA_DIR: dir })
+    servers.push(holder)
+    const { code, output } = await refusedStart(dir)
+    expect(code).toBe(1)
+    expect(output).toContain(`The embedded database in ${dir} is in use by process ${holder.process.pid}`)
+    expect(output).not.toMatch(/\bat .*\.ts:\d+/)
+    expect((await fetch(`${holder.url}/readyz`)).status).toBe(200)
+  })
+
+  it("stops with the reason when the data directory is damaged", async () => {
+    const dir = dataDir()
+    const first = await startServer({ DATA_DIR: dir })
+    expect(await first.stop()).toBe(0)
+    fs.writeFileSync(path.join(dir, "pglite", "global", "pg_control"), "not a control file")
+    const { code, output } = await refusedStart(dir)
+    expect(code).toBe(1)
+    expect(output).toContain(`Could not open the embedded database in ${path.join(dir, "pglite")}`)
+    // The refused start gave the directory back.
+    expect(fs.existsSync(path.join(dir, "mailroom.lock"))).toBe(false)
+  })
+
+  it("a clean stop closes the database and leaves no lock or socket behind; the next start opens it", async () => {
+    const dir = dataDir()
+    const first = await startServer({ DATA_DIR: dir })
+    const user = await withApiKey(client(first.url))
+    const pid = first.process.pid!
+    expect(socketDirsOf(pid)).toHaveLength(1)
+    expect(await first.stop()).toBe(0)
+    expect(first.output()).not.toMatch(/did not close cleanly/)
+    expect(fs.existsSync(path.join(dir, "mailroom.lock"))).toBe(false)
+    expect(socketDirsOf(pid)).toHaveLength(0)
+
+    const second = await startServer({ DATA_DIR: dir })
+    servers.push(second)
+    expect((await client(second.url).get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
+  })
+})
