@@ -25,11 +25,12 @@ import autocannon from "autocannon"
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
+import { freePort } from "../test/support/process.ts"
+import { sleep } from "../test/support/wait.ts"
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const CONNECTIONS = 10
@@ -71,16 +72,6 @@ let running: autocannon.Instance | undefined
 
 const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-"))
 onCleanup(async () => fs.rmSync(scratch, { recursive: true, force: true }))
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
 
 interface Server {
   readonly name: string
@@ -160,8 +151,6 @@ const startServer = async (
   }
   return { name, url, child, logFile, stop }
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 // ---------------------------------------------------------------------------------------------
 // Load

@@ -43,8 +43,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
-import * as http from "node:http"
-import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
@@ -59,6 +57,8 @@ import { limits } from "../services/plans/plans.ts"
 import { SUBJECT_BOOST, wordCount } from "../services/search/documents.ts"
 import { VECTOR_CANDIDATES } from "../services/search/search.ts"
 import { collectionName, type VectorCollection, VectorIndex } from "../services/search/vector-index.ts"
+import { freePort } from "../test/support/process.ts"
+import { sleep } from "../test/support/wait.ts"
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 
@@ -357,15 +357,6 @@ const recall = async (store: Store, collection: VectorCollection, namespace: str
 
 // ---------------------------------------------------------------------------------------------
 // The server, over HTTP.
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = http.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 interface Server {
   readonly base: string

@@ -24,6 +24,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import nodemailer from "nodemailer"
+import { freePort } from "../test/support/process.ts"
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const dataDir = path.resolve(repoRoot, process.env.BENCH_DATA ?? "../shared/data/scifact")
@@ -51,14 +52,6 @@ const allDocs = readJsonl<Doc>("corpus.jsonl")
 const limitDocs = process.env.BENCH_DOCS ? Number(process.env.BENCH_DOCS) : Infinity
 const docs = allDocs.filter((doc, i) => i < limitDocs || judged.has(doc._id))
 const queries = readJsonl<{ _id: string; text: string }>("queries.jsonl").filter((q) => qrels.has(q._id))
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = http.createServer().listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
 
 const extraEnv = Object.fromEntries(
   (process.env.BENCH_ENV ?? "").split(",").filter((pair) => pair.includes("=")).map((pair) => {

@@ -45,6 +45,8 @@ import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
+import { freePort } from "../test/support/process.ts"
+import { sleep } from "../test/support/wait.ts"
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const seconds = (name: string, fallback: number) => {
@@ -85,8 +87,6 @@ const CLK_TCK = (() => {
 
 class BenchError extends Error {}
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
 // ---------------------------------------------------------------------------------------------
 // Clean-up: every step registered is run once, last registered first, on success, failure or signal.
 
@@ -108,16 +108,6 @@ onCleanup(async () => fs.rmSync(scratch, { recursive: true, force: true }))
 
 // ---------------------------------------------------------------------------------------------
 // Child processes
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
 
 const logTail = (file: string, lines = 40) => {
   try {

@@ -55,6 +55,7 @@ import nodemailer from "nodemailer"
 import { upgrade } from "../test/support/billing.ts"
 import { client, withApiKey } from "../test/support/http.ts"
 import { repoRoot, type Server, startServer } from "../test/support/process.ts"
+import { sleep } from "../test/support/wait.ts"
 
 const number = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback)
@@ -121,7 +122,6 @@ const procStatus = (pid: number) => {
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)))
 
 /**
  * Open-loop schedule: `fire(dueAt)` at `rate` per second from `start` until `end`, never waiting
