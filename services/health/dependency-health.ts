@@ -52,6 +52,25 @@ const messageOf = (value: unknown): string | undefined => {
   return typeof message === "string" && message !== "" ? message : undefined
 }
 
+/** `error` and the causes under it, outermost first (a cycle ends the walk). */
+export const causeChain = (error: unknown): ReadonlyArray<object> => {
+  const chain: Array<object> = []
+  let current: unknown = error
+  while (typeof current === "object" && current !== null && !chain.includes(current)) {
+    chain.push(current)
+    current = (current as { cause?: unknown }).cause
+  }
+  return chain
+}
+
+/** Whether this one error (not its causes) says a connection failed: a SQLSTATE, a network code or a driver message. */
+export const isConnectionFailure = (error: object): boolean => {
+  const { code } = error as { code?: unknown }
+  const message = messageOf(error)
+  return (typeof code === "string" && (CONNECTION_CODE.test(code) || NETWORK_CODE.test(code))) ||
+    (message !== undefined && CONNECTION_MESSAGE.test(message))
+}
+
 /**
  * Which dependency, if any, `error` says is unreachable. The database's: a SQL error about the
  * connection (SQLSTATE class 08, the server shutting down or full, a network error under it, the
@@ -59,20 +78,13 @@ const messageOf = (value: unknown): string | undefined => {
  * bus error not caused by a SQL error. Other systems' network errors (a vector index, an embedder) are not these.
  */
 export const unreachableDependency = (error: unknown): Dependency | undefined => {
-  const seen = new Set<unknown>()
-  let current: unknown = error
   let bus = false
   let sql = false
-  while (typeof current === "object" && current !== null && !seen.has(current)) {
-    seen.add(current)
-    const { _tag, code } = current as { _tag?: unknown; code?: unknown }
+  for (const current of causeChain(error)) {
+    const { _tag } = current as { _tag?: unknown }
     if (_tag === "BusError") bus = true
     if (_tag === "SqlError") sql = true
-    const message = messageOf(current)
-    const aboutConnection = (typeof code === "string" && (CONNECTION_CODE.test(code) || NETWORK_CODE.test(code))) ||
-      (message !== undefined && CONNECTION_MESSAGE.test(message))
-    if (sql && aboutConnection) return "database"
-    current = (current as { cause?: unknown }).cause
+    if (sql && isConnectionFailure(current)) return "database"
   }
   // A bus kept in the database that failed on something other than the connection: a fault.
   return bus && !sql ? "bus" : undefined
@@ -81,13 +93,10 @@ export const unreachableDependency = (error: unknown): Dependency | undefined =>
 /** One line about an error and what lies under it: "Connection error: Connection terminated unexpectedly". */
 export const shortReason = (error: unknown): string => {
   const parts: Array<string> = []
-  const seen = new Set<unknown>()
-  let current: unknown = error
-  while (typeof current === "object" && current !== null && !seen.has(current) && parts.length < 3) {
-    seen.add(current)
+  for (const current of causeChain(error)) {
+    if (parts.length === 3) break
     const message = messageOf(current)
     if (message !== undefined && !parts.some((part) => part.includes(message))) parts.push(message)
-    current = (current as { cause?: unknown }).cause
   }
   const reason = parts.length > 0 ? parts.join(": ") : String(error)
   return reason.length > 200 ? `${reason.slice(0, 197)}...` : reason

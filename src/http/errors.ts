@@ -27,6 +27,7 @@ import {
   ValidationError,
   wireOf
 } from "../../services/errors.ts"
+import { causeChain, isConnectionFailure } from "../../services/health/dependency-health.ts"
 
 const errorBody = <Code extends string>(code: Code) =>
   Schema.Struct({
@@ -81,24 +82,12 @@ export const envelope = <E extends ApiError>(cls: ErrorClass<E>): ReturnType<typ
   return made
 }
 
-/** A database or bus failure that means "unreachable right now", as opposed to a bug. */
-export const isUnavailable = (error: unknown): boolean => {
-  const seen = new Set<unknown>()
-  let current: unknown = error
-  while (typeof current === "object" && current !== null && !seen.has(current)) {
-    seen.add(current)
-    const { _tag, code, message } = current as { _tag?: string; code?: unknown; message?: unknown }
-    if (_tag === "BusError") return true
-    if (typeof code === "string" && (/^(08|57P0[123]|53300)/.test(code) || /^E(CONNREFUSED|CONNRESET|TIMEDOUT|PIPE|NOTFOUND|HOSTUNREACH|AI_AGAIN)$/.test(code))) {
-      return true
-    }
-    if (typeof message === "string" && /Connection terminated|timeout exceeded when trying to connect|Failed to connect|connection error|Failed to acquire/i.test(message)) {
-      return true
-    }
-    current = (current as { cause?: unknown }).cause
-  }
-  return false
-}
+/**
+ * A failure that means "unreachable right now", as opposed to a bug: a bus error, or a connection
+ * failure anywhere under it (the database's, or another system's network error), so a 503.
+ */
+export const isUnavailable = (error: unknown): boolean =>
+  causeChain(error).some((e) => (e as { _tag?: unknown })._tag === "BusError" || isConnectionFailure(e))
 
 const fieldName = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "body" : path.map(String).join("."))
 
