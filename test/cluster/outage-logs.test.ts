@@ -59,7 +59,8 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
     await backend?.dispose()
   })
 
-  it("says once that PostgreSQL is gone and once that it is back, with counts, and loses no mail", async () => {
+  /** A user's mailbox whose email.received events go to a path of the receiver's own. */
+  const boxWithWebhook = async () => {
     const api = client(server.url)
     const box = await newBox(api)
     const path = `/${fresh("hook")}`
@@ -68,6 +69,11 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
       body: { url: `${receiver.url}${path}`, events: ["email.received"] }
     })
     expect(hook.status).toBe(201)
+    return { api, box, path }
+  }
+
+  it("says once that PostgreSQL is gone and once that it is back, with counts, and loses no mail", async () => {
+    const { api, box, path } = await boxWithWebhook()
     // The first deliveries hang until their 10 s time-out: the endpoint sits at its in-flight limit
     // through the outage, so the events behind them meet backpressure.
     receiver.script(path, [...Array.from({ length: 16 }, () => "hang" as const), 200])
@@ -146,14 +152,7 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
   }, 120_000)
 
   it("says once that NATS is gone and once that it is back, without stack traces", async () => {
-    const api = client(server.url)
-    const box = await newBox(api)
-    const path = `/${fresh("hook")}`
-    const hook = await api.post("/v1/api/webhooks", {
-      apiKey: box.user.apiKey,
-      body: { url: `${receiver.url}${path}`, events: ["email.received"] }
-    })
-    expect(hook.status).toBe(201)
+    const { box, path } = await boxWithWebhook()
     const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
     await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "Before", text: "before" })
     await receiver.waitFor(path, 1, 30_000)
