@@ -40,6 +40,7 @@ describe.concurrent("configuration", () => {
     [{ ROLES: "api,mailman" }, /ROLES: .*mailman/],
     [{ WEBHOOK_ALLOW_PRIVATE: "sometimes" }, /WEBHOOK_ALLOW_PRIVATE/],
     [{ FREE_MAX_CUSTOM_DOMAINS: "-1" }, /FREE_MAX_CUSTOM_DOMAINS/],
+    [{ SMTP_MAX_CONNECTIONS_PER_IP: "many" }, /SMTP_MAX_CONNECTIONS_PER_IP/],
     [{ APP_URL: "not a url" }, /APP_URL/],
     [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],
     [{ DATABASE_URL: "postgres://127.0.0.1:1/x" }, /JWT_SECRET/],
