@@ -6,7 +6,7 @@ import { spawn } from "node:child_process"
 import * as net from "node:net"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
-import { createBackend, repoRoot } from "./support/server.ts"
+import { createBackend, freePort, repoRoot } from "./support/server.ts"
 import { createDataDir } from "./support/services.ts"
 
 const run = (env: Record<string, string>) =>
@@ -97,12 +97,17 @@ describe.concurrent("configuration", () => {
 // Alone: it holds the SMTP port the other cases' processes are given.
 describe.sequential("a port in use", () => {
   it("stops with a one-line reason when the SMTP port is taken", async () => {
+    // A port no other suite's server holds right now (a fixed one could be any server's free port).
     const blocker = net.createServer()
-    await new Promise<void>((resolve) => blocker.listen(39992, "127.0.0.1", resolve))
+    await new Promise<void>((resolve, reject) => {
+      blocker.once("error", reject)
+      blocker.listen(0, "127.0.0.1", resolve)
+    })
+    const taken = (blocker.address() as net.AddressInfo).port
     try {
-      const { code, output } = await run({})
+      const { code, output } = await run({ PORT: String(await freePort()), SMTP_PORT: String(taken) })
       expect(code).toBe(1)
-      expect(output).toMatch(/could not start\nSMTP could not listen on 127\.0\.0\.1:39992: .*EADDRINUSE/)
+      expect(output).toMatch(new RegExp(`could not start\\nSMTP could not listen on 127\\.0\\.0\\.1:${taken}: .*EADDRINUSE`))
       expect(output).not.toMatch(/\bat .*\.ts:\d+/)
     } finally {
       await new Promise((resolve) => blocker.close(resolve))
