@@ -318,6 +318,18 @@ export class InvalidSignature extends Schema.TaggedError<InvalidSignature>()(
   })
 ) {}
 
+// ---------------------------------------------------------------------------------------------
+// Mail (Mailroom's own codes, beyond SPEC's table)
+
+/** 400 LABEL_READ_ONLY: a change that adds or removes a label Mailroom sets from facts (`inbound`, `sent`). */
+export class FactLabel extends Schema.TaggedError<FactLabel>()(
+  ...failure("FactLabel", {
+    status: 400,
+    code: "LABEL_READ_ONLY",
+    description: "LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels"
+  })
+) {}
+
 export type ApiError =
   | BadRequest
   | ValidationError
@@ -344,6 +356,7 @@ export type ApiError =
   | VerificationFailed
   | DomainHasMailboxes
   | InvalidSignature
+  | FactLabel
 
 export const isApiError = (u: unknown): u is ApiError =>
   u instanceof Error && "_tag" in u && typeof u._tag === "string" && tags.has(u._tag) && "status" in u && "code" in u

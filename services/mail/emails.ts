@@ -15,7 +15,15 @@ import {
   toEmail,
   toSummary
 } from "./records.ts"
+import { UNREAD } from "./labels.ts"
 import type { EmailSortField, Thread } from "./schemas.ts"
+
+/** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state. */
+export interface EmailFilter {
+  readonly labels?: ReadonlyArray<string> | undefined
+  readonly excludeLabels?: ReadonlyArray<string> | undefined
+  readonly unread?: boolean | undefined
+}
 
 const sortColumns: Record<EmailSortField, string> = {
   received_at: "e.received_at",
@@ -30,8 +38,25 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const sql = yield* SqlClient.SqlClient
     const columns = sql.literal(emailColumnList)
 
-    /** The emails of one of the caller's mailboxes, newest first unless `sort` says otherwise. */
-    const list = Effect.fn("Emails.list")(function*(userId: string, mailboxId: string, page: Page, sort: Sort<EmailSortField>) {
+    /** The filter's conditions on `emails e`, each one `AND …`. */
+    const filtered = (filter: EmailFilter) =>
+      sql.join(" ", false)([
+        filter.labels && filter.labels.length > 0 ? sql`AND e.labels @> ${[...filter.labels]}::text[]` : sql``,
+        filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT (e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
+        filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`
+      ])
+
+    /**
+     * The emails of one of the caller's mailboxes, newest first unless `sort` says otherwise, those
+     * matching `filter` only.
+     */
+    const list = Effect.fn("Emails.list")(function*(
+      userId: string,
+      mailboxId: string,
+      page: Page,
+      sort: Sort<EmailSortField>,
+      filter: EmailFilter = {}
+    ) {
       const mailbox = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
       if (mailbox.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
       const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
@@ -39,12 +64,12 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       // arrives: one row per email, or a single row of nulls with the count when the page is empty.
       const rows = yield* sql<(EmailRow & { total: string }) | { id: null; total: string }>`
         SELECT page.*, counted.total
-        FROM (SELECT count(*) AS total FROM emails WHERE mailbox_id = ${mailboxId}) counted
+        FROM (SELECT count(*) AS total FROM emails e WHERE e.mailbox_id = ${mailboxId} ${filtered(filter)}) counted
         LEFT JOIN LATERAL (
           SELECT ${columns}, row_number() OVER () AS position
           FROM (
             SELECT e.* FROM emails e
-            WHERE e.mailbox_id = ${mailboxId}
+            WHERE e.mailbox_id = ${mailboxId} ${filtered(filter)}
             ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}
             LIMIT ${page.limit} OFFSET ${page.offset}
           ) e

@@ -12,6 +12,7 @@ import { Duration, Effect, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { inLockOrder } from "../batching.ts"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
+import { inboundLabels } from "./labels.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import { InboundMessage } from "./schemas.ts"
@@ -83,14 +84,14 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
           email AS (
             INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
                                      sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
-                                     has_attachments, raw_sha256, size)
+                                     has_attachments, raw_sha256, size, labels)
             VALUES (${message.email_id}, ${message.mailbox_id}, ${message.user_id}, ${messageId}, (SELECT id FROM thread),
                     ${parsed.subject}, ${parsed.from ?? message.mail_from},
                     ${parsed.to.length > 0 ? [...parsed.to] : [message.rcpt_to]}, ${parsed.date ?? receivedAt}, ${receivedAt},
                     ${message.mail_from}, ${message.rcpt_to},
                     -- A jsonb column: PostgreSQL reads the JSON text as the column's type.
                     ${JSON.stringify(parsed.headers)}, ${parsed.text}, ${parsed.html}, ${parsed.attachments.length > 0},
-                    ${message.raw_sha256}, ${message.size})
+                    ${message.raw_sha256}, ${message.size}, ${[...inboundLabels]}::text[])
             ON CONFLICT (id) DO NOTHING
             RETURNING ${sql.literal(emailColumnList)}
           ),

@@ -19,6 +19,7 @@ export interface EmailRow {
   readonly hasAttachments: boolean
   readonly size: string | number
   readonly snippet: string
+  readonly labels: ReadonlyArray<string>
   readonly createdAt: Date
 }
 
@@ -53,6 +54,7 @@ export const emailColumnList = [
   "e.has_attachments",
   "e.size",
   "left(e.text_body, 200) AS snippet",
+  "e.labels",
   "e.created_at"
 ].join(", ")
 
@@ -70,7 +72,8 @@ export const toFields = (row: EmailRow): EmailFields => ({
   mailbox_id: row.mailboxId,
   domain: domainOf(row.rcptTo),
   has_attachments: row.hasAttachments,
-  thread_id: row.threadId
+  thread_id: row.threadId,
+  labels: [...row.labels]
 })
 
 export const toSummary = (row: EmailRow): EmailSummary => ({

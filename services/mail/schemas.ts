@@ -42,7 +42,10 @@ export const EmailFields = Schema.Struct({
   mailbox_id: Schema.String,
   domain: Schema.String,
   has_attachments: Schema.Boolean,
-  thread_id: Schema.String
+  thread_id: Schema.String,
+  labels: Schema.Array(Schema.String).annotations({
+    description: "System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own"
+  })
 })
 export type EmailFields = typeof EmailFields.Type
 

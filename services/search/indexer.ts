@@ -33,7 +33,8 @@ export const emailProcessedEventId = (emailId: string) => `email.processed:${ema
 const ReceivedEvent = Schema.Struct({
   event: Schema.Literal("email.received"),
   namespace: Schema.String,
-  data: EmailFields
+  // An email.received published before labels existed carries none: it reads as an empty list.
+  data: Schema.Struct({ ...EmailFields.fields, labels: Schema.optionalWith(EmailFields.fields.labels, { default: () => [] }) })
 })
 
 interface EmailToIndex {

@@ -1,4 +1,5 @@
 /** SPEC "Search": the request, a result, the page meta; and the suggestions query. */
+import { Label, MAX_LABELS } from "../mail/labels.ts"
 import { Schema } from "effect"
 import { IntBetween } from "../listing.ts"
 
@@ -21,6 +22,8 @@ export const SearchInput = Schema.Struct({
   limit: Schema.optional(IntBetween(1, 100)).annotations({ description: "1-100, default 20" }),
   offset: Schema.optional(IntBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a non-negative integer" }))
     .annotations({ description: `Results to skip; results reach ${MAX_OFFSET} + limit deep` }),
+  labels: Schema.optional(Schema.Array(Label).pipe(Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })))
+    .annotations({ description: "Mailroom extension: only emails carrying every one of these labels" }),
   mode: Schema.optional(SearchMode).annotations({
     description: "Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone"
   })
@@ -33,6 +36,7 @@ export const SearchResult = Schema.Struct({
   from: Schema.String,
   date: Schema.String,
   snippet: Schema.String.annotations({ description: "The first 200 characters of the body" }),
+  labels: Schema.Array(Schema.String),
   score: Schema.Number.annotations({
     description: "0-1, higher is better: 0.90+ highly relevant, 0.70+ very, 0.50+ moderately, 0.30+ somewhat, below weak"
   })

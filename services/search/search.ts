@@ -50,6 +50,7 @@ interface ResultRow {
   readonly fromAddress: string
   readonly sentAt: Date
   readonly snippet: string
+  readonly labels: ReadonlyArray<string>
 }
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
@@ -238,13 +239,14 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const readable = ranked.length === 0 ? [] : yield* sql<{ id: string }>`
           SELECT e.id FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id
           WHERE e.id = ANY(${ranked.map((r) => r.emailId)}::text[]) AND e.user_id = ${userId} AND m.status = 'active'
-            ${inScope(mailboxIds)}`
+            ${inScope(mailboxIds)}
+            ${input.labels && input.labels.length > 0 ? sql`AND e.labels @> ${[...input.labels]}::text[]` : sql``}`
         const ids = new Set(readable.map((row) => row.id))
         const visible = ranked.filter((r) => ids.has(r.emailId))
         const page = visible.slice(offset, offset + limit)
         // Bodies are read for the page only.
         const rows = page.length === 0 ? [] : yield* sql<ResultRow>`
-          SELECT e.id, e.subject, e.from_address, e.sent_at, left(e.text_body, 200) AS snippet
+          SELECT e.id, e.subject, e.from_address, e.sent_at, left(e.text_body, 200) AS snippet, e.labels
           FROM emails e WHERE e.id = ANY(${page.map((r) => r.emailId)}::text[])`
         const byId = new Map(rows.map((row) => [row.id, row]))
         const data = page.flatMap((r): Array<SearchResult> => {
@@ -255,6 +257,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             from: row.fromAddress,
             date: row.sentAt.toISOString(),
             snippet: row.snippet,
+            labels: [...row.labels],
             score: Math.round(r.score * 10_000) / 10_000
           }]
         })

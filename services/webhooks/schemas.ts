@@ -5,7 +5,7 @@ import { Schema } from "effect"
 import { EmailFields } from "../mail/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
-export const eventKinds = ["email.received", "email.processed", "api_key.created"] as const
+export const eventKinds = ["email.received", "email.processed", "email.labels_changed", "api_key.created"] as const
 export type EventKind = (typeof eventKinds)[number]
 
 export const isEventKind = (value: string): value is EventKind => (eventKinds as ReadonlyArray<string>).includes(value)
@@ -160,6 +160,17 @@ export const EmailProcessedEvent = eventPayload(
   "A received email is indexed for semantic search"
 )
 
+export const EmailLabelsChangedEvent = eventPayload(
+  "email.labels_changed",
+  "EmailLabelsChangedEvent",
+  Schema.Struct({
+    ...EmailFields.fields,
+    added: Schema.Array(Schema.String).annotations({ description: "Labels the change added" }),
+    removed: Schema.Array(Schema.String).annotations({ description: "Labels the change removed" })
+  }),
+  "An email's labels changed (labels holds them after the change); removing unread marks it handled"
+)
+
 export const ApiKeyCreatedEvent = eventPayload(
   "api_key.created",
   "ApiKeyCreatedEvent",
@@ -176,5 +187,6 @@ export const ApiKeyCreatedEvent = eventPayload(
 export const EventPayloads = {
   "email.received": EmailReceivedEvent,
   "email.processed": EmailProcessedEvent,
+  "email.labels_changed": EmailLabelsChangedEvent,
   "api_key.created": ApiKeyCreatedEvent
 } as const satisfies Record<EventKind, Schema.Schema.Any>

@@ -11,77 +11,14 @@ import { Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { Emails } from "../../services/mail/emails.ts"
 import { testDatabase } from "../support/database.ts"
+import { DOMAIN, insertEmail, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
-import { insertUser, type TestUser } from "../support/users.ts"
+import { insertUser } from "../support/users.ts"
 
 const services = Emails.Default.pipe(Layer.provideMerge(testDatabase))
 
-const DOMAIN = "agents.localhost"
 const newest = { field: "received_at", direction: "desc" } as const
 const firstPage = { limit: 20, offset: 0 }
-
-const storeBlob = (bytes: Uint8Array) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const sha256 = createHash("sha256").update(bytes).digest("hex")
-    yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${sha256}, ${bytes.length}, ${bytes}) ON CONFLICT DO NOTHING`
-    return sha256
-  })
-
-interface Mailbox {
-  readonly owner: TestUser
-  readonly mailboxId: string
-  readonly address: string
-}
-
-const insertMailbox = (owner: TestUser) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const mailboxId = uniqueName("mbx")
-    const local = mailboxId.replace(/_/g, "-")
-    yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
-               VALUES (${mailboxId}, ${owner.userId}, ${local}, ${DOMAIN}, ${`${local}@${DOMAIN}`})`
-    return { owner, mailboxId, address: `${local}@${DOMAIN}` } satisfies Mailbox
-  })
-
-interface SeededEmail {
-  readonly subject: string
-  /** Minutes before now it arrived. */
-  readonly receivedMinutesAgo: number
-  /** Minutes before now its Date header says it was sent (default: as it arrived). */
-  readonly sentMinutesAgo?: number
-  readonly text?: string
-  readonly html?: string
-  readonly threadId?: string
-  readonly attachments?: ReadonlyArray<{ readonly filename: string; readonly contentType: string; readonly bytes: Uint8Array }>
-}
-
-const insertEmail = (mailbox: Mailbox, email: SeededEmail) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const id = uniqueName("eml")
-    const raw = new TextEncoder().encode(`Subject: ${email.subject}\r\nMessage-ID: <${id}@test>\r\n\r\n${email.text ?? ""}`)
-    const rawSha = yield* storeBlob(raw)
-    const headers = { subject: email.subject, "message-id": `<${id}@test>`, received: ["from a", "from b"] }
-    yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
-                                   received_at, mail_from, rcpt_to, headers, text_body, html_body, has_attachments, raw_sha256, size)
-               VALUES (${id}, ${mailbox.mailboxId}, ${mailbox.owner.userId}, ${`<${id}@test>`}, ${email.threadId ?? `thr_${id}`},
-                       ${email.subject}, 'sender@example.com', ${[mailbox.address]},
-                       now() - ${`${email.sentMinutesAgo ?? email.receivedMinutesAgo} minutes`}::interval,
-                       now() - ${`${email.receivedMinutesAgo} minutes`}::interval, 'bounce@example.com', ${mailbox.address},
-                       ${JSON.stringify(headers)}::jsonb, ${email.text ?? ""}, ${email.html ?? null},
-                       ${(email.attachments ?? []).length > 0}, ${rawSha}, ${raw.length})`
-    const attachmentIds: Array<string> = []
-    for (const [position, attachment] of (email.attachments ?? []).entries()) {
-      const checksum = yield* storeBlob(attachment.bytes)
-      const attachmentId = uniqueName("att")
-      attachmentIds.push(attachmentId)
-      yield* sql`INSERT INTO attachments (id, email_id, position, filename, content_type, size, checksum)
-                 VALUES (${attachmentId}, ${id}, ${position}, ${attachment.filename}, ${attachment.contentType},
-                         ${attachment.bytes.length}, ${checksum})`
-    }
-    return { id, raw, attachmentIds }
-  })
 
 const deleteMailbox = (mailbox: Mailbox) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -111,6 +48,7 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
         domain: DOMAIN,
         has_attachments: false,
         thread_id: `thr_${newer.id}`,
+        labels: ["inbound", "unread"],
         received_at: expect.any(String),
         size: newer.raw.length,
         snippet: "x".repeat(150) + "y".repeat(50)

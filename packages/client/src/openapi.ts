@@ -419,7 +419,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change an email's labels
+         * @description Adds and removes labels; removing unread marks the email handled. Announced as email.labels_changed
+         */
+        patch: operations["emails.update"];
         trace?: never;
     };
     "/v1/api/emails/{emailId}/attachments/{attachmentId}": {
@@ -456,6 +460,26 @@ export interface paths {
         get: operations["emails.raw"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/emails/batch-update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Change the labels of up to 100 emails
+         * @description One change applied to every listed email, all or none: an email that is not the caller's fails the whole batch with 404
+         */
+        post: operations["emails.batchUpdate"];
         delete?: never;
         options?: never;
         head?: never;
@@ -519,7 +543,7 @@ export interface paths {
         };
         /**
          * List a mailbox's emails
-         * @description Newest first (sort received_at:desc) unless `sort` says otherwise
+         * @description Newest first (sort received_at:desc) unless `sort` says otherwise; filtered by labels and read state
          */
         get: operations["emails.list"];
         put?: never;
@@ -824,6 +848,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email.labels_changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.labels_changed event
+         * @description An email's labels changed (labels holds them after the change); removing unread marks it handled. Sent to every active webhook subscribed to email.labels_changed, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.labels_changed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "email.processed": {
         parameters: {
             query?: never;
@@ -916,6 +960,27 @@ export interface components {
             };
             /** @enum {boolean} */
             success: false;
+        };
+        BatchUpdated: {
+            emails: components["schemas"]["EmailLabels"][];
+            updated: number;
+        };
+        BatchUpdateInput: {
+            /**
+             * maxItems(50)
+             * @description Labels to add (custom, unread, spam, unauthenticated, blocked)
+             */
+            add_labels?: string[];
+            /**
+             * maxItems(100)
+             * @description an array of at most 100 item(s)
+             */
+            email_ids: string[];
+            /**
+             * maxItems(50)
+             * @description Labels to remove (inbound and sent cannot be)
+             */
+            remove_labels?: string[];
         };
         CheckoutInput: {
             cancelUrl: string;
@@ -1107,6 +1172,8 @@ export interface components {
                 [key: string]: string | string[];
             };
             html: string | null;
+            /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
+            labels: string[];
             mailbox_id: string;
             message_id: string;
             received_at: string;
@@ -1119,6 +1186,35 @@ export interface components {
             thread_id: string;
             to: string[];
         };
+        EmailLabels: {
+            email_id: string;
+            labels: string[];
+        };
+        /** @description An email's labels changed (labels holds them after the change); removing unread marks it handled */
+        EmailLabelsChangedEvent: {
+            data: {
+                /** @description Labels the change added */
+                added: string[];
+                date: string;
+                domain: string;
+                email_id: string;
+                from: string;
+                has_attachments: boolean;
+                /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
+                labels: string[];
+                mailbox_id: string;
+                message_id: string;
+                /** @description Labels the change removed */
+                removed: string[];
+                subject: string;
+                thread_id: string;
+                to: string[];
+            };
+            /** @enum {string} */
+            event: "email.labels_changed";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         /** @description A received email is indexed for semantic search */
         EmailProcessedEvent: {
             data: {
@@ -1129,6 +1225,8 @@ export interface components {
                 embedding_model: string;
                 from: string;
                 has_attachments: boolean;
+                /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
+                labels: string[];
                 mailbox_id: string;
                 message_id: string;
                 /** @description How long indexing took */
@@ -1150,6 +1248,8 @@ export interface components {
                 email_id: string;
                 from: string;
                 has_attachments: boolean;
+                /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
+                labels: string[];
                 mailbox_id: string;
                 message_id: string;
                 subject: string;
@@ -1167,6 +1267,8 @@ export interface components {
             email_id: string;
             from: string;
             has_attachments: boolean;
+            /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
+            labels: string[];
             mailbox_id: string;
             message_id: string;
             received_at: string;
@@ -1183,6 +1285,19 @@ export interface components {
             error: {
                 /** @enum {string} */
                 code: "EMAIL_TAKEN";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        /** @description LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels */
+        FactLabel: {
+            error: {
+                /** @enum {string} */
+                code: "LABEL_READ_ONLY";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -1450,6 +1565,11 @@ export interface components {
         SearchInput: {
             domain?: string;
             /**
+             * maxItems(50)
+             * @description Mailroom extension: only emails carrying every one of these labels
+             */
+            labels?: string[];
+            /**
              * between(1, 100)
              * @description 1-100, default 20
              */
@@ -1493,6 +1613,7 @@ export interface components {
             date: string;
             email_id: string;
             from: string;
+            labels: string[];
             /** @description 0-1, higher is better: 0.90+ highly relevant, 0.70+ very, 0.50+ moderately, 0.30+ somewhat, below weak */
             score: number;
             /** @description The first 200 characters of the body */
@@ -1571,6 +1692,18 @@ export interface components {
             secret_masked: string;
             url: string;
             webhook_id: string;
+        };
+        UpdateEmailInput: {
+            /**
+             * maxItems(50)
+             * @description Labels to add (custom, unread, spam, unauthenticated, blocked)
+             */
+            add_labels?: string[];
+            /**
+             * maxItems(50)
+             * @description Labels to remove (inbound and sent cannot be)
+             */
+            remove_labels?: string[];
         };
         UpdateWebhookInput: {
             active?: boolean;
@@ -4334,6 +4467,112 @@ export interface operations {
             };
         };
     };
+    "emails.update": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateEmailInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Email"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["FactLabel"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "emails.attachment": {
         parameters: {
             query?: never;
@@ -4462,6 +4701,110 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "emails.batchUpdate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchUpdateInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["BatchUpdated"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["FactLabel"];
                 };
             };
             /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
@@ -4981,9 +5324,15 @@ export interface operations {
     "emails.list": {
         parameters: {
             query?: {
+                /** @description Comma-separated: only emails carrying none of these labels */
+                exclude_labels?: string;
+                /** @description Comma-separated: only emails carrying every one of these labels */
+                labels?: string;
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
                 sort?: string;
+                /** @description true: only unread emails (label unread); false: only read ones */
+                unread?: "true" | "false";
             };
             header?: never;
             path: {
@@ -6720,6 +7069,44 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["ApiKeyCreatedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.labels_changed": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailLabelsChangedEvent"];
             };
         };
         responses: {

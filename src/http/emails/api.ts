@@ -2,8 +2,9 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
+import { Label, LabelList, MAX_BATCH } from "../../../services/mail/labels.ts"
 import { Email, EmailSummary, emailSortFields, Thread } from "../../../services/mail/schemas.ts"
-import { NotFound } from "../../../services/errors.ts"
+import { FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication } from "../security.ts"
@@ -13,16 +14,73 @@ const EmailPath = Schema.Struct({ emailId: Schema.String })
 const AttachmentPath = Schema.Struct({ emailId: Schema.String, attachmentId: Schema.String })
 const ThreadPath = Schema.Struct({ threadId: Schema.String })
 
+/** `labels=a,b`: comma-separated label names. */
+const LabelsParam = Schema.split(",").pipe(Schema.compose(Schema.Array(Label)))
+
+const EmailListParams = Schema.Struct({
+  ...ListParams(emailSortFields).fields,
+  labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying every one of these labels" }),
+  exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying none of these labels" }),
+  unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
+    .annotations({ description: "true: only unread emails (label unread); false: only read ones" })
+}).annotations({ parseOptions: { errors: "all" } })
+
+const LabelChangeFields = {
+  add_labels: Schema.optional(LabelList).annotations({ description: "Labels to add (custom, unread, spam, unauthenticated, blocked)" }),
+  remove_labels: Schema.optional(LabelList).annotations({ description: "Labels to remove (inbound and sent cannot be)" })
+}
+
+export const UpdateEmailInput = Schema.Struct(LabelChangeFields)
+  .annotations({ identifier: "UpdateEmailInput", parseOptions: { errors: "all" } })
+
+export const BatchUpdateInput = Schema.Struct({
+  email_ids: Schema.Array(Schema.String).pipe(
+    Schema.minItems(1, { message: () => "must list at least one email id" }),
+    Schema.maxItems(MAX_BATCH, { message: () => `must list at most ${MAX_BATCH} email ids` })
+  ),
+  ...LabelChangeFields
+}).annotations({ identifier: "BatchUpdateInput", parseOptions: { errors: "all" } })
+
+const EmailLabels = Schema.Struct({ email_id: Schema.String, labels: Schema.Array(Schema.String) })
+  .annotations({ identifier: "EmailLabels" })
+const BatchUpdated = Schema.Struct({ updated: Schema.Number, emails: Schema.Array(EmailLabels) })
+  .annotations({ identifier: "BatchUpdated" })
+
 export class EmailsGroup extends HttpApiGroup.make("emails")
   .add(
     HttpApiEndpoint.get("list", "/mailboxes/:mailboxId/emails")
       .setPath(MailboxEmailsPath)
-      .setUrlParams(ListParams(emailSortFields))
+      .setUrlParams(EmailListParams)
       .addSuccess(OkWithMeta(Schema.Array(EmailSummary), ListMeta))
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
         summary: "List a mailbox's emails",
-        description: "Newest first (sort received_at:desc) unless `sort` says otherwise"
+        description: "Newest first (sort received_at:desc) unless `sort` says otherwise; filtered by labels and read state"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/emails/:emailId")
+      .setPath(EmailPath)
+      .setPayload(UpdateEmailInput)
+      .addSuccess(Ok(Email))
+      .addError(envelope(ValidationError))
+      .addError(envelope(FactLabel))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Change an email's labels",
+        description: "Adds and removes labels; removing unread marks the email handled. Announced as email.labels_changed"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("batchUpdate", "/emails/batch-update")
+      .setPayload(BatchUpdateInput)
+      .addSuccess(Ok(BatchUpdated))
+      .addError(envelope(ValidationError))
+      .addError(envelope(FactLabel))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Change the labels of up to 100 emails",
+        description: "One change applied to every listed email, all or none: an email that is not the caller's fails the whole batch with 404"
       }))
   )
   .add(

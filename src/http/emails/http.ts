@@ -7,6 +7,7 @@ import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { Emails } from "../../../services/mail/emails.ts"
+import { Labels } from "../../../services/mail/labels.ts"
 import type { EmailSortField } from "../../../services/mail/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
@@ -24,19 +25,39 @@ const safeContentType = (contentType: string) =>
 export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
   Effect.gen(function*() {
     const emails = yield* Emails
+    const labels = yield* Labels
+    const change = (payload: { readonly add_labels?: ReadonlyArray<string> | undefined; readonly remove_labels?: ReadonlyArray<string> | undefined }) => ({
+      add: payload.add_labels ?? [],
+      remove: payload.remove_labels ?? []
+    })
     return handlers
       .handle("list", ({ path, urlParams }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const p = page(urlParams)
           const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
-          const { emails: data, total } = yield* emails.list(userId, path.mailboxId, p, sort).pipe(orUnavailable)
+          const filter = { labels: urlParams.labels, excludeLabels: urlParams.exclude_labels, unread: urlParams.unread }
+          const { emails: data, total } = yield* emails.list(userId, path.mailboxId, p, sort, filter).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, p) }
         }))
       .handle("get", ({ path }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* emails.get(userId, path.emailId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }))
+      .handle("update", ({ path, payload }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          yield* labels.update(userId, [path.emailId], change(payload)).pipe(orUnavailable)
+          const data = yield* emails.get(userId, path.emailId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }))
+      .handle("batchUpdate", ({ payload }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const updated = yield* labels.update(userId, payload.email_ids, change(payload)).pipe(orUnavailable)
+          const data = { updated: updated.length, emails: updated.map((row) => ({ email_id: row.id, labels: [...row.labels] })) }
           return { success: true as const, data }
         }))
       .handleRaw("raw", ({ path }) =>
@@ -68,4 +89,4 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
           const data = yield* emails.thread(userId, path.threadId).pipe(orUnavailable)
           return { success: true as const, data }
         }))
-  })).pipe(Layer.provide(Emails.Default))
+  })).pipe(Layer.provide([Emails.Default, Labels.Default]))

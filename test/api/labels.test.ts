@@ -1,0 +1,121 @@
+/**
+ * Labels over the wire (issue 17): mail that arrives over SMTP is labelled `inbound` and `unread`,
+ * an agent marks it handled with PATCH, lists filter by labels and read state, a batch changes many
+ * at once, and each refusal answers SPEC's envelope with its code and details. The rules themselves
+ * (composition, fact labels, batches of 100, the event) are test/domain/labels.test.ts's subject.
+ */
+import nodemailer from "nodemailer"
+import { beforeAll, describe, expect, it } from "vitest"
+import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
+import { client, withApiKey } from "../support/http.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+let suite: SuiteServer
+
+useSuiteServer((s) => {
+  suite = s
+})
+
+describe("labels and read state over HTTP", () => {
+  let box: Box
+  let mailroom: MailroomFetchClient
+  let first: string
+  let second: string
+
+  const deliver = async (to: string, subject: string) => {
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+    try {
+      await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}`, messageId: `<${fresh("lbl")}@example.com>` })
+    } finally {
+      transport.close()
+    }
+  }
+
+  const list = (query: { labels?: string; exclude_labels?: string; unread?: string }) =>
+    mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: query as never }
+    })
+
+  beforeAll(async () => {
+    const api = client(suite.url)
+    box = await newBox(api, { user: await withApiKey(api) })
+    mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
+    await deliver(box.address, "First")
+    await deliver(box.address, "Second")
+    const arrived = await until("both emails listed", async () => {
+      const { data } = await list({})
+      return data && data.data.length === 2 ? data.data : undefined
+    }, 30_000)
+    second = arrived[0]!.email_id
+    first = arrived[1]!.email_id
+  })
+
+  it("arriving mail is inbound and unread; PATCH marks it handled and labels it, and lists filter on both", async () => {
+    const before = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: first } } })
+    expect(before.data?.data.labels).toEqual(["inbound", "unread"])
+
+    const patched = await mailroom.PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: first } },
+      body: { add_labels: ["billing"], remove_labels: ["unread"] }
+    })
+    expect(patched.response.status).toBe(200)
+    expect(patched.data?.data).toMatchObject({ email_id: first, labels: ["inbound", "billing"] })
+
+    const unread = await list({ unread: "true" })
+    expect(unread.data?.data.map((email) => email.email_id)).toEqual([second])
+    expect(unread.data?.meta.total).toBe(1)
+    const billing = await list({ labels: "billing,inbound" })
+    expect(billing.data?.data.map((email) => email.email_id)).toEqual([first])
+    const others = await list({ exclude_labels: "billing" })
+    expect(others.data?.data.map((email) => email.email_id)).toEqual([second])
+  })
+
+  it("a batch update changes every listed email and answers their labels", async () => {
+    const batch = await mailroom.POST("/v1/api/emails/batch-update", {
+      body: { email_ids: [first, second], add_labels: ["q4"] }
+    })
+    expect(batch.response.status).toBe(200)
+    expect(batch.data?.data.updated).toBe(2)
+    expect(Object.fromEntries((batch.data?.data.emails ?? []).map((email) => [email.email_id, email.labels]))).toEqual({
+      [first]: ["inbound", "billing", "q4"],
+      [second]: ["inbound", "unread", "q4"]
+    })
+  })
+
+  it("refusals: fact labels, bad names, empty and oversized batches, bad filters, someone else's email", async () => {
+    const fact = await mailroom.PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: first } },
+      body: { remove_labels: ["inbound"] }
+    })
+    expect(fact.response.status).toBe(400)
+    expect(fact.error).toMatchObject({ success: false, error: { code: "LABEL_READ_ONLY", details: { labels: ["inbound"] } } })
+
+    const badName = await mailroom.PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: first } },
+      body: { add_labels: ["a,b", "x".repeat(65)] }
+    })
+    expect(badName.response.status).toBe(400)
+    expect(badName.error?.error.code).toBe("VALIDATION_ERROR")
+    expect(JSON.stringify(badName.error?.error.details)).toContain("add_labels")
+
+    const tooMany = await mailroom.POST("/v1/api/emails/batch-update", {
+      body: { email_ids: Array.from({ length: 101 }, (_, i) => `eml_${i}`), add_labels: ["x"] }
+    })
+    expect(tooMany.response.status).toBe(400)
+    expect(JSON.stringify(tooMany.error?.error.details)).toContain("email_ids")
+
+    const badFilter = await list({ unread: "maybe" })
+    expect(badFilter.response.status).toBe(400)
+    expect(JSON.stringify((badFilter.error as { error?: unknown })?.error)).toContain("unread")
+
+    const stranger = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(client(suite.url))).apiKey })
+    const foreign = await stranger.PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: first } },
+      body: { add_labels: ["mine"] }
+    })
+    expect(foreign.response.status).toBe(404)
+    expect(foreign.error).toMatchObject({ error: { code: "NOT_FOUND", details: { email_id: first } } })
+  })
+})
