@@ -15,7 +15,7 @@ import {
   toEmail,
   toSummary
 } from "./records.ts"
-import { UNREAD } from "./labels.ts"
+import { UNREAD } from "./label-rules.ts"
 import type { EmailSortField, Thread } from "./schemas.ts"
 
 /** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state. */

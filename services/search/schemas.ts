@@ -1,5 +1,5 @@
 /** SPEC "Search": the request, a result, the page meta; and the suggestions query. */
-import { Label, MAX_LABELS } from "../mail/labels.ts"
+import { Label, MAX_LABELS } from "../mail/label-rules.ts"
 import { Schema } from "effect"
 import { IntBetween } from "../listing.ts"
 

@@ -198,6 +198,7 @@ describe("inbound SMTP and reading mail", () => {
         domain: DOMAIN,
         has_attachments: true,
         thread_id: expect.stringMatching(/^thr_/),
+        labels: ["inbound", "unread"],
         received_at: expect.stringMatching(isoMillis),
         size: raw.byteLength,
         snippet: text,

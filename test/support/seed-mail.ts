@@ -5,7 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
-import { inboundLabels } from "../../services/mail/labels.ts"
+import { inboundLabels } from "../../services/mail/label-rules.ts"
 import { uniqueName } from "./services.ts"
 import type { TestUser } from "./users.ts"
 

@@ -115,7 +115,7 @@ describe("email.received", () => {
     expect(payload.event).toBe("email.received")
     expect(payload.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
     expect(Object.keys(payload.data).sort()).toEqual(
-      ["date", "domain", "email_id", "from", "has_attachments", "mailbox_id", "message_id", "subject", "thread_id", "to"]
+      ["date", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "subject", "thread_id", "to"]
     )
     // The same email the API serves.
     const email = (await api.get(`/v1/api/emails/${payload.data.email_id}`, { apiKey: box.user.apiKey })).body.data
@@ -129,7 +129,8 @@ describe("email.received", () => {
       mailbox_id: box.mailboxId,
       domain: "agents.localhost",
       has_attachments: false,
-      thread_id: email.thread_id
+      thread_id: email.thread_id,
+      labels: ["inbound", "unread"]
     })
     expect(request!.headers["webhook-id"]).toBe(`email.received:${email.email_id}`)
 

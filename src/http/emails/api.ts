@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
-import { Label, LabelList, MAX_BATCH } from "../../../services/mail/labels.ts"
+import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Email, EmailSummary, emailSortFields, Thread } from "../../../services/mail/schemas.ts"
 import { FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"

@@ -1,0 +1,96 @@
+/**
+ * Labels and read state (issue 17; DESIGN.md §4b "labels").
+ *
+ * An email carries system labels that Mailroom sets and the account's own labels:
+ * - fact labels say what the email is (`inbound`, and `sent` for outbound mail): set at store time,
+ *   never added or removed through the API;
+ * - `unread` is set on arrival and is the agent's to clear (reading an email does not clear it);
+ * - verdict labels (`spam`, `unauthenticated`, `blocked`) are set by the inbound checks and, like
+ *   custom labels, may be added or removed by the account (a person overrules a verdict);
+ * - custom labels: 1-64 characters, no control characters, no commas (the list filters take
+ *   comma-separated names), no surrounding spaces; case-sensitive, as the agent wrote them.
+ *
+ * A change is a set of labels to add and a set to remove; adding and removing the same label in one
+ * change is refused, so a change always has one meaning. Every applied change that alters an email's
+ * labels is announced as `email.labels_changed`, one event per email and change (labels.ts).
+ *
+ * Only `effect` here: the HTTP contract (and so the published client) reads these schemas.
+ */
+import { Effect, Schema } from "effect"
+import { FactLabel, ValidationError } from "../errors.ts"
+
+/** Labels that state facts about an email: set by Mailroom when it stores the email, never changed. */
+export const factLabels = ["inbound", "sent"] as const
+/** Set on every inbound email when it is stored; the agent removes it when the mail is handled. */
+export const UNREAD = "unread"
+/** What an inbound email is labelled when it is stored. */
+export const inboundLabels: ReadonlyArray<string> = ["inbound", UNREAD]
+
+export const MAX_LABEL_LENGTH = 64
+/** At most this many labels in one change (add plus remove), and on one email. */
+export const MAX_LABELS = 50
+/** At most this many emails in one batch update. */
+export const MAX_BATCH = 100
+
+const isFact = (label: string) => (factLabels as ReadonlyArray<string>).includes(label)
+
+/** Why `label` is not a label name, or undefined when it is one. */
+export const labelProblem = (label: string): string | undefined => {
+  if (label.length === 0) return "must not be empty"
+  if ([...label].length > MAX_LABEL_LENGTH) return `must be at most ${MAX_LABEL_LENGTH} characters`
+  if (label.trim() !== label) return "must not start or end with a space"
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(label)) return "must not contain control characters"
+  if (label.includes(",")) return "must not contain a comma"
+  return undefined
+}
+
+/** A label name on the wire, with the rule's message when it is not one. */
+export const Label = Schema.String.pipe(Schema.filter((label) => labelProblem(label) ?? true))
+  .annotations({ description: `1-${MAX_LABEL_LENGTH} characters, no commas or control characters` })
+
+export const LabelList = Schema.Array(Label).pipe(
+  Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })
+)
+
+export interface LabelChange {
+  readonly add: ReadonlyArray<string>
+  readonly remove: ReadonlyArray<string>
+}
+
+/**
+ * The change as it may be applied: duplicates dropped; refused when it is empty, names a label twice
+ * (added and removed) or touches a fact label.
+ */
+export const checkChange = (change: LabelChange): Effect.Effect<LabelChange, ValidationError | FactLabel> => {
+  const add = [...new Set(change.add)]
+  const remove = [...new Set(change.remove)]
+  if (add.length === 0 && remove.length === 0) {
+    return Effect.fail(new ValidationError({
+      message: "add_labels or remove_labels must name at least one label",
+      details: { add_labels: "name at least one label here or in remove_labels" }
+    }))
+  }
+  const both = add.filter((label) => remove.includes(label))
+  if (both.length > 0) {
+    return Effect.fail(new ValidationError({
+      message: `A label cannot be added and removed at once: ${both.join(", ")}`,
+      details: { labels: both }
+    }))
+  }
+  const facts = [...add, ...remove].filter(isFact)
+  if (facts.length > 0) {
+    return Effect.fail(new FactLabel({
+      message: `${facts.join(", ")} ${facts.length === 1 ? "is a label" : "are labels"} Mailroom sets from facts; it cannot be added or removed`,
+      details: { labels: facts }
+    }))
+  }
+  return Effect.succeed({ add, remove })
+}
+
+/** The labels after a change, in a stable order: existing ones as they were, new ones after. */
+export const applyChange = (labels: ReadonlyArray<string>, change: LabelChange): ReadonlyArray<string> => {
+  const kept = labels.filter((label) => !change.remove.includes(label))
+  return [...kept, ...change.add.filter((label) => !kept.includes(label))]
+}
+
