@@ -30,6 +30,7 @@ import * as WebhookHttp from "../layers/webhook-http.ts"
 import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
 import * as Database from "./database.ts"
 import { HttpServerLive } from "./http/server.ts"
+import { metricsServerLayer } from "./metrics.ts"
 import { jwtSecret } from "./secrets.ts"
 import { SmtpServerLive } from "./smtp/server.ts"
 
@@ -132,6 +133,6 @@ export const appLayer = (config: AppConfigShape) => {
   const searching = config.roles.includes("api") || config.roles.includes("worker")
     ? Layer.mergeAll(when("api", apiRole(config)), when("worker", WorkerRole)).pipe(Layer.provide(vectorsLayer(config)))
     : Layer.empty
-  const roles = Layer.mergeAll(searching, when("smtp", SmtpRole))
+  const roles = Layer.mergeAll(searching, when("smtp", SmtpRole), metricsServerLayer(config))
   return roles.pipe(Layer.provide(shared))
 }

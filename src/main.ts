@@ -5,9 +5,10 @@
  * in-flight work, then exit 0.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ConfigError, Effect, Layer, Logger } from "effect"
+import { ConfigError, Duration, Effect, Layer, Logger, Runtime } from "effect"
 import { appLayer } from "./app.ts"
-import { loadConfig } from "./config.ts"
+import { type AppConfigShape, loadConfig } from "./config.ts"
+import { loggerLayer, nodeId } from "./logging.ts"
 import { reindex } from "./reindex.ts"
 
 const describe = (error: ConfigError.ConfigError): string =>
@@ -43,16 +44,43 @@ const main = Effect.gen(function*() {
     )
   }
   if (command !== undefined) return yield* stopWith(`mailroom: unknown command ${command} (commands: reindex [--all])\n`)
-  yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")}`)
-  return yield* Layer.launch(appLayer(config)).pipe(
-    // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
-    Effect.catchAll((error) =>
-      stopWith(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)
-    ),
+  return yield* serve(config)
+})
+
+/**
+ * Run the roles until SIGTERM or SIGINT. `runMain` then interrupts this fiber: every role drains as
+ * its scope closes (SMTP answers new connections 421 and finishes DATA in flight, consumers finish
+ * or return their message, HTTP finishes the requests in flight), and the process exits 0. Past
+ * SHUTDOWN_TIMEOUT the process exits 1 with whatever was still running cut off.
+ */
+const serve = (config: AppConfigShape) =>
+  Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<never>()
+    const onSignal = (signal: NodeJS.Signals) => {
+      const started = Date.now()
+      Runtime.runFork(runtime)(
+        Effect.logInfo(`${signal}: shutting down, draining for up to ${Duration.format(config.shutdownTimeout)}`)
+      )
+      setTimeout(() => {
+        Runtime.runSync(runtime)(Effect.logError(`Shutdown took longer than SHUTDOWN_TIMEOUT (${Date.now() - started} ms): exiting`))
+        process.exit(1)
+      }, Duration.toMillis(config.shutdownTimeout)).unref()
+    }
+    process.once("SIGTERM", onSignal)
+    process.once("SIGINT", onSignal)
+    yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")} (node ${nodeId})`)
+    return yield* Layer.launch(appLayer(config)).pipe(
+      // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
+      Effect.catchAll((error) =>
+        stopWith(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)
+      ),
+      Effect.onInterrupt(() => Effect.logInfo("Shutdown complete"))
+    )
+  }).pipe(
+    Effect.provide(loggerLayer(config)),
     Logger.withMinimumLogLevel(config.logLevel),
     // Spans go nowhere without an exporter; building them (with stack traces) costs every request.
     Effect.withTracerEnabled(false)
   )
-})
 
 NodeRuntime.runMain(main)
