@@ -119,14 +119,17 @@ const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, Web
 const stageLimitsLayer = (config: AppConfigShape) =>
   Option.isSome(config.databaseUrl) ? Layer.empty : Layer.succeed(StageLimits, StageLimits.embedded)
 
-/** Everything this process runs, ready for `Layer.launch`. */
-export const appLayer = (config: AppConfigShape) => {
-  // One DependencyHealth for the process, so that an outage is told once whoever meets it.
-  const infrastructure = watchedLayer(config).pipe(
-    Layer.provideMerge(Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config))),
+/** Storage, the bus, settings and DependencyHealth: what the roles and the operator's commands share. */
+export const infrastructureLayer = (config: AppConfigShape) =>
+  Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config)).pipe(
     Layer.provideMerge(Database.layer(config)),
     Layer.provideMerge(DependencyHealth.Default)
   )
+
+/** Everything this process runs, ready for `Layer.launch`. */
+export const appLayer = (config: AppConfigShape) => {
+  // One DependencyHealth for the process, so that an outage is told once whoever meets it.
+  const infrastructure = watchedLayer(config).pipe(Layer.provideMerge(infrastructureLayer(config)))
   const shared = Layer.mergeAll(infrastructure, sharedSettingsLayer(config), stageLimitsLayer(config))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
   // The API and the worker share one embedder and vector index; SMTP alone never opens them.
