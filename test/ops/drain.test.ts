@@ -2,7 +2,7 @@
  * Graceful drain (SIGTERM): a message whose DATA is still arriving when the signal comes is
  * finished, answered 250 and stored; a connection opened during the drain is answered 421; an idle
  * session is closed with 421; the process exits 0. The message is then read back after a restart
- * on the same backend.
+ * on the same backend. Work that outlasts SHUTDOWN_TIMEOUT is cut off: exit 1, saying so.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, type Client } from "../support/http.ts"
@@ -73,4 +73,19 @@ describe("SIGTERM", () => {
     expect(await server.stop()).toBe(0)
     server = undefined
   }, 90_000)
+
+  it("exits 1 once SHUTDOWN_TIMEOUT has passed with a DATA still unfinished", async () => {
+    server = await startServer({ ...backend.env, LOG_LEVEL: "info", SHUTDOWN_TIMEOUT: "1" })
+    const box = await newBox(client(server.url))
+    const stalled = await connectSmtp(server.smtpPort)
+    await envelope(stalled, `${fresh("s")}@example.org`, [box.address])
+    expect((await stalled.command("DATA")).code).toBe(354)
+    await stalled.write("Subject: never finished\r\n")
+    const signalled = Date.now()
+    expect(await server.stop()).toBe(1)
+    expect(Date.now() - signalled).toBeLessThan(10_000)
+    expect(server.output()).toMatch(/Shutdown took longer than SHUTDOWN_TIMEOUT \(\d+ ms\): exiting/)
+    await stalled.close()
+    server = undefined
+  }, 60_000)
 })
