@@ -1,9 +1,11 @@
 /**
  * Graceful drain (SIGTERM): a message whose DATA is still arriving when the signal comes is
- * finished, answered 250 and stored; a connection opened during the drain is answered 421; an idle
- * session is closed with 421; the process exits 0. The message is then read back after a restart
+ * finished, answered 250 and stored, and so is an HTTP request whose body is still arriving; a
+ * connection opened during the drain is answered 421; an idle session is closed with 421; the
+ * process exits 0. The message is then read back after a restart
  * on the same backend. Work that outlasts SHUTDOWN_TIMEOUT is cut off: exit 1, saying so.
  */
+import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, type Client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
@@ -23,7 +25,7 @@ afterAll(async () => {
 })
 
 describe("SIGTERM", () => {
-  it("finishes the DATA in flight, turns new connections away with 421, and exits 0", async () => {
+  it("finishes the DATA and the HTTP request in flight, turns new connections away with 421, and exits 0", async () => {
     server = await startServer({ ...backend.env, LOG_LEVEL: "info" })
     let api: Client = client(server.url)
     const box: Box = await newBox(api)
@@ -39,6 +41,24 @@ describe("SIGTERM", () => {
     // Half of the message now; the rest after the signal.
     await sending.write(payload.subarray(0, 40))
 
+    // An HTTP request in flight: its body half sent when the signal comes.
+    const registration = JSON.stringify({ email: `${fresh("late")}@example.com`, password: "a long enough password", name: "Late" })
+    const httpRequest = http.request(`${server.url}/api/auth/register`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(registration) }
+    })
+    const httpAnswer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      httpRequest.once("response", (response) => {
+        let body = ""
+        response.on("data", (chunk) => (body += chunk))
+        response.once("end", () => resolve({ status: response.statusCode ?? 0, body }))
+      })
+      httpRequest.once("error", reject)
+    })
+    httpRequest.write(registration.slice(0, 20))
+    // The request is under way (its handler reading the body) before the signal.
+    await sleep(300)
+
     const exited = new Promise<number | null>((resolve) => server!.process.once("exit", (code) => resolve(code)))
     server.process.kill("SIGTERM")
     await until("the drain to start", async () => (server!.output().includes("SMTP draining") ? true : undefined), 10_000, 20)
@@ -49,6 +69,9 @@ describe("SIGTERM", () => {
     await late.close()
 
     await sleep(300)
+    httpRequest.end(registration.slice(20))
+    const registered = await httpAnswer
+    expect(registered.status, registered.body).toBe(201)
     await sending.write(payload.subarray(40))
     const accepted = await sending.reply()
     expect(accepted.code).toBe(250)
