@@ -5,7 +5,7 @@
 import { HttpApiBuilder, type HttpApp, HttpApiSwagger, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
-import { createServer, STATUS_CODES } from "node:http"
+import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
@@ -123,7 +123,28 @@ const clientErrorReply = (error: NodeJS.ErrnoException, socket: Duplex) => {
   )
 }
 
-const createApiServer = () => createServer().on("clientError", clientErrorReply)
+/**
+ * On shutdown the app's request listener goes first, then the server closes, waiting for the
+ * requests in flight. A request that still arrives on an open connection (pipelined behind one in
+ * flight) would find no listener and wait until SHUTDOWN_TIMEOUT: it is answered 503 here, and its
+ * connection closed, so the client retries elsewhere.
+ */
+const shuttingDownReply = (server: Server) => (_request: IncomingMessage, response: ServerResponse) => {
+  if (server.listenerCount("request") > 1) return
+  const body = JSON.stringify({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: "The server is shutting down; retry" } })
+  response.writeHead(503, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+    "retry-after": "1",
+    connection: "close"
+  })
+  response.end(body)
+}
+
+const createApiServer = () => {
+  const server = createServer().on("clientError", clientErrorReply)
+  return server.on("request", shuttingDownReply(server))
+}
 
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>

@@ -1,11 +1,12 @@
 /**
  * Graceful drain (SIGTERM): a message whose DATA is still arriving when the signal comes is
- * finished, answered 250 and stored, and so is an HTTP request whose body is still arriving; a
- * connection opened during the drain is answered 421; an idle session is closed with 421; the
+ * finished, answered 250 and stored, and so is an HTTP request whose body is still arriving (one
+ * pipelined behind it after the signal is answered 503); an SMTP connection opened during the
+ * drain is answered 421; an idle session is closed with 421; the
  * process exits 0. The message is then read back after a restart
  * on the same backend. Work that outlasts SHUTDOWN_TIMEOUT is cut off: exit 1, saying so.
  */
-import * as http from "node:http"
+import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, type Client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
@@ -41,21 +42,19 @@ describe("SIGTERM", () => {
     // Half of the message now; the rest after the signal.
     await sending.write(payload.subarray(0, 40))
 
-    // An HTTP request in flight: its body half sent when the signal comes.
+    // An HTTP request in flight, its body half sent when the signal comes; a second one pipelined
+    // behind it after the signal, on the same connection.
     const registration = JSON.stringify({ email: `${fresh("late")}@example.com`, password: "a long enough password", name: "Late" })
-    const httpRequest = http.request(`${server.url}/api/auth/register`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(registration) }
-    })
-    const httpAnswer = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      httpRequest.once("response", (response) => {
-        let body = ""
-        response.on("data", (chunk) => (body += chunk))
-        response.once("end", () => resolve({ status: response.statusCode ?? 0, body }))
-      })
-      httpRequest.once("error", reject)
-    })
-    httpRequest.write(registration.slice(0, 20))
+    const httpSocket = net.connect({ port: server.port, host: "127.0.0.1" })
+    let httpReceived = ""
+    httpSocket.setEncoding("utf8")
+    httpSocket.on("data", (chunk: string) => (httpReceived += chunk))
+    const httpClosed = new Promise<void>((resolve) => httpSocket.once("close", () => resolve()))
+    await new Promise<void>((resolve) => httpSocket.once("connect", () => resolve()))
+    httpSocket.write(
+      `POST /api/auth/register HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(registration)}\r\n\r\n${registration.slice(0, 20)}`
+    )
     // The request is under way (its handler reading the body) before the signal.
     await sleep(300)
 
@@ -69,9 +68,11 @@ describe("SIGTERM", () => {
     await late.close()
 
     await sleep(300)
-    httpRequest.end(registration.slice(20))
-    const registered = await httpAnswer
-    expect(registered.status, registered.body).toBe(201)
+    httpSocket.write(`${registration.slice(20)}GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n`)
+    await Promise.race([httpClosed, sleep(10_000)])
+    const statuses = [...httpReceived.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => Number(match[1]))
+    expect(statuses, httpReceived).toEqual([201, 503])
+    expect(httpReceived).toContain(`"code":"SERVICE_UNAVAILABLE"`)
     await sending.write(payload.subarray(40))
     const accepted = await sending.reply()
     expect(accepted.code).toBe(250)
