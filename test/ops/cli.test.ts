@@ -3,6 +3,10 @@
  * `npx mailroom` runs) and `npm run reindex --all`, as processes against this suite's own data
  * directory (or database). An account made by the CLI logs in over the API on the plan the CLI set;
  * a key made over the API is revoked by the CLI; `--all` reaches reindex through npm.
+ *
+ * Embedded mode only: every command is its own process (tsx, then the database), the most costly
+ * kind of test; what the commands do goes through the same services whichever database is behind
+ * them, and those run against PostgreSQL in their own suites.
  */
 import { spawn } from "node:child_process"
 import * as path from "node:path"
@@ -10,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client } from "../support/http.ts"
 import { DOMAIN, fresh } from "../support/mailboxes.ts"
 import { type Backend, createBackend, repoRoot, type Server, startServer } from "../support/server.ts"
+import { mode } from "../support/services.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
 import { until } from "../support/wait.ts"
 
@@ -54,7 +59,7 @@ afterAll(async () => {
   await backend?.dispose()
 })
 
-describe("mailroom (the bin)", () => {
+describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
   it("prints its commands, and refuses a wrong command line with exit 2", async () => {
     const help = await mailroom(["help"])
     expect(help.code).toBe(0)
