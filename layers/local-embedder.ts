@@ -7,7 +7,7 @@
  * first text it is given (~0.3 s, ~150 MB), so a process that never embeds pays nothing. A call's
  * texts are split into small jobs spread over the threads; each thread works through its own queue.
  */
-import { Deferred, Effect, Layer } from "effect"
+import { Deferred, Effect, Layer, Runtime } from "effect"
 import * as os from "node:os"
 import { Worker } from "node:worker_threads"
 import { Embedder, EmbedderError, normalize } from "../services/search/embedder.ts"
@@ -46,6 +46,7 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
       const size = Math.max(1, options.threads ?? os.availableParallelism())
       const threads: Array<Thread> = Array.from({ length: size }, () => ({ worker: undefined, pending: new Map() }))
       let nextId = 0
+      const log = Runtime.runFork(yield* Effect.runtime<never>())
 
       const fail = (thread: Thread, message: string) => {
         thread.worker = undefined
@@ -59,7 +60,13 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
         const worker = new Worker(workerUrl)
         // Idle threads must not keep the process alive.
         worker.unref()
+        const started = Date.now()
+        let ready = false
         worker.on("message", (reply: Reply) => {
+          if (!ready && !("error" in reply)) {
+            ready = true
+            log(Effect.logInfo(`Embedding model ${MODEL} ready on thread ${threads.indexOf(thread) + 1} of ${size} (${Date.now() - started} ms)`))
+          }
           const job = thread.pending.get(reply.id)
           if (!job) return
           thread.pending.delete(reply.id)

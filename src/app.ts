@@ -30,6 +30,7 @@ import * as WebhookHttp from "../layers/webhook-http.ts"
 import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
 import * as Database from "./database.ts"
 import { HttpServerLive } from "./http/server.ts"
+import { metricsServerLayer } from "./metrics.ts"
 import { jwtSecret } from "./secrets.ts"
 import { SmtpServerLive } from "./smtp/server.ts"
 
@@ -118,20 +119,23 @@ const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, Web
 const stageLimitsLayer = (config: AppConfigShape) =>
   Option.isSome(config.databaseUrl) ? Layer.empty : Layer.succeed(StageLimits, StageLimits.embedded)
 
-/** Everything this process runs, ready for `Layer.launch`. */
-export const appLayer = (config: AppConfigShape) => {
-  // One DependencyHealth for the process, so that an outage is told once whoever meets it.
-  const infrastructure = watchedLayer(config).pipe(
-    Layer.provideMerge(Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config))),
+/** Storage, the bus, settings and DependencyHealth: what the roles and the operator's commands share. */
+export const infrastructureLayer = (config: AppConfigShape) =>
+  Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config)).pipe(
     Layer.provideMerge(Database.layer(config)),
     Layer.provideMerge(DependencyHealth.Default)
   )
+
+/** Everything this process runs, ready for `Layer.launch`. */
+export const appLayer = (config: AppConfigShape) => {
+  // One DependencyHealth for the process, so that an outage is told once whoever meets it.
+  const infrastructure = watchedLayer(config).pipe(Layer.provideMerge(infrastructureLayer(config)))
   const shared = Layer.mergeAll(infrastructure, sharedSettingsLayer(config), stageLimitsLayer(config))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
   // The API and the worker share one embedder and vector index; SMTP alone never opens them.
   const searching = config.roles.includes("api") || config.roles.includes("worker")
     ? Layer.mergeAll(when("api", apiRole(config)), when("worker", WorkerRole)).pipe(Layer.provide(vectorsLayer(config)))
     : Layer.empty
-  const roles = Layer.mergeAll(searching, when("smtp", SmtpRole))
+  const roles = Layer.mergeAll(searching, when("smtp", SmtpRole), metricsServerLayer(config))
   return roles.pipe(Layer.provide(shared))
 }

@@ -3,7 +3,7 @@
  * A bad value stops the process with a message naming the variable.
  */
 import { accessSync, constants } from "node:fs"
-import { Config, ConfigError, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
+import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 
 export type Role = "api" | "smtp" | "worker"
@@ -88,6 +88,16 @@ const logLevel = (name: string) =>
     })
   )
 
+const logFormat = Config.literal("pretty", "json")("LOG_FORMAT").pipe(Config.withDefault("pretty" as const))
+
+/** A duration in seconds (`30`, `0.5`), as operators write it in an environment file. */
+const seconds = (name: string, fallback: number) =>
+  Config.number(name).pipe(
+    Config.withDefault(fallback),
+    check(name, "Expected a number of seconds greater than 0", (n: number) => Number.isFinite(n) && n > 0),
+    Config.map((n) => Duration.millis(Math.round(n * 1000)))
+  )
+
 export const appConfig = Config.all({
   port: Config.port("PORT").pipe(Config.withDefault(3000)),
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
@@ -132,7 +142,12 @@ export const appConfig = Config.all({
   dnsServers: hostPortList("DNS_SERVERS"),
   webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),
   jwtSecret: Config.option(Config.redacted("JWT_SECRET")),
-  logLevel: logLevel("LOG_LEVEL")
+  logLevel: logLevel("LOG_LEVEL"),
+  logFormat,
+  /** Where a process without the api role serves `/metrics`; unset, it serves none. */
+  metricsPort: Config.option(Config.port("METRICS_PORT")),
+  /** How long SIGTERM waits for work in flight before the process exits anyway. */
+  shutdownTimeout: seconds("SHUTDOWN_TIMEOUT", 30)
 })
 
 type Raw = Config.Config.Success<typeof appConfig>

@@ -1,14 +1,22 @@
 /**
  * Entry point: `npm start` (all roles, embedded defaults) or `ROLES=api|smtp|worker …` in a cluster;
- * `mailroom reindex [--all]` (`npm run reindex`) re-embeds mail for search (src/reindex.ts).
+ * `mailroom <command>` runs an operator's command (src/cli.ts lists them; `mailroom reindex [--all]`
+ * re-embeds mail for search, src/reindex.ts).
  * A bad setting stops the process with a message naming the variable; SIGTERM and SIGINT drain
  * in-flight work, then exit 0.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ConfigError, Effect, Layer, Logger } from "effect"
-import { appLayer } from "./app.ts"
-import { loadConfig } from "./config.ts"
-import { reindex } from "./reindex.ts"
+import { ConfigError, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
+import { type AppConfigShape, loadConfig } from "./config.ts"
+import { loggerLayer, nodeId } from "./logging.ts"
+import { commands, usage, UsageError } from "./usage.ts"
+
+// The server and the commands are loaded when asked for: `mailroom help` need not load them all.
+const load = {
+  app: Effect.promise(() => import("./app.ts")),
+  cli: Effect.promise(() => import("./cli.ts")),
+  reindex: Effect.promise(() => import("./reindex.ts"))
+}
 
 const describe = (error: ConfigError.ConfigError): string =>
   ConfigError.reduceWithContext(error, undefined, {
@@ -29,30 +37,86 @@ const stopWith = (message: string) =>
     process.stderr.write(message, () => process.exit(1))
   })
 
+/** A wrong command line: why, and where the commands are listed; exit 2. */
+const usageError = (message: string) =>
+  Effect.async<never>(() => {
+    process.stderr.write(`mailroom: ${message}\nRun \`mailroom help\` for the commands.\n`, () => process.exit(2))
+  })
+
 const main = Effect.gen(function*() {
+  const [command = "serve", ...args] = process.argv.slice(2)
+  if (command === "help" || command === "--help" || command === "-h") {
+    return yield* Effect.sync(() => process.stdout.write(usage))
+  }
+  if (!(commands as ReadonlyArray<string>).includes(command)) return yield* usageError(`unknown command ${command}`)
   const config = yield* loadConfig.pipe(
     Effect.catchAll((error) =>
       stopWith(`mailroom: invalid configuration\n${describe(error)}\n`)
     )
   )
-  const [command, ...flags] = process.argv.slice(2)
+  if (command === "serve") {
+    if (args.length > 0) return yield* usageError(`serve takes no arguments (got ${args.join(" ")})`)
+    return yield* serve(config)
+  }
   if (command === "reindex") {
-    return yield* reindex(config, { all: flags.includes("--all") }).pipe(
+    const unknown = args.filter((arg) => arg !== "--all")
+    if (unknown.length > 0) return yield* usageError(`reindex takes only --all (got ${unknown.join(" ")})`)
+    // \`npm run reindex --all\` hands --all to npm, which passes it on as npm_config_all.
+    const all = args.includes("--all") || process.env.npm_config_all === "true"
+    const { reindex } = yield* load.reindex
+    return yield* reindex(config, { all }).pipe(
       Effect.catchAll((error) => stopWith(`mailroom: reindex failed\n${error.message}\n`)),
       Logger.withMinimumLogLevel(config.logLevel)
     )
   }
-  if (command !== undefined) return yield* stopWith(`mailroom: unknown command ${command} (commands: reindex [--all])\n`)
-  yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")}`)
-  return yield* Layer.launch(appLayer(config)).pipe(
-    // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
+  const { runCommand } = yield* load.cli
+  return yield* runCommand(config, command, args).pipe(
     Effect.catchAll((error) =>
-      stopWith(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)
+      error instanceof UsageError
+        ? usageError(error.message)
+        : stopWith(`mailroom: ${[command, ...args.slice(0, 1)].join(" ")} failed: ${error instanceof Error ? error.message : String(error)}\n`)
     ),
+    Effect.provide(loggerLayer(config)),
+    // Commands print their results; the log says only what went wrong.
+    Logger.withMinimumLogLevel(LogLevel.Warning)
+  )
+})
+
+/**
+ * Run the roles until SIGTERM or SIGINT. `runMain` then interrupts this fiber: every role drains as
+ * its scope closes (SMTP answers new connections 421 and finishes DATA in flight, consumers finish
+ * or return their message, HTTP finishes the requests in flight), and the process exits 0. Past
+ * SHUTDOWN_TIMEOUT the process exits 1 with whatever was still running cut off.
+ */
+const serve = (config: AppConfigShape) =>
+  Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<never>()
+    const onSignal = (signal: NodeJS.Signals) => {
+      const started = Date.now()
+      Runtime.runFork(runtime)(
+        Effect.logInfo(`${signal}: shutting down, draining for up to ${Duration.format(config.shutdownTimeout)}`)
+      )
+      setTimeout(() => {
+        Runtime.runSync(runtime)(Effect.logError(`Shutdown took longer than SHUTDOWN_TIMEOUT (${Date.now() - started} ms): exiting`))
+        process.exit(1)
+      }, Duration.toMillis(config.shutdownTimeout)).unref()
+    }
+    process.once("SIGTERM", onSignal)
+    process.once("SIGINT", onSignal)
+    yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")} (node ${nodeId})`)
+    const { appLayer } = yield* load.app
+    return yield* Layer.launch(appLayer(config)).pipe(
+      // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
+      Effect.catchAll((error) =>
+        stopWith(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)
+      ),
+      Effect.onInterrupt(() => Effect.logInfo("Shutdown complete"))
+    )
+  }).pipe(
+    Effect.provide(loggerLayer(config)),
     Logger.withMinimumLogLevel(config.logLevel),
     // Spans go nowhere without an exporter; building them (with stack traces) costs every request.
     Effect.withTracerEnabled(false)
   )
-})
 
 NodeRuntime.runMain(main)

@@ -12,6 +12,7 @@ import { Duration, Effect, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { inLockOrder } from "../batching.ts"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
+import { measured } from "../bus/metrics.ts"
 import { inboundLabels } from "./label-rules.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
@@ -127,6 +128,12 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`
       const stored = yield* store(message, parsed, messageId)
       if (stored) yield* announce(stored)
+      yield* Effect.logInfo("Email delivered to its mailbox").pipe(Effect.annotateLogs({
+        email_id: message.email_id,
+        mailbox_id: message.mailbox_id,
+        size: message.size,
+        attachments: parsed.attachments.length
+      }))
     })
 
     /** The bus handler: a payload that is not an inbound message is logged and dropped, never retried. */
@@ -150,7 +157,7 @@ export const IngestLive = Layer.scopedDiscard(
     const { handle } = yield* Ingest
     // Messages parsed at once: parsing is CPU, storing waits on the database (stage-limits.ts).
     const { ingest: concurrency } = yield* StageLimits
-    yield* bus.consume({
+    yield* bus.consume(measured({
       name: "ingest",
       stream: "mail",
       filter: subjects.allInboundMail,
@@ -158,6 +165,6 @@ export const IngestLive = Layer.scopedDiscard(
       // A crashed worker's messages come back after this; a long parse keeps its message with progress signals.
       ackWait: Duration.seconds(20),
       handler: handle
-    })
+    }))
   })
 ).pipe(Layer.provide(Ingest.Default))

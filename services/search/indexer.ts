@@ -16,6 +16,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
+import { measured } from "../bus/metrics.ts"
 import { EmailFields } from "../mail/schemas.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCount } from "./documents.ts"
@@ -229,7 +230,7 @@ export const IndexerLive = Layer.scopedDiscard(
       Effect.repeat(Schedule.spaced(PURGE_EVERY)),
       Effect.forkScoped
     )
-    yield* bus.consume({
+    yield* bus.consume(measured({
       name: "index",
       stream: "events",
       filter: subjects.event("email.received"),
@@ -238,6 +239,6 @@ export const IndexerLive = Layer.scopedDiscard(
       ackWait: Duration.seconds(20),
       // A failure is logged (or, in an outage, counted) once, by the bus at the message boundary.
       handler: handle
-    })
+    }))
   })
 ).pipe(Layer.provide(Indexer.Default))

@@ -20,6 +20,7 @@ import { limits } from "../plans/plans.ts"
 import { RateLimiter, searchWindows } from "../ratelimit/rate-limiter.ts"
 import { capInput } from "./embedder.ts"
 import { calibrationFor, fuse, type MeaningHit, type TextHit } from "./ranking.ts"
+import { timeSearch } from "./metrics.ts"
 import { MAX_OFFSET, type SearchInput, type SearchMeta, type SearchResult } from "./schemas.ts"
 import { Vectors } from "./vectors.ts"
 
@@ -277,6 +278,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       }
       const periodStart = yield* admit(principal)
       const result = yield* run(principal.userId, input, query).pipe(
+        timeSearch(input.mode ?? "hybrid"),
         Effect.catchTags({
           EmbedderError: (error) =>
             Effect.zipRight(Effect.logWarning(`Search by meaning unavailable: ${error.message}`), Effect.fail(ServiceUnavailable.of())),

@@ -5,11 +5,14 @@
  */
 import { Effect, Option, Ref } from "effect"
 import { Embedder } from "./embedder.ts"
+import { timeEmbedderBatch } from "./metrics.ts"
 import { type VectorCollection, VectorIndex } from "./vector-index.ts"
 
 export class Vectors extends Effect.Service<Vectors>()("mailroom/Vectors", {
   effect: Effect.gen(function*() {
-    const embedder = yield* Embedder
+    const adapter = yield* Embedder
+    // Every embedding, by the indexer or a search, goes through here: one place to time batches.
+    const embedder = { ...adapter, embed: (texts: ReadonlyArray<string>) => timeEmbedderBatch(adapter.embed(texts)) }
     const index = yield* VectorIndex
     const opened = yield* Ref.make(Option.none<VectorCollection>())
     const semaphore = yield* Effect.makeSemaphore(1)

@@ -21,10 +21,12 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Data, Duration, Effect, Either, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
+import { measured } from "../bus/metrics.ts"
 import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
 import { BusEvent, type DeliveryStatus, isEventKind } from "./schemas.ts"
 import { signingHeaders } from "./signatures.ts"
 import { type ResolvedTarget, WebhookTargets } from "./targets.ts"
+import { recordAttempt } from "./metrics.ts"
 
 /** SPEC: the first attempt at once, the second after 500 ms, the third after 1000 ms. */
 export const RETRY_DELAYS = [Duration.zero, Duration.millis(500), Duration.millis(1000)] as const
@@ -159,11 +161,23 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
           const attemptedAt = new Date()
           const outcome = yield* attempt(endpoint, eventId, kind, body, number)
           const ok = outcome.statusCode !== null && isSuccess(outcome.statusCode)
-          yield* record(progress.id, number, attemptedAt, outcome, ok ? "succeeded" : number === MAX_ATTEMPTS ? "failed" : "pending")
-          if (ok) return
-          yield* Effect.logInfo("Webhook attempt failed").pipe(
-            Effect.annotateLogs({ webhookId, eventId, attempt: number, error: outcome.error })
+          const status = ok ? "succeeded" : number === MAX_ATTEMPTS ? "failed" : "pending"
+          yield* record(progress.id, number, attemptedAt, outcome, status)
+          yield* recordAttempt(ok ? "success" : outcome.statusCode === null ? "network_error" : "http_error", outcome.durationMs / 1000)
+          // One line per attempt; the target's URL is left out (it may carry a token in its query).
+          yield* (ok ? Effect.logInfo("Webhook attempt delivered") : Effect.logInfo("Webhook attempt failed")).pipe(
+            Effect.annotateLogs({
+              webhook_id: webhookId,
+              event_id: eventId,
+              event: kind,
+              attempt: number,
+              status_code: outcome.statusCode,
+              duration_ms: outcome.durationMs,
+              delivery: status,
+              ...(ok ? {} : { error: outcome.error })
+            })
           )
+          if (ok) return
         }
       })
 
@@ -226,7 +240,7 @@ export const WebhooksLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const { handle } = yield* WebhookDelivery
-    yield* bus.consume({
+    yield* bus.consume(measured({
       name: "webhooks",
       stream: "events",
       filter: subjects.allEvents,
@@ -235,6 +249,6 @@ export const WebhooksLive = Layer.scopedDiscard(
       // keeps its events with progress signals.
       ackWait: Duration.seconds(20),
       handler: handle
-    })
+    }))
   })
 ).pipe(Layer.provide(WebhookDelivery.Default))

@@ -2,17 +2,19 @@
  * The api role: the HttpApi served over node:http, with SPEC's envelope on every answer,
  * OpenAPI at /v1/openapi.json and its docs page at /docs.
  */
-import { HttpApiBuilder, type HttpApp, HttpApiSwagger, HttpServer, HttpServerRequest } from "@effect/platform"
+import { HttpApiBuilder, type HttpApp, HttpApiSwagger, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
-import { createServer, STATUS_CODES } from "node:http"
+import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
+import { CONTENT_TYPE as METRICS_CONTENT_TYPE, exposition } from "../metrics.ts"
 import { MailroomApi } from "./api.ts"
+import { recordRequest, routeOf } from "./metrics.ts"
 import { ApiKeysHandlers } from "./api-keys/http.ts"
 import { AuthHandlers } from "./auth/http.ts"
 import { BillingHandlers, BillingWebhookHandlers } from "./billing/http.ts"
@@ -28,6 +30,22 @@ import { SearchHandlers } from "./search/http.ts"
 import { WebhooksHandlers } from "./webhooks/http.ts"
 
 export const MAX_JSON_BYTES = 1024 * 1024
+
+/**
+ * Every answer counted by route template, method and status (src/http/metrics.ts); `GET /metrics`
+ * answered here, before the API's routes and input rules.
+ */
+const measured = (app: HttpApp.Default): HttpApp.Default =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const started = performance.now()
+    const path = request.url.split("?")[0]!
+    const response = path === "/metrics" && (request.method === "GET" || request.method === "HEAD")
+      ? HttpServerResponse.text(exposition(), { contentType: METRICS_CONTENT_TYPE })
+      : yield* app
+    yield* recordRequest(routeOf(request.method, path), request.method, response.status, (performance.now() - started) / 1000)
+    return response
+  })
 
 /**
  * Around every route: refuse oversized bodies before reading them, cap what is read, hold every
@@ -48,7 +66,8 @@ const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(DependencyHealth
   }).pipe(
     HttpServerRequest.withMaxBodySize(Option.some(MAX_JSON_BYTES)),
     Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse)),
-    Effect.provideService(DependencyHealth, health)
+    Effect.provideService(DependencyHealth, health),
+    measured
   )
 ))
 
@@ -104,7 +123,28 @@ const clientErrorReply = (error: NodeJS.ErrnoException, socket: Duplex) => {
   )
 }
 
-const createApiServer = () => createServer().on("clientError", clientErrorReply)
+/**
+ * On shutdown the app's request listener goes first, then the server closes, waiting for the
+ * requests in flight. A request that still arrives on an open connection (pipelined behind one in
+ * flight) would find no listener and wait until SHUTDOWN_TIMEOUT: it is answered 503 here, and its
+ * connection closed, so the client retries elsewhere.
+ */
+const shuttingDownReply = (server: Server) => (_request: IncomingMessage, response: ServerResponse) => {
+  if (server.listenerCount("request") > 1) return
+  const body = JSON.stringify({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: "The server is shutting down; retry" } })
+  response.writeHead(503, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+    "retry-after": "1",
+    connection: "close"
+  })
+  response.end(body)
+}
+
+const createApiServer = () => {
+  const server = createServer().on("clientError", clientErrorReply)
+  return server.on("request", shuttingDownReply(server))
+}
 
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>

@@ -14,6 +14,10 @@
  *   this file answers 250 to DATA.
  * - STARTTLS is offered when SMTP_TLS_CERT and SMTP_TLS_KEY are set; AUTH is never offered (this
  *   is an inbound MX, not a submission server).
+ * - On shutdown (SIGTERM) the node drains: a new connection is answered 421 4.3.2, a DATA in
+ *   progress is finished and answered, then every connection is closed (idle ones with 421).
+ * - One log line per transaction (its DATA reply code, the email ids, the size; never an address
+ *   at `info`); refusals are expected, so they are `info`/`debug`, never errors.
  */
 import { readFileSync } from "node:fs"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
@@ -32,6 +36,7 @@ import {
 } from "../../services/mail/refusals.ts"
 import { limits } from "../../services/plans/plans.ts"
 import { AppConfig } from "../config.ts"
+import { SmtpMetrics } from "./metrics.ts"
 
 /** How long storing and publishing an accepted message may take before the sender is told to retry. */
 const DATA_TIMEOUT_MS = 30_000
@@ -41,11 +46,19 @@ const SOCKET_TIMEOUT_MS = 60_000
 const CLOSE_TIMEOUT_MS = 10_000
 /** Connections beyond this are told 421 to come back later, instead of exhausting the process. */
 const MAX_CLIENTS = 2_000
+/** Once the DATA in flight are answered, how long idle sessions get to say QUIT before their 421. */
+const IDLE_CLOSE_MS = 200
+
+const shuttingDown: SmtpReply = { code: 421, text: "4.3.2 Service shutting down, try again later" }
 
 /** The largest message any plan accepts: what SIZE announces. */
 export const maxMessageBytes = Math.max(...Object.values(limits).map((plan) => plan.maxEmailBytes))
 
-const smtpError = (reply: SmtpReply) => Object.assign(new Error(reply.text), { responseCode: reply.code })
+/** Every refusal this node sends goes through here, so that each is counted once by its code. */
+const smtpError = (reply: SmtpReply) => {
+  SmtpMetrics.reply(reply.code)
+  return Object.assign(new Error(reply.text), { responseCode: reply.code })
+}
 
 const temporaryFailure = new TemporaryFailure({ reason: "unexpected" })
 
@@ -82,8 +95,13 @@ export const SmtpServerLive = Layer.scopedDiscard(
     const connectionsByAddress = new Map<string, number>()
     const admitted = new WeakSet<SMTPServerSession>()
     const maxPerAddress = config.smtpMaxConnectionsPerIp
+    // Draining: set when the layer's scope closes; DATA commands between their end and their reply.
+    let draining = false
+    let dataInFlight = 0
 
     const onConnect = (session: SMTPServerSession, callback: (error?: Error | null) => void) => {
+      SmtpMetrics.connection()
+      if (draining) return callback(smtpError(shuttingDown))
       const open = connectionsByAddress.get(session.remoteAddress) ?? 0
       if (maxPerAddress > 0 && open >= maxPerAddress) {
         return callback(smtpError(new TooManyConnections({ limit: maxPerAddress }).reply))
@@ -116,6 +134,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
       void run(inbound.recipient(address.address, declaredSize(session))).then((exit) => {
         if (Exit.isSuccess(exit)) {
           recipients.set(address, exit.value)
+          SmtpMetrics.reply(250)
           return callback()
         }
         const failure = Cause.failureOption(exit.cause)
@@ -129,6 +148,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
         const reply = replyFor(exit.cause)
         // An unreachable database or bus is counted towards its outage (logged once); anything else is logged.
         if (reply.code === 451) void run(health.report("RCPT answered 451", exit.cause))
+        else void run(Effect.logDebug(`RCPT TO refused ${reply.code}`).pipe(Effect.annotateLogs({ session: session.id })))
         callback(smtpError(reply))
       })
     }
@@ -142,9 +162,24 @@ export const SmtpServerLive = Layer.scopedDiscard(
       const chunks: Array<Buffer> = []
       let bytes = 0
       let answered = false
-      const answer = (error: Error | null, message?: string) => {
+      let ended: number | undefined
+      dataInFlight++
+      const answer = (error: Error | null, message?: string, emailIds: ReadonlyArray<string> = []) => {
         if (answered) return
         answered = true
+        dataInFlight--
+        const code = error === null ? 250 : (error as Error & { responseCode?: number }).responseCode ?? 451
+        if (error === null) {
+          SmtpMetrics.reply(250)
+          if (ended !== undefined) SmtpMetrics.accepted((performance.now() - ended) / 1000)
+        }
+        void run(Effect.logInfo(`SMTP transaction answered ${code}`).pipe(Effect.annotateLogs({
+          session: session.id,
+          code,
+          size: bytes,
+          recipients: session.envelope.rcptTo.length,
+          ...(emailIds.length > 0 ? { email_ids: emailIds.join(",") } : {})
+        })))
         callback(error, message)
       }
       stream.on("data", (chunk: Buffer) => {
@@ -157,6 +192,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
         answer(smtpError(temporaryFailure.reply))
       })
       stream.once("end", () => {
+        ended = performance.now()
+        SmtpMetrics.data(bytes)
         // smtp-server only flags a message over the announced SIZE (it answers 250 to whatever we
         // say unless told otherwise), so every oversized message is refused here, by our own count.
         if (stream.sizeExceeded || bytes > limit) return answer(smtpError(new MessageTooBig({ limit }).reply))
@@ -178,7 +215,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
         accepting.addObserver((done) => {
           clearTimeout(deadline)
           const exit = Exit.flatten(done)
-          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`)
+          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`, exit.value)
           const reply = replyFor(exit.cause)
           if (reply.code === 451 && !answered) void run(health.report("DATA answered 451", exit.cause))
           answer(smtpError(reply))
@@ -205,6 +242,24 @@ export const SmtpServerLive = Layer.scopedDiscard(
       onRcptTo,
       onData
     })
+    /**
+     * Stop taking mail without losing any: new connections get 421 while the DATA in flight finish
+     * (each bounded by DATA_TIMEOUT_MS), then smtp-server closes the rest, idle sessions with 421.
+     */
+    const drain = Effect.gen(function*() {
+      draining = true
+      const open = server.connections.size
+      yield* Effect.logInfo(`SMTP draining: ${open} connection(s) open, ${dataInFlight} message(s) in DATA`)
+      // A client that stalls mid-DATA is not waited for past the time a message may take to store.
+      const giveUp = Date.now() + DATA_TIMEOUT_MS
+      while (dataInFlight > 0 && Date.now() < giveUp) yield* Effect.sleep(20)
+      server.options.closeTimeout = IDLE_CLOSE_MS
+      yield* Effect.async<void>((resume) => {
+        server.close(() => resume(Effect.void))
+      })
+      yield* Effect.logInfo("SMTP stopped")
+    })
+
     // Client-side failures (resets, TLS handshakes gone wrong) end that session only.
     server.on("error", (error) => void run(Effect.logDebug("SMTP session error", error)))
 
@@ -217,7 +272,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
           resume(Effect.void)
         })
       }),
-      () => Effect.async<void>((resume) => server.close(() => resume(Effect.void)))
+      () => drain
     ).pipe(Effect.mapError((error) => new Error(`SMTP could not listen on ${config.smtpHost}:${config.smtpPort}: ${error.message}`)))
     yield* Effect.logInfo(`SMTP listening on ${config.smtpHost}:${config.smtpPort}${tls ? " (STARTTLS)" : ""}`)
   })

@@ -1,0 +1,36 @@
+/**
+ * Per consumer (ingest, index, webhooks, …): messages handled, failed (to come back) and
+ * redelivered (a second or later delivery: a failure or a crashed node before it). Labelled by the
+ * consumer's durable name only.
+ */
+import { Effect, Metric, MetricLabel } from "effect"
+import type { ConsumerSpec } from "./bus.ts"
+
+const processed = Metric.counter("mailroom_consumer_processed_total", {
+  description: "Bus messages a consumer handled and acknowledged",
+  incremental: true
+})
+const failed = Metric.counter("mailroom_consumer_failed_total", {
+  description: "Bus messages whose handler failed, returned to the bus for another delivery",
+  incremental: true
+})
+const redelivered = Metric.counter("mailroom_consumer_redelivered_total", {
+  description: "Bus messages delivered more than once (a retry after a failure or a crashed node)",
+  incremental: true
+})
+
+/**
+ * The same consumer, its handler counted. One label array for the consumer, made once: Effect finds
+ * a series by the identity of the array (a new one per message would cost a registry look-up).
+ */
+export const measured = <E>(spec: ConsumerSpec<E>): ConsumerSpec<E> => {
+  const labels = [MetricLabel.make("consumer", spec.name)]
+  const count = (metric: typeof processed) => Effect.sync(() => metric.unsafeUpdate(1, labels))
+  return {
+    ...spec,
+    handler: (message) =>
+      (message.deliveryCount > 1 ? Effect.zipRight(count(redelivered), spec.handler(message)) : spec.handler(message)).pipe(
+        Effect.tapBoth({ onFailure: () => count(failed), onSuccess: () => count(processed) })
+      )
+  }
+}

@@ -1,0 +1,29 @@
+/** Search latency by mode (text, vector, hybrid) and the embedder's batch latency, in seconds. */
+import { Duration, type Effect, Metric, MetricBoundaries } from "effect"
+
+const latencyBuckets = MetricBoundaries.fromIterable([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
+
+const seconds = (name: string, description: string) =>
+  Metric.histogram(name, latencyBuckets, description).pipe(Metric.mapInput((elapsed: Duration.Duration) => Duration.toSeconds(elapsed)))
+
+const searchDuration = seconds(
+  "mailroom_search_duration_seconds",
+  "How long a search took, from the query to the page of results, by mode"
+)
+const searchByMode = {
+  text: Metric.tagged(searchDuration, "mode", "text"),
+  vector: Metric.tagged(searchDuration, "mode", "vector"),
+  hybrid: Metric.tagged(searchDuration, "mode", "hybrid")
+} as const
+
+const embedderBatch = seconds(
+  "mailroom_embedder_batch_duration_seconds",
+  "How long the embedder took for one batch of texts (an email's chunks, or a query)"
+)
+
+/** Time a search of `mode`, whatever its outcome. */
+export const timeSearch = (mode: keyof typeof searchByMode) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Metric.trackDuration(effect, searchByMode[mode])
+
+/** Time one embedder call. */
+export const timeEmbedderBatch = <A, E, R>(effect: Effect.Effect<A, E, R>) => Metric.trackDuration(effect, embedderBatch)

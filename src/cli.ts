@@ -1,0 +1,202 @@
+/**
+ * `mailroom <command>`: the operator's commands (the package's `bin`, so `npx mailroom …`).
+ *
+ *   serve (the default)        run the roles in ROLES until SIGTERM
+ *   migrate                    apply the database migrations, then exit
+ *   reindex [--all]            embed mail not searchable with the current model (or all of it)
+ *   dns-records                the DNS records to publish for the shared domains
+ *   users create <email> [--name <name>] [--password-stdin] [--plan free|pro|enterprise]
+ *   users set-plan <email> <free|pro|enterprise>
+ *   keys revoke <key_id>
+ *   usage <email>
+ *
+ * Every command reads the same settings as the server (DATABASE_URL or DATA_DIR, NATS_URL, …). On
+ * the embedded database one process holds DATA_DIR at a time: stop the server first.
+ * Exit codes: 0 done, 1 the command failed (the reason on stderr), 2 the command line is wrong.
+ */
+import { randomBytes } from "node:crypto"
+import { Effect, Layer, Schema } from "effect"
+import { Accounts } from "../services/accounts/accounts.ts"
+import { Administration } from "../services/accounts/administration.ts"
+import { Email, PersonName } from "../services/accounts/schemas.ts"
+import { Billing } from "../services/billing/billing.ts"
+import { ApiKeys } from "../services/keys/api-keys.ts"
+import { Plan } from "../services/plans/plans.ts"
+import { infrastructureLayer } from "./app.ts"
+import type { AppConfigShape } from "./config.ts"
+import * as Database from "./database.ts"
+import { CommandFailed, UsageError } from "./usage.ts"
+
+const print = (text: string) => Effect.sync(() => process.stdout.write(text.endsWith("\n") ? text : `${text}\n`))
+
+/** `--name value` style options, and the positional arguments left. */
+const parseArgs = (args: ReadonlyArray<string>, options: ReadonlyArray<string>, flags: ReadonlyArray<string>) => {
+  const values: Record<string, string> = {}
+  const set = new Set<string>()
+  const positional: Array<string> = []
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!
+    if (options.includes(arg)) {
+      const value = args[++i]
+      if (value === undefined) throw new UsageError(`${arg} needs a value`)
+      values[arg] = value
+    } else if (flags.includes(arg)) set.add(arg)
+    else if (arg.startsWith("--")) throw new UsageError(`unknown option ${arg}`)
+    else positional.push(arg)
+  }
+  return { values, set, positional }
+}
+
+const exactly = (positional: ReadonlyArray<string>, names: ReadonlyArray<string>, command: string) => {
+  if (positional.length !== names.length) {
+    throw new UsageError(names.length === 0 ? `${command} takes no arguments` : `${command} takes ${names.map((name) => `<${name}>`).join(" ")}`)
+  }
+  return positional
+}
+
+const decode = <A, I>(schema: Schema.Schema<A, I>, value: unknown, what: string): A => {
+  const result = Schema.decodeUnknownEither(schema)(value)
+  if (result._tag === "Left") {
+    throw new UsageError(`${what} ${JSON.stringify(value)}: ${result.left.message.split("\n").at(-1)?.trim()}`)
+  }
+  return result.right
+}
+
+const planNamed = (name: string): Plan => {
+  if (!Schema.is(Plan)(name)) throw new UsageError(`unknown plan ${JSON.stringify(name)} (plans: ${Plan.literals.join(", ")})`)
+  return name
+}
+
+const readStdin = () =>
+  Effect.promise(async () => {
+    const chunks: Array<Buffer> = []
+    for await (const chunk of process.stdin) chunks.push(Buffer.from(chunk))
+    return Buffer.concat(chunks).toString("utf8").replace(/\r?\n$/, "")
+  })
+
+const formatLimit = (used: number, limit: number) => `${used} of ${limit < 0 ? "unlimited" : limit}`
+
+/** The services the account commands use, over the server's storage and bus. */
+const accountsLayer = (config: AppConfigShape) =>
+  Layer.mergeAll(Accounts.Default, ApiKeys.Default, Billing.Default, Administration.Default).pipe(
+    Layer.provideMerge(infrastructureLayer(config))
+  )
+
+/** An expected refusal from a service (not found, already registered) is the command's failure. */
+const failWith = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(effect, (error) => new CommandFailed(error.message))
+
+/**
+ * Each command checks its command line first (throwing UsageError), before anything is opened, and
+ * answers an Effect over the account services.
+ */
+const usersCreate = (args: ReadonlyArray<string>) => {
+  const { values, set, positional } = parseArgs(args, ["--name", "--plan"], ["--password-stdin"])
+  const [rawEmail] = exactly(positional, ["email"], "users create")
+  const email = decode(Email, rawEmail, "email")
+  const name = decode(PersonName, values["--name"] ?? email.split("@")[0]!, "name")
+  const plan = planNamed(values["--plan"] ?? "free")
+  return Effect.gen(function*() {
+    const generated = !set.has("--password-stdin")
+    const password = generated ? randomBytes(18).toString("base64url") : yield* readStdin()
+    if (password.length < 8) return yield* Effect.fail(new UsageError("the password read from stdin must be at least 8 characters"))
+    const accounts = yield* Accounts
+    const billing = yield* Billing
+    const user = yield* failWith(accounts.register({ email, password, name }))
+    if (plan !== "free") yield* billing.changePlan(user.userId, plan)
+    yield* print(`Created ${user.userId} ${user.email} (plan ${plan})`)
+    if (generated) yield* print(`Password: ${password}`)
+  })
+}
+
+const usersSetPlan = (args: ReadonlyArray<string>) => {
+  const [email, rawPlan] = exactly(parseArgs(args, [], []).positional, ["email", "plan"], "users set-plan")
+  const plan = planNamed(rawPlan!)
+  return Effect.gen(function*() {
+    const user = yield* failWith((yield* Administration).userByEmail(email!))
+    const billing = yield* Billing
+    const before = yield* failWith(billing.subscription(user.id))
+    yield* billing.changePlan(user.id, plan)
+    const after = yield* failWith(billing.subscription(user.id))
+    yield* print(`${user.email}: ${before.plan} -> ${after.plan} until ${after.currentPeriodEnd}`)
+  })
+}
+
+const keysRevoke = (args: ReadonlyArray<string>) => {
+  const [keyId] = exactly(parseArgs(args, [], []).positional, ["key_id"], "keys revoke")
+  return Effect.gen(function*() {
+    const key = yield* failWith((yield* Administration).keyOwner(keyId!))
+    if (key.revokedAt !== null) return yield* Effect.fail(new CommandFailed(`${keyId} was revoked already (${key.revokedAt.toISOString()})`))
+    yield* failWith((yield* ApiKeys).revoke(key.userId, keyId!))
+    yield* print(`Revoked ${keyId}`)
+  })
+}
+
+const showUsage = (args: ReadonlyArray<string>) => {
+  const [email] = exactly(parseArgs(args, [], []).positional, ["email"], "usage")
+  return Effect.gen(function*() {
+    const admin = yield* Administration
+    const billing = yield* Billing
+    const user = yield* failWith(admin.userByEmail(email!))
+    const subscription = yield* failWith(billing.subscription(user.id))
+    const used = yield* failWith(billing.usage(user.id))
+    const counts = yield* admin.counts(user.id)
+    yield* print([
+      `${user.email} (${user.id})`,
+      `plan:      ${subscription.plan} (${subscription.status}), period ${subscription.currentPeriodStart} to ${subscription.currentPeriodEnd}`,
+      `emails:    ${formatLimit(used.emailsUsed, used.emailsLimit)} this period; ${counts.emails} stored`,
+      `searches:  ${formatLimit(used.searchesUsed, used.searchesLimit)} this period`,
+      `storage:   ${formatLimit(used.storageUsed, used.storageLimit)} bytes`,
+      `mailboxes: ${counts.mailboxes} active`,
+      `api keys:  ${counts.keys} active`
+    ].join("\n"))
+  })
+}
+
+/** What to publish so that the shared domains' mail reaches the SMTP nodes. */
+export const dnsRecords = (config: AppConfigShape) => {
+  const lines = [
+    `; Mailroom: DNS records for the shared domains (${config.sharedDomains.join(", ")})`,
+    `; MX_HOST (${config.mxHost}) must also resolve (A/AAAA) to the SMTP nodes or their load balancer, port 25.`,
+    ...config.sharedDomains.map((domain) => `${domain}.\tIN\tMX\t10 ${config.mxHost}.`)
+  ]
+  return `${lines.join("\n")}\n`
+}
+
+const migrate = (config: AppConfigShape) =>
+  Effect.gen(function*() {
+    // Building the database layer applies the migrations (src/database.ts); nothing else is started.
+    yield* Layer.build(Database.layer(config)).pipe(Effect.scoped)
+    yield* print("Migrations applied")
+  })
+
+/** The commands other than serve and reindex (which main.ts runs itself). */
+export const runCommand = (config: AppConfigShape, command: string, args: ReadonlyArray<string>) =>
+  Effect.suspend(() => {
+    switch (command) {
+      case "migrate":
+        exactly(args, [], "migrate")
+        return migrate(config)
+      case "dns-records":
+        exactly(args, [], "dns-records")
+        return print(dnsRecords(config).trimEnd())
+      case "users": {
+        const [sub, ...rest] = args
+        if (sub === "create") return Effect.provide(usersCreate(rest), accountsLayer(config))
+        if (sub === "set-plan") return Effect.provide(usersSetPlan(rest), accountsLayer(config))
+        return Effect.fail(new UsageError(sub === undefined ? "users needs a subcommand: create, set-plan" : `unknown users subcommand ${sub}`))
+      }
+      case "keys": {
+        const [sub, ...rest] = args
+        if (sub === "revoke") return Effect.provide(keysRevoke(rest), accountsLayer(config))
+        return Effect.fail(new UsageError(sub === undefined ? "keys needs a subcommand: revoke" : `unknown keys subcommand ${sub}`))
+      }
+      case "usage":
+        return Effect.provide(showUsage(args), accountsLayer(config))
+      default:
+        return Effect.fail(new UsageError(`unknown command ${command}`))
+    }
+  }).pipe(
+    // parseArgs throws UsageError synchronously inside the generators: surface it as a failure.
+    Effect.catchAllDefect((defect) => (defect instanceof UsageError ? Effect.fail(defect) : Effect.die(defect)))
+  )

@@ -1,0 +1,41 @@
+/**
+ * The SMTP node's metrics. Replies are counted for what this node decides: a refused connection,
+ * each RCPT TO and each DATA (not the protocol's routine 220/250 to EHLO, MAIL FROM or QUIT).
+ */
+import { Metric, MetricBoundaries, MetricLabel } from "effect"
+
+const connections = Metric.counter("mailroom_smtp_connections_total", {
+  description: "SMTP connections opened to this node, admitted or refused",
+  incremental: true
+})
+const replies = Metric.counter("mailroom_smtp_replies_total", {
+  description: "SMTP replies to connections, RCPT TO and DATA, by reply code",
+  incremental: true
+})
+const dataBytes = Metric.counter("mailroom_smtp_data_bytes_total", {
+  description: "Bytes received in DATA, accepted or not",
+  incremental: true
+})
+const acceptDuration = Metric.histogram(
+  "mailroom_smtp_accept_duration_seconds",
+  MetricBoundaries.fromIterable([0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),
+  "From the end of DATA to the 250: storing the message and the bus taking it"
+)
+
+const codeLabels = new Map<number, ReadonlyArray<MetricLabel.MetricLabel>>()
+const codeLabel = (code: number) => {
+  let label = codeLabels.get(code)
+  if (label === undefined) {
+    label = [MetricLabel.make("code", String(code))]
+    codeLabels.set(code, label)
+  }
+  return label
+}
+
+/** Called from smtp-server's callbacks, outside any fiber: the unsafe updates are plain map writes. */
+export const SmtpMetrics = {
+  connection: () => connections.unsafeUpdate(1, []),
+  reply: (code: number) => replies.unsafeUpdate(1, codeLabel(code)),
+  data: (bytes: number) => dataBytes.unsafeUpdate(bytes, []),
+  accepted: (seconds: number) => acceptDuration.unsafeUpdate(seconds, [])
+} as const

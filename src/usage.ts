@@ -1,0 +1,30 @@
+/**
+ * The command line's text and its two kinds of failure, apart from the commands themselves, so that
+ * `mailroom help` and a mistyped command answer without loading the server (src/main.ts).
+ */
+export const usage = `Usage: mailroom [command]
+
+Commands:
+  serve                         run the roles in ROLES (default: all) until SIGTERM; the default
+  migrate                       apply the database migrations and exit
+  reindex [--all]               embed mail not searchable with the current embedding model (--all: every email)
+  dns-records                   print the DNS records to publish for SHARED_DOMAINS
+  users create <email> [--name <name>] [--password-stdin] [--plan <plan>]
+                                create an account (a password is generated and printed unless read from stdin)
+  users set-plan <email> <plan> move an account to free, pro or enterprise (no payment taken)
+  keys revoke <key_id>          revoke an API key
+  usage <email>                 an account's plan, usage this period and counts
+  help                          this text
+
+Settings are the server's environment variables (see .env.example).
+`
+
+/** The commands main.ts knows, checked before anything is loaded. */
+export const commands = ["serve", "migrate", "reindex", "dns-records", "users", "keys", "usage", "help"] as const
+
+/** A wrong command line: the message and the usage, exit 2. */
+export class UsageError extends Error {}
+
+/** A command that ran and could not do what was asked: the message, exit 1. */
+export class CommandFailed extends Error {}
+

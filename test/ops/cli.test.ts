@@ -1,0 +1,144 @@
+/**
+ * The operator's CLI as an operator runs it: `bin/mailroom.mjs` (the package's `bin`, what
+ * `npx mailroom` runs) and `npm run reindex --all`, as processes against this suite's own data
+ * directory (or database). An account made by the CLI logs in over the API on the plan the CLI set;
+ * a key made over the API is revoked by the CLI; `--all` reaches reindex through npm.
+ *
+ * Embedded mode only: every command is its own process (tsx, then the database), the most costly
+ * kind of test; what the commands do goes through the same services whichever database is behind
+ * them, and those run against PostgreSQL in their own suites.
+ */
+import { spawn } from "node:child_process"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { client } from "../support/http.ts"
+import { DOMAIN, fresh } from "../support/mailboxes.ts"
+import { type Backend, createBackend, repoRoot, type Server, startServer } from "../support/server.ts"
+import { mode } from "../support/services.ts"
+import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { until } from "../support/wait.ts"
+
+interface Run {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+let backend: Backend
+let server: Server | undefined
+
+/** Run a command line in the repository with the suite's settings; `input` goes to stdin. */
+const run = (command: string, args: ReadonlyArray<string>, options: { input?: string; env?: Record<string, string> } = {}) =>
+  new Promise<Run>((resolve, reject) => {
+    const env: Record<string, string> = {}
+    for (const [key, value] of Object.entries(process.env)) {
+      if (value !== undefined && !["DATABASE_URL", "NATS_URL", "NATS_PREFIX", "JWT_SECRET", "DATA_DIR"].includes(key)) env[key] = value
+    }
+    const child = spawn(command, args, {
+      cwd: repoRoot,
+      env: { ...env, EMBEDDER_THREADS: "1", ...backend.env, ...options.env },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk) => (stdout += chunk))
+    child.stderr.on("data", (chunk) => (stderr += chunk))
+    child.once("error", reject)
+    child.once("exit", (code) => resolve({ code, stdout, stderr }))
+    child.stdin.end(options.input ?? "")
+  })
+
+const mailroom = (args: ReadonlyArray<string>, options?: { input?: string; env?: Record<string, string> }) =>
+  run(process.execPath, [path.join(repoRoot, "bin/mailroom.mjs"), ...args], options)
+
+beforeAll(async () => {
+  backend = await createBackend()
+})
+afterAll(async () => {
+  await server?.kill()
+  await backend?.dispose()
+})
+
+describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
+  it("prints its commands, and refuses a wrong command line with exit 2", async () => {
+    const help = await mailroom(["help"])
+    expect(help.code).toBe(0)
+    for (const command of ["serve", "migrate", "reindex [--all]", "dns-records", "users create", "users set-plan", "keys revoke", "usage"]) {
+      expect(help.stdout).toContain(command)
+    }
+    const unknown = await mailroom(["frobnicate"])
+    expect(unknown).toMatchObject({ code: 2, stdout: "" })
+    expect(unknown.stderr).toBe("mailroom: unknown command frobnicate\nRun `mailroom help` for the commands.\n")
+  })
+
+  it("prints the DNS records for the shared domains", async () => {
+    const records = await mailroom(["dns-records"], { env: { SHARED_DOMAINS: "agents.example.test,bots.example.test", MX_HOST: "mx.example.test" } })
+    expect(records.code).toBe(0)
+    const lines = records.stdout.split("\n").filter((line) => !line.startsWith(";") && line.length > 0)
+    expect(lines).toEqual(["agents.example.test.\tIN\tMX\t10 mx.example.test.", "bots.example.test.\tIN\tMX\t10 mx.example.test."])
+  })
+
+  it("migrates, creates an account on a plan, lifts it to enterprise, and revokes a key made over the API", async () => {
+    expect((await mailroom(["migrate"])).code).toBe(0)
+    const email = `${fresh("ops")}@example.com`
+    const password = "a long operator password"
+
+    const created = await mailroom(["users", "create", email, "--name", "Ops Person", "--plan", "pro", "--password-stdin"], { input: `${password}\n` })
+    expect(created.stderr).toBe("")
+    expect(created.code).toBe(0)
+    expect(created.stdout).toMatch(new RegExp(`^Created usr_[0-9a-f]{24} ${email} \\(plan pro\\)\\n$`))
+    expect(created.stdout).not.toContain(password)
+
+    const missing = await mailroom(["users", "set-plan", email])
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toContain("users set-plan takes <email> <plan>")
+    const badPlan = await mailroom(["users", "set-plan", email, "gold"])
+    expect(badPlan.code).toBe(2)
+    expect(badPlan.stderr).toContain(`unknown plan "gold" (plans: free, pro, enterprise)`)
+    const lifted = await mailroom(["users", "set-plan", email, "enterprise"])
+    expect(lifted.code).toBe(0)
+    expect(lifted.stdout).toMatch(new RegExp(`^${email}: pro -> enterprise until \\d{4}-`))
+
+    // Over the API: the account logs in on enterprise; a key, a mailbox and one email.
+    server = await startServer({ ...backend.env })
+    const api = client(server.url)
+    const login = await api.post("/api/auth/login", { body: { email, password } })
+    expect(login.status).toBe(200)
+    const bearer = login.body.data.accessToken as string
+    expect((await api.get("/v1/billing/subscription", { bearer })).body.data.plan).toBe("enterprise")
+    const key = await api.post("/v1/api-keys", { bearer, body: { name: "to revoke" } })
+    expect(key.status).toBe(201)
+    const keyId = key.body.data.keyId as string
+    const mailbox = await api.post("/v1/api/mailboxes", { apiKey: key.body.data.apiKey, body: { local_part: fresh("ops"), domain: DOMAIN } })
+    expect(mailbox.status).toBe(201)
+    const box = { address: mailbox.body.mailbox.email_address as string }
+    const session = await connectSmtp(server.smtpPort)
+    await envelope(session, "someone@example.org", [box.address])
+    expect((await session.data(`Subject: reindex me\r\nTo: <${box.address}>\r\n\r\nhello operator\r\n`)).code).toBe(250)
+    await session.close()
+    await until("the email to be indexed", async () => {
+      const found = await api.post("/v1/search", { apiKey: key.body.data.apiKey, body: { query: "operator", mode: "text" } })
+      return found.status === 200 && found.body.data.length === 1 ? true : undefined
+    })
+    expect(await server.stop()).toBe(0)
+    server = undefined
+
+    const usage = await mailroom(["usage", email])
+    expect(usage.code).toBe(0)
+    expect(usage.stdout).toContain("plan:      enterprise (active)")
+    expect(usage.stdout).toContain("emails:    1 of unlimited this period; 1 stored")
+    expect(usage.stdout).toContain("api keys:  1 active")
+
+    const revoked = await mailroom(["keys", "revoke", keyId])
+    expect(revoked).toMatchObject({ code: 0, stdout: `Revoked ${keyId}\n` })
+    const twice = await mailroom(["keys", "revoke", keyId])
+    expect(twice.code).toBe(1)
+    expect(twice.stderr).toContain("was revoked already")
+
+    // `npm run reindex --all`: npm keeps --all for itself; the command still sees it. (Without
+    // --all it would embed nothing: the one email is indexed already.)
+    const all = await run("npm", ["run", "--silent", "reindex", "--all"])
+    expect(all.stderr).toContain("Embedding 1 emails")
+    expect(all.code).toBe(0)
+  }, 120_000)
+})

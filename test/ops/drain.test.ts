@@ -1,0 +1,115 @@
+/**
+ * Graceful drain (SIGTERM): a message whose DATA is still arriving when the signal comes is
+ * finished, answered 250 and stored, and so is an HTTP request whose body is still arriving (one
+ * pipelined behind it after the signal is answered 503); an SMTP connection opened during the
+ * drain is answered 421; an idle session is closed with 421; the
+ * process exits 0. The message is then read back after a restart
+ * on the same backend. Work that outlasts SHUTDOWN_TIMEOUT is cut off: exit 1, saying so.
+ */
+import * as net from "node:net"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { client, type Client } from "../support/http.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { connectSmtp, dataPayload, envelope } from "../support/smtp-client.ts"
+import { sleep, until } from "../support/wait.ts"
+
+let backend: Backend
+let server: Server | undefined
+
+beforeAll(async () => {
+  backend = await createBackend()
+})
+afterAll(async () => {
+  await server?.kill()
+  await backend?.dispose()
+})
+
+describe("SIGTERM", () => {
+  it("finishes the DATA and the HTTP request in flight, turns new connections away with 421, and exits 0", async () => {
+    server = await startServer({ ...backend.env, LOG_LEVEL: "info" })
+    let api: Client = client(server.url)
+    const box: Box = await newBox(api)
+
+    const idle = await connectSmtp(server.smtpPort)
+    expect((await idle.command("EHLO idle.test")).code).toBe(250)
+
+    const sending = await connectSmtp(server.smtpPort)
+    await envelope(sending, `${fresh("s")}@example.org`, [box.address])
+    expect((await sending.command("DATA")).code).toBe(354)
+    const subject = fresh("drained")
+    const payload = dataPayload(`From: <a@example.org>\r\nTo: <${box.address}>\r\nSubject: ${subject}\r\n\r\nslow body\r\n`)
+    // Half of the message now; the rest after the signal.
+    await sending.write(payload.subarray(0, 40))
+
+    // An HTTP request in flight, its body half sent when the signal comes; a second one pipelined
+    // behind it after the signal, on the same connection.
+    const registration = JSON.stringify({ email: `${fresh("late")}@example.com`, password: "a long enough password", name: "Late" })
+    const httpSocket = net.connect({ port: server.port, host: "127.0.0.1" })
+    let httpReceived = ""
+    httpSocket.setEncoding("utf8")
+    httpSocket.on("data", (chunk: string) => (httpReceived += chunk))
+    const httpClosed = new Promise<void>((resolve) => httpSocket.once("close", () => resolve()))
+    await new Promise<void>((resolve) => httpSocket.once("connect", () => resolve()))
+    httpSocket.write(
+      `POST /api/auth/register HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${Buffer.byteLength(registration)}\r\n\r\n${registration.slice(0, 20)}`
+    )
+    // The request is under way (its handler reading the body) before the signal.
+    await sleep(300)
+
+    const exited = new Promise<number | null>((resolve) => server!.process.once("exit", (code) => resolve(code)))
+    server.process.kill("SIGTERM")
+    await until("the drain to start", async () => (server!.output().includes("SMTP draining") ? true : undefined), 10_000, 20)
+
+    const late = await connectSmtp(server.smtpPort)
+    expect(late.greeting.code).toBe(421)
+    expect(late.greeting.text).toMatch(/^4\.3\.2 /)
+    await late.close()
+
+    await sleep(300)
+    httpSocket.write(`${registration.slice(20)}GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n`)
+    await Promise.race([httpClosed, sleep(10_000)])
+    const statuses = [...httpReceived.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => Number(match[1]))
+    expect(statuses, httpReceived).toEqual([201, 503])
+    expect(httpReceived).toContain(`"code":"SERVICE_UNAVAILABLE"`)
+    await sending.write(payload.subarray(40))
+    const accepted = await sending.reply()
+    expect(accepted.code).toBe(250)
+    const emailId = /queued as (\S+)/.exec(accepted.text)![1]!
+
+    // The idle session is told why it is being closed.
+    const closing = await idle.reply(10_000)
+    expect(closing.code).toBe(421)
+    await sending.close()
+
+    expect(await exited).toBe(0)
+    expect(server.output()).toContain("Shutdown complete")
+
+    // Stored: after a restart on the same backend, the email is there.
+    server = await startServer({ ...backend.env, LOG_LEVEL: "warn" })
+    api = client(server.url)
+    const read = await until("the drained email to be readable", async () => {
+      const reply = await api.get(`/v1/api/emails/${emailId}`, { apiKey: box.user.apiKey })
+      return reply.status === 200 ? reply : undefined
+    })
+    expect(read.body.data.subject).toBe(subject)
+    expect(await server.stop()).toBe(0)
+    server = undefined
+  }, 90_000)
+
+  it("exits 1 once SHUTDOWN_TIMEOUT has passed with a DATA still unfinished", async () => {
+    server = await startServer({ ...backend.env, LOG_LEVEL: "info", SHUTDOWN_TIMEOUT: "1" })
+    const box = await newBox(client(server.url))
+    const stalled = await connectSmtp(server.smtpPort)
+    await envelope(stalled, `${fresh("s")}@example.org`, [box.address])
+    expect((await stalled.command("DATA")).code).toBe(354)
+    await stalled.write("Subject: never finished\r\n")
+    const signalled = Date.now()
+    expect(await server.stop()).toBe(1)
+    expect(Date.now() - signalled).toBeLessThan(10_000)
+    expect(server.output()).toMatch(/Shutdown took longer than SHUTDOWN_TIMEOUT \(\d+ ms\): exiting/)
+    await stalled.close()
+    server = undefined
+  }, 60_000)
+})

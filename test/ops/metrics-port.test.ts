@@ -1,0 +1,92 @@
+/**
+ * `/metrics` of processes without the api role, on `METRICS_PORT`: an SMTP-only node counts the
+ * mail it took, a worker-only node the messages its consumers handled, each only its own. Separate
+ * processes need PostgreSQL and NATS, so this suite runs in the services mode only (the all-roles
+ * process is covered by observability.test.ts in both modes).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
+import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
+import { client } from "../support/http.ts"
+import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
+import { scrape } from "../support/metrics.ts"
+import { type Backend, createBackend, freePort, type Server, startServer } from "../support/server.ts"
+import { mode } from "../support/services.ts"
+import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { until } from "../support/wait.ts"
+
+let backend: Backend
+let qdrant: FakeQdrant
+let openai: FakeOpenAi
+const servers: Array<Server> = []
+let api: Server
+let smtp: Server
+let worker: Server
+let smtpMetrics: string
+let workerMetrics: string
+let box: Box
+
+/** A process without HTTP is ready once its metrics answer. */
+const metricsUp = (server: Server, url: string) =>
+  until(() => `metrics of a node not up:\n${server.output()}`, async () => {
+    if (server.process.exitCode !== null) throw new Error(`exited with ${server.process.exitCode}:\n${server.output()}`)
+    return fetch(url).then((reply) => (reply.status === 200 ? true : undefined), () => undefined)
+  }, 90_000, 200)
+
+describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
+  beforeAll(async () => {
+    backend = await createBackend()
+    qdrant = await startFakeQdrant()
+    openai = await startFakeOpenAi()
+    const env = { ...backend.env, QDRANT_URL: qdrant.url, ...fakeOpenAiEnv(openai) }
+    api = await startServer({ ...env, ROLES: "api" })
+    servers.push(api)
+    const [smtpPort, workerPort] = [await freePort(), await freePort()]
+    smtp = await startServer({ ...env, ROLES: "smtp", METRICS_PORT: String(smtpPort) }, { ready: "none" })
+    worker = await startServer({ ...env, ROLES: "worker", METRICS_PORT: String(workerPort) }, { ready: "none" })
+    servers.push(smtp, worker)
+    smtpMetrics = `http://127.0.0.1:${smtpPort}/metrics`
+    workerMetrics = `http://127.0.0.1:${workerPort}/metrics`
+    await Promise.all([metricsUp(smtp, smtpMetrics), metricsUp(worker, workerMetrics)])
+    box = await newBox(client(api.url))
+  }, 120_000)
+
+  afterAll(async () => {
+    await Promise.all(servers.map((server) => server.stop()))
+    await qdrant?.close()
+    await openai?.close()
+    await backend?.dispose()
+  })
+
+  it("an SMTP node and a worker node each count their own part of one message", async () => {
+    const smtpBefore = await scrape(smtpMetrics)
+    const workerBefore = await scrape(workerMetrics)
+
+    const session = await until("the SMTP node to greet", async () => connectSmtp(smtp.smtpPort).catch(() => undefined), 30_000)
+    const { replies } = await envelope(session, `${fresh("s")}@example.org`, [box.address, `nobody-${fresh("x")}@${DOMAIN}`])
+    expect(replies.map((reply) => reply.code)).toEqual([250, 550])
+    const message = `Subject: metrics\r\nTo: <${box.address}>\r\n\r\nhello\r\n`
+    expect((await session.data(message)).code).toBe(250)
+    await session.close()
+
+    const smtpAfter = await scrape(smtpMetrics)
+    expect(smtpAfter.value("mailroom_smtp_connections_total") - smtpBefore.value("mailroom_smtp_connections_total")).toBe(1)
+    expect(smtpAfter.value("mailroom_smtp_replies_total", { code: "250" }) - smtpBefore.value("mailroom_smtp_replies_total", { code: "250" })).toBe(2)
+    expect(smtpAfter.value("mailroom_smtp_replies_total", { code: "550" }) - smtpBefore.value("mailroom_smtp_replies_total", { code: "550" })).toBe(1)
+    expect(smtpAfter.value("mailroom_smtp_data_bytes_total") - smtpBefore.value("mailroom_smtp_data_bytes_total")).toBe(Buffer.byteLength(message))
+    // Only its own roles: no consumer, no HTTP.
+    expect(smtpAfter.families.map((family) => family.name).filter((name) => !name.startsWith("mailroom_smtp_"))).toEqual([])
+
+    const workerAfter = await until("the worker to count the message", async () => {
+      const now = await scrape(workerMetrics)
+      const handled = (consumer: string) =>
+        now.value("mailroom_consumer_processed_total", { consumer }) - workerBefore.value("mailroom_consumer_processed_total", { consumer })
+      return handled("ingest") === 1 && handled("index") === 1 ? now : undefined
+    })
+    expect(workerAfter.value("mailroom_consumer_failed_total")).toBe(0)
+    expect(workerAfter.families.some((family) => family.name.startsWith("mailroom_smtp_") || family.name.startsWith("mailroom_http_"))).toBe(false)
+
+    const other = await fetch(smtpMetrics.replace("/metrics", "/healthz"))
+    expect(other.status).toBe(404)
+  }, 60_000)
+})

@@ -1,0 +1,203 @@
+/**
+ * What an operator sees of a whole session, run as a user would (register, log in, create a key,
+ * a mailbox and a webhook, receive a mail over SMTP, the webhook delivered, a few API calls):
+ *
+ * - `/metrics` on the API port, read with a Prometheus text-format parser, moved by exactly what
+ *   was done (SMTP connections, replies by code, DATA bytes, accept latency, consumers, webhook
+ *   attempts, HTTP requests by route template);
+ * - with `LOG_LEVEL=debug LOG_FORMAT=json`, every line is one JSON object with level, time, message,
+ *   role and node; the transaction, delivery, webhook attempt and shutdown are each told; the 550
+ *   is no error; and no line holds a password, token, API key, webhook secret or message body
+ *   (nor, at info and above, an address).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Client, client, withApiKey } from "../support/http.ts"
+import { DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
+import { type Scrape, scrape } from "../support/metrics.ts"
+import { type Receiver, startReceiver } from "../support/receiver.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { until } from "../support/wait.ts"
+
+let suite: SuiteServer
+let api: Client
+let receiver: Receiver
+
+useSuiteServer((s) => {
+  suite = s
+  api = client(s.url)
+}, { LOG_LEVEL: "debug", LOG_FORMAT: "json", WEBHOOK_ALLOW_PRIVATE: "true" })
+
+beforeAll(async () => {
+  receiver = await startReceiver()
+})
+afterAll(async () => {
+  await receiver?.close()
+})
+
+/** What the session used that must never be logged. */
+const secrets: Array<string> = []
+let senderAddress = ""
+let recipientAddress = ""
+let emailId = ""
+
+describe("an operator's view of one session", () => {
+  let before: Scrape
+  let after: Scrape
+  let messageBytes = 0
+
+  it("counts SMTP, consumers, webhooks and HTTP requests by what they did", async () => {
+    const password = `pw-${fresh("secret")}-horse`
+    const user = await withApiKey(api, { password })
+    const box = await newBox(api, { user })
+    const hook = await api.post("/v1/api/webhooks", {
+      apiKey: user.apiKey,
+      body: { url: `${receiver.url}/hook`, events: ["email.received"] }
+    })
+    expect(hook.status).toBe(201)
+    secrets.push(password, user.apiKey, user.accessToken, user.refreshToken, hook.body.data.secret as string)
+    const cookie = /=([^;]+)/.exec(user.cookie)?.[1]
+    if (cookie) secrets.push(cookie)
+    recipientAddress = box.address
+    senderAddress = `${fresh("sender")}@example.org`
+
+    before = await scrape(`${suite.url}/metrics`)
+
+    const bodyMarker = `BODY-${fresh("confidential")}`
+    secrets.push(bodyMarker)
+    const message = [
+      `From: <${senderAddress}>`,
+      `To: <${recipientAddress}>`,
+      `Subject: quarterly numbers`,
+      `Message-ID: <${fresh("m")}@example.org>`,
+      "",
+      `The numbers are ${bodyMarker}.`,
+      ""
+    ].join("\r\n")
+    const session = await connectSmtp(suite.server.smtpPort)
+    const { replies } = await envelope(session, senderAddress, [recipientAddress, `nobody-${fresh("x")}@${DOMAIN}`])
+    expect(replies.map((reply) => reply.code)).toEqual([250, 550])
+    const data = await session.data(message)
+    expect(data.code).toBe(250)
+    emailId = /queued as (\S+)/.exec(data.text)![1]!
+    await session.command("QUIT")
+    await session.close()
+    messageBytes = Buffer.byteLength(message)
+
+    const [delivered] = await receiver.waitFor("/hook", 1)
+    expect(JSON.parse(delivered!.body).data.email_id).toBe(emailId)
+
+    for (let i = 0; i < 3; i++) expect((await api.get("/v1/api/mailboxes", { apiKey: user.apiKey })).status).toBe(200)
+    expect((await api.get(`/v1/api/emails/eml_${"0".repeat(24)}`, { apiKey: user.apiKey })).status).toBe(404)
+    expect((await api.get(`/v1/api/emails/${emailId}`, { apiKey: user.apiKey })).status).toBe(200)
+    expect((await api.get("/no/such/page")).status).toBe(404)
+
+    // The indexer and the webhook consumer finish after the webhook's POST is answered.
+    after = await until("the consumers to count the mail", async () => {
+      const now = await scrape(`${suite.url}/metrics`)
+      const done = (consumer: string) =>
+        now.value("mailroom_consumer_processed_total", { consumer }) - before.value("mailroom_consumer_processed_total", { consumer })
+      return done("ingest") >= 1 && done("index") >= 1 && done("webhooks") >= 2 ? now : undefined
+    })
+    const delta = (name: string, labels?: Record<string, string>) => after.value(name, labels) - before.value(name, labels)
+    const deltaCount = (name: string, labels?: Record<string, string>) => after.count(name, labels) - before.count(name, labels)
+
+    expect(delta("mailroom_smtp_connections_total")).toBe(1)
+    expect(delta("mailroom_smtp_replies_total", { code: "250" })).toBe(2) // the RCPT and the DATA
+    expect(delta("mailroom_smtp_replies_total", { code: "550" })).toBe(1)
+    // DATA bytes as they came off the wire: the message, with the dot-stuffing and final dot removed.
+    expect(delta("mailroom_smtp_data_bytes_total")).toBe(messageBytes)
+    expect(deltaCount("mailroom_smtp_accept_duration_seconds")).toBe(1)
+
+    expect(delta("mailroom_consumer_processed_total", { consumer: "ingest" })).toBe(1)
+    expect(delta("mailroom_consumer_processed_total", { consumer: "index" })).toBe(1)
+    // email.received and email.processed.
+    expect(delta("mailroom_consumer_processed_total", { consumer: "webhooks" })).toBe(2)
+    expect(delta("mailroom_consumer_failed_total")).toBe(0)
+    expect(delta("mailroom_webhook_attempts_total", { outcome: "success" })).toBe(1)
+    expect(delta("mailroom_webhook_attempts_total", { outcome: "http_error" })).toBe(0)
+    expect(deltaCount("mailroom_webhook_attempt_duration_seconds")).toBe(1)
+    expect(deltaCount("mailroom_embedder_batch_duration_seconds")).toBeGreaterThanOrEqual(1)
+
+    const http = (route: string, status: string) => delta("mailroom_http_requests_total", { route, method: "GET", status })
+    expect(http("/v1/api/mailboxes", "200")).toBe(3)
+    expect(http("/v1/api/emails/:emailId", "404")).toBe(1)
+    expect(http("/v1/api/emails/:emailId", "200")).toBe(1)
+    expect(http("unmatched", "404")).toBe(1)
+    expect(http("/metrics", "200")).toBeGreaterThanOrEqual(1)
+    expect(deltaCount("mailroom_http_request_duration_seconds", { route: "/v1/api/mailboxes", method: "GET" })).toBe(3)
+  }, 60_000)
+
+  it("labels no series with an id or an address, and names every family by the conventions", () => {
+    for (const family of after.families) {
+      expect(family.name).toMatch(/^mailroom_[a-z0-9_]+$/)
+      expect(family.help.length).toBeGreaterThan(0)
+      if (family.type === "COUNTER") expect(family.name).toMatch(/_total$/)
+      if (family.type === "HISTOGRAM") expect(family.name).toMatch(/_seconds$/)
+    }
+    expect(after.text).not.toContain(emailId)
+    expect(after.text).not.toContain(recipientAddress)
+    expect(after.text).not.toMatch(/(usr|mbx|eml|whk|key)_[0-9a-f]{24}/)
+  })
+
+  it("searches are timed by mode", async () => {
+    const user = await withApiKey(api)
+    const searchOnce = async (mode: string) =>
+      expect((await api.post("/v1/search", { apiKey: user.apiKey, body: { query: "numbers", mode } })).status).toBe(200)
+    const start = await scrape(`${suite.url}/metrics`)
+    await searchOnce("text")
+    await searchOnce("text")
+    await searchOnce("hybrid")
+    const end = await scrape(`${suite.url}/metrics`)
+    const searches = (mode: string) =>
+      end.count("mailroom_search_duration_seconds", { mode }) - start.count("mailroom_search_duration_seconds", { mode })
+    expect(searches("text")).toBe(2)
+    expect(searches("hybrid")).toBe(1)
+    expect(searches("vector")).toBe(0)
+  })
+})
+
+describe("the log of that session (LOG_LEVEL=debug, LOG_FORMAT=json)", () => {
+  it("is one JSON object per line, tells each step, and holds no secret", async () => {
+    expect(await suite.server.stop()).toBe(0)
+    const lines = suite.server.output().split("\n").filter((line) => line.length > 0)
+    const entries = lines.map((line) => {
+      try {
+        return JSON.parse(line) as Record<string, unknown>
+      } catch {
+        throw new Error(`not a JSON line: ${line}`)
+      }
+    })
+    for (const entry of entries) {
+      expect(Object.keys(entry)).toEqual(expect.arrayContaining(["level", "time", "message", "role", "node"]))
+      expect(entry.role).toBe("api,smtp,worker")
+      expect(entry.time).toMatch(/^\d{4}-\d{2}-\d{2}T/)
+    }
+    const said = (message: string | RegExp) => entries.filter((entry) => typeof entry.message === "string" && entry.message.match(message))
+
+    const transaction = said("SMTP transaction answered 250")
+    expect(transaction).toHaveLength(1)
+    expect(transaction[0]).toMatchObject({ level: "info", code: 250, email_ids: emailId, recipients: 1 })
+    expect(said("RCPT TO refused 550")).toHaveLength(1)
+    expect(said("RCPT TO refused 550")[0]!.level).toBe("debug")
+    expect(said("Email delivered to its mailbox")[0]).toMatchObject({ level: "info", email_id: emailId })
+    expect(said("Webhook attempt delivered")[0]).toMatchObject({ level: "info", status_code: 200, attempt: 1 })
+    expect(said(/^Embedding model .* ready/).length).toBeGreaterThanOrEqual(1)
+    expect(said(/^SIGTERM: shutting down/)).toHaveLength(1)
+    expect(said("Shutdown complete")).toHaveLength(1)
+
+    // A refused recipient is the protocol working, not a failure.
+    for (const entry of entries) {
+      expect(["error", "fatal"], JSON.stringify(entry)).not.toContain(entry.level)
+      expect(JSON.stringify(entry)).not.toMatch(/unhandled error|UnknownRecipient/)
+    }
+    for (const line of lines) {
+      for (const secret of secrets) expect(line, `a log line holds a secret: ${line}`).not.toContain(secret)
+    }
+    for (const entry of entries.filter((entry) => entry.level !== "debug" && entry.level !== "trace")) {
+      const line = JSON.stringify(entry)
+      expect(line).not.toContain(senderAddress)
+      expect(line).not.toContain(recipientAddress)
+    }
+  }, 40_000)
+})
