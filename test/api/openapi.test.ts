@@ -265,7 +265,7 @@ describe("OpenAPI: a reference people can use", () => {
     }
     const received = resolve(document.webhooks["email.received"].post.requestBody.content["application/json"].schema)
     expect(Object.keys(received.properties.data.properties).sort()).toEqual(
-      ["date", "domain", "email_id", "from", "has_attachments", "mailbox_id", "message_id", "subject", "thread_id", "to"]
+      ["date", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "subject", "thread_id", "to"]
     )
   })
 })
