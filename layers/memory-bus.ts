@@ -246,7 +246,21 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
       yield* Effect.addFinalizer(() => Deferred.succeed(stopping, undefined).pipe(Effect.zipRight(Fiber.await(workers))))
     }).pipe(Effect.withSpan("MemoryBus.consume", { attributes: { consumer: spec.name, stream: spec.stream } }))
 
-  return { publish, consume, ping } satisfies BusShape
+  const listen = (filter: string, onMessage: (message: BusMessage) => Effect.Effect<void>) =>
+    Effect.gen(function*() {
+      const live = yield* PubSub.subscribe(published)
+      yield* Queue.take(live).pipe(
+        Effect.flatMap((message) =>
+          subjectMatches(filter, message.subject)
+            ? onMessage({ subject: message.subject, data: message.data, msgId: message.msgId, deliveryCount: 1 })
+            : Effect.void
+        ),
+        Effect.forever,
+        Effect.forkScoped
+      )
+    })
+
+  return { publish, consume, listen, ping } satisfies BusShape
 })
 
 export const layer: Layer.Layer<Bus, never, SqlClient.SqlClient | DependencyHealth> = Layer.scoped(Bus, make)

@@ -24,7 +24,7 @@ import {
   StorageType
 } from "@nats-io/jetstream"
 import { connect, nanos, type NatsConnection, type Status } from "@nats-io/transport-node"
-import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, type Scope } from "effect"
+import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, Runtime, type Scope } from "effect"
 import * as os from "node:os"
 import {
   Bus,
@@ -170,7 +170,29 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
         Effect.withSpan("NatsBus.consume", { attributes: { consumer: spec.name, stream: spec.stream } })
       )
 
-    return { publish, consume, ping } satisfies BusShape
+    // A core subscription: JetStream's publishes reach plain subscribers of their subject too.
+    const listen = (filter: string, onMessage: (message: BusMessage) => Effect.Effect<void>) =>
+      Effect.gen(function*() {
+        const run = Runtime.runFork(yield* Effect.runtime<never>())
+        yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            nc.subscribe(toWire(filter), {
+              callback: (error, message) => {
+                if (error !== null) return
+                run(onMessage({
+                  subject: fromWire(message.subject),
+                  data: message.data,
+                  msgId: message.headers?.get("Nats-Msg-Id") ?? "",
+                  deliveryCount: 1
+                }))
+              }
+            })
+          ),
+          (subscription) => Effect.sync(() => subscription.unsubscribe())
+        )
+      })
+
+    return { publish, consume, listen, ping } satisfies BusShape
   })
 
 export const layer = (options: NatsBusOptions): Layer.Layer<Bus, BusError, DependencyHealth> => Layer.scoped(Bus, make(options))

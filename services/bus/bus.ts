@@ -87,6 +87,13 @@ export interface BusShape {
    * the handlers in flight to finish (and be acknowledged) before it completes.
    */
   readonly consume: <E>(spec: ConsumerSpec<E>) => Effect.Effect<void, BusError, Scope.Scope>
+  /**
+   * Hear the messages on `filter` published from now on, in this process, whichever node published
+   * them: every listener hears every message (fan-out). Best effort: nothing is acknowledged, kept or
+   * redelivered, so a listener that must not miss anything also reads the source of truth. For
+   * waking waiters (wait-for-mail), never for work. Ends when the scope closes.
+   */
+  readonly listen: (filter: string, onMessage: (message: BusMessage) => Effect.Effect<void>) => Effect.Effect<void, never, Scope.Scope>
   /** Is the bus reachable now? (readiness) */
   readonly ping: Effect.Effect<void, BusError>
 }

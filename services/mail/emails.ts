@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { NotFound } from "../errors.ts"
+import { NotFound, ValidationError } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
 import {
   type AttachmentRow,
@@ -23,6 +23,8 @@ export interface EmailFilter {
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
+  /** Only emails that arrived after this email of the mailbox (wait-for-mail's cursor). */
+  readonly after?: string | undefined
 }
 
 const sortColumns: Record<EmailSortField, string> = {
@@ -43,7 +45,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       sql.join(" ", false)([
         filter.labels && filter.labels.length > 0 ? sql`AND e.labels @> ${[...filter.labels]}::text[]` : sql``,
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT (e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
-        filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`
+        filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
+        filter.after === undefined
+          ? sql``
+          : sql`AND (e.received_at, e.id) > (SELECT a.received_at, a.id FROM emails a WHERE a.id = ${filter.after})`
       ])
 
     /**
@@ -59,6 +64,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     ) {
       const mailbox = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
       if (mailbox.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+      if (filter.after !== undefined) {
+        const cursor = yield* sql`SELECT 1 FROM emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId}`
+        if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of an email in this mailbox")
+      }
       const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
       // The page and the count in one statement, so they describe the same moment even while mail
       // arrives: one row per email, or a single row of nulls with the count when the page is empty.

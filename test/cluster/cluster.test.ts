@@ -247,6 +247,26 @@ it("makes mail taken by either SMTP node searchable through the api node", async
   expect([...qdrant.collections.values()].reduce((sum, collection) => sum + collection.points.size, 0)).toBeGreaterThanOrEqual(2)
 }, 90_000)
 
+it("wakes a list waiting on the api node when a worker in another process stores mail an SMTP node took", async () => {
+  const mailbox = mailboxes[2]!
+  const started = Date.now()
+  const waiting = fetch(`${api.url}/v1/api/mailboxes/${mailbox.mailbox_id}/emails?wait=30`, { headers: { "x-api-key": apiKey } })
+  await sleep(500)
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: smtpNodes[1]!.smtpPort, secure: false, ignoreTLS: true })
+  try {
+    await transport.sendMail({ from: "sender@example.com", to: mailbox.email_address, subject: "Wake up", text: "Across nodes." })
+  } finally {
+    transport.close()
+  }
+  const accepted = Date.now()
+  const answer = await waiting
+  const body = (await answer.json()) as { data: Array<{ subject: string }> }
+  expect(answer.status).toBe(200)
+  expect(body.data.map((email) => email.subject)).toEqual(["Wake up"])
+  console.log(`cluster wait answered ${Date.now() - accepted} ms after the SMTP 250 (${Date.now() - started} ms in all)`)
+  expect(Date.now() - accepted).toBeLessThan(10_000)
+}, 60_000)
+
 it("stores each of 500 messages sent through two SMTP nodes exactly once", async () => {
   const { accepted, refused } = await sendBatch("a", BATCH)
   // Nothing is wrong with this cluster: every message should be taken.

@@ -543,7 +543,7 @@ export interface paths {
         };
         /**
          * List a mailbox's emails
-         * @description Newest first (sort received_at:desc) unless `sort` says otherwise; filtered by labels and read state
+         * @description Newest first (sort received_at:desc) unless `sort` says otherwise; filtered by labels and read state. With `wait`, an empty answer waits for mail (long polling): pass the newest email you have as `after`
          */
         get: operations["emails.list"];
         put?: never;
@@ -5324,6 +5324,8 @@ export interface operations {
     "emails.list": {
         parameters: {
             query?: {
+                /** @description Only emails that arrived after this email of the mailbox (the newest one you have seen) */
+                after?: string;
                 /** @description Comma-separated: only emails carrying none of these labels */
                 exclude_labels?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
@@ -5333,6 +5335,8 @@ export interface operations {
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
+                /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
+                wait?: components["schemas"]["NumberFromString"];
             };
             header?: never;
             path: {

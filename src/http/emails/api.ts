@@ -14,6 +14,9 @@ const EmailPath = Schema.Struct({ emailId: Schema.String })
 const AttachmentPath = Schema.Struct({ emailId: Schema.String, attachmentId: Schema.String })
 const ThreadPath = Schema.Struct({ threadId: Schema.String })
 
+/** The longest a list may wait for mail (`wait`). */
+export const MAX_WAIT_SECONDS = 60
+
 /** `labels=a,b`: comma-separated label names. */
 const LabelsParam = Schema.split(",").pipe(Schema.compose(Schema.Array(Label)))
 
@@ -22,7 +25,16 @@ const EmailListParams = Schema.Struct({
   labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying every one of these labels" }),
   exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying none of these labels" }),
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
-    .annotations({ description: "true: only unread emails (label unread); false: only read ones" })
+    .annotations({ description: "true: only unread emails (label unread); false: only read ones" }),
+  after: Schema.optional(Schema.String).annotations({
+    description: "Only emails that arrived after this email of the mailbox (the newest one you have seen)"
+  }),
+  wait: Schema.optional(
+    Schema.compose(Schema.NumberFromString, Schema.Int.pipe(Schema.between(0, MAX_WAIT_SECONDS)))
+      .annotations({ message: () => `must be an integer from 0 to ${MAX_WAIT_SECONDS}` })
+  ).annotations({
+    description: `Seconds (at most ${MAX_WAIT_SECONDS}) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends`
+  })
 }).annotations({ parseOptions: { errors: "all" } })
 
 const LabelChangeFields = {
@@ -52,10 +64,12 @@ export class EmailsGroup extends HttpApiGroup.make("emails")
       .setPath(MailboxEmailsPath)
       .setUrlParams(EmailListParams)
       .addSuccess(OkWithMeta(Schema.Array(EmailSummary), ListMeta))
+      .addError(envelope(ValidationError))
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
         summary: "List a mailbox's emails",
-        description: "Newest first (sort received_at:desc) unless `sort` says otherwise; filtered by labels and read state"
+        description:
+          "Newest first (sort received_at:desc) unless `sort` says otherwise; filtered by labels and read state. With `wait`, an empty answer waits for mail (long polling): pass the newest email you have as `after`"
       }))
   )
   .add(

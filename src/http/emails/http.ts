@@ -3,10 +3,11 @@
  * directly, with their own content type, and offered as a download.
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { Emails } from "../../../services/mail/emails.ts"
+import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import type { EmailSortField } from "../../../services/mail/schemas.ts"
 import { MailroomApi } from "../api.ts"
@@ -26,6 +27,7 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
   Effect.gen(function*() {
     const emails = yield* Emails
     const labels = yield* Labels
+    const arrivals = yield* MailArrivals
     const change = (payload: { readonly add_labels?: ReadonlyArray<string> | undefined; readonly remove_labels?: ReadonlyArray<string> | undefined }) => ({
       add: payload.add_labels ?? [],
       remove: payload.remove_labels ?? []
@@ -36,8 +38,16 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
           const { userId } = yield* CurrentPrincipal
           const p = page(urlParams)
           const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
-          const filter = { labels: urlParams.labels, excludeLabels: urlParams.exclude_labels, unread: urlParams.unread }
-          const { emails: data, total } = yield* emails.list(userId, path.mailboxId, p, sort, filter).pipe(orUnavailable)
+          const filter = {
+            labels: urlParams.labels,
+            excludeLabels: urlParams.exclude_labels,
+            unread: urlParams.unread,
+            after: urlParams.after
+          }
+          const look = emails.list(userId, path.mailboxId, p, sort, filter)
+          const { emails: data, total } = yield* (urlParams.wait === undefined || urlParams.wait === 0
+            ? look
+            : arrivals.waitFor(path.mailboxId, look, (answer) => answer.total > 0, Duration.seconds(urlParams.wait))).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, p) }
         }))
       .handle("get", ({ path }) =>
@@ -89,4 +99,4 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
           const data = yield* emails.thread(userId, path.threadId).pipe(orUnavailable)
           return { success: true as const, data }
         }))
-  })).pipe(Layer.provide([Emails.Default, Labels.Default]))
+  })).pipe(Layer.provide([Emails.Default, Labels.Default, MailArrivals.Default]))

@@ -1,8 +1,9 @@
 /**
- * Labels over the wire (issue 17): mail that arrives over SMTP is labelled `inbound` and `unread`,
- * an agent marks it handled with PATCH, lists filter by labels and read state, a batch changes many
- * at once, and each refusal answers SPEC's envelope with its code and details. The rules themselves
- * (composition, fact labels, batches of 100, the event) are test/domain/labels.test.ts's subject.
+ * An agent's inbox loop over the wire (issue 17): mail that arrives over SMTP is labelled `inbound`
+ * and `unread`, an agent marks it handled with PATCH, lists filter by labels and read state, a batch
+ * changes many at once, and a list with `wait` answers as soon as newer mail arrives. Each refusal
+ * answers SPEC's envelope with its code and details. The label rules themselves (composition, fact
+ * labels, batches of 100, the event) are test/domain/labels.test.ts's subject.
  */
 import nodemailer from "nodemailer"
 import { beforeAll, describe, expect, it } from "vitest"
@@ -18,20 +19,20 @@ useSuiteServer((s) => {
   suite = s
 })
 
+const deliver = async (to: string, subject: string) => {
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+  try {
+    await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}`, messageId: `<${fresh("lbl")}@example.com>` })
+  } finally {
+    transport.close()
+  }
+}
+
 describe("labels and read state over HTTP", () => {
   let box: Box
   let mailroom: MailroomFetchClient
   let first: string
   let second: string
-
-  const deliver = async (to: string, subject: string) => {
-    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
-    try {
-      await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}`, messageId: `<${fresh("lbl")}@example.com>` })
-    } finally {
-      transport.close()
-    }
-  }
 
   const list = (query: { labels?: string; exclude_labels?: string; unread?: string }) =>
     mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
@@ -117,5 +118,64 @@ describe("labels and read state over HTTP", () => {
     })
     expect(foreign.response.status).toBe(404)
     expect(foreign.error).toMatchObject({ error: { code: "NOT_FOUND", details: { email_id: first } } })
+  })
+})
+
+describe("waiting for mail", () => {
+  let box: Box
+  let mailroom: MailroomFetchClient
+  let newest: string
+
+  const waitList = (query: { wait?: string; after?: string }) =>
+    mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId }, query: query as never } })
+
+  beforeAll(async () => {
+    const api = client(suite.url)
+    box = await newBox(api, { user: await withApiKey(api) })
+    mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
+    await deliver(box.address, "Already here")
+    newest = await until("the first email listed", async () => (await waitList({})).data?.data[0]?.email_id, 30_000)
+  })
+
+  it("a list with wait answers as soon as newer mail is stored, with that mail only", async () => {
+    const started = Date.now()
+    const waiting = waitList({ wait: "20", after: newest })
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    await deliver(box.address, "Just arrived")
+    const accepted = Date.now()
+    const { data, response } = await waiting
+    const answered = Date.now()
+    expect(response.status).toBe(200)
+    expect(data?.data.map((email) => email.subject)).toEqual(["Just arrived"])
+    expect(data?.meta.total).toBe(1)
+    // Answered once the mail was stored and announced, long before the 20 s wait was up.
+    console.log(`wait answered ${answered - accepted} ms after the SMTP 250 (${answered - started} ms in all)`)
+    expect(answered - accepted).toBeLessThan(5_000)
+  })
+
+  it("answers an empty page when the wait ends with nothing newer, and at once when there is", async () => {
+    const latest = (await waitList({})).data!.data[0]!.email_id
+    const started = Date.now()
+    const empty = await waitList({ wait: "1", after: latest })
+    const waited = Date.now() - started
+    expect(empty.response.status).toBe(200)
+    expect(empty.data).toMatchObject({ success: true, data: [], meta: { total: 0, hasMore: false } })
+    expect(waited).toBeGreaterThanOrEqual(950)
+    expect(waited).toBeLessThan(5_000)
+
+    const immediate = Date.now()
+    const ready = await waitList({ wait: "30" })
+    expect(ready.data?.data.length).toBeGreaterThan(0)
+    expect(Date.now() - immediate).toBeLessThan(5_000)
+  })
+
+  it("refuses a wait beyond 60 s and a cursor that is not an email of the mailbox", async () => {
+    const long = await waitList({ wait: "61" })
+    expect(long.response.status).toBe(400)
+    expect(long.error).toMatchObject({ error: { code: "VALIDATION_ERROR" } })
+    expect(JSON.stringify(long.error)).toContain("wait")
+    const cursor = await waitList({ wait: "1", after: "eml_nope" })
+    expect(cursor.response.status).toBe(400)
+    expect(cursor.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: "must be the id of an email in this mailbox" } } })
   })
 })

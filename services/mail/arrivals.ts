@@ -1,0 +1,53 @@
+/**
+ * Wait for mail (issue 17): an API node learns that a mailbox received an email, whichever worker
+ * stored it, from the `email.received` events it hears on the bus (`Bus.listen`, fan-out to every
+ * node). Hearing is best effort, so a waiter never trusts it alone: it subscribes first, then asks
+ * the database, and asks again after every event for its mailbox, so an email stored between the
+ * first look and the subscription is not missed, and a lost event costs at most the wait.
+ */
+import { Duration, Effect, PubSub, Queue, Schema } from "effect"
+import { Bus, decodeJson, subjects } from "../bus/bus.ts"
+
+const Received = Schema.Struct({ data: Schema.Struct({ mailbox_id: Schema.String }) })
+const decodeReceived = Schema.decodeUnknownOption(Received)
+
+export class MailArrivals extends Effect.Service<MailArrivals>()("mailroom/MailArrivals", {
+  scoped: Effect.gen(function*() {
+    const bus = yield* Bus
+    /** Mailbox ids, one per email.received heard. */
+    const heard = yield* Effect.acquireRelease(PubSub.unbounded<string>(), PubSub.shutdown)
+    yield* bus.listen(subjects.event("email.received"), (message) =>
+      Effect.suspend(() => {
+        const event = decodeReceived(decodeJson(message.data))
+        return event._tag === "Some" ? PubSub.publish(heard, event.value.data.mailbox_id) : Effect.void
+      }).pipe(Effect.catchAllDefect(() => Effect.void), Effect.asVoid))
+
+    /**
+     * Run `look` until `found` says its answer has what the caller waits for, or `timeout` passes:
+     * once at once, then after every email the mailbox receives. Answers the last look.
+     */
+    const waitFor = <A, E, R>(
+      mailboxId: string,
+      look: Effect.Effect<A, E, R>,
+      found: (answer: A) => boolean,
+      timeout: Duration.DurationInput
+    ): Effect.Effect<A, E, R> =>
+      Effect.scoped(Effect.gen(function*() {
+        const events = yield* PubSub.subscribe(heard)
+        let answer = yield* look
+        if (found(answer)) return answer
+        const deadline = Date.now() + Duration.toMillis(timeout)
+        while (true) {
+          const left = deadline - Date.now()
+          if (left <= 0) return answer
+          const next = yield* Queue.take(events).pipe(Effect.timeout(Duration.millis(left)), Effect.option)
+          if (next._tag === "None") return yield* look
+          if (next.value !== mailboxId) continue
+          answer = yield* look
+          if (found(answer)) return answer
+        }
+      }))
+
+    return { waitFor } as const
+  })
+}) {}
