@@ -9,6 +9,7 @@ import { Billing } from "../services/billing/billing.ts"
 import { Bus } from "../services/bus/bus.ts"
 import { DomainSettings } from "../services/domains/domains.ts"
 import { DependencyHealth } from "../services/health/dependency-health.ts"
+import { Lifecycle } from "../services/lifecycle.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
 import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
@@ -126,11 +127,19 @@ export const infrastructureLayer = (config: AppConfigShape) =>
     Layer.provideMerge(DependencyHealth.Default)
   )
 
-/** Everything this process runs, ready for `Layer.launch`. */
-export const appLayer = (config: AppConfigShape) => {
+/**
+ * Everything this process runs, ready for `Layer.launch`. `stopping` completes when the process
+ * begins to shut down (services/lifecycle.ts).
+ */
+export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> = Effect.never) => {
   // One DependencyHealth for the process, so that an outage is told once whoever meets it.
   const infrastructure = watchedLayer(config).pipe(Layer.provideMerge(infrastructureLayer(config)))
-  const shared = Layer.mergeAll(infrastructure, sharedSettingsLayer(config), stageLimitsLayer(config))
+  const shared = Layer.mergeAll(
+    infrastructure,
+    sharedSettingsLayer(config),
+    stageLimitsLayer(config),
+    Layer.succeed(Lifecycle, { stopping })
+  )
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
   // The API and the worker share one embedder and vector index; SMTP alone never opens them.
   const searching = config.roles.includes("api") || config.roles.includes("worker")

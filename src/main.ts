@@ -6,7 +6,7 @@
  * in-flight work, then exit 0.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { ConfigError, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
+import { ConfigError, Deferred, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
 import { type AppConfigShape, loadConfig } from "./config.ts"
 import { loggerLayer, nodeId } from "./logging.ts"
 import { commands, usage, UsageError } from "./usage.ts"
@@ -91,8 +91,10 @@ const main = Effect.gen(function*() {
 const serve = (config: AppConfigShape) =>
   Effect.gen(function*() {
     const runtime = yield* Effect.runtime<never>()
+    const stopping = yield* Deferred.make<void>()
     const onSignal = (signal: NodeJS.Signals) => {
       const started = Date.now()
+      Runtime.runSync(runtime)(Deferred.succeed(stopping, undefined))
       Runtime.runFork(runtime)(
         Effect.logInfo(`${signal}: shutting down, draining for up to ${Duration.format(config.shutdownTimeout)}`)
       )
@@ -105,7 +107,7 @@ const serve = (config: AppConfigShape) =>
     process.once("SIGINT", onSignal)
     yield* Effect.logInfo(`Starting roles ${config.roles.join(", ")} (node ${nodeId})`)
     const { appLayer } = yield* load.app
-    return yield* Layer.launch(appLayer(config)).pipe(
+    return yield* Layer.launch(appLayer(config, Deferred.await(stopping))).pipe(
       // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
       Effect.catchAll((error) =>
         stopWith(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)

@@ -2,8 +2,8 @@
  * Graceful drain (SIGTERM): a message whose DATA is still arriving when the signal comes is
  * finished, answered 250 and stored, and so is an HTTP request whose body is still arriving (one
  * pipelined behind it after the signal is answered 503); an SMTP connection opened during the
- * drain is answered 421; an idle session is closed with 421; the
- * process exits 0. The message is then read back after a restart
+ * drain is answered 421; an idle session is closed with 421; a list waiting for mail is answered at
+ * once instead of holding the drain; the process exits 0. The message is then read back after a restart
  * on the same backend. Work that outlasts SHUTDOWN_TIMEOUT is cut off: exit 1, saying so.
  */
 import * as net from "node:net"
@@ -55,6 +55,10 @@ describe("SIGTERM", () => {
       `POST /api/auth/register HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
         `Content-Length: ${Buffer.byteLength(registration)}\r\n\r\n${registration.slice(0, 20)}`
     )
+    // A list waiting up to a minute for mail: the signal must end the wait, not the drain's time-out.
+    const waiting = fetch(`${server.url}/v1/api/mailboxes/${box.mailboxId}/emails?wait=60`, {
+      headers: { "x-api-key": box.user.apiKey }
+    })
     // The request is under way (its handler reading the body) before the signal.
     await sleep(300)
 
@@ -82,6 +86,10 @@ describe("SIGTERM", () => {
     const closing = await idle.reply(10_000)
     expect(closing.code).toBe(421)
     await sending.close()
+
+    const waited = await waiting
+    expect(waited.status, await waited.clone().text()).toBe(200)
+    expect(((await waited.json()) as { success: boolean }).success).toBe(true)
 
     expect(await exited).toBe(0)
     expect(server.output()).toContain("Shutdown complete")
