@@ -14,6 +14,7 @@
  * minute per key and per user's sessions), three keys each; requests refused before authentication
  * (415, the input rules) spend nothing. A 429 is still a valid answer, but must stay rare.
  */
+import { METHODS } from "node:http"
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { upgrade } from "../support/billing.ts"
@@ -492,8 +493,11 @@ const envelopeProblem = (answer: Answer): string | undefined => {
 
 const judge = (request: Hostile, outcome: Outcome): Array<string> => {
   if ("closed" in outcome) {
-    // Only a body the server refuses to read may end in a closed connection (envelope.test.ts says why).
-    return request.oversized ? [] : [`no answer: ${outcome.closed}`]
+    // Only a body the server refuses to read may end in a closed connection (envelope.test.ts says why):
+    // one over the size limit, or one behind a method node's HTTP parser does not know, which is
+    // answered 400 and closed at once, while the client may still be writing the body.
+    const unparsable = request.raw === undefined && !METHODS.includes(request.method) && request.body !== undefined
+    return request.oversized || unparsable ? [] : [`no answer: ${outcome.closed}`]
   }
   const problems: Array<string> = []
   for (const answer of outcome.answers) {

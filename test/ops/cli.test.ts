@@ -140,5 +140,5 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
     const all = await run("npm", ["run", "--silent", "reindex", "--all"])
     expect(all.stderr).toContain("Embedding 1 emails")
     expect(all.code).toBe(0)
-  }, 120_000)
+  }, 240_000)
 })
