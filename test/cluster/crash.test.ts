@@ -191,7 +191,12 @@ describe.skipIf(mode !== "postgres" || !privatePostgresAvailable())("a PostgreSQ
       let last = ""
       await until(() => last, async () => {
         const rows = await stored()
-        const info = await jsm.consumers.info(streamName("", "mail"), "ingest")
+        // The restarted worker declares its consumer again as it starts: until then, keep waiting.
+        const info = await jsm.consumers.info(streamName("", "mail"), "ingest").catch((error: Error) => {
+          last = `${rows.length} stored; consumer: ${error.message}`
+          return undefined
+        })
+        if (info === undefined) return undefined
         last = `${rows.length} stored, ${info.num_pending} pending, ${info.num_ack_pending} unacknowledged`
         const have = new Set(rows.map((row) => row.seq))
         return accepted.every((seq) => have.has(seq)) && info.num_pending === 0 && info.num_ack_pending === 0 ? true : undefined
