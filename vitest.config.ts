@@ -1,8 +1,35 @@
 import { defineConfig } from "vitest/config"
 
+/**
+ * CI runs `npm test` twice: on the embedded defaults, then on PostgreSQL + NATS (`DATABASE_URL`
+ * set). Each rule is tested once, at the cheapest level that proves it, so two kinds of suite run in
+ * one of the two runs only:
+ * - rules that do not depend on the backend (configuration, protocol robustness, input validation),
+ *   proved in the embedded run;
+ * - suites that bring or force their own PostgreSQL and NATS in either run (clusters of processes,
+ *   drain, the forced-PostgreSQL suites), proved in the PostgreSQL + NATS run.
+ * Suites that decide for themselves (`describe.skipIf(mode …)`) are not listed here.
+ */
+const backendIndependent = [
+  "test/config.test.ts",
+  "test/smtp/robustness.test.ts",
+  "test/api/fuzz.test.ts",
+  "test/api/hostile-input.test.ts",
+  "test/api/webhooks.test.ts",
+  "test/outbound/relay.test.ts"
+]
+const bringsItsOwnServices = [
+  "test/cluster/cluster.test.ts",
+  "test/ops/drain.test.ts",
+  "test/search/usage.test.ts",
+  "test/smtp/ingest.test.ts",
+  "test/outbound/conversation.test.ts"
+]
+
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    exclude: ["**/node_modules/**", ...(process.env.DATABASE_URL ? backendIndependent : bringsItsOwnServices)],
     globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,

@@ -330,6 +330,45 @@ export class FactLabel extends Schema.TaggedError<FactLabel>()(
   })
 ) {}
 
+// ---------------------------------------------------------------------------------------------
+// Sending mail
+
+/** 403 SEND_QUOTA: the plan's sends for today or for this billing period are used up. */
+export class SendQuotaReached extends Schema.TaggedError<SendQuotaReached>()(
+  ...failure("SendQuotaReached", {
+    status: 403,
+    code: "SEND_QUOTA",
+    description: "SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan"
+  })
+) {}
+
+/** 422 RECIPIENT_SUPPRESSED: a recipient bounced before; the account no longer sends to it. */
+export class RecipientSuppressed extends Schema.TaggedError<RecipientSuppressed>()(
+  ...failure("RecipientSuppressed", {
+    status: 422,
+    code: "RECIPIENT_SUPPRESSED",
+    description: "RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses"
+  })
+) {}
+
+/** 403 DOMAIN_NOT_VERIFIED: mail from a custom domain before its ownership is verified. */
+export class SenderDomainUnverified extends Schema.TaggedError<SenderDomainUnverified>()(
+  ...failure("SenderDomainUnverified", {
+    status: 403,
+    code: "DOMAIN_NOT_VERIFIED",
+    description: "DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain"
+  })
+) {}
+
+/** 409 IDEMPOTENCY_KEY_REUSED: an Idempotency-Key seen within 24 hours with another request body. */
+export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReused>()(
+  ...failure("IdempotencyKeyReused", {
+    status: 409,
+    code: "IDEMPOTENCY_KEY_REUSED",
+    description: "IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key"
+  })
+) {}
+
 export type ApiError =
   | BadRequest
   | ValidationError
@@ -357,6 +396,10 @@ export type ApiError =
   | DomainHasMailboxes
   | InvalidSignature
   | FactLabel
+  | SendQuotaReached
+  | RecipientSuppressed
+  | SenderDomainUnverified
+  | IdempotencyKeyReused
 
 export const isApiError = (u: unknown): u is ApiError =>
   u instanceof Error && "_tag" in u && typeof u._tag === "string" && tags.has(u._tag) && "status" in u && "code" in u

@@ -1,9 +1,11 @@
 /**
- * One layer per role (api, smtp, worker) over shared infrastructure (SQL, bus, settings).
+ * One layer per role (api, smtp, worker, mta) over shared infrastructure (SQL, bus, settings).
  * `main` launches the roles the operator asked for.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Option } from "effect"
+import { ConfigError, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { createPrivateKey } from "node:crypto"
+import * as fs from "node:fs"
 import { AccountSettings } from "../services/accounts/settings.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { Bus } from "../services/bus/bus.ts"
@@ -16,6 +18,12 @@ import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import { IndexerLive } from "../services/search/indexer.ts"
 import { Vectors } from "../services/search/vectors.ts"
 import { StageLimits } from "../services/stage-limits.ts"
+import { DkimKeys } from "../services/outbound/dkim.ts"
+import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
+import { MtaLive } from "../services/outbound/mta.ts"
+import { Replies } from "../services/outbound/replies.ts"
+import { Outbound } from "../services/outbound/send.ts"
+import { OutboundSettings } from "../services/outbound/settings.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
 import * as DnsResolver from "../layers/dns.ts"
@@ -26,6 +34,7 @@ import * as NatsBus from "../layers/nats-bus.ts"
 import * as OpenAiEmbedder from "../layers/openai-embedder.ts"
 import * as PgvectorIndex from "../layers/pgvector-index.ts"
 import * as QdrantIndex from "../layers/qdrant-index.ts"
+import * as SmtpTransport from "../layers/smtp-transport.ts"
 import * as StripeBilling from "../layers/stripe-billing.ts"
 import * as WebhookHttp from "../layers/webhook-http.ts"
 import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
@@ -90,6 +99,39 @@ export const vectorsLayer = (config: AppConfigShape) => {
   return Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, index)))
 }
 
+/**
+ * What outbound mail is held to (DESIGN.md §4b), and the DKIM keys it is signed with. A
+ * DKIM_PRIVATE_KEY that is not a usable private key (PEM, or a path to a PEM file) stops the start.
+ */
+export const outboundLayer = (config: AppConfigShape) =>
+  DkimKeys.Default.pipe(Layer.provideMerge(Layer.effect(OutboundSettings, Effect.gen(function*() {
+    const dkimPrivateKey = yield* Option.match(config.dkimPrivateKey, {
+      onNone: () => Effect.succeed(Option.none<string>()),
+      onSome: (secret) => Effect.map(readPrivateKey(Redacted.value(secret)), Option.some)
+    })
+    return {
+      relay: config.smtpRelay,
+      mxPort: config.outboundSmtpPort,
+      heloName: Option.getOrElse(config.smtpHeloName, () => config.mxHost),
+      maxAge: config.outboundMaxAge,
+      retryDelays: config.outboundRetryDelays,
+      dkimSelector: config.dkimSelector,
+      dkimPrivateKey,
+      timeouts: { connect: Duration.seconds(30), command: Duration.seconds(60) }
+    }
+  }))))
+
+/** DKIM_PRIVATE_KEY: the PEM itself (newlines may be written `\n`), or a file holding it. */
+const readPrivateKey = (value: string) =>
+  Effect.try({
+    try: () => {
+      const pem = value.includes("-----BEGIN") ? value.replace(/\\n/g, "\n") : fs.readFileSync(value, "utf8")
+      return createPrivateKey(pem).export({ type: "pkcs8", format: "pem" }).toString()
+    },
+    catch: (cause) =>
+      ConfigError.InvalidData(["DKIM_PRIVATE_KEY"], `Expected a PEM private key or the path of a file holding one (${cause instanceof Error ? cause.message : String(cause)})`)
+  })
+
 /** The payment provider: Stripe when `STRIPE_SECRET_KEY` is set (config.ts checks the rest), else local billing. */
 const paymentsLayer = (config: AppConfigShape) =>
   Option.match(config.stripeSecretKey, {
@@ -115,6 +157,15 @@ const apiRole = (config: AppConfigShape) =>
   )
 const SmtpRole = SmtpServerLive
 const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)))
+/** The mta: delivery, and scheduled drafts leaving on time. */
+const MtaRole = Layer.mergeAll(
+  MtaLive.pipe(Layer.provide(SmtpTransport.layer)),
+  DraftSchedulerLive.pipe(
+    Layer.provide(Drafts.Default),
+    Layer.provide(Replies.Default),
+    Layer.provide(Outbound.Default)
+  )
+)
 
 /** On the embedded database's one connection the background stages take turns (stage-limits.ts). */
 const stageLimitsLayer = (config: AppConfigShape) =>
@@ -139,12 +190,12 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     sharedSettingsLayer(config),
     stageLimitsLayer(config),
     Layer.succeed(Lifecycle, { stopping })
-  )
+  ).pipe(Layer.provideMerge(outboundLayer(config).pipe(Layer.provide(infrastructure))))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
   // The API and the worker share one embedder and vector index; SMTP alone never opens them.
   const searching = config.roles.includes("api") || config.roles.includes("worker")
     ? Layer.mergeAll(when("api", apiRole(config)), when("worker", WorkerRole)).pipe(Layer.provide(vectorsLayer(config)))
     : Layer.empty
-  const roles = Layer.mergeAll(searching, when("smtp", SmtpRole), metricsServerLayer(config))
+  const roles = Layer.mergeAll(searching, when("smtp", SmtpRole), when("mta", MtaRole), metricsServerLayer(config))
   return roles.pipe(Layer.provide(shared))
 }

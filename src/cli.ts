@@ -22,12 +22,13 @@ import { Email, PersonName } from "../services/accounts/schemas.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { ApiKeys } from "../services/keys/api-keys.ts"
 import { Plan } from "../services/plans/plans.ts"
-import { infrastructureLayer } from "./app.ts"
+import { DkimKeys } from "../services/outbound/dkim.ts"
+import { infrastructureLayer, outboundLayer } from "./app.ts"
 import type { AppConfigShape } from "./config.ts"
 import * as Database from "./database.ts"
 import { CommandFailed, UsageError } from "./usage.ts"
 
-const print = (text: string) => Effect.sync(() => process.stdout.write(text.endsWith("\n") ? text : `${text}\n`))
+const print = (text: string) => Effect.sync(() => void process.stdout.write(text.endsWith("\n") ? text : `${text}\n`))
 
 /** `--name value` style options, and the positional arguments left. */
 const parseArgs = (args: ReadonlyArray<string>, options: ReadonlyArray<string>, flags: ReadonlyArray<string>) => {
@@ -153,15 +154,30 @@ const showUsage = (args: ReadonlyArray<string>) => {
   })
 }
 
-/** What to publish so that the shared domains' mail reaches the SMTP nodes. */
-export const dnsRecords = (config: AppConfigShape) => {
-  const lines = [
-    `; Mailroom: DNS records for the shared domains (${config.sharedDomains.join(", ")})`,
-    `; MX_HOST (${config.mxHost}) must also resolve (A/AAAA) to the SMTP nodes or their load balancer, port 25.`,
-    ...config.sharedDomains.map((domain) => `${domain}.\tIN\tMX\t10 ${config.mxHost}.`)
-  ]
-  return `${lines.join("\n")}\n`
-}
+/** A TXT value as zone files write it: character-strings of at most 255 bytes. */
+const txt = (value: string) => (value.match(/.{1,255}/g) ?? [""]).map((part) => `"${part}"`).join(" ")
+
+/**
+ * What to publish for the shared domains: MX, so that their mail reaches the SMTP nodes; SPF and the
+ * DKIM key (generated on first use and kept in the database, or DKIM_PRIVATE_KEY), so that mail they
+ * send is accepted.
+ */
+export const dnsRecords = (config: AppConfigShape) =>
+  Effect.gen(function*() {
+    const dkim = yield* DkimKeys
+    const keys = yield* Effect.forEach(config.sharedDomains, (domain) => dkim.record(domain, undefined))
+    const lines = [
+      `; Mailroom: DNS records for the shared domains (${config.sharedDomains.join(", ")})`,
+      `; MX_HOST (${config.mxHost}) must also resolve (A/AAAA) to the SMTP nodes or their load balancer, port 25.`,
+      `; SPF names the hosts the mta sends from; with SMTP_RELAY_URL, add the relay's own SPF mechanism.`,
+      ...config.sharedDomains.flatMap((domain, i) => [
+        `${domain}.\tIN\tMX\t10 ${config.mxHost}.`,
+        `${domain}.\tIN\tTXT\t${txt("v=spf1 mx ~all")}`,
+        `${keys[i]!.name}.\tIN\tTXT\t${txt(keys[i]!.value)}`
+      ])
+    ]
+    return `${lines.join("\n")}\n`
+  }).pipe(Effect.provide(outboundLayer(config).pipe(Layer.provide(Database.layer(config)))))
 
 const migrate = (config: AppConfigShape) =>
   Effect.gen(function*() {
@@ -172,14 +188,14 @@ const migrate = (config: AppConfigShape) =>
 
 /** The commands other than serve and reindex (which main.ts runs itself). */
 export const runCommand = (config: AppConfigShape, command: string, args: ReadonlyArray<string>) =>
-  Effect.suspend(() => {
+  Effect.suspend((): Effect.Effect<void, unknown> => {
     switch (command) {
       case "migrate":
         exactly(args, [], "migrate")
         return migrate(config)
       case "dns-records":
         exactly(args, [], "dns-records")
-        return print(dnsRecords(config).trimEnd())
+        return Effect.flatMap(dnsRecords(config), (records) => print(records.trimEnd()))
       case "users": {
         const [sub, ...rest] = args
         if (sub === "create") return Effect.provide(usersCreate(rest), accountsLayer(config))

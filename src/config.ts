@@ -6,8 +6,8 @@ import { accessSync, constants } from "node:fs"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 
-export type Role = "api" | "smtp" | "worker"
-const allRoles: ReadonlyArray<Role> = ["api", "smtp", "worker"]
+export type Role = "api" | "smtp" | "worker" | "mta"
+const allRoles: ReadonlyArray<Role> = ["api", "smtp", "worker", "mta"]
 
 const list = (name: string, fallback: string) =>
   Config.string(name).pipe(
@@ -27,7 +27,7 @@ const roles = list("ROLES", allRoles.join(",")).pipe(
       return Either.left(
         ConfigError.InvalidData(
           ["ROLES"],
-          `Expected a comma-separated list of api, smtp, worker but received ${JSON.stringify(values.join(","))}`
+          `Expected a comma-separated list of ${allRoles.join(", ")} but received ${JSON.stringify(values.join(","))}`
         )
       )
     }
@@ -98,6 +98,44 @@ const seconds = (name: string, fallback: number) =>
     Config.map((n) => Duration.millis(Math.round(n * 1000)))
   )
 
+/** A list of durations (`1m,5m,15m,30m,1h`; units ms, s, m, h), as the retry schedule is written. */
+const durations = (name: string, fallback: string) =>
+  list(name, fallback).pipe(
+    Config.mapOrFail((values) => {
+      const parsed = values.map((value) => {
+        const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(value)
+        if (!match) return undefined
+        const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[match[2] as "ms" | "s" | "m" | "h"]
+        return Duration.millis(Math.round(Number(match[1]) * unit))
+      })
+      const bad = values.find((_, i) => parsed[i] === undefined)
+      return bad !== undefined || parsed.length === 0
+        ? Either.left(ConfigError.InvalidData([name], `Expected durations such as 1m,5m,1h but received ${JSON.stringify(bad ?? "")}`))
+        : Either.right(parsed as Array<Duration.Duration>)
+    })
+  )
+
+/** `SMTP_RELAY_URL`: smtp://user:pass@host:port or smtps://…; the password may be percent-encoded. */
+const relayUrl = Config.redacted("SMTP_RELAY_URL").pipe(
+  Config.mapOrFail((secret) => {
+    const bad = ConfigError.InvalidData(["SMTP_RELAY_URL"], "Expected smtp://[user:password@]host[:port] or smtps://…")
+    try {
+      const url = new URL(Redacted.value(secret))
+      if ((url.protocol !== "smtp:" && url.protocol !== "smtps:") || url.hostname === "") return Either.left(bad)
+      const secure = url.protocol === "smtps:"
+      return Either.right({
+        host: url.hostname.replace(/^\[|\]$/g, ""),
+        port: url.port === "" ? (secure ? 465 : 587) : Number(url.port),
+        secure,
+        user: url.username === "" ? undefined : decodeURIComponent(url.username),
+        pass: url.password === "" ? undefined : decodeURIComponent(url.password)
+      })
+    } catch {
+      return Either.left(bad)
+    }
+  })
+)
+
 export const appConfig = Config.all({
   port: Config.port("PORT").pipe(Config.withDefault(3000)),
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
@@ -146,6 +184,16 @@ export const appConfig = Config.all({
   logFormat,
   /** Where a process without the api role serves `/metrics`; unset, it serves none. */
   metricsPort: Config.option(Config.port("METRICS_PORT")),
+  smtpRelay: Config.option(relayUrl),
+  outboundSmtpPort: Config.port("OUTBOUND_SMTP_PORT").pipe(Config.withDefault(25)),
+  outboundMaxAge: seconds("OUTBOUND_MAX_AGE", 48 * 3600),
+  outboundRetryDelays: durations("OUTBOUND_RETRY_DELAYS", "1m,5m,15m,30m,1h"),
+  smtpHeloName: Config.option(Config.string("SMTP_HELO_NAME")),
+  dkimSelector: Config.string("DKIM_SELECTOR").pipe(
+    Config.withDefault("mailroom"),
+    check("DKIM_SELECTOR", "Expected a DNS label (letters, digits, -)", (value: string) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i.test(value))
+  ),
+  dkimPrivateKey: Config.option(Config.redacted("DKIM_PRIVATE_KEY")),
   /** How long SIGTERM waits for work in flight before the process exits anyway. */
   shutdownTimeout: seconds("SHUTDOWN_TIMEOUT", 30)
 })

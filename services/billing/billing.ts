@@ -63,8 +63,8 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
 
     const usage = Effect.fn("Billing.usage")(function*(userId: string) {
       const row = yield* currentRow(userId)
-      const counters = yield* sql<{ emails: string; searches: string }>`
-        SELECT emails, searches FROM usage_counters
+      const counters = yield* sql<{ emails: string; searches: string; emailsSent: string }>`
+        SELECT emails, searches, emails_sent FROM usage_counters
         WHERE user_id = ${userId} AND period_start = ${row.currentPeriodStart}`
       const storage = yield* sql<{ bytes: string }>`SELECT bytes FROM storage_usage WHERE user_id = ${userId}`
       const plan = limits[row.plan]
@@ -74,7 +74,9 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         searchesUsed: Number(counters[0]?.searches ?? 0),
         searchesLimit: reportLimit(plan.searchesPerMonth),
         storageUsed: Number(storage[0]?.bytes ?? 0),
-        storageLimit: reportLimit(plan.storageBytes)
+        storageLimit: reportLimit(plan.storageBytes),
+        emailsSent: Number(counters[0]?.emailsSent ?? 0),
+        emailsSentLimit: reportLimit(plan.sendsPerMonth)
       } satisfies Usage
     })
 

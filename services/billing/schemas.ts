@@ -19,6 +19,8 @@ export const Usage = Schema.Struct({
   searchesUsed: Schema.Number,
   searchesLimit: Schema.Number.annotations({ description: "-1 means unlimited" }),
   storageUsed: Schema.Number.annotations({ description: "Bytes" }),
-  storageLimit: Schema.Number.annotations({ description: "Bytes; -1 means unlimited" })
+  storageLimit: Schema.Number.annotations({ description: "Bytes; -1 means unlimited" }),
+  emailsSent: Schema.Number.annotations({ description: "Emails sent this period" }),
+  emailsSentLimit: Schema.Number.annotations({ description: "Maximum emails sent per period; -1 means unlimited" })
 }).annotations({ identifier: "Usage" })
 export type Usage = typeof Usage.Type

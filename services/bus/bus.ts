@@ -13,7 +13,10 @@ import { Context, Data, Duration, type Effect, type Scope } from "effect"
 
 /** The streams Mailroom uses, and the subjects each one holds. */
 export const streams = {
-  /** Raw inbound mail waiting to be parsed: `mail.inbound.<mailbox_id>`. */
+  /**
+   * Mail on its way: raw inbound mail waiting to be parsed (`mail.inbound.<mailbox_id>`) and sent
+   * mail waiting to be delivered, one job per recipient domain (`mail.outbound.<email_id>`).
+   */
   mail: { name: "MAIL", subjects: ["mail.>"] },
   /** Domain events: `events.<kind>` (email.received, email.processed, api_key.created). */
   events: { name: "EVENTS", subjects: ["events.>"] }
@@ -24,6 +27,8 @@ export type StreamName = keyof typeof streams
 export const subjects = {
   inboundMail: (mailboxId: string) => `mail.inbound.${mailboxId}`,
   allInboundMail: "mail.inbound.>",
+  outboundMail: (emailId: string) => `mail.outbound.${emailId}`,
+  allOutboundMail: "mail.outbound.>",
   event: (kind: string) => `events.${kind}`,
   allEvents: "events.>"
 } as const

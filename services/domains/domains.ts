@@ -34,6 +34,7 @@ import { type Direction, listMeta, type Page } from "../listing.ts"
 import { isUniqueViolation, Mailboxes, MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rules.ts"
 import { customDomainLimit, type Plan, reportLimit } from "../plans/plans.ts"
+import { DkimKeys } from "../outbound/dkim.ts"
 import { parseDomainName } from "./names.ts"
 import type { CreatedDomain, DnsRecord, Domain, DomainListMeta, Migration, MigrationEntry } from "./schemas.ts"
 
@@ -56,6 +57,8 @@ interface DomainRow {
   readonly verificationToken: string
   readonly verified: boolean
   readonly mxConfigured: boolean
+  readonly dkimConfigured: boolean
+  readonly spfConfigured: boolean
   readonly createdAt: Date
   readonly mailboxCount: string | number
 }
@@ -66,9 +69,14 @@ const toDomain = (row: DomainRow): Domain => ({
   verification_token: row.verificationToken,
   verified: row.verified,
   mx_configured: row.mxConfigured,
+  dkim_configured: row.dkimConfigured,
+  spf_configured: row.spfConfigured,
   created_at: row.createdAt.toISOString(),
   mailbox_count: Number(row.mailboxCount)
 })
+
+/** The SPF record a custom domain publishes: its MX hosts (Mailroom's) send its mail. */
+export const SPF_RECORD = "v=spf1 mx ~all"
 
 const notFound = (domainId: string) => new NotFound({ message: "Domain not found", details: { domain_id: domainId } })
 
@@ -93,10 +101,11 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
     const settings = yield* DomainSettings
     const { sharedDomains } = yield* MailboxSettings
     const mailboxes = yield* Mailboxes
+    const dkim = yield* DkimKeys
 
     /** A domain row `d` as DomainRow, with its active mailboxes counted. */
     const columns = sql.literal(`
-      d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.created_at,
+      d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.dkim_configured, d.spf_configured, d.created_at,
       (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count`)
     const select = sql`SELECT ${columns} FROM domains d`
 
@@ -105,10 +114,17 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(domainId))))
       )
 
-    const records = (row: { readonly verificationToken: string }): Array<DnsRecord> => [
-      { type: "TXT", name: "@", value: row.verificationToken },
-      { type: "MX", name: "@", value: settings.mxHost, priority: 10 }
-    ]
+    /**
+     * What to publish: ownership (TXT), where mail goes (MX), and what makes mail sent from the domain
+     * trusted: SPF (its MX hosts send) and the DKIM key outbound mail is signed with (made now, kept).
+     */
+    const records = (row: { readonly id: string; readonly name: string; readonly verificationToken: string }) =>
+      Effect.map(dkim.record(row.name, row.id), (key): Array<DnsRecord> => [
+        { type: "TXT", name: "@", value: row.verificationToken },
+        { type: "MX", name: "@", value: settings.mxHost, priority: 10 },
+        { type: "TXT", name: "@", value: SPF_RECORD },
+        { type: "TXT", name: key.name.slice(0, -(row.name.length + 1)), value: key.value }
+      ])
 
     const instructions = (name: string, token: string) =>
       `Add a TXT record at ${name} with the value "${token}" and an MX record at ${name} with priority 10 pointing at ` +
@@ -179,23 +195,31 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         }
         return created
       }).pipe(sql.withTransaction)
-      return { ...toDomain(row), dns_records: records(row) } satisfies CreatedDomain
+      return { ...toDomain(row), dns_records: yield* records(row) } satisfies CreatedDomain
     })
 
     const verify = Effect.fn("Domains.verify")(function*(owner: Owner, domainId: string) {
       const row = yield* find(owner, domainId)
-      const [txt, mx] = yield* Effect.all([orNone(dns.txt(row.name)), orNone(dns.mx(row.name))], { concurrency: 2 }).pipe(
-        Effect.mapError(dnsUnavailable)
-      )
+      const key = yield* dkim.record(row.name, row.id)
+      const [txt, mx, published] = yield* Effect.all([orNone(dns.txt(row.name)), orNone(dns.mx(row.name)), orNone(dns.txt(key.name))], {
+        concurrency: 3
+      }).pipe(Effect.mapError(dnsUnavailable))
       const owned = txt.some((value) => value.trim() === row.verificationToken)
       const preferred = Math.min(...mx.map((record) => record.priority))
       const mxConfigured = mx.some((record) => record.priority === preferred && record.exchange === settings.mxHost)
+      const compact = (value: string) => value.replace(/\s+/g, "")
+      const dkimConfigured = published.some((value) => compact(value) === compact(key.value))
+      // One SPF record (RFC 7208 §4.5) that lets the MX hosts send, as the record we ask for does.
+      const spf = txt.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()))
+      const spfConfigured = spf.length === 1 && /\s[+]?mx(\s|$)/i.test(` ${spf[0]!.trim()} `)
       const updated = yield* sql<DomainRow>`
         WITH d AS (
           UPDATE domains SET
             verified = verified OR ${owned},
             verified_at = CASE WHEN NOT verified AND ${owned} THEN now() ELSE verified_at END,
-            mx_configured = ${mxConfigured}
+            mx_configured = ${mxConfigured},
+            dkim_configured = ${dkimConfigured},
+            spf_configured = ${spfConfigured}
           WHERE id = ${row.id}
           RETURNING *
         )

@@ -10,6 +10,8 @@ export const Domain = Schema.Struct({
   verification_token: Schema.String.annotations({ description: "The whole TXT value: <verify_prefix>=<token>" }),
   verified: Schema.Boolean,
   mx_configured: Schema.Boolean,
+  dkim_configured: Schema.Boolean.annotations({ description: "Verification found the DKIM key Mailroom signs the domain's mail with" }),
+  spf_configured: Schema.Boolean.annotations({ description: "Verification found an SPF record that lets the domain's MX hosts send" }),
   created_at: Schema.String,
   mailbox_count: Schema.Number.annotations({ description: "Active mailboxes using the domain" })
 }).annotations({ identifier: "Domain" })
@@ -17,7 +19,7 @@ export type Domain = typeof Domain.Type
 
 export const DnsRecord = Schema.Struct({
   type: Schema.Literal("TXT", "MX"),
-  name: Schema.String.annotations({ description: "@ is the domain itself" }),
+  name: Schema.String.annotations({ description: "@ is the domain itself; other names are relative to it" }),
   value: Schema.String,
   priority: Schema.optional(Schema.Number)
 }).annotations({ identifier: "DnsRecord" })

@@ -9,6 +9,7 @@ import { NotFound, ValidationError } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
 import {
   type AttachmentRow,
+  type DeliveryRow,
   type EmailBodyRow,
   emailColumnList,
   type EmailRow,
@@ -16,10 +17,11 @@ import {
   toSummary
 } from "./records.ts"
 import { UNREAD } from "./label-rules.ts"
-import type { EmailSortField, Thread } from "./schemas.ts"
+import type { Direction, EmailSortField, Thread } from "./schemas.ts"
 
-/** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state. */
+/** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state, direction. */
 export interface EmailFilter {
+  readonly direction?: Direction | undefined
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
@@ -45,6 +47,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       sql.join(" ", false)([
         filter.labels && filter.labels.length > 0 ? sql`AND e.labels @> ${[...filter.labels]}::text[]` : sql``,
         filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT (e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
+        filter.direction === undefined ? sql`` : sql`AND e.direction = ${filter.direction}`,
         filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
         filter.after === undefined
           ? sql``
@@ -100,7 +103,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       const attachments = yield* sql<AttachmentRow>`
         SELECT id, filename, content_type, size, checksum, content_id FROM attachments
         WHERE email_id = ${emailId} ORDER BY position`
-      return toEmail(row, attachments)
+      const deliveries = row.direction === "inbound" ? [] : yield* sql<DeliveryRow>`
+        SELECT recipient, status, attempts, last_response, next_attempt_at, updated_at FROM outbound_deliveries
+        WHERE email_id = ${emailId} ORDER BY recipient`
+      return toEmail(row, attachments, deliveries)
     })
 
     /** The message exactly as it was received. */

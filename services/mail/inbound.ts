@@ -37,6 +37,11 @@ export interface Recipient {
   readonly maxEmailBytes: number
   /** Start of the owner's billing period, whose email count the message joins. */
   readonly periodStart: Date
+  /**
+   * A bounce address (`bounces+<email_id>@<domain>`, the envelope sender of a sent email): the
+   * message is a delivery report about that email, not mail for the mailbox, and is not counted.
+   */
+  readonly bounceOf?: string | undefined
 }
 
 export interface IncomingMessage {
@@ -69,6 +74,9 @@ interface Stored {
 const MAX_BATCH = 64
 const PARALLEL_BATCHES = 2
 
+/** `bounces+<email_id>@<domain>`: the envelope sender of every sent email (outbound/send.ts). */
+const BOUNCE_ADDRESS = /^bounces\+(eml_[0-9a-f]{24})@/i
+
 /** The UTC calendar day of `date`, as PostgreSQL's `date` type reads it. */
 export const utcDay = (date: Date) => date.toISOString().slice(0, 10)
 
@@ -88,6 +96,7 @@ const counterRows = (recipients: ReadonlyArray<{ readonly recipient: Recipient; 
   const daily = new Map<string, { userId: string; day: string; emails: number }>()
   const period = new Map<string, { userId: string; periodStart: Date; emails: number }>()
   for (const { day, recipient: r } of recipients) {
+    if (r.bounceOf !== undefined) continue
     entry(daily, `${r.userId}/${day}`, () => ({ userId: r.userId, day, emails: 0 })).emails += sign
     entry(period, `${r.userId}/${r.periodStart.getTime()}`, () => ({ userId: r.userId, periodStart: r.periodStart, emails: 0 })).emails += sign
   }
@@ -103,7 +112,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
 
     /** The counter upserts adding (or, with a negative sign, giving back) counts. */
     const counterUpserts = (rows: ReturnType<typeof counterRows>) =>
-      sql`
+      // Nothing to count (bounce reports only): the same two names, doing nothing.
+      rows.daily.length === 0 ? sql`daily AS (SELECT 1), period AS (SELECT 1)` : sql`
         daily AS (
           INSERT INTO mail_daily_counters ${sql.insert(rows.daily)}
           ON CONFLICT (user_id, day) DO UPDATE SET emails = mail_daily_counters.emails + EXCLUDED.emails
@@ -169,7 +179,32 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      * of `declaredSize` bytes (the MAIL FROM SIZE parameter) now.
      * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
      */
+    /**
+     * The sent email a bounce address stands for: `bounces+<email_id>@<domain>` is exactly that
+     * email's envelope sender, so nobody can invent one.
+     */
+    const bounceRecipient = Effect.fnUntraced(function*(address: string) {
+      const rows = yield* sql<{ id: string; mailboxId: string; userId: string }>`
+        SELECT e.id, e.mailbox_id, e.user_id FROM emails e
+        WHERE e.id = ${BOUNCE_ADDRESS.exec(address)![1]!} AND e.direction = 'outbound' AND lower(e.mail_from) = ${address.toLowerCase()}`.pipe(
+        Effect.mapError(temporary("bounce lookup failed"))
+      )
+      const email = rows[0]
+      if (email === undefined) return yield* new UnknownRecipient({ address })
+      return {
+        address,
+        mailboxId: email.mailboxId,
+        userId: email.userId,
+        plan: "free",
+        // A delivery report quotes at most the message it reports on.
+        maxEmailBytes: limits.enterprise.maxEmailBytes,
+        periodStart: new Date(0),
+        bounceOf: email.id
+      } satisfies Recipient
+    })
+
     const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined) {
+      if (BOUNCE_ADDRESS.test(address)) return yield* bounceRecipient(address)
       const row = yield* lookupRecipients(address.toLowerCase()).pipe(Effect.mapError(temporary("recipient lookup failed")))
       if (row === undefined) return yield* new UnknownRecipient({ address })
       const plan = limits[row.plan]
@@ -215,7 +250,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             size: message.raw.byteLength,
             mail_from: message.mailFrom,
             rcpt_to: r.address,
-            received_at: message.receivedAt.toISOString()
+            received_at: message.receivedAt.toISOString(),
+            ...(r.bounceOf === undefined ? {} : { bounce_of: r.bounceOf })
           }
           return bus.publish(subjects.inboundMail(r.mailboxId), encodeJson(inbound), { msgId: inbound.email_id }).pipe(
             Effect.as(inbound.email_id),

@@ -9,8 +9,6 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Schema } from "effect"
-import { newId } from "../accounts/tokens.ts"
-import { inLockOrder } from "../batching.ts"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { inboundLabels } from "./label-rules.ts"
@@ -18,7 +16,8 @@ import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import { InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
-import { threadChoice } from "./threads.ts"
+import { BounceReports } from "../outbound/bounces.ts"
+import { storeEmail } from "./store.ts"
 
 export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
 
@@ -26,6 +25,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
+    const bounces = yield* BounceReports
 
     const findEmail = (emailId: string) =>
       sql<EmailRow>`SELECT ${sql.literal(emailColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
@@ -39,71 +39,22 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         { msgId: emailReceivedEventId(row.id) }
       )
 
-    /**
-     * Store the email, its attachments and its storage usage in one statement (atomic, one round
-     * trip), choosing its thread in the same statement (threads.ts). Returns the stored row: the new
-     * one, or the one a previous delivery stored.
-     */
+    /** Store the email (store.ts); returns the stored row, or the one a previous delivery stored. */
     const store = (message: InboundMessage, parsed: ParsedEmail, messageId: string) =>
-      Effect.gen(function*() {
-        const receivedAt = new Date(message.received_at)
-        const thread = threadChoice(message.mailbox_id, parsed, messageId)
-        // Each distinct content once, in lock order: concurrent ingests may store the same attachment.
-        const contents = inLockOrder(new Map(parsed.attachments.map((a) => [a.checksum, a])))
-        // Attachment rows of a redelivered message exist already: (email_id, position) keeps them once.
-        const attachments = parsed.attachments.length === 0 ? sql`` : sql`,
-          attachment_blobs AS (
-            INSERT INTO blobs ${sql.insert(contents.map((a) => ({ sha256: a.checksum, size: a.size, content: a.content })))}
-            ON CONFLICT (sha256) DO UPDATE SET created_at = now()
-          ),
-          attachment_rows AS (
-            INSERT INTO attachments ${
-          sql.insert(parsed.attachments.map((a, position) => ({
-            id: newId("att"),
-            emailId: message.email_id,
-            position,
-            filename: a.filename,
-            contentType: a.contentType,
-            size: a.size,
-            checksum: a.checksum,
-            contentId: a.contentId
-          })))
-        }
-            ON CONFLICT (email_id, position) DO NOTHING
-          )`
-        const inserted = yield* sql<EmailRow>`
-          WITH thread AS (
-            SELECT coalesce(
-              (SELECT t.thread_id FROM emails t
-               WHERE t.mailbox_id = ${message.mailbox_id} AND t.message_id = ANY(${thread.referenced}::text[])
-               ORDER BY t.received_at DESC LIMIT 1),
-              (SELECT ${thread.own}::text WHERE EXISTS (
-                 SELECT 1 FROM emails t WHERE t.mailbox_id = ${message.mailbox_id} AND t.thread_id = ${thread.own}::text)),
-              ${thread.fallback}::text
-            ) AS id
-          ),
-          email AS (
-            INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
-                                     sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
-                                     has_attachments, raw_sha256, size, labels)
-            VALUES (${message.email_id}, ${message.mailbox_id}, ${message.user_id}, ${messageId}, (SELECT id FROM thread),
-                    ${parsed.subject}, ${parsed.from ?? message.mail_from},
-                    ${parsed.to.length > 0 ? [...parsed.to] : [message.rcpt_to]}, ${parsed.date ?? receivedAt}, ${receivedAt},
-                    ${message.mail_from}, ${message.rcpt_to},
-                    -- A jsonb column: PostgreSQL reads the JSON text as the column's type.
-                    ${JSON.stringify(parsed.headers)}, ${parsed.text}, ${parsed.html}, ${parsed.attachments.length > 0},
-                    ${message.raw_sha256}, ${message.size}, ${[...inboundLabels]}::text[])
-            ON CONFLICT (id) DO NOTHING
-            RETURNING ${sql.literal(emailColumnList)}
-          ),
-          storage AS (
-            INSERT INTO storage_usage (user_id, bytes) SELECT user_id, size FROM email
-            ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
-          )${attachments}
-          SELECT * FROM email`
-        // Stored by an earlier delivery of the same message: that row is the email.
-        return inserted[0] ?? (yield* findEmail(message.email_id))
-      })
+      storeEmail(sql, {
+        emailId: message.email_id,
+        mailboxId: message.mailbox_id,
+        userId: message.user_id,
+        direction: "inbound",
+        labels: inboundLabels,
+        rawSha256: message.raw_sha256,
+        size: message.size,
+        mailFrom: message.mail_from,
+        rcptTo: message.rcpt_to,
+        receivedAt: new Date(message.received_at),
+        messageId,
+        parsed
+      }).pipe(Effect.flatMap((inserted) => (inserted ? Effect.succeed(inserted) : findEmail(message.email_id))))
 
     /**
      * Store `message` as an email (once) and announce it. Untraced: it runs for every message, and
@@ -124,6 +75,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
           sha256: message.raw_sha256
         })
       }
+      // A report about a sent email, to its bounce address: applied to that email, not stored as mail.
+      if (message.bounce_of !== undefined) return yield* Effect.asVoid(bounces.record(message.bounce_of, raw))
       const parsed = yield* parseMessage(raw)
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`
       const stored = yield* store(message, parsed, messageId)
@@ -167,4 +120,4 @@ export const IngestLive = Layer.scopedDiscard(
       handler: handle
     }))
   })
-).pipe(Layer.provide(Ingest.Default))
+).pipe(Layer.provide(Ingest.Default), Layer.provide(BounceReports.Default))

@@ -1,11 +1,12 @@
 /**
  * Stored emails and how they read on the wire: one row shape, one mapping per wire shape.
  */
-import type { AttachmentMeta, Email, EmailFields, EmailSummary, Headers } from "./schemas.ts"
+import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailSummary, Headers } from "./schemas.ts"
 
 /** The columns every email read selects (see `emailColumns`). */
 export interface EmailRow {
   readonly id: string
+  readonly direction: Direction
   readonly mailboxId: string
   readonly userId: string
   readonly messageId: string
@@ -41,6 +42,7 @@ export interface AttachmentRow {
 /** Columns of `EmailRow`, for `SELECT ${emailColumns} FROM emails e`. */
 export const emailColumnList = [
   "e.id",
+  "e.direction",
   "e.mailbox_id",
   "e.user_id",
   "e.message_id",
@@ -64,6 +66,7 @@ const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1
 
 export const toFields = (row: EmailRow): EmailFields => ({
   email_id: row.id,
+  direction: row.direction,
   message_id: row.messageId,
   subject: row.subject,
   from: row.fromAddress,
@@ -92,10 +95,34 @@ export const toAttachment = (row: AttachmentRow): AttachmentMeta => ({
   content_id: row.contentId
 })
 
-export const toEmail = (row: EmailBodyRow, attachments: ReadonlyArray<AttachmentRow>): Email => ({
+export interface DeliveryRow {
+  readonly recipient: string
+  readonly status: Delivery["status"]
+  readonly attempts: number
+  readonly lastResponse: string | null
+  readonly nextAttemptAt: Date | null
+  readonly updatedAt: Date
+}
+
+export const toDelivery = (row: DeliveryRow): Delivery => ({
+  recipient: row.recipient,
+  status: row.status,
+  attempts: row.attempts,
+  last_response: row.lastResponse,
+  next_attempt_at: row.nextAttemptAt?.toISOString() ?? null,
+  updated_at: row.updatedAt.toISOString()
+})
+
+/** An email as `GET /emails/{id}` shows it; a sent one with its delivery per recipient. */
+export const toEmail = (
+  row: EmailBodyRow,
+  attachments: ReadonlyArray<AttachmentRow>,
+  deliveries: ReadonlyArray<DeliveryRow> = []
+): Email => ({
   ...toSummary(row),
   text: row.textBody,
   html: row.htmlBody,
   headers: row.headers,
-  attachments: attachments.map(toAttachment)
+  attachments: attachments.map(toAttachment),
+  ...(row.direction === "outbound" ? { delivery: deliveries.map(toDelivery) } : {})
 })

@@ -17,7 +17,9 @@ export const InboundMessage = Schema.Struct({
   size: Schema.Number,
   mail_from: Schema.String,
   rcpt_to: Schema.String,
-  received_at: Schema.String
+  received_at: Schema.String,
+  /** Sent to a bounce address: a delivery report about this sent email, not mail for the mailbox. */
+  bounce_of: Schema.optional(Schema.String)
 })
 export type InboundMessage = typeof InboundMessage.Type
 
@@ -31,9 +33,14 @@ export const AttachmentMeta = Schema.Struct({
 }).annotations({ identifier: "Attachment" })
 export type AttachmentMeta = typeof AttachmentMeta.Type
 
+/** Which way an email went: received by the mailbox, or sent from it. */
+export const Direction = Schema.Literal("inbound", "outbound")
+export type Direction = typeof Direction.Type
+
 /** The fields of the `email.received` payload (SPEC "Events"), shared by every email shape. */
 export const EmailFields = Schema.Struct({
   email_id: Schema.String,
+  direction: Direction,
   message_id: Schema.String,
   subject: Schema.String,
   from: Schema.String,
@@ -62,12 +69,34 @@ export type EmailSummary = typeof EmailSummary.Type
 export const Headers = Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Array(Schema.String)) })
 export type Headers = typeof Headers.Type
 
+/**
+ * What became of a sent email at one recipient: `queued` (not yet tried), `sent` (the receiving
+ * server took it), `deferred` (a temporary failure; tried again later), `bounced` (refused for good,
+ * or a bounce report came back), `failed` (given up: out of retries, or the domain takes no mail),
+ * `suppressed` (not sent: the address bounced before).
+ */
+export const DeliveryStatus = Schema.Literal("queued", "sent", "deferred", "bounced", "failed", "suppressed")
+export type DeliveryStatus = typeof DeliveryStatus.Type
+
+export const Delivery = Schema.Struct({
+  recipient: Schema.String,
+  status: DeliveryStatus,
+  attempts: Schema.Number,
+  last_response: Schema.NullOr(Schema.String).annotations({ description: "The receiving server's last answer, or why it was not reached" }),
+  next_attempt_at: Schema.NullOr(Schema.String).annotations({ description: "When a deferred delivery is tried again" }),
+  updated_at: Schema.String
+}).annotations({ identifier: "Delivery" })
+export type Delivery = typeof Delivery.Type
+
 export const Email = Schema.Struct({
   ...EmailSummary.fields,
   text: Schema.String,
   html: Schema.NullOr(Schema.String),
   headers: Headers,
-  attachments: Schema.Array(AttachmentMeta)
+  attachments: Schema.Array(AttachmentMeta),
+  delivery: Schema.optional(Schema.Array(Delivery)).annotations({
+    description: "Sent emails only: one entry per recipient (to, cc and bcc)"
+  })
 }).annotations({ identifier: "Email" })
 export type Email = typeof Email.Type
 

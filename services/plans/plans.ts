@@ -21,6 +21,9 @@ export interface PlanLimits {
   /** Search (and MCP) requests per minute, a limit of its own. */
   readonly searchesPerMinute: number
   readonly emailsPerDay: number
+  /** Messages sent per UTC day and per billing period (`null`: unlimited). */
+  readonly sendsPerDay: number
+  readonly sendsPerMonth: number | null
   readonly emailsPerMonth: number | null
   readonly maxEmailBytes: number
   readonly searchesPerMonth: number | null
@@ -37,6 +40,8 @@ export const limits: Record<Plan, PlanLimits> = {
     searchesPerMinute: 10,
     emailsPerDay: 100,
     emailsPerMonth: 100,
+    sendsPerDay: 100,
+    sendsPerMonth: 100,
     maxEmailBytes: 10 * MB,
     searchesPerMonth: 100,
     storageBytes: 1 * GB,
@@ -49,6 +54,8 @@ export const limits: Record<Plan, PlanLimits> = {
     searchesPerMinute: 60,
     emailsPerDay: 10_000,
     emailsPerMonth: 10_000,
+    sendsPerDay: 10_000,
+    sendsPerMonth: 10_000,
     maxEmailBytes: 25 * MB,
     searchesPerMonth: 5_000,
     storageBytes: 50 * GB,
@@ -61,6 +68,8 @@ export const limits: Record<Plan, PlanLimits> = {
     searchesPerMinute: 300,
     emailsPerDay: 100_000,
     emailsPerMonth: null,
+    sendsPerDay: 100_000,
+    sendsPerMonth: null,
     maxEmailBytes: 50 * MB,
     searchesPerMonth: null,
     storageBytes: null,

@@ -18,6 +18,7 @@ import { Cause, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { EmailFields } from "../mail/schemas.ts"
+import { OutboundJob } from "../outbound/schemas.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
@@ -230,6 +231,23 @@ export const IndexerLive = Layer.scopedDiscard(
       Effect.repeat(Schedule.spaced(PURGE_EVERY)),
       Effect.forkScoped
     )
+    // Sent mail is searchable too. An outbound email is announced by its delivery jobs (one per
+    // recipient domain, `mail.outbound.<email_id>`); its first job indexes it, a second finds it indexed.
+    yield* bus.consume(measured({
+      name: "index-sent",
+      stream: "mail",
+      filter: subjects.allOutboundMail,
+      concurrency,
+      ackWait: Duration.seconds(20),
+      handler: (message) =>
+        Effect.try(() => decodeJson(message.data)).pipe(
+          Effect.flatMap(Schema.decodeUnknown(OutboundJob)),
+          Effect.matchEffect({
+            onFailure: (error) => Effect.logError("Dropping a malformed outbound job", { subject: message.subject, error }),
+            onSuccess: (job) => Effect.asVoid(index(job.email_id))
+          })
+        )
+    }))
     yield* bus.consume(measured({
       name: "index",
       stream: "events",

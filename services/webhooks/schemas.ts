@@ -3,9 +3,19 @@
  */
 import { Schema } from "effect"
 import { EmailFields } from "../mail/schemas.ts"
+import { DeliveryEventData } from "../outbound/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
-export const eventKinds = ["email.received", "email.processed", "email.labels_changed", "api_key.created"] as const
+export const eventKinds = [
+  "email.received",
+  "email.processed",
+  "email.labels_changed",
+  "email.sent",
+  "email.delivery_delayed",
+  "email.bounced",
+  "email.failed",
+  "api_key.created"
+] as const
 export type EventKind = (typeof eventKinds)[number]
 
 export const isEventKind = (value: string): value is EventKind => (eventKinds as ReadonlyArray<string>).includes(value)
@@ -171,6 +181,34 @@ export const EmailLabelsChangedEvent = eventPayload(
   "An email's labels changed (labels holds them after the change); removing unread marks it handled"
 )
 
+export const EmailSentEvent = eventPayload(
+  "email.sent",
+  "EmailSentEvent",
+  DeliveryEventData,
+  "A sent email reached one recipient's server (status sent, with its answer)"
+)
+
+export const EmailDeliveryDelayedEvent = eventPayload(
+  "email.delivery_delayed",
+  "EmailDeliveryDelayedEvent",
+  DeliveryEventData,
+  "A sent email could not be delivered to one recipient yet and will be tried again (next_attempt_at); told once per recipient"
+)
+
+export const EmailBouncedEvent = eventPayload(
+  "email.bounced",
+  "EmailBouncedEvent",
+  DeliveryEventData,
+  "One recipient's server refused a sent email for good, or a bounce report came back; the address is now suppressed"
+)
+
+export const EmailFailedEvent = eventPayload(
+  "email.failed",
+  "EmailFailedEvent",
+  DeliveryEventData,
+  "Mailroom gave up delivering a sent email to one recipient (out of retries, or the domain takes no mail)"
+)
+
 export const ApiKeyCreatedEvent = eventPayload(
   "api_key.created",
   "ApiKeyCreatedEvent",
@@ -188,5 +226,9 @@ export const EventPayloads = {
   "email.received": EmailReceivedEvent,
   "email.processed": EmailProcessedEvent,
   "email.labels_changed": EmailLabelsChangedEvent,
+  "email.sent": EmailSentEvent,
+  "email.delivery_delayed": EmailDeliveryDelayedEvent,
+  "email.bounced": EmailBouncedEvent,
+  "email.failed": EmailFailedEvent,
   "api_key.created": ApiKeyCreatedEvent
 } as const satisfies Record<EventKind, Schema.Schema.Any>

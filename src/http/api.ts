@@ -23,6 +23,7 @@ import { EventPayloads } from "../../services/webhooks/schemas.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
+import { DashboardOutboundGroup, OutboundGroup } from "./outbound/api.ts"
 import { SearchGroup } from "./search/api.ts"
 import { WebhooksGroup } from "./webhooks/api.ts"
 
@@ -36,6 +37,8 @@ const Routes = HttpApi.make("mailroom")
   .add(MailboxesGroup)
   .add(DashboardMailboxesGroup)
   .add(EmailsGroup)
+  .add(OutboundGroup)
+  .add(DashboardOutboundGroup)
   .add(WebhooksGroup)
   .add(DomainsGroup)
   .add(DashboardDomainsGroup)

@@ -25,6 +25,7 @@ import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
 import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
+import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
 import { SearchHandlers } from "./search/http.ts"
 import { WebhooksHandlers } from "./webhooks/http.ts"
@@ -80,6 +81,8 @@ const Handlers = Layer.mergeAll(
   MailboxesHandlers,
   DashboardMailboxesHandlers,
   EmailsHandlers,
+  OutboundHandlers,
+  DashboardOutboundHandlers,
   WebhooksHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,

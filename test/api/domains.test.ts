@@ -35,7 +35,12 @@ const proUser = async () => {
 const register = async (user: User, name = `${fresh("corp")}.test`) => {
   const reply = await api.post("/v1/api/domains", { apiKey: user.apiKey, body: { domain: name } })
   if (reply.status !== 201) throw new Error(`domain not created: ${reply.status} ${reply.text}`)
-  return reply.body.data as { domain_id: string; domain_name: string; verification_token: string }
+  return reply.body.data as {
+    domain_id: string
+    domain_name: string
+    verification_token: string
+    dns_records: Array<{ type: string; name: string; value: string }>
+  }
 }
 
 /** Publish the records SPEC asks for, and verify. */
@@ -99,11 +104,15 @@ describe("registering", () => {
         verification_token: expect.stringMatching(/^mailroom-verification=[0-9a-f]{32}$/),
         verified: false,
         mx_configured: false,
+        dkim_configured: false,
+        spf_configured: false,
         created_at: expect.stringMatching(isoMillis),
         mailbox_count: 0,
         dns_records: [
           { type: "TXT", name: "@", value: reply.body.data.verification_token },
-          { type: "MX", name: "@", value: MX_HOST, priority: 10 }
+          { type: "MX", name: "@", value: MX_HOST, priority: 10 },
+          { type: "TXT", name: "@", value: "v=spf1 mx ~all" },
+          { type: "TXT", name: "mailroom1._domainkey", value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/) }
         ]
       }
     })
@@ -223,6 +232,9 @@ describe("verifying", () => {
         verification_token: domain.verification_token,
         verified: true,
         mx_configured: false,
+        // "v=spf1 -all" lets no host send: not the record asked for.
+        dkim_configured: false,
+        spf_configured: false,
         created_at: expect.stringMatching(isoMillis),
         mailbox_count: 0
       }
@@ -236,8 +248,18 @@ describe("verifying", () => {
     expect((await api.post(path, { apiKey: user.apiKey })).body.data.mx_configured).toBe(false)
     dns.set(domain.domain_name, { TXT: [[domain.verification_token]], MX: [{ preference: 10, exchange: `${MX_HOST}.` }] })
     const full = await api.post(path, { apiKey: user.apiKey })
-    expect(full.body.data).toMatchObject({ verified: true, mx_configured: true })
+    expect(full.body.data).toMatchObject({ verified: true, mx_configured: true, dkim_configured: false, spf_configured: false })
     expect((await api.get("/v1/api/domains", { apiKey: user.apiKey })).body.data[0]).toMatchObject({ verified: true, mx_configured: true })
+
+    // The sending records, as dns_records asked: SPF beside the token, the DKIM key in 255-byte strings.
+    const dkim = domain.dns_records.find((r) => r.name.endsWith("._domainkey"))!
+    dns.set(domain.domain_name, {
+      TXT: [[domain.verification_token], ["v=spf1 mx ~all"]],
+      MX: [{ preference: 10, exchange: `${MX_HOST}.` }]
+    })
+    dns.set(`${dkim.name}.${domain.domain_name}`, { TXT: [dkim.value.match(/.{1,255}/g)!] })
+    const sending = await api.post(path, { apiKey: user.apiKey })
+    expect(sending.body.data).toMatchObject({ verified: true, mx_configured: true, dkim_configured: true, spf_configured: true })
   })
 
   it("a TXT record split into several strings verifies, over TCP when the UDP answer is truncated", async () => {

@@ -103,7 +103,7 @@ describe("billing, read side", () => {
     expect(reply.status).toBe(200)
     expect(reply.body).toEqual({
       success: true,
-      data: { emailsUsed: 0, emailsLimit: 100, searchesUsed: 0, searchesLimit: 100, storageUsed: 0, storageLimit: 1073741824 }
+      data: { emailsUsed: 0, emailsLimit: 100, searchesUsed: 0, searchesLimit: 100, storageUsed: 0, storageLimit: 1073741824, emailsSent: 0, emailsSentLimit: 100 }
     })
   })
 

@@ -256,7 +256,7 @@ describe("OpenAPI: a reference people can use", () => {
   })
 
   it("describes the event payloads under webhooks, as receivers get them", () => {
-    expect(Object.keys(document.webhooks).sort()).toEqual(["api_key.created", "email.labels_changed", "email.processed", "email.received"])
+    expect(Object.keys(document.webhooks).sort()).toEqual(["api_key.created", "email.bounced", "email.delivery_delayed", "email.failed", "email.labels_changed", "email.processed", "email.received", "email.sent"])
     for (const [kind, item] of Object.entries<Json>(document.webhooks)) {
       const payload = resolve(item.post.requestBody.content["application/json"].schema)
       expect(payload.required, kind).toEqual(["event", "timestamp", "data"])
@@ -265,7 +265,7 @@ describe("OpenAPI: a reference people can use", () => {
     }
     const received = resolve(document.webhooks["email.received"].post.requestBody.content["application/json"].schema)
     expect(Object.keys(received.properties.data.properties).sort()).toEqual(
-      ["date", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "subject", "thread_id", "to"]
+      ["date", "direction", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "subject", "thread_id", "to"]
     )
   })
 })

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { type Backend, createBackend, type Server, startServer, useSuiteServer } from "../support/server.ts"
 import { client, withApiKey } from "../support/http.ts"
+import { mode } from "../support/services.ts"
 
 /** Fixed windows reset on the minute: start a burst with enough of the minute left to finish it. */
 const awayFromMinuteEdge = async () => {
@@ -94,7 +95,8 @@ describe("requests without a valid credential", () => {
   })
 })
 
-describe("two API processes on one PostgreSQL", () => {
+// It brings its own PostgreSQL in either run: the PostgreSQL + NATS run alone has it, once.
+describe.skipIf(mode !== "postgres")("two API processes on one PostgreSQL", () => {
   let backend: Backend
   let qdrant: FakeQdrant
   let servers: Array<Server> = []

@@ -6,9 +6,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { Domains, DomainSettings, type Owner } from "../../services/domains/domains.ts"
 import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { DkimKeys } from "../../services/outbound/dkim.ts"
+import { defaultRetryDelays, OutboundSettings } from "../../services/outbound/settings.ts"
 import { testDatabase } from "../support/database.ts"
 import { makeFakeDns } from "../support/fake-dns.ts"
 import { uniqueName } from "../support/services.ts"
@@ -20,12 +22,24 @@ const PREFIX = "mailroom-verification"
 
 const dns = makeFakeDns()
 
+const outboundSettings = {
+  relay: Option.none(),
+  mxPort: 25,
+  heloName: MX_HOST,
+  maxAge: Duration.hours(48),
+  retryDelays: defaultRetryDelays,
+  dkimSelector: "mailroom",
+  dkimPrivateKey: Option.none(),
+  timeouts: { connect: Duration.seconds(30), command: Duration.seconds(60) }
+}
+
 const domainsWith = (freeMaxCustomDomains: number) =>
   Layer.merge(Domains.Default, Mailboxes.Default).pipe(
     Layer.provide(Layer.mergeAll(
       dns.layer,
       Layer.succeed(MailboxSettings, { sharedDomains: [SHARED], disallowedNames: [] }),
-      Layer.succeed(DomainSettings, { verifyPrefix: PREFIX, mxHost: MX_HOST, freeMaxCustomDomains })
+      Layer.succeed(DomainSettings, { verifyPrefix: PREFIX, mxHost: MX_HOST, freeMaxCustomDomains }),
+      DkimKeys.Default.pipe(Layer.provide(Layer.succeed(OutboundSettings, outboundSettings)))
     ))
   )
 
@@ -56,11 +70,15 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
           verification_token: expect.stringMatching(new RegExp(`^${PREFIX}=[0-9a-f]{32}$`)),
           verified: false,
           mx_configured: false,
+          dkim_configured: false,
+          spf_configured: false,
           created_at: expect.any(String),
           mailbox_count: 0,
           dns_records: [
             { type: "TXT", name: "@", value: created.verification_token },
-            { type: "MX", name: "@", value: MX_HOST, priority: 10 }
+            { type: "MX", name: "@", value: MX_HOST, priority: 10 },
+            { type: "TXT", name: "@", value: "v=spf1 mx ~all" },
+            { type: "TXT", name: "mailroom1._domainkey", value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/) }
           ]
         })
         const listed = yield* Effect.flatMap(Domains, (domains) => domains.list(owner))

@@ -39,6 +39,7 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect(listed.emails.map((e) => e.email_id)).toEqual([newer.id, older.id])
       expect(listed.emails[0]).toEqual({
         email_id: newer.id,
+        direction: "inbound",
         message_id: `<${newer.id}@test>`,
         subject: "Newer",
         from: "sender@example.com",

@@ -71,11 +71,22 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
     expect(unknown.stderr).toBe("mailroom: unknown command frobnicate\nRun `mailroom help` for the commands.\n")
   })
 
-  it("prints the DNS records for the shared domains", async () => {
+  it("prints the DNS records for the shared domains: MX, SPF, and the DKIM key the mta signs with", async () => {
     const records = await mailroom(["dns-records"], { env: { SHARED_DOMAINS: "agents.example.test,bots.example.test", MX_HOST: "mx.example.test" } })
     expect(records.code).toBe(0)
     const lines = records.stdout.split("\n").filter((line) => !line.startsWith(";") && line.length > 0)
-    expect(lines).toEqual(["agents.example.test.\tIN\tMX\t10 mx.example.test.", "bots.example.test.\tIN\tMX\t10 mx.example.test."])
+    const dkim = /^mailroom\._domainkey\.(agents|bots)\.example\.test\.\tIN\tTXT\t"v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]{1,238}"( "[A-Za-z0-9+/=]{1,255}")+$/
+    expect(lines).toEqual([
+      "agents.example.test.\tIN\tMX\t10 mx.example.test.",
+      "agents.example.test.\tIN\tTXT\t\"v=spf1 mx ~all\"",
+      expect.stringMatching(dkim),
+      "bots.example.test.\tIN\tMX\t10 mx.example.test.",
+      "bots.example.test.\tIN\tTXT\t\"v=spf1 mx ~all\"",
+      expect.stringMatching(dkim)
+    ])
+    // One key, kept: a second run prints the same one.
+    const again = await mailroom(["dns-records"], { env: { SHARED_DOMAINS: "agents.example.test,bots.example.test", MX_HOST: "mx.example.test" } })
+    expect(again.stdout).toBe(records.stdout)
   })
 
   it("migrates, creates an account on a plan, lifts it to enterprise, and revokes a key made over the API", async () => {

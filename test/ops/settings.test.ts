@@ -4,12 +4,19 @@ import { expect, it } from "vitest"
 import { repoRoot } from "../support/server.ts"
 import { createDataDir } from "../support/services.ts"
 
-it("refuses a bad LOG_FORMAT, METRICS_PORT and SHUTDOWN_TIMEOUT, naming each, with exit 1", async () => {
+it("refuses bad operating and outbound settings, naming each, with exit 1", async () => {
   const dataDir = createDataDir()
   const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
     const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
       cwd: repoRoot,
-      env: { ...process.env, DATA_DIR: dataDir.dir, LOG_FORMAT: "xml", METRICS_PORT: "99999", SHUTDOWN_TIMEOUT: "-1" },
+      env: { ...process.env, DATA_DIR: dataDir.dir, LOG_FORMAT: "xml",
+        METRICS_PORT: "99999",
+        SHUTDOWN_TIMEOUT: "-1",
+        SMTP_RELAY_URL: "http://relay.example.com",
+        OUTBOUND_SMTP_PORT: "0x19",
+        OUTBOUND_RETRY_DELAYS: "1m,soon",
+        DKIM_SELECTOR: "no spaces"
+      },
       stdio: ["ignore", "ignore", "pipe"]
     })
     let stderr = ""
@@ -22,6 +29,10 @@ it("refuses a bad LOG_FORMAT, METRICS_PORT and SHUTDOWN_TIMEOUT, naming each, wi
     "mailroom: invalid configuration",
     `LOG_FORMAT: Expected one of (pretty, json) but received "xml"`,
     `METRICS_PORT: Expected a network port value but received "99999"`,
+    "SMTP_RELAY_URL: Expected smtp://[user:password@]host[:port] or smtps://…",
+    `OUTBOUND_SMTP_PORT: Expected a network port value but received "0x19"`,
+    `OUTBOUND_RETRY_DELAYS: Expected durations such as 1m,5m,1h but received "soon"`,
+    `DKIM_SELECTOR: Expected a DNS label (letters, digits, -) but received "no spaces"`,
     "SHUTDOWN_TIMEOUT: Expected a number of seconds greater than 0 but received -1",
     ""
   ].join("\n"))

@@ -189,6 +189,7 @@ describe("inbound SMTP and reading mail", () => {
       const email = reply.body.data
       expect(email).toEqual({
         email_id: emailId,
+        direction: "inbound",
         message_id: messageId,
         subject,
         from: SENDER,

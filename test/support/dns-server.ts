@@ -67,19 +67,13 @@ export const startDnsServer = async (): Promise<DnsServer> => {
     })
   }
 
-  const udp = dgram.createSocket("udp4")
-  udp.on("message", (message, remote) => {
+  const onQuery = (udp: dgram.Socket) => (message: Buffer, remote: dgram.RemoteInfo) => {
     try {
       udp.send(answer(dnsPacket.decode(message), "udp"), remote.port, remote.address)
     } catch {
       // Not a DNS query: a real server would drop it too.
     }
-  })
-  await new Promise<void>((resolve, reject) => {
-    udp.once("error", reject)
-    udp.bind(0, "127.0.0.1", () => resolve())
-  })
-  const port = udp.address().port
+  }
 
   const sockets = new Set<net.Socket>()
   const tcp = net.createServer((socket) => {
@@ -101,10 +95,36 @@ export const startDnsServer = async (): Promise<DnsServer> => {
     })
     socket.on("error", () => socket.destroy())
   })
-  await new Promise<void>((resolve, reject) => {
-    tcp.once("error", reject)
-    tcp.listen(port, "127.0.0.1", () => resolve())
-  })
+
+  /**
+   * UDP and TCP on one port number: a free UDP port may be taken for TCP by another suite's socket,
+   * so a pair that cannot be had is given up and another port tried.
+   */
+  const listen = async (): Promise<{ udp: dgram.Socket; port: number }> => {
+    for (let attempt = 1; ; attempt++) {
+      const udp = dgram.createSocket("udp4")
+      udp.on("message", onQuery(udp))
+      await new Promise<void>((resolve, reject) => {
+        udp.once("error", reject)
+        udp.bind(0, "127.0.0.1", () => resolve())
+      })
+      const port = udp.address().port
+      try {
+        await new Promise<void>((resolve, reject) => {
+          tcp.once("error", reject)
+          tcp.listen(port, "127.0.0.1", () => {
+            tcp.off("error", reject)
+            resolve()
+          })
+        })
+        return { udp, port }
+      } catch (error) {
+        await new Promise<void>((resolve) => udp.close(() => resolve()))
+        if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE" || attempt >= 20) throw error
+      }
+    }
+  }
+  const { udp, port } = await listen()
 
   return {
     port,

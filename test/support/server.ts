@@ -8,10 +8,13 @@ import {
   adminDatabaseUrl,
   createDatabase,
   createDataDir,
+  deleteStreams,
   natsPrefix,
   sharedNatsUrl,
   testSecret
 } from "./services.ts"
+
+export { deleteStreams } from "./services.ts"
 
 export { freePort, repoRoot, type Server, startServer } from "./process.ts"
 
@@ -45,21 +48,6 @@ export const createBackend = async (options: { readonly forcePostgres?: boolean 
       dataDir.remove()
       if (env.NATS_PREFIX) await deleteStreams(natsUrl!, env.NATS_PREFIX)
     }
-  }
-}
-
-/** Remove the JetStream streams a test prefix created. */
-export const deleteStreams = async (url: string, prefix: string) => {
-  const { connect } = await import("@nats-io/transport-node")
-  const { jetstreamManager } = await import("@nats-io/jetstream")
-  const nc = await connect({ servers: url })
-  try {
-    const jsm = await jetstreamManager(nc)
-    for await (const name of jsm.streams.names()) {
-      if (name.startsWith(prefix.replace(/[^A-Za-z0-9_-]/g, "_"))) await jsm.streams.delete(name)
-    }
-  } finally {
-    await nc.close()
   }
 }
 

@@ -67,3 +67,18 @@ export const natsPrefix = () => uniqueName("t").replace(/_/g, "-")
 
 /** A 32+ character secret for JWT_SECRET. */
 export const testSecret = () => randomBytes(32).toString("hex")
+
+/** Remove the JetStream streams a test prefix created. */
+export const deleteStreams = async (url: string, prefix: string) => {
+  const { connect } = await import("@nats-io/transport-node")
+  const { jetstreamManager } = await import("@nats-io/jetstream")
+  const nc = await connect({ servers: url })
+  try {
+    const jsm = await jetstreamManager(nc)
+    for await (const name of jsm.streams.names()) {
+      if (name.startsWith(prefix.replace(/[^A-Za-z0-9_-]/g, "_"))) await jsm.streams.delete(name)
+    }
+  } finally {
+    await nc.close()
+  }
+}

@@ -115,12 +115,13 @@ describe("email.received", () => {
     expect(payload.event).toBe("email.received")
     expect(payload.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
     expect(Object.keys(payload.data).sort()).toEqual(
-      ["date", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "subject", "thread_id", "to"]
+      ["date", "direction", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "subject", "thread_id", "to"]
     )
     // The same email the API serves.
     const email = (await api.get(`/v1/api/emails/${payload.data.email_id}`, { apiKey: box.user.apiKey })).body.data
     expect(payload.data).toEqual({
       email_id: email.email_id,
+      direction: "inbound",
       message_id: email.message_id,
       subject: "Quarterly invoice",
       from: "sender@example.com",

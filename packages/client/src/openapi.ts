@@ -166,6 +166,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/emails/{emailId}/forward": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Forward an email
+         * @description To `to` (and cc, bcc), with one "Fwd:", the original below the note and its attachments along. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["dashboardOutbound.forward"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/emails/{emailId}/reply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reply to an email
+         * @description From the mailbox holding the email, to its Reply-To or From (for mail the mailbox sent: to its recipients), with one "Re:" and In-Reply-To / References set. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["dashboardOutbound.reply"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/emails/{emailId}/reply-all": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reply to everyone on an email
+         * @description As reply, with the email's To and Cc added (minus the mailbox itself). 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["dashboardOutbound.replyAll"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/mailboxes": {
         parameters: {
             query?: never;
@@ -214,6 +274,98 @@ export interface paths {
         patch: operations["dashboardMailboxes.rename"];
         trace?: never;
     };
+    "/api/mailboxes/{mailboxId}/drafts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List drafts
+         * @description The mailbox's drafts, newest first, sent ones included
+         */
+        get: operations["dashboardOutbound.listDrafts"];
+        put?: never;
+        /**
+         * Create a draft
+         * @description A message to send later: by a person (POST …/send, the approval path) or at `send_at`. It may reply to (`in_reply_to`, `reply_all`) or forward (`forward_of`) an email of the mailbox; recipients and body may be completed later
+         */
+        post: operations["dashboardOutbound.createDraft"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/mailboxes/{mailboxId}/drafts/{draftId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a draft
+         * @description The draft as it is now: its fields, schedule, status and, once sent, the email it became
+         */
+        get: operations["dashboardOutbound.getDraft"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a draft
+         * @description A scheduled draft deleted before its time is never sent
+         */
+        delete: operations["dashboardOutbound.deleteDraft"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a draft
+         * @description Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT
+         */
+        patch: operations["dashboardOutbound.updateDraft"];
+        trace?: never;
+    };
+    "/api/mailboxes/{mailboxId}/drafts/{draftId}/send": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a draft
+         * @description Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["dashboardOutbound.sendDraft"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/mailboxes/{mailboxId}/send": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an email
+         * @description Sends from the mailbox to `to`, `cc` and `bcc` (at most 50 in all). 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["dashboardOutbound.send"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/mailboxes/check-email": {
         parameters: {
             query?: never;
@@ -229,6 +381,46 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/suppressions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List suppressed addresses
+         * @description Addresses that bounced for good, newest first: sending to one is refused with 422 RECIPIENT_SUPPRESSED
+         */
+        get: operations["dashboardOutbound.suppressions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/suppressions/{address}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a suppressed address
+         * @description Mail to the address is sent again
+         */
+        delete: operations["dashboardOutbound.unsuppress"];
         options?: never;
         head?: never;
         patch?: never;
@@ -446,6 +638,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/emails/{emailId}/forward": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Forward an email
+         * @description To `to` (and cc, bcc), with one "Fwd:", the original below the note and its attachments along. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["outbound.forward"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api/emails/{emailId}/raw": {
         parameters: {
             query?: never;
@@ -460,6 +672,46 @@ export interface paths {
         get: operations["emails.raw"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/emails/{emailId}/reply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reply to an email
+         * @description From the mailbox holding the email, to its Reply-To or From (for mail the mailbox sent: to its recipients), with one "Re:" and In-Reply-To / References set. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["outbound.reply"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/emails/{emailId}/reply-all": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reply to everyone on an email
+         * @description As reply, with the email's To and Cc added (minus the mailbox itself). 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["outbound.replyAll"];
         delete?: never;
         options?: never;
         head?: never;
@@ -534,6 +786,78 @@ export interface paths {
         patch: operations["mailboxes.rename"];
         trace?: never;
     };
+    "/v1/api/mailboxes/{mailboxId}/drafts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List drafts
+         * @description The mailbox's drafts, newest first, sent ones included
+         */
+        get: operations["outbound.listDrafts"];
+        put?: never;
+        /**
+         * Create a draft
+         * @description A message to send later: by a person (POST …/send, the approval path) or at `send_at`. It may reply to (`in_reply_to`, `reply_all`) or forward (`forward_of`) an email of the mailbox; recipients and body may be completed later
+         */
+        post: operations["outbound.createDraft"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/mailboxes/{mailboxId}/drafts/{draftId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a draft
+         * @description The draft as it is now: its fields, schedule, status and, once sent, the email it became
+         */
+        get: operations["outbound.getDraft"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a draft
+         * @description A scheduled draft deleted before its time is never sent
+         */
+        delete: operations["outbound.deleteDraft"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a draft
+         * @description Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT
+         */
+        patch: operations["outbound.updateDraft"];
+        trace?: never;
+    };
+    "/v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a draft
+         * @description Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["outbound.sendDraft"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api/mailboxes/{mailboxId}/emails": {
         parameters: {
             query?: never;
@@ -548,6 +872,26 @@ export interface paths {
         get: operations["emails.list"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/mailboxes/{mailboxId}/send": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send an email
+         * @description Sends from the mailbox to `to`, `cc` and `bcc` (at most 50 in all). 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["outbound.send"];
         delete?: never;
         options?: never;
         head?: never;
@@ -569,6 +913,46 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/suppressions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List suppressed addresses
+         * @description Addresses that bounced for good, newest first: sending to one is refused with 422 RECIPIENT_SUPPRESSED
+         */
+        get: operations["outbound.suppressions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/suppressions/{address}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a suppressed address
+         * @description Mail to the address is sent again
+         */
+        delete: operations["outbound.unsuppress"];
         options?: never;
         head?: never;
         patch?: never;
@@ -848,6 +1232,66 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email.bounced": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.bounced event
+         * @description One recipient's server refused a sent email for good, or a bounce report came back; the address is now suppressed. Sent to every active webhook subscribed to email.bounced, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.bounced"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.delivery_delayed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.delivery_delayed event
+         * @description A sent email could not be delivered to one recipient yet and will be tried again (next_attempt_at); told once per recipient. Sent to every active webhook subscribed to email.delivery_delayed, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.delivery_delayed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "email.failed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.failed event
+         * @description Mailroom gave up delivering a sent email to one recipient (out of retries, or the domain takes no mail). Sent to every active webhook subscribed to email.failed, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.failed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "email.labels_changed": {
         parameters: {
             query?: never;
@@ -908,9 +1352,37 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email.sent": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.sent event
+         * @description A sent email reached one recipient's server (status sent, with its answer). Sent to every active webhook subscribed to email.sent, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.sent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
+        AddressInput: string | {
+            address: string;
+            /**
+             * maxLength(200)
+             * @description a string at most 200 character(s) long
+             */
+            name?: string;
+        };
         ApiKey: {
             createdAt: string;
             expirationTs: string | null;
@@ -947,6 +1419,18 @@ export interface components {
             filename: string | null;
             /** @description Bytes, decoded */
             size: number;
+        };
+        AttachmentInput: {
+            content: string;
+            /** @description For inline images: referenced from the HTML as cid:<content_id> */
+            content_id?: string;
+            /** @description a string matching the pattern ^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$ */
+            content_type?: string;
+            /**
+             * maxLength(255)
+             * @description a string at most 255 character(s) long
+             */
+            filename: string;
         };
         /** @description BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address */
         BadRequest: {
@@ -1026,12 +1510,16 @@ export interface components {
         };
         CreatedDomain: {
             created_at: string;
+            /** @description Verification found the DKIM key Mailroom signs the domain's mail with */
+            dkim_configured: boolean;
             dns_records: components["schemas"]["DnsRecord"][];
             domain_id: string;
             domain_name: string;
             /** @description Active mailboxes using the domain */
             mailbox_count: number;
             mx_configured: boolean;
+            /** @description Verification found an SPF record that lets the domain's MX hosts send */
+            spf_configured: boolean;
             /** @description The whole TXT value: <verify_prefix>=<token> */
             verification_token: string;
             verified: boolean;
@@ -1059,6 +1547,11 @@ export interface components {
             /** @enum {boolean} */
             deleted: true;
         };
+        DeletedDraft: {
+            /** @enum {boolean} */
+            deleted: true;
+            draft_id: string;
+        };
         DeletedMailbox: {
             /** @enum {boolean} */
             deleted: true;
@@ -1069,6 +1562,30 @@ export interface components {
         DeleteMailboxInput: {
             /** @description Must equal the mailbox's full address exactly */
             confirm_email_address?: string | null;
+        };
+        Delivery: {
+            attempts: number;
+            /** @description The receiving server's last answer, or why it was not reached */
+            last_response: string | null;
+            /** @description When a deferred delivery is tried again */
+            next_attempt_at: string | null;
+            recipient: string;
+            /** @enum {string} */
+            status: "queued" | "sent" | "deferred" | "bounced" | "failed" | "suppressed";
+            updated_at: string;
+        };
+        DeliveryEventData: {
+            attempts: number;
+            email_id: string;
+            mailbox_id: string;
+            message_id: string;
+            next_attempt_at: string | null;
+            recipient: string;
+            /** @description The receiving server's answer, or why it was not reached */
+            smtp_response: string | null;
+            /** @enum {string} */
+            status: "sent" | "deferred" | "bounced" | "failed";
+            thread_id: string;
         };
         /** @description DISALLOWED_LOCAL: the local part is a reserved name; details.local_part */
         DisallowedLocal: {
@@ -1084,7 +1601,7 @@ export interface components {
             success: false;
         };
         DnsRecord: {
-            /** @description @ is the domain itself */
+            /** @description @ is the domain itself; other names are relative to it */
             name: string;
             priority?: number;
             /** @enum {string} */
@@ -1093,11 +1610,15 @@ export interface components {
         };
         Domain: {
             created_at: string;
+            /** @description Verification found the DKIM key Mailroom signs the domain's mail with */
+            dkim_configured: boolean;
             domain_id: string;
             domain_name: string;
             /** @description Active mailboxes using the domain */
             mailbox_count: number;
             mx_configured: boolean;
+            /** @description Verification found an SPF record that lets the domain's MX hosts send */
+            spf_configured: boolean;
             /** @description The whole TXT value: <verify_prefix>=<token> */
             verification_token: string;
             verified: boolean;
@@ -1161,9 +1682,79 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        Draft: {
+            attachments: {
+                content_type: string | null;
+                filename: string;
+                size: number;
+            }[];
+            bcc?: components["schemas"]["AddressInput"][];
+            cc?: components["schemas"]["AddressInput"][];
+            created_at: string;
+            draft_id: string;
+            /** @description The email the draft became, once sent */
+            email_id: string | null;
+            forward_of: string | null;
+            /** @description Custom headers, X-* names only */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description HTML body */
+            html?: string;
+            in_reply_to: string | null;
+            /** @description Why its scheduled send was refused (it is unscheduled then) */
+            last_error: string | null;
+            mailbox_id: string;
+            reply_all: boolean;
+            reply_to?: components["schemas"]["AddressInput"];
+            send_at: string | null;
+            /** @enum {string} */
+            status: "draft" | "sending" | "sent";
+            /**
+             * maxLength(998)
+             * @description For a reply or forward, the original's subject with Re:/Fwd: when left out
+             */
+            subject?: string;
+            /** @description Plain-text body */
+            text?: string;
+            to?: components["schemas"]["AddressInput"][];
+            updated_at: string;
+        };
+        DraftInput: {
+            attachments?: components["schemas"]["AttachmentInput"][];
+            bcc?: components["schemas"]["AddressInput"][];
+            cc?: components["schemas"]["AddressInput"][];
+            /** @description The id of an email of this mailbox the draft forwards */
+            forward_of?: string;
+            /** @description Custom headers, X-* names only */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description HTML body */
+            html?: string;
+            /** @description The id of an email of this mailbox the draft replies to */
+            in_reply_to?: string;
+            /** @description With in_reply_to: reply to everyone on the email */
+            reply_all?: boolean;
+            reply_to?: components["schemas"]["AddressInput"];
+            /** @description Send automatically at this time; null or absent: only when sent explicitly */
+            send_at?: string | null;
+            /**
+             * maxLength(998)
+             * @description For a reply or forward, the original's subject with Re:/Fwd: when left out
+             */
+            subject?: string;
+            /** @description Plain-text body */
+            text?: string;
+            to?: components["schemas"]["AddressInput"][];
+        };
         Email: {
             attachments: components["schemas"]["Attachment"][];
             date: string;
+            /** @description Sent emails only: one entry per recipient (to, cc and bcc) */
+            delivery?: components["schemas"]["Delivery"][];
+            /** @enum {string} */
+            direction: "inbound" | "outbound";
             domain: string;
             email_id: string;
             from: string;
@@ -1186,6 +1777,30 @@ export interface components {
             thread_id: string;
             to: string[];
         };
+        /** @description One recipient's server refused a sent email for good, or a bounce report came back; the address is now suppressed */
+        EmailBouncedEvent: {
+            data: components["schemas"]["DeliveryEventData"];
+            /** @enum {string} */
+            event: "email.bounced";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
+        /** @description A sent email could not be delivered to one recipient yet and will be tried again (next_attempt_at); told once per recipient */
+        EmailDeliveryDelayedEvent: {
+            data: components["schemas"]["DeliveryEventData"];
+            /** @enum {string} */
+            event: "email.delivery_delayed";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
+        /** @description Mailroom gave up delivering a sent email to one recipient (out of retries, or the domain takes no mail) */
+        EmailFailedEvent: {
+            data: components["schemas"]["DeliveryEventData"];
+            /** @enum {string} */
+            event: "email.failed";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         EmailLabels: {
             email_id: string;
             labels: string[];
@@ -1196,6 +1811,8 @@ export interface components {
                 /** @description Labels the change added */
                 added: string[];
                 date: string;
+                /** @enum {string} */
+                direction: "inbound" | "outbound";
                 domain: string;
                 email_id: string;
                 from: string;
@@ -1219,6 +1836,8 @@ export interface components {
         EmailProcessedEvent: {
             data: {
                 date: string;
+                /** @enum {string} */
+                direction: "inbound" | "outbound";
                 domain: string;
                 email_id: string;
                 /** @description The model that embedded the email for search */
@@ -1244,6 +1863,8 @@ export interface components {
         EmailReceivedEvent: {
             data: {
                 date: string;
+                /** @enum {string} */
+                direction: "inbound" | "outbound";
                 domain: string;
                 email_id: string;
                 from: string;
@@ -1261,8 +1882,18 @@ export interface components {
             /** @description When the event happened (ISO 8601 UTC) */
             timestamp: string;
         };
+        /** @description A sent email reached one recipient's server (status sent, with its answer) */
+        EmailSentEvent: {
+            data: components["schemas"]["DeliveryEventData"];
+            /** @enum {string} */
+            event: "email.sent";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         EmailSummary: {
             date: string;
+            /** @enum {string} */
+            direction: "inbound" | "outbound";
             domain: string;
             email_id: string;
             from: string;
@@ -1311,6 +1942,33 @@ export interface components {
             error: {
                 /** @enum {string} */
                 code: "FORBIDDEN";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        ForwardInput: {
+            attachments?: components["schemas"]["AttachmentInput"][];
+            bcc?: components["schemas"]["AddressInput"][];
+            cc?: components["schemas"]["AddressInput"][];
+            /** @description Custom headers, X-* names only */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description HTML body */
+            html?: string;
+            /** @description Plain-text body */
+            text?: string;
+            to: components["schemas"]["AddressInput"][];
+        };
+        /** @description IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+        IdempotencyKeyReused: {
+            error: {
+                /** @enum {string} */
+                code: "IDEMPOTENCY_KEY_REUSED";
                 details?: {
                     [key: string]: unknown;
                 };
@@ -1512,6 +2170,19 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        /** @description RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+        RecipientSuppressed: {
+            error: {
+                /** @enum {string} */
+                code: "RECIPIENT_SUPPRESSED";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         RefreshedCredentials: {
             accessToken: string;
             expiresIn: number;
@@ -1556,6 +2227,20 @@ export interface components {
                 status: "active";
             };
             previous_email_address: string;
+        };
+        ReplyInput: {
+            attachments?: components["schemas"]["AttachmentInput"][];
+            bcc?: components["schemas"]["AddressInput"][];
+            /** @description More recipients, besides those the reply goes to */
+            cc?: components["schemas"]["AddressInput"][];
+            /** @description Custom headers, X-* names only */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description HTML body */
+            html?: string;
+            /** @description Plain-text body */
+            text?: string;
         };
         RevokedApiKey: {
             keyId: string;
@@ -1620,6 +2305,60 @@ export interface components {
             snippet: string;
             subject: string;
         };
+        SendAccepted: {
+            email_id: string;
+            message_id: string;
+            /** @enum {string} */
+            status: "queued";
+            thread_id: string;
+        };
+        /** @description DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain */
+        SenderDomainUnverified: {
+            error: {
+                /** @enum {string} */
+                code: "DOMAIN_NOT_VERIFIED";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        SendInput: {
+            attachments?: components["schemas"]["AttachmentInput"][];
+            /** @description Recipients not shown in the message's headers */
+            bcc?: components["schemas"]["AddressInput"][];
+            cc?: components["schemas"]["AddressInput"][];
+            /** @description Custom headers, X-* names only */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description HTML body */
+            html?: string;
+            reply_to?: components["schemas"]["AddressInput"];
+            /**
+             * maxLength(998)
+             * @description a string at most 998 character(s) long
+             */
+            subject?: string;
+            /** @description Plain-text body */
+            text?: string;
+            to?: components["schemas"]["AddressInput"][];
+        };
+        /** @description SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan */
+        SendQuotaReached: {
+            error: {
+                /** @enum {string} */
+                code: "SEND_QUOTA";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         /** @description SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
         ServiceUnavailable: {
             error: {
@@ -1648,6 +2387,16 @@ export interface components {
             plan: "free" | "pro" | "enterprise";
             /** @enum {string} */
             status: "active" | "canceled" | "past_due";
+        };
+        Suppression: {
+            address: string;
+            created_at: string;
+            /** @description The sent email that bounced */
+            email_id: string | null;
+            /** @description The answer that suppressed it */
+            last_response: string | null;
+            /** @enum {string} */
+            reason: "bounced";
         };
         Thread: {
             /** @description Oldest first */
@@ -1683,6 +2432,11 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        Unsuppressed: {
+            address: string;
+            /** @enum {boolean} */
+            deleted: true;
+        };
         UpdatedWebhook: {
             active: boolean;
             created_at: string;
@@ -1715,6 +2469,10 @@ export interface components {
         Usage: {
             /** @description -1 means unlimited */
             emailsLimit: number;
+            /** @description Emails sent this period */
+            emailsSent: number;
+            /** @description Maximum emails sent per period; -1 means unlimited */
+            emailsSentLimit: number;
             emailsUsed: number;
             /** @description -1 means unlimited */
             searchesLimit: number;
@@ -2776,6 +3534,423 @@ export interface operations {
             };
         };
     };
+    "dashboardOutbound.forward": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForwardInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.reply": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplyInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.replyAll": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplyInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardMailboxes.list": {
         parameters: {
             query?: never;
@@ -3255,6 +4430,852 @@ export interface operations {
             };
         };
     };
+    "dashboardOutbound.listDrafts": {
+        parameters: {
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Draft"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.createDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DraftInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Draft"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.getDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                draftId: string;
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Draft"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.deleteDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                draftId: string;
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["DeletedDraft"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.updateDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                draftId: string;
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DraftInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Draft"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.sendDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                draftId: string;
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.send": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardMailboxes.checkEmail": {
         parameters: {
             query?: {
@@ -3325,6 +5346,219 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.suppressions": {
+        parameters: {
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Suppression"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.unsuppress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Unsuppressed"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
@@ -4671,6 +6905,144 @@ export interface operations {
             };
         };
     };
+    "outbound.forward": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ForwardInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "emails.raw": {
         parameters: {
             query?: never;
@@ -4737,6 +7109,282 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.reply": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplyInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.replyAll": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplyInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -5321,11 +7969,674 @@ export interface operations {
             };
         };
     };
+    "outbound.listDrafts": {
+        parameters: {
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Draft"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.createDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DraftInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Draft"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.getDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                draftId: string;
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Draft"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.deleteDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                draftId: string;
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["DeletedDraft"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.updateDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                draftId: string;
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DraftInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Draft"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.sendDraft": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                draftId: string;
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "emails.list": {
         parameters: {
             query?: {
                 /** @description Only emails that arrived after this email of the mailbox (the newest one you have seen) */
                 after?: string;
+                /** @description inbound: received mail only; outbound: sent mail only */
+                direction?: "inbound" | "outbound";
                 /** @description Comma-separated: only emails carrying none of these labels */
                 exclude_labels?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
@@ -5437,6 +8748,144 @@ export interface operations {
             };
         };
     };
+    "outbound.send": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "mailboxes.checkEmail": {
         parameters: {
             query?: {
@@ -5498,6 +8947,201 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.suppressions": {
+        parameters: {
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Suppression"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.unsuppress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Unsuppressed"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
@@ -7092,6 +10736,120 @@ export interface operations {
             };
         };
     };
+    "webhook.email.bounced": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailBouncedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.delivery_delayed": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailDeliveryDelayedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.failed": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailFailedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     "webhook.email.labels_changed": {
         parameters: {
             query?: never;
@@ -7187,6 +10945,44 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailReceivedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.sent": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailSentEvent"];
             };
         };
         responses: {

@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
-import { Email, EmailSummary, emailSortFields, Thread } from "../../../services/mail/schemas.ts"
+import { Direction, Email, EmailSummary, emailSortFields, Thread } from "../../../services/mail/schemas.ts"
 import { FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
@@ -24,6 +24,8 @@ const EmailListParams = Schema.Struct({
   ...ListParams(emailSortFields).fields,
   labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying every one of these labels" }),
   exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying none of these labels" }),
+  direction: Schema.optional(Direction.annotations({ message: () => "must be inbound or outbound" }))
+    .annotations({ description: "inbound: received mail only; outbound: sent mail only" }),
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
     .annotations({ description: "true: only unread emails (label unread); false: only read ones" }),
   after: Schema.optional(Schema.String).annotations({

@@ -39,6 +39,7 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
           const p = page(urlParams)
           const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
           const filter = {
+            direction: urlParams.direction,
             labels: urlParams.labels,
             excludeLabels: urlParams.exclude_labels,
             unread: urlParams.unread,

@@ -1,0 +1,130 @@
+/**
+ * `npm run bench:outbound`: outbound delivery throughput against a baseline measured in the same run.
+ *
+ *   (a) bare: a nodemailer SMTP pool (10 connections) sending prebuilt messages to a local sink
+ *   (b) Mailroom: the same number of sends accepted over the API (`POST /mailboxes/{id}/send`, 20 at a
+ *       time) and delivered by the mta to the same sink, found through MX records a local DNS server
+ *       publishes; on PostgreSQL and NATS (BENCH_DATABASE_URL, BENCH_NATS_URL), as a deployment runs.
+ *
+ * The sink is a bare smtp-server that takes every message. (b) is timed from the first send to the
+ * last message at the sink, so it counts acceptance, storage, signing, the bus and delivery.
+ *
+ * Targets: (b) delivers >= 500 messages/s and >= 0.3 x (a).
+ * Exit status: 0 when both pass, 2 when a target is missed, 1 when the run is invalid.
+ * Settings: BENCH_MESSAGES (default 1000).
+ */
+import nodemailer from "nodemailer"
+import MailComposer from "nodemailer/lib/mail-composer"
+import { randomBytes } from "node:crypto"
+import { upgrade } from "../test/support/billing.ts"
+import { startDnsServer } from "../test/support/dns-server.ts"
+import { client, withApiKey } from "../test/support/http.ts"
+import { newBox } from "../test/support/mailboxes.ts"
+import { type MxServer, startMxServer } from "../test/support/mx-server.ts"
+import { startServer } from "../test/support/process.ts"
+import { createDatabase, deleteStreams, natsPrefix } from "../test/support/services.ts"
+
+const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 1000)
+const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const NATS_URL = process.env.BENCH_NATS_URL ?? "nats://127.0.0.1:4222"
+/** Sends one key may make: below the enterprise plan's 500 requests a minute. */
+const SENDS_PER_KEY = 400
+const API_CONCURRENCY = 20
+
+const body = (i: number) => ({ to: [`reader${i}@sink.test`], subject: `Bench message ${i}`, text: `Hello number ${i}.\n`.repeat(20) })
+
+const waitForCount = async (sink: MxServer, count: number, timeoutMs: number) => {
+  await sink.waitFor(count, timeoutMs)
+  return performance.now()
+}
+
+/** (a) The bare pool: prebuilt messages, 10 connections. */
+const bare = async (sink: MxServer) => {
+  const raws = await Promise.all(Array.from({ length: MESSAGES }, (_, i) =>
+    new MailComposer({ from: "bench@agents.localhost", ...body(i), messageId: `<bare-${i}@agents.localhost>` }).compile().build()
+  ))
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: sink.port, pool: true, maxConnections: 10, maxMessages: Infinity, ignoreTLS: true })
+  const before = sink.delivered().length
+  const started = performance.now()
+  await Promise.all(raws.map((raw, i) => transport.sendMail({ envelope: { from: "bench@agents.localhost", to: [`reader${i}@sink.test`] }, raw })))
+  const ended = await waitForCount(sink, before + MESSAGES, 120_000)
+  transport.close()
+  return MESSAGES / ((ended - started) / 1000)
+}
+
+/** (b) Mailroom: sends over the API, delivered by the mta. */
+const mailroom = async (sink: MxServer) => {
+  const names = await startDnsServer()
+  names.set("sink.test", { MX: [{ preference: 10, exchange: "mx.sink.test" }] })
+  names.set("mx.sink.test", { A: ["127.0.0.1"] })
+  const database = await createDatabase(ADMIN_DATABASE_URL)
+  const prefix = natsPrefix()
+  const server = await startServer({
+    DATABASE_URL: database.url,
+    NATS_URL,
+    NATS_PREFIX: prefix,
+    JWT_SECRET: randomBytes(32).toString("hex"),
+    DATA_DIR: `/tmp/mailroom-bench-${prefix}`,
+    DNS_SERVERS: names.address,
+    OUTBOUND_SMTP_PORT: String(sink.port)
+  })
+  try {
+    const api = client(server.url)
+    const senders: Array<{ apiKey: string; mailboxId: string }> = []
+    for (let i = 0; i < Math.ceil(MESSAGES / SENDS_PER_KEY); i++) {
+      const user = await withApiKey(api)
+      await upgrade(api, server.url, user.apiKey, "enterprise")
+      const box = await newBox(api, { user })
+      senders.push({ apiKey: user.apiKey, mailboxId: box.mailboxId })
+    }
+    const before = sink.delivered().length
+    const started = performance.now()
+    let next = 0
+    let refused = 0
+    await Promise.all(Array.from({ length: API_CONCURRENCY }, async () => {
+      while (next < MESSAGES) {
+        const i = next++
+        const sender = senders[Math.floor(i / SENDS_PER_KEY)]!
+        const response = await fetch(`${server.url}/v1/api/mailboxes/${sender.mailboxId}/send`, {
+          method: "POST",
+          headers: { "x-api-key": sender.apiKey, "content-type": "application/json" },
+          body: JSON.stringify(body(i))
+        })
+        if (response.status !== 202) refused++
+        await response.arrayBuffer()
+      }
+    }))
+    const accepted = performance.now()
+    if (refused > 0) throw new Error(`${refused} sends were refused`)
+    const ended = await waitForCount(sink, before + MESSAGES, 300_000)
+    return { accepted: MESSAGES / ((accepted - started) / 1000), delivered: MESSAGES / ((ended - started) / 1000) }
+  } finally {
+    await server.stop()
+    await database.drop()
+    await deleteStreams(NATS_URL, prefix)
+    await names.close()
+  }
+}
+
+const main = async () => {
+  const sink = await startMxServer()
+  try {
+    console.log(`outbound bench: ${MESSAGES} messages each`)
+    const a = await bare(sink)
+    console.log(`(a) bare nodemailer pool:  ${a.toFixed(0)} msgs/s delivered`)
+    const b = await mailroom(sink)
+    console.log(`(b) Mailroom send + mta:   ${b.accepted.toFixed(0)} msgs/s accepted, ${b.delivered.toFixed(0)} msgs/s delivered`)
+    const ratio = b.delivered / a
+    const fast = b.delivered >= 500
+    const close = ratio >= 0.3
+    console.log(`ratio (b)/(a): ${ratio.toFixed(2)} (target >= 0.30: ${close ? "pass" : "MISS"}); delivered >= 500/s: ${fast ? "pass" : "MISS"}`)
+    process.exitCode = fast && close ? 0 : 2
+  } finally {
+    await sink.close()
+  }
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exitCode = 1
+})

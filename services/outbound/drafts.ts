@@ -1,0 +1,236 @@
+/**
+ * Drafts (issue 16): the human-approval path. An agent drafts (possibly a reply or a forward), a
+ * person reviews and sends it, now or at `send_at`; until it is sent it can be edited or deleted,
+ * which is how a scheduled send is cancelled.
+ *
+ * Sending is idempotent per draft: it claims the draft (`draft` → `sending`), sends with the
+ * Idempotency-Key `draft:<id>`, and records the email (`sent`). A sender that dies half-way leaves
+ * the draft `sending`; the scheduler takes such drafts again after a minute, and the key makes the
+ * second attempt answer the first one's email instead of sending twice.
+ */
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { newId } from "../accounts/tokens.ts"
+import { Conflict, NotFound, ValidationError } from "../errors.ts"
+import { DependencyHealth } from "../health/dependency-health.ts"
+import type { Page } from "../listing.ts"
+import { Replies } from "./replies.ts"
+import { type Draft, DraftContent, type DraftInput } from "./schemas.ts"
+import { fromSendInput, type Idempotency, Outbound } from "./send.ts"
+
+/** How often the scheduler looks for due drafts: a scheduled draft leaves within this of its time. */
+export const SCHEDULER_PERIOD = Duration.millis(400)
+/** A draft left `sending` this long ago was abandoned by a sender that died: send it again. */
+const ABANDONED_AFTER_SECONDS = 60
+const DUE_BATCH = 20
+
+const DraftRow = Schema.Struct({
+  id: Schema.String,
+  mailboxId: Schema.String,
+  status: Schema.Literal("draft", "sending", "sent"),
+  content: Schema.parseJson(DraftContent),
+  inReplyTo: Schema.NullOr(Schema.String),
+  replyAll: Schema.Boolean,
+  forwardOf: Schema.NullOr(Schema.String),
+  sendAt: Schema.NullOr(Schema.DateFromSelf),
+  emailId: Schema.NullOr(Schema.String),
+  lastError: Schema.NullOr(Schema.String),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+type DraftRow = typeof DraftRow.Type
+
+const COLUMNS = "id, mailbox_id, status, content::text AS content, in_reply_to, reply_all, forward_of, send_at, email_id, last_error, created_at, updated_at"
+
+const toDraft = (row: DraftRow): Draft => ({
+  draft_id: row.id,
+  mailbox_id: row.mailboxId,
+  status: row.status,
+  ...row.content,
+  attachments: (row.content.attachments ?? []).map((a) => ({
+    filename: a.filename,
+    content_type: a.content_type ?? null,
+    size: Buffer.from(a.content, "base64").byteLength
+  })),
+  in_reply_to: row.inReplyTo,
+  reply_all: row.replyAll,
+  forward_of: row.forwardOf,
+  send_at: row.sendAt?.toISOString() ?? null,
+  email_id: row.emailId,
+  last_error: row.lastError,
+  created_at: row.createdAt.toISOString(),
+  updated_at: row.updatedAt.toISOString()
+})
+
+const draftNotFound = (draftId: string) => new NotFound({ message: "Draft not found", details: { draft_id: draftId } })
+
+/** The send-request part of a draft input (what `content` stores). */
+const contentOf = (input: DraftInput): DraftContent => {
+  const { forward_of: _f, in_reply_to: _i, reply_all: _r, send_at: _s, ...content } = input
+  return content
+}
+
+export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const outbound = yield* Outbound
+    const replies = yield* Replies
+
+    const decodeRows = (rows: ReadonlyArray<unknown>) => Effect.orDie(Schema.decodeUnknown(Schema.Array(DraftRow))(rows))
+
+    const find = (userId: string, mailboxId: string, draftId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql`SELECT ${sql.literal(COLUMNS)} FROM drafts
+                                WHERE id = ${draftId} AND mailbox_id = ${mailboxId} AND user_id = ${userId}`.pipe(Effect.flatMap(decodeRows))
+        return rows[0] ?? (yield* draftNotFound(draftId))
+      })
+
+    const ownMailbox = (userId: string, mailboxId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
+        if (rows.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+      })
+
+    /** A reply or forward must answer an email of the draft's own mailbox (it is sent from there). */
+    const checkOriginal = (userId: string, mailboxId: string, field: "in_reply_to" | "forward_of", emailId: string | null | undefined) =>
+      emailId === null || emailId === undefined ? Effect.void : replies.mailboxOf(userId, emailId).pipe(
+        Effect.catchTag("NotFound", () => Effect.succeed(undefined)),
+        Effect.flatMap((holder) => holder === mailboxId ? Effect.void : Effect.fail(ValidationError.field(field, "must be the id of an email of this mailbox")))
+      )
+
+    const checkLinks = (userId: string, mailboxId: string, inReplyTo: string | null | undefined, forwardOf: string | null | undefined) =>
+      Effect.gen(function*() {
+        if (inReplyTo && forwardOf) return yield* ValidationError.field("forward_of", "a draft replies or forwards, not both")
+        yield* checkOriginal(userId, mailboxId, "in_reply_to", inReplyTo)
+        yield* checkOriginal(userId, mailboxId, "forward_of", forwardOf)
+      })
+
+    const create = Effect.fn("Drafts.create")(function*(userId: string, mailboxId: string, input: DraftInput) {
+      yield* ownMailbox(userId, mailboxId)
+      yield* checkLinks(userId, mailboxId, input.in_reply_to, input.forward_of)
+      const rows = yield* sql`
+        INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at)
+        VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(contentOf(input))}, ${input.in_reply_to ?? null},
+                ${input.reply_all ?? false}, ${input.forward_of ?? null}, ${input.send_at ? new Date(input.send_at) : null})
+        RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
+      return toDraft(rows[0]!)
+    })
+
+    const list = Effect.fn("Drafts.list")(function*(userId: string, mailboxId: string, page: Page) {
+      yield* ownMailbox(userId, mailboxId)
+      const rows = yield* sql`SELECT ${sql.literal(COLUMNS)} FROM drafts WHERE mailbox_id = ${mailboxId} AND user_id = ${userId}
+                              ORDER BY created_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}`.pipe(Effect.flatMap(decodeRows))
+      const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM drafts WHERE mailbox_id = ${mailboxId} AND user_id = ${userId}`
+      return { data: rows.map(toDraft), total: Number(counted[0]?.total ?? 0) }
+    })
+
+    const get = Effect.fn("Drafts.get")(function*(userId: string, mailboxId: string, draftId: string) {
+      return toDraft(yield* find(userId, mailboxId, draftId))
+    })
+
+    /** Change what the input names; the rest stays. A draft being sent or sent is 409. */
+    const update = Effect.fn("Drafts.update")(function*(userId: string, mailboxId: string, draftId: string, input: DraftInput) {
+      const current = yield* find(userId, mailboxId, draftId)
+      if (current.status !== "draft") {
+        return yield* new Conflict({ message: `The draft is ${current.status === "sent" ? "sent" : "being sent"}`, details: { draft_id: draftId, status: current.status } })
+      }
+      const inReplyTo = input.in_reply_to !== undefined ? input.in_reply_to : current.inReplyTo
+      const forwardOf = input.forward_of !== undefined ? input.forward_of : current.forwardOf
+      yield* checkLinks(userId, mailboxId, inReplyTo, forwardOf)
+      const content = { ...current.content, ...contentOf(input) }
+      const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
+      const rows = yield* sql`
+        UPDATE drafts SET content = ${JSON.stringify(content)}, in_reply_to = ${inReplyTo}, forward_of = ${forwardOf},
+                          reply_all = ${input.reply_all ?? current.replyAll}, send_at = ${sendAt}, last_error = NULL, updated_at = now()
+        WHERE id = ${draftId} AND status = 'draft'
+        RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
+      return rows[0] ? toDraft(rows[0]) : yield* new Conflict({ message: "The draft is being sent", details: { draft_id: draftId } })
+    })
+
+    const remove = Effect.fn("Drafts.remove")(function*(userId: string, mailboxId: string, draftId: string) {
+      const deleted = yield* sql`DELETE FROM drafts WHERE id = ${draftId} AND mailbox_id = ${mailboxId} AND user_id = ${userId} RETURNING 1`
+      if (deleted.length === 0) return yield* draftNotFound(draftId)
+      return { draft_id: draftId, deleted: true as const }
+    })
+
+    /**
+     * Send a claimed draft as what it is: a reply, a forward, or a new message. Its key's fingerprint
+     * is the draft itself, so the key can never be reused for another request.
+     */
+    const dispatch = (userId: string, row: DraftRow) => {
+      const idempotency: Idempotency = { key: `draft:${row.id}`, fingerprint: ["draft", row.id] }
+      const c = row.content
+      const sending = row.inReplyTo !== null
+        ? replies.reply(userId, row.inReplyTo, c, row.replyAll, idempotency)
+        : row.forwardOf !== null
+        ? replies.forward(userId, row.forwardOf, { ...c, to: c.to ?? [] }, idempotency)
+        : outbound.submit(userId, row.mailboxId, fromSendInput(c), idempotency)
+      return Effect.catchTag(sending, "IdempotencyKeyReused", (error) => Effect.die(error))
+    }
+
+    /** Send the claimed `row` and record the email it became; on a refusal, hand the draft back. */
+    const sendClaimed = (userId: string, row: DraftRow) =>
+      dispatch(userId, row).pipe(
+        Effect.tap((accepted) => sql`UPDATE drafts SET status = 'sent', email_id = ${accepted.email_id}, last_error = NULL, updated_at = now()
+                                     WHERE id = ${row.id}`),
+        Effect.tapError(() => sql`UPDATE drafts SET status = 'draft', updated_at = now() WHERE id = ${row.id} AND status = 'sending'`)
+      )
+
+    /** `POST …/drafts/{id}/send`: 202's answer; a draft sent already answers its email again. */
+    const send = Effect.fn("Drafts.send")(function*(userId: string, mailboxId: string, draftId: string) {
+      const claimed = yield* sql`
+        UPDATE drafts SET status = 'sending', updated_at = now()
+        WHERE id = ${draftId} AND mailbox_id = ${mailboxId} AND user_id = ${userId} AND status = 'draft'
+        RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
+      if (claimed[0]) return yield* sendClaimed(userId, claimed[0])
+      const current = yield* find(userId, mailboxId, draftId)
+      if (current.status === "sent") return yield* dispatch(userId, current)
+      return yield* new Conflict({ message: "The draft is being sent", details: { draft_id: draftId, status: current.status } })
+    })
+
+    /**
+     * The scheduler's round: claim the drafts that are due (and those a dead sender abandoned), send
+     * each; a refused one is unscheduled with the reason, for a person to fix.
+     */
+    const sendDue = Effect.gen(function*() {
+      const due = yield* sql`
+        UPDATE drafts SET status = 'sending', updated_at = now()
+        WHERE id IN (
+          SELECT id FROM drafts
+          WHERE send_at IS NOT NULL AND send_at <= now()
+            AND (status = 'draft' OR (status = 'sending' AND updated_at < now() - make_interval(secs => ${ABANDONED_AFTER_SECONDS})))
+          ORDER BY send_at LIMIT ${DUE_BATCH}
+          FOR UPDATE SKIP LOCKED)
+        RETURNING user_id, ${sql.literal(COLUMNS)}`
+      const rows = yield* decodeRows(due)
+      const owners = due.map((row) => (row as { userId: string }).userId)
+      yield* Effect.forEach(rows, (row, i) =>
+        sendClaimed(owners[i]!, row).pipe(
+          Effect.tap((accepted) => Effect.logInfo("Scheduled draft sent").pipe(Effect.annotateLogs({ draft_id: row.id, email_id: accepted.email_id }))),
+          Effect.catchAll((error) => {
+            const reason = (error as { message?: string }).message ?? String(error)
+            return sql`UPDATE drafts SET send_at = NULL, last_error = ${reason}, updated_at = now() WHERE id = ${row.id} AND status = 'draft'`.pipe(
+              Effect.zipRight(Effect.logWarning("A scheduled draft was refused and unscheduled").pipe(
+                Effect.annotateLogs({ draft_id: row.id, reason })
+              ))
+            )
+          })
+        ), { concurrency: 4, discard: true })
+    })
+
+    return { create, list, get, update, remove, send, sendDue } as const
+  })
+}) {}
+
+/** Scheduled send: every SCHEDULER_PERIOD, the due drafts go out (in the mta role; any number of nodes). */
+export const DraftSchedulerLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const drafts = yield* Drafts
+    const health = yield* DependencyHealth
+    yield* drafts.sendDue.pipe(
+      Effect.catchAllCause((cause) => health.report("Sending due drafts failed; will retry", cause)),
+      Effect.repeat(Schedule.spaced(SCHEDULER_PERIOD)),
+      Effect.forkScoped
+    )
+  })
+)

@@ -1,0 +1,69 @@
+/**
+ * What follows a change of a recipient's delivery status, wherever it was learnt (an attempt by the
+ * mta, or a bounce report that came back later): a bounced address joins the account's suppression
+ * list, and each change is told as an event (webhooks, and everything else built on events).
+ */
+import type { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { type BusShape, encodeJson, subjects } from "../bus/bus.ts"
+import type { DeliveryEventData, DeliveryEventKind } from "./schemas.ts"
+
+/** The columns of a sent email the changes are told with (`emails` as the SQL client names them). */
+export const SentEmailRow = Schema.Struct({
+  userId: Schema.String,
+  mailboxId: Schema.String,
+  messageId: Schema.String,
+  threadId: Schema.String
+})
+
+/** The sent email the changes are about. */
+export interface SentEmail extends Schema.Schema.Type<typeof SentEmailRow> {
+  readonly id: string
+}
+
+export interface StatusChange {
+  readonly recipient: string
+  readonly status: "sent" | "deferred" | "bounced" | "failed"
+  readonly attempts: number
+  readonly response: string
+  readonly nextAttemptAt: Date | null
+}
+
+const eventOf: Record<StatusChange["status"], DeliveryEventKind> = {
+  sent: "email.sent",
+  deferred: "email.delivery_delayed",
+  bounced: "email.bounced",
+  failed: "email.failed"
+}
+
+/** Bounced recipients are no longer sent to by the account (until it removes them). */
+export const suppressBounced = (sql: SqlClient.SqlClient, email: SentEmail, changes: ReadonlyArray<StatusChange>) => {
+  const bounced = changes.filter((c) => c.status === "bounced")
+  return bounced.length === 0 ? Effect.void : sql`
+    INSERT INTO suppressions (user_id, address, reason, last_response, email_id)
+    SELECT ${email.userId}, a, 'bounced', r, ${email.id}
+    FROM unnest(${bounced.map((c) => c.recipient)}::text[], ${bounced.map((c) => c.response)}::text[]) AS t(a, r)
+    ON CONFLICT (user_id, address) DO UPDATE SET last_response = EXCLUDED.last_response, email_id = EXCLUDED.email_id`.pipe(Effect.asVoid)
+}
+
+/** One event per change, de-duplicated on the bus by email, recipient, kind and attempt. */
+export const announce = (bus: BusShape, email: SentEmail, changes: ReadonlyArray<StatusChange>, at: Date) =>
+  Effect.forEach(changes, (c) => {
+    const kind = eventOf[c.status]
+    const data: DeliveryEventData = {
+      email_id: email.id,
+      message_id: email.messageId,
+      mailbox_id: email.mailboxId,
+      thread_id: email.threadId,
+      recipient: c.recipient,
+      status: c.status,
+      attempts: c.attempts,
+      smtp_response: c.response,
+      next_attempt_at: c.nextAttemptAt?.toISOString() ?? null
+    }
+    return bus.publish(
+      subjects.event(kind),
+      encodeJson({ event: kind, timestamp: at.toISOString(), namespace: email.userId, data }),
+      { msgId: `${kind}:${email.id}:${c.recipient}:${c.attempts}` }
+    )
+  }, { discard: true })

@@ -1,0 +1,318 @@
+/**
+ * The delivery actor (the `mta` role; issue 16, DESIGN.md §4b): takes each outbound job off the bus
+ * (`mail.outbound.<email_id>`, one per recipient domain) and delivers the email to that domain's
+ * recipients that are still waiting.
+ *
+ * - Recipients hosted on this Mailroom (a shared domain, a verified custom domain) are delivered
+ *   internally: no network, through the inbound path's own rules, limits and events.
+ * - Others go to `SMTP_RELAY_URL` when set, else to the domain's MX hosts by preference (RFC 5321
+ *   §5.1: no MX means the domain's own address; a null MX, RFC 7505, means it takes no mail), each
+ *   resolved through the Dns port, on `OUTBOUND_SMTP_PORT`, with opportunistic STARTTLS. An MX host
+ *   that cannot be reached or answers 4xx at once hands over to the next one.
+ * - Per recipient: 2xx `sent`; 4xx, time-outs, refused connections `deferred`, tried again on the
+ *   retry schedule until `OUTBOUND_MAX_AGE`, then `failed`; 5xx `bounced`, and the address joins the
+ *   account's suppression list. Each change is an event (`email.sent`, `email.delivery_delayed` on
+ *   the first deferral, `email.bounced`, `email.failed`).
+ *
+ * At least once: the job is acknowledged only after the rows say what happened. A job whose
+ * recipients are all settled does nothing, so a redelivered job never sends twice what was
+ * recorded; an mta that dies between the receiver's 250 and the record sends that message again
+ * (with the same Message-ID, as the raw is stored), which receivers de-duplicate by.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Data, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { Bus, type BusError, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
+import { measured } from "../bus/metrics.ts"
+import { Dns } from "../dns/dns.ts"
+import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
+import { Inbound, type Recipient } from "../mail/inbound.ts"
+import type { RecipientRefusal } from "../mail/refusals.ts"
+import { MailboxSettings } from "../mailboxes/mailboxes.ts"
+import { announce, type SentEmail, SentEmailRow, suppressBounced } from "./ledger.ts"
+import { OutboundJob } from "./schemas.ts"
+import { DkimKeys } from "./dkim.ts"
+import { recordDeliveries } from "./metrics.ts"
+import { OutboundSettings, retryDelay } from "./settings.ts"
+import { type SmtpTarget, SmtpTransport } from "./transport.ts"
+
+/** What became of one recipient on this attempt. */
+interface Outcome {
+  readonly recipient: string
+  readonly status: "sent" | "deferred" | "bounced" | "failed"
+  readonly response: string
+}
+
+/** 2xx sent, 5xx bounced, anything else (4xx, no answer) deferred. */
+const byCode = (recipient: string, code: number | undefined, response: string): Outcome => ({
+  recipient,
+  status: code !== undefined && code >= 200 && code < 300 ? "sent" : code !== undefined && code >= 500 ? "bounced" : "deferred",
+  response
+})
+
+/** How mail for a domain can leave: to these hosts in order, or not at all (for now, or ever). */
+type Routes =
+  | { readonly kind: "hosts"; readonly implicit: boolean; readonly hosts: ReadonlyArray<{ readonly name: string; readonly target: SmtpTarget }> }
+  | { readonly kind: "none"; readonly response: string }
+  | { readonly kind: "unavailable"; readonly response: string }
+
+/**
+ * Some recipients wait for a later attempt: the job goes back to the bus, which offers it again on
+ * the schedule. Expected, not a fault: the attempt is logged by the mta, the bus boundary logs this at
+ * debug only.
+ */
+export class DeliveryDeferred extends Data.TaggedError("DeliveryDeferred")<{ readonly emailId: string; readonly domain: string }>
+  implements Backpressure
+{
+  readonly [BackpressureTypeId] = true as const
+  override get message() {
+    return `delivery of ${this.emailId} to ${this.domain} deferred`
+  }
+}
+
+const WaitingRow = Schema.Struct({ recipient: Schema.String, attempts: Schema.Number, status: Schema.String })
+
+const EmailRow = Schema.Struct({
+  ...SentEmailRow.fields,
+  mailFrom: Schema.String,
+  createdAt: Schema.DateFromSelf,
+  content: Schema.Uint8ArrayFromSelf
+})
+
+
+export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+    const dns = yield* Dns
+    const transport = yield* SmtpTransport
+    const inbound = yield* Inbound
+    const settings = yield* OutboundSettings
+    const { sharedDomains } = yield* MailboxSettings
+
+    /** Is `domain` one this Mailroom receives for? */
+    const hosted = (domain: string) =>
+      sharedDomains.includes(domain)
+        ? Effect.succeed(true)
+        : Effect.map(sql`SELECT 1 FROM domains WHERE name = ${domain} AND verified`, (rows) => rows.length > 0)
+
+    /** Internal delivery: each recipient through the inbound rules, then one acceptance for those taken. */
+    const deliverInternally = (recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
+      Effect.gen(function*() {
+        const outcomes: Array<Outcome> = []
+        const taken: Array<Recipient> = []
+        for (const address of recipients) {
+          const found = yield* Effect.either(inbound.recipient(address, raw.byteLength))
+          if (found._tag === "Right") taken.push(found.right)
+          else {
+            const reply = (found.left as RecipientRefusal).reply
+            outcomes.push(byCode(address, reply.code, `${reply.code} ${reply.text}`))
+          }
+        }
+        if (taken.length > 0) {
+          const accepted = yield* Effect.either(inbound.accept({ mailFrom, recipients: taken, raw, receivedAt: new Date() }))
+          for (const r of taken) {
+            outcomes.push(
+              accepted._tag === "Right"
+                ? byCode(r.address, 250, "250 2.0.0 Delivered to a mailbox on this server")
+                : byCode(r.address, accepted.left.reply.code, `${accepted.left.reply.code} ${accepted.left.reply.text}`)
+            )
+          }
+        }
+        return outcomes
+      })
+
+    /** Where mail for `domain` goes: the relay, or its MX hosts by preference (resolved through the Dns port). */
+    const routes = (domain: string): Effect.Effect<Routes> =>
+      Option.match(settings.relay, {
+        onSome: (relay) =>
+          Effect.succeed<Routes>({
+            kind: "hosts",
+            implicit: false,
+            hosts: [{
+              name: relay.host,
+              target: {
+                host: relay.host,
+                port: relay.port,
+                secure: relay.secure,
+                verifyTls: true,
+                auth: relay.user === undefined ? undefined : { user: relay.user, pass: relay.pass ?? "" }
+              }
+            }]
+          }),
+        onNone: () =>
+          dns.mx(domain).pipe(
+            Effect.map((records): Routes => {
+              const hosts = [...records].sort((a, b) => a.priority - b.priority).map((r) => r.exchange)
+              if (hosts.length === 1 && (hosts[0] === "" || hosts[0] === ".")) {
+                return { kind: "none", response: `556 5.1.10 ${domain} accepts no mail (null MX)` }
+              }
+              return { kind: "hosts", implicit: false, hosts: hosts.map(mxRoute) }
+            }),
+            Effect.catchAll((error) =>
+              Effect.succeed<Routes>(
+                error.reason === "NotFound"
+                  // No MX record: the domain itself is the mail host (RFC 5321 §5.1).
+                  ? { kind: "hosts", implicit: true, hosts: [mxRoute(domain)] }
+                  : { kind: "unavailable", response: `451 4.4.3 ${error.message}` }
+              )
+            )
+          )
+      })
+
+    const mxRoute = (host: string) => ({ name: host, target: { host, port: settings.mxPort, secure: false, verifyTls: false } })
+
+    /** The address to connect to: the relay's name as given, an MX host's through our Dns port. */
+    const addressOf = (name: string) =>
+      Option.isSome(settings.relay)
+        ? Effect.succeed(name)
+        : Effect.map(dns.addresses(name), (addresses) => addresses[0]!.address)
+
+    /** External delivery: the first route that answers decides; unreachable or 4xx-at-once routes hand over to the next. */
+    const deliverOut = (domain: string, recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
+      Effect.gen(function*() {
+        const all = (status: Outcome["status"], response: string) => recipients.map((recipient): Outcome => ({ recipient, status, response }))
+        const found = yield* routes(domain)
+        if (found.kind === "none") return all("failed", found.response)
+        if (found.kind === "unavailable") return all("deferred", found.response)
+        let last = `451 4.4.1 No mail host for ${domain} could be reached`
+        for (const route of found.hosts) {
+          const address = yield* Effect.either(addressOf(route.name))
+          if (Either.isLeft(address)) {
+            // An implicit MX (the domain itself) that does not exist: the domain takes no mail.
+            if (found.implicit && address.left.reason === "NotFound") return all("failed", `550 5.1.2 ${domain} has no mail server`)
+            last = `451 4.4.3 ${address.left.message}`
+            continue
+          }
+          const result = yield* Effect.either(transport.send(
+            { ...route.target, host: address.right, serverName: route.name },
+            { from: mailFrom, to: recipients, raw, heloName: settings.heloName }
+          ))
+          if (Either.isRight(result)) {
+            const byRecipient = new Map(result.right.map((o) => [o.recipient.toLowerCase(), o]))
+            return recipients.map((recipient) => {
+              const o = byRecipient.get(recipient)
+              return o === undefined
+                ? byCode(recipient, undefined, "451 4.4.0 The server did not answer for this recipient")
+                : byCode(recipient, o.code, o.response)
+            })
+          }
+          const failure = result.left
+          // The relay refused our credentials: the operator's to fix; the mail waits, deferred.
+          if (failure.loginRefused === true) return all("deferred", `451 4.7.0 ${route.name} refused the login: ${failure.response}`)
+          last = failure.code === undefined ? `451 4.4.1 ${route.name}: ${failure.response}` : failure.response
+          // A permanent refusal of the whole message (sender, data) is the domain's answer.
+          if (failure.code !== undefined && failure.code >= 500) return all("bounced", failure.response)
+        }
+        return all("deferred", last)
+      })
+
+    /** Record the attempt's outcomes and announce each change; true when some recipients wait for another attempt. */
+    const record = (
+      email: typeof EmailRow.Type,
+      emailId: string,
+      waiting: ReadonlyArray<typeof WaitingRow.Type>,
+      outcomes: ReadonlyArray<Outcome>
+    ) =>
+      Effect.gen(function*() {
+        const now = new Date()
+        const before = new Map(waiting.map((w) => [w.recipient, w]))
+        const rows = outcomes.map((o) => {
+          const previous = before.get(o.recipient)
+          const attempts = (previous?.attempts ?? 0) + 1
+          const next = new Date(now.getTime() + Duration.toMillis(retryDelay(settings.retryDelays, attempts)))
+          // Out of time: the next attempt would come after OUTBOUND_MAX_AGE.
+          const expired = o.status === "deferred" && next.getTime() > email.createdAt.getTime() + Duration.toMillis(settings.maxAge)
+          const status: Outcome["status"] = expired ? "failed" : o.status
+          return {
+            recipient: o.recipient,
+            status,
+            attempts,
+            response: expired ? `Gave up after ${attempts} attempts: ${o.response}` : o.response,
+            nextAttemptAt: status === "deferred" ? next : null,
+            previousStatus: previous?.status
+          }
+        })
+        yield* sql`
+          UPDATE outbound_deliveries d
+          SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now()
+          FROM (SELECT * FROM unnest(${rows.map((r) => r.recipient)}::text[], ${rows.map((r) => r.status)}::text[],
+                                     ${rows.map((r) => r.attempts)}::int[], ${rows.map((r) => r.response)}::text[],
+                                     ${rows.map((r) => r.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+                AS t(recipient, status, attempts, response, next_attempt_at)) u
+          WHERE d.email_id = ${emailId} AND d.recipient = u.recipient`
+        const sent: SentEmail = { id: emailId, ...email }
+        yield* suppressBounced(sql, sent, rows)
+        // A deferral is told once, when it starts; every final outcome is told.
+        yield* announce(bus, sent, rows.filter((r) => r.status !== "deferred" || r.previousStatus !== "deferred"), now)
+        yield* recordDeliveries(rows.map((r) => r.status))
+        return rows.some((r) => r.status === "deferred")
+      })
+
+    /** One job: the domain's waiting recipients of one email, one attempt. */
+    const deliver = Effect.fn("Mta.deliver")(function*(job: OutboundJob) {
+      const waiting = yield* sql`
+        SELECT recipient, attempts, status FROM outbound_deliveries
+        WHERE email_id = ${job.email_id} AND domain = ${job.domain} AND status IN ('queued', 'deferred')
+        ORDER BY recipient`.pipe(Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(WaitingRow))(rows))))
+      if (waiting.length === 0) return
+      const emails = yield* sql`
+        SELECT e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content
+        FROM emails e JOIN blobs b ON b.sha256 = e.raw_sha256 WHERE e.id = ${job.email_id}`.pipe(
+        Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(EmailRow))(rows)))
+      )
+      const email = emails[0]
+      if (!email) return
+      const recipients = waiting.map((w) => w.recipient)
+      const outcomes = (yield* hosted(job.domain))
+        ? yield* deliverInternally(recipients, email.content, email.mailFrom)
+        : yield* deliverOut(job.domain, recipients, email.content, email.mailFrom)
+      const deferred = yield* record(email, job.email_id, waiting, outcomes)
+      yield* Effect.logInfo("Delivery attempt").pipe(Effect.annotateLogs({
+        email_id: job.email_id,
+        domain: job.domain,
+        outcomes: outcomes.map((o) => `${o.recipient}: ${o.status}`).join(", ")
+      }))
+      if (deferred) return yield* new DeliveryDeferred({ emailId: job.email_id, domain: job.domain })
+    })
+
+    /** The bus handler: a malformed job is logged and dropped, never retried. */
+    const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | DeliveryDeferred> =>
+      Effect.try(() => decodeJson(message.data)).pipe(
+        Effect.flatMap(Schema.decodeUnknown(OutboundJob)),
+        Effect.matchEffect({
+          onFailure: (error) => Effect.logError("Dropping a malformed outbound job", { subject: message.subject, error }),
+          onSuccess: deliver
+        })
+      )
+
+    return { deliver, handle } as const
+  })
+}) {}
+
+/** The mta: consumes `mail.outbound.>` while the role runs; a deferred job comes back on the retry schedule. */
+export const MtaLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const bus = yield* Bus
+    const { handle } = yield* Mta
+    const settings = yield* OutboundSettings
+    // What to publish for the shared domains' signatures to verify (also `mailroom dns-records`).
+    const { sharedDomains } = yield* MailboxSettings
+    const dkim = yield* DkimKeys
+    for (const domain of sharedDomains) {
+      const record = yield* dkim.record(domain, undefined)
+      yield* Effect.logInfo(`DKIM: publish ${record.name} TXT "${record.value}"`)
+    }
+    yield* bus.consume(measured({
+      name: "mta",
+      stream: "mail",
+      filter: subjects.allOutboundMail,
+      // Network-bound: many deliveries wait on remote servers at once.
+      concurrency: 16,
+      // A crashed mta's jobs come back after this; a long SMTP session keeps its job with progress signals.
+      ackWait: Duration.seconds(15),
+      retryDelay: (deliveryCount) => retryDelay(settings.retryDelays, deliveryCount),
+      handler: handle
+    }))
+  })
+).pipe(Layer.provide(Mta.Default), Layer.provide(Inbound.Default))

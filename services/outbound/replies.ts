@@ -1,0 +1,190 @@
+/**
+ * Replying to and forwarding an email of one of the caller's mailboxes (issue 16). The answer is sent
+ * from the mailbox that holds the original, so the conversation stays in one place.
+ *
+ * - Reply: to the original's Reply-To, else its From; for mail the mailbox sent, to its recipients.
+ * - Reply all: the same, plus the original's To and Cc, minus the mailbox itself, each address once.
+ * - Subjects get one `Re:` / `Fwd:` (none added when one is there already).
+ * - In-Reply-To is the original's Message-ID; References its References followed by its Message-ID
+ *   (RFC 5322 §3.6.4), so every mail client threads the answer, and so does Mailroom on both sides.
+ * - Forward: the original's text below a "Forwarded message" block, and its attachments come along.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import addressparser from "nodemailer/lib/addressparser"
+import { NotFound } from "../errors.ts"
+import type { NamedAddress } from "./compose.ts"
+import type { AttachmentInput } from "./schemas.ts"
+import { type Idempotency, named, Outbound, type OutgoingMessage } from "./send.ts"
+import type { DraftContent, ForwardInput, ReplyInput } from "./schemas.ts"
+
+/** Mail clients keep References bounded; the first id (the conversation's root) and the latest ones matter. */
+const MAX_REFERENCES = 20
+
+const OriginalRow = Schema.Struct({
+  mailboxId: Schema.String,
+  mailboxAddress: Schema.String,
+  direction: Schema.Literal("inbound", "outbound"),
+  messageId: Schema.String,
+  subject: Schema.String,
+  fromAddress: Schema.String,
+  toAddresses: Schema.Array(Schema.String),
+  sentAt: Schema.DateFromSelf,
+  headers: Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Array(Schema.String)) })),
+  textBody: Schema.String,
+  htmlBody: Schema.NullOr(Schema.String)
+})
+type Original = typeof OriginalRow.Type
+
+const firstHeader = (original: Original, name: string): string | undefined => {
+  const value = original.headers[name]
+  return Array.isArray(value) ? value[0] : (value as string | undefined)
+}
+
+/** The addresses of an address header (groups flattened), as the composer takes them. */
+const addressesOf = (value: string | undefined): ReadonlyArray<NamedAddress> => {
+  if (value === undefined || value.trim() === "") return []
+  const flat = (entries: ReturnType<typeof addressparser>): Array<NamedAddress> =>
+    entries.flatMap((entry) =>
+      "group" in entry && entry.group ? flat(entry.group) : entry.address ? [{ name: entry.name || undefined, address: entry.address }] : []
+    )
+  return flat(addressparser(value))
+}
+
+/** `prefix` once: "Re: Re: x" stays as the sender wrote it, "x" becomes "Re: x". */
+export const prefixed = (prefix: "Re" | "Fwd", subject: string): string => {
+  const marker = prefix === "Re" ? /^\s*re\s*:/i : /^\s*(fwd?|fw)\s*:/i
+  return marker.test(subject) ? subject : `${prefix}: ${subject}`.trim()
+}
+
+/** The References of an answer to `original`: its own, then its Message-ID, bounded. */
+export const referencesFor = (original: Original): ReadonlyArray<string> => {
+  const earlier = (firstHeader(original, "references") ?? "").match(/<[^<>\s]+>/g) ?? []
+  const all = [...new Set([...earlier, original.messageId])]
+  return all.length <= MAX_REFERENCES ? all : [all[0]!, ...all.slice(all.length - (MAX_REFERENCES - 1))]
+}
+
+/** Each address once (case-insensitively), without the mailbox's own. */
+const distinct = (addresses: ReadonlyArray<NamedAddress>, except: string): Array<NamedAddress> => {
+  const seen = new Set([except.toLowerCase()])
+  return addresses.filter((a) => {
+    const key = a.address.toLowerCase()
+    if (seen.has(key)) return false
+    seen.add(key)
+    return true
+  })
+}
+
+const quoteHeader = (original: Original) =>
+  [
+    "---------- Forwarded message ---------",
+    `From: ${original.fromAddress}`,
+    `Date: ${original.sentAt.toUTCString()}`,
+    `Subject: ${original.subject}`,
+    `To: ${original.toAddresses.join(", ")}`
+  ]
+
+const escapeHtml = (text: string) => text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
+
+export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const outbound = yield* Outbound
+
+    const original = (userId: string, emailId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql`
+          SELECT e.mailbox_id, m.local_part || '@' || m.domain AS mailbox_address, e.direction, e.message_id, e.subject,
+                 e.from_address, e.to_addresses, e.sent_at, e.headers::text AS headers, e.text_body, e.html_body
+          FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+          WHERE e.id = ${emailId} AND e.user_id = ${userId}`.pipe(
+          Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(OriginalRow))(rows)))
+        )
+        const row = rows[0]
+        if (!row) return yield* new NotFound({ message: "Email not found", details: { email_id: emailId } })
+        return row
+      })
+
+    /** The mailbox an email of the caller's belongs to (what a draft answering it must be in). */
+    const mailboxOf = (userId: string, emailId: string) => Effect.map(original(userId, emailId), (row) => row.mailboxId)
+
+    /**
+     * Reply (to the sender) or reply all (to everyone on it, minus the mailbox). A draft may name its
+     * own `to` and `subject` instead of the ones the original gives.
+     */
+    const reply = Effect.fn("Replies.reply")(function*(
+      userId: string,
+      emailId: string,
+      input: ReplyInput & Pick<DraftContent, "to" | "subject">,
+      all: boolean,
+      idempotency?: Idempotency
+    ) {
+      const found = yield* original(userId, emailId)
+      const sentByUs = found.direction === "outbound"
+      const primary = sentByUs
+        ? addressesOf(firstHeader(found, "to"))
+        : addressesOf(firstHeader(found, "reply-to")).length > 0
+        ? addressesOf(firstHeader(found, "reply-to"))
+        : addressesOf(firstHeader(found, "from") ?? found.fromAddress)
+      const others = all ? [...addressesOf(firstHeader(found, "to")), ...addressesOf(firstHeader(found, "cc"))] : []
+      const to = input.to !== undefined ? input.to.map(named) : distinct(primary, found.mailboxAddress)
+      const cc = distinct([...others, ...(input.cc ?? []).map(named)], found.mailboxAddress).filter(
+        (a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())
+      )
+      const message: OutgoingMessage = {
+        to,
+        cc,
+        bcc: (input.bcc ?? []).map(named),
+        subject: input.subject ?? prefixed("Re", found.subject),
+        text: input.text,
+        html: input.html,
+        attachments: input.attachments ?? [],
+        headers: input.headers ?? {},
+        inReplyTo: found.messageId,
+        references: referencesFor(found)
+      }
+      return yield* outbound.submit(userId, found.mailboxId, message, idempotency)
+    })
+
+    /** Forward: the caller's note above the original, the original's attachments along. */
+    const forward = Effect.fn("Replies.forward")(function*(
+      userId: string,
+      emailId: string,
+      input: ForwardInput & Pick<DraftContent, "subject">,
+      idempotency?: Idempotency
+    ) {
+      const found = yield* original(userId, emailId)
+      const attachments = yield* sql<{ filename: string | null; contentType: string; contentId: string | null; content: Uint8Array }>`
+        SELECT a.filename, a.content_type, a.content_id, b.content
+        FROM attachments a JOIN blobs b ON b.sha256 = a.checksum
+        WHERE a.email_id = ${emailId} ORDER BY a.position`
+      const carried: Array<AttachmentInput> = attachments.map((a, i) => ({
+        filename: a.filename ?? `attachment-${i + 1}`,
+        content_type: a.contentType,
+        content: Buffer.from(a.content).toString("base64"),
+        ...(a.contentId ? { content_id: a.contentId.replace(/^<|>$/g, "") } : {})
+      }))
+      const header = quoteHeader(found)
+      const text = [input.text ?? "", "", ...header, "", found.textBody].join("\n").replace(/^\n+/, "")
+      const html = input.html !== undefined || found.htmlBody !== null
+        ? `${input.html ?? (input.text ? `<p>${escapeHtml(input.text)}</p>` : "")}<br><div>${header.map(escapeHtml).join("<br>")}</div><br>${
+          found.htmlBody ?? `<pre>${escapeHtml(found.textBody)}</pre>`
+        }`
+        : undefined
+      const message: OutgoingMessage = {
+        to: (input.to ?? []).map(named),
+        cc: (input.cc ?? []).map(named),
+        bcc: (input.bcc ?? []).map(named),
+        subject: input.subject ?? prefixed("Fwd", found.subject),
+        text,
+        html,
+        attachments: [...carried, ...(input.attachments ?? [])],
+        headers: input.headers ?? {},
+        references: referencesFor(found)
+      }
+      return yield* outbound.submit(userId, found.mailboxId, message, idempotency)
+    })
+
+    return { reply, forward, mailboxOf } as const
+  })
+}) {}

@@ -1,0 +1,194 @@
+/**
+ * Sending mail, on the wire and on the bus (issue 16; DESIGN.md §4b). Every value that ends up in
+ * a header (addresses, names, subject, custom headers, file names) is refused when it holds a line
+ * break: header injection is a 400, never a message with headers the caller did not ask for.
+ */
+import { Schema } from "effect"
+
+/** The most recipients (to, cc and bcc together) one message may have. */
+export const MAX_RECIPIENTS = 50
+
+/** No CR or LF: what keeps a value inside its header. */
+const oneLine = <S extends Schema.Schema<string, string>>(schema: S) =>
+  schema.pipe(Schema.filter((value) => !/[\r\n]/.test(value), { message: () => "must not contain line breaks" }))
+
+const DOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/i
+/** A dot-atom local part (RFC 5322 §3.4.1), ASCII: what every receiving server takes. */
+const LOCAL = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
+
+/** Is `value` an address Mailroom sends to: `local@domain.tld`, at most 254 characters? */
+export const isAddress = (value: string): boolean => {
+  const at = value.lastIndexOf("@")
+  if (at <= 0 || value.length > 254) return false
+  const local = value.slice(0, at)
+  return local.length <= 64 && LOCAL.test(local) && DOMAIN.test(value.slice(at + 1))
+}
+
+export const Address = oneLine(Schema.String).pipe(
+  Schema.filter(isAddress, { message: () => "must be an email address such as name@example.com" })
+).annotations({ description: "An email address, local@domain" })
+
+/** A recipient: an address, or an address with a display name. */
+export const AddressInput = Schema.Union(
+  Address,
+  Schema.Struct({
+    name: Schema.optional(oneLine(Schema.String).pipe(Schema.maxLength(200))),
+    address: Address
+  })
+).annotations({ identifier: "AddressInput" })
+export type AddressInput = typeof AddressInput.Type
+
+const Recipients = Schema.Array(AddressInput)
+
+const BASE64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/
+
+export const AttachmentInput = Schema.Struct({
+  filename: oneLine(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(255)),
+  content_type: Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/i, { message: () => "must be a media type such as application/pdf" }))
+  ),
+  content: Schema.String.pipe(Schema.filter((value) => BASE64.test(value), { message: () => "must be base64" }))
+    .annotations({ description: "The file's bytes, base64" }),
+  content_id: Schema.optional(
+    oneLine(Schema.String).pipe(Schema.pattern(/^[^<>\s]{1,200}$/, { message: () => "must be 1-200 characters without <, > or spaces" }))
+  ).annotations({ description: "For inline images: referenced from the HTML as cid:<content_id>" })
+}).annotations({ identifier: "AttachmentInput" })
+export type AttachmentInput = typeof AttachmentInput.Type
+
+/** Custom headers: `X-` names only; the rest are Mailroom's to write. */
+const CustomHeaders = Schema.Record({ key: Schema.String, value: oneLine(Schema.String).pipe(Schema.maxLength(998)) }).pipe(
+  Schema.filter((headers) => {
+    const bad = Object.keys(headers).find((name) => !/^X-[A-Za-z0-9-]{1,100}$/i.test(name))
+    return bad === undefined || `header names must start with X- (letters, digits, -): ${JSON.stringify(bad)} is not allowed`
+  })
+)
+
+/** What every outgoing message may carry besides its recipients and subject. */
+export const BodyFields = {
+  text: Schema.optional(Schema.String).annotations({ description: "Plain-text body" }),
+  html: Schema.optional(Schema.String).annotations({ description: "HTML body" }),
+  attachments: Schema.optional(Schema.Array(AttachmentInput)),
+  headers: Schema.optional(CustomHeaders).annotations({ description: "Custom headers, X-* names only" })
+}
+
+export const SendInput = Schema.Struct({
+  to: Schema.optional(Recipients),
+  cc: Schema.optional(Recipients),
+  bcc: Schema.optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
+  subject: Schema.optional(oneLine(Schema.String).pipe(Schema.maxLength(998))),
+  reply_to: Schema.optional(AddressInput),
+  ...BodyFields
+}).annotations({ identifier: "SendInput", parseOptions: { errors: "all" } })
+export type SendInput = typeof SendInput.Type
+
+/** A reply's body; its recipients come from the original (cc and bcc add more). */
+export const ReplyInput = Schema.Struct({
+  cc: Schema.optional(Recipients).annotations({ description: "More recipients, besides those the reply goes to" }),
+  bcc: Schema.optional(Recipients),
+  ...BodyFields
+}).annotations({ identifier: "ReplyInput", parseOptions: { errors: "all" } })
+export type ReplyInput = typeof ReplyInput.Type
+
+export const ForwardInput = Schema.Struct({
+  to: Recipients,
+  cc: Schema.optional(Recipients),
+  bcc: Schema.optional(Recipients),
+  ...BodyFields
+}).annotations({ identifier: "ForwardInput", parseOptions: { errors: "all" } })
+export type ForwardInput = typeof ForwardInput.Type
+
+/** An ISO 8601 time with its offset, as `send_at` is written. */
+const Instant = Schema.String.pipe(
+  Schema.filter((value) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) && !Number.isNaN(Date.parse(value)), {
+    message: () => "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z"
+  })
+)
+
+/** A draft's fields: a send request, possibly incomplete until it is sent, and what it answers or forwards. */
+const DraftFields = {
+  to: Schema.optional(Recipients),
+  cc: Schema.optional(Recipients),
+  bcc: Schema.optional(Recipients),
+  subject: Schema.optional(oneLine(Schema.String).pipe(Schema.maxLength(998))).annotations({
+    description: "For a reply or forward, the original's subject with Re:/Fwd: when left out"
+  }),
+  reply_to: Schema.optional(AddressInput),
+  ...BodyFields
+}
+
+export const DraftInput = Schema.Struct({
+  ...DraftFields,
+  in_reply_to: Schema.optional(Schema.String).annotations({ description: "The id of an email of this mailbox the draft replies to" }),
+  reply_all: Schema.optional(Schema.Boolean).annotations({ description: "With in_reply_to: reply to everyone on the email" }),
+  forward_of: Schema.optional(Schema.String).annotations({ description: "The id of an email of this mailbox the draft forwards" }),
+  send_at: Schema.optional(Schema.NullOr(Instant)).annotations({
+    description: "Send automatically at this time; null or absent: only when sent explicitly"
+  })
+}).annotations({ identifier: "DraftInput", parseOptions: { errors: "all" } })
+export type DraftInput = typeof DraftInput.Type
+
+/** What a draft holds of a send request (stored as JSON). */
+export const DraftContent = Schema.Struct(DraftFields)
+export type DraftContent = typeof DraftContent.Type
+
+export const Draft = Schema.Struct({
+  draft_id: Schema.String,
+  mailbox_id: Schema.String,
+  status: Schema.Literal("draft", "sending", "sent"),
+  ...DraftFields,
+  attachments: Schema.Array(Schema.Struct({ filename: Schema.String, content_type: Schema.NullOr(Schema.String), size: Schema.Number })),
+  in_reply_to: Schema.NullOr(Schema.String),
+  reply_all: Schema.Boolean,
+  forward_of: Schema.NullOr(Schema.String),
+  send_at: Schema.NullOr(Schema.String),
+  email_id: Schema.NullOr(Schema.String).annotations({ description: "The email the draft became, once sent" }),
+  last_error: Schema.NullOr(Schema.String).annotations({ description: "Why its scheduled send was refused (it is unscheduled then)" }),
+  created_at: Schema.String,
+  updated_at: Schema.String
+}).annotations({ identifier: "Draft" })
+export type Draft = typeof Draft.Type
+
+export const SendAccepted = Schema.Struct({
+  email_id: Schema.String,
+  message_id: Schema.String,
+  thread_id: Schema.String,
+  status: Schema.Literal("queued")
+}).annotations({ identifier: "SendAccepted" })
+export type SendAccepted = typeof SendAccepted.Type
+
+/**
+ * What the API puts on the bus for the mta (`mail.outbound.<email_id>`): one message per recipient
+ * domain of a sent email, a reference to rows in the database, never the message itself.
+ */
+export const OutboundJob = Schema.Struct({
+  email_id: Schema.String,
+  domain: Schema.String
+})
+export type OutboundJob = typeof OutboundJob.Type
+
+/** The delivery events, and what each one's `data` holds. */
+export const deliveryEventKinds = ["email.sent", "email.delivery_delayed", "email.bounced", "email.failed"] as const
+export type DeliveryEventKind = (typeof deliveryEventKinds)[number]
+
+export const DeliveryEventData = Schema.Struct({
+  email_id: Schema.String,
+  message_id: Schema.String,
+  mailbox_id: Schema.String,
+  thread_id: Schema.String,
+  recipient: Schema.String,
+  status: Schema.Literal("sent", "deferred", "bounced", "failed"),
+  attempts: Schema.Number,
+  smtp_response: Schema.NullOr(Schema.String).annotations({ description: "The receiving server's answer, or why it was not reached" }),
+  next_attempt_at: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "DeliveryEventData" })
+export type DeliveryEventData = typeof DeliveryEventData.Type
+
+/** An address the account no longer sends to (GET /suppressions). */
+export const Suppression = Schema.Struct({
+  address: Schema.String,
+  reason: Schema.Literal("bounced"),
+  last_response: Schema.NullOr(Schema.String).annotations({ description: "The answer that suppressed it" }),
+  email_id: Schema.NullOr(Schema.String).annotations({ description: "The sent email that bounced" }),
+  created_at: Schema.String
+}).annotations({ identifier: "Suppression" })
+export type Suppression = typeof Suppression.Type

@@ -1,0 +1,342 @@
+/**
+ * Sending (the API side of outbound mail; issue 16, DESIGN.md §4b).
+ *
+ * A send is accepted (202) only once it is durable: the message is built and signed, stored as an
+ * email of the sending mailbox (direction `outbound`, label `sent`, in its thread) with one delivery
+ * row per recipient, counted against the plan, and one job per recipient domain is on the bus for
+ * the mta. If the bus does not take the jobs, the stored send is taken back and the caller is told
+ * to retry (503), so an accepted send is never stranded and a refused one never goes out.
+ *
+ * `Idempotency-Key`: the key, the request's fingerprint and the answer are stored last in the
+ * transaction that stores the email. A repeat within 24 hours answers the first answer and sends
+ * nothing; a concurrent repeat waits on the key's row, then rolls back what it stored and does the
+ * same; another body under the key is 409. (A send taken back because the bus refused it takes its key back too.)
+ */
+import { SqlClient } from "@effect/sql"
+import { Cause, Data, Effect, Schema } from "effect"
+import { newId, sha256 } from "../accounts/tokens.ts"
+import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import {
+  IdempotencyKeyReused,
+  NotFound,
+  PayloadTooLarge,
+  RecipientSuppressed,
+  SenderDomainUnverified,
+  SendQuotaReached,
+  ServiceUnavailable,
+  ValidationError
+} from "../errors.ts"
+import { DependencyHealth } from "../health/dependency-health.ts"
+import { utcDay } from "../mail/inbound.ts"
+import { parseMessage } from "../mail/parse.ts"
+import { storeEmail } from "../mail/store.ts"
+import { MailboxSettings } from "../mailboxes/mailboxes.ts"
+import { limits, Plan } from "../plans/plans.ts"
+import { compose, type Composition, type NamedAddress } from "./compose.ts"
+import { DkimKeys } from "./dkim.ts"
+import { type AddressInput, MAX_RECIPIENTS, type OutboundJob, SendAccepted, type SendInput } from "./schemas.ts"
+
+/** How long an Idempotency-Key answers its first answer. */
+export const IDEMPOTENCY_WINDOW_HOURS = 24
+
+/** The envelope sender of a sent email: bounces come back to it and name their message (VERP). */
+export const bounceAddress = (emailId: string, domain: string) => `bounces+${emailId}@${domain}`
+
+/**
+ * Everything an outgoing message is made of, whichever route asked for it (send, reply, forward):
+ * what the composer writes, but the sender, Message-ID, date and signature (Mailroom's to choose),
+ * plus the recipients no header shows.
+ */
+export interface OutgoingMessage extends Omit<Composition, "from" | "messageId" | "date" | "dkim"> {
+  readonly bcc: ReadonlyArray<NamedAddress>
+}
+
+/** An address as the composer takes it, from what the caller wrote. */
+export const named = (input: AddressInput): NamedAddress =>
+  typeof input === "string" ? { address: input } : { name: input.name, address: input.address }
+
+/** A send request as an outgoing message. */
+export const fromSendInput = (input: SendInput): OutgoingMessage => ({
+  to: (input.to ?? []).map(named),
+  cc: (input.cc ?? []).map(named),
+  bcc: (input.bcc ?? []).map(named),
+  replyTo: input.reply_to === undefined ? undefined : named(input.reply_to),
+  subject: input.subject ?? "",
+  text: input.text,
+  html: input.html,
+  attachments: input.attachments ?? [],
+  headers: input.headers ?? {},
+  references: []
+})
+
+const SenderRow = Schema.Struct({
+  address: Schema.String,
+  domain: Schema.String,
+  plan: Plan,
+  periodStart: Schema.DateFromSelf,
+  customDomainId: Schema.NullOr(Schema.String),
+  customDomainVerified: Schema.NullOr(Schema.Boolean),
+  sentToday: Schema.NumberFromString,
+  sentThisPeriod: Schema.NumberFromString
+})
+
+/** The stored answer of an Idempotency-Key (read as text: the client would rename a jsonb value's keys). */
+const StoredAnswer = Schema.Struct({ requestSha256: Schema.String, response: Schema.parseJson(SendAccepted) })
+
+/** The key's row appeared while this send ran: answer what the first one answered. */
+class KeyTaken extends Data.TaggedError("KeyTaken") {}
+
+export interface Idempotency {
+  readonly key: string
+  /** What makes two requests the same request: route, mailbox or email, and body. */
+  readonly fingerprint: unknown
+}
+
+export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+    const dkim = yield* DkimKeys
+    const health = yield* DependencyHealth
+    const { sharedDomains } = yield* MailboxSettings
+
+    /** The sending mailbox, its owner's plan and sends so far; 404 when it is not the caller's. */
+    const sender = (userId: string, mailboxId: string) =>
+      Effect.gen(function*() {
+        const now = new Date()
+        const rows = yield* sql`
+          SELECT m.local_part || '@' || m.domain AS address, m.domain, s.plan, p.period_start,
+                 d.id AS custom_domain_id, d.verified AS custom_domain_verified,
+                 coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period
+          FROM mailboxes m
+          JOIN subscriptions s ON s.user_id = m.user_id
+          CROSS JOIN LATERAL (
+            SELECT CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
+                        THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+                        ELSE s.current_period_start END AS period_start
+          ) p
+          LEFT JOIN domains d ON d.name = m.domain AND d.user_id = m.user_id
+          LEFT JOIN mail_daily_counters c ON c.user_id = m.user_id AND c.day = ${utcDay(now)}::date
+          LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start
+          WHERE m.id = ${mailboxId} AND m.user_id = ${userId} AND m.status = 'active'`.pipe(
+          Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(SenderRow))(rows)))
+        )
+        const row = rows[0]
+        if (!row) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+        const shared = sharedDomains.includes(row.domain)
+        if (!shared && row.customDomainVerified !== true) {
+          return yield* new SenderDomainUnverified({
+            message: `${row.domain} is not verified: verify the domain before sending from it`,
+            details: { domain: row.domain }
+          })
+        }
+        return { ...row, customDomainId: shared ? null : row.customDomainId }
+      })
+
+    /** The first answer of `key`, when it was given within the window; 409 when it was for another request. */
+    const earlierAnswer = (userId: string, idempotency: Idempotency, fingerprint: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql`
+          SELECT request_sha256, response::text AS response FROM idempotency_keys
+          WHERE user_id = ${userId} AND key = ${idempotency.key}
+            AND created_at > now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})`.pipe(
+          Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(StoredAnswer))(rows)))
+        )
+        const row = rows[0]
+        if (!row) return undefined
+        if (row.requestSha256 !== fingerprint) {
+          return yield* new IdempotencyKeyReused({
+            message: "This Idempotency-Key was used for a different request within the last 24 hours",
+            details: { idempotency_key: idempotency.key }
+          })
+        }
+        return row.response
+      })
+
+    /** Recipients (to, cc, bcc) once each, lower-cased: who the message is delivered to. */
+    const recipientsOf = (message: OutgoingMessage) => {
+      const all = [...message.to, ...message.cc, ...message.bcc].map((r) => r.address.toLowerCase())
+      return [...new Set(all)]
+    }
+
+    const checkMessage = (message: OutgoingMessage, recipients: ReadonlyArray<string>) => {
+      if (recipients.length === 0) return Effect.fail(ValidationError.field("to", "must list at least one recipient (to, cc or bcc)"))
+      if (recipients.length > MAX_RECIPIENTS) {
+        return Effect.fail(ValidationError.field("to", `must list at most ${MAX_RECIPIENTS} recipients (to, cc and bcc together)`))
+      }
+      if ((message.text ?? "") === "" && (message.html ?? "") === "") {
+        return Effect.fail(ValidationError.field("text", "a message needs text or html"))
+      }
+      return Effect.void
+    }
+
+    const checkSuppressions = (userId: string, recipients: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ address: string }>`
+          SELECT address FROM suppressions WHERE user_id = ${userId} AND address = ANY(${[...recipients]}::text[])
+          ORDER BY address`
+        if (rows.length === 0) return
+        const addresses = rows.map((row) => row.address)
+        return yield* new RecipientSuppressed({
+          message: `Not sent: ${addresses.join(", ")} bounced before and ${addresses.length === 1 ? "is" : "are"} suppressed`,
+          details: { addresses }
+        })
+      })
+
+    const checkQuota = (row: typeof SenderRow.Type) => {
+      const plan = limits[row.plan]
+      if (row.sentToday >= plan.sendsPerDay) {
+        return Effect.fail(
+          new SendQuotaReached({
+            message: `The ${row.plan} plan sends at most ${plan.sendsPerDay} messages a day`,
+            details: { window: "day", used: row.sentToday, limit: plan.sendsPerDay, plan: row.plan }
+          })
+        )
+      }
+      if (plan.sendsPerMonth !== null && row.sentThisPeriod >= plan.sendsPerMonth) {
+        return Effect.fail(
+          new SendQuotaReached({
+            message: `The ${row.plan} plan sends at most ${plan.sendsPerMonth} messages a billing period`,
+            details: { window: "period", used: row.sentThisPeriod, limit: plan.sendsPerMonth, plan: row.plan }
+          })
+        )
+      }
+      return Effect.void
+    }
+
+    /** Take a stored send back: the bus did not take its jobs, so it will never go out. */
+    const takeBack = (userId: string, emailId: string, size: number, day: string, periodStart: Date, key: string | undefined) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`DELETE FROM emails WHERE id = ${emailId}`
+        yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${size}) WHERE user_id = ${userId}`
+        yield* sql`UPDATE mail_daily_counters SET sent = greatest(0, sent - 1) WHERE user_id = ${userId} AND day = ${day}::date`
+        yield* sql`UPDATE usage_counters SET emails_sent = greatest(0, emails_sent - 1)
+                   WHERE user_id = ${userId} AND period_start = ${periodStart}`
+        if (key !== undefined) yield* sql`DELETE FROM idempotency_keys WHERE user_id = ${userId} AND key = ${key}`
+      })).pipe(Effect.catchAll((error) => health.report("Could not take back a send the bus refused", Cause.fail(error))))
+
+    /**
+     * Send `message` from the caller's mailbox: 202's answer once it is durable and queued.
+     * Untraced where it repeats per message; a traced Effect.fn per call is enough.
+     */
+    const submit = Effect.fn("Outbound.submit")(function*(
+      userId: string,
+      mailboxId: string,
+      message: OutgoingMessage,
+      idempotency?: Idempotency
+    ) {
+      const fingerprint = idempotency === undefined ? undefined : sha256(JSON.stringify(idempotency.fingerprint))
+      if (idempotency !== undefined) {
+        const earlier = yield* earlierAnswer(userId, idempotency, fingerprint!)
+        if (earlier !== undefined) return earlier
+      }
+      const recipients = recipientsOf(message)
+      yield* checkMessage(message, recipients)
+      const from = yield* sender(userId, mailboxId)
+      yield* checkSuppressions(userId, recipients)
+      yield* checkQuota(from)
+
+      const emailId = newId("eml")
+      const messageId = `<${emailId}@${from.domain}>`
+      const now = new Date()
+      const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
+      const raw = yield* compose({
+        from: { address: from.address },
+        to: message.to,
+        cc: message.cc,
+        replyTo: message.replyTo,
+        subject: message.subject,
+        text: message.text,
+        html: message.html,
+        attachments: message.attachments,
+        headers: message.headers,
+        messageId,
+        inReplyTo: message.inReplyTo,
+        references: message.references,
+        date: now,
+        dkim: signer
+      }).pipe(Effect.mapError((error) => ValidationError.field("attachments", error.message)))
+      const maxBytes = limits[from.plan].maxEmailBytes
+      if (raw.byteLength > maxBytes) {
+        return yield* new PayloadTooLarge({
+          message: `The message is ${raw.byteLength} bytes; the ${from.plan} plan sends at most ${maxBytes}`,
+          details: { size: raw.byteLength, limit: maxBytes }
+        })
+      }
+      const parsed = yield* parseMessage(raw)
+      const rawSha256 = sha256(raw)
+      const day = utcDay(now)
+      const domains = [...new Set(recipients.map((r) => r.slice(r.lastIndexOf("@") + 1)))]
+
+      const stored = yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${rawSha256}, ${raw.byteLength}, ${raw})
+                   ON CONFLICT (sha256) DO UPDATE SET created_at = now()`
+        const row = yield* storeEmail(sql, {
+          emailId,
+          mailboxId,
+          userId,
+          direction: "outbound",
+          labels: ["sent"],
+          rawSha256,
+          size: raw.byteLength,
+          mailFrom: bounceAddress(emailId, from.domain),
+          rcptTo: from.address,
+          receivedAt: now,
+          messageId,
+          parsed
+        })
+        yield* sql`INSERT INTO outbound_deliveries ${
+          sql.insert(recipients.map((recipient) => ({
+            emailId,
+            recipient,
+            domain: recipient.slice(recipient.lastIndexOf("@") + 1)
+          })))
+        }`
+        yield* sql`INSERT INTO mail_daily_counters (user_id, day, sent) VALUES (${userId}, ${day}::date, 1)
+                   ON CONFLICT (user_id, day) DO UPDATE SET sent = mail_daily_counters.sent + 1`
+        yield* sql`INSERT INTO usage_counters (user_id, period_start, emails_sent) VALUES (${userId}, ${from.periodStart}, 1)
+                   ON CONFLICT (user_id, period_start) DO UPDATE SET emails_sent = usage_counters.emails_sent + 1`
+        const accepted: SendAccepted = { email_id: emailId, message_id: messageId, thread_id: row!.threadId, status: "queued" }
+        if (idempotency !== undefined) {
+          // A concurrent send with the same key waits here until this one commits, then finds the key
+          // taken and rolls back everything it stored.
+          const claimed = yield* sql`
+            INSERT INTO idempotency_keys (user_id, key, request_sha256, response)
+            VALUES (${userId}, ${idempotency.key}, ${fingerprint!}, ${JSON.stringify(accepted)})
+            ON CONFLICT (user_id, key) DO UPDATE SET request_sha256 = EXCLUDED.request_sha256, response = EXCLUDED.response,
+                                                     created_at = now()
+              WHERE idempotency_keys.created_at <= now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})
+            RETURNING 1`
+          if (claimed.length === 0) return yield* new KeyTaken()
+        }
+        return accepted
+      })).pipe(
+        Effect.catchTag("KeyTaken", () =>
+          Effect.flatMap(earlierAnswer(userId, idempotency!, fingerprint!), (earlier) =>
+            earlier === undefined
+              ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being sent right now; retry", 1))
+              : Effect.succeed(earlier)))
+      )
+      if (stored.email_id !== emailId) return stored
+
+      const queued = yield* Effect.forEach(
+        domains,
+        (domain) =>
+          bus.publish(subjects.outboundMail(emailId), encodeJson({ email_id: emailId, domain } satisfies OutboundJob), {
+            msgId: `outbound:${emailId}:${domain}`
+          }),
+        { concurrency: "unbounded", discard: true }
+      ).pipe(Effect.either)
+      if (queued._tag === "Left") {
+        yield* takeBack(userId, emailId, raw.byteLength, day, from.periodStart, idempotency?.key)
+        return yield* ServiceUnavailable.of("The message could not be queued; nothing was sent, retry")
+      }
+      yield* Effect.logInfo("Email queued for delivery").pipe(
+        Effect.annotateLogs({ email_id: emailId, mailbox_id: mailboxId, recipients: recipients.length, domains: domains.length })
+      )
+      return stored
+    })
+
+    return { submit } as const
+  })
+}) {}

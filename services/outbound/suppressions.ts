@@ -1,0 +1,51 @@
+/**
+ * The account's suppression list (issue 16): addresses that bounced for good. Sending to one is
+ * refused (422 RECIPIENT_SUPPRESSED) until the account removes it, say after the recipient fixed
+ * their mailbox.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { NotFound } from "../errors.ts"
+import type { Page } from "../listing.ts"
+import type { Suppression } from "./schemas.ts"
+
+
+interface SuppressionRow {
+  readonly address: string
+  readonly reason: "bounced"
+  readonly lastResponse: string | null
+  readonly emailId: string | null
+  readonly createdAt: Date
+}
+
+export class Suppressions extends Effect.Service<Suppressions>()("mailroom/Suppressions", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /** Newest first. */
+    const list = Effect.fn("Suppressions.list")(function*(userId: string, page: Page) {
+      const rows = yield* sql<SuppressionRow>`
+        SELECT address, reason, last_response, email_id, created_at FROM suppressions WHERE user_id = ${userId}
+        ORDER BY created_at DESC, address LIMIT ${page.limit} OFFSET ${page.offset}`
+      const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM suppressions WHERE user_id = ${userId}`
+      const total = Number(counted[0]?.total ?? 0)
+      const data = rows.map((row): Suppression => ({
+        address: row.address,
+        reason: row.reason,
+        last_response: row.lastResponse,
+        email_id: row.emailId,
+        created_at: row.createdAt.toISOString()
+      }))
+      return { data, total }
+    })
+
+    /** Send to `address` again. */
+    const remove = Effect.fn("Suppressions.remove")(function*(userId: string, address: string) {
+      const deleted = yield* sql`DELETE FROM suppressions WHERE user_id = ${userId} AND address = ${address.toLowerCase()} RETURNING 1`
+      if (deleted.length === 0) return yield* new NotFound({ message: "This address is not suppressed", details: { address } })
+      return { address: address.toLowerCase(), deleted: true as const }
+    })
+
+    return { list, remove } as const
+  })
+}) {}

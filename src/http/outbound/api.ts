@@ -1,0 +1,213 @@
+/**
+ * Sending mail (issue 16): the same routes for API keys under /v1/api and for dashboard sessions
+ * under /api. A send answers 202 once the message is durable and queued; what becomes of it is read
+ * from the email (`GET /emails/{email_id}`: `delivery`) and told by the delivery events.
+ */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import {
+  Conflict,
+  IdempotencyKeyReused,
+  NotFound,
+  PayloadTooLarge,
+  RecipientSuppressed,
+  SenderDomainUnverified,
+  SendQuotaReached,
+  ValidationError
+} from "../../../services/errors.ts"
+import { Draft, DraftInput, ForwardInput, ReplyInput, SendAccepted, SendInput, Suppression } from "../../../services/outbound/schemas.ts"
+import { ListMeta, Limit, Offset } from "../../../services/listing.ts"
+import { Ok, OkWithMeta } from "../envelope.ts"
+import { envelope } from "../errors.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
+
+const MailboxPath = Schema.Struct({ mailboxId: Schema.String })
+const EmailPath = Schema.Struct({ emailId: Schema.String })
+const SuppressionPath = Schema.Struct({ address: Schema.String })
+const DraftsPath = Schema.Struct({ mailboxId: Schema.String })
+const DraftPath = Schema.Struct({ mailboxId: Schema.String, draftId: Schema.String })
+const DeletedDraft = Schema.Struct({ draft_id: Schema.String, deleted: Schema.Literal(true) }).annotations({ identifier: "DeletedDraft" })
+const PageParams = Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) })
+  .annotations({ parseOptions: { errors: "all" } })
+const Unsuppressed = Schema.Struct({ address: Schema.String, deleted: Schema.Literal(true) }).annotations({ identifier: "Unsuppressed" })
+
+/** `Idempotency-Key`: 1-255 visible characters. */
+export const IdempotencyHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(
+    Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1-255 visible ASCII characters" }))
+  ).annotations({
+    description: "Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new"
+  })
+})
+
+/**
+ * The sending routes: a path (the mailbox, or the email answered), Idempotency-Key, body, 202, and
+ * every reason a send can be refused. Two builders only because the path differs.
+ */
+const fromMailbox = <const Name extends string, Payload extends Schema.Schema.Any>(name: Name, route: `/${string}`, payload: Payload) =>
+  HttpApiEndpoint.post(name, route)
+    .setPath(MailboxPath)
+    .setPayload(payload)
+    .setHeaders(IdempotencyHeaders)
+    .addSuccess(Ok(SendAccepted), { status: 202 })
+    .addError(envelope(ValidationError))
+    .addError(envelope(NotFound))
+    .addError(envelope(SenderDomainUnverified))
+    .addError(envelope(SendQuotaReached))
+    .addError(envelope(RecipientSuppressed))
+    .addError(envelope(IdempotencyKeyReused))
+    .addError(envelope(PayloadTooLarge))
+
+const aboutEmail = <const Name extends string, Payload extends Schema.Schema.Any>(name: Name, route: `/${string}`, payload: Payload) =>
+  HttpApiEndpoint.post(name, route)
+    .setPath(EmailPath)
+    .setPayload(payload)
+    .setHeaders(IdempotencyHeaders)
+    .addSuccess(Ok(SendAccepted), { status: 202 })
+    .addError(envelope(ValidationError))
+    .addError(envelope(NotFound))
+    .addError(envelope(SenderDomainUnverified))
+    .addError(envelope(SendQuotaReached))
+    .addError(envelope(RecipientSuppressed))
+    .addError(envelope(IdempotencyKeyReused))
+    .addError(envelope(PayloadTooLarge))
+
+const fromDraft = <const Name extends string>(name: Name, route: `/${string}`) =>
+  HttpApiEndpoint.post(name, route)
+    .setPath(DraftPath)
+    .addSuccess(Ok(SendAccepted), { status: 202 })
+    .addError(envelope(ValidationError))
+    .addError(envelope(NotFound))
+    .addError(envelope(Conflict))
+    .addError(envelope(SenderDomainUnverified))
+    .addError(envelope(SendQuotaReached))
+    .addError(envelope(RecipientSuppressed))
+    .addError(envelope(PayloadTooLarge))
+
+const ANSWER =
+  "202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400)."
+
+const outboundEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
+    .add(
+      fromMailbox("send", "/mailboxes/:mailboxId/send", SendInput)
+        .annotateContext(OpenApi.annotations({
+          summary: "Send an email",
+          description: `Sends from the mailbox to \`to\`, \`cc\` and \`bcc\` (at most 50 in all). ${ANSWER}`
+        }))
+    )
+    .add(
+      aboutEmail("reply", "/emails/:emailId/reply", ReplyInput)
+        .annotateContext(OpenApi.annotations({
+          summary: "Reply to an email",
+          description:
+            `From the mailbox holding the email, to its Reply-To or From (for mail the mailbox sent: to its recipients), with one "Re:" and In-Reply-To / References set. ${ANSWER}`
+        }))
+    )
+    .add(
+      aboutEmail("replyAll", "/emails/:emailId/reply-all", ReplyInput)
+        .annotateContext(OpenApi.annotations({
+          summary: "Reply to everyone on an email",
+          description: `As reply, with the email's To and Cc added (minus the mailbox itself). ${ANSWER}`
+        }))
+    )
+    .add(
+      aboutEmail("forward", "/emails/:emailId/forward", ForwardInput)
+        .annotateContext(OpenApi.annotations({
+          summary: "Forward an email",
+          description: `To \`to\` (and cc, bcc), with one "Fwd:", the original below the note and its attachments along. ${ANSWER}`
+        }))
+    )
+    .add(
+      HttpApiEndpoint.post("createDraft", "/mailboxes/:mailboxId/drafts")
+        .setPath(DraftsPath)
+        .setPayload(DraftInput)
+        .addSuccess(Ok(Draft), { status: 201 })
+        .addError(envelope(ValidationError))
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Create a draft",
+          description:
+            "A message to send later: by a person (POST …/send, the approval path) or at `send_at`. It may reply to (`in_reply_to`, `reply_all`) or forward (`forward_of`) an email of the mailbox; recipients and body may be completed later"
+        }))
+    )
+    .add(
+      HttpApiEndpoint.get("listDrafts", "/mailboxes/:mailboxId/drafts")
+        .setPath(DraftsPath)
+        .setUrlParams(PageParams)
+        .addSuccess(OkWithMeta(Schema.Array(Draft), ListMeta))
+        .addError(envelope(ValidationError))
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({ summary: "List drafts", description: "The mailbox's drafts, newest first, sent ones included" }))
+    )
+    .add(
+      HttpApiEndpoint.get("getDraft", "/mailboxes/:mailboxId/drafts/:draftId")
+        .setPath(DraftPath)
+        .addSuccess(Ok(Draft))
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Get a draft",
+          description: "The draft as it is now: its fields, schedule, status and, once sent, the email it became"
+        }))
+    )
+    .add(
+      HttpApiEndpoint.patch("updateDraft", "/mailboxes/:mailboxId/drafts/:draftId")
+        .setPath(DraftPath)
+        .setPayload(DraftInput)
+        .addSuccess(Ok(Draft))
+        .addError(envelope(ValidationError))
+        .addError(envelope(NotFound))
+        .addError(envelope(Conflict))
+        .annotateContext(OpenApi.annotations({
+          summary: "Update a draft",
+          description: "Changes the fields given; `send_at: null` cancels a scheduled send. A draft being sent or sent is 409 CONFLICT"
+        }))
+    )
+    .add(
+      HttpApiEndpoint.del("deleteDraft", "/mailboxes/:mailboxId/drafts/:draftId")
+        .setPath(DraftPath)
+        .addSuccess(Ok(DeletedDraft))
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({ summary: "Delete a draft", description: "A scheduled draft deleted before its time is never sent" }))
+    )
+    .add(
+      fromDraft("sendDraft", "/mailboxes/:mailboxId/drafts/:draftId/send")
+        .annotateContext(OpenApi.annotations({
+          summary: "Send a draft",
+          description: `Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. ${ANSWER}`
+        }))
+    )
+    .add(
+      HttpApiEndpoint.get("suppressions", "/suppressions")
+        .setUrlParams(PageParams)
+        .addSuccess(OkWithMeta(Schema.Array(Suppression), ListMeta))
+        .addError(envelope(ValidationError))
+        .annotateContext(OpenApi.annotations({
+          summary: "List suppressed addresses",
+          description: "Addresses that bounced for good, newest first: sending to one is refused with 422 RECIPIENT_SUPPRESSED"
+        }))
+    )
+    .add(
+      HttpApiEndpoint.del("unsuppress", "/suppressions/:address")
+        .setPath(SuppressionPath)
+        .addSuccess(Ok(Unsuppressed))
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Remove a suppressed address",
+          description: "Mail to the address is sent again"
+        }))
+    )
+
+export class OutboundGroup extends outboundEndpoints("outbound")
+  .middleware(ApiAuthentication)
+  .prefix("/v1/api")
+  .annotate(OpenApi.Title, "Sending")
+  .annotate(OpenApi.Description, "Sending mail from a mailbox: delivered by Mailroom's mta, DKIM-signed, retried, bounces tracked")
+{}
+
+export class DashboardOutboundGroup extends outboundEndpoints("dashboardOutbound")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Sending (dashboard)")
+  .annotate(OpenApi.Description, "The sending routes for dashboard sessions")
+{}

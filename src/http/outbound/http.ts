@@ -1,0 +1,103 @@
+/**
+ * Sending over HTTP, served twice from one set of handlers (API keys under /v1/api, dashboard
+ * sessions under /api). An Idempotency-Key's request is the route, the mailbox and the body.
+ */
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { listMeta, page } from "../../../services/listing.ts"
+import { Drafts } from "../../../services/outbound/drafts.ts"
+import { Replies } from "../../../services/outbound/replies.ts"
+import { Suppressions } from "../../../services/outbound/suppressions.ts"
+import type { DraftInput, ForwardInput, ReplyInput, SendAccepted, SendInput } from "../../../services/outbound/schemas.ts"
+import { fromSendInput, type Idempotency, Outbound } from "../../../services/outbound/send.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
+
+interface Request<Path, Payload> {
+  readonly path: Path
+  readonly headers: { readonly "idempotency-key"?: string | undefined }
+  readonly payload: Payload
+}
+
+/** The Idempotency-Key of a request, and what makes a repeat the same request: route, target, body. */
+const idempotency = (request: Request<unknown, unknown>, route: string): Idempotency | undefined => {
+  const key = request.headers["idempotency-key"]
+  return key === undefined ? undefined : { key, fingerprint: [route, request.path, request.payload] }
+}
+
+const accepted = <E, R>(effect: Effect.Effect<SendAccepted, E, R>) =>
+  Effect.map(orUnavailable(effect), (data) => ({ success: true as const, data }))
+
+const makeHandlers = Effect.gen(function*() {
+  const outbound = yield* Outbound
+  const replies = yield* Replies
+  const suppressions = yield* Suppressions
+  const drafts = yield* Drafts
+  type DraftPath = { readonly mailboxId: string; readonly draftId: string }
+  type PageQuery = { readonly limit?: number | undefined; readonly offset?: number | undefined }
+  const ok = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.map(orUnavailable(effect), (data) => ({ success: true as const, data }))
+  const caller = Effect.map(CurrentPrincipal, (principal) => principal.userId)
+  type EmailPath = { readonly emailId: string }
+  return {
+    send: (request: Request<{ readonly mailboxId: string }, SendInput>) =>
+      Effect.flatMap(caller, (userId) =>
+        accepted(outbound.submit(userId, request.path.mailboxId, fromSendInput(request.payload), idempotency(request, "send")))),
+    reply: (request: Request<EmailPath, ReplyInput>) =>
+      Effect.flatMap(caller, (userId) =>
+        accepted(replies.reply(userId, request.path.emailId, request.payload, false, idempotency(request, "reply")))),
+    replyAll: (request: Request<EmailPath, ReplyInput>) =>
+      Effect.flatMap(caller, (userId) =>
+        accepted(replies.reply(userId, request.path.emailId, request.payload, true, idempotency(request, "reply-all")))),
+    forward: (request: Request<EmailPath, ForwardInput>) =>
+      Effect.flatMap(caller, (userId) =>
+        accepted(replies.forward(userId, request.path.emailId, request.payload, idempotency(request, "forward")))),
+    createDraft: ({ path, payload }: { readonly path: { readonly mailboxId: string }; readonly payload: DraftInput }) =>
+      Effect.flatMap(caller, (userId) => ok(drafts.create(userId, path.mailboxId, payload))),
+    listDrafts: ({ path, urlParams }: { readonly path: { readonly mailboxId: string }; readonly urlParams: PageQuery }) =>
+      Effect.gen(function*() {
+        const p = page(urlParams)
+        const { data, total } = yield* orUnavailable(drafts.list(yield* caller, path.mailboxId, p))
+        return { success: true as const, data, meta: listMeta(total, p) }
+      }),
+    getDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.get(userId, path.mailboxId, path.draftId))),
+    updateDraft: ({ path, payload }: { readonly path: DraftPath; readonly payload: DraftInput }) =>
+      Effect.flatMap(caller, (userId) => ok(drafts.update(userId, path.mailboxId, path.draftId, payload))),
+    deleteDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.remove(userId, path.mailboxId, path.draftId))),
+    sendDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.send(userId, path.mailboxId, path.draftId))),
+    suppressions: ({ urlParams }: { readonly urlParams: { readonly limit?: number | undefined; readonly offset?: number | undefined } }) =>
+      Effect.gen(function*() {
+        const p = page(urlParams)
+        const { data, total } = yield* orUnavailable(suppressions.list(yield* caller, p))
+        return { success: true as const, data, meta: listMeta(total, p) }
+      }),
+    unsuppress: ({ path }: { readonly path: { readonly address: string } }) =>
+      Effect.gen(function*() {
+        const data = yield* orUnavailable(suppressions.remove(yield* caller, path.address))
+        return { success: true as const, data }
+      })
+  }
+})
+
+const services = Drafts.Default.pipe(
+  Layer.provideMerge(Layer.mergeAll(Replies.Default, Suppressions.Default)),
+  Layer.provideMerge(Outbound.Default)
+)
+
+export const OutboundHandlers = HttpApiBuilder.group(MailroomApi, "outbound", (handlers) =>
+  Effect.map(makeHandlers, (h) =>
+    handlers.handle("send", h.send).handle("reply", h.reply).handle("replyAll", h.replyAll).handle("forward", h.forward)
+      .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("getDraft", h.getDraft)
+      .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
+      .handle("suppressions", h.suppressions).handle("unsuppress", h.unsuppress))).pipe(
+    Layer.provide(services)
+  )
+
+export const DashboardOutboundHandlers = HttpApiBuilder.group(MailroomApi, "dashboardOutbound", (handlers) =>
+  Effect.map(makeHandlers, (h) =>
+    handlers.handle("send", h.send).handle("reply", h.reply).handle("replyAll", h.replyAll).handle("forward", h.forward)
+      .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("getDraft", h.getDraft)
+      .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
+      .handle("suppressions", h.suppressions).handle("unsuppress", h.unsuppress))).pipe(
+    Layer.provide(services)
+  )

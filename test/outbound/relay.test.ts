@@ -1,0 +1,84 @@
+/**
+ * Relay mode (issue 16): with SMTP_RELAY_URL every outbound message goes through that server, logged
+ * in with the URL's user and password, whatever the recipients' MX records say. A relay that refuses
+ * the login leaves the delivery deferred, never lost.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createClient } from "../../packages/client/src/fetch-client.ts"
+import { client, withApiKey } from "../support/http.ts"
+import { newBox } from "../support/mailboxes.ts"
+import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+let relay: MxServer
+let backend: Backend
+let server: Server
+
+beforeAll(async () => {
+  relay = await startMxServer({ auth: { user: "mailroom", pass: "s3cret/with:odd@chars" } })
+  backend = await createBackend()
+  // The password percent-encoded, as a URL must carry it.
+  server = await startServer({
+    ...backend.env,
+    SMTP_RELAY_URL: `smtp://mailroom:${encodeURIComponent("s3cret/with:odd@chars")}@127.0.0.1:${relay.port}`,
+    OUTBOUND_RETRY_DELAYS: "200ms"
+  })
+})
+
+afterAll(async () => {
+  await server?.stop()
+  await backend?.dispose()
+  await relay?.close()
+})
+
+describe("SMTP_RELAY_URL", () => {
+  it("sends through the relay, logged in, for a domain that has no MX at all", async () => {
+    const api = client(server.url)
+    const box = await newBox(api, { user: await withApiKey(api) })
+    const mailroom = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
+    const sent = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { to: ["someone@no-such-domain.invalid"], subject: "Via the relay", text: "Hello" }
+    })
+    expect(sent.response.status).toBe(202)
+    const [message] = await relay.waitFor(1)
+    expect(message).toMatchObject({
+      user: "mailroom",
+      mailFrom: `bounces+${sent.data!.data.email_id}@agents.localhost`,
+      rcptTo: ["someone@no-such-domain.invalid"]
+    })
+    const email = await until("sent", async () => {
+      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: sent.data!.data.email_id } } })
+      return data?.data.delivery?.[0]?.status === "sent" ? data.data : undefined
+    })
+    expect(email.delivery).toMatchObject([{ recipient: "someone@no-such-domain.invalid", status: "sent", attempts: 1 }])
+  })
+
+  it("a relay that refuses the login defers the delivery (nothing bounces or is suppressed), and it goes out once the login works", async () => {
+    const api = client(server.url)
+    const box = await newBox(api, { user: await withApiKey(api) })
+    const mailroom = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
+    relay.requireAuth({ user: "mailroom", pass: "rotated" })
+    const before = relay.delivered().length
+    const sent = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { to: ["later@example.org"], subject: "Patience", text: "Hello" }
+    })
+    const emailId = sent.data!.data.email_id
+    const deferred = await until("deferred", async () => {
+      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      return data?.data.delivery?.[0]?.status === "deferred" ? data.data.delivery[0] : undefined
+    })
+    expect(deferred.last_response).toMatch(/^451 4\.7\.0 127\.0\.0\.1 refused the login: 535/)
+    relay.requireAuth({ user: "mailroom", pass: "s3cret/with:odd@chars" })
+    await relay.waitFor(before + 1)
+    const email = await until("sent", async () => {
+      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      return data?.data.delivery?.[0]?.status === "sent" ? data.data : undefined
+    })
+    expect(email.delivery![0]!.attempts).toBeGreaterThanOrEqual(2)
+    const suppressed = await mailroom.GET("/v1/api/suppressions", {})
+    expect(suppressed.data?.meta.total).toBe(0)
+  })
+})

@@ -1,0 +1,528 @@
+/**
+ * Sending mail over the wire (issue 16), as an agent meets it: `POST /mailboxes/{id}/send` against a
+ * started server whose mta resolves MX records through a DNS server this test runs and delivers to a
+ * receiving SMTP server this test runs (OUTBOUND_SMTP_PORT), with a retry schedule shortened to
+ * fractions of a second. What arrives is checked byte for byte, its DKIM signature by an independent
+ * verifier (mailauth) against the key the test DNS publishes.
+ */
+import { generateKeyPairSync } from "node:crypto"
+import * as dns from "node:dns"
+import { simpleParser } from "mailparser"
+import nodemailer from "nodemailer"
+import { dkimVerify } from "mailauth"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
+import { client, withApiKey } from "../support/http.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
+import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { type Receiver, startReceiver } from "../support/receiver.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+const DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
+const privatePem = DKIM.privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+const publicDer = DKIM.publicKey.export({ type: "spki", format: "der" }).toString("base64")
+
+let mx: MxServer
+let names: DnsServer
+let hooks: Receiver
+let suite: SuiteServer
+
+beforeAll(async () => {
+  mx = await startMxServer()
+  names = await startDnsServer()
+  hooks = await startReceiver()
+  names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
+  names.set("mx.partner.test", { A: ["127.0.0.1"] })
+  // A null MX (RFC 7505): the domain takes no mail at all.
+  names.set("nomail.test", { MX: [{ preference: 0, exchange: "." }] })
+  // A TXT character-string holds at most 255 bytes: a 2048-bit key's record is published in pieces.
+  const record = `v=DKIM1; k=rsa; p=${publicDer}`
+  names.set("mailroom._domainkey.agents.localhost", { TXT: [record.match(/.{1,255}/g)!] })
+})
+
+afterAll(async () => {
+  await mx?.close()
+  await names?.close()
+  await hooks?.close()
+})
+
+useSuiteServer((s) => {
+  suite = s
+}, {
+  // Set before the server starts: the suite's beforeAll above runs first.
+  get DNS_SERVERS() {
+    return names.address
+  },
+  get OUTBOUND_SMTP_PORT() {
+    return String(mx.port)
+  },
+  OUTBOUND_RETRY_DELAYS: "300ms,600ms",
+  DKIM_PRIVATE_KEY: privatePem,
+  WEBHOOK_ALLOW_PRIVATE: "true"
+} as Record<string, string>)
+
+/** A user with a mailbox and a typed client of their own (each test stays inside the free plan's rate). */
+const sender = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
+  const api = client(suite.url)
+  const box = await newBox(api, { user: await withApiKey(api) })
+  return { box, mailroom: createClient({ baseUrl: suite.url, apiKey: box.user.apiKey }) }
+}
+
+const send = (mailroom: MailroomFetchClient, box: Box, body: Record<string, unknown>, idempotencyKey?: string) =>
+  mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
+    params: { path: { mailboxId: box.mailboxId }, header: idempotencyKey ? { "idempotency-key": idempotencyKey } : {} } as never,
+    body: body as never
+  })
+
+/** The email once every recipient's delivery is settled (not queued, not deferred). */
+const settled = (mailroom: MailroomFetchClient, emailId: string) =>
+  until(`delivery of ${emailId} settled`, async () => {
+    const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+    const delivery = data?.data.delivery ?? []
+    return delivery.length > 0 && delivery.every((d) => d.status !== "queued" && d.status !== "deferred") ? data!.data : undefined
+  }, 20_000)
+
+/** The message the MX server took with this Message-ID. */
+const arrived = (messageId: string) =>
+  until(`${messageId} at the MX`, async () => mx.delivered().find((m) => m.raw.includes(`Message-ID: ${messageId}`)), 20_000)
+
+const resolver = () => {
+  const r = new dns.promises.Resolver()
+  r.setServers([names.address])
+  return (name: string, type: string) => r.resolve(name, type as "TXT") as Promise<never>
+}
+
+describe("sending to another domain", () => {
+  it("delivers to the domain's MX: headers, UTF-8 subject, attachment and bcc intact, DKIM passes, raw is what was sent", async () => {
+    const { box, mailroom } = await sender()
+    const to = `${fresh("ada")}@partner.test`
+    const cc = `${fresh("bob")}@partner.test`
+    const bcc = `${fresh("eve")}@partner.test`
+    const pdf = Buffer.from("%PDF-1.4 a tiny report\n")
+    const before = mx.delivered().length
+    const sent = await send(mailroom, box, {
+      to: [{ name: "Ada Lovelace", address: to }],
+      cc: [cc],
+      bcc: [bcc],
+      subject: "Grüße aus dem Büro ✉",
+      text: "Hello Ada,\nthe report is attached.",
+      html: "<p>Hello Ada,<br>the report is attached.</p>",
+      attachments: [{ filename: "report.pdf", content_type: "application/pdf", content: pdf.toString("base64") }],
+      reply_to: "desk@partner.test",
+      headers: { "X-Ticket": "T-42" }
+    })
+    expect(sent.response.status).toBe(202)
+    const accepted = sent.data!.data
+    expect(accepted).toEqual({
+      email_id: expect.stringMatching(/^eml_/),
+      message_id: `<${accepted.email_id}@agents.localhost>`,
+      thread_id: expect.stringMatching(/^thr_/),
+      status: "queued"
+    })
+
+    const [message] = (await mx.waitFor(before + 1)).slice(before)
+    expect(message!.mailFrom).toBe(`bounces+${accepted.email_id}@agents.localhost`)
+    expect([...message!.rcptTo].sort()).toEqual([to, cc, bcc].sort())
+    const parsed = await simpleParser(message!.raw)
+    expect(parsed.subject).toBe("Grüße aus dem Büro ✉")
+    expect(parsed.messageId).toBe(accepted.message_id)
+    expect(parsed.from?.value).toEqual([{ address: box.address, name: "" }])
+    expect(parsed.to).toMatchObject({ value: [{ address: to, name: "Ada Lovelace" }] })
+    expect(parsed.headers.has("bcc")).toBe(false)
+    expect(parsed.headers.get("x-ticket")).toBe("T-42")
+    expect(parsed.replyTo?.value[0]?.address).toBe("desk@partner.test")
+    expect(parsed.attachments.map((a) => [a.filename, a.contentType, a.content.equals(pdf)])).toEqual([["report.pdf", "application/pdf", true]])
+
+    const verdict = await dkimVerify(message!.raw, { resolver: resolver() })
+    expect(verdict.results.map((r: { status: { result: string }; signingDomain: string }) => [r.signingDomain, r.status.result])).toEqual([
+      ["agents.localhost", "pass"]
+    ])
+
+    const email = await settled(mailroom, accepted.email_id)
+    expect(email).toMatchObject({ direction: "outbound", labels: ["sent"], thread_id: accepted.thread_id, subject: "Grüße aus dem Büro ✉" })
+    expect(email.delivery).toEqual([to, cc, bcc].sort().map((recipient) => ({
+      recipient,
+      status: "sent",
+      attempts: 1,
+      last_response: "250 2.0.0 Queued as test",
+      next_attempt_at: null,
+      updated_at: expect.any(String)
+    })))
+    const raw = await fetch(`${suite.url}/v1/api/emails/${accepted.email_id}/raw`, { headers: { "x-api-key": box.user.apiKey } })
+    expect(Buffer.from(await raw.arrayBuffer()).equals(message!.raw)).toBe(true)
+
+    const outbound = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
+    })
+    expect(outbound.data?.data.map((e) => e.email_id)).toEqual([accepted.email_id])
+    const inbound = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { direction: "inbound" } }
+    })
+    expect(inbound.data?.meta.total).toBe(0)
+
+    // Operators see deliveries by status.
+    const metrics = await (await fetch(`${suite.url}/metrics`)).text()
+    const sentCount = Number(/^mailroom_outbound_deliveries_total\{status="sent"\} (\d+)/m.exec(metrics)?.[1] ?? 0)
+    expect(sentCount).toBeGreaterThanOrEqual(3)
+  })
+
+  it("retries 4xx on the schedule (300 ms, 600 ms) until the server takes it; the deferral is told once", async () => {
+    const { box, mailroom } = await sender()
+    const to = `${fresh("slow")}@partner.test`
+    mx.script(to, [451, 421, 250])
+    const hook = await mailroom.POST("/v1/api/webhooks", {
+      body: { url: `${hooks.url}/delayed-${box.mailboxId}`, events: ["email.delivery_delayed", "email.sent"] }
+    })
+    expect(hook.response.status).toBe(201)
+    const sent = await send(mailroom, box, { to: [to], subject: "Patience", text: "Third time lucky" })
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    expect(email.delivery).toMatchObject([{ recipient: to, status: "sent", attempts: 3, last_response: "250 2.0.0 Queued as test" }])
+    const times = mx.attempts(to)
+    expect(times).toHaveLength(3)
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(250)
+    expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(550)
+
+    const events = await hooks.waitFor(`/delayed-${box.mailboxId}`, 2)
+    const bodies = events.map((e) => JSON.parse(e.body))
+    expect(bodies.map((b) => b.event).sort()).toEqual(["email.delivery_delayed", "email.sent"])
+    const delayed = bodies.find((b) => b.event === "email.delivery_delayed")
+    expect(delayed.data).toEqual({
+      email_id: email.email_id,
+      message_id: email.message_id,
+      mailbox_id: box.mailboxId,
+      thread_id: email.thread_id,
+      recipient: to,
+      status: "deferred",
+      attempts: 1,
+      smtp_response: "451 4.3.0 Temporary failure, try again later",
+      next_attempt_at: expect.any(String)
+    })
+  })
+
+  it("a 550 bounces at once, suppresses the address, and the next send to it is 422 RECIPIENT_SUPPRESSED", async () => {
+    const { box, mailroom } = await sender()
+    const gone = `${fresh("gone")}@partner.test`
+    const fine = `${fresh("fine")}@partner.test`
+    mx.script(gone, [550])
+    const sent = await send(mailroom, box, { to: [gone, fine], subject: "Hello", text: "Anyone there?" })
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    expect(email.delivery).toMatchObject(
+      [
+        { recipient: fine, status: "sent", attempts: 1 },
+        { recipient: gone, status: "bounced", attempts: 1, last_response: "550 5.1.1 No such user here" }
+      ].sort((a, b) => a.recipient.localeCompare(b.recipient))
+    )
+    expect(mx.attempts(gone)).toHaveLength(1)
+
+    const again = await send(mailroom, box, { to: [fine], cc: [gone.toUpperCase()], subject: "Hello again", text: "?" })
+    expect(again.response.status).toBe(422)
+    expect(again.error).toMatchObject({ success: false, error: { code: "RECIPIENT_SUPPRESSED", details: { addresses: [gone] } } })
+
+    const listed = await mailroom.GET("/v1/api/suppressions", {})
+    expect(listed.data).toEqual({
+      success: true,
+      data: [{ address: gone, reason: "bounced", last_response: "550 5.1.1 No such user here", email_id: email.email_id, created_at: expect.any(String) }],
+      meta: { total: 1, limit: 20, offset: 0, hasMore: false }
+    })
+    const removed = await mailroom.DELETE("/v1/api/suppressions/{address}", { params: { path: { address: gone } } })
+    expect(removed.data).toEqual({ success: true, data: { address: gone, deleted: true } })
+    const missing = await mailroom.DELETE("/v1/api/suppressions/{address}", { params: { path: { address: gone } } })
+    expect(missing.response.status).toBe(404)
+    expect(missing.error).toMatchObject({ error: { code: "NOT_FOUND", details: { address: gone } } })
+    mx.script(gone, [250])
+    const third = await send(mailroom, box, { to: [gone], subject: "Back again", text: "Welcome back" })
+    expect(third.response.status).toBe(202)
+  })
+
+  it("a bounce report (RFC 3464) to the bounce address marks the recipient bounced and suppresses it; the report is not mail", async () => {
+    const { box, mailroom } = await sender()
+    const to = `${fresh("later")}@partner.test`
+    const sent = await send(mailroom, box, { to: [to], subject: "Accepted, then bounced", text: "?" })
+    const emailId = sent.data!.data.email_id
+    expect((await settled(mailroom, emailId)).delivery).toMatchObject([{ recipient: to, status: "sent" }])
+
+    const report = [
+      "From: Mail Delivery System <MAILER-DAEMON@mx.partner.test>",
+      `To: bounces+${emailId}@agents.localhost`,
+      "Subject: Undelivered Mail Returned to Sender",
+      "MIME-Version: 1.0",
+      "Content-Type: multipart/report; report-type=delivery-status; boundary=b1",
+      "",
+      "--b1",
+      "Content-Type: text/plain",
+      "",
+      "Your message could not be delivered.",
+      "--b1",
+      "Content-Type: message/delivery-status",
+      "",
+      "Reporting-MTA: dns; mx.partner.test",
+      "",
+      `Final-Recipient: rfc822; ${to}`,
+      "Action: failed",
+      "Status: 5.1.1",
+      "Diagnostic-Code: smtp; 550 5.1.1 The mailbox is gone",
+      "--b1--",
+      ""
+    ].join("\r\n")
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+    try {
+      await transport.sendMail({ envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: report })
+    } finally {
+      transport.close()
+    }
+    const bounced = await until("the report applied", async () => {
+      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      return data?.data.delivery?.[0]?.status === "bounced" ? data.data.delivery[0] : undefined
+    }, 20_000, 200, 2_000)
+    expect(bounced).toMatchObject({ recipient: to, status: "bounced", last_response: "550 5.1.1 The mailbox is gone" })
+    const suppressed = await mailroom.GET("/v1/api/suppressions", {})
+    expect(suppressed.data?.data.map((s) => s.address)).toEqual([to])
+    const listed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(listed.data?.data.map((e) => e.email_id)).toEqual([emailId])
+
+    // A bounce address that no sent email has is refused at RCPT.
+    const forged = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+    try {
+      await expect(forged.sendMail({ envelope: { from: "", to: ["bounces+eml_000000000000000000000000@agents.localhost"] }, raw: report }))
+        .rejects.toMatchObject({ responseCode: 550 })
+    } finally {
+      forged.close()
+    }
+  })
+
+  it("a domain with a null MX fails at once, naming why", async () => {
+    const { box, mailroom } = await sender()
+    const sent = await send(mailroom, box, { to: ["someone@nomail.test"], subject: "Hello", text: "?" })
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    expect(email.delivery).toMatchObject([{ recipient: "someone@nomail.test", status: "failed", last_response: expect.stringContaining("null MX") }])
+  })
+})
+
+describe("sending within this Mailroom", () => {
+  it("delivers to a mailbox here through the inbound path, without the network", async () => {
+    const { box, mailroom } = await sender()
+    const other = await sender()
+    const before = mx.delivered().length
+    const sent = await send(mailroom, box, { to: [other.box.address], subject: "Internal memo", text: "Lunch at noon" })
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    expect(email.delivery).toMatchObject([{ recipient: other.box.address, status: "sent", attempts: 1 }])
+    const arrived = await until("memo arrived", async () => {
+      const { data } = await other.mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: other.box.mailboxId } } })
+      return data?.data[0]
+    })
+    expect(arrived).toMatchObject({ direction: "inbound", subject: "Internal memo", from: box.address, message_id: sent.data!.data.message_id })
+    expect(mx.delivered().length).toBe(before)
+
+    // Sent mail is searchable by its sender, like received mail.
+    const found = await until("the sent memo is searchable", async () => {
+      const { data } = await mailroom.POST("/v1/search", { body: { query: "lunch at noon", mode: "text" } as never })
+      return data && data.data.length > 0 ? data.data : undefined
+      // Few probes: searches are limited to 10 a minute on the free plan.
+    }, 30_000, 500, 4_000)
+    expect(found.map((r) => r.email_id)).toEqual([sent.data!.data.email_id])
+  })
+})
+
+describe("reply all and forward", () => {
+  it("reply-all answers the sender and the other recipients minus the mailbox; forward carries the attachments", async () => {
+    const { box, mailroom } = await sender()
+    const colleague = await sender()
+    const watcher = `${fresh("cc")}@partner.test`
+    const csv = Buffer.from("quarter,revenue\nQ3,42\n")
+    const original = await send(colleague.mailroom, colleague.box, {
+      to: [box.address],
+      cc: [watcher],
+      subject: "Figures",
+      text: "See the figures.",
+      attachments: [{ filename: "q3.csv", content_type: "text/csv", content: csv.toString("base64") }]
+    })
+    const received = await until("the figures arrived", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data[0]
+    })
+
+    const answer = await mailroom.POST("/v1/api/emails/{emailId}/reply-all", {
+      params: { path: { emailId: received.email_id } },
+      body: { text: "Thanks, all." }
+    })
+    expect(answer.response.status).toBe(202)
+    const replied = await settled(mailroom, answer.data!.data.email_id)
+    expect(replied).toMatchObject({ subject: "Re: Figures", thread_id: received.thread_id, to: [colleague.box.address] })
+    expect(replied.delivery!.map((d) => [d.recipient, d.status]).sort()).toEqual([[colleague.box.address, "sent"], [watcher, "sent"]].sort())
+    const parsed = await simpleParser((await arrived(answer.data!.data.message_id)).raw)
+    expect(parsed.inReplyTo).toBe(original.data!.data.message_id)
+    expect(parsed.cc).toMatchObject({ value: [{ address: watcher }] })
+
+    const forwarded = await mailroom.POST("/v1/api/emails/{emailId}/forward", {
+      params: { path: { emailId: received.email_id } },
+      body: { to: [`${fresh("fwd")}@partner.test`], text: "FYI" }
+    })
+    expect(forwarded.response.status).toBe(202)
+    const fwdParsed = await simpleParser((await arrived(forwarded.data!.data.message_id)).raw)
+    expect(fwdParsed.subject).toBe("Fwd: Figures")
+    expect(fwdParsed.text).toContain("FYI")
+    expect(fwdParsed.text).toContain("---------- Forwarded message ---------")
+    expect(fwdParsed.text).toContain("See the figures.")
+    expect(fwdParsed.attachments.map((a) => [a.filename, a.content.equals(csv)])).toEqual([["q3.csv", true]])
+  })
+
+  it("replying to an email of another account is 404 NOT_FOUND", async () => {
+    const { mailroom } = await sender()
+    const answer = await mailroom.POST("/v1/api/emails/{emailId}/reply", {
+      params: { path: { emailId: "eml_not_yours" } },
+      body: { text: "?" }
+    })
+    expect(answer.response.status).toBe(404)
+    expect(answer.error).toMatchObject({ error: { code: "NOT_FOUND", details: { email_id: "eml_not_yours" } } })
+  })
+})
+
+describe("drafts", () => {
+  const draftsOf = (mailroom: MailroomFetchClient, box: Box) => ({
+    create: (body: Record<string, unknown>) =>
+      mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: box.mailboxId } }, body: body as never }),
+    update: (draftId: string, body: Record<string, unknown>) =>
+      mailroom.PATCH("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId: box.mailboxId, draftId } }, body: body as never }),
+    send: (draftId: string) =>
+      mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send", { params: { path: { mailboxId: box.mailboxId, draftId } } }),
+    get: (draftId: string) =>
+      mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId: box.mailboxId, draftId } } }),
+    remove: (draftId: string) =>
+      mailroom.DELETE("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId: box.mailboxId, draftId } } })
+  })
+
+  it("an agent drafts, a person edits and sends it; sending again answers the same email; a sent draft is 409 to edit", async () => {
+    const { box, mailroom } = await sender()
+    const drafts = draftsOf(mailroom, box)
+    const to = `${fresh("approve")}@partner.test`
+    const created = await drafts.create({ to: [to], subject: "Proposal", text: "Draft text" })
+    expect(created.response.status).toBe(201)
+    const draft = created.data!.data
+    expect(draft).toMatchObject({ status: "draft", to: [to], subject: "Proposal", send_at: null, email_id: null, mailbox_id: box.mailboxId })
+    const edited = await drafts.update(draft.draft_id, { text: "Approved text" })
+    expect(edited.data?.data).toMatchObject({ subject: "Proposal", text: "Approved text" })
+    const listed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(listed.data?.data.map((d) => d.draft_id)).toEqual([draft.draft_id])
+
+    const sent = await drafts.send(draft.draft_id)
+    expect(sent.response.status).toBe(202)
+    const message = await arrived(sent.data!.data.message_id)
+    expect((await simpleParser(message.raw)).text?.trim()).toBe("Approved text")
+    const again = await drafts.send(draft.draft_id)
+    expect(again.data?.data).toEqual(sent.data?.data)
+    expect((await drafts.get(draft.draft_id)).data?.data).toMatchObject({ status: "sent", email_id: sent.data!.data.email_id })
+    const late = await drafts.update(draft.draft_id, { text: "Too late" })
+    expect(late.response.status).toBe(409)
+    expect(late.error).toMatchObject({ error: { code: "CONFLICT", details: { draft_id: draft.draft_id, status: "sent" } } })
+  })
+
+  it("a scheduled draft leaves within 1 s of send_at; a deleted one never does", async () => {
+    const { box, mailroom } = await sender()
+    const drafts = draftsOf(mailroom, box)
+    const sendAt = new Date(Date.now() + 2_000)
+    const kept = await drafts.create({ to: [`${fresh("sched")}@partner.test`], subject: "Scheduled", text: "On time", send_at: sendAt.toISOString() })
+    const dropped = await drafts.create({ to: [`${fresh("dropped")}@partner.test`], subject: "Cancelled", text: "Never", send_at: sendAt.toISOString() })
+    expect((await drafts.remove(dropped.data!.data.draft_id)).data?.data).toEqual({ draft_id: dropped.data!.data.draft_id, deleted: true })
+
+    const message = await until("the scheduled draft at the MX", async () =>
+      mx.delivered().find((m) => m.rcptTo.includes(kept.data!.data.to![0] as string)), 10_000, 50)
+    // Sent (stored as an email of the mailbox and queued) within a second of its time.
+    const draft = await drafts.get(kept.data!.data.draft_id)
+    expect(draft.data?.data.status).toBe("sent")
+    const email = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: draft.data!.data.email_id! } } })
+    const sentAt = Date.parse(email.data!.data.received_at)
+    expect(sentAt).toBeGreaterThanOrEqual(sendAt.getTime())
+    expect(sentAt - sendAt.getTime()).toBeLessThan(1_000)
+    expect((await simpleParser(message.raw)).subject).toBe("Scheduled")
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    expect(mx.delivered().some((m) => m.rcptTo.includes(dropped.data!.data.to![0] as string))).toBe(false)
+  })
+
+  it("refuses what cannot be a draft: a reply to another mailbox's email, a bad send_at, someone else's draft", async () => {
+    const { box, mailroom } = await sender()
+    const drafts = draftsOf(mailroom, box)
+    const reply = await drafts.create({ in_reply_to: "eml_elsewhere", text: "?" })
+    expect(reply.response.status).toBe(400)
+    expect(reply.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { in_reply_to: "must be the id of an email of this mailbox" } } })
+    const when = await drafts.create({ text: "?", send_at: "tomorrow" })
+    expect(when.response.status).toBe(400)
+    expect(when.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { send_at: expect.stringContaining("ISO 8601") } } })
+    const missing = await drafts.get("drf_missing")
+    expect(missing.response.status).toBe(404)
+    expect(missing.error).toMatchObject({ error: { code: "NOT_FOUND", details: { draft_id: "drf_missing" } } })
+    const stranger = await sender()
+    const theirs = await draftsOf(stranger.mailroom, stranger.box).create({ text: "mine" })
+    const peek = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", {
+      params: { path: { mailboxId: stranger.box.mailboxId, draftId: theirs.data!.data.draft_id } }
+    })
+    expect(peek.response.status).toBe(404)
+  })
+})
+
+describe("Idempotency-Key", () => {
+  it("the same key and body answer the first answer and send once; another body is 409 IDEMPOTENCY_KEY_REUSED", async () => {
+    const { box, mailroom } = await sender()
+    const to = `${fresh("once")}@partner.test`
+    const key = fresh("key")
+    const body = { to: [to], subject: "Once", text: "Only once" }
+    const [first, second] = await Promise.all([send(mailroom, box, body, key), send(mailroom, box, body, key)])
+    expect(first.error ?? second.error).toBeUndefined()
+    expect(first.response.status).toBe(202)
+    expect(second.response.status).toBe(202)
+    expect(second.data!.data).toEqual(first.data!.data)
+    const third = await send(mailroom, box, body, key)
+    expect(third.data!.data).toEqual(first.data!.data)
+    await settled(mailroom, first.data!.data.email_id)
+    expect(mx.delivered().filter((m) => m.rcptTo.includes(to))).toHaveLength(1)
+    const sentList = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
+    })
+    expect(sentList.data?.meta.total).toBe(1)
+
+    const other = await send(mailroom, box, { ...body, text: "Something else" }, key)
+    expect(other.response.status).toBe(409)
+    expect(other.error).toMatchObject({ error: { code: "IDEMPOTENCY_KEY_REUSED", details: { idempotency_key: key } } })
+  })
+})
+
+describe("refusals", () => {
+  let box: Box
+  let mailroom: MailroomFetchClient
+  beforeAll(async () => {
+    ;({ box, mailroom } = await sender())
+  })
+
+  it.each([
+    [{ to: ["a@partner.test"], subject: "Hi\r\nBcc: victim@example.com", text: "x" }, { subject: "must not contain line breaks" }],
+    [{ to: [{ name: "Ada\nBcc: victim@example.com", address: "a@partner.test" }], text: "x" }, { "to.0.name": "must not contain line breaks" }],
+    [{ to: ["a@partner.test"], text: "x", headers: { "X-Note": "ok\r\nBcc: victim@example.com" } }, { "headers.X-Note": "must not contain line breaks" }],
+    [{ to: ["a@partner.test"], text: "x", headers: { Bcc: "victim@example.com" } }, { headers: "header names must start with X- (letters, digits, -)" }],
+    [{ to: ["not an address"], text: "x" }, { "to.0": "must be an email address such as name@example.com" }],
+    [{ to: [], text: "x" }, { to: "must list at least one recipient (to, cc or bcc)" }],
+    [{ to: Array.from({ length: 51 }, (_, i) => `r${i}@partner.test`), text: "x" }, { to: "must list at most 50 recipients (to, cc and bcc together)" }],
+    [{ to: ["a@partner.test"], subject: "No body" }, { text: "a message needs text or html" }],
+    [{ to: ["a@partner.test"], text: "x", attachments: [{ filename: "a.bin", content: "not base64!" }] }, { "attachments.0.content": "must be base64" }]
+  ])("refuses %j: 400 VALIDATION_ERROR with details %j", async (body, details) => {
+    const answer = await send(mailroom, box, body)
+    expect(answer.response.status).toBe(400)
+    expect(answer.error).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR" } })
+    const got = (answer.error as { error: { details: Record<string, unknown> } }).error.details
+    for (const [field, message] of Object.entries(details)) {
+      expect(JSON.stringify(got), field).toContain(message)
+    }
+  })
+
+  it("another account's mailbox, or none, is 404 NOT_FOUND", async () => {
+    const stranger = await sender()
+    for (const mailboxId of [stranger.box.mailboxId, "mbx_missing"]) {
+      const answer = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
+        params: { path: { mailboxId } },
+        body: { to: ["a@partner.test"], text: "x" } as never
+      })
+      expect(answer.response.status).toBe(404)
+      expect(answer.error).toMatchObject({ error: { code: "NOT_FOUND", details: { mailbox_id: mailboxId } } })
+    }
+  })
+})

@@ -1,0 +1,128 @@
+/**
+ * A receiving SMTP server for outbound tests: a real smtp-server on a loopback port that records
+ * every message it takes (envelope and raw bytes) and answers RCPT TO as the test scripts it, per
+ * recipient: a reply code in turn, the last repeating. With `auth`, it takes mail only from a client
+ * that logged in with those credentials (a relay).
+ */
+import type { AddressInfo } from "node:net"
+import { SMTPServer, type SMTPServerAddress } from "smtp-server"
+
+export interface Delivered {
+  readonly mailFrom: string
+  readonly rcptTo: ReadonlyArray<string>
+  readonly raw: Buffer
+  /** The user that logged in, for a relay. */
+  readonly user: string | undefined
+  /** performance.now() of this process when DATA ended. */
+  readonly at: number
+}
+
+export interface MxServer {
+  readonly port: number
+  readonly delivered: () => ReadonlyArray<Delivered>
+  /** RCPT TO answers for `recipient` (lower case), used in turn; the last repeats. Default 250. */
+  readonly script: (recipient: string, codes: ReadonlyArray<number>) => void
+  /** RCPT TO attempts per recipient so far, with their times (performance.now). */
+  readonly attempts: (recipient: string) => ReadonlyArray<number>
+  readonly waitFor: (count: number, timeoutMs?: number) => Promise<ReadonlyArray<Delivered>>
+  /** While held, DATA is read but never answered (a receiver that hangs mid-delivery); nothing is recorded. */
+  readonly hold: (held: boolean) => void
+  /** Messages read while held, never answered. */
+  readonly held: () => number
+  /** The credentials a relay takes from now on. */
+  readonly requireAuth: (auth: { readonly user: string; readonly pass: string }) => void
+  readonly close: () => Promise<void>
+}
+
+const replyText: Record<number, string> = {
+  421: "4.7.0 Try again later",
+  450: "4.2.1 Mailbox busy, try again later",
+  451: "4.3.0 Temporary failure, try again later",
+  550: "5.1.1 No such user here",
+  552: "5.2.2 Mailbox full"
+}
+
+export const startMxServer = async (options: { readonly auth?: { readonly user: string; readonly pass: string } } = {}): Promise<MxServer> => {
+  const delivered: Array<Delivered> = []
+  const scripts = new Map<string, { codes: ReadonlyArray<number>; next: number }>()
+  const tries = new Map<string, Array<number>>()
+  const waiters: Array<() => void> = []
+  let credentials = options.auth
+  let holding = false
+  let heldCount = 0
+
+  const server = new SMTPServer({
+    secure: false,
+    disabledCommands: options.auth ? ["STARTTLS"] : ["STARTTLS", "AUTH"],
+    authOptional: options.auth === undefined,
+    allowInsecureAuth: true,
+    logger: false,
+    onAuth: (auth, _session, callback) => {
+      if (credentials && auth.username === credentials.user && auth.password === credentials.pass) {
+        return callback(null, { user: auth.username })
+      }
+      callback(Object.assign(new Error("5.7.8 Authentication failed"), { responseCode: 535 }))
+    },
+    onRcptTo: (address: SMTPServerAddress, _session, callback) => {
+      const recipient = address.address.toLowerCase()
+      tries.set(recipient, [...(tries.get(recipient) ?? []), performance.now()])
+      const script = scripts.get(recipient)
+      const code = script ? script.codes[Math.min(script.next++, script.codes.length - 1)]! : 250
+      if (code < 400) return callback()
+      callback(Object.assign(new Error(replyText[code] ?? `${code >= 500 ? "5" : "4"}.0.0 Refused`), { responseCode: code }))
+    },
+    onData: (stream, session, callback) => {
+      const chunks: Array<Buffer> = []
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk))
+      stream.on("end", () => {
+        if (holding) {
+          heldCount++
+          return
+        }
+        delivered.push({
+          mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          rcptTo: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
+          raw: Buffer.concat(chunks),
+          user: typeof session.user === "string" ? session.user : undefined,
+          at: performance.now()
+        })
+        for (const wake of waiters.splice(0)) wake()
+        callback(null, "2.0.0 Queued as test")
+      })
+    }
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+  const port = (server.server.address() as AddressInfo).port
+
+  const waitFor = async (count: number, timeoutMs = 20_000) => {
+    const deadline = Date.now() + timeoutMs
+    while (delivered.length < count) {
+      const left = deadline - Date.now()
+      if (left <= 0) throw new Error(`expected ${count} delivered messages, got ${delivered.length}`)
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left)
+        waiters.push(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+      })
+    }
+    return [...delivered]
+  }
+
+  return {
+    port,
+    delivered: () => [...delivered],
+    script: (recipient, codes) => scripts.set(recipient.toLowerCase(), { codes, next: 0 }),
+    attempts: (recipient) => [...(tries.get(recipient.toLowerCase()) ?? [])],
+    waitFor,
+    hold: (held) => {
+      holding = held
+    },
+    held: () => heldCount,
+    requireAuth: (auth) => {
+      credentials = auth
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve()))
+  }
+}
