@@ -5,6 +5,8 @@ import { defineConfig } from "vitest/config"
  * set). Each rule is tested once, at the cheapest level that proves it, so two kinds of suite run in
  * one of the two runs only:
  * - rules that do not depend on the backend (configuration, protocol robustness, input validation),
+ *   and the black-box suites of features whose rules test/domain proves in process over both
+ *   databases (there the black-box suite proves the HTTP wiring, which is the same on either),
  *   proved in the embedded run;
  * - suites that bring or force their own PostgreSQL and NATS in either run (clusters of processes,
  *   drain, the forced-PostgreSQL suites), proved in the PostgreSQL + NATS run.
@@ -16,7 +18,16 @@ const backendIndependent = [
   "test/api/fuzz.test.ts",
   "test/api/hostile-input.test.ts",
   "test/api/webhooks.test.ts",
-  "test/outbound/relay.test.ts"
+  "test/outbound/relay.test.ts",
+  // wiring of features test/domain covers on both databases
+  "test/api/api-keys.test.ts",
+  "test/api/auth.test.ts",
+  "test/api/checkout.test.ts",
+  "test/api/domains.test.ts",
+  "test/api/envelope.test.ts",
+  "test/api/mailboxes.test.ts",
+  "test/api/openapi.test.ts",
+  "test/api/stripe.test.ts"
 ]
 const bringsItsOwnServices = [
   "test/cluster/cluster.test.ts",
