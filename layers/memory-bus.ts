@@ -260,7 +260,11 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
       )
     })
 
-  return { publish, consume, listen, ping } satisfies BusShape
+  // Through the live feed, under a stream name no consumer has, so only listeners hear it.
+  const broadcast = (subject: string, data: Uint8Array) =>
+    PubSub.publish(published, { seq: -1, stream: "signals", subject, msgId: "", data }).pipe(Effect.asVoid)
+
+  return { publish, consume, listen, broadcast, ping } satisfies BusShape
 })
 
 export const layer: Layer.Layer<Bus, never, SqlClient.SqlClient | DependencyHealth> = Layer.scoped(Bus, make)

@@ -192,7 +192,18 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
         )
       })
 
-    return { publish, consume, listen, ping } satisfies BusShape
+    // A core publish: best effort by definition (no stream holds `signals.*`). A closed or draining
+    // connection throws; the signal is then lost, which listeners are built to survive.
+    const broadcast = (subject: string, data: Uint8Array) =>
+      Effect.sync(() => {
+        try {
+          nc.publish(toWire(subject), data)
+        } catch {
+          // see above
+        }
+      })
+
+    return { publish, consume, listen, broadcast, ping } satisfies BusShape
   })
 
 export const layer = (options: NatsBusOptions): Layer.Layer<Bus, BusError, DependencyHealth> => Layer.scoped(Bus, make(options))

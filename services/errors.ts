@@ -369,6 +369,18 @@ export class IdempotencyKeyReused extends Schema.TaggedError<IdempotencyKeyReuse
   })
 ) {}
 
+// ---------------------------------------------------------------------------------------------
+// Events
+
+/** 403 STREAM_QUOTA: the plan's open event streams are all in use. */
+export class StreamQuotaReached extends Schema.TaggedError<StreamQuotaReached>()(
+  ...failure("StreamQuotaReached", {
+    status: 403,
+    code: "STREAM_QUOTA",
+    description: "STREAM_QUOTA: the account already has as many event streams open as its plan allows; details: count, limit, plan"
+  })
+) {}
+
 export type ApiError =
   | BadRequest
   | ValidationError
@@ -400,6 +412,7 @@ export type ApiError =
   | RecipientSuppressed
   | SenderDomainUnverified
   | IdempotencyKeyReused
+  | StreamQuotaReached
 
 export const isApiError = (u: unknown): u is ApiError =>
   u instanceof Error && "_tag" in u && typeof u._tag === "string" && tags.has(u._tag) && "status" in u && "code" in u

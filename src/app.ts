@@ -24,6 +24,7 @@ import { MtaLive } from "../services/outbound/mta.ts"
 import { Replies } from "../services/outbound/replies.ts"
 import { Outbound } from "../services/outbound/send.ts"
 import { OutboundSettings } from "../services/outbound/settings.ts"
+import { EventRecorderLive } from "../services/events/recorder.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
 import * as DnsResolver from "../layers/dns.ts"
@@ -156,7 +157,13 @@ const apiRole = (config: AppConfigShape) =>
     }))
   )
 const SmtpRole = SmtpServerLive
-const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)))
+const WorkerRole = Layer.mergeAll(
+  IngestLive,
+  IndexerLive,
+  HousekeepingLive,
+  WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
+  EventRecorderLive
+)
 /** The mta: delivery, and scheduled drafts leaving on time. */
 const MtaRole = Layer.mergeAll(
   MtaLive.pipe(Layer.provide(SmtpTransport.layer)),

@@ -138,6 +138,25 @@ const contract = <S>(backend: Backend<S>) =>
         yield* expectQuiet(received, "500 millis")
       }))
 
+    it.scopedLive("broadcasts a signal to every listener and to no consumer, storing nothing", () =>
+      Effect.gen(function*() {
+        const storage = yield* backend.storage
+        const { bus } = yield* openBus(backend.bus(storage))
+        const { name } = fresh()
+        const signal = `signals.test.${name}`
+        const heard = yield* Queue.unbounded<string>()
+        const consumed = yield* Queue.unbounded<BusMessage>()
+        yield* startConsumer(bus, { name, stream: "events", filter: "events.>", handler: (m) => Queue.offer(consumed, m) })
+        yield* bus.listen(signal, (m) => Queue.offer(heard, `a:${m.subject}`))
+        yield* bus.listen("signals.test.>", (m) => Queue.offer(heard, `b:${m.subject}`))
+        // A core subscription is in place once the server has seen it: NATS answers a flush after it.
+        yield* bus.ping
+        yield* bus.broadcast(signal, new Uint8Array([1]))
+        const got = [yield* takeWithin(heard), yield* takeWithin(heard)].sort()
+        expect(got).toEqual([`a:${signal}`, `b:${signal}`])
+        yield* expectQuiet(consumed, "500 millis")
+      }))
+
     it.scopedLive("stores one message for a msgId published twice", () =>
       Effect.gen(function*() {
         const storage = yield* backend.storage

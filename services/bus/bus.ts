@@ -30,7 +30,10 @@ export const subjects = {
   outboundMail: (emailId: string) => `mail.outbound.${emailId}`,
   allOutboundMail: "mail.outbound.>",
   event: (kind: string) => `events.${kind}`,
-  allEvents: "events.>"
+  allEvents: "events.>",
+  /** Broadcast only (never stored): an account's events are in the event log. */
+  eventsLogged: (userId: string) => `signals.events_logged.${userId}`,
+  allEventsLogged: "signals.events_logged.>"
 } as const
 
 /** Which stream a subject belongs to. */
@@ -99,6 +102,12 @@ export interface BusShape {
    * waking waiters (wait-for-mail), never for work. Ends when the scope closes.
    */
   readonly listen: (filter: string, onMessage: (message: BusMessage) => Effect.Effect<void>) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Tell every listener of `subject`, on every node, now; nothing is stored, acknowledged or
+   * redelivered, and a node that is not listening never hears it. For signals whose truth is kept
+   * elsewhere (`signals.*`, outside every stream); a failure to send is the signal lost, not an error.
+   */
+  readonly broadcast: (subject: string, data: Uint8Array) => Effect.Effect<void>
   /** Is the bus reachable now? (readiness) */
   readonly ping: Effect.Effect<void, BusError>
 }

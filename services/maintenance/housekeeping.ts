@@ -2,8 +2,9 @@
  * Worker-side housekeeping: drop login sessions that can no longer be used, rate-limit counters
  * whose windows have all passed, per-day email counters of past months, and stored bytes nothing
  * refers to any more (a message refused with 451 after its bytes were written), search queries not
- * run for 90 days; and move paid subscriptions that have ended (canceled at period end, or past_due
- * beyond the grace) to free. Idempotent, so any number of workers may run it.
+ * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes; and
+ * move paid subscriptions that have ended (canceled at period end, or past_due beyond the grace) to
+ * free. Idempotent, so any number of workers may run it.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
@@ -21,6 +22,8 @@ const ORPHAN_BLOB_AGE = "8 days"
 const BILLING_EVENT_RETENTION = "30 days"
 /** Daily counters only matter today; a month more serves support questions. */
 const DAILY_COUNTER_RETENTION = "40 days"
+/** Event streams resume from any event of the last week (events/log.ts). */
+const EVENT_RETENTION = "7 days"
 /** Past search queries feed suggestions; one not run for this long is not suggested any more. */
 const SEARCH_QUERY_RETENTION = "90 days"
 
@@ -55,6 +58,9 @@ export const sweep = Effect.gen(function*() {
     WHERE plan <> 'free' AND (
       (cancel_at_period_end AND current_period_end <= now())
       OR (status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval))`.raw
+  const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
+  // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
+  const eventStreams = yield* sql`DELETE FROM event_streams WHERE refreshed_at < now() - interval '1 hour'`.raw
   // Local billing takes no payment, so its paid plans renew by themselves: a period that has ended
   // (not canceled) gives way to the one that holds now, whole months on, and usage counts afresh.
   // Stripe's renewals come as its events.
@@ -75,6 +81,8 @@ export const sweep = Effect.gen(function*() {
     blobs: count(blobs),
     billingEvents: count(billingEvents),
     searchQueries: count(searchQueries),
+    events: count(events),
+    eventStreams: count(eventStreams),
     lapsedSubscriptions: count(lapsed),
     renewedSubscriptions: count(renewed)
   }

@@ -32,6 +32,8 @@ export interface PlanLimits {
   /** pro 10, enterprise unlimited; free comes from FREE_MAX_CUSTOM_DOMAINS (see `customDomainLimit`). */
   readonly customDomains: number | null
   readonly webhooks: number | null
+  /** Event streams (SSE, WebSocket) open at once, across every API node. */
+  readonly eventStreams: number
 }
 
 export const limits: Record<Plan, PlanLimits> = {
@@ -47,7 +49,8 @@ export const limits: Record<Plan, PlanLimits> = {
     storageBytes: 1 * GB,
     mailboxes: 3,
     customDomains: 0,
-    webhooks: 1
+    webhooks: 1,
+    eventStreams: 2
   },
   pro: {
     requests: { perMinute: 100, perHour: 2_000, perDay: 20_000 },
@@ -61,7 +64,8 @@ export const limits: Record<Plan, PlanLimits> = {
     storageBytes: 50 * GB,
     mailboxes: 100,
     customDomains: 10,
-    webhooks: 25
+    webhooks: 25,
+    eventStreams: 10
   },
   enterprise: {
     requests: { perMinute: 500, perHour: 10_000, perDay: 100_000 },
@@ -75,7 +79,8 @@ export const limits: Record<Plan, PlanLimits> = {
     storageBytes: null,
     mailboxes: null,
     customDomains: null,
-    webhooks: null
+    webhooks: null,
+    eventStreams: 50
   }
 }
 

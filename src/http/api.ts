@@ -10,6 +10,7 @@ import { AuthGroup } from "./auth/api.ts"
 import { BillingGroup, BillingWebhookGroup } from "./billing/api.ts"
 import { DashboardDomainsGroup, DomainListGroup, DomainsGroup } from "./domains/api.ts"
 import { EmailsGroup } from "./emails/api.ts"
+import { EventsGroup } from "./events/api.ts"
 import {
   BadRequest,
   InternalError,
@@ -44,6 +45,7 @@ const Routes = HttpApi.make("mailroom")
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)
   .add(SearchGroup)
+  .add(EventsGroup)
 
 export class MailroomApi extends Routes
   // What the edge (server.ts, input-rules.ts) can answer on any route, before or around its handler.

@@ -21,6 +21,7 @@ import { BillingHandlers, BillingWebhookHandlers } from "./billing/http.ts"
 import { PaymentPagesLive } from "./billing/payment-pages.ts"
 import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains/http.ts"
 import { EmailsHandlers } from "./emails/http.ts"
+import { EventsHandlers } from "./events/http.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
 import { screen } from "./input-rules.ts"
@@ -87,7 +88,8 @@ const Handlers = Layer.mergeAll(
   DomainsHandlers,
   DashboardDomainsHandlers,
   DomainListHandlers,
-  SearchHandlers
+  SearchHandlers,
+  EventsHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive).pipe(
   Layer.provide(Layer.merge(Authenticator.Default, RateLimiter.layer))
@@ -144,8 +146,16 @@ const shuttingDownReply = (server: Server) => (_request: IncomingMessage, respon
   response.end(body)
 }
 
+/**
+ * How long an idle keep-alive connection is kept. Node's 5 s default is shorter than what load
+ * balancers keep theirs (60 s on the common ones): a proxy, or a busy client, that reuses a connection
+ * just as the server closes it loses that request ("other side closed"). The server must outlast them.
+ */
+const KEEP_ALIVE_MS = 65_000
+
 const createApiServer = () => {
-  const server = createServer().on("clientError", clientErrorReply)
+  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS, headersTimeout: KEEP_ALIVE_MS + 1_000 })
+    .on("clientError", clientErrorReply)
   return server.on("request", shuttingDownReply(server))
 }
 

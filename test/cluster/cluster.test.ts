@@ -19,6 +19,7 @@ import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { client, withApiKey } from "../support/http.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { connectSmtp } from "../support/smtp-client.ts"
+import { openEvents } from "../support/sse.ts"
 import { sleep, until } from "../support/wait.ts"
 
 const BATCH = 500
@@ -265,6 +266,27 @@ it("wakes a list waiting on the api node when a worker in another process stores
   expect(body.data.map((email) => email.subject)).toEqual(["Wake up"])
   console.log(`cluster wait answered ${Date.now() - accepted} ms after the SMTP 250 (${Date.now() - started} ms in all)`)
   expect(Date.now() - accepted).toBeLessThan(10_000)
+}, 60_000)
+
+it("streams to a client of the api node an event a worker in another process produced (SSE)", async () => {
+  const mailbox = mailboxes[2]!
+  const events = await openEvents(`${api.url}/v1/events?types=email.received&mailbox_id=${mailbox.mailbox_id}`, { "x-api-key": apiKey })
+  try {
+    expect(events.status).toBe(200)
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: smtpNodes[0]!.smtpPort, secure: false, ignoreTLS: true })
+    try {
+      await transport.sendMail({ from: "sender@example.com", to: mailbox.email_address, subject: "Streamed", text: "Across nodes." })
+    } finally {
+      transport.close()
+    }
+    const accepted = Date.now()
+    const frame = await events.next(20_000)
+    expect(frame.event).toBe("email.received")
+    expect(JSON.parse(frame.data!).data).toMatchObject({ mailbox_id: mailbox.mailbox_id, subject: "Streamed" })
+    console.log(`cluster event streamed ${Date.now() - accepted} ms after the SMTP 250`)
+  } finally {
+    events.close()
+  }
 }, 60_000)
 
 it("stores each of 500 messages sent through two SMTP nodes exactly once", async () => {

@@ -58,6 +58,12 @@ describe("housekeeping sweep", () => {
       yield* sql`INSERT INTO search_queries (user_id, normalized, query, last_used_at)
                  VALUES ('usr_1', 'old query', 'Old query', now() - interval '91 days'), ('usr_1', 'recent', 'Recent', now() - interval '89 days')`
 
+      yield* sql`INSERT INTO event_log (event_id, user_id, kind, payload, created_at)
+                 VALUES ('email.received:eml_old', 'usr_1', 'email.received', '{}', now() - interval '8 days'),
+                        ('email.received:eml_new', 'usr_1', 'email.received', '{}', now() - interval '6 days')`
+      yield* sql`INSERT INTO event_streams (id, user_id, refreshed_at)
+                 VALUES ('es_dead', 'usr_1', now() - interval '2 hours'), ('es_open', 'usr_1', now())`
+
       const removed = yield* sweep
       expect(removed).toEqual({
         sessions: 1,
@@ -66,6 +72,8 @@ describe("housekeeping sweep", () => {
         blobs: 1,
         billingEvents: 1,
         searchQueries: 1,
+        events: 1,
+        eventStreams: 1,
         lapsedSubscriptions: 2,
         renewedSubscriptions: 1
       })
@@ -96,6 +104,10 @@ describe("housekeeping sweep", () => {
       expect(counters.map((c) => Number(c.emails))).toEqual([3])
       const events = yield* sql<{ id: string }>`SELECT id FROM billing_events`
       expect(events.map((e) => e.id)).toEqual(["evt_new"])
+      const logged = yield* sql<{ eventId: string }>`SELECT event_id FROM event_log`
+      expect(logged.map((e) => e.eventId)).toEqual(["email.received:eml_new"])
+      const streams = yield* sql<{ id: string }>`SELECT id FROM event_streams`
+      expect(streams.map((e) => e.id)).toEqual(["es_open"])
       const sessions = yield* sql<{ id: string }>`SELECT id FROM sessions`
       expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
 
@@ -107,6 +119,8 @@ describe("housekeeping sweep", () => {
         blobs: 0,
         billingEvents: 0,
         searchQueries: 0,
+        events: 0,
+        eventStreams: 0,
         lapsedSubscriptions: 0,
         renewedSubscriptions: 0
       })

@@ -12,6 +12,7 @@ import { client, type Client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { connectSmtp, dataPayload, envelope } from "../support/smtp-client.ts"
+import { openEvents } from "../support/sse.ts"
 import { sleep, until } from "../support/wait.ts"
 
 let backend: Backend
@@ -59,6 +60,9 @@ describe("SIGTERM", () => {
     const waiting = fetch(`${server.url}/v1/api/mailboxes/${box.mailboxId}/emails?wait=60`, {
       headers: { "x-api-key": box.user.apiKey }
     })
+    // An open event stream: it ends at the signal too, and its client reconnects elsewhere.
+    const events = await openEvents(`${server.url}/v1/events`, { "x-api-key": box.user.apiKey })
+    expect(events.status).toBe(200)
     // The request is under way (its handler reading the body) before the signal.
     await sleep(300)
 
@@ -89,6 +93,7 @@ describe("SIGTERM", () => {
 
     const waited = await waiting
     expect(waited.status, await waited.clone().text()).toBe(200)
+    await expect(events.next(10_000)).rejects.toThrow("the stream ended")
     expect(((await waited.json()) as { success: boolean }).success).toBe(true)
 
     expect(await exited).toBe(0)

@@ -1,0 +1,151 @@
+/**
+ * Live events for agents without a public URL (issue 17): an account's events, from the event log,
+ * as they are logged, on whichever API node the client is connected to.
+ *
+ * - Nothing is missed: a stream subscribes to the "logged" signals before its first read, reads the
+ *   log after each signal for its account, and reads anyway every `POLL` (a signal is best effort).
+ *   Resuming from an event id continues right after it, in log order (log.ts), so a client that
+ *   reconnects with the last id it saw gets exactly what it missed.
+ * - Heartbeats every `HEARTBEAT` keep proxies from closing a quiet stream; each one also refreshes
+ *   the stream's slot. An account has at most its plan's `eventStreams` open across all API nodes;
+ *   a slot not refreshed for `STALE` (its node died) no longer counts.
+ * - On shutdown every stream ends at once: clients reconnect elsewhere with their last id.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Chunk, Duration, Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
+import { newId } from "../accounts/tokens.ts"
+import { Bus, subjects } from "../bus/bus.ts"
+import { NotFound, StreamQuotaReached, ValidationError } from "../errors.ts"
+import { Lifecycle } from "../lifecycle.ts"
+import { limits, type Plan } from "../plans/plans.ts"
+import { type EventFilter, EventLog, type LoggedEvent, type Position } from "./log.ts"
+
+export const HEARTBEAT = Duration.seconds(15)
+/** A slot not refreshed for this long belonged to a node that died. */
+const STALE = "45 seconds"
+/** Reads without a signal at least this often: what a lost signal can cost. */
+const POLL = Duration.seconds(5)
+/** Events read from the log at once. */
+const BATCH = 200
+/** Behind a transaction still running, the log is asked again after this, doubling up to a second. */
+const HELD_RETRY_MS = 20
+
+export type Frame =
+  | { readonly _tag: "Event"; readonly event: LoggedEvent }
+  | { readonly _tag: "Heartbeat" }
+
+export interface StreamRequest {
+  readonly userId: string
+  readonly plan: Plan
+  readonly filter: EventFilter
+  /** Resume after this event (`Last-Event-ID` or `after`); from now on when absent. */
+  readonly after: Option.Option<string>
+  /** Where the resume point came from, for the error that names it. */
+  readonly afterField: string
+}
+
+const signalPrefix = subjects.eventsLogged("")
+
+export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+    const log = yield* EventLog
+    const lifecycle = yield* Lifecycle
+
+    /** User ids, one per "events logged" signal heard. */
+    const heard = yield* Effect.acquireRelease(PubSub.unbounded<string>(), PubSub.shutdown)
+    yield* bus.listen(subjects.allEventsLogged, (message) => PubSub.publish(heard, message.subject.slice(signalPrefix.length)).pipe(Effect.asVoid))
+
+    /** One of the account's slots, or STREAM_QUOTA when all are taken (counted under a per-account lock). */
+    const takeSlot = (userId: string, plan: Plan) =>
+      Effect.gen(function*() {
+        const limit = limits[plan].eventStreams
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`event_streams:${userId}`}))`
+        yield* sql`DELETE FROM event_streams WHERE user_id = ${userId} AND refreshed_at < now() - ${STALE}::interval`
+        const counted = yield* sql<{ count: number }>`SELECT count(*)::int AS count FROM event_streams WHERE user_id = ${userId}`
+        const count = counted[0]?.count ?? 0
+        if (count >= limit) {
+          return yield* new StreamQuotaReached({
+            message: `The ${plan} plan allows ${limit} open event streams; close one first`,
+            details: { count, limit, plan }
+          })
+        }
+        const id = newId("es")
+        yield* sql`INSERT INTO event_streams (id, user_id) VALUES (${id}, ${userId})`
+        return id
+      }).pipe(sql.withTransaction)
+
+    const refreshSlot = (id: string) => sql`UPDATE event_streams SET refreshed_at = now() WHERE id = ${id}`.pipe(Effect.asVoid)
+    // Best effort: a slot left behind stops counting once it is stale.
+    const releaseSlot = (id: string) => sql`DELETE FROM event_streams WHERE id = ${id}`.pipe(Effect.ignore)
+
+    /** The account's events after `from`, as they are logged; never ends by itself. */
+    const follow = (userId: string, filter: EventFilter, from: Position): Stream.Stream<LoggedEvent, SqlError> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const signals = yield* PubSub.subscribe(heard)
+        const signalled = Effect.gen(function*() {
+          while ((yield* Queue.take(signals)) !== userId) {
+            // another account's
+          }
+        }).pipe(Effect.timeout(POLL), Effect.ignore)
+        let cursor = from
+        let readNow = true
+        let heldDelay = HELD_RETRY_MS
+        const next = Effect.gen(function*() {
+          while (true) {
+            if (!readNow) yield* signalled
+            const read = yield* log.read(userId, cursor, filter, BATCH)
+            cursor = read.next
+            readNow = read.events.length === BATCH
+            if (read.held) {
+              yield* Effect.sleep(Duration.millis(heldDelay))
+              heldDelay = Math.min(heldDelay * 2, 1000)
+              readNow = true
+            } else {
+              heldDelay = HELD_RETRY_MS
+            }
+            if (read.events.length > 0) return Chunk.fromIterable(read.events)
+          }
+        })
+        return Stream.repeatEffectChunk(next)
+      }))
+
+    /**
+     * Checks the request and takes a slot; the stream gives the slot back when it ends (the client
+     * left, or the process is stopping).
+     */
+    const open = Effect.fn("EventFeed.open")(function*(request: StreamRequest) {
+      const { filter, userId } = request
+      if (filter.mailboxId !== undefined) {
+        const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${filter.mailboxId} AND user_id = ${userId} AND status = 'active'`
+        if (owned.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: filter.mailboxId } })
+      }
+      const from = yield* Option.match(request.after, {
+        onNone: () => log.now,
+        onSome: (eventId) =>
+          log.positionOf(userId, eventId).pipe(Effect.flatMap(Option.match({
+            onSome: Effect.succeed,
+            onNone: () =>
+              Effect.fail(ValidationError.field(
+                request.afterField,
+                "is not an event of this account from the last 7 days; connect without it to start from now"
+              ))
+          })))
+      })
+      const slot = yield* takeSlot(userId, request.plan)
+      const events = follow(userId, filter, from).pipe(Stream.map((event): Frame => ({ _tag: "Event", event })))
+      const heartbeats = Stream.repeatEffectWithSchedule(
+        Effect.as(refreshSlot(slot), { _tag: "Heartbeat" } as Frame),
+        Schedule.spaced(HEARTBEAT)
+      )
+      return Stream.merge(events, heartbeats).pipe(
+        Stream.interruptWhen(lifecycle.stopping),
+        Stream.ensuring(releaseSlot(slot))
+      )
+    })
+
+    return { open } as const
+  })
+}) {}

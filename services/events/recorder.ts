@@ -1,0 +1,55 @@
+/**
+ * The event recorder (worker role): every event on the bus goes into the event log, under the id
+ * webhooks deliver it with, then a signal tells the API nodes' streams of that account to look. The
+ * bus message is acknowledged only once the row is stored, so no event is lost to a crash; a
+ * redelivery stores nothing twice (the id is unique) and signals again, which is harmless.
+ */
+import { Effect, Layer, Schema } from "effect"
+import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
+import { measured } from "../bus/metrics.ts"
+import { BusEvent, isEventKind } from "../webhooks/schemas.ts"
+import { EventLog } from "./log.ts"
+
+/** Events stored at once by one process; each is one short INSERT. */
+const CONCURRENCY = 32
+
+const MailboxData = Schema.Struct({ mailbox_id: Schema.String })
+const mailboxOf = (data: unknown): string | null => {
+  const found = Schema.decodeUnknownOption(MailboxData)(data)
+  return found._tag === "Some" ? found.value.mailbox_id : null
+}
+
+export const EventRecorderLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const bus = yield* Bus
+    const log = yield* EventLog
+
+    const record = (message: BusMessage) =>
+      Effect.try(() => decodeJson(message.data)).pipe(
+        Effect.flatMap(Schema.decodeUnknown(BusEvent)),
+        Effect.matchEffect({
+          // Nothing could ever read it: logged and acknowledged.
+          onFailure: (error) => Effect.logError("Not logging a malformed event", { subject: message.subject, error }),
+          onSuccess: (event) =>
+            !isEventKind(event.event) || message.msgId === ""
+              ? Effect.logWarning("Not logging an event without a kind or id", { subject: message.subject })
+              : log.append({
+                eventId: message.msgId,
+                userId: event.namespace,
+                kind: event.event,
+                mailboxId: mailboxOf(event.data),
+                // Exactly the webhook body (webhooks/delivery.ts), so every channel shows one payload.
+                payload: JSON.stringify({ event: event.event, timestamp: event.timestamp, data: event.data })
+              }).pipe(Effect.zipRight(bus.broadcast(subjects.eventsLogged(event.namespace), new Uint8Array(0))))
+        })
+      )
+
+    yield* bus.consume(measured({
+      name: "event-log",
+      stream: "events",
+      filter: subjects.allEvents,
+      concurrency: CONCURRENCY,
+      handler: record
+    }))
+  })
+).pipe(Layer.provide(EventLog.Default))

@@ -1,0 +1,55 @@
+/** Live events on `{base_url}` (issue 17): the account's events as Server-Sent Events, resumable. */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { NotFound, StreamQuotaReached, ValidationError } from "../../../services/errors.ts"
+import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
+import { envelope } from "../errors.ts"
+import { ApiAuthentication } from "../security.ts"
+
+/** `types=a,b`: comma-separated event kinds. */
+const Kinds = Schema.split(",").pipe(
+  Schema.compose(Schema.Array(Schema.String.pipe(
+    Schema.filter((kind) => isEventKind(kind) || `"${kind}" is not an event kind; supported: ${eventKinds.join(", ")}`)
+  )))
+)
+
+export const EventStreamParams = Schema.Struct({
+  types: Schema.optional(Kinds).annotations({ description: `Comma-separated event kinds to receive (${eventKinds.join(", ")}); all when absent` }),
+  mailbox_id: Schema.optional(Schema.String).annotations({
+    description: "Only events about this mailbox (events about no mailbox, such as api_key.created, are left out)"
+  }),
+  after: Schema.optional(Schema.String).annotations({
+    description: "Resume after this event id, as the Last-Event-ID header does (the header wins when both are sent)"
+  })
+}).annotations({ parseOptions: { errors: "all" } })
+
+export const EventStreamHeaders = Schema.Struct({
+  "last-event-id": Schema.optional(Schema.String).annotations({
+    description: "The id of the last event received: the stream resumes right after it, with nothing lost or repeated (events are kept 7 days)"
+  })
+})
+
+export class EventsGroup extends HttpApiGroup.make("events")
+  .add(
+    HttpApiEndpoint.get("stream", "/events")
+      .setUrlParams(EventStreamParams)
+      .setHeaders(EventStreamHeaders)
+      .addSuccess(HttpApiSchema.Text({ contentType: "text/event-stream" }))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .addError(envelope(StreamQuotaReached))
+      .annotateContext(OpenApi.annotations({
+        summary: "Stream events (Server-Sent Events)",
+        description:
+          "The account's events as they happen, for agents without a public URL: each SSE event has `id` (the webhook's " +
+          "webhook-id), `event` (the kind) and `data` (the webhook payload, JSON). A comment line every 15 s keeps proxies " +
+          "from closing a quiet stream. Reconnecting with `Last-Event-ID` (or `after`) gets exactly the events missed, in " +
+          "order; an id older than 7 days or not the account's is 400. Open streams per account: free 2, pro 10, enterprise " +
+          "50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404."
+      }))
+  )
+  .middleware(ApiAuthentication)
+  .prefix("/v1")
+  .annotate(OpenApi.Title, "Events")
+  .annotate(OpenApi.Description, "Live events on {base_url}, the same payloads webhooks receive")
+{}

@@ -1,0 +1,51 @@
+/**
+ * The event stream over HTTP as Server-Sent Events (https://html.spec.whatwg.org/#server-sent-events):
+ * a `retry` hint first, then one SSE event per logged event and a comment per heartbeat.
+ */
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer, Option, Stream } from "effect"
+import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { EventFeed, type Frame } from "../../../services/events/feed.ts"
+import { EventLog } from "../../../services/events/log.ts"
+import { MailroomApi } from "../api.ts"
+import { orUnavailable } from "../infra.ts"
+
+/** How long a client waits before reconnecting (ms), per the SSE `retry` field. */
+const RECONNECT_MS = 2000
+
+const encoder = new TextEncoder()
+
+/** Payloads are single-line JSON; ids and kinds are ours. Nothing here can break a frame. */
+const frame = (item: Frame): Uint8Array =>
+  encoder.encode(
+    item._tag === "Heartbeat"
+      ? ": heartbeat\n\n"
+      : `id: ${item.event.eventId}\nevent: ${item.event.kind}\ndata: ${item.event.payload}\n\n`
+  )
+
+export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handlers) =>
+  Effect.gen(function*() {
+    const feed = yield* EventFeed
+    return handlers.handleRaw("stream", ({ headers, urlParams }) =>
+      Effect.gen(function*() {
+        const principal = yield* CurrentPrincipal
+        const fromHeader = Option.fromNullable(headers["last-event-id"]).pipe(Option.filter((id) => id !== ""))
+        const events = yield* feed.open({
+          userId: principal.userId,
+          plan: principal.plan,
+          filter: { kinds: urlParams.types, mailboxId: urlParams.mailbox_id },
+          after: Option.orElse(fromHeader, () => Option.fromNullable(urlParams.after)),
+          afterField: Option.isSome(fromHeader) ? "last-event-id" : "after"
+        }).pipe(orUnavailable)
+        const body = Stream.concat(
+          Stream.make(encoder.encode(`retry: ${RECONNECT_MS}\n\n`)),
+          // An error after the headers cannot be answered with an envelope: the stream just ends, and
+          // the client reconnects with its last id.
+          events.pipe(Stream.map(frame), Stream.catchAllCause((cause) => Stream.fromEffect(Effect.logWarning("An event stream failed", cause)).pipe(Stream.drain)))
+        )
+        return HttpServerResponse.stream(body, {
+          contentType: "text/event-stream",
+          headers: { "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" }
+        })
+      }))
+  })).pipe(Layer.provide(EventFeed.Default), Layer.provide(EventLog.Default))

@@ -1,0 +1,172 @@
+/**
+ * Live events over Server-Sent Events (issue 17): a client without a public URL hears its account's
+ * events as they happen, with the webhook's id and payload, filtered by kind and mailbox, and
+ * resumes after a reconnection with exactly what it missed. Each refusal answers SPEC's envelope.
+ * The cross-process case (an event made by a worker in another process reaching a stream on the api
+ * node) is test/cluster/cluster.test.ts's.
+ */
+import nodemailer from "nodemailer"
+import { beforeAll, describe, expect, it } from "vitest"
+import { upgrade } from "../support/billing.ts"
+import { client, withApiKey } from "../support/http.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { openEvents } from "../support/sse.ts"
+import { sleep, until } from "../support/wait.ts"
+
+let suite: SuiteServer
+
+useSuiteServer((s) => {
+  suite = s
+})
+
+const deliver = async (to: string, subject: string) => {
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+  try {
+    await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}`, messageId: `<${fresh("evt")}@example.com>` })
+  } finally {
+    transport.close()
+  }
+}
+
+const stream = (apiKey: string, query = "", headers: Record<string, string> = {}) =>
+  openEvents(`${suite.url}/v1/events${query}`, { "x-api-key": apiKey, ...headers })
+
+const label = (apiKey: string, emailId: string, add: string) =>
+  fetch(`${suite.url}/v1/api/emails/${emailId}`, {
+    method: "PATCH",
+    headers: { "x-api-key": apiKey, "content-type": "application/json" },
+    body: JSON.stringify({ add_labels: [add] })
+  }).then((response) => expect(response.status).toBe(200))
+
+describe("GET /v1/events", () => {
+  let box: Box
+  let other: Box
+
+  beforeAll(async () => {
+    const api = client(suite.url)
+    const user = await withApiKey(api)
+    await upgrade(api, suite.url, user.apiKey, "pro")
+    box = await newBox(api, { user })
+    other = await newBox(api, { user })
+  })
+
+  it("streams an arriving email as the webhook would send it: id, kind, payload", async () => {
+    const events = await stream(box.user.apiKey, "?types=email.received")
+    try {
+      expect(events.status).toBe(200)
+      expect(events.headers.get("cache-control")).toContain("no-cache")
+      await deliver(box.address, "Live one")
+      const frame = await events.next()
+      expect(frame.event).toBe("email.received")
+      expect(frame.id).toMatch(/\S+/)
+      const payload = JSON.parse(frame.data!)
+      expect(Object.keys(payload).sort()).toEqual(["data", "event", "timestamp"])
+      expect(payload.event).toBe("email.received")
+      expect(payload.data).toMatchObject({ mailbox_id: box.mailboxId, subject: "Live one", labels: ["inbound", "unread"] })
+      expect(events.seen()[0]).toEqual({ retry: 2000 })
+    } finally {
+      events.close()
+    }
+  })
+
+  it("filters by kind and by mailbox", async () => {
+    const labelsOnly = await stream(box.user.apiKey, "?types=email.labels_changed")
+    const otherBox = await stream(box.user.apiKey, `?mailbox_id=${other.mailboxId}`)
+    try {
+      await deliver(box.address, "Filtered")
+      await deliver(other.address, "For the other box")
+      const filtered = await until("the email listed", async () => {
+        const list = await fetch(`${suite.url}/v1/api/mailboxes/${box.mailboxId}/emails`, { headers: { "x-api-key": box.user.apiKey } })
+          .then((response) => response.json() as Promise<{ data: Array<{ email_id: string; subject: string }> }>)
+        return list.data.find((email) => email.subject === "Filtered")
+      })
+      await label(box.user.apiKey, filtered.email_id, "seen-by-test")
+
+      const changed = await labelsOnly.next()
+      expect(changed.event).toBe("email.labels_changed")
+      expect(JSON.parse(changed.data!).data).toMatchObject({ email_id: filtered.email_id, added: ["seen-by-test"] })
+
+      const forOther = await otherBox.next()
+      expect(forOther.event).toBe("email.received")
+      expect(JSON.parse(forOther.data!).data).toMatchObject({ mailbox_id: other.mailboxId, subject: "For the other box" })
+
+      // Nothing else reaches either: the received mail of `box`, the other kinds.
+      expect(await labelsOnly.drain(1000)).toEqual([])
+      const rest = await otherBox.drain(0)
+      expect(rest.every((frame) => JSON.parse(frame.data!).data.mailbox_id === other.mailboxId)).toBe(true)
+    } finally {
+      labelsOnly.close()
+      otherBox.close()
+    }
+  })
+
+  it("resumes with Last-Event-ID (or after=) with exactly the events missed, in order", async () => {
+    const first = await stream(box.user.apiKey, `?types=email.received&mailbox_id=${box.mailboxId}`)
+    await deliver(box.address, "Before the break")
+    const seen = await first.next()
+    first.close()
+
+    for (const subject of ["Missed 1", "Missed 2", "Missed 3"]) await deliver(box.address, subject)
+    const subjects = (frames: ReadonlyArray<{ data?: string }>) => frames.map((frame) => JSON.parse(frame.data!).data.subject)
+
+    const resumed = await stream(box.user.apiKey, `?types=email.received&mailbox_id=${box.mailboxId}`, { "last-event-id": seen.id! })
+    const viaQuery = await stream(box.user.apiKey, `?types=email.received&mailbox_id=${box.mailboxId}&after=${seen.id}`)
+    try {
+      const got = [await resumed.next(), await resumed.next(), await resumed.next()]
+      expect(subjects(got)).toEqual(["Missed 1", "Missed 2", "Missed 3"])
+      expect(new Set(got.map((frame) => frame.id)).size).toBe(3)
+      const again = [await viaQuery.next(), await viaQuery.next(), await viaQuery.next()]
+      expect(again.map((frame) => frame.id)).toEqual(got.map((frame) => frame.id))
+      // No repeats, and the stream goes on live.
+      expect(await resumed.drain(500)).toEqual([])
+      await deliver(box.address, "Live again")
+      expect(subjects([await resumed.next()])).toEqual(["Live again"])
+    } finally {
+      resumed.close()
+      viaQuery.close()
+    }
+  })
+
+  it("refuses a bad filter, an unknown resume point, another account's mailbox and a missing key", async () => {
+    const badKind = await stream(box.user.apiKey, "?types=email.received,email.exploded")
+    expect(badKind.status).toBe(400)
+    expect(badKind.body).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR" } })
+    expect(JSON.stringify((badKind.body as { error: { details: unknown } }).error.details)).toContain("email.exploded")
+
+    const unknown = await stream(box.user.apiKey, "", { "last-event-id": "evt_not_a_real_one" })
+    expect(unknown.status).toBe(400)
+    expect(unknown.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { "last-event-id": expect.stringContaining("7 days") } } })
+    const unknownAfter = await stream(box.user.apiKey, "?after=evt_nope")
+    expect(unknownAfter.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: expect.any(String) } } })
+
+    const stranger = await withApiKey(client(suite.url))
+    const foreign = await stream(stranger.apiKey, `?mailbox_id=${box.mailboxId}`)
+    expect(foreign.status).toBe(404)
+    expect(foreign.body).toMatchObject({ error: { code: "NOT_FOUND", details: { mailbox_id: box.mailboxId } } })
+
+    const anonymous = await openEvents(`${suite.url}/v1/events`, {})
+    expect(anonymous.status).toBe(401)
+    expect(anonymous.body).toMatchObject({ error: { code: "UNAUTHORIZED" } })
+  })
+
+  it("holds an account to its plan's open streams (free: 2); closing one frees its slot", async () => {
+    const free = await withApiKey(client(suite.url))
+    const one = await stream(free.apiKey)
+    const two = await stream(free.apiKey)
+    expect([one.status, two.status]).toEqual([200, 200])
+    const three = await stream(free.apiKey)
+    expect(three.status).toBe(403)
+    expect(three.body).toMatchObject({ success: false, error: { code: "STREAM_QUOTA", details: { count: 2, limit: 2, plan: "free" } } })
+    one.close()
+    let reopened = await stream(free.apiKey)
+    // The server learns of the close from the connection: a moment later, the slot is free.
+    for (let i = 0; i < 10 && reopened.status !== 200; i++) {
+      await sleep(300)
+      reopened = await stream(free.apiKey)
+    }
+    expect(reopened.status).toBe(200)
+    two.close()
+    reopened.close()
+  })
+})
