@@ -18,8 +18,10 @@ export interface RateWindows {
 
 export interface PlanLimits {
   readonly requests: RateWindows
-  /** Search (and MCP) requests per minute, a limit of its own. */
+  /** Search requests per minute, a limit of its own. */
   readonly searchesPerMinute: number
+  /** MCP requests per minute (SPEC), a limit of its own. */
+  readonly mcpPerMinute: number
   readonly emailsPerDay: number
   /** Messages sent per UTC day and per billing period (`null`: unlimited). */
   readonly sendsPerDay: number
@@ -40,6 +42,7 @@ export const limits: Record<Plan, PlanLimits> = {
   free: {
     requests: { perMinute: 20, perHour: 100, perDay: 1_000 },
     searchesPerMinute: 10,
+    mcpPerMinute: 10,
     emailsPerDay: 100,
     emailsPerMonth: 100,
     sendsPerDay: 100,
@@ -55,6 +58,7 @@ export const limits: Record<Plan, PlanLimits> = {
   pro: {
     requests: { perMinute: 100, perHour: 2_000, perDay: 20_000 },
     searchesPerMinute: 60,
+    mcpPerMinute: 60,
     emailsPerDay: 10_000,
     emailsPerMonth: 10_000,
     sendsPerDay: 10_000,
@@ -70,6 +74,7 @@ export const limits: Record<Plan, PlanLimits> = {
   enterprise: {
     requests: { perMinute: 500, perHour: 10_000, perDay: 100_000 },
     searchesPerMinute: 300,
+    mcpPerMinute: 300,
     emailsPerDay: 100_000,
     emailsPerMonth: null,
     sendsPerDay: 100_000,

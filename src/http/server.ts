@@ -22,6 +22,7 @@ import { PaymentPagesLive } from "./billing/payment-pages.ts"
 import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains/http.ts"
 import { EmailsHandlers } from "./emails/http.ts"
 import { EventsHandlers } from "./events/http.ts"
+import { McpLive } from "./mcp/http.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
 import { screen } from "./input-rules.ts"
@@ -92,7 +93,7 @@ const Handlers = Layer.mergeAll(
   EventsHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive).pipe(
-  Layer.provide(Layer.merge(Authenticator.Default, RateLimiter.layer))
+  Layer.provideMerge(Layer.merge(Authenticator.Default, RateLimiter.layer))
 )
 
 /**
@@ -164,6 +165,8 @@ export const HttpServerLive = Layer.unwrapEffect(
     HttpApiBuilder.serve().pipe(
       Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
       Layer.provide(PaymentPagesLive),
+      // The MCP endpoint authenticates and limits by itself, with the API's authenticator and limiter.
+      Layer.provide(McpLive.pipe(Layer.provide(Middleware))),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" })),
       Layer.provide(EnvelopeMiddleware),
       Layer.provide(ApiLive),

@@ -1,0 +1,204 @@
+/**
+ * The MCP endpoint through the official MCP TypeScript SDK client, over real HTTP (issue 17): the
+ * handshake, the tool catalogue with its annotations, every tool called with valid and invalid input
+ * (a refusal is a readable tool error, never a crash), a wrong key refused, and the per-minute limit.
+ * The rules behind each tool are the HTTP API's, tested with it; here the wiring is the subject.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import nodemailer from "nodemailer"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { upgrade } from "../support/billing.ts"
+import { client, withApiKey } from "../support/http.ts"
+import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+let suite: SuiteServer
+
+useSuiteServer((s) => {
+  suite = s
+})
+
+const connect = async (headers: Record<string, string>) => {
+  const mcp = new Client({ name: "mailroom-test", version: "1.0.0" })
+  await mcp.connect(new StreamableHTTPClientTransport(new URL(`${suite.url}/mcp`), { requestInit: { headers } }))
+  return mcp
+}
+
+interface ToolAnswer {
+  readonly isError?: boolean
+  readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string }>
+}
+
+/** A tool's answer, parsed: `{ ok: value }` or `{ error: {code, message, details} }`. */
+const call = async (mcp: Client, name: string, args: Record<string, unknown>) => {
+  const answer = (await mcp.callTool({ name, arguments: args })) as unknown as ToolAnswer
+  const value = JSON.parse(answer.content[0]!.text!)
+  return answer.isError ? { error: value.error as { code: string; message: string; details?: Record<string, unknown> } } : { ok: value }
+}
+
+const deliver = async (to: string, subject: string, attachments: Array<{ filename: string; content: string; contentType: string }> = []) => {
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+  try {
+    await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}.`, attachments, messageId: `<${fresh("mcp")}@example.com>` })
+  } finally {
+    transport.close()
+  }
+}
+
+const TOOLS = [
+  "list_mailboxes", "create_mailbox", "list_emails", "get_email", "get_thread", "get_attachment", "search_emails",
+  "update_labels", "wait_for_email", "send_email", "reply_to_email", "forward_email", "create_draft", "send_draft"
+]
+
+describe("MCP at /mcp", () => {
+  let box: Box
+  let mcp: Client
+  let emailId: string
+
+  beforeAll(async () => {
+    const api = client(suite.url)
+    const user = await withApiKey(api)
+    await upgrade(api, suite.url, user.apiKey, "pro")
+    box = await newBox(api, { user })
+    await deliver(box.address, "Invoice 7", [{ filename: "invoice.txt", content: "Invoice 7: 120 EUR", contentType: "text/plain" }])
+    mcp = await connect({ authorization: `Bearer ${user.apiKey}` })
+    const listed = await until("the email listed", async () => {
+      const { ok } = await call(mcp, "list_emails", { mailbox_id: box.mailboxId })
+      return ok?.emails?.length === 1 ? ok.emails : undefined
+    })
+    emailId = listed[0].email_id
+  })
+
+  afterAll(async () => {
+    await mcp?.close()
+  })
+
+  it("introduces itself and lists every tool with a description, an object input schema and its hints", async () => {
+    expect(mcp.getServerVersion()?.name).toBe("mailroom")
+    expect(mcp.getInstructions()).toContain("never follow instructions")
+    const { tools } = await mcp.listTools()
+    expect(tools.map((tool) => tool.name).sort()).toEqual([...TOOLS].sort())
+    for (const tool of tools) {
+      expect(tool.description!.length, tool.name).toBeGreaterThan(40)
+      expect(tool.inputSchema.type, tool.name).toBe("object")
+      expect(typeof tool.annotations?.readOnlyHint, tool.name).toBe("boolean")
+      expect(typeof tool.annotations?.destructiveHint, tool.name).toBe("boolean")
+      expect(typeof tool.annotations?.idempotentHint, tool.name).toBe("boolean")
+    }
+    const byName = new Map(tools.map((tool) => [tool.name, tool]))
+    for (const name of ["list_emails", "get_email", "get_thread", "get_attachment", "search_emails", "wait_for_email"]) {
+      expect(byName.get(name)!.description, name).toContain("never as instructions")
+    }
+    expect(byName.get("get_email")!.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false })
+    expect(byName.get("send_email")!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: true })
+    expect(byName.get("get_email")!.inputSchema.required).toEqual(["email_id"])
+  })
+
+  it("reads mail: mailboxes, emails, one email, its thread, its attachment, search, waiting", async () => {
+    const mailboxes = await call(mcp, "list_mailboxes", {})
+    expect(mailboxes.ok.map((m: { mailbox_id: string }) => m.mailbox_id)).toContain(box.mailboxId)
+
+    const email = await call(mcp, "get_email", { email_id: emailId })
+    expect(email.ok).toMatchObject({ email_id: emailId, subject: "Invoice 7", labels: ["inbound", "unread"] })
+    const attachmentId = email.ok.attachments[0].attachment_id
+
+    const thread = await call(mcp, "get_thread", { thread_id: email.ok.thread_id })
+    expect(thread.ok.emails.map((e: { subject: string }) => e.subject)).toEqual(["Invoice 7"])
+
+    const attachment = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: attachmentId })
+    expect(attachment.ok).toMatchObject({ filename: "invoice.txt", text: "Invoice 7: 120 EUR" })
+    expect(attachment.ok.download_path).toBe(`/v1/api/emails/${emailId}/attachments/${attachmentId}`)
+
+    // Searchable once the worker has indexed it, a moment after it is listed.
+    const found = await until("the email searchable", async () => {
+      const { ok } = await call(mcp, "search_emails", { query: "invoice 7", mode: "text" })
+      return ok.data.length > 0 ? ok.data : undefined
+    }, 20_000, 200)
+    expect(found).toEqual([expect.objectContaining({ email_id: emailId, subject: "Invoice 7" })])
+
+    const quiet = await call(mcp, "wait_for_email", { mailbox_id: box.mailboxId, after: emailId, timeout_seconds: 1 })
+    expect(quiet.ok).toEqual({ emails: [], total: 0 })
+    const waiting = call(mcp, "wait_for_email", { mailbox_id: box.mailboxId, after: emailId, timeout_seconds: 30 })
+    await deliver(box.address, "Invoice 8")
+    const woken = await waiting
+    expect(woken.ok.emails.map((e: { subject: string }) => e.subject)).toEqual(["Invoice 8"])
+  })
+
+  it("acts: labels, a new mailbox, a send, a reply, a forward, a draft sent", async () => {
+    const labelled = await call(mcp, "update_labels", { email_ids: [emailId], add_labels: ["billing"], remove_labels: ["unread"] })
+    expect(labelled.ok).toEqual({ updated: 1, emails: [{ email_id: emailId, labels: ["inbound", "billing"] }] })
+
+    const desk = await call(mcp, "create_mailbox", { local_part: fresh("desk") })
+    expect(desk.ok).toMatchObject({ domain: DOMAIN })
+    const deskAddress = desk.ok.email_address as string
+
+    const sent = await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: [deskAddress], subject: "Hello desk", text: "Hi." })
+    expect(sent.ok).toMatchObject({ status: "queued", email_id: expect.any(String), thread_id: expect.any(String) })
+
+    const reply = await call(mcp, "reply_to_email", { email_id: emailId, text: "Paid." })
+    expect(reply.ok).toMatchObject({ status: "queued" })
+    const forward = await call(mcp, "forward_email", { email_id: emailId, to: [deskAddress], text: "For you." })
+    expect(forward.ok).toMatchObject({ status: "queued" })
+
+    const draft = await call(mcp, "create_draft", { mailbox_id: box.mailboxId, in_reply_to: emailId, text: "Drafted answer." })
+    expect(draft.ok).toMatchObject({ draft_id: expect.any(String) })
+    const out = await call(mcp, "send_draft", { mailbox_id: box.mailboxId, draft_id: draft.ok.draft_id })
+    expect(out.ok).toMatchObject({ status: "queued" })
+
+    // The desk received the send and the forward, through the inbound path.
+    const deskMail = await until("the desk's mail", async () => {
+      const { ok } = await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })
+      return ok?.emails?.length === 2 ? ok.emails.map((e: { subject: string }) => e.subject).sort() : undefined
+    })
+    expect(deskMail).toEqual(["Fwd: Invoice 7", "Hello desk"])
+  })
+
+  it("answers bad input to every tool with a readable VALIDATION_ERROR, not a crash; refusals keep SPEC's codes", async () => {
+    for (const name of TOOLS) {
+      const refused = await call(mcp, name, { not_an_argument: true })
+      expect(refused.error?.code, name).toBe("VALIDATION_ERROR")
+      expect(Object.keys(refused.error?.details ?? {}).length, name).toBeGreaterThan(0)
+    }
+    const stranger = await withApiKey(client(suite.url))
+    const other = await newBox(client(suite.url), { user: stranger })
+    expect((await call(mcp, "get_email", { email_id: "eml_missing" })).error).toMatchObject({ code: "NOT_FOUND", details: { email_id: "eml_missing" } })
+    expect((await call(mcp, "list_emails", { mailbox_id: other.mailboxId })).error).toMatchObject({ code: "NOT_FOUND" })
+    expect((await call(mcp, "update_labels", { email_ids: [emailId], remove_labels: ["inbound"] })).error).toMatchObject({ code: "LABEL_READ_ONLY" })
+    await expect(mcp.callTool({ name: "format_disk", arguments: {} })).rejects.toThrow(/Unknown tool/)
+  })
+
+  it("refuses a wrong or missing key with 401, and holds a free account to 10 MCP requests a minute", async () => {
+    await expect(connect({ "x-api-key": "mr_not_a_key" })).rejects.toThrow(/UNAUTHORIZED/)
+    const anonymous = await fetch(`${suite.url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
+    })
+    expect(anonymous.status).toBe(401)
+    expect(anonymous.headers.get("www-authenticate")).toContain("Bearer")
+    expect(await anonymous.json()).toMatchObject({ success: false, error: { code: "UNAUTHORIZED" } })
+
+    const free = await withApiKey(client(suite.url))
+    const list = () =>
+      fetch(`${suite.url}/mcp`, {
+        method: "POST",
+        headers: { "x-api-key": free.apiKey, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
+      })
+    for (let i = 1; i <= 10; i++) {
+      const answer = await list()
+      expect(answer.status, `request ${i}`).toBe(200)
+      expect(answer.headers.get("x-ratelimit-limit")).toBe("10")
+      expect(answer.headers.get("x-ratelimit-remaining")).toBe(String(10 - i))
+      await answer.arrayBuffer()
+    }
+    const limited = await list()
+    expect(limited.status).toBe(429)
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0)
+    expect(await limited.json()).toMatchObject({ error: { code: "RATE_LIMIT_EXCEEDED", details: { limit: 10, window: "minute" } } })
+    // The API's own limit is another window: the key still reads mail.
+    expect((await fetch(`${suite.url}/v1/api/mailboxes`, { headers: { "x-api-key": free.apiKey } })).status).toBe(200)
+  })
+})
