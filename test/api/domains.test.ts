@@ -81,7 +81,11 @@ describe("registering", () => {
     const user = await withApiKey(api)
     const list = await api.get("/v1/api/domains", { apiKey: user.apiKey })
     expect(list.status).toBe(200)
-    expect(list.body).toEqual({ success: true, data: [], meta: { plan: "free", domain_limit: 0, domain_count: 0, can_add_domain: false } })
+    expect(list.body).toEqual({
+      success: true,
+      data: [],
+      meta: { plan: "free", domain_limit: 0, domain_count: 0, can_add_domain: false, total: 0, limit: 20, offset: 0, hasMore: false }
+    })
     const reply = await api.post("/v1/api/domains", { apiKey: user.apiKey, body: { domain: "free-plan.test" } })
     expect(reply.status).toBe(403)
     expect(reply.body).toEqual({
@@ -118,8 +122,9 @@ describe("registering", () => {
     })
     const { dns_records: _, ...domain } = reply.body.data
     const meta = { plan: "pro", domain_limit: 10, domain_count: 1, can_add_domain: true }
-    expect((await api.get("/v1/api/domains", { apiKey: user.apiKey })).body).toEqual({ success: true, data: [domain], meta })
-    expect((await api.get("/api/domains", { bearer: user.accessToken })).body).toEqual({ success: true, data: [domain], meta })
+    const firstPage = { ...meta, total: 1, limit: 20, offset: 0, hasMore: false }
+    expect((await api.get("/v1/api/domains", { apiKey: user.apiKey })).body).toEqual({ success: true, data: [domain], meta: firstPage })
+    expect((await api.get("/api/domains", { bearer: user.accessToken })).body).toEqual({ success: true, data: [domain], meta: firstPage })
     expect((await api.get("/v1/domains?limit=5", { apiKey: user.apiKey })).body).toEqual({
       success: true,
       data: [domain],
@@ -194,8 +199,71 @@ describe("registering", () => {
       message: "The pro plan allows 10 custom domains",
       details: { count: 10, limit: 10, plan: "pro" }
     })
-    const list = await api.get("/v1/api/domains", { apiKey: user.apiKey })
-    expect(list.body.meta).toEqual({ plan: "pro", domain_limit: 10, domain_count: 10, can_add_domain: false })
+    const list = await api.get("/v1/api/domains?limit=3&offset=8", { apiKey: user.apiKey })
+    expect(list.body.data).toHaveLength(2)
+    expect(list.body.meta).toEqual({
+      plan: "pro",
+      domain_limit: 10,
+      domain_count: 10,
+      can_add_domain: false,
+      total: 10,
+      limit: 3,
+      offset: 8,
+      hasMore: false
+    })
+  })
+})
+
+describe("listing", () => {
+  it("GET /v1/api/domains and /api/domains page with limit, offset and sort; domain_count counts every domain", async () => {
+    const user = await proUser()
+    const older = await register(user)
+    const newer = await register(user)
+    for (const [path, credential] of [["/v1/api/domains", { apiKey: user.apiKey }], ["/api/domains", { bearer: user.accessToken }]] as const) {
+      const first = await api.get(`${path}?limit=1`, credential)
+      expect(first.status).toBe(200)
+      expect(first.body.data.map((d: { domain_id: string }) => d.domain_id)).toEqual([newer.domain_id])
+      expect(first.body.meta).toEqual({
+        plan: "pro",
+        domain_limit: 10,
+        domain_count: 2,
+        can_add_domain: true,
+        total: 2,
+        limit: 1,
+        offset: 0,
+        hasMore: true
+      })
+      const second = await api.get(`${path}?limit=1&offset=1`, credential)
+      expect(second.body.data.map((d: { domain_id: string }) => d.domain_id)).toEqual([older.domain_id])
+      expect(second.body.meta).toMatchObject({ domain_count: 2, total: 2, limit: 1, offset: 1, hasMore: false })
+      const ascending = await api.get(`${path}?sort=createdAt:asc`, credential)
+      expect(ascending.body.data.map((d: { domain_id: string }) => d.domain_id)).toEqual([older.domain_id, newer.domain_id])
+      const past = await api.get(`${path}?offset=5`, credential)
+      expect(past.body.data).toEqual([])
+      expect(past.body.meta).toMatchObject({ domain_count: 2, total: 2, offset: 5, hasMore: false })
+    }
+  })
+
+  it.each([
+    ["limit=0", "limit"],
+    ["limit=101", "limit"],
+    ["limit=ten", "limit"],
+    ["offset=-1", "offset"],
+    ["offset=1.5", "offset"],
+    ["sort=domain_name:asc", "sort"]
+  ])("refuses ?%s with 400 VALIDATION_ERROR naming %s, on every list form", async (query, field) => {
+    const user = await withApiKey(api)
+    for (const [path, credential] of [
+      ["/v1/api/domains", { apiKey: user.apiKey }],
+      ["/api/domains", { bearer: user.accessToken }],
+      ["/v1/domains", { apiKey: user.apiKey }]
+    ] as const) {
+      const reply = await api.get(`${path}?${query}`, credential)
+      expect(reply.status).toBe(400)
+      expect(reply.body.success).toBe(false)
+      expect(reply.body.error.code).toBe("VALIDATION_ERROR")
+      expect(Object.keys(reply.body.error.details)).toEqual([field])
+    }
   })
 })
 

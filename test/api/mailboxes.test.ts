@@ -3,6 +3,7 @@
  * with API keys and the /api dashboard routes with the session cookie.
  */
 import { describe, expect, it } from "vitest"
+import { createClient } from "../../packages/client/src/fetch-client.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { type Client, client, isoMillis, type RequestOptions, signUp, withApiKey } from "../support/http.ts"
 
@@ -197,8 +198,61 @@ describe("GET /v1/api/mailboxes", () => {
       mailboxes: [
         { ...second, status: "active", namespace: user.userId, created_at: expect.stringMatching(isoMillis) },
         { ...first, status: "active", namespace: user.userId, created_at: expect.stringMatching(isoMillis) }
-      ]
+      ],
+      meta: { total: 2, limit: 20, offset: 0, hasMore: false }
     })
+  })
+
+  it("pages with limit and offset (meta total, limit, offset, hasMore) and sorts by createdAt", async () => {
+    const user = await withApiKey(api)
+    const mailroom = createClient({ baseUrl: server.url, apiKey: user.apiKey })
+    const oldest = await createOk(user)
+    const middle = await createOk(user)
+    const newest = await createOk(user)
+    const ids = async (query: { limit?: string; offset?: string; sort?: string }) => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes", { params: { query } })
+      return { ids: data?.mailboxes.map((m) => m.mailbox_id), meta: data?.meta }
+    }
+    expect(await ids({ limit: "2" })).toEqual({
+      ids: [newest.mailbox_id, middle.mailbox_id],
+      meta: { total: 3, limit: 2, offset: 0, hasMore: true }
+    })
+    expect(await ids({ limit: "2", offset: "2" })).toEqual({ ids: [oldest.mailbox_id], meta: { total: 3, limit: 2, offset: 2, hasMore: false } })
+    expect(await ids({ offset: "3" })).toEqual({ ids: [], meta: { total: 3, limit: 20, offset: 3, hasMore: false } })
+    expect(await ids({ limit: "100", sort: "createdAt:asc" })).toEqual({
+      ids: [oldest.mailbox_id, middle.mailbox_id, newest.mailbox_id],
+      meta: { total: 3, limit: 100, offset: 0, hasMore: false }
+    })
+    expect((await ids({ limit: "1", offset: "1", sort: "createdAt:desc" })).ids).toEqual([middle.mailbox_id])
+  })
+
+  it.each([
+    ["limit", "0"],
+    ["limit", "101"],
+    ["limit", "2.5"],
+    ["limit", "abc"],
+    ["offset", "-1"],
+    ["sort", "email_address:asc"]
+  ])("refuses %s=%s with 400 VALIDATION_ERROR naming it, on both surfaces", async (name, value) => {
+    const user = await withApiKey(api)
+    for (const [path, mailroom] of [
+      ["/v1/api/mailboxes", createClient({ baseUrl: server.url, apiKey: user.apiKey })],
+      ["/api/mailboxes", createClient({ baseUrl: server.url, accessToken: user.accessToken })]
+    ] as const) {
+      const { response, error } = await mailroom.GET(path, { params: { query: { [name]: value } } })
+      expect(response.status).toBe(400)
+      expect(error?.error.code).toBe("VALIDATION_ERROR")
+      expect(Object.keys(error?.error.details ?? {})).toEqual([name])
+    }
+  })
+
+  it("reports every bad list parameter at once", async () => {
+    const user = await withApiKey(api)
+    const mailroom = createClient({ baseUrl: server.url, apiKey: user.apiKey })
+    const { response, error } = await mailroom.GET("/v1/api/mailboxes", { params: { query: { limit: "500", offset: "-5" } } })
+    expect(response.status).toBe(400)
+    expect(error?.error.code).toBe("VALIDATION_ERROR")
+    expect(Object.keys(error?.error.details ?? {}).sort()).toEqual(["limit", "offset"])
   })
 })
 
@@ -405,7 +459,7 @@ describe("dashboard routes (/api/mailboxes, session cookie)", () => {
     expect(created.body).toEqual({ success: true, mailbox: newMailbox(local, user.userId) })
     const listed = await api.get("/api/mailboxes", session(user))
     expect(listed.status).toBe(200)
-    expect(listed.body).toEqual({ success: true, mailboxes: [created.body.mailbox] })
+    expect(listed.body).toEqual({ success: true, mailboxes: [created.body.mailbox], meta: { total: 1, limit: 20, offset: 0, hasMore: false } })
     const checked = await api.get(`/api/mailboxes/check-email?local_part=${local}&domain=${DOMAIN}`, session(user))
     expect(checked.body).toMatchObject({ success: true, valid: false, code: "EMAIL_TAKEN" })
     const noDomain = await api.get(`/api/mailboxes/check-email?local_part=${local}`, session(user))
@@ -462,5 +516,10 @@ describe("OpenAPI", () => {
     expect(create.requestBody.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/MailboxAddressInput" })
     expect(Object.keys(reply.body.components.schemas.MailboxAddressInput.properties).sort()).toEqual(["domain", "email_address", "local_part"])
     expect(Object.keys(create.responses)).toEqual(expect.arrayContaining(["201", "400", "401", "403", "409", "422"]))
+    for (const path of ["/v1/api/mailboxes", "/api/mailboxes"]) {
+      const list = reply.body.paths[path].get
+      expect(list.parameters.map((p: { name: string; in: string }) => `${p.in}:${p.name}`)).toEqual(["query:limit", "query:offset", "query:sort"])
+      expect(Object.keys(list.responses)).toEqual(expect.arrayContaining(["200", "400"]))
+    }
   })
 })
