@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest"
 import type { components } from "../../packages/client/src/fetch-client.ts"
 import { client, isoMillis, signUp, withApiKey } from "../support/http.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
-import { anonymous, offContract, rawJsonBody, withKey, withToken } from "../support/typed-client.ts"
+import { anonymous, offContract, rawJsonBody, sessionFrom, withKey, withToken } from "../support/typed-client.ts"
 
 const DOMAIN = "agents.localhost"
 const OTHER_SHARED = "bots.localhost"
@@ -29,9 +29,7 @@ const fresh = (prefix = "agent") => `${prefix}${Date.now().toString(36)}${counte
 /** The caller with this user's API key. */
 const keyed = (user: User) => withKey(server.url, user)
 /** The dashboard's credential: the session cookie, sent from our own origin (no key, no token). */
-const session = (user: { cookie: string }) => ({
-  headers: { cookie: user.cookie.split(";")[0]!, origin: `http://localhost:${server.port}` }
-})
+const session = (user: { cookie: string }) => sessionFrom(user, `http://localhost:${server.port}`)
 const dashboard = () => anonymous(server.url)
 
 /** A just-created mailbox as SPEC shows it: exactly these fields. */
@@ -508,7 +506,7 @@ describe("dashboard routes (/api/mailboxes, session cookie)", () => {
   it("refuses a cookie write from another origin (403) and a request without a session (401)", async () => {
     const user = await signUp(api)
     const crossSite = await dashboard().POST("/api/mailboxes", {
-      headers: { cookie: user.cookie.split(";")[0]!, origin: "https://evil.example" },
+      ...sessionFrom(user, "https://evil.example"),
       body: { local_part: fresh(), domain: DOMAIN }
     })
     expect(crossSite.response.status).toBe(403)

@@ -28,3 +28,8 @@ export const offContract = (value: unknown): never => value as never
 
 /** Request options that send `text` as the body, as is, labelled JSON: bytes that do not parse. */
 export const rawJsonBody = (text: string) => ({ body: offContract(text), bodySerializer: () => text })
+
+/** Request options that carry a dashboard session: its cookie, sent from `origin` (a page of ours, or another site's). */
+export const sessionFrom = (user: { readonly cookie: string }, origin: string) => ({
+  headers: { cookie: user.cookie.split(";")[0]!, origin }
+})
