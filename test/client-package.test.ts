@@ -49,7 +49,7 @@ const refused = await mailroom.POST("/v1/api/mailboxes", { body: { local_part: "
 const listed = await Effect.runPromise(
   Effect.gen(function*() {
     const client = yield* makeClient({ baseUrl, apiKey: key.data!.data.apiKey })
-    const list = yield* client.mailboxes.list()
+    const list = yield* client.mailboxes.list({ urlParams: {} })
     const missing = yield* Effect.flip(client.apiKeys.revoke({ path: { id: "key_missing" } }))
     return { addresses: list.mailboxes.map((m) => m.email_address), missing: missing._tag }
   }).pipe(Effect.provide(FetchHttpClient.layer))

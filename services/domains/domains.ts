@@ -30,7 +30,7 @@ import {
   ValidationError,
   VerificationFailed
 } from "../errors.ts"
-import { type Direction, listMeta, type Page } from "../listing.ts"
+import type { Direction, Page } from "../listing.ts"
 import { isUniqueViolation, Mailboxes, MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rules.ts"
 import { customDomainLimit, type Plan, reportLimit } from "../plans/plans.ts"
@@ -137,7 +137,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       return { plan: owner.plan, domain_limit: reportLimit(limit), domain_count: count, can_add_domain: limit === null || count < limit }
     }
 
-    /** The owner's domains, newest first unless asked otherwise, with SPEC's list meta (and the page's, when paged). */
+    /** The owner's domains (with a page, that page), newest first unless asked otherwise; meta's domain_count counts them all. */
     const list = Effect.fn("Domains.list")(function*(owner: Owner, page?: Page, direction: Direction = "desc") {
       const order = sql.literal(direction === "asc" ? "ASC" : "DESC")
       const rows = yield* sql<DomainRow>`
@@ -149,8 +149,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM domains WHERE user_id = ${owner.userId}`)[0]?.n ?? 0)
       return {
         domains: rows.map(toDomain),
-        meta: listMetaOf(owner, total),
-        page: page === undefined ? undefined : listMeta(total, page)
+        meta: listMetaOf(owner, total)
       }
     })
 

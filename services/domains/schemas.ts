@@ -2,7 +2,7 @@
  * Custom domains on the wire (SPEC "Domain", "Mailbox migration entry", "Domains"; DESIGN.md §4).
  */
 import { Schema } from "effect"
-import { ListMeta } from "../listing.ts"
+import { ListMeta, ListParams } from "../listing.ts"
 
 export const Domain = Schema.Struct({
   domain_id: Schema.String,
@@ -40,7 +40,10 @@ export const DomainListMeta = Schema.Struct({
 }).annotations({ identifier: "DomainListMeta" })
 export type DomainListMeta = typeof DomainListMeta.Type
 
-/** `GET {base_url}/domains`: the same, with the common list parameters' page fields. */
+/** The list's query: SPEC's common list parameters, sorted by creation time. */
+export const DomainListParams = ListParams(["createdAt"] as const)
+
+/** A page of the list: the same, with the common list parameters' page fields (domain_count still counts them all). */
 export const PagedDomainListMeta = Schema.Struct({ ...DomainListMeta.fields, ...ListMeta.fields }).annotations({
   identifier: "PagedDomainListMeta"
 })

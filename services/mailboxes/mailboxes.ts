@@ -22,6 +22,7 @@ import {
   NotFound,
   ValidationError
 } from "../errors.ts"
+import type { Direction, Page } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { type Address, type AddressRequest, parseAddress, type RuleFailure } from "./rules.ts"
 import type { EmailCheck, Mailbox, RenamedMailbox } from "./schemas.ts"
@@ -127,6 +128,11 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(mailboxId))))
       )
 
+    const activeCount = (userId: string) =>
+      sql<{ n: string }>`SELECT count(*) AS n FROM mailboxes WHERE user_id = ${userId} AND status = 'active'`.pipe(
+        Effect.map((rows) => Number(rows[0]?.n ?? 0))
+      )
+
     const insert = (owner: Owner, address: Address) =>
       Effect.gen(function*() {
         // Serialise this user's creates: the count below then holds until the insert commits.
@@ -134,9 +140,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         yield* sql`SELECT id FROM users WHERE id = ${owner.userId} FOR NO KEY UPDATE`
         const limit = limits[owner.plan].mailboxes
         if (limit !== null) {
-          const counted = yield* sql<{ n: string }>`
-            SELECT count(*) AS n FROM mailboxes WHERE user_id = ${owner.userId} AND status = 'active'`
-          const count = Number(counted[0]?.n ?? 0)
+          const count = yield* activeCount(owner.userId)
           if (count >= limit) {
             return yield* new MailboxQuotaReached({
               message: `The ${owner.plan} plan allows ${limit} mailboxes`,
@@ -163,13 +167,24 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return yield* insert(owner, address).pipe(sql.withTransaction, takenOnUniqueViolation(address))
     })
 
-    /** The owner's active mailboxes, newest first. */
-    const list = Effect.fn("Mailboxes.list")(function*(owner: Owner) {
-      const rows = yield* sql<MailboxRow>`
+    const select = (owner: Owner, page: Page | undefined, direction: Direction) => {
+      const order = sql.literal(direction === "asc" ? "ASC" : "DESC")
+      return sql<MailboxRow>`
         SELECT id, user_id, local_part, domain, created_at FROM mailboxes
         WHERE user_id = ${owner.userId} AND status = 'active'
-        ORDER BY created_at DESC, id DESC`
-      return rows.map(toMailbox)
+        ORDER BY created_at ${order}, id ${order}
+        ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`.pipe(Effect.map((rows) => rows.map(toMailbox)))
+    }
+
+    /** The owner's active mailboxes, newest first. */
+    const list = Effect.fn("Mailboxes.list")(function*(owner: Owner) {
+      return yield* select(owner, undefined, "desc")
+    })
+
+    /** One page of them (newest first unless asked otherwise), with how many there are in all. */
+    const listPage = Effect.fn("Mailboxes.listPage")(function*(owner: Owner, page: Page, direction: Direction = "desc") {
+      const mailboxes = yield* select(owner, page, direction)
+      return { mailboxes, total: yield* activeCount(owner.userId) }
     })
 
     /** check-email: a rule failure (422, 409) is an answer (`valid: false`); malformed or missing input (400) stays an error. */
@@ -223,6 +238,6 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       sql.withTransaction
     )
 
-    return { allowedDomains, create, list, check, rename, remove } as const
+    return { allowedDomains, create, list, listPage, check, rename, remove } as const
   })
 }) {}

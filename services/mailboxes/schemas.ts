@@ -9,6 +9,7 @@
  * decode it with the schemas below themselves (see src/http/mailboxes.ts).
  */
 import { JSONSchema, Schema } from "effect"
+import { ListParams } from "../listing.ts"
 
 /** A JSON `null` counts as absent, as a form would send it. */
 const OptionalString = Schema.optionalWith(Schema.String, { nullable: true })
@@ -43,6 +44,9 @@ export const JsonBody = <A, I>(schema: Schema.Schema<A, I>, identifier: string) 
 
 export const AddressBody = JsonBody(AddressInput, "MailboxAddressInput")
 export const DeleteBody = JsonBody(DeleteInput, "DeleteMailboxInput")
+
+/** The list's query: SPEC's common list parameters, sorted by creation time. */
+export const MailboxListParams = ListParams(["createdAt"] as const)
 
 export const CheckEmailParams = Schema.Struct({
   local_part: Schema.optional(Schema.String),

@@ -1,22 +1,30 @@
 /**
- * SPEC "API keys" and the credential rules of DESIGN §4, over real HTTP.
+ * SPEC "API keys" and the credential rules of DESIGN §4, over real HTTP through the typed client.
  */
 import { describe, expect, it } from "vitest"
+import { client, isoMillis, signUp, withApiKey } from "../support/http.ts"
+import { refusedListParams } from "../support/list-params.ts"
 import { useSuiteServer } from "../support/server.ts"
-import { type Client, client, isoMillis, signUp, withApiKey } from "../support/http.ts"
+import { anonymous, offContract, withKey, withToken } from "../support/typed-client.ts"
 
-let api: Client
+let baseUrl: string
+let api: ReturnType<typeof client>
 
 useSuiteServer((suite) => {
+  baseUrl = suite.url
   api = client(suite.url)
 })
+
+/** Key management is the logged-in user's: the access token. */
+const asUser = (user: { accessToken: string }) => withToken(baseUrl, user)
+const createKey = (user: { accessToken: string }, name: string) => asUser(user).POST("/v1/api-keys", { body: { name } })
 
 describe("POST /v1/api-keys", () => {
   it("creates a key: 201, the full key once, a masked prefix, the owner's plan and rate limit, and a warning", async () => {
     const user = await signUp(api)
-    const reply = await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "production" } })
-    expect(reply.status).toBe(201)
-    expect(reply.body).toEqual({
+    const reply = await createKey(user, "production")
+    expect(reply.response.status).toBe(201)
+    expect(reply.data).toEqual({
       success: true,
       data: {
         keyId: expect.any(String),
@@ -30,21 +38,22 @@ describe("POST /v1/api-keys", () => {
       },
       meta: { warning: expect.stringMatching(/only time/) }
     })
-    const { apiKey, keyPrefix } = reply.body.data
+    const { apiKey, keyPrefix } = reply.data!.data
     expect(apiKey.startsWith(keyPrefix.replace(/\*+$/, ""))).toBe(true)
     expect(keyPrefix).toMatch(/\*{4,}$/)
     expect(keyPrefix.replace(/\*+$/, "").length).toBeLessThan(12)
 
-    const listed = await api.get("/v1/api-keys", { apiKey })
-    expect(listed.text).not.toContain(apiKey)
+    const listed = await withKey(baseUrl, { apiKey }).GET("/v1/api-keys")
+    expect(listed.response.status).toBe(200)
+    expect(JSON.stringify(listed.data)).not.toContain(apiKey)
   })
 
   it("sets expirationTs from expirationDays", async () => {
     const user = await signUp(api)
     const before = Date.now()
-    const reply = await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "rotating", expirationDays: 30 } })
-    expect(reply.status).toBe(201)
-    const expires = Date.parse(reply.body.data.expirationTs)
+    const reply = await asUser(user).POST("/v1/api-keys", { body: { name: "rotating", expirationDays: 30 } })
+    expect(reply.response.status).toBe(201)
+    const expires = Date.parse(reply.data!.data.expirationTs!)
     expect(expires - before).toBeGreaterThanOrEqual(30 * 86_400_000 - 1000)
     expect(expires - before).toBeLessThanOrEqual(30 * 86_400_000 + 60_000)
   })
@@ -59,111 +68,111 @@ describe("POST /v1/api-keys", () => {
     [{ name: 7, expirationDays: "30" }, { name: expect.any(String), expirationDays: expect.any(String) }]
   ])("refuses %j with 400 VALIDATION_ERROR details %j", async (body, details) => {
     const user = await signUp(api)
-    const reply = await api.post("/v1/api-keys", { bearer: user.accessToken, body })
-    expect(reply.status).toBe(400)
-    expect(reply.body).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
+    const reply = await asUser(user).POST("/v1/api-keys", { body: offContract(body) })
+    expect(reply.response.status).toBe(400)
+    expect(reply.error).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
   })
 })
 
 describe("GET /v1/api-keys", () => {
   it("lists the caller's keys with lastUsed, never the key, and meta.total", async () => {
     const user = await withApiKey(api)
-    await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "second" } })
-    const reply = await api.get("/v1/api-keys", { apiKey: user.apiKey })
-    expect(reply.status).toBe(200)
-    expect(reply.body.meta).toEqual({ total: 2, limit: 20, offset: 0, hasMore: false })
-    expect(reply.body.data).toHaveLength(2)
-    for (const key of reply.body.data) {
+    await createKey(user, "second")
+    const reply = await withKey(baseUrl, user).GET("/v1/api-keys")
+    expect(reply.response.status).toBe(200)
+    expect(reply.data?.meta).toEqual({ total: 2, limit: 20, offset: 0, hasMore: false })
+    const keys = reply.data!.data
+    expect(keys).toHaveLength(2)
+    for (const key of keys) {
       expect(Object.keys(key).sort()).toEqual(["createdAt", "expirationTs", "keyId", "keyPrefix", "lastUsed", "name", "plan", "rateLimit"])
       expect(key.plan).toBe("free")
       expect(key.rateLimit).toBe(20)
     }
-    const used = reply.body.data.find((key: { keyId: string }) => key.keyId === user.keyId)
-    expect(used.lastUsed).toMatch(isoMillis)
-    const unused = reply.body.data.find((key: { keyId: string }) => key.keyId !== user.keyId)
-    expect(unused.lastUsed).toBeNull()
+    const used = keys.find((key) => key.keyId === user.keyId)
+    expect(used?.lastUsed).toMatch(isoMillis)
+    const unused = keys.find((key) => key.keyId !== user.keyId)
+    expect(unused?.lastUsed).toBeNull()
   })
 
   it("pages and sorts with the common list parameters", async () => {
     const user = await signUp(api)
-    for (const name of ["alpha", "bravo", "charlie"]) {
-      await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name } })
-    }
-    const page = await api.get("/v1/api-keys?limit=2&offset=0&sort=name:asc", { bearer: user.accessToken })
-    expect(page.body.data.map((key: { name: string }) => key.name)).toEqual(["alpha", "bravo"])
-    expect(page.body.meta).toEqual({ total: 3, limit: 2, offset: 0, hasMore: true })
-    const last = await api.get("/v1/api-keys?limit=2&offset=2&sort=name:asc", { bearer: user.accessToken })
-    expect(last.body.data.map((key: { name: string }) => key.name)).toEqual(["charlie"])
-    expect(last.body.meta).toEqual({ total: 3, limit: 2, offset: 2, hasMore: false })
-    const past = await api.get("/v1/api-keys?offset=10", { bearer: user.accessToken })
-    expect(past.body.data).toEqual([])
-    expect(past.body.meta.total).toBe(3)
-    const desc = await api.get("/v1/api-keys?sort=name:desc", { bearer: user.accessToken })
-    expect(desc.body.data.map((key: { name: string }) => key.name)).toEqual(["charlie", "bravo", "alpha"])
+    for (const name of ["alpha", "bravo", "charlie"]) await createKey(user, name)
+    const list = (query: { limit?: string; offset?: string; sort?: string }) => asUser(user).GET("/v1/api-keys", { params: { query } })
+    const page = await list({ limit: "2", offset: "0", sort: "name:asc" })
+    expect(page.data?.data.map((key) => key.name)).toEqual(["alpha", "bravo"])
+    expect(page.data?.meta).toEqual({ total: 3, limit: 2, offset: 0, hasMore: true })
+    const last = await list({ limit: "2", offset: "2", sort: "name:asc" })
+    expect(last.data?.data.map((key) => key.name)).toEqual(["charlie"])
+    expect(last.data?.meta).toEqual({ total: 3, limit: 2, offset: 2, hasMore: false })
+    const past = await list({ offset: "10" })
+    expect(past.data?.data).toEqual([])
+    expect(past.data?.meta.total).toBe(3)
+    const desc = await list({ sort: "name:desc" })
+    expect(desc.data?.data.map((key) => key.name)).toEqual(["charlie", "bravo", "alpha"])
   })
 
-  it.each([
-    ["limit=0", "limit"],
-    ["limit=101", "limit"],
-    ["limit=abc", "limit"],
-    ["offset=-1", "offset"],
-    ["sort=secret:asc", "sort"],
-    ["sort=name:sideways", "sort"]
-  ])("refuses ?%s with 400 VALIDATION_ERROR naming %s", async (query, field) => {
+  it.each(refusedListParams("secret:asc", "name:sideways"))("refuses ?%s=%s with 400 VALIDATION_ERROR naming it", async (field, value) => {
     const user = await signUp(api)
-    const reply = await api.get(`/v1/api-keys?${query}`, { bearer: user.accessToken })
-    expect(reply.status).toBe(400)
-    expect(reply.body.error.code).toBe("VALIDATION_ERROR")
-    expect(Object.keys(reply.body.error.details)).toEqual([field])
+    const reply = await asUser(user).GET("/v1/api-keys", { params: { query: { [field]: value } } })
+    expect(reply.response.status).toBe(400)
+    expect(reply.error?.error.code).toBe("VALIDATION_ERROR")
+    expect(Object.keys(reply.error?.error.details ?? {})).toEqual([field])
   })
 })
 
 describe("DELETE /v1/api-keys/{id}", () => {
+  const revoke = (caller: ReturnType<typeof withKey>, id: string) => caller.DELETE("/v1/api-keys/{id}", { params: { path: { id } } })
+
   it("revokes: data {keyId, revoked: true}; the key then gets 401 at once", async () => {
     const user = await withApiKey(api)
-    expect((await api.get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
-    const reply = await api.delete(`/v1/api-keys/${user.keyId}`, { bearer: user.accessToken })
-    expect(reply.status).toBe(200)
-    expect(reply.body).toEqual({ success: true, data: { keyId: user.keyId, revoked: true } })
-    const after = await api.get("/v1/api-keys", { apiKey: user.apiKey })
-    expect(after.status).toBe(401)
-    expect(after.body.error.code).toBe("UNAUTHORIZED")
-    const again = await api.delete(`/v1/api-keys/${user.keyId}`, { bearer: user.accessToken })
-    expect(again.status).toBe(404)
-    expect(again.body.error.code).toBe("NOT_FOUND")
+    expect((await withKey(baseUrl, user).GET("/v1/api-keys")).response.status).toBe(200)
+    const reply = await revoke(asUser(user), user.keyId)
+    expect(reply.response.status).toBe(200)
+    expect(reply.data).toEqual({ success: true, data: { keyId: user.keyId, revoked: true } })
+    const after = await withKey(baseUrl, user).GET("/v1/api-keys")
+    expect(after.response.status).toBe(401)
+    expect(after.error?.error.code).toBe("UNAUTHORIZED")
+    const again = await revoke(asUser(user), user.keyId)
+    expect(again.response.status).toBe(404)
+    expect(again.error?.error.code).toBe("NOT_FOUND")
   })
 
   it("one user cannot list, see or revoke another's keys (404)", async () => {
     const alice = await withApiKey(api)
     const mallory = await withApiKey(api)
-    const listed = await api.get("/v1/api-keys", { apiKey: mallory.apiKey })
-    expect(listed.body.data.map((key: { keyId: string }) => key.keyId)).toEqual([mallory.keyId])
-    const revoke = await api.delete(`/v1/api-keys/${alice.keyId}`, { apiKey: mallory.apiKey })
-    expect(revoke.status).toBe(404)
-    expect(revoke.body).toEqual({ success: false, error: { code: "NOT_FOUND", message: "API key not found", details: { keyId: alice.keyId } } })
-    expect((await api.get("/v1/api-keys", { apiKey: alice.apiKey })).status).toBe(200)
+    const listed = await withKey(baseUrl, mallory).GET("/v1/api-keys")
+    expect(listed.data?.data.map((key) => key.keyId)).toEqual([mallory.keyId])
+    const refused = await revoke(withKey(baseUrl, mallory), alice.keyId)
+    expect(refused.response.status).toBe(404)
+    expect(refused.error).toEqual({ success: false, error: { code: "NOT_FOUND", message: "API key not found", details: { keyId: alice.keyId } } })
+    expect((await withKey(baseUrl, alice).GET("/v1/api-keys")).response.status).toBe(200)
   })
 })
 
 describe("credentials", () => {
   it("accepts X-API-Key, Bearer API key and Bearer access token", async () => {
     const user = await withApiKey(api)
-    expect((await api.get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
-    expect((await api.get("/v1/api-keys", { bearer: user.apiKey })).status).toBe(200)
-    expect((await api.get("/v1/api-keys", { bearer: user.accessToken })).status).toBe(200)
+    expect((await withKey(baseUrl, user).GET("/v1/api-keys")).response.status).toBe(200)
+    expect((await withToken(baseUrl, { accessToken: user.apiKey }).GET("/v1/api-keys")).response.status).toBe(200)
+    expect((await asUser(user).GET("/v1/api-keys")).response.status).toBe(200)
   })
 
   it("refuses a missing, unknown or malformed credential with 401 UNAUTHORIZED", async () => {
-    const none = await api.get("/v1/api-keys")
-    expect(none.status).toBe(401)
-    expect(none.body).toEqual({
+    const none = await anonymous(baseUrl).GET("/v1/api-keys")
+    expect(none.response.status).toBe(401)
+    expect(none.error).toEqual({
       success: false,
       error: { code: "UNAUTHORIZED", message: "Missing credential: send X-API-Key or Authorization: Bearer" }
     })
-    for (const options of [{ apiKey: "mr_unknown" }, { bearer: "garbage" }, { headers: { authorization: "Basic Zm9vOmJhcg==" } }]) {
-      const reply = await api.get("/v1/api-keys", options)
-      expect(reply.status).toBe(401)
-      expect(reply.body.error.code).toBe("UNAUTHORIZED")
+    const refusals = [
+      () => withKey(baseUrl, { apiKey: "mr_unknown" }).GET("/v1/api-keys"),
+      () => withToken(baseUrl, { accessToken: "garbage" }).GET("/v1/api-keys"),
+      () => anonymous(baseUrl).GET("/v1/api-keys", { headers: { authorization: "Basic Zm9vOmJhcg==" } })
+    ]
+    for (const refused of refusals) {
+      const reply = await refused()
+      expect(reply.response.status).toBe(401)
+      expect(reply.error?.error.code).toBe("UNAUTHORIZED")
     }
   })
 })

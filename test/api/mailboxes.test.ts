@@ -1,16 +1,19 @@
 /**
- * SPEC "Mailboxes" and DESIGN §4 (quota, deleted mailboxes), over real HTTP: the /v1/api routes
- * with API keys and the /api dashboard routes with the session cookie.
+ * SPEC "Mailboxes" and DESIGN §4 (quota, deleted mailboxes), over real HTTP through the typed client:
+ * the /v1/api routes with API keys and the /api dashboard routes with the session cookie.
  */
 import { describe, expect, it } from "vitest"
+import type { components } from "../../packages/client/src/fetch-client.ts"
+import { client, isoMillis, signUp, withApiKey } from "../support/http.ts"
+import { refusedListParams } from "../support/list-params.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
-import { type Client, client, isoMillis, type RequestOptions, signUp, withApiKey } from "../support/http.ts"
+import { anonymous, offContract, rawJsonBody, sessionFrom, withKey, withToken } from "../support/typed-client.ts"
 
 const DOMAIN = "agents.localhost"
 const OTHER_SHARED = "bots.localhost"
 
 let server: Server
-let api: Client
+let api: ReturnType<typeof client>
 
 useSuiteServer((suite) => {
   server = suite.server
@@ -18,17 +21,17 @@ useSuiteServer((suite) => {
 }, { SHARED_DOMAINS: `${DOMAIN},${OTHER_SHARED}`, DISALLOWED_EMAIL_NAME: "admin,postmaster,Custom-Bot" })
 
 type User = Awaited<ReturnType<typeof withApiKey>>
+type AddressInput = components["schemas"]["MailboxAddressInput"]
 
 let counter = 0
 /** A local part no other test uses. */
 const fresh = (prefix = "agent") => `${prefix}${Date.now().toString(36)}${counter++}${Math.random().toString(36).slice(2, 6)}`
 
-const key = (user: User): RequestOptions => ({ apiKey: user.apiKey })
-/** The dashboard's credential: the session cookie, sent from our own origin. */
-const session = (user: { cookie: string }, extra: RequestOptions = {}): RequestOptions => ({
-  ...extra,
-  headers: { cookie: user.cookie.split(";")[0]!, origin: `http://localhost:${server.port}`, ...extra.headers }
-})
+/** The caller with this user's API key. */
+const keyed = (user: User) => withKey(server.url, user)
+/** The dashboard's credential: the session cookie, sent from our own origin (no key, no token). */
+const session = (user: { cookie: string }) => sessionFrom(user, `http://localhost:${server.port}`)
+const dashboard = () => anonymous(server.url)
 
 /** A just-created mailbox as SPEC shows it: exactly these fields. */
 const newMailbox = (local: string, userId: string) => ({
@@ -40,13 +43,16 @@ const newMailbox = (local: string, userId: string) => ({
   created_at: expect.stringMatching(isoMillis)
 })
 
-const create = (user: User, body: unknown) => api.post("/v1/api/mailboxes", { ...key(user), body })
+const create = (user: User, body: AddressInput) => keyed(user).POST("/v1/api/mailboxes", { body })
 
 const createOk = async (user: User, local = fresh(), domain = DOMAIN) => {
   const reply = await create(user, { local_part: local, domain })
-  expect(reply.status).toBe(201)
-  return reply.body.mailbox as { mailbox_id: string; email_address: string; domain: string }
+  expect(reply.response.status).toBe(201)
+  return reply.data!.mailbox
 }
+
+/** The caller's mailboxes (the first page). */
+const listed = async (user: User) => (await keyed(user).GET("/v1/api/mailboxes")).data!.mailboxes
 
 const failure = (code: string, details?: unknown) => ({
   success: false,
@@ -58,27 +64,29 @@ describe("POST /v1/api/mailboxes", () => {
     const user = await withApiKey(api)
     const local = fresh("Agent.")
     const reply = await create(user, { local_part: local, domain: DOMAIN })
-    expect(reply.status).toBe(201)
-    expect(reply.body).toEqual({ success: true, mailbox: newMailbox(local, user.userId) })
+    expect(reply.response.status).toBe(201)
+    expect(reply.data).toEqual({ success: true, mailbox: newMailbox(local, user.userId) })
   })
 
   it("accepts Authorization: Bearer <API key>, email_address as a bare local part or a full address, and any case of the domain", async () => {
     const user = await withApiKey(api)
     const bare = fresh()
-    const viaBearer = await api.post("/v1/api/mailboxes", { bearer: user.apiKey, body: { email_address: bare, domain: DOMAIN } })
-    expect(viaBearer.status).toBe(201)
-    expect(viaBearer.body.mailbox.email_address).toBe(`${bare}@${DOMAIN}`)
+    const viaBearer = await withToken(server.url, { accessToken: user.apiKey }).POST("/v1/api/mailboxes", {
+      body: { email_address: bare, domain: DOMAIN }
+    })
+    expect(viaBearer.response.status).toBe(201)
+    expect(viaBearer.data?.mailbox.email_address).toBe(`${bare}@${DOMAIN}`)
     const full = fresh()
     const viaFull = await create(user, { email_address: `${full}@${OTHER_SHARED.toUpperCase()}`, domain: OTHER_SHARED.toUpperCase() })
-    expect(viaFull.status).toBe(201)
-    expect(viaFull.body.mailbox).toMatchObject({ email_address: `${full}@${OTHER_SHARED}`, domain: OTHER_SHARED })
+    expect(viaFull.response.status).toBe(201)
+    expect(viaFull.data?.mailbox).toMatchObject({ email_address: `${full}@${OTHER_SHARED}`, domain: OTHER_SHARED })
   })
 
   it("ignores privileged fields in the body (namespace is always the caller)", async () => {
     const user = await withApiKey(api)
-    const reply = await create(user, { local_part: fresh(), domain: DOMAIN, namespace: "usr_someone_else", status: "deleted" })
-    expect(reply.status).toBe(201)
-    expect(reply.body.mailbox).toMatchObject({ namespace: user.userId, status: "active" })
+    const reply = await create(user, offContract({ local_part: fresh(), domain: DOMAIN, namespace: "usr_someone_else", status: "deleted" }))
+    expect(reply.response.status).toBe(201)
+    expect(reply.data?.mailbox).toMatchObject({ namespace: user.userId, status: "active" })
   })
 
   it.each<[string, unknown, number, string, unknown]>([
@@ -117,27 +125,27 @@ describe("POST /v1/api/mailboxes", () => {
     }]
   ])("refuses %s: %i %s", async (_case, body, status, code, details) => {
     const user = await withApiKey(api)
-    const reply = await create(user, body)
-    expect(reply.status).toBe(status)
-    expect(reply.body).toEqual(failure(code, details))
-    expect((await api.get("/v1/api/mailboxes", key(user))).body.mailboxes).toEqual([])
+    const reply = await create(user, offContract(body))
+    expect(reply.response.status).toBe(status)
+    expect(reply.error).toEqual(failure(code, details))
+    expect(await listed(user)).toEqual([])
   })
 
   it("refuses a body that is not JSON, or no body, with 400 BAD_REQUEST", async () => {
     const user = await withApiKey(api)
-    const broken = await api.post("/v1/api/mailboxes", { ...key(user), raw: "{ not json", headers: { "content-type": "application/json" } })
-    expect(broken.status).toBe(400)
-    expect(broken.body).toEqual(failure("BAD_REQUEST"))
-    const empty = await api.post("/v1/api/mailboxes", key(user))
-    expect(empty.status).toBe(400)
-    expect(empty.body.error.code).toBe("BAD_REQUEST")
+    const broken = await keyed(user).POST("/v1/api/mailboxes", rawJsonBody("{ not json"))
+    expect(broken.response.status).toBe(400)
+    expect(broken.error).toEqual(failure("BAD_REQUEST"))
+    const empty = await keyed(user).POST("/v1/api/mailboxes", { body: offContract(undefined) })
+    expect(empty.response.status).toBe(400)
+    expect(empty.error?.error.code).toBe("BAD_REQUEST")
   })
 
   it("refuses a missing or invalid credential with 401", async () => {
-    expect((await api.post("/v1/api/mailboxes", { body: { local_part: fresh(), domain: DOMAIN } })).status).toBe(401)
-    const reply = await api.get("/v1/api/mailboxes", { apiKey: "mr_nope" })
-    expect(reply.status).toBe(401)
-    expect(reply.body.error.code).toBe("UNAUTHORIZED")
+    expect((await anonymous(server.url).POST("/v1/api/mailboxes", { body: { local_part: fresh(), domain: DOMAIN } })).response.status).toBe(401)
+    const reply = await withKey(server.url, { apiKey: "mr_nope" }).GET("/v1/api/mailboxes")
+    expect(reply.response.status).toBe(401)
+    expect(reply.error?.error.code).toBe("UNAUTHORIZED")
   })
 })
 
@@ -148,21 +156,21 @@ describe("EMAIL_TAKEN", () => {
     const local = fresh("Shared")
     await createOk(alice, local)
     const reply = await create(bob, { local_part: local.toLowerCase(), domain: DOMAIN })
-    expect(reply.status).toBe(409)
-    expect(reply.body).toEqual(failure("EMAIL_TAKEN", { email_address: `${local.toLowerCase()}@${DOMAIN}` }))
+    expect(reply.response.status).toBe(409)
+    expect(reply.error).toEqual(failure("EMAIL_TAKEN", { email_address: `${local.toLowerCase()}@${DOMAIN}` }))
     const again = await create(alice, { email_address: `${local.toUpperCase()}@${DOMAIN}`, domain: DOMAIN })
-    expect(again.status).toBe(409)
-    expect(again.body.error.code).toBe("EMAIL_TAKEN")
+    expect(again.response.status).toBe(409)
+    expect(again.error?.error.code).toBe("EMAIL_TAKEN")
   })
 
   it("of concurrent creates of one address exactly one wins; the others get 409 EMAIL_TAKEN", async () => {
     const users = await Promise.all([1, 2, 3, 4].map(() => withApiKey(api)))
     const local = fresh("race")
     const replies = await Promise.all(users.map((user, i) => create(user, { local_part: i % 2 === 0 ? local : local.toUpperCase(), domain: DOMAIN })))
-    expect(replies.map((reply) => reply.status).sort()).toEqual([201, 409, 409, 409])
-    for (const reply of replies.filter((r) => r.status === 409)) expect(reply.body.error.code).toBe("EMAIL_TAKEN")
-    const listed = await Promise.all(users.map((user) => api.get("/v1/api/mailboxes", key(user))))
-    expect(listed.flatMap((reply) => reply.body.mailboxes)).toHaveLength(1)
+    expect(replies.map((reply) => reply.response.status).sort()).toEqual([201, 409, 409, 409])
+    for (const reply of replies.filter((r) => r.response.status === 409)) expect(reply.error?.error.code).toBe("EMAIL_TAKEN")
+    const lists = await Promise.all(users.map(listed))
+    expect(lists.flat()).toHaveLength(1)
   })
 })
 
@@ -172,13 +180,13 @@ describe("MAILBOX_QUOTA", () => {
     const made = []
     for (let i = 0; i < 3; i++) made.push(await createOk(user))
     const fourth = await create(user, { local_part: fresh(), domain: DOMAIN })
-    expect(fourth.status).toBe(403)
-    expect(fourth.body).toEqual(failure("MAILBOX_QUOTA", { count: 3, limit: 3, plan: "free" }))
-    const deleted = await api.delete(`/v1/api/mailboxes/${made[0]!.mailbox_id}`, {
-      ...key(user),
+    expect(fourth.response.status).toBe(403)
+    expect(fourth.error).toEqual(failure("MAILBOX_QUOTA", { count: 3, limit: 3, plan: "free" }))
+    const deleted = await keyed(user).DELETE("/v1/api/mailboxes/{mailboxId}", {
+      params: { path: { mailboxId: made[0]!.mailbox_id } },
       body: { confirm_email_address: made[0]!.email_address }
     })
-    expect(deleted.status).toBe(200)
+    expect(deleted.response.status).toBe(200)
     await createOk(user)
   })
 })
@@ -190,31 +198,76 @@ describe("GET /v1/api/mailboxes", () => {
     const first = await createOk(user)
     const second = await createOk(user, fresh(), OTHER_SHARED)
     await createOk(other)
-    const reply = await api.get("/v1/api/mailboxes", key(user))
-    expect(reply.status).toBe(200)
-    expect(reply.body).toEqual({
+    const reply = await keyed(user).GET("/v1/api/mailboxes")
+    expect(reply.response.status).toBe(200)
+    expect(reply.data).toEqual({
       success: true,
       mailboxes: [
         { ...second, status: "active", namespace: user.userId, created_at: expect.stringMatching(isoMillis) },
         { ...first, status: "active", namespace: user.userId, created_at: expect.stringMatching(isoMillis) }
-      ]
+      ],
+      meta: { total: 2, limit: 20, offset: 0, hasMore: false }
     })
+  })
+
+  it("pages with limit and offset (meta total, limit, offset, hasMore) and sorts by createdAt", async () => {
+    const user = await withApiKey(api)
+    const mailroom = keyed(user)
+    const oldest = await createOk(user)
+    const middle = await createOk(user)
+    const newest = await createOk(user)
+    const ids = async (query: { limit?: string; offset?: string; sort?: string }) => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes", { params: { query } })
+      return { ids: data?.mailboxes.map((m) => m.mailbox_id), meta: data?.meta }
+    }
+    expect(await ids({ limit: "2" })).toEqual({
+      ids: [newest.mailbox_id, middle.mailbox_id],
+      meta: { total: 3, limit: 2, offset: 0, hasMore: true }
+    })
+    expect(await ids({ limit: "2", offset: "2" })).toEqual({ ids: [oldest.mailbox_id], meta: { total: 3, limit: 2, offset: 2, hasMore: false } })
+    expect(await ids({ offset: "3" })).toEqual({ ids: [], meta: { total: 3, limit: 20, offset: 3, hasMore: false } })
+    expect(await ids({ limit: "100", sort: "createdAt:asc" })).toEqual({
+      ids: [oldest.mailbox_id, middle.mailbox_id, newest.mailbox_id],
+      meta: { total: 3, limit: 100, offset: 0, hasMore: false }
+    })
+    expect((await ids({ limit: "1", offset: "1", sort: "createdAt:desc" })).ids).toEqual([middle.mailbox_id])
+  })
+
+  it.each(refusedListParams("email_address:asc", "createdAt:sideways"))("refuses %s=%s with 400 VALIDATION_ERROR naming it, on both surfaces", async (name, value) => {
+    const user = await withApiKey(api)
+    for (const [path, mailroom] of [
+      ["/v1/api/mailboxes", keyed(user)],
+      ["/api/mailboxes", withToken(server.url, user)]
+    ] as const) {
+      const { response, error } = await mailroom.GET(path, { params: { query: { [name]: value } } })
+      expect(response.status).toBe(400)
+      expect(error?.error.code).toBe("VALIDATION_ERROR")
+      expect(Object.keys(error?.error.details ?? {})).toEqual([name])
+    }
+  })
+
+  it("reports every bad list parameter at once", async () => {
+    const user = await withApiKey(api)
+    const { response, error } = await keyed(user).GET("/v1/api/mailboxes", { params: { query: { limit: "500", offset: "-5" } } })
+    expect(response.status).toBe(400)
+    expect(error?.error.code).toBe("VALIDATION_ERROR")
+    expect(Object.keys(error?.error.details ?? {}).sort()).toEqual(["limit", "offset"])
   })
 })
 
 describe("GET /v1/api/mailboxes/check-email", () => {
   const check = (user: User, query: Record<string, string>) =>
-    api.get(`/v1/api/mailboxes/check-email?${new URLSearchParams(query)}`, key(user))
+    keyed(user).GET("/v1/api/mailboxes/check-email", { params: { query } })
 
   it("answers valid with the address it would create, without creating it", async () => {
     const user = await withApiKey(api)
     const local = fresh("Check")
     const reply = await check(user, { local_part: local, domain: DOMAIN })
-    expect(reply.status).toBe(200)
-    expect(reply.body).toEqual({ success: true, valid: true, email_address: `${local}@${DOMAIN}` })
+    expect(reply.response.status).toBe(200)
+    expect(reply.data).toEqual({ success: true, valid: true, email_address: `${local}@${DOMAIN}` })
     const viaEmail = await check(user, { email_address: `${local}@${DOMAIN}`, domain: DOMAIN })
-    expect(viaEmail.body).toEqual({ success: true, valid: true, email_address: `${local}@${DOMAIN}` })
-    expect((await api.get("/v1/api/mailboxes", key(user))).body.mailboxes).toEqual([])
+    expect(viaEmail.data).toEqual({ success: true, valid: true, email_address: `${local}@${DOMAIN}` })
+    expect(await listed(user)).toEqual([])
   })
 
   it.each<[string, Record<string, string>, string, unknown]>([
@@ -229,8 +282,8 @@ describe("GET /v1/api/mailboxes/check-email", () => {
   ])("answers 200 valid: false for a %s address, with code, message and details", async (_case, query, code, details) => {
     const user = await withApiKey(api)
     const reply = await check(user, query)
-    expect(reply.status).toBe(200)
-    expect(reply.body).toEqual({ success: true, valid: false, code, message: expect.any(String), details })
+    expect(reply.response.status).toBe(200)
+    expect(reply.data).toEqual({ success: true, valid: false, code, message: expect.any(String), details })
   })
 
   it("answers EMAIL_TAKEN for an address in use; exclude_mailbox_id frees only the caller's own mailbox", async () => {
@@ -239,7 +292,7 @@ describe("GET /v1/api/mailboxes/check-email", () => {
     const mailbox = await createOk(alice)
     const local = mailbox.email_address.split("@")[0]!
     const taken = await check(alice, { local_part: local, domain: DOMAIN })
-    expect(taken.body).toEqual({
+    expect(taken.data).toEqual({
       success: true,
       valid: false,
       code: "EMAIL_TAKEN",
@@ -247,47 +300,47 @@ describe("GET /v1/api/mailboxes/check-email", () => {
       details: { email_address: mailbox.email_address }
     })
     const own = await check(alice, { local_part: local.toUpperCase(), domain: DOMAIN, exclude_mailbox_id: mailbox.mailbox_id })
-    expect(own.body).toEqual({ success: true, valid: true, email_address: `${local.toUpperCase()}@${DOMAIN}` })
+    expect(own.data).toEqual({ success: true, valid: true, email_address: `${local.toUpperCase()}@${DOMAIN}` })
     const notTheirs = await check(bob, { local_part: local, domain: DOMAIN, exclude_mailbox_id: mailbox.mailbox_id })
-    expect(notTheirs.body).toMatchObject({ success: true, valid: false, code: "EMAIL_TAKEN" })
+    expect(notTheirs.data).toMatchObject({ success: true, valid: false, code: "EMAIL_TAKEN" })
   })
 
   it("refuses a missing domain (or a missing local part) with 400 MISSING_FIELDS", async () => {
     const user = await withApiKey(api)
     const noDomain = await check(user, { local_part: "abcdef" })
-    expect(noDomain.status).toBe(400)
-    expect(noDomain.body).toEqual(failure("MISSING_FIELDS", expect.anything()))
+    expect(noDomain.response.status).toBe(400)
+    expect(noDomain.error).toEqual(failure("MISSING_FIELDS", expect.anything()))
     const noLocal = await check(user, { domain: DOMAIN })
-    expect(noLocal.status).toBe(400)
-    expect(noLocal.body.error.code).toBe("MISSING_FIELDS")
+    expect(noLocal.response.status).toBe(400)
+    expect(noLocal.error?.error.code).toBe("MISSING_FIELDS")
     const noLocalPart = await check(user, { email_address: `@${DOMAIN}`, domain: DOMAIN })
-    expect(noLocalPart.status).toBe(400)
-    expect(noLocalPart.body.error.code).toBe("BAD_REQUEST")
+    expect(noLocalPart.response.status).toBe(400)
+    expect(noLocalPart.error?.error.code).toBe("BAD_REQUEST")
   })
 })
 
 describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
+  const rename = (user: User, mailboxId: string, body: AddressInput) =>
+    dashboard().PATCH("/api/mailboxes/{mailboxId}", { params: { path: { mailboxId } }, body, ...session(user) })
+
   it("changes the address and keeps mailbox_id; the old address becomes available", async () => {
     const alice = await withApiKey(api)
     const bob = await withApiKey(api)
     const mailbox = await createOk(alice)
     const next = fresh("renamed")
-    const reply = await api.patch(`/api/mailboxes/${mailbox.mailbox_id}`, session(alice, { body: { local_part: next, domain: OTHER_SHARED } }))
-    expect(reply.status).toBe(200)
-    expect(reply.body).toEqual({
+    const reply = await rename(alice, mailbox.mailbox_id, { local_part: next, domain: OTHER_SHARED })
+    expect(reply.response.status).toBe(200)
+    expect(reply.data).toEqual({
       success: true,
       data: {
         previous_email_address: mailbox.email_address,
         mailbox: { mailbox_id: mailbox.mailbox_id, email_address: `${next}@${OTHER_SHARED}`, domain: OTHER_SHARED, status: "active" }
       }
     })
-    const listed = await api.get("/v1/api/mailboxes", key(alice))
-    expect(listed.body.mailboxes.map((m: { mailbox_id: string; email_address: string }) => [m.mailbox_id, m.email_address])).toEqual([
-      [mailbox.mailbox_id, `${next}@${OTHER_SHARED}`]
-    ])
+    expect((await listed(alice)).map((m) => [m.mailbox_id, m.email_address])).toEqual([[mailbox.mailbox_id, `${next}@${OTHER_SHARED}`]])
     const old = mailbox.email_address.split("@")[0]!
-    const available = await api.get(`/v1/api/mailboxes/check-email?local_part=${old}&domain=${DOMAIN}`, key(bob))
-    expect(available.body).toEqual({ success: true, valid: true, email_address: mailbox.email_address })
+    const available = await keyed(bob).GET("/v1/api/mailboxes/check-email", { params: { query: { local_part: old, domain: DOMAIN } } })
+    expect(available.data).toEqual({ success: true, valid: true, email_address: mailbox.email_address })
     await createOk(bob, old)
   })
 
@@ -297,84 +350,90 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
     const mine = await createOk(alice)
     const theirs = await createOk(bob)
     const local = mine.email_address.split("@")[0]!
-    const recased = await api.patch(`/api/mailboxes/${mine.mailbox_id}`, session(alice, { body: { email_address: `${local.toUpperCase()}@${DOMAIN}`, domain: DOMAIN } }))
-    expect(recased.status).toBe(200)
-    expect(recased.body.data.mailbox.email_address).toBe(`${local.toUpperCase()}@${DOMAIN}`)
-    const taken = await api.patch(`/api/mailboxes/${mine.mailbox_id}`, session(alice, { body: { email_address: theirs.email_address, domain: DOMAIN } }))
-    expect(taken.status).toBe(409)
-    expect(taken.body).toEqual(failure("EMAIL_TAKEN", { email_address: theirs.email_address }))
-    const short = await api.patch(`/api/mailboxes/${mine.mailbox_id}`, session(alice, { body: { local_part: "abc", domain: DOMAIN } }))
-    expect(short.status).toBe(422)
-    expect(short.body).toEqual(failure("LOCAL_TOO_SHORT", { min_length: 5, actual_length: 3 }))
-    const notMine = await api.patch(`/api/mailboxes/${theirs.mailbox_id}`, session(alice, { body: { local_part: fresh(), domain: DOMAIN } }))
-    expect(notMine.status).toBe(404)
-    expect(notMine.body.error.code).toBe("NOT_FOUND")
-    const unknown = await api.patch(`/api/mailboxes/mbx_nope`, session(alice, { body: { local_part: fresh(), domain: DOMAIN } }))
-    expect(unknown.status).toBe(404)
+    const recased = await rename(alice, mine.mailbox_id, { email_address: `${local.toUpperCase()}@${DOMAIN}`, domain: DOMAIN })
+    expect(recased.response.status).toBe(200)
+    expect(recased.data?.data.mailbox.email_address).toBe(`${local.toUpperCase()}@${DOMAIN}`)
+    const taken = await rename(alice, mine.mailbox_id, { email_address: theirs.email_address, domain: DOMAIN })
+    expect(taken.response.status).toBe(409)
+    expect(taken.error).toEqual(failure("EMAIL_TAKEN", { email_address: theirs.email_address }))
+    const short = await rename(alice, mine.mailbox_id, { local_part: "abc", domain: DOMAIN })
+    expect(short.response.status).toBe(422)
+    expect(short.error).toEqual(failure("LOCAL_TOO_SHORT", { min_length: 5, actual_length: 3 }))
+    const notMine = await rename(alice, theirs.mailbox_id, { local_part: fresh(), domain: DOMAIN })
+    expect(notMine.response.status).toBe(404)
+    expect(notMine.error?.error.code).toBe("NOT_FOUND")
+    const unknown = await rename(alice, "mbx_nope", { local_part: fresh(), domain: DOMAIN })
+    expect(unknown.response.status).toBe(404)
   })
 
   it("the dashboard reports a body of the wrong shape as 400 VALIDATION_ERROR with details.field_errors", async () => {
     const user = await withApiKey(api)
     const mailbox = await createOk(user)
-    const wrong = await api.patch(`/api/mailboxes/${mailbox.mailbox_id}`, session(user, { body: { local_part: 5, domain: DOMAIN } }))
-    expect(wrong.status).toBe(400)
-    expect(wrong.body).toEqual(failure("VALIDATION_ERROR", { field_errors: { local_part: "must be a string" } }))
-    const array = await api.patch(`/api/mailboxes/${mailbox.mailbox_id}`, session(user, { body: ["x"] }))
-    expect(array.status).toBe(400)
-    expect(array.body).toEqual(failure("VALIDATION_ERROR", { field_errors: { body: "must be a JSON object" } }))
+    const wrong = await rename(user, mailbox.mailbox_id, offContract({ local_part: 5, domain: DOMAIN }))
+    expect(wrong.response.status).toBe(400)
+    expect(wrong.error).toEqual(failure("VALIDATION_ERROR", { field_errors: { local_part: "must be a string" } }))
+    const array = await rename(user, mailbox.mailbox_id, offContract(["x"]))
+    expect(array.response.status).toBe(400)
+    expect(array.error).toEqual(failure("VALIDATION_ERROR", { field_errors: { body: "must be a JSON object" } }))
   })
 
   it("is also served under /v1/api for API keys", async () => {
     const user = await withApiKey(api)
     const mailbox = await createOk(user)
     const next = fresh()
-    const reply = await api.patch(`/v1/api/mailboxes/${mailbox.mailbox_id}`, { ...key(user), body: { local_part: next, domain: DOMAIN } })
-    expect(reply.status).toBe(200)
-    expect(reply.body.data).toEqual({
+    const path = { params: { path: { mailboxId: mailbox.mailbox_id } } }
+    const reply = await keyed(user).PATCH("/v1/api/mailboxes/{mailboxId}", { ...path, body: { local_part: next, domain: DOMAIN } })
+    expect(reply.response.status).toBe(200)
+    expect(reply.data?.data).toEqual({
       previous_email_address: mailbox.email_address,
       mailbox: { mailbox_id: mailbox.mailbox_id, email_address: `${next}@${DOMAIN}`, domain: DOMAIN, status: "active" }
     })
-    const wrong = await api.patch(`/v1/api/mailboxes/${mailbox.mailbox_id}`, { ...key(user), body: { local_part: 5, domain: DOMAIN } })
-    expect(wrong.status).toBe(400)
-    expect(wrong.body.error.code).toBe("BAD_REQUEST")
+    const wrong = await keyed(user).PATCH("/v1/api/mailboxes/{mailboxId}", { ...path, body: offContract({ local_part: 5, domain: DOMAIN }) })
+    expect(wrong.response.status).toBe(400)
+    expect(wrong.error?.error.code).toBe("BAD_REQUEST")
   })
 })
 
 describe("DELETE /v1/api/mailboxes/{mailboxId}", () => {
+  const remove = (user: User, mailboxId: string, body: components["schemas"]["DeleteMailboxInput"]) =>
+    keyed(user).DELETE("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId } }, body })
+
   it("refuses a missing body, a missing or wrong confirmation; then soft-deletes on the exact address", async () => {
     const user = await withApiKey(api)
     const mailbox = await createOk(user, fresh("Case"))
-    const path = `/v1/api/mailboxes/${mailbox.mailbox_id}`
-    const noBody = await api.delete(path, key(user))
-    expect(noBody.status).toBe(400)
-    expect(noBody.body).toEqual(failure("BAD_REQUEST"))
-    const missing = await api.delete(path, { ...key(user), body: {} })
-    expect(missing.status).toBe(400)
-    expect(missing.body).toEqual(failure("VALIDATION_ERROR", { confirm_email_address: "is required" }))
-    const wrong = await api.delete(path, { ...key(user), body: { confirm_email_address: mailbox.email_address.toLowerCase() } })
-    expect(wrong.status).toBe(400)
-    expect(wrong.body).toEqual(failure("VALIDATION_ERROR", { confirm_email_address: expect.any(String) }))
-    expect((await api.get("/v1/api/mailboxes", key(user))).body.mailboxes).toHaveLength(1)
+    const noBody = await remove(user, mailbox.mailbox_id, offContract(undefined))
+    expect(noBody.response.status).toBe(400)
+    expect(noBody.error).toEqual(failure("BAD_REQUEST"))
+    const missing = await remove(user, mailbox.mailbox_id, {})
+    expect(missing.response.status).toBe(400)
+    expect(missing.error).toEqual(failure("VALIDATION_ERROR", { confirm_email_address: "is required" }))
+    const wrong = await remove(user, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address.toLowerCase() })
+    expect(wrong.response.status).toBe(400)
+    expect(wrong.error).toEqual(failure("VALIDATION_ERROR", { confirm_email_address: expect.any(String) }))
+    expect(await listed(user)).toHaveLength(1)
 
-    const deleted = await api.delete(path, { ...key(user), body: { confirm_email_address: mailbox.email_address } })
-    expect(deleted.status).toBe(200)
-    expect(deleted.body).toEqual({ success: true, data: { deleted: true } })
-    expect((await api.get("/v1/api/mailboxes", key(user))).body.mailboxes).toEqual([])
-    const again = await api.delete(path, { ...key(user), body: { confirm_email_address: mailbox.email_address } })
-    expect(again.status).toBe(404)
-    expect(again.body.error.code).toBe("NOT_FOUND")
-    const rename = await api.patch(path, { ...key(user), body: { local_part: fresh(), domain: DOMAIN } })
-    expect(rename.status).toBe(404)
+    const deleted = await remove(user, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address })
+    expect(deleted.response.status).toBe(200)
+    expect(deleted.data).toEqual({ success: true, data: { deleted: true } })
+    expect(await listed(user)).toEqual([])
+    const again = await remove(user, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address })
+    expect(again.response.status).toBe(404)
+    expect(again.error?.error.code).toBe("NOT_FOUND")
+    const rename = await keyed(user).PATCH("/v1/api/mailboxes/{mailboxId}", {
+      params: { path: { mailboxId: mailbox.mailbox_id } },
+      body: { local_part: fresh(), domain: DOMAIN }
+    })
+    expect(rename.response.status).toBe(404)
   })
 
   it("another user's mailbox is 404 and stays", async () => {
     const alice = await withApiKey(api)
     const mallory = await withApiKey(api)
     const mailbox = await createOk(alice)
-    const reply = await api.delete(`/v1/api/mailboxes/${mailbox.mailbox_id}`, { ...key(mallory), body: { confirm_email_address: mailbox.email_address } })
-    expect(reply.status).toBe(404)
-    expect(reply.body.error.code).toBe("NOT_FOUND")
-    expect((await api.get("/v1/api/mailboxes", key(alice))).body.mailboxes).toHaveLength(1)
+    const reply = await remove(mallory, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address })
+    expect(reply.response.status).toBe(404)
+    expect(reply.error?.error.code).toBe("NOT_FOUND")
+    expect(await listed(alice)).toHaveLength(1)
   })
 
   it("a deleted address is free again for its owner at once, and still taken for anyone else", async () => {
@@ -382,14 +441,12 @@ describe("DELETE /v1/api/mailboxes/{mailboxId}", () => {
     const other = await withApiKey(api)
     const mailbox = await createOk(owner)
     const local = mailbox.email_address.split("@")[0]!
-    expect(
-      (await api.delete(`/v1/api/mailboxes/${mailbox.mailbox_id}`, { ...key(owner), body: { confirm_email_address: mailbox.email_address } })).status
-    ).toBe(200)
+    expect((await remove(owner, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address })).response.status).toBe(200)
     const byOther = await create(other, { local_part: local, domain: DOMAIN })
-    expect(byOther.status).toBe(409)
-    expect(byOther.body).toEqual(failure("EMAIL_TAKEN", { email_address: mailbox.email_address }))
-    const checked = await api.get(`/v1/api/mailboxes/check-email?local_part=${local}&domain=${DOMAIN}`, key(other))
-    expect(checked.body).toMatchObject({ valid: false, code: "EMAIL_TAKEN" })
+    expect(byOther.response.status).toBe(409)
+    expect(byOther.error).toEqual(failure("EMAIL_TAKEN", { email_address: mailbox.email_address }))
+    const checked = await keyed(other).GET("/v1/api/mailboxes/check-email", { params: { query: { local_part: local, domain: DOMAIN } } })
+    expect(checked.data).toMatchObject({ valid: false, code: "EMAIL_TAKEN" })
     const again = await createOk(owner, local)
     expect(again.email_address).toBe(mailbox.email_address)
     expect(again.mailbox_id).not.toBe(mailbox.mailbox_id)
@@ -400,67 +457,77 @@ describe("dashboard routes (/api/mailboxes, session cookie)", () => {
   it("create, list, check-email and delete with the cookie from our own origin", async () => {
     const user = await signUp(api)
     const local = fresh()
-    const created = await api.post("/api/mailboxes", session(user, { body: { local_part: local, domain: DOMAIN } }))
-    expect(created.status).toBe(201)
-    expect(created.body).toEqual({ success: true, mailbox: newMailbox(local, user.userId) })
-    const listed = await api.get("/api/mailboxes", session(user))
-    expect(listed.status).toBe(200)
-    expect(listed.body).toEqual({ success: true, mailboxes: [created.body.mailbox] })
-    const checked = await api.get(`/api/mailboxes/check-email?local_part=${local}&domain=${DOMAIN}`, session(user))
-    expect(checked.body).toMatchObject({ success: true, valid: false, code: "EMAIL_TAKEN" })
-    const noDomain = await api.get(`/api/mailboxes/check-email?local_part=${local}`, session(user))
-    expect(noDomain.status).toBe(400)
-    expect(noDomain.body.success).toBe(false)
+    const created = await dashboard().POST("/api/mailboxes", { body: { local_part: local, domain: DOMAIN }, ...session(user) })
+    expect(created.response.status).toBe(201)
+    expect(created.data).toEqual({ success: true, mailbox: newMailbox(local, user.userId) })
+    const list = await dashboard().GET("/api/mailboxes", session(user))
+    expect(list.response.status).toBe(200)
+    expect(list.data).toEqual({ success: true, mailboxes: [created.data!.mailbox], meta: { total: 1, limit: 20, offset: 0, hasMore: false } })
+    const checked = await dashboard().GET("/api/mailboxes/check-email", { params: { query: { local_part: local, domain: DOMAIN } }, ...session(user) })
+    expect(checked.data).toMatchObject({ success: true, valid: false, code: "EMAIL_TAKEN" })
+    const noDomain = await dashboard().GET("/api/mailboxes/check-email", { params: { query: { local_part: local } }, ...session(user) })
+    expect(noDomain.response.status).toBe(400)
+    expect(noDomain.error?.success).toBe(false)
 
-    const path = `/api/mailboxes/${created.body.mailbox.mailbox_id}`
-    const wrong = await api.delete(path, session(user, { body: { confirm_email_address: "nope@agents.localhost" } }))
-    expect(wrong.status).toBe(400)
-    expect(wrong.body).toEqual(failure("VALIDATION_ERROR", { field_errors: { confirm_email_address: expect.any(String) } }))
-    const deleted = await api.delete(path, session(user, { body: { confirm_email_address: `${local}@${DOMAIN}` } }))
-    expect(deleted.body).toEqual({ success: true, data: { deleted: true } })
+    const path = { params: { path: { mailboxId: created.data!.mailbox.mailbox_id } }, ...session(user) }
+    const wrong = await dashboard().DELETE("/api/mailboxes/{mailboxId}", { ...path, body: { confirm_email_address: "nope@agents.localhost" } })
+    expect(wrong.response.status).toBe(400)
+    expect(wrong.error).toEqual(failure("VALIDATION_ERROR", { field_errors: { confirm_email_address: expect.any(String) } }))
+    const deleted = await dashboard().DELETE("/api/mailboxes/{mailboxId}", { ...path, body: { confirm_email_address: `${local}@${DOMAIN}` } })
+    expect(deleted.data).toEqual({ success: true, data: { deleted: true } })
   })
 
   it("reports rule failures with SPEC's codes and a wrong body shape as VALIDATION_ERROR with details.field_errors", async () => {
     const user = await signUp(api)
-    const short = await api.post("/api/mailboxes", session(user, { body: { local_part: "abcd", domain: DOMAIN } }))
-    expect(short.status).toBe(422)
-    expect(short.body).toEqual(failure("LOCAL_TOO_SHORT", { min_length: 5, actual_length: 4 }))
-    const missing = await api.post("/api/mailboxes", session(user, { body: { local_part: "abcdef" } }))
-    expect(missing.status).toBe(400)
-    expect(missing.body.error.code).toBe("MISSING_FIELDS")
-    const wrongType = await api.post("/api/mailboxes", session(user, { body: { local_part: 5, domain: DOMAIN } }))
-    expect(wrongType.status).toBe(400)
-    expect(wrongType.body).toEqual(failure("VALIDATION_ERROR", { field_errors: { local_part: "must be a string" } }))
-    const notObject = await api.post("/api/mailboxes", session(user, { body: 42 }))
-    expect(notObject.status).toBe(400)
-    expect(notObject.body).toEqual(failure("VALIDATION_ERROR", { field_errors: { body: "must be a JSON object" } }))
-    const notJson = await api.post("/api/mailboxes", session(user, { raw: "{", headers: { "content-type": "application/json" } }))
-    expect(notJson.status).toBe(400)
-    expect(notJson.body.error.code).toBe("BAD_REQUEST")
+    const post = (body: AddressInput) => dashboard().POST("/api/mailboxes", { body, ...session(user) })
+    const short = await post({ local_part: "abcd", domain: DOMAIN })
+    expect(short.response.status).toBe(422)
+    expect(short.error).toEqual(failure("LOCAL_TOO_SHORT", { min_length: 5, actual_length: 4 }))
+    const missing = await post({ local_part: "abcdef" })
+    expect(missing.response.status).toBe(400)
+    expect(missing.error?.error.code).toBe("MISSING_FIELDS")
+    const wrongType = await post(offContract({ local_part: 5, domain: DOMAIN }))
+    expect(wrongType.response.status).toBe(400)
+    expect(wrongType.error).toEqual(failure("VALIDATION_ERROR", { field_errors: { local_part: "must be a string" } }))
+    const notObject = await post(offContract(42))
+    expect(notObject.response.status).toBe(400)
+    expect(notObject.error).toEqual(failure("VALIDATION_ERROR", { field_errors: { body: "must be a JSON object" } }))
+    const notJson = await dashboard().POST("/api/mailboxes", { ...rawJsonBody("{"), ...session(user) })
+    expect(notJson.response.status).toBe(400)
+    expect(notJson.error?.error.code).toBe("BAD_REQUEST")
   })
 
   it("refuses a cookie write from another origin (403) and a request without a session (401)", async () => {
     const user = await signUp(api)
-    const crossSite = await api.post("/api/mailboxes", {
-      headers: { cookie: user.cookie.split(";")[0]!, origin: "https://evil.example" },
+    const crossSite = await dashboard().POST("/api/mailboxes", {
+      ...sessionFrom(user, "https://evil.example"),
       body: { local_part: fresh(), domain: DOMAIN }
     })
-    expect(crossSite.status).toBe(403)
-    expect(crossSite.body.error.code).toBe("FORBIDDEN")
-    expect((await api.get("/api/mailboxes")).status).toBe(401)
-    expect((await api.get("/api/mailboxes", session(user))).body.mailboxes).toEqual([])
+    expect(crossSite.response.status).toBe(403)
+    expect(crossSite.error?.error.code).toBe("FORBIDDEN")
+    expect((await dashboard().GET("/api/mailboxes")).response.status).toBe(401)
+    expect((await dashboard().GET("/api/mailboxes", session(user))).data?.mailboxes).toEqual([])
   })
 })
 
 describe("OpenAPI", () => {
   it("documents the mailbox routes", async () => {
-    const reply = await api.get("/v1/openapi.json")
-    for (const path of ["/v1/api/mailboxes", "/v1/api/mailboxes/check-email", "/v1/api/mailboxes/{mailboxId}", "/api/mailboxes", "/api/mailboxes/{mailboxId}"]) {
-      expect(Object.keys(reply.body.paths)).toContain(path)
+    // The document itself is untyped JSON (the typed client is generated from it).
+    const document = await (await fetch(`${server.url}/v1/openapi.json`)).json() as {
+      paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }>; requestBody?: { content: Record<string, { schema: unknown }> }; responses: object }>>
+      components: { schemas: Record<string, { properties: object }> }
     }
-    const create = reply.body.paths["/v1/api/mailboxes"].post
-    expect(create.requestBody.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/MailboxAddressInput" })
-    expect(Object.keys(reply.body.components.schemas.MailboxAddressInput.properties).sort()).toEqual(["domain", "email_address", "local_part"])
+    for (const path of ["/v1/api/mailboxes", "/v1/api/mailboxes/check-email", "/v1/api/mailboxes/{mailboxId}", "/api/mailboxes", "/api/mailboxes/{mailboxId}"]) {
+      expect(Object.keys(document.paths)).toContain(path)
+    }
+    const create = document.paths["/v1/api/mailboxes"]!.post!
+    expect(create.requestBody?.content["application/json"]?.schema).toEqual({ $ref: "#/components/schemas/MailboxAddressInput" })
+    expect(Object.keys(document.components.schemas.MailboxAddressInput!.properties).sort()).toEqual(["domain", "email_address", "local_part"])
     expect(Object.keys(create.responses)).toEqual(expect.arrayContaining(["201", "400", "401", "403", "409", "422"]))
+    for (const path of ["/v1/api/mailboxes", "/api/mailboxes"]) {
+      const list = document.paths[path]!.get!
+      expect(list.parameters!.map((p) => `${p.in}:${p.name}`)).toEqual(["query:limit", "query:offset", "query:sort"])
+      expect(Object.keys(list.responses)).toEqual(expect.arrayContaining(["200", "400"]))
+    }
   })
 })

@@ -260,6 +260,26 @@ layer(services, { timeout: "120 seconds" })("Mailboxes", (it) => {
       expect((yield* mailboxes.list(owner)).map((m) => m.mailbox_id)).toEqual([newer.mailbox_id, older.mailbox_id])
     }))
 
+  it.effect("listPage: one page of the active mailboxes in the order asked, and how many there are in all", () =>
+    Effect.gen(function*() {
+      const mailboxes = yield* Mailboxes
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* insertUser("pro")
+      const older = yield* create(owner, { local_part: freshLocal(), domain: SHARED })
+      const gone = yield* create(owner, { local_part: freshLocal(), domain: SHARED })
+      const newer = yield* create(owner, { local_part: freshLocal(), domain: SHARED })
+      yield* sql`UPDATE mailboxes SET created_at = now() - interval '1 hour' WHERE id = ${older.mailbox_id}`
+      yield* mailboxes.remove(owner, gone.mailbox_id, gone.email_address)
+      const ids = (page: { readonly mailboxes: ReadonlyArray<{ readonly mailbox_id: string }>; readonly total: number }) => ({
+        ids: page.mailboxes.map((m) => m.mailbox_id),
+        total: page.total
+      })
+      expect(ids(yield* mailboxes.listPage(owner, { limit: 1, offset: 0 }))).toEqual({ ids: [newer.mailbox_id], total: 2 })
+      expect(ids(yield* mailboxes.listPage(owner, { limit: 1, offset: 1 }))).toEqual({ ids: [older.mailbox_id], total: 2 })
+      expect(ids(yield* mailboxes.listPage(owner, { limit: 5, offset: 0 }, "asc"))).toEqual({ ids: [older.mailbox_id, newer.mailbox_id], total: 2 })
+      expect(ids(yield* mailboxes.listPage(owner, { limit: 5, offset: 2 }))).toEqual({ ids: [], total: 2 })
+    }))
+
   it.effect("check-email answers valid or the rule's code and details without creating; exclude_mailbox_id frees only the caller's own address", () =>
     Effect.gen(function*() {
       const mailboxes = yield* Mailboxes

@@ -3,7 +3,7 @@
  * from, so every route, payload, answer and named error is typed as the server declares it.
  *
  *   const mailroom = yield* makeClient({ baseUrl: "http://localhost:3000", apiKey })
- *   const { data } = yield* mailroom.mailboxes.list()
+ *   const { mailboxes } = yield* mailroom.mailboxes.list({ urlParams: { limit: 100 } })
  *
  * Provide an HttpClient (e.g. `FetchHttpClient.layer` from @effect/platform).
  */

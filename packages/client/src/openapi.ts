@@ -91,7 +91,7 @@ export interface paths {
         };
         /**
          * List custom domains
-         * @description The account's domains, newest first, with the plan's domain limit in meta (not paginated; see GET /v1/domains)
+         * @description The account's domains, newest first, with the common list parameters (limit 1-100, default 20; offset; sort createdAt:asc|desc); meta has the plan's domain limit (domain_count counts every domain) and total, limit, offset, hasMore
          */
         get: operations["dashboardDomains.list"];
         put?: never;
@@ -235,7 +235,7 @@ export interface paths {
         };
         /**
          * List mailboxes
-         * @description The caller's active mailboxes, newest first, under `mailboxes` (not paginated)
+         * @description The caller's active mailboxes, newest first, under `mailboxes`, with the common list parameters (limit 1-100, default 20; offset; sort createdAt:asc|desc); meta has total, limit, offset, hasMore
          */
         get: operations["dashboardMailboxes.list"];
         put?: never;
@@ -519,7 +519,7 @@ export interface paths {
         };
         /**
          * List custom domains
-         * @description The account's domains, newest first, with the plan's domain limit in meta (not paginated; see GET /v1/domains)
+         * @description The account's domains, newest first, with the common list parameters (limit 1-100, default 20; offset; sort createdAt:asc|desc); meta has the plan's domain limit (domain_count counts every domain) and total, limit, offset, hasMore
          */
         get: operations["domains.list"];
         put?: never;
@@ -747,7 +747,7 @@ export interface paths {
         };
         /**
          * List mailboxes
-         * @description The caller's active mailboxes, newest first, under `mailboxes` (not paginated)
+         * @description The caller's active mailboxes, newest first, under `mailboxes`, with the common list parameters (limit 1-100, default 20; offset; sort createdAt:asc|desc); meta has total, limit, offset, hasMore
          */
         get: operations["mailboxes.list"];
         put?: never;
@@ -1656,13 +1656,6 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        DomainListMeta: {
-            can_add_domain: boolean;
-            domain_count: number;
-            /** @description -1 when unlimited */
-            domain_limit: number;
-            plan: string;
-        };
         /** @description DOMAIN_MISMATCH: the host in email_address differs from domain; details: domain_expected, domain_in_request */
         DomainMismatch: {
             error: {
@@ -2089,6 +2082,7 @@ export interface components {
         };
         MailboxList: {
             mailboxes: components["schemas"]["Mailbox"][];
+            meta: components["schemas"]["ListMeta"];
             /** @enum {boolean} */
             success: true;
         };
@@ -2989,7 +2983,11 @@ export interface operations {
     };
     "dashboardDomains.list": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+                sort?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3004,7 +3002,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: components["schemas"]["Domain"][];
-                        meta: components["schemas"]["DomainListMeta"];
+                        meta: components["schemas"]["PagedDomainListMeta"];
                         /** @enum {boolean} */
                         success: true;
                     };
@@ -3986,7 +3984,11 @@ export interface operations {
     };
     "dashboardMailboxes.list": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+                sort?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -6094,7 +6096,11 @@ export interface operations {
     };
     "domains.list": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+                sort?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -6109,7 +6115,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: components["schemas"]["Domain"][];
-                        meta: components["schemas"]["DomainListMeta"];
+                        meta: components["schemas"]["PagedDomainListMeta"];
                         /** @enum {boolean} */
                         success: true;
                     };
@@ -7555,7 +7561,11 @@ export interface operations {
     };
     "mailboxes.list": {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+                sort?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;

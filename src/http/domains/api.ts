@@ -10,12 +10,11 @@ import {
   CreateDomainInput,
   DeletedDomain,
   Domain,
-  DomainListMeta,
+  DomainListParams,
   MigrateInput,
   Migration,
   PagedDomainListMeta
 } from "../../../services/domains/schemas.ts"
-import { ListParams } from "../../../services/listing.ts"
 import { JsonBody } from "../../../services/mailboxes/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import {
@@ -38,10 +37,12 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
     .add(
       HttpApiEndpoint.get("list", "/domains")
-        .addSuccess(OkWithMeta(Schema.Array(Domain), DomainListMeta))
+        .setUrlParams(DomainListParams)
+        .addSuccess(OkWithMeta(Schema.Array(Domain), PagedDomainListMeta))
         .annotateContext(OpenApi.annotations({
           summary: "List custom domains",
-          description: "The account's domains, newest first, with the plan's domain limit in meta (not paginated; see GET /v1/domains)"
+          description: "The account's domains, newest first, with the common list parameters (limit 1-100, default 20; offset; " +
+            "sort createdAt:asc|desc); meta has the plan's domain limit (domain_count counts every domain) and total, limit, offset, hasMore"
         }))
     )
     .add(
@@ -113,7 +114,7 @@ export class DashboardDomainsGroup extends domainEndpoints("dashboardDomains")
 export class DomainListGroup extends HttpApiGroup.make("domainList")
   .add(
     HttpApiEndpoint.get("list", "/domains")
-      .setUrlParams(ListParams(["createdAt"] as const))
+      .setUrlParams(DomainListParams)
       .addSuccess(OkWithMeta(Schema.Array(Domain), PagedDomainListMeta))
       .annotateContext(OpenApi.annotations({
         summary: "List custom domains, paginated",

@@ -6,12 +6,22 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Domains } from "../../../services/domains/domains.ts"
-import { CreateDomainInput, MigrateInput } from "../../../services/domains/schemas.ts"
+import { CreateDomainInput, type DomainListParams, MigrateInput } from "../../../services/domains/schemas.ts"
 import { ValidationError } from "../../../services/errors.ts"
-import { page, parseSort } from "../../../services/listing.ts"
+import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 import { decodeBody, forSurface, type Surface } from "../surface.ts"
+
+/** Every domain list (/v1/api, /api and the generic form): a page, its meta the plan's and the page's. */
+const listPage = (domains: Domains) => ({ urlParams }: { readonly urlParams: typeof DomainListParams.Type }) =>
+  Effect.gen(function*() {
+    const owner = yield* CurrentPrincipal
+    const p = page(urlParams)
+    const sort = parseSort(urlParams.sort, { field: "createdAt", direction: "desc" })
+    const listed = yield* domains.list(owner, p, sort.direction).pipe(orUnavailable)
+    return { success: true as const, data: listed.domains, meta: { ...listed.meta, ...listMeta(listed.meta.domain_count, p) } }
+  })
 
 const makeHandlers = (surface: Surface) =>
   Effect.gen(function*() {
@@ -24,12 +34,7 @@ const makeHandlers = (surface: Surface) =>
         Effect.fail(forSurface(surface, error)))
 
     return {
-      list: () =>
-        Effect.gen(function*() {
-          const owner = yield* CurrentPrincipal
-          const { domains: data, meta } = yield* domains.list(owner).pipe(orUnavailable)
-          return { success: true as const, data, meta }
-        }),
+      list: listPage(domains),
       create: ({ payload }: { readonly payload: unknown }) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
@@ -78,14 +83,4 @@ export const DashboardDomainsHandlers = HttpApiBuilder.group(MailroomApi, "dashb
       .handle("remove", domain.remove))).pipe(Layer.provide(Domains.Default))
 
 export const DomainListHandlers = HttpApiBuilder.group(MailroomApi, "domainList", (handlers) =>
-  Effect.gen(function*() {
-    const domains = yield* Domains
-    return handlers.handle("list", ({ urlParams }) =>
-      Effect.gen(function*() {
-        const owner = yield* CurrentPrincipal
-        const p = page(urlParams)
-        const sort = parseSort(urlParams.sort, { field: "createdAt", direction: "desc" })
-        const listed = yield* domains.list(owner, p, sort.direction).pipe(orUnavailable)
-        return { success: true as const, data: listed.domains, meta: { ...listed.meta, ...listed.page! } }
-      }))
-  })).pipe(Layer.provide(Domains.Default))
+  Effect.map(Domains, (domains) => handlers.handle("list", listPage(domains)))).pipe(Layer.provide(Domains.Default))

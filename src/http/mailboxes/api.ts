@@ -20,12 +20,14 @@ import {
   NotFound,
   ValidationError
 } from "../../../services/errors.ts"
+import { ListMeta } from "../../../services/listing.ts"
 import {
   AddressBody,
   CheckEmailParams,
   DeleteBody,
   DeletedMailbox,
   Mailbox,
+  MailboxListParams,
   RenamedMailbox
 } from "../../../services/mailboxes/schemas.ts"
 import { Ok } from "../envelope.ts"
@@ -33,9 +35,8 @@ import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const MailboxCreated = Schema.Struct({ success: Schema.Literal(true), mailbox: Mailbox }).annotations({ identifier: "MailboxCreated" })
-const MailboxList = Schema.Struct({ success: Schema.Literal(true), mailboxes: Schema.Array(Mailbox) }).annotations({
-  identifier: "MailboxList"
-})
+const MailboxList = Schema.Struct({ success: Schema.Literal(true), mailboxes: Schema.Array(Mailbox), meta: ListMeta })
+  .annotations({ identifier: "MailboxList" })
 
 /** check-email: a rule failure (422 or 409 codes) is a 200 with `valid: false`. */
 const EmailCheckResult = Schema.Union(
@@ -72,10 +73,12 @@ const mailboxEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
     .add(
       HttpApiEndpoint.get("list", "/mailboxes")
+        .setUrlParams(MailboxListParams)
         .addSuccess(MailboxList)
         .annotateContext(OpenApi.annotations({
           summary: "List mailboxes",
-          description: "The caller's active mailboxes, newest first, under `mailboxes` (not paginated)"
+          description: "The caller's active mailboxes, newest first, under `mailboxes`, with the common list parameters " +
+            "(limit 1-100, default 20; offset; sort createdAt:asc|desc); meta has total, limit, offset, hasMore"
         }))
     )
     .add(

@@ -8,7 +8,8 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
-import { AddressInput, type CheckEmailParams, DeleteInput } from "../../../services/mailboxes/schemas.ts"
+import { listMeta, page, parseSort } from "../../../services/listing.ts"
+import { AddressInput, type CheckEmailParams, DeleteInput, type MailboxListParams } from "../../../services/mailboxes/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 import { decodeBody, forSurface, type Surface } from "../surface.ts"
@@ -23,11 +24,13 @@ const makeHandlers = (surface: Surface) =>
     const deleteBody = decodeBody(DeleteInput, surface, { malformed: "bad-request", describe: mustBeString })
 
     return {
-      list: () =>
+      list: ({ urlParams }: { readonly urlParams: typeof MailboxListParams.Type }) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
-          const list = yield* mailboxes.list(owner).pipe(orUnavailable)
-          return { success: true as const, mailboxes: list }
+          const p = page(urlParams)
+          const sort = parseSort(urlParams.sort, { field: "createdAt", direction: "desc" })
+          const listed = yield* mailboxes.listPage(owner, p, sort.direction).pipe(orUnavailable)
+          return { success: true as const, mailboxes: listed.mailboxes, meta: listMeta(listed.total, p) }
         }),
       create: ({ payload }: { readonly payload: unknown }) =>
         Effect.gen(function*() {
