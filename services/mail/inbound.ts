@@ -25,6 +25,7 @@ import {
   TemporaryFailure,
   UnknownRecipient
 } from "./refusals.ts"
+import type { Verdict } from "./authentication.ts"
 import type { InboundMessage } from "./schemas.ts"
 
 /** An accepted RCPT: where the message goes and what its owner's plan allows. */
@@ -49,6 +50,8 @@ export interface IncomingMessage {
   readonly recipients: ReadonlyArray<Recipient>
   readonly raw: Uint8Array
   readonly receivedAt: Date
+  /** The SPF, DKIM, DMARC and ARC verdicts (authentication.ts); stored with each recipient's email. */
+  readonly verdict?: Verdict | undefined
 }
 
 const RecipientRow = Schema.Struct({
@@ -251,6 +254,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             mail_from: message.mailFrom,
             rcpt_to: r.address,
             received_at: message.receivedAt.toISOString(),
+            ...(message.verdict === undefined
+              ? {}
+              : { authentication: message.verdict.authentication, authentication_results: message.verdict.results }),
             ...(r.bounceOf === undefined ? {} : { bounce_of: r.bounceOf })
           }
           return bus.publish(subjects.inboundMail(r.mailboxId), encodeJson(inbound), { msgId: inbound.email_id }).pipe(

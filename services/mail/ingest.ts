@@ -11,6 +11,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
+import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
 import { inboundLabels } from "./label-rules.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
@@ -46,14 +47,18 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         mailboxId: message.mailbox_id,
         userId: message.user_id,
         direction: "inbound",
-        labels: inboundLabels,
+        labels: message.authentication !== undefined && isUnauthenticated(message.authentication)
+          ? [...inboundLabels, UNAUTHENTICATED]
+          : inboundLabels,
         rawSha256: message.raw_sha256,
         size: message.size,
         mailFrom: message.mail_from,
         rcptTo: message.rcpt_to,
         receivedAt: new Date(message.received_at),
         messageId,
-        parsed
+        parsed,
+        authentication: message.authentication,
+        authenticationResults: message.authentication_results
       }).pipe(Effect.flatMap((inserted) => (inserted ? Effect.succeed(inserted) : findEmail(message.email_id))))
 
     /**

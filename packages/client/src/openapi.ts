@@ -1410,6 +1410,10 @@ export interface components {
             /** @description When the event happened (ISO 8601 UTC) */
             timestamp: string;
         };
+        ArcVerdict: {
+            /** @enum {string} */
+            result: "pass" | "fail" | "none" | "temperror";
+        };
         Attachment: {
             attachment_id: string;
             /** @description SHA-256 of the decoded bytes, lowercase hex */
@@ -1431,6 +1435,14 @@ export interface components {
              * @description a string at most 255 character(s) long
              */
             filename: string;
+        };
+        /** @description SPF, DKIM, DMARC and ARC verdicts, computed when the message was received */
+        Authentication: {
+            arc: components["schemas"]["ArcVerdict"];
+            /** @description One entry per DKIM-Signature, in header order; empty when unsigned */
+            dkim: components["schemas"]["DkimVerdict"][];
+            dmarc: components["schemas"]["DmarcVerdict"];
+            spf: components["schemas"]["SpfVerdict"];
         };
         /** @description BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address */
         BadRequest: {
@@ -1600,6 +1612,24 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        DkimVerdict: {
+            /** @description Whether the signing domain aligns with the header From domain (DMARC) */
+            aligned: boolean;
+            /** @description The signing domain (d=) */
+            domain: string;
+            /** @enum {string} */
+            result: "pass" | "fail" | "neutral" | "policy" | "temperror" | "permerror";
+            /** @description The key's selector (s=) */
+            selector: string;
+        };
+        DmarcVerdict: {
+            /** @description The header From domain; null when the message has no single From address */
+            domain: string | null;
+            /** @description The policy the domain publishes for it (sp= for a subdomain); null without a DMARC record */
+            policy: ("none" | "quarantine" | "reject") | null;
+            /** @enum {string} */
+            result: "pass" | "fail" | "none" | "temperror" | "permerror";
+        };
         DnsRecord: {
             /** @description @ is the domain itself; other names are relative to it */
             name: string;
@@ -1750,6 +1780,10 @@ export interface components {
         };
         Email: {
             attachments: components["schemas"]["Attachment"][];
+            /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+            authentication: components["schemas"]["Authentication"] | null;
+            /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+            authentication_results: string | null;
             date: string;
             /** @description Sent emails only: one entry per recipient (to, cc and bcc) */
             delivery?: components["schemas"]["Delivery"][];
@@ -1810,6 +1844,10 @@ export interface components {
             data: {
                 /** @description Labels the change added */
                 added: string[];
+                /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+                authentication: components["schemas"]["Authentication"] | null;
+                /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+                authentication_results: string | null;
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -1835,6 +1873,10 @@ export interface components {
         /** @description A received email is indexed for semantic search */
         EmailProcessedEvent: {
             data: {
+                /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+                authentication: components["schemas"]["Authentication"] | null;
+                /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+                authentication_results: string | null;
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -1862,6 +1904,10 @@ export interface components {
         /** @description A new email arrived at one of the account's mailboxes */
         EmailReceivedEvent: {
             data: {
+                /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+                authentication: components["schemas"]["Authentication"] | null;
+                /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+                authentication_results: string | null;
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -1891,6 +1937,10 @@ export interface components {
             timestamp: string;
         };
         EmailSummary: {
+            /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+            authentication: components["schemas"]["Authentication"] | null;
+            /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+            authentication_results: string | null;
             date: string;
             /** @enum {string} */
             direction: "inbound" | "outbound";
@@ -2378,6 +2428,14 @@ export interface components {
             expiresIn: number;
             refreshToken: string;
             user: components["schemas"]["User"];
+        };
+        SpfVerdict: {
+            /** @description Whether the domain aligns with the header From domain (DMARC) */
+            aligned: boolean;
+            /** @description The domain checked: MAIL FROM's, or the HELO name's for an empty MAIL FROM */
+            domain: string;
+            /** @enum {string} */
+            result: "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror";
         };
         Subscription: {
             cancelAtPeriodEnd: boolean;
