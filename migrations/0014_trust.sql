@@ -3,3 +3,5 @@
 -- received before the checks existed, and sent mail, has neither (NULL): nothing was checked.
 ALTER TABLE emails ADD COLUMN authentication jsonb;
 ALTER TABLE emails ADD COLUMN authentication_results text;
+-- rspamd's verdict (status, score, action, symbols) when RSPAMD_URL is set; NULL when nothing scored it.
+ALTER TABLE emails ADD COLUMN spam jsonb;

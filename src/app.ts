@@ -29,6 +29,7 @@ import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts
 import * as DnsResolver from "../layers/dns.ts"
 import * as LocalBilling from "../layers/local-billing.ts"
 import * as Mailauth from "../layers/mailauth.ts"
+import * as Rspamd from "../layers/rspamd.ts"
 import * as LocalEmbedder from "../layers/local-embedder.ts"
 import * as MemoryBus from "../layers/memory-bus.ts"
 import * as NatsBus from "../layers/nats-bus.ts"
@@ -157,7 +158,15 @@ const apiRole = (config: AppConfigShape) =>
     }))
   )
 /** The SMTP node checks SPF, DKIM, DMARC and ARC through the Dns port, naming itself MX_HOST in its verdicts. */
-const smtpRole = (config: AppConfigShape) => SmtpServerLive.pipe(Layer.provide(Mailauth.layer({ authservId: config.mxHost })))
+const smtpRole = (config: AppConfigShape) =>
+  SmtpServerLive.pipe(
+    Layer.provide(Mailauth.layer({ authservId: config.mxHost })),
+    // With RSPAMD_URL, rspamd scores every message; without it nothing is scored.
+    Layer.provide(Option.match(config.rspamdUrl, {
+      onSome: (url) => Rspamd.layer({ url, hostname: config.mxHost }),
+      onNone: () => Rspamd.none
+    }))
+  )
 const WorkerRole = Layer.mergeAll(IngestLive, IndexerLive, HousekeepingLive, WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)))
 /** The mta: delivery, and scheduled drafts leaving on time. */
 const MtaRole = Layer.mergeAll(

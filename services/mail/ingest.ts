@@ -13,6 +13,7 @@ import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects }
 import { measured } from "../bus/metrics.ts"
 import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
 import { inboundLabels } from "./label-rules.ts"
+import { isSpam, SPAM } from "./spam.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import { InboundMessage } from "./schemas.ts"
@@ -47,9 +48,11 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         mailboxId: message.mailbox_id,
         userId: message.user_id,
         direction: "inbound",
-        labels: message.authentication !== undefined && isUnauthenticated(message.authentication)
-          ? [...inboundLabels, UNAUTHENTICATED]
-          : inboundLabels,
+        labels: [
+          ...inboundLabels,
+          ...(message.authentication !== undefined && isUnauthenticated(message.authentication) ? [UNAUTHENTICATED] : []),
+          ...(message.spam !== undefined && isSpam(message.spam) ? [SPAM] : [])
+        ],
         rawSha256: message.raw_sha256,
         size: message.size,
         mailFrom: message.mail_from,
@@ -58,7 +61,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         messageId,
         parsed,
         authentication: message.authentication,
-        authenticationResults: message.authentication_results
+        authenticationResults: message.authentication_results,
+        spam: message.spam
       }).pipe(Effect.flatMap((inserted) => (inserted ? Effect.succeed(inserted) : findEmail(message.email_id))))
 
     /**

@@ -2,6 +2,7 @@
  * Stored emails and how they read on the wire: one row shape, one mapping per wire shape.
  */
 import type { Authentication } from "./authentication.ts"
+import type { Spam } from "./spam.ts"
 import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailSummary, Headers } from "./schemas.ts"
 
 /** The columns every email read selects (see `emailColumns`). */
@@ -25,6 +26,7 @@ export interface EmailRow {
   /** jsonb: the driver gives it parsed. */
   readonly authentication: Authentication | null
   readonly authenticationResults: string | null
+  readonly spam: Spam | null
   readonly createdAt: Date
 }
 
@@ -63,6 +65,7 @@ export const emailColumnList = [
   "e.labels",
   "e.authentication",
   "e.authentication_results",
+  "e.spam",
   "e.created_at"
 ].join(", ")
 
@@ -84,7 +87,8 @@ export const toFields = (row: EmailRow): EmailFields => ({
   thread_id: row.threadId,
   labels: [...row.labels],
   authentication: row.authentication ?? null,
-  authentication_results: row.authenticationResults ?? null
+  authentication_results: row.authenticationResults ?? null,
+  spam: row.spam ?? null
 })
 
 export const toSummary = (row: EmailRow): EmailSummary => ({

@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import { Authentication } from "./authentication.ts"
+import { Spam } from "./spam.ts"
 
 /**
  * What the SMTP node puts on the bus (`mail.inbound.<mailbox_id>`) once the raw message is stored:
@@ -23,7 +24,9 @@ export const InboundMessage = Schema.Struct({
   bounce_of: Schema.optional(Schema.String),
   /** The SMTP node's verdicts; absent on a message accepted before the checks existed. */
   authentication: Schema.optional(Authentication),
-  authentication_results: Schema.optional(Schema.String)
+  authentication_results: Schema.optional(Schema.String),
+  /** rspamd's verdict; absent when RSPAMD_URL is unset. */
+  spam: Schema.optional(Spam)
 })
 export type InboundMessage = typeof InboundMessage.Type
 
@@ -62,6 +65,9 @@ export const EmailFields = Schema.Struct({
   }),
   authentication_results: Schema.NullOr(Schema.String).annotations({
     description: "The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent)"
+  }),
+  spam: Schema.NullOr(Spam).annotations({
+    description: "Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email"
   })
 })
 export type EmailFields = typeof EmailFields.Type

@@ -41,7 +41,8 @@ const ReceivedEvent = Schema.Struct({
     ...EmailFields.fields,
     labels: Schema.optionalWith(EmailFields.fields.labels, { default: () => [] }),
     authentication: Schema.optionalWith(EmailFields.fields.authentication, { default: () => null }),
-    authentication_results: Schema.optionalWith(EmailFields.fields.authentication_results, { default: () => null })
+    authentication_results: Schema.optionalWith(EmailFields.fields.authentication_results, { default: () => null }),
+    spam: Schema.optionalWith(EmailFields.fields.spam, { default: () => null })
   })
 })
 

@@ -16,6 +16,8 @@
  *   most 10 s, inside the data time-out) and the verdicts stored with it. With DMARC_ENFORCE=true a
  *   message failing DMARC under its From domain's p=reject is answered 550 5.7.1 and not stored;
  *   otherwise a verdict never refuses mail (services/mail/authentication.ts).
+ * - With RSPAMD_URL, rspamd scores the message at the same time (services/mail/spam.ts); with
+ *   SPAM_REJECT=true its `reject` is answered 550 5.7.1. rspamd down never refuses mail.
  * - STARTTLS is offered when SMTP_TLS_CERT and SMTP_TLS_KEY are set; AUTH is never offered (this
  *   is an inbound MX, not a submission server).
  * - On shutdown (SIGTERM) the node drains: a new connection is answered 421 4.3.2, a DATA in
@@ -29,6 +31,7 @@ import { SMTPServer, type SMTPServerAddress, type SMTPServerDataStream, type SMT
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Authenticator, dmarcRejects } from "../../services/mail/authentication.ts"
 import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
+import { SpamFilter, spamRejects } from "../../services/mail/spam.ts"
 import {
   DmarcRejected,
   MAX_RECIPIENTS_PER_MESSAGE,
@@ -36,6 +39,7 @@ import {
   type MessageRefusal,
   MessageTooBig,
   type SmtpReply,
+  SpamRejected,
   TemporaryFailure,
   TooManyConnections,
   TooManyRecipients,
@@ -88,6 +92,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
     const config = yield* AppConfig
     const inbound = yield* Inbound
     const authenticator = yield* Authenticator
+    const spamFilter = yield* SpamFilter
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<never>()
     // Hooks read the outcome as an Exit; the fiber itself succeeds with it, so that a refusal is not
@@ -214,12 +219,19 @@ export const SmtpServerLive = Layer.scopedDiscard(
         const raw = Buffer.concat(chunks, bytes)
         const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
         const receivedAt = new Date()
+        const envelope = { clientIp: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom, raw }
         const checkedAndStored = Effect.flatMap(
-          authenticator.verify({ clientIp: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom, raw }),
-          (verdict): Effect.Effect<ReadonlyArray<string>, MessageRefusal | DmarcRejected> =>
+          // Both checks at once: each waits mostly on the network (DNS, rspamd).
+          Effect.all([
+            authenticator.verify(envelope),
+            spamFilter.check({ ...envelope, recipients: accepted.map((r) => r.address) })
+          ], { concurrency: 2 }),
+          ([verdict, spam]): Effect.Effect<ReadonlyArray<string>, MessageRefusal | DmarcRejected | SpamRejected> =>
             config.dmarcEnforce && dmarcRejects(verdict.authentication)
               ? Effect.fail(new DmarcRejected({ domain: verdict.authentication.dmarc.domain ?? "the From domain" }))
-              : inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt, verdict })
+              : config.spamReject && spam !== undefined && spamRejects(spam)
+              ? Effect.fail(new SpamRejected())
+              : inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt, verdict, spam })
         )
         const accepting = fork(Effect.exit(checkedAndStored))
         // A plain timer rather than Effect.timeout, which would race a second fiber for every message.

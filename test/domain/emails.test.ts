@@ -53,6 +53,7 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
         // Seeded straight into the database: no SMTP node checked it.
         authentication: null,
         authentication_results: null,
+        spam: null,
         received_at: expect.any(String),
         size: newer.raw.length,
         snippet: "x".repeat(150) + "y".repeat(50)

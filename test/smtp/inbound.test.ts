@@ -207,6 +207,8 @@ describe("inbound SMTP and reading mail", () => {
           dmarc: expect.objectContaining({ domain: "example.com" })
         }),
         authentication_results: expect.stringMatching(/^mx\.agents\.localhost; spf=\w+ smtp\.mailfrom=example\.com; dkim=none; dmarc=/),
+        // No RSPAMD_URL: nothing scored it, and nothing pretends to have.
+        spam: null,
         received_at: expect.stringMatching(isoMillis),
         size: raw.byteLength,
         snippet: text,

@@ -1806,6 +1806,8 @@ export interface components {
             size: number;
             /** @description The first 200 characters of the text body */
             snippet: string;
+            /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+            spam: components["schemas"]["Spam"] | null;
             subject: string;
             text: string;
             thread_id: string;
@@ -1861,6 +1863,8 @@ export interface components {
                 message_id: string;
                 /** @description Labels the change removed */
                 removed: string[];
+                /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+                spam: components["schemas"]["Spam"] | null;
                 subject: string;
                 thread_id: string;
                 to: string[];
@@ -1892,6 +1896,8 @@ export interface components {
                 message_id: string;
                 /** @description How long indexing took */
                 processing_ms: number;
+                /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+                spam: components["schemas"]["Spam"] | null;
                 subject: string;
                 thread_id: string;
                 to: string[];
@@ -1919,6 +1925,8 @@ export interface components {
                 labels: string[];
                 mailbox_id: string;
                 message_id: string;
+                /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+                spam: components["schemas"]["Spam"] | null;
                 subject: string;
                 thread_id: string;
                 to: string[];
@@ -1957,6 +1965,8 @@ export interface components {
             size: number;
             /** @description The first 200 characters of the text body */
             snippet: string;
+            /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+            spam: components["schemas"]["Spam"] | null;
             subject: string;
             thread_id: string;
             to: string[];
@@ -2428,6 +2438,20 @@ export interface components {
             expiresIn: number;
             refreshToken: string;
             user: components["schemas"]["User"];
+        };
+        /** @description rspamd's verdict on the message, when RSPAMD_URL is set */
+        Spam: {
+            /** @description rspamd's action: no action, greylist, add header, rewrite subject, soft reject or reject; null when unchecked */
+            action: string | null;
+            /** @description rspamd's score; null when unchecked */
+            score: number | null;
+            /**
+             * @description checked: rspamd answered; unchecked: it could not be asked (the mail was kept)
+             * @enum {string}
+             */
+            status: "checked" | "unchecked";
+            /** @description The rules that matched, by name */
+            symbols: string[];
         };
         SpfVerdict: {
             /** @description Whether the domain aligns with the header From domain (DMARC) */
