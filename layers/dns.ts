@@ -82,7 +82,8 @@ export const make = (options: { readonly servers: ReadonlyArray<string> }): DnsS
         Effect.map((records) =>
           records.map((record): MxRecord => ({ priority: record.priority, exchange: normalize(record.exchange) }))
         )
-      )
+      ),
+    ptr: (name) => ask(name, () => resolver.resolvePtr(normalize(name))).pipe(Effect.map((names) => names.map(normalize)))
   }
 }
 

@@ -29,6 +29,8 @@ import { WebhooksLive } from "../services/webhooks/delivery.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
 import * as DnsResolver from "../layers/dns.ts"
 import * as LocalBilling from "../layers/local-billing.ts"
+import * as Mailauth from "../layers/mailauth.ts"
+import * as Rspamd from "../layers/rspamd.ts"
 import * as LocalEmbedder from "../layers/local-embedder.ts"
 import * as MemoryBus from "../layers/memory-bus.ts"
 import * as NatsBus from "../layers/nats-bus.ts"
@@ -156,7 +158,16 @@ const apiRole = (config: AppConfigShape) =>
       freeMaxCustomDomains: config.freeMaxCustomDomains
     }))
   )
-const SmtpRole = SmtpServerLive
+/** The SMTP node checks SPF, DKIM, DMARC and ARC through the Dns port, naming itself MX_HOST in its verdicts. */
+const smtpRole = (config: AppConfigShape) =>
+  SmtpServerLive.pipe(
+    Layer.provide(Mailauth.layer({ authservId: config.mxHost })),
+    // With RSPAMD_URL, rspamd scores every message; without it nothing is scored.
+    Layer.provide(Option.match(config.rspamdUrl, {
+      onSome: (url) => Rspamd.layer({ url, hostname: config.mxHost }),
+      onNone: () => Rspamd.none
+    }))
+  )
 const WorkerRole = Layer.mergeAll(
   IngestLive,
   IndexerLive,
@@ -203,6 +214,6 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
   const searching = config.roles.includes("api") || config.roles.includes("worker")
     ? Layer.mergeAll(when("api", apiRole(config)), when("worker", WorkerRole)).pipe(Layer.provide(vectorsLayer(config)))
     : Layer.empty
-  const roles = Layer.mergeAll(searching, when("smtp", SmtpRole), when("mta", MtaRole), metricsServerLayer(config))
+  const roles = Layer.mergeAll(searching, when("smtp", smtpRole(config)), when("mta", MtaRole), metricsServerLayer(config))
   return roles.pipe(Layer.provide(shared))
 }

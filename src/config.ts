@@ -194,6 +194,12 @@ export const appConfig = Config.all({
     check("DKIM_SELECTOR", "Expected a DNS label (letters, digits, -)", (value: string) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i.test(value))
   ),
   dkimPrivateKey: Config.option(Config.redacted("DKIM_PRIVATE_KEY")),
+  /** Refuse (550 5.7.1) inbound mail that fails DMARC under its From domain's p=reject. */
+  dmarcEnforce: Config.boolean("DMARC_ENFORCE").pipe(Config.withDefault(false)),
+  /** rspamd's HTTP address (its normal worker, port 11333); unset, nothing is scored. */
+  rspamdUrl: Config.option(url("RSPAMD_URL")),
+  /** Refuse (550 5.7.1) inbound mail rspamd says to reject. */
+  spamReject: Config.boolean("SPAM_REJECT").pipe(Config.withDefault(false)),
   /** How long SIGTERM waits for work in flight before the process exits anyway. */
   shutdownTimeout: seconds("SHUTDOWN_TIMEOUT", 30)
 })

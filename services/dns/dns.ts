@@ -1,7 +1,7 @@
 /**
  * The Dns port: what Mailroom asks of the domain name system. Webhook targets are resolved through
  * it (and checked) before every delivery; custom-domain verification reads TXT and MX records
- * through it. The adapter (layers/dns.ts) uses the system resolver, or the servers in `DNS_SERVERS`.
+ * through it; the SMTP node's SPF, DKIM, DMARC and ARC checks ask it every question they have. The adapter (layers/dns.ts) uses the system resolver, or the servers in `DNS_SERVERS`.
  */
 import { Context, Data, type Effect } from "effect"
 
@@ -30,6 +30,11 @@ export interface DnsShape {
   readonly txt: (name: string) => Effect.Effect<ReadonlyArray<string>, DnsError>
   /** The MX records of `name`. Fails NotFound when it has none. */
   readonly mx: (name: string) => Effect.Effect<ReadonlyArray<MxRecord>, DnsError>
+  /**
+   * The PTR records of `name` (an `in-addr.arpa` or `ip6.arpa` name), lower-cased, without a
+   * trailing dot. Fails NotFound when it has none. SPF's `ptr` mechanism reads them.
+   */
+  readonly ptr: (name: string) => Effect.Effect<ReadonlyArray<string>, DnsError>
 }
 
 export class Dns extends Context.Tag("mailroom/Dns")<Dns, DnsShape>() {}

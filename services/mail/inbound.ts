@@ -25,6 +25,8 @@ import {
   TemporaryFailure,
   UnknownRecipient
 } from "./refusals.ts"
+import type { Verdict } from "./authentication.ts"
+import type { Spam } from "./spam.ts"
 import type { InboundMessage } from "./schemas.ts"
 
 /** An accepted RCPT: where the message goes and what its owner's plan allows. */
@@ -49,6 +51,10 @@ export interface IncomingMessage {
   readonly recipients: ReadonlyArray<Recipient>
   readonly raw: Uint8Array
   readonly receivedAt: Date
+  /** The SPF, DKIM, DMARC and ARC verdicts (authentication.ts); stored with each recipient's email. */
+  readonly verdict?: Verdict | undefined
+  /** rspamd's verdict (spam.ts), when RSPAMD_URL is set. */
+  readonly spam?: Spam | undefined
 }
 
 const RecipientRow = Schema.Struct({
@@ -251,6 +257,10 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             mail_from: message.mailFrom,
             rcpt_to: r.address,
             received_at: message.receivedAt.toISOString(),
+            ...(message.verdict === undefined
+              ? {}
+              : { authentication: message.verdict.authentication, authentication_results: message.verdict.results }),
+            ...(message.spam === undefined ? {} : { spam: message.spam }),
             ...(r.bounceOf === undefined ? {} : { bounce_of: r.bounceOf })
           }
           return bus.publish(subjects.inboundMail(r.mailboxId), encodeJson(inbound), { msgId: inbound.email_id }).pipe(

@@ -11,7 +11,9 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
+import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
 import { inboundLabels } from "./label-rules.ts"
+import { isSpam, SPAM } from "./spam.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import { InboundMessage } from "./schemas.ts"
@@ -46,14 +48,21 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         mailboxId: message.mailbox_id,
         userId: message.user_id,
         direction: "inbound",
-        labels: inboundLabels,
+        labels: [
+          ...inboundLabels,
+          ...(message.authentication !== undefined && isUnauthenticated(message.authentication) ? [UNAUTHENTICATED] : []),
+          ...(message.spam !== undefined && isSpam(message.spam) ? [SPAM] : [])
+        ],
         rawSha256: message.raw_sha256,
         size: message.size,
         mailFrom: message.mail_from,
         rcptTo: message.rcpt_to,
         receivedAt: new Date(message.received_at),
         messageId,
-        parsed
+        parsed,
+        authentication: message.authentication,
+        authenticationResults: message.authentication_results,
+        spam: message.spam
       }).pipe(Effect.flatMap((inserted) => (inserted ? Effect.succeed(inserted) : findEmail(message.email_id))))
 
     /**

@@ -1,6 +1,8 @@
 /**
  * Stored emails and how they read on the wire: one row shape, one mapping per wire shape.
  */
+import type { Authentication } from "./authentication.ts"
+import type { Spam } from "./spam.ts"
 import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailSummary, Headers } from "./schemas.ts"
 
 /** The columns every email read selects (see `emailColumns`). */
@@ -21,6 +23,10 @@ export interface EmailRow {
   readonly size: string | number
   readonly snippet: string
   readonly labels: ReadonlyArray<string>
+  /** jsonb: the driver gives it parsed. */
+  readonly authentication: Authentication | null
+  readonly authenticationResults: string | null
+  readonly spam: Spam | null
   readonly createdAt: Date
 }
 
@@ -57,6 +63,9 @@ export const emailColumnList = [
   "e.size",
   "left(e.text_body, 200) AS snippet",
   "e.labels",
+  "e.authentication",
+  "e.authentication_results",
+  "e.spam",
   "e.created_at"
 ].join(", ")
 
@@ -76,7 +85,10 @@ export const toFields = (row: EmailRow): EmailFields => ({
   domain: domainOf(row.rcptTo),
   has_attachments: row.hasAttachments,
   thread_id: row.threadId,
-  labels: [...row.labels]
+  labels: [...row.labels],
+  authentication: row.authentication ?? null,
+  authentication_results: row.authenticationResults ?? null,
+  spam: row.spam ?? null
 })
 
 export const toSummary = (row: EmailRow): EmailSummary => ({

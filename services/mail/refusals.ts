@@ -79,3 +79,19 @@ export class TooManyConnections extends Data.TaggedError("TooManyConnections")<{
     return { code: 421, text: `4.7.0 Too many connections from your address (at most ${this.limit}), try again later` }
   }
 }
+
+/**
+ * DMARC_ENFORCE=true and the message fails DMARC under its From domain's `p=reject`: 550 5.7.1, as
+ * the domain's owner asked (RFC 7489 §6.7).
+ */
+export class SpamRejected extends Data.TaggedError("SpamRejected")<{}> {
+  get reply(): SmtpReply {
+    return { code: 550, text: "5.7.1 Message refused as spam" }
+  }
+}
+
+export class DmarcRejected extends Data.TaggedError("DmarcRejected")<{ readonly domain: string }> {
+  get reply(): SmtpReply {
+    return { code: 550, text: `5.7.1 Message refused: it fails DMARC and ${this.domain} publishes p=reject` }
+  }
+}

@@ -3,6 +3,8 @@
  * SPEC's snake_case names are kept as is.
  */
 import { Schema } from "effect"
+import { Authentication } from "./authentication.ts"
+import { Spam } from "./spam.ts"
 
 /**
  * What the SMTP node puts on the bus (`mail.inbound.<mailbox_id>`) once the raw message is stored:
@@ -19,7 +21,12 @@ export const InboundMessage = Schema.Struct({
   rcpt_to: Schema.String,
   received_at: Schema.String,
   /** Sent to a bounce address: a delivery report about this sent email, not mail for the mailbox. */
-  bounce_of: Schema.optional(Schema.String)
+  bounce_of: Schema.optional(Schema.String),
+  /** The SMTP node's verdicts; absent on a message accepted before the checks existed. */
+  authentication: Schema.optional(Authentication),
+  authentication_results: Schema.optional(Schema.String),
+  /** rspamd's verdict; absent when RSPAMD_URL is unset. */
+  spam: Schema.optional(Spam)
 })
 export type InboundMessage = typeof InboundMessage.Type
 
@@ -52,6 +59,15 @@ export const EmailFields = Schema.Struct({
   thread_id: Schema.String,
   labels: Schema.Array(Schema.String).annotations({
     description: "System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own"
+  }),
+  authentication: Schema.NullOr(Authentication).annotations({
+    description: "Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed"
+  }),
+  authentication_results: Schema.NullOr(Schema.String).annotations({
+    description: "The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent)"
+  }),
+  spam: Schema.NullOr(Spam).annotations({
+    description: "Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email"
   })
 })
 export type EmailFields = typeof EmailFields.Type

@@ -9,6 +9,8 @@ import { newId } from "../accounts/tokens.ts"
 import { inLockOrder } from "../batching.ts"
 import type { ParsedEmail } from "./parse.ts"
 import { emailColumnList, type EmailRow } from "./records.ts"
+import type { Authentication } from "./authentication.ts"
+import type { Spam } from "./spam.ts"
 import type { Direction } from "./schemas.ts"
 import { threadChoice } from "./threads.ts"
 
@@ -27,6 +29,11 @@ export interface NewEmail {
   readonly receivedAt: Date
   readonly messageId: string
   readonly parsed: ParsedEmail
+  /** Inbound mail: the SMTP node's verdicts (authentication.ts). */
+  readonly authentication?: Authentication | undefined
+  readonly authenticationResults?: string | undefined
+  /** Inbound mail with RSPAMD_URL set: rspamd's verdict (spam.ts). */
+  readonly spam?: Spam | undefined
 }
 
 /**
@@ -74,14 +81,18 @@ export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail) =>
       email AS (
         INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
                                  sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
-                                 has_attachments, raw_sha256, size, labels, direction)
+                                 has_attachments, raw_sha256, size, labels, direction,
+                                 authentication, authentication_results, spam)
         VALUES (${email.emailId}, ${email.mailboxId}, ${email.userId}, ${email.messageId}, (SELECT id FROM thread),
                 ${parsed.subject}, ${parsed.from ?? email.mailFrom},
                 ${parsed.to.length > 0 ? [...parsed.to] : [email.rcptTo]}, ${parsed.date ?? email.receivedAt}, ${email.receivedAt},
                 ${email.mailFrom}, ${email.rcptTo},
                 -- A jsonb column: PostgreSQL reads the JSON text as the column's type.
                 ${JSON.stringify(parsed.headers)}, ${parsed.text}, ${parsed.html}, ${parsed.attachments.length > 0},
-                ${email.rawSha256}, ${email.size}, ${[...email.labels]}::text[], ${email.direction})
+                ${email.rawSha256}, ${email.size}, ${[...email.labels]}::text[], ${email.direction},
+                ${email.authentication === undefined ? null : JSON.stringify(email.authentication)}::jsonb,
+                ${email.authenticationResults ?? null},
+                ${email.spam === undefined ? null : JSON.stringify(email.spam)}::jsonb)
         ON CONFLICT (id) DO NOTHING
         RETURNING ${sql.literal(emailColumnList)}
       ),

@@ -36,7 +36,14 @@ const ReceivedEvent = Schema.Struct({
   event: Schema.Literal("email.received"),
   namespace: Schema.String,
   // An email.received published before labels existed carries none: it reads as an empty list.
-  data: Schema.Struct({ ...EmailFields.fields, labels: Schema.optionalWith(EmailFields.fields.labels, { default: () => [] }) })
+  // One published before the inbound checks existed carries no verdicts: they read as null.
+  data: Schema.Struct({
+    ...EmailFields.fields,
+    labels: Schema.optionalWith(EmailFields.fields.labels, { default: () => [] }),
+    authentication: Schema.optionalWith(EmailFields.fields.authentication, { default: () => null }),
+    authentication_results: Schema.optionalWith(EmailFields.fields.authentication_results, { default: () => null }),
+    spam: Schema.optionalWith(EmailFields.fields.spam, { default: () => null })
+  })
 })
 
 interface EmailToIndex {

@@ -12,6 +12,12 @@
  * - DATA is answered 250 only once Inbound.accept has stored the message and the bus has taken it;
  *   any failure, or a store that takes longer than the data time-out, is 451 4.3.0. Nothing else in
  *   this file answers 250 to DATA.
+ * - Before DATA is answered, the message's SPF, DKIM, DMARC and ARC are checked (Authenticator; at
+ *   most 10 s, inside the data time-out) and the verdicts stored with it. With DMARC_ENFORCE=true a
+ *   message failing DMARC under its From domain's p=reject is answered 550 5.7.1 and not stored;
+ *   otherwise a verdict never refuses mail (services/mail/authentication.ts).
+ * - With RSPAMD_URL, rspamd scores the message at the same time (services/mail/spam.ts); with
+ *   SPAM_REJECT=true its `reject` is answered 550 5.7.1. rspamd down never refuses mail.
  * - STARTTLS is offered when SMTP_TLS_CERT and SMTP_TLS_KEY are set; AUTH is never offered (this
  *   is an inbound MX, not a submission server).
  * - On shutdown (SIGTERM) the node drains: a new connection is answered 421 4.3.2, a DATA in
@@ -23,12 +29,17 @@ import { readFileSync } from "node:fs"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAddress, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { Authenticator, dmarcRejects } from "../../services/mail/authentication.ts"
 import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
+import { SpamFilter, spamRejects } from "../../services/mail/spam.ts"
 import {
+  DmarcRejected,
   MAX_RECIPIENTS_PER_MESSAGE,
   MAX_UNKNOWN_RECIPIENTS_PER_SESSION,
+  type MessageRefusal,
   MessageTooBig,
   type SmtpReply,
+  SpamRejected,
   TemporaryFailure,
   TooManyConnections,
   TooManyRecipients,
@@ -80,6 +91,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const inbound = yield* Inbound
+    const authenticator = yield* Authenticator
+    const spamFilter = yield* SpamFilter
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<never>()
     // Hooks read the outcome as an Exit; the fiber itself succeeds with it, so that a refusal is not
@@ -205,7 +218,22 @@ export const SmtpServerLive = Layer.scopedDiscard(
         }
         const raw = Buffer.concat(chunks, bytes)
         const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
-        const accepting = fork(Effect.exit(inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt: new Date() })))
+        const receivedAt = new Date()
+        const envelope = { clientIp: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom, raw }
+        const checkedAndStored = Effect.flatMap(
+          // Both checks at once: each waits mostly on the network (DNS, rspamd).
+          Effect.all([
+            authenticator.verify(envelope),
+            spamFilter.check({ ...envelope, recipients: accepted.map((r) => r.address) })
+          ], { concurrency: 2 }),
+          ([verdict, spam]): Effect.Effect<ReadonlyArray<string>, MessageRefusal | DmarcRejected | SpamRejected> =>
+            config.dmarcEnforce && dmarcRejects(verdict.authentication)
+              ? Effect.fail(new DmarcRejected({ domain: verdict.authentication.dmarc.domain ?? "the From domain" }))
+              : config.spamReject && spam !== undefined && spamRejects(spam)
+              ? Effect.fail(new SpamRejected())
+              : inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt, verdict, spam })
+        )
+        const accepting = fork(Effect.exit(checkedAndStored))
         // A plain timer rather than Effect.timeout, which would race a second fiber for every message.
         const deadline = setTimeout(() => {
           void run(Effect.logWarning("DATA answered 451: storing and publishing the message took too long"))

@@ -265,7 +265,10 @@ describe("OpenAPI: a reference people can use", () => {
     }
     const received = resolve(document.webhooks["email.received"].post.requestBody.content["application/json"].schema)
     expect(Object.keys(received.properties.data.properties).sort()).toEqual(
-      ["date", "direction", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "subject", "thread_id", "to"]
+      ["authentication", "authentication_results", "date", "direction", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "spam", "subject", "thread_id", "to"]
     )
+    // The verdicts are documented field by field (issue 20), so a receiver can rely on them.
+    const authentication = resolve(received.properties.data.properties.authentication.anyOf.find((s: Json) => s.type !== "null"))
+    expect(Object.keys(authentication.properties).sort()).toEqual(["arc", "dkim", "dmarc", "spf"])
   })
 })

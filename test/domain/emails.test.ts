@@ -50,6 +50,10 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
         has_attachments: false,
         thread_id: `thr_${newer.id}`,
         labels: ["inbound", "unread"],
+        // Seeded straight into the database: no SMTP node checked it.
+        authentication: null,
+        authentication_results: null,
+        spam: null,
         received_at: expect.any(String),
         size: newer.raw.length,
         snippet: "x".repeat(150) + "y".repeat(50)

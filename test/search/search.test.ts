@@ -128,7 +128,8 @@ describe("POST /v1/search", () => {
       date: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T/),
       // The body as sent, its final line break included: the first 200 characters of it.
       snippet: `${invoice.text}\n`,
-      labels: ["inbound", "unread"],
+      // Nothing vouches for example.com's mail from 127.0.0.1 (issue 20).
+      labels: ["inbound", "unread", "unauthenticated"],
       score: expect.any(Number)
     })
     // Every word of the query in the mail, and the meaning close: highly relevant.

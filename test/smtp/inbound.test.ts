@@ -199,7 +199,16 @@ describe("inbound SMTP and reading mail", () => {
         domain: DOMAIN,
         has_attachments: true,
         thread_id: expect.stringMatching(/^thr_/),
-        labels: ["inbound", "unread"],
+        // Nothing vouches for example.com's mail from 127.0.0.1 (no DKIM; its SPF cannot allow us).
+        labels: ["inbound", "unread", "unauthenticated"],
+        authentication: expect.objectContaining({
+          spf: expect.objectContaining({ domain: "example.com", aligned: true }),
+          dkim: [],
+          dmarc: expect.objectContaining({ domain: "example.com" })
+        }),
+        authentication_results: expect.stringMatching(/^mx\.agents\.localhost; spf=\w+ smtp\.mailfrom=example\.com; dkim=none; dmarc=/),
+        // No RSPAMD_URL: nothing scored it, and nothing pretends to have.
+        spam: null,
         received_at: expect.stringMatching(isoMillis),
         size: raw.byteLength,
         snippet: text,

@@ -11,12 +11,13 @@ export interface FakeDnsRecords {
   readonly txt: Map<string, ReadonlyArray<string>>
   readonly mx: Map<string, ReadonlyArray<MxRecord>>
   readonly addresses: Map<string, ReadonlyArray<ResolvedAddress>>
+  readonly ptr: Map<string, ReadonlyArray<string>>
   /** Names whose every question goes unanswered. */
   readonly down: Set<string>
 }
 
 export const makeFakeDns = () => {
-  const records: FakeDnsRecords = { txt: new Map(), mx: new Map(), addresses: new Map(), down: new Set() }
+  const records: FakeDnsRecords = { txt: new Map(), mx: new Map(), addresses: new Map(), ptr: new Map(), down: new Set() }
   const answer = <A>(kind: string, table: Map<string, ReadonlyArray<A>>) => (name: string) =>
     Effect.suspend(() => {
       const key = name.toLowerCase().replace(/\.$/, "")
@@ -31,7 +32,8 @@ export const makeFakeDns = () => {
   const layer = Layer.succeed(Dns, {
     txt: answer("TXT", records.txt),
     mx: answer("MX", records.mx),
-    addresses: answer("address", records.addresses)
+    addresses: answer("address", records.addresses),
+    ptr: answer("PTR", records.ptr)
   })
   return { records, layer }
 }

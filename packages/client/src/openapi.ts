@@ -1430,6 +1430,10 @@ export interface components {
             /** @description When the event happened (ISO 8601 UTC) */
             timestamp: string;
         };
+        ArcVerdict: {
+            /** @enum {string} */
+            result: "pass" | "fail" | "none" | "temperror";
+        };
         Attachment: {
             attachment_id: string;
             /** @description SHA-256 of the decoded bytes, lowercase hex */
@@ -1451,6 +1455,14 @@ export interface components {
              * @description a string at most 255 character(s) long
              */
             filename: string;
+        };
+        /** @description SPF, DKIM, DMARC and ARC verdicts, computed when the message was received */
+        Authentication: {
+            arc: components["schemas"]["ArcVerdict"];
+            /** @description One entry per DKIM-Signature, in header order; empty when unsigned */
+            dkim: components["schemas"]["DkimVerdict"][];
+            dmarc: components["schemas"]["DmarcVerdict"];
+            spf: components["schemas"]["SpfVerdict"];
         };
         /** @description BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address */
         BadRequest: {
@@ -1620,6 +1632,24 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        DkimVerdict: {
+            /** @description Whether the signing domain aligns with the header From domain (DMARC) */
+            aligned: boolean;
+            /** @description The signing domain (d=) */
+            domain: string;
+            /** @enum {string} */
+            result: "pass" | "fail" | "neutral" | "policy" | "temperror" | "permerror";
+            /** @description The key's selector (s=) */
+            selector: string;
+        };
+        DmarcVerdict: {
+            /** @description The header From domain; null when the message has no single From address */
+            domain: string | null;
+            /** @description The policy the domain publishes for it (sp= for a subdomain); null without a DMARC record */
+            policy: ("none" | "quarantine" | "reject") | null;
+            /** @enum {string} */
+            result: "pass" | "fail" | "none" | "temperror" | "permerror";
+        };
         DnsRecord: {
             /** @description @ is the domain itself; other names are relative to it */
             name: string;
@@ -1763,6 +1793,10 @@ export interface components {
         };
         Email: {
             attachments: components["schemas"]["Attachment"][];
+            /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+            authentication: components["schemas"]["Authentication"] | null;
+            /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+            authentication_results: string | null;
             date: string;
             /** @description Sent emails only: one entry per recipient (to, cc and bcc) */
             delivery?: components["schemas"]["Delivery"][];
@@ -1785,6 +1819,8 @@ export interface components {
             size: number;
             /** @description The first 200 characters of the text body */
             snippet: string;
+            /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+            spam: components["schemas"]["Spam"] | null;
             subject: string;
             text: string;
             thread_id: string;
@@ -1823,6 +1859,10 @@ export interface components {
             data: {
                 /** @description Labels the change added */
                 added: string[];
+                /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+                authentication: components["schemas"]["Authentication"] | null;
+                /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+                authentication_results: string | null;
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -1836,6 +1876,8 @@ export interface components {
                 message_id: string;
                 /** @description Labels the change removed */
                 removed: string[];
+                /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+                spam: components["schemas"]["Spam"] | null;
                 subject: string;
                 thread_id: string;
                 to: string[];
@@ -1848,6 +1890,10 @@ export interface components {
         /** @description A received email is indexed for semantic search */
         EmailProcessedEvent: {
             data: {
+                /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+                authentication: components["schemas"]["Authentication"] | null;
+                /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+                authentication_results: string | null;
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -1863,6 +1909,8 @@ export interface components {
                 message_id: string;
                 /** @description How long indexing took */
                 processing_ms: number;
+                /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+                spam: components["schemas"]["Spam"] | null;
                 subject: string;
                 thread_id: string;
                 to: string[];
@@ -1875,6 +1923,10 @@ export interface components {
         /** @description A new email arrived at one of the account's mailboxes */
         EmailReceivedEvent: {
             data: {
+                /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+                authentication: components["schemas"]["Authentication"] | null;
+                /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+                authentication_results: string | null;
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -1886,6 +1938,8 @@ export interface components {
                 labels: string[];
                 mailbox_id: string;
                 message_id: string;
+                /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+                spam: components["schemas"]["Spam"] | null;
                 subject: string;
                 thread_id: string;
                 to: string[];
@@ -1904,6 +1958,10 @@ export interface components {
             timestamp: string;
         };
         EmailSummary: {
+            /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+            authentication: components["schemas"]["Authentication"] | null;
+            /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+            authentication_results: string | null;
             date: string;
             /** @enum {string} */
             direction: "inbound" | "outbound";
@@ -1920,6 +1978,8 @@ export interface components {
             size: number;
             /** @description The first 200 characters of the text body */
             snippet: string;
+            /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+            spam: components["schemas"]["Spam"] | null;
             subject: string;
             thread_id: string;
             to: string[];
@@ -2392,6 +2452,28 @@ export interface components {
             expiresIn: number;
             refreshToken: string;
             user: components["schemas"]["User"];
+        };
+        /** @description rspamd's verdict on the message, when RSPAMD_URL is set */
+        Spam: {
+            /** @description rspamd's action: no action, greylist, add header, rewrite subject, soft reject or reject; null when unchecked */
+            action: string | null;
+            /** @description rspamd's score; null when unchecked */
+            score: number | null;
+            /**
+             * @description checked: rspamd answered; unchecked: it could not be asked (the mail was kept)
+             * @enum {string}
+             */
+            status: "checked" | "unchecked";
+            /** @description The rules that matched, by name */
+            symbols: string[];
+        };
+        SpfVerdict: {
+            /** @description Whether the domain aligns with the header From domain (DMARC) */
+            aligned: boolean;
+            /** @description The domain checked: MAIL FROM's, or the HELO name's for an empty MAIL FROM */
+            domain: string;
+            /** @enum {string} */
+            result: "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror";
         };
         /** @description STREAM_QUOTA: the account already has as many event streams open as its plan allows; details: count, limit, plan */
         StreamQuotaReached: {

@@ -1,0 +1,129 @@
+/**
+ * Who really sent an inbound message (issue 20; DESIGN.md §4b "authentication").
+ *
+ * - The SMTP node checks every message before it answers DATA, from what only it knows (the client's
+ *   address, its HELO name, MAIL FROM): SPF, every DKIM signature, DMARC (the From domain's policy
+ *   and whether SPF or DKIM passed for an aligned domain) and ARC. The verdicts travel with the
+ *   message on the bus and are stored with the email as `authentication`, with one RFC 8601
+ *   `Authentication-Results` value summing them up. The raw message is never changed: the summary
+ *   is stored beside it, not added to it.
+ * - A verdict is never a reason to lose mail: a check that cannot be made (DNS down, too slow) is a
+ *   `temperror`, and the message is accepted. Only with `DMARC_ENFORCE=true` is a message refused,
+ *   and only when DMARC fails under the From domain's `p=reject`: 550 5.7.1.
+ * - An email that fails DMARC, or has no aligned pass at all (nothing vouches for its From domain),
+ *   is labelled `unauthenticated`: an agent must not believe its From.
+ *
+ * Only `effect` here: the HTTP contract (and so the published client) reads these schemas; the
+ * checks themselves are the Authenticator port's (layers/mailauth.ts).
+ */
+import { Context, type Effect, Schema } from "effect"
+
+/** RFC 7208 §2.6. */
+export const SpfResult = Schema.Literal("pass", "fail", "softfail", "neutral", "none", "temperror", "permerror")
+/** RFC 8601 §2.7.1. */
+export const DkimResult = Schema.Literal("pass", "fail", "neutral", "policy", "temperror", "permerror")
+/** RFC 7489 §11.2. */
+export const DmarcResult = Schema.Literal("pass", "fail", "none", "temperror", "permerror")
+/** RFC 8617 §2.2. */
+export const ArcResult = Schema.Literal("pass", "fail", "none", "temperror")
+export const DmarcPolicy = Schema.Literal("none", "quarantine", "reject")
+
+export const SpfVerdict = Schema.Struct({
+  result: SpfResult,
+  domain: Schema.String.annotations({ description: "The domain checked: MAIL FROM's, or the HELO name's for an empty MAIL FROM" }),
+  aligned: Schema.Boolean.annotations({ description: "Whether the domain aligns with the header From domain (DMARC)" })
+}).annotations({ identifier: "SpfVerdict" })
+export type SpfVerdict = typeof SpfVerdict.Type
+
+export const DkimVerdict = Schema.Struct({
+  result: DkimResult,
+  domain: Schema.String.annotations({ description: "The signing domain (d=)" }),
+  selector: Schema.String.annotations({ description: "The key's selector (s=)" }),
+  aligned: Schema.Boolean.annotations({ description: "Whether the signing domain aligns with the header From domain (DMARC)" })
+}).annotations({ identifier: "DkimVerdict" })
+export type DkimVerdict = typeof DkimVerdict.Type
+
+export const DmarcVerdict = Schema.Struct({
+  result: DmarcResult,
+  domain: Schema.NullOr(Schema.String).annotations({ description: "The header From domain; null when the message has no single From address" }),
+  policy: Schema.NullOr(DmarcPolicy).annotations({ description: "The policy the domain publishes for it (sp= for a subdomain); null without a DMARC record" })
+}).annotations({ identifier: "DmarcVerdict" })
+export type DmarcVerdict = typeof DmarcVerdict.Type
+
+export const ArcVerdict = Schema.Struct({
+  result: ArcResult
+}).annotations({ identifier: "ArcVerdict" })
+
+export const Authentication = Schema.Struct({
+  spf: SpfVerdict,
+  dkim: Schema.Array(DkimVerdict).annotations({ description: "One entry per DKIM-Signature, in header order; empty when unsigned" }),
+  dmarc: DmarcVerdict,
+  arc: ArcVerdict
+}).annotations({
+  identifier: "Authentication",
+  description: "SPF, DKIM, DMARC and ARC verdicts, computed when the message was received"
+})
+export type Authentication = typeof Authentication.Type
+
+/** What the SMTP node knows of a message when DATA ends. */
+export interface Envelope {
+  /** The connecting client's address. */
+  readonly clientIp: string
+  /** The name the client gave in EHLO/HELO, if any. */
+  readonly helo: string | undefined
+  /** MAIL FROM; empty for a bounce. */
+  readonly mailFrom: string
+  readonly raw: Uint8Array
+}
+
+export interface Verdict {
+  readonly authentication: Authentication
+  /** One RFC 8601 `Authentication-Results` field value summing the verdicts up. */
+  readonly results: string
+}
+
+/**
+ * The port that checks a message: DNS questions go through the Dns port (DNS_SERVERS), each with a
+ * time-out, and the whole check has a deadline. Never fails: what cannot be checked is a temperror.
+ */
+export class Authenticator extends Context.Tag("mailroom/Authenticator")<Authenticator, {
+  readonly verify: (envelope: Envelope) => Effect.Effect<Verdict>
+}>() {}
+
+/** The label an email gets when nothing vouches for its From (label-rules.ts "verdict labels"). */
+export const UNAUTHENTICATED = "unauthenticated"
+
+/** Whether `authentication` leaves the From unproven: DMARC failed, or neither SPF nor DKIM passed aligned. */
+export const isUnauthenticated = (authentication: Authentication): boolean => {
+  if (authentication.dmarc.result === "fail") return true
+  if (authentication.dmarc.result === "pass") return false
+  const spf = authentication.spf.result === "pass" && authentication.spf.aligned
+  const dkim = authentication.dkim.some((signature) => signature.result === "pass" && signature.aligned)
+  return !(spf || dkim)
+}
+
+/** Whether DMARC_ENFORCE refuses the message: DMARC failed and the domain asks for rejection. */
+export const dmarcRejects = (authentication: Authentication): boolean =>
+  authentication.dmarc.result === "fail" && authentication.dmarc.policy === "reject"
+
+/** A property value as RFC 8601 §2.2 writes it: a token as is, anything else quoted (controls dropped). */
+const value = (text: string) => {
+  // eslint-disable-next-line no-control-regex
+  const clean = text.replace(/[\u0000-\u001f\u007f]/g, "")
+  return /^[A-Za-z0-9._@+-]+$/.test(clean) ? clean : `"${clean.replace(/[\\"]/g, (c) => `\\${c}`)}"`
+}
+
+/** The `Authentication-Results` field value for `authentication`, as the host `authservId` writes it. */
+export const authenticationResults = (authservId: string, authentication: Authentication): string => {
+  const { arc, dkim, dmarc, spf } = authentication
+  const parts = [
+    value(authservId),
+    `spf=${spf.result} smtp.mailfrom=${value(spf.domain)}`,
+    ...(dkim.length === 0
+      ? ["dkim=none"]
+      : dkim.map((signature) => `dkim=${signature.result} header.d=${value(signature.domain)} header.s=${value(signature.selector)}`)),
+    `dmarc=${dmarc.result}${dmarc.policy === null ? "" : ` (p=${dmarc.policy})`}${dmarc.domain === null ? "" : ` header.from=${value(dmarc.domain)}`}`,
+    `arc=${arc.result}`
+  ]
+  return parts.join("; ")
+}

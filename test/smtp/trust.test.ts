@@ -1,0 +1,237 @@
+/**
+ * Inbound trust (issue 20, slice 1): SPF, DKIM, DMARC and ARC verdicts on received mail, as an agent
+ * meets them. Senders talk real SMTP (nodemailer, DKIM-signed by nodemailer's own signer) to a
+ * started server whose DNS questions go to a DNS server this test runs (DNS_SERVERS), where the
+ * signing keys, SPF records (for 127.0.0.1, where the test connects from) and DMARC policies are
+ * published. The server runs with DMARC_ENFORCE=true: p=reject failures are refused, p=none
+ * failures are accepted and labelled.
+ */
+import { generateKeyPairSync } from "node:crypto"
+import nodemailer from "nodemailer"
+import type Mail from "nodemailer/lib/mailer"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Client, client, withApiKey } from "../support/http.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
+import { type Receiver, startReceiver } from "../support/receiver.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+const KEY = generateKeyPairSync("rsa", { modulusLength: 2048 })
+const privateKey = KEY.privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+const publicDer = KEY.publicKey.export({ type: "spki", format: "der" }).toString("base64")
+const SELECTOR = "s2026"
+
+/** Signs, sends from 127.0.0.1 (SPF pass) and asks for p=reject. */
+const SIGNED = "signed.test"
+/** Publishes `-all`: 127.0.0.1 may not send for it. */
+const SPF_FAIL = "spf-fail.test"
+/** Publishes `~all`. */
+const SPF_SOFT = "spf-soft.test"
+/** p=none, and nothing passes for it. */
+const LAX = "lax.test"
+/** p=reject, and nothing passes for it. */
+const STRICT = "strict.test"
+
+let names: DnsServer
+let hooks: Receiver
+let suite: SuiteServer
+let api: Client
+
+beforeAll(async () => {
+  names = await startDnsServer()
+  hooks = await startReceiver()
+  // A TXT character-string holds at most 255 bytes: a 2048-bit key's record is published in pieces.
+  names.set(`${SELECTOR}._domainkey.${SIGNED}`, { TXT: [`v=DKIM1; k=rsa; p=${publicDer}`.match(/.{1,255}/g)!] })
+  names.set(SIGNED, { TXT: [["v=spf1 ip4:127.0.0.1 -all"]] })
+  names.set(`_dmarc.${SIGNED}`, { TXT: [["v=DMARC1; p=reject"]] })
+  names.set(SPF_FAIL, { TXT: [["v=spf1 -all"]] })
+  names.set(SPF_SOFT, { TXT: [["v=spf1 ~all"]] })
+  names.set(LAX, { TXT: [["v=spf1 -all"]] })
+  names.set(`_dmarc.${LAX}`, { TXT: [["v=DMARC1; p=none"]] })
+  names.set(STRICT, { TXT: [["v=spf1 -all"]] })
+  names.set(`_dmarc.${STRICT}`, { TXT: [["v=DMARC1; p=reject"]] })
+})
+
+afterAll(async () => {
+  await names?.close()
+  await hooks?.close()
+})
+
+useSuiteServer((s) => {
+  suite = s
+  api = client(s.url)
+}, {
+  // Set before the server starts: the suite's beforeAll above runs first.
+  get DNS_SERVERS() {
+    return names.address
+  },
+  DMARC_ENFORCE: "true",
+  WEBHOOK_ALLOW_PRIVATE: "true"
+} as Record<string, string>)
+
+const dkim = { domainName: SIGNED, keySelector: SELECTOR, privateKey }
+
+const transportOptions = () => ({
+  host: "127.0.0.1",
+  port: suite.server.smtpPort,
+  secure: false,
+  ignoreTLS: true,
+  name: "client.test"
+})
+
+/** Send `mail` over SMTP; with `sign`, nodemailer's DKIM signer signs it for signed.test. */
+const send = async (mail: Mail.Options, sign = false) => {
+  const transport = nodemailer.createTransport({ ...transportOptions(), ...(sign ? { dkim } : {}) })
+  try {
+    return await transport.sendMail(mail)
+  } finally {
+    transport.close()
+  }
+}
+
+/** The bytes nodemailer would send, DKIM-signed for signed.test. */
+const signedBytes = async (mail: Mail.Options) => {
+  const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, dkim })
+  const info = await transport.sendMail(mail)
+  return info.message as Buffer
+}
+
+const sendRaw = async (raw: Buffer, from: string, to: string) => {
+  const transport = nodemailer.createTransport(transportOptions())
+  try {
+    return await transport.sendMail({ envelope: { from, to: [to] }, raw })
+  } finally {
+    transport.close()
+  }
+}
+
+const mailbox = async () => newBox(api, { user: await withApiKey(api), localPart: fresh("trust") })
+
+/** The email with this subject once it is stored, as `GET /emails/{id}` shows it. */
+const received = async (box: Box, subject: string) => {
+  const summary = await until(`"${subject}" in ${box.address}`, async () => {
+    const list = await api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
+    expect(list.status, list.text).toBe(200)
+    return (list.body.data as Array<Record<string, any>>).find((email) => email.subject === subject)
+  }, 30_000, 300, 2_000)
+  const email = await api.get(`/v1/api/emails/${summary.email_id}`, { apiKey: box.user.apiKey })
+  expect(email.status, email.text).toBe(200)
+  // The list shows the same verdicts as the email itself.
+  expect(summary.authentication).toEqual(email.body.data.authentication)
+  return email.body.data as Record<string, any>
+}
+
+describe("DKIM", () => {
+  it("a message signed with the published key passes, aligned with its From; DMARC passes under p=reject", async () => {
+    const box = await mailbox()
+    const subject = fresh("signed")
+    await send({ from: `Alice <alice@${SIGNED}>`, to: box.address, subject, text: "Signed and sealed." }, true)
+    const email = await received(box, subject)
+    expect(email.authentication).toEqual({
+      spf: { result: "pass", domain: SIGNED, aligned: true },
+      dkim: [{ result: "pass", domain: SIGNED, selector: SELECTOR, aligned: true }],
+      dmarc: { result: "pass", domain: SIGNED, policy: "reject" },
+      arc: { result: "none" }
+    })
+    expect(email.authentication_results).toBe(
+      `mx.agents.localhost; spf=pass smtp.mailfrom=${SIGNED}; dkim=pass header.d=${SIGNED} header.s=${SELECTOR}; ` +
+        `dmarc=pass (p=reject) header.from=${SIGNED}; arc=none`
+    )
+    expect(email.labels).not.toContain("unauthenticated")
+    // Both the DNS server and the key were asked through DNS_SERVERS.
+    expect(names.questions()).toContain(`TXT ${SELECTOR}._domainkey.${SIGNED} udp`)
+  })
+
+  it("a body changed after signing fails; the raw message is stored as it was sent, without our verdict", async () => {
+    const box = await mailbox()
+    const subject = fresh("tampered")
+    const signed = await signedBytes({ from: `alice@${SIGNED}`, to: box.address, subject, text: "Pay 10 EUR to account A." })
+    const tampered = Buffer.from(signed.toString("latin1").replace("Pay 10 EUR", "Pay 9999 EUR"), "latin1")
+    expect(tampered.equals(signed)).toBe(false)
+    // From another envelope domain, so SPF cannot rescue DMARC either.
+    // signed.test asks for p=reject: DMARC_ENFORCE refuses the forgery.
+    await expect(sendRaw(tampered, `bounces@${SPF_SOFT}`, box.address)).rejects.toMatchObject({ responseCode: 550 })
+    // Same tampering with the From on a domain without p=reject: accepted and kept, labelled.
+    const laxSubject = fresh("tampered-lax")
+    const laxSigned = await signedBytes({ from: `alice@${LAX}`, to: box.address, subject: laxSubject, text: "Pay 10 EUR to account A." })
+    const laxTampered = Buffer.from(laxSigned.toString("latin1").replace("Pay 10 EUR", "Pay 9999 EUR"), "latin1")
+    await sendRaw(laxTampered, `bounces@${SPF_SOFT}`, box.address)
+    const email = await received(box, laxSubject)
+    expect(email.authentication.dkim).toEqual([{ result: "fail", domain: SIGNED, selector: SELECTOR, aligned: false }])
+    expect(email.authentication.dmarc).toEqual({ result: "fail", domain: LAX, policy: "none" })
+    expect(email.labels).toContain("unauthenticated")
+    const raw = await fetch(`${suite.url}/v1/api/emails/${email.email_id}/raw`, { headers: { "x-api-key": box.user.apiKey } })
+    expect(raw.status).toBe(200)
+    const bytes = Buffer.from(await raw.arrayBuffer())
+    expect(bytes.toString("latin1").replace(/\r\n/g, "\n")).toBe(laxTampered.toString("latin1").replace(/\r\n/g, "\n"))
+    expect(bytes.toString("latin1")).not.toContain("Authentication-Results")
+  })
+
+  it("an unsigned message has no DKIM verdicts; an aligned SPF pass alone passes DMARC", async () => {
+    const box = await mailbox()
+    const subject = fresh("unsigned")
+    await send({ from: `alice@${SIGNED}`, to: box.address, subject, text: "No signature." })
+    const email = await received(box, subject)
+    expect(email.authentication.dkim).toEqual([])
+    // SPF passes for signed.test's own address: DMARC passes on SPF alone.
+    expect(email.authentication.dmarc.result).toBe("pass")
+    expect(email.authentication_results).toContain("dkim=none")
+  })
+})
+
+describe("SPF for 127.0.0.1", () => {
+  it.each([
+    [SIGNED, "pass"],
+    [SPF_FAIL, "fail"],
+    [SPF_SOFT, "softfail"]
+  ])("MAIL FROM at %s: %s", async (domain, result) => {
+    const box = await mailbox()
+    const subject = fresh("spf")
+    await send({ from: `carol@${domain}`, to: box.address, subject, text: "SPF only.", envelope: { from: `carol@${domain}`, to: box.address } })
+    const email = await received(box, subject)
+    expect(email.authentication.spf).toEqual({ result, domain, aligned: true })
+    expect(email.authentication_results).toContain(`spf=${result} smtp.mailfrom=${domain}`)
+    // No DMARC record for the SPF-only domains: only an aligned pass keeps the mail authenticated.
+    expect(email.labels.includes("unauthenticated")).toBe(result !== "pass")
+  })
+})
+
+describe("DMARC", () => {
+  it("fails under p=none: accepted, labelled unauthenticated, and the email.received payload carries the verdicts", async () => {
+    const user = await withApiKey(api)
+    const box = await newBox(api, { user, localPart: fresh("trust") })
+    const path = `/received-${box.mailboxId}`
+    const hook = await api.post("/v1/api/webhooks", { apiKey: user.apiKey, body: { url: `${hooks.url}${path}`, events: ["email.received"] } })
+    expect(hook.status, hook.text).toBe(201)
+    const subject = fresh("lax")
+    await send({ from: `Your Bank <security@${LAX}>`, to: box.address, subject, text: "Confirm your password." })
+    const email = await received(box, subject)
+    expect(email.authentication).toEqual({
+      spf: { result: "fail", domain: LAX, aligned: true },
+      dkim: [],
+      dmarc: { result: "fail", domain: LAX, policy: "none" },
+      arc: { result: "none" }
+    })
+    expect(email.labels).toEqual(expect.arrayContaining(["inbound", "unread", "unauthenticated"]))
+    const [delivery] = await hooks.waitFor(path, 1)
+    const payload = JSON.parse(delivery!.body)
+    expect(payload.data.authentication).toEqual(email.authentication)
+    expect(payload.data.authentication_results).toBe(email.authentication_results)
+    expect(payload.data.labels).toContain("unauthenticated")
+  })
+
+  it("fails under p=reject with DMARC_ENFORCE=true: refused 550 5.7.1 at DATA, nothing stored", async () => {
+    const box = await mailbox()
+    const subject = fresh("strict")
+    const refused = await send({ from: `ceo@${STRICT}`, to: box.address, subject, text: "Wire the money." }).then(
+      () => undefined,
+      (error: { responseCode?: number; response?: string }) => error
+    )
+    expect(refused?.responseCode).toBe(550)
+    expect(refused?.response).toMatch(/^550 5\.7\.1 /)
+    const list = await api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
+    expect(list.status).toBe(200)
+    expect(list.body.meta.total).toBe(0)
+  })
+})
