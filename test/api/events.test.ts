@@ -63,7 +63,7 @@ describe("GET /v1/events", () => {
       const payload = JSON.parse(frame.data!)
       expect(Object.keys(payload).sort()).toEqual(["data", "event", "timestamp"])
       expect(payload.event).toBe("email.received")
-      expect(payload.data).toMatchObject({ mailbox_id: box.mailboxId, subject: "Live one", labels: ["inbound", "unread"] })
+      expect(payload.data).toMatchObject({ mailbox_id: box.mailboxId, subject: "Live one", labels: ["inbound", "unread", "unauthenticated"] })
       expect(events.seen()[0]).toEqual({ retry: 2000 })
     } finally {
       events.close()

@@ -101,7 +101,7 @@ describe("MCP at /mcp", () => {
     expect(mailboxes.ok.map((m: { mailbox_id: string }) => m.mailbox_id)).toContain(box.mailboxId)
 
     const email = await call(mcp, "get_email", { email_id: emailId })
-    expect(email.ok).toMatchObject({ email_id: emailId, subject: "Invoice 7", labels: ["inbound", "unread"] })
+    expect(email.ok).toMatchObject({ email_id: emailId, subject: "Invoice 7", labels: ["inbound", "unread", "unauthenticated"] })
     const attachmentId = email.ok.attachments[0].attachment_id
 
     const thread = await call(mcp, "get_thread", { thread_id: email.ok.thread_id })
@@ -128,7 +128,7 @@ describe("MCP at /mcp", () => {
 
   it("acts: labels, a new mailbox, a send, a reply, a forward, a draft sent", async () => {
     const labelled = await call(mcp, "update_labels", { email_ids: [emailId], add_labels: ["billing"], remove_labels: ["unread"] })
-    expect(labelled.ok).toEqual({ updated: 1, emails: [{ email_id: emailId, labels: ["inbound", "billing"] }] })
+    expect(labelled.ok).toEqual({ updated: 1, emails: [{ email_id: emailId, labels: ["inbound", "unauthenticated", "billing"] }] })
 
     const desk = await call(mcp, "create_mailbox", { local_part: fresh("desk") })
     expect(desk.ok).toMatchObject({ domain: DOMAIN })
