@@ -54,8 +54,11 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
     const log = yield* EventLog
     const lifecycle = yield* Lifecycle
 
-    /** User ids, one per "events logged" signal heard. */
-    const heard = yield* Effect.acquireRelease(PubSub.unbounded<string>(), PubSub.shutdown)
+    /**
+     * User ids, one per "events logged" signal heard. Sliding: a stream busy writing to a slow client
+     * lets its oldest signals go rather than grow without bound; a lost one costs at most `POLL`.
+     */
+    const heard = yield* Effect.acquireRelease(PubSub.sliding<string>(1024), PubSub.shutdown)
     yield* bus.listen(subjects.allEventsLogged, (message) => PubSub.publish(heard, message.subject.slice(signalPrefix.length)).pipe(Effect.asVoid))
 
     /** One of the account's slots, or STREAM_QUOTA when all are taken (counted under a per-account lock). */

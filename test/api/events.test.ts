@@ -5,11 +5,11 @@
  * The cross-process case (an event made by a worker in another process reaching a stream on the api
  * node) is test/cluster/cluster.test.ts's.
  */
-import nodemailer from "nodemailer"
 import { beforeAll, describe, expect, it } from "vitest"
 import { upgrade } from "../support/billing.ts"
 import { client, withApiKey } from "../support/http.ts"
-import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type Box, newBox } from "../support/mailboxes.ts"
+import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { openEvents } from "../support/sse.ts"
 import { sleep, until } from "../support/wait.ts"
@@ -20,14 +20,7 @@ useSuiteServer((s) => {
   suite = s
 })
 
-const deliver = async (to: string, subject: string) => {
-  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
-  try {
-    await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}`, messageId: `<${fresh("evt")}@example.com>` })
-  } finally {
-    transport.close()
-  }
-}
+const deliver = (to: string, subject: string) => sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}` })
 
 const stream = (apiKey: string, query = "", headers: Record<string, string> = {}) =>
   openEvents(`${suite.url}/v1/events${query}`, { "x-api-key": apiKey, ...headers })

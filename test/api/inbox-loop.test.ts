@@ -5,11 +5,11 @@
  * answers SPEC's envelope with its code and details. The label rules themselves (composition, fact
  * labels, batches of 100, the event) are test/domain/labels.test.ts's subject.
  */
-import nodemailer from "nodemailer"
 import { beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { client, withApiKey } from "../support/http.ts"
-import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type Box, newBox } from "../support/mailboxes.ts"
+import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { until } from "../support/wait.ts"
 
@@ -19,14 +19,7 @@ useSuiteServer((s) => {
   suite = s
 })
 
-const deliver = async (to: string, subject: string) => {
-  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
-  try {
-    await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}`, messageId: `<${fresh("lbl")}@example.com>` })
-  } finally {
-    transport.close()
-  }
-}
+const deliver = (to: string, subject: string) => sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}` })
 
 describe("labels and read state over HTTP", () => {
   let box: Box

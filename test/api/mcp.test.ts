@@ -6,11 +6,11 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { upgrade } from "../support/billing.ts"
 import { client, withApiKey } from "../support/http.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
+import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { until } from "../support/wait.ts"
 
@@ -38,14 +38,8 @@ const call = async (mcp: Client, name: string, args: Record<string, unknown>) =>
   return answer.isError ? { error: value.error as { code: string; message: string; details?: Record<string, unknown> } } : { ok: value }
 }
 
-const deliver = async (to: string, subject: string, attachments: Array<{ filename: string; content: string; contentType: string }> = []) => {
-  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
-  try {
-    await transport.sendMail({ from: "sender@example.com", to, subject, text: `About ${subject}.`, attachments, messageId: `<${fresh("mcp")}@example.com>` })
-  } finally {
-    transport.close()
-  }
-}
+const deliver = (to: string, subject: string, attachments: Array<{ filename: string; content: string; contentType: string }> = []) =>
+  sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}.`, attachments })
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "list_emails", "get_email", "get_thread", "get_attachment", "search_emails",
