@@ -147,16 +147,8 @@ const shuttingDownReply = (server: Server) => (_request: IncomingMessage, respon
   response.end(body)
 }
 
-/**
- * How long an idle keep-alive connection is kept. Node's 5 s default is shorter than what load
- * balancers keep theirs (60 s on the common ones): a proxy, or a busy client, that reuses a connection
- * just as the server closes it loses that request ("other side closed"). The server must outlast them.
- */
-const KEEP_ALIVE_MS = 65_000
-
 const createApiServer = () => {
-  const server = createServer({ keepAliveTimeout: KEEP_ALIVE_MS, headersTimeout: KEEP_ALIVE_MS + 1_000 })
-    .on("clientError", clientErrorReply)
+  const server = createServer().on("clientError", clientErrorReply)
   return server.on("request", shuttingDownReply(server))
 }
 
