@@ -6,10 +6,11 @@
  * accepts a signed delivery and refuses a tampered one. The generated types must match the contract.
  * Runs once per CI (the embedded run): the package is the same whichever database the server uses.
  */
-import { execFileSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { promisify } from "node:util"
 import { afterAll, describe, expect, it } from "vitest"
 import { generateClientTypes, typesFile } from "../scripts/gen-client.ts"
 import { signingHeaders } from "../services/webhooks/signatures.ts"
@@ -17,8 +18,14 @@ import { repoRoot, useSuiteServer } from "./support/server.ts"
 import { mode } from "./support/services.ts"
 
 const packageDir = path.join(repoRoot, "packages/client")
-const run = (command: string, args: ReadonlyArray<string>, cwd: string) =>
-  execFileSync(command, [...args], { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] })
+/**
+ * Asynchronous on purpose: a synchronous `npm install` blocks this vitest worker's event loop for as
+ * long as it takes, and the worker's own calls to the runner then time out ("Timeout calling
+ * onTaskUpdate"), which fails the whole run.
+ */
+const execFileAsync = promisify(execFile)
+const run = async (command: string, args: ReadonlyArray<string>, cwd: string) =>
+  (await execFileAsync(command, [...args], { cwd, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 })).stdout
 
 /** The consumer: what a user of the package writes, in TypeScript. */
 const consumer = `
@@ -76,12 +83,12 @@ describe.skipIf(mode !== "embedded")("the client package", () => {
     )
   })
 
-  it("packs, installs into a fresh project, type-checks and calls the running server", () => {
-    run("npm", ["run", "build"], packageDir)
-    const tarball = run("npm", ["pack", "--silent", "--pack-destination", project], packageDir).trim().split("\n").pop()!
+  it("packs, installs into a fresh project, type-checks and calls the running server", async () => {
+    await run("npm", ["run", "build"], packageDir)
+    const tarball = (await run("npm", ["pack", "--silent", "--pack-destination", project], packageDir)).trim().split("\n").pop()!
     const root = JSON.parse(fs.readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { dependencies: Record<string, string> }
     fs.writeFileSync(path.join(project, "package.json"), JSON.stringify({ name: "consumer", private: true, type: "module" }))
-    run("npm", [
+    await run("npm", [
       "install",
       "--no-audit",
       "--no-fund",
@@ -107,8 +114,8 @@ describe.skipIf(mode !== "embedded")("the client package", () => {
     const headers = signingHeaders({ secret, id: "evt_1", timestamp: Math.floor(Date.now() / 1000), body })
     fs.writeFileSync(path.join(project, "signed.json"), JSON.stringify({ secret, body, headers }))
 
-    run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", project], project)
-    const output = JSON.parse(run(process.execPath, [path.join(project, "out/use.js"), url], project).trim())
+    await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", project], project)
+    const output = JSON.parse((await run(process.execPath, [path.join(project, "out/use.js"), url], project)).trim())
     expect(output).toEqual({
       created: expect.stringMatching(/^packed[a-z0-9]+@agents\.localhost$/),
       refused: { status: 422, code: "LOCAL_TOO_SHORT" },
