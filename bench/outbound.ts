@@ -11,7 +11,8 @@
  *
  * Targets: (b) delivers >= 500 messages/s and >= 0.3 x (a).
  * Exit status: 0 when both pass, 2 when a target is missed, 1 when the run is invalid.
- * Settings: BENCH_MESSAGES (default 1000).
+ * Settings: BENCH_MESSAGES (default 1000); BENCH_SERVER_NODE_ARGS (node flags for the server, e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it).
  */
 import nodemailer from "nodemailer"
 import MailComposer from "nodemailer/lib/mail-composer"
@@ -30,6 +31,8 @@ const NATS_URL = process.env.BENCH_NATS_URL ?? "nats://127.0.0.1:4222"
 /** Sends one key may make: below the enterprise plan's 500 requests a minute. */
 const SENDS_PER_KEY = 400
 const API_CONCURRENCY = 20
+/** Extra node flags for the server, e.g. BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof". */
+const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
 
 const body = (i: number) => ({ to: [`reader${i}@sink.test`], subject: `Bench message ${i}`, text: `Hello number ${i}.\n`.repeat(20) })
 
@@ -67,7 +70,7 @@ const mailroom = async (sink: MxServer) => {
     DATA_DIR: `/tmp/mailroom-bench-${prefix}`,
     DNS_SERVERS: names.address,
     OUTBOUND_SMTP_PORT: String(sink.port)
-  })
+  }, { nodeArgs: SERVER_NODE_ARGS })
   try {
     const api = client(server.url)
     const senders: Array<{ apiKey: string; mailboxId: string }> = []

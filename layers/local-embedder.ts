@@ -6,6 +6,11 @@
  * never blocks the event loop that serves HTTP and SMTP. Each thread loads the model once, on the
  * first text it is given (~0.3 s, ~150 MB), so a process that never embeds pays nothing. A call's
  * texts are split into small jobs spread over the threads; each thread works through its own queue.
+ *
+ * The threads run at a lower CPU priority (`nice`, default 10): embedding is throughput work that
+ * may lag, while accepting mail and answering requests on the same cores may not (issue 18). Under
+ * contention the kernel gives a nice-10 thread about a tenth of a core's time against a nice-0 one;
+ * on an idle machine it runs at full speed.
  */
 import { Deferred, Effect, Layer, Runtime } from "effect"
 import * as os from "node:os"
@@ -22,7 +27,11 @@ const JOB_SIZE = 8
 export interface LocalEmbedderOptions {
   /** Worker threads; default one per core. */
   readonly threads?: number | undefined
+  /** Nice value of the threads (0 to 19, higher yields more); default 10. */
+  readonly nice?: number | undefined
 }
+
+export const DEFAULT_NICE = 10
 
 interface Job {
   readonly id: number
@@ -35,7 +44,10 @@ interface Thread {
   readonly pending: Map<number, Job>
 }
 
-type Reply = { readonly id: number; readonly vectors: ReadonlyArray<Float32Array> } | { readonly id: number; readonly error: string }
+type Reply =
+  | { readonly id: number; readonly vectors: ReadonlyArray<Float32Array> }
+  | { readonly id: number; readonly error: string }
+  | { readonly id: -1; readonly niced: boolean }
 
 const workerUrl = new URL("./local-embedder-worker.mjs", import.meta.url)
 
@@ -44,6 +56,7 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
     Embedder,
     Effect.gen(function*() {
       const size = Math.max(1, options.threads ?? os.availableParallelism())
+      const nice = options.nice ?? DEFAULT_NICE
       const threads: Array<Thread> = Array.from({ length: size }, () => ({ worker: undefined, pending: new Map() }))
       let nextId = 0
       const log = Runtime.runFork(yield* Effect.runtime<never>())
@@ -57,12 +70,16 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
       /** The thread's worker, started on first use and again after one died. */
       const workerOf = (thread: Thread): Worker => {
         if (thread.worker) return thread.worker
-        const worker = new Worker(workerUrl)
+        const worker = new Worker(workerUrl, { workerData: { nice } })
         // Idle threads must not keep the process alive.
         worker.unref()
         const started = Date.now()
         let ready = false
         worker.on("message", (reply: Reply) => {
+          if ("niced" in reply) {
+            if (nice !== 0 && !reply.niced) log(Effect.logWarning("Could not lower the embedding thread's CPU priority on this system"))
+            return
+          }
           if (!ready && !("error" in reply)) {
             ready = true
             log(Effect.logInfo(`Embedding model ${MODEL} ready on thread ${threads.indexOf(thread) + 1} of ${size} (${Date.now() - started} ms)`))

@@ -93,7 +93,10 @@ export const vectorsLayer = (config: AppConfigShape) => {
   const embedder = Option.match(config.openaiApiKey, {
     onSome: (apiKey) =>
       OpenAiEmbedder.layer({ apiKey, model: config.embeddingModel, baseUrl: Option.getOrUndefined(config.openaiBaseUrl) }),
-    onNone: () => LocalEmbedder.layer({ threads: Option.getOrUndefined(config.embedderThreads) })
+    onNone: () => LocalEmbedder.layer({
+      threads: Option.getOrUndefined(config.embedderThreads),
+      nice: Option.getOrUndefined(config.embedderNice)
+    })
   })
   const index = Option.match(config.qdrantUrl, {
     onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey) }),

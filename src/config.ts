@@ -161,6 +161,9 @@ export const appConfig = Config.all({
   embedderThreads: Config.option(Config.integer("EMBEDDER_THREADS").pipe(
     check("EMBEDDER_THREADS", "Expected 1 or more", (threads: number) => threads >= 1)
   )),
+  embedderNice: Config.option(Config.integer("EMBEDDER_NICE").pipe(
+    check("EMBEDDER_NICE", "Expected 0 to 19", (nice: number) => nice >= 0 && nice <= 19)
+  )),
   stripeSecretKey: Config.option(Config.redacted("STRIPE_SECRET_KEY")),
   stripeWebhookSecret: Config.option(Config.redacted("STRIPE_WEBHOOK_SECRET")),
   stripePricePro: Config.option(Config.string("STRIPE_PRICE_PRO")),

@@ -3,7 +3,7 @@
  * content-addressed) and its storage usage, and picks its thread, for mail received (the ingest
  * actor) and mail sent (outbound) alike. The raw message's blob must be stored already.
  */
-import type { SqlClient } from "@effect/sql"
+import type { SqlClient, Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { inLockOrder } from "../batching.ts"
@@ -39,8 +39,12 @@ export interface NewEmail {
 /**
  * Store `email` in one statement (atomic, one round trip). Returns the stored row, or `undefined`
  * when an email with that id exists already (a redelivery stored it).
+ *
+ * `alongside` adds the caller's own data-modifying `WITH` items (each starting with a comma) to the
+ * same statement, so that they commit or fail with the email without a transaction's extra round
+ * trips; they may read the `email` item, which is empty when the email existed already.
  */
-export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail) =>
+export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail, alongside?: Statement.Fragment) =>
   Effect.gen(function*() {
     const { parsed } = email
     const thread = threadChoice(email.mailboxId, parsed, email.messageId)
@@ -99,7 +103,7 @@ export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail) =>
       storage AS (
         INSERT INTO storage_usage (user_id, bytes) SELECT user_id, size FROM email
         ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
-      )${attachments}
+      )${attachments}${alongside ?? sql``}
       SELECT * FROM email`
     return inserted[0]
   })

@@ -29,7 +29,8 @@ import {
 import { DependencyHealth } from "../health/dependency-health.ts"
 import { utcDay } from "../mail/inbound.ts"
 import { parseMessage } from "../mail/parse.ts"
-import { storeEmail } from "../mail/store.ts"
+import type { EmailRow } from "../mail/records.ts"
+import { type NewEmail, storeEmail } from "../mail/store.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
@@ -55,6 +56,9 @@ export interface OutgoingMessage extends Omit<Composition, "from" | "messageId" 
 export const named = (input: AddressInput): NamedAddress =>
   typeof input === "string" ? { address: input } : { name: input.name, address: input.address }
 
+/** The domain part of an address. */
+const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1)
+
 /** A send request as an outgoing message. */
 export const fromSendInput = (input: SendInput): OutgoingMessage => ({
   to: (input.to ?? []).map(named),
@@ -77,7 +81,8 @@ const SenderRow = Schema.Struct({
   customDomainId: Schema.NullOr(Schema.String),
   customDomainVerified: Schema.NullOr(Schema.Boolean),
   sentToday: Schema.NumberFromString,
-  sentThisPeriod: Schema.NumberFromString
+  sentThisPeriod: Schema.NumberFromString,
+  suppressed: Schema.Array(Schema.String)
 })
 
 /** The stored answer of an Idempotency-Key (read as text: the client would rename a jsonb value's keys). */
@@ -100,14 +105,20 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     const health = yield* DependencyHealth
     const { sharedDomains } = yield* MailboxSettings
 
-    /** The sending mailbox, its owner's plan and sends so far; 404 when it is not the caller's. */
-    const sender = (userId: string, mailboxId: string) =>
+    /**
+     * The sending mailbox, its owner's plan, sends so far and which of `recipients` are suppressed,
+     * in one round trip; 404 when the mailbox is not the caller's.
+     */
+    const sender = (userId: string, mailboxId: string, recipients: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const now = new Date()
         const rows = yield* sql`
           SELECT m.local_part || '@' || m.domain AS address, m.domain, s.plan, p.period_start,
                  d.id AS custom_domain_id, d.verified AS custom_domain_verified,
-                 coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period
+                 coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period,
+                 ARRAY(SELECT x.address FROM suppressions x
+                       WHERE x.user_id = m.user_id AND x.address = ANY(${[...recipients]}::text[])
+                       ORDER BY x.address) AS suppressed
           FROM mailboxes m
           JOIN subscriptions s ON s.user_id = m.user_id
           CROSS JOIN LATERAL (
@@ -170,18 +181,13 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       return Effect.void
     }
 
-    const checkSuppressions = (userId: string, recipients: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
-        const rows = yield* sql<{ address: string }>`
-          SELECT address FROM suppressions WHERE user_id = ${userId} AND address = ANY(${[...recipients]}::text[])
-          ORDER BY address`
-        if (rows.length === 0) return
-        const addresses = rows.map((row) => row.address)
-        return yield* new RecipientSuppressed({
-          message: `Not sent: ${addresses.join(", ")} bounced before and ${addresses.length === 1 ? "is" : "are"} suppressed`,
-          details: { addresses }
+    const checkSuppressions = (suppressed: ReadonlyArray<string>) =>
+      suppressed.length === 0 ? Effect.void : Effect.fail(
+        new RecipientSuppressed({
+          message: `Not sent: ${suppressed.join(", ")} bounced before and ${suppressed.length === 1 ? "is" : "are"} suppressed`,
+          details: { addresses: [...suppressed] }
         })
-      })
+      )
 
     const checkQuota = (row: typeof SenderRow.Type) => {
       const plan = limits[row.plan]
@@ -232,8 +238,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       }
       const recipients = recipientsOf(message)
       yield* checkMessage(message, recipients)
-      const from = yield* sender(userId, mailboxId)
-      yield* checkSuppressions(userId, recipients)
+      const from = yield* sender(userId, mailboxId, recipients)
+      yield* checkSuppressions(from.suppressed)
       yield* checkQuota(from)
 
       const emailId = newId("eml")
@@ -266,38 +272,53 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const parsed = yield* parseMessage(raw)
       const rawSha256 = sha256(raw)
       const day = utcDay(now)
-      const domains = [...new Set(recipients.map((r) => r.slice(r.lastIndexOf("@") + 1)))]
+      const domains = [...new Set(recipients.map(domainOf))]
 
-      const stored = yield* sql.withTransaction(Effect.gen(function*() {
-        yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${rawSha256}, ${raw.byteLength}, ${raw})
-                   ON CONFLICT (sha256) DO UPDATE SET created_at = now()`
-        const row = yield* storeEmail(sql, {
-          emailId,
-          mailboxId,
-          userId,
-          direction: "outbound",
-          labels: ["sent"],
-          rawSha256,
-          size: raw.byteLength,
-          mailFrom: bounceAddress(emailId, from.domain),
-          rcptTo: from.address,
-          receivedAt: now,
-          messageId,
-          parsed
-        })
-        yield* sql`INSERT INTO outbound_deliveries ${
-          sql.insert(recipients.map((recipient) => ({
-            emailId,
-            recipient,
-            domain: recipient.slice(recipient.lastIndexOf("@") + 1)
-          })))
-        }`
-        yield* sql`INSERT INTO mail_daily_counters (user_id, day, sent) VALUES (${userId}, ${day}::date, 1)
-                   ON CONFLICT (user_id, day) DO UPDATE SET sent = mail_daily_counters.sent + 1`
-        yield* sql`INSERT INTO usage_counters (user_id, period_start, emails_sent) VALUES (${userId}, ${from.periodStart}, 1)
-                   ON CONFLICT (user_id, period_start) DO UPDATE SET emails_sent = usage_counters.emails_sent + 1`
-        const accepted: SendAccepted = { email_id: emailId, message_id: messageId, thread_id: row!.threadId, status: "queued" }
-        if (idempotency !== undefined) {
+      const newEmail: NewEmail = {
+        emailId,
+        mailboxId,
+        userId,
+        direction: "outbound",
+        labels: ["sent"],
+        rawSha256,
+        size: raw.byteLength,
+        mailFrom: bounceAddress(emailId, from.domain),
+        rcptTo: from.address,
+        receivedAt: now,
+        messageId,
+        parsed
+      }
+      // The raw message, one delivery row per recipient and the send counters go in the statement
+      // that stores the email: a send without Idempotency-Key is durable in one round trip.
+      const alongside = sql`,
+        raw_blob AS (
+          INSERT INTO blobs (sha256, size, content) VALUES (${rawSha256}, ${raw.byteLength}, ${raw})
+          ON CONFLICT (sha256) DO UPDATE SET created_at = now()
+        ),
+        deliveries AS (
+          INSERT INTO outbound_deliveries (email_id, recipient, domain)
+          SELECT email.id, r.recipient, r.domain
+          FROM email, unnest(${[...recipients]}::text[], ${recipients.map(domainOf)}::text[]) AS r(recipient, domain)
+        ),
+        sent_today AS (
+          INSERT INTO mail_daily_counters (user_id, day, sent) SELECT user_id, ${day}::date, 1 FROM email
+          ON CONFLICT (user_id, day) DO UPDATE SET sent = mail_daily_counters.sent + 1
+        ),
+        sent_this_period AS (
+          INSERT INTO usage_counters (user_id, period_start, emails_sent) SELECT user_id, ${from.periodStart}, 1 FROM email
+          ON CONFLICT (user_id, period_start) DO UPDATE SET emails_sent = usage_counters.emails_sent + 1
+        )`
+      const answer = (row: EmailRow | undefined): SendAccepted => ({
+        email_id: emailId,
+        message_id: messageId,
+        thread_id: row!.threadId,
+        status: "queued"
+      })
+
+      const stored = idempotency === undefined
+        ? yield* Effect.map(storeEmail(sql, newEmail, alongside), answer)
+        : yield* sql.withTransaction(Effect.gen(function*() {
+          const accepted = answer(yield* storeEmail(sql, newEmail, alongside))
           // A concurrent send with the same key waits here until this one commits, then finds the key
           // taken and rolls back everything it stored.
           const claimed = yield* sql`
@@ -308,15 +329,14 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
               WHERE idempotency_keys.created_at <= now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})
             RETURNING 1`
           if (claimed.length === 0) return yield* new KeyTaken()
-        }
-        return accepted
-      })).pipe(
-        Effect.catchTag("KeyTaken", () =>
-          Effect.flatMap(earlierAnswer(userId, idempotency!, fingerprint!), (earlier) =>
-            earlier === undefined
-              ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being sent right now; retry", 1))
-              : Effect.succeed(earlier)))
-      )
+          return accepted
+        })).pipe(
+          Effect.catchTag("KeyTaken", () =>
+            Effect.flatMap(earlierAnswer(userId, idempotency, fingerprint!), (earlier) =>
+              earlier === undefined
+                ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being sent right now; retry", 1))
+                : Effect.succeed(earlier)))
+        )
       if (stored.email_id !== emailId) return stored
 
       const queued = yield* Effect.forEach(
