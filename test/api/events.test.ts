@@ -1,5 +1,5 @@
 /**
- * Live events over Server-Sent Events (issue 17): a client without a public URL hears its account's
+ * Live events over Server-Sent Events and a WebSocket (issue 17): a client without a public URL hears its account's
  * events as they happen, with the webhook's id and payload, filtered by kind and mailbox, and
  * resumes after a reconnection with exactly what it missed. Each refusal answers SPEC's envelope.
  * The cross-process case (an event made by a worker in another process reaching a stream on the api
@@ -13,6 +13,7 @@ import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { openEvents } from "../support/sse.ts"
 import { sleep, until } from "../support/wait.ts"
+import { openSocket } from "../support/ws.ts"
 
 let suite: SuiteServer
 
@@ -161,5 +162,124 @@ describe("GET /v1/events", () => {
     expect(reopened.status).toBe(200)
     two.close()
     reopened.close()
+  })
+})
+
+describe("GET /v1/ws", () => {
+  let box: Box
+  let other: Box
+
+  beforeAll(async () => {
+    const api = client(suite.url)
+    const user = await withApiKey(api)
+    await upgrade(api, suite.url, user.apiKey, "pro")
+    box = await newBox(api, { user })
+    other = await newBox(api, { user })
+  })
+
+  const socket = (apiKey: string) => openSocket(`${suite.url}/v1/ws`, { "x-api-key": apiKey })
+  const subjectOf = (message: Record<string, any>) => message.data.data.subject
+
+  it("delivers the events the SSE stream delivers; a new subscribe changes filters without losing or repeating any", async () => {
+    const ws = await socket(box.user.apiKey)
+    try {
+      expect(ws.status).toBe(101)
+      ws.send({ type: "subscribe", types: ["email.received"], mailbox_id: box.mailboxId })
+      expect(await ws.next()).toEqual({ type: "subscribed", types: ["email.received"], mailbox_id: box.mailboxId })
+      await deliver(box.address, "Over the socket")
+      const event = await ws.next()
+      expect(event).toMatchObject({ type: "event", event: "email.received", data: { event: "email.received" } })
+      expect(Object.keys(event.data).sort()).toEqual(["data", "event", "timestamp"])
+      expect(event.data.data).toMatchObject({ mailbox_id: box.mailboxId, subject: "Over the socket" })
+
+      // Widened to the other mailbox too: continues right after the last event delivered.
+      await deliver(box.address, "Between subscriptions")
+      ws.send({ type: "subscribe", types: ["email.received"] })
+      const next = [await ws.next(), await ws.next()]
+      expect(next[0]).toMatchObject({ type: "subscribed", types: ["email.received"], mailbox_id: null })
+      expect(subjectOf(next[1]!)).toBe("Between subscriptions")
+      await deliver(other.address, "To the other box")
+      expect(subjectOf(await ws.next())).toBe("To the other box")
+      expect(await ws.drain(300)).toEqual([])
+
+      ws.send({ type: "ping" })
+      expect(await ws.next()).toEqual({ type: "pong" })
+    } finally {
+      ws.close()
+    }
+  })
+
+  it("resumes after a reconnection with `after`: exactly the events missed, in order", async () => {
+    const first = await socket(box.user.apiKey)
+    first.send({ type: "subscribe", types: ["email.received"], mailbox_id: box.mailboxId })
+    await first.next()
+    await deliver(box.address, "Seen before leaving")
+    const seen = await first.next()
+    first.close()
+    for (const subject of ["Gone 1", "Gone 2"]) await deliver(box.address, subject)
+
+    const again = await socket(box.user.apiKey)
+    try {
+      again.send({ type: "subscribe", types: ["email.received"], mailbox_id: box.mailboxId, after: seen.id })
+      expect((await again.next()).type).toBe("subscribed")
+      expect([subjectOf(await again.next()), subjectOf(await again.next())]).toEqual(["Gone 1", "Gone 2"])
+      expect(await again.drain(300)).toEqual([])
+    } finally {
+      again.close()
+    }
+  })
+
+  it("answers a bad message with SPEC's envelope and stays open; a plain GET is 400 and a missing key 401", async () => {
+    const stranger = await withApiKey(client(suite.url))
+    const ws = await socket(box.user.apiKey)
+    try {
+      ws.sendRaw("{not json")
+      expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { message: expect.any(String) } } })
+      ws.send({ type: "subscribe", types: ["email.received", "email.exploded"] })
+      const badKind = await ws.next()
+      expect(badKind).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR" } })
+      expect(JSON.stringify(badKind.error.details)).toContain("email.exploded")
+      ws.send({ type: "dance" })
+      expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { type: expect.any(String) } } })
+      ws.sendRaw(Buffer.from([1, 2, 3]))
+      expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { message: "must be a text frame" } } })
+      ws.send({ type: "subscribe", after: "evt_not_a_real_one" })
+      expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { after: expect.stringContaining("7 days") } } })
+      const foreign = await openSocket(`${suite.url}/v1/ws`, { "x-api-key": stranger.apiKey })
+      foreign.send({ type: "subscribe", mailbox_id: box.mailboxId })
+      expect(await foreign.next()).toMatchObject({ type: "error", error: { code: "NOT_FOUND", details: { mailbox_id: box.mailboxId } } })
+      foreign.close()
+      ws.send({ type: "ping" })
+      expect(await ws.next()).toEqual({ type: "pong" })
+    } finally {
+      ws.close()
+    }
+
+    const plain = await fetch(`${suite.url}/v1/ws`, { headers: { "x-api-key": box.user.apiKey } })
+    expect(plain.status).toBe(400)
+    expect(await plain.json()).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", details: { upgrade: "must be websocket" } } })
+
+    const anonymous = await openSocket(`${suite.url}/v1/ws`, {})
+    expect(anonymous.status).toBe(401)
+    expect(anonymous.body).toMatchObject({ success: false, error: { code: "UNAUTHORIZED" } })
+  })
+
+  it("counts against the plan's open streams with SSE: over the limit it answers STREAM_QUOTA and closes (1008)", async () => {
+    const free = await withApiKey(client(suite.url))
+    const one = await stream(free.apiKey)
+    const two = await stream(free.apiKey)
+    const ws = await socket(free.apiKey)
+    try {
+      ws.send({ type: "subscribe" })
+      expect(await ws.next()).toMatchObject({
+        type: "error",
+        error: { code: "STREAM_QUOTA", details: { count: 2, limit: 2, plan: "free" } }
+      })
+      expect(await ws.closed()).toBe(1008)
+    } finally {
+      one.close()
+      two.close()
+      ws.close()
+    }
   })
 })

@@ -13,6 +13,7 @@ import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { connectSmtp, dataPayload, envelope } from "../support/smtp-client.ts"
 import { openEvents } from "../support/sse.ts"
+import { openSocket } from "../support/ws.ts"
 import { sleep, until } from "../support/wait.ts"
 
 let backend: Backend
@@ -63,6 +64,9 @@ describe("SIGTERM", () => {
     // An open event stream: it ends at the signal too, and its client reconnects elsewhere.
     const events = await openEvents(`${server.url}/v1/events`, { "x-api-key": box.user.apiKey })
     expect(events.status).toBe(200)
+    const socket = await openSocket(`${server.url}/v1/ws`, { "x-api-key": box.user.apiKey })
+    socket.send({ type: "subscribe" })
+    expect((await socket.next()).type).toBe("subscribed")
     // The request is under way (its handler reading the body) before the signal.
     await sleep(300)
 
@@ -94,6 +98,8 @@ describe("SIGTERM", () => {
     const waited = await waiting
     expect(waited.status, await waited.clone().text()).toBe(200)
     await expect(events.next(10_000)).rejects.toThrow("the stream ended")
+    // The socket is told the server is going away (1001).
+    expect(await socket.closed()).toBe(1001)
     expect(((await waited.json()) as { success: boolean }).success).toBe(true)
 
     expect(await exited).toBe(0)

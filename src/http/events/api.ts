@@ -48,6 +48,22 @@ export class EventsGroup extends HttpApiGroup.make("events")
           "50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404."
       }))
   )
+  .add(
+    HttpApiEndpoint.get("socket", "/ws")
+      .addSuccess(Schema.Void.annotations({ description: "Switching Protocols: the WebSocket is open" }), { status: 101 })
+      .addError(envelope(ValidationError))
+      .annotateContext(OpenApi.annotations({
+        summary: "Stream events (WebSocket)",
+        description:
+          "The same events as /v1/events over a WebSocket, as JSON text messages. Send " +
+          "`{\"type\":\"subscribe\",\"types\":[…],\"mailbox_id\":\"…\",\"after\":\"evt_…\"}` (every field optional); the " +
+          "server answers `{\"type\":\"subscribed\"}`, then `{\"type\":\"event\",\"id\",\"event\",\"data\"}` per event and " +
+          "`{\"type\":\"heartbeat\"}` every 15 s. A new subscribe replaces the filters and, without `after`, continues " +
+          "after the last event delivered. `{\"type\":\"ping\"}` is answered `{\"type\":\"pong\"}`. Refusals come as " +
+          "`{\"type\":\"error\",\"error\":{code,message,details}}` (VALIDATION_ERROR, NOT_FOUND; STREAM_QUOTA then closes " +
+          "the socket with 1008). On shutdown the socket closes with 1001: reconnect with `after`. A plain GET is 400."
+      }))
+  )
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Events")

@@ -1,14 +1,17 @@
 /**
  * The event stream over HTTP as Server-Sent Events (https://html.spec.whatwg.org/#server-sent-events):
- * a `retry` hint first, then one SSE event per logged event and a comment per heartbeat.
+ * a `retry` hint first, then one SSE event per logged event and a comment per heartbeat; and over a
+ * WebSocket (ws.ts).
  */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option, Stream } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { EventFeed, type Frame } from "../../../services/events/feed.ts"
 import { EventLog } from "../../../services/events/log.ts"
+import { Lifecycle } from "../../../services/lifecycle.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import { notAnUpgrade, serveSocket } from "./ws.ts"
 
 /** How long a client waits before reconnecting (ms), per the SSE `retry` field. */
 const RECONNECT_MS = 2000
@@ -26,7 +29,17 @@ const frame = (item: Frame): Uint8Array =>
 export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handlers) =>
   Effect.gen(function*() {
     const feed = yield* EventFeed
-    return handlers.handleRaw("stream", ({ headers, urlParams }) =>
+    const lifecycle = yield* Lifecycle
+    return handlers.handleRaw("socket", () =>
+      Effect.gen(function*() {
+        const principal = yield* CurrentPrincipal
+        const request = yield* HttpServerRequest.HttpServerRequest
+        if (request.headers["upgrade"]?.toLowerCase() !== "websocket") return yield* notAnUpgrade()
+        const socket = yield* Effect.orDie(request.upgrade)
+        yield* serveSocket(socket, principal, feed.open, lifecycle.stopping)
+        // The socket is closed; the handshake's 101 was the answer.
+        return HttpServerResponse.empty()
+      })).handleRaw("stream", ({ headers, urlParams }) =>
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
         const fromHeader = Option.fromNullable(headers["last-event-id"]).pipe(Option.filter((id) => id !== ""))

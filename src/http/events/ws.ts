@@ -1,0 +1,150 @@
+/**
+ * The event stream over a WebSocket (`GET /v1/ws`, issue 17), for clients that prefer one socket to
+ * Server-Sent Events. The same events, ids and payloads as `/v1/events`; JSON text messages both ways.
+ *
+ * Client → server:
+ *   {"type":"subscribe","types":["email.received"],"mailbox_id":"mbx_…","after":"evt_…"}  (all optional)
+ *   {"type":"ping"}
+ * Server → client:
+ *   {"type":"subscribed","types":[…]|null,"mailbox_id":…|null}
+ *   {"type":"event","id":"evt_…","event":"email.received","data":{…the webhook payload…}}
+ *   {"type":"heartbeat"} every 15 s, {"type":"pong"}
+ *   {"type":"error","error":{"code","message","details"}}  (SPEC's envelope, tagged)
+ *
+ * A new `subscribe` replaces the previous one and, without `after`, continues right after the last
+ * event this socket delivered: changing filters loses nothing. A bad message is answered with an error
+ * and the socket stays open; STREAM_QUOTA closes it (1008). The socket holds one of the account's
+ * event-stream slots while subscribed, as an SSE stream does. On shutdown it closes with 1001 ("going
+ * away"): the client reconnects elsewhere with `after` set to the last id it saw.
+ */
+import { Socket } from "@effect/platform"
+import { Effect, Fiber, Option, ParseResult, Schema, Stream } from "effect"
+import type { Principal } from "../../../services/accounts/principal.ts"
+import { ValidationError } from "../../../services/errors.ts"
+import type { EventFeed, Frame } from "../../../services/events/feed.ts"
+import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
+
+const EventKind = Schema.String.pipe(
+  Schema.filter((kind) => isEventKind(kind) || `"${kind}" is not an event kind; supported: ${eventKinds.join(", ")}`)
+)
+
+const ClientMessage = Schema.Union(
+  Schema.Struct({
+    type: Schema.Literal("subscribe"),
+    types: Schema.optional(Schema.Array(EventKind)),
+    mailbox_id: Schema.optional(Schema.String),
+    after: Schema.optional(Schema.String)
+  }),
+  Schema.Struct({ type: Schema.Literal("ping") })
+)
+type Subscribe = Extract<typeof ClientMessage.Type, { readonly type: "subscribe" }>
+const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(ClientMessage), { errors: "all" })
+
+/** A refusal as the socket tells it: SPEC's error envelope with a `type`. */
+interface Refusal {
+  readonly code: string
+  readonly message: string
+  readonly details?: unknown
+}
+
+/** `details` maps each field to its message, as the HTTP routes answer VALIDATION_ERROR. */
+const invalidMessage = (error: ParseResult.ParseError): Refusal => {
+  const details: Record<string, string> = {}
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const field = issue.path.length === 0 ? "message" : issue.path.join(".")
+    details[field] ??= issue.message
+  }
+  return { code: "VALIDATION_ERROR", message: "Not a message this socket understands: " + Object.keys(details).join(", "), details }
+}
+
+/** Close codes (RFC 6455 §7.4.1). */
+const GOING_AWAY = 1001
+const POLICY_VIOLATION = 1008
+const SERVER_ERROR = 1011
+
+type Open = EventFeed["open"]
+type OpenError = Effect.Effect.Error<ReturnType<Open>>
+
+export const serveSocket = (socket: Socket.Socket, principal: Principal, open: Open, stopping: Effect.Effect<void>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const write = yield* socket.writer
+    const send = (message: unknown) => write(JSON.stringify(message))
+    const close = (code: number, reason: string) => write(new Socket.CloseEvent(code, reason))
+    const refuse = (refusal: Refusal) => send({ type: "error", error: refusal })
+
+    /** Messages are handled one at a time, in the order they came. */
+    const turn = yield* Effect.makeSemaphore(1)
+    let lastId = Option.none<string>()
+    let subscription: Fiber.RuntimeFiber<void, unknown> | undefined
+
+    const deliver = (frame: Frame) =>
+      frame._tag === "Heartbeat"
+        ? send({ type: "heartbeat" })
+        : Effect.suspend(() => {
+          lastId = Option.some(frame.event.eventId)
+          // The payload is the logged JSON text: spliced in, not parsed and written again.
+          return write(`{"type":"event","id":${JSON.stringify(frame.event.eventId)},"event":${JSON.stringify(frame.event.kind)},"data":${frame.event.payload}}`)
+        })
+
+    const subscribe = (request: Subscribe) =>
+      Effect.gen(function*() {
+        if (subscription !== undefined) yield* Fiber.interrupt(subscription)
+        subscription = undefined
+        const opened = yield* Effect.either(open({
+          userId: principal.userId,
+          plan: principal.plan,
+          filter: { kinds: request.types, mailboxId: request.mailbox_id },
+          after: request.after === undefined ? lastId : Option.some(request.after),
+          afterField: "after"
+        }))
+        if (opened._tag === "Left") return yield* answerRefusal(opened.left)
+        const events = opened.right
+        yield* send({ type: "subscribed", types: request.types ?? null, mailbox_id: request.mailbox_id ?? null })
+        subscription = yield* events.pipe(
+          // (The feed also ends its streams when the process stops: the session closes the socket then.)
+          Stream.runForEach(deliver),
+          Effect.catchAllCause((cause) =>
+            Effect.logWarning("An event socket failed", cause).pipe(Effect.zipRight(close(SERVER_ERROR, "event stream failed")))
+          ),
+          Effect.forkScoped
+        )
+      })
+
+    const answerRefusal = (error: OpenError) =>
+      "code" in error && typeof error.code === "string"
+        ? refuse({ code: error.code, message: error.message, details: error.details }).pipe(
+          Effect.zipRight(error.code === "STREAM_QUOTA" ? close(POLICY_VIOLATION, "too many open event streams") : Effect.void)
+        )
+        : Effect.logWarning("Could not open an event socket's stream", error).pipe(
+          Effect.zipRight(refuse({ code: "SERVICE_UNAVAILABLE", message: "The event stream is unavailable; retry shortly" }))
+        )
+
+    const handle = (data: string | Uint8Array) =>
+      Effect.gen(function*() {
+        if (typeof data !== "string") {
+          return yield* refuse({
+            code: "VALIDATION_ERROR",
+            message: "Messages are JSON text, not binary frames",
+            details: { message: "must be a text frame" }
+          })
+        }
+        const message = decodeMessage(data)
+        if (message._tag === "Left") return yield* refuse(invalidMessage(message.left))
+        if (message.right.type === "ping") return yield* send({ type: "pong" })
+        return yield* subscribe(message.right)
+      }).pipe(turn.withPermits(1))
+
+    // On shutdown the socket says why it closes, before the server's teardown cuts it off without a
+    // code (1005, "no status").
+    yield* Effect.raceFirst(socket.runRaw(handle), Effect.zipRight(stopping, close(GOING_AWAY, "server shutting down")))
+  })).pipe(
+    // The client left (cleanly or not): nothing to answer.
+    Effect.catchTag("SocketError", () => Effect.void)
+  )
+
+/** For a request that is not a WebSocket handshake. */
+export const notAnUpgrade = () =>
+  new ValidationError({
+    message: "upgrade: /v1/ws is a WebSocket endpoint; connect with a WebSocket client",
+    details: { upgrade: "must be websocket" }
+  })
