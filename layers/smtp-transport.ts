@@ -1,7 +1,12 @@
 /**
  * The SMTP client port over nodemailer's SMTPConnection: connect (TLS or opportunistic STARTTLS),
  * EHLO with our name, AUTH when the target has credentials, MAIL FROM, one RCPT per recipient, DATA.
- * One connection per call, closed afterwards.
+ *
+ * Connections are cached, as Postfix's smtp client caches them: after a transaction the connection
+ * is reset (RSET) and kept for the next message to the same host, port, credentials and HELO name,
+ * for up to `IDLE_MS` and `MAX_USES` messages. Opening a connection costs a TCP (and TLS) handshake,
+ * the greeting (smtp-server alone waits 100 ms before it) and EHLO: most of a small message's time.
+ * A cached connection the server has dropped meanwhile is replaced by a new one for that message.
  */
 import { Duration, Effect, Layer } from "effect"
 import SMTPConnection from "nodemailer/lib/smtp-connection"
@@ -31,14 +36,76 @@ const failure = (error: NodemailerError) =>
     unreachable: error.responseCode === undefined && UNREACHABLE.has(error.code ?? "")
   })
 
-const send = (timeouts: Timeouts) => (target: SmtpTarget, message: Parameters<SmtpTransport["Type"]["send"]>[1]) =>
-  Effect.async<ReadonlyArray<RecipientOutcome>, SmtpFailure>((resume) => {
+/** How long an idle connection is kept (Postfix: smtp_connection_cache_time_limit, 2 s). */
+const IDLE_MS = 2_000
+/** Messages one connection carries before it is closed and replaced. */
+const MAX_USES = 100
+/** Idle connections kept per destination. */
+const MAX_IDLE = 8
+
+type Outcome = { readonly ok: ReadonlyArray<RecipientOutcome> } | { readonly error: SmtpFailure; readonly broken: boolean }
+
+/** One connection: open or being used by one transaction, or idle in the cache. */
+interface Pooled {
+  readonly connection: SMTPConnection
+  uses: number
+  /** The transaction using it; an error or close while idle just drops it. */
+  current: ((outcome: Outcome) => void) | undefined
+  idleTimer: ReturnType<typeof setTimeout> | undefined
+  closed: boolean
+}
+
+type Message = Parameters<SmtpTransport["Type"]["send"]>[1]
+
+const destination = (target: SmtpTarget, heloName: string) =>
+  JSON.stringify([target.host, target.port, target.secure, target.serverName ?? "", target.auth?.user ?? "", target.auth?.pass ?? "", heloName])
+
+const makeTransport = (timeouts: Timeouts) => {
+  const idle = new Map<string, Array<Pooled>>()
+
+  const discard = (key: string, pooled: Pooled) => {
+    clearTimeout(pooled.idleTimer)
+    const list = idle.get(key)
+    const at = list?.indexOf(pooled) ?? -1
+    if (at >= 0) list!.splice(at, 1)
+    if (list?.length === 0) idle.delete(key)
+    if (!pooled.closed) {
+      pooled.closed = true
+      pooled.connection.close()
+    }
+  }
+
+  const park = (key: string, pooled: Pooled) => {
+    const list = idle.get(key) ?? []
+    if (pooled.closed || pooled.uses >= MAX_USES || list.length >= MAX_IDLE) {
+      pooled.closed = true
+      return pooled.connection.quit()
+    }
+    pooled.idleTimer = setTimeout(() => {
+      discard(key, pooled)
+    }, IDLE_MS)
+    // An idle connection must not keep the process alive.
+    pooled.idleTimer.unref()
+    list.push(pooled)
+    idle.set(key, list)
+  }
+
+  const takeIdle = (key: string): Pooled | undefined => {
+    const list = idle.get(key)
+    const pooled = list?.pop()
+    if (list?.length === 0) idle.delete(key)
+    if (pooled) clearTimeout(pooled.idleTimer)
+    return pooled
+  }
+
+  /** A new connection, greeted (and logged in): `ready` gets it, or the failure. */
+  const open = (target: SmtpTarget, heloName: string, ready: (result: Pooled | Outcome) => void) => {
     const connection = new SMTPConnection({
       host: target.host,
       port: target.port,
       secure: target.secure,
       ...(target.serverName === undefined ? {} : { servername: target.serverName }),
-      name: message.heloName,
+      name: heloName,
       opportunisticTLS: !target.secure,
       tls: { rejectUnauthorized: target.verifyTls },
       connectionTimeout: Duration.toMillis(timeouts.connect),
@@ -46,47 +113,121 @@ const send = (timeouts: Timeouts) => (target: SmtpTarget, message: Parameters<Sm
       socketTimeout: Duration.toMillis(timeouts.command),
       logger: false
     })
-    let settled = false
-    const finish = (result: { ok: ReadonlyArray<RecipientOutcome> } | { error: SmtpFailure }) => {
-      if (settled) return
-      settled = true
-      if ("ok" in result) connection.quit()
-      else connection.close()
-      resume("ok" in result ? Effect.succeed(result.ok) : Effect.fail(result.error))
-    }
-    connection.once("error", (error: NodemailerError) => finish({ error: failure(error) }))
-    connection.connect(() => {
-      const deliver = () =>
-        connection.send({ from: message.from, to: [...message.to] }, Buffer.from(message.raw), (error, info) => {
-          const rejected: ReadonlyArray<NodemailerError> = (error as NodemailerError | null)?.rejectedErrors ?? info?.rejectedErrors ?? []
-          const refusals: Array<RecipientOutcome> = rejected.map((e: NodemailerError) => ({
-            recipient: e.recipient ?? "",
-            code: e.responseCode ?? 451,
-            response: (e.response ?? e.message).trim()
-          }))
-          if (error) {
-            // Every recipient refused at RCPT: their own answers say it all.
-            if (refusals.length === message.to.length) return finish({ ok: refusals })
-            return finish({ error: failure(error as NodemailerError) })
-          }
-          const response = info.response.trim()
-          const code = Number(/^\d{3}/.exec(response)?.[0] ?? 250)
-          finish({ ok: [...info.accepted.map((recipient) => ({ recipient, code, response })), ...refusals] })
-        })
-      if (target.auth === undefined) return deliver()
+    const pooled: Pooled = { connection, uses: 0, current: ready as (outcome: Outcome) => void, idleTimer: undefined, closed: false }
+    const key = destination(target, heloName)
+    connection.on("error", (error: NodemailerError) => {
+      const current = pooled.current
+      pooled.current = undefined
+      discard(key, pooled)
+      current?.({ error: failure(error), broken: true })
+    })
+    connection.on("end", () => {
+      pooled.closed = true
+      discard(key, pooled)
+    })
+    connection.connect((error?: Error) => {
+      // A server that hangs up before its greeting is told here rather than as an 'error'.
+      if (error) return finishWith(pooled, { error: failure(error as NodemailerError), broken: true })
+      if (target.auth === undefined) return handOver()
       connection.login({ user: target.auth.user, pass: target.auth.pass }, (error) => {
-        if (error) {
-          const refused = failure(error as NodemailerError)
-          return finish({ error: new SmtpFailure({ ...refused, loginRefused: true }) })
-        }
-        deliver()
+        if (!error) return handOver()
+        const refused = failure(error as NodemailerError)
+        finishWith(pooled, { error: new SmtpFailure({ ...refused, loginRefused: true }), broken: true })
       })
     })
-    return Effect.sync(() => {
-      settled = true
-      connection.close()
+    const handOver = () => {
+      pooled.current = undefined
+      ready(pooled)
+    }
+    return pooled
+  }
+
+  const finishWith = (pooled: Pooled, outcome: Outcome) => {
+    const current = pooled.current
+    pooled.current = undefined
+    current?.(outcome)
+  }
+
+  /** One transaction on `pooled`; the outcome says whether the connection can carry another. */
+  const transact = (pooled: Pooled, message: Message, done: (outcome: Outcome) => void) => {
+    pooled.current = done
+    pooled.uses++
+    pooled.connection.send({ from: message.from, to: [...message.to] }, Buffer.from(message.raw), (error, info) => {
+      const rejected: ReadonlyArray<NodemailerError> = (error as NodemailerError | null)?.rejectedErrors ?? info?.rejectedErrors ?? []
+      const refusals: Array<RecipientOutcome> = rejected.map((e: NodemailerError) => ({
+        recipient: e.recipient ?? "",
+        code: e.responseCode ?? 451,
+        response: (e.response ?? e.message).trim()
+      }))
+      if (error) {
+        // Every recipient refused at RCPT: their own answers say it all, and the session is sound.
+        if (refusals.length === message.to.length) return finishWith(pooled, { ok: refusals })
+        return finishWith(pooled, { error: failure(error as NodemailerError), broken: true })
+      }
+      const response = info.response.trim()
+      const code = Number(/^\d{3}/.exec(response)?.[0] ?? 250)
+      finishWith(pooled, { ok: [...info.accepted.map((recipient) => ({ recipient, code, response })), ...refusals] })
     })
+  }
+
+  const send = (target: SmtpTarget, message: Message) =>
+    Effect.async<ReadonlyArray<RecipientOutcome>, SmtpFailure>((resume) => {
+      const key = destination(target, message.heloName)
+      let inUse: Pooled | undefined
+      let settled = false
+      const settle = (outcome: Outcome) => {
+        if (settled) return
+        settled = true
+        const pooled = inUse
+        inUse = undefined
+        if ("ok" in outcome && pooled && !pooled.closed) {
+          // Sound: reset for the next message, then cache it.
+          pooled.connection.reset((error) => (error ? discard(key, pooled) : park(key, pooled)))
+        } else if (pooled) {
+          discard(key, pooled)
+        }
+        resume("ok" in outcome ? Effect.succeed(outcome.ok) : Effect.fail(outcome.error))
+      }
+      const fresh = () => {
+        inUse = open(target, message.heloName, (result) => {
+          if ("connection" in result) transact(result, message, settle)
+          else settle(result)
+        })
+      }
+      const cached = takeIdle(key)
+      if (cached === undefined) {
+        fresh()
+      } else {
+        inUse = cached
+        transact(cached, message, (outcome) => {
+          // The server dropped the cached connection before answering this message: a new one gets it.
+          if ("error" in outcome && (outcome.error.unreachable || outcome.error.code === 421)) {
+            discard(key, cached)
+            return fresh()
+          }
+          settle(outcome)
+        })
+      }
+      return Effect.sync(() => {
+        settled = true
+        if (inUse) discard(key, inUse)
+      })
+    })
+
+  const closeAll = Effect.sync(() => {
+    for (const [key, list] of [...idle]) for (const pooled of [...list]) discard(key, pooled)
   })
 
-/** Connections time out as the operator's outbound settings say. */
-export const layer = Layer.effect(SmtpTransport, Effect.map(OutboundSettings, (settings) => ({ send: send(settings.timeouts) })))
+  return { send, closeAll }
+}
+
+/** Connections time out as the operator's outbound settings say; cached ones close with the layer. */
+export const layer = Layer.scoped(
+  SmtpTransport,
+  Effect.gen(function*() {
+    const settings = yield* OutboundSettings
+    const transport = makeTransport(settings.timeouts)
+    yield* Effect.addFinalizer(() => transport.closeAll)
+    return { send: transport.send }
+  })
+)

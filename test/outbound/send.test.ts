@@ -201,6 +201,27 @@ describe("sending to another domain", () => {
     })
   })
 
+  it("keeps the connection to an MX for the next message, and replaces one the server dropped without a deferral", async () => {
+    const { box, mailroom } = await sender()
+    const deliverOne = async (subject: string) => {
+      const sent = await send(mailroom, box, { to: [`${fresh("reuse")}@partner.test`], subject, text: subject })
+      expect(sent.response.status).toBe(202)
+      await settled(mailroom, sent.data!.data.email_id)
+      return arrived(sent.data!.data.message_id)
+    }
+    const first = await deliverOne("Reuse one")
+    const second = await deliverOne("Reuse two")
+    expect(second.sessionId).toBe(first.sessionId)
+
+    mx.dropConnections()
+    const third = await deliverOne("After the hang-up")
+    expect(third.sessionId).not.toBe(first.sessionId)
+    const email = await settled(mailroom, (await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId } }
+    })).data!.data.find((e) => e.subject === "After the hang-up")!.email_id)
+    expect(email.delivery).toMatchObject([{ status: "sent", attempts: 1 }])
+  })
+
   it("a 550 bounces at once, suppresses the address, and the next send to it is 422 RECIPIENT_SUPPRESSED", async () => {
     const { box, mailroom } = await sender()
     const gone = `${fresh("gone")}@partner.test`

@@ -15,6 +15,8 @@ export interface Delivered {
   readonly user: string | undefined
   /** performance.now() of this process when DATA ended. */
   readonly at: number
+  /** The SMTP session (connection) it came on: messages on one connection share it. */
+  readonly sessionId: string
 }
 
 export interface MxServer {
@@ -31,6 +33,8 @@ export interface MxServer {
   readonly held: () => number
   /** The credentials a relay takes from now on. */
   readonly requireAuth: (auth: { readonly user: string; readonly pass: string }) => void
+  /** Hang up on every open connection, as a server ending idle sessions does. */
+  readonly dropConnections: () => void
   readonly close: () => Promise<void>
 }
 
@@ -84,7 +88,8 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
           rcptTo: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
           raw: Buffer.concat(chunks),
           user: typeof session.user === "string" ? session.user : undefined,
-          at: performance.now()
+          at: performance.now(),
+          sessionId: session.id
         })
         for (const wake of waiters.splice(0)) wake()
         callback(null, "2.0.0 Queued as test")
@@ -125,6 +130,10 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
     held: () => heldCount,
     requireAuth: (auth) => {
       credentials = auth
+    },
+    dropConnections: () => {
+      // smtp-server keeps its open connections in a set it does not type.
+      for (const connection of (server as unknown as { connections: Set<{ close: () => void }> }).connections) connection.close()
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve()))
   }
