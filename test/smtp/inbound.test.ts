@@ -137,7 +137,7 @@ const notFound = { success: false, error: expect.objectContaining({ code: "NOT_F
 
 /** The list/thread shape of an email: the full record without bodies, headers and attachments. */
 const summaryOf = (email: Record<string, unknown>) => {
-  const { text: _text, html: _html, headers: _headers, attachments: _attachments, ...summary } = email
+  const { text: _text, html: _html, headers: _headers, attachments: _attachments, extracted: _extracted, ...summary } = email
   return summary
 }
 
