@@ -1,8 +1,9 @@
 /**
  * The http(s) links of a message: the anchors of its HTML body (with their text), the URLs written
- * in its text body, and the `List-Unsubscribe` header's. One entry per URL, the first anchor text
- * that says something kept. A link is marked with what it is for (`kind`) when its text, its URL or
- * the words before it say so; the rest are `null`.
+ * out in either body, and the `List-Unsubscribe` header's. One entry per URL, the first anchor text
+ * that says something kept. A link is marked with what it is for (`kind`) when its text says so, or,
+ * for a link whose text names no purpose ("click here", a bare URL), its URL or the words before it;
+ * the rest are `null`. A tracking redirect's URL says nothing: its text does.
  */
 import type { Document, Element } from "domhandler"
 import { getAttributeValue, getElementsByTagName, textContent } from "domutils"
