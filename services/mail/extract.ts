@@ -64,10 +64,18 @@ const guarded = <A>(empty: A, answer: () => A): A => {
   }
 }
 
+/**
+ * The most of an HTML body read: rendering costs some milliseconds per 100 KB, and what an agent
+ * looks for (a code, a button, the new text) is near the top of any real message.
+ */
+export const MAX_HTML = 256 * 1024
+
 export const extract = (message: ExtractionInput): Extracted => {
-  const html = message.html !== null && message.html.trim() !== "" ? readHtml(message.html) : null
-  // A text body mailparser derived from the HTML says nothing the HTML does not, and shows what it hides.
-  const derived = html !== null && (!html.rendered || isDerivedText(message.text, message.html!))
+  const source = message.html !== null && message.html.trim() !== "" ? message.html : null
+  const html = source === null ? null : readHtml(source.slice(0, MAX_HTML))
+  // A text body mailparser derived from the HTML says nothing the HTML does not, and shows what it
+  // hides; past MAX_HTML it is taken for derived rather than rendered once more to compare.
+  const derived = html !== null && (!html.rendered || source!.length > MAX_HTML || isDerivedText(message.text, source!))
   const text = derived ? "" : message.text
   return {
     reply_text: guarded(null, () => extractReplyText(text !== "" ? text : html?.text ?? "", message.subject)),

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { extract } from "../../services/mail/extract.ts"
+import { extract, MAX_HTML } from "../../services/mail/extract.ts"
 import { MAX_LINKS } from "../../services/mail/extract/links.ts"
 import { readCorpus, scoreCorpus } from "../support/extraction-corpus.ts"
 
@@ -88,7 +88,7 @@ describe("Extraction", () => {
     expect(message({ text: many }).links).toHaveLength(MAX_LINKS)
   })
 
-  it("hostile input ends quickly: a megabyte on one line, deep nesting, unclosed tags", () => {
+  it("hostile input ends quickly: a megabyte on one line, deep nesting, unclosed tags, a huge body", () => {
     const started = Date.now()
     expect(message({ text: `On ${"x ".repeat(500_000)}`, subject: "code ".repeat(1000) }).codes).toEqual([])
     // Content nested past any real template's depth is not read; the rest of the message still is.
@@ -98,6 +98,9 @@ describe("Extraction", () => {
     })
     expect(nested.codes.map((code) => code.value)).toEqual(["482913"])
     expect(nested.links).toEqual([{ url: "https://example.com/u", text: null, kind: "unsubscribe" }])
+    // A body past MAX_HTML is read up to it: its top, where the code is.
+    const huge = message({ html: "<p>Your code is 482913</p>" + "<p>Lorem ipsum dolor sit amet.</p>".repeat(MAX_HTML / 16) })
+    expect(huge.codes.map((code) => code.value)).toEqual(["482913"])
     expect(Date.now() - started).toBeLessThan(5_000)
   })
 })
