@@ -17,6 +17,7 @@ const backendIndependent = [
   "test/smtp/robustness.test.ts",
   "test/api/fuzz.test.ts",
   "test/api/hostile-input.test.ts",
+  "test/domain/extraction.test.ts",
   "test/api/webhooks.test.ts",
   "test/outbound/relay.test.ts",
   // wiring of features test/domain covers on both databases

@@ -11,6 +11,7 @@ import {
   type AttachmentRow,
   type DeliveryRow,
   type EmailBodyRow,
+  emailBodyColumnList,
   emailColumnList,
   type EmailRow,
   toEmail,
@@ -95,7 +96,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     /** The email with its bodies, headers and attachments' metadata. */
     const get = Effect.fn("Emails.get")(function*(userId: string, emailId: string) {
       const rows = yield* sql<EmailBodyRow>`
-        SELECT ${columns}, e.headers, e.text_body, e.html_body
+        SELECT ${sql.literal(emailBodyColumnList)}
         FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
         WHERE e.id = ${emailId} AND e.user_id = ${userId}`
       const row = rows[0]

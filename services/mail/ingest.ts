@@ -15,7 +15,8 @@ import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
 import { inboundLabels } from "./label-rules.ts"
 import { isSpam, SPAM } from "./spam.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
-import { emailColumnList, type EmailRow, toFields } from "./records.ts"
+import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf, toReceived } from "./records.ts"
+import { type Extracted, extract } from "./extract.ts"
 import { InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { BounceReports } from "../outbound/bounces.ts"
@@ -29,20 +30,26 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
     const bus = yield* Bus
     const bounces = yield* BounceReports
 
+    /** An email stored by an earlier delivery, with what was extracted from it. */
     const findEmail = (emailId: string) =>
-      sql<EmailRow>`SELECT ${sql.literal(emailColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
-        Effect.map((rows) => rows[0])
+      sql<EmailBodyRow>`SELECT ${sql.literal(emailBodyColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
+        Effect.map((rows) => (rows[0] ? { row: rows[0] as EmailRow, extracted: extractedOf(rows[0]) } : undefined))
       )
 
-    const announce = (row: EmailRow) =>
+    const announce = ({ extracted, row }: { readonly row: EmailRow; readonly extracted: Extracted | null }) =>
       bus.publish(
         subjects.event("email.received"),
-        encodeJson({ event: "email.received", timestamp: row.createdAt.toISOString(), namespace: row.userId, data: toFields(row) }),
+        encodeJson({
+          event: "email.received",
+          timestamp: row.createdAt.toISOString(),
+          namespace: row.userId,
+          data: toReceived(row, extracted)
+        }),
         { msgId: emailReceivedEventId(row.id) }
       )
 
     /** Store the email (store.ts); returns the stored row, or the one a previous delivery stored. */
-    const store = (message: InboundMessage, parsed: ParsedEmail, messageId: string) =>
+    const store = (message: InboundMessage, parsed: ParsedEmail, messageId: string, extracted: Extracted) =>
       storeEmail(sql, {
         emailId: message.email_id,
         mailboxId: message.mailbox_id,
@@ -62,8 +69,11 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         parsed,
         authentication: message.authentication,
         authenticationResults: message.authentication_results,
-        spam: message.spam
-      }).pipe(Effect.flatMap((inserted) => (inserted ? Effect.succeed(inserted) : findEmail(message.email_id))))
+        spam: message.spam,
+        extracted
+      }).pipe(Effect.flatMap((inserted) =>
+        inserted ? Effect.succeed({ row: inserted, extracted }) : findEmail(message.email_id)
+      ))
 
     /**
      * Store `message` as an email (once) and announce it. Untraced: it runs for every message, and
@@ -88,7 +98,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       if (message.bounce_of !== undefined) return yield* Effect.asVoid(bounces.record(message.bounce_of, raw))
       const parsed = yield* parseMessage(raw)
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`
-      const stored = yield* store(message, parsed, messageId)
+      const extracted = yield* Effect.sync(() => extract(parsed)).pipe(Effect.withSpan("extractContent"))
+      const stored = yield* store(message, parsed, messageId, extracted)
       if (stored) yield* announce(stored)
       yield* Effect.logInfo("Email delivered to its mailbox").pipe(Effect.annotateLogs({
         email_id: message.email_id,

@@ -2,8 +2,9 @@
  * Stored emails and how they read on the wire: one row shape, one mapping per wire shape.
  */
 import type { Authentication } from "./authentication.ts"
+import { type Extracted, extract } from "./extract.ts"
 import type { Spam } from "./spam.ts"
-import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailSummary, Headers } from "./schemas.ts"
+import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailReceived, EmailSummary, Headers } from "./schemas.ts"
 
 /** The columns every email read selects (see `emailColumns`). */
 export interface EmailRow {
@@ -34,6 +35,8 @@ export interface EmailBodyRow extends EmailRow {
   readonly headers: Headers
   readonly textBody: string
   readonly htmlBody: string | null
+  /** JSON text (see `extractedColumn`); null for sent mail and mail stored before extraction existed. */
+  readonly extracted: string | null
 }
 
 export interface AttachmentRow {
@@ -69,6 +72,15 @@ export const emailColumnList = [
   "e.created_at"
 ].join(", ")
 
+/**
+ * The extracted content as JSON text: read as jsonb, the driver would turn its snake_case keys
+ * (`reply_text`) into camelCase as it does column names.
+ */
+export const extractedColumn = "e.extracted::text AS extracted"
+
+/** Columns of `EmailBodyRow`, for `SELECT ${emailBodyColumns} FROM emails e`. */
+export const emailBodyColumnList = `${emailColumnList}, e.headers, e.text_body, e.html_body, ${extractedColumn}`
+
 export const SNIPPET_LENGTH = 200
 
 const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase()
@@ -90,6 +102,20 @@ export const toFields = (row: EmailRow): EmailFields => ({
   authentication_results: row.authenticationResults ?? null,
   spam: row.spam ?? null
 })
+
+/**
+ * The email's extracted content: as stored; for inbound mail stored before extraction existed,
+ * read from its stored bodies now (not written back: reads stay reads).
+ */
+export const extractedOf = (row: EmailBodyRow): Extracted | null =>
+  row.extracted !== null
+    ? JSON.parse(row.extracted) as Extracted
+    : row.direction === "inbound"
+    ? extract({ subject: row.subject, text: row.textBody, html: row.htmlBody, headers: row.headers })
+    : null
+
+/** The `email.received` payload: the email's fields and what was extracted from it. */
+export const toReceived = (row: EmailRow, extracted: Extracted | null): EmailReceived => ({ ...toFields(row), extracted })
 
 export const toSummary = (row: EmailRow): EmailSummary => ({
   ...toFields(row),
@@ -136,5 +162,6 @@ export const toEmail = (
   html: row.htmlBody,
   headers: row.headers,
   attachments: attachments.map(toAttachment),
+  extracted: extractedOf(row),
   ...(row.direction === "outbound" ? { delivery: deliveries.map(toDelivery) } : {})
 })

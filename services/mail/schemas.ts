@@ -5,6 +5,7 @@
 import { Schema } from "effect"
 import { Authentication } from "./authentication.ts"
 import { Spam } from "./spam.ts"
+import { Extracted } from "./extract.ts"
 
 /**
  * What the SMTP node puts on the bus (`mail.inbound.<mailbox_id>`) once the raw message is stored:
@@ -72,6 +73,19 @@ export const EmailFields = Schema.Struct({
 })
 export type EmailFields = typeof EmailFields.Type
 
+/**
+ * What the full representations add: the content extracted when the email arrived. Not in list
+ * items (summaries), threads or search results: up to 100 links an email would make a page of 100
+ * emails heavy for what a list is for, choosing what to read.
+ */
+const extractedField = {
+  extracted: Schema.NullOr(Extracted)
+}
+
+/** The `email.received` payload (webhooks, the event stream, MCP): the email's fields and its extracted content. */
+export const EmailReceived = Schema.Struct({ ...EmailFields.fields, ...extractedField })
+export type EmailReceived = typeof EmailReceived.Type
+
 /** One email in a list: the event fields plus when it arrived, its size and a preview. */
 export const EmailSummary = Schema.Struct({
   ...EmailFields.fields,
@@ -110,6 +124,7 @@ export const Email = Schema.Struct({
   html: Schema.NullOr(Schema.String),
   headers: Headers,
   attachments: Schema.Array(AttachmentMeta),
+  ...extractedField,
   delivery: Schema.optional(Schema.Array(Delivery)).annotations({
     description: "Sent emails only: one entry per recipient (to, cc and bcc)"
   })

@@ -11,6 +11,7 @@ import type { ParsedEmail } from "./parse.ts"
 import { emailColumnList, type EmailRow } from "./records.ts"
 import type { Authentication } from "./authentication.ts"
 import type { Spam } from "./spam.ts"
+import type { Extracted } from "./extract.ts"
 import type { Direction } from "./schemas.ts"
 import { threadChoice } from "./threads.ts"
 
@@ -34,6 +35,8 @@ export interface NewEmail {
   readonly authenticationResults?: string | undefined
   /** Inbound mail with RSPAMD_URL set: rspamd's verdict (spam.ts). */
   readonly spam?: Spam | undefined
+  /** Inbound mail: its reply text, codes and links (extract.ts). */
+  readonly extracted?: Extracted | undefined
 }
 
 /**
@@ -86,7 +89,7 @@ export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail, alongside?
         INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
                                  sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
                                  has_attachments, raw_sha256, size, labels, direction,
-                                 authentication, authentication_results, spam)
+                                 authentication, authentication_results, spam, extracted)
         VALUES (${email.emailId}, ${email.mailboxId}, ${email.userId}, ${email.messageId}, (SELECT id FROM thread),
                 ${parsed.subject}, ${parsed.from ?? email.mailFrom},
                 ${parsed.to.length > 0 ? [...parsed.to] : [email.rcptTo]}, ${parsed.date ?? email.receivedAt}, ${email.receivedAt},
@@ -96,7 +99,8 @@ export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail, alongside?
                 ${email.rawSha256}, ${email.size}, ${[...email.labels]}::text[], ${email.direction},
                 ${email.authentication === undefined ? null : JSON.stringify(email.authentication)}::jsonb,
                 ${email.authenticationResults ?? null},
-                ${email.spam === undefined ? null : JSON.stringify(email.spam)}::jsonb)
+                ${email.spam === undefined ? null : JSON.stringify(email.spam)}::jsonb,
+                ${email.extracted === undefined ? null : JSON.stringify(email.extracted)}::jsonb)
         ON CONFLICT (id) DO NOTHING
         RETURNING ${sql.literal(emailColumnList)}
       ),

@@ -17,7 +17,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
-import { EmailFields } from "../mail/schemas.ts"
+import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCount } from "./documents.ts"
@@ -42,7 +42,9 @@ const ReceivedEvent = Schema.Struct({
     labels: Schema.optionalWith(EmailFields.fields.labels, { default: () => [] }),
     authentication: Schema.optionalWith(EmailFields.fields.authentication, { default: () => null }),
     authentication_results: Schema.optionalWith(EmailFields.fields.authentication_results, { default: () => null }),
-    spam: Schema.optionalWith(EmailFields.fields.spam, { default: () => null })
+    spam: Schema.optionalWith(EmailFields.fields.spam, { default: () => null }),
+    // One published before extraction existed carries none; email.processed then says null.
+    extracted: Schema.optionalWith(EmailReceived.fields.extracted, { default: () => null })
   })
 })
 

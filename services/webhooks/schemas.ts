@@ -2,7 +2,7 @@
  * Webhooks on the wire (SPEC "Webhook", "Webhooks"; DESIGN.md §4) and the events they carry.
  */
 import { Schema } from "effect"
-import { EmailFields } from "../mail/schemas.ts"
+import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { DeliveryEventData } from "../outbound/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
@@ -155,7 +155,7 @@ const eventPayload = <const Kind extends EventKind, Data extends Schema.Schema.A
 export const EmailReceivedEvent = eventPayload(
   "email.received",
   "EmailReceivedEvent",
-  EmailFields,
+  EmailReceived,
   "A new email arrived at one of the account's mailboxes"
 )
 
@@ -163,7 +163,7 @@ export const EmailProcessedEvent = eventPayload(
   "email.processed",
   "EmailProcessedEvent",
   Schema.Struct({
-    ...EmailFields.fields,
+    ...EmailReceived.fields,
     embedding_model: Schema.String.annotations({ description: "The model that embedded the email for search" }),
     processing_ms: Schema.Number.annotations({ description: "How long indexing took" })
   }),

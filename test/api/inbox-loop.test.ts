@@ -1,23 +1,36 @@
 /**
  * An agent's inbox loop over the wire (issue 17): mail that arrives over SMTP is labelled `inbound`
  * and `unread`, an agent marks it handled with PATCH, lists filter by labels and read state, a batch
- * changes many at once, and a list with `wait` answers as soon as newer mail arrives. Each refusal
- * answers SPEC's envelope with its code and details. The label rules themselves (composition, fact
- * labels, batches of 100, the event) are test/domain/labels.test.ts's subject.
+ * changes many at once, and a list with `wait` answers as soon as newer mail arrives; what was
+ * extracted from a message (its code, links, reply text) shows in the email and in the
+ * `email.received` webhook payload. Each refusal answers SPEC's envelope with its code and details.
+ * The label rules themselves (composition, fact labels, batches of 100, the event) are
+ * test/domain/labels.test.ts's subject; extraction's are test/domain/extraction.test.ts's.
  */
-import { beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { client, withApiKey } from "../support/http.ts"
+import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { until } from "../support/wait.ts"
 
 let suite: SuiteServer
+let hooks: Receiver
 
+beforeAll(async () => {
+  hooks = await startReceiver()
+})
+
+afterAll(async () => {
+  await hooks?.close()
+})
+
+// The webhook receiver listens on 127.0.0.1.
 useSuiteServer((s) => {
   suite = s
-})
+}, { WEBHOOK_ALLOW_PRIVATE: "true" })
 
 const deliver = (to: string, subject: string) => sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}` })
 
@@ -171,5 +184,48 @@ describe("waiting for mail", () => {
     const cursor = await waitList({ wait: "1", after: "eml_nope" })
     expect(cursor.response.status).toBe(400)
     expect(cursor.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: "must be the id of an email in this mailbox" } } })
+  })
+})
+
+describe("extracted content", () => {
+  it("a verification email received over SMTP shows its code, links and reply text over the API and in the email.received payload", async () => {
+    const api = client(suite.url)
+    const box = await newBox(api, { user: await withApiKey(api) })
+    const mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
+    const path = `/received-${box.mailboxId}`
+    const hook = await api.post("/v1/api/webhooks", { apiKey: box.user.apiKey, body: { url: `${hooks.url}${path}`, events: ["email.received"] } })
+    expect(hook.status, hook.text).toBe(201)
+
+    await sendMail(suite.server.smtpPort, {
+      to: box.address,
+      subject: "Confirm your Acme account",
+      text: "Your verification code is 482913.\n\nOr confirm here: https://acme.example/verify?token=t0k3n\n\nAcme Inc., Springfield, IL 62701",
+      html: `<div style="display:none">Welcome to Acme</div><table><tr><td>Your verification code</td></tr><tr><td><b>482913</b></td></tr></table>
+        <p><a href="https://acme.example/verify?token=t0k3n">Confirm your email</a></p>
+        <p>Acme Inc., Springfield, IL 62701 · <a href="https://acme.example/unsubscribe?u=9">Unsubscribe</a></p>`,
+      headers: { "List-Unsubscribe": "<https://acme.example/unsubscribe?u=9>" }
+    })
+    const listed = await until("the email listed", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data[0]
+    }, 30_000)
+    // List items are summaries: extracted content is in the email itself.
+    expect(listed).not.toHaveProperty("extracted")
+
+    const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: listed.email_id } } })
+    const extracted = data!.data.extracted!
+    expect(extracted.codes[0]?.value).toBe("482913")
+    expect(extracted.codes).toEqual([{ value: "482913", context: "Your verification code 482913" }])
+    expect(extracted.links).toEqual([
+      { url: "https://acme.example/verify?token=t0k3n", text: "Confirm your email", kind: "confirmation" },
+      { url: "https://acme.example/unsubscribe?u=9", text: "Unsubscribe", kind: "unsubscribe" }
+    ])
+    expect(extracted.reply_text).toContain("Your verification code is 482913.")
+
+    const [delivery] = await hooks.waitFor(path, 1)
+    const payload = JSON.parse(delivery!.body)
+    expect(payload.event).toBe("email.received")
+    expect(payload.data.email_id).toBe(listed.email_id)
+    expect(payload.data.extracted).toEqual(extracted)
   })
 })

@@ -96,6 +96,7 @@ describe("MCP at /mcp", () => {
 
     const email = await call(mcp, "get_email", { email_id: emailId })
     expect(email.ok).toMatchObject({ email_id: emailId, subject: "Invoice 7", labels: ["inbound", "unread", "unauthenticated"] })
+    expect(email.ok.extracted).toEqual({ reply_text: "About Invoice 7.", codes: [], links: [] })
     const attachmentId = email.ok.attachments[0].attachment_id
 
     const thread = await call(mcp, "get_thread", { thread_id: email.ok.thread_id })

@@ -265,10 +265,16 @@ describe("OpenAPI: a reference people can use", () => {
     }
     const received = resolve(document.webhooks["email.received"].post.requestBody.content["application/json"].schema)
     expect(Object.keys(received.properties.data.properties).sort()).toEqual(
-      ["authentication", "authentication_results", "date", "direction", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "spam", "subject", "thread_id", "to"]
+      ["authentication", "authentication_results", "date", "direction", "domain", "email_id", "extracted", "from", "has_attachments", "labels", "mailbox_id", "message_id", "spam", "subject", "thread_id", "to"]
     )
     // The verdicts are documented field by field (issue 20), so a receiver can rely on them.
     const authentication = resolve(received.properties.data.properties.authentication.anyOf.find((s: Json) => s.type !== "null"))
     expect(Object.keys(authentication.properties).sort()).toEqual(["arc", "dkim", "dmarc", "spf"])
+    // And so is extracted content (issue 17, item 5), in the email too.
+    const extracted = resolve(received.properties.data.properties.extracted.anyOf.find((s: Json) => s.type !== "null"))
+    expect(Object.keys(extracted.properties).sort()).toEqual(["codes", "links", "reply_text"])
+    expect(resolve(extracted.properties.links.items).properties.kind.anyOf.find((s: Json) => s.type !== "null").enum)
+      .toEqual(["confirmation", "sign_in", "password_reset", "unsubscribe"])
+    expect(resolve(document.components.schemas.Email).properties.extracted).toBeDefined()
   })
 })

@@ -132,6 +132,32 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       ])
     }))
 
+  it.effect("extracted: as stored (its keys as written); read from the bodies for mail stored before extraction existed; none for sent mail", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const older = yield* insertEmail(mailbox, {
+        subject: "Your code",
+        receivedMinutesAgo: 3,
+        text: "Your verification code is 482913.\nhttps://acme.example/verify?token=abc"
+      })
+      expect((yield* emails.get(mailbox.owner.userId, older.id)).extracted).toEqual({
+        reply_text: "Your verification code is 482913.\nhttps://acme.example/verify?token=abc",
+        codes: [{ value: "482913", context: "Your verification code is 482913 ." }],
+        links: [{ url: "https://acme.example/verify?token=abc", text: null, kind: "confirmation" }]
+      })
+
+      const stored = yield* insertEmail(mailbox, { subject: "Stored", receivedMinutesAgo: 2, text: "Body 111111" })
+      const extraction = { reply_text: "as stored", codes: [{ value: "G-551234", context: "code G-551234" }], links: [] }
+      yield* sql`UPDATE emails SET extracted = ${JSON.stringify(extraction)}::jsonb WHERE id = ${stored.id}`
+      expect((yield* emails.get(mailbox.owner.userId, stored.id)).extracted).toEqual(extraction)
+
+      const sent = yield* insertEmail(mailbox, { subject: "Sent", receivedMinutesAgo: 1, text: "Your code is 482913", labels: ["sent"] })
+      yield* sql`UPDATE emails SET direction = 'outbound' WHERE id = ${sent.id}`
+      expect((yield* emails.get(mailbox.owner.userId, sent.id)).extracted).toBeNull()
+    }))
+
   it.effect("raw answers the message as received; an attachment its decoded bytes; both only for the owner", () =>
     Effect.gen(function*() {
       const emails = yield* Emails

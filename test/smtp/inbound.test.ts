@@ -137,7 +137,7 @@ const notFound = { success: false, error: expect.objectContaining({ code: "NOT_F
 
 /** The list/thread shape of an email: the full record without bodies, headers and attachments. */
 const summaryOf = (email: Record<string, unknown>) => {
-  const { text: _text, html: _html, headers: _headers, attachments: _attachments, ...summary } = email
+  const { text: _text, html: _html, headers: _headers, attachments: _attachments, extracted: _extracted, ...summary } = email
   return summary
 }
 
@@ -209,6 +209,8 @@ describe("inbound SMTP and reading mail", () => {
         authentication_results: expect.stringMatching(/^mx\.agents\.localhost; spf=\w+ smtp\.mailfrom=example\.com; dkim=none; dmarc=/),
         // No RSPAMD_URL: nothing scored it, and nothing pretends to have.
         spam: null,
+        // Read from the text part when the message was stored (test/domain/extraction.test.ts has the rules).
+        extracted: { reply_text: text, codes: [], links: [] },
         received_at: expect.stringMatching(isoMillis),
         size: raw.byteLength,
         snippet: text,

@@ -115,7 +115,7 @@ describe("email.received", () => {
     expect(payload.event).toBe("email.received")
     expect(payload.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
     expect(Object.keys(payload.data).sort()).toEqual(
-      ["authentication", "authentication_results", "date", "direction", "domain", "email_id", "from", "has_attachments", "labels", "mailbox_id", "message_id", "spam", "subject", "thread_id", "to"]
+      ["authentication", "authentication_results", "date", "direction", "domain", "email_id", "extracted", "from", "has_attachments", "labels", "mailbox_id", "message_id", "spam", "subject", "thread_id", "to"]
     )
     // The same email the API serves.
     const email = (await api.get(`/v1/api/emails/${payload.data.email_id}`, { apiKey: box.user.apiKey })).body.data
@@ -136,8 +136,10 @@ describe("email.received", () => {
       authentication: email.authentication,
       authentication_results: email.authentication_results,
       // No RSPAMD_URL: nothing scored it.
-      spam: null
+      spam: null,
+      extracted: { reply_text: "Please find the invoice attached.", codes: [], links: [] }
     })
+    expect(payload.data.extracted).toEqual(email.extracted)
     expect(payload.data.authentication.spf.domain).toBe("example.com")
     expect(request!.headers["webhook-id"]).toBe(`email.received:${email.email_id}`)
 

@@ -110,7 +110,9 @@ export const tools = [
   tool({
     name: "get_email",
     description:
-      "Read one email: headers, text, html, labels, attachments (metadata), thread_id, and for sent mail each " +
+      "Read one email: headers, text, html, labels, attachments (metadata), thread_id, extracted (received mail: " +
+      "reply_text, the new text without quoted history and signature; codes, one-time codes as {value, context}; " +
+      "links, {url, text, kind} with kind confirmation, sign_in, password_reset or unsubscribe), and for sent mail each " +
       `recipient's delivery. Reading does not mark it read: remove the unread label with update_labels. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({ email_id: Id("The email") }),
