@@ -18,6 +18,7 @@ const backendIndependent = [
   "test/api/fuzz.test.ts",
   "test/api/hostile-input.test.ts",
   "test/api/webhooks.test.ts",
+  "test/dashboard/dashboard.test.ts",
   "test/outbound/relay.test.ts",
   // wiring of features test/domain covers on both databases
   "test/api/api-keys.test.ts",

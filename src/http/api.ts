@@ -5,12 +5,12 @@
  * OpenAPI document and the typed clients all come from this one definition.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
-import { ApiKeysGroup } from "./api-keys/api.ts"
+import { ApiKeysGroup, DashboardApiKeysGroup } from "./api-keys/api.ts"
 import { AuthGroup } from "./auth/api.ts"
 import { BillingGroup, BillingWebhookGroup } from "./billing/api.ts"
 import { DashboardDomainsGroup, DomainListGroup, DomainsGroup } from "./domains/api.ts"
-import { EmailsGroup } from "./emails/api.ts"
-import { EventsGroup } from "./events/api.ts"
+import { DashboardEmailsGroup, EmailsGroup } from "./emails/api.ts"
+import { DashboardEventsGroup, EventsGroup } from "./events/api.ts"
 import {
   BadRequest,
   InternalError,
@@ -33,11 +33,13 @@ const Routes = HttpApi.make("mailroom")
   .add(HealthGroup)
   .add(AuthGroup)
   .add(ApiKeysGroup)
+  .add(DashboardApiKeysGroup)
   .add(BillingGroup)
   .add(BillingWebhookGroup)
   .add(MailboxesGroup)
   .add(DashboardMailboxesGroup)
   .add(EmailsGroup)
+  .add(DashboardEmailsGroup)
   .add(OutboundGroup)
   .add(DashboardOutboundGroup)
   .add(WebhooksGroup)
@@ -46,6 +48,7 @@ const Routes = HttpApi.make("mailroom")
   .add(DomainListGroup)
   .add(SearchGroup)
   .add(EventsGroup)
+  .add(DashboardEventsGroup)
 
 export class MailroomApi extends Routes
   // What the edge (server.ts, input-rules.ts) can answer on any route, before or around its handler.

@@ -15,13 +15,14 @@ import { AppConfig } from "../config.ts"
 import { CONTENT_TYPE as METRICS_CONTENT_TYPE, exposition } from "../metrics.ts"
 import { MailroomApi } from "./api.ts"
 import { recordRequest, routeOf } from "./metrics.ts"
-import { ApiKeysHandlers } from "./api-keys/http.ts"
+import { ApiKeysHandlers, DashboardApiKeysHandlers } from "./api-keys/http.ts"
 import { AuthHandlers } from "./auth/http.ts"
 import { BillingHandlers, BillingWebhookHandlers } from "./billing/http.ts"
 import { PaymentPagesLive } from "./billing/payment-pages.ts"
+import { DashboardLive } from "../dashboard/serve.ts"
 import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains/http.ts"
-import { EmailsHandlers } from "./emails/http.ts"
-import { EventsHandlers } from "./events/http.ts"
+import { DashboardEmailsHandlers, EmailsHandlers } from "./emails/http.ts"
+import { DashboardEventsHandlers, EventsHandlers } from "./events/http.ts"
 import { McpLive } from "./mcp/http.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
@@ -78,11 +79,13 @@ const Handlers = Layer.mergeAll(
   HealthHandlers,
   AuthHandlers,
   ApiKeysHandlers,
+  DashboardApiKeysHandlers,
   BillingHandlers,
   BillingWebhookHandlers,
   MailboxesHandlers,
   DashboardMailboxesHandlers,
   EmailsHandlers,
+  DashboardEmailsHandlers,
   OutboundHandlers,
   DashboardOutboundHandlers,
   WebhooksHandlers,
@@ -90,7 +93,8 @@ const Handlers = Layer.mergeAll(
   DashboardDomainsHandlers,
   DomainListHandlers,
   SearchHandlers,
-  EventsHandlers
+  EventsHandlers,
+  DashboardEventsHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive).pipe(
   Layer.provideMerge(Layer.merge(Authenticator.Default, RateLimiter.layer))
@@ -157,6 +161,7 @@ export const HttpServerLive = Layer.unwrapEffect(
     HttpApiBuilder.serve().pipe(
       Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
       Layer.provide(PaymentPagesLive),
+      Layer.provide(DashboardLive),
       // The MCP endpoint authenticates and limits by itself, with the API's authenticator and limiter.
       Layer.provide(McpLive.pipe(Layer.provide(Middleware))),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" })),

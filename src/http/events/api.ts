@@ -4,7 +4,7 @@ import { Schema } from "effect"
 import { NotFound, StreamQuotaReached, ValidationError } from "../../../services/errors.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { envelope } from "../errors.ts"
-import { ApiAuthentication } from "../security.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 /** `types=a,b`: comma-separated event kinds. */
 const Kinds = Schema.split(",").pipe(
@@ -29,7 +29,8 @@ export const EventStreamHeaders = Schema.Struct({
   })
 })
 
-export class EventsGroup extends HttpApiGroup.make("events")
+const eventEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.get("stream", "/events")
       .setUrlParams(EventStreamParams)
@@ -48,8 +49,21 @@ export class EventsGroup extends HttpApiGroup.make("events")
           "50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404."
       }))
   )
+
+export class EventsGroup extends eventEndpoints("events")
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Events")
   .annotate(OpenApi.Description, "Live events on {base_url}, the same payloads webhooks receive")
+{}
+
+/**
+ * The same stream at /api/events for dashboard sessions: a browser's EventSource sends the session
+ * cookie and no Authorization header. A GET, so the same-origin rule for cookie writes does not apply.
+ */
+export class DashboardEventsGroup extends eventEndpoints("dashboardEvents")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Events (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/events, for the dashboard's cookie session (EventSource)")
 {}

@@ -9,6 +9,7 @@ import { EventFeed, type Frame } from "../../../services/events/feed.ts"
 import { EventLog } from "../../../services/events/log.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import type { EventStreamHeaders, EventStreamParams } from "./api.ts"
 
 /** How long a client waits before reconnecting (ms), per the SSE `retry` field. */
 const RECONNECT_MS = 2000
@@ -23,10 +24,10 @@ const frame = (item: Frame): Uint8Array =>
       : `id: ${item.event.eventId}\nevent: ${item.event.kind}\ndata: ${item.event.payload}\n\n`
   )
 
-export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handlers) =>
-  Effect.gen(function*() {
+/** One handler, served at /v1/events (API keys) and /api/events (dashboard sessions). */
+const makeStream = Effect.gen(function*() {
     const feed = yield* EventFeed
-    return handlers.handleRaw("stream", ({ headers, urlParams }) =>
+    return ({ headers, urlParams }: { readonly headers: typeof EventStreamHeaders.Type; readonly urlParams: typeof EventStreamParams.Type }) =>
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
         const fromHeader = Option.fromNullable(headers["last-event-id"]).pipe(Option.filter((id) => id !== ""))
@@ -47,5 +48,13 @@ export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handl
           contentType: "text/event-stream",
           headers: { "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" }
         })
-      }))
-  })).pipe(Layer.provide(EventFeed.Default), Layer.provide(EventLog.Default))
+      })
+  })
+
+export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handlers) =>
+  Effect.map(makeStream, (stream) => handlers.handleRaw("stream", stream))
+).pipe(Layer.provide(EventFeed.Default), Layer.provide(EventLog.Default))
+
+export const DashboardEventsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEvents", (handlers) =>
+  Effect.map(makeStream, (stream) => handlers.handleRaw("stream", stream))
+).pipe(Layer.provide(EventFeed.Default), Layer.provide(EventLog.Default))

@@ -1,0 +1,196 @@
+/**
+ * The dashboard in a real browser (issue 21), one walk through what a person does: sign up, make a
+ * key, make a mailbox (checked as they type), watch mail sent over SMTP arrive without a reload,
+ * read an HTML email whose script must not run and whose remote image must not load until allowed,
+ * then rename and delete the mailbox and sign out. Throughout: no console error, no failed request.
+ */
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import type { Browser, Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
+import { upgrade } from "../support/billing.ts"
+import { client } from "../support/http.ts"
+import { fresh } from "../support/mailboxes.ts"
+import { sendMail } from "../support/send-mail.ts"
+import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
+import { sleep } from "../support/wait.ts"
+
+const runnable = chromiumAvailable() || Boolean(process.env.CI)
+if (!runnable) console.warn(`Skipping the dashboard browser suite: ${CHROMIUM} is absent (install Debian's chromium; CI always runs it)`)
+
+/** A stranger's web server: records every request the email's script or image makes to it. */
+const startTracker = async () => {
+  const hits: Array<string> = []
+  const server = http.createServer((request, response) => {
+    hits.push(request.url ?? "")
+    response.writeHead(200, { "content-type": "image/gif", "access-control-allow-origin": "*" })
+    response.end(Buffer.from("R0lGODlhAQABAAAAACw=", "base64"))
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  return { hits, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise((r) => server.close(r)) }
+}
+
+describe.skipIf(!runnable)("the dashboard", () => {
+  let backend: Backend
+  let server: Server
+  let browser: Browser
+  let watched: WatchedPage
+  let page: Page
+  let tracker: Awaited<ReturnType<typeof startTracker>>
+  const localPart = fresh("inbox")
+  let address = ""
+
+  beforeAll(async () => {
+    tracker = await startTracker()
+    backend = await createBackend()
+    const port = await freePort()
+    // Cookie-authenticated writes must come from APP_URL's origin: the browser's origin here.
+    server = await startServer({ ...backend.env, PORT: String(port), APP_URL: `http://127.0.0.1:${port}` })
+    browser = await launchBrowser()
+    watched = await openPage(browser, server.url)
+    page = watched.page
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    await server?.stop()
+    await backend?.dispose()
+    await tracker?.close()
+  })
+
+  it("serves the page with a strict policy, its assets with their types and long caching", async () => {
+    const response = await fetch(`${server.url}/`)
+    expect(response.status).toBe(200)
+    expect(response.headers.get("content-type")).toMatch(/^text\/html/)
+    const policy = response.headers.get("content-security-policy") ?? ""
+    expect(policy).toContain("default-src 'none'")
+    expect(policy).toMatch(/script-src 'self' 'sha256-[A-Za-z0-9+/=]+'(;|$)/)
+    expect(policy).toContain("frame-ancestors 'none'")
+    const page = await response.text()
+    const script = /src="(\/assets\/[0-9a-f]+\/main\.js)"/.exec(page)![1]!
+    const asset = await fetch(`${server.url}${script}`)
+    expect(asset.headers.get("content-type")).toBe("text/javascript; charset=utf-8")
+    expect(asset.headers.get("cache-control")).toContain("immutable")
+    const vendored = /"preact":"([^"]+)"/.exec(page)![1]!
+    expect((await fetch(`${server.url}${vendored}`)).headers.get("content-type")).toBe("text/javascript; charset=utf-8")
+    expect((await fetch(`${server.url}/assets/0000/main.js`)).status).toBe(404)
+    // The API beside it is untouched.
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
+    expect((await fetch(`${server.url}/v1/openapi.json`)).status).toBe(200)
+  })
+
+  it("signs up and lands on the mailboxes page", async () => {
+    await page.goto("/")
+    await page.getByRole("link", { name: "Create an account" }).click()
+    await page.getByLabel("Name").fill("Ada Operator")
+    await page.getByLabel("Email").fill(`${fresh("ada")}@example.com`)
+    await page.getByLabel("Password").fill("correct horse battery")
+    await page.getByRole("button", { name: "Sign up" }).click()
+    await expect(page.getByRole("heading", { name: "Mailboxes" }).waitFor()).resolves.toBeUndefined()
+  })
+
+  it("creates an API key, shows it once with a copy button, and the key works", async () => {
+    await page.getByRole("link", { name: "API keys" }).click()
+    await page.getByLabel("New key name").fill("my agent")
+    await page.getByRole("button", { name: "Create key" }).click()
+    const key = await page.getByTestId("new-key").textContent()
+    expect(key).toMatch(/\S{20,}/)
+    await page.getByRole("button", { name: "Copy key" }).click()
+    expect(await page.evaluate("navigator.clipboard.readText()")).toBe(key)
+    const listed = await fetch(`${server.url}/v1/api/mailboxes`, { headers: { "x-api-key": key! } })
+    expect(listed.status).toBe(200)
+    // The free plan's 20 requests a minute are the account's, dashboard included: the walk needs pro's 100.
+    await upgrade(client(server.url), server.url, key!, "pro")
+    await page.getByRole("button", { name: "Done" }).click()
+    await expect(page.getByTestId("new-key").count()).resolves.toBe(0)
+  })
+
+  it("creates a mailbox with live feedback on the address", async () => {
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    const input = page.getByLabel("New mailbox address")
+    await input.fill("abc")
+    await page.getByText(/at least 5/i).waitFor()
+    await expect(page.getByRole("button", { name: "Create mailbox" }).isDisabled()).resolves.toBe(true)
+    await input.fill(localPart)
+    await page.getByText("is available").waitFor()
+    await page.getByRole("button", { name: "Create mailbox" }).click()
+    address = (await page.getByRole("link", { name: new RegExp(`^${localPart}@`) }).textContent())!
+    expect(address).toMatch(new RegExp(`^${localPart}@`))
+  })
+
+  it("shows mail sent over SMTP without a reload", async () => {
+    await page.getByRole("link", { name: address }).click()
+    await page.getByText("No mail yet").waitFor()
+    // A reload or navigation would lose this mark.
+    await page.evaluate("window.stillHere = true")
+    await sendMail(server.smtpPort, {
+      to: address,
+      subject: "Quarterly numbers",
+      text: "See the numbers inside.",
+      html: `<h1>Numbers</h1><p>Hello <a href="https://example.com/report">report</a></p>` +
+        `<script>fetch("${tracker.url}/script-ran")</script>` +
+        `<img src="${tracker.url}/pixel.gif" alt="tracking pixel" onerror="fetch('${tracker.url}/onerror-ran')">`,
+      attachments: [{ filename: "numbers.csv", content: "q,revenue\n1,100\n" }]
+    })
+    const row = page.getByRole("link", { name: /Quarterly numbers/ })
+    await row.waitFor({ timeout: 15_000 })
+    expect(await page.evaluate("window.stillHere")).toBe(true)
+    await expect(page.getByLabel("Unread").count()).resolves.toBe(1)
+    await expect(page.getByLabel("Has attachments").count()).resolves.toBe(1)
+  })
+
+  it("opens the email: its script does not run and its remote image waits for the reader", async () => {
+    await page.getByRole("link", { name: /Quarterly numbers/ }).click()
+    await page.getByRole("heading", { name: "Quarterly numbers" }).waitFor()
+    const frame = page.frameLocator("iframe[title='Email content']")
+    await frame.getByRole("heading", { name: "Numbers" }).waitFor()
+    expect(await frame.getByRole("link", { name: "report" }).getAttribute("target")).toBe("_blank")
+    await expect(page.locator("iframe[title='Email content']").getAttribute("sandbox")).resolves.not.toContain("allow-scripts")
+    await page.getByText("Remote images are blocked").waitFor()
+    await expect(page.getByRole("link", { name: "numbers.csv" }).getAttribute("href")).resolves.toMatch(/\/attachments\//)
+    const raw = await page.getByRole("link", { name: /Download raw/ }).getAttribute("href")
+    const rawAnswer = await page.evaluate((url) => fetch(url!).then((r) => r.text()), raw)
+    expect(rawAnswer).toContain("Subject: Quarterly numbers")
+    await sleep(500)
+    expect(tracker.hits).toEqual([])
+    // The reader allows images: now, and only now, the stranger's server hears of it; scripts still never run.
+    await page.getByRole("button", { name: "Show images" }).click()
+    await frame.getByRole("img", { name: "tracking pixel" }).waitFor()
+    for (let i = 0; i < 50 && tracker.hits.length === 0; i++) await sleep(100)
+    expect(tracker.hits).toEqual(["/pixel.gif"])
+  })
+
+  it("marks the opened email read", async () => {
+    await page.getByRole("link", { name: "Back to the inbox" }).click()
+    await page.getByRole("link", { name: /Quarterly numbers/ }).waitFor()
+    await expect(page.getByLabel("Unread").count()).resolves.toBe(0)
+    await page.getByRole("link", { name: "Inbox", exact: true }).click()
+    await page.getByRole("link", { name: /Quarterly numbers/ }).waitFor()
+  })
+
+  it("renames the mailbox, then deletes it after the address is typed", async () => {
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    await page.getByRole("button", { name: `Rename ${address}` }).click()
+    const renamed = `${localPart}x`
+    await page.getByLabel("New address").fill(renamed)
+    await page.getByText("is available").waitFor()
+    await page.getByRole("button", { name: "Save address" }).click()
+    const newAddress = address.replace(`${localPart}@`, `${renamed}@`)
+    await page.getByRole("link", { name: newAddress }).waitFor()
+
+    await page.getByRole("button", { name: `Delete ${newAddress}` }).click()
+    const confirm = page.getByRole("button", { name: "Delete mailbox" })
+    await page.getByLabel("Mailbox address", { exact: true }).fill(address)
+    await expect(confirm.isDisabled()).resolves.toBe(true)
+    await page.getByLabel("Mailbox address", { exact: true }).fill(newAddress)
+    await confirm.click()
+    await page.getByText("No mailboxes yet").waitFor()
+  })
+
+  it("signs out, and had no console error or failed request all along", async () => {
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    expect(watched.problems).toEqual([])
+  })
+})
