@@ -4,6 +4,8 @@
  * fills it with a little mail over SMTP, and drives Debian's chromium through playwright-core.
  */
 import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { upgrade } from "../test/support/billing.ts"
 import { client } from "../test/support/http.ts"
@@ -21,7 +23,8 @@ const outDir = path.join(repoRoot, "docs/screenshots")
 fs.mkdirSync(outDir, { recursive: true })
 const dataDir = createDataDir()
 const port = await freePort()
-const server = await startServer({ DATA_DIR: dataDir.dir, PORT: String(port), APP_URL: `http://127.0.0.1:${port}` })
+// WEBHOOK_ALLOW_PRIVATE: the webhook page's receiver is this script's, on 127.0.0.1.
+const server = await startServer({ DATA_DIR: dataDir.dir, PORT: String(port), APP_URL: `http://127.0.0.1:${port}`, WEBHOOK_ALLOW_PRIVATE: "true" })
 const browser = await launchBrowser()
 
 const viewports = { desktop: { width: 1280, height: 800 }, mobile: { width: 375, height: 740 } } as const
@@ -91,6 +94,30 @@ try {
   await page.getByRole("link", { name: /March invoice/ }).click()
   await page.getByText("Remote images are blocked").waitFor()
   await shoot("email")
+
+  await page.getByRole("link", { name: "Search" }).click()
+  await page.getByLabel(/Search your mail/).fill("money owed for last month")
+  const hit = page.getByRole("list", { name: "Results" }).getByRole("link").first()
+  for (let tries = 0; tries < 30 && (await hit.count()) === 0; tries++) {
+    await page.getByRole("button", { name: "Search", exact: true }).click()
+    await page.getByRole("list", { name: "Results" }).or(page.getByText("Nothing found")).waitFor()
+    if ((await hit.count()) === 0) await page.waitForTimeout(1000)
+  }
+  await shoot("search")
+
+  // A receiver that takes every delivery, so the log has a success to show.
+  const receiver = http.createServer((_request, response) => response.writeHead(204).end())
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))
+  await page.getByRole("link", { name: "Webhooks" }).click()
+  await page.getByLabel("Endpoint URL").fill(`http://127.0.0.1:${(receiver.address() as AddressInfo).port}/mailroom`)
+  await page.getByRole("button", { name: "Create webhook" }).click()
+  await page.getByTestId("new-secret").waitFor()
+  await sendMail(server.smtpPort, { to: address, from: "Customer <customer@example.com>", subject: "Thanks!", text: "All sorted." })
+  await page.waitForTimeout(2000)
+  await page.getByRole("button", { name: "Deliveries" }).click()
+  await page.getByRole("row", { name: /email\.received/ }).waitFor()
+  await shoot("webhooks")
+  receiver.close()
 
   if (problems.length > 0) console.warn("The walk saw problems:\n" + problems.join("\n"))
   console.log(`Screenshots in ${path.relative(repoRoot, outDir)}/`)

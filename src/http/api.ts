@@ -25,8 +25,8 @@ import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
 import { DashboardOutboundGroup, OutboundGroup } from "./outbound/api.ts"
-import { SearchGroup } from "./search/api.ts"
-import { WebhooksGroup } from "./webhooks/api.ts"
+import { DashboardSearchGroup, SearchGroup } from "./search/api.ts"
+import { DashboardWebhooksGroup, WebhooksGroup } from "./webhooks/api.ts"
 
 /** The groups, before anything is said about the whole: what publish() reads each route's credentials from. */
 const Routes = HttpApi.make("mailroom")
@@ -43,10 +43,12 @@ const Routes = HttpApi.make("mailroom")
   .add(OutboundGroup)
   .add(DashboardOutboundGroup)
   .add(WebhooksGroup)
+  .add(DashboardWebhooksGroup)
   .add(DomainsGroup)
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)
   .add(SearchGroup)
+  .add(DashboardSearchGroup)
   .add(EventsGroup)
   .add(DashboardEventsGroup)
 

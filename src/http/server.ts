@@ -30,8 +30,8 @@ import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
-import { SearchHandlers } from "./search/http.ts"
-import { WebhooksHandlers } from "./webhooks/http.ts"
+import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
+import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
 
 export const MAX_JSON_BYTES = 1024 * 1024
 
@@ -89,10 +89,12 @@ const Handlers = Layer.mergeAll(
   OutboundHandlers,
   DashboardOutboundHandlers,
   WebhooksHandlers,
+  DashboardWebhooksHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,
   DomainListHandlers,
   SearchHandlers,
+  DashboardSearchHandlers,
   EventsHandlers,
   DashboardEventsHandlers
 )

@@ -19,8 +19,8 @@ import { sleep } from "../support/wait.ts"
 const runnable = chromiumAvailable() || Boolean(process.env.CI)
 if (!runnable) console.warn(`Skipping the dashboard browser suite: ${CHROMIUM} is absent (install Debian's chromium; CI always runs it)`)
 
-/** A stranger's web server: records every request the email's script or image makes to it. */
-const startTracker = async () => {
+/** A web server that records every request: a stranger's (the email's image, its script) or a webhook receiver. */
+const startRecorder = async () => {
   const hits: Array<string> = []
   const server = http.createServer((request, response) => {
     hits.push(request.url ?? "")
@@ -37,16 +37,19 @@ describe.skipIf(!runnable)("the dashboard", () => {
   let browser: Browser
   let watched: WatchedPage
   let page: Page
-  let tracker: Awaited<ReturnType<typeof startTracker>>
+  let tracker: Awaited<ReturnType<typeof startRecorder>>
+  let receiver: Awaited<ReturnType<typeof startRecorder>>
   const localPart = fresh("inbox")
   let address = ""
 
   beforeAll(async () => {
-    tracker = await startTracker()
+    tracker = await startRecorder()
+    receiver = await startRecorder()
     backend = await createBackend()
     const port = await freePort()
     // Cookie-authenticated writes must come from APP_URL's origin: the browser's origin here.
-    server = await startServer({ ...backend.env, PORT: String(port), APP_URL: `http://127.0.0.1:${port}` })
+    // WEBHOOK_ALLOW_PRIVATE: the webhook receiver is this suite's, on 127.0.0.1 over http.
+    server = await startServer({ ...backend.env, PORT: String(port), APP_URL: `http://127.0.0.1:${port}`, WEBHOOK_ALLOW_PRIVATE: "true" })
     browser = await launchBrowser()
     watched = await openPage(browser, server.url)
     page = watched.page
@@ -57,6 +60,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await server?.stop()
     await backend?.dispose()
     await tracker?.close()
+    await receiver?.close()
   })
 
   it("serves the page with a strict policy, its assets with their types and long caching", async () => {
@@ -167,6 +171,37 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await expect(page.getByLabel("Unread").count()).resolves.toBe(0)
     await page.getByRole("link", { name: "Inbox", exact: true }).click()
     await page.getByRole("link", { name: /Quarterly numbers/ }).waitFor()
+  })
+
+  it("finds the email by search, with its score", async () => {
+    await page.getByRole("link", { name: "Search" }).click()
+    await page.getByLabel(/Search your mail/).fill("quarterly numbers")
+    const hit = page.getByRole("list", { name: "Results" }).getByRole("link", { name: "Quarterly numbers" })
+    // Indexing follows storage by moments: search again until the embedder has it.
+    for (let tries = 0; tries < 30 && (await hit.count()) === 0; tries++) {
+      await page.getByRole("button", { name: "Search", exact: true }).click()
+      await page.getByRole("list", { name: "Results" }).or(page.getByText("Nothing found")).waitFor()
+      if ((await hit.count()) === 0) await sleep(1000)
+    }
+    await hit.waitFor({ timeout: 1000 })
+    await expect(page.getByText(/^score \d\.\d\d$/).first().textContent()).resolves.toMatch(/score 0\.\d\d|score 1\.00/)
+  })
+
+  it("creates a webhook, shows its secret once, and lists its delivery with the attempt", async () => {
+    await page.getByRole("link", { name: "Webhooks" }).click()
+    await page.getByLabel("Endpoint URL").fill(`${receiver.url}/hook`)
+    await page.getByRole("button", { name: "Create webhook" }).click()
+    await expect(page.getByTestId("new-secret").textContent()).resolves.toMatch(/^whsec_/)
+    await page.getByRole("button", { name: "Done" }).click()
+    await sendMail(server.smtpPort, { to: address, subject: "Second message", text: "For the webhook." })
+    for (let i = 0; i < 100 && receiver.hits.length === 0; i++) await sleep(100)
+    expect(receiver.hits).toEqual(["/hook"])
+    await page.getByRole("button", { name: "Deliveries" }).click()
+    const row = page.getByRole("row", { name: /email\.received/ })
+    await row.waitFor()
+    await expect(row.textContent()).resolves.toMatch(/succeeded.*#1: 200/)
+    await page.getByRole("button", { name: "Disable" }).click()
+    await page.getByText("disabled", { exact: true }).waitFor()
   })
 
   it("renames the mailbox, then deletes it after the address is typed", async () => {

@@ -9,6 +9,8 @@ import { KeysPage } from "./keys.js"
 import { connect, disconnect } from "./live.js"
 import { MailboxesPage } from "./mailboxes.js"
 import { ReaderPage } from "./reader.js"
+import { SearchPage } from "./search.js"
+import { WebhooksPage } from "./webhooks.js"
 import { go, useRoute } from "./router.js"
 import { Frame } from "./ui.js"
 
@@ -49,12 +51,16 @@ const App = () => {
     ? html`<${KeysPage} />`
     : page === "inbox"
     ? html`<${AllInbox} />`
+    : page === "search"
+    ? html`<${SearchPage} />`
+    : page === "webhooks"
+    ? html`<${WebhooksPage} />`
     : page === "mailboxes" && id
     ? html`<${MailboxInbox} key=${id} mailboxId=${id} />`
     : page === "emails" && id
     ? html`<${ReaderPage} key=${id} emailId=${id} />`
     : html`<${MailboxesPage} />`
-  const section = page === "keys" ? "keys" : page === "inbox" || page === "emails" || (page === "mailboxes" && id) ? "inbox" : "mailboxes"
+  const section = page === "keys" || page === "search" || page === "webhooks" ? page : page === "inbox" || page === "emails" || (page === "mailboxes" && id) ? "inbox" : "mailboxes"
   document.title = `${user ? section[0].toUpperCase() + section.slice(1) : "Sign in"} · Mailroom`
 
   return html`<${Frame} user=${user} section=${section} onSignOut=${signOut}>${content}<//>`
