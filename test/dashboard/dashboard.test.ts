@@ -85,6 +85,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
   })
 
   it("signs up and lands on the mailboxes page", async () => {
+    // Without a session the page asks for nothing it would be refused (no 401 in the console).
     await page.goto("/")
     await page.getByRole("link", { name: "Create an account" }).click()
     await page.getByLabel("Name").fill("Ada Operator")
@@ -223,7 +224,35 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByText("No mailboxes yet").waitFor()
   })
 
-  it("signs out, and had no console error or failed request all along", async () => {
+  it("fits a 375 px screen: no page scrolls sideways", async () => {
+    await page.setViewportSize({ width: 375, height: 740 })
+    for (const link of ["Inbox", "Mailboxes", "Search", "Webhooks", "API keys"]) {
+      await page.getByRole("link", { name: link, exact: true }).click()
+      await page.getByRole("heading", { level: 1 }).waitFor()
+      expect(await page.evaluate("document.documentElement.scrollWidth"), link).toBeLessThanOrEqual(375)
+    }
+    await page.setViewportSize({ width: 1280, height: 800 })
+  })
+
+  it("signs out, signs in again with the keyboard alone, and had no console error or failed request all along", async () => {
+    const email = await page.locator(".who .muted").textContent()
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    // Focus moves to the page's content on each change of page: the next Tab is its first field. Each
+    // control in turn, with a visible focus ring.
+    const focused = async () =>
+      page.evaluate(`(() => { const e = document.activeElement; const s = getComputedStyle(e);
+        return { id: e.id || e.textContent, ring: s.outlineStyle !== "none" && s.outlineWidth !== "0px" } })()`)
+    await page.keyboard.press("Tab")
+    await expect(focused()).resolves.toEqual({ id: "email", ring: true })
+    await page.keyboard.type(email!)
+    await page.keyboard.press("Tab")
+    await expect(focused()).resolves.toEqual({ id: "password", ring: true })
+    await page.keyboard.type("correct horse battery")
+    await page.keyboard.press("Tab")
+    await expect(focused()).resolves.toEqual({ id: "Sign in", ring: true })
+    await page.keyboard.press("Enter")
+    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
     expect(watched.problems).toEqual([])
