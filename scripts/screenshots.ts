@@ -119,6 +119,12 @@ try {
   await shoot("webhooks")
   receiver.close()
 
+  await page.getByRole("link", { name: "Domains" }).click()
+  await page.getByLabel("Domain", { exact: true }).fill("mail.acme-robots.com")
+  await page.getByRole("button", { name: "Add domain" }).click()
+  await page.getByRole("table", { name: "DNS records to publish" }).waitFor()
+  await shoot("domains")
+
   if (problems.length > 0) console.warn("The walk saw problems:\n" + problems.join("\n"))
   console.log(`Screenshots in ${path.relative(repoRoot, outDir)}/`)
 } finally {

@@ -205,6 +205,23 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByText("disabled", { exact: true }).waitFor()
   })
 
+  it("adds a custom domain with the records to publish, and deletes it", async () => {
+    await page.getByRole("link", { name: "Domains" }).click()
+    const domain = `${fresh("d")}.example.org`
+    await page.getByLabel("Domain", { exact: true }).fill(domain)
+    await page.getByRole("button", { name: "Add domain" }).click()
+    const records = page.getByRole("table", { name: "DNS records to publish" })
+    await records.or(page.getByRole("alert")).waitFor()
+    expect(watched.problems).toEqual([])
+    await expect(records.getByRole("row").count()).resolves.toBeGreaterThanOrEqual(3)
+    await page.getByRole("button", { name: "Copy MX" }).click()
+    expect(await page.evaluate("navigator.clipboard.readText()")).toMatch(/\S+\.\S+/)
+    await page.getByRole("button", { name: "Done" }).click()
+    page.once("dialog", (dialog) => dialog.accept())
+    await page.getByRole("button", { name: `Delete ${domain}` }).click()
+    await page.getByText("No custom domains.").waitFor()
+  })
+
   it("renames the mailbox, then deletes it after the address is typed", async () => {
     await page.getByRole("link", { name: "Mailboxes" }).click()
     await page.getByRole("button", { name: `Rename ${address}` }).click()
@@ -226,7 +243,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
 
   it("fits a 375 px screen: no page scrolls sideways", async () => {
     await page.setViewportSize({ width: 375, height: 740 })
-    for (const link of ["Inbox", "Mailboxes", "Search", "Webhooks", "API keys"]) {
+    for (const link of ["Inbox", "Mailboxes", "Search", "Webhooks", "Domains", "API keys"]) {
       await page.getByRole("link", { name: link, exact: true }).click()
       await page.getByRole("heading", { level: 1 }).waitFor()
       expect(await page.evaluate("document.documentElement.scrollWidth"), link).toBeLessThanOrEqual(375)
