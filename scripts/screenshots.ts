@@ -7,8 +7,6 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
-import { upgrade } from "../test/support/billing.ts"
-import { client } from "../test/support/http.ts"
 import { CHROMIUM, chromiumAvailable, launchBrowser, openPage } from "../test/support/browser.ts"
 import { freePort, repoRoot, startServer } from "../test/support/process.ts"
 import { sendMail } from "../test/support/send-mail.ts"
@@ -66,10 +64,13 @@ try {
   await page.getByRole("link", { name: "API keys" }).click()
   await page.getByLabel("New key name").fill("support agent")
   await page.getByRole("button", { name: "Create key" }).click()
-  const key = (await page.getByTestId("new-key").textContent())!
+  await page.getByTestId("new-key").waitFor()
   await shoot("api-keys")
   // The free plan's 20 requests a minute are the account's, dashboard included: this walk needs more.
-  await upgrade(client(server.url), server.url, key, "pro")
+  await page.getByRole("link", { name: "Billing" }).click()
+  await page.getByRole("button", { name: "Upgrade to Pro" }).click()
+  await page.getByRole("button", { name: "Confirm and pay" }).click()
+  await page.getByRole("heading", { name: "Plan: Pro" }).waitFor()
 
   const address = "support-agent@agents.localhost"
   const mails = [
@@ -124,6 +125,10 @@ try {
   await page.getByRole("button", { name: "Add domain" }).click()
   await page.getByRole("table", { name: "DNS records to publish" }).waitFor()
   await shoot("domains")
+
+  await page.getByRole("link", { name: "Billing" }).click()
+  await page.getByRole("progressbar", { name: "Storage" }).waitFor()
+  await shoot("billing")
 
   if (problems.length > 0) console.warn("The walk saw problems:\n" + problems.join("\n"))
   console.log(`Screenshots in ${path.relative(repoRoot, outDir)}/`)

@@ -122,6 +122,12 @@ export const DashboardLive = HttpApiBuilder.Router.use((router) =>
     }))
 
     yield* router.get("/", Effect.succeed(html))
+    // Browsers ask every page of the origin for it (the docs, the payment pages): the dashboard's icon.
+    const icon = assets.get("icon.svg")!
+    yield* router.get(
+      "/favicon.ico",
+      Effect.succeed(HttpServerResponse.uint8Array(icon.body, { contentType: icon.contentType, headers: { "cache-control": "public, max-age=86400" } }))
+    )
     yield* router.get(
       "/assets/:version/*",
       Effect.gen(function*() {

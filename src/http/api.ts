@@ -7,7 +7,7 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { ApiKeysGroup, DashboardApiKeysGroup } from "./api-keys/api.ts"
 import { AuthGroup } from "./auth/api.ts"
-import { BillingGroup, BillingWebhookGroup } from "./billing/api.ts"
+import { BillingGroup, BillingWebhookGroup, DashboardBillingGroup } from "./billing/api.ts"
 import { DashboardDomainsGroup, DomainListGroup, DomainsGroup } from "./domains/api.ts"
 import { DashboardEmailsGroup, EmailsGroup } from "./emails/api.ts"
 import { DashboardEventsGroup, EventsGroup } from "./events/api.ts"
@@ -35,6 +35,7 @@ const Routes = HttpApi.make("mailroom")
   .add(ApiKeysGroup)
   .add(DashboardApiKeysGroup)
   .add(BillingGroup)
+  .add(DashboardBillingGroup)
   .add(BillingWebhookGroup)
   .add(MailboxesGroup)
   .add(DashboardMailboxesGroup)

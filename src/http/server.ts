@@ -17,7 +17,7 @@ import { MailroomApi } from "./api.ts"
 import { recordRequest, routeOf } from "./metrics.ts"
 import { ApiKeysHandlers, DashboardApiKeysHandlers } from "./api-keys/http.ts"
 import { AuthHandlers } from "./auth/http.ts"
-import { BillingHandlers, BillingWebhookHandlers } from "./billing/http.ts"
+import { BillingHandlers, BillingWebhookHandlers, DashboardBillingHandlers } from "./billing/http.ts"
 import { PaymentPagesLive } from "./billing/payment-pages.ts"
 import { DashboardLive } from "../dashboard/serve.ts"
 import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains/http.ts"
@@ -81,6 +81,7 @@ const Handlers = Layer.mergeAll(
   ApiKeysHandlers,
   DashboardApiKeysHandlers,
   BillingHandlers,
+  DashboardBillingHandlers,
   BillingWebhookHandlers,
   MailboxesHandlers,
   DashboardMailboxesHandlers,

@@ -9,8 +9,6 @@ import type { AddressInfo } from "node:net"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
-import { upgrade } from "../support/billing.ts"
-import { client } from "../support/http.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
@@ -105,10 +103,19 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(await page.evaluate("navigator.clipboard.readText()")).toBe(key)
     const listed = await fetch(`${server.url}/v1/api/mailboxes`, { headers: { "x-api-key": key! } })
     expect(listed.status).toBe(200)
-    // The free plan's 20 requests a minute are the account's, dashboard included: the walk needs pro's 100.
-    await upgrade(client(server.url), server.url, key!, "pro")
     await page.getByRole("button", { name: "Done" }).click()
     await expect(page.getByTestId("new-key").count()).resolves.toBe(0)
+  })
+
+  it("shows the plan and usage, and upgrades through checkout", async () => {
+    // The free plan's 20 requests a minute are the account's, dashboard included: the walk needs pro's 100.
+    await page.getByRole("link", { name: "Billing" }).click()
+    await page.getByRole("heading", { name: "Plan: Free" }).waitFor()
+    await expect(page.getByRole("progressbar", { name: "Emails received" }).getAttribute("max")).resolves.toMatch(/^\d+$/)
+    await page.getByRole("button", { name: "Upgrade to Pro" }).click()
+    await page.getByRole("button", { name: "Confirm and pay" }).click()
+    await page.getByRole("heading", { name: "Plan: Pro" }).waitFor()
+    expect(new URL(page.url()).hash).toBe("#/billing")
   })
 
   it("creates a mailbox with live feedback on the address", async () => {
@@ -243,7 +250,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
 
   it("fits a 375 px screen: no page scrolls sideways", async () => {
     await page.setViewportSize({ width: 375, height: 740 })
-    for (const link of ["Inbox", "Mailboxes", "Search", "Webhooks", "Domains", "API keys"]) {
+    for (const link of ["Inbox", "Mailboxes", "Search", "Webhooks", "Domains", "API keys", "Billing"]) {
       await page.getByRole("link", { name: link, exact: true }).click()
       await page.getByRole("heading", { level: 1 }).waitFor()
       expect(await page.evaluate("document.documentElement.scrollWidth"), link).toBeLessThanOrEqual(375)

@@ -4,6 +4,7 @@ import { render } from "preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
 import { AuthPage } from "./auth.js"
+import { BillingPage } from "./billing.js"
 import { DomainsPage } from "./domains.js"
 import { AllInbox, MailboxInbox } from "./inbox.js"
 import { KeysPage } from "./keys.js"
@@ -58,12 +59,14 @@ const App = () => {
     ? html`<${WebhooksPage} />`
     : page === "domains"
     ? html`<${DomainsPage} />`
+    : page === "billing"
+    ? html`<${BillingPage} />`
     : page === "mailboxes" && id
     ? html`<${MailboxInbox} key=${id} mailboxId=${id} />`
     : page === "emails" && id
     ? html`<${ReaderPage} key=${id} emailId=${id} />`
     : html`<${MailboxesPage} />`
-  const section = page === "keys" || page === "search" || page === "webhooks" || page === "domains" ? page : page === "inbox" || page === "emails" || (page === "mailboxes" && id) ? "inbox" : "mailboxes"
+  const section = page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" ? page : page === "inbox" || page === "emails" || (page === "mailboxes" && id) ? "inbox" : "mailboxes"
   document.title = `${user ? section[0].toUpperCase() + section.slice(1) : "Sign in"} · Mailroom`
 
   return html`<${Frame} user=${user} section=${section} onSignOut=${signOut}>${content}<//>`

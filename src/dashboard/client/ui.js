@@ -18,6 +18,7 @@ export const Frame = ({ user, section, onSignOut, children }) => html`
         <a href=${href("webhooks")} aria-current=${section === "webhooks" ? "page" : undefined}>Webhooks</a>
         <a href=${href("domains")} aria-current=${section === "domains" ? "page" : undefined}>Domains</a>
         <a href=${href("keys")} aria-current=${section === "keys" ? "page" : undefined}>API keys</a>
+        <a href=${href("billing")} aria-current=${section === "billing" ? "page" : undefined}>Billing</a>
       </nav>
       <div class="who">
         <span class="muted">${user.email}</span>
@@ -66,5 +67,9 @@ export const when = (iso) => {
 }
 
 /** @param {number} bytes */
-export const size = (bytes) =>
-  bytes < 1024 ? `${bytes} B` : bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KB` : `${(bytes / 1024 / 1024).toFixed(1)} MB`
+export const size = (bytes) => {
+  const units = ["B", "KB", "MB", "GB", "TB"]
+  let unit = 0
+  while (bytes >= 1024 && unit < units.length - 1) (bytes /= 1024), unit++
+  return unit === 0 ? `${bytes} B` : `${bytes.toFixed(1).replace(/\.0$/, "")} ${units[unit]}`
+}
