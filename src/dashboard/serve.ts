@@ -71,10 +71,10 @@ const importMapOf = (version: string) =>
 const sha256 = (text: string) => `'sha256-${createHash("sha256").update(text).digest("base64")}'`
 
 /**
- * The page's policy: scripts only from here (and the import map, by its hash). Mail is shown in a
- * sandboxed `srcdoc` frame, which inherits this policy on top of its own: so images may come from
- * anywhere *here* (the frame's own policy blocks remote ones until the reader allows them) and
- * inline styles are allowed (mail is styled inline; the dashboard itself uses none).
+ * The page's policy: scripts only from this origin (and the import map, by its hash). Mail is shown
+ * in a sandboxed `srcdoc` frame, which inherits this policy on top of its own (mail-frame.js). So
+ * this one must allow what a mail may show once the reader agrees: remote images (the frame's own
+ * policy blocks them until then) and inline styles (mail is styled inline; the dashboard uses none).
  */
 export const contentSecurityPolicy = (importMap: string) => [
   "default-src 'none'",
