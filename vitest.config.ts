@@ -19,6 +19,7 @@ const backendIndependent = [
   "test/api/hostile-input.test.ts",
   "test/domain/extraction.test.ts",
   "test/api/webhooks.test.ts",
+  "test/dashboard/dashboard.test.ts",
   "test/outbound/relay.test.ts",
   // wiring of features test/domain covers on both databases
   "test/api/api-keys.test.ts",

@@ -18,4 +18,10 @@ fs.cpSync(path.join(root, "migrations"), path.join(outDir, "migrations"), { recu
 for (const file of fs.readdirSync(path.join(root, "layers")).filter((name) => name.endsWith(".mjs"))) {
   fs.copyFileSync(path.join(root, "layers", file), path.join(outDir, "layers", file))
 }
+// The dashboard's browser code is served as written (src/dashboard/serve.ts): copied, not compiled.
+const dashboard = path.join(root, "src/dashboard/client")
+for (const file of fs.readdirSync(dashboard).filter((name) => /\.(js|css|svg)$/.test(name))) {
+  fs.mkdirSync(path.join(outDir, "src/dashboard/client"), { recursive: true })
+  fs.copyFileSync(path.join(dashboard, file), path.join(outDir, "src/dashboard/client", file))
+}
 console.log(`Built into ${path.relative(root, outDir) || "."}: node ${path.relative(root, path.join(outDir, "src/main.js"))}`)

@@ -69,4 +69,13 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
     }, 60_000, 1_000)
     expect(found[0].subject).toBe("Invoice 2291 is due")
   }, 120_000)
+
+  it("serves the dashboard: its page, its own modules and the vendored Preact and htm", async () => {
+    const page = await fetch(`${server.url}/`)
+    expect(page.status).toBe(200)
+    const html = await page.text()
+    const urls = [...html.matchAll(/(?:src|href)="(\/assets\/[^"]+)"/g), ...html.matchAll(/"(\/assets\/[^"]+\/vendor\/[^"]+)"/g)].map((m) => m[1]!)
+    expect(urls.length).toBeGreaterThanOrEqual(7)
+    for (const url of urls) expect((await fetch(`${server.url}${url}`)).status, url).toBe(200)
+  })
 })

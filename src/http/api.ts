@@ -5,12 +5,12 @@
  * OpenAPI document and the typed clients all come from this one definition.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
-import { ApiKeysGroup } from "./api-keys/api.ts"
+import { ApiKeysGroup, DashboardApiKeysGroup } from "./api-keys/api.ts"
 import { AuthGroup } from "./auth/api.ts"
-import { BillingGroup, BillingWebhookGroup } from "./billing/api.ts"
+import { BillingGroup, BillingWebhookGroup, DashboardBillingGroup } from "./billing/api.ts"
 import { DashboardDomainsGroup, DomainListGroup, DomainsGroup } from "./domains/api.ts"
-import { EmailsGroup } from "./emails/api.ts"
-import { EventsGroup } from "./events/api.ts"
+import { DashboardEmailsGroup, EmailsGroup } from "./emails/api.ts"
+import { DashboardEventsGroup, EventsGroup } from "./events/api.ts"
 import {
   BadRequest,
   InternalError,
@@ -25,27 +25,33 @@ import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
 import { DashboardOutboundGroup, OutboundGroup } from "./outbound/api.ts"
-import { SearchGroup } from "./search/api.ts"
-import { WebhooksGroup } from "./webhooks/api.ts"
+import { DashboardSearchGroup, SearchGroup } from "./search/api.ts"
+import { DashboardWebhooksGroup, WebhooksGroup } from "./webhooks/api.ts"
 
 /** The groups, before anything is said about the whole: what publish() reads each route's credentials from. */
 const Routes = HttpApi.make("mailroom")
   .add(HealthGroup)
   .add(AuthGroup)
   .add(ApiKeysGroup)
+  .add(DashboardApiKeysGroup)
   .add(BillingGroup)
+  .add(DashboardBillingGroup)
   .add(BillingWebhookGroup)
   .add(MailboxesGroup)
   .add(DashboardMailboxesGroup)
   .add(EmailsGroup)
+  .add(DashboardEmailsGroup)
   .add(OutboundGroup)
   .add(DashboardOutboundGroup)
   .add(WebhooksGroup)
+  .add(DashboardWebhooksGroup)
   .add(DomainsGroup)
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)
   .add(SearchGroup)
+  .add(DashboardSearchGroup)
   .add(EventsGroup)
+  .add(DashboardEventsGroup)
 
 export class MailroomApi extends Routes
   // What the edge (server.ts, input-rules.ts) can answer on any route, before or around its handler.

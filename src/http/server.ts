@@ -15,13 +15,14 @@ import { AppConfig } from "../config.ts"
 import { CONTENT_TYPE as METRICS_CONTENT_TYPE, exposition } from "../metrics.ts"
 import { MailroomApi } from "./api.ts"
 import { recordRequest, routeOf } from "./metrics.ts"
-import { ApiKeysHandlers } from "./api-keys/http.ts"
+import { ApiKeysHandlers, DashboardApiKeysHandlers } from "./api-keys/http.ts"
 import { AuthHandlers } from "./auth/http.ts"
-import { BillingHandlers, BillingWebhookHandlers } from "./billing/http.ts"
+import { BillingHandlers, BillingWebhookHandlers, DashboardBillingHandlers } from "./billing/http.ts"
 import { PaymentPagesLive } from "./billing/payment-pages.ts"
+import { DashboardLive } from "../dashboard/serve.ts"
 import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from "./domains/http.ts"
-import { EmailsHandlers } from "./emails/http.ts"
-import { EventsHandlers } from "./events/http.ts"
+import { DashboardEmailsHandlers, EmailsHandlers } from "./emails/http.ts"
+import { DashboardEventsHandlers, EventsHandlers } from "./events/http.ts"
 import { McpLive } from "./mcp/http.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
@@ -29,8 +30,8 @@ import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
-import { SearchHandlers } from "./search/http.ts"
-import { WebhooksHandlers } from "./webhooks/http.ts"
+import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
+import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
 
 export const MAX_JSON_BYTES = 1024 * 1024
 
@@ -78,19 +79,25 @@ const Handlers = Layer.mergeAll(
   HealthHandlers,
   AuthHandlers,
   ApiKeysHandlers,
+  DashboardApiKeysHandlers,
   BillingHandlers,
+  DashboardBillingHandlers,
   BillingWebhookHandlers,
   MailboxesHandlers,
   DashboardMailboxesHandlers,
   EmailsHandlers,
+  DashboardEmailsHandlers,
   OutboundHandlers,
   DashboardOutboundHandlers,
   WebhooksHandlers,
+  DashboardWebhooksHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,
   DomainListHandlers,
   SearchHandlers,
-  EventsHandlers
+  DashboardSearchHandlers,
+  EventsHandlers,
+  DashboardEventsHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive).pipe(
   Layer.provideMerge(Layer.merge(Authenticator.Default, RateLimiter.layer))
@@ -157,6 +164,7 @@ export const HttpServerLive = Layer.unwrapEffect(
     HttpApiBuilder.serve().pipe(
       Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
       Layer.provide(PaymentPagesLive),
+      Layer.provide(DashboardLive),
       // The MCP endpoint authenticates and limits by itself, with the API's authenticator and limiter.
       Layer.provide(McpLive.pipe(Layer.provide(Middleware))),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" })),

@@ -7,9 +7,10 @@ import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { NotFound } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
-import { ApiAuthentication } from "../security.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
-export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
+const keyEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.get("list", "/api-keys")
       .setUrlParams(ListParams(keySortFields))
@@ -35,8 +36,18 @@ export class ApiKeysGroup extends HttpApiGroup.make("apiKeys")
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({ summary: "Revoke an API key", description: "The key stops working at once" }))
   )
+
+export class ApiKeysGroup extends keyEndpoints("apiKeys")
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "API keys")
   .annotate(OpenApi.Description, "Keys for programmatic access on {base_url}; a key acts with its owner's full rights")
+{}
+
+/** The same routes under /api for dashboard sessions: where a person makes their agents' keys. */
+export class DashboardApiKeysGroup extends keyEndpoints("dashboardApiKeys")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "API keys (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/api-keys, for the dashboard's cookie session")
 {}

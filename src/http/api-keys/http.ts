@@ -2,23 +2,25 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { ApiKeys } from "../../../services/keys/api-keys.ts"
-import type { KeySortField } from "../../../services/keys/schemas.ts"
-import { page, parseSort } from "../../../services/listing.ts"
+import { type CreateKeyInput, type KeySortField } from "../../../services/keys/schemas.ts"
+import { type ListParams, page, parseSort } from "../../../services/listing.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 
-export const ApiKeysHandlers = HttpApiBuilder.group(MailroomApi, "apiKeys", (handlers) =>
-  Effect.gen(function*() {
+type KeyListParams = ReturnType<typeof ListParams<KeySortField>>["Type"]
+
+/** One set of handlers, served under /v1 (API keys) and /api (dashboard sessions). */
+const makeHandlers = Effect.gen(function*() {
     const keys = yield* ApiKeys
-    return handlers
-      .handle("list", ({ urlParams }) =>
+    return {
+      list: ({ urlParams }: { readonly urlParams: KeyListParams }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const sort = parseSort<KeySortField>(urlParams.sort, { field: "createdAt", direction: "desc" })
           const { keys: data, meta } = yield* keys.list(userId, page(urlParams), sort).pipe(orUnavailable)
           return { success: true as const, data, meta }
-        }))
-      .handle("create", ({ payload }) =>
+        }),
+      create: ({ payload }: { readonly payload: typeof CreateKeyInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* keys.create(userId, payload).pipe(orUnavailable)
@@ -27,11 +29,20 @@ export const ApiKeysHandlers = HttpApiBuilder.group(MailroomApi, "apiKeys", (han
             data,
             meta: { warning: "This is the only time the full API key is shown. Store it securely now; it cannot be retrieved later." }
           }
-        }))
-      .handle("revoke", ({ path }) =>
+        }),
+      revoke: ({ path }: { readonly path: { readonly id: string } }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* keys.revoke(userId, path.id).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-  })).pipe(Layer.provide(ApiKeys.Default))
+        })
+    }
+  })
+
+export const ApiKeysHandlers = HttpApiBuilder.group(MailroomApi, "apiKeys", (handlers) =>
+  Effect.map(makeHandlers, (h) => handlers.handle("list", h.list).handle("create", h.create).handle("revoke", h.revoke))
+).pipe(Layer.provide(ApiKeys.Default))
+
+export const DashboardApiKeysHandlers = HttpApiBuilder.group(MailroomApi, "dashboardApiKeys", (handlers) =>
+  Effect.map(makeHandlers, (h) => handlers.handle("list", h.list).handle("create", h.create).handle("revoke", h.revoke))
+).pipe(Layer.provide(ApiKeys.Default))

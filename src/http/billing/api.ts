@@ -6,7 +6,7 @@ import { Plan } from "../../../services/plans/plans.ts"
 import { Ok } from "../envelope.ts"
 import { BadRequest, Conflict, InvalidSignature, NotFound, ValidationError } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
-import { ApiAuthentication } from "../security.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const HttpUrl = Schema.String.pipe(
   Schema.filter((value) => {
@@ -32,7 +32,8 @@ export const PortalInput = Schema.Struct({ returnUrl: HttpUrl }).annotations({
 
 const SessionUrl = Schema.Struct({ url: Schema.String.annotations({ description: "Hosted page to send the user to" }) })
 
-export class BillingGroup extends HttpApiGroup.make("billing")
+const billingEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.get("subscription", "/billing/subscription")
       .addSuccess(Ok(Subscription))
@@ -72,10 +73,20 @@ export class BillingGroup extends HttpApiGroup.make("billing")
         description: "Answers a customer portal page for payment methods, invoices and cancelling"
       }))
   )
+
+export class BillingGroup extends billingEndpoints("billing")
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Billing")
   .annotate(OpenApi.Description, "Subscription, usage, checkout and the billing portal on {base_url}")
+{}
+
+/** The same routes under /api for dashboard sessions: the dashboard's billing page. */
+export class DashboardBillingGroup extends billingEndpoints("dashboardBilling")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Billing (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/billing, for the dashboard's cookie session")
 {}
 
 /** Stripe calls this; it proves itself with `Stripe-Signature`, not a key. */

@@ -6,27 +6,28 @@ import { PaymentProvider } from "../../../services/billing/payments.ts"
 import { BadRequest, Conflict, InvalidSignature, NotFound, ServiceUnavailable, ValidationError } from "../../../services/errors.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import type { CheckoutInput, PortalInput } from "./api.ts"
 
-export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (handlers) =>
-  Effect.gen(function*() {
+/** One set of handlers, served under /v1 (API keys) and /api (dashboard sessions). */
+const makeHandlers = Effect.gen(function*() {
     const billing = yield* Billing
     const payments = yield* PaymentProvider
     const providerDown = () => ServiceUnavailable.of("The payment provider is not reachable, retry shortly")
 
-    return handlers
-      .handle("subscription", () =>
+    return {
+      subscription: () =>
         CurrentPrincipal.pipe(
           Effect.flatMap(({ userId }) => billing.subscription(userId)),
           orUnavailable,
           Effect.map((data) => ({ success: true as const, data }))
-        ))
-      .handle("usage", () =>
+        ),
+      usage: () =>
         CurrentPrincipal.pipe(
           Effect.flatMap(({ userId }) => billing.usage(userId)),
           orUnavailable,
           Effect.map((data) => ({ success: true as const, data }))
-        ))
-      .handle("checkout", ({ payload }) =>
+        ),
+      checkout: ({ payload }: { readonly payload: typeof CheckoutInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const plan = payload.plan
@@ -44,14 +45,25 @@ export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (han
             cancelUrl: payload.cancelUrl
           }).pipe(Effect.mapError(providerDown))
           return { success: true as const, data: { url: session.url } }
-        }).pipe(orUnavailable))
-      .handle("portal", ({ payload }) =>
+        }).pipe(orUnavailable),
+      portal: ({ payload }: { readonly payload: typeof PortalInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const session = yield* payments.portal({ userId, returnUrl: payload.returnUrl }).pipe(Effect.mapError(providerDown))
           return { success: true as const, data: { url: session.url } }
-        }).pipe(orUnavailable))
-  })).pipe(Layer.provide(Billing.Default))
+        }).pipe(orUnavailable)
+    }
+  })
+
+export const BillingHandlers = HttpApiBuilder.group(MailroomApi, "billing", (handlers) =>
+  Effect.map(makeHandlers, (h) =>
+    handlers.handle("subscription", h.subscription).handle("usage", h.usage).handle("checkout", h.checkout).handle("portal", h.portal))
+).pipe(Layer.provide(Billing.Default))
+
+export const DashboardBillingHandlers = HttpApiBuilder.group(MailroomApi, "dashboardBilling", (handlers) =>
+  Effect.map(makeHandlers, (h) =>
+    handlers.handle("subscription", h.subscription).handle("usage", h.usage).handle("checkout", h.checkout).handle("portal", h.portal))
+).pipe(Layer.provide(Billing.Default))
 
 /**
  * The payment provider's webhook: verified over the raw body, applied once per event, newest state

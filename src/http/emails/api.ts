@@ -7,12 +7,12 @@ import { Direction, Email, EmailSummary, emailSortFields, Thread } from "../../.
 import { FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
-import { ApiAuthentication } from "../security.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
-const MailboxEmailsPath = Schema.Struct({ mailboxId: Schema.String })
-const EmailPath = Schema.Struct({ emailId: Schema.String })
-const AttachmentPath = Schema.Struct({ emailId: Schema.String, attachmentId: Schema.String })
-const ThreadPath = Schema.Struct({ threadId: Schema.String })
+export const MailboxEmailsPath = Schema.Struct({ mailboxId: Schema.String })
+export const EmailPath = Schema.Struct({ emailId: Schema.String })
+export const AttachmentPath = Schema.Struct({ emailId: Schema.String, attachmentId: Schema.String })
+export const ThreadPath = Schema.Struct({ threadId: Schema.String })
 
 /** The longest a list may wait for mail (`wait`). */
 export const MAX_WAIT_SECONDS = 60
@@ -20,7 +20,7 @@ export const MAX_WAIT_SECONDS = 60
 /** `labels=a,b`: comma-separated label names. */
 const LabelsParam = Schema.split(",").pipe(Schema.compose(Schema.Array(Label)))
 
-const EmailListParams = Schema.Struct({
+export const EmailListParams = Schema.Struct({
   ...ListParams(emailSortFields).fields,
   labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying every one of these labels" }),
   exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying none of these labels" }),
@@ -60,7 +60,8 @@ const EmailLabels = Schema.Struct({ email_id: Schema.String, labels: Schema.Arra
 const BatchUpdated = Schema.Struct({ updated: Schema.Number, emails: Schema.Array(EmailLabels) })
   .annotations({ identifier: "BatchUpdated" })
 
-export class EmailsGroup extends HttpApiGroup.make("emails")
+const emailEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.get("list", "/mailboxes/:mailboxId/emails")
       .setPath(MailboxEmailsPath)
@@ -133,8 +134,18 @@ export class EmailsGroup extends HttpApiGroup.make("emails")
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({ summary: "Get a thread", description: "The emails of one conversation, oldest first" }))
   )
+
+export class EmailsGroup extends emailEndpoints("emails")
   .middleware(ApiAuthentication)
   .prefix("/v1/api")
   .annotate(OpenApi.Title, "Emails")
   .annotate(OpenApi.Description, "Reading received mail: lists, single emails, raw messages, attachments and threads")
+{}
+
+/** The same routes under /api for dashboard sessions (the dashboard's inbox and reader). */
+export class DashboardEmailsGroup extends emailEndpoints("dashboardEmails")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Emails (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/api's email routes, for the dashboard's cookie session")
 {}

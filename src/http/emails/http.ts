@@ -12,6 +12,7 @@ import { Labels } from "../../../services/mail/labels.ts"
 import type { EmailSortField } from "../../../services/mail/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import type { AttachmentPath, BatchUpdateInput, EmailListParams, EmailPath, MailboxEmailsPath, ThreadPath, UpdateEmailInput } from "./api.ts"
 
 /** A `Content-Disposition` that survives any file name (RFC 6266, with the RFC 5987 form for non-ASCII). */
 const attachmentDisposition = (filename: string) => {
@@ -23,8 +24,10 @@ const attachmentDisposition = (filename: string) => {
 const safeContentType = (contentType: string) =>
   /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/i.test(contentType) ? contentType.toLowerCase() : "application/octet-stream"
 
-export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
-  Effect.gen(function*() {
+type Path<S extends { readonly Type: unknown }> = { readonly path: S["Type"] }
+
+/** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
+const makeHandlers = Effect.gen(function*() {
     const emails = yield* Emails
     const labels = yield* Labels
     const arrivals = yield* MailArrivals
@@ -32,8 +35,8 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
       add: payload.add_labels ?? [],
       remove: payload.remove_labels ?? []
     })
-    return handlers
-      .handle("list", ({ path, urlParams }) =>
+    return {
+      list: ({ path, urlParams }: Path<typeof MailboxEmailsPath> & { readonly urlParams: typeof EmailListParams.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const p = page(urlParams)
@@ -50,28 +53,28 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
             ? look
             : arrivals.waitFor(path.mailboxId, look, (answer) => answer.total > 0, Duration.seconds(urlParams.wait))).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, p) }
-        }))
-      .handle("get", ({ path }) =>
+        }),
+      get: ({ path }: Path<typeof EmailPath>) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* emails.get(userId, path.emailId).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-      .handle("update", ({ path, payload }) =>
+        }),
+      update: ({ path, payload }: Path<typeof EmailPath> & { readonly payload: typeof UpdateEmailInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           yield* labels.update(userId, [path.emailId], change(payload)).pipe(orUnavailable)
           const data = yield* emails.get(userId, path.emailId).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-      .handle("batchUpdate", ({ payload }) =>
+        }),
+      batchUpdate: ({ payload }: { readonly payload: typeof BatchUpdateInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const updated = yield* labels.update(userId, payload.email_ids, change(payload)).pipe(orUnavailable)
           const data = { updated: updated.length, emails: updated.map((row) => ({ email_id: row.id, labels: [...row.labels] })) }
           return { success: true as const, data }
-        }))
-      .handleRaw("raw", ({ path }) =>
+        }),
+      raw: ({ path }: Path<typeof EmailPath>) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const content = yield* emails.raw(userId, path.emailId).pipe(orUnavailable)
@@ -79,8 +82,8 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
             contentType: "message/rfc822",
             headers: { "content-disposition": attachmentDisposition(`${path.emailId}.eml`) }
           })
-        }))
-      .handleRaw("attachment", ({ path }) =>
+        }),
+      attachment: ({ path }: Path<typeof AttachmentPath>) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const found = yield* emails.attachment(userId, path.emailId, path.attachmentId).pipe(orUnavailable)
@@ -93,11 +96,26 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
               "content-security-policy": "default-src 'none'; sandbox"
             }
           })
-        }))
-      .handle("thread", ({ path }) =>
+        }),
+      thread: ({ path }: Path<typeof ThreadPath>) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* emails.thread(userId, path.threadId).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-  })).pipe(Layer.provide([Emails.Default, Labels.Default, MailArrivals.Default]))
+        })
+    }
+  })
+
+const services = [Emails.Default, Labels.Default, MailArrivals.Default] as const
+
+export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
+  Effect.map(makeHandlers, (h) =>
+    handlers.handle("list", h.list).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+      .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread))
+).pipe(Layer.provide(services))
+
+export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEmails", (handlers) =>
+  Effect.map(makeHandlers, (h) =>
+    handlers.handle("list", h.list).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+      .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread))
+).pipe(Layer.provide(services))

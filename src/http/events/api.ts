@@ -1,10 +1,10 @@
-/** Live events on `{base_url}` (issue 17): the account's events as Server-Sent Events, resumable. */
+/** Live events on `{base_url}` (issue 17): the account's events as Server-Sent Events or over a WebSocket, resumable. */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { NotFound, StreamQuotaReached, ValidationError } from "../../../services/errors.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { envelope } from "../errors.ts"
-import { ApiAuthentication } from "../security.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 /** `types=a,b`: comma-separated event kinds. */
 const Kinds = Schema.split(",").pipe(
@@ -29,7 +29,8 @@ export const EventStreamHeaders = Schema.Struct({
   })
 })
 
-export class EventsGroup extends HttpApiGroup.make("events")
+const eventEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.get("stream", "/events")
       .setUrlParams(EventStreamParams)
@@ -48,24 +49,38 @@ export class EventsGroup extends HttpApiGroup.make("events")
           "50 (403 STREAM_QUOTA). A mailbox_id that is not the account's is 404."
       }))
   )
-  .add(
-    HttpApiEndpoint.get("socket", "/ws")
-      .addSuccess(Schema.Void.annotations({ description: "Switching Protocols: the WebSocket is open" }), { status: 101 })
-      .addError(envelope(ValidationError))
-      .annotateContext(OpenApi.annotations({
-        summary: "Stream events (WebSocket)",
-        description:
-          "The same events as /v1/events over a WebSocket, as JSON text messages. Send " +
-          "`{\"type\":\"subscribe\",\"types\":[…],\"mailbox_id\":\"…\",\"after\":\"evt_…\"}` (every field optional); the " +
-          "server answers `{\"type\":\"subscribed\"}`, then `{\"type\":\"event\",\"id\",\"event\",\"data\"}` per event and " +
-          "`{\"type\":\"heartbeat\"}` every 15 s. A new subscribe replaces the filters and, without `after`, continues " +
-          "after the last event delivered. `{\"type\":\"ping\"}` is answered `{\"type\":\"pong\"}`. Refusals come as " +
-          "`{\"type\":\"error\",\"error\":{code,message,details}}` (VALIDATION_ERROR, NOT_FOUND; STREAM_QUOTA then closes " +
-          "the socket with 1008). On shutdown the socket closes with 1001: reconnect with `after`. A plain GET is 400."
-      }))
-  )
+
+/** The WebSocket (ws.ts), for API keys: the dashboard's browser listens with EventSource. */
+const socketEndpoint = HttpApiEndpoint.get("socket", "/ws")
+  .addSuccess(Schema.Void.annotations({ description: "Switching Protocols: the WebSocket is open" }), { status: 101 })
+  .addError(envelope(ValidationError))
+  .annotateContext(OpenApi.annotations({
+    summary: "Stream events (WebSocket)",
+    description:
+      "The same events as /v1/events over a WebSocket, as JSON text messages. Send " +
+      "`{\"type\":\"subscribe\",\"types\":[…],\"mailbox_id\":\"…\",\"after\":\"evt_…\"}` (every field optional); the " +
+      "server answers `{\"type\":\"subscribed\"}`, then `{\"type\":\"event\",\"id\",\"event\",\"data\"}` per event and " +
+      "`{\"type\":\"heartbeat\"}` every 15 s. A new subscribe replaces the filters and, without `after`, continues " +
+      "after the last event delivered. `{\"type\":\"ping\"}` is answered `{\"type\":\"pong\"}`. Refusals come as " +
+      "`{\"type\":\"error\",\"error\":{code,message,details}}` (VALIDATION_ERROR, NOT_FOUND; STREAM_QUOTA then closes " +
+      "the socket with 1008). On shutdown the socket closes with 1001: reconnect with `after`. A plain GET is 400."
+  }))
+
+export class EventsGroup extends eventEndpoints("events")
+  .add(socketEndpoint)
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Events")
   .annotate(OpenApi.Description, "Live events on {base_url}, the same payloads webhooks receive")
+{}
+
+/**
+ * The same stream at /api/events for dashboard sessions: a browser's EventSource sends the session
+ * cookie and no Authorization header. A GET, so the same-origin rule for cookie writes does not apply.
+ */
+export class DashboardEventsGroup extends eventEndpoints("dashboardEvents")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Events (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/events, for the dashboard's cookie session (EventSource)")
 {}

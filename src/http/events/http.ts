@@ -11,6 +11,7 @@ import { EventLog } from "../../../services/events/log.ts"
 import { Lifecycle } from "../../../services/lifecycle.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import type { EventStreamHeaders, EventStreamParams } from "./api.ts"
 import { notAnUpgrade, serveSocket } from "./ws.ts"
 
 /** How long a client waits before reconnecting (ms), per the SSE `retry` field. */
@@ -26,20 +27,10 @@ const frame = (item: Frame): Uint8Array =>
       : `id: ${item.event.eventId}\nevent: ${item.event.kind}\ndata: ${item.event.payload}\n\n`
   )
 
-export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handlers) =>
-  Effect.gen(function*() {
+/** One handler, served at /v1/events (API keys) and /api/events (dashboard sessions). */
+const makeStream = Effect.gen(function*() {
     const feed = yield* EventFeed
-    const lifecycle = yield* Lifecycle
-    return handlers.handleRaw("socket", () =>
-      Effect.gen(function*() {
-        const principal = yield* CurrentPrincipal
-        const request = yield* HttpServerRequest.HttpServerRequest
-        if (request.headers["upgrade"]?.toLowerCase() !== "websocket") return yield* notAnUpgrade()
-        const socket = yield* Effect.orDie(request.upgrade)
-        yield* serveSocket(socket, principal, feed.open, lifecycle.stopping)
-        // The socket is closed; the handshake's 101 was the answer.
-        return HttpServerResponse.empty()
-      })).handleRaw("stream", ({ headers, urlParams }) =>
+    return ({ headers, urlParams }: { readonly headers: typeof EventStreamHeaders.Type; readonly urlParams: typeof EventStreamParams.Type }) =>
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
         const fromHeader = Option.fromNullable(headers["last-event-id"]).pipe(Option.filter((id) => id !== ""))
@@ -60,5 +51,32 @@ export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handl
           contentType: "text/event-stream",
           headers: { "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" }
         })
-      }))
+      })
+  })
+
+/** `GET /v1/ws`: the handshake upgrades, and the session runs until either side closes. */
+const makeSocket = Effect.gen(function*() {
+  const feed = yield* EventFeed
+  const lifecycle = yield* Lifecycle
+  return () =>
+    Effect.gen(function*() {
+      const principal = yield* CurrentPrincipal
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (request.headers["upgrade"]?.toLowerCase() !== "websocket") return yield* notAnUpgrade()
+      const socket = yield* Effect.orDie(request.upgrade)
+      yield* serveSocket(socket, principal, feed.open, lifecycle.stopping)
+      // The socket is closed; the handshake's 101 was the answer.
+      return HttpServerResponse.empty()
+    })
+})
+
+export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handlers) =>
+  Effect.gen(function*() {
+    const stream = yield* makeStream
+    const socket = yield* makeSocket
+    return handlers.handleRaw("stream", stream).handleRaw("socket", socket)
   })).pipe(Layer.provide(EventFeed.Default), Layer.provide(EventLog.Default))
+
+export const DashboardEventsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEvents", (handlers) =>
+  Effect.map(makeStream, (stream) => handlers.handleRaw("stream", stream))
+).pipe(Layer.provide(EventFeed.Default), Layer.provide(EventLog.Default))

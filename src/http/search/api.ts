@@ -5,9 +5,10 @@ import { SearchInput, SearchMeta, SearchResult, SuggestionsParams } from "../../
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { NotFound, RateLimited, SearchQuotaReached, ValidationError } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
-import { ApiAuthentication } from "../security.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
-export class SearchGroup extends HttpApiGroup.make("search")
+const searchEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.post("search", "/search")
       .setPayload(SearchInput)
@@ -32,8 +33,18 @@ export class SearchGroup extends HttpApiGroup.make("search")
         description: "Completions of a partial query: your past queries, then subjects, then senders (10 at most)"
       }))
   )
+
+export class SearchGroup extends searchEndpoints("search")
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "Search")
   .annotate(OpenApi.Description, "Semantic search over received emails on {base_url}")
+{}
+
+/** The same routes under /api for dashboard sessions. */
+export class DashboardSearchGroup extends searchEndpoints("dashboardSearch")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Search (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/search, for the dashboard's cookie session")
 {}

@@ -2,23 +2,33 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Search } from "../../../services/search/search.ts"
+import type { SearchInput, SuggestionsParams } from "../../../services/search/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 
-export const SearchHandlers = HttpApiBuilder.group(MailroomApi, "search", (handlers) =>
-  Effect.gen(function*() {
+/** One set of handlers, served under /v1 (API keys) and /api (dashboard sessions). */
+const makeHandlers = Effect.gen(function*() {
     const search = yield* Search
-    return handlers
-      .handle("search", ({ payload }) =>
+    return {
+      search: ({ payload }: { readonly payload: typeof SearchInput.Type }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
           const { data, meta } = yield* search.search(principal, payload).pipe(orUnavailable)
           return { success: true as const, data, meta }
-        }))
-      .handle("suggestions", ({ urlParams }) =>
+        }),
+      suggestions: ({ urlParams }: { readonly urlParams: typeof SuggestionsParams.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* search.suggestions(userId, urlParams.q).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-  })).pipe(Layer.provide(Search.Default))
+        })
+    }
+  })
+
+export const SearchHandlers = HttpApiBuilder.group(MailroomApi, "search", (handlers) =>
+  Effect.map(makeHandlers, (h) => handlers.handle("search", h.search).handle("suggestions", h.suggestions))
+).pipe(Layer.provide(Search.Default))
+
+export const DashboardSearchHandlers = HttpApiBuilder.group(MailroomApi, "dashboardSearch", (handlers) =>
+  Effect.map(makeHandlers, (h) => handlers.handle("search", h.search).handle("suggestions", h.suggestions))
+).pipe(Layer.provide(Search.Default))

@@ -16,11 +16,15 @@ import { webhookSortFields } from "../../../services/webhooks/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { NotFound, ValidationError, WebhookQuotaReached } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
-import { ApiAuthentication } from "../security.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
-const WebhookPath = Schema.Struct({ id: Schema.String })
+export const WebhookPath = Schema.Struct({ id: Schema.String })
 
-export class WebhooksGroup extends HttpApiGroup.make("webhooks")
+export const DeliveryListParams = Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) })
+  .annotations({ parseOptions: { errors: "all" } })
+
+const webhookEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.get("list", "/webhooks")
       .setUrlParams(ListParams(webhookSortFields))
@@ -67,7 +71,7 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
   .add(
     HttpApiEndpoint.get("deliveries", "/webhooks/:id/deliveries")
       .setPath(WebhookPath)
-      .setUrlParams(Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }).annotations({ parseOptions: { errors: "all" } }))
+      .setUrlParams(DeliveryListParams)
       .addSuccess(OkWithMeta(Schema.Array(Delivery), ListMeta))
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
@@ -75,8 +79,18 @@ export class WebhooksGroup extends HttpApiGroup.make("webhooks")
         description: "Every delivery to this endpoint, newest first, with each attempt's status, duration and error"
       }))
   )
+
+export class WebhooksGroup extends webhookEndpoints("webhooks")
   .middleware(ApiAuthentication)
   .prefix("/v1/api")
   .annotate(OpenApi.Title, "Webhooks")
   .annotate(OpenApi.Description, "Endpoints that receive signed event notifications (see the document's webhooks for the payloads)")
+{}
+
+/** The same routes under /api for dashboard sessions. */
+export class DashboardWebhooksGroup extends webhookEndpoints("dashboardWebhooks")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Webhooks (dashboard session)")
+  .annotate(OpenApi.Description, "As /v1/api/webhooks, for the dashboard's cookie session")
 {}

@@ -1,51 +1,67 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
-import { page, parseSort } from "../../../services/listing.ts"
-import type { WebhookSortField } from "../../../services/webhooks/schemas.ts"
+import { type ListParams, page, parseSort } from "../../../services/listing.ts"
+import type { CreateWebhookInput, UpdateWebhookInput, WebhookSortField } from "../../../services/webhooks/schemas.ts"
 import { Webhooks } from "../../../services/webhooks/webhooks.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import type { DeliveryListParams, WebhookPath } from "./api.ts"
 
-export const WebhooksHandlers = HttpApiBuilder.group(MailroomApi, "webhooks", (handlers) =>
-  Effect.gen(function*() {
+type Path = { readonly path: typeof WebhookPath.Type }
+
+/** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
+const makeHandlers = Effect.gen(function*() {
     const webhooks = yield* Webhooks
-    return handlers
-      .handle("list", ({ urlParams }) =>
+    return {
+      list: ({ urlParams }: { readonly urlParams: ReturnType<typeof ListParams<WebhookSortField>>["Type"] }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const sort = parseSort<WebhookSortField>(urlParams.sort, { field: "createdAt", direction: "desc" })
           const { webhooks: data, meta } = yield* webhooks.list(userId, page(urlParams), sort).pipe(orUnavailable)
           return { success: true as const, data, meta }
-        }))
-      .handle("create", ({ payload }) =>
+        }),
+      create: ({ payload }: { readonly payload: typeof CreateWebhookInput.Type }) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
           const data = yield* webhooks.create(owner, payload).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-      .handle("get", ({ path }) =>
+        }),
+      get: ({ path }: Path) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* webhooks.get(userId, path.id).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-      .handle("update", ({ path, payload }) =>
+        }),
+      update: ({ path, payload }: Path & { readonly payload: typeof UpdateWebhookInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* webhooks.update(userId, path.id, payload).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-      .handle("remove", ({ path }) =>
+        }),
+      remove: ({ path }: Path) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* webhooks.remove(userId, path.id).pipe(orUnavailable)
           return { success: true as const, data }
-        }))
-      .handle("deliveries", ({ path, urlParams }) =>
+        }),
+      deliveries: ({ path, urlParams }: Path & { readonly urlParams: typeof DeliveryListParams.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const { deliveries: data, meta } = yield* webhooks.deliveries(userId, path.id, page(urlParams)).pipe(orUnavailable)
           return { success: true as const, data, meta }
-        }))
-  })).pipe(Layer.provide(Webhooks.Default))
+        })
+    }
+  })
+
+export const WebhooksHandlers = HttpApiBuilder.group(MailroomApi, "webhooks", (handlers) =>
+  Effect.map(makeHandlers, (h) =>
+    handlers.handle("list", h.list).handle("create", h.create).handle("get", h.get).handle("update", h.update)
+      .handle("remove", h.remove).handle("deliveries", h.deliveries))
+).pipe(Layer.provide(Webhooks.Default))
+
+export const DashboardWebhooksHandlers = HttpApiBuilder.group(MailroomApi, "dashboardWebhooks", (handlers) =>
+  Effect.map(makeHandlers, (h) =>
+    handlers.handle("list", h.list).handle("create", h.create).handle("get", h.get).handle("update", h.update)
+      .handle("remove", h.remove).handle("deliveries", h.deliveries))
+).pipe(Layer.provide(Webhooks.Default))

@@ -1,0 +1,139 @@
+/**
+ * `npm run screenshots`: every dashboard page at desktop width (1280 px) and phone width (375 px),
+ * into docs/screenshots/. Runs the product as users do (a fresh server on a throwaway DATA_DIR),
+ * fills it with a little mail over SMTP, and drives Debian's chromium through playwright-core.
+ */
+import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as path from "node:path"
+import { CHROMIUM, chromiumAvailable, launchBrowser, openPage } from "../test/support/browser.ts"
+import { freePort, repoRoot, startServer } from "../test/support/process.ts"
+import { sendMail } from "../test/support/send-mail.ts"
+import { createDataDir } from "../test/support/services.ts"
+
+if (!chromiumAvailable()) {
+  console.error(`${CHROMIUM} is absent: install Debian's chromium (or set CHROMIUM_PATH)`)
+  process.exit(1)
+}
+
+const outDir = path.join(repoRoot, "docs/screenshots")
+fs.mkdirSync(outDir, { recursive: true })
+const dataDir = createDataDir()
+const port = await freePort()
+// WEBHOOK_ALLOW_PRIVATE: the webhook page's receiver is this script's, on 127.0.0.1.
+const server = await startServer({ DATA_DIR: dataDir.dir, PORT: String(port), APP_URL: `http://127.0.0.1:${port}`, WEBHOOK_ALLOW_PRIVATE: "true" })
+const browser = await launchBrowser()
+
+const viewports = { desktop: { width: 1280, height: 800 }, mobile: { width: 375, height: 740 } } as const
+
+try {
+  const { page, problems } = await openPage(browser, server.url, viewports.desktop)
+  /** The page as it is now, at each width. */
+  const shoot = async (name: string) => {
+    for (const [viewport, size] of Object.entries(viewports)) {
+      await page.setViewportSize(size)
+      await page.waitForTimeout(200)
+      await page.screenshot({ path: path.join(outDir, `${name}-${viewport}.png`), fullPage: true })
+    }
+    await page.setViewportSize(viewports.desktop)
+  }
+
+  await page.goto("/")
+  await page.getByRole("heading", { name: "Sign in" }).waitFor()
+  await shoot("sign-in")
+  await page.getByRole("link", { name: "Create an account" }).click()
+  await page.getByRole("heading", { name: "Create your account" }).waitFor()
+  await shoot("sign-up")
+  await page.getByLabel("Name").fill("Ada Operator")
+  await page.getByLabel("Email").fill("ada@example.com")
+  await page.getByLabel("Password").fill("correct horse battery")
+  await page.getByRole("button", { name: "Sign up" }).click()
+  await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+
+  for (const local of ["support-agent", "billing-bot"]) {
+    await page.getByLabel("New mailbox address").fill(local)
+    await page.getByText("is available").waitFor()
+    await page.getByRole("button", { name: "Create mailbox" }).click()
+    await page.getByRole("link", { name: new RegExp(`^${local}@`) }).waitFor()
+  }
+  await page.getByLabel("New mailbox address").fill("ops")
+  await page.getByText(/at least 5/i).waitFor()
+  await shoot("mailboxes")
+
+  await page.getByRole("link", { name: "API keys" }).click()
+  await page.getByLabel("New key name").fill("support agent")
+  await page.getByRole("button", { name: "Create key" }).click()
+  await page.getByTestId("new-key").waitFor()
+  await shoot("api-keys")
+  // The free plan's 20 requests a minute are the account's, dashboard included: this walk needs more.
+  await page.getByRole("link", { name: "Billing" }).click()
+  await page.getByRole("button", { name: "Upgrade to Pro" }).click()
+  await page.getByRole("button", { name: "Confirm and pay" }).click()
+  await page.getByRole("heading", { name: "Plan: Pro" }).waitFor()
+
+  const address = "support-agent@agents.localhost"
+  const mails = [
+    { subject: "Refund request for order 1042", text: "Hello, the blender arrived broken. Could I get a refund?" },
+    { subject: "Re: Onboarding call", text: "Thursday at 10 works for us.", attachments: [{ filename: "agenda.pdf", content: "%PDF-1.4 agenda" }] },
+    {
+      subject: "Your March invoice",
+      text: "Invoice attached.",
+      html: `<h2 style="color:#0b5">March invoice</h2><p>Total due: <strong>$129.00</strong></p>` +
+        `<p><a href="https://example.com/pay">Pay online</a></p><img src="https://tracker.example/open.gif" alt="">`
+    }
+  ]
+  for (const mail of mails) await sendMail(server.smtpPort, { to: address, from: "Customer <customer@example.com>", ...mail })
+
+  await page.getByRole("link", { name: "Mailboxes" }).click()
+  await page.getByRole("link", { name: address }).click()
+  await page.getByRole("link", { name: /March invoice/ }).waitFor({ timeout: 15_000 })
+  await shoot("inbox")
+  await page.getByRole("link", { name: "Inbox", exact: true }).click()
+  await page.getByRole("link", { name: /March invoice/ }).waitFor()
+  await shoot("all-mail")
+  await page.getByRole("link", { name: /March invoice/ }).click()
+  await page.getByText("Remote images are blocked").waitFor()
+  await shoot("email")
+
+  await page.getByRole("link", { name: "Search" }).click()
+  await page.getByLabel(/Search your mail/).fill("money owed for last month")
+  const hit = page.getByRole("list", { name: "Results" }).getByRole("link").first()
+  for (let tries = 0; tries < 30 && (await hit.count()) === 0; tries++) {
+    await page.getByRole("button", { name: "Search", exact: true }).click()
+    await page.getByRole("list", { name: "Results" }).or(page.getByText("Nothing found")).waitFor()
+    if ((await hit.count()) === 0) await page.waitForTimeout(1000)
+  }
+  await shoot("search")
+
+  // A receiver that takes every delivery, so the log has a success to show.
+  const receiver = http.createServer((_request, response) => response.writeHead(204).end())
+  await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))
+  await page.getByRole("link", { name: "Webhooks" }).click()
+  await page.getByLabel("Endpoint URL").fill(`http://127.0.0.1:${(receiver.address() as AddressInfo).port}/mailroom`)
+  await page.getByRole("button", { name: "Create webhook" }).click()
+  await page.getByTestId("new-secret").waitFor()
+  await sendMail(server.smtpPort, { to: address, from: "Customer <customer@example.com>", subject: "Thanks!", text: "All sorted." })
+  await page.waitForTimeout(2000)
+  await page.getByRole("button", { name: "Deliveries" }).click()
+  await page.getByRole("row", { name: /email\.received/ }).waitFor()
+  await shoot("webhooks")
+  receiver.close()
+
+  await page.getByRole("link", { name: "Domains" }).click()
+  await page.getByLabel("Domain", { exact: true }).fill("mail.acme-robots.com")
+  await page.getByRole("button", { name: "Add domain" }).click()
+  await page.getByRole("table", { name: "DNS records to publish" }).waitFor()
+  await shoot("domains")
+
+  await page.getByRole("link", { name: "Billing" }).click()
+  await page.getByRole("progressbar", { name: "Storage" }).waitFor()
+  await shoot("billing")
+
+  if (problems.length > 0) console.warn("The walk saw problems:\n" + problems.join("\n"))
+  console.log(`Screenshots in ${path.relative(repoRoot, outDir)}/`)
+} finally {
+  await browser.close()
+  await server.stop()
+  dataDir.remove()
+}

@@ -1,0 +1,77 @@
+/**
+ * Talking to the API from the dashboard: the session cookie rides along (same origin), and the
+ * browser adds the Origin header the server checks on cookie-authenticated writes. Every answer is
+ * SPEC's envelope; a refusal becomes an ApiError carrying its code, message and details.
+ */
+
+export class ApiError extends Error {
+  /** @param {number} status @param {string} code @param {string} message @param {any} details */
+  constructor(status, code, message, details) {
+    super(message)
+    this.status = status
+    this.code = code
+    this.details = details
+  }
+}
+
+/** Someone to tell when the session is gone (main.js sends the reader to sign in). */
+let onSignedOut = () => {}
+/** @param {() => void} handler */
+export const whenSignedOut = (handler) => {
+  onSignedOut = handler
+}
+
+/**
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} [body]
+ * @returns {Promise<any>} the whole envelope
+ */
+export const call = async (method, path, body) => {
+  /** @type {RequestInit} */
+  const init = { method, credentials: "same-origin", headers: { accept: "application/json" } }
+  if (body !== undefined) {
+    init.body = JSON.stringify(body)
+    init.headers = { ...init.headers, "content-type": "application/json" }
+  }
+  const response = await fetch(path, init)
+  const envelope = await response.json().catch(() => null)
+  if (response.ok && envelope?.success !== false) return envelope
+  const error = envelope?.error ?? {}
+  if (response.status === 401 && !path.startsWith("/api/auth/")) onSignedOut()
+  throw new ApiError(response.status, error.code ?? "HTTP_" + response.status, error.message ?? response.statusText, error.details)
+}
+
+/** @param {Record<string, string | number | undefined>} params */
+export const query = (params) => {
+  const search = new URLSearchParams()
+  for (const [key, value] of Object.entries(params)) if (value !== undefined && value !== "") search.set(key, String(value))
+  const text = search.toString()
+  return text ? "?" + text : ""
+}
+
+/** Who is signed in, remembered across reloads (the cookie itself is HttpOnly, out of the page's reach). */
+const USER_KEY = "mailroom.user"
+
+/** @returns {{ userId: string, email: string, name: string } | null} */
+export const rememberedUser = () => {
+  try {
+    return JSON.parse(localStorage.getItem(USER_KEY) ?? "null")
+  } catch {
+    return null
+  }
+}
+
+/** @param {{ userId: string, email: string, name: string } | null} user */
+export const rememberUser = (user) => {
+  if (user) localStorage.setItem(USER_KEY, JSON.stringify(user))
+  else localStorage.removeItem(USER_KEY)
+}
+
+/** A field error's message from a VALIDATION_ERROR (`details.field_errors` on /api, `details` otherwise). */
+/** @param {unknown} error @param {string} field */
+export const fieldError = (error, field) => {
+  if (!(error instanceof ApiError)) return undefined
+  const details = error.details ?? {}
+  return details.field_errors?.[field] ?? (typeof details[field] === "string" ? details[field] : undefined)
+}

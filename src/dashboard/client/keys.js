@@ -1,0 +1,69 @@
+/** API keys: create (the key shown once, with a copy button), list, revoke. */
+import { html } from "htm/preact"
+import { useEffect, useState } from "preact/hooks"
+import { call, fieldError } from "./api.js"
+import { CopyButton, ErrorNote, Field, when } from "./ui.js"
+
+export const KeysPage = () => {
+  const [keys, setKeys] = useState(/** @type {any[] | null} */ (null))
+  const [name, setName] = useState("")
+  const [created, setCreated] = useState(/** @type {any} */ (null))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+
+  const load = () => call("GET", "/api/api-keys?limit=100").then((answer) => setKeys(answer.data), setError)
+  useEffect(() => {
+    load()
+  }, [])
+
+  /** @param {Event} event */
+  const create = async (event) => {
+    event.preventDefault()
+    setError(null)
+    try {
+      const answer = await call("POST", "/api/api-keys", { name })
+      setCreated(answer.data)
+      setName("")
+      await load()
+    } catch (failure) {
+      setError(failure)
+    }
+  }
+
+  /** @param {any} key */
+  const revoke = async (key) => {
+    if (!confirm(`Revoke the key "${key.name}"? Agents using it stop working at once.`)) return
+    try {
+      await call("DELETE", `/api/api-keys/${encodeURIComponent(key.keyId)}`)
+      await load()
+    } catch (failure) {
+      setError(failure)
+    }
+  }
+
+  return html`
+    <h1>API keys</h1>
+    <p class="muted">Agents use a key as <code>X-API-Key</code> on <code>/v1</code>. A key acts with your full rights.</p>
+    <form class="card row-form" onSubmit=${create}>
+      <${Field} id="key-name" label="New key name" value=${name} onInput=${setName} required error=${fieldError(error, "name")} />
+      <button type="submit">Create key</button>
+    </form>
+    <${ErrorNote} error=${error} />
+    ${created && html`
+      <div class="card secret" role="status">
+        <p><strong>${created.name}</strong>: copy this key now. It is shown only once.</p>
+        <div class="copy-row"><code data-testid="new-key">${created.apiKey}</code><${CopyButton} text=${created.apiKey} label="Copy key" /></div>
+        <button type="button" class="link" onClick=${() => setCreated(null)}>Done</button>
+      </div>`}
+    ${keys === null ? html`<p class="muted">Loading…</p>` : keys.length === 0 ? html`<p class="muted">No keys yet.</p>` : html`
+      <ul class="list">
+        ${keys.map((key) => html`
+          <li key=${key.keyId} class="item">
+            <div class="grow">
+              <strong>${key.name}</strong> <code>${key.keyPrefix}…</code>
+              <div class="muted small">Created ${when(key.createdAt)} · ${key.lastUsed ? "last used " + when(key.lastUsed) : "never used"}</div>
+            </div>
+            <button type="button" class="danger" onClick=${() => revoke(key)} aria-label=${"Revoke " + key.name}>Revoke</button>
+          </li>`)}
+      </ul>`}
+  `
+}

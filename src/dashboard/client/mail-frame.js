@@ -1,0 +1,71 @@
+/**
+ * A received email's HTML, shown without trusting it. Three layers:
+ * 1. the iframe's `sandbox` (no `allow-scripts`, no `allow-same-origin`): scripts cannot run and the
+ *    document is a stranger to the dashboard; `allow-popups…` lets links open outside it;
+ * 2. the document's own policy (a CSP `<meta>` first in its head): nothing loads but inline styles
+ *    and data: images, and remote images only once the reader allows them;
+ * 3. before that, the HTML is cleaned in an inert DOMParser document: scripts, frames, forms and
+ *    event attributes removed, remote image addresses parked, so nothing is even attempted (a
+ *    blocked attempt would still be noise in the console and a hint to the sender when allowed later).
+ */
+
+const REMOVED = "script, iframe, frame, frameset, object, embed, applet, form, base, meta, link[rel=import], noscript"
+const REMOTE = /^\s*(https?:)?\/\//i
+const PARKED = "data-mailroom-src"
+
+/** @param {string} value */
+const isScriptUrl = (value) => /^\s*(javascript|vbscript|data:text\/html)/i.test(value)
+
+/**
+ * Event-handler attributes renamed before parsing: Chromium checks them against the dashboard's own
+ * policy as soon as they are parsed, even in an inert document, and reports each as a console error.
+ * @param {string} html
+ */
+const disarmHandlers = (html) => {
+  const inTag = /(<[^<>]*?\s)(on[a-z]+\s*=)/gi
+  let before
+  do {
+    before = html
+    html = html.replace(inTag, "$1data-mailroom-removed-$2")
+  } while (html !== before)
+  return html
+}
+
+/**
+ * @param {string} html the email's HTML
+ * @param {boolean} allowImages
+ * @returns {{ srcdoc: string, blockedImages: number }}
+ */
+export const mailDocument = (html, allowImages) => {
+  const doc = new DOMParser().parseFromString(disarmHandlers(html), "text/html")
+  for (const element of doc.querySelectorAll(REMOVED)) element.remove()
+  let blockedImages = 0
+  for (const element of doc.querySelectorAll("*")) {
+    for (const attribute of [...element.attributes]) {
+      const name = attribute.name.toLowerCase()
+      if (name.startsWith("on") || name.startsWith("data-mailroom-removed-") || (["href", "src", "action", "formaction", "xlink:href"].includes(name) && isScriptUrl(attribute.value))) {
+        element.removeAttribute(attribute.name)
+      }
+    }
+    if (element.tagName === "A") {
+      element.setAttribute("target", "_blank")
+      element.setAttribute("rel", "noopener noreferrer")
+    }
+    for (const name of ["src", "srcset", "background", "poster"]) {
+      const value = element.getAttribute(name)
+      if (value && REMOTE.test(value) && !allowImages) {
+        element.removeAttribute(name)
+        element.setAttribute(PARKED + "-" + name, value)
+        blockedImages++
+      }
+    }
+  }
+  const images = allowImages ? "data: cid: https: http:" : "data:"
+  const policy = `default-src 'none'; img-src ${images}; style-src 'unsafe-inline'; font-src data:; base-uri 'none'; form-action 'none'`
+  const head = `<meta http-equiv="Content-Security-Policy" content="${policy}"><meta name="referrer" content="no-referrer">` +
+    `<base target="_blank"><style>body{font-family:system-ui,sans-serif;margin:1rem;overflow-wrap:anywhere}img{max-width:100%;height:auto}</style>`
+  return { srcdoc: `<!doctype html><html><head>${head}${doc.head.innerHTML}</head><body>${doc.body.innerHTML}</body></html>`, blockedImages }
+}
+
+/** The frame's sandbox: no scripts, an opaque origin; links may open a new, unsandboxed tab. */
+export const SANDBOX = "allow-popups allow-popups-to-escape-sandbox"

@@ -1,0 +1,160 @@
+/**
+ * Mailboxes: create with live feedback from check-email, rename (same check, the mailbox's own
+ * address counted free), delete after typing the full address (SPEC: confirm_email_address).
+ */
+import { html } from "htm/preact"
+import { useEffect, useState } from "preact/hooks"
+import { call, query } from "./api.js"
+import { href } from "./router.js"
+import { ErrorNote, Field, when } from "./ui.js"
+
+/** The domains every account may use, as the server wrote them into the page. */
+export const sharedDomains = () =>
+  (document.querySelector('meta[name="mailroom-shared-domains"]')?.getAttribute("content") ?? "").split(",").filter(Boolean)
+
+/**
+ * check-email's verdict on what is typed, asked 250 ms after the typing stops.
+ * @param {string} localPart @param {string} domain @param {string} [excludeMailboxId]
+ * @returns {{ valid: boolean, message: string } | null}
+ */
+const useAddressCheck = (localPart, domain, excludeMailboxId) => {
+  const [verdict, setVerdict] = useState(/** @type {{ valid: boolean, message: string } | null} */ (null))
+  useEffect(() => {
+    setVerdict(null)
+    if (!localPart || !domain) return
+    let live = true
+    const timer = setTimeout(async () => {
+      try {
+        const path = "/api/mailboxes/check-email" + query({ local_part: localPart, domain, exclude_mailbox_id: excludeMailboxId })
+        const answer = await call("GET", path)
+        const result = answer.data ?? answer
+        if (live) setVerdict(result.valid ? { valid: true, message: `${result.email_address} is available` } : { valid: false, message: result.message })
+      } catch (failure) {
+        if (live) setVerdict({ valid: false, message: failure instanceof Error ? failure.message : String(failure) })
+      }
+    }, 250)
+    return () => {
+      live = false
+      clearTimeout(timer)
+    }
+  }, [localPart, domain, excludeMailboxId])
+  return verdict
+}
+
+/**
+ * @param {{ id: string, localPart: string, setLocalPart: (v: string) => void, domain: string, setDomain: (v: string) => void,
+ *   verdict: { valid: boolean, message: string } | null, label: string }} props
+ */
+const AddressFields = ({ id, localPart, setLocalPart, domain, setDomain, verdict, label }) => html`
+  <div class="address">
+    <${Field} id=${id + "-local"} label=${label} value=${localPart} onInput=${setLocalPart} required
+      hint=${verdict?.valid ? "✓ " + verdict.message : undefined} error=${verdict && !verdict.valid ? verdict.message : undefined} />
+    <div class="field">
+      <label for=${id + "-domain"}>Domain</label>
+      <select id=${id + "-domain"} value=${domain} onChange=${(/** @type {any} */ e) => setDomain(e.currentTarget.value)}>
+        ${sharedDomains().map((name) => html`<option value=${name}>@${name}</option>`)}
+      </select>
+    </div>
+  </div>
+`
+
+/** @param {{ onChanged: () => void }} props */
+const CreateMailbox = ({ onChanged }) => {
+  const [localPart, setLocalPart] = useState("")
+  const [domain, setDomain] = useState(sharedDomains()[0] ?? "")
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const verdict = useAddressCheck(localPart, domain)
+
+  /** @param {Event} event */
+  const create = async (event) => {
+    event.preventDefault()
+    setError(null)
+    try {
+      await call("POST", "/api/mailboxes", { local_part: localPart, domain })
+      setLocalPart("")
+      onChanged()
+    } catch (failure) {
+      setError(failure)
+    }
+  }
+  return html`
+    <form class="card" onSubmit=${create} aria-label="New mailbox">
+      <${AddressFields} id="new" label="New mailbox address" ...${{ localPart, setLocalPart, domain, setDomain, verdict }} />
+      <${ErrorNote} error=${error} />
+      <button type="submit" disabled=${verdict?.valid !== true}>Create mailbox</button>
+    </form>
+  `
+}
+
+/** @param {{ mailbox: any, onChanged: () => void }} props */
+const MailboxItem = ({ mailbox, onChanged }) => {
+  const [mode, setMode] = useState(/** @type {"view" | "rename" | "delete"} */ ("view"))
+  const [localPart, setLocalPart] = useState(mailbox.email_address.split("@")[0])
+  const [domain, setDomain] = useState(mailbox.domain)
+  const [confirmation, setConfirmation] = useState("")
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const verdict = useAddressCheck(mode === "rename" ? localPart : "", domain, mailbox.mailbox_id)
+  const path = `/api/mailboxes/${encodeURIComponent(mailbox.mailbox_id)}`
+
+  /** @param {() => Promise<unknown>} action */
+  const run = async (action) => {
+    setError(null)
+    try {
+      await action()
+      setMode("view")
+      onChanged()
+    } catch (failure) {
+      setError(failure)
+    }
+  }
+
+  return html`
+    <li class="item wrap">
+      <div class="grow">
+        <a href=${href("mailboxes", mailbox.mailbox_id)}><strong>${mailbox.email_address}</strong></a>
+        <div class="muted small">Created ${when(mailbox.created_at)}</div>
+      </div>
+      ${mode === "view" && html`
+        <div class="actions">
+          <button type="button" class="secondary" onClick=${() => setMode("rename")} aria-label=${"Rename " + mailbox.email_address}>Rename</button>
+          <button type="button" class="danger" onClick=${() => setMode("delete")} aria-label=${"Delete " + mailbox.email_address}>Delete</button>
+        </div>`}
+      ${mode === "rename" && html`
+        <form class="full" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), run(() => call("PATCH", path, { local_part: localPart, domain })))}>
+          <${AddressFields} id=${"rename-" + mailbox.mailbox_id} label="New address" ...${{ localPart, setLocalPart, domain, setDomain, verdict }} />
+          <${ErrorNote} error=${error} />
+          <div class="actions">
+            <button type="submit" disabled=${verdict?.valid !== true}>Save address</button>
+            <button type="button" class="secondary" onClick=${() => setMode("view")}>Cancel</button>
+          </div>
+        </form>`}
+      ${mode === "delete" && html`
+        <form class="full" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), run(() => call("DELETE", path, { confirm_email_address: confirmation })))}>
+          <p>Deleting hides the mailbox and all its mail. Type <strong>${mailbox.email_address}</strong> to confirm.</p>
+          <${Field} id=${"confirm-" + mailbox.mailbox_id} label="Mailbox address" value=${confirmation} onInput=${setConfirmation} autocomplete="off" />
+          <${ErrorNote} error=${error} />
+          <div class="actions">
+            <button type="submit" class="danger" disabled=${confirmation !== mailbox.email_address}>Delete mailbox</button>
+            <button type="button" class="secondary" onClick=${() => setMode("view")}>Cancel</button>
+          </div>
+        </form>`}
+    </li>
+  `
+}
+
+export const MailboxesPage = () => {
+  const [mailboxes, setMailboxes] = useState(/** @type {any[] | null} */ (null))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const load = () => call("GET", "/api/mailboxes?limit=100").then((answer) => setMailboxes(answer.mailboxes), setError)
+  useEffect(() => {
+    load()
+  }, [])
+  return html`
+    <h1>Mailboxes</h1>
+    <${CreateMailbox} onChanged=${load} />
+    <${ErrorNote} error=${error} />
+    ${mailboxes === null ? html`<p class="muted">Loading…</p>` : mailboxes.length === 0
+      ? html`<p class="muted">No mailboxes yet: create one above, then give its address to your agent.</p>`
+      : html`<ul class="list">${mailboxes.map((mailbox) => html`<${MailboxItem} key=${mailbox.mailbox_id} mailbox=${mailbox} onChanged=${load} />`)}</ul>`}
+  `
+}

@@ -1,0 +1,75 @@
+/** The dashboard's entry: who is signed in, which page the URL names, and the live mail stream. */
+import { html } from "htm/preact"
+import { render } from "preact"
+import { useEffect, useState } from "preact/hooks"
+import { call, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
+import { AuthPage } from "./auth.js"
+import { BillingPage } from "./billing.js"
+import { DomainsPage } from "./domains.js"
+import { AllInbox, MailboxInbox } from "./inbox.js"
+import { KeysPage } from "./keys.js"
+import { connect, disconnect } from "./live.js"
+import { MailboxesPage } from "./mailboxes.js"
+import { ReaderPage } from "./reader.js"
+import { SearchPage } from "./search.js"
+import { WebhooksPage } from "./webhooks.js"
+import { go, useRoute } from "./router.js"
+import { Frame } from "./ui.js"
+
+const App = () => {
+  const [user, setUser] = useState(rememberedUser)
+  const route = useRoute()
+  const [page, id] = route
+
+  useEffect(() => {
+    whenSignedOut(() => {
+      rememberUser(null)
+      setUser(null)
+    })
+  }, [])
+  useEffect(() => {
+    if (user) connect()
+    else disconnect()
+  }, [user])
+  // A page that needs a session sends the signed-out reader to sign in, and back.
+  useEffect(() => {
+    if (!user && page !== "signin" && page !== "signup") go("signin")
+    if (user && (page === "signin" || page === "signup")) go()
+  }, [user, page])
+  // Each page's heading is where focus goes after navigating, for screen readers and keyboards.
+  useEffect(() => {
+    document.getElementById("main")?.focus()
+  }, [page, id])
+
+  const signOut = async () => {
+    await call("POST", "/api/auth/logout").catch(() => undefined)
+    rememberUser(null)
+    setUser(null)
+  }
+
+  const content = !user
+    ? html`<${AuthPage} mode=${page === "signup" ? "signup" : "signin"} onSignedIn=${setUser} />`
+    : page === "keys"
+    ? html`<${KeysPage} />`
+    : page === "inbox"
+    ? html`<${AllInbox} />`
+    : page === "search"
+    ? html`<${SearchPage} />`
+    : page === "webhooks"
+    ? html`<${WebhooksPage} />`
+    : page === "domains"
+    ? html`<${DomainsPage} />`
+    : page === "billing"
+    ? html`<${BillingPage} />`
+    : page === "mailboxes" && id
+    ? html`<${MailboxInbox} key=${id} mailboxId=${id} />`
+    : page === "emails" && id
+    ? html`<${ReaderPage} key=${id} emailId=${id} />`
+    : html`<${MailboxesPage} />`
+  const section = page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" ? page : page === "inbox" || page === "emails" || (page === "mailboxes" && id) ? "inbox" : "mailboxes"
+  document.title = `${user ? section[0].toUpperCase() + section.slice(1) : "Sign in"} · Mailroom`
+
+  return html`<${Frame} user=${user} section=${section} onSignOut=${signOut}>${content}<//>`
+}
+
+render(html`<${App} />`, /** @type {HTMLElement} */ (document.getElementById("app")))

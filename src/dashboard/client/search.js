@@ -1,0 +1,52 @@
+/** Search: the hybrid (words and meaning) results, best first, each with its score. */
+import { html } from "htm/preact"
+import { useState } from "preact/hooks"
+import { call } from "./api.js"
+import { href } from "./router.js"
+import { ErrorNote, Field, when } from "./ui.js"
+
+/** SPEC's reading of a score. @param {number} score */
+const strength = (score) =>
+  score >= 0.9 ? "highly relevant" : score >= 0.7 ? "very relevant" : score >= 0.5 ? "relevant" : score >= 0.3 ? "somewhat relevant" : "weak"
+
+export const SearchPage = () => {
+  const [text, setText] = useState("")
+  const [results, setResults] = useState(/** @type {any[] | null} */ (null))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const [busy, setBusy] = useState(false)
+
+  /** @param {Event} event */
+  const search = async (event) => {
+    event.preventDefault()
+    setBusy(true)
+    setError(null)
+    try {
+      setResults((await call("POST", "/api/search", { query: text, limit: 20 })).data)
+    } catch (failure) {
+      setError(failure)
+    } finally {
+      setBusy(false)
+    }
+  }
+
+  return html`
+    <h1>Search</h1>
+    <form class="card row-form" role="search" onSubmit=${search}>
+      <${Field} id="query" label="Search your mail by words or meaning" type="search" value=${text} onInput=${setText} required />
+      <button type="submit" disabled=${busy}>Search</button>
+    </form>
+    <${ErrorNote} error=${error} />
+    ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found.</p>` : html`
+      <ol class="list" aria-label="Results">
+        ${results.map((result) => html`
+          <li key=${result.email_id} class="item wrap">
+            <div class="grow">
+              <a href=${href("emails", result.email_id)}><strong>${result.subject || "(no subject)"}</strong></a>
+              <div class="muted small">${result.from} · ${when(result.date)}</div>
+              <div class="small">${result.snippet}</div>
+            </div>
+            <span class="tag" title=${strength(result.score)}>score ${result.score.toFixed(2)}</span>
+          </li>`)}
+      </ol>`)}
+  `
+}

@@ -1,0 +1,75 @@
+/** Small pieces every page uses: the page frame with its navigation, labelled fields, copy buttons, notices. */
+import { html } from "htm/preact"
+import { useState } from "preact/hooks"
+import { href } from "./router.js"
+
+/**
+ * @param {{ user: { email: string } | null, section: string, onSignOut: () => void, children: any }} props
+ */
+export const Frame = ({ user, section, onSignOut, children }) => html`
+  <a class="skip" href="#main">Skip to content</a>
+  <header class="top">
+    <a class="brand" href=${href()}>Mailroom</a>
+    ${user && html`
+      <nav aria-label="Main">
+        <a href=${href("inbox")} aria-current=${section === "inbox" ? "page" : undefined}>Inbox</a>
+        <a href=${href()} aria-current=${section === "mailboxes" ? "page" : undefined}>Mailboxes</a>
+        <a href=${href("search")} aria-current=${section === "search" ? "page" : undefined}>Search</a>
+        <a href=${href("webhooks")} aria-current=${section === "webhooks" ? "page" : undefined}>Webhooks</a>
+        <a href=${href("domains")} aria-current=${section === "domains" ? "page" : undefined}>Domains</a>
+        <a href=${href("keys")} aria-current=${section === "keys" ? "page" : undefined}>API keys</a>
+        <a href=${href("billing")} aria-current=${section === "billing" ? "page" : undefined}>Billing</a>
+      </nav>
+      <div class="who">
+        <span class="muted">${user.email}</span>
+        <button type="button" class="link" onClick=${onSignOut}>Sign out</button>
+      </div>`}
+  </header>
+  <main id="main" tabindex="-1">${children}</main>
+`
+
+/**
+ * A labelled input; `hint` and `error` are announced with it.
+ * @param {{ id: string, label: string, value: string, onInput: (value: string) => void, type?: string,
+ *   hint?: any, error?: string, autocomplete?: string, required?: boolean, minLength?: number }} props
+ */
+export const Field = ({ id, label, value, onInput, type = "text", hint, error, autocomplete, required, minLength }) => html`
+  <div class="field">
+    <label for=${id}>${label}</label>
+    <input id=${id} name=${id} type=${type} value=${value} required=${required} minLength=${minLength}
+      autocomplete=${autocomplete} aria-invalid=${error ? "true" : undefined}
+      aria-describedby=${hint || error ? id + "-note" : undefined}
+      onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)} />
+    ${(hint || error) && html`<p id=${id + "-note"} class=${error ? "note error" : "note"} aria-live="polite">${error ?? hint}</p>`}
+  </div>
+`
+
+/** @param {{ text: string, label?: string }} props */
+export const CopyButton = ({ text, label = "Copy" }) => {
+  const [copied, setCopied] = useState(false)
+  const copy = async () => {
+    await navigator.clipboard.writeText(text)
+    setCopied(true)
+    setTimeout(() => setCopied(false), 2000)
+  }
+  return html`<button type="button" class="secondary" onClick=${copy}>${copied ? "Copied" : label}</button>`
+}
+
+/** @param {{ error: unknown }} props */
+export const ErrorNote = ({ error }) =>
+  error ? html`<p class="alert" role="alert">${error instanceof Error ? error.message : String(error)}</p>` : null
+
+/** @param {string} iso */
+export const when = (iso) => {
+  const date = new Date(iso)
+  const sameDay = date.toDateString() === new Date().toDateString()
+  return sameDay ? date.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : date.toLocaleDateString()
+}
+
+/** @param {number} bytes */
+export const size = (bytes) => {
+  const units = ["B", "KB", "MB", "GB", "TB"]
+  let unit = 0
+  while (bytes >= 1024 && unit < units.length - 1) (bytes /= 1024), unit++
+  return unit === 0 ? `${bytes} B` : `${bytes.toFixed(1).replace(/\.0$/, "")} ${units[unit]}`
+}

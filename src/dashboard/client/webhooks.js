@@ -1,0 +1,117 @@
+/** Webhooks: create (the signing secret shown once), enable or disable, delete, and each delivery with its attempts. */
+import { html } from "htm/preact"
+import { useEffect, useState } from "preact/hooks"
+import { call, fieldError } from "./api.js"
+import { CopyButton, ErrorNote, Field, when } from "./ui.js"
+
+const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "api_key.created"]
+
+/** @param {{ webhook: any }} props */
+const Deliveries = ({ webhook }) => {
+  const [deliveries, setDeliveries] = useState(/** @type {any[] | null} */ (null))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const load = () =>
+    call("GET", `/api/webhooks/${encodeURIComponent(webhook.webhook_id)}/deliveries?limit=20`).then((a) => setDeliveries(a.data), setError)
+  useEffect(() => {
+    load()
+  }, [webhook.webhook_id])
+  return html`
+    <div class="full">
+      <div class="toolbar"><h3 class="small">Deliveries</h3><button type="button" class="link" onClick=${load}>Refresh</button></div>
+      <${ErrorNote} error=${error} />
+      ${deliveries === null ? html`<p class="muted small">Loading…</p>` : deliveries.length === 0
+        ? html`<p class="muted small">No deliveries yet.</p>`
+        : html`
+          <table class="deliveries">
+            <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Created</th></tr></thead>
+            <tbody>
+              ${deliveries.map((d) => html`
+                <tr key=${d.delivery_id}>
+                  <td><code>${d.event}</code></td>
+                  <td><span class=${"tag " + d.status}>${d.status}</span></td>
+                  <td>${d.attempts.map((/** @type {any} */ a) => html`<div class="small">#${a.attempt}: ${a.status_code ?? "no answer"}, ${a.duration_ms} ms${a.error ? " · " + a.error : ""}</div>`)}</td>
+                  <td class="small">${when(d.created_at)}</td>
+                </tr>`)}
+            </tbody>
+          </table>`}
+    </div>
+  `
+}
+
+export const WebhooksPage = () => {
+  const [webhooks, setWebhooks] = useState(/** @type {any[] | null} */ (null))
+  const [url, setUrl] = useState("")
+  const [events, setEvents] = useState(["email.received"])
+  const [created, setCreated] = useState(/** @type {any} */ (null))
+  const [open, setOpen] = useState(/** @type {string | null} */ (null))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+
+  const load = () => call("GET", "/api/webhooks?limit=100").then((a) => setWebhooks(a.data), setError)
+  useEffect(() => {
+    load()
+  }, [])
+
+  /** @param {() => Promise<unknown>} action */
+  const run = async (action) => {
+    setError(null)
+    try {
+      await action()
+      await load()
+    } catch (failure) {
+      setError(failure)
+    }
+  }
+
+  /** @param {Event} event */
+  const create = (event) => {
+    event.preventDefault()
+    return run(async () => {
+      setCreated((await call("POST", "/api/webhooks", { url, events })).data)
+      setUrl("")
+    })
+  }
+
+  /** @param {string} kind @param {boolean} on */
+  const toggleKind = (kind, on) => setEvents(on ? [...events, kind] : events.filter((k) => k !== kind))
+
+  return html`
+    <h1>Webhooks</h1>
+    <form class="card" onSubmit=${create} aria-label="New webhook">
+      <${Field} id="webhook-url" label="Endpoint URL" type="url" value=${url} onInput=${setUrl} required
+        hint="HTTPS; each delivery is signed with the endpoint's secret" error=${fieldError(error, "url")} />
+      <fieldset class="kinds">
+        <legend>Events</legend>
+        ${KINDS.map((kind) => html`
+          <label class="check"><input type="checkbox" checked=${events.includes(kind)}
+            onChange=${(/** @type {any} */ e) => toggleKind(kind, e.currentTarget.checked)} /> <code>${kind}</code></label>`)}
+      </fieldset>
+      <button type="submit" disabled=${events.length === 0}>Create webhook</button>
+    </form>
+    <${ErrorNote} error=${error} />
+    ${created && html`
+      <div class="card secret" role="status">
+        <p>Signing secret for <code>${created.url}</code>: copy it now. It is shown only once.</p>
+        <div class="copy-row"><code data-testid="new-secret">${created.secret}</code><${CopyButton} text=${created.secret} label="Copy secret" /></div>
+        <button type="button" class="link" onClick=${() => setCreated(null)}>Done</button>
+      </div>`}
+    ${webhooks === null ? html`<p class="muted">Loading…</p>` : webhooks.length === 0 ? html`<p class="muted">No webhooks yet.</p>` : html`
+      <ul class="list">
+        ${webhooks.map((w) => html`
+          <li key=${w.webhook_id} class="item wrap">
+            <div class="grow">
+              <strong><code>${w.url}</code></strong> <span class="tag">${w.active ? "enabled" : "disabled"}</span>
+              <div class="muted small">${w.events.join(", ")} · secret ${w.secret_masked}</div>
+            </div>
+            <div class="actions">
+              <button type="button" class="secondary" aria-expanded=${open === w.webhook_id}
+                onClick=${() => setOpen(open === w.webhook_id ? null : w.webhook_id)}>Deliveries</button>
+              <button type="button" class="secondary" onClick=${() => run(() => call("PATCH", `/api/webhooks/${encodeURIComponent(w.webhook_id)}`, { active: !w.active }))}>
+                ${w.active ? "Disable" : "Enable"}</button>
+              <button type="button" class="danger" aria-label=${"Delete webhook " + w.url}
+                onClick=${() => confirm(`Delete the webhook to ${w.url}?`) && run(() => call("DELETE", `/api/webhooks/${encodeURIComponent(w.webhook_id)}`))}>Delete</button>
+            </div>
+            ${open === w.webhook_id && html`<${Deliveries} webhook=${w} />`}
+          </li>`)}
+      </ul>`}
+  `
+}

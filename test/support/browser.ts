@@ -1,0 +1,40 @@
+/**
+ * Headless Chromium from Debian's `chromium` package, driven by playwright-core (no browser
+ * download). Every page opened through `openPage` records what the dashboard must never do: a
+ * console error, an uncaught exception, a request answered 4xx/5xx or failing outright.
+ */
+import * as fs from "node:fs"
+import { type Browser, chromium, type Page } from "playwright-core"
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium"
+
+export const chromiumAvailable = () => fs.existsSync(CHROMIUM)
+
+export const launchBrowser = (): Promise<Browser> =>
+  chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] })
+
+export interface WatchedPage {
+  readonly page: Page
+  /** Console errors, page errors and failed requests seen so far, one line each. */
+  readonly problems: Array<string>
+}
+
+export const openPage = async (browser: Browser, baseUrl: string, viewport = { width: 1280, height: 800 }): Promise<WatchedPage> => {
+  const context = await browser.newContext({ viewport, baseURL: baseUrl })
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl })
+  const page = await context.newPage()
+  const problems: Array<string> = []
+  page.on("console", (message) => {
+    if (message.type() === "error") problems.push(`console: ${message.text()}`)
+  })
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`))
+  page.on("response", (response) => {
+    if (response.status() >= 400) problems.push(`${response.status()} ${response.request().method()} ${response.url()}`)
+  })
+  page.on("requestfailed", (request) => {
+    // An EventSource the page closes (sign-out) ends as aborted: the page's own doing, not a failure.
+    const closedStream = request.resourceType() === "eventsource" && request.failure()?.errorText === "net::ERR_ABORTED"
+    if (!page.isClosed() && !closedStream) problems.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`)
+  })
+  return { page, problems }
+}
