@@ -2,6 +2,10 @@
  * The ingest actor (worker role): turns each accepted message on the bus into a stored email, then
  * announces it (`email.received`).
  *
+ * An email whose header From is on the account's or the mailbox's block list is stored labelled
+ * `blocked` and never announced: no webhook, event, search indexing or waiting reader hears of it
+ * (sender-list-rules.ts). It stays readable in its mailbox, where the label says why it was kept quiet.
+ *
  * Idempotent: the email's id was chosen when the message was accepted, so a redelivered message
  * (a worker that died before acknowledging, a publish retried) finds its email already stored and
  * only announces it again, under the same event id.
@@ -14,6 +18,7 @@ import { measured } from "../bus/metrics.ts"
 import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
 import { inboundLabels } from "./label-rules.ts"
 import { isSpam, SPAM } from "./spam.ts"
+import { BLOCKED, senderForms } from "./sender-list-rules.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import { InboundMessage } from "./schemas.ts"
@@ -34,8 +39,9 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         Effect.map((rows) => rows[0])
       )
 
+    /** Announce the email as received, unless its header From is blocked. */
     const announce = (row: EmailRow) =>
-      bus.publish(
+      row.labels.includes(BLOCKED) ? Effect.void : bus.publish(
         subjects.event("email.received"),
         encodeJson({ event: "email.received", timestamp: row.createdAt.toISOString(), namespace: row.userId, data: toFields(row) }),
         { msgId: emailReceivedEventId(row.id) }
@@ -62,7 +68,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         parsed,
         authentication: message.authentication,
         authenticationResults: message.authentication_results,
-        spam: message.spam
+        spam: message.spam,
+        headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
       }).pipe(Effect.flatMap((inserted) => (inserted ? Effect.succeed(inserted) : findEmail(message.email_id))))
 
     /**
