@@ -27,7 +27,8 @@ const backendIndependent = [
   "test/api/envelope.test.ts",
   "test/api/mailboxes.test.ts",
   "test/api/openapi.test.ts",
-  "test/api/stripe.test.ts"
+  "test/api/stripe.test.ts",
+  "test/api/sender-lists.test.ts"
 ]
 const bringsItsOwnServices = [
   "test/cluster/cluster.test.ts",

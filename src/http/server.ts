@@ -30,6 +30,7 @@ import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
 import { SearchHandlers } from "./search/http.ts"
+import { DashboardSenderListsHandlers, SenderListsHandlers } from "./sender-lists/http.ts"
 import { WebhooksHandlers } from "./webhooks/http.ts"
 
 export const MAX_JSON_BYTES = 1024 * 1024
@@ -86,6 +87,8 @@ const Handlers = Layer.mergeAll(
   OutboundHandlers,
   DashboardOutboundHandlers,
   WebhooksHandlers,
+  SenderListsHandlers,
+  DashboardSenderListsHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,
   DomainListHandlers,
