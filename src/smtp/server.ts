@@ -14,7 +14,7 @@
  *   any failure, or a store that takes longer than the data time-out, is 451 4.3.0. Nothing else in
  *   this file answers 250 to DATA.
  * - Before DATA is answered, the message's SPF, DKIM, DMARC and ARC are checked (Authenticator; at
- *   most 10 s, inside the data time-out) and the verdicts stored with it. With DMARC_ENFORCE=true a
+ *   most 10 s, inside the data time-out; not at all with VERIFY_INBOUND=false) and the verdicts stored with it. With DMARC_ENFORCE=true a
  *   message failing DMARC under its From domain's p=reject is answered 550 5.7.1 and not stored;
  *   otherwise a verdict never refuses mail (services/mail/authentication.ts).
  * - With RSPAMD_URL, rspamd scores the message at the same time (services/mail/spam.ts); with
@@ -229,7 +229,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
             spamFilter.check({ ...envelope, recipients: accepted.map((r) => r.address) })
           ], { concurrency: 2 }),
           ([verdict, spam]): Effect.Effect<ReadonlyArray<string>, MessageRefusal | DmarcRejected | SpamRejected> =>
-            config.dmarcEnforce && dmarcRejects(verdict.authentication)
+            config.dmarcEnforce && verdict !== undefined && dmarcRejects(verdict.authentication)
               ? Effect.fail(new DmarcRejected({ domain: verdict.authentication.dmarc.domain ?? "the From domain" }))
               : config.spamReject && spam !== undefined && spamRejects(spam)
               ? Effect.fail(new SpamRejected())
