@@ -155,12 +155,10 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       parallel: PARALLEL_BATCHES,
       run: (queries: ReadonlyArray<RecipientQuery>) => {
         const now = new Date()
-        const forms = queries.flatMap((q, i) => q.forms.map((form) => ({ form, idx: i + 1 })))
+        // Each query's forms travel as one text, a line each: no form holds a line break (senderForms).
+        const forms = queries.map((q) => q.forms.join("\n"))
         // A free plan's period is the calendar month, rolled over on read (as Billing does).
         return sql`
-          WITH sender_forms AS (
-            SELECT * FROM unnest(${forms.map((f) => f.form)}::text[], ${forms.map((f) => f.idx)}::int[]) AS f(form, idx)
-          )
           SELECT r.idx, m.id AS mailbox_id, m.user_id, s.plan, p.period_start,
                  coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period,
                  coalesce(l.blocked, false) AS blocked,
@@ -170,7 +168,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
                          WHERE a.user_id = m.user_id AND a.list = 'allow' AND a.mailbox_id IS NULL) AS account_allow_list,
                  EXISTS (SELECT 1 FROM sender_list_entries a
                          WHERE a.user_id = m.user_id AND a.list = 'allow' AND a.mailbox_id = m.id) AS mailbox_allow_list
-          FROM unnest(${queries.map((q) => q.address)}::text[]) WITH ORDINALITY AS r(address, idx)
+          FROM unnest(${queries.map((q) => q.address)}::text[], ${forms}::text[]) WITH ORDINALITY AS r(address, forms, idx)
           JOIN mailboxes m ON m.address_normalized = r.address AND m.status = 'active'
           JOIN subscriptions s ON s.user_id = m.user_id
             -- SPEC rule 6: the shared pool for every plan, a verified own domain on a paid plan.
@@ -187,8 +185,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
                    bool_or(e.list = 'allow' AND e.mailbox_id IS NULL) AS account_allows,
                    bool_or(e.list = 'allow' AND e.mailbox_id IS NOT NULL) AS mailbox_allows
             FROM sender_list_entries e
-            WHERE e.user_id = m.user_id AND (e.mailbox_id IS NULL OR e.mailbox_id = m.id)
-              AND e.entry IN (SELECT f.form FROM sender_forms f WHERE f.idx = r.idx)
+            WHERE e.user_id = m.user_id AND e.entry = ANY(string_to_array(r.forms, chr(10)))
+              AND (e.mailbox_id IS NULL OR e.mailbox_id = m.id)
           ) l
           LEFT JOIN mail_daily_counters d ON d.user_id = m.user_id AND d.day = ${utcDay(now)}::date
           LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start`.pipe(

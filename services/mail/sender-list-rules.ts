@@ -101,7 +101,8 @@ export const entryType = (entry: string): EntryType =>
 export const senderForms = (sender: string): ReadonlyArray<string> => {
   const text = sender.trim().toLowerCase()
   const at = text.lastIndexOf("@")
-  if (at <= 0) return []
+  // eslint-disable-next-line no-control-regex
+  if (at <= 0 || /[\u0000-\u001f\u007f]/.test(text)) return []
   const domain = asciiDomain(text.slice(at + 1))
   if (domain === undefined) return []
   const labels = domain.split(".")

@@ -67,6 +67,8 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
     // The null sender and a sender without a domain are named by nothing.
     expect(senderForms("")).toEqual([])
     expect(senderForms("postmaster")).toEqual([])
+    // A line break cannot reach the lookup, whose forms travel one a line.
+    expect(senderForms("evil\nexample.com@example.com")).toEqual([])
   })
 
   it.effect("block lists: an address, a domain (exactly) and *.domain (its subdomains only), per account and per mailbox", () =>
