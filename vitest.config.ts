@@ -29,7 +29,8 @@ const backendIndependent = [
   "test/api/envelope.test.ts",
   "test/api/mailboxes.test.ts",
   "test/api/openapi.test.ts",
-  "test/api/stripe.test.ts"
+  "test/api/stripe.test.ts",
+  "test/api/sender-lists.test.ts"
 ]
 const bringsItsOwnServices = [
   "test/cluster/cluster.test.ts",

@@ -4,9 +4,17 @@
  * Targets (each its own child process):
  *   bare     bench/servers/bare-smtp.ts: smtp-server 3.21 reading every message to the end, discarding
  *            it and answering 250.
- *   durable  Mailroom (`node --import tsx src/main.ts`, ROLES=api,smtp,worker) on a fresh PostgreSQL
+ *   durable  Mailroom (`node --import tsx src/main.ts`, every role, as `npm start`) on a fresh PostgreSQL
  *            database and a NATS prefix of its own: a 250 means the raw message is stored and the bus
- *            has it; the worker then parses and stores each email.
+ *            has it; the worker then parses and stores each email. Before its 250 the SMTP node checks
+ *            each message's SPF, DKIM, DMARC and ARC (mailauth), asking a DNS server this bench runs
+ *            on loopback (DNS_SERVERS), where bench.localhost publishes SPF for 127.0.0.1, its DKIM
+ *            key and DMARC p=none: every message passes all three, as mail from a careful sender does.
+ *   smtp, smtp-unverified  what the checks cost, alone: the SMTP node only (ROLES=smtp; accounts and
+ *            mailboxes made in SQL, nothing ingested, so the worker's parsing and embedding do not share
+ *            its CPU), with the checks (smtp) and with VERIFY_INBOUND=false (smtp-unverified). A 250
+ *            still means stored and on the bus. smtp / smtp-unverified, in the same run, is the checks'
+ *            cost in msgs/s, and the difference of the node's CPU per accepted message is their CPU.
  *
  * Senders (the load generator runs in this process, on `net`, and does nothing else while it measures):
  *   (a) reused  10 connections, EHLO once, then MAIL+RCPT+DATA (pipelined, as PIPELINING is
@@ -19,7 +27,9 @@
  * period count towards msgs/s. Every reply other than the expected one is an error and is printed.
  *
  * Messages: ~4 KB MIME (multipart/mixed: multipart/alternative text + html, and a small base64
- * attachment), each with its own Message-ID (so each is a distinct blob).
+ * attachment), each with its own Message-ID (so each is a distinct blob), DKIM-signed (RSA 2048,
+ * relaxed/relaxed) over From, MIME-Version, Content-Type and the body, which every message shares:
+ * signed once, so the signature costs the load generator nothing and the server a full check.
  *
  * The durable path must not hide a backlog: after each sender stops, the bench waits until the worker
  * has ingested every accepted message (`SELECT count(*) FROM emails`) and reports the backlog at the
@@ -30,21 +40,23 @@
  * Exit status: 0 when every target passes, 2 when a target is missed, 1 when the run is invalid
  * (errors, a backlog that does not drain, a failed start).
  *
- * Settings: BENCH_TARGETS ("bare,durable"), BENCH_SENDERS ("a,b"), BENCH_SECONDS (10),
+ * Settings: BENCH_TARGETS ("bare,durable,smtp,smtp-unverified"), BENCH_SENDERS ("a,b"), BENCH_SECONDS (10),
  * BENCH_WARMUP_SECONDS (2), BENCH_DRAIN_SECONDS (300, the longest wait for the worker),
  * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres, where the bench database is
  * created), BENCH_NATS_URL (nats://127.0.0.1:4222), BENCH_NODE_ARGS (node flags for the servers,
  * e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
+import nodemailer from "nodemailer"
 import pg from "pg"
+import { type DnsServer, startDnsServer } from "../test/support/dns-server.ts"
 import { freePort } from "../test/support/process.ts"
 import { sleep } from "../test/support/wait.ts"
 
@@ -58,7 +70,7 @@ const MEASURE_SECONDS = seconds("BENCH_SECONDS", 10)
 const WARMUP_SECONDS = seconds("BENCH_WARMUP_SECONDS", 2)
 const DRAIN_SECONDS = seconds("BENCH_DRAIN_SECONDS", 300)
 const list = (name: string, fallback: string) => new Set((process.env[name] ?? fallback).split(",").map((t) => t.trim()))
-const TARGETS = list("BENCH_TARGETS", "bare,durable")
+const TARGETS = list("BENCH_TARGETS", "bare,durable,smtp,smtp-unverified")
 const SENDERS = list("BENCH_SENDERS", "a,b")
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter((arg) => arg.length > 0)
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -123,7 +135,7 @@ const MAILROOM_SETTINGS = [
   "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_API_KEY", "EMBEDDING_MODEL", "STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET",
   "STRIPE_PRICE_PRO", "STRIPE_PRICE_ENTERPRISE", "SHARED_DOMAINS", "DISALLOWED_EMAIL_NAME", "MX_HOST", "VERIFY_PREFIX",
   "FREE_MAX_CUSTOM_DOMAINS", "DNS_SERVERS", "WEBHOOK_ALLOW_PRIVATE", "JWT_SECRET", "LOG_LEVEL", "SMTP_TLS_CERT",
-  "SMTP_TLS_KEY", "SMTP_MAX_CONNECTIONS_PER_IP"
+  "SMTP_TLS_KEY", "SMTP_MAX_CONNECTIONS_PER_IP", "VERIFY_INBOUND", "DMARC_ENFORCE", "RSPAMD_URL", "SPAM_REJECT"
 ]
 
 const childEnv = (settings: Record<string, string>) => {
@@ -361,11 +373,45 @@ const template = (() => {
   return result
 })()
 
+/** The sending domain, its DKIM selector and key: published by the bench's DNS server. */
+const SENDER_DOMAIN = "bench.localhost"
+const DKIM_SELECTOR = "bench"
+const dkimKey = generateKeyPairSync("rsa", { modulusLength: 2048 })
+
+/** The DKIM-Signature every message carries (see the header comment), made once by nodemailer's signer. */
+const dkimSignature = await (async () => {
+  const transport = nodemailer.createTransport({
+    streamTransport: true,
+    buffer: true,
+    dkim: {
+      domainName: SENDER_DOMAIN,
+      keySelector: DKIM_SELECTOR,
+      privateKey: dkimKey.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+      headerFieldNames: "from:mime-version:content-type"
+    }
+  })
+  const sample = Buffer.from(`${headersFor(`sample@${DOMAIN}`, 0)}${template}`, "latin1")
+  const info = await transport.sendMail({ envelope: { from: `sender@${SENDER_DOMAIN}`, to: [`sample@${DOMAIN}`] }, raw: sample })
+  const signed = (info.message as Buffer).toString("latin1")
+  const header = /^DKIM-Signature:.*?\r\n(?![ \t])/s.exec(signed)?.[0]
+  if (header === undefined) throw new Error("nodemailer did not sign the sample message")
+  return header
+})()
+
+/** What the bench's DNS server answers for the sending domain: SPF for loopback, the DKIM key, DMARC p=none. */
+const publishSender = (names: DnsServer) => {
+  const publicKey = dkimKey.publicKey.export({ type: "spki", format: "der" }).toString("base64")
+  names.set(SENDER_DOMAIN, { TXT: [["v=spf1 ip4:127.0.0.1 -all"]] })
+  // A TXT character-string holds at most 255 bytes: the key is published in pieces.
+  names.set(`${DKIM_SELECTOR}._domainkey.${SENDER_DOMAIN}`, { TXT: [`v=DKIM1; k=rsa; p=${publicKey}`.match(/.{1,255}/g)!] })
+  names.set(`_dmarc.${SENDER_DOMAIN}`, { TXT: [["v=DMARC1; p=none"]] })
+}
+
 let messageCounter = 0
 /** One message for `rcpt`, with its own Message-ID, followed by the end-of-data line. */
 const message = (rcpt: string) => {
   const n = ++messageCounter
-  return Buffer.from(`${headersFor(rcpt, n)}${template}.\r\n`, "latin1")
+  return Buffer.from(`${dkimSignature}${headersFor(rcpt, n)}${template}.\r\n`, "latin1")
 }
 const sampleSize = message("sample@agents.localhost").length - 3
 messageCounter = 0
@@ -802,15 +848,24 @@ const pick = (body: Record<string, unknown>, route: ReadonlyArray<string>, what:
   return value
 }
 
-const benchDurable = async (): Promise<Array<Measurement>> => {
+type TargetName = "bare" | "durable" | "smtp" | "smtp-unverified"
+
+/**
+ * Mailroom's durable path; `verify` says whether the SMTP node checks SPF, DKIM, DMARC and ARC
+ * (asking the bench's DNS server at `dnsServers`).
+ */
+const benchDurable = async (label: "durable", verify: boolean, dnsServers: string): Promise<Array<Measurement>> => {
   await checkNats()
   const database = await createDatabase()
-  const prefix = `bench-${runId}`
+  const prefix = `bench-${runId}-${label}`
   onCleanup(() => deleteStreams(prefix))
   const dataDir = fs.mkdtempSync(path.join(scratch, "data-"))
   const [port, smtpPort] = [await freePort(), await freePort()]
-  const server = spawnChild("mailroom", "src/main.ts", {
-    ROLES: "api,smtp,worker",
+  const server = spawnChild(`mailroom (${label})`, "src/main.ts", {
+    // Every role, as `npm start` runs it: with some roles only, the vector index would have to be shared.
+    ROLES: "api,smtp,worker,mta",
+    VERIFY_INBOUND: String(verify),
+    DNS_SERVERS: dnsServers,
     PORT: String(port),
     HOST: "127.0.0.1",
     SMTP_PORT: String(smtpPort),
@@ -885,6 +940,15 @@ const benchDurable = async (): Promise<Array<Measurement>> => {
       if (Date.now() > probeDeadline) throw new BenchError(`the first message was accepted but not ingested within 30 s\n${logTail(server.logFile)}`)
       await sleep(50)
     }
+    // The checks must really run and pass (or really not run): otherwise the ratio means nothing.
+    const verdict = (await db.query<{ authentication: Record<string, any> | null }>("SELECT authentication FROM emails LIMIT 1")).rows[0]!.authentication
+    const summary = verdict === null
+      ? "none (not checked)"
+      : `spf=${verdict.spf.result} dkim=${verdict.dkim.map((d: { result: string }) => d.result).join(",") || "none"} dmarc=${verdict.dmarc.result}`
+    console.log(`  the first message's verdicts: ${summary}`)
+    if (verify ? summary !== "spf=pass dkim=pass dmarc=pass" : verdict !== null) {
+      throw new BenchError(`the ${label} target expected ${verify ? "every check to pass" : "no checks"}, the first message has ${summary}`)
+    }
 
     const pgBackends: CpuSource = {
       label: "postgres backends of the bench db",
@@ -894,11 +958,11 @@ const benchDurable = async (): Promise<Array<Measurement>> => {
     }
     const others = postgresBackground()
     const target: Target = {
-      label: "durable",
+      label,
       port: smtpPort,
       rcpt: (n) => mailboxes[n % mailboxes.length]!,
       cpu: [
-        { label: "mailroom process (api,smtp,worker)", pids: async () => [server.child.pid!] },
+        { label: "mailroom process (all roles)", pids: async () => [server.child.pid!] },
         pgBackends,
         // All postgres processes less the bench database's backends: WAL writer, checkpointer, other users.
         {
@@ -934,6 +998,87 @@ const benchDurable = async (): Promise<Array<Measurement>> => {
   }
 }
 
+/**
+ * The SMTP node alone (ROLES=smtp), with or without the checks: see the header comment. Its
+ * accounts are made in SQL, as the API would make them, since this process serves no HTTP.
+ */
+const benchSmtpNode = async (label: "smtp" | "smtp-unverified", names: DnsServer): Promise<Array<Measurement>> => {
+  await checkNats()
+  const verify = label === "smtp"
+  const database = await createDatabase()
+  const prefix = `bench-${runId}-${label}`
+  onCleanup(() => deleteStreams(prefix))
+  const smtpPort = await freePort()
+  const server = spawnChild(`mailroom (${label})`, "src/main.ts", {
+    ROLES: "smtp",
+    VERIFY_INBOUND: String(verify),
+    DNS_SERVERS: names.address,
+    SMTP_PORT: String(smtpPort),
+    SMTP_HOST: "127.0.0.1",
+    SMTP_MAX_CONNECTIONS_PER_IP: "0",
+    DATA_DIR: fs.mkdtempSync(path.join(scratch, "data-")),
+    DATABASE_URL: database.url,
+    NATS_URL,
+    NATS_PREFIX: prefix,
+    JWT_SECRET: randomBytes(32).toString("hex"),
+    LOG_LEVEL: "warn"
+  })
+  const db = new pg.Client({ connectionString: database.url })
+  db.on("error", () => {})
+  try {
+    // The node migrates the database before it listens.
+    await waitReady(server, "SMTP", 120_000, () => smtpGreets(smtpPort))
+    await db.connect()
+    const senders = ["a", "b"].filter((s) => SENDERS.has(s)).length
+    const accounts = Math.max(2, Math.ceil((SIZED_FOR_RATE * (WARMUP_SECONDS + MEASURE_SECONDS + 5) * senders) / EMAILS_PER_ACCOUNT))
+    const mailboxes: Array<string> = []
+    for (let i = 0; i < accounts; i++) {
+      const userId = `usr_${label.replace(/-/g, "")}${i}${runId}`
+      const local = `bench-${i}-${runId}`
+      await db.query(`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ($1, $2, $2, 'Bench', 'none')`, [userId, `${userId}@example.com`])
+      await db.query(
+        `INSERT INTO subscriptions (user_id, plan, status, current_period_start, current_period_end)
+         VALUES ($1, 'enterprise', 'active', now(), now() + interval '1 month')`,
+        [userId]
+      )
+      await db.query(
+        `INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized) VALUES ($1, $2, $3, $4, $5)`,
+        [`mbx_${userId}`, userId, local, DOMAIN, `${local}@${DOMAIN}`]
+      )
+      mailboxes.push(`${local}@${DOMAIN}`)
+    }
+    const asked = names.questions().length
+    const probe = await SmtpSession.open(smtpPort)
+    try {
+      await greet(probe)
+      await sendOne(probe, mailboxes[0]!)
+    } catch (error) {
+      throw new BenchError(`a first message to ${mailboxes[0]} was not accepted: ${describe(error)}\n${logTail(server.logFile)}`)
+    } finally {
+      probe.destroy()
+    }
+    // The checks must really run (the DKIM key was asked for), or really not (nothing was asked).
+    const questions = names.questions().slice(asked)
+    const keyAsked = questions.some((q) => q.startsWith(`TXT ${DKIM_SELECTOR}._domainkey.${SENDER_DOMAIN}`))
+    console.log(`  ${label}: the first message made ${questions.length} DNS question(s)${keyAsked ? ", the DKIM key among them" : ""}`)
+    if (verify !== keyAsked) throw new BenchError(`the ${label} target ${verify ? "did not check" : "checked"} the first message`)
+    const target: Target = {
+      label,
+      port: smtpPort,
+      rcpt: (n) => mailboxes[n % mailboxes.length]!,
+      cpu: [{ label: "mailroom process (smtp)", pids: async () => [server.child.pid!] }, natsServer]
+    }
+    const results: Array<Measurement> = []
+    for (const sender of ["a", "b"] as const) {
+      if (SENDERS.has(sender) && !interrupted) results.push(await run(target, sender, 0))
+    }
+    return results
+  } finally {
+    await db.end().catch(() => undefined)
+    await server.stop()
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Report
 
@@ -945,11 +1090,16 @@ const main = async () => {
     `bench:smtp — node ${process.version}, ${os.cpus().length} cores, ${sampleSize}-byte MIME messages, ` +
       `${WARMUP_SECONDS} s warm-up + ${MEASURE_SECONDS} s measured per target and sender`
   )
-  const results: { bare: Array<Measurement>; durable: Array<Measurement> } = { bare: [], durable: [] }
+  const results: Record<TargetName, Array<Measurement>> = { bare: [], durable: [], smtp: [], "smtp-unverified": [] }
   let failure: unknown
   try {
     if (TARGETS.has("bare")) results.bare = await benchBare()
-    if (TARGETS.has("durable") && !interrupted) results.durable = await benchDurable()
+    const names = await startDnsServer()
+    onCleanup(() => names.close())
+    publishSender(names)
+    if (TARGETS.has("durable") && !interrupted) results.durable = await benchDurable("durable", true, names.address)
+    if (TARGETS.has("smtp") && !interrupted) results.smtp = await benchSmtpNode("smtp", names)
+    if (TARGETS.has("smtp-unverified") && !interrupted) results["smtp-unverified"] = await benchSmtpNode("smtp-unverified", names)
   } catch (error) {
     failure = error
     console.log("")
@@ -957,16 +1107,17 @@ const main = async () => {
     await cleanUp()
   }
 
-  const find = (target: "bare" | "durable", sender: "a" | "b") => results[target].find((m) => m.sender === sender)
+  const find = (target: TargetName, sender: "a" | "b") => results[target].find((m) => m.sender === sender)
+  const targets = ["bare", "durable", "smtp", "smtp-unverified"] as const
   console.log("")
   console.log(
-    `${"target".padEnd(9)}${"sender".padEnd(32)}${"msgs/s".padStart(8)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}` +
+    `${"target".padEnd(16)}${"sender".padEnd(32)}${"msgs/s".padStart(8)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}` +
       `${"errors".padStart(8)}${"backlog".padStart(9)}${"drained".padStart(9)}${"ingest/s".padStart(10)}`
   )
-  for (const target of ["bare", "durable"] as const) {
+  for (const target of targets) {
     for (const sender of ["a", "b"] as const) {
       const m = find(target, sender)
-      const head = `${target.padEnd(9)}${senderLabels[sender].padEnd(32)}`
+      const head = `${target.padEnd(16)}${senderLabels[sender].padEnd(32)}`
       if (!m) {
         console.log(`${head}${"not measured".padStart(12)}`)
         continue
@@ -986,7 +1137,7 @@ const main = async () => {
       "  everything after the last 250; ingest/s: emails stored from the start of the measured period until drained"
   )
 
-  const all = [...results.bare.map((m) => ["bare", m] as const), ...results.durable.map((m) => ["durable", m] as const)]
+  const all = targets.flatMap((target) => results[target].map((m) => [target, m] as const))
   if (all.length > 0) {
     console.log("\nCPU over each measured period, % of one core:")
     for (const [target, m] of all) {
@@ -1011,6 +1162,20 @@ const main = async () => {
   const ra = ratio("a")
   const rb = ratio("b")
   console.log(`ratios durable/bare (msgs/s): (a) ${ra === undefined ? "-" : ra.toFixed(3)}   (b) ${rb === undefined ? "-" : rb.toFixed(3)}`)
+  // What the SPF/DKIM/DMARC/ARC checks cost: the same path with and without them, in this run.
+  const mailroomCpu = (m: Measurement) => m.cpu.find((c) => c.label.startsWith("mailroom process"))?.percent
+  for (const sender of ["a", "b"] as const) {
+    const checked = find("smtp", sender)
+    const unchecked = find("smtp-unverified", sender)
+    if (!checked || !unchecked) continue
+    // CPU time of the Mailroom process per accepted message, in microseconds.
+    const perMessage = (m: Measurement) => ((mailroomCpu(m) ?? Number.NaN) / 100 / m.rate) * 1e6
+    console.log(
+      `checks' cost ${senderLabels[sender]}: smtp/smtp-unverified msgs/s ${(checked.rate / unchecked.rate).toFixed(3)} ` +
+        `(${fmtInt(checked.rate)} vs ${fmtInt(unchecked.rate)}); Mailroom CPU per accepted message ` +
+        `${fmtInt(perMessage(checked))} µs vs ${fmtInt(perMessage(unchecked))} µs (+${fmtInt(perMessage(checked) - perMessage(unchecked))} µs)`
+    )
+  }
   let missed = false
   const durableA = find("durable", "a")
   if (durableA) {

@@ -330,6 +330,15 @@ export class FactLabel extends Schema.TaggedError<FactLabel>()(
   })
 ) {}
 
+/** 403 SENDER_LIST_FULL: an allow or block list holds as many entries as one list may. */
+export class SenderListFull extends Schema.TaggedError<SenderListFull>()(
+  ...failure("SenderListFull", {
+    status: 403,
+    code: "SENDER_LIST_FULL",
+    description: "SENDER_LIST_FULL: the allow or block list already holds its 1,000 entries; details: list, limit, mailbox_id"
+  })
+) {}
+
 // ---------------------------------------------------------------------------------------------
 // Sending mail
 
@@ -408,6 +417,7 @@ export type ApiError =
   | DomainHasMailboxes
   | InvalidSignature
   | FactLabel
+  | SenderListFull
   | SendQuotaReached
   | RecipientSuppressed
   | SenderDomainUnverified

@@ -161,10 +161,13 @@ const apiRole = (config: AppConfigShape) =>
       freeMaxCustomDomains: config.freeMaxCustomDomains
     }))
   )
-/** The SMTP node checks SPF, DKIM, DMARC and ARC through the Dns port, naming itself MX_HOST in its verdicts. */
+/**
+ * The SMTP node checks SPF, DKIM, DMARC and ARC through the Dns port, naming itself MX_HOST in its
+ * verdicts; VERIFY_INBOUND=false turns the checks off.
+ */
 const smtpRole = (config: AppConfigShape) =>
   SmtpServerLive.pipe(
-    Layer.provide(Mailauth.layer({ authservId: config.mxHost })),
+    Layer.provide(config.verifyInbound ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none),
     // With RSPAMD_URL, rspamd scores every message; without it nothing is scored.
     Layer.provide(Option.match(config.rspamdUrl, {
       onSome: (url) => Rspamd.layer({ url, hostname: config.mxHost }),

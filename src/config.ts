@@ -199,6 +199,8 @@ export const appConfig = Config.all({
   dkimPrivateKey: Config.option(Config.redacted("DKIM_PRIVATE_KEY")),
   /** Refuse (550 5.7.1) inbound mail that fails DMARC under its From domain's p=reject. */
   dmarcEnforce: Config.boolean("DMARC_ENFORCE").pipe(Config.withDefault(false)),
+  /** Check inbound SPF, DKIM, DMARC and ARC (false: a gateway in front checks already). */
+  verifyInbound: Config.boolean("VERIFY_INBOUND").pipe(Config.withDefault(true)),
   /** rspamd's HTTP address (its normal worker, port 11333); unset, nothing is scored. */
   rspamdUrl: Config.option(url("RSPAMD_URL")),
   /** Refuse (550 5.7.1) inbound mail rspamd says to reject. */

@@ -85,9 +85,11 @@ export interface Verdict {
 /**
  * The port that checks a message: DNS questions go through the Dns port (DNS_SERVERS), each with a
  * time-out, and the whole check has a deadline. Never fails: what cannot be checked is a temperror.
+ * Answers `undefined` when the operator turned the checks off (VERIFY_INBOUND=false): the email's
+ * `authentication` is then null, and nothing pretends to have checked it.
  */
 export class Authenticator extends Context.Tag("mailroom/Authenticator")<Authenticator, {
-  readonly verify: (envelope: Envelope) => Effect.Effect<Verdict>
+  readonly verify: (envelope: Envelope) => Effect.Effect<Verdict | undefined>
 }>() {}
 
 /** The label an email gets when nothing vouches for its From (label-rules.ts "verdict labels"). */

@@ -6,6 +6,9 @@
  * - A message is accepted only once its raw bytes are stored (content-addressed, the same bytes once)
  *   and the bus has acknowledged one `mail.inbound.<mailbox_id>` message per recipient. The SMTP node
  *   answers 250 after `accept` succeeds and 451 when it fails, so an accepted message is never lost.
+ * - The recipient's allow and block lists (sender-list-rules.ts) judge the envelope sender in the
+ *   same statement that finds the mailbox: a refused sender is 550 5.7.1 for that recipient, and
+ *   the lists cost RCPT no round trip of their own.
  * - Emails are counted (per day and per billing period) when accepted, in the statement that stores
  *   the message: the limits then hold for a sender that waits for each reply. A publish that fails
  *   gives its count back.
@@ -22,9 +25,11 @@ import {
   DailyLimitReached,
   MessageTooBig,
   MonthlyLimitReached,
+  SenderRefused,
   TemporaryFailure,
   UnknownRecipient
 } from "./refusals.ts"
+import { admitsSender, senderForms } from "./sender-list-rules.ts"
 import type { Verdict } from "./authentication.ts"
 import type { Spam } from "./spam.ts"
 import type { InboundMessage } from "./schemas.ts"
@@ -64,9 +69,20 @@ const RecipientRow = Schema.Struct({
   plan: Plan,
   periodStart: Schema.DateFromSelf,
   today: Schema.NumberFromString,
-  thisPeriod: Schema.NumberFromString
+  thisPeriod: Schema.NumberFromString,
+  blocked: Schema.Boolean,
+  accountAllowList: Schema.Boolean,
+  accountAllows: Schema.Boolean,
+  mailboxAllowList: Schema.Boolean,
+  mailboxAllows: Schema.Boolean
 })
 type RecipientRow = typeof RecipientRow.Type
+
+/** One RCPT's question: the mailbox at `address` (lower-cased), for the sender written as `forms`. */
+interface RecipientQuery {
+  readonly address: string
+  readonly forms: ReadonlyArray<string>
+}
 
 /** What storing one message adds to the database: its bytes, and one count per recipient. */
 interface Stored {
@@ -129,17 +145,30 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
           ON CONFLICT (user_id, period_start) DO UPDATE SET emails = usage_counters.emails + EXCLUDED.emails
         )`
 
-    /** Active mailboxes at `addresses` (lower-cased), with their owners' plans and counts, by position. */
+    /**
+     * Active mailboxes at the queries' addresses, with their owners' plans and counts and what their
+     * allow and block lists say of each query's sender, by position. The lists are read by index
+     * probes on (user_id, entry), one per form of the sender, and two for "has an allow list".
+     */
     const lookupRecipients = yield* groupCommit({
       maxBatch: MAX_BATCH,
       parallel: PARALLEL_BATCHES,
-      run: (addresses: ReadonlyArray<string>) => {
+      run: (queries: ReadonlyArray<RecipientQuery>) => {
         const now = new Date()
+        // Each query's forms travel as one text, a line each: no form holds a line break (senderForms).
+        const forms = queries.map((q) => q.forms.join("\n"))
         // A free plan's period is the calendar month, rolled over on read (as Billing does).
         return sql`
           SELECT r.idx, m.id AS mailbox_id, m.user_id, s.plan, p.period_start,
-                 coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period
-          FROM unnest(${addresses}::text[]) WITH ORDINALITY AS r(address, idx)
+                 coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period,
+                 coalesce(l.blocked, false) AS blocked,
+                 coalesce(l.account_allows, false) AS account_allows,
+                 coalesce(l.mailbox_allows, false) AS mailbox_allows,
+                 EXISTS (SELECT 1 FROM sender_list_entries a
+                         WHERE a.user_id = m.user_id AND a.list = 'allow' AND a.mailbox_id IS NULL) AS account_allow_list,
+                 EXISTS (SELECT 1 FROM sender_list_entries a
+                         WHERE a.user_id = m.user_id AND a.list = 'allow' AND a.mailbox_id = m.id) AS mailbox_allow_list
+          FROM unnest(${queries.map((q) => q.address)}::text[], ${forms}::text[]) WITH ORDINALITY AS r(address, forms, idx)
           JOIN mailboxes m ON m.address_normalized = r.address AND m.status = 'active'
           JOIN subscriptions s ON s.user_id = m.user_id
             -- SPEC rule 6: the shared pool for every plan, a verified own domain on a paid plan.
@@ -151,12 +180,20 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
                         THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
                         ELSE s.current_period_start END AS period_start
           ) p
+          CROSS JOIN LATERAL (
+            SELECT bool_or(e.list = 'block') AS blocked,
+                   bool_or(e.list = 'allow' AND e.mailbox_id IS NULL) AS account_allows,
+                   bool_or(e.list = 'allow' AND e.mailbox_id IS NOT NULL) AS mailbox_allows
+            FROM sender_list_entries e
+            WHERE e.user_id = m.user_id AND e.entry = ANY(string_to_array(r.forms, chr(10)))
+              AND (e.mailbox_id IS NULL OR e.mailbox_id = m.id)
+          ) l
           LEFT JOIN mail_daily_counters d ON d.user_id = m.user_id AND d.day = ${utcDay(now)}::date
           LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start`.pipe(
           Effect.flatMap(Schema.decodeUnknown(Schema.Array(RecipientRow))),
           Effect.map((rows) => {
             const byIndex = new Map(rows.map((row) => [row.idx, row]))
-            return addresses.map((_, i): RecipientRow | undefined => byIndex.get(i + 1))
+            return queries.map((_, i): RecipientRow | undefined => byIndex.get(i + 1))
           })
         )
       }
@@ -181,11 +218,6 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     })
 
     /**
-     * RCPT TO: the active mailbox at `address` (any case), if its owner may receive one more email
-     * of `declaredSize` bytes (the MAIL FROM SIZE parameter) now.
-     * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
-     */
-    /**
      * The sent email a bounce address stands for: `bounces+<email_id>@<domain>` is exactly that
      * email's envelope sender, so nobody can invent one.
      */
@@ -209,10 +241,19 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       } satisfies Recipient
     })
 
-    const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined) {
+    /**
+     * RCPT TO: the active mailbox at `address` (any case), if its lists admit `mailFrom` (empty for
+     * the null sender) and its owner may receive one more email of `declaredSize` bytes (the MAIL
+     * FROM SIZE parameter) now. A bounce address is not subject to lists.
+     * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
+     */
+    const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined, mailFrom: string) {
       if (BOUNCE_ADDRESS.test(address)) return yield* bounceRecipient(address)
-      const row = yield* lookupRecipients(address.toLowerCase()).pipe(Effect.mapError(temporary("recipient lookup failed")))
+      const row = yield* lookupRecipients({ address: address.toLowerCase(), forms: senderForms(mailFrom) }).pipe(
+        Effect.mapError(temporary("recipient lookup failed"))
+      )
       if (row === undefined) return yield* new UnknownRecipient({ address })
+      if (!admitsSender(row)) return yield* new SenderRefused({ address })
       const plan = limits[row.plan]
       if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) {
         return yield* new MessageTooBig({ limit: plan.maxEmailBytes })

@@ -2,6 +2,10 @@
  * The ingest actor (worker role): turns each accepted message on the bus into a stored email, then
  * announces it (`email.received`).
  *
+ * An email whose header From is on the account's or the mailbox's block list is stored labelled
+ * `blocked` and never announced: no webhook, event, search indexing or waiting reader hears of it
+ * (sender-list-rules.ts). It stays readable in its mailbox, where the label says why it was kept quiet.
+ *
  * Idempotent: the email's id was chosen when the message was accepted, so a redelivered message
  * (a worker that died before acknowledging, a publish retried) finds its email already stored and
  * only announces it again, under the same event id.
@@ -14,6 +18,7 @@ import { measured } from "../bus/metrics.ts"
 import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
 import { inboundLabels } from "./label-rules.ts"
 import { isSpam, SPAM } from "./spam.ts"
+import { BLOCKED, senderForms } from "./sender-list-rules.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf, toReceived } from "./records.ts"
 import { type Extracted, extract } from "./extract.ts"
@@ -36,8 +41,9 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         Effect.map((rows) => (rows[0] ? { row: rows[0] as EmailRow, extracted: extractedOf(rows[0]) } : undefined))
       )
 
+    /** Announce the email as received, unless its header From is blocked. */
     const announce = ({ extracted, row }: { readonly row: EmailRow; readonly extracted: Extracted | null }) =>
-      bus.publish(
+      row.labels.includes(BLOCKED) ? Effect.void : bus.publish(
         subjects.event("email.received"),
         encodeJson({
           event: "email.received",
@@ -70,7 +76,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         authentication: message.authentication,
         authenticationResults: message.authentication_results,
         spam: message.spam,
-        extracted
+        extracted,
+        headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
       }).pipe(Effect.flatMap((inserted) =>
         inserted ? Effect.succeed({ row: inserted, extracted }) : findEmail(message.email_id)
       ))

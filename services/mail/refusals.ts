@@ -40,6 +40,16 @@ export class MonthlyLimitReached extends Data.TaggedError("MonthlyLimitReached")
   }
 }
 
+/**
+ * The recipient's allow or block lists refuse the envelope sender (sender-list-rules.ts): 550 5.7.1,
+ * for this recipient only; the message's other recipients are answered on their own.
+ */
+export class SenderRefused extends Data.TaggedError("SenderRefused")<{ readonly address: string }> {
+  get reply(): SmtpReply {
+    return { code: 550, text: `5.7.1 <${this.address}>: the recipient does not accept mail from this sender` }
+  }
+}
+
 /** The database or the bus failed us: 451 4.3.0, so the sender keeps the message and retries. */
 export class TemporaryFailure extends Data.TaggedError("TemporaryFailure")<{ readonly reason: string; readonly cause?: unknown }> {
   get reply(): SmtpReply {
@@ -47,7 +57,7 @@ export class TemporaryFailure extends Data.TaggedError("TemporaryFailure")<{ rea
   }
 }
 
-export type RecipientRefusal = UnknownRecipient | MessageTooBig | DailyLimitReached | MonthlyLimitReached | TemporaryFailure
+export type RecipientRefusal = UnknownRecipient | SenderRefused | MessageTooBig | DailyLimitReached | MonthlyLimitReached | TemporaryFailure
 export type MessageRefusal = MessageTooBig | TemporaryFailure
 
 /**

@@ -14,6 +14,7 @@ import type { Spam } from "./spam.ts"
 import type { Extracted } from "./extract.ts"
 import type { Direction } from "./schemas.ts"
 import { threadChoice } from "./threads.ts"
+import { BLOCKED } from "./sender-list-rules.ts"
 
 export interface NewEmail {
   readonly emailId: string
@@ -37,6 +38,12 @@ export interface NewEmail {
   readonly spam?: Spam | undefined
   /** Inbound mail: its reply text, codes and links (extract.ts). */
   readonly extracted?: Extracted | undefined
+  /**
+   * Inbound mail: the forms of its header From (sender-list-rules.ts `senderForms`). When an entry
+   * of the account's or the mailbox's block list names one, the email is labelled `blocked`: decided
+   * in the insert itself, so the lists cost ingest no round trip of their own.
+   */
+  readonly headerFromForms?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -74,6 +81,12 @@ export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail, alongside?
     }
         ON CONFLICT (email_id, position) DO NOTHING
       )`
+    const forms = email.headerFromForms ?? []
+    const labels = forms.length === 0 ? sql`${[...email.labels]}::text[]` : sql`${[...email.labels]}::text[] || CASE WHEN EXISTS (
+        SELECT 1 FROM sender_list_entries b
+        WHERE b.user_id = ${email.userId} AND (b.mailbox_id IS NULL OR b.mailbox_id = ${email.mailboxId})
+          AND b.list = 'block' AND b.entry = ANY(${[...forms]}::text[])
+      ) THEN ARRAY[${BLOCKED}]::text[] ELSE '{}'::text[] END`
     const inserted = yield* sql<EmailRow>`
       WITH thread AS (
         SELECT coalesce(
@@ -96,7 +109,7 @@ export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail, alongside?
                 ${email.mailFrom}, ${email.rcptTo},
                 -- A jsonb column: PostgreSQL reads the JSON text as the column's type.
                 ${JSON.stringify(parsed.headers)}, ${parsed.text}, ${parsed.html}, ${parsed.attachments.length > 0},
-                ${email.rawSha256}, ${email.size}, ${[...email.labels]}::text[], ${email.direction},
+                ${email.rawSha256}, ${email.size}, ${labels}, ${email.direction},
                 ${email.authentication === undefined ? null : JSON.stringify(email.authentication)}::jsonb,
                 ${email.authenticationResults ?? null},
                 ${email.spam === undefined ? null : JSON.stringify(email.spam)}::jsonb,

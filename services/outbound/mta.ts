@@ -102,7 +102,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         const outcomes: Array<Outcome> = []
         const taken: Array<Recipient> = []
         for (const address of recipients) {
-          const found = yield* Effect.either(inbound.recipient(address, raw.byteLength))
+          const found = yield* Effect.either(inbound.recipient(address, raw.byteLength, mailFrom))
           if (found._tag === "Right") taken.push(found.right)
           else {
             const reply = (found.left as RecipientRefusal).reply

@@ -26,6 +26,7 @@ import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
 import { DashboardOutboundGroup, OutboundGroup } from "./outbound/api.ts"
 import { DashboardSearchGroup, SearchGroup } from "./search/api.ts"
+import { DashboardSenderListsGroup, SenderListsGroup } from "./sender-lists/api.ts"
 import { DashboardWebhooksGroup, WebhooksGroup } from "./webhooks/api.ts"
 
 /** The groups, before anything is said about the whole: what publish() reads each route's credentials from. */
@@ -45,6 +46,8 @@ const Routes = HttpApi.make("mailroom")
   .add(DashboardOutboundGroup)
   .add(WebhooksGroup)
   .add(DashboardWebhooksGroup)
+  .add(SenderListsGroup)
+  .add(DashboardSenderListsGroup)
   .add(DomainsGroup)
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)

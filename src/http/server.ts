@@ -31,6 +31,7 @@ import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
+import { DashboardSenderListsHandlers, SenderListsHandlers } from "./sender-lists/http.ts"
 import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
 
 export const MAX_JSON_BYTES = 1024 * 1024
@@ -91,6 +92,8 @@ const Handlers = Layer.mergeAll(
   DashboardOutboundHandlers,
   WebhooksHandlers,
   DashboardWebhooksHandlers,
+  SenderListsHandlers,
+  DashboardSenderListsHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,
   DomainListHandlers,

@@ -3,7 +3,8 @@
  *
  * - A client address holds at most SMTP_MAX_CONNECTIONS_PER_IP connections at once (default 20);
  *   one more is answered 421 4.7.0 and closed, so one flooding host cannot lock out the others.
- * - RCPT TO is answered per recipient (550 5.1.1, 452 4.2.2, 552 5.2.2, 552 5.3.4). A message takes
+ * - RCPT TO is answered per recipient (550 5.1.1, 550 5.7.1 when the mailbox's allow or block lists
+ *   refuse MAIL FROM, 452 4.2.2, 552 5.2.2, 552 5.3.4). A message takes
  *   at most 100 recipients (452 4.5.3 for the 101st); a session that names 20 unknown recipients is
  *   answered 421 4.7.0 and closed (address harvesting).
  * - SIZE announces the largest plan's limit; each message is held to the smallest limit among its
@@ -13,7 +14,7 @@
  *   any failure, or a store that takes longer than the data time-out, is 451 4.3.0. Nothing else in
  *   this file answers 250 to DATA.
  * - Before DATA is answered, the message's SPF, DKIM, DMARC and ARC are checked (Authenticator; at
- *   most 10 s, inside the data time-out) and the verdicts stored with it. With DMARC_ENFORCE=true a
+ *   most 10 s, inside the data time-out; not at all with VERIFY_INBOUND=false) and the verdicts stored with it. With DMARC_ENFORCE=true a
  *   message failing DMARC under its From domain's p=reject is answered 550 5.7.1 and not stored;
  *   otherwise a verdict never refuses mail (services/mail/authentication.ts).
  * - With RSPAMD_URL, rspamd scores the message at the same time (services/mail/spam.ts); with
@@ -144,7 +145,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
       if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS_PER_MESSAGE) {
         return callback(smtpError(new TooManyRecipients({ limit: MAX_RECIPIENTS_PER_MESSAGE }).reply))
       }
-      void run(inbound.recipient(address.address, declaredSize(session))).then((exit) => {
+      const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
+      void run(inbound.recipient(address.address, declaredSize(session), mailFrom)).then((exit) => {
         if (Exit.isSuccess(exit)) {
           recipients.set(address, exit.value)
           SmtpMetrics.reply(250)
@@ -227,7 +229,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
             spamFilter.check({ ...envelope, recipients: accepted.map((r) => r.address) })
           ], { concurrency: 2 }),
           ([verdict, spam]): Effect.Effect<ReadonlyArray<string>, MessageRefusal | DmarcRejected | SpamRejected> =>
-            config.dmarcEnforce && dmarcRejects(verdict.authentication)
+            config.dmarcEnforce && verdict !== undefined && dmarcRejects(verdict.authentication)
               ? Effect.fail(new DmarcRejected({ domain: verdict.authentication.dmarc.domain ?? "the From domain" }))
               : config.spamReject && spam !== undefined && spamRejects(spam)
               ? Effect.fail(new SpamRejected())

@@ -454,6 +454,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/lists/{list}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's allow or block list
+         * @description Entries that apply to every mailbox of the account, newest first (limit 1-100, default 20; offset). Block wins over allow; every allow list with entries (the account's, the mailbox's) must name the sender. MAIL FROM is judged at RCPT (550 5.7.1); a blocked header From is kept, labelled `blocked`, and not announced
+         */
+        get: operations["dashboardSenderLists.listAccount"];
+        put?: never;
+        /**
+         * Add to the account's allow or block list
+         * @description An address, a domain or *.domain, case-insensitive; 201 when added, 200 when it was on the list already. At most 1000 entries per list (403 SENDER_LIST_FULL)
+         */
+        post: operations["dashboardSenderLists.addAccount"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/lists/{list}/{entry}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove from the account's allow or block list
+         * @description The entry as it was added, in any case (URL-encoded); 404 when it is not on the list
+         */
+        delete: operations["dashboardSenderLists.removeAccount"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/mailboxes": {
         parameters: {
             query?: never;
@@ -589,6 +633,50 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/mailboxes/{mailboxId}/lists/{list}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a mailbox's allow or block list
+         * @description Entries that apply to this mailbox only, newest first. Block wins over allow; every allow list with entries (the account's, the mailbox's) must name the sender. MAIL FROM is judged at RCPT (550 5.7.1); a blocked header From is kept, labelled `blocked`, and not announced
+         */
+        get: operations["dashboardSenderLists.listMailbox"];
+        put?: never;
+        /**
+         * Add to a mailbox's allow or block list
+         * @description As for the account's list; 404 for a mailbox that is not the caller's
+         */
+        post: operations["dashboardSenderLists.addMailbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/mailboxes/{mailboxId}/lists/{list}/{entry}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove from a mailbox's allow or block list
+         * @description 404 when the entry is not on the list, or the mailbox is not the caller's
+         */
+        delete: operations["dashboardSenderLists.removeMailbox"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1118,6 +1206,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/lists/{list}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the account's allow or block list
+         * @description Entries that apply to every mailbox of the account, newest first (limit 1-100, default 20; offset). Block wins over allow; every allow list with entries (the account's, the mailbox's) must name the sender. MAIL FROM is judged at RCPT (550 5.7.1); a blocked header From is kept, labelled `blocked`, and not announced
+         */
+        get: operations["senderLists.listAccount"];
+        put?: never;
+        /**
+         * Add to the account's allow or block list
+         * @description An address, a domain or *.domain, case-insensitive; 201 when added, 200 when it was on the list already. At most 1000 entries per list (403 SENDER_LIST_FULL)
+         */
+        post: operations["senderLists.addAccount"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/lists/{list}/{entry}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove from the account's allow or block list
+         * @description The entry as it was added, in any case (URL-encoded); 404 when it is not on the list
+         */
+        delete: operations["senderLists.removeAccount"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api/mailboxes": {
         parameters: {
             query?: never;
@@ -1253,6 +1385,50 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/mailboxes/{mailboxId}/lists/{list}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a mailbox's allow or block list
+         * @description Entries that apply to this mailbox only, newest first. Block wins over allow; every allow list with entries (the account's, the mailbox's) must name the sender. MAIL FROM is judged at RCPT (550 5.7.1); a blocked header From is kept, labelled `blocked`, and not announced
+         */
+        get: operations["senderLists.listMailbox"];
+        put?: never;
+        /**
+         * Add to a mailbox's allow or block list
+         * @description As for the account's list; 404 for a mailbox that is not the caller's
+         */
+        post: operations["senderLists.addMailbox"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/mailboxes/{mailboxId}/lists/{list}/{entry}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove from a mailbox's allow or block list
+         * @description 404 when the entry is not on the list, or the mailbox is not the caller's
+         */
+        delete: operations["senderLists.removeMailbox"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2712,6 +2888,13 @@ export interface components {
              */
             password: string;
         };
+        RemovedSenderListEntry: {
+            /** @enum {boolean} */
+            deleted: true;
+            entry: string;
+            list: components["schemas"]["SenderListName"];
+            mailbox_id: string | null;
+        };
         RenamedMailbox: {
             mailbox: {
                 domain: string;
@@ -2824,6 +3007,41 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        SenderListEntry: {
+            created_at: string;
+            /** @description Normalised: lower case, ASCII domain */
+            entry: string;
+            list: components["schemas"]["SenderListName"];
+            /** @description The mailbox whose list it is; null on the account's list */
+            mailbox_id: string | null;
+            /**
+             * @description address: that sender; domain: senders at exactly that domain; subdomains (*.domain): at any subdomain of it
+             * @enum {string}
+             */
+            type: "address" | "domain" | "subdomains";
+        };
+        SenderListEntryInput: {
+            /** @description an address (ada@example.com), a domain (example.com) or *.domain (*.example.com); case-insensitive */
+            entry: string;
+        };
+        /** @description SENDER_LIST_FULL: the allow or block list already holds its 1,000 entries; details: list, limit, mailbox_id */
+        SenderListFull: {
+            error: {
+                /** @enum {string} */
+                code: "SENDER_LIST_FULL";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        /**
+         * @description allow: only these senders are accepted (once the list has entries); block: these senders are refused
+         * @enum {string}
+         */
+        SenderListName: "allow" | "block";
         SendInput: {
             attachments?: components["schemas"]["AttachmentInput"][];
             /** @description Recipients not shown in the message's headers */
@@ -5923,6 +6141,361 @@ export interface operations {
             };
         };
     };
+    "dashboardSenderLists.listAccount": {
+        parameters: {
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path: {
+                list: components["schemas"]["SenderListName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardSenderLists.addAccount": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                list: components["schemas"]["SenderListName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SenderListEntryInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - SENDER_LIST_FULL: the allow or block list already holds its 1,000 entries; details: list, limit, mailbox_id
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderListFull"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardSenderLists.removeAccount": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                entry: string;
+                list: components["schemas"]["SenderListName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["RemovedSenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardMailboxes.list": {
         parameters: {
             query?: {
@@ -7149,6 +7722,364 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["EmailSummary"][];
                         meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardSenderLists.listMailbox": {
+        parameters: {
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path: {
+                list: components["schemas"]["SenderListName"];
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardSenderLists.addMailbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                list: components["schemas"]["SenderListName"];
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SenderListEntryInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - SENDER_LIST_FULL: the allow or block list already holds its 1,000 entries; details: list, limit, mailbox_id
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderListFull"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardSenderLists.removeMailbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                entry: string;
+                list: components["schemas"]["SenderListName"];
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["RemovedSenderListEntry"];
                         /** @enum {boolean} */
                         success: true;
                     };
@@ -10613,6 +11544,340 @@ export interface operations {
             };
         };
     };
+    "senderLists.listAccount": {
+        parameters: {
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path: {
+                list: components["schemas"]["SenderListName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "senderLists.addAccount": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                list: components["schemas"]["SenderListName"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SenderListEntryInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - SENDER_LIST_FULL: the allow or block list already holds its 1,000 entries; details: list, limit, mailbox_id */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SenderListFull"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "senderLists.removeAccount": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                entry: string;
+                list: components["schemas"]["SenderListName"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["RemovedSenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "mailboxes.list": {
         parameters: {
             query?: {
@@ -11763,6 +13028,343 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["EmailSummary"][];
                         meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "senderLists.listMailbox": {
+        parameters: {
+            query?: {
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path: {
+                list: components["schemas"]["SenderListName"];
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "senderLists.addMailbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                list: components["schemas"]["SenderListName"];
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SenderListEntryInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SenderListEntry"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - SENDER_LIST_FULL: the allow or block list already holds its 1,000 entries; details: list, limit, mailbox_id */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SenderListFull"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "senderLists.removeMailbox": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                entry: string;
+                list: components["schemas"]["SenderListName"];
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["RemovedSenderListEntry"];
                         /** @enum {boolean} */
                         success: true;
                     };

@@ -1,0 +1,109 @@
+/**
+ * The account's and its mailboxes' allow and block lists (the rules are sender-list-rules.ts):
+ * listing, adding and removing entries. Enforcing them is not done here: the SMTP node's recipient
+ * lookup (inbound.ts) and the email's store statement (store.ts) read the table within the queries
+ * they make anyway, so the lists cost no round trip of their own.
+ *
+ * - A mailbox that is not the caller's (or is deleted) is 404, as if it did not exist.
+ * - Adding an entry already on the list is idempotent: it answers the entry as it was (`created:
+ *   false`), and the HTTP edge says 200 instead of 201.
+ * - A list holds at most MAX_ENTRIES_PER_LIST entries (403 SENDER_LIST_FULL). Two adds racing for
+ *   the last place may both get it: the cap bounds the lookups' cost, not a promise to the byte.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { NotFound, SenderListFull, ValidationError } from "../errors.ts"
+import type { Page } from "../listing.ts"
+import { type Entry, entryType, type ListName, MAX_ENTRIES_PER_LIST, parseEntry, type SenderListEntry } from "./sender-list-rules.ts"
+
+/** Whose list: the account's (mailboxId null) or one of its mailboxes'. */
+export interface ListOwner {
+  readonly userId: string
+  readonly mailboxId: string | null
+}
+
+interface EntryRow {
+  readonly entry: string
+  readonly createdAt: Date
+}
+
+const toEntry = (owner: ListOwner, list: ListName) => (row: EntryRow): SenderListEntry => ({
+  entry: row.entry,
+  type: entryType(row.entry),
+  list,
+  mailbox_id: owner.mailboxId,
+  created_at: row.createdAt.toISOString()
+})
+
+/** The entry `raw` stands for, or 400 VALIDATION_ERROR naming the field. */
+export const entryOrInvalid = (raw: string): Effect.Effect<Entry, ValidationError> => {
+  const parsed = parseEntry(raw)
+  return typeof parsed === "string" ? Effect.fail(ValidationError.field("entry", parsed)) : Effect.succeed(parsed)
+}
+
+export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderLists", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const ofOwner = (owner: ListOwner, list: ListName) =>
+      sql`user_id = ${owner.userId} AND list = ${list} AND ${
+        owner.mailboxId === null ? sql`mailbox_id IS NULL` : sql`mailbox_id = ${owner.mailboxId}`
+      }`
+
+    /** A mailbox list's owner must own the mailbox, and it must be active: otherwise 404. */
+    const checkOwner = (owner: ListOwner) =>
+      Effect.gen(function*() {
+        if (owner.mailboxId === null) return
+        const found = yield* sql`
+          SELECT 1 FROM mailboxes WHERE id = ${owner.mailboxId} AND user_id = ${owner.userId} AND status = 'active'`
+        if (found.length === 0) {
+          return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: owner.mailboxId } })
+        }
+      })
+
+    /** Newest first. */
+    const list = Effect.fn("SenderLists.list")(function*(owner: ListOwner, name: ListName, page: Page) {
+      yield* checkOwner(owner)
+      const rows = yield* sql<EntryRow>`
+        SELECT entry, created_at FROM sender_list_entries WHERE ${ofOwner(owner, name)}
+        ORDER BY created_at DESC, entry LIMIT ${page.limit} OFFSET ${page.offset}`
+      const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM sender_list_entries WHERE ${ofOwner(owner, name)}`
+      return { data: rows.map(toEntry(owner, name)), total: Number(counted[0]?.total ?? 0) }
+    })
+
+    /** Add `raw` (normalised) to the list; an entry already there is answered as it was. */
+    const add = Effect.fn("SenderLists.add")(function*(owner: ListOwner, name: ListName, raw: string) {
+      const { entry } = yield* entryOrInvalid(raw)
+      yield* checkOwner(owner)
+      // Inserted only while the list has room; an entry already there conflicts and is left as it is.
+      const inserted = yield* sql<EntryRow>`
+        INSERT INTO sender_list_entries (user_id, mailbox_id, list, entry)
+        SELECT ${owner.userId}, ${owner.mailboxId}::text, ${name}, ${entry}
+        WHERE (SELECT count(*) FROM sender_list_entries WHERE ${ofOwner(owner, name)}) < ${MAX_ENTRIES_PER_LIST}
+        ON CONFLICT DO NOTHING
+        RETURNING entry, created_at`
+      if (inserted[0] !== undefined) return { entry: toEntry(owner, name)(inserted[0]), created: true }
+      const existing = yield* sql<EntryRow>`
+        SELECT entry, created_at FROM sender_list_entries WHERE ${ofOwner(owner, name)} AND entry = ${entry}`
+      if (existing[0] !== undefined) return { entry: toEntry(owner, name)(existing[0]), created: false }
+      return yield* new SenderListFull({
+        message: `The ${name} list already holds ${MAX_ENTRIES_PER_LIST} entries; remove some first`,
+        details: { list: name, limit: MAX_ENTRIES_PER_LIST, mailbox_id: owner.mailboxId }
+      })
+    })
+
+    /** Remove `raw` (normalised) from the list; 404 when it is not on it. */
+    const remove = Effect.fn("SenderLists.remove")(function*(owner: ListOwner, name: ListName, raw: string) {
+      const { entry } = yield* entryOrInvalid(raw)
+      yield* checkOwner(owner)
+      const deleted = yield* sql`
+        DELETE FROM sender_list_entries WHERE ${ofOwner(owner, name)} AND entry = ${entry} RETURNING 1`
+      if (deleted.length === 0) {
+        return yield* new NotFound({ message: `${entry} is not on this ${name} list`, details: { entry, list: name } })
+      }
+      return { entry, list: name, mailbox_id: owner.mailboxId, deleted: true as const }
+    })
+
+    return { list, add, remove } as const
+  })
+}) {}
