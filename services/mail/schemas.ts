@@ -5,7 +5,7 @@
 import { Schema } from "effect"
 import { Authentication } from "./authentication.ts"
 import { Spam } from "./spam.ts"
-import { Extracted } from "./extract.ts"
+import { Extracted } from "./extracted.ts"
 
 /**
  * What the SMTP node puts on the bus (`mail.inbound.<mailbox_id>`) once the raw message is stored:

@@ -88,8 +88,9 @@ describe("Extraction", () => {
     expect(message({ text: many }).links).toHaveLength(MAX_LINKS)
   })
 
-  it("hostile input ends quickly: a megabyte on one line, deep nesting, unclosed tags, a huge body", () => {
-    const started = Date.now()
+  // Bounded by the test's time-out, not by a wall-clock assertion: a shared CI machine's timing is no
+  // measure (bench:extraction prints the cost per message); runaway backtracking would blow the bound.
+  it("hostile input ends: a megabyte on one line, deep nesting, unclosed tags, a huge body", { timeout: 30_000 }, () => {
     expect(message({ text: `On ${"x ".repeat(500_000)}`, subject: "code ".repeat(1000) }).codes).toEqual([])
     // Content nested past any real template's depth is not read; the rest of the message still is.
     const nested = message({
@@ -101,6 +102,5 @@ describe("Extraction", () => {
     // A body past MAX_HTML is read up to it: its top, where the code is.
     const huge = message({ html: "<p>Your code is 482913</p>" + "<p>Lorem ipsum dolor sit amet.</p>".repeat(MAX_HTML / 16) })
     expect(huge.codes.map((code) => code.value)).toEqual(["482913"])
-    expect(Date.now() - started).toBeLessThan(5_000)
   })
 })
