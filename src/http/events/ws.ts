@@ -12,8 +12,10 @@
  *   {"type":"error","error":{"code","message","details"}}  (SPEC's envelope, tagged)
  *
  * A new `subscribe` replaces the previous one and, without `after`, continues right after the last
- * event this socket delivered: changing filters loses nothing. A bad message is answered with an error
- * and the socket stays open; STREAM_QUOTA closes it (1008). The socket holds one of the account's
+ * event this socket delivered: changing filters loses nothing. (The previous subscription ends before
+ * the new one is checked, so that it frees its stream slot; a refused subscribe leaves the socket
+ * without one until the next.) A bad message is answered with an error and the socket stays open;
+ * STREAM_QUOTA closes it (1008). The socket holds one of the account's
  * event-stream slots while subscribed, as an SSE stream does. On shutdown it closes with 1001 ("going
  * away"): the client reconnects elsewhere with `after` set to the last id it saw.
  */
