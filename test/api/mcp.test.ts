@@ -12,7 +12,7 @@ import { client, withApiKey } from "../support/http.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
-import { until } from "../support/wait.ts"
+import { awayFromMinuteEdge, until } from "../support/wait.ts"
 
 let suite: SuiteServer
 
@@ -182,6 +182,7 @@ describe("MCP at /mcp", () => {
         headers: { "x-api-key": free.apiKey, "content-type": "application/json", accept: "application/json, text/event-stream" },
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
       })
+    await awayFromMinuteEdge(20)
     for (let i = 1; i <= 10; i++) {
       const answer = await list()
       expect(answer.status, `request ${i}`).toBe(200)

@@ -7,12 +7,8 @@ import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { type Backend, createBackend, type Server, startServer, useSuiteServer } from "../support/server.ts"
 import { client, withApiKey } from "../support/http.ts"
 import { mode } from "../support/services.ts"
+import { awayFromMinuteEdge } from "../support/wait.ts"
 
-/** Fixed windows reset on the minute: start a burst with enough of the minute left to finish it. */
-const awayFromMinuteEdge = async () => {
-  const intoMinute = (Date.now() / 1000) % 60
-  if (intoMinute > 50) await new Promise((resolve) => setTimeout(resolve, (61 - intoMinute) * 1000))
-}
 
 describe("one API process", () => {
   let server: Server

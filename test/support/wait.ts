@@ -24,3 +24,12 @@ export const until = async <T>(
     pause = Math.min(maxIntervalMs, pause * 1.5)
   }
 }
+
+/**
+ * Rate limits count in fixed windows that reset on the minute: start a burst that must fall in one
+ * window with enough of the minute left to finish it.
+ */
+export const awayFromMinuteEdge = async (seconds = 10) => {
+  const intoMinute = (Date.now() / 1000) % 60
+  if (intoMinute > 60 - seconds) await sleep((61 - intoMinute) * 1000)
+}
