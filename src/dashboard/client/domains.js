@@ -3,9 +3,9 @@
  * what to publish), delete it. Whether the plan allows another comes from the list's meta.
  */
 import { html } from "htm/preact"
-import { useEffect, useState } from "preact/hooks"
+import { useState } from "preact/hooks"
 import { ApiError, call } from "./api.js"
-import { CopyButton, ErrorNote, Field, when } from "./ui.js"
+import { CopyButton, ErrorNote, Field, useReloading, when } from "./ui.js"
 
 /** @param {{ records: any[] }} props */
 const Records = ({ records }) => html`
@@ -29,23 +29,7 @@ export const DomainsPage = () => {
   const [name, setName] = useState("")
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [verdicts, setVerdicts] = useState(/** @type {Record<string, any>} */ ({}))
-  const [error, setError] = useState(/** @type {unknown} */ (null))
-
-  const load = () => call("GET", "/api/domains").then((a) => (setDomains(a.data), setMeta(a.meta)), setError)
-  useEffect(() => {
-    load()
-  }, [])
-
-  /** @param {() => Promise<unknown>} action */
-  const run = async (action) => {
-    setError(null)
-    try {
-      await action()
-      await load()
-    } catch (failure) {
-      setError(failure)
-    }
-  }
+  const { error, run } = useReloading(() => call("GET", "/api/domains").then((a) => (setDomains(a.data), setMeta(a.meta))))
 
   /** @param {any} domain */
   const verify = (domain) =>

@@ -1,6 +1,6 @@
 /** Small pieces every page uses: the page frame with its navigation, labelled fields, copy buttons, notices. */
 import { html } from "htm/preact"
-import { useState } from "preact/hooks"
+import { useEffect, useState } from "preact/hooks"
 import { href } from "./router.js"
 
 /**
@@ -72,4 +72,28 @@ export const size = (bytes) => {
   let unit = 0
   while (bytes >= 1024 && unit < units.length - 1) (bytes /= 1024), unit++
   return unit === 0 ? `${bytes} B` : `${bytes.toFixed(1).replace(/\.0$/, "")} ${units[unit]}`
+}
+
+/**
+ * A page's list and what it does to it: `load` fetches the list (on the first render and after each
+ * action), `run` does an action and then reloads; a failure of either is `error`, for ErrorNote.
+ * @param {() => Promise<unknown>} fetchList
+ */
+export const useReloading = (fetchList) => {
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const load = () => fetchList().catch(setError)
+  useEffect(() => {
+    load()
+  }, [])
+  /** @param {() => Promise<unknown>} action */
+  const run = async (action) => {
+    setError(null)
+    try {
+      await action()
+      await load()
+    } catch (failure) {
+      setError(failure)
+    }
+  }
+  return { error, run }
 }

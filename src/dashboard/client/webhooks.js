@@ -2,7 +2,7 @@
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
-import { CopyButton, ErrorNote, Field, when } from "./ui.js"
+import { CopyButton, ErrorNote, Field, useReloading, when } from "./ui.js"
 
 const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "api_key.created"]
 
@@ -44,23 +44,7 @@ export const WebhooksPage = () => {
   const [events, setEvents] = useState(["email.received"])
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [open, setOpen] = useState(/** @type {string | null} */ (null))
-  const [error, setError] = useState(/** @type {unknown} */ (null))
-
-  const load = () => call("GET", "/api/webhooks?limit=100").then((a) => setWebhooks(a.data), setError)
-  useEffect(() => {
-    load()
-  }, [])
-
-  /** @param {() => Promise<unknown>} action */
-  const run = async (action) => {
-    setError(null)
-    try {
-      await action()
-      await load()
-    } catch (failure) {
-      setError(failure)
-    }
-  }
+  const { error, run } = useReloading(() => call("GET", "/api/webhooks?limit=100").then((a) => setWebhooks(a.data)))
 
   /** @param {Event} event */
   const create = (event) => {
