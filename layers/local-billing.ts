@@ -6,6 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
+import { Principals } from "../services/accounts/principals.ts"
 import { newId } from "../services/accounts/tokens.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { PaymentError, PaymentProvider } from "../services/billing/payments.ts"
@@ -38,6 +39,7 @@ export const layer = (options: { readonly appUrl: string }) =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const billing = yield* Billing
+      const principals = yield* Principals
 
       const open = (session: Omit<PaymentSession, "id" | "status">) =>
         Effect.gen(function*() {
@@ -79,7 +81,11 @@ export const layer = (options: { readonly appUrl: string }) =>
           if (!session?.plan) return Option.none()
           yield* billing.changePlan(session.userId, session.plan)
           return Option.some(session)
-        }).pipe(sql.withTransaction)
+        }).pipe(
+          sql.withTransaction,
+          // Told again once committed: a node that looked the plan up before the commit drops it now.
+          Effect.tap((session) => Option.isSome(session) ? principals.changed(session.value.userId) : Effect.void)
+        )
 
       const setCancelAtPeriodEnd = (portalId: string, cancel: boolean) =>
         Effect.gen(function*() {

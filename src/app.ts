@@ -7,6 +7,7 @@ import { ConfigError, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { createPrivateKey } from "node:crypto"
 import * as fs from "node:fs"
 import { AccountSettings } from "../services/accounts/settings.ts"
+import { Principals } from "../services/accounts/principals.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { Bus } from "../services/bus/bus.ts"
 import { DomainSettings } from "../services/domains/domains.ts"
@@ -197,7 +198,9 @@ const stageLimitsLayer = (config: AppConfigShape) =>
 
 /** Storage, the bus, settings and DependencyHealth: what the roles and the operator's commands share. */
 export const infrastructureLayer = (config: AppConfigShape) =>
-  Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config)).pipe(
+  // One Principals per process: a change applied by any service reaches the cache requests read.
+  Principals.Default.pipe(
+    Layer.provideMerge(Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config))),
     Layer.provideMerge(Database.layer(config)),
     Layer.provideMerge(DependencyHealth.Default)
   )

@@ -9,6 +9,7 @@ import { Billing } from "../billing/billing.ts"
 import { Conflict, RateLimited, Unauthorized } from "../errors.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { hashPassword, verifyPassword } from "./passwords.ts"
+import { Principals } from "./principals.ts"
 import type { LoginInput, RegisteredUser, RegisterInput, User } from "./schemas.ts"
 import { AccountSettings } from "./settings.ts"
 import {
@@ -45,6 +46,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
     const sql = yield* SqlClient.SqlClient
     const billing = yield* Billing
     const limiter = yield* RateLimiter
+    const principals = yield* Principals
     const { jwtSecret } = yield* AccountSettings
     // Verifying against a decoy makes a login for an unknown email cost what a wrong password costs.
     const decoyHash = yield* Effect.cached(hashPassword(opaqueToken("")))
@@ -134,10 +136,13 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       const session = rows[0]
       if (!session) {
         // A rotated-out token presented again means it leaked: end that session for everyone.
-        const reused = yield* sql<{ id: string }>`
+        const reused = yield* sql<{ id: string; userId: string }>`
           UPDATE sessions SET revoked_at = now()
-          WHERE previous_refresh_hash = ${presented} AND revoked_at IS NULL RETURNING id`
-        if (reused.length > 0) yield* Effect.logWarning("Refresh token reused; session revoked").pipe(Effect.annotateLogs("session", reused[0]!.id))
+          WHERE previous_refresh_hash = ${presented} AND revoked_at IS NULL RETURNING id, user_id`
+        if (reused.length > 0) {
+          yield* principals.changed(reused[0]!.userId)
+          yield* Effect.logWarning("Refresh token reused; session revoked").pipe(Effect.annotateLogs("session", reused[0]!.id))
+        }
         return yield* Unauthorized.of("Invalid or expired refresh token")
       }
       return {
@@ -149,7 +154,9 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
 
     /** End one login session: its access token, refresh token and cookie stop working. */
     const logout = Effect.fn("Accounts.logout")(function*(sessionId: string) {
-      yield* sql`UPDATE sessions SET revoked_at = now() WHERE id = ${sessionId} AND revoked_at IS NULL`
+      const ended = yield* sql<{ userId: string }>`
+        UPDATE sessions SET revoked_at = now() WHERE id = ${sessionId} AND revoked_at IS NULL RETURNING user_id`
+      if (ended.length > 0) yield* principals.changed(ended[0]!.userId)
     })
 
     const findUser = Effect.fn("Accounts.findUser")(function*(userId: string) {

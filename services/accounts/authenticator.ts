@@ -1,23 +1,26 @@
 /**
  * The per-request hot path: resolve a credential to a principal and count the request against the
- * caller's rate limits (the `mailroom_authenticate` function, migration 0001).
+ * caller's rate limits, without a database round trip in the common case (issue 19):
  *
- * Requests that arrive together share one database round trip: while a lookup is in flight, new
- * credentials queue, and the next lookup takes them all (group commit, services/batching.ts). The database stays the one
- * judge of every limit, so several API processes still enforce one exact limit together.
+ * - the credential's owner comes from this process's cache (principals.ts), which a revocation, a
+ *   logout or a plan change empties on every node through the bus; a miss asks the database
+ *   (`mailroom_principal`, migration 0018), misses that arrive together in one round trip;
+ * - the request is counted against a lease of tokens this process took from the shared counters
+ *   (ratelimit/leases.ts); a lease is at most 2% of the limit, so low limits stay exact.
  *
- * API keys are limited per key; access tokens and dashboard cookies per user. A revoked or expired
- * key, or a token of a logged-out session, is refused at once on every node.
+ * API keys are limited per key; access tokens and dashboard cookies per user.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
+import { groupCommit } from "../batching.ts"
 import { Unauthorized } from "../errors.ts"
 import { KeyUsage } from "../keys/last-used.ts"
-import { groupCommit } from "../batching.ts"
-import type { Plan } from "../plans/plans.ts"
-import { authenticationLimits, type Decision, type DecisionRow, toDecision } from "../ratelimit/rate-limiter.ts"
+import { limits, type Plan } from "../plans/plans.ts"
+import { RateLeases } from "../ratelimit/leases.ts"
+import { type Decision, planWindows, type Window } from "../ratelimit/rate-limiter.ts"
 import type { Principal } from "./principal.ts"
+import { type PrincipalRecord, Principals } from "./principals.ts"
 import { AccountSettings } from "./settings.ts"
 import { apiKeyPrefix, looksLikeAccessToken, sha256, verifyAccessToken } from "./tokens.ts"
 
@@ -47,36 +50,50 @@ interface Lookup {
   readonly user: string
 }
 
-interface Row extends DecisionRow {
+interface Row {
   readonly idx: string | number
   readonly userId: string
   readonly plan: Plan
   readonly keyId: string | null
   readonly sessionId: string | null
+  readonly validUntil: Date | null
 }
 
+/** A plan's request windows, made once per plan. */
+const requestWindows = Object.fromEntries(
+  Object.entries(limits).map(([plan, limit]) => [plan, planWindows(limit.requests)])
+) as Record<Plan, ReadonlyArray<Window>>
+
 export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Authenticator", {
-  dependencies: [KeyUsage.layer],
+  dependencies: [KeyUsage.layer, RateLeases.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const keyUsage = yield* KeyUsage
+    const leases = yield* RateLeases
+    const principals = yield* Principals
     const { jwtSecret } = yield* AccountSettings
-    const { limits: planLimits, plans, windowSeconds } = authenticationLimits
 
-    /** Credentials that arrive together share one round trip (group commit). */
+    /** Cache misses that arrive together share one round trip (group commit). */
     const lookupAll = yield* groupCommit({
       maxBatch: MAX_BATCH,
       parallel: PARALLEL_LOOKUPS,
       run: (batch: ReadonlyArray<Lookup>) =>
         sql<Row>`
-          SELECT c.idx, a.*
+          SELECT c.idx, p.*
           FROM unnest(${batch.map((l) => l.kind)}::text[], ${batch.map((l) => l.ref)}::text[],
                       ${batch.map((l) => l.user)}::text[]) WITH ORDINALITY AS c(kind, ref, usr, idx)
-          CROSS JOIN LATERAL mailroom_authenticate(c.kind, c.ref, c.usr, ${windowSeconds}::int[], ${plans}::text[],
-                                                   ${planLimits}::int[]) a`.pipe(
+          CROSS JOIN LATERAL mailroom_principal(c.kind, c.ref, c.usr) p`.pipe(
           Effect.map((rows) => {
             const byIndex = new Map(rows.map((row) => [Number(row.idx), row]))
-            return batch.map((_, i) => Option.fromNullable(byIndex.get(i + 1)))
+            return batch.map((_, i) =>
+              Option.map(Option.fromNullable(byIndex.get(i + 1)), (row): PrincipalRecord => ({
+                userId: row.userId,
+                plan: row.plan,
+                keyId: Option.fromNullable(row.keyId),
+                sessionId: Option.fromNullable(row.sessionId),
+                validUntil: Option.map(Option.fromNullable(row.validUntil), (at) => new Date(at).getTime())
+              }))
+            )
           }),
           Effect.withSpan("Authenticator.lookupAll", { attributes: { size: batch.length } })
         )
@@ -108,14 +125,16 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
       Effect.gen(function*() {
         const wanted = lookup(credential)
         if (Option.isNone(wanted)) return yield* refusal(credential)
-        const found = yield* lookupAll(wanted.value)
+        const { kind, ref, user } = wanted.value
+        const found = yield* principals.resolve(`${kind}:${ref}:${user}`, lookupAll(wanted.value))
         if (Option.isNone(found)) return yield* refusal(credential)
-        const row = found.value
-        const keyId = Option.fromNullable(row.keyId)
-        if (Option.isSome(keyId) && row.allowed) keyUsage.touch(keyId.value)
+        const record = found.value
+        const subject = Option.isSome(record.keyId) ? `key:${record.keyId.value}` : `user:${record.userId}`
+        const decision = yield* leases.take(subject, requestWindows[record.plan])
+        if (Option.isSome(record.keyId) && decision.allowed) keyUsage.touch(record.keyId.value)
         return {
-          principal: { userId: row.userId, plan: row.plan, via: credential.kind, keyId, sessionId: Option.fromNullable(row.sessionId) },
-          decision: toDecision(row)
+          principal: { userId: record.userId, plan: record.plan, via: credential.kind, keyId: record.keyId, sessionId: record.sessionId },
+          decision
         }
       })
 

@@ -5,6 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
+import { Principals } from "../accounts/principals.ts"
 import { NotFound } from "../errors.ts"
 import { limits, Plan, reportLimit } from "../plans/plans.ts"
 import type { BillingEvent } from "./events.ts"
@@ -31,6 +32,7 @@ const toSubscription = (row: SubscriptionRow): Subscription => ({
 export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const principals = yield* Principals
 
     /** Every new account starts on an active free plan for the current calendar month. */
     const openFreeSubscription = Effect.fn("Billing.openFreeSubscription")(function*(userId: string) {
@@ -87,6 +89,7 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       yield* sql`UPDATE subscriptions SET plan = ${plan}, status = 'active', current_period_start = ${period.start},
                    current_period_end = ${period.end}, cancel_at_period_end = false, updated_at = now()
                  WHERE user_id = ${userId}`
+      yield* principals.changed(userId)
     })
 
     const setCancelAtPeriodEnd = Effect.fn("Billing.setCancelAtPeriodEnd")(function*(userId: string, cancel: boolean) {
@@ -148,8 +151,14 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
             break
           }
         }
-        return applied.length > 0 ? "applied" as const : "superseded" as const
-      }).pipe(sql.withTransaction)
+        return applied.length > 0 ? { outcome: "applied" as const, userId } : "superseded" as const
+      }).pipe(
+        sql.withTransaction,
+        // Told once the change is committed, so no node can look the old plan up again after hearing it.
+        Effect.flatMap((result) =>
+          typeof result === "string" ? Effect.succeed(result) : Effect.as(principals.changed(result.userId), result.outcome)
+        )
+      )
     })
 
     return { openFreeSubscription, subscription, usage, changePlan, setCancelAtPeriodEnd, applyEvent } as const

@@ -4,6 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect } from "effect"
+import { Principals } from "../accounts/principals.ts"
 import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound } from "../errors.ts"
@@ -39,6 +40,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
     const usage = yield* KeyUsage
     const health = yield* DependencyHealth
     const bus = yield* Bus
+    const principals = yield* Principals
 
     const create = Effect.fn("ApiKeys.create")(function*(userId: string, input: CreateKeyInput) {
       const keyId = newId("key")
@@ -117,6 +119,8 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
         UPDATE api_keys SET revoked_at = now()
         WHERE id = ${keyId} AND user_id = ${userId} AND revoked_at IS NULL RETURNING id`
       if (rows.length === 0) return yield* new NotFound({ message: "API key not found", details: { keyId } })
+      // Refused here before the answer, and on every other node as soon as it hears.
+      yield* principals.changed(userId)
       return { keyId, revoked: true as const }
     })
 

@@ -8,6 +8,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
+import { Principals } from "../accounts/principals.ts"
 import { PAST_DUE_GRACE_DAYS } from "../billing/events.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 
@@ -30,6 +31,7 @@ const SEARCH_QUERY_RETENTION = "90 days"
 /** One pass; answers how many rows of each kind it removed. */
 export const sweep = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
+  const principals = yield* Principals
   const sessions = yield* sql`
     DELETE FROM sessions
     WHERE coalesce(revoked_at, refresh_expires_at) < now() - ${SESSION_RETENTION}::interval`.raw
@@ -51,13 +53,16 @@ export const sweep = Effect.gen(function*() {
   // A paid plan ends: canceled at its period's end once that has passed, or a renewal that stays
   // unpaid once the grace period past the period's end has. The account is then on free (its period
   // the calendar month, as every free period). With Stripe, its own events normally say so first.
-  const lapsed = yield* sql`
+  const lapsed = yield* sql<{ userId: string }>`
     UPDATE subscriptions SET plan = 'free', status = 'canceled', cancel_at_period_end = false, updated_at = now(),
       current_period_start = date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
       current_period_end = (date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 month') AT TIME ZONE 'UTC'
     WHERE plan <> 'free' AND (
       (cancel_at_period_end AND current_period_end <= now())
-      OR (status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval))`.raw
+      OR (status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval))
+    RETURNING user_id`
+  // Their keys and sessions now act on the free plan, on every node.
+  yield* Effect.forEach(lapsed, (row) => principals.changed(row.userId), { discard: true })
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
   // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
   const eventStreams = yield* sql`DELETE FROM event_streams WHERE refreshed_at < now() - interval '1 hour'`.raw
@@ -83,7 +88,7 @@ export const sweep = Effect.gen(function*() {
     searchQueries: count(searchQueries),
     events: count(events),
     eventStreams: count(eventStreams),
-    lapsedSubscriptions: count(lapsed),
+    lapsedSubscriptions: lapsed.length,
     renewedSubscriptions: count(renewed)
   }
   if (Object.values(removed).some((n) => n > 0)) yield* Effect.logInfo("Housekeeping", removed)

@@ -3,22 +3,22 @@
  *
  * What is limited, and by what (SPEC "Limits", DESIGN.md §4):
  * - Requests with an API key count per key, with an access token or session cookie per user, against
- *   the owner's plan: per minute, hour and day (`planWindows`). The credential is resolved and the
- *   request counted in one round trip (`mailroom_authenticate`, migrations 0001 and 0010), which is
- *   handed every plan's windows by name, so the plans' numbers live only in plans.ts.
+ *   the owner's plan: per minute, hour and day (`planWindows`), through leases of tokens taken from
+ *   the counters below (leases.ts; the Authenticator, services/accounts/authenticator.ts).
  * - Routes open to anyone (register, login, refresh) and requests refused for a missing or invalid
  *   credential count per client address (`clientWindows`).
  * - Failed logins count per account (`failedLoginWindows`); searches per user, a limit of their own
  *   (`searchWindows`).
  *
  * Counters are fixed windows in the SQL database (`mailroom_rate_take`, migration 0001), so every API
- * process enforces one exact limit together. A refused request is not counted.
+ * process enforces one limit together: exactly, for what is taken here one request at a time; within
+ * a lease per process, for what is leased (leases.ts). A refused request is not counted.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Layer } from "effect"
 import * as Context from "effect/Context"
-import { limits, Plan, type RateWindows } from "../plans/plans.ts"
+import { limits, type Plan, type RateWindows } from "../plans/plans.ts"
 
 export interface Window {
   readonly seconds: number
@@ -56,16 +56,6 @@ export const failedLoginWindows: ReadonlyArray<Window> = [{ seconds: 900, limit:
 
 /** Searches per user and minute, by plan. */
 export const searchWindows = (plan: Plan): ReadonlyArray<Window> => [{ seconds: 60, limit: limits[plan].searchesPerMinute }]
-
-/**
- * Every plan's request windows as `mailroom_authenticate` takes them: the window lengths, the plan
- * names, and one row of limits per plan in that order (the function picks the caller's row by name).
- */
-export const authenticationLimits = {
-  windowSeconds: planWindows(limits.free.requests).map((w) => w.seconds),
-  plans: Plan.literals,
-  limits: Plan.literals.map((plan) => planWindows(limits[plan].requests).map((w) => w.limit))
-} as const
 
 export interface DecisionRow {
   readonly allowed: boolean

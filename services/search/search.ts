@@ -17,7 +17,8 @@ import { Billing } from "../billing/billing.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
 import { limits } from "../plans/plans.ts"
-import { RateLimiter, searchWindows } from "../ratelimit/rate-limiter.ts"
+import { RateLeases } from "../ratelimit/leases.ts"
+import { searchWindows } from "../ratelimit/rate-limiter.ts"
 import { capInput } from "./embedder.ts"
 import { calibrationFor, fuse, type MeaningHit, type TextHit } from "./ranking.ts"
 import { timeSearch } from "./metrics.ts"
@@ -55,11 +56,11 @@ interface ResultRow {
 }
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
-  dependencies: [Billing.Default, RateLimiter.layer],
+  dependencies: [Billing.Default, RateLeases.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const billing = yield* Billing
-    const limiter = yield* RateLimiter
+    const leases = yield* RateLeases
     const vectors = yield* Vectors
     const { embedder } = vectors
     const calibration = calibrationFor(embedder.model)
@@ -188,7 +189,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       Effect.gen(function*() {
         const subscription = yield* billing.subscription(principal.userId)
         const plan = limits[subscription.plan]
-        const rate = yield* limiter.take(`search:${principal.userId}`, searchWindows(principal.plan))
+        const rate = yield* leases.take(`search:${principal.userId}`, searchWindows(principal.plan))
         if (!rate.allowed) {
           return yield* RateLimited.of({
             limit: rate.limit,

@@ -10,6 +10,7 @@ import type { Duplex } from "node:stream"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { PayloadTooLarge } from "../../services/errors.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { RateLeases } from "../../services/ratelimit/leases.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
 import { CONTENT_TYPE as METRICS_CONTENT_TYPE, exposition } from "../metrics.ts"
@@ -103,7 +104,7 @@ const Handlers = Layer.mergeAll(
   DashboardEventsHandlers
 )
 const Middleware = Layer.mergeAll(ApiAuthenticationLive, SessionAuthenticationLive, ClientRateLimitLive).pipe(
-  Layer.provideMerge(Layer.merge(Authenticator.Default, RateLimiter.layer))
+  Layer.provideMerge(Layer.mergeAll(Authenticator.Default, RateLeases.Default, RateLimiter.layer))
 )
 
 /**

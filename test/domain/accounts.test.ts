@@ -8,10 +8,12 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { Accounts } from "../../services/accounts/accounts.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
+import { Principals } from "../../services/accounts/principals.ts"
 import { RegisterInput } from "../../services/accounts/schemas.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Billing } from "../../services/billing/billing.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import * as MemoryBus from "../../layers/memory-bus.ts"
 import { decodeBody } from "../../src/http/surface.ts"
 import { testDatabase } from "../support/database.ts"
 import { testSecret, uniqueName } from "../support/services.ts"
@@ -19,6 +21,8 @@ import { testSecret, uniqueName } from "../support/services.ts"
 const settings = Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) })
 
 const services = Layer.mergeAll(Accounts.Default, Authenticator.Default, Billing.Default).pipe(
+  Layer.provideMerge(Principals.Default),
+  Layer.provide(MemoryBus.layer),
   Layer.provide(Layer.merge(settings, DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)
 )

@@ -8,6 +8,7 @@ import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Queue, Redacted } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
+import { Principals } from "../../services/accounts/principals.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Bus, decodeJson } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
@@ -15,8 +16,10 @@ import { ApiKeys } from "../../services/keys/api-keys.ts"
 import { testDatabase } from "../support/database.ts"
 import { testSecret } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
+import { sleep } from "../support/wait.ts"
 
 const services = Layer.mergeAll(ApiKeys.Default, Authenticator.Default).pipe(
+  Layer.provideMerge(Principals.Default),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provide(Layer.merge(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) }), DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)
@@ -108,8 +111,13 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
       expect(expires).toBeLessThanOrEqual(Date.now() + 30 * 86_400_000)
       expect((yield* authenticate(created.apiKey)).userId).toBe(user.userId)
 
-      yield* sql`UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = ${created.keyId}`
-      expect(yield* Effect.flip(authenticate(created.apiKey))).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+      // The expiry as the cached key holds it: a key that ends in 1.5 s works until then (cached,
+      // with the bus heard, for longer than that), and is refused once it has passed.
+      const soon = yield* keys.create(user.userId, { name: "ends soon", expirationDays: 1 })
+      yield* sql`UPDATE api_keys SET expires_at = now() + interval '1.5 seconds' WHERE id = ${soon.keyId}`
+      expect((yield* authenticate(soon.apiKey)).userId).toBe(user.userId)
+      yield* Effect.promise(() => sleep(1600)) // real time: it.effect runs on the test clock
+      expect(yield* Effect.flip(authenticate(soon.apiKey))).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
     }))
 
   it.effect("revoke answers {keyId, revoked: true}; the key stops authenticating and leaves the list; only the owner revokes", () =>

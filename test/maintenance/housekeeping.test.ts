@@ -4,9 +4,19 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { Principals } from "../../services/accounts/principals.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { sweep } from "../../services/maintenance/housekeeping.ts"
 import { testDatabase } from "../support/database.ts"
+
+/** Lapsed plans are told to the principal caches, over the in-process bus. */
+const principals = Principals.Default.pipe(
+  Layer.provideMerge(MemoryBus.layer),
+  Layer.provide(DependencyHealth.Default),
+  Layer.provideMerge(testDatabase)
+)
 
 const hex = (n: number) => n.toString(16).padStart(64, "0")
 
@@ -124,5 +134,5 @@ describe("housekeeping sweep", () => {
         lapsedSubscriptions: 0,
         renewedSubscriptions: 0
       })
-    }).pipe(Effect.provide(testDatabase)), 60_000)
+    }).pipe(Effect.provide(principals)), 60_000)
 })

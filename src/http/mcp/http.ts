@@ -28,7 +28,8 @@ import { Replies } from "../../../services/outbound/replies.ts"
 import { Outbound } from "../../../services/outbound/send.ts"
 import { DependencyHealth } from "../../../services/health/dependency-health.ts"
 import { limits } from "../../../services/plans/plans.ts"
-import { RateLimiter, type Window } from "../../../services/ratelimit/rate-limiter.ts"
+import { RateLeases } from "../../../services/ratelimit/leases.ts"
+import type { Window } from "../../../services/ratelimit/rate-limiter.ts"
 import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
 import { orUnavailable } from "../infra.ts"
@@ -72,7 +73,7 @@ const unauthorized = (error: Unauthorized) =>
 export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
-    const limiter = yield* RateLimiter
+    const leases = yield* RateLeases
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<Effect.Effect.Context<ReturnType<(typeof tools)[number]["run"]>>>()
     const run = Runtime.runPromiseExit(runtime)
@@ -148,7 +149,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         return yield* authenticated.left
       }
       const { principal } = authenticated.right
-      const decision = yield* limiter.take(`mcp:${principal.userId}`, mcpWindows(principal))
+      const decision = yield* leases.take(`mcp:${principal.userId}`, mcpWindows(principal))
       if (!decision.allowed) {
         const limited = RateLimited.of({
           limit: decision.limit,
