@@ -10,7 +10,8 @@
  *   BEAT and listens for its own. While its beats come back, an entry looked up since they started
  *   coming back is trusted until MAX_AGE. When they stop (NATS unreachable, a partition), or for an
  *   entry looked up before the bus came back (a change may have been told while it was away), an
- *   entry is trusted for SHORT_TRUST only, then looked up again: never stale for longer than 1 s.
+ *   entry is trusted for SHORT_TRUST only, then looked up again: a change the node cannot hear is
+ *   honoured within DEAF_AFTER + SHORT_TRUST at worst, inside the 1 s promised.
  * - A credential that expires by itself (a key's expiry, a session's end) is never trusted past it.
  * - A lookup that was in flight while a change was applied is used once, not kept: it may have read
  *   the state from before the change.
@@ -38,14 +39,14 @@ interface Entry {
 }
 
 export const principalTiming = {
-  /** How long an entry is believed without the bus's word. */
-  SHORT_TRUST: Duration.seconds(1),
+  /** How long an entry is believed without the bus's word (with DEAF_AFTER, well inside the 1 s promised). */
+  SHORT_TRUST: Duration.millis(500),
   /** How long an entry is believed at most, whatever the bus says. */
   MAX_AGE: Duration.seconds(30),
   /** How often a node checks that it hears the bus. */
-  BEAT: Duration.millis(200),
+  BEAT: Duration.millis(100),
   /** Silence after which the bus counts as not heard. */
-  DEAF_AFTER: Duration.millis(600)
+  DEAF_AFTER: Duration.millis(400)
 } as const
 
 const CHANGED = "signals.principals.changed"

@@ -20,7 +20,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Deferred, Duration, Effect, Schedule } from "effect"
+import { Duration, Effect, Runtime, Schedule } from "effect"
 import { groupCommit } from "../batching.ts"
 import { type Decision, type DecisionRow, toDecision, type Window, windowName } from "./rate-limiter.ts"
 
@@ -47,13 +47,13 @@ interface LeaseRequest {
   readonly want: number
 }
 
-type Outcome =
-  | { readonly _tag: "Granted" }
-  | { readonly _tag: "Refused"; readonly decision: Decision }
+/** A request waiting for its subject's next lease: resumed with its decision, or the lookup's failure. */
+type Waiter = (result: Effect.Effect<Decision, SqlError>) => void
 
 /** One subject's lease in this process. */
 interface Lease {
   readonly subject: string
+  readonly windows: ReadonlyArray<Window>
   tokens: number
   /** When the lease ends (ms). */
   until: number
@@ -64,8 +64,9 @@ interface Lease {
   sharedRemaining: number
   resetAt: number
   windowSeconds: number
-  fetching: Deferred.Deferred<Outcome, SqlError> | undefined
-  waiting: number
+  /** Requests waiting for the lease in flight (or the next), served in arrival order. */
+  readonly queue: Array<Waiter>
+  fetching: boolean
   lastUsed: number
 }
 
@@ -73,6 +74,7 @@ export class RateLeases extends Effect.Service<RateLeases>()("mailroom/RateLease
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const leases = new Map<string, Lease>()
+    const fork = Runtime.runFork(yield* Effect.runtime<never>())
 
     const leaseAll = yield* groupCommit({
       maxBatch: MAX_BATCH,
@@ -124,38 +126,50 @@ export class RateLeases extends Effect.Service<RateLeases>()("mailroom/RateLease
       retryAfter: Math.max(1, Math.ceil(lease.resetAt - now / 1000))
     })
 
-    /**
-     * Take a lease for `subject`; whoever asks meanwhile waits for it. The round trip runs on a fiber
-     * of its own, so a caller that gives up (a closed connection) cannot leave the others waiting.
-     */
-    const fetchLease = (subject: string, windows: ReadonlyArray<Window>, lease: Lease) =>
-      Effect.gen(function*() {
-        const fetching = yield* Deferred.make<Outcome, SqlError>()
-        lease.fetching = fetching
-        const want = Math.max(leaseSize(windows), lease.waiting + 1)
-        lease.waiting = 0
-        yield* Effect.forkDaemon(fill(subject, windows, want, lease, fetching))
-        return yield* Deferred.await(fetching)
-      })
+    /** Grant one of the lease's tokens. */
+    const grant = (lease: Lease, now: number): Decision => {
+      lease.tokens--
+      return granted(lease, now)
+    }
 
-    const fill = (subject: string, windows: ReadonlyArray<Window>, want: number, lease: Lease, fetching: Deferred.Deferred<Outcome, SqlError>) =>
-      Effect.gen(function*() {
-        const outcome = yield* leaseAll({ subject, windows, want }).pipe(
-          Effect.map((row): Outcome => {
-            if (row.granted <= 0) return { _tag: "Refused", decision: toDecision({ ...row, allowed: false }) }
-            lease.tokens += row.granted
-            lease.until = Number(row.leaseUntil) * 1000
-            lease.starts = row.windowStarts.map(Number)
-            lease.limit = row.maxRequests
-            lease.sharedRemaining = row.remaining
-            lease.resetAt = Number(row.resetAt)
-            lease.windowSeconds = row.windowSeconds
-            return { _tag: "Granted" }
-          }),
-          Effect.exit
+    /**
+     * Take the next lease for the requests queued on `lease`, as many tokens as they are (a lease at
+     * least), and serve them in order; those that came meanwhile go in the next one. It runs on a
+     * fiber of its own, so a caller that gives up (a closed connection) leaves the others served.
+     */
+    const refill = (lease: Lease): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        lease.fetching = true
+        const want = Math.max(leaseSize(lease.windows), lease.queue.length)
+        return leaseAll({ subject: lease.subject, windows: lease.windows, want }).pipe(
+          Effect.exit,
+          Effect.flatMap((exit) =>
+            Effect.suspend(() => {
+              lease.fetching = false
+              const now = Date.now()
+              if (exit._tag === "Failure") {
+                for (const waiter of lease.queue.splice(0)) waiter(Effect.failCause(exit.cause))
+                return Effect.void
+              }
+              const row = exit.value
+              if (row.granted <= 0) {
+                const refusal = toDecision({ ...row, allowed: false }, now)
+                for (const waiter of lease.queue.splice(0)) waiter(Effect.succeed(refusal))
+                return Effect.void
+              }
+              lease.tokens += row.granted
+              lease.until = Number(row.leaseUntil) * 1000
+              lease.starts = row.windowStarts.map(Number)
+              lease.limit = row.maxRequests
+              lease.sharedRemaining = row.remaining
+              lease.resetAt = Number(row.resetAt)
+              lease.windowSeconds = row.windowSeconds
+              while (lease.tokens > 0 && lease.queue.length > 0) lease.queue.shift()!(Effect.succeed(grant(lease, now)))
+              // Fewer granted than asked (the limit is near): the rest ask again, and hear the refusal.
+              return lease.queue.length > 0 ? refill(lease) : Effect.void
+            })
+          )
         )
-        lease.fetching = undefined
-        yield* Deferred.done(fetching, outcome)
       })
 
     /** Count one request of `subject` against `windows`; refused requests are not counted. */
@@ -169,6 +183,7 @@ export class RateLeases extends Effect.Service<RateLeases>()("mailroom/RateLease
         if (lease === undefined) {
           lease = {
             subject,
+            windows,
             tokens: 0,
             until: 0,
             starts: [],
@@ -176,30 +191,26 @@ export class RateLeases extends Effect.Service<RateLeases>()("mailroom/RateLease
             sharedRemaining: 0,
             resetAt: 0,
             windowSeconds: 0,
-            fetching: undefined,
-            waiting: 0,
+            queue: [],
+            fetching: false,
             lastUsed: now
           }
           leases.set(key, lease)
         }
         lease.lastUsed = now
         const unused = expire(lease, now)
-        const returned = unused > 0 ? giveBack(subject, lease.starts, unused).pipe(Effect.forkDaemon) : Effect.void
-        if (lease.tokens > 0) {
-          lease.tokens--
-          return Effect.as(returned, granted(lease, now))
-        }
+        if (unused > 0) fork(giveBack(subject, lease.starts, unused))
+        if (lease.tokens > 0) return Effect.succeed(grant(lease, now))
         const current = lease
-        const next = current.fetching === undefined
-          ? fetchLease(subject, windows, current)
-          : Effect.suspend(() => {
-            current.waiting++
-            return Deferred.await(current.fetching!)
+        return Effect.async<Decision, SqlError>((resume) => {
+          current.queue.push(resume)
+          if (!current.fetching) fork(refill(current))
+          // A caller that gives up leaves the queue; a token the lease took for it stays for the next.
+          return Effect.sync(() => {
+            const index = current.queue.indexOf(resume)
+            if (index >= 0) current.queue.splice(index, 1)
           })
-        return returned.pipe(
-          Effect.zipRight(next),
-          Effect.flatMap((outcome) => outcome._tag === "Refused" ? Effect.succeed(outcome.decision) : take(subject, windows))
-        )
+        })
       })
 
     /** Give back what ended leases hold, and forget subjects idle for a while. */
@@ -209,7 +220,7 @@ export class RateLeases extends Effect.Service<RateLeases>()("mailroom/RateLease
       for (const [key, lease] of leases) {
         const unused = expire(lease, now)
         if (unused > 0) backs.push(giveBack(lease.subject, lease.starts, unused))
-        if (lease.tokens === 0 && lease.fetching === undefined && now - lease.lastUsed > 60_000) leases.delete(key)
+        if (lease.tokens === 0 && !lease.fetching && lease.queue.length === 0 && now - lease.lastUsed > 60_000) leases.delete(key)
       }
       return Effect.all(backs, { concurrency: 4, discard: true })
     })
