@@ -22,6 +22,7 @@ import { searchWindows } from "../ratelimit/rate-limiter.ts"
 import { capInput } from "./embedder.ts"
 import { calibrationFor, fuse, type MeaningHit, type TextHit } from "./ranking.ts"
 import { timeSearch } from "./metrics.ts"
+import { QueryLog } from "./query-log.ts"
 import { MAX_OFFSET, type SearchInput, type SearchMeta, type SearchResult } from "./schemas.ts"
 import { Vectors } from "./vectors.ts"
 
@@ -56,11 +57,12 @@ interface ResultRow {
 }
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
-  dependencies: [Billing.Default, RateLeases.Default],
+  dependencies: [Billing.Default, RateLeases.Default, QueryLog.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const billing = yield* Billing
     const leases = yield* RateLeases
+    const queryLog = yield* QueryLog
     const vectors = yield* Vectors
     const { embedder } = vectors
     const calibration = calibrationFor(embedder.model)
@@ -179,16 +181,25 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       sql`UPDATE usage_counters SET searches = searches - 1
           WHERE user_id = ${userId} AND period_start = ${periodStart} AND searches > 0`
 
-    const rememberQuery = (userId: string, query: string) =>
-      sql`
-        INSERT INTO search_queries AS q (user_id, normalized, query) VALUES (${userId}, ${query.toLowerCase()}, ${query})
-        ON CONFLICT (user_id, normalized) DO UPDATE SET query = EXCLUDED.query, uses = q.uses + 1, last_used_at = now()`
+    /**
+     * Count one search in the caller's current period in one statement, when the period is still
+     * running and the quota allows it: the period start it was counted in, else none (then `admit`
+     * takes the long way, which rolls a free period over and explains a refusal).
+     */
+    const countInCurrentPeriod = (userId: string, limit: number | null) =>
+      sql<{ periodStart: Date }>`
+        INSERT INTO usage_counters AS u (user_id, period_start, searches)
+        SELECT user_id, current_period_start, 1 FROM subscriptions WHERE user_id = ${userId} AND current_period_end > now()
+        ON CONFLICT (user_id, period_start) DO UPDATE SET searches = u.searches + 1
+        ${limit === null ? sql`` : sql`WHERE u.searches < ${limit}`}
+        RETURNING period_start`.pipe(Effect.map((rows) => rows[0]?.periodStart))
 
-    /** The per-minute search rate and the period's quota; counts the search when both allow it. */
+    /**
+     * The per-minute search rate (leased, ratelimit/leases.ts) and the period's quota; counts the
+     * search when both allow it. In the common case that is one round trip.
+     */
     const admit = (principal: Principal) =>
       Effect.gen(function*() {
-        const subscription = yield* billing.subscription(principal.userId)
-        const plan = limits[subscription.plan]
         const rate = yield* leases.take(`search:${principal.userId}`, searchWindows(principal.plan))
         if (!rate.allowed) {
           return yield* RateLimited.of({
@@ -198,6 +209,10 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             message: `Search rate limit of ${rate.limit} searches per minute exceeded`
           })
         }
+        const counted = yield* countInCurrentPeriod(principal.userId, limits[principal.plan].searchesPerMonth)
+        if (counted !== undefined) return counted
+        const subscription = yield* billing.subscription(principal.userId)
+        const plan = limits[subscription.plan]
         const periodStart = new Date(subscription.currentPeriodStart)
         if (!(yield* countSearch(principal.userId, periodStart, plan.searchesPerMonth))) {
           return yield* new SearchQuotaReached({
@@ -290,14 +305,15 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         // over-counted: the search's own error is what the caller needs to hear.
         Effect.tapError(() => refundSearch(principal.userId, periodStart).pipe(Effect.ignore))
       )
-      yield* rememberQuery(principal.userId, query)
+      // Behind the answer: the suggestions' record of past queries is written in batches.
+      yield* queryLog.remember(principal.userId, query)
       return result
     })
 
     /** Completions of `q`: the caller's past queries, then subjects, then senders; ten at most. */
     const suggestions = Effect.fn("Search.suggestions")(function*(userId: string, q: string) {
       const pattern = likePrefix(normalizeQuery(q))
-      const rows = yield* sql<{ text: string }>`
+      const rows = yield* sql<{ text: string; source: number | string; weight: number | string }>`
         (SELECT query AS text, 1 AS source, uses AS weight FROM search_queries
          WHERE user_id = ${userId} AND normalized LIKE ${pattern} ESCAPE '\\'
          ORDER BY uses DESC, last_used_at DESC LIMIT ${SUGGESTIONS})
@@ -310,9 +326,19 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
          WHERE e.user_id = ${userId} AND lower(e.from_address) LIKE ${pattern} ESCAPE '\\' AND m.status = 'active'
          GROUP BY e.from_address ORDER BY count(*) DESC, e.from_address LIMIT ${SUGGESTIONS})
         ORDER BY source, weight DESC, text`
+      // Queries of this process not written yet count as if they were (other processes see them
+      // after the query log's next write, within a second).
+      const stored = rows.filter((row) => Number(row.source) === 1)
+      const others = rows.filter((row) => Number(row.source) !== 1)
+      const queries = new Map(stored.map((row) => [row.text.toLowerCase(), { text: row.text, weight: Number(row.weight) }]))
+      for (const noted of queryLog.pending(userId, normalizeQuery(q).toLowerCase())) {
+        const known = queries.get(noted.normalized)
+        queries.set(noted.normalized, { text: noted.query, weight: (known?.weight ?? 0) + noted.uses })
+      }
+      const ranked = [...queries.values()].sort((x, y) => y.weight - x.weight).slice(0, SUGGESTIONS)
       const seen = new Set<string>()
       const data: Array<string> = []
-      for (const { text } of rows) {
+      for (const { text } of [...ranked, ...others]) {
         const key = text.toLowerCase()
         if (seen.has(key) || data.length >= SUGGESTIONS) continue
         seen.add(key)
