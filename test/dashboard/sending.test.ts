@@ -421,10 +421,23 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
 
   it("fits a 375 px screen on the new pages, and had no console error or failed request besides the refusals above", async () => {
     await page.setViewportSize({ width: 375, height: 740 })
-    for (const path of [`#/mailboxes/${mailboxId}/compose`, `#/mailboxes/${mailboxId}/drafts`, "#/drafts", `#/emails/${inboundId}`, "#/domains"]) {
+    const pages: Array<[string, string]> = [
+      [`#/mailboxes/${mailboxId}/compose`, "Save as draft"],
+      [`#/mailboxes/${mailboxId}/drafts`, "New email"],
+      ["#/drafts", "Awaiting approval"],
+      [`#/emails/${inboundId}`, "Read the whole conversation"],
+      ["#/domains", "Migrate mailboxes"],
+      [`#/threads/${(await api("GET", `/api/emails/${inboundId}`)).body.data.thread_id}`, "oldest first"]
+    ]
+    for (const [path, shown] of pages) {
       await page.goto(`/${path}`)
+      // Once the page has its content: its heading, and what its content shows.
       await page.getByRole("heading", { level: 1 }).waitFor()
-      expect(await page.evaluate("document.documentElement.scrollWidth"), path).toBeLessThanOrEqual(375)
+      await page.getByText(shown).first().waitFor()
+      // The message names what sticks out, should anything.
+      const wide = await page.evaluate(`[...document.querySelectorAll("main *")].filter((e) => e.getBoundingClientRect().right > 376)
+        .map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).slice(-5).join("; ")`)
+      expect(await page.evaluate("document.documentElement.scrollWidth"), `${path}: ${wide}`).toBeLessThanOrEqual(375)
     }
     await page.setViewportSize({ width: 1280, height: 800 })
     expect(watched.problems).toEqual([])
