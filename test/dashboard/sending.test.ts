@@ -36,14 +36,15 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   let mailboxId = ""
   let inboundId = ""
 
-  /** A request of the page's session (its cookie, its origin), answered with status and envelope. */
-  const api = (method: string, path: string, body?: unknown) =>
+  /** A request of the page's session (its cookie, its origin), answered with status and envelope (untyped, as test/support/http.ts). */
+  const api = (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> =>
     page.evaluate(async ([method, path, body]) => {
-      const response = await fetch(path as string, {
-        method: method as string,
-        headers: body === undefined ? {} : { "content-type": "application/json" },
-        body: body === undefined ? undefined : JSON.stringify(body)
-      })
+      const response = await fetch(
+        path as string,
+        body === undefined
+          ? { method: method as string }
+          : { method: method as string, headers: { "content-type": "application/json" }, body: JSON.stringify(body) }
+      )
       return { status: response.status, body: await response.json() }
     }, [method, path, body] as const)
 
