@@ -83,7 +83,7 @@ export const ConversationPage = ({ threadId }) => {
               <strong>${e.from}</strong>
               <span class="tag">${e.direction === "outbound" ? "sent" : "received"}</span>
               <time class="muted small" datetime=${e.received_at}>${new Date(e.received_at).toLocaleString()}</time>
-              <a class="small" href=${href("emails", e.email_id)}>Open</a>
+              <a class="small" href=${href("emails", e.email_id)} aria-label=${`Open the message from ${e.from}, ${new Date(e.received_at).toLocaleString()}`}>Open</a>
             </div>
             <div class="muted small">To ${e.to.join(", ")}</div>
             <pre class="mail-text">${full ? full.extracted?.reply_text || full.text : e.snippet}</pre>
