@@ -48,7 +48,10 @@ try {
   const shoot = async (name: string) => {
     for (const [viewport, size] of Object.entries(viewports)) {
       await page.setViewportSize(size)
-      await page.waitForTimeout(200)
+      // Chromium does not paint a mail frame that is wholly below the fold, even in a full-page
+      // picture: the page is scrolled to it (a full-page picture starts at the top all the same).
+      await page.evaluate(`document.querySelector("iframe")?.scrollIntoView()`)
+      await page.waitForTimeout(500)
       await page.screenshot({ path: path.join(outDir, `${name}-${viewport}.png`), fullPage: true })
     }
     await page.setViewportSize(viewports.desktop)

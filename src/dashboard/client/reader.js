@@ -101,7 +101,7 @@ export const ReaderPage = ({ emailId }) => {
     return () => clearTimeout(timer)
   }, [email])
 
-  const body = useMemo(() => (email?.html ? mailDocument(email.html, allowImages) : null), [email, allowImages])
+  const body = useMemo(() => (email?.html ? mailDocument(email.html, allowImages) : null), [email?.html, allowImages])
 
   if (error) return html`<${ErrorNote} error=${error} />`
   if (!email) return html`<p class="muted">Loading…</p>`
