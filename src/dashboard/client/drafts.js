@@ -36,6 +36,15 @@ const DraftItem = ({ draft, address, run }) => {
         setError(failure)
       }
     })
+  // Editing starts from the draft as it is now (an agent may have changed it since the page loaded).
+  const edit = () => {
+    setTo(formatRecipients(draft.to))
+    setCc(formatRecipients(draft.cc))
+    setSubject(draft.subject ?? "")
+    setText(draft.text ?? "")
+    setError(null)
+    setEditing(true)
+  }
   const save = () =>
     act(async () => {
       await call("PATCH", path, { to: to ? parseRecipients(to) : undefined, cc: parseRecipients(cc), subject: subject || undefined, text })
@@ -60,7 +69,7 @@ const DraftItem = ({ draft, address, run }) => {
       ${draft.status === "draft" && !editing && html`
         <div class="actions">
           <button type="button" onClick=${() => act(() => call("POST", path + "/send"))}>Approve and send</button>
-          <button type="button" class="secondary" onClick=${() => setEditing(true)}>Edit</button>
+          <button type="button" class="secondary" onClick=${edit}>Edit</button>
           <button type="button" class="danger" onClick=${() => confirm(`Reject the draft “${title}”? It is deleted.`) && act(() => call("DELETE", path))}>Reject</button>
         </div>`}
       ${editing && html`
