@@ -8,6 +8,8 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { CHROMIUM, chromiumAvailable, launchBrowser, openPage } from "../test/support/browser.ts"
+import { startDnsServer } from "../test/support/dns-server.ts"
+import { startMxServer } from "../test/support/mx-server.ts"
 import { freePort, repoRoot, startServer } from "../test/support/process.ts"
 import { sendMail } from "../test/support/send-mail.ts"
 import { createDataDir } from "../test/support/services.ts"
@@ -21,8 +23,21 @@ const outDir = path.join(repoRoot, "docs/screenshots")
 fs.mkdirSync(outDir, { recursive: true })
 const dataDir = createDataDir()
 const port = await freePort()
+// Mail the walk sends goes to a receiving server of this script (example.com's MX, in a DNS server of
+// its own), which also publishes the custom domain's ownership record.
+const mx = await startMxServer()
+const names = await startDnsServer()
+names.set("example.com", { MX: [{ preference: 10, exchange: "mx.example.com" }] })
+names.set("mx.example.com", { A: ["127.0.0.1"] })
 // WEBHOOK_ALLOW_PRIVATE: the webhook page's receiver is this script's, on 127.0.0.1.
-const server = await startServer({ DATA_DIR: dataDir.dir, PORT: String(port), APP_URL: `http://127.0.0.1:${port}`, WEBHOOK_ALLOW_PRIVATE: "true" })
+const server = await startServer({
+  DATA_DIR: dataDir.dir,
+  PORT: String(port),
+  APP_URL: `http://127.0.0.1:${port}`,
+  WEBHOOK_ALLOW_PRIVATE: "true",
+  DNS_SERVERS: names.address,
+  OUTBOUND_SMTP_PORT: String(mx.port)
+})
 const browser = await launchBrowser()
 
 const viewports = { desktop: { width: 1280, height: 800 }, mobile: { width: 375, height: 740 } } as const
@@ -33,7 +48,10 @@ try {
   const shoot = async (name: string) => {
     for (const [viewport, size] of Object.entries(viewports)) {
       await page.setViewportSize(size)
-      await page.waitForTimeout(200)
+      // Chromium does not paint a mail frame that is wholly below the fold, even in a full-page
+      // picture: the page is scrolled to it (a full-page picture starts at the top all the same).
+      await page.evaluate(`document.querySelector("iframe")?.scrollIntoView()`)
+      await page.waitForTimeout(500)
       await page.screenshot({ path: path.join(outDir, `${name}-${viewport}.png`), fullPage: true })
     }
     await page.setViewportSize(viewports.desktop)
@@ -64,7 +82,7 @@ try {
   await page.getByRole("link", { name: "API keys" }).click()
   await page.getByLabel("New key name").fill("support agent")
   await page.getByRole("button", { name: "Create key" }).click()
-  await page.getByTestId("new-key").waitFor()
+  const apiKey = (await page.getByTestId("new-key").textContent())!
   await shoot("api-keys")
   // The free plan's 20 requests a minute are the account's, dashboard included: this walk needs more.
   await page.getByRole("link", { name: "Billing" }).click()
@@ -94,7 +112,47 @@ try {
   await shoot("all-mail")
   await page.getByRole("link", { name: /March invoice/ }).click()
   await page.getByText("Remote images are blocked").waitFor()
+  await page.getByLabel("New label").fill("accounts")
+  await page.getByRole("button", { name: "Add label" }).click()
+  await page.getByRole("button", { name: "Remove label accounts" }).waitFor()
   await shoot("email")
+
+  // A reply from the reader, then the conversation it makes.
+  await page.getByRole("link", { name: "Inbox", exact: true }).click()
+  await page.getByRole("link", { name: /Refund request/ }).click()
+  await page.getByRole("button", { name: "Reply", exact: true }).click()
+  await page.getByLabel("Your reply").fill("Sorry to hear that! A refund of $49.00 is on its way; no need to send the blender back.")
+  await shoot("reply")
+  await page.getByRole("button", { name: "Send reply" }).click()
+  await page.getByRole("table", { name: "Delivery" }).getByText("sent", { exact: true }).waitFor({ timeout: 15_000 })
+  await shoot("sent-email")
+  await page.getByRole("link", { name: "Read the whole conversation" }).click()
+  await page.getByRole("list", { name: "Messages" }).getByRole("listitem").nth(1).waitFor()
+  await page.getByText("A refund of $49.00").waitFor()
+  await shoot("conversation")
+
+  const mailboxId = (await page.getByRole("link", { name: "Back to the inbox" }).getAttribute("href"))!.split("/").pop()!
+  await page.goto(`/#/mailboxes/${mailboxId}/compose`)
+  await page.getByLabel("To").fill("Grace Hopper <grace@example.com>")
+  await page.getByLabel("Subject").fill("Your onboarding call")
+  await page.getByLabel("Message").fill("Hi Grace,\n\nThursday at 10 works for us. The agenda is attached to the invitation.\n\nSupport agent")
+  await shoot("compose")
+
+  // Drafts an agent wrote for a person to approve.
+  const draft = async (body: unknown) => {
+    const response = await fetch(`${server.url}/v1/api/mailboxes/${mailboxId}/drafts`, {
+      method: "POST",
+      headers: { "x-api-key": apiKey, "content-type": "application/json" },
+      body: JSON.stringify(body)
+    })
+    if (response.status !== 201) throw new Error(`Creating a draft: ${response.status} ${await response.text()}`)
+  }
+  await draft({ to: ["finance@example.com"], subject: "Refund approval: order 1042", text: "Please approve a refund of $49.00 for order 1042 (item arrived broken)." })
+  await draft({ to: [{ name: "Customer", address: "customer@example.com" }], subject: "Re: Your March invoice", text: "Thanks, the invoice is paid. Receipt attached to your account." })
+  await page.getByRole("link", { name: "Drafts", exact: true }).click()
+  await page.getByRole("heading", { name: "Awaiting approval (2)" }).waitFor()
+  await page.getByRole("listitem", { name: "Draft: Refund approval: order 1042" }).getByRole("button", { name: "Edit" }).click()
+  await shoot("drafts")
 
   await page.getByRole("link", { name: "Search" }).click()
   await page.getByLabel(/Search your mail/).fill("money owed for last month")
@@ -126,6 +184,28 @@ try {
   await page.getByRole("table", { name: "DNS records to publish" }).waitFor()
   await shoot("domains")
 
+  // The domain verified, a mailbox on it, and its migration to the shared domain previewed.
+  const listed = (await page.evaluate(() => fetch("/api/domains").then((r) => r.json()))) as {
+    data: Array<{ domain_name: string; verification_token: string }>
+  }
+  names.set("mail.acme-robots.com", { TXT: [[listed.data[0]!.verification_token]] })
+  await page.getByRole("button", { name: "Done" }).click()
+  await page.getByRole("button", { name: "Verify" }).click()
+  await page.getByText("Verified.").waitFor()
+  await page.getByRole("link", { name: "Mailboxes" }).click()
+  for (const local of ["support-agent", "orders"]) {
+    await page.getByLabel("New mailbox address").fill(local)
+    await page.locator("#new-domain").selectOption("mail.acme-robots.com")
+    await page.getByText("is available").waitFor()
+    await page.getByRole("button", { name: "Create mailbox" }).click()
+    await page.getByRole("link", { name: `${local}@mail.acme-robots.com` }).waitFor()
+  }
+  await page.getByRole("link", { name: "Domains" }).click()
+  await page.getByRole("button", { name: "Migrate mailboxes of mail.acme-robots.com" }).click()
+  await page.getByRole("button", { name: "Preview" }).click()
+  await page.getByRole("table", { name: "Migration preview" }).waitFor()
+  await shoot("domain-migration")
+
   await page.getByRole("link", { name: "Billing" }).click()
   await page.getByRole("progressbar", { name: "Storage" }).waitFor()
   await shoot("billing")
@@ -135,5 +215,7 @@ try {
 } finally {
   await browser.close()
   await server.stop()
+  await mx.close()
+  await names.close()
   dataDir.remove()
 }

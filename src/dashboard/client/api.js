@@ -25,11 +25,12 @@ export const whenSignedOut = (handler) => {
  * @param {string} method
  * @param {string} path
  * @param {unknown} [body]
+ * @param {Record<string, string>} [headers] more request headers (e.g. Idempotency-Key)
  * @returns {Promise<any>} the whole envelope
  */
-export const call = async (method, path, body) => {
+export const call = async (method, path, body, headers = {}) => {
   /** @type {RequestInit} */
-  const init = { method, credentials: "same-origin", headers: { accept: "application/json" } }
+  const init = { method, credentials: "same-origin", headers: { accept: "application/json", ...headers } }
   if (body !== undefined) {
     init.body = JSON.stringify(body)
     init.headers = { ...init.headers, "content-type": "application/json" }

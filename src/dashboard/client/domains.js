@@ -1,11 +1,77 @@
 /**
  * Custom domains: add one (its DNS records shown with copy buttons), verify it (what was found, or
- * what to publish), delete it. Whether the plan allows another comes from the list's meta.
+ * what to publish), migrate its mailboxes to another domain (a dry run first: every address before
+ * and after, renames marked; then the move), delete it. Whether the plan allows another comes from
+ * the list's meta.
  */
 import { html } from "htm/preact"
 import { useState } from "preact/hooks"
 import { ApiError, call } from "./api.js"
+import { sharedDomains } from "./mailboxes.js"
 import { CopyButton, ErrorNote, Field, useReloading, when } from "./ui.js"
+
+/** @param {{ migration: any }} props */
+const Mappings = ({ migration }) => html`
+  <table class="deliveries" aria-label=${migration.dry_run ? "Migration preview" : "Migrated mailboxes"}>
+    <thead><tr><th scope="col">Mailbox</th><th scope="col">${migration.dry_run ? "Would become" : "Now"}</th><th scope="col"></th></tr></thead>
+    <tbody>
+      ${migration.migrations.map((/** @type {any} */ m) => html`
+        <tr key=${m.mailbox_id}><td>${m.from_email}</td><td><strong>${m.to_email}</strong></td>
+          <td>${m.renamed && html`<span class="tag" title="The address was taken on the target domain: a suffix was added">renamed</span>`}</td></tr>`)}
+    </tbody>
+  </table>
+`
+
+/**
+ * Moving every mailbox of `domain` to another domain: preview (dry run), then apply what was previewed.
+ * @param {{ domain: any, others: string[], run: (action: () => Promise<unknown>) => Promise<void>, onClose: () => void }} props
+ */
+const Migrate = ({ domain, others, run, onClose }) => {
+  const [target, setTarget] = useState(others[0] ?? "")
+  const [result, setResult] = useState(/** @type {any} */ (null))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const path = `/api/domains/${encodeURIComponent(domain.domain_id)}/migrate-mailboxes`
+  /** @param {boolean} dryRun */
+  const migrate = (dryRun) =>
+    run(async () => {
+      setError(null)
+      try {
+        setResult((await call("POST", path, { target_domain: target, dry_run: dryRun })).data)
+      } catch (failure) {
+        setResult(null)
+        setError(failure)
+      }
+    })
+  const previewed = result?.dry_run === true
+  return html`
+    <form class="full card migration" aria-label=${"Migrate mailboxes of " + domain.domain_name}
+      onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), migrate(true))}>
+      <div class="field">
+        <label for=${"target-" + domain.domain_id}>Move every mailbox of ${domain.domain_name} to</label>
+        <select id=${"target-" + domain.domain_id} value=${target}
+          onChange=${(/** @type {any} */ e) => (setTarget(e.currentTarget.value), setResult(null))}>
+          ${others.map((name) => html`<option value=${name}>@${name}</option>`)}
+        </select>
+      </div>
+      <p class="muted small">Mailboxes keep their ids and mail; an address already taken on the target gets a short suffix.</p>
+      <div class="actions">
+        <button type="submit" class="secondary">Preview</button>
+        ${previewed && result.migrated_count > 0 && html`
+          <button type="button" onClick=${() => migrate(false)}>
+            Migrate ${result.migrated_count} ${result.migrated_count === 1 ? "mailbox" : "mailboxes"}</button>`}
+        <button type="button" class="link" onClick=${onClose}>Close</button>
+      </div>
+      <${ErrorNote} error=${error} />
+      ${result && html`
+        <p role="status">${result.dry_run
+          ? result.migrated_count === 0
+            ? "No mailbox uses this domain: nothing to migrate."
+            : `Dry run: ${result.migrated_count} ${result.migrated_count === 1 ? "mailbox" : "mailboxes"} would move, ${result.renamed_count} renamed. Nothing has changed yet.`
+          : `Migrated ${result.migrated_count} ${result.migrated_count === 1 ? "mailbox" : "mailboxes"} to ${target}, ${result.renamed_count} renamed.`}</p>
+        ${result.migrated_count > 0 && html`<${Mappings} migration=${result} />`}`}
+    </form>
+  `
+}
 
 /** @param {{ records: any[] }} props */
 const Records = ({ records }) => html`
@@ -29,6 +95,7 @@ export const DomainsPage = () => {
   const [name, setName] = useState("")
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [verdicts, setVerdicts] = useState(/** @type {Record<string, any>} */ ({}))
+  const [migrating, setMigrating] = useState(/** @type {string | null} */ (null))
   const { error, run } = useReloading(() => call("GET", "/api/domains").then((a) => (setDomains(a.data), setMeta(a.meta))))
 
   /** @param {any} domain */
@@ -76,9 +143,14 @@ export const DomainsPage = () => {
               </div>
               <div class="actions">
                 <button type="button" class="secondary" onClick=${() => verify(d)}>Verify</button>
+                <button type="button" class="secondary" aria-expanded=${migrating === d.domain_id} aria-label=${"Migrate mailboxes of " + d.domain_name}
+                  onClick=${() => setMigrating(migrating === d.domain_id ? null : d.domain_id)}>Migrate mailboxes</button>
                 <button type="button" class="danger" aria-label=${"Delete " + d.domain_name}
                   onClick=${() => confirm(`Delete ${d.domain_name}?`) && run(() => call("DELETE", `/api/domains/${encodeURIComponent(d.domain_id)}`))}>Delete</button>
               </div>
+              ${migrating === d.domain_id && html`
+                <${Migrate} domain=${d} run=${run} onClose=${() => setMigrating(null)}
+                  others=${[...sharedDomains(), ...domains.map((o) => o.domain_name)].filter((name) => name !== d.domain_name)} />`}
             </li>`
         })}
       </ul>`}

@@ -4,6 +4,7 @@ import { useEffect, useState } from "preact/hooks"
 import { call, query } from "./api.js"
 import { onMail } from "./live.js"
 import { href } from "./router.js"
+import { ThreadList } from "./threads.js"
 import { ErrorNote, when } from "./ui.js"
 
 const PAGE = 20
@@ -49,6 +50,7 @@ export const MailboxInbox = ({ mailboxId }) => {
   const [total, setTotal] = useState(0)
   const [offset, setOffset] = useState(0)
   const [sort, setSort] = useState("received_at:desc")
+  const [grouped, setGrouped] = useState(false)
   const [error, setError] = useState(/** @type {unknown} */ (null))
 
   useEffect(() => {
@@ -70,17 +72,23 @@ export const MailboxInbox = ({ mailboxId }) => {
 
   return html`
     <h1>${mailbox ? mailbox.email_address : "Inbox"}</h1>
+    <div class="actions">
+      <a class="button" href=${href("mailboxes", mailboxId, "compose")}>New email</a>
+      <a class="button secondary" href=${href("mailboxes", mailboxId, "drafts")}>Drafts</a>
+    </div>
     <div class="toolbar">
       <label for="sort">Sort</label>
       <select id="sort" value=${sort} onChange=${(/** @type {any} */ e) => (setSort(e.currentTarget.value), setOffset(0))}>
         ${SORTS.map(([value, label]) => html`<option value=${value}>${label}</option>`)}
       </select>
+      <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => setGrouped(e.currentTarget.checked)} />
+        Group by conversation</label>
       <span class="muted small" aria-live="polite">${total} ${total === 1 ? "email" : "emails"}</span>
     </div>
     <${ErrorNote} error=${error} />
     ${emails === null ? html`<p class="muted">Loading…</p>` : emails.length === 0
       ? html`<p class="muted">No mail yet. It appears here as soon as it arrives.</p>`
-      : html`<${EmailList} emails=${emails} />`}
+      : grouped ? html`<${ThreadList} emails=${emails} />` : html`<${EmailList} emails=${emails} />`}
     ${total > PAGE && html`
       <nav class="pager" aria-label="Pages">
         <button type="button" class="secondary" disabled=${offset === 0} onClick=${() => setOffset(Math.max(0, offset - PAGE))}>Newer</button>

@@ -43,23 +43,23 @@ const useAddressCheck = (localPart, domain, excludeMailboxId) => {
 
 /**
  * @param {{ id: string, localPart: string, setLocalPart: (v: string) => void, domain: string, setDomain: (v: string) => void,
- *   verdict: { valid: boolean, message: string } | null, label: string }} props
+ *   verdict: { valid: boolean, message: string } | null, label: string, domains: string[] }} props
  */
-const AddressFields = ({ id, localPart, setLocalPart, domain, setDomain, verdict, label }) => html`
+const AddressFields = ({ id, localPart, setLocalPart, domain, setDomain, verdict, label, domains }) => html`
   <div class="address">
     <${Field} id=${id + "-local"} label=${label} value=${localPart} onInput=${setLocalPart} required
       hint=${verdict?.valid ? "✓ " + verdict.message : undefined} error=${verdict && !verdict.valid ? verdict.message : undefined} />
     <div class="field">
       <label for=${id + "-domain"}>Domain</label>
       <select id=${id + "-domain"} value=${domain} onChange=${(/** @type {any} */ e) => setDomain(e.currentTarget.value)}>
-        ${sharedDomains().map((name) => html`<option value=${name}>@${name}</option>`)}
+        ${domains.map((name) => html`<option value=${name}>@${name}</option>`)}
       </select>
     </div>
   </div>
 `
 
-/** @param {{ onChanged: () => void }} props */
-const CreateMailbox = ({ onChanged }) => {
+/** @param {{ onChanged: () => void, domains: string[] }} props */
+const CreateMailbox = ({ onChanged, domains }) => {
   const [localPart, setLocalPart] = useState("")
   const [domain, setDomain] = useState(sharedDomains()[0] ?? "")
   const [error, setError] = useState(/** @type {unknown} */ (null))
@@ -79,15 +79,15 @@ const CreateMailbox = ({ onChanged }) => {
   }
   return html`
     <form class="card" onSubmit=${create} aria-label="New mailbox">
-      <${AddressFields} id="new" label="New mailbox address" ...${{ localPart, setLocalPart, domain, setDomain, verdict }} />
+      <${AddressFields} id="new" label="New mailbox address" ...${{ localPart, setLocalPart, domain, setDomain, verdict, domains }} />
       <${ErrorNote} error=${error} />
       <button type="submit" disabled=${verdict?.valid !== true}>Create mailbox</button>
     </form>
   `
 }
 
-/** @param {{ mailbox: any, onChanged: () => void }} props */
-const MailboxItem = ({ mailbox, onChanged }) => {
+/** @param {{ mailbox: any, onChanged: () => void, domains: string[] }} props */
+const MailboxItem = ({ mailbox, onChanged, domains }) => {
   const [mode, setMode] = useState(/** @type {"view" | "rename" | "delete"} */ ("view"))
   const [localPart, setLocalPart] = useState(mailbox.email_address.split("@")[0])
   const [domain, setDomain] = useState(mailbox.domain)
@@ -121,7 +121,7 @@ const MailboxItem = ({ mailbox, onChanged }) => {
         </div>`}
       ${mode === "rename" && html`
         <form class="full" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), run(() => call("PATCH", path, { local_part: localPart, domain })))}>
-          <${AddressFields} id=${"rename-" + mailbox.mailbox_id} label="New address" ...${{ localPart, setLocalPart, domain, setDomain, verdict }} />
+          <${AddressFields} id=${"rename-" + mailbox.mailbox_id} label="New address" ...${{ localPart, setLocalPart, domain, setDomain, verdict, domains }} />
           <${ErrorNote} error=${error} />
           <div class="actions">
             <button type="submit" disabled=${verdict?.valid !== true}>Save address</button>
@@ -145,16 +145,22 @@ const MailboxItem = ({ mailbox, onChanged }) => {
 export const MailboxesPage = () => {
   const [mailboxes, setMailboxes] = useState(/** @type {any[] | null} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
+  // The shared domains, then the account's verified own domains (once the list answers).
+  const [domains, setDomains] = useState(sharedDomains)
   const load = () => call("GET", "/api/mailboxes?limit=100").then((answer) => setMailboxes(answer.mailboxes), setError)
   useEffect(() => {
     load()
+    call("GET", "/api/domains").then(
+      (answer) => setDomains([...sharedDomains(), ...answer.data.filter((/** @type {any} */ d) => d.verified).map((/** @type {any} */ d) => d.domain_name)]),
+      setError
+    )
   }, [])
   return html`
     <h1>Mailboxes</h1>
-    <${CreateMailbox} onChanged=${load} />
+    <${CreateMailbox} onChanged=${load} domains=${domains} />
     <${ErrorNote} error=${error} />
     ${mailboxes === null ? html`<p class="muted">Loading…</p>` : mailboxes.length === 0
       ? html`<p class="muted">No mailboxes yet: create one above, then give its address to your agent.</p>`
-      : html`<ul class="list">${mailboxes.map((mailbox) => html`<${MailboxItem} key=${mailbox.mailbox_id} mailbox=${mailbox} onChanged=${load} />`)}</ul>`}
+      : html`<ul class="list">${mailboxes.map((mailbox) => html`<${MailboxItem} key=${mailbox.mailbox_id} mailbox=${mailbox} onChanged=${load} domains=${domains} />`)}</ul>`}
   `
 }

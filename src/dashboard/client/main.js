@@ -5,6 +5,8 @@ import { useEffect, useState } from "preact/hooks"
 import { call, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
 import { AuthPage } from "./auth.js"
 import { BillingPage } from "./billing.js"
+import { ComposePage } from "./compose.js"
+import { AllDrafts, MailboxDrafts } from "./drafts.js"
 import { DomainsPage } from "./domains.js"
 import { AllInbox, MailboxInbox } from "./inbox.js"
 import { KeysPage } from "./keys.js"
@@ -12,6 +14,7 @@ import { connect, disconnect } from "./live.js"
 import { MailboxesPage } from "./mailboxes.js"
 import { ReaderPage } from "./reader.js"
 import { SearchPage } from "./search.js"
+import { ConversationPage } from "./threads.js"
 import { WebhooksPage } from "./webhooks.js"
 import { go, useRoute } from "./router.js"
 import { Frame } from "./ui.js"
@@ -19,7 +22,7 @@ import { Frame } from "./ui.js"
 const App = () => {
   const [user, setUser] = useState(rememberedUser)
   const route = useRoute()
-  const [page, id] = route
+  const [page, id, sub] = route
 
   useEffect(() => {
     whenSignedOut(() => {
@@ -39,7 +42,7 @@ const App = () => {
   // Each page's heading is where focus goes after navigating, for screen readers and keyboards.
   useEffect(() => {
     document.getElementById("main")?.focus()
-  }, [page, id])
+  }, [page, id, sub])
 
   const signOut = async () => {
     await call("POST", "/api/auth/logout").catch(() => undefined)
@@ -61,12 +64,26 @@ const App = () => {
     ? html`<${DomainsPage} />`
     : page === "billing"
     ? html`<${BillingPage} />`
+    : page === "drafts"
+    ? html`<${AllDrafts} />`
+    : page === "mailboxes" && id && sub === "compose"
+    ? html`<${ComposePage} key=${id} mailboxId=${id} />`
+    : page === "mailboxes" && id && sub === "drafts"
+    ? html`<${MailboxDrafts} key=${id} mailboxId=${id} />`
     : page === "mailboxes" && id
     ? html`<${MailboxInbox} key=${id} mailboxId=${id} />`
+    : page === "threads" && id
+    ? html`<${ConversationPage} key=${id} threadId=${id} />`
     : page === "emails" && id
     ? html`<${ReaderPage} key=${id} emailId=${id} />`
     : html`<${MailboxesPage} />`
-  const section = page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" ? page : page === "inbox" || page === "emails" || (page === "mailboxes" && id) ? "inbox" : "mailboxes"
+  const section = page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" || page === "drafts"
+    ? page
+    : page === "mailboxes" && sub === "drafts"
+    ? "drafts"
+    : page === "inbox" || page === "emails" || page === "threads" || (page === "mailboxes" && id)
+    ? "inbox"
+    : "mailboxes"
   document.title = `${user ? section[0].toUpperCase() + section.slice(1) : "Sign in"} · Mailroom`
 
   return html`<${Frame} user=${user} section=${section} onSignOut=${signOut}>${content}<//>`

@@ -1,16 +1,77 @@
-/** One email: who, when, labels, attachments, the raw download, its thread, and the body shown safely. */
+/**
+ * One email: who, when, its labels (editable), attachments, the raw download, its thread, the body
+ * shown safely, each recipient's delivery for sent mail, and replying.
+ */
 import { html } from "htm/preact"
 import { useEffect, useMemo, useState } from "preact/hooks"
 import { call } from "./api.js"
+import { ReplyForm } from "./compose.js"
 import { mailDocument, SANDBOX } from "./mail-frame.js"
 import { href } from "./router.js"
 import { ErrorNote, size, when } from "./ui.js"
+
+/** Labels that state what an email is: Mailroom sets them, nobody changes them. */
+const FACT_LABELS = ["inbound", "sent"]
+
+/**
+ * The email's labels, each removable (but the facts), and a field to add one. A refusal (a fact
+ * label, a comma in the name) is shown here; the email shown is the server's answer.
+ * @param {{ email: any, onChanged: (email: any) => void }} props
+ */
+const Labels = ({ email, onChanged }) => {
+  const [label, setLabel] = useState("")
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  /** @param {{ add_labels?: string[], remove_labels?: string[] }} change */
+  const change = async (change) => {
+    setError(null)
+    try {
+      onChanged((await call("PATCH", `/api/emails/${encodeURIComponent(email.email_id)}`, change)).data)
+      return true
+    } catch (failure) {
+      setError(failure)
+      return false
+    }
+  }
+  return html`
+    <div class="labels">
+      <ul class="tags" aria-label="Labels">
+        ${email.labels.map((/** @type {string} */ name) => html`
+          <li class="tag">${name}${!FACT_LABELS.includes(name) && html`
+            <button type="button" class="link remove" aria-label=${`Remove label ${name}`}
+              onClick=${() => change({ remove_labels: [name] })}>×</button>`}</li>`)}
+      </ul>
+      <form class="inline-form" aria-label="Add a label"
+        onSubmit=${async (/** @type {Event} */ e) => (e.preventDefault(), (await change({ add_labels: [label] })) && setLabel(""))}>
+        <label for="new-label" class="visually-hidden">New label</label>
+        <input id="new-label" value=${label} placeholder="New label" maxLength=${64}
+          onInput=${(/** @type {any} */ e) => setLabel(e.currentTarget.value)} />
+        <button type="submit" class="secondary" disabled=${label.trim() === ""}>Add label</button>
+      </form>
+      <${ErrorNote} error=${error} />
+    </div>
+  `
+}
+
+/** Sent mail: what became of it at each recipient. @param {{ delivery: any[] }} props */
+const Delivery = ({ delivery }) => html`
+  <h2>Delivery</h2>
+  <table class="deliveries" aria-label="Delivery">
+    <thead><tr><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead>
+    <tbody>
+      ${delivery.map((d) => html`
+        <tr key=${d.recipient}><td>${d.recipient}</td>
+          <td><span class=${"tag " + (d.status === "sent" ? "succeeded" : d.status === "bounced" || d.status === "failed" ? "failed" : "")}>${d.status}</span></td>
+          <td>${d.attempts}</td><td class="small">${d.last_response ?? ""}</td></tr>`)}
+    </tbody>
+  </table>
+`
 
 /** @param {{ emailId: string }} props */
 export const ReaderPage = ({ emailId }) => {
   const [email, setEmail] = useState(/** @type {any} */ (null))
   const [thread, setThread] = useState(/** @type {any} */ (null))
   const [allowImages, setAllowImages] = useState(false)
+  const [replying, setReplying] = useState(/** @type {"reply" | "all" | null} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
   const base = `/api/emails/${encodeURIComponent(emailId)}`
 
@@ -18,6 +79,7 @@ export const ReaderPage = ({ emailId }) => {
     setEmail(null)
     setThread(null)
     setAllowImages(false)
+    setReplying(null)
     ;(async () => {
       try {
         let { data } = await call("GET", base)
@@ -31,7 +93,15 @@ export const ReaderPage = ({ emailId }) => {
     })()
   }, [emailId])
 
-  const body = useMemo(() => (email?.html ? mailDocument(email.html, allowImages) : null), [email, allowImages])
+  // A sent email's delivery changes as the mta works: asked again until no recipient is queued.
+  const pending = email?.delivery?.some((/** @type {any} */ d) => d.status === "queued" || d.status === "deferred") === true
+  useEffect(() => {
+    if (!pending) return
+    const timer = setTimeout(() => call("GET", base).then((answer) => setEmail(answer.data), setError), 1000)
+    return () => clearTimeout(timer)
+  }, [email])
+
+  const body = useMemo(() => (email?.html ? mailDocument(email.html, allowImages) : null), [email?.html, allowImages])
 
   if (error) return html`<${ErrorNote} error=${error} />`
   if (!email) return html`<p class="muted">Loading…</p>`
@@ -44,11 +114,15 @@ export const ReaderPage = ({ emailId }) => {
         <dt>From</dt><dd>${email.from}</dd>
         <dt>To</dt><dd>${to}</dd>
         <dt>Received</dt><dd><time datetime=${email.received_at}>${new Date(email.received_at).toLocaleString()}</time></dd>
-        <dt>Labels</dt><dd>${email.labels.map((/** @type {string} */ label) => html`<span class="tag">${label}</span> `)}</dd>
+        <dt>Labels</dt><dd><${Labels} email=${email} onChanged=${setEmail} /></dd>
       </dl>
       <div class="actions">
+        <button type="button" onClick=${() => setReplying("reply")}>Reply</button>
+        <button type="button" class="secondary" onClick=${() => setReplying("all")}>Reply all</button>
         <a class="button secondary" href=${base + "/raw"} download>Download raw (.eml)</a>
       </div>
+      ${replying && html`<${ReplyForm} key=${replying} email=${email} all=${replying === "all"} onClose=${() => setReplying(null)} />`}
+      ${email.delivery && email.delivery.length > 0 && html`<${Delivery} delivery=${email.delivery} />`}
       ${email.attachments.length > 0 && html`
         <h2>Attachments</h2>
         <ul class="attachments">
@@ -66,7 +140,8 @@ export const ReaderPage = ({ emailId }) => {
     </article>
     ${thread && html`
       <section class="card">
-        <h2>Thread (${thread.message_count})</h2>
+        <div class="toolbar"><h2>Thread (${thread.message_count})</h2>
+          <a href=${href("threads", thread.thread_id)}>Read the whole conversation</a></div>
         <ol class="list">
           ${thread.emails.map((/** @type {any} */ e) => html`
             <li class="item"><a href=${href("emails", e.email_id)} aria-current=${e.email_id === emailId ? "page" : undefined}>

@@ -13,6 +13,7 @@ export const Frame = ({ user, section, onSignOut, children }) => html`
     ${user && html`
       <nav aria-label="Main">
         <a href=${href("inbox")} aria-current=${section === "inbox" ? "page" : undefined}>Inbox</a>
+        <a href=${href("drafts")} aria-current=${section === "drafts" ? "page" : undefined}>Drafts</a>
         <a href=${href()} aria-current=${section === "mailboxes" ? "page" : undefined}>Mailboxes</a>
         <a href=${href("search")} aria-current=${section === "search" ? "page" : undefined}>Search</a>
         <a href=${href("webhooks")} aria-current=${section === "webhooks" ? "page" : undefined}>Webhooks</a>
@@ -40,6 +41,20 @@ export const Field = ({ id, label, value, onInput, type = "text", hint, error, a
       autocomplete=${autocomplete} aria-invalid=${error ? "true" : undefined}
       aria-describedby=${hint || error ? id + "-note" : undefined}
       onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)} />
+    ${(hint || error) && html`<p id=${id + "-note"} class=${error ? "note error" : "note"} aria-live="polite">${error ?? hint}</p>`}
+  </div>
+`
+
+/**
+ * A labelled multi-line input, as Field.
+ * @param {{ id: string, label: string, value: string, onInput: (value: string) => void, hint?: any, error?: string, rows?: number }} props
+ */
+export const TextArea = ({ id, label, value, onInput, hint, error, rows = 8 }) => html`
+  <div class="field">
+    <label for=${id}>${label}</label>
+    <textarea id=${id} name=${id} rows=${rows} value=${value} aria-invalid=${error ? "true" : undefined}
+      aria-describedby=${hint || error ? id + "-note" : undefined}
+      onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)}></textarea>
     ${(hint || error) && html`<p id=${id + "-note"} class=${error ? "note error" : "note"} aria-live="polite">${error ?? hint}</p>`}
   </div>
 `

@@ -1,0 +1,160 @@
+/**
+ * Writing mail from a mailbox: a new message (send now, or keep it as a draft for later approval)
+ * and a reply (or reply to all) from the reader. Each form sends with an Idempotency-Key of its own,
+ * so a double click or a retried request sends once.
+ */
+import { html } from "htm/preact"
+import { useEffect, useState } from "preact/hooks"
+import { call, fieldError } from "./api.js"
+import { go } from "./router.js"
+import { ErrorNote, Field, TextArea } from "./ui.js"
+
+/**
+ * A recipient as the API gives it (an address, or `{ name, address }`), as a person reads it.
+ * @param {string | { name?: string, address: string }} recipient
+ */
+export const formatRecipient = (recipient) =>
+  typeof recipient === "string" ? recipient : recipient.name ? `${recipient.name} <${recipient.address}>` : recipient.address
+
+/** @param {ReadonlyArray<any> | undefined | null} recipients */
+export const formatRecipients = (recipients) => (recipients ?? []).map(formatRecipient).join(", ")
+
+/**
+ * What a person typed into a To or Cc field: comma-separated `address` or `Name <address>`. The
+ * server checks each address; this only splits.
+ * @param {string} text
+ * @returns {Array<string | { name: string, address: string }>}
+ */
+export const parseRecipients = (text) =>
+  text.split(",").map((part) => part.trim()).filter(Boolean).map((part) => {
+    const named = /^(.*?)\s*<([^<>]+)>$/.exec(part)
+    if (!named) return part
+    const name = named[1].replace(/^"(.*)"$/, "$1").trim()
+    return name ? { name, address: named[2].trim() } : named[2].trim()
+  })
+
+/** A field's message from a refused request, wherever the server put it (`to`, `to.0`, …). */
+/** @param {unknown} error @param {string} field */
+export const recipientError = (error, field) => {
+  const direct = fieldError(error, field)
+  if (direct) return direct
+  const errors = /** @type {any} */ (error)?.details?.field_errors ?? {}
+  const key = Object.keys(errors).find((k) => k.startsWith(field + ".") || k.startsWith(field + "["))
+  return key ? errors[key] : undefined
+}
+
+const newKey = () => crypto.randomUUID()
+
+/** @param {{ mailboxId: string, address?: string }} props */
+export const ComposeForm = ({ mailboxId, address }) => {
+  const [to, setTo] = useState("")
+  const [cc, setCc] = useState("")
+  const [subject, setSubject] = useState("")
+  const [text, setText] = useState("")
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const [busy, setBusy] = useState(false)
+  // One key per message written: the same message sent twice is sent once.
+  const [key, setKey] = useState(newKey)
+  const base = `/api/mailboxes/${encodeURIComponent(mailboxId)}`
+  const body = () => ({ to: parseRecipients(to), cc: cc ? parseRecipients(cc) : undefined, subject, text })
+
+  /** @param {() => Promise<void>} action */
+  const run = async (action) => {
+    setBusy(true)
+    setError(null)
+    try {
+      await action()
+    } catch (failure) {
+      setError(failure)
+    } finally {
+      setBusy(false)
+    }
+  }
+  const send = () =>
+    run(async () => {
+      const { data } = await call("POST", base + "/send", body(), { "idempotency-key": key })
+      setKey(newKey())
+      go("emails", data.email_id)
+    })
+  const saveDraft = () =>
+    run(async () => {
+      await call("POST", base + "/drafts", body())
+      go("mailboxes", mailboxId, "drafts")
+    })
+
+  return html`
+    <form class="card" aria-label="New email" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
+      ${address && html`<p class="muted small">From <strong>${address}</strong></p>`}
+      <${Field} id="compose-to" label="To" value=${to} onInput=${setTo} required
+        hint="Addresses separated by commas; Name <address> works too" error=${recipientError(error, "to")} />
+      <${Field} id="compose-cc" label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc")} />
+      <${Field} id="compose-subject" label="Subject" value=${subject} onInput=${setSubject} error=${fieldError(error, "subject")} />
+      <${TextArea} id="compose-text" label="Message" value=${text} onInput=${setText} error=${fieldError(error, "text")} />
+      <${ErrorNote} error=${error} />
+      <div class="actions">
+        <button type="submit" disabled=${busy}>Send</button>
+        <button type="button" class="secondary" disabled=${busy} onClick=${saveDraft}>Save as draft</button>
+      </div>
+    </form>
+  `
+}
+
+/** @param {{ mailboxId: string }} props */
+export const ComposePage = ({ mailboxId }) => {
+  const [mailbox, setMailbox] = useState(/** @type {any} */ (null))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  useEffect(() => {
+    call("GET", "/api/mailboxes?limit=100").then(
+      (answer) => setMailbox(answer.mailboxes.find((/** @type {any} */ m) => m.mailbox_id === mailboxId) ?? null),
+      setError
+    )
+  }, [mailboxId])
+  return html`
+    <h1>New email</h1>
+    <${ErrorNote} error=${error} />
+    <${ComposeForm} mailboxId=${mailboxId} address=${mailbox?.email_address} />
+  `
+}
+
+/**
+ * Replying from the reader: to the sender (or everyone), sent now or kept as a draft.
+ * @param {{ email: any, all: boolean, onClose: () => void }} props
+ */
+export const ReplyForm = ({ email, all, onClose }) => {
+  const [text, setText] = useState("")
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const [busy, setBusy] = useState(false)
+  const [key] = useState(newKey)
+  const path = `/api/emails/${encodeURIComponent(email.email_id)}/${all ? "reply-all" : "reply"}`
+
+  /** @param {() => Promise<void>} action */
+  const run = async (action) => {
+    setBusy(true)
+    setError(null)
+    try {
+      await action()
+    } catch (failure) {
+      setError(failure)
+    } finally {
+      setBusy(false)
+    }
+  }
+  const send = () => run(async () => go("emails", (await call("POST", path, { text }, { "idempotency-key": key })).data.email_id))
+  const saveDraft = () =>
+    run(async () => {
+      await call("POST", `/api/mailboxes/${encodeURIComponent(email.mailbox_id)}/drafts`, { in_reply_to: email.email_id, reply_all: all, text })
+      go("mailboxes", email.mailbox_id, "drafts")
+    })
+  return html`
+    <form class="card" aria-label=${all ? "Reply to all" : "Reply"} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
+      <p class="muted small">${all ? "Reply to everyone on" : "Reply to"} <strong>${email.from}</strong> · Re: ${email.subject}</p>
+      <${TextArea} id="reply-text" label="Your reply" value=${text} onInput=${setText} error=${fieldError(error, "text")} />
+      <${ErrorNote} error=${error} />
+      <div class="actions">
+        <button type="submit" disabled=${busy}>Send reply</button>
+        <button type="button" class="secondary" disabled=${busy} onClick=${saveDraft}>Save as draft</button>
+        <button type="button" class="secondary" onClick=${onClose}>Cancel</button>
+      </div>
+    </form>
+  `
+}

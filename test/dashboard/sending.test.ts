@@ -1,0 +1,446 @@
+/**
+ * The dashboard's writing side in a real browser (issue 21): composing and replying, the drafts an
+ * agent wrote reviewed, edited, approved or rejected by a person, labels edited on an email, a
+ * conversation read whole, and a custom domain's mailboxes migrated after a dry run. Outbound mail
+ * goes to a receiving SMTP server this suite runs (OUTBOUND_SMTP_PORT), found through a DNS server it
+ * runs (DNS_SERVERS), which also publishes the custom domain's ownership record. Every result is
+ * checked through the API as well as on the page; every refusal the page shows is the server's own,
+ * and it is the only failed request of the suite.
+ */
+import { simpleParser } from "mailparser"
+import type { Browser, Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
+import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
+import { fresh } from "../support/mailboxes.ts"
+import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { sendMail } from "../support/send-mail.ts"
+import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+const runnable = chromiumAvailable() || Boolean(process.env.CI)
+if (!runnable) console.warn(`Skipping the dashboard sending suite: ${CHROMIUM} is absent (install Debian's chromium; CI always runs it)`)
+
+const SHARED = "agents.localhost"
+
+describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversations, migration", () => {
+  let backend: Backend
+  let server: Server
+  let browser: Browser
+  let mx: MxServer
+  let names: DnsServer
+  let watched: WatchedPage
+  let page: Page
+  const localPart = fresh("desk")
+  const address = `${localPart}@${SHARED}`
+  let mailboxId = ""
+  let inboundId = ""
+
+  /** A request of the page's session (its cookie, its origin), answered with status and envelope (untyped, as test/support/http.ts). */
+  const api = (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> =>
+    page.evaluate(async ([method, path, body]) => {
+      const response = await fetch(
+        path as string,
+        body === undefined
+          ? { method: method as string }
+          : { method: method as string, headers: { "content-type": "application/json" }, body: JSON.stringify(body) }
+      )
+      return { status: response.status, body: await response.json() }
+    }, [method, path, body] as const)
+
+  /**
+   * The failed requests seen so far that match `pattern`, taken off the record with the console line
+   * the browser writes for each ("Failed to load resource: … status of 422").
+   */
+  const refusals = (pattern: RegExp) => {
+    const matching = watched.problems.filter((p) => pattern.test(p))
+    let rest = watched.problems.filter((p) => !pattern.test(p))
+    for (const refusal of matching) {
+      const status = refusal.split(" ")[0]
+      const line = rest.findIndex((p) => p.startsWith("console: Failed to load resource") && p.includes(`status of ${status} `))
+      if (line >= 0) rest = [...rest.slice(0, line), ...rest.slice(line + 1)]
+    }
+    watched.problems.splice(0, watched.problems.length, ...rest)
+    return matching
+  }
+
+  /** The message the MX took whose subject is `subject`. */
+  const delivered = (subject: string) =>
+    until(`"${subject}" at the MX`, async () => {
+      for (const message of mx.delivered()) {
+        const parsed = await simpleParser(message.raw)
+        if (parsed.subject === subject) return { message, parsed }
+      }
+      return undefined
+    })
+
+  beforeAll(async () => {
+    mx = await startMxServer()
+    names = await startDnsServer()
+    names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
+    names.set("mx.partner.test", { A: ["127.0.0.1"] })
+    backend = await createBackend()
+    const port = await freePort()
+    server = await startServer({
+      ...backend.env,
+      PORT: String(port),
+      APP_URL: `http://127.0.0.1:${port}`,
+      DNS_SERVERS: names.address,
+      OUTBOUND_SMTP_PORT: String(mx.port),
+      OUTBOUND_RETRY_DELAYS: "300ms,600ms"
+    })
+    browser = await launchBrowser()
+    watched = await openPage(browser, server.url)
+    page = watched.page
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    await server?.stop()
+    await backend?.dispose()
+    await mx?.close()
+    await names?.close()
+  })
+
+  it("signs up, moves to the enterprise plan (the walk makes many requests a minute) and makes a mailbox", async () => {
+    await page.goto("/")
+    await page.getByRole("link", { name: "Create an account" }).click()
+    await page.getByLabel("Name").fill("Grace Reviewer")
+    await page.getByLabel("Email").fill(`${fresh("grace")}@example.com`)
+    await page.getByLabel("Password").fill("correct horse battery")
+    await page.getByRole("button", { name: "Sign up" }).click()
+    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+    await page.getByRole("link", { name: "Billing" }).click()
+    await page.getByRole("button", { name: "Upgrade to Enterprise" }).click()
+    await page.getByRole("button", { name: "Confirm and pay" }).click()
+    await page.getByRole("heading", { name: "Plan: Enterprise" }).waitFor()
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    await page.getByLabel("New mailbox address").fill(localPart)
+    await page.getByText("is available").waitFor()
+    await page.getByRole("button", { name: "Create mailbox" }).click()
+    await page.getByRole("link", { name: address }).waitFor()
+    const listed = await api("GET", "/api/mailboxes")
+    mailboxId = listed.body.mailboxes.find((m: { email_address: string }) => m.email_address === address).mailbox_id
+    expect(mailboxId).toMatch(/^mbx_/)
+  })
+
+  it("composes a new email and sends it: the MX receives it, the reader shows it delivered", async () => {
+    await page.getByRole("link", { name: address }).click()
+    await page.getByRole("link", { name: "New email" }).click()
+    await page.getByRole("heading", { name: "New email" }).waitFor()
+    await page.getByText(`From ${address}`).waitFor()
+    await page.getByLabel("To").fill("Ada Lovelace <ada@partner.test>")
+    await page.getByLabel("Subject").fill("Your order has shipped")
+    await page.getByLabel("Message").fill("Hello Ada,\nyour order left the warehouse today.")
+    await page.getByRole("button", { name: "Send", exact: true }).click()
+
+    await page.getByRole("heading", { name: "Your order has shipped" }).waitFor()
+    const { message, parsed } = await delivered("Your order has shipped")
+    expect(message.rcptTo).toEqual(["ada@partner.test"])
+    expect(parsed.from?.text).toBe(address)
+    expect(parsed.to).toMatchObject({ value: [{ name: "Ada Lovelace", address: "ada@partner.test" }] })
+    expect(parsed.text?.trim()).toBe("Hello Ada,\nyour order left the warehouse today.")
+    // The page asks again until the mta has an answer for every recipient.
+    const row = page.getByRole("table", { name: "Delivery" }).getByRole("row", { name: /ada@partner\.test/ })
+    await row.getByText("sent", { exact: true }).waitFor({ timeout: 15_000 })
+
+    const emailId = new URL(page.url()).hash.split("/").pop()!
+    const email = await api("GET", `/api/emails/${emailId}`)
+    expect(email.body.data).toMatchObject({
+      direction: "outbound",
+      mailbox_id: mailboxId,
+      subject: "Your order has shipped",
+      labels: ["sent"],
+      delivery: [{ recipient: "ada@partner.test", status: "sent" }]
+    })
+  })
+
+  it("shows a refused send: a malformed address by its field, a suppressed recipient by the server's reason; nothing is sent", async () => {
+    const before = mx.delivered().length
+    await page.goto(`/#/mailboxes/${mailboxId}/compose`)
+    await page.getByLabel("To").fill("not an address")
+    await page.getByLabel("Subject").fill("Never sent")
+    await page.getByLabel("Message").fill("This should not leave.")
+    await page.getByRole("button", { name: "Send", exact: true }).click()
+    await page.getByText("must be an email address such as name@example.com").waitFor()
+    await expect(page.getByLabel("To").getAttribute("aria-invalid")).resolves.toBe("true")
+    expect(refusals(/\/send$/)).toEqual([`400 POST ${server.url}/api/mailboxes/${mailboxId}/send`])
+
+    // An address that bounces for good is suppressed; the next send to it is refused before it is stored.
+    const gone = `${fresh("gone")}@partner.test`
+    mx.script(gone, [550])
+    await page.getByLabel("To").fill(gone)
+    await page.getByLabel("Subject").fill("Anyone there?")
+    await page.getByRole("button", { name: "Send", exact: true }).click()
+    await page.getByRole("heading", { name: "Anyone there?" }).waitFor()
+    await page.getByRole("table", { name: "Delivery" }).getByText("bounced", { exact: true }).waitFor({ timeout: 15_000 })
+    await page.getByText("550 5.1.1 No such user here").waitFor()
+
+    await page.goto(`/#/mailboxes/${mailboxId}/compose`)
+    await page.getByLabel("To").fill(gone)
+    await page.getByLabel("Subject").fill("Second try")
+    await page.getByLabel("Message").fill("Still there?")
+    await page.getByRole("button", { name: "Send", exact: true }).click()
+    await expect(page.getByRole("alert").textContent()).resolves.toBe(`Not sent: ${gone} bounced before and is suppressed`)
+    expect(refusals(/\/send$/)).toEqual([`422 POST ${server.url}/api/mailboxes/${mailboxId}/send`])
+    // The page stays where it was, with what was written.
+    await expect(page.getByLabel("Message").inputValue()).resolves.toBe("Still there?")
+
+    const suppressed = await api("GET", "/api/suppressions")
+    expect(suppressed.body.data.map((s: { address: string }) => s.address)).toEqual([gone])
+    const sent = await api("GET", `/api/mailboxes/${mailboxId}/emails?direction=outbound`)
+    expect(sent.body.data.map((e: { subject: string }) => e.subject).sort()).toEqual(["Anyone there?", "Your order has shipped"])
+    expect(mx.delivered().length).toBe(before)
+  })
+
+  it("replies from the reader: the reply goes to the sender, threaded, and the conversation shows both", async () => {
+    await sendMail(server.smtpPort, {
+      from: "Bob Buyer <bob@partner.test>",
+      to: address,
+      subject: "Where is my parcel?",
+      text: "Hi, I ordered on Monday and nothing has come yet."
+    })
+    await page.getByRole("link", { name: "Inbox", exact: true }).click()
+    await page.getByRole("link", { name: /Where is my parcel\?/ }).click()
+    await page.getByRole("heading", { name: "Where is my parcel?" }).waitFor()
+    inboundId = new URL(page.url()).hash.split("/").pop()!
+
+    await page.getByRole("button", { name: "Reply", exact: true }).click()
+    await page.getByLabel("Your reply").fill("It left today; you will have it tomorrow.")
+    await page.getByRole("button", { name: "Send reply" }).click()
+    await page.getByRole("heading", { name: "Re: Where is my parcel?" }).waitFor()
+    const { message, parsed } = await delivered("Re: Where is my parcel?")
+    expect(message.rcptTo).toEqual(["bob@partner.test"])
+    const original = await api("GET", `/api/emails/${inboundId}`)
+    expect(parsed.inReplyTo).toBe(original.body.data.message_id)
+    const replyId = new URL(page.url()).hash.split("/").pop()!
+    const reply = await api("GET", `/api/emails/${replyId}`)
+    expect(reply.body.data.thread_id).toBe(original.body.data.thread_id)
+
+    // The conversation, whole: both messages, oldest first, each with its text.
+    await page.getByRole("link", { name: "Read the whole conversation" }).click()
+    const messages = page.getByRole("list", { name: "Messages" }).getByRole("listitem")
+    await messages.nth(1).waitFor()
+    await expect(messages.count()).resolves.toBe(2)
+    await messages.nth(0).getByText("Hi, I ordered on Monday and nothing has come yet.").waitFor()
+    await messages.nth(1).getByText("It left today; you will have it tomorrow.").waitFor()
+    await expect(messages.nth(1).getByText("sent", { exact: true }).count()).resolves.toBe(1)
+
+    // The inbox grouped by conversation: the exchange is one line of two messages.
+    await page.getByRole("link", { name: "Back to the inbox" }).click()
+    await page.getByLabel("Group by conversation").check()
+    const conversations = page.getByRole("list", { name: "Conversations" })
+    await conversations.getByLabel("2 messages").waitFor()
+    await conversations.getByRole("link", { name: /Where is my parcel\?/ }).click()
+    await page.getByRole("heading", { name: "Where is my parcel?" }).waitFor()
+    await page.getByRole("list", { name: "Messages" }).getByRole("listitem").nth(1).waitFor()
+    await expect(page.getByRole("list", { name: "Messages" }).getByRole("listitem").count()).resolves.toBe(2)
+  })
+
+  it("edits an email's labels: adds and removes its own, and shows why a label is refused", async () => {
+    await page.goto(`/#/emails/${inboundId}`)
+    await page.getByRole("heading", { name: "Where is my parcel?" }).waitFor()
+    const labels = page.getByRole("list", { name: "Labels" })
+    // What the inbound checks set (an unsigned sender is `unauthenticated`) stays as it is.
+    const before = (await api("GET", `/api/emails/${inboundId}`)).body.data.labels as Array<string>
+    expect(before).toContain("inbound")
+    expect(before).not.toContain("follow-up")
+    await page.getByLabel("New label").fill("follow-up")
+    await page.getByRole("button", { name: "Add label" }).click()
+    await labels.getByText("follow-up").waitFor()
+    await expect(page.getByLabel("New label").inputValue()).resolves.toBe("")
+    expect((await api("GET", `/api/emails/${inboundId}`)).body.data.labels).toEqual([...before, "follow-up"])
+    // Facts are not removable.
+    await expect(page.getByRole("button", { name: "Remove label inbound" }).count()).resolves.toBe(0)
+
+    await page.getByLabel("New label").fill("a,b")
+    await page.getByRole("button", { name: "Add label" }).click()
+    await expect(page.getByRole("alert").textContent()).resolves.toMatch(/must not contain a comma/)
+    expect(refusals(/PATCH/)).toEqual([`400 PATCH ${server.url}/api/emails/${inboundId}`])
+    await page.getByLabel("New label").fill("inbound")
+    await page.getByRole("button", { name: "Add label" }).click()
+    await expect(page.getByRole("alert").textContent()).resolves.toMatch(/inbound/)
+    const fact = refusals(/PATCH/)
+    expect(fact).toHaveLength(1)
+    expect(fact[0]).toMatch(new RegExp(`^4\\d\\d PATCH ${server.url}/api/emails/${inboundId}$`))
+    expect((await api("GET", `/api/emails/${inboundId}`)).body.data.labels).toEqual([...before, "follow-up"])
+
+    await page.getByRole("button", { name: "Remove label follow-up" }).click()
+    await labels.getByText("follow-up").waitFor({ state: "detached" })
+    await expect(page.getByRole("alert").count()).resolves.toBe(0)
+    expect((await api("GET", `/api/emails/${inboundId}`)).body.data.labels).toEqual(before)
+  })
+
+  it("reviews an agent's drafts: edits and approves one, refuses to send an incomplete one until it is fixed, rejects another", async () => {
+    // The agent writes with an API key of the account.
+    const key = (await api("POST", "/api/api-keys", { name: "drafting agent" })).body.data.apiKey as string
+    const agent = async (body: unknown) => {
+      const response = await fetch(`${server.url}/v1/api/mailboxes/${mailboxId}/drafts`, {
+        method: "POST",
+        headers: { "x-api-key": key, "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })
+      expect(response.status).toBe(201)
+      return ((await response.json()) as { data: { draft_id: string } }).data.draft_id
+    }
+    const offer = await agent({ to: ["carol@partner.test"], subject: "Offer: 10% off", text: "Dear Carol, an offer for you." })
+    const reply = await agent({ in_reply_to: inboundId, text: "Draft reply nobody should send." })
+    const incomplete = await agent({ subject: "Meeting notes", text: "Notes from today's meeting." })
+    const draftPath = (id: string) => `/api/mailboxes/${mailboxId}/drafts/${id}`
+
+    await page.getByRole("link", { name: "Drafts", exact: true }).click()
+    await page.getByRole("heading", { name: "Awaiting approval (3)" }).waitFor()
+    const waiting = page.getByRole("list", { name: "Drafts awaiting approval" })
+    const item = (title: string) => waiting.getByRole("listitem", { name: `Draft: ${title}` })
+    await item("Offer: 10% off").getByText(`From ${address}`).waitFor()
+
+    // Edit, then approve: what is sent is the edited draft.
+    await item("Offer: 10% off").getByRole("button", { name: "Edit" }).click()
+    await item("Offer: 10% off").getByLabel("Subject").fill("Offer: 15% off")
+    await item("Offer: 10% off").getByLabel("Message").fill("Dear Carol, a better offer for you.")
+    await item("Offer: 10% off").getByRole("button", { name: "Save draft" }).click()
+    await item("Offer: 15% off").waitFor()
+    expect((await api("GET", draftPath(offer))).body.data).toMatchObject({ status: "draft", subject: "Offer: 15% off", text: "Dear Carol, a better offer for you." })
+    await item("Offer: 15% off").getByRole("button", { name: "Approve and send" }).click()
+    const sentList = page.getByRole("list", { name: "Sent drafts" })
+    await sentList.getByRole("listitem", { name: "Draft: Offer: 15% off" }).waitFor()
+    await page.getByRole("heading", { name: "Awaiting approval (2)" }).waitFor()
+    const { message, parsed } = await delivered("Offer: 15% off")
+    expect(message.rcptTo).toEqual(["carol@partner.test"])
+    expect(parsed.text?.trim()).toBe("Dear Carol, a better offer for you.")
+    const approved = (await api("GET", draftPath(offer))).body.data
+    expect(approved).toMatchObject({ status: "sent", email_id: expect.stringMatching(/^eml_/) })
+    await expect(sentList.getByRole("link", { name: "Open the sent email" }).getAttribute("href")).resolves.toBe(`#/emails/${approved.email_id}`)
+
+    // Approving a draft with no recipient is refused by the server; the draft stays, the reason shown with it.
+    await item("Meeting notes").getByRole("button", { name: "Approve and send" }).click()
+    await expect(item("Meeting notes").getByRole("alert").textContent()).resolves.toMatch(/at least one recipient/)
+    expect(refusals(/\/send$/)).toEqual([`400 POST ${server.url}${draftPath(incomplete)}/send`])
+    expect((await api("GET", draftPath(incomplete))).body.data).toMatchObject({ status: "draft", email_id: null })
+    await item("Meeting notes").getByRole("button", { name: "Edit" }).click()
+    await item("Meeting notes").getByLabel("To").fill("dave@partner.test")
+    await item("Meeting notes").getByRole("button", { name: "Save draft" }).click()
+    await item("Meeting notes").getByText("To dave@partner.test", { exact: false }).waitFor()
+    await item("Meeting notes").getByRole("button", { name: "Approve and send" }).click()
+    await sentList.getByRole("listitem", { name: "Draft: Meeting notes" }).waitFor()
+    expect((await delivered("Meeting notes")).message.rcptTo).toEqual(["dave@partner.test"])
+
+    // Reject: asked first, then gone for good.
+    page.once("dialog", (dialog) => dialog.accept())
+    await item("(reply)").getByRole("button", { name: "Reject" }).click()
+    await page.getByRole("heading", { name: "Awaiting approval (0)" }).waitFor()
+    const rejected = await api("GET", draftPath(reply))
+    expect(rejected.status).toBe(404)
+    expect(rejected.body.error).toMatchObject({ code: "NOT_FOUND", details: { draft_id: reply } })
+    expect(refusals(new RegExp(`404 GET .*${reply}$`))).toHaveLength(1)
+    // Nothing was sent to Bob from the rejected draft: his only mail is the reply sent from the reader.
+    const toBob = []
+    for (const m of mx.delivered()) if (m.rcptTo.includes("bob@partner.test")) toBob.push(m)
+    expect(toBob).toHaveLength(1)
+  })
+
+  it("saves a reply as a draft from the reader and finds it in the mailbox's drafts", async () => {
+    await page.goto(`/#/emails/${inboundId}`)
+    await page.getByRole("button", { name: "Reply", exact: true }).click()
+    await page.getByLabel("Your reply").fill("Let me check with the warehouse.")
+    await page.getByRole("button", { name: "Save as draft" }).click()
+    await page.getByRole("heading", { name: `Drafts of ${address}` }).waitFor()
+    await page.getByRole("list", { name: "Drafts awaiting approval" }).getByText("Let me check with the warehouse.").waitFor()
+    const drafts = await api("GET", `/api/mailboxes/${mailboxId}/drafts`)
+    expect(drafts.body.data.filter((d: { status: string }) => d.status === "draft")).toEqual([
+      expect.objectContaining({ in_reply_to: inboundId, reply_all: false, text: "Let me check with the warehouse." })
+    ])
+  })
+
+  it("migrates a custom domain's mailboxes after a dry run that shows each address before and after", async () => {
+    const own = `${fresh("shop")}.example.org`
+    const other = `${fresh("spare")}.example.org`
+    await page.getByRole("link", { name: "Domains" }).click()
+    for (const name of [own, other]) {
+      await page.getByLabel("Domain", { exact: true }).fill(name)
+      await page.getByRole("button", { name: "Add domain" }).click()
+      await page.getByRole("button", { name: "Done" }).click()
+      await page.getByRole("button", { name: `Migrate mailboxes of ${name}` }).waitFor()
+    }
+    // The owner publishes the ownership record of `own` only.
+    const domains = (await api("GET", "/api/domains")).body.data as Array<{ domain_id: string; domain_name: string; verification_token: string }>
+    const ownDomain = domains.find((d) => d.domain_name === own)!
+    names.set(own, { TXT: [[ownDomain.verification_token]] })
+    const ownItem = page.getByRole("listitem").filter({ hasText: own }).filter({ has: page.getByRole("button", { name: `Delete ${own}` }) })
+    await ownItem.getByRole("button", { name: "Verify" }).click()
+    await ownItem.getByText("Verified.").waitFor()
+
+    // Two mailboxes on it; one's name is taken on the shared domain (this suite's own mailbox).
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    for (const local of [localPart, fresh("sales")]) {
+      await page.getByLabel("New mailbox address").fill(local)
+      await page.locator("#new-domain").selectOption(own)
+      await page.getByText("is available").waitFor()
+      await page.getByRole("button", { name: "Create mailbox" }).click()
+      await page.getByRole("link", { name: `${local}@${own}` }).waitFor()
+    }
+    const mailboxesBefore = (await api("GET", "/api/mailboxes")).body.mailboxes as Array<{ mailbox_id: string; email_address: string }>
+    const onOwn = mailboxesBefore.filter((m) => m.email_address.endsWith(`@${own}`))
+    expect(onOwn).toHaveLength(2)
+
+    await page.getByRole("link", { name: "Domains" }).click()
+    await ownItem.getByRole("button", { name: `Migrate mailboxes of ${own}` }).click()
+    const form = page.getByRole("form", { name: `Migrate mailboxes of ${own}` })
+
+    // A target the account may not use: the server's refusal, shown; nothing moves.
+    await form.getByLabel(`Move every mailbox of ${own} to`).selectOption(other)
+    await form.getByRole("button", { name: "Preview" }).click()
+    await expect(form.getByRole("alert").textContent()).resolves.toBe(`The domain ${other} is not available to this account`)
+    expect(refusals(/migrate-mailboxes$/)).toEqual([`422 POST ${server.url}/api/domains/${ownDomain.domain_id}/migrate-mailboxes`])
+
+    // The dry run: each address before and after, the taken one renamed with a suffix; nothing changed yet.
+    await form.getByLabel(`Move every mailbox of ${own} to`).selectOption(SHARED)
+    await form.getByRole("button", { name: "Preview" }).click()
+    await form.getByText("Dry run: 2 mailboxes would move, 1 renamed. Nothing has changed yet.").waitFor()
+    const preview = form.getByRole("table", { name: "Migration preview" })
+    const renamedRow = preview.getByRole("row", { name: new RegExp(`^${localPart}@${own.replace(/\./g, "\\.")}`) })
+    await expect(renamedRow.textContent()).resolves.toMatch(new RegExp(`${localPart}\\.[0-9a-f]{6}@${SHARED}renamed$`))
+    const unchanged = (await api("GET", "/api/mailboxes")).body.mailboxes as Array<{ email_address: string }>
+    expect(unchanged.filter((m) => m.email_address.endsWith(`@${own}`))).toHaveLength(2)
+
+    await form.getByRole("button", { name: "Migrate 2 mailboxes" }).click()
+    await form.getByText(`Migrated 2 mailboxes to ${SHARED}, 1 renamed.`).waitFor()
+    const migrated = form.getByRole("table", { name: "Migrated mailboxes" })
+    const previewed = await migrated.getByRole("row").allTextContents()
+    const after = (await api("GET", "/api/mailboxes")).body.mailboxes as Array<{ mailbox_id: string; email_address: string }>
+    for (const mailbox of onOwn) {
+      const now = after.find((m) => m.mailbox_id === mailbox.mailbox_id)!
+      expect(now.email_address.endsWith(`@${SHARED}`)).toBe(true)
+      expect(previewed.some((row) => row.startsWith(mailbox.email_address + now.email_address))).toBe(true)
+    }
+    // With no mailbox left on it, the domain can go.
+    page.once("dialog", (dialog) => dialog.accept())
+    await page.getByRole("button", { name: `Delete ${own}` }).click()
+    await page.getByRole("button", { name: `Delete ${own}` }).waitFor({ state: "detached" })
+    expect((await api("GET", "/api/domains")).body.data.map((d: { domain_name: string }) => d.domain_name)).toEqual([other])
+  })
+
+  it("fits a 375 px screen on the new pages, and had no console error or failed request besides the refusals above", async () => {
+    await page.setViewportSize({ width: 375, height: 740 })
+    const pages: Array<[string, string]> = [
+      [`#/mailboxes/${mailboxId}/compose`, "Save as draft"],
+      [`#/mailboxes/${mailboxId}/drafts`, "New email"],
+      ["#/drafts", "Awaiting approval"],
+      [`#/emails/${inboundId}`, "Read the whole conversation"],
+      ["#/domains", "Migrate mailboxes"],
+      [`#/threads/${(await api("GET", `/api/emails/${inboundId}`)).body.data.thread_id}`, "oldest first"]
+    ]
+    for (const [path, shown] of pages) {
+      await page.goto(`/${path}`)
+      // Once the page has its content: its heading, and what its content shows.
+      await page.getByRole("heading", { level: 1 }).waitFor()
+      await page.getByText(shown).first().waitFor()
+      // The message names what sticks out, should anything.
+      const wide = await page.evaluate(`[...document.querySelectorAll("main *")].filter((e) => e.getBoundingClientRect().right > 376)
+        .map((e) => e.tagName + "." + e.className + " " + Math.round(e.getBoundingClientRect().right)).slice(-5).join("; ")`)
+      expect(await page.evaluate("document.documentElement.scrollWidth"), `${path}: ${wide}`).toBeLessThanOrEqual(375)
+    }
+    await page.setViewportSize({ width: 1280, height: 800 })
+    expect(watched.problems).toEqual([])
+  })
+})
