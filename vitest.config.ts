@@ -20,6 +20,7 @@ const backendIndependent = [
   "test/domain/extraction.test.ts",
   "test/api/webhooks.test.ts",
   "test/dashboard/dashboard.test.ts",
+  "test/dashboard/sending.test.ts",
   "test/outbound/relay.test.ts",
   // wiring of features test/domain covers on both databases
   "test/api/api-keys.test.ts",
