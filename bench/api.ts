@@ -6,6 +6,10 @@
  *   (b) one bare Effect HttpApi route answering the same body (no authentication, rate limit or SQL)
  *   (c) Mailroom's `GET /v1/api-keys?limit=2` with an API key: authenticated, rate-limited, on
  *       PostgreSQL (a fresh database on BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/test)
+ *   (d) Mailroom's `POST /v1/search` (words only) on the same server, by accounts without mail: what
+ *       a search costs besides the search itself (authentication, the request and search limits, the
+ *       period's usage count, the query log). The bookkeeping is the mean answer time less the mean
+ *       time the server spent searching, read from its `mailroom_search_duration_seconds` histogram.
  *
  * Every server runs in a child process of its own; the load generator (autocannon) runs in this
  * process, which does nothing else while it measures. Each target gets a 2 s warm-up, then 10 s
@@ -14,7 +18,7 @@
  * The rate limit is exercised, not bypassed: the bench user is moved to the enterprise plan (500
  * requests per minute per key) and requests rotate over enough keys that none reaches its limit.
  *
- * Targets: (c) >= 0.6 x (b) in req/s, and p99(c) < 10 ms.
+ * Targets: (c) >= 0.6 x (b) in req/s, and p99(c) < 10 ms; the same for (d), and its bookkeeping < 2 ms.
  * Exit status: 0 when both targets pass, 2 when a target is missed, 1 when the run is invalid.
  *
  * Settings for quick runs: BENCH_TARGETS (default "a,b,c"), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2);
@@ -41,16 +45,28 @@ const seconds = (name: string, fallback: number) => {
 }
 const MEASURE_SECONDS = seconds("BENCH_SECONDS", 10)
 const WARMUP_SECONDS = seconds("BENCH_WARMUP_SECONDS", 2)
-const TARGETS = new Set((process.env.BENCH_TARGETS ?? "a,b,c").split(",").map((t) => t.trim()))
+const TARGETS = new Set((process.env.BENCH_TARGETS ?? "a,b,c,d").split(",").map((t) => t.trim()))
 /** Extra node flags for the servers, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them. */
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter((arg) => arg.length > 0)
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 /** Requests one key may take in a run: below its plan's 500 per minute, with room to spare. */
 const REQUESTS_PER_KEY = 400
+/** Searches one account may make in a run: below the enterprise plan's 300 per minute. */
+const SEARCHES_PER_USER = 250
+const SEARCH_PATH = "/v1/search"
+const SEARCH_BODY = JSON.stringify({ query: "the quarterly invoice from our supplier", mode: "text" })
 /** Keys are spread over accounts of KEYS_PER_USER each (created with the owner's access token). */
 const MAX_KEYS = 2000
 const KEYS_PER_USER = 4
 const LIST_PATH = "/v1/api-keys?limit=2"
+/** Accounts (d) signs in as at most. */
+const MAX_SEARCHERS = 400
+const labels = {
+  a: "(a) bare node:http",
+  b: "(b) bare Effect HttpApi",
+  c: "(c) Mailroom GET /v1/api-keys",
+  d: "(d) Mailroom POST /v1/search"
+} as const
 
 class BenchError extends Error {}
 
@@ -161,6 +177,7 @@ interface Measurement {
   readonly rps: number
   readonly p50: number
   readonly p99: number
+  readonly mean: number
   readonly bytesPerResponse: number
   readonly statuses: ReadonlyMap<number, number>
   readonly errors: number
@@ -173,7 +190,7 @@ const percentile = (sorted: Float64Array, q: number) =>
  * One autocannon run of `duration` seconds. Latencies are taken per response at full (sub-ms)
  * precision; autocannon's own histogram rounds to whole milliseconds.
  */
-const load = (url: string, duration: number, headerSets: ReadonlyArray<Record<string, string>>) =>
+const load = (url: string, duration: number, headerSets: ReadonlyArray<Record<string, string>>, body?: string) =>
   new Promise<Measurement>((resolve, reject) => {
     let latencies = new Float64Array(1 << 16)
     let count = 0
@@ -187,7 +204,11 @@ const load = (url: string, duration: number, headerSets: ReadonlyArray<Record<st
         // Every connection cycles through the credentials in turn, so no key reaches its limit.
         // The requests are built once: a per-request `setupRequest` would halve what one
         // autocannon process can send, and (a) would measure the load generator.
-        requests: headerSets.map((headers) => ({ method: "GET" as const, headers }))
+        requests: headerSets.map((headers) =>
+          body === undefined
+            ? { method: "GET" as const, headers }
+            : { method: "POST" as const, headers: { ...headers, "content-type": "application/json" }, body }
+        )
       },
       (error: unknown, result: autocannon.Result) => {
         if (error) return reject(error instanceof Error ? error : new Error(String(error)))
@@ -198,6 +219,7 @@ const load = (url: string, duration: number, headerSets: ReadonlyArray<Record<st
           rps: count / result.duration,
           p50: percentile(sorted, 0.5),
           p99: percentile(sorted, 0.99),
+          mean: count > 0 ? sorted.reduce((sum, x) => sum + x, 0) / count : Number.NaN,
           bytesPerResponse: count > 0 ? bytes / count : 0,
           statuses,
           errors: result.errors
@@ -236,10 +258,10 @@ const checkClean = (label: string, phase: string, m: Measurement) => {
   )
 }
 
-const measure = async (label: string, url: string, headerSets: ReadonlyArray<Record<string, string>>) => {
+const measure = async (label: string, url: string, headerSets: ReadonlyArray<Record<string, string>>, body?: string) => {
   process.stdout.write(`${label}: warm-up ${WARMUP_SECONDS} s, measuring ${MEASURE_SECONDS} s ... `)
-  checkClean(label, "warm-up", await load(url, WARMUP_SECONDS, headerSets))
-  const result = await load(url, MEASURE_SECONDS, headerSets)
+  checkClean(label, "warm-up", await load(url, WARMUP_SECONDS, headerSets, body))
+  const result = await load(url, MEASURE_SECONDS, headerSets, body)
   checkClean(label, "measurement", result)
   console.log(`${fmtInt(result.rps)} req/s, p50 ${fmtMs(result.p50)} ms, p99 ${fmtMs(result.p99)} ms`)
   return result
@@ -333,11 +355,17 @@ const benchMailroom = async (label: string, expectedRps: number) => {
         body: JSON.stringify(body)
       })
     const wanted = Math.ceil((expectedRps * (WARMUP_SECONDS + MEASURE_SECONDS) * 1.25) / REQUESTS_PER_KEY)
-    const keyCount = Math.min(MAX_KEYS, Math.max(KEYS_PER_USER, wanted))
-    if (keyCount < wanted) console.log(`  note: ${wanted} keys would be needed, creating the maximum of ${keyCount}`)
+    const keyCount = TARGETS.has("c") ? Math.min(MAX_KEYS, Math.max(KEYS_PER_USER, wanted)) : 0
+    if (keyCount < wanted && TARGETS.has("c")) console.log(`  note: ${wanted} keys would be needed, creating the maximum of ${keyCount}`)
+    // Searches are limited per account: (d) signs in as enough accounts that none reaches its limit.
+    const searchersWanted = Math.ceil((expectedRps * (WARMUP_SECONDS + MEASURE_SECONDS)) / SEARCHES_PER_USER)
+    const searchers = TARGETS.has("d") ? Math.min(MAX_SEARCHERS, searchersWanted) : 0
+    if (searchers < searchersWanted && TARGETS.has("d")) {
+      console.log(`  note: ${searchersWanted} accounts would be needed for (d), creating the maximum of ${searchers}`)
+    }
 
     // Accounts as agents have them: a few keys each, so each list is a short one.
-    const userCount = Math.ceil(keyCount / KEYS_PER_USER)
+    const userCount = Math.max(Math.ceil(keyCount / KEYS_PER_USER), searchers)
     const tokens = await pooled(Array.from({ length: userCount }, (_, i) => i), 8, async (i) => {
       const email = `bench-${i}-${randomBytes(4).toString("hex")}@example.com`
       const password = randomBytes(12).toString("hex")
@@ -357,16 +385,30 @@ const benchMailroom = async (label: string, expectedRps: number) => {
       await db.end()
     }
 
+    const keyOwners = Math.ceil(keyCount / KEYS_PER_USER)
     const keys = await pooled(Array.from({ length: keyCount }, (_, i) => i), 8, async (i) => {
       const created = await expectStatus(
-        await post("/v1/api-keys", { name: `bench ${i}` }, { authorization: `Bearer ${tokens[i % userCount]!}` }),
+        await post("/v1/api-keys", { name: `bench ${i}` }, { authorization: `Bearer ${tokens[i % keyOwners]!}` }),
         201,
         "create API key"
       )
       return field(created, "apiKey", "create API key")
     })
-    console.log(`  ${keyCount} API keys over ${userCount} accounts on the enterprise plan, ${keyCount * REQUESTS_PER_KEY} requests of headroom`)
+    if (keyCount > 0) {
+      console.log(`  ${keyCount} API keys over ${keyOwners} accounts on the enterprise plan, ${keyCount * REQUESTS_PER_KEY} requests of headroom`)
+    }
+    const results: { c?: Measurement; d?: SearchMeasurement } = {}
+    if (keyCount > 0) results.c = await benchList(server, keys)
+    if (searchers > 0) results.d = await benchSearch(server, tokens.slice(0, searchers))
+    return results
+  } catch (error) {
+    throw error instanceof BenchError ? new BenchError(`${error.message}\nThe server's last output:\n${logTail(server.logFile)}`) : error
+  } finally {
+    await server.stop()
+  }
+}
 
+const benchList = async (server: Server, keys: ReadonlyArray<string>) => {
     // One request by hand: the answer must be the key list, with the rate-limit headers.
     const probe = await fetch(`${server.url}${LIST_PATH}`, { headers: { "x-api-key": keys[0]! } })
     const listed = await expectStatus(probe, 200, `GET ${LIST_PATH}`)
@@ -377,14 +419,42 @@ const benchMailroom = async (label: string, expectedRps: number) => {
       throw new BenchError(`GET ${LIST_PATH}: expected X-RateLimit-Limit 500, got ${probe.headers.get("x-ratelimit-limit")}`)
     }
 
-    return await measure(label, `${server.url}${LIST_PATH}`, keys.map((key) => ({ "x-api-key": key }))).catch((error) => {
-      throw error instanceof BenchError
-        ? new BenchError(`${error.message}\nThe server's last output:\n${logTail(server.logFile)}`)
-        : error
-    })
-  } finally {
-    await server.stop()
+    return await measure(labels.c, `${server.url}${LIST_PATH}`, keys.map((key) => ({ "x-api-key": key })))
+}
+
+interface SearchMeasurement extends Measurement {
+  /** Mean time the server spent searching (its histogram), ms. */
+  readonly searchMs: number
+  /** Mean answer time less the mean search time, ms. */
+  readonly bookkeepingMs: number
+}
+
+/** The server's `mailroom_search_duration_seconds` for text searches: sum and count so far. */
+const searchTime = async (server: Server) => {
+  const text = await (await fetch(`${server.url}/metrics`)).text()
+  const read = (suffix: string) => {
+    const line = text.split("\n").find((l) => l.startsWith(`mailroom_search_duration_seconds_${suffix}{`) && l.includes(`mode="text"`))
+    return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1))
   }
+  return { sum: read("sum"), count: read("count") }
+}
+
+const benchSearch = async (server: Server, tokens: ReadonlyArray<string>): Promise<SearchMeasurement> => {
+  // One search by hand: an empty page, with the rate-limit headers.
+  const probe = await fetch(`${server.url}${SEARCH_PATH}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${tokens[0]!}`, "content-type": "application/json" },
+    body: SEARCH_BODY
+  })
+  const answered = await expectStatus(probe, 200, `POST ${SEARCH_PATH}`)
+  if (!Array.isArray(answered.data)) throw new BenchError(`POST ${SEARCH_PATH}: expected a list in data, got ${JSON.stringify(answered).slice(0, 300)}`)
+  console.log(`  ${tokens.length} accounts searching, ${tokens.length * SEARCHES_PER_USER} searches of headroom`)
+  const before = await searchTime(server)
+  const result = await measure(labels.d, `${server.url}${SEARCH_PATH}`, tokens.map((token) => ({ authorization: `Bearer ${token}` })), SEARCH_BODY)
+  const after = await searchTime(server)
+  // The histogram counts warm-up and measurement alike: its mean covers both, as close as it gets.
+  const searchMs = after.count > before.count ? ((after.sum - before.sum) / (after.count - before.count)) * 1000 : Number.NaN
+  return { ...result, searchMs, bookkeepingMs: result.mean - searchMs }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -399,18 +469,13 @@ const main = async () => {
     `bench:api — node ${process.version}, ${os.cpus().length} cores, ${CONNECTIONS} connections, ` +
       `${WARMUP_SECONDS} s warm-up + ${MEASURE_SECONDS} s measured per target`
   )
-  const results: { a?: Measurement; b?: Measurement; c?: Measurement } = {}
-  const labels = {
-    a: "(a) bare node:http",
-    b: "(b) bare Effect HttpApi",
-    c: "(c) Mailroom GET /v1/api-keys"
-  }
+  const results: { a?: Measurement; b?: Measurement; c?: Measurement; d?: SearchMeasurement } = {}
   let failure: unknown
   try {
     if (TARGETS.has("a")) results.a = await benchBaseline(labels.a, "bench/servers/node-http.ts")
     if (TARGETS.has("b")) results.b = await benchBaseline(labels.b, "bench/servers/effect-httpapi.ts")
     // (c) cannot be faster than (b): (b)'s rate, with a margin, sizes the keys (8,000 if unmeasured).
-    if (TARGETS.has("c")) results.c = await benchMailroom(labels.c, results.b?.rps ?? 8_000)
+    if (TARGETS.has("c") || TARGETS.has("d")) Object.assign(results, await benchMailroom("Mailroom", results.b?.rps ?? 8_000))
   } catch (error) {
     failure = error
     console.log("")
@@ -420,7 +485,7 @@ const main = async () => {
 
   console.log("")
   console.log(`${"target".padEnd(32)}${"req/s".padStart(10)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"bytes".padStart(8)}  statuses`)
-  for (const key of ["a", "b", "c"] as const) {
+  for (const key of ["a", "b", "c", "d"] as const) {
     const m = results[key]
     if (!m) {
       console.log(`${labels[key].padEnd(32)}${"not measured".padStart(10)}`)
@@ -432,7 +497,16 @@ const main = async () => {
     )
   }
   console.log("")
-  console.log(`ratios (req/s): b/a ${ratio(results.b, results.a)}   c/a ${ratio(results.c, results.a)}   c/b ${ratio(results.c, results.b)}`)
+  console.log(
+    `ratios (req/s): b/a ${ratio(results.b, results.a)}   c/a ${ratio(results.c, results.a)}   c/b ${ratio(results.c, results.b)}` +
+      `   d/b ${ratio(results.d, results.b)}`
+  )
+  if (results.d) {
+    console.log(
+      `(d) per search: mean answer ${fmtMs(results.d.mean)} ms, of which searching ${fmtMs(results.d.searchMs)} ms ` +
+        `(server histogram), bookkeeping ${fmtMs(results.d.bookkeepingMs)} ms`
+    )
+  }
 
   let missed = false
   if (results.b && results.c) {
@@ -442,7 +516,16 @@ const main = async () => {
     console.log(`target (c) >= 0.6 x (b) req/s: ${throughputOk ? "PASS" : "FAIL"} (c/b = ${ratio(results.c, results.b)})`)
     console.log(`target p99(c) < 10 ms:         ${latencyOk ? "PASS" : "FAIL"} (${fmtMs(results.c.p99)} ms)`)
   } else {
-    console.log("targets: not judged ((b) and (c) are both needed)")
+    console.log("targets (c): not judged ((b) and (c) are both needed)")
+  }
+  if (results.b && results.d) {
+    const throughputOk = results.d.rps >= 0.6 * results.b.rps
+    const latencyOk = results.d.p99 < 10
+    const bookkeepingOk = results.d.bookkeepingMs < 2
+    missed ||= !throughputOk || !latencyOk || !bookkeepingOk
+    console.log(`target (d) >= 0.6 x (b) req/s: ${throughputOk ? "PASS" : "FAIL"} (d/b = ${ratio(results.d, results.b)})`)
+    console.log(`target p99(d) < 10 ms:         ${latencyOk ? "PASS" : "FAIL"} (${fmtMs(results.d.p99)} ms)`)
+    console.log(`target bookkeeping(d) < 2 ms:  ${bookkeepingOk ? "PASS" : "FAIL"} (${fmtMs(results.d.bookkeepingMs)} ms)`)
   }
 
   if (failure !== undefined) {

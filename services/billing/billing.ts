@@ -9,6 +9,7 @@ import { Principals } from "../accounts/principals.ts"
 import { NotFound } from "../errors.ts"
 import { limits, Plan, reportLimit } from "../plans/plans.ts"
 import type { BillingEvent } from "./events.ts"
+import { SearchCounts } from "./search-counts.ts"
 import { type Subscription, SubscriptionStatus, type Usage } from "./schemas.ts"
 import { addMonth, calendarMonth } from "./periods.ts"
 
@@ -30,8 +31,10 @@ const toSubscription = (row: SubscriptionRow): Subscription => ({
 })
 
 export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
+  dependencies: [SearchCounts.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const searchCounts = yield* SearchCounts
     const principals = yield* Principals
 
     /** Every new account starts on an active free plan for the current calendar month. */
@@ -73,7 +76,7 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       return {
         emailsUsed: Number(counters[0]?.emails ?? 0),
         emailsLimit: reportLimit(plan.emailsPerMonth),
-        searchesUsed: Number(counters[0]?.searches ?? 0),
+        searchesUsed: Number(counters[0]?.searches ?? 0) + searchCounts.pending(userId),
         searchesLimit: reportLimit(plan.searchesPerMonth),
         storageUsed: Number(storage[0]?.bytes ?? 0),
         storageLimit: reportLimit(plan.storageBytes),

@@ -14,6 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import type { Principal } from "../accounts/principal.ts"
 import { Billing } from "../billing/billing.ts"
+import { SearchCounts } from "../billing/search-counts.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
 import { limits } from "../plans/plans.ts"
@@ -57,12 +58,13 @@ interface ResultRow {
 }
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
-  dependencies: [Billing.Default, RateLeases.Default, QueryLog.Default],
+  dependencies: [Billing.Default, SearchCounts.Default, RateLeases.Default, QueryLog.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const billing = yield* Billing
     const leases = yield* RateLeases
     const queryLog = yield* QueryLog
+    const searchCounts = yield* SearchCounts
     const vectors = yield* Vectors
     const { embedder } = vectors
     const calibration = calibrationFor(embedder.model)
@@ -209,7 +211,11 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             message: `Search rate limit of ${rate.limit} searches per minute exceeded`
           })
         }
-        const counted = yield* countInCurrentPeriod(principal.userId, limits[principal.plan].searchesPerMonth)
+        const quota = limits[principal.plan].searchesPerMonth
+        // Without a quota nothing depends on the count: it is written behind the answer, once the
+        // search has run (`search`).
+        if (quota === null) return "counted-after" as const
+        const counted = yield* countInCurrentPeriod(principal.userId, quota)
         if (counted !== undefined) return counted
         const subscription = yield* billing.subscription(principal.userId)
         const plan = limits[subscription.plan]
@@ -303,8 +309,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         }),
         // A search that could not run is not charged. Should the refund fail too, one search stays
         // over-counted: the search's own error is what the caller needs to hear.
-        Effect.tapError(() => refundSearch(principal.userId, periodStart).pipe(Effect.ignore))
+        Effect.tapError(() => periodStart === "counted-after" ? Effect.void : refundSearch(principal.userId, periodStart).pipe(Effect.ignore))
       )
+      if (periodStart === "counted-after") searchCounts.count(principal.userId)
       // Behind the answer: the suggestions' record of past queries is written in batches.
       yield* queryLog.remember(principal.userId, query)
       return result

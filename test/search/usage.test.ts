@@ -93,6 +93,20 @@ describe("search usage and limits", () => {
     expect(used.searchesUsed).toBe(1)
   })
 
+  it("without a quota (enterprise), searches are counted behind the answer: usage shows them at once, the database within seconds", async () => {
+    const box = await newBox(api)
+    await upgrade(api, server.url, box.user.apiKey, "enterprise")
+    for (const query of ["one", "two", "three"]) expect((await search(box, { query })).status).toBe(200)
+    expect((await search(box, { query: "" })).status).toBe(400)
+    expect((await usage(box)).searchesUsed).toBe(3)
+    const stored = async () => {
+      const rows = await db.query("SELECT sum(searches)::int AS n FROM usage_counters WHERE user_id = (SELECT user_id FROM mailboxes WHERE id = $1)", [box.mailboxId])
+      return rows.rows[0]?.n === 3 ? true : undefined
+    }
+    await until("the three searches are written", stored, 5_000, 100)
+    expect((await usage(box)).searchesUsed).toBe(3)
+  })
+
   it("limits searches per minute apart from requests: the 11th on free is 429 with Retry-After", async () => {
     const box = await newBox(api)
     for (let i = 0; i < 10; i++) expect((await search(box, { query: `query ${i}` })).status).toBe(200)
