@@ -6,6 +6,7 @@ import { spawn } from "node:child_process"
 import * as net from "node:net"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
+import { mailroomEntry } from "./support/process.ts"
 import { createBackend, freePort, repoRoot } from "./support/server.ts"
 import { createDataDir } from "./support/services.ts"
 
@@ -15,7 +16,7 @@ const run = (env: Record<string, string>) =>
     const clean = Object.fromEntries(
       Object.entries(process.env).filter(([key]) => !["DATABASE_URL", "NATS_URL", "JWT_SECRET", "ROLES", "QDRANT_URL"].includes(key))
     ) as Record<string, string>
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    const child = spawn(process.execPath, [...mailroomEntry()], {
       cwd: repoRoot,
       env: { ...clean, DATA_DIR: dataDir.dir, PORT: "39991", SMTP_PORT: "39992", ...env },
       stdio: ["ignore", "pipe", "pipe"]

@@ -1,13 +1,14 @@
 /** The operating settings are checked at start like every other: a bad value stops the process naming it. */
 import { spawn } from "node:child_process"
 import { expect, it } from "vitest"
+import { mailroomEntry } from "../support/process.ts"
 import { repoRoot } from "../support/server.ts"
 import { createDataDir } from "../support/services.ts"
 
 it("refuses bad operating and outbound settings, naming each, with exit 1", async () => {
   const dataDir = createDataDir()
   const { code, stderr } = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    const child = spawn(process.execPath, [...mailroomEntry()], {
       cwd: repoRoot,
       env: { ...process.env, DATA_DIR: dataDir.dir, LOG_FORMAT: "xml",
         METRICS_PORT: "99999",
