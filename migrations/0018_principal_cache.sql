@@ -1,6 +1,7 @@
 -- The API hot path without a round trip per request (services/accounts/principals.ts,
 -- services/ratelimit/leases.ts): a credential is resolved once and cached, and request tokens are
--- taken from the shared counters in leases.
+-- taken from the shared counters in leases. mailroom_authenticate, which did both per request, goes.
+DROP FUNCTION mailroom_authenticate(text, text, text, integer[], text[], integer[]);
 
 -- Resolve a credential to its owner without counting anything:
 --   'key'     p_ref = SHA-256 of an API key
