@@ -90,19 +90,24 @@ export class Principals extends Effect.Service<Principals>()("mailroom/Principal
       lastBeat = now
     }
 
-    yield* bus.listen("signals.principals.>", (message) =>
+    yield* bus.listen(CHANGED, (message) =>
       Effect.sync(() => {
-        if (message.subject === CHANGED) {
-          const change = decodeJson(message.data) as { readonly userId?: unknown }
-          if (typeof change.userId === "string") dropUser(change.userId)
-        } else if (message.subject === beatSubject(node)) {
-          heardBeat(Date.now())
-        }
+        const change = decodeJson(message.data) as { readonly userId?: unknown }
+        if (typeof change.userId === "string") dropUser(change.userId)
       }))
-    yield* bus.broadcast(beatSubject(node), new Uint8Array()).pipe(
-      Effect.repeat(Schedule.spaced(principalTiming.BEAT)),
-      Effect.forkScoped
-    )
+    // Only a node that caches (one that authenticates requests) beats, from its first look-up on.
+    yield* bus.listen(beatSubject(node), () => Effect.sync(() => heardBeat(Date.now())))
+    const scope = yield* Effect.scope
+    let beating = false
+    const startBeating = Effect.suspend(() => {
+      if (beating) return Effect.void
+      beating = true
+      return bus.broadcast(beatSubject(node), new Uint8Array()).pipe(
+        Effect.repeat(Schedule.spaced(principalTiming.BEAT)),
+        Effect.forkIn(scope),
+        Effect.asVoid
+      )
+    })
 
     const trusted = (entry: Entry, now: number) => {
       if (Option.isSome(entry.record.validUntil) && now >= entry.record.validUntil.value) return false
@@ -125,8 +130,12 @@ export class Principals extends Effect.Service<Principals>()("mailroom/Principal
      * Look a credential up through `lookup` and keep what it found, unless a change was applied
      * while it ran.
      */
-    const resolve = <E, R>(key: string, lookup: Effect.Effect<Option.Option<PrincipalRecord>, E, R>) =>
+    const resolve = <E, R>(
+      key: string,
+      lookup: Effect.Effect<Option.Option<PrincipalRecord>, E, R>
+    ): Effect.Effect<Option.Option<PrincipalRecord>, E, R> =>
       Effect.suspend(() => {
+        if (!beating) return Effect.zipRight(startBeating, resolve(key, lookup))
         const hit = cached(key)
         if (Option.isSome(hit)) return Effect.succeed(hit)
         const before = changes
