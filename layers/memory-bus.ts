@@ -22,6 +22,7 @@ import {
   streams,
   subjectMatches
 } from "../services/bus/bus.ts"
+import { currentTraceparent } from "../services/bus/tracing.ts"
 import { DependencyHealth } from "../services/health/dependency-health.ts"
 
 /** As long as the NATS streams keep messages; acknowledgements go with their message. */
@@ -33,7 +34,8 @@ const StoredMessage = Schema.Struct({
   stream: Schema.String,
   subject: Schema.String,
   msgId: Schema.String,
-  data: Schema.Uint8ArrayFromSelf
+  data: Schema.Uint8ArrayFromSelf,
+  traceparent: Schema.NullOr(Schema.String)
 })
 type StoredMessage = typeof StoredMessage.Type
 
@@ -77,7 +79,13 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
   const membership = yield* Effect.makeSemaphore(1)
 
   const insertMessage = SqlSchema.findAll({
-    Request: Schema.Struct({ stream: Schema.String, subject: Schema.String, msgId: Schema.String, data: Schema.Uint8ArrayFromSelf }),
+    Request: Schema.Struct({
+      stream: Schema.String,
+      subject: Schema.String,
+      msgId: Schema.String,
+      data: Schema.Uint8ArrayFromSelf,
+      traceparent: Schema.NullOr(Schema.String)
+    }),
     Result: Schema.Struct({ seq: Schema.NumberFromString }),
     execute: (message) =>
       sql`INSERT INTO bus_messages ${sql.insert(message)} ON CONFLICT (stream, msg_id) DO NOTHING RETURNING seq`
@@ -87,7 +95,7 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
     Request: Schema.Struct({ consumer: Schema.String, stream: Schema.String, subjectPrefix: Schema.String }),
     Result: StoredMessage,
     execute: ({ consumer, stream, subjectPrefix }) =>
-      sql`SELECT m.seq, m.stream, m.subject, m.msg_id, m.data
+      sql`SELECT m.seq, m.stream, m.subject, m.msg_id, m.data, m.traceparent
           FROM bus_messages m
           WHERE m.stream = ${stream} AND starts_with(m.subject, ${subjectPrefix})
             AND NOT EXISTS (SELECT 1 FROM bus_acks a WHERE a.consumer = ${consumer} AND a.seq = m.seq)
@@ -113,7 +121,14 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
     if (stream === undefined) {
       return yield* new BusError({ message: `No bus stream takes the subject ${subject}` })
     }
-    const message = { stream: streams[stream].name, subject, msgId: options.msgId, data: Buffer.from(data.buffer, data.byteOffset, data.byteLength) }
+    const traceparent = (yield* currentTraceparent) ?? null
+    const message = {
+      stream: streams[stream].name,
+      subject,
+      msgId: options.msgId,
+      data: Buffer.from(data.buffer, data.byteOffset, data.byteLength),
+      traceparent
+    }
     const inserted = yield* insertMessage(message).pipe(Effect.mapError(toBusError(`Could not store a bus message on ${subject}`)))
     const row = inserted[0]
     // No row: the msgId was published before, and that message is already stored and delivered.
@@ -200,7 +215,8 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
           subject: delivery.message.subject,
           data: delivery.message.data,
           msgId: delivery.message.msgId,
-          deliveryCount: delivery.deliveryCount
+          deliveryCount: delivery.deliveryCount,
+          traceparent: delivery.message.traceparent ?? undefined
         }
         const annotations = { consumer: spec.name, subject: message.subject, deliveryCount: message.deliveryCount }
         return spec.handler(message).pipe(
@@ -262,7 +278,7 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
 
   // Through the live feed, under a stream name no consumer has, so only listeners hear it.
   const broadcast = (subject: string, data: Uint8Array) =>
-    PubSub.publish(published, { seq: -1, stream: "signals", subject, msgId: "", data }).pipe(Effect.asVoid)
+    PubSub.publish(published, { seq: -1, stream: "signals", subject, msgId: "", data, traceparent: null }).pipe(Effect.asVoid)
 
   return { publish, consume, listen, broadcast, ping } satisfies BusShape
 })

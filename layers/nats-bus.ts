@@ -23,7 +23,7 @@ import {
   RetentionPolicy,
   StorageType
 } from "@nats-io/jetstream"
-import { connect, nanos, type NatsConnection, type Status } from "@nats-io/transport-node"
+import { connect, headers as natsHeaders, nanos, type NatsConnection, type Status } from "@nats-io/transport-node"
 import { Cause, Deferred, Duration, Effect, Fiber, FiberSet, Layer, Option, Runtime, type Scope } from "effect"
 import * as os from "node:os"
 import {
@@ -36,6 +36,7 @@ import {
   type StreamName,
   streams
 } from "../services/bus/bus.ts"
+import { currentTraceparent } from "../services/bus/tracing.ts"
 import { DependencyHealth } from "../services/health/dependency-health.ts"
 
 export interface NatsBusOptions {
@@ -57,6 +58,8 @@ const REQUEST_TIMEOUT = Duration.seconds(5)
 const PING_TIMEOUT = Duration.seconds(2)
 /** A publish gets this long beyond the SDK's request time-out before its caller is told it failed. */
 const PUBLISH_GRACE_MS = 1_000
+/** The W3C trace context header a message carries when tracing is on (services/bus/tracing.ts). */
+const TRACEPARENT_HEADER = "traceparent"
 const DEFAULT_ACK_WAIT = Duration.seconds(30)
 /** How long one pull request waits on the server for messages before the next is sent. */
 const PULL_EXPIRES = Duration.seconds(10)
@@ -134,6 +137,9 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
      * this runs for every message, and a raced fiber would cost about as much as the publish itself.
      */
     const publish = (subject: string, data: Uint8Array, publishOptions: { readonly msgId: string }) =>
+      Effect.flatMap(currentTraceparent, (traceparent) => publishTraced(subject, data, publishOptions.msgId, traceparent))
+
+    const publishTraced = (subject: string, data: Uint8Array, msgId: string, traceparent: string | undefined) =>
       Effect.async<void, BusError>((resume) => {
         let settled = false
         const settle = (result: Effect.Effect<void, BusError>) => {
@@ -146,7 +152,9 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
           () => settle(Effect.fail(new BusError({ message: `Publishing to ${subject} timed out` }))),
           requestTimeout + PUBLISH_GRACE_MS
         )
-        js.publish(toWire(subject), data, { msgID: publishOptions.msgId, timeout: requestTimeout }).then(
+        const traced = traceparent === undefined ? undefined : natsHeaders()
+        traced?.set(TRACEPARENT_HEADER, traceparent!)
+        js.publish(toWire(subject), data, { msgID: msgId, timeout: requestTimeout, ...(traced ? { headers: traced } : {}) }).then(
           () => settle(Effect.void),
           (error: unknown) => settle(Effect.fail(busError(`Could not publish to ${subject}`)(error)))
         )
@@ -333,7 +341,8 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
         subject: ctx.fromWire(msg.subject),
         data: msg.data,
         msgId: msg.headers?.get(PubHeaders.MsgIdHdr) ?? "",
-        deliveryCount: msg.info.deliveryCount
+        deliveryCount: msg.info.deliveryCount,
+        traceparent: msg.headers?.get(TRACEPARENT_HEADER) || undefined
       }
       return spec.handler(message).pipe(
         keepInProgress(msg, ackWait),

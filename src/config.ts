@@ -206,7 +206,15 @@ export const appConfig = Config.all({
   /** Refuse (550 5.7.1) inbound mail rspamd says to reject. */
   spamReject: Config.boolean("SPAM_REJECT").pipe(Config.withDefault(false)),
   /** How long SIGTERM waits for work in flight before the process exits anyway. */
-  shutdownTimeout: seconds("SHUTDOWN_TIMEOUT", 30)
+  shutdownTimeout: seconds("SHUTDOWN_TIMEOUT", 30),
+  /** An OTLP/HTTP collector: spans go to `<endpoint>/v1/traces`. Unset, no spans are made at all. */
+  otlpEndpoint: Config.option(url("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  otelServiceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("mailroom")),
+  /** Milliseconds between two exports of finished spans (OpenTelemetry's batch span processor delay). */
+  otelExportDelay: Config.integer("OTEL_BSP_SCHEDULE_DELAY").pipe(
+    Config.withDefault(5000),
+    check("OTEL_BSP_SCHEDULE_DELAY", "Expected 1 or more (milliseconds)", (ms: number) => ms >= 1)
+  )
 })
 
 type Raw = Config.Config.Success<typeof appConfig>

@@ -15,7 +15,8 @@ import { commands, usage, UsageError } from "./usage.ts"
 const load = {
   app: Effect.promise(() => import("./app.ts")),
   cli: Effect.promise(() => import("./cli.ts")),
-  reindex: Effect.promise(() => import("./reindex.ts"))
+  reindex: Effect.promise(() => import("./reindex.ts")),
+  tracing: Effect.promise(() => import("./tracing.ts"))
 }
 
 const describe = (error: ConfigError.ConfigError): string =>
@@ -117,8 +118,9 @@ const serve = (config: AppConfigShape) =>
   }).pipe(
     Effect.provide(loggerLayer(config)),
     Logger.withMinimumLogLevel(config.logLevel),
-    // Spans go nowhere without an exporter; building them (with stack traces) costs every request.
-    Effect.withTracerEnabled(false)
+    // With an OTLP endpoint spans are exported (src/tracing.ts); without one they would go nowhere,
+    // and building them costs every request.
+    (effect) => Effect.flatMap(load.tracing, ({ withTracing }) => withTracing(config)(effect))
   )
 
 NodeRuntime.runMain(main)

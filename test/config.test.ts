@@ -49,13 +49,16 @@ describe.concurrent("configuration", () => {
     [{ STRIPE_SECRET_KEY: "sk_test_x" }, /STRIPE_WEBHOOK_SECRET: .*STRIPE_WEBHOOK_SECRET, STRIPE_PRICE_PRO, STRIPE_PRICE_ENTERPRISE/],
     [{ STRIPE_SECRET_KEY: "sk_test_x", STRIPE_WEBHOOK_SECRET: "whsec_x", STRIPE_PRICE_PRO: "price_pro" }, /STRIPE_PRICE_ENTERPRISE/],
     [{ STRIPE_API_URL: "nowhere" }, /STRIPE_API_URL/],
-    [{ SMTP_TLS_CERT: "/etc/mailroom/cert.pem" }, /SMTP_TLS_KEY: .*both or neither/]
+    [{ SMTP_TLS_CERT: "/etc/mailroom/cert.pem" }, /SMTP_TLS_KEY: .*both or neither/],
+    [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector" }, /OTEL_EXPORTER_OTLP_ENDPOINT/],
+    [{ OTEL_BSP_SCHEDULE_DELAY: "0" }, /OTEL_BSP_SCHEDULE_DELAY: Expected 1 or more/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
     const { code, output } = await run(env)
     expect(code).toBe(1)
     expect(output).toMatch(/invalid configuration/)
     expect(output).toMatch(message)
-    expect(output).not.toMatch(/\bat .*\.ts:\d+/)
+    // No stack trace, from the sources or from the build.
+    expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
   })
 
   it("stops when the SMTP TLS files cannot be read, naming both", async () => {
@@ -88,7 +91,8 @@ describe.concurrent("configuration", () => {
       const { code, output } = await run({ ...backend.env, ROLES: "api" })
       expect(code).toBe(1)
       expect(output).toMatch(/could not start\n.*set QDRANT_URL, or use a PostgreSQL with the pgvector extension/)
-      expect(output).not.toMatch(/\bat .*\.ts:\d+/)
+      // No stack trace, from the sources or from the build.
+      expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
     } finally {
       await backend.dispose()
     }
@@ -109,7 +113,8 @@ describe.sequential("a port in use", () => {
       const { code, output } = await run({ PORT: String(await freePort()), SMTP_PORT: String(taken) })
       expect(code).toBe(1)
       expect(output).toMatch(new RegExp(`could not start\\nSMTP could not listen on 127\\.0\\.0\\.1:${taken}: .*EADDRINUSE`))
-      expect(output).not.toMatch(/\bat .*\.ts:\d+/)
+      // No stack trace, from the sources or from the build.
+      expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
     } finally {
       await new Promise((resolve) => blocker.close(resolve))
     }

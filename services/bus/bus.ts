@@ -59,6 +59,8 @@ export interface BusMessage {
   readonly msgId: string
   /** 1 on the first delivery, 2 on the first redelivery, and so on. */
   readonly deliveryCount: number
+  /** The span that published it (W3C `traceparent`), when tracing is on (tracing.ts). */
+  readonly traceparent?: string | undefined
 }
 
 export interface ConsumerSpec<E> {

@@ -3,8 +3,9 @@
  * redelivered (a second or later delivery: a failure or a crashed node before it). Labelled by the
  * consumer's durable name only.
  */
-import { Effect, Metric, MetricLabel } from "effect"
+import { Effect, Metric, MetricLabel, Option } from "effect"
 import type { ConsumerSpec } from "./bus.ts"
+import { parentSpan } from "./tracing.ts"
 
 const processed = Metric.counter("mailroom_consumer_processed_total", {
   description: "Bus messages a consumer handled and acknowledged",
@@ -26,11 +27,21 @@ const redelivered = Metric.counter("mailroom_consumer_redelivered_total", {
 export const measured = <E>(spec: ConsumerSpec<E>): ConsumerSpec<E> => {
   const labels = [MetricLabel.make("consumer", spec.name)]
   const count = (metric: typeof processed) => Effect.sync(() => metric.unsafeUpdate(1, labels))
+  const spanName = `consume ${spec.name}`
   return {
     ...spec,
-    handler: (message) =>
-      (message.deliveryCount > 1 ? Effect.zipRight(count(redelivered), spec.handler(message)) : spec.handler(message)).pipe(
-        Effect.tapBoth({ onFailure: () => count(failed), onSuccess: () => count(processed) })
+    handler: (message) => {
+      const parent = parentSpan(message.traceparent)
+      return (message.deliveryCount > 1 ? Effect.zipRight(count(redelivered), spec.handler(message)) : spec.handler(message)).pipe(
+        Effect.tapBoth({ onFailure: () => count(failed), onSuccess: () => count(processed) }),
+        // A child of the span that published the message: one trace across the nodes.
+        Effect.withSpan(spanName, {
+          kind: "consumer",
+          captureStackTrace: false,
+          attributes: { "messaging.destination.name": message.subject, "messaging.message.id": message.msgId, "mailroom.delivery_count": message.deliveryCount },
+          ...(Option.isSome(parent) ? { parent: parent.value } : {})
+        })
       )
+    }
   }
 }

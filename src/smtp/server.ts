@@ -234,6 +234,13 @@ export const SmtpServerLive = Layer.scopedDiscard(
               : config.spamReject && spam !== undefined && spamRejects(spam)
               ? Effect.fail(new SpamRejected())
               : inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt, verdict, spam })
+        ).pipe(
+          // The root of the message's trace: ingest, indexing and webhooks continue it over the bus.
+          Effect.withSpan("smtp.accept", {
+            kind: "server",
+            captureStackTrace: false,
+            attributes: { "mailroom.recipients": accepted.length, "mailroom.size": raw.byteLength }
+          })
         )
         const accepting = fork(Effect.exit(checkedAndStored))
         // A plain timer rather than Effect.timeout, which would race a second fiber for every message.

@@ -1,5 +1,5 @@
 /**
- * Start Mailroom as users run it: `node src/main.ts` in its own process, configured only through
+ * Start Mailroom as users run it: `node src/main.ts` (or its build) in its own process, configured only through
  * environment variables, talked to over real HTTP. Free of vitest, so that benchmarks use it too.
  */
 import { type ChildProcess, spawn } from "node:child_process"
