@@ -24,6 +24,7 @@ import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCou
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
+import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
 
 const PURGE_BATCH = 500
@@ -258,14 +259,12 @@ export const IndexerLive = Layer.scopedDiscard(
         )
     }))
     yield* bus.consume(measured({
-      name: "index",
-      stream: "events",
-      filter: subjects.event("email.received"),
+      ...stageConsumers.index,
       concurrency,
       // A crashed worker's events come back after this; a long embedding keeps its event with progress signals.
       ackWait: Duration.seconds(20),
       // A failure is logged (or, in an outage, counted) once, by the bus at the message boundary.
-      handler: handle
+      handler: (message) => Effect.tap(handle(message), () => StageActivity.handled("index"))
     }))
   })
 ).pipe(Layer.provide(Indexer.Default))
