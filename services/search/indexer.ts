@@ -24,10 +24,18 @@ import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCou
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
+import { groupCommit } from "../batching.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
 
 const PURGE_BATCH = 500
+/**
+ * Emails whose chunks go to the embedder in one call: the emails being indexed at once share a
+ * call (one OpenAI request, full jobs for the local model's threads) instead of one each.
+ */
+const EMBED_BATCH_EMAILS = 16
+/** Embedder calls in flight at once (the local model has one or two threads on this machine). */
+const EMBED_CALLS_IN_FLIGHT = 2
 /** How often deleted mailboxes' search data is looked for. */
 const PURGE_EVERY = "10 minutes"
 
@@ -62,10 +70,24 @@ interface EmailToIndex {
 }
 
 export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const vectors = yield* Vectors
     const { embedder } = vectors
+
+    /**
+     * Embed one email's chunks, batched with the other emails being indexed at the same moment
+     * (group commit, services/batching.ts): a lone email goes at once, a burst shares calls.
+     */
+    const embedChunks = yield* groupCommit({
+      maxBatch: EMBED_BATCH_EMAILS,
+      parallel: EMBED_CALLS_IN_FLIGHT,
+      run: (emails: ReadonlyArray<ReadonlyArray<string>>) =>
+        embedder.embed(emails.flat()).pipe(Effect.map((vectors) => {
+          let offset = 0
+          return emails.map((chunks) => vectors.slice(offset, (offset += chunks.length)))
+        }))
+    })
 
     const load = (emailId: string) =>
       sql<EmailToIndex>`
@@ -97,7 +119,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       const started = Date.now()
       const body = searchableBody(email.textBody, yield* plainTextAttachments(emailId))
       const chunks = chunkText(email.subject, body)
-      const embedded = yield* embedder.embed(chunks.map((chunk) => capInput(chunk, embedder.maxInputChars)))
+      const embedded = yield* embedChunks(chunks.map((chunk) => capInput(chunk, embedder.maxInputChars)))
       const collection = yield* vectors.collection
       yield* collection.upsert(embedded.map((vector, chunk) => ({
         emailId,
