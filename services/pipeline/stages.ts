@@ -190,8 +190,12 @@ export class StageMonitor extends Effect.Service<StageMonitor>()("mailroom/Stage
     yield* sample.pipe(Effect.repeat(Schedule.spaced(settings.interval)), Effect.forkScoped)
 
     return {
-      /** The latest sample (at most `interval` old). */
-      status: Effect.sync(() => snapshot)
+      /** The latest sample (at most `interval` old), with `handled` as of now. */
+      status: Effect.sync(() => {
+        const now = { ...snapshot }
+        for (const stage of stageNames) now[stage] = { ...now[stage], handled: handledCounts[stage] }
+        return now
+      })
     } as const
   })
 }) {}
