@@ -12,6 +12,7 @@
  *            on loopback (DNS_SERVERS), where bench.localhost publishes SPF for 127.0.0.1, its DKIM
  *            key and DMARC p=none: every message passes all three, as mail from a careful sender does.
  *   durable-noindex  the same without the indexer role (ROLES=api,smtp,worker,mta): nothing is embedded.
+ *            (Some roles only: its API is given the tests' stand-in for Qdrant, which nothing writes to.)
  *            durable / durable-noindex, in the same run, is what indexing costs accepting: the stages run
  *            at their own pace, so it should cost little (target: >= 0.8).
  *   embedded `npm start` as it comes: every role on PGlite and the in-process bus (no DATABASE_URL, no
@@ -69,6 +70,7 @@ import { fileURLToPath } from "node:url"
 import nodemailer from "nodemailer"
 import pg from "pg"
 import { type DnsServer, startDnsServer } from "../test/support/dns-server.ts"
+import { startFakeQdrant } from "../test/support/fake-qdrant.ts"
 import { freePort } from "../test/support/process.ts"
 import { sleep } from "../test/support/wait.ts"
 
@@ -937,6 +939,14 @@ const benchMailroom = async (label: keyof typeof mailroomTargets, verify: boolea
     const prefix = `bench-${runId}-${label}`
     onCleanup(() => deleteStreams(prefix))
     Object.assign(services, { DATABASE_URL: database.url, NATS_URL, NATS_PREFIX: prefix, JWT_SECRET: randomBytes(32).toString("hex") })
+    if (!indexing) {
+      // Without the indexer the process runs only some roles, so its API must find a vector index
+      // other nodes could share (this PostgreSQL may lack pgvector): the tests' stand-in for Qdrant.
+      // Nothing is indexed, so it serves nothing but the API's start-up check.
+      const qdrant = await startFakeQdrant()
+      onCleanup(() => qdrant.close())
+      services.QDRANT_URL = qdrant.url
+    }
   }
   const server = spawnChild(`mailroom (${label})`, "src/main.ts", {
     ROLES: setup.roles,
