@@ -1230,7 +1230,7 @@ const main = async () => {
   console.log(
     `${"target".padEnd(16)}${"sender".padEnd(32)}${"accepted/s".padStart(11)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}` +
       `${"errors".padStart(7)}${"ingest/s".padStart(10)}${"lag".padStart(7)}${"drained".padStart(10)}` +
-      `${"index/s".padStart(9)}${"lag".padStart(7)}${"drained".padStart(16)}`
+      `${"index/s".padStart(9)}${"lag".padStart(7)}${"drained".padStart(19)}`
   )
   for (const target of targets) {
     for (const sender of ["a", "b"] as const) {
@@ -1246,7 +1246,7 @@ const main = async () => {
           : `${fmtInt(report.rate).padStart(9)}${fmtInt(report.lagAtEnd).padStart(7)}${drainedText(report).padStart(width)}`
       console.log(
         `${head}${fmtInt(m.rate).padStart(11)}${fmtMs(m.p50).padStart(9)}${fmtMs(m.p99).padStart(9)}${String(m.errorCount).padStart(7)}` +
-          (m.stages ? ` ${stage(m.stages.ingest, 10)}${stage(m.stages.index, 16)}` : "")
+          (m.stages ? ` ${stage(m.stages.ingest, 10)}${stage(m.stages.index, 19)}` : "")
       )
     }
   }
