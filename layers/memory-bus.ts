@@ -16,6 +16,8 @@ import {
   BusError,
   type BusMessage,
   type BusShape,
+  type ConsumerLag,
+  type ConsumerRef,
   type ConsumerSpec,
   defaultRetryDelay,
   type StreamName,
@@ -35,7 +37,8 @@ const StoredMessage = Schema.Struct({
   subject: Schema.String,
   msgId: Schema.String,
   data: Schema.Uint8ArrayFromSelf,
-  traceparent: Schema.NullOr(Schema.String)
+  traceparent: Schema.NullOr(Schema.String),
+  publishedAt: Schema.DateFromSelf
 })
 type StoredMessage = typeof StoredMessage.Type
 
@@ -53,6 +56,13 @@ interface Group {
   /** Lives while the group has members: the live feed and pending redeliveries. */
   readonly scope: Scope.CloseableScope
   members: number
+  /**
+   * The messages offered to the group and not yet acknowledged, by seq, with when each was
+   * published: in the order they were offered, so the first is the oldest. Its size less
+   * `inFlight` is what waits (a redelivery waiting out its delay included).
+   */
+  readonly unacked: Map<number, number>
+  inFlight: number
 }
 
 const toBusError = (message: string) => (cause: unknown) => new BusError({ message, cause })
@@ -86,16 +96,16 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
       data: Schema.Uint8ArrayFromSelf,
       traceparent: Schema.NullOr(Schema.String)
     }),
-    Result: Schema.Struct({ seq: Schema.NumberFromString }),
+    Result: Schema.Struct({ seq: Schema.NumberFromString, publishedAt: Schema.DateFromSelf }),
     execute: (message) =>
-      sql`INSERT INTO bus_messages ${sql.insert(message)} ON CONFLICT (stream, msg_id) DO NOTHING RETURNING seq`
+      sql`INSERT INTO bus_messages ${sql.insert(message)} ON CONFLICT (stream, msg_id) DO NOTHING RETURNING seq, published_at`
   })
 
   const unacknowledged = SqlSchema.findAll({
     Request: Schema.Struct({ consumer: Schema.String, stream: Schema.String, subjectPrefix: Schema.String }),
     Result: StoredMessage,
     execute: ({ consumer, stream, subjectPrefix }) =>
-      sql`SELECT m.seq, m.stream, m.subject, m.msg_id, m.data, m.traceparent
+      sql`SELECT m.seq, m.stream, m.subject, m.msg_id, m.data, m.traceparent, m.published_at
           FROM bus_messages m
           WHERE m.stream = ${stream} AND starts_with(m.subject, ${subjectPrefix})
             AND NOT EXISTS (SELECT 1 FROM bus_acks a WHERE a.consumer = ${consumer} AND a.seq = m.seq)
@@ -132,7 +142,7 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
     const inserted = yield* insertMessage(message).pipe(Effect.mapError(toBusError(`Could not store a bus message on ${subject}`)))
     const row = inserted[0]
     // No row: the msgId was published before, and that message is already stored and delivered.
-    if (row !== undefined) yield* PubSub.publish(published, { ...message, data, seq: row.seq })
+    if (row !== undefined) yield* PubSub.publish(published, { ...message, data, seq: row.seq, publishedAt: row.publishedAt })
   })
 
   const ping = sql`SELECT 1`.pipe(
@@ -155,18 +165,21 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
       )
       const pending = backlog.filter(matches)
       const inBacklog = new Set(pending.map((message) => message.seq))
+      const unacked = new Map(pending.map((message) => [message.seq, message.publishedAt.getTime()]))
       yield* Queue.offerAll(queue, pending.map((message) => ({ message, deliveryCount: 1 })))
       yield* Queue.take(live).pipe(
-        Effect.flatMap((message) =>
-          matches(message) && !inBacklog.has(message.seq) ? Queue.offer(queue, { message, deliveryCount: 1 }) : Effect.void
-        ),
+        Effect.flatMap((message) => {
+          if (!matches(message) || inBacklog.has(message.seq)) return Effect.void
+          unacked.set(message.seq, message.publishedAt.getTime())
+          return Queue.offer(queue, { message, deliveryCount: 1 })
+        }),
         Effect.forever,
         // Joining runs as the uninterruptible acquire of the membership; the feed must still stop
         // when the group's scope closes.
         Effect.interruptible,
         Effect.forkIn(scope)
       )
-      return { queue, scope, members: 1 } satisfies Group
+      return { queue, scope, members: 1, unacked, inFlight: 0 } satisfies Group
     })
 
   const join = (key: string, spec: ConsumerSpec<unknown>) =>
@@ -223,6 +236,7 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
           Effect.matchCauseEffect({
             onSuccess: () =>
               acknowledge(spec.name, delivery.message.seq).pipe(
+                Effect.tap(() => group.unacked.delete(delivery.message.seq)),
                 Effect.catchAll((error) =>
                   health.report("Could not record a bus acknowledgement; the message will be delivered again", Cause.fail(error)).pipe(
                     Effect.annotateLogs(annotations),
@@ -236,7 +250,10 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
                 Effect.zipRight(redeliver(delivery))
               )
           }),
-          Effect.withSpan("MemoryBus.handle", { attributes: { consumer: spec.name, subject: message.subject } })
+          Effect.withSpan("MemoryBus.handle", { attributes: { consumer: spec.name, subject: message.subject } }),
+          // In flight from the handler's start until it is acknowledged or set to come back.
+          (handled) =>
+            Effect.acquireUseRelease(Effect.sync(() => group.inFlight++), () => handled, () => Effect.sync(() => group.inFlight--))
         )
       }
 
@@ -278,9 +295,45 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
 
   // Through the live feed, under a stream name no consumer has, so only listeners hear it.
   const broadcast = (subject: string, data: Uint8Array) =>
-    PubSub.publish(published, { seq: -1, stream: "signals", subject, msgId: "", data, traceparent: null }).pipe(Effect.asVoid)
+    PubSub.publish(published, { seq: -1, stream: "signals", subject, msgId: "", data, traceparent: null, publishedAt: new Date() })
+      .pipe(Effect.asVoid)
 
-  return { publish, consume, listen, broadcast, ping } satisfies BusShape
+  /**
+   * A consumer open in this process is read from memory (its group knows what it holds); one that
+   * is not (yet) from the tables: every message on its subjects it has not acknowledged waits.
+   */
+  const unacknowledgedSummary = SqlSchema.single({
+    Request: Schema.Struct({ consumer: Schema.String, stream: Schema.String, subjectPrefix: Schema.String }),
+    Result: Schema.Struct({ pending: Schema.NumberFromString, oldest: Schema.NullOr(Schema.DateFromSelf) }),
+    execute: ({ consumer, stream, subjectPrefix }) =>
+      sql`SELECT count(*) AS pending, min(m.published_at) AS oldest
+          FROM bus_messages m
+          WHERE m.stream = ${stream} AND starts_with(m.subject, ${subjectPrefix})
+            AND NOT EXISTS (SELECT 1 FROM bus_acks a WHERE a.consumer = ${consumer} AND a.seq = m.seq)`
+  })
+
+  const lag = (consumer: ConsumerRef): Effect.Effect<Option.Option<ConsumerLag>, BusError> =>
+    Effect.suspend(() => lagNow(consumer))
+
+  const lagNow = (consumer: ConsumerRef): Effect.Effect<Option.Option<ConsumerLag>, BusError> => {
+    const group = groups.get(`${consumer.stream}/${consumer.name}`)
+    if (group !== undefined) {
+      const oldest = group.unacked.values().next()
+      return Effect.succeed(Option.some({
+        pending: Math.max(0, group.unacked.size - group.inFlight),
+        inFlight: group.inFlight,
+        oldest: oldest.done === true ? undefined : new Date(oldest.value)
+      }))
+    }
+    // Counted by the filter's literal prefix: the stages' filters (`mail.inbound.>`,
+    // `events.email.received`) are exactly their prefixes.
+    return unacknowledgedSummary({ consumer: consumer.name, stream: streams[consumer.stream].name, subjectPrefix: literalPrefix(consumer.filter) }).pipe(
+      Effect.map(({ oldest, pending }) => Option.some({ pending, inFlight: 0, oldest: oldest ?? undefined })),
+      Effect.mapError(toBusError(`Could not count the unacknowledged messages of ${consumer.name}`))
+    )
+  }
+
+  return { publish, consume, listen, broadcast, lag, ping } satisfies BusShape
 })
 
 export const layer: Layer.Layer<Bus, never, SqlClient.SqlClient | DependencyHealth> = Layer.scoped(Bus, make)

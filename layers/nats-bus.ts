@@ -21,6 +21,7 @@ import {
   type JsMsg,
   PubHeaders,
   RetentionPolicy,
+  type SeqMsgRequest,
   StorageType
 } from "@nats-io/jetstream"
 import { connect, headers as natsHeaders, nanos, type NatsConnection, type Status } from "@nats-io/transport-node"
@@ -31,6 +32,8 @@ import {
   BusError,
   type BusMessage,
   type BusShape,
+  type ConsumerLag,
+  type ConsumerRef,
   type ConsumerSpec,
   defaultRetryDelay,
   type StreamName,
@@ -70,6 +73,7 @@ const PULL_RETRY = Duration.seconds(1)
 const STREAM_NAME_IN_USE = 10058
 const CONSUMER_NAME_IN_USE = 10013
 const CONSUMER_ALREADY_EXISTS = 10148
+const CONSUMER_NOT_FOUND = 10014
 
 /** Stream and durable names may not hold `.`, `*`, `>`, whitespace or path separators. */
 const natsName = (name: string) => name.replace(/[^A-Za-z0-9_-]/g, "_")
@@ -211,7 +215,35 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
         }
       })
 
-    return { publish, consume, listen, broadcast, ping } satisfies BusShape
+    /**
+     * From the consumer's info: what waits (num_pending) and what is delivered but not acknowledged
+     * (num_ack_pending: in a handler, or failed and waiting out its retry delay). The oldest unacknowledged message is the first one on the
+     * filter after the ack floor (every message before the floor is acknowledged); its time is the
+     * stream's. `next_by_subj` needs nats-server 2.9; the SDK's type only lists `seq`.
+     */
+    const lag = (consumer: ConsumerRef): Effect.Effect<Option.Option<ConsumerLag>, BusError> => {
+      const stream = streamName(prefix, consumer.stream)
+      return Effect.tryPromise({
+        try: async (): Promise<Option.Option<ConsumerLag>> => {
+          let info: ConsumerInfo
+          try {
+            info = await jsm.consumers.info(stream, natsName(consumer.name))
+          } catch (error) {
+            if (apiCode(error) === CONSUMER_NOT_FOUND) return Option.none()
+            throw error
+          }
+          const pending = info.num_pending
+          const inFlight = info.num_ack_pending
+          if (pending + inFlight === 0) return Option.some({ pending: 0, inFlight: 0, oldest: undefined })
+          const request: SeqMsgRequest = Object.assign({ seq: info.ack_floor.stream_seq + 1 }, { next_by_subj: toWire(consumer.filter) })
+          const first = await jsm.streams.getMessage(stream, request)
+          return Option.some({ pending, inFlight, oldest: first?.time })
+        },
+        catch: busError(`Could not read the lag of ${stream}/${consumer.name}`)
+      })
+    }
+
+    return { publish, consume, listen, broadcast, lag, ping } satisfies BusShape
   })
 
 export const layer = (options: NatsBusOptions): Layer.Layer<Bus, BusError, DependencyHealth> => Layer.scoped(Bus, make(options))

@@ -1,5 +1,5 @@
 /**
- * One layer per role (api, smtp, worker, mta) over shared infrastructure (SQL, bus, settings).
+ * One layer per role (api, smtp, worker, indexer, mta) over shared infrastructure (SQL, bus, settings).
  * `main` launches the roles the operator asked for.
  */
 import { SqlClient } from "@effect/sql"
@@ -19,6 +19,7 @@ import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import { IndexerLive } from "../services/search/indexer.ts"
 import { Vectors } from "../services/search/vectors.ts"
 import { StageLimits } from "../services/stage-limits.ts"
+import { StageMonitor, type StageName, StageSettings } from "../services/pipeline/stages.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
 import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
 import { MtaLive } from "../services/outbound/mta.ts"
@@ -175,9 +176,9 @@ const smtpRole = (config: AppConfigShape) =>
       onNone: () => Rspamd.none
     }))
   )
+/** The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log. */
 const WorkerRole = Layer.mergeAll(
   IngestLive,
-  IndexerLive,
   HousekeepingLive,
   WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
   EventRecorderLive
@@ -195,6 +196,18 @@ const MtaRole = Layer.mergeAll(
 /** On the embedded database's one connection the background stages take turns (stage-limits.ts). */
 const stageLimitsLayer = (config: AppConfigShape) =>
   Option.isSome(config.databaseUrl) ? Layer.empty : Layer.succeed(StageLimits, StageLimits.embedded)
+
+/**
+ * Every process samples the pipeline's stages (for /readyz, /metrics); it logs about the stages it
+ * runs or feeds, so a stage no process runs is still told about by the one upstream of it.
+ */
+const stagesLayer = (config: AppConfigShape) => {
+  const feeds: Record<StageName, ReadonlyArray<Role>> = { accept: ["smtp"], ingest: ["smtp", "worker"], index: ["worker", "indexer"] }
+  const logged = (Object.keys(feeds) as Array<StageName>).filter((stage) => feeds[stage].some((role) => config.roles.includes(role)))
+  return StageMonitor.Default.pipe(
+    Layer.provide(Layer.succeed(StageSettings, { lagWarning: config.stageLagWarning, interval: Duration.seconds(1), logged }))
+  )
+}
 
 /** Storage, the bus, settings and DependencyHealth: what the roles and the operator's commands share. */
 export const infrastructureLayer = (config: AppConfigShape) =>
@@ -214,15 +227,22 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
   const infrastructure = watchedLayer(config).pipe(Layer.provideMerge(infrastructureLayer(config)))
   const shared = Layer.mergeAll(
     infrastructure,
+    stagesLayer(config).pipe(Layer.provide(infrastructure)),
     sharedSettingsLayer(config),
     stageLimitsLayer(config),
     Layer.succeed(Lifecycle, { stopping })
   ).pipe(Layer.provideMerge(outboundLayer(config).pipe(Layer.provide(infrastructure))))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
-  // The API and the worker share one embedder and vector index; SMTP alone never opens them.
-  const searching = config.roles.includes("api") || config.roles.includes("worker")
-    ? Layer.mergeAll(when("api", apiRole(config)), when("worker", WorkerRole)).pipe(Layer.provide(vectorsLayer(config)))
+  // The API and the indexer share one embedder and vector index; SMTP, the worker and the mta never open them.
+  const searching = config.roles.includes("api") || config.roles.includes("indexer")
+    ? Layer.mergeAll(when("api", apiRole(config)), when("indexer", IndexerLive)).pipe(Layer.provide(vectorsLayer(config)))
     : Layer.empty
-  const roles = Layer.mergeAll(searching, when("smtp", smtpRole(config)), when("mta", MtaRole), metricsServerLayer(config))
+  const roles = Layer.mergeAll(
+    searching,
+    when("worker", WorkerRole),
+    when("smtp", smtpRole(config)),
+    when("mta", MtaRole),
+    metricsServerLayer(config)
+  )
   return roles.pipe(Layer.provide(shared))
 }

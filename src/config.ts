@@ -6,8 +6,12 @@ import { accessSync, constants } from "node:fs"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 
-export type Role = "api" | "smtp" | "worker" | "mta"
-const allRoles: ReadonlyArray<Role> = ["api", "smtp", "worker", "mta"]
+/**
+ * `worker` ingests (and runs webhooks, housekeeping, the event log); `indexer` makes mail searchable;
+ * `mta` delivers outbound mail. Each pipeline stage can so run in processes of its own.
+ */
+export type Role = "api" | "smtp" | "worker" | "indexer" | "mta"
+const allRoles: ReadonlyArray<Role> = ["api", "smtp", "worker", "indexer", "mta"]
 
 const list = (name: string, fallback: string) =>
   Config.string(name).pipe(
@@ -205,6 +209,8 @@ export const appConfig = Config.all({
   rspamdUrl: Config.option(url("RSPAMD_URL")),
   /** Refuse (550 5.7.1) inbound mail rspamd says to reject. */
   spamReject: Config.boolean("SPAM_REJECT").pipe(Config.withDefault(false)),
+  /** A pipeline stage whose oldest unfinished message is older than this is logged as behind. */
+  stageLagWarning: seconds("STAGE_LAG_WARNING", 60),
   /** How long SIGTERM waits for work in flight before the process exits anyway. */
   shutdownTimeout: seconds("SHUTDOWN_TIMEOUT", 30),
   /** An OTLP/HTTP collector: spans go to `<endpoint>/v1/traces`. Unset, no spans are made at all. */

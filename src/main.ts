@@ -1,5 +1,5 @@
 /**
- * Entry point: `npm start` (all roles, embedded defaults) or `ROLES=api|smtp|worker …` in a cluster;
+ * Entry point: `npm start` (all roles, embedded defaults) or `ROLES=api|smtp|worker|indexer|mta …` in a cluster;
  * `mailroom <command>` runs an operator's command (src/cli.ts lists them; `mailroom reindex [--all]`
  * re-embeds mail for search, src/reindex.ts).
  * A bad setting stops the process with a message naming the variable; SIGTERM and SIGINT drain

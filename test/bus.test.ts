@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { connect } from "@nats-io/transport-node"
 import { jetstreamManager } from "@nats-io/jetstream"
-import { Context, Duration, Effect, ExecutionStrategy, Exit, Layer, Queue, Redacted, Ref, Schedule, Scope } from "effect"
+import { Context, Deferred, Duration, Effect, ExecutionStrategy, Exit, Layer, Option, Queue, Redacted, Ref, Schedule, Scope } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -245,6 +245,48 @@ const contract = <S>(backend: Backend<S>) =>
         for (let i = 0; i < 5; i++) finished.add(yield* takeWithin(done))
         expect(finished.size).toBe(5)
         expect(yield* Ref.get(peak)).toBe(2)
+      }))
+
+    it.scopedLive("tells a consumer's lag: waiting, in flight, and when the oldest unacknowledged was published", () =>
+      Effect.gen(function*() {
+        const storage = yield* backend.storage
+        const { bus } = yield* openBus(backend.bus(storage))
+        const { name, subject } = fresh()
+        const ref = { name, stream: "events" as const, filter: subject }
+        const before = new Date(Date.now() - 1000)
+        for (const n of [1, 2, 3]) yield* bus.publish(subject, encodeJson(n), { msgId: `lag-${n}` })
+        // Never started: JetStream knows no such consumer (unknown); the embedded bus counts all three.
+        const unstarted = yield* bus.lag(ref)
+        if (backend.name.startsWith("NATS")) expect(unstarted._tag).toBe("None")
+        else expect(unstarted).toMatchObject({ _tag: "Some", value: { pending: 3, inFlight: 0 } })
+
+        const release = yield* Deferred.make<void>()
+        const started = yield* Queue.unbounded<number>()
+        const stop = yield* startConsumer(bus, {
+          ...ref,
+          concurrency: 1,
+          handler: (m) => Queue.offer(started, m.deliveryCount).pipe(Effect.zipRight(Deferred.await(release)))
+        })
+        yield* takeWithin(started)
+        // One in its handler, two waiting; the oldest is the first one published.
+        const held = yield* bus.lag(ref).pipe(
+          Effect.tap(() => Effect.sleep("100 millis")),
+          Effect.repeat({ until: (lag) => Option.isSome(lag) && lag.value.inFlight === 1 && lag.value.pending === 2 }),
+          Effect.timeout("10 seconds")
+        )
+        const oldest = Option.getOrThrow(held).oldest
+        expect(oldest).toBeInstanceOf(Date)
+        expect(oldest!.getTime()).toBeGreaterThanOrEqual(before.getTime())
+        expect(oldest!.getTime()).toBeLessThanOrEqual(Date.now() + 1000)
+
+        yield* Deferred.succeed(release, undefined)
+        const drained = yield* bus.lag(ref).pipe(
+          Effect.tap(() => Effect.sleep("100 millis")),
+          Effect.repeat({ until: (lag) => Option.isSome(lag) && lag.value.inFlight === 0 && lag.value.pending === 0 }),
+          Effect.timeout("10 seconds")
+        )
+        expect(Option.getOrThrow(drained).oldest).toBeUndefined()
+        yield* stop
       }))
 
     it.scopedLive("closing a consumer waits for the handler in flight, which is acknowledged", () =>

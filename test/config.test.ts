@@ -38,7 +38,9 @@ describe.concurrent("configuration", () => {
   it.each([
     [{ PORT: "abc" }, /PORT: .*abc/],
     [{ SMTP_PORT: "70000" }, /SMTP_PORT/],
-    [{ ROLES: "api,mailman" }, /ROLES: .*mailman/],
+    [{ ROLES: "api,mailman" }, /ROLES: Expected a comma-separated list of api, smtp, worker, indexer, mta but received "api,mailman"/],
+    [{ STAGE_LAG_WARNING: "0" }, /STAGE_LAG_WARNING: Expected a number of seconds greater than 0/],
+    [{ STAGE_LAG_WARNING: "soon" }, /STAGE_LAG_WARNING/],
     [{ WEBHOOK_ALLOW_PRIVATE: "sometimes" }, /WEBHOOK_ALLOW_PRIVATE/],
     [{ FREE_MAX_CUSTOM_DOMAINS: "-1" }, /FREE_MAX_CUSTOM_DOMAINS/],
     [{ SMTP_MAX_CONNECTIONS_PER_IP: "many" }, /SMTP_MAX_CONNECTIONS_PER_IP/],
@@ -77,6 +79,15 @@ describe.concurrent("configuration", () => {
     expect(withDb.code).toBe(1)
     expect(withDb.output).toMatch(/NATS_URL/)
     expect(withDb.output).not.toMatch(/DATABASE_URL:/)
+  })
+
+  it("knows the indexer role: alone it is a partial process, and the four others without it are too", async () => {
+    const indexer = await run({ ROLES: "indexer" })
+    expect(indexer.code).toBe(1)
+    expect(indexer.output).toMatch(/ROLES=indexer runs only part of Mailroom, so it must share state with the other nodes: set DATABASE_URL and NATS_URL/)
+    const withoutIndexer = await run({ ROLES: "api,smtp,worker,mta" })
+    expect(withoutIndexer.code).toBe(1)
+    expect(withoutIndexer.output).toMatch(/ROLES=api,smtp,worker,mta runs only part of Mailroom/)
   })
 
   it("refuses a partial-role process whose PostgreSQL lacks pgvector and that has no QDRANT_URL", async (ctx) => {

@@ -9,7 +9,7 @@
  * Adapters: NATS JetStream for clusters (layers/nats-bus.ts), and an in-process bus kept in the SQL
  * database for the single-process embedded default (layers/memory-bus.ts).
  */
-import { Context, Data, Duration, type Effect, type Scope } from "effect"
+import { Context, Data, Duration, type Effect, type Option, type Scope } from "effect"
 
 /** The streams Mailroom uses, and the subjects each one holds. */
 export const streams = {
@@ -81,6 +81,23 @@ export interface ConsumerSpec<E> {
   readonly handler: (message: BusMessage) => Effect.Effect<void, E>
 }
 
+/** A durable consumer, as a stage's lag is asked about (the fields of its ConsumerSpec). */
+export interface ConsumerRef {
+  readonly name: string
+  readonly stream: StreamName
+  readonly filter: string
+}
+
+/** How far a durable consumer is behind, whichever process runs it (or none does). */
+export interface ConsumerLag {
+  /** Messages on its filter that no handler has been given yet (redeliveries waiting included). */
+  readonly pending: number
+  /** Given to a handler and not yet acknowledged. */
+  readonly inFlight: number
+  /** When the oldest message it has not acknowledged was published; undefined when it has none. */
+  readonly oldest: Date | undefined
+}
+
 export class BusError extends Data.TaggedError("BusError")<{
   readonly message: string
   readonly cause?: unknown
@@ -110,6 +127,11 @@ export interface BusShape {
    * elsewhere (`signals.*`, outside every stream); a failure to send is the signal lost, not an error.
    */
   readonly broadcast: (subject: string, data: Uint8Array) => Effect.Effect<void>
+  /**
+   * How far behind the durable consumer `consumer` is. None while it has never been started
+   * (JetStream knows of no such consumer yet): its lag is then unknown, not zero.
+   */
+  readonly lag: (consumer: ConsumerRef) => Effect.Effect<Option.Option<ConsumerLag>, BusError>
   /** Is the bus reachable now? (readiness) */
   readonly ping: Effect.Effect<void, BusError>
 }

@@ -24,6 +24,7 @@ import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf, toR
 import { type Extracted, extract } from "./extract.ts"
 import { InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
+import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { BounceReports } from "../outbound/bounces.ts"
 import { storeEmail } from "./store.ts"
 
@@ -130,7 +131,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
   })
 }) {}
 
-/** The ingest actor: consumes `mail.inbound.>` while the worker runs. */
+/** The ingest actor (the pipeline's ingest stage): consumes `mail.inbound.>` while the worker runs. */
 export const IngestLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
@@ -138,13 +139,11 @@ export const IngestLive = Layer.scopedDiscard(
     // Messages parsed at once: parsing is CPU, storing waits on the database (stage-limits.ts).
     const { ingest: concurrency } = yield* StageLimits
     yield* bus.consume(measured({
-      name: "ingest",
-      stream: "mail",
-      filter: subjects.allInboundMail,
+      ...stageConsumers.ingest,
       concurrency,
       // A crashed worker's messages come back after this; a long parse keeps its message with progress signals.
       ackWait: Duration.seconds(20),
-      handler: handle
+      handler: (message) => Effect.tap(handle(message), () => StageActivity.handled("ingest"))
     }))
   })
 ).pipe(Layer.provide(Ingest.Default), Layer.provide(BounceReports.Default))

@@ -24,9 +24,18 @@ import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCou
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
+import { groupCommit } from "../batching.ts"
+import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
 
 const PURGE_BATCH = 500
+/**
+ * Emails whose chunks go to the embedder in one call: the emails being indexed at once share a
+ * call (one OpenAI request, full jobs for the local model's threads) instead of one each.
+ */
+const EMBED_BATCH_EMAILS = 16
+/** Embedder calls in flight at once (the local model has one or two threads on this machine). */
+const EMBED_CALLS_IN_FLIGHT = 2
 /** How often deleted mailboxes' search data is looked for. */
 const PURGE_EVERY = "10 minutes"
 
@@ -61,10 +70,24 @@ interface EmailToIndex {
 }
 
 export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const vectors = yield* Vectors
     const { embedder } = vectors
+
+    /**
+     * Embed one email's chunks, batched with the other emails being indexed at the same moment
+     * (group commit, services/batching.ts): a lone email goes at once, a burst shares calls.
+     */
+    const embedChunks = yield* groupCommit({
+      maxBatch: EMBED_BATCH_EMAILS,
+      parallel: EMBED_CALLS_IN_FLIGHT,
+      run: (emails: ReadonlyArray<ReadonlyArray<string>>) =>
+        embedder.embed(emails.flat()).pipe(Effect.map((vectors) => {
+          let offset = 0
+          return emails.map((chunks) => vectors.slice(offset, (offset += chunks.length)))
+        }))
+    })
 
     const load = (emailId: string) =>
       sql<EmailToIndex>`
@@ -96,7 +119,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       const started = Date.now()
       const body = searchableBody(email.textBody, yield* plainTextAttachments(emailId))
       const chunks = chunkText(email.subject, body)
-      const embedded = yield* embedder.embed(chunks.map((chunk) => capInput(chunk, embedder.maxInputChars)))
+      const embedded = yield* embedChunks(chunks.map((chunk) => capInput(chunk, embedder.maxInputChars)))
       const collection = yield* vectors.collection
       yield* collection.upsert(embedded.map((vector, chunk) => ({
         emailId,
@@ -258,14 +281,12 @@ export const IndexerLive = Layer.scopedDiscard(
         )
     }))
     yield* bus.consume(measured({
-      name: "index",
-      stream: "events",
-      filter: subjects.event("email.received"),
+      ...stageConsumers.index,
       concurrency,
       // A crashed worker's events come back after this; a long embedding keeps its event with progress signals.
       ackWait: Duration.seconds(20),
       // A failure is logged (or, in an outage, counted) once, by the bus at the message boundary.
-      handler: handle
+      handler: (message) => Effect.tap(handle(message), () => StageActivity.handled("index"))
     }))
   })
 ).pipe(Layer.provide(Indexer.Default))

@@ -49,6 +49,7 @@ import {
 import { limits } from "../../services/plans/plans.ts"
 import { AppConfig } from "../config.ts"
 import { SmtpMetrics } from "./metrics.ts"
+import { StageActivity } from "../../services/pipeline/stages.ts"
 
 /** How long storing and publishing an accepted message may take before the sender is told to retry. */
 const DATA_TIMEOUT_MS = 30_000
@@ -179,13 +180,16 @@ export const SmtpServerLive = Layer.scopedDiscard(
       let answered = false
       let ended: number | undefined
       dataInFlight++
+      StageActivity.acceptStarted()
       const answer = (error: Error | null, message?: string, emailIds: ReadonlyArray<string> = []) => {
         if (answered) return
         answered = true
         dataInFlight--
+        StageActivity.acceptEnded()
         const code = error === null ? 250 : (error as Error & { responseCode?: number }).responseCode ?? 451
         if (error === null) {
           SmtpMetrics.reply(250)
+          StageActivity.handled("accept")
           if (ended !== undefined) SmtpMetrics.accepted((performance.now() - ended) / 1000)
         }
         void run(Effect.logInfo(`SMTP transaction answered ${code}`).pipe(Effect.annotateLogs({

@@ -5,6 +5,7 @@ import * as http from "node:http"
 import { describe, expect, it } from "vitest"
 import { client, signUp, withApiKey } from "../support/http.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
 import { anonymous, type MailroomFetchClient, offContract, rawJsonBody, withKey, withToken } from "../support/typed-client.ts"
 
 let server: Server
@@ -123,7 +124,26 @@ describe("billing, read side", () => {
 describe("health, OpenAPI and docs", () => {
   it("/healthz and /readyz answer 200 when the database and bus are reachable", async () => {
     expect((await mailroom.GET("/healthz")).data).toEqual({ success: true, data: { status: "ok" } })
-    expect((await mailroom.GET("/readyz")).data).toEqual({ success: true, data: { status: "ok", database: "ok", bus: "ok" } })
+    // Sampled every second from the start; a consumer's lag is known once its stage has started.
+    const ready = await until("stages sampled", async () => {
+      const data = (await mailroom.GET("/readyz")).data
+      return data?.data.stages?.index.pending !== null && data?.data.stages?.ingest.pending !== null ? data : undefined
+    }, 15_000, 200)
+    expect(ready).toMatchObject({ success: true, data: { status: "ok", database: "ok", bus: "ok" } })
+    // Every inbound stage, each with its rate and its lag (the embedded bus knows every consumer).
+    const stage = {
+      rate_per_second: expect.any(Number),
+      handled: expect.any(Number),
+      pending: expect.any(Number),
+      in_flight: expect.any(Number),
+      oldest_age_seconds: expect.any(Number),
+      lagging: false
+    }
+    expect(ready?.data.stages).toEqual({
+      accept: { ...stage, pending: null, oldest_age_seconds: null },
+      ingest: stage,
+      index: stage
+    })
   })
 
   it("serves an OpenAPI 3.1 document generated from the contract", async () => {

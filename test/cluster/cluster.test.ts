@@ -2,7 +2,7 @@
  * A real cluster: one api process, two SMTP processes and two worker processes sharing PostgreSQL
  * and NATS JetStream (DESIGN.md §1), and a vector index: the fake Qdrant, run by the test (the
  * machine's PostgreSQL has no pgvector, and a process without every role needs an index the others
- * see too). Mail taken by an SMTP node is indexed by a worker and found by meaning through the api
+ * see too). Mail taken by an SMTP node is indexed by a worker (ROLES=worker,indexer) and found by meaning through the api
  * node. Every message answered 250 becomes exactly one email, also when a worker is killed (SIGKILL)
  * while mail is flowing: its unacknowledged messages come back after ack_wait and are stored once.
  * Runs on the machine's PostgreSQL and NATS in both modes.
@@ -70,7 +70,7 @@ let jsm: JetStreamManager
 const mailboxes: Array<{ mailbox_id: string; email_address: string }> = []
 let apiKey: string
 
-const startWorker = () => startServer({ ...env, ROLES: "worker" }, { ready: "none" })
+const startWorker = () => startServer({ ...env, ROLES: "worker,indexer" }, { ready: "none" })
 
 /** Pull requests waiting on the shared durable "ingest": one per idle worker process. */
 const waitingPulls = async () => {

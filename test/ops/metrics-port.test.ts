@@ -1,6 +1,6 @@
 /**
  * `/metrics` of processes without the api role, on `METRICS_PORT`: an SMTP-only node counts the
- * mail it took, a worker-only node the messages its consumers handled, each only its own. Separate
+ * mail it took, a worker (and indexer) node the messages its consumers handled, each only its own. Separate
  * processes need PostgreSQL and NATS, so this suite runs in the services mode only (the all-roles
  * process is covered by observability.test.ts in both modes).
  */
@@ -43,7 +43,7 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     servers.push(api)
     const [smtpPort, workerPort] = [await freePort(), await freePort()]
     smtp = await startServer({ ...env, ROLES: "smtp", METRICS_PORT: String(smtpPort) }, { ready: "none" })
-    worker = await startServer({ ...env, ROLES: "worker", METRICS_PORT: String(workerPort) }, { ready: "none" })
+    worker = await startServer({ ...env, ROLES: "worker,indexer", METRICS_PORT: String(workerPort) }, { ready: "none" })
     servers.push(smtp, worker)
     smtpMetrics = `http://127.0.0.1:${smtpPort}/metrics`
     workerMetrics = `http://127.0.0.1:${workerPort}/metrics`
@@ -74,8 +74,9 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     expect(smtpAfter.value("mailroom_smtp_replies_total", { code: "250" }) - smtpBefore.value("mailroom_smtp_replies_total", { code: "250" })).toBe(2)
     expect(smtpAfter.value("mailroom_smtp_replies_total", { code: "550" }) - smtpBefore.value("mailroom_smtp_replies_total", { code: "550" })).toBe(1)
     expect(smtpAfter.value("mailroom_smtp_data_bytes_total") - smtpBefore.value("mailroom_smtp_data_bytes_total")).toBe(Buffer.byteLength(message))
-    // Only its own roles: no consumer, no HTTP.
-    expect(smtpAfter.families.map((family) => family.name).filter((name) => !name.startsWith("mailroom_smtp_"))).toEqual([])
+    // Only its own roles, and the pipeline's stages every process samples: no consumer, no HTTP.
+    expect(smtpAfter.families.map((family) => family.name).filter((name) => !/^mailroom_(smtp|stage)_/.test(name))).toEqual([])
+    expect(smtpAfter.value("mailroom_stage_handled_total", { stage: "accept" }) - smtpBefore.value("mailroom_stage_handled_total", { stage: "accept" })).toBe(1)
 
     const workerAfter = await until("the worker to count the message", async () => {
       const now = await scrape(workerMetrics)

@@ -170,7 +170,7 @@ describe("the log of that session (LOG_LEVEL=debug, LOG_FORMAT=json)", () => {
     })
     for (const entry of entries) {
       expect(Object.keys(entry)).toEqual(expect.arrayContaining(["level", "time", "message", "role", "node"]))
-      expect(entry.role).toBe("api,smtp,worker,mta")
+      expect(entry.role).toBe("api,smtp,worker,indexer,mta")
       expect(entry.time).toMatch(/^\d{4}-\d{2}-\d{2}T/)
     }
     const said = (message: string | RegExp) => entries.filter((entry) => typeof entry.message === "string" && entry.message.match(message))

@@ -103,4 +103,55 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         expect((yield* indexer.index("eml_c")).outcome).toBe("gone")
       }), indexerWith("words-v2"))
     }))
+
+  it.effect("emails indexed at the same moment share embedder calls, and each keeps its own vectors", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_b', 'b@example.com', 'b@example.com', 'B', 'x')`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+                 VALUES ('mbx_b', 'usr_b', 'batched', 'agents.localhost', 'batched@agents.localhost')`
+      yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"1".repeat(64)}, 1, ${new Uint8Array([1])}) ON CONFLICT DO NOTHING`
+      // Words in distinct buckets of the hashed-words embedder, so that each topic finds one email only.
+      const topics = ["harbour", "glacier", "orchard", "comet", "lantern", "meadow", "canyon", "falcon", "pottery", "tulip"]
+      const ids = topics.map((_, i) => `eml_batch${i}`)
+      for (const [i, topic] of topics.entries()) {
+        yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                      received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+            VALUES (${ids[i]!}, 'mbx_b', 'usr_b', ${`<${ids[i]}@test>`}, ${ids[i]!}, ${topic}, 'x@example.com', ${["y@example.com"]}, now(),
+                    now(), 'x@example.com', 'y@example.com', '{}', ${`${topic} ${topic} ${topic}`}, false, ${"1".repeat(64)}, 1)`
+      }
+      // A slow embedder that records each call's size: callers arriving while calls are out wait and go together.
+      const calls: Array<number> = []
+      const counting = Layer.succeed(Embedder, {
+        model: "words-batched",
+        dimensions: DIMENSIONS,
+        maxInputChars: 2_000,
+        embed: (texts) =>
+          Effect.sync(() => calls.push(texts.length)).pipe(
+            // A wall-clock wait: the suite's TestClock would never end an Effect.sleep.
+            Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))),
+            Effect.as(texts.map((text) => normalize(Float32Array.from(hashedWords(text, DIMENSIONS)))))
+          )
+      })
+      yield* Effect.provide(
+        Effect.gen(function*() {
+          const indexer = yield* Indexer
+          const outcomes = yield* Effect.forEach(ids, (id) => indexer.index(id), { concurrency: "unbounded" })
+          expect(outcomes.map((o) => o.outcome)).toEqual(ids.map(() => "indexed"))
+          // Two calls go at once (one email each); the eight that waited share the next one.
+          expect(calls.length).toBeLessThan(ids.length)
+          expect(calls.reduce((a, b) => a + b, 0)).toBe(ids.length)
+          expect(Math.max(...calls)).toBeGreaterThan(1)
+          // Each email got its own vector back: its topic finds it first.
+          const { collection } = yield* Vectors
+          const vectors = yield* collection
+          for (const [i, topic] of topics.entries()) {
+            const query = normalize(Float32Array.from(hashedWords(`${topic} ${topic}`, DIMENSIONS)))
+            const hits = yield* vectors.search(query, { namespace: "usr_b" }, 1, { exact: true })
+            expect(hits[0]?.emailId).toBe(ids[i])
+          }
+        }),
+        Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(counting, vectorIndex)))
+      )
+    }))
 })

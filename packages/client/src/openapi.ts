@@ -923,7 +923,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description 200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise
+         * @description 200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise. `stages` tells each inbound stage's rate and lag (a stage behind does not make the process unready)
          */
         get: operations["health.readyz"];
         put?: never;
@@ -9728,6 +9728,51 @@ export interface operations {
                             bus?: "ok";
                             /** @enum {string} */
                             database?: "ok";
+                            /** @description The inbound pipeline: accept (SMTP to 250), ingest (parse and store), index (embed and full text); sampled every second */
+                            stages?: {
+                                accept: {
+                                    /** @description Messages this process finished since it started */
+                                    handled: number;
+                                    /** @description Taken by the stage, not finished (accept: in this process) */
+                                    in_flight: number | null;
+                                    /** @description The oldest is older than STAGE_LAG_WARNING */
+                                    lagging: boolean;
+                                    /** @description Age of the oldest message the stage has not finished; 0 when none (null: unknown) */
+                                    oldest_age_seconds: number | null;
+                                    /** @description Messages waiting for the stage on the bus, whichever process runs it (null: unknown; accept: nothing queues) */
+                                    pending: number | null;
+                                    /** @description Messages this process finished per second, over the last 5 s */
+                                    rate_per_second: number;
+                                };
+                                index: {
+                                    /** @description Messages this process finished since it started */
+                                    handled: number;
+                                    /** @description Taken by the stage, not finished (accept: in this process) */
+                                    in_flight: number | null;
+                                    /** @description The oldest is older than STAGE_LAG_WARNING */
+                                    lagging: boolean;
+                                    /** @description Age of the oldest message the stage has not finished; 0 when none (null: unknown) */
+                                    oldest_age_seconds: number | null;
+                                    /** @description Messages waiting for the stage on the bus, whichever process runs it (null: unknown; accept: nothing queues) */
+                                    pending: number | null;
+                                    /** @description Messages this process finished per second, over the last 5 s */
+                                    rate_per_second: number;
+                                };
+                                ingest: {
+                                    /** @description Messages this process finished since it started */
+                                    handled: number;
+                                    /** @description Taken by the stage, not finished (accept: in this process) */
+                                    in_flight: number | null;
+                                    /** @description The oldest is older than STAGE_LAG_WARNING */
+                                    lagging: boolean;
+                                    /** @description Age of the oldest message the stage has not finished; 0 when none (null: unknown) */
+                                    oldest_age_seconds: number | null;
+                                    /** @description Messages waiting for the stage on the bus, whichever process runs it (null: unknown; accept: nothing queues) */
+                                    pending: number | null;
+                                    /** @description Messages this process finished per second, over the last 5 s */
+                                    rate_per_second: number;
+                                };
+                            };
                             /** @enum {string} */
                             status: "ok";
                         };

@@ -11,6 +11,26 @@ const Health = Schema.Struct({
   bus: Schema.optional(Schema.Literal("ok"))
 })
 
+const Stage = Schema.Struct({
+  rate_per_second: Schema.Number.annotations({ description: "Messages this process finished per second, over the last 5 s" }),
+  handled: Schema.Number.annotations({ description: "Messages this process finished since it started" }),
+  pending: Schema.NullOr(Schema.Number).annotations({
+    description: "Messages waiting for the stage on the bus, whichever process runs it (null: unknown; accept: nothing queues)"
+  }),
+  in_flight: Schema.NullOr(Schema.Number).annotations({ description: "Taken by the stage, not finished (accept: in this process)" }),
+  oldest_age_seconds: Schema.NullOr(Schema.Number).annotations({
+    description: "Age of the oldest message the stage has not finished; 0 when none (null: unknown)"
+  }),
+  lagging: Schema.Boolean.annotations({ description: "The oldest is older than STAGE_LAG_WARNING" })
+})
+
+const Ready = Schema.Struct({
+  ...Health.fields,
+  stages: Schema.optional(Schema.Struct({ accept: Stage, ingest: Stage, index: Stage })).annotations({
+    description: "The inbound pipeline: accept (SMTP to 250), ingest (parse and store), index (embed and full text); sampled every second"
+  })
+})
+
 export class HealthGroup extends HttpApiGroup.make("health")
   .add(
     HttpApiEndpoint.get("healthz", "/healthz")
@@ -19,11 +39,12 @@ export class HealthGroup extends HttpApiGroup.make("health")
   )
   .add(
     HttpApiEndpoint.get("readyz", "/readyz")
-      .addSuccess(Ok(Health))
+      .addSuccess(Ok(Ready))
       .addError(envelope(ServiceUnavailable))
       .annotateContext(OpenApi.annotations({
         summary: "Readiness",
-        description: "200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise"
+        description: "200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise. " +
+          "`stages` tells each inbound stage's rate and lag (a stage behind does not make the process unready)"
       }))
   )
   .annotate(OpenApi.Description, "Liveness (the process serves) and readiness (database and bus reachable)")

@@ -3,12 +3,22 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Bus } from "../../../services/bus/bus.ts"
 import { ServiceUnavailable } from "../../../services/errors.ts"
+import { StageMonitor, type StageStatus } from "../../../services/pipeline/stages.ts"
 import { MailroomApi } from "../api.ts"
 
 export const HealthHandlers = HttpApiBuilder.group(MailroomApi, "health", (handlers) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
+    const monitor = yield* StageMonitor
+    const stage = (status: StageStatus) => ({
+      rate_per_second: Math.round(status.rate * 10) / 10,
+      handled: status.handled,
+      pending: status.pending,
+      in_flight: status.inFlight,
+      oldest_age_seconds: status.oldestAgeSeconds === null ? null : Math.round(status.oldestAgeSeconds * 10) / 10,
+      lagging: status.lagging
+    })
     const database = sql`SELECT 1`.pipe(
       Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => ServiceUnavailable.of("The database is not reachable") }),
       Effect.mapError(() => ServiceUnavailable.of("The database is not reachable"))
@@ -21,6 +31,15 @@ export const HealthHandlers = HttpApiBuilder.group(MailroomApi, "health", (handl
       .handle("healthz", () => Effect.succeed({ success: true as const, data: { status: "ok" as const } }))
       .handle("readyz", () =>
         Effect.all([database, busReachable], { concurrency: 2 }).pipe(
-          Effect.as({ success: true as const, data: { status: "ok" as const, database: "ok" as const, bus: "ok" as const } })
+          Effect.zipRight(monitor.status),
+          Effect.map((stages) => ({
+            success: true as const,
+            data: {
+              status: "ok" as const,
+              database: "ok" as const,
+              bus: "ok" as const,
+              stages: { accept: stage(stages.accept), ingest: stage(stages.ingest), index: stage(stages.index) }
+            }
+          }))
         ))
   }))
