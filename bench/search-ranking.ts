@@ -1,0 +1,152 @@
+/**
+ * In-process evaluation of the search ranking (services/search/ranker.ts) on an indexed data
+ * directory, with the server stopped: the same service search runs, asked with other
+ * `RankingOptions`, so that each technique's contribution is measured on the same index.
+ *
+ * `tune` chooses the options on one query set (SciFact's train queries), coordinate by coordinate;
+ * `ablation` reports a table of techniques added one at a time to the baseline, on every query set
+ * given (the chosen options are never changed by the test queries).
+ */
+import { SqlClient } from "@effect/sql"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { vectorsLayer } from "../src/app.ts"
+import { loadConfig } from "../src/config.ts"
+import * as Database from "../src/database.ts"
+import { BASELINE_RANKING, DEFAULT_RANKING, Ranker, type RankingOptions } from "../services/search/ranker.ts"
+import type { SearchMode } from "../services/search/schemas.ts"
+
+export interface QuerySet {
+  readonly name: string
+  readonly queries: ReadonlyArray<{ readonly id: string; readonly text: string }>
+  readonly qrels: ReadonlyMap<string, ReadonlyMap<string, number>>
+}
+
+const dcg = (gains: ReadonlyArray<number>) => gains.reduce((sum, gain, i) => sum + (2 ** gain - 1) / Math.log2(i + 2), 0)
+
+/** nDCG@10 and recall@100 of one ranking of document keys. */
+export const evaluate = (ranked: ReadonlyArray<string>, relevant: ReadonlyMap<string, number>) => {
+  const gains = ranked.slice(0, 10).map((doc) => relevant.get(doc) ?? 0)
+  const ideal = [...relevant.values()].sort((a, b) => b - a).slice(0, 10)
+  const ndcg = dcg(ideal) > 0 ? dcg(gains) / dcg(ideal) : 0
+  const found = ranked.slice(0, 100).filter((doc) => relevant.has(doc)).length
+  return { ndcg, recall: relevant.size > 0 ? found / relevant.size : 0 }
+}
+
+export interface Measured {
+  readonly ndcg: number
+  readonly recall: number
+  readonly p50: number
+  readonly p95: number
+}
+
+/**
+ * Opens the data directory (settings as the server had them: `env`), and answers a function that
+ * ranks a query set with given options. `keyOf` turns an email into the collection's document key
+ * (SciFact's document id is in the sender's address).
+ */
+export const openRanking = async (dataDir: string, env: Record<string, string>, keyOf: (from: string, subject: string) => string) => {
+  const settings = new Map([...Object.entries(env), ["DATA_DIR", dataDir]])
+  const layer = Layer.unwrapEffect(
+    loadConfig.pipe(
+      Effect.map((config) => Ranker.Default.pipe(Layer.provideMerge(vectorsLayer(config)), Layer.provideMerge(Database.layer(config)))),
+      Effect.withConfigProvider(ConfigProvider.fromMap(settings))
+    )
+  ).pipe(Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)))
+  const runtime = ManagedRuntime.make(layer)
+  const { keys, userId } = await runtime.runPromise(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql<{ id: string; fromAddress: string; subject: string; userId: string }>`
+      SELECT e.id, e.from_address, e.subject, e.user_id FROM emails e JOIN search_documents d ON d.email_id = e.id`
+    return { keys: new Map(rows.map((row) => [row.id, keyOf(row.fromAddress, row.subject)])), userId: rows[0]?.userId ?? "" }
+  }))
+
+  const run = async (set: QuerySet, options: RankingOptions, mode: SearchMode = "hybrid"): Promise<Measured> => {
+    let ndcg = 0
+    let recall = 0
+    const ms: Array<number> = []
+    for (const query of set.queries) {
+      const started = performance.now()
+      const ranked = await runtime.runPromise(Effect.flatMap(Ranker, (ranker) => ranker.rank(userId, query.text, mode, undefined, options)))
+      ms.push(performance.now() - started)
+      const score = evaluate(ranked.map((r) => keys.get(r.emailId) ?? r.emailId), set.qrels.get(query.id) ?? new Map())
+      ndcg += score.ndcg
+      recall += score.recall
+    }
+    ms.sort((a, b) => a - b)
+    const n = Math.max(1, set.queries.length)
+    return { ndcg: ndcg / n, recall: recall / n, p50: ms[Math.floor(ms.length / 2)] ?? 0, p95: ms[Math.floor(ms.length * 0.95)] ?? 0 }
+  }
+  return { run, close: () => runtime.dispose() }
+}
+
+type Ranking = Awaited<ReturnType<typeof openRanking>>
+
+const describe = (o: RankingOptions) =>
+  `k1=${o.k1} b=${o.b} feedback=${o.feedback ? `${o.feedback.documents}docs/${o.feedback.terms}terms/${o.feedback.weight}` : "off"} meaning=${o.meaningWeight} depth=${o.vectorDepth}`
+
+/**
+ * Coordinate search on `train`: BM25's constants and feedback by words alone (text mode), then
+ * meaning's weight and the vector depth in hybrid mode. Answers the best options found.
+ */
+export const tune = async (ranking: Ranking, train: QuerySet): Promise<RankingOptions> => {
+  let best: RankingOptions = BASELINE_RANKING
+  const tryAll = async (mode: SearchMode, candidates: ReadonlyArray<RankingOptions>) => {
+    let bestScore = -1
+    for (const candidate of candidates) {
+      const r = await ranking.run(train, candidate, mode)
+      console.log(`  ${mode.padEnd(6)} ${r.ndcg.toFixed(4)}  ${describe(candidate)}`)
+      if (r.ndcg > bestScore + 1e-9) {
+        bestScore = r.ndcg
+        best = candidate
+      }
+    }
+  }
+  console.log(`tuning on ${train.name} (${train.queries.length} queries)`)
+  const base = best
+  await tryAll("text", [0.9, 1.2, 1.5].flatMap((k1) => [0.4, 0.6, 0.75].map((b) => ({ ...base, k1, b }))))
+  const bm25 = best
+  await tryAll("text", [
+    bm25,
+    ...[5, 10].flatMap((documents) =>
+      [10, 20].flatMap((terms) => [0.2, 0.4, 0.7].map((weight) => ({ ...bm25, feedback: { documents, terms, weight } })))
+    )
+  ])
+  const words = best
+  await tryAll("hybrid", [0.2, 0.3, 0.4, 0.5].map((meaningWeight) => ({ ...words, meaningWeight })))
+  const fused = best
+  await tryAll("hybrid", [64, 128, 256].map((vectorDepth) => ({ ...fused, vectorDepth })))
+  console.log(`chosen on ${train.name}: ${describe(best)}`)
+  return best
+}
+
+/**
+ * Each technique added alone to the baseline, then all of `chosen` together; nDCG@10 on every set,
+ * recall@100 and latency (in-process, no HTTP) on the last.
+ */
+export const ablation = async (ranking: Ranking, sets: ReadonlyArray<QuerySet>, chosen: RankingOptions = DEFAULT_RANKING) => {
+  const base = BASELINE_RANKING
+  const rows: ReadonlyArray<readonly [string, SearchMode, RankingOptions]> = [
+    ["words only (BM25 k1 1.2, b 0.75)", "text", base],
+    [`words, BM25 k1 ${chosen.k1}, b ${chosen.b}`, "text", { ...base, k1: chosen.k1, b: chosen.b }],
+    ["words + feedback (RM3)", "text", { ...base, k1: chosen.k1, b: chosen.b, feedback: chosen.feedback }],
+    ["hybrid baseline (round one)", "hybrid", base],
+    [`+ BM25 k1 ${chosen.k1}, b ${chosen.b}`, "hybrid", { ...base, k1: chosen.k1, b: chosen.b }],
+    ["+ feedback (RM3)", "hybrid", { ...base, feedback: chosen.feedback }],
+    [`+ meaning weight ${chosen.meaningWeight}`, "hybrid", { ...base, meaningWeight: chosen.meaningWeight }],
+    [`+ vector depth ${chosen.vectorDepth}`, "hybrid", { ...base, vectorDepth: chosen.vectorDepth }],
+    ["all together (the product's default)", "hybrid", chosen]
+  ]
+  const last = sets[sets.length - 1]!
+  console.log("")
+  console.log(`technique                              ${sets.map((s) => `${s.name} nDCG@10`.padStart(16)).join(" ")}  ${last.name} recall@100  p50 ms  p95 ms`)
+  for (const [label, mode, options] of rows) {
+    if (label.startsWith("+ feedback") && options.feedback === undefined) continue
+    const results: Array<Measured> = []
+    for (const set of sets) results.push(await ranking.run(set, options, mode))
+    const r = results[results.length - 1]!
+    console.log(
+      `${label.padEnd(38)} ${results.map((x) => x.ndcg.toFixed(3).padStart(16)).join(" ")}  ${r.recall.toFixed(3).padStart(16)}  ${r.p50.toFixed(1).padStart(6)}  ${r.p95.toFixed(1).padStart(6)}`
+    )
+  }
+  console.log(`(the product's default: ${describe(chosen)})`)
+}
