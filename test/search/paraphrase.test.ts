@@ -48,6 +48,8 @@ describe("search on paraphrased questions", () => {
     expect(paraphrases.emails.length).toBeGreaterThanOrEqual(30)
     expect(paraphrases.questions.length).toBeGreaterThanOrEqual(30)
     const keys = new Set(paraphrases.emails.map((mail) => mail.key))
+    // Results are told apart by their sender.
+    expect(new Set(paraphrases.emails.map((mail) => mail.from)).size).toBe(paraphrases.emails.length)
     for (const question of paraphrases.questions) for (const key of question.relevant) expect(keys).toContain(key)
   })
 
