@@ -163,7 +163,8 @@ const main = async () => {
     const saved = path.join(dir, "bench.json")
     let apiKey: string
     if (reuse) {
-      apiKey = JSON.parse(fs.readFileSync(saved, "utf8")).apiKey
+      const state = JSON.parse(fs.readFileSync(saved, "utf8"))
+      apiKey = state.address ? await send(base, saved, state) : state.apiKey
       console.log(`SciFact: reusing the mail indexed in ${dir}; ${queries.length} ${split} queries; embedder: ${embedderName}`)
     } else {
       apiKey = await ingest(base, saved)
@@ -198,18 +199,31 @@ const main = async () => {
       body: JSON.stringify({ name: "bench" })
     }).then((r) => r.json() as Promise<any>)
     const apiKey: string = key.data.apiKey
-    fs.writeFileSync(saved, JSON.stringify({ apiKey }))
     const checkout = await call(base, "POST", "/v1/billing/checkout", { plan: "enterprise", successUrl: "https://example.com/ok", cancelUrl: "https://example.com/no" }, apiKey)
     await fetch(`${base}${new URL(checkout.body.data.url).pathname}`, { method: "POST", redirect: "manual" })
     const mailbox = await call(base, "POST", "/v1/api/mailboxes", { local_part: "scifact", domain: "agents.localhost" }, apiKey)
     const address: string = mailbox.body.mailbox.email_address
+    return send(base, saved, { apiKey, address, sent: [] })
+  }
+
+  /**
+   * Send the documents not sent yet (all of them on a fresh start; with BENCH_REUSE and a larger
+   * BENCH_DOCS, the rest: a quick subset grows into the whole collection) and wait until each is
+   * announced as processed.
+   */
+  async function send(base: string, saved: string, state: { apiKey: string; address: string; sent: ReadonlyArray<string> }) {
+    const { apiKey, address } = state
+    const already = new Set(state.sent)
+    const toSend = docs.filter((doc) => !already.has(doc._id))
+    fs.writeFileSync(saved, JSON.stringify(state))
+    if (toSend.length === 0) return apiKey
     await call(base, "POST", "/v1/api/webhooks", { url: `http://127.0.0.1:${receiverPort}/processed`, events: ["email.processed"] }, apiKey)
 
-    console.log(`SciFact: ${docs.length} documents, ${queries.length} ${split} queries; embedder: ${embedderName}; sending over SMTP to ${address}`)
+    console.log(`SciFact: ${toSend.length} documents to send (${already.size} already indexed), ${queries.length} ${split} queries; embedder: ${embedderName}; sending over SMTP to ${address}`)
     const started = performance.now()
     const transport = nodemailer.createTransport({ host: "127.0.0.1", port: smtpPort, secure: false, ignoreTLS: true, pool: true, maxConnections: 8, maxMessages: Infinity })
     let sent = 0
-    const queue = [...docs]
+    const queue = [...toSend]
     await Promise.all(Array.from({ length: 8 }, async () => {
       for (let doc = queue.shift(); doc; doc = queue.shift()) {
         await transport.sendMail({ from: `doc-${doc._id}@scifact.example`, to: address, subject: doc.title, text: doc.text })
@@ -220,13 +234,14 @@ const main = async () => {
     const sentSeconds = (performance.now() - started) / 1000
     console.log(`sent ${sent} in ${sentSeconds.toFixed(1)} s (${(sent / sentSeconds).toFixed(0)}/s); indexing…`)
     let last = -1
-    while (processedCount < docs.length) {
-      if (processedCount !== last && processedCount % 500 < (last % 500)) console.log(`  indexed ${processedCount}/${docs.length}`)
+    while (processedCount < toSend.length) {
+      if (processedCount !== last && processedCount % 500 < (last % 500)) console.log(`  indexed ${processedCount}/${toSend.length}`)
       last = processedCount
       await new Promise((resolve) => setTimeout(resolve, 1000))
     }
     const indexSeconds = (performance.now() - started) / 1000
-    console.log(`indexed ${docs.length} in ${indexSeconds.toFixed(0)} s (${(docs.length / indexSeconds).toFixed(1)} documents/s, SMTP to searchable)`)
+    console.log(`indexed ${toSend.length} in ${indexSeconds.toFixed(0)} s (${(toSend.length / indexSeconds).toFixed(1)} documents/s, SMTP to searchable)`)
+    fs.writeFileSync(saved, JSON.stringify({ ...state, sent: [...already, ...toSend.map((doc) => doc._id)] }))
     return apiKey
   }
 
@@ -257,8 +272,12 @@ const main = async () => {
     }
     console.log(`published (test): BM25 ${published.bm25}, bge-small ${published["bge-small"]}, gte-small ${published["gte-small"]}, all-MiniLM-L6-v2 ${published["all-MiniLM-L6-v2"]}, text-embedding-3-small ${published["text-embedding-3-small"]}`)
     const hybrid = results.hybrid?.ndcg
-    // The target is the test queries'; train queries are for choosing options.
+    // The target is the test queries' on the whole collection; train queries are for choosing options.
     if (hybrid === undefined || split !== "test") return
+    if (docs.length < allDocs.length) {
+      console.log(`a subset of the collection (${docs.length} of ${allDocs.length} documents): not comparable with the published figures or the target`)
+      return
+    }
     console.log(`target hybrid nDCG@10 >= ${TARGET}: ${hybrid >= TARGET ? "met" : "missed"} (${hybrid.toFixed(3)})`)
     process.exitCode = hybrid >= TARGET ? 0 : 2
   }
