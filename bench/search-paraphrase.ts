@@ -7,7 +7,7 @@
  * OPENAI_API_KEY is set) receives the emails over SMTP; the questions are asked through
  * `POST /v1/search` in each mode and nDCG@10 printed. Then, the server stopped, the same ranking
  * in-process (bench/search-ranking.ts): round one's ranking (before) against each technique and
- * the product's default (after). Exit status 1 when the run is invalid.
+ * the product's default (after), and a sweep of meaning's weight. Exit status 1 when the run is invalid.
  */
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -18,6 +18,7 @@ import { newBox } from "../test/support/mailboxes.ts"
 import { keyOfSender, paraphraseNdcg, paraphraseSet, sendParaphraseMail } from "../test/support/paraphrase.ts"
 import { startServer } from "../test/support/process.ts"
 import { startReceiver } from "../test/support/receiver.ts"
+import { DEFAULT_RANKING } from "../services/search/ranker.ts"
 import { ablation, openRanking } from "./search-ranking.ts"
 
 const env: Record<string, string> = {}
@@ -50,6 +51,12 @@ const main = async () => {
     const ranking = await openRanking(dataDir, env, (from) => keyOfSender(from))
     try {
       await ablation(ranking, [paraphraseSet])
+      // Meaning's weight against words, swept: what the set would choose (the product's is chosen on SciFact's train queries).
+      console.log("")
+      for (const meaningWeight of [0.3, 0.4, 0.5, 0.6, 0.7, 0.8]) {
+        const r = await ranking.run(paraphraseSet, { ...DEFAULT_RANKING, meaningWeight }, "hybrid")
+        console.log(`meaning weight ${meaningWeight}: hybrid nDCG@10 ${r.ndcg.toFixed(3)}`)
+      }
     } finally {
       await ranking.close()
     }

@@ -16,7 +16,9 @@
  * a table of each technique's contribution (BM25's constants, relevance feedback, meaning's weight,
  * the vector depth, all together), nDCG@10 on the train and the test queries. The product's default
  * options were chosen on the train queries only: BENCH_TUNE=1 searches them again on train and
- * reports the table with what it found. BENCH_ABLATION=0 skips the table.
+ * reports the table with what it found. BENCH_ABLATION=0 skips the table. BENCH_SUBJECT_BOOSTS=1,3
+ * measures field weighting: subject words at those weights against the indexer's (the postings are
+ * re-weighed in place and put back).
  *
  * An OpenAI-compatible embedding server: with OPENAI_BASE_URL set (and EMBEDDING_MODEL naming its
  * model), the server embeds with it (OPENAI_API_KEY is sent if set; a placeholder otherwise, which
@@ -25,7 +27,7 @@
  * Settings: BENCH_DATA (../shared/data/scifact), BENCH_DOCS (all; a smaller number takes the first
  * N documents plus every judged one, for a quick look), BENCH_ENV (extra server settings as
  * KEY=VALUE,KEY=VALUE, e.g. OPENAI_API_KEY=…), BENCH_MODES (text,vector,hybrid; empty: no HTTP
- * queries, the table only), BENCH_SPLIT (test), BENCH_TUNE, BENCH_ABLATION, BENCH_KEEP (keep
+ * queries, the table only), BENCH_SPLIT (test), BENCH_TUNE, BENCH_ABLATION, BENCH_SUBJECT_BOOSTS, BENCH_KEEP (keep
  * the data directory and print it), BENCH_REUSE (a kept data directory: skip ingesting and only
  * query, to compare ranking changes in minutes instead of a quarter of an hour).
  */
@@ -38,7 +40,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import nodemailer from "nodemailer"
 import { freePort } from "../test/support/process.ts"
-import { ablation, evaluate, openRanking, type QuerySet, tune } from "./search-ranking.ts"
+import { ablation, evaluate, fieldWeights, openRanking, type QuerySet, tune } from "./search-ranking.ts"
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const dataDir = path.resolve(repoRoot, process.env.BENCH_DATA ?? "../shared/data/scifact")
@@ -117,6 +119,7 @@ const call = async (base: string, method: string, route: string, body?: unknown,
 const MODES = (process.env.BENCH_MODES ?? "text,vector,hybrid").split(",").map((m) => m.trim()).filter((m) => m.length > 0) as Array<"text" | "vector" | "hybrid">
 const TUNE = process.env.BENCH_TUNE === "1"
 const ABLATION = process.env.BENCH_ABLATION !== "0"
+const SUBJECT_BOOSTS = (process.env.BENCH_SUBJECT_BOOSTS ?? "").split(",").filter((b) => b.trim()).map(Number)
 const reuse = process.env.BENCH_REUSE
 
 const main = async () => {
@@ -172,11 +175,12 @@ const main = async () => {
     if (MODES.length > 0) await evaluateModes(base, apiKey)
     await stop()
     // The server stopped (the embedded database has one owner at a time): the ranking in-process.
-    if (TUNE || ABLATION) {
+    if (TUNE || ABLATION || SUBJECT_BOOSTS.length > 0) {
       const ranking = await openRanking(dir, extraEnv, (from) => from.replace(/^doc-/, "").replace(/@.*$/, ""))
       try {
-        const chosen = TUNE ? await tune(ranking, train) : undefined
-        if (ABLATION || TUNE) await ablation(ranking, [train, test], chosen)
+        const tuned = TUNE ? await tune(ranking, train) : undefined
+        if (ABLATION || TUNE) await ablation(ranking, [train, test], tuned?.chosen, tuned?.tried)
+        if (SUBJECT_BOOSTS.length > 0) await fieldWeights(ranking, [train, test], SUBJECT_BOOSTS, tuned?.chosen)
       } finally {
         await ranking.close()
       }
