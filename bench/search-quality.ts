@@ -18,7 +18,8 @@
  * options were chosen on the train queries only: BENCH_TUNE=1 searches them again on train and
  * reports the table with what it found. BENCH_ABLATION=0 skips the table. BENCH_SUBJECT_BOOSTS=1,3
  * measures field weighting: subject words at those weights against the indexer's (the postings are
- * re-weighed in place and put back).
+ * re-weighed in place and put back). BENCH_MEANING_WEIGHTS=0.6,0.8 sweeps meaning's weight in hybrid
+ * fusion on train and test (to show a trade-off, never to choose).
  *
  * An OpenAI-compatible embedding server: with OPENAI_BASE_URL set (and EMBEDDING_MODEL naming its
  * model), the server embeds with it (OPENAI_API_KEY is sent if set; a placeholder otherwise, which
@@ -27,7 +28,8 @@
  * Settings: BENCH_DATA (../shared/data/scifact), BENCH_DOCS (all; a smaller number takes the first
  * N documents plus every judged one, for a quick look), BENCH_ENV (extra server settings as
  * KEY=VALUE,KEY=VALUE, e.g. OPENAI_API_KEY=…), BENCH_MODES (text,vector,hybrid; empty: no HTTP
- * queries, the table only), BENCH_SPLIT (test), BENCH_TUNE, BENCH_ABLATION, BENCH_SUBJECT_BOOSTS, BENCH_KEEP (keep
+ * queries, the table only), BENCH_SPLIT (test), BENCH_TUNE, BENCH_ABLATION, BENCH_SUBJECT_BOOSTS,
+ * BENCH_MEANING_WEIGHTS, BENCH_KEEP (keep
  * the data directory and print it), BENCH_REUSE (a kept data directory: skip ingesting and only
  * query, to compare ranking changes in minutes instead of a quarter of an hour).
  */
@@ -39,6 +41,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import nodemailer from "nodemailer"
+import { DEFAULT_RANKING } from "../services/search/ranker.ts"
 import { freePort } from "../test/support/process.ts"
 import { ablation, evaluate, fieldWeights, openRanking, type QuerySet, tune } from "./search-ranking.ts"
 
@@ -120,6 +123,7 @@ const MODES = (process.env.BENCH_MODES ?? "text,vector,hybrid").split(",").map((
 const TUNE = process.env.BENCH_TUNE === "1"
 const ABLATION = process.env.BENCH_ABLATION !== "0"
 const SUBJECT_BOOSTS = (process.env.BENCH_SUBJECT_BOOSTS ?? "").split(",").filter((b) => b.trim()).map(Number)
+const MEANING_WEIGHTS = (process.env.BENCH_MEANING_WEIGHTS ?? "").split(",").filter((w) => w.trim()).map(Number)
 const reuse = process.env.BENCH_REUSE
 
 const main = async () => {
@@ -175,12 +179,17 @@ const main = async () => {
     if (MODES.length > 0) await evaluateModes(base, apiKey)
     await stop()
     // The server stopped (the embedded database has one owner at a time): the ranking in-process.
-    if (TUNE || ABLATION || SUBJECT_BOOSTS.length > 0) {
+    if (TUNE || ABLATION || SUBJECT_BOOSTS.length > 0 || MEANING_WEIGHTS.length > 0) {
       const ranking = await openRanking(dir, extraEnv, (from) => from.replace(/^doc-/, "").replace(/@.*$/, ""))
       try {
         const tuned = TUNE ? await tune(ranking, train) : undefined
         if (ABLATION || TUNE) await ablation(ranking, [train, test], tuned?.chosen, tuned?.tried)
         if (SUBJECT_BOOSTS.length > 0) await fieldWeights(ranking, [train, test], SUBJECT_BOOSTS, tuned?.chosen)
+        for (const meaningWeight of MEANING_WEIGHTS) {
+          const options = { ...(tuned?.chosen ?? DEFAULT_RANKING), meaningWeight }
+          const [onTrain, onTest] = [await ranking.run(train, options), await ranking.run(test, options)]
+          console.log(`meaning weight ${meaningWeight}: hybrid nDCG@10 train ${onTrain.ndcg.toFixed(3)}, test ${onTest.ndcg.toFixed(3)}`)
+        }
       } finally {
         await ranking.close()
       }
