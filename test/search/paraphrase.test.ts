@@ -3,7 +3,8 @@
  * email they mean ("the database server is almost out of storage" for a disk-usage alert) still
  * find it near the top. The product's hybrid search must hold a floor of nDCG@10 over the
  * paraphrase set (test/fixtures/paraphrase/mail.json) and beat words alone on it; the floor sits
- * a little under what it measures (bench/search-paraphrase.ts prints the figures).
+ * under what it measures (0.84-0.86 with the offline model; bench/search-paraphrase.ts prints the
+ * figures), with room for the embedder's run-to-run wobble.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { upgrade } from "../support/billing.ts"
@@ -14,7 +15,7 @@ import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 
 /** Hybrid search's nDCG@10 on the set must not fall below this. */
-const HYBRID_FLOOR = 0.6
+const HYBRID_FLOOR = 0.75
 
 let backend: Backend
 let server: Server
