@@ -6,7 +6,7 @@
  */
 import * as fs from "node:fs"
 import nodemailer from "nodemailer"
-import { evaluate, type QuerySet } from "../../bench/search-ranking.ts"
+import { evaluate, type QuerySet } from "./ndcg.ts"
 import type { Client } from "./http.ts"
 import type { Receiver } from "./receiver.ts"
 
