@@ -55,10 +55,13 @@ import { loadConfig } from "../src/config.ts"
 import * as Database from "../src/database.ts"
 import { limits } from "../services/plans/plans.ts"
 import { SUBJECT_BOOST, wordCount } from "../services/search/documents.ts"
-import { VECTOR_CANDIDATES } from "../services/search/search.ts"
+import { DEFAULT_RANKING } from "../services/search/ranker.ts"
 import { collectionName, type VectorCollection, VectorIndex } from "../services/search/vector-index.ts"
 import { freePort } from "../test/support/process.ts"
 import { sleep } from "../test/support/wait.ts"
+
+/** The vector candidates a hybrid search asks for. */
+const VECTOR_CANDIDATES = DEFAULT_RANKING.vectorDepth
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 

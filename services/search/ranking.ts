@@ -73,8 +73,11 @@ export const fuse = (input: {
   readonly meaning: ReadonlyArray<MeaningHit>
   readonly ideal: number
   readonly calibration: Calibration
+  /** Meaning's weight against words in hybrid mode; `MEANING_WEIGHT` unless given. */
+  readonly meaningWeight?: number
 }): Array<Ranked> => {
   const { calibration, ideal, mode } = input
+  const meaningWeight = input.meaningWeight ?? MEANING_WEIGHT
   const words = new Map(input.text.map((hit) => [hit.emailId, textScore(hit.bm25, ideal)]))
   const meaning = new Map(input.meaning.map((hit) => [hit.emailId, meaningScore(hit.similarity, calibration)]))
   const ids = mode === "text" ? [...words.keys()] : mode === "vector" ? [...meaning.keys()] : [...new Set([...words.keys(), ...meaning.keys()])]
@@ -82,7 +85,7 @@ export const fuse = (input: {
   const ranked = ids.map((emailId) => {
     const w = words.get(emailId) ?? 0
     const m = meaning.get(emailId) ?? weakestMeaning
-    const fused = mode === "text" ? w : mode === "vector" ? m : MEANING_WEIGHT * m + (1 - MEANING_WEIGHT) * w
+    const fused = mode === "text" ? w : mode === "vector" ? m : meaningWeight * m + (1 - meaningWeight) * w
     return { emailId, fused }
   })
   return ranked

@@ -6,9 +6,8 @@
  * from the request rate) and per billing period (403 SEARCH_QUOTA). It sees only the caller's
  * namespace and never mail of a deleted mailbox.
  *
- * Each query looks at the best `CANDIDATES` emails by words (BM25) and `VECTOR_CANDIDATES` by
- * meaning (the vector index), fuses them (ranking.ts) and pages through that one ranking, so pages
- * never overlap or skip while the mail stays the same.
+ * Each query is ranked by words and by meaning together (ranker.ts), and pages through that one
+ * ranking, so pages never overlap or skip while the mail stays the same.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -20,30 +19,12 @@ import { normalizeDomain } from "../mailboxes/rules.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
-import { capInput } from "./embedder.ts"
-import { calibrationFor, fuse, type MeaningHit, type TextHit } from "./ranking.ts"
+import { Ranker } from "./ranker.ts"
 import { timeSearch } from "./metrics.ts"
 import { QueryLog } from "./query-log.ts"
-import { MAX_OFFSET, type SearchInput, type SearchMeta, type SearchResult } from "./schemas.ts"
-import { Vectors } from "./vectors.ts"
+import { type SearchInput, type SearchMeta, type SearchResult } from "./schemas.ts"
 
-/** Emails taken from the word ranking before fusion: deep enough for every page we serve. */
-export const CANDIDATES = MAX_OFFSET + 100
-/**
- * From the vector ranking, in hybrid search: a nearest-neighbour search costs more the deeper it
- * goes, and meaning mostly decides the top of the ranking. Vector-only search (the `mode`
- * extension) goes as deep as words do.
- */
-export const VECTOR_CANDIDATES = 64
-/** BM25's usual constants: term-frequency saturation and length normalisation. */
-const K1 = 1.2
-const B = 0.75
-const STATS_TTL_MS = 30_000
-const STATS_CACHE_MIN_DOCS = 1_000
-const STATS_CACHE_SIZE = 10_000
 const SUGGESTIONS = 10
-/** Query vectors kept, so a repeated query (paging, retries, a popular search) is not embedded again. */
-const QUERY_CACHE_SIZE = 1_000
 
 const normalizeQuery = (query: string) => query.trim().replace(/\s+/g, " ")
 const likePrefix = (prefix: string) => `${prefix.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`
@@ -58,37 +39,14 @@ interface ResultRow {
 }
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
-  dependencies: [Billing.Default, SearchCounts.Default, RateLeases.Default, QueryLog.Default],
+  dependencies: [Billing.Default, SearchCounts.Default, RateLeases.Default, QueryLog.Default, Ranker.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const billing = yield* Billing
     const leases = yield* RateLeases
     const queryLog = yield* QueryLog
     const searchCounts = yield* SearchCounts
-    const vectors = yield* Vectors
-    const { embedder } = vectors
-    const calibration = calibrationFor(embedder.model)
-    const queryVectors = new Map<string, Float32Array>()
-
-    const embedQuery = (query: string) =>
-      Effect.suspend(() => {
-        const cached = queryVectors.get(query)
-        if (cached) {
-          // Most recently used last: Map keeps insertion order, so the first key is the one to evict.
-          queryVectors.delete(query)
-          queryVectors.set(query, cached)
-          return Effect.succeed(cached)
-        }
-        return embedder.embed([capInput(query, embedder.maxInputChars)]).pipe(
-          Effect.map((vectors) => vectors[0]!),
-          Effect.tap((vector) =>
-            Effect.sync(() => {
-              queryVectors.set(query, vector)
-              if (queryVectors.size > QUERY_CACHE_SIZE) queryVectors.delete(queryVectors.keys().next().value!)
-            })
-          )
-        )
-      })
+    const ranker = yield* Ranker
 
     /** Active mailboxes of the caller on `domain`, or every mailbox when no domain is asked for. */
     const mailboxScope = (userId: string, domain: string | undefined) =>
@@ -99,77 +57,6 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
 
     const inScope = (mailboxIds: ReadonlyArray<string> | undefined) =>
       mailboxIds === undefined ? sql`` : sql`AND m.id = ANY(${[...mailboxIds]}::text[])`
-
-    /**
-     * Documents and their average length per namespace (and domain scope): what BM25 normalises
-     * by. In a large namespace they change slowly relative to its size, so they are read at most
-     * every `STATS_TTL_MS` there.
-     */
-    const statsCache = new Map<string, { readonly at: number; readonly docs: number; readonly avgLength: number }>()
-    const corpusStats = (userId: string, mailboxIds: ReadonlyArray<string> | undefined) =>
-      Effect.suspend(() => {
-        const key = `${userId}|${mailboxIds?.join(",") ?? "*"}`
-        const cached = statsCache.get(key)
-        if (cached && Date.now() - cached.at < STATS_TTL_MS) return Effect.succeed(cached)
-        return sql<{ docs: string; avgLength: number | null }>`
-          SELECT count(*) AS docs, avg(length)::float8 AS avg_length FROM search_documents
-          WHERE user_id = ${userId} ${mailboxIds === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...mailboxIds]}::text[])`}`.pipe(
-          Effect.map((rows) => {
-            const stats = { at: Date.now(), docs: Number(rows[0]?.docs ?? 0), avgLength: Number(rows[0]?.avgLength ?? 1) || 1 }
-            // A small namespace is cheap to count, and changes fast relative to its size.
-            if (stats.docs >= STATS_CACHE_MIN_DOCS) {
-              if (statsCache.size >= STATS_CACHE_SIZE) statsCache.delete(statsCache.keys().next().value!)
-              statsCache.set(key, stats)
-            }
-            return stats
-          })
-        )
-      })
-
-    /**
-     * BM25 over the caller's postings (`search_terms`): each query lexeme weighs its IDF from the
-     * namespace's lexicon, and only the postings of the query's informative lexemes are read (a
-     * lexeme in more than a third of the mail adds little and would cost a scan of most postings),
-     * unless the query has no other. Also answers the BM25 of a typical document holding each of
-     * those lexemes once (`ideal`), which scores are measured against.
-     */
-    const byWords = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined) =>
-      Effect.gen(function*() {
-        const stats = yield* corpusStats(userId, mailboxIds)
-        if (stats.docs === 0) return []
-        const docs = sql.literal(String(stats.docs))
-        const avgLength = sql.literal(String(stats.avgLength))
-        const k1 = sql.literal(String(K1))
-        const b = sql.literal(String(B))
-        return yield* sql<{ emailId: string; bm25: number; ideal: number }>`
-          WITH terms AS (
-            SELECT DISTINCT t.lexeme FROM unnest(tsvector_to_array(to_tsvector('english', ${query}))) AS t (lexeme)
-          ),
-          weighted AS (
-            SELECT l.lexeme, l.documents, ln(1 + (${docs} - l.documents + 0.5) / (l.documents + 0.5)) AS idf
-            FROM search_lexicon l JOIN terms t ON t.lexeme = l.lexeme
-            WHERE l.user_id = ${userId}
-          ),
-          chosen AS (
-            SELECT lexeme, idf FROM weighted
-            WHERE documents * 3 <= ${docs} OR NOT EXISTS (SELECT 1 FROM weighted WHERE documents * 3 <= ${docs})
-          )
-          SELECT p.email_id,
-                 sum(c.idf * p.frequency * (${k1} + 1) / (p.frequency + ${k1} * (1 - ${b} + ${b} * p.length / ${avgLength}))) AS bm25,
-                 (SELECT sum(idf) FROM chosen) AS ideal
-          FROM chosen c JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = c.lexeme
-          ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
-          GROUP BY p.email_id
-          ORDER BY bm25 DESC, p.email_id
-          LIMIT ${CANDIDATES}`
-      })
-
-    const byMeaning = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, depth: number) =>
-      Effect.gen(function*() {
-        const vector = yield* embedQuery(query)
-        const collection = yield* vectors.collection
-        return yield* collection.search(vector, { namespace: userId, mailboxIds }, depth)
-      })
 
     /** Count one search against the period's quota, atomically; false when the quota is used up. */
     const countSearch = (userId: string, periodStart: Date, limit: number | null) =>
@@ -236,28 +123,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const mode = input.mode ?? "hybrid"
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
         const mailboxIds = yield* mailboxScope(userId, domain)
-        const [text, meaning] = yield* Effect.all([
-          mode === "vector" ? Effect.succeed<ReadonlyArray<{ emailId: string; bm25: number; ideal: number }>>([]) : byWords(userId, query, mailboxIds),
-          mode === "text"
-            ? Effect.succeed<ReadonlyArray<MeaningHit>>([])
-            : mode === "vector"
-            ? byMeaning(userId, query, mailboxIds, CANDIDATES)
-            // Hybrid without meaning is still a good search: an embedder or vector index outage
-            // narrows it to words instead of failing it.
-            : byMeaning(userId, query, mailboxIds, VECTOR_CANDIDATES).pipe(
-              Effect.catchTags({
-                EmbedderError: (error) => Effect.as(Effect.logWarning(`Searching by words only: ${error.message}`), []),
-                VectorIndexError: (error) => Effect.as(Effect.logWarning(`Searching by words only: ${error.message}`), [])
-              })
-            )
-        ], { concurrency: 2 })
-        const ranked = fuse({
-          mode,
-          text: text.map((hit): TextHit => ({ emailId: hit.emailId, bm25: Number(hit.bm25) })),
-          meaning,
-          ideal: Number(text[0]?.ideal ?? 0),
-          calibration
-        })
+        const ranked = yield* ranker.rank(userId, query, mode, mailboxIds)
         // The vector index may still hold mail of a mailbox deleted since: keep what is readable.
         const readable = ranked.length === 0 ? [] : yield* sql<{ id: string }>`
           SELECT e.id FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id

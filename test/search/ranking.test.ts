@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest"
 import { capInput } from "../../services/search/embedder.ts"
 import { CHUNK_CHARS, chunkText, MAX_CHUNKS, searchableBody, wordCount } from "../../services/search/documents.ts"
+import { expansionTerms } from "../../services/search/feedback.ts"
 import { calibrationFor, fuse } from "../../services/search/ranking.ts"
 
 const use = calibrationFor("use-lite")
@@ -94,5 +95,45 @@ describe("documents", () => {
   it("searches plain-text attachments after the body, and counts words", () => {
     expect(searchableBody("Body text.", ["  notes.txt says hi  ", ""])).toBe("Body text.\n\nnotes.txt says hi")
     expect(wordCount("Grüße, 3 Äpfel — and e-mail!")).toBe(6)
+  })
+})
+
+describe("expansionTerms (relevance feedback)", () => {
+  const options = { documents: 2, terms: 2, weight: 0.5 }
+  const postings = [
+    { emailId: "a", lexeme: "disk", frequency: 4, length: 10 },
+    { emailId: "a", lexeme: "volum", frequency: 1, length: 10 },
+    { emailId: "b", lexeme: "disk", frequency: 1, length: 20 },
+    { emailId: "b", lexeme: "storag", frequency: 6, length: 20 },
+    { emailId: "b", lexeme: "2025", frequency: 9, length: 20 },
+    { emailId: "c", lexeme: "lasagn", frequency: 9, length: 10 }
+  ]
+  it("weighs each email's words by its share of the feedback's BM25; the strongest word weighs `weight`, numbers never count", () => {
+    const added = expansionTerms({ hits: [{ emailId: "a", bm25: 3 }, { emailId: "b", bm25: 1 }, { emailId: "c", bm25: 1 }], postings, options })
+    // disk: 0.75 * 0.4 + 0.25 * 0.05 = 0.3125; storag: 0.25 * 0.3 = 0.075; volum: 0.75 * 0.1 = 0.075 (ties by lexeme).
+    expect(added.map((a) => a.lexeme)).toEqual(["disk", "storag"])
+    expect(added[0]!.weight).toBeCloseTo(0.5)
+    expect(added[1]!.weight).toBeCloseTo(0.5 * 0.075 / 0.3125)
+  })
+  it("reads only the best `documents` hits, and adds nothing without hits, terms or weight", () => {
+    const added = expansionTerms({ hits: [{ emailId: "c", bm25: 5 }, { emailId: "a", bm25: 1 }, { emailId: "b", bm25: 1 }], postings, options: { ...options, terms: 5 } })
+    expect(added.map((a) => a.lexeme)).toEqual(["lasagn", "disk", "volum"])
+    expect(expansionTerms({ hits: [], postings, options })).toEqual([])
+    expect(expansionTerms({ hits: [{ emailId: "a", bm25: 1 }], postings, options: { ...options, terms: 0 } })).toEqual([])
+    expect(expansionTerms({ hits: [{ emailId: "a", bm25: 1 }], postings, options: { ...options, weight: 0 } })).toEqual([])
+  })
+})
+
+describe("fuse with a meaning weight", () => {
+  it("orders by meaning when meaning weighs more, by words when words do", () => {
+    const input = {
+      mode: "hybrid" as const,
+      text: [{ emailId: "words", bm25: 10 }],
+      meaning: [{ emailId: "meaning", similarity: 0.8 }, { emailId: "words", similarity: 0.2 }],
+      ideal: 10,
+      calibration: use
+    }
+    expect(fuse({ ...input, meaningWeight: 0.8 })[0]!.emailId).toBe("meaning")
+    expect(fuse({ ...input, meaningWeight: 0.2 })[0]!.emailId).toBe("words")
   })
 })
