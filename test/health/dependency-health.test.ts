@@ -107,7 +107,8 @@ describe("DependencyHealth", () => {
         const warnings = lines.filter((line) => line.level === "WARN")
         expect(warnings.map((line) => line.message)).toEqual([
           "PostgreSQL unreachable: Failed to acquire connection: connect ECONNREFUSED 127.0.0.1:5432",
-          expect.stringMatching(/^PostgreSQL reachable again after (1|2|3)\.\d s \(1,945 operations failed\)$/)
+          // At least the 1.5 s it was down; how much more depends on the machine's load (CI once saw 4.2 s).
+          expect.stringMatching(/^PostgreSQL reachable again after [1-9]\d*\.\d s \(1,945 operations failed\)$/)
         ])
         expect(warnings.every((line) => !line.hasCause && line.annotations === 0)).toBe(true)
         expect(lines.filter((line) => line.level === "DEBUG")).toHaveLength(1)
