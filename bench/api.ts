@@ -19,6 +19,8 @@
  * requests per minute per key) and requests rotate over enough keys that none reaches its limit.
  *
  * Targets: (c) >= 0.6 x (b) in req/s, and p99(c) < 10 ms; the same for (d), and its bookkeeping < 2 ms.
+ * Each target also prints its server's CPU time per response (every thread, from /proc): on a machine
+ * that other work shares, responses per server CPU second compare the servers better than req/s do.
  * Exit status: 0 when both targets pass, 2 when a target is missed, 1 when the run is invalid.
  *
  * Settings for quick runs: BENCH_TARGETS (default "a,b,c"), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2);
@@ -184,6 +186,8 @@ interface Measurement {
   readonly bytesPerResponse: number
   readonly statuses: ReadonlyMap<number, number>
   readonly errors: number
+  /** CPU time of the server process (every thread) per response in the measured period, µs. */
+  readonly cpuPerResponse: number
 }
 
 const percentile = (sorted: Float64Array, q: number) =>
@@ -225,7 +229,8 @@ const load = (url: string, duration: number, headerSets: ReadonlyArray<Record<st
           mean: count > 0 ? sorted.reduce((sum, x) => sum + x, 0) / count : Number.NaN,
           bytesPerResponse: count > 0 ? bytes / count : 0,
           statuses,
-          errors: result.errors
+          errors: result.errors,
+          cpuPerResponse: Number.NaN
         })
       }
     )
@@ -261,12 +266,38 @@ const checkClean = (label: string, phase: string, m: Measurement) => {
   )
 }
 
-const measure = async (label: string, url: string, headerSets: ReadonlyArray<Record<string, string>>, body?: string) => {
+/**
+ * CPU time a process has used so far (user + system, all its threads), µs; NaN where /proc is
+ * absent. Unlike req/s, CPU per response barely moves when other processes share the cores.
+ */
+const cpuMicros = (pid: number | undefined) => {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    // utime and stime, fields 14 and 15 of stat(5), in clock ticks of 100 per second.
+    return (Number(fields[11]) + Number(fields[12])) * 10_000
+  } catch {
+    return Number.NaN
+  }
+}
+
+const measure = async (
+  label: string,
+  server: Server,
+  route: string,
+  headerSets: ReadonlyArray<Record<string, string>>,
+  body?: string
+) => {
+  const url = `${server.url}${route}`
   process.stdout.write(`${label}: warm-up ${WARMUP_SECONDS} s, measuring ${MEASURE_SECONDS} s ... `)
   checkClean(label, "warm-up", await load(url, WARMUP_SECONDS, headerSets, body))
-  const result = await load(url, MEASURE_SECONDS, headerSets, body)
+  const cpuBefore = cpuMicros(server.child.pid)
+  const loaded = await load(url, MEASURE_SECONDS, headerSets, body)
+  const result = { ...loaded, cpuPerResponse: (cpuMicros(server.child.pid) - cpuBefore) / loaded.responses }
   checkClean(label, "measurement", result)
-  console.log(`${fmtInt(result.rps)} req/s, p50 ${fmtMs(result.p50)} ms, p99 ${fmtMs(result.p99)} ms`)
+  console.log(
+    `${fmtInt(result.rps)} req/s, p50 ${fmtMs(result.p50)} ms, p99 ${fmtMs(result.p99)} ms, ` +
+      `server CPU ${fmtInt(result.cpuPerResponse)} µs/response`
+  )
   return result
 }
 
@@ -280,7 +311,7 @@ const benchBaseline = async (label: string, script: string) => {
   const port = await freePort()
   const server = await startServer(label, script, { PORT: String(port) }, LIST_PATH, 30_000)
   try {
-    return await measure(label, `${server.url}${LIST_PATH}`, dummyHeaders)
+    return await measure(label, server, LIST_PATH, dummyHeaders)
   } finally {
     await server.stop()
   }
@@ -422,7 +453,7 @@ const benchList = async (server: Server, keys: ReadonlyArray<string>) => {
       throw new BenchError(`GET ${LIST_PATH}: expected X-RateLimit-Limit 500, got ${probe.headers.get("x-ratelimit-limit")}`)
     }
 
-    return await measure(labels.c, `${server.url}${LIST_PATH}`, keys.map((key) => ({ "x-api-key": key })))
+    return await measure(labels.c, server, LIST_PATH, keys.map((key) => ({ "x-api-key": key })))
 }
 
 interface SearchMeasurement extends Measurement {
@@ -453,7 +484,7 @@ const benchSearch = async (server: Server, tokens: ReadonlyArray<string>): Promi
   if (!Array.isArray(answered.data)) throw new BenchError(`POST ${SEARCH_PATH}: expected a list in data, got ${JSON.stringify(answered).slice(0, 300)}`)
   console.log(`  ${tokens.length} accounts searching, ${tokens.length * SEARCHES_PER_USER} searches of headroom`)
   const before = await searchTime(server)
-  const result = await measure(labels.d, `${server.url}${SEARCH_PATH}`, tokens.map((token) => ({ authorization: `Bearer ${token}` })), SEARCH_BODY)
+  const result = await measure(labels.d, server, SEARCH_PATH, tokens.map((token) => ({ authorization: `Bearer ${token}` })), SEARCH_BODY)
   const after = await searchTime(server)
   // The histogram counts warm-up and measurement alike: its mean covers both, as close as it gets.
   const searchMs = after.count > before.count ? ((after.sum - before.sum) / (after.count - before.count)) * 1000 : Number.NaN
@@ -487,7 +518,10 @@ const main = async () => {
   }
 
   console.log("")
-  console.log(`${"target".padEnd(32)}${"req/s".padStart(10)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"bytes".padStart(8)}  statuses`)
+  console.log(
+    `${"target".padEnd(32)}${"req/s".padStart(10)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}${"CPU µs".padStart(9)}` +
+      `${"bytes".padStart(8)}  statuses`
+  )
   for (const key of ["a", "b", "c", "d"] as const) {
     const m = results[key]
     if (!m) {
@@ -496,7 +530,7 @@ const main = async () => {
     }
     console.log(
       `${labels[key].padEnd(32)}${fmtInt(m.rps).padStart(10)}${fmtMs(m.p50).padStart(9)}${fmtMs(m.p99).padStart(9)}` +
-        `${fmtInt(m.bytesPerResponse).padStart(8)}  ${describeStatuses(m.statuses)}`
+        `${fmtInt(m.cpuPerResponse).padStart(9)}${fmtInt(m.bytesPerResponse).padStart(8)}  ${describeStatuses(m.statuses)}`
     )
   }
   console.log("")
@@ -504,6 +538,10 @@ const main = async () => {
     `ratios (req/s): b/a ${ratio(results.b, results.a)}   c/a ${ratio(results.c, results.a)}   c/b ${ratio(results.c, results.b)}` +
       `   d/b ${ratio(results.d, results.b)}`
   )
+  // The same comparison by the servers' own CPU per response: what other load on the machine moves least.
+  const cpuRatio = (x: Measurement | undefined, y: Measurement | undefined) =>
+    x && y ? (y.cpuPerResponse / x.cpuPerResponse).toFixed(3) : "-"
+  console.log(`ratios (responses per server CPU second): c/b ${cpuRatio(results.c, results.b)}   d/b ${cpuRatio(results.d, results.b)}`)
   if (results.d) {
     console.log(
       `(d) per search: mean answer ${fmtMs(results.d.mean)} ms, of which searching ${fmtMs(results.d.searchMs)} ms ` +
