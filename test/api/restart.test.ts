@@ -66,4 +66,5 @@ it("keeps users, API keys and sessions across a restart, and expired keys stay r
   } finally {
     expect(await second.stop()).toBe(0)
   }
-})
+  // Two starts, two drains and three scrypt checks: ~45 s on a loaded 2-core machine, past the default 60 s once.
+}, 150_000)
