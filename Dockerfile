@@ -36,5 +36,5 @@ USER node
 EXPOSE 3000 2525
 # /healthz with the api role; METRICS_PORT's /metrics, or the SMTP port, for the other roles.
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=5 \
-  CMD ["node", "deploy/healthcheck.mjs"]
+  CMD ["node", "/app/deploy/healthcheck.mjs"]
 CMD ["mailroom", "serve"]
