@@ -17,7 +17,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # The operator's command: bin/mailroom.mjs runs dist/src/main.js when tsx and the sources are absent,
-# as here. `docker compose exec api mailroom usage ada@example.com`, or `docker run … mailroom migrate`.
+# as here. `docker compose exec api-1 mailroom usage ada@example.com`, or `docker run … mailroom migrate`.
 COPY bin ./bin
 COPY deploy/healthcheck.mjs ./deploy/healthcheck.mjs
 RUN ln -s /app/bin/mailroom.mjs /usr/local/bin/mailroom
