@@ -7,6 +7,7 @@
  * - every message answered 250 is stored exactly once and listed over the API;
  * - a message not answered 250 was answered 4xx (try again), never 5xx, and is stored at most once;
  * - with two servers left, the cluster takes every message of a second batch.
+ * And a node asked for 3 copies on a single NATS server stops at start, naming NATS_REPLICAS.
  *
  * It brings its own NATS servers, so it runs once per CI: in the PostgreSQL + NATS run.
  */
@@ -22,7 +23,15 @@ import { client, withApiKey } from "../support/http.ts"
 import { type NatsCluster, startNatsCluster } from "../support/nats-cluster.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type Server, startServer } from "../support/server.ts"
-import { adminDatabaseUrl, createDatabase, createDataDir, natsPrefix, type TestDatabase, testSecret } from "../support/services.ts"
+import {
+  adminDatabaseUrl,
+  createDatabase,
+  createDataDir,
+  natsPrefix,
+  sharedNatsUrl,
+  type TestDatabase,
+  testSecret
+} from "../support/services.ts"
 import { connectSmtp } from "../support/smtp-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
@@ -245,3 +254,23 @@ it("loses and duplicates nothing when the NATS server leading the mail stream is
   for (const seq of accepted) expect(subjects.filter((subject) => subject === `NATS cluster ${seq}`), seq).toHaveLength(1)
   console.info(`[nats-cluster] ${accepted.length} accepted messages stored once each and listed; ${Math.round((Date.now() - started) / 1000)} s`)
 }, 180_000)
+
+it("stops a node asked for three copies on a single NATS server, naming NATS_REPLICAS", async () => {
+  const node = await startServer({
+    DATA_DIR: dataDir.dir,
+    DATABASE_URL: database.url,
+    JWT_SECRET: testSecret(),
+    NATS_URL: sharedNatsUrl ?? "nats://127.0.0.1:4222",
+    NATS_PREFIX: natsPrefix(),
+    NATS_REPLICAS: "3",
+    QDRANT_URL: qdrant.url,
+    ROLES: "worker"
+  }, { ready: "none" })
+  try {
+    await until(() => `the node did not stop:\n${node.output()}`, async () => (node.process.exitCode !== null ? true : undefined), 60_000, 250)
+    expect(node.process.exitCode).toBe(1)
+    expect(node.output()).toMatch(/with 3 replicas \(NATS_REPLICAS: needs a NATS cluster of at least 3 JetStream servers\)/)
+  } finally {
+    await node.kill()
+  }
+}, 90_000)
