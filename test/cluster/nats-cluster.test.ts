@@ -94,7 +94,7 @@ beforeAll(async () => {
   mailbox = created.body.mailbox
   // Enterprise (the suite owns its database), so that a few hundred messages are within the plan.
   await db.query("UPDATE subscriptions SET plan = 'enterprise' WHERE user_id = $1", [user.userId])
-}, 180_000)
+}, 300_000)
 
 afterAll(async () => {
   await Promise.all(nodes.map(async (node) => {
@@ -244,7 +244,7 @@ it("loses and duplicates nothing when the NATS server leading the mail stream is
   const subjects = await listedSubjects()
   for (const seq of accepted) expect(subjects.filter((subject) => subject === `NATS cluster ${seq}`), seq).toHaveLength(1)
   console.info(`[nats-cluster] ${accepted.length} accepted messages stored once each and listed; ${Math.round((Date.now() - started) / 1000)} s`)
-}, 180_000)
+}, 240_000)
 
 it("stops a node asked for three copies on a single NATS server, naming NATS_REPLICAS", async () => {
   const node = await startServer({
@@ -258,10 +258,10 @@ it("stops a node asked for three copies on a single NATS server, naming NATS_REP
     ROLES: "worker"
   }, { ready: "none" })
   try {
-    await until(() => `the node did not stop:\n${node.output()}`, async () => (node.process.exitCode !== null ? true : undefined), 60_000, 250)
+    await until(() => `the node did not stop:\n${node.output()}`, async () => (node.process.exitCode !== null ? true : undefined), 90_000, 250)
     expect(node.process.exitCode).toBe(1)
     expect(node.output()).toMatch(/with 3 replicas \(NATS_REPLICAS: needs a NATS cluster of at least 3 JetStream servers\)/)
   } finally {
     await node.kill()
   }
-}, 90_000)
+}, 120_000)

@@ -90,7 +90,7 @@ export const startNatsCluster = async (): Promise<NatsCluster> => {
         if (dead !== undefined) throw new Error(`nats-server ${dead.name} exited:\n${output}`)
         return (await Promise.all(servers.map((server) => healthy(server.httpPort)))).every(Boolean) ? true : undefined
       },
-      30_000,
+      60_000,
       200
     )
   } catch (error) {
