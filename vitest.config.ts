@@ -35,6 +35,7 @@ const backendIndependent = [
 ]
 const bringsItsOwnServices = [
   "test/cluster/cluster.test.ts",
+  "test/cluster/nats-cluster.test.ts",
   "test/ops/drain.test.ts",
   "test/search/usage.test.ts",
   "test/smtp/ingest.test.ts",

@@ -2,7 +2,9 @@
  * The Bus over NATS JetStream (`NATS_URL`): the clustered adapter.
  *
  * Every stream of `streams` is a file-backed JetStream stream with limits retention (7 days) and a
- * 2-minute de-duplication window for `Nats-Msg-Id`. Consumers are durable pull consumers with
+ * 2-minute de-duplication window for `Nats-Msg-Id`, kept in `replicas` copies (`NATS_REPLICAS`): with 3
+ * on a 3-server cluster, a publish is acknowledged only once two servers hold it, so losing one server
+ * loses no accepted message. Consumers are durable pull consumers with
  * explicit acks, so a message whose handler fails, or whose process dies, comes back.
  *
  * Works with nats-server 2.9 and later: no per-message TTL, one filter subject per consumer.
@@ -43,6 +45,7 @@ import { currentTraceparent } from "../services/bus/tracing.ts"
 import { DependencyHealth } from "../services/health/dependency-health.ts"
 
 export interface NatsBusOptions {
+  /** One server, or several comma-separated (a cluster's seeds: any one reachable at start will do). */
   readonly url: string
   /**
    * Namespace for streams and subjects, so that several deployments (or test suites) can share one
@@ -50,6 +53,11 @@ export interface NatsBusOptions {
    * Empty: no namespace.
    */
   readonly prefix: string
+  /**
+   * Copies of each stream across the cluster's servers (1 to 5; default 1). Its consumers inherit it.
+   * More than 1 needs a NATS cluster with at least that many JetStream servers.
+   */
+  readonly replicas?: number
 }
 
 /** Stream retention: long enough to ride out a worker outage, short enough to bound the disk. */
@@ -101,7 +109,7 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
       Effect.tryPromise({
         try: () =>
           connect({
-            servers: options.url,
+            servers: options.url.split(",").map((server) => server.trim()).filter((server) => server !== ""),
             name: `mailroom ${os.hostname()} pid ${process.pid}`,
             // A bus outage is waited out, never fatal: publishes fail (bounded by their timeout)
             // until the connection is back, and consumers resume by themselves.
@@ -130,7 +138,7 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
       catch: busError(`JetStream is not available on ${options.url} (start nats-server with -js)`)
     })
 
-    yield* Effect.forEach(Object.keys(streams) as Array<StreamName>, (stream) => ensureStream(jsm, stream, prefix, toWire), {
+    yield* Effect.forEach(Object.keys(streams) as Array<StreamName>, (stream) => ensureStream(jsm, stream, prefix, toWire, options.replicas ?? 1), {
       discard: true
     })
 
@@ -283,25 +291,37 @@ const followConnectionStatus = (nc: NatsConnection, url: string, health: Depende
   )
 }
 
-/** Create the stream, or bring an existing one to this configuration. */
-const ensureStream = (jsm: JetStreamManager, stream: StreamName, prefix: string, toWire: (subject: string) => string) => {
+/** Create the stream, or bring an existing one to this configuration (its replica count included). */
+const ensureStream = (
+  jsm: JetStreamManager,
+  stream: StreamName,
+  prefix: string,
+  toWire: (subject: string) => string,
+  replicas: number
+) => {
   const name = streamName(prefix, stream)
   const settings = {
     subjects: streams[stream].subjects.map(toWire),
     max_age: nanos(Duration.toMillis(MAX_AGE)),
-    duplicate_window: nanos(Duration.toMillis(DUPLICATE_WINDOW))
+    duplicate_window: nanos(Duration.toMillis(DUPLICATE_WINDOW)),
+    num_replicas: replicas
   }
   return Effect.tryPromise({
     try: async () => {
       try {
         await jsm.streams.add({ name, ...settings, storage: StorageType.File, retention: RetentionPolicy.Limits })
       } catch (error) {
-        // Same name, another configuration (say an older max_age): update what may change.
+        // Same name, another configuration (say an older max_age, or fewer replicas): update what may change.
         if (apiCode(error) !== STREAM_NAME_IN_USE) throw error
         await jsm.streams.update(name, settings)
       }
     },
-    catch: busError(`Could not create or update the NATS stream ${name}`)
+    catch: (cause) =>
+      busError(
+        `Could not create or update the NATS stream ${name}${
+          replicas > 1 ? ` with ${replicas} replicas (NATS_REPLICAS: needs a NATS cluster of at least ${replicas} JetStream servers)` : ""
+        }`
+      )(cause)
   })
 }
 

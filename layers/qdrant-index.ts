@@ -179,8 +179,10 @@ const makeClient = (options: QdrantIndexOptions) =>
         ...(prefix === "" ? {} : { prefix }),
         ...(options.apiKey === undefined ? {} : { apiKey: Redacted.value(options.apiKey) }),
         timeout: Duration.toMillis(REQUEST_TIMEOUT),
-        // The check runs unawaited at construction and only writes to the console; compatibility
-        // shows up as a failed call instead, with our error message.
+        // Versions: docker-compose.yml pins the server this client supports (1.18, the client's own
+        // minor). The client's check stays off all the same: it runs unawaited at construction and
+        // writes to the console, past our logger (a JSON log line would be broken by it); a server
+        // out of reach shows up as a failed call instead, with our error message.
         checkCompatibility: false
       })
     },

@@ -51,7 +51,7 @@ import { SmtpServerLive } from "./smtp/server.ts"
 
 const busLayer = (config: AppConfigShape) =>
   Option.match(config.natsUrl, {
-    onSome: (url) => NatsBus.layer({ url, prefix: config.natsPrefix }),
+    onSome: (url) => NatsBus.layer({ url, prefix: config.natsPrefix, replicas: config.natsReplicas }),
     onNone: () => MemoryBus.layer
   })
 

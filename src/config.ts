@@ -157,6 +157,11 @@ export const appConfig = Config.all({
     Config.withDefault(""),
     check("NATS_PREFIX", "Expected letters, digits, '-' or '_' only", (value: string) => /^[A-Za-z0-9_-]*$/.test(value))
   ),
+  /** Copies JetStream keeps of each stream (and its consumers): 3 on a 3-server cluster survives losing one. */
+  natsReplicas: Config.integer("NATS_REPLICAS").pipe(
+    Config.withDefault(1),
+    check("NATS_REPLICAS", "Expected 1 to 5 (JetStream's limit on copies of a stream)", (n: number) => n >= 1 && n <= 5)
+  ),
   qdrantUrl: Config.option(url("QDRANT_URL")),
   qdrantApiKey: Config.option(Config.redacted("QDRANT_API_KEY")),
   openaiApiKey: Config.option(Config.redacted("OPENAI_API_KEY")),

@@ -53,7 +53,9 @@ describe.concurrent("configuration", () => {
     [{ STRIPE_API_URL: "nowhere" }, /STRIPE_API_URL/],
     [{ SMTP_TLS_CERT: "/etc/mailroom/cert.pem" }, /SMTP_TLS_KEY: .*both or neither/],
     [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector" }, /OTEL_EXPORTER_OTLP_ENDPOINT/],
-    [{ OTEL_BSP_SCHEDULE_DELAY: "0" }, /OTEL_BSP_SCHEDULE_DELAY: Expected 1 or more/]
+    [{ OTEL_BSP_SCHEDULE_DELAY: "0" }, /OTEL_BSP_SCHEDULE_DELAY: Expected 1 or more/],
+    [{ NATS_REPLICAS: "0" }, /NATS_REPLICAS: Expected 1 to 5/],
+    [{ NATS_REPLICAS: "three" }, /NATS_REPLICAS/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
     const { code, output } = await run(env)
     expect(code).toBe(1)

@@ -18,7 +18,7 @@ import { upgrade } from "./support/billing.ts"
 import { client, withApiKey } from "./support/http.ts"
 import { newBox } from "./support/mailboxes.ts"
 import { createDataDir, mode } from "./support/services.ts"
-import { repoRoot, type Server, startServer } from "./support/server.ts"
+import { freePort, repoRoot, type Server, startServer } from "./support/server.ts"
 import { until } from "./support/wait.ts"
 
 describe.skipIf(mode !== "embedded")("the production build", () => {
@@ -87,5 +87,38 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
     const urls = [...html.matchAll(/(?:src|href)="(\/assets\/[^"]+)"/g), ...html.matchAll(/"(\/assets\/[^"]+\/vendor\/[^"]+)"/g)].map((m) => m[1]!)
     expect(urls.length).toBeGreaterThanOrEqual(7)
     for (const url of urls) expect((await fetch(`${server.url}${url}`)).status, url).toBe(200)
+  })
+
+  it("runs the mailroom command from the image's layout: bin/ beside dist/, no sources, no tsx", () => {
+    // As the Dockerfile lays out /app: bin/mailroom.mjs next to dist/ (here a link to the build),
+    // nothing else. tsx is not reachable from bin/, so the command must run the build.
+    const layout = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-image-"))
+    try {
+      fs.cpSync(path.join(repoRoot, "bin"), path.join(layout, "bin"), { recursive: true })
+      fs.symlinkSync(outDir, path.join(layout, "dist"), "dir")
+      const help = spawnSync(path.join(layout, "bin/mailroom.mjs"), ["help"], { encoding: "utf8", env: process.env })
+      expect(help.status, `${help.stdout}\n${help.stderr}`).toBe(0)
+      expect(help.stdout).toMatch(/^Usage: mailroom/)
+      const wrong = spawnSync(path.join(layout, "bin/mailroom.mjs"), ["fly"], { encoding: "utf8", env: process.env })
+      expect(wrong.status).toBe(2)
+      expect(wrong.stderr).toMatch(/unknown command fly/)
+    } finally {
+      fs.rmSync(layout, { recursive: true, force: true })
+    }
+  })
+
+  it("passes the image's health check (deploy/healthcheck.mjs) for its roles, and fails it when nothing answers", async () => {
+    const check = (env: Record<string, string>) =>
+      spawnSync(process.execPath, [path.join(repoRoot, "deploy/healthcheck.mjs")], { encoding: "utf8", env: { ...process.env, ...env } }).status
+    const nobody = String(await freePort())
+    // With the api role (ROLES unset: every role): GET /healthz on PORT.
+    expect(check({ PORT: String(server.port) })).toBe(0)
+    expect(check({ PORT: nobody })).toBe(1)
+    // Without it: GET /metrics on METRICS_PORT (this process serves /metrics on its API port).
+    expect(check({ ROLES: "worker", METRICS_PORT: String(server.port) })).toBe(0)
+    expect(check({ ROLES: "worker", METRICS_PORT: nobody })).toBe(1)
+    // The smtp role without METRICS_PORT: the SMTP port takes a connection.
+    expect(check({ ROLES: "smtp", SMTP_PORT: String(server.smtpPort) })).toBe(0)
+    expect(check({ ROLES: "smtp", SMTP_PORT: nobody })).toBe(1)
   })
 })

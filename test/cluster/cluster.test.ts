@@ -18,7 +18,7 @@ import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { client, withApiKey } from "../support/http.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
-import { connectSmtp } from "../support/smtp-client.ts"
+import { greets } from "../support/smtp-client.ts"
 import { openEvents } from "../support/sse.ts"
 import { sleep, until } from "../support/wait.ts"
 
@@ -37,17 +37,6 @@ const waitUntil = (server: Server, ready: () => Promise<boolean>, what: string) 
     90_000,
     500
   )
-
-/** An SMTP node is ready once it greets. */
-const greets = async (port: number) => {
-  try {
-    const session = await connectSmtp(port)
-    await session.close()
-    return session.greeting.code === 220
-  } catch {
-    return false
-  }
-}
 
 /** SIGTERM, and SIGKILL if a process takes too long to drain, so afterAll always ends. */
 const shutdown = async (server: Server | undefined) => {

@@ -136,6 +136,17 @@ export const connectSmtp = async (port: number, host = "127.0.0.1"): Promise<Smt
   }
 }
 
+/** Whether an SMTP node is up: it takes a connection and greets with 220 (for a node that serves no HTTP). */
+export const greets = async (port: number): Promise<boolean> => {
+  try {
+    const session = await connectSmtp(port)
+    await session.close()
+    return session.greeting.code === 220
+  } catch {
+    return false
+  }
+}
+
 /** EHLO, MAIL FROM and one RCPT TO per recipient; returns the reply to each RCPT. */
 export const envelope = async (session: SmtpSession, from: string, recipients: ReadonlyArray<string>) => {
   const ehlo = await session.command("EHLO client.test")
