@@ -21,6 +21,13 @@ import { createDataDir, mode } from "./support/services.ts"
 import { freePort, repoRoot, type Server, startServer } from "./support/server.ts"
 import { until } from "./support/wait.ts"
 
+/** A command's exit status and output, without blocking this worker while it runs. */
+const runCommand = (file: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) =>
+  new Promise<{ status: number; stdout: string; stderr: string }>((resolve) =>
+    execFile(file, [...args], { encoding: "utf8", env }, (error, stdout, stderr) =>
+      resolve({ status: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr }))
+  )
+
 describe.skipIf(mode !== "embedded")("the production build", () => {
   const prebuilt = process.env.MAILROOM_TEST_BUILD
   const outDir = prebuilt ?? fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-build-"))
@@ -29,11 +36,8 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
 
   beforeAll(async () => {
     if (prebuilt === undefined) {
-      const build = await new Promise<{ code: number; output: string }>((resolve) =>
-        execFile("npm", ["run", "build", "--", outDir], { cwd: repoRoot, encoding: "utf8" }, (error, stdout, stderr) =>
-          resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, output: `${stdout}\n${stderr}` }))
-      )
-      expect(build.code, build.output).toBe(0)
+      const build = await runCommand("npm", ["run", "--prefix", repoRoot, "build", "--", outDir])
+      expect(build.status, `${build.stdout}\n${build.stderr}`).toBe(0)
       // Dependencies resolve from the output's parents, as they do from /app in the image.
       fs.symlinkSync(path.join(repoRoot, "node_modules"), path.join(outDir, "node_modules"), "dir")
     }
@@ -89,17 +93,17 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
     for (const url of urls) expect((await fetch(`${server.url}${url}`)).status, url).toBe(200)
   })
 
-  it("runs the mailroom command from the image's layout: bin/ beside dist/, no sources, no tsx", () => {
+  it("runs the mailroom command from the image's layout: bin/ beside dist/, no sources, no tsx", async () => {
     // As the Dockerfile lays out /app: bin/mailroom.mjs next to dist/ (here a link to the build),
     // nothing else. tsx is not reachable from bin/, so the command must run the build.
     const layout = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-image-"))
     try {
       fs.cpSync(path.join(repoRoot, "bin"), path.join(layout, "bin"), { recursive: true })
       fs.symlinkSync(outDir, path.join(layout, "dist"), "dir")
-      const help = spawnSync(path.join(layout, "bin/mailroom.mjs"), ["help"], { encoding: "utf8", env: process.env })
+      const help = await runCommand(path.join(layout, "bin/mailroom.mjs"), ["help"])
       expect(help.status, `${help.stdout}\n${help.stderr}`).toBe(0)
       expect(help.stdout).toMatch(/^Usage: mailroom/)
-      const wrong = spawnSync(path.join(layout, "bin/mailroom.mjs"), ["fly"], { encoding: "utf8", env: process.env })
+      const wrong = await runCommand(path.join(layout, "bin/mailroom.mjs"), ["fly"])
       expect(wrong.status).toBe(2)
       expect(wrong.stderr).toMatch(/unknown command fly/)
     } finally {
@@ -108,17 +112,17 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
   })
 
   it("passes the image's health check (deploy/healthcheck.mjs) for its roles, and fails it when nothing answers", async () => {
-    const check = (env: Record<string, string>) =>
-      spawnSync(process.execPath, [path.join(repoRoot, "deploy/healthcheck.mjs")], { encoding: "utf8", env: { ...process.env, ...env } }).status
+    const check = async (env: Record<string, string>) =>
+      (await runCommand(process.execPath, [path.join(repoRoot, "deploy/healthcheck.mjs")], { ...process.env, ...env })).status
     const nobody = String(await freePort())
     // With the api role (ROLES unset: every role): GET /healthz on PORT.
-    expect(check({ PORT: String(server.port) })).toBe(0)
-    expect(check({ PORT: nobody })).toBe(1)
+    expect(await check({ PORT: String(server.port) })).toBe(0)
+    expect(await check({ PORT: nobody })).toBe(1)
     // Without it: GET /metrics on METRICS_PORT (this process serves /metrics on its API port).
-    expect(check({ ROLES: "worker", METRICS_PORT: String(server.port) })).toBe(0)
-    expect(check({ ROLES: "worker", METRICS_PORT: nobody })).toBe(1)
+    expect(await check({ ROLES: "worker", METRICS_PORT: String(server.port) })).toBe(0)
+    expect(await check({ ROLES: "worker", METRICS_PORT: nobody })).toBe(1)
     // The smtp role without METRICS_PORT: the SMTP port takes a connection.
-    expect(check({ ROLES: "smtp", SMTP_PORT: String(server.smtpPort) })).toBe(0)
-    expect(check({ ROLES: "smtp", SMTP_PORT: nobody })).toBe(1)
+    expect(await check({ ROLES: "smtp", SMTP_PORT: String(server.smtpPort) })).toBe(0)
+    expect(await check({ ROLES: "smtp", SMTP_PORT: nobody })).toBe(1)
   })
 })
