@@ -4,15 +4,20 @@
  * directory (or database). An account made by the CLI logs in over the API on the plan the CLI set;
  * a key made over the API is revoked by the CLI; `--all` reaches reindex through npm.
  *
- * Embedded mode only: every command is its own process (tsx, then the database), the most costly
- * kind of test; what the commands do goes through the same services whichever database is behind
- * them, and those run against PostgreSQL in their own suites.
+ * Embedded mode only: every command is its own process (then the database), the most costly kind of
+ * test; what the commands do goes through the same services whichever database is behind them, and
+ * those run against PostgreSQL in their own suites.
+ *
+ * The bin only hands its arguments to the entry point (src/main.ts, or the build's main.js): the first
+ * case runs it as `npx mailroom` does; the others run the entry point the suites start
+ * (`mailroomEntry`: under `npm test` the build made once, not tsx compiling the sources per command).
  */
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client } from "../support/http.ts"
 import { DOMAIN, fresh } from "../support/mailboxes.ts"
+import { mailroomEntry } from "../support/process.ts"
 import { type Backend, createBackend, repoRoot, type Server, startServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
@@ -48,8 +53,13 @@ const run = (command: string, args: ReadonlyArray<string>, options: { input?: st
     child.stdin.end(options.input ?? "")
   })
 
-const mailroom = (args: ReadonlyArray<string>, options?: { input?: string; env?: Record<string, string> }) =>
+/** `mailroom <args>` through the package's bin, as an operator types it. */
+const bin = (args: ReadonlyArray<string>, options?: { input?: string; env?: Record<string, string> }) =>
   run(process.execPath, [path.join(repoRoot, "bin/mailroom.mjs"), ...args], options)
+
+/** The same command line through the entry point the bin hands it to. */
+const mailroom = (args: ReadonlyArray<string>, options?: { input?: string; env?: Record<string, string> }) =>
+  run(process.execPath, [...mailroomEntry(), ...args], options)
 
 beforeAll(async () => {
   backend = await createBackend()
@@ -61,12 +71,12 @@ afterAll(async () => {
 
 describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
   it("prints its commands, and refuses a wrong command line with exit 2", async () => {
-    const help = await mailroom(["help"])
+    const help = await bin(["help"])
     expect(help.code).toBe(0)
     for (const command of ["serve", "migrate", "reindex [--all]", "dns-records", "users create", "users set-plan", "keys revoke", "usage"]) {
       expect(help.stdout).toContain(command)
     }
-    const unknown = await mailroom(["frobnicate"])
+    const unknown = await bin(["frobnicate"])
     expect(unknown).toMatchObject({ code: 2, stdout: "" })
     expect(unknown.stderr).toBe("mailroom: unknown command frobnicate\nRun `mailroom help` for the commands.\n")
   })
