@@ -19,7 +19,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Worker } from "node:worker_threads"
-import { clientSettings } from "./postgres.ts"
+import { pooledClient } from "./postgres.ts"
 
 export interface PgliteOptions {
   /** Directory that holds the database files (created when missing). */
@@ -172,15 +172,10 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
       const dataDir = path.resolve(options.dataDir, "pglite")
       yield* lockDataDir(path.resolve(options.dataDir))
       const { socketDir } = yield* startServer(dataDir)
-      return PgClient.layer({
-        ...clientSettings,
-        host: socketDir,
-        port: 5432,
-        username: "postgres",
-        database: "postgres",
+      return pooledClient({
+        target: { host: socketDir, port: 5432, username: "postgres", database: "postgres" },
         maxConnections: 1,
-        minConnections: 1,
-        applicationName: "mailroom"
+        minConnections: 1
       })
     })
   )

@@ -27,6 +27,7 @@ import { StageLimits } from "../stage-limits.ts"
 import { groupCommit } from "../batching.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
+import { queuedForEmbedding } from "./metrics.ts"
 
 const PURGE_BATCH = 500
 /**
@@ -119,7 +120,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       const started = Date.now()
       const body = searchableBody(email.textBody, yield* plainTextAttachments(emailId))
       const chunks = chunkText(email.subject, body)
-      const embedded = yield* embedChunks(chunks.map((chunk) => capInput(chunk, embedder.maxInputChars)))
+      const embedded = yield* queuedForEmbedding(embedChunks(chunks.map((chunk) => capInput(chunk, embedder.maxInputChars))))
       const collection = yield* vectors.collection
       yield* collection.upsert(embedded.map((vector, chunk) => ({
         emailId,

@@ -1,5 +1,8 @@
-/** Search latency by mode (text, vector, hybrid) and the embedder's batch latency, in seconds. */
-import { Duration, type Effect, Metric, MetricBoundaries } from "effect"
+/**
+ * Search latency by mode (text, vector, hybrid), the embedder's batch latency in seconds, and the
+ * emails the indexer has waiting for the embedder.
+ */
+import { Duration, Effect, Metric, MetricBoundaries } from "effect"
 
 const latencyBuckets = MetricBoundaries.fromIterable([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10])
 
@@ -27,3 +30,15 @@ export const timeSearch = (mode: keyof typeof searchByMode) => <A, E, R>(effect:
 
 /** Time one embedder call. */
 export const timeEmbedderBatch = <A, E, R>(effect: Effect.Effect<A, E, R>) => Metric.trackDuration(effect, embedderBatch)
+
+const embedderQueue = Metric.gauge("mailroom_embedder_queue_emails", {
+  description: "Emails the indexer has waiting for the embedder or in one of its calls"
+})
+
+/** Count an email in the embedder's queue while `effect` embeds it. */
+export const queuedForEmbedding = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(
+    Metric.increment(embedderQueue),
+    () => effect,
+    () => Metric.incrementBy(embedderQueue, -1)
+  )

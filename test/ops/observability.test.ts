@@ -126,6 +126,17 @@ describe("an operator's view of one session", () => {
     expect(http("unmatched", "404")).toBe(1)
     expect(http("/metrics", "200")).toBeGreaterThanOrEqual(1)
     expect(deltaCount("mailroom_http_request_duration_seconds", { route: "/v1/api/mailboxes", method: "GET" })).toBe(3)
+
+    // Gauges: the database pool holds its connections (the embedded database's one, or PostgreSQL's),
+    // and the email the indexer embedded has left the embedder's queue.
+    const family = (name: string) => after.families.find((f) => f.name === name)
+    expect(family("mailroom_db_pool_connections")?.type).toBe("GAUGE")
+    expect(after.value("mailroom_db_pool_connections", { state: "in_use" }) + after.value("mailroom_db_pool_connections", { state: "idle" }))
+      .toBeGreaterThanOrEqual(1)
+    expect(family("mailroom_db_pool_waiting")?.type).toBe("GAUGE")
+    expect(after.value("mailroom_db_pool_waiting")).toBeGreaterThanOrEqual(0)
+    expect(family("mailroom_embedder_queue_emails")?.type).toBe("GAUGE")
+    expect(after.value("mailroom_embedder_queue_emails")).toBe(0)
   }, 60_000)
 
   it("labels no series with an id or an address, and names every family by the conventions", () => {
