@@ -193,7 +193,7 @@ const prometheusFile = prometheusVolume === undefined ? undefined : path.join(ro
     )
   // A metric is made by Metric.counter/gauge/histogram("mailroom_…"), or, in a module of metrics
   // (`metrics.ts`), through a helper of that module's own: there every mailroom_* name is one.
-  for (const file of [...walk(path.join(root, "src")), ...walk(path.join(root, "services"))]) {
+  for (const file of [...walk(path.join(root, "src")), ...walk(path.join(root, "services")), ...walk(path.join(root, "layers"))]) {
     const text = fs.readFileSync(file, "utf8")
     const pattern = path.basename(file) === "metrics.ts" ? /"(mailroom_[a-z_]+)"/g : /Metric\.(?:counter|gauge|histogram)\(\s*"(mailroom_[a-z_]+)"/g
     for (const match of text.matchAll(pattern)) defined.add(match[1]!)
@@ -209,7 +209,7 @@ const prometheusFile = prometheusVolume === undefined ? undefined : path.join(ro
     for (const match of text.matchAll(/\bmailroom_[a-z_]+/g)) {
       const name = match[0].replace(/_(bucket|sum|count)$/, "")
       queried++
-      if (!defined.has(name) && !defined.has(match[0])) bad.push(`${file} asks for ${match[0]}, which no Metric in src/ or services/ defines`)
+      if (!defined.has(name) && !defined.has(match[0])) bad.push(`${file} asks for ${match[0]}, which no Metric in src/, services/ or layers/ defines`)
     }
   }
   report(bad.length === 0, `Grafana: data source on a compose service; ${queried} metric references in the dashboards, all defined in the code (${defined.size} mailroom_* metrics)`, bad)
