@@ -2,7 +2,8 @@
  * Traces over OTLP (issue 22): with OTEL_EXPORTER_OTLP_ENDPOINT pointing at a collector this test
  * runs (an HTTP server taking OTLP/HTTP JSON), one inbound message is one trace, from the SMTP
  * accept through ingest, indexing and the webhook delivery, each a child of the span that published
- * its message on the bus; an API request is a server span of its own trace. Without the endpoint,
+ * its message on the bus; an API request is a server span of its own trace, and a send made over the
+ * API is one trace with the mta's delivery of it. Without the endpoint,
  * nothing is sent (every other suite runs so).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -101,6 +102,33 @@ describe("traces over OTLP", () => {
       while (ancestor !== undefined && ancestor.spanId !== ingest.spanId) ancestor = byId.get(ancestor.parentSpanId ?? "")
       expect({ name, underIngest: ancestor?.spanId === ingest.spanId }).toEqual({ name, underIngest: true })
     }
+  })
+
+  it("follow a send made over the API through the mta's delivery, as one trace", async () => {
+    const user = await withApiKey(api)
+    const from = await newBox(api, { user })
+    const to = await newBox(api, { user })
+    const sent = await api.post(`/v1/api/mailboxes/${from.mailboxId}/send`, {
+      apiKey: user.apiKey,
+      body: { to: [to.address], subject: "traced send", text: "Through the mta." }
+    })
+    expect(sent.status).toBe(202)
+    const trace = await until("the send's trace is exported", async () => {
+      const spans = exported()
+      const request = spans.find((span) =>
+        span.kind === 2 && span.attributes.some((a) => String(a.value.stringValue ?? "").includes(`/v1/api/mailboxes/${from.mailboxId}/send`))
+      )
+      if (request === undefined) return undefined
+      const mine = spans.filter((span) => span.traceId === request.traceId)
+      const delivery = mine.find((span) => span.name === "consume mta")
+      return delivery === undefined ? undefined : { request, delivery, mine }
+    }, 30_000, 200)
+    // The mta's handling descends from the request that published the job.
+    const byId = new Map(trace.mine.map((span) => [span.spanId, span]))
+    let ancestor = byId.get(trace.delivery.parentSpanId ?? "")
+    while (ancestor !== undefined && ancestor.spanId !== trace.request.spanId) ancestor = byId.get(ancestor.parentSpanId ?? "")
+    expect(ancestor?.spanId).toBe(trace.request.spanId)
+    expect(trace.delivery.kind).toBe(5) // CONSUMER
   })
 
   it("give an API request a server span of its own trace", async () => {
