@@ -38,7 +38,9 @@
  * Settings: BENCH_SIZES ("10000,100000", ascending), BENCH_QUERIES (200), BENCH_REPEATS (2),
  * BENCH_RECALL_QUERIES (50; an exact search of 100k vectors takes seconds in PGlite), BENCH_KEEP (keep
  * the data directory; its path is printed). Seeding ends with ANALYZE, as the server runs at start on
- * the embedded database (PGlite has no autovacuum).
+ * the embedded database (PGlite has no autovacuum). With DATABASE_URL (and JWT_SECRET) set, the
+ * server and the seeding use that PostgreSQL (give the bench an empty database of its own); without
+ * pgvector there the vectors stay in the embedded index under the data directory.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -49,6 +51,7 @@ import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import { SqlClient } from "@effect/sql"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import * as Pglite from "../layers/pglite.ts"
 import * as PgvectorIndex from "../layers/pgvector-index.ts"
 import { MODEL } from "../layers/local-embedder.ts"
 import { loadConfig } from "../src/config.ts"
@@ -197,14 +200,39 @@ const queries = (() => {
 // ---------------------------------------------------------------------------------------------
 // The product's database and vector index, in this process (the server must be stopped).
 
+/**
+ * The settings the seeding process shares with the server it starts: the data directory, and the
+ * PostgreSQL the server uses when DATABASE_URL is set (with the JWT_SECRET such a server needs).
+ */
+const storeSettings = (dataDir: string): Array<[string, string]> => [
+  ["DATA_DIR", dataDir],
+  ...(["DATABASE_URL", "JWT_SECRET"] as const).flatMap((name): Array<[string, string]> => {
+    const value = process.env[name]
+    return value === undefined ? [] : [[name, value]]
+  })
+]
+
 const storeLayer = (dataDir: string) =>
   PgvectorIndex.autoLayer({ dataDir, embedded: "allow" }).pipe(
     Layer.provideMerge(
       Layer.unwrapEffect(
-        loadConfig.pipe(Effect.map(Database.layer), Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["DATA_DIR", dataDir]]))))
+        loadConfig.pipe(Effect.map(Database.layer), Effect.withConfigProvider(ConfigProvider.fromMap(new Map(storeSettings(dataDir)))))
       )
     ),
     Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
+  )
+
+/**
+ * With DATABASE_URL set and no pgvector there, the vectors live in the embedded index under
+ * DATA_DIR/vectors (layers/pgvector-index.ts), which `seed`'s DROP INDEX (run on the app database)
+ * does not reach: drop its HNSW index here, before the store opens that database.
+ */
+const dropEmbeddedVectorIndex = (dataDir: string) =>
+  Effect.runPromise(
+    Effect.flatMap(SqlClient.SqlClient, (sql) => sql`DROP INDEX IF EXISTS ${sql(`${TABLE}_hnsw`)}`).pipe(
+      Effect.provide(Pglite.layer({ dataDir: path.join(dataDir, "vectors") })),
+      Effect.scoped
+    )
   )
 
 const openStore = (dataDir: string) => {
@@ -532,6 +560,7 @@ const main = async () => {
 
     let seeded = 0
     for (const size of SIZES) {
+      if (process.env.DATABASE_URL !== undefined) await dropEmbeddedVectorIndex(dataDir)
       store = openStore(dataDir)
       const [{ userId }] = await store.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
         sql<{ userId: string }>`SELECT user_id FROM mailboxes WHERE id = ${created.mailboxId}`)) as [{ userId: string }]
