@@ -4,6 +4,9 @@
  * (ranking.ts). Search (search.ts) adds admission, scope and paging; benchmarks call this with
  * other `RankingOptions` to measure what each technique gives.
  *
+ * The word ranking reads only the postings that can change its top (`pruned`: safe, the same
+ * ranking as `exhaustive`, which reads them all).
+ *
  * The defaults were chosen on SciFact's train queries only (bench/search-quality.ts,
  * `BENCH_TUNE=1`); its test queries report them.
  */

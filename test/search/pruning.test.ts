@@ -148,19 +148,15 @@ const rankedAlike = (cases: ReadonlyArray<{ readonly mode: SearchMode; readonly 
     return compared
   })
 
-/** How many queries take a pruned path, and about how many postings all of them read against all of their lexemes'. */
+/** How many queries take a pruned path. */
 const pruningDone = Effect.gen(function*() {
   const ranker = yield* Ranker
   let pruning = 0
-  let read = 0
-  let all = 0
   for (const query of queries) {
     const plan = yield* ranker.wordPlan("usr_1", query, undefined, { ...pruned, depth: SHALLOW })
     if (plan.method !== "none") pruning++
-    read += plan.read
-    all += plan.postings
   }
-  return { pruning, read, all }
+  return { pruning }
 })
 
 /**
