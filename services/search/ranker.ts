@@ -539,8 +539,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      * tests and benchmarks: `"ranges"` (the best postings of each lexeme, then each email found
      * looked up by lexeme), `"maxscore"` (the essential lexemes' postings scanned, the others'
      * looked up) or `"none"` (every posting scanned); the lexemes scanned and looked up with their
-     * postings; and about how many index entries the query reads (the first statement's at most
-     * `depth` per lexeme included), against all the postings of its lexemes.
+     * postings; and how many index entries the query reads at most (the first statement's `depth`
+     * per lexeme and each lookup counted as one), against all the postings of its lexemes.
      */
     const wordPlan = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, options: RankingOptions = DEFAULT_RANKING) =>
       Effect.gen(function*() {
@@ -553,7 +553,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         const first = terms.reduce((sum, term) => sum + Math.min(term.documents, options.depth) + term.frequencies.length, 0)
         const scannedPostings = plan.essential.reduce((sum, term) => sum + term.documents, 0)
         const method = plan.ranges !== undefined ? "ranges" as const : plan.others.length > 0 ? "maxscore" as const : "none" as const
-        let read = first + scannedPostings
+        // Each email of the scanned postings looked up in every other lexeme, at most.
+        let read = first + scannedPostings + plan.others.length * scannedPostings
         if (plan.ranges !== undefined) {
           const ranges = plan.ranges
           const [counted] = yield* sql<{ postings: string; emails: string }>`
