@@ -411,12 +411,15 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
             JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = r.lexeme AND p.frequency = r.frequency AND p.length <= r.max_length
             ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
           )
-          SELECT c.email_id, sum(q.weight * ${impact}) AS bm25
-          FROM candidates c
-          CROSS JOIN unnest(${all.map((t) => t.lexeme)}::text[], ${all.map((t) => t.weight)}::float8[]) AS q (lexeme, weight)
-          JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = q.lexeme AND p.email_id = c.email_id
-          GROUP BY c.email_id
-          ORDER BY bm25 DESC, c.email_id
+          -- Per email, so that each lexeme is a probe of the postings' primary key: as a join, the
+          -- planner hashed the few candidates and scanned every posting of the lexemes (EXPLAIN).
+          SELECT c.email_id, s.bm25
+          FROM candidates c CROSS JOIN LATERAL (
+            SELECT sum(q.weight * ${impact}) AS bm25
+            FROM unnest(${all.map((t) => t.lexeme)}::text[], ${all.map((t) => t.weight)}::float8[]) AS q (lexeme, weight)
+            JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = q.lexeme AND p.email_id = c.email_id
+          ) s
+          ORDER BY s.bm25 DESC, c.email_id
           LIMIT ${options.depth}`
           : yield* sql<{ emailId: string; bm25: number }>`
           WITH essential AS (
