@@ -190,7 +190,7 @@ export const ablation = async (
     [`+ ${feedback}`, "hybrid", { ...base, feedback: tried.feedback }],
     [`+ meaning weight ${tried.meaningWeight}`, "hybrid", { ...base, meaningWeight: tried.meaningWeight }],
     [`+ vector depth ${tried.vectorDepth}`, "hybrid", { ...base, vectorDepth: tried.vectorDepth }],
-    ["all four together", "hybrid", { k1: tried.k1, b: tried.b, feedback: tried.feedback, meaningWeight: tried.meaningWeight, vectorDepth: tried.vectorDepth }],
+    ["all four together", "hybrid", { ...base, k1: tried.k1, b: tried.b, feedback: tried.feedback, meaningWeight: tried.meaningWeight, vectorDepth: tried.vectorDepth }],
     ["the product's default (kept on train)", "hybrid", chosen]
   ]
   const last = sets[sets.length - 1]!
