@@ -3,7 +3,8 @@
  *
  * mailauth asks its questions through a resolver function shaped like node's `dns.promises.resolve`;
  * ours answers them through the Dns port, so DNS_SERVERS is honoured and every question has the
- * port's time-out. The whole check has a deadline too (VERIFY_TIMEOUT), well inside the SMTP node's
+ * port's time-out, and keeps its answers for a minute (dns-answers.ts): the same sender's next message
+ * asks nothing again. The whole check has a deadline too (VERIFY_TIMEOUT), well inside the SMTP node's
  * DATA time-out: a message whose checks cannot finish is accepted with `temperror` verdicts.
  *
  * Where mailauth and RFC 8601 disagree, RFC 8601 wins: a signature whose body hash does not match
@@ -12,6 +13,7 @@
 import { Duration, Effect, Layer, Runtime } from "effect"
 import { authenticate } from "mailauth"
 import { Dns, type DnsError } from "../services/dns/dns.ts"
+import { answerCache, checkAnswers } from "./dns-answers.ts"
 import {
   type Authentication,
   authenticationResults,
@@ -62,7 +64,7 @@ export const layer = (options: { readonly authservId: string }): Layer.Layer<Aut
     const runtime = yield* Effect.runtime<never>()
     const runPromise = Runtime.runPromise(runtime)
 
-    const question = (name: string, type: string): Effect.Effect<Answer, DnsError> => {
+    const ask = (name: string, type: string): Effect.Effect<Answer, DnsError> => {
       switch (type) {
         case "TXT":
           // node gives each record as its character-strings; the port joins them already.
@@ -81,11 +83,17 @@ export const layer = (options: { readonly authservId: string }): Layer.Layer<Aut
       }
     }
 
+    /** Each question asked once a minute at most (dns-answers.ts). */
+    const remembered = answerCache<Answer>(checkAnswers)
+    const question = (name: string, type: string): Effect.Effect<Answer, DnsError> =>
+      remembered(`${type} ${name.toLowerCase()}`, ask(name, type))
+
     /** mailauth's resolver: a Promise of node's answer shape, or a rejection with node's error code. */
     const resolver = (name: string, type: string): Promise<never> =>
       runPromise(Effect.either(question(name, type))).then((answer) => {
         if (answer._tag === "Left") throw resolverError(answer.left)
-        return answer.right as never
+        // A copy: the kept answer is shared with the next messages' checks, whatever mailauth does to it.
+        return answer.right.map((item) => (Array.isArray(item) ? [...item] : typeof item === "object" && item !== null ? { ...item } : item)) as never
       })
 
     const check = (envelope: Envelope) =>

@@ -1,0 +1,84 @@
+/**
+ * DNS answers kept for a short while, for the SMTP node's SPF, DKIM, DMARC and ARC checks (mailauth.ts).
+ *
+ * Each message asks the same few questions of its sender's domain (the SPF record, the DKIM key, the
+ * DMARC record), and mail comes from few domains: bench:smtp measured the checks at two thirds of the
+ * SMTP node's CPU per message, most of it asking DNS again what it had just answered. So:
+ *
+ * - an answer is kept for `ttl` and a "no such records" answer for `negativeTtl`; a failure to get an
+ *   answer (a time-out, a server failure) is not kept, so the next message asks again;
+ * - the same question asked while it is in flight waits for that answer instead of asking twice;
+ * - at most `maxEntries` answers are kept, the oldest dropped first.
+ *
+ * The port gives no record TTLs, so the times are fixed and short: a changed SPF record or a rotated
+ * DKIM key is seen within a minute, as with any resolver that caches.
+ */
+import { Cause, Deferred, Duration, Effect, Exit, Option } from "effect"
+import type { DnsError } from "../services/dns/dns.ts"
+
+export interface AnswerCacheOptions {
+  /** How long an answer is kept. */
+  readonly ttl: Duration.DurationInput
+  /** How long "no such records" is kept. */
+  readonly negativeTtl: Duration.DurationInput
+  /** Answers kept at most. */
+  readonly maxEntries: number
+}
+
+export const checkAnswers: AnswerCacheOptions = {
+  ttl: Duration.seconds(60),
+  negativeTtl: Duration.seconds(30),
+  maxEntries: 10_000
+}
+
+interface Entry<A> {
+  readonly answer: Deferred.Deferred<A, DnsError>
+  /** When the answer stops being used (ms since the epoch); infinite while it is in flight. */
+  expires: number
+}
+
+/**
+ * `ask` with its answers kept: `(key, question)` answers from the cache while it holds an answer for
+ * `key`, else runs `question` once for everyone asking meanwhile.
+ */
+export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = Date.now) => {
+  const ttl = Duration.toMillis(options.ttl)
+  const negativeTtl = Duration.toMillis(options.negativeTtl)
+  const entries = new Map<string, Entry<A>>()
+
+  const keep = (key: string, entry: Entry<A>) => {
+    if (entries.size >= options.maxEntries) {
+      const oldest = entries.keys().next()
+      if (oldest.done !== true) entries.delete(oldest.value)
+    }
+    entries.set(key, entry)
+  }
+
+  return (key: string, question: Effect.Effect<A, DnsError>): Effect.Effect<A, DnsError> =>
+    Effect.suspend(() => {
+      const cached = entries.get(key)
+      if (cached !== undefined && cached.expires > now()) return Deferred.await(cached.answer)
+      if (cached !== undefined) entries.delete(key)
+      return Effect.flatMap(Deferred.make<A, DnsError>(), (answer) => {
+        const entry: Entry<A> = { answer, expires: Number.POSITIVE_INFINITY }
+        keep(key, entry)
+        // The question runs on its own (its deadline is the Dns port's): an asker that gives up, say at
+        // its message's deadline, leaves it to answer the others waiting for it.
+        const settle = (exit: Exit.Exit<A, DnsError>) =>
+          Effect.suspend(() => {
+            const notFound = Exit.isFailure(exit) &&
+              Option.exists(Cause.failureOption(exit.cause), (error) => error.reason === "NotFound")
+            if (Exit.isSuccess(exit)) entry.expires = now() + ttl
+            else if (notFound) entry.expires = now() + negativeTtl
+            else if (entries.get(key) === entry) entries.delete(key)
+            return Deferred.done(answer, exit)
+          })
+        return question.pipe(
+          Effect.exit,
+          Effect.flatMap(settle),
+          Effect.forkDaemon,
+          Effect.zipRight(Deferred.await(answer))
+        )
+      })
+    })
+}
