@@ -9,32 +9,11 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as PgvectorIndex from "../../layers/pgvector-index.ts"
-import { Embedder, normalize } from "../../services/search/embedder.ts"
+import { Embedder } from "../../services/search/embedder.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Vectors } from "../../services/search/vectors.ts"
-import { hashedWords } from "../support/fake-openai.ts"
-import { TestDataDir, testDatabase } from "../support/database.ts"
-
-const DIMENSIONS = 32
-
-/** Bag of hashed words: texts sharing words get similar vectors. */
-const hashedWordsEmbedder = (model: string) =>
-  Layer.succeed(Embedder, {
-    model,
-    dimensions: DIMENSIONS,
-    maxInputChars: 2_000,
-    embed: (texts) =>
-      Effect.succeed(texts.map((text) => normalize(Float32Array.from(hashedWords(text, DIMENSIONS)))))
-  })
-
-/** pgvector in the test database when it has the extension (PGlite does), else in a PGlite beside it. */
-const vectorIndex = Layer.unwrapEffect(
-  Effect.map(TestDataDir, (dataDir) => PgvectorIndex.autoLayer({ dataDir, embedded: "allow" }))
-)
-
-const indexerWith = (model: string) =>
-  Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(hashedWordsEmbedder(model), vectorIndex)))
+import { testDatabase } from "../support/database.ts"
+import { HASHED_DIMENSIONS, hashedVector, hashedWordsEmbedder, indexerWith } from "../support/search-services.ts"
 
 const fixtures = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -71,7 +50,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         expect((yield* indexer.index("eml_a")).outcome).toBe("already-indexed")
         expect(yield* indexer.stale()).toEqual([])
         return yield* lexicon
-      }), indexerWith("words-v1"))
+      }), indexerWith(hashedWordsEmbedder("words-v1")))
       // "invoice" is in a (subject and body), c; "octob" in all three.
       expect(first).toMatchObject({ invoic: 2, octob: 3, offsit: 1, remind: 1 })
       const postings = yield* sql<{ frequency: number }>`
@@ -101,7 +80,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         expect(documents.map((d) => d.emailId)).toEqual(["eml_a", "eml_b"])
         // A late event for the deleted mailbox's email indexes nothing.
         expect((yield* indexer.index("eml_c")).outcome).toBe("gone")
-      }), indexerWith("words-v2"))
+      }), indexerWith(hashedWordsEmbedder("words-v2")))
     }))
 
   it.effect("emails indexed at the same moment share embedder calls, and each keeps its own vectors", () =>
@@ -124,13 +103,13 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
       const calls: Array<number> = []
       const counting = Layer.succeed(Embedder, {
         model: "words-batched",
-        dimensions: DIMENSIONS,
+        dimensions: HASHED_DIMENSIONS,
         maxInputChars: 2_000,
         embed: (texts) =>
           Effect.sync(() => calls.push(texts.length)).pipe(
             // A wall-clock wait: the suite's TestClock would never end an Effect.sleep.
             Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))),
-            Effect.as(texts.map((text) => normalize(Float32Array.from(hashedWords(text, DIMENSIONS)))))
+            Effect.as(texts.map(hashedVector))
           )
       })
       yield* Effect.provide(
@@ -146,12 +125,12 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
           const { collection } = yield* Vectors
           const vectors = yield* collection
           for (const [i, topic] of topics.entries()) {
-            const query = normalize(Float32Array.from(hashedWords(`${topic} ${topic}`, DIMENSIONS)))
+            const query = hashedVector(`${topic} ${topic}`)
             const hits = yield* vectors.search(query, { namespace: "usr_b" }, 1, { exact: true })
             expect(hits[0]?.emailId).toBe(ids[i])
           }
         }),
-        Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(counting, vectorIndex)))
+        indexerWith(counting)
       )
     }))
 })

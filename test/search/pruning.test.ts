@@ -10,34 +10,14 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
-import * as PgvectorIndex from "../../layers/pgvector-index.ts"
-import { Embedder, normalize } from "../../services/search/embedder.ts"
+import { Effect } from "effect"
 import { Indexer } from "../../services/search/indexer.ts"
 import { BASELINE_RANKING, CANDIDATES, Ranker, type RankingOptions } from "../../services/search/ranker.ts"
 import type { Ranked } from "../../services/search/ranking.ts"
 import type { SearchMode } from "../../services/search/schemas.ts"
-import { Vectors } from "../../services/search/vectors.ts"
-import { hashedWords } from "../support/fake-openai.ts"
-import { TestDataDir, testDatabase } from "../support/database.ts"
+import { testDatabase } from "../support/database.ts"
+import { rankerAndIndexer } from "../support/search-services.ts"
 
-const DIMENSIONS = 32
-
-const embedder = Layer.succeed(Embedder, {
-  model: "words-v1",
-  dimensions: DIMENSIONS,
-  maxInputChars: 2_000,
-  embed: (texts) => Effect.succeed(texts.map((text) => normalize(Float32Array.from(hashedWords(text, DIMENSIONS)))))
-})
-
-const vectorIndex = Layer.unwrapEffect(
-  Effect.map(TestDataDir, (dataDir) => PgvectorIndex.autoLayer({ dataDir, embedded: "allow" }))
-)
-
-const services = Layer.merge(Ranker.Default, Indexer.Default).pipe(
-  Layer.provideMerge(Vectors.Default),
-  Layer.provide(Layer.merge(embedder, vectorIndex))
-)
 
 const random = (seed: number) => () => {
   seed = (seed + 0x6d2b79f5) | 0
@@ -198,5 +178,5 @@ layer(testDatabase, { timeout: "600 seconds" })("Word ranking pruning", (it) => 
       expect(yield* rankedAlike(cases)).toBeGreaterThan(queries.length * cases.length * SHALLOW)
       const second = yield* pruningDone
       expect(second.pruning).toBeGreaterThan(0)
-    }).pipe(Effect.provide(services)), 600_000)
+    }).pipe(Effect.provide(rankerAndIndexer)), 600_000)
 })

@@ -7,32 +7,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
-import * as PgvectorIndex from "../../layers/pgvector-index.ts"
-import { Embedder, normalize } from "../../services/search/embedder.ts"
+import { Effect } from "effect"
 import { Indexer } from "../../services/search/indexer.ts"
 import { BASELINE_RANKING, DEFAULT_RANKING, Ranker } from "../../services/search/ranker.ts"
-import { Vectors } from "../../services/search/vectors.ts"
-import { hashedWords } from "../support/fake-openai.ts"
-import { TestDataDir, testDatabase } from "../support/database.ts"
+import { testDatabase } from "../support/database.ts"
+import { rankerAndIndexer } from "../support/search-services.ts"
 
-const DIMENSIONS = 32
-
-const embedder = Layer.succeed(Embedder, {
-  model: "words-v1",
-  dimensions: DIMENSIONS,
-  maxInputChars: 2_000,
-  embed: (texts) => Effect.succeed(texts.map((text) => normalize(Float32Array.from(hashedWords(text, DIMENSIONS)))))
-})
-
-const vectorIndex = Layer.unwrapEffect(
-  Effect.map(TestDataDir, (dataDir) => PgvectorIndex.autoLayer({ dataDir, embedded: "allow" }))
-)
-
-const services = Layer.merge(Ranker.Default, Indexer.Default).pipe(
-  Layer.provideMerge(Vectors.Default),
-  Layer.provide(Layer.merge(embedder, vectorIndex))
-)
 
 const mail = [
   ["eml_1", "Disk full on db-01", "The disk is full: the storage volume is nearly exhausted."],
@@ -84,5 +64,5 @@ layer(testDatabase, { timeout: "60 seconds" })("Ranker", (it) => {
 
       // A mailbox scope the mail is not in finds nothing, with or without feedback.
       expect(yield* ranker.rank("usr_1", "disk full", "text", ["mbx_other"], { ...BASELINE_RANKING, feedback: { documents: 2, terms: 5, weight: 0.5 } })).toEqual([])
-    }).pipe(Effect.provide(services)))
+    }).pipe(Effect.provide(rankerAndIndexer)))
 })
