@@ -7,7 +7,7 @@ import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
 import { go } from "./router.js"
-import { ErrorNote, Field, TextArea } from "./ui.js"
+import { ErrorNote, Field, TextArea, useAction } from "./ui.js"
 
 /**
  * A recipient as the API gives it (an address, or `{ name, address }`), as a person reads it.
@@ -51,25 +51,11 @@ export const ComposeForm = ({ mailboxId, address }) => {
   const [cc, setCc] = useState("")
   const [subject, setSubject] = useState("")
   const [text, setText] = useState("")
-  const [error, setError] = useState(/** @type {unknown} */ (null))
-  const [busy, setBusy] = useState(false)
+  const { busy, error, run } = useAction()
   // One key per message written: the same message sent twice is sent once.
   const [key, setKey] = useState(newKey)
   const base = `/api/mailboxes/${encodeURIComponent(mailboxId)}`
   const body = () => ({ to: parseRecipients(to), cc: cc ? parseRecipients(cc) : undefined, subject, text })
-
-  /** @param {() => Promise<void>} action */
-  const run = async (action) => {
-    setBusy(true)
-    setError(null)
-    try {
-      await action()
-    } catch (failure) {
-      setError(failure)
-    } finally {
-      setBusy(false)
-    }
-  }
   const send = () =>
     run(async () => {
       const { data } = await call("POST", base + "/send", body(), { "idempotency-key": key })
@@ -122,23 +108,9 @@ export const ComposePage = ({ mailboxId }) => {
  */
 export const ReplyForm = ({ email, all, onClose }) => {
   const [text, setText] = useState("")
-  const [error, setError] = useState(/** @type {unknown} */ (null))
-  const [busy, setBusy] = useState(false)
+  const { busy, error, run } = useAction()
   const [key] = useState(newKey)
   const path = `/api/emails/${encodeURIComponent(email.email_id)}/${all ? "reply-all" : "reply"}`
-
-  /** @param {() => Promise<void>} action */
-  const run = async (action) => {
-    setBusy(true)
-    setError(null)
-    try {
-      await action()
-    } catch (failure) {
-      setError(failure)
-    } finally {
-      setBusy(false)
-    }
-  }
   const send = () => run(async () => go("emails", (await call("POST", path, { text }, { "idempotency-key": key })).data.email_id))
   const saveDraft = () =>
     run(async () => {

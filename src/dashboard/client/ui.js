@@ -90,6 +90,28 @@ export const size = (bytes) => {
 }
 
 /**
+ * A form's action: `run` does it while `busy` (for disabling the buttons), and its failure is
+ * `error`, for ErrorNote.
+ */
+export const useAction = () => {
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const [busy, setBusy] = useState(false)
+  /** @param {() => Promise<void>} action */
+  const run = async (action) => {
+    setBusy(true)
+    setError(null)
+    try {
+      await action()
+    } catch (failure) {
+      setError(failure)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return { busy, error, run }
+}
+
+/**
  * A page's list and what it does to it: `load` fetches the list (on the first render and after each
  * action), `run` does an action and then reloads; a failure of either is `error`, for ErrorNote.
  * @param {() => Promise<unknown>} fetchList
