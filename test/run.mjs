@@ -37,8 +37,23 @@ try {
   failed = json.numFailedTests + (json.numRuntimeErrorTests ?? 0)
   skipped = json.numPendingTests + json.numTodoTests
   if (json.success === false && failed === 0) failed = 1 // a suite failed to load or a hook threw
+  // Each failure again, a line apiece, next to the closing line: a long run's log is often read
+  // from its end, where vitest's own account of it has long scrolled away.
+  for (const file of json.testResults ?? []) {
+    const where = path.relative(process.cwd(), file.name)
+    if (file.status === "failed" && (file.assertionResults ?? []).every((test) => test.status !== "failed")) {
+      console.log(`FAILED ${where}: ${firstLine(file.message)}`)
+    }
+    for (const test of file.assertionResults ?? []) {
+      if (test.status === "failed") console.log(`FAILED ${where} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`)
+    }
+  }
 } catch {
   failed = Math.max(1, failed) // no report: vitest itself failed
 }
+function firstLine(message) {
+  return (message ?? "no message").split("\n").find((line) => line.trim() !== "")?.trim().slice(0, 300) ?? "no message"
+}
+
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}`)
 process.exit(result.status === 0 && failed === 0 ? 0 : 1)
