@@ -5,6 +5,11 @@
  * The `pg` pool is made here rather than inside @effect/sql-pg, so that the process can tell how it is
  * used: `mailroom_db_pool_connections{state="in_use"|"idle"}` and `mailroom_db_pool_waiting` (queries
  * waiting for a connection), sampled every second.
+ *
+ * Two time limits, kept apart: opening a connection gives up after `connectTimeout` (5 s), but a
+ * query may wait `acquireTimeout` (30 s) for a connection the pool has lent out. (`pg`'s pool has one
+ * setting for both; with 5 s for both, the embedded database's single connection failed every query
+ * queued behind a statement that ran longer than 5 s.)
  */
 import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql/SqlClient"
@@ -19,6 +24,7 @@ export const clientSettings = {
 } as const
 
 const CONNECT_TIMEOUT = Duration.seconds(5)
+const ACQUIRE_TIMEOUT = Duration.seconds(30)
 const IDLE_TIMEOUT = Duration.seconds(30)
 
 /** Where the pool connects: a URL, or a host (a socket directory) with a user and database. */
@@ -31,7 +37,19 @@ export interface PoolOptions {
   readonly maxConnections: number
   readonly minConnections?: number
   readonly applicationName?: string
+  /** How long opening a connection may take (default 5 s). */
+  readonly connectTimeout?: Duration.DurationInput
+  /** How long a query or transaction may wait for a connection when all are lent (default 30 s). */
+  readonly acquireTimeout?: Duration.DurationInput
 }
+
+/** `pg`'s client with its own connect time limit, which the pool's setting would otherwise set. */
+const clientWithConnectTimeout = (connectTimeout: number) =>
+  class extends Pg.Client {
+    constructor(config?: Pg.ClientConfig) {
+      super({ ...config, connectionTimeoutMillis: connectTimeout })
+    }
+  }
 
 const connections = Metric.gauge("mailroom_db_pool_connections", {
   description: "Database connections this process holds, by state: in_use (lent to a query or transaction) or idle"
@@ -55,11 +73,14 @@ const acquirePool = (options: PoolOptions) =>
   Effect.acquireRelease(
     Effect.suspend(() => {
       const { target } = options
+      const connectTimeout = Duration.decode(options.connectTimeout ?? CONNECT_TIMEOUT)
       const pool = new Pg.Pool({
         ...("url" in target
           ? { connectionString: Redacted.value(target.url) }
           : { host: target.host, port: target.port, user: target.username, database: target.database }),
-        connectionTimeoutMillis: Duration.toMillis(CONNECT_TIMEOUT),
+        // The pool's setting bounds the wait for a lent connection; the client's, opening one.
+        connectionTimeoutMillis: Duration.toMillis(options.acquireTimeout ?? ACQUIRE_TIMEOUT),
+        Client: clientWithConnectTimeout(Duration.toMillis(connectTimeout)),
         idleTimeoutMillis: Duration.toMillis(IDLE_TIMEOUT),
         max: options.maxConnections,
         min: options.minConnections,
@@ -72,7 +93,7 @@ const acquirePool = (options: PoolOptions) =>
         catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
       }).pipe(
         Effect.timeoutFail({
-          duration: CONNECT_TIMEOUT,
+          duration: connectTimeout,
           onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
         }),
         Effect.tapError(() => Effect.promise(() => pool.end())),
