@@ -28,23 +28,15 @@
  * BENCH_DATABASE_URL names the PostgreSQL server for (c).
  */
 import autocannon from "autocannon"
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import pg from "pg"
 import { freePort } from "../test/support/process.ts"
-import { sleep } from "../test/support/wait.ts"
+import { BenchError, type Child, cleanUp, logTail, onCleanup, scratchDirectory, seconds, spawnChild, waitReady } from "./support/children.ts"
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const CONNECTIONS = 10
-const seconds = (name: string, fallback: number) => {
-  const value = Number(process.env[name] ?? fallback)
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number of seconds`)
-  return value
-}
 const MEASURE_SECONDS = seconds("BENCH_SECONDS", 10)
 const WARMUP_SECONDS = seconds("BENCH_WARMUP_SECONDS", 2)
 const TARGETS = new Set((process.env.BENCH_TARGETS ?? "a,b,c,d").split(",").map((t) => t.trim()))
@@ -73,57 +65,13 @@ const labels = {
   d: "(d) Mailroom POST /v1/search"
 } as const
 
-class BenchError extends Error {}
-
-// ---------------------------------------------------------------------------------------------
-// Child processes and clean-up
-
-const cleanups: Array<() => Promise<void>> = []
-const onCleanup = (step: () => Promise<void>) => cleanups.unshift(step)
-let cleaning: Promise<void> | undefined
-/** Stop the servers, drop the database, remove temporary files: once, whoever asks first. */
-const cleanUp = () =>
-  cleaning ??= (async () => {
-    for (const step of cleanups.splice(0)) {
-      await step().catch((error: unknown) => console.error(`clean-up step failed: ${String(error)}`))
-    }
-  })()
 /** The load run in progress, stopped on SIGINT so the clean-up gets the event loop. */
 let running: autocannon.Instance | undefined
 
-const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-"))
-onCleanup(async () => fs.rmSync(scratch, { recursive: true, force: true }))
+const scratch = scratchDirectory("mailroom-bench-")
 
-interface Server {
-  readonly name: string
+interface Server extends Child {
   readonly url: string
-  readonly child: ChildProcess
-  readonly logFile: string
-  readonly stop: () => Promise<void>
-}
-
-const logTail = (file: string, lines = 40) => {
-  try {
-    return fs.readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n")
-  } catch {
-    return "(no output)"
-  }
-}
-
-/** Every variable Mailroom reads: children get only what the bench sets, never the caller's. */
-const MAILROOM_SETTINGS = [
-  "PORT", "HOST", "APP_URL", "SMTP_PORT", "SMTP_HOST", "ROLES", "DATA_DIR", "DATABASE_URL", "NATS_URL", "NATS_PREFIX",
-  "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_API_KEY", "EMBEDDING_MODEL", "STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET",
-  "STRIPE_PRICE_PRO", "STRIPE_PRICE_ENTERPRISE", "SHARED_DOMAINS", "DISALLOWED_EMAIL_NAME", "MX_HOST", "VERIFY_PREFIX",
-  "FREE_MAX_CUSTOM_DOMAINS", "DNS_SERVERS", "WEBHOOK_ALLOW_PRIVATE", "JWT_SECRET", "LOG_LEVEL"
-]
-
-const childEnv = (settings: Record<string, string>) => {
-  const env: Record<string, string> = {}
-  for (const [name, value] of Object.entries(process.env)) {
-    if (value !== undefined && !MAILROOM_SETTINGS.includes(name)) env[name] = value
-  }
-  return { ...env, ...settings }
 }
 
 const startServer = async (
@@ -133,44 +81,10 @@ const startServer = async (
   readyPath: string,
   readyWithinMs: number
 ): Promise<Server> => {
-  const port = Number(settings.PORT)
-  const logFile = path.join(scratch, `${name.replace(/[^A-Za-z0-9]+/g, "-")}.log`)
-  const log = fs.openSync(logFile, "w")
-  const child = spawn(process.execPath, [...NODE_ARGS, "--import", "tsx", script], {
-    cwd: repoRoot,
-    env: childEnv(settings),
-    stdio: ["ignore", log, log]
-  })
-  fs.closeSync(log)
-  let exited = false
-  const exit = new Promise<void>((resolve) =>
-    child.once("exit", () => {
-      exited = true
-      resolve()
-    })
-  )
-  const stop = async () => {
-    if (exited) return
-    child.kill("SIGTERM")
-    const killed = await Promise.race([exit.then(() => true), sleep(5_000).then(() => false)])
-    if (!killed) {
-      child.kill("SIGKILL")
-      await exit
-    }
-  }
-  onCleanup(stop)
-  const url = `http://127.0.0.1:${port}`
-  const deadline = Date.now() + readyWithinMs
-  while (true) {
-    if (exited) throw new BenchError(`${name} exited during start-up (code ${child.exitCode}). Its output:\n${logTail(logFile)}`)
-    const status = await fetch(`${url}${readyPath}`).then((r) => r.status, () => 0)
-    if (status === 200) break
-    if (Date.now() > deadline) {
-      throw new BenchError(`${name} did not answer 200 on ${readyPath} within ${readyWithinMs / 1000} s. Its output:\n${logTail(logFile)}`)
-    }
-    await sleep(100)
-  }
-  return { name, url, child, logFile, stop }
+  const child = spawnChild(name, script, settings, { logDir: scratch, nodeArgs: NODE_ARGS, stopWithinMs: 5_000 })
+  const url = `http://127.0.0.1:${settings.PORT}`
+  await waitReady(child, `200 on ${readyPath}`, readyWithinMs, () => fetch(`${url}${readyPath}`).then((r) => r.status === 200, () => false))
+  return { ...child, url }
 }
 
 // ---------------------------------------------------------------------------------------------

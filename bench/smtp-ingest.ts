@@ -59,27 +59,30 @@
  * created), BENCH_NATS_URL (nats://127.0.0.1:4222), BENCH_NODE_ARGS (node flags for the servers,
  * e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { execFileSync } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
-import { fileURLToPath } from "node:url"
 import nodemailer from "nodemailer"
 import pg from "pg"
 import { type DnsServer, startDnsServer } from "../test/support/dns-server.ts"
 import { startFakeQdrant } from "../test/support/fake-qdrant.ts"
 import { freePort } from "../test/support/process.ts"
 import { sleep } from "../test/support/wait.ts"
+import {
+  BenchError,
+  cleanUp,
+  logTail,
+  onCleanup,
+  scratchDirectory,
+  seconds,
+  spawnChild as spawnBenchChild,
+  waitReady
+} from "./support/children.ts"
 
-const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const seconds = (name: string, fallback: number) => {
-  const value = Number(process.env[name] ?? fallback)
-  if (!Number.isFinite(value) || value <= 0) throw new Error(`${name} must be a positive number of seconds`)
-  return value
-}
 const MEASURE_SECONDS = seconds("BENCH_SECONDS", 10)
 const WARMUP_SECONDS = seconds("BENCH_WARMUP_SECONDS", 2)
 const DRAIN_SECONDS = seconds("BENCH_DRAIN_SECONDS", 300)
@@ -113,106 +116,14 @@ const CLK_TCK = (() => {
   }
 })()
 
-class BenchError extends Error {}
-
-// ---------------------------------------------------------------------------------------------
-// Clean-up: every step registered is run once, last registered first, on success, failure or signal.
-
-const cleanups: Array<() => Promise<void>> = []
-const onCleanup = (step: () => Promise<void>) => cleanups.unshift(step)
-let cleaning: Promise<void> | undefined
-const cleanUp = () =>
-  cleaning ??= (async () => {
-    for (const step of cleanups.splice(0)) {
-      await step().catch((error: unknown) => console.error(`clean-up step failed: ${String(error)}`))
-    }
-  })()
-
 /** Set on SIGINT: every sender stops at its next message. */
 let interrupted = false
 
-const scratch = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-smtp-"))
-onCleanup(async () => fs.rmSync(scratch, { recursive: true, force: true }))
+const scratch = scratchDirectory("mailroom-bench-smtp-")
 
-// ---------------------------------------------------------------------------------------------
-// Child processes
-
-const logTail = (file: string, lines = 40) => {
-  try {
-    return fs.readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n") || "(no output)"
-  } catch {
-    return "(no output)"
-  }
-}
-
-/** Every variable Mailroom reads: children get only what the bench sets, never the caller's. */
-const MAILROOM_SETTINGS = [
-  "PORT", "HOST", "APP_URL", "SMTP_PORT", "SMTP_HOST", "ROLES", "DATA_DIR", "DATABASE_URL", "NATS_URL", "NATS_PREFIX",
-  "QDRANT_URL", "QDRANT_API_KEY", "OPENAI_API_KEY", "EMBEDDING_MODEL", "STRIPE_SECRET_KEY", "STRIPE_WEBHOOK_SECRET",
-  "STRIPE_PRICE_PRO", "STRIPE_PRICE_ENTERPRISE", "SHARED_DOMAINS", "DISALLOWED_EMAIL_NAME", "MX_HOST", "VERIFY_PREFIX",
-  "FREE_MAX_CUSTOM_DOMAINS", "DNS_SERVERS", "WEBHOOK_ALLOW_PRIVATE", "JWT_SECRET", "LOG_LEVEL", "SMTP_TLS_CERT",
-  "SMTP_TLS_KEY", "SMTP_MAX_CONNECTIONS_PER_IP", "VERIFY_INBOUND", "DMARC_ENFORCE", "RSPAMD_URL", "SPAM_REJECT"
-]
-
-const childEnv = (settings: Record<string, string>) => {
-  const env: Record<string, string> = {}
-  for (const [name, value] of Object.entries(process.env)) {
-    if (value !== undefined && !MAILROOM_SETTINGS.includes(name)) env[name] = value
-  }
-  return { ...env, ...settings }
-}
-
-interface Child {
-  readonly name: string
-  readonly child: ChildProcess
-  readonly logFile: string
-  readonly exited: () => boolean
-  readonly stop: () => Promise<void>
-}
-
-const spawnChild = (name: string, script: string, settings: Record<string, string>): Child => {
-  const logFile = path.join(scratch, `${name.replace(/[^A-Za-z0-9]+/g, "-")}.log`)
-  const log = fs.openSync(logFile, "w")
-  const child = spawn(process.execPath, [...NODE_ARGS, "--import", "tsx", script], {
-    cwd: repoRoot,
-    env: childEnv(settings),
-    stdio: ["ignore", log, log]
-  })
-  fs.closeSync(log)
-  let exited = false
-  const exit = new Promise<void>((resolve) =>
-    child.once("exit", () => {
-      exited = true
-      resolve()
-    })
-  )
-  const stop = async () => {
-    if (exited) return
-    child.kill("SIGTERM")
-    const stopped = await Promise.race([exit.then(() => true), sleep(15_000).then(() => false)])
-    if (!stopped) {
-      child.kill("SIGKILL")
-      await exit
-    }
-  }
-  onCleanup(stop)
-  return { name, child, logFile, exited: () => exited, stop }
-}
-
-/** Wait until `ready` is true, failing if the child exits first or the time runs out. */
-const waitReady = async (server: Child, what: string, withinMs: number, ready: () => Promise<boolean>) => {
-  const deadline = Date.now() + withinMs
-  while (true) {
-    if (server.exited()) {
-      throw new BenchError(`${server.name} exited during start-up (code ${server.child.exitCode}). Its output:\n${logTail(server.logFile)}`)
-    }
-    if (await ready()) return
-    if (Date.now() > deadline) {
-      throw new BenchError(`${server.name}: ${what} not ready within ${withinMs / 1000} s. Its output:\n${logTail(server.logFile)}`)
-    }
-    await sleep(100)
-  }
-}
+/** A child of this bench: its log in the scratch directory, the bench's node flags, 15 s to stop. */
+const spawnChild = (name: string, script: string, settings: Record<string, string>) =>
+  spawnBenchChild(name, script, settings, { logDir: scratch, nodeArgs: NODE_ARGS, stopWithinMs: 15_000 })
 
 // ---------------------------------------------------------------------------------------------
 // A minimal SMTP client: replies are read in order, multi-line replies joined.
