@@ -76,8 +76,8 @@ const mailroom = async (sink: MxServer) => {
     const senders: Array<{ apiKey: string; mailboxId: string }> = []
     for (let i = 0; i < Math.ceil(MESSAGES / SENDS_PER_KEY); i++) {
       const user = await withApiKey(api)
-      await upgrade(api, server.url, user.apiKey, "enterprise")
-      const box = await newBox(api, { user })
+      await upgrade(server.url, user.apiKey, "enterprise")
+      const box = await newBox(api.url, { user })
       senders.push({ apiKey: user.apiKey, mailboxId: box.mailboxId })
     }
     const before = sink.delivered().length

@@ -37,13 +37,13 @@ const main = async () => {
     const server = await startServer({ ...env, DATA_DIR: dataDir, WEBHOOK_ALLOW_PRIVATE: "true", LOG_LEVEL: "warn" })
     try {
       const api = client(server.url)
-      const box = await newBox(api)
-      await upgrade(api, server.url, box.user.apiKey, "enterprise")
+      const box = await newBox(api.url)
+      await upgrade(server.url, box.user.apiKey, "enterprise")
       await api.post("/v1/api/webhooks", { apiKey: box.user.apiKey, body: { url: `${receiver.url}/processed`, events: ["email.processed"] } })
       await sendParaphraseMail(server.smtpPort, box.address, receiver, "/processed")
       console.log(`paraphrase set: ${paraphraseSet.queries.length} questions over HTTP, embedder: ${env.OPENAI_API_KEY ? `OpenAI-compatible ${env.EMBEDDING_MODEL ?? "text-embedding-3-small"}` : "the offline model (USE lite)"}`)
       for (const mode of ["text", "vector", "hybrid"] as const) {
-        console.log(`  ${mode.padEnd(7)} nDCG@10 ${(await paraphraseNdcg(api, box.user.apiKey, mode)).toFixed(3)}`)
+        console.log(`  ${mode.padEnd(7)} nDCG@10 ${(await paraphraseNdcg(api.url, box.user.apiKey, mode)).toFixed(3)}`)
       }
     } finally {
       await server.stop()

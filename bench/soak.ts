@@ -228,7 +228,7 @@ const main = async () => {
 
   // ---- account, keys, mailboxes
   const user = await withApiKey(api)
-  await upgrade(api, server.url, user.apiKey, "enterprise")
+  await upgrade(server.url, user.apiKey, "enterprise")
   const keyCount = Math.max(1, Math.ceil(((READ_RATE + SEARCH_RATE) * 60) / REQUESTS_PER_KEY_MINUTE))
   const keys = [user.apiKey]
   while (keys.length < keyCount) {

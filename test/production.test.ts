@@ -62,8 +62,8 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
   it("runs without tsx: mail sent over SMTP is stored and found by search", async () => {
     expect(server.process.spawnargs.join(" ")).not.toContain("tsx")
     const api = client(server.url)
-    const box = await newBox(api, { user: await withApiKey(api) })
-    await upgrade(api, server.url, box.user.apiKey, "enterprise") // searches a minute enough to poll
+    const box = await newBox(api.url, { user: await withApiKey(api) })
+    await upgrade(server.url, box.user.apiKey, "enterprise") // searches a minute enough to poll
     const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
     try {
       const info = await transport.sendMail({

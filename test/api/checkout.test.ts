@@ -47,7 +47,7 @@ describe("a plan change applies at once everywhere", () => {
     const twentyMb = 20 * 1024 * 1024
     expect((await rcptWithSize(twentyMb)).code).toBe(552)
 
-    await upgrade(api, server.url, user.apiKey, "pro")
+    await upgrade(server.url, user.apiKey, "pro")
     expect((await create(locals[3]!)).response.status).toBe(201)
     expect((await rcptWithSize(twentyMb)).code).toBe(250)
     expect((await rcptWithSize(26 * 1024 * 1024)).code).toBe(552)

@@ -36,7 +36,7 @@ const domainPath = (id: string) => ({ params: { path: { id } } })
 
 const proUser = async () => {
   const user = await withApiKey(api)
-  await upgrade(api, suite.url, user.apiKey, "pro")
+  await upgrade(suite.url, user.apiKey, "pro")
   return user
 }
 

@@ -40,9 +40,9 @@ describe("GET /v1/events", () => {
   beforeAll(async () => {
     const api = client(suite.url)
     const user = await withApiKey(api)
-    await upgrade(api, suite.url, user.apiKey, "pro")
-    box = await newBox(api, { user })
-    other = await newBox(api, { user })
+    await upgrade(suite.url, user.apiKey, "pro")
+    box = await newBox(api.url, { user })
+    other = await newBox(api.url, { user })
   })
 
   it("streams an arriving email as the webhook would send it: id, kind, payload", async () => {
@@ -172,9 +172,9 @@ describe("GET /v1/ws", () => {
   beforeAll(async () => {
     const api = client(suite.url)
     const user = await withApiKey(api)
-    await upgrade(api, suite.url, user.apiKey, "pro")
-    box = await newBox(api, { user })
-    other = await newBox(api, { user })
+    await upgrade(suite.url, user.apiKey, "pro")
+    box = await newBox(api.url, { user })
+    other = await newBox(api.url, { user })
   })
 
   const socket = (apiKey: string) => openSocket(`${suite.url}/v1/ws`, { "x-api-key": apiKey })

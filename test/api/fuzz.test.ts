@@ -550,7 +550,7 @@ describe("fuzz: hostile requests across every route", () => {
         if (created.status !== 201) throw new Error(`key: ${created.status} ${created.text}`)
         keys.push(created.body.data.apiKey)
       }
-      await upgrade(api, server.url, keys[0]!, "enterprise")
+      await upgrade(server.url, keys[0]!, "enterprise")
       return { ...user, apiKeys: keys }
     }))
     const owner = users[0]!

@@ -47,7 +47,7 @@ describe("labels and read state over HTTP", () => {
 
   beforeAll(async () => {
     const api = client(suite.url)
-    box = await newBox(api, { user: await withApiKey(api) })
+    box = await newBox(api.url, { user: await withApiKey(api) })
     mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
     await deliver(box.address, "First")
     await deliver(box.address, "Second")
@@ -138,7 +138,7 @@ describe("waiting for mail", () => {
 
   beforeAll(async () => {
     const api = client(suite.url)
-    box = await newBox(api, { user: await withApiKey(api) })
+    box = await newBox(api.url, { user: await withApiKey(api) })
     mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
     await deliver(box.address, "Already here")
     newest = await until("the first email listed", async () => (await waitList({})).data?.data[0]?.email_id, 30_000)
@@ -190,7 +190,7 @@ describe("waiting for mail", () => {
 describe("extracted content", () => {
   it("a verification email received over SMTP shows its code, links and reply text over the API and in the email.received payload", async () => {
     const api = client(suite.url)
-    const box = await newBox(api, { user: await withApiKey(api) })
+    const box = await newBox(api.url, { user: await withApiKey(api) })
     const mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
     const path = `/received-${box.mailboxId}`
     const hook = await api.post("/v1/api/webhooks", { apiKey: box.user.apiKey, body: { url: `${hooks.url}${path}`, events: ["email.received"] } })

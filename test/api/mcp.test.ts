@@ -56,8 +56,8 @@ describe("MCP at /mcp", () => {
     const user = await withApiKey(api)
     // Enterprise (300 MCP requests a minute): the suite polls for mail and the index, and pro's 60 ran out
     // within one minute once in CI. The per-minute limit is the last test's, on a free account of its own.
-    await upgrade(api, suite.url, user.apiKey, "enterprise")
-    box = await newBox(api, { user })
+    await upgrade(suite.url, user.apiKey, "enterprise")
+    box = await newBox(api.url, { user })
     await deliver(box.address, "Invoice 7", [{ filename: "invoice.txt", content: "Invoice 7: 120 EUR", contentType: "text/plain" }])
     mcp = await connect({ authorization: `Bearer ${user.apiKey}` })
     const listed = await until("the email listed", async () => {
@@ -159,7 +159,7 @@ describe("MCP at /mcp", () => {
       expect(Object.keys(refused.error?.details ?? {}).length, name).toBeGreaterThan(0)
     }
     const stranger = await withApiKey(client(suite.url))
-    const other = await newBox(client(suite.url), { user: stranger })
+    const other = await newBox(suite.url, { user: stranger })
     expect((await call(mcp, "get_email", { email_id: "eml_missing" })).error).toMatchObject({ code: "NOT_FOUND", details: { email_id: "eml_missing" } })
     expect((await call(mcp, "list_emails", { mailbox_id: other.mailboxId })).error).toMatchObject({ code: "NOT_FOUND" })
     expect((await call(mcp, "update_labels", { email_ids: [emailId], remove_labels: ["inbound"] })).error).toMatchObject({ code: "LABEL_READ_ONLY" })

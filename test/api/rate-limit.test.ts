@@ -179,7 +179,7 @@ describe.skipIf(mode !== "postgres")("two API processes on one PostgreSQL", () =
     expect((await a.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")).toBe("20")
     expect((await b.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")).toBe("20")
 
-    await upgrade(a, servers[0]!.url, user.apiKey, "pro")
+    await upgrade(servers[0]!.url, user.apiKey, "pro")
     expect((await a.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")).toBe("100")
     const start = Date.now()
     let limit = (await b.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")
@@ -194,7 +194,7 @@ describe.skipIf(mode !== "postgres")("two API processes on one PostgreSQL", () =
   it("two processes hammering one key grant at most its limit plus a lease each (enterprise: 500 a minute, leases of 10)", async () => {
     const [a, b] = servers.map((server) => client(server.url)) as [ReturnType<typeof client>, ReturnType<typeof client>]
     const user = await withApiKey(a)
-    await upgrade(a, servers[0]!.url, user.apiKey, "enterprise")
+    await upgrade(servers[0]!.url, user.apiKey, "enterprise")
     // A key of its own, so the checkout's requests are not in its count.
     const key = await a.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "hammer" } })
     await awayFromMinuteEdge(20)

@@ -134,7 +134,7 @@ describe("POST /v1/api/webhooks", () => {
       error: { code: "WEBHOOK_QUOTA", message: "The free plan allows 1 webhook", details: { count: 1, limit: 1, plan: "free" } }
     })
 
-    await upgrade(api, suite.url, user.apiKey, "pro")
+    await upgrade(suite.url, user.apiKey, "pro")
     const made = await Promise.all(
       Array.from({ length: 26 }, (_, i) => create(user.apiKey, { url: `${URL_OK}/${i}`, events: ["email.received"] }))
     )
@@ -162,7 +162,7 @@ describe("POST /v1/api/webhooks", () => {
 describe("reading, updating and deleting", () => {
   it("lists with secret_masked only and spells the time createdAt; get spells it created_at", async () => {
     const user = await withApiKey(api)
-    await upgrade(api, suite.url, user.apiKey, "pro")
+    await upgrade(suite.url, user.apiKey, "pro")
     const first = (await create(user.apiKey, { url: `${URL_OK}/1`, events: ["email.received"] })).body.data
     const second = (await create(user.apiKey, { url: `${URL_OK}/2`, events: ["api_key.created"] })).body.data
 
@@ -311,7 +311,7 @@ describe("delivery-time checks", () => {
     try {
       const name = `rebind-${Date.now()}.example.test`
       dns.set(name, { A: [PUBLIC_IP] })
-      const box = await newBox(api)
+      const box = await newBox(api.url)
       const webhook = (await create(box.user.apiKey, { url: `https://${name}:${port}/hook`, events: ["email.received"] })).body.data
       expect(webhook.webhook_id).toBeDefined()
 

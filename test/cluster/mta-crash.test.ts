@@ -49,9 +49,9 @@ describe.skipIf(mode !== "postgres")("an mta killed mid-delivery", () => {
 
   it("delivers every queued message after a restart, repeats keeping their Message-ID", async () => {
     const http = client(api.url)
-    const box = await newBox(http, { user: await withApiKey(http) })
+    const box = await newBox(http.url, { user: await withApiKey(http) })
     // Enterprise: 500 requests a minute, for the sends and the polling.
-    await upgrade(http, api.url, box.user.apiKey, "enterprise")
+    await upgrade(api.url, box.user.apiKey, "enterprise")
     const mailroom = createClient({ baseUrl: api.url, apiKey: box.user.apiKey })
     mx.hold(true)
     mta = await startServer({ ...env, ROLES: "mta" }, { ready: "none" })

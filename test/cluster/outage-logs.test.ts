@@ -62,7 +62,7 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
   /** A user's mailbox whose email.received events go to a path of the receiver's own. */
   const boxWithWebhook = async () => {
     const api = client(server.url)
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     const path = `/${fresh("hook")}`
     const hook = await api.post("/v1/api/webhooks", {
       apiKey: box.user.apiKey,

@@ -82,7 +82,7 @@ describe.skipIf(mode !== "postgres")("a worker and an indexer in processes of th
     await startIndexer()
     db = new pg.Client({ connectionString: backend.env.DATABASE_URL! })
     await db.connect()
-    box = await newBox(client(node.url))
+    box = await newBox(node.url)
     // Both consumers exist (their lag is known) once each process has started its stage.
     await upWhen(worker, "worker and indexer", async () => {
       const now = await stages()

@@ -31,7 +31,7 @@ describe("SIGTERM", () => {
   it("finishes the DATA and the HTTP request in flight, turns new connections away with 421, and exits 0", async () => {
     server = await startServer({ ...backend.env, LOG_LEVEL: "info" })
     let api: Client = client(server.url)
-    const box: Box = await newBox(api)
+    const box: Box = await newBox(api.url)
 
     const idle = await connectSmtp(server.smtpPort)
     expect((await idle.command("EHLO idle.test")).code).toBe(250)
@@ -119,7 +119,7 @@ describe("SIGTERM", () => {
 
   it("exits 1 once SHUTDOWN_TIMEOUT has passed with a DATA still unfinished", async () => {
     server = await startServer({ ...backend.env, LOG_LEVEL: "info", SHUTDOWN_TIMEOUT: "1" })
-    const box = await newBox(client(server.url))
+    const box = await newBox(server.url)
     const stalled = await connectSmtp(server.smtpPort)
     await envelope(stalled, `${fresh("s")}@example.org`, [box.address])
     expect((await stalled.command("DATA")).code).toBe(354)

@@ -49,7 +49,7 @@ describe("an operator's view of one session", () => {
   it("counts SMTP, consumers, webhooks and HTTP requests by what they did", async () => {
     const password = `pw-${fresh("secret")}-horse`
     const user = await withApiKey(api, { password })
-    const box = await newBox(api, { user })
+    const box = await newBox(api.url, { user })
     const hook = await api.post("/v1/api/webhooks", {
       apiKey: user.apiKey,
       body: { url: `${receiver.url}/hook`, events: ["email.received"] }

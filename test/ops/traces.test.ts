@@ -65,7 +65,7 @@ const exported = () =>
 describe("traces over OTLP", () => {
   it("follow one inbound message from the SMTP accept through ingest, indexing and the webhook, as one trace", async () => {
     const user = await withApiKey(api)
-    const box = await newBox(api, { user })
+    const box = await newBox(api.url, { user })
     const hook = await api.post("/v1/api/webhooks", { apiKey: user.apiKey, body: { url: `${collector.url}/hook`, events: ["email.received"] } })
     expect(hook.status).toBe(201)
 
@@ -106,8 +106,8 @@ describe("traces over OTLP", () => {
 
   it("follow a send made over the API through the mta's delivery, as one trace", async () => {
     const user = await withApiKey(api)
-    const from = await newBox(api, { user })
-    const to = await newBox(api, { user })
+    const from = await newBox(api.url, { user })
+    const to = await newBox(api.url, { user })
     const sent = await api.post(`/v1/api/mailboxes/${from.mailboxId}/send`, {
       apiKey: user.apiKey,
       body: { to: [to.address], subject: "traced send", text: "Through the mta." }

@@ -35,7 +35,7 @@ afterAll(async () => {
 describe("SMTP_RELAY_URL", () => {
   it("sends through the relay, logged in, for a domain that has no MX at all", async () => {
     const api = client(server.url)
-    const box = await newBox(api, { user: await withApiKey(api) })
+    const box = await newBox(api.url, { user: await withApiKey(api) })
     const mailroom = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
     const sent = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
       params: { path: { mailboxId: box.mailboxId } },
@@ -57,7 +57,7 @@ describe("SMTP_RELAY_URL", () => {
 
   it("a relay that refuses the login defers the delivery (nothing bounces or is suppressed), and it goes out once the login works", async () => {
     const api = client(server.url)
-    const box = await newBox(api, { user: await withApiKey(api) })
+    const box = await newBox(api.url, { user: await withApiKey(api) })
     const mailroom = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
     relay.requireAuth({ user: "mailroom", pass: "rotated" })
     // The mta keeps its logged-in connection from the test above; the relay ends it, so the next

@@ -66,7 +66,7 @@ useSuiteServer((s) => {
 /** A user with a mailbox and a typed client of their own (each test stays inside the free plan's rate). */
 const sender = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
   const api = client(suite.url)
-  const box = await newBox(api, { user: await withApiKey(api) })
+  const box = await newBox(api.url, { user: await withApiKey(api) })
   return { box, mailroom: createClient({ baseUrl: suite.url, apiKey: box.user.apiKey }) }
 }
 

@@ -32,8 +32,8 @@ it("finishes indexing after a crash: every email searchable, one email.processed
   const env = { ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true" }
   const first = await startServer(env)
   const api = client(first.url)
-  const box = await newBox(api)
-  await upgrade(api, first.url, box.user.apiKey, "enterprise")
+  const box = await newBox(api.url)
+  await upgrade(first.url, box.user.apiKey, "enterprise")
   const hook = await api.post("/v1/api/webhooks", {
     apiKey: box.user.apiKey,
     body: { url: `${receiver.url}/processed`, events: ["email.processed"] }

@@ -28,8 +28,8 @@ beforeAll(async () => {
   backend = await createBackend()
   server = await startServer({ ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true" })
   api = client(server.url)
-  box = await newBox(api)
-  await upgrade(api, server.url, box.user.apiKey, "enterprise")
+  box = await newBox(api.url)
+  await upgrade(server.url, box.user.apiKey, "enterprise")
   const hook = await api.post("/v1/api/webhooks", {
     apiKey: box.user.apiKey,
     body: { url: `${receiver.url}/processed`, events: ["email.processed"] }
@@ -55,8 +55,8 @@ describe("search on paraphrased questions", () => {
   })
 
   it(`hybrid search holds nDCG@10 >= ${HYBRID_FLOOR} and beats words alone`, async () => {
-    const hybrid = await paraphraseNdcg(api, box.user.apiKey, "hybrid")
-    const text = await paraphraseNdcg(api, box.user.apiKey, "text")
+    const hybrid = await paraphraseNdcg(api.url, box.user.apiKey, "hybrid")
+    const text = await paraphraseNdcg(api.url, box.user.apiKey, "text")
     expect(hybrid).toBeGreaterThanOrEqual(HYBRID_FLOOR)
     expect(hybrid).toBeGreaterThan(text)
   }, 120_000)

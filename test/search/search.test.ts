@@ -67,8 +67,8 @@ beforeAll(async () => {
   backend = await createBackend()
   server = await startServer({ ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true" })
   api = client(server.url)
-  box = await newBox(api)
-  await upgrade(api, server.url, box.user.apiKey, "enterprise")
+  box = await newBox(api.url)
+  await upgrade(server.url, box.user.apiKey, "enterprise")
   const hook = await api.post("/v1/api/webhooks", {
     apiKey: box.user.apiKey,
     body: { url: `${receiver.url}/processed`, events: ["email.processed"] }
@@ -233,8 +233,8 @@ describe("POST /v1/search", () => {
   })
 
   it("sees only the caller's namespace, and never a deleted mailbox's mail", async () => {
-    const other = await newBox(api)
-    await upgrade(api, server.url, other.user.apiKey, "pro")
+    const other = await newBox(api.url)
+    await upgrade(server.url, other.user.apiKey, "pro")
     await send(other.address, "Invoice #9000 for the other tenant", "Amount due for the other tenant's October services.")
     await until("the other tenant's invoice is searchable", async () => {
       const reply = await search(other.user.apiKey, { query: "invoice", mode: "text" })
@@ -271,7 +271,7 @@ describe("GET /v1/search/suggestions", () => {
   })
 
   it("never suggests another tenant's subjects or queries", async () => {
-    const other = await newBox(api)
+    const other = await newBox(api.url)
     const reply = await api.get("/v1/search/suggestions?q=fl", { apiKey: other.user.apiKey })
     expect(reply.status).toBe(200)
     expect(reply.body.data).toEqual([])

@@ -52,7 +52,7 @@ const search = (box: Box, body: unknown) => api.post("/v1/search", { apiKey: box
 
 describe("search usage and limits", () => {
   it("counts exactly: N emails and M searches; refused searches and suggestions are free", async () => {
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     const subjects = ["Quarterly report", "Meeting notes", "Travel receipt"]
     for (const subject of subjects) await send(box.address, subject)
     await until("the three emails are stored", async () => {
@@ -72,7 +72,7 @@ describe("search usage and limits", () => {
   })
 
   it("refuses the search past the period's quota with 403 SEARCH_QUOTA, and counts it not; pro lifts it at once", async () => {
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     expect((await search(box, { query: "first" })).status).toBe(200)
     await db.query("UPDATE usage_counters SET searches = 99 WHERE user_id = (SELECT user_id FROM mailboxes WHERE id = $1)", [box.mailboxId])
     const last = await search(box, { query: "the hundredth" })
@@ -84,7 +84,7 @@ describe("search usage and limits", () => {
     expect(refused.body.error.details).toEqual({ used: 100, limit: 100, plan: "free", period_end: expect.any(String) })
     expect((await usage(box)).searchesUsed).toBe(100)
 
-    await upgrade(api, server.url, box.user.apiKey, "pro")
+    await upgrade(server.url, box.user.apiKey, "pro")
     const after = await search(box, { query: "on pro now" })
     expect(after.status).toBe(200)
     const used = await usage(box)
@@ -94,8 +94,8 @@ describe("search usage and limits", () => {
   })
 
   it("without a quota (enterprise), searches are counted behind the answer: usage shows them at once, the database within seconds", async () => {
-    const box = await newBox(api)
-    await upgrade(api, server.url, box.user.apiKey, "enterprise")
+    const box = await newBox(api.url)
+    await upgrade(server.url, box.user.apiKey, "enterprise")
     for (const query of ["one", "two", "three"]) expect((await search(box, { query })).status).toBe(200)
     expect((await search(box, { query: "" })).status).toBe(400)
     expect((await usage(box)).searchesUsed).toBe(3)
@@ -108,7 +108,7 @@ describe("search usage and limits", () => {
   })
 
   it("limits searches per minute apart from requests: the 11th on free is 429 with Retry-After", async () => {
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     for (let i = 0; i < 10; i++) expect((await search(box, { query: `query ${i}` })).status).toBe(200)
     const limited = await search(box, { query: "one more" })
     expect(limited.status).toBe(429)

@@ -61,7 +61,7 @@ const getBytes = async (user: User, route: string) => {
 }
 
 /** A mailbox on the shared domain for `user` (a new user with an API key when none is given). */
-const newBox = (user?: User, local = fresh()) => newUserBox(api, { ...(user ? { user } : {}), localPart: local })
+const newBox = (user?: User, local = fresh()) => newUserBox(api.url, { ...(user ? { user } : {}), localPart: local })
 
 /**
  * The exact bytes nodemailer sends for `mail`. MailComposer leaves a body's own line breaks bare
@@ -603,7 +603,7 @@ describe("inbound SMTP and reading mail", () => {
 
     it("50 MB + 1 byte to an enterprise mailbox (over what SIZE announces), no SIZE declared: 552 5.3.4, nothing stored or counted", async () => {
       const box = await newBox()
-      await upgrade(api, suite.url, box.user.apiKey, "enterprise")
+      await upgrade(suite.url, box.user.apiKey, "enterprise")
       const { replies, data } = await transaction([box.address], messageOf(box.address, "Far too big", ANNOUNCED_SIZE + 1))
       expect(replies[0]!.code).toBe(250)
       expectRefused(data, 552, "5.3.4")

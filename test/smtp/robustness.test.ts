@@ -39,7 +39,7 @@ const get = async (box: Box, path: string, options: RequestOptions = {}) => {
 }
 
 /** A new user with an API key and one mailbox on the shared domain. */
-const newBox = (prefix = "robust") => newUserBox(api, { localPart: fresh(prefix) })
+const newBox = (prefix = "robust") => newUserBox(api.url, { localPart: fresh(prefix) })
 
 /** A plain, well-formed message (CRLF line ends). */
 const plainMessage = (to: string, subject: string, body: string) =>
@@ -365,9 +365,9 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
 
   it("10. the 101st recipient of one message is refused with 452 4.5.3; the message reaches the first 100", async () => {
     const box = await newBox("many")
-    await upgrade(api, server.url, box.user.apiKey, "enterprise")
+    await upgrade(server.url, box.user.apiKey, "enterprise")
     const boxes = [box]
-    for (let i = 1; i <= 100; i++) boxes.push(await newUserBox(api, { user: box.user, localPart: fresh(`many${i}-`) }))
+    for (let i = 1; i <= 100; i++) boxes.push(await newUserBox(api.url, { user: box.user, localPart: fresh(`many${i}-`) }))
 
     const session = await connectSmtp(server.smtpPort)
     try {

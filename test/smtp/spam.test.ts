@@ -46,7 +46,7 @@ const send = async (port: number, mail: Mail.Options) => {
   }
 }
 
-const mailbox = async () => newBox(api, { user: await withApiKey(api), localPart: fresh("spam") })
+const mailbox = async () => newBox(api.url, { user: await withApiKey(api), localPart: fresh("spam") })
 
 const received = async (box: Box, subject: string) => {
   const summary = await until(`"${subject}" in ${box.address}`, async () => {
@@ -118,7 +118,7 @@ describe("with SPAM_REJECT=true", () => {
 
   it("GTUBE is refused 550 5.7.1 at DATA and nothing is stored; a plain note is accepted", async () => {
     const other = client(server.url)
-    const box = await newBox(other, { user: await withApiKey(other), localPart: fresh("spam") })
+    const box = await newBox(other.url, { user: await withApiKey(other), localPart: fresh("spam") })
     const refused = await send(server.smtpPort, { from: "pusher@example.com", to: box.address, subject: "Offer", text: `${GTUBE}\n` }).then(
       () => undefined,
       (error: { responseCode?: number; response?: string }) => error

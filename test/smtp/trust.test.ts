@@ -106,7 +106,7 @@ const sendRaw = async (raw: Buffer, from: string, to: string) => {
   }
 }
 
-const mailbox = async () => newBox(api, { user: await withApiKey(api), localPart: fresh("trust") })
+const mailbox = async () => newBox(api.url, { user: await withApiKey(api), localPart: fresh("trust") })
 
 /** The email with this subject once it is stored, as `GET /emails/{id}` shows it. */
 const received = async (box: Box, subject: string) => {
@@ -200,7 +200,7 @@ describe("SPF for 127.0.0.1", () => {
 describe("DMARC", () => {
   it("fails under p=none: accepted, labelled unauthenticated, and the email.received payload carries the verdicts", async () => {
     const user = await withApiKey(api)
-    const box = await newBox(api, { user, localPart: fresh("trust") })
+    const box = await newBox(api.url, { user, localPart: fresh("trust") })
     const path = `/received-${box.mailboxId}`
     const hook = await api.post("/v1/api/webhooks", { apiKey: user.apiKey, body: { url: `${hooks.url}${path}`, events: ["email.received"] } })
     expect(hook.status, hook.text).toBe(201)

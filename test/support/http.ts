@@ -1,3 +1,5 @@
+import * as accounts from "./accounts.ts"
+
 /** A small HTTP client for black-box tests: real requests, raw status, headers and JSON body. */
 export interface Reply<T = any> {
   readonly status: number
@@ -37,6 +39,7 @@ export const request = async <T = any>(baseUrl: string, method: string, path: st
 }
 
 export const client = (baseUrl: string) => ({
+  url: baseUrl,
   get: <T = any>(path: string, options?: RequestOptions) => request<T>(baseUrl, "GET", path, options),
   post: <T = any>(path: string, options?: RequestOptions) => request<T>(baseUrl, "POST", path, options),
   patch: <T = any>(path: string, options?: RequestOptions) => request<T>(baseUrl, "PATCH", path, options),
@@ -45,33 +48,10 @@ export const client = (baseUrl: string) => ({
 
 export type Client = ReturnType<typeof client>
 
-let counter = 0
 /** A user that exists: registered and logged in. */
-export const signUp = async (api: Client, overrides: { email?: string; password?: string; name?: string } = {}) => {
-  const email = overrides.email ?? `agent-${Date.now().toString(36)}-${counter++}-${Math.random().toString(36).slice(2, 8)}@example.com`
-  const password = overrides.password ?? "correct horse battery"
-  const name = overrides.name ?? "Test Agent"
-  const registered = await api.post("/api/auth/register", { body: { email, password, name } })
-  if (registered.status !== 201) throw new Error(`register failed: ${registered.status} ${registered.text}`)
-  const login = await api.post("/api/auth/login", { body: { email, password } })
-  if (login.status !== 200) throw new Error(`login failed: ${login.status} ${login.text}`)
-  return {
-    email,
-    password,
-    name,
-    userId: registered.body.data.userId as string,
-    accessToken: login.body.data.accessToken as string,
-    refreshToken: login.body.data.refreshToken as string,
-    cookie: login.headers.get("set-cookie") ?? ""
-  }
-}
+export const signUp = (api: Client, overrides: Parameters<typeof accounts.signUp>[1] = {}) => accounts.signUp(api.url, overrides)
 
 /** A user with an API key. */
-export const withApiKey = async (api: Client, overrides: Parameters<typeof signUp>[1] = {}) => {
-  const user = await signUp(api, overrides)
-  const created = await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "test key" } })
-  if (created.status !== 201) throw new Error(`key failed: ${created.status} ${created.text}`)
-  return { ...user, apiKey: created.body.data.apiKey as string, keyId: created.body.data.keyId as string }
-}
+export const withApiKey = (api: Client, overrides: Parameters<typeof accounts.signUp>[1] = {}) => accounts.withApiKey(api.url, overrides)
 
-export const isoMillis = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+export const isoMillis = accounts.isoMillis

@@ -100,7 +100,7 @@ const payloadOf = (request: Received) => JSON.parse(request.body)
 
 describe("email.received", () => {
   it("mail sent over SMTP reaches the endpoint once, signed, with SPEC's payload", async () => {
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     const webhook = await hook(box)
     await send(box.address, "Quarterly invoice", "Please find the invoice attached.")
 
@@ -163,12 +163,12 @@ describe("email.received", () => {
   })
 
   it("goes only to the account's active endpoints subscribed to it; deactivating stops deliveries, reactivating resumes them", async () => {
-    const owner = await newBox(api)
-    await upgrade(api, server.url, owner.user.apiKey, "pro")
+    const owner = await newBox(api.url)
+    await upgrade(server.url, owner.user.apiKey, "pro")
     const subscribed = await hook(owner)
     const inactive = await hook(owner)
     const otherKind = await hook(owner, { events: ["api_key.created"] })
-    const stranger = await hook(await newBox(api))
+    const stranger = await hook(await newBox(api.url))
     const off = await api.patch(`/v1/api/webhooks/${inactive.webhook_id}`, { apiKey: owner.user.apiKey, body: { active: false } })
     expect(off.body.data.active).toBe(false)
 
@@ -191,7 +191,7 @@ describe("email.received", () => {
   })
 
   it("api_key.created reaches endpoints subscribed to it", async () => {
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     const webhook = await hook(box, { events: ["api_key.created"] })
     const created = await api.post("/v1/api-keys", { bearer: box.user.accessToken, body: { name: "ci key" } })
     expect(created.status).toBe(201)
@@ -204,7 +204,7 @@ describe("email.received", () => {
 
 describe("retries", () => {
   it("500, 500, 200: exactly three attempts, at once, +500 ms, +1000 ms, the same signed body each time", async () => {
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     const webhook = await hook(box)
     receiver.script(webhook.path, [500, 500, 200])
     await send(box.address, "Retry me")
@@ -237,7 +237,7 @@ describe("retries", () => {
   })
 
   it("500 forever: three attempts, then the failure is in the delivery log and the webhook stays active", async () => {
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     const webhook = await hook(box)
     receiver.script(webhook.path, [500])
     await send(box.address, "Never accepted")
@@ -257,10 +257,10 @@ describe("retries", () => {
   })
 
   it("an endpoint that never answers is cut at 10 s, holds at most 16 deliveries at once, and never delays another endpoint", async () => {
-    const slow = await newBox(api)
+    const slow = await newBox(api.url)
     const slowHook = await hook(slow)
     receiver.script(slowHook.path, ["hang"])
-    const fast = await newBox(api)
+    const fast = await newBox(api.url)
     const fastHook = await hook(fast)
 
     // More events than one endpoint may hold in flight (16): the rest wait on the bus, not in the way.
@@ -308,7 +308,7 @@ describe("https", () => {
   it("delivers over TLS to the checked address, verifying the certificate against the URL's host", async () => {
     const { server: tls, port } = await tlsServer(trusted)
     try {
-      const box = await newBox(api)
+      const box = await newBox(api.url)
       const webhook = await hook(box, { path: "/unused" })
       await api.patch(`/v1/api/webhooks/${webhook.webhook_id}`, { apiKey: box.user.apiKey, body: { url: `https://localhost:${port}/hook` } })
       await send(box.address, "Over TLS")
@@ -328,7 +328,7 @@ describe("https", () => {
     const { server: tls, port } = await tlsServer(certificate())
     const before = tlsReceived.length
     try {
-      const box = await newBox(api)
+      const box = await newBox(api.url)
       const webhook = await hook(box, { path: "/unused" })
       await api.patch(`/v1/api/webhooks/${webhook.webhook_id}`, { apiKey: box.user.apiKey, body: { url: `https://${host}:${port}/hook` } })
       await send(box.address, "Over bad TLS")
@@ -348,7 +348,7 @@ describe("https", () => {
 
 describe("crash safety", () => {
   it("a worker killed in the middle of a delivery delivers the event after it restarts, under the same webhook-id", async () => {
-    const box = await newBox(api)
+    const box = await newBox(api.url)
     const webhook = await hook(box)
     receiver.script(webhook.path, ["hang", 200])
     await send(box.address, "Survive the crash")
