@@ -6,8 +6,8 @@
  * node) is test/cluster/cluster.test.ts's.
  */
 import { beforeAll, describe, expect, it } from "vitest"
+import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
@@ -38,11 +38,10 @@ describe("GET /v1/events", () => {
   let other: Box
 
   beforeAll(async () => {
-    const api = client(suite.url)
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     await upgrade(suite.url, user.apiKey, "pro")
-    box = await newBox(api.url, { user })
-    other = await newBox(api.url, { user })
+    box = await newBox(suite.url, { user })
+    other = await newBox(suite.url, { user })
   })
 
   it("streams an arriving email as the webhook would send it: id, kind, payload", async () => {
@@ -134,7 +133,7 @@ describe("GET /v1/events", () => {
     const unknownAfter = await stream(box.user.apiKey, "?after=evt_nope")
     expect(unknownAfter.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: expect.any(String) } } })
 
-    const stranger = await withApiKey(client(suite.url))
+    const stranger = await withApiKey(suite.url)
     const foreign = await stream(stranger.apiKey, `?mailbox_id=${box.mailboxId}`)
     expect(foreign.status).toBe(404)
     expect(foreign.body).toMatchObject({ error: { code: "NOT_FOUND", details: { mailbox_id: box.mailboxId } } })
@@ -145,7 +144,7 @@ describe("GET /v1/events", () => {
   })
 
   it("holds an account to its plan's open streams (free: 2); closing one frees its slot", async () => {
-    const free = await withApiKey(client(suite.url))
+    const free = await withApiKey(suite.url)
     const one = await stream(free.apiKey)
     const two = await stream(free.apiKey)
     expect([one.status, two.status]).toEqual([200, 200])
@@ -170,11 +169,10 @@ describe("GET /v1/ws", () => {
   let other: Box
 
   beforeAll(async () => {
-    const api = client(suite.url)
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     await upgrade(suite.url, user.apiKey, "pro")
-    box = await newBox(api.url, { user })
-    other = await newBox(api.url, { user })
+    box = await newBox(suite.url, { user })
+    other = await newBox(suite.url, { user })
   })
 
   const socket = (apiKey: string) => openSocket(`${suite.url}/v1/ws`, { "x-api-key": apiKey })
@@ -230,7 +228,7 @@ describe("GET /v1/ws", () => {
   })
 
   it("answers a bad message with SPEC's envelope and stays open; a plain GET is 400 and a missing key 401", async () => {
-    const stranger = await withApiKey(client(suite.url))
+    const stranger = await withApiKey(suite.url)
     const ws = await socket(box.user.apiKey)
     try {
       ws.sendRaw("{not json")
@@ -265,7 +263,7 @@ describe("GET /v1/ws", () => {
   })
 
   it("counts against the plan's open streams with SSE: over the limit it answers STREAM_QUOTA and closes (1008)", async () => {
-    const free = await withApiKey(client(suite.url))
+    const free = await withApiKey(suite.url)
     const one = await stream(free.apiKey)
     const two = await stream(free.apiKey)
     const ws = await socket(free.apiKey)
