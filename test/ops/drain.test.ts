@@ -8,12 +8,12 @@
  */
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, type Client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { connectSmtp, dataPayload, envelope } from "../support/smtp-client.ts"
 import { openEvents } from "../support/sse.ts"
 import { openSocket } from "../support/ws.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 let backend: Backend
@@ -30,8 +30,7 @@ afterAll(async () => {
 describe("SIGTERM", () => {
   it("finishes the DATA and the HTTP request in flight, turns new connections away with 421, and exits 0", async () => {
     server = await startServer({ ...backend.env, LOG_LEVEL: "info" })
-    let api: Client = client(server.url)
-    const box: Box = await newBox(api.url)
+    const box: Box = await newBox(server.url)
 
     const idle = await connectSmtp(server.smtpPort)
     expect((await idle.command("EHLO idle.test")).code).toBe(250)
@@ -107,12 +106,12 @@ describe("SIGTERM", () => {
 
     // Stored: after a restart on the same backend, the email is there.
     server = await startServer({ ...backend.env, LOG_LEVEL: "warn" })
-    api = client(server.url)
+    const restarted = withKey(server.url, box.user)
     const read = await until("the drained email to be readable", async () => {
-      const reply = await api.get(`/v1/api/emails/${emailId}`, { apiKey: box.user.apiKey })
-      return reply.status === 200 ? reply : undefined
+      const reply = await restarted.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      return reply.response.status === 200 ? reply : undefined
     })
-    expect(read.body.data.subject).toBe(subject)
+    expect(read.data?.data.subject).toBe(subject)
     expect(await server.stop()).toBe(0)
     server = undefined
   }, 90_000)
