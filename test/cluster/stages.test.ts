@@ -9,12 +9,12 @@ import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
-import { client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { scrape } from "../support/metrics.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 const LAG_WARNING_SECONDS = 2
@@ -146,11 +146,10 @@ describe.skipIf(mode !== "postgres")("a worker and an indexer in processes of th
     await until("the worker says it caught up", async () => (/The index stage has caught up after/.test(worker.output()) ? true : undefined), 10_000, 200)
 
     // Searchable by words, through the api.
-    const found = await client(node.url).post("/v1/search", {
-      apiKey: box.user.apiKey,
+    const found = await withKey(node.url, box.user).POST("/v1/search", {
       body: { query: "quarterly invoice backlog", mode: "text", limit: 10 }
     })
-    expect(found.status, found.text).toBe(200)
-    expect((found.body.data as Array<unknown>).length).toBe(6)
+    expect(found.response.status, JSON.stringify(found.error)).toBe(200)
+    expect(found.data?.data.length).toBe(6)
   }, 240_000)
 })
