@@ -12,6 +12,7 @@ import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { openEvents } from "../support/sse.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 import { openSocket } from "../support/ws.ts"
 
@@ -27,11 +28,9 @@ const stream = (apiKey: string, query = "", headers: Record<string, string> = {}
   openEvents(`${suite.url}/v1/events${query}`, { "x-api-key": apiKey, ...headers })
 
 const label = (apiKey: string, emailId: string, add: string) =>
-  fetch(`${suite.url}/v1/api/emails/${emailId}`, {
-    method: "PATCH",
-    headers: { "x-api-key": apiKey, "content-type": "application/json" },
-    body: JSON.stringify({ add_labels: [add] })
-  }).then((response) => expect(response.status).toBe(200))
+  withKey(suite.url, { apiKey })
+    .PATCH("/v1/api/emails/{emailId}", { params: { path: { emailId } }, body: { add_labels: [add] } })
+    .then((reply) => expect(reply.response.status).toBe(200))
 
 describe("GET /v1/events", () => {
   let box: Box
@@ -70,9 +69,8 @@ describe("GET /v1/events", () => {
       await deliver(box.address, "Filtered")
       await deliver(other.address, "For the other box")
       const filtered = await until("the email listed", async () => {
-        const list = await fetch(`${suite.url}/v1/api/mailboxes/${box.mailboxId}/emails`, { headers: { "x-api-key": box.user.apiKey } })
-          .then((response) => response.json() as Promise<{ data: Array<{ email_id: string; subject: string }> }>)
-        return list.data.find((email) => email.subject === "Filtered")
+        const list = await withKey(suite.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+        return list.data!.data.find((email) => email.subject === "Filtered")
       })
       await label(box.user.apiKey, filtered.email_id, "seen-by-test")
 

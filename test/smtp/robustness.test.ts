@@ -67,11 +67,11 @@ const readable = (box: Box, emailId: string, timeoutMs = 30_000) =>
     return undefined
   }, timeoutMs, 300, 2_000)
 
-/** GET /v1/api/emails/{id}/raw as bytes (the shared client decodes bodies as UTF-8). */
+/** GET /v1/api/emails/{id}/raw as bytes. */
 const rawBytes = async (box: Box, emailId: string) => {
-  const response = await fetch(`${server.url}/v1/api/emails/${emailId}/raw`, { headers: { "x-api-key": box.user.apiKey } })
-  expect(response.status).toBe(200)
-  return Buffer.from(await response.arrayBuffer())
+  const reply = await withKey(server.url, box.user).GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId } }, parseAs: "arrayBuffer" })
+  expect(reply.response.status).toBe(200)
+  return Buffer.from(reply.data!)
 }
 
 /** What smtp-server stores for the bytes a client sent with `session.data` (CRLF.CRLF excluded). */
