@@ -76,7 +76,7 @@ const inbox = (side: Side, count: number) =>
   }, 30_000)
 
 const raw = async (side: Side, emailId: string) =>
-  simpleParser(Buffer.from(await (await fetch(`${side.server.url}/v1/api/emails/${emailId}/raw`, { headers: { "x-api-key": side.apiKey } })).arrayBuffer()))
+  simpleParser(Buffer.from((await side.mailroom.GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId } }, parseAs: "arrayBuffer" })).data!))
 
 describe("a conversation between two Mailroom instances", () => {
   it("A writes, B's agent replies, A's agent replies again: one thread of three on each side", async () => {

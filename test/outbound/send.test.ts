@@ -149,8 +149,8 @@ describe("sending to another domain", () => {
       next_attempt_at: null,
       updated_at: expect.any(String)
     })))
-    const raw = await fetch(`${suite.url}/v1/api/emails/${accepted.email_id}/raw`, { headers: { "x-api-key": box.user.apiKey } })
-    expect(Buffer.from(await raw.arrayBuffer()).equals(message!.raw)).toBe(true)
+    const raw = await mailroom.GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId: accepted.email_id } }, parseAs: "arrayBuffer" })
+    expect(Buffer.from(raw.data!).equals(message!.raw)).toBe(true)
 
     const outbound = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
       params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
