@@ -57,8 +57,8 @@ describe("SIGTERM", () => {
         `Content-Length: ${Buffer.byteLength(registration)}\r\n\r\n${registration.slice(0, 20)}`
     )
     // A list waiting up to a minute for mail: the signal must end the wait, not the drain's time-out.
-    const waiting = fetch(`${server.url}/v1/api/mailboxes/${box.mailboxId}/emails?wait=60`, {
-      headers: { "x-api-key": box.user.apiKey }
+    const waiting = withKey(server.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { wait: "60" } }
     })
     // An open event stream: it ends at the signal too, and its client reconnects elsewhere.
     const events = await openEvents(`${server.url}/v1/events`, { "x-api-key": box.user.apiKey })
@@ -95,11 +95,11 @@ describe("SIGTERM", () => {
     await sending.close()
 
     const waited = await waiting
-    expect(waited.status, await waited.clone().text()).toBe(200)
+    expect(waited.response.status, JSON.stringify(waited.error)).toBe(200)
     await expect(events.next(10_000)).rejects.toThrow("the stream ended")
     // The socket is told the server is going away (1001).
     expect(await socket.closed()).toBe(1001)
-    expect(((await waited.json()) as { success: boolean }).success).toBe(true)
+    expect(waited.data?.success).toBe(true)
 
     expect(await exited).toBe(0)
     expect(server.output()).toContain("Shutdown complete")
