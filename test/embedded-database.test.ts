@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from "vitest"
 import { withApiKey } from "./support/accounts.ts"
 import { type Server, startServer } from "./support/process.ts"
 import { createDataDir, mode, type TestDataDir } from "./support/services.ts"
-import { withKey } from "./support/typed-client.ts"
+import { anonymous, withKey } from "./support/typed-client.ts"
 
 const dirs: Array<TestDataDir> = []
 const servers: Array<Server> = []
@@ -51,7 +51,7 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
     expect(code).toBe(1)
     expect(output).toContain(`The embedded database in ${dir} is in use by process ${holder.process.pid}`)
     expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/) // no stack trace, from the sources or the build
-    expect((await fetch(`${holder.url}/readyz`)).status).toBe(200)
+    expect((await anonymous(holder.url).GET("/readyz")).response.status).toBe(200)
   })
 
   it("stops with the reason when the data directory is damaged", async () => {

@@ -14,20 +14,11 @@ import { scrape } from "../support/metrics.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
-import { withKey } from "../support/typed-client.ts"
+import { anonymous, withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 const LAG_WARNING_SECONDS = 2
 
-interface StageReport {
-  readonly rate_per_second: number
-  readonly handled: number
-  readonly pending: number | null
-  readonly in_flight: number | null
-  readonly oldest_age_seconds: number | null
-  readonly lagging: boolean
-}
-type Stages = Record<"accept" | "ingest" | "index", StageReport>
 
 let backend: Backend
 let qdrant: FakeQdrant
@@ -46,10 +37,10 @@ const upWhen = (server: Server, what: string, ready: () => Promise<boolean>) =>
     return (await ready()) ? true : undefined
   }, 90_000, 250)
 
-const stages = async (): Promise<Stages> => {
-  const reply = await fetch(`${node.url}/readyz`)
-  expect(reply.status).toBe(200)
-  return ((await reply.json()) as { data: { stages: Stages } }).data.stages
+const stages = async () => {
+  const reply = await anonymous(node.url).GET("/readyz")
+  expect(reply.response.status).toBe(200)
+  return reply.data!.data.stages!
 }
 
 const count = async (table: "emails" | "search_documents") =>
