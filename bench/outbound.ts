@@ -19,7 +19,7 @@ import MailComposer from "nodemailer/lib/mail-composer"
 import { randomBytes } from "node:crypto"
 import { upgrade } from "../test/support/billing.ts"
 import { startDnsServer } from "../test/support/dns-server.ts"
-import { client, withApiKey } from "../test/support/http.ts"
+import { withApiKey } from "../test/support/accounts.ts"
 import { newBox } from "../test/support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../test/support/mx-server.ts"
 import { startServer } from "../test/support/process.ts"
@@ -72,12 +72,11 @@ const mailroom = async (sink: MxServer) => {
     OUTBOUND_SMTP_PORT: String(sink.port)
   }, { nodeArgs: SERVER_NODE_ARGS })
   try {
-    const api = client(server.url)
     const senders: Array<{ apiKey: string; mailboxId: string }> = []
     for (let i = 0; i < Math.ceil(MESSAGES / SENDS_PER_KEY); i++) {
-      const user = await withApiKey(api)
-      await upgrade(api, server.url, user.apiKey, "enterprise")
-      const box = await newBox(api, { user })
+      const user = await withApiKey(server.url)
+      await upgrade(server.url, user.apiKey, "enterprise")
+      const box = await newBox(server.url, { user })
       senders.push({ apiKey: user.apiKey, mailboxId: box.mailboxId })
     }
     const before = sink.delivered().length

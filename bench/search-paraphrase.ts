@@ -13,11 +13,11 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { upgrade } from "../test/support/billing.ts"
-import { client } from "../test/support/http.ts"
 import { newBox } from "../test/support/mailboxes.ts"
 import { keyOfSender, paraphraseNdcg, paraphraseSet, sendParaphraseMail } from "../test/support/paraphrase.ts"
 import { startServer } from "../test/support/process.ts"
 import { startReceiver } from "../test/support/receiver.ts"
+import { withKey } from "../test/support/typed-client.ts"
 import { DEFAULT_RANKING } from "../services/search/ranker.ts"
 import { ablation, openRanking } from "./search-ranking.ts"
 
@@ -36,14 +36,13 @@ const main = async () => {
   try {
     const server = await startServer({ ...env, DATA_DIR: dataDir, WEBHOOK_ALLOW_PRIVATE: "true", LOG_LEVEL: "warn" })
     try {
-      const api = client(server.url)
-      const box = await newBox(api)
-      await upgrade(api, server.url, box.user.apiKey, "enterprise")
-      await api.post("/v1/api/webhooks", { apiKey: box.user.apiKey, body: { url: `${receiver.url}/processed`, events: ["email.processed"] } })
+      const box = await newBox(server.url)
+      await upgrade(server.url, box.user.apiKey, "enterprise")
+      await withKey(server.url, box.user).POST("/v1/api/webhooks", { body: { url: `${receiver.url}/processed`, events: ["email.processed"] } })
       await sendParaphraseMail(server.smtpPort, box.address, receiver, "/processed")
       console.log(`paraphrase set: ${paraphraseSet.queries.length} questions over HTTP, embedder: ${env.OPENAI_API_KEY ? `OpenAI-compatible ${env.EMBEDDING_MODEL ?? "text-embedding-3-small"}` : "the offline model (USE lite)"}`)
       for (const mode of ["text", "vector", "hybrid"] as const) {
-        console.log(`  ${mode.padEnd(7)} nDCG@10 ${(await paraphraseNdcg(api, box.user.apiKey, mode)).toFixed(3)}`)
+        console.log(`  ${mode.padEnd(7)} nDCG@10 ${(await paraphraseNdcg(server.url, box.user.apiKey, mode)).toFixed(3)}`)
       }
     } finally {
       await server.stop()

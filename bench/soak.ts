@@ -52,9 +52,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import nodemailer from "nodemailer"
+import { withApiKey } from "../test/support/accounts.ts"
 import { upgrade } from "../test/support/billing.ts"
-import { client, withApiKey } from "../test/support/http.ts"
 import { repoRoot, type Server, startServer } from "../test/support/process.ts"
+import { withKey, withToken } from "../test/support/typed-client.ts"
 import { sleep } from "../test/support/wait.ts"
 
 const number = (name: string, fallback: number) => {
@@ -216,7 +217,6 @@ const main = async () => {
     fs.rmSync(dataDir, { recursive: true, force: true })
   }
   const pid = server.process.pid!
-  const api = client(server.url)
   let serverDied = false
   let stopping = false
   server.process.once("exit", (code, signal) => {
@@ -227,31 +227,30 @@ const main = async () => {
   })
 
   // ---- account, keys, mailboxes
-  const user = await withApiKey(api)
-  await upgrade(api, server.url, user.apiKey, "enterprise")
+  const user = await withApiKey(server.url)
+  await upgrade(server.url, user.apiKey, "enterprise")
   const keyCount = Math.max(1, Math.ceil(((READ_RATE + SEARCH_RATE) * 60) / REQUESTS_PER_KEY_MINUTE))
   const keys = [user.apiKey]
   while (keys.length < keyCount) {
-    const created = await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: `soak ${keys.length}` } })
-    if (created.status !== 201) throw new Error(`key not created: ${created.status} ${created.text}`)
-    keys.push(created.body.data.apiKey)
+    const created = await withToken(server.url, user).POST("/v1/api-keys", { body: { name: `soak ${keys.length}` } })
+    if (created.response.status !== 201 || !created.data) throw new Error(`key not created: ${created.response.status} ${JSON.stringify(created.error)}`)
+    keys.push(created.data.data.apiKey)
   }
   let nextKey = 0
   const key = () => keys[nextKey++ % keys.length]!
+  const keyed = () => withKey(server.url, { apiKey: key() })
   const mailboxes: Array<{ id: string; address: string }> = []
   for (let i = 0; i < MAILBOXES; i++) {
-    const created = await api.post("/v1/api/mailboxes", {
-      apiKey: key(),
+    const created = await keyed().POST("/v1/api/mailboxes", {
       body: { local_part: `soak-${Date.now().toString(36)}-${i}`, domain: DOMAIN }
     })
-    if (created.status !== 201) throw new Error(`mailbox not created: ${created.status} ${created.text}`)
-    mailboxes.push({ id: created.body.mailbox.mailbox_id, address: created.body.mailbox.email_address })
+    if (created.response.status !== 201 || !created.data) throw new Error(`mailbox not created: ${created.response.status} ${JSON.stringify(created.error)}`)
+    mailboxes.push({ id: created.data.mailbox.mailbox_id, address: created.data.mailbox.email_address })
   }
-  const webhook = await api.post("/v1/api/webhooks", {
-    apiKey: key(),
+  const webhook = await keyed().POST("/v1/api/webhooks", {
     body: { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/processed`, events: ["email.processed"] }
   })
-  if (webhook.status !== 201) throw new Error(`webhook not created: ${webhook.status} ${webhook.text}`)
+  if (webhook.response.status !== 201) throw new Error(`webhook not created: ${webhook.response.status} ${JSON.stringify(webhook.error)}`)
   console.log(`setup: 1 enterprise user, ${keys.length} API keys, ${mailboxes.length} mailboxes, an email.processed webhook`)
 
   // ---- load generators
@@ -370,10 +369,12 @@ const main = async () => {
     const ids = new Set<string>()
     for (const box of mailboxes) {
       for (let offset = 0;; offset += 100) {
-        const page = await api.get(`/v1/api/mailboxes/${box.id}/emails?limit=100&offset=${offset}`, { apiKey: key() })
-        if (page.status !== 200) throw new Error(`listing failed: ${page.status} ${page.text}`)
-        for (const row of page.body.data as Array<{ email_id: string }>) ids.add(row.email_id)
-        if (!page.body.meta.hasMore) break
+        const page = await keyed().GET("/v1/api/mailboxes/{mailboxId}/emails", {
+          params: { path: { mailboxId: box.id }, query: { limit: "100", offset: String(offset) } }
+        })
+        if (page.response.status !== 200 || !page.data) throw new Error(`listing failed: ${page.response.status} ${JSON.stringify(page.error)}`)
+        for (const row of page.data.data) ids.add(row.email_id)
+        if (!page.data.meta.hasMore) break
       }
     }
     return ids

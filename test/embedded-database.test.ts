@@ -9,9 +9,10 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { client, withApiKey } from "./support/http.ts"
+import { withApiKey } from "./support/accounts.ts"
 import { type Server, startServer } from "./support/process.ts"
 import { createDataDir, mode, type TestDataDir } from "./support/services.ts"
+import { anonymous, withKey } from "./support/typed-client.ts"
 
 const dirs: Array<TestDataDir> = []
 const servers: Array<Server> = []
@@ -50,7 +51,7 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
     expect(code).toBe(1)
     expect(output).toContain(`The embedded database in ${dir} is in use by process ${holder.process.pid}`)
     expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/) // no stack trace, from the sources or the build
-    expect((await fetch(`${holder.url}/readyz`)).status).toBe(200)
+    expect((await anonymous(holder.url).GET("/readyz")).response.status).toBe(200)
   })
 
   it("stops with the reason when the data directory is damaged", async () => {
@@ -68,7 +69,7 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
   it("a clean stop closes the database and leaves no lock or socket behind; the next start opens it", async () => {
     const dir = dataDir()
     const first = await startServer({ DATA_DIR: dir })
-    const user = await withApiKey(client(first.url))
+    const user = await withApiKey(first.url)
     const pid = first.process.pid!
     expect(socketDirsOf(pid)).toHaveLength(1)
     expect(await first.stop()).toBe(0)
@@ -78,6 +79,6 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
 
     const second = await startServer({ DATA_DIR: dir })
     servers.push(second)
-    expect((await client(second.url).get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
+    expect((await withKey(second.url, user).GET("/v1/api-keys")).response.status).toBe(200)
   })
 })

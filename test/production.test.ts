@@ -14,11 +14,12 @@ import * as os from "node:os"
 import * as path from "node:path"
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { withApiKey } from "./support/accounts.ts"
 import { upgrade } from "./support/billing.ts"
-import { client, withApiKey } from "./support/http.ts"
 import { newBox } from "./support/mailboxes.ts"
 import { createDataDir, mode } from "./support/services.ts"
 import { freePort, repoRoot, type Server, startServer } from "./support/server.ts"
+import { withKey } from "./support/typed-client.ts"
 import { until } from "./support/wait.ts"
 
 /** A command's exit status and output, without blocking this worker while it runs. */
@@ -61,9 +62,8 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
 
   it("runs without tsx: mail sent over SMTP is stored and found by search", async () => {
     expect(server.process.spawnargs.join(" ")).not.toContain("tsx")
-    const api = client(server.url)
-    const box = await newBox(api, { user: await withApiKey(api) })
-    await upgrade(api, server.url, box.user.apiKey, "enterprise") // searches a minute enough to poll
+    const box = await newBox(server.url, { user: await withApiKey(server.url) })
+    await upgrade(server.url, box.user.apiKey, "enterprise") // searches a minute enough to poll
     const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
     try {
       const info = await transport.sendMail({
@@ -77,11 +77,11 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
       transport.close()
     }
     const found = await until("the email is searchable", async () => {
-      const reply = await api.post("/v1/search", { apiKey: box.user.apiKey, body: { query: "invoice due", mode: "hybrid" } })
-      expect(reply.status, reply.text).toBe(200)
-      return reply.body.data.length > 0 ? reply.body.data : undefined
+      const reply = await withKey(server.url, box.user).POST("/v1/search", { body: { query: "invoice due", mode: "hybrid" } })
+      expect(reply.response.status, JSON.stringify(reply.error)).toBe(200)
+      return reply.data!.data.length > 0 ? reply.data!.data : undefined
     }, 60_000, 1_000)
-    expect(found[0].subject).toBe("Invoice 2291 is due")
+    expect(found[0]!.subject).toBe("Invoice 2291 is due")
   }, 120_000)
 
   it("serves the dashboard: its page, its own modules and the vendored Preact and htm", async () => {

@@ -2,17 +2,15 @@
  * SPEC "API keys" and the credential rules of DESIGN §4, over real HTTP through the typed client.
  */
 import { describe, expect, it } from "vitest"
-import { client, isoMillis, signUp, withApiKey } from "../support/http.ts"
+import { isoMillis, signUp, withApiKey } from "../support/accounts.ts"
 import { refusedListParams } from "../support/list-params.ts"
 import { useSuiteServer } from "../support/server.ts"
 import { anonymous, offContract, withKey, withToken } from "../support/typed-client.ts"
 
 let baseUrl: string
-let api: ReturnType<typeof client>
 
 useSuiteServer((suite) => {
   baseUrl = suite.url
-  api = client(suite.url)
 })
 
 /** Key management is the logged-in user's: the access token. */
@@ -21,7 +19,7 @@ const createKey = (user: { accessToken: string }, name: string) => asUser(user).
 
 describe("POST /v1/api-keys", () => {
   it("creates a key: 201, the full key once, a masked prefix, the owner's plan and rate limit, and a warning", async () => {
-    const user = await signUp(api)
+    const user = await signUp(baseUrl)
     const reply = await createKey(user, "production")
     expect(reply.response.status).toBe(201)
     expect(reply.data).toEqual({
@@ -49,7 +47,7 @@ describe("POST /v1/api-keys", () => {
   })
 
   it("sets expirationTs from expirationDays", async () => {
-    const user = await signUp(api)
+    const user = await signUp(baseUrl)
     const before = Date.now()
     const reply = await asUser(user).POST("/v1/api-keys", { body: { name: "rotating", expirationDays: 30 } })
     expect(reply.response.status).toBe(201)
@@ -67,7 +65,7 @@ describe("POST /v1/api-keys", () => {
     [{ name: "ok", expirationDays: 1.5 }, { expirationDays: "must be a whole number of days from 1 to 365" }],
     [{ name: 7, expirationDays: "30" }, { name: expect.any(String), expirationDays: expect.any(String) }]
   ])("refuses %j with 400 VALIDATION_ERROR details %j", async (body, details) => {
-    const user = await signUp(api)
+    const user = await signUp(baseUrl)
     const reply = await asUser(user).POST("/v1/api-keys", { body: offContract(body) })
     expect(reply.response.status).toBe(400)
     expect(reply.error).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
@@ -76,7 +74,7 @@ describe("POST /v1/api-keys", () => {
 
 describe("GET /v1/api-keys", () => {
   it("lists the caller's keys with lastUsed, never the key, and meta.total", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(baseUrl)
     await createKey(user, "second")
     const reply = await withKey(baseUrl, user).GET("/v1/api-keys")
     expect(reply.response.status).toBe(200)
@@ -95,7 +93,7 @@ describe("GET /v1/api-keys", () => {
   })
 
   it("pages and sorts with the common list parameters", async () => {
-    const user = await signUp(api)
+    const user = await signUp(baseUrl)
     for (const name of ["alpha", "bravo", "charlie"]) await createKey(user, name)
     const list = (query: { limit?: string; offset?: string; sort?: string }) => asUser(user).GET("/v1/api-keys", { params: { query } })
     const page = await list({ limit: "2", offset: "0", sort: "name:asc" })
@@ -112,7 +110,7 @@ describe("GET /v1/api-keys", () => {
   })
 
   it.each(refusedListParams("secret:asc", "name:sideways"))("refuses ?%s=%s with 400 VALIDATION_ERROR naming it", async (field, value) => {
-    const user = await signUp(api)
+    const user = await signUp(baseUrl)
     const reply = await asUser(user).GET("/v1/api-keys", { params: { query: { [field]: value } } })
     expect(reply.response.status).toBe(400)
     expect(reply.error?.error.code).toBe("VALIDATION_ERROR")
@@ -124,7 +122,7 @@ describe("DELETE /v1/api-keys/{id}", () => {
   const revoke = (caller: ReturnType<typeof withKey>, id: string) => caller.DELETE("/v1/api-keys/{id}", { params: { path: { id } } })
 
   it("revokes: data {keyId, revoked: true}; the key then gets 401 at once", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(baseUrl)
     expect((await withKey(baseUrl, user).GET("/v1/api-keys")).response.status).toBe(200)
     const reply = await revoke(asUser(user), user.keyId)
     expect(reply.response.status).toBe(200)
@@ -138,8 +136,8 @@ describe("DELETE /v1/api-keys/{id}", () => {
   })
 
   it("one user cannot list, see or revoke another's keys (404)", async () => {
-    const alice = await withApiKey(api)
-    const mallory = await withApiKey(api)
+    const alice = await withApiKey(baseUrl)
+    const mallory = await withApiKey(baseUrl)
     const listed = await withKey(baseUrl, mallory).GET("/v1/api-keys")
     expect(listed.data?.data.map((key) => key.keyId)).toEqual([mallory.keyId])
     const refused = await revoke(withKey(baseUrl, mallory), alice.keyId)
@@ -151,7 +149,7 @@ describe("DELETE /v1/api-keys/{id}", () => {
 
 describe("credentials", () => {
   it("accepts X-API-Key, Bearer API key and Bearer access token", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(baseUrl)
     expect((await withKey(baseUrl, user).GET("/v1/api-keys")).response.status).toBe(200)
     expect((await withToken(baseUrl, { accessToken: user.apiKey }).GET("/v1/api-keys")).response.status).toBe(200)
     expect((await asUser(user).GET("/v1/api-keys")).response.status).toBe(200)

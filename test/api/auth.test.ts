@@ -2,18 +2,16 @@
  * SPEC "User authentication" over real HTTP against a started server, through the typed client.
  */
 import { describe, expect, it } from "vitest"
-import { client, isoMillis, signUp } from "../support/http.ts"
+import { isoMillis, signUp } from "../support/accounts.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { anonymous, type MailroomFetchClient, offContract, sessionFrom, withToken } from "../support/typed-client.ts"
 
 let server: Server
-let api: ReturnType<typeof client>
 /** Registering, logging in and refreshing need no credential. */
 let mailroom: MailroomFetchClient
 
 useSuiteServer((suite) => {
   server = suite.server
-  api = client(suite.url)
   mailroom = anonymous(suite.url)
 })
 
@@ -96,7 +94,7 @@ describe("POST /api/auth/login", () => {
   })
 
   it("refuses a wrong password and an unknown email alike with 401 UNAUTHORIZED", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const wrong = await login({ email: user.email, password: "not the password" })
     const unknown = await login({ email: email(), password: "whatever-123" })
     for (const reply of [wrong, unknown]) {
@@ -106,7 +104,7 @@ describe("POST /api/auth/login", () => {
   })
 
   it("limits failed logins per account to 10 per 15 minutes, then 429 even with the right password", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     for (let i = 0; i < 10; i++) {
       const reply = await login({ email: user.email, password: `wrong-${i}-password` })
       expect(reply.response.status).toBe(401)
@@ -121,7 +119,7 @@ describe("POST /api/auth/login", () => {
 
 describe("POST /api/auth/refresh", () => {
   it("exchanges the refresh token for a new access token and rotates the refresh token", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const first = await refresh(user.refreshToken)
     expect(first.response.status).toBe(200)
     expect(first.data?.data).toEqual({ accessToken: expect.any(String), expiresIn: 900, refreshToken: expect.any(String) })
@@ -134,7 +132,7 @@ describe("POST /api/auth/refresh", () => {
   })
 
   it("refuses a used (rotated) refresh token, and then ends the session it came from", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const rotated = await refresh(user.refreshToken)
     const replay = await refresh(user.refreshToken)
     expect(replay.response.status).toBe(401)
@@ -156,7 +154,7 @@ describe("POST /api/auth/refresh", () => {
 
 describe("POST /api/auth/logout", () => {
   it("ends that session only: its access token, refresh token and cookie stop working", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const other = await login({ email: user.email, password: user.password })
 
     const reply = await withToken(server.url, user).POST("/api/auth/logout")
@@ -179,14 +177,14 @@ describe("POST /api/auth/logout", () => {
     const none = await mailroom.POST("/api/auth/logout")
     expect(none.response.status).toBe(401)
     expect(none.error?.error.code).toBe("UNAUTHORIZED")
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const [head, payload] = user.accessToken.split(".")
     const forged = await withToken(server.url, { accessToken: `${head}.${payload}.AAAA` }).POST("/api/auth/logout")
     expect(forged.response.status).toBe(401)
   })
 
   it("accepts the session cookie from our own origin and refuses it cross-origin", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const crossSite = await mailroom.POST("/api/auth/logout", sessionFrom(user, "https://evil.example"))
     expect(crossSite.response.status).toBe(403)
     expect(crossSite.error?.error.code).toBe("FORBIDDEN")

@@ -3,19 +3,17 @@
  * pro, with the limits changing at once.
  */
 import { describe, expect, it } from "vitest"
+import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { connectSmtp } from "../support/smtp-client.ts"
 import { anonymous, offContract, rawJsonBody, withKey } from "../support/typed-client.ts"
 
 let server: Server
-let api: ReturnType<typeof client>
 
 useSuiteServer((suite) => {
   server = suite.server
-  api = client(suite.url)
 })
 
 const urls = { successUrl: "https://agent.example/billing/done", cancelUrl: "https://agent.example/billing/cancel" }
@@ -28,7 +26,7 @@ const pageOf = (url: string) => `${server.url}${new URL(url).pathname}`
 
 describe("a plan change applies at once everywhere", () => {
   it("free → pro: the mailbox quota (3 → 100) and the SMTP size limit (10 MB → 25 MB) follow at once", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const locals = Array.from({ length: 4 }, () => fresh("quota"))
     const create = (local: string) => withKey(server.url, user).POST("/v1/api/mailboxes", { body: { local_part: local, domain: "agents.localhost" } })
     for (const local of locals.slice(0, 3)) expect((await create(local)).response.status).toBe(201)
@@ -47,7 +45,7 @@ describe("a plan change applies at once everywhere", () => {
     const twentyMb = 20 * 1024 * 1024
     expect((await rcptWithSize(twentyMb)).code).toBe(552)
 
-    await upgrade(api, server.url, user.apiKey, "pro")
+    await upgrade(server.url, user.apiKey, "pro")
     expect((await create(locals[3]!)).response.status).toBe(201)
     expect((await rcptWithSize(twentyMb)).code).toBe(250)
     expect((await rcptWithSize(26 * 1024 * 1024)).code).toBe(552)
@@ -64,7 +62,7 @@ describe("POST /v1/billing/webhook on local billing", () => {
 
 describe("POST /v1/billing/checkout", () => {
   it("returns a hosted page; confirming it activates pro and the limits change at once", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const reply = await checkout(user, "pro")
     expect(reply.response.status).toBe(200)
     expect(reply.data).toEqual({ success: true, data: { url: expect.stringMatching(/\/billing\/checkout\/pay_co_[0-9a-f]+$/) } })
@@ -100,7 +98,7 @@ describe("POST /v1/billing/checkout", () => {
     [{ plan: "free", ...urls }, ["plan"]],
     [{}, ["plan", "successUrl", "cancelUrl"]]
   ])("refuses %j with 400 VALIDATION_ERROR on %j", async (body, fields) => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const reply = await withKey(server.url, user).POST("/v1/billing/checkout", { body: offContract(body) })
     expect(reply.response.status).toBe(400)
     expect(reply.error?.error.code).toBe("VALIDATION_ERROR")
@@ -108,7 +106,7 @@ describe("POST /v1/billing/checkout", () => {
   })
 
   it("refuses a checkout for the plan already held with 409 CONFLICT", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const first = await checkout(user, "pro")
     await fetch(pageOf(first.data!.data.url), { method: "POST", redirect: "manual" })
     const again = await checkout(user, "pro")
@@ -124,7 +122,7 @@ describe("POST /v1/billing/checkout", () => {
 
 describe("POST /v1/billing/portal", () => {
   it("returns a portal page where a paid plan can be cancelled at period end and resumed", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailroom = withKey(server.url, user)
     const paid = await checkout(user, "enterprise")
     await fetch(pageOf(paid.data!.data.url), { method: "POST", redirect: "manual" })
@@ -149,7 +147,7 @@ describe("POST /v1/billing/portal", () => {
   })
 
   it("refuses a returnUrl that is not a URL", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const reply = await withKey(server.url, user).POST("/v1/billing/portal", { body: { returnUrl: "back" } })
     expect(reply.response.status).toBe(400)
     expect(reply.error?.error).toEqual({ code: "VALIDATION_ERROR", message: expect.any(String), details: { returnUrl: "must be a valid URL" } })

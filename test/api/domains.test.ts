@@ -4,9 +4,9 @@
  */
 import nodemailer from "nodemailer"
 import { afterAll, describe, expect, it } from "vitest"
+import { isoMillis, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
-import { client, type Client, isoMillis, withApiKey } from "../support/http.ts"
 import { refusedListParams } from "../support/list-params.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
@@ -21,10 +21,8 @@ const dns: DnsServer = await startDnsServer()
 afterAll(() => dns.close())
 
 let suite: SuiteServer
-let api: Client
 useSuiteServer((s) => {
   suite = s
-  api = client(s.url)
 }, { DNS_SERVERS: dns.address })
 
 type User = Awaited<ReturnType<typeof withApiKey>>
@@ -35,8 +33,8 @@ const asUser = (user: User) => withToken(suite.url, user)
 const domainPath = (id: string) => ({ params: { path: { id } } })
 
 const proUser = async () => {
-  const user = await withApiKey(api)
-  await upgrade(api, suite.url, user.apiKey, "pro")
+  const user = await withApiKey(suite.url)
+  await upgrade(suite.url, user.apiKey, "pro")
   return user
 }
 
@@ -84,7 +82,7 @@ const inbox = (user: User, mailboxId: string, count: number) =>
 
 describe("registering", () => {
   it("the free plan's limit is FREE_MAX_CUSTOM_DOMAINS (0): listed in meta, and a create is 403 DOMAIN_QUOTA", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     const list = await keyed(user).GET("/v1/api/domains")
     expect(list.response.status).toBe(200)
     expect(list.data).toEqual({
@@ -259,7 +257,7 @@ describe("listing", () => {
   })
 
   it.each(refusedListParams("domain_name:asc"))("refuses ?%s=%s with 400 VALIDATION_ERROR naming it, on every list form", async (field, value) => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     const generic = (query: ListQuery) => keyed(user).GET("/v1/domains", { params: { query } })
     for (const list of [...lists(user), generic]) {
       const reply = await list({ [field]: value })
@@ -410,7 +408,7 @@ describe("migrating and deleting", () => {
     const bobby = (await mailbox(user, fresh("bobby"), source.domain_name)).data!.mailbox
     const aliceLocal = alice.email_address.split("@")[0]!
     // Someone else already has alice's name on the shared domain.
-    const stranger = await withApiKey(api)
+    const stranger = await withApiKey(suite.url)
     expect((await mailbox(stranger, aliceLocal, "agents.localhost")).response.status).toBe(201)
     await send(alice.email_address, "Before the move")
     await inbox(user, alice.mailbox_id, 1)

@@ -3,18 +3,16 @@
  */
 import * as http from "node:http"
 import { describe, expect, it } from "vitest"
-import { client, signUp, withApiKey } from "../support/http.ts"
+import { signUp, withApiKey } from "../support/accounts.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
-import { until } from "../support/wait.ts"
 import { anonymous, type MailroomFetchClient, offContract, rawJsonBody, withKey, withToken } from "../support/typed-client.ts"
+import { until } from "../support/wait.ts"
 
 let server: Server
-let api: ReturnType<typeof client>
 let mailroom: MailroomFetchClient
 
 useSuiteServer((suite) => {
   server = suite.server
-  api = client(suite.url)
   mailroom = anonymous(suite.url)
 })
 
@@ -86,7 +84,7 @@ describe("error envelope", () => {
 
 describe("billing, read side", () => {
   it("a new user holds an active free subscription for the current calendar month", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const reply = await withKey(server.url, user).GET("/v1/billing/subscription")
     expect(reply.response.status).toBe(200)
     const now = new Date()
@@ -103,7 +101,7 @@ describe("billing, read side", () => {
   })
 
   it("usage reports the free plan's limits: 100 emails, 100 searches, 1 GiB", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const reply = await withToken(server.url, user).GET("/v1/billing/usage")
     expect(reply.response.status).toBe(200)
     expect(reply.data).toEqual({

@@ -6,12 +6,13 @@
  * node) is test/cluster/cluster.test.ts's.
  */
 import { beforeAll, describe, expect, it } from "vitest"
+import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { openEvents } from "../support/sse.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 import { openSocket } from "../support/ws.ts"
 
@@ -27,22 +28,19 @@ const stream = (apiKey: string, query = "", headers: Record<string, string> = {}
   openEvents(`${suite.url}/v1/events${query}`, { "x-api-key": apiKey, ...headers })
 
 const label = (apiKey: string, emailId: string, add: string) =>
-  fetch(`${suite.url}/v1/api/emails/${emailId}`, {
-    method: "PATCH",
-    headers: { "x-api-key": apiKey, "content-type": "application/json" },
-    body: JSON.stringify({ add_labels: [add] })
-  }).then((response) => expect(response.status).toBe(200))
+  withKey(suite.url, { apiKey })
+    .PATCH("/v1/api/emails/{emailId}", { params: { path: { emailId } }, body: { add_labels: [add] } })
+    .then((reply) => expect(reply.response.status).toBe(200))
 
 describe("GET /v1/events", () => {
   let box: Box
   let other: Box
 
   beforeAll(async () => {
-    const api = client(suite.url)
-    const user = await withApiKey(api)
-    await upgrade(api, suite.url, user.apiKey, "pro")
-    box = await newBox(api, { user })
-    other = await newBox(api, { user })
+    const user = await withApiKey(suite.url)
+    await upgrade(suite.url, user.apiKey, "pro")
+    box = await newBox(suite.url, { user })
+    other = await newBox(suite.url, { user })
   })
 
   it("streams an arriving email as the webhook would send it: id, kind, payload", async () => {
@@ -71,9 +69,8 @@ describe("GET /v1/events", () => {
       await deliver(box.address, "Filtered")
       await deliver(other.address, "For the other box")
       const filtered = await until("the email listed", async () => {
-        const list = await fetch(`${suite.url}/v1/api/mailboxes/${box.mailboxId}/emails`, { headers: { "x-api-key": box.user.apiKey } })
-          .then((response) => response.json() as Promise<{ data: Array<{ email_id: string; subject: string }> }>)
-        return list.data.find((email) => email.subject === "Filtered")
+        const list = await withKey(suite.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+        return list.data!.data.find((email) => email.subject === "Filtered")
       })
       await label(box.user.apiKey, filtered.email_id, "seen-by-test")
 
@@ -134,7 +131,7 @@ describe("GET /v1/events", () => {
     const unknownAfter = await stream(box.user.apiKey, "?after=evt_nope")
     expect(unknownAfter.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: expect.any(String) } } })
 
-    const stranger = await withApiKey(client(suite.url))
+    const stranger = await withApiKey(suite.url)
     const foreign = await stream(stranger.apiKey, `?mailbox_id=${box.mailboxId}`)
     expect(foreign.status).toBe(404)
     expect(foreign.body).toMatchObject({ error: { code: "NOT_FOUND", details: { mailbox_id: box.mailboxId } } })
@@ -145,7 +142,7 @@ describe("GET /v1/events", () => {
   })
 
   it("holds an account to its plan's open streams (free: 2); closing one frees its slot", async () => {
-    const free = await withApiKey(client(suite.url))
+    const free = await withApiKey(suite.url)
     const one = await stream(free.apiKey)
     const two = await stream(free.apiKey)
     expect([one.status, two.status]).toEqual([200, 200])
@@ -170,11 +167,10 @@ describe("GET /v1/ws", () => {
   let other: Box
 
   beforeAll(async () => {
-    const api = client(suite.url)
-    const user = await withApiKey(api)
-    await upgrade(api, suite.url, user.apiKey, "pro")
-    box = await newBox(api, { user })
-    other = await newBox(api, { user })
+    const user = await withApiKey(suite.url)
+    await upgrade(suite.url, user.apiKey, "pro")
+    box = await newBox(suite.url, { user })
+    other = await newBox(suite.url, { user })
   })
 
   const socket = (apiKey: string) => openSocket(`${suite.url}/v1/ws`, { "x-api-key": apiKey })
@@ -230,7 +226,7 @@ describe("GET /v1/ws", () => {
   })
 
   it("answers a bad message with SPEC's envelope and stays open; a plain GET is 400 and a missing key 401", async () => {
-    const stranger = await withApiKey(client(suite.url))
+    const stranger = await withApiKey(suite.url)
     const ws = await socket(box.user.apiKey)
     try {
       ws.sendRaw("{not json")
@@ -265,7 +261,7 @@ describe("GET /v1/ws", () => {
   })
 
   it("counts against the plan's open streams with SSE: over the limit it answers STREAM_QUOTA and closes (1008)", async () => {
-    const free = await withApiKey(client(suite.url))
+    const free = await withApiKey(suite.url)
     const one = await stream(free.apiKey)
     const two = await stream(free.apiKey)
     const ws = await socket(free.apiKey)

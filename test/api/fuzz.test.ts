@@ -17,11 +17,12 @@
 import { METHODS } from "node:http"
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { signUp } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { startDnsServer } from "../support/dns-server.ts"
-import { type Client, client, signUp } from "../support/http.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
+import { anonymous, withKey, withToken } from "../support/typed-client.ts"
 
 const SEED = process.env.FUZZ_SEED !== undefined ? Number(process.env.FUZZ_SEED) >>> 0 : (Date.now() ^ (process.pid << 16)) >>> 0
 const COUNT = Number(process.env.FUZZ_REQUESTS ?? 2_500)
@@ -32,10 +33,8 @@ const dns = await startDnsServer()
 afterAll(() => dns.close())
 
 let server: Server
-let api: Client
 useSuiteServer((suite) => {
   server = suite.server
-  api = client(suite.url)
 }, { DNS_SERVERS: dns.address })
 
 // ---------------------------------------------------------------------------------------------
@@ -538,40 +537,41 @@ describe("fuzz: hostile requests across every route", () => {
 
   beforeAll(async () => {
     const setupStarted = Date.now()
-    const document = (await api.get("/v1/openapi.json")).body
+    // The document itself is untyped JSON (the typed client is generated from it).
+    const document = await (await fetch(`${server.url}/v1/openapi.json`)).json()
     operations = [...routesOf(document), ...paymentPages]
 
     // Three enterprise users with three keys each; a spare key and a spare session to revoke.
     const users = await Promise.all([0, 1, 2].map(async () => {
-      const user = await signUp(api)
+      const user = await signUp(server.url)
       const keys: Array<string> = []
       for (let i = 0; i < 3; i++) {
-        const created = await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: `fuzz ${i}` } })
-        if (created.status !== 201) throw new Error(`key: ${created.status} ${created.text}`)
-        keys.push(created.body.data.apiKey)
+        const created = await withToken(server.url, user).POST("/v1/api-keys", { body: { name: `fuzz ${i}` } })
+        if (created.response.status !== 201 || !created.data) throw new Error(`key: ${created.response.status} ${JSON.stringify(created.error)}`)
+        keys.push(created.data.data.apiKey)
       }
-      await upgrade(api, server.url, keys[0]!, "enterprise")
+      await upgrade(server.url, keys[0]!, "enterprise")
       return { ...user, apiKeys: keys }
     }))
     const owner = users[0]!
-    const spare = await api.post("/v1/api-keys", { bearer: owner.accessToken, body: { name: "spare" } })
-    const secondLogin = await api.post("/api/auth/login", { body: { email: owner.email, password: owner.password } })
-    const mailbox = await api.post("/v1/api/mailboxes", { apiKey: owner.apiKeys[0]!, body: { local_part: fresh("fuzz"), domain: "agents.localhost" } })
-    const domain = await api.post("/v1/api/domains", { apiKey: owner.apiKeys[0]!, body: { domain: `${fresh("fuzz")}.example.test` } })
-    const checkout = await api.post("/v1/billing/checkout", {
-      apiKey: users[1]!.apiKeys[0]!,
+    const ownerKey = withKey(server.url, { apiKey: owner.apiKeys[0]! })
+    const spare = await withToken(server.url, owner).POST("/v1/api-keys", { body: { name: "spare" } })
+    const secondLogin = await anonymous(server.url).POST("/api/auth/login", { body: { email: owner.email, password: owner.password } })
+    const mailbox = await ownerKey.POST("/v1/api/mailboxes", { body: { local_part: fresh("fuzz"), domain: "agents.localhost" } })
+    const domain = await ownerKey.POST("/v1/api/domains", { body: { domain: `${fresh("fuzz")}.example.test` } })
+    const checkout = await withKey(server.url, { apiKey: users[1]!.apiKeys[0]! }).POST("/v1/billing/checkout", {
       body: { plan: "pro", successUrl: "https://example.com/ok", cancelUrl: "https://example.com/no" }
     })
     for (const [name, reply, status] of [["spare key", spare, 201], ["login", secondLogin, 200], ["mailbox", mailbox, 201], ["domain", domain, 201], ["checkout", checkout, 200]] as const) {
-      if (reply.status !== status) throw new Error(`${name}: ${reply.status} ${reply.text}`)
+      if (reply.response.status !== status) throw new Error(`${name}: ${reply.response.status} ${JSON.stringify(reply.error)}`)
     }
     fixtures = {
       users,
-      logoutToken: secondLogin.body.data.accessToken,
-      mailboxId: mailbox.body.mailbox.mailbox_id,
-      domainId: domain.body.data.domain_id,
-      spareKeyId: spare.body.data.keyId,
-      checkoutId: new URL(checkout.body.data.url).pathname.split("/").pop()!
+      logoutToken: secondLogin.data!.data.accessToken,
+      mailboxId: mailbox.data!.mailbox.mailbox_id,
+      domainId: domain.data!.data.domain_id,
+      spareKeyId: spare.data!.data.keyId,
+      checkoutId: new URL(checkout.data!.data.url).pathname.split("/").pop()!
     }
     console.log(`fuzz: fixtures ready in ${((Date.now() - setupStarted) / 1000).toFixed(1)} s`)
   })
@@ -616,10 +616,10 @@ describe("fuzz: hostile requests across every route", () => {
 
     // Still alive and serving, and nothing unexpected was logged.
     expect(server.process.exitCode).toBeNull()
-    expect((await api.get("/healthz")).status).toBe(200)
-    const listed = await api.get("/v1/api-keys", { apiKey: fixtures.users[2]!.apiKeys[2]! })
-    expect(listed.status).toBe(200)
-    expect(listed.body.success).toBe(true)
+    expect((await anonymous(server.url).GET("/healthz")).response.status).toBe(200)
+    const listed = await withKey(server.url, { apiKey: fixtures.users[2]!.apiKeys[2]! }).GET("/v1/api-keys")
+    expect(listed.response.status).toBe(200)
+    expect(listed.data?.success).toBe(true)
     expect(server.output()).not.toMatch(/Unexpected (failure|infrastructure failure)|Maximum call stack/)
   }, 120_000)
 })

@@ -9,7 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
-import { client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
@@ -46,8 +46,7 @@ describe("labels and read state over HTTP", () => {
     })
 
   beforeAll(async () => {
-    const api = client(suite.url)
-    box = await newBox(api, { user: await withApiKey(api) })
+    box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
     await deliver(box.address, "First")
     await deliver(box.address, "Second")
@@ -118,7 +117,7 @@ describe("labels and read state over HTTP", () => {
     expect(badFilter.response.status).toBe(400)
     expect(JSON.stringify((badFilter.error as { error?: unknown })?.error)).toContain("unread")
 
-    const stranger = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(client(suite.url))).apiKey })
+    const stranger = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(suite.url)).apiKey })
     const foreign = await stranger.PATCH("/v1/api/emails/{emailId}", {
       params: { path: { emailId: first } },
       body: { add_labels: ["mine"] }
@@ -137,8 +136,7 @@ describe("waiting for mail", () => {
     mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId }, query: query as never } })
 
   beforeAll(async () => {
-    const api = client(suite.url)
-    box = await newBox(api, { user: await withApiKey(api) })
+    box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
     await deliver(box.address, "Already here")
     newest = await until("the first email listed", async () => (await waitList({})).data?.data[0]?.email_id, 30_000)
@@ -189,12 +187,11 @@ describe("waiting for mail", () => {
 
 describe("extracted content", () => {
   it("a verification email received over SMTP shows its code, links and reply text over the API and in the email.received payload", async () => {
-    const api = client(suite.url)
-    const box = await newBox(api, { user: await withApiKey(api) })
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     const mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
     const path = `/received-${box.mailboxId}`
-    const hook = await api.post("/v1/api/webhooks", { apiKey: box.user.apiKey, body: { url: `${hooks.url}${path}`, events: ["email.received"] } })
-    expect(hook.status, hook.text).toBe(201)
+    const hook = await mailroom.POST("/v1/api/webhooks", { body: { url: `${hooks.url}${path}`, events: ["email.received"] } })
+    expect(hook.response.status, JSON.stringify(hook.error)).toBe(201)
 
     await sendMail(suite.server.smtpPort, {
       to: box.address,

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest"
 import type { components } from "../../packages/client/src/fetch-client.ts"
-import { client, isoMillis, signUp, withApiKey } from "../support/http.ts"
+import { isoMillis, signUp, withApiKey } from "../support/accounts.ts"
 import { refusedListParams } from "../support/list-params.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { anonymous, offContract, rawJsonBody, sessionFrom, withKey, withToken } from "../support/typed-client.ts"
@@ -13,11 +13,9 @@ const DOMAIN = "agents.localhost"
 const OTHER_SHARED = "bots.localhost"
 
 let server: Server
-let api: ReturnType<typeof client>
 
 useSuiteServer((suite) => {
   server = suite.server
-  api = client(suite.url)
 }, { SHARED_DOMAINS: `${DOMAIN},${OTHER_SHARED}`, DISALLOWED_EMAIL_NAME: "admin,postmaster,Custom-Bot" })
 
 type User = Awaited<ReturnType<typeof withApiKey>>
@@ -61,7 +59,7 @@ const failure = (code: string, details?: unknown) => ({
 
 describe("POST /v1/api/mailboxes", () => {
   it("creates a mailbox: 201 { success, mailbox } with exactly SPEC's fields", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const local = fresh("Agent.")
     const reply = await create(user, { local_part: local, domain: DOMAIN })
     expect(reply.response.status).toBe(201)
@@ -69,7 +67,7 @@ describe("POST /v1/api/mailboxes", () => {
   })
 
   it("accepts Authorization: Bearer <API key>, email_address as a bare local part or a full address, and any case of the domain", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const bare = fresh()
     const viaBearer = await withToken(server.url, { accessToken: user.apiKey }).POST("/v1/api/mailboxes", {
       body: { email_address: bare, domain: DOMAIN }
@@ -83,7 +81,7 @@ describe("POST /v1/api/mailboxes", () => {
   })
 
   it("ignores privileged fields in the body (namespace is always the caller)", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const reply = await create(user, offContract({ local_part: fresh(), domain: DOMAIN, namespace: "usr_someone_else", status: "deleted" }))
     expect(reply.response.status).toBe(201)
     expect(reply.data?.mailbox).toMatchObject({ namespace: user.userId, status: "active" })
@@ -124,7 +122,7 @@ describe("POST /v1/api/mailboxes", () => {
       plan: "free"
     }]
   ])("refuses %s: %i %s", async (_case, body, status, code, details) => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const reply = await create(user, offContract(body))
     expect(reply.response.status).toBe(status)
     expect(reply.error).toEqual(failure(code, details))
@@ -132,7 +130,7 @@ describe("POST /v1/api/mailboxes", () => {
   })
 
   it("refuses a body that is not JSON, or no body, with 400 BAD_REQUEST", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const broken = await keyed(user).POST("/v1/api/mailboxes", rawJsonBody("{ not json"))
     expect(broken.response.status).toBe(400)
     expect(broken.error).toEqual(failure("BAD_REQUEST"))
@@ -151,8 +149,8 @@ describe("POST /v1/api/mailboxes", () => {
 
 describe("EMAIL_TAKEN", () => {
   it("an address is unique across users, case-insensitively: 409 with details.email_address", async () => {
-    const alice = await withApiKey(api)
-    const bob = await withApiKey(api)
+    const alice = await withApiKey(server.url)
+    const bob = await withApiKey(server.url)
     const local = fresh("Shared")
     await createOk(alice, local)
     const reply = await create(bob, { local_part: local.toLowerCase(), domain: DOMAIN })
@@ -164,7 +162,7 @@ describe("EMAIL_TAKEN", () => {
   })
 
   it("of concurrent creates of one address exactly one wins; the others get 409 EMAIL_TAKEN", async () => {
-    const users = await Promise.all([1, 2, 3, 4].map(() => withApiKey(api)))
+    const users = await Promise.all([1, 2, 3, 4].map(() => withApiKey(server.url)))
     const local = fresh("race")
     const replies = await Promise.all(users.map((user, i) => create(user, { local_part: i % 2 === 0 ? local : local.toUpperCase(), domain: DOMAIN })))
     expect(replies.map((reply) => reply.response.status).sort()).toEqual([201, 409, 409, 409])
@@ -176,7 +174,7 @@ describe("EMAIL_TAKEN", () => {
 
 describe("MAILBOX_QUOTA", () => {
   it("a free account has 3 mailboxes: the 4th gets 403 {count, limit, plan}; deleting one frees a slot", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const made = []
     for (let i = 0; i < 3; i++) made.push(await createOk(user))
     const fourth = await create(user, { local_part: fresh(), domain: DOMAIN })
@@ -193,8 +191,8 @@ describe("MAILBOX_QUOTA", () => {
 
 describe("GET /v1/api/mailboxes", () => {
   it("lists the caller's active mailboxes, newest first, and nobody else's", async () => {
-    const user = await withApiKey(api)
-    const other = await withApiKey(api)
+    const user = await withApiKey(server.url)
+    const other = await withApiKey(server.url)
     const first = await createOk(user)
     const second = await createOk(user, fresh(), OTHER_SHARED)
     await createOk(other)
@@ -211,7 +209,7 @@ describe("GET /v1/api/mailboxes", () => {
   })
 
   it("pages with limit and offset (meta total, limit, offset, hasMore) and sorts by createdAt", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailroom = keyed(user)
     const oldest = await createOk(user)
     const middle = await createOk(user)
@@ -234,7 +232,7 @@ describe("GET /v1/api/mailboxes", () => {
   })
 
   it.each(refusedListParams("email_address:asc", "createdAt:sideways"))("refuses %s=%s with 400 VALIDATION_ERROR naming it, on both surfaces", async (name, value) => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     for (const [path, mailroom] of [
       ["/v1/api/mailboxes", keyed(user)],
       ["/api/mailboxes", withToken(server.url, user)]
@@ -247,7 +245,7 @@ describe("GET /v1/api/mailboxes", () => {
   })
 
   it("reports every bad list parameter at once", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const { response, error } = await keyed(user).GET("/v1/api/mailboxes", { params: { query: { limit: "500", offset: "-5" } } })
     expect(response.status).toBe(400)
     expect(error?.error.code).toBe("VALIDATION_ERROR")
@@ -260,7 +258,7 @@ describe("GET /v1/api/mailboxes/check-email", () => {
     keyed(user).GET("/v1/api/mailboxes/check-email", { params: { query } })
 
   it("answers valid with the address it would create, without creating it", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const local = fresh("Check")
     const reply = await check(user, { local_part: local, domain: DOMAIN })
     expect(reply.response.status).toBe(200)
@@ -280,15 +278,15 @@ describe("GET /v1/api/mailboxes/check-email", () => {
     }],
     ["not allowed", { local_part: "abcdef", domain: "example.org" }, "DOMAIN_NOT_ALLOWED", { domain: "example.org", plan: "free" }]
   ])("answers 200 valid: false for a %s address, with code, message and details", async (_case, query, code, details) => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const reply = await check(user, query)
     expect(reply.response.status).toBe(200)
     expect(reply.data).toEqual({ success: true, valid: false, code, message: expect.any(String), details })
   })
 
   it("answers EMAIL_TAKEN for an address in use; exclude_mailbox_id frees only the caller's own mailbox", async () => {
-    const alice = await withApiKey(api)
-    const bob = await withApiKey(api)
+    const alice = await withApiKey(server.url)
+    const bob = await withApiKey(server.url)
     const mailbox = await createOk(alice)
     const local = mailbox.email_address.split("@")[0]!
     const taken = await check(alice, { local_part: local, domain: DOMAIN })
@@ -306,7 +304,7 @@ describe("GET /v1/api/mailboxes/check-email", () => {
   })
 
   it("refuses a missing domain (or a missing local part) with 400 MISSING_FIELDS", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const noDomain = await check(user, { local_part: "abcdef" })
     expect(noDomain.response.status).toBe(400)
     expect(noDomain.error).toEqual(failure("MISSING_FIELDS", expect.anything()))
@@ -324,8 +322,8 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
     dashboard().PATCH("/api/mailboxes/{mailboxId}", { params: { path: { mailboxId } }, body, ...session(user) })
 
   it("changes the address and keeps mailbox_id; the old address becomes available", async () => {
-    const alice = await withApiKey(api)
-    const bob = await withApiKey(api)
+    const alice = await withApiKey(server.url)
+    const bob = await withApiKey(server.url)
     const mailbox = await createOk(alice)
     const next = fresh("renamed")
     const reply = await rename(alice, mailbox.mailbox_id, { local_part: next, domain: OTHER_SHARED })
@@ -345,8 +343,8 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
   })
 
   it("its own current address is not taken (a change of case), another's is 409; rules apply; other users get 404", async () => {
-    const alice = await withApiKey(api)
-    const bob = await withApiKey(api)
+    const alice = await withApiKey(server.url)
+    const bob = await withApiKey(server.url)
     const mine = await createOk(alice)
     const theirs = await createOk(bob)
     const local = mine.email_address.split("@")[0]!
@@ -367,7 +365,7 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
   })
 
   it("the dashboard reports a body of the wrong shape as 400 VALIDATION_ERROR with details.field_errors", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailbox = await createOk(user)
     const wrong = await rename(user, mailbox.mailbox_id, offContract({ local_part: 5, domain: DOMAIN }))
     expect(wrong.response.status).toBe(400)
@@ -378,7 +376,7 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
   })
 
   it("is also served under /v1/api for API keys", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailbox = await createOk(user)
     const next = fresh()
     const path = { params: { path: { mailboxId: mailbox.mailbox_id } } }
@@ -399,7 +397,7 @@ describe("DELETE /v1/api/mailboxes/{mailboxId}", () => {
     keyed(user).DELETE("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId } }, body })
 
   it("refuses a missing body, a missing or wrong confirmation; then soft-deletes on the exact address", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailbox = await createOk(user, fresh("Case"))
     const noBody = await remove(user, mailbox.mailbox_id, offContract(undefined))
     expect(noBody.response.status).toBe(400)
@@ -427,8 +425,8 @@ describe("DELETE /v1/api/mailboxes/{mailboxId}", () => {
   })
 
   it("another user's mailbox is 404 and stays", async () => {
-    const alice = await withApiKey(api)
-    const mallory = await withApiKey(api)
+    const alice = await withApiKey(server.url)
+    const mallory = await withApiKey(server.url)
     const mailbox = await createOk(alice)
     const reply = await remove(mallory, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address })
     expect(reply.response.status).toBe(404)
@@ -437,8 +435,8 @@ describe("DELETE /v1/api/mailboxes/{mailboxId}", () => {
   })
 
   it("a deleted address is free again for its owner at once, and still taken for anyone else", async () => {
-    const owner = await withApiKey(api)
-    const other = await withApiKey(api)
+    const owner = await withApiKey(server.url)
+    const other = await withApiKey(server.url)
     const mailbox = await createOk(owner)
     const local = mailbox.email_address.split("@")[0]!
     expect((await remove(owner, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address })).response.status).toBe(200)
@@ -455,7 +453,7 @@ describe("DELETE /v1/api/mailboxes/{mailboxId}", () => {
 
 describe("dashboard routes (/api/mailboxes, session cookie)", () => {
   it("create, list, check-email and delete with the cookie from our own origin", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const local = fresh()
     const created = await dashboard().POST("/api/mailboxes", { body: { local_part: local, domain: DOMAIN }, ...session(user) })
     expect(created.response.status).toBe(201)
@@ -478,7 +476,7 @@ describe("dashboard routes (/api/mailboxes, session cookie)", () => {
   })
 
   it("reports rule failures with SPEC's codes and a wrong body shape as VALIDATION_ERROR with details.field_errors", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const post = (body: AddressInput) => dashboard().POST("/api/mailboxes", { body, ...session(user) })
     const short = await post({ local_part: "abcd", domain: DOMAIN })
     expect(short.response.status).toBe(422)
@@ -498,7 +496,7 @@ describe("dashboard routes (/api/mailboxes, session cookie)", () => {
   })
 
   it("refuses a cookie write from another origin (403) and a request without a session (401)", async () => {
-    const user = await signUp(api)
+    const user = await signUp(server.url)
     const crossSite = await dashboard().POST("/api/mailboxes", {
       ...sessionFrom(user, "https://evil.example"),
       body: { local_part: fresh(), domain: DOMAIN }

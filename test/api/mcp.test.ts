@@ -7,11 +7,12 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { withKey } from "../support/typed-client.ts"
 import { awayFromMinuteEdge, until } from "../support/wait.ts"
 
 let suite: SuiteServer
@@ -52,12 +53,11 @@ describe("MCP at /mcp", () => {
   let emailId: string
 
   beforeAll(async () => {
-    const api = client(suite.url)
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     // Enterprise (300 MCP requests a minute): the suite polls for mail and the index, and pro's 60 ran out
     // within one minute once in CI. The per-minute limit is the last test's, on a free account of its own.
-    await upgrade(api, suite.url, user.apiKey, "enterprise")
-    box = await newBox(api, { user })
+    await upgrade(suite.url, user.apiKey, "enterprise")
+    box = await newBox(suite.url, { user })
     await deliver(box.address, "Invoice 7", [{ filename: "invoice.txt", content: "Invoice 7: 120 EUR", contentType: "text/plain" }])
     mcp = await connect({ authorization: `Bearer ${user.apiKey}` })
     const listed = await until("the email listed", async () => {
@@ -158,8 +158,8 @@ describe("MCP at /mcp", () => {
       expect(refused.error?.code, name).toBe("VALIDATION_ERROR")
       expect(Object.keys(refused.error?.details ?? {}).length, name).toBeGreaterThan(0)
     }
-    const stranger = await withApiKey(client(suite.url))
-    const other = await newBox(client(suite.url), { user: stranger })
+    const stranger = await withApiKey(suite.url)
+    const other = await newBox(suite.url, { user: stranger })
     expect((await call(mcp, "get_email", { email_id: "eml_missing" })).error).toMatchObject({ code: "NOT_FOUND", details: { email_id: "eml_missing" } })
     expect((await call(mcp, "list_emails", { mailbox_id: other.mailboxId })).error).toMatchObject({ code: "NOT_FOUND" })
     expect((await call(mcp, "update_labels", { email_ids: [emailId], remove_labels: ["inbound"] })).error).toMatchObject({ code: "LABEL_READ_ONLY" })
@@ -177,7 +177,7 @@ describe("MCP at /mcp", () => {
     expect(anonymous.headers.get("www-authenticate")).toContain("Bearer")
     expect(await anonymous.json()).toMatchObject({ success: false, error: { code: "UNAUTHORIZED" } })
 
-    const free = await withApiKey(client(suite.url))
+    const free = await withApiKey(suite.url)
     const list = () =>
       fetch(`${suite.url}/mcp`, {
         method: "POST",
@@ -197,6 +197,6 @@ describe("MCP at /mcp", () => {
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0)
     expect(await limited.json()).toMatchObject({ error: { code: "RATE_LIMIT_EXCEEDED", details: { limit: 10, window: "minute" } } })
     // The API's own limit is another window: the key still reads mail.
-    expect((await fetch(`${suite.url}/v1/api/mailboxes`, { headers: { "x-api-key": free.apiKey } })).status).toBe(200)
+    expect((await withKey(suite.url, free).GET("/v1/api/mailboxes")).response.status).toBe(200)
   })
 })

@@ -5,12 +5,13 @@
  * node cannot hear the bus, and leased limits overshoot by no more than a lease per process.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { type Backend, createBackend, type Server, startServer, useSuiteServer } from "../support/server.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { mode } from "../support/services.ts"
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.ts"
+import { anonymous, withKey, withToken } from "../support/typed-client.ts"
 import { awayFromMinuteEdge, sleep } from "../support/wait.ts"
 
 describe("one API process", () => {
@@ -18,46 +19,44 @@ describe("one API process", () => {
   useSuiteServer((suite) => (server = suite.server))
 
   it("counts every request of a key: headers on each response, the 21st refused with 429", async () => {
-    const api = client(server.url)
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     await awayFromMinuteEdge()
     const remaining: Array<number> = []
     for (let i = 0; i < 20; i++) {
-      const reply = await api.get("/v1/api-keys", { apiKey: user.apiKey })
-      expect(reply.status).toBe(200)
-      expect(reply.headers.get("x-ratelimit-limit")).toBe("20")
-      remaining.push(Number(reply.headers.get("x-ratelimit-remaining")))
-      const reset = Number(reply.headers.get("x-ratelimit-reset"))
+      const reply = await withKey(server.url, user).GET("/v1/api-keys")
+      expect(reply.response.status).toBe(200)
+      expect(reply.response.headers.get("x-ratelimit-limit")).toBe("20")
+      remaining.push(Number(reply.response.headers.get("x-ratelimit-remaining")))
+      const reset = Number(reply.response.headers.get("x-ratelimit-reset"))
       expect(reset % 60).toBe(0)
       expect(reset).toBeGreaterThan(Date.now() / 1000)
     }
     expect(remaining).toEqual(Array.from({ length: 20 }, (_, i) => 19 - i))
 
-    const refused = await api.get("/v1/api-keys", { apiKey: user.apiKey })
-    expect(refused.status).toBe(429)
-    expect(refused.body).toEqual({
+    const refused = await withKey(server.url, user).GET("/v1/api-keys")
+    expect(refused.response.status).toBe(429)
+    expect(refused.error).toEqual({
       success: false,
       error: { code: "RATE_LIMIT_EXCEEDED", message: expect.any(String), details: { limit: 20, window: "minute", retry_after: expect.any(Number) } }
     })
-    const retryAfter = Number(refused.headers.get("retry-after"))
-    expect(retryAfter).toBe(refused.body.error.details.retry_after)
+    const retryAfter = Number(refused.response.headers.get("retry-after"))
+    expect(retryAfter).toBe(refused.error?.error.details?.["retry_after"])
     expect(retryAfter).toBeGreaterThanOrEqual(1)
     expect(retryAfter).toBeLessThanOrEqual(60)
-    expect(refused.headers.get("x-ratelimit-remaining")).toBe("0")
+    expect(refused.response.headers.get("x-ratelimit-remaining")).toBe("0")
 
     // Limits are per key: the owner's other credentials are counted apart.
-    const other = await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "second" } })
-    expect(other.status).toBe(201)
-    expect((await api.get("/v1/api-keys", { apiKey: other.body.data.apiKey })).status).toBe(200)
+    const other = await withToken(server.url, user).POST("/v1/api-keys", { body: { name: "second" } })
+    expect(other.response.status).toBe(201)
+    expect((await withKey(server.url, other.data!.data).GET("/v1/api-keys")).response.status).toBe(200)
   })
 
   it("reports the limit on error responses too", async () => {
-    const api = client(server.url)
-    const user = await withApiKey(api)
-    const reply = await api.delete("/v1/api-keys/key_missing", { apiKey: user.apiKey })
-    expect(reply.status).toBe(404)
-    expect(reply.headers.get("x-ratelimit-limit")).toBe("20")
-    expect(reply.headers.get("x-ratelimit-remaining")).not.toBeNull()
+    const user = await withApiKey(server.url)
+    const reply = await withKey(server.url, user).DELETE("/v1/api-keys/{id}", { params: { path: { id: "key_missing" } } })
+    expect(reply.response.status).toBe(404)
+    expect(reply.response.headers.get("x-ratelimit-limit")).toBe("20")
+    expect(reply.response.headers.get("x-ratelimit-remaining")).not.toBeNull()
   })
 })
 
@@ -66,31 +65,31 @@ describe("requests without a valid credential", () => {
   useSuiteServer((suite) => (server = suite.server))
 
   it("count against the client address: every 401 carries that limiter's headers, and past 300 a minute it is 429", async () => {
-    const api = client(server.url)
+    const nobody = anonymous(server.url)
     await awayFromMinuteEdge()
     const refusals = [
-      () => api.get("/v1/billing/usage"), // no credential
-      () => api.get("/v1/billing/usage", { apiKey: "mr_live_not_a_real_key" }), // an unknown key
-      () => api.get("/v1/billing/usage", { bearer: "not.a.token" }), // a token that does not verify
-      () => api.get("/api/mailboxes") // a dashboard route without a session
+      () => nobody.GET("/v1/billing/usage"), // no credential
+      () => withKey(server.url, { apiKey: "mr_live_not_a_real_key" }).GET("/v1/billing/usage"), // an unknown key
+      () => withToken(server.url, { accessToken: "not.a.token" }).GET("/v1/billing/usage"), // a token that does not verify
+      () => nobody.GET("/api/mailboxes") // a dashboard route without a session
     ]
     const remaining: Array<number> = []
     for (const [i, refuse] of refusals.entries()) {
-      const reply = await refuse()
-      expect({ i, status: reply.status, code: reply.body.error?.code }).toEqual({ i, status: 401, code: "UNAUTHORIZED" })
-      expect(reply.headers.get("x-ratelimit-limit")).toBe("300")
-      expect(Number(reply.headers.get("x-ratelimit-reset")) % 60).toBe(0)
-      remaining.push(Number(reply.headers.get("x-ratelimit-remaining")))
+      const { response, error } = await refuse()
+      expect({ i, status: response.status, code: error?.error.code }).toEqual({ i, status: 401, code: "UNAUTHORIZED" })
+      expect(response.headers.get("x-ratelimit-limit")).toBe("300")
+      expect(Number(response.headers.get("x-ratelimit-reset")) % 60).toBe(0)
+      remaining.push(Number(response.headers.get("x-ratelimit-remaining")))
     }
     // One counter for the address, whatever the route or the refused credential.
     expect(remaining).toEqual(remaining.map((_, i) => remaining[0]! - i))
 
-    let last = await api.get("/v1/billing/usage")
-    for (let n = 0; n < 300 && last.status === 401; n++) last = await api.get("/v1/billing/usage")
-    expect(last.status).toBe(429)
-    expect(last.body.error).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", details: { limit: 300, window: "minute" } })
-    expect(last.headers.get("x-ratelimit-remaining")).toBe("0")
-    expect(Number(last.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    let last = await nobody.GET("/v1/billing/usage")
+    for (let n = 0; n < 300 && last.response.status === 401; n++) last = await nobody.GET("/v1/billing/usage")
+    expect(last.response.status).toBe(429)
+    expect(last.error?.error).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", details: { limit: 300, window: "minute" } })
+    expect(last.response.headers.get("x-ratelimit-remaining")).toBe("0")
+    expect(Number(last.response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
   })
 })
 
@@ -126,84 +125,89 @@ describe.skipIf(mode !== "postgres")("two API processes on one PostgreSQL", () =
   })
 
   /** How long until `node` refuses `apiKey` with 401, polling every 50 ms (below the free plan's limit) for up to 3 s. */
-  const refusedWithin = async (node: ReturnType<typeof client>, apiKey: string) => {
+  const refusedWithin = async (node: Server, apiKey: string) => {
     const start = Date.now()
     while (Date.now() - start < 3000) {
-      const reply = await node.get("/v1/api-keys", { apiKey })
-      if (reply.status === 401) return Date.now() - start
-      expect(reply.status).toBe(200)
+      const reply = await withKey(node.url, { apiKey }).GET("/v1/api-keys")
+      if (reply.response.status === 401) return Date.now() - start
+      expect(reply.response.status).toBe(200)
       await sleep(50)
     }
     return Number.POSITIVE_INFINITY
   }
 
-  it("a revoked key is refused at once by the node that revoked it and within 1 s by the others", async () => {
-    const [a, b] = servers.map((server) => client(server.url)) as [ReturnType<typeof client>, ReturnType<typeof client>]
-    const user = await withApiKey(a)
-    // Both nodes have the key cached.
-    expect((await a.get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
-    expect((await b.get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
+  /** `GET /v1/api-keys` with `apiKey` on `node`: what the limits and the credential cache are tried with. */
+  const keysOn = (node: Server, apiKey: string) => withKey(node.url, { apiKey }).GET("/v1/api-keys")
+  const revoke = (node: Server, user: { accessToken: string }, id: string) =>
+    withToken(node.url, user).DELETE("/v1/api-keys/{id}", { params: { path: { id } } })
 
-    const revoked = await a.delete(`/v1/api-keys/${user.keyId}`, { bearer: user.accessToken })
-    expect(revoked.status).toBe(200)
-    const onA = await a.get("/v1/api-keys", { apiKey: user.apiKey })
-    expect(onA.status).toBe(401)
-    expect(onA.body.error.code).toBe("UNAUTHORIZED")
+  it("a revoked key is refused at once by the node that revoked it and within 1 s by the others", async () => {
+    const [a, b] = servers as [Server, Server]
+    const user = await withApiKey(a.url)
+    // Both nodes have the key cached.
+    expect((await keysOn(a, user.apiKey)).response.status).toBe(200)
+    expect((await keysOn(b, user.apiKey)).response.status).toBe(200)
+
+    const revoked = await revoke(a, user, user.keyId)
+    expect(revoked.response.status).toBe(200)
+    const onA = await keysOn(a, user.apiKey)
+    expect(onA.response.status).toBe(401)
+    expect(onA.error?.error.code).toBe("UNAUTHORIZED")
     expect(await refusedWithin(b, user.apiKey)).toBeLessThan(1000)
   })
 
   it("a node that cannot hear the bus trusts what it cached for 1 s at most: a revocation it never hears still holds", async () => {
-    const a = client(servers[0]!.url)
-    const c = client(deaf.url)
-    const user = await withApiKey(a)
-    expect((await c.get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
+    const a = servers[0]!
+    const c = deaf
+    const user = await withApiKey(a.url)
+    expect((await keysOn(c, user.apiKey)).response.status).toBe(200)
     await natsProxy.cut()
     try {
-      const revoked = await a.delete(`/v1/api-keys/${user.keyId}`, { bearer: user.accessToken })
-      expect(revoked.status).toBe(200)
+      const revoked = await revoke(a, user, user.keyId)
+      expect(revoked.response.status).toBe(200)
       expect(await refusedWithin(c, user.apiKey)).toBeLessThan(1000)
       // Still deaf, it keeps working from the database: a new key works, and is not kept past 1 s.
-      const fresh = await a.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "while deaf" } })
-      expect((await c.get("/v1/api-keys", { apiKey: fresh.body.data.apiKey })).status).toBe(200)
-      expect((await a.delete(`/v1/api-keys/${fresh.body.data.keyId}`, { bearer: user.accessToken })).status).toBe(200)
-      expect(await refusedWithin(c, fresh.body.data.apiKey)).toBeLessThan(1000)
+      const fresh = (await withToken(a.url, user).POST("/v1/api-keys", { body: { name: "while deaf" } })).data!.data
+      expect((await keysOn(c, fresh.apiKey)).response.status).toBe(200)
+      expect((await revoke(a, user, fresh.keyId)).response.status).toBe(200)
+      expect(await refusedWithin(c, fresh.apiKey)).toBeLessThan(1000)
     } finally {
       await natsProxy.restore()
     }
   })
 
   it("a plan change applies to the limits at once on the node that made it and within 1 s on the others", async () => {
-    const [a, b] = servers.map((server) => client(server.url)) as [ReturnType<typeof client>, ReturnType<typeof client>]
-    const user = await withApiKey(a)
+    const [a, b] = servers as [Server, Server]
+    const user = await withApiKey(a.url)
     await awayFromMinuteEdge()
-    expect((await a.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")).toBe("20")
-    expect((await b.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")).toBe("20")
+    expect((await keysOn(a, user.apiKey)).response.headers.get("x-ratelimit-limit")).toBe("20")
+    expect((await keysOn(b, user.apiKey)).response.headers.get("x-ratelimit-limit")).toBe("20")
 
-    await upgrade(a, servers[0]!.url, user.apiKey, "pro")
-    expect((await a.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")).toBe("100")
+    await upgrade(servers[0]!.url, user.apiKey, "pro")
+    expect((await keysOn(a, user.apiKey)).response.headers.get("x-ratelimit-limit")).toBe("100")
     const start = Date.now()
-    let limit = (await b.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")
+    let limit = (await keysOn(b, user.apiKey)).response.headers.get("x-ratelimit-limit")
     while (limit !== "100" && Date.now() - start < 3000) {
       await sleep(20)
-      limit = (await b.get("/v1/api-keys", { apiKey: user.apiKey })).headers.get("x-ratelimit-limit")
+      limit = (await keysOn(b, user.apiKey)).response.headers.get("x-ratelimit-limit")
     }
     expect(limit).toBe("100")
     expect(Date.now() - start).toBeLessThan(1000)
   })
 
   it("two processes hammering one key grant at most its limit plus a lease each (enterprise: 500 a minute, leases of 10)", async () => {
-    const [a, b] = servers.map((server) => client(server.url)) as [ReturnType<typeof client>, ReturnType<typeof client>]
-    const user = await withApiKey(a)
-    await upgrade(a, servers[0]!.url, user.apiKey, "enterprise")
+    const [a, b] = servers as [Server, Server]
+    const user = await withApiKey(a.url)
+    await upgrade(servers[0]!.url, user.apiKey, "enterprise")
     // A key of its own, so the checkout's requests are not in its count.
-    const key = await a.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "hammer" } })
+    const key = await withToken(a.url, user).POST("/v1/api-keys", { body: { name: "hammer" } })
     await awayFromMinuteEdge(20)
     const statuses: Array<number> = []
     let next = 0
-    const worker = async (node: ReturnType<typeof client>) => {
+    const worker = async (node: Server) => {
       while (next < 600) {
         next++
-        statuses.push((await node.get("/v1/api-keys", { apiKey: key.body.data.apiKey })).status)
+        statuses.push((await keysOn(node, key.data!.data.apiKey)).response.status)
       }
     }
     await Promise.all(Array.from({ length: 16 }, (_, i) => worker(i % 2 === 0 ? a : b)))
@@ -215,33 +219,30 @@ describe.skipIf(mode !== "postgres")("two API processes on one PostgreSQL", () =
   })
 
   it("lastUsed of a key used on one node is written, and read on another, within a few seconds", async () => {
-    const [a, b] = servers.map((server) => client(server.url)) as [ReturnType<typeof client>, ReturnType<typeof client>]
-    const user = await withApiKey(a)
-    expect((await b.get("/v1/billing/usage", { apiKey: user.apiKey })).status).toBe(200)
+    const [a, b] = servers as [Server, Server]
+    const user = await withApiKey(a.url)
+    expect((await withKey(b.url, user).GET("/v1/billing/usage")).response.status).toBe(200)
     const start = Date.now()
     let lastUsed: string | null = null
     while (lastUsed === null && Date.now() - start < 15_000) {
       await sleep(250)
-      const listed = await a.get("/v1/api-keys", { bearer: user.accessToken })
-      lastUsed = listed.body.data.find((key: { keyId: string }) => key.keyId === user.keyId)?.lastUsed ?? null
+      const listed = await withToken(a.url, user).GET("/v1/api-keys")
+      lastUsed = listed.data?.data.find((key) => key.keyId === user.keyId)?.lastUsed ?? null
     }
     expect(lastUsed).not.toBeNull()
   })
 
   it("share one limit: the 21st free-plan request of a minute is refused whichever process serves it", async () => {
-    const [a, b] = servers.map((server) => client(server.url)) as [ReturnType<typeof client>, ReturnType<typeof client>]
-    const user = await withApiKey(a)
+    const [a, b] = servers as [Server, Server]
+    const user = await withApiKey(a.url)
     await awayFromMinuteEdge()
     const statuses = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? a : b).get("/v1/api-keys", { apiKey: user.apiKey }).then((r) => r.status))
+      Array.from({ length: 20 }, (_, i) => keysOn(i % 2 === 0 ? a : b, user.apiKey).then((r) => r.response.status))
     )
     expect(statuses.join(" "), JSON.stringify(statuses)).toEqual(Array(20).fill(200).join(" "))
-    const [fromA, fromB] = await Promise.all([
-      a.get("/v1/api-keys", { apiKey: user.apiKey }),
-      b.get("/v1/api-keys", { apiKey: user.apiKey })
-    ])
-    expect(fromA.status).toBe(429)
-    expect(fromB.status).toBe(429)
-    expect(fromB.body.error.details).toEqual({ limit: 20, window: "minute", retry_after: expect.any(Number) })
+    const [fromA, fromB] = await Promise.all([keysOn(a, user.apiKey), keysOn(b, user.apiKey)])
+    expect(fromA.response.status).toBe(429)
+    expect(fromB.response.status).toBe(429)
+    expect(fromB.error?.error.details).toEqual({ limit: 20, window: "minute", retry_after: expect.any(Number) })
   })
 })

@@ -7,8 +7,9 @@ import { vector } from "@electric-sql/pglite-pgvector"
 import * as path from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
+import { withApiKey } from "../support/accounts.ts"
 import { type Backend, createBackend, startServer } from "../support/server.ts"
-import { client, withApiKey } from "../support/http.ts"
+import { anonymous, withKey, withToken } from "../support/typed-client.ts"
 
 let backend: Backend
 
@@ -36,33 +37,31 @@ const query = async (text: string, params: Array<unknown>) => {
 
 it("keeps users, API keys and sessions across a restart, and expired keys stay refused", async () => {
   const first = await startServer(backend.env)
-  const api = client(first.url)
-  const user = await withApiKey(api)
-  const expiring = await api.post("/v1/api-keys", { bearer: user.accessToken, body: { name: "short-lived", expirationDays: 1 } })
-  expect(expiring.status).toBe(201)
+  const user = await withApiKey(first.url)
+  const expiring = await withToken(first.url, user).POST("/v1/api-keys", { body: { name: "short-lived", expirationDays: 1 } })
+  expect(expiring.response.status).toBe(201)
 
   // A request in flight when SIGTERM arrives still gets its answer; then the process exits 0.
-  const inFlight = api.post("/api/auth/login", { body: { email: user.email, password: user.password } })
+  const inFlight = anonymous(first.url).POST("/api/auth/login", { body: { email: user.email, password: user.password } })
   await new Promise((resolve) => setTimeout(resolve, 30))
   const exitCode = first.stop()
-  expect((await inFlight).status).toBe(200)
+  expect((await inFlight).response.status).toBe(200)
   expect(await exitCode).toBe(0)
 
   // Age one key past its expiry, as a day passing would.
-  await query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [expiring.body.data.keyId])
+  await query("UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = $1", [expiring.data!.data.keyId])
 
   const second = await startServer(backend.env)
   try {
-    const again = client(second.url)
-    expect((await again.get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
-    expect((await again.get("/v1/api-keys", { bearer: user.accessToken })).status).toBe(200)
-    const refreshed = await again.post("/api/auth/refresh", { body: { refreshToken: user.refreshToken } })
-    expect(refreshed.status).toBe(200)
-    const login = await again.post("/api/auth/login", { body: { email: user.email, password: user.password } })
-    expect(login.status).toBe(200)
-    const expired = await again.get("/v1/api-keys", { apiKey: expiring.body.data.apiKey })
-    expect(expired.status).toBe(401)
-    expect(expired.body.error).toEqual({ code: "UNAUTHORIZED", message: "Invalid, expired or revoked API key" })
+    expect((await withKey(second.url, user).GET("/v1/api-keys")).response.status).toBe(200)
+    expect((await withToken(second.url, user).GET("/v1/api-keys")).response.status).toBe(200)
+    const refreshed = await anonymous(second.url).POST("/api/auth/refresh", { body: { refreshToken: user.refreshToken } })
+    expect(refreshed.response.status).toBe(200)
+    const login = await anonymous(second.url).POST("/api/auth/login", { body: { email: user.email, password: user.password } })
+    expect(login.response.status).toBe(200)
+    const expired = await withKey(second.url, expiring.data!.data).GET("/v1/api-keys")
+    expect(expired.response.status).toBe(401)
+    expect(expired.error?.error).toEqual({ code: "UNAUTHORIZED", message: "Invalid, expired or revoked API key" })
   } finally {
     expect(await second.stop()).toBe(0)
   }

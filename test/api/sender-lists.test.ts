@@ -6,7 +6,7 @@
  * SENDER_LIST_FULL) are proved in process by test/domain/sender-lists.test.ts.
  */
 import { describe, expect, it } from "vitest"
-import { client, isoMillis, withApiKey } from "../support/http.ts"
+import { isoMillis, withApiKey } from "../support/accounts.ts"
 import { refusedListParams } from "../support/list-params.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { anonymous, offContract, rawJsonBody, sessionFrom, withKey } from "../support/typed-client.ts"
@@ -14,10 +14,8 @@ import { anonymous, offContract, rawJsonBody, sessionFrom, withKey } from "../su
 const DOMAIN = "agents.localhost"
 
 let server: Server
-let api: ReturnType<typeof client>
 useSuiteServer((suite) => {
   server = suite.server
-  api = client(suite.url)
 })
 
 type User = Awaited<ReturnType<typeof withApiKey>>
@@ -41,7 +39,7 @@ const failure = (code: string, details?: unknown) => ({
 
 describe("the account's lists (/v1/api/lists/{list})", () => {
   it("adds normalised entries (201, then 200 for one already there), lists them newest first in pages, removes by naming them", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailroom = keyed(user)
     const path = { list: "block" } as const
     const added = await mailroom.POST("/v1/api/lists/{list}", { params: { path }, body: { entry: " Spammer@Example.COM " } })
@@ -84,14 +82,14 @@ describe("the account's lists (/v1/api/lists/{list})", () => {
     [{}, { entry: "is required" }],
     [{ entry: 42 }, { entry: expect.any(String) }]
   ])("refuses the body %j: 400 VALIDATION_ERROR with details %j", async (body, details) => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const reply = await keyed(user).POST("/v1/api/lists/{list}", { params: { path: { list: "allow" } }, body: offContract(body) })
     expect(reply.response.status).toBe(400)
     expect(reply.error).toEqual(failure("VALIDATION_ERROR", details))
   })
 
   it("refuses a list that is neither allow nor block, an entry that names nothing, and a body that is not JSON", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailroom = keyed(user)
     const grey = offContract({ list: "grey" })
     for (const reply of [
@@ -110,7 +108,7 @@ describe("the account's lists (/v1/api/lists/{list})", () => {
   })
 
   it.each(refusedListParams())("refuses %s=%s with 400 VALIDATION_ERROR naming it", async (name, value) => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const { response, error } = await keyed(user).GET("/v1/api/lists/{list}", { params: { path: { list: "block" }, query: { [name]: value } } })
     expect(response.status).toBe(400)
     expect(error?.error.code).toBe("VALIDATION_ERROR")
@@ -126,7 +124,7 @@ describe("the account's lists (/v1/api/lists/{list})", () => {
 
 describe("a mailbox's lists (/mailboxes/{mailbox_id}/lists/{list})", () => {
   it("are the mailbox's own, apart from the account's, on both surfaces", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailboxId = await mailboxOf(user)
     const added = await keyed(user).POST("/v1/api/mailboxes/{mailboxId}/lists/{list}", {
       params: { path: { mailboxId, list: "allow" } },
@@ -157,8 +155,8 @@ describe("a mailbox's lists (/mailboxes/{mailbox_id}/lists/{list})", () => {
   })
 
   it("another account's mailbox, an unknown one and a deleted one are 404 NOT_FOUND on every route", async () => {
-    const owner = await withApiKey(api)
-    const stranger = await withApiKey(api)
+    const owner = await withApiKey(server.url)
+    const stranger = await withApiKey(server.url)
     const theirs = await mailboxOf(owner)
     await keyed(owner).POST("/v1/api/mailboxes/{mailboxId}/lists/{list}", { params: { path: { mailboxId: theirs, list: "block" } }, body: { entry: "x.test" } })
     const deleted = await mailboxOf(stranger)
@@ -184,7 +182,7 @@ describe("a mailbox's lists (/mailboxes/{mailbox_id}/lists/{list})", () => {
   })
 
   it("refuses a bad entry before anything else: 400 VALIDATION_ERROR naming it", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(server.url)
     const mailboxId = await mailboxOf(user)
     const reply = await keyed(user).POST("/v1/api/mailboxes/{mailboxId}/lists/{list}", {
       params: { path: { mailboxId, list: "block" } },

@@ -6,8 +6,9 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import Stripe from "stripe"
 import { afterAll, describe, expect, it } from "vitest"
-import { client, type Client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { anonymous, rawJsonBody, withKey } from "../support/typed-client.ts"
 
 const WEBHOOK_SECRET = "whsec_test_mailroom_0123456789"
 const PRICES = { pro: "price_pro_test", enterprise: "price_enterprise_test" }
@@ -57,10 +58,8 @@ const stripeApi = await fakeStripe()
 afterAll(() => stripeApi.close())
 
 let suite: SuiteServer
-let api: Client
 useSuiteServer((s) => {
   suite = s
-  api = client(s.url)
 }, {
   STRIPE_SECRET_KEY: "sk_test_mailroom",
   STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
@@ -88,7 +87,7 @@ const event = (type: string, object: Record<string, unknown>, created: number, i
 const deliver = (payload: unknown, signature?: string) => {
   const body = JSON.stringify(payload)
   const header = signature ?? sdk.webhooks.generateTestHeaderString({ payload: body, secret: WEBHOOK_SECRET })
-  return api.post("/v1/billing/webhook", { raw: body, headers: { "content-type": "application/json", "stripe-signature": header } })
+  return anonymous(suite.url).POST("/v1/billing/webhook", { ...rawJsonBody(body), headers: { "stripe-signature": header } })
 }
 
 const subscriptionObject = (options: {
@@ -112,15 +111,16 @@ const subscriptionObject = (options: {
   }
 })
 
-const state = async (apiKey: string) => (await api.get("/v1/billing/subscription", { apiKey })).body.data
+const keyed = (apiKey: string) => withKey(suite.url, { apiKey })
+const state = async (apiKey: string) => (await keyed(apiKey).GET("/v1/billing/subscription")).data!.data
 
 describe("checkout and portal on Stripe", () => {
   it("opens a subscription-mode Checkout Session for the plan's price, with one Stripe customer per user", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     const before = stripeApi.requests.length
-    const reply = await api.post("/v1/billing/checkout", { apiKey: user.apiKey, body: { plan: "pro", ...urls } })
-    expect(reply.status).toBe(200)
-    expect(reply.body).toEqual({ success: true, data: { url: expect.stringMatching(/^https:\/\/checkout\.stripe\.test\/c\/\d+$/) } })
+    const reply = await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "pro", ...urls } })
+    expect(reply.response.status).toBe(200)
+    expect(reply.data).toEqual({ success: true, data: { url: expect.stringMatching(/^https:\/\/checkout\.stripe\.test\/c\/\d+$/) } })
 
     const sent = stripeApi.requests.slice(before)
     expect(sent.map((r) => `${r.method} ${r.path}`)).toEqual(["POST /v1/customers", "POST /v1/checkout/sessions"])
@@ -143,10 +143,10 @@ describe("checkout and portal on Stripe", () => {
     })
 
     // The same customer for every later session: no second customer.
-    const enterprise = await api.post("/v1/billing/checkout", { apiKey: user.apiKey, body: { plan: "enterprise", ...urls } })
-    expect(enterprise.status).toBe(200)
-    const portal = await api.post("/v1/billing/portal", { apiKey: user.apiKey, body: { returnUrl: "https://agent.example.com/account" } })
-    expect(portal.body).toEqual({ success: true, data: { url: expect.stringMatching(/^https:\/\/billing\.stripe\.test\/p\/\d+$/) } })
+    const enterprise = await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "enterprise", ...urls } })
+    expect(enterprise.response.status).toBe(200)
+    const portal = await keyed(user.apiKey).POST("/v1/billing/portal", { body: { returnUrl: "https://agent.example.com/account" } })
+    expect(portal.data).toEqual({ success: true, data: { url: expect.stringMatching(/^https:\/\/billing\.stripe\.test\/p\/\d+$/) } })
     const later = stripeApi.requests.slice(before + 2)
     expect(later.map((r) => `${r.method} ${r.path}`)).toEqual(["POST /v1/checkout/sessions", "POST /v1/billing_portal/sessions"])
     expect(later[0]!.form.get("line_items[0][price]")).toBe(PRICES.enterprise)
@@ -162,18 +162,18 @@ describe("POST /v1/billing/webhook", () => {
   it("refuses a wrong or missing signature with 400 and applies nothing", async () => {
     const payload = event("checkout.session.completed", { object: "checkout.session", mode: "subscription", metadata: { plan: "pro" } }, Math.floor(Date.now() / 1000))
     const wrong = await deliver(payload, "t=1700000000,v1=deadbeef")
-    expect(wrong.status).toBe(400)
-    expect(wrong.body.error.code).toBe("INVALID_SIGNATURE")
+    expect(wrong.response.status).toBe(400)
+    expect(wrong.error?.error.code).toBe("INVALID_SIGNATURE")
     const other = sdk.webhooks.generateTestHeaderString({ payload: JSON.stringify(payload), secret: "whsec_someone_else" })
-    expect((await deliver(payload, other)).status).toBe(400)
-    const none = await api.post("/v1/billing/webhook", { raw: JSON.stringify(payload), headers: { "content-type": "application/json" } })
-    expect(none.status).toBe(400)
-    expect(none.body.error.code).toBe("INVALID_SIGNATURE")
+    expect((await deliver(payload, other)).response.status).toBe(400)
+    const none = await anonymous(suite.url).POST("/v1/billing/webhook", rawJsonBody(JSON.stringify(payload)))
+    expect(none.response.status).toBe(400)
+    expect(none.error?.error.code).toBe("INVALID_SIGNATURE")
   })
 
   it("checkout completed → pro at once; a replayed event has no second effect; newer states win over older ones; deleted → free", async () => {
-    const user = await withApiKey(api)
-    await api.post("/v1/billing/checkout", { apiKey: user.apiKey, body: { plan: "pro", ...urls } })
+    const user = await withApiKey(suite.url)
+    await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "pro", ...urls } })
     const customer = stripeApi.requests.filter((r) => r.path === "/v1/checkout/sessions").at(-1)!.form.get("customer")!
     const t0 = Math.floor(Date.now() / 1000)
 
@@ -187,17 +187,17 @@ describe("POST /v1/billing/webhook", () => {
       metadata: { userId: user.userId, plan: "pro" }
     }, t0)
     const first = await deliver(completed)
-    expect(first.status).toBe(200)
-    expect(first.body).toEqual({ success: true, data: { received: true } })
+    expect(first.response.status).toBe(200)
+    expect(first.data).toEqual({ success: true, data: { received: true } })
     const pro = await state(user.apiKey)
     expect(pro).toMatchObject({ plan: "pro", status: "active", cancelAtPeriodEnd: false })
-    const keys = await api.get("/v1/api-keys", { apiKey: user.apiKey })
-    expect(keys.headers.get("x-ratelimit-limit")).toBe("100")
-    expect(keys.body.data[0]).toMatchObject({ plan: "pro", rateLimit: 100 })
+    const keys = await keyed(user.apiKey).GET("/v1/api-keys")
+    expect(keys.response.headers.get("x-ratelimit-limit")).toBe("100")
+    expect(keys.data?.data[0]).toMatchObject({ plan: "pro", rateLimit: 100 })
 
     // Stripe delivers an event again: nothing moves (a second application would restart the period).
     await new Promise((resolve) => setTimeout(resolve, 1100))
-    expect((await deliver(completed)).status).toBe(200)
+    expect((await deliver(completed)).response.status).toBe(200)
     expect(await state(user.apiKey)).toEqual(pro)
 
     // The subscription as Stripe has it, then an older state arriving late: the newer one stays.
@@ -209,8 +209,8 @@ describe("POST /v1/billing/webhook", () => {
     const older = event("customer.subscription.updated", subscriptionObject({
       userId: user.userId, customer, status: "active", price: PRICES.enterprise, start, end
     }), t0 + 10)
-    expect((await deliver(newer)).status).toBe(200)
-    expect((await deliver(older)).status).toBe(200)
+    expect((await deliver(newer)).response.status).toBe(200)
+    expect((await deliver(older)).response.status).toBe(200)
     expect(await state(user.apiKey)).toEqual({
       plan: "pro",
       status: "past_due",
@@ -221,23 +221,23 @@ describe("POST /v1/billing/webhook", () => {
 
     // A failed renewal keeps past_due; the end of the subscription brings the free plan back at once.
     const failed = event("invoice.payment_failed", { object: "invoice", customer, parent: { subscription_details: { subscription: `sub_${user.userId}`, metadata: { userId: user.userId } } } }, t0 + 30)
-    expect((await deliver(failed)).status).toBe(200)
+    expect((await deliver(failed)).response.status).toBe(200)
     expect((await state(user.apiKey)).status).toBe("past_due")
     const deleted = event("customer.subscription.deleted", subscriptionObject({
       userId: user.userId, customer, status: "canceled", price: PRICES.pro, start, end
     }), t0 + 40)
-    expect((await deliver(deleted)).status).toBe(200)
+    expect((await deliver(deleted)).response.status).toBe(200)
     expect(await state(user.apiKey)).toMatchObject({ plan: "free", status: "canceled", cancelAtPeriodEnd: false })
-    const after = await api.get("/v1/api-keys", { apiKey: user.apiKey })
-    expect(after.headers.get("x-ratelimit-limit")).toBe("20")
+    const after = await keyed(user.apiKey).GET("/v1/api-keys")
+    expect(after.response.headers.get("x-ratelimit-limit")).toBe("20")
   })
 
   it("acknowledges events it does not act on, and events for customers it does not know", async () => {
     const ignored = await deliver(event("charge.succeeded", { object: "charge", id: "ch_1" }, Math.floor(Date.now() / 1000)))
-    expect(ignored.status).toBe(200)
+    expect(ignored.response.status).toBe(200)
     const stranger = await deliver(event("customer.subscription.updated", subscriptionObject({
       userId: "usr_nobody", customer: "cus_nobody", status: "active", price: PRICES.pro, start: 1, end: 2
     }), Math.floor(Date.now() / 1000)))
-    expect(stranger.status).toBe(200)
+    expect(stranger.response.status).toBe(200)
   })
 })

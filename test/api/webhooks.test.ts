@@ -6,11 +6,13 @@
 import * as net from "node:net"
 import nodemailer from "nodemailer"
 import { afterAll, describe, expect, it } from "vitest"
+import type { components } from "../../packages/client/src/fetch-client.ts"
+import { isoMillis, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
-import { client, type Client, isoMillis, withApiKey } from "../support/http.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { anonymous, offContract, rawJsonBody, withKey, withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 const PUBLIC_IP = "93.184.216.34"
@@ -23,22 +25,26 @@ dns.set("v6private.example.test", { AAAA: ["fd00::5"] })
 afterAll(() => dns.close())
 
 let suite: SuiteServer
-let api: Client
 useSuiteServer((s) => {
   suite = s
-  api = client(s.url)
 }, { DNS_SERVERS: dns.address })
 
 const URL_OK = "https://hooks.example.test/mailroom"
 
-const create = (apiKey: string, body: unknown) => api.post("/v1/api/webhooks", { apiKey, body })
+type CreateInput = components["schemas"]["CreateWebhookInput"]
+
+const keyed = (apiKey: string) => withKey(suite.url, { apiKey })
+/** The API key sent as a bearer token, which the routes take as well. */
+const bearer = (apiKey: string) => withToken(suite.url, { accessToken: apiKey })
+const create = (apiKey: string, body: CreateInput) => keyed(apiKey).POST("/v1/api/webhooks", { body })
+const webhookPath = (id: string) => ({ params: { path: { id } } })
 
 describe("POST /v1/api/webhooks", () => {
   it("creates an active webhook and shows its generated secret in full, this once", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     const reply = await create(user.apiKey, { url: URL_OK, events: ["email.received", "api_key.created"] })
-    expect(reply.status).toBe(201)
-    expect(reply.body).toEqual({
+    expect(reply.response.status).toBe(201)
+    expect(reply.data).toEqual({
       success: true,
       data: {
         webhook_id: expect.stringMatching(/^whk_[0-9a-f]{24}$/),
@@ -50,20 +56,20 @@ describe("POST /v1/api/webhooks", () => {
         created_at: expect.stringMatching(isoMillis)
       }
     })
-    const { secret, secret_masked } = reply.body.data
+    const { secret, secret_masked } = reply.data!.data
     expect(secret_masked).toBe(`whsec_********${secret.slice(-4)}`)
     expect(secret_masked).not.toContain(secret.slice(6, 20))
   })
 
   it("keeps a secret the caller chose, and lists each event kind once", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     const reply = await create(user.apiKey, {
       url: "https://8.8.8.8/hook",
       events: ["email.processed", "email.processed", "email.received"],
       secret: "my-signing-secret-0001"
     })
-    expect(reply.status).toBe(201)
-    expect(reply.body.data).toMatchObject({
+    expect(reply.response.status).toBe(201)
+    expect(reply.data?.data).toMatchObject({
       url: "https://8.8.8.8/hook",
       events: ["email.processed", "email.received"],
       secret: "my-signing-secret-0001",
@@ -88,18 +94,18 @@ describe("POST /v1/api/webhooks", () => {
     [{ url: "ftp://hooks.example.test/", events: ["email.received"] }, { url: "must use https" }],
     [{ url: "hooks.example.test/mailroom", events: ["email.received"] }, { url: "must be an absolute URL, such as https://example.com/webhooks" }]
   ])("refuses %j: 400 VALIDATION_ERROR with details %j", async (body, details) => {
-    const user = await withApiKey(api)
-    const reply = await create(user.apiKey, body)
-    expect(reply.status).toBe(400)
-    expect(reply.body).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
+    const user = await withApiKey(suite.url)
+    const reply = await create(user.apiKey, offContract(body))
+    expect(reply.response.status).toBe(400)
+    expect(reply.error).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
   })
 
   it("refuses a body that is not a JSON object", async () => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     for (const raw of ["", "null", "[1]", "{not json"]) {
-      const reply = await api.post("/v1/api/webhooks", { apiKey: user.apiKey, raw, headers: { "content-type": "application/json" } })
-      expect(reply.status, raw).toBe(400)
-      expect(["VALIDATION_ERROR", "BAD_REQUEST"]).toContain(reply.body.error.code)
+      const reply = await keyed(user.apiKey).POST("/v1/api/webhooks", rawJsonBody(raw))
+      expect(reply.response.status, raw).toBe(400)
+      expect(["VALIDATION_ERROR", "BAD_REQUEST"]).toContain(reply.error?.error.code)
     }
   })
 
@@ -118,31 +124,31 @@ describe("POST /v1/api/webhooks", () => {
     ["https://nowhere.example.test/hook", "nowhere.example.test does not resolve"],
     ["http://127.0.0.1:8080/hook", "must use https"]
   ])("refuses %s: 400 VALIDATION_ERROR (%s)", async (url, message) => {
-    const user = await withApiKey(api)
+    const user = await withApiKey(suite.url)
     const reply = await create(user.apiKey, { url, events: ["email.received"] })
-    expect(reply.status).toBe(400)
-    expect(reply.body).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: `url: ${message}`, details: { url: message } } })
+    expect(reply.response.status).toBe(400)
+    expect(reply.error).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: `url: ${message}`, details: { url: message } } })
   })
 
   it("holds the plan's endpoint limit: free 1 (403 WEBHOOK_QUOTA), pro 25", async () => {
-    const user = await withApiKey(api)
-    expect((await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).status).toBe(201)
+    const user = await withApiKey(suite.url)
+    expect((await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).response.status).toBe(201)
     const over = await create(user.apiKey, { url: URL_OK, events: ["email.received"] })
-    expect(over.status).toBe(403)
-    expect(over.body).toEqual({
+    expect(over.response.status).toBe(403)
+    expect(over.error).toEqual({
       success: false,
       error: { code: "WEBHOOK_QUOTA", message: "The free plan allows 1 webhook", details: { count: 1, limit: 1, plan: "free" } }
     })
 
-    await upgrade(api, suite.url, user.apiKey, "pro")
+    await upgrade(suite.url, user.apiKey, "pro")
     const made = await Promise.all(
       Array.from({ length: 26 }, (_, i) => create(user.apiKey, { url: `${URL_OK}/${i}`, events: ["email.received"] }))
     )
     // Concurrent creates cannot overshoot: exactly 24 more fit beside the first.
-    expect(made.filter((r) => r.status === 201)).toHaveLength(24)
-    const refused = made.filter((r) => r.status === 403)
+    expect(made.filter((r) => r.response.status === 201)).toHaveLength(24)
+    const refused = made.filter((r) => r.response.status === 403)
     expect(refused).toHaveLength(2)
-    expect(refused[0]!.body.error).toEqual({
+    expect(refused[0]!.error?.error).toEqual({
       code: "WEBHOOK_QUOTA",
       message: "The pro plan allows 25 webhooks",
       details: { count: 25, limit: 25, plan: "pro" }
@@ -150,24 +156,24 @@ describe("POST /v1/api/webhooks", () => {
   })
 
   it("needs a credential: 401 UNAUTHORIZED", async () => {
-    const reply = await api.post("/v1/api/webhooks", { body: { url: URL_OK, events: ["email.received"] } })
-    expect(reply.status).toBe(401)
-    expect(reply.body.error.code).toBe("UNAUTHORIZED")
-    const bad = await api.get("/v1/api/webhooks", { bearer: "mr_not-a-real-key" })
-    expect(bad.status).toBe(401)
-    expect(bad.body.error.code).toBe("UNAUTHORIZED")
+    const reply = await anonymous(suite.url).POST("/v1/api/webhooks", { body: { url: URL_OK, events: ["email.received"] } })
+    expect(reply.response.status).toBe(401)
+    expect(reply.error?.error.code).toBe("UNAUTHORIZED")
+    const bad = await bearer("mr_not-a-real-key").GET("/v1/api/webhooks")
+    expect(bad.response.status).toBe(401)
+    expect(bad.error?.error.code).toBe("UNAUTHORIZED")
   })
 })
 
 describe("reading, updating and deleting", () => {
   it("lists with secret_masked only and spells the time createdAt; get spells it created_at", async () => {
-    const user = await withApiKey(api)
-    await upgrade(api, suite.url, user.apiKey, "pro")
-    const first = (await create(user.apiKey, { url: `${URL_OK}/1`, events: ["email.received"] })).body.data
-    const second = (await create(user.apiKey, { url: `${URL_OK}/2`, events: ["api_key.created"] })).body.data
+    const user = await withApiKey(suite.url)
+    await upgrade(suite.url, user.apiKey, "pro")
+    const first = (await create(user.apiKey, { url: `${URL_OK}/1`, events: ["email.received"] })).data!.data
+    const second = (await create(user.apiKey, { url: `${URL_OK}/2`, events: ["api_key.created"] })).data!.data
 
-    const list = await api.get("/v1/api/webhooks", { bearer: user.apiKey })
-    expect(list.status).toBe(200)
+    const list = await bearer(user.apiKey).GET("/v1/api/webhooks")
+    expect(list.response.status).toBe(200)
     const item = (w: typeof first) => ({
       webhook_id: w.webhook_id,
       url: w.url,
@@ -176,27 +182,28 @@ describe("reading, updating and deleting", () => {
       active: true,
       createdAt: w.created_at
     })
-    expect(list.body).toEqual({
+    expect(list.data).toEqual({
       success: true,
       data: [item(second), item(first)],
       meta: { total: 2, limit: 20, offset: 0, hasMore: false }
     })
-    expect(list.text).not.toContain(first.secret)
+    expect(JSON.stringify(list.data)).not.toContain(first.secret)
 
-    const paged = await api.get("/v1/api/webhooks?limit=1&offset=1&sort=createdAt:asc", { apiKey: user.apiKey })
-    expect(paged.body).toEqual({ success: true, data: [item(second)], meta: { total: 2, limit: 1, offset: 1, hasMore: false } })
-    const past = await api.get("/v1/api/webhooks?offset=5", { apiKey: user.apiKey })
-    expect(past.body).toEqual({ success: true, data: [], meta: { total: 2, limit: 20, offset: 5, hasMore: false } })
-    const byUrl = await api.get("/v1/api/webhooks?sort=url:desc", { apiKey: user.apiKey })
-    expect(byUrl.body.data.map((w: { url: string }) => w.url)).toEqual([second.url, first.url])
-    const bad = await api.get("/v1/api/webhooks?limit=0&sort=secret:asc", { apiKey: user.apiKey })
-    expect(bad.status).toBe(400)
-    expect(bad.body.error.code).toBe("VALIDATION_ERROR")
-    expect(Object.keys(bad.body.error.details).sort()).toEqual(["limit", "sort"])
+    const listed = (query: { limit?: string; offset?: string; sort?: string }) => keyed(user.apiKey).GET("/v1/api/webhooks", { params: { query } })
+    const paged = await listed({ limit: "1", offset: "1", sort: "createdAt:asc" })
+    expect(paged.data).toEqual({ success: true, data: [item(second)], meta: { total: 2, limit: 1, offset: 1, hasMore: false } })
+    const past = await listed({ offset: "5" })
+    expect(past.data).toEqual({ success: true, data: [], meta: { total: 2, limit: 20, offset: 5, hasMore: false } })
+    const byUrl = await listed({ sort: "url:desc" })
+    expect(byUrl.data?.data.map((w) => w.url)).toEqual([second.url, first.url])
+    const bad = await listed({ limit: "0", sort: "secret:asc" })
+    expect(bad.response.status).toBe(400)
+    expect(bad.error?.error.code).toBe("VALIDATION_ERROR")
+    expect(Object.keys(bad.error?.error.details ?? {}).sort()).toEqual(["limit", "sort"])
 
-    const got = await api.get(`/v1/api/webhooks/${first.webhook_id}`, { bearer: user.apiKey })
-    expect(got.status).toBe(200)
-    expect(got.body).toEqual({
+    const got = await bearer(user.apiKey).GET("/v1/api/webhooks/{id}", webhookPath(first.webhook_id))
+    expect(got.response.status).toBe(200)
+    expect(got.data).toEqual({
       success: true,
       data: {
         webhook_id: first.webhook_id,
@@ -210,16 +217,16 @@ describe("reading, updating and deleting", () => {
   })
 
   it("updates url, events and active without showing the secret; a new secret is shown in full once", async () => {
-    const user = await withApiKey(api)
-    const webhook = (await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).body.data
-    const path = `/v1/api/webhooks/${webhook.webhook_id}`
+    const user = await withApiKey(suite.url)
+    const webhook = (await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).data!.data
+    const path = webhookPath(webhook.webhook_id)
 
-    const changed = await api.patch(path, {
-      bearer: user.apiKey,
+    const changed = await bearer(user.apiKey).PATCH("/v1/api/webhooks/{id}", {
+      ...path,
       body: { url: "https://hooks.example.test/v2", events: ["email.processed", "api_key.created"], active: false }
     })
-    expect(changed.status).toBe(200)
-    expect(changed.body).toEqual({
+    expect(changed.response.status).toBe(200)
+    expect(changed.data).toEqual({
       success: true,
       data: {
         webhook_id: webhook.webhook_id,
@@ -231,17 +238,17 @@ describe("reading, updating and deleting", () => {
       }
     })
 
-    const unchanged = await api.patch(path, { bearer: user.apiKey, body: {} })
-    expect(unchanged.status).toBe(200)
-    expect(unchanged.body.data).toEqual(changed.body.data)
+    const unchanged = await bearer(user.apiKey).PATCH("/v1/api/webhooks/{id}", { ...path, body: {} })
+    expect(unchanged.response.status).toBe(200)
+    expect(unchanged.data?.data).toEqual(changed.data?.data)
 
-    const rotated = await api.patch(path, { bearer: user.apiKey, body: { secret: "a-brand-new-secret-9876" } })
-    expect(rotated.status).toBe(200)
-    expect(rotated.body.data).toEqual({ ...changed.body.data, secret: "a-brand-new-secret-9876", secret_masked: "********9876" })
+    const rotated = await bearer(user.apiKey).PATCH("/v1/api/webhooks/{id}", { ...path, body: { secret: "a-brand-new-secret-9876" } })
+    expect(rotated.response.status).toBe(200)
+    expect(rotated.data?.data).toEqual({ ...changed.data?.data, secret: "a-brand-new-secret-9876", secret_masked: "********9876" })
 
-    const after = await api.get(path, { bearer: user.apiKey })
-    expect(after.body.data).toEqual({ ...changed.body.data, secret_masked: "********9876" })
-    expect(after.text).not.toContain("a-brand-new-secret")
+    const after = await bearer(user.apiKey).GET("/v1/api/webhooks/{id}", path)
+    expect(after.data?.data).toEqual({ ...changed.data?.data, secret_masked: "********9876" })
+    expect(JSON.stringify(after.data)).not.toContain("a-brand-new-secret")
   })
 
   it.each([
@@ -251,50 +258,51 @@ describe("reading, updating and deleting", () => {
     [{ active: "no" }, { active: expect.any(String) }],
     [{ secret: "tiny" }, { secret: "must be 8-256 printable ASCII characters without spaces" }]
   ])("refuses the update %j: 400 VALIDATION_ERROR with details %j, and changes nothing", async (body, details) => {
-    const user = await withApiKey(api)
-    const webhook = (await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).body.data
-    const path = `/v1/api/webhooks/${webhook.webhook_id}`
-    const reply = await api.patch(path, { bearer: user.apiKey, body })
-    expect(reply.status).toBe(400)
-    expect(reply.body).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
+    const user = await withApiKey(suite.url)
+    const webhook = (await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).data!.data
+    const path = webhookPath(webhook.webhook_id)
+    const reply = await bearer(user.apiKey).PATCH("/v1/api/webhooks/{id}", { ...path, body: offContract(body) })
+    expect(reply.response.status).toBe(400)
+    expect(reply.error).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
     const { secret: _, ...stored } = webhook
-    expect((await api.get(path, { bearer: user.apiKey })).body.data).toEqual(stored)
+    expect((await bearer(user.apiKey).GET("/v1/api/webhooks/{id}", path)).data?.data).toEqual(stored)
   })
 
   it("deletes: data.message, then the webhook is gone", async () => {
-    const user = await withApiKey(api)
-    const webhook = (await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).body.data
-    const path = `/v1/api/webhooks/${webhook.webhook_id}`
-    const removed = await api.delete(path, { bearer: user.apiKey })
-    expect(removed.status).toBe(200)
-    expect(removed.body).toEqual({ success: true, data: { message: `Webhook ${webhook.webhook_id} deleted` } })
+    const user = await withApiKey(suite.url)
+    const webhook = (await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).data!.data
+    const path = webhookPath(webhook.webhook_id)
+    const removed = await bearer(user.apiKey).DELETE("/v1/api/webhooks/{id}", path)
+    expect(removed.response.status).toBe(200)
+    expect(removed.data).toEqual({ success: true, data: { message: `Webhook ${webhook.webhook_id} deleted` } })
     const notFound = { success: false, error: { code: "NOT_FOUND", message: "Webhook not found", details: { webhook_id: webhook.webhook_id } } }
-    expect((await api.get(path, { bearer: user.apiKey })).body).toEqual(notFound)
-    expect((await api.delete(path, { bearer: user.apiKey })).body).toEqual(notFound)
-    expect((await api.get("/v1/api/webhooks", { bearer: user.apiKey })).body.data).toEqual([])
+    expect((await bearer(user.apiKey).GET("/v1/api/webhooks/{id}", path)).error).toEqual(notFound)
+    expect((await bearer(user.apiKey).DELETE("/v1/api/webhooks/{id}", path)).error).toEqual(notFound)
+    expect((await bearer(user.apiKey).GET("/v1/api/webhooks")).data?.data).toEqual([])
     // The slot is free again.
-    expect((await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).status).toBe(201)
+    expect((await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).response.status).toBe(201)
   })
 
   it("someone else's webhook is not found, whatever the route", async () => {
-    const owner = await withApiKey(api)
-    const stranger = await withApiKey(api)
-    const webhook = (await create(owner.apiKey, { url: URL_OK, events: ["email.received"] })).body.data
-    const path = `/v1/api/webhooks/${webhook.webhook_id}`
+    const owner = await withApiKey(suite.url)
+    const stranger = await withApiKey(suite.url)
+    const webhook = (await create(owner.apiKey, { url: URL_OK, events: ["email.received"] })).data!.data
+    const path = webhookPath(webhook.webhook_id)
+    const intruder = bearer(stranger.apiKey)
     const replies = [
-      await api.get(path, { bearer: stranger.apiKey }),
-      await api.patch(path, { bearer: stranger.apiKey, body: { active: false } }),
-      await api.patch(path, { bearer: stranger.apiKey, body: { url: "https://10.0.0.1/" } }),
-      await api.delete(path, { bearer: stranger.apiKey }),
-      await api.get(`${path}/deliveries`, { bearer: stranger.apiKey })
+      await intruder.GET("/v1/api/webhooks/{id}", path),
+      await intruder.PATCH("/v1/api/webhooks/{id}", { ...path, body: { active: false } }),
+      await intruder.PATCH("/v1/api/webhooks/{id}", { ...path, body: { url: "https://10.0.0.1/" } }),
+      await intruder.DELETE("/v1/api/webhooks/{id}", path),
+      await intruder.GET("/v1/api/webhooks/{id}/deliveries", path)
     ]
     for (const reply of replies) {
-      expect(reply.status).toBe(404)
-      expect(reply.body).toEqual({ success: false, error: { code: "NOT_FOUND", message: "Webhook not found", details: { webhook_id: webhook.webhook_id } } })
+      expect(reply.response.status).toBe(404)
+      expect(reply.error).toEqual({ success: false, error: { code: "NOT_FOUND", message: "Webhook not found", details: { webhook_id: webhook.webhook_id } } })
     }
-    expect((await api.get("/v1/api/webhooks", { bearer: stranger.apiKey })).body.data).toEqual([])
+    expect((await intruder.GET("/v1/api/webhooks")).data?.data).toEqual([])
     // Untouched by any of it.
-    expect((await api.get(path, { bearer: owner.apiKey })).body.data).toMatchObject({ active: true })
+    expect((await bearer(owner.apiKey).GET("/v1/api/webhooks/{id}", path)).data?.data).toMatchObject({ active: true })
   })
 })
 
@@ -311,8 +319,8 @@ describe("delivery-time checks", () => {
     try {
       const name = `rebind-${Date.now()}.example.test`
       dns.set(name, { A: [PUBLIC_IP] })
-      const box = await newBox(api)
-      const webhook = (await create(box.user.apiKey, { url: `https://${name}:${port}/hook`, events: ["email.received"] })).body.data
+      const box = await newBox(suite.url)
+      const webhook = (await create(box.user.apiKey, { url: `https://${name}:${port}/hook`, events: ["email.received"] })).data!.data
       expect(webhook.webhook_id).toBeDefined()
 
       dns.set(name, { A: ["127.0.0.1"] })
@@ -320,12 +328,12 @@ describe("delivery-time checks", () => {
       await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "Rebound", text: "Where does this go?" })
 
       const delivery = await until("a failed delivery", async () => {
-        const log = await api.get(`/v1/api/webhooks/${webhook.webhook_id}/deliveries`, { apiKey: box.user.apiKey })
-        return log.body.data[0]?.status === "failed" ? log.body.data[0] : undefined
+        const log = await keyed(box.user.apiKey).GET("/v1/api/webhooks/{id}/deliveries", webhookPath(webhook.webhook_id))
+        return log.data?.data[0]?.status === "failed" ? log.data.data[0] : undefined
       })
       const refusal = `${name} resolves to 127.0.0.1, a loopback address; webhooks are delivered to public addresses only`
       expect(delivery).toMatchObject({ event: "email.received", status: "failed" })
-      expect(delivery.attempts.map((a: { attempt: number; status_code: number | null; error: string }) => [a.attempt, a.status_code, a.error])).toEqual([
+      expect(delivery.attempts.map((a) => [a.attempt, a.status_code, a.error])).toEqual([
         [1, null, refusal],
         [2, null, refusal],
         [3, null, refusal]

@@ -14,12 +14,13 @@ import nodemailer from "nodemailer"
 import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { streamName } from "../../layers/nats-bus.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { greets } from "../support/smtp-client.ts"
 import { openEvents } from "../support/sse.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 const BATCH = 500
@@ -100,16 +101,14 @@ beforeAll(async () => {
 
   // One account, upgraded to enterprise (the suite owns its database) so a thousand messages a day
   // are within its plan; three mailboxes so that several subjects are consumed at once.
-  const http = client(api.url)
-  const user = await withApiKey(http)
+  const user = await withApiKey(api.url)
   apiKey = user.apiKey
   for (let i = 0; i < 3; i++) {
-    const created = await http.post("/v1/api/mailboxes", {
-      apiKey: user.apiKey,
+    const created = await withKey(api.url, user).POST("/v1/api/mailboxes", {
       body: { local_part: `cluster${i}-${Date.now().toString(36)}`, domain: "agents.localhost" }
     })
-    if (created.status !== 201) throw new Error(`mailbox: ${created.status} ${created.text}`)
-    mailboxes.push(created.body.mailbox)
+    if (created.response.status !== 201 || !created.data) throw new Error(`mailbox: ${created.response.status} ${JSON.stringify(created.error)}`)
+    mailboxes.push(created.data.mailbox)
   }
   await db.query("UPDATE subscriptions SET plan = 'enterprise' WHERE user_id = $1", [user.userId])
 }, 180_000)
@@ -218,15 +217,14 @@ it("makes mail taken by either SMTP node searchable through the api node", async
   }))
 
   // The enterprise plan allows 300 searches a minute: one a second is well within it.
-  const http = client(api.url)
   let last = ""
   const subjects = await until(
     () => `both emails searchable; last answer ${last}`,
     async () => {
-      const reply = await http.post("/v1/search", { apiKey, body: { query: "confirmed flight to New York", mode: "vector" } })
-      last = `${reply.status} ${reply.text}`
-      if (reply.status !== 200) throw new Error(`search: ${last}`)
-      const found = (reply.body.data as Array<{ subject: string }>).map((result) => result.subject)
+      const reply = await withKey(api.url, { apiKey }).POST("/v1/search", { body: { query: "confirmed flight to New York", mode: "vector" } })
+      last = `${reply.response.status} ${JSON.stringify(reply.data ?? reply.error)}`
+      if (reply.response.status !== 200 || !reply.data) throw new Error(`search: ${last}`)
+      const found = reply.data.data.map((result) => result.subject)
       return found.length === mails.length ? found : undefined
     },
     60_000,
@@ -240,7 +238,9 @@ it("makes mail taken by either SMTP node searchable through the api node", async
 it("wakes a list waiting on the api node when a worker in another process stores mail an SMTP node took", async () => {
   const mailbox = mailboxes[2]!
   const started = Date.now()
-  const waiting = fetch(`${api.url}/v1/api/mailboxes/${mailbox.mailbox_id}/emails?wait=30`, { headers: { "x-api-key": apiKey } })
+  const waiting = withKey(api.url, { apiKey }).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+    params: { path: { mailboxId: mailbox.mailbox_id }, query: { wait: "30" } }
+  })
   await sleep(500)
   const transport = nodemailer.createTransport({ host: "127.0.0.1", port: smtpNodes[1]!.smtpPort, secure: false, ignoreTLS: true })
   try {
@@ -250,9 +250,8 @@ it("wakes a list waiting on the api node when a worker in another process stores
   }
   const accepted = Date.now()
   const answer = await waiting
-  const body = (await answer.json()) as { data: Array<{ subject: string }> }
-  expect(answer.status).toBe(200)
-  expect(body.data.map((email) => email.subject)).toEqual(["Wake up"])
+  expect(answer.response.status).toBe(200)
+  expect(answer.data?.data.map((email) => email.subject)).toEqual(["Wake up"])
   console.log(`cluster wait answered ${Date.now() - accepted} ms after the SMTP 250 (${Date.now() - started} ms in all)`)
   expect(Date.now() - accepted).toBeLessThan(10_000)
 }, 60_000)

@@ -15,14 +15,15 @@ import nodemailer from "nodemailer"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { streamName } from "../../layers/nats-bus.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { startPrivateNats, type PrivateNats } from "../support/nats-server.ts"
 import { type PrivatePostgres, privatePostgresAvailable, startPrivatePostgres } from "../support/private-postgres.ts"
 import { createDataDir, mode, testSecret } from "../support/services.ts"
 import { type Server, startServer } from "../support/server.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 const MESSAGES = 300
@@ -82,16 +83,14 @@ describe.skipIf(mode !== "postgres" || !privatePostgresAvailable())("a PostgreSQ
   }
 
   it("loses and duplicates nothing accepted, and never takes an oversized message", async () => {
-    const api = client(node.url)
-    const user = await withApiKey(api)
-    const small = await withApiKey(api) // stays on the free plan: 10 MB per message
+    const user = await withApiKey(node.url)
+    const small = await withApiKey(node.url) // stays on the free plan: 10 MB per message
     const mailbox = async (apiKey: string, prefix: string) => {
-      const created = await api.post("/v1/api/mailboxes", {
-        apiKey,
+      const created = await withKey(node.url, { apiKey }).POST("/v1/api/mailboxes", {
         body: { local_part: `${prefix}-${Date.now().toString(36)}`, domain: "agents.localhost" }
       })
-      expect(created.status, created.text).toBe(201)
-      return created.body.mailbox as { mailbox_id: string; email_address: string }
+      expect(created.response.status, JSON.stringify(created.error)).toBe(201)
+      return created.data!.mailbox
     }
     const target = await mailbox(user.apiKey, "crash")
     const freeBox = await mailbox(small.apiKey, "oversized")

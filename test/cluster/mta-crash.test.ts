@@ -6,10 +6,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient } from "../../packages/client/src/fetch-client.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { upgrade } from "../support/billing.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { fresh, newBox } from "../support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
@@ -48,10 +48,9 @@ describe.skipIf(mode !== "postgres")("an mta killed mid-delivery", () => {
   })
 
   it("delivers every queued message after a restart, repeats keeping their Message-ID", async () => {
-    const http = client(api.url)
-    const box = await newBox(http, { user: await withApiKey(http) })
+    const box = await newBox(api.url, { user: await withApiKey(api.url) })
     // Enterprise: 500 requests a minute, for the sends and the polling.
-    await upgrade(http, api.url, box.user.apiKey, "enterprise")
+    await upgrade(api.url, box.user.apiKey, "enterprise")
     const mailroom = createClient({ baseUrl: api.url, apiKey: box.user.apiKey })
     mx.hold(true)
     mta = await startServer({ ...env, ROLES: "mta" }, { ready: "none" })

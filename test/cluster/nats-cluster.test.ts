@@ -17,9 +17,9 @@ import { randomUUID } from "node:crypto"
 import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { streamName } from "../../layers/nats-bus.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { type NatsCluster, startNatsCluster } from "../support/nats-cluster.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type Server, startServer } from "../support/server.ts"
@@ -33,6 +33,7 @@ import {
   testSecret
 } from "../support/services.ts"
 import { greets } from "../support/smtp-client.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 /** Messages in the batch during which a NATS server dies, and in the one after. */
@@ -86,12 +87,13 @@ beforeAll(async () => {
   nc = await connect({ servers: cluster.servers.map((server) => server.url), maxReconnectAttempts: -1 })
   jsm = await jetstreamManager(nc)
 
-  const http = client(nodes[0]!.url)
-  const user = await withApiKey(http)
+  const user = await withApiKey(nodes[0]!.url)
   apiKey = user.apiKey
-  const created = await http.post("/v1/api/mailboxes", { apiKey, body: { local_part: `nats-cluster-${Date.now().toString(36)}`, domain: "agents.localhost" } })
-  if (created.status !== 201) throw new Error(`mailbox: ${created.status} ${created.text}`)
-  mailbox = created.body.mailbox
+  const created = await withKey(nodes[0]!.url, user).POST("/v1/api/mailboxes", {
+    body: { local_part: `nats-cluster-${Date.now().toString(36)}`, domain: "agents.localhost" }
+  })
+  if (created.response.status !== 201 || !created.data) throw new Error(`mailbox: ${created.response.status} ${JSON.stringify(created.error)}`)
+  mailbox = created.data.mailbox
   // Enterprise (the suite owns its database), so that a few hundred messages are within the plan.
   await db.query("UPDATE subscriptions SET plan = 'enterprise' WHERE user_id = $1", [user.userId])
 }, 300_000)
@@ -165,13 +167,14 @@ const ingestBacklog = async () => {
 
 /** Every subject listed over the API for the mailbox, all pages. */
 const listedSubjects = async () => {
-  const http = client(nodes[0]!.url)
   const subjects: Array<string> = []
   for (let offset = 0;; offset += 100) {
-    const page = await http.get(`/v1/api/mailboxes/${mailbox.mailbox_id}/emails?limit=100&offset=${offset}`, { apiKey })
-    if (page.status !== 200) throw new Error(`list: ${page.status} ${page.text}`)
-    subjects.push(...(page.body.data as Array<{ subject: string }>).map((email) => email.subject))
-    if (page.body.meta.hasMore !== true) return subjects
+    const page = await withKey(nodes[0]!.url, { apiKey }).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: "100", offset: String(offset) } }
+    })
+    if (page.response.status !== 200 || !page.data) throw new Error(`list: ${page.response.status} ${JSON.stringify(page.error)}`)
+    subjects.push(...page.data.data.map((email) => email.subject))
+    if (page.data.meta.hasMore !== true) return subjects
   }
 }
 

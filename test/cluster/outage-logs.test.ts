@@ -13,11 +13,11 @@
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createFragileBackend, type FragileBackend } from "../support/fragile-backend.ts"
-import { client } from "../support/http.ts"
 import { fresh, newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { startServer, type Server } from "../support/server.ts"
 import { mode } from "../support/services.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 interface Entry {
@@ -61,19 +61,18 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
 
   /** A user's mailbox whose email.received events go to a path of the receiver's own. */
   const boxWithWebhook = async () => {
-    const api = client(server.url)
-    const box = await newBox(api)
+    const box = await newBox(server.url)
+    const mailroom = withKey(server.url, box.user)
     const path = `/${fresh("hook")}`
-    const hook = await api.post("/v1/api/webhooks", {
-      apiKey: box.user.apiKey,
+    const hook = await mailroom.POST("/v1/api/webhooks", {
       body: { url: `${receiver.url}${path}`, events: ["email.received"] }
     })
-    expect(hook.status).toBe(201)
-    return { api, box, path }
+    expect(hook.response.status).toBe(201)
+    return { mailroom, box, path }
   }
 
   it("says once that PostgreSQL is gone and once that it is back, with counts, and loses no mail", async () => {
-    const { api, box, path } = await boxWithWebhook()
+    const { mailroom, box, path } = await boxWithWebhook()
     // The first deliveries hang until their 10 s time-out: the endpoint sits at its in-flight limit
     // through the outage, so the events behind them meet backpressure.
     receiver.script(path, [...Array.from({ length: 16 }, () => "hang" as const), 200])
@@ -103,8 +102,8 @@ describe.skipIf(mode !== "postgres")("logs during outages", () => {
         const attempt = transport
           .sendMail({ from: "sender@example.com", to: box.address, subject: "During the outage", text: "451 expected" })
           .then(() => undefined, () => void refused++)
-        const read = api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
-          .then((reply) => void statuses.push(reply.status))
+        const read = mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+          .then((reply) => void statuses.push(reply.response.status))
         await Promise.all([attempt, read, sleep(500)])
       }
     } finally {

@@ -10,12 +10,13 @@ import { randomUUID } from "node:crypto"
 import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { streamName } from "../../layers/nats-bus.ts"
-import { client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { createFragileBackend, type FragileBackend } from "../support/fragile-backend.ts"
 import type { PrivateNats } from "../support/nats-server.ts"
 import { startServer, type Server } from "../support/server.ts"
 import { connectSmtp, envelope, type SmtpReply } from "../support/smtp-client.ts"
 import type { TcpProxy } from "../support/tcp-proxy.ts"
+import { anonymous, type MailroomFetchClient, withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 /** One SMTP transaction with the bare client, so every reply is seen as it is. */
@@ -63,37 +64,36 @@ afterAll(async () => {
 })
 
 const newMailbox = async () => {
-  const api = client(server.url)
-  const user = await withApiKey(api)
-  const created = await api.post("/v1/api/mailboxes", {
-    apiKey: user.apiKey,
+  const user = await withApiKey(server.url)
+  const mailroom = withKey(server.url, user)
+  const created = await mailroom.POST("/v1/api/mailboxes", {
     body: { local_part: `outage-${Date.now().toString(36)}`, domain: "agents.localhost" }
   })
-  expect(created.status).toBe(201)
-  return { api, user, mailbox: created.body.mailbox as { mailbox_id: string; email_address: string } }
+  expect(created.response.status).toBe(201)
+  return { user, mailroom, mailbox: created.data!.mailbox }
 }
 
 const storedIn = async (mailboxId: string) =>
   Number((await db.query("SELECT count(*) AS n FROM emails WHERE mailbox_id = $1", [mailboxId])).rows[0].n)
 
 /** Readable over the API: listed in its mailbox and fetched with its body. */
-const readable = async (api: ReturnType<typeof client>, apiKey: string, mailboxId: string, subject: string) => {
+const readable = async (mailroom: MailroomFetchClient, mailboxId: string, subject: string) => {
   const email = await until(
     `email "${subject}" listed`,
     async () => {
-      const list = await api.get(`/v1/api/mailboxes/${mailboxId}/emails`, { apiKey })
-      return list.status === 200 ? (list.body.data as Array<{ email_id: string; subject: string }>).find((e) => e.subject === subject) : undefined
+      const list = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId } } })
+      return list.response.status === 200 ? list.data?.data.find((e) => e.subject === subject) : undefined
     },
     30_000,
     250
   )
-  const one = await api.get(`/v1/api/emails/${email.email_id}`, { apiKey })
-  expect(one.status).toBe(200)
-  expect(one.body.data.text).toContain(`Body of ${subject}.`)
+  const one = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: email.email_id } } })
+  expect(one.response.status).toBe(200)
+  expect(one.data?.data.text).toContain(`Body of ${subject}.`)
 }
 
 it("answers 451 while the bus is down, stores nothing of it, and takes the same message once it is back", async () => {
-  const { api, user, mailbox } = await newMailbox()
+  const { user, mailroom, mailbox } = await newMailbox()
   const mail = message("Sent while NATS was down")
 
   await nats.stop()
@@ -104,11 +104,11 @@ it("answers 451 while the bus is down, stores nothing of it, and takes the same 
 
   await nats.start()
   // Wait for the node to be connected again (its readiness pings JetStream), then send once.
-  await until("ready again", async () => ((await api.get("/readyz")).status === 200 ? true : undefined), 60_000, 250)
+  await until("ready again", async () => ((await anonymous(server.url).GET("/readyz")).response.status === 200 ? true : undefined), 60_000, 250)
   const accepted = await send(server.smtpPort, mailbox.email_address, mail)
   expect(accepted.rcpt.code).toBe(250)
   expect(accepted.data?.code).toBe(250)
-  await readable(api, user.apiKey, mailbox.mailbox_id, "Sent while NATS was down")
+  await readable(mailroom, mailbox.mailbox_id, "Sent while NATS was down")
 
   // The refused copy never reaches the bus, not even late (a publish buffered during the outage and
   // flushed on reconnection would be a second email for one accepted message).
@@ -133,7 +133,7 @@ it("answers 451 while the bus is down, stores nothing of it, and takes the same 
 }, 120_000)
 
 it("answers 451 at RCPT while PostgreSQL is cut, and 250 again once it is back", async () => {
-  const { api, user, mailbox } = await newMailbox()
+  const { mailroom, mailbox } = await newMailbox()
   const mail = message("Sent while PostgreSQL was cut")
 
   await proxy.cut()
@@ -146,11 +146,11 @@ it("answers 451 at RCPT while PostgreSQL is cut, and 250 again once it is back",
     await proxy.restore()
   }
 
-  await until("ready again", async () => ((await api.get("/readyz")).status === 200 ? true : undefined), 60_000, 250)
+  await until("ready again", async () => ((await anonymous(server.url).GET("/readyz")).response.status === 200 ? true : undefined), 60_000, 250)
   const accepted = await send(server.smtpPort, mailbox.email_address, mail)
   expect(accepted.rcpt.code).toBe(250)
   expect(accepted.data?.code).toBe(250)
-  await readable(api, user.apiKey, mailbox.mailbox_id, "Sent while PostgreSQL was cut")
+  await readable(mailroom, mailbox.mailbox_id, "Sent while PostgreSQL was cut")
   await sleep(1000)
   expect(await storedIn(mailbox.mailbox_id)).toBe(1)
 }, 120_000)

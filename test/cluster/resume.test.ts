@@ -6,10 +6,12 @@
 import nodemailer from "nodemailer"
 import { randomUUID } from "node:crypto"
 import { afterAll, beforeAll, expect, it } from "vitest"
-import { type Client, client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
+import { upgrade } from "../support/billing.ts"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type Server, startServer } from "../support/server.ts"
 import { createDataDir } from "../support/services.ts"
+import { type MailroomFetchClient, withKey } from "../support/typed-client.ts"
 import { sleep } from "../support/wait.ts"
 
 const MESSAGES = 150
@@ -19,25 +21,16 @@ const MESSAGES = 150
  */
 const CONNECTIONS = 16
 
-/** The pro plan through the local payment provider: 150 emails a day are above the free plan's 100. */
-const upgradeToPro = async (server: Server, api: Client, apiKey: string) => {
-  const checkout = await api.post("/v1/billing/checkout", {
-    apiKey,
-    body: { plan: "pro", successUrl: "https://agent.example/done", cancelUrl: "https://agent.example/cancel" }
-  })
-  if (checkout.status !== 200) throw new Error(`checkout: ${checkout.status} ${checkout.text}`)
-  const confirm = await fetch(`${server.url}${new URL(checkout.body.data.url).pathname}`, { method: "POST", redirect: "manual" })
-  if (confirm.status !== 303) throw new Error(`confirm: ${confirm.status}`)
-}
-
 /** Every email of a mailbox (subjects), over as many pages as it takes. */
-const listSubjects = async (api: Client, apiKey: string, mailboxId: string) => {
+const listSubjects = async (mailroom: MailroomFetchClient, mailboxId: string) => {
   const subjects: Array<string> = []
   for (let offset = 0; ; offset += 100) {
-    const page = await api.get(`/v1/api/mailboxes/${mailboxId}/emails?limit=100&offset=${offset}`, { apiKey })
-    if (page.status !== 200) throw new Error(`list: ${page.status} ${page.text}`)
-    subjects.push(...(page.body.data as Array<{ subject: string }>).map((email) => email.subject))
-    if (!page.body.meta.hasMore) return subjects
+    const page = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId }, query: { limit: "100", offset: String(offset) } }
+    })
+    if (page.response.status !== 200 || !page.data) throw new Error(`list: ${page.response.status} ${JSON.stringify(page.error)}`)
+    subjects.push(...page.data.data.map((email) => email.subject))
+    if (!page.data.meta.hasMore) return subjects
   }
 }
 
@@ -61,15 +54,14 @@ it("ingests after a restart exactly the messages accepted before a SIGKILL", asy
   const env = { DATA_DIR: dataDir.dir, ...fakeOpenAiEnv(openai) }
   const first = await startServer(env)
   servers.push(first)
-  const api = client(first.url)
-  const user = await withApiKey(api)
-  await upgradeToPro(first, api, user.apiKey)
-  const created = await api.post("/v1/api/mailboxes", {
-    apiKey: user.apiKey,
+  const user = await withApiKey(first.url)
+  // The pro plan: 150 emails a day are above the free plan's 100.
+  await upgrade(first.url, user.apiKey, "pro")
+  const created = await withKey(first.url, user).POST("/v1/api/mailboxes", {
     body: { local_part: `resume-${Date.now().toString(36)}`, domain: "agents.localhost" }
   })
-  expect(created.status).toBe(201)
-  const mailbox = created.body.mailbox as { mailbox_id: string; email_address: string }
+  expect(created.response.status).toBe(201)
+  const mailbox = created.data!.mailbox
 
   // Quickly, over several connections at once: acceptance outpaces ingestion, leaving a backlog.
   const transport = nodemailer.createTransport({
@@ -102,10 +94,12 @@ it("ingests after a restart exactly the messages accepted before a SIGKILL", asy
   transport.close()
 
   // Right after the last 250: how far ingestion got, then the crash.
-  const before = await api.get(`/v1/api/mailboxes/${mailbox.mailbox_id}/emails?limit=1`, { apiKey: user.apiKey })
+  const before = await withKey(first.url, user).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+    params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: "1" } }
+  })
   await first.kill()
-  expect(before.status).toBe(200)
-  const storedBeforeKill = before.body.meta.total as number
+  expect(before.response.status).toBe(200)
+  const storedBeforeKill = before.data!.meta.total
   console.info(`[resume] ${accepted.length} accepted; ${storedBeforeKill} stored just before the kill`)
   expect(accepted).toHaveLength(MESSAGES)
   // Otherwise the restart would have nothing to resume and the test would prove nothing.
@@ -113,21 +107,21 @@ it("ingests after a restart exactly the messages accepted before a SIGKILL", asy
 
   const second = await startServer(env)
   servers.push(second)
-  const again = client(second.url)
+  const again = withKey(second.url, user)
   // Pro allows 100 requests a minute; one list every 2 s stays well within it.
   const deadline = Date.now() + 90_000
   let total = -1
   while (Date.now() < deadline) {
-    const list = await again.get(`/v1/api/mailboxes/${mailbox.mailbox_id}/emails?limit=1`, { apiKey: user.apiKey })
-    expect(list.status).toBe(200)
-    total = list.body.meta.total
+    const list = await again.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: "1" } } })
+    expect(list.response.status).toBe(200)
+    total = list.data!.meta.total
     if (total >= accepted.length) break
     await sleep(2000)
   }
   expect(total).toBe(accepted.length)
   // Hold a moment: a duplicate delivered late would show up now.
   await sleep(3000)
-  const subjects = await listSubjects(again, user.apiKey, mailbox.mailbox_id)
+  const subjects = await listSubjects(again, mailbox.mailbox_id)
   expect(subjects).toHaveLength(accepted.length)
   expect([...subjects].sort()).toEqual([...accepted].sort())
 }, 180_000)

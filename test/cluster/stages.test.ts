@@ -9,25 +9,16 @@ import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
-import { client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { scrape } from "../support/metrics.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { anonymous, withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 const LAG_WARNING_SECONDS = 2
 
-interface StageReport {
-  readonly rate_per_second: number
-  readonly handled: number
-  readonly pending: number | null
-  readonly in_flight: number | null
-  readonly oldest_age_seconds: number | null
-  readonly lagging: boolean
-}
-type Stages = Record<"accept" | "ingest" | "index", StageReport>
 
 let backend: Backend
 let qdrant: FakeQdrant
@@ -46,10 +37,10 @@ const upWhen = (server: Server, what: string, ready: () => Promise<boolean>) =>
     return (await ready()) ? true : undefined
   }, 90_000, 250)
 
-const stages = async (): Promise<Stages> => {
-  const reply = await fetch(`${node.url}/readyz`)
-  expect(reply.status).toBe(200)
-  return ((await reply.json()) as { data: { stages: Stages } }).data.stages
+const stages = async () => {
+  const reply = await anonymous(node.url).GET("/readyz")
+  expect(reply.response.status).toBe(200)
+  return reply.data!.data.stages!
 }
 
 const count = async (table: "emails" | "search_documents") =>
@@ -82,7 +73,7 @@ describe.skipIf(mode !== "postgres")("a worker and an indexer in processes of th
     await startIndexer()
     db = new pg.Client({ connectionString: backend.env.DATABASE_URL! })
     await db.connect()
-    box = await newBox(client(node.url))
+    box = await newBox(node.url)
     // Both consumers exist (their lag is known) once each process has started its stage.
     await upWhen(worker, "worker and indexer", async () => {
       const now = await stages()
@@ -146,11 +137,10 @@ describe.skipIf(mode !== "postgres")("a worker and an indexer in processes of th
     await until("the worker says it caught up", async () => (/The index stage has caught up after/.test(worker.output()) ? true : undefined), 10_000, 200)
 
     // Searchable by words, through the api.
-    const found = await client(node.url).post("/v1/search", {
-      apiKey: box.user.apiKey,
+    const found = await withKey(node.url, box.user).POST("/v1/search", {
       body: { query: "quarterly invoice backlog", mode: "text", limit: 10 }
     })
-    expect(found.status, found.text).toBe(200)
-    expect((found.body.data as Array<unknown>).length).toBe(6)
+    expect(found.response.status, JSON.stringify(found.error)).toBe(200)
+    expect(found.data?.data.length).toBe(6)
   }, 240_000)
 })

@@ -12,6 +12,7 @@ import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage 
 import { fresh } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
+import { anonymous, withKey } from "../support/typed-client.ts"
 import { sleep } from "../support/wait.ts"
 
 const runnable = chromiumAvailable() || Boolean(process.env.CI)
@@ -78,7 +79,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect((await fetch(`${server.url}${vendored}`)).headers.get("content-type")).toBe("text/javascript; charset=utf-8")
     expect((await fetch(`${server.url}/assets/0000/main.js`)).status).toBe(404)
     // The API beside it is untouched.
-    expect((await fetch(`${server.url}/healthz`)).status).toBe(200)
+    expect((await anonymous(server.url).GET("/healthz")).response.status).toBe(200)
     expect((await fetch(`${server.url}/v1/openapi.json`)).status).toBe(200)
   })
 
@@ -101,8 +102,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(key).toMatch(/\S{20,}/)
     await page.getByRole("button", { name: "Copy key" }).click()
     expect(await page.evaluate("navigator.clipboard.readText()")).toBe(key)
-    const listed = await fetch(`${server.url}/v1/api/mailboxes`, { headers: { "x-api-key": key! } })
-    expect(listed.status).toBe(200)
+    const listed = await withKey(server.url, { apiKey: key! }).GET("/v1/api/mailboxes")
+    expect(listed.response.status).toBe(200)
     await page.getByRole("button", { name: "Done" }).click()
     await expect(page.getByTestId("new-key").count()).resolves.toBe(0)
   })

@@ -10,12 +10,14 @@
 import { simpleParser } from "mailparser"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createClient, type operations } from "../../packages/client/src/fetch-client.ts"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
+import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 const runnable = chromiumAvailable() || Boolean(process.env.CI)
@@ -36,17 +38,22 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   let mailboxId = ""
   let inboundId = ""
 
-  /** A request of the page's session (its cookie, its origin), answered with status and envelope (untyped, as test/support/http.ts). */
-  const api = (method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> =>
-    page.evaluate(async ([method, path, body]) => {
-      const response = await fetch(
-        path as string,
-        body === undefined
-          ? { method: method as string }
-          : { method: method as string, headers: { "content-type": "application/json" }, body: JSON.stringify(body) }
-      )
-      return { status: response.status, body: await response.json() }
-    }, [method, path, body] as const)
+  /** A request made by the page itself, with its session (its cookie, its origin): the page records what is refused. */
+  const fetchInPage = async (input: string | URL | Request, init?: RequestInit) => {
+    const request = new Request(input, init)
+    const url = new URL(request.url)
+    const body = request.body === null ? undefined : await request.text()
+    const answer = await page.evaluate(async ([path, method, headers, body]) => {
+      const response = await fetch(path, { method, headers, ...(body === undefined ? {} : { body }) })
+      return { status: response.status, headers: [...response.headers], text: await response.text() }
+    }, [`${url.pathname}${url.search}`, request.method, Object.fromEntries(request.headers), body] as const)
+    return new Response(answer.text === "" ? null : answer.text, { status: answer.status, headers: answer.headers })
+  }
+  /** The typed client on the page's session. */
+  const dashboard = () => createClient({ baseUrl: server.url, fetch: fetchInPage })
+  const emailOf = (emailId: string) => dashboard().GET("/api/emails/{emailId}", { params: { path: { emailId } } })
+  const mailboxesOf = async () => (await dashboard().GET("/api/mailboxes")).data!.mailboxes
+  const domainsOf = async () => (await dashboard().GET("/api/domains")).data!.data
 
   /**
    * The failed requests seen so far that match `pattern`, taken off the record with the console line
@@ -119,8 +126,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByText("is available").waitFor()
     await page.getByRole("button", { name: "Create mailbox" }).click()
     await page.getByRole("link", { name: address }).waitFor()
-    const listed = await api("GET", "/api/mailboxes")
-    mailboxId = listed.body.mailboxes.find((m: { email_address: string }) => m.email_address === address).mailbox_id
+    const listed = await mailboxesOf()
+    mailboxId = listed.find((m) => m.email_address === address)!.mailbox_id
     expect(mailboxId).toMatch(/^mbx_/)
   })
 
@@ -145,8 +152,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await row.getByText("sent", { exact: true }).waitFor({ timeout: 15_000 })
 
     const emailId = new URL(page.url()).hash.split("/").pop()!
-    const email = await api("GET", `/api/emails/${emailId}`)
-    expect(email.body.data).toMatchObject({
+    const email = await emailOf(emailId)
+    expect(email.data?.data).toMatchObject({
       direction: "outbound",
       mailbox_id: mailboxId,
       subject: "Your order has shipped",
@@ -186,10 +193,10 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     // The page stays where it was, with what was written.
     await expect(page.getByLabel("Message").inputValue()).resolves.toBe("Still there?")
 
-    const suppressed = await api("GET", "/api/suppressions")
-    expect(suppressed.body.data.map((s: { address: string }) => s.address)).toEqual([gone])
-    const sent = await api("GET", `/api/mailboxes/${mailboxId}/emails?direction=outbound`)
-    expect(sent.body.data.map((e: { subject: string }) => e.subject).sort()).toEqual(["Anyone there?", "Your order has shipped"])
+    const suppressed = await dashboard().GET("/api/suppressions")
+    expect(suppressed.data?.data.map((s) => s.address)).toEqual([gone])
+    const sent = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId }, query: { direction: "outbound" } } })
+    expect(sent.data?.data.map((e) => e.subject).sort()).toEqual(["Anyone there?", "Your order has shipped"])
     expect(mx.delivered().length).toBe(before)
   })
 
@@ -211,11 +218,11 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("heading", { name: "Re: Where is my parcel?" }).waitFor()
     const { message, parsed } = await delivered("Re: Where is my parcel?")
     expect(message.rcptTo).toEqual(["bob@partner.test"])
-    const original = await api("GET", `/api/emails/${inboundId}`)
-    expect(parsed.inReplyTo).toBe(original.body.data.message_id)
+    const original = await emailOf(inboundId)
+    expect(parsed.inReplyTo).toBe(original.data?.data.message_id)
     const replyId = new URL(page.url()).hash.split("/").pop()!
-    const reply = await api("GET", `/api/emails/${replyId}`)
-    expect(reply.body.data.thread_id).toBe(original.body.data.thread_id)
+    const reply = await emailOf(replyId)
+    expect(reply.data?.data.thread_id).toBe(original.data?.data.thread_id)
 
     // The conversation, whole: both messages, oldest first, each with its text.
     await page.getByRole("link", { name: "Read the whole conversation" }).click()
@@ -242,14 +249,15 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("heading", { name: "Where is my parcel?" }).waitFor()
     const labels = page.getByRole("list", { name: "Labels" })
     // What the inbound checks set (an unsigned sender is `unauthenticated`) stays as it is.
-    const before = (await api("GET", `/api/emails/${inboundId}`)).body.data.labels as Array<string>
+    const labelsOf = async () => (await emailOf(inboundId)).data!.data.labels
+    const before = await labelsOf()
     expect(before).toContain("inbound")
     expect(before).not.toContain("follow-up")
     await page.getByLabel("New label").fill("follow-up")
     await page.getByRole("button", { name: "Add label" }).click()
     await labels.getByText("follow-up").waitFor()
     await expect(page.getByLabel("New label").inputValue()).resolves.toBe("")
-    expect((await api("GET", `/api/emails/${inboundId}`)).body.data.labels).toEqual([...before, "follow-up"])
+    expect((await labelsOf())).toEqual([...before, "follow-up"])
     // Facts are not removable.
     await expect(page.getByRole("button", { name: "Remove label inbound" }).count()).resolves.toBe(0)
 
@@ -263,30 +271,27 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const fact = refusals(/PATCH/)
     expect(fact).toHaveLength(1)
     expect(fact[0]).toMatch(new RegExp(`^4\\d\\d PATCH ${server.url}/api/emails/${inboundId}$`))
-    expect((await api("GET", `/api/emails/${inboundId}`)).body.data.labels).toEqual([...before, "follow-up"])
+    expect((await labelsOf())).toEqual([...before, "follow-up"])
 
     await page.getByRole("button", { name: "Remove label follow-up" }).click()
     await labels.getByText("follow-up").waitFor({ state: "detached" })
     await expect(page.getByRole("alert").count()).resolves.toBe(0)
-    expect((await api("GET", `/api/emails/${inboundId}`)).body.data.labels).toEqual(before)
+    expect((await labelsOf())).toEqual(before)
   })
 
   it("reviews an agent's drafts: edits and approves one, refuses to send an incomplete one until it is fixed, rejects another", async () => {
     // The agent writes with an API key of the account.
-    const key = (await api("POST", "/api/api-keys", { name: "drafting agent" })).body.data.apiKey as string
-    const agent = async (body: unknown) => {
-      const response = await fetch(`${server.url}/v1/api/mailboxes/${mailboxId}/drafts`, {
-        method: "POST",
-        headers: { "x-api-key": key, "content-type": "application/json" },
-        body: JSON.stringify(body)
-      })
-      expect(response.status).toBe(201)
-      return ((await response.json()) as { data: { draft_id: string } }).data.draft_id
+    const key = (await dashboard().POST("/api/api-keys", { body: { name: "drafting agent" } })).data!.data
+    type DraftInput = NonNullable<operations["outbound.createDraft"]["requestBody"]>["content"]["application/json"]
+    const agent = async (body: DraftInput) => {
+      const created = await withKey(server.url, key).POST("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId } }, body })
+      expect(created.response.status).toBe(201)
+      return created.data!.data.draft_id
     }
     const offer = await agent({ to: ["carol@partner.test"], subject: "Offer: 10% off", text: "Dear Carol, an offer for you." })
     const reply = await agent({ in_reply_to: inboundId, text: "Draft reply nobody should send." })
     const incomplete = await agent({ subject: "Meeting notes", text: "Notes from today's meeting." })
-    const draftPath = (id: string) => `/api/mailboxes/${mailboxId}/drafts/${id}`
+    const draftOf = (draftId: string) => dashboard().GET("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId } } })
 
     await page.getByRole("link", { name: "Drafts", exact: true }).click()
     await page.getByRole("heading", { name: "Awaiting approval (3)" }).waitFor()
@@ -300,7 +305,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await item("Offer: 10% off").getByLabel("Message").fill("Dear Carol, a better offer for you.")
     await item("Offer: 10% off").getByRole("button", { name: "Save draft" }).click()
     await item("Offer: 15% off").waitFor()
-    expect((await api("GET", draftPath(offer))).body.data).toMatchObject({ status: "draft", subject: "Offer: 15% off", text: "Dear Carol, a better offer for you." })
+    expect((await draftOf(offer)).data?.data).toMatchObject({ status: "draft", subject: "Offer: 15% off", text: "Dear Carol, a better offer for you." })
     await item("Offer: 15% off").getByRole("button", { name: "Approve and send" }).click()
     const sentList = page.getByRole("list", { name: "Sent drafts" })
     await sentList.getByRole("listitem", { name: "Draft: Offer: 15% off" }).waitFor()
@@ -308,15 +313,15 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const { message, parsed } = await delivered("Offer: 15% off")
     expect(message.rcptTo).toEqual(["carol@partner.test"])
     expect(parsed.text?.trim()).toBe("Dear Carol, a better offer for you.")
-    const approved = (await api("GET", draftPath(offer))).body.data
+    const approved = (await draftOf(offer)).data!.data
     expect(approved).toMatchObject({ status: "sent", email_id: expect.stringMatching(/^eml_/) })
     await expect(sentList.getByRole("link", { name: "Open the sent email" }).getAttribute("href")).resolves.toBe(`#/emails/${approved.email_id}`)
 
     // Approving a draft with no recipient is refused by the server; the draft stays, the reason shown with it.
     await item("Meeting notes").getByRole("button", { name: "Approve and send" }).click()
     await expect(item("Meeting notes").getByRole("alert").textContent()).resolves.toMatch(/at least one recipient/)
-    expect(refusals(/\/send$/)).toEqual([`400 POST ${server.url}${draftPath(incomplete)}/send`])
-    expect((await api("GET", draftPath(incomplete))).body.data).toMatchObject({ status: "draft", email_id: null })
+    expect(refusals(/\/send$/)).toEqual([`400 POST ${server.url}/api/mailboxes/${mailboxId}/drafts/${incomplete}/send`])
+    expect((await draftOf(incomplete)).data?.data).toMatchObject({ status: "draft", email_id: null })
     await item("Meeting notes").getByRole("button", { name: "Edit" }).click()
     await item("Meeting notes").getByLabel("To").fill("dave@partner.test")
     await item("Meeting notes").getByRole("button", { name: "Save draft" }).click()
@@ -329,9 +334,9 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     page.once("dialog", (dialog) => dialog.accept())
     await item("(reply)").getByRole("button", { name: "Reject" }).click()
     await page.getByRole("heading", { name: "Awaiting approval (0)" }).waitFor()
-    const rejected = await api("GET", draftPath(reply))
-    expect(rejected.status).toBe(404)
-    expect(rejected.body.error).toMatchObject({ code: "NOT_FOUND", details: { draft_id: reply } })
+    const rejected = await draftOf(reply)
+    expect(rejected.response.status).toBe(404)
+    expect(rejected.error?.error).toMatchObject({ code: "NOT_FOUND", details: { draft_id: reply } })
     expect(refusals(new RegExp(`404 GET .*${reply}$`))).toHaveLength(1)
     // Nothing was sent to Bob from the rejected draft: his only mail is the reply sent from the reader.
     const toBob = []
@@ -346,8 +351,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("button", { name: "Save as draft" }).click()
     await page.getByRole("heading", { name: `Drafts of ${address}` }).waitFor()
     await page.getByRole("list", { name: "Drafts awaiting approval" }).getByText("Let me check with the warehouse.").waitFor()
-    const drafts = await api("GET", `/api/mailboxes/${mailboxId}/drafts`)
-    expect(drafts.body.data.filter((d: { status: string }) => d.status === "draft")).toEqual([
+    const drafts = await dashboard().GET("/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId } } })
+    expect(drafts.data?.data.filter((d) => d.status === "draft")).toEqual([
       expect.objectContaining({ in_reply_to: inboundId, reply_all: false, text: "Let me check with the warehouse." })
     ])
   })
@@ -363,7 +368,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       await page.getByRole("button", { name: `Migrate mailboxes of ${name}` }).waitFor()
     }
     // The owner publishes the ownership record of `own` only.
-    const domains = (await api("GET", "/api/domains")).body.data as Array<{ domain_id: string; domain_name: string; verification_token: string }>
+    const domains = await domainsOf()
     const ownDomain = domains.find((d) => d.domain_name === own)!
     names.set(own, { TXT: [[ownDomain.verification_token]] })
     const ownItem = page.getByRole("listitem").filter({ hasText: own }).filter({ has: page.getByRole("button", { name: `Delete ${own}` }) })
@@ -379,7 +384,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       await page.getByRole("button", { name: "Create mailbox" }).click()
       await page.getByRole("link", { name: `${local}@${own}` }).waitFor()
     }
-    const mailboxesBefore = (await api("GET", "/api/mailboxes")).body.mailboxes as Array<{ mailbox_id: string; email_address: string }>
+    const mailboxesBefore = await mailboxesOf()
     const onOwn = mailboxesBefore.filter((m) => m.email_address.endsWith(`@${own}`))
     expect(onOwn).toHaveLength(2)
 
@@ -400,14 +405,14 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const preview = form.getByRole("table", { name: "Migration preview" })
     const renamedRow = preview.getByRole("row", { name: new RegExp(`^${localPart}@${own.replace(/\./g, "\\.")}`) })
     await expect(renamedRow.textContent()).resolves.toMatch(new RegExp(`${localPart}\\.[0-9a-f]{6}@${SHARED}renamed$`))
-    const unchanged = (await api("GET", "/api/mailboxes")).body.mailboxes as Array<{ email_address: string }>
+    const unchanged = await mailboxesOf()
     expect(unchanged.filter((m) => m.email_address.endsWith(`@${own}`))).toHaveLength(2)
 
     await form.getByRole("button", { name: "Migrate 2 mailboxes" }).click()
     await form.getByText(`Migrated 2 mailboxes to ${SHARED}, 1 renamed.`).waitFor()
     const migrated = form.getByRole("table", { name: "Migrated mailboxes" })
     const previewed = await migrated.getByRole("row").allTextContents()
-    const after = (await api("GET", "/api/mailboxes")).body.mailboxes as Array<{ mailbox_id: string; email_address: string }>
+    const after = await mailboxesOf()
     for (const mailbox of onOwn) {
       const now = after.find((m) => m.mailbox_id === mailbox.mailbox_id)!
       expect(now.email_address.endsWith(`@${SHARED}`)).toBe(true)
@@ -417,7 +422,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     page.once("dialog", (dialog) => dialog.accept())
     await page.getByRole("button", { name: `Delete ${own}` }).click()
     await page.getByRole("button", { name: `Delete ${own}` }).waitFor({ state: "detached" })
-    expect((await api("GET", "/api/domains")).body.data.map((d: { domain_name: string }) => d.domain_name)).toEqual([other])
+    expect((await domainsOf()).map((d) => d.domain_name)).toEqual([other])
   })
 
   it("fits a 375 px screen on the new pages, and had no console error or failed request besides the refusals above", async () => {
@@ -428,7 +433,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       ["#/drafts", "Awaiting approval"],
       [`#/emails/${inboundId}`, "Read the whole conversation"],
       ["#/domains", "Migrate mailboxes"],
-      [`#/threads/${(await api("GET", `/api/emails/${inboundId}`)).body.data.thread_id}`, "oldest first"]
+      [`#/threads/${(await emailOf(inboundId)).data!.data.thread_id}`, "oldest first"]
     ]
     for (const [path, shown] of pages) {
       await page.goto(`/${path}`)

@@ -15,12 +15,12 @@
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client } from "../support/http.ts"
 import { DOMAIN, fresh } from "../support/mailboxes.ts"
 import { mailroomEntry } from "../support/process.ts"
 import { type Backend, createBackend, repoRoot, type Server, startServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { anonymous, withKey, withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 interface Run {
@@ -122,24 +122,24 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
 
     // Over the API: the account logs in on enterprise; a key, a mailbox and one email.
     server = await startServer({ ...backend.env })
-    const api = client(server.url)
-    const login = await api.post("/api/auth/login", { body: { email, password } })
-    expect(login.status).toBe(200)
-    const bearer = login.body.data.accessToken as string
-    expect((await api.get("/v1/billing/subscription", { bearer })).body.data.plan).toBe("enterprise")
-    const key = await api.post("/v1/api-keys", { bearer, body: { name: "to revoke" } })
-    expect(key.status).toBe(201)
-    const keyId = key.body.data.keyId as string
-    const mailbox = await api.post("/v1/api/mailboxes", { apiKey: key.body.data.apiKey, body: { local_part: fresh("ops"), domain: DOMAIN } })
-    expect(mailbox.status).toBe(201)
-    const box = { address: mailbox.body.mailbox.email_address as string }
+    const login = await anonymous(server.url).POST("/api/auth/login", { body: { email, password } })
+    expect(login.response.status).toBe(200)
+    const loggedIn = withToken(server.url, login.data!.data)
+    expect((await loggedIn.GET("/v1/billing/subscription")).data?.data.plan).toBe("enterprise")
+    const key = await loggedIn.POST("/v1/api-keys", { body: { name: "to revoke" } })
+    expect(key.response.status).toBe(201)
+    const keyId = key.data!.data.keyId
+    const keyed = withKey(server.url, key.data!.data)
+    const mailbox = await keyed.POST("/v1/api/mailboxes", { body: { local_part: fresh("ops"), domain: DOMAIN } })
+    expect(mailbox.response.status).toBe(201)
+    const box = { address: mailbox.data!.mailbox.email_address }
     const session = await connectSmtp(server.smtpPort)
     await envelope(session, "someone@example.org", [box.address])
     expect((await session.data(`Subject: reindex me\r\nTo: <${box.address}>\r\n\r\nhello operator\r\n`)).code).toBe(250)
     await session.close()
     await until("the email to be indexed", async () => {
-      const found = await api.post("/v1/search", { apiKey: key.body.data.apiKey, body: { query: "operator", mode: "text" } })
-      return found.status === 200 && found.body.data.length === 1 ? true : undefined
+      const found = await keyed.POST("/v1/search", { body: { query: "operator", mode: "text" } })
+      return found.response.status === 200 && found.data?.data.length === 1 ? true : undefined
     })
     expect(await server.stop()).toBe(0)
     server = undefined

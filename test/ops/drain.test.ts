@@ -8,12 +8,12 @@
  */
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, type Client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { connectSmtp, dataPayload, envelope } from "../support/smtp-client.ts"
 import { openEvents } from "../support/sse.ts"
 import { openSocket } from "../support/ws.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 let backend: Backend
@@ -30,8 +30,7 @@ afterAll(async () => {
 describe("SIGTERM", () => {
   it("finishes the DATA and the HTTP request in flight, turns new connections away with 421, and exits 0", async () => {
     server = await startServer({ ...backend.env, LOG_LEVEL: "info" })
-    let api: Client = client(server.url)
-    const box: Box = await newBox(api)
+    const box: Box = await newBox(server.url)
 
     const idle = await connectSmtp(server.smtpPort)
     expect((await idle.command("EHLO idle.test")).code).toBe(250)
@@ -58,8 +57,8 @@ describe("SIGTERM", () => {
         `Content-Length: ${Buffer.byteLength(registration)}\r\n\r\n${registration.slice(0, 20)}`
     )
     // A list waiting up to a minute for mail: the signal must end the wait, not the drain's time-out.
-    const waiting = fetch(`${server.url}/v1/api/mailboxes/${box.mailboxId}/emails?wait=60`, {
-      headers: { "x-api-key": box.user.apiKey }
+    const waiting = withKey(server.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { wait: "60" } }
     })
     // An open event stream: it ends at the signal too, and its client reconnects elsewhere.
     const events = await openEvents(`${server.url}/v1/events`, { "x-api-key": box.user.apiKey })
@@ -96,30 +95,30 @@ describe("SIGTERM", () => {
     await sending.close()
 
     const waited = await waiting
-    expect(waited.status, await waited.clone().text()).toBe(200)
+    expect(waited.response.status, JSON.stringify(waited.error)).toBe(200)
     await expect(events.next(10_000)).rejects.toThrow("the stream ended")
     // The socket is told the server is going away (1001).
     expect(await socket.closed()).toBe(1001)
-    expect(((await waited.json()) as { success: boolean }).success).toBe(true)
+    expect(waited.data?.success).toBe(true)
 
     expect(await exited).toBe(0)
     expect(server.output()).toContain("Shutdown complete")
 
     // Stored: after a restart on the same backend, the email is there.
     server = await startServer({ ...backend.env, LOG_LEVEL: "warn" })
-    api = client(server.url)
+    const restarted = withKey(server.url, box.user)
     const read = await until("the drained email to be readable", async () => {
-      const reply = await api.get(`/v1/api/emails/${emailId}`, { apiKey: box.user.apiKey })
-      return reply.status === 200 ? reply : undefined
+      const reply = await restarted.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      return reply.response.status === 200 ? reply : undefined
     })
-    expect(read.body.data.subject).toBe(subject)
+    expect(read.data?.data.subject).toBe(subject)
     expect(await server.stop()).toBe(0)
     server = undefined
   }, 90_000)
 
   it("exits 1 once SHUTDOWN_TIMEOUT has passed with a DATA still unfinished", async () => {
     server = await startServer({ ...backend.env, LOG_LEVEL: "info", SHUTDOWN_TIMEOUT: "1" })
-    const box = await newBox(client(server.url))
+    const box = await newBox(server.url)
     const stalled = await connectSmtp(server.smtpPort)
     await envelope(stalled, `${fresh("s")}@example.org`, [box.address])
     expect((await stalled.command("DATA")).code).toBe(354)

@@ -7,7 +7,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
-import { client } from "../support/http.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
 import { scrape } from "../support/metrics.ts"
 import { type Backend, createBackend, freePort, type Server, startServer } from "../support/server.ts"
@@ -48,7 +47,7 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     smtpMetrics = `http://127.0.0.1:${smtpPort}/metrics`
     workerMetrics = `http://127.0.0.1:${workerPort}/metrics`
     await Promise.all([metricsUp(smtp, smtpMetrics), metricsUp(worker, workerMetrics)])
-    box = await newBox(client(api.url))
+    box = await newBox(api.url)
   }, 120_000)
 
   afterAll(async () => {

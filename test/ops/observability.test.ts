@@ -11,21 +11,20 @@
  *   (nor, at info and above, an address).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Client, client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
 import { type Scrape, scrape } from "../support/metrics.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 let suite: SuiteServer
-let api: Client
 let receiver: Receiver
 
 useSuiteServer((s) => {
   suite = s
-  api = client(s.url)
 }, { LOG_LEVEL: "debug", LOG_FORMAT: "json", WEBHOOK_ALLOW_PRIVATE: "true" })
 
 beforeAll(async () => {
@@ -48,14 +47,13 @@ describe("an operator's view of one session", () => {
 
   it("counts SMTP, consumers, webhooks and HTTP requests by what they did", async () => {
     const password = `pw-${fresh("secret")}-horse`
-    const user = await withApiKey(api, { password })
-    const box = await newBox(api, { user })
-    const hook = await api.post("/v1/api/webhooks", {
-      apiKey: user.apiKey,
+    const user = await withApiKey(suite.url, { password })
+    const box = await newBox(suite.url, { user })
+    const hook = await withKey(suite.url, user).POST("/v1/api/webhooks", {
       body: { url: `${receiver.url}/hook`, events: ["email.received"] }
     })
-    expect(hook.status).toBe(201)
-    secrets.push(password, user.apiKey, user.accessToken, user.refreshToken, hook.body.data.secret as string)
+    expect(hook.response.status).toBe(201)
+    secrets.push(password, user.apiKey, user.accessToken, user.refreshToken, hook.data!.data.secret)
     const cookie = /=([^;]+)/.exec(user.cookie)?.[1]
     if (cookie) secrets.push(cookie)
     recipientAddress = box.address
@@ -87,10 +85,12 @@ describe("an operator's view of one session", () => {
     const [delivered] = await receiver.waitFor("/hook", 1)
     expect(JSON.parse(delivered!.body).data.email_id).toBe(emailId)
 
-    for (let i = 0; i < 3; i++) expect((await api.get("/v1/api/mailboxes", { apiKey: user.apiKey })).status).toBe(200)
-    expect((await api.get(`/v1/api/emails/eml_${"0".repeat(24)}`, { apiKey: user.apiKey })).status).toBe(404)
-    expect((await api.get(`/v1/api/emails/${emailId}`, { apiKey: user.apiKey })).status).toBe(200)
-    expect((await api.get("/no/such/page")).status).toBe(404)
+    const mailroom = withKey(suite.url, user)
+    for (let i = 0; i < 3; i++) expect((await mailroom.GET("/v1/api/mailboxes")).response.status).toBe(200)
+    expect((await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: `eml_${"0".repeat(24)}` } } })).response.status).toBe(404)
+    expect((await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })).response.status).toBe(200)
+    // A route the contract does not have, so plain fetch.
+    expect((await fetch(`${suite.url}/no/such/page`)).status).toBe(404)
 
     // The indexer and the webhook consumer finish after the webhook's POST is answered.
     after = await until("the consumers to count the mail", async () => {
@@ -152,9 +152,9 @@ describe("an operator's view of one session", () => {
   })
 
   it("searches are timed by mode", async () => {
-    const user = await withApiKey(api)
-    const searchOnce = async (mode: string) =>
-      expect((await api.post("/v1/search", { apiKey: user.apiKey, body: { query: "numbers", mode } })).status).toBe(200)
+    const user = await withApiKey(suite.url)
+    const searchOnce = async (mode: "hybrid" | "text" | "vector") =>
+      expect((await withKey(suite.url, user).POST("/v1/search", { body: { query: "numbers", mode } })).response.status).toBe(200)
     const start = await scrape(`${suite.url}/metrics`)
     await searchOnce("text")
     await searchOnce("text")

@@ -7,11 +7,12 @@
  * nothing is sent (every other suite runs so).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Client, client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { connectSmtp, envelope } from "../support/smtp-client.ts"
+import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 interface Span {
@@ -25,7 +26,6 @@ interface Span {
 
 let collector: Receiver
 let suite: SuiteServer
-let api: Client
 
 beforeAll(async () => {
   collector = await startReceiver()
@@ -36,7 +36,6 @@ afterAll(async () => {
 
 useSuiteServer((s) => {
   suite = s
-  api = client(s.url)
 }, {
   // The collector's address is known only once it listens: the server reads it through a getter.
   get OTEL_EXPORTER_OTLP_ENDPOINT() {
@@ -64,10 +63,10 @@ const exported = () =>
 
 describe("traces over OTLP", () => {
   it("follow one inbound message from the SMTP accept through ingest, indexing and the webhook, as one trace", async () => {
-    const user = await withApiKey(api)
-    const box = await newBox(api, { user })
-    const hook = await api.post("/v1/api/webhooks", { apiKey: user.apiKey, body: { url: `${collector.url}/hook`, events: ["email.received"] } })
-    expect(hook.status).toBe(201)
+    const user = await withApiKey(suite.url)
+    const box = await newBox(suite.url, { user })
+    const hook = await withKey(suite.url, user).POST("/v1/api/webhooks", { body: { url: `${collector.url}/hook`, events: ["email.received"] } })
+    expect(hook.response.status).toBe(201)
 
     const session = await connectSmtp(suite.server.smtpPort)
     const { replies } = await envelope(session, "sender@example.org", [box.address])
@@ -105,14 +104,14 @@ describe("traces over OTLP", () => {
   })
 
   it("follow a send made over the API through the mta's delivery, as one trace", async () => {
-    const user = await withApiKey(api)
-    const from = await newBox(api, { user })
-    const to = await newBox(api, { user })
-    const sent = await api.post(`/v1/api/mailboxes/${from.mailboxId}/send`, {
-      apiKey: user.apiKey,
+    const user = await withApiKey(suite.url)
+    const from = await newBox(suite.url, { user })
+    const to = await newBox(suite.url, { user })
+    const sent = await withKey(suite.url, user).POST("/v1/api/mailboxes/{mailboxId}/send", {
+      params: { path: { mailboxId: from.mailboxId } },
       body: { to: [to.address], subject: "traced send", text: "Through the mta." }
     })
-    expect(sent.status).toBe(202)
+    expect(sent.response.status).toBe(202)
     const trace = await until("the send's trace is exported", async () => {
       const spans = exported()
       const request = spans.find((span) =>
@@ -132,8 +131,8 @@ describe("traces over OTLP", () => {
   })
 
   it("give an API request a server span of its own trace", async () => {
-    const user = await withApiKey(api)
-    expect((await api.get("/v1/api-keys", { apiKey: user.apiKey })).status).toBe(200)
+    const user = await withApiKey(suite.url)
+    expect((await withKey(suite.url, user).GET("/v1/api-keys")).response.status).toBe(200)
     const span = await until("the request's span is exported", async () =>
       exported().find((s) => s.kind === 2 && s.attributes.some((a) => a.key === "http.request.method" && a.value.stringValue === "GET") &&
         s.attributes.some((a) => String(a.value.stringValue ?? "").includes("/v1/api-keys"))), 30_000, 200)

@@ -6,11 +6,11 @@
  */
 import { simpleParser } from "mailparser"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
-import { client, withApiKey } from "../support/http.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { type Backend, createBackend, freePort, type Server, startServer } from "../support/server.ts"
+import { type MailroomFetchClient, withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 interface Side {
@@ -36,14 +36,14 @@ const instance = async (domain: string, smtpPort: number, peerSmtpPort: number):
     DNS_SERVERS: names.address,
     OUTBOUND_SMTP_PORT: String(peerSmtpPort)
   })
-  const api = client(server.url)
-  const user = await withApiKey(api)
-  const created = await api.post("/v1/api/mailboxes", { apiKey: user.apiKey, body: { local_part: fresh("agent"), domain } })
-  const mailbox = created.body.mailbox as { mailbox_id: string; email_address: string }
+  const user = await withApiKey(server.url)
+  const mailroom = withKey(server.url, user)
+  const created = await mailroom.POST("/v1/api/mailboxes", { body: { local_part: fresh("agent"), domain } })
+  const mailbox = created.data!.mailbox
   return {
     backend,
     server,
-    mailroom: createClient({ baseUrl: server.url, apiKey: user.apiKey }),
+    mailroom,
     apiKey: user.apiKey,
     mailboxId: mailbox.mailbox_id,
     address: mailbox.email_address
@@ -76,7 +76,7 @@ const inbox = (side: Side, count: number) =>
   }, 30_000)
 
 const raw = async (side: Side, emailId: string) =>
-  simpleParser(Buffer.from(await (await fetch(`${side.server.url}/v1/api/emails/${emailId}/raw`, { headers: { "x-api-key": side.apiKey } })).arrayBuffer()))
+  simpleParser(Buffer.from((await side.mailroom.GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId } }, parseAs: "arrayBuffer" })).data!))
 
 describe("a conversation between two Mailroom instances", () => {
   it("A writes, B's agent replies, A's agent replies again: one thread of three on each side", async () => {

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient } from "../../packages/client/src/fetch-client.ts"
-import { client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
@@ -34,8 +34,7 @@ afterAll(async () => {
 
 describe("SMTP_RELAY_URL", () => {
   it("sends through the relay, logged in, for a domain that has no MX at all", async () => {
-    const api = client(server.url)
-    const box = await newBox(api, { user: await withApiKey(api) })
+    const box = await newBox(server.url, { user: await withApiKey(server.url) })
     const mailroom = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
     const sent = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
       params: { path: { mailboxId: box.mailboxId } },
@@ -56,8 +55,7 @@ describe("SMTP_RELAY_URL", () => {
   })
 
   it("a relay that refuses the login defers the delivery (nothing bounces or is suppressed), and it goes out once the login works", async () => {
-    const api = client(server.url)
-    const box = await newBox(api, { user: await withApiKey(api) })
+    const box = await newBox(server.url, { user: await withApiKey(server.url) })
     const mailroom = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
     relay.requireAuth({ user: "mailroom", pass: "rotated" })
     // The mta keeps its logged-in connection from the test above; the relay ends it, so the next

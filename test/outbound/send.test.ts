@@ -12,7 +12,7 @@ import nodemailer from "nodemailer"
 import { dkimVerify } from "mailauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
-import { client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
@@ -65,8 +65,7 @@ useSuiteServer((s) => {
 
 /** A user with a mailbox and a typed client of their own (each test stays inside the free plan's rate). */
 const sender = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
-  const api = client(suite.url)
-  const box = await newBox(api, { user: await withApiKey(api) })
+  const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
   return { box, mailroom: createClient({ baseUrl: suite.url, apiKey: box.user.apiKey }) }
 }
 
@@ -150,8 +149,8 @@ describe("sending to another domain", () => {
       next_attempt_at: null,
       updated_at: expect.any(String)
     })))
-    const raw = await fetch(`${suite.url}/v1/api/emails/${accepted.email_id}/raw`, { headers: { "x-api-key": box.user.apiKey } })
-    expect(Buffer.from(await raw.arrayBuffer()).equals(message!.raw)).toBe(true)
+    const raw = await mailroom.GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId: accepted.email_id } }, parseAs: "arrayBuffer" })
+    expect(Buffer.from(raw.data!).equals(message!.raw)).toBe(true)
 
     const outbound = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
       params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }

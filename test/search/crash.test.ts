@@ -7,10 +7,10 @@
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { upgrade } from "../support/billing.ts"
-import { client } from "../support/http.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, startServer } from "../support/server.ts"
+import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 const EMAILS = 24
@@ -31,14 +31,12 @@ afterAll(async () => {
 it("finishes indexing after a crash: every email searchable, one email.processed event id each", async () => {
   const env = { ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true" }
   const first = await startServer(env)
-  const api = client(first.url)
-  const box = await newBox(api)
-  await upgrade(api, first.url, box.user.apiKey, "enterprise")
-  const hook = await api.post("/v1/api/webhooks", {
-    apiKey: box.user.apiKey,
+  const box = await newBox(first.url)
+  await upgrade(first.url, box.user.apiKey, "enterprise")
+  const hook = await withKey(first.url, box.user).POST("/v1/api/webhooks", {
     body: { url: `${receiver.url}/processed`, events: ["email.processed"] }
   })
-  expect(hook.status).toBe(201)
+  expect(hook.response.status).toBe(201)
 
   // Long bodies keep the single embedding thread busy for a few seconds.
   const body = (i: number) => `Report number ${i}. ${"The shipment of spare parts was delayed at the port and will arrive next week. ".repeat(25)}`
@@ -69,11 +67,10 @@ it("finishes indexing after a crash: every email searchable, one email.processed
     }
     expect([...eventIds.values()].every((ids) => ids.size === 1)).toBe(true)
 
-    const api2 = client(second.url)
-    const found = await api2.post("/v1/search", { apiKey: box.user.apiKey, body: { query: "delayed shipment of spare parts", mode: "vector", limit: 100 } })
-    expect(found.status).toBe(200)
-    expect(found.body.meta.total).toBe(EMAILS)
-    const subjects = new Set(found.body.data.map((r: { subject: string }) => r.subject))
+    const found = await withKey(second.url, box.user).POST("/v1/search", { body: { query: "delayed shipment of spare parts", mode: "vector", limit: 100 } })
+    expect(found.response.status).toBe(200)
+    expect(found.data?.meta.total).toBe(EMAILS)
+    const subjects = new Set(found.data?.data.map((r) => r.subject))
     expect(subjects.size).toBe(EMAILS)
   } finally {
     await second.stop()

@@ -8,18 +8,17 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { upgrade } from "../support/billing.ts"
-import { client, type Client } from "../support/http.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { paraphraseNdcg, paraphrases, sendParaphraseMail } from "../support/paraphrase.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { withKey } from "../support/typed-client.ts"
 
 /** Hybrid search's nDCG@10 on the set must not fall below this. */
 const HYBRID_FLOOR = 0.75
 
 let backend: Backend
 let server: Server
-let api: Client
 let receiver: Receiver
 let box: Box
 
@@ -27,14 +26,12 @@ beforeAll(async () => {
   receiver = await startReceiver()
   backend = await createBackend()
   server = await startServer({ ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true" })
-  api = client(server.url)
-  box = await newBox(api)
-  await upgrade(api, server.url, box.user.apiKey, "enterprise")
-  const hook = await api.post("/v1/api/webhooks", {
-    apiKey: box.user.apiKey,
+  box = await newBox(server.url)
+  await upgrade(server.url, box.user.apiKey, "enterprise")
+  const hook = await withKey(server.url, box.user).POST("/v1/api/webhooks", {
     body: { url: `${receiver.url}/processed`, events: ["email.processed"] }
   })
-  expect(hook.status).toBe(201)
+  expect(hook.response.status).toBe(201)
   await sendParaphraseMail(server.smtpPort, box.address, receiver, "/processed")
 }, 300_000)
 
@@ -55,8 +52,8 @@ describe("search on paraphrased questions", () => {
   })
 
   it(`hybrid search holds nDCG@10 >= ${HYBRID_FLOOR} and beats words alone`, async () => {
-    const hybrid = await paraphraseNdcg(api, box.user.apiKey, "hybrid")
-    const text = await paraphraseNdcg(api, box.user.apiKey, "text")
+    const hybrid = await paraphraseNdcg(server.url, box.user.apiKey, "hybrid")
+    const text = await paraphraseNdcg(server.url, box.user.apiKey, "text")
     expect(hybrid).toBeGreaterThanOrEqual(HYBRID_FLOOR)
     expect(hybrid).toBeGreaterThan(text)
   }, 120_000)

@@ -6,16 +6,16 @@
  */
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { components } from "../../packages/client/src/fetch-client.ts"
 import { upgrade } from "../support/billing.ts"
-import { client, type Client } from "../support/http.ts"
 import { type Box, DOMAIN, newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { anonymous, offContract, rawJsonBody, withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 let backend: Backend
 let server: Server
-let api: Client
 let receiver: Receiver
 let box: Box
 
@@ -57,7 +57,8 @@ const send = async (to: string, subject: string, text: string, from = "sender@ex
   return info
 }
 
-const search = (apiKey: string, body: unknown) => api.post("/v1/search", { apiKey, body })
+const search = (apiKey: string, body: components["schemas"]["SearchInput"]) => withKey(server.url, { apiKey }).POST("/v1/search", { body })
+const suggestions = (apiKey: string, q: string) => withKey(server.url, { apiKey }).GET("/v1/search/suggestions", { params: { query: { q } } })
 
 /** Wait until `count` emails of the user have been announced as processed. */
 const processed = (path: string, count: number) => receiver.waitFor(path, count, 60_000)
@@ -66,14 +67,12 @@ beforeAll(async () => {
   receiver = await startReceiver()
   backend = await createBackend()
   server = await startServer({ ...backend.env, WEBHOOK_ALLOW_PRIVATE: "true" })
-  api = client(server.url)
-  box = await newBox(api)
-  await upgrade(api, server.url, box.user.apiKey, "enterprise")
-  const hook = await api.post("/v1/api/webhooks", {
-    apiKey: box.user.apiKey,
+  box = await newBox(server.url)
+  await upgrade(server.url, box.user.apiKey, "enterprise")
+  const hook = await withKey(server.url, box.user).POST("/v1/api/webhooks", {
     body: { url: `${receiver.url}/processed`, events: ["email.processed"] }
   })
-  expect(hook.status).toBe(201)
+  expect(hook.response.status).toBe(201)
   for (const mail of corpus) await send(box.address, mail.subject, mail.text, `${mail.key}@example.com`)
   const events = await processed("/processed", corpus.length)
   for (const event of events) {
@@ -98,8 +97,8 @@ describe("POST /v1/search", () => {
     expect(new Set(events.map((e) => e.data.email_id)).size).toBe(corpus.length)
     const event = events.find((e) => e.data.email_id === ids.get("flight"))!
     expect(event.event).toBe("email.processed")
-    const email = await api.get(`/v1/api/emails/${ids.get("flight")}`, { apiKey: box.user.apiKey })
-    const { received_at: _r, size: _s, snippet: _n, text: _t, html: _h, headers: _hd, attachments: _a, ...fields } = email.body.data
+    const email = await withKey(server.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: ids.get("flight")! } } })
+    const { received_at: _r, size: _s, snippet: _n, text: _t, html: _h, headers: _hd, attachments: _a, ...fields } = email.data!.data
     expect(event.data).toEqual({ ...fields, embedding_model: "use-lite", processing_ms: expect.any(Number) })
     expect(event.data.processing_ms).toBeGreaterThanOrEqual(0)
   })
@@ -111,15 +110,15 @@ describe("POST /v1/search", () => {
     ["company retreat schedule", "offsite"]
   ])("a paraphrase (%s) finds the right email first", async (query, key) => {
     const reply = await search(box.user.apiKey, { query })
-    expect(reply.status).toBe(200)
-    expect(reply.body.success).toBe(true)
-    expect(reply.body.data[0].email_id).toBe(ids.get(key))
+    expect(reply.response.status).toBe(200)
+    expect(reply.data?.success).toBe(true)
+    expect(reply.data?.data[0]?.email_id).toBe(ids.get(key))
   })
 
   it("answers SPEC's result fields, scores in 0-1 best first, and the page meta", async () => {
     const reply = await search(box.user.apiKey, { query: "invoice amount due" })
-    expect(reply.status).toBe(200)
-    const [first, ...rest] = reply.body.data
+    expect(reply.response.status).toBe(200)
+    const [first, ...rest] = reply.data!.data
     const invoice = corpus.find((m) => m.key === "invoice")!
     expect(first).toEqual({
       email_id: ids.get("invoice"),
@@ -133,12 +132,12 @@ describe("POST /v1/search", () => {
       score: expect.any(Number)
     })
     // Every word of the query in the mail, and the meaning close: highly relevant.
-    expect(first.score).toBeGreaterThanOrEqual(0.7)
-    const scores = reply.body.data.map((r: { score: number }) => r.score)
+    expect(first!.score).toBeGreaterThanOrEqual(0.7)
+    const scores = reply.data!.data.map((r) => r.score)
     for (const score of scores) expect(score).toBeGreaterThanOrEqual(0), expect(score).toBeLessThanOrEqual(1)
     expect([...scores].sort((a, b) => b - a)).toEqual(scores)
-    expect(rest.every((r: { score: number }) => r.score < first.score)).toBe(true)
-    expect(reply.body.meta).toEqual({ page: 1, limit: 20, total: corpus.length, hasMore: false })
+    expect(rest.every((r) => r.score < first!.score)).toBe(true)
+    expect(reply.data?.meta).toEqual({ page: 1, limit: 20, total: corpus.length, hasMore: false })
   })
 
   it("cuts the snippet at 200 characters", async () => {
@@ -146,27 +145,27 @@ describe("POST /v1/search", () => {
     await send(box.address, "Tax filing reminder", long)
     const found = await until("the tax email is searchable", async () => {
       const reply = await search(box.user.apiKey, { query: "tax filing reminder" })
-      return reply.body.data?.[0]?.subject === "Tax filing reminder" ? reply.body.data[0] : undefined
+      return reply.data?.data[0]?.subject === "Tax filing reminder" ? reply.data.data[0] : undefined
     }, 60_000, 500)
     expect(found.snippet).toBe(long.slice(0, 200))
   })
 
   it("pages through one ranking: limit, offset, page, hasMore", async () => {
     const all = await search(box.user.apiKey, { query: "email", limit: 100 })
-    const total = all.body.meta.total as number
+    const total = all.data!.meta.total
     expect(total).toBeGreaterThanOrEqual(5)
-    const ranking = all.body.data.map((r: { email_id: string }) => r.email_id)
+    const ranking = all.data!.data.map((r) => r.email_id)
     const first = await search(box.user.apiKey, { query: "email", limit: 2 })
-    expect(first.body.meta).toEqual({ page: 1, limit: 2, total, hasMore: true })
+    expect(first.data?.meta).toEqual({ page: 1, limit: 2, total, hasMore: true })
     const second = await search(box.user.apiKey, { query: "email", limit: 2, offset: 2 })
-    expect(second.body.meta).toEqual({ page: 2, limit: 2, total, hasMore: true })
-    expect([...first.body.data, ...second.body.data].map((r: { email_id: string }) => r.email_id)).toEqual(ranking.slice(0, 4))
+    expect(second.data?.meta).toEqual({ page: 2, limit: 2, total, hasMore: true })
+    expect([...first.data!.data, ...second.data!.data].map((r) => r.email_id)).toEqual(ranking.slice(0, 4))
     const last = await search(box.user.apiKey, { query: "email", limit: 2, offset: total - 1 })
-    expect(last.body.data).toHaveLength(1)
-    expect(last.body.meta.hasMore).toBe(false)
+    expect(last.data?.data).toHaveLength(1)
+    expect(last.data?.meta.hasMore).toBe(false)
     const beyond = await search(box.user.apiKey, { query: "email", limit: 2, offset: total + 10 })
-    expect(beyond.body.data).toEqual([])
-    expect(beyond.body.meta).toEqual({ page: Math.floor((total + 10) / 2) + 1, limit: 2, total, hasMore: false })
+    expect(beyond.data?.data).toEqual([])
+    expect(beyond.data?.meta).toEqual({ page: Math.floor((total + 10) / 2) + 1, limit: 2, total, hasMore: false })
   })
 
   it("searches plain-text attachments too", async () => {
@@ -181,15 +180,15 @@ describe("POST /v1/search", () => {
     transport.close()
     const found = await until("the attachment's words are searchable", async () => {
       const reply = await search(box.user.apiKey, { query: "zeolite catalyst", mode: "text" })
-      return reply.body.data?.length > 0 ? reply.body.data : undefined
+      return reply.data?.data.length ? reply.data.data : undefined
     }, 60_000, 500)
-    expect(found.map((r: { subject: string }) => r.subject)).toEqual(["Results attached"])
+    expect(found.map((r) => r.subject)).toEqual(["Results attached"])
   })
 
   it("finds by exact words too: a sender's flight number", async () => {
     const reply = await search(box.user.apiKey, { query: "LH 402", mode: "text" })
-    expect(reply.status).toBe(200)
-    expect(reply.body.data.map((r: { email_id: string }) => r.email_id)).toEqual([ids.get("flight")])
+    expect(reply.response.status).toBe(200)
+    expect(reply.data?.data.map((r) => r.email_id)).toEqual([ids.get("flight")])
   })
 
   it.each([
@@ -207,53 +206,53 @@ describe("POST /v1/search", () => {
     [{ query: "invoice", domain: "not a domain!" }, { domain: expect.any(String) }],
     [{ query: "invoice", mode: "psychic" }, { mode: expect.any(String) }]
   ])("rejects %j with 400 VALIDATION_ERROR naming the field", async (body, details) => {
-    const reply = await search(box.user.apiKey, body)
-    expect(reply.status).toBe(400)
-    expect(reply.body.success).toBe(false)
-    expect(reply.body.error.code).toBe("VALIDATION_ERROR")
-    expect(reply.body.error.details).toEqual(details)
+    const reply = await search(box.user.apiKey, offContract(body))
+    expect(reply.response.status).toBe(400)
+    expect(reply.error?.success).toBe(false)
+    expect(reply.error?.error.code).toBe("VALIDATION_ERROR")
+    expect(reply.error?.error.details).toEqual(details)
   })
 
   it("rejects a body that is not JSON with 400 and no credential with 401", async () => {
-    const bad = await api.post("/v1/search", { apiKey: box.user.apiKey, raw: "{nope", headers: { "content-type": "application/json" } })
-    expect(bad.status).toBe(400)
-    expect(bad.body.success).toBe(false)
-    const anonymous = await api.post("/v1/search", { body: { query: "invoice" } })
-    expect(anonymous.status).toBe(401)
-    expect(anonymous.body.error.code).toBe("UNAUTHORIZED")
+    const bad = await withKey(server.url, box.user).POST("/v1/search", rawJsonBody("{nope"))
+    expect(bad.response.status).toBe(400)
+    expect(bad.error?.success).toBe(false)
+    const nobody = await anonymous(server.url).POST("/v1/search", { body: { query: "invoice" } })
+    expect(nobody.response.status).toBe(401)
+    expect(nobody.error?.error.code).toBe("UNAUTHORIZED")
   })
 
   it("restricts to a domain", async () => {
     const here = await search(box.user.apiKey, { query: "invoice", domain: DOMAIN.toUpperCase() })
-    expect(here.body.data[0].email_id).toBe(ids.get("invoice"))
+    expect(here.data?.data[0]?.email_id).toBe(ids.get("invoice"))
     const elsewhere = await search(box.user.apiKey, { query: "invoice", domain: "example.org" })
-    expect(elsewhere.status).toBe(200)
-    expect(elsewhere.body.data).toEqual([])
-    expect(elsewhere.body.meta).toEqual({ page: 1, limit: 20, total: 0, hasMore: false })
+    expect(elsewhere.response.status).toBe(200)
+    expect(elsewhere.data?.data).toEqual([])
+    expect(elsewhere.data?.meta).toEqual({ page: 1, limit: 20, total: 0, hasMore: false })
   })
 
   it("sees only the caller's namespace, and never a deleted mailbox's mail", async () => {
-    const other = await newBox(api)
-    await upgrade(api, server.url, other.user.apiKey, "pro")
+    const other = await newBox(server.url)
+    await upgrade(server.url, other.user.apiKey, "pro")
     await send(other.address, "Invoice #9000 for the other tenant", "Amount due for the other tenant's October services.")
     await until("the other tenant's invoice is searchable", async () => {
       const reply = await search(other.user.apiKey, { query: "invoice", mode: "text" })
-      return reply.body.data?.length === 1 ? true : undefined
+      return reply.data?.data.length === 1 ? true : undefined
     }, 60_000, 500)
     const mine = await search(box.user.apiKey, { query: "invoice for the other tenant", limit: 100 })
-    expect(mine.body.data.every((r: { subject: string }) => !r.subject.includes("other tenant"))).toBe(true)
+    expect(mine.data?.data.every((r) => !r.subject.includes("other tenant"))).toBe(true)
     const theirs = await search(other.user.apiKey, { query: "invoice", limit: 100 })
-    expect(theirs.body.data.map((r: { subject: string }) => r.subject)).toEqual(["Invoice #9000 for the other tenant"])
+    expect(theirs.data?.data.map((r) => r.subject)).toEqual(["Invoice #9000 for the other tenant"])
 
-    const deleted = await api.delete(`/v1/api/mailboxes/${other.mailboxId}`, {
-      apiKey: other.user.apiKey,
+    const deleted = await withKey(server.url, other.user).DELETE("/v1/api/mailboxes/{mailboxId}", {
+      params: { path: { mailboxId: other.mailboxId } },
       body: { confirm_email_address: other.address }
     })
-    expect(deleted.status).toBe(200)
-    for (const mode of ["hybrid", "text", "vector"]) {
+    expect(deleted.response.status).toBe(200)
+    for (const mode of ["hybrid", "text", "vector"] as const) {
       const after = await search(other.user.apiKey, { query: "invoice", mode })
-      expect(after.body.data).toEqual([])
-      expect(after.body.meta.total).toBe(0)
+      expect(after.data?.data).toEqual([])
+      expect(after.data?.meta.total).toBe(0)
     }
   })
 })
@@ -261,28 +260,28 @@ describe("POST /v1/search", () => {
 describe("GET /v1/search/suggestions", () => {
   it("completes past queries first, then subjects, then senders, case-insensitively", async () => {
     await search(box.user.apiKey, { query: "Flight to New York" })
-    const reply = await api.get("/v1/search/suggestions?q=fl", { apiKey: box.user.apiKey })
-    expect(reply.status).toBe(200)
-    expect(reply.body.data).toEqual(["Flight to New York", "Flight confirmation LH 402", "flight@example.com"])
-    const senders = await api.get("/v1/search/suggestions?q=NEWSL", { apiKey: box.user.apiKey })
-    expect(senders.body.data).toEqual(["newsletter@example.com"])
-    const literal = await api.get(`/v1/search/suggestions?q=${encodeURIComponent("%")}`, { apiKey: box.user.apiKey })
-    expect(literal.body.data).toEqual([])
+    const reply = await suggestions(box.user.apiKey, "fl")
+    expect(reply.response.status).toBe(200)
+    expect(reply.data?.data).toEqual(["Flight to New York", "Flight confirmation LH 402", "flight@example.com"])
+    const senders = await suggestions(box.user.apiKey, "NEWSL")
+    expect(senders.data?.data).toEqual(["newsletter@example.com"])
+    const literal = await suggestions(box.user.apiKey, "%")
+    expect(literal.data?.data).toEqual([])
   })
 
   it("never suggests another tenant's subjects or queries", async () => {
-    const other = await newBox(api)
-    const reply = await api.get("/v1/search/suggestions?q=fl", { apiKey: other.user.apiKey })
-    expect(reply.status).toBe(200)
-    expect(reply.body.data).toEqual([])
+    const other = await newBox(server.url)
+    const reply = await suggestions(other.user.apiKey, "fl")
+    expect(reply.response.status).toBe(200)
+    expect(reply.data?.data).toEqual([])
   })
 
   it("requires q: 400 VALIDATION_ERROR", async () => {
-    for (const path of ["/v1/search/suggestions", "/v1/search/suggestions?q="]) {
-      const reply = await api.get(path, { apiKey: box.user.apiKey })
-      expect(reply.status).toBe(400)
-      expect(reply.body.error.code).toBe("VALIDATION_ERROR")
-      expect(reply.body.error.details).toEqual({ q: expect.any(String) })
+    for (const query of [offContract({}), { q: "" }]) {
+      const reply = await withKey(server.url, box.user).GET("/v1/search/suggestions", { params: { query } })
+      expect(reply.response.status).toBe(400)
+      expect(reply.error?.error.code).toBe("VALIDATION_ERROR")
+      expect(reply.error?.error.details).toEqual({ q: expect.any(String) })
     }
   })
 })

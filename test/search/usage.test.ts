@@ -11,21 +11,20 @@
 import nodemailer from "nodemailer"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { components } from "../../packages/client/src/fetch-client.ts"
 import { upgrade } from "../support/billing.ts"
-import { client, type Client } from "../support/http.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 let backend: Backend
 let server: Server
-let api: Client
 let db: pg.Client
 
 beforeAll(async () => {
   backend = await createBackend({ forcePostgres: true })
   server = await startServer({ ...backend.env })
-  api = client(server.url)
   db = new pg.Client({ connectionString: backend.env.DATABASE_URL })
   await db.connect()
 }, 120_000)
@@ -43,28 +42,28 @@ const send = async (to: string, subject: string) => {
 }
 
 const usage = async (box: Box) => {
-  const reply = await api.get("/v1/billing/usage", { apiKey: box.user.apiKey })
-  expect(reply.status).toBe(200)
-  return reply.body.data as { emailsUsed: number; searchesUsed: number; searchesLimit: number }
+  const reply = await withKey(server.url, box.user).GET("/v1/billing/usage")
+  expect(reply.response.status).toBe(200)
+  return reply.data!.data
 }
 
-const search = (box: Box, body: unknown) => api.post("/v1/search", { apiKey: box.user.apiKey, body })
+const search = (box: Box, body: components["schemas"]["SearchInput"]) => withKey(server.url, box.user).POST("/v1/search", { body })
 
 describe("search usage and limits", () => {
   it("counts exactly: N emails and M searches; refused searches and suggestions are free", async () => {
-    const box = await newBox(api)
+    const box = await newBox(server.url)
     const subjects = ["Quarterly report", "Meeting notes", "Travel receipt"]
     for (const subject of subjects) await send(box.address, subject)
     await until("the three emails are stored", async () => {
-      const list = await api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
-      return list.body.data?.length === 3 ? true : undefined
+      const list = await withKey(server.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return list.data?.data.length === 3 ? true : undefined
     }, 60_000, 500)
     for (const query of ["report", "notes", "receipt", "anything at all"]) {
-      expect((await search(box, { query })).status).toBe(200)
+      expect((await search(box, { query })).response.status).toBe(200)
     }
-    expect((await search(box, { query: "" })).status).toBe(400)
-    expect((await search(box, { query: "report", limit: 500 })).status).toBe(400)
-    expect((await api.get("/v1/search/suggestions?q=re", { apiKey: box.user.apiKey })).status).toBe(200)
+    expect((await search(box, { query: "" })).response.status).toBe(400)
+    expect((await search(box, { query: "report", limit: 500 })).response.status).toBe(400)
+    expect((await withKey(server.url, box.user).GET("/v1/search/suggestions", { params: { query: { q: "re" } } })).response.status).toBe(200)
     const used = await usage(box)
     expect(used.emailsUsed).toBe(3)
     expect(used.searchesUsed).toBe(4)
@@ -72,21 +71,21 @@ describe("search usage and limits", () => {
   })
 
   it("refuses the search past the period's quota with 403 SEARCH_QUOTA, and counts it not; pro lifts it at once", async () => {
-    const box = await newBox(api)
-    expect((await search(box, { query: "first" })).status).toBe(200)
+    const box = await newBox(server.url)
+    expect((await search(box, { query: "first" })).response.status).toBe(200)
     await db.query("UPDATE usage_counters SET searches = 99 WHERE user_id = (SELECT user_id FROM mailboxes WHERE id = $1)", [box.mailboxId])
     const last = await search(box, { query: "the hundredth" })
-    expect(last.status).toBe(200)
+    expect(last.response.status).toBe(200)
     const refused = await search(box, { query: "one too many" })
-    expect(refused.status).toBe(403)
-    expect(refused.body.success).toBe(false)
-    expect(refused.body.error.code).toBe("SEARCH_QUOTA")
-    expect(refused.body.error.details).toEqual({ used: 100, limit: 100, plan: "free", period_end: expect.any(String) })
+    expect(refused.response.status).toBe(403)
+    expect(refused.error?.success).toBe(false)
+    expect(refused.error?.error.code).toBe("SEARCH_QUOTA")
+    expect(refused.error?.error.details).toEqual({ used: 100, limit: 100, plan: "free", period_end: expect.any(String) })
     expect((await usage(box)).searchesUsed).toBe(100)
 
-    await upgrade(api, server.url, box.user.apiKey, "pro")
+    await upgrade(server.url, box.user.apiKey, "pro")
     const after = await search(box, { query: "on pro now" })
-    expect(after.status).toBe(200)
+    expect(after.response.status).toBe(200)
     const used = await usage(box)
     expect(used.searchesLimit).toBe(5_000)
     // A paid plan starts a new period: its count starts again.
@@ -94,10 +93,10 @@ describe("search usage and limits", () => {
   })
 
   it("without a quota (enterprise), searches are counted behind the answer: usage shows them at once, the database within seconds", async () => {
-    const box = await newBox(api)
-    await upgrade(api, server.url, box.user.apiKey, "enterprise")
-    for (const query of ["one", "two", "three"]) expect((await search(box, { query })).status).toBe(200)
-    expect((await search(box, { query: "" })).status).toBe(400)
+    const box = await newBox(server.url)
+    await upgrade(server.url, box.user.apiKey, "enterprise")
+    for (const query of ["one", "two", "three"]) expect((await search(box, { query })).response.status).toBe(200)
+    expect((await search(box, { query: "" })).response.status).toBe(400)
     expect((await usage(box)).searchesUsed).toBe(3)
     const stored = async () => {
       const rows = await db.query("SELECT sum(searches)::int AS n FROM usage_counters WHERE user_id = (SELECT user_id FROM mailboxes WHERE id = $1)", [box.mailboxId])
@@ -108,15 +107,15 @@ describe("search usage and limits", () => {
   })
 
   it("limits searches per minute apart from requests: the 11th on free is 429 with Retry-After", async () => {
-    const box = await newBox(api)
-    for (let i = 0; i < 10; i++) expect((await search(box, { query: `query ${i}` })).status).toBe(200)
+    const box = await newBox(server.url)
+    for (let i = 0; i < 10; i++) expect((await search(box, { query: `query ${i}` })).response.status).toBe(200)
     const limited = await search(box, { query: "one more" })
-    expect(limited.status).toBe(429)
-    expect(limited.body.error.code).toBe("RATE_LIMIT_EXCEEDED")
-    expect(limited.body.error.details).toEqual({ limit: 10, window: "minute", retry_after: expect.any(Number) })
-    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    expect(limited.response.status).toBe(429)
+    expect(limited.error?.error.code).toBe("RATE_LIMIT_EXCEEDED")
+    expect(limited.error?.error.details).toEqual({ limit: 10, window: "minute", retry_after: expect.any(Number) })
+    expect(Number(limited.response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
     // Other requests are not held back by the search limit.
-    expect((await api.get("/v1/billing/usage", { apiKey: box.user.apiKey })).status).toBe(200)
+    expect((await withKey(server.url, box.user).GET("/v1/billing/usage")).response.status).toBe(200)
     expect((await usage(box)).searchesUsed).toBe(10)
   })
 })

@@ -14,12 +14,13 @@ import type Mail from "nodemailer/lib/mailer"
 import MailComposer from "nodemailer/lib/mail-composer"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Client, client, isoMillis, type Reply, withApiKey } from "../support/http.ts"
+import { isoMillis, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { type Box, DOMAIN, fresh as freshName, newBox as newUserBox, type User } from "../support/mailboxes.ts"
 import { connectSmtp, type SmtpReply } from "../support/smtp-client.ts"
+import { anonymous, type MailroomFetchClient, withKey } from "../support/typed-client.ts"
 import { sleep } from "../support/wait.ts"
 
 const SENDER = "sender@example.com"
@@ -34,34 +35,62 @@ const ANNOUNCED_SIZE = 52_428_800
 // ---------------------------------------------------------------------------------------------
 
 let suite: SuiteServer
-let api: Client
 
 
 const fresh = (prefix = "inbound") => freshName(prefix)
 
 const sha256 = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex")
 
-/** GET with a user's key. A 429 (never expected, but the free plan allows 20 a minute) waits for Retry-After. */
-const get = async (user: User, route: string): Promise<Reply> => {
+/** A request with a user's key. A 429 (never expected, but the free plan allows 20 a minute) waits for Retry-After. */
+const patiently = async <R extends { readonly response: Response }>(request: () => Promise<R>): Promise<R> => {
   for (let attempt = 0;; attempt++) {
-    const reply = await api.get(route, { apiKey: user.apiKey })
-    if (reply.status !== 429 || attempt >= 2) return reply
-    await sleep(Math.min(65, Number(reply.headers.get("retry-after") ?? 5)) * 1000)
+    const reply = await request()
+    if (reply.response.status !== 429 || attempt >= 2) return reply
+    await sleep(Math.min(65, Number(reply.response.headers.get("retry-after") ?? 5)) * 1000)
   }
 }
 
-/** GET a byte route (raw message, attachment) without decoding it as text. */
-const getBytes = async (user: User, route: string) => {
-  for (let attempt = 0;; attempt++) {
-    const response = await fetch(`${suite.url}${route}`, { headers: { "x-api-key": user.apiKey } })
-    const body = Buffer.from(await response.arrayBuffer())
-    if (response.status !== 429 || attempt >= 2) return { status: response.status, headers: response.headers, body }
-    await sleep(Math.min(65, Number(response.headers.get("retry-after") ?? 5)) * 1000)
-  }
+interface MailIds {
+  readonly email: string
+  readonly attachment: string
+  readonly thread: string
+  readonly mailbox: string
 }
+
+type Read = () => Promise<{ readonly response: Response; readonly error?: unknown }>
+
+/** The routes that read mail, each as its path and a request for it with `mailroom`; raw and attachment read as bytes. */
+const mailReads = (mailroom: MailroomFetchClient, ids: MailIds): ReadonlyArray<readonly [string, Read]> => [
+  [`/v1/api/emails/${ids.email}`, () => mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: ids.email } } })],
+  [`/v1/api/emails/${ids.email}/raw`, () => mailroom.GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId: ids.email } }, parseAs: "arrayBuffer" })],
+  [
+    `/v1/api/emails/${ids.email}/attachments/${ids.attachment}`,
+    () =>
+      mailroom.GET("/v1/api/emails/{emailId}/attachments/{attachmentId}", {
+        params: { path: { emailId: ids.email, attachmentId: ids.attachment } },
+        parseAs: "arrayBuffer"
+      })
+  ],
+  [`/v1/api/threads/${ids.thread}`, () => mailroom.GET("/v1/api/threads/{threadId}", { params: { path: { threadId: ids.thread } } })],
+  [`/v1/api/mailboxes/${ids.mailbox}/emails`, () => mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: ids.mailbox } } })]
+]
+
+const keyed = (user: User) => withKey(suite.url, user)
+const emailOf = (user: User, emailId: string) => patiently(() => keyed(user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } }))
+const threadOf = (user: User, threadId: string) => patiently(() => keyed(user).GET("/v1/api/threads/{threadId}", { params: { path: { threadId } } }))
+/** The raw message as sent, as bytes. */
+const rawOf = (user: User, emailId: string) =>
+  patiently(() => keyed(user).GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId } }, parseAs: "arrayBuffer" }))
+/** The mailbox's list with the query as a URL would carry it ("?limit=2&offset=2"). */
+const listOf = (box: Box, query = "") =>
+  patiently(() =>
+    keyed(box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: Object.fromEntries(new URLSearchParams(query)) }
+    })
+  )
 
 /** A mailbox on the shared domain for `user` (a new user with an API key when none is given). */
-const newBox = (user?: User, local = fresh()) => newUserBox(api, { ...(user ? { user } : {}), localPart: local })
+const newBox = (user?: User, local = fresh()) => newUserBox(suite.url, { ...(user ? { user } : {}), localPart: local })
 
 /**
  * The exact bytes nodemailer sends for `mail`. MailComposer leaves a body's own line breaks bare
@@ -114,29 +143,30 @@ const waitForEmails = async (box: Box, count: number, timeoutMs = 60_000) => {
   const deadline = Date.now() + timeoutMs
   let pause = 300
   for (;;) {
-    const reply = await get(box.user, `/v1/api/mailboxes/${box.mailboxId}/emails?limit=100`)
-    expect(reply.status, reply.text).toBe(200)
+    const reply = await listOf(box, "?limit=100")
+    expect(reply.response.status, JSON.stringify(reply.error)).toBe(200)
+    const page = reply.data!
     // Every page agrees with its own meta, even while emails are arriving.
-    expect(reply.body.data.length, `a page of ${reply.body.data.length} emails with meta ${JSON.stringify(reply.body.meta)}`).toBe(
-      Math.min(reply.body.meta.total, 100)
+    expect(page.data.length, `a page of ${page.data.length} emails with meta ${JSON.stringify(page.meta)}`).toBe(
+      Math.min(page.meta.total, 100)
     )
-    if (reply.body.meta.total >= count) return reply.body as { data: Array<Record<string, any>>; meta: Record<string, unknown> }
-    if (Date.now() > deadline) throw new Error(`mailbox ${box.mailboxId}: ${reply.body.meta.total} of ${count} emails within ${timeoutMs} ms`)
+    if (page.meta.total >= count) return page
+    if (Date.now() > deadline) throw new Error(`mailbox ${box.mailboxId}: ${page.meta.total} of ${count} emails within ${timeoutMs} ms`)
     await sleep(pause)
     pause = Math.min(2_000, pause * 1.5)
   }
 }
 
 const usage = async (user: User) => {
-  const reply = await get(user, "/v1/billing/usage")
-  expect(reply.status, reply.text).toBe(200)
-  return reply.body.data as { emailsUsed: number; storageUsed: number }
+  const reply = await patiently(() => keyed(user).GET("/v1/billing/usage"))
+  expect(reply.response.status, JSON.stringify(reply.error)).toBe(200)
+  return reply.data!.data
 }
 
 const notFound = { success: false, error: expect.objectContaining({ code: "NOT_FOUND", message: expect.any(String) }) }
 
 /** The list/thread shape of an email: the full record without bodies, headers and attachments. */
-const summaryOf = (email: Record<string, unknown>) => {
+const summaryOf = <E extends { text: unknown; html: unknown; headers: unknown; attachments: unknown; extracted: unknown }>(email: E) => {
   const { text: _text, html: _html, headers: _headers, attachments: _attachments, extracted: _extracted, ...summary } = email
   return summary
 }
@@ -153,7 +183,6 @@ const expectRefused = (reply: SmtpReply | undefined, code: number, enhanced: str
 describe("inbound SMTP and reading mail", () => {
   useSuiteServer((s) => {
     suite = s
-    api = client(s.url)
   })
 
   describe("a message with an attachment and a UTF-8 subject", () => {
@@ -183,10 +212,10 @@ describe("inbound SMTP and reading mail", () => {
       expect(listed.meta).toEqual({ total: 1, limit: 100, offset: 0, hasMore: false })
       expect(listed.data[0]!.email_id).toBe(emailId)
 
-      const reply = await get(box.user, `/v1/api/emails/${emailId}`)
-      expect(reply.status, reply.text).toBe(200)
-      expect(reply.body.success).toBe(true)
-      const email = reply.body.data
+      const reply = await emailOf(box.user, emailId!)
+      expect(reply.response.status, JSON.stringify(reply.error)).toBe(200)
+      expect(reply.data?.success).toBe(true)
+      const email = reply.data!.data
       expect(email).toEqual({
         email_id: emailId,
         direction: "inbound",
@@ -229,21 +258,26 @@ describe("inbound SMTP and reading mail", () => {
       expect(email.headers.from).toContain(SENDER)
       expect(Date.now() - Date.parse(email.received_at)).toBeLessThan(5 * 60_000)
 
-      const rawReply = await getBytes(box.user, `/v1/api/emails/${emailId}/raw`)
-      expect(rawReply.status).toBe(200)
-      expect(rawReply.headers.get("content-type")).toMatch(/^message\/rfc822/)
-      expect(rawReply.body.equals(raw), "raw differs from what was sent").toBe(true)
+      const rawReply = await rawOf(box.user, emailId!)
+      expect(rawReply.response.status).toBe(200)
+      expect(rawReply.response.headers.get("content-type")).toMatch(/^message\/rfc822/)
+      expect(Buffer.from(rawReply.data!).equals(raw), "raw differs from what was sent").toBe(true)
 
-      const file = await getBytes(box.user, `/v1/api/emails/${emailId}/attachments/${email.attachments[0].attachment_id}`)
-      expect(file.status).toBe(200)
-      expect(file.headers.get("content-type")).toBe("image/png")
-      expect(file.body.equals(attachment), "attachment bytes differ").toBe(true)
+      const file = await patiently(() =>
+        keyed(box.user).GET("/v1/api/emails/{emailId}/attachments/{attachmentId}", {
+          params: { path: { emailId: emailId!, attachmentId: email.attachments[0]!.attachment_id } },
+          parseAs: "arrayBuffer"
+        })
+      )
+      expect(file.response.status).toBe(200)
+      expect(file.response.headers.get("content-type")).toBe("image/png")
+      expect(Buffer.from(file.data!).equals(attachment), "attachment bytes differ").toBe(true)
 
       expect(listed.data).toEqual([summaryOf(email)])
 
-      const thread = await get(box.user, `/v1/api/threads/${email.thread_id}`)
-      expect(thread.status).toBe(200)
-      expect(thread.body).toEqual({
+      const thread = await threadOf(box.user, email.thread_id)
+      expect(thread.response.status).toBe(200)
+      expect(thread.data).toEqual({
         success: true,
         data: { thread_id: email.thread_id, mailbox_id: box.mailboxId, subject, message_count: 1, emails: [summaryOf(email)] }
       })
@@ -298,12 +332,12 @@ describe("inbound SMTP and reading mail", () => {
       expect(aliceEmail).toMatchObject({ mailbox_id: alice.mailboxId, subject: "For both of you", message_id: bobEmail.message_id })
       expect(bobEmail.mailbox_id).toBe(bob.mailboxId)
 
-      expect((await get(alice.user, `/v1/api/emails/${aliceEmail.email_id}`)).status).toBe(200)
-      expect((await get(bob.user, `/v1/api/emails/${bobEmail.email_id}`)).status).toBe(200)
-      const crossed = await get(alice.user, `/v1/api/emails/${bobEmail.email_id}`)
-      expect(crossed.status).toBe(404)
-      expect(crossed.body).toMatchObject(notFound)
-      expect((await get(bob.user, `/v1/api/emails/${aliceEmail.email_id}`)).status).toBe(404)
+      expect((await emailOf(alice.user, aliceEmail.email_id)).response.status).toBe(200)
+      expect((await emailOf(bob.user, bobEmail.email_id)).response.status).toBe(200)
+      const crossed = await emailOf(alice.user, bobEmail.email_id)
+      expect(crossed.response.status).toBe(404)
+      expect(crossed.error).toMatchObject(notFound)
+      expect((await emailOf(bob.user, aliceEmail.email_id)).response.status).toBe(404)
     })
   })
 
@@ -315,9 +349,12 @@ describe("inbound SMTP and reading mail", () => {
       await waitForEmails(box, 1)
 
       const next = fresh("renamed")
-      const renamed = await api.patch(`/v1/api/mailboxes/${box.mailboxId}`, { apiKey: box.user.apiKey, body: { local_part: next, domain: DOMAIN } })
-      expect(renamed.status, renamed.text).toBe(200)
-      expect(renamed.body.data).toEqual({
+      const renamed = await keyed(box.user).PATCH("/v1/api/mailboxes/{mailboxId}", {
+        params: { path: { mailboxId: box.mailboxId } },
+        body: { local_part: next, domain: DOMAIN }
+      })
+      expect(renamed.response.status, JSON.stringify(renamed.error)).toBe(200)
+      expect(renamed.data?.data).toEqual({
         previous_email_address: box.address,
         mailbox: { mailbox_id: box.mailboxId, email_address: `${next}@${DOMAIN}`, domain: DOMAIN, status: "active" }
       })
@@ -351,13 +388,13 @@ describe("inbound SMTP and reading mail", () => {
       }))
       const [emailId] = queuedIds(first.response)
       await waitForEmails(box, 1)
-      const email = (await get(box.user, `/v1/api/emails/${emailId}`)).body.data
+      const email = (await emailOf(box.user, emailId!)).data!.data
       expect(email.attachments).toHaveLength(1)
 
-      const route = `/v1/api/mailboxes/${box.mailboxId}`
-      const wrong = await api.delete(route, { apiKey: box.user.apiKey, body: { confirm_email_address: `x${box.address}` } })
-      expect(wrong.status).toBe(400)
-      expect(wrong.body).toEqual({
+      const route = { params: { path: { mailboxId: box.mailboxId } } }
+      const wrong = await keyed(box.user).DELETE("/v1/api/mailboxes/{mailboxId}", { ...route, body: { confirm_email_address: `x${box.address}` } })
+      expect(wrong.response.status).toBe(400)
+      expect(wrong.error).toEqual({
         success: false,
         error: { code: "VALIDATION_ERROR", message: expect.any(String), details: { confirm_email_address: expect.any(String) } }
       })
@@ -365,22 +402,17 @@ describe("inbound SMTP and reading mail", () => {
       expect(still.data?.code, still.data?.text).toBe(250)
       await waitForEmails(box, 2)
 
-      const deleted = await api.delete(route, { apiKey: box.user.apiKey, body: { confirm_email_address: box.address } })
-      expect(deleted.status).toBe(200)
-      expect(deleted.body).toEqual({ success: true, data: { deleted: true } })
+      const deleted = await keyed(box.user).DELETE("/v1/api/mailboxes/{mailboxId}", { ...route, body: { confirm_email_address: box.address } })
+      expect(deleted.response.status).toBe(200)
+      expect(deleted.data).toEqual({ success: true, data: { deleted: true } })
 
       const refused = await transaction([box.address])
       expectRefused(refused.replies[0], 550, "5.1.1")
 
-      for (const path of [
-        `/v1/api/emails/${emailId}`,
-        `/v1/api/emails/${emailId}/raw`,
-        `/v1/api/emails/${emailId}/attachments/${email.attachments[0].attachment_id}`,
-        `/v1/api/threads/${email.thread_id}`,
-        `/v1/api/mailboxes/${box.mailboxId}/emails`
-      ]) {
-        const reply = await get(box.user, path)
-        expect({ path, status: reply.status, body: reply.body }).toEqual({ path, status: 404, body: expect.objectContaining(notFound) })
+      const ids = { email: emailId!, attachment: email.attachments[0]!.attachment_id, thread: email.thread_id, mailbox: box.mailboxId }
+      for (const [path, read] of mailReads(keyed(box.user), ids)) {
+        const reply = await patiently(read)
+        expect({ path, status: reply.response.status, body: reply.error }).toEqual({ path, status: 404, body: expect.objectContaining(notFound) })
       }
     })
   })
@@ -388,7 +420,7 @@ describe("inbound SMTP and reading mail", () => {
   describe("ownership and credentials", () => {
     it("other users get 404 NOT_FOUND for an email, its raw, attachment, thread and mailbox list, as for ids that do not exist", async () => {
       const owner = await newBox()
-      const stranger = await withApiKey(api)
+      const stranger = await withApiKey(suite.url)
       const sent = await sendRaw(owner.address, await compose({
         from: SENDER,
         to: owner.address,
@@ -398,51 +430,47 @@ describe("inbound SMTP and reading mail", () => {
       }))
       const [emailId] = queuedIds(sent.response)
       await waitForEmails(owner, 1)
-      const email = (await get(owner.user, `/v1/api/emails/${emailId}`)).body.data
-      const attachmentId = email.attachments[0].attachment_id as string
+      const email = (await emailOf(owner.user, emailId!)).data!.data
+      const attachmentId = email.attachments[0]!.attachment_id
 
-      const routes = (ids: { email: string; attachment: string; thread: string; mailbox: string }) => [
-        `/v1/api/emails/${ids.email}`,
-        `/v1/api/emails/${ids.email}/raw`,
-        `/v1/api/emails/${ids.email}/attachments/${ids.attachment}`,
-        `/v1/api/threads/${ids.thread}`,
-        `/v1/api/mailboxes/${ids.mailbox}/emails`
-      ]
-      const real = { email: emailId!, attachment: attachmentId, thread: email.thread_id as string, mailbox: owner.mailboxId }
+      const real = { email: emailId!, attachment: attachmentId, thread: email.thread_id, mailbox: owner.mailboxId }
       const made = { email: "eml_doesnotexist0000", attachment: "att_doesnotexist0000", thread: "thr_doesnotexist0000", mailbox: "mbx_doesnotexist0000" }
       const swap = (body: unknown) => {
         let text = JSON.stringify(body)
         for (const key of Object.keys(made) as Array<keyof typeof made>) text = text.split(made[key]).join(real[key])
         return JSON.parse(text)
       }
-      const theirs = routes(real)
-      const unknown = routes(made)
+      const theirs = mailReads(keyed(stranger), real)
+      const unknown = mailReads(keyed(stranger), made)
       for (let i = 0; i < theirs.length; i++) {
-        const foreign = await get(stranger, theirs[i]!)
-        const missing = await get(stranger, unknown[i]!)
-        expect({ path: theirs[i], status: foreign.status, body: foreign.body }).toEqual({ path: theirs[i], status: 404, body: expect.objectContaining(notFound) })
-        expect({ path: unknown[i], status: missing.status }).toEqual({ path: unknown[i], status: 404 })
+        const [theirPath, readTheirs] = theirs[i]!
+        const [unknownPath, readUnknown] = unknown[i]!
+        const foreign = await patiently(readTheirs)
+        const missing = await patiently(readUnknown)
+        expect({ path: theirPath, status: foreign.response.status, body: foreign.error }).toEqual({ path: theirPath, status: 404, body: expect.objectContaining(notFound) })
+        expect({ path: unknownPath, status: missing.response.status }).toEqual({ path: unknownPath, status: 404 })
         // Nothing tells a stranger that the resource exists: the reply is the one for a made-up id.
-        expect(foreign.body).toEqual(swap(missing.body))
+        expect(foreign.error).toEqual(swap(missing.error))
       }
       // The owner, for contrast, reads the attachment of a real email but not one under another email's id.
-      const mixed = await get(owner.user, `/v1/api/emails/${made.email}/attachments/${attachmentId}`)
-      expect(mixed.status).toBe(404)
-      expect(mixed.body).toMatchObject(notFound)
+      const mixed = await patiently(mailReads(keyed(owner.user), { ...real, email: made.email })[2]![1])
+      expect(mixed.response.status).toBe(404)
+      expect(mixed.error).toMatchObject(notFound)
     })
 
     it("a call without a key is 401 UNAUTHORIZED, and so is an invalid key", async () => {
-      for (const route of ["/v1/api/emails/eml_x", "/v1/api/emails/eml_x/raw", "/v1/api/threads/thr_x", "/v1/api/mailboxes/mbx_x/emails"]) {
-        const reply = await api.get(route)
-        expect({ route, status: reply.status, body: reply.body }).toEqual({
+      const reads = mailReads(anonymous(suite.url), { email: "eml_x", attachment: "att_x", thread: "thr_x", mailbox: "mbx_x" })
+      for (const [route, read] of reads.filter(([route]) => !route.includes("/attachments/"))) {
+        const reply = await read()
+        expect({ route, status: reply.response.status, body: reply.error }).toEqual({
           route,
           status: 401,
           body: { success: false, error: expect.objectContaining({ code: "UNAUTHORIZED", message: expect.any(String) }) }
         })
       }
-      const invalid = await api.get("/v1/api/emails/eml_x", { apiKey: "mr_not_a_key" })
-      expect(invalid.status).toBe(401)
-      expect(invalid.body.error.code).toBe("UNAUTHORIZED")
+      const invalid = await withKey(suite.url, { apiKey: "mr_not_a_key" }).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: "eml_x" } } })
+      expect(invalid.response.status).toBe(401)
+      expect(invalid.error?.error.code).toBe("UNAUTHORIZED")
     })
   })
 
@@ -457,10 +485,10 @@ describe("inbound SMTP and reading mail", () => {
       }
       await waitForEmails(box, 3)
       const list = async (query: string) => {
-        const reply = await get(box.user, `/v1/api/mailboxes/${box.mailboxId}/emails${query}`)
-        expect(reply.status, reply.text).toBe(200)
-        expect(reply.body.success).toBe(true)
-        return { subjects: reply.body.data.map((e: { subject: string }) => e.subject), meta: reply.body.meta }
+        const reply = await listOf(box, query)
+        expect(reply.response.status, JSON.stringify(reply.error)).toBe(200)
+        expect(reply.data?.success).toBe(true)
+        return { subjects: reply.data!.data.map((e) => e.subject), meta: reply.data!.meta }
       }
       expect(await list("")).toEqual({ subjects: ["Bravo", "Alpha", "Charlie"], meta: { total: 3, limit: 20, offset: 0, hasMore: false } })
       expect(await list("?limit=2")).toEqual({ subjects: ["Bravo", "Alpha"], meta: { total: 3, limit: 2, offset: 0, hasMore: true } })
@@ -479,9 +507,9 @@ describe("inbound SMTP and reading mail", () => {
       ["offset=-1", "offset"]
     ])("refuses ?%s with 400 VALIDATION_ERROR whose details name %s", async (query, field) => {
       const box = await newBox()
-      const reply = await get(box.user, `/v1/api/mailboxes/${box.mailboxId}/emails?${query}`)
-      expect(reply.status).toBe(400)
-      expect(reply.body).toEqual({
+      const reply = await listOf(box, `?${query}`)
+      expect(reply.response.status).toBe(400)
+      expect(reply.error).toEqual({
         success: false,
         error: { code: "VALIDATION_ERROR", message: expect.any(String), details: { [field]: expect.any(String) } }
       })
@@ -513,14 +541,14 @@ describe("inbound SMTP and reading mail", () => {
       expect(re!.thread_id).toBe(hello!.thread_id)
       expect(other!.thread_id).not.toBe(hello!.thread_id)
 
-      const thread = await get(box.user, `/v1/api/threads/${hello!.thread_id}`)
-      expect(thread.status).toBe(200)
-      expect(thread.body).toEqual({
+      const thread = await threadOf(box.user, hello!.thread_id)
+      expect(thread.response.status).toBe(200)
+      expect(thread.data).toEqual({
         success: true,
         data: { thread_id: hello!.thread_id, mailbox_id: box.mailboxId, subject: "Hello", message_count: 3, emails: [hello, reply, re] }
       })
-      const single = await get(box.user, `/v1/api/threads/${other!.thread_id}`)
-      expect(single.body.data).toMatchObject({ subject: "Something else entirely", message_count: 1, emails: [other] })
+      const single = await threadOf(box.user, other!.thread_id)
+      expect(single.data?.data).toMatchObject({ subject: "Something else entirely", message_count: 1, emails: [other] })
     })
 
     it("a reply that arrives before its original still shares its thread, under another subject too", async () => {
@@ -603,7 +631,7 @@ describe("inbound SMTP and reading mail", () => {
 
     it("50 MB + 1 byte to an enterprise mailbox (over what SIZE announces), no SIZE declared: 552 5.3.4, nothing stored or counted", async () => {
       const box = await newBox()
-      await upgrade(api, suite.url, box.user.apiKey, "enterprise")
+      await upgrade(suite.url, box.user.apiKey, "enterprise")
       const { replies, data } = await transaction([box.address], messageOf(box.address, "Far too big", ANNOUNCED_SIZE + 1))
       expect(replies[0]!.code).toBe(250)
       expectRefused(data, 552, "5.3.4")
@@ -692,7 +720,6 @@ describe("STARTTLS with a configured certificate", () => {
   afterAll(() => fs.rmSync(certDir, { recursive: true, force: true }))
   useSuiteServer((s) => {
     suite = s
-    api = client(s.url)
   }, { SMTP_TLS_CERT: cert, SMTP_TLS_KEY: key })
 
   it("EHLO advertises STARTTLS, and nodemailer requiring TLS delivers a message that becomes readable", async () => {
@@ -711,7 +738,7 @@ describe("STARTTLS with a configured certificate", () => {
     expect(sent.accepted).toEqual([box.address])
     const listed = await waitForEmails(box, 1)
     expect(listed.data.map((e) => [e.email_id, e.subject, e.size])).toEqual([[queuedIds(sent.response)[0], "Over TLS", raw.byteLength]])
-    const rawReply = await getBytes(box.user, `/v1/api/emails/${listed.data[0]!.email_id}/raw`)
-    expect(rawReply.body.equals(raw)).toBe(true)
+    const rawReply = await rawOf(box.user, listed.data[0]!.email_id)
+    expect(Buffer.from(rawReply.data!).equals(raw)).toBe(true)
   })
 })

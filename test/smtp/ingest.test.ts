@@ -10,8 +10,9 @@ import nodemailer from "nodemailer"
 import pg from "pg"
 import { afterAll, beforeAll, expect, it } from "vitest"
 import { streamName } from "../../layers/nats-bus.ts"
-import { client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 let backend: Backend
@@ -37,11 +38,10 @@ afterAll(async () => {
 const scalar = async (query: string, params: Array<unknown> = []) => Number((await db.query(query, params)).rows[0].n)
 
 it("stores a redelivered message once, charges it once and announces it once", async () => {
-  const api = client(server.url)
-  const user = await withApiKey(api)
-  const created = await api.post("/v1/api/mailboxes", { apiKey: user.apiKey, body: { local_part: `ingest${Date.now()}`, domain: "agents.localhost" } })
-  expect(created.status).toBe(201)
-  const mailbox = created.body.mailbox as { mailbox_id: string; email_address: string }
+  const user = await withApiKey(server.url)
+  const created = await withKey(server.url, user).POST("/v1/api/mailboxes", { body: { local_part: `ingest${Date.now()}`, domain: "agents.localhost" } })
+  expect(created.response.status).toBe(201)
+  const mailbox = created.data!.mailbox
 
   const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
   const sent = await transport.sendMail({

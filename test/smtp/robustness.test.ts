@@ -7,21 +7,19 @@
  */
 import * as net from "node:net"
 import { beforeAll, describe, expect, it } from "vitest"
-import { type Client, client, type RequestOptions } from "../support/http.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox as newUserBox } from "../support/mailboxes.ts"
 import { connectSmtp, envelope, type SmtpReply, type SmtpSession } from "../support/smtp-client.ts"
+import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
 const SENDER = "sender@example.com"
 
 let server: Server
-let api: Client
 
 useSuiteServer((suite) => {
   server = suite.server
-  api = client(suite.url)
 })
 
 // ---------------------------------------------------------------------------------------------
@@ -29,17 +27,17 @@ useSuiteServer((suite) => {
 // ---------------------------------------------------------------------------------------------
 
 
-/** GET with a user's key; a 429 (free plan: 20 requests a minute) waits for Retry-After and tries again. */
-const get = async (box: Box, path: string, options: RequestOptions = {}) => {
+/** A request with a user's key; a 429 (free plan: 20 requests a minute) waits for Retry-After and tries again. */
+const patiently = async <R extends { readonly response: Response }>(request: () => Promise<R>): Promise<R> => {
   for (let attempt = 0;; attempt++) {
-    const reply = await api.get(path, { ...options, apiKey: box.user.apiKey })
-    if (reply.status !== 429 || attempt >= 3) return reply
-    await sleep(Math.min(65, Number(reply.headers.get("retry-after") ?? 5)) * 1000)
+    const reply = await request()
+    if (reply.response.status !== 429 || attempt >= 3) return reply
+    await sleep(Math.min(65, Number(reply.response.headers.get("retry-after") ?? 5)) * 1000)
   }
 }
 
 /** A new user with an API key and one mailbox on the shared domain. */
-const newBox = (prefix = "robust") => newUserBox(api, { localPart: fresh(prefix) })
+const newBox = (prefix = "robust") => newUserBox(server.url, { localPart: fresh(prefix) })
 
 /** A plain, well-formed message (CRLF line ends). */
 const plainMessage = (to: string, subject: string, body: string) =>
@@ -63,17 +61,17 @@ const deliver = async (to: string, message: string | Uint8Array): Promise<SmtpRe
 /** The email once the worker has stored it (GET /v1/api/emails/{id} answers 200). */
 const readable = (box: Box, emailId: string, timeoutMs = 30_000) =>
   until(`email ${emailId} readable`, async () => {
-    const reply = await get(box, `/v1/api/emails/${emailId}`)
-    if (reply.status === 200) return reply
-    expect(reply.status, reply.text).toBe(404) // not ingested yet; anything else (500) is a failure
+    const reply = await patiently(() => withKey(server.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } }))
+    if (reply.response.status === 200) return reply
+    expect(reply.response.status, JSON.stringify(reply.error)).toBe(404) // not ingested yet; anything else (500) is a failure
     return undefined
   }, timeoutMs, 300, 2_000)
 
-/** GET /v1/api/emails/{id}/raw as bytes (the shared client decodes bodies as UTF-8). */
+/** GET /v1/api/emails/{id}/raw as bytes. */
 const rawBytes = async (box: Box, emailId: string) => {
-  const response = await fetch(`${server.url}/v1/api/emails/${emailId}/raw`, { headers: { "x-api-key": box.user.apiKey } })
-  expect(response.status).toBe(200)
-  return Buffer.from(await response.arrayBuffer())
+  const reply = await withKey(server.url, box.user).GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId } }, parseAs: "arrayBuffer" })
+  expect(reply.response.status).toBe(200)
+  return Buffer.from(reply.data!)
 }
 
 /** What smtp-server stores for the bytes a client sent with `session.data` (CRLF.CRLF excluded). */
@@ -83,9 +81,11 @@ const asStored = (message: string | Uint8Array) => {
 }
 
 const mailboxTotal = async (box: Box) => {
-  const reply = await get(box, `/v1/api/mailboxes/${box.mailboxId}/emails?limit=1`)
-  expect(reply.status, reply.text).toBe(200)
-  return reply.body.meta.total as number
+  const reply = await patiently(() =>
+    withKey(server.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId }, query: { limit: "1" } } })
+  )
+  expect(reply.response.status, JSON.stringify(reply.error)).toBe(200)
+  return reply.data!.meta.total
 }
 
 /** Read replies until the server closes the connection or stays silent for `quietMs`. */
@@ -174,7 +174,7 @@ const stillServes = async () => {
   const [emailId] = queuedIds(reply)
   expect(emailId).toMatch(/^eml_/)
   const email = await readable(suiteBox, emailId!)
-  expect(email.body.data.subject).toBe(subject)
+  expect(email.data!.data.subject).toBe(subject)
   expect(server.process.exitCode, server.output()).toBeNull()
 }
 
@@ -243,13 +243,13 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
     const [emailId] = queuedIds(reply)
     const email = await readable(box, emailId!, 90_000)
     const ingestMs = Date.now() - started - acceptedMs
-    console.info(`[case 3] ${message.length} bytes; 250 after ${acceptedMs} ms; readable ${ingestMs} ms later; subject ${JSON.stringify(email.body.data.subject)}; text ${JSON.stringify(String(email.body.data.text).slice(0, 60))}`)
+    console.info(`[case 3] ${message.length} bytes; 250 after ${acceptedMs} ms; readable ${ingestMs} ms later; subject ${JSON.stringify(email.data!.data.subject)}; text ${JSON.stringify(String(email.data!.data.text).slice(0, 60))}`)
 
     console.info(`[case 3] parser warnings: ${JSON.stringify(logSince(mark, /pars/i))}`)
-    expect(email.body.data.email_id).toBe(emailId)
+    expect(email.data!.data.email_id).toBe(emailId)
     // Past mailparser's 1,000-part limit the message is kept with what a plain reading finds.
-    expect(email.body.data).toMatchObject({ subject: "Deeply nested", from: SENDER, to: [box.address] })
-    expect(["", "The innermost text."]).toContain(String(email.body.data.text ?? "").trim())
+    expect(email.data!.data).toMatchObject({ subject: "Deeply nested", from: SENDER, to: [box.address] })
+    expect(["", "The innermost text."]).toContain(String(email.data!.data.text ?? "").trim())
     expect((await rawBytes(box, emailId!)).equals(asStored(message))).toBe(true)
     expect(ingestMs).toBeLessThan(60_000)
     await stillServes()
@@ -269,8 +269,8 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
 
     const [emailId] = queuedIds(reply)
     const email = await readable(box, emailId!)
-    expect(email.body.data.subject ?? "").toBe("")
-    expect(email.body.data.text ?? "").toBe("")
+    expect(email.data!.data.subject ?? "").toBe("")
+    expect(email.data!.data.text ?? "").toBe("")
     expect((await rawBytes(box, emailId!)).length).toBe(0)
     await stillServes()
   })
@@ -292,11 +292,11 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
 
     const [emailId] = queuedIds(reply)
     const email = await readable(box, emailId!)
-    expect(email.headers.get("content-type")).toMatch(/application\/json/)
-    expect(email.body.success).toBe(true)
-    console.info(`[case 5] subject ${JSON.stringify(email.body.data.subject)}; from ${JSON.stringify(email.body.data.from)}; x-nul ${JSON.stringify(email.body.data.headers?.["x-nul"])}`)
-    expect(email.body.data.subject).toContain("Broken")
-    expect(JSON.stringify(email.body.data)).not.toContain("\\u0000")
+    expect(email.response.headers.get("content-type")).toMatch(/application\/json/)
+    expect(email.data?.success).toBe(true)
+    console.info(`[case 5] subject ${JSON.stringify(email.data!.data.subject)}; from ${JSON.stringify(email.data!.data.from)}; x-nul ${JSON.stringify(email.data!.data.headers?.["x-nul"])}`)
+    expect(email.data!.data.subject).toContain("Broken")
+    expect(JSON.stringify(email.data!.data)).not.toContain("\\u0000")
     expect((await rawBytes(box, emailId!)).equals(asStored(message))).toBe(true)
     await stillServes()
   })
@@ -312,8 +312,8 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
     const [emailId] = queuedIds(reply)
     const email = await readable(box, emailId!, 60_000)
     console.info(`[case 6] parser warnings: ${JSON.stringify(logSince(mark, /pars/i))}`)
-    expect(email.body.data).toMatchObject({ subject: "After a long header", from: SENDER, text: "Body after the long header.\n" })
-    expect(email.body.data.headers["x-long"]).toBe("a".repeat(64 * 1024))
+    expect(email.data!.data).toMatchObject({ subject: "After a long header", from: SENDER, text: "Body after the long header.\n" })
+    expect(email.data!.data.headers["x-long"]).toBe("a".repeat(64 * 1024))
     expect((await rawBytes(box, emailId!)).equals(asStored(message))).toBe(true)
     await stillServes()
   })
@@ -358,16 +358,16 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
     const reply = await deliver(box.address, message)
     expect(reply.code, reply.text).toBe(250)
     const [emailId] = queuedIds(reply)
-    expect(await rawBytes(box, (await readable(box, emailId!)).body.data.email_id)).toEqual(asStored(message))
+    expect(await rawBytes(box, (await readable(box, emailId!)).data!.data.email_id)).toEqual(asStored(message))
     expect(await mailboxTotal(box)).toBe(1)
     await stillServes()
   })
 
   it("10. the 101st recipient of one message is refused with 452 4.5.3; the message reaches the first 100", async () => {
     const box = await newBox("many")
-    await upgrade(api, server.url, box.user.apiKey, "enterprise")
+    await upgrade(server.url, box.user.apiKey, "enterprise")
     const boxes = [box]
-    for (let i = 1; i <= 100; i++) boxes.push(await newUserBox(api, { user: box.user, localPart: fresh(`many${i}-`) }))
+    for (let i = 1; i <= 100; i++) boxes.push(await newUserBox(server.url, { user: box.user, localPart: fresh(`many${i}-`) }))
 
     const session = await connectSmtp(server.smtpPort)
     try {

@@ -9,7 +9,7 @@
 import nodemailer from "nodemailer"
 import type Mail from "nodemailer/lib/mailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { DOMAIN, fresh } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
@@ -46,7 +46,7 @@ interface Account {
 }
 
 const account = async (): Promise<Account> => {
-  const user = await withApiKey(client(suite.url))
+  const user = await withApiKey(suite.url)
   return { apiKey: user.apiKey, mailroom: withKey(suite.url, user) }
 }
 

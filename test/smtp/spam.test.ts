@@ -7,17 +7,17 @@
 import nodemailer from "nodemailer"
 import type Mail from "nodemailer/lib/mailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Client, client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type Rspamd, startRspamd } from "../support/rspamd.ts"
 import { type Backend, createBackend, type Server, startServer, type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 const GTUBE = "XJS*C4JDBQADN1.NSBN3*2IDNEN*GTUBE-STANDARD-ANTI-UBE-TEST-EMAIL*C.34X"
 
 let rspamd: Rspamd
 let suite: SuiteServer
-let api: Client
 
 beforeAll(async () => {
   rspamd = await startRspamd()
@@ -29,7 +29,6 @@ afterAll(async () => {
 
 useSuiteServer((s) => {
   suite = s
-  api = client(s.url)
 }, {
   // Set before the server starts: the suite's beforeAll above runs first.
   get RSPAMD_URL() {
@@ -46,18 +45,19 @@ const send = async (port: number, mail: Mail.Options) => {
   }
 }
 
-const mailbox = async () => newBox(api, { user: await withApiKey(api), localPart: fresh("spam") })
+const mailbox = async () => newBox(suite.url, { user: await withApiKey(suite.url), localPart: fresh("spam") })
 
 const received = async (box: Box, subject: string) => {
+  const mailroom = withKey(suite.url, box.user)
   const summary = await until(`"${subject}" in ${box.address}`, async () => {
-    const list = await api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
-    expect(list.status, list.text).toBe(200)
-    return (list.body.data as Array<Record<string, any>>).find((email) => email.subject === subject)
+    const list = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(list.response.status, JSON.stringify(list.error)).toBe(200)
+    return list.data!.data.find((email) => email.subject === subject)
   }, 30_000, 300, 2_000)
-  const email = await api.get(`/v1/api/emails/${summary.email_id}`, { apiKey: box.user.apiKey })
-  expect(email.status, email.text).toBe(200)
-  expect(summary.spam).toEqual(email.body.data.spam)
-  return email.body.data as Record<string, any>
+  const email = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: summary.email_id } } })
+  expect(email.response.status, JSON.stringify(email.error)).toBe(200)
+  expect(summary.spam).toEqual(email.data!.data.spam)
+  return email.data!.data
 }
 
 describe("with RSPAMD_URL", () => {
@@ -67,7 +67,7 @@ describe("with RSPAMD_URL", () => {
     await send(suite.server.smtpPort, { from: "pusher@example.com", to: box.address, subject, text: `Buy now.\n${GTUBE}\n` })
     const email = await received(box, subject)
     expect(email.spam).toEqual({ status: "checked", score: expect.any(Number), action: "reject", symbols: expect.arrayContaining(["GTUBE"]) })
-    expect(email.spam.score).toBeGreaterThanOrEqual(15)
+    expect(email.spam?.score).toBeGreaterThanOrEqual(15)
     expect(email.labels).toContain("spam")
   })
 
@@ -82,7 +82,7 @@ describe("with RSPAMD_URL", () => {
     })
     const email = await received(box, subject)
     expect(email.spam).toEqual({ status: "checked", score: expect.any(Number), action: "no action", symbols: expect.any(Array) })
-    expect(email.spam.score).toBeLessThan(6)
+    expect(email.spam?.score).toBeLessThan(6)
     expect(email.labels).not.toContain("spam")
   })
 
@@ -117,8 +117,7 @@ describe("with SPAM_REJECT=true", () => {
   })
 
   it("GTUBE is refused 550 5.7.1 at DATA and nothing is stored; a plain note is accepted", async () => {
-    const other = client(server.url)
-    const box = await newBox(other, { user: await withApiKey(other), localPart: fresh("spam") })
+    const box = await newBox(server.url, { user: await withApiKey(server.url), localPart: fresh("spam") })
     const refused = await send(server.smtpPort, { from: "pusher@example.com", to: box.address, subject: "Offer", text: `${GTUBE}\n` }).then(
       () => undefined,
       (error: { responseCode?: number; response?: string }) => error
@@ -128,9 +127,9 @@ describe("with SPAM_REJECT=true", () => {
     const accepted = await send(server.smtpPort, { from: "ada@example.com", to: box.address, subject: "Lunch", text: "Thursday at noon?" })
     expect(accepted.response).toMatch(/^250 /)
     const list = await until("the note listed", async () => {
-      const reply = await other.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
-      return reply.body.meta?.total >= 1 ? reply.body : undefined
+      const reply = await withKey(server.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return (reply.data?.meta.total ?? 0) >= 1 ? reply.data : undefined
     }, 30_000, 300)
-    expect(list.data.map((email: { subject: string }) => email.subject)).toEqual(["Lunch"])
+    expect(list.data.map((email) => email.subject)).toEqual(["Lunch"])
   })
 })

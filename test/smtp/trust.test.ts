@@ -10,11 +10,12 @@ import { generateKeyPairSync } from "node:crypto"
 import nodemailer from "nodemailer"
 import type Mail from "nodemailer/lib/mailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Client, client, withApiKey } from "../support/http.ts"
+import { withApiKey } from "../support/accounts.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { withKey } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 const KEY = generateKeyPairSync("rsa", { modulusLength: 2048 })
@@ -36,7 +37,6 @@ const STRICT = "strict.test"
 let names: DnsServer
 let hooks: Receiver
 let suite: SuiteServer
-let api: Client
 
 beforeAll(async () => {
   names = await startDnsServer()
@@ -60,7 +60,6 @@ afterAll(async () => {
 
 useSuiteServer((s) => {
   suite = s
-  api = client(s.url)
 }, {
   // Set before the server starts: the suite's beforeAll above runs first.
   get DNS_SERVERS() {
@@ -106,20 +105,21 @@ const sendRaw = async (raw: Buffer, from: string, to: string) => {
   }
 }
 
-const mailbox = async () => newBox(api, { user: await withApiKey(api), localPart: fresh("trust") })
+const mailbox = async () => newBox(suite.url, { user: await withApiKey(suite.url), localPart: fresh("trust") })
 
 /** The email with this subject once it is stored, as `GET /emails/{id}` shows it. */
 const received = async (box: Box, subject: string) => {
+  const mailroom = withKey(suite.url, box.user)
   const summary = await until(`"${subject}" in ${box.address}`, async () => {
-    const list = await api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
-    expect(list.status, list.text).toBe(200)
-    return (list.body.data as Array<Record<string, any>>).find((email) => email.subject === subject)
+    const list = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(list.response.status, JSON.stringify(list.error)).toBe(200)
+    return list.data!.data.find((email) => email.subject === subject)
   }, 30_000, 300, 2_000)
-  const email = await api.get(`/v1/api/emails/${summary.email_id}`, { apiKey: box.user.apiKey })
-  expect(email.status, email.text).toBe(200)
+  const email = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: summary.email_id } } })
+  expect(email.response.status, JSON.stringify(email.error)).toBe(200)
   // The list shows the same verdicts as the email itself.
-  expect(summary.authentication).toEqual(email.body.data.authentication)
-  return email.body.data as Record<string, any>
+  expect(summary.authentication).toEqual(email.data!.data.authentication)
+  return email.data!.data
 }
 
 describe("DKIM", () => {
@@ -158,12 +158,12 @@ describe("DKIM", () => {
     const laxTampered = Buffer.from(laxSigned.toString("latin1").replace("Pay 10 EUR", "Pay 9999 EUR"), "latin1")
     await sendRaw(laxTampered, `bounces@${SPF_SOFT}`, box.address)
     const email = await received(box, laxSubject)
-    expect(email.authentication.dkim).toEqual([{ result: "fail", domain: SIGNED, selector: SELECTOR, aligned: false }])
-    expect(email.authentication.dmarc).toEqual({ result: "fail", domain: LAX, policy: "none" })
+    expect(email.authentication?.dkim).toEqual([{ result: "fail", domain: SIGNED, selector: SELECTOR, aligned: false }])
+    expect(email.authentication?.dmarc).toEqual({ result: "fail", domain: LAX, policy: "none" })
     expect(email.labels).toContain("unauthenticated")
-    const raw = await fetch(`${suite.url}/v1/api/emails/${email.email_id}/raw`, { headers: { "x-api-key": box.user.apiKey } })
-    expect(raw.status).toBe(200)
-    const bytes = Buffer.from(await raw.arrayBuffer())
+    const raw = await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId: email.email_id } }, parseAs: "arrayBuffer" })
+    expect(raw.response.status).toBe(200)
+    const bytes = Buffer.from(raw.data!)
     expect(bytes.toString("latin1").replace(/\r\n/g, "\n")).toBe(laxTampered.toString("latin1").replace(/\r\n/g, "\n"))
     expect(bytes.toString("latin1")).not.toContain("Authentication-Results")
   })
@@ -173,9 +173,9 @@ describe("DKIM", () => {
     const subject = fresh("unsigned")
     await send({ from: `alice@${SIGNED}`, to: box.address, subject, text: "No signature." })
     const email = await received(box, subject)
-    expect(email.authentication.dkim).toEqual([])
+    expect(email.authentication?.dkim).toEqual([])
     // SPF passes for signed.test's own address: DMARC passes on SPF alone.
-    expect(email.authentication.dmarc.result).toBe("pass")
+    expect(email.authentication?.dmarc.result).toBe("pass")
     expect(email.authentication_results).toContain("dkim=none")
   })
 })
@@ -190,7 +190,7 @@ describe("SPF for 127.0.0.1", () => {
     const subject = fresh("spf")
     await send({ from: `carol@${domain}`, to: box.address, subject, text: "SPF only.", envelope: { from: `carol@${domain}`, to: box.address } })
     const email = await received(box, subject)
-    expect(email.authentication.spf).toEqual({ result, domain, aligned: true })
+    expect(email.authentication?.spf).toEqual({ result, domain, aligned: true })
     expect(email.authentication_results).toContain(`spf=${result} smtp.mailfrom=${domain}`)
     // No DMARC record for the SPF-only domains: only an aligned pass keeps the mail authenticated.
     expect(email.labels.includes("unauthenticated")).toBe(result !== "pass")
@@ -199,11 +199,11 @@ describe("SPF for 127.0.0.1", () => {
 
 describe("DMARC", () => {
   it("fails under p=none: accepted, labelled unauthenticated, and the email.received payload carries the verdicts", async () => {
-    const user = await withApiKey(api)
-    const box = await newBox(api, { user, localPart: fresh("trust") })
+    const user = await withApiKey(suite.url)
+    const box = await newBox(suite.url, { user, localPart: fresh("trust") })
     const path = `/received-${box.mailboxId}`
-    const hook = await api.post("/v1/api/webhooks", { apiKey: user.apiKey, body: { url: `${hooks.url}${path}`, events: ["email.received"] } })
-    expect(hook.status, hook.text).toBe(201)
+    const hook = await withKey(suite.url, user).POST("/v1/api/webhooks", { body: { url: `${hooks.url}${path}`, events: ["email.received"] } })
+    expect(hook.response.status, JSON.stringify(hook.error)).toBe(201)
     const subject = fresh("lax")
     await send({ from: `Your Bank <security@${LAX}>`, to: box.address, subject, text: "Confirm your password." })
     const email = await received(box, subject)
@@ -230,8 +230,8 @@ describe("DMARC", () => {
     )
     expect(refused?.responseCode).toBe(550)
     expect(refused?.response).toMatch(/^550 5\.7\.1 /)
-    const list = await api.get(`/v1/api/mailboxes/${box.mailboxId}/emails`, { apiKey: box.user.apiKey })
-    expect(list.status).toBe(200)
-    expect(list.body.meta.total).toBe(0)
+    const list = await withKey(suite.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(list.response.status).toBe(200)
+    expect(list.data?.meta.total).toBe(0)
   })
 })

@@ -1,6 +1,6 @@
 /** Test users with a mailbox: what SMTP tests send to and read back from. */
-import type { Client, withApiKey } from "./http.ts"
-import { withApiKey as signUpWithKey } from "./http.ts"
+import { withApiKey } from "./accounts.ts"
+import { withKey } from "./typed-client.ts"
 
 export type User = Awaited<ReturnType<typeof withApiKey>>
 
@@ -17,13 +17,14 @@ let counter = 0
 export const fresh = (prefix: string) => `${prefix}${Date.now().toString(36)}${counter++}${Math.random().toString(36).slice(2, 6)}`
 
 /** A mailbox on the shared domain, for `user` or for a new user with an API key. */
-export const newBox = async (api: Client, options: { readonly user?: User; readonly localPart?: string } = {}): Promise<Box> => {
-  const user = options.user ?? (await signUpWithKey(api))
-  const created = await api.post("/v1/api/mailboxes", {
-    apiKey: user.apiKey,
+export const newBox = async (baseUrl: string, options: { readonly user?: User; readonly localPart?: string } = {}): Promise<Box> => {
+  const user = options.user ?? (await withApiKey(baseUrl))
+  const created = await withKey(baseUrl, user).POST("/v1/api/mailboxes", {
     body: { local_part: options.localPart ?? fresh("box"), domain: DOMAIN }
   })
-  if (created.status !== 201) throw new Error(`mailbox not created: ${created.status} ${created.text}`)
-  const mailbox = created.body.mailbox as { mailbox_id: string; email_address: string }
+  if (created.response.status !== 201 || !created.data) {
+    throw new Error(`mailbox not created: ${created.response.status} ${JSON.stringify(created.error)}`)
+  }
+  const mailbox = created.data.mailbox
   return { user, mailboxId: mailbox.mailbox_id, address: mailbox.email_address }
 }

@@ -7,8 +7,8 @@
 import * as fs from "node:fs"
 import nodemailer from "nodemailer"
 import { evaluate, type QuerySet } from "./ndcg.ts"
-import type { Client } from "./http.ts"
 import type { Receiver } from "./receiver.ts"
+import { withKey } from "./typed-client.ts"
 
 interface ParaphraseMail {
   readonly emails: ReadonlyArray<{ readonly key: string; readonly from: string; readonly subject: string; readonly text: string }>
@@ -37,12 +37,12 @@ export const sendParaphraseMail = async (smtpPort: number, address: string, rece
 }
 
 /** Mean nDCG@10 of the questions asked through `POST /v1/search` in `mode`. */
-export const paraphraseNdcg = async (api: Client, apiKey: string, mode: "hybrid" | "text" | "vector") => {
+export const paraphraseNdcg = async (baseUrl: string, apiKey: string, mode: "hybrid" | "text" | "vector") => {
   let total = 0
   for (const query of paraphraseSet.queries) {
-    const reply = await api.post("/v1/search", { apiKey, body: { query: query.text, limit: 10, mode } })
-    if (reply.status !== 200) throw new Error(`search answered ${reply.status}: ${reply.text}`)
-    const ranked = (reply.body.data as Array<{ from: string }>).map((r) => keyOfSender(r.from))
+    const reply = await withKey(baseUrl, { apiKey }).POST("/v1/search", { body: { query: query.text, limit: 10, mode } })
+    if (reply.response.status !== 200 || !reply.data) throw new Error(`search answered ${reply.response.status}: ${JSON.stringify(reply.error)}`)
+    const ranked = reply.data.data.map((r) => keyOfSender(r.from))
     total += evaluate(ranked, paraphraseSet.qrels.get(query.id)!).ndcg
   }
   return total / paraphraseSet.queries.length

@@ -1,8 +1,9 @@
 /**
  * The typed client (`mailroom/fetch-client`) as black-box suites hold it: one per kind of caller,
- * plus the only two things a suite sends that the contract forbids, on purpose, to see them refused:
- * a body of the wrong shape and bytes that are not JSON. Everything else a suite sends and reads is
- * typed from the OpenAPI document, so a test that drifts from the contract stops compiling.
+ * plus two things a suite sends that the contract forbids, on purpose, to see them refused: a body
+ * of the wrong shape and bytes that are not JSON (a body in another media type goes through
+ * raw-http.ts). Everything else a suite sends and reads is typed from the OpenAPI document, so a test
+ * that drifts from the contract stops compiling.
  */
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 

@@ -12,12 +12,13 @@ import * as os from "node:os"
 import * as path from "node:path"
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { components } from "../../packages/client/src/fetch-client.ts"
 import { verifyWebhook } from "../../services/webhooks/signatures.ts"
 import { upgrade } from "../support/billing.ts"
-import { client, type Client } from "../support/http.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type Received, type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { withKey, withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 interface Certificate {
@@ -45,7 +46,6 @@ const untrusted = certificate("untrusted")
 
 let backend: Backend
 let server: Server
-let api: Client
 let receiver: Receiver
 
 const env = { WEBHOOK_ALLOW_PRIVATE: "true", NODE_EXTRA_CA_CERTS: trusted.certFile }
@@ -54,7 +54,6 @@ beforeAll(async () => {
   receiver = await startReceiver()
   backend = await createBackend()
   server = await startServer({ ...backend.env, ...env })
-  api = client(server.url)
 })
 
 afterAll(async () => {
@@ -71,27 +70,30 @@ const send = async (to: string, subject: string, text = "Hello from the test.") 
   return info
 }
 
+/** `box`'s owner's caller, on the server as it is now (a test restarts it). */
+const keyed = (box: Box) => withKey(server.url, box.user)
+const webhookPath = (id: string) => ({ params: { path: { id } } })
+
 /** A webhook for `box`'s owner, delivering `events` to a fresh path on the receiver. */
-const hook = async (box: Box, options: { readonly events?: ReadonlyArray<string>; readonly path?: string } = {}) => {
+const hook = async (box: Box, options: { readonly events?: components["schemas"]["CreateWebhookInput"]["events"]; readonly path?: string } = {}) => {
   const path = options.path ?? `/${fresh("hook")}`
-  const reply = await api.post("/v1/api/webhooks", {
-    apiKey: box.user.apiKey,
+  const reply = await keyed(box).POST("/v1/api/webhooks", {
     body: { url: `${receiver.url}${path}`, events: options.events ?? ["email.received"] }
   })
-  if (reply.status !== 201) throw new Error(`webhook not created: ${reply.status} ${reply.text}`)
-  return { ...(reply.body.data as { webhook_id: string; secret: string }), path }
+  if (reply.response.status !== 201 || !reply.data) throw new Error(`webhook not created: ${reply.response.status} ${JSON.stringify(reply.error)}`)
+  return { ...reply.data.data, path }
 }
 
 const deliveries = async (box: Box, webhookId: string) => {
-  const reply = await api.get(`/v1/api/webhooks/${webhookId}/deliveries`, { apiKey: box.user.apiKey })
-  if (reply.status !== 200) throw new Error(`delivery log: ${reply.status} ${reply.text}`)
-  return reply.body
+  const reply = await keyed(box).GET("/v1/api/webhooks/{id}/deliveries", webhookPath(webhookId))
+  if (reply.response.status !== 200 || !reply.data) throw new Error(`delivery log: ${reply.response.status} ${JSON.stringify(reply.error)}`)
+  return reply.data
 }
 
 const finished = (box: Box, webhookId: string, count = 1) =>
   until(`${count} finished deliveries`, async () => {
     const log = await deliveries(box, webhookId)
-    const done = log.data.filter((d: { status: string }) => d.status !== "pending")
+    const done = log.data.filter((d) => d.status !== "pending")
     return done.length >= count ? log : undefined
     // A free plan's key has 20 requests a minute: poll gently.
   }, 40_000, 500)
@@ -100,7 +102,7 @@ const payloadOf = (request: Received) => JSON.parse(request.body)
 
 describe("email.received", () => {
   it("mail sent over SMTP reaches the endpoint once, signed, with SPEC's payload", async () => {
-    const box = await newBox(api)
+    const box = await newBox(server.url)
     const webhook = await hook(box)
     await send(box.address, "Quarterly invoice", "Please find the invoice attached.")
 
@@ -118,7 +120,7 @@ describe("email.received", () => {
       ["authentication", "authentication_results", "date", "direction", "domain", "email_id", "extracted", "from", "has_attachments", "labels", "mailbox_id", "message_id", "spam", "subject", "thread_id", "to"]
     )
     // The same email the API serves.
-    const email = (await api.get(`/v1/api/emails/${payload.data.email_id}`, { apiKey: box.user.apiKey })).body.data
+    const email = (await keyed(box).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: payload.data.email_id } } })).data!.data
     expect(payload.data).toEqual({
       email_id: email.email_id,
       direction: "inbound",
@@ -155,22 +157,24 @@ describe("email.received", () => {
       completed_at: expect.any(String)
     }])
     expect(log.meta).toEqual({ total: 1, limit: 20, offset: 0, hasMore: false })
-    const past = await api.get(`/v1/api/webhooks/${webhook.webhook_id}/deliveries?limit=1&offset=1`, { apiKey: box.user.apiKey })
-    expect(past.body).toEqual({ success: true, data: [], meta: { total: 1, limit: 1, offset: 1, hasMore: false } })
+    const past = await keyed(box).GET("/v1/api/webhooks/{id}/deliveries", {
+      params: { path: { id: webhook.webhook_id }, query: { limit: "1", offset: "1" } }
+    })
+    expect(past.data).toEqual({ success: true, data: [], meta: { total: 1, limit: 1, offset: 1, hasMore: false } })
     // Exactly once: nothing more arrives.
     await new Promise((resolve) => setTimeout(resolve, 1000))
     expect(receiver.received(webhook.path)).toHaveLength(1)
   })
 
   it("goes only to the account's active endpoints subscribed to it; deactivating stops deliveries, reactivating resumes them", async () => {
-    const owner = await newBox(api)
-    await upgrade(api, server.url, owner.user.apiKey, "pro")
+    const owner = await newBox(server.url)
+    await upgrade(server.url, owner.user.apiKey, "pro")
     const subscribed = await hook(owner)
     const inactive = await hook(owner)
     const otherKind = await hook(owner, { events: ["api_key.created"] })
-    const stranger = await hook(await newBox(api))
-    const off = await api.patch(`/v1/api/webhooks/${inactive.webhook_id}`, { apiKey: owner.user.apiKey, body: { active: false } })
-    expect(off.body.data.active).toBe(false)
+    const stranger = await hook(await newBox(server.url))
+    const off = await keyed(owner).PATCH("/v1/api/webhooks/{id}", { ...webhookPath(inactive.webhook_id), body: { active: false } })
+    expect(off.data?.data.active).toBe(false)
 
     await send(owner.address, "First")
     await receiver.waitFor(subscribed.path, 1)
@@ -181,8 +185,8 @@ describe("email.received", () => {
     expect(receiver.received(stranger.path)).toHaveLength(0)
     expect((await deliveries(owner, inactive.webhook_id)).data).toEqual([])
 
-    const on = await api.patch(`/v1/api/webhooks/${inactive.webhook_id}`, { apiKey: owner.user.apiKey, body: { active: true } })
-    expect(on.body.data.active).toBe(true)
+    const on = await keyed(owner).PATCH("/v1/api/webhooks/{id}", { ...webhookPath(inactive.webhook_id), body: { active: true } })
+    expect(on.data?.data.active).toBe(true)
     await send(owner.address, "Second")
     const [resumed] = await receiver.waitFor(inactive.path, 1)
     expect(payloadOf(resumed!).data.subject).toBe("Second")
@@ -191,20 +195,20 @@ describe("email.received", () => {
   })
 
   it("api_key.created reaches endpoints subscribed to it", async () => {
-    const box = await newBox(api)
+    const box = await newBox(server.url)
     const webhook = await hook(box, { events: ["api_key.created"] })
-    const created = await api.post("/v1/api-keys", { bearer: box.user.accessToken, body: { name: "ci key" } })
-    expect(created.status).toBe(201)
+    const created = await withToken(server.url, box.user).POST("/v1/api-keys", { body: { name: "ci key" } })
+    expect(created.response.status).toBe(201)
     const [request] = await receiver.waitFor(webhook.path, 1)
     expect(verifyWebhook({ secret: webhook.secret, body: request!.body, headers: request!.headers })).toBe(true)
-    expect(payloadOf(request!)).toMatchObject({ event: "api_key.created", data: { keyId: created.body.data.keyId, name: "ci key" } })
-    expect(request!.body).not.toContain(created.body.data.apiKey)
+    expect(payloadOf(request!)).toMatchObject({ event: "api_key.created", data: { keyId: created.data!.data.keyId, name: "ci key" } })
+    expect(request!.body).not.toContain(created.data!.data.apiKey)
   })
 })
 
 describe("retries", () => {
   it("500, 500, 200: exactly three attempts, at once, +500 ms, +1000 ms, the same signed body each time", async () => {
-    const box = await newBox(api)
+    const box = await newBox(server.url)
     const webhook = await hook(box)
     receiver.script(webhook.path, [500, 500, 200])
     await send(box.address, "Retry me")
@@ -226,8 +230,8 @@ describe("retries", () => {
     }
 
     const log = await finished(box, webhook.webhook_id)
-    expect(log.data[0].status).toBe("succeeded")
-    expect(log.data[0].attempts.map((a: { status_code: number; error: string | null }) => [a.status_code, a.error])).toEqual([
+    expect(log.data[0]?.status).toBe("succeeded")
+    expect(log.data[0]?.attempts.map((a) => [a.status_code, a.error])).toEqual([
       [500, "HTTP 500"],
       [500, "HTTP 500"],
       [200, null]
@@ -237,7 +241,7 @@ describe("retries", () => {
   })
 
   it("500 forever: three attempts, then the failure is in the delivery log and the webhook stays active", async () => {
-    const box = await newBox(api)
+    const box = await newBox(server.url)
     const webhook = await hook(box)
     receiver.script(webhook.path, [500])
     await send(box.address, "Never accepted")
@@ -245,22 +249,22 @@ describe("retries", () => {
     await receiver.waitFor(webhook.path, 3)
     const log = await finished(box, webhook.webhook_id)
     expect(log.data[0]).toMatchObject({ status: "failed", completed_at: expect.any(String) })
-    expect(log.data[0].attempts.map((a: { attempt: number; status_code: number; error: string }) => [a.attempt, a.status_code, a.error])).toEqual([
+    expect(log.data[0]?.attempts.map((a) => [a.attempt, a.status_code, a.error])).toEqual([
       [1, 500, "HTTP 500"],
       [2, 500, "HTTP 500"],
       [3, 500, "HTTP 500"]
     ])
     await new Promise((resolve) => setTimeout(resolve, 2500))
     expect(receiver.received(webhook.path)).toHaveLength(3)
-    const after = await api.get(`/v1/api/webhooks/${webhook.webhook_id}`, { apiKey: box.user.apiKey })
-    expect(after.body.data.active).toBe(true)
+    const after = await keyed(box).GET("/v1/api/webhooks/{id}", webhookPath(webhook.webhook_id))
+    expect(after.data?.data.active).toBe(true)
   })
 
   it("an endpoint that never answers is cut at 10 s, holds at most 16 deliveries at once, and never delays another endpoint", async () => {
-    const slow = await newBox(api)
+    const slow = await newBox(server.url)
     const slowHook = await hook(slow)
     receiver.script(slowHook.path, ["hang"])
-    const fast = await newBox(api)
+    const fast = await newBox(server.url)
     const fastHook = await hook(fast)
 
     // More events than one endpoint may hold in flight (16): the rest wait on the bus, not in the way.
@@ -278,15 +282,15 @@ describe("retries", () => {
 
     const attempt = await until("the first attempt's time-out", async () => {
       const log = await deliveries(slow, slowHook.webhook_id)
-      const attempts = log.data.flatMap((d: { attempts: Array<unknown> }) => d.attempts)
-      return attempts.length > 0 ? attempts[0] as { status_code: number | null; duration_ms: number; error: string } : undefined
+      const attempts = log.data.flatMap((d) => d.attempts)
+      return attempts[0]
     }, 20_000, 1000)
     expect(attempt.status_code).toBeNull()
     expect(attempt.error).toBe("no answer within 10 s")
     expect(attempt.duration_ms).toBeGreaterThanOrEqual(9_900)
     expect(attempt.duration_ms).toBeLessThan(11_500)
     // Stop the rest of the slow deliveries: deleting the endpoint ends them after their attempt.
-    await api.delete(`/v1/api/webhooks/${slowHook.webhook_id}`, { apiKey: slow.user.apiKey })
+    await keyed(slow).DELETE("/v1/api/webhooks/{id}", webhookPath(slowHook.webhook_id))
   })
 })
 
@@ -308,9 +312,9 @@ describe("https", () => {
   it("delivers over TLS to the checked address, verifying the certificate against the URL's host", async () => {
     const { server: tls, port } = await tlsServer(trusted)
     try {
-      const box = await newBox(api)
+      const box = await newBox(server.url)
       const webhook = await hook(box, { path: "/unused" })
-      await api.patch(`/v1/api/webhooks/${webhook.webhook_id}`, { apiKey: box.user.apiKey, body: { url: `https://localhost:${port}/hook` } })
+      await keyed(box).PATCH("/v1/api/webhooks/{id}", { ...webhookPath(webhook.webhook_id), body: { url: `https://localhost:${port}/hook` } })
       await send(box.address, "Over TLS")
       const log = await finished(box, webhook.webhook_id)
       expect(log.data[0]).toMatchObject({ status: "succeeded", attempts: [{ status_code: 200, error: null }] })
@@ -328,14 +332,14 @@ describe("https", () => {
     const { server: tls, port } = await tlsServer(certificate())
     const before = tlsReceived.length
     try {
-      const box = await newBox(api)
+      const box = await newBox(server.url)
       const webhook = await hook(box, { path: "/unused" })
-      await api.patch(`/v1/api/webhooks/${webhook.webhook_id}`, { apiKey: box.user.apiKey, body: { url: `https://${host}:${port}/hook` } })
+      await keyed(box).PATCH("/v1/api/webhooks/{id}", { ...webhookPath(webhook.webhook_id), body: { url: `https://${host}:${port}/hook` } })
       await send(box.address, "Over bad TLS")
       const log = await finished(box, webhook.webhook_id)
-      expect(log.data[0].status).toBe("failed")
-      expect(log.data[0].attempts).toHaveLength(3)
-      for (const attempt of log.data[0].attempts) {
+      expect(log.data[0]?.status).toBe("failed")
+      expect(log.data[0]?.attempts).toHaveLength(3)
+      for (const attempt of log.data[0]!.attempts) {
         expect(attempt.status_code).toBeNull()
         expect(attempt.error).toMatch(error)
       }
@@ -348,7 +352,7 @@ describe("https", () => {
 
 describe("crash safety", () => {
   it("a worker killed in the middle of a delivery delivers the event after it restarts, under the same webhook-id", async () => {
-    const box = await newBox(api)
+    const box = await newBox(server.url)
     const webhook = await hook(box)
     receiver.script(webhook.path, ["hang", 200])
     await send(box.address, "Survive the crash")
@@ -356,7 +360,6 @@ describe("crash safety", () => {
 
     await server.kill()
     server = await startServer({ ...backend.env, ...env, PORT: String(server.port), SMTP_PORT: String(server.smtpPort) })
-    api = client(server.url)
 
     // NATS gives an unacknowledged message back after the consumer's ack wait (20 s); the embedded bus at start.
     const requests = await receiver.waitFor(webhook.path, 2, 40_000)
@@ -364,6 +367,6 @@ describe("crash safety", () => {
     expect(requests[1]!.body).toBe(first!.body)
     const log = await finished(box, webhook.webhook_id)
     expect(log.data).toHaveLength(1)
-    expect(log.data[0].status).toBe("succeeded")
+    expect(log.data[0]?.status).toBe("succeeded")
   }, 90_000)
 })

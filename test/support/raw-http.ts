@@ -1,0 +1,27 @@
+/**
+ * Requests the contract does not allow, on purpose, to see them refused: a body in a media type other
+ * than JSON, or bytes with no type at all. Everything else a suite sends goes through the typed client
+ * (typed-client.ts); this is the one way around it, so each such request is visible as one.
+ */
+export interface RawReply {
+  readonly status: number
+  readonly headers: Headers
+  readonly text: string
+  /** The body read as JSON; undefined when it is not JSON. */
+  readonly json: unknown
+}
+
+export const rawRequest = async (
+  url: string,
+  init: { readonly method: string; readonly headers?: Record<string, string>; readonly body?: string | Uint8Array }
+): Promise<RawReply> => {
+  const response = await fetch(url, { ...init, redirect: "manual" })
+  const text = await response.text()
+  let json: unknown = undefined
+  try {
+    json = text.length > 0 ? JSON.parse(text) : undefined
+  } catch {
+    json = undefined
+  }
+  return { status: response.status, headers: response.headers, text, json }
+}
