@@ -25,7 +25,10 @@
  *
  * Settings for quick runs: BENCH_TARGETS (default "a,b,c"), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS (2);
  * BENCH_NODE_ARGS adds node flags to the servers (e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof");
- * BENCH_DATABASE_URL names the PostgreSQL server for (c).
+ * BENCH_DATABASE_URL names the PostgreSQL server for (c). BENCH_ROLES runs Mailroom with only those roles, as an
+ * API node of a cluster runs (e.g. "api"; every role by default, as `npm start` does); a partial node
+ * needs NATS, at BENCH_NATS_URL (nats://127.0.0.1:4222), under a prefix of its own removed afterwards, and a
+ * shared vector index: the suites' in-memory stand-in for Qdrant ((d) searches words only).
  */
 import autocannon from "autocannon"
 import { randomBytes } from "node:crypto"
@@ -33,7 +36,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import pg from "pg"
+import { startFakeQdrant } from "../test/support/fake-qdrant.ts"
 import { freePort } from "../test/support/process.ts"
+import { deleteStreams, natsPrefix } from "../test/support/services.ts"
 import { BenchError, type Child, cleanUp, logTail, onCleanup, scratchDirectory, seconds, spawnChild, waitReady } from "./support/children.ts"
 
 const CONNECTIONS = 10
@@ -43,6 +48,8 @@ const TARGETS = new Set((process.env.BENCH_TARGETS ?? "a,b,c,d").split(",").map(
 /** Extra node flags for the servers, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them. */
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter((arg) => arg.length > 0)
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const ROLES = process.env.BENCH_ROLES
+const NATS_URL = process.env.BENCH_NATS_URL ?? "nats://127.0.0.1:4222"
 /** Requests one key may take in a run: below its plan's 500 per minute, with room to spare. */
 const REQUESTS_PER_KEY = 400
 /** Searches one account may make in a run: below the enterprise plan's 300 per minute. */
@@ -286,7 +293,16 @@ const benchMailroom = async (label: string, expectedRps: number) => {
   const databaseUrl = await createDatabase()
   const dataDir = fs.mkdtempSync(path.join(scratch, "data-"))
   const [port, smtpPort] = [await freePort(), await freePort()]
+  const cluster: Record<string, string> = {}
+  if (ROLES !== undefined) {
+    const prefix = natsPrefix()
+    onCleanup(() => deleteStreams(NATS_URL, prefix))
+    const qdrant = await startFakeQdrant()
+    onCleanup(() => qdrant.close())
+    Object.assign(cluster, { ROLES, NATS_URL, NATS_PREFIX: prefix, QDRANT_URL: qdrant.url })
+  }
   const server = await startServer(label, "src/main.ts", {
+    ...cluster,
     PORT: String(port),
     HOST: "127.0.0.1",
     SMTP_PORT: String(smtpPort),
@@ -415,7 +431,8 @@ const ratio = (x: Measurement | undefined, y: Measurement | undefined) => (x && 
 const main = async () => {
   console.log(
     `bench:api — node ${process.version}, ${os.cpus().length} cores, ${CONNECTIONS} connections, ` +
-      `${WARMUP_SECONDS} s warm-up + ${MEASURE_SECONDS} s measured per target`
+      `${WARMUP_SECONDS} s warm-up + ${MEASURE_SECONDS} s measured per target; Mailroom with ` +
+      (ROLES === undefined ? "every role" : `ROLES=${ROLES} and NATS`)
   )
   const results: { a?: Measurement; b?: Measurement; c?: Measurement; d?: SearchMeasurement } = {}
   let failure: unknown
