@@ -300,6 +300,9 @@ const ensureStream = (
   replicas: number
 ) => {
   const name = streamName(prefix, stream)
+  const needsCluster = replicas > 1
+    ? ` with ${replicas} replicas (NATS_REPLICAS: needs a NATS cluster of at least ${replicas} JetStream servers)`
+    : ""
   const settings = {
     subjects: streams[stream].subjects.map(toWire),
     max_age: nanos(Duration.toMillis(MAX_AGE)),
@@ -316,12 +319,7 @@ const ensureStream = (
         await jsm.streams.update(name, settings)
       }
     },
-    catch: (cause) =>
-      busError(
-        `Could not create or update the NATS stream ${name}${
-          replicas > 1 ? ` with ${replicas} replicas (NATS_REPLICAS: needs a NATS cluster of at least ${replicas} JetStream servers)` : ""
-        }`
-      )(cause)
+    catch: busError(`Could not create or update the NATS stream ${name}${needsCluster}`)
   })
 }
 

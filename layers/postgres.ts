@@ -6,8 +6,8 @@
  * used: `mailroom_db_pool_connections{state="in_use"|"idle"}` and `mailroom_db_pool_waiting` (queries
  * waiting for a connection), sampled every second.
  *
- * Two time limits, kept apart: opening a connection gives up after `connectTimeout` (5 s), but a
- * query may wait `acquireTimeout` (30 s) for a connection the pool has lent out. (`pg`'s pool has one
+ * Two time limits, kept apart: opening a connection gives up after 5 s (CONNECT_TIMEOUT), but a
+ * query may wait 30 s (ACQUIRE_TIMEOUT) for a connection the pool has lent out. (`pg`'s pool has one
  * setting for both; with 5 s for both, the embedded database's single connection failed every query
  * queued behind a statement that ran longer than 5 s.)
  */
@@ -37,19 +37,14 @@ export interface PoolOptions {
   readonly maxConnections: number
   readonly minConnections?: number
   readonly applicationName?: string
-  /** How long opening a connection may take (default 5 s). */
-  readonly connectTimeout?: Duration.DurationInput
-  /** How long a query or transaction may wait for a connection when all are lent (default 30 s). */
-  readonly acquireTimeout?: Duration.DurationInput
 }
 
 /** `pg`'s client with its own connect time limit, which the pool's setting would otherwise set. */
-const clientWithConnectTimeout = (connectTimeout: number) =>
-  class extends Pg.Client {
-    constructor(config?: Pg.ClientConfig) {
-      super({ ...config, connectionTimeoutMillis: connectTimeout })
-    }
+class ClientWithConnectTimeout extends Pg.Client {
+  constructor(config?: Pg.ClientConfig) {
+    super({ ...config, connectionTimeoutMillis: Duration.toMillis(CONNECT_TIMEOUT) })
   }
+}
 
 const connections = Metric.gauge("mailroom_db_pool_connections", {
   description: "Database connections this process holds, by state: in_use (lent to a query or transaction) or idle"
@@ -73,14 +68,13 @@ const acquirePool = (options: PoolOptions) =>
   Effect.acquireRelease(
     Effect.suspend(() => {
       const { target } = options
-      const connectTimeout = Duration.decode(options.connectTimeout ?? CONNECT_TIMEOUT)
       const pool = new Pg.Pool({
         ...("url" in target
           ? { connectionString: Redacted.value(target.url) }
           : { host: target.host, port: target.port, user: target.username, database: target.database }),
         // The pool's setting bounds the wait for a lent connection; the client's, opening one.
-        connectionTimeoutMillis: Duration.toMillis(options.acquireTimeout ?? ACQUIRE_TIMEOUT),
-        Client: clientWithConnectTimeout(Duration.toMillis(connectTimeout)),
+        connectionTimeoutMillis: Duration.toMillis(ACQUIRE_TIMEOUT),
+        Client: ClientWithConnectTimeout,
         idleTimeoutMillis: Duration.toMillis(IDLE_TIMEOUT),
         max: options.maxConnections,
         min: options.minConnections,
@@ -93,7 +87,7 @@ const acquirePool = (options: PoolOptions) =>
         catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
       }).pipe(
         Effect.timeoutFail({
-          duration: connectTimeout,
+          duration: CONNECT_TIMEOUT,
           onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
         }),
         Effect.tapError(() => Effect.promise(() => pool.end())),
