@@ -3,32 +3,25 @@ import { html } from "htm/preact"
 import { useState } from "preact/hooks"
 import { call, fieldError, rememberUser } from "./api.js"
 import { href } from "./router.js"
-import { ErrorNote, Field } from "./ui.js"
+import { ErrorNote, Field, useAction } from "./ui.js"
 
 /** @param {{ mode: "signin" | "signup", onSignedIn: (user: any) => void }} props */
 export const AuthPage = ({ mode, onSignedIn }) => {
   const [name, setName] = useState("")
   const [email, setEmail] = useState("")
   const [password, setPassword] = useState("")
-  const [error, setError] = useState(/** @type {unknown} */ (null))
-  const [busy, setBusy] = useState(false)
+  const { busy, error, run } = useAction()
   const signingUp = mode === "signup"
 
   /** @param {Event} event */
-  const submit = async (event) => {
+  const submit = (event) => {
     event.preventDefault()
-    setBusy(true)
-    setError(null)
-    try {
+    return run(async () => {
       if (signingUp) await call("POST", "/api/auth/register", { name, email, password })
       const { data } = await call("POST", "/api/auth/login", { email, password })
       rememberUser(data.user)
       onSignedIn(data.user)
-    } catch (failure) {
-      setError(failure)
-    } finally {
-      setBusy(false)
-    }
+    })
   }
 
   return html`

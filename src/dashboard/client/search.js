@@ -3,7 +3,7 @@ import { html } from "htm/preact"
 import { useState } from "preact/hooks"
 import { call } from "./api.js"
 import { href } from "./router.js"
-import { ErrorNote, Field, when } from "./ui.js"
+import { ErrorNote, Field, useAction, when } from "./ui.js"
 
 /** SPEC's reading of a score. @param {number} score */
 const strength = (score) =>
@@ -12,21 +12,12 @@ const strength = (score) =>
 export const SearchPage = () => {
   const [text, setText] = useState("")
   const [results, setResults] = useState(/** @type {any[] | null} */ (null))
-  const [error, setError] = useState(/** @type {unknown} */ (null))
-  const [busy, setBusy] = useState(false)
+  const { busy, error, run } = useAction()
 
   /** @param {Event} event */
-  const search = async (event) => {
+  const search = (event) => {
     event.preventDefault()
-    setBusy(true)
-    setError(null)
-    try {
-      setResults((await call("POST", "/api/search", { query: text, limit: 20 })).data)
-    } catch (failure) {
-      setError(failure)
-    } finally {
-      setBusy(false)
-    }
+    return run(async () => setResults((await call("POST", "/api/search", { query: text, limit: 20 })).data))
   }
 
   return html`
