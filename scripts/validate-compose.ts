@@ -21,12 +21,12 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { parse } from "yaml"
+import { allRoles } from "../src/config.ts"
 import { natsConfigPath, readNatsConfig } from "./nats-config.ts"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const composePath = path.join(root, "docker-compose.yml")
 const schemaPath = path.join(root, "node_modules/dclint/schemas/compose.schema.json")
-const mailroomRoles = ["api", "smtp", "worker", "indexer", "mta"] as const
 const MAILROOM_IMAGE = "mailroom:local"
 
 type Json = null | boolean | number | string | ReadonlyArray<Json> | { readonly [key: string]: Json }
@@ -72,7 +72,7 @@ const environment = (service: Dict): Record<string, string> => {
   return Object.fromEntries(Object.entries(dict(env)).map(([key, value]) => [key, String(value)]))
 }
 const isMailroom = (service: Dict) => service.image === MAILROOM_IMAGE
-const rolesOf = (service: Dict) => (environment(service).ROLES ?? mailroomRoles.join(",")).split(",").map((role) => role.trim())
+const rolesOf = (service: Dict) => (environment(service).ROLES ?? allRoles.join(",")).split(",").map((role) => role.trim())
 
 {
   const bad = names.flatMap((name) => {
@@ -106,12 +106,12 @@ const rolesOf = (service: Dict) => (environment(service).ROLES ?? mailroomRoles.
 
 const mailroomServices = names.filter((name) => isMailroom(dict(services[name])))
 {
-  const bad = mailroomRoles.flatMap((role) => {
+  const bad = allRoles.flatMap((role) => {
     const count = mailroomServices.filter((name) => rolesOf(dict(services[name])).includes(role)).length
     return count >= 2 ? [] : [`role ${role}: ${count} service(s)`]
   })
   const unchecked = mailroomServices.filter((name) => !isDict(dict(services[name]).healthcheck))
-  report(bad.length === 0 && unchecked.length === 0, `two or more nodes of each role (${mailroomRoles.join(", ")}), each with a health check`, [
+  report(bad.length === 0 && unchecked.length === 0, `two or more nodes of each role (${allRoles.join(", ")}), each with a health check`, [
     ...bad,
     ...unchecked.map((name) => `${name} has no health check`)
   ])

@@ -11,7 +11,7 @@ import * as Context from "effect/Context"
  * `mta` delivers outbound mail. Each pipeline stage can so run in processes of its own.
  */
 export type Role = "api" | "smtp" | "worker" | "indexer" | "mta"
-const allRoles: ReadonlyArray<Role> = ["api", "smtp", "worker", "indexer", "mta"]
+export const allRoles: ReadonlyArray<Role> = ["api", "smtp", "worker", "indexer", "mta"]
 
 const list = (name: string, fallback: string) =>
   Config.string(name).pipe(
