@@ -8,6 +8,7 @@ import { createPrivateKey } from "node:crypto"
 import * as fs from "node:fs"
 import { AccountSettings } from "../services/accounts/settings.ts"
 import { Principals } from "../services/accounts/principals.ts"
+import { RecipientDirectory } from "../services/mail/directory.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { Bus } from "../services/bus/bus.ts"
 import { DomainSettings } from "../services/domains/domains.ts"
@@ -216,8 +217,9 @@ const stagesLayer = (config: AppConfigShape) => {
 
 /** Storage, the bus, settings and DependencyHealth: what the roles and the operator's commands share. */
 export const infrastructureLayer = (config: AppConfigShape) =>
-  // One Principals per process: a change applied by any service reaches the cache requests read.
-  Principals.Default.pipe(
+  // One Principals and one RecipientDirectory per process: a change applied by any service reaches
+  // the cache requests (and RCPTs) read.
+  Layer.merge(Principals.Default, RecipientDirectory.Default).pipe(
     Layer.provideMerge(Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config))),
     Layer.provideMerge(Database.layer(config)),
     Layer.provideMerge(DependencyHealth.Default)

@@ -6,6 +6,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import { Principals } from "../accounts/principals.ts"
+import { RecipientDirectory } from "../mail/directory.ts"
 import { NotFound } from "../errors.ts"
 import { limits, Plan, reportLimit } from "../plans/plans.ts"
 import type { BillingEvent } from "./events.ts"
@@ -36,6 +37,10 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
     const sql = yield* SqlClient.SqlClient
     const searchCounts = yield* SearchCounts
     const principals = yield* Principals
+    const directory = yield* RecipientDirectory
+
+    /** A plan decides what keys may do and what mail is taken: both caches forget the user, on every node. */
+    const planChanged = (userId: string) => Effect.zipRight(principals.changed(userId), directory.changed(userId))
 
     /** Every new account starts on an active free plan for the current calendar month. */
     const openFreeSubscription = Effect.fn("Billing.openFreeSubscription")(function*(userId: string) {
@@ -92,7 +97,7 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       yield* sql`UPDATE subscriptions SET plan = ${plan}, status = 'active', current_period_start = ${period.start},
                    current_period_end = ${period.end}, cancel_at_period_end = false, updated_at = now()
                  WHERE user_id = ${userId}`
-      yield* principals.changed(userId)
+      yield* planChanged(userId)
     })
 
     const setCancelAtPeriodEnd = Effect.fn("Billing.setCancelAtPeriodEnd")(function*(userId: string, cancel: boolean) {
@@ -159,7 +164,7 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         sql.withTransaction,
         // Told once the change is committed, so no node can look the old plan up again after hearing it.
         Effect.flatMap((result) =>
-          typeof result === "string" ? Effect.succeed(result) : Effect.as(principals.changed(result.userId), result.outcome)
+          typeof result === "string" ? Effect.succeed(result) : Effect.as(planChanged(result.userId), result.outcome)
         )
       )
     })

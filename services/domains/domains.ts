@@ -31,6 +31,7 @@ import {
   VerificationFailed
 } from "../errors.ts"
 import type { Direction, Page } from "../listing.ts"
+import { RecipientDirectory } from "../mail/directory.ts"
 import { isUniqueViolation, Mailboxes, MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rules.ts"
 import { customDomainLimit, type Plan, reportLimit } from "../plans/plans.ts"
@@ -97,6 +98,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
   dependencies: [Mailboxes.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const directory = yield* RecipientDirectory
     const dns = yield* Dns
     const settings = yield* DomainSettings
     const { sharedDomains } = yield* MailboxSettings
@@ -302,6 +304,8 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         Effect.catchIf(isUniqueViolation, () =>
           Effect.fail(new EmailTaken({ message: "A target address was taken during the migration; nothing was moved, try again" })))
       )
+      // The old addresses must stop receiving on every node's next RCPT (told once committed).
+      if (!dryRun && entries.length > 0) yield* directory.changed(owner.userId)
       return {
         dry_run: dryRun,
         migrated_count: entries.length,

@@ -9,6 +9,9 @@
  * - The recipient's allow and block lists (sender-list-rules.ts) judge the envelope sender in the
  *   same statement that finds the mailbox: a refused sender is 550 5.7.1 for that recipient, and
  *   the lists cost RCPT no round trip of their own.
+ * - What that statement finds is kept for a moment in the process's recipient directory
+ *   (directory.ts), so a busy address costs RCPT no round trip at all; near a limit, and for owners
+ *   with lists, RCPT asks the database every time.
  * - Emails are counted (per day and per billing period) when accepted, in the statement that stores
  *   the message: the limits then hold for a sender that waits for each reply. A publish that fails
  *   gives its count back.
@@ -29,6 +32,7 @@ import {
   TemporaryFailure,
   UnknownRecipient
 } from "./refusals.ts"
+import { type DirectoryEntry, nearLimit, RecipientDirectory } from "./directory.ts"
 import { admitsSender, senderForms } from "./sender-list-rules.ts"
 import type { Verdict } from "./authentication.ts"
 import type { Spam } from "./spam.ts"
@@ -74,9 +78,12 @@ const RecipientRow = Schema.Struct({
   accountAllowList: Schema.Boolean,
   accountAllows: Schema.Boolean,
   mailboxAllowList: Schema.Boolean,
-  mailboxAllows: Schema.Boolean
+  mailboxAllows: Schema.Boolean,
+  /** Whether the owner has any allow or block list entry (their answers depend on the sender). */
+  hasLists: Schema.Boolean
 })
-type RecipientRow = typeof RecipientRow.Type
+/** What the lookup found for one RCPT, with the UTC day its `today` counts. */
+type RecipientRow = typeof RecipientRow.Type & { readonly day: string }
 
 /** One RCPT's question: the mailbox at `address` (lower-cased), for the sender written as `forms`. */
 interface RecipientQuery {
@@ -130,6 +137,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
     const health = yield* DependencyHealth
+    const directory = yield* RecipientDirectory
     const { sharedDomains } = yield* MailboxSettings
 
     /** The counter upserts adding (or, with a negative sign, giving back) counts. */
@@ -167,7 +175,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
                  EXISTS (SELECT 1 FROM sender_list_entries a
                          WHERE a.user_id = m.user_id AND a.list = 'allow' AND a.mailbox_id IS NULL) AS account_allow_list,
                  EXISTS (SELECT 1 FROM sender_list_entries a
-                         WHERE a.user_id = m.user_id AND a.list = 'allow' AND a.mailbox_id = m.id) AS mailbox_allow_list
+                         WHERE a.user_id = m.user_id AND a.list = 'allow' AND a.mailbox_id = m.id) AS mailbox_allow_list,
+                 EXISTS (SELECT 1 FROM sender_list_entries a WHERE a.user_id = m.user_id) AS has_lists
           FROM unnest(${queries.map((q) => q.address)}::text[], ${forms}::text[]) WITH ORDINALITY AS r(address, forms, idx)
           JOIN mailboxes m ON m.address_normalized = r.address AND m.status = 'active'
           JOIN subscriptions s ON s.user_id = m.user_id
@@ -192,8 +201,12 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
           LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start`.pipe(
           Effect.flatMap(Schema.decodeUnknown(Schema.Array(RecipientRow))),
           Effect.map((rows) => {
+            const day = utcDay(now)
             const byIndex = new Map(rows.map((row) => [row.idx, row]))
-            return queries.map((_, i): RecipientRow | undefined => byIndex.get(i + 1))
+            return queries.map((_, i): RecipientRow | undefined => {
+              const row = byIndex.get(i + 1)
+              return row === undefined ? undefined : { ...row, day }
+            })
           })
         )
       }
@@ -241,6 +254,36 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       } satisfies Recipient
     })
 
+    /** Whether a kept entry's counts are too close to a limit for anything but the database to judge. */
+    const nearLimits = (entry: DirectoryEntry) =>
+      nearLimit(entry.today, limits[entry.plan].emailsPerDay) || nearLimit(entry.thisPeriod, limits[entry.plan].emailsPerMonth)
+
+    /**
+     * The mailbox at `normalized` whose lists admit `mailFrom`, from the directory when it may
+     * answer, else from the database (and then kept, for owners without lists).
+     */
+    const findRecipient = Effect.fnUntraced(function*(address: string, normalized: string, mailFrom: string) {
+      const kept = directory.get(normalized, utcDay(new Date()))
+      if (kept !== undefined && !nearLimits(kept)) return kept
+      const since = directory.mark()
+      const row = yield* lookupRecipients({ address: normalized, forms: senderForms(mailFrom) }).pipe(
+        Effect.mapError(temporary("recipient lookup failed"))
+      )
+      if (row === undefined) return yield* new UnknownRecipient({ address })
+      if (!admitsSender(row)) return yield* new SenderRefused({ address })
+      const found: DirectoryEntry = {
+        mailboxId: row.mailboxId,
+        userId: row.userId,
+        plan: row.plan,
+        periodStart: row.periodStart,
+        day: row.day,
+        today: row.today,
+        thisPeriod: row.thisPeriod
+      }
+      if (!row.hasLists) directory.keep(normalized, found, since)
+      return found
+    })
+
     /**
      * RCPT TO: the active mailbox at `address` (any case), if its lists admit `mailFrom` (empty for
      * the null sender) and its owner may receive one more email of `declaredSize` bytes (the MAIL
@@ -249,11 +292,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      */
     const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined, mailFrom: string) {
       if (BOUNCE_ADDRESS.test(address)) return yield* bounceRecipient(address)
-      const row = yield* lookupRecipients({ address: address.toLowerCase(), forms: senderForms(mailFrom) }).pipe(
-        Effect.mapError(temporary("recipient lookup failed"))
-      )
-      if (row === undefined) return yield* new UnknownRecipient({ address })
-      if (!admitsSender(row)) return yield* new SenderRefused({ address })
+      const row = yield* findRecipient(address, address.toLowerCase(), mailFrom)
       const plan = limits[row.plan]
       if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) {
         return yield* new MessageTooBig({ limit: plan.maxEmailBytes })
@@ -272,6 +311,11 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       } satisfies Recipient
     })
 
+    /** What this process has counted (or given back) joins the directory's kept counts. */
+    const countedHere = (recipients: ReadonlyArray<Recipient>, day: string, sign: 1 | -1) => {
+      for (const r of recipients) if (r.bounceOf === undefined) directory.counted(r.userId, day, sign)
+    }
+
     /**
      * Make the message durable and hand it to the workers; succeeds only when both are done.
      * Returns the ids of the emails it will become, one per recipient.
@@ -285,6 +329,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       yield* store({ sha256: digest, raw: message.raw, day, recipients: message.recipients }).pipe(
         Effect.mapError(temporary("storing the message failed"))
       )
+      countedHere(message.recipients, day, 1)
 
       const published = yield* Effect.forEach(
         message.recipients,
@@ -315,6 +360,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       const failed = message.recipients.filter((_, i) => Either.isLeft(published[i]!))
       if (failed.length > 0) {
         // Those copies will not be delivered: give their counts back (the sender will retry).
+        countedHere(failed, day, -1)
         yield* sql`WITH ${counterUpserts(counterRows(failed.map((recipient) => ({ recipient, day })), -1))} SELECT 1`.pipe(
           Effect.catchAll((error) => health.report("Could not give back the count of a refused message", Cause.fail(error)))
         )

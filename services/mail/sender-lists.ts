@@ -14,6 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound, SenderListFull, ValidationError } from "../errors.ts"
 import type { Page } from "../listing.ts"
+import { RecipientDirectory } from "./directory.ts"
 import { type Entry, entryType, type ListName, MAX_ENTRIES_PER_LIST, parseEntry, type SenderListEntry } from "./sender-list-rules.ts"
 
 /** Whose list: the account's (mailboxId null) or one of its mailboxes'. */
@@ -44,6 +45,7 @@ export const entryOrInvalid = (raw: string): Effect.Effect<Entry, ValidationErro
 export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderLists", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const directory = yield* RecipientDirectory
 
     const ofOwner = (owner: ListOwner, list: ListName) =>
       sql`user_id = ${owner.userId} AND list = ${list} AND ${
@@ -82,7 +84,11 @@ export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderL
         WHERE (SELECT count(*) FROM sender_list_entries WHERE ${ofOwner(owner, name)}) < ${MAX_ENTRIES_PER_LIST}
         ON CONFLICT DO NOTHING
         RETURNING entry, created_at`
-      if (inserted[0] !== undefined) return { entry: toEntry(owner, name)(inserted[0]), created: true }
+      if (inserted[0] !== undefined) {
+        // The owner's addresses are now judged per sender: no node may answer RCPT from its directory.
+        yield* directory.changed(owner.userId)
+        return { entry: toEntry(owner, name)(inserted[0]), created: true }
+      }
       const existing = yield* sql<EntryRow>`
         SELECT entry, created_at FROM sender_list_entries WHERE ${ofOwner(owner, name)} AND entry = ${entry}`
       if (existing[0] !== undefined) return { entry: toEntry(owner, name)(existing[0]), created: false }
@@ -101,6 +107,7 @@ export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderL
       if (deleted.length === 0) {
         return yield* new NotFound({ message: `${entry} is not on this ${name} list`, details: { entry, list: name } })
       }
+      yield* directory.changed(owner.userId)
       return { entry, list: name, mailbox_id: owner.mailboxId, deleted: true as const }
     })
 

@@ -13,6 +13,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect } from "effect"
 import { newId } from "../accounts/tokens.ts"
+import { RecipientDirectory } from "../mail/directory.ts"
 import {
   type BadRequest,
   DomainNotAllowed,
@@ -80,6 +81,7 @@ const takenOnUniqueViolation = (address: Address) => <A, E, R>(effect: Effect.Ef
 export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const directory = yield* RecipientDirectory
     const settings = yield* MailboxSettings
 
     /**
@@ -215,6 +217,8 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         RETURNING id, user_id, local_part, domain, created_at`.pipe(takenOnUniqueViolation(address))
       const row = rows[0]
       if (!row) return yield* notFound(mailboxId)
+      // The old address must stop receiving on every node's next RCPT.
+      yield* directory.changed(owner.userId)
       return {
         previous_email_address: emailAddressOf(current),
         mailbox: { mailbox_id: row.id, email_address: emailAddressOf(row), domain: row.domain, status: "active" }
@@ -222,21 +226,22 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
     })
 
     /** Soft delete, confirmed by the full address typed exactly. */
-    const remove = Effect.fn("Mailboxes.remove")(
-      function*(owner: Owner, mailboxId: string, confirmEmailAddress: string | undefined) {
-        if (confirmEmailAddress === undefined || confirmEmailAddress === "") {
-          return yield* ValidationError.field("confirm_email_address", "is required")
-        }
+    const remove = Effect.fn("Mailboxes.remove")(function*(owner: Owner, mailboxId: string, confirmEmailAddress: string | undefined) {
+      if (confirmEmailAddress === undefined || confirmEmailAddress === "") {
+        return yield* ValidationError.field("confirm_email_address", "is required")
+      }
+      yield* Effect.gen(function*() {
         const row = yield* findActive(owner, mailboxId, true)
         if (emailAddressOf(row) !== confirmEmailAddress) {
           return yield* ValidationError.field("confirm_email_address", "must equal the mailbox's full address exactly")
         }
         // The mailbox's emails will be hidden through it: every read joins an active mailbox.
         yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailboxId}`
-        return { deleted: true as const }
-      },
-      sql.withTransaction
-    )
+      }).pipe(sql.withTransaction)
+      // Told once the delete is committed: a node that looks the address up again must not find it.
+      yield* directory.changed(owner.userId)
+      return { deleted: true as const }
+    })
 
     return { allowedDomains, create, list, listPage, check, rename, remove } as const
   })

@@ -9,6 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 import { Principals } from "../accounts/principals.ts"
+import { RecipientDirectory } from "../mail/directory.ts"
 import { PAST_DUE_GRACE_DAYS } from "../billing/events.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 
@@ -32,6 +33,7 @@ const SEARCH_QUERY_RETENTION = "90 days"
 export const sweep = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const principals = yield* Principals
+  const directory = yield* RecipientDirectory
   const sessions = yield* sql`
     DELETE FROM sessions
     WHERE coalesce(revoked_at, refresh_expires_at) < now() - ${SESSION_RETENTION}::interval`.raw
@@ -61,8 +63,8 @@ export const sweep = Effect.gen(function*() {
       (cancel_at_period_end AND current_period_end <= now())
       OR (status = 'past_due' AND current_period_end < now() - ${`${PAST_DUE_GRACE_DAYS} days`}::interval))
     RETURNING user_id`
-  // Their keys and sessions now act on the free plan, on every node.
-  yield* Effect.forEach(lapsed, (row) => principals.changed(row.userId), { discard: true })
+  // Their keys and sessions now act on the free plan, and their mail is taken as free mail, on every node.
+  yield* Effect.forEach(lapsed, (row) => Effect.zipRight(principals.changed(row.userId), directory.changed(row.userId)), { discard: true })
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
   // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
   const eventStreams = yield* sql`DELETE FROM event_streams WHERE refreshed_at < now() - interval '1 hour'`.raw

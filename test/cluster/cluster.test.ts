@@ -18,7 +18,7 @@ import { withApiKey } from "../support/accounts.ts"
 import { type FakeOpenAi, fakeOpenAiEnv, startFakeOpenAi } from "../support/fake-openai.ts"
 import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
-import { greets } from "../support/smtp-client.ts"
+import { connectSmtp, envelope, greets } from "../support/smtp-client.ts"
 import { openEvents } from "../support/sse.ts"
 import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
@@ -276,6 +276,44 @@ it("streams to a client of the api node an event a worker in another process pro
     events.close()
   }
 }, 60_000)
+
+/** Each SMTP node's answer to RCPT TO `address`, in one session per node. */
+const rcptOnEveryNode = (address: string) =>
+  Promise.all(smtpNodes.map(async (node) => {
+    const session = await connectSmtp(node.smtpPort)
+    try {
+      return (await envelope(session, "someone@example.com", [address])).replies[0]!.code
+    } finally {
+      await session.close()
+    }
+  }))
+
+it("honours a rename and a delete made on the api node on the very next RCPT of every SMTP node", async () => {
+  const user = await withApiKey(api.url)
+  const client = withKey(api.url, user)
+  const created = await client.POST("/v1/api/mailboxes", { body: { local_part: `dir-${Date.now().toString(36)}`, domain: "agents.localhost" } })
+  expect(created.response.status, JSON.stringify(created.error)).toBe(201)
+  const mailbox = created.data!.mailbox
+  // Each node now keeps the address in its directory.
+  expect(await rcptOnEveryNode(mailbox.email_address)).toEqual([250, 250])
+
+  const renamedTo = `dir-renamed-${Date.now().toString(36)}`
+  const renamed = await client.PATCH("/v1/api/mailboxes/{mailboxId}", {
+    params: { path: { mailboxId: mailbox.mailbox_id } },
+    body: { local_part: renamedTo, domain: "agents.localhost" }
+  })
+  expect(renamed.response.status, JSON.stringify(renamed.error)).toBe(200)
+  expect(await rcptOnEveryNode(mailbox.email_address)).toEqual([550, 550])
+  const address = `${renamedTo}@agents.localhost`
+  expect(await rcptOnEveryNode(address)).toEqual([250, 250])
+
+  const deleted = await client.DELETE("/v1/api/mailboxes/{mailboxId}", {
+    params: { path: { mailboxId: mailbox.mailbox_id } },
+    body: { confirm_email_address: address }
+  })
+  expect(deleted.response.status, JSON.stringify(deleted.error)).toBe(200)
+  expect(await rcptOnEveryNode(address)).toEqual([550, 550])
+})
 
 it("stores each of 500 messages sent through two SMTP nodes exactly once", async () => {
   const { accepted, refused } = await sendBatch("a", BATCH)

@@ -9,6 +9,7 @@ import { Effect, Layer, Option, Redacted } from "effect"
 import { Accounts } from "../../services/accounts/accounts.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { Principals } from "../../services/accounts/principals.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { RegisterInput } from "../../services/accounts/schemas.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Billing } from "../../services/billing/billing.ts"
@@ -21,7 +22,7 @@ import { testSecret, uniqueName } from "../support/services.ts"
 const settings = Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) })
 
 const services = Layer.mergeAll(Accounts.Default, Authenticator.Default, Billing.Default).pipe(
-  Layer.provideMerge(Principals.Default),
+  Layer.provideMerge(Layer.merge(Principals.Default, RecipientDirectory.Default)),
   Layer.provide(MemoryBus.layer),
   Layer.provide(Layer.merge(settings, DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)

@@ -8,6 +8,9 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Option } from "effect"
 import { Domains, DomainSettings, type Owner } from "../../services/domains/domains.ts"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { DkimKeys } from "../../services/outbound/dkim.ts"
 import { defaultRetryDelays, OutboundSettings } from "../../services/outbound/settings.ts"
@@ -39,7 +42,8 @@ const domainsWith = (freeMaxCustomDomains: number) =>
       dns.layer,
       Layer.succeed(MailboxSettings, { sharedDomains: [SHARED], disallowedNames: [] }),
       Layer.succeed(DomainSettings, { verifyPrefix: PREFIX, mxHost: MX_HOST, freeMaxCustomDomains }),
-      DkimKeys.Default.pipe(Layer.provide(Layer.succeed(OutboundSettings, outboundSettings)))
+      DkimKeys.Default.pipe(Layer.provide(Layer.succeed(OutboundSettings, outboundSettings))),
+      RecipientDirectory.Default.pipe(Layer.provide(MemoryBus.layer), Layer.provide(DependencyHealth.Default))
     ))
   )
 

@@ -6,6 +6,9 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { Mailboxes, MailboxSettings, type Owner } from "../../services/mailboxes/mailboxes.ts"
 import type { AddressRequest } from "../../services/mailboxes/rules.ts"
 import { testDatabase } from "../support/database.ts"
@@ -21,6 +24,7 @@ const services = Mailboxes.Default.pipe(
     // The operator's list, lower-cased (as the config layer gives it).
     disallowedNames: ["postmaster", "abuse", "billing-team"]
   })),
+  Layer.provide(RecipientDirectory.Default.pipe(Layer.provide(MemoryBus.layer), Layer.provide(DependencyHealth.Default))),
   Layer.provideMerge(testDatabase)
 )
 

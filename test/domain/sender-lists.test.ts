@@ -12,6 +12,7 @@ import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Inbound } from "../../services/mail/inbound.ts"
 import { emailReceivedEventId, Ingest } from "../../services/mail/ingest.ts"
 import { MAX_ENTRIES_PER_LIST, parseEntry, senderForms } from "../../services/mail/sender-list-rules.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { SenderLists } from "../../services/mail/sender-lists.ts"
 import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { BounceReports } from "../../services/outbound/bounces.ts"
@@ -22,6 +23,7 @@ import { insertUser } from "../support/users.ts"
 
 const services = Layer.mergeAll(SenderLists.Default, Inbound.Default, Ingest.Default).pipe(
   Layer.provide(BounceReports.Default),
+  Layer.provideMerge(RecipientDirectory.Default),
   Layer.provide(Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provideMerge(DependencyHealth.Default),

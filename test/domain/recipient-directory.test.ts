@@ -1,0 +1,166 @@
+/**
+ * The recipient directory (services/mail/directory.ts) behind RCPT, in process over the suite's
+ * database: what it answers without the database, how long it may, and every change that must
+ * reach the very next RCPT (rename, delete, a list entry, a plan change), and the limits it must
+ * leave exact. Across processes, over NATS: test/cluster/cluster.test.ts.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Duration, Effect, Layer } from "effect"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { Principals } from "../../services/accounts/principals.ts"
+import { Billing } from "../../services/billing/billing.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { FRESH_FOR, nearLimit, RecipientDirectory } from "../../services/mail/directory.ts"
+import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
+import { SenderLists } from "../../services/mail/sender-lists.ts"
+import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { testDatabase } from "../support/database.ts"
+import { DOMAIN, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
+import { uniqueName } from "../support/services.ts"
+import { insertUser } from "../support/users.ts"
+
+const services = Layer.mergeAll(Inbound.Default, Mailboxes.Default, SenderLists.Default, Billing.Default).pipe(
+  Layer.provideMerge(Layer.merge(RecipientDirectory.Default, Principals.Default)),
+  Layer.provide(Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })),
+  Layer.provideMerge(MemoryBus.layer),
+  Layer.provideMerge(DependencyHealth.Default),
+  Layer.provideMerge(testDatabase)
+)
+
+const SENDER = "ada@example.com"
+
+/** How RCPT answers `address`: accepted, or the refusal's tag. */
+const rcpt = (address: string, sender = SENDER) =>
+  Effect.flatMap(Inbound, (inbound) =>
+    inbound.recipient(address, undefined, sender).pipe(
+      Effect.match({ onSuccess: () => "accepted", onFailure: (refusal) => refusal._tag })
+    ))
+
+/** Wall-clock time (the directory's clock), past FRESH_FOR. */
+const outlive = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, Duration.toMillis(FRESH_FOR) + 100)))
+
+/** Deleted with SQL, so nothing tells the directory: what it keeps is all that answers. */
+const deleteBehindItsBack = (mailbox: Mailbox) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailbox.mailboxId}`)
+
+/** `count` emails accepted for `mailbox`, as the SMTP node accepts them (each its own message). */
+const accept = (mailbox: Mailbox, count: number) =>
+  Effect.gen(function*() {
+    const inbound = yield* Inbound
+    for (let i = 0; i < count; i++) {
+      const recipient: Recipient = yield* inbound.recipient(mailbox.address, undefined, SENDER)
+      const raw = new TextEncoder().encode(`From: ${SENDER}\r\nSubject: ${uniqueName("n")}\r\n\r\nhello\r\n`)
+      yield* inbound.accept({ mailFrom: SENDER, recipients: [recipient], raw, receivedAt: new Date() })
+    }
+  })
+
+const setTodaysCount = (mailbox: Mailbox, emails: number) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`INSERT INTO mail_daily_counters (user_id, day, emails) VALUES (${mailbox.owner.userId}, (now() AT TIME ZONE 'UTC')::date, ${emails})
+        ON CONFLICT (user_id, day) DO UPDATE SET emails = EXCLUDED.emails`)
+
+layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
+  it("near a limit means within 2% of it (and at least one email); no limit is never near", () => {
+    expect(nearLimit(97, 100)).toBe(false)
+    expect(nearLimit(98, 100)).toBe(true)
+    expect(nearLimit(9_799, 10_000)).toBe(false)
+    expect(nearLimit(9_800, 10_000)).toBe(true)
+    expect(nearLimit(8, 10)).toBe(false)
+    expect(nearLimit(9, 10)).toBe(true)
+    expect(nearLimit(1_000_000, null)).toBe(false)
+  })
+
+  it.effect("an address RCPT found is answered from memory for FRESH_FOR, in any case, then asked again", () =>
+    Effect.gen(function*() {
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      expect(yield* rcpt(mailbox.address)).toBe("accepted")
+      yield* deleteBehindItsBack(mailbox)
+      // Nothing told the directory: it still answers, for every spelling of the address.
+      expect(yield* rcpt(mailbox.address.toUpperCase())).toBe("accepted")
+      yield* outlive
+      expect(yield* rcpt(mailbox.address)).toBe("UnknownRecipient")
+    }))
+
+  it.effect("an unknown address is not kept: a mailbox made after a refused RCPT receives on the next one", () =>
+    Effect.gen(function*() {
+      const owner = yield* insertUser()
+      const sql = yield* SqlClient.SqlClient
+      const local = uniqueName("late").replace(/_/g, "-")
+      const address = `${local}@${DOMAIN}`
+      expect(yield* rcpt(address)).toBe("UnknownRecipient")
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+                 VALUES (${uniqueName("mbx")}, ${owner.userId}, ${local}, ${DOMAIN}, ${address})`
+      expect(yield* rcpt(address)).toBe("accepted")
+    }))
+
+  it.effect("a rename or a delete through Mailboxes reaches the very next RCPT", () =>
+    Effect.gen(function*() {
+      const mailboxes = yield* Mailboxes
+      const owner = yield* insertUser()
+      const renamed = yield* insertMailbox(owner)
+      const deleted = yield* insertMailbox(owner)
+      expect(yield* rcpt(renamed.address)).toBe("accepted")
+      expect(yield* rcpt(deleted.address)).toBe("accepted")
+
+      const next = uniqueName("renamed").replace(/_/g, "-")
+      yield* mailboxes.rename(owner, renamed.mailboxId, { local_part: next, domain: DOMAIN })
+      expect(yield* rcpt(renamed.address)).toBe("UnknownRecipient")
+      expect(yield* rcpt(`${next}@${DOMAIN}`)).toBe("accepted")
+
+      yield* mailboxes.remove(owner, deleted.mailboxId, deleted.address)
+      expect(yield* rcpt(deleted.address)).toBe("UnknownRecipient")
+    }))
+
+  it.effect("a list entry reaches the very next RCPT, and an owner with lists is asked the database on every RCPT", () =>
+    Effect.gen(function*() {
+      const lists = yield* SenderLists
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      expect(yield* rcpt(mailbox.address)).toBe("accepted")
+      yield* lists.add({ userId: mailbox.owner.userId, mailboxId: null }, "block", SENDER)
+      expect(yield* rcpt(mailbox.address)).toBe("SenderRefused")
+      expect(yield* rcpt(mailbox.address, "grace@example.com")).toBe("accepted")
+      // Not kept: a delete nothing tells the directory about is seen at once.
+      yield* deleteBehindItsBack(mailbox)
+      expect(yield* rcpt(mailbox.address, "grace@example.com")).toBe("UnknownRecipient")
+    }))
+
+  it.effect("a plan change reaches the very next RCPT: a custom domain's mailbox stops receiving on free", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const billing = yield* Billing
+      const owner = yield* insertUser("pro")
+      const domain = `${uniqueName("d").replace(/_/g, "-")}.example`
+      yield* sql`INSERT INTO domains (id, user_id, name, verification_token, verified)
+                 VALUES (${uniqueName("dom")}, ${owner.userId}, ${domain}, 'mailroom-verification=x', true)`
+      const address = `agent@${domain}`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+                 VALUES (${uniqueName("mbx")}, ${owner.userId}, 'agent', ${domain}, ${address})`
+      expect(yield* rcpt(address)).toBe("accepted")
+      yield* billing.changePlan(owner.userId, "free")
+      expect(yield* rcpt(address)).toBe("UnknownRecipient")
+    }))
+
+  it.effect("the daily limit stays exact: what this process accepts is counted in memory, and near the limit the database decides", () =>
+    Effect.gen(function*() {
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      // Free: 100 a day. The directory keeps the address at 95.
+      yield* setTodaysCount(mailbox, 95)
+      yield* accept(mailbox, 5)
+      expect(yield* rcpt(mailbox.address)).toBe("DailyLimitReached")
+      const sql = yield* SqlClient.SqlClient
+      const [row] = yield* sql<{ emails: number }>`
+        SELECT emails FROM mail_daily_counters WHERE user_id = ${mailbox.owner.userId} AND day = (now() AT TIME ZONE 'UTC')::date`
+      expect(Number(row!.emails)).toBe(100)
+    }))
+
+  it.effect("near a limit, a count raised elsewhere is seen at once", () =>
+    Effect.gen(function*() {
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      yield* setTodaysCount(mailbox, 98)
+      expect(yield* rcpt(mailbox.address)).toBe("accepted")
+      // Another node took the last two: this one's kept count (98) is near the limit, so it asks.
+      yield* setTodaysCount(mailbox, 100)
+      expect(yield* rcpt(mailbox.address)).toBe("DailyLimitReached")
+    }))
+})
