@@ -8,16 +8,20 @@
  *   asked for every message, as before. An unknown address is never kept, so a mailbox created a
  *   moment ago receives on its first RCPT.
  * - A change that decides where mail to a user's addresses goes or whether it is taken (a mailbox
- *   renamed or deleted, a domain verified, moved or removed, a list entry added or removed, a plan
- *   changed) goes through `changed(userId)`: it drops that user's addresses here before the caller
+ *   renamed or deleted, a domain's mailboxes moved to another domain, a list entry added or removed,
+ *   a plan changed) goes through `changed(userId)`: it drops that user's addresses here before the caller
  *   answers, and tells every other process over the bus (`signals.directory.changed`), which drop
  *   theirs as soon as they hear it. The bus is best effort; FRESH_FOR bounds what a lost signal can
  *   leave behind.
  * - A lookup that was in flight while a change was applied is used once, not kept: it may have read
  *   the state from before the change.
  * - Counts: what this process accepts is added to the kept counts at once (`counted`), so one
- *   process counts exactly; other processes' mail shows within FRESH_FOR. Near a limit Inbound asks
- *   the database anyway (`nearLimit`), so the limits hold as they did without the directory.
+ *   process misses none of its own; other processes' mail shows within FRESH_FOR. A message stored
+ *   while a lookup ran may be counted twice here, which only errs towards the limit. Near a limit
+ *   Inbound asks the database anyway (`nearLimit`), so the limits hold as they did without the
+ *   directory.
+ * - Changes that only let more mail in (a mailbox created, a domain verified) need no signal: no
+ *   refusal is kept.
  */
 import { Duration, Effect } from "effect"
 import { Bus, decodeJson, encodeJson } from "../bus/bus.ts"
