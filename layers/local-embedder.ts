@@ -74,14 +74,13 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
       /** The slot's process, started on first use and again after one died. */
       const childOf = (slot: Slot): ChildProcess => {
         if (slot.child) return slot.child
-        const child = fork(processPath, [], {
+        const child = fork(processPath, [String(nice)], {
           // A session of its own, hence an autogroup of its own (see the module comment).
           detached: true,
           // Plain node, whatever loaders run this process; Float32Arrays cross the channel as they are.
           execArgv: [],
           serialization: "advanced",
-          stdio: ["ignore", "inherit", "inherit", "ipc"],
-          env: { ...process.env, MAILROOM_EMBEDDER_NICE: String(nice) }
+          stdio: ["ignore", "inherit", "inherit", "ipc"]
         })
         // An idle process must not keep the server running; one with work does (`submit`).
         child.unref()

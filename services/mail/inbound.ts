@@ -259,10 +259,11 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       nearLimit(entry.today, limits[entry.plan].emailsPerDay) || nearLimit(entry.thisPeriod, limits[entry.plan].emailsPerMonth)
 
     /**
-     * The mailbox at `normalized` whose lists admit `mailFrom`, from the directory when it may
-     * answer, else from the database (and then kept, for owners without lists).
+     * The mailbox at `address` (any case) whose lists admit `mailFrom`, from the directory when it
+     * may answer, else from the database (and then kept, for owners without lists).
      */
-    const findRecipient = Effect.fnUntraced(function*(address: string, normalized: string, mailFrom: string) {
+    const findRecipient = Effect.fnUntraced(function*(address: string, mailFrom: string) {
+      const normalized = address.toLowerCase()
       const kept = directory.get(normalized, utcDay(new Date()))
       if (kept !== undefined && !nearLimits(kept)) return kept
       const since = directory.mark()
@@ -292,7 +293,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      */
     const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined, mailFrom: string) {
       if (BOUNCE_ADDRESS.test(address)) return yield* bounceRecipient(address)
-      const row = yield* findRecipient(address, address.toLowerCase(), mailFrom)
+      const row = yield* findRecipient(address, mailFrom)
       const plan = limits[row.plan]
       if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) {
         return yield* new MessageTooBig({ limit: plan.maxEmailBytes })
