@@ -1,7 +1,7 @@
 /** The dashboard's entry: who is signed in, which page the URL names, and the live mail stream. */
 import { html } from "htm/preact"
 import { render } from "preact"
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useLayoutEffect, useState } from "preact/hooks"
 import { call, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
 import { AuthPage } from "./auth.js"
 import { BillingPage } from "./billing.js"
@@ -39,10 +39,14 @@ const App = () => {
     if (!user && page !== "signin" && page !== "signup") go("signin")
     if (user && (page === "signin" || page === "signup")) go()
   }, [user, page])
-  // Each page's heading is where focus goes after navigating, for screen readers and keyboards.
-  useEffect(() => {
+  // Each page's content is where focus goes when the page shown changes, for screen readers and keyboards.
+  // The page shown, not the URL: signing out shows the sign-in form at once and the URL follows a moment
+  // later, and that later change must not pull focus from a field the reader is already typing in. A layout
+  // effect, so focus has moved by the time the page is painted.
+  const shown = !user ? (page === "signup" ? "signup" : "signin") : page === "signin" || page === "signup" ? "" : route.join("/")
+  useLayoutEffect(() => {
     document.getElementById("main")?.focus()
-  }, [page, id, sub])
+  }, [shown])
 
   const signOut = async () => {
     await call("POST", "/api/auth/logout").catch(() => undefined)
