@@ -72,12 +72,17 @@ export class DeliveryDeferred extends Data.TaggedError("DeliveryDeferred")<{ rea
 
 const WaitingRow = Schema.Struct({ recipient: Schema.String, attempts: Schema.Number, status: Schema.String })
 
-const EmailRow = Schema.Struct({
+/** A job's email, the raw message to send, its recipients in the job's domain still waiting, and where they are. */
+const JobRow = Schema.Struct({
   ...SentEmailRow.fields,
   mailFrom: Schema.String,
   createdAt: Schema.DateFromSelf,
-  content: Schema.Uint8ArrayFromSelf
+  content: Schema.Uint8ArrayFromSelf,
+  waiting: Schema.Array(WaitingRow),
+  /** The domain is one of this server's verified custom domains. */
+  verifiedHere: Schema.Boolean
 })
+type EmailRow = typeof JobRow.Type
 
 
 export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
@@ -89,12 +94,6 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const inbound = yield* Inbound
     const settings = yield* OutboundSettings
     const { sharedDomains } = yield* MailboxSettings
-
-    /** Is `domain` one this Mailroom receives for? */
-    const hosted = (domain: string) =>
-      sharedDomains.includes(domain)
-        ? Effect.succeed(true)
-        : Effect.map(sql`SELECT 1 FROM domains WHERE name = ${domain} AND verified`, (rows) => rows.length > 0)
 
     /** Internal delivery: each recipient through the inbound rules, then one acceptance for those taken. */
     const deliverInternally = (recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
@@ -209,7 +208,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
 
     /** Record the attempt's outcomes and announce each change; true when some recipients wait for another attempt. */
     const record = (
-      email: typeof EmailRow.Type,
+      email: EmailRow,
       emailId: string,
       waiting: ReadonlyArray<typeof WaitingRow.Type>,
       outcomes: ReadonlyArray<Outcome>
@@ -251,20 +250,26 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
 
     /** One job: the domain's waiting recipients of one email, one attempt. */
     const deliver = Effect.fn("Mta.deliver")(function*(job: OutboundJob) {
-      const waiting = yield* sql`
-        SELECT recipient, attempts, status FROM outbound_deliveries
-        WHERE email_id = ${job.email_id} AND domain = ${job.domain} AND status IN ('queued', 'deferred')
-        ORDER BY recipient`.pipe(Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(WaitingRow))(rows))))
-      if (waiting.length === 0) return
+      // One round trip: the email, its raw message, who in the job's domain still waits, and whether
+      // the domain is hosted here. Recipients come as JSON: one row, however many there are.
       const emails = yield* sql`
-        SELECT e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content
+        SELECT e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content,
+               coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'attempts', d.attempts, 'status', d.status)
+                                         ORDER BY d.recipient)
+                         FROM outbound_deliveries d
+                         WHERE d.email_id = e.id AND d.domain = ${job.domain} AND d.status IN ('queued', 'deferred')),
+                        '[]'::json) AS waiting,
+               EXISTS (SELECT 1 FROM domains WHERE name = ${job.domain} AND verified) AS verified_here
         FROM emails e JOIN blobs b ON b.sha256 = e.raw_sha256 WHERE e.id = ${job.email_id}`.pipe(
-        Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(EmailRow))(rows)))
+        Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(JobRow))(rows)))
       )
       const email = emails[0]
-      if (!email) return
+      // Deleted since, or every recipient settled (a redelivered job): nothing to do.
+      if (!email || email.waiting.length === 0) return
+      const { waiting } = email
       const recipients = waiting.map((w) => w.recipient)
-      const outcomes = (yield* hosted(job.domain))
+      const hosted = sharedDomains.includes(job.domain) || email.verifiedHere
+      const outcomes = hosted
         ? yield* deliverInternally(recipients, email.content, email.mailFrom)
         : yield* deliverOut(job.domain, recipients, email.content, email.mailFrom)
       const deferred = yield* record(email, job.email_id, waiting, outcomes)
