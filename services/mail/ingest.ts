@@ -12,7 +12,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer, Schema } from "effect"
+import { Duration, Effect, Either, Layer, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
@@ -26,12 +26,16 @@ import { InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { BounceReports } from "../outbound/bounces.ts"
-import { storeEmail } from "./store.ts"
+import { groupCommit } from "../batching.ts"
+import { type NewEmail, storeEmails } from "./store.ts"
+
+/** Messages whose raw bytes are read, or whose emails are stored, in one statement at most. */
+const MAX_BATCH = 64
 
 export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
 
 export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
     const bounces = yield* BounceReports
@@ -55,9 +59,44 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         { msgId: emailReceivedEventId(row.id) }
       )
 
+    /**
+     * The raw bytes of accepted messages: the messages being ingested at once are read together, one
+     * statement for the lot (batching.ts).
+     */
+    const readRaw = yield* groupCommit({
+      maxBatch: MAX_BATCH,
+      parallel: 1,
+      run: (hashes: ReadonlyArray<string>) =>
+        sql<{ sha256: string; content: Uint8Array }>`SELECT sha256, content FROM blobs WHERE sha256 = ANY(${[...new Set(hashes)]}::text[])`.pipe(
+          Effect.map((rows) => {
+            const content = new Map(rows.map((row) => [row.sha256, row.content]))
+            return hashes.map((hash) => content.get(hash))
+          })
+        )
+    })
+
+    /**
+     * Emails stored together: those parsed while a batch is in flight go in the next one (store.ts
+     * `storeEmails`). A batch the database refuses is stored again an email at a time, so one email it
+     * cannot take fails alone and the others are stored.
+     */
+    const storeBatched = yield* groupCommit({
+      maxBatch: MAX_BATCH,
+      parallel: 1,
+      run: (emails: ReadonlyArray<NewEmail>) =>
+        storeEmails(sql, emails).pipe(
+          Effect.map((rows) => rows.map((row) => Either.right<EmailRow | undefined>(row))),
+          Effect.catchAll((error) =>
+            emails.length === 1
+              ? Effect.succeed([Either.left(error)])
+              : Effect.forEach(emails, (email) => Effect.either(Effect.map(storeEmails(sql, [email]), (rows) => rows[0])))
+          )
+        )
+    })
+
     /** Store the email (store.ts); returns the stored row, or the one a previous delivery stored. */
     const store = (message: InboundMessage, parsed: ParsedEmail, messageId: string, extracted: Extracted) =>
-      storeEmail(sql, {
+      storeBatched({
         emailId: message.email_id,
         mailboxId: message.mailbox_id,
         userId: message.user_id,
@@ -79,8 +118,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         spam: message.spam,
         extracted,
         headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
-      }).pipe(Effect.flatMap((inserted) =>
-        inserted ? Effect.succeed({ row: inserted, extracted }) : findEmail(message.email_id)
+      }).pipe(Effect.flatten, Effect.flatMap((inserted) =>
+        inserted ? Effect.succeed({ row: inserted as EmailRow, extracted }) : findEmail(message.email_id)
       ))
 
     /**
@@ -93,8 +132,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         const existing = yield* findEmail(message.email_id)
         if (existing) return yield* announce(existing)
       }
-      const blob = yield* sql<{ content: Uint8Array }>`SELECT content FROM blobs WHERE sha256 = ${message.raw_sha256}`
-      const raw = blob[0]?.content
+      const raw = yield* readRaw(message.raw_sha256)
       if (raw === undefined) {
         // Cannot happen while blobs outlive the bus's retention; nothing could be done about it.
         return yield* Effect.logError("An accepted message's raw bytes are missing; it cannot be ingested", {

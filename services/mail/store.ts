@@ -13,7 +13,7 @@ import type { Authentication } from "./authentication.ts"
 import type { Spam } from "./spam.ts"
 import type { Extracted } from "./extract.ts"
 import type { Direction } from "./schemas.ts"
-import { threadChoice } from "./threads.ts"
+import { referencedIds, threadChoice } from "./threads.ts"
 import { BLOCKED } from "./sender-list-rules.ts"
 
 export interface NewEmail {
@@ -55,20 +55,104 @@ export interface NewEmail {
  * trips; they may read the `email` item, which is empty when the email existed already.
  */
 export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail, alongside?: Statement.Fragment) =>
+  Effect.map(insertEmails(sql, [email], alongside ?? sql``), (rows) => rows[0])
+
+/**
+ * Store `emails` together (the ingest actor's batches): one statement for the lot, so a batch costs
+ * one round trip and one commit instead of one each. Answers one result per email, in order: the
+ * stored row, or `undefined` when the email existed already (or came twice in the batch: its first
+ * result is the stored row).
+ *
+ * An email that refers to another of the batch in the same mailbox (a reply and its original
+ * arriving together) must see it stored to join its thread, which a row of the same statement
+ * cannot: the batch is then cut there, and its parts go in one transaction, in order.
+ */
+export const storeEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>) =>
   Effect.gen(function*() {
-    const { parsed } = email
-    const thread = threadChoice(email.mailboxId, parsed, email.messageId)
+    const unique = [...new Map(emails.map((e) => [e.emailId, e])).values()]
+    const parts = dependentParts(unique)
+    const stored = parts.length === 1
+      ? yield* insertEmails(sql, parts[0]!, sql``)
+      : yield* sql.withTransaction(Effect.map(Effect.forEach(parts, (part) => insertEmails(sql, part, sql``)), (rows) => rows.flat()))
+    const byId = new Map(stored.flatMap((row) => (row === undefined ? [] : [[row.id, row] as const])))
+    return emails.map((e) => {
+      const row = byId.get(e.emailId)
+      // Each stored row answers once: a repeat of the id in the batch is a redelivery.
+      byId.delete(e.emailId)
+      return row
+    })
+  })
+
+/** The batch in parts, cut before each email that refers to an earlier one of its part in its mailbox (or is referred to by it). */
+const dependentParts = (emails: ReadonlyArray<NewEmail>): Array<Array<NewEmail>> => {
+  const parts: Array<Array<NewEmail>> = [[]]
+  for (const email of emails) {
+    const part = parts[parts.length - 1]!
+    const referenced = referencedIds(email.parsed.references, email.parsed.inReplyTo)
+    const related = part.some((earlier) =>
+      earlier.mailboxId === email.mailboxId &&
+      (referenced.includes(earlier.messageId) ||
+        referencedIds(earlier.parsed.references, earlier.parsed.inReplyTo).includes(email.messageId))
+    )
+    if (related) parts.push([email])
+    else part.push(email)
+  }
+  return parts
+}
+
+/**
+ * The statement: the emails as rows of one JSON parameter (a statement's size does not grow with its
+ * number of placeholders), each picking its thread and its `blocked` label in the database; their
+ * attachments; the storage they add, per account in lock order. Answers the rows inserted.
+ */
+const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>, alongside: Statement.Fragment) =>
+  Effect.gen(function*() {
+    const rows = emails.map((email, position) => {
+      const { parsed } = email
+      const thread = threadChoice(email.mailboxId, parsed, email.messageId)
+      return {
+        position,
+        id: email.emailId,
+        mailbox_id: email.mailboxId,
+        user_id: email.userId,
+        message_id: email.messageId,
+        subject: parsed.subject,
+        from_address: parsed.from ?? email.mailFrom,
+        to_addresses: parsed.to.length > 0 ? parsed.to : [email.rcptTo],
+        sent_at: parsed.date ?? email.receivedAt,
+        received_at: email.receivedAt,
+        mail_from: email.mailFrom,
+        rcpt_to: email.rcptTo,
+        headers: parsed.headers,
+        text_body: parsed.text,
+        html_body: parsed.html,
+        has_attachments: parsed.attachments.length > 0,
+        raw_sha256: email.rawSha256,
+        size: email.size,
+        labels: email.labels,
+        direction: email.direction,
+        authentication: email.authentication ?? null,
+        authentication_results: email.authenticationResults ?? null,
+        spam: email.spam ?? null,
+        extracted: email.extracted ?? null,
+        referenced: thread.referenced,
+        own_thread: thread.own,
+        fallback_thread: thread.fallback,
+        header_from_forms: email.headerFromForms ?? []
+      }
+    })
+    const all = emails.flatMap((email) => email.parsed.attachments.map((a, position) => ({ email, a, position })))
     // Each distinct content once, in lock order: concurrent stores may hold the same attachment.
-    const contents = inLockOrder(new Map(parsed.attachments.map((a) => [a.checksum, a])))
+    const contents = inLockOrder(new Map(all.map(({ a }) => [a.checksum, a])))
     // Attachment rows of a redelivered message exist already: (email_id, position) keeps them once.
-    const attachments = parsed.attachments.length === 0 ? sql`` : sql`,
+    const attachments = all.length === 0 ? sql`` : sql`,
       attachment_blobs AS (
         INSERT INTO blobs ${sql.insert(contents.map((a) => ({ sha256: a.checksum, size: a.size, content: a.content })))}
         ON CONFLICT (sha256) DO UPDATE SET created_at = now()
       ),
       attachment_rows AS (
         INSERT INTO attachments ${
-      sql.insert(parsed.attachments.map((a, position) => ({
+      sql.insert(all.map(({ a, email, position }) => ({
         id: newId("att"),
         emailId: email.emailId,
         position,
@@ -81,46 +165,47 @@ export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail, alongside?
     }
         ON CONFLICT (email_id, position) DO NOTHING
       )`
-    const forms = email.headerFromForms ?? []
-    const labels = forms.length === 0 ? sql`${[...email.labels]}::text[]` : sql`${[...email.labels]}::text[] || CASE WHEN EXISTS (
-        SELECT 1 FROM sender_list_entries b
-        WHERE b.user_id = ${email.userId} AND (b.mailbox_id IS NULL OR b.mailbox_id = ${email.mailboxId})
-          AND b.list = 'block' AND b.entry = ANY(${[...forms]}::text[])
-      ) THEN ARRAY[${BLOCKED}]::text[] ELSE '{}'::text[] END`
-    const inserted = yield* sql<EmailRow>`
-      WITH thread AS (
-        SELECT coalesce(
-          (SELECT t.thread_id FROM emails t
-           WHERE t.mailbox_id = ${email.mailboxId} AND t.message_id = ANY(${thread.referenced}::text[])
-           ORDER BY t.received_at DESC LIMIT 1),
-          (SELECT ${thread.own}::text WHERE EXISTS (
-             SELECT 1 FROM emails t WHERE t.mailbox_id = ${email.mailboxId} AND t.thread_id = ${thread.own}::text)),
-          ${thread.fallback}::text
-        ) AS id
+    return yield* sql<EmailRow>`
+      WITH input AS (
+        SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(
+          position int, id text, mailbox_id text, user_id text, message_id text, subject text, from_address text,
+          to_addresses text[], sent_at timestamptz, received_at timestamptz, mail_from text, rcpt_to text, headers jsonb,
+          text_body text, html_body text, has_attachments boolean, raw_sha256 text, size bigint, labels text[],
+          direction text, authentication jsonb, authentication_results text, spam jsonb, extracted jsonb,
+          referenced text[], own_thread text, fallback_thread text, header_from_forms text[])
       ),
       email AS (
         INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
                                  sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
                                  has_attachments, raw_sha256, size, labels, direction,
                                  authentication, authentication_results, spam, extracted)
-        VALUES (${email.emailId}, ${email.mailboxId}, ${email.userId}, ${email.messageId}, (SELECT id FROM thread),
-                ${parsed.subject}, ${parsed.from ?? email.mailFrom},
-                ${parsed.to.length > 0 ? [...parsed.to] : [email.rcptTo]}, ${parsed.date ?? email.receivedAt}, ${email.receivedAt},
-                ${email.mailFrom}, ${email.rcptTo},
-                -- A jsonb column: PostgreSQL reads the JSON text as the column's type.
-                ${JSON.stringify(parsed.headers)}, ${parsed.text}, ${parsed.html}, ${parsed.attachments.length > 0},
-                ${email.rawSha256}, ${email.size}, ${labels}, ${email.direction},
-                ${email.authentication === undefined ? null : JSON.stringify(email.authentication)}::jsonb,
-                ${email.authenticationResults ?? null},
-                ${email.spam === undefined ? null : JSON.stringify(email.spam)}::jsonb,
-                ${email.extracted === undefined ? null : JSON.stringify(email.extracted)}::jsonb)
+        SELECT r.id, r.mailbox_id, r.user_id, r.message_id,
+               -- The thread (threads.ts): the newest of the mailbox's emails it refers to; else its own
+               -- conversation's, when replies to it arrived first; else its fallback.
+               coalesce(
+                 (SELECT t.thread_id FROM emails t
+                  WHERE t.mailbox_id = r.mailbox_id AND t.message_id = ANY(r.referenced)
+                  ORDER BY t.received_at DESC LIMIT 1),
+                 (SELECT r.own_thread WHERE EXISTS (
+                    SELECT 1 FROM emails t WHERE t.mailbox_id = r.mailbox_id AND t.thread_id = r.own_thread)),
+                 r.fallback_thread),
+               r.subject, r.from_address, r.to_addresses, r.sent_at, r.received_at, r.mail_from, r.rcpt_to,
+               r.headers, r.text_body, r.html_body, r.has_attachments, r.raw_sha256, r.size,
+               -- Blocked when an entry of the account's or the mailbox's block list names its header From.
+               r.labels || CASE WHEN cardinality(r.header_from_forms) > 0 AND EXISTS (
+                 SELECT 1 FROM sender_list_entries b
+                 WHERE b.user_id = r.user_id AND (b.mailbox_id IS NULL OR b.mailbox_id = r.mailbox_id)
+                   AND b.list = 'block' AND b.entry = ANY(r.header_from_forms)
+               ) THEN ARRAY[${BLOCKED}]::text[] ELSE '{}'::text[] END,
+               r.direction, r.authentication, r.authentication_results, r.spam, r.extracted
+        FROM input r ORDER BY r.position
         ON CONFLICT (id) DO NOTHING
         RETURNING ${sql.literal(emailColumnList)}
       ),
       storage AS (
-        INSERT INTO storage_usage (user_id, bytes) SELECT user_id, size FROM email
+        INSERT INTO storage_usage (user_id, bytes)
+        SELECT user_id, sum(size) FROM email GROUP BY user_id ORDER BY user_id
         ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
-      )${attachments}${alongside ?? sql``}
+      )${attachments}${alongside}
       SELECT * FROM email`
-    return inserted[0]
   })

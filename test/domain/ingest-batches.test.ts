@@ -1,0 +1,169 @@
+/**
+ * Ingest in batches (issue 18, item 4), in process over the suite's migrated database: emails stored
+ * together by one statement (store.ts `storeEmails`) come out as emails stored one at a time do
+ * (threads, the blocked label, attachments, storage per account, a redelivery stored once), and the
+ * ingest actor, given many messages at once, stores each once and lets one email the database refuses
+ * fail alone.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Exit, Layer } from "effect"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { Ingest } from "../../services/mail/ingest.ts"
+import { parseMessage } from "../../services/mail/parse.ts"
+import { BLOCKED, senderForms } from "../../services/mail/sender-list-rules.ts"
+import { type NewEmail, storeEmails } from "../../services/mail/store.ts"
+import { BounceReports } from "../../services/outbound/bounces.ts"
+import { testDatabase } from "../support/database.ts"
+import { insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
+import { uniqueName } from "../support/services.ts"
+import { insertUser } from "../support/users.ts"
+
+const services = Ingest.Default.pipe(
+  Layer.provide(BounceReports.Default),
+  Layer.provideMerge(MemoryBus.layer),
+  Layer.provideMerge(DependencyHealth.Default),
+  Layer.provideMerge(testDatabase)
+)
+
+interface Message {
+  readonly from?: string
+  readonly subject: string
+  readonly messageId: string
+  readonly inReplyTo?: string
+  readonly attachment?: string
+}
+
+const rawOf = (m: Message) => {
+  const head = [
+    `From: ${m.from ?? "Ada <ada@example.test>"}`,
+    `Subject: ${m.subject}`,
+    `Message-ID: ${m.messageId}`,
+    ...(m.inReplyTo === undefined ? [] : [`In-Reply-To: ${m.inReplyTo}`, `References: ${m.inReplyTo}`])
+  ]
+  const body = m.attachment === undefined
+    ? `${head.join("\r\n")}\r\n\r\nHello.\r\n`
+    : [
+      ...head,
+      "MIME-Version: 1.0",
+      'Content-Type: multipart/mixed; boundary="b"',
+      "",
+      "--b",
+      "Content-Type: text/plain",
+      "",
+      "Hello.",
+      "--b",
+      'Content-Type: text/plain; name="notes.txt"',
+      'Content-Disposition: attachment; filename="notes.txt"',
+      "",
+      m.attachment,
+      "--b--",
+      ""
+    ].join("\r\n")
+  return new TextEncoder().encode(body)
+}
+
+/** What the ingest actor would store for `m` in `mailbox`. */
+const newEmail = (mailbox: Mailbox, m: Message, emailId = uniqueName("eml")) =>
+  Effect.gen(function*() {
+    const raw = rawOf(m)
+    const parsed = yield* parseMessage(raw)
+    return {
+      emailId,
+      mailboxId: mailbox.mailboxId,
+      userId: mailbox.owner.userId,
+      direction: "inbound",
+      labels: ["inbound"],
+      rawSha256: yield* storeBlob(raw),
+      size: raw.byteLength,
+      mailFrom: "ada@example.test",
+      rcptTo: mailbox.address,
+      receivedAt: new Date(),
+      messageId: m.messageId,
+      parsed,
+      headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
+    } satisfies NewEmail
+  })
+
+const storageOf = (userId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(sql<{ bytes: string }>`SELECT bytes FROM storage_usage WHERE user_id = ${userId}`, (rows) => Number(rows[0]?.bytes ?? 0)))
+
+layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
+  it.effect("one statement stores a batch as one at a time would: threads, blocked label, attachments, storage per account", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const first = yield* insertMailbox(yield* insertUser())
+      const second = yield* insertMailbox(yield* insertUser())
+      yield* sql`INSERT INTO sender_list_entries (user_id, mailbox_id, list, entry) VALUES (${first.owner.userId}, NULL, 'block', 'spam.test')`
+      const original = yield* newEmail(first, { subject: "Quarterly report", messageId: "<q1@example.test>" })
+      const batch = [
+        original,
+        // A reply in the same batch joins its original's thread: the batch is cut before it.
+        yield* newEmail(first, { subject: "Re: Quarterly report", messageId: "<q2@example.test>", inReplyTo: "<q1@example.test>" }),
+        yield* newEmail(first, { subject: "Offer", messageId: "<s1@spam.test>", from: "Deals <deals@spam.test>" }),
+        yield* newEmail(second, { subject: "Notes", messageId: "<n1@example.test>", attachment: "Some notes." }),
+        yield* newEmail(second, { subject: "More notes", messageId: "<n2@example.test>", attachment: "Some notes." }),
+        // The same email twice (a redelivery while the first was in flight): stored once.
+        original
+      ]
+      const stored = yield* storeEmails(sql, batch)
+      expect(stored.map((row) => row?.id)).toEqual([...batch.slice(0, 5).map((e) => e.emailId), undefined])
+      expect(stored[1]!.threadId).toBe(stored[0]!.threadId)
+      expect(stored[3]!.threadId).not.toBe(stored[4]!.threadId)
+      expect(stored[2]!.labels).toEqual(["inbound", BLOCKED])
+      expect(stored[0]!.labels).toEqual(["inbound"])
+      // The second account's block list is its own: nothing of it is blocked.
+      expect(stored[3]!.labels).toEqual(["inbound"])
+      const attachments = yield* sql<{ emailId: string; filename: string }>`
+        SELECT email_id, filename FROM attachments WHERE email_id IN (${batch[3]!.emailId}, ${batch[4]!.emailId}) ORDER BY email_id`
+      expect(attachments.map((a) => a.filename)).toEqual(["notes.txt", "notes.txt"])
+      const size = (emails: ReadonlyArray<NewEmail>) => emails.reduce((sum, e) => sum + e.size, 0)
+      expect(yield* storageOf(first.owner.userId)).toBe(size(batch.slice(0, 3)))
+      expect(yield* storageOf(second.owner.userId)).toBe(size(batch.slice(3, 5)))
+
+      // Stored again (every message redelivered): nothing new, nothing counted twice.
+      expect(yield* storeEmails(sql, batch)).toEqual(batch.map(() => undefined))
+      expect(yield* storageOf(first.owner.userId)).toBe(size(batch.slice(0, 3)))
+    }))
+
+  it.effect("a reply stored in the batch before its original: both in one thread", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const reply = yield* newEmail(mailbox, { subject: "Re: Lunch", messageId: "<l2@example.test>", inReplyTo: "<l1@example.test>" })
+      const original = yield* newEmail(mailbox, { subject: "Lunch", messageId: "<l1@example.test>" })
+      const [first, second] = yield* storeEmails(sql, [reply, original])
+      expect(second!.threadId).toBe(first!.threadId)
+    }))
+
+  it.effect("the actor, given many messages at once, stores each once; one the database refuses fails alone", () =>
+    Effect.gen(function*() {
+      const ingest = yield* Ingest
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const message = (i: number, mailboxId = mailbox.mailboxId) =>
+        Effect.gen(function*() {
+          const raw = rawOf({ subject: `Message ${i}`, messageId: `<m${i}.${uniqueName("x")}@example.test>` })
+          return {
+            email_id: uniqueName("eml"),
+            mailbox_id: mailboxId,
+            user_id: mailbox.owner.userId,
+            raw_sha256: yield* storeBlob(raw),
+            size: raw.byteLength,
+            mail_from: "ada@example.test",
+            rcpt_to: mailbox.address,
+            received_at: new Date().toISOString()
+          }
+        })
+      const messages = yield* Effect.forEach([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], (i) => message(i))
+      // A mailbox deleted since the message was accepted: its email cannot be stored.
+      const orphan = yield* message(10, "mbx_deleted_since")
+      const all = [...messages.slice(0, 7), orphan, ...messages.slice(7)]
+      const exits = yield* Effect.forEach(all, (m) => Effect.exit(ingest.ingest(m, true)), { concurrency: "unbounded" })
+      expect(exits.map(Exit.isSuccess)).toEqual(all.map((m) => m !== orphan))
+      const stored = yield* sql<{ id: string }>`SELECT id FROM emails WHERE mailbox_id = ${mailbox.mailboxId} ORDER BY id`
+      expect(stored.map((row) => row.id)).toEqual(messages.map((m) => m.email_id).sort())
+    }))
+})
