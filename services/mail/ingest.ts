@@ -6,6 +6,10 @@
  * `blocked` and never announced: no webhook, event, search indexing or waiting reader hears of it
  * (sender-list-rules.ts). It stays readable in its mailbox, where the label says why it was kept quiet.
  *
+ * Messages handled at once share their round trips: their raw bytes are read by one statement and
+ * their emails stored by another (store.ts `storeEmails`), so a busy worker pays a round trip and a
+ * commit per batch rather than per email.
+ *
  * Idempotent: the email's id was chosen when the message was accepted, so a redelivered message
  * (a worker that died before acknowledging, a publish retried) finds its email already stored and
  * only announces it again, under the same event id.
@@ -119,7 +123,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         extracted,
         headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
       }).pipe(Effect.flatten, Effect.flatMap((inserted) =>
-        inserted ? Effect.succeed({ row: inserted as EmailRow, extracted }) : findEmail(message.email_id)
+        inserted ? Effect.succeed({ row: inserted, extracted }) : findEmail(message.email_id)
       ))
 
     /**
