@@ -6,7 +6,7 @@
  * Every SMTP transaction goes through here twice, so a waiting request is a callback in an array
  * rather than a queue entry and a deferred: one suspension per request and nothing else.
  */
-import { Effect, Exit, type Fiber, Runtime, type Scope } from "effect"
+import { Effect, Either, Exit, type Fiber, Runtime, type Scope } from "effect"
 
 export interface GroupCommitOptions<I, O, E> {
   /** The most requests one batch takes. */
@@ -73,6 +73,30 @@ export const groupCommit = <I, O, E>(
         })
       })
   })
+
+/**
+ * `groupCommit` for requests that may fail on their own (a row the database refuses): a batch that
+ * fails is run again a request at a time, so the request that cannot succeed fails alone and the
+ * others succeed. A failure that is everyone's (the database is gone) costs one more try each.
+ */
+export const groupCommitIsolated = <I, O, E>(
+  options: GroupCommitOptions<I, O, E>
+): Effect.Effect<(input: I) => Effect.Effect<O, E>, never, Scope.Scope> =>
+  Effect.map(
+    groupCommit<I, Either.Either<O, E>, never>({
+      ...options,
+      run: (batch) =>
+        options.run(batch).pipe(
+          Effect.map((results) => results.map((result) => Either.right(result))),
+          Effect.catchAll((error) =>
+            batch.length === 1
+              ? Effect.succeed([Either.left(error)])
+              : Effect.forEach(batch, (input) => Effect.either(Effect.map(options.run([input]), (results) => results[0]!)))
+          )
+        )
+    }),
+    (submit) => (input: I) => Effect.flatten(submit(input))
+  )
 
 /**
  * The rows of `byKey` ordered by key: statements that run concurrently and upsert overlapping rows

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Ref, Scope } from "effect"
-import { groupCommit, inLockOrder } from "../services/batching.ts"
+import { groupCommit, groupCommitIsolated, inLockOrder } from "../services/batching.ts"
 
 /** Lets forked callers reach the batcher (live clock). */
 const settle = Effect.sleep("20 millis")
@@ -111,6 +111,34 @@ describe("groupCommit", () => {
       // A request after the close is refused the same way rather than left waiting.
       expect(Exit.isInterrupted(yield* Effect.exit(submit(3)))).toBe(true)
     }))
+})
+
+describe("groupCommitIsolated", () => {
+  it.live("runs a failed batch again a request at a time: the request that cannot succeed fails alone", () =>
+    Effect.gen(function*() {
+      const batches = yield* Ref.make<Array<ReadonlyArray<number>>>([])
+      const gate = yield* Deferred.make<void>()
+      const submit = yield* groupCommitIsolated({
+        maxBatch: 10,
+        parallel: 1,
+        run: (batch: ReadonlyArray<number>) =>
+          Ref.update(batches, (all) => [...all, batch]).pipe(
+            Effect.zipRight(batch[0] === 0 ? Deferred.await(gate) : Effect.void),
+            // A batch holding 13 is refused whole, as a statement with one bad row is.
+            Effect.zipRight(batch.includes(13) ? Effect.fail(`refused ${batch.join(",")}`) : Effect.succeed(batch.map((n) => n * 10)))
+          )
+      })
+      const first = yield* Effect.fork(submit(0))
+      yield* settle
+      const rest = yield* Effect.fork(Effect.forEach([1, 13, 2], (n) => Effect.either(submit(n)), { concurrency: "unbounded" }))
+      yield* settle
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* Fiber.join(first)).toBe(0)
+      const results = yield* Fiber.join(rest)
+      expect(results.map((r) => (r._tag === "Right" ? r.right : r.left))).toEqual([10, "refused 13", 20])
+      // The batch of three, then each of its requests alone, once.
+      expect(yield* Ref.get(batches)).toEqual([[0], [1, 13, 2], [1], [13], [2]])
+    }).pipe(Effect.scoped))
 })
 
 describe("inLockOrder", () => {

@@ -12,6 +12,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Schema } from "effect"
+import { groupCommitIsolated } from "../batching.ts"
 
 /** How long events can be resumed from. */
 export const RETENTION = "7 days"
@@ -49,19 +50,33 @@ export interface Read {
 const Row = Schema.Struct({ eventId: Schema.String, kind: Schema.String, payload: Schema.String, txid: Schema.String, seq: Schema.String })
 const decodeRows = Schema.decodeUnknown(Schema.Array(Row))
 
+/** An event as the log stores it. */
+export type NewLoggedEvent = {
+  readonly eventId: string
+  readonly userId: string
+  readonly kind: string
+  readonly mailboxId: string | null
+  readonly payload: string
+}
+
+/** Events stored by one INSERT at most. */
+const MAX_BATCH = 64
+
 export class EventLog extends Effect.Service<EventLog>()("mailroom/EventLog", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
+    /** Events appended while an INSERT is in flight go together in the next one (batching.ts). */
+    const insert = yield* groupCommitIsolated({
+      maxBatch: MAX_BATCH,
+      parallel: 1,
+      run: (entries: ReadonlyArray<NewLoggedEvent>) =>
+        Effect.as(sql`INSERT INTO event_log ${sql.insert([...entries])} ON CONFLICT (event_id) DO NOTHING`, entries.map(() => undefined))
+    })
+
     /** Stores an event once (a redelivered event id changes nothing). */
-    const append = Effect.fn("EventLog.append")(function*(entry: {
-      readonly eventId: string
-      readonly userId: string
-      readonly kind: string
-      readonly mailboxId: string | null
-      readonly payload: string
-    }) {
-      yield* sql`INSERT INTO event_log ${sql.insert(entry)} ON CONFLICT (event_id) DO NOTHING`
+    const append = Effect.fn("EventLog.append")(function*(entry: NewLoggedEvent) {
+      yield* insert(entry)
     })
 
     const horizon = sql<{ xmin: string }>`SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin`.pipe(

@@ -7,10 +7,11 @@
 import { Effect, Layer, Schema } from "effect"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
+import { groupCommit } from "../batching.ts"
 import { BusEvent, isEventKind } from "../webhooks/schemas.ts"
 import { EventLog } from "./log.ts"
 
-/** Events stored at once by one process; each is one short INSERT. */
+/** Events handled at once by one process: those arriving together are stored by one INSERT (log.ts). */
 const CONCURRENCY = 32
 
 const MailboxData = Schema.Struct({ mailbox_id: Schema.String })
@@ -23,6 +24,17 @@ export const EventRecorderLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const log = yield* EventLog
+
+    /** The streams of the accounts whose events were logged look again: once per account however many arrived together. */
+    const signal = yield* groupCommit({
+      maxBatch: CONCURRENCY,
+      parallel: 1,
+      run: (userIds: ReadonlyArray<string>) =>
+        Effect.as(
+          Effect.forEach(new Set(userIds), (userId) => bus.broadcast(subjects.eventsLogged(userId), new Uint8Array(0)), { discard: true }),
+          userIds.map(() => undefined)
+        )
+    })
 
     const record = (message: BusMessage) =>
       Effect.try(() => decodeJson(message.data)).pipe(
@@ -40,7 +52,7 @@ export const EventRecorderLive = Layer.scopedDiscard(
                 mailboxId: mailboxOf(event.data),
                 // Exactly the webhook body (webhooks/delivery.ts), so every channel shows one payload.
                 payload: JSON.stringify({ event: event.event, timestamp: event.timestamp, data: event.data })
-              }).pipe(Effect.zipRight(bus.broadcast(subjects.eventsLogged(event.namespace), new Uint8Array(0))))
+              }).pipe(Effect.zipRight(signal(event.namespace)))
         })
       )
 

@@ -16,7 +16,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Either, Layer, Schema } from "effect"
+import { Duration, Effect, Layer, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
@@ -30,7 +30,7 @@ import { InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { BounceReports } from "../outbound/bounces.ts"
-import { groupCommit } from "../batching.ts"
+import { groupCommit, groupCommitIsolated } from "../batching.ts"
 import { type NewEmail, storeEmails } from "./store.ts"
 
 /** Messages whose raw bytes are read, or whose emails are stored, in one statement at most. */
@@ -81,21 +81,12 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
 
     /**
      * Emails stored together: those parsed while a batch is in flight go in the next one (store.ts
-     * `storeEmails`). A batch the database refuses is stored again an email at a time, so one email it
-     * cannot take fails alone and the others are stored.
+     * `storeEmails`); one email the database refuses fails alone (batching.ts).
      */
-    const storeBatched = yield* groupCommit({
+    const storeBatched = yield* groupCommitIsolated({
       maxBatch: MAX_BATCH,
       parallel: 1,
-      run: (emails: ReadonlyArray<NewEmail>) =>
-        storeEmails(sql, emails).pipe(
-          Effect.map((rows) => rows.map((row) => Either.right<EmailRow | undefined>(row))),
-          Effect.catchAll((error) =>
-            emails.length === 1
-              ? Effect.succeed([Either.left(error)])
-              : Effect.forEach(emails, (email) => Effect.either(Effect.map(storeEmails(sql, [email]), (rows) => rows[0])))
-          )
-        )
+      run: (emails: ReadonlyArray<NewEmail>) => storeEmails(sql, emails)
     })
 
     /** Store the email (store.ts); returns the stored row, or the one a previous delivery stored. */
@@ -122,7 +113,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         spam: message.spam,
         extracted,
         headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
-      }).pipe(Effect.flatten, Effect.flatMap((inserted) =>
+      }).pipe(Effect.flatMap((inserted) =>
         inserted ? Effect.succeed({ row: inserted, extracted }) : findEmail(message.email_id)
       ))
 
