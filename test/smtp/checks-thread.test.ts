@@ -1,0 +1,116 @@
+/**
+ * The inbound checks' thread (layers/mailauth.ts, mailauth-worker.mjs), in process: verdicts made in
+ * the thread from DNS answers given by this thread's Dns port, many messages at once; a DNS failure
+ * kept as temperror; the event loop free while the thread verifies; the thread gone with the layer.
+ * How the verdicts reach stored mail over real SMTP is trust.test.ts's subject.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Scope } from "effect"
+import { generateKeyPairSync } from "node:crypto"
+import nodemailer from "nodemailer"
+import * as Mailauth from "../../layers/mailauth.ts"
+import { Dns, DnsError, type DnsShape } from "../../services/dns/dns.ts"
+import { Authenticator } from "../../services/mail/authentication.ts"
+
+const KEY = generateKeyPairSync("rsa", { modulusLength: 2048 })
+const DOMAIN = "signed.test"
+const SELECTOR = "s1"
+
+/** The records the checks ask for: the DKIM key, SPF for 127.0.0.1 and DMARC p=reject; `questions` counts the asking. */
+const dns = (failing = false) => {
+  const questions: Array<string> = []
+  const records: Record<string, ReadonlyArray<string>> = {
+    [`${SELECTOR}._domainkey.${DOMAIN}`]: [`v=DKIM1; k=rsa; p=${KEY.publicKey.export({ type: "spki", format: "der" }).toString("base64")}`],
+    [DOMAIN]: ["v=spf1 ip4:127.0.0.1 -all"],
+    [`_dmarc.${DOMAIN}`]: ["v=DMARC1; p=reject"]
+  }
+  const notFound = (name: string) => new DnsError({ reason: "NotFound", message: `${name} does not resolve` })
+  const shape: DnsShape = {
+    txt: (name) =>
+      Effect.suspend(() => {
+        questions.push(`TXT ${name}`)
+        if (failing) return Effect.fail(new DnsError({ reason: "Unavailable", message: `${name} could not be resolved (ETIMEOUT)` }))
+        const found = records[name.toLowerCase()]
+        return found ? Effect.succeed(found) : Effect.fail(notFound(name))
+      }),
+    addresses: (name) => Effect.fail(notFound(name)),
+    mx: (name) => Effect.fail(notFound(name)),
+    ptr: (name) => Effect.fail(notFound(name))
+  }
+  return { questions, layer: Layer.succeed(Dns, shape) }
+}
+
+/** Signed by nodemailer's own DKIM signer. */
+const signer = nodemailer.createTransport({
+  streamTransport: true,
+  buffer: true,
+  dkim: { domainName: DOMAIN, keySelector: SELECTOR, privateKey: KEY.privateKey.export({ type: "pkcs8", format: "pem" }).toString() }
+})
+
+const signedMessage = async (i: number): Promise<Uint8Array> =>
+  (await signer.sendMail({
+    from: `ada@${DOMAIN}`,
+    to: "agent@agents.localhost",
+    subject: `Message ${i}`,
+    text: `Hello number ${i}.\n`,
+    messageId: `<m${i}@${DOMAIN}>`
+  })).message as Buffer
+
+const envelope = (raw: Uint8Array) => ({ clientIp: "127.0.0.1", helo: "mail.signed.test", mailFrom: `ada@${DOMAIN}`, raw })
+
+describe("the inbound checks' thread", () => {
+  it.live("verifies many messages at once from this thread's DNS answers; later messages ask nothing again", () =>
+    Effect.gen(function*() {
+      const names = dns()
+      const messages = yield* Effect.promise(() => Promise.all(Array.from({ length: 40 }, (_, i) => signedMessage(i))))
+      const verifyAll = (batch: ReadonlyArray<Uint8Array>) =>
+        Effect.flatMap(Authenticator, (checks) => Effect.forEach(batch, (raw) => checks.verify(envelope(raw)), { concurrency: "unbounded" }))
+      const [verdicts, asked] = yield* Effect.gen(function*() {
+        const first = yield* verifyAll(messages.slice(0, 20))
+        const asked = names.questions.length
+        return [[...first, ...(yield* verifyAll(messages.slice(20)))], asked] as const
+      }).pipe(Effect.provide(Mailauth.layer({ authservId: "mx.test" }).pipe(Layer.provide(names.layer))))
+      for (const verdict of verdicts) {
+        expect(verdict!.authentication).toEqual({
+          spf: { result: "pass", domain: DOMAIN, aligned: true },
+          dkim: [{ result: "pass", domain: DOMAIN, selector: SELECTOR, aligned: true }],
+          dmarc: { result: "pass", domain: DOMAIN, policy: "reject" },
+          arc: { result: "none" }
+        })
+        expect(verdict!.results).toMatch(/^mx\.test; spf=pass .*dkim=pass .*dmarc=pass/)
+      }
+      expect(new Set(names.questions)).toEqual(new Set([`TXT ${DOMAIN}`, `TXT ${SELECTOR}._domainkey.${DOMAIN}`, `TXT _dmarc.${DOMAIN}`]))
+      // The answers are kept (dns-answers.ts): the second twenty asked nothing.
+      expect(names.questions.length).toBe(asked)
+    }))
+
+  it.live("a DNS server that does not answer: every verdict temperror, not a failure", () =>
+    Effect.gen(function*() {
+      const names = dns(true)
+      const raw = yield* Effect.promise(() => signedMessage(0))
+      const verdict = yield* Effect.flatMap(Authenticator, (checks) => checks.verify(envelope(raw))).pipe(
+        Effect.provide(Mailauth.layer({ authservId: "mx.test" }).pipe(Layer.provide(names.layer)))
+      )
+      expect(verdict!.authentication.spf.result).toBe("temperror")
+      expect(verdict!.authentication.dkim.map((d) => d.result)).toEqual(["temperror"])
+    }))
+
+  it.live("the event loop stays free while the thread verifies", () =>
+    Effect.gen(function*() {
+      const names = dns()
+      const messages = yield* Effect.promise(() => Promise.all(Array.from({ length: 200 }, (_, i) => signedMessage(i))))
+      const scope = yield* Scope.make()
+      const checks = yield* Effect.provide(Authenticator, Mailauth.layer({ authservId: "mx.test" }).pipe(Layer.provide(names.layer))).pipe(
+        Scope.extend(scope)
+      )
+      // Started on first use.
+      yield* checks.verify(envelope(messages[0]!))
+      const before = performance.eventLoopUtilization()
+      yield* Effect.forEach(messages, (raw) => checks.verify(envelope(raw)), { concurrency: 20, discard: true })
+      const used = performance.eventLoopUtilization(before)
+      // On this thread the checks keep the loop busy all the time (1.0, measured); off it, the
+      // loop only hands messages over and answers DNS questions from the kept answers.
+      expect(used.utilization).toBeLessThan(0.9)
+      yield* Scope.close(scope, Exit.void)
+    }))
+})
