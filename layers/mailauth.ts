@@ -130,7 +130,7 @@ type FromWorker =
   | { readonly type: "checked"; readonly id: number; readonly result?: Essentials; readonly error?: string }
 
 /** What mailauth is told besides the message and the resolver. */
-interface CheckOptions {
+export interface CheckOptions {
   readonly ip: string
   readonly helo?: string
   readonly sender: string
@@ -141,9 +141,9 @@ interface CheckOptions {
 /**
  * The checking thread (see the module's comment), started on the first message and again after it
  * died; `answer` answers its DNS questions. It keeps the process alive only while checks are in
- * flight, and ends with the scope.
+ * flight, and ends with the scope. `script` is the thread's code (another only in its test).
  */
-const checkingThread = (answer: (name: string, type: string) => Promise<Answer>) =>
+export const checkingThread = (answer: (name: string, type: string) => Promise<Answer>, script: URL = workerUrl) =>
   Effect.gen(function*() {
     let worker: Worker | undefined
     let nextId = 0
@@ -158,7 +158,7 @@ const checkingThread = (answer: (name: string, type: string) => Promise<Answer>)
     const settled = (id: number, outcome: Effect.Effect<Essentials, Error>) => forget(id)?.(outcome)
 
     const start = () => {
-      const thread = new Worker(workerUrl)
+      const thread = new Worker(script)
       thread.unref()
       thread.on("message", (message: FromWorker) => {
         if (message.type === "checked") {

@@ -8,6 +8,10 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Scope } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import nodemailer from "nodemailer"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import * as Mailauth from "../../layers/mailauth.ts"
 import { Dns, DnsError, type DnsShape } from "../../services/dns/dns.ts"
 import { Authenticator } from "../../services/mail/authentication.ts"
@@ -83,6 +87,27 @@ describe("the inbound checks' thread", () => {
       // The answers are kept (dns-answers.ts): the second twenty asked nothing.
       expect(names.questions.length).toBe(asked)
     }))
+
+  it.live("a thread that dies fails the checks it had, and the next message gets a new one", () =>
+    Effect.gen(function*() {
+      // A stand-in for the thread's code: it dies on a message starting with "die", answers any other.
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-checks-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const script = path.join(dir, "thread.mjs")
+      fs.writeFileSync(script, `import { parentPort } from "node:worker_threads"
+        parentPort.on("message", (m) => {
+          if (Buffer.from(m.raw).toString().startsWith("die")) process.exit(3)
+          parentPort.postMessage({ type: "checked", id: m.id, result: { started: process.pid } })
+        })`)
+      const thread = yield* Mailauth.checkingThread(() => Promise.resolve([]), pathToFileURL(script))
+      const options = { ip: "127.0.0.1", sender: "", mta: "mx.test", disableBimi: true }
+      const check = (text: string) => Effect.either(thread.check(new TextEncoder().encode(text), options))
+      const [dying, waiting] = yield* Effect.all([check("die now"), check("hello")], { concurrency: "unbounded" })
+      expect(dying).toMatchObject({ _tag: "Left", left: { message: "the checking thread exited (3)" } })
+      // The check queued behind it on the same thread fails with it (the layer keeps it as temperror).
+      expect(waiting).toMatchObject({ _tag: "Left", left: { message: "the checking thread exited (3)" } })
+      expect(yield* check("hello again")).toMatchObject({ _tag: "Right" })
+    }).pipe(Effect.scoped))
 
   it.live("a DNS server that does not answer: every verdict temperror, not a failure", () =>
     Effect.gen(function*() {
