@@ -74,7 +74,7 @@ export const storeEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewE
     const stored = parts.length === 1
       ? yield* insertEmails(sql, parts[0]!, sql``)
       : yield* sql.withTransaction(Effect.map(Effect.forEach(parts, (part) => insertEmails(sql, part, sql``)), (rows) => rows.flat()))
-    const byId = new Map(stored.flatMap((row) => (row === undefined ? [] : [[row.id, row] as const])))
+    const byId = new Map(stored.map((row) => [row.id, row]))
     return emails.map((e) => {
       const row = byId.get(e.emailId)
       // Each stored row answers once: a repeat of the id in the batch is a redelivery.
