@@ -3,7 +3,7 @@
  *
  * mailauth asks its questions through a resolver function shaped like node's `dns.promises.resolve`;
  * ours answers them through the Dns port, so DNS_SERVERS is honoured and every question has the
- * port's time-out, and keeps its answers for a minute (dns-answers.ts): the same sender's next message
+ * port's time-out, and keeps its answers for a minute (services/dns/answers.ts): the same sender's next message
  * asks nothing again. The whole check has a deadline too (VERIFY_TIMEOUT), well inside the SMTP node's
  * DATA time-out: a message whose checks cannot finish is accepted with `temperror` verdicts.
  *
@@ -20,7 +20,7 @@
 import { Duration, Effect, Layer, Runtime } from "effect"
 import { Worker } from "node:worker_threads"
 import { Dns, type DnsError } from "../services/dns/dns.ts"
-import { answerCache, checkAnswers } from "./dns-answers.ts"
+import { answerCache, keptAnswers } from "../services/dns/answers.ts"
 import {
   type Authentication,
   authenticationResults,
@@ -230,8 +230,8 @@ export const layer = (options: { readonly authservId: string }): Layer.Layer<Aut
       }
     }
 
-    /** Each question asked once a minute at most (dns-answers.ts). */
-    const remembered = answerCache<Answer>(checkAnswers)
+    /** Each question asked once a minute at most (services/dns/answers.ts). */
+    const remembered = answerCache<Answer>(keptAnswers)
     const question = (name: string, type: string): Effect.Effect<Answer, DnsError> =>
       remembered(`${type} ${name.toLowerCase()}`, ask(name, type))
 

@@ -7,8 +7,9 @@
  *   internally: no network, through the inbound path's own rules, limits and events.
  * - Others go to `SMTP_RELAY_URL` when set, else to the domain's MX hosts by preference (RFC 5321
  *   §5.1: no MX means the domain's own address; a null MX, RFC 7505, means it takes no mail), each
- *   resolved through the Dns port, on `OUTBOUND_SMTP_PORT`, with opportunistic STARTTLS. An MX host
- *   that cannot be reached or answers 4xx at once hands over to the next one.
+ *   resolved through the Dns port (answers kept a minute: dns/answers.ts), on `OUTBOUND_SMTP_PORT`, with
+ *   opportunistic STARTTLS. An MX host that cannot be reached or answers 4xx at once hands over to the
+ *   next one.
  * - Per recipient: 2xx `sent`; 4xx, time-outs, refused connections `deferred`, tried again on the
  *   retry schedule until `OUTBOUND_MAX_AGE`, then `failed`; 5xx `bounced`, and the address joins the
  *   account's suppression list. Each change is an event (`email.sent`, `email.delivery_delayed` on
@@ -24,7 +25,8 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Data, Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
-import { Dns } from "../dns/dns.ts"
+import { answerCache, keptAnswers } from "../dns/answers.ts"
+import { Dns, type MxRecord, type ResolvedAddress } from "../dns/dns.ts"
 import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
 import { Inbound, type Recipient } from "../mail/inbound.ts"
 import type { RecipientRefusal } from "../mail/refusals.ts"
@@ -94,6 +96,9 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const inbound = yield* Inbound
     const settings = yield* OutboundSettings
     const { sharedDomains } = yield* MailboxSettings
+    // A domain's MX hosts and their addresses, kept a minute (dns/answers.ts): mail to one domain asks once.
+    const keptMx = answerCache<ReadonlyArray<MxRecord>>(keptAnswers)
+    const keptAddresses = answerCache<ReadonlyArray<ResolvedAddress>>(keptAnswers)
 
     /** Internal delivery: each recipient through the inbound rules, then one acceptance for those taken. */
     const deliverInternally = (recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
@@ -140,7 +145,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             }]
           }),
         onNone: () =>
-          dns.mx(domain).pipe(
+          keptMx(domain, dns.mx(domain)).pipe(
             Effect.map((records): Routes => {
               const hosts = [...records].sort((a, b) => a.priority - b.priority).map((r) => r.exchange)
               if (hosts.length === 1 && (hosts[0] === "" || hosts[0] === ".")) {
@@ -165,7 +170,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const addressOf = (name: string) =>
       Option.isSome(settings.relay)
         ? Effect.succeed(name)
-        : Effect.map(dns.addresses(name), (addresses) => addresses[0]!.address)
+        : Effect.map(keptAddresses(name, dns.addresses(name)), (addresses) => addresses[0]!.address)
 
     /** External delivery: the first route that answers decides; unreachable or 4xx-at-once routes hand over to the next. */
     const deliverOut = (domain: string, recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>

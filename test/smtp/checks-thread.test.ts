@@ -84,7 +84,7 @@ describe("the inbound checks' thread", () => {
         expect(verdict!.results).toMatch(/^mx\.test; spf=pass .*dkim=pass .*dmarc=pass/)
       }
       expect(new Set(names.questions)).toEqual(new Set([`TXT ${DOMAIN}`, `TXT ${SELECTOR}._domainkey.${DOMAIN}`, `TXT _dmarc.${DOMAIN}`]))
-      // The answers are kept (dns-answers.ts): the second twenty asked nothing.
+      // The answers are kept (services/dns/answers.ts): the second twenty asked nothing.
       expect(names.questions.length).toBe(asked)
     }))
 

@@ -1,11 +1,11 @@
 /**
- * The SMTP checks' DNS answers kept for a while (layers/dns-answers.ts): asked once per question
+ * The SMTP checks' DNS answers kept for a while (services/dns/answers.ts): asked once per question
  * while kept, "no such records" kept shorter, failures not kept, one question in flight shared, an
  * asker that gives up not ending the question for the others, and at most `maxEntries` kept.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
-import { answerCache } from "../../layers/dns-answers.ts"
+import { answerCache } from "../../services/dns/answers.ts"
 import { DnsError } from "../../services/dns/dns.ts"
 
 const options = { ttl: "60 seconds", negativeTtl: "30 seconds", maxEntries: 3 } as const

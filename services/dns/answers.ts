@@ -1,20 +1,24 @@
 /**
- * DNS answers kept for a short while, for the SMTP node's SPF, DKIM, DMARC and ARC checks (mailauth.ts).
+ * DNS answers kept for a short while, for the questions that repeat with every message: the SMTP
+ * node's SPF, DKIM, DMARC and ARC checks (layers/mailauth.ts) and the mta's MX and address lookups
+ * (outbound/mta.ts). Other askers (webhook targets, domain verification) want the answer of now and
+ * ask the Dns port itself.
  *
- * Each message asks the same few questions of its sender's domain (the SPF record, the DKIM key, the
- * DMARC record), and mail comes from few domains: bench:smtp measured the checks at two thirds of the
- * SMTP node's CPU per message, most of it asking DNS again what it had just answered. So:
+ * Each inbound message asks the same few questions of its sender's domain (the SPF record, the DKIM
+ * key, the DMARC record), and mail comes from few domains: bench:smtp measured the checks at two thirds
+ * of the SMTP node's CPU per message, most of it asking DNS again what it had just answered. Outbound
+ * mail goes to few domains too. So:
  *
  * - an answer is kept for `ttl` and a "no such records" answer for `negativeTtl`; a failure to get an
  *   answer (a time-out, a server failure) is not kept, so the next message asks again;
  * - the same question asked while it is in flight waits for that answer instead of asking twice;
  * - at most `maxEntries` answers are kept, the oldest dropped first.
  *
- * The port gives no record TTLs, so the times are fixed and short: a changed SPF record or a rotated
- * DKIM key is seen within a minute, as with any resolver that caches.
+ * The port gives no record TTLs, so the times are fixed and short: a changed SPF or MX record or a
+ * rotated DKIM key is seen within a minute, as with any resolver that caches.
  */
 import { Cause, Deferred, Duration, Effect, Exit, Option } from "effect"
-import type { DnsError } from "../services/dns/dns.ts"
+import type { DnsError } from "./dns.ts"
 
 export interface AnswerCacheOptions {
   /** How long an answer is kept. */
@@ -25,7 +29,8 @@ export interface AnswerCacheOptions {
   readonly maxEntries: number
 }
 
-export const checkAnswers: AnswerCacheOptions = {
+/** For the inbound checks, and for delivery's MX and address lookups alike. */
+export const keptAnswers: AnswerCacheOptions = {
   ttl: Duration.seconds(60),
   negativeTtl: Duration.seconds(30),
   maxEntries: 10_000
