@@ -17,7 +17,7 @@
  * Where mailauth and RFC 8601 disagree, RFC 8601 wins: a signature whose body hash does not match
  * is `fail` (mailauth says `neutral`), since the message was changed after it was signed.
  */
-import { Duration, Effect, Layer, Runtime } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { Worker } from "node:worker_threads"
 import { Dns, type DnsError } from "../services/dns/dns.ts"
 import { answerCache, keptAnswers } from "../services/dns/answers.ts"
@@ -36,9 +36,19 @@ const VERIFY_TIMEOUT = Duration.seconds(10)
 
 type Answer = ReadonlyArray<unknown>
 
-/** A failure as node's resolver reports it: mailauth reads `code` (ENOTFOUND/ENODATA: no such records). */
-const resolverError = (error: DnsError) =>
-  Object.assign(new Error(error.message), { code: error.reason === "NotFound" ? "ENOTFOUND" : "ETIMEOUT" })
+/**
+ * The answer to one of the thread's DNS questions: the records, or a failure as node's resolver reports
+ * it (mailauth reads `code`: ENOTFOUND means no such records).
+ */
+type Reply = { readonly answer: Answer } | { readonly error: { readonly message: string; readonly code: string } }
+
+const replyOf = (exit: Exit.Exit<Answer, DnsError>): Reply => {
+  if (Exit.isSuccess(exit)) return { answer: exit.value }
+  const error = Cause.failureOption(exit.cause)
+  return Option.isSome(error)
+    ? { error: { message: error.value.message, code: error.value.reason === "NotFound" ? "ENOTFOUND" : "ETIMEOUT" } }
+    : { error: { message: "the DNS question failed", code: "ETIMEOUT" } }
+}
 
 const pick = <const A extends string>(value: unknown, allowed: ReadonlyArray<A>, otherwise: A): A =>
   typeof value === "string" && (allowed as ReadonlyArray<string>).includes(value) ? (value as A) : otherwise
@@ -143,7 +153,7 @@ export interface CheckOptions {
  * died; `answer` answers its DNS questions. It keeps the process alive only while checks are in
  * flight, and ends with the scope. `script` is the thread's code (another only in its test).
  */
-export const checkingThread = (answer: (name: string, type: string) => Promise<Answer>, script: URL = workerUrl) =>
+export const checkingThread = (answer: (name: string, type: string) => Reply | Promise<Reply>, script: URL = workerUrl) =>
   Effect.gen(function*() {
     let worker: Worker | undefined
     let nextId = 0
@@ -165,10 +175,10 @@ export const checkingThread = (answer: (name: string, type: string) => Promise<A
           settled(message.id, message.result === undefined ? Effect.fail(new Error(message.error ?? "the check failed")) : Effect.succeed(message.result))
           return
         }
-        answer(message.name, message.questionType).then(
-          (records) => thread.postMessage({ type: "answer", id: message.id, answer: records }),
-          (error: Error & { code?: string }) => thread.postMessage({ type: "answer", id: message.id, error: { message: error.message, code: error.code } })
-        )
+        const reply = answer(message.name, message.questionType)
+        const send = (done: Reply) => thread.postMessage({ type: "answer", id: message.id, ...done })
+        if (reply instanceof Promise) reply.then(send)
+        else send(reply)
       })
       const died = (reason: string) => {
         if (worker !== thread) return
@@ -232,15 +242,14 @@ export const layer = (options: { readonly authservId: string }): Layer.Layer<Aut
 
     /** Each question asked once a minute at most (services/dns/answers.ts). */
     const remembered = answerCache<Answer>(keptAnswers)
-    const question = (name: string, type: string): Effect.Effect<Answer, DnsError> =>
-      remembered(`${type} ${name.toLowerCase()}`, ask(name, type))
+    const keyOf = (name: string, type: string) => `${type} ${name.toLowerCase()}`
+    const question = (name: string, type: string): Effect.Effect<Answer, DnsError> => remembered(keyOf(name, type), ask(name, type))
 
-    const checks = yield* checkingThread((name, type) =>
-      runPromise(Effect.either(question(name, type))).then((answer) => {
-        if (answer._tag === "Left") throw resolverError(answer.left)
-        return answer.right
-      })
-    )
+    // A kept answer is sent back at once; only a question not yet answered runs as an Effect.
+    const checks = yield* checkingThread((name, type) => {
+      const kept = remembered.peek(keyOf(name, type))
+      return kept !== undefined ? replyOf(kept) : runPromise(Effect.exit(question(name, type))).then(replyOf)
+    })
 
     const check = (envelope: Envelope) =>
       Effect.map(

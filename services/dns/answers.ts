@@ -40,11 +40,16 @@ interface Entry<A> {
   readonly answer: Deferred.Deferred<A, DnsError>
   /** When the answer stops being used (ms since the epoch); infinite while it is in flight. */
   expires: number
+  /** The answer once it came (records, or "no such records"). */
+  kept?: Exit.Exit<A, DnsError>
 }
 
 /**
  * `ask` with its answers kept: `(key, question)` answers from the cache while it holds an answer for
- * `key`, else runs `question` once for everyone asking meanwhile.
+ * `key`, else runs `question` once for everyone asking meanwhile. `peek(key)` is the kept answer
+ * itself, or `undefined` (none, expired, or still in flight): for a caller outside Effect that answers
+ * many questions a second (the checks' thread, layers/mailauth.ts) and need not start a fiber for
+ * each.
  */
 export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = Date.now) => {
   const ttl = Duration.toMillis(options.ttl)
@@ -59,7 +64,12 @@ export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = 
     entries.set(key, entry)
   }
 
-  return (key: string, question: Effect.Effect<A, DnsError>): Effect.Effect<A, DnsError> =>
+  const peek = (key: string): Exit.Exit<A, DnsError> | undefined => {
+    const cached = entries.get(key)
+    return cached?.kept !== undefined && cached.expires > now() ? cached.kept : undefined
+  }
+
+  const ask = (key: string, question: Effect.Effect<A, DnsError>): Effect.Effect<A, DnsError> =>
     Effect.suspend(() => {
       const cached = entries.get(key)
       if (cached !== undefined && cached.expires > now()) return Deferred.await(cached.answer)
@@ -76,6 +86,7 @@ export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = 
             if (Exit.isSuccess(exit)) entry.expires = now() + ttl
             else if (notFound) entry.expires = now() + negativeTtl
             else if (entries.get(key) === entry) entries.delete(key)
+            if (Exit.isSuccess(exit) || notFound) entry.kept = exit
             return Deferred.done(answer, exit)
           })
         return question.pipe(
@@ -86,4 +97,6 @@ export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = 
         )
       })
     })
+
+  return Object.assign(ask, { peek })
 }

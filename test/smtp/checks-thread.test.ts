@@ -99,7 +99,7 @@ describe("the inbound checks' thread", () => {
           if (Buffer.from(m.raw).toString().startsWith("die")) process.exit(3)
           parentPort.postMessage({ type: "checked", id: m.id, result: { started: process.pid } })
         })`)
-      const thread = yield* Mailauth.checkingThread(() => Promise.resolve([]), pathToFileURL(script))
+      const thread = yield* Mailauth.checkingThread(() => ({ answer: [] }), pathToFileURL(script))
       const options = { ip: "127.0.0.1", sender: "", mta: "mx.test", disableBimi: true }
       const check = (text: string) => Effect.either(thread.check(new TextEncoder().encode(text), options))
       const [dying, waiting] = yield* Effect.all([check("die now"), check("hello")], { concurrency: "unbounded" })
