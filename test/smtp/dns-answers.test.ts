@@ -1,10 +1,11 @@
 /**
  * The SMTP checks' DNS answers kept for a while (services/dns/answers.ts): asked once per question
  * while kept, "no such records" kept shorter, failures not kept, one question in flight shared, an
- * asker that gives up not ending the question for the others, and at most `maxEntries` kept.
+ * asker that gives up not ending the question for the others, at most `maxEntries` kept, and `peek`
+ * giving the kept answer without asking.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber } from "effect"
+import { Deferred, Effect, Exit, Fiber } from "effect"
 import { answerCache } from "../../services/dns/answers.ts"
 import { DnsError } from "../../services/dns/dns.ts"
 
@@ -82,5 +83,29 @@ describe("DNS answers for the SMTP checks", () => {
       expect(asked()).toBe(4)
       yield* cache("TXT a.example", question)
       expect(asked()).toBe(5)
+    }))
+  it.effect("peek: the kept answer or 'no such records' without asking; nothing in flight, failed or expired", () =>
+    Effect.gen(function*() {
+      const { cache, answering, asked, pass } = setup()
+      expect(cache.peek("TXT example.com")).toBeUndefined()
+      const gate = yield* Deferred.make<void>()
+      const slow = answering(Effect.as(Deferred.await(gate), ["v=spf1 -all"]))
+      const waiting = yield* Effect.fork(cache("TXT example.com", slow))
+      yield* Effect.yieldNow()
+      // In flight: no answer yet.
+      expect(cache.peek("TXT example.com")).toBeUndefined()
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(waiting)
+      expect(cache.peek("TXT example.com")).toEqual(Exit.succeed(["v=spf1 -all"]))
+      yield* Effect.either(cache("TXT _dmarc.example.com", answering(Effect.fail(notFound))))
+      expect(Exit.isFailure(cache.peek("TXT _dmarc.example.com")!)).toBe(true)
+      yield* Effect.either(cache("TXT down.example", answering(Effect.fail(unavailable))))
+      expect(cache.peek("TXT down.example")).toBeUndefined()
+      expect(asked()).toBe(3)
+      pass(31_000)
+      expect(cache.peek("TXT _dmarc.example.com")).toBeUndefined()
+      expect(cache.peek("TXT example.com")).toEqual(Exit.succeed(["v=spf1 -all"]))
+      pass(30_000)
+      expect(cache.peek("TXT example.com")).toBeUndefined()
     }))
 })
