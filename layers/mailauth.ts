@@ -177,7 +177,8 @@ export const checkingThread = (answer: (name: string, type: string) => Reply | P
         }
         const reply = answer(message.name, message.questionType)
         const send = (done: Reply) => thread.postMessage({ type: "answer", id: message.id, ...done })
-        if (reply instanceof Promise) reply.then(send)
+        // A question cut short (the server stopping) is answered as one that timed out.
+        if (reply instanceof Promise) reply.then(send, () => send({ error: { message: "the DNS question was interrupted", code: "ETIMEOUT" } }))
         else send(reply)
       })
       const died = (reason: string) => {
