@@ -119,8 +119,9 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         subject: parsed.subject,
         from_address: parsed.from ?? email.mailFrom,
         to_addresses: parsed.to.length > 0 ? parsed.to : [email.rcptTo],
-        sent_at: parsed.date ?? email.receivedAt,
-        received_at: email.receivedAt,
+        // Milliseconds: JSON would write a year past 9999 as "+010000-…", which PostgreSQL cannot read.
+        sent_at_ms: (parsed.date ?? email.receivedAt).getTime(),
+        received_at_ms: email.receivedAt.getTime(),
         mail_from: email.mailFrom,
         rcpt_to: email.rcptTo,
         headers: parsed.headers,
@@ -169,7 +170,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(
           position int, id text, mailbox_id text, user_id text, message_id text, subject text, from_address text,
-          to_addresses text[], sent_at timestamptz, received_at timestamptz, mail_from text, rcpt_to text, headers jsonb,
+          to_addresses text[], sent_at_ms double precision, received_at_ms double precision, mail_from text, rcpt_to text, headers jsonb,
           text_body text, html_body text, has_attachments boolean, raw_sha256 text, size bigint, labels text[],
           direction text, authentication jsonb, authentication_results text, spam jsonb, extracted jsonb,
           referenced text[], own_thread text, fallback_thread text, header_from_forms text[])
@@ -189,7 +190,8 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                  (SELECT r.own_thread WHERE EXISTS (
                     SELECT 1 FROM emails t WHERE t.mailbox_id = r.mailbox_id AND t.thread_id = r.own_thread)),
                  r.fallback_thread),
-               r.subject, r.from_address, r.to_addresses, r.sent_at, r.received_at, r.mail_from, r.rcpt_to,
+               r.subject, r.from_address, r.to_addresses, to_timestamp(r.sent_at_ms / 1000), to_timestamp(r.received_at_ms / 1000),
+               r.mail_from, r.rcpt_to,
                r.headers, r.text_body, r.html_body, r.has_attachments, r.raw_sha256, r.size,
                -- Blocked when an entry of the account's or the mailbox's block list names its header From.
                r.labels || CASE WHEN cardinality(r.header_from_forms) > 0 AND EXISTS (

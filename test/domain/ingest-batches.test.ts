@@ -33,6 +33,7 @@ interface Message {
   readonly messageId: string
   readonly inReplyTo?: string
   readonly attachment?: string
+  readonly date?: string
 }
 
 const rawOf = (m: Message) => {
@@ -40,7 +41,8 @@ const rawOf = (m: Message) => {
     `From: ${m.from ?? "Ada <ada@example.test>"}`,
     `Subject: ${m.subject}`,
     `Message-ID: ${m.messageId}`,
-    ...(m.inReplyTo === undefined ? [] : [`In-Reply-To: ${m.inReplyTo}`, `References: ${m.inReplyTo}`])
+    ...(m.inReplyTo === undefined ? [] : [`In-Reply-To: ${m.inReplyTo}`, `References: ${m.inReplyTo}`]),
+    ...(m.date === undefined ? [] : [`Date: ${m.date}`])
   ]
   const body = m.attachment === undefined
     ? `${head.join("\r\n")}\r\n\r\nHello.\r\n`
@@ -136,6 +138,16 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       const original = yield* newEmail(mailbox, { subject: "Lunch", messageId: "<l1@example.test>" })
       const [first, second] = yield* storeEmails(sql, [reply, original])
       expect(second!.threadId).toBe(first!.threadId)
+    }))
+
+  it.effect("a Date past the year 9999 (a sender's to choose) is stored as written, not refused", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const far = yield* newEmail(mailbox, { subject: "From the future", messageId: "<f1@example.test>", date: "Sat, 01 Jan 10000 00:00:00 +0000" })
+      const [stored] = yield* storeEmails(sql, [far])
+      expect(stored!.sentAt.toISOString()).toBe("+010000-01-01T00:00:00.000Z")
+      expect(stored!.receivedAt.getTime()).toBe(far.receivedAt.getTime())
     }))
 
   it.effect("the actor, given many messages at once, stores each once; one the database refuses fails alone", () =>
