@@ -84,7 +84,6 @@ const JobRow = Schema.Struct({
   /** The domain is one of this server's verified custom domains. */
   verifiedHere: Schema.Boolean
 })
-type EmailRow = typeof JobRow.Type
 
 
 export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
@@ -213,14 +212,13 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
 
     /** Record the attempt's outcomes and announce each change; true when some recipients wait for another attempt. */
     const record = (
-      email: EmailRow,
+      email: typeof JobRow.Type,
       emailId: string,
-      waiting: ReadonlyArray<typeof WaitingRow.Type>,
       outcomes: ReadonlyArray<Outcome>
     ) =>
       Effect.gen(function*() {
         const now = new Date()
-        const before = new Map(waiting.map((w) => [w.recipient, w]))
+        const before = new Map(email.waiting.map((w) => [w.recipient, w]))
         const rows = outcomes.map((o) => {
           const previous = before.get(o.recipient)
           const attempts = (previous?.attempts ?? 0) + 1
@@ -271,13 +269,12 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       const email = emails[0]
       // Deleted since, or every recipient settled (a redelivered job): nothing to do.
       if (!email || email.waiting.length === 0) return
-      const { waiting } = email
-      const recipients = waiting.map((w) => w.recipient)
+      const recipients = email.waiting.map((w) => w.recipient)
       const hosted = sharedDomains.includes(job.domain) || email.verifiedHere
       const outcomes = hosted
         ? yield* deliverInternally(recipients, email.content, email.mailFrom)
         : yield* deliverOut(job.domain, recipients, email.content, email.mailFrom)
-      const deferred = yield* record(email, job.email_id, waiting, outcomes)
+      const deferred = yield* record(email, job.email_id, outcomes)
       yield* Effect.logInfo("Delivery attempt").pipe(Effect.annotateLogs({
         email_id: job.email_id,
         domain: job.domain,
