@@ -16,7 +16,10 @@
  *   when the lease was taken, plus the tokens it holds.
  *
  * Requests for several subjects that arrive together share one round trip (group commit); requests
- * for one subject wait for its lease in flight rather than each taking one.
+ * for one subject wait for its lease in flight rather than each taking one. A lease's last token
+ * sends for the next lease at once, so a subject in steady use is not kept waiting for the round
+ * trip; the process still holds at most one lease. A lease of one request is not taken ahead: it
+ * would count a request before it is made, and low limits are to stay exact across processes.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -132,6 +135,9 @@ export class RateLeases extends Effect.Service<RateLeases>()("mailroom/RateLease
       return granted(lease, now)
     }
 
+    /** Whether the next lease is taken as soon as this one's last token is granted (see above). */
+    const takesAhead = (lease: Lease) => lease.tokens === 0 && leaseSize(lease.windows) > 1
+
     /**
      * Take the next lease for the requests queued on `lease`, as many tokens as they are (a lease at
      * least), and serve them in order; those that came meanwhile go in the next one. It runs on a
@@ -166,7 +172,8 @@ export class RateLeases extends Effect.Service<RateLeases>()("mailroom/RateLease
               lease.windowSeconds = row.windowSeconds
               while (lease.tokens > 0 && lease.queue.length > 0) lease.queue.shift()!(Effect.succeed(grant(lease, now)))
               // Fewer granted than asked (the limit is near): the rest ask again, and hear the refusal.
-              return lease.queue.length > 0 ? refill(lease) : Effect.void
+              // All used at once: the next lease is taken ahead, as after any last token.
+              return lease.queue.length > 0 || takesAhead(lease) ? refill(lease) : Effect.void
             })
           )
         )
@@ -200,7 +207,11 @@ export class RateLeases extends Effect.Service<RateLeases>()("mailroom/RateLease
         lease.lastUsed = now
         const unused = expire(lease, now)
         if (unused > 0) fork(giveBack(subject, lease.starts, unused))
-        if (lease.tokens > 0) return Effect.succeed(grant(lease, now))
+        if (lease.tokens > 0) {
+          const decision = grant(lease, now)
+          if (takesAhead(lease) && !lease.fetching) fork(refill(lease))
+          return Effect.succeed(decision)
+        }
         const current = lease
         return Effect.async<Decision, SqlError>((resume) => {
           current.queue.push(resume)

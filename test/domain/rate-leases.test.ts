@@ -9,7 +9,7 @@ import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { leaseSize, RateLeases } from "../../services/ratelimit/leases.ts"
 import { testDatabase } from "../support/database.ts"
 import { uniqueName } from "../support/services.ts"
-import { awayFromMinuteEdge } from "../support/wait.ts"
+import { awayFromMinuteEdge, sleep } from "../support/wait.ts"
 
 const minute = (limit: number) => [{ seconds: 60, limit }, { seconds: 3600, limit: limit * 10 }]
 
@@ -71,6 +71,30 @@ layer(testDatabase, { timeout: "120 seconds" })("RateLeases", (it) => {
       const [a, b] = yield* Effect.all([anotherProcess(hammer), anotherProcess(hammer)], { concurrency: 2 })
       expect(a + b).toBeLessThanOrEqual(500)
       expect(a + b).toBeGreaterThanOrEqual(500 - 2 * leaseSize(minute(500)))
+    }))
+
+  it.effect("a lease's last token sends for the next lease, so the request after it finds tokens; a lease of one is never taken ahead", () =>
+    Effect.gen(function*() {
+      yield* Effect.promise(() => awayFromMinuteEdge(15))
+      const subject = uniqueName("key")
+      const single = uniqueName("key")
+      yield* anotherProcess((leases) =>
+        Effect.gen(function*() {
+          // Ten requests, one at a time, use the first lease of ten; the next is taken without a request waiting.
+          yield* Effect.repeatN(leases.take(subject, minute(500)), 9)
+          for (let waited = 0; (yield* counted(subject))[0] !== 20 && waited < 3000; waited += 20) {
+            yield* Effect.promise(() => sleep(20))
+          }
+          expect(yield* counted(subject)).toEqual([20, 20])
+          const eleventh = yield* leases.take(subject, minute(500))
+          expect(eleventh).toMatchObject({ allowed: true, remaining: 489 })
+          expect(yield* counted(subject)).toEqual([20, 20])
+          // A limit of 20 leases one request at a time: the one used is all that is counted.
+          yield* leases.take(single, minute(20))
+          yield* Effect.promise(() => sleep(300))
+          expect(yield* counted(single)).toEqual([1, 1])
+        })
+      )
     }))
 
   it.effect("tokens a process did not use go back to the windows still running when it stops", () =>
