@@ -18,7 +18,6 @@ import { IngestLive } from "../services/mail/ingest.ts"
 import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import { IndexerLive } from "../services/search/indexer.ts"
-import { WordPruning } from "../services/search/ranker.ts"
 import { Vectors } from "../services/search/vectors.ts"
 import { StageLimits } from "../services/stage-limits.ts"
 import { StageMonitor, type StageName, StageSettings } from "../services/pipeline/stages.ts"
@@ -199,10 +198,6 @@ const MtaRole = Layer.mergeAll(
 const stageLimitsLayer = (config: AppConfigShape) =>
   Option.isSome(config.databaseUrl) ? Layer.empty : Layer.succeed(StageLimits, StageLimits.embedded)
 
-/** Search prunes its word ranking on the embedded database only, where it pays (ranker.ts, WordPruning). */
-const wordPruningLayer = (config: AppConfigShape) =>
-  Option.isSome(config.databaseUrl) ? Layer.succeed(WordPruning, false) : Layer.empty
-
 /**
  * Every process samples the pipeline's stages (for /readyz, /metrics); it logs about the stages it
  * runs or feeds, so a stage no process runs is still told about by the one upstream of it.
@@ -237,7 +232,6 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     stagesLayer(config).pipe(Layer.provide(infrastructure)),
     sharedSettingsLayer(config),
     stageLimitsLayer(config),
-    wordPruningLayer(config),
     Layer.succeed(Lifecycle, { stopping })
   ).pipe(Layer.provideMerge(outboundLayer(config).pipe(Layer.provide(infrastructure))))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)

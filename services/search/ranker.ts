@@ -11,7 +11,7 @@
  * `BENCH_TUNE=1`); its test queries report them.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect } from "effect"
+import { Effect } from "effect"
 import { capInput } from "./embedder.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
 import { calibrationFor, fuse, MEANING_WEIGHT, type MeaningHit, type Ranked, type TextHit } from "./ranking.ts"
@@ -43,7 +43,11 @@ export interface RankingOptions {
   /**
    * Read only the postings that can change the word ranking's top `depth` (see
    * `byWords`); the same ranking as reading them all, which `false` does (the reference the
-   * pruning is tested and measured against).
+   * pruning is tested and measured against). Off by default: once the tables are vacuumed (index-only
+   * scans then skip the table), reading every posting answers sooner on both databases. Measured in
+   * process at 100,000 emails on the embedded PGlite (README, bench:search-latency): pruned p50
+   * 15.1 ms, p99 57.4 ms; every posting 9.6 ms and 42.4 ms. Pruning had won there only while the
+   * embedded database was never vacuumed; on PostgreSQL it never did.
    */
   readonly pruning: boolean
 }
@@ -56,7 +60,7 @@ export const BASELINE_RANKING: RankingOptions = {
   meaningWeight: MEANING_WEIGHT,
   vectorDepth: 64,
   depth: CANDIDATES,
-  pruning: true
+  pruning: false
 }
 
 /**
@@ -66,17 +70,6 @@ export const BASELINE_RANKING: RankingOptions = {
  * more queries and gained nothing.
  */
 export const DEFAULT_RANKING: RankingOptions = BASELINE_RANKING
-
-/**
- * Whether search prunes the word ranking by default: the operator's database decides (src/app.ts).
- * Measured in process at ~100,000 emails (README, bench:search-latency): on the embedded PGlite it
- * reads less and answers sooner (p50 20.5 -> 15.7 ms, p99 161 -> 148 ms); on PostgreSQL, where the
- * exhaustive statement is already fast, its extra round trip costs more than the postings it skips
- * (p50 3.9 -> 5.5 ms), so a PostgreSQL deployment reads every posting. Both give the same ranking.
- */
-export class WordPruning extends Context.Reference<WordPruning>()("mailroom/WordPruning", {
-  defaultValue: (): boolean => true
-}) {}
 
 const STATS_TTL_MS = 30_000
 const STATS_CACHE_MIN_DOCS = 1_000
@@ -159,7 +152,6 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const vectors = yield* Vectors
-    const defaults: RankingOptions = { ...DEFAULT_RANKING, pruning: yield* WordPruning }
     const { embedder } = vectors
     const calibration = calibrationFor(embedder.model)
     const queryVectors = new Map<string, Float32Array>()
@@ -523,7 +515,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       query: string,
       mode: SearchMode,
       mailboxIds: ReadonlyArray<string> | undefined,
-      options: RankingOptions = defaults
+      options: RankingOptions = DEFAULT_RANKING
     ) =>
       Effect.gen(function*() {
         const [text, meaning] = yield* Effect.all([
@@ -557,7 +549,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      * postings; and how many index entries the query reads at most (the first statement's `depth`
      * per lexeme and each lookup counted as one), against all the postings of its lexemes.
      */
-    const wordPlan = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, options: RankingOptions = defaults) =>
+    const wordPlan = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, options: RankingOptions = DEFAULT_RANKING) =>
       Effect.gen(function*() {
         const stats = yield* corpusStats(userId, mailboxIds)
         if (stats.docs === 0) return { method: "none" as const, scanned: [], lookedUp: [], floor: 0, read: 0, postings: 0 }
