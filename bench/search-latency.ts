@@ -303,12 +303,12 @@ const seed = async (store: Store, collection: VectorCollection | undefined, acco
     const t1 = performance.now()
     if (collection !== undefined) {
       await store.run(collection.upsert(batch.map((e, k) => ({
-      emailId: e.id,
-      chunk: 0,
-      namespace: account.userId,
-      mailboxId: account.mailboxId,
-      domain: account.address.split("@")[1]!,
-      date: e.sentAt,
+        emailId: e.id,
+        chunk: 0,
+        namespace: account.userId,
+        mailboxId: account.mailboxId,
+        domain: account.address.split("@")[1]!,
+        date: e.sentAt,
         vector: vectorFor(start + k)
       }))))
     }

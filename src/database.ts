@@ -63,8 +63,9 @@ interface TableActivity {
 
 /**
  * What a table is due, by autovacuum's default thresholds: VACUUM past 50 dead rows + 20% of the
- * table, or 1,000 inserted rows + 20%; ANALYZE past 50 changed rows + 10%. A table never vacuumed
- * (its statistics lost with a crash, say) is vacuumed once it holds any rows.
+ * table, or 1,000 inserted rows + 20%; ANALYZE past 50 changed rows + 10%. A table that holds rows
+ * but was never vacuumed is vacuumed once (a small table would otherwise wait for 1,000 inserts
+ * before an index-only scan of it skips the table).
  */
 export const autovacuumDue = (t: TableActivity): "vacuum" | "analyze" | undefined =>
   t.dead > 50 + 0.2 * t.live || t.insertedSinceVacuum > 1000 + 0.2 * t.live || (!t.everVacuumed && t.live > 0)

@@ -24,7 +24,7 @@ layer(testDatabase, { timeout: 60_000 })("embedded database upkeep", (it) => {
       expect(autovacuumDue({ ...quiet, insertedSinceVacuum: 21_001 })).toBe("vacuum")
       // Changed rows past 50 + 10%: statistics only.
       expect(autovacuumDue({ ...quiet, modifiedSinceAnalyze: 10_051 })).toBe("analyze")
-      // Never vacuumed (statistics lost with a crash): once, when it holds rows.
+      // Never vacuumed: once, when it holds rows.
       expect(autovacuumDue({ ...quiet, everVacuumed: false })).toBe("vacuum")
       expect(autovacuumDue({ ...quiet, live: 0, everVacuumed: false })).toBeUndefined()
     }))
