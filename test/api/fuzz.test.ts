@@ -434,9 +434,12 @@ const sendSocket = (raw: string | Buffer) =>
     const socket = net.connect(server.port, "127.0.0.1", () => socket.write(raw))
     const chunks: Array<Buffer> = []
     socket.setTimeout(20_000, () => socket.destroy())
+    // An idle limit alone never ends a connection the server keeps busy: an event stream's heartbeats.
+    const deadline = setTimeout(() => socket.destroy(), 20_000)
     socket.on("data", (chunk) => chunks.push(chunk))
     socket.on("error", () => {})
     socket.on("close", () => {
+      clearTimeout(deadline)
       const text = Buffer.concat(chunks).toString("latin1")
       if (text.length === 0) return resolve({ closed: "closed without an answer" })
       // Every response on the connection: status line, headers, and what follows up to the next one.
