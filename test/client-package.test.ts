@@ -11,7 +11,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { generateClientTypes, typesFile } from "../scripts/gen-client.ts"
 import { signingHeaders } from "../services/webhooks/signatures.ts"
 import { repoRoot, useSuiteServer } from "./support/server.ts"
@@ -74,8 +74,14 @@ console.log(JSON.stringify({
 describe.skipIf(mode !== "embedded")("the client package", () => {
   let url = ""
   useSuiteServer((suite) => (url = suite.url))
-  const project = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-consumer-"))
-  afterAll(() => fs.rmSync(project, { recursive: true, force: true }))
+  // Made in beforeAll, not here: a skipped suite's body still runs (to collect its tests), its hooks do not.
+  let project = ""
+  beforeAll(() => {
+    project = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-consumer-"))
+  })
+  afterAll(() => {
+    if (project !== "") fs.rmSync(project, { recursive: true, force: true })
+  })
 
   it("has the types the contract generates today (npm run gen:client)", async () => {
     expect(fs.readFileSync(typesFile, "utf8"), "packages/client/src/openapi.ts is stale: run npm run gen:client").toBe(

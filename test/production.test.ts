@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { withApiKey } from "./support/accounts.ts"
 import { upgrade } from "./support/billing.ts"
 import { newBox } from "./support/mailboxes.ts"
-import { createDataDir, mode } from "./support/services.ts"
+import { createDataDir, mode, type TestDataDir } from "./support/services.ts"
 import { freePort, repoRoot, type Server, startServer } from "./support/server.ts"
 import { withKey } from "./support/typed-client.ts"
 import { until } from "./support/wait.ts"
@@ -30,12 +30,15 @@ const runCommand = (file: string, args: ReadonlyArray<string>, env: NodeJS.Proce
   )
 
 describe.skipIf(mode !== "embedded")("the production build", () => {
+  // Made in beforeAll, not here: a skipped suite's body still runs (to collect its tests), its hooks do not.
   const prebuilt = process.env.MAILROOM_TEST_BUILD
-  const outDir = prebuilt ?? fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-build-"))
-  const dataDir = createDataDir()
+  let outDir = ""
+  let dataDir: TestDataDir | undefined
   let server: Server
 
   beforeAll(async () => {
+    outDir = prebuilt ?? fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-build-"))
+    dataDir = createDataDir()
     if (prebuilt === undefined) {
       const build = await runCommand("npm", ["run", "--prefix", repoRoot, "build", "--", outDir])
       expect(build.status, `${build.stdout}\n${build.stderr}`).toBe(0)
@@ -47,8 +50,8 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
 
   afterAll(async () => {
     await server?.stop()
-    dataDir.remove()
-    if (prebuilt === undefined) fs.rmSync(outDir, { recursive: true, force: true })
+    dataDir?.remove()
+    if (prebuilt === undefined && outDir !== "") fs.rmSync(outDir, { recursive: true, force: true })
   })
 
   it("compiles to JavaScript that imports no TypeScript", () => {

@@ -51,6 +51,7 @@ try {
 } catch {
   failed = Math.max(1, failed) // no report: vitest itself failed
 }
+fs.rmSync(path.dirname(report), { recursive: true, force: true })
 function firstLine(message) {
   return (message ?? "no message").split("\n").find((line) => line.trim() !== "")?.trim().slice(0, 300) ?? "no message"
 }
