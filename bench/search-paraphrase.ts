@@ -56,6 +56,16 @@ const main = async () => {
         const r = await ranking.run(paraphraseSet, { ...DEFAULT_RANKING, meaningWeight }, "hybrid")
         console.log(`meaning weight ${meaningWeight}: hybrid nDCG@10 ${r.ndcg.toFixed(3)}`)
       }
+      // The thesaurus's weight, swept the same way (words alone and hybrid).
+      console.log("")
+      for (const senses of [1, 2]) {
+        for (const weight of [0.1, 0.2, 0.3, 0.5]) {
+          const options = { ...DEFAULT_RANKING, thesaurus: { senses, weight } }
+          const text = await ranking.run(paraphraseSet, options, "text")
+          const hybrid = await ranking.run(paraphraseSet, options, "hybrid")
+          console.log(`thesaurus ${senses} sense${senses === 1 ? "" : "s"}, weight ${weight}: text nDCG@10 ${text.ndcg.toFixed(3)}, hybrid ${hybrid.ndcg.toFixed(3)}`)
+        }
+      }
     } finally {
       await ranking.close()
     }

@@ -14,6 +14,7 @@ import { loadConfig } from "../src/config.ts"
 import * as Database from "../src/database.ts"
 import { SUBJECT_BOOST } from "../services/search/documents.ts"
 import type { FeedbackOptions } from "../services/search/feedback.ts"
+import type { ThesaurusOptions } from "../services/search/thesaurus.ts"
 import { BASELINE_RANKING, DEFAULT_RANKING, Ranker, type RankingOptions } from "../services/search/ranker.ts"
 import type { SearchMode } from "../services/search/schemas.ts"
 import { evaluate, type QuerySet } from "../test/support/ndcg.ts"
@@ -93,16 +94,25 @@ export interface Tried {
   readonly k1: number
   readonly b: number
   readonly feedback: FeedbackOptions
+  readonly thesaurus: ThesaurusOptions
   readonly meaningWeight: number
   readonly vectorDepth: number
 }
-export const TRIED_ON_TRAIN: Tried = { k1: 1.5, b: 0.6, feedback: { documents: 10, terms: 10, weight: 0.1 }, meaningWeight: 0.4, vectorDepth: 128 }
+export const TRIED_ON_TRAIN: Tried = {
+  k1: 1.5,
+  b: 0.6,
+  feedback: { documents: 10, terms: 10, weight: 0.1 },
+  thesaurus: { senses: 2, weight: 0.1 },
+  meaningWeight: 0.4,
+  vectorDepth: 128
+}
 
 /** What a change must gain on the tuning queries to be kept: less is noise, and every technique costs. */
 const MIN_GAIN = 0.002
 
 const describe = (o: RankingOptions) =>
-  `k1=${o.k1} b=${o.b} feedback=${o.feedback ? `${o.feedback.documents}docs/${o.feedback.terms}terms/${o.feedback.weight}` : "off"} meaning=${o.meaningWeight} depth=${o.vectorDepth}`
+  `k1=${o.k1} b=${o.b} feedback=${o.feedback ? `${o.feedback.documents}docs/${o.feedback.terms}terms/${o.feedback.weight}` : "off"} ` +
+  `thesaurus=${o.thesaurus ? `${o.thesaurus.senses}senses/${o.thesaurus.weight}` : "off"} meaning=${o.meaningWeight} depth=${o.vectorDepth}`
 
 /**
  * Coordinate search on `train`: BM25's constants and feedback by words alone (text mode), then
@@ -156,6 +166,11 @@ export const tune = async (ranking: Ranking, train: QuerySet): Promise<{ chosen:
       }
     }
   }
+  // The thesaurus: the first sense or two of each word, its synonyms at a fraction of a query word.
+  const fedBack = best
+  await tryAll("text", [fedBack, ...[1, 2].flatMap((senses) => [0.1, 0.2, 0.3, 0.5].map((weight) => ({ ...fedBack, thesaurus: { senses, weight } })))], (top) => {
+    if (top.thesaurus) tried.thesaurus = top.thesaurus
+  })
   const words = best
   await tryAll("hybrid", [words, ...[0.2, 0.3, 0.4, 0.6].map((meaningWeight) => ({ ...words, meaningWeight }))], (top) => {
     tried.meaningWeight = top.meaningWeight
@@ -180,17 +195,28 @@ export const ablation = async (
 ) => {
   const base = BASELINE_RANKING
   const feedback = `feedback (RM3: ${tried.feedback.documents} emails, ${tried.feedback.terms} words, weight ${tried.feedback.weight})`
+  const thesaurus = `thesaurus (WordNet: ${tried.thesaurus.senses} sense${tried.thesaurus.senses === 1 ? "" : "s"}, weight ${tried.thesaurus.weight})`
   const rows: ReadonlyArray<readonly [string, SearchMode, RankingOptions]> = [
     ["words only (BM25 k1 1.2, b 0.75)", "text", base],
     [`words, BM25 k1 ${tried.k1}, b ${tried.b}`, "text", { ...base, k1: tried.k1, b: tried.b }],
     [`words + ${feedback}`, "text", { ...base, feedback: tried.feedback }],
+    [`words + ${thesaurus}`, "text", { ...base, thesaurus: tried.thesaurus }],
     ["meaning only", "vector", base],
     ["hybrid, round one", "hybrid", base],
     [`+ BM25 k1 ${tried.k1}, b ${tried.b}`, "hybrid", { ...base, k1: tried.k1, b: tried.b }],
     [`+ ${feedback}`, "hybrid", { ...base, feedback: tried.feedback }],
+    [`+ ${thesaurus}`, "hybrid", { ...base, thesaurus: tried.thesaurus }],
     [`+ meaning weight ${tried.meaningWeight}`, "hybrid", { ...base, meaningWeight: tried.meaningWeight }],
     [`+ vector depth ${tried.vectorDepth}`, "hybrid", { ...base, vectorDepth: tried.vectorDepth }],
-    ["all four together", "hybrid", { ...base, k1: tried.k1, b: tried.b, feedback: tried.feedback, meaningWeight: tried.meaningWeight, vectorDepth: tried.vectorDepth }],
+    ["all five together", "hybrid", {
+      ...base,
+      k1: tried.k1,
+      b: tried.b,
+      feedback: tried.feedback,
+      thesaurus: tried.thesaurus,
+      meaningWeight: tried.meaningWeight,
+      vectorDepth: tried.vectorDepth
+    }],
     ["the product's default (kept on train)", "hybrid", chosen]
   ]
   const last = sets[sets.length - 1]!

@@ -43,6 +43,7 @@ import * as QdrantIndex from "../layers/qdrant-index.ts"
 import * as SmtpTransport from "../layers/smtp-transport.ts"
 import * as StripeBilling from "../layers/stripe-billing.ts"
 import * as WebhookHttp from "../layers/webhook-http.ts"
+import * as WordNet from "../layers/wordnet.ts"
 import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
 import * as Database from "./database.ts"
 import { HttpServerLive } from "./http/server.ts"
@@ -89,8 +90,9 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
 }
 
 /**
- * Search's outside systems: the embedder (OpenAI with `OPENAI_API_KEY`, else the offline model) and
- * the vector index (Qdrant with `QDRANT_URL`, else pgvector), with the current model's collection.
+ * Search's outside systems: the embedder (OpenAI with `OPENAI_API_KEY`, else the offline model),
+ * the vector index (Qdrant with `QDRANT_URL`, else pgvector), with the current model's collection,
+ * and the thesaurus (WordNet, read only once a query is expanded).
  */
 export const vectorsLayer = (config: AppConfigShape) => {
   const embedder = Option.match(config.openaiApiKey, {
@@ -105,7 +107,7 @@ export const vectorsLayer = (config: AppConfigShape) => {
     onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey) }),
     onNone: () => PgvectorIndex.autoLayer({ dataDir: config.dataDir, embedded: config.allRoles ? "allow" : "refuse" })
   })
-  return Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, index)))
+  return Layer.merge(Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, index))), WordNet.layer)
 }
 
 /**

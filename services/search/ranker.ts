@@ -16,6 +16,7 @@ import { capInput } from "./embedder.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
 import { calibrationFor, fuse, MEANING_WEIGHT, type MeaningHit, type Ranked, type TextHit } from "./ranking.ts"
 import { MAX_OFFSET, type SearchMode } from "./schemas.ts"
+import { queryWords, Thesaurus, type ThesaurusOptions, type WeightedSynonym } from "./thesaurus.ts"
 import { Vectors } from "./vectors.ts"
 
 /** Emails taken from the word ranking before fusion: deep enough for every page we serve. */
@@ -27,6 +28,8 @@ export interface RankingOptions {
   readonly b: number
   /** A second word ranking with the first one's shared words added; none without. */
   readonly feedback: FeedbackOptions | undefined
+  /** The query's words widened by their synonyms (thesaurus.ts); none without. */
+  readonly thesaurus: ThesaurusOptions | undefined
   /** Meaning's weight against words in hybrid fusion (0..1). */
   readonly meaningWeight: number
   /**
@@ -57,6 +60,7 @@ export const BASELINE_RANKING: RankingOptions = {
   k1: 1.2,
   b: 0.75,
   feedback: undefined,
+  thesaurus: undefined,
   meaningWeight: MEANING_WEIGHT,
   vectorDepth: 64,
   depth: CANDIDATES,
@@ -113,6 +117,14 @@ interface QueryTerm {
   readonly floor: number | null
 }
 
+/** What a word ranking reads besides the query's own words: feedback's lexemes, the thesaurus's words. */
+interface Added {
+  readonly lexemes: ReadonlyArray<WeightedLexeme>
+  readonly synonyms: ReadonlyArray<WeightedSynonym>
+}
+
+const NOTHING_ADDED: Added = { lexemes: [], synonyms: [] }
+
 const MAX_LENGTH = 2_147_483_647
 
 /**
@@ -152,6 +164,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const vectors = yield* Vectors
+    const thesaurus = yield* Thesaurus
     const { embedder } = vectors
     const calibration = calibrationFor(embedder.model)
     const queryVectors = new Map<string, Float32Array>()
@@ -203,19 +216,30 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       })
 
     /**
-     * A query's lexemes with their weights (`queryLexemes` in SQL): the query's own (weight 1) and
-     * feedback's added ones. Only informative lexemes are read (a lexeme in more than a third of
-     * the mail adds little and would cost a scan of most postings), unless the query has no other.
+     * A query's lexemes with their weights (`queryLexemes` in SQL): the query's own (weight 1),
+     * feedback's added ones and the thesaurus's synonyms, stemmed as the query is (a synonym of a
+     * stop word, or one the query already holds, is left out; one found for two words counts once).
+     * Only informative lexemes are read (a lexeme in more than a third of the mail adds little and
+     * would cost a scan of most postings), unless the query has no other.
      */
-    const chosenLexemes = (query: string, added: ReadonlyArray<WeightedLexeme>, userId: string, docs: number) => {
+    const chosenLexemes = (query: string, added: Added, userId: string, docs: number) => {
       const total = sql.literal(`${docs}::float8`)
+      const { lexemes, synonyms } = added
       return sql`
           terms AS (
             SELECT lexeme, bool_or(original) AS original, sum(weight) AS weight FROM (
               SELECT DISTINCT t.lexeme, true AS original, 1::float8 AS weight
               FROM unnest(tsvector_to_array(to_tsvector('english', ${query}))) AS t (lexeme)
               UNION ALL
-              SELECT a.lexeme, false, a.weight FROM unnest(${added.map((a) => a.lexeme)}::text[], ${added.map((a) => a.weight)}::float8[]) AS a (lexeme, weight)
+              SELECT a.lexeme, false, a.weight FROM unnest(${lexemes.map((a) => a.lexeme)}::text[], ${lexemes.map((a) => a.weight)}::float8[]) AS a (lexeme, weight)
+              ${synonyms.length === 0 ? sql`` : sql`UNION ALL
+              SELECT t.lexeme, false, max(s.weight)
+              FROM unnest(${synonyms.map((s) => s.source)}::text[], ${synonyms.map((s) => s.word)}::text[], ${synonyms.map((s) => s.weight)}::float8[])
+                AS s (source, word, weight)
+              CROSS JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', s.word))) AS t (lexeme)
+              WHERE to_tsvector('english', s.source) <> ''::tsvector
+                AND NOT t.lexeme = ANY(tsvector_to_array(to_tsvector('english', ${query})))
+              GROUP BY t.lexeme`}
             ) AS q GROUP BY lexeme
           ),
           weighted AS (
@@ -254,7 +278,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       mailboxIds: ReadonlyArray<string> | undefined,
       options: RankingOptions,
       stats: { readonly docs: number; readonly avgLength: number },
-      added: ReadonlyArray<WeightedLexeme>
+      added: Added
     ) =>
       sql<WordHit>`
           WITH ${chosenLexemes(query, added, userId, stats.docs)}
@@ -281,7 +305,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       mailboxIds: ReadonlyArray<string> | undefined,
       options: RankingOptions,
       stats: { readonly docs: number; readonly avgLength: number },
-      added: ReadonlyArray<WeightedLexeme>
+      added: Added
     ) =>
       sql<QueryTerm>`
           WITH RECURSIVE ${chosenLexemes(query, added, userId, stats.docs)},
@@ -326,7 +350,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       mailboxIds: ReadonlyArray<string> | undefined,
       options: RankingOptions,
       stats: { readonly docs: number; readonly avgLength: number },
-      added: ReadonlyArray<WeightedLexeme>
+      added: Added
     ) =>
       Effect.map(queryTerms(userId, query, mailboxIds, options, stats, added), (rows) => {
         const terms = rows.map((term): QueryTerm => ({
@@ -399,7 +423,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       mailboxIds: ReadonlyArray<string> | undefined,
       options: RankingOptions,
       stats: { readonly docs: number; readonly avgLength: number },
-      added: ReadonlyArray<WeightedLexeme>
+      added: Added
     ) =>
       Effect.gen(function*() {
         const { essential, floor, ideal, others, ranges, rest } = yield* planWords(userId, query, mailboxIds, options, stats, added)
@@ -455,7 +479,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       query: string,
       mailboxIds: ReadonlyArray<string> | undefined,
       options: RankingOptions,
-      added: ReadonlyArray<WeightedLexeme> = []
+      added: Added = NOTHING_ADDED
     ) =>
       Effect.gen(function*() {
         const stats = yield* corpusStats(userId, mailboxIds)
@@ -481,21 +505,34 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         WHERE p.email_id = ANY(${[...emailIds]}::text[]) AND p.user_id = ${userId}
           AND l.documents >= 2 AND l.documents * 3 <= ${sql.literal(String(docs))}`
 
-    /** Words, then (with feedback) words again with the first pass's shared words added. */
+    /** The synonyms of a query's words (none without the thesaurus option). */
+    const synonymsOf = (query: string, options: ThesaurusOptions | undefined) =>
+      options === undefined || options.weight <= 0
+        ? Effect.succeed<ReadonlyArray<WeightedSynonym>>([])
+        : Effect.forEach(queryWords(query), (source) =>
+          Effect.map(thesaurus.synonyms(source, options.senses), (words) => words.map((word) => ({ source, word, weight: options.weight })))).pipe(
+          Effect.map((found) => found.flat())
+        )
+
+    /**
+     * Words (with the thesaurus, the query's synonyms too), then (with feedback) words again with
+     * the first pass's shared words added.
+     */
     const wordRanking = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, options: RankingOptions) =>
       Effect.gen(function*() {
-        const first = yield* byWords(userId, query, mailboxIds, options)
+        const synonyms = yield* synonymsOf(query, options.thesaurus)
+        const first = yield* byWords(userId, query, mailboxIds, options, { lexemes: [], synonyms })
         const feedback = options.feedback
         if (feedback === undefined || first.hits.length === 0) return first.hits
         const top = first.hits.slice(0, feedback.documents)
         const postings = yield* feedbackPostings(userId, top.map((hit) => hit.emailId), first.docs)
-        const added = expansionTerms({
+        const lexemes = expansionTerms({
           hits: top,
           postings: postings.map((p) => ({ ...p, frequency: Number(p.frequency), length: Number(p.length) })),
           options: feedback
         })
-        if (added.length === 0) return first.hits
-        return (yield* byWords(userId, query, mailboxIds, options, added)).hits
+        if (lexemes.length === 0) return first.hits
+        return (yield* byWords(userId, query, mailboxIds, options, { lexemes, synonyms })).hits
       })
 
     const byMeaning = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, depth: number) =>
@@ -553,7 +590,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       Effect.gen(function*() {
         const stats = yield* corpusStats(userId, mailboxIds)
         if (stats.docs === 0) return { method: "none" as const, scanned: [], lookedUp: [], floor: 0, read: 0, postings: 0 }
-        const plan = yield* planWords(userId, query, mailboxIds, options, stats, [])
+        const plan = yield* planWords(userId, query, mailboxIds, options, stats, NOTHING_ADDED)
         const described = (terms: ReadonlyArray<QueryTerm>) => terms.map(({ documents, lexeme }) => ({ lexeme, documents }))
         const terms = [...plan.essential, ...plan.others]
         const postings = terms.reduce((sum, term) => sum + term.documents, 0)

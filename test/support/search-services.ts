@@ -6,6 +6,7 @@
  */
 import { Effect, Layer } from "effect"
 import * as PgvectorIndex from "../../layers/pgvector-index.ts"
+import * as WordNet from "../../layers/wordnet.ts"
 import { Embedder, normalize } from "../../services/search/embedder.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Ranker } from "../../services/search/ranker.ts"
@@ -34,8 +35,8 @@ export const testVectorIndex = Layer.unwrapEffect(
 export const indexerWith = (embedder: Layer.Layer<Embedder> = hashedWordsEmbedder("words-v1")) =>
   Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(embedder, testVectorIndex)))
 
-/** The ranker and the indexer sharing one Vectors, over the hashed-words embedder. */
+/** The ranker and the indexer sharing one Vectors, over the hashed-words embedder; WordNet's thesaurus. */
 export const rankerAndIndexer = Layer.merge(Ranker.Default, Indexer.Default).pipe(
   Layer.provideMerge(Vectors.Default),
-  Layer.provide(Layer.merge(hashedWordsEmbedder("words-v1"), testVectorIndex))
+  Layer.provide(Layer.mergeAll(hashedWordsEmbedder("words-v1"), testVectorIndex, WordNet.layer))
 )
