@@ -13,8 +13,8 @@
  * Target: hybrid nDCG@10 >= 0.72. Exit status 0 when met, 2 when missed, 1 when the run is invalid.
  *
  * Then, the server stopped, the ranking is measured in-process on the same index (bench/search-ranking.ts):
- * a table of each technique's contribution (BM25's constants, relevance feedback, meaning's weight,
- * the vector depth, all together), nDCG@10 on the train and the test queries. The product's default
+ * a table of each technique's contribution (BM25's constants, relevance feedback, the thesaurus,
+ * meaning's weight, the vector depth, all together), nDCG@10 on the train and the test queries. The product's default
  * options were chosen on the train queries only: BENCH_TUNE=1 searches them again on train and
  * reports the table with what it found. BENCH_ABLATION=0 skips the table. BENCH_SUBJECT_BOOSTS=1,3
  * measures field weighting: subject words at those weights against the indexer's (the postings are

@@ -87,8 +87,8 @@ type Ranking = Awaited<ReturnType<typeof openRanking>>
 
 /**
  * Each technique at its best setting on SciFact's train queries (the 1,507-document subset,
- * `BENCH_TUNE=1`, 2026-11-25), kept or not: what the table shows each one give. A tuning run
- * replaces these with what it finds.
+ * `BENCH_TUNE=1`, 2026-11-25; the thesaurus on the whole collection by words alone, 2026-11-26),
+ * kept or not: what the table shows each one give. A tuning run replaces these with what it finds.
  */
 export interface Tried {
   readonly k1: number

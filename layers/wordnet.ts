@@ -91,6 +91,29 @@ const readLine = (file: number, offset: number): string => {
   }
 }
 
+interface OpenPart {
+  readonly part: Part
+  /** The part's index file, whole. */
+  readonly index: string
+  readonly data: fs.FileHandle
+}
+
+/** The single words of `word`'s first `senses` senses in each part of speech that lists it. */
+const lookUp = (parts: ReadonlyArray<OpenPart>, word: string, senses: number): Array<string> => {
+  const found = new Set<string>()
+  const forms = new Set<string>()
+  for (const part of parts) {
+    const entry = baseForms(word, part.part).map((form) => ({ form, line: findIndexLine(part.index, form) }))
+      .find((entry) => entry.line !== undefined)
+    if (entry?.line === undefined) continue
+    forms.add(entry.form)
+    for (const offset of senseOffsets(entry.line).slice(0, senses)) {
+      for (const synonym of synsetWords(readLine(part.data.fd, offset))) found.add(synonym)
+    }
+  }
+  return [...found].filter((synonym) => synonym !== word && !forms.has(synonym) && !synonym.includes(" "))
+}
+
 /** Words whose synonyms are kept in memory. */
 const KNOWN_WORDS = 10_000
 
@@ -105,7 +128,7 @@ export const layer = Layer.scoped(
     const open = yield* Effect.cached(
       Effect.acquireRelease(
         Effect.tryPromise(() =>
-          Promise.all(PARTS.map(async (part) => ({
+          Promise.all(PARTS.map(async (part): Promise<OpenPart> => ({
             part,
             index: await fs.readFile(path.join(dictionary(), `index.${part}`), "latin1"),
             data: await fs.open(path.join(dictionary(), `data.${part}`), "r")
@@ -130,21 +153,18 @@ export const layer = Layer.scoped(
       }
       const parts = yield* open
       if (parts._tag === "None" || senses <= 0) return []
-      const found = new Set<string>()
-      const forms = new Set<string>()
-      for (const part of parts.value) {
-        const form = baseForms(word, part.part).find((form) => findIndexLine(part.index, form) !== undefined)
-        if (form === undefined) continue
-        forms.add(form)
-        const line = findIndexLine(part.index, form)!
-        for (const offset of senseOffsets(line).slice(0, senses)) {
-          for (const synonym of synsetWords(readLine(part.data.fd, offset))) found.add(synonym)
-        }
-      }
-      const answer = [...found].filter((synonym) => synonym !== word && !forms.has(synonym) && !synonym.includes(" "))
-      known.set(key, answer)
-      if (known.size > KNOWN_WORDS) known.delete(known.keys().next().value!)
-      return answer
+      // A data file that cannot be read (it was there when opened) expands this word by nothing,
+      // this time: only what was read is kept.
+      return yield* Effect.try(() => lookUp(parts.value, word, senses)).pipe(
+        Effect.tap((answer) =>
+          Effect.sync(() => {
+            known.set(key, answer)
+            if (known.size > KNOWN_WORDS) known.delete(known.keys().next().value!)
+          })
+        ),
+        Effect.tapError((error) => Effect.logWarning(`The thesaurus (WordNet) could not read the senses of "${word}": ${error.cause}`)),
+        Effect.orElseSucceed((): ReadonlyArray<string> => [])
+      )
     })
     return { synonyms }
   })
