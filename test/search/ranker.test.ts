@@ -5,13 +5,11 @@
  * feedback (the product's default) it is not found by words. The embedder is a small
  * deterministic one (hashed words): what is tested is the word ranking's SQL.
  */
-import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { Indexer } from "../../services/search/indexer.ts"
 import { BASELINE_RANKING, DEFAULT_RANKING, Ranker } from "../../services/search/ranker.ts"
 import { testDatabase } from "../support/database.ts"
-import { rankerAndIndexer } from "../support/search-services.ts"
+import { indexedMail, rankerAndIndexer } from "../support/search-services.ts"
 
 
 const mail = [
@@ -26,26 +24,11 @@ const mail = [
   ["eml_9", "Newsletter", "Product news and hiring updates for the quarter."]
 ] as const
 
-const fixtures = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_1', 'a@example.com', 'a@example.com', 'A', 'x')`
-  yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
-             VALUES ('mbx_1', 'usr_1', 'ops', 'agents.localhost', 'ops@agents.localhost')`
-  yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])})`
-  for (const [id, subject, text] of mail) {
-    yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
-                                   received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
-               VALUES (${id}, 'mbx_1', 'usr_1', ${`<${id}@test>`}, ${id}, ${subject}, 'x@example.com', ${["y@example.com"]}, now(),
-                       now(), 'x@example.com', 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
-  }
-  const indexer = yield* Indexer
-  for (const [id] of mail) yield* indexer.index(id)
-})
 
 layer(testDatabase, { timeout: "60 seconds" })("Ranker", (it) => {
   it.effect("feedback finds, below the word matches, an email sharing only their words; without it words do not", () =>
     Effect.gen(function*() {
-      yield* fixtures
+      yield* indexedMail(mail)
       const ranker = yield* Ranker
       const plain = yield* ranker.rank("usr_1", "disk full", "text", undefined)
       expect(DEFAULT_RANKING.feedback).toBeUndefined()

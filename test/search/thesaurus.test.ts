@@ -4,17 +4,14 @@
  * ranking, given the option, finds an email that shares no word with the question, only synonyms,
  * and ranks an email holding the question's own word above one holding its synonym.
  */
-import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { describe, it } from "vitest"
-import { baseForms, findIndexLine } from "../../layers/wordnet.ts"
 import * as WordNet from "../../layers/wordnet.ts"
-import { Indexer } from "../../services/search/indexer.ts"
 import { BASELINE_RANKING, DEFAULT_RANKING, Ranker } from "../../services/search/ranker.ts"
 import { queryWords, Thesaurus } from "../../services/search/thesaurus.ts"
 import { testDatabase } from "../support/database.ts"
-import { rankerAndIndexer } from "../support/search-services.ts"
+import { indexedMail, rankerAndIndexer } from "../support/search-services.ts"
 
 const synonymsOf = (word: string, senses: number) =>
   Effect.runPromise(Effect.scoped(Effect.flatMap(Thesaurus, (thesaurus) => thesaurus.synonyms(word, senses))).pipe(Effect.provide(WordNet.layer)))
@@ -39,15 +36,15 @@ describe("WordNet's thesaurus", () => {
 
   it("finds index lines by bisection, past the licence's header, and brings words to base forms by WordNet's rules", () => {
     const index = "  1 licence text\n  2 more licence\nable a 1 0 1 0 00001\ncat n 2 0 2 1 00002 00003\ndog n 1 0 1 0 00004\n"
-    expect(findIndexLine(index, "cat")).toBe("cat n 2 0 2 1 00002 00003")
-    expect(findIndexLine(index, "able")).toBe("able a 1 0 1 0 00001")
-    expect(findIndexLine(index, "dog")).toBe("dog n 1 0 1 0 00004")
-    expect(findIndexLine(index, "cow")).toBeUndefined()
-    expect(findIndexLine(index, "1")).toBeUndefined()
-    expect(baseForms("boxes", "noun")).toEqual(["boxes", "boxe", "box"])
-    expect(baseForms("studies", "noun")).toContain("study")
-    expect(baseForms("running", "verb")).toContain("runn")
-    expect(baseForms("bigger", "adj")).toEqual(["bigger", "bigg", "bigge"])
+    expect(WordNet.findIndexLine(index, "cat")).toBe("cat n 2 0 2 1 00002 00003")
+    expect(WordNet.findIndexLine(index, "able")).toBe("able a 1 0 1 0 00001")
+    expect(WordNet.findIndexLine(index, "dog")).toBe("dog n 1 0 1 0 00004")
+    expect(WordNet.findIndexLine(index, "cow")).toBeUndefined()
+    expect(WordNet.findIndexLine(index, "1")).toBeUndefined()
+    expect(WordNet.baseForms("boxes", "noun")).toEqual(["boxes", "boxe", "box"])
+    expect(WordNet.baseForms("studies", "noun")).toContain("study")
+    expect(WordNet.baseForms("running", "verb")).toContain("runn")
+    expect(WordNet.baseForms("bigger", "adj")).toEqual(["bigger", "bigg", "bigge"])
     expect(queryWords("When is my yearly check-up with Dr. Who?")).toEqual(["when", "yearly", "check-up", "with", "who"])
   })
 })
@@ -64,26 +61,11 @@ const mail = [
   ["eml_9", "Newsletter", "Product news and hiring updates for the quarter."]
 ] as const
 
-const fixtures = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_1', 'a@example.com', 'a@example.com', 'A', 'x')`
-  yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
-             VALUES ('mbx_1', 'usr_1', 'ops', 'agents.localhost', 'ops@agents.localhost')`
-  yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])})`
-  for (const [id, subject, text] of mail) {
-    yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
-                                   received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
-               VALUES (${id}, 'mbx_1', 'usr_1', ${`<${id}@test>`}, ${id}, ${subject}, 'x@example.com', ${["y@example.com"]}, now(),
-                       now(), 'x@example.com', 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
-  }
-  const indexer = yield* Indexer
-  for (const [id] of mail) yield* indexer.index(id)
-})
 
 layer(testDatabase, { timeout: "60 seconds" })("the word ranking with the thesaurus", (it) => {
   it.effect("finds by synonyms an email sharing no word with the question, and ranks the question's own word above its synonym", () =>
     Effect.gen(function*() {
-      yield* fixtures
+      yield* indexedMail(mail)
       const ranker = yield* Ranker
       const thesaurus = { ...BASELINE_RANKING, thesaurus: { senses: 1, weight: 0.3 } }
       const question = "when is my yearly checkup with the physician"

@@ -4,6 +4,7 @@
  * database when it has the extension (PGlite does), else in a PGlite beside it. What such suites test
  * is the SQL and the bookkeeping, not the model.
  */
+import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import * as PgvectorIndex from "../../layers/pgvector-index.ts"
 import * as WordNet from "../../layers/wordnet.ts"
@@ -40,3 +41,24 @@ export const rankerAndIndexer = Layer.merge(Ranker.Default, Indexer.Default).pip
   Layer.provideMerge(Vectors.Default),
   Layer.provide(Layer.mergeAll(hashedWordsEmbedder("words-v1"), testVectorIndex, WordNet.layer))
 )
+
+/**
+ * One user (`usr_1`) with one mailbox (`mbx_1`) holding `mail` (id, subject, body), each email
+ * indexed: the collection an in-process ranking suite asks its questions of.
+ */
+export const indexedMail = (mail: ReadonlyArray<readonly [id: string, subject: string, body: string]>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_1', 'a@example.com', 'a@example.com', 'A', 'x')`
+    yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+               VALUES ('mbx_1', 'usr_1', 'ops', 'agents.localhost', 'ops@agents.localhost')`
+    yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])})`
+    for (const [id, subject, text] of mail) {
+      yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                     received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+                 VALUES (${id}, 'mbx_1', 'usr_1', ${`<${id}@test>`}, ${id}, ${subject}, 'x@example.com', ${["y@example.com"]}, now(),
+                         now(), 'x@example.com', 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
+    }
+    const indexer = yield* Indexer
+    for (const [id] of mail) yield* indexer.index(id)
+  })
