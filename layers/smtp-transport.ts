@@ -36,6 +36,17 @@ const failure = (error: NodemailerError) =>
     unreachable: error.responseCode === undefined && UNREACHABLE.has(error.code ?? "")
   })
 
+/**
+ * Nagle's algorithm off on a connection's socket. nodemailer writes a message's end ("\r\n.\r\n")
+ * apart from its body; with Nagle on, that small last write waits until the server acknowledges the
+ * body, and a server that answers only at the end delays that acknowledgement (delayed ACK, 40 ms on
+ * Linux): every message took 40 ms more. Measured with 10 connections against a local sink (smtp-server
+ * or Postfix's smtp-sink alike): ~214 msgs/s with Nagle on, 1,000-2,400 with it off. nodemailer has
+ * no setting for it, so the socket is reached through the connection's own field.
+ */
+const withoutDelay = (connection: SMTPConnection) =>
+  (connection as unknown as { readonly _socket?: { readonly setNoDelay?: (noDelay: boolean) => unknown } })._socket?.setNoDelay?.(true)
+
 /** How long an idle connection is kept (Postfix: smtp_connection_cache_time_limit, 2 s). */
 const IDLE_MS = 2_000
 /** Messages one connection carries before it is closed and replaced. */
@@ -128,6 +139,7 @@ const makeTransport = (timeouts: Timeouts) => {
     connection.connect((error?: Error) => {
       // A server that hangs up before its greeting is told here rather than as an 'error'.
       if (error) return finishWith(pooled, { error: failure(error as NodemailerError), broken: true })
+      withoutDelay(connection)
       if (target.auth === undefined) return handOver()
       connection.login({ user: target.auth.user, pass: target.auth.pass }, (error) => {
         if (!error) return handOver()
