@@ -18,7 +18,10 @@
 import nodemailer from "nodemailer"
 import MailComposer from "nodemailer/lib/mail-composer"
 import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
 import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
 import { upgrade } from "../test/support/billing.ts"
 import { startDnsServer } from "../test/support/dns-server.ts"
 import { withApiKey } from "../test/support/accounts.ts"
@@ -77,12 +80,13 @@ const mailroom = async (sink: MxServer) => {
   names.set("mx.sink.test", { A: ["127.0.0.1"] })
   const database = await createDatabase(ADMIN_DATABASE_URL)
   const prefix = natsPrefix()
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-outbound-"))
   const server = await startServer({
     DATABASE_URL: database.url,
     NATS_URL,
     NATS_PREFIX: prefix,
     JWT_SECRET: randomBytes(32).toString("hex"),
-    DATA_DIR: `/tmp/mailroom-bench-${prefix}`,
+    DATA_DIR: dataDir,
     DNS_SERVERS: names.address,
     OUTBOUND_SMTP_PORT: String(sink.port)
   }, { nodeArgs: SERVER_NODE_ARGS })
@@ -120,6 +124,7 @@ const mailroom = async (sink: MxServer) => {
     await database.drop()
     await deleteStreams(NATS_URL, prefix)
     await names.close()
+    fs.rmSync(dataDir, { recursive: true, force: true })
   }
 }
 
