@@ -433,8 +433,7 @@ const sendSocket = (raw: string | Buffer) =>
     // Written, not ended: node drops a request whose client half-closes before the answer is ready.
     const socket = net.connect(server.port, "127.0.0.1", () => socket.write(raw))
     const chunks: Array<Buffer> = []
-    socket.setTimeout(20_000, () => socket.destroy())
-    // An idle limit alone never ends a connection the server keeps busy: an event stream's heartbeats.
+    // A deadline from the start, not an idle limit: an event stream's heartbeats keep a connection busy forever.
     const deadline = setTimeout(() => socket.destroy(), 20_000)
     socket.on("data", (chunk) => chunks.push(chunk))
     socket.on("error", () => {})

@@ -9,21 +9,15 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { BASELINE_RANKING, DEFAULT_RANKING, Ranker } from "../../services/search/ranker.ts"
 import { testDatabase } from "../support/database.ts"
-import { indexedMail, rankerAndIndexer } from "../support/search-services.ts"
+import { indexedMail, otherTopics, rankerAndIndexer } from "../support/search-services.ts"
 
 
 const mail = [
   ["eml_1", "Disk full on db-01", "The disk is full: the storage volume is nearly exhausted."],
   ["eml_2", "Disk full alert", "Disk full again, storage volume at 95 percent."],
   ["eml_3", "Running low", "The storage volume of the database host is running low."],
-  ["eml_4", "Lunch on Friday", "Shall we have lunch together on Friday at noon?"],
-  ["eml_5", "Invoice 42", "Please pay invoice 42 by the end of the month."],
-  ["eml_6", "Team offsite", "The agenda for the team offsite in October."],
-  ["eml_7", "Password reset", "Click the link to reset your password."],
-  ["eml_8", "Flight confirmed", "Your flight to Lisbon leaves at seven."],
-  ["eml_9", "Newsletter", "Product news and hiring updates for the quarter."]
+  ...otherTopics
 ] as const
-
 
 layer(testDatabase, { timeout: "60 seconds" })("Ranker", (it) => {
   it.effect("feedback finds, below the word matches, an email sharing only their words; without it words do not", () =>
