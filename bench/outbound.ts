@@ -13,7 +13,9 @@
  * Targets: (b) delivers >= 500 messages/s and >= 0.3 x (a).
  * Exit status: 0 when both pass, 2 when a target is missed, 1 when the run is invalid.
  * Settings: BENCH_MESSAGES (default 1000); BENCH_SERVER_NODE_ARGS (node flags for the server, e.g.
- * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it).
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it); BENCH_ROLES (the server's roles, default every
+ * one; e.g. `api,mta` leaves out the worker and indexer, to see what indexing sent mail costs; a partial set
+ * shares the suites' in-memory stand-in for Qdrant).
  */
 import nodemailer from "nodemailer"
 import MailComposer from "nodemailer/lib/mail-composer"
@@ -24,6 +26,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { upgrade } from "../test/support/billing.ts"
 import { startDnsServer } from "../test/support/dns-server.ts"
+import { startFakeQdrant } from "../test/support/fake-qdrant.ts"
 import { withApiKey } from "../test/support/accounts.ts"
 import { newBox } from "../test/support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../test/support/mx-server.ts"
@@ -38,6 +41,7 @@ const SENDS_PER_KEY = 400
 const API_CONCURRENCY = 20
 /** Extra node flags for the server, e.g. BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof". */
 const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
+const ROLES = process.env.BENCH_ROLES
 
 const body = (i: number) => ({ to: [`reader${i}@sink.test`], subject: `Bench message ${i}`, text: `Hello number ${i}.\n`.repeat(20) })
 
@@ -81,6 +85,7 @@ const mailroom = async (sink: MxServer) => {
   const database = await createDatabase(ADMIN_DATABASE_URL)
   const prefix = natsPrefix()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-outbound-"))
+  const qdrant = ROLES === undefined ? undefined : await startFakeQdrant()
   const server = await startServer({
     DATABASE_URL: database.url,
     NATS_URL,
@@ -88,7 +93,8 @@ const mailroom = async (sink: MxServer) => {
     JWT_SECRET: randomBytes(32).toString("hex"),
     DATA_DIR: dataDir,
     DNS_SERVERS: names.address,
-    OUTBOUND_SMTP_PORT: String(sink.port)
+    OUTBOUND_SMTP_PORT: String(sink.port),
+    ...(qdrant === undefined ? {} : { ROLES: ROLES!, QDRANT_URL: qdrant.url })
   }, { nodeArgs: SERVER_NODE_ARGS })
   try {
     const senders: Array<{ apiKey: string; mailboxId: string }> = []
@@ -124,6 +130,7 @@ const mailroom = async (sink: MxServer) => {
     await database.drop()
     await deleteStreams(NATS_URL, prefix)
     await names.close()
+    await qdrant?.close()
     fs.rmSync(dataDir, { recursive: true, force: true })
   }
 }

@@ -1,26 +1,19 @@
 /**
  * Building an outgoing message: MIME by nodemailer's composer (the library every Node mailer uses),
- * then a DKIM signature by nodemailer's signer. The bytes made here are stored and sent as they are:
+ * then a DKIM signature (dkim-signature.ts). The bytes made here are stored and sent as they are:
  * the sent email's raw is exactly what every recipient gets, on every attempt.
  *
  * Only bytes the caller gave are used: the composer's file and URL access are off, so an attachment
  * can never name a path on this machine or an address to fetch.
  */
 import { Effect } from "effect"
-import DKIM from "nodemailer/lib/dkim"
 import MailComposer from "nodemailer/lib/mail-composer"
+import { type DkimKey, dkimSign } from "./dkim-signature.ts"
 import type { AttachmentInput } from "./schemas.ts"
 
 export interface NamedAddress {
   readonly name?: string | undefined
   readonly address: string
-}
-
-export interface DkimSigner {
-  readonly domainName: string
-  readonly keySelector: string
-  /** PEM. */
-  readonly privateKey: string
 }
 
 export interface Composition {
@@ -38,7 +31,7 @@ export interface Composition {
   readonly inReplyTo?: string | undefined
   readonly references: ReadonlyArray<string>
   readonly date: Date
-  readonly dkim: DkimSigner
+  readonly dkim: DkimKey
 }
 
 export class CompositionError extends Error {}
@@ -48,8 +41,8 @@ const toComposer = (address: NamedAddress) => (address.name ? { name: address.na
 /** The message, signed, as bytes with CRLF line ends. */
 export const compose = (message: Composition): Effect.Effect<Uint8Array, CompositionError> =>
   Effect.tryPromise({
-    try: async () => {
-      const composer = new MailComposer({
+    try: () =>
+      new MailComposer({
         from: toComposer(message.from),
         to: message.to.map(toComposer),
         cc: message.cc.length > 0 ? message.cc.map(toComposer) : undefined,
@@ -72,16 +65,11 @@ export const compose = (message: Composition): Effect.Effect<Uint8Array, Composi
         disableFileAccess: true,
         disableUrlAccess: true,
         xMailer: false
-      })
-      const unsigned = await composer.compile().build()
-      const signed = new DKIM({
-        domainName: message.dkim.domainName,
-        keySelector: message.dkim.keySelector,
-        privateKey: message.dkim.privateKey
-      }).sign(unsigned)
-      const chunks: Array<Buffer> = []
-      for await (const chunk of signed) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk))
-      return new Uint8Array(Buffer.concat(chunks))
-    },
+      }).compile().build(),
     catch: (cause) => new CompositionError(`The message could not be built: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
-  })
+  }).pipe(
+    Effect.flatMap((unsigned) =>
+      Effect.mapError(dkimSign(unsigned, message.dkim, message.date), (cause) => new CompositionError(`The message could not be signed: ${cause.message}`, { cause }))
+    ),
+    Effect.map((signed) => new Uint8Array(signed.buffer, signed.byteOffset, signed.byteLength))
+  )

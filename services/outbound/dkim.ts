@@ -9,9 +9,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import { createPublicKey, generateKeyPair } from "node:crypto"
+import { createPrivateKey, createPublicKey, generateKeyPair, type KeyObject } from "node:crypto"
 import { promisify } from "node:util"
-import type { DkimSigner } from "./compose.ts"
+import type { DkimKey } from "./dkim-signature.ts"
 import { OutboundSettings } from "./settings.ts"
 
 const generate = promisify(generateKeyPair)
@@ -25,7 +25,7 @@ const newPrivateKey = Effect.promise(() =>
 ).pipe(Effect.map(({ privateKey }) => privateKey as string))
 
 /** The TXT value publishing `privateKey`'s public half: `v=DKIM1; k=rsa; p=<base64 SPKI>`. */
-export const dkimRecordValue = (privateKey: string): string => {
+export const dkimRecordValue = (privateKey: string | KeyObject): string => {
   const der = createPublicKey(privateKey).export({ type: "spki", format: "der" })
   return `v=DKIM1; k=rsa; p=${Buffer.from(der).toString("base64")}`
 }
@@ -43,6 +43,15 @@ export class DkimKeys extends Effect.Service<DkimKeys>()("mailroom/DkimKeys", {
     // Keys never change once kept (an owner's id is never reused), so each process reads one once: a
     // send does not pay a round trip for its signing key.
     const known = new Map<string, { readonly selector: string; readonly privateKey: string }>()
+    // Each key parsed once: parsing a PEM costs more than the signature it makes.
+    const parsed = new Map<string, KeyObject>()
+    const keyObject = (pem: string) => {
+      const cached = parsed.get(pem)
+      if (cached !== undefined) return cached
+      const key = createPrivateKey(pem)
+      parsed.set(pem, key)
+      return key
+    }
 
     /** The key kept for `owner`, made now if there is none. */
     const stored = (owner: string, selector: string) =>
@@ -69,10 +78,10 @@ export class DkimKeys extends Effect.Service<DkimKeys>()("mailroom/DkimKeys", {
 
     /** The signer for mail from `domain`: a custom domain's own key (by `domainId`), else the shared key. */
     const signer = (domain: string, domainId: string | undefined) =>
-      Effect.map(domainId === undefined ? shared : stored(domainId, CUSTOM_DOMAIN_SELECTOR), (key): DkimSigner => ({
+      Effect.map(domainId === undefined ? shared : stored(domainId, CUSTOM_DOMAIN_SELECTOR), (key): DkimKey => ({
         domainName: domain,
         keySelector: key.selector,
-        privateKey: key.privateKey
+        privateKey: keyObject(key.privateKey)
       }))
 
     /** The TXT record to publish for `domain`'s key. */

@@ -23,6 +23,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Data, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { groupCommit } from "../batching.ts"
 import { Bus, type BusError, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { answerCache, keptAnswers } from "../dns/answers.ts"
@@ -76,6 +77,8 @@ const WaitingRow = Schema.Struct({ recipient: Schema.String, attempts: Schema.Nu
 
 /** A job's email, the raw message to send, its recipients in the job's domain still waiting, and where they are. */
 const JobRow = Schema.Struct({
+  /** The job's place in its batch. */
+  idx: Schema.NumberFromString,
   ...SentEmailRow.fields,
   mailFrom: Schema.String,
   createdAt: Schema.DateFromSelf,
@@ -85,9 +88,21 @@ const JobRow = Schema.Struct({
   verifiedHere: Schema.Boolean
 })
 
+/** What an attempt writes for one recipient. */
+interface DeliveryUpdate {
+  readonly emailId: string
+  readonly recipient: string
+  readonly status: Outcome["status"]
+  readonly attempts: number
+  readonly response: string
+  readonly nextAttemptAt: Date | null
+}
+
+/** Jobs read, or attempts recorded, in one statement (group commit, batching.ts). */
+const MAX_BATCH = 32
 
 export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
     const dns = yield* Dns
@@ -98,6 +113,53 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     // A domain's MX hosts and their addresses, kept a minute (dns/answers.ts): mail to one domain asks once.
     const keptMx = answerCache<ReadonlyArray<MxRecord>>(keptAnswers)
     const keptAddresses = answerCache<ReadonlyArray<ResolvedAddress>>(keptAnswers)
+
+    /**
+     * The jobs being started at once, read together: each one's email, its raw message, who in the
+     * job's domain still waits, and whether the domain is hosted here. Recipients come as JSON: one
+     * row per job, however many there are; a job whose email is gone has none.
+     */
+    const readJob = yield* groupCommit({
+      maxBatch: MAX_BATCH,
+      parallel: 2,
+      run: (jobs: ReadonlyArray<OutboundJob>) =>
+        sql`
+          SELECT j.idx, e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content,
+                 coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'attempts', d.attempts, 'status', d.status)
+                                           ORDER BY d.recipient)
+                           FROM outbound_deliveries d
+                           WHERE d.email_id = e.id AND d.domain = j.domain AND d.status IN ('queued', 'deferred')),
+                          '[]'::json) AS waiting,
+                 EXISTS (SELECT 1 FROM domains WHERE name = j.domain AND verified) AS verified_here
+          FROM unnest(${jobs.map((j) => j.email_id)}::text[], ${jobs.map((j) => j.domain)}::text[]) WITH ORDINALITY AS j(email_id, domain, idx)
+          JOIN emails e ON e.id = j.email_id JOIN blobs b ON b.sha256 = e.raw_sha256`.pipe(
+          Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(JobRow))(rows))),
+          Effect.map((rows) => {
+            const byIdx = new Map(rows.map((row) => [row.idx, row]))
+            return jobs.map((_, i) => byIdx.get(i + 1))
+          })
+        )
+    })
+
+    /** The attempts finishing at once, recorded together. */
+    const writeUpdates = yield* groupCommit({
+      maxBatch: MAX_BATCH,
+      parallel: 2,
+      run: (batches: ReadonlyArray<ReadonlyArray<DeliveryUpdate>>) => {
+        // In one order, so that two batches touching the same rows (a job redelivered while its first
+        // attempt runs) wait for each other rather than deadlock.
+        const rows = batches.flat().sort((a, b) => a.emailId.localeCompare(b.emailId) || a.recipient.localeCompare(b.recipient))
+        return sql`
+          UPDATE outbound_deliveries d
+          SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now()
+          FROM (SELECT * FROM unnest(${rows.map((r) => r.emailId)}::text[], ${rows.map((r) => r.recipient)}::text[],
+                                     ${rows.map((r) => r.status)}::text[], ${rows.map((r) => r.attempts)}::int[],
+                                     ${rows.map((r) => r.response)}::text[],
+                                     ${rows.map((r) => r.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
+                AS t(email_id, recipient, status, attempts, response, next_attempt_at)) u
+          WHERE d.email_id = u.email_id AND d.recipient = u.recipient`.pipe(Effect.as(batches.map(() => undefined)))
+      }
+    })
 
     /** Internal delivery: each recipient through the inbound rules, then one acceptance for those taken. */
     const deliverInternally = (recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
@@ -235,14 +297,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             previousStatus: previous?.status
           }
         })
-        yield* sql`
-          UPDATE outbound_deliveries d
-          SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now()
-          FROM (SELECT * FROM unnest(${rows.map((r) => r.recipient)}::text[], ${rows.map((r) => r.status)}::text[],
-                                     ${rows.map((r) => r.attempts)}::int[], ${rows.map((r) => r.response)}::text[],
-                                     ${rows.map((r) => r.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
-                AS t(recipient, status, attempts, response, next_attempt_at)) u
-          WHERE d.email_id = ${emailId} AND d.recipient = u.recipient`
+        yield* writeUpdates(rows.map((r) => ({ ...r, emailId })))
         const sent: SentEmail = { id: emailId, ...email }
         yield* suppressBounced(sql, sent, rows)
         // A deferral is told once, when it starts; every final outcome is told.
@@ -253,20 +308,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
 
     /** One job: the domain's waiting recipients of one email, one attempt. */
     const deliver = Effect.fn("Mta.deliver")(function*(job: OutboundJob) {
-      // One round trip: the email, its raw message, who in the job's domain still waits, and whether
-      // the domain is hosted here. Recipients come as JSON: one row, however many there are.
-      const emails = yield* sql`
-        SELECT e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content,
-               coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'attempts', d.attempts, 'status', d.status)
-                                         ORDER BY d.recipient)
-                         FROM outbound_deliveries d
-                         WHERE d.email_id = e.id AND d.domain = ${job.domain} AND d.status IN ('queued', 'deferred')),
-                        '[]'::json) AS waiting,
-               EXISTS (SELECT 1 FROM domains WHERE name = ${job.domain} AND verified) AS verified_here
-        FROM emails e JOIN blobs b ON b.sha256 = e.raw_sha256 WHERE e.id = ${job.email_id}`.pipe(
-        Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(JobRow))(rows)))
-      )
-      const email = emails[0]
+      const email = yield* readJob(job)
       // Deleted since, or every recipient settled (a redelivered job): nothing to do.
       if (!email || email.waiting.length === 0) return
       const recipients = email.waiting.map((w) => w.recipient)
