@@ -14,8 +14,9 @@
  * Exit status: 0 when both pass, 2 when a target is missed, 1 when the run is invalid.
  * Settings: BENCH_MESSAGES (default 1000); BENCH_SERVER_NODE_ARGS (node flags for the server, e.g.
  * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it); BENCH_ROLES (the server's roles, default every
- * one; e.g. `api,mta` leaves out the worker and indexer, to see what indexing sent mail costs; a partial set
- * shares the suites' in-memory stand-in for Qdrant).
+ * one; e.g. `api,mta` leaves out the worker and indexer, to see what indexing sent mail costs; `+` between
+ * nodes runs a cluster, the first node taking the sends: `api,smtp,worker,indexer+mta` gives the mta a
+ * process of its own; a partial set shares the suites' in-memory stand-in for Qdrant).
  */
 import nodemailer from "nodemailer"
 import MailComposer from "nodemailer/lib/mail-composer"
@@ -86,16 +87,24 @@ const mailroom = async (sink: MxServer) => {
   const prefix = natsPrefix()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-outbound-"))
   const qdrant = ROLES === undefined ? undefined : await startFakeQdrant()
-  const server = await startServer({
+  const env = {
     DATABASE_URL: database.url,
     NATS_URL,
     NATS_PREFIX: prefix,
     JWT_SECRET: randomBytes(32).toString("hex"),
-    DATA_DIR: dataDir,
     DNS_SERVERS: names.address,
     OUTBOUND_SMTP_PORT: String(sink.port),
-    ...(qdrant === undefined ? {} : { ROLES: ROLES!, QDRANT_URL: qdrant.url })
-  }, { nodeArgs: SERVER_NODE_ARGS })
+    ...(qdrant === undefined ? {} : { QDRANT_URL: qdrant.url })
+  }
+  const nodes: Array<Awaited<ReturnType<typeof startServer>>> = []
+  for (const [i, roles] of (ROLES?.split("+") ?? [undefined]).entries()) {
+    const nodeDir = path.join(dataDir, `node${i}`)
+    fs.mkdirSync(nodeDir)
+    // A node without the API answers no /healthz: it is taken as started once spawned.
+    const ready = roles === undefined || roles.split(",").includes("api") ? "healthz" : "none"
+    nodes.push(await startServer({ ...env, DATA_DIR: nodeDir, ...(roles === undefined ? {} : { ROLES: roles }) }, { nodeArgs: SERVER_NODE_ARGS, ready }))
+  }
+  const server = nodes[0]!
   try {
     const senders: Array<{ apiKey: string; mailboxId: string }> = []
     for (let i = 0; i < Math.ceil(MESSAGES / SENDS_PER_KEY); i++) {
@@ -126,7 +135,7 @@ const mailroom = async (sink: MxServer) => {
     const ended = await waitForCount(sink, before + MESSAGES, 300_000)
     return { accepted: MESSAGES / ((accepted - started) / 1000), delivered: MESSAGES / ((ended - started) / 1000) }
   } finally {
-    await server.stop()
+    for (const node of nodes) await node.stop()
     await database.drop()
     await deleteStreams(NATS_URL, prefix)
     await names.close()

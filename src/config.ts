@@ -152,6 +152,8 @@ export const appConfig = Config.all({
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
+  /** Statements run prepared on each connection (layers/postgres.ts); off behind a transaction-mode pooler. */
+  databasePreparedStatements: Config.boolean("DATABASE_PREPARED_STATEMENTS").pipe(Config.withDefault(true)),
   natsUrl: Config.option(Config.string("NATS_URL")),
   natsPrefix: Config.string("NATS_PREFIX").pipe(
     Config.withDefault(""),

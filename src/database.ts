@@ -120,7 +120,8 @@ const upkept = Layer.scopedDiscard(
 
 export const layer = (config: AppConfigShape) =>
   Option.match(config.databaseUrl, {
-    onSome: (url) => Layer.effectDiscard(migrate).pipe(Layer.provideMerge(Postgres.layer({ url }))),
+    onSome: (url) =>
+      Layer.effectDiscard(migrate).pipe(Layer.provideMerge(Postgres.layer({ url, preparedStatements: config.databasePreparedStatements }))),
     // Looked after from the migrations on, so that their tables have statistics from the start.
     onNone: () =>
       upkept.pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(Pglite.layer({ dataDir: config.dataDir })))

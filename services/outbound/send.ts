@@ -15,6 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Data, Effect, Schema } from "effect"
 import { newId, sha256 } from "../accounts/tokens.ts"
+import { groupCommit } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import {
   IdempotencyKeyReused,
@@ -74,6 +75,8 @@ export const fromSendInput = (input: SendInput): OutgoingMessage => ({
 })
 
 const SenderRow = Schema.Struct({
+  /** The send's place in its batch. */
+  idx: Schema.Number,
   address: Schema.String,
   domain: Schema.String,
   plan: Plan,
@@ -98,7 +101,7 @@ export interface Idempotency {
 }
 
 export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
     const dkim = yield* DkimKeys
@@ -106,20 +109,25 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     const { sharedDomains } = yield* MailboxSettings
 
     /**
-     * The sending mailbox, its owner's plan, sends so far and which of `recipients` are suppressed,
-     * in one round trip; 404 when the mailbox is not the caller's.
+     * The sending mailboxes of the sends being accepted at once, each with its owner's plan, sends so
+     * far and which of its recipients are suppressed: one statement for the lot (group commit,
+     * batching.ts), a lone send at once. A mailbox that is not the caller's has no row.
      */
-    const sender = (userId: string, mailboxId: string, recipients: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
+    const senders = yield* groupCommit({
+      maxBatch: 64,
+      parallel: 2,
+      run: (asked: ReadonlyArray<{ readonly userId: string; readonly mailboxId: string; readonly recipients: ReadonlyArray<string> }>) => {
         const now = new Date()
-        const rows = yield* sql`
-          SELECT m.local_part || '@' || m.domain AS address, m.domain, s.plan, p.period_start,
+        const input = asked.map((a, i) => ({ idx: i + 1, user_id: a.userId, mailbox_id: a.mailboxId, recipients: a.recipients }))
+        return sql`
+          SELECT i.idx, m.local_part || '@' || m.domain AS address, m.domain, s.plan, p.period_start,
                  d.id AS custom_domain_id, d.verified AS custom_domain_verified,
                  coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period,
                  ARRAY(SELECT x.address FROM suppressions x
-                       WHERE x.user_id = m.user_id AND x.address = ANY(${[...recipients]}::text[])
+                       WHERE x.user_id = m.user_id AND x.address = ANY(i.recipients)
                        ORDER BY x.address) AS suppressed
-          FROM mailboxes m
+          FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb) AS i(idx int, user_id text, mailbox_id text, recipients text[])
+          JOIN mailboxes m ON m.id = i.mailbox_id AND m.user_id = i.user_id AND m.status = 'active'
           JOIN subscriptions s ON s.user_id = m.user_id
           CROSS JOIN LATERAL (
             SELECT CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
@@ -128,11 +136,20 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           ) p
           LEFT JOIN domains d ON d.name = m.domain AND d.user_id = m.user_id
           LEFT JOIN mail_daily_counters c ON c.user_id = m.user_id AND c.day = ${utcDay(now)}::date
-          LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start
-          WHERE m.id = ${mailboxId} AND m.user_id = ${userId} AND m.status = 'active'`.pipe(
-          Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(SenderRow))(rows)))
+          LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start`.pipe(
+          Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(SenderRow))(rows))),
+          Effect.map((rows) => {
+            const byIdx = new Map(rows.map((row) => [row.idx, row]))
+            return asked.map((_, i) => byIdx.get(i + 1))
+          })
         )
-        const row = rows[0]
+      }
+    })
+
+    /** The sending mailbox (`senders`); 404 when it is not the caller's, 422 when its custom domain is unverified. */
+    const sender = (userId: string, mailboxId: string, recipients: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const row = yield* senders({ userId, mailboxId, recipients })
         if (!row) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
         const shared = sharedDomains.includes(row.domain)
         if (!shared && row.customDomainVerified !== true) {

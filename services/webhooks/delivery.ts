@@ -20,6 +20,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Data, Duration, Effect, Either, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
+import { groupCommit } from "../batching.ts"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
@@ -83,15 +84,33 @@ interface Outcome {
 const isSuccess = (status: number) => status >= 200 && status < 300
 
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom/WebhookDelivery", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const targets = yield* WebhookTargets
     const transport = yield* WebhookTransport
     const inFlight = new Map<string, number>()
 
-    const subscribed = (namespace: string, kind: string) =>
-      sql<{ id: string }>`
-        SELECT id FROM webhooks WHERE user_id = ${namespace} AND active AND ${kind} = ANY(events) ORDER BY id`
+    /**
+     * The endpoints subscribed to each event being dispatched at once, asked together: one statement
+     * for a burst of events (group commit, batching.ts), where most accounts subscribe to none.
+     */
+    const subscribedTo = yield* groupCommit({
+      maxBatch: 64,
+      parallel: 2,
+      run: (events: ReadonlyArray<{ readonly namespace: string; readonly kind: string }>) =>
+        sql<{ idx: string; id: string }>`
+          SELECT c.idx, w.id
+          FROM unnest(${events.map((e) => e.namespace)}::text[], ${events.map((e) => e.kind)}::text[]) WITH ORDINALITY AS c(user_id, kind, idx)
+          JOIN webhooks w ON w.user_id = c.user_id AND w.active AND c.kind = ANY(w.events)
+          ORDER BY c.idx, w.id`.pipe(
+          Effect.map((rows) => {
+            const byEvent = events.map((): Array<{ id: string }> => [])
+            for (const row of rows) byEvent[Number(row.idx) - 1]!.push({ id: row.id })
+            return byEvent
+          })
+        )
+    })
+    const subscribed = (namespace: string, kind: string) => subscribedTo({ namespace, kind })
 
     const current = (webhookId: string) =>
       sql<Endpoint>`SELECT id, url, secret, active FROM webhooks WHERE id = ${webhookId}`.pipe(Effect.map((rows) => rows[0]))

@@ -543,15 +543,25 @@ describe("refusals", () => {
     }
   })
 
-  it("another account's mailbox, or none, is 404 NOT_FOUND", async () => {
+  it("another account's mailbox, or none, is 404 NOT_FOUND, also among sends accepted at the same moment", async () => {
     const stranger = await sender()
-    for (const mailboxId of [stranger.box.mailboxId, "mbx_missing"]) {
-      const answer = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
-        params: { path: { mailboxId } },
-        body: { to: ["a@partner.test"], text: "x" } as never
-      })
+    const attempt = (client: MailroomFetchClient, mailboxId: string) =>
+      client.POST("/v1/api/mailboxes/{mailboxId}/send", { params: { path: { mailboxId } }, body: { to: ["a@partner.test"], text: "x" } })
+    // Sent together, so that the mailboxes are looked up in one batch.
+    const [mine, theirs, missing, own] = await Promise.all([
+      attempt(mailroom, box.mailboxId),
+      attempt(mailroom, stranger.box.mailboxId),
+      attempt(mailroom, "mbx_missing"),
+      attempt(stranger.mailroom, stranger.box.mailboxId)
+    ])
+    for (const [answer, mailboxId] of [[theirs, stranger.box.mailboxId], [missing, "mbx_missing"]] as const) {
       expect(answer.response.status).toBe(404)
       expect(answer.error).toMatchObject({ error: { code: "NOT_FOUND", details: { mailbox_id: mailboxId } } })
+    }
+    for (const [answer, owner] of [[mine, box], [own, stranger.box]] as const) {
+      expect(answer.response.status).toBe(202)
+      const sent = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: answer.data!.data.email_id } } })
+      expect(sent.response.status).toBe(owner === box ? 200 : 404)
     }
   })
 })

@@ -1,0 +1,82 @@
+/**
+ * Prepared statements (layers/postgres.ts, `PreparingClient`): a statement with parameters is
+ * prepared once on its connection and answers as before; `DATABASE_PREPARED_STATEMENTS=false`
+ * prepares nothing; a statement whose columns a migration changed fails once, then runs afresh; and
+ * on the embedded database, whose socket keeps one session across connections, a new connection
+ * prepares again without colliding with what the last one left.
+ */
+import { SqlClient } from "@effect/sql"
+import { PGlite } from "@electric-sql/pglite"
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
+import { Effect, Either, Redacted } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Postgres from "../../layers/postgres.ts"
+import { adminDatabaseUrl, createDatabase, mode, type TestDatabase } from "../support/services.ts"
+import { freePort } from "../support/server.ts"
+
+const run = <A, E>(client: ReturnType<typeof Postgres.pooledClient>, effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+  Effect.runPromise(Effect.scoped(Effect.provide(effect, client)))
+
+const prepared = Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ statement: string }>`SELECT statement FROM pg_prepared_statements`)
+
+describe.skipIf(mode !== "postgres")("prepared statements on PostgreSQL", () => {
+  let database: TestDatabase
+  beforeAll(async () => {
+    database = await createDatabase(adminDatabaseUrl!)
+  })
+  afterAll(() => database?.drop())
+
+  const client = (preparedStatements?: boolean) =>
+    Postgres.pooledClient({ target: { url: Redacted.make(database.url) }, maxConnections: 1, ...(preparedStatements === undefined ? {} : { preparedStatements }) })
+
+  it("a statement with parameters is prepared once on its connection and answers each run; turned off, none is", async () => {
+    const runs = Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const answers = yield* Effect.forEach([1, 2, 3], (n) => sql<{ v: number }>`SELECT ${n}::int + 1 AS v`)
+      return { answers: answers.map((rows) => rows[0]!.v), prepared: (yield* prepared).map((row) => row.statement) }
+    })
+    const on = await run(client(), runs)
+    expect(on.answers).toEqual([2, 3, 4])
+    expect(on.prepared).toEqual(["SELECT $1::int + 1 AS v"])
+    const off = await run(client(false), runs)
+    expect(off).toEqual({ answers: [2, 3, 4], prepared: [] })
+  })
+
+  it("a statement whose columns changed under it fails once, then is prepared afresh", async () => {
+    const outcome = await run(client(), Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`CREATE TABLE notes (id int PRIMARY KEY)`
+      yield* sql`INSERT INTO notes VALUES (1)`
+      const read = sql<Record<string, unknown>>`SELECT * FROM notes WHERE id = ${1}`
+      const before = yield* read
+      yield* sql`ALTER TABLE notes ADD COLUMN body text DEFAULT 'hi'`
+      const stale = yield* Effect.either(read)
+      const after = yield* read
+      return { before, stale, after }
+    }))
+    expect(outcome.before).toEqual([{ id: 1 }])
+    expect(Either.isLeft(outcome.stale) && String((outcome.stale.left.cause as Error).message)).toContain("cached plan must not change result type")
+    expect(outcome.after).toEqual([{ id: 1, body: "hi" }])
+  })
+})
+
+describe.skipIf(mode !== "embedded")("prepared statements on the embedded database", () => {
+  it("a new connection to the socket's one session prepares its statements again without colliding", async () => {
+    const db = await PGlite.create()
+    const port = await freePort()
+    const server = new PGLiteSocketServer({ db, port, host: "127.0.0.1" })
+    await server.start()
+    try {
+      const client = Postgres.pooledClient({ target: { host: "127.0.0.1", port, username: "postgres", database: "template1" }, maxConnections: 1 })
+      for (const n of [1, 2]) {
+        const rows = await run(client, Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ v: number }>`SELECT ${n}::int + 1 AS v`))
+        expect(rows).toEqual([{ v: n + 1 }])
+        // The socket takes its next connection once the last one has gone.
+        await new Promise((resolve) => setTimeout(resolve, 300))
+      }
+    } finally {
+      await server.stop()
+      await db.close()
+    }
+  })
+})
