@@ -67,13 +67,25 @@ export const storeEmail = (sql: SqlClient.SqlClient, email: NewEmail, alongside?
  * arriving together) must see it stored to join its thread, which a row of the same statement
  * cannot: the batch is then cut there, and its parts go in one transaction, in order.
  */
-export const storeEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>) =>
+export const storeEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>) => storeEmailsWith(sql, emails, () => sql``)
+
+/**
+ * `storeEmails` with the caller's own `WITH` items for each statement (`storeEmail`'s `alongside`),
+ * made for the emails that statement stores.
+ */
+export const storeEmailsWith = (
+  sql: SqlClient.SqlClient,
+  emails: ReadonlyArray<NewEmail>,
+  alongside: (part: ReadonlyArray<NewEmail>) => Statement.Fragment
+) =>
   Effect.gen(function*() {
     const unique = [...new Map(emails.map((e) => [e.emailId, e])).values()]
     const parts = dependentParts(unique)
     const stored = parts.length === 1
-      ? yield* insertEmails(sql, parts[0]!, sql``)
-      : yield* sql.withTransaction(Effect.map(Effect.forEach(parts, (part) => insertEmails(sql, part, sql``)), (rows) => rows.flat()))
+      ? yield* insertEmails(sql, parts[0]!, alongside(parts[0]!))
+      : yield* sql.withTransaction(
+        Effect.map(Effect.forEach(parts, (part) => insertEmails(sql, part, alongside(part))), (rows) => rows.flat())
+      )
     const byId = new Map(stored.map((row) => [row.id, row]))
     return emails.map((e) => {
       const row = byId.get(e.emailId)

@@ -15,7 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Data, Effect, Schema } from "effect"
 import { newId, sha256 } from "../accounts/tokens.ts"
-import { groupCommit } from "../batching.ts"
+import { groupCommit, groupCommitIsolated, inLockOrder } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import {
   IdempotencyKeyReused,
@@ -31,7 +31,7 @@ import { DependencyHealth } from "../health/dependency-health.ts"
 import { utcDay } from "../mail/inbound.ts"
 import { parseMessage } from "../mail/parse.ts"
 import type { EmailRow } from "../mail/records.ts"
-import { type NewEmail, storeEmail } from "../mail/store.ts"
+import { type NewEmail, storeEmail, storeEmailsWith } from "../mail/store.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
@@ -90,6 +90,15 @@ const SenderRow = Schema.Struct({
 
 /** The stored answer of an Idempotency-Key (read as text: the client would rename a jsonb value's keys). */
 const StoredAnswer = Schema.Struct({ requestSha256: Schema.String, response: Schema.parseJson(SendAccepted) })
+
+/** A send built and checked, to be stored: the email, its raw message, who it goes to, and what it counts against. */
+interface AcceptedSend {
+  readonly email: NewEmail
+  readonly raw: Uint8Array
+  readonly recipients: ReadonlyArray<string>
+  readonly day: string
+  readonly periodStart: Date
+}
 
 /** The key's row appeared while this send ran: answer what the first one answered. */
 class KeyTaken extends Data.TaggedError("KeyTaken") {}
@@ -160,6 +169,58 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         }
         return { ...row, customDomainId: shared ? null : row.customDomainId }
       })
+
+    /**
+     * What goes in the statement storing sent emails, beside them: the raw messages, one delivery row
+     * per recipient and the send counters, so that a send is durable in one round trip (store.ts
+     * `alongside`). Each part of the `email` item is an email stored now (none for one stored before).
+     */
+    const alongside = (sends: ReadonlyArray<AcceptedSend>) => {
+      const raws = inLockOrder(new Map(sends.map((s) => [s.email.rawSha256, s])))
+      const deliveries = sends.flatMap((s) => s.recipients.map((recipient) => ({ emailId: s.email.emailId, recipient })))
+      return sql`,
+        raw_blob AS (
+          INSERT INTO blobs ${sql.insert(raws.map((s) => ({ sha256: s.email.rawSha256, size: s.raw.byteLength, content: s.raw })))}
+          ON CONFLICT (sha256) DO UPDATE SET created_at = now()
+        ),
+        deliveries AS (
+          INSERT INTO outbound_deliveries (email_id, recipient, domain)
+          SELECT email.id, r.recipient, r.domain
+          FROM email JOIN unnest(${deliveries.map((d) => d.emailId)}::text[], ${deliveries.map((d) => d.recipient)}::text[],
+                                 ${deliveries.map((d) => domainOf(d.recipient))}::text[]) AS r(email_id, recipient, domain)
+                       ON r.email_id = email.id
+        ),
+        counted AS (
+          SELECT email.user_id, c.day, c.period_start, count(*) AS sends
+          FROM email JOIN unnest(${sends.map((s) => s.email.emailId)}::text[], ${sends.map((s) => s.day)}::date[],
+                                 ${sends.map((s) => s.periodStart.toISOString())}::timestamptz[]) AS c(email_id, day, period_start)
+                       ON c.email_id = email.id
+          GROUP BY email.user_id, c.day, c.period_start
+        ),
+        sent_today AS (
+          INSERT INTO mail_daily_counters (user_id, day, sent)
+          SELECT user_id, day, sum(sends) FROM counted GROUP BY user_id, day ORDER BY user_id, day
+          ON CONFLICT (user_id, day) DO UPDATE SET sent = mail_daily_counters.sent + EXCLUDED.sent
+        ),
+        sent_this_period AS (
+          INSERT INTO usage_counters (user_id, period_start, emails_sent)
+          SELECT user_id, period_start, sum(sends) FROM counted GROUP BY user_id, period_start ORDER BY user_id, period_start
+          ON CONFLICT (user_id, period_start) DO UPDATE SET emails_sent = usage_counters.emails_sent + EXCLUDED.emails_sent
+        )`
+    }
+
+    /**
+     * Sends without an Idempotency-Key accepted at once are stored together, one statement for the lot
+     * (group commit, batching.ts); one the database refuses fails alone.
+     */
+    const storeSend = yield* groupCommitIsolated({
+      maxBatch: 32,
+      parallel: 2,
+      run: (sends: ReadonlyArray<AcceptedSend>) => {
+        const byId = new Map(sends.map((s) => [s.email.emailId, s]))
+        return storeEmailsWith(sql, sends.map((s) => s.email), (part) => alongside(part.map((email) => byId.get(email.emailId)!)))
+      }
+    })
 
     /** The first answer of `key`, when it was given within the window; 409 when it was for another request. */
     const earlierAnswer = (userId: string, idempotency: Idempotency, fingerprint: string) =>
@@ -305,26 +366,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         messageId,
         parsed
       }
-      // The raw message, one delivery row per recipient and the send counters go in the statement
-      // that stores the email: a send without Idempotency-Key is durable in one round trip.
-      const alongside = sql`,
-        raw_blob AS (
-          INSERT INTO blobs (sha256, size, content) VALUES (${rawSha256}, ${raw.byteLength}, ${raw})
-          ON CONFLICT (sha256) DO UPDATE SET created_at = now()
-        ),
-        deliveries AS (
-          INSERT INTO outbound_deliveries (email_id, recipient, domain)
-          SELECT email.id, r.recipient, r.domain
-          FROM email, unnest(${[...recipients]}::text[], ${recipients.map(domainOf)}::text[]) AS r(recipient, domain)
-        ),
-        sent_today AS (
-          INSERT INTO mail_daily_counters (user_id, day, sent) SELECT user_id, ${day}::date, 1 FROM email
-          ON CONFLICT (user_id, day) DO UPDATE SET sent = mail_daily_counters.sent + 1
-        ),
-        sent_this_period AS (
-          INSERT INTO usage_counters (user_id, period_start, emails_sent) SELECT user_id, ${from.periodStart}, 1 FROM email
-          ON CONFLICT (user_id, period_start) DO UPDATE SET emails_sent = usage_counters.emails_sent + 1
-        )`
+      const accepted: AcceptedSend = { email: newEmail, raw, recipients, day, periodStart: from.periodStart }
       const answer = (row: EmailRow | undefined): SendAccepted => ({
         email_id: emailId,
         message_id: messageId,
@@ -333,20 +375,20 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       })
 
       const stored = idempotency === undefined
-        ? yield* Effect.map(storeEmail(sql, newEmail, alongside), answer)
+        ? yield* Effect.map(storeSend(accepted), answer)
         : yield* sql.withTransaction(Effect.gen(function*() {
-          const accepted = answer(yield* storeEmail(sql, newEmail, alongside))
+          const answered = answer(yield* storeEmail(sql, newEmail, alongside([accepted])))
           // A concurrent send with the same key waits here until this one commits, then finds the key
           // taken and rolls back everything it stored.
           const claimed = yield* sql`
             INSERT INTO idempotency_keys (user_id, key, request_sha256, response)
-            VALUES (${userId}, ${idempotency.key}, ${fingerprint!}, ${JSON.stringify(accepted)})
+            VALUES (${userId}, ${idempotency.key}, ${fingerprint!}, ${JSON.stringify(answered)})
             ON CONFLICT (user_id, key) DO UPDATE SET request_sha256 = EXCLUDED.request_sha256, response = EXCLUDED.response,
                                                      created_at = now()
               WHERE idempotency_keys.created_at <= now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})
             RETURNING 1`
           if (claimed.length === 0) return yield* new KeyTaken()
-          return accepted
+          return answered
         })).pipe(
           Effect.catchTag("KeyTaken", () =>
             Effect.flatMap(earlierAnswer(userId, idempotency, fingerprint!), (earlier) =>

@@ -1,0 +1,102 @@
+/**
+ * The plan's send limits (services/outbound/send.ts) in process, over the suite's migrated database:
+ * sends accepted at the same moment are stored together and each one counts, per day and per billing
+ * period; the send past the day's limit is 403 SEND_QUOTA with its window, count, limit and plan,
+ * and nothing of it is stored or counted; the billing period's limit likewise.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Duration, Effect, Either, Layer, Option } from "effect"
+import { generateKeyPairSync } from "node:crypto"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { utcDay } from "../../services/mail/inbound.ts"
+import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { DkimKeys } from "../../services/outbound/dkim.ts"
+import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
+import { OutboundSettings } from "../../services/outbound/settings.ts"
+import { testDatabase } from "../support/database.ts"
+import { DOMAIN, insertMailbox } from "../support/seed-mail.ts"
+import { insertUser } from "../support/users.ts"
+
+const settings = Layer.succeed(OutboundSettings, {
+  relay: Option.none(),
+  mxPort: 25,
+  heloName: "mx.test",
+  maxAge: Duration.hours(48),
+  retryDelays: [Duration.minutes(1)],
+  dkimSelector: "mailroom",
+  dkimPrivateKey: Option.some(generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString()),
+  timeouts: { connect: Duration.seconds(5), command: Duration.seconds(5) }
+})
+
+const outbound = Outbound.Default.pipe(
+  Layer.provide(Layer.mergeAll(
+    DkimKeys.Default.pipe(Layer.provide(settings)),
+    MemoryBus.layer,
+    Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })
+  )),
+  Layer.provideMerge(DependencyHealth.Default)
+)
+
+const message = (i: number) => fromSendInput({ to: [`reader${i}@partner.test`], subject: `Report ${i}`, text: "Figures attached." })
+
+/** The account's sends counted today and in its current period. */
+const counted = (userId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ today: number | null; period: number | null; emails: string }>`
+      SELECT (SELECT sent::int FROM mail_daily_counters WHERE user_id = ${userId} AND day = ${utcDay(new Date())}::date) AS today,
+             (SELECT sum(emails_sent)::int FROM usage_counters WHERE user_id = ${userId}) AS period,
+             (SELECT count(*) FROM emails WHERE user_id = ${userId} AND direction = 'outbound') AS emails`).pipe(
+    Effect.map((rows) => ({ today: rows[0]!.today ?? 0, period: rows[0]!.period ?? 0, emails: Number(rows[0]!.emails) }))
+  )
+
+layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
+  it.layer(outbound)("the Outbound service", (it) => {
+    it.effect("sends accepted at once are each counted; past the day's 100 (free) the next is 403 SEND_QUOTA and nothing is stored", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        // Thirty sends at the same moment: stored in batches, counted one each.
+        const sent = yield* Effect.forEach(Array.from({ length: 30 }, (_, i) => i), (i) => sending.submit(owner.userId, box.mailboxId, message(i)), {
+          concurrency: "unbounded"
+        })
+        expect(new Set(sent.map((s) => s.email_id)).size).toBe(30)
+        expect(yield* counted(owner.userId)).toEqual({ today: 30, period: 30, emails: 30 })
+        const deliveries = yield* sql<{ n: string }>`SELECT count(*) AS n FROM outbound_deliveries d JOIN emails e ON e.id = d.email_id WHERE e.user_id = ${owner.userId}`
+        expect(Number(deliveries[0]!.n)).toBe(30)
+
+        const free = yield* insertUser("free")
+        const freeBox = yield* insertMailbox(free)
+        yield* sql`INSERT INTO mail_daily_counters (user_id, day, sent) VALUES (${free.userId}, ${utcDay(new Date())}::date, 98)`
+        const last = yield* Effect.forEach([1, 2], (i) => sending.submit(free.userId, freeBox.mailboxId, message(i)), { concurrency: "unbounded" })
+        expect(last).toHaveLength(2)
+        const refused = yield* Effect.either(sending.submit(free.userId, freeBox.mailboxId, message(3)))
+        expect(Either.isLeft(refused) && refused.left).toMatchObject({
+          code: "SEND_QUOTA",
+          status: 403,
+          details: { window: "day", used: 100, limit: 100, plan: "free" }
+        })
+        expect(yield* counted(free.userId)).toEqual({ today: 100, period: 2, emails: 2 })
+      }))
+
+    it.effect("past the billing period's 100 (free) the next is 403 SEND_QUOTA for the period", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const free = yield* insertUser("free")
+        const box = yield* insertMailbox(free)
+        yield* sql`INSERT INTO usage_counters (user_id, period_start, emails_sent)
+                   SELECT user_id, current_period_start, 100 FROM subscriptions WHERE user_id = ${free.userId}`
+        const refused = yield* Effect.either(sending.submit(free.userId, box.mailboxId, message(1)))
+        expect(Either.isLeft(refused) && refused.left).toMatchObject({
+          code: "SEND_QUOTA",
+          status: 403,
+          details: { window: "period", used: 100, limit: 100, plan: "free" }
+        })
+        expect((yield* counted(free.userId)).emails).toBe(0)
+      }))
+  })
+})
