@@ -80,32 +80,41 @@ const bare = async (sink: MxServer) => {
 
 /** (b) Mailroom: sends over the API, delivered by the mta. */
 const mailroom = async (sink: MxServer) => {
-  const names = await startDnsServer()
-  names.set("sink.test", { MX: [{ preference: 10, exchange: "mx.sink.test" }] })
-  names.set("mx.sink.test", { A: ["127.0.0.1"] })
-  const database = await createDatabase(ADMIN_DATABASE_URL)
-  const prefix = natsPrefix()
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-outbound-"))
-  const qdrant = ROLES === undefined ? undefined : await startFakeQdrant()
-  const env = {
-    DATABASE_URL: database.url,
-    NATS_URL,
-    NATS_PREFIX: prefix,
-    JWT_SECRET: randomBytes(32).toString("hex"),
-    DNS_SERVERS: names.address,
-    OUTBOUND_SMTP_PORT: String(sink.port),
-    ...(qdrant === undefined ? {} : { QDRANT_URL: qdrant.url })
-  }
-  const nodes: Array<Awaited<ReturnType<typeof startServer>>> = []
-  for (const [i, roles] of (ROLES?.split("+") ?? [undefined]).entries()) {
-    const nodeDir = path.join(dataDir, `node${i}`)
-    fs.mkdirSync(nodeDir)
-    // A node without the API answers no /healthz: it is taken as started once spawned.
-    const ready = roles === undefined || roles.split(",").includes("api") ? "healthz" : "none"
-    nodes.push(await startServer({ ...env, DATA_DIR: nodeDir, ...(roles === undefined ? {} : { ROLES: roles }) }, { nodeArgs: SERVER_NODE_ARGS, ready }))
-  }
-  const server = nodes[0]!
+  // Everything made here is undone at the end, in reverse, also when a node fails to start.
+  const cleanups: Array<() => Promise<unknown> | unknown> = []
   try {
+    const names = await startDnsServer()
+    cleanups.push(() => names.close())
+    names.set("sink.test", { MX: [{ preference: 10, exchange: "mx.sink.test" }] })
+    names.set("mx.sink.test", { A: ["127.0.0.1"] })
+    const database = await createDatabase(ADMIN_DATABASE_URL)
+    cleanups.push(() => database.drop())
+    const prefix = natsPrefix()
+    cleanups.push(() => deleteStreams(NATS_URL, prefix))
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-outbound-"))
+    cleanups.push(() => fs.rmSync(dataDir, { recursive: true, force: true }))
+    const qdrant = ROLES === undefined ? undefined : await startFakeQdrant()
+    if (qdrant !== undefined) cleanups.push(() => qdrant.close())
+    const env = {
+      DATABASE_URL: database.url,
+      NATS_URL,
+      NATS_PREFIX: prefix,
+      JWT_SECRET: randomBytes(32).toString("hex"),
+      DNS_SERVERS: names.address,
+      OUTBOUND_SMTP_PORT: String(sink.port),
+      ...(qdrant === undefined ? {} : { QDRANT_URL: qdrant.url })
+    }
+    const nodes: Array<Awaited<ReturnType<typeof startServer>>> = []
+    for (const [i, roles] of (ROLES?.split("+") ?? [undefined]).entries()) {
+      const nodeDir = path.join(dataDir, `node${i}`)
+      fs.mkdirSync(nodeDir)
+      // A node without the API answers no /healthz: it is taken as started once spawned.
+      const ready = roles === undefined || roles.split(",").includes("api") ? "healthz" : "none"
+      const node = await startServer({ ...env, DATA_DIR: nodeDir, ...(roles === undefined ? {} : { ROLES: roles }) }, { nodeArgs: SERVER_NODE_ARGS, ready })
+      cleanups.push(() => node.stop())
+      nodes.push(node)
+    }
+    const server = nodes[0]!
     const senders: Array<{ apiKey: string; mailboxId: string }> = []
     for (let i = 0; i < Math.ceil(MESSAGES / SENDS_PER_KEY); i++) {
       const user = await withApiKey(server.url)
@@ -135,12 +144,7 @@ const mailroom = async (sink: MxServer) => {
     const ended = await waitForCount(sink, before + MESSAGES, 300_000)
     return { accepted: MESSAGES / ((accepted - started) / 1000), delivered: MESSAGES / ((ended - started) / 1000) }
   } finally {
-    for (const node of nodes) await node.stop()
-    await database.drop()
-    await deleteStreams(NATS_URL, prefix)
-    await names.close()
-    await qdrant?.close()
-    fs.rmSync(dataDir, { recursive: true, force: true })
+    for (const cleanup of cleanups.reverse()) await cleanup()
   }
 }
 
