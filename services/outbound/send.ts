@@ -5,7 +5,9 @@
  * email of the sending mailbox (direction `outbound`, label `sent`, in its thread) with one delivery
  * row per recipient, counted against the plan, and one job per recipient domain is on the bus for
  * the mta. If the bus does not take the jobs, the stored send is taken back and the caller is told
- * to retry (503), so an accepted send is never stranded and a refused one never goes out.
+ * to retry (503), so an accepted send is never stranded and a refused one never goes out. Sends
+ * accepted at the same moment share their round trips: their mailboxes are looked up, and the sends
+ * without a key stored, one statement for the lot (group commit, batching.ts).
  *
  * `Idempotency-Key`: the key, the request's fingerprint and the answer are stored last in the
  * transaction that stores the email. A repeat within 24 hours answers the first answer and sends
@@ -173,7 +175,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     /**
      * What goes in the statement storing sent emails, beside them: the raw messages, one delivery row
      * per recipient and the send counters, so that a send is durable in one round trip (store.ts
-     * `alongside`). Each part of the `email` item is an email stored now (none for one stored before).
+     * `alongside`). They join the `email` item, which holds only the emails this statement stored.
      */
     const alongside = (sends: ReadonlyArray<AcceptedSend>) => {
       const raws = inLockOrder(new Map(sends.map((s) => [s.email.rawSha256, s])))
