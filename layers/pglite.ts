@@ -24,6 +24,8 @@ import { pooledClient } from "./postgres.ts"
 export interface PgliteOptions {
   /** Directory that holds the database files (created when missing). */
   readonly dataDir: string
+  /** Statements with parameters run prepared (postgres.ts `PreparingClient`); the default. */
+  readonly preparedStatements?: boolean
 }
 
 const isAlive = (pid: number) => {
@@ -175,7 +177,8 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
       return pooledClient({
         target: { host: socketDir, port: 5432, username: "postgres", database: "postgres" },
         maxConnections: 1,
-        minConnections: 1
+        minConnections: 1,
+        ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements })
       })
     })
   )

@@ -124,5 +124,7 @@ export const layer = (config: AppConfigShape) =>
       Layer.effectDiscard(migrate).pipe(Layer.provideMerge(Postgres.layer({ url, preparedStatements: config.databasePreparedStatements }))),
     // Looked after from the migrations on, so that their tables have statistics from the start.
     onNone: () =>
-      upkept.pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(Pglite.layer({ dataDir: config.dataDir })))
+      upkept.pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(
+        Pglite.layer({ dataDir: config.dataDir, preparedStatements: config.databasePreparedStatements })
+      ))
   })
