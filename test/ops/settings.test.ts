@@ -16,7 +16,8 @@ it("refuses bad operating and outbound settings, naming each, with exit 1", asyn
         SMTP_RELAY_URL: "http://relay.example.com",
         OUTBOUND_SMTP_PORT: "0x19",
         OUTBOUND_RETRY_DELAYS: "1m,soon",
-        DKIM_SELECTOR: "no spaces"
+        DKIM_SELECTOR: "no spaces",
+        DATABASE_PREPARED_STATEMENTS: "maybe"
       },
       stdio: ["ignore", "ignore", "pipe"]
     })
@@ -28,6 +29,7 @@ it("refuses bad operating and outbound settings, naming each, with exit 1", asyn
   expect(code).toBe(1)
   expect(stderr).toBe([
     "mailroom: invalid configuration",
+    `DATABASE_PREPARED_STATEMENTS: Expected a boolean value but received "maybe"`,
     `LOG_FORMAT: Expected one of (pretty, json) but received "xml"`,
     `METRICS_PORT: Expected a network port value but received "99999"`,
     "SMTP_RELAY_URL: Expected smtp://[user:password@]host[:port] or smtps://…",
