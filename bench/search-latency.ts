@@ -6,12 +6,13 @@
  * Setup: a fresh Mailroom (`node --import tsx src/main.ts`, all roles, embedded defaults) registers a
  * user, upgrades it to enterprise through local billing and creates one mailbox over HTTP, then stops.
  * Seeding runs in this process, on the product's own layers (src/database.ts with its migrations, and
- * the pgvector VectorIndex from layers/pgvector-index.ts) against the same data directory: emails and
- * their full-text documents, postings and lexicon (built as the index actor builds them) by multi-row
- * SQL, one vector per email through the collection's `upsert`. The collection's HNSW index is dropped
- * while seeding and built again afterwards by the adapter's own `collection()` (its `CREATE INDEX IF NOT
- * EXISTS`), since inserting into the index costs ~5 ms a vector in PGlite against ~1 ms when built in one
- * go; the build time is printed. Texts are drawn from a Zipf
+ * the pgvector VectorIndex from layers/pgvector-index.ts, in the database where the server keeps it:
+ * a PGlite of its own under DATA_DIR/vectors unless a DATABASE_URL has pgvector) against the same
+ * data directory: emails and their full-text documents, postings and lexicon (built as the index
+ * actor builds them) by multi-row SQL, one vector per email through the collection's `upsert`. The
+ * collection's HNSW index is dropped while seeding and built again afterwards by the adapter's own
+ * `collection()` (its `CREATE INDEX IF NOT EXISTS`), since inserting into the index costs ~5 ms a
+ * vector in PGlite against ~1 ms when built in one go; the build time is printed. Texts are drawn from a Zipf
  * distribution over the ~4,000 English words of the offline model's vocabulary; vectors are clustered
  * (256 centres, each point spread over a 32-dimensional latent subspace plus isotropic noise, unit
  * length), so nearest neighbours mean something. Sizes grow in the same directory (seed 10k, measure,
@@ -44,9 +45,7 @@
  * the data directory; its path is printed). Seeding ends with VACUUM (ANALYZE), which the embedded
  * database's upkeep (src/database.ts; PGlite has no autovacuum) and a PostgreSQL server's autovacuum do
  * within minutes of such a load. With DATABASE_URL (and JWT_SECRET) set, the
- * server and the seeding use that PostgreSQL (give the bench an empty database of its own); without
- * pgvector there the vectors stay in the embedded index under the data directory, where seeding
- * cannot drop the HNSW index first (inserting 10,000 vectors then takes ~5 minutes).
+ * server and the seeding use that PostgreSQL (give the bench an empty database of its own).
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -56,8 +55,9 @@ import * as path from "node:path"
 import { performance } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import { SqlClient } from "@effect/sql"
-import { ConfigProvider, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { ConfigProvider, Context, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import * as PgvectorIndex from "../layers/pgvector-index.ts"
+import * as Pglite from "../layers/pglite.ts"
 import { MODEL } from "../layers/local-embedder.ts"
 import { loadConfig } from "../src/config.ts"
 import * as Database from "../src/database.ts"
@@ -218,8 +218,21 @@ const storeSettings = (dataDir: string): Array<[string, string]> => [
   })
 ]
 
+/** The vector index's own database: the app's PostgreSQL when it has pgvector, else the embedded PGlite the server keeps apart. */
+class VectorsSql extends Context.Tag("bench/VectorsSql")<VectorsSql, SqlClient.SqlClient>() {}
+
+/** pgvector where the server keeps it (src/app.ts `vectorsLayer`), with its database as VectorsSql. */
+const vectorsLayer = (dataDir: string) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const app = yield* SqlClient.SqlClient
+    const beside = process.env.DATABASE_URL !== undefined &&
+      (yield* app`SELECT 1 FROM pg_available_extensions WHERE name = 'vector'`).length > 0
+    const database = beside ? Layer.succeed(SqlClient.SqlClient, app) : Pglite.layer({ dataDir: path.join(dataDir, "vectors") })
+    return Layer.merge(PgvectorIndex.layer, Layer.effect(VectorsSql, SqlClient.SqlClient)).pipe(Layer.provide(database))
+  }))
+
 const storeLayer = (dataDir: string) =>
-  PgvectorIndex.autoLayer({ dataDir, embedded: "allow" }).pipe(
+  vectorsLayer(dataDir).pipe(
     Layer.provideMerge(
       Layer.unwrapEffect(
         loadConfig.pipe(Effect.map(Database.layer), Effect.withConfigProvider(ConfigProvider.fromMap(new Map(storeSettings(dataDir)))))
@@ -231,7 +244,7 @@ const storeLayer = (dataDir: string) =>
 const openStore = (dataDir: string) => {
   const runtime = ManagedRuntime.make(storeLayer(dataDir))
   return {
-    run: <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | VectorIndex>) => runtime.runPromise(effect),
+    run: <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | VectorIndex | VectorsSql>) => runtime.runPromise(effect),
     collection: () => runtime.runPromise(Effect.flatMap(VectorIndex, (index) => index.collection(MODEL, DIMENSIONS))),
     close: () => runtime.dispose()
   }
@@ -253,10 +266,8 @@ const seed = async (store: Store, collection: VectorCollection | undefined, acco
   let rowsMs = 0
   let vectorsMs = 0
   await store.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.all([
-      sql`INSERT INTO blobs (sha256, size, content) VALUES (${RAW_SHA256}, ${RAW.length}, ${RAW}) ON CONFLICT DO NOTHING`,
-      sql`DROP INDEX IF EXISTS ${sql(`${TABLE}_hnsw`)}`
-    ], { discard: true })))
+    sql`INSERT INTO blobs (sha256, size, content) VALUES (${RAW_SHA256}, ${RAW.length}, ${RAW}) ON CONFLICT DO NOTHING`))
+  await store.run(Effect.flatMap(VectorsSql, (sql) => sql`DROP INDEX IF EXISTS ${sql(`${TABLE}_hnsw`)}`))
   for (let start = from; start < to; start += SEED_BATCH) {
     const batch = Array.from({ length: Math.min(SEED_BATCH, to - start) }, (_, k) => emailFor(start + k))
     const t0 = performance.now()
@@ -321,7 +332,7 @@ const seed = async (store: Store, collection: VectorCollection | undefined, acco
     }
   }
   // The pool holds PGlite's one connection, so the setting applies to the build that follows.
-  await store.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SET maintenance_work_mem = '1GB'`))
+  await store.run(Effect.flatMap(VectorsSql, (sql) => sql`SET maintenance_work_mem = '1GB'`))
   const t0 = performance.now()
   const rebuilt = collection === undefined ? undefined : await store.collection()
   const indexMs = performance.now() - t0
@@ -329,6 +340,7 @@ const seed = async (store: Store, collection: VectorCollection | undefined, acco
   // within minutes of a bulk load, at once: their table statistics may not show the load yet.
   const t1 = performance.now()
   await store.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`VACUUM (ANALYZE)`))
+  if (rebuilt !== undefined) await store.run(Effect.flatMap(VectorsSql, (sql) => sql`VACUUM (ANALYZE)`))
   const analyzeMs = performance.now() - t1
   return { rowsMs, vectorsMs, indexMs, analyzeMs, collection: rebuilt }
 }
@@ -338,7 +350,7 @@ const seed = async (store: Store, collection: VectorCollection | undefined, acco
  * settings it makes for `limit` emails: ef_search max(200, 3 x limit) up to 1,000, 3 rows per email.
  */
 const scanFor = (store: Store, namespace: string, limit: number) =>
-  store.run(Effect.flatMap(SqlClient.SqlClient, (sql) => {
+  store.run(Effect.flatMap(VectorsSql, (sql) => {
     const probe = sql`${`[${Array.from(vectorFor(7)).join(",")}]`}::${sql.literal(`vector(${DIMENSIONS})`)}`
     return Effect.zipRight(
       sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(1_000, Math.max(200, limit * 3)))}, true),
@@ -356,8 +368,7 @@ const scanFor = (store: Store, namespace: string, limit: number) =>
 const vectorChecks = async (store: Store, collection: VectorCollection, userId: string, size: number) => {
   const stored = await store.run(collection.count(userId))
   if (stored !== size) throw new Error(`the collection holds ${stored} vectors for the namespace, not ${size}`)
-  // With DATABASE_URL the vectors are in the embedded index, which the app database's EXPLAIN cannot see.
-  for (const limit of process.env.DATABASE_URL === undefined ? [10, VECTOR_CANDIDATES] : []) {
+  for (const limit of [10, VECTOR_CANDIDATES]) {
     const plan = await scanFor(store, userId, limit)
     console.log(`  vector query for ${limit} emails: ${plan.used ? "HNSW index" : "NO index (exact scan)"}: ${plan.scan}`)
   }

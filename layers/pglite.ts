@@ -12,9 +12,9 @@
  * keeps a second process from opening the same data directory (which would corrupt it).
  */
 import { PgClient } from "@effect/sql-pg"
-import type { SqlClient } from "@effect/sql/SqlClient"
+import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schedule } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -168,7 +168,7 @@ const startServer = (dataDir: string) =>
     return { socketDir }
   })
 
-export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | SqlClient, SqlError> =>
+export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError> =>
   Layer.unwrapScoped(
     Effect.gen(function*() {
       const dataDir = path.resolve(options.dataDir, "pglite")
@@ -182,3 +182,89 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
       })
     })
   )
+
+/**
+ * PGlite runs no autovacuum, so the embedded database looks after itself, as autovacuum would:
+ *
+ * - Without VACUUM, the space of updated and deleted rows is never reused (every rate-limit lease,
+ *   label change and delivery record leaves a dead row), so a long-running `npm start` would grow
+ *   without end; and the visibility map is never set, so an index-only scan (the search postings)
+ *   still reads the table for every row it finds, about three times the work.
+ * - Without ANALYZE the planner has no statistics to use the indexes well (the full-text postings,
+ *   the vector index).
+ *
+ * Every minute (and at start) each table is looked at in `pg_stat_user_tables` and vacuumed or
+ * analysed by PostgreSQL's own autovacuum rules (`autovacuumDue`), one table per statement, so the one
+ * connection serves other work between them. A PostgreSQL server does all this itself.
+ */
+const UPKEEP_EVERY = "1 minute"
+
+interface TableActivity {
+  readonly live: number
+  readonly dead: number
+  readonly insertedSinceVacuum: number
+  readonly modifiedSinceAnalyze: number
+  readonly everVacuumed: boolean
+}
+
+/**
+ * What a table is due, by autovacuum's default thresholds: VACUUM past 50 dead rows + 20% of the
+ * table, or 1,000 inserted rows + 20%; ANALYZE past 50 changed rows + 10%. A table that holds rows
+ * but was never vacuumed is vacuumed once (a small table would otherwise wait for 1,000 inserts
+ * before an index-only scan of it skips the table).
+ */
+export const autovacuumDue = (t: TableActivity): "vacuum" | "analyze" | undefined =>
+  t.dead > 50 + 0.2 * t.live || t.insertedSinceVacuum > 1000 + 0.2 * t.live || (!t.everVacuumed && t.live > 0)
+    ? "vacuum"
+    : t.modifiedSinceAnalyze > 50 + 0.1 * t.live
+    ? "analyze"
+    : undefined
+
+/** One pass over the tables: each one due is vacuumed (with ANALYZE) or analysed; what was done is returned. */
+export const upkeep = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const tables = yield* sql<{
+    relation: string
+    live: string | number
+    dead: string | number
+    insertedSinceVacuum: string | number
+    modifiedSinceAnalyze: string | number
+    everVacuumed: boolean
+  }>`
+    SELECT format('%I.%I', schemaname, relname) AS relation, n_live_tup AS live, n_dead_tup AS dead,
+           n_ins_since_vacuum AS inserted_since_vacuum, n_mod_since_analyze AS modified_since_analyze,
+           (last_vacuum IS NOT NULL OR last_autovacuum IS NOT NULL) AS ever_vacuumed
+    FROM pg_stat_user_tables ORDER BY relname`
+  const done: Array<{ readonly table: string; readonly action: "vacuum" | "analyze"; readonly ms: number }> = []
+  for (const row of tables) {
+    const action = autovacuumDue({
+      ...row,
+      live: Number(row.live),
+      dead: Number(row.dead),
+      insertedSinceVacuum: Number(row.insertedSinceVacuum),
+      modifiedSinceAnalyze: Number(row.modifiedSinceAnalyze)
+    })
+    if (action === undefined) continue
+    const started = performance.now()
+    // The name comes quoted from format('%I'): safe as an identifier.
+    yield* sql.unsafe(`${action === "vacuum" ? "VACUUM (ANALYZE)" : "ANALYZE"} ${row.relation}`)
+    done.push({ table: row.relation, action, ms: Math.round(performance.now() - started) })
+  }
+  return done
+})
+
+/**
+ * The upkeep of the PGlite this SqlClient reaches, every minute from when the layer is built: build
+ * it once the tables are there (after the migrations), so that they have statistics from the start.
+ * `what` names the database in the logs.
+ */
+export const upkept = (what: string) => Layer.scopedDiscard(
+  upkeep.pipe(
+    Effect.tap((done) =>
+      done.length === 0 ? Effect.void : Effect.logDebug(`Upkeep of ${what}: ${done.map((d) => `${d.action} ${d.table} ${d.ms} ms`).join(", ")}`)
+    ),
+    Effect.catchAll((error) => Effect.logWarning(`Could not vacuum or analyse ${what}`, error)),
+    Effect.repeat(Schedule.spaced(UPKEEP_EVERY)),
+    Effect.forkScoped
+  )
+)

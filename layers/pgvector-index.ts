@@ -1,10 +1,13 @@
 /**
  * The pgvector VectorIndex: one table per embedding model with an HNSW index (cosine distance).
  *
- * It lives in the app's SQL database when that database has the `vector` extension (PGlite always
- * has it), otherwise in an embedded PGlite of its own under `DATA_DIR/vectors`, which serves a
- * single process only (DESIGN.md §1). Tables are created here rather than by a migration because
- * the extension may be missing and each model has its own dimension.
+ * It lives in the app's PostgreSQL when that database has the `vector` extension, otherwise in an
+ * embedded PGlite of its own under `DATA_DIR/vectors`, which serves a single process only (DESIGN.md
+ * §1). Beside the embedded app database it is always a PGlite of its own (`apartLayer`): a PGlite is
+ * one backend running one statement at a time, so in the app's PGlite a hybrid search's nearest
+ * neighbours would wait for its word ranking; in two they run at once, each on its own thread.
+ * Tables are created here rather than by a migration because the extension may be missing and each
+ * model has its own dimension.
  *
  * Filtered searches (one namespace among many) use pgvector's iterative index scans, so a small
  * namespace still gets its `limit` neighbours instead of whatever survives the filter of the first
@@ -40,52 +43,74 @@ const failed = (what: string) => (cause: SqlError) => {
 
 const literal = (vector: Float32Array) => `[${Array.from(vector).join(",")}]`
 
+const vectorType = (sql: SqlClient.SqlClient, dimensions: number) =>
+  sql.literal(`${dimensions > MAX_VECTOR_DIMENSIONS ? "halfvec" : "vector"}(${dimensions})`)
+
+const hnswIndex = (sql: SqlClient.SqlClient, table: string, dimensions: number) =>
+  sql`CREATE INDEX IF NOT EXISTS ${sql(`${table}_hnsw`)} ON ${sql(table)}
+      USING hnsw (embedding ${sql.literal(dimensions > MAX_VECTOR_DIMENSIONS ? "halfvec_cosine_ops" : "vector_cosine_ops")})`
+
+/** A collection's table with its two indexes, where missing. */
+const createTable = (sql: SqlClient.SqlClient, table: string, dimensions: number) =>
+  Effect.all([
+    sql`
+      CREATE TABLE IF NOT EXISTS ${sql(table)} (
+        email_id   text NOT NULL,
+        chunk      integer NOT NULL,
+        namespace  text NOT NULL,
+        mailbox_id text NOT NULL,
+        domain     text NOT NULL,
+        date       timestamptz NOT NULL,
+        embedding  ${vectorType(sql, dimensions)} NOT NULL,
+        PRIMARY KEY (email_id, chunk)
+      )`,
+    hnswIndex(sql, table, dimensions),
+    sql`CREATE INDEX IF NOT EXISTS ${sql(`${table}_namespace`)} ON ${sql(table)} (namespace, mailbox_id)`
+  ], { discard: true }).pipe(
+    sql.withTransaction,
+    // Concurrent starts may race to create the same table: the loser sees a unique violation.
+    Effect.retry({ times: 2 }),
+    Effect.mapError(failed(`create ${table}`))
+  )
+
+interface Row {
+  readonly emailId: string
+  readonly chunk: number
+  readonly namespace: string
+  readonly mailboxId: string
+  readonly domain: string
+  readonly date: Date
+  /** The vector in pgvector's text form, `[0.1,0.2,…]`. */
+  readonly embedding: string
+}
+
+/** Rows written in one statement, each replacing the one of its email and chunk. */
+const insertRows = (sql: SqlClient.SqlClient, table: string, dimensions: number, rows: ReadonlyArray<Row>) =>
+  sql`
+    INSERT INTO ${sql(table)} (email_id, chunk, namespace, mailbox_id, domain, date, embedding)
+    SELECT email_id, chunk, namespace, mailbox_id, domain, date, embedding::${vectorType(sql, dimensions)}
+    FROM unnest(${rows.map((r) => r.emailId)}::text[], ${rows.map((r) => r.chunk)}::int[],
+                ${rows.map((r) => r.namespace)}::text[], ${rows.map((r) => r.mailboxId)}::text[],
+                ${rows.map((r) => r.domain)}::text[], ${rows.map((r) => r.date)}::timestamptz[],
+                ${rows.map((r) => r.embedding)}::text[])
+      AS p (email_id, chunk, namespace, mailbox_id, domain, date, embedding)
+    ON CONFLICT (email_id, chunk) DO UPDATE SET
+      namespace = EXCLUDED.namespace, mailbox_id = EXCLUDED.mailbox_id, domain = EXCLUDED.domain,
+      date = EXCLUDED.date, embedding = EXCLUDED.embedding`
+
 const makeIndex = (sql: SqlClient.SqlClient, kind: string) =>
   Effect.gen(function*() {
     yield* sql`CREATE EXTENSION IF NOT EXISTS vector`.pipe(Effect.mapError(failed("enable the vector extension")))
 
     const collection = Effect.fn("PgvectorIndex.collection")(function*(model: string, dimensions: number) {
       const table = collectionName(model, dimensions)
-      const half = dimensions > MAX_VECTOR_DIMENSIONS
-      const type = sql.literal(`${half ? "halfvec" : "vector"}(${dimensions})`)
-      const ops = sql.literal(half ? "halfvec_cosine_ops" : "vector_cosine_ops")
-      const create = sql`
-        CREATE TABLE IF NOT EXISTS ${sql(table)} (
-          email_id   text NOT NULL,
-          chunk      integer NOT NULL,
-          namespace  text NOT NULL,
-          mailbox_id text NOT NULL,
-          domain     text NOT NULL,
-          date       timestamptz NOT NULL,
-          embedding  ${type} NOT NULL,
-          PRIMARY KEY (email_id, chunk)
-        )`
-      // Concurrent starts may race to create the same table: the loser sees a unique violation.
-      yield* Effect.all([
-        create,
-        sql`CREATE INDEX IF NOT EXISTS ${sql(`${table}_hnsw`)} ON ${sql(table)} USING hnsw (embedding ${ops})`,
-        sql`CREATE INDEX IF NOT EXISTS ${sql(`${table}_namespace`)} ON ${sql(table)} (namespace, mailbox_id)`
-      ], { discard: true }).pipe(
-        sql.withTransaction,
-        Effect.retry({ times: 2 }),
-        Effect.mapError(failed(`create ${table}`))
-      )
+      const type = vectorType(sql, dimensions)
+      yield* createTable(sql, table, dimensions)
 
       const upsert = (points: ReadonlyArray<VectorPoint>) =>
         Effect.forEach(
           Array.from({ length: Math.ceil(points.length / UPSERT_BATCH) }, (_, i) => points.slice(i * UPSERT_BATCH, (i + 1) * UPSERT_BATCH)),
-          (batch) =>
-            sql`
-              INSERT INTO ${sql(table)} (email_id, chunk, namespace, mailbox_id, domain, date, embedding)
-              SELECT email_id, chunk, namespace, mailbox_id, domain, date, embedding::${type}
-              FROM unnest(${batch.map((p) => p.emailId)}::text[], ${batch.map((p) => p.chunk)}::int[],
-                          ${batch.map((p) => p.namespace)}::text[], ${batch.map((p) => p.mailboxId)}::text[],
-                          ${batch.map((p) => p.domain)}::text[], ${batch.map((p) => p.date)}::timestamptz[],
-                          ${batch.map((p) => literal(p.vector))}::text[])
-                AS p (email_id, chunk, namespace, mailbox_id, domain, date, embedding)
-              ON CONFLICT (email_id, chunk) DO UPDATE SET
-                namespace = EXCLUDED.namespace, mailbox_id = EXCLUDED.mailbox_id, domain = EXCLUDED.domain,
-                date = EXCLUDED.date, embedding = EXCLUDED.embedding`,
+          (batch) => insertRows(sql, table, dimensions, batch.map((p) => ({ ...p, embedding: literal(p.vector) }))),
           { discard: true }
         ).pipe(Effect.mapError(failed(`store vectors in ${table}`)))
 
@@ -164,20 +189,92 @@ export const layer: Layer.Layer<VectorIndex, VectorIndexError, SqlClient.SqlClie
   Effect.flatMap(SqlClient.SqlClient, (sql) => makeIndex(sql, "pgvector"))
 )
 
-/** pgvector in an embedded PGlite of its own under `dataDir/vectors`. */
-export const embeddedLayer = (dataDir: string): Layer.Layer<VectorIndex, VectorIndexError> =>
+/** Rows moved at a time, and the memory a collection's HNSW index is built in after a move. */
+const MOVE_BATCH = 500
+const MOVE_BUILD_MEMORY = "512MB"
+
+/**
+ * The collections an earlier version kept in the app's embedded database, moved into the vector
+ * index's own (`to`) and dropped from `from`, at start, before anything searches. The rows go in
+ * without the HNSW index, which is then built in one go (about five times faster than inserting
+ * into it). The old table is dropped last: a move cut short leaves it where it was, and the next
+ * start moves it again from the beginning.
+ */
+const moveCollections = (from: SqlClient.SqlClient, to: SqlClient.SqlClient) =>
+  Effect.gen(function*() {
+    const tables = yield* from<{ table: string; type: string }>`
+      SELECT c.relname AS table, format_type(a.atttypid, a.atttypmod) AS type
+      FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+      WHERE a.attname = 'embedding' AND NOT a.attisdropped AND c.relkind = 'r'
+        AND c.relnamespace = 'public'::regnamespace AND starts_with(c.relname, 'emails_')
+      ORDER BY c.relname`
+    for (const { table, type } of tables) {
+      const dimensions = Number(/^(?:half)?vec(?:tor)?\((\d+)\)$/.exec(type)?.[1])
+      if (!Number.isInteger(dimensions) || dimensions <= 0) continue
+      const counted = yield* from<{ n: string }>`SELECT count(*) AS n FROM ${from(table)}`
+      yield* Effect.logInfo(`Moving ${Number(counted[0]?.n ?? 0).toLocaleString("en")} vectors (${table}) from the embedded database into the vector index's own, once`)
+      const started = performance.now()
+      yield* createTable(to, table, dimensions)
+      yield* to`DROP INDEX IF EXISTS ${to(`${table}_hnsw`)}`
+      yield* to`TRUNCATE ${to(table)}`
+      // Not in a transaction of `to`: @effect/sql keeps one transaction per fiber whatever the
+      // client, so `from`'s reads would go to `to`'s connection.
+      let after = { emailId: "", chunk: -1 }
+      for (;;) {
+        const rows = yield* from<Row>`
+          SELECT email_id, chunk, namespace, mailbox_id, domain, date, embedding::text AS embedding
+          FROM ${from(table)} WHERE (email_id, chunk) > (${after.emailId}, ${after.chunk})
+          ORDER BY email_id, chunk LIMIT ${MOVE_BATCH}`
+        if (rows.length === 0) break
+        yield* insertRows(to, table, dimensions, rows)
+        after = rows[rows.length - 1]!
+      }
+      yield* Effect.zipRight(
+        to`SET LOCAL maintenance_work_mem = ${to.literal(`'${MOVE_BUILD_MEMORY}'`)}`,
+        hnswIndex(to, table, dimensions)
+      ).pipe(to.withTransaction)
+      // Only now, with every row and the index in place: a move cut short before this point starts
+      // over at the next start (the TRUNCATE above).
+      yield* from`DROP TABLE ${from(table)}`
+      yield* Effect.logInfo(`Moved ${table} in ${((performance.now() - started) / 1000).toFixed(1)} s`)
+    }
+  }).pipe(Effect.catchTag("SqlError", (cause) => Effect.fail(failed("move the vectors out of the embedded database")(cause))))
+
+/**
+ * pgvector in an embedded PGlite of its own under `dataDir/vectors`, looked after as the embedded
+ * database is (PGlite has no autovacuum). With `movingFrom`, the collections that database still
+ * holds move over at start (`moveCollections`).
+ */
+export const embeddedLayer = (
+  dataDir: string,
+  options?: { readonly movingFrom?: SqlClient.SqlClient }
+): Layer.Layer<VectorIndex, VectorIndexError> =>
   Layer.scoped(
     VectorIndex,
     Effect.gen(function*() {
-      const context = yield* Layer.build(Pglite.layer({ dataDir: path.join(dataDir, "vectors") })).pipe(
+      const database = Pglite.upkept("the embedded vector index").pipe(
+        Layer.provideMerge(Pglite.layer({ dataDir: path.join(dataDir, "vectors") }))
+      )
+      const context = yield* Layer.build(database).pipe(
         Effect.mapError((cause) => new VectorIndexError({ message: `Could not open the embedded vector index: ${cause.message}`, cause }))
       )
-      return yield* makeIndex(Context.get(context, SqlClient.SqlClient), "pgvector (embedded)")
+      const sql = Context.get(context, SqlClient.SqlClient)
+      const index = yield* makeIndex(sql, "pgvector (embedded)")
+      if (options?.movingFrom !== undefined) yield* moveCollections(options.movingFrom, sql)
+      return index
     })
   )
 
 /**
- * The app database when it can hold vectors, else the embedded one: what an operator gets without
+ * Beside the embedded app database (the `SqlClient`, a PGlite): the vectors in a PGlite of their
+ * own, so that a hybrid search's two halves run at once (see the top of this file). The
+ * collections an earlier version kept in the app's PGlite move over at start, once.
+ */
+export const apartLayer = (dataDir: string): Layer.Layer<VectorIndex, VectorIndexError, SqlClient.SqlClient> =>
+  Layer.unwrapEffect(Effect.map(SqlClient.SqlClient, (app) => embeddedLayer(dataDir, { movingFrom: app })))
+
+/**
+ * The app's PostgreSQL when it can hold vectors, else the embedded index: what an operator gets without
  * `QDRANT_URL`. A process that shares its work with others (`embedded: "refuse"`) cannot use an
  * index only it can see, and says what to set instead.
  */

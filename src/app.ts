@@ -91,7 +91,9 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
 
 /**
  * Search's outside systems: the embedder (OpenAI with `OPENAI_API_KEY`, else the offline model),
- * the vector index (Qdrant with `QDRANT_URL`, else pgvector), with the current model's collection,
+ * the vector index (Qdrant with `QDRANT_URL`, else pgvector: in the app's PostgreSQL when it has the
+ * extension, else in a PGlite of its own, which it always is beside the embedded database), with the
+ * current model's collection,
  * and the thesaurus (WordNet, read only once a query is expanded).
  */
 export const vectorsLayer = (config: AppConfigShape) => {
@@ -105,7 +107,10 @@ export const vectorsLayer = (config: AppConfigShape) => {
   })
   const index = Option.match(config.qdrantUrl, {
     onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey) }),
-    onNone: () => PgvectorIndex.autoLayer({ dataDir: config.dataDir, embedded: config.allRoles ? "allow" : "refuse" })
+    onNone: () =>
+      Option.isNone(config.databaseUrl)
+        ? PgvectorIndex.apartLayer(config.dataDir)
+        : PgvectorIndex.autoLayer({ dataDir: config.dataDir, embedded: config.allRoles ? "allow" : "refuse" })
   })
   return Layer.merge(Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, index))), WordNet.layer)
 }

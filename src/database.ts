@@ -37,94 +37,13 @@ export const migrate = Migrator.make({})({ loader, table: "mailroom_migrations" 
   )
 )
 
-/**
- * PGlite runs no autovacuum, so the embedded database looks after itself, as autovacuum would:
- *
- * - Without VACUUM, the space of updated and deleted rows is never reused (every rate-limit lease,
- *   label change and delivery record leaves a dead row), so a long-running `npm start` would grow
- *   without end; and the visibility map is never set, so an index-only scan (the search postings)
- *   still reads the table for every row it finds, about three times the work.
- * - Without ANALYZE the planner has no statistics to use the indexes well (the full-text postings,
- *   the vector index).
- *
- * Every minute (and at start) each table is looked at in `pg_stat_user_tables` and vacuumed or
- * analysed by PostgreSQL's own autovacuum rules (`autovacuumDue`), one table per statement, so the one
- * connection serves other work between them. A PostgreSQL server does all this itself.
- */
-const UPKEEP_EVERY = "1 minute"
-
-interface TableActivity {
-  readonly live: number
-  readonly dead: number
-  readonly insertedSinceVacuum: number
-  readonly modifiedSinceAnalyze: number
-  readonly everVacuumed: boolean
-}
-
-/**
- * What a table is due, by autovacuum's default thresholds: VACUUM past 50 dead rows + 20% of the
- * table, or 1,000 inserted rows + 20%; ANALYZE past 50 changed rows + 10%. A table that holds rows
- * but was never vacuumed is vacuumed once (a small table would otherwise wait for 1,000 inserts
- * before an index-only scan of it skips the table).
- */
-export const autovacuumDue = (t: TableActivity): "vacuum" | "analyze" | undefined =>
-  t.dead > 50 + 0.2 * t.live || t.insertedSinceVacuum > 1000 + 0.2 * t.live || (!t.everVacuumed && t.live > 0)
-    ? "vacuum"
-    : t.modifiedSinceAnalyze > 50 + 0.1 * t.live
-    ? "analyze"
-    : undefined
-
-/** One pass over the tables: each one due is vacuumed (with ANALYZE) or analysed; what was done is returned. */
-export const upkeep = Effect.gen(function*() {
-  const sql = yield* SqlClient.SqlClient
-  const tables = yield* sql<{
-    relation: string
-    live: string | number
-    dead: string | number
-    insertedSinceVacuum: string | number
-    modifiedSinceAnalyze: string | number
-    everVacuumed: boolean
-  }>`
-    SELECT format('%I.%I', schemaname, relname) AS relation, n_live_tup AS live, n_dead_tup AS dead,
-           n_ins_since_vacuum AS inserted_since_vacuum, n_mod_since_analyze AS modified_since_analyze,
-           (last_vacuum IS NOT NULL OR last_autovacuum IS NOT NULL) AS ever_vacuumed
-    FROM pg_stat_user_tables ORDER BY relname`
-  const done: Array<{ readonly table: string; readonly action: "vacuum" | "analyze"; readonly ms: number }> = []
-  for (const row of tables) {
-    const action = autovacuumDue({
-      ...row,
-      live: Number(row.live),
-      dead: Number(row.dead),
-      insertedSinceVacuum: Number(row.insertedSinceVacuum),
-      modifiedSinceAnalyze: Number(row.modifiedSinceAnalyze)
-    })
-    if (action === undefined) continue
-    const started = performance.now()
-    // The name comes quoted from format('%I'): safe as an identifier.
-    yield* sql.unsafe(`${action === "vacuum" ? "VACUUM (ANALYZE)" : "ANALYZE"} ${row.relation}`)
-    done.push({ table: row.relation, action, ms: Math.round(performance.now() - started) })
-  }
-  return done
-})
-
-const upkept = Layer.scopedDiscard(
-  upkeep.pipe(
-    Effect.tap((done) =>
-      done.length === 0 ? Effect.void : Effect.logDebug(`Embedded database upkeep: ${done.map((d) => `${d.action} ${d.table} ${d.ms} ms`).join(", ")}`)
-    ),
-    Effect.catchAll((error) => Effect.logWarning("Could not vacuum or analyse the embedded database", error)),
-    Effect.repeat(Schedule.spaced(UPKEEP_EVERY)),
-    Effect.forkScoped
-  )
-)
-
 export const layer = (config: AppConfigShape) =>
   Option.match(config.databaseUrl, {
     onSome: (url) =>
       Layer.effectDiscard(migrate).pipe(Layer.provideMerge(Postgres.layer({ url, preparedStatements: config.databasePreparedStatements }))),
     // Looked after from the migrations on, so that their tables have statistics from the start.
     onNone: () =>
-      upkept.pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(
+      Pglite.upkept("the embedded database").pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(
         Pglite.layer({ dataDir: config.dataDir, preparedStatements: config.databasePreparedStatements })
       ))
   })

@@ -1,7 +1,8 @@
 /**
  * The embedded database in its own thread (layers/pglite.ts): a data directory another live process
  * holds is refused, naming that process; a damaged one stops the start with PGlite's reason; a clean
- * stop closes the database and leaves nothing behind (no lock, no socket directory), so the next start
+ * stop closes the database and the vector index's PGlite beside it and leaves nothing behind (no lock,
+ * no socket directory), so the next start
  * opens it. (That the data itself survives a restart is test/api/restart.test.ts.)
  * Embedded mode only: with DATABASE_URL there is no PGlite to test.
  */
@@ -71,10 +72,12 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
     const first = await startServer({ DATA_DIR: dir })
     const user = await withApiKey(first.url)
     const pid = first.process.pid!
-    expect(socketDirsOf(pid)).toHaveLength(1)
+    // The database and, beside it, the vector index's own (layers/pgvector-index.ts `apartLayer`).
+    expect(socketDirsOf(pid)).toHaveLength(2)
     expect(await first.stop()).toBe(0)
     expect(first.output()).not.toMatch(/did not close cleanly/)
     expect(fs.existsSync(path.join(dir, "mailroom.lock"))).toBe(false)
+    expect(fs.existsSync(path.join(dir, "vectors", "mailroom.lock"))).toBe(false)
     expect(socketDirsOf(pid)).toHaveLength(0)
 
     const second = await startServer({ DATA_DIR: dir })

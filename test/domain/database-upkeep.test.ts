@@ -1,12 +1,12 @@
 /**
- * The embedded database's upkeep (src/database.ts): PGlite runs no autovacuum, so the app vacuums
+ * The embedded database's upkeep (layers/pglite.ts): PGlite runs no autovacuum, so the app vacuums
  * and analyses each table by autovacuum's own rules. In process, on the embedded database only (a
  * PostgreSQL server's autovacuum would race the assertions, and the app leaves it to the server).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { autovacuumDue, upkeep } from "../../src/database.ts"
+import { autovacuumDue, upkeep } from "../../layers/pglite.ts"
 import { testDatabase } from "../support/database.ts"
 import { mode } from "../support/services.ts"
 import { sleep } from "../support/wait.ts"

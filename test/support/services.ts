@@ -54,11 +54,16 @@ export interface TestDataDir {
   readonly remove: () => void
 }
 
-/** A fresh DATA_DIR; in embedded mode it starts from the initialised PGlite made by global-setup. */
+/**
+ * A fresh DATA_DIR; in embedded mode its two PGlites (the database, and the vector index beside it)
+ * start from the initialised one made by global-setup.
+ */
 export const createDataDir = (): TestDataDir => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-data-"))
   const template = process.env.MAILROOM_TEST_PGLITE_TEMPLATE
-  if (template && fs.existsSync(template)) fs.cpSync(template, path.join(dir, "pglite"), { recursive: true })
+  if (template && fs.existsSync(template)) {
+    for (const target of ["pglite", path.join("vectors", "pglite")]) fs.cpSync(template, path.join(dir, target), { recursive: true })
+  }
   return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
 }
 
