@@ -222,7 +222,7 @@ const storeSettings = (dataDir: string): Array<[string, string]> => [
 class VectorsSql extends Context.Tag("bench/VectorsSql")<VectorsSql, SqlClient.SqlClient>() {}
 
 /** pgvector where the server keeps it (src/app.ts `vectorsLayer`), with its database as VectorsSql. */
-const vectorsLayer = (dataDir: string) =>
+const vectorIndexLayer = (dataDir: string) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const app = yield* SqlClient.SqlClient
     const beside = process.env.DATABASE_URL !== undefined &&
@@ -232,7 +232,7 @@ const vectorsLayer = (dataDir: string) =>
   }))
 
 const storeLayer = (dataDir: string) =>
-  vectorsLayer(dataDir).pipe(
+  vectorIndexLayer(dataDir).pipe(
     Layer.provideMerge(
       Layer.unwrapEffect(
         loadConfig.pipe(Effect.map(Database.layer), Effect.withConfigProvider(ConfigProvider.fromMap(new Map(storeSettings(dataDir)))))

@@ -43,3 +43,35 @@ layer(testDatabase, { timeout: "60 seconds" })("Ranker", (it) => {
       expect(yield* ranker.rank("usr_1", "disk full", "text", ["mbx_other"], { ...BASELINE_RANKING, feedback: { documents: 2, terms: 5, weight: 0.5 } })).toEqual([])
     }).pipe(Effect.provide(rankerAndIndexer)))
 })
+
+const reports = [
+  ["eml_1", "Quarterly report", "The report is attached, with the budget."],
+  ["eml_2", "Report draft", "A draft of the report and the budget."],
+  ["eml_3", "Report review", "Please review the report and its budget."],
+  ["eml_10", "Budget", "The budget for next year."],
+  ...otherTopics
+] as const
+
+layer(testDatabase, { timeout: "60 seconds" })("Ranker, common words", (it) => {
+  it.effect("a word in more than the common share of the mail is not read beside a rarer one, unless it is all the query has or under the floor", () =>
+    Effect.gen(function*() {
+      yield* indexedMail(reports)
+      const ranker = yield* Ranker
+      const found = (query: string, common = DEFAULT_RANKING.common) =>
+        Effect.map(ranker.rank("usr_1", query, "text", undefined, { ...DEFAULT_RANKING, common }), (ranked) => ranked.map((r) => r.emailId))
+      // "report" is in 3 of 10 emails: within a third, read by default.
+      expect(DEFAULT_RANKING.common.share).toBeCloseTo(1 / 3)
+      const both = yield* found("attached report")
+      expect(both[0]).toBe("eml_1")
+      expect(both.sort()).toEqual(["eml_1", "eml_2", "eml_3"])
+      // Past a share of a fifth (2 emails) it is common: only the rarer word is read.
+      expect(yield* found("attached report", { share: 0.2, floor: 0 })).toEqual(["eml_1"])
+      // Unless it is all the query has,
+      expect((yield* found("report", { share: 0.2, floor: 0 })).sort()).toEqual(["eml_1", "eml_2", "eml_3"])
+      // or the namespace is small enough that the floor keeps it.
+      expect((yield* found("attached report", { share: 0.2, floor: 3 })).sort()).toEqual(["eml_1", "eml_2", "eml_3"])
+      // Past a third it is common whatever the share and the floor: "budget" is in 4 of 10.
+      expect(yield* found("attached budget", { share: 1, floor: 100 })).toEqual(["eml_1"])
+      expect((yield* found("budget")).sort()).toEqual(["eml_1", "eml_10", "eml_2", "eml_3"])
+    }).pipe(Effect.provide(rankerAndIndexer)))
+})
