@@ -73,14 +73,8 @@ const createTable = (sql: SqlClient.SqlClient, table: string, dimensions: number
     Effect.mapError(failed(`create ${table}`))
   )
 
-interface Row {
-  readonly emailId: string
-  readonly chunk: number
-  readonly namespace: string
-  readonly mailboxId: string
-  readonly domain: string
-  readonly date: Date
-  /** The vector in pgvector's text form, `[0.1,0.2,…]`. */
+/** A point as a row: its vector in pgvector's text form, `[0.1,0.2,…]`. */
+interface Row extends Omit<VectorPoint, "vector"> {
   readonly embedding: string
 }
 

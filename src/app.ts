@@ -93,8 +93,7 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
  * Search's outside systems: the embedder (OpenAI with `OPENAI_API_KEY`, else the offline model),
  * the vector index (Qdrant with `QDRANT_URL`, else pgvector: in the app's PostgreSQL when it has the
  * extension, else in a PGlite of its own, which it always is beside the embedded database), with the
- * current model's collection,
- * and the thesaurus (WordNet, read only once a query is expanded).
+ * current model's collection, and the thesaurus (WordNet, read only once a query is expanded).
  */
 export const vectorsLayer = (config: AppConfigShape) => {
   const embedder = Option.match(config.openaiApiKey, {
