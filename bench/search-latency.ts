@@ -43,7 +43,7 @@
  * Settings: BENCH_SIZES ("10000,100000", ascending), BENCH_QUERIES (200), BENCH_REPEATS (2),
  * BENCH_RECALL_QUERIES (50; an exact search of 100k vectors takes seconds in PGlite), BENCH_KEEP (keep
  * the data directory; its path is printed). Seeding ends with VACUUM (ANALYZE), which the embedded
- * database's upkeep (src/database.ts; PGlite has no autovacuum) and a PostgreSQL server's autovacuum do
+ * database's upkeep (layers/pglite.ts; PGlite has no autovacuum) and a PostgreSQL server's autovacuum do
  * within minutes of such a load. With DATABASE_URL (and JWT_SECRET) set, the
  * server and the seeding use that PostgreSQL (give the bench an empty database of its own).
  */
@@ -336,7 +336,7 @@ const seed = async (store: Store, collection: VectorCollection | undefined, acco
   const t0 = performance.now()
   const rebuilt = collection === undefined ? undefined : await store.collection()
   const indexMs = performance.now() - t0
-  // What the embedded database's upkeep (src/database.ts) and a PostgreSQL server's autovacuum do
+  // What the embedded database's upkeep (layers/pglite.ts) and a PostgreSQL server's autovacuum do
   // within minutes of a bulk load, at once: their table statistics may not show the load yet.
   const t1 = performance.now()
   await store.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`VACUUM (ANALYZE)`))
