@@ -29,6 +29,7 @@ import { Outbound } from "../services/outbound/send.ts"
 import { OutboundSettings } from "../services/outbound/settings.ts"
 import { EventRecorderLive } from "../services/events/recorder.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
+import { WebhookSubscriptions } from "../services/webhooks/subscriptions.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
 import * as DnsResolver from "../layers/dns.ts"
 import * as LocalBilling from "../layers/local-billing.ts"
@@ -218,9 +219,9 @@ const stagesLayer = (config: AppConfigShape) => {
 
 /** Storage, the bus, settings and DependencyHealth: what the roles and the operator's commands share. */
 export const infrastructureLayer = (config: AppConfigShape) =>
-  // One Principals and one RecipientDirectory per process: a change applied by any service reaches
-  // the cache requests (and RCPTs) read.
-  Layer.merge(Principals.Default, RecipientDirectory.Default).pipe(
+  // One Principals, RecipientDirectory and WebhookSubscriptions per process: a change applied by any
+  // service reaches the cache requests, RCPTs and the webhook actor read.
+  Layer.mergeAll(Principals.Default, RecipientDirectory.Default, WebhookSubscriptions.Default).pipe(
     Layer.provideMerge(Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config))),
     Layer.provideMerge(Database.layer(config)),
     Layer.provideMerge(DependencyHealth.Default)

@@ -13,6 +13,8 @@
  *   slow or down holds at most `MAX_IN_FLIGHT_PER_ENDPOINT` deliveries in this process. Its further
  *   events wait on the bus (the handler asks for the event again later) instead of taking the slots
  *   other endpoints' events need.
+ * - Which endpoints an event goes to is kept per account in each process (subscriptions.ts), so an
+ *   event of an account without endpoints costs no statement.
  * - Every attempt re-reads the endpoint, so a deactivation, a new URL or a rotated secret applies to
  *   the next attempt, and re-resolves the host (DNS rebinding, see targets.ts).
  */
@@ -20,12 +22,12 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Data, Duration, Effect, Either, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { groupCommit } from "../batching.ts"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
 import { BusEvent, type DeliveryStatus, isEventKind } from "./schemas.ts"
 import { signingHeaders } from "./signatures.ts"
+import { WebhookSubscriptions } from "./subscriptions.ts"
 import { type ResolvedTarget, WebhookTargets } from "./targets.ts"
 import { recordAttempt } from "./metrics.ts"
 
@@ -88,29 +90,8 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
     const sql = yield* SqlClient.SqlClient
     const targets = yield* WebhookTargets
     const transport = yield* WebhookTransport
+    const subscriptions = yield* WebhookSubscriptions
     const inFlight = new Map<string, number>()
-
-    /**
-     * The endpoints subscribed to each event being dispatched at once, asked together: one statement
-     * for a burst of events (group commit, batching.ts), where most accounts subscribe to none.
-     */
-    const subscribedTo = yield* groupCommit({
-      maxBatch: 64,
-      parallel: 2,
-      run: (events: ReadonlyArray<{ readonly namespace: string; readonly kind: string }>) =>
-        sql<{ idx: string; id: string }>`
-          SELECT c.idx, w.id
-          FROM unnest(${events.map((e) => e.namespace)}::text[], ${events.map((e) => e.kind)}::text[]) WITH ORDINALITY AS c(user_id, kind, idx)
-          JOIN webhooks w ON w.user_id = c.user_id AND w.active AND c.kind = ANY(w.events)
-          ORDER BY c.idx, w.id`.pipe(
-          Effect.map((rows) => {
-            const byEvent = events.map((): Array<{ id: string }> => [])
-            for (const row of rows) byEvent[Number(row.idx) - 1]!.push({ id: row.id })
-            return byEvent
-          })
-        )
-    })
-    const subscribed = (namespace: string, kind: string) => subscribedTo({ namespace, kind })
 
     const current = (webhookId: string) =>
       sql<Endpoint>`SELECT id, url, secret, active FROM webhooks WHERE id = ${webhookId}`.pipe(Effect.map((rows) => rows[0]))
@@ -222,7 +203,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
     /** One event: every subscribed endpoint, side by side. Fails (and the bus retries) if any could not finish. */
     const dispatch = (event: BusEvent, eventId: string): Effect.Effect<void, SqlError | EndpointsBusy> =>
       Effect.gen(function*() {
-        const endpoints = yield* subscribed(event.namespace, event.event)
+        const endpoints = yield* subscriptions.endpoints(event.namespace, event.event)
         if (endpoints.length === 0) return
         // Exactly SPEC's payload: the event, its time and its data (not whose it is: the receiver knows).
         const body = JSON.stringify({ event: event.event, timestamp: event.timestamp, data: event.data })

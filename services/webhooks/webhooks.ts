@@ -8,6 +8,7 @@
  * - The plan caps the number of endpoints (free 1, pro 25, enterprise unlimited); creates of one
  *   user are serialised on the user's row, so two at once cannot both take the last slot.
  * - Someone else's webhook is answered as not found.
+ * - A change is told to every process's WebhookSubscriptions before it is answered.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -27,6 +28,7 @@ import type {
   WebhookSortField
 } from "./schemas.ts"
 import { generateSecret, maskSecret } from "./signatures.ts"
+import { WebhookSubscriptions } from "./subscriptions.ts"
 import { type TargetRefused, WebhookTargets } from "./targets.ts"
 
 
@@ -88,6 +90,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const targets = yield* WebhookTargets
+    const subscriptions = yield* WebhookSubscriptions
 
     const checkUrl = (url: string) => Effect.mapError(targets.validate(url.trim()), urlProblem)
 
@@ -122,6 +125,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
     const create = Effect.fn("Webhooks.create")(function*(owner: { readonly userId: string; readonly plan: Plan }, input: CreateWebhookInput) {
       yield* checkUrl(input.url)
       const row = yield* insert(owner, input, input.secret ?? generateSecret())
+      yield* subscriptions.changed(owner.userId)
       return { ...toWebhook(row), secret: row.secret } satisfies CreatedWebhook
     })
 
@@ -169,12 +173,14 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         RETURNING ${sql.literal(columns)}`
       const row = rows[0]
       if (!row) return yield* notFound(webhookId)
+      yield* subscriptions.changed(userId)
       return (input.secret !== undefined ? { ...toWebhook(row), secret: row.secret } : toWebhook(row)) satisfies UpdatedWebhook
     })
 
     const remove = Effect.fn("Webhooks.remove")(function*(userId: string, webhookId: string) {
       const rows = yield* sql<{ id: string }>`DELETE FROM webhooks WHERE id = ${webhookId} AND user_id = ${userId} RETURNING id`
       if (rows.length === 0) return yield* notFound(webhookId)
+      yield* subscriptions.changed(userId)
       return { message: `Webhook ${webhookId} deleted` }
     })
 

@@ -5,8 +5,12 @@
  * Deliveries are test/webhooks' subject.
  */
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Clock, Context, Effect, Either, Layer, Schedule } from "effect"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { CreateWebhookInput } from "../../services/webhooks/schemas.ts"
+import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { WebhookSettings, WebhookTargets } from "../../services/webhooks/targets.ts"
 import { Webhooks } from "../../services/webhooks/webhooks.ts"
 import { decodeBody } from "../../src/http/surface.ts"
@@ -25,7 +29,10 @@ dns.records.down.add("flaky.example.com")
 const webhooksWith = (allowPrivate: boolean) =>
   Webhooks.Default.pipe(
     Layer.provide(WebhookTargets.Default),
-    Layer.provide(Layer.merge(dns.layer, Layer.succeed(WebhookSettings, { allowPrivate })))
+    Layer.provide(Layer.merge(dns.layer, Layer.succeed(WebhookSettings, { allowPrivate }))),
+    Layer.provideMerge(WebhookSubscriptions.Default),
+    Layer.provideMerge(MemoryBus.layer),
+    Layer.provide(DependencyHealth.Default)
   )
 
 const HOOK_URL = "https://hooks.example.com/mailroom"
@@ -232,6 +239,51 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           webhooks: [],
           meta: { total: 3, limit: 5, offset: 9, hasMore: false }
         })
+      }))
+    it.scoped("the webhook actor's view of an account's endpoints follows every create, update and delete: at once here, and over the bus in another process", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const here = yield* WebhookSubscriptions
+        // Another process's view: its own cache, hearing this one's changes on the bus.
+        const there = Context.get(yield* Layer.build(WebhookSubscriptions.Default), WebhookSubscriptions)
+        const owner = yield* insertUser("pro")
+        const subscribed = (kind: string) => Effect.all([here.endpoints(owner.userId, kind), there.endpoints(owner.userId, kind)])
+        /** This view at once; the other within the second promised (the bus takes a moment). */
+        const both = (kind: string, expected: ReadonlyArray<{ id: string }>) =>
+          Effect.gen(function*() {
+            expect(yield* here.endpoints(owner.userId, kind)).toEqual(expected)
+            const heard = yield* there.endpoints(owner.userId, kind).pipe(
+              Effect.filterOrFail((found) => JSON.stringify(found) === JSON.stringify(expected)),
+              Effect.retry(Schedule.spaced("10 millis").pipe(Schedule.upTo("1 second"))),
+              Effect.either,
+              // Wall-clock waits: the suite's TestClock would never move on.
+              Effect.withClock(Clock.make())
+            )
+            expect(heard).toEqual(Either.right(expected))
+          })
+        expect(yield* subscribed("email.received")).toEqual([[], []])
+
+        // What the views keep is not asked again: a row written behind their back is not seen.
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`INSERT INTO webhooks (id, user_id, url, events, secret) VALUES ('whk_unseen', ${owner.userId}, ${HOOK_URL}, '{email.received}', 'whsec_unseen-secret-value')`
+        expect(yield* subscribed("email.received")).toEqual([[], []])
+        yield* sql`DELETE FROM webhooks WHERE id = 'whk_unseen'`
+
+        const created = yield* create(owner, { url: HOOK_URL, events: ["email.received"] })
+        yield* both("email.received", [{ id: created.webhook_id }])
+        expect(yield* subscribed("email.processed")).toEqual([[], []])
+
+        yield* webhooks.update(owner.userId, created.webhook_id, { events: ["email.processed"] })
+        yield* both("email.processed", [{ id: created.webhook_id }])
+        yield* both("email.received", [])
+
+        yield* webhooks.update(owner.userId, created.webhook_id, { active: false })
+        yield* both("email.processed", [])
+        yield* webhooks.update(owner.userId, created.webhook_id, { active: true })
+        yield* both("email.processed", [{ id: created.webhook_id }])
+
+        yield* webhooks.remove(owner.userId, created.webhook_id)
+        yield* both("email.processed", [])
       }))
   })
 

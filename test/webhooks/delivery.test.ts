@@ -15,11 +15,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { components } from "../../packages/client/src/fetch-client.ts"
 import { verifyWebhook } from "../../services/webhooks/signatures.ts"
 import { upgrade } from "../support/billing.ts"
+import { type FakeQdrant, startFakeQdrant } from "../support/fake-qdrant.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { type Received, type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { mode } from "../support/services.ts"
 import { withKey, withToken } from "../support/typed-client.ts"
-import { until } from "../support/wait.ts"
+import { sleep, until } from "../support/wait.ts"
 
 interface Certificate {
   readonly key: Buffer
@@ -373,4 +375,59 @@ describe("crash safety", () => {
     expect(log.data).toHaveLength(1)
     expect(log.data[0]?.status).toBe("succeeded")
   }, 90_000)
+})
+
+describe.skipIf(mode !== "postgres")("an API node and a worker node", () => {
+  let pair: Backend
+  let qdrant: FakeQdrant
+  let api: Server
+  let worker: Server
+
+  beforeAll(async () => {
+    pair = await createBackend({ forcePostgres: true })
+    // A node of a cluster needs a vector index every node shares; this PostgreSQL has no pgvector.
+    qdrant = await startFakeQdrant()
+    const nodeEnv = { ...pair.env, ...env, QDRANT_URL: qdrant.url }
+    // Migrate once, then start the worker (it serves nothing to wait for: events wait for it on the bus).
+    api = await startServer({ ...nodeEnv, ROLES: "api" })
+    worker = await startServer({ ...nodeEnv, ROLES: "worker" }, { ready: "none" })
+  })
+
+  afterAll(async () => {
+    await Promise.all([api, worker].filter((node) => node !== undefined).map((node) => node.stop()))
+    await qdrant?.close()
+    await pair?.dispose()
+  })
+
+  it("endpoints created or changed on the API node receive the worker's very next event (the worker keeps an account's endpoints)", async () => {
+    const box = await newBox(api.url)
+    await upgrade(api.url, box.user.apiKey, "pro")
+    const caller = withKey(api.url, box.user)
+    const newHook = async () => {
+      const path = `/${fresh("hook")}`
+      const reply = await caller.POST("/v1/api/webhooks", { body: { url: `${receiver.url}${path}`, events: ["api_key.created"] } })
+      expect(reply.response.status).toBe(201)
+      return { id: reply.data!.data.webhook_id, path }
+    }
+    const newKey = async () => expect((await withToken(api.url, box.user).POST("/v1/api-keys", { body: { name: "k" } })).response.status).toBe(201)
+
+    // The worker looks the account's endpoints up for this event, and keeps them.
+    const first = await newHook()
+    await newKey()
+    await receiver.waitFor(first.path, 1)
+
+    // A second endpoint, made on the other node: the next event reaches both.
+    const second = await newHook()
+    await newKey()
+    await receiver.waitFor(first.path, 2)
+    await receiver.waitFor(second.path, 1)
+
+    // Deactivated there: the next event reaches only the first (each event's deliveries run side by side).
+    const paused = await caller.PATCH("/v1/api/webhooks/{id}", { ...webhookPath(second.id), body: { active: false } })
+    expect(paused.response.status).toBe(200)
+    await newKey()
+    await receiver.waitFor(first.path, 3)
+    await sleep(300)
+    expect(receiver.received(second.path)).toHaveLength(1)
+  }, 60_000)
 })
