@@ -10,6 +10,12 @@
  * algorithm (see layers/smtp-transport.ts). (b) is timed from the first send to the
  * last message at the sink, so it counts acceptance, storage, signing, the bus and delivery.
  *
+ * Beside the rates it prints the PostgreSQL transactions (b) made per send (pg_stat_database of its
+ * database, from the first send until the statistics caught up after the last delivery: storing,
+ * delivering, events and what indexing had done by then). Each statement outside a transaction is
+ * one, so it counts the round trips a send costs the database, a figure that does not move with the
+ * machine's noise as the rates do.
+ *
  * Targets: (b) delivers >= 500 messages/s and >= 0.3 x (a).
  * Exit status: 0 when both pass, 2 when a target is missed, 1 when the run is invalid.
  * Settings: BENCH_MESSAGES (default 1000); BENCH_SERVER_NODE_ARGS (node flags for the server, e.g.
@@ -25,6 +31,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
+import pg from "pg"
 import { upgrade } from "../test/support/billing.ts"
 import { startDnsServer } from "../test/support/dns-server.ts"
 import { startFakeQdrant } from "../test/support/fake-qdrant.ts"
@@ -33,6 +40,7 @@ import { newBox } from "../test/support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../test/support/mx-server.ts"
 import { startServer } from "../test/support/process.ts"
 import { createDatabase, deleteStreams, natsPrefix } from "../test/support/services.ts"
+import { sleep } from "../test/support/wait.ts"
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 1000)
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
@@ -45,6 +53,25 @@ const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").f
 const ROLES = process.env.BENCH_ROLES
 
 const body = (i: number) => ({ to: [`reader${i}@sink.test`], subject: `Bench message ${i}`, text: `Hello number ${i}.\n`.repeat(20) })
+
+/**
+ * Transactions committed and rolled back in the database at `url` so far. A backend reports its
+ * counts when it goes idle, at most every 10 s (PostgreSQL's PGSTAT_IDLE_INTERVAL), so a reading taken
+ * right after work lags it by up to that.
+ */
+const transactions = async (url: string) => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ n: string }>(
+      "SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()"
+    )
+    return Number(rows[0]?.n ?? 0)
+  } finally {
+    await client.end()
+  }
+}
+const STATS_LAG_MS = 11_000
 
 const waitForCount = async (sink: MxServer, count: number, timeoutMs: number) => {
   await sink.waitFor(count, timeoutMs)
@@ -122,6 +149,9 @@ const mailroom = async (sink: MxServer) => {
       const box = await newBox(server.url, { user })
       senders.push({ apiKey: user.apiKey, mailboxId: box.mailboxId })
     }
+    // The set-up's counts reach the statistics first, so that only the sends' are counted below.
+    await sleep(STATS_LAG_MS)
+    const transactionsBefore = await transactions(database.url)
     const before = sink.delivered().length
     const started = performance.now()
     let next = 0
@@ -142,7 +172,10 @@ const mailroom = async (sink: MxServer) => {
     const accepted = performance.now()
     if (refused > 0) throw new Error(`${refused} sends were refused`)
     const ended = await waitForCount(sink, before + MESSAGES, 300_000)
-    return { accepted: MESSAGES / ((accepted - started) / 1000), delivered: MESSAGES / ((ended - started) / 1000) }
+    await sleep(STATS_LAG_MS)
+    // Less the two statistics reads themselves.
+    const perSend = (await transactions(database.url) - transactionsBefore - 2) / MESSAGES
+    return { accepted: MESSAGES / ((accepted - started) / 1000), delivered: MESSAGES / ((ended - started) / 1000), perSend }
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup()
   }
@@ -156,6 +189,7 @@ const main = async () => {
     console.log(`(a) bare nodemailer pool:  ${a.toFixed(0)} msgs/s delivered`)
     const b = await mailroom(sink)
     console.log(`(b) Mailroom send + mta:   ${b.accepted.toFixed(0)} msgs/s accepted, ${b.delivered.toFixed(0)} msgs/s delivered`)
+    console.log(`    PostgreSQL transactions per send: ${b.perSend.toFixed(2)}`)
     const ratio = b.delivered / a
     const fast = b.delivered >= 500
     const close = ratio >= 0.3
