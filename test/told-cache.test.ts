@@ -76,6 +76,23 @@ describe("ToldCache", () => {
       }
     }))
 
+  it.scoped("ignores a change message it cannot read, and still hears the next one", () =>
+    Effect.gen(function*() {
+      const bus = smallBus()
+      const database = yield* Ref.make(new Map([["k1", value("ada", 1)]]))
+      const node = yield* cacheOn(bus, database)
+      yield* node.get("k1")
+      const changedSubject = "signals.test.changed"
+      const busShape = yield* Effect.provide(Bus, bus.layer)
+      for (const bad of ["not json", "null", "[]", JSON.stringify({ userId: 7 }), JSON.stringify({})]) {
+        yield* busShape.broadcast(changedSubject, new TextEncoder().encode(bad))
+      }
+      yield* Ref.set(database, new Map([["k1", value("ada", 2)]]))
+      expect((yield* node.get("k1")).pipe(Option.map((v) => v.version))).toEqual(Option.some(1))
+      yield* busShape.broadcast(changedSubject, new TextEncoder().encode(JSON.stringify({ userId: "ada" })))
+      expect((yield* node.get("k1")).pipe(Option.map((v) => v.version))).toEqual(Option.some(2))
+    }))
+
   it.scoped("keeps nothing for a key the lookup did not find, nor what a lookup read while a change was applied", () =>
     Effect.gen(function*() {
       const bus = smallBus()

@@ -57,6 +57,16 @@ interface Entry<V> {
   readonly fetchedAt: number
 }
 
+/** The owner a change message names; nothing for anything else, which is ignored. */
+const ownerIn = (data: Uint8Array): string | undefined => {
+  try {
+    const change = decodeJson(data) as { readonly userId?: unknown } | null
+    return typeof change?.userId === "string" ? change.userId : undefined
+  } catch {
+    return undefined
+  }
+}
+
 export const makeToldCache = <V>(options: {
   /** Names the bus subjects: `signals.<name>.changed` and `signals.<name>.beat.<node>`. */
   readonly name: string
@@ -104,8 +114,8 @@ export const makeToldCache = <V>(options: {
 
     yield* bus.listen(changedSubject, (message) =>
       Effect.sync(() => {
-        const change = decodeJson(message.data) as { readonly userId?: unknown }
-        if (typeof change.userId === "string") dropOwner(change.userId)
+        const owner = ownerIn(message.data)
+        if (owner !== undefined) dropOwner(owner)
       }))
     // Only a node that uses the cache beats, from its first look-up on.
     yield* bus.listen(beatSubject, () => Effect.sync(() => heardBeat(Date.now())))
@@ -148,12 +158,13 @@ export const makeToldCache = <V>(options: {
         return Effect.tap(lookup, (found) =>
           Effect.sync(() => {
             if (Option.isNone(found) || changes !== before) return
+            // Another lookup of the key may have finished first.
+            const replaced = entries.get(key)
+            if (replaced !== undefined) forget(key, replaced)
             if (entries.size >= MAX_ENTRIES) {
               const oldest = entries.entries().next()
               if (oldest.done !== true) forget(...oldest.value)
             }
-            const replaced = entries.get(key)
-            if (replaced !== undefined) forget(key, replaced)
             const owner = options.ownerOf(found.value)
             entries.set(key, { value: found.value, owner, fetchedAt: startedAt })
             const keys = keysOfOwner.get(owner) ?? new Set<string>()
