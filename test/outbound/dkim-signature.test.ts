@@ -58,7 +58,7 @@ describe("DKIM signatures", () => {
 
   it("fails when the body or a signed field changes, not when an unsigned one does", async () => {
     const raw = (await signed(message([...header, "X-Trace: 1"], "The figures: 42\r\n"))).toString("latin1")
-    expect((await verdict(Buffer.from(raw.replace("42", "43"), "latin1")))[0]!.status).toBe("neutral")
+    expect((await verdict(Buffer.from(raw.replace("The figures: 42", "The figures: 43"), "latin1")))[0]!.status).toBe("neutral")
     expect((await verdict(Buffer.from(raw.replace("Quarterly", "Annual"), "latin1")))[0]!.status).toBe("fail")
     expect((await verdict(Buffer.from(raw.replace("X-Trace: 1", "X-Trace: 2"), "latin1")))[0]!.status).toBe("pass")
   })
