@@ -5,19 +5,31 @@
 // the verdicts are read from) or { type: "checked", id, error }. mailauth's DNS questions come back to the
 // server's thread as { type: "question", id, name, questionType }, answered there through the Dns port
 // (DNS_SERVERS, time-outs, the answers kept a minute) with { type: "answer", id, answer } or
-// { type: "answer", id, error: { message, code } }.
+// { type: "answer", id, error: { message, code } }; an answer the server keeps carries `until` (ms since
+// the epoch), and this thread keeps it as long, so the same sender's next message asks nothing.
 // Plain JavaScript so that it starts the same under tsx, vitest and a bare node.
 import { authenticate } from "mailauth"
 import { parentPort } from "node:worker_threads"
 
 const questions = new Map()
 let nextQuestion = 0
+/** Answers the server's thread keeps, by question: { answer } or { error }, with `until`. */
+const kept = new Map()
+/** As many as the server's thread keeps (services/dns/answers.ts), the oldest dropped first. */
+const MAX_KEPT = 10_000
 
-/** mailauth's resolver: node's `dns.promises.resolve` shape, asked of the server's thread. */
+const settle = (reply, { resolve, reject }) =>
+  reply.error ? reject(Object.assign(new Error(reply.error.message), { code: reply.error.code })) : resolve(reply.answer)
+
+/** mailauth's resolver: node's `dns.promises.resolve` shape, asked of the server's thread unless kept here. */
 const resolver = (name, questionType) =>
   new Promise((resolve, reject) => {
+    const key = `${questionType} ${name.toLowerCase()}`
+    const known = kept.get(key)
+    if (known !== undefined && known.until > Date.now()) return settle(known, { resolve, reject })
+    if (known !== undefined) kept.delete(key)
     const id = nextQuestion++
-    questions.set(id, { resolve, reject })
+    questions.set(id, { key, resolve, reject })
     parentPort.postMessage({ type: "question", id, name, questionType })
   })
 
@@ -44,8 +56,12 @@ parentPort.on("message", async (message) => {
   if (message.type === "answer") {
     const question = questions.get(message.id)
     questions.delete(message.id)
-    if (message.error) question?.reject(Object.assign(new Error(message.error.message), { code: message.error.code }))
-    else question?.resolve(message.answer)
+    if (question === undefined) return
+    if (message.until !== undefined && message.until > Date.now()) {
+      if (kept.size >= MAX_KEPT) kept.delete(kept.keys().next().value)
+      kept.set(question.key, message)
+    }
+    settle(message, question)
     return
   }
   if (message.type !== "check") return

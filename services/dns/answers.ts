@@ -49,7 +49,8 @@ interface Entry<A> {
  * `key`, else runs `question` once for everyone asking meanwhile. `peek(key)` is the kept answer
  * itself, or `undefined` (none, expired, or still in flight): for a caller outside Effect that answers
  * many questions a second (the checks' thread, layers/mailauth.ts) and need not start a fiber for
- * each.
+ * each. `keptUntil(key)` is when that answer stops being used, so another keeper of it (that thread)
+ * can keep it exactly as long.
  */
 export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = Date.now) => {
   const ttl = Duration.toMillis(options.ttl)
@@ -67,6 +68,12 @@ export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = 
   const peek = (key: string): Exit.Exit<A, DnsError> | undefined => {
     const cached = entries.get(key)
     return cached?.kept !== undefined && cached.expires > now() ? cached.kept : undefined
+  }
+
+  /** When the kept answer for `key` stops being used (ms since the epoch), or `undefined` when none is kept. */
+  const keptUntil = (key: string): number | undefined => {
+    const cached = entries.get(key)
+    return cached?.kept !== undefined && cached.expires > now() ? cached.expires : undefined
   }
 
   const ask = (key: string, question: Effect.Effect<A, DnsError>): Effect.Effect<A, DnsError> =>
@@ -98,5 +105,5 @@ export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = 
       })
     })
 
-  return Object.assign(ask, { peek })
+  return Object.assign(ask, { peek, keptUntil })
 }

@@ -41,7 +41,7 @@ const dns = (failing = false) => {
     mx: (name) => Effect.fail(notFound(name)),
     ptr: (name) => Effect.fail(notFound(name))
   }
-  return { questions, layer: Layer.succeed(Dns, shape) }
+  return { questions, records, layer: Layer.succeed(Dns, shape) }
 }
 
 /** Signed by nodemailer's own DKIM signer. */
@@ -87,6 +87,45 @@ describe("the inbound checks' thread", () => {
       // The answers are kept (services/dns/answers.ts): the second twenty asked nothing.
       expect(names.questions.length).toBe(asked)
     }))
+
+  it.live("the thread keeps a kept answer until its end, and asks again for one that is not kept or has ended", () =>
+    Effect.gen(function*() {
+      const records = dns().records
+      const asked: Array<string> = []
+      // How long the server's thread says it keeps its answers from now on (undefined: not kept).
+      let life: number | undefined = 60_000
+      const answer = (name: string, type: string) => {
+        asked.push(`${type} ${name}`)
+        const until = life === undefined ? undefined : Date.now() + life
+        const found = records[name.toLowerCase()]
+        return found ? { answer: found.map((record) => [record]), until } : { error: { message: `no ${name}`, code: "ENOTFOUND" }, until }
+      }
+      const options = { ip: "127.0.0.1", helo: "mail.signed.test", sender: `ada@${DOMAIN}`, mta: "mx.test", disableBimi: true }
+      const messages = yield* Effect.promise(() => Promise.all(Array.from({ length: 4 }, (_, i) => signedMessage(i))))
+      const kept = yield* Mailauth.checkingThread(answer)
+      const checkedBy = (thread: typeof kept, i: number) => thread.check(messages[i]!, options)
+      const dkimOf = (result: { readonly dkim: { readonly results: ReadonlyArray<{ readonly status: { readonly result: unknown } }> } }) =>
+        result.dkim.results.map((r) => r.status.result)
+
+      expect(dkimOf(yield* checkedBy(kept, 0))).toEqual(["pass"])
+      const first = asked.length
+      expect(asked).toContain(`TXT ${SELECTOR}._domainkey.${DOMAIN}`)
+      expect(dkimOf(yield* checkedBy(kept, 1))).toEqual(["pass"])
+      expect(asked.length).toBe(first)
+
+      // Answers the server does not keep (no end), and answers whose end has come, are asked again.
+      life = undefined
+      const unkept = yield* Mailauth.checkingThread(answer)
+      yield* checkedBy(unkept, 0)
+      yield* checkedBy(unkept, 1)
+      expect(asked.length).toBe(3 * first)
+      life = 200
+      const brief = yield* Mailauth.checkingThread(answer)
+      yield* checkedBy(brief, 2)
+      yield* Effect.sleep("300 millis")
+      expect(dkimOf(yield* checkedBy(brief, 3))).toEqual(["pass"])
+      expect(asked.length).toBe(5 * first)
+    }).pipe(Effect.scoped))
 
   it.live("a thread that dies fails the checks it had, and the next message gets a new one", () =>
     Effect.gen(function*() {
