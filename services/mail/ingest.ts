@@ -28,6 +28,7 @@ import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf, toR
 import { type Extracted, extract } from "./extract.ts"
 import { InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
+import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { BounceReports } from "../outbound/bounces.ts"
 import { groupCommit, groupCommitIsolated } from "../batching.ts"
@@ -176,7 +177,8 @@ export const IngestLive = Layer.scopedDiscard(
       concurrency,
       // A crashed worker's messages come back after this; a long parse keeps its message with progress signals.
       ackWait: Duration.seconds(20),
-      handler: (message) => Effect.tap(handle(message), () => StageActivity.handled("ingest"))
+      // Behind the SMTP node's accepting when both run here (priority.ts).
+      handler: (message) => backgroundTurn().pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("ingest")))
     }))
   })
 ).pipe(Layer.provide(Ingest.Default), Layer.provide(BounceReports.Default))

@@ -62,6 +62,8 @@ export class StageSettings extends Context.Reference<StageSettings>()("mailroom/
 // callbacks, every bus handler), read once a second by the monitor.
 const handledCounts: Record<StageName, number> = { accept: 0, ingest: 0, index: 0 }
 let acceptInFlight = 0
+// Each stage's `lagging` as of the monitor's latest sample (false until one is taken).
+const laggingNow: Record<StageName, boolean> = { accept: false, ingest: false, index: false }
 
 const stageLabels: Record<StageName, ReadonlyArray<MetricLabel.MetricLabel>> = {
   accept: [MetricLabel.make("stage", "accept")],
@@ -96,7 +98,11 @@ export const StageActivity = {
   },
   acceptEnded: () => {
     acceptInFlight--
-  }
+  },
+  /** Whether this process has a DATA in flight: the foreground the background stages give way to (priority.ts). */
+  accepting: () => acceptInFlight > 0,
+  /** Whether the stage was behind (STAGE_LAG_WARNING) at the monitor's latest sample in this process. */
+  lagging: (stage: StageName) => laggingNow[stage]
 } as const
 
 /** How long the rate is averaged over. */
@@ -177,6 +183,7 @@ export class StageMonitor extends Effect.Service<StageMonitor>()("mailroom/Stage
           lagging: lag.oldestAgeSeconds !== null && lag.oldestAgeSeconds >= threshold
         }
         next[stage] = status
+        laggingNow[stage] = status.lagging
         const labels = stageLabels[stage]
         rateGauge.unsafeUpdate(status.rate, labels)
         pendingGauge.unsafeUpdate(status.pending ?? Number.NaN, labels)

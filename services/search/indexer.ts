@@ -25,6 +25,7 @@ import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { groupCommit } from "../batching.ts"
+import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
 import { queuedForEmbedding } from "./metrics.ts"
@@ -287,7 +288,8 @@ export const IndexerLive = Layer.scopedDiscard(
       // A crashed worker's events come back after this; a long embedding keeps its event with progress signals.
       ackWait: Duration.seconds(20),
       // A failure is logged (or, in an outage, counted) once, by the bus at the message boundary.
-      handler: (message) => Effect.tap(handle(message), () => StageActivity.handled("index"))
+      // Behind the SMTP node's accepting when both run here (priority.ts).
+      handler: (message) => backgroundTurn().pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("index")))
     }))
   })
 ).pipe(Layer.provide(Indexer.Default))

@@ -1,0 +1,41 @@
+/**
+ * Accepting first (services/pipeline/priority.ts): while the foreground is busy, a background message
+ * starts only in the first quarter of each 100 ms; otherwise, and once the ingest stage is behind, at once.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Duration, Effect, Fiber, TestClock } from "effect"
+import { backgroundTurn, defaultTurns } from "../../services/pipeline/priority.ts"
+
+/** When (test clock, ms) a turn started at `at` lets its message start. */
+const startsAt = (at: number, state: { busy: boolean; behind?: boolean }) =>
+  Effect.gen(function*() {
+    yield* TestClock.setTime(at)
+    const fiber = yield* Effect.fork(Effect.zipRight(backgroundTurn(defaultTurns, () => state.busy, () => state.behind ?? false), Effect.clockWith((c) => c.currentTimeMillis)))
+    for (let step = 0; step < 20; step++) {
+      const done = yield* Fiber.poll(fiber)
+      if (done._tag === "Some") return yield* fiber
+      yield* TestClock.adjust(Duration.millis(5))
+    }
+    return yield* Effect.die("the turn never came")
+  })
+
+describe("background turns", () => {
+  it.effect("start at once while nothing is being accepted, whatever the time", () =>
+    Effect.gen(function*() {
+      expect(yield* startsAt(1_060, { busy: false })).toBe(1_060)
+      expect(yield* startsAt(2_099, { busy: false })).toBe(2_099)
+    }))
+
+  it.effect("start only in the first quarter of each 100 ms while mail is being accepted", () =>
+    Effect.gen(function*() {
+      expect(yield* startsAt(1_000, { busy: true })).toBe(1_000)
+      expect(yield* startsAt(1_024, { busy: true })).toBe(1_024)
+      expect(yield* startsAt(1_025, { busy: true })).toBe(1_100)
+      expect(yield* startsAt(1_099, { busy: true })).toBe(1_100)
+    }))
+
+  it.effect("start at once when the ingest stage is behind, so the backlog stays bounded", () =>
+    Effect.gen(function*() {
+      expect(yield* startsAt(1_060, { busy: true, behind: true })).toBe(1_060)
+    }))
+})
