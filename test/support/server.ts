@@ -29,7 +29,7 @@ export interface Backend {
  * database, a NATS prefix of its own and a JWT secret.
  */
 export const createBackend = async (options: { readonly forcePostgres?: boolean } = {}): Promise<Backend> => {
-  const dataDir = createDataDir()
+  const dataDir = createDataDir({ migrated: true })
   const pgUrl = adminDatabaseUrl ?? (options.forcePostgres ? "postgres://postgres@127.0.0.1:5432/test" : undefined)
   if (!pgUrl) {
     return { env: { DATA_DIR: dataDir.dir }, dispose: async () => dataDir.remove() }

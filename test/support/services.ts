@@ -56,14 +56,18 @@ export interface TestDataDir {
 
 /**
  * A fresh DATA_DIR; in embedded mode its two PGlites (the database, and the vector index beside it)
- * start from the initialised one made by global-setup.
+ * start from the initialised one made by global-setup. `migrated`: the database starts with the app's
+ * migrations applied (global-setup's second template), for a server's first start.
  */
-export const createDataDir = (): TestDataDir => {
+export const createDataDir = (options: { readonly migrated?: boolean } = {}): TestDataDir => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-data-"))
-  const template = process.env.MAILROOM_TEST_PGLITE_TEMPLATE
-  if (template && fs.existsSync(template)) {
-    for (const target of ["pglite", path.join("vectors", "pglite")]) fs.cpSync(template, path.join(dir, target), { recursive: true })
+  const empty = process.env.MAILROOM_TEST_PGLITE_TEMPLATE
+  const migrated = options.migrated ? process.env.MAILROOM_TEST_PGLITE_MIGRATED : undefined
+  const copy = (template: string | undefined, target: string) => {
+    if (template && fs.existsSync(template)) fs.cpSync(template, path.join(dir, target), { recursive: true })
   }
+  copy(migrated ?? empty, "pglite")
+  copy(empty, path.join("vectors", "pglite"))
   return { dir, remove: () => fs.rmSync(dir, { recursive: true, force: true }) }
 }
 
