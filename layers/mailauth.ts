@@ -13,8 +13,9 @@
  * answer anyone. Their DNS questions come back to this thread, so the Dns port and its kept answers
  * serve them as before; a kept answer goes back with its end, and the thread keeps it until then, so a
  * sender's next messages cost this thread one message each way and no question (each question and
- * answer crossing threads cost ~0.1 ms of this thread's CPU: bench:smtp's profile). A thread that dies fails the checks in flight (kept as `temperror`, as any
- * failed check) and is replaced for the next message. One thread: on 2 cores two did worse (bench:smtp's
+ * answer crossing threads cost ~0.1 ms of this thread's CPU: bench:smtp's profile). A thread that dies
+ * fails the checks in flight (kept as `temperror`, as any failed check) and is replaced for the next
+ * message. One thread: on 2 cores two did worse (bench:smtp's
  * SMTP node alone, reused connections: 581–602 msgs/s against 710–719 with one, 518 on the event loop).
  *
  * Where mailauth and RFC 8601 disagree, RFC 8601 wins: a signature whose body hash does not match

@@ -3,14 +3,15 @@
  * starts only in the first quarter of each 100 ms; otherwise, and once the ingest stage is behind, at once.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Fiber, TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber, TestClock } from "effect"
 import { backgroundTurn, defaultTurns } from "../../services/pipeline/priority.ts"
 
 /** When (test clock, ms) a turn started at `at` lets its message start. */
 const startsAt = (at: number, state: { busy: boolean; behind?: boolean }) =>
   Effect.gen(function*() {
     yield* TestClock.setTime(at)
-    const fiber = yield* Effect.fork(Effect.zipRight(backgroundTurn(defaultTurns, () => state.busy, () => state.behind ?? false), Effect.clockWith((c) => c.currentTimeMillis)))
+    const turn = backgroundTurn(defaultTurns, () => state.busy, () => state.behind ?? false)
+    const fiber = yield* Effect.fork(Effect.zipRight(turn, Clock.currentTimeMillis))
     for (let step = 0; step < 20; step++) {
       const done = yield* Fiber.poll(fiber)
       if (done._tag === "Some") return yield* fiber

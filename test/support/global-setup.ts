@@ -3,9 +3,10 @@
  * starts from as a copy, since an initdb takes seconds:
  * - an empty one (initialised only), for the vector index (in either mode: beside a PostgreSQL without
  *   pgvector it is a PGlite too) and for suites that build their database themselves;
- * - in embedded mode, the same with the app's migrations applied, for the app database of a server a suite starts
- *   (createBackend): the schema is what every server's first start makes, and making it once saves each
- *   start ~1.5 s of CPU. Only the schema: nothing a server writes at its start (keys, secrets) is shared.
+ * - in embedded mode, the same with the app's migrations applied, for the app database of a server a
+ *   suite starts (createBackend): the schema is what every server's first start makes, and making it
+ *   once saves each start ~1.5 s of CPU. Only the schema: nothing a server writes at its start (keys,
+ *   secrets) is shared.
  */
 import { PGlite } from "@electric-sql/pglite"
 import { vector } from "@electric-sql/pglite-pgvector"
