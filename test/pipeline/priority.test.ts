@@ -1,10 +1,13 @@
 /**
  * Accepting first (services/pipeline/priority.ts): while the foreground is busy, a background message
  * starts only in the first quarter of each 100 ms; otherwise, and once the ingest stage is behind, at once.
+ * Whether it is behind is what the stage monitor last sampled in this process.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Duration, Effect, Fiber, TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
+import { Bus, type BusShape } from "../../services/bus/bus.ts"
 import { backgroundTurn, defaultTurns } from "../../services/pipeline/priority.ts"
+import { StageActivity, StageMonitor, StageSettings } from "../../services/pipeline/stages.ts"
 
 /** When (test clock, ms) a turn started at `at` lets its message start. */
 const startsAt = (at: number, state: { busy: boolean; behind?: boolean }) =>
@@ -38,5 +41,26 @@ describe("background turns", () => {
   it.effect("start at once when the ingest stage is behind, so the backlog stays bounded", () =>
     Effect.gen(function*() {
       expect(yield* startsAt(1_060, { busy: true, behind: true })).toBe(1_060)
+    }))
+
+  it.effect("the ingest stage counts as behind from the monitor's sample that finds it past STAGE_LAG_WARNING", () =>
+    Effect.gen(function*() {
+      let oldest = new Date()
+      // Only the lag is asked of the bus.
+      const bus = { lag: () => Effect.succeed(Option.some({ pending: 5, inFlight: 1, oldest })) } as unknown as BusShape
+      const monitor = StageMonitor.Default.pipe(
+        Layer.provide(Layer.succeed(Bus, bus)),
+        Layer.provide(Layer.succeed(StageSettings, { lagWarning: Duration.seconds(60), interval: Duration.seconds(1), logged: [] }))
+      )
+      yield* Effect.gen(function*() {
+        yield* TestClock.adjust(Duration.seconds(1))
+        expect(StageActivity.lagging("ingest")).toBe(false)
+        oldest = new Date(Date.now() - 61_000)
+        yield* TestClock.adjust(Duration.seconds(1))
+        expect(StageActivity.lagging("ingest")).toBe(true)
+        oldest = new Date()
+        yield* TestClock.adjust(Duration.seconds(1))
+        expect(StageActivity.lagging("ingest")).toBe(false)
+      }).pipe(Effect.provide(monitor))
     }))
 })
