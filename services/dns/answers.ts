@@ -65,16 +65,16 @@ export const answerCache = <A>(options: AnswerCacheOptions, now: () => number = 
     entries.set(key, entry)
   }
 
-  const peek = (key: string): Exit.Exit<A, DnsError> | undefined => {
+  /** The entry holding a kept answer for `key` that is still used, if any. */
+  const keptEntry = (key: string): Entry<A> | undefined => {
     const cached = entries.get(key)
-    return cached?.kept !== undefined && cached.expires > now() ? cached.kept : undefined
+    return cached?.kept !== undefined && cached.expires > now() ? cached : undefined
   }
 
+  const peek = (key: string): Exit.Exit<A, DnsError> | undefined => keptEntry(key)?.kept
+
   /** When the kept answer for `key` stops being used (ms since the epoch), or `undefined` when none is kept. */
-  const keptUntil = (key: string): number | undefined => {
-    const cached = entries.get(key)
-    return cached?.kept !== undefined && cached.expires > now() ? cached.expires : undefined
-  }
+  const keptUntil = (key: string): number | undefined => keptEntry(key)?.expires
 
   const ask = (key: string, question: Effect.Effect<A, DnsError>): Effect.Effect<A, DnsError> =>
     Effect.suspend(() => {

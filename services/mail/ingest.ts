@@ -172,13 +172,14 @@ export const IngestLive = Layer.scopedDiscard(
     const { handle } = yield* Ingest
     // Messages parsed at once: parsing is CPU, storing waits on the database (stage-limits.ts).
     const { ingest: concurrency } = yield* StageLimits
+    // Behind the SMTP node's accepting when both run here (priority.ts).
+    const turn = backgroundTurn()
     yield* bus.consume(measured({
       ...stageConsumers.ingest,
       concurrency,
       // A crashed worker's messages come back after this; a long parse keeps its message with progress signals.
       ackWait: Duration.seconds(20),
-      // Behind the SMTP node's accepting when both run here (priority.ts).
-      handler: (message) => backgroundTurn().pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("ingest")))
+      handler: (message) => turn.pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("ingest")))
     }))
   })
 ).pipe(Layer.provide(Ingest.Default), Layer.provide(BounceReports.Default))

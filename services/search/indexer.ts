@@ -222,6 +222,8 @@ export const IndexerLive = Layer.scopedDiscard(
     const { index, model, purgeDeleted, stale } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
+    // Behind the SMTP node's accepting when both run here (priority.ts).
+    const turn = backgroundTurn()
 
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
       bus.publish(
@@ -288,8 +290,7 @@ export const IndexerLive = Layer.scopedDiscard(
       // A crashed worker's events come back after this; a long embedding keeps its event with progress signals.
       ackWait: Duration.seconds(20),
       // A failure is logged (or, in an outage, counted) once, by the bus at the message boundary.
-      // Behind the SMTP node's accepting when both run here (priority.ts).
-      handler: (message) => backgroundTurn().pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("index")))
+      handler: (message) => turn.pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("index")))
     }))
   })
 ).pipe(Layer.provide(Indexer.Default))
