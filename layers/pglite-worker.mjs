@@ -1,5 +1,5 @@
 // The embedded database's own thread (layers/pglite.ts): opens PGlite (with pgvector) on
-// workerData.dataDir and serves it on the Unix socket workerData.socketPath with pglite-socket, so
+// workerData.dataDir (with workerData.sharedBuffers when given) and serves it on the Unix socket workerData.socketPath with pglite-socket, so
 // that the WebAssembly backend never runs on the thread that serves HTTP and SMTP.
 //
 // Messages to the parent: { type: "ready" } once the socket listens; { type: "failed", message }
@@ -12,7 +12,7 @@ import { vector } from "@electric-sql/pglite-pgvector"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { parentPort, workerData } from "node:worker_threads"
 
-const { dataDir, socketPath } = workerData
+const { dataDir, socketPath, sharedBuffers } = workerData
 const describe = (error) => (error instanceof Error ? error.message : String(error))
 
 /**
@@ -48,7 +48,12 @@ const answerPerStatement = (db) => {
 }
 
 const open = async () => {
-  const db = await PGlite.create({ dataDir, extensions: { vector } })
+  const db = await PGlite.create({
+    dataDir,
+    extensions: { vector },
+    // On the command line, not in postgresql.conf: PGlite's `postgresqlconf` replaces that file.
+    ...(sharedBuffers === undefined ? {} : { startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${sharedBuffers}`] })
+  })
   answerPerStatement(db)
   try {
     // One connection: PGlite is one backend, and pglite-socket interleaves several connections'

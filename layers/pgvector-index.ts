@@ -237,17 +237,17 @@ const moveCollections = (from: SqlClient.SqlClient, to: SqlClient.SqlClient) =>
 /**
  * pgvector in an embedded PGlite of its own under `dataDir/vectors`, looked after as the embedded
  * database is (PGlite has no autovacuum). With `movingFrom`, the collections that database still
- * holds move over at start (`moveCollections`).
+ * holds move over at start (`moveCollections`). `sharedBuffers` as for the embedded database (pglite.ts).
  */
 export const embeddedLayer = (
   dataDir: string,
-  options?: { readonly movingFrom?: SqlClient.SqlClient }
+  options?: { readonly movingFrom?: SqlClient.SqlClient; readonly sharedBuffers?: string | undefined }
 ): Layer.Layer<VectorIndex, VectorIndexError> =>
   Layer.scoped(
     VectorIndex,
     Effect.gen(function*() {
       const database = Pglite.upkept("the embedded vector index").pipe(
-        Layer.provideMerge(Pglite.layer({ dataDir: path.join(dataDir, "vectors") }))
+        Layer.provideMerge(Pglite.layer({ dataDir: path.join(dataDir, "vectors"), sharedBuffers: options?.sharedBuffers }))
       )
       const context = yield* Layer.build(database).pipe(
         Effect.mapError((cause) => new VectorIndexError({ message: `Could not open the embedded vector index: ${cause.message}`, cause }))
@@ -264,15 +264,22 @@ export const embeddedLayer = (
  * own, so that a hybrid search's two halves run at once (see the top of this file). The
  * collections an earlier version kept in the app's PGlite move over at start, once.
  */
-export const apartLayer = (dataDir: string): Layer.Layer<VectorIndex, VectorIndexError, SqlClient.SqlClient> =>
-  Layer.unwrapEffect(Effect.map(SqlClient.SqlClient, (app) => embeddedLayer(dataDir, { movingFrom: app })))
+export const apartLayer = (
+  dataDir: string,
+  options?: { readonly sharedBuffers?: string | undefined }
+): Layer.Layer<VectorIndex, VectorIndexError, SqlClient.SqlClient> =>
+  Layer.unwrapEffect(Effect.map(SqlClient.SqlClient, (app) => embeddedLayer(dataDir, { ...options, movingFrom: app })))
 
 /**
  * The app's PostgreSQL when it can hold vectors, else the embedded index: what an operator gets without
  * `QDRANT_URL`. A process that shares its work with others (`embedded: "refuse"`) cannot use an
  * index only it can see, and says what to set instead.
  */
-export const autoLayer = (options: { readonly dataDir: string; readonly embedded: "allow" | "refuse" }): Layer.Layer<VectorIndex, VectorIndexError, SqlClient.SqlClient> =>
+export const autoLayer = (options: {
+  readonly dataDir: string
+  readonly embedded: "allow" | "refuse"
+  readonly sharedBuffers?: string | undefined
+}): Layer.Layer<VectorIndex, VectorIndexError, SqlClient.SqlClient> =>
   Layer.unwrapEffect(
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
@@ -286,6 +293,6 @@ export const autoLayer = (options: { readonly dataDir: string; readonly embedded
             "or use a PostgreSQL with the pgvector extension as DATABASE_URL (the embedded index serves a single all-role process only)"
         })
       }
-      return embeddedLayer(options.dataDir)
+      return embeddedLayer(options.dataDir, { sharedBuffers: options.sharedBuffers })
     })
   )

@@ -105,12 +105,13 @@ export const vectorsLayer = (config: AppConfigShape) => {
       nice: Option.getOrUndefined(config.embedderNice)
     })
   })
+  const sharedBuffers = Option.getOrUndefined(config.pgliteSharedBuffers)
   const index = Option.match(config.qdrantUrl, {
     onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey) }),
     onNone: () =>
       Option.isNone(config.databaseUrl)
-        ? PgvectorIndex.apartLayer(config.dataDir)
-        : PgvectorIndex.autoLayer({ dataDir: config.dataDir, embedded: config.allRoles ? "allow" : "refuse" })
+        ? PgvectorIndex.apartLayer(config.dataDir, { sharedBuffers })
+        : PgvectorIndex.autoLayer({ dataDir: config.dataDir, embedded: config.allRoles ? "allow" : "refuse", sharedBuffers })
   })
   return Layer.merge(Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, index))), WordNet.layer)
 }

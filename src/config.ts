@@ -66,6 +66,12 @@ const check = <A>(name: string, message: string, valid: (value: A) => boolean) =
   Config.mapOrFail(config, (value) =>
     valid(value) ? Either.right(value) : Either.left(ConfigError.InvalidData([name], `${message} but received ${JSON.stringify(value)}`)))
 
+/** A PostgreSQL memory size (`512kB`, `32MB`, `1GB`) in kB. */
+const sizeInKb = (size: string): number | undefined => {
+  const match = /^([1-9][0-9]{0,6})(kB|MB|GB)$/.exec(size)
+  return match ? Number(match[1]) * { kB: 1, MB: 1024, GB: 1024 * 1024 }[match[2] as "kB" | "MB" | "GB"] : undefined
+}
+
 const nonNegativeInt = (name: string, fallback: number) =>
   Config.integer(name).pipe(Config.withDefault(fallback), check(name, "Expected a non-negative integer", (n: number) => n >= 0))
 
@@ -154,6 +160,14 @@ export const appConfig = Config.all({
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
   /** Statements run prepared on each connection (layers/postgres.ts); off behind a transaction-mode pooler. */
   databasePreparedStatements: Config.boolean("DATABASE_PREPARED_STATEMENTS").pipe(Config.withDefault(true)),
+  /** `shared_buffers` of the embedded PGlite databases (the app's, the vector index's); unset, PostgreSQL's 128MB. */
+  pgliteSharedBuffers: Config.option(Config.string("PGLITE_SHARED_BUFFERS").pipe(
+    check("PGLITE_SHARED_BUFFERS", "Expected a size from 128kB to 1GB, such as 32MB,", (size: string) => {
+      // PostgreSQL's least; PGlite's WebAssembly memory holds little more than a gigabyte of buffers.
+      const kB = sizeInKb(size)
+      return kB !== undefined && kB >= 128 && kB <= 1024 * 1024
+    })
+  )),
   natsUrl: Config.option(Config.string("NATS_URL")),
   natsPrefix: Config.string("NATS_PREFIX").pipe(
     Config.withDefault(""),

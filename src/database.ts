@@ -44,6 +44,10 @@ export const layer = (config: AppConfigShape) =>
     // Looked after from the migrations on, so that their tables have statistics from the start.
     onNone: () =>
       Pglite.upkept("the embedded database").pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(
-        Pglite.layer({ dataDir: config.dataDir, preparedStatements: config.databasePreparedStatements })
+        Pglite.layer({
+          dataDir: config.dataDir,
+          preparedStatements: config.databasePreparedStatements,
+          sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers)
+        })
       ))
   })

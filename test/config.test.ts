@@ -55,7 +55,9 @@ describe.concurrent("configuration", () => {
     [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector" }, /OTEL_EXPORTER_OTLP_ENDPOINT/],
     [{ OTEL_BSP_SCHEDULE_DELAY: "0" }, /OTEL_BSP_SCHEDULE_DELAY: Expected 1 or more/],
     [{ NATS_REPLICAS: "0" }, /NATS_REPLICAS: Expected 1 to 5/],
-    [{ NATS_REPLICAS: "three" }, /NATS_REPLICAS/]
+    [{ NATS_REPLICAS: "three" }, /NATS_REPLICAS/],
+    [{ PGLITE_SHARED_BUFFERS: "2GB" }, /PGLITE_SHARED_BUFFERS: Expected a size from 128kB to 1GB, such as 32MB, but received "2GB"/],
+    [{ PGLITE_SHARED_BUFFERS: "lots" }, /PGLITE_SHARED_BUFFERS: Expected a size from 128kB/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
     const { code, output } = await run(env)
     expect(code).toBe(1)

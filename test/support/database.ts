@@ -17,7 +17,7 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import * as Pglite from "../../layers/pglite.ts"
 import * as Postgres from "../../layers/postgres.ts"
 import { migrate } from "../../src/database.ts"
-import { adminDatabaseUrl, createDatabase, createDataDir } from "./services.ts"
+import { adminDatabaseUrl, createDatabase, createDataDir, testPgliteSharedBuffers } from "./services.ts"
 
 /** The suite's temporary DATA_DIR (in embedded mode the database lives under it too). */
 export class TestDataDir extends Context.Tag("test/TestDataDir")<TestDataDir, string>() {}
@@ -33,7 +33,7 @@ const connection: Layer.Layer<PgClient.PgClient | SqlClient, SqlError, TestDataD
       Effect.map((db) => Postgres.layer({ url: Redacted.make(db.url), maxConnections: 4 }))
     )
   )
-  : Layer.unwrapEffect(Effect.map(TestDataDir, (dir) => Pglite.layer({ dataDir: dir })))
+  : Layer.unwrapEffect(Effect.map(TestDataDir, (dir) => Pglite.layer({ dataDir: dir, sharedBuffers: testPgliteSharedBuffers })))
 
 export const testDatabase: Layer.Layer<
   PgClient.PgClient | SqlClient | TestDataDir,

@@ -12,13 +12,13 @@ import { PGlite } from "@electric-sql/pglite"
 import { vector } from "@electric-sql/pglite-pgvector"
 import { Effect } from "effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import * as Pglite from "../../layers/pglite.ts"
 import { migrate } from "../../src/database.ts"
+import { dataDirRoot } from "./services.ts"
 
 export default async function setup() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-pglite-template-"))
+  const dir = fs.mkdtempSync(path.join(dataDirRoot, "mailroom-pglite-template-"))
   const db = await PGlite.create({ dataDir: path.join(dir, "pglite"), extensions: { vector } })
   await db.query("SELECT 1")
   await db.close()

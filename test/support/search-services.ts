@@ -14,6 +14,7 @@ import { Ranker } from "../../services/search/ranker.ts"
 import { Vectors } from "../../services/search/vectors.ts"
 import { TestDataDir } from "./database.ts"
 import { hashedWords } from "./fake-openai.ts"
+import { testPgliteSharedBuffers } from "./services.ts"
 
 export const HASHED_DIMENSIONS = 32
 
@@ -29,7 +30,7 @@ export const hashedWordsEmbedder = (model: string) =>
   })
 
 export const testVectorIndex = Layer.unwrapEffect(
-  Effect.map(TestDataDir, (dataDir) => PgvectorIndex.autoLayer({ dataDir, embedded: "allow" }))
+  Effect.map(TestDataDir, (dataDir) => PgvectorIndex.autoLayer({ dataDir, embedded: "allow", sharedBuffers: testPgliteSharedBuffers }))
 )
 
 /** The indexer, with its Vectors, over `embedder` (the hashed-words one by default). */

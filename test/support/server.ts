@@ -11,6 +11,7 @@ import {
   deleteStreams,
   natsPrefix,
   sharedNatsUrl,
+  testPgliteSharedBuffers,
   testSecret
 } from "./services.ts"
 
@@ -32,10 +33,15 @@ export const createBackend = async (options: { readonly forcePostgres?: boolean 
   const dataDir = createDataDir({ migrated: true })
   const pgUrl = adminDatabaseUrl ?? (options.forcePostgres ? "postgres://postgres@127.0.0.1:5432/test" : undefined)
   if (!pgUrl) {
-    return { env: { DATA_DIR: dataDir.dir }, dispose: async () => dataDir.remove() }
+    return { env: { DATA_DIR: dataDir.dir, PGLITE_SHARED_BUFFERS: testPgliteSharedBuffers }, dispose: async () => dataDir.remove() }
   }
   const database = await createDatabase(pgUrl)
-  const env: Record<string, string> = { DATA_DIR: dataDir.dir, DATABASE_URL: database.url, JWT_SECRET: testSecret() }
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir.dir,
+    PGLITE_SHARED_BUFFERS: testPgliteSharedBuffers,
+    DATABASE_URL: database.url,
+    JWT_SECRET: testSecret()
+  }
   const natsUrl = sharedNatsUrl ?? (options.forcePostgres ? "nats://127.0.0.1:4222" : undefined)
   if (natsUrl) {
     env.NATS_URL = natsUrl
