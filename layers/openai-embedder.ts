@@ -15,7 +15,8 @@
  *   one, or a compatible server behind `baseUrl`) is asked once, when the layer is built.
  */
 import { Data, Duration, Effect, Layer, Redacted, Schedule } from "effect"
-import OpenAI from "openai"
+// Loaded by the layer, only when OPENAI_API_KEY chooses it: most processes never need the SDK.
+import type OpenAI from "openai"
 import { Embedder, EmbedderError, normalize } from "../services/search/embedder.ts"
 
 export interface OpenAIEmbedderOptions {
@@ -103,7 +104,8 @@ export const layer = (options: OpenAIEmbedderOptions): Layer.Layer<Embedder, Emb
       const model = options.model
       // Explicit values for everything the SDK would otherwise read from the environment
       // (OPENAI_BASE_URL, OPENAI_ORG_ID, …): our configuration is read in one place only.
-      const client = new OpenAI({
+      const { default: OpenAIClient } = yield* Effect.promise(() => import("openai"))
+      const client = new OpenAIClient({
         apiKey,
         baseURL: options.baseUrl ?? DEFAULT_BASE_URL,
         organization: null,
@@ -116,13 +118,13 @@ export const layer = (options: OpenAIEmbedderOptions): Layer.Layer<Embedder, Emb
       const scrub = (text: string) => (apiKey.length > 0 ? text.replaceAll(apiKey, "[redacted]") : text)
 
       const classify = (error: unknown): RequestFailed => {
-        if (error instanceof OpenAI.APIConnectionTimeoutError) {
+        if (error instanceof OpenAIClient.APIConnectionTimeoutError) {
           return new RequestFailed({ message: `OpenAI did not answer within ${REQUEST_TIMEOUT_MS / 1000} s`, retryable: true, retryAfter: undefined, cause: error })
         }
-        if (error instanceof OpenAI.APIConnectionError) {
+        if (error instanceof OpenAIClient.APIConnectionError) {
           return new RequestFailed({ message: `Could not reach OpenAI (${scrub(connectionDetail(error))})`, retryable: true, retryAfter: undefined, cause: error })
         }
-        if (error instanceof OpenAI.APIError && error.status !== undefined) {
+        if (error instanceof OpenAIClient.APIError && error.status !== undefined) {
           const status = error.status
           const said = openAIMessage(error)
           const detail = said === undefined ? "" : `: ${scrub(said)}`

@@ -13,7 +13,8 @@
  *
  * Needs Qdrant 1.11 or later (grouped query API, tenant indexes).
  */
-import { QdrantClient, type Schemas } from "@qdrant/js-client-rest"
+// Loaded by the layer, only when QDRANT_URL chooses it: most processes never need the client.
+import type { Schemas } from "@qdrant/js-client-rest"
 import { Array as Arr, Duration, Effect, Layer, Redacted, Schedule } from "effect"
 import { createHash } from "node:crypto"
 import {
@@ -166,7 +167,7 @@ const invalidPoint = (point: VectorPoint, name: string, dimensions: number): str
 }
 
 const makeClient = (options: QdrantIndexOptions) =>
-  Effect.try({
+  Effect.flatMap(Effect.promise(() => import("@qdrant/js-client-rest")), ({ QdrantClient }) => Effect.try({
     try: () => {
       const url = new URL(options.url)
       // The client drops a URL's path and puts 6333 where the URL has no port; a Qdrant behind a
@@ -191,7 +192,7 @@ const makeClient = (options: QdrantIndexOptions) =>
         message: `Qdrant: invalid QDRANT_URL: ${cause instanceof Error ? cause.message : String(cause)}`,
         cause
       })
-  })
+  }))
 
 export const make = (options: QdrantIndexOptions): Effect.Effect<VectorIndexShape, VectorIndexError> =>
   Effect.gen(function*() {

@@ -11,7 +11,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option, Redacted } from "effect"
-import Stripe from "stripe"
+// Loaded by the layer, only when STRIPE_SECRET_KEY chooses it: most processes never need the SDK.
+import type Stripe from "stripe"
 import type { BillingEvent } from "../services/billing/events.ts"
 import { PaymentError, PaymentProvider, WebhookRejected } from "../services/billing/payments.ts"
 import type { Plan } from "../services/plans/plans.ts"
@@ -53,7 +54,8 @@ export const layer = (options: StripeOptions) =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const api = Option.map(options.apiUrl, (url) => new URL(url))
-      const stripe = new Stripe(Redacted.value(options.secretKey), {
+      const { default: StripeClient } = yield* Effect.promise(() => import("stripe"))
+      const stripe = new StripeClient(Redacted.value(options.secretKey), {
         maxNetworkRetries: 2,
         timeout: 10_000,
         ...Option.match(api, {

@@ -5,7 +5,7 @@
  * A bad setting stops the process with a message naming the variable; SIGTERM and SIGINT drain
  * in-flight work, then exit 0.
  */
-import { NodeRuntime } from "@effect/platform-node"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { ConfigError, Deferred, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
 import { type AppConfigShape, loadConfig } from "./config.ts"
 import { loggerLayer, nodeId } from "./logging.ts"

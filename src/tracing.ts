@@ -11,7 +11,7 @@
  */
 import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
 import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Duration, Effect, Layer, Option } from "effect"
 import type { AppConfigShape } from "./config.ts"
 import { nodeId } from "./logging.ts"

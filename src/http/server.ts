@@ -3,7 +3,7 @@
  * OpenAPI at /v1/openapi.json and its docs page at /docs.
  */
 import { HttpApiBuilder, type HttpApp, HttpApiSwagger, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
