@@ -61,7 +61,7 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
     const relative = files.flatMap((file) =>
       [...fs.readFileSync(path.join(outDir, "src", file), "utf8").matchAll(/(?:from|import\()\s*"(\.{1,2}\/[^"]*)"/g)].map((match) => match[1]!)
     )
-    expect(relative.filter((specifier) => !/^\.\/[\w-]+\.js$/.test(specifier))).toEqual([])
+    expect(relative.filter((specifier) => !/^\.\/[\w.-]+\.js$/.test(specifier))).toEqual([])
     expect(fs.existsSync(path.join(outDir, "services"))).toBe(false)
   })
 
