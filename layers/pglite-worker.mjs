@@ -1,6 +1,7 @@
 // The embedded database's own thread (layers/pglite.ts): opens PGlite (with pgvector) on
-// workerData.dataDir (with workerData.sharedBuffers when given) and serves it on the Unix socket workerData.socketPath with pglite-socket, so
-// that the WebAssembly backend never runs on the thread that serves HTTP and SMTP.
+// workerData.dataDir, with workerData.sharedBuffers when given, and serves it on the Unix socket
+// workerData.socketPath with pglite-socket, so that the WebAssembly backend never runs on the thread
+// that serves HTTP and SMTP.
 //
 // Messages to the parent: { type: "ready" } once the socket listens; { type: "failed", message }
 // when opening fails (the thread then ends); { type: "stopped" } once asked to { type: "stop" } and

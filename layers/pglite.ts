@@ -28,7 +28,7 @@ export interface PgliteOptions {
   readonly preparedStatements?: boolean
   /**
    * PostgreSQL's `shared_buffers` for this PGlite (`128MB`, `16MB`, …), else PostgreSQL's default
-   * (128MB). PGlite zeroes all of it at every start: a quarter of a second of CPU for 128MB.
+   * (128MB). PGlite zeroes all of it at every start: ~0.4 s of CPU for 128MB.
    */
   readonly sharedBuffers?: string | undefined
 }
