@@ -1,6 +1,7 @@
 /**
- * Runs once before all suites. Make the PGlite data directories that each suite's fresh DATA_DIR
- * starts from as a copy, since an initdb takes seconds:
+ * Runs once before all suites, and its teardown once after them (`sweepRun`). Names the run, and
+ * makes the PGlite data directories that each suite's fresh DATA_DIR starts from as a copy, since an
+ * initdb takes seconds:
  * - an empty one (initialised only), for the vector index (in either mode: beside a PostgreSQL without
  *   pgvector it is a PGlite too) and for suites that build their database themselves;
  * - in embedded mode, the same with the app's migrations applied, for the app database of a server a
@@ -11,19 +12,63 @@
 import { PGlite } from "@electric-sql/pglite"
 import { vector } from "@electric-sql/pglite-pgvector"
 import { Effect } from "effect"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import pg from "pg"
 import * as Pglite from "../../layers/pglite.ts"
 import { migrate } from "../../src/database.ts"
-import { dataDirRoot } from "./services.ts"
+import { adminDatabaseUrl, dataDirRoot, deleteStreams, runPrefixes, sharedNatsUrl } from "./services.ts"
+
+/** The machine's own services, which some suites use in either run (`forcePostgres`). */
+const LOCAL_POSTGRES = "postgres://postgres@127.0.0.1:5432/test"
+const LOCAL_NATS = "nats://127.0.0.1:4222"
+
+/**
+ * After the run: remove what a suite of this run made and did not remove (a database, a data
+ * directory, NATS streams), and say so, naming each, so that the suite can be found. The machine's
+ * shared services stay as they were even when a suite's clean-up did not run.
+ */
+const sweepRun = async (run: string) => {
+  const prefixes = runPrefixes(run)
+  const left: Array<string> = []
+  for (const entry of fs.readdirSync(dataDirRoot)) {
+    if (!entry.startsWith(prefixes.dataDir)) continue
+    fs.rmSync(path.join(dataDirRoot, entry), { recursive: true, force: true })
+    left.push(`data directory ${path.join(dataDirRoot, entry)}`)
+  }
+  const admin = new pg.Client({ connectionString: adminDatabaseUrl ?? LOCAL_POSTGRES, connectionTimeoutMillis: 3_000 })
+  try {
+    await admin.connect()
+    const { rows } = await admin.query<{ datname: string }>(
+      "SELECT datname FROM pg_database WHERE starts_with(datname, $1)",
+      [prefixes.database]
+    )
+    for (const { datname } of rows) {
+      await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`)
+      left.push(`database ${datname}`)
+    }
+  } catch {
+    // No PostgreSQL here (an embedded run on a machine without one): nothing of this run is on it.
+  } finally {
+    await admin.end().catch(() => undefined)
+  }
+  await deleteStreams(sharedNatsUrl ?? LOCAL_NATS, prefixes.nats, (name) => left.push(`NATS stream ${name}`)).catch(() => undefined)
+  if (left.length > 0) console.warn(`A suite of this run left behind, removed now:\n${left.map((what) => `  ${what}`).join("\n")}`)
+}
 
 export default async function setup() {
+  const run = `${Date.now().toString(36)}${randomBytes(2).toString("hex")}`
+  process.env.MAILROOM_TEST_RUN = run
   const dir = fs.mkdtempSync(path.join(dataDirRoot, "mailroom-pglite-template-"))
   const db = await PGlite.create({ dataDir: path.join(dir, "pglite"), extensions: { vector } })
   await db.query("SELECT 1")
   await db.close()
   process.env.MAILROOM_TEST_PGLITE_TEMPLATE = path.join(dir, "pglite")
-  const done = () => fs.rmSync(dir, { recursive: true, force: true })
+  const done = async () => {
+    fs.rmSync(dir, { recursive: true, force: true })
+    await sweepRun(run)
+  }
   // On PostgreSQL the empty one still serves the vector index beside a PostgreSQL without pgvector.
   if (process.env.DATABASE_URL) return done
   // Pglite.layer opens DATA_DIR/pglite.

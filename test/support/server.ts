@@ -49,10 +49,15 @@ export const createBackend = async (options: { readonly forcePostgres?: boolean 
   }
   return {
     env,
+    // Each part is removed even when another fails; the first failure is then the suite's.
     dispose: async () => {
-      await database.drop()
-      dataDir.remove()
-      if (env.NATS_PREFIX) await deleteStreams(natsUrl!, env.NATS_PREFIX)
+      const results = await Promise.allSettled([
+        database.drop(),
+        Promise.resolve().then(dataDir.remove),
+        env.NATS_PREFIX ? deleteStreams(natsUrl!, env.NATS_PREFIX) : Promise.resolve()
+      ])
+      const failed = results.find((result) => result.status === "rejected")
+      if (failed) throw failed.reason
     }
   }
 }

@@ -25,6 +25,20 @@ export const testPgliteSharedBuffers = "16MB"
 
 export const uniqueName = (prefix: string) => `${prefix}_${Date.now().toString(36)}_${randomBytes(4).toString("hex")}`
 
+/**
+ * This run of the suites (set by global-setup): the databases, data directories and NATS prefixes
+ * the suites make carry it, so that the run's teardown can find and remove whatever a suite left
+ * behind, and name it (see `sweepRun`).
+ */
+export const runTag = () => process.env.MAILROOM_TEST_RUN ?? "solo"
+
+/** The names a run's leftovers start with: databases, data directories, NATS streams. */
+export const runPrefixes = (run: string) => ({
+  database: `mailroom_test_${run}_`,
+  dataDir: `mailroom-data-${run}-`,
+  nats: `t-${run}-`
+})
+
 export interface TestDatabase {
   readonly url: string
   readonly drop: () => Promise<void>
@@ -32,7 +46,7 @@ export interface TestDatabase {
 
 /** A fresh, empty database on the PostgreSQL server at `adminUrl`, dropped by `drop()`. */
 export const createDatabase = async (adminUrl: string): Promise<TestDatabase> => {
-  const name = uniqueName("mailroom_test")
+  const name = uniqueName(`mailroom_test_${runTag()}`)
   const admin = new pg.Client({ connectionString: adminUrl })
   await admin.connect()
   try {
@@ -80,7 +94,7 @@ export interface TestDataDir {
  * migrations applied (global-setup's second template), for a server's first start.
  */
 export const createDataDir = (options: { readonly migrated?: boolean } = {}): TestDataDir => {
-  const dir = fs.mkdtempSync(path.join(dataDirRoot, "mailroom-data-"))
+  const dir = fs.mkdtempSync(path.join(dataDirRoot, runPrefixes(runTag()).dataDir))
   const empty = process.env.MAILROOM_TEST_PGLITE_TEMPLATE
   const migrated = options.migrated ? process.env.MAILROOM_TEST_PGLITE_MIGRATED : undefined
   const copy = (template: string | undefined, target: string) => {
@@ -92,20 +106,23 @@ export const createDataDir = (options: { readonly migrated?: boolean } = {}): Te
 }
 
 /** A NATS subject/stream prefix no other suite uses. Streams made under it are deleted by the bus tests' cleanup. */
-export const natsPrefix = () => uniqueName("t").replace(/_/g, "-")
+export const natsPrefix = () => uniqueName(`t_${runTag()}`).replace(/_/g, "-")
 
 /** A 32+ character secret for JWT_SECRET. */
 export const testSecret = () => randomBytes(32).toString("hex")
 
-/** Remove the JetStream streams a test prefix created. */
-export const deleteStreams = async (url: string, prefix: string) => {
+/** Remove the JetStream streams a test prefix created; `removed` hears each one's name. */
+export const deleteStreams = async (url: string, prefix: string, removed: (name: string) => void = () => {}) => {
   const { connect } = await import("@nats-io/transport-node")
   const { jetstreamManager } = await import("@nats-io/jetstream")
-  const nc = await connect({ servers: url })
+  const nc = await connect({ servers: url, timeout: 3_000 })
   try {
     const jsm = await jetstreamManager(nc)
     for await (const name of jsm.streams.names()) {
-      if (name.startsWith(prefix.replace(/[^A-Za-z0-9_-]/g, "_"))) await jsm.streams.delete(name)
+      if (name.startsWith(prefix.replace(/[^A-Za-z0-9_-]/g, "_"))) {
+        await jsm.streams.delete(name)
+        removed(name)
+      }
     }
   } finally {
     await nc.close()
