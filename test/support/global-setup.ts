@@ -18,11 +18,16 @@ import * as path from "node:path"
 import pg from "pg"
 import * as Pglite from "../../layers/pglite.ts"
 import { migrate } from "../../src/database.ts"
-import { adminDatabaseUrl, dataDirRoot, deleteStreams, runPrefixes, sharedNatsUrl } from "./services.ts"
-
-/** The machine's own services, which some suites use in either run (`forcePostgres`). */
-const LOCAL_POSTGRES = "postgres://postgres@127.0.0.1:5432/test"
-const LOCAL_NATS = "nats://127.0.0.1:4222"
+import {
+  adminDatabaseUrl,
+  dataDirRoot,
+  deleteStreams,
+  dropDatabase,
+  localNatsUrl,
+  localPostgresUrl,
+  runPrefixes,
+  sharedNatsUrl
+} from "./services.ts"
 
 /**
  * After the run: remove what a suite of this run made and did not remove (a database, a data
@@ -37,7 +42,7 @@ const sweepRun = async (run: string) => {
     fs.rmSync(path.join(dataDirRoot, entry), { recursive: true, force: true })
     left.push(`data directory ${path.join(dataDirRoot, entry)}`)
   }
-  const admin = new pg.Client({ connectionString: adminDatabaseUrl ?? LOCAL_POSTGRES, connectionTimeoutMillis: 3_000 })
+  const admin = new pg.Client({ connectionString: adminDatabaseUrl ?? localPostgresUrl, connectionTimeoutMillis: 3_000 })
   try {
     await admin.connect()
     const { rows } = await admin.query<{ datname: string }>(
@@ -45,7 +50,7 @@ const sweepRun = async (run: string) => {
       [prefixes.database]
     )
     for (const { datname } of rows) {
-      await admin.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`)
+      await dropDatabase(admin, datname)
       left.push(`database ${datname}`)
     }
   } catch {
@@ -53,7 +58,7 @@ const sweepRun = async (run: string) => {
   } finally {
     await admin.end().catch(() => undefined)
   }
-  await deleteStreams(sharedNatsUrl ?? LOCAL_NATS, prefixes.nats, (name) => left.push(`NATS stream ${name}`)).catch(() => undefined)
+  await deleteStreams(sharedNatsUrl ?? localNatsUrl, prefixes.nats, (name) => left.push(`NATS stream ${name}`)).catch(() => undefined)
   if (left.length > 0) console.warn(`A suite of this run left behind, removed now:\n${left.map((what) => `  ${what}`).join("\n")}`)
 }
 

@@ -9,6 +9,8 @@ import {
   createDatabase,
   createDataDir,
   deleteStreams,
+  localNatsUrl,
+  localPostgresUrl,
   natsPrefix,
   sharedNatsUrl,
   testPgliteSharedBuffers,
@@ -31,7 +33,7 @@ export interface Backend {
  */
 export const createBackend = async (options: { readonly forcePostgres?: boolean } = {}): Promise<Backend> => {
   const dataDir = createDataDir({ migrated: true })
-  const pgUrl = adminDatabaseUrl ?? (options.forcePostgres ? "postgres://postgres@127.0.0.1:5432/test" : undefined)
+  const pgUrl = adminDatabaseUrl ?? (options.forcePostgres ? localPostgresUrl : undefined)
   if (!pgUrl) {
     return { env: { DATA_DIR: dataDir.dir, PGLITE_SHARED_BUFFERS: testPgliteSharedBuffers }, dispose: async () => dataDir.remove() }
   }
@@ -42,7 +44,7 @@ export const createBackend = async (options: { readonly forcePostgres?: boolean 
     DATABASE_URL: database.url,
     JWT_SECRET: testSecret()
   }
-  const natsUrl = sharedNatsUrl ?? (options.forcePostgres ? "nats://127.0.0.1:4222" : undefined)
+  const natsUrl = sharedNatsUrl ?? (options.forcePostgres ? localNatsUrl : undefined)
   if (natsUrl) {
     env.NATS_URL = natsUrl
     env.NATS_PREFIX = natsPrefix()

@@ -15,6 +15,9 @@ import pg from "pg"
 export const adminDatabaseUrl = process.env.DATABASE_URL
 export const sharedNatsUrl = process.env.NATS_URL
 export const mode = adminDatabaseUrl ? "postgres" : "embedded"
+/** The machine's own PostgreSQL and NATS, which some suites use in either run (`forcePostgres`). */
+export const localPostgresUrl = "postgres://postgres@127.0.0.1:5432/test"
+export const localNatsUrl = "nats://127.0.0.1:4222"
 
 /**
  * PGLITE_SHARED_BUFFERS for the suites' embedded databases: a test's data fits in 16MB, and PGlite
@@ -62,13 +65,16 @@ export const createDatabase = async (adminUrl: string): Promise<TestDatabase> =>
       const client = new pg.Client({ connectionString: adminUrl })
       await client.connect()
       try {
-        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+        await dropDatabase(client, name)
       } finally {
         await client.end()
       }
     }
   }
 }
+
+/** Drop a suite's database, whoever is still connected to it. */
+export const dropDatabase = (admin: pg.Client, name: string) => admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
 
 /**
  * Where the suites' data directories go: in memory (/dev/shm) where the machine has it, else the
