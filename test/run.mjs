@@ -52,6 +52,13 @@ try {
       if (test.status === "failed") console.log(`FAILED ${where} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`)
     }
   }
+  // Where the run's time went (CI must stay under 20 minutes): the slowest files, wall time each.
+  const slowest = (json.testResults ?? [])
+    .map((file) => ({ where: path.relative(process.cwd(), file.name), seconds: (file.endTime - file.startTime) / 1000 }))
+    .filter((file) => Number.isFinite(file.seconds))
+    .sort((a, b) => b.seconds - a.seconds)
+    .slice(0, 12)
+  if (slowest.length > 0) console.log(`slowest files: ${slowest.map((file) => `${file.where} ${file.seconds.toFixed(0)} s`).join(", ")}`)
 } catch {
   failed = Math.max(1, failed) // no report: vitest itself failed
 }
