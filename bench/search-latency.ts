@@ -42,7 +42,9 @@
  *
  * Settings: BENCH_SIZES ("10000,100000", ascending), BENCH_QUERIES (200), BENCH_REPEATS (2),
  * BENCH_RECALL_QUERIES (50; an exact search of 100k vectors takes seconds in PGlite), BENCH_KEEP (keep
- * the data directory; its path is printed). Seeding ends with VACUUM (ANALYZE), which the embedded
+ * the data directory; its path is printed), BENCH_REUSE (a directory an earlier run kept: its sizes are
+ * measured again without seeding, larger ones seeded on top; seeding 100k takes many minutes, so a server
+ * setting such as PGLITE_SHARED_BUFFERS is compared on the same data this way; the directory is kept). Seeding ends with VACUUM (ANALYZE), which the embedded
  * database's upkeep (layers/pglite.ts; PGlite has no autovacuum) and a PostgreSQL server's autovacuum do
  * within minutes of such a load. With DATABASE_URL (and JWT_SECRET) set, the
  * server and the seeding use that PostgreSQL (give the bench an empty database of its own).
@@ -86,7 +88,10 @@ const QUERIES = positive("BENCH_QUERIES", 200)
 const REPEATS = positive("BENCH_REPEATS", 2)
 const RECALL_QUERIES = positive("BENCH_RECALL_QUERIES", 50)
 
-const KEEP = Boolean(process.env.BENCH_KEEP)
+const REUSE = process.env.BENCH_REUSE
+const KEEP = Boolean(process.env.BENCH_KEEP) || REUSE !== undefined
+/** What a kept directory holds besides the data: whose mail it is and how much, for BENCH_REUSE. */
+const SEEDED_FILE = "bench-seeded.json"
 const WORDS_ONLY = Boolean(process.env.BENCH_WORDS_ONLY)
 
 const TARGET_P99_MS = 50
@@ -584,7 +589,11 @@ interface SizeResult {
 
 const main = async () => {
   const started = performance.now()
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-latency-"))
+  const dataDir = REUSE ?? fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-latency-"))
+  const kept = REUSE === undefined
+    ? undefined
+    : JSON.parse(fs.readFileSync(path.join(REUSE, SEEDED_FILE), "utf8")) as { readonly account: Omit<Account, "userId">; readonly seeded: number; readonly wordsOnly: boolean }
+  if (kept !== undefined && kept.wordsOnly !== WORDS_ONLY) throw new Error(`BENCH_REUSE: ${REUSE} was seeded with BENCH_WORDS_ONLY=${kept.wordsOnly ? 1 : ""}`)
   console.log(`search latency: sizes ${SIZES.map(count).join(", ")} in one namespace; ${QUERIES} queries; data in ${dataDir}`)
   console.log(`vocabulary ${count(vocabulary.length)} words (Zipf); ` +
     (WORDS_ONLY ? "words only: no vectors, text-mode searches" : `vectors ${DIMENSIONS}-d, ${CLUSTERS} clusters; model ${MODEL}`))
@@ -592,31 +601,37 @@ const main = async () => {
   let store: Store | undefined
   const results: Array<SizeResult> = []
   try {
-    server = await startServer(dataDir)
-    const created = await createAccount(server.base)
-    await server.stop()
-    server = undefined
+    let created = kept?.account
+    if (created === undefined) {
+      server = await startServer(dataDir)
+      created = await createAccount(server.base)
+      await server.stop()
+      server = undefined
+    }
 
-    let seeded = 0
+    let seeded = kept?.seeded ?? 0
     for (const size of SIZES) {
+      if (size < seeded) continue
       store = openStore(dataDir)
       const [{ userId }] = await store.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
         sql<{ userId: string }>`SELECT user_id FROM mailboxes WHERE id = ${created.mailboxId}`)) as [{ userId: string }]
       const account: Account = { ...created, userId }
-      const t0 = performance.now()
-      const { rowsMs, vectorsMs, indexMs, analyzeMs, collection } = await seed(
-        store,
-        WORDS_ONLY ? undefined : await store.collection(),
-        account,
-        seeded,
-        size
-      )
-      const seedSeconds = (performance.now() - t0) / 1000
+      let collection = WORDS_ONLY ? undefined : await store.collection()
       console.log("")
-      console.log(`${count(size)} emails: seeded ${count(size - seeded)} in ${seedSeconds.toFixed(1)} s ` +
-        `(${((size - seeded) / seedSeconds).toFixed(0)}/s): rows and documents ${(rowsMs / 1000).toFixed(1)} s, vectors ${(vectorsMs / 1000).toFixed(1)} s, ` +
-        `HNSW build over all ${count(size)} ${(indexMs / 1000).toFixed(1)} s` + `, VACUUM and ANALYZE ${(analyzeMs / 1000).toFixed(1)} s`)
-      seeded = size
+      if (size === seeded) {
+        console.log(`${count(size)} emails: reused from ${dataDir}`)
+      } else {
+        const t0 = performance.now()
+        const seeding = await seed(store, collection, account, seeded, size)
+        collection = seeding.collection
+        const seedSeconds = (performance.now() - t0) / 1000
+        console.log(`${count(size)} emails: seeded ${count(size - seeded)} in ${seedSeconds.toFixed(1)} s ` +
+          `(${((size - seeded) / seedSeconds).toFixed(0)}/s): rows and documents ${(seeding.rowsMs / 1000).toFixed(1)} s, ` +
+          `vectors ${(seeding.vectorsMs / 1000).toFixed(1)} s, HNSW build over all ${count(size)} ${(seeding.indexMs / 1000).toFixed(1)} s, ` +
+          `VACUUM and ANALYZE ${(seeding.analyzeMs / 1000).toFixed(1)} s`)
+        seeded = size
+        fs.writeFileSync(path.join(dataDir, SEEDED_FILE), JSON.stringify({ account: created, seeded, wordsOnly: WORDS_ONLY }))
+      }
       const r = collection === undefined ? undefined : await vectorChecks(store, collection, userId, size)
       await store.close()
       store = undefined
