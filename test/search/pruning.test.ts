@@ -81,7 +81,7 @@ const account = Effect.gen(function*() {
 /** Queries of two to four words, most of them common enough that their postings outnumber the top. */
 const queries = (() => {
   const rng = random(4242)
-  return Array.from({ length: 24 }, (_, i) => {
+  return Array.from({ length: 12 }, (_, i) => {
     const words = Array.from({ length: 2 + (i % 3) }, () => VOCABULARY[3 + Math.floor(rng() * rng() * 120)]!)
     return words.join(" ")
   })
