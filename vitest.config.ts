@@ -25,6 +25,7 @@ const backendIndependent = [
   "test/domain/database-pool.test.ts", // the embedded database's one connection
   "test/told-cache.test.ts", // a bus of its own in memory
   "test/pipeline/priority.test.ts", // a test clock
+  "test/search/vector-buffers.test.ts", // a rule over file sizes
   "test/smtp/spam.test.ts", // rspamd's verdict on the SMTP node; what is stored of it is the inbound suite's
   // wiring of features test/domain covers on both databases
   "test/api/api-keys.test.ts",

@@ -33,6 +33,38 @@ export interface PgliteOptions {
   readonly sharedBuffers?: string | undefined
 }
 
+const MB = 1024 * 1024
+/** What sized buffers may take at most: PGLITE_SHARED_BUFFERS's own ceiling, or an eighth of the memory. */
+const MAX_SIZED_BUFFERS = 1024 * MB
+
+/** Bytes of the relation files under `dir` (a PGlite's `base`), 0 when there is none yet. */
+const relationBytes = (dir: string): number => {
+  let total = 0
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (entry.isFile()) total += fs.statSync(path.join(entry.parentPath, entry.name)).size
+  }
+  return total
+}
+
+/**
+ * `shared_buffers` that hold all of a PGlite's data as it stands at start (`dataDir` as given to
+ * `layer`): a quarter more than its relation files, in steps of 16MB, from PostgreSQL's 128MB up
+ * to 1GB or an eighth of the memory this process may use, whichever is less. For a database whose
+ * every query wanders over the whole of an index (an HNSW graph): PGlite reads a page missing from
+ * its buffers through its file system, so a graph larger than the buffers is read from files, over
+ * and over. Fixed for the life of the process: a database grown since is sized again at the next start.
+ */
+export const buffersForData = (
+  dataDir: string,
+  memory: number = Math.min(os.totalmem(), process.constrainedMemory() || Infinity)
+): { readonly sharedBuffers: string; readonly dataBytes: number } => {
+  const base = path.resolve(dataDir, "pglite", "base")
+  const bytes = fs.existsSync(base) ? relationBytes(base) : 0
+  const ceiling = Math.max(128 * MB, Math.min(MAX_SIZED_BUFFERS, memory / 8))
+  const wanted = Math.ceil((bytes * 1.25) / (16 * MB)) * 16 * MB
+  return { sharedBuffers: `${Math.floor(Math.min(ceiling, Math.max(128 * MB, wanted)) / MB)}MB`, dataBytes: bytes }
+}
+
 const isAlive = (pid: number) => {
   try {
     process.kill(pid, 0)

@@ -160,7 +160,10 @@ export const appConfig = Config.all({
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
   /** Statements run prepared on each connection (layers/postgres.ts); off behind a transaction-mode pooler. */
   databasePreparedStatements: Config.boolean("DATABASE_PREPARED_STATEMENTS").pipe(Config.withDefault(true)),
-  /** `shared_buffers` of the embedded PGlite databases (the app's, the vector index's); unset, PostgreSQL's 128MB. */
+  /**
+   * `shared_buffers` of the embedded PGlite databases (the app's, the vector index's); unset, the app's
+   * has PostgreSQL's 128MB and the vector index's are sized to its data (layers/pglite.ts `buffersForData`).
+   */
   pgliteSharedBuffers: Config.option(Config.string("PGLITE_SHARED_BUFFERS").pipe(
     check("PGLITE_SHARED_BUFFERS", "Expected a size from 128kB to 1GB, such as 32MB,", (size: string) => {
       // PostgreSQL's least; PGlite's WebAssembly memory holds little more than a gigabyte of buffers.
