@@ -240,8 +240,8 @@ const moveCollections = (from: SqlClient.SqlClient, to: SqlClient.SqlClient) =>
  * holds move over at start (`moveCollections`). `sharedBuffers` as for the embedded database
  * (pglite.ts); unset, they are sized to hold the whole index (`Pglite.buffersForData`): every search
  * walks the HNSW graph across all of it, and a page PGlite must read from its files costs many times
- * a page in its buffers (at 100,000 emails, 128MB of buffers against 608MB sized to the data: the same
- * nearest-neighbour query p50 / p99 5.2 / 11.8 ms against 2.9 / 5.7 ms, README).
+ * a page in its buffers (at 100,000 emails, whose index and vectors are ~460MB: the same
+ * nearest-neighbour query p50 / p99 5.2 / 11.8 ms with 128MB of buffers, 2.9 / 5.7 ms with 512MB; README).
  */
 export const embeddedLayer = (
   dataDir: string,
