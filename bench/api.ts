@@ -45,16 +45,14 @@ import pg from "pg"
 import { startFakeQdrant } from "../test/support/fake-qdrant.ts"
 import { freePort } from "../test/support/process.ts"
 import { deleteStreams, natsPrefix } from "../test/support/services.ts"
-import { BenchError, type Child, cleanUp, logTail, onCleanup, scratchDirectory, seconds, spawnChild, waitReady } from "./support/children.ts"
+import { BenchError, type Child, cleanUp, logTail, onCleanup, scratchDirectory, seconds, serverNodeArgs, spawnChild, waitReady } from "./support/children.ts"
 
-/** The flags `npm start` and the image give node (package.json, Dockerfile): every server here runs with them. */
-const PRODUCTION_NODE_ARGS = "--max-semi-space-size=64"
 const CONNECTIONS = 10
 const MEASURE_SECONDS = seconds("BENCH_SECONDS", 10)
 const WARMUP_SECONDS = seconds("BENCH_WARMUP_SECONDS", 2)
 const TARGETS = new Set((process.env.BENCH_TARGETS ?? "a,b,c,d").split(",").map((t) => t.trim()))
 /** Extra node flags for the servers, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them. */
-const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? PRODUCTION_NODE_ARGS).split(/\s+/).filter((arg) => arg.length > 0)
+const NODE_ARGS = serverNodeArgs("BENCH_NODE_ARGS")
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const ROLES = process.env.BENCH_ROLES
 const NATS_URL = process.env.BENCH_NATS_URL ?? "nats://127.0.0.1:4222"

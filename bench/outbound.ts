@@ -18,8 +18,8 @@
  *
  * Targets: (b) delivers >= 500 messages/s and >= 0.3 x (a).
  * Exit status: 0 when both pass, 2 when a target is missed, 1 when the run is invalid.
- * Settings: BENCH_MESSAGES (default 1000); BENCH_SERVER_NODE_ARGS (node flags for the server, e.g.
- * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it); BENCH_ROLES (the server's roles, default every
+ * Settings: BENCH_MESSAGES (default 1000); BENCH_SERVER_NODE_ARGS (node flags for the server; default
+ * the production launchers' own; e.g. add `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile it); BENCH_ROLES (the server's roles, default every
  * one; e.g. `api,mta` leaves out the worker and indexer, to see what indexing sent mail costs; `+` between
  * nodes runs a cluster, the first node taking the sends: `api,smtp,worker,indexer+mta` gives the mta a
  * process of its own; a partial set shares the suites' in-memory stand-in for Qdrant).
@@ -41,6 +41,7 @@ import { type MxServer, startMxServer } from "../test/support/mx-server.ts"
 import { startServer } from "../test/support/process.ts"
 import { createDatabase, deleteStreams, natsPrefix } from "../test/support/services.ts"
 import { sleep } from "../test/support/wait.ts"
+import { serverNodeArgs } from "./support/children.ts"
 
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 1000)
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
@@ -48,8 +49,8 @@ const NATS_URL = process.env.BENCH_NATS_URL ?? "nats://127.0.0.1:4222"
 /** Sends one key may make: below the enterprise plan's 500 requests a minute. */
 const SENDS_PER_KEY = 400
 const API_CONCURRENCY = 20
-/** Extra node flags for the server, e.g. BENCH_SERVER_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof". */
-const SERVER_NODE_ARGS = (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
+/** The server's node flags: the production launchers' own, or BENCH_SERVER_NODE_ARGS (e.g. with "--cpu-prof"). */
+const SERVER_NODE_ARGS = serverNodeArgs("BENCH_SERVER_NODE_ARGS")
 const ROLES = process.env.BENCH_ROLES
 
 const body = (i: number) => ({ to: [`reader${i}@sink.test`], subject: `Bench message ${i}`, text: `Hello number ${i}.\n`.repeat(20) })

@@ -56,8 +56,9 @@
  * ("a,b"), BENCH_SECONDS (10), BENCH_INDEX_DRAIN_SECONDS (120),
  * BENCH_WARMUP_SECONDS (2), BENCH_DRAIN_SECONDS (300, the longest wait for the worker),
  * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres, where the bench database is
- * created), BENCH_NATS_URL (nats://127.0.0.1:4222), BENCH_NODE_ARGS (node flags for the servers,
- * e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+ * created), BENCH_NATS_URL (nats://127.0.0.1:4222), BENCH_NODE_ARGS (node flags for the servers, the
+ * bare one too; default the production launchers' own, "--max-semi-space-size=64"; e.g. add
+ * "--cpu-prof --cpu-prof-dir=/tmp/prof").
  */
 import { execFileSync } from "node:child_process"
 import { generateKeyPairSync, randomBytes } from "node:crypto"
@@ -79,6 +80,7 @@ import {
   onCleanup,
   scratchDirectory,
   seconds,
+  serverNodeArgs,
   spawnChild as spawnBenchChild,
   waitReady
 } from "./support/children.ts"
@@ -91,7 +93,7 @@ const INDEX_DRAIN_SECONDS = seconds("BENCH_INDEX_DRAIN_SECONDS", 120)
 const list = (name: string, fallback: string) => new Set((process.env[name] ?? fallback).split(",").map((t) => t.trim()))
 const TARGETS = list("BENCH_TARGETS", "bare,durable,durable-noindex,embedded,smtp,smtp-unverified")
 const SENDERS = list("BENCH_SENDERS", "a,b")
-const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter((arg) => arg.length > 0)
+const NODE_ARGS = serverNodeArgs("BENCH_NODE_ARGS")
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
 const NATS_URL = process.env.BENCH_NATS_URL ?? "nats://127.0.0.1:4222"
 

@@ -42,7 +42,7 @@
  * Settings: SOAK_MINUTES (5), SOAK_SMTP_RATE (20), SOAK_READ_RATE (100), SOAK_SEARCH_RATE (2),
  * SOAK_BASELINE_SECONDS (20), SOAK_SEED (200), SOAK_MAILBOXES (8), SOAK_SMTP_CONNECTIONS (4),
  * SOAK_DRAIN_SECONDS (300), SOAK_DATA (the SciFact directory), SOAK_NODE_ARGS (node flags for the
- * server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof"), SOAK_KEEP (keep the data directory), SOAK_SERVER_LOG
+ * server; default the production launchers' own; e.g. add "--cpu-prof --cpu-prof-dir=/tmp/prof"), SOAK_KEEP (keep the data directory), SOAK_SERVER_LOG
  * (a file to write everything the server printed to).
  */
 import * as fs from "node:fs"
@@ -57,6 +57,7 @@ import { upgrade } from "../test/support/billing.ts"
 import { repoRoot, type Server, startServer } from "../test/support/process.ts"
 import { withKey, withToken } from "../test/support/typed-client.ts"
 import { sleep } from "../test/support/wait.ts"
+import { serverNodeArgs } from "./support/children.ts"
 
 const number = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback)
@@ -73,7 +74,7 @@ const MAILBOXES = Math.max(1, number("SOAK_MAILBOXES", 8))
 const SMTP_CONNECTIONS = Math.max(1, number("SOAK_SMTP_CONNECTIONS", 4))
 const DRAIN_SECONDS = number("SOAK_DRAIN_SECONDS", 300)
 const DATA = path.resolve(repoRoot, process.env.SOAK_DATA ?? "../shared/data/scifact")
-const NODE_ARGS = (process.env.SOAK_NODE_ARGS ?? "").split(/\s+/).filter((arg) => arg.length > 0)
+const NODE_ARGS = serverNodeArgs("SOAK_NODE_ARGS")
 
 /** Requests one key takes in a minute at most: half its enterprise limit (500), so no 429 is measured. */
 const REQUESTS_PER_KEY_MINUTE = 250

@@ -16,6 +16,17 @@ export class BenchError extends Error {}
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
+/** The node flags `npm start`, `npm run start:prod` and the image give the server (package.json, Dockerfile). */
+export const PRODUCTION_NODE_ARGS = "--max-semi-space-size=64"
+
+/**
+ * The node flags a bench starts its servers with: the setting `name` when given (empty for none;
+ * add profiling flags to the production ones, e.g. "--max-semi-space-size=64 --cpu-prof"), else the
+ * production launchers' own, so that a bench measures the server as it runs.
+ */
+export const serverNodeArgs = (name: string): ReadonlyArray<string> =>
+  (process.env[name] ?? PRODUCTION_NODE_ARGS).split(/\s+/).filter((arg) => arg.length > 0)
+
 /** A setting in seconds, from the environment; a positive number or the bench stops. */
 export const seconds = (name: string, fallback: number) => {
   const value = Number(process.env[name] ?? fallback)
