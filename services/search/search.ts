@@ -29,14 +29,17 @@ const SUGGESTIONS = 10
 const normalizeQuery = (query: string) => query.trim().replace(/\s+/g, " ")
 const likePrefix = (prefix: string) => `${prefix.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
-interface ResultRow {
+/** A page's email, beside the number of candidates still readable (`null` fields: none on this page). */
+type PageRow = {
+  readonly total: number | string
+} & ({
   readonly id: string
   readonly subject: string
   readonly fromAddress: string
   readonly sentAt: Date
   readonly snippet: string
   readonly labels: ReadonlyArray<string>
-}
+} | { readonly id: null })
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
   dependencies: [Billing.Default, SearchCounts.Default, RateLeases.Default, QueryLog.Default, Ranker.Default],
@@ -124,37 +127,45 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
         const mailboxIds = yield* mailboxScope(userId, domain)
         const ranked = yield* ranker.rank(userId, query, mode, mailboxIds)
-        // The vector index may still hold mail of a mailbox deleted since: keep what is readable.
-        const readable = ranked.length === 0 ? [] : yield* sql<{ id: string }>`
-          SELECT e.id FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id
-          WHERE e.id = ANY(${ranked.map((r) => r.emailId)}::text[]) AND e.user_id = ${userId} AND m.status = 'active'
-            ${inScope(mailboxIds)}
-            ${input.labels && input.labels.length > 0 ? sql`AND e.labels @> ${[...input.labels]}::text[]` : sql``}`
-        const ids = new Set(readable.map((row) => row.id))
-        const visible = ranked.filter((r) => ids.has(r.emailId))
-        const page = visible.slice(offset, offset + limit)
-        // Bodies are read for the page only.
-        const rows = page.length === 0 ? [] : yield* sql<ResultRow>`
-          SELECT e.id, e.subject, e.from_address, e.sent_at, left(e.text_body, 200) AS snippet, e.labels
-          FROM emails e WHERE e.id = ANY(${page.map((r) => r.emailId)}::text[])`
-        const byId = new Map(rows.map((row) => [row.id, row]))
-        const data = page.flatMap((r): Array<SearchResult> => {
-          const row = byId.get(r.emailId)
-          return row === undefined ? [] : [{
+        // One statement keeps, in ranked order, the candidates still readable (the vector index may
+        // hold mail of a mailbox deleted since, the words a deleted mailbox's), counts them, and
+        // reads the requested page of them, bodies for that page only.
+        const rows = ranked.length === 0 ? [] : yield* sql<PageRow>`
+          WITH ranked AS (
+            SELECT id, position FROM unnest(${ranked.map((r) => r.emailId)}::text[]) WITH ORDINALITY AS r (id, position)
+          ),
+          visible AS (
+            SELECT r.id, row_number() OVER (ORDER BY r.position) AS n
+            FROM ranked r JOIN emails e ON e.id = r.id JOIN mailboxes m ON m.id = e.mailbox_id
+            WHERE e.user_id = ${userId} AND m.status = 'active'
+              ${inScope(mailboxIds)}
+              ${input.labels && input.labels.length > 0 ? sql`AND e.labels @> ${[...input.labels]}::text[]` : sql``}
+          )
+          SELECT (SELECT count(*) FROM visible) AS total, p.id, p.subject, p.from_address, p.sent_at, p.snippet, p.labels
+          FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+            SELECT e.id, e.subject, e.from_address, e.sent_at, left(e.text_body, 200) AS snippet, e.labels, v.n
+            FROM visible v JOIN emails e ON e.id = v.id
+            WHERE v.n > ${offset} AND v.n <= ${offset + limit}
+          ) AS p ON true
+          ORDER BY p.n`
+        const total = Number(rows[0]?.total ?? 0)
+        const scores = new Map(ranked.map((r) => [r.emailId, r.score]))
+        const data = rows.flatMap((row): Array<SearchResult> =>
+          row.id === null ? [] : [{
             email_id: row.id,
             subject: row.subject,
             from: row.fromAddress,
             date: row.sentAt.toISOString(),
             snippet: row.snippet,
             labels: [...row.labels],
-            score: Math.round(r.score * 10_000) / 10_000
+            score: Math.round(scores.get(row.id)! * 10_000) / 10_000
           }]
-        })
+        )
         const meta: SearchMeta = {
           page: Math.floor(offset / limit) + 1,
           limit,
-          total: visible.length,
-          hasMore: offset + data.length < visible.length
+          total,
+          hasMore: offset + data.length < total
         }
         return { data, meta }
       })

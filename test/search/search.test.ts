@@ -231,6 +231,28 @@ describe("POST /v1/search", () => {
     expect(elsewhere.data?.meta).toEqual({ page: 1, limit: 20, total: 0, hasMore: false })
   })
 
+  it("keeps only emails carrying every label asked for, and counts only those", async () => {
+    const flight = ids.get("flight")!
+    const labelled = await withKey(server.url, box.user).PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: flight } },
+      body: { add_labels: ["travel"] }
+    })
+    expect(labelled.response.status).toBe(200)
+    for (const mode of ["hybrid", "text", "vector"] as const) {
+      // (No query here starts with "fl": the suggestions below complete past queries.)
+      const travel = await search(box.user.apiKey, { query: "boarding at gate B12 for New York", mode, labels: ["travel"] })
+      expect(travel.data?.data.map((r) => r.email_id), mode).toEqual([flight])
+      expect(travel.data?.meta, mode).toEqual({ page: 1, limit: 20, total: 1, hasMore: false })
+    }
+    const both = await search(box.user.apiKey, { query: "email", labels: ["travel", "inbound"] })
+    expect(both.data?.data.map((r) => r.email_id)).toEqual([flight])
+    const none = await search(box.user.apiKey, { query: "boarding", labels: ["travel", "never-given"] })
+    expect(none.data?.data).toEqual([])
+    expect(none.data?.meta.total).toBe(0)
+    const everything = await search(box.user.apiKey, { query: "email", limit: 100 })
+    expect(everything.data!.meta.total).toBeGreaterThan(1)
+  })
+
   it("sees only the caller's namespace, and never a deleted mailbox's mail", async () => {
     const other = await newBox(server.url)
     await upgrade(server.url, other.user.apiKey, "pro")
