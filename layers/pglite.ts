@@ -31,6 +31,8 @@ export interface PgliteOptions {
    * (128MB). PGlite zeroes all of it at every start: ~0.4 s of CPU for 128MB.
    */
   readonly sharedBuffers?: string | undefined
+  /** PostgreSQL settings from the start (`-c name=value`), for a PGlite that serves one purpose. */
+  readonly settings?: Readonly<Record<string, string>>
 }
 
 const MB = 1024 * 1024
@@ -161,10 +163,10 @@ const stopWorker = (worker: Worker, state: { stopping: boolean; exited: boolean 
  * (a damaged data directory, say) fails with the thread's reason; a thread that dies later ends the
  * process (`crashed`). Released by closing the database in the thread and waiting for its end.
  */
-const startWorker = (dataDir: string, socketPath: string, sharedBuffers: string | undefined) =>
+const startWorker = (dataDir: string, socketPath: string, startSettings: Readonly<Record<string, string>>) =>
   Effect.acquireRelease(
     Effect.async<{ worker: Worker; state: { stopping: boolean; exited: boolean } }, SqlError>((resume) => {
-      const worker = new Worker(workerUrl, { workerData: { dataDir, socketPath, sharedBuffers } })
+      const worker = new Worker(workerUrl, { workerData: { dataDir, socketPath, settings: startSettings } })
       const state = { stopping: false, exited: false, opened: false }
       const opening = (message: string, cause?: unknown) =>
         resume(Effect.fail(new SqlError({ cause, message: `Could not open the embedded database in ${dataDir}: ${message}` })))
@@ -189,7 +191,7 @@ const startWorker = (dataDir: string, socketPath: string, sharedBuffers: string 
     ({ state, worker }) => stopWorker(worker, state)
   )
 
-const startServer = (dataDir: string, sharedBuffers: string | undefined) =>
+const startServer = (dataDir: string, startSettings: Readonly<Record<string, string>>) =>
   Effect.gen(function*() {
     const socketDir = yield* Effect.acquireRelease(
       Effect.try({
@@ -201,7 +203,7 @@ const startServer = (dataDir: string, sharedBuffers: string | undefined) =>
       }),
       (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
     )
-    yield* startWorker(dataDir, path.join(socketDir, ".s.PGSQL.5432"), sharedBuffers)
+    yield* startWorker(dataDir, path.join(socketDir, ".s.PGSQL.5432"), startSettings)
     return { socketDir }
   })
 
@@ -210,7 +212,10 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
     Effect.gen(function*() {
       const dataDir = path.resolve(options.dataDir, "pglite")
       yield* lockDataDir(path.resolve(options.dataDir))
-      const { socketDir } = yield* startServer(dataDir, options.sharedBuffers)
+      const { socketDir } = yield* startServer(dataDir, {
+        ...options.settings,
+        ...(options.sharedBuffers === undefined ? {} : { shared_buffers: options.sharedBuffers })
+      })
       return pooledClient({
         target: { host: socketDir, port: 5432, username: "postgres", database: "postgres" },
         maxConnections: 1,

@@ -92,7 +92,20 @@ const insertRows = (sql: SqlClient.SqlClient, table: string, dimensions: number,
       namespace = EXCLUDED.namespace, mailbox_id = EXCLUDED.mailbox_id, domain = EXCLUDED.domain,
       date = EXCLUDED.date, embedding = EXCLUDED.embedding`
 
-const makeIndex = (sql: SqlClient.SqlClient, kind: string) =>
+/**
+ * How a nearest-neighbour search runs: at least `EF_SEARCH` candidates, iterative scans (a filtered
+ * search still gets its rows), and sorting off. Without fresh statistics (PGlite has no autovacuum)
+ * the planner prefers the namespace index and a sort, which is an exact search over the whole
+ * namespace: with sorting off, the HNSW index is the only way to the order asked for.
+ */
+const SEARCH_SETTINGS = { "hnsw.ef_search": String(EF_SEARCH), "hnsw.iterative_scan": "relaxed_order", "enable_sort": "off" }
+
+/**
+ * `searchSettingsAtStart`: the database is the index's alone and runs with `SEARCH_SETTINGS` from its
+ * start, so a search within them is its one statement; in a shared database each search sets them
+ * for its own transaction (three more round trips).
+ */
+const makeIndex = (sql: SqlClient.SqlClient, kind: string, options?: { readonly searchSettingsAtStart?: boolean }) =>
   Effect.gen(function*() {
     yield* sql`CREATE EXTENSION IF NOT EXISTS vector`.pipe(Effect.mapError(failed("enable the vector extension")))
 
@@ -108,29 +121,27 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string) =>
           { discard: true }
         ).pipe(Effect.mapError(failed(`store vectors in ${table}`)))
 
-      const search: VectorCollection["search"] = (vector, filter, limit, options) => {
+      const search: VectorCollection["search"] = (vector, filter, limit, searchOptions) => {
+        const exact = searchOptions?.exact === true
         if (limit <= 0 || (filter.mailboxIds !== undefined && filter.mailboxIds.length === 0)) return Effect.succeed([])
         const query = sql`${literal(vector)}::${type}`
         const mailboxes = filter.mailboxIds === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...filter.mailboxIds]}::text[])`
-        const nearest = (rows: number) =>
-          Effect.gen(function*() {
-            if (options?.exact) {
-              yield* sql`SET LOCAL enable_indexscan = off`
-            } else {
-              // Without fresh statistics (PGlite has no autovacuum) the planner prefers the namespace
-              // index and a sort, which is an exact search over the whole namespace: with sorting
-              // off, the HNSW index is the only way to the order asked for.
-              yield* sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(MAX_EF_SEARCH, Math.max(EF_SEARCH, rows)))}, true),
-                                set_config('hnsw.iterative_scan', 'relaxed_order', true),
-                                set_config('enable_sort', 'off', true)`
-            }
-            return yield* sql<{ emailId: string; distance: number }>`
+        const nearest = (rows: number) => {
+          const found = sql<{ emailId: string; distance: number }>`
               SELECT email_id, embedding <=> ${query} AS distance
               FROM ${sql(table)}
               WHERE namespace = ${filter.namespace} ${mailboxes}
               ORDER BY embedding <=> ${query}
               LIMIT ${rows}`
-          })
+          if (exact) return Effect.zipRight(sql`SET LOCAL enable_indexscan = off`, found).pipe(sql.withTransaction)
+          if (options?.searchSettingsAtStart && rows <= EF_SEARCH) return found
+          return Effect.zipRight(
+            sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(MAX_EF_SEARCH, Math.max(EF_SEARCH, rows)))}, true),
+                       set_config('hnsw.iterative_scan', ${SEARCH_SETTINGS["hnsw.iterative_scan"]}, true),
+                       set_config('enable_sort', ${SEARCH_SETTINGS.enable_sort}, true)`,
+            found
+          ).pipe(sql.withTransaction)
+        }
         return Effect.gen(function*() {
           // Search answers emails, the rows are chunks: when the nearest rows hold fewer than `limit`
           // emails (a long email has up to 16 chunks) and there may be more, look further.
@@ -145,7 +156,6 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string) =>
             if (best.size >= limit || found.length < rows) return best
           }
         }).pipe(
-          sql.withTransaction,
           Effect.map((best) =>
             [...best].map(([emailId, similarity]) => ({ emailId, similarity }))
               .sort((a, b) => b.similarity - a.similarity)
@@ -253,17 +263,19 @@ export const embeddedLayer = (
       const database = Pglite.upkept("the embedded vector index").pipe(
         Layer.provideMerge(Layer.unwrapEffect(Effect.gen(function*() {
           const directory = path.join(dataDir, "vectors")
-          if (options?.sharedBuffers !== undefined) return Pglite.layer({ dataDir: directory, sharedBuffers: options.sharedBuffers })
+          if (options?.sharedBuffers !== undefined) {
+            return Pglite.layer({ dataDir: directory, sharedBuffers: options.sharedBuffers, settings: SEARCH_SETTINGS })
+          }
           const { dataBytes, sharedBuffers } = Pglite.buffersForData(directory)
           yield* Effect.logInfo(`The vector index's buffers: ${sharedBuffers}, for ${Math.ceil(dataBytes / 1024 / 1024)}MB of data`)
-          return Pglite.layer({ dataDir: directory, sharedBuffers })
+          return Pglite.layer({ dataDir: directory, sharedBuffers, settings: SEARCH_SETTINGS })
         })))
       )
       const context = yield* Layer.build(database).pipe(
         Effect.mapError((cause) => new VectorIndexError({ message: `Could not open the embedded vector index: ${cause.message}`, cause }))
       )
       const sql = Context.get(context, SqlClient.SqlClient)
-      const index = yield* makeIndex(sql, "pgvector (embedded)")
+      const index = yield* makeIndex(sql, "pgvector (embedded)", { searchSettingsAtStart: true })
       if (options?.movingFrom !== undefined) yield* moveCollections(options.movingFrom, sql)
       return index
     })

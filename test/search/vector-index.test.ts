@@ -373,6 +373,31 @@ const contract = (adapter: Adapter) =>
         }
       }))
 
+    it.scoped("answers a small namespace its `limit` emails when a large one lies nearer the query", () =>
+      Effect.gen(function*() {
+        const { index, model } = yield* setup
+        const dimensions = 16
+        const next = random(7)
+        const query = randomUnit(dimensions, next)
+        const collection = yield* index.collection(model, dimensions)
+        // 600 emails of another account nearer the query than any of this one's 30: a search that
+        // filtered only the index's first candidates (its ef_search) would find none of them.
+        const near = Array.from({ length: 600 }, (_, i): VectorPoint => ({
+          ...point(`theirs-${i}`, 0, 0, { namespace: "ns-large" }),
+          vector: towards(query, 0.9 + next() * 0.09, next)
+        }))
+        const far = Array.from({ length: 30 }, (_, i): VectorPoint => ({
+          ...point(`mine-${i}`, 0, 0, { namespace: "ns-small" }),
+          vector: towards(query, 0.2 + next() * 0.5, next)
+        }))
+        yield* collection.upsert([...near, ...far])
+        const truth = [...far].sort((a, b) => cosine(b.vector, query) - cosine(a.vector, query)).slice(0, 10)
+          .map((p) => [p.emailId, cosine(p.vector, query)] as const)
+        for (const exact of [false, true]) {
+          expectHits(yield* collection.search(Float32Array.from(query), { namespace: "ns-small" }, 10, { exact }), truth)
+        }
+      }))
+
     it.scoped("removes every chunk of the given emails, and nothing else", () =>
       Effect.gen(function*() {
         const { index, model } = yield* setup
