@@ -51,7 +51,7 @@ const CONNECTIONS = 10
 const MEASURE_SECONDS = seconds("BENCH_SECONDS", 10)
 const WARMUP_SECONDS = seconds("BENCH_WARMUP_SECONDS", 2)
 const TARGETS = new Set((process.env.BENCH_TARGETS ?? "a,b,c,d").split(",").map((t) => t.trim()))
-/** Extra node flags for the servers, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them. */
+/** The servers' node flags: the production launchers' own unless BENCH_NODE_ARGS says otherwise. */
 const NODE_ARGS = serverNodeArgs("BENCH_NODE_ARGS")
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const ROLES = process.env.BENCH_ROLES

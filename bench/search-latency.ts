@@ -42,8 +42,8 @@
  *
  * Settings: BENCH_SIZES ("10000,100000", ascending), BENCH_QUERIES (200), BENCH_REPEATS (2),
  * BENCH_RECALL_QUERIES (50; an exact search of 100k vectors takes seconds in PGlite), BENCH_KEEP (keep
- * the data directory; its path is printed), BENCH_REUSE (a directory an earlier run kept: its sizes are
- * measured again without seeding, larger ones seeded on top; seeding 100k takes many minutes, so a server
+ * the data directory; its path is printed), BENCH_REUSE (a directory an earlier run kept: its size is
+ * measured again without seeding, larger ones seeded on top, smaller ones refused; seeding 100k takes many minutes, so a server
  * setting such as PGLITE_SHARED_BUFFERS is compared on the same data this way; the directory is kept). Seeding ends with VACUUM (ANALYZE), which the embedded
  * database's upkeep (layers/pglite.ts; PGlite has no autovacuum) and a PostgreSQL server's autovacuum do
  * within minutes of such a load. With DATABASE_URL (and JWT_SECRET) set, the
@@ -587,13 +587,22 @@ interface SizeResult {
   readonly http: Awaited<ReturnType<typeof measureServer>>
 }
 
+/** What BENCH_REUSE names: a directory a run kept, seeded as this run asks, to sizes this run measures. */
+const keptDirectory = (dir: string) => {
+  const file = path.join(dir, SEEDED_FILE)
+  if (!fs.existsSync(file)) throw new Error(`BENCH_REUSE: ${dir} holds no ${SEEDED_FILE}; keep a run's directory with BENCH_KEEP=1`)
+  const kept = JSON.parse(fs.readFileSync(file, "utf8")) as { readonly account: Omit<Account, "userId">; readonly seeded: number; readonly wordsOnly: boolean }
+  if (kept.wordsOnly !== WORDS_ONLY) throw new Error(`BENCH_REUSE: ${dir} was seeded ${kept.wordsOnly ? "with" : "without"} BENCH_WORDS_ONLY`)
+  if (SIZES[0]! < kept.seeded) {
+    throw new Error(`BENCH_REUSE: ${dir} holds ${count(kept.seeded)} emails, more than BENCH_SIZES asks for (${SIZES.join(",")}); ask for ${kept.seeded} or more`)
+  }
+  return kept
+}
+
 const main = async () => {
   const started = performance.now()
   const dataDir = REUSE ?? fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-latency-"))
-  const kept = REUSE === undefined
-    ? undefined
-    : JSON.parse(fs.readFileSync(path.join(REUSE, SEEDED_FILE), "utf8")) as { readonly account: Omit<Account, "userId">; readonly seeded: number; readonly wordsOnly: boolean }
-  if (kept !== undefined && kept.wordsOnly !== WORDS_ONLY) throw new Error(`BENCH_REUSE: ${REUSE} was seeded with BENCH_WORDS_ONLY=${kept.wordsOnly ? 1 : ""}`)
+  const kept = REUSE === undefined ? undefined : keptDirectory(REUSE)
   console.log(`search latency: sizes ${SIZES.map(count).join(", ")} in one namespace; ${QUERIES} queries; data in ${dataDir}`)
   console.log(`vocabulary ${count(vocabulary.length)} words (Zipf); ` +
     (WORDS_ONLY ? "words only: no vectors, text-mode searches" : `vectors ${DIMENSIONS}-d, ${CLUSTERS} clusters; model ${MODEL}`))
@@ -611,7 +620,6 @@ const main = async () => {
 
     let seeded = kept?.seeded ?? 0
     for (const size of SIZES) {
-      if (size < seeded) continue
       store = openStore(dataDir)
       const [{ userId }] = await store.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
         sql<{ userId: string }>`SELECT user_id FROM mailboxes WHERE id = ${created.mailboxId}`)) as [{ userId: string }]

@@ -36,10 +36,10 @@ export interface PgliteOptions {
 }
 
 const MB = 1024 * 1024
-/** What sized buffers may take at most: PGLITE_SHARED_BUFFERS's own ceiling, or an eighth of the memory. */
+/** The most sized buffers take, whatever the memory: PGLITE_SHARED_BUFFERS's own ceiling. */
 const MAX_SIZED_BUFFERS = 1024 * MB
 
-/** Bytes of the relation files under `dir` (a PGlite's `base`), 0 when there is none yet. */
+/** Bytes of the relation files under `dir` (a PGlite's `base`). */
 const relationBytes = (dir: string): number => {
   let total = 0
   for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {

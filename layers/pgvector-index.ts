@@ -263,11 +263,12 @@ export const embeddedLayer = (
       const database = Pglite.upkept("the embedded vector index").pipe(
         Layer.provideMerge(Layer.unwrapEffect(Effect.gen(function*() {
           const directory = path.join(dataDir, "vectors")
-          if (options?.sharedBuffers !== undefined) {
-            return Pglite.layer({ dataDir: directory, sharedBuffers: options.sharedBuffers, settings: SEARCH_SETTINGS })
+          let sharedBuffers = options?.sharedBuffers
+          if (sharedBuffers === undefined) {
+            const sized = Pglite.buffersForData(directory)
+            yield* Effect.logInfo(`The vector index's buffers: ${sized.sharedBuffers}, for ${Math.ceil(sized.dataBytes / 1024 / 1024)}MB of data`)
+            sharedBuffers = sized.sharedBuffers
           }
-          const { dataBytes, sharedBuffers } = Pglite.buffersForData(directory)
-          yield* Effect.logInfo(`The vector index's buffers: ${sharedBuffers}, for ${Math.ceil(dataBytes / 1024 / 1024)}MB of data`)
           return Pglite.layer({ dataDir: directory, sharedBuffers, settings: SEARCH_SETTINGS })
         })))
       )
