@@ -43,7 +43,7 @@
  * Settings: BENCH_SIZES ("10000,100000", ascending), BENCH_QUERIES (200), BENCH_REPEATS (2),
  * BENCH_RECALL_QUERIES (50; an exact search of 100k vectors takes seconds in PGlite), BENCH_KEEP (keep
  * the data directory; its path is printed), BENCH_REUSE (a directory an earlier run kept: its size is
- * measured again without seeding, larger ones seeded on top, smaller ones refused; seeding 100k takes many minutes, so a server
+ * measured again without seeding, the only size measured unless BENCH_SIZES says more, larger ones seeded on top, smaller ones refused; seeding 100k takes many minutes, so a server
  * setting such as PGLITE_SHARED_BUFFERS is compared on the same data this way; the directory is kept). Seeding ends with VACUUM (ANALYZE), which the embedded
  * database's upkeep (layers/pglite.ts; PGlite has no autovacuum) and a PostgreSQL server's autovacuum do
  * within minutes of such a load. With DATABASE_URL (and JWT_SECRET) set, the
@@ -80,7 +80,17 @@ const positive = (name: string, fallback: number) => {
   if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive whole number`)
   return value
 }
-const SIZES = (process.env.BENCH_SIZES ?? "10000,100000").split(",").map((s) => Number(s.trim()))
+const REUSE = process.env.BENCH_REUSE
+const KEEP = Boolean(process.env.BENCH_KEEP) || REUSE !== undefined
+/** What a kept directory holds besides the data: whose mail it is and how much, for BENCH_REUSE. */
+const SEEDED_FILE = "bench-seeded.json"
+
+/** The sizes asked for; without BENCH_SIZES, a reused directory's own size, else 10k and 100k. */
+const defaultSizes = () => {
+  const file = REUSE === undefined ? undefined : path.join(REUSE, SEEDED_FILE)
+  return file !== undefined && fs.existsSync(file) ? String((JSON.parse(fs.readFileSync(file, "utf8")) as { readonly seeded: number }).seeded) : "10000,100000"
+}
+const SIZES = (process.env.BENCH_SIZES ?? defaultSizes()).split(",").map((s) => Number(s.trim()))
 if (SIZES.some((s, i) => !Number.isInteger(s) || s <= 0 || (i > 0 && s <= SIZES[i - 1]!))) {
   throw new Error("BENCH_SIZES must be ascending positive whole numbers, e.g. 10000,100000")
 }
@@ -88,10 +98,6 @@ const QUERIES = positive("BENCH_QUERIES", 200)
 const REPEATS = positive("BENCH_REPEATS", 2)
 const RECALL_QUERIES = positive("BENCH_RECALL_QUERIES", 50)
 
-const REUSE = process.env.BENCH_REUSE
-const KEEP = Boolean(process.env.BENCH_KEEP) || REUSE !== undefined
-/** What a kept directory holds besides the data: whose mail it is and how much, for BENCH_REUSE. */
-const SEEDED_FILE = "bench-seeded.json"
 const WORDS_ONLY = Boolean(process.env.BENCH_WORDS_ONLY)
 
 const TARGET_P99_MS = 50
