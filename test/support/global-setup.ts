@@ -45,13 +45,13 @@ const sweepRun = async (run: string) => {
   const admin = new pg.Client({ connectionString: adminDatabaseUrl ?? localPostgresUrl, connectionTimeoutMillis: 3_000 })
   try {
     await admin.connect()
-    const { rows } = await admin.query<{ datname: string }>(
-      "SELECT datname FROM pg_database WHERE starts_with(datname, $1)",
+    const { rows } = await admin.query<{ datname: string; made_by: string | null }>(
+      "SELECT datname, shobj_description(oid, 'pg_database') AS made_by FROM pg_database WHERE starts_with(datname, $1)",
       [prefixes.database]
     )
-    for (const { datname } of rows) {
+    for (const { datname, made_by } of rows) {
       await dropDatabase(admin, datname)
-      left.push(`database ${datname}`)
+      left.push(`database ${datname}${made_by === null ? "" : ` (${made_by})`}`)
     }
   } catch {
     // No PostgreSQL here (an embedded run on a machine without one): nothing of this run is on it.

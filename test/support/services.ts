@@ -42,6 +42,23 @@ export const runPrefixes = (run: string) => ({
   nats: `t-${run}-`
 })
 
+const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..", "..")
+
+/**
+ * The test file that is making a database or a data directory, for the run's sweep to name when a
+ * suite leaves one behind: the first frame of the caller's stack in a test file (with its line), else
+ * the file the vitest worker is running (its state: an internal of vitest, absent outside a worker,
+ * as in the benches); `undefined` when neither says.
+ */
+const madeBy = (): string | undefined => {
+  for (const line of new Error().stack?.split("\n") ?? []) {
+    const frame = /\b(test\/(?!support\/)\S+?\.test\.ts):(\d+)/.exec(line)
+    if (frame) return `${frame[1]}:${frame[2]}`
+  }
+  const file = (globalThis as { __vitest_worker__?: { filepath?: string } }).__vitest_worker__?.filepath
+  return file === undefined ? undefined : path.relative(repoRoot, file)
+}
+
 export interface TestDatabase {
   readonly url: string
   readonly drop: () => Promise<void>
@@ -50,10 +67,12 @@ export interface TestDatabase {
 /** A fresh, empty database on the PostgreSQL server at `adminUrl`, dropped by `drop()`. */
 export const createDatabase = async (adminUrl: string): Promise<TestDatabase> => {
   const name = uniqueName(`mailroom_test_${runTag()}`)
+  const maker = madeBy()
   const admin = new pg.Client({ connectionString: adminUrl })
   await admin.connect()
   try {
     await admin.query(`CREATE DATABASE ${name}`)
+    if (maker !== undefined) await admin.query(`COMMENT ON DATABASE ${name} IS ${admin.escapeLiteral(`made by ${maker}`)}`)
   } finally {
     await admin.end()
   }
@@ -100,7 +119,9 @@ export interface TestDataDir {
  * migrations applied (global-setup's second template), for a server's first start.
  */
 export const createDataDir = (options: { readonly migrated?: boolean } = {}): TestDataDir => {
-  const dir = fs.mkdtempSync(path.join(dataDirRoot, runPrefixes(runTag()).dataDir))
+  // The maker's file and line in the name (`…-mta-crash.31-XXXXXX`), for the sweep to show.
+  const maker = madeBy()?.replace(/^.*\//, "").replace(/\.test\.ts/, "").replace(/:/, ".")
+  const dir = fs.mkdtempSync(path.join(dataDirRoot, `${runPrefixes(runTag()).dataDir}${maker === undefined ? "" : `${maker}-`}`))
   const empty = process.env.MAILROOM_TEST_PGLITE_TEMPLATE
   const migrated = options.migrated ? process.env.MAILROOM_TEST_PGLITE_MIGRATED : undefined
   const copy = (template: string | undefined, target: string) => {
