@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import pg from "pg"
 
 export const adminDatabaseUrl = process.env.DATABASE_URL
@@ -42,7 +43,7 @@ export const runPrefixes = (run: string) => ({
   nats: `t-${run}-`
 })
 
-const repoRoot = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..", "..")
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 
 /**
  * The test file that is making a database or a data directory, for the run's sweep to name when a
