@@ -43,7 +43,8 @@
  * Settings: BENCH_SIZES ("10000,100000", ascending), BENCH_QUERIES (200), BENCH_REPEATS (2),
  * BENCH_RECALL_QUERIES (50; an exact search of 100k vectors takes seconds in PGlite), BENCH_KEEP (keep
  * the data directory; its path is printed), BENCH_REUSE (a directory an earlier run kept: its size is
- * measured again without seeding, the only size measured unless BENCH_SIZES says more, larger ones seeded on top, smaller ones refused; seeding 100k takes many minutes, so a server
+ * measured again without seeding, the only size measured unless BENCH_SIZES says more, larger ones
+ * seeded on top, smaller ones refused; seeding 100k takes many minutes, so a server
  * setting such as PGLITE_SHARED_BUFFERS is compared on the same data this way; the directory is kept). Seeding ends with VACUUM (ANALYZE), which the embedded
  * database's upkeep (layers/pglite.ts; PGlite has no autovacuum) and a PostgreSQL server's autovacuum do
  * within minutes of such a load. With DATABASE_URL (and JWT_SECRET) set, the
@@ -85,12 +86,20 @@ const KEEP = Boolean(process.env.BENCH_KEEP) || REUSE !== undefined
 /** What a kept directory holds besides the data: whose mail it is and how much, for BENCH_REUSE. */
 const SEEDED_FILE = "bench-seeded.json"
 
-/** The sizes asked for; without BENCH_SIZES, a reused directory's own size, else 10k and 100k. */
-const defaultSizes = () => {
-  const file = REUSE === undefined ? undefined : path.join(REUSE, SEEDED_FILE)
-  return file !== undefined && fs.existsSync(file) ? String((JSON.parse(fs.readFileSync(file, "utf8")) as { readonly seeded: number }).seeded) : "10000,100000"
+/** The record of the directory BENCH_REUSE names (read once, here): what a run kept there. */
+const readKept = (dir: string) => {
+  const file = path.join(dir, SEEDED_FILE)
+  if (!fs.existsSync(file)) throw new Error(`BENCH_REUSE: ${dir} holds no ${SEEDED_FILE}; keep a run's directory with BENCH_KEEP=1`)
+  try {
+    return JSON.parse(fs.readFileSync(file, "utf8")) as { readonly account: Omit<Account, "userId">; readonly seeded: number; readonly wordsOnly: boolean }
+  } catch (cause) {
+    throw new Error(`BENCH_REUSE: ${file} is not the record a run writes: ${cause instanceof Error ? cause.message : String(cause)}`)
+  }
 }
-const SIZES = (process.env.BENCH_SIZES ?? defaultSizes()).split(",").map((s) => Number(s.trim()))
+const KEPT = REUSE === undefined ? undefined : readKept(REUSE)
+
+/** The sizes asked for; without BENCH_SIZES, a reused directory's own size, else 10k and 100k. */
+const SIZES = (process.env.BENCH_SIZES ?? (KEPT === undefined ? "10000,100000" : String(KEPT.seeded))).split(",").map((s) => Number(s.trim()))
 if (SIZES.some((s, i) => !Number.isInteger(s) || s <= 0 || (i > 0 && s <= SIZES[i - 1]!))) {
   throw new Error("BENCH_SIZES must be ascending positive whole numbers, e.g. 10000,100000")
 }
@@ -593,11 +602,8 @@ interface SizeResult {
   readonly http: Awaited<ReturnType<typeof measureServer>>
 }
 
-/** What BENCH_REUSE names: a directory a run kept, seeded as this run asks, to sizes this run measures. */
-const keptDirectory = (dir: string) => {
-  const file = path.join(dir, SEEDED_FILE)
-  if (!fs.existsSync(file)) throw new Error(`BENCH_REUSE: ${dir} holds no ${SEEDED_FILE}; keep a run's directory with BENCH_KEEP=1`)
-  const kept = JSON.parse(fs.readFileSync(file, "utf8")) as { readonly account: Omit<Account, "userId">; readonly seeded: number; readonly wordsOnly: boolean }
+/** The kept directory, when it was seeded as this run asks and to no more than the sizes this run measures. */
+const keptDirectory = (dir: string, kept: NonNullable<typeof KEPT>) => {
   if (kept.wordsOnly !== WORDS_ONLY) throw new Error(`BENCH_REUSE: ${dir} was seeded ${kept.wordsOnly ? "with" : "without"} BENCH_WORDS_ONLY`)
   if (SIZES[0]! < kept.seeded) {
     throw new Error(`BENCH_REUSE: ${dir} holds ${count(kept.seeded)} emails, more than BENCH_SIZES asks for (${SIZES.join(",")}); ask for ${kept.seeded} or more`)
@@ -608,7 +614,7 @@ const keptDirectory = (dir: string) => {
 const main = async () => {
   const started = performance.now()
   const dataDir = REUSE ?? fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-bench-latency-"))
-  const kept = REUSE === undefined ? undefined : keptDirectory(REUSE)
+  const kept = REUSE === undefined || KEPT === undefined ? undefined : keptDirectory(REUSE, KEPT)
   console.log(`search latency: sizes ${SIZES.map(count).join(", ")} in one namespace; ${QUERIES} queries; data in ${dataDir}`)
   console.log(`vocabulary ${count(vocabulary.length)} words (Zipf); ` +
     (WORDS_ONLY ? "words only: no vectors, text-mode searches" : `vectors ${DIMENSIONS}-d, ${CLUSTERS} clusters; model ${MODEL}`))
