@@ -3,6 +3,7 @@
  * (they become `details.<field>` of a 400 VALIDATION_ERROR).
  */
 import { Schema } from "effect"
+import { maxCharacters, minCharacters } from "../characters.ts"
 
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/
 
@@ -12,13 +13,13 @@ export const Email = Schema.Trim.pipe(
 )
 
 export const Password = Schema.String.pipe(
-  Schema.minLength(8, { message: () => "must be at least 8 characters" }),
-  Schema.maxLength(1024, { message: () => "must be at most 1024 characters" })
+  minCharacters(8, "must be at least 8 characters"),
+  maxCharacters(1024, "must be at most 1024 characters")
 )
 
 export const PersonName = Schema.Trim.pipe(
-  Schema.minLength(1, { message: () => "must not be empty" }),
-  Schema.maxLength(200, { message: () => "must be at most 200 characters" })
+  minCharacters(1, "must not be empty"),
+  maxCharacters(200, "must be at most 200 characters")
 )
 
 const allErrors = { parseOptions: { errors: "all" as const } }

@@ -1,11 +1,9 @@
 import { Schema } from "effect"
+import { maxCharacters, minCharacters } from "../characters.ts"
 import { Plan } from "../plans/plans.ts"
 
 export const CreateKeyInput = Schema.Struct({
-  name: Schema.Trim.pipe(
-    Schema.minLength(1, { message: () => "must be 1-100 characters" }),
-    Schema.maxLength(100, { message: () => "must be 1-100 characters" })
-  ),
+  name: Schema.Trim.pipe(minCharacters(1, "must be 1-100 characters"), maxCharacters(100, "must be 1-100 characters")),
   expirationDays: Schema.optional(
     Schema.Number.pipe(
       Schema.int({ message: () => "must be a whole number of days from 1 to 365" }),

@@ -1,6 +1,7 @@
 /** SPEC "Search": the request, a result, the page meta; and the suggestions query. */
 import { Label, MAX_LABELS } from "../mail/label-rules.ts"
 import { Schema } from "effect"
+import { maxCharacters } from "../characters.ts"
 import { IntBetween } from "../listing.ts"
 
 /** How deep pages reach: past this offset (and a page), a search has no more results to give. */
@@ -11,10 +12,10 @@ export const SearchMode = Schema.Literal("hybrid", "text", "vector")
 export type SearchMode = typeof SearchMode.Type
 
 export const SearchInput = Schema.Struct({
-  query: Schema.String.pipe(
+  query: Schema.String.annotations({ message: () => "must be a non-empty string" }).pipe(
     Schema.filter((value) => value.trim().length > 0 || "must not be empty"),
-    Schema.maxLength(MAX_QUERY_CHARS, { message: () => `must be at most ${MAX_QUERY_CHARS} characters` })
-  ).annotations({ description: "Natural-language query", message: () => "must be a non-empty string" }),
+    maxCharacters(MAX_QUERY_CHARS, `must be at most ${MAX_QUERY_CHARS} characters`)
+  ).annotations({ description: "Natural-language query" }),
   domain: Schema.optional(
     Schema.String.pipe(Schema.filter((value) => value.trim().length > 0 || "must not be empty"))
       .annotations({ description: "Only mail received at addresses on this domain", message: () => "must be a domain name" })
@@ -52,8 +53,8 @@ export const SearchMeta = Schema.Struct({
 export type SearchMeta = typeof SearchMeta.Type
 
 export const SuggestionsParams = Schema.Struct({
-  q: Schema.String.pipe(
+  q: Schema.String.annotations({ message: () => "is required" }).pipe(
     Schema.filter((value) => value.trim().length > 0 || "must not be empty"),
-    Schema.maxLength(200, { message: () => "must be at most 200 characters" })
-  ).annotations({ description: "A partial query", message: () => "is required" })
+    maxCharacters(200, "must be at most 200 characters")
+  ).annotations({ description: "A partial query" })
 }).annotations({ parseOptions: { errors: "all" } })

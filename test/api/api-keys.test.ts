@@ -46,6 +46,14 @@ describe("POST /v1/api-keys", () => {
     expect(JSON.stringify(listed.data)).not.toContain(apiKey)
   })
 
+  it("counts a name's length in characters: 100 emoji are a name of 100 (200 UTF-16 units)", async () => {
+    const user = await signUp(baseUrl)
+    const name = "😀".repeat(100)
+    const reply = await asUser(user).POST("/v1/api-keys", { body: { name } })
+    expect(reply.response.status).toBe(201)
+    expect(reply.data?.data.name).toBe(name)
+  })
+
   it("sets expirationTs from expirationDays", async () => {
     const user = await signUp(baseUrl)
     const before = Date.now()
@@ -59,6 +67,7 @@ describe("POST /v1/api-keys", () => {
   it.each([
     [{ name: "" }, { name: "must be 1-100 characters" }],
     [{ name: "x".repeat(101) }, { name: "must be 1-100 characters" }],
+    [{ name: "😀".repeat(101) }, { name: "must be 1-100 characters" }],
     [{}, { name: "is required" }],
     [{ name: "ok", expirationDays: 0 }, { expirationDays: "must be a whole number of days from 1 to 365" }],
     [{ name: "ok", expirationDays: 366 }, { expirationDays: "must be a whole number of days from 1 to 365" }],

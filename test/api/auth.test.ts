@@ -46,6 +46,16 @@ describe("POST /api/auth/register", () => {
     })
   })
 
+  it("counts the password's length in characters, not UTF-16 units", async () => {
+    // Four emoji are eight UTF-16 units but four characters: too short.
+    const short = await register({ email: email(), password: "😀😀😀😀", name: "Ada" })
+    expect(short.response.status).toBe(400)
+    expect(short.error?.error).toEqual({ code: "VALIDATION_ERROR", message: expect.any(String), details: { password: "must be at least 8 characters" } })
+    const address = email()
+    expect((await register({ email: address, password: "😀".repeat(8), name: "Ada" })).response.status).toBe(201)
+    expect((await login({ email: address, password: "😀".repeat(8) })).response.status).toBe(200)
+  })
+
   it("requires every field", async () => {
     const reply = await register(offContract({}))
     expect(reply.response.status).toBe(400)

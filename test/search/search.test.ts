@@ -192,11 +192,13 @@ describe("POST /v1/search", () => {
   })
 
   it.each([
-    [{}, { query: expect.any(String) }],
-    [{ query: "" }, { query: expect.any(String) }],
-    [{ query: "   " }, { query: expect.any(String) }],
-    [{ query: 42 }, { query: expect.any(String) }],
-    [{ query: "x".repeat(1001) }, { query: expect.any(String) }],
+    [{}, { query: "is required" }],
+    [{ query: "" }, { query: "must not be empty" }],
+    [{ query: "   " }, { query: "must not be empty" }],
+    [{ query: 42 }, { query: "must be a non-empty string" }],
+    [{ query: "x".repeat(1001) }, { query: "must be at most 1000 characters" }],
+    // Characters, not UTF-16 units: 1,000 emoji pass (below), 1,001 do not.
+    [{ query: "😀".repeat(1001) }, { query: "must be at most 1000 characters" }],
     [{ query: "invoice", limit: 0 }, { limit: expect.any(String) }],
     [{ query: "invoice", limit: 101 }, { limit: expect.any(String) }],
     [{ query: "invoice", limit: 2.5 }, { limit: expect.any(String) }],
@@ -211,6 +213,11 @@ describe("POST /v1/search", () => {
     expect(reply.error?.success).toBe(false)
     expect(reply.error?.error.code).toBe("VALIDATION_ERROR")
     expect(reply.error?.error.details).toEqual(details)
+  })
+
+  it("takes a query of 1,000 characters however many UTF-16 units they are", async () => {
+    const reply = await search(box.user.apiKey, { query: "😀".repeat(1000) })
+    expect(reply.response.status).toBe(200)
   })
 
   it("rejects a body that is not JSON with 400 and no credential with 401", async () => {
@@ -298,12 +305,17 @@ describe("GET /v1/search/suggestions", () => {
     expect(reply.data?.data).toEqual([])
   })
 
-  it("requires q: 400 VALIDATION_ERROR", async () => {
-    for (const query of [offContract({}), { q: "" }]) {
+  it("requires q of at most 200 characters: 400 VALIDATION_ERROR", async () => {
+    const refusals: ReadonlyArray<[{ readonly q: string }, string]> = [
+      [offContract({}), "is required"],
+      [{ q: "" }, "must not be empty"],
+      [{ q: "x".repeat(201) }, "must be at most 200 characters"]
+    ]
+    for (const [query, message] of refusals) {
       const reply = await withKey(server.url, box.user).GET("/v1/search/suggestions", { params: { query } })
       expect(reply.response.status).toBe(400)
       expect(reply.error?.error.code).toBe("VALIDATION_ERROR")
-      expect(reply.error?.error.details).toEqual({ q: expect.any(String) })
+      expect(reply.error?.error.details).toEqual({ q: message })
     }
   })
 })

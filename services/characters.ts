@@ -1,0 +1,23 @@
+/**
+ * Lengths as SPEC states them ("1-100 characters", "at least 8 characters") and as people count them:
+ * in characters (Unicode code points), as PostgreSQL's `char_length` counts the text we store. A
+ * JavaScript string's `length` counts UTF-16 units instead, so `Schema.minLength` / `maxLength` would
+ * take "😀😀😀😀" (4 characters) as a password of 8 and refuse a key name of 51 emoji as over 100.
+ * JSON Schema counts a string's length in code points too, so the OpenAPI document keeps its bounds.
+ */
+import { Schema } from "effect"
+
+/** Characters in `text`: its code points. */
+export const characterCount = (text: string): number => {
+  let count = 0
+  for (const _ of text) count++
+  return count
+}
+
+/** At least `min` characters, else `message`. */
+export const minCharacters = (min: number, message: string) => <A extends string, I, R>(self: Schema.Schema<A, I, R>) =>
+  self.pipe(Schema.filter((text) => characterCount(text) >= min || message, { jsonSchema: { minLength: min } }))
+
+/** At most `max` characters, else `message`. */
+export const maxCharacters = (max: number, message: string) => <A extends string, I, R>(self: Schema.Schema<A, I, R>) =>
+  self.pipe(Schema.filter((text) => characterCount(text) <= max || message, { jsonSchema: { maxLength: max } }))
