@@ -8,7 +8,8 @@
  * - `toApiError(cause)`: whatever went wrong, as one of our errors: decode failures become 400
  *   VALIDATION_ERROR with `details` per field, an unreachable database or bus 503, anything
  *   unexpected 500 (logged here, never shown).
- * - `errorResponse(error)`: the response, with `Retry-After` where it applies.
+ * - `errorResponse(error)`: the response, with `Retry-After` where it applies (and a 429's
+ *   `X-RateLimit-*`).
  */
 import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
@@ -143,6 +144,13 @@ export const errorResponse = (error: ApiError) => {
   const headers: Record<string, string> = {}
   if ("retryAfter" in error && error.retryAfter > 0) {
     headers["retry-after"] = String(Math.ceil(error.retryAfter))
+  }
+  if (error._tag === "RateLimited" && typeof error.details?.limit === "number") {
+    // A 429's X-RateLimit-* describe the limit that refused it (a search limit, the failed-login
+    // limit), not the request limit the request also counted against (middleware.ts leaves them).
+    headers["x-ratelimit-limit"] = String(error.details.limit)
+    headers["x-ratelimit-remaining"] = "0"
+    headers["x-ratelimit-reset"] = String(Math.ceil(Date.now() / 1000 + error.retryAfter))
   }
   return HttpServerResponse.unsafeJson(body(error), { status: error.status, headers })
 }

@@ -6,7 +6,7 @@
  * limiter's headers, and an address past the limit is answered 429 (which also slows key guessing).
  */
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option } from "effect"
+import { Effect, FiberRef, Layer, Option } from "effect"
 import { type Authenticated, Authenticator, bearerCredential, type Credential } from "../../services/accounts/authenticator.ts"
 import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
@@ -23,10 +23,21 @@ const rateHeaders = (decision: Decision) => ({
   "x-ratelimit-reset": String(decision.resetAt)
 })
 
-/** Put the headers on the response, whatever it turns out to be. */
+/** Whether a limiter has decided this request (each request runs in a fiber of its own). */
+const rateDecided = FiberRef.unsafeMake(false)
+
+/**
+ * Put the headers on the response, whatever it turns out to be; except a 429 of another limit
+ * (searches, failed logins), which carries that limit's own (errors.ts `errorResponse`).
+ */
 const announce = (decision: Decision) =>
-  HttpApp.appendPreResponseHandler((_request, response) =>
-    Effect.succeed(HttpServerResponse.setHeaders(response, rateHeaders(decision)))
+  Effect.zipRight(
+    FiberRef.set(rateDecided, true),
+    HttpApp.appendPreResponseHandler((_request, response) =>
+      Effect.succeed(
+        response.headers["x-ratelimit-limit"] === undefined ? HttpServerResponse.setHeaders(response, rateHeaders(decision)) : response
+      )
+    )
   )
 
 const enforce = ({ decision, principal }: Authenticated) =>
@@ -48,6 +59,23 @@ const limitByAddress = (limiter: RateLimiter["Type"]) =>
       return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })
     }
   })
+
+/**
+ * SPEC: every response carries the rate-limit headers. One that no limiter decided (no route
+ * matched; refused before authentication: a body too large or not JSON, a cookie write from another
+ * origin) gets its client address's, the limit unauthenticated requests count against, read without
+ * counting it: such a refusal spends nothing (the input rules' promise), and a client past its
+ * address's limit still hears why its request was wrong. Best effort: with the counters unreachable
+ * the answer goes out as it is, since a 404 or a 415 must not turn into a 503.
+ */
+export const withAddressLimit = (limiter: RateLimiter["Type"]) => (response: HttpServerResponse.HttpServerResponse) =>
+  Effect.gen(function*() {
+    if (yield* FiberRef.get(rateDecided)) return response
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const address = Option.getOrElse(request.remoteAddress, () => "unknown")
+    const decision = yield* limiter.peek(`ip:${address}`, clientWindows)
+    return HttpServerResponse.setHeaders(response, rateHeaders(decision))
+  }).pipe(Effect.orElseSucceed(() => response))
 
 /** Authenticate, or refuse as unauthenticated: counted against the address, then 401 (or 429). */
 const authenticated = (

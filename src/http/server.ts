@@ -30,7 +30,7 @@ import { HealthHandlers } from "./health/http.ts"
 import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
-import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive } from "./middleware.ts"
+import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
 import { DashboardSenderListsHandlers, SenderListsHandlers } from "./sender-lists/http.ts"
 import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
@@ -54,11 +54,19 @@ const measured = (app: HttpApp.Default): HttpApp.Default =>
   })
 
 /**
- * Around every route: refuse oversized bodies before reading them, cap what is read, hold every
- * request to the input rules (input-rules.ts: JSON bodies, bounded nesting, no NUL), and answer every
- * failure (decode errors, unknown routes, defects) with the error envelope.
+ * The API's own paths (the versioned API and the dashboard's), whose every answer is rate-limited;
+ * not the payment provider's calls, which prove themselves by signature and must not wait out a
+ * limit of the address they come from.
  */
-const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(DependencyHealth, (health) => (app: HttpApp.Default) =>
+const isApiPath = (url: string) => (url.startsWith("/v1/") || url.startsWith("/api/")) && !url.startsWith("/v1/billing/webhook")
+
+/**
+ * Around every route: refuse oversized bodies before reading them, cap what is read, hold every
+ * request to the input rules (input-rules.ts: JSON bodies, bounded nesting, no NUL), answer every
+ * failure (decode errors, unknown routes, defects) with the error envelope, and give an API answer
+ * that no limiter decided its address's rate-limit headers (middleware.ts `withAddressLimit`).
+ */
+const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([DependencyHealth, RateLimiter]), ([health, limiter]) => (app: HttpApp.Default) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const length = Number(request.headers["content-length"] ?? 0)
@@ -72,6 +80,10 @@ const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(DependencyHealth
   }).pipe(
     HttpServerRequest.withMaxBodySize(Option.some(MAX_JSON_BYTES)),
     Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse)),
+    Effect.flatMap((response) =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+        isApiPath(request.url) ? withAddressLimit(limiter)(response) : Effect.succeed(response))
+    ),
     Effect.provideService(DependencyHealth, health),
     measured
   )
@@ -172,7 +184,7 @@ export const HttpServerLive = Layer.unwrapEffect(
       // The MCP endpoint authenticates and limits by itself, with the API's authenticator and limiter.
       Layer.provide(McpLive.pipe(Layer.provide(Middleware))),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" })),
-      Layer.provide(EnvelopeMiddleware),
+      Layer.provide(EnvelopeMiddleware.pipe(Layer.provide(RateLimiter.layer))),
       Layer.provide(ApiLive),
       HttpServer.withLogAddress,
       Layer.provide(NodeHttpServer.layer(createApiServer, { port: config.port, host: config.host }))

@@ -123,7 +123,12 @@ describe("POST /api/auth/login", () => {
     expect(blocked.response.status).toBe(429)
     expect(blocked.error?.error.code).toBe("RATE_LIMIT_EXCEEDED")
     expect(blocked.error?.error.details).toEqual({ limit: 10, window: "900 seconds", retry_after: expect.any(Number) })
-    expect(Number(blocked.response.headers.get("retry-after"))).toBeGreaterThan(0)
+    const retryAfter = Number(blocked.response.headers.get("retry-after"))
+    expect(retryAfter).toBeGreaterThan(0)
+    // The headers describe the failed-login limit that refused it, not the address's 300 a minute.
+    expect(blocked.response.headers.get("x-ratelimit-limit")).toBe("10")
+    expect(blocked.response.headers.get("x-ratelimit-remaining")).toBe("0")
+    expect(Math.abs(Number(blocked.response.headers.get("x-ratelimit-reset")) - (Date.now() / 1000 + retryAfter))).toBeLessThanOrEqual(2)
   })
 })
 
@@ -198,6 +203,8 @@ describe("POST /api/auth/logout", () => {
     const crossSite = await mailroom.POST("/api/auth/logout", sessionFrom(user, "https://evil.example"))
     expect(crossSite.response.status).toBe(403)
     expect(crossSite.error?.error.code).toBe("FORBIDDEN")
+    // Refused before authentication: the address's limit in its headers, as on a 401.
+    expect(crossSite.response.headers.get("x-ratelimit-limit")).toBe("300")
     const sameSite = await mailroom.POST("/api/auth/logout", sessionFrom(user, ownOrigin()))
     expect(sameSite.response.status).toBe(200)
   })

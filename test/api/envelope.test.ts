@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest"
 import { signUp, withApiKey } from "../support/accounts.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { anonymous, type MailroomFetchClient, offContract, rawJsonBody, withKey, withToken } from "../support/typed-client.ts"
+import { rawRequest } from "../support/raw-http.ts"
 import { until } from "../support/wait.ts"
 
 let server: Server
@@ -30,6 +31,34 @@ describe("error envelope", () => {
       expect(await response.json()).toEqual({ success: false, error: { code: "NOT_FOUND", message: "No such route" } })
       expect(response.headers.get("content-type")).toMatch(/application\/json/)
     }
+  })
+
+  it("puts the address's rate-limit headers, unspent, on answers that reach no route or are refused before authentication", async () => {
+    const user = await withApiKey(server.url)
+    const key = { "x-api-key": user.apiKey }
+    const json = { ...key, "content-type": "application/json" }
+    const answers = [
+      // No such route, with a key and without one.
+      await rawRequest(`${server.url}/v1/nope`, { method: "GET", headers: key }),
+      await rawRequest(`${server.url}/api/whatever`, { method: "POST" }),
+      // On a route that takes a key: a body that is not JSON, and one over 1 MiB.
+      await rawRequest(`${server.url}/v1/api-keys`, { method: "POST", headers: { ...key, "content-type": "application/x-www-form-urlencoded" }, body: "a=b" }),
+      await rawRequest(`${server.url}/v1/api-keys`, { method: "POST", headers: json, body: JSON.stringify({ name: "x".repeat(1024 * 1024) }) })
+    ]
+    expect(answers.map((answer) => answer.status)).toEqual([404, 404, 415, 413])
+    for (const answer of answers) {
+      // The client address's limit, which unauthenticated requests count against (DESIGN.md §4: 300 a minute)...
+      expect(answer.headers.get("x-ratelimit-limit"), answer.text).toBe("300")
+      expect(Number(answer.headers.get("x-ratelimit-reset")) % 60).toBe(0)
+    }
+    // ...read, not spent: such a refusal costs the address nothing.
+    const remaining = answers.map((answer) => Number(answer.headers.get("x-ratelimit-remaining")))
+    expect(remaining[0]).toBeGreaterThan(0)
+    expect(new Set(remaining).size, String(remaining)).toBe(1)
+    // An answer a limiter decided keeps that limiter's headers (the key's: free, 20 a minute).
+    expect((await withKey(server.url, user).GET("/v1/api-keys")).response.headers.get("x-ratelimit-limit")).toBe("20")
+    // Operators' endpoints are not the API: no limit.
+    expect((await mailroom.GET("/healthz")).response.headers.get("x-ratelimit-limit")).toBeNull()
   })
 
   it("answers invalid JSON with 400 BAD_REQUEST and no internals", async () => {

@@ -114,6 +114,12 @@ describe("search usage and limits", () => {
     expect(limited.error?.error.code).toBe("RATE_LIMIT_EXCEEDED")
     expect(limited.error?.error.details).toEqual({ limit: 10, window: "minute", retry_after: expect.any(Number) })
     expect(Number(limited.response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+    // Its X-RateLimit-* describe the search limit that refused it, not the request limit (20, 9 left).
+    expect(limited.response.headers.get("x-ratelimit-limit")).toBe("10")
+    expect(limited.response.headers.get("x-ratelimit-remaining")).toBe("0")
+    const reset = Number(limited.response.headers.get("x-ratelimit-reset"))
+    expect(reset - Date.now() / 1000).toBeGreaterThan(0)
+    expect(reset - Date.now() / 1000).toBeLessThanOrEqual(61)
     // Other requests are not held back by the search limit.
     expect((await withKey(server.url, box.user).GET("/v1/billing/usage")).response.status).toBe(200)
     expect((await usage(box)).searchesUsed).toBe(10)
