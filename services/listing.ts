@@ -30,25 +30,38 @@ const IntFromString = (name: string, min: number, max: number) =>
 export const Limit = IntFromString("limit", 1, 100)
 export const Offset = IntFromString("offset", 0, Number.MAX_SAFE_INTEGER)
 
-/** `sort` for a list whose sortable fields are `fields`. */
-export const SortParam = <const F extends string>(fields: ReadonlyArray<F>) => {
+/**
+ * `sort` for a list whose sortable fields are `fields`, named as its resource names them
+ * (`created_at` for a webhook, `createdAt` for an API key). `aliases` are other spellings taken for
+ * one of them (the camelCase these lists were first sorted by), decoded to the field's own name.
+ */
+export const SortParam = <const F extends string>(fields: ReadonlyArray<F>, aliases: Readonly<Record<string, F>> = {}) => {
   const message = `must be <field>:<asc|desc> with field one of ${fields.join(", ")}`
-  return Schema.String.pipe(
+  const fieldOf = (name: string): F | undefined => fields.includes(name as F) ? name as F : Object.hasOwn(aliases, name) ? aliases[name] : undefined
+  const checked = Schema.String.pipe(
     Schema.filter((value) => {
       const [field, direction, ...rest] = value.split(":")
-      return rest.length === 0 && fields.includes(field as F) && (direction === undefined || direction === "asc" || direction === "desc")
+      return rest.length === 0 && fieldOf(field!) !== undefined && (direction === undefined || direction === "asc" || direction === "desc")
         ? undefined
         : message
     })
-  ).annotations({ description: `One of ${fields.map((f) => `${f}:asc, ${f}:desc`).join(", ")}` })
+  )
+  return Schema.transform(checked, Schema.String, {
+    strict: true,
+    decode: (value) => {
+      const [field, ...direction] = value.split(":")
+      return [fieldOf(field!), ...direction].join(":")
+    },
+    encode: (value) => value
+  }).annotations({ description: `One of ${fields.map((f) => `${f}:asc, ${f}:desc`).join(", ")}` })
 }
 
 /** A list route's query: `limit`, `offset` and `sort` over `fields`, every field's error reported at once. */
-export const ListParams = <F extends string>(fields: ReadonlyArray<F>) =>
+export const ListParams = <F extends string>(fields: ReadonlyArray<F>, aliases: Readonly<Record<string, F>> = {}) =>
   Schema.Struct({
     limit: Schema.optional(Limit),
     offset: Schema.optional(Offset),
-    sort: Schema.optional(SortParam(fields))
+    sort: Schema.optional(SortParam(fields, aliases))
   }).annotations({ parseOptions: { errors: "all" } })
 
 export const parseSort = <F extends string>(value: string | undefined, fallback: Sort<F>): Sort<F> => {

@@ -41,7 +41,7 @@ export const DomainListMeta = Schema.Struct({
 export type DomainListMeta = typeof DomainListMeta.Type
 
 /** The list's query: SPEC's common list parameters, sorted by creation time. */
-export const DomainListParams = ListParams(["createdAt"] as const)
+export const DomainListParams = ListParams(["created_at"] as const, { createdAt: "created_at" })
 
 /** A page of the list: the same, with the common list parameters' page fields (domain_count still counts them all). */
 export const PagedDomainListMeta = Schema.Struct({ ...DomainListMeta.fields, ...ListMeta.fields }).annotations({

@@ -46,7 +46,7 @@ export const AddressBody = JsonBody(AddressInput, "MailboxAddressInput")
 export const DeleteBody = JsonBody(DeleteInput, "DeleteMailboxInput")
 
 /** The list's query: SPEC's common list parameters, sorted by creation time. */
-export const MailboxListParams = ListParams(["createdAt"] as const)
+export const MailboxListParams = ListParams(["created_at"] as const, { createdAt: "created_at" })
 
 export const CheckEmailParams = Schema.Struct({
   local_part: Schema.optional(Schema.String),

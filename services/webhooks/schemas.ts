@@ -132,7 +132,7 @@ export const BusEvent = Schema.Struct({
 export type BusEvent = typeof BusEvent.Type
 
 /** What the endpoint list sorts by. */
-export const webhookSortFields = ["createdAt", "url"] as const
+export const webhookSortFields = ["created_at", "url"] as const
 export type WebhookSortField = (typeof webhookSortFields)[number]
 
 // ---------------------------------------------------------------------------------------------

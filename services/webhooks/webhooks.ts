@@ -32,7 +32,7 @@ import { WebhookSubscriptions } from "./subscriptions.ts"
 import { type TargetRefused, WebhookTargets } from "./targets.ts"
 
 
-const sortColumns: Record<WebhookSortField, string> = { createdAt: "created_at", url: "url" }
+const sortColumns: Record<WebhookSortField, string> = { created_at: "created_at", url: "url" }
 
 interface WebhookRow {
   readonly id: string

@@ -208,7 +208,7 @@ describe("GET /v1/api/mailboxes", () => {
     })
   })
 
-  it("pages with limit and offset (meta total, limit, offset, hasMore) and sorts by createdAt", async () => {
+  it("pages with limit and offset (meta total, limit, offset, hasMore) and sorts by created_at (or createdAt)", async () => {
     const user = await withApiKey(server.url)
     const mailroom = keyed(user)
     const oldest = await createOk(user)
@@ -224,11 +224,12 @@ describe("GET /v1/api/mailboxes", () => {
     })
     expect(await ids({ limit: "2", offset: "2" })).toEqual({ ids: [oldest.mailbox_id], meta: { total: 3, limit: 2, offset: 2, hasMore: false } })
     expect(await ids({ offset: "3" })).toEqual({ ids: [], meta: { total: 3, limit: 20, offset: 3, hasMore: false } })
-    expect(await ids({ limit: "100", sort: "createdAt:asc" })).toEqual({
+    expect(await ids({ limit: "100", sort: "created_at:asc" })).toEqual({
       ids: [oldest.mailbox_id, middle.mailbox_id, newest.mailbox_id],
       meta: { total: 3, limit: 100, offset: 0, hasMore: false }
     })
-    expect((await ids({ limit: "1", offset: "1", sort: "createdAt:desc" })).ids).toEqual([middle.mailbox_id])
+    expect((await ids({ limit: "1", offset: "1", sort: "created_at:desc" })).ids).toEqual([middle.mailbox_id])
+    expect((await ids({ sort: "createdAt:asc" })).ids).toEqual([oldest.mailbox_id, middle.mailbox_id, newest.mailbox_id])
   })
 
   it.each(refusedListParams("email_address:asc", "createdAt:sideways"))("refuses %s=%s with 400 VALIDATION_ERROR naming it, on both surfaces", async (name, value) => {

@@ -190,8 +190,11 @@ describe("reading, updating and deleting", () => {
     expect(JSON.stringify(list.data)).not.toContain(first.secret)
 
     const listed = (query: { limit?: string; offset?: string; sort?: string }) => keyed(user.apiKey).GET("/v1/api/webhooks", { params: { query } })
-    const paged = await listed({ limit: "1", offset: "1", sort: "createdAt:asc" })
+    const paged = await listed({ limit: "1", offset: "1", sort: "created_at:asc" })
     expect(paged.data).toEqual({ success: true, data: [item(second)], meta: { total: 2, limit: 1, offset: 1, hasMore: false } })
+    // The field as a webhook names it (created_at), or as these lists first took it (createdAt).
+    expect((await listed({ sort: "createdAt:asc" })).data?.data).toEqual([item(first), item(second)])
+    expect((await listed({ sort: "created_at:desc" })).data?.data).toEqual([item(second), item(first)])
     const past = await listed({ offset: "5" })
     expect(past.data).toEqual({ success: true, data: [], meta: { total: 2, limit: 20, offset: 5, hasMore: false } })
     const byUrl = await listed({ sort: "url:desc" })
@@ -200,6 +203,7 @@ describe("reading, updating and deleting", () => {
     expect(bad.response.status).toBe(400)
     expect(bad.error?.error.code).toBe("VALIDATION_ERROR")
     expect(Object.keys(bad.error?.error.details ?? {}).sort()).toEqual(["limit", "sort"])
+    expect(bad.error?.error.details?.sort).toBe("must be <field>:<asc|desc> with field one of created_at, url")
 
     const got = await bearer(user.apiKey).GET("/v1/api/webhooks/{id}", webhookPath(first.webhook_id))
     expect(got.response.status).toBe(200)

@@ -37,7 +37,7 @@ const webhooksWith = (allowPrivate: boolean) =>
 
 const HOOK_URL = "https://hooks.example.com/mailroom"
 const firstPage = { limit: 20, offset: 0 }
-const newest = { field: "createdAt", direction: "desc" } as const
+const newest = { field: "created_at", direction: "desc" } as const
 
 const create = (owner: TestUser, input: { url: string; events: Array<string>; secret?: string }) =>
   Effect.flatMap(Webhooks, (webhooks) => webhooks.create(owner, input))

@@ -2882,10 +2882,6 @@ export interface components {
             email: string;
             /** @description a string that will be trimmed */
             name: string;
-            /**
-             * maxLength(1024)
-             * @description a string at most 1024 character(s) long
-             */
             password: string;
         };
         RemovedSenderListEntry: {
@@ -2951,10 +2947,7 @@ export interface components {
              * @description Results to skip; results reach 300 + limit deep
              */
             offset?: number;
-            /**
-             * maxLength(1000)
-             * @description Natural-language query
-             */
+            /** @description Natural-language query */
             query: string;
         };
         SearchMeta: {
@@ -3328,6 +3321,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of createdAt:asc, createdAt:desc, name:asc, name:desc, lastUsed:asc, lastUsed:desc, expirationTs:asc, expirationTs:desc */
                 sort?: string;
             };
             header?: never;
@@ -4477,6 +4471,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
             header?: never;
@@ -6501,6 +6496,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
             header?: never;
@@ -7699,6 +7695,7 @@ export interface operations {
                 labels?: string;
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
@@ -8975,6 +8972,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc, url:asc, url:desc */
                 sort?: string;
             };
             header?: never;
@@ -9836,6 +9834,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of createdAt:asc, createdAt:desc, name:asc, name:desc, lastUsed:asc, lastUsed:desc, expirationTs:asc, expirationTs:desc */
                 sort?: string;
             };
             header?: never;
@@ -10129,6 +10128,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
             header?: never;
@@ -11928,6 +11928,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
             header?: never;
@@ -13050,6 +13051,7 @@ export interface operations {
                 labels?: string;
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
@@ -14041,6 +14043,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc, url:asc, url:desc */
                 sort?: string;
             };
             header?: never;
@@ -15146,6 +15149,7 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
             header?: never;

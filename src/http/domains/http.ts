@@ -18,7 +18,7 @@ const listPage = (domains: Domains) => ({ urlParams }: { readonly urlParams: typ
   Effect.gen(function*() {
     const owner = yield* CurrentPrincipal
     const p = page(urlParams)
-    const sort = parseSort(urlParams.sort, { field: "createdAt", direction: "desc" })
+    const sort = parseSort(urlParams.sort, { field: "created_at", direction: "desc" })
     const listed = yield* domains.list(owner, p, sort.direction).pipe(orUnavailable)
     return { success: true as const, data: listed.domains, meta: { ...listed.meta, ...listMeta(listed.meta.domain_count, p) } }
   })

@@ -28,7 +28,7 @@ const makeHandlers = (surface: Surface) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
           const p = page(urlParams)
-          const sort = parseSort(urlParams.sort, { field: "createdAt", direction: "desc" })
+          const sort = parseSort(urlParams.sort, { field: "created_at", direction: "desc" })
           const listed = yield* mailboxes.listPage(owner, p, sort.direction).pipe(orUnavailable)
           return { success: true as const, mailboxes: listed.mailboxes, meta: listMeta(listed.total, p) }
         }),

@@ -27,7 +27,7 @@ const webhookEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.get("list", "/webhooks")
-      .setUrlParams(ListParams(webhookSortFields))
+      .setUrlParams(ListParams(webhookSortFields, { createdAt: "created_at" }))
       .addSuccess(OkWithMeta(Schema.Array(WebhookListItem), ListMeta))
       .annotateContext(OpenApi.annotations({ summary: "List webhooks", description: "Secrets masked; the creation time is spelled createdAt here" }))
   )

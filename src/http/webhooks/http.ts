@@ -17,7 +17,7 @@ const makeHandlers = Effect.gen(function*() {
       list: ({ urlParams }: { readonly urlParams: ReturnType<typeof ListParams<WebhookSortField>>["Type"] }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
-          const sort = parseSort<WebhookSortField>(urlParams.sort, { field: "createdAt", direction: "desc" })
+          const sort = parseSort<WebhookSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
           const { webhooks: data, meta } = yield* webhooks.list(userId, page(urlParams), sort).pipe(orUnavailable)
           return { success: true as const, data, meta }
         }),
