@@ -408,7 +408,10 @@ describe("DELETE /v1/api/mailboxes/{mailboxId}", () => {
     expect(missing.error).toEqual(failure("VALIDATION_ERROR", { confirm_email_address: "is required" }))
     const wrong = await remove(user, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address.toLowerCase() })
     expect(wrong.response.status).toBe(400)
-    expect(wrong.error).toEqual(failure("VALIDATION_ERROR", { confirm_email_address: expect.any(String) }))
+    expect(wrong.error).toEqual(failure("VALIDATION_ERROR", { confirm_email_address: "must equal the mailbox's full address exactly" }))
+    const notText = await remove(user, mailbox.mailbox_id, offContract({ confirm_email_address: 5 }))
+    expect(notText.response.status).toBe(400)
+    expect(notText.error).toEqual(failure("VALIDATION_ERROR", { confirm_email_address: "must be a string" }))
     expect(await listed(user)).toHaveLength(1)
 
     const deleted = await remove(user, mailbox.mailbox_id, { confirm_email_address: mailbox.email_address })

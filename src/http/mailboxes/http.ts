@@ -21,7 +21,9 @@ const makeHandlers = (surface: Surface) =>
   Effect.gen(function*() {
     const mailboxes = yield* Mailboxes
     const addressBody = decodeBody(AddressInput, surface, { malformed: "bad-request", describe: mustBeString })
-    const deleteBody = decodeBody(DeleteInput, surface, { malformed: "bad-request", describe: mustBeString })
+    // SPEC: a delete's confirm_email_address "missing or wrong" is VALIDATION_ERROR, a wrong type included;
+    // only a missing body is BAD_REQUEST.
+    const deleteBody = decodeBody(DeleteInput, surface, { malformed: "validation", describe: mustBeString })
 
     return {
       list: ({ urlParams }: { readonly urlParams: typeof MailboxListParams.Type }) =>
