@@ -29,6 +29,7 @@ import {
   wireOf
 } from "../../services/errors.ts"
 import { causeChain, isConnectionFailure } from "../../services/health/dependency-health.ts"
+import { detailsOf } from "./issues.ts"
 
 const errorBody = <Code extends string>(code: Code) =>
   Schema.Struct({
@@ -90,19 +91,10 @@ export const envelope = <E extends ApiError>(cls: ErrorClass<E>): ReturnType<typ
 export const isUnavailable = (error: unknown): boolean =>
   causeChain(error).some((e) => (e as { _tag?: unknown })._tag === "BusError" || isConnectionFailure(e))
 
-const fieldName = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "body" : path.map(String).join("."))
-
 /** HttpApi's decode failure as SPEC's VALIDATION_ERROR with `details` per field. */
 const fromDecodeError = (error: HttpApiDecodeError): ApiError => {
-  const details: Record<string, string> = {}
-  for (const issue of error.issues) {
-    const field = fieldName(issue.path)
-    if (details[field] !== undefined) continue
-    details[field] = issue._tag === "Missing"
-      ? "is required"
-      // The whole body: an absent body reads as null, and either way what is wanted is an object.
-      : issue.path.length === 0 ? "must be a JSON object" : issue.message
-  }
+  // The whole body: an absent body reads as null, and either way what is wanted is an object.
+  const details = detailsOf(error.issues, { root: "body", rootMessage: "must be a JSON object" })
   const summary = Object.entries(details).map(([field, message]) => `${field} ${message}`).join("; ")
   return new ValidationError({ message: `Invalid request: ${summary}`, details })
 }

@@ -11,21 +11,16 @@
  */
 import { Effect, ParseResult, Schema } from "effect"
 import { BadRequest, ValidationError } from "../../services/errors.ts"
+import { detailsOf } from "./issues.ts"
 
 export type Surface = "api" | "dashboard"
 
-/** What is wrong with each field: `describe` words a field of the wrong type. */
+/** What is wrong with each field (issues.ts); `describe` words a field of the wrong type. */
 export const fieldErrors = (
   error: ParseResult.ParseError,
-  describe: (issue: ParseResult.ArrayFormatterIssue) => string = (issue) => issue.message
-): Record<string, string> => {
-  const errors: Record<string, string> = {}
-  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    const field = issue.path.length === 0 ? "body" : issue.path.map(String).join(".")
-    errors[field] ??= issue.path.length === 0 ? "must be a JSON object" : issue._tag === "Missing" ? "is required" : describe(issue)
-  }
-  return errors
-}
+  describe?: (issue: ParseResult.ArrayFormatterIssue) => string
+): Record<string, string> =>
+  detailsOf(ParseResult.ArrayFormatter.formatErrorSync(error), { root: "body", rootMessage: "must be a JSON object", describe })
 
 /** A field-level VALIDATION_ERROR as `surface` tells it. */
 export const forSurface = (surface: Surface, error: ValidationError): ValidationError =>

@@ -158,6 +158,12 @@ describe("MCP at /mcp", () => {
       expect(refused.error?.code, name).toBe("VALIDATION_ERROR")
       expect(Object.keys(refused.error?.details ?? {}).length, name).toBeGreaterThan(0)
     }
+    // Each field's own problem, in words a model can act on (not "Expected undefined, actual …").
+    expect((await call(mcp, "list_emails", { mailbox_id: box.mailboxId, limit: 0 })).error?.details).toEqual({ limit: "must be an integer from 1 to 100" })
+    expect((await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: ["a@partner.test"], subject: "a\r\nBcc: e@x.test", text: "x" })).error?.details)
+      .toEqual({ subject: "must not contain line breaks" })
+    // A name every object inherits is no argument either.
+    expect((await call(mcp, "list_emails", { mailbox_id: box.mailboxId, constructor: 1 })).error?.details).toEqual({ constructor: "is not an argument of list_emails" })
     const stranger = await withApiKey(suite.url)
     const other = await newBox(suite.url, { user: stranger })
     expect((await call(mcp, "get_email", { email_id: "eml_missing" })).error).toMatchObject({ code: "NOT_FOUND", details: { email_id: "eml_missing" } })

@@ -169,7 +169,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByLabel("Subject").fill("Never sent")
     await page.getByLabel("Message").fill("This should not leave.")
     await page.getByRole("button", { name: "Send", exact: true }).click()
-    await page.getByText("must be an email address such as name@example.com").waitFor()
+    // By its field: the note under To says what is wrong (the alert below the form says it too).
+    await page.getByText("must be an email address such as name@example.com", { exact: true }).waitFor()
     await expect(page.getByLabel("To").getAttribute("aria-invalid")).resolves.toBe("true")
     expect(refusals(/\/send$/)).toEqual([`400 POST ${server.url}/api/mailboxes/${mailboxId}/send`])
 

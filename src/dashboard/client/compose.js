@@ -38,7 +38,8 @@ export const parseRecipients = (text) =>
 export const recipientError = (error, field) => {
   const direct = fieldError(error, field)
   if (direct) return direct
-  const errors = /** @type {any} */ (error)?.details?.field_errors ?? {}
+  const details = /** @type {any} */ (error)?.details ?? {}
+  const errors = details.field_errors ?? details
   const key = Object.keys(errors).find((k) => k.startsWith(field + ".") || k.startsWith(field + "["))
   return key ? errors[key] : undefined
 }

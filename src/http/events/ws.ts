@@ -25,6 +25,7 @@ import type { Principal } from "../../../services/accounts/principal.ts"
 import { ValidationError } from "../../../services/errors.ts"
 import type { EventFeed, Frame } from "../../../services/events/feed.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
+import { detailsOf } from "../issues.ts"
 
 const EventKind = Schema.String.pipe(
   Schema.filter((kind) => isEventKind(kind) || `"${kind}" is not an event kind; supported: ${eventKinds.join(", ")}`)
@@ -51,11 +52,7 @@ interface Refusal {
 
 /** `details` maps each field to its message, as the HTTP routes answer VALIDATION_ERROR. */
 const invalidMessage = (error: ParseResult.ParseError): Refusal => {
-  const details: Record<string, string> = {}
-  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    const field = issue.path.length === 0 ? "message" : issue.path.join(".")
-    details[field] ??= issue.message
-  }
+  const details = detailsOf(ParseResult.ArrayFormatter.formatErrorSync(error), { root: "message", rootMessage: "must be a JSON object" })
   return { code: "VALIDATION_ERROR", message: "Not a message this socket understands: " + Object.keys(details).join(", "), details }
 }
 

@@ -33,6 +33,7 @@ import type { Window } from "../../../services/ratelimit/rate-limiter.ts"
 import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
 import { orUnavailable } from "../infra.ts"
+import { detailsOf } from "../issues.ts"
 import { inputSchemaOf, type Tool, tools } from "./tools.ts"
 
 /** SPEC: MCP requests per minute, by plan. */
@@ -83,7 +84,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       const tool = byName.get(name)
       if (tool === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`)
       // Arguments a tool does not take are refused by name: a misspelt optional would otherwise be ignored.
-      const unknown = Object.keys(args ?? {}).filter((key) => !(key in tool.input.fields))
+      const unknown = Object.keys(args ?? {}).filter((key) => !Object.hasOwn(tool.input.fields, key))
       const checked: Effect.Effect<unknown, ValidationError | ParseResult.ParseError> = unknown.length === 0
         ? Schema.decodeUnknown(tool.input)(args ?? {}, { errors: "all" })
         : Effect.fail(new ValidationError({
@@ -95,7 +96,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           Effect.mapError((error) => {
             if (!ParseResult.isParseError(error)) return error
             const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-            const details = Object.fromEntries(issues.map((issue) => [issue.path.join(".") || "arguments", issue.message]))
+            const details = detailsOf(issues, { root: "arguments", rootMessage: "must be an object" })
             return new ValidationError({ message: `Invalid arguments for ${name}`, details })
           }),
           Effect.flatMap((input) => tool.run(principal, input)),

@@ -6,7 +6,7 @@
  */
 import { Duration, Effect, JSONSchema, Schema } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
-import { page } from "../../../services/listing.ts"
+import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Emails } from "../../../services/mail/emails.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
@@ -49,8 +49,8 @@ const creating: ToolAnnotations = { readOnlyHint: false, destructiveHint: false,
 const sending: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true }
 
 const Id = (what: string) => Schema.String.annotations({ description: what })
-const Limit = Schema.Int.pipe(Schema.between(1, 100)).annotations({ description: "1-100, default 20" })
-const Offset = Schema.Int.pipe(Schema.greaterThanOrEqualTo(0)).annotations({ description: "Results to skip" })
+const Limit = IntBetween(1, 100).annotations({ description: "1-100, default 20" })
+const Offset = IntBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a whole number of 0 or more", description: "Results to skip" })
 /** The longest wait_for_email may wait. */
 const MAX_WAIT_SECONDS = 60
 
@@ -184,7 +184,7 @@ export const tools = [
       mailbox_id: Id("The mailbox"),
       after: Schema.optional(Id("The newest email_id already seen")),
       unread: Schema.optional(Schema.Boolean).annotations({ description: "true: wait for unread mail only" }),
-      timeout_seconds: Schema.optional(Schema.Int.pipe(Schema.between(0, MAX_WAIT_SECONDS)))
+      timeout_seconds: Schema.optional(IntBetween(0, MAX_WAIT_SECONDS))
     }),
     run: (principal, input) =>
       Effect.gen(function*() {
