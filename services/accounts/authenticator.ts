@@ -121,7 +121,11 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
           : "Invalid or expired session"
       )
 
-    const authenticate = (credential: Credential): Effect.Effect<Authenticated, Unauthorized | SqlError> =>
+    /**
+     * Who `credential` acts for, counted against no limit: for a surface with limits of its own (MCP),
+     * whose requests are not the API's. A key that identifies its owner has been used (`lastUsed`).
+     */
+    const identify = (credential: Credential): Effect.Effect<Principal, Unauthorized | SqlError> =>
       Effect.gen(function*() {
         const wanted = lookup(credential)
         if (Option.isNone(wanted)) return yield* refusal(credential)
@@ -129,15 +133,18 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
         const found = yield* principals.resolve(`${kind}:${ref}:${user}`, lookupAll(wanted.value))
         if (Option.isNone(found)) return yield* refusal(credential)
         const record = found.value
-        const subject = Option.isSome(record.keyId) ? `key:${record.keyId.value}` : `user:${record.userId}`
-        const decision = yield* leases.take(subject, requestWindows[record.plan])
-        if (Option.isSome(record.keyId) && decision.allowed) keyUsage.touch(record.keyId.value)
-        return {
-          principal: { userId: record.userId, plan: record.plan, via: credential.kind, keyId: record.keyId, sessionId: record.sessionId },
-          decision
-        }
+        if (Option.isSome(record.keyId)) keyUsage.touch(record.keyId.value)
+        return { userId: record.userId, plan: record.plan, via: credential.kind, keyId: record.keyId, sessionId: record.sessionId }
       })
 
-    return { authenticate } as const
+    /** Who `credential` acts for, and this request counted against its limits (per key, else per user). */
+    const authenticate = (credential: Credential): Effect.Effect<Authenticated, Unauthorized | SqlError> =>
+      Effect.flatMap(identify(credential), (principal) =>
+        Effect.map(
+          leases.take(Option.isSome(principal.keyId) ? `key:${principal.keyId.value}` : `user:${principal.userId}`, requestWindows[principal.plan]),
+          (decision) => ({ principal, decision })
+        ))
+
+    return { identify, authenticate } as const
   })
 }) {}

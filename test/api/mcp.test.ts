@@ -202,7 +202,11 @@ describe("MCP at /mcp", () => {
     expect(limited.status).toBe(429)
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0)
     expect(await limited.json()).toMatchObject({ error: { code: "RATE_LIMIT_EXCEEDED", details: { limit: 10, window: "minute" } } })
-    // The API's own limit is another window: the key still reads mail.
-    expect((await withKey(suite.url, free).GET("/v1/api/mailboxes")).response.status).toBe(200)
+    // The API's own limit is another window, which MCP requests do not spend: after 11 of them the key
+    // still has its 20 API requests of the minute, less the one below.
+    const read = await withKey(suite.url, free).GET("/v1/api/mailboxes")
+    expect(read.response.status).toBe(200)
+    expect(read.response.headers.get("x-ratelimit-limit")).toBe("20")
+    expect(read.response.headers.get("x-ratelimit-remaining")).toBe("19")
   })
 })

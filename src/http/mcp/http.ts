@@ -144,12 +144,13 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       const request = yield* HttpServerRequest.HttpServerRequest
       const credential = credentialOf(request)
       if (Option.isNone(credential)) return unauthorized(Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer"))
-      const authenticated = yield* authenticator.authenticate(credential.value).pipe(Effect.either)
-      if (authenticated._tag === "Left") {
-        if (authenticated.left._tag === "Unauthorized") return unauthorized(authenticated.left)
-        return yield* authenticated.left
+      // MCP's own per-minute limit, not the API's: its requests do not spend the key's API requests.
+      const identified = yield* authenticator.identify(credential.value).pipe(Effect.either)
+      if (identified._tag === "Left") {
+        if (identified.left._tag === "Unauthorized") return unauthorized(identified.left)
+        return yield* identified.left
       }
-      const { principal } = authenticated.right
+      const principal = identified.right
       const decision = yield* leases.take(`mcp:${principal.userId}`, mcpWindows(principal))
       if (!decision.allowed) {
         const limited = RateLimited.of({
