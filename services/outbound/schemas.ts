@@ -7,6 +7,12 @@ import { Schema } from "effect"
 
 /** The most recipients (to, cc and bcc together) one message may have. */
 export const MAX_RECIPIENTS = 50
+/**
+ * Attachments one message may carry. Each is a MIME part: past about a thousand the parser that
+ * stores the sent copy gives up on the message's structure (mailparser's child-node limit), and the
+ * stored copy would lose its body and attachments.
+ */
+export const MAX_ATTACHMENTS = 100
 
 /** No CR or LF: what keeps a value inside its header. */
 const oneLine = <S extends Schema.Schema<string, string>>(schema: S) =>
@@ -67,7 +73,9 @@ const CustomHeaders = Schema.Record({ key: Schema.String, value: oneLine(Schema.
 export const BodyFields = {
   text: Schema.optional(Schema.String).annotations({ description: "Plain-text body" }),
   html: Schema.optional(Schema.String).annotations({ description: "HTML body" }),
-  attachments: Schema.optional(Schema.Array(AttachmentInput)),
+  attachments: Schema.optional(
+    Schema.Array(AttachmentInput).pipe(Schema.maxItems(MAX_ATTACHMENTS, { message: () => `must list at most ${MAX_ATTACHMENTS} attachments` }))
+  ),
   headers: Schema.optional(CustomHeaders).annotations({ description: "Custom headers, X-* names only" })
 }
 

@@ -533,6 +533,10 @@ describe("refusals", () => {
     [{ to: Array.from({ length: 51 }, (_, i) => `r${i}@partner.test`), text: "x" }, { to: "must list at most 50 recipients (to, cc and bcc together)" }],
     [{ to: ["a@partner.test"], subject: "No body" }, { text: "a message needs text or html" }],
     [{ to: ["a@partner.test"], text: "x", attachments: [{ filename: "a.bin", content: "not base64!" }] }, { "attachments.0.content": "must be base64" }],
+    [
+      { to: ["a@partner.test"], text: "x", attachments: Array.from({ length: 101 }, (_, i) => ({ filename: `${i}.txt`, content: "aGk=" })) },
+      { attachments: "must list at most 100 attachments" }
+    ],
     // Values of the wrong type are told in words, never with the value sent or the schema's own notation.
     [{ to: "a@partner.test", text: "x" }, { to: "must be a list" }],
     [{ to: ["a@partner.test"], subject: 5, text: "x" }, { subject: "must be a string" }],

@@ -2340,6 +2340,10 @@ export interface components {
             updated_at: string;
         };
         DraftInput: {
+            /**
+             * maxItems(100)
+             * @description an array of at most 100 item(s)
+             */
             attachments?: components["schemas"]["AttachmentInput"][];
             bcc?: components["schemas"]["AddressInput"][];
             cc?: components["schemas"]["AddressInput"][];
@@ -2625,6 +2629,10 @@ export interface components {
             success: false;
         };
         ForwardInput: {
+            /**
+             * maxItems(100)
+             * @description an array of at most 100 item(s)
+             */
             attachments?: components["schemas"]["AttachmentInput"][];
             bcc?: components["schemas"]["AddressInput"][];
             cc?: components["schemas"]["AddressInput"][];
@@ -2907,6 +2915,10 @@ export interface components {
             previous_email_address: string;
         };
         ReplyInput: {
+            /**
+             * maxItems(100)
+             * @description an array of at most 100 item(s)
+             */
             attachments?: components["schemas"]["AttachmentInput"][];
             bcc?: components["schemas"]["AddressInput"][];
             /** @description More recipients, besides those the reply goes to */
@@ -3036,6 +3048,10 @@ export interface components {
          */
         SenderListName: "allow" | "block";
         SendInput: {
+            /**
+             * maxItems(100)
+             * @description an array of at most 100 item(s)
+             */
             attachments?: components["schemas"]["AttachmentInput"][];
             /** @description Recipients not shown in the message's headers */
             bcc?: components["schemas"]["AddressInput"][];
