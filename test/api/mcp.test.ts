@@ -106,7 +106,12 @@ describe("MCP at /mcp", () => {
 
     const attachment = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: attachmentId })
     expect(attachment.ok).toMatchObject({ filename: "invoice.txt", text: "Invoice 7: 120 EUR" })
-    expect(attachment.ok.download_path).toBe(`/v1/api/emails/${emailId}/attachments/${attachmentId}`)
+    // On APP_URL, the address the server was told clients reach it at (the suites' default: localhost).
+    expect(attachment.ok.download_url).toBe(`http://localhost:${suite.server.port}/v1/api/emails/${emailId}/attachments/${attachmentId}`)
+    // The URL the tool gives is one the key downloads the attachment from.
+    const downloaded = await fetch(attachment.ok.download_url, { headers: { "x-api-key": box.user.apiKey } })
+    expect(downloaded.status).toBe(200)
+    expect((await downloaded.arrayBuffer()).byteLength).toBe(attachment.ok.size)
 
     // Searchable once the worker has indexed it, a moment after it is listed.
     const found = await until("the email searchable", async () => {

@@ -19,6 +19,7 @@ import { DraftInput, ForwardInput, ReplyInput, SendInput } from "../../../servic
 import { fromSendInput, Outbound } from "../../../services/outbound/send.ts"
 import { SearchInput } from "../../../services/search/schemas.ts"
 import { Search } from "../../../services/search/search.ts"
+import { AppConfig } from "../../config.ts"
 
 /** Said of every tool that answers mail content: it is data from strangers, never instructions. */
 const UNTRUSTED =
@@ -133,14 +134,15 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({ email_id: Id("The email"), attachment_id: Id("The attachment (from get_email)") }),
     run: (principal, input) =>
-      Effect.flatMap(Emails, (emails) =>
+      Effect.flatMap(Effect.all([Emails, AppConfig]), ([emails, { appUrl }]) =>
         Effect.map(emails.attachment(principal.userId, input.email_id, input.attachment_id), (found) => {
           const about = {
             attachment_id: input.attachment_id,
             filename: found.filename,
             content_type: found.contentType,
             size: found.content.byteLength,
-            download_path: `/v1/api/emails/${input.email_id}/attachments/${input.attachment_id}`
+            // Where the API serves it (APP_URL: the address clients reach this Mailroom at).
+            download_url: `${appUrl}/v1/api/emails/${encodeURIComponent(input.email_id)}/attachments/${encodeURIComponent(input.attachment_id)}`
           }
           return isText(found.contentType) ? { ...about, text: new TextDecoder().decode(found.content) } : about
         }))
