@@ -130,7 +130,9 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         message_id: email.messageId,
         subject: parsed.subject,
         from_address: parsed.from ?? email.mailFrom,
-        to_addresses: parsed.to.length > 0 ? parsed.to : [email.rcptTo],
+        // Received mail with no To (a Bcc copy, a list) was still delivered to the mailbox; sent mail is
+        // addressed as its headers say, so one sent to Bcc alone has no To.
+        to_addresses: parsed.to.length > 0 || email.direction === "outbound" ? parsed.to : [email.rcptTo],
         // Milliseconds: JSON would write a year past 9999 as "+010000-…", which PostgreSQL cannot read.
         sent_at_ms: (parsed.date ?? email.receivedAt).getTime(),
         received_at_ms: email.receivedAt.getTime(),

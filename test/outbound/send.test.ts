@@ -171,6 +171,17 @@ describe("sending to another domain", () => {
     expect(sentCount).toBeGreaterThanOrEqual(3)
   })
 
+  it("a message sent to Bcc alone is stored as it was addressed: no To, its one recipient delivered", async () => {
+    const { box, mailroom } = await sender()
+    const bcc = `${fresh("quiet")}@partner.test`
+    const sent = await send(mailroom, box, { bcc: [bcc], subject: "Only Bcc", text: "Nobody else sees this." })
+    expect(sent.response.status).toBe(202)
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    expect(email.to).toEqual([])
+    expect(email.delivery?.map((d) => [d.recipient, d.status])).toEqual([[bcc, "sent"]])
+    expect((await arrived(sent.data!.data.message_id)).raw.toString()).not.toMatch(/^(To|Bcc):/im)
+  })
+
   it("retries 4xx on the schedule (300 ms, 600 ms) until the server takes it; the deferral is told once", async () => {
     const { box, mailroom } = await sender()
     const to = `${fresh("slow")}@partner.test`
