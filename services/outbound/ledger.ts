@@ -23,7 +23,7 @@ export interface SentEmail extends Schema.Schema.Type<typeof SentEmailRow> {
 
 export interface StatusChange {
   readonly recipient: string
-  readonly status: "sent" | "deferred" | "bounced" | "failed"
+  readonly status: "sent" | "deferred" | "bounced" | "failed" | "suppressed"
   readonly attempts: number
   readonly response: string
   readonly nextAttemptAt: Date | null
@@ -33,7 +33,9 @@ const eventOf: Record<StatusChange["status"], DeliveryEventKind> = {
   sent: "email.sent",
   deferred: "email.delivery_delayed",
   bounced: "email.bounced",
-  failed: "email.failed"
+  failed: "email.failed",
+  // Given up on without an attempt, as final as a failure: the event's status says why.
+  suppressed: "email.failed"
 }
 
 /** Bounced recipients are no longer sent to by the account (until it removes them). */

@@ -1,8 +1,9 @@
-/** Outbound deliveries by the status an attempt left each recipient in (sent, deferred, bounced, failed). */
+/** Outbound deliveries by the status an attempt left each recipient in (sent, deferred, bounced, failed, suppressed). */
 import { Effect, Metric } from "effect"
 
 const deliveries = Metric.counter("mailroom_outbound_deliveries_total", {
-  description: "Delivery attempts per recipient by outcome: sent, deferred (tried again later), bounced, failed (given up)",
+  description:
+    "Delivery attempts per recipient by outcome: sent, deferred (tried again later), bounced, failed (given up), suppressed (bounced meanwhile, not tried)",
   incremental: true
 })
 
@@ -10,7 +11,8 @@ const byStatus = {
   sent: Metric.tagged(deliveries, "status", "sent"),
   deferred: Metric.tagged(deliveries, "status", "deferred"),
   bounced: Metric.tagged(deliveries, "status", "bounced"),
-  failed: Metric.tagged(deliveries, "status", "failed")
+  failed: Metric.tagged(deliveries, "status", "failed"),
+  suppressed: Metric.tagged(deliveries, "status", "suppressed")
 } as const
 
 export const recordDelivery = (status: keyof typeof byStatus) => Metric.increment(byStatus[status])

@@ -42,7 +42,7 @@ import { type SmtpTarget, SmtpTransport } from "./transport.ts"
 /** What became of one recipient on this attempt. */
 interface Outcome {
   readonly recipient: string
-  readonly status: "sent" | "deferred" | "bounced" | "failed"
+  readonly status: "sent" | "deferred" | "bounced" | "failed" | "suppressed"
   readonly response: string
 }
 
@@ -73,7 +73,13 @@ export class DeliveryDeferred extends Data.TaggedError("DeliveryDeferred")<{ rea
   }
 }
 
-const WaitingRow = Schema.Struct({ recipient: Schema.String, attempts: Schema.Number, status: Schema.String })
+const WaitingRow = Schema.Struct({
+  recipient: Schema.String,
+  attempts: Schema.Number,
+  status: Schema.String,
+  /** On the account's suppression list now: it bounced (another message's) since this one was queued. */
+  suppressed: Schema.Boolean
+})
 
 /** A job's email, the raw message to send, its recipients in the job's domain still waiting, and where they are. */
 const JobRow = Schema.Struct({
@@ -125,7 +131,9 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       run: (jobs: ReadonlyArray<OutboundJob>) =>
         sql`
           SELECT j.idx, e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content,
-                 coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'attempts', d.attempts, 'status', d.status)
+                 coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'attempts', d.attempts, 'status', d.status,
+                                                             'suppressed', EXISTS (SELECT 1 FROM suppressions s
+                                                                                   WHERE s.user_id = e.user_id AND s.address = lower(d.recipient)))
                                            ORDER BY d.recipient)
                            FROM outbound_deliveries d
                            WHERE d.email_id = e.id AND d.domain = j.domain AND d.status IN ('queued', 'deferred')),
@@ -311,11 +319,22 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       const email = yield* readJob(job)
       // Deleted since, or every recipient settled (a redelivered job): nothing to do.
       if (!email || email.waiting.length === 0) return
-      const recipients = email.waiting.map((w) => w.recipient)
+      // A recipient suppressed while the message waited (another message to it bounced) is not tried again.
+      const suppressed = email.waiting.filter((w) => w.suppressed).map((w): Outcome => ({
+        recipient: w.recipient,
+        status: "suppressed",
+        response: `Not sent: ${w.recipient} bounced since this message was queued and is on the account's suppression list`
+      }))
+      const recipients = email.waiting.filter((w) => !w.suppressed).map((w) => w.recipient)
       const hosted = sharedDomains.includes(job.domain) || email.verifiedHere
-      const outcomes = hosted
-        ? yield* deliverInternally(recipients, email.content, email.mailFrom)
-        : yield* deliverOut(job.domain, recipients, email.content, email.mailFrom)
+      const outcomes = [
+        ...suppressed,
+        ...(recipients.length === 0
+          ? []
+          : hosted
+          ? yield* deliverInternally(recipients, email.content, email.mailFrom)
+          : yield* deliverOut(job.domain, recipients, email.content, email.mailFrom))
+      ]
       const deferred = yield* record(email, job.email_id, outcomes)
       yield* Effect.logInfo("Delivery attempt").pipe(Effect.annotateLogs({
         email_id: job.email_id,

@@ -184,7 +184,9 @@ export const DeliveryEventData = Schema.Struct({
   mailbox_id: Schema.String,
   thread_id: Schema.String,
   recipient: Schema.String,
-  status: Schema.Literal("sent", "deferred", "bounced", "failed"),
+  status: Schema.Literal("sent", "deferred", "bounced", "failed", "suppressed").annotations({
+    description: "suppressed (with email.failed): not sent, the address having joined the account's suppression list while the message waited"
+  }),
   attempts: Schema.Number,
   smtp_response: Schema.NullOr(Schema.String).annotations({ description: "The receiving server's answer, or why it was not reached" }),
   next_attempt_at: Schema.NullOr(Schema.String)

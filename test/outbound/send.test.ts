@@ -91,6 +91,32 @@ const settled = (mailroom: MailroomFetchClient, emailId: string) =>
 const arrived = (messageId: string) =>
   until(`${messageId} at the MX`, async () => mx.delivered().find((m) => m.raw.includes(`Message-ID: ${messageId}`)), 20_000)
 
+/** A receiving server's later report (RFC 3464) that `recipient` of the email `emailId` is gone. */
+const bounceReport = (emailId: string, recipient: string) =>
+  [
+    "From: Mail Delivery System <MAILER-DAEMON@mx.partner.test>",
+    `To: bounces+${emailId}@agents.localhost`,
+    "Subject: Undelivered Mail Returned to Sender",
+    "MIME-Version: 1.0",
+    "Content-Type: multipart/report; report-type=delivery-status; boundary=b1",
+    "",
+    "--b1",
+    "Content-Type: text/plain",
+    "",
+    "Your message could not be delivered.",
+    "--b1",
+    "Content-Type: message/delivery-status",
+    "",
+    "Reporting-MTA: dns; mx.partner.test",
+    "",
+    `Final-Recipient: rfc822; ${recipient}`,
+    "Action: failed",
+    "Status: 5.1.1",
+    "Diagnostic-Code: smtp; 550 5.1.1 The mailbox is gone",
+    "--b1--",
+    ""
+  ].join("\r\n")
+
 const resolver = () => {
   const r = new dns.promises.Resolver()
   r.setServers([names.address])
@@ -283,29 +309,7 @@ describe("sending to another domain", () => {
     const emailId = sent.data!.data.email_id
     expect((await settled(mailroom, emailId)).delivery).toMatchObject([{ recipient: to, status: "sent" }])
 
-    const report = [
-      "From: Mail Delivery System <MAILER-DAEMON@mx.partner.test>",
-      `To: bounces+${emailId}@agents.localhost`,
-      "Subject: Undelivered Mail Returned to Sender",
-      "MIME-Version: 1.0",
-      "Content-Type: multipart/report; report-type=delivery-status; boundary=b1",
-      "",
-      "--b1",
-      "Content-Type: text/plain",
-      "",
-      "Your message could not be delivered.",
-      "--b1",
-      "Content-Type: message/delivery-status",
-      "",
-      "Reporting-MTA: dns; mx.partner.test",
-      "",
-      `Final-Recipient: rfc822; ${to}`,
-      "Action: failed",
-      "Status: 5.1.1",
-      "Diagnostic-Code: smtp; 550 5.1.1 The mailbox is gone",
-      "--b1--",
-      ""
-    ].join("\r\n")
+    const report = bounceReport(emailId, to)
     const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
     try {
       await transport.sendMail({ envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: report })
@@ -330,6 +334,40 @@ describe("sending to another domain", () => {
     } finally {
       forged.close()
     }
+  })
+
+  it("a recipient that bounces another message while this one waits is suppressed, and not tried again", async () => {
+    const { box, mailroom } = await sender()
+    const late = `${fresh("late")}@partner.test`
+    // An earlier message reached it; then its server starts answering 451 (and keeps to it).
+    const earlier = await send(mailroom, box, { to: [late], subject: "First", text: "One" })
+    const earlierId = earlier.data!.data.email_id
+    expect((await settled(mailroom, earlierId)).delivery).toMatchObject([{ recipient: late, status: "sent" }])
+    mx.script(late, [451])
+    const waiting = await send(mailroom, box, { to: [late], subject: "Second", text: "Two" })
+    const waitingId = waiting.data!.data.email_id
+    await until("the second message deferred", async () => {
+      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: waitingId } } })
+      return data?.data.delivery?.[0]?.status === "deferred" ? true : undefined
+    }, 20_000, 100)
+    // The earlier message's bounce report arrives: the address joins the suppression list.
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+    try {
+      await transport.sendMail({ envelope: { from: "", to: [`bounces+${earlierId}@agents.localhost`] }, raw: bounceReport(earlierId, late) })
+    } finally {
+      transport.close()
+    }
+    const settledLater = await settled(mailroom, waitingId)
+    expect(settledLater.delivery).toMatchObject([{
+      recipient: late,
+      status: "suppressed",
+      last_response: expect.stringContaining("suppression list"),
+      next_attempt_at: null
+    }])
+    // Not tried after that: the receiving server hears no more of it.
+    const tries = mx.attempts(late).length
+    await new Promise((resolve) => setTimeout(resolve, 1_500))
+    expect(mx.attempts(late)).toHaveLength(tries)
   })
 
   it("a domain with a null MX fails at once, naming why", async () => {

@@ -2191,8 +2191,11 @@ export interface components {
             recipient: string;
             /** @description The receiving server's answer, or why it was not reached */
             smtp_response: string | null;
-            /** @enum {string} */
-            status: "sent" | "deferred" | "bounced" | "failed";
+            /**
+             * @description suppressed (with email.failed): not sent, the address having joined the account's suppression list while the message waited
+             * @enum {string}
+             */
+            status: "sent" | "deferred" | "bounced" | "failed" | "suppressed";
             thread_id: string;
         };
         /** @description DISALLOWED_LOCAL: the local part is a reserved name; details.local_part */
