@@ -13,9 +13,9 @@ import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Conflict, NotFound, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
-import type { Page } from "../listing.ts"
+import type { Page, Sort } from "../listing.ts"
 import { Replies } from "./replies.ts"
-import { type Draft, DraftContent, type DraftInput } from "./schemas.ts"
+import { type Draft, DraftContent, type DraftInput, type DraftSortField } from "./schemas.ts"
 import { fromSendInput, type Idempotency, Outbound } from "./send.ts"
 
 /** How often the scheduler looks for due drafts: a scheduled draft leaves within this of its time. */
@@ -116,10 +116,13 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       return toDraft(rows[0]!)
     })
 
-    const list = Effect.fn("Drafts.list")(function*(userId: string, mailboxId: string, page: Page) {
+    const list = Effect.fn("Drafts.list")(function*(userId: string, mailboxId: string, page: Page, sort: Sort<DraftSortField>) {
       yield* ownMailbox(userId, mailboxId)
+      // Drafts not scheduled (send_at null) come last either way.
+      const direction = sort.direction === "asc" ? "ASC" : "DESC"
+      const order = sql.literal(`${sort.field} ${direction} NULLS LAST, id ${direction}`)
       const rows = yield* sql`SELECT ${sql.literal(COLUMNS)} FROM drafts WHERE mailbox_id = ${mailboxId} AND user_id = ${userId}
-                              ORDER BY created_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}`.pipe(Effect.flatMap(decodeRows))
+                              ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`.pipe(Effect.flatMap(decodeRows))
       const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM drafts WHERE mailbox_id = ${mailboxId} AND user_id = ${userId}`
       return { data: rows.map(toDraft), total: Number(counted[0]?.total ?? 0) }
     })

@@ -202,3 +202,9 @@ export const Suppression = Schema.Struct({
   created_at: Schema.String
 }).annotations({ identifier: "Suppression" })
 export type Suppression = typeof Suppression.Type
+
+/** What the drafts and suppressions lists sort by (`sort=<field>:<asc|desc>`; newest first by default). */
+export const draftSortFields = ["created_at", "updated_at", "send_at"] as const
+export type DraftSortField = (typeof draftSortFields)[number]
+export const suppressionSortFields = ["created_at", "address"] as const
+export type SuppressionSortField = (typeof suppressionSortFields)[number]

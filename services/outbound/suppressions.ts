@@ -6,8 +6,8 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound } from "../errors.ts"
-import type { Page } from "../listing.ts"
-import type { Suppression } from "./schemas.ts"
+import type { Page, Sort } from "../listing.ts"
+import type { Suppression, SuppressionSortField } from "./schemas.ts"
 
 
 interface SuppressionRow {
@@ -22,11 +22,12 @@ export class Suppressions extends Effect.Service<Suppressions>()("mailroom/Suppr
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    /** Newest first. */
-    const list = Effect.fn("Suppressions.list")(function*(userId: string, page: Page) {
+    const list = Effect.fn("Suppressions.list")(function*(userId: string, page: Page, sort: Sort<SuppressionSortField>) {
+      const direction = sort.direction === "asc" ? "ASC" : "DESC"
+      const order = sql.literal(sort.field === "address" ? `address ${direction}` : `created_at ${direction}, address`)
       const rows = yield* sql<SuppressionRow>`
         SELECT address, reason, last_response, email_id, created_at FROM suppressions WHERE user_id = ${userId}
-        ORDER BY created_at DESC, address LIMIT ${page.limit} OFFSET ${page.offset}`
+        ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`
       const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM suppressions WHERE user_id = ${userId}`
       const total = Number(counted[0]?.total ?? 0)
       const data = rows.map((row): Suppression => ({

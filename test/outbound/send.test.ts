@@ -292,6 +292,8 @@ describe("sending to another domain", () => {
       data: [{ address: gone, reason: "bounced", last_response: "550 5.1.1 No such user here", email_id: email.email_id, created_at: expect.any(String) }],
       meta: { total: 1, limit: 20, offset: 0, hasMore: false }
     })
+    const byAddress = await mailroom.GET("/v1/api/suppressions", { params: { query: { sort: "address:asc" } } })
+    expect(byAddress.data?.data.map((s) => s.address)).toEqual([gone])
     const removed = await mailroom.DELETE("/v1/api/suppressions/{address}", { params: { path: { address: gone } } })
     expect(removed.data).toEqual({ success: true, data: { address: gone, deleted: true } })
     const missing = await mailroom.DELETE("/v1/api/suppressions/{address}", { params: { path: { address: gone } } })
@@ -494,6 +496,32 @@ describe("drafts", () => {
     const late = await drafts.update(draft.draft_id, { text: "Too late" })
     expect(late.response.status).toBe(409)
     expect(late.error).toMatchObject({ error: { code: "CONFLICT", details: { draft_id: draft.draft_id, status: "sent" } } })
+  })
+
+  it("lists drafts and suppressions in the order sort asks for; an unknown field is 400 naming the fields", async () => {
+    const { box, mailroom } = await sender()
+    const drafts = draftsOf(mailroom, box)
+    const day = 86_400_000
+    const later = (await drafts.create({ subject: "Later", send_at: new Date(Date.now() + 2 * day).toISOString() })).data!.data
+    const sooner = (await drafts.create({ subject: "Sooner", send_at: new Date(Date.now() + day).toISOString() })).data!.data
+    const unscheduled = (await drafts.create({ subject: "Whenever" })).data!.data
+    const order = async (sort?: string) => {
+      const listed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts", {
+        params: { path: { mailboxId: box.mailboxId }, query: sort === undefined ? {} : { sort } }
+      })
+      return listed.data?.data.map((d) => d.subject)
+    }
+    expect(await order()).toEqual([unscheduled.subject, sooner.subject, later.subject])
+    expect(await order("created_at:asc")).toEqual([later.subject, sooner.subject, unscheduled.subject])
+    // A draft that is not scheduled comes last either way.
+    expect(await order("send_at:asc")).toEqual([sooner.subject, later.subject, unscheduled.subject])
+    expect(await order("send_at:desc")).toEqual([later.subject, sooner.subject, unscheduled.subject])
+    const badDrafts = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: box.mailboxId }, query: { sort: "subject:asc" } } })
+    expect(badDrafts.response.status).toBe(400)
+    expect(badDrafts.error?.error.details).toEqual({ sort: "must be <field>:<asc|desc> with field one of created_at, updated_at, send_at" })
+    const badSuppressions = await mailroom.GET("/v1/api/suppressions", { params: { query: { sort: "reason:asc" } } })
+    expect(badSuppressions.response.status).toBe(400)
+    expect(badSuppressions.error?.error.details).toEqual({ sort: "must be <field>:<asc|desc> with field one of created_at, address" })
   })
 
   it("a scheduled draft leaves within 1 s of send_at; a deleted one never does", async () => {

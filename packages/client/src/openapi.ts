@@ -6999,6 +6999,8 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
+                sort?: string;
             };
             header?: never;
             path: {
@@ -8668,6 +8670,8 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc, address:asc, address:desc */
+                sort?: string;
             };
             header?: never;
             path?: never;
@@ -12401,6 +12405,8 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
+                sort?: string;
             };
             header?: never;
             path: {
@@ -13766,6 +13772,8 @@ export interface operations {
             query?: {
                 limit?: components["schemas"]["NumberFromString"];
                 offset?: components["schemas"]["NumberFromString"];
+                /** @description One of created_at:asc, created_at:desc, address:asc, address:desc */
+                sort?: string;
             };
             header?: never;
             path?: never;

@@ -15,8 +15,18 @@ import {
   SendQuotaReached,
   ValidationError
 } from "../../../services/errors.ts"
-import { Draft, DraftInput, ForwardInput, ReplyInput, SendAccepted, SendInput, Suppression } from "../../../services/outbound/schemas.ts"
-import { ListMeta, Limit, Offset } from "../../../services/listing.ts"
+import {
+  Draft,
+  DraftInput,
+  draftSortFields,
+  ForwardInput,
+  ReplyInput,
+  SendAccepted,
+  SendInput,
+  Suppression,
+  suppressionSortFields
+} from "../../../services/outbound/schemas.ts"
+import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
@@ -27,8 +37,6 @@ const SuppressionPath = Schema.Struct({ address: Schema.String })
 const DraftsPath = Schema.Struct({ mailboxId: Schema.String })
 const DraftPath = Schema.Struct({ mailboxId: Schema.String, draftId: Schema.String })
 const DeletedDraft = Schema.Struct({ draft_id: Schema.String, deleted: Schema.Literal(true) }).annotations({ identifier: "DeletedDraft" })
-const PageParams = Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) })
-  .annotations({ parseOptions: { errors: "all" } })
 const Unsuppressed = Schema.Struct({ address: Schema.String, deleted: Schema.Literal(true) }).annotations({ identifier: "Unsuppressed" })
 
 /** `Idempotency-Key`: 1-255 visible characters. */
@@ -134,7 +142,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
     .add(
       HttpApiEndpoint.get("listDrafts", "/mailboxes/:mailboxId/drafts")
         .setPath(DraftsPath)
-        .setUrlParams(PageParams)
+        .setUrlParams(ListParams(draftSortFields))
         .addSuccess(OkWithMeta(Schema.Array(Draft), ListMeta))
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
@@ -179,7 +187,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
     )
     .add(
       HttpApiEndpoint.get("suppressions", "/suppressions")
-        .setUrlParams(PageParams)
+        .setUrlParams(ListParams(suppressionSortFields))
         .addSuccess(OkWithMeta(Schema.Array(Suppression), ListMeta))
         .addError(envelope(ValidationError))
         .annotateContext(OpenApi.annotations({

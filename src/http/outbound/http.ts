@@ -5,11 +5,19 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
-import { listMeta, page } from "../../../services/listing.ts"
+import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
 import { Suppressions } from "../../../services/outbound/suppressions.ts"
-import type { DraftInput, ForwardInput, ReplyInput, SendAccepted, SendInput } from "../../../services/outbound/schemas.ts"
+import type {
+  DraftInput,
+  DraftSortField,
+  ForwardInput,
+  ReplyInput,
+  SendAccepted,
+  SendInput,
+  SuppressionSortField
+} from "../../../services/outbound/schemas.ts"
 import { fromSendInput, type Idempotency, Outbound } from "../../../services/outbound/send.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
@@ -35,7 +43,7 @@ const makeHandlers = Effect.gen(function*() {
   const suppressions = yield* Suppressions
   const drafts = yield* Drafts
   type DraftPath = { readonly mailboxId: string; readonly draftId: string }
-  type PageQuery = { readonly limit?: number | undefined; readonly offset?: number | undefined }
+  type ListQuery = { readonly limit?: number | undefined; readonly offset?: number | undefined; readonly sort?: string | undefined }
   const ok = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.map(orUnavailable(effect), (data) => ({ success: true as const, data }))
   const caller = Effect.map(CurrentPrincipal, (principal) => principal.userId)
   type EmailPath = { readonly emailId: string }
@@ -54,10 +62,11 @@ const makeHandlers = Effect.gen(function*() {
         accepted(replies.forward(userId, request.path.emailId, request.payload, idempotency(request, "forward")))),
     createDraft: ({ path, payload }: { readonly path: { readonly mailboxId: string }; readonly payload: DraftInput }) =>
       Effect.flatMap(caller, (userId) => ok(drafts.create(userId, path.mailboxId, payload))),
-    listDrafts: ({ path, urlParams }: { readonly path: { readonly mailboxId: string }; readonly urlParams: PageQuery }) =>
+    listDrafts: ({ path, urlParams }: { readonly path: { readonly mailboxId: string }; readonly urlParams: ListQuery }) =>
       Effect.gen(function*() {
         const p = page(urlParams)
-        const { data, total } = yield* orUnavailable(drafts.list(yield* caller, path.mailboxId, p))
+        const sort = parseSort<DraftSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
+        const { data, total } = yield* orUnavailable(drafts.list(yield* caller, path.mailboxId, p, sort))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
     getDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.get(userId, path.mailboxId, path.draftId))),
@@ -65,10 +74,11 @@ const makeHandlers = Effect.gen(function*() {
       Effect.flatMap(caller, (userId) => ok(drafts.update(userId, path.mailboxId, path.draftId, payload))),
     deleteDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.remove(userId, path.mailboxId, path.draftId))),
     sendDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.send(userId, path.mailboxId, path.draftId))),
-    suppressions: ({ urlParams }: { readonly urlParams: { readonly limit?: number | undefined; readonly offset?: number | undefined } }) =>
+    suppressions: ({ urlParams }: { readonly urlParams: ListQuery }) =>
       Effect.gen(function*() {
         const p = page(urlParams)
-        const { data, total } = yield* orUnavailable(suppressions.list(yield* caller, p))
+        const sort = parseSort<SuppressionSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
+        const { data, total } = yield* orUnavailable(suppressions.list(yield* caller, p, sort))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
     unsuppress: ({ path }: { readonly path: { readonly address: string } }) =>
