@@ -23,12 +23,12 @@ import {
   InternalError,
   isApiError,
   NotFound,
-  PayloadTooLarge,
   ServiceUnavailable,
   ValidationError,
   wireOf
 } from "../../services/errors.ts"
 import { causeChain, isConnectionFailure } from "../../services/health/dependency-health.ts"
+import { MAX_JSON_BYTES, tooLarge } from "./body-limits.ts"
 import { detailsOf } from "./issues.ts"
 
 const errorBody = <Code extends string>(code: Code) =>
@@ -103,9 +103,8 @@ const fromDecodeError = (error: HttpApiDecodeError): ApiError => {
 const fromRequestError = (error: { readonly reason: string; readonly cause?: unknown }): ApiError | undefined => {
   if (error.reason !== "Decode") return undefined
   const cause = error.cause as { message?: string } | undefined
-  if (cause?.message === "maxBytes exceeded") {
-    return new PayloadTooLarge({ message: "The request body is larger than 1 MiB", details: { max_bytes: 1024 * 1024 } })
-  }
+  // The middleware answers a body past its route's limit with that limit; past it, the JSON one.
+  if (cause?.message === "maxBytes exceeded") return tooLarge(MAX_JSON_BYTES)
   return new BadRequest({ message: "The request body is not valid JSON" })
 }
 

@@ -8,7 +8,6 @@ import { Effect, Layer, Option } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Duplex } from "node:stream"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
-import { PayloadTooLarge } from "../../services/errors.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RateLeases } from "../../services/ratelimit/leases.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
@@ -27,6 +26,7 @@ import { DashboardEventsHandlers, EventsHandlers } from "./events/http.ts"
 import { McpLive } from "./mcp/http.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
+import { isBodyTooLarge, maxBodyBytes, tooLarge } from "./body-limits.ts"
 import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
@@ -34,8 +34,6 @@ import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive, 
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
 import { DashboardSenderListsHandlers, SenderListsHandlers } from "./sender-lists/http.ts"
 import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
-
-export const MAX_JSON_BYTES = 1024 * 1024
 
 /**
  * Every answer counted by route template, method and status (src/http/metrics.ts); `GET /metrics`
@@ -69,16 +67,14 @@ const isApiPath = (url: string) => (url.startsWith("/v1/") || url.startsWith("/a
 const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([DependencyHealth, RateLimiter]), ([health, limiter]) => (app: HttpApp.Default) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const length = Number(request.headers["content-length"] ?? 0)
-    if (length > MAX_JSON_BYTES) {
-      return errorResponse(
-        new PayloadTooLarge({ message: "The request body is larger than 1 MiB", details: { max_bytes: MAX_JSON_BYTES } })
-      )
-    }
-    const screened = yield* screen(request)
-    return yield* Effect.provideService(app, HttpServerRequest.HttpServerRequest, screened)
+    const max = maxBodyBytes(request.method, request.url.split("?")[0]!)
+    if (Number(request.headers["content-length"] ?? 0) > max) return errorResponse(tooLarge(max))
+    return yield* Effect.flatMap(screen(request), (screened) => Effect.provideService(app, HttpServerRequest.HttpServerRequest, screened)).pipe(
+      // A body without a length (chunked) is cut off where it passes the limit.
+      HttpServerRequest.withMaxBodySize(Option.some(max)),
+      Effect.catchIf(isBodyTooLarge, () => Effect.fail(tooLarge(max)))
+    )
   }).pipe(
-    HttpServerRequest.withMaxBodySize(Option.some(MAX_JSON_BYTES)),
     Effect.catchAllCause((cause) => Effect.map(toApiError(cause), errorResponse)),
     Effect.flatMap((response) =>
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>

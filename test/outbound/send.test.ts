@@ -5,7 +5,7 @@
  * fractions of a second. What arrives is checked byte for byte, its DKIM signature by an independent
  * verifier (mailauth) against the key the test DNS publishes.
  */
-import { generateKeyPairSync } from "node:crypto"
+import { generateKeyPairSync, randomBytes } from "node:crypto"
 import * as dns from "node:dns"
 import { simpleParser } from "mailparser"
 import nodemailer from "nodemailer"
@@ -195,6 +195,30 @@ describe("sending to another domain", () => {
     const metrics = await (await fetch(`${suite.url}/metrics`)).text()
     const sentCount = Number(/^mailroom_outbound_deliveries_total\{status="sent"\} (\d+)/m.exec(metrics)?.[1] ?? 0)
     expect(sentCount).toBeGreaterThanOrEqual(3)
+  })
+
+  it("takes attachments up to the plan's message size (free: 10 MB), past the 1 MiB other bodies may be", async () => {
+    const { box, mailroom } = await sender()
+    const to = `${fresh("large")}@partner.test`
+    const scan = randomBytes(1_500_000)
+    const sent = await send(mailroom, box, {
+      to: [to],
+      subject: "The scan",
+      text: "Attached.",
+      attachments: [{ filename: "scan.bin", content_type: "application/octet-stream", content: scan.toString("base64") }]
+    })
+    expect(sent.response.status).toBe(202)
+    const message = await arrived(sent.data!.data.message_id)
+    expect((await simpleParser(message.raw)).attachments[0]?.content.equals(scan)).toBe(true)
+
+    const tooBig = await send(mailroom, box, {
+      to: [to],
+      subject: "Too much",
+      text: "Attached.",
+      attachments: [{ filename: "big.bin", content: randomBytes(10 * 1024 * 1024).toString("base64") }]
+    })
+    expect(tooBig.response.status).toBe(413)
+    expect(tooBig.error).toMatchObject({ error: { code: "PAYLOAD_TOO_LARGE", details: { limit: 10 * 1024 * 1024, size: expect.any(Number) } } })
   })
 
   it("a message sent to Bcc alone is stored as it was addressed: no To, its one recipient delivered", async () => {
