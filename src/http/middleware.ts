@@ -14,6 +14,7 @@ import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
 import { clientWindows, RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { AppConfig } from "../config.ts"
 import { ApiAuthentication, ClientRateLimit, SESSION_COOKIE, SessionAuthentication } from "./security.ts"
+import { MAX_JSON_BYTES, maxBodyBytes } from "./body-limits.ts"
 import { orUnavailable } from "./infra.ts"
 
 
@@ -154,3 +155,26 @@ export const ClientRateLimitLive = Layer.effect(
     return limitByAddress(limiter).pipe(Effect.provideService(DependencyHealth, health))
   })
 )
+
+/**
+ * The most the body of `request` may be (body-limits.ts): a message route's larger limit only for a
+ * caller whose credential names an account, so that no one without one makes the server read more
+ * than 1 MiB (the body is read, and held to the input rules, before the route authenticates).
+ */
+export const bodyLimit = (authenticator: Authenticator) => (request: HttpServerRequest.HttpServerRequest): Effect.Effect<number> => {
+  const max = maxBodyBytes(request.method, request.url.split("?")[0]!)
+  if (max === MAX_JSON_BYTES) return Effect.succeed(max)
+  const apiKey = request.headers["x-api-key"]?.trim()
+  const token = bearer(request)
+  const cookie = request.cookies[SESSION_COOKIE]
+  const credential: Credential | undefined = apiKey
+    ? { kind: "apiKey", secret: apiKey }
+    : Option.isSome(token)
+    ? bearerCredential(token.value)
+    : cookie
+    ? { kind: "cookie", secret: cookie }
+    : undefined
+  if (credential === undefined) return Effect.succeed(MAX_JSON_BYTES)
+  // Refused or unreachable, the credential earns no more than anyone: the route answers why.
+  return authenticator.identify(credential).pipe(Effect.as(max), Effect.orElseSucceed(() => MAX_JSON_BYTES))
+}

@@ -26,11 +26,11 @@ import { DashboardEventsHandlers, EventsHandlers } from "./events/http.ts"
 import { McpLive } from "./mcp/http.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
-import { isBodyTooLarge, maxBodyBytes, tooLarge } from "./body-limits.ts"
+import { isBodyTooLarge, tooLarge } from "./body-limits.ts"
 import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
-import { ApiAuthenticationLive, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
+import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
 import { DashboardSenderListsHandlers, SenderListsHandlers } from "./sender-lists/http.ts"
 import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
@@ -64,10 +64,10 @@ const isApiPath = (url: string) => (url.startsWith("/v1/") || url.startsWith("/a
  * failure (decode errors, unknown routes, defects) with the error envelope, and give an API answer
  * that no limiter decided its address's rate-limit headers (middleware.ts `withAddressLimit`).
  */
-const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([DependencyHealth, RateLimiter]), ([health, limiter]) => (app: HttpApp.Default) =>
+const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([DependencyHealth, RateLimiter, Authenticator]), ([health, limiter, authenticator]) => (app: HttpApp.Default) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const max = maxBodyBytes(request.method, request.url.split("?")[0]!)
+    const max = yield* bodyLimit(authenticator)(request)
     if (Number(request.headers["content-length"] ?? 0) > max) return errorResponse(tooLarge(max))
     return yield* Effect.flatMap(screen(request), (screened) => Effect.provideService(app, HttpServerRequest.HttpServerRequest, screened)).pipe(
       // A body without a length (chunked) is cut off where it passes the limit.
@@ -180,7 +180,7 @@ export const HttpServerLive = Layer.unwrapEffect(
       // The MCP endpoint authenticates and limits by itself, with the API's authenticator and limiter.
       Layer.provide(McpLive.pipe(Layer.provide(Middleware))),
       Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" })),
-      Layer.provide(EnvelopeMiddleware.pipe(Layer.provide(RateLimiter.layer))),
+      Layer.provide(EnvelopeMiddleware.pipe(Layer.provide(Layer.mergeAll(RateLimiter.layer, Authenticator.Default)))),
       Layer.provide(ApiLive),
       HttpServer.withLogAddress,
       Layer.provide(NodeHttpServer.layer(createApiServer, { port: config.port, host: config.host }))

@@ -219,6 +219,12 @@ describe("sending to another domain", () => {
     })
     expect(tooBig.response.status).toBe(413)
     expect(tooBig.error).toMatchObject({ error: { code: "PAYLOAD_TOO_LARGE", details: { limit: 10 * 1024 * 1024, size: expect.any(Number) } } })
+
+    // Without a credential that names an account, no body is read past 1 MiB.
+    const stranger = createClient({ baseUrl: suite.url, apiKey: "mr_not_a_key_at_all_0000000000000000000000" })
+    const refused = await send(stranger, box, { to: [to], subject: "?", text: "x", attachments: [{ filename: "scan.bin", content: scan.toString("base64") }] })
+    expect(refused.response.status).toBe(413)
+    expect(refused.error).toMatchObject({ error: { code: "PAYLOAD_TOO_LARGE", details: { max_bytes: 1024 * 1024 } } })
   })
 
   it("a message sent to Bcc alone is stored as it was addressed: no To, its one recipient delivered", async () => {
