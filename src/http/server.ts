@@ -52,9 +52,8 @@ const measured = (app: HttpApp.Default): HttpApp.Default =>
   })
 
 /**
- * The API's own paths (the versioned API and the dashboard's), whose every answer is rate-limited;
- * not the payment provider's calls, which prove themselves by signature and must not wait out a
- * limit of the address they come from.
+ * The API's own paths (the versioned API and the dashboard's), whose every answer carries rate-limit
+ * headers; not the payment provider's calls, which prove themselves by signature and are no client's.
  */
 const isApiPath = (url: string) => (url.startsWith("/v1/") || url.startsWith("/api/")) && !url.startsWith("/v1/billing/webhook")
 
