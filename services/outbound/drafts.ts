@@ -150,10 +150,19 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       return rows[0] ? toDraft(rows[0]) : yield* new Conflict({ message: "The draft is being sent", details: { draft_id: draftId } })
     })
 
+    /**
+     * Delete a draft: before it is sent, that cancels it; once sent, only the draft goes (the email it
+     * became stays, and the answer names it). One being sent cannot be called back: 409.
+     */
     const remove = Effect.fn("Drafts.remove")(function*(userId: string, mailboxId: string, draftId: string) {
-      const deleted = yield* sql`DELETE FROM drafts WHERE id = ${draftId} AND mailbox_id = ${mailboxId} AND user_id = ${userId} RETURNING 1`
-      if (deleted.length === 0) return yield* draftNotFound(draftId)
-      return { draft_id: draftId, deleted: true as const }
+      const deleted = yield* sql<{ emailId: string | null }>`
+        DELETE FROM drafts WHERE id = ${draftId} AND mailbox_id = ${mailboxId} AND user_id = ${userId} AND status <> 'sending'
+        RETURNING email_id`
+      if (deleted.length === 0) {
+        const current = yield* find(userId, mailboxId, draftId)
+        return yield* new Conflict({ message: "The draft is being sent: it can no longer be cancelled", details: { draft_id: draftId, status: current.status } })
+      }
+      return { draft_id: draftId, deleted: true as const, email_id: deleted[0]!.emailId }
     })
 
     /**

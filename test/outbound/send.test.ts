@@ -503,7 +503,7 @@ describe("drafts", () => {
       mailroom.DELETE("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId: box.mailboxId, draftId } } })
   })
 
-  it("an agent drafts, a person edits and sends it; sending again answers the same email; a sent draft is 409 to edit", async () => {
+  it("an agent drafts, a person edits and sends it; sending again answers the same email; a sent draft is 409 to edit, and deleting it keeps its email", async () => {
     const { box, mailroom } = await sender()
     const drafts = draftsOf(mailroom, box)
     const to = `${fresh("approve")}@partner.test`
@@ -526,6 +526,11 @@ describe("drafts", () => {
     const late = await drafts.update(draft.draft_id, { text: "Too late" })
     expect(late.response.status).toBe(409)
     expect(late.error).toMatchObject({ error: { code: "CONFLICT", details: { draft_id: draft.draft_id, status: "sent" } } })
+    // Deleting it now removes the draft, not the mail: the answer says it had been sent, as which email.
+    const removed = await drafts.remove(draft.draft_id)
+    expect(removed.data?.data).toEqual({ draft_id: draft.draft_id, deleted: true, email_id: sent.data!.data.email_id })
+    expect((await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: sent.data!.data.email_id } } })).response.status).toBe(200)
+    expect((await drafts.get(draft.draft_id)).response.status).toBe(404)
   })
 
   it("lists drafts and suppressions in the order sort asks for; an unknown field is 400 naming the fields", async () => {
@@ -560,7 +565,7 @@ describe("drafts", () => {
     const sendAt = new Date(Date.now() + 2_000)
     const kept = await drafts.create({ to: [`${fresh("sched")}@partner.test`], subject: "Scheduled", text: "On time", send_at: sendAt.toISOString() })
     const dropped = await drafts.create({ to: [`${fresh("dropped")}@partner.test`], subject: "Cancelled", text: "Never", send_at: sendAt.toISOString() })
-    expect((await drafts.remove(dropped.data!.data.draft_id)).data?.data).toEqual({ draft_id: dropped.data!.data.draft_id, deleted: true })
+    expect((await drafts.remove(dropped.data!.data.draft_id)).data?.data).toEqual({ draft_id: dropped.data!.data.draft_id, deleted: true, email_id: null })
 
     const message = await until("the scheduled draft at the MX", async () =>
       mx.delivered().find((m) => m.rcptTo.includes(kept.data!.data.to![0] as string)), 10_000, 50)

@@ -586,7 +586,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a draft
-         * @description A scheduled draft deleted before its time is never sent
+         * @description A draft deleted before it is sent is never sent (a scheduled one included); one already sent is removed from the drafts and `email_id` names the email it became; one being sent at that moment is 409 CONFLICT
          */
         delete: operations["dashboardOutbound.deleteDraft"];
         options?: never;
@@ -1338,7 +1338,7 @@ export interface paths {
         post?: never;
         /**
          * Delete a draft
-         * @description A scheduled draft deleted before its time is never sent
+         * @description A draft deleted before it is sent is never sent (a scheduled one included); one already sent is removed from the drafts and `email_id` names the email it became; one being sent at that moment is 409 CONFLICT
          */
         delete: operations["outbound.deleteDraft"];
         options?: never;
@@ -2159,6 +2159,8 @@ export interface components {
             /** @enum {boolean} */
             deleted: true;
             draft_id: string;
+            /** @description The email a draft already sent became (it stays in the mailbox); null: the draft was never sent, and now will not be */
+            email_id: string | null;
         };
         DeletedMailbox: {
             /** @enum {boolean} */
@@ -7397,6 +7399,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
@@ -12767,6 +12778,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */

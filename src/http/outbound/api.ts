@@ -36,7 +36,13 @@ const EmailPath = Schema.Struct({ emailId: Schema.String })
 const SuppressionPath = Schema.Struct({ address: Schema.String })
 const DraftsPath = Schema.Struct({ mailboxId: Schema.String })
 const DraftPath = Schema.Struct({ mailboxId: Schema.String, draftId: Schema.String })
-const DeletedDraft = Schema.Struct({ draft_id: Schema.String, deleted: Schema.Literal(true) }).annotations({ identifier: "DeletedDraft" })
+const DeletedDraft = Schema.Struct({
+  draft_id: Schema.String,
+  deleted: Schema.Literal(true),
+  email_id: Schema.NullOr(Schema.String).annotations({
+    description: "The email a draft already sent became (it stays in the mailbox); null: the draft was never sent, and now will not be"
+  })
+}).annotations({ identifier: "DeletedDraft" })
 const Unsuppressed = Schema.Struct({ address: Schema.String, deleted: Schema.Literal(true) }).annotations({ identifier: "Unsuppressed" })
 
 /** `Idempotency-Key`: 1-255 visible characters. */
@@ -176,7 +182,12 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .setPath(DraftPath)
         .addSuccess(Ok(DeletedDraft))
         .addError(envelope(NotFound))
-        .annotateContext(OpenApi.annotations({ summary: "Delete a draft", description: "A scheduled draft deleted before its time is never sent" }))
+        .addError(envelope(Conflict))
+        .annotateContext(OpenApi.annotations({
+          summary: "Delete a draft",
+          description:
+            "A draft deleted before it is sent is never sent (a scheduled one included); one already sent is removed from the drafts and `email_id` names the email it became; one being sent at that moment is 409 CONFLICT"
+        }))
     )
     .add(
       fromDraft("sendDraft", "/mailboxes/:mailboxId/drafts/:draftId/send")
