@@ -97,6 +97,12 @@ const bearer = (request: HttpServerRequest.HttpServerRequest) => {
   return match ? Option.some(match[1]!.trim()) : Option.none<string>()
 }
 
+/** The credential the API routes (and MCP) take: `X-API-Key`, else `Authorization: Bearer` (a key or an access token). */
+export const keyOrBearer = (request: HttpServerRequest.HttpServerRequest): Option.Option<Credential> => {
+  const apiKey = request.headers["x-api-key"]?.trim()
+  return apiKey ? Option.some({ kind: "apiKey", secret: apiKey }) : Option.map(bearer(request), bearerCredential)
+}
+
 const missing = Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer")
 
 export const ApiAuthenticationLive = Layer.effect(
@@ -107,10 +113,7 @@ export const ApiAuthenticationLive = Layer.effect(
     const health = yield* DependencyHealth
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const apiKey = request.headers["x-api-key"]?.trim()
-      const credential: Option.Option<Credential> = apiKey
-        ? Option.some({ kind: "apiKey", secret: apiKey })
-        : Option.map(bearer(request), bearerCredential)
+      const credential = keyOrBearer(request)
       if (Option.isNone(credential)) return yield* Effect.zipRight(limitByAddress(limiter), missing)
       return yield* authenticated(authenticator, limiter, credential.value)
     }).pipe(Effect.provideService(DependencyHealth, health))
@@ -164,17 +167,10 @@ export const ClientRateLimitLive = Layer.effect(
 export const bodyLimit = (authenticator: Authenticator) => (request: HttpServerRequest.HttpServerRequest): Effect.Effect<number> => {
   const max = maxBodyBytes(request.method, request.url.split("?")[0]!)
   if (max === MAX_JSON_BYTES) return Effect.succeed(max)
-  const apiKey = request.headers["x-api-key"]?.trim()
-  const token = bearer(request)
   const cookie = request.cookies[SESSION_COOKIE]
-  const credential: Credential | undefined = apiKey
-    ? { kind: "apiKey", secret: apiKey }
-    : Option.isSome(token)
-    ? bearerCredential(token.value)
-    : cookie
-    ? { kind: "cookie", secret: cookie }
-    : undefined
-  if (credential === undefined) return Effect.succeed(MAX_JSON_BYTES)
+  const credential = Option.orElse(keyOrBearer(request), () =>
+    cookie ? Option.some<Credential>({ kind: "cookie", secret: cookie }) : Option.none())
+  if (Option.isNone(credential)) return Effect.succeed(MAX_JSON_BYTES)
   // Refused or unreachable, the credential earns no more than anyone: the route answers why.
-  return authenticator.identify(credential).pipe(Effect.as(max), Effect.orElseSucceed(() => MAX_JSON_BYTES))
+  return authenticator.identify(credential.value).pipe(Effect.as(max), Effect.orElseSucceed(() => MAX_JSON_BYTES))
 }

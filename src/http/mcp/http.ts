@@ -16,7 +16,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, Layer, Option, ParseResult, Runtime, Schema } from "effect"
-import { Authenticator, bearerCredential, type Credential } from "../../../services/accounts/authenticator.ts"
+import { Authenticator } from "../../../services/accounts/authenticator.ts"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { InternalError, isApiError, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
@@ -34,6 +34,7 @@ import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
 import { orUnavailable } from "../infra.ts"
 import { detailsOf } from "../issues.ts"
+import { keyOrBearer } from "../middleware.ts"
 import { inputSchemaOf, type Tool, tools } from "./tools.ts"
 
 /** SPEC: MCP requests per minute, by plan. */
@@ -60,13 +61,6 @@ const rateHeaders = (decision: { readonly limit: number; readonly remaining: num
   "x-ratelimit-remaining": String(decision.remaining),
   "x-ratelimit-reset": String(decision.resetAt)
 })
-
-const credentialOf = (request: HttpServerRequest.HttpServerRequest): Option.Option<Credential> => {
-  const apiKey = request.headers["x-api-key"]?.trim()
-  if (apiKey) return Option.some({ kind: "apiKey", secret: apiKey })
-  const match = /^Bearer\s+(.+)$/i.exec(request.headers["authorization"]?.trim() ?? "")
-  return match ? Option.some(bearerCredential(match[1]!.trim())) : Option.none()
-}
 
 const unauthorized = (error: Unauthorized) =>
   HttpServerResponse.setHeader(errorResponse(error), "www-authenticate", 'Bearer realm="mailroom", error="invalid_token"')
@@ -142,7 +136,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
 
     const handle = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const credential = credentialOf(request)
+      const credential = keyOrBearer(request)
       if (Option.isNone(credential)) return unauthorized(Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer"))
       // MCP's own per-minute limit, not the API's: its requests do not spend the key's API requests.
       const identified = yield* authenticator.identify(credential.value).pipe(Effect.either)
