@@ -28,7 +28,7 @@ import {
   wireOf
 } from "../../services/errors.ts"
 import { causeChain, isConnectionFailure } from "../../services/health/dependency-health.ts"
-import { MAX_JSON_BYTES, tooLarge } from "./body-limits.ts"
+import { isBodyTooLarge, MAX_JSON_BYTES, tooLarge } from "./body-limits.ts"
 import { detailsOf } from "./issues.ts"
 
 const errorBody = <Code extends string>(code: Code) =>
@@ -102,9 +102,8 @@ const fromDecodeError = (error: HttpApiDecodeError): ApiError => {
 /** A body that could not be read: too large, or not JSON. */
 const fromRequestError = (error: { readonly reason: string; readonly cause?: unknown }): ApiError | undefined => {
   if (error.reason !== "Decode") return undefined
-  const cause = error.cause as { message?: string } | undefined
   // The middleware answers a body past its route's limit with that limit; past it, the JSON one.
-  if (cause?.message === "maxBytes exceeded") return tooLarge(MAX_JSON_BYTES)
+  if (isBodyTooLarge(error)) return tooLarge(MAX_JSON_BYTES)
   return new BadRequest({ message: "The request body is not valid JSON" })
 }
 

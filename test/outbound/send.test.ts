@@ -117,6 +117,16 @@ const bounceReport = (emailId: string, recipient: string) =>
     ""
   ].join("\r\n")
 
+/** The report, sent over SMTP to the email's bounce address, as a receiving server sends it. */
+const reportBounce = async (emailId: string, recipient: string) => {
+  const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+  try {
+    await transport.sendMail({ envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: bounceReport(emailId, recipient) })
+  } finally {
+    transport.close()
+  }
+}
+
 const resolver = () => {
   const r = new dns.promises.Resolver()
   r.setServers([names.address])
@@ -341,13 +351,7 @@ describe("sending to another domain", () => {
     const emailId = sent.data!.data.email_id
     expect((await settled(mailroom, emailId)).delivery).toMatchObject([{ recipient: to, status: "sent" }])
 
-    const report = bounceReport(emailId, to)
-    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
-    try {
-      await transport.sendMail({ envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: report })
-    } finally {
-      transport.close()
-    }
+    await reportBounce(emailId, to)
     const bounced = await until("the report applied", async () => {
       const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
       return data?.data.delivery?.[0]?.status === "bounced" ? data.data.delivery[0] : undefined
@@ -361,7 +365,7 @@ describe("sending to another domain", () => {
     // A bounce address that no sent email has is refused at RCPT.
     const forged = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
     try {
-      await expect(forged.sendMail({ envelope: { from: "", to: ["bounces+eml_000000000000000000000000@agents.localhost"] }, raw: report }))
+      await expect(forged.sendMail({ envelope: { from: "", to: ["bounces+eml_000000000000000000000000@agents.localhost"] }, raw: bounceReport(emailId, to) }))
         .rejects.toMatchObject({ responseCode: 550 })
     } finally {
       forged.close()
@@ -383,12 +387,7 @@ describe("sending to another domain", () => {
       return data?.data.delivery?.[0]?.status === "deferred" ? true : undefined
     }, 20_000, 100)
     // The earlier message's bounce report arrives: the address joins the suppression list.
-    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
-    try {
-      await transport.sendMail({ envelope: { from: "", to: [`bounces+${earlierId}@agents.localhost`] }, raw: bounceReport(earlierId, late) })
-    } finally {
-      transport.close()
-    }
+    await reportBounce(earlierId, late)
     const settledLater = await settled(mailroom, waitingId)
     expect(settledLater.delivery).toMatchObject([{
       recipient: late,
