@@ -291,7 +291,8 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         const before = new Map(email.waiting.map((w) => [w.recipient, w]))
         const rows = outcomes.map((o) => {
           const previous = before.get(o.recipient)
-          const attempts = (previous?.attempts ?? 0) + 1
+          // Giving up on a suppressed recipient is no attempt: nothing was sent to it.
+          const attempts = (previous?.attempts ?? 0) + (o.status === "suppressed" ? 0 : 1)
           const next = new Date(now.getTime() + Duration.toMillis(retryDelay(settings.retryDelays, attempts)))
           // Out of time: the next attempt would come after OUTBOUND_MAX_AGE.
           const expired = o.status === "deferred" && next.getTime() > email.createdAt.getTime() + Duration.toMillis(settings.maxAge)

@@ -395,8 +395,11 @@ describe("sending to another domain", () => {
       last_response: expect.stringContaining("suppression list"),
       next_attempt_at: null
     }])
-    // Not tried after that: the receiving server hears no more of it.
+    // Its attempts are the tries its server heard (all but the earlier message's one): giving up on it
+    // was not one more.
     const tries = mx.attempts(late).length
+    expect(settledLater.delivery?.[0]?.attempts).toBe(tries - 1)
+    // Not tried after that: the receiving server hears no more of it.
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     expect(mx.attempts(late)).toHaveLength(tries)
   })
