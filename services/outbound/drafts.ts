@@ -8,7 +8,7 @@
  * the draft `sending`; the scheduler takes such drafts again after a minute, and the key makes the
  * second attempt answer the first one's email instead of sending twice.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Conflict, NotFound, ValidationError } from "../errors.ts"
@@ -116,15 +116,30 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       return toDraft(rows[0]!)
     })
 
+    /** The drafts `which` picks, a page of them in `sort`'s order, and how many there are. */
+    const listWhere = (which: Statement.Fragment, page: Page, sort: Sort<DraftSortField>) =>
+      Effect.gen(function*() {
+        // Drafts not scheduled (send_at null) come last either way.
+        const direction = sort.direction === "asc" ? "ASC" : "DESC"
+        const order = sql.literal(`${sort.field} ${direction} NULLS LAST, id ${direction}`)
+        const rows = yield* sql`SELECT ${sql.literal(COLUMNS)} FROM drafts WHERE ${which}
+                                ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`.pipe(Effect.flatMap(decodeRows))
+        const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM drafts WHERE ${which}`
+        return { data: rows.map(toDraft), total: Number(counted[0]?.total ?? 0) }
+      })
+
     const list = Effect.fn("Drafts.list")(function*(userId: string, mailboxId: string, page: Page, sort: Sort<DraftSortField>) {
       yield* ownMailbox(userId, mailboxId)
-      // Drafts not scheduled (send_at null) come last either way.
-      const direction = sort.direction === "asc" ? "ASC" : "DESC"
-      const order = sql.literal(`${sort.field} ${direction} NULLS LAST, id ${direction}`)
-      const rows = yield* sql`SELECT ${sql.literal(COLUMNS)} FROM drafts WHERE mailbox_id = ${mailboxId} AND user_id = ${userId}
-                              ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`.pipe(Effect.flatMap(decodeRows))
-      const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM drafts WHERE mailbox_id = ${mailboxId} AND user_id = ${userId}`
-      return { data: rows.map(toDraft), total: Number(counted[0]?.total ?? 0) }
+      return yield* listWhere(sql`mailbox_id = ${mailboxId} AND user_id = ${userId}`, page, sort)
+    })
+
+    /** The drafts of every active mailbox of the account. */
+    const listAll = Effect.fn("Drafts.listAll")(function*(userId: string, page: Page, sort: Sort<DraftSortField>) {
+      return yield* listWhere(
+        sql`user_id = ${userId} AND mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`,
+        page,
+        sort
+      )
     })
 
     const get = Effect.fn("Drafts.get")(function*(userId: string, mailboxId: string, draftId: string) {
@@ -230,7 +245,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         ), { concurrency: 4, discard: true })
     })
 
-    return { create, list, get, update, remove, send, sendDue } as const
+    return { create, list, listAll, get, update, remove, send, sendDue } as const
   })
 }) {}
 

@@ -561,6 +561,37 @@ describe("drafts", () => {
     expect(badSuppressions.error?.error.details).toEqual({ sort: "must be <field>:<asc|desc> with field one of created_at, address" })
   })
 
+  it("every mailbox's drafts come in one list, newest first (GET /drafts): not another account's, nor a deleted mailbox's", async () => {
+    const { box, mailroom } = await sender()
+    const second = await newBox(suite.url, { user: box.user })
+    const third = await newBox(suite.url, { user: box.user })
+    const first = (await draftsOf(mailroom, box).create({ subject: "First" })).data!.data
+    const middle = (await draftsOf(mailroom, second).create({ subject: "Second" })).data!.data
+    await draftsOf(mailroom, third).create({ subject: "Gone with its mailbox" })
+    const last = (await draftsOf(mailroom, box).create({ subject: "Third" })).data!.data
+    const stranger = await sender()
+    await draftsOf(stranger.mailroom, stranger.box).create({ subject: "Not yours" })
+    const deleted = await mailroom.DELETE("/v1/api/mailboxes/{mailboxId}", {
+      params: { path: { mailboxId: third.mailboxId } },
+      body: { confirm_email_address: third.address } as never
+    })
+    expect(deleted.response.status).toBe(200)
+
+    const all = await mailroom.GET("/v1/api/drafts", {})
+    expect(all.data?.data.map((d) => [d.draft_id, d.mailbox_id])).toEqual([
+      [last.draft_id, box.mailboxId],
+      [middle.draft_id, second.mailboxId],
+      [first.draft_id, box.mailboxId]
+    ])
+    expect(all.data?.meta).toMatchObject({ total: 3 })
+    const paged = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: 1, offset: 1, sort: "created_at:asc" } } })
+    expect(paged.data?.data.map((d) => d.draft_id)).toEqual([middle.draft_id])
+    expect(paged.data?.meta).toMatchObject({ total: 3, limit: 1, offset: 1 })
+    const bad = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: 0 } } })
+    expect(bad.response.status).toBe(400)
+    expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { limit: expect.any(String) } })
+  })
+
   it("a scheduled draft leaves within 1 s of send_at; a deleted one never does", async () => {
     const { box, mailroom } = await sender()
     const drafts = draftsOf(mailroom, box)

@@ -155,6 +155,16 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .annotateContext(OpenApi.annotations({ summary: "List drafts", description: "The mailbox's drafts, newest first, sent ones included" }))
     )
     .add(
+      HttpApiEndpoint.get("listAllDrafts", "/drafts")
+        .setUrlParams(ListParams(draftSortFields))
+        .addSuccess(OkWithMeta(Schema.Array(Draft), ListMeta))
+        .addError(envelope(ValidationError))
+        .annotateContext(OpenApi.annotations({
+          summary: "List every mailbox's drafts",
+          description: "The drafts of all the account's mailboxes, newest first, sent ones included: what waits for approval, in one list"
+        }))
+    )
+    .add(
       HttpApiEndpoint.get("getDraft", "/mailboxes/:mailboxId/drafts/:draftId")
         .setPath(DraftPath)
         .addSuccess(Ok(Draft))

@@ -69,6 +69,13 @@ const makeHandlers = Effect.gen(function*() {
         const { data, total } = yield* orUnavailable(drafts.list(yield* caller, path.mailboxId, p, sort))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
+    listAllDrafts: ({ urlParams }: { readonly urlParams: ListQuery }) =>
+      Effect.gen(function*() {
+        const p = page(urlParams)
+        const sort = parseSort<DraftSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
+        const { data, total } = yield* orUnavailable(drafts.listAll(yield* caller, p, sort))
+        return { success: true as const, data, meta: listMeta(total, p) }
+      }),
     getDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.get(userId, path.mailboxId, path.draftId))),
     updateDraft: ({ path, payload }: { readonly path: DraftPath; readonly payload: DraftInput }) =>
       Effect.flatMap(caller, (userId) => ok(drafts.update(userId, path.mailboxId, path.draftId, payload))),
@@ -97,7 +104,8 @@ const services = Drafts.Default.pipe(
 export const OutboundHandlers = HttpApiBuilder.group(MailroomApi, "outbound", (handlers) =>
   Effect.map(makeHandlers, (h) =>
     handlers.handle("send", h.send).handle("reply", h.reply).handle("replyAll", h.replyAll).handle("forward", h.forward)
-      .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("getDraft", h.getDraft)
+      .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("listAllDrafts", h.listAllDrafts)
+      .handle("getDraft", h.getDraft)
       .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
       .handle("suppressions", h.suppressions).handle("unsuppress", h.unsuppress))).pipe(
     Layer.provide(services)
@@ -106,7 +114,8 @@ export const OutboundHandlers = HttpApiBuilder.group(MailroomApi, "outbound", (h
 export const DashboardOutboundHandlers = HttpApiBuilder.group(MailroomApi, "dashboardOutbound", (handlers) =>
   Effect.map(makeHandlers, (h) =>
     handlers.handle("send", h.send).handle("reply", h.reply).handle("replyAll", h.replyAll).handle("forward", h.forward)
-      .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("getDraft", h.getDraft)
+      .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("listAllDrafts", h.listAllDrafts)
+      .handle("getDraft", h.getDraft)
       .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
       .handle("suppressions", h.suppressions).handle("unsuppress", h.unsuppress))).pipe(
     Layer.provide(services)
