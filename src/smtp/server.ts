@@ -181,11 +181,16 @@ export const SmtpServerLive = Layer.scopedDiscard(
       let ended: number | undefined
       dataInFlight++
       StageActivity.acceptStarted()
-      const answer = (error: Error | null, message?: string, emailIds: ReadonlyArray<string> = []) => {
-        if (answered) return
+      /** The transaction is over, answered or not: once only. */
+      const settle = () => {
+        if (answered) return false
         answered = true
         dataInFlight--
         StageActivity.acceptEnded()
+        return true
+      }
+      const answer = (error: Error | null, message?: string, emailIds: ReadonlyArray<string> = []) => {
+        if (!settle()) return
         const code = error === null ? 250 : (error as Error & { responseCode?: number }).responseCode ?? 451
         if (error === null) {
           SmtpMetrics.reply(250)
@@ -206,7 +211,16 @@ export const SmtpServerLive = Layer.scopedDiscard(
         // Past the limit the rest is read and dropped, so the reply can still be given.
         if (bytes <= limit) chunks.push(chunk)
       })
-      stream.once("error", (error) => {
+      stream.once("error", (error: Error & { readonly code?: string }) => {
+        // The client went away in the middle of the message (smtp-server's ECONNECTION): nothing is
+        // stored, and no reply can reach it, so none is counted (a 451 would read as an outage).
+        if (error.code === "ECONNECTION") {
+          if (!settle()) return
+          void run(Effect.logInfo("SMTP client left during DATA; nothing stored").pipe(
+            Effect.annotateLogs({ session: session.id, size: bytes, recipients: session.envelope.rcptTo.length })
+          ))
+          return callback(error)
+        }
         void run(Effect.logWarning("SMTP data stream failed", error))
         answer(smtpError(temporaryFailure.reply))
       })
@@ -266,7 +280,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
 
     const server = new SMTPServer({
       name: config.mxHost,
-      banner: "Mailroom ESMTP",
+      // smtp-server writes "<name> ESMTP <banner>".
+      banner: "Mailroom",
       size: maxMessageBytes,
       authOptional: true,
       disabledCommands: tls ? ["AUTH"] : ["AUTH", "STARTTLS"],

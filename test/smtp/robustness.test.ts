@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import { type Server, useSuiteServer } from "../support/server.ts"
 import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox as newUserBox } from "../support/mailboxes.ts"
+import { scrape } from "../support/metrics.ts"
 import { connectSmtp, envelope, type SmtpReply, type SmtpSession } from "../support/smtp-client.ts"
 import { withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
@@ -334,12 +335,16 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
     await stillServes()
   })
 
-  it("8. a client that hangs up in the middle of DATA: nothing is stored, the node keeps serving", async () => {
+  it("8. a client that hangs up in the middle of DATA: nothing is stored, no reply is counted, the node keeps serving", async () => {
     const box = await newBox("hangup")
     const before = await mailboxTotal(box)
+    const replies = async () => (await scrape(`${server.url}/metrics`)).value("mailroom_smtp_replies_total", { code: "451" })
+    const refusalsBefore = await replies()
 
     const conversation = await rawSocket(server.smtpPort)
     await conversation.waitFor(/^220 /m)
+    // The greeting names the host and the software once each.
+    expect(conversation.received()).toMatch(/^220 [\w.-]+ ESMTP Mailroom\r\n/)
     await conversation.write("EHLO client.test\r\n")
     await conversation.waitFor(/^250 /m)
     await conversation.write(`MAIL FROM:<${SENDER}>\r\nRCPT TO:<${box.address}>\r\nDATA\r\n`)
@@ -351,6 +356,8 @@ describe("SMTP robustness", { timeout: 150_000 }, () => {
     await sleep(2_000) // give a (wrongly) accepted message time to reach the worker
     await stillServes()
     expect(await mailboxTotal(box)).toBe(before)
+    // No 451 went out (the client was gone), so none is counted: the runbook reads 451s as an outage.
+    expect(await replies()).toBe(refusalsBefore)
   })
 
   it("9. a bare LF.LF inside DATA does not end the message: the dot line and what follows are part of one email", async () => {
