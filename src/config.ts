@@ -157,7 +157,16 @@ export const appConfig = Config.all({
   smtpMaxConnectionsPerIp: nonNegativeInt("SMTP_MAX_CONNECTIONS_PER_IP", 20),
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
-  databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
+  databaseUrl: Config.option(Config.redacted("DATABASE_URL").pipe(
+    // Quoted back as "<redacted>": the value may hold a password.
+    check("DATABASE_URL", "Expected postgres://[user[:password]@]host[:port]/database", (secret) => {
+      try {
+        return ["postgres:", "postgresql:"].includes(new URL(Redacted.value(secret)).protocol)
+      } catch {
+        return false
+      }
+    })
+  )),
   /** Statements run prepared on each connection (layers/postgres.ts); off behind a transaction-mode pooler. */
   databasePreparedStatements: Config.boolean("DATABASE_PREPARED_STATEMENTS").pipe(Config.withDefault(true)),
   /**

@@ -30,6 +30,22 @@ const describe = (error: ConfigError.ConfigError): string =>
   })
 
 /**
+ * An error and what caused it, as one line each: "PgClient: Failed to connect" says little without
+ * its cause ("getaddrinfo ENOTFOUND db.internal"), and a server that could not listen says nothing
+ * but through its cause ("listen EADDRINUSE: address already in use 127.0.0.1:3000").
+ */
+export const reasons = (error: unknown): string => {
+  const lines: Array<string> = []
+  let current: unknown = error
+  for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
+    const message = current instanceof Error ? current.message : typeof current === "string" ? current : ""
+    if (message.trim() !== "" && !lines.includes(message.trim())) lines.push(message.trim())
+    current = typeof current === "object" && "cause" in current ? (current as { readonly cause?: unknown }).cause : undefined
+  }
+  return lines.length === 0 ? String(error) : lines.join("\n")
+}
+
+/**
  * Print why, then exit 1. The exit waits for the write: stderr to a pipe is asynchronous, and an
  * immediate exit can lose the message (seen when several processes start at once).
  */
@@ -66,7 +82,7 @@ const main = Effect.gen(function*() {
     const all = args.includes("--all") || process.env.npm_config_all === "true"
     const { reindex } = yield* load.reindex
     return yield* reindex(config, { all }).pipe(
-      Effect.catchAll((error) => stopWith(`mailroom: reindex failed\n${error.message}\n`)),
+      Effect.catchAll((error) => stopWith(`mailroom: reindex failed\n${reasons(error)}\n`)),
       Logger.withMinimumLogLevel(config.logLevel)
     )
   }
@@ -75,7 +91,7 @@ const main = Effect.gen(function*() {
     Effect.catchAll((error) =>
       error instanceof UsageError
         ? usageError(error.message)
-        : stopWith(`mailroom: ${[command, ...args.slice(0, 1)].join(" ")} failed: ${error instanceof Error ? error.message : String(error)}\n`)
+        : stopWith(`mailroom: ${[command, ...args.slice(0, 1)].join(" ")} failed: ${reasons(error)}\n`)
     ),
     Effect.provide(loggerLayer(config)),
     // Commands print their results; the log says only what went wrong.
@@ -111,7 +127,7 @@ const serve = (config: AppConfigShape) =>
     return yield* Layer.launch(appLayer(config, Deferred.await(stopping))).pipe(
       // A role that cannot start (a port in use, say) is an operator's problem: say what, not where.
       Effect.catchAll((error) =>
-        stopWith(`mailroom: could not start\n${error instanceof Error ? error.message : String(error)}\n`)
+        stopWith(`mailroom: could not start\n${reasons(error)}\n`)
       ),
       Effect.onInterrupt(() => Effect.logInfo("Shutdown complete"))
     )

@@ -47,6 +47,8 @@ describe.concurrent("configuration", () => {
     [{ APP_URL: "not a url" }, /APP_URL/],
     [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],
     [{ DATABASE_URL: "postgres://127.0.0.1:1/x" }, /JWT_SECRET/],
+    // Named, never quoted: it may hold a password.
+    [{ DATABASE_URL: "db.internal:5432/mailroom" }, /DATABASE_URL: Expected postgres:\/\/\[user\[:password\]@\]host\[:port\]\/database but received "<redacted>"/],
     [{ JWT_SECRET: "short" }, /JWT_SECRET: Expected at least 32 characters/],
     [{ STRIPE_SECRET_KEY: "sk_test_x" }, /STRIPE_WEBHOOK_SECRET: .*STRIPE_WEBHOOK_SECRET, STRIPE_PRICE_PRO, STRIPE_PRICE_ENTERPRISE/],
     [{ STRIPE_SECRET_KEY: "sk_test_x", STRIPE_WEBHOOK_SECRET: "whsec_x", STRIPE_PRICE_PRO: "price_pro" }, /STRIPE_PRICE_ENTERPRISE/],
@@ -110,6 +112,39 @@ describe.concurrent("configuration", () => {
       expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
     } finally {
       await backend.dispose()
+    }
+  })
+})
+
+describe.concurrent("a start that fails", () => {
+  it("stops with the database's own reason when it cannot be reached", async () => {
+    const { code, output } = await run({
+      DATABASE_URL: "postgres://postgres@127.0.0.1:1/mailroom",
+      NATS_URL: "nats://127.0.0.1:4222",
+      JWT_SECRET: "x".repeat(32),
+      PORT: String(await freePort()),
+      SMTP_PORT: String(await freePort())
+    })
+    expect(code).toBe(1)
+    expect(output).toMatch(/could not start\nPgClient: Failed to connect\nconnect ECONNREFUSED 127\.0\.0\.1:1\n/)
+    expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
+  })
+
+  it("stops with a one-line reason when the HTTP port is taken", async () => {
+    const blocker = net.createServer()
+    await new Promise<void>((resolve, reject) => {
+      blocker.once("error", reject)
+      blocker.listen(0, "127.0.0.1", resolve)
+    })
+    const taken = (blocker.address() as net.AddressInfo).port
+    try {
+      const { code, output } = await run({ PORT: String(taken), SMTP_PORT: String(await freePort()) })
+      expect(code).toBe(1)
+      // It said "could not start" and nothing more.
+      expect(output).toMatch(new RegExp(`could not start\\nlisten EADDRINUSE: address already in use 127\\.0\\.0\\.1:${taken}\\n`))
+      expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve))
     }
   })
 })
