@@ -584,10 +584,10 @@ describe("drafts", () => {
       [first.draft_id, box.mailboxId]
     ])
     expect(all.data?.meta).toMatchObject({ total: 3 })
-    const paged = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: 1, offset: 1, sort: "created_at:asc" } } })
+    const paged = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: "1", offset: "1", sort: "created_at:asc" } } })
     expect(paged.data?.data.map((d) => d.draft_id)).toEqual([middle.draft_id])
     expect(paged.data?.meta).toMatchObject({ total: 3, limit: 1, offset: 1 })
-    const bad = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: 0 } } })
+    const bad = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: "0" } } })
     expect(bad.response.status).toBe(400)
     expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { limit: expect.any(String) } })
   })
