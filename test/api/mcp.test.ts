@@ -90,6 +90,8 @@ describe("MCP at /mcp", () => {
     expect(byName.get("get_email")!.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false })
     expect(byName.get("send_email")!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: true })
     expect(byName.get("get_email")!.inputSchema.required).toEqual(["email_id"])
+    // A tool that takes nothing takes an empty object (not "an object or an array").
+    expect(byName.get("list_mailboxes")!.inputSchema).toEqual({ type: "object", properties: {}, additionalProperties: false })
   })
 
   it("reads mail: mailboxes, emails, one email, its thread, its attachment, search, waiting", async () => {
@@ -175,6 +177,24 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "list_emails", { mailbox_id: other.mailboxId })).error).toMatchObject({ code: "NOT_FOUND" })
     expect((await call(mcp, "update_labels", { email_ids: [emailId], remove_labels: ["inbound"] })).error).toMatchObject({ code: "LABEL_READ_ONLY" })
     await expect(mcp.callTool({ name: "format_disk", arguments: {} })).rejects.toThrow(/Unknown tool/)
+  })
+
+  it("answers a tools/call whose params are malformed with JSON-RPC's Invalid params, saying what is wrong", async () => {
+    const raw = async (params: unknown) => {
+      const response = await fetch(`${suite.url}/mcp`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${box.user.apiKey}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", params })
+      })
+      return { status: response.status, body: (await response.json()) as { readonly error: { readonly code: number; readonly message: string } } }
+    }
+    expect(await raw({ name: "get_email", arguments: "eml_x" })).toEqual({
+      status: 200,
+      body: { jsonrpc: "2.0", id: 7, error: { code: -32602, message: "Invalid params: params.arguments must be an object of the tool's arguments" } }
+    })
+    expect((await raw({ name: "get_email", arguments: ["eml_x"] })).body.error.code).toBe(-32602)
+    expect((await raw({ arguments: {} })).body.error).toEqual({ code: -32602, message: "Invalid params: params.name must be the tool's name, a string" })
+    expect((await raw("get_email")).body.error).toEqual({ code: -32602, message: "Invalid params: params must be an object with the tool's name and arguments" })
   })
 
   it("refuses a wrong or missing key with 401, and holds a free account to 10 MCP requests a minute", async () => {

@@ -62,6 +62,27 @@ const rateHeaders = (decision: { readonly limit: number; readonly remaining: num
   "x-ratelimit-reset": String(decision.resetAt)
 })
 
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * A tools/call whose params are not what MCP's schema says (`name` a string, `arguments` an object
+ * when given): JSON-RPC's "Invalid params" with what is wrong, answered here. The SDK would answer
+ * "Internal error" with its validator's dump.
+ */
+const malformedToolCall = (body: unknown): { readonly id: unknown; readonly problem: string } | undefined => {
+  if (!isObject(body) || body.method !== "tools/call") return undefined
+  const params = body.params
+  const problem = !isObject(params)
+    ? "params must be an object with the tool's name and arguments"
+    : typeof params.name !== "string"
+    ? "params.name must be the tool's name, a string"
+    : params.arguments !== undefined && !isObject(params.arguments)
+    ? "params.arguments must be an object of the tool's arguments"
+    : undefined
+  return problem === undefined ? undefined : { id: body.id ?? null, problem }
+}
+
 const unauthorized = (error: Unauthorized) =>
   HttpServerResponse.setHeader(errorResponse(error), "www-authenticate", 'Bearer realm="mailroom", error="invalid_token"')
 
@@ -156,6 +177,13 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         return HttpServerResponse.setHeaders(errorResponse(limited), rateHeaders(decision))
       }
       const parsedBody = request.method === "POST" ? yield* request.json : undefined
+      const malformed = malformedToolCall(parsedBody)
+      if (malformed !== undefined) {
+        return HttpServerResponse.unsafeJson(
+          { jsonrpc: "2.0", id: malformed.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${malformed.problem}` } },
+          { headers: rateHeaders(decision) }
+        )
+      }
       const answer = yield* serve(principal, request, parsedBody)
       return HttpServerResponse.setHeaders(HttpServerResponse.fromWeb(answer), rateHeaders(decision))
     }).pipe(

@@ -259,6 +259,9 @@ const isText = (contentType: string) =>
 
 /** A tool's input as JSON Schema, as `tools/list` shows it: always an object at the top. */
 export const inputSchemaOf = (tool: Tool): { readonly type: "object" } & Record<string, unknown> => {
+  // A struct without fields is TypeScript's `{}` (anything but null), which JSON Schema spells as
+  // "an object or an array": a tool that takes nothing takes an empty object.
+  if (Object.keys(tool.input.fields).length === 0) return { type: "object", properties: {}, additionalProperties: false }
   const schema: object = JSONSchema.make(tool.input)
   return { ...schema, type: "object" }
 }
