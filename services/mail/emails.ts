@@ -3,7 +3,7 @@
  * and the mail of a deleted mailbox is gone from every read: each query joins an active mailbox of
  * the caller, so anything else is 404.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
@@ -26,7 +26,7 @@ export interface EmailFilter {
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
-  /** Only emails that arrived after this email of the mailbox (wait-for-mail's cursor). */
+  /** Only emails that arrived after this email (wait-for-mail's cursor). */
   readonly after?: string | undefined
 }
 
@@ -56,9 +56,33 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       ])
 
     /**
-     * The emails of one of the caller's mailboxes, newest first unless `sort` says otherwise, those
-     * matching `filter` only.
+     * The emails `scope` picks (one mailbox's, or every active mailbox's of an account), newest first
+     * unless `sort` says otherwise, those matching `filter` only. The page and the count in one
+     * statement, so they describe the same moment even while mail arrives: one row per email, or a
+     * single row of nulls with the count when the page is empty.
      */
+    const listIn = (scope: Statement.Fragment, page: Page, sort: Sort<EmailSortField>, filter: EmailFilter) =>
+      Effect.gen(function*() {
+        const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
+        const rows = yield* sql<(EmailRow & { total: string }) | { id: null; total: string }>`
+          SELECT page.*, counted.total
+          FROM (SELECT count(*) AS total FROM emails e WHERE ${scope} ${filtered(filter)}) counted
+          LEFT JOIN LATERAL (
+            SELECT ${columns}, row_number() OVER () AS position
+            FROM (
+              SELECT e.* FROM emails e
+              WHERE ${scope} ${filtered(filter)}
+              ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}
+              LIMIT ${page.limit} OFFSET ${page.offset}
+            ) e
+          ) page ON true
+          ORDER BY page.position`
+        const total = Number(rows[0]?.total ?? 0)
+        const emails = rows.flatMap((row) => (row.id === null ? [] : [toSummary(row)]))
+        return { emails, total }
+      })
+
+    /** One of the caller's mailboxes' emails (`listIn`); 404 for a mailbox that is not the caller's. */
     const list = Effect.fn("Emails.list")(function*(
       userId: string,
       mailboxId: string,
@@ -72,25 +96,26 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         const cursor = yield* sql`SELECT 1 FROM emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of an email in this mailbox")
       }
-      const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
-      // The page and the count in one statement, so they describe the same moment even while mail
-      // arrives: one row per email, or a single row of nulls with the count when the page is empty.
-      const rows = yield* sql<(EmailRow & { total: string }) | { id: null; total: string }>`
-        SELECT page.*, counted.total
-        FROM (SELECT count(*) AS total FROM emails e WHERE e.mailbox_id = ${mailboxId} ${filtered(filter)}) counted
-        LEFT JOIN LATERAL (
-          SELECT ${columns}, row_number() OVER () AS position
-          FROM (
-            SELECT e.* FROM emails e
-            WHERE e.mailbox_id = ${mailboxId} ${filtered(filter)}
-            ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, e.received_at ${direction}, e.id ${direction}
-            LIMIT ${page.limit} OFFSET ${page.offset}
-          ) e
-        ) page ON true
-        ORDER BY page.position`
-      const total = Number(rows[0]?.total ?? 0)
-      const emails = rows.flatMap((row) => (row.id === null ? [] : [toSummary(row)]))
-      return { emails, total }
+      return yield* listIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
+    })
+
+    /** The emails of every active mailbox of the caller's (`listIn`). */
+    const listAll = Effect.fn("Emails.listAll")(function*(
+      userId: string,
+      page: Page,
+      sort: Sort<EmailSortField>,
+      filter: EmailFilter = {}
+    ) {
+      if (filter.after !== undefined) {
+        const cursor = yield* sql`SELECT 1 FROM emails WHERE id = ${filter.after} AND user_id = ${userId}`
+        if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of one of your emails")
+      }
+      return yield* listIn(
+        sql`e.user_id = ${userId} AND e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`,
+        page,
+        sort,
+        filter
+      )
     })
 
     /** The email with its bodies, headers and attachments' metadata. */
@@ -153,6 +178,6 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       } satisfies Thread
     })
 
-    return { list, get, raw, attachment, thread } as const
+    return { list, listAll, get, raw, attachment, thread } as const
   })
 }) {}

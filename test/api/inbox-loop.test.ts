@@ -77,6 +77,12 @@ describe("labels and read state over HTTP", () => {
     expect(billing.data?.data.map((email) => email.email_id)).toEqual([first])
     const others = await list({ exclude_labels: "billing" })
     expect(others.data?.data.map((email) => email.email_id)).toEqual([second])
+    // Every mailbox's mail at once takes the same filters (services/mail/emails.ts `listAll` has the rules).
+    const everywhere = await mailroom.GET("/v1/api/emails", { params: { query: { labels: "billing" } } })
+    expect(everywhere.data?.data.map((email) => [email.email_id, email.mailbox_id])).toEqual([[first, box.mailboxId]])
+    const refused = await mailroom.GET("/v1/api/emails", { params: { query: { wait: "5" } } })
+    expect(refused.response.status).toBe(400)
+    expect(refused.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { wait: expect.stringContaining("one mailbox's list") } })
   })
 
   it("a batch update changes every listed email and answers their labels", async () => {

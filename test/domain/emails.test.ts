@@ -95,6 +95,41 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect(yield* Effect.flip(emails.list(owner.userId, mailbox.mailboxId, firstPage, newest))).toMatchObject(notFound)
     }))
 
+  it.effect("every mailbox's mail in one list: newest first across mailboxes, filtered and paged; not another account's, nor a deleted mailbox's", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const first = yield* insertMailbox(owner)
+      const second = yield* insertMailbox(owner)
+      const gone = yield* insertMailbox(owner)
+      const oldest = yield* insertEmail(first, { subject: "Oldest", receivedMinutesAgo: 30 })
+      const middle = yield* insertEmail(second, { subject: "Middle", receivedMinutesAgo: 20, labels: ["inbound"] })
+      const newest_ = yield* insertEmail(first, { subject: "Newest", receivedMinutesAgo: 10 })
+      yield* insertEmail(gone, { subject: "Of a deleted mailbox", receivedMinutesAgo: 5 })
+      yield* deleteMailbox(gone)
+      const stranger = yield* insertMailbox(yield* insertUser())
+      const theirs = yield* insertEmail(stranger, { subject: "Someone else's", receivedMinutesAgo: 1 })
+
+      const all = yield* emails.listAll(owner.userId, firstPage, newest)
+      expect(all.total).toBe(3)
+      expect(all.emails.map((e) => [e.email_id, e.mailbox_id])).toEqual([
+        [newest_.id, first.mailboxId],
+        [middle.id, second.mailboxId],
+        [oldest.id, first.mailboxId]
+      ])
+      const unread = yield* emails.listAll(owner.userId, firstPage, newest, { unread: true })
+      expect(unread.emails.map((e) => e.email_id)).toEqual([newest_.id, oldest.id])
+      const paged = yield* emails.listAll(owner.userId, { limit: 1, offset: 1 }, { field: "subject", direction: "asc" })
+      expect([paged.total, paged.emails.map((e) => e.subject)]).toEqual([3, ["Newest"]])
+      const since = yield* emails.listAll(owner.userId, firstPage, newest, { after: oldest.id })
+      expect(since.emails.map((e) => e.email_id)).toEqual([newest_.id, middle.id])
+      // The cursor must be one of the account's own emails.
+      expect(yield* Effect.flip(emails.listAll(owner.userId, firstPage, newest, { after: theirs.id }))).toMatchObject({
+        code: "VALIDATION_ERROR",
+        details: { after: "must be the id of one of your emails" }
+      })
+    }))
+
   it.effect("get answers the email with text, html, headers and its attachments' metadata in order", () =>
     Effect.gen(function*() {
       const emails = yield* Emails

@@ -310,6 +310,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/emails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every mailbox's emails
+         * @description The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`). `wait` is one mailbox's: here it is 400 (the event stream tells of every mailbox's mail)
+         */
+        get: operations["dashboardEmails.listAll"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/emails/{emailId}": {
         parameters: {
             query?: never;
@@ -1094,6 +1114,26 @@ export interface paths {
          * @description The drafts of all the account's mailboxes, newest first, sent ones included: what waits for approval, in one list
          */
         get: operations["outbound.listAllDrafts"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/emails": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List every mailbox's emails
+         * @description The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`). `wait` is one mailbox's: here it is 400 (the event stream tells of every mailbox's mail)
+         */
+        get: operations["emails.listAll"];
         put?: never;
         post?: never;
         delete?: never;
@@ -5217,6 +5257,123 @@ export interface operations {
             };
         };
     };
+    "dashboardEmails.listAll": {
+        parameters: {
+            query?: {
+                /** @description Only emails that arrived after this email (the newest one you have seen) */
+                after?: string;
+                /** @description inbound: received mail only; outbound: sent mail only */
+                direction?: "inbound" | "outbound";
+                /** @description Comma-separated: only emails carrying none of these labels */
+                exclude_labels?: string;
+                /** @description Comma-separated: only emails carrying every one of these labels */
+                labels?: string;
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+                /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
+                sort?: string;
+                /** @description true: only unread emails (label unread); false: only read ones */
+                unread?: "true" | "false";
+                /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
+                wait?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["EmailSummary"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardEmails.get": {
         parameters: {
             query?: never;
@@ -7862,7 +8019,7 @@ export interface operations {
     "dashboardEmails.list": {
         parameters: {
             query?: {
-                /** @description Only emails that arrived after this email of the mailbox (the newest one you have seen) */
+                /** @description Only emails that arrived after this email (the newest one you have seen) */
                 after?: string;
                 /** @description inbound: received mail only; outbound: sent mail only */
                 direction?: "inbound" | "outbound";
@@ -10944,6 +11101,114 @@ export interface operations {
             };
         };
     };
+    "emails.listAll": {
+        parameters: {
+            query?: {
+                /** @description Only emails that arrived after this email (the newest one you have seen) */
+                after?: string;
+                /** @description inbound: received mail only; outbound: sent mail only */
+                direction?: "inbound" | "outbound";
+                /** @description Comma-separated: only emails carrying none of these labels */
+                exclude_labels?: string;
+                /** @description Comma-separated: only emails carrying every one of these labels */
+                labels?: string;
+                limit?: components["schemas"]["NumberFromString"];
+                offset?: components["schemas"]["NumberFromString"];
+                /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
+                sort?: string;
+                /** @description true: only unread emails (label unread); false: only read ones */
+                unread?: "true" | "false";
+                /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
+                wait?: components["schemas"]["NumberFromString"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["EmailSummary"][];
+                        meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "emails.get": {
         parameters: {
             query?: never;
@@ -13327,7 +13592,7 @@ export interface operations {
     "emails.list": {
         parameters: {
             query?: {
-                /** @description Only emails that arrived after this email of the mailbox (the newest one you have seen) */
+                /** @description Only emails that arrived after this email (the newest one you have seen) */
                 after?: string;
                 /** @description inbound: received mail only; outbound: sent mail only */
                 direction?: "inbound" | "outbound";

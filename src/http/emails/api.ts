@@ -20,7 +20,8 @@ export const MAX_WAIT_SECONDS = 60
 /** `labels=a,b`: comma-separated label names. */
 const LabelsParam = Schema.split(",").pipe(Schema.compose(Schema.Array(Label)))
 
-export const EmailListParams = Schema.Struct({
+/** What lists of emails filter by: labels, read state, direction, and a cursor. */
+const emailFilterFields = {
   ...ListParams(emailSortFields).fields,
   labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying every one of these labels" }),
   exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only emails carrying none of these labels" }),
@@ -29,8 +30,12 @@ export const EmailListParams = Schema.Struct({
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
     .annotations({ description: "true: only unread emails (label unread); false: only read ones" }),
   after: Schema.optional(Schema.String).annotations({
-    description: "Only emails that arrived after this email of the mailbox (the newest one you have seen)"
-  }),
+    description: "Only emails that arrived after this email (the newest one you have seen)"
+  })
+}
+
+export const EmailListParams = Schema.Struct({
+  ...emailFilterFields,
   wait: Schema.optional(
     Schema.compose(Schema.NumberFromString, Schema.Int.pipe(Schema.between(0, MAX_WAIT_SECONDS)))
       .annotations({ message: () => `must be an integer from 0 to ${MAX_WAIT_SECONDS}` })
@@ -73,6 +78,17 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
         summary: "List a mailbox's emails",
         description:
           "Newest first (sort received_at:desc) unless `sort` says otherwise; filtered by labels and read state. With `wait`, an empty answer waits for mail (long polling): pass the newest email you have as `after`"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("listAll", "/emails")
+      .setUrlParams(EmailListParams)
+      .addSuccess(OkWithMeta(Schema.Array(EmailSummary), ListMeta))
+      .addError(envelope(ValidationError))
+      .annotateContext(OpenApi.annotations({
+        summary: "List every mailbox's emails",
+        description:
+          "The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`). `wait` is one mailbox's: here it is 400 (the event stream tells of every mailbox's mail)"
       }))
   )
   .add(

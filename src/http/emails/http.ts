@@ -5,8 +5,9 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Duration, Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { ValidationError } from "../../../services/errors.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
-import { Emails } from "../../../services/mail/emails.ts"
+import { type EmailFilter, Emails } from "../../../services/mail/emails.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import type { EmailSortField } from "../../../services/mail/schemas.ts"
@@ -27,6 +28,15 @@ const safeContentType = (contentType: string) =>
 type Path<S extends { readonly Type: unknown }> = { readonly path: S["Type"] }
 
 /** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
+/** A list's filters, from its query. */
+const filterOf = (urlParams: typeof EmailListParams.Type): EmailFilter => ({
+  direction: urlParams.direction,
+  labels: urlParams.labels,
+  excludeLabels: urlParams.exclude_labels,
+  unread: urlParams.unread,
+  after: urlParams.after
+})
+
 const makeHandlers = Effect.gen(function*() {
     const emails = yield* Emails
     const labels = yield* Labels
@@ -41,17 +51,21 @@ const makeHandlers = Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const p = page(urlParams)
           const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
-          const filter = {
-            direction: urlParams.direction,
-            labels: urlParams.labels,
-            excludeLabels: urlParams.exclude_labels,
-            unread: urlParams.unread,
-            after: urlParams.after
-          }
-          const look = emails.list(userId, path.mailboxId, p, sort, filter)
+          const look = emails.list(userId, path.mailboxId, p, sort, filterOf(urlParams))
           const { emails: data, total } = yield* (urlParams.wait === undefined || urlParams.wait === 0
             ? look
             : arrivals.waitFor(path.mailboxId, look, (answer) => answer.total > 0, Duration.seconds(urlParams.wait))).pipe(orUnavailable)
+          return { success: true as const, data, meta: listMeta(total, p) }
+        }),
+      listAll: ({ urlParams }: { readonly urlParams: typeof EmailListParams.Type }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          if (urlParams.wait !== undefined && urlParams.wait > 0) {
+            return yield* ValidationError.field("wait", "waits on one mailbox's list (GET /v1/api/mailboxes/{mailbox_id}/emails); the event stream tells of every mailbox's mail")
+          }
+          const p = page(urlParams)
+          const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
+          const { emails: data, total } = yield* emails.listAll(userId, p, sort, filterOf(urlParams)).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, p) }
         }),
       get: ({ path }: Path<typeof EmailPath>) =>
@@ -110,12 +124,12 @@ const services = [Emails.Default, Labels.Default, MailArrivals.Default] as const
 
 export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
-    handlers.handle("list", h.list).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+    handlers.handle("list", h.list).handle("listAll", h.listAll).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread))
 ).pipe(Layer.provide(services))
 
 export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEmails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
-    handlers.handle("list", h.list).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+    handlers.handle("list", h.list).handle("listAll", h.listAll).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread))
 ).pipe(Layer.provide(services))
