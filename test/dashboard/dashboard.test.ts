@@ -117,6 +117,9 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Confirm and pay" }).click()
     await page.getByRole("heading", { name: "Plan: Pro" }).waitFor()
     expect(new URL(page.url()).hash).toBe("#/billing")
+    // Only what is above pro is an upgrade; the portal manages the paid plan.
+    await page.getByRole("button", { name: "Manage in the billing portal" }).waitFor()
+    await expect(page.getByRole("button", { name: /^Upgrade to/ }).allTextContents()).resolves.toEqual(["Upgrade to Enterprise"])
   })
 
   it("creates a mailbox with live feedback on the address", async () => {

@@ -18,7 +18,7 @@ import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
 import { withKey } from "../support/typed-client.ts"
-import { until } from "../support/wait.ts"
+import { sleep, until } from "../support/wait.ts"
 
 const runnable = chromiumAvailable() || Boolean(process.env.CI)
 if (!runnable) console.warn(`Skipping the dashboard sending suite: ${CHROMIUM} is absent (install Debian's chromium; CI always runs it)`)
@@ -37,6 +37,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   const address = `${localPart}@${SHARED}`
   let mailboxId = ""
   let inboundId = ""
+  /** Sent emails whose pages show a Delivery table (one delivered, one bounced with the MX's long answer). */
+  const sentIds: Array<string> = []
 
   /** A request made by the page itself, with its session (its cookie, its origin): the page records what is refused. */
   const fetchInPage = async (input: string | URL | Request, init?: RequestInit) => {
@@ -131,6 +133,16 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(mailboxId).toMatch(/^mbx_/)
   })
 
+  it("offers no plan below enterprise as an upgrade, only the billing portal", async () => {
+    await page.getByRole("link", { name: "Billing" }).click()
+    await page.getByRole("heading", { name: "Plan: Enterprise" }).waitFor()
+    await page.getByRole("button", { name: "Manage in the billing portal" }).waitFor()
+    await expect(page.getByRole("button", { name: /^Upgrade to/ }).count()).resolves.toBe(0)
+    expect((await dashboard().GET("/api/billing/subscription")).data?.data.plan).toBe("enterprise")
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    await page.getByRole("link", { name: address }).waitFor()
+  })
+
   it("composes a new email and sends it: the MX receives it, the reader shows it delivered", async () => {
     await page.getByRole("link", { name: address }).click()
     await page.getByRole("link", { name: "New email" }).click()
@@ -152,6 +164,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await row.getByText("sent", { exact: true }).waitFor({ timeout: 15_000 })
 
     const emailId = new URL(page.url()).hash.split("/").pop()!
+    sentIds.push(emailId)
     const email = await emailOf(emailId)
     expect(email.data?.data).toMatchObject({
       direction: "outbound",
@@ -183,6 +196,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("heading", { name: "Anyone there?" }).waitFor()
     await page.getByRole("table", { name: "Delivery" }).getByText("bounced", { exact: true }).waitFor({ timeout: 15_000 })
     await page.getByText("550 5.1.1 No such user here").waitFor()
+    sentIds.push(new URL(page.url()).hash.split("/").pop()!)
 
     await page.goto(`/#/mailboxes/${mailboxId}/compose`)
     await page.getByLabel("To").fill(gone)
@@ -358,6 +372,40 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     ])
   })
 
+  it("clears a draft's To, Cc, Subject and Message when the person empties them: approving then mails nobody", async () => {
+    const key = (await dashboard().POST("/api/api-keys", { body: { name: "second drafting agent" } })).data!.data
+    const created = await withKey(server.url, key).POST("/v1/api/mailboxes/{mailboxId}/drafts", {
+      params: { path: { mailboxId } },
+      body: { to: ["erin@partner.test"], cc: ["frank@partner.test"], subject: "Price list", text: "Erin, our prices attached." }
+    })
+    const draftId = created.data!.data.draft_id
+    const draftOf = async () => (await dashboard().GET("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId } } })).data!.data
+
+    await page.getByRole("link", { name: "Drafts", exact: true }).click()
+    const waiting = page.getByRole("list", { name: "Drafts awaiting approval" })
+    const before = waiting.getByRole("listitem", { name: "Draft: Price list" })
+    await before.getByRole("button", { name: "Edit" }).click()
+    for (const field of ["To", "Cc", "Subject", "Message"]) await before.getByLabel(field, { exact: true }).fill("")
+    await before.getByRole("button", { name: "Save draft" }).click()
+    const after = waiting.getByRole("listitem", { name: "Draft: (no subject)" })
+    await after.getByText("To nobody yet", { exact: false }).waitFor()
+    expect(await draftOf()).toMatchObject({ status: "draft", to: [], cc: [], subject: "", text: "" })
+
+    // What the person removed is not mailed: the server refuses a draft with no recipient.
+    const sentBefore = mx.delivered().length
+    await after.getByRole("button", { name: "Approve and send" }).click()
+    await expect(after.getByRole("alert").textContent()).resolves.toMatch(/at least one recipient/)
+    expect(refusals(/\/send$/)).toEqual([`400 POST ${server.url}/api/mailboxes/${mailboxId}/drafts/${draftId}/send`])
+    expect(await draftOf()).toMatchObject({ status: "draft", email_id: null })
+    expect(mx.delivered().length).toBe(sentBefore)
+
+    page.once("dialog", (dialog) => dialog.accept())
+    await after.getByRole("button", { name: "Reject" }).click()
+    await after.waitFor({ state: "detached" })
+    expect((await dashboard().GET("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId } } })).response.status).toBe(404)
+    expect(refusals(new RegExp(`404 GET .*${draftId}$`))).toHaveLength(1)
+  })
+
   it("migrates a custom domain's mailboxes after a dry run that shows each address before and after", async () => {
     const own = `${fresh("shop")}.example.org`
     const other = `${fresh("spare")}.example.org`
@@ -426,6 +474,145 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect((await domainsOf()).map((d) => d.domain_name)).toEqual([other])
   })
 
+  it("lists every mailbox past the first 100 (enterprise has no limit), and reads every mailbox's drafts in one request", async () => {
+    // More than a page of mailboxes; the suite's own, the oldest, is on the last page of the list.
+    const key = (await dashboard().POST("/api/api-keys", { body: { name: "provisioning agent" } })).data!.data
+    const agent = withKey(server.url, key)
+    for (let batch = 0; batch < 10; batch++) {
+      await Promise.all(Array.from({ length: 10 }, async () => {
+        const made = await agent.POST("/v1/api/mailboxes", { body: { local_part: fresh("fleet"), domain: SHARED } })
+        expect(made.response.status).toBe(201)
+      }))
+    }
+    const listed = await dashboard().GET("/api/mailboxes", { params: { query: { limit: "1" } } })
+    const total = listed.data!.meta.total
+    expect(total).toBeGreaterThan(100)
+
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    await page.getByRole("link", { name: address, exact: true }).waitFor()
+    await expect(page.getByRole("list", { name: "Mailboxes" }).getByRole("listitem").count()).resolves.toBe(total)
+
+    // Its pages know it: the inbox's heading, the From line of a new email.
+    await page.goto(`/#/mailboxes/${mailboxId}/compose`)
+    await page.getByText(`From ${address}`).waitFor()
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByRole("heading", { name: address }).waitFor()
+
+    // All drafts: one request for the drafts, one per 100 mailboxes for their addresses; none per mailbox.
+    const asked: Array<string> = []
+    const record = (request: { url: () => string }) => asked.push(new URL(request.url()).pathname)
+    page.on("request", record)
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Drafts" }).click()
+    const waiting = page.getByRole("list", { name: "Drafts awaiting approval" })
+    await waiting.getByText("Let me check with the warehouse.").waitFor()
+    await waiting.getByText(`From ${address}`).waitFor()
+    page.off("request", record)
+    expect(asked.filter((path) => path.startsWith("/api/"))).toEqual(["/api/drafts", ...Array(Math.ceil(total / 100)).fill("/api/mailboxes")])
+
+    // The inbox of every mailbox: one request, however many mailboxes there are.
+    asked.length = 0
+    page.on("request", record)
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Inbox", exact: true }).click()
+    await page.getByRole("link", { name: /Where is my parcel\?/ }).first().waitFor()
+    page.off("request", record)
+    expect(asked.filter((path) => path.startsWith("/api/"))).toEqual(["/api/emails"])
+
+    // More than a page of drafts: the older ones are a press of Older away.
+    const fleet = (await dashboard().GET("/api/mailboxes", { params: { query: { limit: "1" } } })).data!.mailboxes[0]!
+    for (let batch = 0; batch < 10; batch++) {
+      await Promise.all(Array.from({ length: 10 }, async (_, i) => {
+        const made = await agent.POST("/v1/api/mailboxes/{mailboxId}/drafts", {
+          params: { path: { mailboxId: fleet.mailbox_id } },
+          body: { to: ["grace@partner.test"], subject: `Routine note ${batch * 10 + i}`, text: "Nothing urgent." }
+        })
+        expect(made.response.status).toBe(201)
+      }))
+    }
+    const drafts = (await dashboard().GET("/api/drafts", { params: { query: { limit: "1" } } })).data!.meta.total
+    expect(drafts).toBeGreaterThan(100)
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Mailboxes" }).click()
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Drafts" }).click()
+    const pages = page.getByRole("navigation", { name: "Pages" })
+    await pages.getByText(`1–100 of ${drafts} drafts`).waitFor()
+    await waiting.getByText(`From ${fleet.email_address}`).first().waitFor()
+    await expect(waiting.getByText("Let me check with the warehouse.").count()).resolves.toBe(0)
+    await pages.getByRole("button", { name: "Older" }).click()
+    await waiting.getByText("Let me check with the warehouse.").waitFor()
+    await pages.getByText(`101–${drafts} of ${drafts} drafts`).waitFor()
+    await expect(pages.getByRole("button", { name: "Older" }).isDisabled()).resolves.toBe(true)
+  })
+
+  it("says a mailbox that is not the account's is not found, and nothing else", async () => {
+    for (const path of ["", "/drafts", "/compose"]) {
+      await page.goto(`/#/mailboxes/mbx_doesnotexist${path}`)
+      await page.getByRole("heading", { name: "Mailbox not found" }).waitFor()
+      await page.getByRole("link", { name: "Go to your mailboxes" }).waitFor()
+      await expect(page.getByRole("heading", { level: 1 }).count(), path).resolves.toBe(1)
+      for (const absent of ["Loading…", "0 emails", "New email", "Save as draft", "Awaiting approval"]) {
+        await expect(page.getByText(absent).count(), `${path}: ${absent}`).resolves.toBe(0)
+      }
+    }
+    // The list and the drafts answer 404 (the compose page finds no such mailbox in the list).
+    expect(refusals(/mbx_doesnotexist/)).toEqual([
+      `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist/emails?limit=20&offset=0&sort=received_at%3Adesc`,
+      `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist/drafts?limit=100&offset=0`
+    ])
+  })
+
+  it("shows a failed load (a 429) with what to do instead of a spinner or stale results, and tries again", async () => {
+    const tooMany = {
+      status: 429,
+      contentType: "application/json",
+      headers: { "retry-after": "42" },
+      body: JSON.stringify({ success: false, error: { code: "RATE_LIMIT_EXCEEDED", message: "Rate limit of 500 requests per minute exceeded", details: { limit: 500, window: "minute", retry_after: 42 } } })
+    }
+    const refusedOnce = (pattern: string) => page.route(pattern, (route) => route.fulfill(tooMany), { times: 1 })
+    const failedLoad = async () => {
+      const alert = page.getByRole("alert")
+      await expect(alert.textContent()).resolves.toMatch(/^Rate limit of 500 requests per minute exceeded\s*Too many requests this minute: try again in 42 s\.\s*Try again$/)
+      await expect(page.getByText("Loading…").count()).resolves.toBe(0)
+    }
+
+    await refusedOnce("**/api/mailboxes/*/emails?*")
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await failedLoad()
+    await expect(page.getByText(/\d+ emails?$/).count()).resolves.toBe(0)
+    await page.getByRole("button", { name: "Try again" }).click()
+    await page.getByRole("link", { name: /^bob@partner\.test Where is my parcel\?/ }).waitFor()
+    await expect(page.getByRole("alert").count()).resolves.toBe(0)
+
+    await refusedOnce("**/api/drafts?*")
+    await page.goto("/#/drafts")
+    await failedLoad()
+    await page.getByRole("button", { name: "Try again" }).click()
+    await page.getByRole("list", { name: "Drafts awaiting approval" }).getByText("Routine note 99").waitFor()
+
+    // Search: a failed query takes the previous query's results off the page.
+    await page.getByRole("link", { name: "Search" }).click()
+    await page.getByLabel(/Search your mail/).fill("parcel")
+    const results = page.getByRole("list", { name: "Results" })
+    for (let tries = 0; tries < 30 && (await results.count()) === 0; tries++) {
+      await page.getByRole("button", { name: "Search", exact: true }).click()
+      await results.or(page.getByText("Nothing found")).waitFor()
+      if ((await results.count()) === 0) await sleep(1000)
+    }
+    await results.waitFor({ timeout: 1000 })
+    await refusedOnce("**/api/search")
+    await page.getByLabel(/Search your mail/).fill("warehouse")
+    await page.getByRole("button", { name: "Search", exact: true }).click()
+    await failedLoad()
+    await expect(results.count()).resolves.toBe(0)
+    await page.getByRole("button", { name: "Try again" }).click()
+    await results.or(page.getByText("Nothing found")).waitFor()
+    await expect(page.getByRole("alert").count()).resolves.toBe(0)
+
+    expect(refusals(/^429 /)).toEqual([
+      expect.stringMatching(new RegExp(`^429 GET ${server.url}/api/mailboxes/${mailboxId}/emails\\?`)),
+      `429 GET ${server.url}/api/drafts?limit=100&offset=0`,
+      `429 POST ${server.url}/api/search`
+    ])
+  })
+
   it("fits a 375 px screen on the new pages, and had no console error or failed request besides the refusals above", async () => {
     await page.setViewportSize({ width: 375, height: 740 })
     const pages: Array<[string, string]> = [
@@ -433,6 +620,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       [`#/mailboxes/${mailboxId}/drafts`, "New email"],
       ["#/drafts", "Awaiting approval"],
       [`#/emails/${inboundId}`, "Read the whole conversation"],
+      ...sentIds.map((id): [string, string] => [`#/emails/${id}`, "Last answer"]),
       ["#/domains", "Migrate mailboxes"],
       [`#/threads/${(await emailOf(inboundId)).data!.data.thread_id}`, "oldest first"]
     ]

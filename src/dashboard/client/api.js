@@ -76,3 +76,50 @@ export const fieldError = (error, field) => {
   const details = error.details ?? {}
   return details.field_errors?.[field] ?? (typeof details[field] === "string" ? details[field] : undefined)
 }
+
+/** The mailbox list's largest page: the list is read 100 at a time, one request per 100 mailboxes. */
+const MAILBOX_PAGE = 100
+
+/**
+ * The account's mailboxes, newest first, a page of at most 100 at a time. Paging stops at the last
+ * page (`meta.hasMore`), or at an empty one should the list shrink meanwhile.
+ * @returns {AsyncGenerator<any[]>}
+ */
+async function* mailboxPages() {
+  for (let offset = 0; ; offset += MAILBOX_PAGE) {
+    const answer = await call("GET", "/api/mailboxes" + query({ limit: MAILBOX_PAGE, offset }))
+    if (answer.mailboxes.length === 0) return
+    yield answer.mailboxes
+    const more = answer.meta?.hasMore ?? offset + answer.mailboxes.length < (answer.meta?.total ?? 0)
+    if (!more) return
+  }
+}
+
+/**
+ * Every mailbox of the account (enterprise accounts have no limit), newest first. A mailbox made
+ * while paging shifts the pages by one: it is counted once all the same.
+ * @returns {Promise<any[]>}
+ */
+export const allMailboxes = async () => {
+  /** @type {Map<string, any>} */
+  const mailboxes = new Map()
+  for await (const page of mailboxPages()) for (const mailbox of page) if (!mailboxes.has(mailbox.mailbox_id)) mailboxes.set(mailbox.mailbox_id, mailbox)
+  return [...mailboxes.values()]
+}
+
+/**
+ * One mailbox of the account by its id, read from the list page by page until it is found (there
+ * is no route for one mailbox); null when the account has none by that id.
+ * @param {string} mailboxId
+ * @returns {Promise<any | null>}
+ */
+export const findMailbox = async (mailboxId) => {
+  for await (const page of mailboxPages()) {
+    const found = page.find((mailbox) => mailbox.mailbox_id === mailboxId)
+    if (found) return found
+  }
+  return null
+}
+
+/** A refusal that says what was asked for is not there (or not the caller's). @param {unknown} error */
+export const isNotFound = (error) => error instanceof ApiError && error.status === 404

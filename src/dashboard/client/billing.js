@@ -5,7 +5,13 @@ import { call } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, size } from "./ui.js"
 
-const PLANS = /** @type {const} */ (["pro", "enterprise"])
+/** The plans from the least to the most: only those above the current one are offered as upgrades. */
+const PLANS = /** @type {const} */ (["free", "pro", "enterprise"])
+/** @param {string} plan */
+const upgradesFrom = (plan) => {
+  const rank = PLANS.indexOf(/** @type {any} */ (plan))
+  return rank < 0 ? [] : PLANS.slice(rank + 1)
+}
 /** @param {string} plan */
 const title = (plan) => plan[0].toUpperCase() + plan.slice(1)
 
@@ -47,7 +53,7 @@ export const BillingPage = () => {
         <p class="muted">${subscription.status}; this period ends ${new Date(subscription.currentPeriodEnd).toLocaleDateString()}
           ${subscription.cancelAtPeriodEnd ? " (cancels then)" : ""}</p>
         <div class="actions">
-          ${PLANS.filter((plan) => plan !== subscription.plan).map((plan) => html`
+          ${upgradesFrom(subscription.plan).map((plan) => html`
             <button type="button" onClick=${() => leaveFor("/api/billing/checkout", { plan, successUrl: back, cancelUrl: back })}>Upgrade to ${title(plan)}</button>`)}
           ${subscription.plan !== "free" && html`
             <button type="button" class="secondary" onClick=${() => leaveFor("/api/billing/portal", { returnUrl: back })}>Manage in the billing portal</button>`}

@@ -5,9 +5,9 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { call, fieldError } from "./api.js"
+import { call, fieldError, findMailbox } from "./api.js"
 import { go } from "./router.js"
-import { ErrorNote, Field, TextArea, useAction } from "./ui.js"
+import { ErrorNote, Field, LoadFailed, MailboxNotFound, TextArea, useAction } from "./ui.js"
 
 /**
  * A recipient as the API gives it (an address, or `{ name, address }`), as a person reads it.
@@ -88,17 +88,18 @@ export const ComposeForm = ({ mailboxId, address }) => {
 
 /** @param {{ mailboxId: string }} props */
 export const ComposePage = ({ mailboxId }) => {
-  const [mailbox, setMailbox] = useState(/** @type {any} */ (null))
-  const [error, setError] = useState(/** @type {unknown} */ (null))
+  // undefined until the mailbox list answers; null: the account has no such mailbox.
+  const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
+  const [attempt, setAttempt] = useState(0)
   useEffect(() => {
-    call("GET", "/api/mailboxes?limit=100").then(
-      (answer) => setMailbox(answer.mailboxes.find((/** @type {any} */ m) => m.mailbox_id === mailboxId) ?? null),
-      setError
-    )
-  }, [mailboxId])
+    findMailbox(mailboxId).then(setMailbox, setFailure)
+  }, [mailboxId, attempt])
+  if (mailbox === null) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
+  // The form works without the address (the server knows it): a failed lookup only costs the From line.
   return html`
     <h1>New email</h1>
-    <${ErrorNote} error=${error} />
+    ${failure && html`<${LoadFailed} error=${failure} onRetry=${() => (setFailure(null), setAttempt(attempt + 1))} />`}
     <${ComposeForm} mailboxId=${mailboxId} address=${mailbox?.email_address} />
   `
 }

@@ -8,7 +8,7 @@ import { html } from "htm/preact"
 import { useState } from "preact/hooks"
 import { ApiError, call } from "./api.js"
 import { sharedDomains } from "./mailboxes.js"
-import { CopyButton, ErrorNote, Field, useReloading, when } from "./ui.js"
+import { CopyButton, ErrorNote, Field, LoadFailed, useReloading, when } from "./ui.js"
 
 /** @param {{ migration: any }} props */
 const Mappings = ({ migration }) => html`
@@ -96,7 +96,7 @@ export const DomainsPage = () => {
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [verdicts, setVerdicts] = useState(/** @type {Record<string, any>} */ ({}))
   const [migrating, setMigrating] = useState(/** @type {string | null} */ (null))
-  const { error, run } = useReloading(() => call("GET", "/api/domains").then((a) => (setDomains(a.data), setMeta(a.meta))))
+  const { error, failure, retry, run } = useReloading(() => call("GET", "/api/domains").then((a) => (setDomains(a.data), setMeta(a.meta))))
 
   /** @param {any} domain */
   const verify = (domain) =>
@@ -104,9 +104,9 @@ export const DomainsPage = () => {
       try {
         await call("POST", `/api/domains/${encodeURIComponent(domain.domain_id)}/verify`)
         setVerdicts({ ...verdicts, [domain.domain_id]: { ok: true } })
-      } catch (failure) {
-        if (!(failure instanceof ApiError) || failure.code !== "VERIFICATION_FAILED") throw failure
-        setVerdicts({ ...verdicts, [domain.domain_id]: { ok: false, message: failure.message, details: failure.details } })
+      } catch (refusal) {
+        if (!(refusal instanceof ApiError) || refusal.code !== "VERIFICATION_FAILED") throw refusal
+        setVerdicts({ ...verdicts, [domain.domain_id]: { ok: false, message: refusal.message, details: refusal.details } })
       }
     })
 
@@ -127,7 +127,7 @@ export const DomainsPage = () => {
         <div class="full"><${Records} records=${created.dns_records} /></div>
         <button type="button" class="link" onClick=${() => setCreated(null)}>Done</button>
       </div>`}
-    ${domains === null ? html`<p class="muted">Loading…</p>` : domains.length === 0 ? html`<p class="muted">No custom domains.</p>` : html`
+    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : domains === null ? html`<p class="muted">Loading…</p>` : domains.length === 0 ? html`<p class="muted">No custom domains.</p>` : html`
       <ul class="list">
         ${domains.map((d) => {
           const verdict = verdicts[d.domain_id]

@@ -4,13 +4,26 @@
  * stays listed with a link to the email it became; a scheduled one shows when it will leave.
  */
 import { html } from "htm/preact"
-import { useState } from "preact/hooks"
-import { call, fieldError } from "./api.js"
+import { useRef, useState } from "preact/hooks"
+import { allMailboxes, call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { formatRecipients, parseRecipients, recipientError } from "./compose.js"
 import { href } from "./router.js"
-import { ErrorNote, Field, TextArea, useReloading, when } from "./ui.js"
+import { ErrorNote, Field, LoadFailed, MailboxNotFound, Pager, TextArea, useReloading, when } from "./ui.js"
 
+/** Drafts are read a page of 100 at a time (the API's largest), newest first. */
 const LIMIT = 100
+
+/**
+ * What an edited field sends: what the person left in it, emptied fields included (`to: []`,
+ * `subject: ""` clear them), but a field the draft never had stays unsaid, so that a reply still
+ * answers the original's sender with the original's subject when its To and Subject are left empty.
+ * @template T
+ * @param {string} typed @param {unknown} held what the draft holds now
+ * @param {(typed: string) => T} read
+ * @returns {T | undefined}
+ */
+const edited = (typed, held, read) => (typed.trim() === "" && (held === undefined || held === null) ? undefined : read(typed))
+const asIs = (/** @type {string} */ typed) => typed
 
 /** @param {any} draft */
 const kindOf = (draft) => draft.in_reply_to ? (draft.reply_all ? "Reply to all" : "Reply") : draft.forward_of ? "Forward" : "New message"
@@ -47,7 +60,12 @@ const DraftItem = ({ draft, address, run }) => {
   }
   const save = () =>
     act(async () => {
-      await call("PATCH", path, { to: to ? parseRecipients(to) : undefined, cc: parseRecipients(cc), subject: subject || undefined, text })
+      await call("PATCH", path, {
+        to: edited(to, draft.to, parseRecipients),
+        cc: edited(cc, draft.cc, parseRecipients),
+        subject: edited(subject, draft.subject, asIs),
+        text: edited(text, draft.text, asIs)
+      })
       setEditing(false)
     })
 
@@ -57,7 +75,7 @@ const DraftItem = ({ draft, address, run }) => {
         <div><strong>${title}</strong> <span class="tag">${kindOf(draft)}</span> <span class=${"tag " + (draft.status === "sent" ? "succeeded" : "")}>${
     draft.status === "draft" ? "awaiting approval" : draft.status
   }</span></div>
-        <div class="muted small">${address ? `From ${address} · ` : ""}To ${formatRecipients(draft.to) || (draft.in_reply_to ? "the original's sender" : "nobody yet")}${
+        <div class="muted small">${address ? `From ${address} · ` : ""}To ${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "the original's sender" : formatRecipients(draft.to) || "nobody yet"}${
     draft.cc?.length ? ` · Cc ${formatRecipients(draft.cc)}` : ""
   } · written ${when(draft.created_at)}</div>
         ${draft.send_at && draft.status === "draft" && html`<div class="small">Scheduled for ${new Date(draft.send_at).toLocaleString()}</div>`}
@@ -75,7 +93,7 @@ const DraftItem = ({ draft, address, run }) => {
       ${editing && html`
         <form class="full" aria-label=${"Edit draft " + title} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), save())}>
           <${Field} id=${"draft-to-" + draft.draft_id} label="To" value=${to} onInput=${setTo}
-            hint=${draft.in_reply_to ? "Leave empty to answer the original's sender" : undefined} error=${recipientError(error, "to")} />
+            hint=${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "Leave empty to answer the original's sender" : undefined} error=${recipientError(error, "to")} />
           <${Field} id=${"draft-cc-" + draft.draft_id} label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc")} />
           <${Field} id=${"draft-subject-" + draft.draft_id} label="Subject" value=${subject} onInput=${setSubject} error=${fieldError(error, "subject")} />
           <${TextArea} id=${"draft-text-" + draft.draft_id} label="Message" value=${text} onInput=${setText} error=${fieldError(error, "text")} />
@@ -107,42 +125,62 @@ const DraftLists = ({ drafts, addresses, run }) => {
   `
 }
 
+/**
+ * A page of drafts read from `path` (one mailbox's, or every mailbox's) with Newer and Older, and
+ * what a person does to them; `before` runs with each read (the mailbox addresses shown).
+ * @param {string} path
+ * @param {(drafts: any[]) => Promise<void>} [before]
+ */
+const useDraftPage = (path, before = async () => {}) => {
+  const [drafts, setDrafts] = useState(/** @type {any[] | null} */ (null))
+  const [total, setTotal] = useState(0)
+  const [offset, setOffset] = useState(0)
+  const reading = useReloading(async () => {
+    const answer = await call("GET", path + query({ limit: LIMIT, offset }))
+    await before(answer.data)
+    // The last drafts of the last page gone (approved elsewhere, rejected): the page before it.
+    if (answer.data.length === 0 && offset > 0 && answer.meta.total > 0) return setOffset(Math.floor((answer.meta.total - 1) / LIMIT) * LIMIT)
+    setDrafts(answer.data)
+    setTotal(answer.meta.total)
+  }, [offset])
+  const pager = html`<${Pager} offset=${offset} pageSize=${LIMIT} total=${total} noun="drafts" onOffset=${setOffset} />`
+  return { drafts, pager, ...reading }
+}
+
 /** @param {{ mailboxId: string }} props */
 export const MailboxDrafts = ({ mailboxId }) => {
-  const [drafts, setDrafts] = useState(/** @type {any[] | null} */ (null))
-  const [address, setAddress] = useState("")
-  const { error, run } = useReloading(async () => {
-    const [mailboxes, answer] = await Promise.all([
-      call("GET", "/api/mailboxes?limit=100"),
-      call("GET", `/api/mailboxes/${encodeURIComponent(mailboxId)}/drafts?limit=${LIMIT}`)
-    ])
-    setAddress(mailboxes.mailboxes.find((/** @type {any} */ m) => m.mailbox_id === mailboxId)?.email_address ?? "")
-    setDrafts(answer.data)
+  // undefined until the mailbox list answers; null: the account has no such mailbox.
+  const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
+  const known = useRef(/** @type {any} */ (undefined))
+  const { drafts, pager, error, failure, retry, run } = useDraftPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/drafts`, async () => {
+    if (known.current === undefined) setMailbox(known.current = await findMailbox(mailboxId))
   })
+  if (mailbox === null || isNotFound(failure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
   return html`
     <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
-    <h1>Drafts${address ? ` of ${address}` : ""}</h1>
+    <h1>Drafts${mailbox ? ` of ${mailbox.email_address}` : ""}</h1>
     <div class="actions"><a class="button secondary" href=${href("mailboxes", mailboxId, "compose")}>New email</a></div>
     <${ErrorNote} error=${error} />
-    ${drafts === null ? html`<p class="muted">Loading…</p>` : html`<${DraftLists} drafts=${drafts} addresses=${{}} run=${run} />`}
+    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`
+      <${DraftLists} drafts=${drafts} addresses=${{}} run=${run} />${pager}`}
   `
 }
 
-/** Every mailbox's drafts, newest first. */
+/** Every mailbox's drafts, newest first: one request a page (GET /api/drafts), and the mailboxes' addresses once. */
 export const AllDrafts = () => {
-  const [drafts, setDrafts] = useState(/** @type {any[] | null} */ (null))
   const [addresses, setAddresses] = useState(/** @type {Record<string, string>} */ ({}))
-  const { error, run } = useReloading(async () => {
-    const { mailboxes } = await call("GET", "/api/mailboxes?limit=100")
-    const pages = await Promise.all(mailboxes.map((/** @type {any} */ m) =>
-      call("GET", `/api/mailboxes/${encodeURIComponent(m.mailbox_id)}/drafts?limit=${LIMIT}`)))
-    setAddresses(Object.fromEntries(mailboxes.map((/** @type {any} */ m) => [m.mailbox_id, m.email_address])))
-    setDrafts(pages.flatMap((page) => page.data).sort((a, b) => b.created_at.localeCompare(a.created_at)))
+  const known = useRef(/** @type {Record<string, string> | null} */ (null))
+  const { drafts, pager, error, failure, retry, run } = useDraftPage("/api/drafts", async (page) => {
+    // The addresses are read again only for a mailbox made since they were.
+    if (known.current && page.every((d) => d.mailbox_id in /** @type {Record<string, string>} */ (known.current))) return
+    const mailboxes = await allMailboxes()
+    setAddresses(known.current = Object.fromEntries(mailboxes.map((m) => [m.mailbox_id, m.email_address])))
   })
   return html`
     <h1>Drafts</h1>
     <p class="muted">What your agents drafted for a person to approve: review, edit, then send or reject.</p>
     <${ErrorNote} error=${error} />
-    ${drafts === null ? html`<p class="muted">Loading…</p>` : html`<${DraftLists} drafts=${drafts} addresses=${addresses} run=${run} />`}
+    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`
+      <${DraftLists} drafts=${drafts} addresses=${addresses} run=${run} />${pager}`}
   `
 }

@@ -4,9 +4,9 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { call, query } from "./api.js"
+import { allMailboxes, call, query } from "./api.js"
 import { href } from "./router.js"
-import { ErrorNote, Field, when } from "./ui.js"
+import { ErrorNote, Field, LoadFailed, when } from "./ui.js"
 
 /** The domains every account may use, as the server wrote them into the page. */
 export const sharedDomains = () =>
@@ -144,23 +144,26 @@ const MailboxItem = ({ mailbox, onChanged, domains }) => {
 
 export const MailboxesPage = () => {
   const [mailboxes, setMailboxes] = useState(/** @type {any[] | null} */ (null))
-  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
   // The shared domains, then the account's verified own domains (once the list answers).
   const [domains, setDomains] = useState(sharedDomains)
-  const load = () => call("GET", "/api/mailboxes?limit=100").then((answer) => setMailboxes(answer.mailboxes), setError)
+  const [domainsFailure, setDomainsFailure] = useState(/** @type {unknown} */ (null))
+  const load = () => allMailboxes().then((all) => (setMailboxes(all), setFailure(null)), setFailure)
+  const loadDomains = () =>
+    call("GET", "/api/domains").then(
+      (answer) => (setDomains([...sharedDomains(), ...answer.data.filter((/** @type {any} */ d) => d.verified).map((/** @type {any} */ d) => d.domain_name)]), setDomainsFailure(null)),
+      setDomainsFailure
+    )
   useEffect(() => {
     load()
-    call("GET", "/api/domains").then(
-      (answer) => setDomains([...sharedDomains(), ...answer.data.filter((/** @type {any} */ d) => d.verified).map((/** @type {any} */ d) => d.domain_name)]),
-      setError
-    )
+    loadDomains()
   }, [])
   return html`
     <h1>Mailboxes</h1>
     <${CreateMailbox} onChanged=${load} domains=${domains} />
-    <${ErrorNote} error=${error} />
-    ${mailboxes === null ? html`<p class="muted">Loading…</p>` : mailboxes.length === 0
+    ${domainsFailure && html`<${LoadFailed} error=${domainsFailure} onRetry=${() => (setDomainsFailure(null), loadDomains())} />`}
+    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${() => (setFailure(null), load())} />` : mailboxes === null ? html`<p class="muted">Loading…</p>` : mailboxes.length === 0
       ? html`<p class="muted">No mailboxes yet: create one above, then give its address to your agent.</p>`
-      : html`<ul class="list">${mailboxes.map((mailbox) => html`<${MailboxItem} key=${mailbox.mailbox_id} mailbox=${mailbox} onChanged=${load} domains=${domains} />`)}</ul>`}
+      : html`<ul class="list" aria-label="Mailboxes">${mailboxes.map((mailbox) => html`<${MailboxItem} key=${mailbox.mailbox_id} mailbox=${mailbox} onChanged=${load} domains=${domains} />`)}</ul>`}
   `
 }

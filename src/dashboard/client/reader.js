@@ -55,15 +55,17 @@ const Labels = ({ email, onChanged }) => {
 /** Sent mail: what became of it at each recipient. @param {{ delivery: any[] }} props */
 const Delivery = ({ delivery }) => html`
   <h2>Delivery</h2>
-  <table class="deliveries" aria-label="Delivery">
-    <thead><tr><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead>
-    <tbody>
-      ${delivery.map((d) => html`
-        <tr key=${d.recipient}><td>${d.recipient}</td>
-          <td><span class=${"tag " + (d.status === "sent" ? "succeeded" : d.status === "bounced" || d.status === "failed" ? "failed" : "")}>${d.status}</span></td>
-          <td>${d.attempts}</td><td class="small">${d.last_response ?? ""}</td></tr>`)}
-    </tbody>
-  </table>
+  <div class="table-scroll">
+    <table class="deliveries" aria-label="Delivery">
+      <thead><tr><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead>
+      <tbody>
+        ${delivery.map((d) => html`
+          <tr key=${d.recipient}><td>${d.recipient}</td>
+            <td><span class=${"tag " + (d.status === "sent" ? "succeeded" : d.status === "bounced" || d.status === "failed" ? "failed" : "")}>${d.status}</span></td>
+            <td>${d.attempts}</td><td class="small">${d.last_response ?? ""}</td></tr>`)}
+      </tbody>
+    </table>
+  </div>
 `
 
 /** @param {{ emailId: string }} props */

@@ -3,7 +3,7 @@ import { html } from "htm/preact"
 import { useState } from "preact/hooks"
 import { call } from "./api.js"
 import { href } from "./router.js"
-import { ErrorNote, Field, useAction, when } from "./ui.js"
+import { Field, LoadFailed, useAction, when } from "./ui.js"
 
 /** SPEC's reading of a score. @param {number} score */
 const strength = (score) =>
@@ -14,19 +14,24 @@ export const SearchPage = () => {
   const [results, setResults] = useState(/** @type {any[] | null} */ (null))
   const { busy, error, run } = useAction()
 
-  /** @param {Event} event */
-  const search = (event) => {
-    event.preventDefault()
-    return run(async () => setResults((await call("POST", "/api/search", { query: text, limit: 20 })).data))
-  }
+  // A failed search leaves no results listed: those shown would be the previous query's.
+  const search = () =>
+    run(async () => {
+      try {
+        setResults((await call("POST", "/api/search", { query: text, limit: 20 })).data)
+      } catch (failure) {
+        setResults(null)
+        throw failure
+      }
+    })
 
   return html`
     <h1>Search</h1>
-    <form class="card row-form" role="search" onSubmit=${search}>
+    <form class="card row-form" role="search" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), search())}>
       <${Field} id="query" label="Search your mail by words or meaning" type="search" value=${text} onInput=${setText} required />
       <button type="submit" disabled=${busy}>Search</button>
     </form>
-    <${ErrorNote} error=${error} />
+    ${error && html`<${LoadFailed} error=${error} onRetry=${search} />`}
     ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found.</p>` : html`
       <ol class="list" aria-label="Results">
         ${results.map((result) => html`

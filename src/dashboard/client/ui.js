@@ -1,6 +1,7 @@
 /** Small pieces every page uses: the page frame with its navigation, labelled fields, copy buttons, notices. */
 import { html } from "htm/preact"
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
+import { ApiError } from "./api.js"
 import { href } from "./router.js"
 
 /**
@@ -112,25 +113,89 @@ export const useAction = () => {
 }
 
 /**
- * A page's list and what it does to it: `load` fetches the list (on the first render and after each
- * action), `run` does an action and then reloads; a failure of either is `error`, for ErrorNote.
- * @param {() => Promise<unknown>} fetchList
+ * What to do about a page that could not load, by why: a rate limit passes with the minute, a
+ * server's trouble or a lost connection may pass at once.
+ * @param {unknown} error
  */
-export const useReloading = (fetchList) => {
+const adviceFor = (error) => {
+  if (!(error instanceof ApiError)) return "Mailroom could not be reached: check the connection, then try again."
+  if (error.status === 429) {
+    const seconds = Number(error.details?.retry_after)
+    return `Too many requests this minute: try again ${seconds > 0 ? `in ${seconds} s` : "in a moment"}.`
+  }
+  if (error.status >= 500) return "The server could not answer: try again in a moment."
+  return "Try again; if it fails again, reload the page."
+}
+
+/**
+ * A page whose content could not load: why, what to do, and a button that asks again. Shown
+ * instead of the content (and of "Loading…"), never beside it.
+ * @param {{ error: unknown, onRetry: () => void }} props
+ */
+export const LoadFailed = ({ error, onRetry }) => html`
+  <div class="alert load-failed" role="alert">
+    <p>${error instanceof Error ? error.message : String(error)}</p>
+    <p class="small">${adviceFor(error)}</p>
+    <button type="button" class="secondary" onClick=${onRetry}>Try again</button>
+  </div>
+`
+
+/** A mailbox page whose mailbox is not the account's (deleted, someone else's, or a wrong link). @param {{ mailboxId: string }} props */
+export const MailboxNotFound = ({ mailboxId }) => html`
+  <h1>Mailbox not found</h1>
+  <p>None of your mailboxes has the id <code>${mailboxId}</code>: it may have been deleted, or the link is wrong.</p>
+  <p><a href=${href()}>Go to your mailboxes</a></p>
+`
+
+/**
+ * Newer and Older over a list read a page at a time, newest first.
+ * @param {{ offset: number, pageSize: number, total: number, noun: string, onOffset: (offset: number) => void }} props
+ */
+export const Pager = ({ offset, pageSize, total, noun, onOffset }) => total > pageSize ? html`
+  <nav class="pager" aria-label="Pages">
+    <button type="button" class="secondary" disabled=${offset === 0} onClick=${() => onOffset(Math.max(0, offset - pageSize))}>Newer</button>
+    <span class="muted small">${offset + 1}–${Math.min(offset + pageSize, total)} of ${total} ${noun}</span>
+    <button type="button" class="secondary" disabled=${offset + pageSize >= total} onClick=${() => onOffset(offset + pageSize)}>Older</button>
+  </nav>` : null
+
+/**
+ * A page's list and what it does to it: `fetchList` reads the list (on the first render, whenever
+ * `deps` change, after each action and on `retry`); `run` does an action and then reads the list
+ * again. A failed read is `failure` (for LoadFailed, instead of the list), a failed action `error`
+ * (for ErrorNote, beside it). Only the latest read's answer counts.
+ * @param {() => Promise<unknown>} fetchList
+ * @param {unknown[]} [deps]
+ */
+export const useReloading = (fetchList, deps = []) => {
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
-  const load = () => fetchList().catch(setError)
+  const latest = useRef(0)
+  const load = async () => {
+    const read = ++latest.current
+    try {
+      await fetchList()
+      if (read === latest.current) setFailure(null)
+    } catch (failed) {
+      if (read === latest.current) setFailure(failed)
+    }
+  }
   useEffect(() => {
     load()
-  }, [])
+  }, deps)
+  const retry = () => {
+    setFailure(null)
+    load()
+  }
   /** @param {() => Promise<unknown>} action */
   const run = async (action) => {
     setError(null)
     try {
       await action()
-      await load()
-    } catch (failure) {
-      setError(failure)
+    } catch (failed) {
+      setError(failed)
+      return
     }
+    await load()
   }
-  return { error, run }
+  return { error, failure, retry, run }
 }

@@ -2,7 +2,7 @@
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
-import { CopyButton, ErrorNote, Field, useReloading, when } from "./ui.js"
+import { CopyButton, ErrorNote, Field, LoadFailed, useReloading, when } from "./ui.js"
 
 const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "api_key.created"]
 
@@ -44,7 +44,7 @@ export const WebhooksPage = () => {
   const [events, setEvents] = useState(["email.received"])
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [open, setOpen] = useState(/** @type {string | null} */ (null))
-  const { error, run } = useReloading(() => call("GET", "/api/webhooks?limit=100").then((a) => setWebhooks(a.data)))
+  const { error, failure, retry, run } = useReloading(() => call("GET", "/api/webhooks?limit=100").then((a) => setWebhooks(a.data)))
 
   /** @param {Event} event */
   const create = (event) => {
@@ -78,7 +78,7 @@ export const WebhooksPage = () => {
         <div class="copy-row"><code data-testid="new-secret">${created.secret}</code><${CopyButton} text=${created.secret} label="Copy secret" /></div>
         <button type="button" class="link" onClick=${() => setCreated(null)}>Done</button>
       </div>`}
-    ${webhooks === null ? html`<p class="muted">Loading…</p>` : webhooks.length === 0 ? html`<p class="muted">No webhooks yet.</p>` : html`
+    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : webhooks === null ? html`<p class="muted">Loading…</p>` : webhooks.length === 0 ? html`<p class="muted">No webhooks yet.</p>` : html`
       <ul class="list">
         ${webhooks.map((w) => html`
           <li key=${w.webhook_id} class="item wrap">
