@@ -34,7 +34,7 @@ const describe = (error: ConfigError.ConfigError): string =>
  * its cause ("getaddrinfo ENOTFOUND db.internal"), and a server that could not listen says nothing
  * but through its cause ("listen EADDRINUSE: address already in use 127.0.0.1:3000").
  */
-export const reasons = (error: unknown): string => {
+const reasons = (error: unknown): string => {
   const lines: Array<string> = []
   let current: unknown = error
   for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
