@@ -49,7 +49,8 @@ const essentials = (result) => ({
     alignment: { spf: { strict: result.dmarc.alignment?.spf?.strict === true } },
     status: { result: result.dmarc.status?.result }
   },
-  arc: result.arc === false ? false : { status: { result: result.arc.status?.result } }
+  // The sealer of the latest ARC set (its ARC-Seal's d=): mailauth keeps the chain out of the result's own keys.
+  arc: result.arc === false ? false : { status: { result: result.arc.status?.result }, domain: result.arc.chain?.at?.(-1)?.["arc-seal"]?.parsed?.d?.value }
 })
 
 parentPort.on("message", async (message) => {

@@ -87,7 +87,7 @@ interface Essentials {
     readonly alignment: { readonly spf: { readonly strict: boolean } }
     readonly status: { readonly result: unknown }
   }
-  readonly arc: false | { readonly status: { readonly result: unknown } }
+  readonly arc: false | { readonly status: { readonly result: unknown }; readonly domain?: unknown }
 }
 
 /** The verdicts of mailauth's result for the message of `envelope`. */
@@ -128,8 +128,11 @@ const verdictOf = (result: Essentials, envelope: Envelope): Authentication => {
       ? null
       : pick(dmarcRecord.policy.toLowerCase(), ["none", "quarantine", "reject"], "none")
   }
-  const arc = result.arc === false ? "none" : pick(result.arc.status.result, ["pass", "fail", "none", "temperror"], "fail")
-  return { spf, dkim, dmarc, arc: { result: arc } }
+  const arcResult = result.arc === false ? "none" : pick(result.arc.status.result, ["pass", "fail", "none", "temperror"], "fail")
+  const arcDomain = result.arc === false || arcResult === "none" || typeof result.arc.domain !== "string" || result.arc.domain === ""
+    ? null
+    : lower(result.arc.domain)
+  return { spf, dkim, dmarc, arc: { result: arcResult, domain: arcDomain } }
 }
 
 /** Every check `temperror`: what a message gets when its checks could not be made. */
@@ -137,7 +140,7 @@ const unverified = (envelope: Envelope): Authentication => ({
   spf: { result: "temperror", domain: domainOf(envelope.mailFrom || envelope.helo || ""), aligned: false },
   dkim: [],
   dmarc: { result: "temperror", domain: null, policy: null },
-  arc: { result: "temperror" }
+  arc: { result: "temperror", domain: null }
 })
 
 const workerUrl = new URL("./mailauth-worker.mjs", import.meta.url)

@@ -51,7 +51,12 @@ export const DmarcVerdict = Schema.Struct({
 export type DmarcVerdict = typeof DmarcVerdict.Type
 
 export const ArcVerdict = Schema.Struct({
-  result: ArcResult
+  result: ArcResult,
+  // Read as null where it is missing: verdicts made before the domain was kept (a message still on
+  // the bus from an older node).
+  domain: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }).annotations({
+    description: "The domain that sealed the latest ARC set (its ARC-Seal's d=), the last intermediary to vouch; null without an ARC chain"
+  })
 }).annotations({ identifier: "ArcVerdict" })
 
 export const Authentication = Schema.Struct({

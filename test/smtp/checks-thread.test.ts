@@ -5,7 +5,7 @@
  * How the verdicts reach stored mail over real SMTP is trust.test.ts's subject.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Scope } from "effect"
+import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import nodemailer from "nodemailer"
 import * as fs from "node:fs"
@@ -14,7 +14,7 @@ import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Mailauth from "../../layers/mailauth.ts"
 import { Dns, DnsError, type DnsShape } from "../../services/dns/dns.ts"
-import { Authenticator } from "../../services/mail/authentication.ts"
+import { Authentication, Authenticator } from "../../services/mail/authentication.ts"
 
 const KEY = generateKeyPairSync("rsa", { modulusLength: 2048 })
 const DOMAIN = "signed.test"
@@ -79,7 +79,7 @@ describe("the inbound checks' thread", () => {
           spf: { result: "pass", domain: DOMAIN, aligned: true },
           dkim: [{ result: "pass", domain: DOMAIN, selector: SELECTOR, aligned: true }],
           dmarc: { result: "pass", domain: DOMAIN, policy: "reject" },
-          arc: { result: "none" }
+          arc: { result: "none", domain: null }
         })
         expect(verdict!.results).toMatch(/^mx\.test; spf=pass .*dkim=pass .*dmarc=pass/)
       }
@@ -177,4 +177,16 @@ describe("the inbound checks' thread", () => {
       expect(used.utilization).toBeLessThan(0.9)
       yield* Scope.close(scope, Exit.void)
     }))
+})
+
+describe("verdicts on the bus", () => {
+  it("a verdict made before the ARC domain was kept (a message from an older node) reads with the domain null", () => {
+    const older = {
+      spf: { result: "pass", domain: DOMAIN, aligned: true },
+      dkim: [],
+      dmarc: { result: "pass", domain: DOMAIN, policy: "reject" },
+      arc: { result: "none" }
+    }
+    expect(Schema.decodeUnknownSync(Authentication)(older).arc).toEqual({ result: "none", domain: null })
+  })
 })

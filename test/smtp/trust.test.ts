@@ -6,6 +6,7 @@
  * published. The server runs with DMARC_ENFORCE=true: p=reject failures are refused, p=none
  * failures are accepted and labelled.
  */
+import { sealMessage } from "mailauth"
 import { generateKeyPairSync } from "node:crypto"
 import nodemailer from "nodemailer"
 import type Mail from "nodemailer/lib/mailer"
@@ -33,6 +34,8 @@ const SPF_SOFT = "spf-soft.test"
 const LAX = "lax.test"
 /** p=reject, and nothing passes for it. */
 const STRICT = "strict.test"
+/** A mailing list that relays signed.test's mail and seals it (ARC). */
+const LIST = "list.test"
 
 let names: DnsServer
 let hooks: Receiver
@@ -43,6 +46,7 @@ beforeAll(async () => {
   hooks = await startReceiver()
   // A TXT character-string holds at most 255 bytes: a 2048-bit key's record is published in pieces.
   names.set(`${SELECTOR}._domainkey.${SIGNED}`, { TXT: [`v=DKIM1; k=rsa; p=${publicDer}`.match(/.{1,255}/g)!] })
+  names.set(`${SELECTOR}._domainkey.${LIST}`, { TXT: [`v=DKIM1; k=rsa; p=${publicDer}`.match(/.{1,255}/g)!] })
   names.set(SIGNED, { TXT: [["v=spf1 ip4:127.0.0.1 -all"]] })
   names.set(`_dmarc.${SIGNED}`, { TXT: [["v=DMARC1; p=reject"]] })
   names.set(SPF_FAIL, { TXT: [["v=spf1 -all"]] })
@@ -132,7 +136,7 @@ describe("DKIM", () => {
       spf: { result: "pass", domain: SIGNED, aligned: true },
       dkim: [{ result: "pass", domain: SIGNED, selector: SELECTOR, aligned: true }],
       dmarc: { result: "pass", domain: SIGNED, policy: "reject" },
-      arc: { result: "none" }
+      arc: { result: "none", domain: null }
     })
     expect(email.authentication_results).toBe(
       `mx.agents.localhost; spf=pass smtp.mailfrom=${SIGNED}; dkim=pass header.d=${SIGNED} header.s=${SELECTOR}; ` +
@@ -211,7 +215,7 @@ describe("DMARC", () => {
       spf: { result: "fail", domain: LAX, aligned: true },
       dkim: [],
       dmarc: { result: "fail", domain: LAX, policy: "none" },
-      arc: { result: "none" }
+      arc: { result: "none", domain: null }
     })
     expect(email.labels).toEqual(expect.arrayContaining(["inbound", "unread", "unauthenticated"]))
     const [delivery] = await hooks.waitFor(path, 1)
@@ -233,5 +237,25 @@ describe("DMARC", () => {
     const list = await withKey(suite.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
     expect(list.response.status).toBe(200)
     expect(list.data?.meta.total).toBe(0)
+  })
+})
+
+describe("ARC", () => {
+  it("a message a list sealed (ARC) passes ARC, naming the list that vouches for it", async () => {
+    const box = await mailbox()
+    const subject = fresh("sealed")
+    const signed = await signedBytes({ from: `alice@${SIGNED}`, to: box.address, subject, text: "Relayed by the list." })
+    const seal = await sealMessage(signed, {
+      signingDomain: LIST,
+      selector: SELECTOR,
+      privateKey,
+      authResults: `mx.${LIST}; spf=pass smtp.mailfrom=${SIGNED}; dkim=pass header.d=${SIGNED}; dmarc=pass header.from=${SIGNED}`,
+      cv: "none"
+      // The declarations leave out what createSeal reads: the list's own verdicts and the chain's state so far.
+    } as Parameters<typeof sealMessage>[1])
+    await sendRaw(Buffer.concat([seal, signed]), `alice@${SIGNED}`, box.address)
+    const email = await received(box, subject)
+    expect(email.authentication?.arc).toEqual({ result: "pass", domain: LIST })
+    expect(email.authentication_results).toMatch(/; arc=pass/)
   })
 })

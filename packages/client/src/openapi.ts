@@ -2087,6 +2087,8 @@ export interface components {
             timestamp: string;
         };
         ArcVerdict: {
+            /** @description The domain that sealed the latest ARC set (its ARC-Seal's d=), the last intermediary to vouch; null without an ARC chain */
+            domain?: string | null;
             /** @enum {string} */
             result: "pass" | "fail" | "none" | "temperror";
         };
