@@ -26,7 +26,7 @@ import { forSurface, type Surface } from "./surface.ts"
 const MAX_JSON_DEPTH = 64
 
 const NUL = "\u0000"
-const NO_NUL = "must not contain NUL characters (\\u0000)"
+export const NO_NUL = "must not contain NUL characters (\\u0000)"
 
 /** A field name as it can be shown: a NUL in a key is spelled out. */
 const shown = (name: string) => name.replaceAll(NUL, "\\u0000")
@@ -158,21 +158,30 @@ const nulPath = (value: unknown, path: ReadonlyArray<string>): ReadonlyArray<str
 const fieldError = (surface: Surface, field: string, message: string) =>
   forSurface(surface, new ValidationError({ message: `Invalid request: ${field} ${message}`, details: { [field]: message } }))
 
-/** What is wrong with a JSON body's text, if anything. Text that is not JSON is left to the decoder (400 BAD_REQUEST). */
-const bodyProblem = (text: string, surface: () => Surface): ValidationError | undefined => {
+/** The field of `value` (a path such as `to.0`) holding the first NUL, if any. */
+export const nulField = (value: unknown): string | undefined => {
+  const path = nulPath(value, [])
+  return path === undefined ? undefined : path.length === 0 ? "body" : path.map(shown).join(".")
+}
+
+/**
+ * What is wrong with a JSON body's text, if anything. Text that is not JSON is left to the decoder
+ * (400 BAD_REQUEST). Without `nul`, a NUL is left to the route (MCP refuses it as a tool's error).
+ */
+const bodyProblem = (text: string, surface: () => Surface, nul: boolean): ValidationError | undefined => {
   if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
     return fieldError(surface(), "body", `must not nest arrays or objects more than ${MAX_JSON_DEPTH} levels deep`)
   }
   // A NUL reaches a string only through its escape; the parse is paid only when one may be there.
-  if (!/\\u0000/i.test(text)) return undefined
+  if (!nul || !/\\u0000/i.test(text)) return undefined
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
   } catch {
     return undefined
   }
-  const path = nulPath(parsed, [])
-  return path ? fieldError(surface(), path.length === 0 ? "body" : path.map(shown).join("."), NO_NUL) : undefined
+  const field = nulField(parsed)
+  return field === undefined ? undefined : fieldError(surface(), field, NO_NUL)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -224,7 +233,8 @@ export const screen = (
       ? request
       : request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
     const text = yield* reading.text
-    const problem = bodyProblem(text, () => findRoute(request.method, segments)?.route.surface ?? "api")
+    // MCP answers a tool call's NUL as the tool's refusal (src/http/mcp/http.ts), which a model reads.
+    const problem = bodyProblem(text, () => findRoute(request.method, segments)?.route.surface ?? "api", pathname !== "/mcp")
     if (problem) return yield* problem
     return reading
   })

@@ -169,6 +169,13 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "list_emails", { mailbox_id: box.mailboxId, limit: 0 })).error?.details).toEqual({ limit: "must be an integer from 1 to 100" })
     expect((await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: ["a@partner.test"], subject: "a\r\nBcc: e@x.test", text: "x" })).error?.details)
       .toEqual({ subject: "must not contain line breaks" })
+    // A NUL (which no stored text may hold) is the tool's refusal too, naming where it is.
+    expect((await call(mcp, "get_email", { email_id: "eml_a\u0000b" })).error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { email_id: "must not contain NUL characters (\\u0000)" }
+    })
+    expect((await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: ["a\u0000@partner.test"], subject: "x", text: "x" })).error?.details)
+      .toEqual({ "to.0": "must not contain NUL characters (\\u0000)" })
     // A name every object inherits is no argument either.
     expect((await call(mcp, "list_emails", { mailbox_id: box.mailboxId, constructor: 1 })).error?.details).toEqual({ constructor: "is not an argument of list_emails" })
     const stranger = await withApiKey(suite.url)

@@ -33,6 +33,7 @@ import type { Window } from "../../../services/ratelimit/rate-limiter.ts"
 import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
 import { orUnavailable } from "../infra.ts"
+import { NO_NUL, nulField } from "../input-rules.ts"
 import { detailsOf } from "../issues.ts"
 import { keyOrBearer } from "../middleware.ts"
 import { inputSchemaOf, type Tool, tools } from "./tools.ts"
@@ -100,12 +101,16 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       if (tool === undefined) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`)
       // Arguments a tool does not take are refused by name: a misspelt optional would otherwise be ignored.
       const unknown = Object.keys(args ?? {}).filter((key) => !Object.hasOwn(tool.input.fields, key))
-      const checked: Effect.Effect<unknown, ValidationError | ParseResult.ParseError> = unknown.length === 0
-        ? Schema.decodeUnknown(tool.input)(args ?? {}, { errors: "all" })
-        : Effect.fail(new ValidationError({
+      // No text holds NUL (input-rules.ts leaves MCP's bodies to this check).
+      const withNul = nulField(args ?? {})
+      const checked: Effect.Effect<unknown, ValidationError | ParseResult.ParseError> = unknown.length > 0
+        ? Effect.fail(new ValidationError({
           message: `Invalid arguments for ${name}`,
           details: Object.fromEntries(unknown.map((key) => [key, `is not an argument of ${name}`]))
         }))
+        : withNul !== undefined
+        ? Effect.fail(new ValidationError({ message: `Invalid arguments for ${name}`, details: { [withNul]: NO_NUL } }))
+        : Schema.decodeUnknown(tool.input)(args ?? {}, { errors: "all" })
       const exit = await run(
         checked.pipe(
           Effect.mapError((error) => {
