@@ -106,6 +106,19 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(listed.response.status).toBe(200)
     await page.getByRole("button", { name: "Done" }).click()
     await expect(page.getByTestId("new-key").count()).resolves.toBe(0)
+
+    // A key for rotation: it expires when asked, and the list says when.
+    await page.getByLabel("New key name").fill("rotating agent")
+    await page.getByLabel("Expires").selectOption("90")
+    await page.getByRole("button", { name: "Create key" }).click()
+    await page.getByTestId("new-key").waitFor()
+    const keys = await withKey(server.url, { apiKey: key! }).GET("/v1/api-keys")
+    const rotating = keys.data!.data.find((k) => k.name === "rotating agent")!
+    const inDays = (Date.parse(rotating.expirationTs!) - Date.now()) / 86_400_000
+    expect(inDays).toBeGreaterThan(89)
+    expect(inDays).toBeLessThanOrEqual(90)
+    await page.getByText(`expires ${await page.evaluate((ts) => new Date(ts).toLocaleDateString(), rotating.expirationTs!)}`).waitFor()
+    await page.getByRole("button", { name: "Done" }).click()
   })
 
   it("shows the plan and usage, and upgrades through checkout", async () => {
@@ -208,11 +221,12 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await sendMail(server.smtpPort, { to: address, subject: "Second message", text: "For the webhook." })
     for (let i = 0; i < 100 && receiver.hits.length === 0; i++) await sleep(100)
     expect(receiver.hits).toEqual(["/hook"])
-    await page.getByRole("button", { name: "Deliveries" }).click()
+    // Each webhook's buttons are named for it: a screen reader tells two webhooks' apart.
+    await page.getByRole("button", { name: `Deliveries of webhook ${receiver.url}/hook`, exact: true }).click()
     const row = page.getByRole("row", { name: /email\.received/ })
     await row.waitFor()
     await expect(row.textContent()).resolves.toMatch(/succeeded.*#1: 200/)
-    await page.getByRole("button", { name: "Disable" }).click()
+    await page.getByRole("button", { name: `Disable webhook ${receiver.url}/hook`, exact: true }).click()
     await page.getByText("disabled", { exact: true }).waitFor()
   })
 
@@ -225,6 +239,9 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await records.or(page.getByRole("alert")).waitFor()
     expect(watched.problems).toEqual([])
     await expect(records.getByRole("row").count()).resolves.toBeGreaterThanOrEqual(3)
+    // Each copy button is named for its own record (the ownership and SPF records are both TXT @).
+    const copyNames = await records.getByRole("button").evaluateAll((buttons) => buttons.map((b) => b.getAttribute("aria-label") ?? b.textContent))
+    expect(new Set(copyNames).size).toBe(copyNames.length)
     await page.getByRole("button", { name: "Copy MX" }).click()
     expect(await page.evaluate("navigator.clipboard.readText()")).toMatch(/\S+\.\S+/)
     await page.getByRole("button", { name: "Done" }).click()

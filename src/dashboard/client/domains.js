@@ -81,7 +81,8 @@ const Records = ({ records }) => html`
       ${records.map((r) => html`
         <tr><td>${r.type}</td><td><code>${r.name}</code></td>
           <td><code>${r.priority !== undefined ? r.priority + " " : ""}${r.value}</code></td>
-          <td><${CopyButton} text=${r.value} label=${`Copy ${r.type} ${r.name}`} /></td></tr>`)}
+          <td><${CopyButton} text=${r.value} label=${`Copy ${r.type} ${r.name}`}
+            name=${`Copy ${r.type} ${r.name} ${r.value.split(" ")[0].slice(0, 40)}`} /></td></tr>`)}
     </tbody>
   </table>
 `

@@ -1,12 +1,20 @@
-/** API keys: create (the key shown once, with a copy button), list, revoke. */
+/**
+ * API keys: create (the key shown once, with a copy button), optionally expiring after a number of
+ * days (SPEC: rotate keys by setting an expiry), list with when each expires, revoke.
+ */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
 import { CopyButton, ErrorNote, Field, when } from "./ui.js"
 
+/** The expiries offered: SPEC allows 1-365 days. */
+const EXPIRIES = /** @type {const} */ ([["", "Never"], ["30", "In 30 days"], ["90", "In 90 days"], ["180", "In 180 days"], ["365", "In a year"]])
+
 export const KeysPage = () => {
   const [keys, setKeys] = useState(/** @type {any[] | null} */ (null))
   const [name, setName] = useState("")
+  // Days until the new key expires; "" never.
+  const [days, setDays] = useState("")
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
 
@@ -20,9 +28,10 @@ export const KeysPage = () => {
     event.preventDefault()
     setError(null)
     try {
-      const answer = await call("POST", "/api/api-keys", { name })
+      const answer = await call("POST", "/api/api-keys", { name, ...(days === "" ? {} : { expirationDays: Number(days) }) })
       setCreated(answer.data)
       setName("")
+      setDays("")
       await load()
     } catch (failure) {
       setError(failure)
@@ -45,6 +54,12 @@ export const KeysPage = () => {
     <p class="muted">Agents use a key as <code>X-API-Key</code> on <code>/v1</code>. A key acts with your full rights.</p>
     <form class="card row-form" onSubmit=${create}>
       <${Field} id="key-name" label="New key name" value=${name} onInput=${setName} required error=${fieldError(error, "name")} />
+      <div class="field">
+        <label for="key-expiry">Expires</label>
+        <select id="key-expiry" value=${days} onChange=${(/** @type {any} */ e) => setDays(e.currentTarget.value)}>
+          ${EXPIRIES.map(([value, label]) => html`<option value=${value}>${label}</option>`)}
+        </select>
+      </div>
       <button type="submit">Create key</button>
     </form>
     <${ErrorNote} error=${error} />
@@ -60,7 +75,9 @@ export const KeysPage = () => {
           <li key=${key.keyId} class="item">
             <div class="grow">
               <strong>${key.name}</strong> <code>${key.keyPrefix}…</code>
-              <div class="muted small">Created ${when(key.createdAt)} · ${key.lastUsed ? "last used " + when(key.lastUsed) : "never used"}</div>
+              <div class="muted small">Created ${when(key.createdAt)} · ${key.lastUsed ? "last used " + when(key.lastUsed) : "never used"}${
+            key.expirationTs ? ` · ${Date.parse(key.expirationTs) <= Date.now() ? "expired" : "expires"} ${new Date(key.expirationTs).toLocaleDateString()}` : ""
+          }</div>
             </div>
             <button type="button" class="danger" onClick=${() => revoke(key)} aria-label=${"Revoke " + key.name}>Revoke</button>
           </li>`)}

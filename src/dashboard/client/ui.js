@@ -60,15 +60,19 @@ export const TextArea = ({ id, label, value, onInput, hint, error, rows = 8 }) =
   </div>
 `
 
-/** @param {{ text: string, label?: string }} props */
-export const CopyButton = ({ text, label = "Copy" }) => {
+/**
+ * `label` is what the button shows; `name`, when given, what it is called for a screen reader (where
+ * several buttons would show the same label).
+ * @param {{ text: string, label?: string, name?: string }} props
+ */
+export const CopyButton = ({ text, label = "Copy", name }) => {
   const [copied, setCopied] = useState(false)
   const copy = async () => {
     await navigator.clipboard.writeText(text)
     setCopied(true)
     setTimeout(() => setCopied(false), 2000)
   }
-  return html`<button type="button" class="secondary" onClick=${copy}>${copied ? "Copied" : label}</button>`
+  return html`<button type="button" class="secondary" aria-label=${name} onClick=${copy}>${copied ? "Copied" : label}</button>`
 }
 
 /** @param {{ error: unknown }} props */

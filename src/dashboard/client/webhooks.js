@@ -87,9 +87,10 @@ export const WebhooksPage = () => {
               <div class="muted small">${w.events.join(", ")} · secret ${w.secret_masked}</div>
             </div>
             <div class="actions">
-              <button type="button" class="secondary" aria-expanded=${open === w.webhook_id}
+              <button type="button" class="secondary" aria-expanded=${open === w.webhook_id} aria-label=${"Deliveries of webhook " + w.url}
                 onClick=${() => setOpen(open === w.webhook_id ? null : w.webhook_id)}>Deliveries</button>
-              <button type="button" class="secondary" onClick=${() => run(() => call("PATCH", `/api/webhooks/${encodeURIComponent(w.webhook_id)}`, { active: !w.active }))}>
+              <button type="button" class="secondary" aria-label=${(w.active ? "Disable" : "Enable") + " webhook " + w.url}
+                onClick=${() => run(() => call("PATCH", `/api/webhooks/${encodeURIComponent(w.webhook_id)}`, { active: !w.active }))}>
                 ${w.active ? "Disable" : "Enable"}</button>
               <button type="button" class="danger" aria-label=${"Delete webhook " + w.url}
                 onClick=${() => confirm(`Delete the webhook to ${w.url}?`) && run(() => call("DELETE", `/api/webhooks/${encodeURIComponent(w.webhook_id)}`))}>Delete</button>
