@@ -158,14 +158,10 @@ export const appConfig = Config.all({
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL").pipe(
-    // Quoted back as "<redacted>": the value may hold a password.
-    check("DATABASE_URL", "Expected postgres://[user[:password]@]host[:port]/database", (secret) => {
-      try {
-        return ["postgres:", "postgresql:"].includes(new URL(Redacted.value(secret)).protocol)
-      } catch {
-        return false
-      }
-    })
+    // What pg takes: a postgres:// or postgresql:// URL (also libpq's socket form, postgresql://user@/db?host=/run/postgresql,
+    // which is no WHATWG URL), a socket: URL or a socket path. Quoted back as "<redacted>": it may hold a password.
+    check("DATABASE_URL", "Expected postgres://[user[:password]@]host[:port]/database", (secret) =>
+      /^(postgres(ql)?:\/\/|socket:|\/)/i.test(Redacted.value(secret).trim()))
   )),
   /** Statements run prepared on each connection (layers/postgres.ts); off behind a transaction-mode pooler. */
   databasePreparedStatements: Config.boolean("DATABASE_PREPARED_STATEMENTS").pipe(Config.withDefault(true)),

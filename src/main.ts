@@ -40,6 +40,14 @@ const reasons = (error: unknown): string => {
   for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
     const message = current instanceof Error ? current.message : typeof current === "string" ? current : ""
     if (message.trim() !== "" && !lines.includes(message.trim())) lines.push(message.trim())
+    // A connection to a name with both an IPv6 and an IPv4 address fails as an AggregateError with no
+    // message of its own: each attempt's says why ("connect ECONNREFUSED ::1:5432").
+    if (current instanceof AggregateError) {
+      for (const inner of current.errors) {
+        const said = inner instanceof Error ? inner.message.trim() : ""
+        if (said !== "" && !lines.includes(said)) lines.push(said)
+      }
+    }
     current = typeof current === "object" && "cause" in current ? (current as { readonly cause?: unknown }).cause : undefined
   }
   return lines.length === 0 ? String(error) : lines.join("\n")

@@ -130,6 +130,17 @@ describe.concurrent("a start that fails", () => {
     expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
   })
 
+  it("says why for a name with two addresses too (localhost: each attempt's refusal), and takes libpq's socket form of the URL", async () => {
+    const env = { NATS_URL: "nats://127.0.0.1:4222", JWT_SECRET: "x".repeat(32), PORT: String(await freePort()), SMTP_PORT: String(await freePort()) }
+    const named = await run({ ...env, DATABASE_URL: "postgres://postgres@localhost:1/mailroom" })
+    expect(named.code).toBe(1)
+    expect(named.output).toMatch(/could not start\nPgClient: Failed to connect\n.*connect ECONNREFUSED/)
+    // The socket form is no WHATWG URL but pg's own: it passes the check (and fails only to connect here).
+    const socket = await run({ ...env, DATABASE_URL: "postgresql://postgres@/mailroom?host=/nonexistent-socket-dir" })
+    expect(socket.output).not.toMatch(/invalid configuration/)
+    expect(socket.output).toMatch(/could not start\nPgClient: Failed to connect/)
+  })
+
   it("stops with a one-line reason when the HTTP port is taken", async () => {
     const blocker = net.createServer()
     await new Promise<void>((resolve, reject) => {
