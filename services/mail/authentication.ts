@@ -52,10 +52,10 @@ export type DmarcVerdict = typeof DmarcVerdict.Type
 
 export const ArcVerdict = Schema.Struct({
   result: ArcResult,
-  // Read as null where it is missing: verdicts made before the domain was kept (a message still on
-  // the bus from an older node).
+  // Read as null where it is missing: a verdict made before the domain was kept (a message still on
+  // the bus from an older node; stored ones are filled in on reading, mail/records.ts).
   domain: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }).annotations({
-    description: "The domain that sealed the latest ARC set (its ARC-Seal's d=), the last intermediary to vouch; null without an ARC chain"
+    description: "The domain of the latest ARC set's seal (its ARC-Seal's d=): the last intermediary, who vouches for the mail only when result is pass; null without an ARC chain"
   })
 }).annotations({ identifier: "ArcVerdict" })
 

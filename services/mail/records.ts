@@ -98,10 +98,18 @@ export const toFields = (row: EmailRow): EmailFields => ({
   has_attachments: row.hasAttachments,
   thread_id: row.threadId,
   labels: [...row.labels],
-  authentication: row.authentication ?? null,
+  authentication: authenticationOf(row.authentication),
   authentication_results: row.authenticationResults ?? null,
   spam: row.spam ?? null
 })
+
+/**
+ * The stored verdicts as the API shows them: a verdict stored before the ARC domain was kept (or by a
+ * node not yet upgraded) has none, which reads as null. Filled in on reading, not by rewriting every
+ * stored email at a migration.
+ */
+const authenticationOf = (stored: Authentication | null | undefined): Authentication | null =>
+  stored === null || stored === undefined ? null : { ...stored, arc: { ...stored.arc, domain: stored.arc.domain ?? null } }
 
 /**
  * The email's extracted content: as stored; for inbound mail stored before extraction existed,

@@ -130,6 +130,25 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       })
     }))
 
+  it.effect("verdicts stored before the ARC domain was kept read with the domain null", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const email = yield* insertEmail(mailbox, { subject: "Checked long ago", receivedMinutesAgo: 1 })
+      const older = {
+        spf: { result: "pass", domain: "example.com", aligned: true },
+        dkim: [],
+        dmarc: { result: "pass", domain: "example.com", policy: "none" },
+        arc: { result: "none" }
+      }
+      yield* sql`UPDATE emails SET authentication = ${JSON.stringify(older)}::jsonb WHERE id = ${email.id}`
+      const read = yield* emails.get(mailbox.owner.userId, email.id)
+      expect(read.authentication?.arc).toEqual({ result: "none", domain: null })
+      const listed = yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, newest)
+      expect(listed.emails[0]!.authentication?.arc).toEqual({ result: "none", domain: null })
+    }))
+
   it.effect("get answers the email with text, html, headers and its attachments' metadata in order", () =>
     Effect.gen(function*() {
       const emails = yield* Emails
