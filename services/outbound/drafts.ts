@@ -15,7 +15,7 @@ import { Conflict, NotFound, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
 import { Replies } from "./replies.ts"
-import { type Draft, DraftContent, type DraftInput, type DraftSortField } from "./schemas.ts"
+import { type Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
 import { fromSendInput, type Idempotency, Outbound } from "./send.ts"
 
 /** How often the scheduler looks for due drafts: a scheduled draft leaves within this of its time. */
@@ -116,9 +116,10 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       return toDraft(rows[0]!)
     })
 
-    /** The drafts `which` picks, a page of them in `sort`'s order, and how many there are. */
-    const listWhere = (which: Statement.Fragment, page: Page, sort: Sort<DraftSortField>) =>
+    /** The drafts `scope` picks (in `status`, when given), a page of them in `sort`'s order, and how many there are. */
+    const listWhere = (scope: Statement.Fragment, page: Page, sort: Sort<DraftSortField>, status: DraftStatus | undefined) =>
       Effect.gen(function*() {
+        const which = status === undefined ? scope : sql`${scope} AND status = ${status}`
         // Drafts not scheduled (send_at null) come last either way.
         const direction = sort.direction === "asc" ? "ASC" : "DESC"
         const order = sql.literal(`${sort.field} ${direction} NULLS LAST, id ${direction}`)
@@ -128,17 +129,24 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         return { data: rows.map(toDraft), total: Number(counted[0]?.total ?? 0) }
       })
 
-    const list = Effect.fn("Drafts.list")(function*(userId: string, mailboxId: string, page: Page, sort: Sort<DraftSortField>) {
+    const list = Effect.fn("Drafts.list")(function*(
+      userId: string,
+      mailboxId: string,
+      page: Page,
+      sort: Sort<DraftSortField>,
+      status?: DraftStatus
+    ) {
       yield* ownMailbox(userId, mailboxId)
-      return yield* listWhere(sql`mailbox_id = ${mailboxId} AND user_id = ${userId}`, page, sort)
+      return yield* listWhere(sql`mailbox_id = ${mailboxId} AND user_id = ${userId}`, page, sort, status)
     })
 
     /** The drafts of every active mailbox of the account. */
-    const listAll = Effect.fn("Drafts.listAll")(function*(userId: string, page: Page, sort: Sort<DraftSortField>) {
+    const listAll = Effect.fn("Drafts.listAll")(function*(userId: string, page: Page, sort: Sort<DraftSortField>, status?: DraftStatus) {
       return yield* listWhere(
         sql`user_id = ${userId} AND mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`,
         page,
-        sort
+        sort,
+        status
       )
     })
 

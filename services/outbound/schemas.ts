@@ -139,10 +139,14 @@ export type DraftInput = typeof DraftInput.Type
 export const DraftContent = Schema.Struct(DraftFields)
 export type DraftContent = typeof DraftContent.Type
 
+/** A draft awaits approval (`draft`), is going out (`sending`) or went (`sent`). */
+export const DraftStatus = Schema.Literal("draft", "sending", "sent")
+export type DraftStatus = typeof DraftStatus.Type
+
 export const Draft = Schema.Struct({
   draft_id: Schema.String,
   mailbox_id: Schema.String,
-  status: Schema.Literal("draft", "sending", "sent"),
+  status: DraftStatus,
   ...DraftFields,
   attachments: Schema.Array(Schema.Struct({ filename: Schema.String, content_type: Schema.NullOr(Schema.String), size: Schema.Number })),
   in_reply_to: Schema.NullOr(Schema.String),

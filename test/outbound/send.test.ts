@@ -590,6 +590,19 @@ describe("drafts", () => {
     const bad = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: "0" } } })
     expect(bad.response.status).toBe(400)
     expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { limit: expect.any(String) } })
+
+    // By state: what awaits approval, apart from what went (a page of either holds only its own).
+    const approved = (await draftsOf(mailroom, second).create({ to: [`${fresh("approved")}@partner.test`], subject: "Approved", text: "Go" })).data!.data
+    expect((await draftsOf(mailroom, second).send(approved.draft_id)).response.status).toBe(202)
+    const waiting = await mailroom.GET("/v1/api/drafts", { params: { query: { status: "draft" } } })
+    expect(waiting.data?.data.map((d) => d.draft_id)).toEqual([last.draft_id, middle.draft_id, first.draft_id])
+    const gone = await mailroom.GET("/v1/api/drafts", { params: { query: { status: "sent" } } })
+    expect([gone.data?.meta.total, gone.data?.data.map((d) => d.draft_id)]).toEqual([1, [approved.draft_id]])
+    const mailboxSent = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: second.mailboxId }, query: { status: "sent" } } })
+    expect(mailboxSent.data?.data.map((d) => d.draft_id)).toEqual([approved.draft_id])
+    const badStatus = await mailroom.GET("/v1/api/drafts", { params: { query: { status: "pending" as never } } })
+    expect(badStatus.response.status).toBe(400)
+    expect(badStatus.error?.error.details).toEqual({ status: "must be one of draft, sending, sent" })
   })
 
   it("a scheduled draft leaves within 1 s of send_at; a deleted one never does", async () => {

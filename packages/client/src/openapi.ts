@@ -2087,7 +2087,7 @@ export interface components {
             timestamp: string;
         };
         ArcVerdict: {
-            /** @description The domain that sealed the latest ARC set (its ARC-Seal's d=), the last intermediary to vouch; null without an ARC chain */
+            /** @description The domain of the latest ARC set's seal (its ARC-Seal's d=): the last intermediary, who vouches for the mail only when result is pass; null without an ARC chain */
             domain?: string | null;
             /** @enum {string} */
             result: "pass" | "fail" | "none" | "temperror";
@@ -5161,6 +5161,8 @@ export interface operations {
                 offset?: components["schemas"]["NumberFromString"];
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
+                /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
+                status?: "draft" | "sending" | "sent";
             };
             header?: never;
             path?: never;
@@ -7307,6 +7309,8 @@ export interface operations {
                 offset?: components["schemas"]["NumberFromString"];
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
+                /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
+                status?: "draft" | "sending" | "sent";
             };
             header?: never;
             path: {
@@ -11014,6 +11018,8 @@ export interface operations {
                 offset?: components["schemas"]["NumberFromString"];
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
+                /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
+                status?: "draft" | "sending" | "sent";
             };
             header?: never;
             path?: never;
@@ -12926,6 +12932,8 @@ export interface operations {
                 offset?: components["schemas"]["NumberFromString"];
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
+                /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
+                status?: "draft" | "sending" | "sent";
             };
             header?: never;
             path: {

@@ -19,6 +19,7 @@ import {
   Draft,
   DraftInput,
   draftSortFields,
+  DraftStatus,
   ForwardInput,
   ReplyInput,
   SendAccepted,
@@ -30,6 +31,14 @@ import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
+
+/** A drafts list's query: the list conventions, and which drafts by state. */
+const DraftListParams = Schema.Struct({
+  ...ListParams(draftSortFields).fields,
+  status: Schema.optional(DraftStatus.annotations({ message: () => "must be one of draft, sending, sent" })).annotations({
+    description: "Only drafts in this state: draft (awaiting approval), sending, or sent"
+  })
+})
 
 const MailboxPath = Schema.Struct({ mailboxId: Schema.String })
 const EmailPath = Schema.Struct({ emailId: Schema.String })
@@ -148,7 +157,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
     .add(
       HttpApiEndpoint.get("listDrafts", "/mailboxes/:mailboxId/drafts")
         .setPath(DraftsPath)
-        .setUrlParams(ListParams(draftSortFields))
+        .setUrlParams(DraftListParams)
         .addSuccess(OkWithMeta(Schema.Array(Draft), ListMeta))
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
@@ -156,7 +165,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
     )
     .add(
       HttpApiEndpoint.get("listAllDrafts", "/drafts")
-        .setUrlParams(ListParams(draftSortFields))
+        .setUrlParams(DraftListParams)
         .addSuccess(OkWithMeta(Schema.Array(Draft), ListMeta))
         .addError(envelope(ValidationError))
         .annotateContext(OpenApi.annotations({

@@ -12,6 +12,7 @@ import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import type {
   DraftInput,
   DraftSortField,
+  DraftStatus,
   ForwardInput,
   ReplyInput,
   SendAccepted,
@@ -44,6 +45,7 @@ const makeHandlers = Effect.gen(function*() {
   const drafts = yield* Drafts
   type DraftPath = { readonly mailboxId: string; readonly draftId: string }
   type ListQuery = { readonly limit?: number | undefined; readonly offset?: number | undefined; readonly sort?: string | undefined }
+  type DraftQuery = ListQuery & { readonly status?: DraftStatus | undefined }
   const ok = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.map(orUnavailable(effect), (data) => ({ success: true as const, data }))
   const caller = Effect.map(CurrentPrincipal, (principal) => principal.userId)
   type EmailPath = { readonly emailId: string }
@@ -62,18 +64,18 @@ const makeHandlers = Effect.gen(function*() {
         accepted(replies.forward(userId, request.path.emailId, request.payload, idempotency(request, "forward")))),
     createDraft: ({ path, payload }: { readonly path: { readonly mailboxId: string }; readonly payload: DraftInput }) =>
       Effect.flatMap(caller, (userId) => ok(drafts.create(userId, path.mailboxId, payload))),
-    listDrafts: ({ path, urlParams }: { readonly path: { readonly mailboxId: string }; readonly urlParams: ListQuery }) =>
+    listDrafts: ({ path, urlParams }: { readonly path: { readonly mailboxId: string }; readonly urlParams: DraftQuery }) =>
       Effect.gen(function*() {
         const p = page(urlParams)
         const sort = parseSort<DraftSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
-        const { data, total } = yield* orUnavailable(drafts.list(yield* caller, path.mailboxId, p, sort))
+        const { data, total } = yield* orUnavailable(drafts.list(yield* caller, path.mailboxId, p, sort, urlParams.status))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
-    listAllDrafts: ({ urlParams }: { readonly urlParams: ListQuery }) =>
+    listAllDrafts: ({ urlParams }: { readonly urlParams: DraftQuery }) =>
       Effect.gen(function*() {
         const p = page(urlParams)
         const sort = parseSort<DraftSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
-        const { data, total } = yield* orUnavailable(drafts.listAll(yield* caller, p, sort))
+        const { data, total } = yield* orUnavailable(drafts.listAll(yield* caller, p, sort, urlParams.status))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
     getDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.get(userId, path.mailboxId, path.draftId))),
