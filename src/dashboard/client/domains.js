@@ -97,7 +97,8 @@ export const DomainsPage = () => {
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [verdicts, setVerdicts] = useState(/** @type {Record<string, any>} */ ({}))
   const [migrating, setMigrating] = useState(/** @type {string | null} */ (null))
-  const { error, failure, retry, run } = useReloading(() => call("GET", "/api/domains").then((a) => (setDomains(a.data), setMeta(a.meta))))
+  const { error, failure, retry, run } = useReloading((isCurrent) =>
+    call("GET", "/api/domains").then((a) => isCurrent() && (setDomains(a.data), setMeta(a.meta))))
 
   /** @param {any} domain */
   const verify = (domain) =>

@@ -107,43 +107,53 @@ const DraftItem = ({ draft, address, run }) => {
   `
 }
 
-/** @param {{ drafts: any[], addresses: Record<string, string>, run: (action: () => Promise<unknown>) => Promise<void> }} props */
-const DraftLists = ({ drafts, addresses, run }) => {
-  const waiting = drafts.filter((d) => d.status !== "sent")
-  const sent = drafts.filter((d) => d.status === "sent")
-  return html`
-    <h2>Awaiting approval (${waiting.length})</h2>
-    ${waiting.length === 0 ? html`<p class="muted">Nothing to approve. Drafts your agents write appear here.</p>` : html`
-      <ul class="list" aria-label="Drafts awaiting approval">
-        ${waiting.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} />`)}
-      </ul>`}
-    ${sent.length > 0 && html`
-      <h2>Sent</h2>
-      <ul class="list" aria-label="Sent drafts">
-        ${sent.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} />`)}
-      </ul>`}
-  `
-}
+/**
+ * What a drafts page shows: a page of the drafts awaiting approval (`total` of them in all), and the
+ * most recently sent ones (`sentTotal` in all).
+ * @typedef {{ waiting: any[], total: number, sent: any[], sentTotal: number }} DraftPage
+ */
+
+/** The most recently sent drafts a page lists below those awaiting approval (the emails they became are in the mailbox). */
+const SENT_SHOWN = 20
+
+/** @param {{ drafts: DraftPage, addresses: Record<string, string>, run: (action: () => Promise<unknown>) => Promise<void>, pager: unknown }} props */
+const DraftLists = ({ drafts, addresses, run, pager }) => html`
+  <h2>Awaiting approval (${drafts.total})</h2>
+  ${drafts.waiting.length === 0 ? html`<p class="muted">Nothing to approve. Drafts your agents write appear here.</p>` : html`
+    <ul class="list" aria-label="Drafts awaiting approval">
+      ${drafts.waiting.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} />`)}
+    </ul>`}
+  ${pager}
+  ${drafts.sent.length > 0 && html`
+    <h2>Sent${drafts.sentTotal > drafts.sent.length ? ` (the ${drafts.sent.length} most recent of ${drafts.sentTotal})` : ""}</h2>
+    <ul class="list" aria-label="Sent drafts">
+      ${drafts.sent.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} />`)}
+    </ul>`}
+`
 
 /**
- * A page of drafts read from `path` (one mailbox's, or every mailbox's) with Newer and Older, and
- * what a person does to them; `before` runs with each read (the mailbox addresses shown).
+ * Drafts read from `path` (one mailbox's, or every mailbox's): a page of those awaiting approval with
+ * Newer and Older, and the most recently sent, asked apart so that a page of waiting drafts is never
+ * crowded out by sent ones; what a person does to them. `before` runs with each read (the mailbox
+ * addresses shown).
  * @param {string} path
  * @param {(drafts: any[]) => Promise<void>} [before]
  */
 const useDraftPage = (path, before = async () => {}) => {
-  const [drafts, setDrafts] = useState(/** @type {any[] | null} */ (null))
-  const [total, setTotal] = useState(0)
+  const [drafts, setDrafts] = useState(/** @type {DraftPage | null} */ (null))
   const [offset, setOffset] = useState(0)
-  const reading = useReloading(async () => {
-    const answer = await call("GET", path + query({ limit: LIMIT, offset }))
-    await before(answer.data)
-    // The last drafts of the last page gone (approved elsewhere, rejected): the page before it.
-    if (answer.data.length === 0 && offset > 0 && answer.meta.total > 0) return setOffset(Math.floor((answer.meta.total - 1) / LIMIT) * LIMIT)
-    setDrafts(answer.data)
-    setTotal(answer.meta.total)
+  const reading = useReloading(async (isCurrent) => {
+    const [waiting, sent] = await Promise.all([
+      call("GET", path + query({ status: "draft", limit: LIMIT, offset })),
+      call("GET", path + query({ status: "sent", limit: SENT_SHOWN }))
+    ])
+    await before([...waiting.data, ...sent.data])
+    if (!isCurrent()) return
+    // The last drafts of the last page gone (approved elsewhere, rejected): the last page there is.
+    if (waiting.data.length === 0 && offset > 0) return setOffset(Math.max(0, Math.floor((waiting.meta.total - 1) / LIMIT) * LIMIT))
+    setDrafts({ waiting: waiting.data, total: waiting.meta.total, sent: sent.data, sentTotal: sent.meta.total })
   }, [offset])
-  const pager = html`<${Pager} offset=${offset} pageSize=${LIMIT} total=${total} noun="drafts" onOffset=${setOffset} />`
+  const pager = html`<${Pager} offset=${offset} pageSize=${LIMIT} total=${drafts?.total ?? 0} noun="drafts awaiting approval" onOffset=${setOffset} />`
   return { drafts, pager, ...reading }
 }
 
@@ -162,11 +172,11 @@ export const MailboxDrafts = ({ mailboxId }) => {
     <div class="actions"><a class="button secondary" href=${href("mailboxes", mailboxId, "compose")}>New email</a></div>
     <${ErrorNote} error=${error} />
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`
-      <${DraftLists} drafts=${drafts} addresses=${{}} run=${run} />${pager}`}
+      <${DraftLists} drafts=${drafts} addresses=${{}} run=${run} pager=${pager} />`}
   `
 }
 
-/** Every mailbox's drafts, newest first: one request a page (GET /api/drafts), and the mailboxes' addresses once. */
+/** Every mailbox's drafts, newest first: GET /api/drafts (awaiting and sent apart), and the mailboxes' addresses once. */
 export const AllDrafts = () => {
   const [addresses, setAddresses] = useState(/** @type {Record<string, string>} */ ({}))
   const known = useRef(/** @type {Record<string, string> | null} */ (null))
@@ -181,6 +191,6 @@ export const AllDrafts = () => {
     <p class="muted">What your agents drafted for a person to approve: review, edit, then send or reject.</p>
     <${ErrorNote} error=${error} />
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`
-      <${DraftLists} drafts=${drafts} addresses=${addresses} run=${run} />${pager}`}
+      <${DraftLists} drafts=${drafts} addresses=${addresses} run=${run} pager=${pager} />`}
   `
 }

@@ -33,15 +33,31 @@ const EmailList = ({ emails }) => html`
 `
 
 /**
- * @param {() => Promise<void>} load
+ * Run `load` now, whenever `deps` change and whenever new mail is announced. Reads may overlap (mail
+ * arriving in bursts, a page turned meanwhile): `load` sets what it read only while `isCurrent()`
+ * says it is still the latest read of a page still shown.
+ * @param {(isCurrent: () => boolean) => Promise<void>} load
  * @param {unknown[]} deps
  */
 const useLiveLoad = (load, deps) => {
   useEffect(() => {
-    load()
-    return onMail(() => load())
+    let latest = 0
+    let shown = true
+    const read = () => {
+      const mine = ++latest
+      return load(() => shown && mine === latest)
+    }
+    read()
+    const stop = onMail(() => read())
+    return () => {
+      shown = false
+      stop()
+    }
   }, deps)
 }
+
+/** The page to show when the one at `offset` came back empty but mail remains (some was deleted meanwhile): the last there is. */
+const lastPage = (/** @type {number} */ total) => Math.max(0, Math.floor((total - 1) / PAGE) * PAGE)
 
 /** @param {{ mailboxId: string }} props */
 export const MailboxInbox = ({ mailboxId }) => {
@@ -62,14 +78,16 @@ export const MailboxInbox = ({ mailboxId }) => {
     findMailbox(mailboxId).then((found) => (setMailbox(found), setLookupFailure(null)), setLookupFailure)
   }, [mailboxId, attempt])
 
-  useLiveLoad(async () => {
+  useLiveLoad(async (isCurrent) => {
     try {
       const answer = await call("GET", `/api/mailboxes/${encodeURIComponent(mailboxId)}/emails` + query({ limit: PAGE, offset, sort }))
+      if (!isCurrent()) return
+      if (answer.data.length === 0 && offset > 0) return setOffset(lastPage(answer.meta.total))
       setEmails(answer.data)
       setTotal(answer.meta.total)
       setListFailure(null)
     } catch (failure) {
-      setListFailure(failure)
+      if (isCurrent()) setListFailure(failure)
     }
   }, [mailboxId, offset, sort, attempt])
 
@@ -104,22 +122,24 @@ export const MailboxInbox = ({ mailboxId }) => {
   `
 }
 
-/** The newest mail of every mailbox, merged: each mailbox's newest page, newest first. */
+/** The newest mail of every mailbox, in one list (GET /api/emails), a page at a time. */
 export const AllInbox = () => {
   const [emails, setEmails] = useState(/** @type {any[] | null} */ (null))
   const [total, setTotal] = useState(0)
   const [offset, setOffset] = useState(0)
   const [failure, setFailure] = useState(/** @type {unknown} */ (null))
   const [attempt, setAttempt] = useState(0)
-  useLiveLoad(async () => {
+  useLiveLoad(async (isCurrent) => {
     try {
-      // Every mailbox's mail in one list (GET /api/emails): one request, however many mailboxes.
+      // Every mailbox's mail in one list: one request, however many mailboxes.
       const answer = await call("GET", "/api/emails" + query({ limit: PAGE, offset }))
+      if (!isCurrent()) return
+      if (answer.data.length === 0 && offset > 0) return setOffset(lastPage(answer.meta.total))
       setEmails(answer.data)
       setTotal(answer.meta.total)
       setFailure(null)
     } catch (failed) {
-      setFailure(failed)
+      if (isCurrent()) setFailure(failed)
     }
   }, [attempt, offset])
   return html`

@@ -128,6 +128,8 @@ const adviceFor = (error) => {
     return `Too many requests this minute: try again ${seconds > 0 ? `in ${seconds} s` : "in a moment"}.`
   }
   if (error.status >= 500) return "The server could not answer: try again in a moment."
+  // A refusal of what was asked (a search query too long, say): asking again the same way would not help.
+  if (error.status === 400 || error.status === 422) return "Change what it says is wrong, then try again."
   return "Try again; if it fails again, reload the page."
 }
 
@@ -166,8 +168,10 @@ export const Pager = ({ offset, pageSize, total, noun, onOffset }) => total > pa
  * A page's list and what it does to it: `fetchList` reads the list (on the first render, whenever
  * `deps` change, after each action and on `retry`); `run` does an action and then reads the list
  * again. A failed read is `failure` (for LoadFailed, instead of the list), a failed action `error`
- * (for ErrorNote, beside it). Only the latest read's answer counts.
- * @param {() => Promise<unknown>} fetchList
+ * (for ErrorNote, beside it). Reads may overlap (Older pressed twice, an action while a read is under
+ * way): only the latest read's answer counts, so `fetchList` sets what it read only while
+ * `isCurrent()` says it is still the latest.
+ * @param {(isCurrent: () => boolean) => Promise<unknown>} fetchList
  * @param {unknown[]} [deps]
  */
 export const useReloading = (fetchList, deps = []) => {
@@ -176,15 +180,18 @@ export const useReloading = (fetchList, deps = []) => {
   const latest = useRef(0)
   const load = async () => {
     const read = ++latest.current
+    const isCurrent = () => read === latest.current
     try {
-      await fetchList()
-      if (read === latest.current) setFailure(null)
+      await fetchList(isCurrent)
+      if (isCurrent()) setFailure(null)
     } catch (failed) {
-      if (read === latest.current) setFailure(failed)
+      if (isCurrent()) setFailure(failed)
     }
   }
   useEffect(() => {
     load()
+    // A page left while its read is under way: that read's answer is nobody's.
+    return () => void latest.current++
   }, deps)
   const retry = () => {
     setFailure(null)

@@ -44,7 +44,8 @@ export const WebhooksPage = () => {
   const [events, setEvents] = useState(["email.received"])
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [open, setOpen] = useState(/** @type {string | null} */ (null))
-  const { error, failure, retry, run } = useReloading(() => call("GET", "/api/webhooks?limit=100").then((a) => setWebhooks(a.data)))
+  const { error, failure, retry, run } = useReloading((isCurrent) =>
+    call("GET", "/api/webhooks?limit=100").then((a) => isCurrent() && setWebhooks(a.data)))
 
   /** @param {Event} event */
   const create = (event) => {

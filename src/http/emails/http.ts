@@ -27,7 +27,6 @@ const safeContentType = (contentType: string) =>
 
 type Path<S extends { readonly Type: unknown }> = { readonly path: S["Type"] }
 
-/** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
 /** A list's filters, from its query. */
 const filterOf = (urlParams: typeof EmailListParams.Type): EmailFilter => ({
   direction: urlParams.direction,
@@ -37,6 +36,7 @@ const filterOf = (urlParams: typeof EmailListParams.Type): EmailFilter => ({
   after: urlParams.after
 })
 
+/** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
 const makeHandlers = Effect.gen(function*() {
     const emails = yield* Emails
     const labels = yield* Labels
