@@ -33,6 +33,19 @@ const run = (env: Record<string, string>) =>
     })
   })
 
+/** A port held by a listener of this test (no other suite's server holds it right now; a fixed port could be anyone's). */
+const holdAPort = async () => {
+  const blocker = net.createServer()
+  await new Promise<void>((resolve, reject) => {
+    blocker.once("error", reject)
+    blocker.listen(0, "127.0.0.1", resolve)
+  })
+  return {
+    port: (blocker.address() as net.AddressInfo).port,
+    release: () => new Promise<void>((resolve) => blocker.close(() => resolve()))
+  }
+}
+
 // Each case is a process that stops at start: independent, so they run side by side.
 describe.concurrent("configuration", () => {
   it.each([
@@ -142,20 +155,15 @@ describe.concurrent("a start that fails", () => {
   })
 
   it("stops with a one-line reason when the HTTP port is taken", async () => {
-    const blocker = net.createServer()
-    await new Promise<void>((resolve, reject) => {
-      blocker.once("error", reject)
-      blocker.listen(0, "127.0.0.1", resolve)
-    })
-    const taken = (blocker.address() as net.AddressInfo).port
+    const taken = await holdAPort()
     try {
-      const { code, output } = await run({ PORT: String(taken), SMTP_PORT: String(await freePort()) })
+      const { code, output } = await run({ PORT: String(taken.port), SMTP_PORT: String(await freePort()) })
       expect(code).toBe(1)
       // It said "could not start" and nothing more.
-      expect(output).toMatch(new RegExp(`could not start\\nlisten EADDRINUSE: address already in use 127\\.0\\.0\\.1:${taken}\\n`))
+      expect(output).toMatch(new RegExp(`could not start\\nlisten EADDRINUSE: address already in use 127\\.0\\.0\\.1:${taken.port}\\n`))
       expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
     } finally {
-      await new Promise((resolve) => blocker.close(resolve))
+      await taken.release()
     }
   })
 })
@@ -163,21 +171,15 @@ describe.concurrent("a start that fails", () => {
 // Alone: it holds the SMTP port the other cases' processes are given.
 describe.sequential("a port in use", () => {
   it("stops with a one-line reason when the SMTP port is taken", async () => {
-    // A port no other suite's server holds right now (a fixed one could be any server's free port).
-    const blocker = net.createServer()
-    await new Promise<void>((resolve, reject) => {
-      blocker.once("error", reject)
-      blocker.listen(0, "127.0.0.1", resolve)
-    })
-    const taken = (blocker.address() as net.AddressInfo).port
+    const taken = await holdAPort()
     try {
-      const { code, output } = await run({ PORT: String(await freePort()), SMTP_PORT: String(taken) })
+      const { code, output } = await run({ PORT: String(await freePort()), SMTP_PORT: String(taken.port) })
       expect(code).toBe(1)
-      expect(output).toMatch(new RegExp(`could not start\\nSMTP could not listen on 127\\.0\\.0\\.1:${taken}: .*EADDRINUSE`))
+      expect(output).toMatch(new RegExp(`could not start\\nSMTP could not listen on 127\\.0\\.0\\.1:${taken.port}: .*EADDRINUSE`))
       // No stack trace, from the sources or from the build.
       expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
     } finally {
-      await new Promise((resolve) => blocker.close(resolve))
+      await taken.release()
     }
   })
 })
