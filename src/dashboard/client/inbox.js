@@ -33,19 +33,36 @@ const EmailList = ({ emails }) => html`
 `
 
 /**
- * Run `load` now, whenever `deps` change and whenever new mail is announced. Reads may overlap (mail
- * arriving in bursts, a page turned meanwhile): `load` sets what it read only while `isCurrent()`
- * says it is still the latest read of a page still shown.
- * @param {(isCurrent: () => boolean) => Promise<void>} load
- * @param {unknown[]} deps
+ * A page of the emails `path` lists (with `params`), read again whenever they or the page change,
+ * whenever new mail is announced and on `retry`. Reads may overlap (mail arriving in bursts, a page
+ * turned meanwhile): only the latest read of a page still shown sets it. A page left empty by mail
+ * deleted meanwhile moves to the last page there is.
+ * @param {string} path
+ * @param {Record<string, string>} [params]
  */
-const useLiveLoad = (load, deps) => {
+const useEmailPage = (path, params = {}) => {
+  const [emails, setEmails] = useState(/** @type {any[] | null} */ (null))
+  const [total, setTotal] = useState(0)
+  const [offset, setOffset] = useState(0)
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
+  const [attempt, setAttempt] = useState(0)
+  const asked = path + query({ limit: PAGE, offset, ...params })
   useEffect(() => {
     let latest = 0
     let shown = true
-    const read = () => {
+    const read = async () => {
       const mine = ++latest
-      return load(() => shown && mine === latest)
+      const isCurrent = () => shown && mine === latest
+      try {
+        const answer = await call("GET", asked)
+        if (!isCurrent()) return
+        if (answer.data.length === 0 && offset > 0) return setOffset(Math.max(0, Math.floor((answer.meta.total - 1) / PAGE) * PAGE))
+        setEmails(answer.data)
+        setTotal(answer.meta.total)
+        setFailure(null)
+      } catch (failed) {
+        if (isCurrent()) setFailure(failed)
+      }
     }
     read()
     const stop = onMail(() => read())
@@ -53,50 +70,37 @@ const useLiveLoad = (load, deps) => {
       shown = false
       stop()
     }
-  }, deps)
+  }, [asked, attempt])
+  const retry = () => {
+    setFailure(null)
+    setAttempt((n) => n + 1)
+  }
+  return { emails, total, offset, setOffset, failure, retry }
 }
-
-/** The page to show when the one at `offset` came back empty but mail remains (some was deleted meanwhile): the last there is. */
-const lastPage = (/** @type {number} */ total) => Math.max(0, Math.floor((total - 1) / PAGE) * PAGE)
 
 /** @param {{ mailboxId: string }} props */
 export const MailboxInbox = ({ mailboxId }) => {
   // undefined until the mailbox list answers; null: the account has no such mailbox.
   const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
-  const [emails, setEmails] = useState(/** @type {any[] | null} */ (null))
-  const [total, setTotal] = useState(0)
-  const [offset, setOffset] = useState(0)
   const [sort, setSort] = useState("received_at:desc")
   const [grouped, setGrouped] = useState(false)
+  const { emails, total, offset, setOffset, failure: listFailure, retry: readAgain } =
+    useEmailPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/emails`, { sort })
   // The mailbox's lookup and the mail's read fail apart; a retry asks both again.
   const [lookupFailure, setLookupFailure] = useState(/** @type {unknown} */ (null))
-  const [listFailure, setListFailure] = useState(/** @type {unknown} */ (null))
-  const [attempt, setAttempt] = useState(0)
+  const [lookups, setLookups] = useState(0)
 
   useEffect(() => {
     if (mailbox !== undefined) return
     findMailbox(mailboxId).then((found) => (setMailbox(found), setLookupFailure(null)), setLookupFailure)
-  }, [mailboxId, attempt])
-
-  useLiveLoad(async (isCurrent) => {
-    try {
-      const answer = await call("GET", `/api/mailboxes/${encodeURIComponent(mailboxId)}/emails` + query({ limit: PAGE, offset, sort }))
-      if (!isCurrent()) return
-      if (answer.data.length === 0 && offset > 0) return setOffset(lastPage(answer.meta.total))
-      setEmails(answer.data)
-      setTotal(answer.meta.total)
-      setListFailure(null)
-    } catch (failure) {
-      if (isCurrent()) setListFailure(failure)
-    }
-  }, [mailboxId, offset, sort, attempt])
+  }, [mailboxId, lookups])
 
   if (mailbox === null || isNotFound(listFailure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
   const failure = listFailure ?? lookupFailure
   const retry = () => {
-    setListFailure(null)
     setLookupFailure(null)
-    setAttempt(attempt + 1)
+    setLookups(lookups + 1)
+    readAgain()
   }
   return html`
     <h1>${mailbox ? mailbox.email_address : "Inbox"}</h1>
@@ -124,28 +128,12 @@ export const MailboxInbox = ({ mailboxId }) => {
 
 /** The newest mail of every mailbox, in one list (GET /api/emails), a page at a time. */
 export const AllInbox = () => {
-  const [emails, setEmails] = useState(/** @type {any[] | null} */ (null))
-  const [total, setTotal] = useState(0)
-  const [offset, setOffset] = useState(0)
-  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
-  const [attempt, setAttempt] = useState(0)
-  useLiveLoad(async (isCurrent) => {
-    try {
-      // Every mailbox's mail in one list: one request, however many mailboxes.
-      const answer = await call("GET", "/api/emails" + query({ limit: PAGE, offset }))
-      if (!isCurrent()) return
-      if (answer.data.length === 0 && offset > 0) return setOffset(lastPage(answer.meta.total))
-      setEmails(answer.data)
-      setTotal(answer.meta.total)
-      setFailure(null)
-    } catch (failed) {
-      if (isCurrent()) setFailure(failed)
-    }
-  }, [attempt, offset])
+  // Every mailbox's mail in one list: one request, however many mailboxes.
+  const { emails, total, offset, setOffset, failure, retry } = useEmailPage("/api/emails")
   return html`
     <h1>Inbox</h1>
     <p class="muted">The newest mail across all your mailboxes.</p>
-    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${() => (setFailure(null), setAttempt(attempt + 1))} />` : emails === null
+    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null
       ? html`<p class="muted">Loading…</p>` : emails.length === 0
       ? html`<p class="muted">No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.</p>`
       : html`<${EmailList} emails=${emails} /><${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun="emails" onOffset=${setOffset} />`}

@@ -5,11 +5,12 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
-import { listMeta, page, parseSort } from "../../../services/listing.ts"
+import { listMeta, page, type Page, parseSort, type Sort } from "../../../services/listing.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
 import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import type {
+  Draft,
   DraftInput,
   DraftSortField,
   DraftStatus,
@@ -49,6 +50,17 @@ const makeHandlers = Effect.gen(function*() {
   const ok = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.map(orUnavailable(effect), (data) => ({ success: true as const, data }))
   const caller = Effect.map(CurrentPrincipal, (principal) => principal.userId)
   type EmailPath = { readonly emailId: string }
+  /** A drafts list's answer: the page and order the query asks for, read by `read`. */
+  const draftList = <E, R>(
+    urlParams: DraftQuery,
+    read: (userId: string, p: Page, sort: Sort<DraftSortField>) => Effect.Effect<{ readonly data: ReadonlyArray<Draft>; readonly total: number }, E, R>
+  ) =>
+    Effect.gen(function*() {
+      const p = page(urlParams)
+      const sort = parseSort<DraftSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
+      const { data, total } = yield* orUnavailable(read(yield* caller, p, sort))
+      return { success: true as const, data, meta: listMeta(total, p) }
+    })
   return {
     send: (request: Request<{ readonly mailboxId: string }, SendInput>) =>
       Effect.flatMap(caller, (userId) =>
@@ -65,19 +77,9 @@ const makeHandlers = Effect.gen(function*() {
     createDraft: ({ path, payload }: { readonly path: { readonly mailboxId: string }; readonly payload: DraftInput }) =>
       Effect.flatMap(caller, (userId) => ok(drafts.create(userId, path.mailboxId, payload))),
     listDrafts: ({ path, urlParams }: { readonly path: { readonly mailboxId: string }; readonly urlParams: DraftQuery }) =>
-      Effect.gen(function*() {
-        const p = page(urlParams)
-        const sort = parseSort<DraftSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
-        const { data, total } = yield* orUnavailable(drafts.list(yield* caller, path.mailboxId, p, sort, urlParams.status))
-        return { success: true as const, data, meta: listMeta(total, p) }
-      }),
+      draftList(urlParams, (userId, p, sort) => drafts.list(userId, path.mailboxId, p, sort, urlParams.status)),
     listAllDrafts: ({ urlParams }: { readonly urlParams: DraftQuery }) =>
-      Effect.gen(function*() {
-        const p = page(urlParams)
-        const sort = parseSort<DraftSortField>(urlParams.sort, { field: "created_at", direction: "desc" })
-        const { data, total } = yield* orUnavailable(drafts.listAll(yield* caller, p, sort, urlParams.status))
-        return { success: true as const, data, meta: listMeta(total, p) }
-      }),
+      draftList(urlParams, (userId, p, sort) => drafts.listAll(userId, p, sort, urlParams.status)),
     getDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.get(userId, path.mailboxId, path.draftId))),
     updateDraft: ({ path, payload }: { readonly path: DraftPath; readonly payload: DraftInput }) =>
       Effect.flatMap(caller, (userId) => ok(drafts.update(userId, path.mailboxId, path.draftId, payload))),
