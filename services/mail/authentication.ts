@@ -50,14 +50,14 @@ export const DmarcVerdict = Schema.Struct({
 }).annotations({ identifier: "DmarcVerdict" })
 export type DmarcVerdict = typeof DmarcVerdict.Type
 
-export const ArcVerdict = Schema.Struct({
+const arcFields = {
   result: ArcResult,
-  // Read as null where it is missing: a verdict made before the domain was kept (a message still on
-  // the bus from an older node; stored ones are filled in on reading, mail/records.ts).
-  domain: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null }).annotations({
+  domain: Schema.NullOr(Schema.String).annotations({
     description: "The domain of the latest ARC set's seal (its ARC-Seal's d=): the last intermediary, who vouches for the mail only when result is pass; null without an ARC chain"
   })
-}).annotations({ identifier: "ArcVerdict" })
+}
+
+export const ArcVerdict = Schema.Struct(arcFields).annotations({ identifier: "ArcVerdict" })
 
 export const Authentication = Schema.Struct({
   spf: SpfVerdict,
@@ -69,6 +69,16 @@ export const Authentication = Schema.Struct({
   description: "SPF, DKIM, DMARC and ARC verdicts, computed when the message was received"
 })
 export type Authentication = typeof Authentication.Type
+
+/**
+ * The verdicts as the bus carries them: a message still on the bus from an older node has no ARC
+ * domain, which reads as null (stored ones are filled in on reading, mail/records.ts). The API's
+ * answers always carry it (Authentication).
+ */
+export const AuthenticationOnTheBus = Schema.Struct({
+  ...Authentication.fields,
+  arc: Schema.Struct({ ...arcFields, domain: Schema.optionalWith(arcFields.domain, { default: () => null }) })
+})
 
 /** What the SMTP node knows of a message when DATA ends. */
 export interface Envelope {

@@ -3,7 +3,7 @@
  * SPEC's snake_case names are kept as is.
  */
 import { Schema } from "effect"
-import { Authentication } from "./authentication.ts"
+import { Authentication, AuthenticationOnTheBus } from "./authentication.ts"
 import { Spam } from "./spam.ts"
 import { Extracted } from "./extracted.ts"
 
@@ -24,7 +24,7 @@ export const InboundMessage = Schema.Struct({
   /** Sent to a bounce address: a delivery report about this sent email, not mail for the mailbox. */
   bounce_of: Schema.optional(Schema.String),
   /** The SMTP node's verdicts; absent on a message accepted before the checks existed. */
-  authentication: Schema.optional(Authentication),
+  authentication: Schema.optional(AuthenticationOnTheBus),
   authentication_results: Schema.optional(Schema.String),
   /** rspamd's verdict; absent when RSPAMD_URL is unset. */
   spam: Schema.optional(Spam)

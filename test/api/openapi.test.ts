@@ -270,6 +270,11 @@ describe("OpenAPI: a reference people can use", () => {
     // The verdicts are documented field by field (issue 20), so a receiver can rely on them.
     const authentication = resolve(received.properties.data.properties.authentication.anyOf.find((s: Json) => s.type !== "null"))
     expect(Object.keys(authentication.properties).sort()).toEqual(["arc", "dkim", "dmarc", "spf"])
+    // Every verdict's fields are always there (null where nothing applies): none reads as optional.
+    for (const verdict of ["spf", "dmarc", "arc"]) {
+      const schema = resolve(authentication.properties[verdict])
+      expect(schema.required, verdict).toEqual(Object.keys(schema.properties))
+    }
     // And so is extracted content (issue 17, item 5), in the email too.
     const extracted = resolve(received.properties.data.properties.extracted.anyOf.find((s: Json) => s.type !== "null"))
     expect(Object.keys(extracted.properties).sort()).toEqual(["codes", "links", "reply_text"])

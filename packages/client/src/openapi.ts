@@ -2088,7 +2088,7 @@ export interface components {
         };
         ArcVerdict: {
             /** @description The domain of the latest ARC set's seal (its ARC-Seal's d=): the last intermediary, who vouches for the mail only when result is pass; null without an ARC chain */
-            domain?: string | null;
+            domain: string | null;
             /** @enum {string} */
             result: "pass" | "fail" | "none" | "temperror";
         };
