@@ -61,18 +61,40 @@ export const TextArea = ({ id, label, value, onInput, hint, error, rows = 8 }) =
 `
 
 /**
+ * Put `text` on the clipboard. The Clipboard API exists only in a secure context (HTTPS or
+ * localhost): a dashboard served over plain HTTP on another host copies through a selected text area.
+ * @param {string} text
+ */
+const writeClipboard = async (text) => {
+  if (navigator.clipboard) return navigator.clipboard.writeText(text)
+  const area = document.createElement("textarea")
+  area.value = text
+  area.setAttribute("readonly", "")
+  area.className = "visually-hidden"
+  document.body.append(area)
+  area.select()
+  const copied = document.execCommand("copy")
+  area.remove()
+  if (!copied) throw new Error("copy refused")
+}
+
+/**
  * `label` is what the button shows; `name`, when given, what it is called for a screen reader (where
- * several buttons would show the same label).
+ * several buttons would show the same label). What happened is shown on the button and said by a
+ * status region, so a screen reader hears it too.
  * @param {{ text: string, label?: string, name?: string }} props
  */
 export const CopyButton = ({ text, label = "Copy", name }) => {
-  const [copied, setCopied] = useState(false)
+  const [outcome, setOutcome] = useState(/** @type {"copied" | "failed" | null} */ (null))
   const copy = async () => {
-    await navigator.clipboard.writeText(text)
-    setCopied(true)
-    setTimeout(() => setCopied(false), 2000)
+    setOutcome(await writeClipboard(text).then(() => /** @type {const} */ ("copied"), () => /** @type {const} */ ("failed")))
+    setTimeout(() => setOutcome(null), 2000)
   }
-  return html`<button type="button" class="secondary" aria-label=${name} onClick=${copy}>${copied ? "Copied" : label}</button>`
+  return html`<button type="button" class="secondary" aria-label=${name} onClick=${copy}>${
+    outcome === "copied" ? "Copied" : outcome === "failed" ? "Copy failed" : label
+  }</button><span class="visually-hidden" role="status">${
+    outcome === "copied" ? "Copied to the clipboard" : outcome === "failed" ? "Could not copy: select the text and copy it" : ""
+  }</span>`
 }
 
 /** @param {{ error: unknown }} props */
