@@ -1,5 +1,5 @@
 /**
- * Mailboxes (SPEC "Mailbox", "Mailboxes"; DESIGN.md §4): create, list, check, rename and delete the
+ * Mailboxes (SPEC "Mailbox", "Mailboxes"; DESIGN.md §4): create, read, list, check, rename and delete the
  * addresses agents receive mail at.
  *
  * - Uniqueness is case-insensitive and across all users. The partial unique index on
@@ -189,6 +189,11 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return { mailboxes, total: yield* activeCount(owner.userId) }
     })
 
+    /** One of the owner's active mailboxes; 404 when it is not theirs, or deleted. */
+    const get = Effect.fn("Mailboxes.get")(function*(owner: Owner, mailboxId: string) {
+      return toMailbox(yield* findActive(owner, mailboxId, false))
+    })
+
     /** check-email: a rule failure (422, 409) is an answer (`valid: false`); malformed or missing input (400) stays an error. */
     const check = Effect.fn("Mailboxes.check")(function*(owner: Owner, request: AddressRequest, exclude: string | undefined) {
       const invalid = (error: Exclude<AddressError, BadRequest | MissingFields>) =>
@@ -243,6 +248,6 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return { deleted: true as const }
     })
 
-    return { allowedDomains, create, list, listPage, check, rename, remove } as const
+    return { allowedDomains, create, get, list, listPage, check, rename, remove } as const
   })
 }) {}

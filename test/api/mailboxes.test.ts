@@ -254,6 +254,29 @@ describe("GET /v1/api/mailboxes", () => {
   })
 })
 
+describe("GET /v1/api/mailboxes/{mailboxId}", () => {
+  it("reads one of the caller's mailboxes as the list shows it; another's, a deleted or an unknown one is 404", async () => {
+    const user = await withApiKey(server.url)
+    const other = await withApiKey(server.url)
+    const mailbox = await createOk(user)
+    const reply = await keyed(user).GET("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId: mailbox.mailbox_id } } })
+    expect(reply.response.status).toBe(200)
+    expect(reply.data).toEqual({ success: true, mailbox: (await listed(user))[0] })
+
+    const notFound = (mailboxId: string) => failure("NOT_FOUND", { mailbox_id: mailboxId })
+    const theirs = await keyed(other).GET("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId: mailbox.mailbox_id } } })
+    expect([theirs.response.status, theirs.error]).toEqual([404, notFound(mailbox.mailbox_id)])
+    const unknown = await keyed(user).GET("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId: "mbx_nope" } } })
+    expect([unknown.response.status, unknown.error]).toEqual([404, notFound("mbx_nope")])
+    await keyed(user).DELETE("/v1/api/mailboxes/{mailboxId}", {
+      params: { path: { mailboxId: mailbox.mailbox_id } },
+      body: { confirm_email_address: mailbox.email_address }
+    })
+    const deleted = await keyed(user).GET("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId: mailbox.mailbox_id } } })
+    expect([deleted.response.status, deleted.error]).toEqual([404, notFound(mailbox.mailbox_id)])
+  })
+})
+
 describe("GET /v1/api/mailboxes/check-email", () => {
   const check = (user: User, query: Record<string, string>) =>
     keyed(user).GET("/v1/api/mailboxes/check-email", { params: { query } })
@@ -456,7 +479,7 @@ describe("DELETE /v1/api/mailboxes/{mailboxId}", () => {
 })
 
 describe("dashboard routes (/api/mailboxes, session cookie)", () => {
-  it("create, list, check-email and delete with the cookie from our own origin", async () => {
+  it("create, list, check-email, read and delete with the cookie from our own origin", async () => {
     const user = await signUp(server.url)
     const local = fresh()
     const created = await dashboard().POST("/api/mailboxes", { body: { local_part: local, domain: DOMAIN }, ...session(user) })
@@ -472,6 +495,8 @@ describe("dashboard routes (/api/mailboxes, session cookie)", () => {
     expect(noDomain.error?.success).toBe(false)
 
     const path = { params: { path: { mailboxId: created.data!.mailbox.mailbox_id } }, ...session(user) }
+    const read = await dashboard().GET("/api/mailboxes/{mailboxId}", path)
+    expect(read.data).toEqual({ success: true, mailbox: created.data!.mailbox })
     const wrong = await dashboard().DELETE("/api/mailboxes/{mailboxId}", { ...path, body: { confirm_email_address: "nope@agents.localhost" } })
     expect(wrong.response.status).toBe(400)
     expect(wrong.error).toEqual(failure("VALIDATION_ERROR", { field_errors: { confirm_email_address: expect.any(String) } }))

@@ -555,11 +555,13 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
         await expect(page.getByText(absent).count(), `${path}: ${absent}`).resolves.toBe(0)
       }
     }
-    // The list and the drafts (awaiting and sent) answer 404 (the compose page finds no such mailbox in the list).
-    expect(refusals(/mbx_doesnotexist/)).toEqual([
-      `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist/emails?limit=20&offset=0&sort=received_at%3Adesc`,
+    // The inbox's mailbox and mail, the drafts (awaiting and sent) and the compose page's mailbox answer 404.
+    expect(refusals(/mbx_doesnotexist/).sort()).toEqual([
+      `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist`,
+      `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist`,
       `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist/drafts?status=draft&limit=100&offset=0`,
-      `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist/drafts?status=sent&limit=20`
+      `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist/drafts?status=sent&limit=20`,
+      `404 GET ${server.url}/api/mailboxes/mbx_doesnotexist/emails?limit=20&offset=0&sort=received_at%3Adesc`
     ])
   })
 
@@ -583,6 +585,17 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await expect(page.getByText(/\d+ emails?$/).count()).resolves.toBe(0)
     await page.getByRole("button", { name: "Try again" }).click()
     await page.getByRole("link", { name: /^bob@partner\.test Where is my parcel\?/ }).waitFor()
+    await expect(page.getByRole("alert").count()).resolves.toBe(0)
+
+    // The mailbox's own lookup refused: the mail it read stays listed; trying again brings the heading.
+    await page.route(new RegExp(`/api/mailboxes/${mailboxId}$`), (route) => route.fulfill(tooMany), { times: 1 })
+    await page.goto("/#/")
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByRole("link", { name: /^bob@partner\.test Where is my parcel\?/ }).waitFor()
+    await failedLoad()
+    await expect(page.getByRole("heading", { name: "Inbox" }).count()).resolves.toBe(1)
+    await page.getByRole("button", { name: "Try again" }).click()
+    await page.getByRole("link", { name: "New email" }).waitFor()
     await expect(page.getByRole("alert").count()).resolves.toBe(0)
 
     await refusedOnce("**/api/drafts?*")
@@ -612,6 +625,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
 
     expect(refusals(/^429 /)).toEqual([
       expect.stringMatching(new RegExp(`^429 GET ${server.url}/api/mailboxes/${mailboxId}/emails\\?`)),
+      `429 GET ${server.url}/api/mailboxes/${mailboxId}`,
       `429 GET ${server.url}/api/drafts?status=draft&limit=100&offset=0`,
       `429 POST ${server.url}/api/search`
     ])

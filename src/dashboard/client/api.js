@@ -108,18 +108,18 @@ export const allMailboxes = async () => {
 }
 
 /**
- * One mailbox of the account by its id, read from the list page by page until it is found (there
- * is no route for one mailbox); null when the account has none by that id.
+ * One mailbox of the account by its id; null when the account has none by that id (or it was deleted).
  * @param {string} mailboxId
  * @returns {Promise<any | null>}
  */
-export const findMailbox = async (mailboxId) => {
-  for await (const page of mailboxPages()) {
-    const found = page.find((mailbox) => mailbox.mailbox_id === mailboxId)
-    if (found) return found
-  }
-  return null
-}
+export const findMailbox = (mailboxId) =>
+  call("GET", `/api/mailboxes/${encodeURIComponent(mailboxId)}`).then(
+    (answer) => answer.mailbox,
+    (error) => {
+      if (isNotFound(error)) return null
+      throw error
+    }
+  )
 
 /** A refusal that says what was asked for is not there (or not the caller's). @param {unknown} error */
 export const isNotFound = (error) => error instanceof ApiError && error.status === 404

@@ -86,7 +86,8 @@ export const MailboxInbox = ({ mailboxId }) => {
   const [grouped, setGrouped] = useState(false)
   const { emails, total, offset, setOffset, failure: listFailure, retry: readAgain } =
     useEmailPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/emails`, { sort })
-  // The mailbox's lookup and the mail's read fail apart; a retry asks both again.
+  // The mailbox's lookup and the mail's read fail apart, and each is asked again on its own: a
+  // failed lookup (the heading, New email, Drafts) leaves the mail it did read on the page.
   const [lookupFailure, setLookupFailure] = useState(/** @type {unknown} */ (null))
   const [lookups, setLookups] = useState(0)
 
@@ -96,11 +97,9 @@ export const MailboxInbox = ({ mailboxId }) => {
   }, [mailboxId, lookups])
 
   if (mailbox === null || isNotFound(listFailure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
-  const failure = listFailure ?? lookupFailure
-  const retry = () => {
+  const lookUpAgain = () => {
     setLookupFailure(null)
     setLookups(lookups + 1)
-    readAgain()
   }
   return html`
     <h1>${mailbox ? mailbox.email_address : "Inbox"}</h1>
@@ -109,7 +108,8 @@ export const MailboxInbox = ({ mailboxId }) => {
         <a class="button" href=${href("mailboxes", mailboxId, "compose")}>New email</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "drafts")}>Drafts</a>
       </div>`}
-    ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null ? html`<p class="muted">Loading…</p>` : html`
+    ${lookupFailure && html`<${LoadFailed} error=${lookupFailure} onRetry=${lookUpAgain} />`}
+    ${listFailure ? html`<${LoadFailed} error=${listFailure} onRetry=${readAgain} />` : emails === null ? html`<p class="muted">Loading…</p>` : html`
       <div class="toolbar">
         <label for="sort">Sort</label>
         <select id="sort" value=${sort} onChange=${(/** @type {any} */ e) => (setSort(e.currentTarget.value), setOffset(0))}>

@@ -35,6 +35,7 @@ import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const MailboxCreated = Schema.Struct({ success: Schema.Literal(true), mailbox: Mailbox }).annotations({ identifier: "MailboxCreated" })
+const MailboxFound = Schema.Struct({ success: Schema.Literal(true), mailbox: Mailbox }).annotations({ identifier: "MailboxFound" })
 const MailboxList = Schema.Struct({ success: Schema.Literal(true), mailboxes: Schema.Array(Mailbox), meta: ListMeta })
   .annotations({ identifier: "MailboxList" })
 
@@ -106,6 +107,17 @@ const mailboxEndpoints = <const Name extends string>(name: Name) =>
           "Applies the create rules without creating: a rule failure is 200 `valid: false` with its code (LOCAL_TOO_SHORT, EMAIL_TAKEN, ...); " +
             "exclude_mailbox_id counts that mailbox's own address as free (rename)"
         )
+    )
+    .add(
+      HttpApiEndpoint.get("get", "/mailboxes/:mailboxId")
+        .setPath(MailboxPath)
+        .addSuccess(MailboxFound)
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Read a mailbox",
+          description: "One of the caller's active mailboxes, under `mailbox`, as the list shows it; 404 NOT_FOUND when it is " +
+            "another account's, deleted or unknown"
+        }))
     )
     .add(
       HttpApiEndpoint.patch("rename", "/mailboxes/:mailboxId")

@@ -41,6 +41,12 @@ const makeHandlers = (surface: Surface) =>
           const mailbox = yield* mailboxes.create(owner, request).pipe(orUnavailable)
           return { success: true as const, mailbox }
         }),
+      get: ({ path }: { readonly path: { readonly mailboxId: string } }) =>
+        Effect.gen(function*() {
+          const owner = yield* CurrentPrincipal
+          const mailbox = yield* mailboxes.get(owner, path.mailboxId).pipe(orUnavailable)
+          return { success: true as const, mailbox }
+        }),
       checkEmail: ({ urlParams }: { readonly urlParams: typeof CheckEmailParams.Type }) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
@@ -74,6 +80,7 @@ export const MailboxesHandlers = HttpApiBuilder.group(MailroomApi, "mailboxes", 
       .handle("list", mailbox.list)
       .handle("create", mailbox.create)
       .handle("checkEmail", mailbox.checkEmail)
+      .handle("get", mailbox.get)
       .handle("rename", mailbox.rename)
       .handle("remove", mailbox.remove))).pipe(Layer.provide(Mailboxes.Default))
 
@@ -83,5 +90,6 @@ export const DashboardMailboxesHandlers = HttpApiBuilder.group(MailroomApi, "das
       .handle("list", mailbox.list)
       .handle("create", mailbox.create)
       .handle("checkEmail", mailbox.checkEmail)
+      .handle("get", mailbox.get)
       .handle("rename", mailbox.rename)
       .handle("remove", mailbox.remove))).pipe(Layer.provide(Mailboxes.Default))
