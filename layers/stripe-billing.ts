@@ -4,7 +4,10 @@
  * - One Stripe customer per user, created on first need (idempotently: a retried create makes none
  *   twice) and kept on the user's subscription row.
  * - Checkout: a Checkout Session in subscription mode for the plan's price (`STRIPE_PRICE_PRO`,
- *   `STRIPE_PRICE_ENTERPRISE`), carrying the user id so its events find the account.
+ *   `STRIPE_PRICE_ENTERPRISE`), carrying the user id so its events find the account. An account that
+ *   pays a subscription already changes that one's price instead, on Stripe's hosted confirmation
+ *   page (the billing portal's `subscription_update_confirm` flow, which shows the proration): a
+ *   second Checkout Session would start a second subscription and charge both.
  * - Portal: a Billing Portal session for the customer.
  * - Webhooks: `Stripe-Signature` checked with `STRIPE_WEBHOOK_SECRET` over the raw body, and the
  *   events Mailroom acts on turned into BillingEvents (services/billing/events.ts).
@@ -141,10 +144,52 @@ export const layer = (options: StripeOptions) =>
         }
       }
 
+      /**
+       * The subscription the account pays now, with the item its plan's price is on; none when it
+       * has none, or Stripe says it has ended.
+       */
+      const liveSubscription = (userId: string) =>
+        Effect.gen(function*() {
+          const rows = yield* sql<{ stripeSubscriptionId: string }>`
+            SELECT stripe_subscription_id FROM subscriptions
+            WHERE user_id = ${userId} AND stripe_subscription_id IS NOT NULL AND plan <> 'free'`.pipe(
+            Effect.catchTag("SqlError", paymentError("Could not read the account's subscription"))
+          )
+          const id = rows[0]?.stripeSubscriptionId
+          if (id === undefined) return undefined
+          const subscription = yield* Effect.tryPromise({
+            // One Stripe no longer has (deleted test data, say) is none.
+            try: () => stripe.subscriptions.retrieve(id).catch((error) => (error?.code === "resource_missing" ? null : Promise.reject(error))),
+            catch: paymentError("Stripe did not answer for the account's subscription")
+          })
+          const item = subscription?.items.data[0]
+          return subscription === null || statusOf(subscription.status) === "ended" || item === undefined ? undefined : { id, item: item.id }
+        })
+
       return PaymentProvider.of({
         checkout: (request) =>
           Effect.gen(function*() {
             const customer = yield* customerFor(request.userId)
+            const live = yield* liveSubscription(request.userId)
+            if (live !== undefined) {
+              const change = yield* Effect.tryPromise({
+                try: () =>
+                  stripe.billingPortal.sessions.create({
+                    customer,
+                    return_url: request.cancelUrl,
+                    flow_data: {
+                      type: "subscription_update_confirm",
+                      subscription_update_confirm: {
+                        subscription: live.id,
+                        items: [{ id: live.item, price: options.prices[request.plan], quantity: 1 }]
+                      },
+                      after_completion: { type: "redirect", redirect: { return_url: request.successUrl } }
+                    }
+                  }),
+                catch: paymentError("Stripe did not open the page that changes the subscription's plan")
+              })
+              return { url: change.url }
+            }
             const session = yield* Effect.tryPromise({
               try: () =>
                 stripe.checkout.sessions.create({

@@ -124,6 +124,10 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
         if (userId === undefined) return "unknown-customer" as const
         const now = new Date()
         const newer = sql`(provider_state_at IS NULL OR provider_state_at <= ${event.at})`
+        // About the subscription the account pays now (or it has none on record): the events of one it
+        // left (a second checkout's predecessor) neither change its plan nor end it.
+        const current = (subscriptionId: string | undefined) =>
+          sql`(stripe_subscription_id IS NULL OR ${subscriptionId ?? null}::text IS NULL OR stripe_subscription_id = ${subscriptionId ?? null})`
         const link = sql`stripe_customer_id = coalesce(stripe_customer_id, ${event.customerId ?? null}),
                          provider_state_at = ${event.at}, updated_at = now()`
         let applied: ReadonlyArray<unknown>
@@ -141,7 +145,7 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
               UPDATE subscriptions SET plan = ${event.plan}, status = ${event.status},
                 current_period_start = ${event.periodStart}, current_period_end = ${event.periodEnd},
                 cancel_at_period_end = ${event.cancelAtPeriodEnd}, stripe_subscription_id = ${event.subscriptionId}, ${link}
-              WHERE user_id = ${userId} AND ${newer} RETURNING user_id`
+              WHERE user_id = ${userId} AND ${newer} AND ${current(event.subscriptionId)} RETURNING user_id`
             break
           }
           case "subscription-ended": {
@@ -149,13 +153,13 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
             applied = yield* sql`
               UPDATE subscriptions SET plan = 'free', status = 'canceled', current_period_start = ${period.start},
                 current_period_end = ${period.end}, cancel_at_period_end = false, stripe_subscription_id = NULL, ${link}
-              WHERE user_id = ${userId} AND ${newer} RETURNING user_id`
+              WHERE user_id = ${userId} AND ${newer} AND ${current(event.subscriptionId)} RETURNING user_id`
             break
           }
           case "payment-failed": {
             applied = yield* sql`
               UPDATE subscriptions SET status = 'past_due', ${link}
-              WHERE user_id = ${userId} AND plan <> 'free' AND ${newer} RETURNING user_id`
+              WHERE user_id = ${userId} AND plan <> 'free' AND ${newer} AND ${current(event.subscriptionId)} RETURNING user_id`
             break
           }
         }

@@ -20,9 +20,13 @@ interface StripeRequest {
   readonly form: URLSearchParams
 }
 
-/** Stripe's API as far as Mailroom uses it: customers, checkout sessions, billing portal sessions. */
+/**
+ * Stripe's API as far as Mailroom uses it: customers, checkout sessions, billing portal sessions, and
+ * reading the subscriptions a test puts in `subscriptions`.
+ */
 const fakeStripe = async () => {
   const requests: Array<StripeRequest> = []
+  const subscriptions = new Map<string, unknown>()
   let counter = 0
   const server = http.createServer((req, res) => {
     let body = ""
@@ -40,6 +44,13 @@ const fakeStripe = async () => {
       if (path === "/v1/checkout/sessions") {
         return reply(200, { id: `cs_test_${n}`, object: "checkout.session", mode: form.get("mode"), url: `https://checkout.stripe.test/c/${n}` })
       }
+      const subscription = /^\/v1\/subscriptions\/([^/]+)$/.exec(path)
+      if (subscription && req.method === "GET") {
+        const found = subscriptions.get(decodeURIComponent(subscription[1]!))
+        return found
+          ? reply(200, found)
+          : reply(404, { error: { type: "invalid_request_error", code: "resource_missing", message: `No such subscription: '${subscription[1]}'` } })
+      }
       if (path === "/v1/billing_portal/sessions") {
         return reply(200, { id: `bps_test_${n}`, object: "billing_portal.session", url: `https://billing.stripe.test/p/${n}` })
       }
@@ -50,6 +61,7 @@ const fakeStripe = async () => {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
+    subscriptions,
     close: () => new Promise<void>((resolve) => server.close(() => resolve()))
   }
 }
@@ -91,6 +103,7 @@ const deliver = (payload: unknown, signature?: string) => {
 }
 
 const subscriptionObject = (options: {
+  readonly id?: string
   readonly userId: string
   readonly customer: string
   readonly status: string
@@ -99,7 +112,7 @@ const subscriptionObject = (options: {
   readonly end: number
   readonly cancelAtPeriodEnd?: boolean
 }) => ({
-  id: `sub_${options.userId}`,
+  id: options.id ?? `sub_${options.userId}`,
   object: "subscription",
   customer: options.customer,
   status: options.status,
@@ -239,5 +252,95 @@ describe("POST /v1/billing/webhook", () => {
       userId: "usr_nobody", customer: "cus_nobody", status: "active", price: PRICES.pro, start: 1, end: 2
     }), Math.floor(Date.now() / 1000)))
     expect(stranger.response.status).toBe(200)
+  })
+})
+
+describe("a paying account's change of plan", () => {
+  /** A checkout for `plan`, paid: Stripe's checkout.session.completed for `subscription`. The customer's id. */
+  const paidCheckout = async (user: { apiKey: string; userId: string }, plan: "pro" | "enterprise", subscription: string, at: number) => {
+    await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan, ...urls } })
+    const customer = stripeApi.requests.filter((r) => r.path === "/v1/checkout/sessions").at(-1)!.form.get("customer")!
+    const completed = event("checkout.session.completed", {
+      object: "checkout.session",
+      mode: "subscription",
+      customer,
+      subscription,
+      client_reference_id: user.userId,
+      metadata: { userId: user.userId, plan }
+    }, at)
+    expect((await deliver(completed)).response.status).toBe(200)
+    return customer
+  }
+
+  it("opens Stripe's page that changes the price of the subscription it pays (with the proration), never a second subscription", async () => {
+    const user = await withApiKey(suite.url)
+    const t0 = Math.floor(Date.now() / 1000)
+    const period = { start: t0, end: t0 + 30 * 86400 }
+    const customer = await paidCheckout(user, "pro", `sub_${user.userId}`, t0)
+    stripeApi.subscriptions.set(`sub_${user.userId}`, subscriptionObject({ userId: user.userId, customer, status: "active", price: PRICES.pro, ...period }))
+
+    const before = stripeApi.requests.length
+    const reply = await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "enterprise", ...urls } })
+    expect(reply.data).toEqual({ success: true, data: { url: expect.stringMatching(/^https:\/\/billing\.stripe\.test\/p\/\d+$/) } })
+    const sent = stripeApi.requests.slice(before)
+    expect(sent.map((r) => `${r.method} ${r.path}`)).toEqual([`GET /v1/subscriptions/sub_${user.userId}`, "POST /v1/billing_portal/sessions"])
+    expect(Object.fromEntries(sent[1]!.form)).toEqual({
+      customer,
+      return_url: urls.cancelUrl,
+      "flow_data[type]": "subscription_update_confirm",
+      "flow_data[subscription_update_confirm][subscription]": `sub_${user.userId}`,
+      "flow_data[subscription_update_confirm][items][0][id]": "si_1",
+      "flow_data[subscription_update_confirm][items][0][price]": PRICES.enterprise,
+      "flow_data[subscription_update_confirm][items][0][quantity]": "1",
+      "flow_data[after_completion][type]": "redirect",
+      "flow_data[after_completion][redirect][return_url]": urls.successUrl
+    })
+
+    // Confirmed on Stripe's page: the subscription's new price is the account's plan.
+    const confirmed = event("customer.subscription.updated", subscriptionObject({
+      userId: user.userId, customer, status: "active", price: PRICES.enterprise, ...period
+    }), t0 + 10)
+    expect((await deliver(confirmed)).response.status).toBe(200)
+    expect(await state(user.apiKey)).toMatchObject({ plan: "enterprise", status: "active" })
+  })
+
+  it("opens a new Checkout Session when Stripe says the subscription on record has ended, or has it no more", async () => {
+    const user = await withApiKey(suite.url)
+    const t0 = Math.floor(Date.now() / 1000)
+    const customer = await paidCheckout(user, "pro", `sub_${user.userId}`, t0)
+    stripeApi.subscriptions.set(`sub_${user.userId}`, subscriptionObject({
+      userId: user.userId, customer, status: "canceled", price: PRICES.pro, start: t0, end: t0 + 30 * 86400
+    }))
+    for (const gone of [false, true]) {
+      if (gone) stripeApi.subscriptions.delete(`sub_${user.userId}`)
+      const before = stripeApi.requests.length
+      const reply = await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "enterprise", ...urls } })
+      expect(reply.data, `gone: ${gone}`).toEqual({ success: true, data: { url: expect.stringMatching(/^https:\/\/checkout\.stripe\.test\/c\/\d+$/) } })
+      expect(stripeApi.requests.slice(before).map((r) => `${r.method} ${r.path}`)).toEqual([`GET /v1/subscriptions/sub_${user.userId}`, "POST /v1/checkout/sessions"])
+    }
+  })
+
+  it("the events of a subscription the account has left (two checkouts paid) change nothing", async () => {
+    const user = await withApiKey(suite.url)
+    const t0 = Math.floor(Date.now() / 1000)
+    const period = { start: t0, end: t0 + 30 * 86400 }
+    const customer = await paidCheckout(user, "pro", "sub_first", t0)
+    await paidCheckout(user, "enterprise", "sub_second", t0 + 10)
+    const enterprise = await state(user.apiKey)
+    expect(enterprise).toMatchObject({ plan: "enterprise", status: "active" })
+
+    const first = { id: "sub_first", userId: user.userId, customer, price: PRICES.pro, ...period }
+    for (const [kind, object, at] of [
+      ["customer.subscription.updated", subscriptionObject({ ...first, status: "active" }), t0 + 20],
+      ["invoice.payment_failed", { object: "invoice", customer, parent: { subscription_details: { subscription: "sub_first", metadata: { userId: user.userId } } } }, t0 + 30],
+      ["customer.subscription.deleted", subscriptionObject({ ...first, status: "canceled" }), t0 + 40]
+    ] as const) {
+      expect((await deliver(event(kind, object, at))).response.status).toBe(200)
+      expect(await state(user.apiKey), kind).toEqual(enterprise)
+    }
+    // The subscription it pays still moves it.
+    const ended = event("customer.subscription.deleted", subscriptionObject({ ...first, id: "sub_second", price: PRICES.enterprise, status: "canceled" }), t0 + 50)
+    expect((await deliver(ended)).response.status).toBe(200)
+    expect(await state(user.apiKey)).toMatchObject({ plan: "free", status: "canceled" })
   })
 })
