@@ -24,6 +24,7 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
+import { normalizeDomain } from "../mailboxes/rules.ts"
 import {
   DailyLimitReached,
   MessageTooBig,
@@ -118,6 +119,15 @@ const entry = <V>(map: Map<string, V>, key: string, make: () => V): V => {
   const made = make()
   map.set(key, made)
   return made
+}
+
+/**
+ * An address as mailboxes are stored and looked up: lower-cased, an internationalized domain in
+ * punycode. (smtp-server hands RCPT TO over with the domain in Unicode, whichever form the client sent.)
+ */
+const routingForm = (address: string) => {
+  const at = address.lastIndexOf("@")
+  return (at < 0 ? address : `${address.slice(0, at)}@${normalizeDomain(address.slice(at + 1))}`).toLowerCase()
 }
 
 /** Per account and counter key, the emails `recipients` add: one row per key, as an upsert needs. */
@@ -263,7 +273,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      * may answer, else from the database (and then kept, for owners without lists).
      */
     const findRecipient = Effect.fnUntraced(function*(address: string, mailFrom: string) {
-      const normalized = address.toLowerCase()
+      const normalized = routingForm(address)
       const kept = directory.get(normalized, utcDay(new Date()))
       if (kept !== undefined && !nearLimits(kept)) return kept
       const since = directory.mark()

@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
+import { domainToASCII } from "node:url"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { Billing } from "../../services/billing/billing.ts"
@@ -70,6 +71,22 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
     expect(nearLimit(9, 10)).toBe(true)
     expect(nearLimit(1_000_000, null)).toBe(false)
   })
+
+  it.effect("a mailbox on an internationalized domain (stored in punycode) is found in either form (smtp-server hands RCPT over in Unicode)", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* insertUser("pro")
+      const label = uniqueName("bücher").replace(/_/g, "-")
+      const ascii = `${domainToASCII(label)}.example`
+      yield* sql`INSERT INTO domains (id, user_id, name, verification_token, verified)
+                 VALUES (${uniqueName("dom")}, ${owner.userId}, ${ascii}, 'mailroom-verification=x', true)`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+                 VALUES (${uniqueName("mbx")}, ${owner.userId}, 'agent', ${ascii}, ${`agent@${ascii}`})`
+      expect(yield* rcpt(`agent@${label}.example`)).toBe("accepted")
+      expect(yield* rcpt(`Agent@${label.toUpperCase()}.example`)).toBe("accepted")
+      expect(yield* rcpt(`agent@${ascii.toUpperCase()}`)).toBe("accepted")
+      expect(yield* rcpt(`agent@${label.replace("ü", "u")}.example`)).toBe("UnknownRecipient")
+    }))
 
   it.effect("an address RCPT found is answered from memory for FRESH_FOR, in any case, then asked again", () =>
     Effect.gen(function*() {
