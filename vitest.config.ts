@@ -18,6 +18,7 @@ const backendIndependent = [
   "test/api/fuzz.test.ts",
   "test/api/hostile-input.test.ts",
   "test/domain/extraction.test.ts",
+  "test/domain/parse.test.ts",
   "test/api/webhooks.test.ts",
   "test/dashboard/dashboard.test.ts",
   "test/dashboard/sending.test.ts",

@@ -12,6 +12,7 @@ import { type AddressObject, type EmailAddress, simpleParser } from "mailparser"
 import addressparser from "nodemailer/lib/addressparser"
 import { Effect } from "effect"
 import { sha256 } from "../accounts/tokens.ts"
+import { textOfHtml } from "./extract/render.ts"
 import type { Headers } from "./schemas.ts"
 
 export interface ParsedAttachment {
@@ -143,7 +144,10 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
         date,
         inReplyTo: idList(parsed.inReplyTo)[0],
         references: idList(parsed.references),
-        text: clean(parsed.text ?? ""),
+        // mailparser derives text from html only for a message whose html stands alone or beside
+        // a text alternative: an html body beside attachments would have none (and no snippet, no
+        // search by its words).
+        text: clean(parsed.text ?? (typeof parsed.html === "string" ? textOfHtml(parsed.html) : "")),
         html: typeof parsed.html === "string" ? clean(parsed.html) : null,
         headers: headersOf(parsed.headerLines.map((header) => header.line)),
         attachments: parsed.attachments.map((attachment) => ({

@@ -82,6 +82,22 @@ export const readHtml = (html: string): HtmlBody => {
   return { document, text: stripTags(html), rendered: false }
 }
 
+/**
+ * The text mailparser derives from `html` for a message without a text part, for the messages it
+ * derives none for (an HTML body beside attachments, in multipart/mixed); markup too deep to render
+ * has its tags taken out instead.
+ */
+export const textOfHtml = (html: string): string => {
+  if (depthOf(parseDocument(html)) <= MAX_DEPTH) {
+    try {
+      return renderLikeMailparser(html)
+    } catch {
+      // Read below as markup html-to-text cannot walk.
+    }
+  }
+  return stripTags(html)
+}
+
 /** Whether `text` is what mailparser derived from `html` (a message without a text part). */
 export const isDerivedText = (text: string, html: string) => {
   try {

@@ -1,0 +1,37 @@
+/**
+ * Reading a received message (services/mail/parse.ts): the text body every reader, snippet and
+ * search uses, whatever MIME shape the sender chose.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import MailComposer from "nodemailer/lib/mail-composer"
+import { parseMessage } from "../../services/mail/parse.ts"
+
+const compose = (mail: ConstructorParameters<typeof MailComposer>[0]) =>
+  Effect.promise(() => new MailComposer({ from: "ada@example.com", to: "bot@agents.localhost", subject: "Hi", ...mail }).compile().build())
+
+const HTML = "<p>Meet the <b>narwhal</b> team tomorrow</p><p>Bring the slides.</p>"
+const attachment = { filename: "a.bin", content: Buffer.from([0, 1, 2, 3]) }
+
+describe("parseMessage", () => {
+  it.effect("an html body beside attachments has the text mailparser derives for the same body alone", () =>
+    Effect.gen(function*() {
+      const alone = yield* parseMessage(yield* compose({ html: HTML }))
+      expect(alone.text).toMatch(/^Meet the narwhal team tomorrow\s+Bring the slides\.$/)
+      for (const attachments of [[attachment], [{ filename: "logo.png", content: Buffer.from("png"), cid: "logo@x" }]]) {
+        const mixed = yield* parseMessage(yield* compose({ html: HTML, attachments }))
+        expect(mixed.html).toBe(HTML)
+        expect(mixed.text).toBe(alone.text)
+        expect(mixed.attachments).toHaveLength(1)
+      }
+    }))
+
+  it.effect("a text part is the text, beside attachments as alone; html-only markup too deep to render loses only its tags", () =>
+    Effect.gen(function*() {
+      const both = yield* parseMessage(yield* compose({ text: "The text part.", html: HTML, attachments: [attachment] }))
+      expect(both.text).toBe("The text part.")
+      const deep = `${"<div>".repeat(5_000)}deep words${"</div>".repeat(5_000)}`
+      const nested = yield* parseMessage(yield* compose({ html: deep, attachments: [attachment] }))
+      expect(nested.text.trim()).toBe("deep words")
+    }))
+})
