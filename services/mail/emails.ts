@@ -33,7 +33,8 @@ export interface EmailFilter {
 const sortColumns: Record<EmailSortField, string> = {
   received_at: "e.received_at",
   date: "e.sent_at",
-  subject: "e.subject"
+  // As a reader expects a list of subjects: "apple" beside "Apple", not after every capital.
+  subject: "lower(e.subject)"
 }
 
 const emailNotFound = (emailId: string) => new NotFound({ message: "Email not found", details: { email_id: emailId } })
@@ -107,7 +108,9 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       filter: EmailFilter = {}
     ) {
       if (filter.after !== undefined) {
-        const cursor = yield* sql`SELECT 1 FROM emails WHERE id = ${filter.after} AND user_id = ${userId}`
+        const cursor = yield* sql`
+          SELECT 1 FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+          WHERE e.id = ${filter.after} AND e.user_id = ${userId}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of one of your emails")
       }
       return yield* listIn(

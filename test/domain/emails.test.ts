@@ -105,7 +105,7 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       const oldest = yield* insertEmail(first, { subject: "Oldest", receivedMinutesAgo: 30 })
       const middle = yield* insertEmail(second, { subject: "Middle", receivedMinutesAgo: 20, labels: ["inbound"] })
       const newest_ = yield* insertEmail(first, { subject: "Newest", receivedMinutesAgo: 10 })
-      yield* insertEmail(gone, { subject: "Of a deleted mailbox", receivedMinutesAgo: 5 })
+      const ofGone = yield* insertEmail(gone, { subject: "Of a deleted mailbox", receivedMinutesAgo: 5 })
       yield* deleteMailbox(gone)
       const stranger = yield* insertMailbox(yield* insertUser())
       const theirs = yield* insertEmail(stranger, { subject: "Someone else's", receivedMinutesAgo: 1 })
@@ -123,11 +123,17 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect([paged.total, paged.emails.map((e) => e.subject)]).toEqual([3, ["Newest"]])
       const since = yield* emails.listAll(owner.userId, firstPage, newest, { after: oldest.id })
       expect(since.emails.map((e) => e.email_id)).toEqual([newest_.id, middle.id])
-      // The cursor must be one of the account's own emails.
-      expect(yield* Effect.flip(emails.listAll(owner.userId, firstPage, newest, { after: theirs.id }))).toMatchObject({
-        code: "VALIDATION_ERROR",
-        details: { after: "must be the id of one of your emails" }
-      })
+      // The cursor must be one of the account's own emails, in a mailbox it still has.
+      for (const cursor of [theirs.id, ofGone.id]) {
+        expect(yield* Effect.flip(emails.listAll(owner.userId, firstPage, newest, { after: cursor }))).toMatchObject({
+          code: "VALIDATION_ERROR",
+          details: { after: "must be the id of one of your emails" }
+        })
+      }
+      // Subjects in a reader's order, whatever their case: "apple" before "Middle", not after "Oldest".
+      yield* insertEmail(second, { subject: "apple pie", receivedMinutesAgo: 15 })
+      const bySubject = yield* emails.listAll(owner.userId, firstPage, { field: "subject", direction: "asc" })
+      expect(bySubject.emails.map((e) => e.subject)).toEqual(["apple pie", "Middle", "Newest", "Oldest"])
     }))
 
   it.effect("verdicts stored before the ARC domain was kept read with the domain null", () =>
