@@ -22,13 +22,19 @@ export const IntBetween = (min: number, max: number) => {
   return Schema.Number.pipe(Schema.int({ message }), Schema.between(min, max, { message })).annotations({ message })
 }
 
-/** The same for a query parameter (a string). */
-const IntFromString = (name: string, min: number, max: number) =>
-  Schema.compose(Schema.NumberFromString, IntBetween(min, max))
-    .annotations({ message: () => `must be an integer from ${min} to ${max}`, title: name })
+/**
+ * The same for a query parameter: decimal digits only, so that `0x10`, `1e1` or ` 5` are refused
+ * rather than read as some other number, and every fault says the one thing that is wanted.
+ */
+export const IntegerParam = (min: number, max: number) => {
+  const message = () => `must be an integer from ${min} to ${max}`
+  const digits = Schema.String.pipe(Schema.pattern(/^\d{1,16}$/, { message }))
+    .annotations({ description: `An integer from ${min} to ${max}, in decimal digits` })
+  return Schema.transform(digits, IntBetween(min, max), { strict: true, decode: Number, encode: String }).annotations({ message })
+}
 
-export const Limit = IntFromString("limit", 1, 100)
-export const Offset = IntFromString("offset", 0, Number.MAX_SAFE_INTEGER)
+export const Limit = IntegerParam(1, 100).annotations({ title: "limit" })
+export const Offset = IntegerParam(0, Number.MAX_SAFE_INTEGER).annotations({ title: "offset" })
 
 /**
  * `sort` for a list whose sortable fields are `fields`, named as its resource names them

@@ -242,6 +242,8 @@ describe("GET /v1/api/mailboxes", () => {
       expect(response.status).toBe(400)
       expect(error?.error.code).toBe("VALIDATION_ERROR")
       expect(Object.keys(error?.error.details ?? {})).toEqual([name])
+      // Said in words: what the parameter must be, never the decoder's own phrase.
+      expect(error?.error.details?.[name]).toMatch(/^must be (an integer from \d+ to \d+|<field>:<asc\|desc> with field one of .+)$/)
     }
   })
 

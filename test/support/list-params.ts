@@ -10,6 +10,10 @@ export const refusedListParams = (...refusedSorts: ReadonlyArray<string>): Array
   ["limit", "101"],
   ["limit", "2.5"],
   ["limit", "abc"],
+  ["limit", ""],
+  // Other spellings of a number are not read as one.
+  ["limit", "0x10"],
+  ["limit", "1e1"],
   ["offset", "-1"],
   ["offset", "1.5"],
   ...refusedSorts.map((sort): [ListParam, string] => ["sort", sort])

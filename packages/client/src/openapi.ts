@@ -2911,8 +2911,6 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /** @description a string to be decoded into a number */
-        NumberFromString: string;
         PagedDomainListMeta: {
             can_add_domain: boolean;
             domain_count: number;
@@ -3435,8 +3433,10 @@ export interface operations {
     "dashboardApiKeys.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of createdAt:asc, createdAt:desc, name:asc, name:desc, lastUsed:asc, lastUsed:desc, expirationTs:asc, expirationTs:desc */
                 sort?: string;
             };
@@ -4585,8 +4585,10 @@ export interface operations {
     "dashboardDomains.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
@@ -5170,8 +5172,10 @@ export interface operations {
     "dashboardOutbound.listAllDrafts": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
                 /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
@@ -5285,14 +5289,16 @@ export interface operations {
                 exclude_labels?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
-                wait?: components["schemas"]["NumberFromString"];
+                wait?: string;
             };
             header?: never;
             path?: never;
@@ -6479,8 +6485,10 @@ export interface operations {
     "dashboardSenderLists.listAccount": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
             };
             header?: never;
             path: {
@@ -6834,8 +6842,10 @@ export interface operations {
     "dashboardMailboxes.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
@@ -7424,8 +7434,10 @@ export interface operations {
     "dashboardOutbound.listDrafts": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
                 /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
@@ -8152,14 +8164,16 @@ export interface operations {
                 exclude_labels?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
-                wait?: components["schemas"]["NumberFromString"];
+                wait?: string;
             };
             header?: never;
             path: {
@@ -8272,8 +8286,10 @@ export interface operations {
     "dashboardSenderLists.listMailbox": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
             };
             header?: never;
             path: {
@@ -9106,8 +9122,10 @@ export interface operations {
     "dashboardOutbound.suppressions": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc, address:asc, address:desc */
                 sort?: string;
             };
@@ -9431,8 +9449,10 @@ export interface operations {
     "dashboardWebhooks.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc, url:asc, url:desc */
                 sort?: string;
             };
@@ -9976,8 +9996,10 @@ export interface operations {
     "dashboardWebhooks.deliveries": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
             };
             header?: never;
             path: {
@@ -10293,8 +10315,10 @@ export interface operations {
     "apiKeys.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of createdAt:asc, createdAt:desc, name:asc, name:desc, lastUsed:asc, lastUsed:desc, expirationTs:asc, expirationTs:desc */
                 sort?: string;
             };
@@ -10587,8 +10611,10 @@ export interface operations {
     "domains.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
@@ -11133,8 +11159,10 @@ export interface operations {
     "outbound.listAllDrafts": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
                 /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
@@ -11239,14 +11267,16 @@ export interface operations {
                 exclude_labels?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
-                wait?: components["schemas"]["NumberFromString"];
+                wait?: string;
             };
             header?: never;
             path?: never;
@@ -12259,8 +12289,10 @@ export interface operations {
     "senderLists.listAccount": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
             };
             header?: never;
             path: {
@@ -12593,8 +12625,10 @@ export interface operations {
     "mailboxes.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
@@ -13144,8 +13178,10 @@ export interface operations {
     "outbound.listDrafts": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
                 /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
@@ -13826,14 +13862,16 @@ export interface operations {
                 exclude_labels?: string;
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
-                wait?: components["schemas"]["NumberFromString"];
+                wait?: string;
             };
             header?: never;
             path: {
@@ -13937,8 +13975,10 @@ export interface operations {
     "senderLists.listMailbox": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
             };
             header?: never;
             path: {
@@ -14522,8 +14562,10 @@ export interface operations {
     "outbound.suppressions": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc, address:asc, address:desc */
                 sort?: string;
             };
@@ -14820,8 +14862,10 @@ export interface operations {
     "webhooks.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc, url:asc, url:desc */
                 sort?: string;
             };
@@ -15326,8 +15370,10 @@ export interface operations {
     "webhooks.deliveries": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
             };
             header?: never;
             path: {
@@ -15926,8 +15972,10 @@ export interface operations {
     "domainList.list": {
         parameters: {
             query?: {
-                limit?: components["schemas"]["NumberFromString"];
-                offset?: components["schemas"]["NumberFromString"];
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };

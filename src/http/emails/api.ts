@@ -1,7 +1,7 @@
 /** Reading mail on `{base_url}/api` (DESIGN.md §4): a mailbox's emails, one email, its raw MIME, an attachment, a thread. */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { ListMeta, ListParams } from "../../../services/listing.ts"
+import { IntegerParam, ListMeta, ListParams } from "../../../services/listing.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Direction, Email, EmailSummary, emailSortFields, Thread } from "../../../services/mail/schemas.ts"
 import { FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
@@ -36,10 +36,7 @@ const emailFilterFields = {
 
 export const EmailListParams = Schema.Struct({
   ...emailFilterFields,
-  wait: Schema.optional(
-    Schema.compose(Schema.NumberFromString, Schema.Int.pipe(Schema.between(0, MAX_WAIT_SECONDS)))
-      .annotations({ message: () => `must be an integer from 0 to ${MAX_WAIT_SECONDS}` })
-  ).annotations({
+  wait: Schema.optional(IntegerParam(0, MAX_WAIT_SECONDS)).annotations({
     description: `Seconds (at most ${MAX_WAIT_SECONDS}) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends`
   })
 }).annotations({ parseOptions: { errors: "all" } })
