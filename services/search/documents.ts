@@ -14,9 +14,15 @@ export const SUBJECT_BOOST = 2
 /** A plain-text attachment larger than this is not read for search. */
 export const MAX_ATTACHMENT_BYTES = 1024 * 1024
 
+/**
+ * Text as it is indexed and searched: in Unicode's composed form (NFC), so that a letter and its
+ * accent written as two code points match the same letter written as one.
+ */
+export const searchableText = (text: string): string => text.normalize("NFC")
+
 /** The searchable body: the message text, then each plain-text attachment's. */
 export const searchableBody = (text: string, attachments: ReadonlyArray<string>): string =>
-  [text, ...attachments].map((part) => part.trim()).filter((part) => part.length > 0).join("\n\n").slice(0, MAX_DOCUMENT_CHARS)
+  searchableText([text, ...attachments].map((part) => part.trim()).filter((part) => part.length > 0).join("\n\n")).slice(0, MAX_DOCUMENT_CHARS)
 
 /**
  * Chunks of about `CHUNK_CHARS`, cut at a sentence end or else a space, the subject leading the

@@ -20,7 +20,7 @@ import { measured } from "../bus/metrics.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
-import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, SUBJECT_BOOST, wordCount } from "./documents.ts"
+import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -120,7 +120,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       }
       const started = Date.now()
       const body = searchableBody(email.textBody, yield* plainTextAttachments(emailId))
-      const chunks = chunkText(email.subject, body)
+      const subject = searchableText(email.subject)
+      const chunks = chunkText(subject, body)
       const embedded = yield* queuedForEmbedding(embedChunks(chunks.map((chunk) => capInput(chunk, embedder.maxInputChars))))
       const collection = yield* vectors.collection
       yield* collection.upsert(embedded.map((vector, chunk) => ({
@@ -135,7 +136,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       const processingMs = Date.now() - started
       // The document, its postings and the lexicon's counts in one statement. A document seen
       // before (a redelivery, a new model) keeps its postings and is counted in the lexicon once.
-      const length = wordCount(email.subject) + wordCount(body)
+      const length = wordCount(subject) + wordCount(body)
       yield* sql`
         WITH document AS (
           INSERT INTO search_documents AS d (email_id, user_id, mailbox_id, model, chunks, length, processing_ms)
@@ -148,7 +149,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
           SELECT u.lexeme,
                  (cardinality(u.positions) + ${sql.literal(String(SUBJECT_BOOST - 1))} *
                    (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'))::real AS frequency
-          FROM unnest(setweight(to_tsvector('english', ${email.subject}), 'A') || setweight(to_tsvector('english', ${body}), 'B'))
+          FROM unnest(setweight(to_tsvector('english', ${subject}), 'A') || setweight(to_tsvector('english', ${body}), 'B'))
             AS u (lexeme, positions, weights)
           WHERE (SELECT fresh FROM document)
         ),

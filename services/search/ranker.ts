@@ -14,6 +14,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { capInput } from "./embedder.ts"
+import { searchableText } from "./documents.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
 import { calibrationFor, fuse, MEANING_WEIGHT, type MeaningHit, type Ranked, type TextHit } from "./ranking.ts"
 import { MAX_OFFSET, type SearchMode } from "./schemas.ts"
@@ -569,13 +570,15 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       options: RankingOptions = DEFAULT_RANKING
     ) =>
       Effect.gen(function*() {
+        // In the form mail is indexed in: "é" typed as an e and a combining accent finds "é".
+        const words = searchableText(query)
         const [text, meaning] = yield* Effect.all([
-          mode === "vector" ? Effect.succeed<ReadonlyArray<WordHit>>([]) : wordRanking(userId, query, mailboxIds, options),
+          mode === "vector" ? Effect.succeed<ReadonlyArray<WordHit>>([]) : wordRanking(userId, words, mailboxIds, options),
           mode === "text"
             ? Effect.succeed<ReadonlyArray<MeaningHit>>([])
             : mode === "vector"
-            ? byMeaning(userId, query, mailboxIds, CANDIDATES)
-            : byMeaning(userId, query, mailboxIds, options.vectorDepth).pipe(
+            ? byMeaning(userId, words, mailboxIds, CANDIDATES)
+            : byMeaning(userId, words, mailboxIds, options.vectorDepth).pipe(
               Effect.catchTags({
                 EmbedderError: (error) => Effect.as(Effect.logWarning(`Searching by words only: ${error.message}`), []),
                 VectorIndexError: (error) => Effect.as(Effect.logWarning(`Searching by words only: ${error.message}`), [])

@@ -75,3 +75,23 @@ layer(testDatabase, { timeout: "60 seconds" })("Ranker, common words", (it) => {
       expect((yield* found("budget")).sort()).toEqual(["eml_1", "eml_10", "eml_2", "eml_3"])
     }).pipe(Effect.provide(rankerAndIndexer)))
 })
+
+const accented = [
+  ["eml_1", "Dessert menu", "Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e tonight"],
+  // The same words written with combining accents (NFD), as some mail clients send them.
+  ["eml_2", "Pastry list", "Pa\u0302tisserie and cre\u0300me anglaise"],
+  ...otherTopics
+] as const
+
+layer(testDatabase, { timeout: "60 seconds" })("Ranker, accented words", (it) => {
+  it.effect("a word finds its mail whichever way its accents are written, in the query or in the mail", () =>
+    Effect.gen(function*() {
+      yield* indexedMail(accented)
+      const ranker = yield* Ranker
+      const found = (query: string) => Effect.map(ranker.rank("usr_1", query, "text", undefined), (ranked) => ranked.map((r) => r.emailId))
+      expect(yield* found("br\u00fbl\u00e9e")).toEqual(["eml_1"])
+      expect(yield* found("bru\u0302le\u0301e")).toEqual(["eml_1"])
+      expect(yield* found("p\u00e2tisserie")).toEqual(["eml_2"])
+      expect((yield* found("cre\u0300me")).sort()).toEqual(["eml_1", "eml_2"])
+    }).pipe(Effect.provide(rankerAndIndexer)))
+})
