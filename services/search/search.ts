@@ -16,6 +16,7 @@ import { Billing } from "../billing/billing.ts"
 import { SearchCounts } from "../billing/search-counts.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
+import { BLOCKED } from "../mail/sender-list-rules.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
@@ -194,7 +195,10 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       return result
     })
 
-    /** Completions of `q`: the caller's past queries, then subjects, then senders; ten at most. */
+    /**
+     * Completions of `q`: the caller's past queries, then subjects, then senders; ten at most. Mail a
+     * block list stopped is not searchable, and suggests nothing either.
+     */
     const suggestions = Effect.fn("Search.suggestions")(function*(userId: string, q: string) {
       const pattern = likePrefix(normalizeQuery(q))
       const rows = yield* sql<{ text: string; source: number | string; weight: number | string }>`
@@ -204,10 +208,12 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         UNION ALL
         (SELECT e.subject, 2, count(*) FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id
          WHERE e.user_id = ${userId} AND lower(e.subject) LIKE ${pattern} ESCAPE '\\' AND m.status = 'active'
+           AND NOT ${BLOCKED} = ANY(e.labels)
          GROUP BY e.subject ORDER BY count(*) DESC, e.subject LIMIT ${SUGGESTIONS})
         UNION ALL
         (SELECT e.from_address, 3, count(*) FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id
          WHERE e.user_id = ${userId} AND lower(e.from_address) LIKE ${pattern} ESCAPE '\\' AND m.status = 'active'
+           AND NOT ${BLOCKED} = ANY(e.labels)
          GROUP BY e.from_address ORDER BY count(*) DESC, e.from_address LIMIT ${SUGGESTIONS})
         ORDER BY source, weight DESC, text`
       // Queries of this process not written yet count as if they were (other processes see them

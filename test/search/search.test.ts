@@ -298,6 +298,29 @@ describe("GET /v1/search/suggestions", () => {
     expect(literal.data?.data).toEqual([])
   })
 
+  it("suggests nothing of mail a block list stopped (stored, labelled blocked, not searchable)", async () => {
+    const mailroom = withKey(server.url, box.user)
+    const blocked = await mailroom.POST("/v1/api/lists/{list}", { params: { path: { list: "block" } }, body: { entry: "fleece.example" } })
+    expect(blocked.response.status).toBe(201)
+    // The envelope sender passes; the header From is what the block list stops.
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
+    await transport.sendMail({
+      envelope: { from: "relay@example.com", to: box.address },
+      from: "flogger@fleece.example",
+      to: box.address,
+      subject: "Flash sale on fleece",
+      text: "Buy now."
+    })
+    transport.close()
+    await until("the blocked mail is stored", async () => {
+      const listed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+        params: { path: { mailboxId: box.mailboxId }, query: { labels: "blocked" } }
+      })
+      return listed.data?.data.length === 1 ? true : undefined
+    })
+    expect((await suggestions(box.user.apiKey, "fl")).data?.data).toEqual(["Flight to New York", "Flight confirmation LH 402", "flight@example.com"])
+  })
+
   it("never suggests another tenant's subjects or queries", async () => {
     const other = await newBox(server.url)
     const reply = await suggestions(other.user.apiKey, "fl")
