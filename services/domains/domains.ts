@@ -235,15 +235,6 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       return toDomain(domain)
     })
 
-    /** Addresses among `normalized` that are not free for `owner` (taken, or held 30 days for a former owner). */
-    const taken = (owner: Owner, normalized: ReadonlyArray<string>) =>
-      sql<{ addressNormalized: string }>`
-        SELECT address_normalized FROM mailboxes
-        WHERE address_normalized = ANY(${normalized}::text[])
-          AND (status = 'active' OR (user_id <> ${owner.userId} AND deleted_at > now() - interval '30 days'))`.pipe(
-        Effect.map((rows) => new Set(rows.map((r) => r.addressNormalized)))
-      )
-
     const plan = (owner: Owner, source: string, target: string) =>
       Effect.gen(function*() {
         const moving = yield* sql<{ id: string; localPart: string }>`
@@ -251,7 +242,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           WHERE user_id = ${owner.userId} AND domain = ${source} AND status = 'active'
           ORDER BY created_at, id
           FOR UPDATE`
-        const busy = yield* taken(owner, moving.map((m) => normalizeAddress(m.localPart, target)))
+        const busy = yield* mailboxes.taken(owner, moving.map((m) => normalizeAddress(m.localPart, target)))
         const claimed = new Set<string>()
         const entries: Array<MigrationEntry & { readonly localPart: string; readonly normalized: string }> = []
         for (const mailbox of moving) {
@@ -261,7 +252,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
             if (attempt >= 10) return yield* new Conflict({ message: "No free address could be found for a mailbox; try again", details: { mailbox_id: mailbox.id } })
             localPart = withSuffix(mailbox.localPart.slice(0, MAX_LOCAL_LENGTH - 7), suffixFor(mailbox.id, target, attempt))
             normalized = normalizeAddress(localPart, target)
-            if (!claimed.has(normalized) && (yield* taken(owner, [normalized])).size > 0) busy.add(normalized)
+            if (!claimed.has(normalized) && (yield* mailboxes.taken(owner, [normalized])).size > 0) busy.add(normalized)
           }
           claimed.add(normalized)
           entries.push({
@@ -296,6 +287,8 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
             FROM unnest(${planned.map((e) => e.mailbox_id)}::text[], ${planned.map((e) => e.localPart)}::text[],
                         ${planned.map((e) => e.normalized)}::text[]) AS moved(id, local_part, normalized)
             WHERE m.id = moved.id`
+          // The addresses left on the source domain are held from other accounts (mailboxes.ts `taken`).
+          yield* mailboxes.released(owner, planned.map((e) => e.from_email.toLowerCase()))
         }
         return planned
       }).pipe(

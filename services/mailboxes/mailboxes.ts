@@ -64,6 +64,9 @@ const toMailbox = (row: MailboxRow): Mailbox => ({
   created_at: row.createdAt.toISOString()
 })
 
+/** How long an address a mailbox left stays held from other users. */
+const HOLD = "30 days"
+
 const emailTaken = (emailAddress: string) =>
   new EmailTaken({ message: `The address ${emailAddress} is already taken`, details: { email_address: emailAddress } })
 
@@ -96,16 +99,32 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         )
 
     /**
-     * Rule 5: the address belongs to an active mailbox (anyone's), or to one another user deleted
-     * less than 30 days ago. `exclude` is one of the owner's mailboxes whose address counts as free.
+     * Rule 5, for each of `addresses` (normalized): those not free for `owner`. An address is taken
+     * while an active mailbox (anyone's) has it, and held for 30 days from other users once their
+     * mailbox left it (deleted, renamed, or moved to another domain), so that nobody takes over mail
+     * still sent there; its former owner may take it back at once. `exclude` is one of the owner's
+     * mailboxes whose address counts as free (a rename's own).
      */
-    const isTaken = (owner: Owner, address: Address, exclude: string | undefined) =>
-      sql<{ id: string }>`
-        SELECT id FROM mailboxes
-        WHERE address_normalized = ${address.normalized}
-          AND (status = 'active' OR (user_id <> ${owner.userId} AND deleted_at > now() - interval '30 days'))
+    const taken = (owner: Owner, addresses: ReadonlyArray<string>, exclude?: string) =>
+      sql<{ addressNormalized: string }>`
+        SELECT address_normalized FROM mailboxes
+        WHERE address_normalized = ANY(${addresses}::text[])
+          AND (status = 'active' OR (user_id <> ${owner.userId} AND deleted_at > now() - ${HOLD}::interval))
           AND NOT (id = ${exclude ?? ""} AND user_id = ${owner.userId})
-        LIMIT 1`.pipe(Effect.map((rows) => rows.length > 0))
+        UNION
+        SELECT address_normalized FROM released_addresses
+        WHERE address_normalized = ANY(${addresses}::text[]) AND user_id <> ${owner.userId}
+          AND released_at > now() - ${HOLD}::interval`.pipe(Effect.map((rows) => new Set(rows.map((row) => row.addressNormalized))))
+
+    const isTaken = (owner: Owner, address: Address, exclude: string | undefined) =>
+      Effect.map(taken(owner, [address.normalized], exclude), (found) => found.size > 0)
+
+    /** Addresses `owner`'s mailboxes left (renamed, moved), held from others for 30 days (`taken`). */
+    const released = (owner: Owner, addresses: ReadonlyArray<string>) =>
+      addresses.length === 0 ? Effect.void : sql`
+        INSERT INTO released_addresses (address_normalized, user_id)
+        SELECT DISTINCT unnest(${addresses}::text[]), ${owner.userId}
+        ON CONFLICT (address_normalized, user_id) DO UPDATE SET released_at = now()`
 
     /** Rules 1-6 (not the quota): the address the request names, if it may be used. */
     const validate = (owner: Owner, request: AddressRequest, exclude: string | undefined) =>
@@ -211,16 +230,21 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       )
     })
 
-    /** A new address for a mailbox, by the same rules; its mailbox_id (and mail) stay. */
+    /** A new address for a mailbox, by the same rules; its mailbox_id (and mail) stay, its old address is held. */
     const rename = Effect.fn("Mailboxes.rename")(function*(owner: Owner, mailboxId: string, request: AddressRequest) {
       const current = yield* findActive(owner, mailboxId, false)
       const address = yield* validate(owner, request, mailboxId)
-      const rows = yield* sql<MailboxRow>`
-        UPDATE mailboxes
-        SET local_part = ${address.localPart}, domain = ${address.domain}, address_normalized = ${address.normalized}
-        WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
-        RETURNING id, user_id, local_part, domain, created_at`.pipe(takenOnUniqueViolation(address))
-      const row = rows[0]
+      const row = yield* Effect.gen(function*() {
+        const rows = yield* sql<MailboxRow & { previous: string }>`
+          UPDATE mailboxes m
+          SET local_part = ${address.localPart}, domain = ${address.domain}, address_normalized = ${address.normalized}
+          FROM (SELECT id, address_normalized FROM mailboxes WHERE id = ${mailboxId} FOR UPDATE) before
+          WHERE m.id = before.id AND m.user_id = ${owner.userId} AND m.status = 'active'
+          RETURNING m.id, m.user_id, m.local_part, m.domain, m.created_at, before.address_normalized AS previous`
+        const renamed = rows[0]
+        if (renamed && renamed.previous !== address.normalized) yield* released(owner, [renamed.previous])
+        return renamed
+      }).pipe(sql.withTransaction, takenOnUniqueViolation(address))
       if (!row) return yield* notFound(mailboxId)
       // The old address must stop receiving on every node's next RCPT.
       yield* directory.changed(owner.userId)
@@ -248,6 +272,6 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return { deleted: true as const }
     })
 
-    return { allowedDomains, create, get, list, listPage, check, rename, remove } as const
+    return { allowedDomains, create, get, list, listPage, check, rename, remove, taken, released } as const
   })
 }) {}

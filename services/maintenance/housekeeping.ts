@@ -2,7 +2,8 @@
  * Worker-side housekeeping: drop login sessions that can no longer be used, rate-limit counters
  * whose windows have all passed, per-day email counters of past months, and stored bytes nothing
  * refers to any more (a message refused with 451 after its bytes were written), search queries not
- * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes; and
+ * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes, holds on
+ * addresses mailboxes left 30 days ago; and
  * move paid subscriptions that have ended (canceled at period end, or past_due beyond the grace) to
  * free. Idempotent, so any number of workers may run it.
  */
@@ -65,6 +66,8 @@ export const sweep = Effect.gen(function*() {
     RETURNING user_id`
   // Their keys and sessions now act on the free plan, and their mail is taken as free mail, on every node.
   yield* Effect.forEach(lapsed, (row) => Effect.zipRight(principals.changed(row.userId), directory.changed(row.userId)), { discard: true })
+  // Addresses mailboxes left are held from other accounts for 30 days (mailboxes.ts `taken`); then free.
+  const releasedAddresses = yield* sql`DELETE FROM released_addresses WHERE released_at < now() - interval '30 days'`.raw
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
   // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
   const eventStreams = yield* sql`DELETE FROM event_streams WHERE refreshed_at < now() - interval '1 hour'`.raw
@@ -88,6 +91,7 @@ export const sweep = Effect.gen(function*() {
     blobs: count(blobs),
     billingEvents: count(billingEvents),
     searchQueries: count(searchQueries),
+    releasedAddresses: count(releasedAddresses),
     events: count(events),
     eventStreams: count(eventStreams),
     lapsedSubscriptions: lapsed.length,

@@ -347,7 +347,7 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
   const rename = (user: User, mailboxId: string, body: AddressInput) =>
     dashboard().PATCH("/api/mailboxes/{mailboxId}", { params: { path: { mailboxId } }, body, ...session(user) })
 
-  it("changes the address and keeps mailbox_id; the old address becomes available", async () => {
+  it("changes the address and keeps mailbox_id; the old address stays its owner's to take back, held from others", async () => {
     const alice = await withApiKey(server.url)
     const bob = await withApiKey(server.url)
     const mailbox = await createOk(alice)
@@ -363,9 +363,12 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
     })
     expect((await listed(alice)).map((m) => [m.mailbox_id, m.email_address])).toEqual([[mailbox.mailbox_id, `${next}@${OTHER_SHARED}`]])
     const old = mailbox.email_address.split("@")[0]!
-    const available = await keyed(bob).GET("/v1/api/mailboxes/check-email", { params: { query: { local_part: old, domain: DOMAIN } } })
+    // Mail may still be sent to the old address: for 30 days nobody else may take it over.
+    const held = await keyed(bob).GET("/v1/api/mailboxes/check-email", { params: { query: { local_part: old, domain: DOMAIN } } })
+    expect(held.data).toMatchObject({ success: true, valid: false, code: "EMAIL_TAKEN" })
+    const available = await keyed(alice).GET("/v1/api/mailboxes/check-email", { params: { query: { local_part: old, domain: DOMAIN } } })
     expect(available.data).toEqual({ success: true, valid: true, email_address: mailbox.email_address })
-    await createOk(bob, old)
+    await createOk(alice, old)
   })
 
   it("its own current address is not taken (a change of case), another's is 409; rules apply; other users get 404", async () => {

@@ -271,6 +271,7 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         })
         const untouched = yield* sql<{ domain: string }>`SELECT domain FROM mailboxes WHERE user_id = ${owner.userId}`
         expect(untouched.map((row) => row.domain)).toEqual([domain.domain_name, domain.domain_name])
+        expect(yield* sql`SELECT 1 FROM released_addresses WHERE user_id = ${owner.userId}`).toEqual([])
 
         const applied = yield* domains.migrate(owner, domain.domain_id, SHARED, false)
         expect(applied).toEqual({ ...preview, dry_run: false })
@@ -279,6 +280,10 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
           applied.migrations.map((m) => [m.mailbox_id, m.to_email]).sort()
         )
         expect((yield* domains.list(owner)).domains[0]).toMatchObject({ mailbox_count: 0 })
+        // The addresses left behind are held from other accounts, as a rename's are (the dry run held none).
+        const left = [kept.email_address, moved.email_address].map((a) => a.toLowerCase())
+        expect([...(yield* mailboxes.taken(other, left))].sort()).toEqual(left.sort())
+        expect((yield* mailboxes.taken(owner, left)).size).toBe(0)
         expect(yield* domains.remove(owner, domain.domain_id)).toEqual({ deleted: true })
       }))
 

@@ -326,7 +326,7 @@ layer(services, { timeout: "120 seconds" })("Mailboxes", (it) => {
       })
     }))
 
-  it.effect("rename keeps mailbox_id and answers the previous address; the old address is free again, the same rules apply", () =>
+  it.effect("rename keeps mailbox_id and answers the previous address; the same rules apply", () =>
     Effect.gen(function*() {
       const mailboxes = yield* Mailboxes
       const owner = yield* insertUser("free")
@@ -341,8 +341,6 @@ layer(services, { timeout: "120 seconds" })("Mailboxes", (it) => {
         mailbox: { mailbox_id: mailbox.mailbox_id, email_address: `${local}@${OTHER_SHARED}`, domain: OTHER_SHARED, status: "active" }
       })
       expect((yield* mailboxes.list(owner)).map((m) => [m.mailbox_id, m.email_address])).toEqual([[mailbox.mailbox_id, `${local}@${OTHER_SHARED}`]])
-      // The old address is anyone's at once: a rename is not a delete.
-      expect((yield* create(other, { email_address: mailbox.email_address, domain: SHARED })).email_address).toBe(mailbox.email_address)
 
       // Its own address in another case is not taken; someone else's is.
       expect((yield* mailboxes.rename(owner, mailbox.mailbox_id, { local_part: local.toUpperCase(), domain: OTHER_SHARED })).mailbox.email_address)
@@ -391,6 +389,35 @@ layer(services, { timeout: "120 seconds" })("Mailboxes", (it) => {
       expect(yield* Effect.flip(mailboxes.rename(owner, mailbox.mailbox_id, { local_part: freshLocal(), domain: SHARED }))).toMatchObject({
         code: "NOT_FOUND"
       })
+    }))
+
+  it.effect("an address a rename left is held as a deleted one is: its owner's again at once, anyone else's after 30 days", () =>
+    Effect.gen(function*() {
+      const mailboxes = yield* Mailboxes
+      const sql = yield* SqlClient.SqlClient
+      const owner = yield* insertUser("free")
+      const other = yield* insertUser("free")
+      const mailbox = yield* create(owner, { local_part: freshLocal(), domain: SHARED })
+      const left = mailbox.email_address
+      yield* mailboxes.rename(owner, mailbox.mailbox_id, { local_part: freshLocal(), domain: OTHER_SHARED })
+
+      // Mail may still be sent to the old address: nobody else may take it over yet.
+      expect(yield* refusal(other, { email_address: left.toUpperCase(), domain: SHARED })).toMatchObject({ code: "EMAIL_TAKEN", status: 409 })
+      expect(yield* mailboxes.check(other, { email_address: left, domain: SHARED }, undefined)).toMatchObject({ valid: false, code: "EMAIL_TAKEN" })
+      expect(yield* Effect.flip(mailboxes.rename(other, (yield* create(other, { local_part: freshLocal(), domain: SHARED })).mailbox_id, {
+        email_address: left,
+        domain: SHARED
+      }))).toMatchObject({ code: "EMAIL_TAKEN" })
+      yield* sql`UPDATE released_addresses SET released_at = now() - interval '29 days' WHERE address_normalized = ${left.toLowerCase()}`
+      expect(yield* refusal(other, { email_address: left, domain: SHARED })).toMatchObject({ code: "EMAIL_TAKEN" })
+      // Its owner takes it back at once (renaming back, or a new mailbox).
+      const back = yield* mailboxes.rename(owner, mailbox.mailbox_id, { email_address: left, domain: SHARED })
+      expect(back.mailbox.email_address).toBe(left)
+      // Renaming away again holds it afresh; once the hold has passed it is anyone's.
+      yield* mailboxes.rename(owner, mailbox.mailbox_id, { local_part: freshLocal(), domain: OTHER_SHARED })
+      expect(yield* refusal(other, { email_address: left, domain: SHARED })).toMatchObject({ code: "EMAIL_TAKEN" })
+      yield* sql`UPDATE released_addresses SET released_at = now() - interval '30 days 1 minute' WHERE address_normalized = ${left.toLowerCase()}`
+      expect(yield* create(other, { email_address: left, domain: SHARED })).toMatchObject({ email_address: left, namespace: other.userId })
     }))
 
   it.effect("a deleted address is free again for its owner at once, and for anyone else only after 30 days", () =>

@@ -69,6 +69,10 @@ describe("housekeeping sweep", () => {
       yield* sql`INSERT INTO search_queries (user_id, normalized, query, last_used_at)
                  VALUES ('usr_1', 'old query', 'Old query', now() - interval '91 days'), ('usr_1', 'recent', 'Recent', now() - interval '89 days')`
 
+      yield* sql`INSERT INTO released_addresses (address_normalized, user_id, released_at)
+                 VALUES ('left-long-ago@example.com', 'usr_1', now() - interval '31 days'),
+                        ('left-lately@example.com', 'usr_1', now() - interval '29 days')`
+
       yield* sql`INSERT INTO event_log (event_id, user_id, kind, payload, created_at)
                  VALUES ('email.received:eml_old', 'usr_1', 'email.received', '{}', now() - interval '8 days'),
                         ('email.received:eml_new', 'usr_1', 'email.received', '{}', now() - interval '6 days')`
@@ -83,11 +87,14 @@ describe("housekeeping sweep", () => {
         blobs: 1,
         billingEvents: 1,
         searchQueries: 1,
+        releasedAddresses: 1,
         events: 1,
         eventStreams: 1,
         lapsedSubscriptions: 2,
         renewedSubscriptions: 1
       })
+      const held = yield* sql<{ addressNormalized: string }>`SELECT address_normalized FROM released_addresses`
+      expect(held.map((r) => r.addressNormalized)).toEqual(["left-lately@example.com"])
       const queries = yield* sql<{ query: string }>`SELECT query FROM search_queries`
       expect(queries.map((q) => q.query)).toEqual(["Recent"])
       const plans = yield* sql<{ userId: string; plan: string; status: string; currentPeriodEnd: Date }>`
@@ -130,6 +137,7 @@ describe("housekeeping sweep", () => {
         blobs: 0,
         billingEvents: 0,
         searchQueries: 0,
+        releasedAddresses: 0,
         events: 0,
         eventStreams: 0,
         lapsedSubscriptions: 0,
