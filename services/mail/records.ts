@@ -64,7 +64,7 @@ export const emailColumnList = [
   "e.rcpt_to",
   "e.has_attachments",
   "e.size",
-  "left(e.text_body, 200) AS snippet",
+  "left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet",
   "e.labels",
   "e.authentication",
   "e.authentication_results",

@@ -144,7 +144,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
           )
           SELECT (SELECT count(*) FROM visible) AS total, p.id, p.subject, p.from_address, p.sent_at, p.snippet, p.labels
           FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-            SELECT e.id, e.subject, e.from_address, e.sent_at, left(e.text_body, 200) AS snippet, e.labels, v.n
+            SELECT e.id, e.subject, e.from_address, e.sent_at, left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet, e.labels, v.n
             FROM visible v JOIN emails e ON e.id = v.id
             WHERE v.n > ${offset} AND v.n <= ${offset + limit}
           ) AS p ON true

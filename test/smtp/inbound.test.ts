@@ -201,7 +201,8 @@ describe("inbound SMTP and reading mail", () => {
         html,
         messageId,
         date: new Date("2026-01-02T03:04:05.000Z"),
-        attachments: [{ filename: "noise.png", content: attachment, contentType: "image/png" }]
+        // A name with directories in it: kept as the sender wrote it, never handed to a client to save as.
+        attachments: [{ filename: "../../noise.png", content: attachment, contentType: "image/png" }]
       })
       const sent = await sendRaw(box.address, raw)
       expect(sent.accepted).toEqual([box.address])
@@ -248,7 +249,7 @@ describe("inbound SMTP and reading mail", () => {
         headers: expect.objectContaining({ subject, "message-id": messageId, to: box.address, "mime-version": "1.0" }),
         attachments: [{
           attachment_id: expect.any(String),
-          filename: "noise.png",
+          filename: "../../noise.png",
           content_type: "image/png",
           size: attachment.byteLength,
           checksum: sha256(attachment),
@@ -271,6 +272,7 @@ describe("inbound SMTP and reading mail", () => {
       )
       expect(file.response.status).toBe(200)
       expect(file.response.headers.get("content-type")).toBe("image/png")
+      expect(file.response.headers.get("content-disposition")).toBe(`attachment; filename="noise.png"; filename*=UTF-8''noise.png`)
       expect(Buffer.from(file.data!).equals(attachment), "attachment bytes differ").toBe(true)
 
       expect(listed.data).toEqual([summaryOf(email)])

@@ -15,10 +15,15 @@ import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 import type { AttachmentPath, BatchUpdateInput, EmailListParams, EmailPath, MailboxEmailsPath, ThreadPath, UpdateEmailInput } from "./api.ts"
 
-/** A `Content-Disposition` that survives any file name (RFC 6266, with the RFC 5987 form for non-ASCII). */
-const attachmentDisposition = (filename: string) => {
-  const ascii = filename.replace(/[^\x20-\x7e]|["\\]/g, "_")
-  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`
+/**
+ * A `Content-Disposition` that survives any file name (RFC 6266, with the RFC 5987 form for
+ * non-ASCII): the name's last path segment only, so that a sender's `../../etc/passwd` names no
+ * directory for a client that saves under the name it is given.
+ */
+const attachmentDisposition = (filename: string, fallback: string) => {
+  const name = filename.split(/[/\\]/).pop()!.replace(/^\.+$/, "") || fallback
+  const ascii = name.replace(/[^\x20-\x7e]|["\\]/g, "_")
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`
 }
 
 /** Only well-formed media types are echoed back; anything else is served as opaque bytes. */
@@ -94,7 +99,7 @@ const makeHandlers = Effect.gen(function*() {
           const content = yield* emails.raw(userId, path.emailId).pipe(orUnavailable)
           return HttpServerResponse.uint8Array(content, {
             contentType: "message/rfc822",
-            headers: { "content-disposition": attachmentDisposition(`${path.emailId}.eml`) }
+            headers: { "content-disposition": attachmentDisposition(`${path.emailId}.eml`, `${path.emailId}.eml`) }
           })
         }),
       attachment: ({ path }: Path<typeof AttachmentPath>) =>
@@ -104,7 +109,7 @@ const makeHandlers = Effect.gen(function*() {
           return HttpServerResponse.uint8Array(found.content, {
             contentType: safeContentType(found.contentType),
             headers: {
-              "content-disposition": attachmentDisposition(found.filename ?? path.attachmentId),
+              "content-disposition": attachmentDisposition(found.filename ?? path.attachmentId, path.attachmentId),
               // The bytes are whatever a stranger sent: never let a browser sniff them into something active.
               "x-content-type-options": "nosniff",
               "content-security-policy": "default-src 'none'; sandbox"
