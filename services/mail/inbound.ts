@@ -122,12 +122,17 @@ const entry = <V>(map: Map<string, V>, key: string, make: () => V): V => {
 }
 
 /**
- * An address as mailboxes are stored and looked up: lower-cased, an internationalized domain in
- * punycode. (smtp-server hands RCPT TO over with the domain in Unicode, whichever form the client sent.)
+ * The mailbox address mail to `address` is for, as mailboxes are stored and looked up: lower-cased,
+ * an internationalized domain in punycode (smtp-server hands RCPT TO over with the domain in
+ * Unicode, whichever form the client sent), and a subaddress (RFC 5233: `agent+newsletters@…`) is its
+ * mailbox's mail: no mailbox's local part has a `+`. The email keeps the address it was sent to.
  */
 const routingForm = (address: string) => {
   const at = address.lastIndexOf("@")
-  return (at < 0 ? address : `${address.slice(0, at)}@${normalizeDomain(address.slice(at + 1))}`).toLowerCase()
+  if (at < 0) return address.toLowerCase()
+  const local = address.slice(0, at)
+  const plus = local.indexOf("+")
+  return `${plus < 0 ? local : local.slice(0, plus)}@${normalizeDomain(address.slice(at + 1))}`.toLowerCase()
 }
 
 /** Per account and counter key, the emails `recipients` add: one row per key, as an upsert needs. */

@@ -88,6 +88,16 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
       expect(yield* rcpt(`agent@${label.replace("ü", "u")}.example`)).toBe("UnknownRecipient")
     }))
 
+  it.effect("a subaddress (local+tag@) is its mailbox's mail; a tag alone is nobody's", () =>
+    Effect.gen(function*() {
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const [local, domain] = mailbox.address.split("@") as [string, string]
+      expect(yield* rcpt(`${local}+newsletters@${domain}`)).toBe("accepted")
+      expect(yield* rcpt(`${local.toUpperCase()}+A+B@${domain}`)).toBe("accepted")
+      expect(yield* rcpt(`+${local}@${domain}`)).toBe("UnknownRecipient")
+      expect(yield* rcpt(`${local}x+tag@${domain}`)).toBe("UnknownRecipient")
+    }))
+
   it.effect("an address RCPT found is answered from memory for FRESH_FOR, in any case, then asked again", () =>
     Effect.gen(function*() {
       const mailbox = yield* insertMailbox(yield* insertUser())
