@@ -288,7 +288,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
                         ${planned.map((e) => e.normalized)}::text[]) AS moved(id, local_part, normalized)
             WHERE m.id = moved.id`
           // The addresses left on the source domain are held from other accounts (mailboxes.ts `taken`).
-          yield* mailboxes.released(owner, planned.map((e) => e.from_email.toLowerCase()))
+          yield* mailboxes.release(owner, planned.map((e) => e.from_email.toLowerCase()))
         }
         return planned
       }).pipe(

@@ -65,7 +65,7 @@ const toMailbox = (row: MailboxRow): Mailbox => ({
 })
 
 /** How long an address a mailbox left stays held from other users. */
-const HOLD = "30 days"
+export const ADDRESS_HOLD = "30 days"
 
 const emailTaken = (emailAddress: string) =>
   new EmailTaken({ message: `The address ${emailAddress} is already taken`, details: { email_address: emailAddress } })
@@ -109,18 +109,18 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       sql<{ addressNormalized: string }>`
         SELECT address_normalized FROM mailboxes
         WHERE address_normalized = ANY(${addresses}::text[])
-          AND (status = 'active' OR (user_id <> ${owner.userId} AND deleted_at > now() - ${HOLD}::interval))
+          AND (status = 'active' OR (user_id <> ${owner.userId} AND deleted_at > now() - ${ADDRESS_HOLD}::interval))
           AND NOT (id = ${exclude ?? ""} AND user_id = ${owner.userId})
         UNION
         SELECT address_normalized FROM released_addresses
         WHERE address_normalized = ANY(${addresses}::text[]) AND user_id <> ${owner.userId}
-          AND released_at > now() - ${HOLD}::interval`.pipe(Effect.map((rows) => new Set(rows.map((row) => row.addressNormalized))))
+          AND released_at > now() - ${ADDRESS_HOLD}::interval`.pipe(Effect.map((rows) => new Set(rows.map((row) => row.addressNormalized))))
 
     const isTaken = (owner: Owner, address: Address, exclude: string | undefined) =>
       Effect.map(taken(owner, [address.normalized], exclude), (found) => found.size > 0)
 
     /** Addresses `owner`'s mailboxes left (renamed, moved), held from others for 30 days (`taken`). */
-    const released = (owner: Owner, addresses: ReadonlyArray<string>) =>
+    const release = (owner: Owner, addresses: ReadonlyArray<string>) =>
       addresses.length === 0 ? Effect.void : sql`
         INSERT INTO released_addresses (address_normalized, user_id)
         SELECT DISTINCT unnest(${addresses}::text[]), ${owner.userId}
@@ -242,7 +242,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
           WHERE m.id = before.id AND m.user_id = ${owner.userId} AND m.status = 'active'
           RETURNING m.id, m.user_id, m.local_part, m.domain, m.created_at, before.address_normalized AS previous`
         const renamed = rows[0]
-        if (renamed && renamed.previous !== address.normalized) yield* released(owner, [renamed.previous])
+        if (renamed && renamed.previous !== address.normalized) yield* release(owner, [renamed.previous])
         return renamed
       }).pipe(sql.withTransaction, takenOnUniqueViolation(address))
       if (!row) return yield* notFound(mailboxId)
@@ -272,6 +272,6 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return { deleted: true as const }
     })
 
-    return { allowedDomains, create, get, list, listPage, check, rename, remove, taken, released } as const
+    return { allowedDomains, create, get, list, listPage, check, rename, remove, taken, release } as const
   })
 }) {}

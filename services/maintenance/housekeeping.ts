@@ -11,6 +11,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 import { Principals } from "../accounts/principals.ts"
 import { RecipientDirectory } from "../mail/directory.ts"
+import { ADDRESS_HOLD } from "../mailboxes/mailboxes.ts"
 import { PAST_DUE_GRACE_DAYS } from "../billing/events.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 
@@ -67,7 +68,7 @@ export const sweep = Effect.gen(function*() {
   // Their keys and sessions now act on the free plan, and their mail is taken as free mail, on every node.
   yield* Effect.forEach(lapsed, (row) => Effect.zipRight(principals.changed(row.userId), directory.changed(row.userId)), { discard: true })
   // Addresses mailboxes left are held from other accounts for 30 days (mailboxes.ts `taken`); then free.
-  const releasedAddresses = yield* sql`DELETE FROM released_addresses WHERE released_at < now() - interval '30 days'`.raw
+  const releasedAddresses = yield* sql`DELETE FROM released_addresses WHERE released_at < now() - ${ADDRESS_HOLD}::interval`.raw
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
   // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
   const eventStreams = yield* sql`DELETE FROM event_streams WHERE refreshed_at < now() - interval '1 hour'`.raw
