@@ -18,7 +18,8 @@ import { MAX_JSON_BYTES, maxBodyBytes } from "./body-limits.ts"
 import { orUnavailable } from "./infra.ts"
 
 
-const rateHeaders = (decision: Decision) => ({
+/** A limit's `X-RateLimit-*` headers. */
+export const rateHeaders = (decision: Pick<Decision, "limit" | "remaining" | "resetAt">) => ({
   "x-ratelimit-limit": String(decision.limit),
   "x-ratelimit-remaining": String(decision.remaining),
   "x-ratelimit-reset": String(decision.resetAt)
@@ -49,12 +50,18 @@ const enforce = ({ decision, principal }: Authenticated) =>
       : Effect.fail(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter }))
   )
 
-/** Count one request against the client address's limit; announce it, and refuse past it. */
-const limitByAddress = (limiter: RateLimiter["Type"]) =>
+/** Count one unauthenticated request against its client address's limit (300 a minute): the decision. */
+export const takeForAddress = (limiter: RateLimiter["Type"]) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const address = Option.getOrElse(request.remoteAddress, () => "unknown")
-    const decision = yield* limiter.take(`ip:${address}`, clientWindows).pipe(orUnavailable)
+    return yield* limiter.take(`ip:${address}`, clientWindows).pipe(orUnavailable)
+  })
+
+/** Count one request against the client address's limit; announce it, and refuse past it. */
+const limitByAddress = (limiter: RateLimiter["Type"]) =>
+  Effect.gen(function*() {
+    const decision = yield* takeForAddress(limiter)
     yield* announce(decision)
     if (!decision.allowed) {
       return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })

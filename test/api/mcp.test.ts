@@ -241,4 +241,33 @@ describe("MCP at /mcp", () => {
     expect(read.response.headers.get("x-ratelimit-limit")).toBe("20")
     expect(read.response.headers.get("x-ratelimit-remaining")).toBe("19")
   })
+
+  // Last: it spends this address's unauthenticated requests for the minute.
+  it("counts a wrong or missing key against the client address's limit, as the API does: 401 with its headers, then 429", async () => {
+    const guess = (headers: Record<string, string>) =>
+      fetch(`${suite.url}/mcp`, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
+      })
+    await awayFromMinuteEdge(30)
+    const first = await guess({ "x-api-key": "mr_guess" })
+    expect(first.status).toBe(401)
+    expect(first.headers.get("x-ratelimit-limit")).toBe("300")
+    const remaining = Number(first.headers.get("x-ratelimit-remaining"))
+    // One counter with the API's unauthenticated requests.
+    const api = await fetch(`${suite.url}/v1/api-keys`, { headers: { "x-api-key": "mr_guess" } })
+    expect([api.status, api.headers.get("x-ratelimit-remaining")]).toEqual([401, String(remaining - 1)])
+    let answer = first
+    for (let left = remaining - 1; left > 0; left--) {
+      answer = await guess(left % 2 === 0 ? { authorization: "Bearer mr_guess" } : {})
+      expect(answer.status).toBe(401)
+      await answer.arrayBuffer()
+    }
+    expect(answer.headers.get("x-ratelimit-remaining")).toBe("0")
+    const limited = await guess({ "x-api-key": "mr_guess" })
+    expect(limited.status).toBe(429)
+    expect(limited.headers.get("x-ratelimit-limit")).toBe("300")
+    expect(await limited.json()).toMatchObject({ error: { code: "RATE_LIMIT_EXCEEDED", details: { limit: 300, window: "minute" } } })
+  })
 })

@@ -5,7 +5,8 @@
  * tools themselves (tools.ts) call the same domain services as the HTTP API.
  *
  * - Credential: an API key, as `Authorization: Bearer` or `X-API-Key`; none or a bad one is 401
- *   with SPEC's envelope (and `WWW-Authenticate: Bearer`), before any MCP message is read.
+ *   with SPEC's envelope (and `WWW-Authenticate: Bearer`), before any MCP message is read, counted
+ *   against the client address's limit as the API's unauthenticated requests are (429 past it).
  * - Limit: MCP requests per minute by plan (free 10, pro 60, enterprise 300), a window of its own
  *   with the API's `X-RateLimit-*` headers, and 429 past it.
  * - A tool's refusal (bad input, not found, a quota) is a tool result with `isError` and SPEC's error
@@ -29,13 +30,13 @@ import { Outbound } from "../../../services/outbound/send.ts"
 import { DependencyHealth } from "../../../services/health/dependency-health.ts"
 import { limits } from "../../../services/plans/plans.ts"
 import { RateLeases } from "../../../services/ratelimit/leases.ts"
-import type { Window } from "../../../services/ratelimit/rate-limiter.ts"
+import { RateLimiter, type Window } from "../../../services/ratelimit/rate-limiter.ts"
 import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
 import { orUnavailable } from "../infra.ts"
 import { NO_NUL, nulField } from "../input-rules.ts"
 import { detailsOf } from "../issues.ts"
-import { keyOrBearer } from "../middleware.ts"
+import { keyOrBearer, rateHeaders, takeForAddress } from "../middleware.ts"
 import { inputSchemaOf, type Tool, tools } from "./tools.ts"
 
 /** SPEC: MCP requests per minute, by plan. */
@@ -55,12 +56,6 @@ const text = (value: unknown) => ({ content: [{ type: "text" as const, text: JSO
 const refusal = (error: { readonly code: string; readonly message: string; readonly details?: unknown }) => ({
   ...text({ error: { code: error.code, message: error.message, ...(error.details === undefined ? {} : { details: error.details }) } }),
   isError: true
-})
-
-const rateHeaders = (decision: { readonly limit: number; readonly remaining: number; readonly resetAt: number }) => ({
-  "x-ratelimit-limit": String(decision.limit),
-  "x-ratelimit-remaining": String(decision.remaining),
-  "x-ratelimit-reset": String(decision.resetAt)
 })
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -91,6 +86,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
     const leases = yield* RateLeases
+    const limiter = yield* RateLimiter
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<Effect.Effect.Context<ReturnType<(typeof tools)[number]["run"]>>>()
     const run = Runtime.runPromiseExit(runtime)
@@ -160,14 +156,27 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         }
       })
 
+    /**
+     * A request without a good credential counts against its client address's limit, as the API's
+     * do (300 a minute): 401 with that limit's headers, 429 past it.
+     */
+    const refuse = (refusal: Unauthorized) =>
+      Effect.map(takeForAddress(limiter), (decision) =>
+        HttpServerResponse.setHeaders(
+          decision.allowed
+            ? unauthorized(refusal)
+            : errorResponse(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })),
+          rateHeaders(decision)
+        ))
+
     const handle = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const credential = keyOrBearer(request)
-      if (Option.isNone(credential)) return unauthorized(Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer"))
+      if (Option.isNone(credential)) return yield* refuse(Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer"))
       // MCP's own per-minute limit, not the API's: its requests do not spend the key's API requests.
       const identified = yield* authenticator.identify(credential.value).pipe(Effect.either)
       if (identified._tag === "Left") {
-        if (identified.left._tag === "Unauthorized") return unauthorized(identified.left)
+        if (identified.left._tag === "Unauthorized") return yield* refuse(identified.left)
         return yield* identified.left
       }
       const principal = identified.right
