@@ -5,6 +5,7 @@
 import { accessSync, constants } from "node:fs"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
+import { parseDomainName } from "../services/domains/names.ts"
 
 /**
  * `worker` ingests (and runs webhooks, housekeeping, the event log); `indexer` makes mail searchable;
@@ -59,6 +60,13 @@ const url = (name: string) =>
         return Either.left(ConfigError.InvalidData([name], `Expected a URL but received ${JSON.stringify(value)}`))
       }
     })
+  )
+
+/** A host name (an internationalized one in punycode, as DNS and SMTP carry it), or why it is none. */
+const hostName = (name: string) => (value: string) =>
+  Either.mapLeft(
+    parseDomainName(value),
+    (problem) => ConfigError.InvalidData([name], `Expected host names such as mail.example.com: ${JSON.stringify(value)} ${problem}`)
   )
 
 /** Like Config.validate, but the error names the variable (Config.validate loses the path). */
@@ -203,14 +211,14 @@ export const appConfig = Config.all({
   stripePriceEnterprise: Config.option(Config.string("STRIPE_PRICE_ENTERPRISE")),
   stripeApiUrl: Config.option(url("STRIPE_API_URL")),
   sharedDomains: list("SHARED_DOMAINS", "agents.localhost").pipe(
-    Config.map((domains) => domains.map((domain) => domain.toLowerCase())),
-    check("SHARED_DOMAINS", "Expected at least one domain", (domains: Array<string>) => domains.length > 0)
+    check("SHARED_DOMAINS", "Expected at least one domain", (domains: Array<string>) => domains.length > 0),
+    Config.mapOrFail((domains) => Either.all(domains.map(hostName("SHARED_DOMAINS"))))
   ),
   disallowedEmailNames: list(
     "DISALLOWED_EMAIL_NAME",
     "admin,postmaster,abuse,root,support,noreply,no-reply,webmaster,hostmaster,security"
   ).pipe(Config.map((names) => names.map((name) => name.toLowerCase()))),
-  mxHost: Config.option(Config.string("MX_HOST")),
+  mxHost: Config.option(Config.string("MX_HOST").pipe(Config.mapOrFail(hostName("MX_HOST")))),
   verifyPrefix: Config.string("VERIFY_PREFIX").pipe(Config.withDefault("mailroom-verification")),
   freeMaxCustomDomains: nonNegativeInt("FREE_MAX_CUSTOM_DOMAINS", 0),
   dnsServers: hostPortList("DNS_SERVERS"),

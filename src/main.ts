@@ -19,14 +19,21 @@ const load = {
   tracing: Effect.promise(() => import("./tracing.ts"))
 }
 
+/**
+ * The variable a failure is about. Effect's Config puts a variable's name on a failure in front of
+ * the path the check itself gave, which also names it (as the check must where the name is not put
+ * in front): `EMBEDDER_NICE.EMBEDDER_NICE`. Every Mailroom setting is one variable, so it is named once.
+ */
+const variable = (path: ReadonlyArray<string>) => [...new Set(path)].join(".")
+
 const describe = (error: ConfigError.ConfigError): string =>
   ConfigError.reduceWithContext(error, undefined, {
     andCase: (_, left, right) => `${left}\n${right}`,
     orCase: (_, left, right) => `${left}\n${right}`,
-    invalidDataCase: (_, path, message) => `${path.join(".")}: ${message}`,
-    missingDataCase: (_, path, message) => `${path.join(".")}: ${message}`,
-    sourceUnavailableCase: (_, path, message) => `${path.join(".")}: ${message}`,
-    unsupportedCase: (_, path, message) => `${path.join(".")}: ${message}`
+    invalidDataCase: (_, path, message) => `${variable(path)}: ${message}`,
+    missingDataCase: (_, path, message) => `${variable(path)}: ${message}`,
+    sourceUnavailableCase: (_, path, message) => `${variable(path)}: ${message}`,
+    unsupportedCase: (_, path, message) => `${variable(path)}: ${message}`
   })
 
 /**

@@ -72,12 +72,18 @@ describe.concurrent("configuration", () => {
     [{ NATS_REPLICAS: "0" }, /NATS_REPLICAS: Expected 1 to 5/],
     [{ NATS_REPLICAS: "three" }, /NATS_REPLICAS/],
     [{ PGLITE_SHARED_BUFFERS: "2GB" }, /PGLITE_SHARED_BUFFERS: Expected a size from 128kB to 1GB, such as 32MB, but received "2GB"/],
-    [{ PGLITE_SHARED_BUFFERS: "lots" }, /PGLITE_SHARED_BUFFERS: Expected a size from 128kB/]
+    [{ PGLITE_SHARED_BUFFERS: "lots" }, /PGLITE_SHARED_BUFFERS: Expected a size from 128kB/],
+    [{ EMBEDDER_NICE: "25" }, /\nEMBEDDER_NICE: Expected 0 to 19 but received 25/],
+    [{ LOG_LEVEL: "all" }, /\nLOG_LEVEL: Expected one of trace, debug, info, warn, warning, error, fatal, none, off but received "all"/],
+    [{ SHARED_DOMAINS: "agents.localhost,not a domain" }, /\nSHARED_DOMAINS: Expected host names such as mail\.example\.com: "not a domain" must be/],
+    [{ MX_HOST: "bad host!" }, /\nMX_HOST: Expected host names such as mail\.example\.com: "bad host!" must be/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
     const { code, output } = await run(env)
     expect(code).toBe(1)
     expect(output).toMatch(/invalid configuration/)
     expect(output).toMatch(message)
+    // Named once: never "EMBEDDER_NICE.EMBEDDER_NICE".
+    expect(output).not.toMatch(/\b([A-Z_]+)\.\1\b/)
     // No stack trace, from the sources or from the build.
     expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
   })
