@@ -117,6 +117,10 @@ const usersSetPlan = (args: ReadonlyArray<string>) => {
     const user = yield* failWith((yield* Administration).userByEmail(email!))
     const billing = yield* Billing
     const before = yield* failWith(billing.subscription(user.id))
+    // Setting the plan again would restart its period and its usage: nothing is changed.
+    if (before.plan === plan && before.status === "active") {
+      return yield* Effect.fail(new CommandFailed(`${user.email} is on the ${plan} plan already (until ${before.currentPeriodEnd}); nothing changed`))
+    }
     yield* billing.changePlan(user.id, plan)
     const after = yield* failWith(billing.subscription(user.id))
     yield* print(`${user.email}: ${before.plan} -> ${after.plan} until ${after.currentPeriodEnd}`)

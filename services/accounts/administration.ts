@@ -30,7 +30,8 @@ export class Administration extends Effect.Service<Administration>()("mailroom/A
     const counts = Effect.fn("Administration.counts")(function*(userId: string) {
       const rows = yield* sql<{ mailboxes: string; keys: string; emails: string }>`
         SELECT (SELECT count(*) FROM mailboxes WHERE user_id = ${userId} AND status = 'active') AS mailboxes,
-               (SELECT count(*) FROM api_keys WHERE user_id = ${userId} AND revoked_at IS NULL) AS keys,
+               (SELECT count(*) FROM api_keys
+                WHERE user_id = ${userId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())) AS keys,
                (SELECT count(*) FROM emails WHERE user_id = ${userId}) AS emails`
       const row = rows[0]!
       return { mailboxes: Number(row.mailboxes), keys: Number(row.keys), emails: Number(row.emails) }

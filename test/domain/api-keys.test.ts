@@ -7,6 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Queue, Redacted } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
+import { Administration } from "../../services/accounts/administration.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
@@ -18,7 +19,7 @@ import { testSecret } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 import { sleep } from "../support/wait.ts"
 
-const services = Layer.mergeAll(ApiKeys.Default, Authenticator.Default).pipe(
+const services = Layer.mergeAll(ApiKeys.Default, Authenticator.Default, Administration.Default).pipe(
   Layer.provideMerge(Principals.Default),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provide(Layer.merge(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) }), DependencyHealth.Default)),
@@ -118,6 +119,8 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
       expect((yield* authenticate(soon.apiKey)).userId).toBe(user.userId)
       yield* Effect.promise(() => sleep(1600)) // real time: it.effect runs on the test clock
       expect(yield* Effect.flip(authenticate(soon.apiKey))).toMatchObject({ code: "UNAUTHORIZED", status: 401 })
+      // The operator's `mailroom usage` counts the keys that still work: not the expired one.
+      expect((yield* (yield* Administration).counts(user.userId)).keys).toBe(1)
     }))
 
   it.effect("revoke answers {keyId, revoked: true}; the key stops authenticating and leaves the list; only the owner revokes", () =>

@@ -119,6 +119,10 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
     const lifted = await mailroom(["users", "set-plan", email, "enterprise"])
     expect(lifted.code).toBe(0)
     expect(lifted.stdout).toMatch(new RegExp(`^${email}: pro -> enterprise until \\d{4}-`))
+    // The same plan again would restart its period and usage: refused, nothing changed.
+    const again = await mailroom(["users", "set-plan", email, "enterprise"])
+    expect(again.code).toBe(1)
+    expect(again.stderr).toContain(`${email} is on the enterprise plan already`)
 
     // Over the API: the account logs in on enterprise; a key, a mailbox and one email.
     server = await startServer({ ...backend.env })
