@@ -38,6 +38,8 @@ export interface DirectoryEntry {
   /** The owner's emails of `day` and of the billing period, with this process's since added. */
   readonly today: number
   readonly thisPeriod: number
+  /** The bytes of the owner's stored mail, when looked up (mail is charged once stored, not here). */
+  readonly storage: number
 }
 
 interface Kept {

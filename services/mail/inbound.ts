@@ -30,6 +30,7 @@ import {
   MessageTooBig,
   MonthlyLimitReached,
   SenderRefused,
+  StorageFull,
   TemporaryFailure,
   UnknownRecipient
 } from "./refusals.ts"
@@ -75,6 +76,7 @@ const RecipientRow = Schema.Struct({
   periodStart: Schema.DateFromSelf,
   today: Schema.NumberFromString,
   thisPeriod: Schema.NumberFromString,
+  storage: Schema.NumberFromString,
   blocked: Schema.Boolean,
   accountAllowList: Schema.Boolean,
   accountAllows: Schema.Boolean,
@@ -183,7 +185,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
         // A free plan's period is the calendar month, rolled over on read (as Billing does).
         return sql`
           SELECT r.idx, m.id AS mailbox_id, m.user_id, s.plan, p.period_start,
-                 coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period,
+                 coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period, coalesce(su.bytes, 0) AS storage,
                  coalesce(l.blocked, false) AS blocked,
                  coalesce(l.account_allows, false) AS account_allows,
                  coalesce(l.mailbox_allows, false) AS mailbox_allows,
@@ -213,7 +215,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
               AND (e.mailbox_id IS NULL OR e.mailbox_id = m.id)
           ) l
           LEFT JOIN mail_daily_counters d ON d.user_id = m.user_id AND d.day = ${utcDay(now)}::date
-          LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start`.pipe(
+          LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start
+          LEFT JOIN storage_usage su ON su.user_id = m.user_id`.pipe(
           Effect.flatMap(Schema.decodeUnknown(Schema.Array(RecipientRow))),
           Effect.map((rows) => {
             const day = utcDay(now)
@@ -271,7 +274,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
 
     /** Whether a kept entry's counts are too close to a limit for anything but the database to judge. */
     const nearLimits = (entry: DirectoryEntry) =>
-      nearLimit(entry.today, limits[entry.plan].emailsPerDay) || nearLimit(entry.thisPeriod, limits[entry.plan].emailsPerMonth)
+      nearLimit(entry.today, limits[entry.plan].emailsPerDay) || nearLimit(entry.thisPeriod, limits[entry.plan].emailsPerMonth) ||
+      nearLimit(entry.storage, limits[entry.plan].storageBytes)
 
     /**
      * The mailbox at `address` (any case) whose lists admit `mailFrom`, from the directory when it
@@ -294,7 +298,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
         periodStart: row.periodStart,
         day: row.day,
         today: row.today,
-        thisPeriod: row.thisPeriod
+        thisPeriod: row.thisPeriod,
+        storage: row.storage
       }
       if (!row.hasLists) directory.keep(normalized, found, since)
       return found
@@ -316,6 +321,10 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       if (row.today >= plan.emailsPerDay) return yield* new DailyLimitReached({ address, limit: plan.emailsPerDay })
       if (plan.emailsPerMonth !== null && row.thisPeriod >= plan.emailsPerMonth) {
         return yield* new MonthlyLimitReached({ address, limit: plan.emailsPerMonth })
+      }
+      // The account's stored mail fills its plan's storage: refused until mail is gone or the plan grows.
+      if (plan.storageBytes !== null && (row.storage >= plan.storageBytes || row.storage + (declaredSize ?? 0) > plan.storageBytes)) {
+        return yield* new StorageFull({ address, limit: plan.storageBytes })
       }
       return {
         address,

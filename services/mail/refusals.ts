@@ -41,6 +41,16 @@ export class MonthlyLimitReached extends Data.TaggedError("MonthlyLimitReached")
 }
 
 /**
+ * The recipient's account has used its plan's storage (or this message would pass it): 452 4.2.2,
+ * mailbox full, so the sender keeps trying while the owner deletes a mailbox or upgrades.
+ */
+export class StorageFull extends Data.TaggedError("StorageFull")<{ readonly address: string; readonly limit: number }> {
+  get reply(): SmtpReply {
+    return { code: 452, text: `4.2.2 <${this.address}>: mailbox full: the account's storage of ${this.limit} bytes is used` }
+  }
+}
+
+/**
  * The recipient's allow or block lists refuse the envelope sender (sender-list-rules.ts): 550 5.7.1,
  * for this recipient only; the message's other recipients are answered on their own.
  */
@@ -57,7 +67,14 @@ export class TemporaryFailure extends Data.TaggedError("TemporaryFailure")<{ rea
   }
 }
 
-export type RecipientRefusal = UnknownRecipient | SenderRefused | MessageTooBig | DailyLimitReached | MonthlyLimitReached | TemporaryFailure
+export type RecipientRefusal =
+  | UnknownRecipient
+  | SenderRefused
+  | MessageTooBig
+  | DailyLimitReached
+  | MonthlyLimitReached
+  | StorageFull
+  | TemporaryFailure
 export type MessageRefusal = MessageTooBig | TemporaryFailure
 
 /**

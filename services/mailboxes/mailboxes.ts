@@ -266,6 +266,10 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         }
         // The mailbox's emails will be hidden through it: every read joins an active mailbox.
         yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailboxId}`
+        // And they no longer count against the account's storage (the plan's limit, mail/inbound.ts).
+        yield* sql`
+          UPDATE storage_usage SET bytes = greatest(0, bytes - (SELECT coalesce(sum(size), 0) FROM emails WHERE mailbox_id = ${mailboxId}))
+          WHERE user_id = ${owner.userId}`
       }).pipe(sql.withTransaction)
       // Told once the delete is committed: a node that looks the address up again must not find it.
       yield* directory.changed(owner.userId)

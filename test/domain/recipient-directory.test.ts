@@ -16,8 +16,9 @@ import { FRESH_FOR, nearLimit, RecipientDirectory } from "../../services/mail/di
 import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
 import { SenderLists } from "../../services/mail/sender-lists.ts"
 import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { limits } from "../../services/plans/plans.ts"
 import { testDatabase } from "../support/database.ts"
-import { DOMAIN, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
+import { DOMAIN, insertEmail, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
@@ -189,5 +190,35 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
       // Another node took the last two: this one's kept count (98) is near the limit, so it asks.
       yield* setTodaysCount(mailbox, 100)
       expect(yield* rcpt(mailbox.address)).toBe("DailyLimitReached")
+    }))
+
+  it.effect("an account whose stored mail fills its plan's storage is refused (452 4.2.2) until a mailbox's deletion frees some", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const inbound = yield* Inbound
+      const mailboxes = yield* Mailboxes
+      const owner = yield* insertUser()
+      const kept = yield* insertMailbox(owner)
+      const full = yield* insertMailbox(owner)
+      const stored = (bytes: number) =>
+        sql`INSERT INTO storage_usage (user_id, bytes) VALUES (${owner.userId}, ${bytes})
+            ON CONFLICT (user_id) DO UPDATE SET bytes = EXCLUDED.bytes`
+      const free = limits.free.storageBytes!
+      // 1 MB short of the plan's 1 GB: a message of that size fits, one byte more (declared) does not.
+      yield* stored(free - 1_000_000)
+      expect(yield* Effect.either(inbound.recipient(kept.address, 1_000_000, SENDER))).toMatchObject({ _tag: "Right" })
+      const refused = yield* Effect.flip(inbound.recipient(kept.address, 1_000_001, SENDER))
+      expect(refused).toMatchObject({ _tag: "StorageFull", reply: { code: 452 } })
+      expect(refused.reply.text).toBe(`4.2.2 <${kept.address}>: mailbox full: the account's storage of ${free} bytes is used`)
+      // Full: nothing more, whatever its size.
+      yield* stored(free)
+      expect(yield* rcpt(kept.address)).toBe("StorageFull")
+      // Its mail in the other mailbox (2 MB of it) is gone with that mailbox: room again.
+      const big = yield* insertEmail(full, { subject: "Big", receivedMinutesAgo: 1 })
+      yield* sql`UPDATE emails SET size = 2000000 WHERE id = ${big.id}`
+      yield* mailboxes.remove(owner, full.mailboxId, full.address)
+      const [row] = yield* sql<{ bytes: string }>`SELECT bytes FROM storage_usage WHERE user_id = ${owner.userId}`
+      expect(Number(row!.bytes)).toBe(free - 2_000_000)
+      expect(yield* rcpt(kept.address)).toBe("accepted")
     }))
 })
