@@ -150,13 +150,21 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()(
     status: 429,
     code: "RATE_LIMIT_EXCEEDED",
     description: "RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds"
-  }, { retryAfter: Schema.Number })
+  }, { retryAfter: Schema.Number, resetAt: Schema.optional(Schema.Number) })
 ) {
-  static of(input: { readonly limit: number; readonly window: string; readonly retryAfter: number; readonly message?: string }) {
+  /** `resetAt`: when the refusing window ends (Unix seconds), for the 429's X-RateLimit-Reset. */
+  static of(input: {
+    readonly limit: number
+    readonly window: string
+    readonly retryAfter: number
+    readonly resetAt?: number | undefined
+    readonly message?: string
+  }) {
     return new RateLimited({
       message: input.message ?? `Rate limit of ${input.limit} requests per ${input.window} exceeded`,
       details: { limit: input.limit, window: input.window, retry_after: input.retryAfter },
-      retryAfter: input.retryAfter
+      retryAfter: input.retryAfter,
+      resetAt: input.resetAt
     })
   }
 }

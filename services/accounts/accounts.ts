@@ -99,7 +99,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         } satisfies NewSession
       })
 
-    const tooManyFailures = (decision: { readonly limit: number; readonly window: string; readonly retryAfter: number }) =>
+    const tooManyFailures = (decision: { readonly limit: number; readonly window: string; readonly retryAfter: number; readonly resetAt: number }) =>
       RateLimited.of({
         ...decision,
         message: "Too many failed logins for this account; try again later"

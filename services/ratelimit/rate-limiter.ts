@@ -39,8 +39,12 @@ export interface Decision {
   readonly retryAfter: number
 }
 
+/** A window as a message says it ("per minute", "per 15 minutes"). */
 export const windowName = (seconds: number) =>
-  seconds === 60 ? "minute" : seconds === 3600 ? "hour" : seconds === 86400 ? "day" : `${seconds} seconds`
+  seconds === 60 ? "minute" : seconds === 3600 ? "hour" : seconds === 86400 ? "day"
+  : seconds % 3600 === 0 ? `${seconds / 3600} hours`
+  : seconds % 60 === 0 ? `${seconds / 60} minutes`
+  : `${seconds} seconds`
 
 export const planWindows = (requests: RateWindows): ReadonlyArray<Window> => [
   { seconds: 60, limit: requests.perMinute },

@@ -99,6 +99,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             limit: rate.limit,
             window: rate.window,
             retryAfter: rate.retryAfter,
+            resetAt: rate.resetAt,
             message: `Search rate limit of ${rate.limit} searches per minute exceeded`
           })
         }

@@ -140,7 +140,8 @@ export const errorResponse = (error: ApiError) => {
     // limit), not the request limit the request also counted against (middleware.ts leaves them).
     headers["x-ratelimit-limit"] = String(error.details.limit)
     headers["x-ratelimit-remaining"] = "0"
-    headers["x-ratelimit-reset"] = String(Math.ceil(Date.now() / 1000 + error.retryAfter))
+    // The window's own end, as the same window's earlier answers said it; else from Retry-After.
+    headers["x-ratelimit-reset"] = String(error.resetAt ?? Math.ceil(Date.now() / 1000 + error.retryAfter))
   }
   return HttpServerResponse.unsafeJson(body(error), { status: error.status, headers })
 }

@@ -47,7 +47,7 @@ const enforce = ({ decision, principal }: Authenticated) =>
     announce(decision),
     decision.allowed
       ? Effect.succeed(principal)
-      : Effect.fail(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter }))
+      : Effect.fail(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter, resetAt: decision.resetAt }))
   )
 
 /** Count one unauthenticated request against its client address's limit (300 a minute): the decision. */
@@ -64,7 +64,7 @@ const limitByAddress = (limiter: RateLimiter["Type"]) =>
     const decision = yield* takeForAddress(limiter)
     yield* announce(decision)
     if (!decision.allowed) {
-      return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })
+      return yield* RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter, resetAt: decision.resetAt })
     }
   })
 

@@ -122,13 +122,15 @@ describe("POST /api/auth/login", () => {
     const blocked = await login({ email: user.email, password: user.password })
     expect(blocked.response.status).toBe(429)
     expect(blocked.error?.error.code).toBe("RATE_LIMIT_EXCEEDED")
-    expect(blocked.error?.error.details).toEqual({ limit: 10, window: "900 seconds", retry_after: expect.any(Number) })
+    expect(blocked.error?.error.details).toEqual({ limit: 10, window: "15 minutes", retry_after: expect.any(Number) })
     const retryAfter = Number(blocked.response.headers.get("retry-after"))
     expect(retryAfter).toBeGreaterThan(0)
     // The headers describe the failed-login limit that refused it, not the address's 300 a minute.
     expect(blocked.response.headers.get("x-ratelimit-limit")).toBe("10")
     expect(blocked.response.headers.get("x-ratelimit-remaining")).toBe("0")
     expect(Math.abs(Number(blocked.response.headers.get("x-ratelimit-reset")) - (Date.now() / 1000 + retryAfter))).toBeLessThanOrEqual(2)
+    // The window's end itself: the failed-login window of 15 minutes ends on a multiple of 900 s.
+    expect(Number(blocked.response.headers.get("x-ratelimit-reset")) % 900).toBe(0)
   })
 })
 

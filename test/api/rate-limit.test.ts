@@ -39,6 +39,8 @@ describe("one API process", () => {
       success: false,
       error: { code: "RATE_LIMIT_EXCEEDED", message: expect.any(String), details: { limit: 20, window: "minute", retry_after: expect.any(Number) } }
     })
+    // The same window's end the 200s gave, not a second later.
+    expect(Number(refused.response.headers.get("x-ratelimit-reset")) % 60).toBe(0)
     const retryAfter = Number(refused.response.headers.get("retry-after"))
     expect(retryAfter).toBe(refused.error?.error.details?.["retry_after"])
     expect(retryAfter).toBeGreaterThanOrEqual(1)
@@ -89,6 +91,7 @@ describe("requests without a valid credential", () => {
     expect(last.response.status).toBe(429)
     expect(last.error?.error).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", details: { limit: 300, window: "minute" } })
     expect(last.response.headers.get("x-ratelimit-remaining")).toBe("0")
+    expect(Number(last.response.headers.get("x-ratelimit-reset")) % 60).toBe(0)
     expect(Number(last.response.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
   })
 })

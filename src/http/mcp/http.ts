@@ -165,7 +165,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         HttpServerResponse.setHeaders(
           decision.allowed
             ? unauthorized(refusal)
-            : errorResponse(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter })),
+            : errorResponse(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter, resetAt: decision.resetAt })),
           rateHeaders(decision)
         ))
 
@@ -186,6 +186,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           limit: decision.limit,
           window: decision.window,
           retryAfter: decision.retryAfter,
+          resetAt: decision.resetAt,
           message: `MCP limit of ${decision.limit} requests per ${decision.window} exceeded`
         })
         return HttpServerResponse.setHeaders(errorResponse(limited), rateHeaders(decision))
