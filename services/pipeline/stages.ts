@@ -117,7 +117,8 @@ export class StageMonitor extends Effect.Service<StageMonitor>()("mailroom/Stage
     const settings = yield* StageSettings
     const threshold = Duration.toSeconds(settings.lagWarning)
     const samples: Array<{ readonly at: number; readonly counts: Record<StageName, number> }> = []
-    const behindSince = new Map<StageName, number>()
+    /** Stages seen behind: since when (here), and the oldest waiting message seen meanwhile, in seconds. */
+    const behind = new Map<StageName, { readonly since: number; worst: number }>()
     let snapshot: Record<StageName, StageStatus> = Object.fromEntries(
       stageNames.map((stage) => [stage, { rate: 0, handled: 0, ...unknownLag, lagging: false }])
     ) as Record<StageName, StageStatus>
@@ -140,17 +141,23 @@ export class StageMonitor extends Effect.Service<StageMonitor>()("mailroom/Stage
     /** Log a stage falling behind and catching up, once each, where this process answers for it. */
     const tell = (stage: StageName, status: StageStatus, now: number) => {
       if (!settings.logged.includes(stage)) return Effect.void
-      const since = behindSince.get(stage)
-      if (status.lagging && since === undefined) {
-        behindSince.set(stage, now)
+      const seen = behind.get(stage)
+      if (seen !== undefined) seen.worst = Math.max(seen.worst, status.oldestAgeSeconds ?? 0)
+      if (status.lagging && seen === undefined) {
+        behind.set(stage, { since: now, worst: status.oldestAgeSeconds ?? 0 })
         return Effect.logWarning(
           `The ${stage} stage is behind: ${status.pending} messages waiting, ${status.inFlight} in flight, the oldest ` +
             `${status.oldestAgeSeconds?.toFixed(1)} s old (STAGE_LAG_WARNING ${threshold} s); earlier stages go on at their own pace`
         ).pipe(Effect.annotateLogs({ stage, pending: status.pending, in_flight: status.inFlight, oldest_age_seconds: status.oldestAgeSeconds }))
       }
-      if (!status.lagging && since !== undefined && status.oldestAgeSeconds !== null) {
-        behindSince.delete(stage)
-        return Effect.logInfo(`The ${stage} stage has caught up after ${((now - since) / 1000).toFixed(1)} s behind`).pipe(
+      if (!status.lagging && seen !== undefined && status.oldestAgeSeconds !== null) {
+        behind.delete(stage)
+        // A process that starts (or first looks) while the stage is behind saw only the end of it: the
+        // oldest message's age says how far behind it really was.
+        return Effect.logInfo(
+          `The ${stage} stage has caught up after ${((now - seen.since) / 1000).toFixed(1)} s behind here; ` +
+            `its oldest message had waited ${seen.worst.toFixed(1)} s`
+        ).pipe(
           Effect.annotateLogs({ stage, pending: status.pending, in_flight: status.inFlight })
         )
       }

@@ -135,6 +135,9 @@ describe.skipIf(mode !== "postgres")("a worker and an indexer in processes of th
     }, 30_000, 250)
     expect(caughtUp.index.oldest_age_seconds).toBe(0)
     await until("the worker says it caught up", async () => (/The index stage has caught up after/.test(worker.output()) ? true : undefined), 10_000, 200)
+    // With how long the oldest message had waited: at least the second the test waited above.
+    const waited = /The index stage has caught up after [\d.]+ s behind here; its oldest message had waited ([\d.]+) s/.exec(worker.output())
+    expect(Number(waited?.[1])).toBeGreaterThanOrEqual(1)
 
     // Searchable by words, through the api.
     const found = await withKey(node.url, box.user).POST("/v1/search", {
