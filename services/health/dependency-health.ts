@@ -11,8 +11,10 @@
  *
  * - Every boundary hands its failure to `report`, which sorts it: an unreachable dependency (a SQL
  *   connection failure, a bus error) is an outage; `Backpressure` (a consumer asking for a message
- *   again later because it is at its limit) is flow control, logged at debug only; anything else is
- *   a real fault and is logged as before, with its cause.
+ *   again later because it is at its limit) is flow control, logged at debug only; another system
+ *   that cannot be reached (a vector index, a remote embedder: a network error under the failure) is
+ *   a warning of one line saying which and why; anything else is a real fault and is logged as
+ *   before, with its cause.
  * - The end of an outage is seen by a probe (registered with `watch`) tried every second while the
  *   dependency is down, or told by an adapter that knows it first (`recovered`, e.g. NATS reconnected).
  * - Operations that were already waiting when the dependency came back can still fail just after;
@@ -41,6 +43,8 @@ const isBackpressure = (error: unknown): error is Backpressure =>
 export type Failure =
   | { readonly _tag: "Outage"; readonly dependency: Dependency; readonly reason: string }
   | { readonly _tag: "Backpressure"; readonly reason: string }
+  /** Another system (a vector index, a remote embedder, a relay) could not be reached: retried, said in one line. */
+  | { readonly _tag: "Unreachable"; readonly reason: string }
   | { readonly _tag: "Fault" }
 
 const CONNECTION_CODE = /^(08|57P0[123]|53300)/
@@ -112,6 +116,9 @@ export const classify = (cause: Cause.Cause<unknown>): Failure => {
     if (dependency !== undefined) return { _tag: "Outage", dependency, reason: shortReason(error) }
   }
   if (errors.every(isBackpressure)) return { _tag: "Backpressure", reason: errors.map(shortReason).join("; ") }
+  if (errors.every((error) => causeChain(error).some(isConnectionFailure))) {
+    return { _tag: "Unreachable", reason: errors.map(shortReason).join("; ") }
+  }
   return { _tag: "Fault" }
 }
 
@@ -200,6 +207,9 @@ export class DependencyHealth extends Effect.Service<DependencyHealth>()("mailro
           return yield* failed(failure.dependency, failure.reason)
         case "Backpressure":
           return yield* Effect.logDebug(`${message}: ${failure.reason}`)
+        case "Unreachable":
+          // Where the code failed says nothing here: which system, and why, does.
+          return yield* Effect.logWarning(`${message}: ${failure.reason}`)
         case "Fault":
           return yield* Effect.logWarning(message, cause)
       }

@@ -71,14 +71,18 @@ describe("classify", () => {
     expect(classify(Cause.fail(new BusError({ message: "Could not store a bus message", cause: badQuery })))).toEqual({ _tag: "Fault" })
   })
 
-  it("backpressure is flow control; a query bug, a defect or another system's network error is a fault", () => {
+  it("backpressure is flow control; another system's network error is that system unreachable; a query bug or a defect is a fault", () => {
     expect(classify(Cause.fail(new Busy({ message: "1 endpoint(s) at their limit" })))).toEqual({
       _tag: "Backpressure",
       reason: "1 endpoint(s) at their limit"
     })
     expect(classify(Cause.fail(badQuery))).toEqual({ _tag: "Fault" })
     expect(classify(Cause.die(new Error("boom")))).toEqual({ _tag: "Fault" })
-    expect(classify(Cause.fail(Object.assign(new Error("Qdrant unreachable"), { code: "ECONNREFUSED" })))).toEqual({ _tag: "Fault" })
+    const qdrant = new Error("Could not upsert the vectors", { cause: Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6333"), { code: "ECONNREFUSED" }) })
+    expect(classify(Cause.fail(qdrant))).toEqual({
+      _tag: "Unreachable",
+      reason: "Could not upsert the vectors: connect ECONNREFUSED 127.0.0.1:6333"
+    })
   })
 })
 
@@ -112,6 +116,19 @@ describe("DependencyHealth", () => {
         ])
         expect(warnings.every((line) => !line.hasCause && line.annotations === 0)).toBe(true)
         expect(lines.filter((line) => line.level === "DEBUG")).toHaveLength(1)
+      })
+    ))
+
+  it.live("says another system that cannot be reached in one line, without a stack; a fault with its cause", () =>
+    withLog((health, logged) =>
+      Effect.gen(function*() {
+        const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6333"), { code: "ECONNREFUSED" })
+        yield* health.report("Bus handler failed", Cause.fail(new Error("Could not upsert the vectors", { cause: refused })))
+        yield* health.report("Bus handler failed", Cause.die(new Error("boom")))
+        expect(logged().map((line) => [line.level, line.message, line.hasCause])).toEqual([
+          ["WARN", "Bus handler failed: Could not upsert the vectors: connect ECONNREFUSED 127.0.0.1:6333", false],
+          ["WARN", "Bus handler failed", true]
+        ])
       })
     ))
 
