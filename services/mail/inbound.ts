@@ -130,11 +130,16 @@ const entry = <V>(map: Map<string, V>, key: string, make: () => V): V => {
  * mailbox's mail: no mailbox's local part has a `+`. The email keeps the address it was sent to.
  */
 const routingForm = (address: string) => {
+  const stored = asStored(address)
+  const at = stored.lastIndexOf("@")
+  const plus = stored.indexOf("+")
+  return plus < 0 || plus > at ? stored : `${stored.slice(0, plus)}${stored.slice(at)}`
+}
+
+/** `address` lower-cased with its domain as stored (an internationalized one in punycode). */
+const asStored = (address: string) => {
   const at = address.lastIndexOf("@")
-  if (at < 0) return address.toLowerCase()
-  const local = address.slice(0, at)
-  const plus = local.indexOf("+")
-  return `${plus < 0 ? local : local.slice(0, plus)}@${normalizeDomain(address.slice(at + 1))}`.toLowerCase()
+  return (at < 0 ? address : `${address.slice(0, at)}@${normalizeDomain(address.slice(at + 1))}`).toLowerCase()
 }
 
 /** Per account and counter key, the emails `recipients` add: one row per key, as an upsert needs. */
@@ -255,7 +260,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     const bounceRecipient = Effect.fnUntraced(function*(address: string) {
       const rows = yield* sql<{ id: string; mailboxId: string; userId: string }>`
         SELECT e.id, e.mailbox_id, e.user_id FROM emails e
-        WHERE e.id = ${BOUNCE_ADDRESS.exec(address)![1]!} AND e.direction = 'outbound' AND lower(e.mail_from) = ${address.toLowerCase()}`.pipe(
+        WHERE e.id = ${BOUNCE_ADDRESS.exec(address)![1]!} AND e.direction = 'outbound' AND lower(e.mail_from) = ${asStored(address)}`.pipe(
         Effect.mapError(temporary("bounce lookup failed"))
       )
       const email = rows[0]

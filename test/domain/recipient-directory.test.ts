@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer } from "effect"
+import { randomBytes } from "node:crypto"
 import { domainToASCII } from "node:url"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Principals } from "../../services/accounts/principals.ts"
@@ -87,6 +88,12 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
       expect(yield* rcpt(`Agent@${label.toUpperCase()}.example`)).toBe("accepted")
       expect(yield* rcpt(`agent@${ascii.toUpperCase()}`)).toBe("accepted")
       expect(yield* rcpt(`agent@${label.replace("ü", "u")}.example`)).toBe("UnknownRecipient")
+      // A bounce of mail sent from that domain finds its message too (its envelope sender is stored in punycode).
+      const mailbox = { owner, mailboxId: (yield* sql<{ id: string }>`SELECT id FROM mailboxes WHERE address_normalized = ${`agent@${ascii}`}`)[0]!.id, address: `agent@${ascii}` }
+      const sent = yield* insertEmail(mailbox, { subject: "Sent", receivedMinutesAgo: 1 })
+      const emailId = `eml_${randomBytes(12).toString("hex")}`
+      yield* sql`UPDATE emails SET id = ${emailId}, direction = 'outbound', mail_from = ${`bounces+${emailId}@${ascii}`} WHERE id = ${sent.id}`
+      expect(yield* rcpt(`bounces+${emailId}@${label}.example`)).toBe("accepted")
     }))
 
   it.effect("a subaddress (local+tag@) is its mailbox's mail; a tag alone is nobody's", () =>
