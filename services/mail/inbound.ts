@@ -142,6 +142,20 @@ const asStored = (address: string) => {
   return (at < 0 ? address : `${address.slice(0, at)}@${normalizeDomain(address.slice(at + 1))}`).toLowerCase()
 }
 
+/**
+ * One recipient per mailbox (the first named): a message to two addresses of one mailbox (subaddresses,
+ * `agent+a@` and `agent+b@`) is one email of it, counted once. A bounce stays apart from the mailbox's mail.
+ */
+const onePerMailbox = (recipients: ReadonlyArray<Recipient>): ReadonlyArray<Recipient> => {
+  const seen = new Set<string>()
+  return recipients.filter((r) => {
+    const key = `${r.mailboxId}\n${r.bounceOf ?? ""}`
+    if (seen.has(key)) return false
+    seen.add(key)
+    return true
+  })
+}
+
 /** Per account and counter key, the emails `recipients` add: one row per key, as an upsert needs. */
 const counterRows = (recipients: ReadonlyArray<{ readonly recipient: Recipient; readonly day: string }>, sign: 1 | -1) => {
   const daily = new Map<string, { userId: string; day: string; emails: number }>()
@@ -348,21 +362,22 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
 
     /**
      * Make the message durable and hand it to the workers; succeeds only when both are done.
-     * Returns the ids of the emails it will become, one per recipient.
+     * Returns the ids of the emails it will become, one per mailbox among its recipients.
      * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
      */
     const accept = Effect.fnUntraced(function*(message: IncomingMessage) {
-      const smallest = Math.min(...message.recipients.map((r) => r.maxEmailBytes))
+      const recipients = onePerMailbox(message.recipients)
+      const smallest = Math.min(...recipients.map((r) => r.maxEmailBytes))
       if (message.raw.byteLength > smallest) return yield* new MessageTooBig({ limit: smallest })
       const digest = sha256(message.raw)
       const day = utcDay(message.receivedAt)
-      yield* store({ sha256: digest, raw: message.raw, day, recipients: message.recipients }).pipe(
+      yield* store({ sha256: digest, raw: message.raw, day, recipients }).pipe(
         Effect.mapError(temporary("storing the message failed"))
       )
-      countedHere(message.recipients, day, 1)
+      countedHere(recipients, day, 1)
 
       const published = yield* Effect.forEach(
-        message.recipients,
+        recipients,
         (r) => {
           const inbound: InboundMessage = {
             email_id: newId("eml"),
@@ -385,9 +400,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
           )
         },
         // One recipient (the usual case) needs no forked fiber.
-        { concurrency: message.recipients.length > 1 ? "unbounded" : undefined }
+        { concurrency: recipients.length > 1 ? "unbounded" : undefined }
       )
-      const failed = message.recipients.filter((_, i) => Either.isLeft(published[i]!))
+      const failed = recipients.filter((_, i) => Either.isLeft(published[i]!))
       if (failed.length > 0) {
         // Those copies will not be delivered: give their counts back (the sender will retry).
         countedHere(failed, day, -1)

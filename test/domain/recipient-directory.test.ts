@@ -96,14 +96,25 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
       expect(yield* rcpt(`bounces+${emailId}@${label}.example`)).toBe("accepted")
     }))
 
-  it.effect("a subaddress (local+tag@) is its mailbox's mail; a tag alone is nobody's", () =>
+  it.effect("a subaddress (local+tag@) is its mailbox's mail, one email however many of its addresses a message names; a tag alone is nobody's", () =>
     Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const inbound = yield* Inbound
       const mailbox = yield* insertMailbox(yield* insertUser())
       const [local, domain] = mailbox.address.split("@") as [string, string]
       expect(yield* rcpt(`${local}+newsletters@${domain}`)).toBe("accepted")
       expect(yield* rcpt(`${local.toUpperCase()}+A+B@${domain}`)).toBe("accepted")
       expect(yield* rcpt(`+${local}@${domain}`)).toBe("UnknownRecipient")
       expect(yield* rcpt(`${local}x+tag@${domain}`)).toBe("UnknownRecipient")
+
+      const first = yield* inbound.recipient(`${local}+a@${domain}`, undefined, SENDER)
+      const second = yield* inbound.recipient(`${local}+b@${domain}`, undefined, SENDER)
+      const raw = new TextEncoder().encode(`From: ${SENDER}\r\nSubject: to two tags\r\n\r\nhello\r\n`)
+      const ids = yield* inbound.accept({ mailFrom: SENDER, recipients: [first, second], raw, receivedAt: new Date() })
+      expect(ids).toHaveLength(1)
+      const [row] = yield* sql<{ emails: number }>`
+        SELECT emails FROM mail_daily_counters WHERE user_id = ${mailbox.owner.userId} AND day = (now() AT TIME ZONE 'UTC')::date`
+      expect(Number(row!.emails)).toBe(1)
     }))
 
   it.effect("an address RCPT found is answered from memory for FRESH_FOR, in any case, then asked again", () =>
