@@ -219,8 +219,11 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         RETURNING ${sql.literal(emailColumnList)}
       ),
       storage AS (
+        -- Mail of a mailbox deleted since it was accepted is stored, hidden, and not counted: the
+        -- delete gave back what its mailbox held (mailboxes.ts remove).
         INSERT INTO storage_usage (user_id, bytes)
-        SELECT user_id, sum(size) FROM email GROUP BY user_id ORDER BY user_id
+        SELECT email.user_id, sum(email.size) FROM email JOIN mailboxes m ON m.id = email.mailbox_id AND m.status = 'active'
+        GROUP BY email.user_id ORDER BY email.user_id
         ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
       )${attachments}${alongside}
       SELECT * FROM email`

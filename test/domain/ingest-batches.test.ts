@@ -128,6 +128,13 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       // Stored again (every message redelivered): nothing new, nothing counted twice.
       expect(yield* storeEmails(sql, batch)).toEqual(batch.map(() => undefined))
       expect(yield* storageOf(first.owner.userId)).toBe(size(batch.slice(0, 3)))
+
+      // Mail of a mailbox deleted since it was accepted is stored (hidden) but not counted: the delete
+      // gave back what the mailbox held, and nothing would give this back.
+      yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${second.mailboxId}`
+      const late = yield* newEmail(second, { subject: "Late", messageId: "<late@example.test>" })
+      expect((yield* storeEmails(sql, [late]))[0]?.id).toBe(late.emailId)
+      expect(yield* storageOf(second.owner.userId)).toBe(size(batch.slice(3, 5)))
     }))
 
   it.effect("a reply stored in the batch before its original: both in one thread", () =>
