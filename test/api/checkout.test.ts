@@ -111,7 +111,7 @@ describe("POST /v1/billing/checkout", () => {
     await fetch(pageOf(first.data!.data.url), { method: "POST", redirect: "manual" })
     const again = await checkout(user, "pro")
     expect(again.response.status).toBe(409)
-    expect(again.error?.error).toEqual({ code: "CONFLICT", message: "Already on the pro plan", details: { plan: "pro" } })
+    expect(again.error?.error).toEqual({ code: "CONFLICT", message: "Already on the pro plan", details: { plan: "pro", status: "active" } })
   })
 
   it("needs a credential", async () => {

@@ -27,6 +27,8 @@ interface StripeRequest {
 const fakeStripe = async () => {
   const requests: Array<StripeRequest> = []
   const subscriptions = new Map<string, unknown>()
+  /** Paths answered 500, as Stripe answers when it is having a bad day. */
+  const failing = new Set<string>()
   let counter = 0
   const server = http.createServer((req, res) => {
     let body = ""
@@ -40,6 +42,7 @@ const fakeStripe = async () => {
         res.writeHead(status, { "content-type": "application/json", "request-id": `req_${n}` })
         res.end(JSON.stringify(json))
       }
+      if (failing.has(path)) return reply(500, { error: { type: "api_error", message: "Something went wrong on Stripe's end" } })
       if (path === "/v1/customers") return reply(200, { id: `cus_test_${n}`, object: "customer", email: form.get("email") })
       if (path === "/v1/checkout/sessions") {
         return reply(200, { id: `cs_test_${n}`, object: "checkout.session", mode: form.get("mode"), url: `https://checkout.stripe.test/c/${n}` })
@@ -62,6 +65,7 @@ const fakeStripe = async () => {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
     subscriptions,
+    failing,
     close: () => new Promise<void>((resolve) => server.close(() => resolve()))
   }
 }
@@ -302,6 +306,31 @@ describe("a paying account's change of plan", () => {
     }), t0 + 10)
     expect((await deliver(confirmed)).response.status).toBe(200)
     expect(await state(user.apiKey)).toMatchObject({ plan: "enterprise", status: "active" })
+  })
+
+  it("refuses its own plan with 409 even with a payment past due, pointing at the portal; Stripe down is 503", async () => {
+    const user = await withApiKey(suite.url)
+    const t0 = Math.floor(Date.now() / 1000)
+    const customer = await paidCheckout(user, "pro", `sub_${user.userId}`, t0)
+    const pastDue = event("customer.subscription.updated", subscriptionObject({
+      userId: user.userId, customer, status: "past_due", price: PRICES.pro, start: t0, end: t0 + 30 * 86400
+    }), t0 + 10)
+    expect((await deliver(pastDue)).response.status).toBe(200)
+    const before = stripeApi.requests.length
+    const same = await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "pro", ...urls } })
+    expect([same.response.status, same.error?.error]).toEqual([409, {
+      code: "CONFLICT",
+      message: "Already on the pro plan, with a payment past due: pay it or change the card in the billing portal",
+      details: { plan: "pro", status: "past_due" }
+    }])
+    expect(stripeApi.requests.length).toBe(before)
+    // Stripe cannot say what the subscription is: nothing is opened, the caller retries.
+    stripeApi.failing.add(`/v1/subscriptions/sub_${user.userId}`)
+    const down = await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "enterprise", ...urls } })
+    stripeApi.failing.clear()
+    expect(down.response.status).toBe(503)
+    expect(down.error?.error.code).toBe("SERVICE_UNAVAILABLE")
+    expect(stripeApi.requests.slice(before).some((r) => r.path === "/v1/checkout/sessions" || r.path === "/v1/billing_portal/sessions")).toBe(false)
   })
 
   it("opens a new Checkout Session when Stripe says the subscription on record has ended, or has it no more", async () => {

@@ -35,8 +35,14 @@ const makeHandlers = Effect.gen(function*() {
             return yield* ValidationError.field("plan", "free needs no checkout; cancel a paid plan from the billing portal")
           }
           const current = yield* billing.subscription(userId)
-          if (current.plan === plan && current.status === "active") {
-            return yield* new Conflict({ message: `Already on the ${plan} plan`, details: { plan } })
+          // The plan it has: nothing to buy. A payment past due is paid, or the card changed, in the portal.
+          if (current.plan === plan) {
+            return yield* new Conflict({
+              message: current.status === "past_due"
+                ? `Already on the ${plan} plan, with a payment past due: pay it or change the card in the billing portal`
+                : `Already on the ${plan} plan`,
+              details: { plan, status: current.status }
+            })
           }
           const session = yield* payments.checkout({
             userId,
