@@ -5,7 +5,7 @@
 import { accessSync, constants } from "node:fs"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
-import { parseDomainName } from "../services/domains/names.ts"
+import { normalizeDomain } from "../services/mailboxes/rules.ts"
 
 /**
  * `worker` ingests (and runs webhooks, housekeeping, the event log); `indexer` makes mail searchable;
@@ -62,12 +62,17 @@ const url = (name: string) =>
     })
   )
 
-/** A host name (an internationalized one in punycode, as DNS and SMTP carry it), or why it is none. */
-const hostName = (name: string) => (value: string) =>
-  Either.mapLeft(
-    parseDomainName(value),
-    (problem) => ConfigError.InvalidData([name], `Expected host names such as mail.example.com: ${JSON.stringify(value)} ${problem}`)
-  )
+/**
+ * A host (or mail domain) name: labels of letters, digits and '-', internationalized ones in punycode
+ * as DNS and SMTP carry them, one label allowed (a private network's host, a compose service), no IP
+ * address (an MX record names a host).
+ */
+const mailHost = (name: string) => (value: string) => {
+  const host = normalizeDomain(value)
+  return host.split(".").every((label) => /^(?!-)[a-z0-9-]{1,63}(?<!-)$/.test(label)) && !/^[\d.]+$/.test(host)
+    ? Either.right(host)
+    : Either.left(ConfigError.InvalidData([name], `Expected a host name such as example.com but received ${JSON.stringify(value)}`))
+}
 
 /** Like Config.validate, but the error names the variable (Config.validate loses the path). */
 const check = <A>(name: string, message: string, valid: (value: A) => boolean) => (config: Config.Config<A>) =>
@@ -212,13 +217,13 @@ export const appConfig = Config.all({
   stripeApiUrl: Config.option(url("STRIPE_API_URL")),
   sharedDomains: list("SHARED_DOMAINS", "agents.localhost").pipe(
     check("SHARED_DOMAINS", "Expected at least one domain", (domains: Array<string>) => domains.length > 0),
-    Config.mapOrFail((domains) => Either.all(domains.map(hostName("SHARED_DOMAINS"))))
+    Config.mapOrFail((domains) => Either.all(domains.map(mailHost("SHARED_DOMAINS"))))
   ),
   disallowedEmailNames: list(
     "DISALLOWED_EMAIL_NAME",
     "admin,postmaster,abuse,root,support,noreply,no-reply,webmaster,hostmaster,security"
   ).pipe(Config.map((names) => names.map((name) => name.toLowerCase()))),
-  mxHost: Config.option(Config.string("MX_HOST").pipe(Config.mapOrFail(hostName("MX_HOST")))),
+  mxHost: Config.option(Config.string("MX_HOST").pipe(Config.mapOrFail(mailHost("MX_HOST")))),
   verifyPrefix: Config.string("VERIFY_PREFIX").pipe(Config.withDefault("mailroom-verification")),
   freeMaxCustomDomains: nonNegativeInt("FREE_MAX_CUSTOM_DOMAINS", 0),
   dnsServers: hostPortList("DNS_SERVERS"),

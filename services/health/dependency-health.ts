@@ -116,7 +116,9 @@ export const classify = (cause: Cause.Cause<unknown>): Failure => {
     if (dependency !== undefined) return { _tag: "Outage", dependency, reason: shortReason(error) }
   }
   if (errors.every(isBackpressure)) return { _tag: "Backpressure", reason: errors.map(shortReason).join("; ") }
-  if (errors.every((error) => causeChain(error).some(isConnectionFailure))) {
+  // Failures only: a defect is a bug wherever it happened, and keeps its stack.
+  const failures = [...Cause.failures(cause)]
+  if (failures.length === errors.length && failures.every((error) => causeChain(error).some(isConnectionFailure))) {
     return { _tag: "Unreachable", reason: errors.map(shortReason).join("; ") }
   }
   return { _tag: "Fault" }

@@ -20,6 +20,7 @@ import { BLOCKED } from "../mail/sender-list-rules.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
+import { searchableText } from "./documents.ts"
 import { Ranker } from "./ranker.ts"
 import { timeSearch } from "./metrics.ts"
 import { QueryLog } from "./query-log.ts"
@@ -27,7 +28,7 @@ import { type SearchInput, type SearchMeta, type SearchResult } from "./schemas.
 
 const SUGGESTIONS = 10
 
-const normalizeQuery = (query: string) => query.trim().replace(/\s+/g, " ")
+const normalizeQuery = (query: string) => searchableText(query.trim().replace(/\s+/g, " "))
 const likePrefix = (prefix: string) => `${prefix.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`
 
 /** A page's email, beside the number of candidates still readable (`null` fields: none on this page). */

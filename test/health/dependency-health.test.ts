@@ -83,6 +83,8 @@ describe("classify", () => {
       _tag: "Unreachable",
       reason: "Could not upsert the vectors: connect ECONNREFUSED 127.0.0.1:6333"
     })
+    // The same error as a defect is a bug, kept with its stack.
+    expect(classify(Cause.die(qdrant))).toEqual({ _tag: "Fault" })
   })
 })
 
