@@ -25,7 +25,7 @@ import {
 } from "../errors.ts"
 import type { Direction, Page } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
-import { type Address, type AddressRequest, parseAddress, type RuleFailure } from "./rules.ts"
+import { type Address, type AddressRequest, normalizeAddress, parseAddress, type RuleFailure } from "./rules.ts"
 import type { EmailCheck, Mailbox, RenamedMailbox } from "./schemas.ts"
 
 /** What the mailboxes domain needs from the operator's configuration. */
@@ -232,25 +232,25 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
 
     /** A new address for a mailbox, by the same rules; its mailbox_id (and mail) stay, its old address is held. */
     const rename = Effect.fn("Mailboxes.rename")(function*(owner: Owner, mailboxId: string, request: AddressRequest) {
-      const current = yield* findActive(owner, mailboxId, false)
+      // Not the caller's: 404 before anything is said about the address asked for.
+      yield* findActive(owner, mailboxId, false)
       const address = yield* validate(owner, request, mailboxId)
-      const row = yield* Effect.gen(function*() {
-        const rows = yield* sql<MailboxRow & { previous: string }>`
-          UPDATE mailboxes m
+      const { before, after } = yield* Effect.gen(function*() {
+        const before = yield* findActive(owner, mailboxId, true)
+        const rows = yield* sql<MailboxRow>`
+          UPDATE mailboxes
           SET local_part = ${address.localPart}, domain = ${address.domain}, address_normalized = ${address.normalized}
-          FROM (SELECT id, address_normalized FROM mailboxes WHERE id = ${mailboxId} FOR UPDATE) before
-          WHERE m.id = before.id AND m.user_id = ${owner.userId} AND m.status = 'active'
-          RETURNING m.id, m.user_id, m.local_part, m.domain, m.created_at, before.address_normalized AS previous`
-        const renamed = rows[0]
-        if (renamed && renamed.previous !== address.normalized) yield* release(owner, [renamed.previous])
-        return renamed
+          WHERE id = ${mailboxId}
+          RETURNING id, user_id, local_part, domain, created_at`
+        const previous = normalizeAddress(before.localPart, before.domain)
+        if (previous !== address.normalized) yield* release(owner, [previous])
+        return { before, after: rows[0]! }
       }).pipe(sql.withTransaction, takenOnUniqueViolation(address))
-      if (!row) return yield* notFound(mailboxId)
       // The old address must stop receiving on every node's next RCPT.
       yield* directory.changed(owner.userId)
       return {
-        previous_email_address: emailAddressOf(current),
-        mailbox: { mailbox_id: row.id, email_address: emailAddressOf(row), domain: row.domain, status: "active" }
+        previous_email_address: emailAddressOf(before),
+        mailbox: { mailbox_id: after.id, email_address: emailAddressOf(after), domain: after.domain, status: "active" }
       } satisfies RenamedMailbox
     })
 
