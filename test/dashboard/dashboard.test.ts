@@ -259,6 +259,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Copy MX" }).click()
     await page.evaluate(`Object.defineProperty(Navigator.prototype, "clipboard", window.clipboardApi)`)
     expect(await page.evaluate("navigator.clipboard.readText()")).toBe(mx)
+    // The focus stays on the button pressed (the copy moved it to a text area for a moment).
+    expect(await page.evaluate("document.activeElement?.getAttribute('aria-label') ?? document.activeElement?.textContent")).toMatch(/MX|Copied/)
     await page.getByRole("button", { name: "Done" }).click()
     page.once("dialog", (dialog) => dialog.accept())
     await page.getByRole("button", { name: `Delete ${domain}` }).click()

@@ -594,7 +594,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("link", { name: /^bob@partner\.test Where is my parcel\?/ }).waitFor()
     await failedLoad()
     await expect(page.getByRole("heading", { name: "Inbox" }).count()).resolves.toBe(1)
-    await page.getByRole("button", { name: "Try again" }).click()
+    await page.getByRole("button", { name: "Read the mailbox's details again" }).click()
     await page.getByRole("link", { name: "New email" }).waitFor()
     await expect(page.getByRole("alert").count()).resolves.toBe(0)
 

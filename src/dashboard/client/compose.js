@@ -88,7 +88,7 @@ export const ComposeForm = ({ mailboxId, address }) => {
 
 /** @param {{ mailboxId: string }} props */
 export const ComposePage = ({ mailboxId }) => {
-  // undefined until the mailbox list answers; null: the account has no such mailbox.
+  // undefined until the mailbox is read; null: the account has no such mailbox.
   const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
   const [failure, setFailure] = useState(/** @type {unknown} */ (null))
   const [attempt, setAttempt] = useState(0)

@@ -159,7 +159,7 @@ const useDraftPage = (path, before = async () => {}) => {
 
 /** @param {{ mailboxId: string }} props */
 export const MailboxDrafts = ({ mailboxId }) => {
-  // undefined until the mailbox list answers; null: the account has no such mailbox.
+  // undefined until the mailbox is read; null: the account has no such mailbox.
   const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
   const known = useRef(/** @type {any} */ (undefined))
   const { drafts, pager, error, failure, retry, run } = useDraftPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/drafts`, async () => {

@@ -80,7 +80,7 @@ const useEmailPage = (path, params = {}) => {
 
 /** @param {{ mailboxId: string }} props */
 export const MailboxInbox = ({ mailboxId }) => {
-  // undefined until the mailbox list answers; null: the account has no such mailbox.
+  // undefined until the mailbox is read; null: the account has no such mailbox.
   const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
   const [sort, setSort] = useState("received_at:desc")
   const [grouped, setGrouped] = useState(false)
@@ -108,7 +108,7 @@ export const MailboxInbox = ({ mailboxId }) => {
         <a class="button" href=${href("mailboxes", mailboxId, "compose")}>New email</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "drafts")}>Drafts</a>
       </div>`}
-    ${lookupFailure && html`<${LoadFailed} error=${lookupFailure} onRetry=${lookUpAgain} />`}
+    ${lookupFailure && html`<${LoadFailed} error=${lookupFailure} onRetry=${lookUpAgain} retryName="Read the mailbox's details again" />`}
     ${listFailure ? html`<${LoadFailed} error=${listFailure} onRetry=${readAgain} />` : emails === null ? html`<p class="muted">Loading…</p>` : html`
       <div class="toolbar">
         <label for="sort">Sort</label>

@@ -67,14 +67,18 @@ export const TextArea = ({ id, label, value, onInput, hint, error, rows = 8 }) =
  */
 const writeClipboard = async (text) => {
   if (navigator.clipboard) return navigator.clipboard.writeText(text)
+  // Selecting the text moves the focus: it goes back to where it was (the button), the page unscrolled.
+  const focused = /** @type {HTMLElement | null} */ (document.activeElement)
   const area = document.createElement("textarea")
   area.value = text
   area.setAttribute("readonly", "")
   area.className = "visually-hidden"
   document.body.append(area)
+  area.focus({ preventScroll: true })
   area.select()
   const copied = document.execCommand("copy")
   area.remove()
+  focused?.focus({ preventScroll: true })
   if (!copied) throw new Error("copy refused")
 }
 
@@ -156,15 +160,16 @@ const adviceFor = (error) => {
 }
 
 /**
- * A page whose content could not load: why, what to do, and a button that asks again. Shown
- * instead of the content (and of "Loading…"), never beside it.
- * @param {{ error: unknown, onRetry: () => void }} props
+ * Content that could not load: why, what to do, and a button that asks again. Shown instead of that
+ * content (and of its "Loading…"), never beside it. `retryName` names the button for a screen reader
+ * where a page has two of them (the mailbox's own details failed beside its mail).
+ * @param {{ error: unknown, onRetry: () => void, retryName?: string }} props
  */
-export const LoadFailed = ({ error, onRetry }) => html`
+export const LoadFailed = ({ error, onRetry, retryName }) => html`
   <div class="alert load-failed" role="alert">
     <p>${error instanceof Error ? error.message : String(error)}</p>
     <p class="small">${adviceFor(error)}</p>
-    <button type="button" class="secondary" onClick=${onRetry}>Try again</button>
+    <button type="button" class="secondary" aria-label=${retryName} onClick=${onRetry}>Try again</button>
   </div>
 `
 
