@@ -33,7 +33,9 @@ export type InboundMessage = typeof InboundMessage.Type
 
 export const AttachmentMeta = Schema.Struct({
   attachment_id: Schema.String,
-  filename: Schema.NullOr(Schema.String),
+  filename: Schema.NullOr(Schema.String).annotations({
+    description: "As the sender wrote it (it may hold '/' or '..'): never use it as a path"
+  }),
   content_type: Schema.String,
   size: Schema.Number.annotations({ description: "Bytes, decoded" }),
   checksum: Schema.String.annotations({ description: "SHA-256 of the decoded bytes, lowercase hex" }),

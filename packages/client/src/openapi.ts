@@ -2106,6 +2106,7 @@ export interface components {
             checksum: string;
             content_id: string | null;
             content_type: string;
+            /** @description As the sender wrote it (it may hold '/' or '..'): never use it as a path */
             filename: string | null;
             /** @description Bytes, decoded */
             size: number;
