@@ -84,6 +84,10 @@ export const parseEntry = (raw: string): Entry | string => {
     return { entry: `*.${domain}`, type: "subdomains" }
   }
   if (text.includes("*")) return `may use * only as the first label (*.example.com); write ${ENTRY_FORMS}`
+  // The lists name senders by address and domain: a client's IP address is not what they match.
+  if (/^\[?[\d.]+\]?$/.test(text) || text.includes(":")) {
+    return `is an IP address: the lists match the sender's address or domain, not the connecting client's address`
+  }
   const domain = asciiDomain(text)
   if (domain === undefined) return `is not a valid domain; write ${ENTRY_FORMS}`
   return { entry: domain, type: "domain" }

@@ -58,6 +58,7 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
     expect(parseEntry("*.")).toMatch(/^must name a valid domain after \*\./)
     expect(parseEntry("mail.*.example.com")).toMatch(/^may use \* only as the first label/)
     expect(parseEntry("-bad-.example")).toMatch(/^is not a valid domain/)
+    for (const ip of ["1.2.3.4", "[10.0.0.1]", "2001:db8::1"]) expect(parseEntry(ip), ip).toMatch(/^is an IP address/)
     expect(parseEntry("Ada <ada@example.com>")).toMatch(/^must not contain spaces/)
     expect(parseEntry(`${"a".repeat(65)}@example.com`)).toMatch(/local part over 64/)
     expect(parseEntry("x".repeat(321))).toBe("must be at most 320 characters")
