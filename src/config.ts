@@ -5,6 +5,7 @@
 import { accessSync, constants } from "node:fs"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
+import { isHostName } from "../services/domains/names.ts"
 import { normalizeDomain } from "../services/mailboxes/rules.ts"
 
 /**
@@ -69,7 +70,7 @@ const url = (name: string) =>
  */
 const mailHost = (name: string) => (value: string) => {
   const host = normalizeDomain(value)
-  return host.split(".").every((label) => /^(?!-)[a-z0-9-]{1,63}(?<!-)$/.test(label)) && !/^[\d.]+$/.test(host)
+  return isHostName(host)
     ? Either.right(host)
     : Either.left(ConfigError.InvalidData([name], `Expected a host name such as example.com but received ${JSON.stringify(value)}`))
 }

@@ -8,6 +8,17 @@ import { normalizeDomain } from "../mailboxes/rules.ts"
 
 const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/
 
+/**
+ * Whether `name` (normalized: lower case, punycode) names a host: labels of letters, digits and '-'
+ * (1-63 characters, not starting or ending with '-'), the last not all digits, and no IP address.
+ * One label is a host too (a private network's, a compose service); a custom domain needs more
+ * (`parseDomainName`).
+ */
+export const isHostName = (name: string): boolean => {
+  const labels = name.split(".")
+  return !isIpAddress(name) && labels.every((label) => LABEL.test(label)) && !/^\d+$/.test(labels[labels.length - 1]!)
+}
+
 /** The normalized name, or what is wrong with it. */
 export const parseDomainName = (input: string): Either.Either<string, string> => {
   const name = normalizeDomain(input)

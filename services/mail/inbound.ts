@@ -24,7 +24,7 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
-import { normalizeDomain } from "../mailboxes/rules.ts"
+import { normalizeAddress, normalizeDomain } from "../mailboxes/rules.ts"
 import {
   DailyLimitReached,
   MessageTooBig,
@@ -139,7 +139,7 @@ const routingForm = (address: string) => {
 /** `address` lower-cased with its domain as stored (an internationalized one in punycode). */
 const asStored = (address: string) => {
   const at = address.lastIndexOf("@")
-  return (at < 0 ? address : `${address.slice(0, at)}@${normalizeDomain(address.slice(at + 1))}`).toLowerCase()
+  return at < 0 ? address.toLowerCase() : normalizeAddress(address.slice(0, at), normalizeDomain(address.slice(at + 1)))
 }
 
 /**

@@ -24,6 +24,7 @@
  * schemas.
  */
 import { domainToASCII } from "node:url"
+import { isIpAddress } from "../dns/addresses.ts"
 import { Schema } from "effect"
 
 /** The two lists. */
@@ -85,7 +86,7 @@ export const parseEntry = (raw: string): Entry | string => {
   }
   if (text.includes("*")) return `may use * only as the first label (*.example.com); write ${ENTRY_FORMS}`
   // The lists name senders by address and domain: a client's IP address is not what they match.
-  if (/^\[?[\d.]+\]?$/.test(text) || text.includes(":")) {
+  if (isIpAddress(text.replace(/^\[(.*)\]$/, "$1"))) {
     return `is an IP address: the lists match the sender's address or domain, not the connecting client's address`
   }
   const domain = asciiDomain(text)
