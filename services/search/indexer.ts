@@ -24,7 +24,7 @@ import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, searchableText, SUBJEC
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
-import { groupCommit } from "../batching.ts"
+import { groupCommit, groupCommitIsolated } from "../batching.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
@@ -36,6 +36,8 @@ const PURGE_BATCH = 500
  * call (one OpenAI request, full jobs for the local model's threads) instead of one each.
  */
 const EMBED_BATCH_EMAILS = 16
+/** Emails indexed together: one statement each for loading, vectors and documents (group commit). */
+const INDEX_BATCH = 32
 /** Embedder calls in flight at once (the local model has one or two threads on this machine). */
 const EMBED_CALLS_IN_FLIGHT = 2
 /** How often deleted mailboxes' search data is looked for. */
@@ -59,6 +61,16 @@ const ReceivedEvent = Schema.Struct({
   })
 })
 
+/** One email to index; `force` embeds it again even when it is indexed with the current model. */
+interface IndexRequest {
+  readonly emailId: string
+  readonly force: boolean
+}
+
+type IndexOutcome =
+  | { readonly outcome: "gone" }
+  | { readonly outcome: "already-indexed" | "indexed"; readonly processingMs: number }
+
 interface EmailToIndex {
   readonly userId: string
   readonly mailboxId: string
@@ -69,6 +81,16 @@ interface EmailToIndex {
   readonly sentAt: Date
   readonly model: string | null
   readonly processingMs: number | null
+}
+
+/** An email's searchable text, made ready for its vectors and its document. */
+interface Document {
+  readonly emailId: string
+  readonly email: EmailToIndex
+  readonly subject: string
+  readonly body: string
+  readonly chunks: ReadonlyArray<string>
+  readonly length: number
 }
 
 export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
@@ -91,78 +113,140 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         }))
     })
 
-    const load = (emailId: string) =>
-      sql<EmailToIndex>`
-        SELECT e.user_id, e.mailbox_id, m.domain, m.status = 'active' AS active, e.subject, e.text_body, e.sent_at,
+    /** The emails to index, by id (a missing one is gone). */
+    const load = (emailIds: ReadonlyArray<string>) =>
+      sql<EmailToIndex & { readonly id: string }>`
+        SELECT e.id, e.user_id, e.mailbox_id, m.domain, m.status = 'active' AS active, e.subject, e.text_body, e.sent_at,
                d.model, d.processing_ms
         FROM emails e
         JOIN mailboxes m ON m.id = e.mailbox_id
         LEFT JOIN search_documents d ON d.email_id = e.id
-        WHERE e.id = ${emailId}`.pipe(Effect.map((rows) => rows[0]))
+        WHERE e.id = ANY(${emailIds}::text[])`.pipe(Effect.map((rows) => new Map(rows.map((row) => [row.id, row]))))
 
-    const plainTextAttachments = (emailId: string) =>
-      sql<{ content: Uint8Array }>`
-        SELECT b.content FROM attachments a JOIN blobs b ON b.sha256 = a.checksum
-        WHERE a.email_id = ${emailId} AND a.content_type LIKE 'text/plain%' AND a.size <= ${MAX_ATTACHMENT_BYTES}
-        ORDER BY a.position`.pipe(
-        Effect.map((rows) => rows.map((row) => new TextDecoder().decode(row.content)))
+    /** The plain-text attachments of these emails, by email, in their order in each. */
+    const plainTextAttachments = (emailIds: ReadonlyArray<string>) =>
+      sql<{ emailId: string; content: Uint8Array }>`
+        SELECT a.email_id, b.content FROM attachments a JOIN blobs b ON b.sha256 = a.checksum
+        WHERE a.email_id = ANY(${emailIds}::text[]) AND a.content_type LIKE 'text/plain%' AND a.size <= ${MAX_ATTACHMENT_BYTES}
+        ORDER BY a.email_id, a.position`.pipe(
+        Effect.map((rows) => {
+          const decoder = new TextDecoder()
+          const byEmail = new Map<string, Array<string>>()
+          for (const row of rows) byEmail.set(row.emailId, [...(byEmail.get(row.emailId) ?? []), decoder.decode(row.content)])
+          return byEmail
+        })
       )
 
     /**
-     * Embed and store one email with the current model (again, with `force`). Answers how long
-     * that took, or that there was nothing to index (the email is gone, or its mailbox deleted).
+     * The documents, their postings and the lexicon's counts, for every email of a batch in one
+     * statement. A document seen before (a redelivery, a new model) keeps its postings and is
+     * counted in the lexicon once. Rows are written in key order (documents by email, the lexicon
+     * by namespace and lexeme), so that concurrent batches lock shared rows in one order.
      */
-    const index = Effect.fn("Indexer.index")(function*(emailId: string, options?: { readonly force?: boolean }) {
-      const email = yield* load(emailId)
-      if (!email || !email.active) return { outcome: "gone" as const }
-      if (email.model === embedder.model && !options?.force) {
-        return { outcome: "already-indexed" as const, processingMs: email.processingMs ?? 0 }
-      }
-      const started = Date.now()
-      const body = searchableBody(email.textBody, yield* plainTextAttachments(emailId))
-      const subject = searchableText(email.subject)
-      const chunks = chunkText(subject, body)
-      const embedded = yield* queuedForEmbedding(embedChunks(chunks.map((chunk) => capInput(chunk, embedder.maxInputChars))))
-      const collection = yield* vectors.collection
-      yield* collection.upsert(embedded.map((vector, chunk) => ({
-        emailId,
-        chunk,
-        namespace: email.userId,
-        mailboxId: email.mailboxId,
-        domain: email.domain,
-        date: email.sentAt,
-        vector
-      })))
-      const processingMs = Date.now() - started
-      // The document, its postings and the lexicon's counts in one statement. A document seen
-      // before (a redelivery, a new model) keeps its postings and is counted in the lexicon once.
-      const length = wordCount(subject) + wordCount(body)
-      yield* sql`
-        WITH document AS (
+    const storeDocuments = (documents: ReadonlyArray<Document>, processingMs: number) => {
+      const column = <A>(f: (document: Document) => A) => documents.map(f)
+      return sql`
+        WITH input AS (
+          SELECT * FROM unnest(${column((d) => d.emailId)}::text[], ${column((d) => d.email.userId)}::text[],
+                               ${column((d) => d.email.mailboxId)}::text[], ${column((d) => d.chunks.length)}::int[],
+                               ${column((d) => d.length)}::int[], ${column((d) => d.subject)}::text[], ${column((d) => d.body)}::text[])
+            AS i (email_id, user_id, mailbox_id, chunks, length, subject, body)
+        ),
+        document AS (
           INSERT INTO search_documents AS d (email_id, user_id, mailbox_id, model, chunks, length, processing_ms)
-          VALUES (${emailId}, ${email.userId}, ${email.mailboxId}, ${embedder.model}, ${chunks.length}, ${length}, ${processingMs})
+          SELECT email_id, user_id, mailbox_id, ${embedder.model}, chunks, length, ${processingMs} FROM input ORDER BY email_id
           ON CONFLICT (email_id) DO UPDATE SET model = EXCLUDED.model, chunks = EXCLUDED.chunks,
             processing_ms = EXCLUDED.processing_ms, indexed_at = now()
-          RETURNING (xmax = 0) AS fresh
+          RETURNING d.email_id, (xmax = 0) AS fresh
         ),
         lexemes AS (
-          SELECT u.lexeme,
+          SELECT i.email_id, i.user_id, i.mailbox_id, i.length, u.lexeme,
                  (cardinality(u.positions) + ${sql.literal(String(SUBJECT_BOOST - 1))} *
                    (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'))::real AS frequency
-          FROM unnest(setweight(to_tsvector('english', ${subject}), 'A') || setweight(to_tsvector('english', ${body}), 'B'))
+          FROM input i JOIN document d ON d.email_id = i.email_id AND d.fresh
+          CROSS JOIN LATERAL unnest(setweight(to_tsvector('english', i.subject), 'A') || setweight(to_tsvector('english', i.body), 'B'))
             AS u (lexeme, positions, weights)
-          WHERE (SELECT fresh FROM document)
         ),
         postings AS (
           INSERT INTO search_terms (user_id, lexeme, email_id, mailbox_id, frequency, length)
-          SELECT ${email.userId}, lexeme, ${emailId}, ${email.mailboxId}, frequency, ${length} FROM lexemes
+          SELECT user_id, lexeme, email_id, mailbox_id, frequency, length FROM lexemes
           ON CONFLICT DO NOTHING
         )
-        -- In lexeme order, so that concurrent indexing of one namespace locks these rows in one order.
         INSERT INTO search_lexicon AS l (user_id, lexeme, documents)
-        SELECT ${email.userId}, lexeme, 1 FROM lexemes ORDER BY lexeme
-        ON CONFLICT (user_id, lexeme) DO UPDATE SET documents = l.documents + 1`
-      return { outcome: "indexed" as const, processingMs }
+        SELECT user_id, lexeme, count(*) FROM lexemes GROUP BY user_id, lexeme ORDER BY user_id, lexeme
+        ON CONFLICT (user_id, lexeme) DO UPDATE SET documents = l.documents + EXCLUDED.documents`
+    }
+
+    /**
+     * Embed and store a batch of emails with the current model (again, with `force`): loaded,
+     * their attachments read, their vectors stored and their documents written a statement each
+     * for the whole batch. Answers, per request, how long indexing took (the batch's time), that
+     * the email was indexed already, or that there was nothing to index (the email is gone, or its
+     * mailbox deleted). An email asked for twice is indexed once.
+     */
+    const indexBatch = (requests: ReadonlyArray<IndexRequest>) =>
+      Effect.gen(function*() {
+        const ids = [...new Set(requests.map((r) => r.emailId))]
+        const forced = new Set(requests.filter((r) => r.force).map((r) => r.emailId))
+        const emails = yield* load(ids)
+        const due = ids.filter((id) => {
+          const email = emails.get(id)
+          return email !== undefined && email.active && (email.model !== embedder.model || forced.has(id))
+        })
+        const started = Date.now()
+        if (due.length > 0) {
+          const attachments = yield* plainTextAttachments(due)
+          const documents = due.map((emailId): Document => {
+            const email = emails.get(emailId)!
+            const body = searchableBody(email.textBody, attachments.get(emailId) ?? [])
+            const subject = searchableText(email.subject)
+            return { emailId, email, subject, body, chunks: chunkText(subject, body), length: wordCount(subject) + wordCount(body) }
+          })
+          // Each email's chunks join the embedder calls being gathered (embedChunks): a batch, or
+          // emails of several batches, share calls.
+          const embedded = yield* Effect.forEach(
+            documents,
+            (document) => queuedForEmbedding(embedChunks(document.chunks.map((chunk) => capInput(chunk, embedder.maxInputChars)))),
+            { concurrency: "unbounded" }
+          )
+          const collection = yield* vectors.collection
+          yield* collection.upsert(documents.flatMap(({ email, emailId }, i) =>
+            embedded[i]!.map((vector, chunk) => ({
+              emailId,
+              chunk,
+              namespace: email.userId,
+              mailboxId: email.mailboxId,
+              domain: email.domain,
+              date: email.sentAt,
+              vector
+            }))
+          ))
+          yield* storeDocuments(documents, Date.now() - started)
+        }
+        const processingMs = Date.now() - started
+        const indexed = new Set(due)
+        return requests.map((request): IndexOutcome => {
+          const email = emails.get(request.emailId)
+          if (email === undefined || !email.active) return { outcome: "gone" }
+          if (indexed.has(request.emailId)) return { outcome: "indexed", processingMs }
+          return { outcome: "already-indexed", processingMs: email.processingMs ?? 0 }
+        })
+      })
+
+    /**
+     * Emails being indexed at once go together (group commit, services/batching.ts): their reads,
+     * vectors and documents cost a statement each per batch, not per email. A batch the database
+     * refuses is tried again an email at a time, so one email that cannot be indexed fails alone.
+     */
+    const indexTogether = yield* groupCommitIsolated({ maxBatch: INDEX_BATCH, parallel: 2, run: indexBatch })
+
+    /**
+     * Embed and store one email with the current model (again, with `force`), batched with the
+     * others being indexed at the same moment. Answers how long that took, or that there was
+     * nothing to index (the email is gone, or its mailbox deleted).
+     */
+    const index = Effect.fn("Indexer.index")(function*(emailId: string, options?: { readonly force?: boolean }) {
+      return yield* indexTogether({ emailId, force: options?.force === true })
     })
 
     /**

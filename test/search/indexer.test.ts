@@ -133,4 +133,72 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         indexerWith(counting)
       )
     }))
+  it.effect("emails indexed together are stored together: each counted once per namespace, one asked for twice indexed once", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
+                 VALUES ('usr_x', 'x@example.com', 'x@example.com', 'X', 'x'), ('usr_y', 'y@example.com', 'y@example.com', 'Y', 'x')`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+                 VALUES ('mbx_x', 'usr_x', 'ex', 'agents.localhost', 'ex@agents.localhost'),
+                        ('mbx_y', 'usr_y', 'why', 'agents.localhost', 'why@agents.localhost')`
+      yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"2".repeat(64)}, 1, ${new Uint8Array([1])}) ON CONFLICT DO NOTHING`
+      const emails = [
+        { id: "eml_x1", mailbox: "mbx_x", user: "usr_x", subject: "Harbour lights", text: "The harbour lights are out." },
+        { id: "eml_x2", mailbox: "mbx_x", user: "usr_x", subject: "Harbour fees", text: "Fees for the harbour, due Monday." },
+        { id: "eml_y1", mailbox: "mbx_y", user: "usr_y", subject: "Harbour tour", text: "A tour of the harbour." },
+        { id: "eml_y2", mailbox: "mbx_y", user: "usr_y", subject: "Lights", text: "Lights for the garden." }
+      ]
+      for (const e of emails) {
+        yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                      received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+            VALUES (${e.id}, ${e.mailbox}, ${e.user}, ${`<${e.id}@test>`}, ${e.id}, ${e.subject}, 'x@example.com', ${["y@example.com"]}, now(),
+                    now(), 'x@example.com', 'y@example.com', '{}', ${e.text}, false, ${"2".repeat(64)}, 1)`
+      }
+      const calls: Array<number> = []
+      const slow = Layer.succeed(Embedder, {
+        model: "words-together",
+        dimensions: HASHED_DIMENSIONS,
+        maxInputChars: 2_000,
+        embed: (texts) =>
+          Effect.sync(() => calls.push(texts.length)).pipe(
+            Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))),
+            Effect.as(texts.map(hashedVector))
+          )
+      })
+      const counts = (user: string) =>
+        sql<{ lexeme: string; documents: number }>`SELECT lexeme, documents FROM search_lexicon WHERE user_id = ${user} ORDER BY lexeme`.pipe(
+          Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.lexeme, r.documents])))
+        )
+      yield* Effect.provide(
+        Effect.gen(function*() {
+          const indexer = yield* Indexer
+          // The first two go at once, a batch each; the last three wait and go together, eml_x1 in
+          // it twice. Every one is indexed, and no word counted twice.
+          const asked = ["eml_x2", "eml_y1", "eml_x1", "eml_x1", "eml_y2"]
+          const outcomes = yield* Effect.forEach(asked, (id) => indexer.index(id), { concurrency: "unbounded" })
+          expect(outcomes.map((o) => o.outcome)).toEqual(asked.map(() => "indexed"))
+          // Four emails of one chunk each: eml_x1's was embedded once.
+          expect(calls.reduce((a, b) => a + b, 0)).toBe(4)
+          expect(yield* counts("usr_x")).toEqual({ due: 1, fee: 1, harbour: 2, light: 1, monday: 1 })
+          expect(yield* counts("usr_y")).toEqual({ garden: 1, harbour: 1, light: 1, tour: 1 })
+          const postings = yield* sql<{ emailId: string; n: string }>`
+            SELECT email_id, count(*) AS n FROM search_terms WHERE email_id LIKE 'eml_x%' OR email_id LIKE 'eml_y%'
+            GROUP BY email_id ORDER BY email_id`
+          expect(postings.map((p) => [p.emailId, Number(p.n)])).toEqual([["eml_x1", 2], ["eml_x2", 4], ["eml_y1", 2], ["eml_y2", 2]])
+          const documents = yield* sql<{ emailId: string; userId: string; chunks: number }>`
+            SELECT email_id, user_id, chunks FROM search_documents WHERE email_id LIKE 'eml_x%' OR email_id LIKE 'eml_y%' ORDER BY email_id`
+          expect(documents).toEqual(emails.map((e) => ({ emailId: e.id, userId: e.user, chunks: 1 })))
+          // Asked again together: each already indexed, nothing counted again.
+          const again = yield* Effect.forEach(asked, (id) => indexer.index(id), { concurrency: "unbounded" })
+          expect(again.map((o) => o.outcome)).toEqual(asked.map(() => "already-indexed"))
+          expect(calls.reduce((a, b) => a + b, 0)).toBe(4)
+          expect(yield* counts("usr_x")).toMatchObject({ harbour: 2 })
+          const { collection } = yield* Vectors
+          const vectors = yield* collection
+          expect(yield* vectors.count("usr_x")).toBe(2)
+          expect(yield* vectors.count("usr_y")).toBe(2)
+        }),
+        indexerWith(slow)
+      )
+    }))
 })
