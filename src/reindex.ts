@@ -1,10 +1,13 @@
 /**
  * `mailroom reindex` (`npm run reindex`): embed every email that is not searchable with the current
  * embedding model (a changed `EMBEDDING_MODEL` or embedder, or mail received before search), or
- * every email with `--all`. Runs beside a cluster's nodes; on the embedded database, stop the server
- * first (one process holds `DATA_DIR`). Progress goes to stderr; re-running continues where it stopped.
+ * every email with `--all`. First, mail stored with html and no text gets its text (text-repair.ts)
+ * and its words indexed afresh. Runs beside a cluster's nodes; on the embedded database, stop the
+ * server first (one process holds `DATA_DIR`). Progress goes to stderr; re-running continues where
+ * it stopped.
  */
 import { Effect, Layer } from "effect"
+import { repairText } from "../services/maintenance/text-repair.ts"
 import { Indexer } from "../services/search/indexer.ts"
 import { vectorsLayer } from "./app.ts"
 import type { AppConfigShape } from "./config.ts"
@@ -24,6 +27,8 @@ const bar = (done: number, total: number, startedMs: number) => {
 
 export const reindex = (config: AppConfigShape, options: { readonly all: boolean }) =>
   Effect.gen(function*() {
+    const repaired = yield* repairText
+    if (repaired > 0) process.stderr.write(`Derived the text of ${repaired} emails stored with html and no text, and indexed their words\n`)
     const indexer = yield* Indexer
     const ids = yield* indexer.stale({ all: options.all })
     process.stderr.write(`Embedding ${ids.length} emails with ${indexer.model}\n`)

@@ -123,6 +123,9 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
   }
 }
 
+/** The text body of a message with html only, as parsing derives it (and text-repair.ts for mail stored without it). */
+export const textFromHtml = (html: string): string => clean(textOfHtml(html))
+
 /** Parse `raw`; never fails (see the module comment). */
 export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
   Effect.tryPromise(() =>
@@ -147,7 +150,7 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
         // mailparser derives text from html only for a message whose html stands alone or beside
         // a text alternative: an html body beside attachments would have none (and no snippet, no
         // search by its words).
-        text: clean(parsed.text ?? (typeof parsed.html === "string" ? textOfHtml(parsed.html) : "")),
+        text: typeof parsed.text === "string" ? clean(parsed.text) : typeof parsed.html === "string" ? textFromHtml(parsed.html) : "",
         html: typeof parsed.html === "string" ? clean(parsed.html) : null,
         headers: headersOf(parsed.headerLines.map((header) => header.line)),
         attachments: parsed.attachments.map((attachment) => ({

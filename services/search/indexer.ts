@@ -263,10 +263,31 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         ORDER BY e.received_at, e.id`.pipe(Effect.map((rows) => rows.map((row) => row.id)))
 
     /**
-     * Forget the search data of deleted mailboxes' mail (SPEC: deleting a mailbox deletes its data):
-     * vectors, postings, documents, and their share of the lexicon's counts. Search already hides
-     * that mail; this gives back the space and keeps word weights true. In batches, each in one
-     * transaction; answers how many emails it forgot.
+     * Forget the search data of these emails: vectors, postings, documents, and their share of the
+     * lexicon's counts, in one transaction (the vectors first: an index outage leaves the words as
+     * they were). An email indexed afterwards is counted afresh.
+     */
+    const forget = (emailIds: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        if (emailIds.length === 0) return
+        const collection = yield* vectors.collection
+        yield* collection.remove(emailIds)
+        yield* Effect.all([
+          sql`
+            UPDATE search_lexicon l SET documents = l.documents - g.n
+            FROM (SELECT user_id, lexeme, count(*)::int AS n FROM search_terms
+                  WHERE email_id = ANY(${emailIds}::text[]) GROUP BY user_id, lexeme) g
+            WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme`,
+          sql`DELETE FROM search_lexicon WHERE documents <= 0`,
+          // Its postings go with it (ON DELETE CASCADE).
+          sql`DELETE FROM search_documents WHERE email_id = ANY(${emailIds}::text[])`
+        ], { discard: true }).pipe(sql.withTransaction)
+      })
+
+    /**
+     * Forget the search data of deleted mailboxes' mail (SPEC: deleting a mailbox deletes its data).
+     * Search already hides that mail; this gives back the space and keeps word weights true. In
+     * batches; answers how many emails it forgot.
      */
     const purgeDeleted = Effect.fn("Indexer.purgeDeleted")(function*() {
       let purged = 0
@@ -275,23 +296,12 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
           SELECT d.email_id FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id
           WHERE m.status = 'deleted' LIMIT ${PURGE_BATCH}`
         if (batch.length === 0) return purged
-        const ids = batch.map((row) => row.emailId)
-        const collection = yield* vectors.collection
-        yield* collection.remove(ids)
-        yield* Effect.all([
-          sql`
-            UPDATE search_lexicon l SET documents = l.documents - g.n
-            FROM (SELECT user_id, lexeme, count(*)::int AS n FROM search_terms
-                  WHERE email_id = ANY(${ids}::text[]) GROUP BY user_id, lexeme) g
-            WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme`,
-          sql`DELETE FROM search_lexicon WHERE documents <= 0`,
-          sql`DELETE FROM search_documents WHERE email_id = ANY(${ids}::text[])`
-        ], { discard: true }).pipe(sql.withTransaction)
-        purged += ids.length
+        yield* forget(batch.map((row) => row.emailId))
+        purged += batch.length
       }
     })
 
-    return { model: embedder.model, index, stale, purgeDeleted } as const
+    return { model: embedder.model, index, stale, forget, purgeDeleted } as const
   })
 }) {}
 

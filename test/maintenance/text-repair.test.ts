@@ -1,0 +1,85 @@
+/**
+ * Mail stored with html and no text (an html body beside attachments, before parsing derived its
+ * text): `repairText` (run by `mailroom reindex`) gives it the text parsing now derives, extracts a
+ * received email's codes again, and indexes its words afresh, counted once; mail with text, mail of
+ * a deleted mailbox and html with no text in it (white space) are left as they are.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { repairText } from "../../services/maintenance/text-repair.ts"
+import { Indexer } from "../../services/search/indexer.ts"
+import { testDatabase } from "../support/database.ts"
+import { indexerWith } from "../support/search-services.ts"
+
+const fixtures = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_r', 'r@example.com', 'r@example.com', 'R', 'x')`
+  yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized, status)
+             VALUES ('mbx_r', 'usr_r', 'repair', 'agents.localhost', 'repair@agents.localhost', 'active'),
+                    ('mbx_old', 'usr_r', 'old', 'agents.localhost', 'old@agents.localhost', 'active')`
+  yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"3".repeat(64)}, 1, ${new Uint8Array([1])})`
+  const email = (id: string, mailbox: string, direction: string, subject: string, text: string, html: string | null) =>
+    sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                            received_at, mail_from, rcpt_to, headers, text_body, html_body, has_attachments, raw_sha256, size,
+                            direction, extracted)
+        VALUES (${id}, ${mailbox}, 'usr_r', ${`<${id}@test>`}, ${id}, ${subject}, 'x@example.com', ${["y@example.com"]}, now(),
+                now(), 'x@example.com', 'y@example.com', '{}', ${text}, ${html}, true, ${"3".repeat(64)}, 1, ${direction},
+                ${direction === "inbound" ? JSON.stringify({ reply_text: text, codes: [], links: [] }) : null})`
+  yield* email("eml_r1", "mbx_r", "inbound", "Your sign-in", "", "<p>Your <b>verification</b> code is 482913.</p><p>Harbour office</p>")
+  yield* email("eml_r2", "mbx_r", "outbound", "Quote", "", "<div>The harbour quote is attached.</div>")
+  yield* email("eml_r3", "mbx_r", "inbound", "Plain", "Harbour text already here.", "<p>Harbour html</p>")
+  yield* email("eml_r4", "mbx_r", "inbound", "Blank", "", "<div> </div>")
+  yield* email("eml_r5", "mbx_old", "inbound", "Gone", "", "<p>Harbour of a deleted mailbox</p>")
+  yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = 'mbx_old'`
+})
+
+layer(testDatabase, { timeout: "60 seconds" })("repairText", (it) => {
+  it.effect("derives the text of mail stored with html only, extracts it again, and indexes its words once", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* fixtures
+      const harbour = sql<{ documents: number }>`SELECT documents FROM search_lexicon WHERE user_id = 'usr_r' AND lexeme = 'harbour'`.pipe(
+        Effect.map((rows) => rows[0]?.documents ?? 0)
+      )
+      const postings = (id: string) =>
+        sql<{ lexeme: string }>`SELECT lexeme FROM search_terms WHERE email_id = ${id} ORDER BY lexeme`.pipe(
+          Effect.map((rows) => rows.map((row) => row.lexeme))
+        )
+      yield* Effect.provide(
+        Effect.gen(function*() {
+          const indexer = yield* Indexer
+          // Indexed as they were stored: the html-only emails by their subjects alone.
+          for (const id of ["eml_r1", "eml_r2", "eml_r3", "eml_r4"]) yield* indexer.index(id)
+          expect(yield* postings("eml_r1")).toEqual(["sign", "sign-in"])
+          expect(yield* harbour).toBe(1)
+
+          expect(yield* repairText).toBe(2)
+          const rows = yield* sql<{ id: string; textBody: string; extracted: string | null }>`
+            SELECT id, text_body, extracted::text AS extracted FROM emails ORDER BY id`
+          const byId = new Map(rows.map((row) => [row.id, row]))
+          expect(byId.get("eml_r1")!.textBody).toContain("Your verification code is 482913.")
+          expect(byId.get("eml_r1")!.textBody).toContain("Harbour office")
+          expect(JSON.parse(byId.get("eml_r1")!.extracted!).codes).toEqual([expect.objectContaining({ value: "482913" })])
+          expect(byId.get("eml_r2")!.textBody).toBe("The harbour quote is attached.")
+          expect(byId.get("eml_r2")!.extracted).toBeNull()
+          // Text kept, no text to derive, a deleted mailbox's: unchanged.
+          expect(byId.get("eml_r3")!.textBody).toBe("Harbour text already here.")
+          expect(byId.get("eml_r4")!.textBody).toBe("")
+          expect(byId.get("eml_r5")!.textBody).toBe("")
+
+          // Their words are found, each counted once however the email was indexed before.
+          expect(yield* postings("eml_r1")).toEqual(expect.arrayContaining(["482913", "code", "harbour", "offic", "sign", "verif"]))
+          expect(yield* postings("eml_r2")).toEqual(["attach", "harbour", "quot"])
+          expect(yield* harbour).toBe(3)
+          const documents = yield* sql<{ n: string }>`SELECT count(*) AS n FROM search_documents WHERE user_id = 'usr_r'`
+          expect(Number(documents[0]!.n)).toBe(4)
+
+          // Run again: nothing left to derive, nothing counted twice.
+          expect(yield* repairText).toBe(0)
+          expect(yield* harbour).toBe(3)
+        }),
+        indexerWith()
+      )
+    }))
+})
