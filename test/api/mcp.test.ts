@@ -204,6 +204,22 @@ describe("MCP at /mcp", () => {
     expect((await raw("get_email")).body.error).toEqual({ code: -32602, message: "Invalid params: params must be an object with the tool's name and arguments" })
   })
 
+  it("refuses a JSON-RPC batch (MCP has none), which would carry any number of tool calls past the per-request limit", async () => {
+    const batch = Array.from({ length: 3 }, (_, id) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "list_mailboxes", arguments: {} } }))
+    const response = await fetch(`${suite.url}/mcp`, {
+      method: "POST",
+      headers: { "x-api-key": box.user.apiKey, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify(batch)
+    })
+    expect(response.status).toBe(400)
+    expect(response.headers.get("x-ratelimit-limit")).not.toBeNull()
+    expect(await response.json()).toEqual({
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: -32600, message: "Invalid Request: JSON-RPC batches are not taken (MCP has none since protocol 2025-06-18); send one message per request" }
+    })
+  })
+
   it("refuses a wrong or missing key with 401, and holds a free account to 10 MCP requests a minute", async () => {
     await expect(connect({ "x-api-key": "mr_not_a_key" })).rejects.toThrow(/UNAUTHORIZED/)
     const anonymous = await fetch(`${suite.url}/mcp`, {

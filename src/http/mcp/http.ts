@@ -79,6 +79,8 @@ const malformedToolCall = (body: unknown): { readonly id: unknown; readonly prob
   return problem === undefined ? undefined : { id: body.id ?? null, problem }
 }
 
+const BATCH_REFUSED = "Invalid Request: JSON-RPC batches are not taken (MCP has none since protocol 2025-06-18); send one message per request"
+
 const unauthorized = (error: Unauthorized) =>
   HttpServerResponse.setHeader(errorResponse(error), "www-authenticate", 'Bearer realm="mailroom", error="invalid_token"')
 
@@ -192,6 +194,14 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         return HttpServerResponse.setHeaders(errorResponse(limited), rateHeaders(decision))
       }
       const parsedBody = request.method === "POST" ? yield* request.json : undefined
+      // A JSON-RPC batch: MCP dropped them (protocol 2025-06-18), and one request carrying any
+      // number of tool calls, run side by side, would pass the per-request limit above.
+      if (Array.isArray(parsedBody)) {
+        return HttpServerResponse.unsafeJson(
+          { jsonrpc: "2.0", id: null, error: { code: ErrorCode.InvalidRequest, message: BATCH_REFUSED } },
+          { status: 400, headers: rateHeaders(decision) }
+        )
+      }
       const malformed = malformedToolCall(parsedBody)
       if (malformed !== undefined) {
         return HttpServerResponse.unsafeJson(
