@@ -10,13 +10,15 @@
  *   the stream's slot. An account has at most its plan's `eventStreams` open across all API nodes;
  *   a slot not refreshed for `STALE` (its node died) no longer counts.
  * - On shutdown every stream ends at once: clients reconnect elsewhere with their last id.
+ * - A stream whose credential stops working (revoked, logged out, expired) ends before its next frame,
+ *   event or heartbeat: its client hears nothing more, and a reconnection is refused.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Duration, Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, subjects } from "../bus/bus.ts"
-import { NotFound, StreamQuotaReached, ValidationError } from "../errors.ts"
+import { NotFound, StreamQuotaReached, type Unauthorized, ValidationError } from "../errors.ts"
 import { Lifecycle } from "../lifecycle.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { type EventFilter, EventLog, type LoggedEvent, type Position } from "./log.ts"
@@ -43,6 +45,12 @@ export interface StreamRequest {
   readonly after: Option.Option<string>
   /** Where the resume point came from, for the error that names it. */
   readonly afterField: string
+  /**
+   * Fails once the credential the stream was opened with stops working (a key revoked or expired, a
+   * session logged out or expired): asked before every frame, so that such a stream hears nothing
+   * more and ends with that failure.
+   */
+  readonly recheck: Effect.Effect<void, Unauthorized | SqlError>
 }
 
 const signalPrefix = subjects.eventsLogged("")
@@ -144,6 +152,7 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
         Schedule.spaced(HEARTBEAT)
       )
       return Stream.merge(events, heartbeats).pipe(
+        Stream.tap(() => request.recheck),
         Stream.interruptWhen(lifecycle.stopping),
         Stream.ensuring(releaseSlot(slot))
       )

@@ -110,6 +110,20 @@ export const keyOrBearer = (request: HttpServerRequest.HttpServerRequest): Optio
   return apiKey ? Option.some({ kind: "apiKey", secret: apiKey }) : Option.map(bearer(request), bearerCredential)
 }
 
+/**
+ * The credential a request on `surface` was authenticated with, read as ApiAuthentication and
+ * SessionAuthentication read it: for a long-lived answer (an event stream) that asks again whether it
+ * still works.
+ */
+export const credentialOf = (request: HttpServerRequest.HttpServerRequest, surface: "api" | "session"): Option.Option<Credential> => {
+  if (surface === "api") return keyOrBearer(request)
+  const cookie = request.cookies[SESSION_COOKIE]
+  return Option.orElse(
+    Option.map(bearer(request), (secret): Credential => ({ kind: "accessToken", secret })),
+    () => (cookie ? Option.some<Credential>({ kind: "cookie", secret: cookie }) : Option.none())
+  )
+}
+
 const missing = Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer")
 
 export const ApiAuthenticationLive = Layer.effect(

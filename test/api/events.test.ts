@@ -12,7 +12,7 @@ import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { openEvents } from "../support/sse.ts"
-import { withKey } from "../support/typed-client.ts"
+import { withKey, withToken } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 import { openSocket } from "../support/ws.ts"
 
@@ -119,6 +119,26 @@ describe("GET /v1/events", () => {
     }
   })
 
+  it("ends a stream whose key is revoked before another event reaches it; the key is refused from then on", async () => {
+    const user = await withApiKey(suite.url)
+    const mine = await newBox(suite.url, { user })
+    const events = await stream(user.apiKey, "?types=email.received")
+    try {
+      await deliver(mine.address, "Before the revocation")
+      expect(JSON.parse((await events.next()).data!).data.subject).toBe("Before the revocation")
+      const revoked = await withToken(suite.url, user).DELETE("/v1/api-keys/{id}", { params: { path: { id: user.keyId } } })
+      expect(revoked.response.status).toBe(200)
+      await deliver(mine.address, "After the revocation")
+      await expect(events.next(12_000)).rejects.toThrow("the stream ended")
+      expect(events.seen().some((frame) => frame.data?.includes("After the revocation"))).toBe(false)
+      const again = await stream(user.apiKey)
+      expect(again.status).toBe(401)
+      expect(again.body).toMatchObject({ error: { code: "UNAUTHORIZED" } })
+    } finally {
+      events.close()
+    }
+  })
+
   it("refuses a bad filter, an unknown resume point, another account's mailbox and a missing key", async () => {
     const badKind = await stream(box.user.apiKey, "?types=email.received,email.exploded")
     expect(badKind.status).toBe(400)
@@ -222,6 +242,23 @@ describe("GET /v1/ws", () => {
       expect(await again.drain(300)).toEqual([])
     } finally {
       again.close()
+    }
+  })
+
+  it("tells a socket whose key is revoked UNAUTHORIZED and closes it (1008) before another event reaches it", async () => {
+    const user = await withApiKey(suite.url)
+    const mine = await newBox(suite.url, { user })
+    const ws = await socket(user.apiKey)
+    try {
+      ws.send({ type: "subscribe", types: ["email.received"] })
+      expect(await ws.next()).toMatchObject({ type: "subscribed" })
+      const revoked = await withToken(suite.url, user).DELETE("/v1/api-keys/{id}", { params: { path: { id: user.keyId } } })
+      expect(revoked.response.status).toBe(200)
+      await deliver(mine.address, "After the revocation")
+      expect(await ws.next(12_000)).toEqual({ type: "error", error: { code: "UNAUTHORIZED", message: "Invalid, expired or revoked API key" } })
+      expect(await ws.closed()).toBe(1008)
+    } finally {
+      ws.close()
     }
   })
 

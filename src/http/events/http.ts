@@ -5,12 +5,15 @@
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option, Stream } from "effect"
+import { Authenticator } from "../../../services/accounts/authenticator.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { Unauthorized } from "../../../services/errors.ts"
 import { EventFeed, type Frame } from "../../../services/events/feed.ts"
 import { EventLog } from "../../../services/events/log.ts"
 import { Lifecycle } from "../../../services/lifecycle.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import { credentialOf } from "../middleware.ts"
 import type { EventStreamHeaders, EventStreamParams } from "./api.ts"
 import { notAnUpgrade, serveSocket } from "./ws.ts"
 
@@ -27,9 +30,22 @@ const frame = (item: Frame): Uint8Array =>
       : `id: ${item.event.eventId}\nevent: ${item.event.kind}\ndata: ${item.event.payload}\n\n`
   )
 
+/**
+ * Whether the request's credential still works (middleware.ts reads it as the request was
+ * authenticated): a stream asks before every frame, and ends once it does not.
+ */
+const recheckOf = (authenticator: Authenticator, surface: "api" | "session") =>
+  Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+    Option.match(credentialOf(request, surface), {
+      onNone: () => Unauthorized.of("Missing credential"),
+      onSome: (credential) => Effect.asVoid(authenticator.identify(credential))
+    }))
+
 /** One handler, served at /v1/events (API keys) and /api/events (dashboard sessions). */
-const makeStream = Effect.gen(function*() {
+const makeStream = (surface: "api" | "session") =>
+  Effect.gen(function*() {
     const feed = yield* EventFeed
+    const authenticator = yield* Authenticator
     return ({ headers, urlParams }: { readonly headers: typeof EventStreamHeaders.Type; readonly urlParams: typeof EventStreamParams.Type }) =>
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
@@ -39,13 +55,18 @@ const makeStream = Effect.gen(function*() {
           plan: principal.plan,
           filter: { kinds: urlParams.types, mailboxId: urlParams.mailbox_id },
           after: Option.orElse(fromHeader, () => Option.fromNullable(urlParams.after)),
-          afterField: Option.isSome(fromHeader) ? "last-event-id" : "after"
+          afterField: Option.isSome(fromHeader) ? "last-event-id" : "after",
+          recheck: yield* recheckOf(authenticator, surface)
         }).pipe(orUnavailable)
         const body = Stream.concat(
           Stream.make(encoder.encode(`retry: ${RECONNECT_MS}\n\n`)),
           // An error after the headers cannot be answered with an envelope: the stream just ends, and
-          // the client reconnects with its last id.
-          events.pipe(Stream.map(frame), Stream.catchAllCause((cause) => Stream.fromEffect(Effect.logWarning("An event stream failed", cause)).pipe(Stream.drain)))
+          // the client reconnects with its last id (a credential that stopped working: and is refused).
+          events.pipe(
+            Stream.map(frame),
+            Stream.catchTag("Unauthorized", () => Stream.empty),
+            Stream.catchAllCause((cause) => Stream.fromEffect(Effect.logWarning("An event stream failed", cause)).pipe(Stream.drain))
+          )
         )
         return HttpServerResponse.stream(body, {
           contentType: "text/event-stream",
@@ -58,13 +79,15 @@ const makeStream = Effect.gen(function*() {
 const makeSocket = Effect.gen(function*() {
   const feed = yield* EventFeed
   const lifecycle = yield* Lifecycle
+  const authenticator = yield* Authenticator
   return () =>
     Effect.gen(function*() {
       const principal = yield* CurrentPrincipal
       const request = yield* HttpServerRequest.HttpServerRequest
       if (request.headers["upgrade"]?.toLowerCase() !== "websocket") return yield* notAnUpgrade()
+      const recheck = yield* recheckOf(authenticator, "api")
       const socket = yield* Effect.orDie(request.upgrade)
-      yield* serveSocket(socket, principal, feed.open, lifecycle.stopping)
+      yield* serveSocket(socket, principal, recheck, feed.open, lifecycle.stopping)
       // The socket is closed; the handshake's 101 was the answer.
       return HttpServerResponse.empty()
     })
@@ -72,11 +95,11 @@ const makeSocket = Effect.gen(function*() {
 
 export const EventsHandlers = HttpApiBuilder.group(MailroomApi, "events", (handlers) =>
   Effect.gen(function*() {
-    const stream = yield* makeStream
+    const stream = yield* makeStream("api")
     const socket = yield* makeSocket
     return handlers.handleRaw("stream", stream).handleRaw("socket", socket)
   })).pipe(Layer.provide(EventFeed.Default), Layer.provide(EventLog.Default))
 
 export const DashboardEventsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEvents", (handlers) =>
-  Effect.map(makeStream, (stream) => handlers.handleRaw("stream", stream))
+  Effect.map(makeStream("session"), (stream) => handlers.handleRaw("stream", stream))
 ).pipe(Layer.provide(EventFeed.Default), Layer.provide(EventLog.Default))

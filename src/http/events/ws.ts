@@ -15,15 +15,16 @@
  * event this socket delivered: changing filters loses nothing. (The previous subscription ends before
  * the new one is checked, so that it frees its stream slot; a refused subscribe leaves the socket
  * without one until the next.) A bad message is answered with an error and the socket stays open;
- * STREAM_QUOTA closes it (1008). The socket holds one of the account's
+ * STREAM_QUOTA closes it (1008), and so does a credential that stops working (revoked, expired):
+ * an UNAUTHORIZED error, then the close, before anything more is delivered. The socket holds one of the account's
  * event-stream slots while subscribed, as an SSE stream does. On shutdown it closes with 1001 ("going
  * away"): the client reconnects elsewhere with `after` set to the last id it saw.
  */
 import { Socket } from "@effect/platform"
 import { Effect, Fiber, Option, ParseResult, Schema, Stream } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
-import { ValidationError } from "../../../services/errors.ts"
-import type { EventFeed, Frame } from "../../../services/events/feed.ts"
+import { type Unauthorized, ValidationError } from "../../../services/errors.ts"
+import type { EventFeed, Frame, StreamRequest } from "../../../services/events/feed.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { detailsOf } from "../issues.ts"
 
@@ -64,7 +65,13 @@ const SERVER_ERROR = 1011
 type Open = EventFeed["open"]
 type OpenError = Effect.Effect.Error<ReturnType<Open>>
 
-export const serveSocket = (socket: Socket.Socket, principal: Principal, open: Open, stopping: Effect.Effect<void>) =>
+export const serveSocket = (
+  socket: Socket.Socket,
+  principal: Principal,
+  recheck: StreamRequest["recheck"],
+  open: Open,
+  stopping: Effect.Effect<void>
+) =>
   Effect.scoped(Effect.gen(function*() {
     const write = yield* socket.writer
     const send = (message: unknown) => write(JSON.stringify(message))
@@ -85,11 +92,18 @@ export const serveSocket = (socket: Socket.Socket, principal: Principal, open: O
           return write(`{"type":"event","id":${JSON.stringify(frame.event.eventId)},"event":${JSON.stringify(frame.event.kind)},"data":${frame.event.payload}}`)
         })
 
+    /** The credential stopped working (revoked, logged out, expired): told, and the socket closed. */
+    const revoked = (error: Unauthorized) =>
+      refuse({ code: error.code, message: error.message }).pipe(Effect.zipRight(close(POLICY_VIOLATION, "credential no longer valid")))
+
     const subscribe = (request: Subscribe) =>
       Effect.gen(function*() {
         if (subscription !== undefined) yield* Fiber.interrupt(subscription)
         subscription = undefined
+        const still = yield* Effect.either(recheck)
+        if (still._tag === "Left") return yield* (still.left._tag === "Unauthorized" ? revoked(still.left) : answerRefusal(still.left))
         const opened = yield* Effect.either(open({
+          recheck,
           userId: principal.userId,
           plan: principal.plan,
           filter: { kinds: request.types, mailboxId: request.mailbox_id },
@@ -102,6 +116,7 @@ export const serveSocket = (socket: Socket.Socket, principal: Principal, open: O
         subscription = yield* events.pipe(
           // (The feed also ends its streams when the process stops: the session closes the socket then.)
           Stream.runForEach(deliver),
+          Effect.catchTag("Unauthorized", revoked),
           Effect.catchAllCause((cause) =>
             Effect.logWarning("An event socket failed", cause).pipe(Effect.zipRight(close(SERVER_ERROR, "event stream failed")))
           ),
