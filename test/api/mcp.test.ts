@@ -204,7 +204,7 @@ describe("MCP at /mcp", () => {
     expect((await raw("get_email")).body.error).toEqual({ code: -32602, message: "Invalid params: params must be an object with the tool's name and arguments" })
   })
 
-  it("refuses a JSON-RPC batch (MCP has none), which would carry any number of tool calls past the per-request limit", async () => {
+  it("refuses a JSON-RPC batch (MCP has none), which would carry any number of tool calls past the per-request limit, and GET and DELETE (405)", async () => {
     const batch = Array.from({ length: 3 }, (_, id) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "list_mailboxes", arguments: {} } }))
     const response = await fetch(`${suite.url}/mcp`, {
       method: "POST",
@@ -218,6 +218,14 @@ describe("MCP at /mcp", () => {
       id: null,
       error: { code: -32600, message: "Invalid Request: JSON-RPC batches are not taken (MCP has none since protocol 2025-06-18); send one message per request" }
     })
+    // Stateless: no stream to open with GET, no session to end with DELETE.
+    for (const method of ["GET", "DELETE"]) {
+      const other = await fetch(`${suite.url}/mcp`, { method, headers: { "x-api-key": box.user.apiKey, accept: "text/event-stream" } })
+      expect(other.status, method).toBe(405)
+      expect(other.headers.get("allow")).toBe("POST")
+      expect(other.headers.get("x-ratelimit-limit")).toBeNull()
+      expect(await other.json()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32000 } })
+    }
   })
 
   it("refuses a wrong or missing key with 401, and holds a free account to 10 MCP requests a minute", async () => {

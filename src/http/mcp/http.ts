@@ -81,6 +81,15 @@ const malformedToolCall = (body: unknown): { readonly id: unknown; readonly prob
 
 const BATCH_REFUSED = "Invalid Request: JSON-RPC batches are not taken (MCP has none since protocol 2025-06-18); send one message per request"
 
+/**
+ * GET and DELETE: this endpoint has neither a stream to open nor sessions to end. -32000 is a
+ * JSON-RPC server error, the code the SDK's own transport answers its 405s with.
+ */
+const notAllowed = Effect.succeed(HttpServerResponse.unsafeJson(
+  { jsonrpc: "2.0", id: null, error: { code: -32000, message: "Method not allowed: this MCP endpoint is stateless; POST one JSON-RPC message per request" } },
+  { status: 405, headers: { allow: "POST" } }
+))
+
 const unauthorized = (error: Unauthorized) =>
   HttpServerResponse.setHeader(errorResponse(error), "www-authenticate", 'Bearer realm="mailroom", error="invalid_token"')
 
@@ -220,8 +229,10 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     )
 
     yield* router.post("/mcp", handle)
-    yield* router.get("/mcp", handle)
-    yield* router.del("/mcp", handle)
+    // Stateless: no stream to open with GET and no session to end with DELETE (Streamable HTTP
+    // answers both 405 then), and neither costs a request of the limit.
+    yield* router.get("/mcp", notAllowed)
+    yield* router.del("/mcp", notAllowed)
   })
 ).pipe(Layer.provide(Layer.mergeAll(
   // What the tools call: the same services as the HTTP handlers.
