@@ -24,6 +24,8 @@ const MAX_REFERENCES = 20
 const OriginalRow = Schema.Struct({
   mailboxId: Schema.String,
   mailboxAddress: Schema.String,
+  /** The address the email was delivered to (received mail) or sent from (sent mail). */
+  rcptTo: Schema.String,
   direction: Schema.Literal("inbound", "outbound"),
   messageId: Schema.String,
   subject: Schema.String,
@@ -65,11 +67,27 @@ export const referencesFor = (original: Original): ReadonlyArray<string> => {
 }
 
 /** Each address once (case-insensitively), without the mailbox's own. */
-const distinct = (addresses: ReadonlyArray<NamedAddress>, except: string): Array<NamedAddress> => {
-  const seen = new Set([except.toLowerCase()])
+/** An address without its subaddress (`agent+tag@…` is `agent@…`, RFC 5233), lower-cased. */
+const baseAddress = (address: string) => {
+  const lower = address.toLowerCase()
+  const at = lower.lastIndexOf("@")
+  const plus = lower.indexOf("+")
+  return plus > 0 && plus < at ? lower.slice(0, plus) + lower.slice(at) : lower
+}
+
+/**
+ * The addresses that are the mailbox itself on an email: its address now, and, for received mail, the
+ * one the email was delivered to (the mailbox's address before a rename, or a subaddress of it).
+ */
+const mailboxAddresses = (original: Original) =>
+  new Set([baseAddress(original.mailboxAddress), ...(original.direction === "inbound" ? [baseAddress(original.rcptTo)] : [])])
+
+/** Each address once, leaving out the mailbox's own (`mailboxAddresses`). */
+const distinct = (addresses: ReadonlyArray<NamedAddress>, own: ReadonlySet<string>): Array<NamedAddress> => {
+  const seen = new Set<string>()
   return addresses.filter((a) => {
     const key = a.address.toLowerCase()
-    if (seen.has(key)) return false
+    if (seen.has(key) || own.has(baseAddress(key))) return false
     seen.add(key)
     return true
   })
@@ -94,7 +112,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
     const original = (userId: string, emailId: string) =>
       Effect.gen(function*() {
         const rows = yield* sql`
-          SELECT e.mailbox_id, m.local_part || '@' || m.domain AS mailbox_address, e.direction, e.message_id, e.subject,
+          SELECT e.mailbox_id, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to, e.direction, e.message_id, e.subject,
                  e.from_address, e.to_addresses, e.sent_at, e.headers::text AS headers, e.text_body, e.html_body
           FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
           WHERE e.id = ${emailId} AND e.user_id = ${userId}`.pipe(
@@ -127,8 +145,9 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         ? addressesOf(firstHeader(found, "reply-to"))
         : addressesOf(firstHeader(found, "from") ?? found.fromAddress)
       const others = all ? [...addressesOf(firstHeader(found, "to")), ...addressesOf(firstHeader(found, "cc"))] : []
-      const to = input.to !== undefined ? input.to.map(named) : distinct(primary, found.mailboxAddress)
-      const cc = distinct([...others, ...(input.cc ?? []).map(named)], found.mailboxAddress).filter(
+      const own = mailboxAddresses(found)
+      const to = input.to !== undefined ? input.to.map(named) : distinct(primary, own)
+      const cc = distinct([...others, ...(input.cc ?? []).map(named)], own).filter(
         (a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())
       )
       const message: OutgoingMessage = {

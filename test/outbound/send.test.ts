@@ -480,6 +480,28 @@ describe("reply all and forward", () => {
     expect(fwdParsed.attachments.map((a) => [a.filename, a.content.equals(csv)])).toEqual([["q3.csv", true]])
   })
 
+  it("reply-all leaves out the address the email came to when the mailbox has been renamed since, and its subaddresses", async () => {
+    const { box, mailroom } = await sender()
+    const colleague = await sender()
+    const watcher = `${fresh("cc")}@partner.test`
+    const [local, domain] = box.address.split("@") as [string, string]
+    await send(colleague.mailroom, colleague.box, { to: [box.address], cc: [watcher, `${local}+notes@${domain}`], subject: "Plans", text: "The plans." })
+    const received = await until("the plans arrived", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data[0]
+    })
+    const renamed = await mailroom.PATCH("/v1/api/mailboxes/{mailboxId}", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { local_part: fresh("renamed"), domain }
+    })
+    expect(renamed.response.status).toBe(200)
+
+    const answer = await mailroom.POST("/v1/api/emails/{emailId}/reply-all", { params: { path: { emailId: received.email_id } }, body: { text: "Noted." } })
+    expect(answer.response.status).toBe(202)
+    const replied = await settled(mailroom, answer.data!.data.email_id)
+    expect(replied.delivery!.map((d) => d.recipient).sort()).toEqual([colleague.box.address, watcher].sort())
+  })
+
   it("replying to an email of another account is 404 NOT_FOUND", async () => {
     const { mailroom } = await sender()
     const answer = await mailroom.POST("/v1/api/emails/{emailId}/reply", {
