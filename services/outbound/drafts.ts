@@ -11,9 +11,10 @@
 import { SqlClient, type Statement } from "@effect/sql"
 import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { Conflict, NotFound, ValidationError } from "../errors.ts"
+import { Conflict, NotFound, PayloadTooLarge, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
+import { limits, type Plan } from "../plans/plans.ts"
 import { Replies } from "./replies.ts"
 import { type Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
 import { fromSendInput, type Idempotency, Outbound } from "./send.ts"
@@ -91,6 +92,25 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         if (rows.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
       })
 
+    /**
+     * A draft that could never be sent is not kept: its content (the text, the html and the
+     * attachments in base64, as a message carries them) must fit the plan's message size (413 with
+     * `size` and `limit`, as the send answers).
+     */
+    const checkSize = (userId: string, content: DraftContent) =>
+      Effect.gen(function*() {
+        const size = Buffer.byteLength(JSON.stringify(content))
+        const rows = yield* sql<{ plan: Plan }>`SELECT plan FROM subscriptions WHERE user_id = ${userId}`
+        const plan = rows[0]?.plan ?? "free"
+        const limit = limits[plan].maxEmailBytes
+        if (size > limit) {
+          return yield* new PayloadTooLarge({
+            message: `The draft is ${size} bytes; the ${plan} plan sends messages of at most ${limit}`,
+            details: { size, limit }
+          })
+        }
+      })
+
     /** A reply or forward must answer an email of the draft's own mailbox (it is sent from there). */
     const checkOriginal = (userId: string, mailboxId: string, field: "in_reply_to" | "forward_of", emailId: string | null | undefined) =>
       emailId === null || emailId === undefined ? Effect.void : replies.mailboxOf(userId, emailId).pipe(
@@ -108,6 +128,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     const create = Effect.fn("Drafts.create")(function*(userId: string, mailboxId: string, input: DraftInput) {
       yield* ownMailbox(userId, mailboxId)
       yield* checkLinks(userId, mailboxId, input.in_reply_to, input.forward_of)
+      yield* checkSize(userId, contentOf(input))
       const rows = yield* sql`
         INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at)
         VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(contentOf(input))}, ${input.in_reply_to ?? null},
@@ -164,6 +185,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       const forwardOf = input.forward_of !== undefined ? input.forward_of : current.forwardOf
       yield* checkLinks(userId, mailboxId, inReplyTo, forwardOf)
       const content = { ...current.content, ...contentOf(input) }
+      yield* checkSize(userId, content)
       const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
       const rows = yield* sql`
         UPDATE drafts SET content = ${JSON.stringify(content)}, in_reply_to = ${inReplyTo}, forward_of = ${forwardOf},

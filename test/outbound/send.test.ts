@@ -527,6 +527,24 @@ describe("drafts", () => {
       mailroom.DELETE("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId: box.mailboxId, draftId } } })
   })
 
+  it("refuses a draft past the plan's message size, made or edited so (413 with size and limit): it could never be sent", async () => {
+    const { box, mailroom } = await sender()
+    const drafts = draftsOf(mailroom, box)
+    // 8 MiB of bytes are ~11.2 MB in base64, past the free plan's 10 MiB a message.
+    const big = { filename: "big.bin", content_type: "application/octet-stream", content: Buffer.alloc(8 * 1024 * 1024, 7).toString("base64") }
+    const made = await drafts.create({ to: ["someone@partner.test"], subject: "Too big", text: "x", attachments: [big] })
+    expect(made.response.status).toBe(413)
+    expect(made.error).toMatchObject({ error: { code: "PAYLOAD_TOO_LARGE", details: { limit: 10 * 1024 * 1024 } } })
+    expect((made.error as unknown as { error: { details: { size: number } } }).error.details.size).toBeGreaterThan(10 * 1024 * 1024)
+
+    const small = await drafts.create({ to: ["someone@partner.test"], subject: "Small", text: "x" })
+    expect(small.response.status).toBe(201)
+    const grown = await drafts.update(small.data!.data.draft_id, { attachments: [big] })
+    expect(grown.response.status).toBe(413)
+    expect(grown.error).toMatchObject({ error: { code: "PAYLOAD_TOO_LARGE" } })
+    expect((await drafts.get(small.data!.data.draft_id)).data!.data).toMatchObject({ subject: "Small", attachments: [] })
+  })
+
   it("an agent drafts, a person edits and sends it; sending again answers the same email; a sent draft is 409 to edit, and deleting it keeps its email", async () => {
     const { box, mailroom } = await sender()
     const drafts = draftsOf(mailroom, box)

@@ -148,6 +148,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .addSuccess(Ok(Draft), { status: 201 })
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
+        .addError(envelope(PayloadTooLarge))
         .annotateContext(OpenApi.annotations({
           summary: "Create a draft",
           description:
@@ -190,6 +191,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .addSuccess(Ok(Draft))
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
+        .addError(envelope(PayloadTooLarge))
         .addError(envelope(Conflict))
         .annotateContext(OpenApi.annotations({
           summary: "Update a draft",
