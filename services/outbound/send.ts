@@ -15,6 +15,7 @@
  * same; another body under the key is 409. (A send taken back because the bus refused it takes its key back too.)
  */
 import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Data, Effect, Schema } from "effect"
 import { newId, sha256 } from "../accounts/tokens.ts"
 import { groupCommit, groupCommitIsolated, inLockOrder } from "../batching.ts"
@@ -100,6 +101,31 @@ interface AcceptedSend {
   readonly recipients: ReadonlyArray<string>
   readonly day: string
   readonly periodStart: Date
+  readonly plan: Plan
+}
+
+/**
+ * Which of the plan's send limits a refused statement would have passed: the counters' checks
+ * (migrations/0024) refuse a count past the limit written beside it.
+ */
+const limitPassed = (error: SqlError): "day" | "period" | undefined => {
+  const cause = error.cause as { readonly code?: unknown; readonly constraint?: unknown; readonly message?: unknown } | undefined
+  if (cause?.code !== "23514") return undefined
+  const named = `${String(cause.constraint ?? "")} ${String(cause.message ?? "")}`
+  return named.includes("mail_daily_counters_sent_within_limit")
+    ? "day"
+    : named.includes("usage_counters_emails_sent_within_limit")
+    ? "period"
+    : undefined
+}
+
+/** 403 SEND_QUOTA: the plan's sends of the day (or billing period) are used up. */
+const quotaReached = (plan: Plan, window: "day" | "period", used: number) => {
+  const limit = window === "day" ? limits[plan].sendsPerDay : limits[plan].sendsPerMonth!
+  return new SendQuotaReached({
+    message: `The ${plan} plan sends at most ${limit} messages a ${window === "day" ? "day" : "billing period"}`,
+    details: { window, used, limit, plan }
+  })
 }
 
 /** The key's row appeared while this send ran: answer what the first one answered. */
@@ -193,21 +219,28 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
                        ON r.email_id = email.id
         ),
         counted AS (
-          SELECT email.user_id, c.day, c.period_start, count(*) AS sends
+          SELECT email.user_id, c.day, c.period_start, min(c.day_limit) AS day_limit, min(c.period_limit) AS period_limit,
+                 count(*) AS sends
           FROM email JOIN unnest(${sends.map((s) => s.email.emailId)}::text[], ${sends.map((s) => s.day)}::date[],
-                                 ${sends.map((s) => s.periodStart.toISOString())}::timestamptz[]) AS c(email_id, day, period_start)
+                                 ${sends.map((s) => s.periodStart.toISOString())}::timestamptz[],
+                                 ${sends.map((s) => limits[s.plan].sendsPerDay)}::bigint[],
+                                 ${sends.map((s) => limits[s.plan].sendsPerMonth)}::bigint[])
+                         AS c(email_id, day, period_start, day_limit, period_limit)
                        ON c.email_id = email.id
           GROUP BY email.user_id, c.day, c.period_start
         ),
+        -- Each counter written with the limit it counts against: its check refuses the statement
+        -- (nothing stored) when sends accepted at the same moment would together pass it.
         sent_today AS (
-          INSERT INTO mail_daily_counters (user_id, day, sent)
-          SELECT user_id, day, sum(sends) FROM counted GROUP BY user_id, day ORDER BY user_id, day
-          ON CONFLICT (user_id, day) DO UPDATE SET sent = mail_daily_counters.sent + EXCLUDED.sent
+          INSERT INTO mail_daily_counters (user_id, day, sent, sent_limit)
+          SELECT user_id, day, sum(sends), min(day_limit) FROM counted GROUP BY user_id, day ORDER BY user_id, day
+          ON CONFLICT (user_id, day) DO UPDATE SET sent = mail_daily_counters.sent + EXCLUDED.sent, sent_limit = EXCLUDED.sent_limit
         ),
         sent_this_period AS (
-          INSERT INTO usage_counters (user_id, period_start, emails_sent)
-          SELECT user_id, period_start, sum(sends) FROM counted GROUP BY user_id, period_start ORDER BY user_id, period_start
-          ON CONFLICT (user_id, period_start) DO UPDATE SET emails_sent = usage_counters.emails_sent + EXCLUDED.emails_sent
+          INSERT INTO usage_counters (user_id, period_start, emails_sent, emails_sent_limit)
+          SELECT user_id, period_start, sum(sends), min(period_limit) FROM counted GROUP BY user_id, period_start ORDER BY user_id, period_start
+          ON CONFLICT (user_id, period_start) DO UPDATE SET emails_sent = usage_counters.emails_sent + EXCLUDED.emails_sent,
+                                                            emails_sent_limit = EXCLUDED.emails_sent_limit
         )`
     }
 
@@ -269,25 +302,22 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         })
       )
 
+    /** The counters as read: what most refusals are. (Sends at the same moment are held by the counters' checks.) */
     const checkQuota = (row: typeof SenderRow.Type) => {
       const plan = limits[row.plan]
-      if (row.sentToday >= plan.sendsPerDay) {
-        return Effect.fail(
-          new SendQuotaReached({
-            message: `The ${row.plan} plan sends at most ${plan.sendsPerDay} messages a day`,
-            details: { window: "day", used: row.sentToday, limit: plan.sendsPerDay, plan: row.plan }
-          })
-        )
-      }
+      if (row.sentToday >= plan.sendsPerDay) return Effect.fail(quotaReached(row.plan, "day", row.sentToday))
       if (plan.sendsPerMonth !== null && row.sentThisPeriod >= plan.sendsPerMonth) {
-        return Effect.fail(
-          new SendQuotaReached({
-            message: `The ${row.plan} plan sends at most ${plan.sendsPerMonth} messages a billing period`,
-            details: { window: "period", used: row.sentThisPeriod, limit: plan.sendsPerMonth, plan: row.plan }
-          })
-        )
+        return Effect.fail(quotaReached(row.plan, "period", row.sentThisPeriod))
       }
       return Effect.void
+    }
+
+    /** A store the counters' checks refused: the limit the sends before it (at the same moment) used up. */
+    const asQuota = (plan: Plan) => (error: SqlError): Effect.Effect<never, SqlError | SendQuotaReached> => {
+      const passed = limitPassed(error)
+      return passed === undefined
+        ? Effect.fail(error)
+        : Effect.fail(quotaReached(plan, passed, passed === "day" ? limits[plan].sendsPerDay : limits[plan].sendsPerMonth!))
     }
 
     /** Take a stored send back: the bus did not take its jobs, so it will never go out. */
@@ -368,7 +398,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         messageId,
         parsed
       }
-      const accepted: AcceptedSend = { email: newEmail, raw, recipients, day, periodStart: from.periodStart }
+      const accepted: AcceptedSend = { email: newEmail, raw, recipients, day, periodStart: from.periodStart, plan: from.plan }
       const answer = (row: EmailRow | undefined): SendAccepted => ({
         email_id: emailId,
         message_id: messageId,
@@ -377,7 +407,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       })
 
       const stored = idempotency === undefined
-        ? yield* Effect.map(storeSend(accepted), answer)
+        ? yield* storeSend(accepted).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.map(answer))
         : yield* sql.withTransaction(Effect.gen(function*() {
           const answered = answer(yield* storeEmail(sql, newEmail, alongside([accepted])))
           // A concurrent send with the same key waits here until this one commits, then finds the key
@@ -392,6 +422,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           if (claimed.length === 0) return yield* new KeyTaken()
           return answered
         })).pipe(
+          Effect.catchTag("SqlError", asQuota(from.plan)),
           Effect.catchTag("KeyTaken", () =>
             Effect.flatMap(earlierAnswer(userId, idempotency, fingerprint!), (earlier) =>
               earlier === undefined

@@ -2,7 +2,8 @@
  * The plan's send limits (services/outbound/send.ts) in process, over the suite's migrated database:
  * sends accepted at the same moment are stored together and each one counts, per day and per billing
  * period; the send past the day's limit is 403 SEND_QUOTA with its window, count, limit and plan,
- * and nothing of it is stored or counted; the billing period's limit likewise.
+ * and nothing of it is stored or counted; the billing period's limit likewise. Sends at the same
+ * moment, each reading the counters below the limit, cannot together pass it (the counters' checks).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
@@ -80,6 +81,39 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
           details: { window: "day", used: 100, limit: 100, plan: "free" }
         })
         expect(yield* counted(free.userId)).toEqual({ today: 100, period: 2, emails: 2 })
+      }))
+
+    it.effect("sends at the same moment cannot together pass a limit: of ten with five left, five are sent and five refused", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const ten = (userId: string, mailboxId: string) =>
+          Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => Effect.either(sending.submit(userId, mailboxId, message(i))), {
+            concurrency: "unbounded"
+          })
+        const refusals = (results: ReadonlyArray<Either.Either<unknown, unknown>>) =>
+          results.flatMap((result) => (Either.isLeft(result) ? [result.left] : []))
+
+        // The day's limit: every send reads 95 of 100 used, each would pass alone.
+        const daily = yield* insertUser("free")
+        const dailyBox = yield* insertMailbox(daily)
+        yield* sql`INSERT INTO mail_daily_counters (user_id, day, sent) VALUES (${daily.userId}, ${utcDay(new Date())}::date, 95)`
+        const byDay = refusals(yield* ten(daily.userId, dailyBox.mailboxId))
+        expect(byDay).toHaveLength(5)
+        for (const refusal of byDay) {
+          expect(refusal).toMatchObject({ code: "SEND_QUOTA", status: 403, details: { window: "day", used: 100, limit: 100, plan: "free" } })
+        }
+        expect(yield* counted(daily.userId)).toEqual({ today: 100, period: 5, emails: 5 })
+
+        // The billing period's likewise.
+        const monthly = yield* insertUser("free")
+        const monthlyBox = yield* insertMailbox(monthly)
+        yield* sql`INSERT INTO usage_counters (user_id, period_start, emails_sent)
+                   SELECT user_id, current_period_start, 95 FROM subscriptions WHERE user_id = ${monthly.userId}`
+        const byPeriod = refusals(yield* ten(monthly.userId, monthlyBox.mailboxId))
+        expect(byPeriod).toHaveLength(5)
+        expect(byPeriod[0]).toMatchObject({ code: "SEND_QUOTA", details: { window: "period", used: 100, limit: 100 } })
+        expect(yield* counted(monthly.userId)).toEqual({ today: 5, period: 100, emails: 5 })
       }))
 
     it.effect("past the billing period's 100 (free) the next is 403 SEND_QUOTA for the period", () =>

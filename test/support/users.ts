@@ -20,7 +20,9 @@ export const insertUser = (plan: Plan = "free"): Effect.Effect<TestUser, never, 
     const email = `${userId}@example.com`
     yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
                VALUES (${userId}, ${email}, ${email}, 'Test', 'not a hash')`
+    // In milliseconds, as the product writes periods (from JavaScript dates): a period start read back
+    // into a Date and written again then names the same period.
     yield* sql`INSERT INTO subscriptions (user_id, plan, status, current_period_start, current_period_end)
-               VALUES (${userId}, ${plan}, 'active', now(), now() + interval '1 month')`
+               VALUES (${userId}, ${plan}, 'active', date_trunc('milliseconds', now()), date_trunc('milliseconds', now()) + interval '1 month')`
     return { userId, plan }
   }).pipe(Effect.orDie)
