@@ -66,7 +66,6 @@ export const referencesFor = (original: Original): ReadonlyArray<string> => {
   return all.length <= MAX_REFERENCES ? all : [all[0]!, ...all.slice(all.length - (MAX_REFERENCES - 1))]
 }
 
-/** Each address once (case-insensitively), without the mailbox's own. */
 /** An address without its subaddress (`agent+tag@…` is `agent@…`, RFC 5233), lower-cased. */
 const baseAddress = (address: string) => {
   const lower = address.toLowerCase()
@@ -82,7 +81,7 @@ const baseAddress = (address: string) => {
 const mailboxAddresses = (original: Original) =>
   new Set([baseAddress(original.mailboxAddress), ...(original.direction === "inbound" ? [baseAddress(original.rcptTo)] : [])])
 
-/** Each address once, leaving out the mailbox's own (`mailboxAddresses`). */
+/** Each address once (case-insensitively), leaving out the mailbox's own (`mailboxAddresses`). */
 const distinct = (addresses: ReadonlyArray<NamedAddress>, own: ReadonlySet<string>): Array<NamedAddress> => {
   const seen = new Set<string>()
   return addresses.filter((a) => {
