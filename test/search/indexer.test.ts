@@ -32,6 +32,20 @@ const fixtures = Effect.gen(function*() {
   yield* email("eml_c", "mbx_gone", "Invoice reminder", "A reminder about the October invoice.")
 })
 
+/** A slow embedder (100 ms a call) of hashed words that records each call's size in `calls`. */
+const slowEmbedder = (model: string, calls: Array<number>) =>
+  Layer.succeed(Embedder, {
+    model,
+    dimensions: HASHED_DIMENSIONS,
+    maxInputChars: 2_000,
+    embed: (texts) =>
+      Effect.sync(() => calls.push(texts.length)).pipe(
+        // A wall-clock wait: the suite's TestClock would never end an Effect.sleep.
+        Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))),
+        Effect.as(texts.map(hashedVector))
+      )
+  })
+
 const lexicon = Effect.flatMap(SqlClient.SqlClient, (sql) =>
   sql<{ lexeme: string; documents: number }>`SELECT lexeme, documents FROM search_lexicon WHERE user_id = 'usr_1' ORDER BY lexeme`.pipe(
     Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.lexeme, r.documents])))
@@ -99,19 +113,9 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
             VALUES (${ids[i]!}, 'mbx_b', 'usr_b', ${`<${ids[i]}@test>`}, ${ids[i]!}, ${topic}, 'x@example.com', ${["y@example.com"]}, now(),
                     now(), 'x@example.com', 'y@example.com', '{}', ${`${topic} ${topic} ${topic}`}, false, ${"1".repeat(64)}, 1)`
       }
-      // A slow embedder that records each call's size: callers arriving while calls are out wait and go together.
+      // Callers arriving while calls are out wait and go together.
       const calls: Array<number> = []
-      const counting = Layer.succeed(Embedder, {
-        model: "words-batched",
-        dimensions: HASHED_DIMENSIONS,
-        maxInputChars: 2_000,
-        embed: (texts) =>
-          Effect.sync(() => calls.push(texts.length)).pipe(
-            // A wall-clock wait: the suite's TestClock would never end an Effect.sleep.
-            Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))),
-            Effect.as(texts.map(hashedVector))
-          )
-      })
+      const counting = slowEmbedder("words-batched", calls)
       yield* Effect.provide(
         Effect.gen(function*() {
           const indexer = yield* Indexer
@@ -155,16 +159,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
                     now(), 'x@example.com', 'y@example.com', '{}', ${e.text}, false, ${"2".repeat(64)}, 1)`
       }
       const calls: Array<number> = []
-      const slow = Layer.succeed(Embedder, {
-        model: "words-together",
-        dimensions: HASHED_DIMENSIONS,
-        maxInputChars: 2_000,
-        embed: (texts) =>
-          Effect.sync(() => calls.push(texts.length)).pipe(
-            Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 100)))),
-            Effect.as(texts.map(hashedVector))
-          )
-      })
+      const slow = slowEmbedder("words-together", calls)
       const counts = (user: string) =>
         sql<{ lexeme: string; documents: number }>`SELECT lexeme, documents FROM search_lexicon WHERE user_id = ${user} ORDER BY lexeme`.pipe(
           Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.lexeme, r.documents])))
