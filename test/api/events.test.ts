@@ -139,6 +139,22 @@ describe("GET /v1/events", () => {
     }
   })
 
+  it("ends the dashboard's stream of a session logged out before another event reaches it", async () => {
+    const user = await withApiKey(suite.url)
+    const mine = await newBox(suite.url, { user })
+    const events = await openEvents(`${suite.url}/api/events?types=email.received`, { authorization: `Bearer ${user.accessToken}` })
+    try {
+      expect(events.status).toBe(200)
+      const out = await withToken(suite.url, user).POST("/api/auth/logout")
+      expect(out.response.status).toBe(200)
+      await deliver(mine.address, "After the logout")
+      await expect(events.next(12_000)).rejects.toThrow("the stream ended")
+      expect(events.seen().some((frame) => frame.data?.includes("After the logout"))).toBe(false)
+    } finally {
+      events.close()
+    }
+  })
+
   it("refuses a bad filter, an unknown resume point, another account's mailbox and a missing key", async () => {
     const badKind = await stream(box.user.apiKey, "?types=email.received,email.exploded")
     expect(badKind.status).toBe(400)
