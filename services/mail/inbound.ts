@@ -129,7 +129,7 @@ const entry = <V>(map: Map<string, V>, key: string, make: () => V): V => {
  * Unicode, whichever form the client sent), and a subaddress (RFC 5233: `agent+newsletters@…`) is its
  * mailbox's mail: no mailbox's local part has a `+`. The email keeps the address it was sent to.
  */
-const routingForm = (address: string) => {
+export const routingForm = (address: string) => {
   const stored = asStored(address)
   const at = stored.lastIndexOf("@")
   const plus = stored.indexOf("+")

@@ -13,6 +13,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import addressparser from "nodemailer/lib/addressparser"
 import { NotFound } from "../errors.ts"
+import { routingForm } from "../mail/inbound.ts"
 import type { NamedAddress } from "./compose.ts"
 import type { AttachmentInput } from "./schemas.ts"
 import { type Idempotency, named, Outbound, type OutgoingMessage } from "./send.ts"
@@ -66,27 +67,19 @@ export const referencesFor = (original: Original): ReadonlyArray<string> => {
   return all.length <= MAX_REFERENCES ? all : [all[0]!, ...all.slice(all.length - (MAX_REFERENCES - 1))]
 }
 
-/** An address without its subaddress (`agent+tag@…` is `agent@…`, RFC 5233), lower-cased. */
-const baseAddress = (address: string) => {
-  const lower = address.toLowerCase()
-  const at = lower.lastIndexOf("@")
-  const plus = lower.indexOf("+")
-  return plus > 0 && plus < at ? lower.slice(0, plus) + lower.slice(at) : lower
-}
-
 /**
  * The addresses that are the mailbox itself on an email: its address now, and, for received mail, the
  * one the email was delivered to (the mailbox's address before a rename, or a subaddress of it).
  */
 const mailboxAddresses = (original: Original) =>
-  new Set([baseAddress(original.mailboxAddress), ...(original.direction === "inbound" ? [baseAddress(original.rcptTo)] : [])])
+  new Set([routingForm(original.mailboxAddress), ...(original.direction === "inbound" ? [routingForm(original.rcptTo)] : [])])
 
 /** Each address once (case-insensitively), leaving out the mailbox's own (`mailboxAddresses`). */
 const distinct = (addresses: ReadonlyArray<NamedAddress>, own: ReadonlySet<string>): Array<NamedAddress> => {
   const seen = new Set<string>()
   return addresses.filter((a) => {
     const key = a.address.toLowerCase()
-    if (seen.has(key) || own.has(baseAddress(key))) return false
+    if (seen.has(key) || own.has(routingForm(key))) return false
     seen.add(key)
     return true
   })
