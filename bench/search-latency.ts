@@ -314,18 +314,19 @@ const seed = async (store: Store, collection: VectorCollection | undefined, acco
           document AS (
             INSERT INTO search_documents (email_id, user_id, mailbox_id, model, chunks, length, processing_ms)
             SELECT id, ${account.userId}, ${account.mailboxId}, ${MODEL}, 1, length, 0 FROM docs
+            RETURNING email_id, doc
           ),
           lexemes AS (
-            SELECT docs.id, docs.length, u.lexeme,
+            SELECT docs.id, document.doc, docs.length, u.lexeme,
                    (cardinality(u.positions) + ${sql.literal(String(SUBJECT_BOOST - 1))} *
                      (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'))::real AS frequency
-            FROM docs CROSS JOIN LATERAL
+            FROM docs JOIN document ON document.email_id = docs.id CROSS JOIN LATERAL
               unnest(setweight(to_tsvector('english', docs.subject), 'A') || setweight(to_tsvector('english', docs.body), 'B'))
               AS u (lexeme, positions, weights)
           ),
           postings AS (
-            INSERT INTO search_terms (user_id, lexeme, email_id, mailbox_id, frequency, length)
-            SELECT ${account.userId}, lexeme, id, ${account.mailboxId}, frequency, length FROM lexemes
+            INSERT INTO search_terms (user_id, lexeme, email_id, doc, mailbox_id, frequency, length)
+            SELECT ${account.userId}, lexeme, id, doc, ${account.mailboxId}, frequency, length FROM lexemes
           )
           INSERT INTO search_lexicon AS l (user_id, lexeme, documents)
           SELECT ${account.userId}, lexeme, count(*) FROM lexemes GROUP BY lexeme ORDER BY lexeme

@@ -19,6 +19,7 @@ import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
 import { IndexerLive } from "../services/search/indexer.ts"
 import { Vectors } from "../services/search/vectors.ts"
+import { SearchMemory } from "../services/search/ranker.ts"
 import { StageLimits } from "../services/stage-limits.ts"
 import { StageMonitor, type StageName, StageSettings } from "../services/pipeline/stages.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
@@ -240,6 +241,7 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     stagesLayer(config).pipe(Layer.provide(infrastructure)),
     sharedSettingsLayer(config),
     stageLimitsLayer(config),
+    Layer.succeed(SearchMemory, { postings: config.searchMemoryPostings }),
     Layer.succeed(Lifecycle, { stopping })
   ).pipe(Layer.provideMerge(outboundLayer(config).pipe(Layer.provide(infrastructure))))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)

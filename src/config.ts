@@ -211,6 +211,8 @@ export const appConfig = Config.all({
   embedderNice: Config.option(Config.integer("EMBEDDER_NICE").pipe(
     check("EMBEDDER_NICE", "Expected 0 to 19", (nice: number) => nice >= 0 && nice <= 19)
   )),
+  /** Postings the word ranking holds in memory per API process (services/search/ranker.ts); 0 reads the database each time. */
+  searchMemoryPostings: nonNegativeInt("SEARCH_MEMORY_POSTINGS", 8_000_000),
   stripeSecretKey: Config.option(Config.redacted("STRIPE_SECRET_KEY")),
   stripeWebhookSecret: Config.option(Config.redacted("STRIPE_WEBHOOK_SECRET")),
   stripePricePro: Config.option(Config.string("STRIPE_PRICE_PRO")),

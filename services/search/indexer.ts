@@ -157,10 +157,10 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
           SELECT email_id, user_id, mailbox_id, ${embedder.model}, chunks, length, ${processingMs} FROM input ORDER BY email_id
           ON CONFLICT (email_id) DO UPDATE SET model = EXCLUDED.model, chunks = EXCLUDED.chunks,
             processing_ms = EXCLUDED.processing_ms, indexed_at = now()
-          RETURNING d.email_id, (xmax = 0) AS fresh
+          RETURNING d.email_id, d.doc, (xmax = 0) AS fresh
         ),
         lexemes AS (
-          SELECT i.email_id, i.user_id, i.mailbox_id, i.length, u.lexeme,
+          SELECT i.email_id, d.doc, i.user_id, i.mailbox_id, i.length, u.lexeme,
                  (cardinality(u.positions) + ${sql.literal(String(SUBJECT_BOOST - 1))} *
                    (SELECT count(*) FROM unnest(u.weights) AS w WHERE w = 'A'))::real AS frequency
           FROM input i JOIN document d ON d.email_id = i.email_id AND d.fresh
@@ -168,8 +168,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
             AS u (lexeme, positions, weights)
         ),
         postings AS (
-          INSERT INTO search_terms (user_id, lexeme, email_id, mailbox_id, frequency, length)
-          SELECT user_id, lexeme, email_id, mailbox_id, frequency, length FROM lexemes
+          INSERT INTO search_terms (user_id, lexeme, email_id, doc, mailbox_id, frequency, length)
+          SELECT user_id, lexeme, email_id, doc, mailbox_id, frequency, length FROM lexemes
           ON CONFLICT DO NOTHING
         )
         INSERT INTO search_lexicon AS l (user_id, lexeme, documents)

@@ -1,6 +1,6 @@
 /**
- * Search latency by mode (text, vector, hybrid), the embedder's batch latency in seconds, and the
- * emails the indexer has waiting for the embedder.
+ * Search latency by mode (text, vector, hybrid), the postings the word ranking holds in memory, the
+ * embedder's batch latency in seconds, and the emails the indexer has waiting for the embedder.
  */
 import { Duration, Effect, Metric, MetricBoundaries } from "effect"
 
@@ -30,6 +30,13 @@ export const timeSearch = (mode: keyof typeof searchByMode) => <A, E, R>(effect:
 
 /** Time one embedder call. */
 export const timeEmbedderBatch = <A, E, R>(effect: Effect.Effect<A, E, R>) => Metric.trackDuration(effect, embedderBatch)
+
+const memoryPostings = Metric.gauge("mailroom_search_memory_postings", {
+  description: "Postings the word ranking holds in memory in this process (at most SEARCH_MEMORY_POSTINGS)"
+})
+
+/** How many postings the word ranking holds now. */
+export const postingsHeld = (postings: number) => Metric.set(memoryPostings, postings)
 
 const embedderQueue = Metric.gauge("mailroom_embedder_queue_emails", {
   description: "Emails the indexer has waiting for the embedder or in one of its calls"

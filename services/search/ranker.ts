@@ -12,11 +12,13 @@
  * `BENCH_TUNE=1`); its test queries report them.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import { capInput } from "./embedder.ts"
 import { searchableText } from "./documents.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
 import { calibrationFor, fuse, MEANING_WEIGHT, type MeaningHit, type Ranked, type TextHit } from "./ranking.ts"
+import { postingsHeld } from "./metrics.ts"
+import { PostingsMemory, type ScoredLexeme } from "./postings.ts"
 import { MAX_OFFSET, type SearchMode } from "./schemas.ts"
 import { queryWords, Thesaurus, type ThesaurusOptions, type WeightedSynonym } from "./thesaurus.ts"
 import { Vectors } from "./vectors.ts"
@@ -46,15 +48,19 @@ export interface RankingOptions {
    */
   readonly depth: number
   /**
-   * Read only the postings that can change the word ranking's top `depth` (see
-   * `byWords`); the same ranking as reading them all, which `false` does (the reference the
-   * pruning is tested and measured against). Off by default: once the tables are vacuumed (index-only
-   * scans then skip the table), reading every posting answers sooner on both databases. Measured in
-   * process at 100,000 emails on the embedded PGlite (README, bench:search-latency): pruned p50
-   * 15.1 ms, p99 57.4 ms; every posting 9.6 ms and 42.4 ms. Pruning had won there only while the
-   * embedded database was never vacuumed; on PostgreSQL it never did.
+   * How the word ranking reads the postings; every way answers the same ranking.
+   * - `memory` (the default): from the postings held in this process (postings.ts), each search
+   *   reading from the database only its lexemes' counts and the postings of mail indexed since
+   *   (the first search of a lexeme reads them all). A search within mailboxes (a domain), or
+   *   with the thesaurus, reads the database as `every` does.
+   * - `every`: the database sums every posting of the query's lexemes (the reference the others
+   *   are tested against).
+   * - `pruned`: the database reads only the postings that can change the top `depth` (MaxScore,
+   *   see `pruned`). Measured slower than `every` once the tables are vacuumed (README,
+   *   bench:search-latency): at 100,000 emails on the embedded PGlite pruned p50 15.1 ms, p99
+   *   57.4 ms; every posting 9.6 ms and 42.4 ms.
    */
-  readonly pruning: boolean
+  readonly reading: "memory" | "every" | "pruned"
   /**
    * Which lexemes are too common to read, unless the query has no other: one in more than a third of
    * the namespace's mail, and one in more than `share` of it once that is more than `floor` emails.
@@ -75,7 +81,7 @@ export const BASELINE_RANKING: RankingOptions = {
   meaningWeight: MEANING_WEIGHT,
   vectorDepth: 64,
   depth: CANDIDATES,
-  pruning: false,
+  reading: "memory",
   common: { share: 1 / 3, floor: 0 }
 }
 
@@ -93,6 +99,27 @@ const STATS_CACHE_MIN_DOCS = 1_000
 const STATS_CACHE_SIZE = 10_000
 /** Query vectors kept, so a repeated query (paging, retries, a popular search) is not embedded again. */
 const QUERY_CACHE_SIZE = 1_000
+
+/**
+ * How many postings the word ranking holds in memory in this process (`reading: "memory"`), at 12
+ * bytes each: 8,000,000 is ~100 MB. The lexemes searched least recently go first.
+ */
+export class SearchMemory extends Context.Reference<SearchMemory>()("mailroom/SearchMemory", {
+  defaultValue: () => ({ postings: 8_000_000 })
+}) {}
+
+/** A lexeme read from memory: the lexicon's count and weight, and its postings of documents after `after`. */
+interface MemoryRow {
+  readonly lexeme: string
+  readonly documents: number
+  readonly original: boolean
+  readonly idf: number
+  readonly weight: number
+  readonly emailIds: string | null
+  readonly frequencies: string | null
+  readonly lengths: string | null
+  readonly last: string | null
+}
 
 interface WordHit {
   readonly emailId: string
@@ -181,6 +208,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
     const { embedder } = vectors
     const calibration = calibrationFor(embedder.model)
     const queryVectors = new Map<string, Float32Array>()
+    const memory = new PostingsMemory((yield* SearchMemory).postings)
 
     const embedQuery = (query: string) =>
       Effect.suspend(() => {
@@ -484,6 +512,120 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         return hits.map((hit): WordHit => ({ emailId: hit.emailId, bm25: Number(hit.bm25), ideal }))
       })
 
+    /** The query's lexemes as PostgreSQL stems it (English, stop words out), remembered per query. */
+    const queryLexemes = new Map<string, ReadonlyArray<string>>()
+    const lexemesOf = (query: string) =>
+      Effect.suspend(() => {
+        const known = queryLexemes.get(query)
+        if (known !== undefined) return Effect.succeed(known)
+        return sql<{ lexemes: Array<string> }>`SELECT tsvector_to_array(to_tsvector('english', ${query})) AS lexemes`.pipe(
+          Effect.map((rows) => {
+            const lexemes = rows[0]?.lexemes ?? []
+            queryLexemes.set(query, lexemes)
+            if (queryLexemes.size > QUERY_CACHE_SIZE) queryLexemes.delete(queryLexemes.keys().next().value!)
+            return lexemes
+          })
+        )
+      })
+
+    /**
+     * The chosen lexemes of `wanted` (as `chosenLexemes` chooses) with their counts and weights,
+     * and each one's postings of documents numbered above its `after`, in one statement (one
+     * snapshot: a lexeme's postings held and read add up to its count unless something held is
+     * stale). The postings come as three space-separated lists, in the same order.
+     */
+    const readMemoryRows = (
+      userId: string,
+      wanted: ReadonlyArray<{ readonly lexeme: string; readonly weight: number; readonly original: boolean; readonly after: number }>,
+      docs: number,
+      common: RankingOptions["common"]
+    ) => {
+      const total = sql.literal(`${docs}::float8`)
+      const most = sql.literal(`${Math.min(docs / 3, Math.max(docs * common.share, common.floor)) + 1e-9}::float8`)
+      return sql<MemoryRow>`
+        WITH weighted AS (
+          SELECT q.lexeme, q.weight, q.original, q.after, l.documents,
+                 ln(1 + (${total} - l.documents + 0.5) / (l.documents + 0.5)) AS idf
+          FROM unnest(${wanted.map((w) => w.lexeme)}::text[], ${wanted.map((w) => w.weight)}::float8[],
+                      ${wanted.map((w) => w.original)}::bool[], ${wanted.map((w) => w.after)}::int8[]) AS q (lexeme, weight, original, after)
+          JOIN search_lexicon l ON l.user_id = ${userId} AND l.lexeme = q.lexeme
+        ),
+        chosen AS (
+          SELECT * FROM weighted
+          WHERE documents <= ${most}
+             OR (original AND NOT EXISTS (SELECT 1 FROM weighted WHERE original AND documents <= ${most}))
+        )
+        SELECT c.lexeme, c.documents, c.original, c.idf, c.weight, n.email_ids, n.frequencies, n.lengths, n.last
+        FROM chosen c LEFT JOIN LATERAL (
+          SELECT string_agg(p.email_id, ' ') AS email_ids, string_agg(p.frequency::text, ' ') AS frequencies,
+                 string_agg(p.length::text, ' ') AS lengths, max(p.doc) AS last
+          FROM search_terms p WHERE p.user_id = ${userId} AND p.lexeme = c.lexeme AND p.doc > c.after
+        ) n ON true`
+    }
+
+    /**
+     * BM25's top `depth` from the postings held in memory (`reading: "memory"`): the query's
+     * lexemes and feedback's added ones, each brought up to date from the database first (see
+     * postings.ts), a lexeme whose postings disagree with its count read whole again.
+     */
+    const fromMemory = (
+      userId: string,
+      query: string,
+      options: RankingOptions,
+      stats: { readonly docs: number; readonly avgLength: number },
+      added: ReadonlyArray<WeightedLexeme>
+    ) =>
+      Effect.gen(function*() {
+        const own = yield* lexemesOf(query)
+        const weights = new Map<string, { weight: number; original: boolean }>()
+        for (const lexeme of own) weights.set(lexeme, { weight: 1, original: true })
+        for (const { lexeme, weight } of added) {
+          const known = weights.get(lexeme)
+          weights.set(lexeme, { weight: (known?.weight ?? 0) + weight, original: known?.original ?? false })
+        }
+        if (weights.size === 0) return []
+        const wanted = [...weights].map(([lexeme, w]) => ({ lexeme, ...w, after: memory.postingsOf(userId, lexeme)?.last ?? 0 }))
+        let rows = yield* readMemoryRows(userId, wanted, stats.docs, options.common)
+        // Postings read after `after` are added only to a lexeme still holding up to `after`: a
+        // search side by side may have added them already (or dropped the lexeme), and then the
+        // count tells whether what is held is whole.
+        const apply = (row: MemoryRow, after: number) => {
+          const held = memory.postingsOf(userId, row.lexeme)
+          if (row.emailIds === null || (held?.last ?? 0) !== after) {
+            if (held !== undefined) memory.touch(held)
+            return held
+          }
+          return memory.add(userId, row.lexeme, {
+            emailIds: row.emailIds.split(" "),
+            frequencies: row.frequencies!.split(" ").map(Number),
+            lengths: row.lengths!.split(" ").map(Number),
+            last: Number(row.last)
+          })
+        }
+        const afters = new Map(wanted.map((w) => [w.lexeme, w.after]))
+        let held = rows.map((row) => ({ row, postings: apply(row, afters.get(row.lexeme)!) }))
+        const stale = held.filter(({ postings, row }) => (postings?.size ?? 0) !== Number(row.documents))
+        if (stale.length > 0) {
+          for (const { row } of stale) memory.drop(userId, row.lexeme)
+          const again = new Set(stale.map(({ row }) => row.lexeme))
+          rows = yield* readMemoryRows(userId, wanted.filter((w) => again.has(w.lexeme)).map((w) => ({ ...w, after: 0 })), stats.docs, options.common)
+          const reread = new Map(rows.map((row) => [row.lexeme, { row, postings: apply(row, 0) }]))
+          held = held.flatMap((entry) => {
+            if (!again.has(entry.row.lexeme)) return [entry]
+            const read = reread.get(entry.row.lexeme)
+            return read === undefined ? [] : [read]
+          })
+        }
+        const scored = held.flatMap(({ postings, row }): Array<ScoredLexeme> =>
+          postings === undefined ? [] : [{ postings, weight: Number(row.weight) * Number(row.idf) }]
+        )
+        memory.evict(new Set(scored.map((lexeme) => lexeme.postings)))
+        yield* postingsHeld(memory.size)
+        const ideal = held.filter(({ row }) => row.original).reduce((sum, { row }) => sum + Number(row.idf), 0)
+        return memory.rank(userId, scored, { k1: options.k1, b: options.b, avgLength: stats.avgLength, depth: options.depth })
+          .map((hit): WordHit => ({ ...hit, ideal }))
+      })
+
     /**
      * BM25 over the caller's postings for a query (and feedback's added lexemes): its best
      * `depth` emails, each with the BM25 of a typical document holding each of the query's
@@ -499,7 +641,9 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       Effect.gen(function*() {
         const stats = yield* corpusStats(userId, mailboxIds)
         if (stats.docs === 0) return { hits: [] as Array<WordHit>, docs: 0 }
-        const hits = options.pruning
+        const hits = options.reading === "memory" && memory.capacity > 0 && mailboxIds === undefined && added.synonyms.length === 0
+          ? yield* fromMemory(userId, query, options, stats, added.lexemes)
+          : options.reading === "pruned"
           ? yield* pruned(userId, query, mailboxIds, options, stats, added)
           : (yield* exhaustive(userId, query, mailboxIds, options, stats, added)).map((hit): WordHit => ({
             emailId: hit.emailId,
