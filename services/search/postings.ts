@@ -1,43 +1,37 @@
 /**
- * The word ranking's postings held in memory (ranker.ts, `wordsFromMemory`): per namespace, the
- * postings of the lexemes its searches read, packed in typed arrays, so that ranking a query sums a
- * few tens of thousands of postings in a loop instead of the database grouping them row by row.
+ * The word ranking's postings held in memory (ranker.ts, `reading: "memory"`): per namespace, the
+ * postings of the lexemes its searches read, packed in typed arrays in document order, so that
+ * ranking a query merges a few tens of thousands of postings in a loop instead of the database
+ * grouping them row by row.
+ *
+ * Postings name documents by their number (`search_documents.doc`, given in the order documents are
+ * indexed): numbers parse and compare cheaply, and a lexeme's postings read in number order stay in
+ * order as later documents are added. Emails are named only for the best of a ranking
+ * (`emailIdsOf`, remembered per namespace).
  *
  * What is held follows the database, never the other way round: every search reads, in one
- * statement, each chosen lexeme's count of documents (the lexicon) and the postings of documents
- * numbered above the last one held (`search_terms.doc`, in the order documents were indexed).
- * After those are added a lexeme holds exactly its count, or its postings are read whole again:
- * a document numbered below the last one held that committed later, an email forgotten
- * (`Indexer.forget`) or indexed again all show as a count that differs.
+ * statement, each chosen lexeme's count of documents (the lexicon) and its postings of documents
+ * numbered above the last one held. After those are added a lexeme holds exactly its count, or its
+ * postings are read whole again: a document numbered below the last one held that committed later,
+ * an email forgotten (`Indexer.forget`) or indexed again all show as a count that differs.
  *
  * Bounded by `capacity` postings in all, per process: the lexemes least recently searched go first.
  */
 
-/** One lexeme's postings: parallel arrays, the first `size` entries used, in document order. */
+/** One lexeme's postings: parallel arrays, the first `size` entries used, in increasing document number. */
 export interface LexemePostings {
-  /** The namespace's own number of each email (`NamespacePostings.ids`). */
-  emails: Int32Array
+  documents: Float64Array
   frequencies: Float32Array
   lengths: Int32Array
   size: number
-  /** The highest document number (`search_terms.doc`) held, 0 for none. */
-  last: number
   used: number
 }
 
-export interface NamespacePostings {
-  /** Email ids by the namespace's number, and the numbers by id. */
-  readonly ids: Array<string>
-  readonly numbers: Map<string, number>
-  readonly lexemes: Map<string, LexemePostings>
-}
-
-/** Postings read from the database for one lexeme, in document order. */
+/** Postings read from the database for one lexeme, in increasing document number. */
 export interface PostingsRead {
-  readonly emailIds: ReadonlyArray<string>
+  readonly documents: ReadonlyArray<number>
   readonly frequencies: ReadonlyArray<number>
   readonly lengths: ReadonlyArray<number>
-  readonly last: number
 }
 
 /** A lexeme of a query as the ranking weighs it: its postings, and its weight times its IDF. */
@@ -46,12 +40,20 @@ export interface ScoredLexeme {
   readonly weight: number
 }
 
-export interface Scored {
-  readonly emailId: string
+export interface ScoredDocument {
+  readonly document: number
   readonly bm25: number
 }
 
-const grow = <A extends Int32Array | Float32Array>(array: A, size: number, make: (n: number) => A): A => {
+/** Email ids remembered per namespace before they are forgotten all at once (a few MB). */
+const EMAIL_IDS_KEPT = 200_000
+
+interface Namespace {
+  readonly lexemes: Map<string, LexemePostings>
+  emailIds: Map<number, string>
+}
+
+const grow = <A extends Float64Array | Float32Array | Int32Array>(array: A, size: number, make: (n: number) => A): A => {
   if (array.length >= size) return array
   const next = make(Math.max(size, Math.ceil(array.length * 1.5), 16))
   next.set(array)
@@ -59,13 +61,13 @@ const grow = <A extends Int32Array | Float32Array>(array: A, size: number, make:
 }
 
 export class PostingsMemory {
-  private readonly namespaces = new Map<string, NamespacePostings>()
+  private readonly namespaces = new Map<string, Namespace>()
   private held = 0
   private clock = 0
 
   constructor(readonly capacity: number) {}
 
-  /** Postings held in all, for tests and metrics. */
+  /** Postings held in all. */
   get size() {
     return this.held
   }
@@ -73,15 +75,21 @@ export class PostingsMemory {
   private namespace(namespace: string) {
     let found = this.namespaces.get(namespace)
     if (found === undefined) {
-      found = { ids: [], numbers: new Map(), lexemes: new Map() }
+      found = { lexemes: new Map(), emailIds: new Map() }
       this.namespaces.set(namespace, found)
     }
     return found
   }
 
-  /** The lexeme as held (for its `last` document and `size`), or undefined. */
+  /** A lexeme's postings as held, or undefined. */
   postingsOf(namespace: string, lexeme: string): LexemePostings | undefined {
     return this.namespaces.get(namespace)?.lexemes.get(lexeme)
+  }
+
+  /** The highest document number a lexeme holds, 0 for none. */
+  lastOf(namespace: string, lexeme: string): number {
+    const postings = this.postingsOf(namespace, lexeme)
+    return postings === undefined || postings.size === 0 ? 0 : postings.documents[postings.size - 1]!
   }
 
   /** Forget a lexeme's postings (its count disagreed with the database's). */
@@ -95,42 +103,48 @@ export class PostingsMemory {
   }
 
   /**
-   * Add postings read after the lexeme's `last` document (all of them when it holds none). Answers
-   * the lexeme's postings as now held.
+   * Add postings of documents numbered above the lexeme's last (all of them when it holds none).
+   * Answers the lexeme's postings as now held, or undefined when the read does not follow on from
+   * what is held (then the lexeme is dropped, to be read whole).
    */
-  add(namespace: string, lexeme: string, read: PostingsRead): LexemePostings {
+  add(namespace: string, lexeme: string, read: PostingsRead): LexemePostings | undefined {
     const space = this.namespace(namespace)
     let postings = space.lexemes.get(lexeme)
     if (postings === undefined) {
-      const n = read.emailIds.length
-      postings = { emails: new Int32Array(n), frequencies: new Float32Array(n), lengths: new Int32Array(n), size: 0, last: 0, used: 0 }
+      const n = read.documents.length
+      postings = { documents: new Float64Array(n), frequencies: new Float32Array(n), lengths: new Int32Array(n), size: 0, used: 0 }
       space.lexemes.set(lexeme, postings)
     }
-    const size = postings.size + read.emailIds.length
-    postings.emails = grow(postings.emails, size, (n) => new Int32Array(n))
+    const from = postings.size
+    const size = from + read.documents.length
+    postings.documents = grow(postings.documents, size, (n) => new Float64Array(n))
     postings.frequencies = grow(postings.frequencies, size, (n) => new Float32Array(n))
     postings.lengths = grow(postings.lengths, size, (n) => new Int32Array(n))
-    for (let i = 0; i < read.emailIds.length; i++) {
-      const id = read.emailIds[i]!
-      let number = space.numbers.get(id)
-      if (number === undefined) {
-        number = space.ids.length
-        space.ids.push(id)
-        space.numbers.set(id, number)
+    // In number order as read (the index's), else put in it.
+    let order: ReadonlyArray<number> | undefined
+    for (let i = 1; i < read.documents.length; i++) {
+      if (read.documents[i]! <= read.documents[i - 1]!) {
+        order = read.documents.map((_, k) => k).sort((x, y) => read.documents[x]! - read.documents[y]!)
+        break
       }
-      const at = postings.size + i
-      postings.emails[at] = number
-      postings.frequencies[at] = read.frequencies[i]!
-      postings.lengths[at] = read.lengths[i]!
     }
-    this.held += read.emailIds.length
+    if (from > 0 && read.documents.length > 0 && read.documents[order?.[0] ?? 0]! <= postings.documents[from - 1]!) {
+      this.drop(namespace, lexeme)
+      return undefined
+    }
+    for (let i = 0; i < read.documents.length; i++) {
+      const k = order === undefined ? i : order[i]!
+      postings.documents[from + i] = read.documents[k]!
+      postings.frequencies[from + i] = read.frequencies[k]!
+      postings.lengths[from + i] = read.lengths[k]!
+    }
+    this.held += read.documents.length
     postings.size = size
-    postings.last = Math.max(postings.last, read.last)
     postings.used = ++this.clock
     return postings
   }
 
-  /** Mark lexemes used now (a search read them), so that they are the last to go. */
+  /** Mark a lexeme used now (a search read it), so that it is among the last to go. */
   touch(postings: LexemePostings) {
     postings.used = ++this.clock
   }
@@ -154,66 +168,100 @@ export class PostingsMemory {
     }
   }
 
+  /** The email ids of documents as remembered for a namespace (undefined where not known). */
+  emailIdsOf(namespace: string, documents: ReadonlyArray<number>): Array<string | undefined> {
+    const ids = this.namespaces.get(namespace)?.emailIds
+    return documents.map((document) => ids?.get(document))
+  }
+
+  /** Remember documents' email ids (as read from the database). */
+  rememberEmailIds(namespace: string, pairs: ReadonlyArray<readonly [document: number, emailId: string]>) {
+    const space = this.namespaces.get(namespace)
+    if (space === undefined) return
+    if (space.emailIds.size + pairs.length > EMAIL_IDS_KEPT) space.emailIds = new Map()
+    for (const [document, emailId] of pairs) space.emailIds.set(document, emailId)
+  }
+
   /**
-   * BM25's best `depth` emails of a namespace for the given lexemes (each posting's impact
+   * BM25's best `depth` documents for the given lexemes (each posting's impact
    * f (k1 + 1) / (f + k1 (1 - b + b len / avgLength)) times its lexeme's weight, summed per
-   * email), best first, ties by email id: what `exhaustive` (ranker.ts) answers.
+   * document), best first; of equal scores the latest indexed (the highest number) first.
    */
   rank(
-    namespace: string,
     lexemes: ReadonlyArray<ScoredLexeme>,
     options: { readonly k1: number; readonly b: number; readonly avgLength: number; readonly depth: number }
-  ): Array<Scored> {
-    const space = this.namespaces.get(namespace)
-    if (space === undefined || lexemes.length === 0 || options.depth <= 0) return []
+  ): Array<ScoredDocument> {
     const { avgLength, b, depth, k1 } = options
-    const scores = new Float64Array(space.ids.length)
-    const seen = new Uint8Array(space.ids.length)
-    const touched: Array<number> = []
+    const lists = lexemes.filter((lexeme) => lexeme.postings.size > 0)
+    if (lists.length === 0 || depth <= 0) return []
     const lengthPart = k1 * b / avgLength
     const constant = k1 * (1 - b)
-    for (const { postings, weight } of lexemes) {
-      const { emails, frequencies, lengths, size } = postings
-      const lift = weight * (k1 + 1)
-      for (let i = 0; i < size; i++) {
-        const email = emails[i]!
-        const f = frequencies[i]!
-        scores[email]! += lift * f / (f + constant + lengthPart * lengths[i]!)
-        if (seen[email] === 0) {
-          seen[email] = 1
-          touched.push(email)
+    const total = lists.reduce((sum, lexeme) => sum + lexeme.postings.size, 0)
+    const documents = new Float64Array(total)
+    const scores = new Float64Array(total)
+    let n = 0
+    // Document at a time: the lists' cursors advance together through increasing numbers.
+    const cursors = new Int32Array(lists.length)
+    for (;;) {
+      let next = Infinity
+      for (let l = 0; l < lists.length; l++) {
+        const postings = lists[l]!.postings
+        if (cursors[l]! < postings.size && postings.documents[cursors[l]!]! < next) next = postings.documents[cursors[l]!]!
+      }
+      if (next === Infinity) break
+      let score = 0
+      for (let l = 0; l < lists.length; l++) {
+        const { postings, weight } = lists[l]!
+        const at = cursors[l]!
+        if (at < postings.size && postings.documents[at] === next) {
+          const f = postings.frequencies[at]!
+          score += weight * (k1 + 1) * f / (f + constant + lengthPart * postings.lengths[at]!)
+          cursors[l] = at + 1
         }
       }
+      documents[n] = next
+      scores[n] = score
+      n++
     }
-    const better = (x: number, y: number) => scores[x]! > scores[y]! || (scores[x] === scores[y] && space.ids[x]! < space.ids[y]!)
-    // A heap of the best `depth` so far, its worst at the root.
-    const heap: Array<number> = []
-    const down = (at: number) => {
-      for (;;) {
-        const left = 2 * at + 1
-        const right = left + 1
-        let worst = at
-        if (left < heap.length && better(heap[worst]!, heap[left]!)) worst = left
-        if (right < heap.length && better(heap[worst]!, heap[right]!)) worst = right
-        if (worst === at) return
-        ;[heap[at], heap[worst]] = [heap[worst]!, heap[at]!]
-        at = worst
-      }
-    }
-    for (const email of touched) {
-      if (heap.length < depth) {
-        heap.push(email)
-        for (let at = heap.length - 1; at > 0;) {
-          const parent = (at - 1) >> 1
-          if (!better(heap[parent]!, heap[at]!)) break
-          ;[heap[at], heap[parent]] = [heap[parent]!, heap[at]!]
-          at = parent
-        }
-      } else if (better(email, heap[0]!)) {
-        heap[0] = email
-        down(0)
-      }
-    }
-    return heap.sort((x, y) => (better(x, y) ? -1 : 1)).map((email) => ({ emailId: space.ids[email]!, bm25: scores[email]! }))
+    const least = depthBest(scores, n, depth)
+    const top: Array<number> = []
+    for (let i = 0; i < n; i++) if (scores[i]! >= least) top.push(i)
+    top.sort((x, y) => scores[y]! - scores[x]! || documents[y]! - documents[x]!)
+    return top.slice(0, depth).map((i) => ({ document: documents[i]!, bm25: scores[i]! }))
   }
+}
+
+/**
+ * The `depth`-th best of the first `n` scores (the worst when there are fewer): a min-heap of
+ * scores alone, since ties need no order to find it. Many documents tie (one occurrence of the
+ * same words in mail of the same length); only those at least this good are then ordered.
+ */
+const depthBest = (scores: Float64Array, n: number, depth: number): number => {
+  if (n <= depth) {
+    let least = Infinity
+    for (let i = 0; i < n; i++) least = Math.min(least, scores[i]!)
+    return least
+  }
+  const heap = scores.slice(0, depth)
+  const down = (from: number) => {
+    let at = from
+    const value = heap[at]!
+    for (;;) {
+      const left = 2 * at + 1
+      if (left >= depth) break
+      const child = left + 1 < depth && heap[left + 1]! < heap[left]! ? left + 1 : left
+      if (heap[child]! >= value) break
+      heap[at] = heap[child]!
+      at = child
+    }
+    heap[at] = value
+  }
+  for (let i = (depth >> 1) - 1; i >= 0; i--) down(i)
+  for (let i = depth; i < n; i++) {
+    if (scores[i]! > heap[0]!) {
+      heap[0] = scores[i]!
+      down(0)
+    }
+  }
+  return heap[0]!
 }

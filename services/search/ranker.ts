@@ -12,7 +12,7 @@
  * `BENCH_TUNE=1`); its test queries report them.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect } from "effect"
+import { Clock, Context, Effect } from "effect"
 import { capInput } from "./embedder.ts"
 import { searchableText } from "./documents.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
@@ -108,17 +108,19 @@ export class SearchMemory extends Context.Reference<SearchMemory>()("mailroom/Se
   defaultValue: () => ({ postings: 8_000_000 })
 }) {}
 
-/** A lexeme read from memory: the lexicon's count and weight, and its postings of documents after `after`. */
+/**
+ * A chosen lexeme as the memory reads it: the lexicon's count and its weight, and its postings of
+ * documents numbered above `after` (space-separated lists, in the same order; null for none).
+ */
 interface MemoryRow {
   readonly lexeme: string
   readonly documents: number
   readonly original: boolean
   readonly idf: number
   readonly weight: number
-  readonly emailIds: string | null
+  readonly numbers: string | null
   readonly frequencies: string | null
   readonly lengths: string | null
-  readonly last: string | null
 }
 
 interface WordHit {
@@ -237,15 +239,15 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      */
     const statsCache = new Map<string, { readonly at: number; readonly docs: number; readonly avgLength: number }>()
     const corpusStats = (userId: string, mailboxIds: ReadonlyArray<string> | undefined) =>
-      Effect.suspend(() => {
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
         const key = `${userId}|${mailboxIds?.join(",") ?? "*"}`
         const cached = statsCache.get(key)
-        if (cached && Date.now() - cached.at < STATS_TTL_MS) return Effect.succeed(cached)
+        if (cached && now - cached.at < STATS_TTL_MS) return Effect.succeed(cached)
         return sql<{ docs: string; avgLength: number | null }>`
           SELECT count(*) AS docs, avg(length)::float8 AS avg_length FROM search_documents
           WHERE user_id = ${userId} ${mailboxIds === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...mailboxIds]}::text[])`}`.pipe(
           Effect.map((rows) => {
-            const stats = { at: Date.now(), docs: Number(rows[0]?.docs ?? 0), avgLength: Number(rows[0]?.avgLength ?? 1) || 1 }
+            const stats = { at: now, docs: Number(rows[0]?.docs ?? 0), avgLength: Number(rows[0]?.avgLength ?? 1) || 1 }
             // A small namespace is cheap to count, and changes fast relative to its size.
             if (stats.docs >= STATS_CACHE_MIN_DOCS) {
               if (statsCache.size >= STATS_CACHE_SIZE) statsCache.delete(statsCache.keys().next().value!)
@@ -313,7 +315,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
 
     /**
      * BM25 over the caller's postings (`search_terms`), reading them all: each chosen lexeme weighs
-     * its IDF from the namespace's lexicon (times its weight). The reference `pruned` must equal.
+     * its IDF from the namespace's lexicon (times its weight); of equal scores the latest indexed
+     * first (every way of reading agrees on it). The reference the others must equal.
      */
     const exhaustive = (
       userId: string,
@@ -329,8 +332,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
                  (SELECT sum(idf) FROM chosen WHERE original) AS ideal
           FROM chosen c JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = c.lexeme
           ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
-          GROUP BY p.email_id
-          ORDER BY bm25 DESC, p.email_id
+          GROUP BY p.email_id, p.doc
+          ORDER BY bm25 DESC, p.doc DESC
           LIMIT ${options.depth}`
 
     /**
@@ -476,7 +479,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         const hits = ranges !== undefined
           ? yield* sql<{ emailId: string; bm25: number }>`
           WITH candidates AS (
-            SELECT DISTINCT p.email_id
+            SELECT DISTINCT p.email_id, p.doc
             FROM unnest(${ranges.map((r) => r.lexeme)}::text[], ${ranges.map((r) => r.frequency)}::real[], ${ranges.map((r) => r.maxLength)}::int[])
               AS r (lexeme, frequency, max_length)
             JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = r.lexeme AND p.frequency = r.frequency AND p.length <= r.max_length
@@ -490,15 +493,15 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
             FROM unnest(${all.map((t) => t.lexeme)}::text[], ${all.map((t) => t.weight)}::float8[]) AS q (lexeme, weight)
             JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = q.lexeme AND p.email_id = c.email_id
           ) s
-          ORDER BY s.bm25 DESC, c.email_id
+          ORDER BY s.bm25 DESC, c.doc DESC
           LIMIT ${options.depth}`
           : yield* sql<{ emailId: string; bm25: number }>`
           WITH essential AS (
-            SELECT p.email_id, sum(q.weight * ${impact}) AS partial
+            SELECT p.email_id, p.doc, sum(q.weight * ${impact}) AS partial
             FROM unnest(${essential.map((t) => t.lexeme)}::text[], ${essential.map((t) => t.weight)}::float8[]) AS q (lexeme, weight)
             JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = q.lexeme
             ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
-            GROUP BY p.email_id
+            GROUP BY p.email_id, p.doc
           )
           SELECT e.email_id, ${others.length === 0 ? sql`e.partial` : sql`e.partial + coalesce(o.rest, 0)`} AS bm25
           FROM essential e ${others.length === 0 ? sql`` : sql`LEFT JOIN LATERAL (
@@ -507,7 +510,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
             JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = q.lexeme AND p.email_id = e.email_id
           ) o ON true`}
           WHERE (e.partial + ${rest * (1 + BOUND_SLACK)}::float8) * ${1 + BOUND_SLACK}::float8 >= ${floor * (1 - BOUND_SLACK)}::float8
-          ORDER BY bm25 DESC, e.email_id
+          ORDER BY bm25 DESC, e.doc DESC
           LIMIT ${options.depth}`
         return hits.map((hit): WordHit => ({ emailId: hit.emailId, bm25: Number(hit.bm25), ideal }))
       })
@@ -532,7 +535,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      * The chosen lexemes of `wanted` (as `chosenLexemes` chooses) with their counts and weights,
      * and each one's postings of documents numbered above its `after`, in one statement (one
      * snapshot: a lexeme's postings held and read add up to its count unless something held is
-     * stale). The postings come as three space-separated lists, in the same order.
+     * stale), in number order (the index's).
      */
     const readMemoryRows = (
       userId: string,
@@ -555,13 +558,28 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           WHERE documents <= ${most}
              OR (original AND NOT EXISTS (SELECT 1 FROM weighted WHERE original AND documents <= ${most}))
         )
-        SELECT c.lexeme, c.documents, c.original, c.idf, c.weight, n.email_ids, n.frequencies, n.lengths, n.last
+        SELECT c.lexeme, c.documents, c.original, c.idf, c.weight, n.numbers, n.frequencies, n.lengths
         FROM chosen c LEFT JOIN LATERAL (
-          SELECT string_agg(p.email_id, ' ') AS email_ids, string_agg(p.frequency::text, ' ') AS frequencies,
-                 string_agg(p.length::text, ' ') AS lengths, max(p.doc) AS last
-          FROM search_terms p WHERE p.user_id = ${userId} AND p.lexeme = c.lexeme AND p.doc > c.after
+          SELECT string_agg(p.doc::text, ' ') AS numbers, string_agg(p.frequency::text, ' ') AS frequencies,
+                 string_agg(p.length::text, ' ') AS lengths
+          FROM (SELECT doc, frequency, length FROM search_terms
+                WHERE user_id = ${userId} AND lexeme = c.lexeme AND doc > c.after ORDER BY doc) p
         ) n ON true`
     }
+
+    /** The email ids of documents, from what memory remembers and the database (a document forgotten since: none). */
+    const emailIdsOf = (userId: string, documents: ReadonlyArray<number>) =>
+      Effect.gen(function*() {
+        const known = memory.emailIdsOf(userId, documents)
+        const unknown = documents.filter((_, i) => known[i] === undefined)
+        if (unknown.length === 0) return known
+        const rows = yield* sql<{ doc: string; emailId: string }>`
+          SELECT doc, email_id FROM search_documents WHERE doc = ANY(${unknown}::int8[]) AND user_id = ${userId}`
+        const found = rows.map((row) => [Number(row.doc), row.emailId] as const)
+        memory.rememberEmailIds(userId, found)
+        const ids = new Map(found)
+        return documents.map((document, i) => known[i] ?? ids.get(document))
+      })
 
     /**
      * BM25's top `depth` from the postings held in memory (`reading: "memory"`): the query's
@@ -584,46 +602,49 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           weights.set(lexeme, { weight: (known?.weight ?? 0) + weight, original: known?.original ?? false })
         }
         if (weights.size === 0) return []
-        const wanted = [...weights].map(([lexeme, w]) => ({ lexeme, ...w, after: memory.postingsOf(userId, lexeme)?.last ?? 0 }))
-        let rows = yield* readMemoryRows(userId, wanted, stats.docs, options.common)
+        const wanted = [...weights].map(([lexeme, w]) => ({ lexeme, ...w, after: memory.lastOf(userId, lexeme) }))
         // Postings read after `after` are added only to a lexeme still holding up to `after`: a
         // search side by side may have added them already (or dropped the lexeme), and then the
         // count tells whether what is held is whole.
         const apply = (row: MemoryRow, after: number) => {
           const held = memory.postingsOf(userId, row.lexeme)
-          if (row.emailIds === null || (held?.last ?? 0) !== after) {
+          if (row.numbers === null || memory.lastOf(userId, row.lexeme) !== after) {
             if (held !== undefined) memory.touch(held)
             return held
           }
           return memory.add(userId, row.lexeme, {
-            emailIds: row.emailIds.split(" "),
+            documents: row.numbers.split(" ").map(Number),
             frequencies: row.frequencies!.split(" ").map(Number),
-            lengths: row.lengths!.split(" ").map(Number),
-            last: Number(row.last)
+            lengths: row.lengths!.split(" ").map(Number)
           })
         }
         const afters = new Map(wanted.map((w) => [w.lexeme, w.after]))
+        const rows = yield* readMemoryRows(userId, wanted, stats.docs, options.common)
         let held = rows.map((row) => ({ row, postings: apply(row, afters.get(row.lexeme)!) }))
         const stale = held.filter(({ postings, row }) => (postings?.size ?? 0) !== Number(row.documents))
         if (stale.length > 0) {
           for (const { row } of stale) memory.drop(userId, row.lexeme)
           const again = new Set(stale.map(({ row }) => row.lexeme))
-          rows = yield* readMemoryRows(userId, wanted.filter((w) => again.has(w.lexeme)).map((w) => ({ ...w, after: 0 })), stats.docs, options.common)
-          const reread = new Map(rows.map((row) => [row.lexeme, { row, postings: apply(row, 0) }]))
+          const reread = yield* readMemoryRows(userId, wanted.filter((w) => again.has(w.lexeme)).map((w) => ({ ...w, after: 0 })), stats.docs, options.common)
+          const read = new Map(reread.map((row) => [row.lexeme, { row, postings: apply(row, 0) }]))
           held = held.flatMap((entry) => {
             if (!again.has(entry.row.lexeme)) return [entry]
-            const read = reread.get(entry.row.lexeme)
-            return read === undefined ? [] : [read]
+            const fresh = read.get(entry.row.lexeme)
+            return fresh === undefined ? [] : [fresh]
           })
         }
         const scored = held.flatMap(({ postings, row }): Array<ScoredLexeme> =>
           postings === undefined ? [] : [{ postings, weight: Number(row.weight) * Number(row.idf) }]
         )
+        const ideal = held.filter(({ row }) => row.original).reduce((sum, { row }) => sum + Number(row.idf), 0)
+        const top = memory.rank(scored, { k1: options.k1, b: options.b, avgLength: stats.avgLength, depth: options.depth })
         memory.evict(new Set(scored.map((lexeme) => lexeme.postings)))
         yield* postingsHeld(memory.size)
-        const ideal = held.filter(({ row }) => row.original).reduce((sum, { row }) => sum + Number(row.idf), 0)
-        return memory.rank(userId, scored, { k1: options.k1, b: options.b, avgLength: stats.avgLength, depth: options.depth })
-          .map((hit): WordHit => ({ ...hit, ideal }))
+        const ids = yield* emailIdsOf(userId, top.map((hit) => hit.document))
+        return top.flatMap((hit, i): Array<WordHit> => {
+          const emailId = ids[i]
+          return emailId === undefined ? [] : [{ emailId, bm25: hit.bm25, ideal }]
+        })
       })
 
     /**
