@@ -101,8 +101,8 @@ const STATS_CACHE_SIZE = 10_000
 const QUERY_CACHE_SIZE = 1_000
 
 /**
- * How many postings the word ranking holds in memory in this process (`reading: "memory"`), at 12
- * bytes each: 8,000,000 is ~100 MB. The lexemes searched least recently go first.
+ * How many postings the word ranking holds in memory in this process (`reading: "memory"`), at 16
+ * bytes each: 8,000,000 is ~128 MB. The lexemes searched least recently go first.
  */
 export class SearchMemory extends Context.Reference<SearchMemory>()("mailroom/SearchMemory", {
   defaultValue: () => ({ postings: 8_000_000 })
