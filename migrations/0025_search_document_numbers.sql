@@ -28,9 +28,9 @@ FROM search_terms p JOIN search_documents d ON d.email_id = p.email_id;
 DROP TABLE search_terms;
 ALTER TABLE search_terms_numbered RENAME TO search_terms;
 
--- As migrations 0009 and 0020 made them, and the numbered postings by lexeme.
+-- As migration 0009 made them, and the numbered postings by lexeme. Migration 0020's impact order
+-- is not built again: the ranking that read it (MaxScore in SQL) is gone, the memory read instead.
 ALTER TABLE search_terms ADD PRIMARY KEY (user_id, lexeme, email_id) INCLUDE (mailbox_id, frequency, length);
 ALTER TABLE search_terms ADD FOREIGN KEY (email_id) REFERENCES search_documents (email_id) ON DELETE CASCADE;
 CREATE INDEX search_terms_email_idx ON search_terms (email_id);
-CREATE INDEX search_terms_impact_idx ON search_terms (user_id, lexeme, frequency DESC, length) INCLUDE (email_id, mailbox_id);
 CREATE INDEX search_terms_doc_idx ON search_terms (user_id, lexeme, doc) INCLUDE (email_id, frequency, length);

@@ -4,9 +4,9 @@
  * (ranking.ts). Search (search.ts) adds admission, scope and paging; benchmarks call this with
  * other `RankingOptions` to measure what each technique gives.
  *
- * The word ranking reads every posting of the query's informative lexemes (`exhaustive`); `pruned`
- * reads only those that can change its top (safe: the same ranking), an option measured slower once
- * the tables are vacuumed. Feedback and the thesaurus (thesaurus.ts) widen the query's words.
+ * The word ranking sums every posting of the query's informative lexemes, from the postings this
+ * process holds in memory (postings.ts, `fromMemory`) or in the database (`exhaustive`). Feedback and
+ * the thesaurus (thesaurus.ts) widen the query's words.
  *
  * The defaults were chosen on SciFact's train queries only (bench/search-quality.ts,
  * `BENCH_TUNE=1`); its test queries report them.
@@ -44,23 +44,21 @@ export interface RankingOptions {
   readonly vectorDepth: number
   /**
    * Emails the word ranking answers, best first: `CANDIDATES`, as deep as pages reach (fusion
-   * takes every one of them; a lower depth is for tests of the pruning on small collections).
+   * takes every one of them; a lower depth is for tests of the cut on small collections).
    */
   readonly depth: number
   /**
-   * How the word ranking reads the postings; every way answers the same ranking.
+   * How the word ranking reads the postings; both ways answer the same ranking.
    * - `memory` (the default): from the postings held in this process (postings.ts), each search
    *   reading from the database only its lexemes' counts and the postings of mail indexed since
    *   (the first search of a lexeme reads them all). A search within mailboxes (a domain), or
    *   with the thesaurus, reads the database as `every` does.
-   * - `every`: the database sums every posting of the query's lexemes (the reference the others
-   *   are tested against).
-   * - `pruned`: the database reads only the postings that can change the top `depth` (MaxScore,
-   *   see `pruned`). Measured slower than `every` once the tables are vacuumed (README,
-   *   bench:search-latency): at 100,000 emails on the embedded PGlite pruned p50 15.1 ms, p99
-   *   57.4 ms; every posting 9.6 ms and 42.4 ms.
+   * - `every`: the database sums every posting of the query's lexemes (the reference `memory` is
+   *   tested against). Reading only the postings that could change the top in the database
+   *   (MaxScore over impact-ordered postings, sessions 19-25) was measured slower than this once the
+   *   tables are vacuumed, and removed once the memory made both moot (README, Benchmarks).
    */
-  readonly reading: "memory" | "every" | "pruned"
+  readonly reading: "memory" | "every"
   /**
    * Which lexemes are too common to read, unless the query has no other: one in more than a third of
    * the namespace's mail, and one in more than `share` of it once that is more than `floor` emails.
@@ -129,36 +127,6 @@ interface WordHit {
   readonly ideal: number
 }
 
-/**
- * Float rounding between the bounds and the scores they bound: a bound is widened, and a score
- * compared with it lowered, by this fraction, so that no rounding ever prunes a document that
- * belongs in the top.
- */
-const BOUND_SLACK = 1e-9
-
-/** A lexeme the word ranking reads, from `queryTerms`. */
-interface QueryTerm {
-  readonly lexeme: string
-  /** Emails of the namespace holding it: its postings. */
-  readonly documents: number
-  readonly original: boolean
-  readonly idf: number
-  /** Its weight in the query (1, or less for a feedback word) times its IDF. */
-  readonly weight: number
-  /** The most one of its postings can add to a score (its weight times its best BM25 impact). */
-  readonly ceiling: number
-  /**
-   * What one of its weakest postings adds (its longest email of its lowest frequency): a threshold
-   * above this leaves at least that posting unread.
-   */
-  readonly least: number
-  /** Its postings' frequencies, most first, each with the shortest email of that frequency. */
-  readonly frequencies: ReadonlyArray<number>
-  readonly shortest: ReadonlyArray<number>
-  /** The k-th best score the best postings of all the query's lexemes give, or null with fewer than k documents. */
-  readonly floor: number | null
-}
-
 /** What a word ranking reads besides the query's own words: feedback's lexemes, the thesaurus's words. */
 interface Added {
   readonly lexemes: ReadonlyArray<WeightedLexeme>
@@ -166,41 +134,6 @@ interface Added {
 }
 
 const NOTHING_ADDED: Added = { lexemes: [], synonyms: [] }
-
-const MAX_LENGTH = 2_147_483_647
-
-/**
- * What looking one email up in a lexeme's postings (a primary-key probe) costs, in postings read in
- * index order: measured ~3 on PostgreSQL at 100,000 emails (scratch comparison, README).
- */
-const LOOKUP_COST = 3
-
-/**
- * The postings of `term` whose impact times its weight reaches `threshold`, as index ranges: per
- * frequency, the emails up to some length (within one frequency a shorter email scores higher).
- * BM25's impact f (k1 + 1) / (f + k1 (1 - b + b len / avgLength)) reaches `needed` up to
- * len = avgLength (f (k1 + 1) / needed - f - k1 (1 - b)) / (k1 b), rounded up generously.
- */
-export const reachingPostings = (
-  term: { readonly weight: number; readonly frequencies: ReadonlyArray<number>; readonly shortest: ReadonlyArray<number> },
-  threshold: number,
-  options: { readonly k1: number; readonly b: number },
-  avgLength: number
-): Array<{ readonly frequency: number; readonly maxLength: number }> => {
-  const { b, k1 } = options
-  const needed = threshold / term.weight
-  if (needed <= 0) return term.frequencies.map((frequency) => ({ frequency, maxLength: MAX_LENGTH }))
-  return term.frequencies.flatMap((frequency, i) => {
-    if (k1 * b === 0) {
-      // The length does not count: a frequency's postings all reach the threshold, or none does.
-      const impact = frequency * (k1 + 1) / (frequency + k1 * (1 - b))
-      return impact * (1 + BOUND_SLACK) >= needed ? [{ frequency, maxLength: MAX_LENGTH }] : []
-    }
-    const longest = avgLength * (frequency * (k1 + 1) / needed - frequency - k1 * (1 - b)) / (k1 * b)
-    const maxLength = Math.min(MAX_LENGTH, Math.floor(longest * (1 + BOUND_SLACK) + 1e-6))
-    return maxLength >= term.shortest[i]! ? [{ frequency, maxLength }] : []
-  })
-}
 
 export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
   effect: Effect.gen(function*() {
@@ -310,13 +243,10 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           `(1::float8 - ${options.b}::float8 + ${options.b}::float8 * ${alias}.length / ${avgLength}::float8)))`
       )
 
-    const inMailboxes = (alias: string, mailboxIds: ReadonlyArray<string> | undefined) =>
-      mailboxIds === undefined ? sql`` : sql`AND ${sql(alias)}.mailbox_id = ANY(${[...mailboxIds]}::text[])`
-
     /**
      * BM25 over the caller's postings (`search_terms`), reading them all: each chosen lexeme weighs
      * its IDF from the namespace's lexicon (times its weight); of equal scores the latest indexed
-     * first (every way of reading agrees on it). The reference the others must equal.
+     * first (the memory agrees). The reference `fromMemory` must equal.
      */
     const exhaustive = (
       userId: string,
@@ -335,185 +265,6 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           GROUP BY p.email_id, p.doc
           ORDER BY bm25 DESC, p.doc DESC
           LIMIT ${options.depth}`
-
-    /**
-     * The chosen lexemes of a query, each with its weight, its ceiling and the query's floor (see
-     * `QueryTerm`), in one statement. A lexeme's best impact is the best of its best posting per
-     * frequency: the impact index (migrations/0020) holds each frequency's shortest email first,
-     * and is walked down one frequency at a time (a handful of index probes per lexeme). Computed
-     * with this query's average length, so the ceiling holds however the namespace has grown. The
-     * floor sums, per email, the impacts of the first `depth` postings of each lexeme in that
-     * index: those emails score at least that much, so the k-th best of the whole namespace does too.
-     */
-    const queryTerms = (
-      userId: string,
-      query: string,
-      mailboxIds: ReadonlyArray<string> | undefined,
-      options: RankingOptions,
-      stats: { readonly docs: number; readonly avgLength: number },
-      added: Added
-    ) =>
-      sql<QueryTerm>`
-          WITH RECURSIVE ${chosenLexemes(query, added, userId, stats.docs, options.common)},
-          frequencies AS (
-            SELECT c.lexeme, f.frequency, f.length FROM chosen c CROSS JOIN LATERAL (
-              SELECT p.frequency, p.length FROM search_terms p WHERE p.user_id = ${userId} AND p.lexeme = c.lexeme
-              ORDER BY p.frequency DESC, p.length LIMIT 1) f
-            UNION ALL
-            SELECT s.lexeme, f.frequency, f.length FROM frequencies s CROSS JOIN LATERAL (
-              SELECT p.frequency, p.length FROM search_terms p WHERE p.user_id = ${userId} AND p.lexeme = s.lexeme AND p.frequency < s.frequency
-              ORDER BY p.frequency DESC, p.length LIMIT 1) f
-          ),
-          weakest AS (
-            SELECT c.lexeme, min(${impactOf("w", options, stats.avgLength)}) AS impact FROM chosen c CROSS JOIN LATERAL (
-              SELECT p.frequency, p.length FROM search_terms p WHERE p.user_id = ${userId} AND p.lexeme = c.lexeme
-              ORDER BY p.frequency, p.length DESC LIMIT 1) w
-            GROUP BY c.lexeme
-          ),
-          best AS (
-            SELECT b.email_id, sum(c.weight * c.idf * ${impactOf("b", options, stats.avgLength)}) AS partial
-            FROM chosen c CROSS JOIN LATERAL (
-              SELECT p.email_id, p.frequency, p.length FROM search_terms p
-              WHERE p.user_id = ${userId} AND p.lexeme = c.lexeme ${inMailboxes("p", mailboxIds)}
-              ORDER BY p.frequency DESC, p.length LIMIT ${options.depth}) b
-            GROUP BY b.email_id
-          )
-          SELECT c.lexeme, c.documents, c.original, c.idf, c.weight * c.idf AS weight,
-                 c.weight * c.idf * (SELECT max(${impactOf("f", options, stats.avgLength)}) FROM frequencies f WHERE f.lexeme = c.lexeme) AS ceiling,
-                 c.weight * c.idf * (SELECT impact FROM weakest w WHERE w.lexeme = c.lexeme) AS least,
-                 ARRAY(SELECT f.frequency::float8 FROM frequencies f WHERE f.lexeme = c.lexeme ORDER BY f.frequency DESC) AS frequencies,
-                 ARRAY(SELECT f.length FROM frequencies f WHERE f.lexeme = c.lexeme ORDER BY f.frequency DESC) AS shortest,
-                 (SELECT partial FROM best ORDER BY partial DESC OFFSET ${options.depth - 1} LIMIT 1) AS floor
-          FROM chosen c`
-
-    /**
-     * The MaxScore split of a query's lexemes (see `pruned`): the non-essential ones (`others`,
-     * whose ceilings add up to `rest`, below the floor) and the essential ones, whose postings are read.
-     */
-    const planWords = (
-      userId: string,
-      query: string,
-      mailboxIds: ReadonlyArray<string> | undefined,
-      options: RankingOptions,
-      stats: { readonly docs: number; readonly avgLength: number },
-      added: Added
-    ) =>
-      Effect.map(queryTerms(userId, query, mailboxIds, options, stats, added), (rows) => {
-        const terms = rows.map((term): QueryTerm => ({
-          ...term,
-          documents: Number(term.documents),
-          idf: Number(term.idf),
-          weight: Number(term.weight),
-          ceiling: Number(term.ceiling),
-          least: Number(term.least),
-          frequencies: term.frequencies.map(Number),
-          shortest: term.shortest.map(Number),
-          floor: term.floor === null ? null : Number(term.floor)
-        }))
-        const ideal = terms.filter((term) => term.original).reduce((sum, term) => sum + term.idf, 0)
-        const floor = terms[0]?.floor ?? 0
-        // The floor is shared out as thresholds (TA's stopping rule: an email none of whose
-        // postings reaches its lexeme's threshold scores below their sum, so below the floor), the
-        // lexemes with most postings served first: each takes its ceiling if the floor has that
-        // much left (then its postings are only looked up, never scanned: MaxScore's
-        // non-essential lexemes), else what is left if that cuts some of its postings off, else
-        // nothing (all its postings scanned).
-        let left = floor * (1 - BOUND_SLACK)
-        const planned = [...terms]
-          .sort((x, y) => y.documents - x.documents || (x.lexeme < y.lexeme ? -1 : 1))
-          .map((term) => {
-            const ceiling = term.ceiling * (1 + BOUND_SLACK)
-            const threshold = left >= ceiling ? ceiling : left > term.least ? left : 0
-            left -= threshold
-            return { term, threshold, scanned: threshold < ceiling, cut: threshold > 0 && threshold < ceiling }
-          })
-        // Every lexeme at its ceiling would need a floor above the best score: never, but rounding.
-        if (planned.length > 0 && planned.every((p) => !p.scanned)) {
-          planned[planned.length - 1] = { ...planned[planned.length - 1]!, threshold: 0, scanned: true, cut: false }
-        }
-        const scanned = planned.filter((p) => p.scanned)
-        const others = planned.filter((p) => !p.scanned)
-        // Only the best postings of every scanned lexeme: read those, and look each email found up.
-        // Otherwise the scanned lexemes' postings are all read and summed, and the others looked up.
-        const ranges = scanned.length > 0 && scanned.every((p) => p.cut)
-          ? scanned.flatMap(({ term, threshold }) =>
-            reachingPostings(term, threshold, options, stats.avgLength).map((range) => ({ lexeme: term.lexeme, ...range }))
-          )
-          : undefined
-        // Looking an email up costs several postings read in order (LOOKUP_COST): when the
-        // essential lexemes' emails, each looked up in every other lexeme, would cost more than
-        // reading the others' postings, they are read and summed instead.
-        const essentialPostings = scanned.reduce((sum, p) => sum + p.term.documents, 0)
-        const otherPostings = others.reduce((sum, p) => sum + p.term.documents, 0)
-        if (ranges === undefined && others.length > 0 && essentialPostings * LOOKUP_COST * others.length >= otherPostings) {
-          return { essential: terms, others: [], rest: 0, floor, ideal, ranges }
-        }
-        const rest = others.reduce((sum, p) => sum + p.term.ceiling, 0)
-        return { essential: scanned.map((p) => p.term), others: others.map((p) => p.term), rest, floor, ideal, ranges }
-      })
-
-    /**
-     * BM25's top `depth`, reading only the postings that can change it: MaxScore (Turtle and
-     * Flood, 1995), safe. The lexemes are taken in increasing ceiling; the longest run of them
-     * whose ceilings add up to less than the floor cannot, between them, lift an email to the k-th
-     * best score: an email holding only those ("non-essential") is not in the top, so their
-     * postings are not scanned. The others' ("essential") postings are, and each email they hold
-     * is scored exactly, the non-essential lexemes looked up by email in the postings' primary key,
-     * once its essential part plus every non-essential ceiling can still reach the floor. Equal
-     * to `exhaustive`, with float rounding guarded by `BOUND_SLACK`; a query whose ceilings all
-     * reach the floor reads what `exhaustive` reads.
-     */
-    const pruned = (
-      userId: string,
-      query: string,
-      mailboxIds: ReadonlyArray<string> | undefined,
-      options: RankingOptions,
-      stats: { readonly docs: number; readonly avgLength: number },
-      added: Added
-    ) =>
-      Effect.gen(function*() {
-        const { essential, floor, ideal, others, ranges, rest } = yield* planWords(userId, query, mailboxIds, options, stats, added)
-        if (essential.length === 0) return []
-        const impact = impactOf("p", options, stats.avgLength)
-        const all = [...essential, ...others]
-        const hits = ranges !== undefined
-          ? yield* sql<{ emailId: string; bm25: number }>`
-          WITH candidates AS (
-            SELECT DISTINCT p.email_id, p.doc
-            FROM unnest(${ranges.map((r) => r.lexeme)}::text[], ${ranges.map((r) => r.frequency)}::real[], ${ranges.map((r) => r.maxLength)}::int[])
-              AS r (lexeme, frequency, max_length)
-            JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = r.lexeme AND p.frequency = r.frequency AND p.length <= r.max_length
-            ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
-          )
-          -- Per email, so that each lexeme is a probe of the postings' primary key: as a join, the
-          -- planner hashed the few candidates and scanned every posting of the lexemes (EXPLAIN).
-          SELECT c.email_id, s.bm25
-          FROM candidates c CROSS JOIN LATERAL (
-            SELECT sum(q.weight * ${impact}) AS bm25
-            FROM unnest(${all.map((t) => t.lexeme)}::text[], ${all.map((t) => t.weight)}::float8[]) AS q (lexeme, weight)
-            JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = q.lexeme AND p.email_id = c.email_id
-          ) s
-          ORDER BY s.bm25 DESC, c.doc DESC
-          LIMIT ${options.depth}`
-          : yield* sql<{ emailId: string; bm25: number }>`
-          WITH essential AS (
-            SELECT p.email_id, p.doc, sum(q.weight * ${impact}) AS partial
-            FROM unnest(${essential.map((t) => t.lexeme)}::text[], ${essential.map((t) => t.weight)}::float8[]) AS q (lexeme, weight)
-            JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = q.lexeme
-            ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
-            GROUP BY p.email_id, p.doc
-          )
-          SELECT e.email_id, ${others.length === 0 ? sql`e.partial` : sql`e.partial + coalesce(o.rest, 0)`} AS bm25
-          FROM essential e ${others.length === 0 ? sql`` : sql`LEFT JOIN LATERAL (
-            SELECT sum(q.weight * ${impact}) AS rest
-            FROM unnest(${others.map((t) => t.lexeme)}::text[], ${others.map((t) => t.weight)}::float8[]) AS q (lexeme, weight)
-            JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = q.lexeme AND p.email_id = e.email_id
-          ) o ON true`}
-          WHERE (e.partial + ${rest * (1 + BOUND_SLACK)}::float8) * ${1 + BOUND_SLACK}::float8 >= ${floor * (1 - BOUND_SLACK)}::float8
-          ORDER BY bm25 DESC, e.doc DESC
-          LIMIT ${options.depth}`
-        return hits.map((hit): WordHit => ({ emailId: hit.emailId, bm25: Number(hit.bm25), ideal }))
-      })
 
     /** The query's lexemes as PostgreSQL stems it (English, stop words out), remembered per query. */
     const queryLexemes = new Map<string, ReadonlyArray<string>>()
@@ -664,8 +415,6 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         if (stats.docs === 0) return { hits: [] as Array<WordHit>, docs: 0 }
         const hits = options.reading === "memory" && memory.capacity > 0 && mailboxIds === undefined && added.synonyms.length === 0
           ? yield* fromMemory(userId, query, options, stats, added.lexemes)
-          : options.reading === "pruned"
-          ? yield* pruned(userId, query, mailboxIds, options, stats, added)
           : (yield* exhaustive(userId, query, mailboxIds, options, stats, added)).map((hit): WordHit => ({
             emailId: hit.emailId,
             bm25: Number(hit.bm25),
@@ -760,39 +509,6 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         }) satisfies Array<Ranked>
       })
 
-    /**
-     * How the word ranking of `query` reads the postings (default options), for the pruning's
-     * tests and benchmarks: `"ranges"` (the best postings of each lexeme, then each email found
-     * looked up by lexeme), `"maxscore"` (the essential lexemes' postings scanned, the others'
-     * looked up) or `"none"` (every posting scanned); the lexemes scanned and looked up with their
-     * postings; and how many index entries the query reads at most (the first statement's `depth`
-     * per lexeme and each lookup counted as one), against all the postings of its lexemes.
-     */
-    const wordPlan = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, options: RankingOptions = DEFAULT_RANKING) =>
-      Effect.gen(function*() {
-        const stats = yield* corpusStats(userId, mailboxIds)
-        if (stats.docs === 0) return { method: "none" as const, scanned: [], lookedUp: [], floor: 0, read: 0, postings: 0 }
-        const plan = yield* planWords(userId, query, mailboxIds, options, stats, NOTHING_ADDED)
-        const described = (terms: ReadonlyArray<QueryTerm>) => terms.map(({ documents, lexeme }) => ({ lexeme, documents }))
-        const terms = [...plan.essential, ...plan.others]
-        const postings = terms.reduce((sum, term) => sum + term.documents, 0)
-        const first = terms.reduce((sum, term) => sum + Math.min(term.documents, options.depth) + term.frequencies.length, 0)
-        const scannedPostings = plan.essential.reduce((sum, term) => sum + term.documents, 0)
-        const method = plan.ranges !== undefined ? "ranges" as const : plan.others.length > 0 ? "maxscore" as const : "none" as const
-        // Each email of the scanned postings looked up in every other lexeme, at most.
-        let read = first + scannedPostings + plan.others.length * scannedPostings
-        if (plan.ranges !== undefined) {
-          const ranges = plan.ranges
-          const [counted] = yield* sql<{ postings: string; emails: string }>`
-            SELECT count(*) AS postings, count(DISTINCT p.email_id) AS emails
-            FROM unnest(${ranges.map((r) => r.lexeme)}::text[], ${ranges.map((r) => r.frequency)}::real[], ${ranges.map((r) => r.maxLength)}::int[])
-              AS r (lexeme, frequency, max_length)
-            JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = r.lexeme AND p.frequency = r.frequency AND p.length <= r.max_length`
-          read = first + Number(counted!.postings) + Number(counted!.emails) * terms.length
-        }
-        return { method, scanned: described(plan.essential), lookedUp: described(plan.others), floor: plan.floor, read, postings }
-      })
-
-    return { model: embedder.model, rank, wordPlan } as const
+    return { model: embedder.model, rank } as const
   })
 }) {}

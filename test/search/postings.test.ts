@@ -4,7 +4,7 @@
  * several reads (in number order, or put in it), a read that does not follow on from what is held,
  * and the bound on what is held (the lexemes searched least recently go first, never those of the
  * search under way). That the held postings follow the database (reads since the last number,
- * counts, forgetting) is test/search/pruning.test.ts's, against the ranking the database computes.
+ * counts, forgetting) is test/search/word-reading.test.ts's, against the ranking the database computes.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { PostingsMemory } from "../../services/search/postings.ts"
