@@ -192,6 +192,16 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       })
 
     /**
+     * What choosing a namespace's lexemes weighs them by (`RankingOptions.common`): the most emails a
+     * lexeme read may be in (the epsilon keeps a third exact: 9 emails, 3 is a third), and its IDF
+     * from the lexicon's count (`l.documents`).
+     */
+    const lexiconTerms = (docs: number, common: RankingOptions["common"]) => ({
+      most: sql.literal(`${Math.min(docs / 3, Math.max(docs * common.share, common.floor)) + 1e-9}::float8`),
+      idf: sql.literal(`ln(1 + (${docs}::float8 - l.documents + 0.5) / (l.documents + 0.5))`)
+    })
+
+    /**
      * A query's lexemes with their weights (`queryLexemes` in SQL): the query's own (weight 1),
      * feedback's added ones and the thesaurus's synonyms, stemmed as the query is (a synonym of a
      * stop word, or one the query already holds, is left out; one found for two words counts once).
@@ -199,9 +209,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      * would cost a scan of most postings), unless the query has no other.
      */
     const chosenLexemes = (query: string, added: Added, userId: string, docs: number, common: RankingOptions["common"]) => {
-      const total = sql.literal(`${docs}::float8`)
-      // The most emails a lexeme read may be in. The epsilon keeps a third exact (9 emails: 3 is a third).
-      const most = sql.literal(`${Math.min(docs / 3, Math.max(docs * common.share, common.floor)) + 1e-9}::float8`)
+      const { idf, most } = lexiconTerms(docs, common)
       const { lexemes, synonyms } = added
       return sql`
           terms AS (
@@ -221,7 +229,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
             ) AS q GROUP BY lexeme
           ),
           weighted AS (
-            SELECT l.lexeme, l.documents, t.original, t.weight, ln(1 + (${total} - l.documents + 0.5) / (l.documents + 0.5)) AS idf
+            SELECT l.lexeme, l.documents, t.original, t.weight, ${idf} AS idf
             FROM search_lexicon l JOIN terms t ON t.lexeme = l.lexeme
             WHERE l.user_id = ${userId}
           ),
@@ -294,12 +302,10 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       docs: number,
       common: RankingOptions["common"]
     ) => {
-      const total = sql.literal(`${docs}::float8`)
-      const most = sql.literal(`${Math.min(docs / 3, Math.max(docs * common.share, common.floor)) + 1e-9}::float8`)
+      const { idf, most } = lexiconTerms(docs, common)
       return sql<MemoryRow>`
         WITH weighted AS (
-          SELECT q.lexeme, q.weight, q.original, q.after, l.documents,
-                 ln(1 + (${total} - l.documents + 0.5) / (l.documents + 0.5)) AS idf
+          SELECT q.lexeme, q.weight, q.original, q.after, l.documents, ${idf} AS idf
           FROM unnest(${wanted.map((w) => w.lexeme)}::text[], ${wanted.map((w) => w.weight)}::float8[],
                       ${wanted.map((w) => w.original)}::bool[], ${wanted.map((w) => w.after)}::int8[]) AS q (lexeme, weight, original, after)
           JOIN search_lexicon l ON l.user_id = ${userId} AND l.lexeme = q.lexeme
