@@ -368,16 +368,16 @@ const seed = async (store: Store, collection: VectorCollection | undefined, acco
 
 /**
  * Whether the planner takes the HNSW index for the adapter's query (layers/pgvector-index.ts), with the
- * settings it makes for `limit` emails: ef_search max(200, 3 x limit) up to 1,000, 3 rows per email.
+ * settings it makes for `limit` emails: 1.5 rows per email, ef_search at least 100 and the rows asked for.
  */
 const scanFor = (store: Store, namespace: string, limit: number) =>
   store.run(Effect.flatMap(VectorsSql, (sql) => {
     const probe = sql`${`[${Array.from(vectorFor(7)).join(",")}]`}::${sql.literal(`vector(${DIMENSIONS})`)}`
     return Effect.zipRight(
-      sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(1_000, Math.max(200, limit * 3)))}, true),
+      sql`SELECT set_config('hnsw.ef_search', ${String(Math.min(1_000, Math.max(100, Math.ceil(limit * 1.5))))}, true),
                  set_config('hnsw.iterative_scan', 'relaxed_order', true)`,
       sql`EXPLAIN SELECT email_id, embedding <=> ${probe} AS distance FROM ${sql(TABLE)}
-          WHERE namespace = ${namespace} ORDER BY embedding <=> ${probe} LIMIT ${limit * 3}`
+          WHERE namespace = ${namespace} ORDER BY distance LIMIT ${Math.ceil(limit * 1.5)}`
     ).pipe(sql.withTransaction)
   })).then((rows) => {
     const lines = rows.map((row) => Object.values(row).join(" "))

@@ -127,11 +127,14 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string, options?: { readonly 
         const query = sql`${literal(vector)}::${type}`
         const mailboxes = filter.mailboxIds === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...filter.mailboxIds]}::text[])`
         const nearest = (rows: number) => {
+          // Ordered by the distance column, not the same expression again: the query vector then
+          // travels and is parsed once (~1 ms of the index's thread at 512 dimensions in PGlite),
+          // and the planner still takes the HNSW index for it.
           const found = sql<{ emailId: string; distance: number }>`
               SELECT email_id, embedding <=> ${query} AS distance
               FROM ${sql(table)}
               WHERE namespace = ${filter.namespace} ${mailboxes}
-              ORDER BY embedding <=> ${query}
+              ORDER BY distance
               LIMIT ${rows}`
           if (exact) return Effect.zipRight(sql`SET LOCAL enable_indexscan = off`, found).pipe(sql.withTransaction)
           if (options?.searchSettingsAtStart && rows <= EF_SEARCH) return found
