@@ -52,12 +52,20 @@ const mailroom = createClient({ baseUrl, apiKey: key.data.data.apiKey })
 const created = await mailroom.POST("/v1/api/mailboxes", { body: { local_part: \`packed\${Date.now().toString(36)}\`, domain: "agents.localhost" } })
 if (!created.data) throw new Error(\`mailbox: \${JSON.stringify(created.error)}\`)
 const refused = await mailroom.POST("/v1/api/mailboxes", { body: { local_part: "abc", domain: "agents.localhost" } })
+// The declarations carry real types, not \`any\` (the consumer is compiled with skipLibCheck, so a
+// declaration that lost an import would otherwise pass unnoticed): each misuse below must be refused.
+// @ts-expect-error local_part is a string
+void (() => mailroom.POST("/v1/api/mailboxes", { body: { local_part: 42, domain: "agents.localhost" } }))
+// @ts-expect-error no such route
+void (() => mailroom.GET("/v1/no-such-route"))
 
 const listed = await Effect.runPromise(
   Effect.gen(function*() {
     const client = yield* makeClient({ baseUrl, apiKey: key.data!.data.apiKey })
     const list = yield* client.mailboxes.list({ urlParams: {} })
     const missing = yield* Effect.flip(client.apiKeys.revoke({ path: { id: "key_missing" } }))
+    // @ts-expect-error a mailbox has no such field
+    void list.mailboxes.map((m) => m.no_such_field)
     return { addresses: list.mailboxes.map((m) => m.email_address), missing: missing._tag }
   }).pipe(Effect.provide(FetchHttpClient.layer))
 )
@@ -112,7 +120,7 @@ describe.skipIf(mode !== "embedded")("the client package", () => {
 
     fs.writeFileSync(path.join(project, "use.ts"), consumer)
     fs.writeFileSync(path.join(project, "tsconfig.json"), JSON.stringify({
-      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, outDir: "out", types: ["node"], skipLibCheck: false },
+      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, outDir: "out", types: ["node"], skipLibCheck: true },
       files: ["use.ts"]
     }))
     const secret = "whsec_" + Buffer.alloc(32, 7).toString("base64")
