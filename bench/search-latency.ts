@@ -49,6 +49,8 @@
  * database's upkeep (layers/pglite.ts; PGlite has no autovacuum) and a PostgreSQL server's autovacuum do
  * within minutes of such a load. With DATABASE_URL (and JWT_SECRET) set, the
  * server and the seeding use that PostgreSQL (give the bench an empty database of its own).
+ * BENCH_SERVER_NODE_ARGS: the server's node flags (default `npm start`'s, `--max-semi-space-size=64`),
+ * e.g. `--max-semi-space-size=64 --cpu-prof --cpu-prof-dir=/tmp/prof` to profile it.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -68,8 +70,12 @@ import { limits } from "../services/plans/plans.ts"
 import { SUBJECT_BOOST, wordCount } from "../services/search/documents.ts"
 import { DEFAULT_RANKING } from "../services/search/ranker.ts"
 import { collectionName, type VectorCollection, VectorIndex } from "../services/search/vector-index.ts"
+import { serverNodeArgs } from "./support/children.ts"
 import { freePort } from "../test/support/process.ts"
 import { sleep } from "../test/support/wait.ts"
+
+/** The server's node flags: `npm start`'s own, or BENCH_SERVER_NODE_ARGS (e.g. with "--cpu-prof"). */
+const SERVER_NODE_ARGS = serverNodeArgs("BENCH_SERVER_NODE_ARGS")
 
 /** The vector candidates a hybrid search asks for. */
 const VECTOR_CANDIDATES = DEFAULT_RANKING.vectorDepth
@@ -440,7 +446,7 @@ interface Server {
 
 const startServer = async (dataDir: string): Promise<Server> => {
   const port = await freePort()
-  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+  const child: ChildProcess = spawn(process.execPath, [...SERVER_NODE_ARGS, "--import", "tsx", "src/main.ts"], {
     cwd: repoRoot,
     env: { ...process.env, LOG_LEVEL: "warn", DATA_DIR: dataDir, PORT: String(port), SMTP_PORT: String(await freePort()) },
     stdio: ["ignore", "inherit", "inherit"]
