@@ -8,6 +8,7 @@ import { createPrivateKey } from "node:crypto"
 import * as fs from "node:fs"
 import { AccountSettings } from "../services/accounts/settings.ts"
 import { Principals } from "../services/accounts/principals.ts"
+import { PasswordCost } from "../services/accounts/passwords.ts"
 import { RecipientDirectory } from "../services/mail/directory.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { Bus } from "../services/bus/bus.ts"
@@ -224,7 +225,12 @@ export const infrastructureLayer = (config: AppConfigShape) =>
   // One Principals, RecipientDirectory and WebhookSubscriptions per process: a change applied by any
   // service reaches the cache requests, RCPTs and the webhook actor read.
   Layer.mergeAll(Principals.Default, RecipientDirectory.Default, WebhookSubscriptions.Default).pipe(
-    Layer.provideMerge(Layer.mergeAll(busLayer(config), settingsLayer(config), AppConfig.make(config))),
+    Layer.provideMerge(Layer.mergeAll(
+      busLayer(config),
+      settingsLayer(config),
+      AppConfig.make(config),
+      Layer.succeed(PasswordCost, config.passwordHashCost)
+    )),
     Layer.provideMerge(Database.layer(config)),
     Layer.provideMerge(DependencyHealth.Default)
   )

@@ -5,6 +5,7 @@
 import { accessSync, constants } from "node:fs"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
+import { DEFAULT_PASSWORD_COST, PASSWORD_COSTS } from "../services/accounts/passwords.ts"
 import { isHostName } from "../services/domains/names.ts"
 import { normalizeDomain } from "../services/mailboxes/rules.ts"
 
@@ -213,6 +214,15 @@ export const appConfig = Config.all({
   )),
   /** Postings the word ranking holds in memory per API process (services/search/ranker.ts); 0 reads the database each time. */
   searchMemoryPostings: nonNegativeInt("SEARCH_MEMORY_POSTINGS", 8_000_000),
+  /** scrypt's cost for passwords hashed from now on, as a power of two (services/accounts/passwords.ts). */
+  passwordHashCost: Config.integer("PASSWORD_HASH_COST").pipe(
+    Config.withDefault(DEFAULT_PASSWORD_COST),
+    check(
+      "PASSWORD_HASH_COST",
+      `Expected an integer from ${PASSWORD_COSTS.min} to ${PASSWORD_COSTS.max}`,
+      (n: number) => n >= PASSWORD_COSTS.min && n <= PASSWORD_COSTS.max
+    )
+  ),
   stripeSecretKey: Config.option(Config.redacted("STRIPE_SECRET_KEY")),
   stripeWebhookSecret: Config.option(Config.redacted("STRIPE_WEBHOOK_SECRET")),
   stripePricePro: Config.option(Config.string("STRIPE_PRICE_PRO")),

@@ -76,7 +76,9 @@ describe.concurrent("configuration", () => {
     [{ EMBEDDER_NICE: "25" }, /\nEMBEDDER_NICE: Expected 0 to 19 but received 25/],
     [{ LOG_LEVEL: "all" }, /\nLOG_LEVEL: Expected one of trace, debug, info, warn, warning, error, fatal, none, off but received "all"/],
     [{ SHARED_DOMAINS: "agents.localhost,not a domain" }, /\nSHARED_DOMAINS: Expected a host name such as example\.com but received "not a domain"/],
-    [{ MX_HOST: "bad host!" }, /\nMX_HOST: Expected a host name such as example\.com but received "bad host!"/]
+    [{ MX_HOST: "bad host!" }, /\nMX_HOST: Expected a host name such as example\.com but received "bad host!"/],
+    [{ PASSWORD_HASH_COST: "8" }, /\nPASSWORD_HASH_COST: Expected an integer from 10 to 17 but received 8/],
+    [{ PASSWORD_HASH_COST: "high" }, /\nPASSWORD_HASH_COST/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
     const { code, output } = await run(env)
     expect(code).toBe(1)

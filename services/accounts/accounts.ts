@@ -8,7 +8,7 @@ import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
 import { Conflict, RateLimited, Unauthorized } from "../errors.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
-import { hashPassword, verifyPassword } from "./passwords.ts"
+import { hashPassword, PasswordCost, verifyPassword } from "./passwords.ts"
 import { Principals } from "./principals.ts"
 import type { LoginInput, RegisteredUser, RegisterInput, User } from "./schemas.ts"
 import { AccountSettings } from "./settings.ts"
@@ -48,13 +48,14 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
     const limiter = yield* RateLimiter
     const principals = yield* Principals
     const { jwtSecret } = yield* AccountSettings
+    const cost = yield* PasswordCost
     // Verifying against a decoy makes a login for an unknown email cost what a wrong password costs.
-    const decoyHash = yield* Effect.cached(hashPassword(opaqueToken("")))
+    const decoyHash = yield* Effect.cached(hashPassword(opaqueToken(""), cost))
 
     const register = Effect.fn("Accounts.register")(
       function*(input: RegisterInput) {
         const userId = newId("usr")
-        const passwordHash = yield* hashPassword(input.password)
+        const passwordHash = yield* hashPassword(input.password, cost)
         const rows = yield* sql<{ createdAt: Date }>`
           INSERT INTO users ${
           sql.insert({ id: userId, email: input.email, emailNormalized: input.email.toLowerCase(), name: input.name, passwordHash })

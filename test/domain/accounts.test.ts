@@ -8,6 +8,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { Accounts } from "../../services/accounts/accounts.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
+import { hashPassword } from "../../services/accounts/passwords.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { RegisterInput } from "../../services/accounts/schemas.ts"
@@ -52,6 +53,23 @@ layer(services, { timeout: "120 seconds" })("Accounts", (it) => {
       const sql = yield* SqlClient.SqlClient
       const stored = yield* sql<{ passwordHash: string }>`SELECT password_hash FROM users WHERE id = ${user.userId}`
       expect(stored[0]!.passwordHash).not.toContain(PASSWORD)
+    }))
+
+  it.effect("passwords are hashed at scrypt cost 2^15 unless set; one hashed at another cost still logs in, by its own", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const user = yield* registered()
+      const stored = yield* sql<{ passwordHash: string }>`SELECT password_hash FROM users WHERE id = ${user.userId}`
+      expect(stored[0]!.passwordHash).toMatch(/^scrypt\$32768\$8\$1\$[A-Za-z0-9+/]{22}==\$[A-Za-z0-9+/]{43}=$/)
+
+      // As an account registered while PASSWORD_HASH_COST was 10.
+      const cheap = yield* hashPassword(PASSWORD, 10)
+      expect(cheap).toMatch(/^scrypt\$1024\$8\$1\$/)
+      const other = yield* registered()
+      yield* sql`UPDATE users SET password_hash = ${cheap} WHERE id = ${other.userId}`
+      const accounts = yield* Accounts
+      expect((yield* accounts.login({ email: other.email, password: PASSWORD })).user.userId).toBe(other.userId)
+      expect(yield* Effect.flip(accounts.login({ email: other.email, password: `${PASSWORD}!` }))).toMatchObject({ code: "UNAUTHORIZED" })
     }))
 
   it.effect("an email already registered, in any letter case, is 409 CONFLICT and no second account is made", () =>

@@ -70,8 +70,20 @@ export const startServer = async (
   const smtpPort = env.SMTP_PORT ? Number(env.SMTP_PORT) : await freePort()
   const child = spawn(process.execPath, [...(options.nodeArgs ?? []), ...(options.entry ?? mailroomEntry())], {
     cwd: repoRoot,
-    // One embedding thread per test server: suites run side by side, each with its own server.
-    env: { ...baseEnv(), LOG_LEVEL: "warn", EMBEDDER_THREADS: "1", ...env, PORT: String(port), SMTP_PORT: String(smtpPort) },
+    // One embedding thread per test server: suites run side by side, each with its own server. Passwords
+    // hashed at the lowest cost allowed (~4 ms a hash against ~130): suites register and log in hundreds
+    // of users, and scrypt took over a quarter of the black-box suites' CPU (test/api, the webhook and
+    // send suites: 196 s of wall time and 297 s of CPU at the default, 140-158 s and 215-244 s at 10). A test
+    // that sets it keeps its own.
+    env: {
+      ...baseEnv(),
+      LOG_LEVEL: "warn",
+      EMBEDDER_THREADS: "1",
+      PASSWORD_HASH_COST: "10",
+      ...env,
+      PORT: String(port),
+      SMTP_PORT: String(smtpPort)
+    },
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
