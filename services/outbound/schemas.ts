@@ -4,6 +4,7 @@
  * break: header injection is a 400, never a message with headers the caller did not ask for.
  */
 import { Schema } from "effect"
+import { domainToASCII } from "node:url"
 
 /** The most recipients (to, cc and bcc together) one message may have. */
 export const MAX_RECIPIENTS = 50
@@ -30,9 +31,22 @@ export const isAddress = (value: string): boolean => {
   return local.length <= 64 && LOCAL.test(local) && DOMAIN.test(value.slice(at + 1))
 }
 
-export const Address = oneLine(Schema.String).pipe(
-  Schema.filter(isAddress, { message: () => "must be an email address such as name@example.com" })
-).annotations({ description: "An email address, local@domain" })
+/**
+ * An internationalized domain as DNS and SMTP carry it: `ada@bücher.example` is sent to (and written in
+ * the headers as) `ada@xn--bcher-kva.example`, as a custom domain is stored. Other addresses unchanged.
+ */
+const withAsciiDomain = (value: string): string => {
+  const at = value.lastIndexOf("@")
+  const domain = value.slice(at + 1)
+  if (at <= 0 || !/[^\x00-\x7f]/.test(domain)) return value
+  return `${value.slice(0, at)}@${domainToASCII(domain.normalize("NFC")) || domain}`
+}
+
+export const Address = Schema.transform(
+  oneLine(Schema.String),
+  Schema.String.pipe(Schema.filter(isAddress, { message: () => "must be an email address such as name@example.com" })),
+  { strict: true, decode: withAsciiDomain, encode: (address) => address }
+).annotations({ description: "An email address, local@domain (an internationalized domain in Unicode or punycode)" })
 
 /** A recipient: an address, or an address with a display name. */
 export const AddressInput = Schema.Union(

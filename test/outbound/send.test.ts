@@ -35,6 +35,8 @@ beforeAll(async () => {
   hooks = await startReceiver()
   names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
   names.set("mx.partner.test", { A: ["127.0.0.1"] })
+  // bücher.test, as DNS knows an internationalized name.
+  names.set("xn--bcher-kva.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
   // A null MX (RFC 7505): the domain takes no mail at all.
   names.set("nomail.test", { MX: [{ preference: 0, exchange: "." }] })
   // A TXT character-string holds at most 255 bytes: a 2048-bit key's record is published in pieces.
@@ -246,6 +248,25 @@ describe("sending to another domain", () => {
     expect(email.to).toEqual([])
     expect(email.delivery?.map((d) => [d.recipient, d.status])).toEqual([[bcc, "sent"]])
     expect((await arrived(sent.data!.data.message_id)).raw.toString()).not.toMatch(/^(To|Bcc):/im)
+  })
+
+  it("sends to an internationalized domain as DNS and SMTP name it (punycode); a non-ASCII local part is 400", async () => {
+    const { box, mailroom } = await sender()
+    const local = fresh("ada")
+    const sent = await send(mailroom, box, { to: [{ name: "Ada", address: `${local}@Bücher.test` }], subject: "Bücher", text: "Ein Gruß." })
+    expect(sent.response.status).toBe(202)
+    // Only the punycode name has an MX in this DNS. (smtp-server reports a recipient's domain in Unicode.)
+    const message = await arrived(sent.data!.data.message_id)
+    expect(message.rcptTo).toEqual([`${local}@bücher.test`])
+    expect(message.raw.toString()).toContain(`To: Ada <${local}@xn--bcher-kva.test>`)
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    expect(email.delivery?.map((d) => [d.recipient, d.status])).toEqual([[`${local}@xn--bcher-kva.test`, "sent"]])
+
+    const refused = await send(mailroom, box, { to: ["jürgen@bücher.test"], subject: "x", text: "x" })
+    expect(refused.response.status).toBe(400)
+    expect(refused.error).toMatchObject({
+      error: { code: "VALIDATION_ERROR", details: { "to.0": "must be an email address such as name@example.com" } }
+    })
   })
 
   it("retries 4xx on the schedule (300 ms, 600 ms) until the server takes it; the deferral is told once", async () => {

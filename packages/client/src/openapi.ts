@@ -2060,6 +2060,7 @@ export interface webhooks {
 export interface components {
     schemas: {
         AddressInput: string | {
+            /** @description An email address, local@domain (an internationalized domain in Unicode or punycode) */
             address: string;
             /**
              * maxLength(200)
