@@ -1,6 +1,6 @@
 /**
  * The word ranking's ways of reading the postings (services/search/ranker.ts `reading`) over a real
- * database (the suite's migrated database: PGlite, or PostgreSQL with DATABASE_URL): on a generated
+ * database (the suite's migrated PostgreSQL database, below): on a generated
  * collection of mail of very different lengths, indexed by the index actor's own code, the ranking
  * from postings held in memory is the ranking the database computes reading every posting
  * (`every`), email for email and score for score, for every query, at the product's depth and a
