@@ -39,7 +39,7 @@ const withAsciiDomain = (value: string): string => {
   const at = value.lastIndexOf("@")
   const domain = value.slice(at + 1)
   if (at <= 0 || !/[^\x00-\x7f]/.test(domain)) return value
-  return `${value.slice(0, at)}@${domainToASCII(domain.normalize("NFC")) || domain}`
+  return `${value.slice(0, at)}@${domainToASCII(domain) || domain}`
 }
 
 export const Address = Schema.transform(

@@ -192,14 +192,23 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       })
 
     /**
-     * What choosing a namespace's lexemes weighs them by (`RankingOptions.common`): the most emails a
-     * lexeme read may be in (the epsilon keeps a third exact: 9 emails, 3 is a third), and its IDF
-     * from the lexicon's count (`l.documents`).
+     * How a namespace's lexemes are weighed and chosen, shared by both readings: a lexeme's IDF from
+     * the lexicon's count (`l.documents`), and the `chosen` CTE over a `weighted` one (lexeme,
+     * documents, original, weight, idf, …): the lexemes in at most `most` emails
+     * (`RankingOptions.common`; the epsilon keeps a third exact: 9 emails, 3 is a third), or the
+     * query's own when it has no other.
      */
-    const lexiconTerms = (docs: number, common: RankingOptions["common"]) => ({
-      most: sql.literal(`${Math.min(docs / 3, Math.max(docs * common.share, common.floor)) + 1e-9}::float8`),
-      idf: sql.literal(`ln(1 + (${docs}::float8 - l.documents + 0.5) / (l.documents + 0.5))`)
-    })
+    const lexiconTerms = (docs: number, common: RankingOptions["common"]) => {
+      const most = sql.literal(`${Math.min(docs / 3, Math.max(docs * common.share, common.floor)) + 1e-9}::float8`)
+      return {
+        idf: sql.literal(`ln(1 + (${docs}::float8 - l.documents + 0.5) / (l.documents + 0.5))`),
+        chosen: sql`chosen AS (
+          SELECT * FROM weighted
+          WHERE documents <= ${most}
+             OR (original AND NOT EXISTS (SELECT 1 FROM weighted WHERE original AND documents <= ${most}))
+        )`
+      }
+    }
 
     /**
      * A query's lexemes with their weights (`queryLexemes` in SQL): the query's own (weight 1),
@@ -209,7 +218,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
      * would cost a scan of most postings), unless the query has no other.
      */
     const chosenLexemes = (query: string, added: Added, userId: string, docs: number, common: RankingOptions["common"]) => {
-      const { idf, most } = lexiconTerms(docs, common)
+      const { chosen, idf } = lexiconTerms(docs, common)
       const { lexemes, synonyms } = added
       return sql`
           terms AS (
@@ -233,11 +242,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
             FROM search_lexicon l JOIN terms t ON t.lexeme = l.lexeme
             WHERE l.user_id = ${userId}
           ),
-          chosen AS (
-            SELECT lexeme, documents, original, weight, idf FROM weighted
-            WHERE documents <= ${most}
-               OR (original AND NOT EXISTS (SELECT 1 FROM weighted WHERE original AND documents <= ${most}))
-          )`
+          ${chosen}`
     }
 
     /**
@@ -302,7 +307,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       docs: number,
       common: RankingOptions["common"]
     ) => {
-      const { idf, most } = lexiconTerms(docs, common)
+      const { chosen, idf } = lexiconTerms(docs, common)
       return sql<MemoryRow>`
         WITH weighted AS (
           SELECT q.lexeme, q.weight, q.original, q.after, l.documents, ${idf} AS idf
@@ -310,11 +315,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
                       ${wanted.map((w) => w.original)}::bool[], ${wanted.map((w) => w.after)}::int8[]) AS q (lexeme, weight, original, after)
           JOIN search_lexicon l ON l.user_id = ${userId} AND l.lexeme = q.lexeme
         ),
-        chosen AS (
-          SELECT * FROM weighted
-          WHERE documents <= ${most}
-             OR (original AND NOT EXISTS (SELECT 1 FROM weighted WHERE original AND documents <= ${most}))
-        )
+        ${chosen}
         SELECT c.lexeme, c.documents, c.original, c.idf, c.weight, n.numbers, n.frequencies, n.lengths
         FROM chosen c LEFT JOIN LATERAL (
           SELECT string_agg(p.doc::text, ' ') AS numbers, string_agg(p.frequency::text, ' ') AS frequencies,
