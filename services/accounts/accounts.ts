@@ -8,7 +8,7 @@ import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
 import { Conflict, RateLimited, Unauthorized } from "../errors.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
-import { hashPassword, PasswordCost, verifyPassword } from "./passwords.ts"
+import { hashPassword, needsRehash, PasswordCost, verifyPassword } from "./passwords.ts"
 import { Principals } from "./principals.ts"
 import type { LoginInput, RegisteredUser, RegisterInput, User } from "./schemas.ts"
 import { AccountSettings } from "./settings.ts"
@@ -106,6 +106,19 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         message: "Too many failed logins for this account; try again later"
       })
 
+    /**
+     * Keep a password hashed at another cost at the current one (PASSWORD_HASH_COST changed since it
+     * was set), now that it is known to be right. Only over the hash that was checked: a password
+     * changed meanwhile stays as it was changed. Best effort: the login succeeds either way, and the
+     * next one tries again.
+     */
+    const rehash = (userId: string, checked: string, password: string) =>
+      Effect.flatMap(hashPassword(password, cost), (passwordHash) =>
+        sql`UPDATE users SET password_hash = ${passwordHash} WHERE id = ${userId} AND password_hash = ${checked}`).pipe(
+          Effect.catchAll((error) => Effect.logWarning(`Could not hash a password again at the current cost: ${error.message}`)),
+          Effect.asVoid
+        )
+
     const login = Effect.fn("Accounts.login")(function*(input: LoginInput) {
       const email = input.email.toLowerCase()
       const subject = `login:${sha256(email)}`
@@ -121,6 +134,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         if (!counted.allowed) return yield* tooManyFailures(counted)
         return yield* Unauthorized.of("Invalid email or password")
       }
+      if (needsRehash(found.passwordHash, cost)) yield* rehash(found.id, found.passwordHash, input.password)
       return yield* openSession({ userId: found.id, email: found.email, name: found.name })
     })
 

@@ -3,7 +3,10 @@
  * key. The cost is `PasswordCost` (the operator's `PASSWORD_HASH_COST`), 15 unless set: 32 MiB of
  * memory and ~0.13 s of one core per hash on our 2-core machines. The parameters are stored with each
  * hash and a password is checked with its own, so the cost can change without breaking existing
- * passwords.
+ * passwords; a login with the right password then hashes it again at the current cost
+ * (`needsRehash`), so that in time every password is kept at the operator's choice, and a login
+ * for an unknown email (checked against a decoy at the current cost) takes as long as one for a
+ * known email.
  */
 import { Context, Effect } from "effect"
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto"
@@ -37,6 +40,12 @@ export const hashPassword = (password: string, cost: number) =>
     const key = yield* derive(password, salt, N, R, P, KEY_LENGTH)
     return `scrypt$${N}$${R}$${P}$${salt.toString("base64")}$${key.toString("base64")}`
   })
+
+/** Whether `stored` was hashed with other parameters than a new hash at `cost` would be (or is not ours). */
+export const needsRehash = (stored: string, cost: number): boolean => {
+  const [scheme, n, r, p] = stored.split("$")
+  return scheme !== "scrypt" || Number(n) !== 2 ** cost || Number(r) !== R || Number(p) !== P
+}
 
 export const verifyPassword = (password: string, stored: string) =>
   Effect.gen(function*() {

@@ -55,7 +55,7 @@ layer(services, { timeout: "120 seconds" })("Accounts", (it) => {
       expect(stored[0]!.passwordHash).not.toContain(PASSWORD)
     }))
 
-  it.effect("passwords are hashed at scrypt cost 2^15 unless set; one hashed at another cost still logs in, by its own", () =>
+  it.effect("passwords are hashed at scrypt cost 2^15 unless set; one hashed at another cost logs in by its own and is hashed again at 2^15", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const user = yield* registered()
@@ -68,7 +68,16 @@ layer(services, { timeout: "120 seconds" })("Accounts", (it) => {
       const other = yield* registered()
       yield* sql`UPDATE users SET password_hash = ${cheap} WHERE id = ${other.userId}`
       const accounts = yield* Accounts
+      const passwordOf = (userId: string) =>
+        Effect.map(sql<{ passwordHash: string }>`SELECT password_hash FROM users WHERE id = ${userId}`, (rows) => rows[0]!.passwordHash)
+      // A wrong password leaves the old hash alone; the right one logs in and is hashed again at 2^15.
+      expect(yield* Effect.flip(accounts.login({ email: other.email, password: `${PASSWORD}!` }))).toMatchObject({ code: "UNAUTHORIZED" })
+      expect(yield* passwordOf(other.userId)).toBe(cheap)
       expect((yield* accounts.login({ email: other.email, password: PASSWORD })).user.userId).toBe(other.userId)
+      const upgraded = yield* passwordOf(other.userId)
+      expect(upgraded).toMatch(/^scrypt\$32768\$8\$1\$/)
+      expect((yield* accounts.login({ email: other.email, password: PASSWORD })).user.userId).toBe(other.userId)
+      expect(yield* passwordOf(other.userId)).toBe(upgraded)
       expect(yield* Effect.flip(accounts.login({ email: other.email, password: `${PASSWORD}!` }))).toMatchObject({ code: "UNAUTHORIZED" })
     }))
 
