@@ -192,10 +192,15 @@ const prometheusFile = prometheusVolume === undefined ? undefined : path.join(ro
       entry.isDirectory() ? walk(path.join(dir, entry.name)) : entry.name.endsWith(".ts") ? [path.join(dir, entry.name)] : []
     )
   // A metric is made by Metric.counter/gauge/histogram("mailroom_…"), or, in a module of metrics
-  // (`metrics.ts`), through a helper of that module's own: there every mailroom_* name is one.
+  // (`metrics.ts`), through a helper of that module's own: there every mailroom_* name is one. The
+  // process's own (`process_*`, `nodejs_*`) are every such name in src/runtime-metrics.ts.
   for (const file of [...walk(path.join(root, "src")), ...walk(path.join(root, "services")), ...walk(path.join(root, "layers"))]) {
     const text = fs.readFileSync(file, "utf8")
-    const pattern = path.basename(file) === "metrics.ts" ? /"(mailroom_[a-z_]+)"/g : /Metric\.(?:counter|gauge|histogram)\(\s*"(mailroom_[a-z_]+)"/g
+    const pattern = path.basename(file) === "runtime-metrics.ts"
+      ? /"((?:mailroom|process|nodejs)_[a-z0-9_]+)"/g
+      : path.basename(file) === "metrics.ts"
+      ? /"(mailroom_[a-z_]+)"/g
+      : /Metric\.(?:counter|gauge|histogram)\(\s*"(mailroom_[a-z_]+)"/g
     for (const match of text.matchAll(pattern)) defined.add(match[1]!)
   }
   const dashboards = path.join(root, "deploy/grafana/dashboards")
@@ -206,13 +211,13 @@ const prometheusFile = prometheusVolume === undefined ? undefined : path.join(ro
     for (const uid of new Set(Array.from(text.matchAll(/"uid": "([^"]+)"/g), (match) => match[1]!))) {
       if (uid !== dashboard.uid && !uids.includes(uid)) bad.push(`${file} refers to data source ${uid}, which is not provisioned`)
     }
-    for (const match of text.matchAll(/\bmailroom_[a-z_]+/g)) {
+    for (const match of text.matchAll(/\b(?:mailroom|process|nodejs)_[a-z0-9_]+/g)) {
       const name = match[0].replace(/_(bucket|sum|count)$/, "")
       queried++
       if (!defined.has(name) && !defined.has(match[0])) bad.push(`${file} asks for ${match[0]}, which no Metric in src/, services/ or layers/ defines`)
     }
   }
-  report(bad.length === 0, `Grafana: data source on a compose service; ${queried} metric references in the dashboards, all defined in the code (${defined.size} mailroom_* metrics)`, bad)
+  report(bad.length === 0, `Grafana: data source on a compose service; ${queried} metric references in the dashboards, all defined in the code (${defined.size} metrics)`, bad)
 }
 
 console.log(problems.length === 0 ? "compose: valid" : `compose: ${problems.length} problem${problems.length === 1 ? "" : "s"}`)

@@ -51,6 +51,7 @@ import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
 import * as Database from "./database.ts"
 import { HttpServerLive } from "./http/server.ts"
 import { metricsServerLayer } from "./metrics.ts"
+import { RuntimeMetricsLive } from "./runtime-metrics.ts"
 import { jwtSecret } from "./secrets.ts"
 import { SmtpServerLive } from "./smtp/server.ts"
 
@@ -260,7 +261,8 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     when("worker", WorkerRole),
     when("smtp", smtpRole(config)),
     when("mta", MtaRole),
-    metricsServerLayer(config)
+    metricsServerLayer(config),
+    RuntimeMetricsLive
   )
   return roles.pipe(Layer.provide(shared))
 }

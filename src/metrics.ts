@@ -6,6 +6,8 @@
  * services/search/metrics.ts), all named `mailroom_*`. Effect's registry is the only one: an update
  * is a map look-up and an addition inside the fiber that does the work (no second registry, no
  * exporter on the hot path), and this module turns a snapshot into text when Prometheus scrapes.
+ * The process's own (`process_*`, `nodejs_*`: CPU, memory, file descriptors, event-loop delay,
+ * garbage collection) follow, from src/runtime-metrics.ts.
  *
  * Served on the API port when the process runs the api role; a process without it serves the same
  * on `METRICS_PORT` (when set), on the API's host.
@@ -13,6 +15,7 @@
 import { createServer, type Server } from "node:http"
 import { Effect, Layer, Metric, MetricKeyType, MetricState } from "effect"
 import type { AppConfigShape } from "./config.ts"
+import { recordEventLoopBusy, runtimeExposition } from "./runtime-metrics.ts"
 
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -42,10 +45,11 @@ interface Family {
 /** The text Prometheus scrapes: one family per metric name, its series sorted for stable output. */
 export const exposition = (): string => {
   const families = new Map<string, Family>()
+  recordEventLoopBusy()
   for (const pair of Metric.unsafeSnapshot()) {
     const key = pair.metricKey
     // Effect's own fiber counters (on by default) are not named for Prometheus: ours only.
-    if (!key.name.startsWith("mailroom_")) continue
+    if (!key.name.startsWith("mailroom_") && !key.name.startsWith("nodejs_")) continue
     const state: unknown = pair.metricState
     const type = MetricKeyType.isCounterKey(key.keyType)
       ? "counter"
@@ -82,7 +86,7 @@ export const exposition = (): string => {
     text += `# HELP ${name} ${escapeHelp(family.help)}\n# TYPE ${name} ${family.type}\n`
     for (const line of family.lines) text += `${line}\n`
   }
-  return text
+  return text + runtimeExposition()
 }
 
 /**

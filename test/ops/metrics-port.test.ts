@@ -74,8 +74,10 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     expect(smtpAfter.value("mailroom_smtp_replies_total", { code: "550" }) - smtpBefore.value("mailroom_smtp_replies_total", { code: "550" })).toBe(1)
     expect(smtpAfter.value("mailroom_smtp_data_bytes_total") - smtpBefore.value("mailroom_smtp_data_bytes_total")).toBe(Buffer.byteLength(message))
     // Only its own roles, and what every process has (the pipeline's stages it samples, its database
-    // pool): no consumer, no HTTP.
-    expect(smtpAfter.families.map((family) => family.name).filter((name) => !/^mailroom_(smtp|stage|db_pool)_/.test(name))).toEqual([])
+    // pool, the process's own figures): no consumer, no HTTP.
+    expect(smtpAfter.families.map((family) => family.name).filter((name) => !/^(mailroom_(smtp|stage|db_pool|event_loop)_|process_|nodejs_)/.test(name)))
+      .toEqual([])
+    expect(smtpAfter.value("process_cpu_seconds_total")).toBeGreaterThan(0)
     expect(smtpAfter.value("mailroom_stage_handled_total", { stage: "accept" }) - smtpBefore.value("mailroom_stage_handled_total", { stage: "accept" })).toBe(1)
 
     const workerAfter = await until("the worker to count the message", async () => {

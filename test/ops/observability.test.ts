@@ -141,7 +141,8 @@ describe("an operator's view of one session", () => {
 
   it("labels no series with an id or an address, and names every family by the conventions", () => {
     for (const family of after.families) {
-      expect(family.name).toMatch(/^mailroom_[a-z0-9_]+$/)
+      // The process's own keep the names every Prometheus client gives them (src/runtime-metrics.ts).
+      expect(family.name).toMatch(/^(mailroom|process|nodejs)_[a-z0-9_]+$/)
       expect(family.help.length).toBeGreaterThan(0)
       if (family.type === "COUNTER") expect(family.name).toMatch(/_total$/)
       if (family.type === "HISTOGRAM") expect(family.name).toMatch(/_seconds$/)
@@ -149,6 +150,53 @@ describe("an operator's view of one session", () => {
     expect(after.text).not.toContain(emailId)
     expect(after.text).not.toContain(recipientAddress)
     expect(after.text).not.toMatch(/(usr|mbx|eml|whk|key)_[0-9a-f]{24}/)
+  })
+
+  it("tells the process's own CPU, memory, file descriptors, event-loop delay and garbage collections", async () => {
+    const start = await scrape(`${suite.url}/metrics`)
+    for (let i = 0; i < 50; i++) expect((await fetch(`${suite.url}/healthz`)).status).toBe(200)
+    const end = await scrape(`${suite.url}/metrics`)
+    const type = (name: string) => end.families.find((family) => family.name === name)?.type
+    const grew = (name: string) => end.value(name) - start.value(name)
+
+    for (const name of ["process_cpu_seconds_total", "process_cpu_user_seconds_total", "process_cpu_system_seconds_total", "mailroom_event_loop_busy_seconds_total"]) {
+      expect(type(name)).toBe("COUNTER")
+    }
+    expect(grew("process_cpu_seconds_total")).toBeGreaterThan(0)
+    expect(end.value("process_cpu_seconds_total")).toBeCloseTo(end.value("process_cpu_user_seconds_total") + end.value("process_cpu_system_seconds_total"), 5)
+    // Fifty answers kept the loop busy for a while, and for less than the time between the scrapes.
+    expect(grew("mailroom_event_loop_busy_seconds_total")).toBeGreaterThan(0)
+    expect(grew("mailroom_event_loop_busy_seconds_total")).toBeLessThan(grew("process_cpu_seconds_total") + 1)
+
+    const startedAt = end.value("process_start_time_seconds")
+    expect(startedAt).toBeLessThan(Date.now() / 1000)
+    expect(startedAt).toBeGreaterThan(Date.now() / 1000 - 3600)
+    expect(end.value("process_resident_memory_bytes")).toBeGreaterThan(10 * 1024 * 1024)
+    expect(end.value("nodejs_heap_size_used_bytes")).toBeGreaterThan(0)
+    expect(end.value("nodejs_heap_size_used_bytes")).toBeLessThanOrEqual(end.value("nodejs_heap_size_total_bytes"))
+    expect(end.value("nodejs_external_memory_bytes")).toBeGreaterThan(0)
+    // The server's sockets and files, at least the listening socket and this connection.
+    expect(end.value("process_open_fds")).toBeGreaterThanOrEqual(2)
+    expect(end.value("process_open_fds")).toBeLessThan(end.value("process_max_fds"))
+
+    // Delays since the previous scrape, without the sampling timer's own 10 ms.
+    const lag = (figure: string) => end.value(`nodejs_eventloop_lag_${figure}_seconds`)
+    expect(type("nodejs_eventloop_lag_p99_seconds")).toBe("GAUGE")
+    expect(lag("min")).toBeGreaterThanOrEqual(0)
+    expect(lag("min")).toBeLessThanOrEqual(lag("p50"))
+    expect(lag("p50")).toBeLessThanOrEqual(lag("p90"))
+    expect(lag("p90")).toBeLessThanOrEqual(lag("p99"))
+    expect(lag("p99")).toBeLessThanOrEqual(lag("max"))
+    expect(lag("p50")).toBeLessThan(0.009)
+
+    expect(type("nodejs_gc_duration_seconds")).toBe("HISTOGRAM")
+    for (const kind of ["minor", "major", "incremental", "weakcb"]) {
+      expect(end.text).toContain(`nodejs_gc_duration_seconds_count{kind="${kind}"}`)
+    }
+    const [major, minor, patch] = process.versions.node.split(".")
+    expect(end.families.find((family) => family.name === "nodejs_version_info")?.metrics).toEqual([
+      { labels: { version: process.version, major, minor, patch }, value: "1" }
+    ])
   })
 
   it("searches are timed by mode", async () => {
