@@ -154,6 +154,20 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         Effect.map((rows) => Number(rows[0]?.n ?? 0))
       )
 
+    /**
+     * An address that now has a mailbox here is no longer suppressed by any account. A suppression
+     * is a bounce, and a bounce from an address of ours said that it had no mailbox (or that the one
+     * it had refused the sender): the mailbox now there is a new recipient, and mail to it or to its
+     * subaddresses (`local+tag@domain`, suppressed as written) must reach it.
+     */
+    const forgetBounces = (address: Address) => {
+      const [local, domain] = [address.normalized.slice(0, address.normalized.lastIndexOf("@")), address.domain]
+      const escaped = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
+      return sql`
+        DELETE FROM suppressions
+        WHERE address = ${address.normalized} OR address LIKE ${`${escaped(local)}+%@${escaped(domain)}`} ESCAPE '\\'`
+    }
+
     const insert = (owner: Owner, address: Address) =>
       Effect.gen(function*() {
         // Serialise this user's creates: the count below then holds until the insert commits.
@@ -180,6 +194,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
           })
         }
           RETURNING id, user_id, local_part, domain, created_at`
+        yield* forgetBounces(address)
         return toMailbox(rows[0]!)
       })
 
@@ -243,7 +258,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
           WHERE id = ${mailboxId}
           RETURNING id, user_id, local_part, domain, created_at`
         const previous = normalizeAddress(before.localPart, before.domain)
-        if (previous !== address.normalized) yield* release(owner, [previous])
+        if (previous !== address.normalized) yield* Effect.zipRight(release(owner, [previous]), forgetBounces(address))
         return { before, after: rows[0]! }
       }).pipe(sql.withTransaction, takenOnUniqueViolation(address))
       // The old address must stop receiving on every node's next RCPT.

@@ -13,7 +13,7 @@ import { dkimVerify } from "mailauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
-import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
@@ -363,6 +363,35 @@ describe("sending to another domain", () => {
     mx.script(gone, [250])
     const third = await send(mailroom, box, { to: [gone], subject: "Back again", text: "Welcome back" })
     expect(third.response.status).toBe(202)
+  })
+
+  it("an address here without a mailbox bounces and is suppressed until a mailbox is made there, for it and its subaddresses", async () => {
+    const { box, mailroom } = await sender()
+    const local = fresh("later")
+    const [bare, tagged] = [`${local}@${DOMAIN}`, `${local}+news@${DOMAIN}`]
+    const first = await send(mailroom, box, { to: [bare, tagged], subject: "Anyone?", text: "Hello" })
+    const bounced = await settled(mailroom, first.data!.data.email_id)
+    expect(bounced.delivery?.map((d) => [d.recipient, d.status, d.last_response?.slice(0, 9)])).toEqual(
+      expect.arrayContaining([[bare, "bounced", "550 5.1.1"], [tagged, "bounced", "550 5.1.1"]])
+    )
+    expect(bounced.delivery).toHaveLength(2)
+    const refused = await send(mailroom, box, { to: [bare], subject: "Anyone now?", text: "Hello" })
+    expect(refused.error).toMatchObject({ error: { code: "RECIPIENT_SUPPRESSED", details: { addresses: [bare] } } })
+
+    // Someone else makes the mailbox: it is a new recipient, and both of the sender's suppressions go.
+    const made = await newBox(suite.url, { user: await withApiKey(suite.url), localPart: local })
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data).toEqual([])
+    const second = await send(mailroom, box, { to: [bare, tagged], subject: "Welcome", text: "Hello again" })
+    expect(second.response.status).toBe(202)
+    const delivered = await settled(mailroom, second.data!.data.email_id)
+    expect(delivered.delivery?.map((d) => d.status)).toEqual(["sent", "sent"])
+    const inbox = await until("the mail in the new mailbox", async () => {
+      const listed = await createClient({ baseUrl: suite.url, apiKey: made.user.apiKey }).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+        params: { path: { mailboxId: made.mailboxId } }
+      })
+      return (listed.data?.data.length ?? 0) >= 1 ? listed.data!.data : undefined
+    })
+    expect(inbox[0]).toMatchObject({ subject: "Welcome" })
   })
 
   it("a bounce report (RFC 3464) to the bounce address marks the recipient bounced and suppresses it; the report is not mail", async () => {
