@@ -85,14 +85,22 @@ const distinct = (addresses: ReadonlyArray<NamedAddress>, own: ReadonlySet<strin
   })
 }
 
-const quoteHeader = (original: Original) =>
-  [
+/** Addresses as a mail client shows them: `Name <address>`, or the address alone. */
+const shown = (addresses: ReadonlyArray<NamedAddress>) =>
+  addresses.map((a) => (a.name ? `${a.name} <${a.address}>` : a.address)).join(", ")
+
+/** The block above a forwarded email's text: its header fields as it came, display names and Cc included. */
+const quoteHeader = (original: Original) => {
+  const [from, to, cc] = (["from", "to", "cc"] as const).map((name) => addressesOf(firstHeader(original, name)))
+  return [
     "---------- Forwarded message ---------",
-    `From: ${original.fromAddress}`,
+    `From: ${from!.length > 0 ? shown(from!) : original.fromAddress}`,
     `Date: ${original.sentAt.toUTCString()}`,
     `Subject: ${original.subject}`,
-    `To: ${original.toAddresses.join(", ")}`
+    `To: ${to!.length > 0 ? shown(to!) : original.toAddresses.join(", ")}`,
+    ...(cc!.length > 0 ? [`Cc: ${shown(cc!)}`] : [])
   ]
+}
 
 const escapeHtml = (text: string) => text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
 

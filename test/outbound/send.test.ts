@@ -494,7 +494,7 @@ describe("reply all and forward", () => {
     const watcher = `${fresh("cc")}@partner.test`
     const csv = Buffer.from("quarter,revenue\nQ3,42\n")
     const original = await send(colleague.mailroom, colleague.box, {
-      to: [box.address],
+      to: [{ name: "Ada, the agent", address: box.address }],
       cc: [watcher],
       subject: "Figures",
       text: "See the figures.",
@@ -525,7 +525,11 @@ describe("reply all and forward", () => {
     const fwdParsed = await simpleParser((await arrived(forwarded.data!.data.message_id)).raw)
     expect(fwdParsed.subject).toBe("Fwd: Figures")
     expect(fwdParsed.text).toContain("FYI")
-    expect(fwdParsed.text).toContain("---------- Forwarded message ---------")
+    // The original's header fields as it came: display names (a comma in one quoted) and its Cc.
+    expect(fwdParsed.text).toContain(
+      `---------- Forwarded message ---------\nFrom: ${colleague.box.address}\nDate: `
+    )
+    expect(fwdParsed.text).toContain(`Subject: Figures\nTo: Ada, the agent <${box.address}>\nCc: ${watcher}\n`)
     expect(fwdParsed.text).toContain("See the figures.")
     expect(fwdParsed.attachments.map((a) => [a.filename, a.content.equals(csv)])).toEqual([["q3.csv", true]])
   })
