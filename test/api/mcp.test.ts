@@ -204,7 +204,7 @@ describe("MCP at /mcp", () => {
     expect((await raw("get_email")).body.error).toEqual({ code: -32602, message: "Invalid params: params must be an object with the tool's name and arguments" })
   })
 
-  it("refuses a JSON-RPC batch (MCP has none), which would carry any number of tool calls past the per-request limit, and GET and DELETE (405)", async () => {
+  it("refuses a JSON-RPC batch (MCP has none), which would carry any number of tool calls past the per-request limit, JSON that is no JSON-RPC message (-32600), and GET and DELETE (405)", async () => {
     const batch = Array.from({ length: 3 }, (_, id) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "list_mailboxes", arguments: {} } }))
     const response = await fetch(`${suite.url}/mcp`, {
       method: "POST",
@@ -218,6 +218,24 @@ describe("MCP at /mcp", () => {
       id: null,
       error: { code: -32600, message: "Invalid Request: JSON-RPC batches are not taken (MCP has none since protocol 2025-06-18); send one message per request" }
     })
+    // JSON that is no JSON-RPC message is an invalid request (-32600), not a parse error (-32700).
+    for (const body of [{ foo: 1 }, 42, { jsonrpc: "1.0", id: 1, method: "tools/list" }, { jsonrpc: "2.0", id: 1 }]) {
+      const invalid = await fetch(`${suite.url}/mcp`, {
+        method: "POST",
+        headers: { "x-api-key": box.user.apiKey, "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify(body)
+      })
+      expect(invalid.status, JSON.stringify(body)).toBe(400)
+      expect(invalid.headers.get("x-ratelimit-limit")).not.toBeNull()
+      expect(await invalid.json()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringMatching(/^Invalid Request: the body must be one JSON-RPC 2\.0 message/) } })
+    }
+    const notJson = await fetch(`${suite.url}/mcp`, {
+      method: "POST",
+      headers: { "x-api-key": box.user.apiKey, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: "{\"jsonrpc\": "
+    })
+    expect(notJson.status).toBe(400)
+    expect(await notJson.json()).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } })
     // Stateless: no stream to open with GET, no session to end with DELETE.
     for (const method of ["GET", "DELETE"]) {
       const other = await fetch(`${suite.url}/mcp`, { method, headers: { "x-api-key": box.user.apiKey, accept: "text/event-stream" } })

@@ -62,6 +62,15 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
 /**
+ * Whether `body` is a JSON-RPC 2.0 message at all: a request or notification (`method`), or a
+ * response (`result` or `error`, with its `id`). Anything else is JSON-RPC's "Invalid Request"
+ * (-32600); the SDK answers such a body as a parse error (-32700), which is for a body that is not JSON.
+ */
+const isJsonRpcMessage = (body: unknown): boolean =>
+  isObject(body) && body.jsonrpc === "2.0" &&
+  (typeof body.method === "string" || ("id" in body && ("result" in body || "error" in body)))
+
+/**
  * A tools/call whose params are not what MCP's schema says (`name` a string, `arguments` an object
  * when given): JSON-RPC's "Invalid params" with what is wrong, answered here. The SDK would answer
  * "Internal error" with its validator's dump.
@@ -79,6 +88,7 @@ const malformedToolCall = (body: unknown): { readonly id: unknown; readonly prob
   return problem === undefined ? undefined : { id: body.id ?? null, problem }
 }
 
+const NOT_A_MESSAGE = "Invalid Request: the body must be one JSON-RPC 2.0 message: an object with \"jsonrpc\": \"2.0\" and a \"method\" (or a response's \"id\" with \"result\" or \"error\")"
 const BATCH_REFUSED = "Invalid Request: JSON-RPC batches are not taken (MCP has none since protocol 2025-06-18); send one message per request"
 
 /**
@@ -208,6 +218,12 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       if (Array.isArray(parsedBody)) {
         return HttpServerResponse.unsafeJson(
           { jsonrpc: "2.0", id: null, error: { code: ErrorCode.InvalidRequest, message: BATCH_REFUSED } },
+          { status: 400, headers: rateHeaders(decision) }
+        )
+      }
+      if (request.method === "POST" && !isJsonRpcMessage(parsedBody)) {
+        return HttpServerResponse.unsafeJson(
+          { jsonrpc: "2.0", id: null, error: { code: ErrorCode.InvalidRequest, message: NOT_A_MESSAGE } },
           { status: 400, headers: rateHeaders(decision) }
         )
       }
