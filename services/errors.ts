@@ -359,6 +359,16 @@ export class SendQuotaReached extends Schema.TaggedError<SendQuotaReached>()(
   })
 ) {}
 
+/** 403 STORAGE_QUOTA: the account's stored mail fills its plan's storage, or this message would pass it. */
+export class StorageQuotaReached extends Schema.TaggedError<StorageQuotaReached>()(
+  ...failure("StorageQuotaReached", {
+    status: 403,
+    code: "STORAGE_QUOTA",
+    description:
+      "STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan"
+  })
+) {}
+
 /** 422 RECIPIENT_SUPPRESSED: a recipient bounced before; the account no longer sends to it. */
 export class RecipientSuppressed extends Schema.TaggedError<RecipientSuppressed>()(
   ...failure("RecipientSuppressed", {
@@ -427,6 +437,7 @@ export type ApiError =
   | FactLabel
   | SenderListFull
   | SendQuotaReached
+  | StorageQuotaReached
   | RecipientSuppressed
   | SenderDomainUnverified
   | IdempotencyKeyReused

@@ -28,6 +28,7 @@ import {
   SenderDomainUnverified,
   SendQuotaReached,
   ServiceUnavailable,
+  StorageQuotaReached,
   ValidationError
 } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
@@ -88,6 +89,8 @@ const SenderRow = Schema.Struct({
   customDomainVerified: Schema.NullOr(Schema.Boolean),
   sentToday: Schema.NumberFromString,
   sentThisPeriod: Schema.NumberFromString,
+  /** The account's stored mail, in bytes (its plan's storage holds received and sent mail alike). */
+  storage: Schema.NumberFromString,
   suppressed: Schema.Array(Schema.String)
 })
 
@@ -159,7 +162,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         return sql`
           SELECT i.idx, m.local_part || '@' || m.domain AS address, m.domain, s.plan, p.period_start,
                  d.id AS custom_domain_id, d.verified AS custom_domain_verified,
-                 coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period,
+                 coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period, coalesce(su.bytes, 0) AS storage,
                  ARRAY(SELECT x.address FROM suppressions x
                        WHERE x.user_id = m.user_id AND x.address = ANY(i.recipients)
                        ORDER BY x.address) AS suppressed
@@ -173,7 +176,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           ) p
           LEFT JOIN domains d ON d.name = m.domain AND d.user_id = m.user_id
           LEFT JOIN mail_daily_counters c ON c.user_id = m.user_id AND c.day = ${utcDay(now)}::date
-          LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start`.pipe(
+          LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start
+          LEFT JOIN storage_usage su ON su.user_id = m.user_id`.pipe(
           Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(SenderRow))(rows))),
           Effect.map((rows) => {
             const byIdx = new Map(rows.map((row) => [row.idx, row]))
@@ -377,6 +381,14 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         return yield* new PayloadTooLarge({
           message: `The message is ${raw.byteLength} bytes; the ${from.plan} plan sends at most ${maxBytes}`,
           details: { size: raw.byteLength, limit: maxBytes }
+        })
+      }
+      // The sent copy is stored as the account's mail: it must fit the plan's storage, as received mail must.
+      const storage = limits[from.plan].storageBytes
+      if (storage !== null && from.storage + raw.byteLength > storage) {
+        return yield* new StorageQuotaReached({
+          message: `The ${from.plan} plan stores ${storage / 2 ** 30} GB of mail, and this message's copy would not fit: delete a mailbox or upgrade`,
+          details: { used: from.storage, size: raw.byteLength, limit: storage, plan: from.plan }
         })
       }
       const parsed = yield* parseMessage(raw)

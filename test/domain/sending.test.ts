@@ -83,6 +83,47 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         expect(yield* counted(free.userId)).toEqual({ today: 100, period: 2, emails: 2 })
       }))
 
+    it.effect("a send whose copy would pass the plan's storage is 403 STORAGE_QUOTA, nothing stored or counted; one that fits is sent and counted as storage", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const free = yield* insertUser("free")
+        const box = yield* insertMailbox(free)
+        const storage = () =>
+          Effect.map(sql<{ bytes: string }>`SELECT bytes FROM storage_usage WHERE user_id = ${free.userId}`, (rows) => Number(rows[0]?.bytes ?? 0))
+        // 1 GB less 100 KB stored: a short message fits, one with a 200 KB attachment does not.
+        const GB = 2 ** 30
+        yield* sql`INSERT INTO storage_usage (user_id, bytes) VALUES (${free.userId}, ${GB - 100 * 1024})
+                   ON CONFLICT (user_id) DO UPDATE SET bytes = EXCLUDED.bytes`
+        const large = fromSendInput({
+          to: ["reader@partner.test"],
+          subject: "Archive",
+          text: "Attached.",
+          attachments: [{ filename: "archive.bin", content_type: "application/octet-stream", content: Buffer.alloc(200 * 1024, 7).toString("base64") }]
+        })
+        const refused = yield* Effect.flip(sending.submit(free.userId, box.mailboxId, large))
+        expect(refused).toMatchObject({
+          code: "STORAGE_QUOTA",
+          status: 403,
+          details: { used: GB - 100 * 1024, limit: GB, plan: "free" }
+        })
+        expect((refused as unknown as { details: { size: number } }).details.size).toBeGreaterThan(200 * 1024)
+        expect(yield* counted(free.userId)).toEqual({ today: 0, period: 0, emails: 0 })
+        expect(yield* storage()).toBe(GB - 100 * 1024)
+
+        yield* sending.submit(free.userId, box.mailboxId, message(1))
+        expect(yield* counted(free.userId)).toEqual({ today: 1, period: 1, emails: 1 })
+        const stored = yield* storage()
+        expect(stored).toBeGreaterThan(GB - 100 * 1024)
+        // Now full to within less than the large message: refused again; a pro account's 50 GB takes it.
+        yield* sql`UPDATE storage_usage SET bytes = ${GB} WHERE user_id = ${free.userId}`
+        expect(yield* Effect.flip(sending.submit(free.userId, box.mailboxId, message(2)))).toMatchObject({ code: "STORAGE_QUOTA" })
+        const pro = yield* insertUser("pro")
+        const proBox = yield* insertMailbox(pro)
+        yield* sql`INSERT INTO storage_usage (user_id, bytes) VALUES (${pro.userId}, ${GB}) ON CONFLICT (user_id) DO UPDATE SET bytes = EXCLUDED.bytes`
+        yield* sending.submit(pro.userId, proBox.mailboxId, large)
+      }))
+
     it.effect("sends at the same moment cannot together pass a limit: of ten with five left, five are sent and five refused", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

@@ -3227,6 +3227,19 @@ export interface components {
             /** @enum {string} */
             result: "pass" | "fail" | "softfail" | "neutral" | "none" | "temperror" | "permerror";
         };
+        /** @description STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan */
+        StorageQuotaReached: {
+            error: {
+                /** @enum {string} */
+                code: "STORAGE_QUOTA";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
         /** @description STREAM_QUOTA: the account already has as many event streams open as its plan allows; details: count, limit, plan */
         StreamQuotaReached: {
             error: {
@@ -5787,13 +5800,14 @@ export interface operations {
              * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
              *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -6032,13 +6046,14 @@ export interface operations {
              * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
              *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -6171,13 +6186,14 @@ export interface operations {
              * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
              *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -8072,13 +8088,14 @@ export interface operations {
              * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
              *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -8701,13 +8718,14 @@ export interface operations {
              * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
              *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -11728,13 +11746,14 @@ export interface operations {
             /**
              * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -11963,13 +11982,14 @@ export interface operations {
             /**
              * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -12101,13 +12121,14 @@ export interface operations {
             /**
              * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -13770,13 +13791,14 @@ export interface operations {
             /**
              * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -14368,13 +14390,14 @@ export interface operations {
             /**
              * @description - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
              *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
              */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"];
+                    "application/json": components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */

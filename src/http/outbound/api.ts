@@ -13,6 +13,7 @@ import {
   RecipientSuppressed,
   SenderDomainUnverified,
   SendQuotaReached,
+  StorageQuotaReached,
   ValidationError
 } from "../../../services/errors.ts"
 import {
@@ -77,6 +78,7 @@ const fromMailbox = <const Name extends string, Payload extends Schema.Schema.An
     .addError(envelope(NotFound))
     .addError(envelope(SenderDomainUnverified))
     .addError(envelope(SendQuotaReached))
+    .addError(envelope(StorageQuotaReached))
     .addError(envelope(RecipientSuppressed))
     .addError(envelope(IdempotencyKeyReused))
     .addError(envelope(PayloadTooLarge))
@@ -91,6 +93,7 @@ const aboutEmail = <const Name extends string, Payload extends Schema.Schema.Any
     .addError(envelope(NotFound))
     .addError(envelope(SenderDomainUnverified))
     .addError(envelope(SendQuotaReached))
+    .addError(envelope(StorageQuotaReached))
     .addError(envelope(RecipientSuppressed))
     .addError(envelope(IdempotencyKeyReused))
     .addError(envelope(PayloadTooLarge))
@@ -104,6 +107,7 @@ const fromDraft = <const Name extends string>(name: Name, route: `/${string}`) =
     .addError(envelope(Conflict))
     .addError(envelope(SenderDomainUnverified))
     .addError(envelope(SendQuotaReached))
+    .addError(envelope(StorageQuotaReached))
     .addError(envelope(RecipientSuppressed))
     .addError(envelope(PayloadTooLarge))
 
