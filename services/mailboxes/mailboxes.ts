@@ -161,11 +161,11 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
      * subaddresses (`local+tag@domain`, suppressed as written) must reach it.
      */
     const forgetBounces = (address: Address) => {
-      const [local, domain] = [address.normalized.slice(0, address.normalized.lastIndexOf("@")), address.domain]
+      const local = address.normalized.slice(0, address.normalized.lastIndexOf("@"))
       const escaped = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
       return sql`
         DELETE FROM suppressions
-        WHERE address = ${address.normalized} OR address LIKE ${`${escaped(local)}+%@${escaped(domain)}`} ESCAPE '\\'`
+        WHERE address = ${address.normalized} OR address LIKE ${`${escaped(local)}+%@${escaped(address.domain)}`} ESCAPE '\\'`
     }
 
     const insert = (owner: Owner, address: Address) =>

@@ -91,14 +91,15 @@ const shown = (addresses: ReadonlyArray<NamedAddress>) =>
 
 /** The block above a forwarded email's text: its header fields as it came, display names and Cc included. */
 const quoteHeader = (original: Original) => {
-  const [from, to, cc] = (["from", "to", "cc"] as const).map((name) => addressesOf(firstHeader(original, name)))
+  const field = (name: string) => addressesOf(firstHeader(original, name))
+  const [from, to, cc] = [field("from"), field("to"), field("cc")]
   return [
     "---------- Forwarded message ---------",
-    `From: ${from!.length > 0 ? shown(from!) : original.fromAddress}`,
+    `From: ${from.length > 0 ? shown(from) : original.fromAddress}`,
     `Date: ${original.sentAt.toUTCString()}`,
     `Subject: ${original.subject}`,
-    `To: ${to!.length > 0 ? shown(to!) : original.toAddresses.join(", ")}`,
-    ...(cc!.length > 0 ? [`Cc: ${shown(cc!)}`] : [])
+    `To: ${to.length > 0 ? shown(to) : original.toAddresses.join(", ")}`,
+    ...(cc.length > 0 ? [`Cc: ${shown(cc)}`] : [])
   ]
 }
 
