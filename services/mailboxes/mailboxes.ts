@@ -281,6 +281,8 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         }
         // The mailbox's emails will be hidden through it: every read joins an active mailbox.
         yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailboxId}`
+        // Its drafts could never be sent from it again: they go (and stop counting as storage).
+        yield* sql`DELETE FROM drafts WHERE mailbox_id = ${mailboxId}`
         // And they no longer count against the account's storage (the plan's limit, mail/inbound.ts).
         yield* sql`
           UPDATE storage_usage SET bytes = greatest(0, bytes - (SELECT coalesce(sum(size), 0) FROM emails WHERE mailbox_id = ${mailboxId}))

@@ -11,7 +11,7 @@
 import { SqlClient, type Statement } from "@effect/sql"
 import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { Conflict, NotFound, PayloadTooLarge, ValidationError } from "../errors.ts"
+import { Conflict, NotFound, PayloadTooLarge, StorageQuotaReached, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
@@ -95,18 +95,32 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     /**
      * A draft that could never be sent is not kept: its content (the text, the html and the
      * attachments in base64, as a message carries them) must fit the plan's message size (413 with
-     * `size` and `limit`, as the send answers).
+     * `size` and `limit`, as the send answers). And it is stored mail (migrations/0027: it counts
+     * toward the account's storage until it is sent or deleted): it must fit the plan's storage,
+     * less what the draft it replaces (`replacing`) holds now (403 STORAGE_QUOTA, as a send answers).
      */
-    const checkSize = (userId: string, content: DraftContent) =>
+    const checkSize = (userId: string, content: DraftContent, replacing?: string) =>
       Effect.gen(function*() {
         const size = Buffer.byteLength(JSON.stringify(content))
-        const rows = yield* sql<{ plan: Plan }>`SELECT plan FROM subscriptions WHERE user_id = ${userId}`
+        const rows = yield* sql<{ plan: Plan; used: string; replaced: string }>`
+          SELECT s.plan, coalesce(u.bytes, 0) AS used,
+                 coalesce((SELECT mailroom_draft_bytes(d.status, d.content) FROM drafts d WHERE d.id = ${replacing ?? null}), 0) AS replaced
+          FROM subscriptions s LEFT JOIN storage_usage u ON u.user_id = s.user_id
+          WHERE s.user_id = ${userId}`
         const plan = rows[0]?.plan ?? "free"
         const limit = limits[plan].maxEmailBytes
         if (size > limit) {
           return yield* new PayloadTooLarge({
             message: `The draft is ${size} bytes; the ${plan} plan sends messages of at most ${limit}`,
             details: { size, limit }
+          })
+        }
+        const storage = limits[plan].storageBytes
+        const used = Number(rows[0]?.used ?? 0) - Number(rows[0]?.replaced ?? 0)
+        if (storage !== null && used + size > storage) {
+          return yield* new StorageQuotaReached({
+            message: `The ${plan} plan stores ${storage / 2 ** 30} GB of mail and drafts, and this draft would not fit: delete drafts or a mailbox, or upgrade`,
+            details: { used, size, limit: storage, plan }
           })
         }
       })
@@ -185,7 +199,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       const forwardOf = input.forward_of !== undefined ? input.forward_of : current.forwardOf
       yield* checkLinks(userId, mailboxId, inReplyTo, forwardOf)
       const content = { ...current.content, ...contentOf(input) }
-      yield* checkSize(userId, content)
+      yield* checkSize(userId, content, draftId)
       const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
       const rows = yield* sql`
         UPDATE drafts SET content = ${JSON.stringify(content)}, in_reply_to = ${inReplyTo}, forward_of = ${forwardOf},

@@ -12,7 +12,10 @@ import { generateKeyPairSync } from "node:crypto"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { utcDay } from "../../services/mail/inbound.ts"
-import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { Drafts } from "../../services/outbound/drafts.ts"
+import { Replies } from "../../services/outbound/replies.ts"
 import { DkimKeys } from "../../services/outbound/dkim.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
 import { OutboundSettings } from "../../services/outbound/settings.ts"
@@ -31,12 +34,12 @@ const settings = Layer.succeed(OutboundSettings, {
   timeouts: { connect: Duration.seconds(5), command: Duration.seconds(5) }
 })
 
-const outbound = Outbound.Default.pipe(
-  Layer.provide(Layer.mergeAll(
-    DkimKeys.Default.pipe(Layer.provide(settings)),
-    MemoryBus.layer,
-    Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })
-  )),
+const mailboxSettings = Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })
+const outbound = Layer.merge(Drafts.Default, Mailboxes.Default).pipe(
+  Layer.provide(Replies.Default),
+  Layer.provideMerge(Outbound.Default),
+  Layer.provide(RecipientDirectory.Default),
+  Layer.provide(Layer.mergeAll(DkimKeys.Default.pipe(Layer.provide(settings)), MemoryBus.layer, mailboxSettings)),
   Layer.provideMerge(DependencyHealth.Default)
 )
 
@@ -155,6 +158,56 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         expect(byPeriod).toHaveLength(5)
         expect(byPeriod[0]).toMatchObject({ code: "SEND_QUOTA", details: { window: "period", used: 100, limit: 100 } })
         expect(yield* counted(monthly.userId)).toEqual({ today: 5, period: 100, emails: 5 })
+      }))
+
+    it.effect("drafts count as storage until sent or deleted (their mailbox's deletion too); a draft past the plan's storage is 403 STORAGE_QUOTA", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const drafts = yield* Drafts
+        const owner = yield* insertUser("free")
+        const box = yield* insertMailbox(owner)
+        const storage = () =>
+          Effect.map(sql<{ bytes: string }>`SELECT bytes FROM storage_usage WHERE user_id = ${owner.userId}`, (rows) => Number(rows[0]?.bytes ?? 0))
+        const attachment = (kb: number) => [{ filename: "notes.bin", content_type: "application/octet-stream", content: Buffer.alloc(kb * 1024, 1).toString("base64") }]
+
+        const draft = yield* drafts.create(owner.userId, box.mailboxId, { to: ["reader@partner.test"], subject: "Notes", text: "Attached.", attachments: attachment(300) })
+        const afterCreate = yield* storage()
+        expect(afterCreate).toBeGreaterThan(400 * 1024) // 300 KB in base64
+        const second = yield* drafts.create(owner.userId, box.mailboxId, { subject: "Later", text: "Short." })
+        const withSecond = yield* storage()
+        expect(withSecond).toBeGreaterThan(afterCreate)
+        expect(withSecond).toBeLessThan(afterCreate + 1024)
+        // An edit counts what it changes: the attachment gone, the drafts hold a few bytes; back, as before.
+        yield* drafts.update(owner.userId, box.mailboxId, draft.draft_id, { attachments: [] })
+        expect(yield* storage()).toBeLessThan(2048)
+        yield* drafts.update(owner.userId, box.mailboxId, draft.draft_id, { attachments: attachment(300) })
+        expect(yield* storage()).toBe(withSecond)
+
+        // Sent, the draft stops counting and the email it became counts instead (the raw message).
+        const beforeSend = yield* storage()
+        yield* drafts.send(owner.userId, box.mailboxId, draft.draft_id)
+        const sentSize = Number((yield* sql<{ size: string }>`SELECT size FROM emails WHERE user_id = ${owner.userId} AND direction = 'outbound'`)[0]!.size)
+        const draftBytes = Number((yield* sql<{ bytes: string }>`SELECT mailroom_draft_bytes('draft', content) AS bytes FROM drafts WHERE id = ${draft.draft_id}`)[0]!.bytes)
+        expect(yield* storage()).toBe(beforeSend - draftBytes + sentSize)
+
+        // Near the plan's 1 GB: a draft that would pass it is refused; editing one down is not.
+        const GB = 2 ** 30
+        const near = GB - 200 * 1024
+        yield* sql`UPDATE storage_usage SET bytes = ${near} WHERE user_id = ${owner.userId}`
+        const refused = yield* Effect.flip(drafts.create(owner.userId, box.mailboxId, { subject: "Big", attachments: attachment(300) }))
+        expect(refused).toMatchObject({ code: "STORAGE_QUOTA", status: 403, details: { used: near, limit: GB, plan: "free" } })
+        expect(yield* Effect.flip(drafts.update(owner.userId, box.mailboxId, second.draft_id, { attachments: attachment(300) })))
+          .toMatchObject({ code: "STORAGE_QUOTA" })
+        yield* drafts.update(owner.userId, box.mailboxId, second.draft_id, { text: "S." })
+        expect(yield* storage()).toBeLessThan(near)
+
+        // The mailbox deleted: its drafts go, and stop counting.
+        const mailboxes = yield* Mailboxes
+        const before = yield* storage()
+        const secondBytes = Number((yield* sql<{ bytes: string }>`SELECT mailroom_draft_bytes(status, content) AS bytes FROM drafts WHERE id = ${second.draft_id}`)[0]!.bytes)
+        yield* mailboxes.remove({ userId: owner.userId, plan: "free" }, box.mailboxId, box.address)
+        expect(yield* sql`SELECT 1 FROM drafts WHERE mailbox_id = ${box.mailboxId}`).toEqual([])
+        expect(yield* storage()).toBe(before - secondBytes - sentSize)
       }))
 
     it.effect("past the billing period's 100 (free) the next is 403 SEND_QUOTA for the period", () =>

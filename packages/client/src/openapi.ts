@@ -7618,13 +7618,16 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -7964,13 +7967,16 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
-            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
+             */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Forbidden"];
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
@@ -13358,6 +13364,15 @@ export interface operations {
                     "application/json": components["schemas"]["Unauthorized"];
                 };
             };
+            /** @description - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageQuotaReached"];
+                };
+            };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
             404: {
                 headers: {
@@ -13675,6 +13690,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageQuotaReached"];
                 };
             };
             /** @description - NOT_FOUND: the resource does not exist or is not the caller's */

@@ -153,6 +153,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
         .addError(envelope(PayloadTooLarge))
+        .addError(envelope(StorageQuotaReached))
         .annotateContext(OpenApi.annotations({
           summary: "Create a draft",
           description:
@@ -196,6 +197,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
         .addError(envelope(PayloadTooLarge))
+        .addError(envelope(StorageQuotaReached))
         .addError(envelope(Conflict))
         .annotateContext(OpenApi.annotations({
           summary: "Update a draft",
