@@ -33,6 +33,9 @@ INSERT INTO storage_usage (user_id, bytes)
 SELECT user_id, sum(mailroom_draft_bytes(status, content)) FROM drafts GROUP BY user_id
 ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes;
 
+-- A send reads what the drafts being sent from its mailbox hold (services/outbound/send.ts): few, found here.
+CREATE INDEX drafts_sending_idx ON drafts (mailbox_id) WHERE status = 'sending';
+
 CREATE TRIGGER drafts_count_storage
 AFTER INSERT OR DELETE OR UPDATE OF status, content ON drafts
 FOR EACH ROW EXECUTE FUNCTION mailroom_count_draft_storage();

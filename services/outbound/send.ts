@@ -89,7 +89,7 @@ const SenderRow = Schema.Struct({
   customDomainVerified: Schema.NullOr(Schema.Boolean),
   sentToday: Schema.NumberFromString,
   sentThisPeriod: Schema.NumberFromString,
-  /** The account's stored mail, in bytes (its plan's storage holds received and sent mail alike). */
+  /** The account's stored mail and drafts, in bytes, less the drafts now being sent (their bytes pass to their emails). */
   storage: Schema.NumberFromString,
   suppressed: Schema.Array(Schema.String)
 })
@@ -162,7 +162,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         return sql`
           SELECT i.idx, m.local_part || '@' || m.domain AS address, m.domain, s.plan, p.period_start,
                  d.id AS custom_domain_id, d.verified AS custom_domain_verified,
-                 coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period, coalesce(su.bytes, 0) AS storage,
+                 coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period, coalesce(su.bytes, 0) - coalesce(g.bytes, 0) AS storage,
                  ARRAY(SELECT x.address FROM suppressions x
                        WHERE x.user_id = m.user_id AND x.address = ANY(i.recipients)
                        ORDER BY x.address) AS suppressed
@@ -177,7 +177,10 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           LEFT JOIN domains d ON d.name = m.domain AND d.user_id = m.user_id
           LEFT JOIN mail_daily_counters c ON c.user_id = m.user_id AND c.day = ${utcDay(now)}::date
           LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start
-          LEFT JOIN storage_usage su ON su.user_id = m.user_id`.pipe(
+          LEFT JOIN storage_usage su ON su.user_id = m.user_id
+          -- Drafts of the mailbox being sent (this send may be one) give their bytes to the emails they become.
+          LEFT JOIN LATERAL (SELECT sum(mailroom_draft_bytes('draft', d.content)) AS bytes FROM drafts d
+                             WHERE d.mailbox_id = m.id AND d.status = 'sending') g ON true`.pipe(
           Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(SenderRow))(rows))),
           Effect.map((rows) => {
             const byIdx = new Map(rows.map((row) => [row.idx, row]))

@@ -190,6 +190,13 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         const draftBytes = Number((yield* sql<{ bytes: string }>`SELECT mailroom_draft_bytes('draft', content) AS bytes FROM drafts WHERE id = ${draft.draft_id}`)[0]!.bytes)
         expect(yield* storage()).toBe(beforeSend - draftBytes + sentSize)
 
+        // A draft that fits can be sent, though until then the account holds it twice over: its bytes pass to its email.
+        const nearlyFull = yield* drafts.create(owner.userId, box.mailboxId, { to: ["reader@partner.test"], subject: "Last", text: "The last one.", attachments: attachment(300) })
+        const lastBytes = Number((yield* sql<{ bytes: string }>`SELECT mailroom_draft_bytes('draft', content) AS bytes FROM drafts WHERE id = ${nearlyFull.draft_id}`)[0]!.bytes)
+        yield* sql`UPDATE storage_usage SET bytes = ${2 ** 30 - lastBytes - 1024} WHERE user_id = ${owner.userId}`
+        yield* drafts.send(owner.userId, box.mailboxId, nearlyFull.draft_id)
+        yield* drafts.remove(owner.userId, box.mailboxId, nearlyFull.draft_id)
+
         // Near the plan's 1 GB: a draft that would pass it is refused; editing one down is not.
         const GB = 2 ** 30
         const near = GB - 200 * 1024
@@ -205,9 +212,10 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         const mailboxes = yield* Mailboxes
         const before = yield* storage()
         const secondBytes = Number((yield* sql<{ bytes: string }>`SELECT mailroom_draft_bytes(status, content) AS bytes FROM drafts WHERE id = ${second.draft_id}`)[0]!.bytes)
+        const emailBytes = Number((yield* sql<{ bytes: string }>`SELECT sum(size) AS bytes FROM emails WHERE mailbox_id = ${box.mailboxId}`)[0]!.bytes)
         yield* mailboxes.remove({ userId: owner.userId, plan: "free" }, box.mailboxId, box.address)
         expect(yield* sql`SELECT 1 FROM drafts WHERE mailbox_id = ${box.mailboxId}`).toEqual([])
-        expect(yield* storage()).toBe(before - secondBytes - sentSize)
+        expect(yield* storage()).toBe(before - secondBytes - emailBytes)
       }))
 
     it.effect("past the billing period's 100 (free) the next is 403 SEND_QUOTA for the period", () =>
