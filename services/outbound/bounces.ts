@@ -81,7 +81,7 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
       const updated = yield* sql<{ recipient: string; attempts: number; lastResponse: string }>`
         UPDATE outbound_deliveries d SET status = 'bounced', last_response = u.response, next_attempt_at = NULL, updated_at = now()
         FROM (SELECT * FROM unnest(${failures.map((f) => f.recipient)}::text[], ${failures.map((f) => f.response)}::text[]) AS t(recipient, response)) u
-        WHERE d.email_id = ${emailId} AND d.recipient = u.recipient AND d.status <> 'bounced'
+        WHERE d.email_id = ${emailId} AND lower(d.recipient) = u.recipient AND d.status <> 'bounced'
         RETURNING d.recipient, d.attempts, d.last_response`
       const changes: Array<StatusChange> = updated.map((row) => ({
         recipient: row.recipient,

@@ -44,7 +44,7 @@ export const suppressBounced = (sql: SqlClient.SqlClient, email: SentEmail, chan
   return bounced.length === 0 ? Effect.void : sql`
     INSERT INTO suppressions (user_id, address, reason, last_response, email_id)
     SELECT ${email.userId}, a, 'bounced', r, ${email.id}
-    FROM unnest(${bounced.map((c) => c.recipient)}::text[], ${bounced.map((c) => c.response)}::text[]) AS t(a, r)
+    FROM unnest(${bounced.map((c) => c.recipient.toLowerCase())}::text[], ${bounced.map((c) => c.response)}::text[]) AS t(a, r)
     ON CONFLICT (user_id, address) DO UPDATE SET last_response = EXCLUDED.last_response, email_id = EXCLUDED.email_id`.pipe(Effect.asVoid)
 }
 

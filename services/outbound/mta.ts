@@ -264,7 +264,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           if (Either.isRight(result)) {
             const byRecipient = new Map(result.right.map((o) => [o.recipient.toLowerCase(), o]))
             return recipients.map((recipient) => {
-              const o = byRecipient.get(recipient)
+              const o = byRecipient.get(recipient.toLowerCase())
               return o === undefined
                 ? byCode(recipient, undefined, "451 4.4.0 The server did not answer for this recipient")
                 : byCode(recipient, o.code, o.response)

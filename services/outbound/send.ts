@@ -284,10 +284,20 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         return row.response
       })
 
-    /** Recipients (to, cc, bcc) once each, lower-cased: who the message is delivered to. */
+    /**
+     * Recipients (to, cc, bcc) once each, case-insensitively: who the message is delivered to. The
+     * domain is lower-cased (it is case-insensitive, and routes the delivery); the local part keeps the
+     * case it was written in, which RFC 5321 (§2.4) requires a sender to pass on, since the receiving
+     * server may tell `Ada` from `ada`.
+     */
     const recipientsOf = (message: OutgoingMessage) => {
-      const all = [...message.to, ...message.cc, ...message.bcc].map((r) => r.address.toLowerCase())
-      return [...new Set(all)]
+      const kept = new Map<string, string>()
+      for (const { address } of [...message.to, ...message.cc, ...message.bcc]) {
+        const at = address.lastIndexOf("@")
+        const recipient = `${address.slice(0, at)}@${address.slice(at + 1).toLowerCase()}`
+        if (!kept.has(recipient.toLowerCase())) kept.set(recipient.toLowerCase(), recipient)
+      }
+      return [...kept.values()]
     }
 
     const checkMessage = (message: OutgoingMessage, recipients: ReadonlyArray<string>) => {
@@ -355,7 +365,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       }
       const recipients = recipientsOf(message)
       yield* checkMessage(message, recipients)
-      const from = yield* sender(userId, mailboxId, recipients)
+      // Suppressions are kept lower-cased: an address bounced is suppressed in any case.
+      const from = yield* sender(userId, mailboxId, recipients.map((recipient) => recipient.toLowerCase()))
       yield* checkSuppressions(from.suppressed)
       yield* checkQuota(from)
 

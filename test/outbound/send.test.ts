@@ -365,6 +365,25 @@ describe("sending to another domain", () => {
     expect(third.response.status).toBe(202)
   })
 
+  it("keeps a recipient's local part as written in the envelope and the delivery record (RFC 5321 §2.4); the domain lower-cased, the address once", async () => {
+    const { box, mailroom } = await sender()
+    const local = `Ada.Lovelace.${fresh("case")}`
+    const sent = await send(mailroom, box, { to: [`${local}@Partner.TEST`], cc: [`${local.toLowerCase()}@partner.test`], subject: "Case", text: "As written." })
+    expect(sent.response.status).toBe(202)
+    const message = await arrived(sent.data!.data.message_id)
+    expect(message.rcptTo).toEqual([`${local}@partner.test`])
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    expect(email.delivery).toMatchObject([{ recipient: `${local}@partner.test`, status: "sent" }])
+
+    // Bounced as written, suppressed in any case.
+    const gone = `Gone.${fresh("case")}@partner.test`
+    mx.script(gone, [550])
+    const bounced = await settled(mailroom, (await send(mailroom, box, { to: [gone], subject: "Still there?", text: "?" })).data!.data.email_id)
+    expect(bounced.delivery).toMatchObject([{ recipient: gone, status: "bounced" }])
+    const again = await send(mailroom, box, { to: [gone.toLowerCase()], subject: "Still there?", text: "?" })
+    expect(again.error).toMatchObject({ error: { code: "RECIPIENT_SUPPRESSED", details: { addresses: [gone.toLowerCase()] } } })
+  })
+
   it("an address here without a mailbox bounces and is suppressed until a mailbox is made there, for it and its subaddresses", async () => {
     const { box, mailroom } = await sender()
     const local = fresh("later")

@@ -85,7 +85,8 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
         }
         delivered.push({
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
-          rcptTo: session.envelope.rcptTo.map((r) => r.address.toLowerCase()),
+          // As the client wrote them: a local part's case is the sender's to keep (RFC 5321 §2.4).
+          rcptTo: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks),
           user: typeof session.user === "string" ? session.user : undefined,
           at: performance.now(),
