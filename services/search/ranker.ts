@@ -95,8 +95,18 @@ export const DEFAULT_RANKING: RankingOptions = BASELINE_RANKING
 const STATS_TTL_MS = 30_000
 const STATS_CACHE_MIN_DOCS = 1_000
 const STATS_CACHE_SIZE = 10_000
-/** Query vectors kept, so a repeated query (paging, retries, a popular search) is not embedded again. */
+/** Queries remembered (their vectors, their lexemes), so a repeated query (paging, retries, a popular search) is not embedded or stemmed again. */
 const QUERY_CACHE_SIZE = 1_000
+
+/**
+ * `value` under `key` in `map`, as its newest entry; past `capacity` the oldest goes (a Map keeps its
+ * insertion order). Asked on a hit too, it keeps the most recently used last.
+ */
+const keepBounded = <K, V>(map: Map<K, V>, key: K, value: V, capacity: number) => {
+  map.delete(key)
+  map.set(key, value)
+  if (map.size > capacity) map.delete(map.keys().next().value!)
+}
 
 /**
  * How many postings the word ranking holds in memory in this process (`reading: "memory"`), at 16
@@ -149,19 +159,13 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       Effect.suspend(() => {
         const cached = queryVectors.get(query)
         if (cached) {
-          // Most recently used last: Map keeps insertion order, so the first key is the one to evict.
-          queryVectors.delete(query)
-          queryVectors.set(query, cached)
+          // Most recently used last.
+          keepBounded(queryVectors, query, cached, QUERY_CACHE_SIZE)
           return Effect.succeed(cached)
         }
         return embedder.embed([capInput(query, embedder.maxInputChars)]).pipe(
           Effect.map((vectors) => vectors[0]!),
-          Effect.tap((vector) =>
-            Effect.sync(() => {
-              queryVectors.set(query, vector)
-              if (queryVectors.size > QUERY_CACHE_SIZE) queryVectors.delete(queryVectors.keys().next().value!)
-            })
-          )
+          Effect.tap((vector) => Effect.sync(() => keepBounded(queryVectors, query, vector, QUERY_CACHE_SIZE)))
         )
       })
 
@@ -182,10 +186,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           Effect.map((rows) => {
             const stats = { at: now, docs: Number(rows[0]?.docs ?? 0), avgLength: Number(rows[0]?.avgLength ?? 1) || 1 }
             // A small namespace is cheap to count, and changes fast relative to its size.
-            if (stats.docs >= STATS_CACHE_MIN_DOCS) {
-              if (statsCache.size >= STATS_CACHE_SIZE) statsCache.delete(statsCache.keys().next().value!)
-              statsCache.set(key, stats)
-            }
+            if (stats.docs >= STATS_CACHE_MIN_DOCS) keepBounded(statsCache, key, stats, STATS_CACHE_SIZE)
             return stats
           })
         )
@@ -288,8 +289,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         return sql<{ lexemes: Array<string> }>`SELECT tsvector_to_array(to_tsvector('english', ${query})) AS lexemes`.pipe(
           Effect.map((rows) => {
             const lexemes = rows[0]?.lexemes ?? []
-            queryLexemes.set(query, lexemes)
-            if (queryLexemes.size > QUERY_CACHE_SIZE) queryLexemes.delete(queryLexemes.keys().next().value!)
+            keepBounded(queryLexemes, query, lexemes, QUERY_CACHE_SIZE)
             return lexemes
           })
         )
