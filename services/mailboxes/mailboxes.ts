@@ -24,6 +24,7 @@ import {
   ValidationError
 } from "../errors.ts"
 import type { Direction, Page } from "../listing.ts"
+import { escapeLike } from "../like.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { type Address, type AddressRequest, normalizeAddress, parseAddress, type RuleFailure } from "./rules.ts"
 import type { EmailCheck, Mailbox, RenamedMailbox } from "./schemas.ts"
@@ -162,10 +163,9 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
      */
     const forgetBounces = (address: Address) => {
       const local = address.normalized.slice(0, address.normalized.lastIndexOf("@"))
-      const escaped = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
       return sql`
         DELETE FROM suppressions
-        WHERE address = ${address.normalized} OR address LIKE ${`${escaped(local)}+%@${escaped(address.domain)}`} ESCAPE '\\'`
+        WHERE address = ${address.normalized} OR address LIKE ${`${escapeLike(local)}+%@${escapeLike(address.domain)}`} ESCAPE '\\'`
     }
 
     const insert = (owner: Owner, address: Address) =>

@@ -11,13 +11,13 @@
 import { SqlClient, type Statement } from "@effect/sql"
 import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { Conflict, NotFound, PayloadTooLarge, StorageQuotaReached, ValidationError } from "../errors.ts"
+import { Conflict, NotFound, PayloadTooLarge, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { Replies } from "./replies.ts"
 import { type Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
-import { fromSendInput, type Idempotency, Outbound } from "./send.ts"
+import { fromSendInput, type Idempotency, Outbound, storageQuotaReached } from "./send.ts"
 
 /** How often the scheduler looks for due drafts: a scheduled draft leaves within this of its time. */
 export const SCHEDULER_PERIOD = Duration.millis(400)
@@ -117,12 +117,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         }
         const storage = limits[plan].storageBytes
         const used = Number(rows[0]?.used ?? 0) - Number(rows[0]?.replaced ?? 0)
-        if (storage !== null && used + size > storage) {
-          return yield* new StorageQuotaReached({
-            message: `The ${plan} plan stores ${storage / 2 ** 30} GB of mail and drafts, and this draft would not fit: delete drafts or a mailbox, or upgrade`,
-            details: { used, size, limit: storage, plan }
-          })
-        }
+        if (storage !== null && used + size > storage) return yield* storageQuotaReached(plan, used, size, "draft")
       })
 
     /** A reply or forward must answer an email of the draft's own mailbox (it is sent from there). */

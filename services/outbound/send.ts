@@ -131,6 +131,18 @@ const quotaReached = (plan: Plan, window: "day" | "period", used: number) => {
   })
 }
 
+/**
+ * 403 STORAGE_QUOTA: `size` more bytes (a send's stored copy, a draft) would take the account's stored
+ * mail and drafts, `used`, past its plan's storage.
+ */
+export const storageQuotaReached = (plan: Plan, used: number, size: number, what: "message's copy" | "draft") => {
+  const limit = limits[plan].storageBytes!
+  return new StorageQuotaReached({
+    message: `The ${plan} plan stores ${limit / 2 ** 30} GB of mail and drafts, and this ${what} would not fit: delete drafts or a mailbox, or upgrade`,
+    details: { used, size, limit, plan }
+  })
+}
+
 /** The key's row appeared while this send ran: answer what the first one answered. */
 class KeyTaken extends Data.TaggedError("KeyTaken") {}
 
@@ -400,10 +412,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       // The sent copy is stored as the account's mail: it must fit the plan's storage, as received mail must.
       const storage = limits[from.plan].storageBytes
       if (storage !== null && from.storage + raw.byteLength > storage) {
-        return yield* new StorageQuotaReached({
-          message: `The ${from.plan} plan stores ${storage / 2 ** 30} GB of mail, and this message's copy would not fit: delete a mailbox or upgrade`,
-          details: { used: from.storage, size: raw.byteLength, limit: storage, plan: from.plan }
-        })
+        return yield* storageQuotaReached(from.plan, from.storage, raw.byteLength, "message's copy")
       }
       const parsed = yield* parseMessage(raw)
       const rawSha256 = sha256(raw)

@@ -19,6 +19,7 @@ import { normalizeDomain } from "../mailboxes/rules.ts"
 import { BLOCKED } from "../mail/sender-list-rules.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
+import { escapeLike } from "../like.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
 import { searchableText } from "./documents.ts"
 import { Ranker } from "./ranker.ts"
@@ -29,7 +30,7 @@ import { type SearchInput, type SearchMeta, type SearchResult } from "./schemas.
 const SUGGESTIONS = 10
 
 const normalizeQuery = (query: string) => searchableText(query.trim().replace(/\s+/g, " "))
-const likePrefix = (prefix: string) => `${prefix.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+const likePrefix = (prefix: string) => `${escapeLike(prefix.toLowerCase())}%`
 
 /** A page's email, beside the number of candidates still readable (`null` fields: none on this page). */
 type PageRow = {
