@@ -7,8 +7,8 @@
  *   durable  Mailroom (`node --import tsx src/main.ts`, every role, as `npm start`) on a fresh PostgreSQL
  *            database and a NATS prefix of its own: a 250 means the raw message is stored and the bus
  *            has it; the worker then parses and stores each email, and the indexer embeds and indexes it.
- *            Before its 250 the SMTP node checks
- *            each message's SPF, DKIM, DMARC and ARC (mailauth), asking a DNS server this bench runs
+ *            Ingest checks each message's SPF, DKIM, DMARC and ARC (mailauth; after the 250, as
+ *            without DMARC_ENFORCE), asking a DNS server this bench runs
  *            on loopback (DNS_SERVERS), where bench.localhost publishes SPF for 127.0.0.1, its DKIM
  *            key and DMARC p=none: every message passes all three, as mail from a careful sender does.
  *   durable-noindex  the same without the indexer role (ROLES=api,smtp,worker,mta): nothing is embedded.
@@ -18,11 +18,14 @@
  *   embedded `npm start` as it comes: every role on PGlite and the in-process bus (no DATABASE_URL, no
  *            NATS_URL), measured against the same bare server. Its counts come from its own /readyz
  *            (the bench cannot open its database), whose `handled` counts what each stage finished.
- *   smtp, smtp-unverified  what the checks cost, alone: the SMTP node only (ROLES=smtp; accounts and
- *            mailboxes made in SQL, nothing ingested, so the worker's parsing and embedding do not share
- *            its CPU), with the checks (smtp) and with VERIFY_INBOUND=false (smtp-unverified). A 250
- *            still means stored and on the bus. smtp / smtp-unverified, in the same run, is the checks'
- *            cost in msgs/s, and the difference of the node's CPU per accepted message is their CPU.
+ *   smtp, smtp-enforcing, smtp-unverified  the SMTP node alone (ROLES=smtp; accounts and mailboxes
+ *            made in SQL, nothing ingested, so the worker's parsing and embedding do not share its CPU):
+ *            as it runs by default (smtp: the checks left to ingest), with DMARC_ENFORCE=true
+ *            (smtp-enforcing: the checks before the 250, which may refuse) and with VERIFY_INBOUND=false
+ *            (smtp-unverified). A 250 still means stored and on the bus. smtp-enforcing /
+ *            smtp-unverified, in the same run, is the checks' cost in msgs/s, and the difference of the
+ *            node's CPU per accepted message is their CPU; smtp / smtp-unverified shows what is left of
+ *            it on the default node.
  *
  * Senders (the load generator runs in this process, on `net`, and does nothing else while it measures):
  *   (a) reused  10 connections, EHLO once, then MAIL+RCPT+DATA (pipelined, as PIPELINING is
@@ -52,7 +55,7 @@
  * Exit status: 0 when every target passes, 2 when a target is missed, 1 when the run is invalid
  * (errors, a backlog that does not drain, a failed start).
  *
- * Settings: BENCH_TARGETS ("bare,durable,durable-noindex,embedded,smtp,smtp-unverified"), BENCH_SENDERS
+ * Settings: BENCH_TARGETS ("bare,durable,durable-noindex,embedded,smtp,smtp-enforcing,smtp-unverified"), BENCH_SENDERS
  * ("a,b"), BENCH_SECONDS (10), BENCH_INDEX_DRAIN_SECONDS (120),
  * BENCH_WARMUP_SECONDS (2), BENCH_DRAIN_SECONDS (300, the longest wait for the worker),
  * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/postgres, where the bench database is
@@ -91,7 +94,7 @@ const DRAIN_SECONDS = seconds("BENCH_DRAIN_SECONDS", 300)
 /** How long the bench waits for the index stage after the last 250 (what is left is reported). */
 const INDEX_DRAIN_SECONDS = seconds("BENCH_INDEX_DRAIN_SECONDS", 120)
 const list = (name: string, fallback: string) => new Set((process.env[name] ?? fallback).split(",").map((t) => t.trim()))
-const TARGETS = list("BENCH_TARGETS", "bare,durable,durable-noindex,embedded,smtp,smtp-unverified")
+const TARGETS = list("BENCH_TARGETS", "bare,durable,durable-noindex,embedded,smtp,smtp-enforcing,smtp-unverified")
 const SENDERS = list("BENCH_SENDERS", "a,b")
 const NODE_ARGS = serverNodeArgs("BENCH_NODE_ARGS")
 const ADMIN_DATABASE_URL = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -815,7 +818,8 @@ const pick = (body: Record<string, unknown>, route: ReadonlyArray<string>, what:
   return value
 }
 
-type TargetName = "bare" | "durable" | "durable-noindex" | "embedded" | "smtp" | "smtp-unverified"
+type TargetName = "bare" | "durable" | "durable-noindex" | "embedded" | SmtpNodeTarget
+type SmtpNodeTarget = "smtp" | "smtp-enforcing" | "smtp-unverified"
 
 /** The all-process Mailroom targets: where they keep their state, and whether they index. */
 const mailroomTargets = {
@@ -837,7 +841,7 @@ const readyStages = async (baseUrl: string) => {
 
 /**
  * Mailroom in one process with every role it is given (`mailroomTargets`); `verify` says whether
- * the SMTP node checks SPF, DKIM, DMARC and ARC (asking the bench's DNS server at `dnsServers`).
+ * SPF, DKIM, DMARC and ARC are checked (by ingest, asking the bench's DNS server at `dnsServers`).
  */
 const benchMailroom = async (label: keyof typeof mailroomTargets, verify: boolean, dnsServers: string): Promise<Array<Measurement>> => {
   const setup = mailroomTargets[label]
@@ -1016,12 +1020,12 @@ const benchMailroom = async (label: keyof typeof mailroomTargets, verify: boolea
 }
 
 /**
- * The SMTP node alone (ROLES=smtp), with or without the checks: see the header comment. Its
- * accounts are made in SQL, as the API would make them, since this process serves no HTTP.
+ * The SMTP node alone (ROLES=smtp), checking after or before the 250, or not at all: see the header
+ * comment. Its accounts are made in SQL, as the API would make them, since this process serves no HTTP.
  */
-const benchSmtpNode = async (label: "smtp" | "smtp-unverified", names: DnsServer): Promise<Array<Measurement>> => {
+const benchSmtpNode = async (label: SmtpNodeTarget, names: DnsServer): Promise<Array<Measurement>> => {
   await checkNats()
-  const verify = label === "smtp"
+  const verify = label !== "smtp-unverified"
   const database = await createDatabase()
   const prefix = `bench-${runId}-${label}`
   onCleanup(() => deleteStreams(prefix))
@@ -1029,6 +1033,7 @@ const benchSmtpNode = async (label: "smtp" | "smtp-unverified", names: DnsServer
   const server = spawnChild(`mailroom (${label})`, "src/main.ts", {
     ROLES: "smtp",
     VERIFY_INBOUND: String(verify),
+    DMARC_ENFORCE: String(label === "smtp-enforcing"),
     DNS_SERVERS: names.address,
     SMTP_PORT: String(smtpPort),
     SMTP_HOST: "127.0.0.1",
@@ -1074,11 +1079,13 @@ const benchSmtpNode = async (label: "smtp" | "smtp-unverified", names: DnsServer
     } finally {
       probe.destroy()
     }
-    // The checks must really run (the DKIM key was asked for), or really not (nothing was asked).
+    // The checks must really run on this node (the DKIM key was asked for), or really not (nothing
+    // was asked: unverified, or left to an ingest this bench does not run).
     const questions = names.questions().slice(asked)
     const keyAsked = questions.some((q) => q.startsWith(`TXT ${DKIM_SELECTOR}._domainkey.${SENDER_DOMAIN}`))
     console.log(`  ${label}: the first message made ${questions.length} DNS question(s)${keyAsked ? ", the DKIM key among them" : ""}`)
-    if (verify !== keyAsked) throw new BenchError(`the ${label} target ${verify ? "did not check" : "checked"} the first message`)
+    const checksHere = label === "smtp-enforcing"
+    if (checksHere !== keyAsked) throw new BenchError(`the ${label} target ${checksHere ? "did not check" : "checked"} the first message`)
     const target: Target = {
       label,
       port: smtpPort,
@@ -1117,6 +1124,7 @@ const main = async () => {
     "durable-noindex": [],
     embedded: [],
     smtp: [],
+    "smtp-enforcing": [],
     "smtp-unverified": []
   }
   let failure: unknown
@@ -1128,8 +1136,9 @@ const main = async () => {
     for (const label of ["durable", "durable-noindex", "embedded"] as const) {
       if (TARGETS.has(label) && !interrupted) results[label] = await benchMailroom(label, true, names.address)
     }
-    if (TARGETS.has("smtp") && !interrupted) results.smtp = await benchSmtpNode("smtp", names)
-    if (TARGETS.has("smtp-unverified") && !interrupted) results["smtp-unverified"] = await benchSmtpNode("smtp-unverified", names)
+    for (const label of ["smtp", "smtp-enforcing", "smtp-unverified"] as const) {
+      if (TARGETS.has(label) && !interrupted) results[label] = await benchSmtpNode(label, names)
+    }
   } catch (error) {
     failure = error
     console.log("")
@@ -1138,7 +1147,7 @@ const main = async () => {
   }
 
   const find = (target: TargetName, sender: "a" | "b") => results[target].find((m) => m.sender === sender)
-  const targets = ["bare", "durable", "durable-noindex", "embedded", "smtp", "smtp-unverified"] as const
+  const targets = ["bare", "durable", "durable-noindex", "embedded", "smtp", "smtp-enforcing", "smtp-unverified"] as const
   console.log("")
   console.log(
     `${"target".padEnd(16)}${"sender".padEnd(32)}${"accepted/s".padStart(11)}${"p50 ms".padStart(9)}${"p99 ms".padStart(9)}` +
@@ -1207,17 +1216,19 @@ const main = async () => {
   const rb = ratioOf("durable", "bare", "b")
   // What the SPF/DKIM/DMARC/ARC checks cost: the same path with and without them, in this run.
   const mailroomCpu = (m: Measurement) => m.cpu.find((c) => c.label.startsWith("mailroom process"))?.percent
-  for (const sender of ["a", "b"] as const) {
-    const checked = find("smtp", sender)
-    const unchecked = find("smtp-unverified", sender)
-    if (!checked || !unchecked) continue
-    // CPU time of the Mailroom process per accepted message, in microseconds.
-    const perMessage = (m: Measurement) => ((mailroomCpu(m) ?? Number.NaN) / 100 / m.rate) * 1e6
-    console.log(
-      `checks' cost ${senderLabels[sender]}: smtp/smtp-unverified msgs/s ${(checked.rate / unchecked.rate).toFixed(3)} ` +
-        `(${fmtInt(checked.rate)} vs ${fmtInt(unchecked.rate)}); Mailroom CPU per accepted message ` +
-        `${fmtInt(perMessage(checked))} µs vs ${fmtInt(perMessage(unchecked))} µs (+${fmtInt(perMessage(checked) - perMessage(unchecked))} µs)`
-    )
+  for (const [checking, what] of [["smtp-enforcing", "checks' cost"], ["smtp", "checks left to ingest"]] as const) {
+    for (const sender of ["a", "b"] as const) {
+      const checked = find(checking, sender)
+      const unchecked = find("smtp-unverified", sender)
+      if (!checked || !unchecked) continue
+      // CPU time of the Mailroom process per accepted message, in microseconds.
+      const perMessage = (m: Measurement) => ((mailroomCpu(m) ?? Number.NaN) / 100 / m.rate) * 1e6
+      console.log(
+        `${what} ${senderLabels[sender]}: ${checking}/smtp-unverified msgs/s ${(checked.rate / unchecked.rate).toFixed(3)} ` +
+          `(${fmtInt(checked.rate)} vs ${fmtInt(unchecked.rate)}); Mailroom CPU per accepted message ` +
+          `${fmtInt(perMessage(checked))} µs vs ${fmtInt(perMessage(unchecked))} µs (+${fmtInt(perMessage(checked) - perMessage(unchecked))} µs)`
+      )
+    }
   }
   let missed = false
   const durableA = find("durable", "a")

@@ -6,10 +6,10 @@
  * port's time-out, and keeps its answers for a minute (services/dns/answers.ts): the same sender's
  * next message asks nothing again. The whole check has a deadline too (VERIFY_TIMEOUT), well inside
  * the SMTP node's DATA time-out: a message whose checks cannot finish is accepted with `temperror`
- * verdicts.
+ * verdicts. (The SMTP node checks only with DMARC_ENFORCE=true; otherwise ingest does, after the 250.)
  *
  * The checks run in a thread of their own (mailauth-worker.mjs): they cost ~1.5 ms of CPU a message,
- * which on the event loop would be time the SMTP node (and, in one process, every other role) could not
+ * which on the event loop would be time the node (and, in one process, every other role) could not
  * answer anyone. Their DNS questions come back to this thread, so the Dns port and its kept answers
  * serve them as before; a kept answer goes back with its end, and the thread keeps it until then, so a
  * sender's next messages cost this thread one message each way and no question (each question and

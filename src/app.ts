@@ -176,12 +176,17 @@ const apiRole = (config: AppConfigShape) =>
     }))
   )
 /**
- * The SMTP node checks SPF, DKIM, DMARC and ARC through the Dns port, naming itself MX_HOST in its
- * verdicts; VERIFY_INBOUND=false turns the checks off.
+ * SPF, DKIM, DMARC and ARC, checked through the Dns port in a thread of their own, naming this node
+ * MX_HOST in the verdicts; VERIFY_INBOUND=false turns them off. The SMTP node checks before it answers
+ * only where a verdict may refuse the message (DMARC_ENFORCE=true); otherwise ingest checks, after the
+ * 250 (smtp/server.ts). One role of a process checks, so it starts one thread.
  */
+const checksLayer = (config: AppConfigShape, role: "smtp" | "worker") =>
+  config.verifyInbound && (role === "smtp") === config.dmarcEnforce ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none
+
 const smtpRole = (config: AppConfigShape) =>
   SmtpServerLive.pipe(
-    Layer.provide(config.verifyInbound ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none),
+    Layer.provide(checksLayer(config, "smtp")),
     // With RSPAMD_URL, rspamd scores every message; without it nothing is scored.
     Layer.provide(Option.match(config.rspamdUrl, {
       onSome: (url) => Rspamd.layer({ url, hostname: config.mxHost }),
@@ -189,8 +194,8 @@ const smtpRole = (config: AppConfigShape) =>
     }))
   )
 /** The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log. */
-const WorkerRole = Layer.mergeAll(
-  IngestLive,
+const workerRole = (config: AppConfigShape) => Layer.mergeAll(
+  IngestLive.pipe(Layer.provide(checksLayer(config, "worker"))),
   HousekeepingLive,
   WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
   EventRecorderLive
@@ -258,7 +263,7 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     : Layer.empty
   const roles = Layer.mergeAll(
     searching,
-    when("worker", WorkerRole),
+    when("worker", workerRole(config)),
     when("smtp", smtpRole(config)),
     when("mta", MtaRole),
     metricsServerLayer(config),

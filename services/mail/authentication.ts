@@ -1,10 +1,12 @@
 /**
  * Who really sent an inbound message (issue 20; DESIGN.md §4b "authentication").
  *
- * - The SMTP node checks every message before it answers DATA, from what only it knows (the client's
- *   address, its HELO name, MAIL FROM): SPF, every DKIM signature, DMARC (the From domain's policy
- *   and whether SPF or DKIM passed for an aligned domain) and ARC. The verdicts travel with the
- *   message on the bus and are stored with the email as `authentication`, with one RFC 8601
+ * - Every message is checked from what only the SMTP node knows (the client's address, its HELO
+ *   name, MAIL FROM) and the message: SPF, every DKIM signature, DMARC (the From domain's policy
+ *   and whether SPF or DKIM passed for an aligned domain) and ARC. With DMARC_ENFORCE=true the SMTP
+ *   node checks before it answers DATA and the verdicts travel with the message on the bus;
+ *   otherwise the connection's facts travel instead and ingest checks (smtp/server.ts). The
+ *   verdicts are stored with the email as `authentication`, with one RFC 8601
  *   `Authentication-Results` value summing them up. The raw message is never changed: the summary
  *   is stored beside it, not added to it.
  * - A verdict is never a reason to lose mail: a check that cannot be made (DNS down, too slow) is a

@@ -62,8 +62,10 @@ export interface IncomingMessage {
   readonly recipients: ReadonlyArray<Recipient>
   readonly raw: Uint8Array
   readonly receivedAt: Date
-  /** The SPF, DKIM, DMARC and ARC verdicts (authentication.ts); stored with each recipient's email. */
+  /** The SPF, DKIM, DMARC and ARC verdicts (authentication.ts), when checked before the answer. */
   readonly verdict?: Verdict | undefined
+  /** When the checks are left to ingest: the connection they need (the client's address, its HELO). */
+  readonly connection?: { readonly clientIp: string; readonly helo: string | undefined } | undefined
   /** rspamd's verdict (spam.ts), when RSPAMD_URL is set. */
   readonly spam?: Spam | undefined
 }
@@ -391,6 +393,14 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             ...(message.verdict === undefined
               ? {}
               : { authentication: message.verdict.authentication, authentication_results: message.verdict.results }),
+            ...(message.connection === undefined
+              ? {}
+              : {
+                connection: {
+                  client_ip: message.connection.clientIp,
+                  ...(message.connection.helo === undefined ? {} : { helo: message.connection.helo })
+                }
+              }),
             ...(message.spam === undefined ? {} : { spam: message.spam }),
             ...(r.bounceOf === undefined ? {} : { bounce_of: r.bounceOf })
           }

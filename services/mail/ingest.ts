@@ -19,7 +19,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
-import { isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
+import { type Authentication, Authenticator, isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
 import { inboundLabels } from "./label-rules.ts"
 import { isSpam, SPAM } from "./spam.ts"
 import { BLOCKED, senderForms } from "./sender-list-rules.ts"
@@ -37,6 +37,12 @@ import { type NewEmail, storeEmails } from "./store.ts"
 /** Messages whose raw bytes are read, or whose emails are stored, in one statement at most. */
 const MAX_BATCH = 64
 
+/** A message's verdicts as stored (authentication.ts `Verdict`; a message on the bus may lack the summary line). */
+interface Checked {
+  readonly authentication: Authentication
+  readonly results: string | undefined
+}
+
 export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
 
 export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
@@ -44,6 +50,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
     const bounces = yield* BounceReports
+    const authenticator = yield* Authenticator
 
     /** An email stored by an earlier delivery, with what was extracted from it. */
     const findEmail = (emailId: string) =>
@@ -90,8 +97,24 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       run: (emails: ReadonlyArray<NewEmail>) => storeEmails(sql, emails)
     })
 
+    /**
+     * The message's verdicts: the SMTP node's when it checked before answering, else checked here
+     * from the connection it passed on (smtp/server.ts), else none (VERIFY_INBOUND=false).
+     */
+    const verdictOf = (message: InboundMessage, raw: Uint8Array): Effect.Effect<Checked | undefined> =>
+      message.authentication !== undefined
+        ? Effect.succeed({ authentication: message.authentication, results: message.authentication_results })
+        : message.connection === undefined
+        ? Effect.succeed(undefined)
+        : authenticator.verify({
+          clientIp: message.connection.client_ip,
+          helo: message.connection.helo,
+          mailFrom: message.mail_from,
+          raw
+        })
+
     /** Store the email (store.ts); returns the stored row, or the one a previous delivery stored. */
-    const store = (message: InboundMessage, parsed: ParsedEmail, messageId: string, extracted: Extracted) =>
+    const store = (message: InboundMessage, verdict: Checked | undefined, parsed: ParsedEmail, messageId: string, extracted: Extracted) =>
       storeBatched({
         emailId: message.email_id,
         mailboxId: message.mailbox_id,
@@ -99,7 +122,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         direction: "inbound",
         labels: [
           ...inboundLabels,
-          ...(message.authentication !== undefined && isUnauthenticated(message.authentication) ? [UNAUTHENTICATED] : []),
+          ...(verdict !== undefined && isUnauthenticated(verdict.authentication) ? [UNAUTHENTICATED] : []),
           ...(message.spam !== undefined && isSpam(message.spam) ? [SPAM] : [])
         ],
         rawSha256: message.raw_sha256,
@@ -109,8 +132,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         receivedAt: new Date(message.received_at),
         messageId,
         parsed,
-        authentication: message.authentication,
-        authenticationResults: message.authentication_results,
+        authentication: verdict?.authentication,
+        authenticationResults: verdict?.results,
         spam: message.spam,
         extracted,
         headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
@@ -138,10 +161,11 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       }
       // A report about a sent email, to its bounce address: applied to that email, not stored as mail.
       if (message.bounce_of !== undefined) return yield* Effect.asVoid(bounces.record(message.bounce_of, raw))
-      const parsed = yield* parseMessage(raw)
+      // The checks (on their own thread, waiting on DNS) go on while the message is parsed.
+      const [verdict, parsed] = yield* Effect.all([verdictOf(message, raw), parseMessage(raw)], { concurrency: 2 })
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`
       const extracted = yield* Effect.sync(() => extract(parsed)).pipe(Effect.withSpan("extractContent"))
-      const stored = yield* store(message, parsed, messageId, extracted)
+      const stored = yield* store(message, verdict, parsed, messageId, extracted)
       if (stored) yield* announce(stored)
       yield* Effect.logInfo("Email delivered to its mailbox").pipe(Effect.annotateLogs({
         email_id: message.email_id,

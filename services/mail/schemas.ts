@@ -23,9 +23,17 @@ export const InboundMessage = Schema.Struct({
   received_at: Schema.String,
   /** Sent to a bounce address: a delivery report about this sent email, not mail for the mailbox. */
   bounce_of: Schema.optional(Schema.String),
-  /** The SMTP node's verdicts; absent on a message accepted before the checks existed. */
+  /**
+   * The verdicts, when the SMTP node checked the message before answering (DMARC_ENFORCE=true); absent
+   * when it left the checks to ingest (`connection`) or did not check (VERIFY_INBOUND=false).
+   */
   authentication: Schema.optional(AuthenticationOnTheBus),
   authentication_results: Schema.optional(Schema.String),
+  /**
+   * What only the SMTP node knew of the message's connection, for the checks ingest runs in its place
+   * (SPF asks for the client's address and, for an empty MAIL FROM, the HELO name).
+   */
+  connection: Schema.optional(Schema.Struct({ client_ip: Schema.String, helo: Schema.optional(Schema.String) })),
   /** rspamd's verdict; absent when RSPAMD_URL is unset. */
   spam: Schema.optional(Spam)
 })

@@ -31,7 +31,7 @@ export interface NewEmail {
   readonly receivedAt: Date
   readonly messageId: string
   readonly parsed: ParsedEmail
-  /** Inbound mail: the SMTP node's verdicts (authentication.ts). */
+  /** Inbound mail: its verdicts (authentication.ts), checked on the SMTP node or at ingest. */
   readonly authentication?: Authentication | undefined
   readonly authenticationResults?: string | undefined
   /** Inbound mail with RSPAMD_URL set: rspamd's verdict (spam.ts). */

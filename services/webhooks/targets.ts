@@ -27,6 +27,9 @@ export interface TargetUrl {
  */
 export const parseTargetUrl = (text: string, allowPrivate: boolean): TargetUrl | string => {
   if (text.length > MAX_URL_LENGTH) return `must be at most ${MAX_URL_LENGTH} characters`
+  // As RFC 3986 writes one: the WHATWG parser also reads `https:///x`, `https:x` and ` https://x`
+  // (as https://x/), which are not what the customer meant to save.
+  if (!/^[A-Za-z][A-Za-z0-9+.-]*:\/\/[^/?#\\]/.test(text) || /\s/.test(text)) return "must be an absolute URL, such as https://example.com/webhooks"
   let url: URL
   try {
     url = new URL(text)

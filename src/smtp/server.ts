@@ -13,10 +13,14 @@
  * - DATA is answered 250 only once Inbound.accept has stored the message and the bus has taken it;
  *   any failure, or a store that takes longer than the data time-out, is 451 4.3.0. Nothing else in
  *   this file answers 250 to DATA.
- * - Before DATA is answered, the message's SPF, DKIM, DMARC and ARC are checked (Authenticator; at
- *   most 10 s, inside the data time-out; not at all with VERIFY_INBOUND=false) and the verdicts stored with it. With DMARC_ENFORCE=true a
- *   message failing DMARC under its From domain's p=reject is answered 550 5.7.1 and not stored;
- *   otherwise a verdict never refuses mail (services/mail/authentication.ts).
+ * - A message's SPF, DKIM, DMARC and ARC are checked (Authenticator; not at all with
+ *   VERIFY_INBOUND=false) where the answer needs them. With DMARC_ENFORCE=true, before DATA is
+ *   answered (at most 10 s, inside the data time-out): a message failing DMARC under its From domain's
+ *   p=reject is answered 550 5.7.1 and not stored. Otherwise a verdict never refuses mail
+ *   (services/mail/authentication.ts), so the 250 does not wait for it: the message travels with what
+ *   only this node knows of its connection (client address, HELO) and ingest checks it, off the
+ *   accepting node's CPU (a millisecond or more of it a message: issue 18). Either way the verdicts
+ *   are stored with the email.
  * - With RSPAMD_URL, rspamd scores the message at the same time (services/mail/spam.ts); with
  *   SPAM_REJECT=true its `reject` is answered 550 5.7.1. rspamd down never refuses mail.
  * - STARTTLS is offered when SMTP_TLS_CERT and SMTP_TLS_KEY are set; AUTH is never offered (this
@@ -94,6 +98,9 @@ export const SmtpServerLive = Layer.scopedDiscard(
     const config = yield* AppConfig
     const inbound = yield* Inbound
     const authenticator = yield* Authenticator
+    // Only DMARC_ENFORCE makes a verdict refuse mail: otherwise ingest checks, after the 250.
+    const checkBeforeAnswer = config.dmarcEnforce
+    const checkAfterAnswer = config.verifyInbound && !config.dmarcEnforce
     const spamFilter = yield* SpamFilter
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<never>()
@@ -243,7 +250,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
         const checkedAndStored = Effect.flatMap(
           // Both checks at once: each waits mostly on the network (DNS, rspamd).
           Effect.all([
-            authenticator.verify(envelope),
+            checkBeforeAnswer ? authenticator.verify(envelope) : Effect.succeed(undefined),
             spamFilter.check({ ...envelope, recipients: accepted.map((r) => r.address) })
           ], { concurrency: 2 }),
           ([verdict, spam]): Effect.Effect<ReadonlyArray<string>, MessageRefusal | DmarcRejected | SpamRejected> =>
@@ -251,7 +258,15 @@ export const SmtpServerLive = Layer.scopedDiscard(
               ? Effect.fail(new DmarcRejected({ domain: verdict.authentication.dmarc.domain ?? "the From domain" }))
               : config.spamReject && spam !== undefined && spamRejects(spam)
               ? Effect.fail(new SpamRejected())
-              : inbound.accept({ mailFrom, recipients: accepted, raw, receivedAt, verdict, spam })
+              : inbound.accept({
+                mailFrom,
+                recipients: accepted,
+                raw,
+                receivedAt,
+                verdict,
+                spam,
+                connection: checkAfterAnswer ? { clientIp: envelope.clientIp, helo: envelope.helo } : undefined
+              })
         ).pipe(
           // The root of the message's trace: ingest, indexing and webhooks continue it over the bus.
           Effect.withSpan("smtp.accept", {

@@ -3,13 +3,15 @@
  * together by one statement (store.ts `storeEmails`) come out as emails stored one at a time do
  * (threads, the blocked label, attachments, storage per account, a redelivery stored once), and the
  * ingest actor, given many messages at once, stores each once and lets one email the database refuses
- * fail alone.
+ * fail alone. A message the SMTP node answered without checking is checked here, with the connection
+ * it carried (a stand-in Authenticator records what it was asked).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { type Authentication, Authenticator, type Envelope } from "../../services/mail/authentication.ts"
 import { Ingest } from "../../services/mail/ingest.ts"
 import { parseMessage } from "../../services/mail/parse.ts"
 import { BLOCKED, senderForms } from "../../services/mail/sender-list-rules.ts"
@@ -20,8 +22,29 @@ import { insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
+/** What the stand-in checks were asked, in order. */
+const checked: Array<Envelope> = []
+/** DMARC fails for mail from 192.0.2.66; everything else passes. */
+const verdictFor = (clientIp: string): Authentication => {
+  const result = clientIp === "192.0.2.66" ? "fail" : "pass"
+  return {
+    spf: { result, domain: "example.test", aligned: true },
+    dkim: [],
+    dmarc: { result, domain: "example.test", policy: "none" },
+    arc: { result: "none", domain: null }
+  }
+}
+const checks = Layer.succeed(Authenticator, {
+  verify: (envelope) =>
+    Effect.sync(() => {
+      checked.push(envelope)
+      return { authentication: verdictFor(envelope.clientIp), results: `mx.test; checked for ${envelope.clientIp}` }
+    })
+})
+
 const services = Ingest.Default.pipe(
   Layer.provide(BounceReports.Default),
+  Layer.provide(checks),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provideMerge(DependencyHealth.Default),
   Layer.provideMerge(testDatabase)
@@ -184,5 +207,54 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       expect(exits.map(Exit.isSuccess)).toEqual(all.map((m) => m !== orphan))
       const stored = yield* sql<{ id: string }>`SELECT id FROM emails WHERE mailbox_id = ${mailbox.mailboxId} ORDER BY id`
       expect(stored.map((row) => row.id)).toEqual(messages.map((m) => m.email_id).sort())
+    }))
+
+  it.effect("checks at ingest what the SMTP node left unchecked, with the connection it passed on; keeps the verdicts it did check", () =>
+    Effect.gen(function*() {
+      const ingest = yield* Ingest
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const message = (subject: string, extra: object) =>
+        Effect.gen(function*() {
+          const raw = rawOf({ subject, messageId: `<${uniqueName("c")}@example.test>` })
+          return {
+            email_id: uniqueName("eml"),
+            mailbox_id: mailbox.mailboxId,
+            user_id: mailbox.owner.userId,
+            raw_sha256: yield* storeBlob(raw),
+            size: raw.byteLength,
+            mail_from: "ada@example.test",
+            rcpt_to: mailbox.address,
+            received_at: new Date().toISOString(),
+            ...extra
+          }
+        })
+      const forged = yield* message("forged", { connection: { client_ip: "192.0.2.66", helo: "mx.forger.test" } })
+      const genuine = yield* message("genuine", { connection: { client_ip: "198.51.100.7" } })
+      const alreadyChecked = yield* message("checked at the SMTP node", {
+        authentication: verdictFor("192.0.2.66"),
+        authentication_results: "mx.test; checked before the 250"
+      })
+      const unchecked = yield* message("VERIFY_INBOUND=false", {})
+      checked.length = 0
+      for (const m of [forged, genuine, alreadyChecked, unchecked]) yield* ingest.ingest(m, true)
+
+      // Only the two that carried their connection were checked, each with its own.
+      expect(checked.map(({ clientIp, helo, mailFrom }) => ({ clientIp, helo, mailFrom }))).toEqual([
+        { clientIp: "192.0.2.66", helo: "mx.forger.test", mailFrom: "ada@example.test" },
+        { clientIp: "198.51.100.7", helo: undefined, mailFrom: "ada@example.test" }
+      ])
+      expect(new TextDecoder().decode(checked[0]!.raw)).toContain("Subject: forged")
+      const rows = yield* sql<{ id: string; labels: Array<string>; authentication: Authentication | null; authenticationResults: string | null }>`
+        SELECT id, labels, authentication, authentication_results FROM emails WHERE mailbox_id = ${mailbox.mailboxId}`
+      const row = (m: { readonly email_id: string }) => rows.find((r) => r.id === m.email_id)!
+      expect(row(forged)).toMatchObject({ authentication: verdictFor("192.0.2.66"), authenticationResults: "mx.test; checked for 192.0.2.66" })
+      expect(row(forged).labels).toContain("unauthenticated")
+      expect(row(genuine)).toMatchObject({ authentication: verdictFor("198.51.100.7"), authenticationResults: "mx.test; checked for 198.51.100.7" })
+      expect(row(genuine).labels).not.toContain("unauthenticated")
+      expect(row(alreadyChecked)).toMatchObject({ authentication: verdictFor("192.0.2.66"), authenticationResults: "mx.test; checked before the 250" })
+      expect(row(alreadyChecked).labels).toContain("unauthenticated")
+      expect(row(unchecked)).toMatchObject({ authentication: null, authenticationResults: null })
+      expect(row(unchecked).labels).not.toContain("unauthenticated")
     }))
 })

@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import * as Mailauth from "../../layers/mailauth.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Inbound } from "../../services/mail/inbound.ts"
@@ -23,6 +24,8 @@ import { insertUser } from "../support/users.ts"
 
 const services = Layer.mergeAll(SenderLists.Default, Inbound.Default, Ingest.Default).pipe(
   Layer.provide(BounceReports.Default),
+  // Its messages carry no connection: nothing asks the checks.
+  Layer.provide(Mailauth.none),
   Layer.provideMerge(RecipientDirectory.Default),
   Layer.provide(Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })),
   Layer.provideMerge(MemoryBus.layer),

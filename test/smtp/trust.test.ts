@@ -3,8 +3,10 @@
  * meets them. Senders talk real SMTP (nodemailer, DKIM-signed by nodemailer's own signer) to a
  * started server whose DNS questions go to a DNS server this test runs (DNS_SERVERS), where the
  * signing keys, SPF records (for 127.0.0.1, where the test connects from) and DMARC policies are
- * published. The server runs with DMARC_ENFORCE=true: p=reject failures are refused, p=none
- * failures are accepted and labelled.
+ * published. The suite's server runs as most do, without DMARC_ENFORCE: it answers 250 before the
+ * checks, which ingest runs with the connection the SMTP node passed on, and a verdict only labels.
+ * A second server runs with DMARC_ENFORCE=true, where the SMTP node checks before it answers and
+ * refuses p=reject failures.
  */
 import { sealMessage } from "mailauth"
 import { generateKeyPairSync } from "node:crypto"
@@ -69,23 +71,22 @@ useSuiteServer((s) => {
   get DNS_SERVERS() {
     return names.address
   },
-  DMARC_ENFORCE: "true",
   WEBHOOK_ALLOW_PRIVATE: "true"
 } as Record<string, string>)
 
 const dkim = { domainName: SIGNED, keySelector: SELECTOR, privateKey }
 
-const transportOptions = () => ({
+const transportOptions = (server = suite) => ({
   host: "127.0.0.1",
-  port: suite.server.smtpPort,
+  port: server.server.smtpPort,
   secure: false,
   ignoreTLS: true,
   name: "client.test"
 })
 
 /** Send `mail` over SMTP; with `sign`, nodemailer's DKIM signer signs it for signed.test. */
-const send = async (mail: Mail.Options, sign = false) => {
-  const transport = nodemailer.createTransport({ ...transportOptions(), ...(sign ? { dkim } : {}) })
+const send = async (mail: Mail.Options, sign = false, server = suite) => {
+  const transport = nodemailer.createTransport({ ...transportOptions(server), ...(sign ? { dkim } : {}) })
   try {
     return await transport.sendMail(mail)
   } finally {
@@ -100,8 +101,8 @@ const signedBytes = async (mail: Mail.Options) => {
   return info.message as Buffer
 }
 
-const sendRaw = async (raw: Buffer, from: string, to: string) => {
-  const transport = nodemailer.createTransport(transportOptions())
+const sendRaw = async (raw: Buffer, from: string, to: string, server = suite) => {
+  const transport = nodemailer.createTransport(transportOptions(server))
   try {
     return await transport.sendMail({ envelope: { from, to: [to] }, raw })
   } finally {
@@ -109,11 +110,11 @@ const sendRaw = async (raw: Buffer, from: string, to: string) => {
   }
 }
 
-const mailbox = async () => newBox(suite.url, { user: await withApiKey(suite.url), localPart: fresh("trust") })
+const mailbox = async (server = suite) => newBox(server.url, { user: await withApiKey(server.url), localPart: fresh("trust") })
 
 /** The email with this subject once it is stored, as `GET /emails/{id}` shows it. */
-const received = async (box: Box, subject: string) => {
-  const mailroom = withKey(suite.url, box.user)
+const received = async (box: Box, subject: string, server = suite) => {
+  const mailroom = withKey(server.url, box.user)
   const summary = await until(`"${subject}" in ${box.address}`, async () => {
     const list = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
     expect(list.response.status, JSON.stringify(list.error)).toBe(200)
@@ -153,10 +154,14 @@ describe("DKIM", () => {
     const signed = await signedBytes({ from: `alice@${SIGNED}`, to: box.address, subject, text: "Pay 10 EUR to account A." })
     const tampered = Buffer.from(signed.toString("latin1").replace("Pay 10 EUR", "Pay 9999 EUR"), "latin1")
     expect(tampered.equals(signed)).toBe(false)
-    // From another envelope domain, so SPF cannot rescue DMARC either.
-    // signed.test asks for p=reject: DMARC_ENFORCE refuses the forgery.
-    await expect(sendRaw(tampered, `bounces@${SPF_SOFT}`, box.address)).rejects.toMatchObject({ responseCode: 550 })
-    // Same tampering with the From on a domain without p=reject: accepted and kept, labelled.
+    // From another envelope domain, so SPF cannot rescue DMARC either. signed.test asks for p=reject,
+    // but without DMARC_ENFORCE a verdict only labels: accepted, failing, labelled.
+    await sendRaw(tampered, `bounces@${SPF_SOFT}`, box.address)
+    const forged = await received(box, subject)
+    expect(forged.authentication?.dkim).toEqual([{ result: "fail", domain: SIGNED, selector: SELECTOR, aligned: true }])
+    expect(forged.authentication?.dmarc).toEqual({ result: "fail", domain: SIGNED, policy: "reject" })
+    expect(forged.labels).toContain("unauthenticated")
+    // Same tampering with the From on another domain: the signature does not even align.
     const laxSubject = fresh("tampered-lax")
     const laxSigned = await signedBytes({ from: `alice@${LAX}`, to: box.address, subject: laxSubject, text: "Pay 10 EUR to account A." })
     const laxTampered = Buffer.from(laxSigned.toString("latin1").replace("Pay 10 EUR", "Pay 9999 EUR"), "latin1")
@@ -225,18 +230,65 @@ describe("DMARC", () => {
     expect(payload.data.labels).toContain("unauthenticated")
   })
 
-  it("fails under p=reject with DMARC_ENFORCE=true: refused 550 5.7.1 at DATA, nothing stored", async () => {
+  it("fails under p=reject without DMARC_ENFORCE: accepted, checked after the 250, labelled", async () => {
     const box = await mailbox()
     const subject = fresh("strict")
-    const refused = await send({ from: `ceo@${STRICT}`, to: box.address, subject, text: "Wire the money." }).then(
+    const sent = await send({ from: `ceo@${STRICT}`, to: box.address, subject, text: "Wire the money." })
+    expect(sent.response).toMatch(/^250 /)
+    const email = await received(box, subject)
+    expect(email.authentication?.dmarc).toEqual({ result: "fail", domain: STRICT, policy: "reject" })
+    expect(email.labels).toContain("unauthenticated")
+  })
+
+  it("a bounce (empty MAIL FROM) is checked for the HELO name its connection gave", async () => {
+    const box = await mailbox()
+    const subject = fresh("bounce")
+    await send({ from: `postmaster@${SIGNED}`, to: box.address, subject, text: "Undeliverable.", envelope: { from: "", to: box.address } })
+    const email = await received(box, subject)
+    // nodemailer says EHLO client.test (transportOptions), which publishes nothing.
+    expect(email.authentication?.spf).toEqual({ result: "none", domain: "client.test", aligned: false })
+  })
+})
+
+describe("with DMARC_ENFORCE=true: checked before the 250", () => {
+  let enforcing: SuiteServer
+  useSuiteServer((s) => {
+    enforcing = s
+  }, {
+    get DNS_SERVERS() {
+      return names.address
+    },
+    DMARC_ENFORCE: "true"
+  } as Record<string, string>)
+
+  it("a DMARC failure under p=reject is refused 550 5.7.1 at DATA, a forged signature too; nothing stored", async () => {
+    const box = await mailbox(enforcing)
+    const refused = await send({ from: `ceo@${STRICT}`, to: box.address, subject: fresh("strict"), text: "Wire the money." }, false, enforcing).then(
       () => undefined,
       (error: { responseCode?: number; response?: string }) => error
     )
     expect(refused?.responseCode).toBe(550)
     expect(refused?.response).toMatch(/^550 5\.7\.1 /)
-    const list = await withKey(suite.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    const signed = await signedBytes({ from: `alice@${SIGNED}`, to: box.address, subject: fresh("tampered"), text: "Pay 10 EUR to account A." })
+    const tampered = Buffer.from(signed.toString("latin1").replace("Pay 10 EUR", "Pay 9999 EUR"), "latin1")
+    await expect(sendRaw(tampered, `bounces@${SPF_SOFT}`, box.address, enforcing)).rejects.toMatchObject({ responseCode: 550 })
+    const list = await withKey(enforcing.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
     expect(list.response.status).toBe(200)
     expect(list.data?.meta.total).toBe(0)
+  })
+
+  it("what passes is stored with the verdicts the SMTP node found", async () => {
+    const box = await mailbox(enforcing)
+    const subject = fresh("signed")
+    await send({ from: `Alice <alice@${SIGNED}>`, to: box.address, subject, text: "Signed and sealed." }, true, enforcing)
+    const email = await received(box, subject, enforcing)
+    expect(email.authentication).toEqual({
+      spf: { result: "pass", domain: SIGNED, aligned: true },
+      dkim: [{ result: "pass", domain: SIGNED, selector: SELECTOR, aligned: true }],
+      dmarc: { result: "pass", domain: SIGNED, policy: "reject" },
+      arc: { result: "none", domain: null }
+    })
+    expect(email.labels).not.toContain("unauthenticated")
   })
 })
 

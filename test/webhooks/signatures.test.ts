@@ -121,6 +121,10 @@ describe("webhook targets", () => {
     expect(parseTargetUrl("http://example.com/hook", false)).toBe("must use https")
     expect(parseTargetUrl("ftp://example.com/hook", true)).toBe("must use https")
     expect(parseTargetUrl("not a url", false)).toMatch(/absolute URL/)
+    // What the WHATWG parser would read as http://x/, but nobody writes meaning it.
+    for (const loose of ["http:///x", "http:x", "http:\\\\x", " http://x", "http://x/a b"]) {
+      expect(parseTargetUrl(loose, true), loose).toMatch(/absolute URL/)
+    }
     expect(parseTargetUrl(`https://example.com/${"a".repeat(2100)}`, false)).toMatch(/at most 2048/)
     expect(parseTargetUrl("http://127.0.0.1:8080/x", true)).toMatchObject({ host: "127.0.0.1", isIp: true })
     expect(parseTargetUrl("https://[::1]/x", false)).toMatchObject({ host: "::1", isIp: true })
