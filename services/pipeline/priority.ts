@@ -11,14 +11,16 @@
  *   started runs to its end. The rest of each period is the foreground's. So under a steady stream
  *   of mail the background gets about `share` of the time, plus what its messages in flight take to
  *   finish, and whatever the foreground leaves idle in between.
- * - Bounded: once the ingest stage is behind (its oldest message older than STAGE_LAG_WARNING; as the
+ * - Bounded: once the stage is behind (its oldest message older than STAGE_LAG_WARNING; as the
  *   stage monitor last sampled it), the background runs freely again until it has caught up.
  *   The backlog therefore stays bounded, and under a load the machine cannot take for long,
  *   accepting slows down as it would without turns: senders feel the load, as with Postfix's
  *   `in_flow_delay`, instead of the queue growing without end.
  *
- * What waits is only the start of a message already taken from the bus, for less than a period,
- * far inside its acknowledgement time.
+ * What waits is only the start of a message already taken from the bus: for less than a period with
+ * a share, or (indexing's turns, below) while accepting stays busy, at most until its stage is
+ * behind; the bus is told it is still at work meanwhile (a handler past half its ack wait is kept in
+ * progress), so it is not delivered again.
  */
 import { Clock, Duration, Effect } from "effect"
 import { StageActivity } from "./stages.ts"
@@ -33,8 +35,20 @@ export interface TurnSettings {
 export const defaultTurns: TurnSettings = { share: 0.25, period: Duration.millis(100) }
 
 /**
+ * Indexing's turns: none while mail is being accepted (`share` 0: an email starts only once no DATA
+ * is in flight). Embedding is the heaviest work of any stage and the one whose delay costs least
+ * (mail is readable once ingested; only search by meaning waits), and on a shared machine it slows
+ * accepting even in niced processes on the other core (docs/operations.md §1): with a quarter of each
+ * period, accepting with indexing ran at half its rate without (bench:smtp, 2026-11-28: 0.50 and 0.54;
+ * with none, 1.01 and 1.10). Bounded as ingest is, by its own stage: once the index stage is behind
+ * (`IndexerLive` passes `lagging("index")`), it runs freely again until it has caught up.
+ */
+export const indexingTurns: TurnSettings = { share: 0, period: Duration.millis(100) }
+
+/**
  * Waits, if need be, until a background message may start (see above). `busy` (the foreground has
- * work) and `behind` (the ingest stage is) are this process's; tests give their own.
+ * work) and `behind` (the stage is; ingest unless told otherwise) are this process's; tests give
+ * their own.
  */
 export const backgroundTurn = (
   settings: TurnSettings = defaultTurns,

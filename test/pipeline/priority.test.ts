@@ -6,14 +6,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
 import { Bus, type BusShape } from "../../services/bus/bus.ts"
-import { backgroundTurn, defaultTurns } from "../../services/pipeline/priority.ts"
+import { backgroundTurn, defaultTurns, indexingTurns, type TurnSettings } from "../../services/pipeline/priority.ts"
 import { StageActivity, StageMonitor, StageSettings } from "../../services/pipeline/stages.ts"
 
 /** When (test clock, ms) a turn started at `at` lets its message start. */
-const startsAt = (at: number, state: { busy: boolean; behind?: boolean }) =>
+const startsAt = (at: number, state: { busy: boolean; behind?: boolean }, turns: TurnSettings = defaultTurns) =>
   Effect.gen(function*() {
     yield* TestClock.setTime(at)
-    const turn = backgroundTurn(defaultTurns, () => state.busy, () => state.behind ?? false)
+    const turn = backgroundTurn(turns, () => state.busy, () => state.behind ?? false)
     const fiber = yield* Effect.fork(Effect.zipRight(turn, Clock.currentTimeMillis))
     for (let step = 0; step < 20; step++) {
       const done = yield* Fiber.poll(fiber)
@@ -41,6 +41,21 @@ describe("background turns", () => {
   it.effect("start at once when the ingest stage is behind, so the backlog stays bounded", () =>
     Effect.gen(function*() {
       expect(yield* startsAt(1_060, { busy: true, behind: true })).toBe(1_060)
+    }))
+
+  it.effect("indexing starts nothing while mail is being accepted: only once it is not, or its stage is behind", () =>
+    Effect.gen(function*() {
+      expect(yield* startsAt(1_000, { busy: false }, indexingTurns)).toBe(1_000)
+      expect(yield* startsAt(1_060, { busy: true, behind: true }, indexingTurns)).toBe(1_060)
+      // Busy at the start of every period: it waits, period after period, until accepting stops.
+      const state = { busy: true }
+      yield* TestClock.setTime(2_000)
+      const fiber = yield* Effect.fork(Effect.zipRight(backgroundTurn(indexingTurns, () => state.busy, () => false), Clock.currentTimeMillis))
+      yield* TestClock.adjust(Duration.millis(1_000))
+      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+      state.busy = false
+      yield* TestClock.adjust(Duration.millis(100))
+      expect(yield* Fiber.join(fiber)).toBe(3_100)
     }))
 
   it.effect("the ingest stage counts as behind from the monitor's sample that finds it past STAGE_LAG_WARNING", () =>
