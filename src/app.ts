@@ -181,8 +181,10 @@ const apiRole = (config: AppConfigShape) =>
  * only where a verdict may refuse the message (DMARC_ENFORCE=true); otherwise ingest checks, after the
  * 250 (smtp/server.ts). One role of a process checks, so it starts one thread.
  */
-const checksLayer = (config: AppConfigShape, role: "smtp" | "worker") =>
-  config.verifyInbound && (role === "smtp") === config.dmarcEnforce ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none
+const checksLayer = (config: AppConfigShape, role: "smtp" | "worker") => {
+  const checker: typeof role = config.dmarcEnforce ? "smtp" : "worker"
+  return config.verifyInbound && role === checker ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none
+}
 
 const smtpRole = (config: AppConfigShape) =>
   SmtpServerLive.pipe(
