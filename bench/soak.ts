@@ -29,7 +29,9 @@
  *             `queued as` id is there (or SOAK_DRAIN_SECONDS pass).
  *
  * Per minute: offered and accepted msgs/s (250s received in that minute), indexed/s (email.processed
- * webhooks received by the bench: emails made searchable), read p50/p99, search p99
+ * webhooks received by the bench: emails made searchable), how long the emails accepted that minute took
+ * from their 250 to being searchable (p50/p99: the bench's time of the 250 to the email.processed
+ * event's own timestamp; ingest, the index stage's wait and its work), read p50/p99, search p99
  * (by the minute the request was due), errors by kind (any non-2xx answer, a request that failed or
  * timed out, any SMTP reply other than 250), the server's RSS (VmRSS at the minute's end) and CPU
  * (of all its threads, from /proc: 100% = one core).
@@ -41,7 +43,7 @@
  *
  * Settings: SOAK_MINUTES (5), SOAK_SMTP_RATE (20), SOAK_READ_RATE (100), SOAK_SEARCH_RATE (2),
  * SOAK_BASELINE_SECONDS (20), SOAK_SEED (200), SOAK_MAILBOXES (8), SOAK_SMTP_CONNECTIONS (4),
- * SOAK_DRAIN_SECONDS (300), SOAK_DATA (the SciFact directory), SOAK_NODE_ARGS (node flags for the
+ * SOAK_DRAIN_SECONDS (300; also how long accepted mail is waited for to become searchable), SOAK_DATA (the SciFact directory), SOAK_NODE_ARGS (node flags for the
  * server; default the production launchers' own; e.g. add "--cpu-prof --cpu-prof-dir=/tmp/prof"), SOAK_KEEP (keep the data directory), SOAK_SERVER_LOG
  * (a file to write everything the server printed to).
  */
@@ -101,12 +103,14 @@ interface Bucket {
   accepted: number
   /** email.processed events received (emails made searchable). */
   indexed: number
+  /** For each email accepted in the minute and searchable by the report: ms from its 250 to its email.processed. */
+  readonly searchable: Array<number>
   readonly errors: Map<string, number>
   rssKb: number
   cpuTicks: number
 }
 
-const bucket = (): Bucket => ({ reads: [], searches: [], smtp: [], offered: 0, accepted: 0, indexed: 0, errors: new Map(), rssKb: 0, cpuTicks: 0 })
+const bucket = (): Bucket => ({ reads: [], searches: [], smtp: [], offered: 0, accepted: 0, indexed: 0, searchable: [], errors: new Map(), rssKb: 0, cpuTicks: 0 })
 const countError = (b: Bucket, kind: string) => b.errors.set(kind, (b.errors.get(kind) ?? 0) + 1)
 
 const procStatus = (pid: number) => {
@@ -188,15 +192,22 @@ const main = async () => {
   )
   // email.processed webhooks arrive here: how the bench knows which emails are searchable.
   const processed = new Set<string>()
+  /** When each email became searchable: its email.processed event's timestamp (ms since the epoch). */
+  const searchableAt = new Map<string, number>()
+  /** What the indexer reported it spent on each (`processing_ms`). */
+  const processingMs: Array<number> = []
   let onProcessed = () => {}
   const receiver = http.createServer((request, response) => {
     let body = ""
     request.on("data", (chunk) => (body += chunk))
     request.on("end", () => {
       try {
-        const id = JSON.parse(body).data?.email_id
+        const event = JSON.parse(body)
+        const id = event.data?.email_id
         if (typeof id === "string" && !processed.has(id)) {
           processed.add(id)
+          searchableAt.set(id, Date.parse(event.timestamp))
+          if (typeof event.data.processing_ms === "number") processingMs.push(event.data.processing_ms)
           onProcessed()
         }
       } finally {
@@ -267,6 +278,8 @@ const main = async () => {
     greetingTimeout: 30_000
   })
   const accepted = new Set<string>()
+  /** When each accepted message got its 250 (ms since the epoch, this machine's clock as the server's). */
+  const acceptedAt = new Map<string, number>()
   let sent = 0
   const inFlight = new Set<Promise<void>>()
   const track = (work: Promise<void>) => {
@@ -291,6 +304,7 @@ const main = async () => {
           const id = /queued as (\S+)/.exec(info.response)?.[1]
           if (!info.response.startsWith("250") || id === undefined) return onDone({ error: `smtp ${info.response.slice(0, 3)}` })
           accepted.add(id)
+          acceptedAt.set(id, Date.now())
           onDone({ ms: performance.now() - dueAt })
         },
         (error: { responseCode?: number; code?: string; message: string }) =>
@@ -437,6 +451,9 @@ const main = async () => {
   const start = performance.now() + 100
   const end = start + MINUTES * 60_000
   const minuteOf = (at: number) => minutes[Math.min(minutes.length - 1, Math.max(0, Math.floor((at - start) / 60_000)))]!
+  // The same moments on the wall clock, which the 250s and the events' timestamps are on.
+  const startWall = Date.now() + (start - performance.now())
+  const endWall = startWall + MINUTES * 60_000
   onProcessed = () => {
     if (performance.now() < end) minuteOf(performance.now()).indexed++
   }
@@ -485,6 +502,21 @@ const main = async () => {
   const tailSeconds = (performance.now() - waited) / 1000
   transport.close()
   const drain = serverDied ? { missing: [...accepted], seconds: 0 } : await waitReadable(DRAIN_SECONDS * 1000)
+  // The mail accepted during the soak, waited for until it is searchable (or SOAK_DRAIN_SECONDS pass).
+  const soakAccepted = [...acceptedAt].filter(([, at]) => at >= startWall && at < endWall)
+  const indexWaitStart = performance.now()
+  while (!serverDied && soakAccepted.some(([id]) => !searchableAt.has(id)) && performance.now() - indexWaitStart < DRAIN_SECONDS * 1000) {
+    await sleep(500)
+  }
+  const indexWaited = (performance.now() - indexWaitStart) / 1000
+  const unsearchable = soakAccepted.filter(([id]) => !searchableAt.has(id)).length
+  const searchableLags: Array<number> = []
+  for (const [id, at] of soakAccepted) {
+    const done = searchableAt.get(id)
+    if (done === undefined) continue
+    searchableLags.push(done - at)
+    minuteOf(start + (at - startWall)).searchable.push(done - at)
+  }
 
   // ---- report
   const ms = (value: number) => (Number.isNaN(value) ? "-" : value >= 10_000 ? `${(value / 1000).toFixed(1)} s` : `${value.toFixed(0)} ms`)
@@ -497,7 +529,10 @@ const main = async () => {
       `p99 ${ms(baseRead99)} (${baseline.reads.length} reads); search p50 ${ms(percentile(baseline.searches, 50))}, ` +
       `p99 ${ms(baseSearch99)} (${baseline.searches.length}); errors: ${errorsOf(baseline) || "none"}`
   )
-  const header = ["min", "offered/s", "accepted/s", "indexed/s", "smtp p99", "read p50", "read p99 (x base)", "search p99 (x base)", "errors", "RSS MB", "CPU %"]
+  const header = [
+    "min", "offered/s", "accepted/s", "indexed/s", "searchable p50", "p99", "smtp p99", "read p50", "read p99 (x base)", "search p99 (x base)",
+    "errors", "RSS MB", "CPU %"
+  ]
   const rows = minutes.map((b, i) => {
     const seconds = Math.min(60, MINUTES * 60 - i * 60)
     const errors = [...b.errors.values()].reduce((a, c) => a + c, 0)
@@ -506,6 +541,8 @@ const main = async () => {
       (b.offered / seconds).toFixed(1),
       (b.accepted / seconds).toFixed(1),
       (b.indexed / seconds).toFixed(1),
+      ms(percentile(b.searchable, 50)),
+      ms(percentile(b.searchable, 99)),
       ms(percentile(b.smtp, 99)),
       ms(percentile(b.reads, 50)),
       ms(percentile(b.reads, 99)) + ratio(percentile(b.reads, 99), baseRead99),
@@ -524,6 +561,12 @@ const main = async () => {
     `after the load: ${unanswered} requests were still unanswered, the last answered ${tailSeconds.toFixed(1)} s later; ` +
       `${accepted.size} messages accepted in all, ${drain.missing.length} not readable ${drain.seconds.toFixed(1)} s after; ` +
       `when the load ended ${searchableAtEnd} of the ${acceptedAtEnd} accepted were searchable (index backlog ${acceptedAtEnd - searchableAtEnd})`
+  )
+  console.log(
+    `from a 250 to searchable (email.processed), the ${soakAccepted.length} messages accepted during the load: ` +
+      `p50 ${ms(percentile(searchableLags, 50))}, p99 ${ms(percentile(searchableLags, 99))}, max ${ms(Math.max(...searchableLags))}` +
+      (unsearchable > 0 ? `; ${unsearchable} not searchable ${indexWaited.toFixed(0)} s after the load` : "") +
+      `; the indexer's own time a message (processing_ms) p50 ${ms(percentile(processingMs, 50))}, p99 ${ms(percentile(processingMs, 99))}`
   )
 
   // ---- targets
