@@ -564,7 +564,7 @@ const main = async () => {
   )
   console.log(
     `from a 250 to searchable (email.processed), the ${soakAccepted.length} messages accepted during the load: ` +
-      `p50 ${ms(percentile(searchableLags, 50))}, p99 ${ms(percentile(searchableLags, 99))}, max ${ms(Math.max(...searchableLags))}` +
+      `p50 ${ms(percentile(searchableLags, 50))}, p99 ${ms(percentile(searchableLags, 99))}, max ${ms(percentile(searchableLags, 100))}` +
       (unsearchable > 0 ? `; ${unsearchable} not searchable ${indexWaited.toFixed(0)} s after the load` : "") +
       `; the indexer's own time a message (processing_ms) p50 ${ms(percentile(processingMs, 50))}, p99 ${ms(percentile(processingMs, 99))}`
   )

@@ -1,6 +1,7 @@
 /**
  * Accepting first (services/pipeline/priority.ts): while the foreground is busy, a background message
- * starts only in the first quarter of each 100 ms; otherwise, and once the ingest stage is behind, at once.
+ * starts only in the first quarter of each 100 ms (an indexing one not at all); otherwise, and once its
+ * stage is behind, at once.
  * Whether it is behind is what the stage monitor last sampled in this process.
  */
 import { describe, expect, it } from "@effect/vitest"
