@@ -47,7 +47,7 @@ import * as SmtpTransport from "../layers/smtp-transport.ts"
 import * as StripeBilling from "../layers/stripe-billing.ts"
 import * as WebhookHttp from "../layers/webhook-http.ts"
 import * as WordNet from "../layers/wordnet.ts"
-import { AppConfig, type AppConfigShape, type Role } from "./config.ts"
+import { AppConfig, type AppConfigShape, inboundChecksRole, type Role } from "./config.ts"
 import * as Database from "./database.ts"
 import { HttpServerLive } from "./http/server.ts"
 import { metricsServerLayer } from "./metrics.ts"
@@ -177,14 +177,10 @@ const apiRole = (config: AppConfigShape) =>
   )
 /**
  * SPF, DKIM, DMARC and ARC, checked through the Dns port in a thread of their own, naming this node
- * MX_HOST in the verdicts; VERIFY_INBOUND=false turns them off. The SMTP node checks before it answers
- * only where a verdict may refuse the message (DMARC_ENFORCE=true); otherwise ingest checks, after the
- * 250 (smtp/server.ts). One role of a process checks, so it starts one thread.
+ * MX_HOST in the verdicts, by the one role that checks (`inboundChecksRole`): a process starts one thread.
  */
-const checksLayer = (config: AppConfigShape, role: "smtp" | "worker") => {
-  const checker: typeof role = config.dmarcEnforce ? "smtp" : "worker"
-  return config.verifyInbound && role === checker ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none
-}
+const checksLayer = (config: AppConfigShape, role: "smtp" | "worker") =>
+  inboundChecksRole(config) === role ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none
 
 const smtpRole = (config: AppConfigShape) =>
   SmtpServerLive.pipe(

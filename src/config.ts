@@ -384,3 +384,11 @@ export class AppConfig extends Context.Tag("mailroom/AppConfig")<AppConfig, AppC
   static readonly layer = Layer.effect(AppConfig, loadConfig)
   static readonly make = (config: AppConfigShape) => Layer.succeed(AppConfig, config)
 }
+
+/**
+ * Which role checks inbound SPF, DKIM, DMARC and ARC: the SMTP node, before it answers DATA, when a
+ * verdict may refuse the message (DMARC_ENFORCE=true); otherwise the worker's ingest, after the 250
+ * (smtp/server.ts); none with VERIFY_INBOUND=false.
+ */
+export const inboundChecksRole = (config: Pick<AppConfigShape, "verifyInbound" | "dmarcEnforce">): "smtp" | "worker" | undefined =>
+  !config.verifyInbound ? undefined : config.dmarcEnforce ? "smtp" : "worker"

@@ -51,7 +51,7 @@ import {
   TooManyUnknownRecipients
 } from "../../services/mail/refusals.ts"
 import { limits } from "../../services/plans/plans.ts"
-import { AppConfig } from "../config.ts"
+import { AppConfig, inboundChecksRole } from "../config.ts"
 import { SmtpMetrics } from "./metrics.ts"
 import { StageActivity } from "../../services/pipeline/stages.ts"
 
@@ -99,8 +99,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
     const inbound = yield* Inbound
     const authenticator = yield* Authenticator
     // Only DMARC_ENFORCE makes a verdict refuse mail: otherwise ingest checks, after the 250.
-    const checkBeforeAnswer = config.dmarcEnforce
-    const checkAfterAnswer = config.verifyInbound && !config.dmarcEnforce
+    const checkBeforeAnswer = inboundChecksRole(config) === "smtp"
+    const checkAfterAnswer = inboundChecksRole(config) === "worker"
     const spamFilter = yield* SpamFilter
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<never>()
