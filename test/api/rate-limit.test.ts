@@ -227,9 +227,12 @@ describe.skipIf(mode !== "postgres")("two API processes on one PostgreSQL", () =
     expect((await withKey(b.url, user).GET("/v1/billing/usage")).response.status).toBe(200)
     const start = Date.now()
     let lastUsed: string | null = null
+    // A read a second: the session token is a free-plan credential too (20 requests a minute), and
+    // the node writes its uses every 5 s, so polling faster would run out of requests first.
     while (lastUsed === null && Date.now() - start < 15_000) {
-      await sleep(250)
+      await sleep(1_000)
       const listed = await withToken(a.url, user).GET("/v1/api-keys")
+      expect(listed.response.status).toBe(200)
       lastUsed = listed.data?.data.find((key) => key.keyId === user.keyId)?.lastUsed ?? null
     }
     expect(lastUsed).not.toBeNull()
