@@ -33,8 +33,29 @@ const resolver = (name, questionType) =>
     parentPort.postMessage({ type: "question", id, name, questionType })
   })
 
+/** A question that failed for another reason than the name having no such records: its answer is unknown, not "none". */
+const unanswered = (error) => error?.code !== "ENOTFOUND" && error?.code !== "ENODATA"
+
+/** The resolver for one message's checks: `asked.unanswered` tells whether some question of theirs went unanswered. */
+const resolverFor = (asked) => (name, questionType) =>
+  resolver(name, questionType).catch((error) => {
+    if (unanswered(error)) asked.unanswered = true
+    throw error
+  })
+
+/**
+ * mailauth reports every ARC problem as `fail`, a key it could not fetch too (its ARC-Message-Signature
+ * then checks as temperror, its ARC-Seal fails with no comment). A chain that could not be checked for
+ * want of DNS is temperror here, as SPF and DKIM are: a verdict for the next attempt, not against the mail.
+ */
+const arcResult = (arc, asked) =>
+  arc.status?.result === "fail" &&
+    (arc.signature?.status?.result === "temperror" || (arc.status?.comment === undefined && asked.unanswered))
+    ? "temperror"
+    : arc.status?.result
+
 /** What the verdicts are read from (layers/mailauth.ts `verdictOf`): plain data, whatever else mailauth adds. */
-const essentials = (result) => ({
+const essentials = (result, asked) => ({
   spf: result.spf === false ? false : { domain: result.spf.domain, status: { result: result.spf.status?.result } },
   dkim: {
     headerFrom: result.dkim?.headerFrom ?? [],
@@ -50,7 +71,7 @@ const essentials = (result) => ({
     status: { result: result.dmarc.status?.result }
   },
   // The sealer of the latest ARC set (its ARC-Seal's d=): mailauth keeps the chain out of the result's own keys.
-  arc: result.arc === false ? false : { status: { result: result.arc.status?.result }, domain: result.arc.chain?.at?.(-1)?.["arc-seal"]?.parsed?.d?.value }
+  arc: result.arc === false ? false : { status: { result: arcResult(result.arc, asked) }, domain: result.arc.chain?.at?.(-1)?.["arc-seal"]?.parsed?.d?.value }
 })
 
 parentPort.on("message", async (message) => {
@@ -67,11 +88,12 @@ parentPort.on("message", async (message) => {
   }
   if (message.type !== "check") return
   try {
+    const asked = { unanswered: false }
     const result = await authenticate(Buffer.from(message.raw.buffer, message.raw.byteOffset, message.raw.byteLength), {
       ...message.options,
-      resolver
+      resolver: resolverFor(asked)
     })
-    parentPort.postMessage({ type: "checked", id: message.id, result: essentials(result) })
+    parentPort.postMessage({ type: "checked", id: message.id, result: essentials(result, asked) })
   } catch (error) {
     parentPort.postMessage({ type: "checked", id: message.id, error: error instanceof Error ? error.message : String(error) })
   }

@@ -1,12 +1,13 @@
 /**
  * The inbound checks' thread (layers/mailauth.ts, mailauth-worker.mjs), in process: verdicts made in
  * the thread from DNS answers given by this thread's Dns port, many messages at once; a DNS failure
- * kept as temperror; the event loop free while the thread verifies; the thread gone with the layer.
+ * kept as temperror (ARC's too, which mailauth calls a failure); a broken ARC seal failing; the event loop free while the thread verifies; the thread gone with the layer.
  * How the verdicts reach stored mail over real SMTP is trust.test.ts's subject.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { generateKeyPairSync } from "node:crypto"
+import { sealMessage } from "mailauth"
 import nodemailer from "nodemailer"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -59,6 +60,20 @@ const signedMessage = async (i: number): Promise<Uint8Array> =>
     text: `Hello number ${i}.\n`,
     messageId: `<m${i}@${DOMAIN}>`
   })).message as Buffer
+
+/** `raw` as a list relaying it (DOMAIN's key) seals it: ARC. */
+const sealed = async (raw: Uint8Array): Promise<Uint8Array> =>
+  Buffer.concat([
+    await sealMessage(Buffer.from(raw), {
+      signingDomain: DOMAIN,
+      selector: SELECTOR,
+      privateKey: KEY.privateKey.export({ type: "pkcs8", format: "pem" }).toString(),
+      authResults: `mx.${DOMAIN}; spf=pass smtp.mailfrom=${DOMAIN}; dkim=pass header.d=${DOMAIN}`,
+      cv: "none"
+      // The declarations leave out what createSeal reads: the list's own verdicts and the chain's state so far.
+    } as Parameters<typeof sealMessage>[1]),
+    raw
+  ])
 
 const envelope = (raw: Uint8Array) => ({ clientIp: "127.0.0.1", helo: "mail.signed.test", mailFrom: `ada@${DOMAIN}`, raw })
 
@@ -148,15 +163,33 @@ describe("the inbound checks' thread", () => {
       expect(yield* check("hello again")).toMatchObject({ _tag: "Right" })
     }).pipe(Effect.scoped))
 
-  it.live("a DNS server that does not answer: every verdict temperror, not a failure", () =>
+  it.live("a DNS server that does not answer: every verdict temperror, not a failure (an ARC chain's too)", () =>
     Effect.gen(function*() {
       const names = dns(true)
-      const raw = yield* Effect.promise(() => signedMessage(0))
+      const raw = yield* Effect.promise(() => signedMessage(0).then(sealed))
       const verdict = yield* Effect.flatMap(Authenticator, (checks) => checks.verify(envelope(raw))).pipe(
         Effect.provide(Mailauth.layer({ authservId: "mx.test" }).pipe(Layer.provide(names.layer)))
       )
       expect(verdict!.authentication.spf.result).toBe("temperror")
       expect(verdict!.authentication.dkim.map((d) => d.result)).toEqual(["temperror"])
+      // mailauth calls a seal whose key it could not fetch a failure.
+      expect(verdict!.authentication.arc).toEqual({ result: "temperror", domain: DOMAIN })
+    }))
+
+  it.live("an ARC chain checked against its published key: a seal that holds passes, a broken one fails", () =>
+    Effect.gen(function*() {
+      const names = dns()
+      const raw = yield* Effect.promise(() => signedMessage(1).then(sealed))
+      const text = Buffer.from(raw).toString()
+      // The seal's signature altered in its last characters: it no longer verifies.
+      const broken = text.replace(/(ARC-Seal:[^]*?b=[^;]*?)[A-Za-z0-9](\r\n[^ \t])/, (_, head, tail) => `${head}${head.endsWith("A") ? "B" : "A"}${tail}`)
+      expect(broken).not.toBe(text)
+      const [kept, failed] = yield* Effect.flatMap(Authenticator, (checks) =>
+        Effect.all([checks.verify(envelope(raw)), checks.verify(envelope(new TextEncoder().encode(broken)))])).pipe(
+          Effect.provide(Mailauth.layer({ authservId: "mx.test" }).pipe(Layer.provide(names.layer)))
+        )
+      expect(kept!.authentication.arc).toEqual({ result: "pass", domain: DOMAIN })
+      expect(failed!.authentication.arc).toEqual({ result: "fail", domain: DOMAIN })
     }))
 
   it.live("the event loop stays free while the thread verifies", () =>
