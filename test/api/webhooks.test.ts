@@ -331,10 +331,13 @@ describe("delivery-time checks", () => {
       const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
       await transport.sendMail({ from: "sender@example.com", to: box.address, subject: "Rebound", text: "Where does this go?" })
 
+      // Three attempts over 1.5 s after ingest: polled less and less often, since the key is a free
+      // plan's (20 requests a minute), which polling every 100 ms would use up first.
       const delivery = await until("a failed delivery", async () => {
         const log = await keyed(box.user.apiKey).GET("/v1/api/webhooks/{id}/deliveries", webhookPath(webhook.webhook_id))
+        expect(log.response.status).toBe(200)
         return log.data?.data[0]?.status === "failed" ? log.data.data[0] : undefined
-      })
+      }, 20_000, 200, 2_000)
       const refusal = `${name} resolves to 127.0.0.1, a loopback address; webhooks are delivered to public addresses only`
       expect(delivery).toMatchObject({ event: "email.received", status: "failed" })
       expect(delivery.attempts.map((a) => [a.attempt, a.status_code, a.error])).toEqual([
