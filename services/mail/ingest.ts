@@ -197,7 +197,7 @@ export const IngestLive = Layer.scopedDiscard(
     // Messages parsed at once: parsing is CPU, storing waits on the database (stage-limits.ts).
     const { ingest: concurrency } = yield* StageLimits
     // Behind the SMTP node's accepting when both run here (priority.ts).
-    const turn = backgroundTurn()
+    const turn = backgroundTurn("ingest")
     yield* bus.consume(measured({
       ...stageConsumers.ingest,
       concurrency,

@@ -25,7 +25,7 @@ import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { groupCommit, groupCommitIsolated } from "../batching.ts"
-import { backgroundTurn, indexingTurns } from "../pipeline/priority.ts"
+import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
 import { queuedForEmbedding } from "./metrics.ts"
@@ -317,8 +317,8 @@ export const IndexerLive = Layer.scopedDiscard(
     const { index, model, purgeDeleted, stale } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
-    // Not while the SMTP node accepts, when both run here, unless the index stage is behind (priority.ts).
-    const turn = backgroundTurn(indexingTurns, StageActivity.accepting, () => StageActivity.lagging("index"))
+    // Behind the SMTP node's accepting when both run here, unless the index stage is behind (priority.ts).
+    const turn = backgroundTurn("index")
 
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
       bus.publish(
