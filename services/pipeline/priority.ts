@@ -6,8 +6,8 @@
  * - The foreground is busy while this process has a DATA in flight (`StageActivity.acceptStarted`
  *   to `acceptEnded`) **and** its event loop was loaded over the latest period (busy at least
  *   `LOADED` of it). A lone message is never held back: its ingest starts after its 250, when
- *   nothing is in flight any more. Nor is the background held back by senders that are merely slow
- *   (a DATA in flight for seconds costs the loop next to nothing): only by accepting that uses the loop.
+ *   nothing is in flight any more. Nor is ingest held back by senders that are merely slow (a DATA
+ *   in flight for seconds costs the loop next to nothing): only by accepting that uses the loop.
  * - While it is busy, a background message waits; whether it may start is asked again every
  *   `PERIOD`. One that has started runs to its end, and its work counts in the next period's load,
  *   so under a load the loop can carry beside it the background takes the periods accepting leaves,
@@ -18,12 +18,16 @@
  *   slows down as it would without this: senders feel the load, as with Postfix's `in_flow_delay`,
  *   instead of the queue growing without end.
  *
- * Measured with bench:smtp (README, Benchmarks): with a quarter of every 100 ms for the background
- * while a DATA was in flight, ingest took the main thread from accepting (its messages started in the
- * quarter ran on into the rest); with none while the loop is loaded, accepting over reused
- * connections ran at 1.8-2.3 times the rate. The ingest stage, and the index stage even more (each
- * email it starts keeps an embedding process busy on the other core for up to a second), cost least
- * when delayed: the mail is already durable, and a stage behind is visible (/readyz, logs).
+ * Indexing gives way to any DATA in flight, loaded loop or not (`IndexerLive` passes
+ * `StageActivity.accepting`): each email it starts keeps an embedding process busy on the other core
+ * for up to a second, which the loop's load does not show, and on a shared machine that slows
+ * accepting even from niced processes (docs/operations.md §1).
+ *
+ * Measured with bench:smtp (README, Benchmarks): with a quarter of every 100 ms for ingest while a
+ * DATA was in flight, ingest took the main thread from accepting (its messages started in the quarter
+ * ran on into the rest); with none while the loop is loaded, accepting over reused connections ran at
+ * 1.8-2.3 times the rate. Both stages cost least when delayed: the mail is already durable, and a
+ * stage behind is visible (/readyz, logs).
  *
  * What waits is only the start of a message already taken from the bus, at most until its stage is
  * behind; the bus is told it is still at work meanwhile (a handler past half its ack wait is kept in

@@ -317,8 +317,9 @@ export const IndexerLive = Layer.scopedDiscard(
     const { index, model, purgeDeleted, stale } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
-    // Behind the SMTP node's accepting when both run here, unless the index stage is behind (priority.ts).
-    const turn = backgroundTurn("index")
+    // Behind the SMTP node's accepting when both run here, unless the index stage is behind: while any
+    // DATA is in flight, loaded loop or not, since embedding takes the other core (priority.ts).
+    const turn = backgroundTurn("index", StageActivity.accepting)
 
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
       bus.publish(

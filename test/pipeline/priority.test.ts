@@ -1,13 +1,13 @@
 /**
- * Accepting first (services/pipeline/priority.ts): while the foreground is busy (a DATA in flight and
- * the event loop loaded), a background message waits, asking again every 100 ms; otherwise, and once
- * its stage is behind, it starts at once. Whether it is behind is what the stage monitor last sampled
- * in this process; the loop's load is Node's own accounting of it.
+ * Accepting first (services/pipeline/priority.ts): while the foreground is busy (for ingest, a DATA in
+ * flight and the event loop loaded; for indexing, a DATA in flight), a background message waits, asking
+ * again every 100 ms; otherwise, and once its stage is behind, it starts at once. Whether it is behind
+ * is what the stage monitor last sampled in this process; the loop's load is Node's own accounting of it.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
 import { Bus, type BusShape } from "../../services/bus/bus.ts"
-import { backgroundTurn, LOADED, loopLoad } from "../../services/pipeline/priority.ts"
+import { backgroundTurn, foregroundBusy, LOADED, loopLoad } from "../../services/pipeline/priority.ts"
 import { StageActivity, StageMonitor, StageSettings } from "../../services/pipeline/stages.ts"
 
 /** When (test clock, ms) a turn started at `at` lets its message start. */
@@ -56,17 +56,26 @@ describe("background turns", () => {
       expect(yield* Fiber.join(fiber)).toBe(3_100)
     }))
 
-  it("the loop counts as loaded after a period mostly spent working, and not after one spent waiting", async () => {
+  it("ingest's foreground is busy only with a DATA in flight and the loop loaded: not for a slow sender, not when idle", async () => {
+    const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
     // A first reading starts a period; the next, a period later, reads it.
-    await new Promise((resolve) => setTimeout(resolve, 120))
+    await pause(120)
     loopLoad()
     spin(150)
     expect(loopLoad()).toBeGreaterThanOrEqual(LOADED)
-    // Within the period: the same reading, not a new one.
-    expect(loopLoad()).toBeGreaterThanOrEqual(LOADED)
-    // A DATA in flight from a slow sender keeps the loop idle: background work is not held back by it.
-    await new Promise((resolve) => setTimeout(resolve, 150))
-    expect(loopLoad()).toBeLessThan(LOADED)
+    // Loaded, but nothing in flight: nothing to give way to.
+    expect(foregroundBusy()).toBe(false)
+    StageActivity.acceptStarted()
+    try {
+      // Within the period: the same reading, not a new one.
+      expect(foregroundBusy()).toBe(true)
+      // A DATA in flight from a slow sender, the loop idle meanwhile: ingest is not held back by it.
+      await pause(150)
+      expect(loopLoad()).toBeLessThan(LOADED)
+      expect(foregroundBusy()).toBe(false)
+    } finally {
+      StageActivity.acceptEnded()
+    }
   })
 
   it.effect("the ingest stage counts as behind from the monitor's sample that finds it past STAGE_LAG_WARNING", () =>
