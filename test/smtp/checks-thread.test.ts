@@ -1,7 +1,8 @@
 /**
  * The inbound checks' thread (layers/mailauth.ts, mailauth-worker.mjs), in process: verdicts made in
  * the thread from DNS answers given by this thread's Dns port, many messages at once; a DNS failure
- * kept as temperror (ARC's too, which mailauth calls a failure); a broken ARC seal failing; the event loop free while the thread verifies; the thread gone with the layer.
+ * kept as temperror (ARC's too, which mailauth calls a failure); a broken ARC seal failing; the event
+ * loop free while the thread verifies; the thread gone with the layer.
  * How the verdicts reach stored mail over real SMTP is trust.test.ts's subject.
  */
 import { describe, expect, it } from "@effect/vitest"
