@@ -99,7 +99,7 @@ export const StageActivity = {
   acceptEnded: () => {
     acceptInFlight--
   },
-  /** Whether this process has a DATA in flight: with the event loop loaded, what the background stages give way to (priority.ts). */
+  /** Whether this process has a DATA in flight: what indexing gives way to, and ingest too while the event loop is loaded (priority.ts). */
   accepting: () => acceptInFlight > 0,
   /** Whether the stage was behind (STAGE_LAG_WARNING) at the monitor's latest sample in this process. */
   lagging: (stage: StageName) => laggingNow[stage]

@@ -99,8 +99,9 @@ export const SmtpServerLive = Layer.scopedDiscard(
     const inbound = yield* Inbound
     const authenticator = yield* Authenticator
     // Only DMARC_ENFORCE makes a verdict refuse mail: otherwise ingest checks, after the 250.
-    const checkBeforeAnswer = inboundChecksRole(config) === "smtp"
-    const checkAfterAnswer = inboundChecksRole(config) === "worker"
+    const checker = inboundChecksRole(config)
+    const checkBeforeAnswer = checker === "smtp"
+    const checkAfterAnswer = checker === "worker"
     const spamFilter = yield* SpamFilter
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<never>()
