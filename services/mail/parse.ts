@@ -30,6 +30,8 @@ export interface ParsedEmail {
   readonly subject: string
   readonly from: string | undefined
   readonly to: ReadonlyArray<string>
+  readonly cc: ReadonlyArray<string>
+  readonly replyTo: ReadonlyArray<string>
   readonly date: Date | undefined
   readonly inReplyTo: string | undefined
   readonly references: ReadonlyArray<string>
@@ -113,6 +115,8 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
     subject: first("subject") ?? "",
     from: addressList(first("from"))[0],
     to: addressList(first("to")),
+    cc: addressList(first("cc")),
+    replyTo: addressList(first("reply-to")),
     date: date && !Number.isNaN(date.getTime()) ? date : undefined,
     inReplyTo: idList(first("in-reply-to"))[0],
     references: idList(first("references")),
@@ -144,6 +148,8 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
         subject: clean(parsed.subject ?? ""),
         from: addresses(parsed.from)[0],
         to: addresses(parsed.to),
+        cc: addresses(parsed.cc),
+        replyTo: addresses(parsed.replyTo),
         date,
         inReplyTo: idList(parsed.inReplyTo)[0],
         references: idList(parsed.references),

@@ -1,6 +1,8 @@
 /**
  * Stored emails and how they read on the wire: one row shape, one mapping per wire shape.
  */
+import { domainToUnicode } from "node:url"
+import addressparser from "nodemailer/lib/addressparser"
 import type { Authentication } from "./authentication.ts"
 import { type Extracted, extract } from "./extract.ts"
 import type { Spam } from "./spam.ts"
@@ -17,6 +19,11 @@ export interface EmailRow {
   readonly subject: string
   readonly fromAddress: string
   readonly toAddresses: ReadonlyArray<string>
+  /** Null for an email stored before they were kept: then `ccHeader` / `replyToHeader` hold its headers. */
+  readonly ccAddresses: ReadonlyArray<string> | null
+  readonly replyToAddresses: ReadonlyArray<string> | null
+  readonly ccHeader: HeaderValue | null
+  readonly replyToHeader: HeaderValue | null
   readonly sentAt: Date
   readonly receivedAt: Date
   readonly rcptTo: string
@@ -30,6 +37,9 @@ export interface EmailRow {
   readonly spam: Spam | null
   readonly createdAt: Date
 }
+
+/** A stored header's decoded value; a header the message carried more than once is an array. */
+type HeaderValue = string | ReadonlyArray<string>
 
 export interface EmailBodyRow extends EmailRow {
   readonly headers: Headers
@@ -59,6 +69,11 @@ export const emailColumnList = [
   "e.subject",
   "e.from_address",
   "e.to_addresses",
+  "e.cc_addresses",
+  "e.reply_to_addresses",
+  // Read only for an email stored before the two columns existed (a CASE leaves the headers unread).
+  "CASE WHEN e.cc_addresses IS NULL THEN e.headers->'cc' END AS cc_header",
+  "CASE WHEN e.reply_to_addresses IS NULL THEN e.headers->'reply-to' END AS reply_to_header",
   "e.sent_at",
   "e.received_at",
   "e.rcpt_to",
@@ -85,6 +100,28 @@ export const SNIPPET_LENGTH = 200
 
 const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase()
 
+/**
+ * The addresses of a stored address header, for an email stored before its Cc and Reply-To were kept,
+ * in the forms parsing gives the others (services/mail/parse.ts): groups flattened, and a punycode
+ * domain in Unicode, as mailparser writes `to`. The stored value is decoded, so a display name may
+ * hold a comma the sender had encoded; what that splits off holds no `@` and is dropped.
+ */
+const headerAddresses = (value: HeaderValue | null): Array<string> => {
+  if (value === null) return []
+  type Entry = ReturnType<typeof addressparser>[number]
+  const flat = (entries: ReadonlyArray<Entry>): Array<string> =>
+    entries.flatMap((entry) =>
+      "group" in entry && entry.group ? flat(entry.group) : entry.address && entry.address.includes("@") ? [entry.address] : []
+    )
+  // mailparser's rule: a domain that starts with a punycode label.
+  const unicode = (address: string) => {
+    if (!/@xn--/.test(address)) return address
+    const at = address.lastIndexOf("@")
+    return `${address.slice(0, at + 1)}${domainToUnicode(address.slice(at + 1)) || address.slice(at + 1)}`
+  }
+  return (typeof value === "string" ? [value] : value).flatMap((line) => flat(addressparser(line))).map(unicode)
+}
+
 export const toFields = (row: EmailRow): EmailFields => ({
   email_id: row.id,
   direction: row.direction,
@@ -92,6 +129,8 @@ export const toFields = (row: EmailRow): EmailFields => ({
   subject: row.subject,
   from: row.fromAddress,
   to: [...row.toAddresses],
+  cc: row.ccAddresses !== null ? [...row.ccAddresses] : headerAddresses(row.ccHeader),
+  reply_to: row.replyToAddresses !== null ? [...row.replyToAddresses] : headerAddresses(row.replyToHeader),
   date: row.sentAt.toISOString(),
   mailbox_id: row.mailboxId,
   domain: domainOf(row.rcptTo),

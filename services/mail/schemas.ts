@@ -63,6 +63,10 @@ export const EmailFields = Schema.Struct({
   subject: Schema.String,
   from: Schema.String,
   to: Schema.Array(Schema.String),
+  cc: Schema.Array(Schema.String).annotations({ description: "The Cc header's addresses (none: empty)" }),
+  reply_to: Schema.Array(Schema.String).annotations({
+    description: "The Reply-To header's addresses, where the sender asks answers to go (none: empty; a reply goes to From)"
+  }),
   date: Schema.String,
   mailbox_id: Schema.String,
   domain: Schema.String,

@@ -44,6 +44,8 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
         subject: "Newer",
         from: "sender@example.com",
         to: [mailbox.address],
+        cc: [],
+        reply_to: [],
         date: expect.any(String),
         mailbox_id: mailbox.mailboxId,
         domain: DOMAIN,
@@ -189,6 +191,41 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
           content_id: null
         },
         expect.objectContaining({ attachment_id: seeded.attachmentIds[1], filename: "notes.txt", size: 5 })
+      ])
+    }))
+
+  it.effect("cc and reply_to: as stored; read from the stored headers for mail stored before they were kept", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      // Seeded without the two columns, as every email stored before them: its headers hold them,
+      // decoded (a name whose comma was encoded lost its quotes), a header given twice as an array.
+      const older = yield* insertEmail(mailbox, {
+        subject: "Before",
+        receivedMinutesAgo: 2,
+        headers: {
+          cc: ["Team: one@example.com, Two <two@xn--bcher-kva.example>;", "Müller, Jürgen <jm@example.com>"],
+          "reply-to": "\"Desk, Billing\" <desk@example.com>"
+        }
+      })
+      const plain = yield* insertEmail(mailbox, { subject: "No Cc", receivedMinutesAgo: 3 })
+      const newer = yield* insertEmail(mailbox, { subject: "After", receivedMinutesAgo: 1, headers: { cc: "stale@example.com" } })
+      yield* sql`UPDATE emails SET cc_addresses = ${["kept@example.com"]}, reply_to_addresses = '{}' WHERE id = ${newer.id}`
+
+      const read = (id: string) => emails.get(mailbox.owner.userId, id).pipe(Effect.map(({ cc, reply_to }) => ({ cc, reply_to })))
+      expect(yield* read(older.id)).toEqual({
+        cc: ["one@example.com", "two@bücher.example", "jm@example.com"],
+        reply_to: ["desk@example.com"]
+      })
+      expect(yield* read(plain.id)).toEqual({ cc: [], reply_to: [] })
+      expect(yield* read(newer.id)).toEqual({ cc: ["kept@example.com"], reply_to: [] })
+      // The list reads them the same way.
+      const listed = yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, newest)
+      expect(listed.emails.map(({ subject, cc }) => ({ subject, cc }))).toEqual([
+        { subject: "After", cc: ["kept@example.com"] },
+        { subject: "Before", cc: ["one@example.com", "two@bücher.example", "jm@example.com"] },
+        { subject: "No Cc", cc: [] }
       ])
     }))
 

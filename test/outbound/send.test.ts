@@ -183,6 +183,8 @@ describe("sending to another domain", () => {
 
     const email = await settled(mailroom, accepted.email_id)
     expect(email).toMatchObject({ direction: "outbound", labels: ["sent"], thread_id: accepted.thread_id, subject: "Grüße aus dem Büro ✉" })
+    // Bcc is in no header: the delivery below is where it shows.
+    expect({ to: email.to, cc: email.cc, reply_to: email.reply_to }).toEqual({ to: [to], cc: [cc], reply_to: ["desk@partner.test"] })
     expect(email.delivery).toEqual([to, cc, bcc].sort().map((recipient) => ({
       recipient,
       status: "sent",

@@ -196,6 +196,9 @@ describe("inbound SMTP and reading mail", () => {
       const raw = await compose({
         from: `Sënder Ünicode <${SENDER}>`,
         to: box.address,
+        // A name with a comma (sent encoded), a group, an internationalized domain (sent as punycode).
+        cc: ["\"Höpper, Grace\" <grace@example.org>", "Team: ada@bücher.example;"],
+        replyTo: "Desk <desk@example.com>",
         subject,
         text,
         html,
@@ -224,6 +227,8 @@ describe("inbound SMTP and reading mail", () => {
         subject,
         from: SENDER,
         to: [box.address],
+        cc: ["grace@example.org", "ada@bücher.example"],
+        reply_to: ["desk@example.com"],
         date: "2026-01-02T03:04:05.000Z",
         mailbox_id: box.mailboxId,
         domain: DOMAIN,

@@ -47,6 +47,8 @@ export interface SeededEmail {
   readonly attachments?: ReadonlyArray<{ readonly filename: string; readonly contentType: string; readonly bytes: Uint8Array }>
   /** What ingest labels an inbound email with, unless given. */
   readonly labels?: ReadonlyArray<string>
+  /** More stored headers (decoded values; an array for a header given more than once). */
+  readonly headers?: Readonly<Record<string, string | ReadonlyArray<string>>>
 }
 
 export const insertEmail = (mailbox: Mailbox, email: SeededEmail) =>
@@ -55,7 +57,7 @@ export const insertEmail = (mailbox: Mailbox, email: SeededEmail) =>
     const id = uniqueName("eml")
     const raw = new TextEncoder().encode(`Subject: ${email.subject}\r\nMessage-ID: <${id}@test>\r\n\r\n${email.text ?? ""}`)
     const rawSha = yield* storeBlob(raw)
-    const headers = { subject: email.subject, "message-id": `<${id}@test>`, received: ["from a", "from b"] }
+    const headers = { subject: email.subject, "message-id": `<${id}@test>`, received: ["from a", "from b"], ...email.headers }
     yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
                                    received_at, mail_from, rcpt_to, headers, text_body, html_body, has_attachments, raw_sha256, size, labels)
                VALUES (${id}, ${mailbox.mailboxId}, ${mailbox.owner.userId}, ${`<${id}@test>`}, ${email.threadId ?? `thr_${id}`},

@@ -2474,6 +2474,8 @@ export interface components {
             authentication: components["schemas"]["Authentication"] | null;
             /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
             authentication_results: string | null;
+            /** @description The Cc header's addresses (none: empty) */
+            cc: string[];
             date: string;
             /** @description Sent emails only: one entry per recipient (to, cc and bcc) */
             delivery?: components["schemas"]["Delivery"][];
@@ -2493,6 +2495,8 @@ export interface components {
             mailbox_id: string;
             message_id: string;
             received_at: string;
+            /** @description The Reply-To header's addresses, where the sender asks answers to go (none: empty; a reply goes to From) */
+            reply_to: string[];
             /** @description Bytes of the raw message */
             size: number;
             /** @description The first 200 characters of the text body */
@@ -2541,6 +2545,8 @@ export interface components {
                 authentication: components["schemas"]["Authentication"] | null;
                 /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
                 authentication_results: string | null;
+                /** @description The Cc header's addresses (none: empty) */
+                cc: string[];
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -2554,6 +2560,8 @@ export interface components {
                 message_id: string;
                 /** @description Labels the change removed */
                 removed: string[];
+                /** @description The Reply-To header's addresses, where the sender asks answers to go (none: empty; a reply goes to From) */
+                reply_to: string[];
                 /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
                 spam: components["schemas"]["Spam"] | null;
                 subject: string;
@@ -2572,6 +2580,8 @@ export interface components {
                 authentication: components["schemas"]["Authentication"] | null;
                 /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
                 authentication_results: string | null;
+                /** @description The Cc header's addresses (none: empty) */
+                cc: string[];
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -2588,6 +2598,8 @@ export interface components {
                 message_id: string;
                 /** @description How long indexing took */
                 processing_ms: number;
+                /** @description The Reply-To header's addresses, where the sender asks answers to go (none: empty; a reply goes to From) */
+                reply_to: string[];
                 /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
                 spam: components["schemas"]["Spam"] | null;
                 subject: string;
@@ -2606,6 +2618,8 @@ export interface components {
                 authentication: components["schemas"]["Authentication"] | null;
                 /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
                 authentication_results: string | null;
+                /** @description The Cc header's addresses (none: empty) */
+                cc: string[];
                 date: string;
                 /** @enum {string} */
                 direction: "inbound" | "outbound";
@@ -2618,6 +2632,8 @@ export interface components {
                 labels: string[];
                 mailbox_id: string;
                 message_id: string;
+                /** @description The Reply-To header's addresses, where the sender asks answers to go (none: empty; a reply goes to From) */
+                reply_to: string[];
                 /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
                 spam: components["schemas"]["Spam"] | null;
                 subject: string;
@@ -2642,6 +2658,8 @@ export interface components {
             authentication: components["schemas"]["Authentication"] | null;
             /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
             authentication_results: string | null;
+            /** @description The Cc header's addresses (none: empty) */
+            cc: string[];
             date: string;
             /** @enum {string} */
             direction: "inbound" | "outbound";
@@ -2654,6 +2672,8 @@ export interface components {
             mailbox_id: string;
             message_id: string;
             received_at: string;
+            /** @description The Reply-To header's addresses, where the sender asks answers to go (none: empty; a reply goes to From) */
+            reply_to: string[];
             /** @description Bytes of the raw message */
             size: number;
             /** @description The first 200 characters of the text body */

@@ -115,6 +115,8 @@ export const ReaderPage = ({ emailId }) => {
       <dl class="meta">
         <dt>From</dt><dd>${email.from}</dd>
         <dt>To</dt><dd>${to}</dd>
+        ${email.cc.length > 0 && html`<dt>Cc</dt><dd>${email.cc.join(", ")}</dd>`}
+        ${email.reply_to.length > 0 && html`<dt>Reply-To</dt><dd>${email.reply_to.join(", ")}</dd>`}
         <dt>Received</dt><dd><time datetime=${email.received_at}>${new Date(email.received_at).toLocaleString()}</time></dd>
         <dt>Labels</dt><dd><${Labels} email=${email} onChanged=${setEmail} /></dd>
       </dl>

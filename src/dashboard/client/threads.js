@@ -85,7 +85,7 @@ export const ConversationPage = ({ threadId }) => {
               <time class="muted small" datetime=${e.received_at}>${new Date(e.received_at).toLocaleString()}</time>
               <a class="small" href=${href("emails", e.email_id)} aria-label=${`Open the message from ${e.from}, ${new Date(e.received_at).toLocaleString()}`}>Open</a>
             </div>
-            <div class="muted small">To ${e.to.join(", ")}</div>
+            <div class="muted small">To ${e.to.join(", ")}${e.cc.length > 0 ? ` · Cc ${e.cc.join(", ")}` : ""}</div>
             <pre class="mail-text">${full ? full.extracted?.reply_text || full.text : e.snippet}</pre>
           </li>`
       })}
