@@ -40,6 +40,9 @@ import type { Verdict } from "./authentication.ts"
 import type { Spam } from "./spam.ts"
 import type { InboundMessage } from "./schemas.ts"
 
+/** What the plan's limits answer a RCPT with (`admit`). */
+type Refusal = MessageTooBig | DailyLimitReached | MonthlyLimitReached | StorageFull
+
 /** An accepted RCPT: where the message goes and what its owner's plan allows. */
 export interface Recipient {
   /** The address as the sender wrote it. */
@@ -327,6 +330,31 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     })
 
     /**
+     * What the owner's plan says of one more email for the mailbox `found` at `address`, of
+     * `declaredSize` bytes (the MAIL FROM SIZE parameter): its size, daily, monthly and storage limits.
+     */
+    const admit = (found: DirectoryEntry, address: string, declaredSize: number | undefined): Either.Either<Recipient, Refusal> => {
+      const plan = limits[found.plan]
+      if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) return Either.left(new MessageTooBig({ limit: plan.maxEmailBytes }))
+      if (found.today >= plan.emailsPerDay) return Either.left(new DailyLimitReached({ address, limit: plan.emailsPerDay }))
+      if (plan.emailsPerMonth !== null && found.thisPeriod >= plan.emailsPerMonth) {
+        return Either.left(new MonthlyLimitReached({ address, limit: plan.emailsPerMonth }))
+      }
+      // The account's stored mail fills its plan's storage: refused until mail is gone or the plan grows.
+      if (plan.storageBytes !== null && (found.storage >= plan.storageBytes || found.storage + (declaredSize ?? 0) > plan.storageBytes)) {
+        return Either.left(new StorageFull({ address, limit: plan.storageBytes }))
+      }
+      return Either.right({
+        address,
+        mailboxId: found.mailboxId,
+        userId: found.userId,
+        plan: found.plan,
+        maxEmailBytes: plan.maxEmailBytes,
+        periodStart: found.periodStart
+      })
+    }
+
+    /**
      * RCPT TO: the active mailbox at `address` (any case), if its lists admit `mailFrom` (empty for
      * the null sender) and its owner may receive one more email of `declaredSize` bytes (the MAIL
      * FROM SIZE parameter) now. A bounce address is not subject to lists.
@@ -334,28 +362,19 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      */
     const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined, mailFrom: string) {
       if (BOUNCE_ADDRESS.test(address)) return yield* bounceRecipient(address)
-      const row = yield* findRecipient(address, mailFrom)
-      const plan = limits[row.plan]
-      if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) {
-        return yield* new MessageTooBig({ limit: plan.maxEmailBytes })
-      }
-      if (row.today >= plan.emailsPerDay) return yield* new DailyLimitReached({ address, limit: plan.emailsPerDay })
-      if (plan.emailsPerMonth !== null && row.thisPeriod >= plan.emailsPerMonth) {
-        return yield* new MonthlyLimitReached({ address, limit: plan.emailsPerMonth })
-      }
-      // The account's stored mail fills its plan's storage: refused until mail is gone or the plan grows.
-      if (plan.storageBytes !== null && (row.storage >= plan.storageBytes || row.storage + (declaredSize ?? 0) > plan.storageBytes)) {
-        return yield* new StorageFull({ address, limit: plan.storageBytes })
-      }
-      return {
-        address,
-        mailboxId: row.mailboxId,
-        userId: row.userId,
-        plan: row.plan,
-        maxEmailBytes: plan.maxEmailBytes,
-        periodStart: row.periodStart
-      } satisfies Recipient
+      return yield* admit(yield* findRecipient(address, mailFrom), address, declaredSize)
     })
+
+    /**
+     * `recipient`'s answer when the directory alone can give it (a kept mailbox, not near a limit: the
+     * usual case under load), with no effect to run; undefined when the database must be asked. A kept
+     * mailbox's owner has no lists, so the sender does not matter.
+     */
+    const keptRecipient = (address: string, declaredSize: number | undefined): Either.Either<Recipient, Refusal> | undefined => {
+      if (BOUNCE_ADDRESS.test(address)) return undefined
+      const kept = directory.get(routingForm(address), utcDay(new Date()))
+      return kept === undefined || nearLimits(kept) ? undefined : admit(kept, address, declaredSize)
+    }
 
     /** What this process has counted (or given back) joins the directory's kept counts. */
     const countedHere = (recipients: ReadonlyArray<Recipient>, day: string, sign: 1 | -1) => {
@@ -425,6 +444,6 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       return published.flatMap((p) => (Either.isRight(p) ? [p.right] : []))
     })
 
-    return { recipient, accept } as const
+    return { recipient, keptRecipient, accept } as const
   })
 }) {}

@@ -31,7 +31,7 @@
  *   at `info`); refusals are expected, so they are `info`/`debug`, never errors.
  */
 import { readFileSync } from "node:fs"
-import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { Cause, Effect, Either, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAddress, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Authenticator, dmarcRejects } from "../../services/mail/authentication.ts"
@@ -85,6 +85,9 @@ const replyFor = <E extends { readonly reply: SmtpReply }>(cause: Cause.Cause<E>
     onSome: (refusal) => refusal.reply,
     onNone: () => temporaryFailure.reply
   })
+
+/** Why a RCPT TO is refused (each refusal carries its reply). */
+type RecipientRefusal = Effect.Effect.Error<ReturnType<Inbound["recipient"]>>
 
 /** The MAIL FROM SIZE= parameter, if the sender declared one. */
 const declaredSize = (session: SMTPServerSession): number | undefined => {
@@ -154,8 +157,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
       if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS_PER_MESSAGE) {
         return callback(smtpError(new TooManyRecipients({ limit: MAX_RECIPIENTS_PER_MESSAGE }).reply))
       }
-      const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
-      void run(inbound.recipient(address.address, declaredSize(session), mailFrom)).then((exit) => {
+      const answer = (exit: Exit.Exit<Recipient, RecipientRefusal>) => {
         if (Exit.isSuccess(exit)) {
           recipients.set(address, exit.value)
           SmtpMetrics.reply(250)
@@ -174,7 +176,12 @@ export const SmtpServerLive = Layer.scopedDiscard(
         if (reply.code === 451) void run(health.report("RCPT answered 451", exit.cause))
         else void run(Effect.logDebug(`RCPT TO refused ${reply.code}`).pipe(Effect.annotateLogs({ session: session.id })))
         callback(smtpError(reply))
-      })
+      }
+      // Under load most answers come from the recipient directory, at once: no fiber, no promise.
+      const kept = inbound.keptRecipient(address.address, declaredSize(session))
+      if (kept !== undefined) return answer(Either.isRight(kept) ? Exit.succeed(kept.right) : Exit.fail(kept.left))
+      const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : ""
+      void run(inbound.recipient(address.address, declaredSize(session), mailFrom)).then(answer)
     }
 
     const onData = (stream: SMTPServerDataStream, session: SMTPServerSession, callback: (error?: Error | null, message?: string) => void) => {
@@ -197,7 +204,17 @@ export const SmtpServerLive = Layer.scopedDiscard(
         StageActivity.acceptEnded()
         return true
       }
-      const answer = (error: Error | null, message?: string, emailIds: ReadonlyArray<string> = []) => {
+      /** The transaction's one log line. */
+      const logAnswer = (code: number, emailIds: ReadonlyArray<string>) =>
+        Effect.logInfo(`SMTP transaction answered ${code}`).pipe(Effect.annotateLogs({
+          session: session.id,
+          code,
+          size: bytes,
+          recipients: session.envelope.rcptTo.length,
+          ...(emailIds.length > 0 ? { email_ids: emailIds.join(",") } : {})
+        }))
+      /** Answer DATA; its log line too, unless the fiber that stored the message wrote it (`logged`). */
+      const answer = (error: Error | null, message?: string, emailIds: ReadonlyArray<string> = [], logged = false) => {
         if (!settle()) return
         const code = error === null ? 250 : (error as Error & { responseCode?: number }).responseCode ?? 451
         if (error === null) {
@@ -205,13 +222,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
           StageActivity.handled("accept")
           if (ended !== undefined) SmtpMetrics.accepted((performance.now() - ended) / 1000)
         }
-        void run(Effect.logInfo(`SMTP transaction answered ${code}`).pipe(Effect.annotateLogs({
-          session: session.id,
-          code,
-          size: bytes,
-          recipients: session.envelope.rcptTo.length,
-          ...(emailIds.length > 0 ? { email_ids: emailIds.join(",") } : {})
-        })))
+        if (!logged) void run(logAnswer(code, emailIds))
         callback(error, message)
       }
       stream.on("data", (chunk: Buffer) => {
@@ -249,11 +260,12 @@ export const SmtpServerLive = Layer.scopedDiscard(
         const receivedAt = new Date()
         const envelope = { clientIp: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom, raw }
         const checkedAndStored = Effect.flatMap(
-          // Both checks at once: each waits mostly on the network (DNS, rspamd).
+          // Both checks at once when both run (each waits mostly on the network: DNS, rspamd); by
+          // default neither does here, and two fibers forked for nothing would cost every message.
           Effect.all([
             checkBeforeAnswer ? authenticator.verify(envelope) : Effect.succeed(undefined),
             spamFilter.check({ ...envelope, recipients: accepted.map((r) => r.address) })
-          ], { concurrency: 2 }),
+          ], { concurrency: checkBeforeAnswer ? 2 : undefined }),
           ([verdict, spam]): Effect.Effect<ReadonlyArray<string>, MessageRefusal | DmarcRejected | SpamRejected> =>
             config.dmarcEnforce && verdict !== undefined && dmarcRejects(verdict.authentication)
               ? Effect.fail(new DmarcRejected({ domain: verdict.authentication.dmarc.domain ?? "the From domain" }))
@@ -276,7 +288,15 @@ export const SmtpServerLive = Layer.scopedDiscard(
             attributes: { "mailroom.recipients": accepted.length, "mailroom.size": raw.byteLength }
           })
         )
-        const accepting = fork(Effect.exit(checkedAndStored))
+        const accepting = fork(Effect.exit(checkedAndStored).pipe(
+          // The log line of the answer its observer gives at once (below), written by this fiber rather
+          // than one more forked for it; none once the deadline has answered.
+          Effect.tap((exit) =>
+            Effect.suspend(() =>
+              answered ? Effect.void : Exit.isSuccess(exit) ? logAnswer(250, exit.value) : logAnswer(replyFor(exit.cause).code, [])
+            )
+          )
+        ))
         // A plain timer rather than Effect.timeout, which would race a second fiber for every message.
         const deadline = setTimeout(() => {
           void run(Effect.logWarning("DATA answered 451: storing and publishing the message took too long"))
@@ -286,10 +306,10 @@ export const SmtpServerLive = Layer.scopedDiscard(
         accepting.addObserver((done) => {
           clearTimeout(deadline)
           const exit = Exit.flatten(done)
-          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`, exit.value)
+          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`, exit.value, true)
           const reply = replyFor(exit.cause)
           if (reply.code === 451 && !answered) void run(health.report("DATA answered 451", exit.cause))
-          answer(smtpError(reply))
+          answer(smtpError(reply), undefined, [], true)
         })
       })
     }

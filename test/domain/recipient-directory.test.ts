@@ -33,12 +33,16 @@ const services = Layer.mergeAll(Inbound.Default, Mailboxes.Default, SenderLists.
 
 const SENDER = "ada@example.com"
 
-/** How RCPT answers `address`: accepted, or the refusal's tag. */
+/**
+ * How RCPT answers `address`: accepted, or the refusal's tag. Asked as the SMTP node asks
+ * (src/smtp/server.ts): the directory's immediate answer when it has one, else `recipient`.
+ */
 const rcpt = (address: string, sender = SENDER) =>
-  Effect.flatMap(Inbound, (inbound) =>
-    inbound.recipient(address, undefined, sender).pipe(
-      Effect.match({ onSuccess: () => "accepted", onFailure: (refusal) => refusal._tag })
-    ))
+  Effect.flatMap(Inbound, (inbound) => {
+    const kept = inbound.keptRecipient(address, undefined)
+    const answer: ReturnType<typeof inbound.recipient> = kept ?? inbound.recipient(address, undefined, sender)
+    return Effect.match(answer, { onSuccess: () => "accepted", onFailure: (refusal) => refusal._tag })
+  })
 
 /** Wall-clock time (the directory's clock), past FRESH_FOR. */
 const outlive = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, Duration.toMillis(FRESH_FOR) + 100)))
