@@ -288,13 +288,16 @@ export const SmtpServerLive = Layer.scopedDiscard(
             attributes: { "mailroom.recipients": accepted.length, "mailroom.size": raw.byteLength }
           })
         )
+        // The log line of the answer the observer below gives at once, written by this fiber rather than
+        // one more forked for it; none once the deadline has answered.
+        let logged = false
         const accepting = fork(Effect.exit(checkedAndStored).pipe(
-          // The log line of the answer its observer gives at once (below), written by this fiber rather
-          // than one more forked for it; none once the deadline has answered.
           Effect.tap((exit) =>
-            Effect.suspend(() =>
-              answered ? Effect.void : Exit.isSuccess(exit) ? logAnswer(250, exit.value) : logAnswer(replyFor(exit.cause).code, [])
-            )
+            Effect.suspend(() => {
+              if (answered) return Effect.void
+              logged = true
+              return Exit.isSuccess(exit) ? logAnswer(250, exit.value) : logAnswer(replyFor(exit.cause).code, [])
+            })
           )
         ))
         // A plain timer rather than Effect.timeout, which would race a second fiber for every message.
@@ -306,10 +309,10 @@ export const SmtpServerLive = Layer.scopedDiscard(
         accepting.addObserver((done) => {
           clearTimeout(deadline)
           const exit = Exit.flatten(done)
-          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`, exit.value, true)
+          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`, exit.value, logged)
           const reply = replyFor(exit.cause)
           if (reply.code === 451 && !answered) void run(health.report("DATA answered 451", exit.cause))
-          answer(smtpError(reply), undefined, [], true)
+          answer(smtpError(reply), undefined, [], logged)
         })
       })
     }
