@@ -69,9 +69,15 @@ describe("background turns", () => {
     try {
       // Within the period: the same reading, not a new one.
       expect(foregroundBusy()).toBe(true)
-      // A DATA in flight from a slow sender, the loop idle meanwhile: ingest is not held back by it.
-      await pause(150)
-      expect(loopLoad()).toBeLessThan(LOADED)
+      // A DATA in flight from a slow sender, the loop idle meanwhile: ingest is not held back by it. The
+      // loop is this test's, shared with the runner's own work, which a busy CI machine can make take
+      // most of one period: the reading must come down within a few periods, not necessarily the first.
+      let load = 1
+      for (let period = 0; period < 20 && load >= LOADED; period++) {
+        await pause(150)
+        load = loopLoad()
+      }
+      expect(load).toBeLessThan(LOADED)
       expect(foregroundBusy()).toBe(false)
     } finally {
       StageActivity.acceptEnded()
