@@ -91,7 +91,8 @@ const splitHead = (raw: Buffer): { head: string; body: Buffer } => {
   return { head: raw.subarray(0, end).toString("utf8"), body: raw.subarray(end + gap) }
 }
 
-const addressList = (value: string | undefined): Array<string> => {
+/** The addresses of an address header's value, as a plain reading finds them: groups flattened. */
+export const addressList = (value: string | undefined): Array<string> => {
   if (value === undefined) return []
   const flatten = (entries: ReturnType<typeof addressparser>): Array<string> =>
     entries.flatMap((entry) => ("group" in entry && entry.group ? flatten(entry.group) : entry.address ? [clean(entry.address)] : []))

@@ -2,9 +2,9 @@
  * Stored emails and how they read on the wire: one row shape, one mapping per wire shape.
  */
 import { domainToUnicode } from "node:url"
-import addressparser from "nodemailer/lib/addressparser"
 import type { Authentication } from "./authentication.ts"
 import { type Extracted, extract } from "./extract.ts"
+import { addressList } from "./parse.ts"
 import type { Spam } from "./spam.ts"
 import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailReceived, EmailSummary, Headers } from "./schemas.ts"
 
@@ -106,20 +106,17 @@ const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1
  * domain in Unicode, as mailparser writes `to`. The stored value is decoded, so a display name may
  * hold a comma the sender had encoded; what that splits off holds no `@` and is dropped.
  */
-const headerAddresses = (value: HeaderValue | null): Array<string> => {
-  if (value === null) return []
-  type Entry = ReturnType<typeof addressparser>[number]
-  const flat = (entries: ReadonlyArray<Entry>): Array<string> =>
-    entries.flatMap((entry) =>
-      "group" in entry && entry.group ? flat(entry.group) : entry.address && entry.address.includes("@") ? [entry.address] : []
-    )
-  // mailparser's rule: a domain that starts with a punycode label.
-  const unicode = (address: string) => {
-    if (!/@xn--/.test(address)) return address
-    const at = address.lastIndexOf("@")
-    return `${address.slice(0, at + 1)}${domainToUnicode(address.slice(at + 1)) || address.slice(at + 1)}`
-  }
-  return (typeof value === "string" ? [value] : value).flatMap((line) => flat(addressparser(line))).map(unicode)
+const headerAddresses = (value: HeaderValue | null): Array<string> =>
+  value === null ? [] : (typeof value === "string" ? [value] : value)
+    .flatMap((line) => addressList(line))
+    .filter((address) => address.includes("@"))
+    .map(inUnicode)
+
+/** mailparser's rule for an address whose domain starts with a punycode label: the domain in Unicode. */
+const inUnicode = (address: string) => {
+  if (!/@xn--/.test(address)) return address
+  const at = address.lastIndexOf("@")
+  return `${address.slice(0, at + 1)}${domainToUnicode(address.slice(at + 1)) || address.slice(at + 1)}`
 }
 
 export const toFields = (row: EmailRow): EmailFields => ({
