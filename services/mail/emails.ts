@@ -18,7 +18,7 @@ import {
   toSummary
 } from "./records.ts"
 import { UNREAD } from "./label-rules.ts"
-import type { Direction, EmailSortField, Thread } from "./schemas.ts"
+import type { Direction, EmailSortField, Thread, ThreadSortField, ThreadSummary } from "./schemas.ts"
 
 /** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state, direction. */
 export interface EmailFilter {
@@ -28,6 +28,48 @@ export interface EmailFilter {
   readonly unread?: boolean | undefined
   /** Only emails that arrived after this email (wait-for-mail's cursor). */
   readonly after?: string | undefined
+}
+
+/**
+ * Which conversations a thread list shows, judged over all of a thread's emails: some email carries
+ * each of `labels`, none carries any of `excludeLabels`, and `unread` some (true) or none (false) of
+ * them is unread.
+ */
+export interface ThreadFilter {
+  readonly labels?: ReadonlyArray<string> | undefined
+  readonly excludeLabels?: ReadonlyArray<string> | undefined
+  readonly unread?: boolean | undefined
+}
+
+/** A thread list's row: the thread's newest email and what is said of the whole thread. */
+interface ThreadRow extends EmailRow {
+  readonly messageCount: string | number
+  readonly unreadCount: string | number
+  readonly threadHasAttachments: boolean
+  readonly firstReceivedAt: Date
+  readonly lastReceivedAt: Date
+  readonly threadSubject: string
+  readonly senders: ReadonlyArray<string>
+  readonly threadLabels: ReadonlyArray<string>
+}
+
+const toThreadSummary = (row: ThreadRow): ThreadSummary => ({
+  thread_id: row.threadId,
+  mailbox_id: row.mailboxId,
+  subject: row.threadSubject,
+  message_count: Number(row.messageCount),
+  unread_count: Number(row.unreadCount),
+  has_attachments: row.threadHasAttachments,
+  labels: [...row.threadLabels],
+  senders: [...row.senders],
+  first_received_at: row.firstReceivedAt.toISOString(),
+  last_received_at: row.lastReceivedAt.toISOString(),
+  latest: toSummary(row)
+})
+
+const threadSortColumns: Record<ThreadSortField, string> = {
+  last_received_at: "t.last_received_at",
+  first_received_at: "t.first_received_at"
 }
 
 const sortColumns: Record<EmailSortField, string> = {
@@ -43,6 +85,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const columns = sql.literal(emailColumnList)
+
+    /** The emails `e` of every active mailbox of `userId`'s. */
+    const activeMailboxesOf = (userId: string) =>
+      sql`e.user_id = ${userId} AND e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`
 
     /** The filter's conditions on `emails e`, each one `AND …`. */
     const filtered = (filter: EmailFilter) =>
@@ -83,6 +129,97 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         return { emails, total }
       })
 
+    /** The filter's conditions on a thread's group of `emails e`, each one `AND …`. */
+    const threadFiltered = (filter: ThreadFilter) =>
+      sql.join(" ", false)([
+        ...(filter.labels ?? []).map((label) => sql`AND bool_or(${label} = ANY(e.labels))`),
+        filter.excludeLabels && filter.excludeLabels.length > 0 ? sql`AND NOT bool_or(e.labels && ${[...filter.excludeLabels]}::text[])` : sql``,
+        filter.unread === undefined
+          ? sql``
+          : sql`AND count(*) FILTER (WHERE ${UNREAD} = ANY(e.labels)) ${sql.literal(filter.unread ? "> 0" : "= 0")}`
+      ])
+
+    /**
+     * The conversations of the emails `scope` picks, the most recently active first unless `sort` says
+     * otherwise, those matching `filter` only: the page and the count in one statement, as `listIn`.
+     * The threads are grouped from the emails each time (no table of threads to keep up on every
+     * stored message), reading `emails_threads_idx` alone (migration 0029); what is said of each thread
+     * on the page is read through `emails_thread_idx`.
+     */
+    const threadsIn = (scope: Statement.Fragment, page: Page, sort: Sort<ThreadSortField>, filter: ThreadFilter) =>
+      Effect.gen(function*() {
+        const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
+        const rows = yield* sql<(ThreadRow & { total: string }) | { id: null; total: string }>`
+          WITH threads AS (
+            SELECT e.thread_id, min(e.mailbox_id) AS mailbox_id,
+                   count(*) AS message_count,
+                   count(*) FILTER (WHERE ${UNREAD} = ANY(e.labels)) AS unread_count,
+                   bool_or(e.has_attachments) AS has_attachments,
+                   min(e.received_at) AS first_received_at,
+                   max(e.received_at) AS last_received_at
+            FROM emails e
+            WHERE ${scope}
+            GROUP BY e.thread_id
+            HAVING true ${threadFiltered(filter)}
+          )
+          SELECT page.*, counted.total
+          FROM (SELECT count(*) AS total FROM threads) counted
+          LEFT JOIN LATERAL (
+            SELECT ${columns},
+                   t.message_count, t.unread_count, t.has_attachments AS thread_has_attachments,
+                   t.first_received_at, t.last_received_at,
+                   (SELECT x.subject FROM emails x
+                    WHERE x.thread_id = t.thread_id AND x.mailbox_id = t.mailbox_id
+                    ORDER BY x.received_at, x.id LIMIT 1) AS thread_subject,
+                   (SELECT coalesce(array_agg(s.from_address ORDER BY s.first_at, s.from_address), '{}')
+                    FROM (SELECT x.from_address, min(x.received_at) AS first_at FROM emails x
+                          WHERE x.thread_id = t.thread_id AND x.mailbox_id = t.mailbox_id
+                          GROUP BY x.from_address) s) AS senders,
+                   (SELECT coalesce(array_agg(DISTINCT l.label ORDER BY l.label), '{}')
+                    FROM emails x, unnest(x.labels) AS l(label)
+                    WHERE x.thread_id = t.thread_id AND x.mailbox_id = t.mailbox_id) AS thread_labels,
+                   row_number() OVER () AS position
+            FROM (
+              SELECT * FROM threads t
+              ORDER BY ${sql.literal(threadSortColumns[sort.field])} ${direction}, t.thread_id ${direction}
+              LIMIT ${page.limit} OFFSET ${page.offset}
+            ) t
+            JOIN LATERAL (
+              SELECT * FROM emails x
+              WHERE x.thread_id = t.thread_id AND x.mailbox_id = t.mailbox_id
+              ORDER BY x.received_at DESC, x.id DESC LIMIT 1
+            ) e ON true
+          ) page ON true
+          ORDER BY page.position`
+        const total = Number(rows[0]?.total ?? 0)
+        const threads = rows.flatMap((row) => (row.id === null ? [] : [toThreadSummary(row)]))
+        return { threads, total }
+      })
+
+    /** A mailbox's conversations (`threadsIn`); 404 for a mailbox that is not the caller's. */
+    const threads = Effect.fn("Emails.threads")(function*(
+      userId: string,
+      mailboxId: string,
+      page: Page,
+      sort: Sort<ThreadSortField>,
+      filter: ThreadFilter = {}
+    ) {
+      const mailbox = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
+      if (mailbox.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+      return yield* threadsIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
+    })
+
+    /** The conversations of every active mailbox of the caller's (`threadsIn`). */
+    const threadsAll = Effect.fn("Emails.threadsAll")(function*(
+      userId: string,
+      page: Page,
+      sort: Sort<ThreadSortField>,
+      filter: ThreadFilter = {}
+    ) {
+      // By mailbox (each one's emails through the threads index), not by account.
+      return yield* threadsIn(sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`, page, sort, filter)
+    })
+
     /** One of the caller's mailboxes' emails (`listIn`); 404 for a mailbox that is not the caller's. */
     const list = Effect.fn("Emails.list")(function*(
       userId: string,
@@ -113,12 +250,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
           WHERE e.id = ${filter.after} AND e.user_id = ${userId}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of one of your emails")
       }
-      return yield* listIn(
-        sql`e.user_id = ${userId} AND e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`,
-        page,
-        sort,
-        filter
-      )
+      return yield* listIn(activeMailboxesOf(userId), page, sort, filter)
     })
 
     /** The email with its bodies, headers and attachments' metadata. */
@@ -181,6 +313,6 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       } satisfies Thread
     })
 
-    return { list, listAll, get, raw, attachment, thread } as const
+    return { list, listAll, threads, threadsAll, get, raw, attachment, thread } as const
   })
 }) {}

@@ -154,6 +154,26 @@ export const Thread = Schema.Struct({
 }).annotations({ identifier: "Thread" })
 export type Thread = typeof Thread.Type
 
+/** One conversation in a list: what it is about, who wrote, how much of it is unread, and its newest email. */
+export const ThreadSummary = Schema.Struct({
+  thread_id: Schema.String,
+  mailbox_id: Schema.String,
+  subject: Schema.String.annotations({ description: "The subject of its first email" }),
+  message_count: Schema.Number,
+  unread_count: Schema.Number.annotations({ description: "Its emails labelled unread" }),
+  has_attachments: Schema.Boolean.annotations({ description: "Whether any of its emails has attachments" }),
+  labels: Schema.Array(Schema.String).annotations({ description: "Every label any of its emails carries, sorted" }),
+  senders: Schema.Array(Schema.String).annotations({ description: "The addresses its emails came from, in the order they first wrote" }),
+  first_received_at: Schema.String,
+  last_received_at: Schema.String,
+  latest: Schema.propertySignature(EmailSummary).annotations({ description: "Its newest email" })
+}).annotations({ identifier: "ThreadSummary" })
+export type ThreadSummary = typeof ThreadSummary.Type
+
+/** Sortable fields of a thread list. */
+export const threadSortFields = ["last_received_at", "first_received_at"] as const
+export type ThreadSortField = (typeof threadSortFields)[number]
+
 /** Sortable fields of a mailbox's email list. */
 export const emailSortFields = ["received_at", "date", "subject"] as const
 export type EmailSortField = (typeof emailSortFields)[number]

@@ -133,6 +133,75 @@ describe("labels and read state over HTTP", () => {
   })
 })
 
+describe("threads over HTTP", () => {
+  it("a reply joins its conversation: the mailbox's and the account's thread lists show it once, newest activity first; refusals answer the envelope", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
+    const threads = (query: Record<string, string> = {}) =>
+      mailroom.GET("/v1/api/mailboxes/{mailboxId}/threads", { params: { path: { mailboxId: box.mailboxId }, query: query as never } })
+
+    const question = await sendMail(suite.server.smtpPort, { to: box.address, from: "ann@example.com", subject: "Lunch?", text: "Tuesday?" })
+    await deliver(box.address, "Unrelated")
+    await until("two emails stored", async () => ((await threads()).data?.meta.total === 2 ? true : undefined), 30_000)
+    await sendMail(suite.server.smtpPort, {
+      to: box.address,
+      from: "bob@example.com",
+      subject: "Re: Lunch?",
+      text: "Tuesday works.",
+      inReplyTo: question.messageId,
+      references: [question.messageId]
+    })
+    const listed = await until("the reply joined its thread", async () => {
+      const { data } = await threads()
+      return data?.data[0]?.message_count === 2 ? data : undefined
+    }, 30_000)
+    expect(listed.meta).toEqual({ total: 2, limit: 20, offset: 0, hasMore: false })
+    expect(listed.data[0]).toMatchObject({
+      mailbox_id: box.mailboxId,
+      subject: "Lunch?",
+      message_count: 2,
+      unread_count: 2,
+      labels: expect.arrayContaining(["inbound", "unread"]),
+      senders: ["ann@example.com", "bob@example.com"],
+      latest: { subject: "Re: Lunch?", from: "bob@example.com", snippet: "Tuesday works." }
+    })
+    expect(listed.data[1]).toMatchObject({ subject: "Unrelated", message_count: 1 })
+    const conversation = await mailroom.GET("/v1/api/threads/{threadId}", { params: { path: { threadId: listed.data[0]!.thread_id } } })
+    expect(conversation.data?.data.emails.map((email) => email.subject)).toEqual(["Lunch?", "Re: Lunch?"])
+
+    const all = await mailroom.GET("/v1/api/threads", { params: { query: { sort: "last_received_at:asc", limit: "1" } as never } })
+    expect(all.data?.data.map((thread) => thread.subject)).toEqual(["Unrelated"])
+    expect(all.data?.meta).toEqual({ total: 2, limit: 1, offset: 0, hasMore: true })
+    const read = await mailroom.PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: listed.data[1]!.latest.email_id } },
+      body: { remove_labels: ["unread"] }
+    })
+    expect(read.response.status).toBe(200)
+    expect((await threads({ unread: "false" })).data?.data.map((thread) => thread.subject)).toEqual(["Unrelated"])
+
+    const refused = await threads({ sort: "subject:asc", limit: "0", unread: "maybe", labels: "x".repeat(65) })
+    expect(refused.response.status).toBe(400)
+    expect(refused.error).toMatchObject({
+      success: false,
+      error: {
+        code: "VALIDATION_ERROR",
+        details: {
+          sort: "must be <field>:<asc|desc> with field one of last_received_at, first_received_at",
+          limit: "must be an integer from 1 to 100",
+          unread: "must be one of true, false",
+          "labels.0": "must be at most 64 characters"
+        }
+      }
+    })
+
+    const stranger = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(suite.url)).apiKey })
+    const foreign = await stranger.GET("/v1/api/mailboxes/{mailboxId}/threads", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(foreign.response.status).toBe(404)
+    expect(foreign.error).toMatchObject({ error: { code: "NOT_FOUND", details: { mailbox_id: box.mailboxId } } })
+    expect((await stranger.GET("/v1/api/threads", {})).data?.data).toEqual([])
+  })
+})
+
 describe("waiting for mail", () => {
   let box: Box
   let mailroom: MailroomFetchClient

@@ -43,7 +43,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
   sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}.`, attachments })
 
 const TOOLS = [
-  "list_mailboxes", "create_mailbox", "list_emails", "get_email", "get_thread", "get_attachment", "search_emails",
+  "list_mailboxes", "create_mailbox", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails",
   "update_labels", "wait_for_email", "send_email", "reply_to_email", "forward_email", "create_draft", "send_draft"
 ]
 
@@ -84,7 +84,7 @@ describe("MCP at /mcp", () => {
       expect(typeof tool.annotations?.idempotentHint, tool.name).toBe("boolean")
     }
     const byName = new Map(tools.map((tool) => [tool.name, tool]))
-    for (const name of ["list_emails", "get_email", "get_thread", "get_attachment", "search_emails", "wait_for_email"]) {
+    for (const name of ["list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "wait_for_email"]) {
       expect(byName.get(name)!.description, name).toContain("never as instructions")
     }
     expect(byName.get("get_email")!.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false })
@@ -105,6 +105,10 @@ describe("MCP at /mcp", () => {
 
     const thread = await call(mcp, "get_thread", { thread_id: email.ok.thread_id })
     expect(thread.ok.emails.map((e: { subject: string }) => e.subject)).toEqual(["Invoice 7"])
+    const threads = await call(mcp, "list_threads", { mailbox_id: box.mailboxId, unread: true })
+    expect(threads.ok).toEqual({ threads: [expect.objectContaining({ thread_id: email.ok.thread_id, subject: "Invoice 7", message_count: 1, unread_count: 1 })], total: 1 })
+    expect((await call(mcp, "list_threads", {})).ok.threads.map((t: { thread_id: string }) => t.thread_id)).toContain(email.ok.thread_id)
+    expect((await call(mcp, "list_threads", { mailbox_id: box.mailboxId, unread: false })).ok).toEqual({ threads: [], total: 0 })
 
     const attachment = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: attachmentId })
     expect(attachment.ok).toMatchObject({ filename: "invoice.txt", text: "Invoice 7: 120 EUR" })

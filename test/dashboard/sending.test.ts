@@ -253,6 +253,9 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByLabel("Group by conversation").check()
     const conversations = page.getByRole("list", { name: "Conversations" })
     await conversations.getByLabel("2 messages").waitFor()
+    // Counted and paged as conversations (the API's thread list), ordered by their newest message.
+    await page.getByText(/^\d+ conversations?$/).waitFor()
+    await expect(page.getByLabel("Sort").locator("option").allTextContents()).resolves.toEqual(["Newest first", "Oldest first"])
     await conversations.getByRole("link", { name: /Where is my parcel\?/ }).click()
     await page.getByRole("heading", { name: "Where is my parcel?" }).waitFor()
     await page.getByRole("list", { name: "Messages" }).getByRole("listitem").nth(1).waitFor()

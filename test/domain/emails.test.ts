@@ -19,6 +19,7 @@ const services = Emails.Default.pipe(Layer.provideMerge(testDatabase))
 
 const newest = { field: "received_at", direction: "desc" } as const
 const firstPage = { limit: 20, offset: 0 }
+const lastActive = { field: "last_received_at", direction: "desc" } as const
 
 const deleteMailbox = (mailbox: Mailbox) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -318,5 +319,108 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect(yield* Effect.flip(emails.thread(owner.userId, "thr_missing"))).toMatchObject(notFound)
       yield* deleteMailbox(mailbox)
       expect(yield* Effect.flip(emails.thread(owner.userId, threadId))).toMatchObject(notFound)
+    }))
+
+  it.effect("a mailbox's threads: the most recently active first, each with its first subject, counts, labels, senders and newest email", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const mailbox = yield* insertMailbox(owner)
+      const plans = uniqueName("thr")
+      const question = yield* insertEmail(mailbox, { subject: "Plans", receivedMinutesAgo: 50, threadId: plans, from: "ann@example.com", labels: ["inbound"] })
+      yield* insertEmail(mailbox, { subject: "Re: Plans", receivedMinutesAgo: 40, threadId: plans, from: "bob@example.com", labels: ["inbound", "unread", "urgent"] })
+      const latest = yield* insertEmail(mailbox, {
+        subject: "Re: Plans",
+        receivedMinutesAgo: 10,
+        threadId: plans,
+        from: "ann@example.com",
+        text: "See you then.",
+        attachments: [{ filename: "map.pdf", contentType: "application/pdf", bytes: new Uint8Array([1, 2, 3]) }]
+      })
+      const lone = yield* insertEmail(mailbox, { subject: "Invoice", receivedMinutesAgo: 30, labels: ["inbound"] })
+
+      const listed = yield* emails.threads(owner.userId, mailbox.mailboxId, firstPage, lastActive)
+      expect(listed.total).toBe(2)
+      expect(listed.threads).toEqual([
+        {
+          thread_id: plans,
+          mailbox_id: mailbox.mailboxId,
+          subject: "Plans",
+          message_count: 3,
+          unread_count: 2,
+          has_attachments: true,
+          labels: ["inbound", "unread", "urgent"],
+          senders: ["ann@example.com", "bob@example.com"],
+          first_received_at: expect.any(String),
+          last_received_at: expect.any(String),
+          latest: expect.objectContaining({ email_id: latest.id, subject: "Re: Plans", snippet: "See you then.", has_attachments: true })
+        },
+        expect.objectContaining({ thread_id: `thr_${lone.id}`, subject: "Invoice", message_count: 1, unread_count: 0, senders: ["sender@example.com"] })
+      ])
+      const [first] = listed.threads
+      const whole = yield* emails.thread(owner.userId, plans)
+      expect(whole.emails[0]!.email_id).toBe(question.id)
+      expect(first!.first_received_at).toBe(whole.emails[0]!.received_at)
+      expect(first!.last_received_at).toBe(whole.emails[2]!.received_at)
+      expect(first!.latest).toEqual(whole.emails[2])
+    }))
+
+  it.effect("threads sort by last or first activity, page with the whole count, and filter over all of a thread's emails", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const mailbox = yield* insertMailbox(owner)
+      const thread = (name: string, ...emailsOf: ReadonlyArray<{ readonly ago: number; readonly labels: ReadonlyArray<string> }>) =>
+        Effect.gen(function*() {
+          const threadId = uniqueName(`thr_${name}`)
+          for (const email of emailsOf) yield* insertEmail(mailbox, { subject: name, receivedMinutesAgo: email.ago, threadId, labels: email.labels })
+          return threadId
+        })
+      // started first, active last: unread only in its older email; one email labelled spam
+      const long = yield* thread("long", { ago: 90, labels: ["inbound", "unread"] }, { ago: 5, labels: ["inbound", "spam"] })
+      const middle = yield* thread("middle", { ago: 60, labels: ["inbound"] }, { ago: 20, labels: ["inbound", "sent"] })
+      const recent = yield* thread("recent", { ago: 30, labels: ["inbound", "unread", "work"] })
+      const names = (
+        page: { limit: number; offset: number },
+        sort: { field: "last_received_at" | "first_received_at"; direction: "asc" | "desc" },
+        filter: Parameters<typeof emails.threads>[4] = {}
+      ) => emails.threads(owner.userId, mailbox.mailboxId, page, sort, filter).pipe(Effect.map((r) => [r.threads.map((t) => t.thread_id), r.total]))
+
+      expect(yield* names(firstPage, lastActive)).toEqual([[long, middle, recent], 3])
+      expect(yield* names(firstPage, { field: "last_received_at", direction: "asc" })).toEqual([[recent, middle, long], 3])
+      expect(yield* names(firstPage, { field: "first_received_at", direction: "desc" })).toEqual([[recent, middle, long], 3])
+      expect(yield* names({ limit: 2, offset: 1 }, lastActive)).toEqual([[middle, recent], 3])
+      expect(yield* names({ limit: 2, offset: 3 }, lastActive)).toEqual([[], 3])
+      // Some email of the thread carries the label; each listed label, not necessarily on one email.
+      expect(yield* names(firstPage, lastActive, { unread: true })).toEqual([[long, recent], 2])
+      expect(yield* names(firstPage, lastActive, { unread: false })).toEqual([[middle], 1])
+      expect(yield* names(firstPage, lastActive, { labels: ["sent"] })).toEqual([[middle], 1])
+      expect(yield* names(firstPage, lastActive, { labels: ["unread", "spam"] })).toEqual([[long], 1])
+      expect(yield* names(firstPage, lastActive, { labels: ["work", "spam"] })).toEqual([[], 0])
+      // None of its emails carries any of them.
+      expect(yield* names(firstPage, lastActive, { excludeLabels: ["spam"] })).toEqual([[middle, recent], 2])
+      expect(yield* names(firstPage, lastActive, { excludeLabels: ["spam", "work"], unread: false })).toEqual([[middle], 1])
+    }))
+
+  it.effect("every mailbox's threads in one list, not another account's nor a deleted mailbox's; another user's mailbox is 404", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const owner = yield* insertUser()
+      const stranger = yield* insertUser()
+      const [work, home, gone] = [yield* insertMailbox(owner), yield* insertMailbox(owner), yield* insertMailbox(owner)]
+      const atWork = yield* insertEmail(work, { subject: "Standup", receivedMinutesAgo: 30 })
+      const atHome = yield* insertEmail(home, { subject: "Dinner", receivedMinutesAgo: 10 })
+      yield* insertEmail(gone, { subject: "Old", receivedMinutesAgo: 5 })
+      yield* insertEmail(yield* insertMailbox(stranger), { subject: "Theirs", receivedMinutesAgo: 1 })
+      yield* deleteMailbox(gone)
+
+      const all = yield* emails.threadsAll(owner.userId, firstPage, lastActive)
+      expect(all.threads.map((t) => [t.thread_id, t.mailbox_id])).toEqual([[`thr_${atHome.id}`, home.mailboxId], [`thr_${atWork.id}`, work.mailboxId]])
+      expect(all.total).toBe(2)
+
+      expect(yield* Effect.flip(emails.threads(stranger.userId, work.mailboxId, firstPage, lastActive)))
+        .toMatchObject({ ...notFound, details: { mailbox_id: work.mailboxId } })
+      expect(yield* Effect.flip(emails.threads(owner.userId, gone.mailboxId, firstPage, lastActive))).toMatchObject(notFound)
+      expect(yield* emails.threads(owner.userId, (yield* insertMailbox(owner)).mailboxId, firstPage, lastActive)).toEqual({ threads: [], total: 0 })
     }))
 })

@@ -44,6 +44,8 @@ export interface SeededEmail {
   readonly text?: string
   readonly html?: string
   readonly threadId?: string
+  /** Its From address (default sender@example.com). */
+  readonly from?: string
   readonly attachments?: ReadonlyArray<{ readonly filename: string; readonly contentType: string; readonly bytes: Uint8Array }>
   /** What ingest labels an inbound email with, unless given. */
   readonly labels?: ReadonlyArray<string>
@@ -61,7 +63,7 @@ export const insertEmail = (mailbox: Mailbox, email: SeededEmail) =>
     yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
                                    received_at, mail_from, rcpt_to, headers, text_body, html_body, has_attachments, raw_sha256, size, labels)
                VALUES (${id}, ${mailbox.mailboxId}, ${mailbox.owner.userId}, ${`<${id}@test>`}, ${email.threadId ?? `thr_${id}`},
-                       ${email.subject}, 'sender@example.com', ${[mailbox.address]},
+                       ${email.subject}, ${email.from ?? "sender@example.com"}, ${[mailbox.address]},
                        now() - ${`${email.sentMinutesAgo ?? email.receivedMinutesAgo} minutes`}::interval,
                        now() - ${`${email.receivedMinutesAgo} minutes`}::interval, 'bounce@example.com', ${mailbox.address},
                        ${JSON.stringify(headers)}::jsonb, ${email.text ?? ""}, ${email.html ?? null},

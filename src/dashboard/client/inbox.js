@@ -13,6 +13,11 @@ const SORTS = [
   ["received_at:asc", "Oldest first"],
   ["subject:asc", "Subject A–Z"]
 ]
+/** A conversation's order: by its newest message. */
+const THREAD_SORTS = [
+  ["last_received_at:desc", "Newest first"],
+  ["last_received_at:asc", "Oldest first"]
+]
 
 /** @param {{ emails: any[] }} props */
 const EmailList = ({ emails }) => html`
@@ -33,15 +38,16 @@ const EmailList = ({ emails }) => html`
 `
 
 /**
- * A page of the emails `path` lists (with `params`), read again whenever they or the page change,
+ * A page of what `path` lists (emails or threads, with `params`), read again whenever they or the page change,
  * whenever new mail is announced and on `retry`. Reads may overlap (mail arriving in bursts, a page
  * turned meanwhile): only the latest read of a page still shown sets it. A page left empty by mail
- * deleted meanwhile moves to the last page there is.
+ * deleted meanwhile moves to the last page there is. What another `path` listed is not shown as this
+ * one's (emails are not threads): until its first read, the page is loading.
  * @param {string} path
  * @param {Record<string, string>} [params]
  */
-const useEmailPage = (path, params = {}) => {
-  const [emails, setEmails] = useState(/** @type {any[] | null} */ (null))
+const usePage = (path, params = {}) => {
+  const [shown, setShown] = useState(/** @type {{ path: string, items: any[] } | null} */ (null))
   const [total, setTotal] = useState(0)
   const [offset, setOffset] = useState(0)
   const [failure, setFailure] = useState(/** @type {unknown} */ (null))
@@ -49,15 +55,15 @@ const useEmailPage = (path, params = {}) => {
   const asked = path + query({ limit: PAGE, offset, ...params })
   useEffect(() => {
     let latest = 0
-    let shown = true
+    let current = true
     const read = async () => {
       const mine = ++latest
-      const isCurrent = () => shown && mine === latest
+      const isCurrent = () => current && mine === latest
       try {
         const answer = await call("GET", asked)
         if (!isCurrent()) return
         if (answer.data.length === 0 && offset > 0) return setOffset(Math.max(0, Math.floor((answer.meta.total - 1) / PAGE) * PAGE))
-        setEmails(answer.data)
+        setShown({ path, items: answer.data })
         setTotal(answer.meta.total)
         setFailure(null)
       } catch (failed) {
@@ -67,7 +73,7 @@ const useEmailPage = (path, params = {}) => {
     read()
     const stop = onMail(() => read())
     return () => {
-      shown = false
+      current = false
       stop()
     }
   }, [asked, attempt])
@@ -75,17 +81,24 @@ const useEmailPage = (path, params = {}) => {
     setFailure(null)
     setAttempt((n) => n + 1)
   }
-  return { emails, total, offset, setOffset, failure, retry }
+  return { items: shown?.path === path ? shown.items : null, total, offset, setOffset, failure, retry }
 }
 
 /** @param {{ mailboxId: string }} props */
 export const MailboxInbox = ({ mailboxId }) => {
   // undefined until the mailbox is read; null: the account has no such mailbox.
   const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
-  const [sort, setSort] = useState("received_at:desc")
   const [grouped, setGrouped] = useState(false)
-  const { emails, total, offset, setOffset, failure: listFailure, retry: readAgain } =
-    useEmailPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/emails`, { sort })
+  const [sort, setSort] = useState("received_at:desc")
+  // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
+  const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } =
+    usePage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`, { sort })
+  const group = (/** @type {boolean} */ on) => {
+    setGrouped(on)
+    setSort(on ? "last_received_at:desc" : "received_at:desc")
+    setOffset(0)
+  }
+  const noun = grouped ? ["conversation", "conversations"] : ["email", "emails"]
   // The mailbox's lookup and the mail's read fail apart, and each is asked again on its own: a
   // failed lookup (the heading, New email, Drafts) leaves the mail it did read on the page.
   const [lookupFailure, setLookupFailure] = useState(/** @type {unknown} */ (null))
@@ -109,27 +122,29 @@ export const MailboxInbox = ({ mailboxId }) => {
         <a class="button secondary" href=${href("mailboxes", mailboxId, "drafts")}>Drafts</a>
       </div>`}
     ${lookupFailure && html`<${LoadFailed} error=${lookupFailure} onRetry=${lookUpAgain} retryName="Read the mailbox's details again" />`}
-    ${listFailure ? html`<${LoadFailed} error=${listFailure} onRetry=${readAgain} />` : emails === null ? html`<p class="muted">Loading…</p>` : html`
+    ${listFailure ? html`<${LoadFailed} error=${listFailure} onRetry=${readAgain} />` : html`
       <div class="toolbar">
         <label for="sort">Sort</label>
         <select id="sort" value=${sort} onChange=${(/** @type {any} */ e) => (setSort(e.currentTarget.value), setOffset(0))}>
-          ${SORTS.map(([value, label]) => html`<option value=${value}>${label}</option>`)}
+          ${(grouped ? THREAD_SORTS : SORTS).map(([value, label]) => html`<option value=${value}>${label}</option>`)}
         </select>
-        <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => setGrouped(e.currentTarget.checked)} />
+        <label class="check"><input type="checkbox" checked=${grouped} onChange=${(/** @type {any} */ e) => group(e.currentTarget.checked)} />
           Group by conversation</label>
-        <span class="muted small" aria-live="polite">${total} ${total === 1 ? "email" : "emails"}</span>
+        ${items && html`<span class="muted small" aria-live="polite">${total} ${total === 1 ? noun[0] : noun[1]}</span>`}
       </div>
-      ${emails.length === 0
+      ${items === null
+        ? html`<p class="muted">Loading…</p>`
+        : items.length === 0
         ? html`<p class="muted">No mail yet. It appears here as soon as it arrives.</p>`
-        : grouped ? html`<${ThreadList} emails=${emails} />` : html`<${EmailList} emails=${emails} />`}
-      <${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun="emails" onOffset=${setOffset} />`}
+        : grouped ? html`<${ThreadList} threads=${items} />` : html`<${EmailList} emails=${items} />`}
+      ${items && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
   `
 }
 
 /** The newest mail of every mailbox, in one list (GET /api/emails), a page at a time. */
 export const AllInbox = () => {
   // Every mailbox's mail in one list: one request, however many mailboxes.
-  const { emails, total, offset, setOffset, failure, retry } = useEmailPage("/api/emails")
+  const { items: emails, total, offset, setOffset, failure, retry } = usePage("/api/emails")
   return html`
     <h1>Inbox</h1>
     <p class="muted">The newest mail across all your mailboxes.</p>

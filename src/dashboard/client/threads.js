@@ -1,7 +1,7 @@
 /**
- * Conversations. The API has threads by id (`GET /threads/{id}`, oldest first) but no list of
- * them: the inbox groups the page of mail it shows by thread, and a conversation is read here, each
- * message's text one under the other, with a reply to the newest.
+ * Conversations: a mailbox's, listed by the API (`GET /mailboxes/{id}/threads`, the most recently
+ * active first), and one read here whole (`GET /threads/{id}`, oldest first), each message's text one
+ * under the other, with a reply to the newest.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -13,35 +13,21 @@ import { ErrorNote, when } from "./ui.js"
 /** At most this many messages' bodies are fetched at once; older ones are shown as their preview. */
 const BODIES = 20
 
-/**
- * The page's emails by conversation, the most recent conversation first.
- * @param {any[]} emails newest first
- */
-export const byThread = (emails) => {
-  /** @type {Map<string, any[]>} */
-  const threads = new Map()
-  for (const email of emails) threads.set(email.thread_id, [...(threads.get(email.thread_id) ?? []), email])
-  return [...threads.entries()].map(([threadId, messages]) => ({
-    threadId,
-    newest: messages[0],
-    count: messages.length,
-    unread: messages.some((m) => m.labels.includes("unread")),
-    people: [...new Set(messages.map((m) => m.from))]
-  }))
-}
-
-/** @param {{ emails: any[] }} props */
-export const ThreadList = ({ emails }) => html`
+/** @param {{ threads: any[] }} props a page of the API's thread summaries */
+export const ThreadList = ({ threads }) => html`
   <ul class="list mail" aria-label="Conversations">
-    ${byThread(emails).map((t) => html`
-      <li key=${t.threadId} class=${t.unread ? "item unread" : "item"}>
-        <a class="mail-link" href=${href("threads", t.threadId)}>
-          <span class="from">${t.unread && html`<span class="dot" aria-label="Unread"></span>`}${t.people.join(", ")}</span>
-          <span class="subject">${t.newest.subject || "(no subject)"}${t.count > 1 && html` <span class="tag" aria-label=${`${t.count} messages`}>${t.count}</span>`}</span>
-          <span class="snippet muted">${t.newest.snippet}</span>
-          <time class="muted small" datetime=${t.newest.received_at}>${when(t.newest.received_at)}</time>
-        </a>
-      </li>`)}
+    ${threads.map((t) => {
+      const unread = t.unread_count > 0
+      return html`
+        <li key=${t.thread_id} class=${unread ? "item unread" : "item"}>
+          <a class="mail-link" href=${href("threads", t.thread_id)}>
+            <span class="from">${unread && html`<span class="dot" aria-label=${`${t.unread_count} unread`}></span>`}${t.senders.join(", ")}</span>
+            <span class="subject">${t.subject || "(no subject)"}${t.message_count > 1 && html` <span class="tag" aria-label=${`${t.message_count} messages`}>${t.message_count}</span>`}${t.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
+            <span class="snippet muted">${t.latest.snippet}</span>
+            <time class="muted small" datetime=${t.last_received_at}>${when(t.last_received_at)}</time>
+          </a>
+        </li>`
+    })}
   </ul>
 `
 

@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { IntegerParam, ListMeta, ListParams } from "../../../services/listing.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
-import { Direction, Email, EmailSummary, emailSortFields, Thread } from "../../../services/mail/schemas.ts"
+import { Direction, Email, EmailSummary, emailSortFields, Thread, threadSortFields, ThreadSummary } from "../../../services/mail/schemas.ts"
 import { FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
@@ -39,6 +39,15 @@ export const EmailListParams = Schema.Struct({
   wait: Schema.optional(IntegerParam(0, MAX_WAIT_SECONDS)).annotations({
     description: `Seconds (at most ${MAX_WAIT_SECONDS}) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends`
   })
+}).annotations({ parseOptions: { errors: "all" } })
+
+/** What lists of threads filter by, over all of a thread's emails. */
+export const ThreadListParams = Schema.Struct({
+  ...ListParams(threadSortFields).fields,
+  labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only threads where each of these labels is on some email" }),
+  exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only threads none of whose emails carries any of these labels" }),
+  unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
+    .annotations({ description: "true: only threads with an unread email; false: only threads with none" })
 }).annotations({ parseOptions: { errors: "all" } })
 
 const LabelChangeFields = {
@@ -86,6 +95,29 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
         summary: "List every mailbox's emails",
         description:
           "The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`). `wait` is one mailbox's: here it is 400 (the event stream tells of every mailbox's mail)"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("listThreads", "/mailboxes/:mailboxId/threads")
+      .setPath(MailboxEmailsPath)
+      .setUrlParams(ThreadListParams)
+      .addSuccess(OkWithMeta(Schema.Array(ThreadSummary), ListMeta))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "List a mailbox's threads",
+        description:
+          "Its conversations, the most recently active first (sort last_received_at:desc) unless `sort` says otherwise: each with its subject, counts, labels, senders and newest email. Filtered by labels and read state over all of a thread's emails"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("listAllThreads", "/threads")
+      .setUrlParams(ThreadListParams)
+      .addSuccess(OkWithMeta(Schema.Array(ThreadSummary), ListMeta))
+      .addError(envelope(ValidationError))
+      .annotateContext(OpenApi.annotations({
+        summary: "List every mailbox's threads",
+        description: "The conversations of all the account's mailboxes in one list (each names its `mailbox_id`), with the mailbox list's order and filters"
       }))
   )
   .add(

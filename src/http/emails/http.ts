@@ -7,13 +7,22 @@ import { Duration, Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { ValidationError } from "../../../services/errors.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
-import { type EmailFilter, Emails } from "../../../services/mail/emails.ts"
+import { type EmailFilter, Emails, type ThreadFilter } from "../../../services/mail/emails.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Labels } from "../../../services/mail/labels.ts"
-import type { EmailSortField } from "../../../services/mail/schemas.ts"
+import type { EmailSortField, ThreadSortField } from "../../../services/mail/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
-import type { AttachmentPath, BatchUpdateInput, EmailListParams, EmailPath, MailboxEmailsPath, ThreadPath, UpdateEmailInput } from "./api.ts"
+import type {
+  AttachmentPath,
+  BatchUpdateInput,
+  EmailListParams,
+  EmailPath,
+  MailboxEmailsPath,
+  ThreadListParams,
+  ThreadPath,
+  UpdateEmailInput
+} from "./api.ts"
 
 /**
  * A `Content-Disposition` that survives any file name (RFC 6266, with the RFC 5987 form for
@@ -39,6 +48,13 @@ const filterOf = (urlParams: typeof EmailListParams.Type): EmailFilter => ({
   excludeLabels: urlParams.exclude_labels,
   unread: urlParams.unread,
   after: urlParams.after
+})
+
+/** A thread list's filters and order, from its query. */
+const threadQueryOf = (urlParams: typeof ThreadListParams.Type) => ({
+  page: page(urlParams),
+  sort: parseSort<ThreadSortField>(urlParams.sort, { field: "last_received_at", direction: "desc" }),
+  filter: { labels: urlParams.labels, excludeLabels: urlParams.exclude_labels, unread: urlParams.unread } satisfies ThreadFilter
 })
 
 /** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
@@ -72,6 +88,20 @@ const makeHandlers = Effect.gen(function*() {
           const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
           const { emails: data, total } = yield* emails.listAll(userId, p, sort, filterOf(urlParams)).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, p) }
+        }),
+      listThreads: ({ path, urlParams }: Path<typeof MailboxEmailsPath> & { readonly urlParams: typeof ThreadListParams.Type }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const query = threadQueryOf(urlParams)
+          const { threads: data, total } = yield* emails.threads(userId, path.mailboxId, query.page, query.sort, query.filter).pipe(orUnavailable)
+          return { success: true as const, data, meta: listMeta(total, query.page) }
+        }),
+      listAllThreads: ({ urlParams }: { readonly urlParams: typeof ThreadListParams.Type }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const query = threadQueryOf(urlParams)
+          const { threads: data, total } = yield* emails.threadsAll(userId, query.page, query.sort, query.filter).pipe(orUnavailable)
+          return { success: true as const, data, meta: listMeta(total, query.page) }
         }),
       get: ({ path }: Path<typeof EmailPath>) =>
         Effect.gen(function*() {
@@ -129,12 +159,14 @@ const services = [Emails.Default, Labels.Default, MailArrivals.Default] as const
 
 export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
-    handlers.handle("list", h.list).handle("listAll", h.listAll).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+    handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
+      .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread))
 ).pipe(Layer.provide(services))
 
 export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEmails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
-    handlers.handle("list", h.list).handle("listAll", h.listAll).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+    handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
+      .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread))
 ).pipe(Layer.provide(services))

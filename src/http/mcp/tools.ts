@@ -109,6 +109,31 @@ export const tools = [
         }))
   }),
   tool({
+    name: "list_threads",
+    description:
+      "List conversations, the most recently active first: thread_id, subject (its first email's), message_count, " +
+      "unread_count, labels (any email's), senders, and latest (its newest email's summary). One mailbox's, or every " +
+      "mailbox's when mailbox_id is left out. Filter over all of a thread's emails: labels (each on some email), " +
+      `exclude_labels (on none), unread (some or none unread). Read one whole with get_thread. ${UNTRUSTED}`,
+    annotations: reading,
+    input: Schema.Struct({
+      mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
+      limit: Schema.optional(Limit),
+      offset: Schema.optional(Offset),
+      labels: Schema.optional(Schema.Array(Label)),
+      exclude_labels: Schema.optional(Schema.Array(Label)),
+      unread: Schema.optional(Schema.Boolean)
+    }),
+    run: (principal, input) =>
+      Effect.flatMap(Emails, (emails) => {
+        const filter = { labels: input.labels, excludeLabels: input.exclude_labels, unread: input.unread }
+        const sort = { field: "last_received_at", direction: "desc" } as const
+        return input.mailbox_id === undefined
+          ? emails.threadsAll(principal.userId, page(input), sort, filter)
+          : emails.threads(principal.userId, input.mailbox_id, page(input), sort, filter)
+      })
+  }),
+  tool({
     name: "get_email",
     description:
       "Read one email: headers, text, html, labels, attachments (metadata), thread_id, extracted (received mail: " +
