@@ -1,8 +1,8 @@
 /**
- * Changing labels (the rules are label-rules.ts): one change applied to emails of the caller, all or
- * none, then announced as `email.labels_changed`.
+ * Changing labels (the rules are label-rules.ts): one change applied to emails of the caller (listed,
+ * or a whole thread), all or none, then announced as `email.labels_changed`.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
@@ -28,68 +28,94 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
     const bus = yield* Bus
 
     /**
+     * Apply one change to the emails `which` picks (`emails e` of the caller's active mailboxes), all
+     * or none: `missing` says what to refuse when some asked for are not found. Each email's row is
+     * locked while its new labels are computed, so concurrent changes compose instead of overwriting.
+     */
+    const apply = (
+      userId: string,
+      which: Statement.Fragment,
+      requested: LabelChange,
+      missing: (found: ReadonlyArray<EmailRow>) => NotFound | undefined
+    ) =>
+      Effect.gen(function*() {
+        const change = yield* checkChange(requested)
+        const result = yield* sql.withTransaction(Effect.gen(function*() {
+          const rows = yield* sql<EmailRow>`
+            SELECT ${sql.literal(emailColumnList)}
+            FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+            WHERE ${which} AND e.user_id = ${userId}
+            ORDER BY e.id
+            FOR UPDATE OF e`
+          const refusal = missing(rows)
+          if (refusal) return yield* refusal
+          const changed: Array<{ row: EmailRow; added: Array<string>; removed: Array<string> }> = []
+          const updated: Array<EmailRow> = []
+          for (const row of rows) {
+            const labels = applyChange(row.labels, change)
+            if (labels.length > MAX_LABELS) {
+              return yield* new ValidationError({
+                message: `An email carries at most ${MAX_LABELS} labels`,
+                details: { email_id: row.id, add_labels: `would give the email ${labels.length} labels` }
+              })
+            }
+            const added = labels.filter((label) => !row.labels.includes(label))
+            const removed = row.labels.filter((label) => !labels.includes(label))
+            const next = { ...row, labels }
+            updated.push(next)
+            if (added.length > 0 || removed.length > 0) changed.push({ row: next, added, removed })
+          }
+          // One statement per resulting label set: a batch given one change mostly ends in a few sets.
+          const bySet = new Map<string, { labels: ReadonlyArray<string>; ids: Array<string> }>()
+          for (const { row } of changed) {
+            const key = JSON.stringify(row.labels)
+            const group = bySet.get(key) ?? { labels: row.labels, ids: [] }
+            group.ids.push(row.id)
+            bySet.set(key, group)
+          }
+          yield* Effect.forEach(bySet.values(), ({ ids, labels }) =>
+            sql`UPDATE emails SET labels = ${[...labels]}::text[] WHERE id = ANY(${ids}::text[])`, { discard: true })
+          return { updated, changed }
+        }))
+        // Announced once the change is committed; the change stands whether or not the events go out.
+        yield* Effect.forEach(result.changed, ({ added, removed, row }) =>
+          bus.publish(
+            subjects.event("email.labels_changed"),
+            encodeJson({
+              event: "email.labels_changed",
+              timestamp: new Date().toISOString(),
+              namespace: userId,
+              data: { ...toFields(row), added, removed } satisfies LabelsChanged
+            }),
+            { msgId: `email.labels_changed:${newId("lbl")}` }
+          ).pipe(Effect.catchAll((error) => Effect.logWarning("email.labels_changed not published", { emailId: row.id, error }))), {
+          discard: true
+        })
+        return result.updated
+      })
+
+    /**
      * Apply one change to emails of the caller's active mailboxes, all or none: an email that is not
-     * the caller's (or is gone) fails the whole change with 404 naming it. Each email's row is locked
-     * while its new labels are computed, so concurrent changes compose instead of overwriting.
+     * the caller's (or is gone) fails the whole change with 404 naming it.
      */
     const update = Effect.fn("Labels.update")(function*(userId: string, emailIds: ReadonlyArray<string>, requested: LabelChange) {
-      const change = yield* checkChange(requested)
       const ids = [...new Set(emailIds)]
-      const result = yield* sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<EmailRow>`
-          SELECT ${sql.literal(emailColumnList)}
-          FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
-          WHERE e.id = ANY(${ids}::text[]) AND e.user_id = ${userId}
-          ORDER BY e.id
-          FOR UPDATE OF e`
+      return yield* apply(userId, sql`e.id = ANY(${ids}::text[])`, requested, (rows) => {
         const found = new Set(rows.map((row) => row.id))
         const missing = ids.filter((id) => !found.has(id))
-        if (missing.length > 0) return yield* emailNotFound(missing)
-        const changed: Array<{ row: EmailRow; added: Array<string>; removed: Array<string> }> = []
-        const updated: Array<EmailRow> = []
-        for (const row of rows) {
-          const labels = applyChange(row.labels, change)
-          if (labels.length > MAX_LABELS) {
-            return yield* new ValidationError({
-              message: `An email carries at most ${MAX_LABELS} labels`,
-              details: { email_id: row.id, add_labels: `would give the email ${labels.length} labels` }
-            })
-          }
-          const added = labels.filter((label) => !row.labels.includes(label))
-          const removed = row.labels.filter((label) => !labels.includes(label))
-          const next = { ...row, labels }
-          updated.push(next)
-          if (added.length > 0 || removed.length > 0) changed.push({ row: next, added, removed })
-        }
-        // One statement per resulting label set: a batch given one change mostly ends in a few sets.
-        const bySet = new Map<string, { labels: ReadonlyArray<string>; ids: Array<string> }>()
-        for (const { row } of changed) {
-          const key = JSON.stringify(row.labels)
-          const group = bySet.get(key) ?? { labels: row.labels, ids: [] }
-          group.ids.push(row.id)
-          bySet.set(key, group)
-        }
-        yield* Effect.forEach(bySet.values(), ({ ids, labels }) =>
-          sql`UPDATE emails SET labels = ${[...labels]}::text[] WHERE id = ANY(${ids}::text[])`, { discard: true })
-        return { updated, changed }
-      }))
-      // Announced once the change is committed; the change stands whether or not the events go out.
-      yield* Effect.forEach(result.changed, ({ added, removed, row }) =>
-        bus.publish(
-          subjects.event("email.labels_changed"),
-          encodeJson({
-            event: "email.labels_changed",
-            timestamp: new Date().toISOString(),
-            namespace: userId,
-            data: { ...toFields(row), added, removed } satisfies LabelsChanged
-          }),
-          { msgId: `email.labels_changed:${newId("lbl")}` }
-        ).pipe(Effect.catchAll((error) => Effect.logWarning("email.labels_changed not published", { emailId: row.id, error }))), {
-        discard: true
+        return missing.length > 0 ? emailNotFound(missing) : undefined
       })
-      return result.updated
     })
 
-    return { update } as const
+    /**
+     * Apply one change to every email of one of the caller's threads (mark a conversation handled):
+     * those it has as the change is made. 404 for a thread of no active mailbox of the caller's.
+     */
+    const updateThread = Effect.fn("Labels.updateThread")(function*(userId: string, threadId: string, requested: LabelChange) {
+      return yield* apply(userId, sql`e.thread_id = ${threadId}`, requested, (rows) =>
+        rows.length === 0 ? new NotFound({ message: "Thread not found", details: { thread_id: threadId } }) : undefined)
+    })
+
+    return { update, updateThread } as const
   })
 }) {}

@@ -10,6 +10,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
+import { upgrade } from "../support/billing.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
@@ -46,14 +47,17 @@ describe("labels and read state over HTTP", () => {
     })
 
   beforeAll(async () => {
-    box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    // Pro (100 requests a minute): waiting for mail polls, and on a busy machine free's 20 ran out.
+    const user = await withApiKey(suite.url)
+    await upgrade(suite.url, user.apiKey, "pro")
+    box = await newBox(suite.url, { user })
     mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
     await deliver(box.address, "First")
     await deliver(box.address, "Second")
     const arrived = await until("both emails listed", async () => {
       const { data } = await list({})
       return data && data.data.length === 2 ? data.data : undefined
-    }, 30_000)
+    }, 30_000, 100, 500)
     second = arrived[0]!.email_id
     first = arrived[1]!.email_id
   })
@@ -135,14 +139,16 @@ describe("labels and read state over HTTP", () => {
 
 describe("threads over HTTP", () => {
   it("a reply joins its conversation: the mailbox's and the account's thread lists show it once, newest activity first; refusals answer the envelope", async () => {
-    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const user = await withApiKey(suite.url)
+    await upgrade(suite.url, user.apiKey, "pro")
+    const box = await newBox(suite.url, { user })
     const mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
     const threads = (query: Record<string, string> = {}) =>
       mailroom.GET("/v1/api/mailboxes/{mailboxId}/threads", { params: { path: { mailboxId: box.mailboxId }, query: query as never } })
 
     const question = await sendMail(suite.server.smtpPort, { to: box.address, from: "ann@example.com", subject: "Lunch?", text: "Tuesday?" })
     await deliver(box.address, "Unrelated")
-    await until("two emails stored", async () => ((await threads()).data?.meta.total === 2 ? true : undefined), 30_000)
+    await until("two emails stored", async () => ((await threads()).data?.meta.total === 2 ? true : undefined), 30_000, 100, 500)
     await sendMail(suite.server.smtpPort, {
       to: box.address,
       from: "bob@example.com",
@@ -154,7 +160,7 @@ describe("threads over HTTP", () => {
     const listed = await until("the reply joined its thread", async () => {
       const { data } = await threads()
       return data?.data[0]?.message_count === 2 ? data : undefined
-    }, 30_000)
+    }, 30_000, 100, 500)
     expect(listed.meta).toEqual({ total: 2, limit: 20, offset: 0, hasMore: false })
     expect(listed.data[0]).toMatchObject({
       mailbox_id: box.mailboxId,
@@ -178,6 +184,25 @@ describe("threads over HTTP", () => {
     })
     expect(read.response.status).toBe(200)
     expect((await threads({ unread: "false" })).data?.data.map((thread) => thread.subject)).toEqual(["Unrelated"])
+
+    // The whole conversation marked handled at once; answered as GET answers it.
+    const handled = await mailroom.PATCH("/v1/api/threads/{threadId}", {
+      params: { path: { threadId: listed.data[0]!.thread_id } },
+      body: { add_labels: ["lunch"], remove_labels: ["unread"] }
+    })
+    expect(handled.response.status).toBe(200)
+    expect(handled.data?.data.emails.map((email) => [email.subject, email.labels.includes("lunch"), email.labels.includes("unread")]))
+      .toEqual([["Lunch?", true, false], ["Re: Lunch?", true, false]])
+    expect((await threads({ unread: "true" })).data?.meta.total).toBe(0)
+    const fact = await mailroom.PATCH("/v1/api/threads/{threadId}", {
+      params: { path: { threadId: listed.data[0]!.thread_id } },
+      body: { remove_labels: ["inbound"] }
+    })
+    expect(fact.response.status).toBe(400)
+    expect(fact.error).toMatchObject({ error: { code: "LABEL_READ_ONLY", details: { labels: ["inbound"] } } })
+    const unknown = await mailroom.PATCH("/v1/api/threads/{threadId}", { params: { path: { threadId: "thr_missing" } }, body: { add_labels: ["x"] } })
+    expect(unknown.response.status).toBe(404)
+    expect(unknown.error).toMatchObject({ error: { code: "NOT_FOUND", details: { thread_id: "thr_missing" } } })
 
     const refused = await threads({ sort: "subject:asc", limit: "0", unread: "maybe", labels: "x".repeat(65) })
     expect(refused.response.status).toBe(400)

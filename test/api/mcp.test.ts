@@ -44,7 +44,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails",
-  "update_labels", "wait_for_email", "send_email", "reply_to_email", "forward_email", "create_draft", "send_draft"
+  "update_labels", "update_thread_labels", "wait_for_email", "send_email", "reply_to_email", "forward_email", "create_draft", "send_draft"
 ]
 
 describe("MCP at /mcp", () => {
@@ -109,6 +109,11 @@ describe("MCP at /mcp", () => {
     expect(threads.ok).toEqual({ threads: [expect.objectContaining({ thread_id: email.ok.thread_id, subject: "Invoice 7", message_count: 1, unread_count: 1 })], total: 1 })
     expect((await call(mcp, "list_threads", {})).ok.threads.map((t: { thread_id: string }) => t.thread_id)).toContain(email.ok.thread_id)
     expect((await call(mcp, "list_threads", { mailbox_id: box.mailboxId, unread: false })).ok).toEqual({ threads: [], total: 0 })
+    const handled = await call(mcp, "update_thread_labels", { thread_id: email.ok.thread_id, add_labels: ["seen-by-agent"] })
+    expect(handled.ok.emails.map((e: { labels: Array<string> }) => e.labels)).toEqual([["inbound", "unread", "unauthenticated", "seen-by-agent"]])
+    const undone = await call(mcp, "update_thread_labels", { thread_id: email.ok.thread_id, remove_labels: ["seen-by-agent"] })
+    expect(undone.ok.emails.map((e: { labels: Array<string> }) => e.labels)).toEqual([["inbound", "unread", "unauthenticated"]])
+    expect((await call(mcp, "update_thread_labels", { thread_id: "thr_missing", add_labels: ["x"] })).error).toMatchObject({ code: "NOT_FOUND", details: { thread_id: "thr_missing" } })
 
     const attachment = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: attachmentId })
     expect(attachment.ok).toMatchObject({ filename: "invoice.txt", text: "Invoice 7: 120 EUR" })

@@ -248,11 +248,14 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await messages.nth(1).getByText("It left today; you will have it tomorrow.").waitFor()
     await expect(messages.nth(1).getByText("sent", { exact: true }).count()).resolves.toBe(1)
 
-    // The inbox grouped by conversation: the exchange is one line of two messages.
+    // The inbox grouped by conversation: the exchange is one line of two messages, unread again here.
+    const unread = await dashboard().PATCH("/api/emails/{emailId}", { params: { path: { emailId: inboundId } }, body: { add_labels: ["unread"] } })
+    expect(unread.response.status).toBe(200)
     await page.getByRole("link", { name: "Back to the inbox" }).click()
     await page.getByLabel("Group by conversation").check()
     const conversations = page.getByRole("list", { name: "Conversations" })
     await conversations.getByLabel("2 messages").waitFor()
+    await conversations.getByLabel("1 unread").waitFor()
     // Counted and paged as conversations (the API's thread list), ordered by their newest message.
     await page.getByText(/^\d+ conversations?$/).waitFor()
     await expect(page.getByLabel("Sort").locator("option").allTextContents()).resolves.toEqual(["Newest first", "Oldest first"])
@@ -260,6 +263,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("heading", { name: "Where is my parcel?" }).waitFor()
     await page.getByRole("list", { name: "Messages" }).getByRole("listitem").nth(1).waitFor()
     await expect(page.getByRole("list", { name: "Messages" }).getByRole("listitem").count()).resolves.toBe(2)
+    // Opened, the conversation is read.
+    expect((await emailOf(inboundId)).data?.data.labels).not.toContain("unread")
   })
 
   it("edits an email's labels: adds and removes its own, and shows why a label is refused", async () => {

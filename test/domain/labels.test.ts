@@ -135,6 +135,53 @@ layer(services, { timeout: "120 seconds" })("Labels", (it) => {
       })
     }))
 
+  it.effect("a thread's change reaches every email of it, announcing those it changed; another's thread, or a deleted mailbox's, is 404", () =>
+    Effect.gen(function*() {
+      const labels = yield* Labels
+      const emails = yield* Emails
+      const bus = yield* Bus
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const userId = mailbox.owner.userId
+      // This mailbox's events only: the stream holds the other tests' too.
+      const announced = yield* Queue.unbounded<any>()
+      yield* bus.consume({
+        name: "thread-labels-test",
+        stream: "events",
+        filter: "events.email.labels_changed",
+        handler: (message) => {
+          const event = decodeJson(message.data) as { data: { mailbox_id: string } }
+          return event.data.mailbox_id === mailbox.mailboxId ? Queue.offer(announced, event) : Effect.void
+        }
+      }).pipe(Effect.forkScoped)
+      const threadId = `thr_${crypto.randomUUID()}`
+      const read = yield* insertEmail(mailbox, { subject: "Plans", receivedMinutesAgo: 30, threadId, labels: ["inbound"] })
+      const unread = yield* insertEmail(mailbox, { subject: "Re: Plans", receivedMinutesAgo: 20, threadId })
+      const other = yield* insertEmail(mailbox, { subject: "Elsewhere", receivedMinutesAgo: 10 })
+
+      const updated = yield* labels.updateThread(userId, threadId, { add: ["trip"], remove: ["unread"] })
+      expect(new Map(updated.map((row) => [row.id, row.labels]))).toEqual(new Map([[read.id, ["inbound", "trip"]], [unread.id, ["inbound", "trip"]]]))
+      const changes = [yield* Queue.take(announced), yield* Queue.take(announced)].map((event) => event.data)
+      expect(changes.map((data) => [data.email_id, data.added, data.removed]).sort()).toEqual(
+        [[read.id, ["trip"], []], [unread.id, ["trip"], ["unread"]]].sort()
+      )
+      expect((yield* emails.get(userId, other.id)).labels).toEqual(["inbound", "unread"])
+      const [listed] = (yield* emails.threads(userId, mailbox.mailboxId, firstPage, { field: "last_received_at", direction: "asc" })).threads
+      expect(listed).toMatchObject({ thread_id: threadId, unread_count: 0, labels: ["inbound", "trip"] })
+
+      // The rules of a change hold as for emails; refused, it changes nothing.
+      expect(yield* failure(labels.updateThread(userId, threadId, { add: [], remove: ["inbound"] }))).toMatchObject({ code: "LABEL_READ_ONLY" })
+      const stranger = yield* insertUser()
+      expect(yield* failure(labels.updateThread(stranger.userId, threadId, { add: ["mine"], remove: [] }))).toMatchObject({
+        status: 404,
+        code: "NOT_FOUND",
+        details: { thread_id: threadId }
+      })
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailbox.mailboxId}`
+      expect(yield* failure(labels.updateThread(userId, threadId, { add: ["x"], remove: [] }))).toMatchObject({ status: 404 })
+      expect(yield* Queue.size(announced)).toBe(0)
+    }).pipe(Effect.scoped))
+
   it.effect("list filters: every one of labels, none of exclude_labels, read state; counts follow the filter", () =>
     Effect.gen(function*() {
       const emails = yield* Emails

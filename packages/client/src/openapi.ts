@@ -903,7 +903,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change the labels of a whole thread
+         * @description One change applied to every email of the conversation, all or none (removing unread marks it handled); answers the thread as GET does. Each email changed is announced as email.labels_changed
+         */
+        patch: operations["dashboardEmails.updateThread"];
         trace?: never;
     };
     "/api/webhooks": {
@@ -1699,7 +1703,11 @@ export interface paths {
         delete?: never;
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change the labels of a whole thread
+         * @description One change applied to every email of the conversation, all or none (removing unread marks it handled); answers the thread as GET does. Each email changed is announced as email.labels_changed
+         */
+        patch: operations["emails.updateThread"];
         trace?: never;
     };
     "/v1/api/webhooks": {
@@ -3441,6 +3449,18 @@ export interface components {
             webhook_id: string;
         };
         UpdateEmailInput: {
+            /**
+             * maxItems(50)
+             * @description Labels to add (custom, unread, spam, unauthenticated, blocked)
+             */
+            add_labels?: string[];
+            /**
+             * maxItems(50)
+             * @description Labels to remove (inbound and sent cannot be)
+             */
+            remove_labels?: string[];
+        };
+        UpdateThreadInput: {
             /**
              * maxItems(50)
              * @description Labels to add (custom, unread, spam, unauthenticated, blocked)
@@ -9828,6 +9848,121 @@ export interface operations {
             };
         };
     };
+    "dashboardEmails.updateThread": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                threadId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateThreadInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Thread"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["FactLabel"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardWebhooks.list": {
         parameters: {
             query?: {
@@ -15416,6 +15551,112 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "emails.updateThread": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                threadId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateThreadInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Thread"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             *     - LABEL_READ_ONLY: inbound and sent state facts about an email and cannot be added or removed; details: labels
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["FactLabel"];
                 };
             };
             /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */

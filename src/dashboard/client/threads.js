@@ -1,7 +1,7 @@
 /**
  * Conversations: a mailbox's, listed by the API (`GET /mailboxes/{id}/threads`, the most recently
  * active first), and one read here whole (`GET /threads/{id}`, oldest first), each message's text one
- * under the other, with a reply to the newest.
+ * under the other, with a reply to the newest. Opening a conversation marks it read, every email of it.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -41,7 +41,10 @@ export const ConversationPage = ({ threadId }) => {
   useEffect(() => {
     ;(async () => {
       try {
-        const { data } = await call("GET", `/api/threads/${encodeURIComponent(threadId)}`)
+        const base = `/api/threads/${encodeURIComponent(threadId)}`
+        let { data } = await call("GET", base)
+        // Read here, the conversation is read: as the email's page does for one email.
+        if (data.emails.some((/** @type {any} */ e) => e.labels.includes("unread"))) data = (await call("PATCH", base, { remove_labels: ["unread"] })).data
         setThread(data)
         const recent = data.emails.slice(-BODIES)
         const full = await Promise.all(recent.map((/** @type {any} */ e) => call("GET", `/api/emails/${encodeURIComponent(e.email_id)}`)))

@@ -58,6 +58,9 @@ const LabelChangeFields = {
 export const UpdateEmailInput = Schema.Struct(LabelChangeFields)
   .annotations({ identifier: "UpdateEmailInput", parseOptions: { errors: "all" } })
 
+export const UpdateThreadInput = Schema.Struct(LabelChangeFields)
+  .annotations({ identifier: "UpdateThreadInput", parseOptions: { errors: "all" } })
+
 export const BatchUpdateInput = Schema.Struct({
   email_ids: Schema.Array(Schema.String).pipe(
     Schema.minItems(1, { message: () => "must list at least one email id" }),
@@ -178,6 +181,20 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
       .addSuccess(Ok(Thread))
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({ summary: "Get a thread", description: "The emails of one conversation, oldest first" }))
+  )
+  .add(
+    HttpApiEndpoint.patch("updateThread", "/threads/:threadId")
+      .setPath(ThreadPath)
+      .setPayload(UpdateThreadInput)
+      .addSuccess(Ok(Thread))
+      .addError(envelope(ValidationError))
+      .addError(envelope(FactLabel))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Change the labels of a whole thread",
+        description:
+          "One change applied to every email of the conversation, all or none (removing unread marks it handled); answers the thread as GET does. Each email changed is announced as email.labels_changed"
+      }))
   )
 
 export class EmailsGroup extends emailEndpoints("emails")

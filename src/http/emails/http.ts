@@ -21,7 +21,8 @@ import type {
   MailboxEmailsPath,
   ThreadListParams,
   ThreadPath,
-  UpdateEmailInput
+  UpdateEmailInput,
+  UpdateThreadInput
 } from "./api.ts"
 
 /**
@@ -151,6 +152,13 @@ const makeHandlers = Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const data = yield* emails.thread(userId, path.threadId).pipe(orUnavailable)
           return { success: true as const, data }
+        }),
+      updateThread: ({ path, payload }: Path<typeof ThreadPath> & { readonly payload: typeof UpdateThreadInput.Type }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          yield* labels.updateThread(userId, path.threadId, change(payload)).pipe(orUnavailable)
+          const data = yield* emails.thread(userId, path.threadId).pipe(orUnavailable)
+          return { success: true as const, data }
         })
     }
   })
@@ -161,12 +169,12 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
   Effect.map(makeHandlers, (h) =>
     handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
-      .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread))
+      .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))
 
 export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEmails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
     handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
-      .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread))
+      .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))

@@ -201,6 +201,25 @@ export const tools = [
         ))
   }),
   tool({
+    name: "update_thread_labels",
+    description:
+      "Add and remove labels on every email of a conversation at once, all or none: mark a whole thread handled " +
+      '(remove "unread") or file it. "inbound" and "sent" cannot be changed. Answers the thread (its emails, oldest ' +
+      "first, with their labels).",
+    annotations: changing,
+    input: Schema.Struct({
+      thread_id: Id("The thread (an email's thread_id)"),
+      add_labels: Schema.optional(LabelList),
+      remove_labels: Schema.optional(LabelList)
+    }),
+    run: (principal, input) =>
+      Effect.flatMap(Labels, (labels) =>
+        Effect.zipRight(
+          labels.updateThread(principal.userId, input.thread_id, { add: input.add_labels ?? [], remove: input.remove_labels ?? [] }),
+          Effect.flatMap(Emails, (emails) => emails.thread(principal.userId, input.thread_id))
+        ))
+  }),
+  tool({
     name: "wait_for_email",
     description:
       `Wait up to timeout_seconds (at most ${MAX_WAIT_SECONDS}, default 30) for mail in a mailbox newer than \`after\` ` +
