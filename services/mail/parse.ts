@@ -29,6 +29,8 @@ export interface ParsedEmail {
   readonly messageId: string | undefined
   readonly subject: string
   readonly from: string | undefined
+  /** The From's display name, decoded; empty when it has none. */
+  readonly fromName: string
   readonly to: ReadonlyArray<string>
   readonly cc: ReadonlyArray<string>
   readonly replyTo: ReadonlyArray<string>
@@ -80,6 +82,21 @@ const addresses = (field: AddressObject | Array<AddressObject> | undefined): Arr
   return (Array.isArray(field) ? field : [field]).flatMap((object) => flatten(object.value))
 }
 
+/** mailparser's display name of the first address of `field` (decoded already); empty when it has none. */
+const nameOf = (field: AddressObject | Array<AddressObject> | undefined): string => {
+  const first = (entries: ReadonlyArray<EmailAddress>): string | undefined => {
+    for (const entry of entries) {
+      if (entry.group) {
+        const inGroup = first(entry.group)
+        if (inGroup !== undefined) return inGroup
+      } else if (entry.address) return entry.name
+    }
+    return undefined
+  }
+  if (field === undefined) return ""
+  return clean((Array.isArray(field) ? field : [field]).map((object) => first(object.value)).find((name) => name !== undefined) ?? "").trim()
+}
+
 const idList = (value: string | Array<string> | undefined): Array<string> =>
   value === undefined ? [] : (Array.isArray(value) ? value : value.split(/\s+/)).map((id) => clean(id.trim())).filter((id) => id.length > 0)
 
@@ -99,6 +116,21 @@ export const addressList = (value: string | undefined): Array<string> => {
   return flatten(addressparser(value))
 }
 
+/** The display name of the first address of an address header, its encoded words decoded; empty when it has none. */
+export const displayName = (value: string | undefined): string => {
+  if (value === undefined) return ""
+  const first = (entries: ReturnType<typeof addressparser>): string | undefined => {
+    for (const entry of entries) {
+      if ("group" in entry && entry.group) {
+        const inGroup = first(entry.group)
+        if (inGroup !== undefined) return inGroup
+      } else if (entry.address) return entry.name ?? ""
+    }
+    return undefined
+  }
+  return clean(decodeWords(first(addressparser(value)) ?? "")).trim()
+}
+
 /** What a plain reading of a message mailparser refused can still tell (see the module comment). */
 const fallback = (raw: Uint8Array): ParsedEmail => {
   const { head, body } = splitHead(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
@@ -115,6 +147,7 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
     messageId: first("message-id"),
     subject: first("subject") ?? "",
     from: addressList(first("from"))[0],
+    fromName: displayName(first("from")),
     to: addressList(first("to")),
     cc: addressList(first("cc")),
     replyTo: addressList(first("reply-to")),
@@ -148,6 +181,7 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
         messageId: parsed.messageId ? clean(parsed.messageId) : undefined,
         subject: clean(parsed.subject ?? ""),
         from: addresses(parsed.from)[0],
+        fromName: nameOf(parsed.from),
         to: addresses(parsed.to),
         cc: addresses(parsed.cc),
         replyTo: addresses(parsed.replyTo),

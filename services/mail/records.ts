@@ -4,7 +4,7 @@
 import { domainToUnicode } from "node:url"
 import type { Authentication } from "./authentication.ts"
 import { type Extracted, extract } from "./extract.ts"
-import { addressList } from "./parse.ts"
+import { addressList, displayName } from "./parse.ts"
 import type { Spam } from "./spam.ts"
 import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailReceived, EmailSummary, Headers } from "./schemas.ts"
 
@@ -18,6 +18,9 @@ export interface EmailRow {
   readonly threadId: string
   readonly subject: string
   readonly fromAddress: string
+  /** '' when the From has no name; null for an email stored before names were kept: then `fromHeader` holds its From. */
+  readonly fromName: string | null
+  readonly fromHeader: HeaderValue | null
   readonly toAddresses: ReadonlyArray<string>
   /** Null for an email stored before they were kept: then `ccHeader` / `replyToHeader` hold its headers. */
   readonly ccAddresses: ReadonlyArray<string> | null
@@ -68,10 +71,12 @@ export const emailColumnList = [
   "e.thread_id",
   "e.subject",
   "e.from_address",
+  "e.from_name",
+  "CASE WHEN e.from_name IS NULL THEN e.headers->'from' END AS from_header",
   "e.to_addresses",
   "e.cc_addresses",
   "e.reply_to_addresses",
-  // Read only for an email stored before the two columns existed (a CASE leaves the headers unread).
+  // Read only for an email stored before these columns existed (a CASE leaves the headers unread).
   "CASE WHEN e.cc_addresses IS NULL THEN e.headers->'cc' END AS cc_header",
   "CASE WHEN e.reply_to_addresses IS NULL THEN e.headers->'reply-to' END AS reply_to_header",
   "e.sent_at",
@@ -112,6 +117,10 @@ const headerAddresses = (value: HeaderValue | null): Array<string> =>
     .filter((address) => address.includes("@"))
     .map(inUnicode)
 
+/** The display name of a stored From header (decoded already), for an email stored before names were kept. */
+const headerName = (value: HeaderValue | null): string =>
+  value === null ? "" : displayName(typeof value === "string" ? value : value[0])
+
 /** mailparser's rule for an address whose domain starts with a punycode label: the domain in Unicode. */
 const inUnicode = (address: string) => {
   if (!/@xn--/.test(address)) return address
@@ -125,6 +134,7 @@ export const toFields = (row: EmailRow): EmailFields => ({
   message_id: row.messageId,
   subject: row.subject,
   from: row.fromAddress,
+  from_name: (row.fromName ?? headerName(row.fromHeader)) || null,
   to: [...row.toAddresses],
   cc: row.ccAddresses !== null ? [...row.ccAddresses] : headerAddresses(row.ccHeader),
   reply_to: row.replyToAddresses !== null ? [...row.replyToAddresses] : headerAddresses(row.replyToHeader),

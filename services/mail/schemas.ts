@@ -62,6 +62,7 @@ export const EmailFields = Schema.Struct({
   message_id: Schema.String,
   subject: Schema.String,
   from: Schema.String,
+  from_name: Schema.NullOr(Schema.String).annotations({ description: "The From's display name (\"Ann Smith\" of Ann Smith <ann@example.com>); null when it has none" }),
   to: Schema.Array(Schema.String),
   cc: Schema.Array(Schema.String).annotations({ description: "The Cc header's addresses (none: empty)" }),
   reply_to: Schema.Array(Schema.String).annotations({

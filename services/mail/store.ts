@@ -130,6 +130,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         message_id: email.messageId,
         subject: parsed.subject,
         from_address: parsed.from ?? email.mailFrom,
+        from_name: parsed.fromName,
         // Received mail with no To (a Bcc copy, a list) was still delivered to the mailbox; sent mail is
         // addressed as its headers say, so one sent to Bcc alone has no To.
         to_addresses: parsed.to.length > 0 || email.direction === "outbound" ? parsed.to : [email.rcptTo],
@@ -185,14 +186,14 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
     return yield* sql<EmailRow>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(
-          position int, id text, mailbox_id text, user_id text, message_id text, subject text, from_address text,
+          position int, id text, mailbox_id text, user_id text, message_id text, subject text, from_address text, from_name text,
           to_addresses text[], cc_addresses text[], reply_to_addresses text[], sent_at_ms double precision, received_at_ms double precision, mail_from text, rcpt_to text, headers jsonb,
           text_body text, html_body text, has_attachments boolean, raw_sha256 text, size bigint, labels text[],
           direction text, authentication jsonb, authentication_results text, spam jsonb, extracted jsonb,
           referenced text[], own_thread text, fallback_thread text, header_from_forms text[])
       ),
       email AS (
-        INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
+        INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, from_name, to_addresses,
                                  cc_addresses, reply_to_addresses, sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
                                  has_attachments, raw_sha256, size, labels, direction,
                                  authentication, authentication_results, spam, extracted)
@@ -206,7 +207,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                  (SELECT r.own_thread WHERE EXISTS (
                     SELECT 1 FROM emails t WHERE t.mailbox_id = r.mailbox_id AND t.thread_id = r.own_thread)),
                  r.fallback_thread),
-               r.subject, r.from_address, r.to_addresses, r.cc_addresses, r.reply_to_addresses, to_timestamp(r.sent_at_ms / 1000), to_timestamp(r.received_at_ms / 1000),
+               r.subject, r.from_address, r.from_name, r.to_addresses, r.cc_addresses, r.reply_to_addresses, to_timestamp(r.sent_at_ms / 1000), to_timestamp(r.received_at_ms / 1000),
                r.mail_from, r.rcpt_to,
                r.headers, r.text_body, r.html_body, r.has_attachments, r.raw_sha256, r.size,
                -- Blocked when an entry of the account's or the mailbox's block list names its header From.

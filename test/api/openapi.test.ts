@@ -265,7 +265,7 @@ describe("OpenAPI: a reference people can use", () => {
     }
     const received = resolve(document.webhooks["email.received"].post.requestBody.content["application/json"].schema)
     expect(Object.keys(received.properties.data.properties).sort()).toEqual(
-      ["authentication", "authentication_results", "cc", "date", "direction", "domain", "email_id", "extracted", "from", "has_attachments", "labels", "mailbox_id", "message_id", "reply_to", "spam", "subject", "thread_id", "to"]
+      ["authentication", "authentication_results", "cc", "date", "direction", "domain", "email_id", "extracted", "from", "from_name", "has_attachments", "labels", "mailbox_id", "message_id", "reply_to", "spam", "subject", "thread_id", "to"]
     )
     // The verdicts are documented field by field (issue 20), so a receiver can rely on them.
     const authentication = resolve(received.properties.data.properties.authentication.anyOf.find((s: Json) => s.type !== "null"))

@@ -592,14 +592,14 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await failedLoad()
     await expect(page.getByText(/\d+ emails?$/).count()).resolves.toBe(0)
     await page.getByRole("button", { name: "Try again" }).click()
-    await page.getByRole("link", { name: /^bob@partner\.test Where is my parcel\?/ }).waitFor()
+    await page.getByRole("link", { name: /^Bob Buyer Where is my parcel\?/ }).waitFor()
     await expect(page.getByRole("alert").count()).resolves.toBe(0)
 
     // The mailbox's own lookup refused: the mail it read stays listed; trying again brings the heading.
     await page.route(new RegExp(`/api/mailboxes/${mailboxId}$`), (route) => route.fulfill(tooMany), { times: 1 })
     await page.goto("/#/")
     await page.goto(`/#/mailboxes/${mailboxId}`)
-    await page.getByRole("link", { name: /^bob@partner\.test Where is my parcel\?/ }).waitFor()
+    await page.getByRole("link", { name: /^Bob Buyer Where is my parcel\?/ }).waitFor()
     await failedLoad()
     await expect(page.getByRole("heading", { name: "Inbox" }).count()).resolves.toBe(1)
     await page.getByRole("button", { name: "Read the mailbox's details again" }).click()

@@ -44,6 +44,7 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
         message_id: `<${newer.id}@test>`,
         subject: "Newer",
         from: "sender@example.com",
+        from_name: null,
         to: [mailbox.address],
         cc: [],
         reply_to: [],
@@ -227,6 +228,33 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
         { subject: "After", cc: ["kept@example.com"] },
         { subject: "Before", cc: ["one@example.com", "two@bücher.example", "jm@example.com"] },
         { subject: "No Cc", cc: [] }
+      ])
+    }))
+
+  it.effect("from_name: as stored ('' is none); read from the stored From for mail stored before names were kept", () =>
+    Effect.gen(function*() {
+      const emails = yield* Emails
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      // Seeded without the column, as every email stored before it: its stored From holds the name.
+      const older = yield* insertEmail(mailbox, { subject: "Before", receivedMinutesAgo: 3, headers: { from: "Ann Smith <sender@example.com>" } })
+      const bare = yield* insertEmail(mailbox, { subject: "Bare", receivedMinutesAgo: 2, headers: { from: "sender@example.com" } })
+      const named = yield* insertEmail(mailbox, { subject: "Named", receivedMinutesAgo: 1, headers: { from: "Stale <sender@example.com>" } })
+      const nameless = yield* insertEmail(mailbox, { subject: "Nameless", receivedMinutesAgo: 1, headers: { from: "Stale <sender@example.com>" } })
+      yield* sql`UPDATE emails SET from_name = 'Ann Müller' WHERE id = ${named.id}`
+      yield* sql`UPDATE emails SET from_name = '' WHERE id = ${nameless.id}`
+
+      const nameOf = (id: string) => emails.get(mailbox.owner.userId, id).pipe(Effect.map((email) => email.from_name))
+      expect(yield* nameOf(older.id)).toBe("Ann Smith")
+      expect(yield* nameOf(bare.id)).toBeNull()
+      expect(yield* nameOf(named.id)).toBe("Ann Müller")
+      expect(yield* nameOf(nameless.id)).toBeNull()
+      const listed = yield* emails.list(mailbox.owner.userId, mailbox.mailboxId, firstPage, { field: "subject", direction: "asc" })
+      expect(listed.emails.map(({ from_name, subject }) => [subject, from_name])).toEqual([
+        ["Bare", null],
+        ["Before", "Ann Smith"],
+        ["Named", "Ann Müller"],
+        ["Nameless", null]
       ])
     }))
 

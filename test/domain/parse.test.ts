@@ -5,7 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import MailComposer from "nodemailer/lib/mail-composer"
-import { parseMessage } from "../../services/mail/parse.ts"
+import { displayName, parseMessage } from "../../services/mail/parse.ts"
 
 const compose = (mail: ConstructorParameters<typeof MailComposer>[0]) =>
   Effect.promise(() => new MailComposer({ from: "ada@example.com", to: "bot@agents.localhost", subject: "Hi", ...mail }).compile().build())
@@ -33,5 +33,21 @@ describe("parseMessage", () => {
       const deep = `${"<div>".repeat(5_000)}deep words${"</div>".repeat(5_000)}`
       const nested = yield* parseMessage(yield* compose({ html: deep, attachments: [attachment] }))
       expect(nested.text.trim()).toBe("deep words")
+    }))
+
+  it("displayName: the first address's name, encoded words decoded, quotes and groups read; empty without one", () => {
+    expect(displayName("Ann Smith <ann@example.com>")).toBe("Ann Smith")
+    expect(displayName("\"Smith, Ann\" <ann@example.com>, Bob <bob@example.com>")).toBe("Smith, Ann")
+    expect(displayName("=?UTF-8?Q?J=C3=BCrgen_M=C3=BCller?= <jm@example.com>")).toBe("Jürgen Müller")
+    expect(displayName("Team: Ada <ada@example.com>, bob@example.com;")).toBe("Ada")
+    expect(displayName("ann@example.com")).toBe("")
+    expect(displayName("")).toBe("")
+    expect(displayName(undefined)).toBe("")
+  })
+
+  it.effect("parsing reads the From's name (decoded) and gives none for a bare address", () =>
+    Effect.gen(function*() {
+      expect((yield* parseMessage(yield* compose({ from: "Jürgen Müller <jm@example.com>", text: "x" }))).fromName).toBe("Jürgen Müller")
+      expect((yield* parseMessage(yield* compose({ text: "x" }))).fromName).toBe("")
     }))
 })

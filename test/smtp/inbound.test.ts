@@ -226,6 +226,7 @@ describe("inbound SMTP and reading mail", () => {
         message_id: messageId,
         subject,
         from: SENDER,
+        from_name: "Sënder Ünicode",
         to: [box.address],
         cc: ["grace@example.org", "ada@bücher.example"],
         reply_to: ["desk@example.com"],

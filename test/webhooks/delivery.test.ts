@@ -119,7 +119,7 @@ describe("email.received", () => {
     expect(payload.event).toBe("email.received")
     expect(payload.timestamp).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/)
     expect(Object.keys(payload.data).sort()).toEqual(
-      ["authentication", "authentication_results", "cc", "date", "direction", "domain", "email_id", "extracted", "from", "has_attachments", "labels", "mailbox_id", "message_id", "reply_to", "spam", "subject", "thread_id", "to"]
+      ["authentication", "authentication_results", "cc", "date", "direction", "domain", "email_id", "extracted", "from", "from_name", "has_attachments", "labels", "mailbox_id", "message_id", "reply_to", "spam", "subject", "thread_id", "to"]
     )
     // The same email the API serves.
     const email = (await keyed(box).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: payload.data.email_id } } })).data!.data
@@ -129,6 +129,7 @@ describe("email.received", () => {
       message_id: email.message_id,
       subject: "Quarterly invoice",
       from: "sender@example.com",
+      from_name: null,
       to: [box.address],
       cc: [],
       reply_to: [],

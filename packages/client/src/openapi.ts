@@ -2573,6 +2573,8 @@ export interface components {
             email_id: string;
             extracted: components["schemas"]["Extracted"] | null;
             from: string;
+            /** @description The From's display name ("Ann Smith" of Ann Smith <ann@example.com>); null when it has none */
+            from_name: string | null;
             has_attachments: boolean;
             headers: {
                 [key: string]: string | string[];
@@ -2641,6 +2643,8 @@ export interface components {
                 domain: string;
                 email_id: string;
                 from: string;
+                /** @description The From's display name ("Ann Smith" of Ann Smith <ann@example.com>); null when it has none */
+                from_name: string | null;
                 has_attachments: boolean;
                 /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
                 labels: string[];
@@ -2679,6 +2683,8 @@ export interface components {
                 embedding_model: string;
                 extracted: components["schemas"]["Extracted"] | null;
                 from: string;
+                /** @description The From's display name ("Ann Smith" of Ann Smith <ann@example.com>); null when it has none */
+                from_name: string | null;
                 has_attachments: boolean;
                 /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
                 labels: string[];
@@ -2715,6 +2721,8 @@ export interface components {
                 email_id: string;
                 extracted: components["schemas"]["Extracted"] | null;
                 from: string;
+                /** @description The From's display name ("Ann Smith" of Ann Smith <ann@example.com>); null when it has none */
+                from_name: string | null;
                 has_attachments: boolean;
                 /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
                 labels: string[];
@@ -2754,6 +2762,8 @@ export interface components {
             domain: string;
             email_id: string;
             from: string;
+            /** @description The From's display name ("Ann Smith" of Ann Smith <ann@example.com>); null when it has none */
+            from_name: string | null;
             has_attachments: boolean;
             /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
             labels: string[];

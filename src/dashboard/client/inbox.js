@@ -27,7 +27,7 @@ const EmailList = ({ emails }) => html`
       return html`
         <li key=${email.email_id} class=${unread ? "item unread" : "item"}>
           <a class="mail-link" href=${href("emails", email.email_id)}>
-            <span class="from">${unread && html`<span class="dot" aria-label="Unread"></span>`}${email.from}</span>
+            <span class="from" title=${email.from}>${unread && html`<span class="dot" aria-label="Unread"></span>`}${email.from_name || email.from}</span>
             <span class="subject">${email.subject || "(no subject)"}${email.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
             <span class="snippet muted">${email.snippet}</span>
             <time class="muted small" datetime=${email.received_at}>${when(email.received_at)}</time>

@@ -69,7 +69,7 @@ export const ConversationPage = ({ threadId }) => {
         return html`
           <li key=${e.email_id} class=${"card message " + e.direction}>
             <div class="toolbar">
-              <strong>${e.from}</strong>
+              <strong title=${e.from}>${e.from_name || e.from}</strong>
               <span class="tag">${e.direction === "outbound" ? "sent" : "received"}</span>
               <time class="muted small" datetime=${e.received_at}>${new Date(e.received_at).toLocaleString()}</time>
               <a class="small" href=${href("emails", e.email_id)} aria-label=${`Open the message from ${e.from}, ${new Date(e.received_at).toLocaleString()}`}>Open</a>

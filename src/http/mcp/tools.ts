@@ -84,7 +84,7 @@ export const tools = [
   tool({
     name: "list_emails",
     description:
-      "List a mailbox's emails, newest first (summaries: email_id, subject, from, date, labels, snippet). Filter by " +
+      "List a mailbox's emails, newest first (summaries: email_id, subject, from, from_name, date, labels, snippet). Filter by " +
       "labels (all of them), exclude_labels, unread, direction (inbound or outbound), and after (only mail that " +
       `arrived after that email_id). ${UNTRUSTED}`,
     annotations: reading,
