@@ -82,20 +82,25 @@ const addresses = (field: AddressObject | Array<AddressObject> | undefined): Arr
   return (Array.isArray(field) ? field : [field]).flatMap((object) => flatten(object.value))
 }
 
-/** mailparser's display name of the first address of `field` (decoded already); empty when it has none. */
-const nameOf = (field: AddressObject | Array<AddressObject> | undefined): string => {
-  const first = (entries: ReadonlyArray<EmailAddress>): string | undefined => {
-    for (const entry of entries) {
-      if (entry.group) {
-        const inGroup = first(entry.group)
-        if (inGroup !== undefined) return inGroup
-      } else if (entry.address) return entry.name
-    }
-    return undefined
-  }
-  if (field === undefined) return ""
-  return clean((Array.isArray(field) ? field : [field]).map((object) => first(object.value)).find((name) => name !== undefined) ?? "").trim()
+/** An address entry as mailparser and nodemailer's addressparser both give it: an address, or a group of them. */
+interface AddressEntry {
+  readonly address?: string | undefined
+  readonly name?: string | undefined
+  readonly group?: ReadonlyArray<AddressEntry> | undefined
 }
+
+/** The name beside the first address of `entries` (groups read in order); undefined when there is no address. */
+const firstName = (entries: ReadonlyArray<AddressEntry>): string | undefined => {
+  for (const entry of entries) {
+    const name = entry.group ? firstName(entry.group) : entry.address ? entry.name ?? "" : undefined
+    if (name !== undefined) return name
+  }
+  return undefined
+}
+
+/** mailparser's display name of the first address of `field` (decoded already); empty when it has none. */
+const nameOf = (field: AddressObject | Array<AddressObject> | undefined): string =>
+  field === undefined ? "" : clean(firstName((Array.isArray(field) ? field : [field]).flatMap((object) => object.value)) ?? "").trim()
 
 const idList = (value: string | Array<string> | undefined): Array<string> =>
   value === undefined ? [] : (Array.isArray(value) ? value : value.split(/\s+/)).map((id) => clean(id.trim())).filter((id) => id.length > 0)
@@ -117,19 +122,8 @@ export const addressList = (value: string | undefined): Array<string> => {
 }
 
 /** The display name of the first address of an address header, its encoded words decoded; empty when it has none. */
-export const displayName = (value: string | undefined): string => {
-  if (value === undefined) return ""
-  const first = (entries: ReturnType<typeof addressparser>): string | undefined => {
-    for (const entry of entries) {
-      if ("group" in entry && entry.group) {
-        const inGroup = first(entry.group)
-        if (inGroup !== undefined) return inGroup
-      } else if (entry.address) return entry.name ?? ""
-    }
-    return undefined
-  }
-  return clean(decodeWords(first(addressparser(value)) ?? "")).trim()
-}
+export const displayName = (value: string | undefined): string =>
+  value === undefined ? "" : clean(decodeWords(firstName(addressparser(value)) ?? "")).trim()
 
 /** What a plain reading of a message mailparser refused can still tell (see the module comment). */
 const fallback = (raw: Uint8Array): ParsedEmail => {
