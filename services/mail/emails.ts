@@ -86,6 +86,13 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const sql = yield* SqlClient.SqlClient
     const columns = sql.literal(emailColumnList)
 
+    /** Nothing, when `mailboxId` is an active mailbox of `userId`'s; else 404. */
+    const ownMailbox = (userId: string, mailboxId: string) =>
+      Effect.flatMap(
+        sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
+        (rows) => rows.length === 0 ? new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } }) : Effect.void
+      )
+
     /** The emails `e` of every active mailbox of `userId`'s. */
     const activeMailboxesOf = (userId: string) =>
       sql`e.user_id = ${userId} AND e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`
@@ -204,8 +211,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       sort: Sort<ThreadSortField>,
       filter: ThreadFilter = {}
     ) {
-      const mailbox = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
-      if (mailbox.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+      yield* ownMailbox(userId, mailboxId)
       return yield* threadsIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
     })
 
@@ -228,8 +234,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       sort: Sort<EmailSortField>,
       filter: EmailFilter = {}
     ) {
-      const mailbox = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
-      if (mailbox.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+      yield* ownMailbox(userId, mailboxId)
       if (filter.after !== undefined) {
         const cursor = yield* sql`SELECT 1 FROM emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of an email in this mailbox")
