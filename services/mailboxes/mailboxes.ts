@@ -26,7 +26,16 @@ import {
 import type { Direction, Page } from "../listing.ts"
 import { escapeLike } from "../like.ts"
 import { limits, type Plan } from "../plans/plans.ts"
-import { type Address, type AddressRequest, normalizeAddress, parseAddress, type RuleFailure } from "./rules.ts"
+import {
+  type Address,
+  type AddressRequest,
+  asksForAddress,
+  type MailboxRequest,
+  normalizeAddress,
+  parseAddress,
+  parseDisplayName,
+  type RuleFailure
+} from "./rules.ts"
 import type { EmailCheck, Mailbox, RenamedMailbox } from "./schemas.ts"
 
 /** What the mailboxes domain needs from the operator's configuration. */
@@ -52,7 +61,11 @@ interface MailboxRow {
   readonly localPart: string
   readonly domain: string
   readonly createdAt: Date
+  readonly displayName: string | null
 }
+
+/** The columns of a `MailboxRow`. */
+const mailboxColumns = "id, user_id, local_part, domain, created_at, display_name"
 
 const emailAddressOf = (row: MailboxRow) => `${row.localPart}@${row.domain}`
 
@@ -62,7 +75,17 @@ const toMailbox = (row: MailboxRow): Mailbox => ({
   domain: row.domain,
   status: "active",
   namespace: row.userId,
-  created_at: row.createdAt.toISOString()
+  created_at: row.createdAt.toISOString(),
+  display_name: row.displayName
+})
+
+/** The mailbox as a rename answers it. */
+const renamedOf = (row: MailboxRow): RenamedMailbox["mailbox"] => ({
+  mailbox_id: row.id,
+  email_address: emailAddressOf(row),
+  domain: row.domain,
+  status: "active",
+  display_name: row.displayName
 })
 
 /** How long an address a mailbox left stays held from other users. */
@@ -144,7 +167,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
 
     const findActive = (owner: Owner, mailboxId: string, lock: boolean) =>
       sql<MailboxRow>`
-        SELECT id, user_id, local_part, domain, created_at FROM mailboxes
+        SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
         WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
         ${lock ? sql.literal("FOR UPDATE") : sql.literal("")}`.pipe(
         Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(mailboxId))))
@@ -168,7 +191,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         WHERE address = ${address.normalized} OR address LIKE ${`${escapeLike(local)}+%@${escapeLike(address.domain)}`} ESCAPE '\\'`
     }
 
-    const insert = (owner: Owner, address: Address) =>
+    const insert = (owner: Owner, address: Address, displayName: string | null) =>
       Effect.gen(function*() {
         // Serialise this user's creates: the count below then holds until the insert commits.
         // (NO KEY: inserts elsewhere that reference the user, such as a login's session, need not wait.)
@@ -190,23 +213,25 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
             userId: owner.userId,
             localPart: address.localPart,
             domain: address.domain,
-            addressNormalized: address.normalized
+            addressNormalized: address.normalized,
+            displayName
           })
         }
-          RETURNING id, user_id, local_part, domain, created_at`
+          RETURNING ${sql.literal(mailboxColumns)}`
         yield* forgetBounces(address)
         return toMailbox(rows[0]!)
       })
 
-    const create = Effect.fn("Mailboxes.create")(function*(owner: Owner, request: AddressRequest) {
+    const create = Effect.fn("Mailboxes.create")(function*(owner: Owner, request: MailboxRequest) {
+      const displayName = yield* parseDisplayName(request.display_name)
       const address = yield* validate(owner, request, undefined)
-      return yield* insert(owner, address).pipe(sql.withTransaction, takenOnUniqueViolation(address))
+      return yield* insert(owner, address, displayName ?? null).pipe(sql.withTransaction, takenOnUniqueViolation(address))
     })
 
     const select = (owner: Owner, page: Page | undefined, direction: Direction) => {
       const order = sql.literal(direction === "asc" ? "ASC" : "DESC")
       return sql<MailboxRow>`
-        SELECT id, user_id, local_part, domain, created_at FROM mailboxes
+        SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
         WHERE user_id = ${owner.userId} AND status = 'active'
         ORDER BY created_at ${order}, id ${order}
         ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`.pipe(Effect.map((rows) => rows.map(toMailbox)))
@@ -245,8 +270,26 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       )
     })
 
-    /** A new address for a mailbox, by the same rules; its mailbox_id (and mail) stay, its old address is held. */
-    const rename = Effect.fn("Mailboxes.rename")(function*(owner: Owner, mailboxId: string, request: AddressRequest) {
+    /** A new display name alone (null: none); the address stays. */
+    const renameDisplay = (owner: Owner, mailboxId: string, displayName: string | null) =>
+      sql<MailboxRow>`
+        UPDATE mailboxes SET display_name = ${displayName}
+        WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
+        RETURNING ${sql.literal(mailboxColumns)}`.pipe(
+        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(mailboxId))))
+      )
+
+    /**
+     * A new address for a mailbox, by the same rules; its mailbox_id (and mail) stay, its old address is
+     * held. `display_name` changes with it when sent; a request with nothing but `display_name` changes
+     * only the name (and answers the address as both the previous and the current one).
+     */
+    const rename = Effect.fn("Mailboxes.rename")(function*(owner: Owner, mailboxId: string, request: MailboxRequest) {
+      const displayName = yield* parseDisplayName(request.display_name)
+      if (displayName !== undefined && !asksForAddress(request)) {
+        const row = yield* renameDisplay(owner, mailboxId, displayName)
+        return { previous_email_address: emailAddressOf(row), mailbox: renamedOf(row) } satisfies RenamedMailbox
+      }
       // Not the caller's: 404 before anything is said about the address asked for.
       yield* findActive(owner, mailboxId, false)
       const address = yield* validate(owner, request, mailboxId)
@@ -254,19 +297,17 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         const before = yield* findActive(owner, mailboxId, true)
         const rows = yield* sql<MailboxRow>`
           UPDATE mailboxes
-          SET local_part = ${address.localPart}, domain = ${address.domain}, address_normalized = ${address.normalized}
+          SET local_part = ${address.localPart}, domain = ${address.domain}, address_normalized = ${address.normalized},
+              display_name = ${displayName === undefined ? before.displayName : displayName}
           WHERE id = ${mailboxId}
-          RETURNING id, user_id, local_part, domain, created_at`
+          RETURNING ${sql.literal(mailboxColumns)}`
         const previous = normalizeAddress(before.localPart, before.domain)
         if (previous !== address.normalized) yield* Effect.zipRight(release(owner, [previous]), forgetBounces(address))
         return { before, after: rows[0]! }
       }).pipe(sql.withTransaction, takenOnUniqueViolation(address))
       // The old address must stop receiving on every node's next RCPT.
       yield* directory.changed(owner.userId)
-      return {
-        previous_email_address: emailAddressOf(before),
-        mailbox: { mailbox_id: after.id, email_address: emailAddressOf(after), domain: after.domain, status: "active" }
-      } satisfies RenamedMailbox
+      return { previous_email_address: emailAddressOf(before), mailbox: renamedOf(after) } satisfies RenamedMailbox
     })
 
     /** Soft delete, confirmed by the full address typed exactly. */

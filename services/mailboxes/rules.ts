@@ -5,7 +5,7 @@
  */
 import { Either } from "effect"
 import { domainToASCII } from "node:url"
-import { BadRequest, DisallowedLocal, DomainMismatch, InvalidLocal, LocalTooShort, MissingFields } from "../errors.ts"
+import { BadRequest, DisallowedLocal, DomainMismatch, InvalidLocal, LocalTooShort, MissingFields, ValidationError } from "../errors.ts"
 
 export const MIN_LOCAL_LENGTH = 5
 /** RFC 5321's limit on a local part; longer ones could not receive mail anyway. */
@@ -22,6 +22,11 @@ export interface AddressRequest {
   readonly email_address?: string | undefined
 }
 
+/** A create or change: the address fields, and the name its sent mail shows (null or "" for none). */
+export interface MailboxRequest extends AddressRequest {
+  readonly display_name?: string | null | undefined
+}
+
 export interface Address {
   /** As given (trimmed): shown back to the user. */
   readonly localPart: string
@@ -36,6 +41,10 @@ export interface Address {
 const fail = <E extends RuleFailure>(failure: E) => Either.left(failure)
 
 const present = (value: string | undefined): value is string => value !== undefined && value.trim() !== ""
+
+/** Whether a change names an address at all: one naming only `display_name` keeps the address. */
+export const asksForAddress = (request: AddressRequest) =>
+  present(request.domain) || present(request.local_part) || present(request.email_address)
 
 /** Lower-cased, without a trailing dot, internationalized names in punycode (as DNS and SMTP see them). */
 export const normalizeDomain = (domain: string) => {
@@ -119,6 +128,31 @@ export const parseAddress = (request: AddressRequest, reserved: ReadonlyArray<st
     }
     return { localPart: local, domain, emailAddress: `${local}@${domain}`, normalized: normalizeAddress(local, domain) }
   })
+
+/** The longest display name, in characters: what a mail client shows in full. */
+export const MAX_DISPLAY_NAME_LENGTH = 100
+/**
+ * Characters a display name may not hold: controls (a line break would end the From header) and the
+ * bidirectional overrides and isolates, which make a name read differently from how it is written.
+ */
+const UNSHOWABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/
+
+/**
+ * A mailbox's display name as asked: trimmed; `null` or blank is no name (null); `undefined` (not
+ * sent) stays undefined, which a change reads as "keep the one it has".
+ */
+export const parseDisplayName = (value: string | null | undefined): Either.Either<string | null | undefined, ValidationError> => {
+  if (value === undefined) return Either.right(undefined)
+  const name = value?.trim() ?? ""
+  if (name === "") return Either.right(null)
+  if (UNSHOWABLE.test(name)) {
+    return Either.left(ValidationError.field("display_name", "must not hold line breaks, control characters or direction overrides"))
+  }
+  if ([...name].length > MAX_DISPLAY_NAME_LENGTH) {
+    return Either.left(ValidationError.field("display_name", `must be at most ${MAX_DISPLAY_NAME_LENGTH} characters`))
+  }
+  return Either.right(name)
+}
 
 /** A colliding address on migration: the local part gets `.` and 6 hex characters. */
 export const withSuffix = (local: string, hex: string) => `${local}.${hex.slice(0, 6).toLowerCase()}`

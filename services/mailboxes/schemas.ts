@@ -19,6 +19,10 @@ export const AddressInput = Schema.Struct({
   local_part: OptionalString.annotations({ description: "Name left of the @ (recommended)" }),
   email_address: OptionalString.annotations({
     description: "A bare local part (combined with domain) or a full local@host whose host equals domain"
+  }),
+  display_name: Schema.optional(Schema.NullOr(Schema.String)).annotations({
+    description: "The name the mailbox's sent mail shows in its From (\"Support Agent <agent@example.com>\"), " +
+      "at most 100 characters, no line breaks; null or \"\" for none. A change that sends only display_name keeps the address"
   })
 }).annotations({ parseOptions: { errors: "all" } })
 export type AddressInput = typeof AddressInput.Type
@@ -65,13 +69,16 @@ export const Mailbox = Schema.Struct({
   domain: Schema.String,
   status: MailboxStatus,
   namespace: Schema.String.annotations({ description: "The owning user's namespace (their user id)" }),
-  created_at: Schema.String
+  created_at: Schema.String,
+  display_name: Schema.NullOr(Schema.String).annotations({
+    description: "The name its sent mail shows in its From; null when it has none (the From is the bare address)"
+  })
 }).annotations({ identifier: "Mailbox" })
 export type Mailbox = typeof Mailbox.Type
 
 export const RenamedMailbox = Schema.Struct({
   previous_email_address: Schema.String,
-  mailbox: Mailbox.pipe(Schema.pick("mailbox_id", "email_address", "domain", "status"))
+  mailbox: Mailbox.pipe(Schema.pick("mailbox_id", "email_address", "domain", "status", "display_name"))
 }).annotations({ identifier: "RenamedMailbox" })
 export type RenamedMailbox = typeof RenamedMailbox.Type
 

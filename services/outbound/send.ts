@@ -82,6 +82,8 @@ const SenderRow = Schema.Struct({
   /** The send's place in its batch. */
   idx: Schema.Number,
   address: Schema.String,
+  /** The mailbox's display name: its From's name. */
+  displayName: Schema.NullOr(Schema.String),
   domain: Schema.String,
   plan: Plan,
   periodStart: Schema.DateFromSelf,
@@ -172,7 +174,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         const now = new Date()
         const input = asked.map((a, i) => ({ idx: i + 1, user_id: a.userId, mailbox_id: a.mailboxId, recipients: a.recipients }))
         return sql`
-          SELECT i.idx, m.local_part || '@' || m.domain AS address, m.domain, s.plan, p.period_start,
+          SELECT i.idx, m.local_part || '@' || m.domain AS address, m.display_name, m.domain, s.plan, p.period_start,
                  d.id AS custom_domain_id, d.verified AS custom_domain_verified,
                  coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period, coalesce(su.bytes, 0) - coalesce(g.bytes, 0) AS storage,
                  ARRAY(SELECT x.address FROM suppressions x
@@ -387,7 +389,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const now = new Date()
       const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
       const raw = yield* compose({
-        from: { address: from.address },
+        from: { name: from.displayName ?? undefined, address: from.address },
         to: message.to,
         cc: message.cc,
         replyTo: message.replyTo,

@@ -38,7 +38,8 @@ const newMailbox = (local: string, userId: string) => ({
   domain: DOMAIN,
   status: "active",
   namespace: userId,
-  created_at: expect.stringMatching(isoMillis)
+  created_at: expect.stringMatching(isoMillis),
+  display_name: null
 })
 
 const create = (user: User, body: AddressInput) => keyed(user).POST("/v1/api/mailboxes", { body })
@@ -201,8 +202,8 @@ describe("GET /v1/api/mailboxes", () => {
     expect(reply.data).toEqual({
       success: true,
       mailboxes: [
-        { ...second, status: "active", namespace: user.userId, created_at: expect.stringMatching(isoMillis) },
-        { ...first, status: "active", namespace: user.userId, created_at: expect.stringMatching(isoMillis) }
+        { ...second, status: "active", namespace: user.userId, created_at: expect.stringMatching(isoMillis), display_name: null },
+        { ...first, status: "active", namespace: user.userId, created_at: expect.stringMatching(isoMillis), display_name: null }
       ],
       meta: { total: 2, limit: 20, offset: 0, hasMore: false }
     })
@@ -358,7 +359,13 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
       success: true,
       data: {
         previous_email_address: mailbox.email_address,
-        mailbox: { mailbox_id: mailbox.mailbox_id, email_address: `${next}@${OTHER_SHARED}`, domain: OTHER_SHARED, status: "active" }
+        mailbox: {
+          mailbox_id: mailbox.mailbox_id,
+          email_address: `${next}@${OTHER_SHARED}`,
+          domain: OTHER_SHARED,
+          status: "active",
+          display_name: null
+        }
       }
     })
     expect((await listed(alice)).map((m) => [m.mailbox_id, m.email_address])).toEqual([[mailbox.mailbox_id, `${next}@${OTHER_SHARED}`]])
@@ -413,11 +420,93 @@ describe("PATCH /api/mailboxes/{mailboxId} (rename)", () => {
     expect(reply.response.status).toBe(200)
     expect(reply.data?.data).toEqual({
       previous_email_address: mailbox.email_address,
-      mailbox: { mailbox_id: mailbox.mailbox_id, email_address: `${next}@${DOMAIN}`, domain: DOMAIN, status: "active" }
+      mailbox: { mailbox_id: mailbox.mailbox_id, email_address: `${next}@${DOMAIN}`, domain: DOMAIN, status: "active", display_name: null }
     })
     const wrong = await keyed(user).PATCH("/v1/api/mailboxes/{mailboxId}", { ...path, body: offContract({ local_part: 5, domain: DOMAIN }) })
     expect(wrong.response.status).toBe(400)
     expect(wrong.error?.error.code).toBe("BAD_REQUEST")
+  })
+})
+
+describe("display_name", () => {
+  const change = (user: User, mailboxId: string, body: AddressInput) =>
+    keyed(user).PATCH("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId } }, body })
+  const read = async (user: User, mailboxId: string) =>
+    (await keyed(user).GET("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId } } })).data!.mailbox
+
+  it("is set on create (trimmed), changed alone or with the address, kept by a rename without it, and cleared by null or \"\"", async () => {
+    const user = await withApiKey(server.url)
+    const local = fresh()
+    const created = await create(user, { local_part: local, domain: DOMAIN, display_name: "  Support Agent " })
+    expect(created.response.status).toBe(201)
+    expect(created.data?.mailbox).toEqual({ ...newMailbox(local, user.userId), display_name: "Support Agent" })
+    const id = created.data!.mailbox.mailbox_id
+
+    // A change naming only display_name keeps the address: the previous address is the current one.
+    const named = await change(user, id, { display_name: "Zoë Ödegaard, Billing" })
+    expect(named.response.status).toBe(200)
+    expect(named.data?.data).toEqual({
+      previous_email_address: `${local}@${DOMAIN}`,
+      mailbox: { mailbox_id: id, email_address: `${local}@${DOMAIN}`, domain: DOMAIN, status: "active", display_name: "Zoë Ödegaard, Billing" }
+    })
+    expect((await listed(user)).find((m) => m.mailbox_id === id)?.display_name).toBe("Zoë Ödegaard, Billing")
+
+    const next = fresh()
+    const renamed = await change(user, id, { local_part: next, domain: DOMAIN })
+    expect(renamed.data?.data.mailbox).toMatchObject({ email_address: `${next}@${DOMAIN}`, display_name: "Zoë Ödegaard, Billing" })
+    const both = await change(user, id, { local_part: local, domain: DOMAIN, display_name: "Billing" })
+    expect(both.data?.data).toMatchObject({ previous_email_address: `${next}@${DOMAIN}`, mailbox: { email_address: `${local}@${DOMAIN}`, display_name: "Billing" } })
+
+    expect((await change(user, id, { display_name: "" })).data?.data.mailbox.display_name).toBeNull()
+    await change(user, id, { display_name: "Billing" })
+    expect((await change(user, id, { display_name: null })).data?.data.mailbox.display_name).toBeNull()
+    expect(await read(user, id)).toMatchObject({ email_address: `${local}@${DOMAIN}`, display_name: null })
+  })
+
+  it("refuses a line break, a control or direction-override character and more than 100 characters: 400 VALIDATION_ERROR, nothing changed", async () => {
+    const user = await withApiKey(server.url)
+    const mailbox = await createOk(user)
+    const refusals = [
+      ["Support\r\nBcc: victim@example.com", "must not hold line breaks, control characters or direction overrides"],
+      ["Tab\there", "must not hold line breaks, control characters or direction overrides"],
+      ["Pay\u202Eliaven", "must not hold line breaks, control characters or direction overrides"],
+      ["x".repeat(101), "must be at most 100 characters"]
+    ] as const
+    for (const [name, message] of refusals) {
+      const reply = await change(user, mailbox.mailbox_id, { display_name: name })
+      expect(reply.response.status).toBe(400)
+      expect(reply.error).toEqual(failure("VALIDATION_ERROR", { display_name: message }))
+    }
+    // 100 characters (emoji count as one) are fine.
+    const longest = "😀".repeat(100)
+    expect((await change(user, mailbox.mailbox_id, { display_name: longest })).data?.data.mailbox.display_name).toBe(longest)
+
+    const refusedCreate = await create(user, { local_part: fresh(), domain: DOMAIN, display_name: "a\nb" })
+    expect(refusedCreate.response.status).toBe(400)
+    expect(refusedCreate.error).toEqual(failure("VALIDATION_ERROR", { display_name: "must not hold line breaks, control characters or direction overrides" }))
+    expect((await listed(user)).map((m) => m.mailbox_id)).toEqual([mailbox.mailbox_id])
+
+    const notString = await change(user, mailbox.mailbox_id, offContract({ display_name: 7 }))
+    expect(notString.response.status).toBe(400)
+    expect(notString.error).toEqual(failure("BAD_REQUEST", { field_errors: { display_name: "must be a string or null" } }))
+    expect((await read(user, mailbox.mailbox_id)).display_name).toBe(longest)
+  })
+
+  it("the dashboard reports the same refusals under details.field_errors; another user's mailbox is 404 NOT_FOUND", async () => {
+    const alice = await signUp(server.url)
+    const bob = await withApiKey(server.url)
+    const mine = await dashboard().POST("/api/mailboxes", { body: { local_part: fresh(), domain: DOMAIN, display_name: "Alice's agent" }, ...session(alice) })
+    expect(mine.response.status).toBe(201)
+    expect(mine.data?.mailbox.display_name).toBe("Alice's agent")
+    const path = (mailboxId: string) => ({ params: { path: { mailboxId } }, ...session(alice) })
+    const refused = await dashboard().PATCH("/api/mailboxes/{mailboxId}", { ...path(mine.data!.mailbox.mailbox_id), body: { display_name: "x".repeat(101) } })
+    expect(refused.response.status).toBe(400)
+    expect(refused.error).toEqual(failure("VALIDATION_ERROR", { field_errors: { display_name: "must be at most 100 characters" } }))
+    const theirs = await createOk(bob)
+    const notMine = await dashboard().PATCH("/api/mailboxes/{mailboxId}", { ...path(theirs.mailbox_id), body: { display_name: "Mine now" } })
+    expect(notMine.response.status).toBe(404)
+    expect(notMine.error).toEqual(failure("NOT_FOUND", { mailbox_id: theirs.mailbox_id }))
+    expect((await read(bob, theirs.mailbox_id)).display_name).toBeNull()
   })
 })
 
@@ -554,7 +643,7 @@ describe("OpenAPI", () => {
     }
     const create = document.paths["/v1/api/mailboxes"]!.post!
     expect(create.requestBody?.content["application/json"]?.schema).toEqual({ $ref: "#/components/schemas/MailboxAddressInput" })
-    expect(Object.keys(document.components.schemas.MailboxAddressInput!.properties).sort()).toEqual(["domain", "email_address", "local_part"])
+    expect(Object.keys(document.components.schemas.MailboxAddressInput!.properties).sort()).toEqual(["display_name", "domain", "email_address", "local_part"])
     expect(Object.keys(create.responses)).toEqual(expect.arrayContaining(["201", "400", "401", "403", "409", "422"]))
     for (const path of ["/v1/api/mailboxes", "/api/mailboxes"]) {
       const list = document.paths[path]!.get!

@@ -43,7 +43,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
   sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}.`, attachments })
 
 const TOOLS = [
-  "list_mailboxes", "create_mailbox", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails",
+  "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails",
   "update_labels", "update_thread_labels", "wait_for_email", "send_email", "reply_to_email", "forward_email", "create_draft", "send_draft"
 ]
 
@@ -139,13 +139,15 @@ describe("MCP at /mcp", () => {
     expect(woken.ok.emails.map((e: { subject: string }) => e.subject)).toEqual(["Invoice 8"])
   })
 
-  it("acts: labels, a new mailbox, a send, a reply, a forward, a draft sent", async () => {
+  it("acts: labels, a new mailbox, its From's name, a send, a reply, a forward, a draft sent", async () => {
     const labelled = await call(mcp, "update_labels", { email_ids: [emailId], add_labels: ["billing"], remove_labels: ["unread"] })
     expect(labelled.ok).toEqual({ updated: 1, emails: [{ email_id: emailId, labels: ["inbound", "unauthenticated", "billing"] }] })
 
-    const desk = await call(mcp, "create_mailbox", { local_part: fresh("desk") })
-    expect(desk.ok).toMatchObject({ domain: DOMAIN })
+    const desk = await call(mcp, "create_mailbox", { local_part: fresh("desk"), display_name: "Front Desk" })
+    expect(desk.ok).toMatchObject({ domain: DOMAIN, display_name: "Front Desk" })
     const deskAddress = desk.ok.email_address as string
+    const named = await call(mcp, "set_mailbox_name", { mailbox_id: box.mailboxId, display_name: "Billing Agent" })
+    expect(named.ok).toEqual({ mailbox_id: box.mailboxId, email_address: box.address, domain: DOMAIN, status: "active", display_name: "Billing Agent" })
 
     const sent = await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: [deskAddress], subject: "Hello desk", text: "Hi." })
     expect(sent.ok).toMatchObject({ status: "queued", email_id: expect.any(String), thread_id: expect.any(String) })
@@ -163,9 +165,9 @@ describe("MCP at /mcp", () => {
     // The desk received the send and the forward, through the inbound path.
     const deskMail = await until("the desk's mail", async () => {
       const { ok } = await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })
-      return ok?.emails?.length === 2 ? ok.emails.map((e: { subject: string }) => e.subject).sort() : undefined
+      return ok?.emails?.length === 2 ? ok.emails.map((e: { subject: string; from_name: string }) => `${e.subject} / ${e.from_name}`).sort() : undefined
     })
-    expect(deskMail).toEqual(["Fwd: Invoice 7", "Hello desk"])
+    expect(deskMail).toEqual(["Fwd: Invoice 7 / Billing Agent", "Hello desk / Billing Agent"])
   })
 
   it("answers bad input to every tool with a readable VALIDATION_ERROR, not a crash; refusals keep SPEC's codes", async () => {
@@ -185,12 +187,17 @@ describe("MCP at /mcp", () => {
     })
     expect((await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: ["a\u0000@partner.test"], subject: "x", text: "x" })).error?.details)
       .toEqual({ "to.0": "must not contain NUL characters (\\u0000)" })
+    expect((await call(mcp, "set_mailbox_name", { mailbox_id: box.mailboxId, display_name: "a\nb" })).error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { display_name: "must not hold line breaks, control characters or direction overrides" }
+    })
     // A name every object inherits is no argument either.
     expect((await call(mcp, "list_emails", { mailbox_id: box.mailboxId, constructor: 1 })).error?.details).toEqual({ constructor: "is not an argument of list_emails" })
     const stranger = await withApiKey(suite.url)
     const other = await newBox(suite.url, { user: stranger })
     expect((await call(mcp, "get_email", { email_id: "eml_missing" })).error).toMatchObject({ code: "NOT_FOUND", details: { email_id: "eml_missing" } })
     expect((await call(mcp, "list_emails", { mailbox_id: other.mailboxId })).error).toMatchObject({ code: "NOT_FOUND" })
+    expect((await call(mcp, "set_mailbox_name", { mailbox_id: other.mailboxId, display_name: "Mine" })).error).toMatchObject({ code: "NOT_FOUND" })
     expect((await call(mcp, "update_labels", { email_ids: [emailId], remove_labels: ["inbound"] })).error).toMatchObject({ code: "LABEL_READ_ONLY" })
     await expect(mcp.callTool({ name: "format_disk", arguments: {} })).rejects.toThrow(/Unknown tool/)
   })

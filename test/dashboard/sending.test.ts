@@ -175,6 +175,43 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     })
   })
 
+  it("names the mailbox: the server's refusal shows by the field, compose shows the name, sent mail carries it; cleared, the From is bare", async () => {
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    const nameField = page.getByLabel("Name shown to recipients (optional)").last()
+    await page.getByRole("button", { name: `Set the name of ${address}` }).click()
+    await nameField.fill("x".repeat(101))
+    await page.getByText("At most 100 characters").waitFor()
+    await expect(page.getByRole("button", { name: "Save name" }).isDisabled()).resolves.toBe(true)
+    // A direction override reads differently from how it is written: the server refuses it, by the field.
+    await nameField.fill("Pay\u202Eliaven")
+    await page.getByRole("button", { name: "Save name" }).click()
+    await page.getByText("must not hold line breaks, control characters or direction overrides").first().waitFor()
+    expect(refusals(/^400 PATCH /)).toEqual([`400 PATCH ${server.url}/api/mailboxes/${mailboxId}`])
+
+    await nameField.fill("Grace's Agent")
+    await page.getByRole("button", { name: "Save name" }).click()
+    await page.getByText("(Grace's Agent)").waitFor()
+    expect((await mailboxesOf()).find((m) => m.mailbox_id === mailboxId)?.display_name).toBe("Grace's Agent")
+
+    await page.getByRole("link", { name: address }).click()
+    await page.getByRole("link", { name: "New email" }).click()
+    await page.getByText(`From Grace's Agent <${address}>`).waitFor()
+    await page.getByLabel("To").fill("ada@partner.test")
+    await page.getByLabel("Subject").fill("From a named mailbox")
+    await page.getByLabel("Message").fill("Hello again.")
+    await page.getByRole("button", { name: "Send", exact: true }).click()
+    await page.getByRole("heading", { name: "From a named mailbox" }).waitFor()
+    expect((await delivered("From a named mailbox")).parsed.from?.value).toEqual([{ name: "Grace's Agent", address }])
+    sentIds.push(new URL(page.url()).hash.split("/").pop()!)
+
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    await page.getByRole("button", { name: `Set the name of ${address}` }).click()
+    await nameField.fill("")
+    await page.getByRole("button", { name: "Save name" }).click()
+    await page.getByText("(Grace's Agent)").waitFor({ state: "detached" })
+    expect((await mailboxesOf()).find((m) => m.mailbox_id === mailboxId)?.display_name).toBeNull()
+  })
+
   it("shows a refused send: a malformed address by its field, a suppressed recipient by the server's reason; nothing is sent", async () => {
     const before = mx.delivered().length
     await page.goto(`/#/mailboxes/${mailboxId}/compose`)
@@ -211,7 +248,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const suppressed = await dashboard().GET("/api/suppressions")
     expect(suppressed.data?.data.map((s) => s.address)).toEqual([gone])
     const sent = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId }, query: { direction: "outbound" } } })
-    expect(sent.data?.data.map((e) => e.subject).sort()).toEqual(["Anyone there?", "Your order has shipped"])
+    expect(sent.data?.data.map((e) => e.subject).sort()).toEqual(["Anyone there?", "From a named mailbox", "Your order has shipped"])
     expect(mx.delivered().length).toBe(before)
   })
 

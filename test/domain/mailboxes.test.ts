@@ -57,7 +57,8 @@ layer(services, { timeout: "120 seconds" })("Mailboxes", (it) => {
         domain: SHARED,
         status: "active",
         namespace: owner.userId,
-        created_at: expect.any(String)
+        created_at: expect.any(String),
+        display_name: null
       })
       const bare = freshLocal()
       expect((yield* create(owner, { email_address: bare, domain: SHARED })).email_address).toBe(`${bare}@${SHARED}`)
@@ -338,7 +339,7 @@ layer(services, { timeout: "120 seconds" })("Mailboxes", (it) => {
       const renamed = yield* mailboxes.rename(owner, mailbox.mailbox_id, { local_part: local, domain: OTHER_SHARED })
       expect(renamed).toEqual({
         previous_email_address: mailbox.email_address,
-        mailbox: { mailbox_id: mailbox.mailbox_id, email_address: `${local}@${OTHER_SHARED}`, domain: OTHER_SHARED, status: "active" }
+        mailbox: { mailbox_id: mailbox.mailbox_id, email_address: `${local}@${OTHER_SHARED}`, domain: OTHER_SHARED, status: "active", display_name: null }
       })
       expect((yield* mailboxes.list(owner)).map((m) => [m.mailbox_id, m.email_address])).toEqual([[mailbox.mailbox_id, `${local}@${OTHER_SHARED}`]])
 

@@ -211,6 +211,28 @@ describe("sending to another domain", () => {
     expect(sentCount).toBeGreaterThanOrEqual(3)
   })
 
+  it("a mailbox's display_name is its From's name (quoted, encoded, signed) and the sent email's from_name; cleared, the From is bare", async () => {
+    const { box, mailroom } = await sender()
+    const name = 'Zoë "Z" Agent, Support'
+    const path = { params: { path: { mailboxId: box.mailboxId } } }
+    expect((await mailroom.PATCH("/v1/api/mailboxes/{mailboxId}", { ...path, body: { display_name: name } })).response.status).toBe(200)
+    const to = `${fresh("ada")}@partner.test`
+    const named = await send(mailroom, box, { to: [to], subject: "From a name", text: "Hi" })
+    const message = await arrived(named.data!.data.message_id)
+    const from = message.raw.toString("latin1").replace(/\r\n[ \t]/g, " ").match(/^From: .*$/m)![0].trimEnd()
+    // The header is ASCII: the name an encoded-word (RFC 2047), its quotes and comma inside it.
+    expect(from).toMatch(/^From: =\?UTF-8\?[QB]\?[\x21-\x7e]+\?= <[^>]+>$/)
+    expect((await simpleParser(message.raw)).from?.value).toEqual([{ address: box.address, name }])
+    const verdict = await dkimVerify(message.raw, { resolver: resolver() })
+    expect(verdict.results.map((r: { status: { result: string } }) => r.status.result)).toEqual(["pass"])
+    expect(await settled(mailroom, named.data!.data.email_id)).toMatchObject({ from: box.address, from_name: name })
+
+    await mailroom.PATCH("/v1/api/mailboxes/{mailboxId}", { ...path, body: { display_name: null } })
+    const bare = await send(mailroom, box, { to: [to], subject: "From an address", text: "Hi" })
+    expect((await arrived(bare.data!.data.message_id)).raw.toString("latin1")).toMatch(new RegExp(`^From: ${box.address.replace(/\./g, "\\.")}\r$`, "m"))
+    expect(await settled(mailroom, bare.data!.data.email_id)).toMatchObject({ from: box.address, from_name: null })
+  })
+
   it("takes attachments up to the plan's message size (free: 10 MB), past the 1 MiB other bodies may be", async () => {
     const { box, mailroom } = await sender()
     const to = `${fresh("large")}@partner.test`

@@ -2943,6 +2943,8 @@ export interface components {
         };
         Mailbox: {
             created_at: string;
+            /** @description The name its sent mail shows in its From; null when it has none (the From is the bare address) */
+            display_name: string | null;
             domain: string;
             /** @description local@domain; globally unique across all users */
             email_address: string;
@@ -2957,6 +2959,7 @@ export interface components {
             status: "active";
         };
         MailboxAddressInput: {
+            display_name?: string | null;
             /** @description Hostname; must be allowed for the account */
             domain?: string | null;
             /** @description A bare local part (combined with domain) or a full local@host whose host equals domain */
@@ -3119,6 +3122,8 @@ export interface components {
         };
         RenamedMailbox: {
             mailbox: {
+                /** @description The name its sent mail shows in its From; null when it has none (the From is the bare address) */
+                display_name: string | null;
                 domain: string;
                 /** @description local@domain; globally unique across all users */
                 email_address: string;

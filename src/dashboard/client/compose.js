@@ -46,8 +46,8 @@ export const recipientError = (error, field) => {
 
 const newKey = () => crypto.randomUUID()
 
-/** @param {{ mailboxId: string, address?: string }} props */
-export const ComposeForm = ({ mailboxId, address }) => {
+/** @param {{ mailboxId: string, address?: string, name?: string | null }} props */
+export const ComposeForm = ({ mailboxId, address, name }) => {
   const [to, setTo] = useState("")
   const [cc, setCc] = useState("")
   const [subject, setSubject] = useState("")
@@ -71,7 +71,7 @@ export const ComposeForm = ({ mailboxId, address }) => {
 
   return html`
     <form class="card" aria-label="New email" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
-      ${address && html`<p class="muted small">From <strong>${address}</strong></p>`}
+      ${address && html`<p class="muted small">From ${name ? html`<strong>${name}</strong> ${`<${address}>`}` : html`<strong>${address}</strong>`}</p>`}
       <${Field} id="compose-to" label="To" value=${to} onInput=${setTo} required
         hint="Addresses separated by commas; Name <address> works too" error=${recipientError(error, "to")} />
       <${Field} id="compose-cc" label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc")} />
@@ -100,7 +100,7 @@ export const ComposePage = ({ mailboxId }) => {
   return html`
     <h1>New email</h1>
     ${failure && html`<${LoadFailed} error=${failure} onRetry=${() => (setFailure(null), setAttempt(attempt + 1))} />`}
-    <${ComposeForm} mailboxId=${mailboxId} address=${mailbox?.email_address} />
+    <${ComposeForm} mailboxId=${mailboxId} address=${mailbox?.email_address} name=${mailbox?.display_name} />
   `
 }
 

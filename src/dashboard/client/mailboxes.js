@@ -1,12 +1,16 @@
 /**
  * Mailboxes: create with live feedback from check-email, rename (same check, the mailbox's own
- * address counted free), delete after typing the full address (SPEC: confirm_email_address).
+ * address counted free), name (the display name its sent mail shows in From), delete after typing
+ * the full address (SPEC: confirm_email_address).
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { allMailboxes, call, query } from "./api.js"
+import { allMailboxes, call, fieldError, query } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, LoadFailed, when } from "./ui.js"
+
+/** The longest display name the server takes (services/mailboxes/rules.ts). */
+const MAX_DISPLAY_NAME = 100
 
 /** The domains every account may use, as the server wrote them into the page. */
 export const sharedDomains = () =>
@@ -58,9 +62,20 @@ const AddressFields = ({ id, localPart, setLocalPart, domain, setDomain, verdict
   </div>
 `
 
+/**
+ * The display name: what the mailbox's sent mail shows beside its address in From.
+ * @param {{ id: string, value: string, onInput: (v: string) => void, error: unknown }} props
+ */
+const NameField = ({ id, value, onInput, error }) => html`
+  <${Field} id=${id} label="Name shown to recipients (optional)" value=${value} onInput=${onInput} autocomplete="off"
+    hint=${[...value].length > MAX_DISPLAY_NAME ? undefined : "Sent mail reads From: Name <address>; leave empty for the address alone"}
+    error=${[...value].length > MAX_DISPLAY_NAME ? `At most ${MAX_DISPLAY_NAME} characters` : fieldError(error, "display_name")} />
+`
+
 /** @param {{ onChanged: () => void, domains: string[] }} props */
 const CreateMailbox = ({ onChanged, domains }) => {
   const [localPart, setLocalPart] = useState("")
+  const [name, setName] = useState("")
   const [domain, setDomain] = useState(sharedDomains()[0] ?? "")
   const [error, setError] = useState(/** @type {unknown} */ (null))
   const verdict = useAddressCheck(localPart, domain)
@@ -70,8 +85,9 @@ const CreateMailbox = ({ onChanged, domains }) => {
     event.preventDefault()
     setError(null)
     try {
-      await call("POST", "/api/mailboxes", { local_part: localPart, domain })
+      await call("POST", "/api/mailboxes", { local_part: localPart, domain, display_name: name })
       setLocalPart("")
+      setName("")
       onChanged()
     } catch (failure) {
       setError(failure)
@@ -80,15 +96,17 @@ const CreateMailbox = ({ onChanged, domains }) => {
   return html`
     <form class="card" onSubmit=${create} aria-label="New mailbox">
       <${AddressFields} id="new" label="New mailbox address" ...${{ localPart, setLocalPart, domain, setDomain, verdict, domains }} />
+      <${NameField} id="new-name" value=${name} onInput=${setName} error=${error} />
       <${ErrorNote} error=${error} />
-      <button type="submit" disabled=${verdict?.valid !== true}>Create mailbox</button>
+      <button type="submit" disabled=${verdict?.valid !== true || [...name].length > MAX_DISPLAY_NAME}>Create mailbox</button>
     </form>
   `
 }
 
 /** @param {{ mailbox: any, onChanged: () => void, domains: string[] }} props */
 const MailboxItem = ({ mailbox, onChanged, domains }) => {
-  const [mode, setMode] = useState(/** @type {"view" | "rename" | "delete"} */ ("view"))
+  const [mode, setMode] = useState(/** @type {"view" | "rename" | "name" | "delete"} */ ("view"))
+  const [name, setName] = useState(mailbox.display_name ?? "")
   const [localPart, setLocalPart] = useState(mailbox.email_address.split("@")[0])
   const [domain, setDomain] = useState(mailbox.domain)
   const [confirmation, setConfirmation] = useState("")
@@ -112,11 +130,14 @@ const MailboxItem = ({ mailbox, onChanged, domains }) => {
     <li class="item wrap">
       <div class="grow">
         <a href=${href("mailboxes", mailbox.mailbox_id)}><strong>${mailbox.email_address}</strong></a>
+        ${mailbox.display_name && html` <span class="muted">(${mailbox.display_name})</span>`}
         <div class="muted small">Created ${when(mailbox.created_at)}</div>
       </div>
       ${mode === "view" && html`
         <div class="actions">
           <button type="button" class="secondary" onClick=${() => setMode("rename")} aria-label=${"Rename " + mailbox.email_address}>Rename</button>
+          <button type="button" class="secondary" onClick=${() => (setName(mailbox.display_name ?? ""), setMode("name"))}
+            aria-label=${"Set the name of " + mailbox.email_address}>Name</button>
           <button type="button" class="danger" onClick=${() => setMode("delete")} aria-label=${"Delete " + mailbox.email_address}>Delete</button>
         </div>`}
       ${mode === "rename" && html`
@@ -125,6 +146,15 @@ const MailboxItem = ({ mailbox, onChanged, domains }) => {
           <${ErrorNote} error=${error} />
           <div class="actions">
             <button type="submit" disabled=${verdict?.valid !== true}>Save address</button>
+            <button type="button" class="secondary" onClick=${() => setMode("view")}>Cancel</button>
+          </div>
+        </form>`}
+      ${mode === "name" && html`
+        <form class="full" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), run(() => call("PATCH", path, { display_name: name })))}>
+          <${NameField} id=${"name-" + mailbox.mailbox_id} value=${name} onInput=${setName} error=${error} />
+          <${ErrorNote} error=${error} />
+          <div class="actions">
+            <button type="submit" disabled=${[...name].length > MAX_DISPLAY_NAME}>Save name</button>
             <button type="button" class="secondary" onClick=${() => setMode("view")}>Cancel</button>
           </div>
         </form>`}

@@ -5,8 +5,9 @@
  * on /api.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, type ParseResult } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { ValidationError } from "../../../services/errors.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { AddressInput, type CheckEmailParams, DeleteInput, type MailboxListParams } from "../../../services/mailboxes/schemas.ts"
@@ -14,8 +15,13 @@ import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 import { decodeBody, forSurface, type Surface } from "../surface.ts"
 
-/** Every mailbox body field is a string, so a field's only possible fault is not being one. */
-const mustBeString = () => "must be a string"
+/** Every mailbox body field is a string (display_name may be null), so a field's only possible fault is not being one. */
+const mustBeString = (issue: ParseResult.ArrayFormatterIssue) =>
+  issue.path[0] === "display_name" ? "must be a string or null" : "must be a string"
+
+/** A rule's VALIDATION_ERROR as the surface reports it (`details.field_errors` on /api). */
+const validationFor = (surface: Surface) => <A, E, R>(effect: Effect.Effect<A, E | ValidationError, R>) =>
+  Effect.catchIf(effect, (error): error is ValidationError => error instanceof ValidationError, (error) => Effect.fail(forSurface(surface, error)))
 
 const makeHandlers = (surface: Surface) =>
   Effect.gen(function*() {
@@ -38,7 +44,7 @@ const makeHandlers = (surface: Surface) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
           const request = yield* addressBody(payload)
-          const mailbox = yield* mailboxes.create(owner, request).pipe(orUnavailable)
+          const mailbox = yield* mailboxes.create(owner, request).pipe(orUnavailable, validationFor(surface))
           return { success: true as const, mailbox }
         }),
       get: ({ path }: { readonly path: { readonly mailboxId: string } }) =>
@@ -58,17 +64,14 @@ const makeHandlers = (surface: Surface) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
           const request = yield* addressBody(payload)
-          const data = yield* mailboxes.rename(owner, path.mailboxId, request).pipe(orUnavailable)
+          const data = yield* mailboxes.rename(owner, path.mailboxId, request).pipe(orUnavailable, validationFor(surface))
           return { success: true as const, data }
         }),
       remove: ({ path, payload }: { readonly path: { readonly mailboxId: string }; readonly payload: unknown }) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
           const { confirm_email_address } = yield* deleteBody(payload)
-          const data = yield* mailboxes.remove(owner, path.mailboxId, confirm_email_address).pipe(
-            orUnavailable,
-            Effect.catchTag("ValidationError", (error) => Effect.fail(forSurface(surface, error)))
-          )
+          const data = yield* mailboxes.remove(owner, path.mailboxId, confirm_email_address).pipe(orUnavailable, validationFor(surface))
           return { success: true as const, data }
         })
     }

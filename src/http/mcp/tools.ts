@@ -52,13 +52,16 @@ const sending: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, i
 const Id = (what: string) => Schema.String.annotations({ description: what })
 const Limit = IntBetween(1, 100).annotations({ description: "1-100, default 20" })
 const Offset = IntBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a whole number of 0 or more", description: "Results to skip" })
+const DisplayName = Schema.String.annotations({
+  description: "The name shown in From, at most 100 characters, no line breaks; empty for none"
+})
 /** The longest wait_for_email may wait. */
 const MAX_WAIT_SECONDS = 60
 
 export const tools = [
   tool({
     name: "list_mailboxes",
-    description: "List the account's active mailboxes: mailbox_id, email_address, domain, created_at.",
+    description: "List the account's active mailboxes: mailbox_id, email_address, display_name, domain, created_at.",
     annotations: reading,
     input: Schema.Struct({}),
     run: (principal) => Effect.flatMap(Mailboxes, (mailboxes) => mailboxes.list(principal))
@@ -68,18 +71,30 @@ export const tools = [
     description:
       "Create a mailbox (an email address that receives and sends mail) on the shared domain or one of the account's " +
       "verified domains (the first allowed one when domain is left out). local_part: at least 5 characters. Answers " +
-      "the mailbox with its mailbox_id.",
+      "the mailbox with its mailbox_id. display_name: the name its sent mail shows in From.",
     annotations: creating,
     input: Schema.Struct({
       local_part: Schema.String.annotations({ description: "The name left of the @" }),
-      domain: Schema.optional(Schema.String).annotations({ description: "The domain; the shared one when left out" })
+      domain: Schema.optional(Schema.String).annotations({ description: "The domain; the shared one when left out" }),
+      display_name: Schema.optional(DisplayName)
     }),
     run: (principal, input) =>
       Effect.flatMap(Mailboxes, (mailboxes) =>
         Effect.flatMap(
           input.domain === undefined ? Effect.map(mailboxes.allowedDomains(principal.userId, principal.plan), (allowed) => allowed[0]) : Effect.succeed(input.domain),
-          (domain) => mailboxes.create(principal, { local_part: input.local_part, domain })
+          (domain) => mailboxes.create(principal, { local_part: input.local_part, domain, display_name: input.display_name })
         ))
+  }),
+  tool({
+    name: "set_mailbox_name",
+    description:
+      "Set the name a mailbox's sent mail shows in its From (\"Support Agent <agent@example.com>\"), or clear it with an " +
+      "empty display_name. Answers the mailbox.",
+    annotations: changing,
+    input: Schema.Struct({ mailbox_id: Id("The mailbox"), display_name: DisplayName }),
+    run: (principal, input) =>
+      Effect.flatMap(Mailboxes, (mailboxes) =>
+        Effect.map(mailboxes.rename(principal, input.mailbox_id, { display_name: input.display_name }), (renamed) => renamed.mailbox))
   }),
   tool({
     name: "list_emails",
