@@ -10,6 +10,7 @@ export const eventKinds = [
   "email.received",
   "email.processed",
   "email.labels_changed",
+  "email.deleted",
   "email.sent",
   "email.delivery_delayed",
   "email.bounced",
@@ -181,6 +182,13 @@ export const EmailLabelsChangedEvent = eventPayload(
   "An email's labels changed (labels holds them after the change); removing unread marks it handled"
 )
 
+export const EmailDeletedEvent = eventPayload(
+  "email.deleted",
+  "EmailDeletedEvent",
+  EmailFields,
+  "An email was deleted (alone, in a batch or with its thread): its fields as they were"
+)
+
 export const EmailSentEvent = eventPayload(
   "email.sent",
   "EmailSentEvent",
@@ -226,6 +234,7 @@ export const EventPayloads = {
   "email.received": EmailReceivedEvent,
   "email.processed": EmailProcessedEvent,
   "email.labels_changed": EmailLabelsChangedEvent,
+  "email.deleted": EmailDeletedEvent,
   "email.sent": EmailSentEvent,
   "email.delivery_delayed": EmailDeliveryDelayedEvent,
   "email.bounced": EmailBouncedEvent,

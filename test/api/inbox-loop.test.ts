@@ -326,3 +326,60 @@ describe("extracted content", () => {
     expect(payload.data.extracted).toEqual(extracted)
   })
 })
+
+describe("deleting mail", () => {
+  it("DELETE /emails/{id}, POST /emails/batch-delete and DELETE /threads/{id} remove mail for good, announced as email.deleted; refusals answer the envelope", async () => {
+    const user = await withApiKey(suite.url)
+    // Pro (100 requests a minute): the test polls for mail.
+    await upgrade(suite.url, user.apiKey, "pro")
+    const box = await newBox(suite.url, { user })
+    const mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
+    const path = `/deleted-${box.mailboxId}`
+    const hook = await mailroom.POST("/v1/api/webhooks", { body: { url: `${hooks.url}${path}`, events: ["email.deleted"] } })
+    expect(hook.response.status, JSON.stringify(hook.error)).toBe(201)
+    for (const subject of ["Spam one", "Spam two", "Keep me"]) await deliver(box.address, subject)
+    const bySubject = await until("three emails listed", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data.length === 3 ? new Map(data.data.map((e) => [e.subject, e])) : undefined
+    }, 30_000, 100, 500)
+    const one = bySubject.get("Spam one")!
+    const two = bySubject.get("Spam two")!
+    const keep = bySubject.get("Keep me")!
+    const usage = async () => (await mailroom.GET("/v1/billing/usage")).data!.data.storageUsed
+    const before = await usage()
+
+    const deleted = await mailroom.DELETE("/v1/api/emails/{emailId}", { params: { path: { emailId: one.email_id } } })
+    expect(deleted.response.status).toBe(200)
+    expect(deleted.data).toEqual({ success: true, data: { deleted: 1, email_ids: [one.email_id] } })
+    const gone = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: one.email_id } } })
+    expect(gone.response.status).toBe(404)
+    expect(await usage()).toBe(before - one.size)
+    const again = await mailroom.DELETE("/v1/api/emails/{emailId}", { params: { path: { emailId: one.email_id } } })
+    expect(again.response.status).toBe(404)
+    expect(again.error).toMatchObject({ success: false, error: { code: "NOT_FOUND", details: { email_id: one.email_id } } })
+
+    const empty = await mailroom.POST("/v1/api/emails/batch-delete", { body: { email_ids: [] } })
+    expect(empty.response.status).toBe(400)
+    expect(empty.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { email_ids: "must list at least one email id" } } })
+    const stranger = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(suite.url)).apiKey })
+    const foreign = await stranger.POST("/v1/api/emails/batch-delete", { body: { email_ids: [two.email_id] } })
+    expect(foreign.response.status).toBe(404)
+    expect(foreign.error).toMatchObject({ error: { code: "NOT_FOUND", details: { email_id: two.email_id } } })
+    const foreignThread = await stranger.DELETE("/v1/api/threads/{threadId}", { params: { path: { threadId: keep.thread_id } } })
+    expect(foreignThread.error).toMatchObject({ error: { code: "NOT_FOUND", details: { thread_id: keep.thread_id } } })
+
+    const batch = await mailroom.POST("/v1/api/emails/batch-delete", { body: { email_ids: [two.email_id] } })
+    expect(batch.data?.data).toEqual({ deleted: 1, email_ids: [two.email_id] })
+    const thread = await mailroom.DELETE("/v1/api/threads/{threadId}", { params: { path: { threadId: keep.thread_id } } })
+    expect(thread.data?.data).toEqual({ deleted: 1, email_ids: [keep.email_id] })
+    const left = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(left.data?.meta.total).toBe(0)
+
+    const deliveries = await hooks.waitFor(path, 3)
+    expect(deliveries.map((d) => JSON.parse(d.body)).map((p) => [p.event, p.data.subject]).sort()).toEqual([
+      ["email.deleted", "Keep me"],
+      ["email.deleted", "Spam one"],
+      ["email.deleted", "Spam two"]
+    ])
+  })
+})

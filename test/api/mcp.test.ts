@@ -44,7 +44,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails",
-  "update_labels", "update_thread_labels", "wait_for_email", "send_email", "reply_to_email", "forward_email", "create_draft", "send_draft"
+  "update_labels", "update_thread_labels", "delete_emails", "wait_for_email", "send_email", "reply_to_email", "forward_email", "create_draft", "send_draft"
 ]
 
 describe("MCP at /mcp", () => {
@@ -168,6 +168,13 @@ describe("MCP at /mcp", () => {
       return ok?.emails?.length === 2 ? ok.emails.map((e: { subject: string; from_name: string }) => `${e.subject} / ${e.from_name}`).sort() : undefined
     })
     expect(deskMail).toEqual(["Fwd: Invoice 7 / Billing Agent", "Hello desk / Billing Agent"])
+
+    // The desk deletes what it was sent: gone from its list; again, it is not found.
+    const deskIds = (await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails.map((e: { email_id: string }) => e.email_id)
+    const removed = await call(mcp, "delete_emails", { email_ids: deskIds })
+    expect(removed.ok).toEqual({ deleted: 2, email_ids: [...deskIds].sort() })
+    expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails).toEqual([])
+    expect((await call(mcp, "delete_emails", { email_ids: [deskIds[0]] })).error).toMatchObject({ code: "NOT_FOUND", details: { email_id: deskIds[0] } })
   })
 
   it("answers bad input to every tool with a readable VALIDATION_ERROR, not a crash; refusals keep SPEC's codes", async () => {

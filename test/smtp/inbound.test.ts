@@ -364,7 +364,7 @@ describe("inbound SMTP and reading mail", () => {
       expect(renamed.response.status, JSON.stringify(renamed.error)).toBe(200)
       expect(renamed.data?.data).toEqual({
         previous_email_address: box.address,
-        mailbox: { mailbox_id: box.mailboxId, email_address: `${next}@${DOMAIN}`, domain: DOMAIN, status: "active" }
+        mailbox: { mailbox_id: box.mailboxId, email_address: `${next}@${DOMAIN}`, domain: DOMAIN, status: "active", display_name: null }
       })
       const newAddress = `${next}@${DOMAIN}`
 

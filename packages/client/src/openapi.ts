@@ -344,7 +344,11 @@ export interface paths {
         get: operations["dashboardEmails.get"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete an email
+         * @description Gone for good: the email, its attachments and its search data; its bytes leave storage at once. Announced as email.deleted. 409 CONFLICT while sent mail still has deliveries queued or deferred (details.email_ids, pending_deliveries) or an unsent draft replies to or forwards it (details.draft_ids)
+         */
+        delete: operations["dashboardEmails.remove"];
         options?: never;
         head?: never;
         /**
@@ -448,6 +452,26 @@ export interface paths {
          * @description As reply, with the email's To and Cc added (minus the mailbox itself). 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
          */
         post: operations["dashboardOutbound.replyAll"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/emails/batch-delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete up to 100 emails
+         * @description All or none: an email that is not the caller's fails the whole batch with 404 naming it. Gone for good: the email, its attachments and its search data; its bytes leave storage at once. Announced as email.deleted. 409 CONFLICT while sent mail still has deliveries queued or deferred (details.email_ids, pending_deliveries) or an unsent draft replies to or forwards it (details.draft_ids)
+         */
+        post: operations["dashboardEmails.batchDelete"];
         delete?: never;
         options?: never;
         head?: never;
@@ -900,7 +924,11 @@ export interface paths {
         get: operations["dashboardEmails.thread"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete a whole thread
+         * @description Every email of the conversation as it is when asked, all or none. Gone for good: the email, its attachments and its search data; its bytes leave storage at once. Announced as email.deleted. 409 CONFLICT while sent mail still has deliveries queued or deferred (details.email_ids, pending_deliveries) or an unsent draft replies to or forwards it (details.draft_ids)
+         */
+        delete: operations["dashboardEmails.removeThread"];
         options?: never;
         head?: never;
         /**
@@ -1204,7 +1232,11 @@ export interface paths {
         get: operations["emails.get"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete an email
+         * @description Gone for good: the email, its attachments and its search data; its bytes leave storage at once. Announced as email.deleted. 409 CONFLICT while sent mail still has deliveries queued or deferred (details.email_ids, pending_deliveries) or an unsent draft replies to or forwards it (details.draft_ids)
+         */
+        delete: operations["emails.remove"];
         options?: never;
         head?: never;
         /**
@@ -1308,6 +1340,26 @@ export interface paths {
          * @description As reply, with the email's To and Cc added (minus the mailbox itself). 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
          */
         post: operations["outbound.replyAll"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/emails/batch-delete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Delete up to 100 emails
+         * @description All or none: an email that is not the caller's fails the whole batch with 404 naming it. Gone for good: the email, its attachments and its search data; its bytes leave storage at once. Announced as email.deleted. 409 CONFLICT while sent mail still has deliveries queued or deferred (details.email_ids, pending_deliveries) or an unsent draft replies to or forwards it (details.draft_ids)
+         */
+        post: operations["emails.batchDelete"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1700,7 +1752,11 @@ export interface paths {
         get: operations["emails.thread"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete a whole thread
+         * @description Every email of the conversation as it is when asked, all or none. Gone for good: the email, its attachments and its search data; its bytes leave storage at once. Announced as email.deleted. 409 CONFLICT while sent mail still has deliveries queued or deferred (details.email_ids, pending_deliveries) or an unsent draft replies to or forwards it (details.draft_ids)
+         */
+        delete: operations["emails.removeThread"];
         options?: never;
         head?: never;
         /**
@@ -2024,6 +2080,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email.deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.deleted event
+         * @description An email was deleted (alone, in a batch or with its thread): its fields as they were. Sent to every active webhook subscribed to email.deleted, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.deleted"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "email.delivery_delayed": {
         parameters: {
             query?: never;
@@ -2233,6 +2309,13 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        BatchDeleteInput: {
+            /**
+             * maxItems(100)
+             * @description an array of at most 100 item(s)
+             */
+            email_ids: string[];
+        };
         BatchUpdated: {
             emails: components["schemas"]["EmailLabels"][];
             updated: number;
@@ -2341,6 +2424,12 @@ export interface components {
             draft_id: string;
             /** @description The email a draft already sent became (it stays in the mailbox); null: the draft was never sent, and now will not be */
             email_id: string | null;
+        };
+        DeletedEmails: {
+            /** @description How many emails were deleted */
+            deleted: number;
+            /** @description The emails deleted */
+            email_ids: string[];
         };
         DeletedMailbox: {
             /** @enum {boolean} */
@@ -2603,6 +2692,41 @@ export interface components {
             data: components["schemas"]["DeliveryEventData"];
             /** @enum {string} */
             event: "email.bounced";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
+        /** @description An email was deleted (alone, in a batch or with its thread): its fields as they were */
+        EmailDeletedEvent: {
+            data: {
+                /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+                authentication: components["schemas"]["Authentication"] | null;
+                /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+                authentication_results: string | null;
+                /** @description The Cc header's addresses (none: empty) */
+                cc: string[];
+                date: string;
+                /** @enum {string} */
+                direction: "inbound" | "outbound";
+                domain: string;
+                email_id: string;
+                from: string;
+                /** @description The From's display name ("Ann Smith" of Ann Smith <ann@example.com>); null when it has none */
+                from_name: string | null;
+                has_attachments: boolean;
+                /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
+                labels: string[];
+                mailbox_id: string;
+                message_id: string;
+                /** @description The Reply-To header's addresses, where the sender asks answers to go (none: empty; a reply goes to From) */
+                reply_to: string[];
+                /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+                spam: components["schemas"]["Spam"] | null;
+                subject: string;
+                thread_id: string;
+                to: string[];
+            };
+            /** @enum {string} */
+            event: "email.deleted";
             /** @description When the event happened (ISO 8601 UTC) */
             timestamp: string;
         };
@@ -5676,6 +5800,125 @@ export interface operations {
             };
         };
     };
+    "dashboardEmails.remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["DeletedEmails"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardEmails.update": {
         parameters: {
             query?: never;
@@ -6424,6 +6667,127 @@ export interface operations {
             };
         };
     };
+    "dashboardEmails.batchDelete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchDeleteInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["DeletedEmails"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardEmails.batchUpdate": {
         parameters: {
             query?: never;
@@ -6544,7 +6908,7 @@ export interface operations {
                 after?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.sent, email.delivery_delayed, email.bounced, email.failed, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -9863,6 +10227,125 @@ export interface operations {
             };
         };
     };
+    "dashboardEmails.removeThread": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                threadId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["DeletedEmails"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardEmails.updateThread": {
         parameters: {
             query?: never;
@@ -11999,6 +12482,116 @@ export interface operations {
             };
         };
     };
+    "emails.remove": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["DeletedEmails"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "emails.update": {
         parameters: {
             query?: never;
@@ -12686,6 +13279,118 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "emails.batchDelete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchDeleteInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["DeletedEmails"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -15633,6 +16338,116 @@ export interface operations {
             };
         };
     };
+    "emails.removeThread": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                threadId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["DeletedEmails"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "emails.updateThread": {
         parameters: {
             query?: never;
@@ -16954,7 +17769,7 @@ export interface operations {
                 after?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.sent, email.delivery_delayed, email.bounced, email.failed, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -17408,6 +18223,44 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailBouncedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.deleted": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailDeletedEvent"];
             };
         };
         responses: {

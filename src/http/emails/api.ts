@@ -4,7 +4,8 @@ import { Schema } from "effect"
 import { IntegerParam, ListMeta, ListParams } from "../../../services/listing.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Direction, Email, EmailSummary, emailSortFields, Thread, threadSortFields, ThreadSummary } from "../../../services/mail/schemas.ts"
-import { FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
+import { Conflict, FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
+import { MAX_DELETE_BATCH } from "../../../services/mail/deletion.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
@@ -73,6 +74,24 @@ const EmailLabels = Schema.Struct({ email_id: Schema.String, labels: Schema.Arra
   .annotations({ identifier: "EmailLabels" })
 const BatchUpdated = Schema.Struct({ updated: Schema.Number, emails: Schema.Array(EmailLabels) })
   .annotations({ identifier: "BatchUpdated" })
+
+export const BatchDeleteInput = Schema.Struct({
+  email_ids: Schema.Array(Schema.String).pipe(
+    Schema.minItems(1, { message: () => "must list at least one email id" }),
+    Schema.maxItems(MAX_DELETE_BATCH, { message: () => `must list at most ${MAX_DELETE_BATCH} email ids` })
+  )
+}).annotations({ identifier: "BatchDeleteInput", parseOptions: { errors: "all" } })
+
+const DeletedEmails = Schema.Struct({
+  deleted: Schema.Number.annotations({ description: "How many emails were deleted" }),
+  email_ids: Schema.Array(Schema.String).annotations({ description: "The emails deleted" })
+}).annotations({ identifier: "DeletedEmails" })
+
+
+const DELETION_NOTE =
+  "Gone for good: the email, its attachments and its search data; its bytes leave storage at once. Announced as email.deleted. " +
+  "409 CONFLICT while sent mail still has deliveries queued or deferred (details.email_ids, pending_deliveries) or an unsent draft " +
+  "replies to or forwards it (details.draft_ids)"
 
 const emailEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
@@ -149,6 +168,24 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
       }))
   )
   .add(
+    HttpApiEndpoint.post("batchDelete", "/emails/batch-delete")
+      .setPayload(BatchDeleteInput)
+      .addSuccess(Ok(DeletedEmails))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound)).addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: `Delete up to ${MAX_DELETE_BATCH} emails`,
+        description: `All or none: an email that is not the caller's fails the whole batch with 404 naming it. ${DELETION_NOTE}`
+      }))
+  )
+  .add(
+    HttpApiEndpoint.del("remove", "/emails/:emailId")
+      .setPath(EmailPath)
+      .addSuccess(Ok(DeletedEmails))
+      .addError(envelope(NotFound)).addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({ summary: "Delete an email", description: DELETION_NOTE }))
+  )
+  .add(
     HttpApiEndpoint.get("get", "/emails/:emailId")
       .setPath(EmailPath)
       .addSuccess(Ok(Email))
@@ -194,6 +231,16 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
         summary: "Change the labels of a whole thread",
         description:
           "One change applied to every email of the conversation, all or none (removing unread marks it handled); answers the thread as GET does. Each email changed is announced as email.labels_changed"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.del("removeThread", "/threads/:threadId")
+      .setPath(ThreadPath)
+      .addSuccess(Ok(DeletedEmails))
+      .addError(envelope(NotFound)).addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: "Delete a whole thread",
+        description: `Every email of the conversation as it is when asked, all or none. ${DELETION_NOTE}`
       }))
   )
 

@@ -9,12 +9,14 @@ import { ValidationError } from "../../../services/errors.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { type EmailFilter, Emails, type ThreadFilter } from "../../../services/mail/emails.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
+import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import type { EmailSortField, ThreadSortField } from "../../../services/mail/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 import type {
   AttachmentPath,
+  BatchDeleteInput,
   BatchUpdateInput,
   EmailListParams,
   EmailPath,
@@ -62,6 +64,7 @@ const threadQueryOf = (urlParams: typeof ThreadListParams.Type) => ({
 const makeHandlers = Effect.gen(function*() {
     const emails = yield* Emails
     const labels = yield* Labels
+    const deletions = yield* Deletions
     const arrivals = yield* MailArrivals
     const change = (payload: { readonly add_labels?: ReadonlyArray<string> | undefined; readonly remove_labels?: ReadonlyArray<string> | undefined }) => ({
       add: payload.add_labels ?? [],
@@ -124,6 +127,24 @@ const makeHandlers = Effect.gen(function*() {
           const data = { updated: updated.length, emails: updated.map((row) => ({ email_id: row.id, labels: [...row.labels] })) }
           return { success: true as const, data }
         }),
+      remove: ({ path }: Path<typeof EmailPath>) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* deletions.emails(userId, [path.emailId]).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
+      batchDelete: ({ payload }: { readonly payload: typeof BatchDeleteInput.Type }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* deletions.emails(userId, payload.email_ids).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
+      removeThread: ({ path }: Path<typeof ThreadPath>) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* deletions.thread(userId, path.threadId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
       raw: ({ path }: Path<typeof EmailPath>) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
@@ -163,12 +184,13 @@ const makeHandlers = Effect.gen(function*() {
     }
   })
 
-const services = [Emails.Default, Labels.Default, MailArrivals.Default] as const
+const services = [Emails.Default, Labels.Default, Deletions.Default, MailArrivals.Default] as const
 
 export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
     handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+      .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
       .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))
 
@@ -176,5 +198,6 @@ export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashbo
   Effect.map(makeHandlers, (h) =>
     handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+      .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
       .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))

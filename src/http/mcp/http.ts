@@ -22,6 +22,7 @@ import type { Principal } from "../../../services/accounts/principal.ts"
 import { InternalError, isApiError, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Emails } from "../../../services/mail/emails.ts"
+import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
@@ -255,6 +256,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   Mailboxes.Default,
   Emails.Default,
   Labels.Default,
+  Deletions.Default,
   MailArrivals.Default,
   Search.Default,
   Drafts.Default.pipe(Layer.provideMerge(Replies.Default), Layer.provideMerge(Outbound.Default))

@@ -10,6 +10,7 @@ import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Emails } from "../../../services/mail/emails.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
+import { Deletions, MAX_DELETE_BATCH } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import { Direction } from "../../../services/mail/schemas.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
@@ -46,6 +47,8 @@ const tool = <I, R>(definition: Tool<I, R>): Tool<I, R> => definition
 const reading: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }
 const changing: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false }
 const creating: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }
+/** Deleting mail cannot be taken back, but stays inside the account. */
+const deleting: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false }
 /** Sending reaches people outside: it cannot be taken back. */
 const sending: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true }
 
@@ -233,6 +236,16 @@ export const tools = [
           labels.updateThread(principal.userId, input.thread_id, { add: input.add_labels ?? [], remove: input.remove_labels ?? [] }),
           Effect.flatMap(Emails, (emails) => emails.thread(principal.userId, input.thread_id))
         ))
+  }),
+  tool({
+    name: "delete_emails",
+    description:
+      `Delete up to ${MAX_DELETE_BATCH} emails for good, all or none (their attachments and search data too): spam, ` +
+      "phishing, mail that must not be kept. It cannot be undone: to put mail aside, label it instead. Refused " +
+      "(CONFLICT) for sent mail still being delivered and for mail an unsent draft answers. Answers the emails deleted.",
+    annotations: deleting,
+    input: Schema.Struct({ email_ids: Schema.Array(Id("An email")).pipe(Schema.minItems(1), Schema.maxItems(MAX_DELETE_BATCH)) }),
+    run: (principal, input) => Effect.flatMap(Deletions, (deletions) => deletions.emails(principal.userId, input.email_ids))
   }),
   tool({
     name: "wait_for_email",

@@ -1,0 +1,154 @@
+/**
+ * Deleting mail: emails of the caller (one, a batch, or a whole thread), all or none, gone for good.
+ *
+ * - What goes in one transaction: the emails' rows and what hangs on them (attachments' records,
+ *   delivery records, search documents and their postings, by ON DELETE CASCADE), their share of the
+ *   word lexicon's counts, and their bytes from the account's storage. Their vectors go from the
+ *   vector index just before (an index outage refuses the deletion and leaves everything as it was).
+ *   The stored bytes (raw message, attachments) are no longer referenced and go with housekeeping's
+ *   sweep of unreferenced blobs (maintenance/housekeeping.ts), at most 8 days later: the same bytes
+ *   may belong to a message accepted but not yet stored, which must not lose them.
+ * - What refuses it (409 CONFLICT, nothing deleted): a sent email with deliveries still queued or
+ *   deferred (the mta would have nothing to send; delete once they are settled), and an email that an
+ *   unsent draft replies to or forwards (the draft would lose what it answers; delete or change the
+ *   draft first).
+ * - Each deleted email is announced as `email.deleted`, carrying the email's fields as they were.
+ */
+import { SqlClient, type Statement } from "@effect/sql"
+import { Effect } from "effect"
+import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { Conflict, NotFound, ServiceUnavailable } from "../errors.ts"
+import { Vectors } from "../search/vectors.ts"
+import { emailColumnList, type EmailRow, toFields } from "./records.ts"
+
+/** The most emails one batch deletes (as a batch of label changes). */
+export const MAX_DELETE_BATCH = 100
+
+/** What a deletion answers: the emails it deleted. */
+export interface Deleted {
+  readonly deleted: number
+  readonly email_ids: ReadonlyArray<string>
+}
+
+const emailNotFound = (emailIds: ReadonlyArray<string>) =>
+  emailIds.length === 1
+    ? new NotFound({ message: "Email not found", details: { email_id: emailIds[0] } })
+    : new NotFound({ message: "Emails not found", details: { email_ids: emailIds } })
+
+export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+    const vectors = yield* Vectors
+
+    /** The emails `which` picks (`emails e` of the caller's active mailboxes); with `lock`, locked until the transaction ends. */
+    const select = (userId: string, which: Statement.Fragment, lock: boolean) =>
+      sql<EmailRow>`
+        SELECT ${sql.literal(emailColumnList)}
+        FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+        WHERE ${which} AND e.user_id = ${userId}
+        ORDER BY e.id
+        ${sql.literal(lock ? "FOR UPDATE OF e" : "")}`
+
+    /** Why these emails may not go yet, if anything says so. */
+    const refusal = (emailIds: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const pending = yield* sql<{ emailId: string; n: string }>`
+          SELECT email_id, count(*) AS n FROM outbound_deliveries
+          WHERE email_id = ANY(${emailIds}::text[]) AND status IN ('queued', 'deferred')
+          GROUP BY email_id ORDER BY email_id`
+        if (pending.length > 0) {
+          return new Conflict({
+            message: "Sent mail is still being delivered: delete it once its deliveries are settled",
+            details: {
+              email_ids: pending.map((row) => row.emailId),
+              pending_deliveries: pending.reduce((sum, row) => sum + Number(row.n), 0)
+            }
+          })
+        }
+        const drafts = yield* sql<{ id: string }>`
+          SELECT id FROM drafts
+          WHERE (in_reply_to = ANY(${emailIds}::text[]) OR forward_of = ANY(${emailIds}::text[])) AND status <> 'sent'
+          ORDER BY id`
+        if (drafts.length > 0) {
+          return new Conflict({
+            message: "An unsent draft replies to or forwards this mail: delete or change the draft first",
+            details: { draft_ids: drafts.map((row) => row.id) }
+          })
+        }
+        return undefined
+      })
+
+    /**
+     * Delete the emails `which` picks, all or none: `missing` says what to refuse when some asked for
+     * are not found.
+     */
+    const remove = (
+      userId: string,
+      which: Statement.Fragment,
+      missing: (found: ReadonlyArray<EmailRow>) => NotFound | undefined
+    ) =>
+      Effect.gen(function*() {
+        // Looked at first without locks: a refusal must not cost the vectors their removal.
+        const seen = yield* select(userId, which, false)
+        const absent = missing(seen)
+        if (absent) return yield* absent
+        const ids = seen.map((row) => row.id)
+        const refused = yield* refusal(ids)
+        if (refused) return yield* refused
+        yield* Effect.flatMap(vectors.collection, (collection) => collection.remove(ids)).pipe(
+          Effect.catchTag("VectorIndexError", (error) =>
+            Effect.zipRight(Effect.logWarning(`Vector index unavailable: ${error.message}`), Effect.fail(ServiceUnavailable.of())))
+        )
+        const rows = yield* Effect.gen(function*() {
+          // The emails seen, no others (mail that joined the thread since stays); asked again under the
+          // locks, should a delivery have been queued, a draft made or an email deleted meanwhile.
+          const rows = yield* select(userId, sql`e.id = ANY(${ids}::text[])`, true)
+          const found = new Set(rows.map((row) => row.id))
+          const gone = ids.filter((id) => !found.has(id))
+          if (gone.length > 0) return yield* emailNotFound(gone)
+          const late = yield* refusal(ids)
+          if (late) return yield* late
+          yield* sql`
+            UPDATE search_lexicon l SET documents = l.documents - g.n
+            FROM (SELECT user_id, lexeme, count(*)::int AS n FROM search_terms
+                  WHERE email_id = ANY(${ids}::text[]) GROUP BY user_id, lexeme) g
+            WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme`
+          yield* sql`DELETE FROM search_lexicon WHERE user_id = ${userId} AND documents <= 0`
+          yield* sql`DELETE FROM emails WHERE id = ANY(${ids}::text[])`
+          const bytes = rows.reduce((sum, row) => sum + Number(row.size), 0)
+          yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${bytes}) WHERE user_id = ${userId}`
+          return rows
+        }).pipe(sql.withTransaction)
+        // Announced once the deletion is committed; it stands whether or not the events go out.
+        const timestamp = new Date().toISOString()
+        yield* Effect.forEach(rows, (row) =>
+          bus.publish(
+            subjects.event("email.deleted"),
+            encodeJson({ event: "email.deleted", timestamp, namespace: userId, data: toFields(row) }),
+            { msgId: `email.deleted:${row.id}` }
+          ).pipe(Effect.catchAll((error) => Effect.logWarning("email.deleted not published", { emailId: row.id, error }))), {
+          discard: true
+        })
+        return { deleted: rows.length, email_ids: rows.map((row) => row.id) } satisfies Deleted
+      })
+
+    /** Delete one or more of the caller's emails (at most `MAX_DELETE_BATCH`), all or none; 404 names those not found. */
+    const emails = Effect.fn("Deletions.emails")(function*(userId: string, emailIds: ReadonlyArray<string>) {
+      const ids = [...new Set(emailIds)]
+      return yield* remove(userId, sql`e.id = ANY(${ids}::text[])`, (rows) => {
+        const found = new Set(rows.map((row) => row.id))
+        const absent = ids.filter((id) => !found.has(id))
+        return absent.length > 0 ? emailNotFound(absent) : undefined
+      })
+    })
+
+    /** Delete every email of one of the caller's threads; 404 for a thread of no active mailbox of the caller's. */
+    const thread = Effect.fn("Deletions.thread")(function*(userId: string, threadId: string) {
+      return yield* remove(userId, sql`e.thread_id = ${threadId}`, (rows) =>
+        rows.length === 0 ? new NotFound({ message: "Thread not found", details: { thread_id: threadId } }) : undefined)
+    })
+
+    return { emails, thread } as const
+  })
+}) {}
