@@ -590,6 +590,46 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await expect(pages.getByRole("button", { name: "Older" }).isDisabled()).resolves.toBe(true)
   })
 
+  it("deletes an email from its page once no draft answers it (the refusal says why), and a conversation from its page", async () => {
+    await sendMail(server.smtpPort, { from: "news@partner.test", to: address, subject: "Old newsletter", text: "Nothing new." })
+    await sendMail(server.smtpPort, { from: "carol@partner.test", to: address, subject: "Old thread", text: "Shall we close this?" })
+    const listed = await until("both emails listed", async () => {
+      const { data } = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId }, query: { limit: "100" } } })
+      const found = ["Old newsletter", "Old thread"].map((subject) => data?.data.find((e) => e.subject === subject))
+      return found.every(Boolean) ? found.map((e) => e!) : undefined
+    })
+    const [newsletter, old] = listed as [(typeof listed)[0], (typeof listed)[0]]
+    const draft = await dashboard().POST("/api/mailboxes/{mailboxId}/drafts", {
+      params: { path: { mailboxId } },
+      body: { in_reply_to: newsletter.email_id, text: "Unsubscribe me." }
+    })
+    expect(draft.response.status).toBe(201)
+
+    await page.goto(`/#/emails/${newsletter.email_id}`)
+    await page.getByRole("heading", { name: "Old newsletter" }).waitFor()
+    await page.getByRole("button", { name: "Delete email" }).click()
+    await page.getByText("The email, its attachments and its search data go for good. This cannot be undone.").waitFor()
+    await page.getByRole("button", { name: "Delete for good" }).click()
+    await page.getByText("An unsent draft replies to or forwards this mail: delete or change the draft first").waitFor()
+    expect(refusals(/^409 DELETE /)).toEqual([`409 DELETE ${server.url}/api/emails/${newsletter.email_id}`])
+    await dashboard().DELETE("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId: draft.data!.data.draft_id } } })
+    await page.getByRole("button", { name: "Delete for good" }).click()
+    await page.waitForURL(`**/#/mailboxes/${mailboxId}`)
+    expect((await emailOf(newsletter.email_id)).response.status).toBe(404)
+    expect(refusals(/^404 GET /)).toEqual([`404 GET ${server.url}/api/emails/${newsletter.email_id}`])
+
+    await page.goto(`/#/threads/${old.thread_id}`)
+    await page.getByRole("heading", { name: "Old thread" }).waitFor()
+    await page.getByRole("button", { name: "Delete conversation" }).click()
+    await page.getByText("Its one message goes for good. This cannot be undone.").waitFor()
+    await page.getByRole("button", { name: "Keep it" }).click()
+    await page.getByRole("button", { name: "Delete conversation" }).click()
+    await page.getByRole("button", { name: "Delete for good" }).click()
+    await page.waitForURL(`**/#/mailboxes/${mailboxId}`)
+    expect((await dashboard().GET("/api/threads/{threadId}", { params: { path: { threadId: old.thread_id } } })).response.status).toBe(404)
+    expect(refusals(/^404 GET /)).toEqual([`404 GET ${server.url}/api/threads/${old.thread_id}`])
+  })
+
   it("says a mailbox that is not the account's is not found, and nothing else", async () => {
     for (const path of ["", "/drafts", "/compose"]) {
       await page.goto(`/#/mailboxes/mbx_doesnotexist${path}`)

@@ -7,8 +7,8 @@ import { useEffect, useMemo, useState } from "preact/hooks"
 import { call } from "./api.js"
 import { ReplyForm } from "./compose.js"
 import { mailDocument, SANDBOX } from "./mail-frame.js"
-import { href } from "./router.js"
-import { ErrorNote, size, when } from "./ui.js"
+import { go, href } from "./router.js"
+import { ConfirmDelete, ErrorNote, size, when } from "./ui.js"
 
 /** Labels that state what an email is: Mailroom sets them, nobody changes them. */
 const FACT_LABELS = ["inbound", "sent"]
@@ -124,6 +124,8 @@ export const ReaderPage = ({ emailId }) => {
         <button type="button" onClick=${() => setReplying("reply")}>Reply</button>
         <button type="button" class="secondary" onClick=${() => setReplying("all")}>Reply all</button>
         <a class="button secondary" href=${base + "/raw"} download>Download raw (.eml)</a>
+        <${ConfirmDelete} what="email" warning="The email, its attachments and its search data go for good."
+          onConfirm=${async () => (await call("DELETE", base), go("mailboxes", email.mailbox_id))} />
       </div>
       ${replying && html`<${ReplyForm} key=${replying} email=${email} all=${replying === "all"} onClose=${() => setReplying(null)} />`}
       ${email.delivery && email.delivery.length > 0 && html`<${Delivery} delivery=${email.delivery} />`}

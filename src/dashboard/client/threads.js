@@ -1,14 +1,15 @@
 /**
  * Conversations: a mailbox's, listed by the API (`GET /mailboxes/{id}/threads`, the most recently
  * active first), and one read here whole (`GET /threads/{id}`, oldest first), each message's text one
- * under the other, with a reply to the newest. Opening a conversation marks it read, every email of it.
+ * under the other, with a reply to the newest. Opening a conversation marks it read, every email of it;
+ * it can be deleted whole.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call } from "./api.js"
 import { ReplyForm } from "./compose.js"
-import { href } from "./router.js"
-import { ErrorNote, when } from "./ui.js"
+import { go, href } from "./router.js"
+import { ConfirmDelete, ErrorNote, when } from "./ui.js"
 
 /** At most this many messages' bodies are fetched at once; older ones are shown as their preview. */
 const BODIES = 20
@@ -82,5 +83,9 @@ export const ConversationPage = ({ threadId }) => {
     ${newestFull && (replying
       ? html`<${ReplyForm} email=${newestFull} all=${false} onClose=${() => setReplying(false)} />`
       : html`<div class="actions"><button type="button" onClick=${() => setReplying(true)}>Reply</button></div>`)}
+    <div class="actions">
+      <${ConfirmDelete} what="conversation" warning=${thread.message_count === 1 ? "Its one message goes for good." : `All ${thread.message_count} messages of this conversation go for good.`}
+        onConfirm=${async () => (await call("DELETE", `/api/threads/${encodeURIComponent(threadId)}`), go("mailboxes", thread.mailbox_id))} />
+    </div>
   `
 }

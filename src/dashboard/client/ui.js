@@ -143,6 +143,27 @@ export const useAction = () => {
 }
 
 /**
+ * A deletion asked twice: the button, then what it deletes and that it cannot be undone, with the
+ * button that does it. Its refusal (a 409: deliveries pending, a draft answering it) shows below.
+ * @param {{ what: string, warning: string, onConfirm: () => Promise<void> }} props
+ */
+export const ConfirmDelete = ({ what, warning, onConfirm }) => {
+  const [asking, setAsking] = useState(false)
+  const { busy, error, run } = useAction()
+  if (!asking) return html`<button type="button" class="danger" onClick=${() => setAsking(true)}>Delete ${what}</button>`
+  return html`
+    <div class="confirm" role="group" aria-label=${`Delete ${what}`}>
+      <p>${warning} This cannot be undone.</p>
+      <${ErrorNote} error=${error} />
+      <div class="actions">
+        <button type="button" class="danger" disabled=${busy} onClick=${() => run(onConfirm)}>Delete for good</button>
+        <button type="button" class="secondary" disabled=${busy} onClick=${() => setAsking(false)}>Keep it</button>
+      </div>
+    </div>
+  `
+}
+
+/**
  * What to do about a page that could not load, by why: a rate limit passes with the minute, a
  * server's trouble or a lost connection may pass at once.
  * @param {unknown} error
