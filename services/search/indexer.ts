@@ -223,6 +223,10 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
           ))
           yield* storeDocuments(documents, Date.now() - started)
         }
+        // An email deleted while it was being indexed (mail/deletion.ts) may have left vectors stored
+        // after the deletion removed its own: its document then failed, and asked again it is gone.
+        const deleted = ids.filter((id) => !emails.has(id))
+        if (deleted.length > 0) yield* Effect.flatMap(vectors.collection, (collection) => collection.remove(deleted))
         const processingMs = Date.now() - started
         const indexed = new Set(due)
         return requests.map((request): IndexOutcome => {

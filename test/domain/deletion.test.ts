@@ -101,6 +101,24 @@ layer(services, { timeout: "120 seconds" })("Deletions", (it) => {
       expect(yield* failure(deletions.emails(userId, [doomed.id]))).toMatchObject({ code: "NOT_FOUND", details: { email_id: doomed.id } })
     }))
 
+  it.effect("vectors an indexer stored for an email deleted meanwhile go when it is asked to index it again and finds it gone", () =>
+    Effect.gen(function*() {
+      const collection = yield* (yield* Vectors).collection
+      const namespace = (yield* insertUser()).userId
+      yield* collection.upsert([{
+        emailId: "eml_deleted_while_indexed",
+        chunk: 0,
+        namespace,
+        mailboxId: "mbx_gone",
+        domain: "agents.localhost",
+        date: new Date(),
+        vector: hashedVector("a message deleted while it was being indexed")
+      }])
+      expect(yield* collection.count(namespace)).toBe(1)
+      expect(yield* (yield* Indexer).index("eml_deleted_while_indexed")).toEqual({ outcome: "gone" })
+      expect(yield* collection.count(namespace)).toBe(0)
+    }))
+
   it.effect("a batch is all or none: one email not the caller's (or unknown) deletes nothing and names it", () =>
     Effect.gen(function*() {
       const deletions = yield* Deletions
