@@ -13,6 +13,8 @@
  *   unsent draft replies to or forwards (the draft would lose what it answers; delete or change the
  *   draft first).
  * - Each deleted email is announced as `email.deleted`, carrying the email's fields as they were.
+ * - Its id is remembered (`deleted_emails`, 8 days) so that its inbound message, should the bus
+ *   deliver it again, is not stored again.
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
@@ -116,6 +118,9 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
             WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme`
           yield* sql`DELETE FROM search_lexicon WHERE user_id = ${userId} AND documents <= 0`
           yield* sql`DELETE FROM emails WHERE id = ANY(${ids}::text[])`
+          // Remembered while the bus may deliver an inbound message of theirs again (a node failed before
+          // it heard the message was stored): store.ts stores no email of these ids again.
+          yield* sql`INSERT INTO deleted_emails (id) SELECT unnest(${ids}::text[]) ON CONFLICT DO NOTHING`
           const bytes = rows.reduce((sum, row) => sum + Number(row.size), 0)
           yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${bytes}) WHERE user_id = ${userId}`
           return rows

@@ -217,7 +217,10 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                    AND b.list = 'block' AND b.entry = ANY(r.header_from_forms)
                ) THEN ARRAY[${BLOCKED}]::text[] ELSE '{}'::text[] END,
                r.direction, r.authentication, r.authentication_results, r.spam, r.extracted
-        FROM input r ORDER BY r.position
+        FROM input r
+        -- An email deleted since (deletion.ts) whose message the bus delivers again stays deleted.
+        WHERE NOT EXISTS (SELECT 1 FROM deleted_emails x WHERE x.id = r.id)
+        ORDER BY r.position
         ON CONFLICT (id) DO NOTHING
         RETURNING ${sql.literal(emailColumnList)}
       ),

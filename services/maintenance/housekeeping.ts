@@ -1,7 +1,8 @@
 /**
  * Worker-side housekeeping: drop login sessions that can no longer be used, rate-limit counters
  * whose windows have all passed, per-day email counters of past months, and stored bytes nothing
- * refers to any more (a message refused with 451 after its bytes were written), search queries not
+ * refers to any more (a message refused with 451 after its bytes were written, a deleted email's),
+ * the ids of deleted emails once the bus can no longer deliver them again, search queries not
  * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes, holds on
  * addresses mailboxes left 30 days ago; and
  * move paid subscriptions that have ended (canceled at period end, or past_due beyond the grace) to
@@ -49,6 +50,8 @@ export const sweep = Effect.gen(function*() {
     WHERE b.created_at < now() - ${ORPHAN_BLOB_AGE}::interval
       AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.raw_sha256 = b.sha256)
       AND NOT EXISTS (SELECT 1 FROM attachments a WHERE a.checksum = b.sha256)`.raw
+  // A deleted email's id outlives its message on the bus (7 days), then is forgotten (mail/deletion.ts).
+  const deletedEmails = yield* sql`DELETE FROM deleted_emails WHERE deleted_at < now() - ${ORPHAN_BLOB_AGE}::interval`.raw
   const searchQueries = yield* sql`
     DELETE FROM search_queries WHERE last_used_at < now() - ${SEARCH_QUERY_RETENTION}::interval`.raw
   // Stripe redelivers an event for 3 days at most: a month of ids is plenty to apply each once.
@@ -90,6 +93,7 @@ export const sweep = Effect.gen(function*() {
     counters: count(counters),
     dailyCounters: count(dailyCounters),
     blobs: count(blobs),
+    deletedEmails: count(deletedEmails),
     billingEvents: count(billingEvents),
     searchQueries: count(searchQueries),
     releasedAddresses: count(releasedAddresses),

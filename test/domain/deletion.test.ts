@@ -13,11 +13,14 @@ import { Bus, decodeJson } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Deletions } from "../../services/mail/deletion.ts"
 import { Emails } from "../../services/mail/emails.ts"
+import { parseMessage } from "../../services/mail/parse.ts"
+import { type NewEmail, storeEmails } from "../../services/mail/store.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Vectors } from "../../services/search/vectors.ts"
 import { testDatabase } from "../support/database.ts"
 import { hashedVector, indexerWith } from "../support/search-services.ts"
-import { insertEmail, insertMailbox, type Mailbox } from "../support/seed-mail.ts"
+import { insertEmail, insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
+import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
 const services = Layer.mergeAll(Deletions.Default, Emails.Default).pipe(
@@ -99,6 +102,35 @@ layer(services, { timeout: "120 seconds" })("Deletions", (it) => {
       })
       // Deleted is gone: asked again, it is not found.
       expect(yield* failure(deletions.emails(userId, [doomed.id]))).toMatchObject({ code: "NOT_FOUND", details: { email_id: doomed.id } })
+    }))
+
+  it.effect("a deleted email's message delivered again by the bus is not stored again", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const deletions = yield* Deletions
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const raw = new TextEncoder().encode("From: ada@example.test\r\nSubject: Again\r\nMessage-ID: <again@example.test>\r\n\r\nHello.\r\n")
+      const parsed = yield* parseMessage(raw)
+      const message = {
+        emailId: uniqueName("eml"),
+        mailboxId: mailbox.mailboxId,
+        userId: mailbox.owner.userId,
+        direction: "inbound",
+        labels: ["inbound"],
+        rawSha256: yield* storeBlob(raw),
+        size: raw.byteLength,
+        mailFrom: "ada@example.test",
+        rcptTo: mailbox.address,
+        receivedAt: new Date(),
+        messageId: "<again@example.test>",
+        parsed,
+        headerFromForms: []
+      } satisfies NewEmail
+      expect((yield* storeEmails(sql, [message]))[0]?.id).toBe(message.emailId)
+      yield* deletions.emails(mailbox.owner.userId, [message.emailId])
+      expect(yield* storeEmails(sql, [message])).toEqual([undefined])
+      expect(yield* failure(emails.get(mailbox.owner.userId, message.emailId))).toMatchObject({ code: "NOT_FOUND" })
     }))
 
   it.effect("vectors an indexer stored for an email deleted meanwhile go when it is asked to index it again and finds it gone", () =>

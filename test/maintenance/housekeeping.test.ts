@@ -22,7 +22,7 @@ const principals = Layer.merge(Principals.Default, RecipientDirectory.Default).p
 const hex = (n: number) => n.toString(16).padStart(64, "0")
 
 describe("housekeeping sweep", () => {
-  it.scoped("removes old unreferenced blobs, daily counters, billing event ids, stale search queries and ended sessions, ends lapsed plans, renews local ones, and touches nothing in use", () =>
+  it.scoped("removes old unreferenced blobs, deleted emails' ids, daily counters, billing event ids, stale search queries and ended sessions, ends lapsed plans, renews local ones, and touches nothing in use", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
@@ -76,6 +76,8 @@ describe("housekeeping sweep", () => {
       yield* sql`INSERT INTO event_log (event_id, user_id, kind, payload, created_at)
                  VALUES ('email.received:eml_old', 'usr_1', 'email.received', '{}', now() - interval '8 days'),
                         ('email.received:eml_new', 'usr_1', 'email.received', '{}', now() - interval '6 days')`
+      yield* sql`INSERT INTO deleted_emails (id, deleted_at)
+                 VALUES ('eml_deleted_long_ago', now() - interval '9 days'), ('eml_deleted_lately', now() - interval '1 day')`
       yield* sql`INSERT INTO event_streams (id, user_id, refreshed_at)
                  VALUES ('es_dead', 'usr_1', now() - interval '2 hours'), ('es_open', 'usr_1', now())`
 
@@ -85,6 +87,7 @@ describe("housekeeping sweep", () => {
         counters: 0,
         dailyCounters: 1,
         blobs: 1,
+        deletedEmails: 1,
         billingEvents: 1,
         searchQueries: 1,
         releasedAddresses: 1,
@@ -124,6 +127,8 @@ describe("housekeeping sweep", () => {
       expect(events.map((e) => e.id)).toEqual(["evt_new"])
       const logged = yield* sql<{ eventId: string }>`SELECT event_id FROM event_log`
       expect(logged.map((e) => e.eventId)).toEqual(["email.received:eml_new"])
+      const deleted = yield* sql<{ id: string }>`SELECT id FROM deleted_emails`
+      expect(deleted.map((e) => e.id)).toEqual(["eml_deleted_lately"])
       const streams = yield* sql<{ id: string }>`SELECT id FROM event_streams`
       expect(streams.map((e) => e.id)).toEqual(["es_open"])
       const sessions = yield* sql<{ id: string }>`SELECT id FROM sessions`
@@ -135,6 +140,7 @@ describe("housekeeping sweep", () => {
         counters: 0,
         dailyCounters: 0,
         blobs: 0,
+        deletedEmails: 0,
         billingEvents: 0,
         searchQueries: 0,
         releasedAddresses: 0,
