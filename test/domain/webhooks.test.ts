@@ -81,7 +81,7 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
     it.effect("events: at least one, each a known kind (400 VALIDATION_ERROR with details.events)", () =>
       Effect.gen(function*() {
         const decode = decodeBody(CreateWebhookInput, "api")
-        for (const events of [[], ["email.received", "email.deleted"]]) {
+        for (const events of [[], ["email.received", "email.archived"]]) {
           expect(yield* Effect.flip(decode({ url: HOOK_URL, events })), JSON.stringify(events)).toMatchObject({
             code: "VALIDATION_ERROR",
             status: 400,
