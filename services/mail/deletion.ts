@@ -23,9 +23,6 @@ import { Conflict, NotFound, ServiceUnavailable } from "../errors.ts"
 import { Vectors } from "../search/vectors.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 
-/** The most emails one batch deletes (as a batch of label changes). */
-export const MAX_DELETE_BATCH = 100
-
 /** What a deletion answers: the emails it deleted. */
 export interface Deleted {
   readonly deleted: number
@@ -138,7 +135,7 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
         return { deleted: rows.length, email_ids: rows.map((row) => row.id) } satisfies Deleted
       })
 
-    /** Delete one or more of the caller's emails (at most `MAX_DELETE_BATCH`), all or none; 404 names those not found. */
+    /** Delete one or more of the caller's emails (the routes take at most 100: MAX_DELETE_BATCH), all or none; 404 names those not found. */
     const emails = Effect.fn("Deletions.emails")(function*(userId: string, emailIds: ReadonlyArray<string>) {
       const ids = [...new Set(emailIds)]
       return yield* remove(userId, sql`e.id = ANY(${ids}::text[])`, (rows) => {

@@ -52,6 +52,9 @@ export const AttachmentMeta = Schema.Struct({
 export type AttachmentMeta = typeof AttachmentMeta.Type
 
 /** Which way an email went: received by the mailbox, or sent from it. */
+/** The most emails one batch deletes (POST /emails/batch-delete, MCP delete_emails), as a batch of label changes. */
+export const MAX_DELETE_BATCH = 100
+
 export const Direction = Schema.Literal("inbound", "outbound")
 export type Direction = typeof Direction.Type
 

@@ -3,9 +3,17 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/p
 import { Schema } from "effect"
 import { IntegerParam, ListMeta, ListParams } from "../../../services/listing.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
-import { Direction, Email, EmailSummary, emailSortFields, Thread, threadSortFields, ThreadSummary } from "../../../services/mail/schemas.ts"
+import {
+  Direction,
+  Email,
+  EmailSummary,
+  emailSortFields,
+  MAX_DELETE_BATCH,
+  Thread,
+  threadSortFields,
+  ThreadSummary
+} from "../../../services/mail/schemas.ts"
 import { Conflict, FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
-import { MAX_DELETE_BATCH } from "../../../services/mail/deletion.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
