@@ -85,6 +85,12 @@ interface Outcome {
 
 const isSuccess = (status: number) => status >= 200 && status < 300
 
+/** The mailbox an event is about (email and delivery events carry `mailbox_id`); undefined for one about none. */
+const mailboxOf = (data: unknown): string | undefined => {
+  const id = typeof data === "object" && data !== null ? (data as { readonly mailbox_id?: unknown }).mailbox_id : undefined
+  return typeof id === "string" ? id : undefined
+}
+
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom/WebhookDelivery", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -203,7 +209,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
     /** One event: every subscribed endpoint, side by side. Fails (and the bus retries) if any could not finish. */
     const dispatch = (event: BusEvent, eventId: string): Effect.Effect<void, SqlError | EndpointsBusy> =>
       Effect.gen(function*() {
-        const endpoints = yield* subscriptions.endpoints(event.namespace, event.event)
+        const endpoints = yield* subscriptions.endpoints(event.namespace, event.event, mailboxOf(event.data))
         if (endpoints.length === 0) return
         // Exactly SPEC's payload: the event, its time and its data (not whose it is: the receiver knows).
         const body = JSON.stringify({ event: event.event, timestamp: event.timestamp, data: event.data })

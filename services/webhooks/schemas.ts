@@ -37,10 +37,24 @@ const Secret = Schema.String.pipe(
 
 const Url = Schema.String.annotations({ description: "HTTPS URL that receives the events" })
 
+/** The most mailboxes one webhook names. */
+export const MAX_WEBHOOK_MAILBOXES = 100
+
+const MailboxIds = Schema.NullOr(
+  Schema.Array(Schema.String).pipe(
+    Schema.minItems(1, { message: () => "must list at least one mailbox id (null: every mailbox)" }),
+    Schema.maxItems(MAX_WEBHOOK_MAILBOXES, { message: () => `must list at most ${MAX_WEBHOOK_MAILBOXES} mailbox ids` })
+  )
+).annotations({
+  description: "Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent); " +
+    "null or left out: every event"
+})
+
 export const CreateWebhookInput = Schema.Struct({
   url: Url,
   events: Events,
-  secret: Schema.optional(Secret)
+  secret: Schema.optional(Secret),
+  mailbox_ids: Schema.optional(MailboxIds)
 }).annotations({ identifier: "CreateWebhookInput", parseOptions: { errors: "all" } })
 export type CreateWebhookInput = typeof CreateWebhookInput.Type
 
@@ -48,7 +62,8 @@ export const UpdateWebhookInput = Schema.Struct({
   url: Schema.optional(Url),
   events: Schema.optional(Events),
   active: Schema.optional(Schema.Boolean),
-  secret: Schema.optional(Secret)
+  secret: Schema.optional(Secret),
+  mailbox_ids: Schema.optional(MailboxIds)
 }).annotations({ identifier: "UpdateWebhookInput", parseOptions: { errors: "all" } })
 export type UpdateWebhookInput = typeof UpdateWebhookInput.Type
 
@@ -60,10 +75,16 @@ const common = {
   active: Schema.Boolean
 }
 
+/** Which mailboxes' events a webhook gets, after SPEC's fields. */
+const mailboxIdsField = Schema.NullOr(Schema.Array(Schema.String)).annotations({
+  description: "The mailboxes whose events it gets; null: every event of the account"
+})
+
 /** get and update: the secret masked. */
 export const Webhook = Schema.Struct({
   ...common,
-  created_at: Schema.String
+  created_at: Schema.String,
+  mailbox_ids: mailboxIdsField
 }).annotations({ identifier: "Webhook" })
 export type Webhook = typeof Webhook.Type
 
@@ -76,7 +97,8 @@ const withSecret = <S extends Schema.Struct.Field>(secret: S) =>
     secret,
     secret_masked: common.secret_masked,
     active: common.active,
-    created_at: Schema.String
+    created_at: Schema.String,
+    mailbox_ids: mailboxIdsField
   })
 
 /** update: like get, with the new full secret once when it was changed. */
@@ -94,7 +116,8 @@ export type CreatedWebhook = typeof CreatedWebhook.Type
 /** list: as SPEC spells it, `createdAt`. */
 export const WebhookListItem = Schema.Struct({
   ...common,
-  createdAt: Schema.String
+  createdAt: Schema.String,
+  mailbox_ids: mailboxIdsField
 }).annotations({ identifier: "WebhookListItem" })
 export type WebhookListItem = typeof WebhookListItem.Type
 

@@ -14,8 +14,10 @@ import { makeToldCache } from "../bus/told-cache.ts"
 
 interface Subscribed {
   readonly userId: string
-  /** The account's active endpoints and the kinds each wants. */
-  readonly endpoints: ReadonlyArray<{ readonly id: string; readonly events: ReadonlyArray<string> }>
+  /** The account's active endpoints, the kinds each wants, and the mailboxes it listens to (null: all). */
+  readonly endpoints: ReadonlyArray<
+    { readonly id: string; readonly events: ReadonlyArray<string>; readonly mailboxIds: ReadonlyArray<string> | null }
+  >
 }
 
 export class WebhookSubscriptions extends Effect.Service<WebhookSubscriptions>()("mailroom/WebhookSubscriptions", {
@@ -28,8 +30,8 @@ export class WebhookSubscriptions extends Effect.Service<WebhookSubscriptions>()
       maxBatch: 64,
       parallel: 2,
       run: (userIds: ReadonlyArray<string>) =>
-        sql<{ userId: string; id: string; events: ReadonlyArray<string> }>`
-          SELECT user_id, id, events FROM webhooks
+        sql<{ userId: string; id: string; events: ReadonlyArray<string>; mailboxIds: ReadonlyArray<string> | null }>`
+          SELECT user_id, id, events, mailbox_ids FROM webhooks
           WHERE active AND user_id = ANY(${[...new Set(userIds)]}::text[])
           ORDER BY id`.pipe(
           Effect.map((rows) =>
@@ -38,13 +40,20 @@ export class WebhookSubscriptions extends Effect.Service<WebhookSubscriptions>()
         )
     })
 
-    /** The account's active endpoints subscribed to `kind`, by id. */
-    const endpoints = (userId: string, kind: string) =>
+    /**
+     * The account's active endpoints subscribed to `kind` about `mailboxId` (undefined: an event about
+     * no mailbox, which goes only to endpoints listening to every mailbox), by id.
+     */
+    const endpoints = (userId: string, kind: string, mailboxId: string | undefined) =>
       cache.resolve(userId, Effect.map(lookup(userId), Option.some)).pipe(
         Effect.map((found) =>
           Option.match(found, {
             onNone: () => [],
-            onSome: (subscribed) => subscribed.endpoints.filter((endpoint) => endpoint.events.includes(kind)).map(({ id }) => ({ id }))
+            onSome: (subscribed) =>
+              subscribed.endpoints.filter((endpoint) =>
+                endpoint.events.includes(kind) &&
+                (endpoint.mailboxIds === null || (mailboxId !== undefined && endpoint.mailboxIds.includes(mailboxId)))
+              ).map(({ id }) => ({ id }))
           })
         )
       )

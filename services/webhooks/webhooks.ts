@@ -8,6 +8,8 @@
  * - The plan caps the number of endpoints (free 1, pro 25, enterprise unlimited); creates of one
  *   user are serialised on the user's row, so two at once cannot both take the last slot.
  * - Someone else's webhook is answered as not found.
+ * - `mailbox_ids` narrows a webhook to events about those mailboxes, which must be the account's
+ *   active ones when saved (one deleted later simply sends nothing more).
  * - A change is told to every process's WebhookSubscriptions before it is answered.
  */
 import { SqlClient } from "@effect/sql"
@@ -41,6 +43,7 @@ interface WebhookRow {
   readonly secret: string
   readonly active: boolean
   readonly createdAt: Date
+  readonly mailboxIds: ReadonlyArray<string> | null
 }
 
 interface DeliveryRow {
@@ -64,7 +67,7 @@ interface AttemptJson {
   readonly attemptedAt: string
 }
 
-const columns = "id, url, events, secret, active, created_at"
+const columns = "id, url, events, secret, active, created_at, mailbox_ids"
 
 const toWebhook = (row: WebhookRow): Webhook => ({
   webhook_id: row.id,
@@ -72,7 +75,8 @@ const toWebhook = (row: WebhookRow): Webhook => ({
   events: [...row.events],
   secret_masked: maskSecret(row.secret),
   active: row.active,
-  created_at: row.createdAt.toISOString()
+  created_at: row.createdAt.toISOString(),
+  mailbox_ids: row.mailboxIds === null ? null : [...row.mailboxIds]
 })
 
 const notFound = (webhookId: string) => new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } })
@@ -94,12 +98,30 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
 
     const checkUrl = (url: string) => Effect.mapError(targets.validate(url.trim()), urlProblem)
 
+    /** The mailboxes asked for, each once, if every one is an active mailbox of the account. */
+    const checkMailboxes = (userId: string, mailboxIds: ReadonlyArray<string> | null | undefined) =>
+      Effect.gen(function*() {
+        if (mailboxIds === null || mailboxIds === undefined) return mailboxIds
+        const ids = distinct(mailboxIds)
+        const found = yield* sql<{ id: string }>`
+          SELECT id FROM mailboxes WHERE id = ANY(${ids}::text[]) AND user_id = ${userId} AND status = 'active'`
+        const known = new Set(found.map((row) => row.id))
+        const unknown = ids.filter((id) => !known.has(id))
+        if (unknown.length > 0) return yield* ValidationError.field("mailbox_ids", `not a mailbox of this account: ${unknown.join(", ")}`)
+        return ids
+      })
+
     const find = (userId: string, webhookId: string) =>
       sql<WebhookRow>`SELECT ${sql.literal(columns)} FROM webhooks WHERE id = ${webhookId} AND user_id = ${userId}`.pipe(
         Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(webhookId))))
       )
 
-    const insert = (owner: { readonly userId: string; readonly plan: Plan }, input: CreateWebhookInput, secret: string) =>
+    const insert = (
+      owner: { readonly userId: string; readonly plan: Plan },
+      input: CreateWebhookInput,
+      secret: string,
+      mailboxIds: ReadonlyArray<string> | null
+    ) =>
       Effect.gen(function*() {
         // Serialise this user's creates: the count below then holds until the insert commits.
         yield* sql`SELECT id FROM users WHERE id = ${owner.userId} FOR NO KEY UPDATE`
@@ -116,7 +138,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         }
         const rows = yield* sql<WebhookRow>`
           INSERT INTO webhooks ${
-          sql.insert({ id: newId("whk"), userId: owner.userId, url: input.url.trim(), events: distinct(input.events), secret })
+          sql.insert({ id: newId("whk"), userId: owner.userId, url: input.url.trim(), events: distinct(input.events), secret, mailboxIds })
         }
           RETURNING ${sql.literal(columns)}`
         return rows[0]!
@@ -124,7 +146,8 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
 
     const create = Effect.fn("Webhooks.create")(function*(owner: { readonly userId: string; readonly plan: Plan }, input: CreateWebhookInput) {
       yield* checkUrl(input.url)
-      const row = yield* insert(owner, input, input.secret ?? generateSecret())
+      const mailboxIds = yield* checkMailboxes(owner.userId, input.mailbox_ids)
+      const row = yield* insert(owner, input, input.secret ?? generateSecret(), mailboxIds ?? null)
       yield* subscriptions.changed(owner.userId)
       return { ...toWebhook(row), secret: row.secret } satisfies CreatedWebhook
     })
@@ -162,12 +185,14 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       // Not found before a URL problem: someone else's webhook is nothing to validate against.
       yield* find(userId, webhookId)
       if (input.url !== undefined) yield* checkUrl(input.url)
+      const mailboxIds = yield* checkMailboxes(userId, input.mailbox_ids)
       const rows = yield* sql<WebhookRow>`
         UPDATE webhooks SET
           url = coalesce(${input.url?.trim() ?? null}, url),
           events = coalesce(${input.events === undefined ? null : distinct(input.events)}::text[], events),
           active = coalesce(${input.active ?? null}::boolean, active),
           secret = coalesce(${input.secret ?? null}, secret),
+          mailbox_ids = CASE WHEN ${mailboxIds === undefined} THEN mailbox_ids ELSE ${mailboxIds ?? null}::text[] END,
           updated_at = now()
         WHERE id = ${webhookId} AND user_id = ${userId}
         RETURNING ${sql.literal(columns)}`

@@ -53,7 +53,8 @@ describe("POST /v1/api/webhooks", () => {
         secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]{43}=$/),
         secret_masked: expect.any(String),
         active: true,
-        created_at: expect.stringMatching(isoMillis)
+        created_at: expect.stringMatching(isoMillis),
+        mailbox_ids: null
       }
     })
     const { secret, secret_masked } = reply.data!.data
@@ -180,7 +181,8 @@ describe("reading, updating and deleting", () => {
       events: w.events,
       secret_masked: w.secret_masked,
       active: true,
-      createdAt: w.created_at
+      createdAt: w.created_at,
+      mailbox_ids: null
     })
     expect(list.data).toEqual({
       success: true,
@@ -215,7 +217,8 @@ describe("reading, updating and deleting", () => {
         events: ["email.received"],
         secret_masked: first.secret_masked,
         active: true,
-        created_at: first.created_at
+        created_at: first.created_at,
+        mailbox_ids: null
       }
     })
   })
@@ -238,7 +241,8 @@ describe("reading, updating and deleting", () => {
         events: ["email.processed", "api_key.created"],
         secret_masked: webhook.secret_masked,
         active: false,
-        created_at: webhook.created_at
+        created_at: webhook.created_at,
+        mailbox_ids: null
       }
     })
 

@@ -222,6 +222,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Create webhook" }).click()
     await expect(page.getByTestId("new-secret").textContent()).resolves.toMatch(/^whsec_/)
     await page.getByRole("button", { name: "Done" }).click()
+    await page.getByText(/email\.received · every mailbox · secret/).waitFor()
     await sendMail(server.smtpPort, { to: address, subject: "Second message", text: "For the webhook." })
     for (let i = 0; i < 100 && receiver.hits.length === 0; i++) await sleep(100)
     expect(receiver.hits).toEqual(["/hook"])

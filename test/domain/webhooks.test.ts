@@ -17,6 +17,7 @@ import { decodeBody } from "../../src/http/surface.ts"
 import { testDatabase } from "../support/database.ts"
 import { makeFakeDns } from "../support/fake-dns.ts"
 import { insertUser, type TestUser } from "../support/users.ts"
+import { insertMailbox } from "../support/seed-mail.ts"
 
 const dns = makeFakeDns()
 dns.records.addresses.set("hooks.example.com", [{ address: "93.184.216.34", family: 4 }, { address: "2606:2800:220:1::1", family: 6 }])
@@ -56,7 +57,8 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           secret: expect.stringMatching(/^whsec_.{32,}$/),
           secret_masked: expect.any(String),
           active: true,
-          created_at: expect.any(String)
+          created_at: expect.any(String),
+          mailbox_ids: null
         })
         // The masked form shows at most the secret's last four characters.
         expect(created.secret_masked).toBe(`whsec_********${created.secret.slice(-4)}`)
@@ -169,7 +171,8 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           events: ["email.received"],
           secret_masked: created.secret_masked,
           active: false,
-          created_at: created.created_at
+          created_at: created.created_at,
+          mailbox_ids: null
         })
         const moved = yield* webhooks.update(owner.userId, created.webhook_id, {
           url: "https://other.example.com/in",
@@ -191,6 +194,34 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
         expect(yield* webhooks.get(owner.userId, created.webhook_id)).toMatchObject({
           url: "https://other.example.com/in",
           secret_masked: "********9876"
+        })
+      }))
+
+    it.effect("mailbox_ids: the account's active mailboxes only (400 VALIDATION_ERROR naming the others), each once; null on update widens it again", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const mine = yield* insertMailbox(owner)
+        const theirs = yield* insertMailbox(yield* insertUser())
+        const refused = yield* Effect.flip(webhooks.create(owner, { url: HOOK_URL, events: ["email.received"], mailbox_ids: [mine.mailboxId, theirs.mailboxId, "mbx_unknown"] }))
+        expect(refused).toMatchObject({
+          code: "VALIDATION_ERROR",
+          details: { mailbox_ids: `not a mailbox of this account: ${theirs.mailboxId}, mbx_unknown` }
+        })
+        expect((yield* webhooks.list(owner.userId, firstPage, newest)).webhooks).toEqual([])
+        const made = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.received"], mailbox_ids: [mine.mailboxId, mine.mailboxId] })
+        expect(made.mailbox_ids).toEqual([mine.mailboxId])
+        expect((yield* webhooks.get(owner.userId, made.webhook_id)).mailbox_ids).toEqual([mine.mailboxId])
+        // Left out of an update, it stays; a refused one changes nothing.
+        expect((yield* webhooks.update(owner.userId, made.webhook_id, { active: false })).mailbox_ids).toEqual([mine.mailboxId])
+        expect(yield* Effect.flip(webhooks.update(owner.userId, made.webhook_id, { mailbox_ids: [theirs.mailboxId] }))).toMatchObject({
+          code: "VALIDATION_ERROR"
+        })
+        expect((yield* webhooks.update(owner.userId, made.webhook_id, { mailbox_ids: null })).mailbox_ids).toBeNull()
+        const decode = decodeBody(CreateWebhookInput, "api")
+        expect(yield* Effect.flip(decode({ url: HOOK_URL, events: ["email.received"], mailbox_ids: [] }))).toMatchObject({
+          code: "VALIDATION_ERROR",
+          details: { mailbox_ids: "must list at least one mailbox id (null: every mailbox)" }
         })
       }))
 
@@ -247,12 +278,12 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
         // Another process's view: its own cache, hearing this one's changes on the bus.
         const there = Context.get(yield* Layer.build(WebhookSubscriptions.Default), WebhookSubscriptions)
         const owner = yield* insertUser("pro")
-        const subscribed = (kind: string) => Effect.all([here.endpoints(owner.userId, kind), there.endpoints(owner.userId, kind)])
+        const subscribed = (kind: string) => Effect.all([here.endpoints(owner.userId, kind, undefined), there.endpoints(owner.userId, kind, undefined)])
         /** This view at once; the other within the second promised (the bus takes a moment). */
         const both = (kind: string, expected: ReadonlyArray<{ id: string }>) =>
           Effect.gen(function*() {
-            expect(yield* here.endpoints(owner.userId, kind)).toEqual(expected)
-            const heard = yield* there.endpoints(owner.userId, kind).pipe(
+            expect(yield* here.endpoints(owner.userId, kind, undefined)).toEqual(expected)
+            const heard = yield* there.endpoints(owner.userId, kind, undefined).pipe(
               Effect.filterOrFail((found) => JSON.stringify(found) === JSON.stringify(expected)),
               Effect.retry(Schedule.spaced("10 millis").pipe(Schedule.upTo("1 second"))),
               Effect.either,

@@ -77,10 +77,21 @@ const keyed = (box: Box) => withKey(server.url, box.user)
 const webhookPath = (id: string) => ({ params: { path: { id } } })
 
 /** A webhook for `box`'s owner, delivering `events` to a fresh path on the receiver. */
-const hook = async (box: Box, options: { readonly events?: components["schemas"]["CreateWebhookInput"]["events"]; readonly path?: string } = {}) => {
+const hook = async (
+  box: Box,
+  options: {
+    readonly events?: components["schemas"]["CreateWebhookInput"]["events"]
+    readonly path?: string
+    readonly mailboxIds?: ReadonlyArray<string>
+  } = {}
+) => {
   const path = options.path ?? `/${fresh("hook")}`
   const reply = await keyed(box).POST("/v1/api/webhooks", {
-    body: { url: `${receiver.url}${path}`, events: options.events ?? ["email.received"] }
+    body: {
+      url: `${receiver.url}${path}`,
+      events: options.events ?? ["email.received"],
+      ...(options.mailboxIds ? { mailbox_ids: [...options.mailboxIds] } : {})
+    }
   })
   if (reply.response.status !== 201 || !reply.data) throw new Error(`webhook not created: ${reply.response.status} ${JSON.stringify(reply.error)}`)
   return { ...reply.data.data, path }
@@ -201,6 +212,26 @@ describe("email.received", () => {
     expect(payloadOf(resumed!).data.subject).toBe("Second")
     await receiver.waitFor(subscribed.path, 2)
     expect(receiver.received(stranger.path)).toHaveLength(1)
+  })
+
+  it("a webhook for some mailboxes gets only their events (not events about no mailbox); widened to every mailbox, it gets all", async () => {
+    const support = await newBox(server.url)
+    await upgrade(server.url, support.user.apiKey, "pro")
+    const sales = await newBox(server.url, { user: support.user })
+    const narrow = await hook(support, { events: ["email.received", "api_key.created"], mailboxIds: [support.mailboxId] })
+    expect(narrow.mailbox_ids).toEqual([support.mailboxId])
+    await withToken(server.url, support.user).POST("/v1/api-keys", { body: { name: "not about a mailbox" } })
+    await send(sales.address, "For sales")
+    await send(support.address, "For support")
+    const [first] = await receiver.waitFor(narrow.path, 1)
+    expect(payloadOf(first!).data).toMatchObject({ subject: "For support", mailbox_id: support.mailboxId })
+
+    const widened = await keyed(support).PATCH("/v1/api/webhooks/{id}", { ...webhookPath(narrow.webhook_id), body: { mailbox_ids: null } })
+    expect(widened.data?.data.mailbox_ids).toBeNull()
+    await send(sales.address, "For sales again")
+    await receiver.waitFor(narrow.path, 2)
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(receiver.received(narrow.path).map((r) => payloadOf(r).data.subject)).toEqual(["For support", "For sales again"])
   })
 
   it("api_key.created reaches endpoints subscribed to it", async () => {

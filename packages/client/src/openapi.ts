@@ -2402,6 +2402,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description The mailboxes whose events it gets; null: every event of the account */
+            mailbox_ids: string[] | null;
             /** @description The full signing secret. Shown only now and when it is changed. */
             secret: string;
             secret_masked: string;
@@ -2410,6 +2412,8 @@ export interface components {
         };
         CreateWebhookInput: {
             events: string[];
+            /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent); null or left out: every event */
+            mailbox_ids?: string[] | null;
             secret?: string;
             /** @description HTTPS URL that receives the events */
             url: string;
@@ -3581,6 +3585,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description The mailboxes whose events it gets; null: every event of the account */
+            mailbox_ids: string[] | null;
             /** @description The new full secret; only when it was changed */
             secret?: string;
             secret_masked: string;
@@ -3614,6 +3620,8 @@ export interface components {
         UpdateWebhookInput: {
             active?: boolean;
             events?: string[];
+            /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent); null or left out: every event */
+            mailbox_ids?: string[] | null;
             secret?: string;
             /** @description HTTPS URL that receives the events */
             url?: string;
@@ -3669,6 +3677,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description The mailboxes whose events it gets; null: every event of the account */
+            mailbox_ids: string[] | null;
             secret_masked: string;
             url: string;
             webhook_id: string;
@@ -3697,6 +3707,8 @@ export interface components {
             active: boolean;
             createdAt: string;
             events: string[];
+            /** @description The mailboxes whose events it gets; null: every event of the account */
+            mailbox_ids: string[] | null;
             secret_masked: string;
             url: string;
             webhook_id: string;

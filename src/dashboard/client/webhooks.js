@@ -1,10 +1,13 @@
-/** Webhooks: create (the signing secret shown once), enable or disable, delete, and each delivery with its attempts. */
+/**
+ * Webhooks: create (for every mailbox or some; the signing secret shown once), enable or disable,
+ * delete, and each delivery with its attempts.
+ */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { call, fieldError } from "./api.js"
+import { allMailboxes, call, fieldError } from "./api.js"
 import { CopyButton, ErrorNote, Field, LoadFailed, useReloading, when } from "./ui.js"
 
-const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "api_key.created"]
+const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "api_key.created"]
 
 /** @param {{ webhook: any }} props */
 const Deliveries = ({ webhook }) => {
@@ -42,6 +45,14 @@ export const WebhooksPage = () => {
   const [webhooks, setWebhooks] = useState(/** @type {any[] | null} */ (null))
   const [url, setUrl] = useState("")
   const [events, setEvents] = useState(["email.received"])
+  // The account's mailboxes (for choosing some), and those chosen: none is every mailbox.
+  const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
+  const [chosen, setChosen] = useState(/** @type {string[]} */ ([]))
+  useEffect(() => {
+    allMailboxes().then(setMailboxes, () => setMailboxes([]))
+  }, [])
+  /** @param {string} id */
+  const addressOf = (id) => mailboxes.find((m) => m.mailbox_id === id)?.email_address ?? id
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [open, setOpen] = useState(/** @type {string | null} */ (null))
   const { error, failure, retry, run } = useReloading((isCurrent) =>
@@ -51,8 +62,9 @@ export const WebhooksPage = () => {
   const create = (event) => {
     event.preventDefault()
     return run(async () => {
-      setCreated((await call("POST", "/api/webhooks", { url, events })).data)
+      setCreated((await call("POST", "/api/webhooks", { url, events, mailbox_ids: chosen.length > 0 ? chosen : null })).data)
       setUrl("")
+      setChosen([])
     })
   }
 
@@ -70,6 +82,15 @@ export const WebhooksPage = () => {
           <label class="check"><input type="checkbox" checked=${events.includes(kind)}
             onChange=${(/** @type {any} */ e) => toggleKind(kind, e.currentTarget.checked)} /> <code>${kind}</code></label>`)}
       </fieldset>
+      ${mailboxes.length > 1 && html`
+        <fieldset class="kinds">
+          <legend>Mailboxes (none checked: every mailbox)</legend>
+          ${mailboxes.map((m) => html`
+            <label class="check"><input type="checkbox" checked=${chosen.includes(m.mailbox_id)}
+              onChange=${(/** @type {any} */ e) => setChosen(e.currentTarget.checked ? [...chosen, m.mailbox_id] : chosen.filter((id) => id !== m.mailbox_id))} />
+              ${m.email_address}</label>`)}
+          ${fieldError(error, "mailbox_ids") && html`<p class="note error">${fieldError(error, "mailbox_ids")}</p>`}
+        </fieldset>`}
       <button type="submit" disabled=${events.length === 0}>Create webhook</button>
     </form>
     <${ErrorNote} error=${error} />
@@ -85,7 +106,7 @@ export const WebhooksPage = () => {
           <li key=${w.webhook_id} class="item wrap">
             <div class="grow">
               <strong><code>${w.url}</code></strong> <span class="tag">${w.active ? "enabled" : "disabled"}</span>
-              <div class="muted small">${w.events.join(", ")} · secret ${w.secret_masked}</div>
+              <div class="muted small">${w.events.join(", ")} · ${w.mailbox_ids === null ? "every mailbox" : "only " + w.mailbox_ids.map(addressOf).join(", ")} · secret ${w.secret_masked}</div>
             </div>
             <div class="actions">
               <button type="button" class="secondary" aria-expanded=${open === w.webhook_id} aria-label=${"Deliveries of webhook " + w.url}
