@@ -630,6 +630,21 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(refusals(/^404 GET /)).toEqual([`404 GET ${server.url}/api/threads/${old.thread_id}`])
   })
 
+  it("creates a webhook for one mailbox among many: chosen by its box, listed as that mailbox's only", async () => {
+    await page.getByRole("link", { name: "Webhooks" }).click()
+    // A public address as a literal: checked without DNS. No event it subscribes to happens later in this suite.
+    await page.getByLabel("Endpoint URL").fill("https://93.184.216.34/mail")
+    await page.getByRole("checkbox", { name: "email.received" }).uncheck()
+    await page.getByRole("checkbox", { name: "email.deleted" }).check()
+    await page.getByRole("checkbox", { name: address, exact: true }).check()
+    await page.getByRole("button", { name: "Create webhook" }).click()
+    await page.getByTestId("new-secret").waitFor()
+    await page.getByRole("button", { name: "Done" }).click()
+    await page.getByText(`email.deleted · only ${address} · secret`).waitFor()
+    const hooks = await dashboard().GET("/api/webhooks")
+    expect(hooks.data?.data.map((w) => [w.url, w.events, w.mailbox_ids])).toEqual([["https://93.184.216.34/mail", ["email.deleted"], [mailboxId]]])
+  })
+
   it("says a mailbox that is not the account's is not found, and nothing else", async () => {
     for (const path of ["", "/drafts", "/compose"]) {
       await page.goto(`/#/mailboxes/mbx_doesnotexist${path}`)

@@ -83,7 +83,7 @@ export const WebhooksPage = () => {
             onChange=${(/** @type {any} */ e) => toggleKind(kind, e.currentTarget.checked)} /> <code>${kind}</code></label>`)}
       </fieldset>
       ${mailboxes.length > 1 && html`
-        <fieldset class="kinds">
+        <fieldset class="kinds mailboxes">
           <legend>Mailboxes (none checked: every mailbox)</legend>
           ${mailboxes.map((m) => html`
             <label class="check"><input type="checkbox" checked=${chosen.includes(m.mailbox_id)}
