@@ -628,6 +628,17 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.waitForURL(`**/#/mailboxes/${mailboxId}`)
     expect((await dashboard().GET("/api/threads/{threadId}", { params: { path: { threadId: old.thread_id } } })).response.status).toBe(404)
     expect(refusals(/^404 GET /)).toEqual([`404 GET ${server.url}/api/threads/${old.thread_id}`])
+
+    // Mail an agent deletes leaves the open inbox without a reload (the event stream's email.deleted).
+    await sendMail(server.smtpPort, { from: "spam@partner.test", to: address, subject: "Cheap watches", text: "Buy now." })
+    const spam = page.getByRole("link", { name: /Cheap watches/ })
+    await spam.waitFor()
+    const spamId = (await until("the spam listed", async () => {
+      const { data } = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId } } })
+      return data?.data.find((e) => e.subject === "Cheap watches")
+    })).email_id
+    await dashboard().DELETE("/api/emails/{emailId}", { params: { path: { emailId: spamId } } })
+    await spam.waitFor({ state: "detached" })
   })
 
   it("creates a webhook for one mailbox among many: chosen by its box, listed as that mailbox's only", async () => {
