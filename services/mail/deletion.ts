@@ -20,7 +20,9 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { Conflict, NotFound, ServiceUnavailable } from "../errors.ts"
+import { uncountWords } from "../search/indexer.ts"
 import { Vectors } from "../search/vectors.ts"
+import { emailNotFound, threadNotFound } from "./emails.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 
 /** What a deletion answers: the emails it deleted. */
@@ -28,11 +30,6 @@ export interface Deleted {
   readonly deleted: number
   readonly email_ids: ReadonlyArray<string>
 }
-
-const emailNotFound = (emailIds: ReadonlyArray<string>) =>
-  emailIds.length === 1
-    ? new NotFound({ message: "Email not found", details: { email_id: emailIds[0] } })
-    : new NotFound({ message: "Emails not found", details: { email_ids: emailIds } })
 
 export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions", {
   effect: Effect.gen(function*() {
@@ -108,12 +105,7 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
           if (gone.length > 0) return yield* emailNotFound(gone)
           const late = yield* refusal(ids)
           if (late) return yield* late
-          yield* sql`
-            UPDATE search_lexicon l SET documents = l.documents - g.n
-            FROM (SELECT user_id, lexeme, count(*)::int AS n FROM search_terms
-                  WHERE email_id = ANY(${ids}::text[]) GROUP BY user_id, lexeme) g
-            WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme`
-          yield* sql`DELETE FROM search_lexicon WHERE user_id = ${userId} AND documents <= 0`
+          yield* uncountWords(sql, ids)
           yield* sql`DELETE FROM emails WHERE id = ANY(${ids}::text[])`
           // Remembered while the bus may deliver an inbound message of theirs again (a node failed before
           // it heard the message was stored): store.ts stores no email of these ids again.
@@ -148,7 +140,7 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
     /** Delete every email of one of the caller's threads; 404 for a thread of no active mailbox of the caller's. */
     const thread = Effect.fn("Deletions.thread")(function*(userId: string, threadId: string) {
       return yield* remove(userId, sql`e.thread_id = ${threadId}`, (rows) =>
-        rows.length === 0 ? new NotFound({ message: "Thread not found", details: { thread_id: threadId } }) : undefined)
+        rows.length === 0 ? threadNotFound(threadId) : undefined)
     })
 
     return { emails, thread } as const

@@ -79,7 +79,14 @@ const sortColumns: Record<EmailSortField, string> = {
   subject: "lower(e.subject)"
 }
 
-const emailNotFound = (emailId: string) => new NotFound({ message: "Email not found", details: { email_id: emailId } })
+/** 404 for a thread of no active mailbox of the caller's. */
+export const threadNotFound = (threadId: string) => new NotFound({ message: "Thread not found", details: { thread_id: threadId } })
+
+/** 404 for emails of no active mailbox of the caller's: `details.email_id` for one, `email_ids` for more. */
+export const emailNotFound = (emailIds: ReadonlyArray<string>) =>
+  emailIds.length === 1
+    ? new NotFound({ message: "Email not found", details: { email_id: emailIds[0] } })
+    : new NotFound({ message: "Emails not found", details: { email_ids: emailIds } })
 
 export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
   effect: Effect.gen(function*() {
@@ -265,7 +272,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
         WHERE e.id = ${emailId} AND e.user_id = ${userId}`
       const row = rows[0]
-      if (!row) return yield* emailNotFound(emailId)
+      if (!row) return yield* emailNotFound([emailId])
       const attachments = yield* sql<AttachmentRow>`
         SELECT id, filename, content_type, size, checksum, content_id FROM attachments
         WHERE email_id = ${emailId} ORDER BY position`
@@ -282,7 +289,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
                       JOIN blobs b ON b.sha256 = e.raw_sha256
         WHERE e.id = ${emailId} AND e.user_id = ${userId}`
-      if (!rows[0]) return yield* emailNotFound(emailId)
+      if (!rows[0]) return yield* emailNotFound([emailId])
       return rows[0].content
     })
 
@@ -308,7 +315,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         WHERE e.thread_id = ${threadId} AND e.user_id = ${userId}
         ORDER BY e.received_at, e.id`
       const first = rows[0]
-      if (!first) return yield* new NotFound({ message: "Thread not found", details: { thread_id: threadId } })
+      if (!first) return yield* threadNotFound(threadId)
       return {
         thread_id: threadId,
         mailbox_id: first.mailboxId,

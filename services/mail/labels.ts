@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound, ValidationError } from "../errors.ts"
+import { emailNotFound, threadNotFound } from "./emails.ts"
 import { applyChange, checkChange, type LabelChange, MAX_LABELS } from "./label-rules.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import type { EmailFields } from "./schemas.ts"
@@ -16,11 +17,6 @@ export interface LabelsChanged extends EmailFields {
   readonly added: ReadonlyArray<string>
   readonly removed: ReadonlyArray<string>
 }
-
-const emailNotFound = (emailIds: ReadonlyArray<string>) =>
-  emailIds.length === 1
-    ? new NotFound({ message: "Email not found", details: { email_id: emailIds[0] } })
-    : new NotFound({ message: "Emails not found", details: { email_ids: emailIds } })
 
 export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
   effect: Effect.gen(function*() {
@@ -113,7 +109,7 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
      */
     const updateThread = Effect.fn("Labels.updateThread")(function*(userId: string, threadId: string, requested: LabelChange) {
       return yield* apply(userId, sql`e.thread_id = ${threadId}`, requested, (rows) =>
-        rows.length === 0 ? new NotFound({ message: "Thread not found", details: { thread_id: threadId } }) : undefined)
+        rows.length === 0 ? threadNotFound(threadId) : undefined)
     })
 
     return { update, updateThread } as const

@@ -45,6 +45,30 @@ const PURGE_EVERY = "10 minutes"
 
 export const emailProcessedEventId = (emailId: string) => `email.processed:${emailId}`
 
+/**
+ * Take these emails' share out of the word lexicon's counts, and drop the lexemes no email has any
+ * more, before their documents and postings go: in the caller's transaction (`Indexer.forget`,
+ * mail/deletion.ts).
+ */
+export const uncountWords = (sql: SqlClient.SqlClient, emailIds: ReadonlyArray<string>) =>
+  sql<{ userId: string; lexeme: string }>`
+    WITH counted AS (
+      UPDATE search_lexicon l SET documents = l.documents - g.n
+      FROM (SELECT user_id, lexeme, count(*)::int AS n FROM search_terms
+            WHERE email_id = ANY(${emailIds}::text[]) GROUP BY user_id, lexeme) g
+      WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme
+      RETURNING l.user_id, l.lexeme, l.documents
+    )
+    SELECT user_id, lexeme FROM counted WHERE documents <= 0`.pipe(
+    Effect.flatMap((gone) =>
+      gone.length === 0 ? Effect.void : sql`
+        DELETE FROM search_lexicon l
+        USING unnest(${gone.map((g) => g.userId)}::text[], ${gone.map((g) => g.lexeme)}::text[]) AS g (user_id, lexeme)
+        WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme AND l.documents <= 0`
+    ),
+    Effect.asVoid
+  )
+
 const ReceivedEvent = Schema.Struct({
   event: Schema.Literal("email.received"),
   namespace: Schema.String,
@@ -276,16 +300,11 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         if (emailIds.length === 0) return
         const collection = yield* vectors.collection
         yield* collection.remove(emailIds)
-        yield* Effect.all([
-          sql`
-            UPDATE search_lexicon l SET documents = l.documents - g.n
-            FROM (SELECT user_id, lexeme, count(*)::int AS n FROM search_terms
-                  WHERE email_id = ANY(${emailIds}::text[]) GROUP BY user_id, lexeme) g
-            WHERE l.user_id = g.user_id AND l.lexeme = g.lexeme`,
-          sql`DELETE FROM search_lexicon WHERE documents <= 0`,
+        yield* Effect.zipRight(
+          uncountWords(sql, emailIds),
           // Its postings go with it (ON DELETE CASCADE).
           sql`DELETE FROM search_documents WHERE email_id = ANY(${emailIds}::text[])`
-        ], { discard: true }).pipe(sql.withTransaction)
+        ).pipe(sql.withTransaction)
       })
 
     /**

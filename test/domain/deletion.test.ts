@@ -13,14 +13,12 @@ import { Bus, decodeJson } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Deletions } from "../../services/mail/deletion.ts"
 import { Emails } from "../../services/mail/emails.ts"
-import { parseMessage } from "../../services/mail/parse.ts"
-import { type NewEmail, storeEmails } from "../../services/mail/store.ts"
+import { storeEmails } from "../../services/mail/store.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Vectors } from "../../services/search/vectors.ts"
 import { testDatabase } from "../support/database.ts"
 import { hashedVector, indexerWith } from "../support/search-services.ts"
-import { insertEmail, insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
-import { uniqueName } from "../support/services.ts"
+import { insertEmail, insertMailbox, type Mailbox, newInbound } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
 
 const services = Layer.mergeAll(Deletions.Default, Emails.Default).pipe(
@@ -111,22 +109,7 @@ layer(services, { timeout: "120 seconds" })("Deletions", (it) => {
       const emails = yield* Emails
       const mailbox = yield* insertMailbox(yield* insertUser())
       const raw = new TextEncoder().encode("From: ada@example.test\r\nSubject: Again\r\nMessage-ID: <again@example.test>\r\n\r\nHello.\r\n")
-      const parsed = yield* parseMessage(raw)
-      const message = {
-        emailId: uniqueName("eml"),
-        mailboxId: mailbox.mailboxId,
-        userId: mailbox.owner.userId,
-        direction: "inbound",
-        labels: ["inbound"],
-        rawSha256: yield* storeBlob(raw),
-        size: raw.byteLength,
-        mailFrom: "ada@example.test",
-        rcptTo: mailbox.address,
-        receivedAt: new Date(),
-        messageId: "<again@example.test>",
-        parsed,
-        headerFromForms: []
-      } satisfies NewEmail
+      const message = yield* newInbound(mailbox, raw, "<again@example.test>")
       expect((yield* storeEmails(sql, [message]))[0]?.id).toBe(message.emailId)
       yield* deletions.emails(mailbox.owner.userId, [message.emailId])
       expect(yield* storeEmails(sql, [message])).toEqual([undefined])

@@ -13,12 +13,11 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { type Authentication, Authenticator, type Envelope } from "../../services/mail/authentication.ts"
 import { Ingest } from "../../services/mail/ingest.ts"
-import { parseMessage } from "../../services/mail/parse.ts"
-import { BLOCKED, senderForms } from "../../services/mail/sender-list-rules.ts"
+import { BLOCKED } from "../../services/mail/sender-list-rules.ts"
 import { type NewEmail, storeEmails } from "../../services/mail/store.ts"
 import { BounceReports } from "../../services/outbound/bounces.ts"
 import { testDatabase } from "../support/database.ts"
-import { insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
+import { insertMailbox, type Mailbox, newInbound, storeBlob } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
@@ -90,26 +89,7 @@ const rawOf = (m: Message) => {
 }
 
 /** What the ingest actor would store for `m` in `mailbox`. */
-const newEmail = (mailbox: Mailbox, m: Message, emailId = uniqueName("eml")) =>
-  Effect.gen(function*() {
-    const raw = rawOf(m)
-    const parsed = yield* parseMessage(raw)
-    return {
-      emailId,
-      mailboxId: mailbox.mailboxId,
-      userId: mailbox.owner.userId,
-      direction: "inbound",
-      labels: ["inbound"],
-      rawSha256: yield* storeBlob(raw),
-      size: raw.byteLength,
-      mailFrom: "ada@example.test",
-      rcptTo: mailbox.address,
-      receivedAt: new Date(),
-      messageId: m.messageId,
-      parsed,
-      headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
-    } satisfies NewEmail
-  })
+const newEmail = (mailbox: Mailbox, m: Message, emailId?: string) => newInbound(mailbox, rawOf(m), m.messageId, emailId)
 
 const storageOf = (userId: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>

@@ -6,6 +6,9 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import { inboundLabels } from "../../services/mail/label-rules.ts"
+import { parseMessage } from "../../services/mail/parse.ts"
+import { senderForms } from "../../services/mail/sender-list-rules.ts"
+import type { NewEmail } from "../../services/mail/store.ts"
 import { uniqueName } from "./services.ts"
 import type { TestUser } from "./users.ts"
 
@@ -79,4 +82,25 @@ export const insertEmail = (mailbox: Mailbox, email: SeededEmail) =>
                          ${attachment.bytes.length}, ${checksum})`
     }
     return { id, raw, attachmentIds }
+  })
+
+/** What the ingest actor would store for the message `raw` (its bytes stored) in `mailbox`: store.ts's input. */
+export const newInbound = (mailbox: Mailbox, raw: Uint8Array, messageId: string, emailId = uniqueName("eml")) =>
+  Effect.gen(function*() {
+    const parsed = yield* parseMessage(raw)
+    return {
+      emailId,
+      mailboxId: mailbox.mailboxId,
+      userId: mailbox.owner.userId,
+      direction: "inbound",
+      labels: ["inbound"],
+      rawSha256: yield* storeBlob(raw),
+      size: raw.byteLength,
+      mailFrom: "ada@example.test",
+      rcptTo: mailbox.address,
+      receivedAt: new Date(),
+      messageId,
+      parsed,
+      headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
+    } satisfies NewEmail
   })
