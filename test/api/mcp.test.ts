@@ -44,7 +44,8 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails",
-  "update_labels", "update_thread_labels", "delete_emails", "wait_for_email", "send_email", "reply_to_email", "forward_email", "create_draft", "send_draft"
+  "update_labels", "update_thread_labels", "delete_emails", "delete_thread", "wait_for_email", "send_email", "reply_to_email", "forward_email",
+  "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
 describe("MCP at /mcp", () => {
@@ -169,12 +170,59 @@ describe("MCP at /mcp", () => {
     })
     expect(deskMail).toEqual(["Fwd: Invoice 7 / Billing Agent", "Hello desk / Billing Agent"])
 
-    // The desk deletes what it was sent: gone from its list; again, it is not found.
-    const deskIds = (await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails.map((e: { email_id: string }) => e.email_id)
-    const removed = await call(mcp, "delete_emails", { email_ids: deskIds })
-    expect(removed.ok).toEqual({ deleted: 2, email_ids: [...deskIds].sort() })
+    // The desk deletes what it was sent: the conversation "Hello desk" whole, then the forward by its id; gone
+    // from its list, and not found again.
+    const deskEmails = (await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails as Array<{ email_id: string; subject: string; thread_id: string }>
+    const hello = deskEmails.find((e) => e.subject === "Hello desk")!
+    const forwarded = deskEmails.find((e) => e.subject !== "Hello desk")!
+    expect((await call(mcp, "delete_thread", { thread_id: hello.thread_id })).ok).toEqual({ deleted: 1, email_ids: [hello.email_id] })
+    expect((await call(mcp, "get_thread", { thread_id: hello.thread_id })).error).toMatchObject({ code: "NOT_FOUND", details: { thread_id: hello.thread_id } })
+    expect((await call(mcp, "delete_thread", { thread_id: hello.thread_id })).error).toMatchObject({ code: "NOT_FOUND", details: { thread_id: hello.thread_id } })
+    expect((await call(mcp, "delete_emails", { email_ids: [forwarded.email_id] })).ok).toEqual({ deleted: 1, email_ids: [forwarded.email_id] })
     expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails).toEqual([])
-    expect((await call(mcp, "delete_emails", { email_ids: [deskIds[0]] })).error).toMatchObject({ code: "NOT_FOUND", details: { email_id: deskIds[0] } })
+    expect((await call(mcp, "delete_emails", { email_ids: [forwarded.email_id] })).error)
+      .toMatchObject({ code: "NOT_FOUND", details: { email_id: forwarded.email_id } })
+  })
+
+  it("keeps drafts as a person's approval queue: listed, read, revised, withdrawn; a sent one can no longer change", async () => {
+    const mailbox = await newBox(suite.url, { user: box.user })
+    const first = await call(mcp, "create_draft", { mailbox_id: mailbox.mailboxId, to: ["client@partner.test"], subject: "Quote", text: "Draft one." })
+    const second = await call(mcp, "create_draft", {
+      mailbox_id: mailbox.mailboxId,
+      to: ["client@partner.test"],
+      subject: "Follow-up",
+      text: "Later.",
+      send_at: "2099-01-01T09:00:00.000Z"
+    })
+    const [firstId, secondId] = [first.ok.draft_id as string, second.ok.draft_id as string]
+
+    const listed = await call(mcp, "list_drafts", { mailbox_id: mailbox.mailboxId })
+    expect(listed.ok.total).toBe(2)
+    expect(listed.ok.drafts.map((d: { draft_id: string }) => d.draft_id)).toEqual([secondId, firstId])
+    // Every mailbox's drafts when none is named: this mailbox's among them.
+    const everywhere = await call(mcp, "list_drafts", { status: "draft", limit: 100 })
+    expect(everywhere.ok.drafts.map((d: { draft_id: string }) => d.draft_id)).toEqual(expect.arrayContaining([firstId, secondId]))
+
+    // Revised: what is given changes, the rest stays; send_at null unschedules.
+    const revised = await call(mcp, "update_draft", { mailbox_id: mailbox.mailboxId, draft_id: secondId, text: "Sooner.", send_at: null })
+    expect(revised.ok).toMatchObject({ draft_id: secondId, subject: "Follow-up", text: "Sooner.", send_at: null, status: "draft" })
+    expect((await call(mcp, "get_draft", { mailbox_id: mailbox.mailboxId, draft_id: secondId })).ok).toEqual(revised.ok)
+
+    // Withdrawn: gone from the list, and not found again.
+    expect((await call(mcp, "delete_draft", { mailbox_id: mailbox.mailboxId, draft_id: secondId })).ok)
+      .toEqual({ draft_id: secondId, deleted: true, email_id: null })
+    expect((await call(mcp, "list_drafts", { mailbox_id: mailbox.mailboxId })).ok.total).toBe(1)
+    expect((await call(mcp, "get_draft", { mailbox_id: mailbox.mailboxId, draft_id: secondId })).error)
+      .toMatchObject({ code: "NOT_FOUND", details: { draft_id: secondId } })
+
+    // Sent, it is history: listed as sent with the email it became, and no longer changed.
+    const sent = await call(mcp, "send_draft", { mailbox_id: mailbox.mailboxId, draft_id: firstId })
+    const sentDrafts = await call(mcp, "list_drafts", { mailbox_id: mailbox.mailboxId, status: "sent" })
+    expect(sentDrafts.ok.drafts).toMatchObject([{ draft_id: firstId, status: "sent", email_id: sent.ok.email_id }])
+    expect((await call(mcp, "update_draft", { mailbox_id: mailbox.mailboxId, draft_id: firstId, text: "Too late." })).error)
+      .toMatchObject({ code: "CONFLICT", details: { draft_id: firstId, status: "sent" } })
+    expect((await call(mcp, "list_drafts", { mailbox_id: mailbox.mailboxId, status: "queued" })).error)
+      .toMatchObject({ code: "VALIDATION_ERROR", details: { status: expect.any(String) } })
   })
 
   it("answers bad input to every tool with a readable VALIDATION_ERROR, not a crash; refusals keep SPEC's codes", async () => {

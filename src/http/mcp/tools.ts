@@ -16,7 +16,7 @@ import { Direction, MAX_DELETE_BATCH } from "../../../services/mail/schemas.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
-import { DraftInput, ForwardInput, ReplyInput, SendInput } from "../../../services/outbound/schemas.ts"
+import { DraftInput, DraftStatus, ForwardInput, ReplyInput, SendInput } from "../../../services/outbound/schemas.ts"
 import { fromSendInput, Outbound } from "../../../services/outbound/send.ts"
 import { SearchInput } from "../../../services/search/schemas.ts"
 import { Search } from "../../../services/search/search.ts"
@@ -248,6 +248,15 @@ export const tools = [
     run: (principal, input) => Effect.flatMap(Deletions, (deletions) => deletions.emails(principal.userId, input.email_ids))
   }),
   tool({
+    name: "delete_thread",
+    description:
+      "Delete a whole conversation for good: every email it holds when asked (mail that arrives later starts it " +
+      "again), with the same rules and refusals as delete_emails. Answers the emails deleted.",
+    annotations: deleting,
+    input: Schema.Struct({ thread_id: Id("The thread (an email's thread_id)") }),
+    run: (principal, input) => Effect.flatMap(Deletions, (deletions) => deletions.thread(principal.userId, input.thread_id))
+  }),
+  tool({
     name: "wait_for_email",
     description:
       `Wait up to timeout_seconds (at most ${MAX_WAIT_SECONDS}, default 30) for mail in a mailbox newer than \`after\` ` +
@@ -316,6 +325,54 @@ export const tools = [
     annotations: creating,
     input: Schema.Struct({ mailbox_id: Id("The mailbox the draft will be sent from"), ...DraftInput.fields }),
     run: (principal, { mailbox_id, ...draft }) => Effect.flatMap(Drafts, (drafts) => drafts.create(principal.userId, mailbox_id, draft))
+  }),
+  tool({
+    name: "list_drafts",
+    description:
+      "List drafts, newest first: what awaits a person's approval (status draft), is going out (sending) or went " +
+      "(sent, with the email_id it became). One mailbox's, or every mailbox's when mailbox_id is left out; send_at " +
+      "shows a scheduled send.",
+    annotations: reading,
+    input: Schema.Struct({
+      mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
+      status: Schema.optional(DraftStatus),
+      limit: Schema.optional(Limit),
+      offset: Schema.optional(Offset)
+    }),
+    run: (principal, input) =>
+      Effect.flatMap(Drafts, (drafts) => {
+        const sort = { field: "created_at", direction: "desc" } as const
+        const listed = input.mailbox_id === undefined
+          ? drafts.listAll(principal.userId, page(input), sort, input.status)
+          : drafts.list(principal.userId, input.mailbox_id, page(input), sort, input.status)
+        return Effect.map(listed, ({ data, total }) => ({ drafts: data, total }))
+      })
+  }),
+  tool({
+    name: "get_draft",
+    description: "Read one draft: its recipients, subject, body, attachments, what it replies to or forwards, send_at.",
+    annotations: reading,
+    input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft") }),
+    run: (principal, input) => Effect.flatMap(Drafts, (drafts) => drafts.get(principal.userId, input.mailbox_id, input.draft_id))
+  }),
+  tool({
+    name: "update_draft",
+    description:
+      "Change a draft before it is sent: the fields given replace the draft's own, the rest stay (send_at null " +
+      "unschedules it). Refused (CONFLICT) once it is being sent or sent. Answers the draft as it now is.",
+    annotations: changing,
+    input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft"), ...DraftInput.fields }),
+    run: (principal, { mailbox_id, draft_id, ...changes }) =>
+      Effect.flatMap(Drafts, (drafts) => drafts.update(principal.userId, mailbox_id, draft_id, changes))
+  }),
+  tool({
+    name: "delete_draft",
+    description:
+      "Delete a draft: before it is sent that cancels it (a scheduled send too); once sent only the draft goes and " +
+      "the email it became stays. Refused (CONFLICT) while it is being sent.",
+    annotations: deleting,
+    input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft") }),
+    run: (principal, input) => Effect.flatMap(Drafts, (drafts) => drafts.remove(principal.userId, input.mailbox_id, input.draft_id))
   }),
   tool({
     name: "send_draft",
