@@ -107,6 +107,13 @@ try {
   await page.getByRole("link", { name: address }).click()
   await page.getByRole("link", { name: /March invoice/ }).waitFor({ timeout: 15_000 })
   await shoot("inbox")
+  // Two emails chosen, to act on together.
+  await page.getByRole("checkbox", { name: /^Choose "Refund request/ }).check()
+  await page.getByRole("checkbox", { name: /^Choose "Your March invoice"/ }).check()
+  await page.getByRole("button", { name: "Delete 2 emails" }).click()
+  await shoot("inbox-chosen")
+  await page.getByRole("button", { name: "Keep it" }).click()
+  await page.getByRole("checkbox", { name: "Choose every email on this page" }).uncheck()
   await page.getByRole("link", { name: "Inbox", exact: true }).click()
   await page.getByRole("link", { name: /March invoice/ }).waitFor()
   await shoot("all-mail")

@@ -641,6 +641,62 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await spam.waitFor({ state: "detached" })
   })
 
+  it("acts on emails chosen in the inbox: marks them read and unread, deletes them (a refusal says why and changes nothing)", async () => {
+    const subjects = ["Bulk one", "Bulk two", "Bulk three"]
+    for (const subject of subjects) await sendMail(server.smtpPort, { from: "bulk@partner.test", to: address, subject, text: `About ${subject}.` })
+    const listed = await until("the three emails listed", async () => {
+      const { data } = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId }, query: { limit: "100" } } })
+      const found = subjects.map((subject) => data?.data.find((e) => e.subject === subject))
+      return found.every(Boolean) ? found.map((e) => e!.email_id) : undefined
+    })
+    const [one, two, three] = listed as [string, string, string]
+    const unreadOf = async (emailId: string) => (await emailOf(emailId)).data!.data.labels.includes("unread")
+    const draft = await dashboard().POST("/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId } }, body: { in_reply_to: three, text: "On it." } })
+    expect(draft.response.status).toBe(201)
+
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    const box = (subject: string) => page.getByRole("checkbox", { name: new RegExp(`^Choose "${subject}"`) })
+    await box("Bulk three").waitFor()
+    // Every email on the page, then none.
+    await page.getByRole("checkbox", { name: "Choose every email on this page" }).check()
+    const onPage = await page.getByRole("list", { name: "Emails" }).getByRole("checkbox").count()
+    await page.getByText(`${onPage} chosen`).waitFor()
+    await page.getByRole("checkbox", { name: "Choose every email on this page" }).uncheck()
+    await page.getByRole("group", { name: "Chosen emails" }).waitFor({ state: "detached" })
+
+    await box("Bulk one").check()
+    await box("Bulk two").check()
+    await page.getByText("2 chosen").waitFor()
+    await page.getByRole("button", { name: "Mark read" }).click()
+    await page.getByRole("status").getByText("2 emails marked read").waitFor()
+    expect([await unreadOf(one), await unreadOf(two), await unreadOf(three)]).toEqual([false, false, true])
+    expect(await box("Bulk one").isChecked()).toBe(false)
+    await box("Bulk two").check()
+    await page.getByRole("button", { name: "Mark unread" }).click()
+    await page.getByRole("status").getByText("1 email marked unread").waitFor()
+    expect([await unreadOf(one), await unreadOf(two)]).toEqual([false, true])
+
+    // All three: the draft answering one refuses the whole batch, and none is deleted.
+    for (const subject of subjects) await box(subject).check()
+    await page.getByRole("button", { name: "Delete 3 emails" }).click()
+    await page.getByText("These 3 emails go for good, with their attachments and search data. This cannot be undone.").waitFor()
+    await page.getByRole("button", { name: "Delete for good" }).click()
+    await page.getByText("An unsent draft replies to or forwards this mail: delete or change the draft first").waitFor()
+    expect(refusals(/^409 POST /)).toEqual([`409 POST ${server.url}/api/emails/batch-delete`])
+    for (const id of listed) expect((await emailOf(id)).response.status).toBe(200)
+    // The other two go.
+    await box("Bulk three").uncheck()
+    await page.getByRole("button", { name: "Delete 2 emails" }).click()
+    await page.getByRole("button", { name: "Delete for good" }).click()
+    await page.getByRole("status").getByText("2 emails deleted").waitFor()
+    await page.getByRole("link", { name: /Bulk one/ }).waitFor({ state: "detached" })
+    await page.getByRole("link", { name: /Bulk two/ }).waitFor({ state: "detached" })
+    expect(await box("Bulk three").isChecked()).toBe(false)
+    expect([(await emailOf(one)).response.status, (await emailOf(two)).response.status, (await emailOf(three)).response.status]).toEqual([404, 404, 200])
+    expect(refusals(/^404 GET /)).toHaveLength(2)
+    await dashboard().DELETE("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId: draft.data!.data.draft_id } } })
+  })
+
   it("creates a webhook for one mailbox among many: chosen by its box, listed as that mailbox's only", async () => {
     await page.getByRole("link", { name: "Webhooks" }).click()
     // A public address as a literal: checked without DNS. No event it subscribes to happens later in this suite.

@@ -5,7 +5,7 @@ import { call, findMailbox, isNotFound, query } from "./api.js"
 import { onMail } from "./live.js"
 import { href } from "./router.js"
 import { ThreadList } from "./threads.js"
-import { LoadFailed, MailboxNotFound, Pager, when } from "./ui.js"
+import { ConfirmDelete, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
 
 const PAGE = 20
 const SORTS = [
@@ -19,23 +19,79 @@ const THREAD_SORTS = [
   ["last_received_at:asc", "Oldest first"]
 ]
 
-/** @param {{ emails: any[] }} props */
-const EmailList = ({ emails }) => html`
-  <ul class="list mail" aria-label="Emails">
-    ${emails.map((email) => {
-      const unread = email.labels.includes("unread")
-      return html`
-        <li key=${email.email_id} class=${unread ? "item unread" : "item"}>
-          <a class="mail-link" href=${href("emails", email.email_id)}>
-            <span class="from" title=${email.from}>${unread && html`<span class="dot" aria-label="Unread"></span>`}${email.from_name || email.from}</span>
-            <span class="subject">${email.subject || "(no subject)"}${email.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
-            <span class="snippet muted">${email.snippet}</span>
-            <time class="muted small" datetime=${email.received_at}>${when(email.received_at)}</time>
-          </a>
-        </li>`
-    })}
-  </ul>
-`
+/** @param {number} n */
+const emailsCount = (n) => `${n} ${n === 1 ? "email" : "emails"}`
+
+/**
+ * What to do with the emails chosen on a page, all at once (one request each: batch-update,
+ * batch-delete): mark them read or unread, or delete them after asking again. A refusal (a 409: a
+ * draft answers one, or sent mail is still being delivered) shows here, and nothing changed.
+ * @param {{ chosen: string[], onDone: (said: string) => void }} props
+ */
+const Selection = ({ chosen, onDone }) => {
+  const { busy, error, run } = useAction()
+  /** @param {"add_labels" | "remove_labels"} change @param {string} said */
+  const mark = (change, said) =>
+    run(async () => {
+      await call("POST", "/api/emails/batch-update", { email_ids: chosen, [change]: ["unread"] })
+      onDone(`${emailsCount(chosen.length)} marked ${said}`)
+    })
+  return html`
+    <div class="toolbar selection" role="group" aria-label="Chosen emails">
+      <strong>${chosen.length} chosen</strong>
+      <button type="button" class="secondary" disabled=${busy} onClick=${() => mark("remove_labels", "read")}>Mark read</button>
+      <button type="button" class="secondary" disabled=${busy} onClick=${() => mark("add_labels", "unread")}>Mark unread</button>
+      <${ConfirmDelete} key=${chosen.join()} what=${emailsCount(chosen.length)}
+        warning=${`${chosen.length === 1 ? "The email goes" : `These ${chosen.length} emails go`} for good, with their attachments and search data.`}
+        onConfirm=${async () => {
+          const answer = await call("POST", "/api/emails/batch-delete", { email_ids: chosen })
+          onDone(`${emailsCount(answer.data.deleted)} deleted`)
+        }} />
+      <${ErrorNote} error=${error} />
+    </div>
+  `
+}
+
+/**
+ * A page of emails, each one a link to read it and a box to choose it by; what is chosen can be
+ * acted on together (Selection). Choices last while their emails are on the page.
+ * @param {{ emails: any[], onChanged: () => void }} props
+ */
+const EmailList = ({ emails, onChanged }) => {
+  const [chosen, setChosen] = useState(/** @type {string[]} */ ([]))
+  const [said, setSaid] = useState("")
+  const shown = emails.map((email) => email.email_id)
+  useEffect(() => setChosen((ids) => ids.filter((id) => shown.includes(id))), [shown.join()])
+  const picked = chosen.filter((id) => shown.includes(id))
+  const every = picked.length === shown.length
+  /** @param {string} id @param {boolean} on */
+  const choose = (id, on) => setChosen((ids) => (on ? [...ids.filter((x) => x !== id), id] : ids.filter((x) => x !== id)))
+  return html`
+    <div class="toolbar">
+      <label class="check choose-all"><input type="checkbox" checked=${every} indeterminate=${picked.length > 0 && !every}
+        onChange=${(/** @type {any} */ e) => setChosen(e.currentTarget.checked ? shown : [])} />Choose every email on this page</label>
+      <span class="muted small" role="status">${said}</span>
+    </div>
+    ${picked.length > 0 && html`<${Selection} chosen=${picked} onDone=${(/** @type {string} */ what) => (setSaid(what), setChosen([]), onChanged())} />`}
+    <ul class="list mail" aria-label="Emails">
+      ${emails.map((email) => {
+        const unread = email.labels.includes("unread")
+        return html`
+          <li key=${email.email_id} class=${unread ? "item unread" : "item"}>
+            <input type="checkbox" class="pick" checked=${picked.includes(email.email_id)}
+              aria-label=${`Choose "${email.subject || "(no subject)"}" from ${email.from_name || email.from}`}
+              onChange=${(/** @type {any} */ e) => choose(email.email_id, e.currentTarget.checked)} />
+            <a class="mail-link" href=${href("emails", email.email_id)}>
+              <span class="from" title=${email.from}>${unread && html`<span class="dot" aria-label="Unread"></span>`}${email.from_name || email.from}</span>
+              <span class="subject">${email.subject || "(no subject)"}${email.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
+              <span class="snippet muted">${email.snippet}</span>
+              <time class="muted small" datetime=${email.received_at}>${when(email.received_at)}</time>
+            </a>
+          </li>`
+      })}
+    </ul>
+  `
+}
 
 /**
  * A page of what `path` lists (emails or threads, with `params`), read again whenever they or the page change,
@@ -136,7 +192,7 @@ export const MailboxInbox = ({ mailboxId }) => {
         ? html`<p class="muted">Loading…</p>`
         : items.length === 0
         ? html`<p class="muted">No mail yet. It appears here as soon as it arrives.</p>`
-        : grouped ? html`<${ThreadList} threads=${items} />` : html`<${EmailList} emails=${items} />`}
+        : grouped ? html`<${ThreadList} threads=${items} />` : html`<${EmailList} emails=${items} onChanged=${readAgain} />`}
       ${items && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
   `
 }
@@ -151,6 +207,6 @@ export const AllInbox = () => {
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null
       ? html`<p class="muted">Loading…</p>` : emails.length === 0
       ? html`<p class="muted">No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.</p>`
-      : html`<${EmailList} emails=${emails} /><${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun="emails" onOffset=${setOffset} />`}
+      : html`<${EmailList} emails=${emails} onChanged=${retry} /><${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun="emails" onOffset=${setOffset} />`}
   `
 }
