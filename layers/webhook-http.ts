@@ -11,7 +11,7 @@ import { Duration, Effect, Layer } from "effect"
 import * as http from "node:http"
 import * as https from "node:https"
 import type { LookupFunction } from "node:net"
-import { type PostRequest, TransportError, WebhookTransport } from "../services/webhooks/delivery.ts"
+import { type PostRequest, TransportError, WebhookTransport } from "../services/webhooks/attempts.ts"
 
 /** What is read of an answer's body before the connection is dropped: receivers are not asked for more. */
 const MAX_RESPONSE_BYTES = 64 * 1024

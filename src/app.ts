@@ -165,10 +165,12 @@ const paymentsLayer = (config: AppConfigShape) =>
       })
   })
 
-/** The API's own adapters and settings: how payments are taken, what custom domains are held to. */
+/** The API's own adapters and settings: how payments are taken, what custom domains are held to, how webhooks are posted. */
 const apiRole = (config: AppConfigShape) =>
   HttpServerLive.pipe(
     Layer.provide(paymentsLayer(config).pipe(Layer.provide(Billing.Default))),
+    // A test event, or a delivery sent again, is posted by the API node the person asked.
+    Layer.provide(WebhookHttp.layer),
     Layer.provide(Layer.succeed(DomainSettings, {
       verifyPrefix: config.verifyPrefix,
       mxHost: config.mxHost,

@@ -98,6 +98,13 @@ export class EventLog extends Effect.Service<EventLog>()("mailroom/EventLog", {
       // A row that does not decode is our own bug, not the caller's.
       findPosition({ userId, eventId }).pipe(Effect.catchTag("ParseError", Effect.die))
 
+    /** The body of one of the account's logged events (as webhooks received it); none once it has expired. */
+    const payloadOf = (userId: string, eventId: string): Effect.Effect<Option.Option<string>, SqlError> =>
+      Effect.map(
+        sql<{ payload: string }>`SELECT payload FROM event_log WHERE event_id = ${eventId} AND user_id = ${userId}`,
+        (rows) => Option.fromNullable(rows[0]?.payload)
+      )
+
     /** The account's events after `after` that match `filter`, oldest first, at most `limit`. */
     const read = Effect.fn("EventLog.read")(function*(userId: string, after: Position, filter: EventFilter, limit: number) {
       const xmin = yield* horizon
@@ -124,6 +131,6 @@ export class EventLog extends Effect.Service<EventLog>()("mailroom/EventLog", {
       return { events, next: { txid: xmin, seq: "0" }, held: above[0]?.held === true } satisfies Read
     })
 
-    return { append, now, positionOf, read } as const
+    return { append, now, payloadOf, positionOf, read } as const
   })
 }) {}

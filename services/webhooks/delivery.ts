@@ -20,47 +20,23 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Data, Duration, Effect, Either, Layer, Schema } from "effect"
+import { Data, Duration, Effect, Either, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
-import { BusEvent, type DeliveryStatus, isEventKind } from "./schemas.ts"
-import { signingHeaders } from "./signatures.ts"
+import { type DeliveryStatus, BusEvent, isEventKind } from "./schemas.ts"
+import { succeeded, WebhookAttempts } from "./attempts.ts"
 import { WebhookSubscriptions } from "./subscriptions.ts"
-import { type ResolvedTarget, WebhookTargets } from "./targets.ts"
 import { recordAttempt } from "./metrics.ts"
 
 /** SPEC: the first attempt at once, the second after 500 ms, the third after 1000 ms. */
 export const RETRY_DELAYS = [Duration.zero, Duration.millis(500), Duration.millis(1000)] as const
 export const MAX_ATTEMPTS = RETRY_DELAYS.length
-/** DESIGN.md §4: per attempt. */
-export const ATTEMPT_TIMEOUT = Duration.seconds(10)
 /** Deliveries to one endpoint at once in one process. */
 export const MAX_IN_FLIGHT_PER_ENDPOINT = 16
 /** Events handled at once by one process; each mostly waits on the network. */
 const CONCURRENCY = 128
-
-export const USER_AGENT = "Mailroom-Webhooks/1.0"
-
-// ---------------------------------------------------------------------------------------------
-// The port to the network
-
-export interface PostRequest {
-  readonly target: ResolvedTarget
-  readonly headers: Readonly<Record<string, string>>
-  readonly body: string
-  readonly timeout: Duration.Duration
-}
-
-export class TransportError extends Data.TaggedError("TransportError")<{ readonly message: string }> {}
-
-/** Sends one HTTP POST to a checked address; any answer is a success here, its status is the caller's business. */
-export class WebhookTransport extends Context.Tag("mailroom/WebhookTransport")<WebhookTransport, {
-  readonly post: (request: PostRequest) => Effect.Effect<{ readonly status: number }, TransportError>
-}>() {}
-
-// ---------------------------------------------------------------------------------------------
 
 /**
  * Some endpoints were at their in-flight limit: the event is asked for again later. Flow control,
@@ -77,14 +53,6 @@ interface Endpoint {
   readonly active: boolean
 }
 
-interface Outcome {
-  readonly statusCode: number | null
-  readonly error: string | null
-  readonly durationMs: number
-}
-
-const isSuccess = (status: number) => status >= 200 && status < 300
-
 /** The mailbox an event is about (email and delivery events carry `mailbox_id`); undefined for one about none. */
 const mailboxOf = (data: unknown): string | undefined => {
   const id = typeof data === "object" && data !== null ? (data as { readonly mailbox_id?: unknown }).mailbox_id : undefined
@@ -92,10 +60,10 @@ const mailboxOf = (data: unknown): string | undefined => {
 }
 
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom/WebhookDelivery", {
+  dependencies: [WebhookAttempts.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const targets = yield* WebhookTargets
-    const transport = yield* WebhookTransport
+    const attempts = yield* WebhookAttempts
     const subscriptions = yield* WebhookSubscriptions
     const inFlight = new Map<string, number>()
 
@@ -110,49 +78,8 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
         ON CONFLICT (webhook_id, event_id) DO UPDATE SET event = EXCLUDED.event
         RETURNING id, status, attempts`.pipe(Effect.map((rows) => rows[0]))
 
-    /** Log an attempt and move the delivery on, in one statement. */
-    const record = (deliveryId: string, attempt: number, attemptedAt: Date, outcome: Outcome, status: DeliveryStatus) =>
-      sql`
-        WITH logged AS (
-          INSERT INTO webhook_attempts (delivery_id, attempt, status_code, duration_ms, error, attempted_at)
-          SELECT id, ${attempt}, ${outcome.statusCode}, ${outcome.durationMs}, ${outcome.error}, ${attemptedAt}
-          FROM webhook_deliveries WHERE id = ${deliveryId}
-          ON CONFLICT (delivery_id, attempt) DO NOTHING
-        )
-        UPDATE webhook_deliveries
-        SET attempts = greatest(attempts, ${attempt}), status = ${status},
-            completed_at = CASE WHEN ${status} = 'pending' THEN NULL ELSE now() END
-        WHERE id = ${deliveryId}`
-
     const cancel = (deliveryId: string) =>
       sql`UPDATE webhook_deliveries SET status = 'canceled', completed_at = now() WHERE id = ${deliveryId} AND status = 'pending'`
-
-    /** One POST: resolve and check the target, sign, send. Never fails: the outcome says what happened. */
-    const attempt = (endpoint: Endpoint, eventId: string, kind: string, body: string, number: number) =>
-      Effect.gen(function*() {
-        const started = Date.now()
-        const result = yield* targets.resolve(endpoint.url).pipe(
-          Effect.flatMap((target) =>
-            transport.post({
-              target,
-              headers: {
-                "content-type": "application/json",
-                "user-agent": USER_AGENT,
-                "x-mailroom-event": kind,
-                "x-mailroom-attempt": String(number),
-                ...signingHeaders({ secret: endpoint.secret, id: eventId, timestamp: Math.floor(Date.now() / 1000), body })
-              },
-              body,
-              timeout: ATTEMPT_TIMEOUT
-            })
-          ),
-          Effect.either
-        )
-        const durationMs = Date.now() - started
-        if (result._tag === "Left") return { statusCode: null, error: result.left.message, durationMs } satisfies Outcome
-        const status = result.right.status
-        return { statusCode: status, error: isSuccess(status) ? null : `HTTP ${status}`, durationMs } satisfies Outcome
-      })
 
     /** Deliver one event to one endpoint, from wherever an earlier delivery of the event left off. */
     const deliver = (webhookId: string, eventId: string, kind: string, body: string) =>
@@ -165,10 +92,10 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
           if (endpoint === undefined) return // deleted: its log went with it
           if (!endpoint.active) return yield* cancel(progress.id)
           const attemptedAt = new Date()
-          const outcome = yield* attempt(endpoint, eventId, kind, body, number)
-          const ok = outcome.statusCode !== null && isSuccess(outcome.statusCode)
-          const status = ok ? "succeeded" : number === MAX_ATTEMPTS ? "failed" : "pending"
-          yield* record(progress.id, number, attemptedAt, outcome, status)
+          const outcome = yield* attempts.post(endpoint, eventId, kind, body, number)
+          const ok = succeeded(outcome)
+          const status: DeliveryStatus = ok ? "succeeded" : number === MAX_ATTEMPTS ? "failed" : "pending"
+          yield* attempts.record(progress.id, number, attemptedAt, outcome, status)
           yield* recordAttempt(ok ? "success" : outcome.statusCode === null ? "network_error" : "http_error", outcome.durationMs / 1000)
           // One line per attempt; the target's URL is left out (it may carry a token in its query).
           yield* (ok ? Effect.logInfo("Webhook attempt delivered") : Effect.logInfo("Webhook attempt failed")).pipe(

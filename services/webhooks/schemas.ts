@@ -146,6 +146,27 @@ export const Delivery = Schema.Struct({
 }).annotations({ identifier: "WebhookDelivery" })
 export type Delivery = typeof Delivery.Type
 
+/** `POST /webhooks/{id}/test`: which kind of example event to send. */
+export const TestWebhookInput = Schema.Struct({
+  event: Schema.optional(Schema.Literal(...eventKinds)).annotations({
+    description: "The kind of example event to send; the webhook's first subscribed kind when left out"
+  })
+}).annotations({ identifier: "TestWebhookInput", parseOptions: { errors: "all" } })
+export type TestWebhookInput = typeof TestWebhookInput.Type
+
+/** What a test delivery came to: the endpoint's answer to one signed POST of an example event. */
+export const TestDelivery = Schema.Struct({
+  event: Schema.Literal(...eventKinds),
+  event_id: Schema.String.annotations({ description: "The webhook-id header sent: test_…, never an event's" }),
+  succeeded: Schema.Boolean.annotations({ description: "The endpoint answered 2xx" }),
+  status_code: Schema.NullOr(Schema.Number).annotations({ description: "HTTP status answered; null when none was" }),
+  duration_ms: Schema.Number,
+  error: Schema.NullOr(Schema.String).annotations({ description: "What went wrong: the status, a refused connection, a time-out" }),
+  payload: Schema.Struct({ event: Schema.String, timestamp: Schema.String, data: Schema.Unknown })
+    .annotations({ description: "The body sent, as a real event of that kind carries it, about an example email or key" })
+}).annotations({ identifier: "WebhookTestDelivery" })
+export type TestDelivery = typeof TestDelivery.Type
+
 /** An event as it travels on the bus: the payload receivers get, plus whose it is. */
 export const BusEvent = Schema.Struct({
   event: Schema.String,

@@ -1,6 +1,7 @@
 /**
- * Webhook endpoints (SPEC "Webhooks"; DESIGN.md §4): create, list, read, update, delete, and the log
- * of deliveries made to each.
+ * Webhook endpoints (SPEC "Webhooks"; DESIGN.md §4): create, list, read, update, delete, the log
+ * of deliveries made to each, and what a person asks of an endpoint by hand: a test event sent to it,
+ * a finished delivery sent again.
  *
  * - The full secret is answered only by create and by an update that changed it; everything else
  *   carries `secret_masked`.
@@ -11,18 +12,26 @@
  * - `mailbox_ids` narrows a webhook to events about those mailboxes, which must be the account's
  *   active ones when saved (one deleted later simply sends nothing more).
  * - A change is told to every process's WebhookSubscriptions before it is answered.
+ * - A test event (samples.ts) and a delivery sent again are one attempt each, made while the request
+ *   waits (at most ATTEMPT_TIMEOUT), with the endpoint's current URL and secret; an inactive endpoint
+ *   can be tested (before it is enabled) but its deliveries are not sent again.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient, type Statement } from "@effect/sql"
+import { Effect, Option } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { NotFound, ServiceUnavailable, ValidationError, WebhookQuotaReached } from "../errors.ts"
+import { Conflict, NotFound, ServiceUnavailable, ValidationError, WebhookQuotaReached } from "../errors.ts"
+import { EventLog } from "../events/log.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
+import { type Outcome, succeeded, WebhookAttempts } from "./attempts.ts"
+import { sampleEvent } from "./samples.ts"
 import type {
   CreatedWebhook,
   CreateWebhookInput,
   Delivery,
   DeliveryStatus,
+  EventKind,
+  TestDelivery,
   UpdatedWebhook,
   UpdateWebhookInput,
   Webhook,
@@ -80,6 +89,26 @@ const toWebhook = (row: WebhookRow): Webhook => ({
 })
 
 const notFound = (webhookId: string) => new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } })
+const deliveryNotFound = (deliveryId: string) =>
+  new NotFound({ message: "Delivery not found", details: { delivery_id: deliveryId } })
+
+const toDelivery = (row: Omit<DeliveryRow, "total">): Delivery => ({
+  delivery_id: row.id,
+  webhook_id: row.webhookId,
+  event_id: row.eventId,
+  event: row.event,
+  status: row.status,
+  // A json column comes back parsed from PostgreSQL and as text from some drivers.
+  attempts: (typeof row.attempts === "string" ? JSON.parse(row.attempts) as ReadonlyArray<AttemptJson> : row.attempts).map((a) => ({
+    attempt: a.attempt,
+    status_code: a.statusCode,
+    duration_ms: a.durationMs,
+    error: a.error,
+    attempted_at: a.attemptedAt
+  })),
+  created_at: row.createdAt.toISOString(),
+  completed_at: row.completedAt?.toISOString() ?? null
+})
 
 /** A refused URL as the client sees it: the field's problem, or a DNS outage worth retrying. */
 const urlProblem = (refused: TargetRefused) =>
@@ -91,10 +120,13 @@ const urlProblem = (refused: TargetRefused) =>
 const distinct = (events: ReadonlyArray<string>) => Array.from(new Set(events))
 
 export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
+  dependencies: [WebhookAttempts.Default, EventLog.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const targets = yield* WebhookTargets
     const subscriptions = yield* WebhookSubscriptions
+    const attempts = yield* WebhookAttempts
+    const log = yield* EventLog
 
     const checkUrl = (url: string) => Effect.mapError(targets.validate(url.trim()), urlProblem)
 
@@ -209,53 +241,111 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       return { message: `Webhook ${webhookId} deleted` }
     })
 
+    /** The deliveries `scope` picks (`d` is webhook_deliveries), newest first, each with its attempts, and how many it picks. */
+    const deliveriesWhere = (scope: Statement.Fragment, page: Page) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<DeliveryRow | { readonly id: null; readonly total: string }>`
+          SELECT page.*, counted.total
+          FROM (SELECT count(*) AS total FROM webhook_deliveries d WHERE ${scope}) counted
+          LEFT JOIN LATERAL (
+            SELECT d.id, d.webhook_id, d.event_id, d.event, d.status, d.created_at, d.completed_at,
+                   coalesce((
+                     SELECT json_agg(json_build_object(
+                              'attempt', a.attempt,
+                              'statusCode', a.status_code,
+                              'durationMs', a.duration_ms,
+                              'error', a.error,
+                              'attemptedAt', to_char(a.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+                            ) ORDER BY a.attempt)
+                     FROM webhook_attempts a WHERE a.delivery_id = d.id
+                   ), '[]'::json) AS attempts,
+                   row_number() OVER () AS position
+            FROM (
+              SELECT * FROM webhook_deliveries d WHERE ${scope}
+              ORDER BY created_at DESC, id DESC
+              LIMIT ${page.limit} OFFSET ${page.offset}
+            ) d
+          ) page ON true
+          ORDER BY page.position`
+        const total = Number(rows[0]?.total ?? 0)
+        return { deliveries: rows.flatMap((row) => (row.id === null ? [] : [toDelivery(row)])), total }
+      })
+
     /** The delivery log of one webhook, newest first, each delivery with its attempts. */
     const deliveries = Effect.fn("Webhooks.deliveries")(function*(userId: string, webhookId: string, page: Page) {
       yield* find(userId, webhookId)
-      const rows = yield* sql<DeliveryRow | { readonly id: null; readonly total: string }>`
-        SELECT page.*, counted.total
-        FROM (SELECT count(*) AS total FROM webhook_deliveries WHERE webhook_id = ${webhookId}) counted
-        LEFT JOIN LATERAL (
-          SELECT d.id, d.webhook_id, d.event_id, d.event, d.status, d.created_at, d.completed_at,
-                 coalesce((
-                   SELECT json_agg(json_build_object(
-                            'attempt', a.attempt,
-                            'statusCode', a.status_code,
-                            'durationMs', a.duration_ms,
-                            'error', a.error,
-                            'attemptedAt', to_char(a.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-                          ) ORDER BY a.attempt)
-                   FROM webhook_attempts a WHERE a.delivery_id = d.id
-                 ), '[]'::json) AS attempts,
-                 row_number() OVER () AS position
-          FROM (
-            SELECT * FROM webhook_deliveries WHERE webhook_id = ${webhookId}
-            ORDER BY created_at DESC, id DESC
-            LIMIT ${page.limit} OFFSET ${page.offset}
-          ) d
-        ) page ON true
-        ORDER BY page.position`
-      const total = Number(rows[0]?.total ?? 0)
-      const data: Array<Delivery> = rows.flatMap((row) => row.id === null ? [] : [{
-        delivery_id: row.id,
-        webhook_id: row.webhookId,
-        event_id: row.eventId,
-        event: row.event,
-        status: row.status,
-        // A json column comes back parsed from PostgreSQL and as text from some drivers.
-        attempts: (typeof row.attempts === "string" ? JSON.parse(row.attempts) as ReadonlyArray<AttemptJson> : row.attempts).map((a) => ({
-          attempt: a.attempt,
-          status_code: a.statusCode,
-          duration_ms: a.durationMs,
-          error: a.error,
-          attempted_at: a.attemptedAt
-        })),
-        created_at: row.createdAt.toISOString(),
-        completed_at: row.completedAt?.toISOString() ?? null
-      }])
+      const { deliveries: data, total } = yield* deliveriesWhere(sql`d.webhook_id = ${webhookId}`, page)
       return { deliveries: data, meta: listMeta(total, page) }
     })
 
-    return { create, list, get, update, remove, deliveries } as const
+    const answered = (outcome: Outcome) => ({
+      succeeded: succeeded(outcome),
+      status_code: outcome.statusCode,
+      duration_ms: outcome.durationMs,
+      error: outcome.error
+    })
+
+    /**
+     * Send the endpoint an example event of `kind` (by default the first kind it subscribes to), signed
+     * as every delivery is, once, and answer what it answered. Nothing is logged as a delivery: no
+     * event happened. The example is about one of the webhook's mailboxes when it names some.
+     */
+    const test = Effect.fn("Webhooks.test")(function*(userId: string, webhookId: string, kind: EventKind | undefined) {
+      const row = yield* find(userId, webhookId)
+      const event = kind ?? (row.events[0] as EventKind)
+      const payload = sampleEvent(event, new Date(), row.mailboxIds?.[0])
+      const eventId = newId("test")
+      const outcome = yield* attempts.post(row, eventId, event, JSON.stringify(payload), 1)
+      yield* Effect.logInfo(succeeded(outcome) ? "Webhook test delivered" : "Webhook test failed").pipe(
+        Effect.annotateLogs({ webhook_id: webhookId, event, status_code: outcome.statusCode, duration_ms: outcome.durationMs })
+      )
+      return { event, event_id: eventId, ...answered(outcome), payload } satisfies TestDelivery
+    })
+
+    /**
+     * Send a finished delivery again (failed, canceled, or succeeded and wanted once more): one more
+     * attempt of the same event (its body from the event log, kept 7 days; the same `webhook-id`, so a
+     * receiver that keeps ids sees a duplicate), numbered after the last, and the delivery's status
+     * becomes that attempt's. A delivery still under way is the actor's: 409.
+     */
+    const resend = Effect.fn("Webhooks.resend")(function*(userId: string, webhookId: string, deliveryId: string) {
+      const row = yield* find(userId, webhookId)
+      const found = yield* sql<{ eventId: string; event: string; status: DeliveryStatus }>`
+        SELECT event_id, event, status FROM webhook_deliveries WHERE id = ${deliveryId} AND webhook_id = ${webhookId}`
+      const delivery = found[0]
+      if (delivery === undefined) return yield* deliveryNotFound(deliveryId)
+      if (delivery.status === "pending") {
+        return yield* new Conflict({
+          message: "The delivery is still under way: wait until it has succeeded or failed",
+          details: { delivery_id: deliveryId, status: delivery.status }
+        })
+      }
+      if (!row.active) {
+        return yield* new Conflict({ message: "The webhook is disabled: enable it first", details: { webhook_id: webhookId, active: false } })
+      }
+      const body = yield* log.payloadOf(userId, delivery.eventId)
+      if (Option.isNone(body)) {
+        return yield* new Conflict({
+          message: "The event is no longer kept (events are kept 7 days): it cannot be sent again",
+          details: { delivery_id: deliveryId, event_id: delivery.eventId }
+        })
+      }
+      // The attempt's number is taken before it is made: two requests at once make two attempts, never one number twice.
+      const claimed = yield* sql<{ attempts: number }>`
+        UPDATE webhook_deliveries SET attempts = attempts + 1
+        WHERE id = ${deliveryId} AND status <> 'pending' RETURNING attempts`
+      if (claimed[0] === undefined) return yield* deliveryNotFound(deliveryId)
+      const number = claimed[0].attempts
+      const attemptedAt = new Date()
+      const outcome = yield* attempts.post(row, delivery.eventId, delivery.event, body.value, number)
+      yield* attempts.record(deliveryId, number, attemptedAt, outcome, succeeded(outcome) ? "succeeded" : "failed")
+      yield* Effect.logInfo(succeeded(outcome) ? "Webhook delivery sent again: delivered" : "Webhook delivery sent again: failed").pipe(
+        Effect.annotateLogs({ webhook_id: webhookId, delivery_id: deliveryId, attempt: number, status_code: outcome.statusCode })
+      )
+      const { deliveries: [resent] } = yield* deliveriesWhere(sql`d.id = ${deliveryId}`, { limit: 1, offset: 0 })
+      return resent ?? (yield* deliveryNotFound(deliveryId))
+    })
+
+    return { create, list, get, update, remove, deliveries, test, resend } as const
   })
 }) {}

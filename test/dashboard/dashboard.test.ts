@@ -216,7 +216,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await expect(page.getByText(/^score \d\.\d\d$/).first().textContent()).resolves.toMatch(/score 0\.\d\d|score 1\.00/)
   })
 
-  it("creates a webhook, shows its secret once, and lists its delivery with the attempt", async () => {
+  it("creates a webhook, shows its secret once, lists its delivery with the attempt, sends a test event and the delivery again", async () => {
     await page.getByRole("link", { name: "Webhooks" }).click()
     await page.getByLabel("Endpoint URL").fill(`${receiver.url}/hook`)
     await page.getByRole("button", { name: "Create webhook" }).click()
@@ -231,6 +231,14 @@ describe.skipIf(!runnable)("the dashboard", () => {
     const row = page.getByRole("row", { name: /email\.received/ })
     await row.waitFor()
     await expect(row.textContent()).resolves.toMatch(/succeeded.*#1: 200/)
+    // The delivery once more, by hand: its second attempt, and the receiver's second request.
+    await row.getByRole("button", { name: /^Send the email\.received delivery of .* again$/ }).click()
+    await page.getByText("#2: 200").waitFor()
+    expect(receiver.hits).toEqual(["/hook", "/hook"])
+    // A test event: the receiver gets a third request, and the page says what it answered.
+    await page.getByRole("button", { name: `Send a test event to webhook ${receiver.url}/hook`, exact: true }).click()
+    await page.getByRole("status").getByText(/^Test email\.received: answered 200 in \d+ ms$/).waitFor()
+    expect(receiver.hits).toEqual(["/hook", "/hook", "/hook"])
     await page.getByRole("button", { name: `Disable webhook ${receiver.url}/hook`, exact: true }).click()
     await page.getByText("disabled", { exact: true }).waitFor()
   })

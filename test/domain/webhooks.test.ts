@@ -6,10 +6,12 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Effect, Either, Layer, Schedule } from "effect"
+import { Clock, Context, Effect, Either, Layer, Schedule, Schema } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
-import { CreateWebhookInput } from "../../services/webhooks/schemas.ts"
+import { type PostRequest, TransportError, WebhookTransport } from "../../services/webhooks/attempts.ts"
+import { CreateWebhookInput, eventKinds, EventPayloads } from "../../services/webhooks/schemas.ts"
+import { verifyWebhook } from "../../services/webhooks/signatures.ts"
 import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { WebhookSettings, WebhookTargets } from "../../services/webhooks/targets.ts"
 import { Webhooks } from "../../services/webhooks/webhooks.ts"
@@ -27,8 +29,25 @@ dns.records.addresses.set("split.example.com", [{ address: "93.184.216.36", fami
 dns.records.addresses.set("metadata.example.com", [{ address: "169.254.169.254", family: 4 }])
 dns.records.down.add("flaky.example.com")
 
+/** The network as the tests script it: every POST recorded, answered with the next status (or a refused connection). */
+const posts: Array<PostRequest> = []
+const answers: Array<number | "refused"> = []
+const network = {
+  posts,
+  answers,
+  layer: Layer.succeed(WebhookTransport, {
+    post: (request: PostRequest): Effect.Effect<{ readonly status: number }, TransportError> =>
+      Effect.suspend(() => {
+        posts.push(request)
+        const answer = answers.shift() ?? 200
+        return answer === "refused" ? Effect.fail(new TransportError({ message: "connection refused" })) : Effect.succeed({ status: answer })
+      })
+  })
+}
+
 const webhooksWith = (allowPrivate: boolean) =>
   Webhooks.Default.pipe(
+    Layer.provide(network.layer),
     Layer.provide(WebhookTargets.Default),
     Layer.provide(Layer.merge(dns.layer, Layer.succeed(WebhookSettings, { allowPrivate }))),
     Layer.provideMerge(WebhookSubscriptions.Default),
@@ -329,6 +348,130 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           code: "VALIDATION_ERROR",
           details: { url: expect.any(String) }
         })
+      }))
+  })
+
+  it.layer(webhooksWith(false))("by hand: a test event, a delivery sent again", (it) => {
+    /** A webhook's delivery that ended `status` after `attempts` attempts, its event logged (or not, as if expired). */
+    const delivery = (owner: TestUser, webhookId: string, status: string, options: { attempts?: number; logged?: boolean } = {}) =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const id = `dlv_${Math.random().toString(36).slice(2)}`
+        const eventId = `email.received:${id}`
+        const body = JSON.stringify({ event: "email.received", timestamp: "2026-11-29T08:00:00.000Z", data: { email_id: "eml_1" } })
+        if (options.logged !== false) {
+          yield* sql`INSERT INTO event_log (event_id, user_id, kind, mailbox_id, payload) VALUES (${eventId}, ${owner.userId}, 'email.received', NULL, ${body})`
+        }
+        const attempts = options.attempts ?? 3
+        yield* sql`INSERT INTO webhook_deliveries (id, webhook_id, event_id, event, status, attempts, completed_at)
+                   VALUES (${id}, ${webhookId}, ${eventId}, 'email.received', ${status}, ${attempts}, CASE WHEN ${status} = 'pending' THEN NULL ELSE now() END)`
+        for (let n = 1; n <= attempts; n++) {
+          yield* sql`INSERT INTO webhook_attempts (delivery_id, attempt, status_code, duration_ms, error, attempted_at)
+                     VALUES (${id}, ${n}, 500, 3, 'HTTP 500', now())`
+        }
+        return { id, eventId, body }
+      })
+
+    it.effect("a test event is an example of the kind asked (the first subscribed by default), signed, posted once, logged nowhere", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const mailbox = yield* insertMailbox(owner)
+        const created = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.bounced", "email.received"], mailbox_ids: [mailbox.mailboxId] })
+        network.posts.length = 0
+
+        const first = yield* webhooks.test(owner.userId, created.webhook_id, undefined)
+        expect(first).toMatchObject({ event: "email.bounced", event_id: expect.stringMatching(/^test_/), succeeded: true, status_code: 200, error: null })
+        const [sent] = network.posts
+        expect(sent!.target.addresses[0]!.address).toBe("93.184.216.34")
+        expect(sent!.headers).toMatchObject({ "x-mailroom-event": "email.bounced", "x-mailroom-attempt": "1", "webhook-id": first.event_id })
+        expect(JSON.parse(sent!.body)).toEqual(first.payload)
+        expect(verifyWebhook({ secret: created.secret, headers: sent!.headers, body: sent!.body })).toBe(true)
+        // About the webhook's own mailbox, so a receiver routing by mailbox can be tried too.
+        expect(first.payload.data).toMatchObject({ mailbox_id: mailbox.mailboxId, status: "bounced", recipient: expect.any(String) })
+
+        // Every kind's example is that kind's payload, field for field.
+        for (const kind of eventKinds) {
+          const tested = yield* webhooks.test(owner.userId, created.webhook_id, kind)
+          const payload: Schema.Schema<unknown, unknown> = EventPayloads[kind] as never
+          expect(Schema.decodeUnknownEither(payload, { onExcessProperty: "error" })(tested.payload)._tag, kind).toBe("Right")
+        }
+        const sql = yield* SqlClient.SqlClient
+        expect(yield* sql`SELECT id FROM webhook_deliveries WHERE webhook_id = ${created.webhook_id}`).toEqual([])
+      }))
+
+    it.effect("a test tells what went wrong (a status, a refused connection), tries a disabled webhook, and finds no one else's", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const created = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.received"] })
+        yield* webhooks.update(owner.userId, created.webhook_id, { active: false })
+        network.answers.push(401, "refused")
+        expect(yield* webhooks.test(owner.userId, created.webhook_id, undefined))
+          .toMatchObject({ event: "email.received", succeeded: false, status_code: 401, error: "HTTP 401" })
+        expect(yield* webhooks.test(owner.userId, created.webhook_id, undefined))
+          .toMatchObject({ succeeded: false, status_code: null, error: "connection refused" })
+        const stranger = yield* insertUser("pro")
+        expect(yield* Effect.flip(webhooks.test(stranger.userId, created.webhook_id, undefined)))
+          .toMatchObject({ code: "NOT_FOUND", details: { webhook_id: created.webhook_id } })
+      }))
+
+    it.effect("a finished delivery sent again: the same event and webhook-id, the next attempt's number, and its outcome as the status", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const created = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.received"] })
+        const failed = yield* delivery(owner, created.webhook_id, "failed")
+        network.posts.length = 0
+
+        const resent = yield* webhooks.resend(owner.userId, created.webhook_id, failed.id)
+        expect(resent).toMatchObject({ delivery_id: failed.id, status: "succeeded", completed_at: expect.any(String) })
+        expect(resent.attempts.map((a) => [a.attempt, a.status_code, a.error])).toEqual([
+          [1, 500, "HTTP 500"], [2, 500, "HTTP 500"], [3, 500, "HTTP 500"], [4, 200, null]
+        ])
+        expect(network.posts).toHaveLength(1)
+        expect(network.posts[0]!.body).toBe(failed.body)
+        expect(network.posts[0]!.headers).toMatchObject({ "webhook-id": failed.eventId, "x-mailroom-attempt": "4" })
+        expect(verifyWebhook({ secret: created.secret, headers: network.posts[0]!.headers, body: failed.body })).toBe(true)
+
+        // Sent again when it had succeeded, and failing now: the status is the latest attempt's.
+        network.answers.push(503)
+        const again = yield* webhooks.resend(owner.userId, created.webhook_id, failed.id)
+        expect(again.status).toBe("failed")
+        expect(again.attempts.at(-1)).toMatchObject({ attempt: 5, status_code: 503, error: "HTTP 503" })
+      }))
+
+    it.effect("not sent again: one under way, one of a disabled webhook, one whose event has expired; unknown ones are not found", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const created = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.received"] })
+        network.posts.length = 0
+
+        const pending = yield* delivery(owner, created.webhook_id, "pending", { attempts: 1 })
+        expect(yield* Effect.flip(webhooks.resend(owner.userId, created.webhook_id, pending.id)))
+          .toMatchObject({ code: "CONFLICT", details: { delivery_id: pending.id, status: "pending" } })
+        const expired = yield* delivery(owner, created.webhook_id, "failed", { logged: false })
+        expect(yield* Effect.flip(webhooks.resend(owner.userId, created.webhook_id, expired.id)))
+          .toMatchObject({ code: "CONFLICT", details: { delivery_id: expired.id, event_id: expired.eventId } })
+        const canceled = yield* delivery(owner, created.webhook_id, "canceled", { attempts: 1 })
+        yield* webhooks.update(owner.userId, created.webhook_id, { active: false })
+        expect(yield* Effect.flip(webhooks.resend(owner.userId, created.webhook_id, canceled.id)))
+          .toMatchObject({ code: "CONFLICT", details: { webhook_id: created.webhook_id, active: false } })
+        // Enabled again, the canceled delivery goes.
+        yield* webhooks.update(owner.userId, created.webhook_id, { active: true })
+        expect((yield* webhooks.resend(owner.userId, created.webhook_id, canceled.id)).status).toBe("succeeded")
+        expect(network.posts).toHaveLength(1)
+
+        expect(yield* Effect.flip(webhooks.resend(owner.userId, created.webhook_id, "dlv_missing")))
+          .toMatchObject({ code: "NOT_FOUND", details: { delivery_id: "dlv_missing" } })
+        // Another webhook's delivery is not this one's; another account's webhook is not found at all.
+        const other = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.received"] })
+        expect(yield* Effect.flip(webhooks.resend(owner.userId, other.webhook_id, canceled.id)))
+          .toMatchObject({ code: "NOT_FOUND", details: { delivery_id: canceled.id } })
+        const stranger = yield* insertUser("pro")
+        expect(yield* Effect.flip(webhooks.resend(stranger.userId, created.webhook_id, canceled.id)))
+          .toMatchObject({ code: "NOT_FOUND", details: { webhook_id: created.webhook_id } })
       }))
   })
 })

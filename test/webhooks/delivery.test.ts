@@ -301,6 +301,50 @@ describe.skipIf(mode !== "embedded")("retries", () => {
     expect(receiver.received(webhook.path)).toHaveLength(3)
     const after = await keyed(box).GET("/v1/api/webhooks/{id}", webhookPath(webhook.webhook_id))
     expect(after.data?.data.active).toBe(true)
+
+    // Fixed, the endpoint gets the failed delivery sent again by hand: the same body and webhook-id, attempt 4.
+    receiver.script(webhook.path, [200])
+    const deliveryId = log.data[0]!.delivery_id
+    const resent = await keyed(box).POST("/v1/api/webhooks/{id}/deliveries/{deliveryId}/resend", {
+      params: { path: { id: webhook.webhook_id, deliveryId } }
+    })
+    expect(resent.response.status).toBe(200)
+    expect(resent.data?.data).toMatchObject({ delivery_id: deliveryId, status: "succeeded" })
+    expect(resent.data?.data.attempts.map((a) => [a.attempt, a.status_code])).toEqual([[1, 500], [2, 500], [3, 500], [4, 200]])
+    const [firstTry, , , again] = receiver.received(webhook.path)
+    expect(again!.body).toBe(firstTry!.body)
+    expect([again!.headers["webhook-id"], again!.headers["x-mailroom-attempt"]]).toEqual([firstTry!.headers["webhook-id"], "4"])
+    expect(verifyWebhook({ secret: webhook.secret, headers: again!.headers, body: again!.body })).toBe(true)
+  })
+
+  it("a test event reaches the endpoint signed, and the answer says what it answered; bad asks are refused", async () => {
+    const box = await newBox(server.url)
+    const webhook = await hook(box, { events: ["email.received", "email.sent"] })
+    const tested = await keyed(box).POST("/v1/api/webhooks/{id}/test", { ...webhookPath(webhook.webhook_id), body: { event: "email.sent" } })
+    expect(tested.response.status).toBe(200)
+    expect(tested.data?.data).toMatchObject({ event: "email.sent", succeeded: true, status_code: 200, error: null })
+    const [request] = await receiver.waitFor(webhook.path, 1)
+    expect(payloadOf(request!)).toEqual(tested.data?.data.payload)
+    expect(request!.headers["webhook-id"]).toBe(tested.data?.data.event_id)
+    expect(verifyWebhook({ secret: webhook.secret, headers: request!.headers, body: request!.body })).toBe(true)
+
+    receiver.script(webhook.path, [500])
+    const failing = await keyed(box).POST("/v1/api/webhooks/{id}/test", { ...webhookPath(webhook.webhook_id), body: {} })
+    expect(failing.data?.data).toMatchObject({ event: "email.received", succeeded: false, status_code: 500, error: "HTTP 500" })
+    // A test is no delivery: the log stays empty.
+    expect((await deliveries(box, webhook.webhook_id)).data).toEqual([])
+
+    const unknownKind = await keyed(box).POST("/v1/api/webhooks/{id}/test", {
+      ...webhookPath(webhook.webhook_id),
+      body: { event: "email.nope" as "email.sent" }
+    })
+    expect(unknownKind.response.status).toBe(400)
+    expect(unknownKind.error).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", details: { event: expect.any(String) } } })
+    const missing = await keyed(box).POST("/v1/api/webhooks/{id}/deliveries/{deliveryId}/resend", {
+      params: { path: { id: webhook.webhook_id, deliveryId: "dlv_missing" } }
+    })
+    expect(missing.response.status).toBe(404)
+    expect(missing.error).toMatchObject({ error: { code: "NOT_FOUND", details: { delivery_id: "dlv_missing" } } })
   })
 
   it("an endpoint that never answers is cut at 10 s, holds at most 16 deliveries at once, and never delays another endpoint", async () => {

@@ -1,32 +1,65 @@
 /**
  * Webhooks: create (for every mailbox or some; the signing secret shown once), enable or disable,
- * delete, and each delivery with its attempts.
+ * delete, send a test event, and each delivery with its attempts (a finished one sent again).
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError } from "./api.js"
-import { CopyButton, ErrorNote, Field, LoadFailed, useReloading, when } from "./ui.js"
+import { CopyButton, ErrorNote, Field, LoadFailed, useAction, useReloading, when } from "./ui.js"
 
 const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "api_key.created"]
+
+/** @param {any} answer an attempt's outcome: status_code, duration_ms, error */
+const outcomeOf = (answer) => answer.status_code === null ? `${answer.error} after ${answer.duration_ms} ms` : `answered ${answer.status_code} in ${answer.duration_ms} ms`
+
+/**
+ * An example event of one of the webhook's kinds posted to it now, and what the endpoint answered.
+ * @param {{ webhook: any }} props
+ */
+const TestEvent = ({ webhook }) => {
+  const [kind, setKind] = useState(webhook.events[0])
+  const [result, setResult] = useState(/** @type {any} */ (null))
+  const { busy, error, run } = useAction()
+  const send = () => run(async () => setResult((await call("POST", `/api/webhooks/${encodeURIComponent(webhook.webhook_id)}/test`, { event: kind })).data))
+  return html`
+    <div class="full inline-form">
+      ${webhook.events.length > 1 && html`
+        <select aria-label=${"Test event kind for webhook " + webhook.url} value=${kind} onChange=${(/** @type {any} */ e) => setKind(e.currentTarget.value)}>
+          ${webhook.events.map((/** @type {string} */ k) => html`<option value=${k}>${k}</option>`)}
+        </select>`}
+      <button type="button" class="secondary" disabled=${busy} aria-label=${"Send a test event to webhook " + webhook.url} onClick=${send}>Send test event</button>
+      <span role="status" class=${result && !result.succeeded ? "note error" : "note"}>${result &&
+        `Test ${result.event}: ${result.succeeded ? "" : "failed, "}${outcomeOf(result)}`}</span>
+      <${ErrorNote} error=${error} />
+    </div>
+  `
+}
 
 /** @param {{ webhook: any }} props */
 const Deliveries = ({ webhook }) => {
   const [deliveries, setDeliveries] = useState(/** @type {any[] | null} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
-  const load = () =>
-    call("GET", `/api/webhooks/${encodeURIComponent(webhook.webhook_id)}/deliveries?limit=20`).then((a) => setDeliveries(a.data), setError)
+  const { busy, error: resendError, run } = useAction()
+  const base = `/api/webhooks/${encodeURIComponent(webhook.webhook_id)}/deliveries`
+  const load = () => call("GET", `${base}?limit=20`).then((a) => setDeliveries(a.data), setError)
   useEffect(() => {
     load()
   }, [webhook.webhook_id])
+  /** One more attempt of a finished delivery; its row becomes the answer. @param {string} id */
+  const resend = (id) =>
+    run(async () => {
+      const resent = (await call("POST", `${base}/${encodeURIComponent(id)}/resend`)).data
+      setDeliveries((shown) => (shown ?? []).map((d) => (d.delivery_id === id ? resent : d)))
+    })
   return html`
     <div class="full">
       <div class="toolbar"><h3 class="small">Deliveries</h3><button type="button" class="link" onClick=${load}>Refresh</button></div>
-      <${ErrorNote} error=${error} />
+      <${ErrorNote} error=${error ?? resendError} />
       ${deliveries === null ? html`<p class="muted small">Loading…</p>` : deliveries.length === 0
         ? html`<p class="muted small">No deliveries yet.</p>`
         : html`
           <table class="deliveries">
-            <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Created</th></tr></thead>
+            <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Created</th><th scope="col"><span class="visually-hidden">Actions</span></th></tr></thead>
             <tbody>
               ${deliveries.map((d) => html`
                 <tr key=${d.delivery_id}>
@@ -34,6 +67,9 @@ const Deliveries = ({ webhook }) => {
                   <td><span class=${"tag " + d.status}>${d.status}</span></td>
                   <td>${d.attempts.map((/** @type {any} */ a) => html`<div class="small">#${a.attempt}: ${a.status_code ?? "no answer"}, ${a.duration_ms} ms${a.error ? " · " + a.error : ""}</div>`)}</td>
                   <td class="small">${when(d.created_at)}</td>
+                  <td>${d.status !== "pending" && webhook.active && html`
+                    <button type="button" class="link" disabled=${busy} aria-label=${`Send the ${d.event} delivery of ${when(d.created_at)} again`}
+                      onClick=${() => resend(d.delivery_id)}>Send again</button>`}</td>
                 </tr>`)}
             </tbody>
           </table>`}
@@ -117,6 +153,7 @@ export const WebhooksPage = () => {
               <button type="button" class="danger" aria-label=${"Delete webhook " + w.url}
                 onClick=${() => confirm(`Delete the webhook to ${w.url}?`) && run(() => call("DELETE", `/api/webhooks/${encodeURIComponent(w.webhook_id)}`))}>Delete</button>
             </div>
+            <${TestEvent} webhook=${w} />
             ${open === w.webhook_id && html`<${Deliveries} webhook=${w} />`}
           </li>`)}
       </ul>`}

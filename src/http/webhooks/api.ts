@@ -7,6 +7,8 @@ import {
   CreateWebhookInput,
   DeletedWebhook,
   Delivery,
+  TestDelivery,
+  TestWebhookInput,
   UpdatedWebhook,
   UpdateWebhookInput,
   Webhook,
@@ -14,11 +16,12 @@ import {
 } from "../../../services/webhooks/schemas.ts"
 import { webhookSortFields } from "../../../services/webhooks/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
-import { NotFound, ValidationError, WebhookQuotaReached } from "../../../services/errors.ts"
+import { Conflict, NotFound, ValidationError, WebhookQuotaReached } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 export const WebhookPath = Schema.Struct({ id: Schema.String })
+export const DeliveryPath = Schema.Struct({ id: Schema.String, deliveryId: Schema.String })
 
 export const DeliveryListParams = Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) })
   .annotations({ parseOptions: { errors: "all" } })
@@ -77,6 +80,33 @@ const webhookEndpoints = <const Name extends string>(name: Name) =>
       .annotateContext(OpenApi.annotations({
         summary: "List a webhook's deliveries",
         description: "Every delivery to this endpoint, newest first, with each attempt's status, duration and error"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("test", "/webhooks/:id/test")
+      .setPath(WebhookPath)
+      .setPayload(TestWebhookInput)
+      .addSuccess(Ok(TestDelivery))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Send a test event",
+        description: "Posts an example event of the kind asked (the webhook's first by default) to the endpoint, signed as every " +
+          "delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is " +
+          "logged as a delivery. A disabled webhook can be tested."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("resend", "/webhooks/:id/deliveries/:deliveryId/resend")
+      .setPath(DeliveryPath)
+      .addSuccess(Ok(Delivery))
+      .addError(envelope(NotFound))
+      .addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: "Send a delivery again",
+        description: "One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and " +
+          "webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it " +
+          "is still under way, while the webhook is disabled, or once the event is no longer kept (7 days)."
       }))
   )
 

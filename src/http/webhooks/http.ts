@@ -2,11 +2,11 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { type ListParams, page, parseSort } from "../../../services/listing.ts"
-import type { CreateWebhookInput, UpdateWebhookInput, WebhookSortField } from "../../../services/webhooks/schemas.ts"
+import type { CreateWebhookInput, TestWebhookInput, UpdateWebhookInput, WebhookSortField } from "../../../services/webhooks/schemas.ts"
 import { Webhooks } from "../../../services/webhooks/webhooks.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
-import type { DeliveryListParams, WebhookPath } from "./api.ts"
+import type { DeliveryListParams, DeliveryPath, WebhookPath } from "./api.ts"
 
 type Path = { readonly path: typeof WebhookPath.Type }
 
@@ -50,6 +50,18 @@ const makeHandlers = Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const { deliveries: data, meta } = yield* webhooks.deliveries(userId, path.id, page(urlParams)).pipe(orUnavailable)
           return { success: true as const, data, meta }
+        }),
+      test: ({ path, payload }: Path & { readonly payload: typeof TestWebhookInput.Type }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* webhooks.test(userId, path.id, payload.event).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
+      resend: ({ path }: { readonly path: typeof DeliveryPath.Type }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* webhooks.resend(userId, path.id, path.deliveryId).pipe(orUnavailable)
+          return { success: true as const, data }
         })
     }
   })
@@ -57,11 +69,11 @@ const makeHandlers = Effect.gen(function*() {
 export const WebhooksHandlers = HttpApiBuilder.group(MailroomApi, "webhooks", (handlers) =>
   Effect.map(makeHandlers, (h) =>
     handlers.handle("list", h.list).handle("create", h.create).handle("get", h.get).handle("update", h.update)
-      .handle("remove", h.remove).handle("deliveries", h.deliveries))
+      .handle("remove", h.remove).handle("deliveries", h.deliveries).handle("test", h.test).handle("resend", h.resend))
 ).pipe(Layer.provide(Webhooks.Default))
 
 export const DashboardWebhooksHandlers = HttpApiBuilder.group(MailroomApi, "dashboardWebhooks", (handlers) =>
   Effect.map(makeHandlers, (h) =>
     handlers.handle("list", h.list).handle("create", h.create).handle("get", h.get).handle("update", h.update)
-      .handle("remove", h.remove).handle("deliveries", h.deliveries))
+      .handle("remove", h.remove).handle("deliveries", h.deliveries).handle("test", h.test).handle("resend", h.resend))
 ).pipe(Layer.provide(Webhooks.Default))
