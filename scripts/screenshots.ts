@@ -217,6 +217,15 @@ try {
   await page.getByRole("progressbar", { name: "Storage" }).waitFor()
   await shoot("billing")
 
+  // The account page with a password change done.
+  await page.locator(".who a").click()
+  await page.getByLabel("Current password").fill("correct horse battery")
+  await page.getByLabel("New password", { exact: true }).fill("a better passphrase")
+  await page.getByLabel("New password, again").fill("a better passphrase")
+  await page.getByRole("button", { name: "Change password" }).click()
+  await page.getByText(/^Password changed\./).waitFor()
+  await shoot("account")
+
   if (problems.length > 0) console.warn("The walk saw problems:\n" + problems.join("\n"))
   console.log(`Screenshots in ${path.relative(repoRoot, outDir)}/`)
 } finally {

@@ -1,16 +1,17 @@
 /**
  * User accounts and login sessions (SPEC "User authentication", DESIGN.md §4):
- * register, login, refresh (rotating), logout (ends that session only).
+ * register, login, refresh (rotating), logout (ends that session only), and a password changed from
+ * a session (which signs out every other session of the account).
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
-import { Conflict, RateLimited, Unauthorized } from "../errors.ts"
+import { Conflict, RateLimited, Unauthorized, ValidationError } from "../errors.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { hashPassword, needsRehash, PasswordCost, verifyPassword } from "./passwords.ts"
 import { Principals } from "./principals.ts"
-import type { LoginInput, RegisteredUser, RegisterInput, User } from "./schemas.ts"
+import type { ChangePasswordInput, LoginInput, PasswordChanged, RegisteredUser, RegisterInput, User } from "./schemas.ts"
 import { AccountSettings } from "./settings.ts"
 import {
   ACCESS_TOKEN_SECONDS,
@@ -174,11 +175,59 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       if (ended.length > 0) yield* principals.changed(ended[0]!.userId)
     })
 
+    /**
+     * Change the password from login session `sessionId`, which must know the current one: a wrong
+     * one counts as a failed login of the account (the same 10 in 15 minutes, then 429), so a session
+     * left open somewhere cannot be used to guess it. Every other session of the account ends with
+     * the change (their tokens and cookies stop working on every node); this one goes on. API keys
+     * are not sessions and keep working.
+     */
+    const changePassword = Effect.fn("Accounts.changePassword")(function*(userId: string, sessionId: string, input: ChangePasswordInput) {
+      const rows = yield* sql<{ emailNormalized: string; passwordHash: string }>`
+        SELECT email_normalized, password_hash FROM users WHERE id = ${userId}`
+      const user = rows[0]
+      if (!user) return yield* Unauthorized.of("The account no longer exists")
+      const subject = `login:${sha256(user.emailNormalized)}`
+      const gate = yield* limiter.peek(subject, failedLoginWindows)
+      if (!gate.allowed) return yield* tooManyFailures(gate)
+      if (!(yield* verifyPassword(input.currentPassword, user.passwordHash))) {
+        const counted = yield* limiter.take(subject, failedLoginWindows)
+        if (!counted.allowed) return yield* tooManyFailures(counted)
+        return yield* ValidationError.field("currentPassword", "is not the account's password")
+      }
+      if (input.newPassword === input.currentPassword) {
+        return yield* ValidationError.field("newPassword", "must differ from the current password")
+      }
+      const passwordHash = yield* hashPassword(input.newPassword, cost)
+      const ended = yield* sql.withTransaction(Effect.gen(function*() {
+        // Only over the hash that was checked: of two changes at once, the second finds it changed.
+        const changed = yield* sql`
+          UPDATE users SET password_hash = ${passwordHash} WHERE id = ${userId} AND password_hash = ${user.passwordHash} RETURNING id`
+        if (changed.length === 0) {
+          return yield* new Conflict({ message: "The password was changed meanwhile: sign in with the new one and try again" })
+        }
+        // Every other session, and how many of them were still alive (an expired one counts for nobody).
+        return yield* sql<{ live: boolean }>`
+          UPDATE sessions SET revoked_at = now()
+          WHERE user_id = ${userId} AND id <> ${sessionId} AND revoked_at IS NULL
+          RETURNING refresh_expires_at > now() AS live`
+      }))
+      const otherSessionsEnded = ended.filter((session) => session.live).length
+      yield* principals.changed(userId)
+      yield* Effect.logInfo("Password changed; other sessions signed out").pipe(
+        Effect.annotateLogs({ user_id: userId, sessions_ended: otherSessionsEnded })
+      )
+      return {
+        message: "Password changed; every other session of the account is signed out",
+        otherSessionsEnded
+      } satisfies PasswordChanged
+    })
+
     const findUser = Effect.fn("Accounts.findUser")(function*(userId: string) {
       const rows = yield* sql<User>`SELECT id AS user_id, email, name FROM users WHERE id = ${userId}`
       return Option.fromNullable(rows[0])
     })
 
-    return { register, login, refresh, logout, findUser } as const
+    return { register, login, refresh, logout, changePassword, findUser } as const
   })
 }) {}

@@ -37,6 +37,18 @@ export const LoginInput = Schema.Struct({
 }).annotations({ identifier: "LoginInput", ...allErrors })
 export type LoginInput = typeof LoginInput.Type
 
+export const ChangePasswordInput = Schema.Struct({
+  currentPassword: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" })),
+  newPassword: Password
+}).annotations({ identifier: "ChangePasswordInput", ...allErrors })
+export type ChangePasswordInput = typeof ChangePasswordInput.Type
+
+export const PasswordChanged = Schema.Struct({
+  message: Schema.String,
+  otherSessionsEnded: Schema.Number.annotations({ description: "The account's other login sessions, signed out by the change" })
+}).annotations({ identifier: "PasswordChanged" })
+export type PasswordChanged = typeof PasswordChanged.Type
+
 export const RefreshInput = Schema.Struct({
   refreshToken: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" }))
 }).annotations({ identifier: "RefreshInput", ...allErrors })

@@ -2,9 +2,9 @@
  * SPEC "User authentication" over real HTTP against a started server, through the typed client.
  */
 import { describe, expect, it } from "vitest"
-import { isoMillis, signUp } from "../support/accounts.ts"
+import { isoMillis, signUp, withApiKey } from "../support/accounts.ts"
 import { type Server, useSuiteServer } from "../support/server.ts"
-import { anonymous, type MailroomFetchClient, offContract, sessionFrom, withToken } from "../support/typed-client.ts"
+import { anonymous, type MailroomFetchClient, offContract, sessionFrom, withKey, withToken } from "../support/typed-client.ts"
 
 let server: Server
 /** Registering, logging in and refreshing need no credential. */
@@ -209,5 +209,70 @@ describe("POST /api/auth/logout", () => {
     expect(crossSite.response.headers.get("x-ratelimit-limit")).toBe("300")
     const sameSite = await mailroom.POST("/api/auth/logout", sessionFrom(user, ownOrigin()))
     expect(sameSite.response.status).toBe(200)
+  })
+})
+
+describe("POST /api/auth/password", () => {
+  const change = (user: { accessToken: string }, body: { currentPassword: string; newPassword: string }) =>
+    withToken(server.url, user).POST("/api/auth/password", { body })
+
+  it("changes it from a session: the new one signs in, the old one no longer; every other session ends, this one and the keys go on", async () => {
+    const user = await withApiKey(server.url)
+    const other = (await login({ email: user.email, password: user.password })).data!.data
+
+    const reply = await change(user, { currentPassword: user.password, newPassword: "a new passphrase" })
+    expect(reply.response.status).toBe(200)
+    expect(reply.data).toEqual({ success: true, data: { message: expect.any(String), otherSessionsEnded: 1 } })
+
+    expect((await login({ email: user.email, password: user.password })).response.status).toBe(401)
+    expect((await login({ email: user.email, password: "a new passphrase" })).response.status).toBe(200)
+    // The other login: its access token and its refresh token stop working at once.
+    expect((await withToken(server.url, other).GET("/v1/api-keys")).response.status).toBe(401)
+    expect((await refresh(other.refreshToken)).response.status).toBe(401)
+    // This session goes on, and so do API keys.
+    expect((await withToken(server.url, user).GET("/v1/api-keys")).response.status).toBe(200)
+    expect((await withKey(server.url, user).GET("/v1/api-keys")).response.status).toBe(200)
+    // The dashboard's cookie (this same session's) works the same way: the one other session now is the
+    // sign-in with the new password above.
+    const byCookie = await mailroom.POST("/api/auth/password", {
+      ...sessionFrom(user, ownOrigin()),
+      body: { currentPassword: "a new passphrase", newPassword: "a third passphrase" }
+    })
+    expect(byCookie.data?.data.otherSessionsEnded).toBe(1)
+  })
+
+  it("refuses a wrong current password, a short or unchanged new one (400 per field), and callers without a session (401)", async () => {
+    const user = await withApiKey(server.url)
+    const wrong = await change(user, { currentPassword: "not my password", newPassword: "a new passphrase" })
+    expect(wrong.response.status).toBe(400)
+    expect(wrong.error).toEqual({
+      success: false,
+      error: { code: "VALIDATION_ERROR", message: expect.any(String), details: { currentPassword: "is not the account's password" } }
+    })
+    const short = await change(user, { currentPassword: user.password, newPassword: "short" })
+    expect(short.response.status).toBe(400)
+    expect(short.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { newPassword: "must be at least 8 characters" } })
+    const same = await change(user, { currentPassword: user.password, newPassword: user.password })
+    expect(same.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { newPassword: "must differ from the current password" } })
+    // An API key is no login session.
+    const byKey = await withToken(server.url, { accessToken: user.apiKey }).POST("/api/auth/password", {
+      body: { currentPassword: user.password, newPassword: "a new passphrase" }
+    })
+    expect(byKey.response.status).toBe(401)
+    const none = await mailroom.POST("/api/auth/password", { body: { currentPassword: user.password, newPassword: "a new passphrase" } })
+    expect(none.response.status).toBe(401)
+    expect((await login({ email: user.email, password: user.password })).response.status).toBe(200)
+  })
+
+  it("counts wrong current passwords as failed logins: the tenth is the last, then 429 even for the right one", async () => {
+    const user = await signUp(server.url)
+    for (let i = 0; i < 10; i++) {
+      expect((await change(user, { currentPassword: `wrong-${i}-password`, newPassword: "a new passphrase" })).response.status).toBe(400)
+    }
+    const blocked = await change(user, { currentPassword: user.password, newPassword: "a new passphrase" })
+    expect(blocked.response.status).toBe(429)
+    expect(blocked.error?.error).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", details: { limit: 10, window: "15 minutes" } })
+    // The same count as logins: signing in is refused too.
+    expect((await login({ email: user.email, password: user.password })).response.status).toBe(429)
   })
 })

@@ -295,6 +295,38 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByText("No mailboxes yet").waitFor()
   })
 
+  it("changes the password on the account page: a wrong current one and a mistyped new one are refused by their fields; other sessions end", async () => {
+    await page.locator(".who a").click()
+    await page.getByRole("heading", { name: "Account" }).waitFor()
+    const email = (await page.locator(".who a").textContent())!
+    // Signed in elsewhere too (another device): that session ends with the change.
+    const elsewhere = await anonymous(server.url).POST("/api/auth/login", { body: { email, password: "correct horse battery" } })
+    const otherToken = elsewhere.data!.data.accessToken
+
+    await page.getByLabel("Current password").fill("not the password")
+    await page.getByLabel("New password", { exact: true }).fill("a better passphrase")
+    await page.getByLabel("New password, again").fill("a better passphrase")
+    await page.getByRole("button", { name: "Change password" }).click()
+    await page.getByText("is not the account's password").waitFor()
+    // The refusal was the server's, shown by its field; it is the walk's only failed request.
+    const refused = watched.problems.filter((p) => p.includes("/api/auth/password") || p.includes("status of 400"))
+    expect(refused).toHaveLength(2)
+    watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !refused.includes(p)))
+
+    await page.getByLabel("Current password").fill("correct horse battery")
+    await page.getByLabel("New password, again").fill("a better passphrase!")
+    await page.getByRole("button", { name: "Change password" }).click()
+    await page.getByText("does not match the new password").waitFor()
+    await page.getByLabel("New password, again").fill("a better passphrase")
+    await page.getByRole("button", { name: "Change password" }).click()
+    await page.getByRole("status").getByText("Password changed. 1 other session was signed out.").waitFor()
+    expect(await page.getByLabel("Current password").inputValue()).toBe("")
+    expect((await anonymous(server.url).GET("/v1/api-keys", { headers: { authorization: `Bearer ${otherToken}` } })).response.status).toBe(401)
+    // This session goes on.
+    await page.getByRole("link", { name: "API keys" }).click()
+    await page.getByRole("heading", { name: "API keys" }).waitFor()
+  })
+
   it("fits a 375 px screen: no page scrolls sideways", async () => {
     await page.setViewportSize({ width: 375, height: 740 })
     for (const link of ["Inbox", "Mailboxes", "Search", "Webhooks", "Domains", "API keys", "Billing"]) {
@@ -302,11 +334,14 @@ describe.skipIf(!runnable)("the dashboard", () => {
       await page.getByRole("heading", { level: 1 }).waitFor()
       expect(await page.evaluate("document.documentElement.scrollWidth"), link).toBeLessThanOrEqual(375)
     }
+    await page.locator(".who a").click()
+    await page.getByRole("heading", { name: "Account" }).waitFor()
+    expect(await page.evaluate("document.documentElement.scrollWidth"), "Account").toBeLessThanOrEqual(375)
     await page.setViewportSize({ width: 1280, height: 800 })
   })
 
   it("signs out, signs in again with the keyboard alone, and had no console error or failed request all along", async () => {
-    const email = await page.locator(".who .muted").textContent()
+    const email = await page.locator(".who a").textContent()
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
     // Focus moves to the page's content on each change of page: the next Tab is its first field. Each
@@ -319,7 +354,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.keyboard.type(email!)
     await page.keyboard.press("Tab")
     await expect(focused()).resolves.toEqual({ id: "password", ring: true })
-    await page.keyboard.type("correct horse battery")
+    await page.keyboard.type("a better passphrase")
     await page.keyboard.press("Tab")
     await expect(focused()).resolves.toEqual({ id: "Sign in", ring: true })
     await page.keyboard.press("Enter")

@@ -3,6 +3,7 @@ import { html } from "htm/preact"
 import { render } from "preact"
 import { useEffect, useLayoutEffect, useState } from "preact/hooks"
 import { call, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
+import { AccountPage } from "./account.js"
 import { AuthPage } from "./auth.js"
 import { BillingPage } from "./billing.js"
 import { ComposePage } from "./compose.js"
@@ -56,6 +57,8 @@ const App = () => {
 
   const content = !user
     ? html`<${AuthPage} mode=${page === "signup" ? "signup" : "signin"} onSignedIn=${setUser} />`
+    : page === "account"
+    ? html`<${AccountPage} user=${user} />`
     : page === "keys"
     ? html`<${KeysPage} />`
     : page === "inbox"
@@ -81,7 +84,7 @@ const App = () => {
     : page === "emails" && id
     ? html`<${ReaderPage} key=${id} emailId=${id} />`
     : html`<${MailboxesPage} />`
-  const section = page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" || page === "drafts"
+  const section = page === "account" || page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" || page === "drafts"
     ? page
     : page === "mailboxes" && sub === "drafts"
     ? "drafts"

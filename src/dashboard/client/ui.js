@@ -23,7 +23,7 @@ export const Frame = ({ user, section, onSignOut, children }) => html`
         <a href=${href("billing")} aria-current=${section === "billing" ? "page" : undefined}>Billing</a>
       </nav>
       <div class="who">
-        <span class="muted">${user.email}</span>
+        <a href=${href("account")} aria-current=${section === "account" ? "page" : undefined} title="Your account">${user.email}</a>
         <button type="button" class="link" onClick=${onSignOut}>Sign out</button>
       </div>`}
   </header>

@@ -1,7 +1,9 @@
 /** User authentication on `{app_url}` (register, login, refresh, logout): the contract. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import {
+  ChangePasswordInput,
   LoginInput,
+  PasswordChanged,
   RefreshedCredentials,
   RefreshInput,
   RegisteredUser,
@@ -9,7 +11,7 @@ import {
   SessionCredentials
 } from "../../../services/accounts/schemas.ts"
 import { Message, Ok } from "../envelope.ts"
-import { Conflict, RateLimited, Unauthorized } from "../../../services/errors.ts"
+import { Conflict, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
 import { ClientRateLimit, SessionAuthentication } from "../security.ts"
 
@@ -53,6 +55,21 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .annotateContext(OpenApi.annotations({
         summary: "Log out",
         description: "Ends this login's session: its access token, refresh token and cookie stop working; other sessions keep working"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("changePassword", "/password")
+      .setPayload(ChangePasswordInput)
+      .addSuccess(Ok(PasswordChanged))
+      .addError(envelope(ValidationError))
+      .addError(envelope(RateLimited))
+      .addError(envelope(Conflict))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Change the password",
+        description: "From a login session (access token or the dashboard's cookie), with the current password: a wrong one is 400 " +
+          "VALIDATION_ERROR on details.currentPassword and counts as a failed login (10 in 15 minutes, then 429). Every other " +
+          "session of the account is signed out; this one goes on, and API keys keep working."
       }))
   )
   .prefix("/api/auth")

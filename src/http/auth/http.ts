@@ -2,6 +2,7 @@ import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Duration, Effect, Layer, Option } from "effect"
 import { Accounts } from "../../../services/accounts/accounts.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { Unauthorized } from "../../../services/errors.ts"
 import { AppConfig } from "../../config.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
@@ -38,5 +39,13 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
           if (Option.isSome(principal.sessionId)) yield* accounts.logout(principal.sessionId.value).pipe(orUnavailable)
           yield* setCookie("", Duration.zero)
           return { success: true as const, data: { message: "Logged out; this session's tokens no longer work" } }
+        }))
+      .handle("changePassword", ({ payload }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          // SessionAuthentication admits login sessions only, each with its id.
+          if (Option.isNone(principal.sessionId)) return yield* Unauthorized.of("Sign in to change the password")
+          const data = yield* accounts.changePassword(principal.userId, principal.sessionId.value, payload).pipe(orUnavailable)
+          return { success: true as const, data }
         }))
   })).pipe(Layer.provide(Accounts.Default))
