@@ -146,12 +146,14 @@ export const Delivery = Schema.Struct({
 }).annotations({ identifier: "WebhookDelivery" })
 export type Delivery = typeof Delivery.Type
 
-/** `POST /webhooks/{id}/test`: which kind of example event to send. */
+/** `POST /webhooks/{id}/test?event=<kind>`: which kind of example event to send (no body needed). */
 export const TestWebhookInput = Schema.Struct({
-  event: Schema.optional(Schema.Literal(...eventKinds)).annotations({
+  event: Schema.optional(Schema.Literal(...eventKinds).annotations({
+    message: () => `must be one of ${eventKinds.join(", ")}`
+  })).annotations({
     description: "The kind of example event to send; the webhook's first subscribed kind when left out"
   })
-}).annotations({ identifier: "TestWebhookInput", parseOptions: { errors: "all" } })
+}).annotations({ parseOptions: { errors: "all" } })
 export type TestWebhookInput = typeof TestWebhookInput.Type
 
 /** What a test delivery came to: the endpoint's answer to one signed POST of an example event. */

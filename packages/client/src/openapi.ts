@@ -1061,7 +1061,7 @@ export interface paths {
         put?: never;
         /**
          * Send a test event
-         * @description Posts an example event of the kind asked (the webhook's first by default) to the endpoint, signed as every delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is logged as a delivery. A disabled webhook can be tested.
+         * @description Posts an example event of the kind asked (?event=<kind>; the webhook's first by default) to the endpoint, signed as every delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is logged as a delivery. A disabled webhook can be tested.
          */
         post: operations["dashboardWebhooks.test"];
         delete?: never;
@@ -1929,7 +1929,7 @@ export interface paths {
         put?: never;
         /**
          * Send a test event
-         * @description Posts an example event of the kind asked (the webhook's first by default) to the endpoint, signed as every delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is logged as a delivery. A disabled webhook can be tested.
+         * @description Posts an example event of the kind asked (?event=<kind>; the webhook's first by default) to the endpoint, signed as every delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is logged as a delivery. A disabled webhook can be tested.
          */
         post: operations["webhooks.test"];
         delete?: never;
@@ -3635,13 +3635,6 @@ export interface components {
             last_response: string | null;
             /** @enum {string} */
             reason: "bounced";
-        };
-        TestWebhookInput: {
-            /**
-             * @description The kind of example event to send; the webhook's first subscribed kind when left out
-             * @enum {string}
-             */
-            event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "api_key.created";
         };
         Thread: {
             /** @description Oldest first */
@@ -11510,18 +11503,17 @@ export interface operations {
     };
     "dashboardWebhooks.test": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "api_key.created";
+            };
             header?: never;
             path: {
                 id: string;
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["TestWebhookInput"];
-            };
-        };
+        requestBody?: never;
         responses: {
             /** @description Success */
             200: {
@@ -17780,18 +17772,17 @@ export interface operations {
     };
     "webhooks.test": {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "api_key.created";
+            };
             header?: never;
             path: {
                 id: string;
             };
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["TestWebhookInput"];
-            };
-        };
+        requestBody?: never;
         responses: {
             /** @description Success */
             200: {

@@ -4,7 +4,7 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { allMailboxes, call, fieldError } from "./api.js"
+import { allMailboxes, call, fieldError, query } from "./api.js"
 import { CopyButton, ErrorNote, Field, LoadFailed, useAction, useReloading, when } from "./ui.js"
 
 const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "api_key.created"]
@@ -20,7 +20,7 @@ const TestEvent = ({ webhook }) => {
   const [kind, setKind] = useState(webhook.events[0])
   const [result, setResult] = useState(/** @type {any} */ (null))
   const { busy, error, run } = useAction()
-  const send = () => run(async () => setResult((await call("POST", `/api/webhooks/${encodeURIComponent(webhook.webhook_id)}/test`, { event: kind })).data))
+  const send = () => run(async () => setResult((await call("POST", `/api/webhooks/${encodeURIComponent(webhook.webhook_id)}/test${query({ event: kind })}`)).data))
   return html`
     <div class="full inline-form">
       ${webhook.events.length > 1 && html`

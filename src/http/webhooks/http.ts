@@ -51,10 +51,10 @@ const makeHandlers = Effect.gen(function*() {
           const { deliveries: data, meta } = yield* webhooks.deliveries(userId, path.id, page(urlParams)).pipe(orUnavailable)
           return { success: true as const, data, meta }
         }),
-      test: ({ path, payload }: Path & { readonly payload: typeof TestWebhookInput.Type }) =>
+      test: ({ path, urlParams }: Path & { readonly urlParams: typeof TestWebhookInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
-          const data = yield* webhooks.test(userId, path.id, payload.event).pipe(orUnavailable)
+          const data = yield* webhooks.test(userId, path.id, urlParams.event).pipe(orUnavailable)
           return { success: true as const, data }
         }),
       resend: ({ path }: { readonly path: typeof DeliveryPath.Type }) =>
