@@ -7,11 +7,11 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
-import { Conflict, RateLimited, Unauthorized, ValidationError } from "../errors.ts"
+import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../errors.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { hashPassword, needsRehash, PasswordCost, verifyPassword } from "./passwords.ts"
 import { Principals } from "./principals.ts"
-import type { ChangePasswordInput, LoginInput, PasswordChanged, RegisteredUser, RegisterInput, User } from "./schemas.ts"
+import type { ChangePasswordInput, LoginInput, LoginSession, PasswordChanged, RegisteredUser, RegisterInput, User } from "./schemas.ts"
 import { AccountSettings } from "./settings.ts"
 import {
   ACCESS_TOKEN_SECONDS,
@@ -25,6 +25,15 @@ import {
 } from "./tokens.ts"
 
 /** Failed logins per account: 10 per 15 minutes, then 429 until the window ends. */
+
+/** Where a login comes from: recorded with its session, for the account's list of sessions. */
+export interface LoginClient {
+  readonly userAgent: string | undefined
+  readonly address: string | undefined
+}
+
+/** The most of a User-Agent kept: enough to tell browsers apart, not a place to store a megabyte. */
+const MAX_USER_AGENT = 512
 
 export interface NewSession {
   readonly accessToken: string
@@ -77,7 +86,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
           : Effect.fail(error))
     )
 
-    const openSession = (user: User) =>
+    const openSession = (user: User, client: LoginClient) =>
       Effect.gen(function*() {
         const sessionId = newId("ses")
         const refreshToken = opaqueToken(refreshTokenPrefix)
@@ -88,7 +97,10 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
             userId: user.userId,
             refreshHash: sha256(refreshToken),
             cookieHash: sha256(cookieToken),
-            refreshExpiresAt: new Date(Date.now() + REFRESH_TOKEN_SECONDS * 1000)
+            refreshExpiresAt: new Date(Date.now() + REFRESH_TOKEN_SECONDS * 1000),
+            // Characters a header may hold that a column may not (NUL) are dropped; the rest is kept as sent.
+            userAgent: client.userAgent === undefined ? null : Array.from(client.userAgent.replace(/\u0000/g, "")).slice(0, MAX_USER_AGENT).join(""),
+            clientAddress: client.address ?? null
           })
         }`
         return {
@@ -120,7 +132,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
           Effect.asVoid
         )
 
-    const login = Effect.fn("Accounts.login")(function*(input: LoginInput) {
+    const login = Effect.fn("Accounts.login")(function*(input: LoginInput, client: LoginClient = { userAgent: undefined, address: undefined }) {
       const email = input.email.toLowerCase()
       const subject = `login:${sha256(email)}`
       const gate = yield* limiter.peek(subject, failedLoginWindows)
@@ -136,7 +148,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         return yield* Unauthorized.of("Invalid email or password")
       }
       if (needsRehash(found.passwordHash, cost)) yield* rehash(found.id, found.passwordHash, input.password)
-      return yield* openSession({ userId: found.id, email: found.email, name: found.name })
+      return yield* openSession({ userId: found.id, email: found.email, name: found.name }, client)
     })
 
     /** Exchange a refresh token for a new access token and a new refresh token (rotation). */
@@ -223,11 +235,55 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       } satisfies PasswordChanged
     })
 
+    /** The account's live login sessions (not ended, refresh token not expired), the most recently active first. */
+    const sessions = Effect.fn("Accounts.sessions")(function*(userId: string, currentSessionId: string) {
+      const rows = yield* sql<{
+        id: string
+        userAgent: string | null
+        clientAddress: string | null
+        createdAt: Date
+        lastActiveAt: Date
+        refreshExpiresAt: Date
+      }>`
+        SELECT id, user_agent, client_address, created_at, coalesce(refreshed_at, created_at) AS last_active_at, refresh_expires_at
+        FROM sessions
+        WHERE user_id = ${userId} AND revoked_at IS NULL AND refresh_expires_at > now()
+        ORDER BY last_active_at DESC, id`
+      return rows.map((row): LoginSession => ({
+        sessionId: row.id,
+        current: row.id === currentSessionId,
+        userAgent: row.userAgent,
+        clientAddress: row.clientAddress,
+        createdAt: row.createdAt.toISOString(),
+        lastActiveAt: new Date(row.lastActiveAt).toISOString(),
+        expiresAt: row.refreshExpiresAt.toISOString()
+      }))
+    })
+
+    /** Sign one of the account's sessions out (a lost laptop, say): its tokens and cookie stop working on every node. */
+    const endSession = Effect.fn("Accounts.endSession")(function*(userId: string, sessionId: string) {
+      const ended = yield* sql`
+        UPDATE sessions SET revoked_at = now()
+        WHERE id = ${sessionId} AND user_id = ${userId} AND revoked_at IS NULL AND refresh_expires_at > now() RETURNING id`
+      if (ended.length === 0) return yield* new NotFound({ message: "Session not found", details: { sessionId } })
+      yield* principals.changed(userId)
+      return { ended: 1 }
+    })
+
+    /** Sign out every session of the account but `currentSessionId`. */
+    const endOtherSessions = Effect.fn("Accounts.endOtherSessions")(function*(userId: string, currentSessionId: string) {
+      const ended = yield* sql`
+        UPDATE sessions SET revoked_at = now()
+        WHERE user_id = ${userId} AND id <> ${currentSessionId} AND revoked_at IS NULL AND refresh_expires_at > now() RETURNING id`
+      if (ended.length > 0) yield* principals.changed(userId)
+      return { ended: ended.length }
+    })
+
     const findUser = Effect.fn("Accounts.findUser")(function*(userId: string) {
       const rows = yield* sql<User>`SELECT id AS user_id, email, name FROM users WHERE id = ${userId}`
       return Option.fromNullable(rows[0])
     })
 
-    return { register, login, refresh, logout, changePassword, findUser } as const
+    return { register, login, refresh, logout, changePassword, sessions, endSession, endOtherSessions, findUser } as const
   })
 }) {}

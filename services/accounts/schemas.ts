@@ -49,6 +49,22 @@ export const PasswordChanged = Schema.Struct({
 }).annotations({ identifier: "PasswordChanged" })
 export type PasswordChanged = typeof PasswordChanged.Type
 
+/** One of the account's login sessions, as the account page lists them. */
+export const LoginSession = Schema.Struct({
+  sessionId: Schema.String,
+  current: Schema.Boolean.annotations({ description: "The session this request was made with" }),
+  userAgent: Schema.NullOr(Schema.String).annotations({ description: "The client as it named itself when it logged in" }),
+  clientAddress: Schema.NullOr(Schema.String).annotations({ description: "The address it logged in from" }),
+  createdAt: Schema.String,
+  lastActiveAt: Schema.String.annotations({ description: "Its last log-in or token refresh (an access token lasts 900 s)" }),
+  expiresAt: Schema.String.annotations({ description: "When its refresh token expires, unless it is used before" })
+}).annotations({ identifier: "LoginSession" })
+export type LoginSession = typeof LoginSession.Type
+
+export const SessionsEnded = Schema.Struct({
+  ended: Schema.Number.annotations({ description: "The sessions signed out" })
+}).annotations({ identifier: "SessionsEnded" })
+
 export const RefreshInput = Schema.Struct({
   refreshToken: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" }))
 }).annotations({ identifier: "RefreshInput", ...allErrors })

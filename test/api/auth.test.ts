@@ -276,3 +276,66 @@ describe("POST /api/auth/password", () => {
     expect((await login({ email: user.email, password: user.password })).response.status).toBe(429)
   })
 })
+
+describe("GET /api/auth/sessions, DELETE /api/auth/sessions/{id}, POST /api/auth/sessions/end-others", () => {
+  const loginFrom = async (user: { email: string; password: string }, userAgent: string) => {
+    const reply = await mailroom.POST("/api/auth/login", { body: { email: user.email, password: user.password }, headers: { "user-agent": userAgent } })
+    return reply.data!.data
+  }
+
+  it("lists where the account is signed in (client, address, times), this session marked; signs one out, then every other", async () => {
+    const user = await signUp(server.url)
+    const laptop = await loginFrom(user, "Mozilla/5.0 (X11; Linux x86_64) Firefox/132.0")
+    const phone = await loginFrom(user, "Mailroom-Test-Phone/1.0")
+
+    const listed = await withToken(server.url, laptop).GET("/api/auth/sessions")
+    expect(listed.response.status).toBe(200)
+    const sessions = listed.data!.data
+    expect(sessions).toHaveLength(3)
+    expect(sessions.filter((s) => s.current).map((s) => s.userAgent)).toEqual(["Mozilla/5.0 (X11; Linux x86_64) Firefox/132.0"])
+    expect(sessions.map((s) => s.userAgent)).toEqual(expect.arrayContaining(["Mailroom-Test-Phone/1.0", "Mozilla/5.0 (X11; Linux x86_64) Firefox/132.0"]))
+    for (const session of sessions) {
+      expect(session).toEqual({
+        sessionId: expect.stringMatching(/^ses_/),
+        current: expect.any(Boolean),
+        userAgent: expect.any(String),
+        clientAddress: expect.stringMatching(/127\.0\.0\.1/),
+        createdAt: expect.stringMatching(isoMillis),
+        lastActiveAt: expect.stringMatching(isoMillis),
+        expiresAt: expect.stringMatching(isoMillis)
+      })
+    }
+
+    // The phone is lost: signed out from the laptop. Its token stops working; the others go on.
+    const phoneSession = sessions.find((s) => s.userAgent === "Mailroom-Test-Phone/1.0")!
+    const ended = await withToken(server.url, laptop).DELETE("/api/auth/sessions/{sessionId}", { params: { path: { sessionId: phoneSession.sessionId } } })
+    expect(ended.data).toEqual({ success: true, data: { ended: 1 } })
+    expect((await withToken(server.url, phone).GET("/v1/api-keys")).response.status).toBe(401)
+    expect((await refresh(phone.refreshToken)).response.status).toBe(401)
+    expect((await withToken(server.url, user).GET("/v1/api-keys")).response.status).toBe(200)
+    // Gone, or never the account's: 404.
+    const again = await withToken(server.url, laptop).DELETE("/api/auth/sessions/{sessionId}", { params: { path: { sessionId: phoneSession.sessionId } } })
+    expect(again.response.status).toBe(404)
+    expect(again.error).toMatchObject({ error: { code: "NOT_FOUND", details: { sessionId: phoneSession.sessionId } } })
+    const stranger = await signUp(server.url)
+    const notTheirs = await withToken(server.url, stranger).DELETE("/api/auth/sessions/{sessionId}", {
+      params: { path: { sessionId: sessions.find((s) => s.current)!.sessionId } }
+    })
+    expect(notTheirs.response.status).toBe(404)
+    expect((await withToken(server.url, laptop).GET("/api/auth/sessions")).response.status).toBe(200)
+
+    // Everywhere else: the sign-up's session ends, the laptop's goes on.
+    const others = await withToken(server.url, laptop).POST("/api/auth/sessions/end-others")
+    expect(others.data).toEqual({ success: true, data: { ended: 1 } })
+    expect((await withToken(server.url, user).GET("/v1/api-keys")).response.status).toBe(401)
+    const left = await withToken(server.url, laptop).GET("/api/auth/sessions")
+    expect(left.data!.data.map((s) => [s.current, s.userAgent])).toEqual([[true, "Mozilla/5.0 (X11; Linux x86_64) Firefox/132.0"]])
+  })
+
+  it("is a login session's business: an API key or no credential is 401", async () => {
+    const user = await withApiKey(server.url)
+    expect((await withToken(server.url, { accessToken: user.apiKey }).GET("/api/auth/sessions")).response.status).toBe(401)
+    expect((await mailroom.GET("/api/auth/sessions")).response.status).toBe(401)
+    expect((await mailroom.POST("/api/auth/sessions/end-others")).error?.error.code).toBe("UNAUTHORIZED")
+  })
+})

@@ -299,9 +299,22 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.locator(".who a").click()
     await page.getByRole("heading", { name: "Account" }).waitFor()
     const email = (await page.locator(".who a").textContent())!
-    // Signed in elsewhere too (another device): that session ends with the change.
-    const elsewhere = await anonymous(server.url).POST("/api/auth/login", { body: { email, password: "correct horse battery" } })
-    const otherToken = elsewhere.data!.data.accessToken
+    // Signed in elsewhere too, on two devices.
+    const signIn = async (userAgent: string) =>
+      (await anonymous(server.url).POST("/api/auth/login", { body: { email, password: "correct horse battery" }, headers: { "user-agent": userAgent } }))
+        .data!.data.accessToken
+    const windowsToken = await signIn("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/131.0 Safari/537.36")
+    const otherToken = await signIn("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Version/17.0 Mobile/15E148 Safari/604.1")
+    await page.reload()
+    const sessions = page.getByRole("list", { name: "Sessions" }).getByRole("listitem")
+    await page.getByText("Chrome on Windows").waitFor()
+    await page.getByText("Safari on iOS").waitFor()
+    expect(await sessions.count()).toBe(3)
+    await expect(sessions.filter({ hasText: "this session" }).textContent()).resolves.toMatch(/127\.0\.0\.1/)
+    // The Windows machine is lost: signed out from here.
+    await page.getByRole("button", { name: /^Sign out Chrome on Windows/ }).click()
+    await page.getByText("Chrome on Windows").waitFor({ state: "detached" })
+    expect((await anonymous(server.url).GET("/v1/api-keys", { headers: { authorization: `Bearer ${windowsToken}` } })).response.status).toBe(401)
 
     await page.getByLabel("Current password").fill("not the password")
     await page.getByLabel("New password", { exact: true }).fill("a better passphrase")
@@ -320,6 +333,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByLabel("New password, again").fill("a better passphrase")
     await page.getByRole("button", { name: "Change password" }).click()
     await page.getByRole("status").getByText("Password changed. 1 other session was signed out.").waitFor()
+    await page.getByText("Safari on iOS").waitFor({ state: "detached" })
+    expect(await sessions.count()).toBe(1)
     expect(await page.getByLabel("Current password").inputValue()).toBe("")
     expect((await anonymous(server.url).GET("/v1/api-keys", { headers: { authorization: `Bearer ${otherToken}` } })).response.status).toBe(401)
     // This session goes on.

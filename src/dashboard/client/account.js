@@ -1,11 +1,64 @@
 /**
- * The account: who is signed in, and the password changed (the current one asked for, the new one
- * typed twice). Changing it signs out every other session of the account; this one goes on.
+ * The account: who is signed in, where (each login session, one or all of the others signed out),
+ * and the password changed (the current one asked for, the new one typed twice). Changing it signs
+ * out every other session of the account; this one goes on.
  */
 import { html } from "htm/preact"
-import { useState } from "preact/hooks"
+import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
-import { ErrorNote, Field, useAction } from "./ui.js"
+import { ErrorNote, Field, LoadFailed, useAction, when } from "./ui.js"
+
+/**
+ * A client named as a person would: its browser (or program) and system, from its User-Agent.
+ * @param {string | null} agent
+ */
+export const clientName = (agent) => {
+  if (!agent) return "Unknown client"
+  const browser = /Edg\//.test(agent) ? "Edge" : /Firefox\//.test(agent) ? "Firefox" : /Chrome\//.test(agent) ? "Chrome"
+    : /Safari\//.test(agent) ? "Safari" : agent.split(/[\s/]/)[0]
+  const system = /Android/.test(agent) ? "Android" : /iPhone|iPad/.test(agent) ? "iOS" : /Windows/.test(agent) ? "Windows"
+    : /Mac OS X/.test(agent) ? "macOS" : /Linux/.test(agent) ? "Linux" : ""
+  return system ? `${browser} on ${system}` : browser
+}
+
+/** Where the account is signed in, this session first among equals; any other signed out with a press. */
+const Sessions = () => {
+  const [sessions, setSessions] = useState(/** @type {any[] | null} */ (null))
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
+  const [attempt, setAttempt] = useState(0)
+  const { busy, error, run } = useAction()
+  useEffect(() => {
+    call("GET", "/api/auth/sessions").then((answer) => (setSessions(answer.data), setFailure(null)), setFailure)
+  }, [attempt])
+  const reload = () => setAttempt((n) => n + 1)
+  /** @param {string} method @param {string} path */
+  const end = (method, path) => run(async () => (await call(method, path), reload()))
+  const others = (sessions ?? []).filter((s) => !s.current)
+  if (failure) return html`<${LoadFailed} error=${failure} onRetry=${reload} />`
+  return html`
+    <section class="card" aria-labelledby="sessions-heading">
+      <h2 id="sessions-heading">Where you are signed in</h2>
+      ${sessions === null ? html`<p class="muted">Loading…</p>` : html`
+        <ul class="list" aria-label="Sessions">
+          ${sessions.map((s) => html`
+            <li key=${s.sessionId} class="item wrap">
+              <div class="grow">
+                <strong title=${s.userAgent ?? ""}>${clientName(s.userAgent)}</strong>
+                ${s.current && html` <span class="tag">this session</span>`}
+                <div class="muted small">${s.clientAddress ?? "address unknown"} · signed in ${when(s.createdAt)} · last active ${when(s.lastActiveAt)}</div>
+              </div>
+              ${!s.current && html`
+                <button type="button" class="secondary" disabled=${busy} aria-label=${`Sign out ${clientName(s.userAgent)}, signed in ${when(s.createdAt)}`}
+                  onClick=${() => end("DELETE", `/api/auth/sessions/${encodeURIComponent(s.sessionId)}`)}>Sign out</button>`}
+            </li>`)}
+        </ul>
+        ${others.length > 0 && html`
+          <button type="button" class="secondary" disabled=${busy} onClick=${() => end("POST", "/api/auth/sessions/end-others")}>
+            Sign out everywhere else</button>`}`}
+      <${ErrorNote} error=${error} />
+    </section>
+  `
+}
 
 /** @param {{ user: { email: string, name?: string } }} props */
 export const AccountPage = ({ user }) => {
@@ -14,6 +67,8 @@ export const AccountPage = ({ user }) => {
   const [again, setAgain] = useState("")
   const [mismatch, setMismatch] = useState(false)
   const [done, setDone] = useState("")
+  // Password changes made here: each signs the other sessions out, so the list is read again.
+  const [changes, setChanges] = useState(0)
   const { busy, error, run } = useAction()
 
   /** @param {Event} event */
@@ -26,6 +81,7 @@ export const AccountPage = ({ user }) => {
       const answer = (await call("POST", "/api/auth/password", { currentPassword: current, newPassword: next })).data
       const others = answer.otherSessionsEnded
       setDone(`Password changed. ${others === 0 ? "No other session was signed in." : `${others} other ${others === 1 ? "session was" : "sessions were"} signed out.`}`)
+      setChanges((n) => n + 1)
       setCurrent("")
       setNext("")
       setAgain("")
@@ -39,6 +95,7 @@ export const AccountPage = ({ user }) => {
       ${user.name && html`<dt>Name</dt><dd>${user.name}</dd>`}
       <dt>Email</dt><dd>${user.email}</dd>
     </dl>
+    <${Sessions} key=${changes} />
     <form class="card account-form" onSubmit=${change} aria-label="Change password">
       <h2>Change password</h2>
       <${Field} id="current-password" label="Current password" type="password" value=${current} onInput=${setCurrent}

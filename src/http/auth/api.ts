@@ -1,9 +1,12 @@
 /** User authentication on `{app_url}` (register, login, refresh, logout): the contract. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
 import {
   ChangePasswordInput,
   LoginInput,
+  LoginSession,
   PasswordChanged,
+  SessionsEnded,
   RefreshedCredentials,
   RefreshInput,
   RegisteredUser,
@@ -11,7 +14,7 @@ import {
   SessionCredentials
 } from "../../../services/accounts/schemas.ts"
 import { Message, Ok } from "../envelope.ts"
-import { Conflict, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
+import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
 import { ClientRateLimit, SessionAuthentication } from "../security.ts"
 
@@ -70,6 +73,37 @@ export class AuthGroup extends HttpApiGroup.make("auth")
         description: "From a login session (access token or the dashboard's cookie), with the current password: a wrong one is 400 " +
           "VALIDATION_ERROR on details.currentPassword and counts as a failed login (10 in 15 minutes, then 429). Every other " +
           "session of the account is signed out; this one goes on, and API keys keep working."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("sessions", "/sessions")
+      .addSuccess(Ok(Schema.Array(LoginSession)))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "List login sessions",
+        description: "The account's sessions still signed in, the most recently active first: where each logged in from " +
+          "(User-Agent, address), when, and which one is this request's (current)"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.del("endSession", "/sessions/:sessionId")
+      .setPath(Schema.Struct({ sessionId: Schema.String }))
+      .addSuccess(Ok(SessionsEnded))
+      .addError(envelope(NotFound))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Sign a session out",
+        description: "Its access token, refresh token and cookie stop working on every node at once. A session that is not " +
+          "the account's, or no longer signed in, is 404 NOT_FOUND"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("endOtherSessions", "/sessions/end-others")
+      .addSuccess(Ok(SessionsEnded))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Sign out everywhere else",
+        description: "Every session of the account but this request's is signed out; API keys keep working"
       }))
   )
   .prefix("/api/auth")

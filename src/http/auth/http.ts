@@ -1,4 +1,4 @@
-import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Duration, Effect, Layer, Option } from "effect"
 import { Accounts } from "../../../services/accounts/accounts.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
@@ -19,11 +19,19 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
         Effect.succeed(HttpServerResponse.unsafeSetCookie(response, SESSION_COOKIE, value, { ...cookieOptions, maxAge }))
       )
 
+    /** The caller's login session: SessionAuthentication admits login sessions only, each with its id. */
+    const session = Effect.flatMap(CurrentPrincipal, (principal) =>
+      Option.match(principal.sessionId, {
+        onNone: () => Unauthorized.of("Log in: this needs a login session"),
+        onSome: (sessionId) => Effect.succeed({ userId: principal.userId, sessionId })
+      }))
+
     return handlers
       .handle("register", ({ payload }) =>
         accounts.register(payload).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
       .handle("login", ({ payload }) =>
-        accounts.login(payload).pipe(
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          accounts.login(payload, { userAgent: request.headers["user-agent"], address: Option.getOrUndefined(request.remoteAddress) })).pipe(
           orUnavailable,
           Effect.tap((session) => setCookie(session.cookieToken, Duration.seconds(session.cookieMaxAge))),
           Effect.map(({ accessToken, expiresIn, refreshToken, user }) => ({
@@ -40,12 +48,28 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
           yield* setCookie("", Duration.zero)
           return { success: true as const, data: { message: "Logged out; this session's tokens no longer work" } }
         }))
+      .handle("sessions", () =>
+        Effect.gen(function*() {
+          const { userId, sessionId } = yield* session
+          const data = yield* accounts.sessions(userId, sessionId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }))
+      .handle("endSession", ({ path }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* session
+          const data = yield* accounts.endSession(userId, path.sessionId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }))
+      .handle("endOtherSessions", () =>
+        Effect.gen(function*() {
+          const { userId, sessionId } = yield* session
+          const data = yield* accounts.endOtherSessions(userId, sessionId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }))
       .handle("changePassword", ({ payload }) =>
         Effect.gen(function*() {
-          const principal = yield* CurrentPrincipal
-          // SessionAuthentication admits login sessions only, each with its id.
-          if (Option.isNone(principal.sessionId)) return yield* Unauthorized.of("Sign in to change the password")
-          const data = yield* accounts.changePassword(principal.userId, principal.sessionId.value, payload).pipe(orUnavailable)
+          const { userId, sessionId } = yield* session
+          const data = yield* accounts.changePassword(userId, sessionId, payload).pipe(orUnavailable)
           return { success: true as const, data }
         }))
   })).pipe(Layer.provide(Accounts.Default))
