@@ -171,6 +171,18 @@ try {
   }
   await shoot("search")
 
+  // The account's senders: a domain blocked, a partner allowed.
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Senders" }).click()
+  for (const [list, entry] of [["block", "*.spam.example"], ["allow", "example.com"]] as const) {
+    await page.getByLabel(`Address or domain to add to the ${list} list`).fill(entry)
+    await page.getByRole("form", { name: `Add to the ${list} list` }).getByRole("button", { name: "Add" }).click()
+    await page.getByRole("list", { name: `${list[0]!.toUpperCase()}${list.slice(1)} list` }).getByText(entry).waitFor()
+  }
+  await shoot("senders")
+  // Taken off again: the walk's later mail comes from other senders too.
+  await page.getByRole("button", { name: "Remove example.com from the allow list" }).click()
+  await page.getByRole("list", { name: "Allow list" }).waitFor({ state: "detached" })
+
   // A receiver that takes every delivery, so the log has a success to show.
   const receiver = http.createServer((_request, response) => response.writeHead(204).end())
   await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))

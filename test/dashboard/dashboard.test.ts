@@ -344,7 +344,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
 
   it("fits a 375 px screen: no page scrolls sideways", async () => {
     await page.setViewportSize({ width: 375, height: 740 })
-    for (const link of ["Inbox", "Mailboxes", "Search", "Webhooks", "Domains", "API keys", "Billing"]) {
+    for (const link of ["Inbox", "Mailboxes", "Search", "Senders", "Webhooks", "Domains", "API keys", "Billing"]) {
       await page.getByRole("link", { name: link, exact: true }).click()
       await page.getByRole("heading", { level: 1 }).waitFor()
       expect(await page.evaluate("document.documentElement.scrollWidth"), link).toBeLessThanOrEqual(375)

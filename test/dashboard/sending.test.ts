@@ -252,6 +252,46 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(mx.delivered().length).toBe(before)
   })
 
+  it("manages senders: the account's block list (a malformed entry refused by its field), a mailbox's allow list, a suppression lifted", async () => {
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Senders" }).click()
+    await page.getByRole("heading", { name: "Senders", exact: true }).waitFor()
+    const blockField = page.getByLabel("Address or domain to add to the block list")
+    await blockField.fill("not a domain")
+    await page.getByRole("form", { name: "Add to the block list" }).getByRole("button", { name: "Add" }).click()
+    await page.locator("#block-entry-note").getByText(/\S/).waitFor()
+    await expect(blockField.getAttribute("aria-invalid")).resolves.toBe("true")
+    expect(refusals(/\/lists\/block$/)).toEqual([`400 POST ${server.url}/api/lists/block`])
+    await blockField.fill("*.Spam.example")
+    await page.getByRole("form", { name: "Add to the block list" }).getByRole("button", { name: "Add" }).click()
+    const blocked = page.getByRole("list", { name: "Block list" })
+    await blocked.getByText("*.spam.example").waitFor()
+    expect((await dashboard().GET("/api/lists/{list}", { params: { path: { list: "block" } } })).data?.data.map((e) => [e.entry, e.type]))
+      .toEqual([["*.spam.example", "subdomains"]])
+    await page.getByRole("button", { name: "Remove *.spam.example from the block list" }).click()
+    await blocked.waitFor({ state: "detached" })
+    expect((await dashboard().GET("/api/lists/{list}", { params: { path: { list: "block" } } })).data?.data).toEqual([])
+
+    // The address suppressed by the bounce above: lifted, sending to it is allowed again.
+    const [suppressed] = (await dashboard().GET("/api/suppressions")).data!.data
+    await page.getByRole("list", { name: "Suppressed recipients" }).getByText(suppressed!.address).waitFor()
+    await page.getByRole("button", { name: `Send to ${suppressed!.address} again` }).click()
+    await page.getByRole("list", { name: "Suppressed recipients" }).waitFor({ state: "detached" })
+    expect((await dashboard().GET("/api/suppressions")).data?.data).toEqual([])
+
+    // The mailbox's own allow list, from its inbox.
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByRole("main").getByRole("link", { name: "Senders" }).click()
+    await page.getByRole("heading", { name: `Senders of ${address}` }).waitFor()
+    await page.getByLabel("Address or domain to add to the allow list").fill("partner.test")
+    await page.getByRole("form", { name: "Add to the allow list" }).getByRole("button", { name: "Add" }).click()
+    await page.getByRole("list", { name: "Allow list" }).getByText("partner.test").waitFor()
+    const allowed = await dashboard().GET("/api/mailboxes/{mailboxId}/lists/{list}", { params: { path: { mailboxId, list: "allow" } } })
+    expect(allowed.data?.data.map((e) => [e.entry, e.mailbox_id])).toEqual([["partner.test", mailboxId]])
+    // Taken off again: the suite's later mail comes from other senders too.
+    await page.getByRole("button", { name: "Remove partner.test from the allow list" }).click()
+    await page.getByRole("list", { name: "Allow list" }).waitFor({ state: "detached" })
+  })
+
   it("replies from the reader: the reply goes to the sender, threaded, and the conversation shows both", async () => {
     await sendMail(server.smtpPort, {
       from: "Bob Buyer <bob@partner.test>",

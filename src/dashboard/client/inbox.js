@@ -176,6 +176,7 @@ export const MailboxInbox = ({ mailboxId }) => {
       <div class="actions">
         <a class="button" href=${href("mailboxes", mailboxId, "compose")}>New email</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "drafts")}>Drafts</a>
+        <a class="button secondary" href=${href("mailboxes", mailboxId, "senders")}>Senders</a>
       </div>`}
     ${lookupFailure && html`<${LoadFailed} error=${lookupFailure} onRetry=${lookUpAgain} retryName="Read the mailbox's details again" />`}
     ${listFailure ? html`<${LoadFailed} error=${listFailure} onRetry=${readAgain} />` : html`

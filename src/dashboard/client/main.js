@@ -15,6 +15,7 @@ import { connect, disconnect } from "./live.js"
 import { MailboxesPage } from "./mailboxes.js"
 import { ReaderPage } from "./reader.js"
 import { SearchPage } from "./search.js"
+import { MailboxSenders, SendersPage } from "./senders.js"
 import { ConversationPage } from "./threads.js"
 import { WebhooksPage } from "./webhooks.js"
 import { go, useRoute } from "./router.js"
@@ -77,6 +78,10 @@ const App = () => {
     ? html`<${ComposePage} key=${id} mailboxId=${id} />`
     : page === "mailboxes" && id && sub === "drafts"
     ? html`<${MailboxDrafts} key=${id} mailboxId=${id} />`
+    : page === "mailboxes" && id && sub === "senders"
+    ? html`<${MailboxSenders} key=${id} mailboxId=${id} />`
+    : page === "senders"
+    ? html`<${SendersPage} />`
     : page === "mailboxes" && id
     ? html`<${MailboxInbox} key=${id} mailboxId=${id} />`
     : page === "threads" && id
@@ -84,10 +89,12 @@ const App = () => {
     : page === "emails" && id
     ? html`<${ReaderPage} key=${id} emailId=${id} />`
     : html`<${MailboxesPage} />`
-  const section = page === "account" || page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" || page === "drafts"
+  const section = page === "account" || page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" || page === "drafts" || page === "senders"
     ? page
     : page === "mailboxes" && sub === "drafts"
     ? "drafts"
+    : page === "mailboxes" && sub === "senders"
+    ? "senders"
     : page === "inbox" || page === "emails" || page === "threads" || (page === "mailboxes" && id)
     ? "inbox"
     : "mailboxes"

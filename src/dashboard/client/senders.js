@@ -1,0 +1,122 @@
+/**
+ * Senders: who may write to the account's mailboxes (the allow and block lists, the account's or one
+ * mailbox's: an address, a domain or `*.domain`), and who the account no longer writes to (addresses
+ * suppressed after a hard bounce), each entry removable.
+ */
+import { html } from "htm/preact"
+import { useEffect, useState } from "preact/hooks"
+import { call, fieldError, findMailbox } from "./api.js"
+import { href } from "./router.js"
+import { ErrorNote, LoadFailed, MailboxNotFound, useReloading, when } from "./ui.js"
+
+/** The largest page the lists answer; a list holds at most 1,000 entries. */
+const PAGE = 100
+
+const LISTS = /** @type {const} */ ([
+  ["block", "Block list", "Mail from these senders is refused (by MAIL FROM) or kept out of sight, labelled blocked (by From)."],
+  ["allow", "Allow list", "When it has entries, only these senders' mail is accepted."]
+])
+
+/**
+ * One allow or block list: its entries, newest first, each removable, and a field to add one; the
+ * server's refusal (a malformed entry, a full list) shows by the field.
+ * @param {{ base: string, list: "allow" | "block", title: string, about: string }} props
+ */
+const SenderList = ({ base, list, title, about }) => {
+  const [entries, setEntries] = useState(/** @type {any[] | null} */ (null))
+  const [total, setTotal] = useState(0)
+  const [entry, setEntry] = useState("")
+  const { error, failure, retry, run } = useReloading((isCurrent) =>
+    call("GET", `${base}/${list}?limit=${PAGE}`).then((a) => isCurrent() && (setEntries(a.data), setTotal(a.meta.total))), [base])
+  const id = `${list}-entry`
+  /** @param {Event} event */
+  const add = (event) => {
+    event.preventDefault()
+    return run(async () => {
+      await call("POST", `${base}/${list}`, { entry })
+      setEntry("")
+    })
+  }
+  return html`
+    <section class="card" aria-labelledby=${list + "-heading"}>
+      <h2 id=${list + "-heading"}>${title}</h2>
+      <p class="muted small">${about}</p>
+      <form class="inline-form entry-form" onSubmit=${add} aria-label=${"Add to the " + title.toLowerCase()}>
+        <label class="visually-hidden" for=${id}>${"Address or domain to add to the " + title.toLowerCase()}</label>
+        <input id=${id} value=${entry} placeholder="ada@example.com, example.com or *.example.com" required
+          aria-invalid=${fieldError(error, "entry") ? "true" : undefined} aria-describedby=${id + "-note"}
+          onInput=${(/** @type {any} */ e) => setEntry(e.currentTarget.value)} />
+        <button type="submit">Add</button>
+      </form>
+      <p id=${id + "-note"} class="note error" aria-live="polite">${fieldError(error, "entry") ?? ""}</p>
+      ${!fieldError(error, "entry") && html`<${ErrorNote} error=${error} />`}
+      ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : entries === null ? html`<p class="muted small">Loading…</p>`
+        : entries.length === 0 ? html`<p class="muted small">Empty.</p>` : html`
+        <ul class="list" aria-label=${title}>
+          ${entries.map((e) => html`
+            <li key=${e.entry} class="item">
+              <div class="grow"><code>${e.entry}</code> <span class="muted small">${e.type} · added ${when(e.created_at)}</span></div>
+              <button type="button" class="link" aria-label=${`Remove ${e.entry} from the ${title.toLowerCase()}`}
+                onClick=${() => run(() => call("DELETE", `${base}/${list}/${encodeURIComponent(e.entry)}`))}>Remove</button>
+            </li>`)}
+        </ul>
+        ${total > entries.length && html`<p class="muted small">The ${PAGE} newest of ${total}.</p>`}`}
+    </section>
+  `
+}
+
+/** Addresses the account no longer sends to: a hard bounce put each there; removing one lets mail go to it again. */
+const Suppressions = () => {
+  const [suppressed, setSuppressed] = useState(/** @type {any[] | null} */ (null))
+  const { error, failure, retry, run } = useReloading((isCurrent) =>
+    call("GET", `/api/suppressions?limit=${PAGE}`).then((a) => isCurrent() && setSuppressed(a.data)))
+  return html`
+    <section class="card" aria-labelledby="suppressed-heading">
+      <h2 id="suppressed-heading">Suppressed recipients</h2>
+      <p class="muted small">A hard bounce puts an address here, and sending to it is refused until it is removed.</p>
+      <${ErrorNote} error=${error} />
+      ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : suppressed === null ? html`<p class="muted small">Loading…</p>`
+        : suppressed.length === 0 ? html`<p class="muted small">None.</p>` : html`
+        <ul class="list" aria-label="Suppressed recipients">
+          ${suppressed.map((s) => html`
+            <li key=${s.address} class="item wrap">
+              <div class="grow">
+                <code>${s.address}</code> <span class="muted small">since ${when(s.created_at)}</span>
+                ${s.last_response && html`<div class="muted small">${s.last_response}</div>`}
+              </div>
+              <button type="button" class="link" aria-label=${`Send to ${s.address} again`}
+                onClick=${() => run(() => call("DELETE", `/api/suppressions/${encodeURIComponent(s.address)}`))}>Remove</button>
+            </li>`)}
+        </ul>`}
+    </section>
+  `
+}
+
+/** The account's lists and suppressions. */
+export const SendersPage = () => html`
+  <h1>Senders</h1>
+  <p class="muted">For every mailbox of the account; each mailbox has lists of its own too (Senders, on its inbox).</p>
+  ${LISTS.map(([list, title, about]) => html`<${SenderList} key=${list} base="/api/lists" list=${list} title=${title} about=${about} />`)}
+  <${Suppressions} />
+`
+
+/** One mailbox's own lists (each must allow a sender as well as the account's). @param {{ mailboxId: string }} props */
+export const MailboxSenders = ({ mailboxId }) => {
+  // undefined until the mailbox is read; null: the account has no such mailbox.
+  const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
+  const [attempt, setAttempt] = useState(0)
+  useEffect(() => {
+    findMailbox(mailboxId).then((found) => (setMailbox(found), setFailure(null)), setFailure)
+  }, [mailboxId, attempt])
+  if (mailbox === null) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
+  if (failure) return html`<${LoadFailed} error=${failure} onRetry=${() => setAttempt((n) => n + 1)} />`
+  if (mailbox === undefined) return html`<p class="muted">Loading…</p>`
+  const base = `/api/mailboxes/${encodeURIComponent(mailboxId)}/lists`
+  return html`
+    <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
+    <h1>Senders of ${mailbox.email_address}</h1>
+    <p class="muted">On top of <a href=${href("senders")}>the account's lists</a>: a block on either refuses, and each allow list with entries must name the sender.</p>
+    ${LISTS.map(([list, title, about]) => html`<${SenderList} key=${list} base=${base} list=${list} title=${title} about=${about} />`)}
+  `
+}
