@@ -44,8 +44,8 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails",
-  "update_labels", "update_thread_labels", "delete_emails", "delete_thread", "wait_for_email", "send_email", "reply_to_email", "forward_email",
-  "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
+  "update_labels", "update_thread_labels", "delete_emails", "delete_thread", "block_sender", "unblock_sender", "wait_for_email", "send_email",
+  "reply_to_email", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
 describe("MCP at /mcp", () => {
@@ -223,6 +223,24 @@ describe("MCP at /mcp", () => {
       .toMatchObject({ code: "CONFLICT", details: { draft_id: firstId, status: "sent" } })
     expect((await call(mcp, "list_drafts", { mailbox_id: mailbox.mailboxId, status: "queued" })).error)
       .toMatchObject({ code: "VALIDATION_ERROR", details: { status: expect.any(String) } })
+  })
+
+  it("blocks a sender for a mailbox or the account, once; a malformed entry is refused by its field; unblocked, it is gone", async () => {
+    const blocked = await call(mcp, "block_sender", { entry: "*.Spam.example", mailbox_id: box.mailboxId })
+    expect(blocked.ok).toEqual({
+      entry: { entry: "*.spam.example", type: "subdomains", list: "block", mailbox_id: box.mailboxId, created_at: expect.any(String) },
+      created: true
+    })
+    expect((await call(mcp, "block_sender", { entry: "*.spam.example", mailbox_id: box.mailboxId })).ok).toMatchObject({ created: false })
+    expect((await call(mcp, "block_sender", { entry: "pest@example.net" })).ok).toMatchObject({ entry: { type: "address", mailbox_id: null }, created: true })
+    expect((await call(mcp, "block_sender", { entry: "not a domain" })).error).toMatchObject({ code: "VALIDATION_ERROR", details: { entry: expect.any(String) } })
+    const lists = withKey(suite.url, box.user)
+    const mailboxList = await lists.GET("/v1/api/mailboxes/{mailboxId}/lists/{list}", { params: { path: { mailboxId: box.mailboxId, list: "block" } } })
+    expect(mailboxList.data?.data.map((e) => e.entry)).toEqual(["*.spam.example"])
+
+    expect((await call(mcp, "unblock_sender", { entry: "*.spam.example", mailbox_id: box.mailboxId })).ok).toMatchObject({ deleted: true })
+    expect((await call(mcp, "unblock_sender", { entry: "pest@example.net" })).ok).toMatchObject({ deleted: true })
+    expect((await call(mcp, "unblock_sender", { entry: "pest@example.net" })).error).toMatchObject({ code: "NOT_FOUND" })
   })
 
   it("answers bad input to every tool with a readable VALIDATION_ERROR, not a crash; refusals keep SPEC's codes", async () => {

@@ -24,6 +24,7 @@ import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Emails } from "../../../services/mail/emails.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
+import { SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
@@ -259,5 +260,6 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   Deletions.Default,
   MailArrivals.Default,
   Search.Default,
+  SenderLists.Default,
   Drafts.Default.pipe(Layer.provideMerge(Replies.Default), Layer.provideMerge(Outbound.Default))
 )))

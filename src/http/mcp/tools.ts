@@ -12,6 +12,7 @@ import { Emails } from "../../../services/mail/emails.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
+import { SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Direction, MAX_DELETE_BATCH } from "../../../services/mail/schemas.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
@@ -255,6 +256,32 @@ export const tools = [
     annotations: deleting,
     input: Schema.Struct({ thread_id: Id("The thread (an email's thread_id)") }),
     run: (principal, input) => Effect.flatMap(Deletions, (deletions) => deletions.thread(principal.userId, input.thread_id))
+  }),
+  tool({
+    name: "block_sender",
+    description:
+      "Block a sender from one mailbox, or from every mailbox of the account when mailbox_id is left out: an address " +
+      "(ada@example.com), a domain (example.com, that domain exactly) or *.domain (every subdomain). Their mail is " +
+      "refused when it arrives (by its envelope sender) or kept out of sight labelled blocked (by its From). For spam " +
+      "and abuse the account should not receive again. Blocking one already blocked changes nothing (created false).",
+    annotations: changing,
+    input: Schema.Struct({
+      entry: Schema.String.annotations({ description: "ada@example.com, example.com or *.example.com" }),
+      mailbox_id: Schema.optional(Id("The mailbox; every mailbox of the account when left out"))
+    }),
+    run: (principal, input) =>
+      Effect.flatMap(SenderLists, (lists) => lists.add({ userId: principal.userId, mailboxId: input.mailbox_id ?? null }, "block", input.entry))
+  }),
+  tool({
+    name: "unblock_sender",
+    description: "Take an entry off a block list (the mailbox's, or the account's when mailbox_id is left out), as it was blocked.",
+    annotations: changing,
+    input: Schema.Struct({
+      entry: Schema.String.annotations({ description: "The entry as it was blocked" }),
+      mailbox_id: Schema.optional(Id("The mailbox; the account's list when left out"))
+    }),
+    run: (principal, input) =>
+      Effect.flatMap(SenderLists, (lists) => lists.remove({ userId: principal.userId, mailboxId: input.mailbox_id ?? null }, "block", input.entry))
   }),
   tool({
     name: "wait_for_email",
