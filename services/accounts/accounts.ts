@@ -119,6 +119,17 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         message: "Too many failed logins for this account; try again later"
       })
 
+    /** The failed-login limit's counter of the account with this (normalised) email. */
+    const failedLogins = (emailNormalized: string) => `login:${sha256(emailNormalized)}`
+
+    /** Refused (429) while the account's failed-login limit is spent: checked before a password is. */
+    const failedLoginGate = (subject: string) =>
+      Effect.flatMap(limiter.peek(subject, failedLoginWindows), (gate) => (gate.allowed ? Effect.void : tooManyFailures(gate)))
+
+    /** A wrong password counted against the account's limit; the one that spends it is answered 429. */
+    const countFailedLogin = (subject: string) =>
+      Effect.flatMap(limiter.take(subject, failedLoginWindows), (counted) => (counted.allowed ? Effect.void : tooManyFailures(counted)))
+
     /**
      * Keep a password hashed at another cost at the current one (PASSWORD_HASH_COST changed since it
      * was set), now that it is known to be right. Only over the hash that was checked: a password
@@ -134,17 +145,15 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
 
     const login = Effect.fn("Accounts.login")(function*(input: LoginInput, client: LoginClient = { userAgent: undefined, address: undefined }) {
       const email = input.email.toLowerCase()
-      const subject = `login:${sha256(email)}`
-      const gate = yield* limiter.peek(subject, failedLoginWindows)
-      if (!gate.allowed) return yield* tooManyFailures(gate)
+      const subject = failedLogins(email)
+      yield* failedLoginGate(subject)
 
       const rows = yield* sql<{ id: string; email: string; name: string; passwordHash: string }>`
         SELECT id, email, name, password_hash FROM users WHERE email_normalized = ${email}`
       const found = rows[0]
       const valid = yield* verifyPassword(input.password, found?.passwordHash ?? (yield* decoyHash))
       if (!found || !valid) {
-        const counted = yield* limiter.take(subject, failedLoginWindows)
-        if (!counted.allowed) return yield* tooManyFailures(counted)
+        yield* countFailedLogin(subject)
         return yield* Unauthorized.of("Invalid email or password")
       }
       if (needsRehash(found.passwordHash, cost)) yield* rehash(found.id, found.passwordHash, input.password)
@@ -199,12 +208,10 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         SELECT email_normalized, password_hash FROM users WHERE id = ${userId}`
       const user = rows[0]
       if (!user) return yield* Unauthorized.of("The account no longer exists")
-      const subject = `login:${sha256(user.emailNormalized)}`
-      const gate = yield* limiter.peek(subject, failedLoginWindows)
-      if (!gate.allowed) return yield* tooManyFailures(gate)
+      const subject = failedLogins(user.emailNormalized)
+      yield* failedLoginGate(subject)
       if (!(yield* verifyPassword(input.currentPassword, user.passwordHash))) {
-        const counted = yield* limiter.take(subject, failedLoginWindows)
-        if (!counted.allowed) return yield* tooManyFailures(counted)
+        yield* countFailedLogin(subject)
         return yield* ValidationError.field("currentPassword", "is not the account's password")
       }
       if (input.newPassword === input.currentPassword) {
@@ -255,7 +262,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         userAgent: row.userAgent,
         clientAddress: row.clientAddress,
         createdAt: row.createdAt.toISOString(),
-        lastActiveAt: new Date(row.lastActiveAt).toISOString(),
+        lastActiveAt: row.lastActiveAt.toISOString(),
         expiresAt: row.refreshExpiresAt.toISOString()
       }))
     })

@@ -23,7 +23,7 @@ import { Conflict, NotFound, ServiceUnavailable, ValidationError, WebhookQuotaRe
 import { EventLog } from "../events/log.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
-import { type Outcome, succeeded, WebhookAttempts } from "./attempts.ts"
+import { succeeded, WebhookAttempts } from "./attempts.ts"
 import { sampleEvent } from "./samples.ts"
 import type {
   CreatedWebhook,
@@ -278,13 +278,6 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       return { deliveries: data, meta: listMeta(total, page) }
     })
 
-    const answered = (outcome: Outcome) => ({
-      succeeded: succeeded(outcome),
-      status_code: outcome.statusCode,
-      duration_ms: outcome.durationMs,
-      error: outcome.error
-    })
-
     /**
      * Send the endpoint an example event of `kind` (by default the first kind it subscribes to), signed
      * as every delivery is, once, and answer what it answered. Nothing is logged as a delivery: no
@@ -299,7 +292,15 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       yield* Effect.logInfo(succeeded(outcome) ? "Webhook test delivered" : "Webhook test failed").pipe(
         Effect.annotateLogs({ webhook_id: webhookId, event, status_code: outcome.statusCode, duration_ms: outcome.durationMs })
       )
-      return { event, event_id: eventId, ...answered(outcome), payload } satisfies TestDelivery
+      return {
+        event,
+        event_id: eventId,
+        succeeded: succeeded(outcome),
+        status_code: outcome.statusCode,
+        duration_ms: outcome.durationMs,
+        error: outcome.error,
+        payload
+      } satisfies TestDelivery
     })
 
     /**

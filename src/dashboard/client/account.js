@@ -12,7 +12,7 @@ import { ErrorNote, Field, LoadFailed, useAction, when } from "./ui.js"
  * A client named as a person would: its browser (or program) and system, from its User-Agent.
  * @param {string | null} agent
  */
-export const clientName = (agent) => {
+const clientName = (agent) => {
   if (!agent) return "Unknown client"
   const browser = /Edg\//.test(agent) ? "Edge" : /Firefox\//.test(agent) ? "Firefox" : /Chrome\//.test(agent) ? "Chrome"
     : /Safari\//.test(agent) ? "Safari" : agent.split(/[\s/]/)[0]

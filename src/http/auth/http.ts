@@ -19,12 +19,17 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
         Effect.succeed(HttpServerResponse.unsafeSetCookie(response, SESSION_COOKIE, value, { ...cookieOptions, maxAge }))
       )
 
-    /** The caller's login session: SessionAuthentication admits login sessions only, each with its id. */
-    const session = Effect.flatMap(CurrentPrincipal, (principal) =>
-      Option.match(principal.sessionId, {
-        onNone: () => Unauthorized.of("Log in: this needs a login session"),
-        onSome: (sessionId) => Effect.succeed({ userId: principal.userId, sessionId })
-      }))
+    /**
+     * What the caller's login session asks, answered in the envelope. SessionAuthentication admits
+     * login sessions only, each with its id.
+     */
+    const forSession = <A, E, R>(ask: (userId: string, sessionId: string) => Effect.Effect<A, E, R>) =>
+      Effect.gen(function*() {
+        const principal = yield* CurrentPrincipal
+        if (Option.isNone(principal.sessionId)) return yield* Unauthorized.of("Log in: this needs a login session")
+        const data = yield* orUnavailable(ask(principal.userId, principal.sessionId.value))
+        return { success: true as const, data }
+      })
 
     return handlers
       .handle("register", ({ payload }) =>
@@ -48,28 +53,8 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
           yield* setCookie("", Duration.zero)
           return { success: true as const, data: { message: "Logged out; this session's tokens no longer work" } }
         }))
-      .handle("sessions", () =>
-        Effect.gen(function*() {
-          const { userId, sessionId } = yield* session
-          const data = yield* accounts.sessions(userId, sessionId).pipe(orUnavailable)
-          return { success: true as const, data }
-        }))
-      .handle("endSession", ({ path }) =>
-        Effect.gen(function*() {
-          const { userId } = yield* session
-          const data = yield* accounts.endSession(userId, path.sessionId).pipe(orUnavailable)
-          return { success: true as const, data }
-        }))
-      .handle("endOtherSessions", () =>
-        Effect.gen(function*() {
-          const { userId, sessionId } = yield* session
-          const data = yield* accounts.endOtherSessions(userId, sessionId).pipe(orUnavailable)
-          return { success: true as const, data }
-        }))
-      .handle("changePassword", ({ payload }) =>
-        Effect.gen(function*() {
-          const { userId, sessionId } = yield* session
-          const data = yield* accounts.changePassword(userId, sessionId, payload).pipe(orUnavailable)
-          return { success: true as const, data }
-        }))
+      .handle("sessions", () => forSession((userId, sessionId) => accounts.sessions(userId, sessionId)))
+      .handle("endSession", ({ path }) => forSession((userId) => accounts.endSession(userId, path.sessionId)))
+      .handle("endOtherSessions", () => forSession((userId, sessionId) => accounts.endOtherSessions(userId, sessionId)))
+      .handle("changePassword", ({ payload }) => forSession((userId, sessionId) => accounts.changePassword(userId, sessionId, payload)))
   })).pipe(Layer.provide(Accounts.Default))

@@ -12,7 +12,7 @@ import { Emails } from "../../../services/mail/emails.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
-import { SenderLists } from "../../../services/mail/sender-lists.ts"
+import { type ListOwner, SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Direction, MAX_DELETE_BATCH } from "../../../services/mail/schemas.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
@@ -59,6 +59,9 @@ const Offset = IntBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () 
 const DisplayName = Schema.String.annotations({
   description: "The name shown in From, at most 100 characters, no line breaks; empty for none"
 })
+/** Whose block list a tool changes: the mailbox's, or the account's when none is named. */
+const blockListOwner = (principal: Principal, mailboxId: string | undefined): ListOwner => ({ userId: principal.userId, mailboxId: mailboxId ?? null })
+
 /** The longest wait_for_email may wait. */
 const MAX_WAIT_SECONDS = 60
 
@@ -269,8 +272,7 @@ export const tools = [
       entry: Schema.String.annotations({ description: "ada@example.com, example.com or *.example.com" }),
       mailbox_id: Schema.optional(Id("The mailbox; every mailbox of the account when left out"))
     }),
-    run: (principal, input) =>
-      Effect.flatMap(SenderLists, (lists) => lists.add({ userId: principal.userId, mailboxId: input.mailbox_id ?? null }, "block", input.entry))
+    run: (principal, input) => Effect.flatMap(SenderLists, (lists) => lists.add(blockListOwner(principal, input.mailbox_id), "block", input.entry))
   }),
   tool({
     name: "unblock_sender",
@@ -280,8 +282,7 @@ export const tools = [
       entry: Schema.String.annotations({ description: "The entry as it was blocked" }),
       mailbox_id: Schema.optional(Id("The mailbox; the account's list when left out"))
     }),
-    run: (principal, input) =>
-      Effect.flatMap(SenderLists, (lists) => lists.remove({ userId: principal.userId, mailboxId: input.mailbox_id ?? null }, "block", input.entry))
+    run: (principal, input) => Effect.flatMap(SenderLists, (lists) => lists.remove(blockListOwner(principal, input.mailbox_id), "block", input.entry))
   }),
   tool({
     name: "wait_for_email",
