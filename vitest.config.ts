@@ -34,6 +34,7 @@ const backendIndependent = [
   "test/api/checkout.test.ts",
   "test/api/domains.test.ts",
   "test/api/envelope.test.ts",
+  "test/api/limited-keys.test.ts",
   "test/api/mailboxes.test.ts",
   "test/api/openapi.test.ts",
   "test/api/stripe.test.ts",

@@ -57,6 +57,7 @@ interface Row {
   readonly keyId: string | null
   readonly sessionId: string | null
   readonly validUntil: Date | null
+  readonly mailboxIds: ReadonlyArray<string> | null
 }
 
 /** A plan's request windows, made once per plan. */
@@ -91,6 +92,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
                 plan: row.plan,
                 keyId: Option.fromNullable(row.keyId),
                 sessionId: Option.fromNullable(row.sessionId),
+                mailboxes: Option.fromNullable(row.mailboxIds),
                 validUntil: Option.map(Option.fromNullable(row.validUntil), (at) => new Date(at).getTime())
               }))
             )
@@ -134,7 +136,8 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
         if (Option.isNone(found)) return yield* refusal(credential)
         const record = found.value
         if (Option.isSome(record.keyId)) keyUsage.touch(record.keyId.value)
-        return { userId: record.userId, plan: record.plan, via: credential.kind, keyId: record.keyId, sessionId: record.sessionId }
+        return { userId: record.userId, plan: record.plan, via: credential.kind, keyId: record.keyId, sessionId: record.sessionId,
+          mailboxes: record.mailboxes }
       })
 
     /** Who `credential` acts for, and this request counted against its limits (per key, else per user). */

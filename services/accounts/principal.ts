@@ -8,6 +8,11 @@ export interface Principal {
   readonly via: "apiKey" | "accessToken" | "cookie"
   readonly keyId: Option.Option<string>
   readonly sessionId: Option.Option<string>
+  /**
+   * The mailboxes an API key is limited to (`mailboxIds` on create): it sees the account as holding
+   * those only. None: the whole account (every session and access token, and keys made without a limit).
+   */
+  readonly mailboxes: Option.Option<ReadonlyArray<string>>
 }
 
 export class CurrentPrincipal extends Context.Tag("mailroom/CurrentPrincipal")<CurrentPrincipal, Principal>() {}

@@ -15,6 +15,7 @@ export interface PrincipalRecord {
   readonly plan: Plan
   readonly keyId: Option.Option<string>
   readonly sessionId: Option.Option<string>
+  readonly mailboxes: Option.Option<ReadonlyArray<string>>
   /** When the credential stops working by itself (ms since the epoch); none for a key without expiry. */
   readonly validUntil: Option.Option<number>
 }

@@ -1,6 +1,7 @@
 /**
  * API keys (SPEC "API keys"): the full key is shown once and stored only as a hash; a key acts with
- * its owner's rights, and its `plan` and `rateLimit` follow the owner's current plan.
+ * its owner's rights (within the mailboxes it is limited to, when it is: `mailboxIds`), and its `plan`
+ * and `rateLimit` follow the owner's current plan.
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect } from "effect"
@@ -9,6 +10,7 @@ import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/t
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
+import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { KeyUsage } from "./last-used.ts"
@@ -30,6 +32,7 @@ interface KeyRow {
   readonly createdAt: Date
   readonly expiresAt: Date | null
   readonly lastUsedAt: Date | null
+  readonly mailboxIds: ReadonlyArray<string> | null
   readonly total: string
 }
 
@@ -46,10 +49,13 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       const keyId = newId("key")
       const apiKey = opaqueToken(apiKeyPrefix)
       const expiresAt = input.expirationDays === undefined ? null : new Date(Date.now() + input.expirationDays * 86_400_000)
+      const mailboxIds = input.mailboxIds === undefined
+        ? null
+        : yield* ownedMailboxes(userId, input.mailboxIds, "mailboxIds").pipe(Effect.provideService(SqlClient.SqlClient, sql))
       const rows = yield* sql<{ createdAt: Date; plan: Plan }>`
         WITH inserted AS (
           INSERT INTO api_keys ${
-        sql.insert({ id: keyId, userId, name: input.name, keyHash: sha256(apiKey), keyPrefix: maskKey(apiKey), expiresAt })
+        sql.insert({ id: keyId, userId, name: input.name, keyHash: sha256(apiKey), keyPrefix: maskKey(apiKey), expiresAt, mailboxIds })
       }
           RETURNING created_at, user_id)
         SELECT i.created_at, s.plan FROM inserted i JOIN subscriptions s ON s.user_id = i.user_id`
@@ -62,7 +68,8 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
         plan: row.plan,
         rateLimit: limits[row.plan].requests.perMinute,
         createdAt: row.createdAt.toISOString(),
-        expirationTs: expiresAt?.toISOString() ?? null
+        expirationTs: expiresAt?.toISOString() ?? null,
+        mailboxIds
       }
       // The key exists whether or not the event goes out; webhook delivery guarantees start at the bus.
       yield* bus.publish(
@@ -89,7 +96,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
           SELECT page.*, counted.total
           FROM (SELECT count(*) AS total FROM api_keys WHERE user_id = ${userId} AND revoked_at IS NULL) counted
           LEFT JOIN LATERAL (
-            SELECT k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at, k.position
+            SELECT k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at, k.mailbox_ids, k.position
             FROM (
               -- Numbered before the join, which need not keep the order.
               SELECT k.*, row_number() OVER (ORDER BY ${order}) AS position FROM api_keys k
@@ -108,7 +115,8 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
           rateLimit: limits[row.plan].requests.perMinute,
           lastUsed: usage.lastUsed(row.id, row.lastUsedAt)?.toISOString() ?? null,
           createdAt: row.createdAt.toISOString(),
-          expirationTs: row.expiresAt?.toISOString() ?? null
+          expirationTs: row.expiresAt?.toISOString() ?? null,
+          mailboxIds: row.mailboxIds
         }])
         return { keys, meta: listMeta(total, page) satisfies ListMeta }
       }

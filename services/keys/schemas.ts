@@ -2,6 +2,14 @@ import { Schema } from "effect"
 import { maxCharacters, minCharacters } from "../characters.ts"
 import { Plan } from "../plans/plans.ts"
 
+/** The most mailboxes one key is limited to. */
+export const MAX_KEY_MAILBOXES = 100
+
+const MailboxIds = Schema.Array(Schema.String).pipe(
+  Schema.minItems(1, { message: () => "must list at least one mailbox id (left out: the whole account)" }),
+  Schema.maxItems(MAX_KEY_MAILBOXES, { message: () => `must list at most ${MAX_KEY_MAILBOXES} mailbox ids` })
+)
+
 export const CreateKeyInput = Schema.Struct({
   name: Schema.Trim.pipe(minCharacters(1, "must be 1-100 characters"), maxCharacters(100, "must be 1-100 characters")),
   expirationDays: Schema.optional(
@@ -9,7 +17,12 @@ export const CreateKeyInput = Schema.Struct({
       Schema.int({ message: () => "must be a whole number of days from 1 to 365" }),
       Schema.between(1, 365, { message: () => "must be a whole number of days from 1 to 365" })
     )
-  )
+  ),
+  mailboxIds: Schema.optional(MailboxIds.annotations({
+    description: "Limit the key to these mailboxes of the account: it reads, sends and manages their mail only, " +
+      "sees no other mailbox, and is refused account-wide routes (keys, domains, billing, account lists). " +
+      "Left out: the whole account"
+  }))
 }).annotations({ identifier: "CreateApiKeyInput", parseOptions: { errors: "all" } })
 export type CreateKeyInput = typeof CreateKeyInput.Type
 
@@ -20,7 +33,10 @@ const common = {
   plan: Plan,
   rateLimit: Schema.Number.annotations({ description: "Requests per minute allowed for the key" }),
   createdAt: Schema.String,
-  expirationTs: Schema.NullOr(Schema.String)
+  expirationTs: Schema.NullOr(Schema.String),
+  mailboxIds: Schema.NullOr(Schema.Array(Schema.String)).annotations({
+    description: "The mailboxes the key is limited to; null: the whole account"
+  })
 }
 
 export const ApiKey = Schema.Struct({

@@ -28,6 +28,8 @@ export interface EmailFilter {
   readonly unread?: boolean | undefined
   /** Only emails that arrived after this email (wait-for-mail's cursor). */
   readonly after?: string | undefined
+  /** Of these mailboxes only (a key limited to them), in the lists of every mailbox. */
+  readonly mailboxes?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -39,6 +41,8 @@ export interface ThreadFilter {
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
+  /** Of these mailboxes only (a key limited to them), in the list of every mailbox. */
+  readonly mailboxes?: ReadonlyArray<string> | undefined
 }
 
 /** A thread list's row: the thread's newest email and what is said of the whole thread. */
@@ -100,9 +104,13 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         (rows) => rows.length === 0 ? new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } }) : Effect.void
       )
 
-    /** The emails `e` of every active mailbox of `userId`'s. */
-    const activeMailboxesOf = (userId: string) =>
-      sql`e.user_id = ${userId} AND e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`
+    /** Every active mailbox of `userId`'s (of `only`, when given): a condition on `mailboxes`. */
+    const activeOf = (userId: string, only: ReadonlyArray<string> | undefined) =>
+      sql`user_id = ${userId} AND status = 'active' ${only === undefined ? sql`` : sql`AND id = ANY(${[...only]}::text[])`}`
+
+    /** The emails `e` of every active mailbox of `userId`'s (of `only`, when given). */
+    const activeMailboxesOf = (userId: string, only: ReadonlyArray<string> | undefined) =>
+      sql`e.user_id = ${userId} AND e.mailbox_id IN (SELECT id FROM mailboxes WHERE ${activeOf(userId, only)})`
 
     /** The filter's conditions on `emails e`, each one `AND …`. */
     const filtered = (filter: EmailFilter) =>
@@ -230,7 +238,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       filter: ThreadFilter = {}
     ) {
       // By mailbox (each one's emails through the threads index), not by account.
-      return yield* threadsIn(sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`, page, sort, filter)
+      return yield* threadsIn(sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE ${activeOf(userId, filter.mailboxes)})`, page, sort, filter)
     })
 
     /** One of the caller's mailboxes' emails (`listIn`); 404 for a mailbox that is not the caller's. */
@@ -258,11 +266,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     ) {
       if (filter.after !== undefined) {
         const cursor = yield* sql`
-          SELECT 1 FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
-          WHERE e.id = ${filter.after} AND e.user_id = ${userId}`
+          SELECT 1 FROM emails e WHERE e.id = ${filter.after} AND ${activeMailboxesOf(userId, filter.mailboxes)}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of one of your emails")
       }
-      return yield* listIn(activeMailboxesOf(userId), page, sort, filter)
+      return yield* listIn(activeMailboxesOf(userId, filter.mailboxes), page, sort, filter)
     })
 
     /** The email with its bodies, headers and attachments' metadata. */

@@ -173,8 +173,8 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(mailboxId))))
       )
 
-    const activeCount = (userId: string) =>
-      sql<{ n: string }>`SELECT count(*) AS n FROM mailboxes WHERE user_id = ${userId} AND status = 'active'`.pipe(
+    const activeCount = (userId: string, only?: ReadonlyArray<string>) =>
+      sql<{ n: string }>`SELECT count(*) AS n FROM mailboxes WHERE user_id = ${userId} AND status = 'active' ${within(only)}`.pipe(
         Effect.map((rows) => Number(rows[0]?.n ?? 0))
       )
 
@@ -228,24 +228,28 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return yield* insert(owner, address, displayName ?? null).pipe(sql.withTransaction, takenOnUniqueViolation(address))
     })
 
-    const select = (owner: Owner, page: Page | undefined, direction: Direction) => {
+    /** Of these mailboxes only (a key limited to them), when given. */
+    const within = (mailboxIds: ReadonlyArray<string> | undefined) =>
+      mailboxIds === undefined ? sql`` : sql`AND id = ANY(${[...mailboxIds]}::text[])`
+
+    const select = (owner: Owner, page: Page | undefined, direction: Direction, only?: ReadonlyArray<string>) => {
       const order = sql.literal(direction === "asc" ? "ASC" : "DESC")
       return sql<MailboxRow>`
         SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
-        WHERE user_id = ${owner.userId} AND status = 'active'
+        WHERE user_id = ${owner.userId} AND status = 'active' ${within(only)}
         ORDER BY created_at ${order}, id ${order}
         ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`.pipe(Effect.map((rows) => rows.map(toMailbox)))
     }
 
-    /** The owner's active mailboxes, newest first. */
-    const list = Effect.fn("Mailboxes.list")(function*(owner: Owner) {
-      return yield* select(owner, undefined, "desc")
+    /** The owner's active mailboxes (of `only`, when given), newest first. */
+    const list = Effect.fn("Mailboxes.list")(function*(owner: Owner, only?: ReadonlyArray<string>) {
+      return yield* select(owner, undefined, "desc", only)
     })
 
     /** One page of them (newest first unless asked otherwise), with how many there are in all. */
-    const listPage = Effect.fn("Mailboxes.listPage")(function*(owner: Owner, page: Page, direction: Direction = "desc") {
-      const mailboxes = yield* select(owner, page, direction)
-      return { mailboxes, total: yield* activeCount(owner.userId) }
+    const listPage = Effect.fn("Mailboxes.listPage")(function*(owner: Owner, page: Page, direction: Direction = "desc", only?: ReadonlyArray<string>) {
+      const mailboxes = yield* select(owner, page, direction, only)
+      return { mailboxes, total: yield* activeCount(owner.userId, only) }
     })
 
     /** One of the owner's active mailboxes; 404 when it is not theirs, or deleted. */

@@ -170,10 +170,17 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       return yield* listWhere(sql`mailbox_id = ${mailboxId} AND user_id = ${userId}`, page, sort, status)
     })
 
-    /** The drafts of every active mailbox of the account. */
-    const listAll = Effect.fn("Drafts.listAll")(function*(userId: string, page: Page, sort: Sort<DraftSortField>, status?: DraftStatus) {
+    /** The drafts of every active mailbox of the account (of `only`, when given: a key limited to them). */
+    const listAll = Effect.fn("Drafts.listAll")(function*(
+      userId: string,
+      page: Page,
+      sort: Sort<DraftSortField>,
+      status?: DraftStatus,
+      only?: ReadonlyArray<string>
+    ) {
       return yield* listWhere(
-        sql`user_id = ${userId} AND mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active')`,
+        sql`user_id = ${userId} AND mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active'
+            ${only === undefined ? sql`` : sql`AND id = ANY(${[...only]}::text[])`})`,
         page,
         sort,
         status

@@ -10,7 +10,7 @@
  * ranking, so pages never overlap or skip while the mail stays the same.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import type { Principal } from "../accounts/principal.ts"
 import { Billing } from "../billing/billing.ts"
 import { SearchCounts } from "../billing/search-counts.ts"
@@ -54,10 +54,14 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
     const searchCounts = yield* SearchCounts
     const ranker = yield* Ranker
 
-    /** Active mailboxes of the caller on `domain`, or every mailbox when no domain is asked for. */
-    const mailboxScope = (userId: string, domain: string | undefined) =>
-      domain === undefined ? Effect.succeed(undefined) : sql<{ id: string }>`
-        SELECT id FROM mailboxes WHERE user_id = ${userId} AND domain = ${domain} AND status = 'active'`.pipe(
+    /**
+     * Active mailboxes of the caller on `domain`, or every mailbox when no domain is asked for; of
+     * the mailboxes a limited key reaches only (`only`).
+     */
+    const mailboxScope = (userId: string, domain: string | undefined, only: ReadonlyArray<string> | undefined) =>
+      domain === undefined ? Effect.succeed(only) : sql<{ id: string }>`
+        SELECT id FROM mailboxes WHERE user_id = ${userId} AND domain = ${domain} AND status = 'active'
+          ${only === undefined ? sql`` : sql`AND id = ANY(${[...only]}::text[])`}`.pipe(
         Effect.map((rows) => rows.map((row) => row.id))
       )
 
@@ -123,13 +127,13 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         return periodStart
       })
 
-    const run = (userId: string, input: SearchInput, query: string) =>
+    const run = (userId: string, only: ReadonlyArray<string> | undefined, input: SearchInput, query: string) =>
       Effect.gen(function*() {
         const limit = input.limit ?? 20
         const offset = input.offset ?? 0
         const mode = input.mode ?? "hybrid"
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
-        const mailboxIds = yield* mailboxScope(userId, domain)
+        const mailboxIds = yield* mailboxScope(userId, domain, only)
         const ranked = yield* ranker.rank(userId, query, mode, mailboxIds)
         // One statement keeps, in ranked order, the candidates still readable (the vector index may
         // hold mail of a mailbox deleted since, the words a deleted mailbox's), counts them, and
@@ -185,7 +189,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         return yield* ValidationError.field("domain", "must be a domain name")
       }
       const periodStart = yield* admit(principal)
-      const result = yield* run(principal.userId, input, query).pipe(
+      const result = yield* run(principal.userId, Option.getOrUndefined(principal.mailboxes), input, query).pipe(
         timeSearch(input.mode ?? "hybrid"),
         Effect.catchTags({
           EmbedderError: (error) =>

@@ -23,6 +23,7 @@ import { Conflict, NotFound, ServiceUnavailable, ValidationError, WebhookQuotaRe
 import { EventLog } from "../events/log.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
+import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { succeeded, WebhookAttempts } from "./attempts.ts"
 import { sampleEvent } from "./samples.ts"
 import type {
@@ -132,16 +133,9 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
 
     /** The mailboxes asked for, each once, if every one is an active mailbox of the account. */
     const checkMailboxes = (userId: string, mailboxIds: ReadonlyArray<string> | null | undefined) =>
-      Effect.gen(function*() {
-        if (mailboxIds === null || mailboxIds === undefined) return mailboxIds
-        const ids = distinct(mailboxIds)
-        const found = yield* sql<{ id: string }>`
-          SELECT id FROM mailboxes WHERE id = ANY(${ids}::text[]) AND user_id = ${userId} AND status = 'active'`
-        const known = new Set(found.map((row) => row.id))
-        const unknown = ids.filter((id) => !known.has(id))
-        if (unknown.length > 0) return yield* ValidationError.field("mailbox_ids", `not a mailbox of this account: ${unknown.join(", ")}`)
-        return ids
-      })
+      mailboxIds === null || mailboxIds === undefined
+        ? Effect.succeed(mailboxIds)
+        : ownedMailboxes(userId, mailboxIds, "mailbox_ids").pipe(Effect.provideService(SqlClient.SqlClient, sql))
 
     const find = (userId: string, webhookId: string) =>
       sql<WebhookRow>`SELECT ${sql.literal(columns)} FROM webhooks WHERE id = ${webhookId} AND user_id = ${userId}`.pipe(

@@ -8,6 +8,7 @@
 import { HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, FiberRef, Layer, Option } from "effect"
 import { type Authenticated, Authenticator, bearerCredential, type Credential } from "../../services/accounts/authenticator.ts"
+import { MailboxReach } from "../../services/accounts/reach.ts"
 import { Forbidden, RateLimited, Unauthorized } from "../../services/errors.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import type { Decision } from "../../services/ratelimit/rate-limiter.ts"
@@ -16,6 +17,7 @@ import { AppConfig } from "../config.ts"
 import { ApiAuthentication, ClientRateLimit, SESSION_COOKIE, SessionAuthentication } from "./security.ts"
 import { MAX_JSON_BYTES, maxBodyBytes } from "./body-limits.ts"
 import { orUnavailable } from "./infra.ts"
+import { admit } from "./reach.ts"
 
 
 /** A limit's `X-RateLimit-*` headers. */
@@ -126,20 +128,24 @@ export const credentialOf = (request: HttpServerRequest.HttpServerRequest, surfa
 
 const missing = Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer")
 
+/** API keys, and access tokens; a key limited to some mailboxes reaches the route only as reach.ts says. */
 export const ApiAuthenticationLive = Layer.effect(
   ApiAuthentication,
   Effect.gen(function*() {
     const authenticator = yield* Authenticator
     const limiter = yield* RateLimiter
     const health = yield* DependencyHealth
+    const reach = yield* MailboxReach
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const credential = keyOrBearer(request)
       if (Option.isNone(credential)) return yield* Effect.zipRight(limitByAddress(limiter), missing)
-      return yield* authenticated(authenticator, limiter, credential.value)
+      const principal = yield* authenticated(authenticator, limiter, credential.value)
+      yield* admit(reach, principal).pipe(orUnavailable)
+      return principal
     }).pipe(Effect.provideService(DependencyHealth, health))
   })
-)
+).pipe(Layer.provide(MailboxReach.Default))
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
 

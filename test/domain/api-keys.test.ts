@@ -1,25 +1,30 @@
 /**
  * API keys in process, over the suite's migrated database (SPEC "API keys", DESIGN.md §4): the full
  * key once and only a hash kept, plan and rate limit following the owner, expiry and revocation as
- * the Authenticator sees them, and the list's owner, sort and pages.
+ * the Authenticator sees them, and the list's owner, sort and pages; a key limited to some mailboxes,
+ * as its principal carries the limit and MailboxReach and the lists of every mailbox hold it to them
+ * (over HTTP: test/api/limited-keys.test.ts).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Duration, Effect, Layer, Queue, Redacted } from "effect"
+import { Duration, Effect, Layer, Option, Queue, Redacted } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Administration } from "../../services/accounts/administration.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { Principals } from "../../services/accounts/principals.ts"
+import { MailboxReach } from "../../services/accounts/reach.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Bus, decodeJson } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { ApiKeys } from "../../services/keys/api-keys.ts"
+import { Emails } from "../../services/mail/emails.ts"
 import { testDatabase } from "../support/database.ts"
+import { insertEmail, insertMailbox } from "../support/seed-mail.ts"
 import { testSecret } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 import { sleep } from "../support/wait.ts"
 
-const services = Layer.mergeAll(ApiKeys.Default, Authenticator.Default, Administration.Default).pipe(
+const services = Layer.mergeAll(ApiKeys.Default, Authenticator.Default, Administration.Default, MailboxReach.Default, Emails.Default).pipe(
   Layer.provideMerge(Principals.Default),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provide(Layer.merge(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) }), DependencyHealth.Default)),
@@ -59,7 +64,8 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
         plan: "free",
         rateLimit: 20,
         createdAt: expect.any(String),
-        expirationTs: null
+        expirationTs: null,
+        mailboxIds: null
       })
       expect(created.apiKey.startsWith(created.keyPrefix.replace(/\*+$/, ""))).toBe(true)
       expect(created.keyPrefix.replace(/\*+$/, "").length).toBeLessThan(created.apiKey.length / 2)
@@ -76,7 +82,8 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
         rateLimit: 20,
         lastUsed: expect.any(String),
         createdAt: created.createdAt,
-        expirationTs: null
+        expirationTs: null,
+        mailboxIds: null
       }])
 
       const event = yield* Queue.take(announced).pipe(Effect.timeout(Duration.seconds(10)))
@@ -177,5 +184,49 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
       expect(second.meta).toEqual({ total: 3, limit: 2, offset: 2, hasMore: false })
       const beyond = yield* keys.list(user.userId, { limit: 2, offset: 10 }, newest)
       expect(beyond).toEqual({ keys: [], meta: { total: 3, limit: 2, offset: 10, hasMore: false } })
+    }))
+
+  it.effect("a key limited to some mailboxes: its principal carries them, and what lies outside is not found", () =>
+    Effect.gen(function*() {
+      const keys = yield* ApiKeys
+      const auth = yield* Authenticator
+      const reach = yield* MailboxReach
+      const emails = yield* Emails
+      const user = yield* insertUser()
+      const mine = yield* insertMailbox(user)
+      const other = yield* insertMailbox(user)
+      const stranger = yield* insertMailbox(yield* insertUser())
+      const myEmail = yield* insertEmail(mine, { subject: "Mine", receivedMinutesAgo: 2, threadId: "thr_reach_mine" })
+      const otherEmail = yield* insertEmail(other, { subject: "Theirs", receivedMinutesAgo: 1, threadId: "thr_reach_other" })
+
+      // Named twice, kept once; another account's mailbox is refused as an unknown one.
+      const created = yield* keys.create(user.userId, { name: "agent", mailboxIds: [mine.mailboxId, mine.mailboxId] })
+      expect(created.mailboxIds).toEqual([mine.mailboxId])
+      const refused = yield* Effect.flip(keys.create(user.userId, { name: "agent", mailboxIds: [mine.mailboxId, stranger.mailboxId] }))
+      expect(refused).toMatchObject({ code: "VALIDATION_ERROR", details: { mailboxIds: `not a mailbox of this account: ${stranger.mailboxId}` } })
+
+      const { principal } = yield* auth.authenticate({ kind: "apiKey", secret: created.apiKey })
+      expect(principal.mailboxes).toEqual(Option.some([mine.mailboxId]))
+      const whole = yield* keys.create(user.userId, { name: "everything" })
+      expect((yield* auth.authenticate({ kind: "apiKey", secret: whole.apiKey })).principal.mailboxes).toEqual(Option.none())
+
+      yield* reach.mailbox(principal, mine.mailboxId)
+      expect(yield* Effect.flip(reach.mailbox(principal, other.mailboxId))).toMatchObject({ code: "NOT_FOUND", details: { mailbox_id: other.mailboxId } })
+      yield* reach.emails(principal, [myEmail.id, "eml_unknown"])
+      expect(yield* Effect.flip(reach.emails(principal, [myEmail.id, otherEmail.id]))).toMatchObject({
+        code: "NOT_FOUND",
+        details: { email_id: otherEmail.id }
+      })
+      yield* reach.thread(principal, "thr_reach_mine")
+      expect(yield* Effect.flip(reach.thread(principal, "thr_reach_other"))).toMatchObject({ code: "NOT_FOUND", details: { thread_id: "thr_reach_other" } })
+
+      const page = { limit: 20, offset: 0 }
+      const newestFirst = { field: "received_at", direction: "desc" } as const
+      const all = yield* emails.listAll(user.userId, page, newestFirst)
+      expect(all.emails.map((email) => email.email_id)).toEqual([otherEmail.id, myEmail.id])
+      const limited = yield* emails.listAll(user.userId, page, newestFirst, { mailboxes: [mine.mailboxId] })
+      expect(limited).toMatchObject({ total: 1, emails: [{ email_id: myEmail.id }] })
+      const threads = yield* emails.threadsAll(user.userId, page, { field: "last_received_at", direction: "desc" }, { mailboxes: [mine.mailboxId] })
+      expect(threads.threads.map((thread) => thread.thread_id)).toEqual(["thr_reach_mine"])
     }))
 })

@@ -3,8 +3,9 @@
  * directly, with their own content type, and offered as a download.
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { ValidationError } from "../../../services/errors.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { type EmailFilter, Emails, type ThreadFilter } from "../../../services/mail/emails.ts"
@@ -66,6 +67,7 @@ const makeHandlers = Effect.gen(function*() {
     const labels = yield* Labels
     const deletions = yield* Deletions
     const arrivals = yield* MailArrivals
+    const reach = yield* MailboxReach
     const change = (payload: { readonly add_labels?: ReadonlyArray<string> | undefined; readonly remove_labels?: ReadonlyArray<string> | undefined }) => ({
       add: payload.add_labels ?? [],
       remove: payload.remove_labels ?? []
@@ -84,13 +86,14 @@ const makeHandlers = Effect.gen(function*() {
         }),
       listAll: ({ urlParams }: { readonly urlParams: typeof EmailListParams.Type }) =>
         Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
+          const { mailboxes, userId } = yield* CurrentPrincipal
           if (urlParams.wait !== undefined && urlParams.wait > 0) {
             return yield* ValidationError.field("wait", "waits on one mailbox's list (GET /v1/api/mailboxes/{mailbox_id}/emails); the event stream tells of every mailbox's mail")
           }
           const p = page(urlParams)
           const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
-          const { emails: data, total } = yield* emails.listAll(userId, p, sort, filterOf(urlParams)).pipe(orUnavailable)
+          const filter = { ...filterOf(urlParams), mailboxes: Option.getOrUndefined(mailboxes) }
+          const { emails: data, total } = yield* emails.listAll(userId, p, sort, filter).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, p) }
         }),
       listThreads: ({ path, urlParams }: Path<typeof MailboxEmailsPath> & { readonly urlParams: typeof ThreadListParams.Type }) =>
@@ -102,9 +105,10 @@ const makeHandlers = Effect.gen(function*() {
         }),
       listAllThreads: ({ urlParams }: { readonly urlParams: typeof ThreadListParams.Type }) =>
         Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
+          const { mailboxes, userId } = yield* CurrentPrincipal
           const query = threadQueryOf(urlParams)
-          const { threads: data, total } = yield* emails.threadsAll(userId, query.page, query.sort, query.filter).pipe(orUnavailable)
+          const filter = { ...query.filter, mailboxes: Option.getOrUndefined(mailboxes) }
+          const { threads: data, total } = yield* emails.threadsAll(userId, query.page, query.sort, filter).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, query.page) }
         }),
       get: ({ path }: Path<typeof EmailPath>) =>
@@ -122,8 +126,9 @@ const makeHandlers = Effect.gen(function*() {
         }),
       batchUpdate: ({ payload }: { readonly payload: typeof BatchUpdateInput.Type }) =>
         Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
-          const updated = yield* labels.update(userId, payload.email_ids, change(payload)).pipe(orUnavailable)
+          const principal = yield* CurrentPrincipal
+          yield* reach.emails(principal, payload.email_ids).pipe(orUnavailable)
+          const updated = yield* labels.update(principal.userId, payload.email_ids, change(payload)).pipe(orUnavailable)
           const data = { updated: updated.length, emails: updated.map((row) => ({ email_id: row.id, labels: [...row.labels] })) }
           return { success: true as const, data }
         }),
@@ -135,8 +140,9 @@ const makeHandlers = Effect.gen(function*() {
         }),
       batchDelete: ({ payload }: { readonly payload: typeof BatchDeleteInput.Type }) =>
         Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
-          const data = yield* deletions.emails(userId, payload.email_ids).pipe(orUnavailable)
+          const principal = yield* CurrentPrincipal
+          yield* reach.emails(principal, payload.email_ids).pipe(orUnavailable)
+          const data = yield* deletions.emails(principal.userId, payload.email_ids).pipe(orUnavailable)
           return { success: true as const, data }
         }),
       removeThread: ({ path }: Path<typeof ThreadPath>) =>
@@ -184,7 +190,7 @@ const makeHandlers = Effect.gen(function*() {
     }
   })
 
-const services = [Emails.Default, Labels.Default, Deletions.Default, MailArrivals.Default] as const
+const services = [Emails.Default, Labels.Default, Deletions.Default, MailArrivals.Default, MailboxReach.Default] as const
 
 export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
   Effect.map(makeHandlers, (h) =>

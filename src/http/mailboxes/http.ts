@@ -5,7 +5,7 @@
  * on /api.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Layer, type ParseResult } from "effect"
+import { Effect, Layer, Option, type ParseResult } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { ValidationError } from "../../../services/errors.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
@@ -37,7 +37,7 @@ const makeHandlers = (surface: Surface) =>
           const owner = yield* CurrentPrincipal
           const p = page(urlParams)
           const sort = parseSort(urlParams.sort, { field: "created_at", direction: "desc" })
-          const listed = yield* mailboxes.listPage(owner, p, sort.direction).pipe(orUnavailable)
+          const listed = yield* mailboxes.listPage(owner, p, sort.direction, Option.getOrUndefined(owner.mailboxes)).pipe(orUnavailable)
           return { success: true as const, mailboxes: listed.mailboxes, meta: listMeta(listed.total, p) }
         }),
       create: ({ payload }: { readonly payload: unknown }) =>

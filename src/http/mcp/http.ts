@@ -35,6 +35,7 @@ import { RateLeases } from "../../../services/ratelimit/leases.ts"
 import { RateLimiter, type Window } from "../../../services/ratelimit/rate-limiter.ts"
 import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
+import { accountWide } from "../reach.ts"
 import { orUnavailable } from "../infra.ts"
 import { NO_NUL, nulField } from "../input-rules.ts"
 import { detailsOf } from "../issues.ts"
@@ -203,6 +204,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         return yield* identified.left
       }
       const principal = identified.right
+      if (Option.isSome(principal.mailboxes)) return errorResponse(accountWide(principal))
       const decision = yield* leases.take(`mcp:${principal.userId}`, mcpWindows(principal))
       if (!decision.allowed) {
         const limited = RateLimited.of({

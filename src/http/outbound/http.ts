@@ -3,7 +3,7 @@
  * sessions under /api). An Idempotency-Key's request is the route, the mailbox and the body.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { listMeta, page, type Page, parseSort, type Sort } from "../../../services/listing.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
@@ -79,7 +79,8 @@ const makeHandlers = Effect.gen(function*() {
     listDrafts: ({ path, urlParams }: { readonly path: { readonly mailboxId: string }; readonly urlParams: DraftQuery }) =>
       draftList(urlParams, (userId, p, sort) => drafts.list(userId, path.mailboxId, p, sort, urlParams.status)),
     listAllDrafts: ({ urlParams }: { readonly urlParams: DraftQuery }) =>
-      draftList(urlParams, (userId, p, sort) => drafts.listAll(userId, p, sort, urlParams.status)),
+      Effect.flatMap(CurrentPrincipal, ({ mailboxes }) =>
+        draftList(urlParams, (userId, p, sort) => drafts.listAll(userId, p, sort, urlParams.status, Option.getOrUndefined(mailboxes)))),
     getDraft: ({ path }: { readonly path: DraftPath }) => Effect.flatMap(caller, (userId) => ok(drafts.get(userId, path.mailboxId, path.draftId))),
     updateDraft: ({ path, payload }: { readonly path: DraftPath; readonly payload: DraftInput }) =>
       Effect.flatMap(caller, (userId) => ok(drafts.update(userId, path.mailboxId, path.draftId, payload))),

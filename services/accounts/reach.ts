@@ -1,0 +1,61 @@
+/**
+ * What a key limited to some mailboxes (`Principal.mailboxes`) may touch: the mail of those mailboxes
+ * only. Whatever lies outside is answered as the routes answer what does not exist (404 with the same
+ * message and details), so that such a key sees an account holding its mailboxes only, and learns
+ * nothing of the rest. A principal without a limit reaches everything here at no cost.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import { NotFound } from "../errors.ts"
+import { emailNotFound, threadNotFound } from "../mail/emails.ts"
+import type { Principal } from "./principal.ts"
+
+type Reach = Pick<Principal, "userId" | "mailboxes">
+
+/** 404 for a mailbox outside the key's limit, as for one that does not exist. */
+export const mailboxNotFound = (mailboxId: string) => new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+
+export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/MailboxReach", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /** Nothing when `principal` reaches `mailboxId`; else the mailbox's 404. */
+    const mailbox = (principal: Reach, mailboxId: string) =>
+      Option.isNone(principal.mailboxes) || principal.mailboxes.value.includes(mailboxId)
+        ? Effect.void
+        : Effect.fail(mailboxNotFound(mailboxId))
+
+    /**
+     * Nothing when every one of `emailIds` the account holds lies in a mailbox `principal` reaches
+     * (ids it does not hold are left to the route, whose 404 is the same); else the emails' 404,
+     * naming those outside.
+     */
+    const emails = (principal: Reach, emailIds: ReadonlyArray<string>) =>
+      Option.match(principal.mailboxes, {
+        onNone: () => Effect.void,
+        onSome: (reached) =>
+          Effect.flatMap(
+            sql<{ id: string }>`
+              SELECT id FROM emails
+              WHERE id = ANY(${[...emailIds]}::text[]) AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))`,
+            (outside) => outside.length === 0 ? Effect.void : Effect.fail(emailNotFound(outside.map((row) => row.id)))
+          )
+      })
+
+    /** Nothing when the account's thread `threadId`, if it holds one, is of a mailbox `principal` reaches; else its 404. */
+    const thread = (principal: Reach, threadId: string) =>
+      Option.match(principal.mailboxes, {
+        onNone: () => Effect.void,
+        onSome: (reached) =>
+          Effect.flatMap(
+            sql`
+              SELECT 1 FROM emails
+              WHERE thread_id = ${threadId} AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))
+              LIMIT 1`,
+            (outside) => outside.length === 0 ? Effect.void : Effect.fail(threadNotFound(threadId))
+          )
+      })
+
+    return { mailbox, emails, thread } as const
+  })
+}) {}
