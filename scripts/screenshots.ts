@@ -80,9 +80,15 @@ try {
   await shoot("mailboxes")
 
   await page.getByRole("link", { name: "API keys" }).click()
-  await page.getByLabel("New key name").fill("support agent")
+  await page.getByLabel("New key name").fill("operations")
   await page.getByRole("button", { name: "Create key" }).click()
   const apiKey = (await page.getByTestId("new-key").textContent())!
+  await page.getByRole("button", { name: "Done" }).click()
+  // An agent's own key: limited to its mailbox.
+  await page.getByLabel("New key name").fill("support agent")
+  await page.getByRole("checkbox", { name: /^support-agent@/ }).check()
+  await page.getByRole("button", { name: "Create key" }).click()
+  await page.getByText(/^Only support-agent@/).waitFor()
   await shoot("api-keys")
   // The free plan's 20 requests a minute are the account's, dashboard included: this walk needs more.
   await page.getByRole("link", { name: "Billing" }).click()

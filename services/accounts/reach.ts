@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import { NotFound } from "../errors.ts"
+import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, threadNotFound } from "../mail/emails.ts"
 import type { Principal } from "./principal.ts"
 
@@ -56,6 +56,47 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
           )
       })
 
-    return { mailbox, emails, thread } as const
+    /**
+     * Nothing when the account's webhook `webhookId`, if it holds one, listens to mailboxes `principal`
+     * reaches only (a webhook of the whole account reaches the rest); else its 404.
+     */
+    const webhook = (principal: Reach, webhookId: string) =>
+      Option.match(principal.mailboxes, {
+        onNone: () => Effect.void,
+        onSome: (reached) =>
+          Effect.flatMap(
+            sql`
+              SELECT 1 FROM webhooks
+              WHERE id = ${webhookId} AND user_id = ${principal.userId}
+                AND (mailbox_ids IS NULL OR NOT (mailbox_ids <@ ${[...reached]}::text[]))`,
+            (outside) =>
+              outside.length === 0
+                ? Effect.void
+                : Effect.fail(new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } }))
+          )
+      })
+
+    /**
+     * The mailboxes a webhook `principal` makes or changes listens to (`field`, as asked: left out,
+     * null for every mailbox, or some): as asked for a principal without a limit; for a limited key,
+     * its own mailboxes when left out, and never null or a mailbox outside them (refused as an unknown
+     * one is).
+     */
+    const listening = (principal: Reach, asked: ReadonlyArray<string> | null | undefined, field: string, whenLeftOut: "all" | "unchanged") =>
+      Option.match(principal.mailboxes, {
+        onNone: () => Effect.succeed(asked),
+        onSome: (reached) => {
+          if (asked === undefined) return Effect.succeed(whenLeftOut === "all" ? reached : undefined)
+          if (asked === null) {
+            return Effect.fail(ValidationError.field(field, "must name some of this key's mailboxes: a key limited to mailboxes listens to those only"))
+          }
+          const outside = asked.filter((id) => !reached.includes(id))
+          return outside.length === 0
+            ? Effect.succeed(asked)
+            : Effect.fail(ValidationError.field(field, `not a mailbox of this account: ${Array.from(new Set(outside)).join(", ")}`))
+        }
+      })
+
+    return { mailbox, emails, thread, webhook, listening } as const
   })
 }) {}

@@ -131,7 +131,9 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
       const { filter, userId } = request
       if (filter.mailboxId !== undefined) {
         const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${filter.mailboxId} AND user_id = ${userId} AND status = 'active'`
-        if (owned.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: filter.mailboxId } })
+        // A mailbox a limited key does not reach is, to it, one that does not exist.
+        const reached = filter.mailboxes === undefined || filter.mailboxes.includes(filter.mailboxId)
+        if (owned.length === 0 || !reached) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: filter.mailboxId } })
       }
       const from = yield* Option.match(request.after, {
         onNone: () => log.now,

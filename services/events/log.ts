@@ -35,6 +35,8 @@ export interface EventFilter {
   readonly kinds?: ReadonlyArray<string> | undefined
   /** Only events about this mailbox (an event about no mailbox, such as api_key.created, never matches). */
   readonly mailboxId?: string | undefined
+  /** Only events about these mailboxes (a key limited to them); likewise never an event about no mailbox. */
+  readonly mailboxes?: ReadonlyArray<string> | undefined
 }
 
 export interface Read {
@@ -110,13 +112,14 @@ export class EventLog extends Effect.Service<EventLog>()("mailroom/EventLog", {
       const xmin = yield* horizon
       const kinds = filter.kinds === undefined ? sql`` : sql`AND kind = ANY(${[...filter.kinds]}::text[])`
       const mailbox = filter.mailboxId === undefined ? sql`` : sql`AND mailbox_id = ${filter.mailboxId}`
+      const mailboxes = filter.mailboxes === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...filter.mailboxes]}::text[])`
       const rows = yield* sql`
         SELECT event_id, kind, payload, txid::text AS txid, seq::text AS seq
         FROM event_log
         WHERE user_id = ${userId}
           AND (txid, seq) > (${after.txid}::xid8, ${after.seq}::bigint)
           AND txid < ${xmin}::xid8
-          ${kinds} ${mailbox}
+          ${kinds} ${mailbox} ${mailboxes}
         ORDER BY txid, seq
         LIMIT ${limit}`.pipe(Effect.flatMap((found) => Effect.orDie(decodeRows(found))))
       const events = rows.map((row): LoggedEvent => ({

@@ -209,22 +209,25 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
 
     /**
      * Completions of `q`: the caller's past queries, then subjects, then senders; ten at most. Mail a
-     * block list stopped is not searchable, and suggests nothing either.
+     * block list stopped is not searchable, and suggests nothing either. A key limited to some
+     * mailboxes (`only`) is suggested their subjects and senders only: the account's past queries are
+     * its other agents' too.
      */
-    const suggestions = Effect.fn("Search.suggestions")(function*(userId: string, q: string) {
+    const suggestions = Effect.fn("Search.suggestions")(function*(userId: string, q: string, only?: ReadonlyArray<string>) {
       const pattern = likePrefix(normalizeQuery(q))
+      const within = only === undefined ? sql`` : sql`AND m.id = ANY(${[...only]}::text[])`
       const rows = yield* sql<{ text: string; source: number | string; weight: number | string }>`
         (SELECT query AS text, 1 AS source, uses AS weight FROM search_queries
-         WHERE user_id = ${userId} AND normalized LIKE ${pattern} ESCAPE '\\'
+         WHERE user_id = ${userId} AND normalized LIKE ${pattern} ESCAPE '\\' ${only === undefined ? sql`` : sql`AND false`}
          ORDER BY uses DESC, last_used_at DESC LIMIT ${SUGGESTIONS})
         UNION ALL
         (SELECT e.subject, 2, count(*) FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id
-         WHERE e.user_id = ${userId} AND lower(e.subject) LIKE ${pattern} ESCAPE '\\' AND m.status = 'active'
+         WHERE e.user_id = ${userId} AND lower(e.subject) LIKE ${pattern} ESCAPE '\\' AND m.status = 'active' ${within}
            AND NOT ${BLOCKED} = ANY(e.labels)
          GROUP BY e.subject ORDER BY count(*) DESC, e.subject LIMIT ${SUGGESTIONS})
         UNION ALL
         (SELECT e.from_address, 3, count(*) FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id
-         WHERE e.user_id = ${userId} AND lower(e.from_address) LIKE ${pattern} ESCAPE '\\' AND m.status = 'active'
+         WHERE e.user_id = ${userId} AND lower(e.from_address) LIKE ${pattern} ESCAPE '\\' AND m.status = 'active' ${within}
            AND NOT ${BLOCKED} = ANY(e.labels)
          GROUP BY e.from_address ORDER BY count(*) DESC, e.from_address LIMIT ${SUGGESTIONS})
         ORDER BY source, weight DESC, text`
@@ -233,7 +236,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       const stored = rows.filter((row) => Number(row.source) === 1)
       const others = rows.filter((row) => Number(row.source) !== 1)
       const queries = new Map(stored.map((row) => [row.text.toLowerCase(), { text: row.text, weight: Number(row.weight) }]))
-      for (const noted of queryLog.pending(userId, normalizeQuery(q).toLowerCase())) {
+      for (const noted of only === undefined ? queryLog.pending(userId, normalizeQuery(q).toLowerCase()) : []) {
         const known = queries.get(noted.normalized)
         queries.set(noted.normalized, { text: noted.query, weight: (known?.weight ?? 0) + noted.uses })
       }

@@ -178,17 +178,22 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       return { ...toWebhook(row), secret: row.secret } satisfies CreatedWebhook
     })
 
-    const list = Effect.fn("Webhooks.list")(function*(userId: string, page: Page, sort: Sort<WebhookSortField>) {
+    /**
+     * The account's webhooks; with `only` (a key limited to those mailboxes), the ones that listen to
+     * some of those mailboxes and no other.
+     */
+    const list = Effect.fn("Webhooks.list")(function*(userId: string, page: Page, sort: Sort<WebhookSortField>, only?: ReadonlyArray<string>) {
       const direction = sql.literal(sort.direction === "asc" ? "ASC" : "DESC")
+      const within = only === undefined ? sql`` : sql`AND mailbox_ids IS NOT NULL AND mailbox_ids <@ ${[...only]}::text[]`
       // The page and the count in one statement (as the email list does): a single row of nulls
       // carries the count when the page is empty.
       const rows = yield* sql<(WebhookRow & { readonly total: string }) | { readonly id: null; readonly total: string }>`
         SELECT page.*, counted.total
-        FROM (SELECT count(*) AS total FROM webhooks WHERE user_id = ${userId}) counted
+        FROM (SELECT count(*) AS total FROM webhooks WHERE user_id = ${userId} ${within}) counted
         LEFT JOIN LATERAL (
           SELECT ${sql.literal(columns)}, row_number() OVER () AS position
           FROM (
-            SELECT * FROM webhooks WHERE user_id = ${userId}
+            SELECT * FROM webhooks WHERE user_id = ${userId} ${within}
             ORDER BY ${sql.literal(sortColumns[sort.field])} ${direction}, id
             LIMIT ${page.limit} OFFSET ${page.offset}
           ) w

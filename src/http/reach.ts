@@ -14,10 +14,12 @@ import { Forbidden, type NotFound } from "../../services/errors.ts"
 /**
  * - `mailbox`: the path's `:mailboxId` must be one of the key's;
  * - `email`, `thread`: the path's email or conversation must be in one of the key's mailboxes;
- * - `own`: the handler shows and acts on the key's mailboxes only (lists, batches, search, events);
+ * - `webhook`: the path's webhook must listen to some of the key's mailboxes and no other;
+ * - `own`: the handler shows and acts on the key's mailboxes only (lists, batches, search, events,
+ *   new webhooks);
  * - `account`: about the whole account (keys, domains, billing, account lists, new mailboxes): refused.
  */
-export type Reach = "mailbox" | "email" | "thread" | "own" | "account"
+export type Reach = "mailbox" | "email" | "thread" | "webhook" | "own" | "account"
 
 export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/api-keys": "account",
@@ -60,14 +62,14 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "POST /v1/api/mailboxes/:mailboxId/drafts/:draftId/send": "mailbox",
   "GET /v1/api/suppressions": "account",
   "DELETE /v1/api/suppressions/:address": "account",
-  "GET /v1/api/webhooks": "account",
-  "POST /v1/api/webhooks": "account",
-  "GET /v1/api/webhooks/:id": "account",
-  "PATCH /v1/api/webhooks/:id": "account",
-  "DELETE /v1/api/webhooks/:id": "account",
-  "GET /v1/api/webhooks/:id/deliveries": "account",
-  "POST /v1/api/webhooks/:id/test": "account",
-  "POST /v1/api/webhooks/:id/deliveries/:deliveryId/resend": "account",
+  "GET /v1/api/webhooks": "own",
+  "POST /v1/api/webhooks": "own",
+  "GET /v1/api/webhooks/:id": "webhook",
+  "PATCH /v1/api/webhooks/:id": "webhook",
+  "DELETE /v1/api/webhooks/:id": "webhook",
+  "GET /v1/api/webhooks/:id/deliveries": "webhook",
+  "POST /v1/api/webhooks/:id/test": "webhook",
+  "POST /v1/api/webhooks/:id/deliveries/:deliveryId/resend": "webhook",
   "GET /v1/api/lists/:list": "account",
   "POST /v1/api/lists/:list": "account",
   "DELETE /v1/api/lists/:list/:entry": "account",
@@ -81,9 +83,9 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "DELETE /v1/api/domains/:id": "account",
   "GET /v1/domains": "account",
   "POST /v1/search": "own",
-  "GET /v1/search/suggestions": "account",
-  "GET /v1/events": "account",
-  "GET /v1/ws": "account"
+  "GET /v1/search/suggestions": "own",
+  "GET /v1/events": "own",
+  "GET /v1/ws": "own"
 }
 
 /** The refusal of a route about the whole account to a key limited to some mailboxes. */
@@ -103,6 +105,8 @@ export const admit = (reach: MailboxReach, principal: Principal): Effect.Effect<
         return reach.emails(principal, [params["emailId"]!])
       case "thread":
         return reach.thread(principal, params["threadId"]!)
+      case "webhook":
+        return reach.webhook(principal, params["id"]!)
       case "own":
         return Effect.void
       case "account":

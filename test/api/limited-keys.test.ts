@@ -1,11 +1,13 @@
 /**
  * API keys limited to some mailboxes (`mailboxIds`), over real HTTP: such a key sees an account that
- * holds its mailboxes only. Lists and search show their mail alone; an email, conversation or mailbox
- * of another mailbox answers the 404 an unknown one answers; routes about the whole account answer
- * 403 FORBIDDEN. Which route reaches mailboxes how is src/http/reach.ts's table, which must decide
+ * holds its mailboxes only. Lists, search, webhooks, the event stream and MCP show their mail alone;
+ * an email, conversation, webhook or mailbox of another mailbox answers the 404 an unknown one
+ * answers; routes about the whole account answer 403 FORBIDDEN. Which route reaches mailboxes how is src/http/reach.ts's table, which must decide
  * every `/v1` route of the contract (checked in process, below).
  */
 import { OpenApi } from "@effect/platform"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { beforeAll, describe, expect, it } from "vitest"
 import { MailroomApi } from "../../src/http/api.ts"
 import { routeReach } from "../../src/http/reach.ts"
@@ -14,14 +16,16 @@ import { upgrade } from "../support/billing.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { openEvents } from "../support/sse.ts"
 import { withKey, withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 let suite: SuiteServer
 
+// Webhooks to an address on this machine (nothing listens: no event is delivered in this suite).
 useSuiteServer((s) => {
   suite = s
-})
+}, { WEBHOOK_ALLOW_PRIVATE: "true" })
 
 const notFound = (details: Record<string, unknown>) => ({
   success: false,
@@ -182,7 +186,6 @@ describe("a key limited to some mailboxes", () => {
       await limited.POST("/v1/api/mailboxes", { body: { local_part: "another", domain: "agents.localhost" } }),
       await limited.GET("/v1/api-keys"),
       await limited.POST("/v1/api-keys", { body: { name: "wider" } }),
-      await limited.GET("/v1/api/webhooks"),
       await limited.GET("/v1/api/domains"),
       await limited.GET("/v1/billing/subscription"),
       await limited.GET("/v1/api/lists/{list}", { params: { path: { list: "block" } } }),
@@ -193,14 +196,106 @@ describe("a key limited to some mailboxes", () => {
     }
   })
 
-  it("is refused MCP, whose tools reach every mailbox", async () => {
-    const reply = await fetch(`${suite.url}/mcp`, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${limitedKey}` },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
-    })
-    expect(reply.status).toBe(403)
-    expect(((await reply.json()) as { error: unknown }).error).toEqual({ code: "FORBIDDEN", message: expect.stringMatching(/limited/), details: { mailboxIds: [mine.mailboxId] } })
+  it("manages the webhooks of its mailboxes only; one it makes listens to its mailboxes", async () => {
+    const hook = { url: "http://127.0.0.1:9/mailroom", events: ["email.received" as const] }
+    const own = await limited.POST("/v1/api/webhooks", { body: hook })
+    expect(own.response.status).toBe(201)
+    expect(own.data?.data.mailbox_ids).toEqual([mine.mailboxId])
+    const everywhere = await full.POST("/v1/api/webhooks", { body: hook })
+    const theirs = await full.POST("/v1/api/webhooks", { body: { ...hook, mailbox_ids: [other.mailboxId] } })
+    const listed = await limited.GET("/v1/api/webhooks")
+    expect(listed.data?.data.map((webhook) => webhook.webhook_id)).toEqual([own.data!.data.webhook_id])
+    expect(listed.data?.meta.total).toBe(1)
+    expect((await full.GET("/v1/api/webhooks")).data?.meta.total).toBe(3)
+    for (const id of [everywhere.data!.data.webhook_id, theirs.data!.data.webhook_id]) {
+      const path = { params: { path: { id } } }
+      for (const reply of [
+        await limited.GET("/v1/api/webhooks/{id}", path),
+        await limited.PATCH("/v1/api/webhooks/{id}", { ...path, body: { active: false } }),
+        await limited.DELETE("/v1/api/webhooks/{id}", path),
+        await limited.GET("/v1/api/webhooks/{id}/deliveries", path)
+      ]) {
+        expect(reply.response.status).toBe(404)
+        expect(reply.error).toEqual(notFound({ webhook_id: id }))
+      }
+    }
+    expect((await full.GET("/v1/api/webhooks/{id}", { params: { path: { id: everywhere.data!.data.webhook_id } } })).data?.data.active).toBe(true)
+    // Never wider than its mailboxes: not every mailbox (null), not another one.
+    const refusals: Array<[Array<string> | null, unknown]> = [
+      [null, expect.stringMatching(/this key's mailboxes/)],
+      [[mine.mailboxId, other.mailboxId], `not a mailbox of this account: ${other.mailboxId}`]
+    ]
+    for (const [mailbox_ids, message] of refusals) {
+      const made = await limited.POST("/v1/api/webhooks", { body: { ...hook, mailbox_ids } })
+      expect(made.response.status).toBe(400)
+      expect(made.error?.error).toEqual({ code: "VALIDATION_ERROR", message: expect.any(String), details: { mailbox_ids: message } })
+      const changed = await limited.PATCH("/v1/api/webhooks/{id}", { params: { path: { id: own.data!.data.webhook_id } }, body: { mailbox_ids } })
+      expect(changed.response.status).toBe(400)
+      expect(changed.error?.error.details).toEqual({ mailbox_ids: message })
+    }
+  })
+
+  it("hears the events of its mailboxes only on the event stream", async () => {
+    const headers = { "x-api-key": limitedKey }
+    const refused = await openEvents(`${suite.url}/v1/events?mailbox_id=${other.mailboxId}`, headers)
+    expect(refused.status).toBe(404)
+    expect(refused.body).toEqual(notFound({ mailbox_id: other.mailboxId }))
+    const stream = await openEvents(`${suite.url}/v1/events?types=email.received`, headers)
+    try {
+      expect(stream.status).toBe(200)
+      await sendMail(suite.server.smtpPort, { to: other.address, from: "sender@example.com", subject: "Not for the ops agent", text: "x" })
+      await sendMail(suite.server.smtpPort, { to: mine.address, from: "sender@example.com", subject: "For the ops agent", text: "y" })
+      const heard = JSON.parse((await stream.next(30_000)).data!)
+      expect(heard.data).toMatchObject({ mailbox_id: mine.mailboxId, subject: "For the ops agent" })
+      expect(await stream.drain(500)).toEqual([])
+    } finally {
+      stream.close()
+    }
+  })
+
+  it("suggests its mailboxes' subjects, never the account's past queries", async () => {
+    await full.POST("/v1/search", { body: { query: "Theirs and nobody else's", mode: "text" } })
+    const { data } = await limited.GET("/v1/search/suggestions", { params: { query: { q: "the" } } })
+    expect(data?.data).toEqual([])
+    const mineOnly = await limited.GET("/v1/search/suggestions", { params: { query: { q: "mi" } } })
+    expect(mineOnly.data?.data).toEqual(["Mine"])
+    expect((await full.GET("/v1/search/suggestions", { params: { query: { q: "the" } } })).data?.data).toContain("Theirs and nobody else's")
+  })
+
+  it("uses MCP's tools over its mailboxes only: the account's tools are not listed, another mailbox is not found", async () => {
+    const mcp = new Client({ name: "limited-key-test", version: "1.0.0" })
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${suite.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${limitedKey}` } } }))
+    try {
+      const call = async (name: string, args: Record<string, unknown>) => {
+        const answer = (await mcp.callTool({ name, arguments: args })) as unknown as { isError?: boolean; content: Array<{ text: string }> }
+        return { isError: answer.isError === true, value: JSON.parse(answer.content[0]!.text) }
+      }
+      const { tools } = await mcp.listTools()
+      expect(tools.map((tool) => tool.name)).not.toContain("create_mailbox")
+      expect(tools.map((tool) => tool.name)).toContain("send_email")
+      expect((await call("list_mailboxes", {})).value.map((box: { mailbox_id: string }) => box.mailbox_id)).toEqual([mine.mailboxId])
+      const threads = await call("list_threads", {})
+      expect(threads.value.threads.map((thread: { thread_id: string }) => thread.thread_id)).toContain(myEmail.thread_id)
+      expect(threads.value.threads.map((thread: { thread_id: string }) => thread.thread_id)).not.toContain(otherEmail.thread_id)
+      expect((await call("get_email", { email_id: myEmail.email_id })).isError).toBe(false)
+      for (const [name, args, details] of [
+        ["get_email", { email_id: otherEmail.email_id }, { email_id: otherEmail.email_id }],
+        ["delete_emails", { email_ids: [otherEmail.email_id] }, { email_id: otherEmail.email_id }],
+        ["get_thread", { thread_id: otherEmail.thread_id }, { thread_id: otherEmail.thread_id }],
+        ["list_emails", { mailbox_id: other.mailboxId }, { mailbox_id: other.mailboxId }],
+        ["send_email", { mailbox_id: other.mailboxId, to: ["a@example.com"], subject: "x", text: "x" }, { mailbox_id: other.mailboxId }]
+      ] as const) {
+        const answer = await call(name, args)
+        expect(answer, name).toEqual({ isError: true, value: { error: { code: "NOT_FOUND", message: expect.any(String), details } } })
+      }
+      for (const [name, args] of [["create_mailbox", { local_part: "another" }], ["block_sender", { entry: "spam@example.com" }]] as const) {
+        const answer = await call(name, args)
+        expect(answer, name).toEqual({ isError: true, value: { error: { code: "FORBIDDEN", message: expect.any(String), details: { mailboxIds: [mine.mailboxId] } } } })
+      }
+      expect((await call("block_sender", { entry: "spam@example.com", mailbox_id: mine.mailboxId })).isError).toBe(false)
+    } finally {
+      await mcp.close()
+    }
   })
 })
 

@@ -752,6 +752,22 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(hooks.data?.data.map((w) => [w.url, w.events, w.mailbox_ids])).toEqual([["https://93.184.216.34/mail", ["email.deleted"], [mailboxId]]])
   })
 
+  it("makes an agent's key for one mailbox among many: chosen by its box, listed as that mailbox's only, and it reaches no other", async () => {
+    await page.getByRole("link", { name: "API keys" }).click()
+    await page.getByLabel("New key name").fill("desk agent")
+    await page.getByRole("checkbox", { name: address, exact: true }).check()
+    await page.getByRole("button", { name: "Create key" }).click()
+    const key = (await page.getByTestId("new-key").textContent())!
+    await page.getByRole("button", { name: "Done" }).click()
+    await page.getByText(`Only ${address} · Created`).waitFor()
+    const keys = await dashboard().GET("/api/api-keys")
+    expect(keys.data?.data.find((k) => k.name === "desk agent")?.mailboxIds).toEqual([mailboxId])
+    const agent = withKey(server.url, { apiKey: key })
+    expect((await agent.GET("/v1/api/mailboxes")).data?.mailboxes.map((m) => m.email_address)).toEqual([address])
+    const another = (await mailboxesOf()).find((m) => m.mailbox_id !== mailboxId)!
+    expect((await agent.GET("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId: another.mailbox_id } } })).response.status).toBe(404)
+  })
+
   it("says a mailbox that is not the account's is not found, and nothing else", async () => {
     for (const path of ["", "/drafts", "/compose"]) {
       await page.goto(`/#/mailboxes/mbx_doesnotexist${path}`)

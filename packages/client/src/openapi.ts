@@ -17,7 +17,7 @@ export interface paths {
         put?: never;
         /**
          * Create an API key
-         * @description The full key is in this answer only; expirationDays (1-365) makes it expire
+         * @description The full key is in this answer only; expirationDays (1-365) makes it expire; mailboxIds limits it to those mailboxes: their mail only, other mailboxes 404 as unknown ones, routes about the whole account 403
          */
         post: operations["dashboardApiKeys.create"];
         delete?: never;
@@ -1185,7 +1185,7 @@ export interface paths {
         put?: never;
         /**
          * Create an API key
-         * @description The full key is in this answer only; expirationDays (1-365) makes it expire
+         * @description The full key is in this answer only; expirationDays (1-365) makes it expire; mailboxIds limits it to those mailboxes: their mail only, other mailboxes 404 as unknown ones, routes about the whole account 403
          */
         post: operations["apiKeys.create"];
         delete?: never;

@@ -26,7 +26,8 @@ const keyEndpoints = <const Name extends string>(name: Name) =>
       .addSuccess(OkWithMeta(CreatedApiKey, Schema.Struct({ warning: Schema.String })), { status: 201 })
       .annotateContext(OpenApi.annotations({
         summary: "Create an API key",
-        description: "The full key is in this answer only; expirationDays (1-365) makes it expire"
+        description: "The full key is in this answer only; expirationDays (1-365) makes it expire; mailboxIds limits it to those mailboxes: " +
+          "their mail only, other mailboxes 404 as unknown ones, routes about the whole account 403"
       }))
   )
   .add(
@@ -41,7 +42,7 @@ export class ApiKeysGroup extends keyEndpoints("apiKeys")
   .middleware(ApiAuthentication)
   .prefix("/v1")
   .annotate(OpenApi.Title, "API keys")
-  .annotate(OpenApi.Description, "Keys for programmatic access on {base_url}; a key acts with its owner's full rights")
+  .annotate(OpenApi.Description, "Keys for programmatic access on {base_url}; a key acts with its owner's full rights, or only on the mailboxes it is limited to (mailboxIds)")
 {}
 
 /** The same routes under /api for dashboard sessions: where a person makes their agents' keys. */

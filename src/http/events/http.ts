@@ -53,7 +53,7 @@ const makeStream = (surface: "api" | "session") =>
         const events = yield* feed.open({
           userId: principal.userId,
           plan: principal.plan,
-          filter: { kinds: urlParams.types, mailboxId: urlParams.mailbox_id },
+          filter: { kinds: urlParams.types, mailboxId: urlParams.mailbox_id, mailboxes: Option.getOrUndefined(principal.mailboxes) },
           after: Option.orElse(fromHeader, () => Option.fromNullable(urlParams.after)),
           afterField: Option.isSome(fromHeader) ? "last-event-id" : "after",
           recheck: yield* recheckOf(authenticator, surface)

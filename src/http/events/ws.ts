@@ -106,7 +106,7 @@ export const serveSocket = (
           recheck,
           userId: principal.userId,
           plan: principal.plan,
-          filter: { kinds: request.types, mailboxId: request.mailbox_id },
+          filter: { kinds: request.types, mailboxId: request.mailbox_id, mailboxes: Option.getOrUndefined(principal.mailboxes) },
           after: request.after === undefined ? lastId : Option.some(request.after),
           afterField: "after"
         }))

@@ -18,6 +18,7 @@ import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, Layer, Option, ParseResult, Runtime, Schema } from "effect"
 import { Authenticator } from "../../../services/accounts/authenticator.ts"
+import { MailboxReach } from "../../../services/accounts/reach.ts"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { InternalError, isApiError, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
@@ -35,12 +36,11 @@ import { RateLeases } from "../../../services/ratelimit/leases.ts"
 import { RateLimiter, type Window } from "../../../services/ratelimit/rate-limiter.ts"
 import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
-import { accountWide } from "../reach.ts"
 import { orUnavailable } from "../infra.ts"
 import { NO_NUL, nulField } from "../input-rules.ts"
 import { detailsOf } from "../issues.ts"
 import { keyOrBearer, rateHeaders, takeForAddress } from "../middleware.ts"
-import { inputSchemaOf, type Tool, tools } from "./tools.ts"
+import { admitTool, inputSchemaOf, type Tool, tools, toolsFor } from "./tools.ts"
 
 /** SPEC: MCP requests per minute, by plan. */
 const mcpWindows = (principal: Principal): ReadonlyArray<Window> => [{ seconds: 60, limit: limits[principal.plan].mcpPerMinute }]
@@ -112,7 +112,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const leases = yield* RateLeases
     const limiter = yield* RateLimiter
     const health = yield* DependencyHealth
-    const runtime = yield* Effect.runtime<Effect.Effect.Context<ReturnType<(typeof tools)[number]["run"]>>>()
+    const runtime = yield* Effect.runtime<Effect.Effect.Context<ReturnType<(typeof tools)[number]["run"]>> | MailboxReach>()
     const run = Runtime.runPromiseExit(runtime)
 
     /** One tool call, as the SDK asks for it. */
@@ -139,6 +139,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
             const details = detailsOf(issues, { root: "arguments", rootMessage: "must be an object" })
             return new ValidationError({ message: `Invalid arguments for ${name}`, details })
           }),
+          Effect.tap((input) => admitTool(principal, tool, input)),
           Effect.flatMap((input) => tool.run(principal, input)),
           orUnavailable
         ) as Effect.Effect<unknown, unknown, never>
@@ -153,7 +154,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const serverFor = (principal: Principal) => {
       const server = new Server(SERVER_INFO, { capabilities: { tools: {} }, instructions: INSTRUCTIONS })
       server.setRequestHandler(ListToolsRequestSchema, async () => ({
-        tools: tools.map((tool) => ({
+        tools: toolsFor(principal).map((tool) => ({
           name: tool.name,
           description: tool.description,
           inputSchema: inputSchemaOf(tool),
@@ -204,7 +205,6 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         return yield* identified.left
       }
       const principal = identified.right
-      if (Option.isSome(principal.mailboxes)) return errorResponse(accountWide(principal))
       const decision = yield* leases.take(`mcp:${principal.userId}`, mcpWindows(principal))
       if (!decision.allowed) {
         const limited = RateLimited.of({
@@ -263,5 +263,6 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   MailArrivals.Default,
   Search.Default,
   SenderLists.Default,
+  MailboxReach.Default,
   Drafts.Default.pipe(Layer.provideMerge(Replies.Default), Layer.provideMerge(Outbound.Default))
 )))

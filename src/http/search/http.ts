@@ -1,5 +1,5 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Search } from "../../../services/search/search.ts"
 import type { SearchInput, SuggestionsParams } from "../../../services/search/schemas.ts"
@@ -18,8 +18,8 @@ const makeHandlers = Effect.gen(function*() {
         }),
       suggestions: ({ urlParams }: { readonly urlParams: typeof SuggestionsParams.Type }) =>
         Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
-          const data = yield* search.suggestions(userId, urlParams.q).pipe(orUnavailable)
+          const { mailboxes, userId } = yield* CurrentPrincipal
+          const data = yield* search.suggestions(userId, urlParams.q, Option.getOrUndefined(mailboxes)).pipe(orUnavailable)
           return { success: true as const, data }
         })
     }
