@@ -14,7 +14,7 @@ import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { KeyUsage } from "./last-used.ts"
-import type { ApiKey, CreatedApiKey, CreateKeyInput, KeySortField } from "./schemas.ts"
+import type { ApiKey, CreatedApiKey, CreateKeyInput, KeySortField, UpdateKeyInput } from "./schemas.ts"
 
 
 const sortColumns: Record<KeySortField, string> = {
@@ -85,6 +85,18 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       return created
     })
 
+    const toKey = (row: Omit<KeyRow, "total">): ApiKey => ({
+      keyId: row.id,
+      name: row.name,
+      keyPrefix: row.keyPrefix,
+      plan: row.plan,
+      rateLimit: limits[row.plan].requests.perMinute,
+      lastUsed: usage.lastUsed(row.id, row.lastUsedAt)?.toISOString() ?? null,
+      createdAt: row.createdAt.toISOString(),
+      expirationTs: row.expiresAt?.toISOString() ?? null,
+      mailboxIds: row.mailboxIds
+    })
+
     const list = Effect.fn("ApiKeys.list")(
       function*(userId: string, page: Page, sort: Sort<KeySortField>) {
         const order = sql.literal(
@@ -107,20 +119,31 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
           ) page ON true
           ORDER BY page.position`
         const total = Number(rows[0]?.total ?? 0)
-        const keys: Array<ApiKey> = rows.flatMap((row) => row.id === null ? [] : [{
-          keyId: row.id,
-          name: row.name,
-          keyPrefix: row.keyPrefix,
-          plan: row.plan,
-          rateLimit: limits[row.plan].requests.perMinute,
-          lastUsed: usage.lastUsed(row.id, row.lastUsedAt)?.toISOString() ?? null,
-          createdAt: row.createdAt.toISOString(),
-          expirationTs: row.expiresAt?.toISOString() ?? null,
-          mailboxIds: row.mailboxIds
-        }])
+        const keys: Array<ApiKey> = rows.flatMap((row) => row.id === null ? [] : [toKey(row)])
         return { keys, meta: listMeta(total, page) satisfies ListMeta }
       }
     )
+
+    /**
+     * Rename a key, or change the mailboxes it is limited to. A new limit applies before the answer,
+     * here and on every other node as soon as it hears (the cached principal goes).
+     */
+    const update = Effect.fn("ApiKeys.update")(function*(userId: string, keyId: string, input: UpdateKeyInput) {
+      const mailboxIds = input.mailboxIds === undefined || input.mailboxIds === null
+        ? input.mailboxIds
+        : yield* ownedMailboxes(userId, input.mailboxIds, "mailboxIds").pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      const rows = yield* sql<Omit<KeyRow, "total">>`
+        UPDATE api_keys k SET
+          name = coalesce(${input.name ?? null}, k.name),
+          mailbox_ids = CASE WHEN ${mailboxIds === undefined} THEN k.mailbox_ids ELSE ${mailboxIds ?? null}::text[] END
+        FROM subscriptions s
+        WHERE k.id = ${keyId} AND k.user_id = ${userId} AND k.revoked_at IS NULL AND s.user_id = k.user_id
+        RETURNING k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at, k.mailbox_ids`
+      const row = rows[0]
+      if (!row) return yield* new NotFound({ message: "API key not found", details: { keyId } })
+      if (mailboxIds !== undefined) yield* principals.changed(userId)
+      return toKey(row)
+    })
 
     const revoke = Effect.fn("ApiKeys.revoke")(function*(userId: string, keyId: string) {
       const rows = yield* sql<{ id: string }>`
@@ -132,6 +155,6 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       return { keyId, revoked: true as const }
     })
 
-    return { create, list, revoke } as const
+    return { create, list, update, revoke } as const
   })
 }) {}

@@ -26,6 +26,14 @@ export const CreateKeyInput = Schema.Struct({
 }).annotations({ identifier: "CreateApiKeyInput", parseOptions: { errors: "all" } })
 export type CreateKeyInput = typeof CreateKeyInput.Type
 
+export const UpdateKeyInput = Schema.Struct({
+  name: Schema.optional(CreateKeyInput.fields.name),
+  mailboxIds: Schema.optional(Schema.NullOr(MailboxIds).annotations({
+    description: "Limit the key to these mailboxes instead (it applies at once, on every node); null: the whole account"
+  }))
+}).annotations({ identifier: "UpdateApiKeyInput", parseOptions: { errors: "all" } })
+export type UpdateKeyInput = typeof UpdateKeyInput.Type
+
 const common = {
   keyId: Schema.String,
   name: Schema.String,

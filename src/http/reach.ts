@@ -24,6 +24,7 @@ export type Reach = "mailbox" | "email" | "thread" | "webhook" | "own" | "accoun
 export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/api-keys": "account",
   "POST /v1/api-keys": "account",
+  "PATCH /v1/api-keys/:id": "account",
   "DELETE /v1/api-keys/:id": "account",
   "GET /v1/billing/subscription": "account",
   "GET /v1/billing/usage": "account",

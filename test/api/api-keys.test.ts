@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest"
 import { isoMillis, signUp, withApiKey } from "../support/accounts.ts"
 import { refusedListParams } from "../support/list-params.ts"
+import { newBox } from "../support/mailboxes.ts"
 import { useSuiteServer } from "../support/server.ts"
 import { anonymous, offContract, withKey, withToken } from "../support/typed-client.ts"
 
@@ -154,6 +155,60 @@ describe("DELETE /v1/api-keys/{id}", () => {
     expect(refused.response.status).toBe(404)
     expect(refused.error).toEqual({ success: false, error: { code: "NOT_FOUND", message: "API key not found", details: { keyId: alice.keyId } } })
     expect((await withKey(baseUrl, alice).GET("/v1/api-keys")).response.status).toBe(200)
+  })
+})
+
+describe("PATCH /v1/api-keys/{id}", () => {
+  it("renames a key and changes its mailboxes, which applies to its next request", async () => {
+    const user = await withApiKey(baseUrl)
+    const first = await newBox(baseUrl, { user })
+    const second = await newBox(baseUrl, { user })
+    const agent = await asUser(user).POST("/v1/api-keys", { body: { name: "agent", mailboxIds: [first.mailboxId] } })
+    const { apiKey, keyId } = agent.data!.data
+    const reached = async () => (await withKey(baseUrl, { apiKey }).GET("/v1/api/mailboxes")).data?.mailboxes.map((box) => box.mailbox_id).sort()
+    expect(await reached()).toEqual([first.mailboxId])
+
+    const path = { params: { path: { id: keyId } } }
+    const widened = await asUser(user).PATCH("/v1/api-keys/{id}", { ...path, body: { name: "ops agent", mailboxIds: [first.mailboxId, second.mailboxId] } })
+    expect(widened.response.status).toBe(200)
+    expect(widened.data?.data).toMatchObject({ keyId, name: "ops agent", mailboxIds: [first.mailboxId, second.mailboxId], lastUsed: expect.any(String) })
+    expect(await reached()).toEqual([first.mailboxId, second.mailboxId].sort())
+    const renamed = await asUser(user).PATCH("/v1/api-keys/{id}", { ...path, body: { name: "ops" } })
+    expect(renamed.data?.data).toMatchObject({ name: "ops", mailboxIds: [first.mailboxId, second.mailboxId] })
+    const whole = await asUser(user).PATCH("/v1/api-keys/{id}", { ...path, body: { mailboxIds: null } })
+    expect(whole.data?.data.mailboxIds).toBeNull()
+    expect((await withKey(baseUrl, { apiKey }).GET("/v1/api-keys")).response.status).toBe(200)
+    const narrowed = await asUser(user).PATCH("/v1/api-keys/{id}", { ...path, body: { mailboxIds: [second.mailboxId] } })
+    expect(narrowed.data?.data.mailboxIds).toEqual([second.mailboxId])
+    expect((await withKey(baseUrl, { apiKey }).GET("/v1/api-keys")).response.status).toBe(403)
+    // A key limited to mailboxes changes no key, its own included.
+    const itself = await withKey(baseUrl, { apiKey }).PATCH("/v1/api-keys/{id}", { ...path, body: { mailboxIds: null } })
+    expect(itself.response.status).toBe(403)
+    expect(itself.error?.error.code).toBe("FORBIDDEN")
+  })
+
+  it.each([
+    [{ name: "" }, { name: "must be 1-100 characters" }],
+    [{ mailboxIds: [] }, { mailboxIds: "must list at least one mailbox id (left out: the whole account)" }],
+    [{ mailboxIds: ["mbx_nowhere"] }, { mailboxIds: "not a mailbox of this account: mbx_nowhere" }]
+  ])("refuses %j with 400 VALIDATION_ERROR details %j, changing nothing", async (body, details) => {
+    const user = await withApiKey(baseUrl)
+    const reply = await asUser(user).PATCH("/v1/api-keys/{id}", { params: { path: { id: user.keyId } }, body: offContract(body) })
+    expect(reply.response.status).toBe(400)
+    expect(reply.error).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
+    const listed = await asUser(user).GET("/v1/api-keys")
+    expect(listed.data?.data[0]).toMatchObject({ name: "test key", mailboxIds: null })
+  })
+
+  it("answers 404 for another user's key, or a revoked one", async () => {
+    const alice = await withApiKey(baseUrl)
+    const mallory = await withApiKey(baseUrl)
+    const refused = await asUser(mallory).PATCH("/v1/api-keys/{id}", { params: { path: { id: alice.keyId } }, body: { name: "mine now" } })
+    expect(refused.response.status).toBe(404)
+    expect(refused.error).toEqual({ success: false, error: { code: "NOT_FOUND", message: "API key not found", details: { keyId: alice.keyId } } })
+    await asUser(alice).DELETE("/v1/api-keys/{id}", { params: { path: { id: alice.keyId } } })
+    const revoked = await asUser(alice).PATCH("/v1/api-keys/{id}", { params: { path: { id: alice.keyId } }, body: { name: "back" } })
+    expect(revoked.response.status).toBe(404)
   })
 })
 

@@ -752,7 +752,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(hooks.data?.data.map((w) => [w.url, w.events, w.mailbox_ids])).toEqual([["https://93.184.216.34/mail", ["email.deleted"], [mailboxId]]])
   })
 
-  it("makes an agent's key for one mailbox among many: chosen by its box, listed as that mailbox's only, and it reaches no other", async () => {
+  it("makes an agent's key for one mailbox among many: chosen by its box, listed as that mailbox's only, reaching no other until changed", async () => {
     await page.getByRole("link", { name: "API keys" }).click()
     await page.getByLabel("New key name").fill("desk agent")
     await page.getByRole("checkbox", { name: address, exact: true }).check()
@@ -765,7 +765,16 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const agent = withKey(server.url, { apiKey: key })
     expect((await agent.GET("/v1/api/mailboxes")).data?.mailboxes.map((m) => m.email_address)).toEqual([address])
     const another = (await mailboxesOf()).find((m) => m.mailbox_id !== mailboxId)!
-    expect((await agent.GET("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId: another.mailbox_id } } })).response.status).toBe(404)
+    const reaches = async () => (await agent.GET("/v1/api/mailboxes/{mailboxId}", { params: { path: { mailboxId: another.mailbox_id } } })).response.status
+    expect(await reaches()).toBe(404)
+
+    // Widened to a second mailbox in place: it applies to the key's next request.
+    await page.getByRole("button", { name: "Change desk agent" }).click()
+    const editor = page.getByRole("form", { name: "Change key desk agent" })
+    await editor.getByRole("checkbox", { name: another.email_address, exact: true }).check()
+    await editor.getByRole("button", { name: "Save" }).click()
+    await page.getByText(`Only ${address}, ${another.email_address} · Created`).waitFor()
+    expect(await reaches()).toBe(200)
   })
 
   it("says a mailbox that is not the account's is not found, and nothing else", async () => {

@@ -1,15 +1,50 @@
 /**
  * API keys: create (the key shown once, with a copy button), optionally expiring after a number of
  * days (SPEC: rotate keys by setting an expiry) and limited to some mailboxes (an agent's own), list
- * with when each expires and what it reaches, revoke.
+ * with when each expires and what it reaches, rename or change its mailboxes, revoke.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError } from "./api.js"
-import { CopyButton, ErrorNote, Field, when } from "./ui.js"
+import { CopyButton, ErrorNote, Field, MailboxChooser, when } from "./ui.js"
 
 /** The expiries offered: SPEC allows 1-365 days. */
 const EXPIRIES = /** @type {const} */ ([["", "Never"], ["30", "In 30 days"], ["90", "In 90 days"], ["180", "In 180 days"], ["365", "In a year"]])
+
+/**
+ * A key's name and mailboxes, changed in place; the new limit applies to the key's next request.
+ * @param {{ apiKey: any, mailboxes: any[], onDone: (saved: boolean) => void }} props
+ */
+const KeyEditor = ({ apiKey, mailboxes, onDone }) => {
+  const [name, setName] = useState(apiKey.name)
+  const [chosen, setChosen] = useState(/** @type {string[]} */ (apiKey.mailboxIds ?? []))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const id = `key-${apiKey.keyId}`
+
+  /** @param {Event} event */
+  const save = async (event) => {
+    event.preventDefault()
+    setError(null)
+    try {
+      await call("PATCH", `/api/api-keys/${encodeURIComponent(apiKey.keyId)}`, { name, mailboxIds: chosen.length === 0 ? null : chosen })
+      onDone(true)
+    } catch (failure) {
+      setError(failure)
+    }
+  }
+
+  return html`
+    <form class="full" onSubmit=${save} aria-label=${"Change key " + apiKey.name}>
+      <${Field} id=${id + "-name"} label="Name" value=${name} onInput=${setName} required error=${fieldError(error, "name")} />
+      <${MailboxChooser} legend="Limit to mailboxes (none checked: the whole account)" mailboxes=${mailboxes} chosen=${chosen}
+        onChange=${setChosen} error=${fieldError(error, "mailboxIds")} />
+      <${ErrorNote} error=${error} />
+      <div class="actions">
+        <button type="submit">Save</button>
+        <button type="button" class="secondary" onClick=${() => onDone(false)}>Cancel</button>
+      </div>
+    </form>`
+}
 
 export const KeysPage = () => {
   const [keys, setKeys] = useState(/** @type {any[] | null} */ (null))
@@ -23,6 +58,8 @@ export const KeysPage = () => {
   const addressOf = (id) => mailboxes.find((m) => m.mailbox_id === id)?.email_address ?? "a deleted mailbox"
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
+  // The key being changed, if any.
+  const [editing, setEditing] = useState(/** @type {string | null} */ (null))
 
   const load = () => call("GET", "/api/api-keys?limit=100").then((answer) => setKeys(answer.data), setError)
   useEffect(() => {
@@ -77,14 +114,8 @@ export const KeysPage = () => {
         <button type="submit">Create key</button>
       </div>
       ${mailboxes.length > 0 && html`
-        <fieldset class="kinds mailboxes">
-          <legend>Limit to mailboxes (none checked: the whole account)</legend>
-          ${mailboxes.map((m) => html`
-            <label class="check"><input type="checkbox" checked=${chosen.includes(m.mailbox_id)}
-              onChange=${(/** @type {any} */ e) => setChosen(e.currentTarget.checked ? [...chosen, m.mailbox_id] : chosen.filter((id) => id !== m.mailbox_id))} />
-              ${m.email_address}</label>`)}
-          ${fieldError(error, "mailboxIds") && html`<p class="note error">${fieldError(error, "mailboxIds")}</p>`}
-        </fieldset>`}
+        <${MailboxChooser} legend="Limit to mailboxes (none checked: the whole account)" mailboxes=${mailboxes} chosen=${chosen}
+          onChange=${setChosen} error=${fieldError(error, "mailboxIds")} />`}
     </form>
     <${ErrorNote} error=${error} />
     ${created && html`
@@ -96,14 +127,23 @@ export const KeysPage = () => {
     ${keys === null ? html`<p class="muted">Loading…</p>` : keys.length === 0 ? html`<p class="muted">No keys yet.</p>` : html`
       <ul class="list">
         ${keys.map((key) => html`
-          <li key=${key.keyId} class="item">
+          <li key=${key.keyId} class="item wrap">
             <div class="grow">
               <strong>${key.name}</strong> <code>${key.keyPrefix}…</code>
               <div class="muted small">${key.mailboxIds === null ? "Every mailbox" : "Only " + key.mailboxIds.map(addressOf).join(", ")} · Created ${when(key.createdAt)} · ${key.lastUsed ? "last used " + when(key.lastUsed) : "never used"}${
             key.expirationTs ? ` · ${Date.parse(key.expirationTs) <= Date.now() ? "expired" : "expires"} ${new Date(key.expirationTs).toLocaleDateString()}` : ""
           }</div>
             </div>
-            <button type="button" class="danger" onClick=${() => revoke(key)} aria-label=${"Revoke " + key.name}>Revoke</button>
+            <div class="actions">
+              <button type="button" class="secondary" aria-expanded=${editing === key.keyId} onClick=${() => setEditing(editing === key.keyId ? null : key.keyId)}
+                aria-label=${"Change " + key.name}>Change</button>
+              <button type="button" class="danger" onClick=${() => revoke(key)} aria-label=${"Revoke " + key.name}>Revoke</button>
+            </div>
+            ${editing === key.keyId && html`
+              <${KeyEditor} apiKey=${key} mailboxes=${mailboxes} onDone=${(/** @type {boolean} */ saved) => {
+            setEditing(null)
+            if (saved) load()
+          }} />`}
           </li>`)}
       </ul>`}
   `

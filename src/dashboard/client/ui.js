@@ -259,3 +259,19 @@ export const useReloading = (fetchList, deps = []) => {
   }
   return { error, failure, retry, run }
 }
+
+/**
+ * Checkboxes for choosing some of the account's mailboxes (none chosen means every one, as `legend`
+ * says), scrolling when there are many; `error` is the server's refusal of the choice.
+ * @param {{ legend: string, mailboxes: any[], chosen: string[], onChange: (chosen: string[]) => void, error?: string }} props
+ */
+export const MailboxChooser = ({ legend, mailboxes, chosen, onChange, error }) => html`
+  <fieldset class="kinds mailboxes">
+    <legend>${legend}</legend>
+    ${mailboxes.map((m) => html`
+      <label class="check"><input type="checkbox" checked=${chosen.includes(m.mailbox_id)}
+        onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.checked ? [...chosen, m.mailbox_id] : chosen.filter((id) => id !== m.mailbox_id))} />
+        ${m.email_address}</label>`)}
+    ${error && html`<p class="note error">${error}</p>`}
+  </fieldset>`
+

@@ -5,7 +5,7 @@
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError, query } from "./api.js"
-import { CopyButton, ErrorNote, Field, LoadFailed, useAction, useReloading, when } from "./ui.js"
+import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, useAction, useReloading, when } from "./ui.js"
 
 const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "api_key.created"]
 
@@ -119,14 +119,8 @@ export const WebhooksPage = () => {
             onChange=${(/** @type {any} */ e) => toggleKind(kind, e.currentTarget.checked)} /> <code>${kind}</code></label>`)}
       </fieldset>
       ${mailboxes.length > 1 && html`
-        <fieldset class="kinds mailboxes">
-          <legend>Mailboxes (none checked: every mailbox)</legend>
-          ${mailboxes.map((m) => html`
-            <label class="check"><input type="checkbox" checked=${chosen.includes(m.mailbox_id)}
-              onChange=${(/** @type {any} */ e) => setChosen(e.currentTarget.checked ? [...chosen, m.mailbox_id] : chosen.filter((id) => id !== m.mailbox_id))} />
-              ${m.email_address}</label>`)}
-          ${fieldError(error, "mailbox_ids") && html`<p class="note error">${fieldError(error, "mailbox_ids")}</p>`}
-        </fieldset>`}
+        <${MailboxChooser} legend="Mailboxes (none checked: every mailbox)" mailboxes=${mailboxes} chosen=${chosen} onChange=${setChosen}
+          error=${fieldError(error, "mailbox_ids")} />`}
       <button type="submit" disabled=${events.length === 0}>Create webhook</button>
     </form>
     <${ErrorNote} error=${error} />

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { keySortFields } from "../../../services/keys/schemas.ts"
-import { ApiKey, CreatedApiKey, CreateKeyInput, RevokedApiKey } from "../../../services/keys/schemas.ts"
+import { ApiKey, CreatedApiKey, CreateKeyInput, RevokedApiKey, UpdateKeyInput } from "../../../services/keys/schemas.ts"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { NotFound } from "../../../services/errors.ts"
@@ -28,6 +28,17 @@ const keyEndpoints = <const Name extends string>(name: Name) =>
         summary: "Create an API key",
         description: "The full key is in this answer only; expirationDays (1-365) makes it expire; mailboxIds limits it to those mailboxes: " +
           "their mail only, other mailboxes 404 as unknown ones, routes about the whole account 403"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.patch("update", "/api-keys/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(UpdateKeyInput)
+      .addSuccess(Ok(ApiKey))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Rename an API key or change its mailboxes",
+        description: "name, and mailboxIds (some of the account's mailboxes, or null for the whole account); a new limit applies at once"
       }))
   )
   .add(

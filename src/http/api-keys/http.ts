@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { ApiKeys } from "../../../services/keys/api-keys.ts"
-import { type CreateKeyInput, type KeySortField } from "../../../services/keys/schemas.ts"
+import { type CreateKeyInput, type KeySortField, type UpdateKeyInput } from "../../../services/keys/schemas.ts"
 import { type ListParams, page, parseSort } from "../../../services/listing.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
@@ -30,6 +30,12 @@ const makeHandlers = Effect.gen(function*() {
             meta: { warning: "This is the only time the full API key is shown. Store it securely now; it cannot be retrieved later." }
           }
         }),
+      update: ({ path, payload }: { readonly path: { readonly id: string }; readonly payload: typeof UpdateKeyInput.Type }) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* keys.update(userId, path.id, payload).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
       revoke: ({ path }: { readonly path: { readonly id: string } }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
@@ -40,9 +46,9 @@ const makeHandlers = Effect.gen(function*() {
   })
 
 export const ApiKeysHandlers = HttpApiBuilder.group(MailroomApi, "apiKeys", (handlers) =>
-  Effect.map(makeHandlers, (h) => handlers.handle("list", h.list).handle("create", h.create).handle("revoke", h.revoke))
+  Effect.map(makeHandlers, (h) => handlers.handle("list", h.list).handle("create", h.create).handle("update", h.update).handle("revoke", h.revoke))
 ).pipe(Layer.provide(ApiKeys.Default))
 
 export const DashboardApiKeysHandlers = HttpApiBuilder.group(MailroomApi, "dashboardApiKeys", (handlers) =>
-  Effect.map(makeHandlers, (h) => handlers.handle("list", h.list).handle("create", h.create).handle("revoke", h.revoke))
+  Effect.map(makeHandlers, (h) => handlers.handle("list", h.list).handle("create", h.create).handle("update", h.update).handle("revoke", h.revoke))
 ).pipe(Layer.provide(ApiKeys.Default))
