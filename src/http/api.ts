@@ -27,6 +27,7 @@ import { publish } from "./openapi.ts"
 import { DashboardOutboundGroup, OutboundGroup } from "./outbound/api.ts"
 import { DashboardSearchGroup, SearchGroup } from "./search/api.ts"
 import { DashboardSenderListsGroup, SenderListsGroup } from "./sender-lists/api.ts"
+import { DashboardStatsGroup, StatsGroup } from "./stats/api.ts"
 import { DashboardWebhooksGroup, WebhooksGroup } from "./webhooks/api.ts"
 
 /** The groups, before anything is said about the whole: what publish() reads each route's credentials from. */
@@ -53,6 +54,8 @@ const Routes = HttpApi.make("mailroom")
   .add(DomainListGroup)
   .add(SearchGroup)
   .add(DashboardSearchGroup)
+  .add(StatsGroup)
+  .add(DashboardStatsGroup)
   .add(EventsGroup)
   .add(DashboardEventsGroup)
 

@@ -83,6 +83,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "POST /v1/api/domains/:id/migrate-mailboxes": "account",
   "DELETE /v1/api/domains/:id": "account",
   "GET /v1/domains": "account",
+  "GET /v1/api/stats": "own",
   "POST /v1/search": "own",
   "GET /v1/search/suggestions": "own",
   "GET /v1/events": "own",

@@ -32,6 +32,7 @@ import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
+import { DashboardStatsHandlers, StatsHandlers } from "./stats/http.ts"
 import { DashboardSenderListsHandlers, SenderListsHandlers } from "./sender-lists/http.ts"
 import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
 
@@ -107,6 +108,8 @@ const Handlers = Layer.mergeAll(
   DomainListHandlers,
   SearchHandlers,
   DashboardSearchHandlers,
+  StatsHandlers,
+  DashboardStatsHandlers,
   EventsHandlers,
   DashboardEventsHandlers
 )

@@ -17,7 +17,7 @@ import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { openEvents } from "../support/sse.ts"
-import { withKey, withToken } from "../support/typed-client.ts"
+import { offContract, withKey, withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 let suite: SuiteServer
@@ -260,6 +260,25 @@ describe("a key limited to some mailboxes", () => {
     const mineOnly = await limited.GET("/v1/search/suggestions", { params: { query: { q: "mi" } } })
     expect(mineOnly.data?.data).toEqual(["Mine"])
     expect((await full.GET("/v1/search/suggestions", { params: { query: { q: "the" } } })).data?.data).toContain("Theirs and nobody else's")
+  })
+
+  it("counts its mailboxes' mail in the stats, as a key of the whole account counts that mailbox's", async () => {
+    const own = await limited.GET("/v1/api/stats")
+    expect(own.response.status).toBe(200)
+    const mailbox = await full.GET("/v1/api/stats", { params: { query: { mailbox_id: mine.mailboxId } } })
+    // Recipients' fates may move between the two answers (the send above is delivered in the background).
+    const counts = (data: { received: number; sent: number; from: string; to: string }) => [data.received, data.sent, data.from, data.to]
+    expect(counts(own.data!.data)).toEqual(counts(mailbox.data!.data))
+    expect(own.data!.data.mailbox_id).toBeNull()
+    const everything = await full.GET("/v1/api/stats")
+    expect(own.data!.data.received).toBeGreaterThan(0)
+    expect(everything.data!.data.received).toBeGreaterThan(own.data!.data.received)
+    const hidden = await limited.GET("/v1/api/stats", { params: { query: { mailbox_id: other.mailboxId } } })
+    expect(hidden.response.status).toBe(404)
+    expect(hidden.error).toEqual(notFound({ mailbox_id: other.mailboxId }))
+    const wrong = await full.GET("/v1/api/stats", { params: { query: { days: offContract("0") } } })
+    expect(wrong.response.status).toBe(400)
+    expect(wrong.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { days: "must be an integer from 1 to 90" } })
   })
 
   it("uses MCP's tools over its mailboxes only: the account's tools are not listed, another mailbox is not found", async () => {

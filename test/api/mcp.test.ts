@@ -43,7 +43,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
   sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}.`, attachments })
 
 const TOOLS = [
-  "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails",
+  "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
   "update_labels", "update_thread_labels", "delete_emails", "delete_thread", "block_sender", "unblock_sender", "wait_for_email", "send_email",
   "reply_to_email", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
@@ -131,6 +131,11 @@ describe("MCP at /mcp", () => {
       return ok.data.length > 0 ? ok.data : undefined
     }, 20_000, 200)
     expect(found).toEqual([expect.objectContaining({ email_id: emailId, subject: "Invoice 7" })])
+
+    // The mailbox's stats count it; a week of days, each listed.
+    const stats = await call(mcp, "get_stats", { mailbox_id: box.mailboxId, days: 7 })
+    expect(stats.ok).toMatchObject({ mailbox_id: box.mailboxId, received: 1, sent: 0, bounce_rate: null })
+    expect(stats.ok.daily).toHaveLength(7)
 
     const quiet = await call(mcp, "wait_for_email", { mailbox_id: box.mailboxId, after: emailId, timeout_seconds: 1 })
     expect(quiet.ok).toEqual({ emails: [], total: 0 })

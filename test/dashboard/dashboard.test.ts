@@ -334,6 +334,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Change password" }).click()
     await page.getByRole("status").getByText("Password changed. 1 other session was signed out.").waitFor()
     await page.getByText("Safari on iOS").waitFor({ state: "detached" })
+    // The list is read again (the change remounts it): this session is listed once that read is in.
+    await sessions.filter({ hasText: "this session" }).waitFor()
     expect(await sessions.count()).toBe(1)
     expect(await page.getByLabel("Current password").inputValue()).toBe("")
     expect((await anonymous(server.url).GET("/v1/api-keys", { headers: { authorization: `Bearer ${otherToken}` } })).response.status).toBe(401)

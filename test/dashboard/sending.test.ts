@@ -173,6 +173,11 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       labels: ["sent"],
       delivery: [{ recipient: "ada@partner.test", status: "sent" }]
     })
+
+    // The mailbox's page counts it: sent, its recipient reached, nothing bounced.
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    await page.getByRole("link", { name: address }).click()
+    await page.getByTestId("stats").getByText("Last 30 days: 0 received · 1 email sent · 1 recipient reached · 0 bounced (0%)").waitFor()
   })
 
   it("names the mailbox: the server's refusal shows by the field, compose shows the name, sent mail carries it; cleared, the From is bare", async () => {

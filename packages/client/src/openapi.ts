@@ -934,6 +934,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Mail stats
+         * @description Emails received and sent over the last `days` days (default 30, UTC), what became of the sent ones' recipients (sent, bounced, failed, suppressed, deferred, queued), the bounce rate, and the same per day; of one mailbox with `mailbox_id`, else of every mailbox
+         */
+        get: operations["dashboardStats.stats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/suppressions": {
         parameters: {
             query?: never;
@@ -1806,6 +1826,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Mail stats
+         * @description Emails received and sent over the last `days` days (default 30, UTC), what became of the sent ones' recipients (sent, bounced, failed, suppressed, deferred, queued), the bounce rate, and the same per day; of one mailbox with `mailbox_id`, else of every mailbox
+         */
+        get: operations["stats.stats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api/suppressions": {
         parameters: {
             query?: never;
@@ -2603,6 +2643,25 @@ export interface components {
             /** @description HTTPS URL that receives the events */
             url: string;
         };
+        DayStats: {
+            /**
+             * nonNegative
+             * @description Recipients of that day's sent emails that bounced
+             */
+            bounced: components["schemas"]["Int"];
+            /** @description YYYY-MM-DD (UTC) */
+            date: string;
+            /**
+             * nonNegative
+             * @description a non-negative number
+             */
+            received: components["schemas"]["Int"];
+            /**
+             * nonNegative
+             * @description a non-negative number
+             */
+            sent: components["schemas"]["Int"];
+        };
         DeletedDomain: {
             /** @enum {boolean} */
             deleted: true;
@@ -3187,6 +3246,11 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        /**
+         * int
+         * @description an integer
+         */
+        Int: number;
         /** @description INTERNAL_ERROR: an unexpected failure */
         InternalError: {
             error: {
@@ -3329,6 +3393,60 @@ export interface components {
             };
             /** @enum {boolean} */
             success: false;
+        };
+        MailStats: {
+            /** @description Bounced among the recipients whose delivery ended (sent, bounced or failed), 0-1; null when none has ended */
+            bounce_rate: number | null;
+            /** @description Every day covered, oldest first, days without mail included */
+            daily: components["schemas"]["DayStats"][];
+            /** @description The first day covered, YYYY-MM-DD (UTC) */
+            from: string;
+            mailbox_id: string | null;
+            /**
+             * nonNegative
+             * @description Emails received
+             */
+            received: components["schemas"]["Int"];
+            /** @description The recipients of the emails sent, by what became of them */
+            recipients: {
+                /**
+                 * nonNegative
+                 * @description Refused for good (5xx, or a bounce that came back)
+                 */
+                bounced: components["schemas"]["Int"];
+                /**
+                 * nonNegative
+                 * @description Refused for now; will be tried again
+                 */
+                deferred: components["schemas"]["Int"];
+                /**
+                 * nonNegative
+                 * @description Not delivered before the retries ran out
+                 */
+                failed: components["schemas"]["Int"];
+                /**
+                 * nonNegative
+                 * @description Not tried yet
+                 */
+                queued: components["schemas"]["Int"];
+                /**
+                 * nonNegative
+                 * @description Accepted by the receiving server
+                 */
+                sent: components["schemas"]["Int"];
+                /**
+                 * nonNegative
+                 * @description Not tried: the address bounced before
+                 */
+                suppressed: components["schemas"]["Int"];
+            };
+            /**
+             * nonNegative
+             * @description Emails sent
+             */
+            sent: components["schemas"]["Int"];
+            /** @description The last day covered (today, UTC) */
+            to: string;
         };
         MigrateMailboxesInput: {
             /** @description Default true: preview only */
@@ -10567,6 +10685,119 @@ export interface operations {
             };
         };
     };
+    "dashboardStats.stats": {
+        parameters: {
+            query?: {
+                /** @description Days to cover, today (UTC) included: 1-90, default 30 */
+                days?: string;
+                /** @description One mailbox's; every mailbox's when left out */
+                mailbox_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["MailStats"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardOutbound.suppressions": {
         parameters: {
             query?: {
@@ -17359,6 +17590,119 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"] | components["schemas"]["MissingFields"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "stats.stats": {
+        parameters: {
+            query?: {
+                /** @description Days to cover, today (UTC) included: 1-90, default 30 */
+                days?: string;
+                /** @description One mailbox's; every mailbox's when left out */
+                mailbox_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["MailStats"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
                 };
             };
             /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */

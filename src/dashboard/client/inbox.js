@@ -140,6 +140,43 @@ const usePage = (path, params = {}) => {
   return { items: shown?.path === path ? shown.items : null, total, offset, setOffset, failure, retry }
 }
 
+/** Past this share of bounced deliveries, receivers start to distrust a sender (the line says so). */
+const BOUNCE_WARNING = 0.05
+
+/** @param {number} n @param {string} one @param {string} many */
+const count = (n, one, many) => `${n} ${n === 1 ? one : many}`
+
+/**
+ * What a mailbox's mail (or every mailbox's) did over the last 30 days: received, sent, delivered and
+ * bounced, with a warning past 5% bounced; live. Nothing while it loads, or when it cannot be read:
+ * the mail below is what the page is for.
+ * @param {{ mailboxId?: string }} props
+ */
+const StatsLine = ({ mailboxId }) => {
+  const [stats, setStats] = useState(/** @type {any} */ (null))
+  useEffect(() => {
+    let current = true
+    const read = () => call("GET", "/api/stats" + query(mailboxId ? { mailbox_id: mailboxId } : {})).then((answer) => current && setStats(answer.data), () => {})
+    read()
+    // Counted again as mail arrives, as the list below is read again.
+    const stop = onMail(() => read())
+    return () => {
+      current = false
+      stop()
+    }
+  }, [mailboxId])
+  if (stats === null) return null
+  const { received, sent, recipients, bounce_rate: bounceRate } = stats
+  return html`
+    <p class="muted small" data-testid="stats">
+      Last 30 days: ${received} received · ${count(sent, "email", "emails")} sent${
+    sent > 0 ? ` · ${count(recipients.sent, "recipient", "recipients")} reached` : ""
+  }${bounceRate === null ? "" : ` · ${recipients.bounced} bounced (${Math.round(bounceRate * 1000) / 10}%)`}
+      ${bounceRate !== null && bounceRate > BOUNCE_WARNING && html`
+        <strong class="note error"> More than 5% of deliveries bounced: check the addresses your agent sends to, or receivers will start refusing its mail.</strong>`}
+    </p>`
+}
+
 /** @param {{ mailboxId: string }} props */
 export const MailboxInbox = ({ mailboxId }) => {
   // undefined until the mailbox is read; null: the account has no such mailbox.
@@ -177,7 +214,8 @@ export const MailboxInbox = ({ mailboxId }) => {
         <a class="button" href=${href("mailboxes", mailboxId, "compose")}>New email</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "drafts")}>Drafts</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "senders")}>Senders</a>
-      </div>`}
+      </div>
+      <${StatsLine} mailboxId=${mailboxId} />`}
     ${lookupFailure && html`<${LoadFailed} error=${lookupFailure} onRetry=${lookUpAgain} retryName="Read the mailbox's details again" />`}
     ${listFailure ? html`<${LoadFailed} error=${listFailure} onRetry=${readAgain} />` : html`
       <div class="toolbar">
@@ -205,6 +243,7 @@ export const AllInbox = () => {
   return html`
     <h1>Inbox</h1>
     <p class="muted">The newest mail across all your mailboxes.</p>
+    <${StatsLine} />
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null
       ? html`<p class="muted">Loading…</p>` : emails.length === 0
       ? html`<p class="muted">No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.</p>`

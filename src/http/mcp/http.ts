@@ -26,6 +26,7 @@ import { Emails } from "../../../services/mail/emails.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import { SenderLists } from "../../../services/mail/sender-lists.ts"
+import { Stats } from "../../../services/mail/stats.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
@@ -264,5 +265,6 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   Search.Default,
   SenderLists.Default,
   MailboxReach.Default,
+  Stats.Default,
   Drafts.Default.pipe(Layer.provideMerge(Replies.Default), Layer.provideMerge(Outbound.Default))
 )))

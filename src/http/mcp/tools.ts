@@ -13,6 +13,7 @@ import { Emails } from "../../../services/mail/emails.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
+import { MAX_STATS_DAYS, Stats } from "../../../services/mail/stats.ts"
 import { type ListOwner, SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Direction, MAX_DELETE_BATCH } from "../../../services/mail/schemas.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
@@ -223,6 +224,22 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct(SearchInput.fields),
     run: (principal, input) => Effect.flatMap(Search, (search) => search.search(principal, input))
+  }),
+  tool({
+    name: "get_stats",
+    reach: "args",
+    description:
+      "What a mailbox's mail did over the last days (every mailbox's when mailbox_id is left out): emails received and " +
+      "sent, the sent ones' recipients by outcome (sent, bounced, failed, suppressed, deferred, queued), the bounce rate " +
+      "(keep it low: receivers distrust senders that bounce) and the same per day (UTC).",
+    annotations: reading,
+    input: Schema.Struct({
+      mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
+      days: Schema.optional(IntBetween(1, MAX_STATS_DAYS).annotations({ description: `Days to cover, today included: 1-${MAX_STATS_DAYS}, default 30` }))
+    }),
+    run: (principal, input) =>
+      Effect.flatMap(Stats, (stats) =>
+        stats.of(principal.userId, { mailboxId: input.mailbox_id, days: input.days, only: Option.getOrUndefined(principal.mailboxes) }))
   }),
   tool({
     name: "update_labels",

@@ -1,0 +1,128 @@
+/**
+ * What an account's mail did over recent days (`GET /v1/api/stats`): emails received and sent, and
+ * what became of each recipient of the sent ones, the bounce rate that decides whether receivers keep
+ * trusting the sender, and the same per day. Counted over the mail the account's active mailboxes
+ * hold (mail deleted since is not counted), by the day it was received or sent, in UTC.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { NotFound } from "../errors.ts"
+import { IntegerParam } from "../listing.ts"
+
+/** The most days one answer covers. */
+export const MAX_STATS_DAYS = 90
+
+export const StatsParams = Schema.Struct({
+  mailbox_id: Schema.optional(Schema.String.annotations({ description: "One mailbox's; every mailbox's when left out" })),
+  days: Schema.optional(IntegerParam(1, MAX_STATS_DAYS).annotations({
+    description: `Days to cover, today (UTC) included: 1-${MAX_STATS_DAYS}, default 30`
+  }))
+}).annotations({ parseOptions: { errors: "all" } })
+
+const Count = Schema.Int.pipe(Schema.nonNegative())
+
+export const RecipientCounts = Schema.Struct({
+  sent: Count.annotations({ description: "Accepted by the receiving server" }),
+  bounced: Count.annotations({ description: "Refused for good (5xx, or a bounce that came back)" }),
+  failed: Count.annotations({ description: "Not delivered before the retries ran out" }),
+  suppressed: Count.annotations({ description: "Not tried: the address bounced before" }),
+  deferred: Count.annotations({ description: "Refused for now; will be tried again" }),
+  queued: Count.annotations({ description: "Not tried yet" })
+}).annotations({ identifier: "RecipientCounts" })
+export type RecipientCounts = typeof RecipientCounts.Type
+
+export const DayStats = Schema.Struct({
+  date: Schema.String.annotations({ description: "YYYY-MM-DD (UTC)" }),
+  received: Count,
+  sent: Count,
+  bounced: Count.annotations({ description: "Recipients of that day's sent emails that bounced" })
+}).annotations({ identifier: "DayStats" })
+
+export const MailStats = Schema.Struct({
+  mailbox_id: Schema.NullOr(Schema.String),
+  from: Schema.String.annotations({ description: "The first day covered, YYYY-MM-DD (UTC)" }),
+  to: Schema.String.annotations({ description: "The last day covered (today, UTC)" }),
+  received: Count.annotations({ description: "Emails received" }),
+  sent: Count.annotations({ description: "Emails sent" }),
+  recipients: RecipientCounts.annotations({ description: "The recipients of the emails sent, by what became of them" }),
+  bounce_rate: Schema.NullOr(Schema.Number).annotations({
+    description: "Bounced among the recipients whose delivery ended (sent, bounced or failed), 0-1; null when none has ended"
+  }),
+  daily: Schema.Array(DayStats).annotations({ description: "Every day covered, oldest first, days without mail included" })
+}).annotations({ identifier: "MailStats" })
+export type MailStats = typeof MailStats.Type
+
+const STATUSES = ["sent", "bounced", "failed", "suppressed", "deferred", "queued"] as const
+
+const isoDay = (date: Date) => date.toISOString().slice(0, 10)
+
+export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /**
+     * The account's stats over `days` days up to today (UTC), of one mailbox (404 for one that is not
+     * an active mailbox of the account, or outside `only`) or of every one (of `only`, a key limited to
+     * those mailboxes).
+     */
+    const of = Effect.fn("Stats.of")(function*(
+      userId: string,
+      options: { readonly mailboxId?: string | undefined; readonly days?: number | undefined; readonly only?: ReadonlyArray<string> | undefined }
+    ) {
+      const days = options.days ?? 30
+      const today = new Date(`${isoDay(new Date())}T00:00:00.000Z`)
+      const first = new Date(today.getTime() - (days - 1) * 86_400_000)
+      const end = new Date(today.getTime() + 86_400_000)
+      const { mailboxId, only } = options
+      if (mailboxId !== undefined) {
+        const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
+        if (owned.length === 0 || (only !== undefined && !only.includes(mailboxId))) {
+          return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+        }
+      }
+      const mailboxes = mailboxId !== undefined
+        ? sql`e.mailbox_id = ${mailboxId}`
+        : sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active'
+                ${only === undefined ? sql`` : sql`AND id = ANY(${[...only]}::text[])`})`
+      // Emails by day and direction, and the sent ones' recipients by day and status, in one statement.
+      const rows = yield* sql<{ day: string; what: "email" | "recipient"; key: string; n: string | number }>`
+        WITH counted AS (
+          SELECT e.id, e.direction, to_char(e.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day
+          FROM emails e
+          WHERE e.user_id = ${userId} AND e.received_at >= ${first} AND e.received_at < ${end} AND ${mailboxes}
+        )
+        SELECT day, 'email' AS what, direction AS key, count(*) AS n FROM counted GROUP BY day, direction
+        UNION ALL
+        SELECT c.day, 'recipient', d.status, count(*) FROM counted c JOIN outbound_deliveries d ON d.email_id = c.id
+        WHERE c.direction = 'outbound' GROUP BY c.day, d.status`
+      const daily = Array.from({ length: days }, (_, i) => ({ date: isoDay(new Date(first.getTime() + i * 86_400_000)), received: 0, sent: 0, bounced: 0 }))
+      const byDate = new Map(daily.map((day) => [day.date, day]))
+      const recipients: Record<(typeof STATUSES)[number], number> = { sent: 0, bounced: 0, failed: 0, suppressed: 0, deferred: 0, queued: 0 }
+      for (const row of rows) {
+        const day = byDate.get(row.day)
+        if (day === undefined) continue
+        const n = Number(row.n)
+        if (row.what === "email") {
+          if (row.key === "inbound") day.received += n
+          else day.sent += n
+        } else if (Object.hasOwn(recipients, row.key)) {
+          recipients[row.key as keyof typeof recipients] += n
+          if (row.key === "bounced") day.bounced += n
+        }
+      }
+      const ended = recipients.sent + recipients.bounced + recipients.failed
+      return {
+        mailbox_id: mailboxId ?? null,
+        from: daily[0]!.date,
+        to: daily[daily.length - 1]!.date,
+        received: daily.reduce((sum, day) => sum + day.received, 0),
+        sent: daily.reduce((sum, day) => sum + day.sent, 0),
+        recipients,
+        bounce_rate: ended === 0 ? null : recipients.bounced / ended,
+        daily
+      } satisfies MailStats
+    })
+
+    return { of } as const
+  })
+}) {}
