@@ -10,17 +10,18 @@ import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, threadNotFound } from "../mail/emails.ts"
 import type { Principal } from "./principal.ts"
 
-type Reach = Pick<Principal, "userId" | "mailboxes">
+/** Who asks: the account, and the mailboxes its key is limited to, if it is. */
+type Caller = Pick<Principal, "userId" | "mailboxes">
 
 /** 404 for a mailbox outside the key's limit, as for one that does not exist. */
-export const mailboxNotFound = (mailboxId: string) => new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+const mailboxNotFound = (mailboxId: string) => new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
 
 export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/MailboxReach", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
     /** Nothing when `principal` reaches `mailboxId`; else the mailbox's 404. */
-    const mailbox = (principal: Reach, mailboxId: string) =>
+    const mailbox = (principal: Caller, mailboxId: string) =>
       Option.isNone(principal.mailboxes) || principal.mailboxes.value.includes(mailboxId)
         ? Effect.void
         : Effect.fail(mailboxNotFound(mailboxId))
@@ -30,7 +31,7 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
      * (ids it does not hold are left to the route, whose 404 is the same); else the emails' 404,
      * naming those outside.
      */
-    const emails = (principal: Reach, emailIds: ReadonlyArray<string>) =>
+    const emails = (principal: Caller, emailIds: ReadonlyArray<string>) =>
       Option.match(principal.mailboxes, {
         onNone: () => Effect.void,
         onSome: (reached) =>
@@ -43,7 +44,7 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
       })
 
     /** Nothing when the account's thread `threadId`, if it holds one, is of a mailbox `principal` reaches; else its 404. */
-    const thread = (principal: Reach, threadId: string) =>
+    const thread = (principal: Caller, threadId: string) =>
       Option.match(principal.mailboxes, {
         onNone: () => Effect.void,
         onSome: (reached) =>
@@ -60,7 +61,7 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
      * Nothing when the account's webhook `webhookId`, if it holds one, listens to mailboxes `principal`
      * reaches only (a webhook of the whole account reaches the rest); else its 404.
      */
-    const webhook = (principal: Reach, webhookId: string) =>
+    const webhook = (principal: Caller, webhookId: string) =>
       Option.match(principal.mailboxes, {
         onNone: () => Effect.void,
         onSome: (reached) =>
@@ -82,7 +83,7 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
      * its own mailboxes when left out, and never null or a mailbox outside them (refused as an unknown
      * one is).
      */
-    const listening = (principal: Reach, asked: ReadonlyArray<string> | null | undefined, field: string, whenLeftOut: "all" | "unchanged") =>
+    const listening = (principal: Caller, asked: ReadonlyArray<string> | null | undefined, field: string, whenLeftOut: "all" | "unchanged") =>
       Option.match(principal.mailboxes, {
         onNone: () => Effect.succeed(asked),
         onSome: (reached) => {

@@ -5,52 +5,9 @@
  * hold (mail deleted since is not counted), by the day it was received or sent, in UTC.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import { NotFound } from "../errors.ts"
-import { IntegerParam } from "../listing.ts"
-
-/** The most days one answer covers. */
-export const MAX_STATS_DAYS = 90
-
-export const StatsParams = Schema.Struct({
-  mailbox_id: Schema.optional(Schema.String.annotations({ description: "One mailbox's; every mailbox's when left out" })),
-  days: Schema.optional(IntegerParam(1, MAX_STATS_DAYS).annotations({
-    description: `Days to cover, today (UTC) included: 1-${MAX_STATS_DAYS}, default 30`
-  }))
-}).annotations({ parseOptions: { errors: "all" } })
-
-const Count = Schema.Int.pipe(Schema.nonNegative())
-
-export const RecipientCounts = Schema.Struct({
-  sent: Count.annotations({ description: "Accepted by the receiving server" }),
-  bounced: Count.annotations({ description: "Refused for good (5xx, or a bounce that came back)" }),
-  failed: Count.annotations({ description: "Not delivered before the retries ran out" }),
-  suppressed: Count.annotations({ description: "Not tried: the address bounced before" }),
-  deferred: Count.annotations({ description: "Refused for now; will be tried again" }),
-  queued: Count.annotations({ description: "Not tried yet" })
-}).annotations({ identifier: "RecipientCounts" })
-export type RecipientCounts = typeof RecipientCounts.Type
-
-export const DayStats = Schema.Struct({
-  date: Schema.String.annotations({ description: "YYYY-MM-DD (UTC)" }),
-  received: Count,
-  sent: Count,
-  bounced: Count.annotations({ description: "Recipients of that day's sent emails that bounced" })
-}).annotations({ identifier: "DayStats" })
-
-export const MailStats = Schema.Struct({
-  mailbox_id: Schema.NullOr(Schema.String),
-  from: Schema.String.annotations({ description: "The first day covered, YYYY-MM-DD (UTC)" }),
-  to: Schema.String.annotations({ description: "The last day covered (today, UTC)" }),
-  received: Count.annotations({ description: "Emails received" }),
-  sent: Count.annotations({ description: "Emails sent" }),
-  recipients: RecipientCounts.annotations({ description: "The recipients of the emails sent, by what became of them" }),
-  bounce_rate: Schema.NullOr(Schema.Number).annotations({
-    description: "Bounced among the recipients whose delivery ended (sent, bounced or failed), 0-1; null when none has ended"
-  }),
-  daily: Schema.Array(DayStats).annotations({ description: "Every day covered, oldest first, days without mail included" })
-}).annotations({ identifier: "MailStats" })
-export type MailStats = typeof MailStats.Type
+import type { MailStats } from "./schemas.ts"
 
 const STATUSES = ["sent", "bounced", "failed", "suppressed", "deferred", "queued"] as const
 

@@ -1,7 +1,7 @@
 /** What an account's mail did over recent days, on `{base_url}` and for the dashboard: the contract. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { NotFound, ValidationError } from "../../../services/errors.ts"
-import { MailStats, StatsParams } from "../../../services/mail/stats.ts"
+import { MailStats, StatsParams } from "../../../services/mail/schemas.ts"
 import { Ok } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"

@@ -1,7 +1,8 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
-import { Stats, type StatsParams } from "../../../services/mail/stats.ts"
+import type { StatsParams } from "../../../services/mail/schemas.ts"
+import { Stats } from "../../../services/mail/stats.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 
