@@ -9,6 +9,7 @@ import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
 import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../errors.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { CredentialUse } from "./credential-use.ts"
 import { hashPassword, needsRehash, PasswordCost, verifyPassword } from "./passwords.ts"
 import { Principals } from "./principals.ts"
 import type { ChangePasswordInput, LoginInput, LoginSession, PasswordChanged, RegisteredUser, RegisterInput, User } from "./schemas.ts"
@@ -51,10 +52,11 @@ const isUniqueViolation = (error: SqlError) => {
 }
 
 export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
-  dependencies: [Billing.Default, RateLimiter.layer],
+  dependencies: [Billing.Default, RateLimiter.layer, CredentialUse.layer],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const billing = yield* Billing
+    const uses = yield* CredentialUse
     const limiter = yield* RateLimiter
     const principals = yield* Principals
     const { jwtSecret } = yield* AccountSettings
@@ -252,11 +254,14 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         lastActiveAt: Date
         refreshExpiresAt: Date
       }>`
-        SELECT id, user_agent, client_address, created_at, coalesce(refreshed_at, created_at) AS last_active_at, refresh_expires_at
+        SELECT id, user_agent, client_address, created_at,
+               greatest(created_at, refreshed_at, last_used_at) AS last_active_at, refresh_expires_at
         FROM sessions
-        WHERE user_id = ${userId} AND revoked_at IS NULL AND refresh_expires_at > now()
-        ORDER BY last_active_at DESC, id`
-      return rows.map((row): LoginSession => ({
+        WHERE user_id = ${userId} AND revoked_at IS NULL AND refresh_expires_at > now()`
+      // Uses this process has not written yet count (credential-use.ts): the order is by what is shown.
+      const listed = rows.map((row) => ({ ...row, lastActiveAt: uses.sessionLastUsed(row.id, row.lastActiveAt)! }))
+        .sort((a, b) => b.lastActiveAt.getTime() - a.lastActiveAt.getTime() || (a.id < b.id ? -1 : 1))
+      return listed.map((row): LoginSession => ({
         sessionId: row.id,
         current: row.id === currentSessionId,
         userAgent: row.userAgent,

@@ -15,10 +15,10 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { groupCommit } from "../batching.ts"
 import { Unauthorized } from "../errors.ts"
-import { KeyUsage } from "../keys/last-used.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
 import { type Decision, planWindows, type Window } from "../ratelimit/rate-limiter.ts"
+import { CredentialUse } from "./credential-use.ts"
 import type { Principal } from "./principal.ts"
 import { type PrincipalRecord, Principals } from "./principals.ts"
 import { AccountSettings } from "./settings.ts"
@@ -66,10 +66,10 @@ const requestWindows = Object.fromEntries(
 ) as Record<Plan, ReadonlyArray<Window>>
 
 export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Authenticator", {
-  dependencies: [KeyUsage.layer, RateLeases.Default],
+  dependencies: [CredentialUse.layer, RateLeases.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const keyUsage = yield* KeyUsage
+    const uses = yield* CredentialUse
     const leases = yield* RateLeases
     const principals = yield* Principals
     const { jwtSecret } = yield* AccountSettings
@@ -125,7 +125,8 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
 
     /**
      * Who `credential` acts for, counted against no limit: for a surface with limits of its own (MCP),
-     * whose requests are not the API's. A key that identifies its owner has been used (`lastUsed`).
+     * whose requests are not the API's. A key or session that identifies its owner has been used (a key's
+     * `lastUsed`, a session's `lastActiveAt`).
      */
     const identify = (credential: Credential): Effect.Effect<Principal, Unauthorized | SqlError> =>
       Effect.gen(function*() {
@@ -135,7 +136,8 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
         const found = yield* principals.resolve(`${kind}:${ref}:${user}`, lookupAll(wanted.value))
         if (Option.isNone(found)) return yield* refusal(credential)
         const record = found.value
-        if (Option.isSome(record.keyId)) keyUsage.touch(record.keyId.value)
+        if (Option.isSome(record.keyId)) uses.touchKey(record.keyId.value)
+        else if (Option.isSome(record.sessionId)) uses.touchSession(record.sessionId.value)
         return { userId: record.userId, plan: record.plan, via: credential.kind, keyId: record.keyId, sessionId: record.sessionId,
           mailboxes: record.mailboxes }
       })

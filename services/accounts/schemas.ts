@@ -56,7 +56,7 @@ export const LoginSession = Schema.Struct({
   userAgent: Schema.NullOr(Schema.String).annotations({ description: "The client as it named itself when it logged in" }),
   clientAddress: Schema.NullOr(Schema.String).annotations({ description: "The address it logged in from" }),
   createdAt: Schema.String,
-  lastActiveAt: Schema.String.annotations({ description: "Its last log-in or token refresh (an access token lasts 900 s)" }),
+  lastActiveAt: Schema.String.annotations({ description: "Its last use: a request with its access token or cookie, a token refresh, or the log-in" }),
   expiresAt: Schema.String.annotations({ description: "When its refresh token expires, unless it is used before" })
 }).annotations({ identifier: "LoginSession" })
 export type LoginSession = typeof LoginSession.Type

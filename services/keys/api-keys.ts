@@ -5,6 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect } from "effect"
+import { CredentialUse } from "../accounts/credential-use.ts"
 import { Principals } from "../accounts/principals.ts"
 import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
@@ -13,7 +14,6 @@ import { DependencyHealth } from "../health/dependency-health.ts"
 import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { limits, type Plan } from "../plans/plans.ts"
-import { KeyUsage } from "./last-used.ts"
 import type { ApiKey, CreatedApiKey, CreateKeyInput, KeySortField, UpdateKeyInput } from "./schemas.ts"
 
 
@@ -37,10 +37,10 @@ interface KeyRow {
 }
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
-  dependencies: [KeyUsage.layer],
+  dependencies: [CredentialUse.layer],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const usage = yield* KeyUsage
+    const usage = yield* CredentialUse
     const health = yield* DependencyHealth
     const bus = yield* Bus
     const principals = yield* Principals
@@ -91,7 +91,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       keyPrefix: row.keyPrefix,
       plan: row.plan,
       rateLimit: limits[row.plan].requests.perMinute,
-      lastUsed: usage.lastUsed(row.id, row.lastUsedAt)?.toISOString() ?? null,
+      lastUsed: usage.keyLastUsed(row.id, row.lastUsedAt)?.toISOString() ?? null,
       createdAt: row.createdAt.toISOString(),
       expirationTs: row.expiresAt?.toISOString() ?? null,
       mailboxIds: row.mailboxIds

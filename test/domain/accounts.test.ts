@@ -8,6 +8,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { Accounts } from "../../services/accounts/accounts.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
+import { CredentialUse } from "../../services/accounts/credential-use.ts"
 import { hashPassword } from "../../services/accounts/passwords.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
@@ -23,11 +24,14 @@ import { testSecret, uniqueName } from "../support/services.ts"
 const settings = Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) })
 
 const services = Layer.mergeAll(Accounts.Default, Authenticator.Default, Billing.Default).pipe(
-  Layer.provideMerge(Layer.merge(Principals.Default, RecipientDirectory.Default)),
+  Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, CredentialUse.layer)),
   Layer.provide(MemoryBus.layer),
   Layer.provide(Layer.merge(settings, DependencyHealth.Default)),
   Layer.provideMerge(testDatabase)
 )
+
+/** 20 ms of the wall clock (the test clock stands still; when a credential was used is read from the wall clock). */
+const realPause = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
 
 const newEmail = () => `${uniqueName("user")}@Example.com`
 const PASSWORD = "correct horse"
@@ -79,6 +83,31 @@ layer(services, { timeout: "120 seconds" })("Accounts", (it) => {
       expect((yield* accounts.login({ email: other.email, password: PASSWORD })).user.userId).toBe(other.userId)
       expect(yield* passwordOf(other.userId)).toBe(upgraded)
       expect(yield* Effect.flip(accounts.login({ email: other.email, password: `${PASSWORD}!` }))).toMatchObject({ code: "UNAUTHORIZED" })
+    }))
+
+  it.effect("a session is last active when last used: a request with its token moves it to the top of the list, and it is written", () =>
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const sql = yield* SqlClient.SqlClient
+      const user = yield* registered()
+      const first = yield* accounts.login({ email: user.email, password: PASSWORD })
+      yield* realPause
+      const second = yield* accounts.login({ email: user.email, password: PASSWORD })
+      const sessionOf = (accessToken: string) => Effect.map(bearer(accessToken), (principal) => Option.getOrThrow(principal.sessionId))
+      const firstId = yield* sessionOf(first.accessToken)
+      const secondId = yield* sessionOf(second.accessToken)
+      const before = yield* accounts.sessions(user.userId, secondId)
+      expect(before.map((s) => s.sessionId).slice(0, 2)).toEqual([secondId, firstId])
+
+      yield* realPause
+      yield* bearer(first.accessToken)
+      const after = yield* accounts.sessions(user.userId, secondId)
+      expect(after[0]!.sessionId).toBe(firstId)
+      expect(Date.parse(after[0]!.lastActiveAt)).toBeGreaterThan(Date.parse(before.find((s) => s.sessionId === firstId)!.lastActiveAt))
+
+      yield* (yield* CredentialUse).flush
+      const stored = yield* sql<{ lastUsedAt: Date | null }>`SELECT last_used_at FROM sessions WHERE id = ${firstId}`
+      expect(stored[0]!.lastUsedAt?.toISOString()).toBe(after[0]!.lastActiveAt)
     }))
 
   it.effect("an email already registered, in any letter case, is 409 CONFLICT and no second account is made", () =>
