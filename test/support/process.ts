@@ -9,15 +9,36 @@ import { fileURLToPath } from "node:url"
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
+/** Whether `port` can be listened on at 127.0.0.1 now. */
+const bindable = (port: number) =>
+  new Promise<boolean>((resolve) => {
     const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
   })
+
+/** Ports below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default), a block per vitest worker. */
+const PORTS_FROM = 20_000
+const PORTS_PER_WORKER = 500
+const WORKER_BLOCKS = 24
+let handedOut = 0
+
+/**
+ * A port for a server a test starts, which nothing else takes before the server listens on it, nor
+ * while it is down between a crash and its restart on the same port. A port the kernel picks
+ * (`listen(0)`) comes from its ephemeral range, which it also hands every outgoing connection: free
+ * when found, it could be some connection's a moment later (EADDRINUSE, seen in CI). These come from
+ * below that range, each vitest worker (`VITEST_POOL_ID`) its own block, in turn, each tried first.
+ */
+export const freePort = async (): Promise<number> => {
+  const worker = Number(process.env["VITEST_POOL_ID"] ?? "1")
+  const block = PORTS_FROM + ((Math.max(worker, 1) - 1) % WORKER_BLOCKS) * PORTS_PER_WORKER
+  for (let tries = 0; tries < PORTS_PER_WORKER; tries++) {
+    const port = block + (handedOut++ % PORTS_PER_WORKER)
+    if (await bindable(port)) return port
+  }
+  throw new Error(`No free port in ${block}-${block + PORTS_PER_WORKER - 1}`)
+}
 
 export interface Server {
   readonly url: string

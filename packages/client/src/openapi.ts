@@ -3326,7 +3326,7 @@ export interface components {
             current: boolean;
             /** @description When its refresh token expires, unless it is used before */
             expiresAt: string;
-            /** @description Its last log-in or token refresh (an access token lasts 900 s) */
+            /** @description Its last use: a request with its access token or cookie, a token refresh, or the log-in */
             lastActiveAt: string;
             sessionId: string;
             /** @description The client as it named itself when it logged in */
