@@ -8,13 +8,18 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, threadNotFound } from "../mail/emails.ts"
+import { mailboxNotFound } from "../mailboxes/owned.ts"
 import type { Principal } from "./principal.ts"
 
 /** Who asks: the account, and the mailboxes its key is limited to, if it is. */
 type Caller = Pick<Principal, "userId" | "mailboxes">
 
-/** 404 for a mailbox outside the key's limit, as for one that does not exist. */
-const mailboxNotFound = (mailboxId: string) => new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+/**
+ * Nothing to check for a principal without a limit; for a limited key, `check` of the mailboxes it
+ * reaches: the query that decides, and the refusal when it finds anything outside them.
+ */
+const whenLimited = <E>(principal: Caller, check: (reached: ReadonlyArray<string>) => Effect.Effect<void, E>) =>
+  Option.match(principal.mailboxes, { onNone: () => Effect.void, onSome: check })
 
 export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/MailboxReach", {
   effect: Effect.gen(function*() {
@@ -22,9 +27,7 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
 
     /** Nothing when `principal` reaches `mailboxId`; else the mailbox's 404. */
     const mailbox = (principal: Caller, mailboxId: string) =>
-      Option.isNone(principal.mailboxes) || principal.mailboxes.value.includes(mailboxId)
-        ? Effect.void
-        : Effect.fail(mailboxNotFound(mailboxId))
+      whenLimited(principal, (reached) => reached.includes(mailboxId) ? Effect.void : Effect.fail(mailboxNotFound(mailboxId)))
 
     /**
      * Nothing when every one of `emailIds` the account holds lies in a mailbox `principal` reaches
@@ -32,50 +35,39 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
      * naming those outside.
      */
     const emails = (principal: Caller, emailIds: ReadonlyArray<string>) =>
-      Option.match(principal.mailboxes, {
-        onNone: () => Effect.void,
-        onSome: (reached) =>
-          Effect.flatMap(
-            sql<{ id: string }>`
-              SELECT id FROM emails
-              WHERE id = ANY(${[...emailIds]}::text[]) AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))`,
-            (outside) => outside.length === 0 ? Effect.void : Effect.fail(emailNotFound(outside.map((row) => row.id)))
-          )
-      })
+      whenLimited(principal, (reached) =>
+        Effect.flatMap(
+          sql<{ id: string }>`
+            SELECT id FROM emails
+            WHERE id = ANY(${[...emailIds]}::text[]) AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))`,
+          (outside) => outside.length === 0 ? Effect.void : Effect.fail(emailNotFound(outside.map((row) => row.id)))
+        ))
 
     /** Nothing when the account's thread `threadId`, if it holds one, is of a mailbox `principal` reaches; else its 404. */
     const thread = (principal: Caller, threadId: string) =>
-      Option.match(principal.mailboxes, {
-        onNone: () => Effect.void,
-        onSome: (reached) =>
-          Effect.flatMap(
-            sql`
-              SELECT 1 FROM emails
-              WHERE thread_id = ${threadId} AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))
-              LIMIT 1`,
-            (outside) => outside.length === 0 ? Effect.void : Effect.fail(threadNotFound(threadId))
-          )
-      })
+      whenLimited(principal, (reached) =>
+        Effect.flatMap(
+          sql`
+            SELECT 1 FROM emails
+            WHERE thread_id = ${threadId} AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))
+            LIMIT 1`,
+          (outside) => outside.length === 0 ? Effect.void : Effect.fail(threadNotFound(threadId))
+        ))
 
     /**
      * Nothing when the account's webhook `webhookId`, if it holds one, listens to mailboxes `principal`
      * reaches only (a webhook of the whole account reaches the rest); else its 404.
      */
     const webhook = (principal: Caller, webhookId: string) =>
-      Option.match(principal.mailboxes, {
-        onNone: () => Effect.void,
-        onSome: (reached) =>
-          Effect.flatMap(
-            sql`
-              SELECT 1 FROM webhooks
-              WHERE id = ${webhookId} AND user_id = ${principal.userId}
-                AND (mailbox_ids IS NULL OR NOT (mailbox_ids <@ ${[...reached]}::text[]))`,
-            (outside) =>
-              outside.length === 0
-                ? Effect.void
-                : Effect.fail(new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } }))
-          )
-      })
+      whenLimited(principal, (reached) =>
+        Effect.flatMap(
+          sql`
+            SELECT 1 FROM webhooks
+            WHERE id = ${webhookId} AND user_id = ${principal.userId}
+              AND (mailbox_ids IS NULL OR NOT (mailbox_ids <@ ${[...reached]}::text[]))`,
+          (outside) =>
+            outside.length === 0 ? Effect.void : Effect.fail(new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } }))
+        ))
 
     /**
      * The mailboxes a webhook `principal` makes or changes listens to (`field`, as asked: left out,

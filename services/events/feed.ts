@@ -18,8 +18,9 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Duration, Effect, Option, PubSub, Queue, Schedule, Stream } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, subjects } from "../bus/bus.ts"
-import { NotFound, StreamQuotaReached, type Unauthorized, ValidationError } from "../errors.ts"
+import { StreamQuotaReached, type Unauthorized, ValidationError } from "../errors.ts"
 import { Lifecycle } from "../lifecycle.ts"
+import { mailboxNotFound } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { type EventFilter, EventLog, type LoggedEvent, type Position } from "./log.ts"
 
@@ -130,10 +131,10 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
     const open = Effect.fn("EventFeed.open")(function*(request: StreamRequest) {
       const { filter, userId } = request
       if (filter.mailboxId !== undefined) {
-        const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${filter.mailboxId} AND user_id = ${userId} AND status = 'active'`
         // A mailbox a limited key does not reach is, to it, one that does not exist.
-        const reached = filter.mailboxes === undefined || filter.mailboxes.includes(filter.mailboxId)
-        if (owned.length === 0 || !reached) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: filter.mailboxId } })
+        if (filter.mailboxes !== undefined && !filter.mailboxes.includes(filter.mailboxId)) return yield* mailboxNotFound(filter.mailboxId)
+        const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${filter.mailboxId} AND user_id = ${userId} AND status = 'active'`
+        if (owned.length === 0) return yield* mailboxNotFound(filter.mailboxId)
       }
       const from = yield* Option.match(request.after, {
         onNone: () => log.now,

@@ -11,8 +11,8 @@ import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/t
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
-import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
+import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import type { ApiKey, CreatedApiKey, CreateKeyInput, KeySortField, UpdateKeyInput } from "./schemas.ts"
 
@@ -51,7 +51,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       const expiresAt = input.expirationDays === undefined ? null : new Date(Date.now() + input.expirationDays * 86_400_000)
       const mailboxIds = input.mailboxIds === undefined
         ? null
-        : yield* ownedMailboxes(userId, input.mailboxIds, "mailboxIds").pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        : yield* ownedMailboxes(sql, userId, input.mailboxIds, "mailboxIds")
       const rows = yield* sql<{ createdAt: Date; plan: Plan }>`
         WITH inserted AS (
           INSERT INTO api_keys ${
@@ -131,7 +131,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
     const update = Effect.fn("ApiKeys.update")(function*(userId: string, keyId: string, input: UpdateKeyInput) {
       const mailboxIds = input.mailboxIds === undefined || input.mailboxIds === null
         ? input.mailboxIds
-        : yield* ownedMailboxes(userId, input.mailboxIds, "mailboxIds").pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        : yield* ownedMailboxes(sql, userId, input.mailboxIds, "mailboxIds")
       const rows = yield* sql<Omit<KeyRow, "total">>`
         UPDATE api_keys k SET
           name = coalesce(${input.name ?? null}, k.name),

@@ -7,6 +7,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
+import { amongMailboxes, mailboxNotFound } from "../mailboxes/owned.ts"
 import {
   type AttachmentRow,
   type DeliveryRow,
@@ -101,12 +102,12 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const ownMailbox = (userId: string, mailboxId: string) =>
       Effect.flatMap(
         sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
-        (rows) => rows.length === 0 ? new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } }) : Effect.void
+        (rows) => rows.length === 0 ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.void
       )
 
     /** Every active mailbox of `userId`'s (of `only`, when given): a condition on `mailboxes`. */
     const activeOf = (userId: string, only: ReadonlyArray<string> | undefined) =>
-      sql`user_id = ${userId} AND status = 'active' ${only === undefined ? sql`` : sql`AND id = ANY(${[...only]}::text[])`}`
+      sql`user_id = ${userId} AND status = 'active' ${amongMailboxes(sql, "id", only)}`
 
     /** The emails `e` of every active mailbox of `userId`'s (of `only`, when given). */
     const activeMailboxesOf = (userId: string, only: ReadonlyArray<string> | undefined) =>

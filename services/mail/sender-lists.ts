@@ -14,6 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound, SenderListFull, ValidationError } from "../errors.ts"
 import type { Page } from "../listing.ts"
+import { mailboxNotFound } from "../mailboxes/owned.ts"
 import { RecipientDirectory } from "./directory.ts"
 import { type Entry, entryType, type ListName, MAX_ENTRIES_PER_LIST, parseEntry, type SenderListEntry } from "./sender-list-rules.ts"
 
@@ -59,7 +60,7 @@ export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderL
         const found = yield* sql`
           SELECT 1 FROM mailboxes WHERE id = ${owner.mailboxId} AND user_id = ${owner.userId} AND status = 'active'`
         if (found.length === 0) {
-          return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: owner.mailboxId } })
+          return yield* mailboxNotFound(owner.mailboxId)
         }
       })
 

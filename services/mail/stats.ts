@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { NotFound } from "../errors.ts"
+import { amongMailboxes, mailboxNotFound } from "../mailboxes/owned.ts"
 import type { MailStats } from "./schemas.ts"
 
 const STATUSES = ["sent", "bounced", "failed", "suppressed", "deferred", "queued"] as const
@@ -32,15 +32,15 @@ export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
       const end = new Date(today.getTime() + 86_400_000)
       const { mailboxId, only } = options
       if (mailboxId !== undefined) {
+        // A mailbox outside a limited key's is, to it, one that does not exist.
+        if (only !== undefined && !only.includes(mailboxId)) return yield* mailboxNotFound(mailboxId)
         const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
-        if (owned.length === 0 || (only !== undefined && !only.includes(mailboxId))) {
-          return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
-        }
+        if (owned.length === 0) return yield* mailboxNotFound(mailboxId)
       }
       const mailboxes = mailboxId !== undefined
         ? sql`e.mailbox_id = ${mailboxId}`
         : sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active'
-                ${only === undefined ? sql`` : sql`AND id = ANY(${[...only]}::text[])`})`
+                ${amongMailboxes(sql, "id", only)})`
       // Emails by day and direction, and the sent ones' recipients by day and status, in one statement.
       const rows = yield* sql<{ day: string; what: "email" | "recipient"; key: string; n: string | number }>`
         WITH counted AS (

@@ -20,7 +20,6 @@ import {
   EmailTaken,
   MailboxQuotaReached,
   type MissingFields,
-  NotFound,
   ValidationError
 } from "../errors.ts"
 import type { Direction, Page } from "../listing.ts"
@@ -37,6 +36,7 @@ import {
   type RuleFailure
 } from "./rules.ts"
 import type { EmailCheck, Mailbox, RenamedMailbox } from "./schemas.ts"
+import { amongMailboxes, mailboxNotFound } from "./owned.ts"
 
 /** What the mailboxes domain needs from the operator's configuration. */
 export class MailboxSettings extends Context.Tag("mailroom/MailboxSettings")<MailboxSettings, {
@@ -94,7 +94,6 @@ export const ADDRESS_HOLD = "30 days"
 const emailTaken = (emailAddress: string) =>
   new EmailTaken({ message: `The address ${emailAddress} is already taken`, details: { email_address: emailAddress } })
 
-const notFound = (mailboxId: string) => new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
 
 /** A write that broke a unique constraint (PostgreSQL 23505). */
 export const isUniqueViolation = (error: unknown): boolean =>
@@ -170,11 +169,11 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
         WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
         ${lock ? sql.literal("FOR UPDATE") : sql.literal("")}`.pipe(
-        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(mailboxId))))
+        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(mailboxNotFound(mailboxId))))
       )
 
     const activeCount = (userId: string, only?: ReadonlyArray<string>) =>
-      sql<{ n: string }>`SELECT count(*) AS n FROM mailboxes WHERE user_id = ${userId} AND status = 'active' ${within(only)}`.pipe(
+      sql<{ n: string }>`SELECT count(*) AS n FROM mailboxes WHERE user_id = ${userId} AND status = 'active' ${amongMailboxes(sql, "id", only)}`.pipe(
         Effect.map((rows) => Number(rows[0]?.n ?? 0))
       )
 
@@ -228,15 +227,11 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
       return yield* insert(owner, address, displayName ?? null).pipe(sql.withTransaction, takenOnUniqueViolation(address))
     })
 
-    /** Of these mailboxes only (a key limited to them), when given. */
-    const within = (mailboxIds: ReadonlyArray<string> | undefined) =>
-      mailboxIds === undefined ? sql`` : sql`AND id = ANY(${[...mailboxIds]}::text[])`
-
     const select = (owner: Owner, page: Page | undefined, direction: Direction, only?: ReadonlyArray<string>) => {
       const order = sql.literal(direction === "asc" ? "ASC" : "DESC")
       return sql<MailboxRow>`
         SELECT ${sql.literal(mailboxColumns)} FROM mailboxes
-        WHERE user_id = ${owner.userId} AND status = 'active' ${within(only)}
+        WHERE user_id = ${owner.userId} AND status = 'active' ${amongMailboxes(sql, "id", only)}
         ORDER BY created_at ${order}, id ${order}
         ${page === undefined ? sql`` : sql`LIMIT ${page.limit} OFFSET ${page.offset}`}`.pipe(Effect.map((rows) => rows.map(toMailbox)))
     }
@@ -280,7 +275,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         UPDATE mailboxes SET display_name = ${displayName}
         WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'
         RETURNING ${sql.literal(mailboxColumns)}`.pipe(
-        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(notFound(mailboxId))))
+        Effect.flatMap((rows) => (rows[0] ? Effect.succeed(rows[0]) : Effect.fail(mailboxNotFound(mailboxId))))
       )
 
     /**

@@ -1,15 +1,23 @@
 /**
- * Lists of mailbox ids a caller names (a webhook's `mailbox_ids`, a key's `mailboxIds`): each must be
- * an active mailbox of the account.
+ * Which mailboxes are the caller's: a list of ids it names (a webhook's `mailbox_ids`, a key's
+ * `mailboxIds`), each of which must be an active mailbox of the account; the condition that keeps a
+ * statement to some mailboxes (a key limited to them); and the 404 for a mailbox that is not the
+ * caller's, which a mailbox outside a key's limit gets too.
  */
-import { SqlClient } from "@effect/sql"
+import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { ValidationError } from "../errors.ts"
+import { NotFound, ValidationError } from "../errors.ts"
+
+/** 404 for a mailbox that is not an active mailbox of the caller's (or outside its key's limit). */
+export const mailboxNotFound = (mailboxId: string) => new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+
+/** `AND <column> = ANY(only)` when `only` is given (a key limited to those mailboxes); else nothing. */
+export const amongMailboxes = (sql: SqlClient.SqlClient, column: string, only: ReadonlyArray<string> | undefined) =>
+  only === undefined ? sql`` : sql`AND ${sql.literal(column)} = ANY(${[...only]}::text[])`
 
 /** `mailboxIds`, each once in the order given, if every one is an active mailbox of `userId`; else `field`'s VALIDATION_ERROR. */
-export const ownedMailboxes = (userId: string, mailboxIds: ReadonlyArray<string>, field: string) =>
+export const ownedMailboxes = (sql: SqlClient.SqlClient, userId: string, mailboxIds: ReadonlyArray<string>, field: string) =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     const ids = Array.from(new Set(mailboxIds))
     const found = yield* sql<{ id: string }>`
       SELECT id FROM mailboxes WHERE id = ANY(${ids}::text[]) AND user_id = ${userId} AND status = 'active'`

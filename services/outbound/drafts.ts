@@ -14,6 +14,7 @@ import { newId } from "../accounts/tokens.ts"
 import { Conflict, NotFound, PayloadTooLarge, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
+import { amongMailboxes, mailboxNotFound } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { Replies } from "./replies.ts"
 import { type Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
@@ -89,7 +90,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     const ownMailbox = (userId: string, mailboxId: string) =>
       Effect.gen(function*() {
         const rows = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
-        if (rows.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+        if (rows.length === 0) return yield* mailboxNotFound(mailboxId)
       })
 
     /**
@@ -180,7 +181,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     ) {
       return yield* listWhere(
         sql`user_id = ${userId} AND mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active'
-            ${only === undefined ? sql`` : sql`AND id = ANY(${[...only]}::text[])`})`,
+            ${amongMailboxes(sql, "id", only)})`,
         page,
         sort,
         status

@@ -22,7 +22,6 @@ import { groupCommit, groupCommitIsolated, inLockOrder } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import {
   IdempotencyKeyReused,
-  NotFound,
   PayloadTooLarge,
   RecipientSuppressed,
   SenderDomainUnverified,
@@ -37,6 +36,7 @@ import { parseMessage } from "../mail/parse.ts"
 import type { EmailRow } from "../mail/records.ts"
 import { type NewEmail, storeEmail, storeEmailsWith } from "../mail/store.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
+import { mailboxNotFound } from "../mailboxes/owned.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
@@ -208,7 +208,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     const sender = (userId: string, mailboxId: string, recipients: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const row = yield* senders({ userId, mailboxId, recipients })
-        if (!row) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+        if (!row) return yield* mailboxNotFound(mailboxId)
         const shared = sharedDomains.includes(row.domain)
         if (!shared && row.customDomainVerified !== true) {
           return yield* new SenderDomainUnverified({

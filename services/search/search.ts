@@ -20,6 +20,7 @@ import { BLOCKED } from "../mail/sender-list-rules.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
 import { escapeLike } from "../like.ts"
+import { amongMailboxes } from "../mailboxes/owned.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
 import { searchableText } from "./documents.ts"
 import { Ranker } from "./ranker.ts"
@@ -61,12 +62,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
     const mailboxScope = (userId: string, domain: string | undefined, only: ReadonlyArray<string> | undefined) =>
       domain === undefined ? Effect.succeed(only) : sql<{ id: string }>`
         SELECT id FROM mailboxes WHERE user_id = ${userId} AND domain = ${domain} AND status = 'active'
-          ${only === undefined ? sql`` : sql`AND id = ANY(${[...only]}::text[])`}`.pipe(
+          ${amongMailboxes(sql, "id", only)}`.pipe(
         Effect.map((rows) => rows.map((row) => row.id))
       )
-
-    const inScope = (mailboxIds: ReadonlyArray<string> | undefined) =>
-      mailboxIds === undefined ? sql`` : sql`AND m.id = ANY(${[...mailboxIds]}::text[])`
 
     /** Count one search against the period's quota, atomically; false when the quota is used up. */
     const countSearch = (userId: string, periodStart: Date, limit: number | null) =>
@@ -152,7 +150,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             FROM ranked r JOIN search_documents d ON d.email_id = r.id JOIN mailboxes m ON m.id = d.mailbox_id
             ${labels === undefined ? sql`` : sql`JOIN emails e ON e.id = r.id AND e.labels @> ${labels}::text[]`}
             WHERE d.user_id = ${userId} AND m.status = 'active'
-              ${inScope(mailboxIds)}
+              ${amongMailboxes(sql, "m.id", mailboxIds)}
           )
           SELECT (SELECT count(*) FROM visible) AS total, p.id, p.subject, p.from_address, p.sent_at, p.snippet, p.labels
           FROM (SELECT 1) AS one LEFT JOIN LATERAL (
@@ -215,7 +213,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
      */
     const suggestions = Effect.fn("Search.suggestions")(function*(userId: string, q: string, only?: ReadonlyArray<string>) {
       const pattern = likePrefix(normalizeQuery(q))
-      const within = only === undefined ? sql`` : sql`AND m.id = ANY(${[...only]}::text[])`
+      const within = amongMailboxes(sql, "m.id", only)
       const rows = yield* sql<{ text: string; source: number | string; weight: number | string }>`
         (SELECT query AS text, 1 AS source, uses AS weight FROM search_queries
          WHERE user_id = ${userId} AND normalized LIKE ${pattern} ESCAPE '\\' ${only === undefined ? sql`` : sql`AND false`}

@@ -135,7 +135,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
     const checkMailboxes = (userId: string, mailboxIds: ReadonlyArray<string> | null | undefined) =>
       mailboxIds === null || mailboxIds === undefined
         ? Effect.succeed(mailboxIds)
-        : ownedMailboxes(userId, mailboxIds, "mailbox_ids").pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        : ownedMailboxes(sql, userId, mailboxIds, "mailbox_ids")
 
     const find = (userId: string, webhookId: string) =>
       sql<WebhookRow>`SELECT ${sql.literal(columns)} FROM webhooks WHERE id = ${webhookId} AND user_id = ${userId}`.pipe(
