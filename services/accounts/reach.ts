@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
-import { emailNotFound, threadNotFound } from "../mail/emails.ts"
+import { emailNotFound, threadsNotFound } from "../mail/emails.ts"
 import { mailboxNotFound } from "../mailboxes/owned.ts"
 import type { Principal } from "./principal.ts"
 
@@ -43,16 +43,24 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
           (outside) => outside.length === 0 ? Effect.void : Effect.fail(emailNotFound(outside.map((row) => row.id)))
         ))
 
-    /** Nothing when the account's thread `threadId`, if it holds one, is of a mailbox `principal` reaches; else its 404. */
-    const thread = (principal: Caller, threadId: string) =>
+    /**
+     * Nothing when each of the account's threads among `threadIds` lies in mailboxes `principal`
+     * reaches (ids it does not hold are left to the route, whose 404 is the same); else the threads'
+     * 404, naming those outside.
+     */
+    const threads = (principal: Caller, threadIds: ReadonlyArray<string>) =>
       whenLimited(principal, (reached) =>
         Effect.flatMap(
-          sql`
-            SELECT 1 FROM emails
-            WHERE thread_id = ${threadId} AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))
-            LIMIT 1`,
-          (outside) => outside.length === 0 ? Effect.void : Effect.fail(threadNotFound(threadId))
+          sql<{ threadId: string }>`
+            SELECT DISTINCT thread_id FROM emails
+            WHERE thread_id = ANY(${[...new Set(threadIds)]}::text[]) AND user_id = ${principal.userId}
+              AND NOT (mailbox_id = ANY(${[...reached]}::text[]))
+            ORDER BY thread_id`,
+          (outside) => outside.length === 0 ? Effect.void : Effect.fail(threadsNotFound(outside.map((row) => row.threadId)))
         ))
+
+    /** Nothing when the account's thread `threadId`, if it holds one, is of a mailbox `principal` reaches; else its 404. */
+    const thread = (principal: Caller, threadId: string) => threads(principal, [threadId])
 
     /**
      * Nothing when the account's webhook `webhookId`, if it holds one, listens to mailboxes `principal`
@@ -90,6 +98,6 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
         }
       })
 
-    return { mailbox, emails, thread, webhook, listening } as const
+    return { mailbox, emails, thread, threads, webhook, listening } as const
   })
 }) {}

@@ -78,7 +78,14 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
           event: "api_key.created",
           timestamp: new Date().toISOString(),
           namespace: userId,
-          data: { keyId, name: created.name, keyPrefix: created.keyPrefix, createdAt: created.createdAt, expirationTs: created.expirationTs }
+          data: {
+            keyId,
+            name: created.name,
+            keyPrefix: created.keyPrefix,
+            createdAt: created.createdAt,
+            expirationTs: created.expirationTs,
+            mailboxIds
+          }
         }),
         { msgId: `api_key.created:${keyId}` }
       ).pipe(Effect.catchAll((error) => health.report("api_key.created not published", Cause.fail(error))))

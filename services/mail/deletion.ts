@@ -22,7 +22,7 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { Conflict, NotFound, ServiceUnavailable } from "../errors.ts"
 import { uncountWords } from "../search/indexer.ts"
 import { Vectors } from "../search/vectors.ts"
-import { emailNotFound, threadNotFound } from "./emails.ts"
+import { emailNotFound, missingThreads, threadsNotFound } from "./emails.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 
 /** What a deletion answers: the emails it deleted. */
@@ -137,12 +137,18 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
       })
     })
 
-    /** Delete every email of one of the caller's threads; 404 for a thread of no active mailbox of the caller's. */
-    const thread = Effect.fn("Deletions.thread")(function*(userId: string, threadId: string) {
-      return yield* remove(userId, sql`e.thread_id = ${threadId}`, (rows) =>
-        rows.length === 0 ? threadNotFound(threadId) : undefined)
+    /**
+     * Delete every email of some of the caller's threads (the routes take at most 100: MAX_DELETE_BATCH),
+     * all or none; 404 names the threads of no active mailbox of the caller's.
+     */
+    const threads = Effect.fn("Deletions.threads")(function*(userId: string, threadIds: ReadonlyArray<string>) {
+      const ids = [...new Set(threadIds)]
+      return yield* remove(userId, sql`e.thread_id = ANY(${ids}::text[])`, (rows) => {
+        const missing = missingThreads(ids, rows)
+        return missing.length > 0 ? threadsNotFound(missing) : undefined
+      })
     })
 
-    return { emails, thread } as const
+    return { emails, threads, thread: (userId: string, threadId: string) => threads(userId, [threadId]) } as const
   })
 }) {}

@@ -85,7 +85,19 @@ const sortColumns: Record<EmailSortField, string> = {
 }
 
 /** 404 for a thread of no active mailbox of the caller's. */
-export const threadNotFound = (threadId: string) => new NotFound({ message: "Thread not found", details: { thread_id: threadId } })
+/** 404 for threads of no active mailbox of the caller's: `details.thread_id` for one, `thread_ids` for more. */
+export const threadsNotFound = (threadIds: ReadonlyArray<string>) =>
+  threadIds.length === 1
+    ? new NotFound({ message: "Thread not found", details: { thread_id: threadIds[0] } })
+    : new NotFound({ message: "Threads not found", details: { thread_ids: threadIds } })
+
+export const threadNotFound = (threadId: string) => threadsNotFound([threadId])
+
+/** Those of `threadIds` none of `found` belongs to. */
+export const missingThreads = (threadIds: ReadonlyArray<string>, found: ReadonlyArray<{ readonly threadId: string }>) => {
+  const present = new Set(found.map((row) => row.threadId))
+  return threadIds.filter((id) => !present.has(id))
+}
 
 /** 404 for emails of no active mailbox of the caller's: `details.email_id` for one, `email_ids` for more. */
 export const emailNotFound = (emailIds: ReadonlyArray<string>) =>

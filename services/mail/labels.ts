@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound, ValidationError } from "../errors.ts"
-import { emailNotFound, threadNotFound } from "./emails.ts"
+import { emailNotFound, missingThreads, threadsNotFound } from "./emails.ts"
 import { applyChange, checkChange, type LabelChange, MAX_LABELS } from "./label-rules.ts"
 import { emailColumnList, type EmailRow, toFields } from "./records.ts"
 import type { EmailFields } from "./schemas.ts"
@@ -104,14 +104,18 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
     })
 
     /**
-     * Apply one change to every email of one of the caller's threads (mark a conversation handled):
-     * those it has as the change is made. 404 for a thread of no active mailbox of the caller's.
+     * Apply one change to every email of some of the caller's threads (mark conversations handled):
+     * those they have as the change is made, all or none. 404 naming the threads of no active mailbox
+     * of the caller's.
      */
-    const updateThread = Effect.fn("Labels.updateThread")(function*(userId: string, threadId: string, requested: LabelChange) {
-      return yield* apply(userId, sql`e.thread_id = ${threadId}`, requested, (rows) =>
-        rows.length === 0 ? threadNotFound(threadId) : undefined)
+    const updateThreads = Effect.fn("Labels.updateThreads")(function*(userId: string, threadIds: ReadonlyArray<string>, requested: LabelChange) {
+      const ids = [...new Set(threadIds)]
+      return yield* apply(userId, sql`e.thread_id = ANY(${ids}::text[])`, requested, (rows) => {
+        const missing = missingThreads(ids, rows)
+        return missing.length > 0 ? threadsNotFound(missing) : undefined
+      })
     })
 
-    return { update, updateThread } as const
+    return { update, updateThreads, updateThread: (userId: string, threadId: string, requested: LabelChange) => updateThreads(userId, [threadId], requested) } as const
   })
 }) {}

@@ -271,7 +271,10 @@ export const ApiKeyCreatedEvent = eventPayload(
     name: Schema.String,
     keyPrefix: Schema.String,
     createdAt: Schema.String,
-    expirationTs: Schema.NullOr(Schema.String)
+    expirationTs: Schema.NullOr(Schema.String),
+    mailboxIds: Schema.NullOr(Schema.Array(Schema.String)).annotations({
+      description: "The mailboxes the key is limited to; null: the whole account"
+    })
   }),
   "An API key was created on the account (never the key itself)"
 )

@@ -50,6 +50,8 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/api/threads/:threadId": "thread",
   "PATCH /v1/api/threads/:threadId": "thread",
   "DELETE /v1/api/threads/:threadId": "thread",
+  "POST /v1/api/threads/batch-update": "own",
+  "POST /v1/api/threads/batch-delete": "own",
   "POST /v1/api/mailboxes/:mailboxId/send": "mailbox",
   "POST /v1/api/emails/:emailId/reply": "email",
   "POST /v1/api/emails/:emailId/reply-all": "email",

@@ -382,4 +382,61 @@ describe("deleting mail", () => {
       ["email.deleted", "Spam two"]
     ])
   })
+
+  it("POST /threads/batch-update and /threads/batch-delete act on whole conversations, all or none; refusals answer the envelope", async () => {
+    const user = await withApiKey(suite.url)
+    await upgrade(suite.url, user.apiKey, "pro")
+    const box = await newBox(suite.url, { user })
+    const mailroom = createClient({ baseUrl: suite.url, apiKey: box.user.apiKey })
+    await deliver(box.address, "Offsite")
+    await sendMail(suite.server.smtpPort, { to: box.address, subject: "Lunch", text: "Noon?" })
+    const threads = await until("two threads listed", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/threads", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data.length === 2 ? new Map(data.data.map((t) => [t.subject, t.thread_id])) : undefined
+    }, 30_000, 100, 500)
+    const offsite = threads.get("Offsite")!
+    const lunch = threads.get("Lunch")!
+
+    const updated = await mailroom.POST("/v1/api/threads/batch-update", {
+      body: { thread_ids: [offsite, lunch, offsite], add_labels: ["handled"], remove_labels: ["unread"] }
+    })
+    expect(updated.response.status).toBe(200)
+    expect(updated.data?.data.thread_ids).toEqual([offsite, lunch])
+    expect(updated.data?.data.updated).toBe(2)
+    expect(updated.data?.data.emails.map((email) => email.labels)).toEqual([
+      ["inbound", "unauthenticated", "handled"],
+      ["inbound", "unauthenticated", "handled"]
+    ])
+    const unread = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/threads", {
+      params: { path: { mailboxId: box.mailboxId }, query: { unread: "true" } }
+    })
+    expect(unread.data?.meta.total).toBe(0)
+
+    // Refusals: empty and oversized lists, a fact label, a thread of another account (named; the batch changes nothing).
+    const empty = await mailroom.POST("/v1/api/threads/batch-update", { body: { thread_ids: [], add_labels: ["x"] } })
+    expect(empty.response.status).toBe(400)
+    expect(empty.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { thread_ids: "must list at least one thread id" } } })
+    const tooMany = await mailroom.POST("/v1/api/threads/batch-delete", { body: { thread_ids: Array.from({ length: 101 }, (_, i) => `thr_${i}`) } })
+    expect(tooMany.response.status).toBe(400)
+    expect(tooMany.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { thread_ids: "must list at most 100 thread ids" } } })
+    const fact = await mailroom.POST("/v1/api/threads/batch-update", { body: { thread_ids: [lunch], remove_labels: ["inbound"] } })
+    expect(fact.response.status).toBe(400)
+    expect(fact.error).toMatchObject({ error: { code: "LABEL_READ_ONLY", details: { labels: ["inbound"] } } })
+    const stranger = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(suite.url)).apiKey })
+    const foreign = await stranger.POST("/v1/api/threads/batch-update", { body: { thread_ids: [offsite], add_labels: ["mine"] } })
+    expect(foreign.response.status).toBe(404)
+    expect(foreign.error).toMatchObject({ success: false, error: { code: "NOT_FOUND", details: { thread_id: offsite } } })
+    const partly = await mailroom.POST("/v1/api/threads/batch-delete", { body: { thread_ids: [offsite, "thr_nobody", "thr_nothing"] } })
+    expect(partly.response.status).toBe(404)
+    expect(partly.error).toMatchObject({ error: { code: "NOT_FOUND", message: "Threads not found", details: { thread_ids: ["thr_nobody", "thr_nothing"] } } })
+
+    const deleted = await mailroom.POST("/v1/api/threads/batch-delete", { body: { thread_ids: [offsite, lunch] } })
+    expect(deleted.response.status).toBe(200)
+    expect(deleted.data?.data.deleted).toBe(2)
+    expect(deleted.data?.data.email_ids).toHaveLength(2)
+    const left = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/threads", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(left.data?.meta.total).toBe(0)
+    const again = await mailroom.POST("/v1/api/threads/batch-delete", { body: { thread_ids: [lunch] } })
+    expect(again.error).toMatchObject({ error: { code: "NOT_FOUND", details: { thread_id: lunch } } })
+  })
 })

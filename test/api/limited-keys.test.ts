@@ -156,6 +156,20 @@ describe("a key limited to some mailboxes", () => {
     expect(ok.data?.data.updated).toBe(1)
   })
 
+  it("changes or deletes a batch of conversations only when every one is in its mailboxes", async () => {
+    const both = [myEmail.thread_id, otherEmail.thread_id]
+    const batch = await limited.POST("/v1/api/threads/batch-update", { body: { thread_ids: both, add_labels: ["sorted"] } })
+    expect(batch.response.status).toBe(404)
+    expect(batch.error).toEqual(notFound({ thread_id: otherEmail.thread_id }))
+    const deleted = await limited.POST("/v1/api/threads/batch-delete", { body: { thread_ids: both } })
+    expect(deleted.response.status).toBe(404)
+    expect(deleted.error).toEqual(notFound({ thread_id: otherEmail.thread_id }))
+    const mine = await full.GET("/v1/api/threads/{threadId}", { params: { path: { threadId: myEmail.thread_id } } })
+    expect(mine.data?.data.emails.map((email) => email.labels.includes("sorted"))).toEqual([false])
+    const ok = await limited.POST("/v1/api/threads/batch-update", { body: { thread_ids: [myEmail.thread_id], add_labels: ["sorted"] } })
+    expect(ok.data?.data.updated).toBe(1)
+  })
+
   it("searches its mailboxes' mail only", async () => {
     const everything = await until("both emails searchable", async () => {
       const { data } = await full.POST("/v1/search", { body: { query: "quarterly invoice reconciliation", mode: "text" } })

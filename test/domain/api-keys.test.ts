@@ -90,7 +90,7 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
       expect(event).toMatchObject({
         event: "api_key.created",
         namespace: user.userId,
-        data: { keyId: created.keyId, name: "ci", keyPrefix: created.keyPrefix }
+        data: { keyId: created.keyId, name: "ci", keyPrefix: created.keyPrefix, mailboxIds: null }
       })
       expect(JSON.stringify(event)).not.toContain(created.apiKey)
     }))

@@ -167,6 +167,41 @@ layer(services, { timeout: "120 seconds" })("Deletions", (it) => {
       expect(yield* failure(deletions.thread(userId, "thr_deletion_2"))).toMatchObject({ code: "NOT_FOUND" })
     }))
 
+  it.effect("a batch of threads goes whole, all or none: one thread not the caller's (or unknown) deletes nothing and names it", () =>
+    Effect.gen(function*() {
+      const deletions = yield* Deletions
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const userId = mailbox.owner.userId
+      const thread = (n: number) => `thr_batch_${mailbox.mailboxId}_${n}`
+      const a = yield* stored(mailbox, "Budget", { threadId: thread(1) })
+      const b = yield* stored(mailbox, "Re: Budget", { threadId: thread(1) })
+      const c = yield* stored(mailbox, "Party", { threadId: thread(2) })
+      const kept = yield* stored(mailbox, "Keep", { threadId: thread(3) })
+      const elsewhere = yield* insertMailbox(yield* insertUser())
+      const theirs = yield* stored(elsewhere, "Theirs", { threadId: thread(4) })
+
+      expect(yield* failure(deletions.threads(userId, [thread(1), thread(4)]))).toMatchObject({
+        status: 404,
+        code: "NOT_FOUND",
+        message: "Thread not found",
+        details: { thread_id: thread(4) }
+      })
+      expect(yield* failure(deletions.threads(userId, [thread(1), "thr_unknown", thread(4)]))).toMatchObject({
+        status: 404,
+        message: "Threads not found",
+        details: { thread_ids: ["thr_unknown", thread(4)] }
+      })
+      expect((yield* emails.thread(userId, thread(1))).emails).toHaveLength(2)
+
+      // Named twice, a thread counts once.
+      expect(yield* deletions.threads(userId, [thread(2), thread(1), thread(2)])).toEqual({ deleted: 3, email_ids: [a.id, b.id, c.id].sort() })
+      expect(yield* failure(emails.thread(userId, thread(1)))).toMatchObject({ code: "NOT_FOUND" })
+      expect(yield* failure(emails.thread(userId, thread(2)))).toMatchObject({ code: "NOT_FOUND" })
+      expect((yield* emails.get(userId, kept.id)).email_id).toBe(kept.id)
+      expect((yield* emails.get(elsewhere.owner.userId, theirs.id)).email_id).toBe(theirs.id)
+    }))
+
   it.effect("sent mail with deliveries queued or deferred, and mail an unsent draft answers, are 409 CONFLICT until that is settled", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

@@ -182,6 +182,44 @@ layer(services, { timeout: "120 seconds" })("Labels", (it) => {
       expect(yield* Queue.size(announced)).toBe(0)
     }).pipe(Effect.scoped))
 
+  it.effect("a batch of threads changes every email of each, all or none; a thread not the caller's fails it and is named", () =>
+    Effect.gen(function*() {
+      const labels = yield* Labels
+      const emails = yield* Emails
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const userId = mailbox.owner.userId
+      const thread = (n: number) => `thr_batch_${mailbox.mailboxId}_${n}`
+      const a = yield* insertEmail(mailbox, { subject: "Plans", receivedMinutesAgo: 30, threadId: thread(1) })
+      const b = yield* insertEmail(mailbox, { subject: "Re: Plans", receivedMinutesAgo: 20, threadId: thread(1) })
+      const c = yield* insertEmail(mailbox, { subject: "Invoice", receivedMinutesAgo: 10, threadId: thread(2) })
+      const untouched = yield* insertEmail(mailbox, { subject: "Other", receivedMinutesAgo: 5, threadId: thread(3) })
+      const elsewhere = yield* insertMailbox(yield* insertUser())
+      const theirs = yield* insertEmail(elsewhere, { subject: "Theirs", receivedMinutesAgo: 5, threadId: thread(4) })
+
+      expect(yield* failure(labels.updateThreads(userId, [thread(1), thread(4)], { add: ["done"], remove: [] }))).toMatchObject({
+        status: 404,
+        code: "NOT_FOUND",
+        details: { thread_id: thread(4) }
+      })
+      expect(yield* failure(labels.updateThreads(userId, ["thr_unknown", thread(4)], { add: ["done"], remove: [] }))).toMatchObject({
+        status: 404,
+        message: "Threads not found",
+        details: { thread_ids: ["thr_unknown", thread(4)] }
+      })
+      expect((yield* emails.get(userId, a.id)).labels).toEqual(["inbound", "unread"])
+
+      const updated = yield* labels.updateThreads(userId, [thread(1), thread(2)], { add: ["done"], remove: ["unread"] })
+      expect(new Map(updated.map((row) => [row.id, row.labels]))).toEqual(
+        new Map([[a.id, ["inbound", "done"]], [b.id, ["inbound", "done"]], [c.id, ["inbound", "done"]]])
+      )
+      expect((yield* emails.get(userId, untouched.id)).labels).toEqual(["inbound", "unread"])
+      expect((yield* emails.get(elsewhere.owner.userId, theirs.id)).labels).toEqual(["inbound", "unread"])
+      // The rules of a change hold for a batch as for one thread.
+      expect(yield* failure(labels.updateThreads(userId, [thread(1), thread(2)], { add: [], remove: ["inbound"] }))).toMatchObject({
+        code: "LABEL_READ_ONLY"
+      })
+    }))
+
   it.effect("list filters: every one of labels, none of exclude_labels, read state; counts follow the filter", () =>
     Effect.gen(function*() {
       const emails = yield* Emails

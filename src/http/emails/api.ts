@@ -90,6 +90,25 @@ export const BatchDeleteInput = Schema.Struct({
   )
 }).annotations({ identifier: "BatchDeleteInput", parseOptions: { errors: "all" } })
 
+/** Up to `max` thread ids, at least one. */
+const ThreadIds = (max: number) =>
+  Schema.Array(Schema.String).pipe(
+    Schema.minItems(1, { message: () => "must list at least one thread id" }),
+    Schema.maxItems(max, { message: () => `must list at most ${max} thread ids` })
+  )
+
+export const BatchUpdateThreadsInput = Schema.Struct({ thread_ids: ThreadIds(MAX_BATCH), ...LabelChangeFields })
+  .annotations({ identifier: "BatchUpdateThreadsInput", parseOptions: { errors: "all" } })
+
+const BatchUpdatedThreads = Schema.Struct({
+  thread_ids: Schema.Array(Schema.String).annotations({ description: "The threads changed, as asked (each once)" }),
+  updated: Schema.Number.annotations({ description: "How many emails the threads held" }),
+  emails: Schema.Array(EmailLabels).annotations({ description: "Each email of the threads with its labels now" })
+}).annotations({ identifier: "BatchUpdatedThreads" })
+
+export const BatchDeleteThreadsInput = Schema.Struct({ thread_ids: ThreadIds(MAX_DELETE_BATCH) })
+  .annotations({ identifier: "BatchDeleteThreadsInput", parseOptions: { errors: "all" } })
+
 const DeletedEmails = Schema.Struct({
   deleted: Schema.Number.annotations({ description: "How many emails were deleted" }),
   email_ids: Schema.Array(Schema.String).annotations({ description: "The emails deleted" })
@@ -239,6 +258,31 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
         summary: "Change the labels of a whole thread",
         description:
           "One change applied to every email of the conversation, all or none (removing unread marks it handled); answers the thread as GET does. Each email changed is announced as email.labels_changed"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("batchUpdateThreads", "/threads/batch-update")
+      .setPayload(BatchUpdateThreadsInput)
+      .addSuccess(Ok(BatchUpdatedThreads))
+      .addError(envelope(ValidationError))
+      .addError(envelope(FactLabel))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: `Change the labels of up to ${MAX_BATCH} whole threads`,
+        description: "One change applied to every email of every listed conversation, all or none: a thread that is not the caller's " +
+          "fails the whole batch with 404 naming it (details.thread_id, or thread_ids for more). Each email changed is announced as email.labels_changed"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("batchDeleteThreads", "/threads/batch-delete")
+      .setPayload(BatchDeleteThreadsInput)
+      .addSuccess(Ok(DeletedEmails))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound)).addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: `Delete up to ${MAX_DELETE_BATCH} whole threads`,
+        description: "Every email of every listed conversation as they are when asked, all or none: a thread that is not the caller's " +
+          `fails the whole batch with 404 naming it. ${DELETION_NOTE}`
       }))
   )
   .add(

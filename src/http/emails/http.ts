@@ -18,7 +18,9 @@ import { orUnavailable } from "../infra.ts"
 import type {
   AttachmentPath,
   BatchDeleteInput,
+  BatchDeleteThreadsInput,
   BatchUpdateInput,
+  BatchUpdateThreadsInput,
   EmailListParams,
   EmailPath,
   MailboxEmailsPath,
@@ -180,6 +182,25 @@ const makeHandlers = Effect.gen(function*() {
           const data = yield* emails.thread(userId, path.threadId).pipe(orUnavailable)
           return { success: true as const, data }
         }),
+      batchUpdateThreads: ({ payload }: { readonly payload: typeof BatchUpdateThreadsInput.Type }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          yield* reach.threads(principal, payload.thread_ids).pipe(orUnavailable)
+          const updated = yield* labels.updateThreads(principal.userId, payload.thread_ids, change(payload)).pipe(orUnavailable)
+          const data = {
+            thread_ids: [...new Set(payload.thread_ids)],
+            updated: updated.length,
+            emails: updated.map((row) => ({ email_id: row.id, labels: [...row.labels] }))
+          }
+          return { success: true as const, data }
+        }),
+      batchDeleteThreads: ({ payload }: { readonly payload: typeof BatchDeleteThreadsInput.Type }) =>
+        Effect.gen(function*() {
+          const principal = yield* CurrentPrincipal
+          yield* reach.threads(principal, payload.thread_ids).pipe(orUnavailable)
+          const data = yield* deletions.threads(principal.userId, payload.thread_ids).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
       updateThread: ({ path, payload }: Path<typeof ThreadPath> & { readonly payload: typeof UpdateThreadInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
@@ -197,6 +218,7 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
     handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
+      .handle("batchUpdateThreads", h.batchUpdateThreads).handle("batchDeleteThreads", h.batchDeleteThreads)
       .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))
 
@@ -205,5 +227,6 @@ export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashbo
     handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
+      .handle("batchUpdateThreads", h.batchUpdateThreads).handle("batchDeleteThreads", h.batchDeleteThreads)
       .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))
