@@ -742,6 +742,45 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await dashboard().DELETE("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId: draft.data!.data.draft_id } } })
   })
 
+  it("acts on conversations chosen in the grouped inbox: marks them read, deletes them whole", async () => {
+    const from = "threads@partner.test"
+    await sendMail(server.smtpPort, { from, to: address, subject: "Venue", text: "Which venue?", messageId: "<venue-1@partner.test>" })
+    await sendMail(server.smtpPort, { from, to: address, subject: "Re: Venue", text: "The hall.", inReplyTo: "<venue-1@partner.test>", references: ["<venue-1@partner.test>"] })
+    await sendMail(server.smtpPort, { from, to: address, subject: "Catering", text: "Menus attached soon." })
+    const threads = await until("both conversations listed", async () => {
+      const { data } = await dashboard().GET("/api/mailboxes/{mailboxId}/threads", { params: { path: { mailboxId }, query: { limit: "100" } } })
+      const venue = data?.data.find((t) => t.subject === "Venue" && t.message_count === 2)
+      const catering = data?.data.find((t) => t.subject === "Catering")
+      return venue && catering ? { venue: venue.thread_id, catering: catering.thread_id } : undefined
+    })
+    const unreadIn = async (threadId: string) => {
+      const { data } = await dashboard().GET("/api/threads/{threadId}", { params: { path: { threadId } } })
+      return data!.data.emails.filter((e) => e.labels.includes("unread")).length
+    }
+
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByRole("checkbox", { name: "Group by conversation" }).check()
+    const box = (subject: string) => page.getByRole("checkbox", { name: new RegExp(`^Choose the conversation "${subject}"`) })
+    await box("Venue").waitFor()
+    await box("Venue").check()
+    await box("Catering").check()
+    await page.getByRole("group", { name: "Chosen conversations" }).getByText("2 chosen").waitFor()
+    await page.getByRole("button", { name: "Mark read" }).click()
+    await page.getByRole("status").getByText("2 conversations marked read").waitFor()
+    expect([await unreadIn(threads.venue), await unreadIn(threads.catering)]).toEqual([0, 0])
+
+    await box("Venue").check()
+    await page.getByRole("button", { name: "Delete 1 conversation" }).click()
+    await page.getByText("The conversation goes for good: every message, with its attachments and search data. This cannot be undone.").waitFor()
+    await page.getByRole("button", { name: "Delete for good" }).click()
+    await page.getByRole("status").getByText("1 conversation deleted (2 emails)").waitFor()
+    await box("Venue").waitFor({ state: "detached" })
+    expect((await dashboard().GET("/api/threads/{threadId}", { params: { path: { threadId: threads.venue } } })).response.status).toBe(404)
+    expect(refusals(/^404 GET /)).toEqual([`404 GET ${server.url}/api/threads/${threads.venue}`])
+    expect(await unreadIn(threads.catering)).toBe(0)
+    await page.getByRole("checkbox", { name: "Group by conversation" }).uncheck()
+  })
+
   it("creates a webhook for one mailbox among many: chosen by its box, listed as that mailbox's only", async () => {
     await page.getByRole("link", { name: "Webhooks" }).click()
     // A public address as a literal: checked without DNS. No event it subscribes to happens later in this suite.

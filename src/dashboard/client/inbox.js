@@ -4,7 +4,7 @@ import { useEffect, useState } from "preact/hooks"
 import { call, findMailbox, isNotFound, query } from "./api.js"
 import { onMail } from "./live.js"
 import { href } from "./router.js"
-import { ThreadList } from "./threads.js"
+import { ThreadLink } from "./threads.js"
 import { ConfirmDelete, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
 
 const PAGE = 20
@@ -21,31 +21,82 @@ const THREAD_SORTS = [
 
 /** @param {number} n */
 const emailsCount = (n) => `${n} ${n === 1 ? "email" : "emails"}`
+/** @param {number} n */
+const conversationsCount = (n) => `${n} ${n === 1 ? "conversation" : "conversations"}`
+
+/** One email of a list, a link to read it. @param {{ item: any }} props */
+const EmailLink = ({ item: email }) => html`
+  <a class="mail-link" href=${href("emails", email.email_id)}>
+    <span class="from" title=${email.from}>${email.labels.includes("unread") && html`<span class="dot" aria-label="Unread"></span>`}${email.from_name || email.from}</span>
+    <span class="subject">${email.subject || "(no subject)"}${email.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
+    <span class="snippet muted">${email.snippet}</span>
+    <time class="muted small" datetime=${email.received_at}>${when(email.received_at)}</time>
+  </a>
+`
 
 /**
- * What to do with the emails chosen on a page, all at once (one request each: batch-update,
- * batch-delete): mark them read or unread, or delete them after asking again. A refusal (a 409: a
- * draft answers one, or sent mail is still being delivered) shows here, and nothing changed.
- * @param {{ chosen: string[], onDone: (said: string) => void }} props
+ * What a list of mail holds, emails or conversations (threads), and the routes that act on a batch of
+ * them (`{batch}/batch-update`, `{batch}/batch-delete`, taking `field`): the same choices and actions
+ * for both, a conversation's reaching every email of it.
+ * @typedef {{
+ *   name: string, every: string, idOf: (item: any) => string, unread: (item: any) => boolean,
+ *   choose: (item: any) => string, counted: (n: number) => string, batch: string, field: string,
+ *   goes: (n: number) => string, deleted: (chosen: number, emails: number) => string, Item: (props: { item: any }) => any
+ * }} Kind
  */
-const Selection = ({ chosen, onDone }) => {
+/** @type {Record<"emails" | "threads", Kind>} */
+const KINDS = {
+  emails: {
+    name: "Emails",
+    every: "Choose every email on this page",
+    idOf: (email) => email.email_id,
+    unread: (email) => email.labels.includes("unread"),
+    choose: (email) => `Choose "${email.subject || "(no subject)"}" from ${email.from_name || email.from}`,
+    counted: emailsCount,
+    batch: "/api/emails",
+    field: "email_ids",
+    goes: (n) => `${n === 1 ? "The email goes" : `These ${n} emails go`} for good, with their attachments and search data.`,
+    deleted: (_chosen, emails) => `${emailsCount(emails)} deleted`,
+    Item: EmailLink
+  },
+  threads: {
+    name: "Conversations",
+    every: "Choose every conversation on this page",
+    idOf: (thread) => thread.thread_id,
+    unread: (thread) => thread.unread_count > 0,
+    choose: (thread) => `Choose the conversation "${thread.subject || "(no subject)"}" with ${thread.senders.join(", ")}`,
+    counted: conversationsCount,
+    batch: "/api/threads",
+    field: "thread_ids",
+    goes: (n) => `${n === 1 ? "The conversation goes" : `These ${n} conversations go`} for good: every message, with its attachments and search data.`,
+    deleted: (chosen, emails) => `${conversationsCount(chosen)} deleted (${emailsCount(emails)})`,
+    Item: ThreadLink
+  }
+}
+
+/**
+ * What to do with the emails or conversations chosen on a page, all at once (one request each:
+ * batch-update, batch-delete): mark them read or unread, or delete them after asking again. A refusal
+ * (a 409: a draft answers one, or sent mail is still being delivered) shows here, and nothing changed.
+ * @param {{ kind: Kind, chosen: string[], onDone: (said: string) => void }} props
+ */
+const Selection = ({ kind, chosen, onDone }) => {
   const { busy, error, run } = useAction()
   /** @param {"add_labels" | "remove_labels"} change @param {string} said */
   const mark = (change, said) =>
     run(async () => {
-      await call("POST", "/api/emails/batch-update", { email_ids: chosen, [change]: ["unread"] })
-      onDone(`${emailsCount(chosen.length)} marked ${said}`)
+      await call("POST", `${kind.batch}/batch-update`, { [kind.field]: chosen, [change]: ["unread"] })
+      onDone(`${kind.counted(chosen.length)} marked ${said}`)
     })
   return html`
-    <div class="toolbar selection" role="group" aria-label="Chosen emails">
+    <div class="toolbar selection" role="group" aria-label=${`Chosen ${kind.name.toLowerCase()}`}>
       <strong>${chosen.length} chosen</strong>
       <button type="button" class="secondary" disabled=${busy} onClick=${() => mark("remove_labels", "read")}>Mark read</button>
       <button type="button" class="secondary" disabled=${busy} onClick=${() => mark("add_labels", "unread")}>Mark unread</button>
-      <${ConfirmDelete} key=${chosen.join()} what=${emailsCount(chosen.length)}
-        warning=${`${chosen.length === 1 ? "The email goes" : `These ${chosen.length} emails go`} for good, with their attachments and search data.`}
+      <${ConfirmDelete} key=${chosen.join()} what=${kind.counted(chosen.length)} warning=${kind.goes(chosen.length)}
         onConfirm=${async () => {
-          const answer = await call("POST", "/api/emails/batch-delete", { email_ids: chosen })
-          onDone(`${emailsCount(answer.data.deleted)} deleted`)
+          const answer = await call("POST", `${kind.batch}/batch-delete`, { [kind.field]: chosen })
+          onDone(kind.deleted(chosen.length, answer.data.deleted))
         }} />
       <${ErrorNote} error=${error} />
     </div>
@@ -53,14 +104,14 @@ const Selection = ({ chosen, onDone }) => {
 }
 
 /**
- * A page of emails, each one a link to read it and a box to choose it by; what is chosen can be
- * acted on together (Selection). Choices last while their emails are on the page.
- * @param {{ emails: any[], onChanged: () => void }} props
+ * A page of emails or conversations, each one a link to read it and a box to choose it by; what is
+ * chosen can be acted on together (Selection). Choices last while their items are on the page.
+ * @param {{ kind: Kind, items: any[], onChanged: () => void }} props
  */
-const EmailList = ({ emails, onChanged }) => {
+const MailList = ({ kind, items, onChanged }) => {
   const [chosen, setChosen] = useState(/** @type {string[]} */ ([]))
   const [said, setSaid] = useState("")
-  const shown = emails.map((email) => email.email_id)
+  const shown = items.map(kind.idOf)
   useEffect(() => setChosen((ids) => ids.filter((id) => shown.includes(id))), [shown.join()])
   const picked = chosen.filter((id) => shown.includes(id))
   const every = picked.length === shown.length
@@ -69,24 +120,18 @@ const EmailList = ({ emails, onChanged }) => {
   return html`
     <div class="toolbar">
       <label class="check choose-all"><input type="checkbox" checked=${every} indeterminate=${picked.length > 0 && !every}
-        onChange=${(/** @type {any} */ e) => setChosen(e.currentTarget.checked ? shown : [])} />Choose every email on this page</label>
+        onChange=${(/** @type {any} */ e) => setChosen(e.currentTarget.checked ? shown : [])} />${kind.every}</label>
       <span class="muted small" role="status">${said}</span>
     </div>
-    ${picked.length > 0 && html`<${Selection} chosen=${picked} onDone=${(/** @type {string} */ what) => (setSaid(what), setChosen([]), onChanged())} />`}
-    <ul class="list mail" aria-label="Emails">
-      ${emails.map((email) => {
-        const unread = email.labels.includes("unread")
+    ${picked.length > 0 && html`<${Selection} kind=${kind} chosen=${picked} onDone=${(/** @type {string} */ what) => (setSaid(what), setChosen([]), onChanged())} />`}
+    <ul class="list mail" aria-label=${kind.name}>
+      ${items.map((item) => {
+        const id = kind.idOf(item)
         return html`
-          <li key=${email.email_id} class=${unread ? "item unread" : "item"}>
-            <input type="checkbox" class="pick" checked=${picked.includes(email.email_id)}
-              aria-label=${`Choose "${email.subject || "(no subject)"}" from ${email.from_name || email.from}`}
-              onChange=${(/** @type {any} */ e) => choose(email.email_id, e.currentTarget.checked)} />
-            <a class="mail-link" href=${href("emails", email.email_id)}>
-              <span class="from" title=${email.from}>${unread && html`<span class="dot" aria-label="Unread"></span>`}${email.from_name || email.from}</span>
-              <span class="subject">${email.subject || "(no subject)"}${email.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
-              <span class="snippet muted">${email.snippet}</span>
-              <time class="muted small" datetime=${email.received_at}>${when(email.received_at)}</time>
-            </a>
+          <li key=${id} class=${kind.unread(item) ? "item unread" : "item"}>
+            <input type="checkbox" class="pick" checked=${picked.includes(id)} aria-label=${kind.choose(item)}
+              onChange=${(/** @type {any} */ e) => choose(id, e.currentTarget.checked)} />
+            <${kind.Item} item=${item} />
           </li>`
       })}
     </ul>
@@ -231,7 +276,7 @@ export const MailboxInbox = ({ mailboxId }) => {
         ? html`<p class="muted">Loading…</p>`
         : items.length === 0
         ? html`<p class="muted">No mail yet. It appears here as soon as it arrives.</p>`
-        : grouped ? html`<${ThreadList} threads=${items} />` : html`<${EmailList} emails=${items} onChanged=${readAgain} />`}
+        : html`<${MailList} key=${grouped ? "threads" : "emails"} kind=${grouped ? KINDS.threads : KINDS.emails} items=${items} onChanged=${readAgain} />`}
       ${items && html`<${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun=${noun[1]} onOffset=${setOffset} />`}`}
   `
 }
@@ -247,6 +292,6 @@ export const AllInbox = () => {
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : emails === null
       ? html`<p class="muted">Loading…</p>` : emails.length === 0
       ? html`<p class="muted">No mail yet. <a href=${href()}>Create a mailbox</a> and send mail to it.</p>`
-      : html`<${EmailList} emails=${emails} onChanged=${retry} /><${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun="emails" onOffset=${setOffset} />`}
+      : html`<${MailList} kind=${KINDS.emails} items=${emails} onChanged=${retry} /><${Pager} offset=${offset} pageSize=${PAGE} total=${total} noun="emails" onOffset=${setOffset} />`}
   `
 }

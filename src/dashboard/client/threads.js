@@ -14,22 +14,14 @@ import { ConfirmDelete, ErrorNote, when } from "./ui.js"
 /** At most this many messages' bodies are fetched at once; older ones are shown as their preview. */
 const BODIES = 20
 
-/** @param {{ threads: any[] }} props a page of the API's thread summaries */
-export const ThreadList = ({ threads }) => html`
-  <ul class="list mail" aria-label="Conversations">
-    ${threads.map((t) => {
-      const unread = t.unread_count > 0
-      return html`
-        <li key=${t.thread_id} class=${unread ? "item unread" : "item"}>
-          <a class="mail-link" href=${href("threads", t.thread_id)}>
-            <span class="from">${unread && html`<span class="dot" aria-label=${`${t.unread_count} unread`}></span>`}${t.senders.join(", ")}</span>
-            <span class="subject">${t.subject || "(no subject)"}${t.message_count > 1 && html` <span class="tag" aria-label=${`${t.message_count} messages`}>${t.message_count}</span>`}${t.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
-            <span class="snippet muted">${t.latest.snippet}</span>
-            <time class="muted small" datetime=${t.last_received_at}>${when(t.last_received_at)}</time>
-          </a>
-        </li>`
-    })}
-  </ul>
+/** One conversation of a list (the API's thread summary), a link to read it whole. @param {{ item: any }} props */
+export const ThreadLink = ({ item: t }) => html`
+  <a class="mail-link" href=${href("threads", t.thread_id)}>
+    <span class="from">${t.unread_count > 0 && html`<span class="dot" aria-label=${`${t.unread_count} unread`}></span>`}${t.senders.join(", ")}</span>
+    <span class="subject">${t.subject || "(no subject)"}${t.message_count > 1 && html` <span class="tag" aria-label=${`${t.message_count} messages`}>${t.message_count}</span>`}${t.has_attachments && html` <span class="tag" aria-label="Has attachments">attachment</span>`}</span>
+    <span class="snippet muted">${t.latest.snippet}</span>
+    <time class="muted small" datetime=${t.last_received_at}>${when(t.last_received_at)}</time>
+  </a>
 `
 
 /** @param {{ threadId: string }} props */
