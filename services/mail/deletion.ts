@@ -76,6 +76,27 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
       })
 
     /**
+     * What the emails `ids` counted towards the mail stats (stats.ts), kept as they go: emails by
+     * direction and their recipients by status, per mailbox and UTC day (in key order, so that
+     * deletions at once wait for each other instead of deadlocking).
+     */
+    const keepCounted = (ids: ReadonlyArray<string>) =>
+      sql`
+        INSERT INTO deleted_mail_counts AS c (user_id, mailbox_id, day, what, key, n)
+        SELECT user_id, mailbox_id, day, what, key, n FROM (
+          SELECT e.user_id, e.mailbox_id, (e.received_at AT TIME ZONE 'UTC')::date AS day, 'email' AS what, e.direction AS key, count(*) AS n
+          FROM emails e WHERE e.id = ANY(${ids}::text[])
+          GROUP BY 1, 2, 3, 5
+          UNION ALL
+          SELECT e.user_id, e.mailbox_id, (e.received_at AT TIME ZONE 'UTC')::date, 'recipient', d.status, count(*)
+          FROM emails e JOIN outbound_deliveries d ON d.email_id = e.id
+          WHERE e.id = ANY(${ids}::text[]) AND e.direction = 'outbound'
+          GROUP BY 1, 2, 3, 5
+        ) counted
+        ORDER BY mailbox_id, day, what, key
+        ON CONFLICT (mailbox_id, day, what, key) DO UPDATE SET n = c.n + EXCLUDED.n`
+
+    /**
      * Delete the emails `which` picks, all or none: `missing` says what to refuse when some asked for
      * are not found.
      */
@@ -106,6 +127,7 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
           const late = yield* refusal(ids)
           if (late) return yield* late
           yield* uncountWords(sql, ids)
+          yield* keepCounted(ids)
           yield* sql`DELETE FROM emails WHERE id = ANY(${ids}::text[])`
           // Remembered while the bus may deliver an inbound message of theirs again (a node failed before
           // it heard the message was stored): store.ts stores no email of these ids again.

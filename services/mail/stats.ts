@@ -1,8 +1,10 @@
 /**
  * What an account's mail did over recent days (`GET /v1/api/stats`): emails received and sent, and
  * what became of each recipient of the sent ones, the bounce rate that decides whether receivers keep
- * trusting the sender, and the same per day. Counted over the mail the account's active mailboxes
- * hold (mail deleted since is not counted), by the day it was received or sent, in UTC.
+ * trusting the sender, and the same per day. Counted over the mail of the account's active mailboxes
+ * by the day it was received or sent, in UTC: the mail they hold and what mail deleted since counted
+ * (deletion.ts keeps it), so that deleting mail does not rewrite the past; a deleted mailbox's mail
+ * is not counted.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
@@ -37,21 +39,26 @@ export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
         const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
         if (owned.length === 0) return yield* mailboxNotFound(mailboxId)
       }
-      const mailboxes = mailboxId !== undefined
-        ? sql`e.mailbox_id = ${mailboxId}`
-        : sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active'
-                ${amongMailboxes(sql, "id", only)})`
-      // Emails by day and direction, and the sent ones' recipients by day and status, in one statement.
+      const mailboxes = (column: string) =>
+        mailboxId !== undefined
+          ? sql`${sql.literal(column)} = ${mailboxId}`
+          : sql`${sql.literal(column)} IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active'
+                  ${amongMailboxes(sql, "id", only)})`
+      // Emails by day and direction, and the sent ones' recipients by day and status, with what
+      // deleted mail counted, in one statement.
       const rows = yield* sql<{ day: string; what: "email" | "recipient"; key: string; n: string | number }>`
         WITH counted AS (
           SELECT e.id, e.direction, to_char(e.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day
           FROM emails e
-          WHERE e.user_id = ${userId} AND e.received_at >= ${first} AND e.received_at < ${end} AND ${mailboxes}
+          WHERE e.user_id = ${userId} AND e.received_at >= ${first} AND e.received_at < ${end} AND ${mailboxes("e.mailbox_id")}
         )
         SELECT day, 'email' AS what, direction AS key, count(*) AS n FROM counted GROUP BY day, direction
         UNION ALL
         SELECT c.day, 'recipient', d.status, count(*) FROM counted c JOIN outbound_deliveries d ON d.email_id = c.id
-        WHERE c.direction = 'outbound' GROUP BY c.day, d.status`
+        WHERE c.direction = 'outbound' GROUP BY c.day, d.status
+        UNION ALL
+        SELECT to_char(x.day, 'YYYY-MM-DD'), x.what, x.key, x.n FROM deleted_mail_counts x
+        WHERE x.user_id = ${userId} AND x.day >= ${isoDay(first)}::date AND x.day < ${isoDay(end)}::date AND ${mailboxes("x.mailbox_id")}`
       const daily = Array.from({ length: days }, (_, i) => ({ date: isoDay(new Date(first.getTime() + i * 86_400_000)), received: 0, sent: 0, bounced: 0 }))
       const byDate = new Map(daily.map((day) => [day.date, day]))
       const recipients: Record<(typeof STATUSES)[number], number> = { sent: 0, bounced: 0, failed: 0, suppressed: 0, deferred: 0, queued: 0 }

@@ -12,6 +12,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 import { Principals } from "../accounts/principals.ts"
 import { RecipientDirectory } from "../mail/directory.ts"
+import { MAX_STATS_DAYS } from "../mail/schemas.ts"
 import { ADDRESS_HOLD } from "../mailboxes/mailboxes.ts"
 import { PAST_DUE_GRACE_DAYS } from "../billing/events.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
@@ -71,6 +72,9 @@ export const sweep = Effect.gen(function*() {
   // Their keys and sessions now act on the free plan, and their mail is taken as free mail, on every node.
   yield* Effect.forEach(lapsed, (row) => Effect.zipRight(principals.changed(row.userId), directory.changed(row.userId)), { discard: true })
   // Addresses mailboxes left are held from other accounts for 30 days (mailboxes.ts `taken`); then free.
+  // What deleted mail counted is asked for over at most MAX_STATS_DAYS (mail/stats.ts).
+  const deletedMailCounts = yield* sql`
+    DELETE FROM deleted_mail_counts WHERE day < (now() AT TIME ZONE 'UTC')::date - ${MAX_STATS_DAYS}::int`.raw
   const releasedAddresses = yield* sql`DELETE FROM released_addresses WHERE released_at < now() - ${ADDRESS_HOLD}::interval`.raw
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
   // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
@@ -97,6 +101,7 @@ export const sweep = Effect.gen(function*() {
     billingEvents: count(billingEvents),
     searchQueries: count(searchQueries),
     releasedAddresses: count(releasedAddresses),
+    deletedMailCounts: count(deletedMailCounts),
     events: count(events),
     eventStreams: count(eventStreams),
     lapsedSubscriptions: lapsed.length,

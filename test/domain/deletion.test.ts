@@ -13,6 +13,7 @@ import { Bus, decodeJson } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Deletions } from "../../services/mail/deletion.ts"
 import { Emails } from "../../services/mail/emails.ts"
+import { Stats } from "../../services/mail/stats.ts"
 import { storeEmails } from "../../services/mail/store.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Vectors } from "../../services/search/vectors.ts"
@@ -21,7 +22,7 @@ import { hashedVector, indexerWith } from "../support/search-services.ts"
 import { insertEmail, insertMailbox, type Mailbox, newInbound } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
 
-const services = Layer.mergeAll(Deletions.Default, Emails.Default).pipe(
+const services = Layer.mergeAll(Deletions.Default, Emails.Default, Stats.Default).pipe(
   Layer.provideMerge(indexerWith()),
   Layer.provideMerge(MemoryBus.layer),
   Layer.provide(DependencyHealth.Default),
@@ -200,6 +201,36 @@ layer(services, { timeout: "120 seconds" })("Deletions", (it) => {
       expect(yield* failure(emails.thread(userId, thread(2)))).toMatchObject({ code: "NOT_FOUND" })
       expect((yield* emails.get(userId, kept.id)).email_id).toBe(kept.id)
       expect((yield* emails.get(elsewhere.owner.userId, theirs.id)).email_id).toBe(theirs.id)
+    }))
+
+  it.effect("deleted mail still counts in the stats: received and sent, its recipients by outcome, on the day it came", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const deletions = yield* Deletions
+      const stats = yield* Stats
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const userId = mailbox.owner.userId
+      const received = yield* stored(mailbox, "Hello")
+      const bounced = yield* stored(mailbox, "Offer")
+      const kept = yield* stored(mailbox, "Newsletter")
+      yield* sql`UPDATE emails SET direction = 'outbound', received_at = now() - interval '3 days' WHERE id IN (${bounced.id}, ${kept.id})`
+      for (const [i, status] of ["bounced", "sent"].entries()) {
+        yield* sql`INSERT INTO outbound_deliveries (email_id, recipient, domain, status)
+                   VALUES (${bounced.id}, ${`r${i}@example.com`}, 'example.com', ${status}), (${kept.id}, ${`k${i}@example.com`}, 'example.com', ${status})`
+      }
+      const before = yield* stats.of(userId, { days: 7 })
+      expect(before).toMatchObject({ received: 1, sent: 2, recipients: { sent: 2, bounced: 2 }, bounce_rate: 0.5 })
+
+      yield* deletions.emails(userId, [received.id, bounced.id])
+      expect(yield* stats.of(userId, { days: 7 })).toEqual(before)
+      expect(yield* stats.of(userId, { mailboxId: mailbox.mailboxId, days: 7 })).toEqual({ ...before, mailbox_id: mailbox.mailboxId })
+      // Deleting the rest of the same day adds to what was kept.
+      yield* deletions.emails(userId, [kept.id])
+      expect(yield* stats.of(userId, { days: 7 })).toEqual(before)
+      // Another mailbox's stats, and a limited key's of another mailbox, do not hold them.
+      const other = yield* insertMailbox(mailbox.owner)
+      expect(yield* stats.of(userId, { mailboxId: other.mailboxId, days: 7 })).toMatchObject({ received: 0, sent: 0, bounce_rate: null })
+      expect(yield* stats.of(userId, { only: [other.mailboxId], days: 7 })).toMatchObject({ received: 0, sent: 0 })
     }))
 
   it.effect("sent mail with deliveries queued or deferred, and mail an unsent draft answers, are 409 CONFLICT until that is settled", () =>

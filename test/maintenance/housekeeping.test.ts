@@ -78,6 +78,10 @@ describe("housekeeping sweep", () => {
                         ('email.received:eml_new', 'usr_1', 'email.received', '{}', now() - interval '6 days')`
       yield* sql`INSERT INTO deleted_emails (id, deleted_at)
                  VALUES ('eml_deleted_long_ago', now() - interval '9 days'), ('eml_deleted_lately', now() - interval '1 day')`
+      // What deleted mail counted: past the longest stats window (90 days), and within it.
+      yield* sql`INSERT INTO deleted_mail_counts (user_id, mailbox_id, day, what, key, n)
+                 VALUES ('usr_1', 'mbx_1', (now() AT TIME ZONE 'UTC')::date - 91, 'email', 'inbound', 2),
+                        ('usr_1', 'mbx_1', (now() AT TIME ZONE 'UTC')::date - 89, 'email', 'inbound', 1)`
       yield* sql`INSERT INTO event_streams (id, user_id, refreshed_at)
                  VALUES ('es_dead', 'usr_1', now() - interval '2 hours'), ('es_open', 'usr_1', now())`
 
@@ -91,6 +95,7 @@ describe("housekeeping sweep", () => {
         billingEvents: 1,
         searchQueries: 1,
         releasedAddresses: 1,
+        deletedMailCounts: 1,
         events: 1,
         eventStreams: 1,
         lapsedSubscriptions: 2,
@@ -129,6 +134,8 @@ describe("housekeeping sweep", () => {
       expect(logged.map((e) => e.eventId)).toEqual(["email.received:eml_new"])
       const deleted = yield* sql<{ id: string }>`SELECT id FROM deleted_emails`
       expect(deleted.map((e) => e.id)).toEqual(["eml_deleted_lately"])
+      const counted = yield* sql<{ n: string }>`SELECT n FROM deleted_mail_counts`
+      expect(counted.map((row) => Number(row.n))).toEqual([1])
       const streams = yield* sql<{ id: string }>`SELECT id FROM event_streams`
       expect(streams.map((e) => e.id)).toEqual(["es_open"])
       const sessions = yield* sql<{ id: string }>`SELECT id FROM sessions`
@@ -144,6 +151,7 @@ describe("housekeeping sweep", () => {
         billingEvents: 0,
         searchQueries: 0,
         releasedAddresses: 0,
+        deletedMailCounts: 0,
         events: 0,
         eventStreams: 0,
         lapsedSubscriptions: 0,

@@ -943,7 +943,7 @@ export interface paths {
         };
         /**
          * Mail stats
-         * @description Emails received and sent over the last `days` days (default 30, UTC), what became of the sent ones' recipients (sent, bounced, failed, suppressed, deferred, queued), the bounce rate, and the same per day; of one mailbox with `mailbox_id`, else of every mailbox
+         * @description Emails received and sent over the last `days` days (default 30, UTC), what became of the sent ones' recipients (sent, bounced, failed, suppressed, deferred, queued), the bounce rate, and the same per day; of one mailbox with `mailbox_id`, else of every active mailbox. Deleting mail does not change past figures
          */
         get: operations["dashboardStats.stats"];
         put?: never;
@@ -1875,7 +1875,7 @@ export interface paths {
         };
         /**
          * Mail stats
-         * @description Emails received and sent over the last `days` days (default 30, UTC), what became of the sent ones' recipients (sent, bounced, failed, suppressed, deferred, queued), the bounce rate, and the same per day; of one mailbox with `mailbox_id`, else of every mailbox
+         * @description Emails received and sent over the last `days` days (default 30, UTC), what became of the sent ones' recipients (sent, bounced, failed, suppressed, deferred, queued), the bounce rate, and the same per day; of one mailbox with `mailbox_id`, else of every active mailbox. Deleting mail does not change past figures
          */
         get: operations["stats.stats"];
         put?: never;

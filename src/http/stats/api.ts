@@ -18,7 +18,7 @@ const statsEndpoints = <const Name extends string>(name: Name, prefix: `/${strin
           summary: "Mail stats",
           description: "Emails received and sent over the last `days` days (default 30, UTC), what became of the sent ones' recipients " +
             "(sent, bounced, failed, suppressed, deferred, queued), the bounce rate, and the same per day; of one mailbox with " +
-            "`mailbox_id`, else of every mailbox"
+            "`mailbox_id`, else of every active mailbox. Deleting mail does not change past figures"
         }))
     )
     .prefix(prefix)
