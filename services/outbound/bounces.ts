@@ -77,20 +77,25 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
       )
       if (!emails[0]) return []
       const sent: SentEmail = { id: emailId, ...emails[0] }
-      // Only recipients of this email, and each once: a repeated report changes nothing.
-      const updated = yield* sql<{ recipient: string; attempts: number; lastResponse: string }>`
-        UPDATE outbound_deliveries d SET status = 'bounced', last_response = u.response, next_attempt_at = NULL, updated_at = now()
-        FROM (SELECT * FROM unnest(${failures.map((f) => f.recipient)}::text[], ${failures.map((f) => f.response)}::text[]) AS t(recipient, response)) u
-        WHERE d.email_id = ${emailId} AND lower(d.recipient) = u.recipient AND d.status <> 'bounced'
-        RETURNING d.recipient, d.attempts, d.last_response`
-      const changes: Array<StatusChange> = updated.map((row) => ({
-        recipient: row.recipient,
-        status: "bounced",
-        attempts: row.attempts,
-        response: row.lastResponse,
-        nextAttemptAt: null
-      }))
-      yield* suppressBounced(sql, sent, changes)
+      // Only recipients of this email, and each once: a repeated report changes nothing. So the
+      // recipients it bounces are suppressed in the same transaction: a report whose suppression was
+      // lost would find nothing left to change when it came again.
+      const changes = yield* Effect.gen(function*() {
+        const updated = yield* sql<{ recipient: string; attempts: number; lastResponse: string }>`
+          UPDATE outbound_deliveries d SET status = 'bounced', last_response = u.response, next_attempt_at = NULL, updated_at = now()
+          FROM (SELECT * FROM unnest(${failures.map((f) => f.recipient)}::text[], ${failures.map((f) => f.response)}::text[]) AS t(recipient, response)) u
+          WHERE d.email_id = ${emailId} AND lower(d.recipient) = u.recipient AND d.status <> 'bounced'
+          RETURNING d.recipient, d.attempts, d.last_response`
+        const changes: Array<StatusChange> = updated.map((row) => ({
+          recipient: row.recipient,
+          status: "bounced",
+          attempts: row.attempts,
+          response: row.lastResponse,
+          nextAttemptAt: null
+        }))
+        yield* suppressBounced(sql, sent, changes)
+        return changes
+      }).pipe(sql.withTransaction)
       yield* announce(bus, sent, changes, new Date())
       yield* recordDeliveries(changes.map(() => "bounced"))
       yield* Effect.logInfo("Bounce report recorded").pipe(Effect.annotateLogs({ email_id: emailId, bounced: changes.map((c) => c.recipient).join(",") }))

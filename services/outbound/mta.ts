@@ -306,9 +306,12 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             previousStatus: previous?.status
           }
         })
-        yield* writeUpdates(rows.map((r) => ({ ...r, emailId })))
         const sent: SentEmail = { id: emailId, ...email }
+        // Suppressed before the outcome is written: a job that is redelivered after a crash between
+        // the two finds the recipient settled and would never suppress it (written first, a repeat
+        // finds it suppressed and settles it as such). And whoever reads a bounce finds it suppressed.
         yield* suppressBounced(sql, sent, rows)
+        yield* writeUpdates(rows.map((r) => ({ ...r, emailId })))
         // A deferral is told once, when it starts; every final outcome is told.
         yield* announce(bus, sent, rows.filter((r) => r.status !== "deferred" || r.previousStatus !== "deferred"), now)
         yield* recordDeliveries(rows.map((r) => r.status))
