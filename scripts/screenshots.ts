@@ -120,6 +120,11 @@ try {
   await shoot("inbox-chosen")
   await page.getByRole("button", { name: "Keep it" }).click()
   await page.getByRole("checkbox", { name: "Choose every email on this page" }).uncheck()
+  // Grouped by conversation, one chosen.
+  await page.getByRole("checkbox", { name: "Group by conversation" }).check()
+  await page.getByRole("checkbox", { name: /^Choose the conversation "Re: Onboarding call"/ }).check()
+  await shoot("conversations-chosen")
+  await page.getByRole("checkbox", { name: "Group by conversation" }).uncheck()
   await page.getByRole("link", { name: "Inbox", exact: true }).click()
   await page.getByRole("link", { name: /March invoice/ }).waitFor()
   await shoot("all-mail")
