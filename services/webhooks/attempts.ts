@@ -9,6 +9,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Data, Duration, Effect } from "effect"
+import { recordAttempt } from "./metrics.ts"
 import type { DeliveryStatus } from "./schemas.ts"
 import { signingHeaders } from "./signatures.ts"
 import { type ResolvedTarget, WebhookTargets } from "./targets.ts"
@@ -80,9 +81,14 @@ export class WebhookAttempts extends Effect.Service<WebhookAttempts>()("mailroom
           Effect.either
         )
         const durationMs = Date.now() - started
-        if (result._tag === "Left") return { statusCode: null, error: result.left.message, durationMs } satisfies Outcome
+        // Every POST counts, a delivery's, one sent again by hand or a test event alike.
+        if (result._tag === "Left") {
+          yield* recordAttempt("network_error", durationMs / 1000)
+          return { statusCode: null, error: result.left.message, durationMs } satisfies Outcome
+        }
         const status = result.right.status
         const outcome: Outcome = { statusCode: status, error: null, durationMs }
+        yield* recordAttempt(succeeded(outcome) ? "success" : "http_error", durationMs / 1000)
         return succeeded(outcome) ? outcome : { ...outcome, error: `HTTP ${status}` }
       })
 

@@ -28,7 +28,6 @@ import { type Backpressure, BackpressureTypeId } from "../health/dependency-heal
 import { type DeliveryStatus, BusEvent, isEventKind } from "./schemas.ts"
 import { succeeded, WebhookAttempts } from "./attempts.ts"
 import { WebhookSubscriptions } from "./subscriptions.ts"
-import { recordAttempt } from "./metrics.ts"
 
 /** SPEC: the first attempt at once, the second after 500 ms, the third after 1000 ms. */
 export const RETRY_DELAYS = [Duration.zero, Duration.millis(500), Duration.millis(1000)] as const
@@ -96,7 +95,6 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
           const ok = succeeded(outcome)
           const status: DeliveryStatus = ok ? "succeeded" : number === MAX_ATTEMPTS ? "failed" : "pending"
           yield* attempts.record(progress.id, number, attemptedAt, outcome, status)
-          yield* recordAttempt(ok ? "success" : outcome.statusCode === null ? "network_error" : "http_error", outcome.durationMs / 1000)
           // One line per attempt; the target's URL is left out (it may carry a token in its query).
           yield* (ok ? Effect.logInfo("Webhook attempt delivered") : Effect.logInfo("Webhook attempt failed")).pipe(
             Effect.annotateLogs({

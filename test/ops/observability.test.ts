@@ -84,6 +84,9 @@ describe("an operator's view of one session", () => {
 
     const [delivered] = await receiver.waitFor("/hook", 1)
     expect(JSON.parse(delivered!.body).data.email_id).toBe(emailId)
+    // A test event sent by hand is a POST too, and counts as one.
+    const tried = await withKey(suite.url, user).POST("/v1/api/webhooks/{id}/test", { params: { path: { id: hook.data!.data.webhook_id } } })
+    expect(tried.data?.data.succeeded).toBe(true)
 
     const mailroom = withKey(suite.url, user)
     for (let i = 0; i < 3; i++) expect((await mailroom.GET("/v1/api/mailboxes")).response.status).toBe(200)
@@ -114,9 +117,9 @@ describe("an operator's view of one session", () => {
     // email.received and email.processed.
     expect(delta("mailroom_consumer_processed_total", { consumer: "webhooks" })).toBe(2)
     expect(delta("mailroom_consumer_failed_total")).toBe(0)
-    expect(delta("mailroom_webhook_attempts_total", { outcome: "success" })).toBe(1)
+    expect(delta("mailroom_webhook_attempts_total", { outcome: "success" })).toBe(2)
     expect(delta("mailroom_webhook_attempts_total", { outcome: "http_error" })).toBe(0)
-    expect(deltaCount("mailroom_webhook_attempt_duration_seconds")).toBe(1)
+    expect(deltaCount("mailroom_webhook_attempt_duration_seconds")).toBe(2)
     expect(deltaCount("mailroom_embedder_batch_duration_seconds")).toBeGreaterThanOrEqual(1)
 
     const http = (route: string, status: string) => delta("mailroom_http_requests_total", { route, method: "GET", status })
