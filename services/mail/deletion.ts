@@ -171,6 +171,9 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
       })
     })
 
-    return { emails, threads, thread: (userId: string, threadId: string) => threads(userId, [threadId]) } as const
+    /** `threads` of one thread: 404 `details.thread_id` when it is not the caller's. */
+    const thread = (userId: string, threadId: string) => threads(userId, [threadId])
+
+    return { emails, threads, thread } as const
   })
 }) {}

@@ -116,6 +116,9 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
       })
     })
 
-    return { update, updateThreads, updateThread: (userId: string, threadId: string, requested: LabelChange) => updateThreads(userId, [threadId], requested) } as const
+    /** `updateThreads` of one thread: 404 `details.thread_id` when it is not the caller's. */
+    const updateThread = (userId: string, threadId: string, requested: LabelChange) => updateThreads(userId, [threadId], requested)
+
+    return { update, updateThreads, updateThread } as const
   })
 }) {}
