@@ -307,9 +307,9 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           }
         })
         const sent: SentEmail = { id: emailId, ...email }
-        // Suppressed before the outcome is written: a job that is redelivered after a crash between
-        // the two finds the recipient settled and would never suppress it (written first, a repeat
-        // finds it suppressed and settles it as such). And whoever reads a bounce finds it suppressed.
+        // Suppressed before the outcome is written, so that no crash between the two leaves a bounced
+        // recipient unsuppressed: the job, delivered again, skips a settled recipient but settles a
+        // suppressed one as such. And whoever reads the bounce finds the suppression.
         yield* suppressBounced(sql, sent, rows)
         yield* writeUpdates(rows.map((r) => ({ ...r, emailId })))
         // A deferral is told once, when it starts; every final outcome is told.
