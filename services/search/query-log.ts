@@ -24,11 +24,14 @@ export class QueryLog extends Effect.Service<QueryLog>()("mailroom/QueryLog", {
     const sql = yield* SqlClient.SqlClient
     const health = yield* DependencyHealth
     let pending = new Map<string, Noted>()
+    // Batches being written: still this process's unwritten queries until their statement commits.
+    const writing = new Set<ReadonlyArray<Noted>>()
 
     const flush: Effect.Effect<void> = Effect.suspend(() => {
       if (pending.size === 0) return Effect.void
       const batch = [...pending.values()]
       pending = new Map()
+      writing.add(batch)
       // In key order, so concurrent flushes of several processes take the rows' locks in one order.
       batch.sort((a, b) => (a.userId === b.userId ? (a.normalized < b.normalized ? -1 : 1) : a.userId < b.userId ? -1 : 1))
       return sql`
@@ -44,7 +47,8 @@ export class QueryLog extends Effect.Service<QueryLog>()("mailroom/QueryLog", {
           Effect.sync(() => {
             for (const noted of batch) note(noted.userId, noted.normalized, noted.query, noted.uses, noted.at)
           }).pipe(Effect.zipRight(health.report("Could not record search queries; will retry", Cause.fail(error))))
-        )
+        ),
+        Effect.ensuring(Effect.sync(() => writing.delete(batch)))
       )
     })
 
@@ -69,9 +73,12 @@ export class QueryLog extends Effect.Service<QueryLog>()("mailroom/QueryLog", {
           note(userId, query.toLowerCase(), query, 1, new Date())
           return pending.size >= BATCH_SIZE ? Effect.forkDaemon(flush).pipe(Effect.asVoid) : Effect.void
         }),
-      /** Queries of `userId` noted and not written yet that start with `prefix` (lower case). */
+      /**
+       * Queries of `userId` noted and not written yet (or being written) that start with `prefix` (lower
+       * case). One being written may be here and in the database for a moment.
+       */
       pending: (userId: string, prefix: string): ReadonlyArray<Noted> =>
-        [...pending.values()].filter((noted) => noted.userId === userId && noted.normalized.startsWith(prefix)),
+        [...pending.values(), ...[...writing].flat()].filter((noted) => noted.userId === userId && noted.normalized.startsWith(prefix)),
       flush
     } as const
   })

@@ -213,6 +213,10 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
      */
     const suggestions = Effect.fn("Search.suggestions")(function*(userId: string, q: string, only?: ReadonlyArray<string>) {
       const pattern = likePrefix(normalizeQuery(q))
+      // Queries of this process not written yet count as if they were (other processes see them
+      // after the query log's next write, within a second). Taken before the database is read: a
+      // query missing here was written before, and the read finds it.
+      const unwritten = only === undefined ? queryLog.pending(userId, normalizeQuery(q).toLowerCase()) : []
       const within = amongMailboxes(sql, "m.id", only)
       const rows = yield* sql<{ text: string; source: number | string; weight: number | string }>`
         (SELECT query AS text, 1 AS source, uses AS weight FROM search_queries
@@ -229,12 +233,10 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
            AND NOT ${BLOCKED} = ANY(e.labels)
          GROUP BY e.from_address ORDER BY count(*) DESC, e.from_address LIMIT ${SUGGESTIONS})
         ORDER BY source, weight DESC, text`
-      // Queries of this process not written yet count as if they were (other processes see them
-      // after the query log's next write, within a second).
       const stored = rows.filter((row) => Number(row.source) === 1)
       const others = rows.filter((row) => Number(row.source) !== 1)
       const queries = new Map(stored.map((row) => [row.text.toLowerCase(), { text: row.text, weight: Number(row.weight) }]))
-      for (const noted of only === undefined ? queryLog.pending(userId, normalizeQuery(q).toLowerCase()) : []) {
+      for (const noted of unwritten) {
         const known = queries.get(noted.normalized)
         queries.set(noted.normalized, { text: noted.query, weight: (known?.weight ?? 0) + noted.uses })
       }
