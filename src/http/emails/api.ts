@@ -70,34 +70,25 @@ export const UpdateEmailInput = Schema.Struct(LabelChangeFields)
 export const UpdateThreadInput = Schema.Struct(LabelChangeFields)
   .annotations({ identifier: "UpdateThreadInput", parseOptions: { errors: "all" } })
 
-export const BatchUpdateInput = Schema.Struct({
-  email_ids: Schema.Array(Schema.String).pipe(
-    Schema.minItems(1, { message: () => "must list at least one email id" }),
-    Schema.maxItems(MAX_BATCH, { message: () => `must list at most ${MAX_BATCH} email ids` })
-  ),
-  ...LabelChangeFields
-}).annotations({ identifier: "BatchUpdateInput", parseOptions: { errors: "all" } })
+/** A batch's ids of `what` ("email", "thread"): one to `max`. */
+const Ids = (what: string, max: number) =>
+  Schema.Array(Schema.String).pipe(
+    Schema.minItems(1, { message: () => `must list at least one ${what} id` }),
+    Schema.maxItems(max, { message: () => `must list at most ${max} ${what} ids` })
+  )
+
+export const BatchUpdateInput = Schema.Struct({ email_ids: Ids("email", MAX_BATCH), ...LabelChangeFields })
+  .annotations({ identifier: "BatchUpdateInput", parseOptions: { errors: "all" } })
 
 const EmailLabels = Schema.Struct({ email_id: Schema.String, labels: Schema.Array(Schema.String) })
   .annotations({ identifier: "EmailLabels" })
 const BatchUpdated = Schema.Struct({ updated: Schema.Number, emails: Schema.Array(EmailLabels) })
   .annotations({ identifier: "BatchUpdated" })
 
-export const BatchDeleteInput = Schema.Struct({
-  email_ids: Schema.Array(Schema.String).pipe(
-    Schema.minItems(1, { message: () => "must list at least one email id" }),
-    Schema.maxItems(MAX_DELETE_BATCH, { message: () => `must list at most ${MAX_DELETE_BATCH} email ids` })
-  )
-}).annotations({ identifier: "BatchDeleteInput", parseOptions: { errors: "all" } })
+export const BatchDeleteInput = Schema.Struct({ email_ids: Ids("email", MAX_DELETE_BATCH) })
+  .annotations({ identifier: "BatchDeleteInput", parseOptions: { errors: "all" } })
 
-/** Up to `max` thread ids, at least one. */
-const ThreadIds = (max: number) =>
-  Schema.Array(Schema.String).pipe(
-    Schema.minItems(1, { message: () => "must list at least one thread id" }),
-    Schema.maxItems(max, { message: () => `must list at most ${max} thread ids` })
-  )
-
-export const BatchUpdateThreadsInput = Schema.Struct({ thread_ids: ThreadIds(MAX_BATCH), ...LabelChangeFields })
+export const BatchUpdateThreadsInput = Schema.Struct({ thread_ids: Ids("thread", MAX_BATCH), ...LabelChangeFields })
   .annotations({ identifier: "BatchUpdateThreadsInput", parseOptions: { errors: "all" } })
 
 const BatchUpdatedThreads = Schema.Struct({
@@ -106,14 +97,13 @@ const BatchUpdatedThreads = Schema.Struct({
   emails: Schema.Array(EmailLabels).annotations({ description: "Each email of the threads with its labels now" })
 }).annotations({ identifier: "BatchUpdatedThreads" })
 
-export const BatchDeleteThreadsInput = Schema.Struct({ thread_ids: ThreadIds(MAX_DELETE_BATCH) })
+export const BatchDeleteThreadsInput = Schema.Struct({ thread_ids: Ids("thread", MAX_DELETE_BATCH) })
   .annotations({ identifier: "BatchDeleteThreadsInput", parseOptions: { errors: "all" } })
 
 const DeletedEmails = Schema.Struct({
   deleted: Schema.Number.annotations({ description: "How many emails were deleted" }),
   email_ids: Schema.Array(Schema.String).annotations({ description: "The emails deleted" })
 }).annotations({ identifier: "DeletedEmails" })
-
 
 const DELETION_NOTE =
   "Gone for good: the email, its attachments and its search data; its bytes leave storage at once. Announced as email.deleted. " +
