@@ -19,6 +19,7 @@ const backendIndependent = [
   "test/api/hostile-input.test.ts",
   "test/domain/extraction.test.ts",
   "test/domain/parse.test.ts",
+  "test/domain/write-behind.test.ts", // memory only
   "test/api/webhooks.test.ts",
   "test/dashboard/dashboard.test.ts",
   "test/dashboard/sending.test.ts",
