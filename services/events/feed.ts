@@ -20,7 +20,7 @@ import { newId } from "../accounts/tokens.ts"
 import { Bus, subjects } from "../bus/bus.ts"
 import { StreamQuotaReached, type Unauthorized, ValidationError } from "../errors.ts"
 import { Lifecycle } from "../lifecycle.ts"
-import { mailboxNotFound } from "../mailboxes/owned.ts"
+import { mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { type EventFilter, EventLog, type LoggedEvent, type Position } from "./log.ts"
 
@@ -133,8 +133,7 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
       if (filter.mailboxId !== undefined) {
         // A mailbox a limited key does not reach is, to it, one that does not exist.
         if (filter.mailboxes !== undefined && !filter.mailboxes.includes(filter.mailboxId)) return yield* mailboxNotFound(filter.mailboxId)
-        const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${filter.mailboxId} AND user_id = ${userId} AND status = 'active'`
-        if (owned.length === 0) return yield* mailboxNotFound(filter.mailboxId)
+        yield* ownMailbox(sql, userId, filter.mailboxId)
       }
       const from = yield* Option.match(request.after, {
         onNone: () => log.now,

@@ -7,7 +7,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
-import { amongMailboxes, mailboxNotFound } from "../mailboxes/owned.ts"
+import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import {
   type AttachmentRow,
   type DeliveryRow,
@@ -109,13 +109,6 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const columns = sql.literal(emailColumnList)
-
-    /** Nothing, when `mailboxId` is an active mailbox of `userId`'s; else 404. */
-    const ownMailbox = (userId: string, mailboxId: string) =>
-      Effect.flatMap(
-        sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
-        (rows) => rows.length === 0 ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.void
-      )
 
     /** Every active mailbox of `userId`'s (of `only`, when given): a condition on `mailboxes`. */
     const activeOf = (userId: string, only: ReadonlyArray<string> | undefined) =>
@@ -239,7 +232,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       sort: Sort<ThreadSortField>,
       filter: ThreadFilter = {}
     ) {
-      yield* ownMailbox(userId, mailboxId)
+      yield* ownMailbox(sql, userId, mailboxId)
       return yield* threadsIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
     })
 
@@ -262,7 +255,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       sort: Sort<EmailSortField>,
       filter: EmailFilter = {}
     ) {
-      yield* ownMailbox(userId, mailboxId)
+      yield* ownMailbox(sql, userId, mailboxId)
       if (filter.after !== undefined) {
         const cursor = yield* sql`SELECT 1 FROM emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of an email in this mailbox")

@@ -14,7 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound, SenderListFull, ValidationError } from "../errors.ts"
 import type { Page } from "../listing.ts"
-import { mailboxNotFound } from "../mailboxes/owned.ts"
+import { ownMailbox } from "../mailboxes/owned.ts"
 import { RecipientDirectory } from "./directory.ts"
 import { type Entry, entryType, type ListName, MAX_ENTRIES_PER_LIST, parseEntry, type SenderListEntry } from "./sender-list-rules.ts"
 
@@ -57,11 +57,7 @@ export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderL
     const checkOwner = (owner: ListOwner) =>
       Effect.gen(function*() {
         if (owner.mailboxId === null) return
-        const found = yield* sql`
-          SELECT 1 FROM mailboxes WHERE id = ${owner.mailboxId} AND user_id = ${owner.userId} AND status = 'active'`
-        if (found.length === 0) {
-          return yield* mailboxNotFound(owner.mailboxId)
-        }
+        yield* ownMailbox(sql, owner.userId, owner.mailboxId)
       })
 
     /** Newest first. */

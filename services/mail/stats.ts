@@ -8,7 +8,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { amongMailboxes, mailboxNotFound } from "../mailboxes/owned.ts"
+import { amongMailboxes, mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
 import type { MailStats } from "./schemas.ts"
 
 const STATUSES = ["sent", "bounced", "failed", "suppressed", "deferred", "queued"] as const
@@ -36,8 +36,7 @@ export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
       if (mailboxId !== undefined) {
         // A mailbox outside a limited key's is, to it, one that does not exist.
         if (only !== undefined && !only.includes(mailboxId)) return yield* mailboxNotFound(mailboxId)
-        const owned = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
-        if (owned.length === 0) return yield* mailboxNotFound(mailboxId)
+        yield* ownMailbox(sql, userId, mailboxId)
       }
       const mailboxes = (column: string) =>
         mailboxId !== undefined

@@ -1,6 +1,6 @@
 /**
- * Which mailboxes are the caller's: a list of ids it names (a webhook's `mailbox_ids`, a key's
- * `mailboxIds`), each of which must be an active mailbox of the account; the condition that keeps a
+ * Which mailboxes are the caller's: one it names (else its 404), a list of ids it names (a webhook's
+ * `mailbox_ids`, a key's `mailboxIds`), each of which must be an active mailbox of the account; the condition that keeps a
  * statement to some mailboxes (a key limited to them); and the 404 for a mailbox that is not the
  * caller's, which a mailbox outside a key's limit gets too.
  */
@@ -10,6 +10,13 @@ import { NotFound, ValidationError } from "../errors.ts"
 
 /** 404 for a mailbox that is not an active mailbox of the caller's (or outside its key's limit). */
 export const mailboxNotFound = (mailboxId: string) => new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+
+/** Nothing when `mailboxId` is an active mailbox of `userId`'s; else its 404. */
+export const ownMailbox = (sql: SqlClient.SqlClient, userId: string, mailboxId: string) =>
+  Effect.flatMap(
+    sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
+    (rows) => rows.length === 0 ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.void
+  )
 
 /** `AND <column> = ANY(only)` when `only` is given (a key limited to those mailboxes); else nothing. */
 export const amongMailboxes = (sql: SqlClient.SqlClient, column: string, only: ReadonlyArray<string> | undefined) =>

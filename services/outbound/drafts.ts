@@ -14,7 +14,7 @@ import { newId } from "../accounts/tokens.ts"
 import { Conflict, NotFound, PayloadTooLarge, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
-import { amongMailboxes, mailboxNotFound } from "../mailboxes/owned.ts"
+import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { Replies } from "./replies.ts"
 import { type Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
@@ -87,12 +87,6 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         return rows[0] ?? (yield* draftNotFound(draftId))
       })
 
-    const ownMailbox = (userId: string, mailboxId: string) =>
-      Effect.gen(function*() {
-        const rows = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
-        if (rows.length === 0) return yield* mailboxNotFound(mailboxId)
-      })
-
     /**
      * A draft that could never be sent is not kept: its content (the text, the html and the
      * attachments in base64, as a message carries them) must fit the plan's message size (413 with
@@ -136,7 +130,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       })
 
     const create = Effect.fn("Drafts.create")(function*(userId: string, mailboxId: string, input: DraftInput) {
-      yield* ownMailbox(userId, mailboxId)
+      yield* ownMailbox(sql, userId, mailboxId)
       yield* checkLinks(userId, mailboxId, input.in_reply_to, input.forward_of)
       yield* checkSize(userId, contentOf(input))
       const rows = yield* sql`
@@ -167,7 +161,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       sort: Sort<DraftSortField>,
       status?: DraftStatus
     ) {
-      yield* ownMailbox(userId, mailboxId)
+      yield* ownMailbox(sql, userId, mailboxId)
       return yield* listWhere(sql`mailbox_id = ${mailboxId} AND user_id = ${userId}`, page, sort, status)
     })
 
