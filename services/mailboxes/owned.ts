@@ -1,8 +1,8 @@
 /**
- * Which mailboxes are the caller's: one it names (else its 404), a list of ids it names (a webhook's
- * `mailbox_ids`, a key's `mailboxIds`), each of which must be an active mailbox of the account; the condition that keeps a
- * statement to some mailboxes (a key limited to them); and the 404 for a mailbox that is not the
- * caller's, which a mailbox outside a key's limit gets too.
+ * Which mailboxes are the caller's: one it names (else its 404); a list of ids it names (a webhook's
+ * `mailbox_ids`, a key's `mailboxIds`), each of which must be an active mailbox of the account; the
+ * condition that keeps a statement to some mailboxes (a key limited to them); and the 404 for a
+ * mailbox that is not the caller's, which a mailbox outside a key's limit gets too.
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
