@@ -73,15 +73,23 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
 
     const usage = Effect.fn("Billing.usage")(function*(userId: string) {
       const row = yield* currentRow(userId)
-      const counters = yield* sql<{ emails: string; searches: string; emailsSent: string }>`
-        SELECT emails, searches, emails_sent FROM usage_counters
+      const counters = yield* sql<{ emails: string; emailsSent: string }>`
+        SELECT emails, emails_sent FROM usage_counters
         WHERE user_id = ${userId} AND period_start = ${row.currentPeriodStart}`
+      const searches = yield* searchCounts.exactly(
+        userId,
+        sql<{ searches: string }>`
+          SELECT searches FROM usage_counters
+          WHERE user_id = ${userId} AND period_start = ${row.currentPeriodStart}`.pipe(
+          Effect.map((rows) => Number(rows[0]?.searches ?? 0))
+        )
+      )
       const storage = yield* sql<{ bytes: string }>`SELECT bytes FROM storage_usage WHERE user_id = ${userId}`
       const plan = limits[row.plan]
       return {
         emailsUsed: Number(counters[0]?.emails ?? 0),
         emailsLimit: reportLimit(plan.emailsPerMonth),
-        searchesUsed: Number(counters[0]?.searches ?? 0) + searchCounts.pending(userId),
+        searchesUsed: searches,
         searchesLimit: reportLimit(plan.searchesPerMonth),
         storageUsed: Number(storage[0]?.bytes ?? 0),
         storageLimit: reportLimit(plan.storageBytes),

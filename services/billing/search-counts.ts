@@ -3,7 +3,11 @@
  * limit depends on that count, so a search notes it in memory and the counts are added to
  * `usage_counters` in one statement every FLUSH_EVERY, and when the process stops. Reads of usage in
  * this process add what is not written yet; other processes see it within FLUSH_EVERY. A crash loses
- * at most one interval of these counts. Plans with a quota count each search in the same statement
+ * at most one interval of these counts.
+ *
+ * A read of usage and a flush never overlap (`exactly`): while a batch is being written it is in
+ * neither the memory nor, for a reader, surely the database, and a reader that counted it in both
+ * would be as wrong as one that counted it in neither. Plans with a quota count each search in the same statement
  * that checks it (search.ts), before the answer.
  *
  * A count goes to the period running when it is written, which for a search in the last second of a
@@ -20,8 +24,9 @@ export class SearchCounts extends Effect.Service<SearchCounts>()("mailroom/Searc
     const sql = yield* SqlClient.SqlClient
     const health = yield* DependencyHealth
     let pending = new Map<string, number>()
+    const settled = yield* Effect.makeSemaphore(1)
 
-    const flush: Effect.Effect<void> = Effect.suspend(() => {
+    const flush: Effect.Effect<void> = settled.withPermits(1)(Effect.suspend(() => {
       if (pending.size === 0) return Effect.void
       const batch = pending
       pending = new Map()
@@ -42,7 +47,7 @@ export class SearchCounts extends Effect.Service<SearchCounts>()("mailroom/Searc
           }).pipe(Effect.zipRight(health.report("Could not record search counts; will retry", Cause.fail(error))))
         )
       )
-    })
+    }))
 
     yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
     yield* Effect.addFinalizer(() => flush)
@@ -50,8 +55,12 @@ export class SearchCounts extends Effect.Service<SearchCounts>()("mailroom/Searc
     return {
       /** Count one search of `userId`; written with the next batch. */
       count: (userId: string): void => void pending.set(userId, (pending.get(userId) ?? 0) + 1),
-      /** Searches of `userId` counted here and not written yet. */
-      pending: (userId: string): number => pending.get(userId) ?? 0,
+      /**
+       * Read the written searches with `written`, no batch being written meanwhile, and add those of
+       * `userId` counted here and not written yet.
+       */
+      exactly: <E, R>(userId: string, written: Effect.Effect<number, E, R>): Effect.Effect<number, E, R> =>
+        settled.withPermits(1)(Effect.map(written, (count) => count + (pending.get(userId) ?? 0))),
       flush
     } as const
   })
