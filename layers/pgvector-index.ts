@@ -18,6 +18,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
 import * as path from "node:path"
 import {
+  COLLECTION_PREFIX,
   collectionName,
   type VectorCollection,
   VectorIndex,
@@ -72,6 +73,15 @@ const createTable = (sql: SqlClient.SqlClient, table: string, dimensions: number
     Effect.retry({ times: 2 }),
     Effect.mapError(failed(`create ${table}`))
   )
+
+/** The collections' tables in `sql`'s database (each model's), with their vectors' column type. */
+const collectionTables = (sql: SqlClient.SqlClient) =>
+  sql<{ table: string; type: string }>`
+    SELECT c.relname AS table, format_type(a.atttypid, a.atttypmod) AS type
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    WHERE a.attname = 'embedding' AND NOT a.attisdropped AND c.relkind = 'r'
+      AND c.relnamespace = 'public'::regnamespace AND starts_with(c.relname, ${COLLECTION_PREFIX})
+    ORDER BY c.relname`
 
 /** A point as a row: its vector in pgvector's text form, `[0.1,0.2,…]`. */
 interface Row extends Omit<VectorPoint, "vector"> {
@@ -183,9 +193,16 @@ const makeIndex = (sql: SqlClient.SqlClient, kind: string, options?: { readonly 
       return { model, dimensions, upsert, search, remove, count } satisfies VectorCollection
     })
 
+    const forgetNamespace = (namespace: string) =>
+      Effect.flatMap(collectionTables(sql), (tables) =>
+        Effect.forEach(tables, ({ table }) => sql`DELETE FROM ${sql(table)} WHERE namespace = ${namespace}`, { discard: true })).pipe(
+        Effect.mapError(failed(`remove the vectors of ${namespace}`))
+      )
+
     return {
       kind,
       collection,
+      forgetNamespace,
       ping: sql`SELECT 1`.pipe(Effect.asVoid, Effect.mapError(failed("reach the database")))
     }
   })
@@ -209,12 +226,7 @@ const MOVE_BUILD_MEMORY = "512MB"
  */
 const moveCollections = (from: SqlClient.SqlClient, to: SqlClient.SqlClient) =>
   Effect.gen(function*() {
-    const tables = yield* from<{ table: string; type: string }>`
-      SELECT c.relname AS table, format_type(a.atttypid, a.atttypmod) AS type
-      FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-      WHERE a.attname = 'embedding' AND NOT a.attisdropped AND c.relkind = 'r'
-        AND c.relnamespace = 'public'::regnamespace AND starts_with(c.relname, 'emails_')
-      ORDER BY c.relname`
+    const tables = yield* collectionTables(from)
     for (const { table, type } of tables) {
       const dimensions = Number(/^(?:half)?vec(?:tor)?\((\d+)\)$/.exec(type)?.[1])
       if (!Number.isInteger(dimensions) || dimensions <= 0) continue

@@ -18,6 +18,7 @@ import type { Schemas } from "@qdrant/js-client-rest"
 import { Array as Arr, Duration, Effect, Layer, Redacted, Schedule } from "effect"
 import { createHash } from "node:crypto"
 import {
+  COLLECTION_PREFIX,
   collectionName,
   type VectorCollection,
   type VectorFilter,
@@ -324,7 +325,19 @@ export const make = (options: QdrantIndexOptions): Effect.Effect<VectorIndexShap
       Effect.asVoid
     )
 
-    return { kind: "qdrant", collection, ping } satisfies VectorIndexShape
+    const forgetNamespace = Effect.fn("QdrantIndex.forgetNamespace")(function*(namespace: string) {
+      const { collections } = yield* call("list collections", () => client.getCollections())
+      const ours = collections.map((c) => c.name).filter((name) => name.startsWith(COLLECTION_PREFIX))
+      yield* Effect.forEach(
+        ours,
+        (name) =>
+          call(`remove the points of ${namespace} from ${name}`, () =>
+            client.delete(name, { wait: true, filter: { must: [{ key: "namespace", match: { value: namespace } }] } })),
+        { discard: true }
+      )
+    })
+
+    return { kind: "qdrant", collection, forgetNamespace, ping } satisfies VectorIndexShape
   })
 
 export const layer = (options: QdrantIndexOptions): Layer.Layer<VectorIndex, VectorIndexError> =>

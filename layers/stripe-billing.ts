@@ -9,6 +9,7 @@
  *   page (the billing portal's `subscription_update_confirm` flow, which shows the proration): a
  *   second Checkout Session would start a second subscription and charge both.
  * - Portal: a Billing Portal session for the customer.
+ * - Closing an account deletes its customer, which ends its subscriptions at once.
  * - Webhooks: `Stripe-Signature` checked with `STRIPE_WEBHOOK_SECRET` over the raw body, and the
  *   events Mailroom acts on turned into BillingEvents (services/billing/events.ts).
  */
@@ -215,6 +216,21 @@ export const layer = (options: StripeOptions) =>
               catch: paymentError("Stripe did not open a portal session")
             })
             return { url: session.url }
+          }),
+        // Deleting the customer ends its subscriptions at once and removes its payment methods; one
+        // Stripe no longer has is gone already.
+        close: (userId) =>
+          Effect.gen(function*() {
+            const rows = yield* sql<{ stripeCustomerId: string | null }>`
+              SELECT stripe_customer_id FROM subscriptions WHERE user_id = ${userId}`.pipe(
+              Effect.catchTag("SqlError", paymentError("Could not read the account's customer"))
+            )
+            const customer = rows[0]?.stripeCustomerId
+            if (customer === null || customer === undefined) return
+            yield* Effect.tryPromise({
+              try: () => stripe.customers.del(customer).catch((error) => (error?.code === "resource_missing" ? null : Promise.reject(error))),
+              catch: paymentError("Stripe did not delete the customer")
+            })
           }),
         webhook: Option.some((body, signature) =>
           Effect.try({

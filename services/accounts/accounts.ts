@@ -199,23 +199,32 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
     })
 
     /**
-     * Change the password from login session `sessionId`, which must know the current one: a wrong
-     * one counts as a failed login of the account (the same 10 in 15 minutes, then 429), so a session
-     * left open somewhere cannot be used to guess it. Every other session of the account ends with
-     * the change (their tokens and cookies stop working on every node); this one goes on. API keys
-     * are not sessions and keep working.
+     * The account's password, asked again of one of its sessions before something that cannot be
+     * undone: a wrong one is 400 VALIDATION_ERROR on `field` and counts as a failed login of the
+     * account (the same 10 in 15 minutes, then 429), so a session left open somewhere cannot be used
+     * to guess it. Answers the hash that was checked.
      */
-    const changePassword = Effect.fn("Accounts.changePassword")(function*(userId: string, sessionId: string, input: ChangePasswordInput) {
+    const confirmPassword = Effect.fn("Accounts.confirmPassword")(function*(userId: string, password: string, field: string) {
       const rows = yield* sql<{ emailNormalized: string; passwordHash: string }>`
         SELECT email_normalized, password_hash FROM users WHERE id = ${userId}`
       const user = rows[0]
       if (!user) return yield* Unauthorized.of("The account no longer exists")
       const subject = failedLogins(user.emailNormalized)
       yield* failedLoginGate(subject)
-      if (!(yield* verifyPassword(input.currentPassword, user.passwordHash))) {
+      if (!(yield* verifyPassword(password, user.passwordHash))) {
         yield* countFailedLogin(subject)
-        return yield* ValidationError.field("currentPassword", "is not the account's password")
+        return yield* ValidationError.field(field, "is not the account's password")
       }
+      return user.passwordHash
+    })
+
+    /**
+     * Change the password from login session `sessionId`, which must know the current one
+     * (`confirmPassword`). Every other session of the account ends with the change (their tokens and
+     * cookies stop working on every node); this one goes on. API keys are not sessions and keep working.
+     */
+    const changePassword = Effect.fn("Accounts.changePassword")(function*(userId: string, sessionId: string, input: ChangePasswordInput) {
+      const checked = yield* confirmPassword(userId, input.currentPassword, "currentPassword")
       if (input.newPassword === input.currentPassword) {
         return yield* ValidationError.field("newPassword", "must differ from the current password")
       }
@@ -223,7 +232,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       const ended = yield* sql.withTransaction(Effect.gen(function*() {
         // Only over the hash that was checked: of two changes at once, the second finds it changed.
         const changed = yield* sql`
-          UPDATE users SET password_hash = ${passwordHash} WHERE id = ${userId} AND password_hash = ${user.passwordHash} RETURNING id`
+          UPDATE users SET password_hash = ${passwordHash} WHERE id = ${userId} AND password_hash = ${checked} RETURNING id`
         if (changed.length === 0) {
           return yield* new Conflict({ message: "The password was changed meanwhile: sign in with the new one and try again" })
         }
@@ -296,6 +305,6 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       return Option.fromNullable(rows[0])
     })
 
-    return { register, login, refresh, logout, changePassword, sessions, endSession, endOtherSessions, findUser } as const
+    return { register, login, refresh, logout, confirmPassword, changePassword, sessions, endSession, endOtherSessions, findUser } as const
   })
 }) {}

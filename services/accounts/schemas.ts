@@ -43,6 +43,21 @@ export const ChangePasswordInput = Schema.Struct({
 }).annotations({ identifier: "ChangePasswordInput", ...allErrors })
 export type ChangePasswordInput = typeof ChangePasswordInput.Type
 
+export const DeleteAccountInput = Schema.Struct({
+  password: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" })).annotations({
+    description: "The account's password, asked again: deleting cannot be undone"
+  })
+}).annotations({ identifier: "DeleteAccountInput", ...allErrors })
+
+export const AccountDeleted = Schema.Struct({
+  deleted: Schema.Literal(true),
+  email: Schema.String.annotations({ description: "The account's email, free to register again" }),
+  mailboxes: Schema.Number.annotations({
+    description: "Its mailboxes deleted; their addresses stay held from other accounts for 30 days"
+  }),
+  emails: Schema.Number.annotations({ description: "Its emails deleted, received and sent" })
+}).annotations({ identifier: "AccountDeleted" })
+
 export const PasswordChanged = Schema.Struct({
   message: Schema.String,
   otherSessionsEnded: Schema.Number.annotations({ description: "The account's other login sessions, signed out by the change" })

@@ -32,6 +32,11 @@ export class PaymentProvider extends Context.Tag("mailroom/PaymentProvider")<Pay
   /** Address of a hosted page where the user manages payment methods, invoices and cancellation. */
   readonly portal: (request: PortalRequest) => Effect.Effect<{ readonly url: string }, PaymentError>
   /**
+   * Stop charging the account for good and forget its payment details (its subscription ends now,
+   * unpaid time is not refunded): the account is being deleted. Nothing to do for one that never paid.
+   */
+  readonly close: (userId: string) => Effect.Effect<void, PaymentError>
+  /**
    * Check a provider webhook (the raw body and its signature header) and say what it means. None when
    * the provider sends no webhooks (the local provider completes payments itself).
    */

@@ -317,6 +317,8 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         })
       }
       yield* sql`DELETE FROM domains WHERE id = ${row.id} AND user_id = ${owner.userId}`
+      // Its DKIM key (outbound/dkim.ts, kept under the domain's id) signs nothing any more.
+      yield* sql`DELETE FROM dkim_keys WHERE owner = ${row.id}`
       return { deleted: true as const }
     })
 

@@ -166,7 +166,12 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`
       const extracted = yield* Effect.sync(() => extract(parsed)).pipe(Effect.withSpan("extractContent"))
       const stored = yield* store(message, verdict, parsed, messageId, extracted)
-      if (stored) yield* announce(stored)
+      if (!stored) {
+        return yield* Effect.logInfo("Email not stored: deleted since it was accepted, or its account").pipe(
+          Effect.annotateLogs({ email_id: message.email_id, mailbox_id: message.mailbox_id })
+        )
+      }
+      yield* announce(stored)
       yield* Effect.logInfo("Email delivered to its mailbox").pipe(Effect.annotateLogs({
         email_id: message.email_id,
         mailbox_id: message.mailbox_id,

@@ -48,7 +48,8 @@ export interface NewEmail {
 
 /**
  * Store `email` in one statement (atomic, one round trip). Returns the stored row, or `undefined`
- * when an email with that id exists already (a redelivery stored it).
+ * when it was not stored now: an email with that id exists already (a redelivery stored it), or was
+ * deleted since, or its mailbox was with its account.
  *
  * `alongside` adds the caller's own data-modifying `WITH` items (each starting with a comma) to the
  * same statement, so that they commit or fail with the email without a transaction's extra round
@@ -218,8 +219,10 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                ) THEN ARRAY[${BLOCKED}]::text[] ELSE '{}'::text[] END,
                r.direction, r.authentication, r.authentication_results, r.spam, r.extracted
         FROM input r
-        -- An email deleted since (deletion.ts) whose message the bus delivers again stays deleted.
+        -- An email deleted since (deletion.ts) whose message the bus delivers again stays deleted, and
+        -- mail of an account deleted since it was accepted (accounts/closure.ts) is not stored.
         WHERE NOT EXISTS (SELECT 1 FROM deleted_emails x WHERE x.id = r.id)
+          AND EXISTS (SELECT 1 FROM mailboxes m WHERE m.id = r.mailbox_id)
         ORDER BY r.position
         ON CONFLICT (id) DO NOTHING
         RETURNING ${sql.literal(emailColumnList)}

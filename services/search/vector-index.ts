@@ -66,10 +66,15 @@ export interface VectorIndexShape {
   readonly kind: string
   /** The collection for a model, created (with its indexes) when missing. */
   readonly collection: (model: string, dimensions: number) => Effect.Effect<VectorCollection, VectorIndexError>
+  /** Remove every point of a namespace (an account) from every collection, every model's. */
+  readonly forgetNamespace: (namespace: string) => Effect.Effect<void, VectorIndexError>
   readonly ping: Effect.Effect<void, VectorIndexError>
 }
 
 export class VectorIndex extends Context.Tag("mailroom/VectorIndex")<VectorIndex, VectorIndexShape>() {}
+
+/** Every collection's name starts so; the index may hold collections of other software too. */
+export const COLLECTION_PREFIX = "emails_"
 
 /**
  * A collection or table name for a model: lowercase letters, digits and `_`, at most 48 characters
@@ -78,9 +83,9 @@ export class VectorIndex extends Context.Tag("mailroom/VectorIndex")<VectorIndex
  */
 export const collectionName = (model: string, dimensions: number) => {
   const slug = model.toLowerCase().replace(/[^a-z0-9]+/g, "_").replace(/^_|_$/g, "")
-  const name = `emails_${slug}_${dimensions}`
+  const name = `${COLLECTION_PREFIX}${slug}_${dimensions}`
   if (name.length <= 48) return name
   let hash = 0
   for (const char of `${model}/${dimensions}`) hash = (Math.imul(hash, 31) + char.charCodeAt(0)) >>> 0
-  return `emails_${slug.slice(0, 24)}_${hash.toString(16).padStart(8, "0")}_${dimensions}`
+  return `${COLLECTION_PREFIX}${slug.slice(0, 24)}_${hash.toString(16).padStart(8, "0")}_${dimensions}`
 }

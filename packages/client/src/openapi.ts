@@ -50,6 +50,26 @@ export interface paths {
         patch: operations["dashboardApiKeys.update"];
         trace?: never;
     };
+    "/api/auth/account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete the account
+         * @description From a login session (access token or the dashboard's cookie), with the password: a wrong one is 400 VALIDATION_ERROR on details.password and counts as a failed login (10 in 15 minutes, then 429). Everything the account holds is deleted for good, at once: mailboxes, mail, drafts, search data, keys, sessions, domains, webhooks and lists; a paid subscription ends now (not refunded) and the payment provider forgets the card. Its mailboxes' addresses are held from other accounts for 30 days; its email may be registered again at once. 503 SERVICE_UNAVAILABLE, with nothing deleted, while the payment provider or the search index is unreachable.
+         */
+        delete: operations["auth.deleteAccount"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/login": {
         parameters: {
             query?: never;
@@ -2511,6 +2531,16 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        AccountDeleted: {
+            /** @enum {boolean} */
+            deleted: true;
+            /** @description The account's email, free to register again */
+            email: string;
+            /** @description Its emails deleted, received and sent */
+            emails: number;
+            /** @description Its mailboxes deleted; their addresses stay held from other accounts for 30 days */
+            mailboxes: number;
+        };
         AddressInput: string | {
             /** @description An email address, local@domain (an internationalized domain in Unicode or punycode) */
             address: string;
@@ -2775,6 +2805,13 @@ export interface components {
              * @description a non-negative number
              */
             sent: components["schemas"]["Int"];
+        };
+        DeleteAccountInput: {
+            /**
+             * minLength(1)
+             * @description The account's password, asked again: deleting cannot be undone
+             */
+            password: string;
         };
         DeletedDomain: {
             /** @enum {boolean} */
@@ -4589,6 +4626,109 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "auth.deleteAccount": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeleteAccountInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["AccountDeleted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */

@@ -2,7 +2,9 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import {
+  AccountDeleted,
   ChangePasswordInput,
+  DeleteAccountInput,
   LoginInput,
   LoginSession,
   PasswordChanged,
@@ -104,6 +106,23 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .annotateContext(OpenApi.annotations({
         summary: "Sign out everywhere else",
         description: "Every session of the account but this request's is signed out; API keys keep working"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.del("deleteAccount", "/account")
+      .setPayload(DeleteAccountInput)
+      .addSuccess(Ok(AccountDeleted))
+      .addError(envelope(ValidationError))
+      .addError(envelope(RateLimited))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Delete the account",
+        description: "From a login session (access token or the dashboard's cookie), with the password: a wrong one is 400 " +
+          "VALIDATION_ERROR on details.password and counts as a failed login (10 in 15 minutes, then 429). Everything the " +
+          "account holds is deleted for good, at once: mailboxes, mail, drafts, search data, keys, sessions, domains, " +
+          "webhooks and lists; a paid subscription ends now (not refunded) and the payment provider forgets the card. " +
+          "Its mailboxes' addresses are held from other accounts for 30 days; its email may be registered again at once. " +
+          "503 SERVICE_UNAVAILABLE, with nothing deleted, while the payment provider or the search index is unreachable."
       }))
   )
   .prefix("/api/auth")

@@ -1,6 +1,7 @@
 import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Duration, Effect, Layer, Option } from "effect"
 import { Accounts } from "../../../services/accounts/accounts.ts"
+import { AccountClosure } from "../../../services/accounts/closure.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Unauthorized } from "../../../services/errors.ts"
 import { AppConfig } from "../../config.ts"
@@ -11,6 +12,7 @@ import { SESSION_COOKIE } from "../security.ts"
 export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers) =>
   Effect.gen(function*() {
     const accounts = yield* Accounts
+    const closure = yield* AccountClosure
     const { appUrl } = yield* AppConfig
     const cookieOptions = { httpOnly: true, sameSite: "lax", secure: appUrl.startsWith("https:"), path: "/" } as const
 
@@ -57,4 +59,12 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
       .handle("endSession", ({ path }) => forSession((userId) => accounts.endSession(userId, path.sessionId)))
       .handle("endOtherSessions", () => forSession((userId, sessionId) => accounts.endOtherSessions(userId, sessionId)))
       .handle("changePassword", ({ payload }) => forSession((userId, sessionId) => accounts.changePassword(userId, sessionId, payload)))
-  })).pipe(Layer.provide(Accounts.Default))
+      .handle("deleteAccount", ({ payload }) =>
+        forSession((userId) =>
+          Effect.zipRight(
+            accounts.confirmPassword(userId, payload.password, "password"),
+            // Gone meanwhile: deleted by another of its sessions.
+            Effect.catchTag(closure.close(userId), "NotFound", () => Effect.fail(Unauthorized.of("The account no longer exists")))
+          )
+        ).pipe(Effect.tap(() => setCookie("", Duration.zero))))
+  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default]))
