@@ -108,15 +108,19 @@ export const vectorsLayer = (config: AppConfigShape) => {
       nice: Option.getOrUndefined(config.embedderNice)
     })
   })
+  return Layer.merge(Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, vectorIndexLayer(config)))), WordNet.layer)
+}
+
+/** The vector index alone (`vectorsLayer`'s), for what removes vectors without embedding anything. */
+export const vectorIndexLayer = (config: AppConfigShape) => {
   const sharedBuffers = Option.getOrUndefined(config.pgliteSharedBuffers)
-  const index = Option.match(config.qdrantUrl, {
+  return Option.match(config.qdrantUrl, {
     onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey) }),
     onNone: () =>
       Option.isNone(config.databaseUrl)
         ? PgvectorIndex.apartLayer(config.dataDir, { sharedBuffers })
         : PgvectorIndex.autoLayer({ dataDir: config.dataDir, embedded: config.allRoles ? "allow" : "refuse", sharedBuffers })
   })
-  return Layer.merge(Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, index))), WordNet.layer)
 }
 
 /**
@@ -153,7 +157,7 @@ const readPrivateKey = (value: string) =>
   })
 
 /** The payment provider: Stripe when `STRIPE_SECRET_KEY` is set (config.ts checks the rest), else local billing. */
-const paymentsLayer = (config: AppConfigShape) =>
+export const paymentsLayer = (config: AppConfigShape) =>
   Option.match(config.stripeSecretKey, {
     onNone: () => LocalBilling.layer({ appUrl: config.appUrl }),
     onSome: (secretKey) =>

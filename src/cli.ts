@@ -7,6 +7,7 @@
  *   dns-records                the DNS records to publish for the shared domains
  *   users create <email> [--name <name>] [--password-stdin] [--plan free|pro|enterprise]
  *   users set-plan <email> <free|pro|enterprise>
+ *   users delete <email> --yes
  *   keys revoke <key_id>
  *   usage <email>
  *
@@ -18,12 +19,13 @@ import { randomBytes } from "node:crypto"
 import { Effect, Layer, Schema } from "effect"
 import { Accounts } from "../services/accounts/accounts.ts"
 import { Administration } from "../services/accounts/administration.ts"
+import { AccountClosure } from "../services/accounts/closure.ts"
 import { Email, PersonName } from "../services/accounts/schemas.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { ApiKeys } from "../services/keys/api-keys.ts"
 import { Plan } from "../services/plans/plans.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
-import { infrastructureLayer, outboundLayer } from "./app.ts"
+import { infrastructureLayer, outboundLayer, paymentsLayer, vectorIndexLayer } from "./app.ts"
 import type { AppConfigShape } from "./config.ts"
 import * as Database from "./database.ts"
 import { CommandFailed, UsageError } from "./usage.ts"
@@ -83,6 +85,13 @@ const accountsLayer = (config: AppConfigShape) =>
     Layer.provideMerge(infrastructureLayer(config))
   )
 
+/** `accountsLayer` and deleting accounts: the payment provider and the vector index (no embedder). */
+const closureLayer = (config: AppConfigShape) =>
+  AccountClosure.Default.pipe(
+    Layer.provide(Layer.merge(paymentsLayer(config).pipe(Layer.provide(Billing.Default)), vectorIndexLayer(config))),
+    Layer.provideMerge(accountsLayer(config))
+  )
+
 /** An expected refusal from a service (not found, already registered) is the command's failure. */
 const failWith = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (error) => new CommandFailed(error.message))
@@ -124,6 +133,23 @@ const usersSetPlan = (args: ReadonlyArray<string>) => {
     yield* billing.changePlan(user.id, plan)
     const after = yield* failWith(billing.subscription(user.id))
     yield* print(`${user.email}: ${before.plan} -> ${after.plan} until ${after.currentPeriodEnd}`)
+  })
+}
+
+const usersDelete = (args: ReadonlyArray<string>) => {
+  const { set, positional } = parseArgs(args, [], ["--yes"])
+  const [email] = exactly(positional, ["email"], "users delete")
+  if (!set.has("--yes")) {
+    throw new UsageError("users delete deletes the account and everything it holds, for good: add --yes to confirm")
+  }
+  return Effect.gen(function*() {
+    const user = yield* failWith((yield* Administration).userByEmail(email!))
+    const deleted = yield* failWith((yield* AccountClosure).close(user.id))
+    const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : word.endsWith("x") ? "es" : "s"}`
+    yield* print(
+      `Deleted ${user.id} ${deleted.email}: ${plural(deleted.mailboxes, "mailbox")}, ${plural(deleted.emails, "email")}` +
+        (deleted.mailboxes > 0 ? " (their addresses are held from other accounts for 30 days)" : "")
+    )
   })
 }
 
@@ -204,7 +230,8 @@ export const runCommand = (config: AppConfigShape, command: string, args: Readon
         const [sub, ...rest] = args
         if (sub === "create") return Effect.provide(usersCreate(rest), accountsLayer(config))
         if (sub === "set-plan") return Effect.provide(usersSetPlan(rest), accountsLayer(config))
-        return Effect.fail(new UsageError(sub === undefined ? "users needs a subcommand: create, set-plan" : `unknown users subcommand ${sub}`))
+        if (sub === "delete") return Effect.provide(usersDelete(rest), closureLayer(config))
+        return Effect.fail(new UsageError(sub === undefined ? "users needs a subcommand: create, set-plan, delete" : `unknown users subcommand ${sub}`))
       }
       case "keys": {
         const [sub, ...rest] = args

@@ -6,9 +6,9 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import Stripe from "stripe"
 import { afterAll, describe, expect, it } from "vitest"
-import { withApiKey } from "../support/accounts.ts"
+import { signUp, withApiKey } from "../support/accounts.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
-import { anonymous, rawJsonBody, withKey } from "../support/typed-client.ts"
+import { anonymous, rawJsonBody, withKey, withToken } from "../support/typed-client.ts"
 
 const WEBHOOK_SECRET = "whsec_test_mailroom_0123456789"
 const PRICES = { pro: "price_pro_test", enterprise: "price_enterprise_test" }
@@ -21,7 +21,7 @@ interface StripeRequest {
 }
 
 /**
- * Stripe's API as far as Mailroom uses it: customers, checkout sessions, billing portal sessions, and
+ * Stripe's API as far as Mailroom uses it: customers (made and deleted), checkout sessions, billing portal sessions, and
  * reading the subscriptions a test puts in `subscriptions`.
  */
 const fakeStripe = async () => {
@@ -44,6 +44,8 @@ const fakeStripe = async () => {
       }
       if (failing.has(path)) return reply(500, { error: { type: "api_error", message: "Something went wrong on Stripe's end" } })
       if (path === "/v1/customers") return reply(200, { id: `cus_test_${n}`, object: "customer", email: form.get("email") })
+      const customer = /^\/v1\/customers\/([^/]+)$/.exec(path)
+      if (customer && req.method === "DELETE") return reply(200, { id: decodeURIComponent(customer[1]!), object: "customer", deleted: true })
       if (path === "/v1/checkout/sessions") {
         return reply(200, { id: `cs_test_${n}`, object: "checkout.session", mode: form.get("mode"), url: `https://checkout.stripe.test/c/${n}` })
       }
@@ -172,6 +174,36 @@ describe("checkout and portal on Stripe", () => {
 
     // Stripe hosts the pages: the local provider's are not served.
     expect((await fetch(`${suite.url}/billing/checkout/pay_co_123`)).status).toBe(404)
+  })
+})
+
+describe("deleting an account on Stripe", () => {
+  it("deletes its Stripe customer, which ends its subscription; while Stripe fails, 503 and the account stays", async () => {
+    const user = await withApiKey(suite.url)
+    await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "pro", ...urls } })
+    const customer = stripeApi.requests.filter((r) => r.path === "/v1/checkout/sessions").at(-1)!.form.get("customer")!
+    const remove = () => withToken(suite.url, user).DELETE("/api/auth/account", { body: { password: user.password } })
+
+    stripeApi.failing.add(`/v1/customers/${customer}`)
+    const refused = await remove().finally(() => stripeApi.failing.delete(`/v1/customers/${customer}`))
+    expect(refused.response.status).toBe(503)
+    expect(refused.error?.error).toMatchObject({ code: "SERVICE_UNAVAILABLE", message: expect.stringMatching(/payment provider/) })
+    expect((await keyed(user.apiKey).GET("/v1/billing/subscription")).response.status).toBe(200)
+
+    const before = stripeApi.requests.length
+    const deleted = await remove()
+    expect(deleted.response.status).toBe(200)
+    const sent = stripeApi.requests.slice(before).map((r) => `${r.method} ${r.path}`)
+    expect(sent).toEqual([`DELETE /v1/customers/${customer}`])
+    expect((await keyed(user.apiKey).GET("/v1/billing/subscription")).response.status).toBe(401)
+  })
+
+  it("an account that never paid asks nothing of Stripe", async () => {
+    const user = await signUp(suite.url)
+    const before = stripeApi.requests.length
+    const deleted = await withToken(suite.url, user).DELETE("/api/auth/account", { body: { password: user.password } })
+    expect(deleted.response.status).toBe(200)
+    expect(stripeApi.requests.length).toBe(before)
   })
 })
 

@@ -297,7 +297,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
 
   it("changes the password on the account page: a wrong current one and a mistyped new one are refused by their fields; other sessions end", async () => {
     await page.locator(".who a").click()
-    await page.getByRole("heading", { name: "Account" }).waitFor()
+    await page.getByRole("heading", { name: "Account", exact: true }).waitFor()
     const email = (await page.locator(".who a").textContent())!
     // Signed in elsewhere too, on two devices.
     const signIn = async (userAgent: string) =>
@@ -352,13 +352,17 @@ describe.skipIf(!runnable)("the dashboard", () => {
       expect(await page.evaluate("document.documentElement.scrollWidth"), link).toBeLessThanOrEqual(375)
     }
     await page.locator(".who a").click()
-    await page.getByRole("heading", { name: "Account" }).waitFor()
+    await page.getByRole("heading", { name: "Account", exact: true }).waitFor()
     expect(await page.evaluate("document.documentElement.scrollWidth"), "Account").toBeLessThanOrEqual(375)
     await page.setViewportSize({ width: 1280, height: 800 })
   })
 
+  /** The account's email, read before signing out. */
+  let accountEmail = ""
+
   it("signs out, signs in again with the keyboard alone, and had no console error or failed request all along", async () => {
     const email = await page.locator(".who a").textContent()
+    accountEmail = email!
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
     // Focus moves to the page's content on each change of page: the next Tab is its first field. Each
@@ -379,5 +383,37 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
     expect(watched.problems).toEqual([])
+  })
+
+  it("deletes the account from the account page, the password asked again, and says so on the sign-in page", async () => {
+    const email = accountEmail
+    await page.getByLabel("Email").fill(email)
+    await page.getByLabel("Password").fill("a better passphrase")
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await page.locator(".who a").click()
+    await page.getByRole("heading", { name: "Account", exact: true }).waitFor()
+    await page.getByText("The mailboxes' addresses cannot be taken by anyone else for 30 days").waitFor()
+
+    await page.getByRole("button", { name: "Delete account…" }).click()
+    const form = page.getByRole("form", { name: "Delete account" })
+    // Changed its mind: nothing asked, nothing deleted.
+    await form.getByRole("button", { name: "Keep it" }).click()
+    await form.waitFor({ state: "detached" })
+    await page.getByRole("button", { name: "Delete account…" }).click()
+    await form.getByLabel("Password").fill("not the password")
+    await form.getByRole("button", { name: "Delete my account for good" }).click()
+    await form.getByText("is not the account's password").waitFor()
+    const refused = watched.problems.filter((p) => p.includes("/api/auth/account") || p.includes("status of 400"))
+    expect(refused).toHaveLength(2)
+    watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !refused.includes(p)))
+
+    await form.getByLabel("Password").fill("a better passphrase")
+    await form.getByRole("button", { name: "Delete my account for good" }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    // The suite's two emails count although their mailbox was deleted before: they were kept until now.
+    await page.getByRole("status").getByText(new RegExp(`^The account ${email.replace(/[.+]/g, "\\$&")} is deleted, with 0 mailboxes and 2 emails\\.$`)).waitFor()
+    expect(watched.problems).toEqual([])
+    const login = await anonymous(server.url).POST("/api/auth/login", { body: { email, password: "a better passphrase" } })
+    expect(login.response.status).toBe(401)
   })
 })

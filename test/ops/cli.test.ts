@@ -2,7 +2,8 @@
  * The operator's CLI as an operator runs it: `bin/mailroom.mjs` (the package's `bin`, what
  * `npx mailroom` runs) and `npm run reindex --all`, as processes against this suite's own data
  * directory (or database). An account made by the CLI logs in over the API on the plan the CLI set;
- * a key made over the API is revoked by the CLI; `--all` reaches reindex through npm.
+ * a key made over the API is revoked by the CLI; `--all` reaches reindex through npm; the account is
+ * then deleted by the CLI.
  *
  * Embedded mode only: every command is its own process (then the database), the most costly kind of
  * test; what the commands do goes through the same services whichever database is behind them, and
@@ -73,7 +74,7 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
   it("prints its commands, and refuses a wrong command line with exit 2", async () => {
     const help = await bin(["help"])
     expect(help.code).toBe(0)
-    for (const command of ["serve", "migrate", "reindex [--all]", "dns-records", "users create", "users set-plan", "keys revoke", "usage"]) {
+    for (const command of ["serve", "migrate", "reindex [--all]", "dns-records", "users create", "users set-plan", "users delete", "keys revoke", "usage"]) {
       expect(help.stdout).toContain(command)
     }
     const unknown = await bin(["frobnicate"])
@@ -165,5 +166,17 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
     const all = await run("npm", ["run", "--silent", "reindex", "--all"])
     expect(all.stderr).toContain("Embedding 1 emails")
     expect(all.code).toBe(0)
+
+    // Deleting the account asks for --yes, then takes it and everything it holds.
+    const unconfirmed = await mailroom(["users", "delete", email])
+    expect(unconfirmed.code).toBe(2)
+    expect(unconfirmed.stderr).toContain("add --yes to confirm")
+    const deleted = await mailroom(["users", "delete", email, "--yes"])
+    expect(deleted.stderr).toBe("")
+    expect(deleted).toMatchObject({ code: 0 })
+    expect(deleted.stdout).toMatch(new RegExp(`^Deleted usr_[0-9a-f]{24} ${email}: 1 mailbox, 1 email \\(their addresses are held from other accounts for 30 days\\)\n$`))
+    const gone = await mailroom(["usage", email])
+    expect(gone.code).toBe(1)
+    expect(gone.stderr).toContain(`No account with the email ${email}`)
   }, 240_000)
 })

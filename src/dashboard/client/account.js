@@ -1,7 +1,7 @@
 /**
  * The account: who is signed in, where (each login session, one or all of the others signed out),
- * and the password changed (the current one asked for, the new one typed twice). Changing it signs
- * out every other session of the account; this one goes on.
+ * the password changed (the current one asked for, the new one typed twice; every other session is
+ * signed out, this one goes on), and the account deleted (what goes said first, the password asked).
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -60,8 +60,48 @@ const Sessions = () => {
   `
 }
 
-/** @param {{ user: { email: string, name?: string } }} props */
-export const AccountPage = ({ user }) => {
+/**
+ * Deleting the account: what goes and what stays said before anything is asked, then the password and
+ * the button that does it. The page then signs the reader out (`onDeleted`, with what was deleted).
+ * @param {{ onDeleted: (deleted: { email: string, mailboxes: number, emails: number }) => void }} props
+ */
+const DeleteAccount = ({ onDeleted }) => {
+  const [asking, setAsking] = useState(false)
+  const [password, setPassword] = useState("")
+  const { busy, error, run } = useAction()
+  /** @param {Event} event */
+  const remove = (event) => {
+    event.preventDefault()
+    return run(async () => onDeleted((await call("DELETE", "/api/auth/account", { password })).data))
+  }
+  return html`
+    <section class="card account-form" aria-labelledby="delete-account-heading">
+      <h2 id="delete-account-heading">Delete account</h2>
+      <p class="muted small">Deletes every mailbox, email, draft, key, domain, webhook and list of this account, at once and
+        for good. A paid plan ends now and is not refunded. The mailboxes' addresses cannot be taken by anyone else for
+        30 days; your email can sign up again.</p>
+      ${!asking
+        ? html`<button type="button" class="danger" onClick=${() => setAsking(true)}>Delete account…</button>`
+        : html`
+          <form class="confirm" onSubmit=${remove} aria-label="Delete account">
+            <p>This cannot be undone. Type your password to delete the account.</p>
+            <${Field} id="delete-password" label="Password" type="password" value=${password} onInput=${setPassword}
+              autocomplete="current-password" required error=${fieldError(error, "password")} />
+            ${!fieldError(error, "password") && html`<${ErrorNote} error=${error} />`}
+            <div class="actions">
+              <button type="submit" class="danger" disabled=${busy}>Delete my account for good</button>
+              <button type="button" class="secondary" disabled=${busy} onClick=${() => (setAsking(false), setPassword(""))}>Keep it</button>
+            </div>
+          </form>`}
+    </section>
+  `
+}
+
+/**
+ * @param {{ user: { email: string, name?: string },
+ *   onDeleted: (deleted: { email: string, mailboxes: number, emails: number }) => void }} props
+ */
+export const AccountPage = ({ user, onDeleted }) => {
   const [current, setCurrent] = useState("")
   const [next, setNext] = useState("")
   const [again, setAgain] = useState("")
@@ -109,5 +149,6 @@ export const AccountPage = ({ user }) => {
       ${done && html`<p class="note" role="status">${done}</p>`}
       ${!byField && html`<${ErrorNote} error=${error} />`}
     </form>
+    <${DeleteAccount} onDeleted=${onDeleted} />
   `
 }

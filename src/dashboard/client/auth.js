@@ -5,8 +5,8 @@ import { call, fieldError, rememberUser } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, useAction } from "./ui.js"
 
-/** @param {{ mode: "signin" | "signup", onSignedIn: (user: any) => void }} props */
-export const AuthPage = ({ mode, onSignedIn }) => {
+/** @param {{ mode: "signin" | "signup", notice?: string, onSignedIn: (user: any) => void }} props */
+export const AuthPage = ({ mode, notice, onSignedIn }) => {
   const [name, setName] = useState("")
   const [email, setEmail] = useState("")
   const [password, setPassword] = useState("")
@@ -27,6 +27,7 @@ export const AuthPage = ({ mode, onSignedIn }) => {
   return html`
     <section class="card narrow">
       <h1>${signingUp ? "Create your account" : "Sign in"}</h1>
+      ${notice && html`<p class="note" role="status">${notice}</p>`}
       <form onSubmit=${submit}>
         ${signingUp && html`<${Field} id="name" label="Name" value=${name} onInput=${setName} autocomplete="name" required
           error=${fieldError(error, "name")} />`}

@@ -50,16 +50,27 @@ const App = () => {
     document.getElementById("main")?.focus()
   }, [shown])
 
+  // What the sign-in page says once the account was deleted.
+  const [farewell, setFarewell] = useState("")
+
   const signOut = async () => {
     await call("POST", "/api/auth/logout").catch(() => undefined)
     rememberUser(null)
     setUser(null)
   }
 
+  /** @param {{ email: string, mailboxes: number, emails: number }} deleted */
+  const accountDeleted = (deleted) => {
+    const count = (/** @type {number} */ n, /** @type {string} */ one, /** @type {string} */ many) => `${n} ${n === 1 ? one : many}`
+    setFarewell(`The account ${deleted.email} is deleted, with ${count(deleted.mailboxes, "mailbox", "mailboxes")} and ${count(deleted.emails, "email", "emails")}.`)
+    rememberUser(null)
+    setUser(null)
+  }
+
   const content = !user
-    ? html`<${AuthPage} mode=${page === "signup" ? "signup" : "signin"} onSignedIn=${setUser} />`
+    ? html`<${AuthPage} mode=${page === "signup" ? "signup" : "signin"} notice=${farewell} onSignedIn=${(/** @type {any} */ signedIn) => (setFarewell(""), setUser(signedIn))} />`
     : page === "account"
-    ? html`<${AccountPage} user=${user} />`
+    ? html`<${AccountPage} user=${user} onDeleted=${accountDeleted} />`
     : page === "keys"
     ? html`<${KeysPage} />`
     : page === "inbox"
