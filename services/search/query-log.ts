@@ -39,9 +39,11 @@ export class QueryLog extends Effect.Service<QueryLog>()("mailroom/QueryLog", {
         )
         return sql`
           INSERT INTO search_queries AS q (user_id, normalized, query, uses, last_used_at)
-          SELECT * FROM unnest(${batch.map((n) => n.userId)}::text[], ${batch.map((n) => n.normalized)}::text[],
-                               ${batch.map((n) => n.query)}::text[], ${batch.map((n) => n.uses)}::int[],
-                               ${batch.map((n) => n.at)}::timestamptz[])
+          SELECT n.* FROM unnest(${batch.map((n) => n.userId)}::text[], ${batch.map((n) => n.normalized)}::text[],
+                                 ${batch.map((n) => n.query)}::text[], ${batch.map((n) => n.uses)}::int[],
+                                 ${batch.map((n) => n.at)}::timestamptz[]) AS n (user_id, normalized, query, uses, at)
+          -- An account deleted since its search (accounts/closure.ts) keeps no queries, nor fails the batch.
+          WHERE EXISTS (SELECT 1 FROM users u WHERE u.id = n.user_id)
           ON CONFLICT (user_id, normalized) DO UPDATE
             SET query = EXCLUDED.query, uses = q.uses + EXCLUDED.uses, last_used_at = greatest(q.last_used_at, EXCLUDED.last_used_at)`
           .pipe(Effect.asVoid)

@@ -165,13 +165,13 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       const ingest = yield* Ingest
       const sql = yield* SqlClient.SqlClient
       const mailbox = yield* insertMailbox(yield* insertUser())
-      const message = (i: number, mailboxId = mailbox.mailboxId) =>
+      const message = (i: number, mailboxId = mailbox.mailboxId, userId = mailbox.owner.userId) =>
         Effect.gen(function*() {
           const raw = rawOf({ subject: `Message ${i}`, messageId: `<m${i}.${uniqueName("x")}@example.test>` })
           return {
             email_id: uniqueName("eml"),
             mailbox_id: mailboxId,
-            user_id: mailbox.owner.userId,
+            user_id: userId,
             raw_sha256: yield* storeBlob(raw),
             size: raw.byteLength,
             mail_from: "ada@example.test",
@@ -180,11 +180,14 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
           }
         })
       const messages = yield* Effect.forEach([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], (i) => message(i))
-      // A mailbox deleted since the message was accepted: its email cannot be stored.
-      const orphan = yield* message(10, "mbx_deleted_since")
-      const all = [...messages.slice(0, 7), orphan, ...messages.slice(7)]
+      // Naming an owner that does not exist: the database refuses its email.
+      const refused = yield* message(10, mailbox.mailboxId, "usr_nobody")
+      // Its mailbox gone with its account since it was accepted: dropped, not refused (store.ts).
+      const dropped = yield* message(11, "mbx_deleted_since")
+      const all = [...messages.slice(0, 5), refused, ...messages.slice(5, 8), dropped, ...messages.slice(8)]
       const exits = yield* Effect.forEach(all, (m) => Effect.exit(ingest.ingest(m, true)), { concurrency: "unbounded" })
-      expect(exits.map(Exit.isSuccess)).toEqual(all.map((m) => m !== orphan))
+      expect(exits.map(Exit.isSuccess)).toEqual(all.map((m) => m !== refused))
+      expect(yield* sql`SELECT 1 FROM emails WHERE id = ${dropped.email_id}`).toEqual([])
       const stored = yield* sql<{ id: string }>`SELECT id FROM emails WHERE mailbox_id = ${mailbox.mailboxId} ORDER BY id`
       expect(stored.map((row) => row.id)).toEqual(messages.map((m) => m.email_id).sort())
     }))

@@ -1,7 +1,8 @@
 /**
  * The query log in process (services/search/query-log.ts), over the suite's migrated database: a
  * search's query is this process's suggestion from the moment it is noted, while its batch waits, while
- * the batch's statement is being written and once it is, so a suggestion never misses it in between.
+ * the batch's statement is being written and once it is, so a suggestion never misses it in between;
+ * an account deleted meanwhile keeps none and fails nobody's.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
@@ -47,5 +48,23 @@ layer(services, { timeout: "60 seconds" })("QueryLog", (it) => {
 
       expect(pendingQueries()).toEqual([])
       expect((yield* stored).map((row) => row.query)).toEqual(["Quarterly report"])
+    }))
+
+  it.effect("a query of an account deleted before its batch is written is dropped; the batch's others are written", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const log = yield* QueryLog
+      const gone = yield* insertUser()
+      const kept = yield* insertUser()
+      yield* log.remember(gone.userId, "Contract renewal")
+      yield* log.remember(kept.userId, "Contract renewal")
+      yield* sql`DELETE FROM users WHERE id = ${gone.userId}`
+
+      yield* log.flush
+      const stored = yield* sql<{ userId: string }>`
+        SELECT user_id FROM search_queries WHERE user_id IN (${gone.userId}, ${kept.userId})`
+      expect(stored).toEqual([{ userId: kept.userId }])
+      // Not kept for another attempt either.
+      expect(log.pending(gone.userId, "contract")).toEqual([])
     }))
 })
