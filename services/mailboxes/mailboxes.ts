@@ -5,7 +5,8 @@
  * - Uniqueness is case-insensitive and across all users. The partial unique index on
  *   `address_normalized` of active mailboxes decides every race: a unique violation is EMAIL_TAKEN.
  * - A deleted mailbox keeps its row (`status = 'deleted'`, `deleted_at`): its address is free again
- *   for its former owner at once and for everyone else after 30 days.
+ *   for its former owner at once and for everyone else after 30 days, when housekeeping removes the
+ *   row and its mail for good (maintenance/housekeeping.ts).
  * - The plan's mailbox quota counts active mailboxes; creates of one user are serialised on the
  *   user's row so that two concurrent creates cannot both take the last slot.
  */

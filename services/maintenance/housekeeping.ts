@@ -4,7 +4,7 @@
  * refers to any more (a message refused with 451 after its bytes were written, a deleted email's),
  * the ids of deleted emails once the bus can no longer deliver them again, search queries not
  * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes, holds on
- * addresses mailboxes left 30 days ago; and
+ * addresses mailboxes left 30 days ago, mailboxes deleted 30 days ago with their mail; and
  * move paid subscriptions that have ended (canceled at period end, or past_due beyond the grace) to
  * free. Idempotent, so any number of workers may run it.
  */
@@ -32,6 +32,26 @@ const DAILY_COUNTER_RETENTION = "40 days"
 const EVENT_RETENTION = "7 days"
 /** Past search queries feed suggestions; one not run for this long is not suggested any more. */
 const SEARCH_QUERY_RETENTION = "90 days"
+
+/** Emails of long-deleted mailboxes removed per statement: each a transaction of bounded size. */
+const PURGE_BATCH = 1_000
+
+/**
+ * A deleted mailbox keeps its row (and so its mail, hidden) while its address is held from others
+ * (mailboxes.ts); then both go for good: its emails in batches (their search data went long before,
+ * search/indexer.ts `purgeDeleted`; their bytes go with the blobs nothing refers to), then its row.
+ * Answers how many mailboxes it removed.
+ */
+const purgeDeletedMailboxes = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function*() {
+    const expired = sql`SELECT id FROM mailboxes WHERE status = 'deleted' AND deleted_at < now() - ${ADDRESS_HOLD}::interval`
+    for (;;) {
+      const batch = yield* sql`
+        DELETE FROM emails WHERE id IN (SELECT id FROM emails WHERE mailbox_id IN (${expired}) LIMIT ${PURGE_BATCH})`.raw
+      if (((batch as { rowCount?: number | null }).rowCount ?? 0) < PURGE_BATCH) break
+    }
+    return yield* sql`DELETE FROM mailboxes WHERE id IN (${expired})`.raw
+  })
 
 /** One pass; answers how many rows of each kind it removed. */
 export const sweep = Effect.gen(function*() {
@@ -71,11 +91,12 @@ export const sweep = Effect.gen(function*() {
     RETURNING user_id`
   // Their keys and sessions now act on the free plan, and their mail is taken as free mail, on every node.
   yield* Effect.forEach(lapsed, (row) => Effect.zipRight(principals.changed(row.userId), directory.changed(row.userId)), { discard: true })
-  // Addresses mailboxes left are held from other accounts for 30 days (mailboxes.ts `taken`); then free.
   // What deleted mail counted is asked for over at most MAX_STATS_DAYS (mail/stats.ts).
   const deletedMailCounts = yield* sql`
     DELETE FROM deleted_mail_counts WHERE day < (now() AT TIME ZONE 'UTC')::date - ${MAX_STATS_DAYS}::int`.raw
+  // Addresses mailboxes left are held from other accounts for 30 days (mailboxes.ts `taken`); then free.
   const releasedAddresses = yield* sql`DELETE FROM released_addresses WHERE released_at < now() - ${ADDRESS_HOLD}::interval`.raw
+  const deletedMailboxes = yield* purgeDeletedMailboxes(sql)
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
   // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
   const eventStreams = yield* sql`DELETE FROM event_streams WHERE refreshed_at < now() - interval '1 hour'`.raw
@@ -101,6 +122,7 @@ export const sweep = Effect.gen(function*() {
     billingEvents: count(billingEvents),
     searchQueries: count(searchQueries),
     releasedAddresses: count(releasedAddresses),
+    deletedMailboxes: count(deletedMailboxes),
     deletedMailCounts: count(deletedMailCounts),
     events: count(events),
     eventStreams: count(eventStreams),

@@ -95,6 +95,7 @@ describe("housekeeping sweep", () => {
         billingEvents: 1,
         searchQueries: 1,
         releasedAddresses: 1,
+        deletedMailboxes: 0,
         deletedMailCounts: 1,
         events: 1,
         eventStreams: 1,
@@ -151,11 +152,42 @@ describe("housekeeping sweep", () => {
         billingEvents: 0,
         searchQueries: 0,
         releasedAddresses: 0,
+        deletedMailboxes: 0,
         deletedMailCounts: 0,
         events: 0,
         eventStreams: 0,
         lapsedSubscriptions: 0,
         renewedSubscriptions: 0
       })
+    }).pipe(Effect.provide(principals)), 60_000)
+
+  it.scoped("removes a mailbox deleted over 30 days ago with all its mail; one deleted lately, and active ones, keep theirs", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
+                 VALUES ('usr_p', 'p@example.com', 'p@example.com', 'P', 'x')`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized, status, deleted_at)
+                 VALUES ('mbx_long_ago', 'usr_p', 'old', 'example.com', 'old@example.com', 'deleted', now() - interval '31 days'),
+                        ('mbx_lately', 'usr_p', 'late', 'example.com', 'late@example.com', 'deleted', now() - interval '29 days'),
+                        ('mbx_active', 'usr_p', 'live', 'example.com', 'live@example.com', 'active', NULL)`
+      yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${hex(9)}, 1, ${new Uint8Array([9])})`
+      const email = (id: string, mailboxId: string) =>
+        sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses,
+                                sent_at, received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+            VALUES (${id}, ${mailboxId}, 'usr_p', ${`<${id}@x>`}, ${id}, 's', 'f@x', ${["a@example.com"]}, now(), now(),
+                    'f@x', 'a@example.com', '{}', '', true, ${hex(9)}, 1)`
+      yield* email("eml_p1", "mbx_long_ago")
+      yield* email("eml_p2", "mbx_long_ago")
+      yield* email("eml_p3", "mbx_lately")
+      yield* email("eml_p4", "mbx_active")
+      yield* sql`INSERT INTO attachments (id, email_id, position, content_type, size, checksum)
+                 VALUES ('att_p1', 'eml_p1', 0, 'text/plain', 1, ${hex(9)})`
+
+      expect((yield* sweep).deletedMailboxes).toBe(1)
+      const mailboxes = yield* sql<{ id: string }>`SELECT id FROM mailboxes WHERE user_id = 'usr_p' ORDER BY id`
+      expect(mailboxes.map((m) => m.id)).toEqual(["mbx_active", "mbx_lately"])
+      const emails = yield* sql<{ id: string }>`SELECT id FROM emails WHERE user_id = 'usr_p' ORDER BY id`
+      expect(emails.map((e) => e.id)).toEqual(["eml_p3", "eml_p4"])
+      expect(yield* sql`SELECT 1 FROM attachments WHERE id = 'att_p1'`).toEqual([])
     }).pipe(Effect.provide(principals)), 60_000)
 })
