@@ -37,6 +37,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "PATCH /v1/api/mailboxes/:mailboxId": "mailbox",
   "DELETE /v1/api/mailboxes/:mailboxId": "mailbox",
   "GET /v1/api/mailboxes/:mailboxId/emails": "mailbox",
+  "GET /v1/api/mailboxes/:mailboxId/export": "mailbox",
   "GET /v1/api/emails": "own",
   "GET /v1/api/mailboxes/:mailboxId/threads": "mailbox",
   "GET /v1/api/threads": "own",

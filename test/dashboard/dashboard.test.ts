@@ -171,6 +171,12 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(await page.evaluate("window.stillHere")).toBe(true)
     await expect(page.getByLabel("Unread").count()).resolves.toBe(1)
     await expect(page.getByLabel("Has attachments").count()).resolves.toBe(1)
+    // The mailbox's mail to take away: one mbox file, with the session's cookie.
+    const mbox = await page.getByRole("link", { name: "Download all (.mbox)" }).getAttribute("href")
+    const exported = await page.evaluate((url) => fetch(url!).then(async (r) => [r.headers.get("content-type"), await r.text()]), mbox)
+    expect(exported[0]).toBe("application/mbox")
+    expect(exported[1]).toMatch(/^From \S+ \w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\n/)
+    expect(exported[1]).toContain("Subject: Quarterly numbers")
   })
 
   it("opens the email: its script does not run and its remote image waits for the reader", async () => {

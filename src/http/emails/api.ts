@@ -126,6 +126,18 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
       }))
   )
   .add(
+    HttpApiEndpoint.get("export", "/mailboxes/:mailboxId/export")
+      .setPath(MailboxEmailsPath)
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/mbox" }))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Export a mailbox's mail (mbox)",
+        description: "Every email of the mailbox, received and sent, oldest first, as one mbox file (mboxrd, RFC 4155; LF line " +
+          "ends) that mail programs import: each its raw message as stored, after a `From <envelope sender> <date>` line. " +
+          "Streamed, whatever the mailbox's size. 404 NOT_FOUND, before anything is sent, for a mailbox that is not the caller's"
+      }))
+  )
+  .add(
     HttpApiEndpoint.get("listAll", "/emails")
       .setUrlParams(EmailListParams)
       .addSuccess(OkWithMeta(Schema.Array(EmailSummary), ListMeta))

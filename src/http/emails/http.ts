@@ -3,7 +3,7 @@
  * directly, with their own content type, and offered as a download.
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Duration, Effect, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option, Stream } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { ValidationError } from "../../../services/errors.ts"
@@ -11,6 +11,7 @@ import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { type EmailFilter, Emails, type ThreadFilter } from "../../../services/mail/emails.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
+import { MailExport } from "../../../services/mail/export.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import type { EmailSortField, ThreadSortField } from "../../../services/mail/schemas.ts"
 import { MailroomApi } from "../api.ts"
@@ -66,6 +67,7 @@ const threadQueryOf = (urlParams: typeof ThreadListParams.Type) => ({
 /** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
 const makeHandlers = Effect.gen(function*() {
     const emails = yield* Emails
+    const mailExport = yield* MailExport
     const labels = yield* Labels
     const deletions = yield* Deletions
     const arrivals = yield* MailArrivals
@@ -162,6 +164,18 @@ const makeHandlers = Effect.gen(function*() {
             headers: { "content-disposition": attachmentDisposition(`${path.emailId}.eml`, `${path.emailId}.eml`) }
           })
         }),
+      export: ({ path }: Path<typeof MailboxEmailsPath>) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const mbox = yield* mailExport.mbox(userId, path.mailboxId).pipe(orUnavailable)
+          return HttpServerResponse.stream(
+            mbox.bytes.pipe(Stream.tapErrorCause((cause) => Effect.logError("A mailbox export stopped part way", { mailboxId: path.mailboxId, cause }))),
+            {
+              contentType: "application/mbox",
+              headers: { "content-disposition": attachmentDisposition(`${mbox.address}.mbox`, `${path.mailboxId}.mbox`) }
+            }
+          )
+        }),
       attachment: ({ path }: Path<typeof AttachmentPath>) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
@@ -211,7 +225,7 @@ const makeHandlers = Effect.gen(function*() {
     }
   })
 
-const services = [Emails.Default, Labels.Default, Deletions.Default, MailArrivals.Default, MailboxReach.Default] as const
+const services = [Emails.Default, Labels.Default, Deletions.Default, MailArrivals.Default, MailboxReach.Default, MailExport.Default] as const
 
 export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
@@ -219,7 +233,7 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
       .handle("batchUpdateThreads", h.batchUpdateThreads).handle("batchDeleteThreads", h.batchDeleteThreads)
-      .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
+      .handleRaw("raw", h.raw).handleRaw("export", h.export).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))
 
 export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEmails", (handlers) =>
@@ -228,5 +242,5 @@ export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashbo
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
       .handle("batchUpdateThreads", h.batchUpdateThreads).handle("batchDeleteThreads", h.batchDeleteThreads)
-      .handleRaw("raw", h.raw).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
+      .handleRaw("raw", h.raw).handleRaw("export", h.export).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))
