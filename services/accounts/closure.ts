@@ -4,6 +4,8 @@
  * - First what lives outside the database, so that an outage there refuses the deletion (503) and
  *   leaves the account as it was: the payment provider stops charging it and forgets its payment
  *   details (payments.ts `close`), and its vectors leave the vector index, every model's collection.
+ *   The provider goes first: should the index then fail, the account stays without its subscription
+ *   (the provider's event says so) and the person's retry finishes the deletion (closing is idempotent).
  * - Then one transaction: its mailboxes' addresses (and those its deleted mailboxes and renames hold
  *   still) are held from other accounts for 30 days, as any deleted mailbox's address is, so nobody
  *   takes over mail still sent to them; its event log and stream cursors (which reference no row)

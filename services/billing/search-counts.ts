@@ -3,12 +3,12 @@
  * limit depends on that count, so a search notes it in memory and the counts are added to
  * `usage_counters` in one statement every FLUSH_EVERY, and when the process stops. Reads of usage in
  * this process add what is not written yet; other processes see it within FLUSH_EVERY. A crash loses
- * at most one interval of these counts.
+ * at most one interval of these counts. Plans with a quota count each search in the same statement
+ * that checks it (search.ts), before the answer.
  *
  * A read of usage and a flush never overlap (`exactly`): while a batch is being written it is in
  * neither the memory nor, for a reader, surely the database, and a reader that counted it in both
- * would be as wrong as one that counted it in neither. Plans with a quota count each search in the same statement
- * that checks it (search.ts), before the answer.
+ * would be as wrong as one that counted it in neither.
  *
  * A count goes to the period running when it is written, which for a search in the last second of a
  * period may be the next one.

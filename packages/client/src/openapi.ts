@@ -62,7 +62,7 @@ export interface paths {
         post?: never;
         /**
          * Delete the account
-         * @description From a login session (access token or the dashboard's cookie), with the password: a wrong one is 400 VALIDATION_ERROR on details.password and counts as a failed login (10 in 15 minutes, then 429). Everything the account holds is deleted for good, at once: mailboxes, mail, drafts, search data, keys, sessions, domains, webhooks and lists; a paid subscription ends now (not refunded) and the payment provider forgets the card. Its mailboxes' addresses are held from other accounts for 30 days; its email may be registered again at once. 503 SERVICE_UNAVAILABLE, with nothing deleted, while the payment provider or the search index is unreachable.
+         * @description From a login session (access token or the dashboard's cookie), with the password: a wrong one is 400 VALIDATION_ERROR on details.password and counts as a failed login (10 in 15 minutes, then 429). Everything the account holds is deleted for good, at once: mailboxes, mail, drafts, search data, keys, sessions, domains, webhooks and lists; a paid subscription ends now (not refunded) and the payment provider forgets the card. Its mailboxes' addresses are held from other accounts for 30 days; its email may be registered again at once. 503 SERVICE_UNAVAILABLE while the payment provider or the search index cannot be reached: the account stays; retry.
          */
         delete: operations["auth.deleteAccount"];
         options?: never;

@@ -122,7 +122,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
           "account holds is deleted for good, at once: mailboxes, mail, drafts, search data, keys, sessions, domains, " +
           "webhooks and lists; a paid subscription ends now (not refunded) and the payment provider forgets the card. " +
           "Its mailboxes' addresses are held from other accounts for 30 days; its email may be registered again at once. " +
-          "503 SERVICE_UNAVAILABLE, with nothing deleted, while the payment provider or the search index is unreachable."
+          "503 SERVICE_UNAVAILABLE while the payment provider or the search index cannot be reached: the account stays; retry."
       }))
   )
   .prefix("/api/auth")
