@@ -415,6 +415,29 @@ const contract = (adapter: Adapter) =>
         expect(yield* collection.count()).toBe(1)
       }))
 
+    it.scoped("forgets a namespace in every model's collection, and nothing of another", () =>
+      Effect.gen(function*() {
+        const { index, model } = yield* setup
+        // Namespaces of this test's own: forgetting reaches every collection of the store.
+        const gone = uniqueName("ns-gone")
+        const kept = uniqueName("ns-kept")
+        const collections = [yield* index.collection(model, DIMS), yield* index.collection(newModel(), DIMS * 2)]
+        for (const [i, collection] of collections.entries()) {
+          const wide = (p: VectorPoint) => (i === 0 ? p : { ...p, vector: Float32Array.from([...p.vector, 0, 0, 0, 0]) })
+          yield* collection.upsert([
+            wide(point(`${gone}-1`, 0, 0.9, { namespace: gone })),
+            wide(point(`${gone}-1`, 1, 0.8, { namespace: gone })),
+            wide(point(`${kept}-1`, 0, 0.7, { namespace: kept }))
+          ])
+        }
+        yield* index.forgetNamespace(gone)
+        for (const collection of collections) {
+          expect([yield* collection.count(gone), yield* collection.count(kept)]).toEqual([0, 1])
+        }
+        // Nothing to forget is no failure.
+        yield* index.forgetNamespace(uniqueName("ns-none"))
+      }))
+
     it.scoped("counts the points of a namespace, or all of them", () =>
       Effect.gen(function*() {
         const { index, model } = yield* setup
