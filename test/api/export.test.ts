@@ -66,6 +66,7 @@ describe("GET /v1/api/mailboxes/{mailbox_id}/export", () => {
     const response = await fetch(`${suite.url}/v1/api/mailboxes/${box.mailboxId}/export`, { headers: { "x-api-key": user.apiKey } })
     expect(response.status).toBe(200)
     expect(response.headers.get("content-type")).toBe("application/mbox")
+    expect(response.headers.get("x-content-type-options")).toBe("nosniff")
     expect(response.headers.get("content-disposition")).toBe(`attachment; filename="${box.address}.mbox"; filename*=UTF-8''${encodeURIComponent(`${box.address}.mbox`)}`)
     const text = Buffer.from(await response.arrayBuffer()).toString("latin1")
     const read = readMbox(text)

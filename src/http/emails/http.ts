@@ -172,7 +172,11 @@ const makeHandlers = Effect.gen(function*() {
             mbox.bytes.pipe(Stream.tapErrorCause((cause) => Effect.logError("A mailbox export stopped part way", { mailboxId: path.mailboxId, cause }))),
             {
               contentType: "application/mbox",
-              headers: { "content-disposition": attachmentDisposition(`${mbox.address}.mbox`, `${path.mailboxId}.mbox`) }
+              headers: {
+                "content-disposition": attachmentDisposition(`${mbox.address}.mbox`, `${path.mailboxId}.mbox`),
+                // Strangers' bytes, like an attachment's: never sniffed into something a browser runs.
+                "x-content-type-options": "nosniff"
+              }
             }
           )
         }),
