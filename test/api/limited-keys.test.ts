@@ -315,6 +315,8 @@ describe("a key limited to some mailboxes", () => {
         ["get_email", { email_id: otherEmail.email_id }, { email_id: otherEmail.email_id }],
         ["delete_emails", { email_ids: [otherEmail.email_id] }, { email_id: otherEmail.email_id }],
         ["get_thread", { thread_id: otherEmail.thread_id }, { thread_id: otherEmail.thread_id }],
+        ["update_threads_labels", { thread_ids: [myEmail.thread_id, otherEmail.thread_id], add_labels: ["x"] }, { thread_id: otherEmail.thread_id }],
+        ["delete_threads", { thread_ids: [myEmail.thread_id, otherEmail.thread_id] }, { thread_id: otherEmail.thread_id }],
         ["list_emails", { mailbox_id: other.mailboxId }, { mailbox_id: other.mailboxId }],
         ["send_email", { mailbox_id: other.mailboxId, to: ["a@example.com"], subject: "x", text: "x" }, { mailbox_id: other.mailboxId }]
       ] as const) {

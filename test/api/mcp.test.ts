@@ -44,7 +44,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
-  "update_labels", "update_thread_labels", "delete_emails", "delete_thread", "block_sender", "unblock_sender", "wait_for_email", "send_email",
+  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "wait_for_email", "send_email",
   "reply_to_email", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
@@ -115,6 +115,17 @@ describe("MCP at /mcp", () => {
     const undone = await call(mcp, "update_thread_labels", { thread_id: email.ok.thread_id, remove_labels: ["seen-by-agent"] })
     expect(undone.ok.emails.map((e: { labels: Array<string> }) => e.labels)).toEqual([["inbound", "unread", "unauthenticated"]])
     expect((await call(mcp, "update_thread_labels", { thread_id: "thr_missing", add_labels: ["x"] })).error).toMatchObject({ code: "NOT_FOUND", details: { thread_id: "thr_missing" } })
+    // Many conversations at once, all or none: one unknown fails the batch and changes nothing.
+    const filed = await call(mcp, "update_threads_labels", { thread_ids: [email.ok.thread_id, email.ok.thread_id], add_labels: ["filed"] })
+    expect(filed.ok).toEqual({
+      thread_ids: [email.ok.thread_id],
+      updated: 1,
+      emails: [{ email_id: emailId, labels: ["inbound", "unread", "unauthenticated", "filed"] }]
+    })
+    const refusedBatch = await call(mcp, "update_threads_labels", { thread_ids: [email.ok.thread_id, "thr_missing"], remove_labels: ["filed"] })
+    expect(refusedBatch.error).toMatchObject({ code: "NOT_FOUND", details: { thread_id: "thr_missing" } })
+    expect((await call(mcp, "get_email", { email_id: emailId })).ok.labels).toContain("filed")
+    await call(mcp, "update_threads_labels", { thread_ids: [email.ok.thread_id], remove_labels: ["filed"] })
 
     const attachment = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: attachmentId })
     expect(attachment.ok).toMatchObject({ filename: "invoice.txt", text: "Invoice 7: 120 EUR" })
@@ -183,6 +194,10 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "delete_thread", { thread_id: hello.thread_id })).ok).toEqual({ deleted: 1, email_ids: [hello.email_id] })
     expect((await call(mcp, "get_thread", { thread_id: hello.thread_id })).error).toMatchObject({ code: "NOT_FOUND", details: { thread_id: hello.thread_id } })
     expect((await call(mcp, "delete_thread", { thread_id: hello.thread_id })).error).toMatchObject({ code: "NOT_FOUND", details: { thread_id: hello.thread_id } })
+    // Threads in a batch: the one deleted already fails it whole, and the forward stays.
+    expect((await call(mcp, "delete_threads", { thread_ids: [forwarded.thread_id, hello.thread_id] })).error)
+      .toMatchObject({ code: "NOT_FOUND", details: { thread_id: hello.thread_id } })
+    expect((await call(mcp, "get_email", { email_id: forwarded.email_id })).ok.email_id).toBe(forwarded.email_id)
     expect((await call(mcp, "delete_emails", { email_ids: [forwarded.email_id] })).ok).toEqual({ deleted: 1, email_ids: [forwarded.email_id] })
     expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails).toEqual([])
     expect((await call(mcp, "delete_emails", { email_ids: [forwarded.email_id] })).error)

@@ -41,9 +41,9 @@ export interface ToolAnnotations {
 /**
  * How a tool is held to the mailboxes of a key limited to some (src/http/reach.ts does the same for
  * routes): `args`, through the ids its arguments name (`mailbox_id`, `email_id`, `email_ids`,
- * `thread_id`), each of which must be in one of the key's mailboxes, the tool showing nothing else; or
- * `account`, about the whole account, refused to such a key (and not listed to it). A function
- * decides by the arguments.
+ * `thread_id`, `thread_ids`), each of which must be in one of the key's mailboxes, the tool showing
+ * nothing else; or `account`, about the whole account, refused to such a key (and not listed to it).
+ * A function decides by the arguments.
  */
 export type ToolReach<I> = "args" | "account" | ((input: I) => "args" | "account")
 
@@ -282,6 +282,30 @@ export const tools = [
         ))
   }),
   tool({
+    name: "update_threads_labels",
+    reach: "args",
+    description:
+      `Add and remove labels on every email of up to ${MAX_BATCH} conversations at once, all or none: mark the ` +
+      'threads an agent went through handled (remove "unread") or file them together. "inbound" and "sent" cannot be ' +
+      "changed. Answers the threads and each email's labels.",
+    annotations: changing,
+    input: Schema.Struct({
+      thread_ids: Schema.Array(Id("A thread (an email's thread_id)")).pipe(Schema.minItems(1), Schema.maxItems(MAX_BATCH)),
+      add_labels: Schema.optional(LabelList),
+      remove_labels: Schema.optional(LabelList)
+    }),
+    run: (principal, input) =>
+      Effect.flatMap(Labels, (labels) =>
+        Effect.map(
+          labels.updateThreads(principal.userId, input.thread_ids, { add: input.add_labels ?? [], remove: input.remove_labels ?? [] }),
+          (rows) => ({
+            thread_ids: [...new Set(input.thread_ids)],
+            updated: rows.length,
+            emails: rows.map((row) => ({ email_id: row.id, labels: row.labels }))
+          })
+        ))
+  }),
+  tool({
     name: "delete_emails",
     reach: "args",
     description:
@@ -301,6 +325,18 @@ export const tools = [
     annotations: deleting,
     input: Schema.Struct({ thread_id: Id("The thread (an email's thread_id)") }),
     run: (principal, input) => Effect.flatMap(Deletions, (deletions) => deletions.thread(principal.userId, input.thread_id))
+  }),
+  tool({
+    name: "delete_threads",
+    reach: "args",
+    description:
+      `Delete up to ${MAX_DELETE_BATCH} whole conversations for good, all or none, with the same rules and refusals as ` +
+      "delete_emails. Answers the emails deleted.",
+    annotations: deleting,
+    input: Schema.Struct({
+      thread_ids: Schema.Array(Id("A thread (an email's thread_id)")).pipe(Schema.minItems(1), Schema.maxItems(MAX_DELETE_BATCH))
+    }),
+    run: (principal, input) => Effect.flatMap(Deletions, (deletions) => deletions.threads(principal.userId, input.thread_ids))
   }),
   tool({
     name: "block_sender",
@@ -487,11 +523,18 @@ export const admitTool = <I>(principal: Principal, tool: Tool<I>, input: I) =>
     const rule = typeof tool.reach === "function" ? tool.reach(input) : tool.reach
     if (rule === "account") return yield* accountWide(principal)
     const reach = yield* MailboxReach
-    const args = input as { readonly mailbox_id?: unknown; readonly email_id?: unknown; readonly email_ids?: unknown; readonly thread_id?: unknown }
+    const args = input as {
+      readonly mailbox_id?: unknown
+      readonly email_id?: unknown
+      readonly email_ids?: unknown
+      readonly thread_id?: unknown
+      readonly thread_ids?: unknown
+    }
     if (typeof args.mailbox_id === "string") yield* reach.mailbox(principal, args.mailbox_id)
     if (typeof args.email_id === "string") yield* reach.emails(principal, [args.email_id])
     if (Array.isArray(args.email_ids)) yield* reach.emails(principal, args.email_ids as ReadonlyArray<string>)
     if (typeof args.thread_id === "string") yield* reach.thread(principal, args.thread_id)
+    if (Array.isArray(args.thread_ids)) yield* reach.threads(principal, args.thread_ids as ReadonlyArray<string>)
   })
 
 /** The tools `principal` may call: a key limited to some mailboxes is not shown those about the whole account. */
