@@ -22,6 +22,7 @@ import { groupCommit, groupCommitIsolated, inLockOrder } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import {
   IdempotencyKeyReused,
+  type NotFound,
   PayloadTooLarge,
   RecipientSuppressed,
   SenderDomainUnverified,
@@ -436,17 +437,16 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         parsed
       }
       const accepted: AcceptedSend = { email: newEmail, raw, recipients, day, periodStart: from.periodStart, plan: from.plan }
-      const answer = (row: EmailRow | undefined): SendAccepted => ({
-        email_id: emailId,
-        message_id: messageId,
-        thread_id: row!.threadId,
-        status: "queued"
-      })
+      // Not stored: its mailbox went with its account since it was looked up (mail/store.ts).
+      const answer = (row: EmailRow | undefined): Effect.Effect<SendAccepted, NotFound> =>
+        row === undefined
+          ? Effect.fail(mailboxNotFound(mailboxId))
+          : Effect.succeed({ email_id: emailId, message_id: messageId, thread_id: row.threadId, status: "queued" })
 
       const stored = idempotency === undefined
-        ? yield* storeSend(accepted).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.map(answer))
+        ? yield* storeSend(accepted).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap(answer))
         : yield* sql.withTransaction(Effect.gen(function*() {
-          const answered = answer(yield* storeEmail(sql, newEmail, alongside([accepted])))
+          const answered = yield* answer(yield* storeEmail(sql, newEmail, alongside([accepted])))
           // A concurrent send with the same key waits here until this one commits, then finds the key
           // taken and rolls back everything it stored.
           const claimed = yield* sql`
