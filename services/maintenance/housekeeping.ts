@@ -33,6 +33,9 @@ const EVENT_RETENTION = "7 days"
 /** Past search queries feed suggestions; one not run for this long is not suggested any more. */
 const SEARCH_QUERY_RETENTION = "90 days"
 
+/** The rows a DELETE or UPDATE touched: node-postgres reports them as `rowCount` on the raw result. */
+const count = (result: unknown) => (result as { rowCount?: number | null }).rowCount ?? 0
+
 /** Emails of long-deleted mailboxes removed per statement: each a transaction of bounded size. */
 const PURGE_BATCH = 1_000
 
@@ -48,7 +51,7 @@ const purgeDeletedMailboxes = (sql: SqlClient.SqlClient) =>
     for (;;) {
       const batch = yield* sql`
         DELETE FROM emails WHERE id IN (SELECT id FROM emails WHERE mailbox_id IN (${expired}) LIMIT ${PURGE_BATCH})`.raw
-      if (((batch as { rowCount?: number | null }).rowCount ?? 0) < PURGE_BATCH) break
+      if (count(batch) < PURGE_BATCH) break
     }
     return yield* sql`DELETE FROM mailboxes WHERE id IN (${expired})`.raw
   })
@@ -111,8 +114,6 @@ export const sweep = Effect.gen(function*() {
           FROM subscriptions) m
     WHERE m.user_id = s.user_id AND s.plan <> 'free' AND s.status = 'active' AND NOT s.cancel_at_period_end
       AND s.stripe_subscription_id IS NULL AND s.current_period_end <= now()`.raw
-  // node-postgres reports the rows a DELETE or UPDATE touched as `rowCount` on the raw result.
-  const count = (result: unknown) => (result as { rowCount?: number | null }).rowCount ?? 0
   const removed = {
     sessions: count(sessions),
     counters: count(counters),

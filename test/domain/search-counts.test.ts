@@ -33,9 +33,13 @@ layer(services, { timeout: "60 seconds" })("SearchCounts", (it) => {
       expect(yield* read).toBe(3)
 
       // The table held by another transaction: the batch's statement waits on it (on the embedded
-      // database, for its one connection), and a read comes in meanwhile.
+      // database, for its one connection), and a read comes in meanwhile. That read is slow: it takes
+      // the stored count as soon as it runs and answers it only once the batch is written, so a read
+      // let in beside the write would add to an old stored count what memory holds after the write.
       const locked = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
+      const flushed = yield* Deferred.make<void>()
+      const slowRead = counts.exactly(userId, Effect.tap(written, () => Deferred.await(flushed)))
       const holder = yield* Effect.forkDaemon(Effect.gen(function*() {
         yield* sql`LOCK TABLE usage_counters IN EXCLUSIVE MODE`
         yield* Deferred.succeed(locked, undefined)
@@ -44,12 +48,13 @@ layer(services, { timeout: "60 seconds" })("SearchCounts", (it) => {
       yield* Deferred.await(locked)
       const flushing = yield* Effect.forkDaemon(counts.flush)
       yield* pause(100)
-      const reading = yield* Effect.forkDaemon(read)
+      const reading = yield* Effect.forkDaemon(slowRead)
       counts.count(userId)
       yield* pause(100)
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(holder)
       yield* Fiber.join(flushing)
+      yield* Deferred.succeed(flushed, undefined)
       expect(yield* Fiber.join(reading)).toBe(4)
 
       yield* counts.flush

@@ -5,7 +5,7 @@ import { call, findMailbox, isNotFound, query } from "./api.js"
 import { onMail } from "./live.js"
 import { href } from "./router.js"
 import { ThreadLink } from "./threads.js"
-import { ConfirmDelete, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
+import { ConfirmDelete, count, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
 
 const PAGE = 20
 const SORTS = [
@@ -20,9 +20,9 @@ const THREAD_SORTS = [
 ]
 
 /** @param {number} n */
-const emailsCount = (n) => `${n} ${n === 1 ? "email" : "emails"}`
+const emailsCount = (n) => count(n, "email", "emails")
 /** @param {number} n */
-const conversationsCount = (n) => `${n} ${n === 1 ? "conversation" : "conversations"}`
+const conversationsCount = (n) => count(n, "conversation", "conversations")
 
 /** One email of a list, a link to read it. @param {{ item: any }} props */
 const EmailLink = ({ item: email }) => html`
@@ -187,9 +187,6 @@ const usePage = (path, params = {}) => {
 
 /** Past this share of bounced deliveries, receivers start to distrust a sender (the line says so). */
 const BOUNCE_WARNING = 0.05
-
-/** @param {number} n @param {string} one @param {string} many */
-const count = (n, one, many) => `${n} ${n === 1 ? one : many}`
 
 /**
  * What a mailbox's mail (or every mailbox's) did over the last 30 days: received, sent, delivered and

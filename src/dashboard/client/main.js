@@ -19,7 +19,7 @@ import { MailboxSenders, SendersPage } from "./senders.js"
 import { ConversationPage } from "./threads.js"
 import { WebhooksPage } from "./webhooks.js"
 import { go, useRoute } from "./router.js"
-import { Frame } from "./ui.js"
+import { count, Frame } from "./ui.js"
 
 const App = () => {
   const [user, setUser] = useState(rememberedUser)
@@ -61,7 +61,6 @@ const App = () => {
 
   /** @param {{ email: string, mailboxes: number, emails: number }} deleted */
   const accountDeleted = (deleted) => {
-    const count = (/** @type {number} */ n, /** @type {string} */ one, /** @type {string} */ many) => `${n} ${n === 1 ? one : many}`
     setFarewell(`The account ${deleted.email} is deleted, with ${count(deleted.mailboxes, "mailbox", "mailboxes")} and ${count(deleted.emails, "email", "emails")}.`)
     rememberUser(null)
     setUser(null)

@@ -103,6 +103,12 @@ export const CopyButton = ({ text, label = "Copy", name }) => {
 }
 
 /** @param {{ error: unknown }} props */
+/**
+ * `n` and the word for that many: "1 mailbox", "2 mailboxes".
+ * @param {number} n @param {string} one @param {string} many
+ */
+export const count = (n, one, many) => `${n} ${n === 1 ? one : many}`
+
 export const ErrorNote = ({ error }) =>
   error ? html`<p class="alert" role="alert">${error instanceof Error ? error.message : String(error)}</p>` : null
 
