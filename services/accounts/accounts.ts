@@ -25,7 +25,8 @@ import {
   signAccessToken
 } from "./tokens.ts"
 
-/** Failed logins per account: 10 per 15 minutes, then 429 until the window ends. */
+/** The failed-login limit's counter (10 per 15 minutes, then 429) of the account with this (normalised) email. */
+export const failedLogins = (emailNormalized: string) => `login:${sha256(emailNormalized)}`
 
 /** Where a login comes from: recorded with its session, for the account's list of sessions. */
 export interface LoginClient {
@@ -120,9 +121,6 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         ...decision,
         message: "Too many failed logins for this account; try again later"
       })
-
-    /** The failed-login limit's counter of the account with this (normalised) email. */
-    const failedLogins = (emailNormalized: string) => `login:${sha256(emailNormalized)}`
 
     /** Refused (429) while the account's failed-login limit is spent: checked before a password is. */
     const failedLoginGate = (subject: string) =>

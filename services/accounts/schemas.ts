@@ -109,3 +109,28 @@ export const RefreshedCredentials = Schema.Struct({
   expiresIn: Schema.Number,
   refreshToken: Schema.String.annotations({ description: "The rotated refresh token; the one sent is no longer valid" })
 }).annotations({ identifier: "RefreshedCredentials" })
+
+export const PasswordResetInput = Schema.Struct({
+  email: Schema.Trim.pipe(Schema.minLength(1, { message: () => "is required" })).annotations({
+    description: "The account's email: a link to choose a new password is mailed there, if an account uses it"
+  })
+}).annotations({ identifier: "PasswordResetInput", ...allErrors })
+
+export const PasswordResetRequested = Schema.Struct({
+  message: Schema.String
+}).annotations({ identifier: "PasswordResetRequested" })
+
+export const NewPasswordInput = Schema.Struct({
+  token: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" })).annotations({
+    description: "The token of the link mailed by POST /api/auth/password-reset (what follows #/reset-password/)"
+  }),
+  password: Password
+}).annotations({ identifier: "NewPasswordInput", ...allErrors })
+export type NewPasswordInput = typeof NewPasswordInput.Type
+
+export const PasswordReset = Schema.Struct({
+  email: Schema.String.annotations({ description: "The account whose password was set: sign in with it" }),
+  sessionsEnded: Schema.Number.annotations({ description: "The account's login sessions, every one signed out by the reset" }),
+  message: Schema.String
+}).annotations({ identifier: "PasswordReset" })
+export type PasswordReset = typeof PasswordReset.Type

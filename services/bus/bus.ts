@@ -15,7 +15,8 @@ import { Context, Data, Duration, type Effect, type Option, type Scope } from "e
 export const streams = {
   /**
    * Mail on its way: raw inbound mail waiting to be parsed (`mail.inbound.<mailbox_id>`) and sent
-   * mail waiting to be delivered, one job per recipient domain (`mail.outbound.<email_id>`).
+   * mail waiting to be delivered, one job per recipient domain (`mail.outbound.<email_id>`), and
+   * Mailroom's own mail to a person (`mail.outbound.system.<id>`).
    */
   mail: { name: "MAIL", subjects: ["mail.>"] },
   /** Domain events: `events.<kind>` (email.received, email.processed, api_key.created). */
@@ -28,6 +29,8 @@ export const subjects = {
   inboundMail: (mailboxId: string) => `mail.inbound.${mailboxId}`,
   allInboundMail: "mail.inbound.>",
   outboundMail: (emailId: string) => `mail.outbound.${emailId}`,
+  /** Mail Mailroom sends a person itself (outbound/system-mail.ts), delivered by the same consumer. */
+  systemMail: (id: string) => `mail.outbound.system.${id}`,
   allOutboundMail: "mail.outbound.>",
   event: (kind: string) => `events.${kind}`,
   allEvents: "events.>",

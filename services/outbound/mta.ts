@@ -37,6 +37,7 @@ import { OutboundJob } from "./schemas.ts"
 import { DkimKeys } from "./dkim.ts"
 import { recordDeliveries } from "./metrics.ts"
 import { OutboundSettings, retryDelay } from "./settings.ts"
+import { SystemMailJob } from "./system-mail.ts"
 import { type SmtpTarget, SmtpTransport } from "./transport.ts"
 
 /** What became of one recipient on this attempt. */
@@ -348,13 +349,35 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       if (deferred) return yield* new DeliveryDeferred({ emailId: job.email_id, domain: job.domain })
     })
 
+    /**
+     * Mailroom's own mail to a person (system-mail.ts): one recipient, no stored email. Given up, with
+     * a warning, once it expires or is refused for good; a deferral comes back on the retry schedule.
+     */
+    const deliverSystemMail = Effect.fn("Mta.deliverSystemMail")(function*(job: SystemMailJob) {
+      const log = Effect.annotateLogs({ system_mail_id: job.system_mail_id, recipient: job.to })
+      if (Date.now() > job.expires_at) return yield* log(Effect.logWarning("System mail not delivered before it expired"))
+      const domain = job.to.slice(job.to.lastIndexOf("@") + 1).toLowerCase()
+      const hosted = sharedDomains.includes(domain) ||
+        (yield* sql<{ verified: boolean }>`SELECT EXISTS (SELECT 1 FROM domains WHERE name = ${domain} AND verified) AS verified`)[0]!.verified
+      const [outcome] = hosted
+        ? yield* deliverInternally([job.to], job.raw, job.mail_from)
+        : yield* deliverOut(domain, [job.to], job.raw, job.mail_from)
+      yield* recordDeliveries([outcome!.status])
+      yield* log(outcome!.status === "sent"
+        ? Effect.logInfo("System mail delivered")
+        : Effect.logWarning(`System mail ${outcome!.status}: ${outcome!.response}`))
+      if (outcome!.status === "deferred") return yield* new DeliveryDeferred({ emailId: job.system_mail_id, domain })
+    })
+
+    const Job = Schema.Union(OutboundJob, SystemMailJob)
+
     /** The bus handler: a malformed job is logged and dropped, never retried. */
     const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | DeliveryDeferred> =>
       Effect.try(() => decodeJson(message.data)).pipe(
-        Effect.flatMap(Schema.decodeUnknown(OutboundJob)),
+        Effect.flatMap(Schema.decodeUnknown(Job)),
         Effect.matchEffect({
           onFailure: (error) => Effect.logError("Dropping a malformed outbound job", { subject: message.subject, error }),
-          onSuccess: deliver
+          onSuccess: (job) => ("system_mail_id" in job ? deliverSystemMail(job) : deliver(job))
         })
       )
 

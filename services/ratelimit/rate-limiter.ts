@@ -58,6 +58,9 @@ export const clientWindows: ReadonlyArray<Window> = [{ seconds: 60, limit: 300 }
 /** Failed logins per account. */
 export const failedLoginWindows: ReadonlyArray<Window> = [{ seconds: 900, limit: 10 }]
 
+/** Links to choose a new password mailed per account: more are not sent (the answer does not say so). */
+export const passwordResetWindows: ReadonlyArray<Window> = [{ seconds: 3600, limit: 5 }]
+
 /** Searches per user and minute, by plan. */
 export const searchWindows = (plan: Plan): ReadonlyArray<Window> => [{ seconds: 60, limit: limits[plan].searchesPerMinute }]
 
@@ -86,6 +89,8 @@ export class RateLimiter extends Context.Tag("mailroom/RateLimiter")<RateLimiter
   readonly take: (subject: string, windows: ReadonlyArray<Window>) => Effect.Effect<Decision, SqlError>
   /** Check without counting. */
   readonly peek: (subject: string, windows: ReadonlyArray<Window>) => Effect.Effect<Decision, SqlError>
+  /** Start `subject`'s windows afresh: what it took no longer counts. */
+  readonly forget: (subject: string) => Effect.Effect<void, SqlError>
 }>() {
   static readonly layer = Layer.effect(
     RateLimiter,
@@ -102,7 +107,8 @@ export class RateLimiter extends Context.Tag("mailroom/RateLimiter")<RateLimiter
         )
       return {
         take: (subject, windows) => run(subject, windows, false),
-        peek: (subject, windows) => run(subject, windows, true)
+        peek: (subject, windows) => run(subject, windows, true),
+        forget: (subject) => Effect.asVoid(sql`DELETE FROM rate_limit_counters WHERE subject = ${subject}`)
       }
     })
   )

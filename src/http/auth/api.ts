@@ -7,7 +7,11 @@ import {
   DeleteAccountInput,
   LoginInput,
   LoginSession,
+  NewPasswordInput,
   PasswordChanged,
+  PasswordReset,
+  PasswordResetInput,
+  PasswordResetRequested,
   SessionsEnded,
   RefreshedCredentials,
   RefreshInput,
@@ -50,6 +54,29 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .annotateContext(OpenApi.annotations({
         summary: "Refresh an access token",
         description: "Exchanges a refresh token for a new access token and a new refresh token; the old refresh token stops working"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("requestPasswordReset", "/password-reset")
+      .setPayload(PasswordResetInput)
+      .addSuccess(Ok(PasswordResetRequested), { status: 202 })
+      .annotateContext(OpenApi.annotations({
+        summary: "Ask for a link to choose a new password",
+        description: "Mails a link to the account's email (the dashboard's page #/reset-password/<token>), which works once " +
+          "for 60 minutes. The answer is the same whether or not an account uses the email; at most 5 links an hour " +
+          "are mailed per account, and further asks are answered alike without mailing one"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("resetPassword", "/password-reset/confirm")
+      .setPayload(NewPasswordInput)
+      .addSuccess(Ok(PasswordReset))
+      .addError(envelope(ValidationError))
+      .annotateContext(OpenApi.annotations({
+        summary: "Choose a new password with a mailed link",
+        description: "The token is the link's (what follows #/reset-password/). Sets the password, ends every link of the " +
+          "account, signs out every session (API keys keep working) and forgets the account's failed logins. A token " +
+          "not valid, used or expired is 400 VALIDATION_ERROR on details.token; a password under 8 characters on details.password"
       }))
   )
   .middleware(ClientRateLimit)
@@ -127,5 +154,5 @@ export class AuthGroup extends HttpApiGroup.make("auth")
   )
   .prefix("/api/auth")
   .annotate(OpenApi.Title, "User authentication")
-  .annotate(OpenApi.Description, "Register, log in, refresh and log out (on {app_url}); open routes are limited per client address")
+  .annotate(OpenApi.Description, "Register, log in, refresh and log out, and choose a new password from a mailed link (on {app_url}); open routes are limited per client address")
 {}

@@ -2,6 +2,7 @@ import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "
 import { Duration, Effect, Layer, Option } from "effect"
 import { Accounts } from "../../../services/accounts/accounts.ts"
 import { AccountClosure } from "../../../services/accounts/closure.ts"
+import { PasswordReset } from "../../../services/accounts/password-reset.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Unauthorized } from "../../../services/errors.ts"
 import { AppConfig } from "../../config.ts"
@@ -13,6 +14,7 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
   Effect.gen(function*() {
     const accounts = yield* Accounts
     const closure = yield* AccountClosure
+    const resets = yield* PasswordReset
     const { appUrl } = yield* AppConfig
     const cookieOptions = { httpOnly: true, sameSite: "lax", secure: appUrl.startsWith("https:"), path: "/" } as const
 
@@ -46,6 +48,16 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
             data: { accessToken, refreshToken, expiresIn, user }
           }))
         ))
+      .handle("requestPasswordReset", ({ payload }) =>
+        resets.request(payload.email, appUrl).pipe(
+          orUnavailable,
+          Effect.as({
+            success: true as const,
+            data: { message: "If an account uses this email, a link to choose a new password is on its way; it works for 60 minutes" }
+          })
+        ))
+      .handle("resetPassword", ({ payload }) =>
+        resets.confirm(payload).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
       .handle("refresh", ({ payload }) =>
         accounts.refresh(payload.refreshToken).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
       .handle("logout", () =>
@@ -67,4 +79,4 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
             Effect.catchTag(closure.close(userId), "NotFound", () => Effect.fail(Unauthorized.of("The account no longer exists")))
           )
         ).pipe(Effect.tap(() => setCookie("", Duration.zero))))
-  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default]))
+  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default]))

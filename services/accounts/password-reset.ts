@@ -1,0 +1,125 @@
+/**
+ * A forgotten password: a link mailed to the account's email, that sets a new one once.
+ *
+ * - Asking answers the same whether or not an account uses the email (the answer never says which);
+ *   for one that does, a link is mailed (outbound/system-mail.ts), at most 5 an hour per account so
+ *   that nobody can fill a person's inbox with them.
+ * - The link carries a random token (256 bits) in its fragment, which browsers send to no server;
+ *   only its SHA-256 is kept. It works once, for an hour; any of the account's unexpired links
+ *   works, and using one ends them all.
+ * - Setting the password signs out every session of the account (whoever knew the old password is
+ *   out) and forgets its failed logins; API keys keep working, as after a change of password.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import { ValidationError } from "../errors.ts"
+import { SystemMail } from "../outbound/system-mail.ts"
+import { passwordResetWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { failedLogins } from "./accounts.ts"
+import { hashPassword, PasswordCost } from "./passwords.ts"
+import { Principals } from "./principals.ts"
+import type { NewPasswordInput, PasswordReset as PasswordResetAnswer } from "./schemas.ts"
+import { opaqueToken, sha256 } from "./tokens.ts"
+
+/** How long a mailed link works. */
+export const RESET_LINK_MINUTES = 60
+const resetTokenPrefix = "mrp_"
+
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
+
+/** The mail: who asked is unknown to us, so it says what to do when it was not them. */
+const resetMessage = (name: string, email: string, link: string) => {
+  const lines = [
+    `Hello ${name},`,
+    "",
+    `Someone asked to choose a new password for the Mailroom account ${email}. If it was you, open this link`,
+    `within ${RESET_LINK_MINUTES} minutes and choose one:`,
+    "",
+    link,
+    "",
+    "The link works once. Choosing a new password signs out every session of the account; its API keys keep working.",
+    "",
+    "If you did not ask, ignore this email: your password stays as it is."
+  ]
+  const html = `<!doctype html><html><body style="font-family: sans-serif; line-height: 1.5">` +
+    `<p>Hello ${escapeHtml(name)},</p>` +
+    `<p>Someone asked to choose a new password for the Mailroom account <b>${escapeHtml(email)}</b>. ` +
+    `If it was you, open this link within ${RESET_LINK_MINUTES} minutes and choose one:</p>` +
+    `<p><a href="${escapeHtml(link)}">Choose a new password</a></p>` +
+    `<p>The link works once. Choosing a new password signs out every session of the account; its API keys keep working.</p>` +
+    `<p>If you did not ask, ignore this email: your password stays as it is.</p></body></html>`
+  return { subject: "Choose a new Mailroom password", text: lines.join("\n"), html }
+}
+
+export class PasswordReset extends Effect.Service<PasswordReset>()("mailroom/PasswordReset", {
+  dependencies: [RateLimiter.layer, SystemMail.Default],
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const limiter = yield* RateLimiter
+    const mail = yield* SystemMail
+    const principals = yield* Principals
+    const cost = yield* PasswordCost
+
+    /**
+     * Mail a link to choose a new password to the account that uses `email`, if one does and its
+     * hourly allowance is not spent. `pageUrl` is the dashboard's address; the link opens its page.
+     */
+    const request = Effect.fn("PasswordReset.request")(function*(email: string, pageUrl: string) {
+      const normalized = email.toLowerCase()
+      const rows = yield* sql<{ id: string; email: string; name: string }>`
+        SELECT id, email, name FROM users WHERE email_normalized = ${normalized}`
+      const user = rows[0]
+      if (!user) return
+      const allowance = yield* limiter.take(`password_reset:${user.id}`, passwordResetWindows)
+      if (!allowance.allowed) {
+        return yield* Effect.logInfo("Password reset link not mailed: the account's hourly allowance is spent").pipe(
+          Effect.annotateLogs({ user_id: user.id })
+        )
+      }
+      const token = opaqueToken(resetTokenPrefix)
+      const expiresAt = new Date(Date.now() + RESET_LINK_MINUTES * 60_000)
+      yield* sql`INSERT INTO password_resets ${sql.insert({ tokenHash: sha256(token), userId: user.id, expiresAt })}`
+      const link = `${pageUrl.replace(/\/+$/, "")}/#/reset-password/${token}`
+      const systemMailId = yield* mail.send({ to: user.email, expiresAt, ...resetMessage(user.name, user.email, link) })
+      yield* Effect.logInfo("Password reset link mailed").pipe(Effect.annotateLogs({ user_id: user.id, system_mail_id: systemMailId }))
+    })
+
+    /** Set the password of the account a mailed link was for: the link, and every other of the account's, ends. */
+    const confirm = Effect.fn("PasswordReset.confirm")(function*(input: NewPasswordInput) {
+      // Hashed first, whether or not the token is good: a wrong token costs what a right one does.
+      const passwordHash = yield* hashPassword(input.password, cost)
+      const done = yield* sql.withTransaction(Effect.gen(function*() {
+        // Taken in one statement: of two uses of one link at once, one finds it gone.
+        const taken = yield* sql<{ userId: string; live: boolean }>`
+          DELETE FROM password_resets WHERE token_hash = ${sha256(input.token)} RETURNING user_id, expires_at > now() AS live`
+        const link = taken[0]
+        if (!link?.live) return Option.none()
+        yield* sql`DELETE FROM password_resets WHERE user_id = ${link.userId}`
+        const users = yield* sql<{ email: string; emailNormalized: string }>`
+          UPDATE users SET password_hash = ${passwordHash} WHERE id = ${link.userId} RETURNING email, email_normalized`
+        const ended = yield* sql<{ live: boolean }>`
+          UPDATE sessions SET revoked_at = now() WHERE user_id = ${link.userId} AND revoked_at IS NULL
+          RETURNING refresh_expires_at > now() AS live`
+        return Option.some({ userId: link.userId, ...users[0]!, sessionsEnded: ended.filter((s) => s.live).length })
+      }))
+      if (Option.isNone(done)) {
+        return yield* ValidationError.field("token", "is not a valid link, or it was used or has expired: ask for a new one")
+      }
+      const { email, emailNormalized, sessionsEnded, userId } = done.value
+      yield* principals.changed(userId)
+      // Failed logins before the reset (the forgotten password, tried) no longer hold the new one back.
+      yield* limiter.forget(failedLogins(emailNormalized))
+      yield* Effect.logInfo("Password set from a mailed link; every session signed out").pipe(
+        Effect.annotateLogs({ user_id: userId, sessions_ended: sessionsEnded })
+      )
+      return {
+        email,
+        sessionsEnded,
+        message: "Password set; every session of the account is signed out: sign in with the new password"
+      } satisfies PasswordResetAnswer
+    })
+
+    return { request, confirm } as const
+  })
+}) {}
