@@ -15,6 +15,9 @@
  *   account's suppression list. Each change is an event (`email.sent`, `email.delivery_delayed` on
  *   the first deferral, `email.bounced`, `email.failed`).
  *
+ * Mailroom's own mail to a person (`mail.outbound.system.<id>`, system-mail.ts) carries its message in
+ * the job and is routed the same way; nothing records it but the log and the delivery metric.
+ *
  * At least once: the job is acknowledged only after the rows say what happened. A job whose
  * recipients are all settled does nothing, so a redelivered job never sends twice what was
  * recorded; an mta that dies between the receiver's 250 and the record sends that message again

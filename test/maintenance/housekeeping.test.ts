@@ -84,6 +84,8 @@ describe("housekeeping sweep", () => {
                         ('usr_1', 'mbx_1', (now() AT TIME ZONE 'UTC')::date - 89, 'email', 'inbound', 1)`
       yield* sql`INSERT INTO event_streams (id, user_id, refreshed_at)
                  VALUES ('es_dead', 'usr_1', now() - interval '2 hours'), ('es_open', 'usr_1', now())`
+      yield* sql`INSERT INTO password_resets (token_hash, user_id, expires_at)
+                 VALUES ('expired', 'usr_1', now() - interval '1 minute'), ('working', 'usr_1', now() + interval '59 minutes')`
 
       const removed = yield* sweep
       expect(removed).toEqual({
@@ -97,6 +99,7 @@ describe("housekeeping sweep", () => {
         releasedAddresses: 1,
         deletedMailboxes: 0,
         deletedMailCounts: 1,
+        passwordResets: 1,
         events: 1,
         eventStreams: 1,
         lapsedSubscriptions: 2,
@@ -141,6 +144,8 @@ describe("housekeeping sweep", () => {
       expect(streams.map((e) => e.id)).toEqual(["es_open"])
       const sessions = yield* sql<{ id: string }>`SELECT id FROM sessions`
       expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
+      const links = yield* sql<{ tokenHash: string }>`SELECT token_hash FROM password_resets`
+      expect(links.map((l) => l.tokenHash)).toEqual(["working"])
 
       // A second pass finds nothing more to do.
       expect(yield* sweep).toEqual({
@@ -154,6 +159,7 @@ describe("housekeeping sweep", () => {
         releasedAddresses: 0,
         deletedMailboxes: 0,
         deletedMailCounts: 0,
+        passwordResets: 0,
         events: 0,
         eventStreams: 0,
         lapsedSubscriptions: 0,

@@ -3,12 +3,14 @@
  * in with the URL's user and password, whatever the recipients' MX records say. A relay that refuses
  * the login leaves the delivery deferred, never lost.
  */
+import { simpleParser } from "mailparser"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient } from "../../packages/client/src/fetch-client.ts"
-import { withApiKey } from "../support/accounts.ts"
+import { signUp, withApiKey } from "../support/accounts.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
+import { anonymous } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
 let relay: MxServer
@@ -81,5 +83,23 @@ describe("SMTP_RELAY_URL", () => {
     expect(email.delivery![0]!.attempts).toBeGreaterThanOrEqual(2)
     const suppressed = await mailroom.GET("/v1/api/suppressions", {})
     expect(suppressed.data?.meta.total).toBe(0)
+  })
+
+  it("a password reset link goes out through it too, from no-reply@, signed, and waits out a refusal", async () => {
+    const person = await signUp(server.url, { email: `forgetful-${Date.now().toString(36)}@elsewhere.example` })
+    relay.script(person.email, [451, 250])
+    const before = relay.delivered().length
+    const asked = await anonymous(server.url).POST("/api/auth/password-reset", { body: { email: person.email } })
+    expect(asked.response.status).toBe(202)
+    const delivered = (await relay.waitFor(before + 1)).at(-1)!
+    expect(delivered).toMatchObject({ user: "mailroom", mailFrom: "no-reply@agents.localhost", rcptTo: [person.email] })
+    // Refused once (451), then taken on the retry.
+    expect(relay.attempts(person.email)).toHaveLength(2)
+    const raw = delivered.raw.toString()
+    expect(raw).toMatch(/^DKIM-Signature: .*d=agents\.localhost;/m)
+    const { text } = await simpleParser(delivered.raw)
+    const token = /#\/reset-password\/(mrp_[A-Za-z0-9_-]+)/.exec(text ?? "")![1]!
+    const done = await anonymous(server.url).POST("/api/auth/password-reset/confirm", { body: { token, password: "chosen by mail" } })
+    expect(done.response.status).toBe(200)
   })
 })

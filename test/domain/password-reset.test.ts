@@ -1,0 +1,97 @@
+/**
+ * Password reset links in process, over the suite's migrated database: the hourly allowance of mailed
+ * links, expiry, and a link's use ending the account's others. The mail is caught where it would be
+ * handed to the mta (SystemMail); its delivery and the HTTP routes are test/api/password-reset.test.ts's.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import { Accounts } from "../../services/accounts/accounts.ts"
+import { CredentialUse } from "../../services/accounts/credential-use.ts"
+import { PasswordReset } from "../../services/accounts/password-reset.ts"
+import { Principals } from "../../services/accounts/principals.ts"
+import { AccountSettings } from "../../services/accounts/settings.ts"
+import { sha256 } from "../../services/accounts/tokens.ts"
+import { Billing } from "../../services/billing/billing.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { type SystemMessage, SystemMail } from "../../services/outbound/system-mail.ts"
+import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { testDatabase } from "../support/database.ts"
+import { testSecret, uniqueName } from "../support/services.ts"
+
+/** Every message handed over, in order. */
+const mailed: Array<SystemMessage> = []
+const caughtMail = Layer.succeed(SystemMail, SystemMail.make({ send: (message) => Effect.sync(() => (mailed.push(message), `sys_${mailed.length}`)) }))
+
+const services = Layer.mergeAll(Accounts.Default, PasswordReset.DefaultWithoutDependencies).pipe(
+  Layer.provide(Layer.mergeAll(caughtMail, RateLimiter.layer, Billing.Default)),
+  Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, CredentialUse.layer)),
+  Layer.provide(MemoryBus.layer),
+  Layer.provide(Layer.merge(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) }), DependencyHealth.Default)),
+  Layer.provideMerge(testDatabase)
+)
+
+const PAGE = "https://mail.example.test/"
+
+/** A registered account, and the links mailed to it from here on. */
+const account = Effect.gen(function*() {
+  const email = `${uniqueName("reset")}@example.com`
+  const user = yield* Effect.flatMap(Accounts, (accounts) => accounts.register({ email, password: "the old password", name: "Ada" }))
+  const from = mailed.length
+  const links = () => mailed.slice(from).filter((m) => m.to === email).map((m) => /#\/reset-password\/(\S+)/.exec(m.text)![1]!)
+  return { ...user, links }
+})
+
+layer(services, { timeout: "120 seconds" })("PasswordReset", (it) => {
+  it.effect("mails at most 5 links an hour to one account; the sixth ask is answered and mails nothing", () =>
+    Effect.gen(function*() {
+      const resets = yield* PasswordReset
+      const user = yield* account
+      for (let i = 0; i < 6; i++) yield* resets.request(user.email.toUpperCase(), PAGE)
+      expect(user.links()).toHaveLength(5)
+      // The dashboard's page, its trailing slash not doubled.
+      expect(mailed.at(-1)!.text).toContain("https://mail.example.test/#/reset-password/mrp_")
+      // Another account's allowance is its own.
+      const other = yield* account
+      yield* resets.request(other.email, PAGE)
+      expect(other.links()).toHaveLength(1)
+      // Nobody's email: nothing mailed, nothing refused.
+      const before = mailed.length
+      yield* resets.request("nobody-at-all@example.com", PAGE)
+      expect(mailed.length).toBe(before)
+    }))
+
+  it.effect("an expired link is refused on details.token, and is gone", () =>
+    Effect.gen(function*() {
+      const resets = yield* PasswordReset
+      const sql = yield* SqlClient.SqlClient
+      const user = yield* account
+      yield* resets.request(user.email, PAGE)
+      const [token] = user.links()
+      yield* sql`UPDATE password_resets SET expires_at = now() - interval '1 second' WHERE token_hash = ${sha256(token!)}`
+      const refused = yield* Effect.flip(resets.confirm({ token: token!, password: "a new password" }))
+      expect(refused).toMatchObject({ _tag: "ValidationError", details: { token: expect.stringContaining("expired") } })
+      expect(yield* sql`SELECT 1 FROM password_resets WHERE user_id = ${user.userId}`).toHaveLength(0)
+      const login = yield* Effect.flatMap(Accounts, (accounts) => accounts.login({ email: user.email, password: "the old password" }))
+      expect(login.user.userId).toBe(user.userId)
+    }))
+
+  it.effect("any unexpired link of the account works, once; using it ends the others", () =>
+    Effect.gen(function*() {
+      const resets = yield* PasswordReset
+      const user = yield* account
+      yield* resets.request(user.email, PAGE)
+      yield* resets.request(user.email, PAGE)
+      const [first, second] = user.links()
+      const done = yield* resets.confirm({ token: first!, password: "chosen from the first" })
+      expect(done).toMatchObject({ email: user.email, sessionsEnded: 0 })
+      for (const token of [first!, second!]) {
+        const refused = yield* Effect.flip(resets.confirm({ token, password: "chosen again" }))
+        expect(refused._tag).toBe("ValidationError")
+      }
+      const login = yield* Effect.flatMap(Accounts, (accounts) => accounts.login({ email: user.email, password: "chosen from the first" }))
+      expect(login.user.userId).toBe(user.userId)
+    }))
+})
