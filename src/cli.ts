@@ -7,6 +7,7 @@
  *   dns-records                the DNS records to publish for the shared domains
  *   users create <email> [--name <name>] [--password-stdin] [--plan free|pro|enterprise]
  *   users set-plan <email> <free|pro|enterprise>
+ *   users set-password <email> [--password-stdin]
  *   users delete <email> --yes
  *   keys revoke <key_id>
  *   usage <email>
@@ -136,6 +137,21 @@ const usersSetPlan = (args: ReadonlyArray<string>) => {
   })
 }
 
+/** A person locked out where no mail reaches them: the operator sets the password (every session ends). */
+const usersSetPassword = (args: ReadonlyArray<string>) => {
+  const { set, positional } = parseArgs(args, [], ["--password-stdin"])
+  const [email] = exactly(positional, ["email"], "users set-password")
+  return Effect.gen(function*() {
+    const generated = !set.has("--password-stdin")
+    const password = generated ? randomBytes(18).toString("base64url") : yield* readStdin()
+    if (password.length < 8) return yield* Effect.fail(new UsageError("the password read from stdin must be at least 8 characters"))
+    const user = yield* failWith((yield* Administration).userByEmail(email!))
+    const done = yield* failWith((yield* Accounts).setPassword(user.id, password))
+    yield* print(`${done.email}: password set; ${done.sessionsEnded} ${done.sessionsEnded === 1 ? "session" : "sessions"} signed out`)
+    if (generated) yield* print(`Password: ${password}`)
+  })
+}
+
 const usersDelete = (args: ReadonlyArray<string>) => {
   const { set, positional } = parseArgs(args, [], ["--yes"])
   const [email] = exactly(positional, ["email"], "users delete")
@@ -230,8 +246,11 @@ export const runCommand = (config: AppConfigShape, command: string, args: Readon
         const [sub, ...rest] = args
         if (sub === "create") return Effect.provide(usersCreate(rest), accountsLayer(config))
         if (sub === "set-plan") return Effect.provide(usersSetPlan(rest), accountsLayer(config))
+        if (sub === "set-password") return Effect.provide(usersSetPassword(rest), accountsLayer(config))
         if (sub === "delete") return Effect.provide(usersDelete(rest), closureLayer(config))
-        return Effect.fail(new UsageError(sub === undefined ? "users needs a subcommand: create, set-plan, delete" : `unknown users subcommand ${sub}`))
+        return Effect.fail(
+          new UsageError(sub === undefined ? "users needs a subcommand: create, set-plan, set-password, delete" : `unknown users subcommand ${sub}`)
+        )
       }
       case "keys": {
         const [sub, ...rest] = args

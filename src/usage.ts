@@ -13,6 +13,9 @@ Commands:
   users create <email> [--name <name>] [--password-stdin] [--plan <plan>]
                                 create an account (a password is generated and printed unless read from stdin)
   users set-plan <email> <plan> move an account to free, pro or enterprise (no payment taken)
+  users set-password <email> [--password-stdin]
+                                set an account's password (generated and printed unless read from stdin);
+                                every session of the account is signed out
   users delete <email> --yes    delete an account and everything it holds, for good (its subscription ends;
                                 its addresses are held from other accounts for 30 days)
   keys revoke <key_id>          revoke an API key

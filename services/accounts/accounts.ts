@@ -1,7 +1,8 @@
 /**
  * User accounts and login sessions (SPEC "User authentication", DESIGN.md §4):
- * register, login, refresh (rotating), logout (ends that session only), and a password changed from
- * a session (which signs out every other session of the account).
+ * register, login, refresh (rotating), logout (ends that session only), a password changed from
+ * a session (which signs out every other session of the account), and one set without the current
+ * one (a mailed link, an operator), which signs out every session.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -251,6 +252,32 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       } satisfies PasswordChanged
     })
 
+    /**
+     * Set the password without the current one: from a mailed link (password-reset.ts) or by an operator
+     * (`mailroom users set-password`). Whoever knew the old one is out: every session of the account and
+     * every link it was mailed end, on every node; its failed logins (the forgotten password, tried) no
+     * longer hold the new one back. API keys keep working.
+     */
+    const setPassword = Effect.fn("Accounts.setPassword")(function*(userId: string, password: string) {
+      const passwordHash = yield* hashPassword(password, cost)
+      const done = yield* sql.withTransaction(Effect.gen(function*() {
+        const users = yield* sql<{ email: string; emailNormalized: string }>`
+          UPDATE users SET password_hash = ${passwordHash} WHERE id = ${userId} RETURNING email, email_normalized`
+        yield* sql`DELETE FROM password_resets WHERE user_id = ${userId}`
+        const ended = yield* sql<{ live: boolean }>`
+          UPDATE sessions SET revoked_at = now() WHERE user_id = ${userId} AND revoked_at IS NULL
+          RETURNING refresh_expires_at > now() AS live`
+        return Option.map(Option.fromNullable(users[0]), (user) => ({ ...user, sessionsEnded: ended.filter((s) => s.live).length }))
+      }))
+      if (Option.isNone(done)) return yield* new NotFound({ message: "No such account", details: { userId } })
+      yield* principals.changed(userId)
+      yield* limiter.forget(failedLogins(done.value.emailNormalized))
+      yield* Effect.logInfo("Password set; every session signed out").pipe(
+        Effect.annotateLogs({ user_id: userId, sessions_ended: done.value.sessionsEnded })
+      )
+      return { email: done.value.email, sessionsEnded: done.value.sessionsEnded }
+    })
+
     /** The account's live login sessions (not ended, refresh token not expired), the most recently active first. */
     const sessions = Effect.fn("Accounts.sessions")(function*(userId: string, currentSessionId: string) {
       const rows = yield* sql<{
@@ -303,6 +330,18 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       return Option.fromNullable(rows[0])
     })
 
-    return { register, login, refresh, logout, confirmPassword, changePassword, sessions, endSession, endOtherSessions, findUser } as const
+    return {
+      register,
+      login,
+      refresh,
+      logout,
+      confirmPassword,
+      changePassword,
+      setPassword,
+      sessions,
+      endSession,
+      endOtherSessions,
+      findUser
+    } as const
   })
 }) {}

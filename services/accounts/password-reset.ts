@@ -7,17 +7,15 @@
  * - The link carries a random token (256 bits) in its fragment, which browsers send to no server;
  *   only its SHA-256 is kept. It works once, for an hour; any of the account's unexpired links
  *   works, and using one ends them all.
- * - Setting the password signs out every session of the account (whoever knew the old password is
- *   out) and forgets its failed logins; API keys keep working, as after a change of password.
+ * - The password is then set as `Accounts.setPassword` sets it: every session of the account ends
+ *   and its failed logins are forgotten; API keys keep working.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { ValidationError } from "../errors.ts"
 import { SystemMail } from "../outbound/system-mail.ts"
 import { passwordResetWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
-import { failedLogins } from "./accounts.ts"
-import { hashPassword, PasswordCost } from "./passwords.ts"
-import { Principals } from "./principals.ts"
+import { Accounts } from "./accounts.ts"
 import type { NewPasswordInput, PasswordReset as PasswordResetAnswer } from "./schemas.ts"
 import { opaqueToken, sha256 } from "./tokens.ts"
 
@@ -52,23 +50,23 @@ const resetMessage = (name: string, email: string, link: string) => {
   return { subject: "Choose a new Mailroom password", text: lines.join("\n"), html }
 }
 
+const badLink = () => ValidationError.field("token", "is not a valid link, or it was used or has expired: ask for a new one")
+
 export class PasswordReset extends Effect.Service<PasswordReset>()("mailroom/PasswordReset", {
-  dependencies: [RateLimiter.layer, SystemMail.Default],
+  dependencies: [Accounts.Default, RateLimiter.layer, SystemMail.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const accounts = yield* Accounts
     const limiter = yield* RateLimiter
     const mail = yield* SystemMail
-    const principals = yield* Principals
-    const cost = yield* PasswordCost
 
     /**
      * Mail a link to choose a new password to the account that uses `email`, if one does and its
      * hourly allowance is not spent. `pageUrl` is the dashboard's address; the link opens its page.
      */
     const request = Effect.fn("PasswordReset.request")(function*(email: string, pageUrl: string) {
-      const normalized = email.toLowerCase()
       const rows = yield* sql<{ id: string; email: string; name: string }>`
-        SELECT id, email, name FROM users WHERE email_normalized = ${normalized}`
+        SELECT id, email, name FROM users WHERE email_normalized = ${email.toLowerCase()}`
       const user = rows[0]
       if (!user) return
       const allowance = yield* limiter.take(`password_reset:${user.id}`, passwordResetWindows)
@@ -85,37 +83,17 @@ export class PasswordReset extends Effect.Service<PasswordReset>()("mailroom/Pas
       yield* Effect.logInfo("Password reset link mailed").pipe(Effect.annotateLogs({ user_id: user.id, system_mail_id: systemMailId }))
     })
 
-    /** Set the password of the account a mailed link was for: the link, and every other of the account's, ends. */
+    /** Set the password of the account a mailed link was for; the link, and every other of the account's, ends. */
     const confirm = Effect.fn("PasswordReset.confirm")(function*(input: NewPasswordInput) {
-      // Hashed first, whether or not the token is good: a wrong token costs what a right one does.
-      const passwordHash = yield* hashPassword(input.password, cost)
-      const done = yield* sql.withTransaction(Effect.gen(function*() {
-        // Taken in one statement: of two uses of one link at once, one finds it gone.
-        const taken = yield* sql<{ userId: string; live: boolean }>`
-          DELETE FROM password_resets WHERE token_hash = ${sha256(input.token)} RETURNING user_id, expires_at > now() AS live`
-        const link = taken[0]
-        if (!link?.live) return Option.none()
-        yield* sql`DELETE FROM password_resets WHERE user_id = ${link.userId}`
-        const users = yield* sql<{ email: string; emailNormalized: string }>`
-          UPDATE users SET password_hash = ${passwordHash} WHERE id = ${link.userId} RETURNING email, email_normalized`
-        const ended = yield* sql<{ live: boolean }>`
-          UPDATE sessions SET revoked_at = now() WHERE user_id = ${link.userId} AND revoked_at IS NULL
-          RETURNING refresh_expires_at > now() AS live`
-        return Option.some({ userId: link.userId, ...users[0]!, sessionsEnded: ended.filter((s) => s.live).length })
-      }))
-      if (Option.isNone(done)) {
-        return yield* ValidationError.field("token", "is not a valid link, or it was used or has expired: ask for a new one")
-      }
-      const { email, emailNormalized, sessionsEnded, userId } = done.value
-      yield* principals.changed(userId)
-      // Failed logins before the reset (the forgotten password, tried) no longer hold the new one back.
-      yield* limiter.forget(failedLogins(emailNormalized))
-      yield* Effect.logInfo("Password set from a mailed link; every session signed out").pipe(
-        Effect.annotateLogs({ user_id: userId, sessions_ended: sessionsEnded })
-      )
+      // Taken in one statement: of two uses of one link at once, one finds it gone. An expired link goes too.
+      const taken = yield* sql<{ userId: string; live: boolean }>`
+        DELETE FROM password_resets WHERE token_hash = ${sha256(input.token)} RETURNING user_id, expires_at > now() AS live`
+      const link = taken[0]
+      if (!link?.live) return yield* badLink()
+      // The account deleted since the link was taken: its links went with it.
+      const done = yield* Effect.catchTag(accounts.setPassword(link.userId, input.password), "NotFound", badLink)
       return {
-        email,
-        sessionsEnded,
+        ...done,
         message: "Password set; every session of the account is signed out: sign in with the new password"
       } satisfies PasswordResetAnswer
     })

@@ -9,11 +9,12 @@ import type { AddressInfo } from "node:net"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
-import { fresh } from "../support/mailboxes.ts"
+import { signUp } from "../support/accounts.ts"
+import { fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
 import { anonymous, withKey } from "../support/typed-client.ts"
-import { sleep } from "../support/wait.ts"
+import { sleep, until } from "../support/wait.ts"
 
 const runnable = chromiumAvailable() || Boolean(process.env.CI)
 if (!runnable) console.warn(`Skipping the dashboard browser suite: ${CHROMIUM} is absent (install Debian's chromium; CI always runs it)`)
@@ -421,5 +422,55 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(watched.problems).toEqual([])
     const login = await anonymous(server.url).POST("/api/auth/login", { body: { email, password: "a better passphrase" } })
     expect(login.response.status).toBe(401)
+  })
+
+  it("a forgotten password: a link asked for from the sign-in page, mailed, opened, a new password chosen; a used link says so", async () => {
+    // A person whose email is a mailbox of this server (another account's), where the mailed link can be read.
+    const inbox = await newBox(server.url, { localPart: fresh("forgetful") })
+    await signUp(server.url, { email: inbox.address })
+    await page.getByRole("link", { name: "Forgot your password?" }).click()
+    await page.getByRole("heading", { name: "Forgot your password?" }).waitFor()
+    await page.getByLabel("Email").fill(inbox.address)
+    await page.getByRole("button", { name: "Send the link" }).click()
+    await page.getByRole("status").getByText(`If an account uses ${inbox.address}, a link to choose a new password is on its way.`).waitFor()
+    const link = await until("the mailed link", async () => {
+      const mail = withKey(server.url, inbox.user)
+      const { data } = await mail.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: inbox.mailboxId } } })
+      const listed = data?.data[0]
+      if (!listed) return undefined
+      const { data: email } = await mail.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: listed.email_id } } })
+      return /http\S+#\/reset-password\/\S+/.exec(email?.data.text ?? "")?.[0]
+    })
+    expect(link.startsWith(`${server.url}/#/reset-password/mrp_`)).toBe(true)
+
+    await page.goto(link)
+    await page.getByRole("heading", { name: "Choose a new password" }).waitFor()
+    await page.getByLabel("New password", { exact: true }).fill("found my way back")
+    await page.getByLabel("New password, again").fill("found my way back!")
+    await page.getByRole("button", { name: "Set the password" }).click()
+    await page.getByText("does not match the new password").waitFor()
+    await page.getByLabel("New password, again").fill("found my way back")
+    await page.getByRole("button", { name: "Set the password" }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    await page.getByRole("status").getByText("Your new password is set").waitFor()
+    expect(await page.getByLabel("Email").inputValue()).toBe(inbox.address)
+    await page.getByLabel("Password").fill("found my way back")
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+
+    // The link again: used, it works no more, and says what to do.
+    await page.goto(link)
+    await page.getByLabel("New password", { exact: true }).fill("once more with feeling")
+    await page.getByLabel("New password, again").fill("once more with feeling")
+    await page.getByRole("button", { name: "Set the password" }).click()
+    await page.getByRole("alert").getByText("This link does not work any more").waitFor()
+    const refused = watched.problems.filter((p) => p.includes("/api/auth/password-reset") || p.includes("status of 400"))
+    expect(refused).toHaveLength(2)
+    watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !refused.includes(p)))
+    await page.getByRole("link", { name: "Ask for a new one" }).click()
+    await page.getByRole("heading", { name: "Forgot your password?" }).waitFor()
+    expect(watched.problems).toEqual([])
   })
 })

@@ -12,7 +12,6 @@ import { PasswordReset } from "../../services/accounts/password-reset.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { sha256 } from "../../services/accounts/tokens.ts"
-import { Billing } from "../../services/billing/billing.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { type SystemMessage, SystemMail } from "../../services/outbound/system-mail.ts"
@@ -25,8 +24,9 @@ import { testSecret, uniqueName } from "../support/services.ts"
 const mailed: Array<SystemMessage> = []
 const caughtMail = Layer.succeed(SystemMail, SystemMail.make({ send: (message) => Effect.sync(() => (mailed.push(message), `sys_${mailed.length}`)) }))
 
-const services = Layer.mergeAll(Accounts.Default, PasswordReset.DefaultWithoutDependencies).pipe(
-  Layer.provide(Layer.mergeAll(caughtMail, RateLimiter.layer, Billing.Default)),
+const services = PasswordReset.DefaultWithoutDependencies.pipe(
+  Layer.provide(Layer.merge(caughtMail, RateLimiter.layer)),
+  Layer.provideMerge(Accounts.Default),
   Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, CredentialUse.layer)),
   Layer.provide(MemoryBus.layer),
   Layer.provide(Layer.merge(Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) }), DependencyHealth.Default)),

@@ -74,7 +74,7 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
   it("prints its commands, and refuses a wrong command line with exit 2", async () => {
     const help = await bin(["help"])
     expect(help.code).toBe(0)
-    for (const command of ["serve", "migrate", "reindex [--all]", "dns-records", "users create", "users set-plan", "users delete", "keys revoke", "usage"]) {
+    for (const command of ["serve", "migrate", "reindex [--all]", "dns-records", "users create", "users set-plan", "users set-password", "users delete", "keys revoke", "usage"]) {
       expect(help.stdout).toContain(command)
     }
     const unknown = await bin(["frobnicate"])
@@ -166,6 +166,14 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
     const all = await run("npm", ["run", "--silent", "reindex", "--all"])
     expect(all.stderr).toContain("Embedding 1 emails")
     expect(all.code).toBe(0)
+
+    // A person locked out where no mail reaches them: the operator sets a password; the login made above ends.
+    const tooShort = await mailroom(["users", "set-password", email, "--password-stdin"], { input: "short\n" })
+    expect(tooShort.code).toBe(2)
+    expect(tooShort.stderr).toContain("at least 8 characters")
+    const reset = await mailroom(["users", "set-password", email])
+    expect(reset.stderr).toBe("")
+    expect(reset.stdout).toMatch(new RegExp(`^${email}: password set; 1 session signed out\nPassword: [A-Za-z0-9_-]{24}\n$`))
 
     // Deleting the account asks for --yes, then takes it and everything it holds.
     const unconfirmed = await mailroom(["users", "delete", email])

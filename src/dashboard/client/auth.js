@@ -5,10 +5,10 @@ import { call, fieldError, rememberUser } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, useAction } from "./ui.js"
 
-/** @param {{ mode: "signin" | "signup", notice?: string, onSignedIn: (user: any) => void }} props */
-export const AuthPage = ({ mode, notice, onSignedIn }) => {
+/** @param {{ mode: "signin" | "signup", notice?: string, email?: string, onSignedIn: (user: any) => void }} props */
+export const AuthPage = ({ mode, notice, email: knownEmail = "", onSignedIn }) => {
   const [name, setName] = useState("")
-  const [email, setEmail] = useState("")
+  const [email, setEmail] = useState(knownEmail)
   const [password, setPassword] = useState("")
   const { busy, error, run } = useAction()
   const signingUp = mode === "signup"
@@ -42,8 +42,80 @@ export const AuthPage = ({ mode, notice, onSignedIn }) => {
       <p class="muted">
         ${signingUp
           ? html`Already have an account? <a href=${href("signin")}>Sign in</a>`
-          : html`New here? <a href=${href("signup")}>Create an account</a>`}
+          : html`<a href=${href("forgot-password")}>Forgot your password?</a> · New here? <a href=${href("signup")}>Create an account</a>`}
       </p>
+    </section>
+  `
+}
+
+/** "Forgot your password?": a link to choose a new one, mailed to the account's email. */
+export const ForgotPasswordPage = () => {
+  const [email, setEmail] = useState("")
+  const [asked, setAsked] = useState("")
+  const { busy, error, run } = useAction()
+
+  /** @param {Event} event */
+  const submit = (event) => {
+    event.preventDefault()
+    return run(async () => {
+      await call("POST", "/api/auth/password-reset", { email })
+      setAsked(email)
+    })
+  }
+
+  return html`
+    <section class="card narrow">
+      <h1>Forgot your password?</h1>
+      ${asked
+        ? html`<p class="note" role="status">If an account uses ${asked}, a link to choose a new password is on its way. It works
+            once, for 60 minutes. Nothing after a few minutes? Look in the spam folder, or ask again.</p>`
+        : html`<p class="muted">Enter your account's email: we mail it a link to choose a new password.</p>`}
+      <form onSubmit=${submit}>
+        <${Field} id="email" label="Email" type="email" value=${email} onInput=${setEmail} autocomplete="email" required
+          error=${fieldError(error, "email")} />
+        <${ErrorNote} error=${fieldError(error, "email") ? null : error} />
+        <button type="submit" disabled=${busy}>${asked ? "Send another link" : "Send the link"}</button>
+      </form>
+      <p class="muted">Remembered it? <a href=${href("signin")}>Sign in</a></p>
+    </section>
+  `
+}
+
+/**
+ * The page a mailed link opens (`#/reset-password/<token>`): the new password, twice. Setting it signs
+ * every session out, this browser's too.
+ * @param {{ token: string, onReset: (reset: { email: string, sessionsEnded: number }) => void }} props
+ */
+export const ResetPasswordPage = ({ token, onReset }) => {
+  const [password, setPassword] = useState("")
+  const [again, setAgain] = useState("")
+  const [mismatch, setMismatch] = useState(false)
+  const { busy, error, run } = useAction()
+
+  /** @param {Event} event */
+  const submit = (event) => {
+    event.preventDefault()
+    if (password !== again) return setMismatch(true)
+    setMismatch(false)
+    return run(async () => onReset((await call("POST", "/api/auth/password-reset/confirm", { token, password })).data))
+  }
+  const badLink = fieldError(error, "token")
+
+  return html`
+    <section class="card narrow">
+      <h1>Choose a new password</h1>
+      ${badLink
+        ? html`<p class="alert" role="alert">This link does not work any more: it was used, it is over 60 minutes old, or
+            it was copied only in part. <a href=${href("forgot-password")}>Ask for a new one</a>.</p>`
+        : html`<p class="muted">Every place the account is signed in is signed out; API keys keep working.</p>`}
+      <form onSubmit=${submit}>
+        <${Field} id="new-password" label="New password" type="password" value=${password} onInput=${setPassword} minLength=${8}
+          autocomplete="new-password" required hint="At least 8 characters" error=${fieldError(error, "password")} />
+        <${Field} id="new-password-again" label="New password, again" type="password" value=${again} onInput=${setAgain}
+          autocomplete="new-password" required error=${mismatch ? "does not match the new password" : undefined} />
+        ${!badLink && !fieldError(error, "password") && html`<${ErrorNote} error=${error} />`}
+        <button type="submit" disabled=${busy}>Set the password</button>
+      </form>
     </section>
   `
 }

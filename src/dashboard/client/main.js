@@ -4,7 +4,7 @@ import { render } from "preact"
 import { useEffect, useLayoutEffect, useState } from "preact/hooks"
 import { call, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
 import { AccountPage } from "./account.js"
-import { AuthPage } from "./auth.js"
+import { AuthPage, ForgotPasswordPage, ResetPasswordPage } from "./auth.js"
 import { BillingPage } from "./billing.js"
 import { ComposePage } from "./compose.js"
 import { AllDrafts, MailboxDrafts } from "./drafts.js"
@@ -36,22 +36,24 @@ const App = () => {
     if (user) connect()
     else disconnect()
   }, [user])
-  // A page that needs a session sends the signed-out reader to sign in, and back.
+  // A page that needs a session sends the signed-out reader to sign in, and back. A mailed link to choose
+  // a new password opens its page either way.
+  const signedOutPage = page === "signin" || page === "signup" || page === "forgot-password"
   useEffect(() => {
-    if (!user && page !== "signin" && page !== "signup") go("signin")
-    if (user && (page === "signin" || page === "signup")) go()
+    if (!user && !signedOutPage && page !== "reset-password") go("signin")
+    if (user && signedOutPage) go()
   }, [user, page])
   // Each page's content is where focus goes when the page shown changes, for screen readers and keyboards.
   // The page shown, not the URL: signing out shows the sign-in form at once and the URL follows a moment
   // later, and that later change must not pull focus from a field the reader is already typing in. A layout
   // effect, so focus has moved by the time the page is painted.
-  const shown = !user ? (page === "signup" ? "signup" : "signin") : page === "signin" || page === "signup" ? "" : route.join("/")
+  const shown = !user ? (signedOutPage || page === "reset-password" ? page : "signin") : signedOutPage ? "" : route.join("/")
   useLayoutEffect(() => {
     document.getElementById("main")?.focus()
   }, [shown])
 
-  // What the sign-in page says once the account was deleted.
-  const [farewell, setFarewell] = useState("")
+  // What the sign-in page says (the account was deleted, its password set), and the email it knows.
+  const [notice, setNotice] = useState({ text: "", email: "" })
 
   const signOut = async () => {
     await call("POST", "/api/auth/logout").catch(() => undefined)
@@ -61,13 +63,29 @@ const App = () => {
 
   /** @param {{ email: string, mailboxes: number, emails: number }} deleted */
   const accountDeleted = (deleted) => {
-    setFarewell(`The account ${deleted.email} is deleted, with ${count(deleted.mailboxes, "mailbox", "mailboxes")} and ${count(deleted.emails, "email", "emails")}.`)
+    setNotice({
+      text: `The account ${deleted.email} is deleted, with ${count(deleted.mailboxes, "mailbox", "mailboxes")} and ${count(deleted.emails, "email", "emails")}.`,
+      email: ""
+    })
     rememberUser(null)
     setUser(null)
   }
 
-  const content = !user
-    ? html`<${AuthPage} mode=${page === "signup" ? "signup" : "signin"} notice=${farewell} onSignedIn=${(/** @type {any} */ signedIn) => (setFarewell(""), setUser(signedIn))} />`
+  /** @param {{ email: string }} reset */
+  const passwordReset = (reset) => {
+    setNotice({ text: "Your new password is set, and every session of the account is signed out: sign in with it.", email: reset.email })
+    rememberUser(null)
+    setUser(null)
+    go("signin")
+  }
+
+  const content = page === "reset-password"
+    ? html`<${ResetPasswordPage} key=${id} token=${id ?? ""} onReset=${passwordReset} />`
+    : !user && page === "forgot-password"
+    ? html`<${ForgotPasswordPage} />`
+    : !user
+    ? html`<${AuthPage} key=${notice.email} mode=${page === "signup" ? "signup" : "signin"} notice=${notice.text} email=${notice.email}
+        onSignedIn=${(/** @type {any} */ signedIn) => (setNotice({ text: "", email: "" }), setUser(signedIn))} />`
     : page === "account"
     ? html`<${AccountPage} user=${user} onDeleted=${accountDeleted} />`
     : page === "keys"
@@ -108,7 +126,8 @@ const App = () => {
     : page === "inbox" || page === "emails" || page === "threads" || (page === "mailboxes" && id)
     ? "inbox"
     : "mailboxes"
-  document.title = `${user ? section[0].toUpperCase() + section.slice(1) : "Sign in"} · Mailroom`
+  const signedOutTitles = { "reset-password": "New password", "forgot-password": "Forgot password", signup: "Sign up" }
+  document.title = `${page === "reset-password" || !user ? signedOutTitles[/** @type {keyof typeof signedOutTitles} */ (page)] ?? "Sign in" : section[0].toUpperCase() + section.slice(1)} · Mailroom`
 
   return html`<${Frame} user=${user} section=${section} onSignOut=${signOut}>${content}<//>`
 }
