@@ -26,6 +26,7 @@ import { StageMonitor, type StageName, StageSettings } from "../services/pipelin
 import { DkimKeys } from "../services/outbound/dkim.ts"
 import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
 import { MtaLive } from "../services/outbound/mta.ts"
+import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
 import { Outbound } from "../services/outbound/send.ts"
 import { OutboundSettings } from "../services/outbound/settings.ts"
@@ -89,7 +90,10 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
   const dns = DnsResolver.layer({ servers: config.dnsServers })
   return Layer.mergeAll(
     WebhookTargets.Default.pipe(Layer.provide(Layer.succeed(WebhookSettings, { allowPrivate: config.webhookAllowPrivate }))),
-    Layer.succeed(MailboxSettings, { sharedDomains: config.sharedDomains, disallowedNames: config.disallowedEmailNames })
+    Layer.succeed(MailboxSettings, {
+      sharedDomains: config.sharedDomains,
+      disallowedNames: [...new Set([...config.disallowedEmailNames, SYSTEM_SENDER])]
+    })
   ).pipe(Layer.provideMerge(dns))
 }
 

@@ -13,7 +13,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { ValidationError } from "../errors.ts"
-import { SystemMail } from "../outbound/system-mail.ts"
+import { letter, SystemMail } from "../outbound/system-mail.ts"
 import { passwordResetWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { Accounts } from "./accounts.ts"
 import type { NewPasswordInput, PasswordReset as PasswordResetAnswer } from "./schemas.ts"
@@ -23,32 +23,17 @@ import { opaqueToken, sha256 } from "./tokens.ts"
 export const RESET_LINK_MINUTES = 60
 const resetTokenPrefix = "mrp_"
 
-const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
-
 /** The mail: who asked is unknown to us, so it says what to do when it was not them. */
-const resetMessage = (name: string, email: string, link: string) => {
-  const lines = [
+const resetMessage = (name: string, email: string, link: string) => ({
+  subject: "Choose a new Mailroom password",
+  ...letter([
     `Hello ${name},`,
-    "",
-    `Someone asked to choose a new password for the Mailroom account ${email}. If it was you, open this link`,
-    `within ${RESET_LINK_MINUTES} minutes and choose one:`,
-    "",
-    link,
-    "",
+    `Someone asked to choose a new password for the Mailroom account ${email}. If it was you, open this link within ${RESET_LINK_MINUTES} minutes and choose one:`,
+    { link, label: "Choose a new password" },
     "The link works once. Choosing a new password signs out every session of the account; its API keys keep working.",
-    "",
     "If you did not ask, ignore this email: your password stays as it is."
-  ]
-  const html = `<!doctype html><html><body style="font-family: sans-serif; line-height: 1.5">` +
-    `<p>Hello ${escapeHtml(name)},</p>` +
-    `<p>Someone asked to choose a new password for the Mailroom account <b>${escapeHtml(email)}</b>. ` +
-    `If it was you, open this link within ${RESET_LINK_MINUTES} minutes and choose one:</p>` +
-    `<p><a href="${escapeHtml(link)}">Choose a new password</a></p>` +
-    `<p>The link works once. Choosing a new password signs out every session of the account; its API keys keep working.</p>` +
-    `<p>If you did not ask, ignore this email: your password stays as it is.</p></body></html>`
-  return { subject: "Choose a new Mailroom password", text: lines.join("\n"), html }
-}
+  ])
+})
 
 const badLink = () => ValidationError.field("token", "is not a valid link, or it was used or has expired: ask for a new one")
 

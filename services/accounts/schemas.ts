@@ -134,3 +134,26 @@ export const PasswordReset = Schema.Struct({
   message: Schema.String
 }).annotations({ identifier: "PasswordReset" })
 export type PasswordReset = typeof PasswordReset.Type
+
+export const ChangeEmailInput = Schema.Struct({
+  newEmail: Email,
+  password: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" })).annotations({
+    description: "The account's password, asked again"
+  })
+}).annotations({ identifier: "ChangeEmailInput", ...allErrors })
+
+export const EmailChangeRequested = Schema.Struct({
+  newEmail: Schema.String.annotations({ description: "Where the link to confirm was mailed; the account's email stays until it is used" }),
+  message: Schema.String
+}).annotations({ identifier: "EmailChangeRequested" })
+
+export const ConfirmEmailInput = Schema.Struct({
+  token: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" })).annotations({
+    description: "The token of the link mailed by POST /api/auth/email (what follows #/confirm-email/)"
+  })
+}).annotations({ identifier: "ConfirmEmailInput", ...allErrors })
+
+export const EmailChanged = Schema.Struct({
+  email: Schema.String.annotations({ description: "The account's email now: sign in with it" }),
+  previousEmail: Schema.String.annotations({ description: "The email it had, which was told of the change" })
+}).annotations({ identifier: "EmailChanged" })

@@ -16,6 +16,12 @@ import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { compose } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
 
+/**
+ * The local part Mailroom's own mail comes from, on the first shared domain: always reserved, whatever
+ * DISALLOWED_EMAIL_NAME says (src/app.ts), so that no account's mailbox can send as Mailroom.
+ */
+export const SYSTEM_SENDER = "no-reply"
+
 /** One system message on its way: everything the mta needs travels in the job. */
 export const SystemMailJob = Schema.Struct({
   system_mail_id: Schema.String,
@@ -27,6 +33,22 @@ export const SystemMailJob = Schema.Struct({
   expires_at: Schema.Number
 })
 export type SystemMailJob = typeof SystemMailJob.Type
+
+/** A paragraph of a system message, or a link (the text part shows its address, the HTML part its label). */
+export type Paragraph = string | { readonly link: string; readonly label: string }
+
+const escapeHtml = (text: string) =>
+  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
+
+/** The text and HTML parts of a system message, from its paragraphs (what a person wrote, escaped). */
+export const letter = (paragraphs: ReadonlyArray<Paragraph>) => ({
+  text: paragraphs.map((p) => (typeof p === "string" ? p : p.link)).join("\n\n"),
+  html: `<!doctype html><html><body style="font-family: sans-serif; line-height: 1.5">${
+    paragraphs.map((p) =>
+      typeof p === "string" ? `<p>${escapeHtml(p)}</p>` : `<p><a href="${escapeHtml(p.link)}">${escapeHtml(p.label)}</a></p>`
+    ).join("")
+  }</body></html>`
+})
 
 export interface SystemMessage {
   readonly to: string
@@ -43,7 +65,7 @@ export class SystemMail extends Effect.Service<SystemMail>()("mailroom/SystemMai
     const dkim = yield* DkimKeys
     const { sharedDomains } = yield* MailboxSettings
     const domain = sharedDomains[0]!
-    const from = { name: "Mailroom", address: `no-reply@${domain}` }
+    const from = { name: "Mailroom", address: `${SYSTEM_SENDER}@${domain}` }
 
     /** Queue `message` for delivery; answers its id (the Message-ID's left part, in the mta's log). */
     const send = Effect.fn("SystemMail.send")(function*(message: SystemMessage) {

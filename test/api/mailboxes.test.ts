@@ -114,6 +114,8 @@ describe("POST /v1/api/mailboxes", () => {
     ["an operator-reserved name on another shared domain", { local_part: "custom-bot", domain: OTHER_SHARED }, 422, "DISALLOWED_LOCAL", {
       local_part: "custom-bot"
     }],
+    // Not in this server's DISALLOWED_EMAIL_NAME: reserved anyway, Mailroom's own mail comes from it.
+    ["the system sender's name", { local_part: "No-Reply", domain: DOMAIN }, 422, "DISALLOWED_LOCAL", { local_part: "No-Reply" }],
     ["a host in email_address other than domain", { email_address: `abcdef@other.example`, domain: DOMAIN }, 422, "DOMAIN_MISMATCH", {
       domain_expected: DOMAIN,
       domain_in_request: "other.example"

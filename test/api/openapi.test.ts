@@ -123,7 +123,14 @@ const documented = (route: string): Array<Operation> => {
 
 // Routes by the credential they need (src/http/security.ts).
 const OPEN = ["GET /healthz", "GET /readyz", "POST /v1/billing/webhook"]
-const CLIENT_LIMITED = ["POST /api/auth/register", "POST /api/auth/login", "POST /api/auth/refresh"]
+const CLIENT_LIMITED = [
+  "POST /api/auth/register",
+  "POST /api/auth/login",
+  "POST /api/auth/refresh",
+  "POST /api/auth/password-reset",
+  "POST /api/auth/password-reset/confirm",
+  "POST /api/auth/email/confirm"
+]
 const authenticated = operations.filter((operation) => !OPEN.includes(operation.route) && !CLIENT_LIMITED.includes(operation.route))
 const dashboard = authenticated.filter((operation) => operation.path.startsWith("/api/"))
 const mailboxWrites = ["POST /v1/api/mailboxes", "POST /api/mailboxes", "PATCH /v1/api/mailboxes/{mailboxId}", "PATCH /api/mailboxes/{mailboxId}"]
@@ -134,7 +141,14 @@ const expectedRoutes: Record<string, ReadonlyArray<string>> = {
   UNAUTHORIZED: [...authenticated.map((operation) => operation.route), "POST /api/auth/login", "POST /api/auth/refresh"],
   FORBIDDEN: dashboard.map((operation) => operation.route),
   NOT_FOUND: operations.filter((operation) => operation.path.includes("{")).map((operation) => operation.route),
-  CONFLICT: ["POST /api/auth/register", "POST /v1/api/domains", "POST /api/domains", "POST /v1/billing/checkout"],
+  CONFLICT: [
+    "POST /api/auth/register",
+    "POST /api/auth/email",
+    "POST /api/auth/email/confirm",
+    "POST /v1/api/domains",
+    "POST /api/domains",
+    "POST /v1/billing/checkout"
+  ],
   VALIDATION_ERROR: operations.map((operation) => operation.route),
   VERIFICATION_FAILED: ["POST /v1/api/domains/{id}/verify", "POST /api/domains/{id}/verify"],
   DOMAIN_HAS_MAILBOXES: ["DELETE /v1/api/domains/{id}", "DELETE /api/domains/{id}"],

@@ -3,7 +3,7 @@
  * answer for an email nobody uses), the link arriving as mail (here to an account whose email is a
  * mailbox of this Mailroom, so the mta delivers it through the inbound path; through a relay in
  * test/outbound/relay.test.ts), and choosing a new password with it: sessions end, failed logins are
- * forgotten, the link works once. Expiry and the hourly allowance: test/domain/password-reset.test.ts.
+ * forgotten, the link works once. Expiry and the hourly allowance: test/domain/mailed-links.test.ts.
  */
 import { describe, expect, it } from "vitest"
 import { signUp } from "../support/accounts.ts"

@@ -10,7 +10,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
 import { signUp } from "../support/accounts.ts"
-import { fresh, newBox } from "../support/mailboxes.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
 import { anonymous, withKey } from "../support/typed-client.ts"
@@ -424,6 +424,17 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(login.response.status).toBe(401)
   })
 
+  /** The link of the page `page` in the newest email of `inbox`, once it has arrived. */
+  const mailedLink = (inbox: Box, linkPage: string) =>
+    until(`the ${linkPage} link`, async () => {
+      const mail = withKey(server.url, inbox.user)
+      const { data } = await mail.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: inbox.mailboxId } } })
+      const listed = data?.data[0]
+      if (!listed) return undefined
+      const { data: email } = await mail.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: listed.email_id } } })
+      return new RegExp(`http\\S+#/${linkPage}/\\S+`).exec(email?.data.text ?? "")?.[0]
+    })
+
   it("a forgotten password: a link asked for from the sign-in page, mailed, opened, a new password chosen; a used link says so", async () => {
     // A person whose email is a mailbox of this server (another account's), where the mailed link can be read.
     const inbox = await newBox(server.url, { localPart: fresh("forgetful") })
@@ -433,14 +444,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByLabel("Email").fill(inbox.address)
     await page.getByRole("button", { name: "Send the link" }).click()
     await page.getByRole("status").getByText(`If an account uses ${inbox.address}, a link to choose a new password is on its way.`).waitFor()
-    const link = await until("the mailed link", async () => {
-      const mail = withKey(server.url, inbox.user)
-      const { data } = await mail.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: inbox.mailboxId } } })
-      const listed = data?.data[0]
-      if (!listed) return undefined
-      const { data: email } = await mail.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: listed.email_id } } })
-      return /http\S+#\/reset-password\/\S+/.exec(email?.data.text ?? "")?.[0]
-    })
+    const link = await mailedLink(inbox, "reset-password")
     expect(link.startsWith(`${server.url}/#/reset-password/mrp_`)).toBe(true)
 
     await page.goto(link)
@@ -471,6 +475,33 @@ describe.skipIf(!runnable)("the dashboard", () => {
     watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !refused.includes(p)))
     await page.getByRole("link", { name: "Ask for a new one" }).click()
     await page.getByRole("heading", { name: "Forgot your password?" }).waitFor()
+    expect(watched.problems).toEqual([])
+  })
+
+  it("changes the account's email: the new address confirms by its link, and the page shows it", async () => {
+    const before = await newBox(server.url, { localPart: fresh("before") })
+    const after = await newBox(server.url, { localPart: fresh("after") })
+    await signUp(server.url, { email: before.address, password: "correct horse battery" })
+    await page.goto(`${server.url}/#/signin`)
+    await page.getByLabel("Email").fill(before.address)
+    await page.getByLabel("Password").fill("correct horse battery")
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await page.locator(".who a").click()
+    const form = page.getByRole("form", { name: "Change email" })
+    await form.getByLabel("New email").fill(after.address)
+    await form.getByLabel("Password").fill("correct horse battery")
+    await form.getByRole("button", { name: "Send the link" }).click()
+    await form.getByRole("status").getByText(`A link to confirm is on its way to ${after.address}.`).waitFor()
+    // Nothing changes until the link is opened.
+    expect(await page.locator(".who a").textContent()).toBe(before.address)
+
+    await page.goto(await mailedLink(after, "confirm-email"))
+    await page.getByRole("heading", { name: "Confirm your new email" }).waitFor()
+    await page.getByRole("button", { name: "Confirm the new email" }).click()
+    await page.getByRole("status").getByText(`The account signs in with ${after.address} from now on; ${before.address} was told.`).waitFor()
+    expect(await page.locator(".who a").textContent()).toBe(after.address)
+    await page.getByRole("link", { name: "Continue" }).click()
+    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
     expect(watched.problems).toEqual([])
   })
 })

@@ -1,7 +1,8 @@
 /**
  * The account: who is signed in, where (each login session, one or all of the others signed out),
  * the password changed (the current one asked for, the new one typed twice; every other session is
- * signed out, this one goes on), and the account deleted (what goes said first, the password asked).
+ * signed out, this one goes on), the email changed (confirmed from the new address), and the account
+ * deleted (what goes said first, the password asked).
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -57,6 +58,42 @@ const Sessions = () => {
             Sign out everywhere else</button>`}`}
       <${ErrorNote} error=${error} />
     </section>
+  `
+}
+
+/**
+ * Changing the email the account signs in with: the new address and the password; the address gets a
+ * link, and the email changes only when it is opened (the confirm page, auth.js).
+ * @param {{ email: string }} props
+ */
+const ChangeEmail = ({ email }) => {
+  const [newEmail, setNewEmail] = useState("")
+  const [password, setPassword] = useState("")
+  const [mailed, setMailed] = useState("")
+  const { busy, error, run } = useAction()
+  /** @param {Event} event */
+  const submit = (event) => {
+    event.preventDefault()
+    return run(async () => {
+      const answer = (await call("POST", "/api/auth/email", { newEmail, password })).data
+      setMailed(answer.newEmail)
+      setPassword("")
+    })
+  }
+  const byField = fieldError(error, "newEmail") ?? fieldError(error, "password")
+  return html`
+    <form class="card account-form" onSubmit=${submit} aria-label="Change email">
+      <h2>Change email</h2>
+      <p class="muted small">You sign in with ${email}. The new address gets a link; the email changes when it is opened, and
+        ${email} is told.</p>
+      <${Field} id="new-email" label="New email" type="email" value=${newEmail} onInput=${setNewEmail} autocomplete="email" required
+        error=${fieldError(error, "newEmail")} />
+      <${Field} id="email-password" label="Password" type="password" value=${password} onInput=${setPassword}
+        autocomplete="current-password" required error=${fieldError(error, "password")} />
+      <button type="submit" disabled=${busy}>Send the link</button>
+      ${mailed && html`<p class="note" role="status">A link to confirm is on its way to ${mailed}. It works once, for 24 hours.</p>`}
+      ${!byField && html`<${ErrorNote} error=${error} />`}
+    </form>
   `
 }
 
@@ -149,6 +186,7 @@ export const AccountPage = ({ user, onDeleted }) => {
       ${done && html`<p class="note" role="status">${done}</p>`}
       ${!byField && html`<${ErrorNote} error=${error} />`}
     </form>
+    <${ChangeEmail} email=${user.email} />
     <${DeleteAccount} onDeleted=${onDeleted} />
   `
 }

@@ -119,3 +119,35 @@ export const ResetPasswordPage = ({ token, onReset }) => {
     </section>
   `
 }
+
+/**
+ * The page a mailed link to confirm a new email opens (`#/confirm-email/<token>`), signed in or not: one
+ * press moves the account to the new address (`onConfirmed`, with it and the one before).
+ * @param {{ token: string, onConfirmed: (changed: { email: string, previousEmail: string }) => void }} props
+ */
+export const ConfirmEmailPage = ({ token, onConfirmed }) => {
+  const [changed, setChanged] = useState(/** @type {{ email: string, previousEmail: string } | null} */ (null))
+  const { busy, error, run } = useAction()
+  const confirm = () =>
+    run(async () => {
+      const answer = (await call("POST", "/api/auth/email/confirm", { token })).data
+      setChanged(answer)
+      onConfirmed(answer)
+    })
+  const badLink = fieldError(error, "token")
+  return html`
+    <section class="card narrow">
+      <h1>Confirm your new email</h1>
+      ${changed
+        ? html`<p class="note" role="status">The account signs in with ${changed.email} from now on; ${changed.previousEmail} was told.</p>
+            <p><a href=${href("signin")}>Continue</a></p>`
+        : badLink
+        ? html`<p class="alert" role="alert">This link does not work any more: it was used, it is over 24 hours old, or it was
+            copied only in part. Ask for a new one on the account page.</p>`
+        : html`
+          <p class="muted">The account's email changes to the address this link was mailed to.</p>
+          <button type="button" disabled=${busy} onClick=${confirm}>Confirm the new email</button>
+          <${ErrorNote} error=${error} />`}
+    </section>
+  `
+}

@@ -4,7 +4,7 @@ import { render } from "preact"
 import { useEffect, useLayoutEffect, useState } from "preact/hooks"
 import { call, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
 import { AccountPage } from "./account.js"
-import { AuthPage, ForgotPasswordPage, ResetPasswordPage } from "./auth.js"
+import { AuthPage, ConfirmEmailPage, ForgotPasswordPage, ResetPasswordPage } from "./auth.js"
 import { BillingPage } from "./billing.js"
 import { ComposePage } from "./compose.js"
 import { AllDrafts, MailboxDrafts } from "./drafts.js"
@@ -36,18 +36,19 @@ const App = () => {
     if (user) connect()
     else disconnect()
   }, [user])
-  // A page that needs a session sends the signed-out reader to sign in, and back. A mailed link to choose
-  // a new password opens its page either way.
+  // A page that needs a session sends the signed-out reader to sign in, and back. A mailed link (a new
+  // password, a new email) opens its page either way.
   const signedOutPage = page === "signin" || page === "signup" || page === "forgot-password"
+  const linkPage = page === "reset-password" || page === "confirm-email"
   useEffect(() => {
-    if (!user && !signedOutPage && page !== "reset-password") go("signin")
+    if (!user && !signedOutPage && !linkPage) go("signin")
     if (user && signedOutPage) go()
   }, [user, page])
   // Each page's content is where focus goes when the page shown changes, for screen readers and keyboards.
   // The page shown, not the URL: signing out shows the sign-in form at once and the URL follows a moment
   // later, and that later change must not pull focus from a field the reader is already typing in. A layout
   // effect, so focus has moved by the time the page is painted.
-  const shown = !user ? (signedOutPage || page === "reset-password" ? page : "signin") : signedOutPage ? "" : route.join("/")
+  const shown = !user ? (signedOutPage || linkPage ? page : "signin") : signedOutPage ? "" : route.join("/")
   useLayoutEffect(() => {
     document.getElementById("main")?.focus()
   }, [shown])
@@ -79,8 +80,20 @@ const App = () => {
     go("signin")
   }
 
+  /** @param {{ email: string, previousEmail: string }} changed */
+  const emailChanged = (changed) => {
+    // This browser's account, if it is the one that moved: the page shows its new address.
+    if (user && user.email === changed.previousEmail) {
+      const moved = { ...user, email: changed.email }
+      rememberUser(moved)
+      setUser(moved)
+    }
+  }
+
   const content = page === "reset-password"
     ? html`<${ResetPasswordPage} key=${id} token=${id ?? ""} onReset=${passwordReset} />`
+    : page === "confirm-email"
+    ? html`<${ConfirmEmailPage} key=${id} token=${id ?? ""} onConfirmed=${emailChanged} />`
     : !user && page === "forgot-password"
     ? html`<${ForgotPasswordPage} />`
     : !user
@@ -126,8 +139,8 @@ const App = () => {
     : page === "inbox" || page === "emails" || page === "threads" || (page === "mailboxes" && id)
     ? "inbox"
     : "mailboxes"
-  const signedOutTitles = { "reset-password": "New password", "forgot-password": "Forgot password", signup: "Sign up" }
-  document.title = `${page === "reset-password" || !user ? signedOutTitles[/** @type {keyof typeof signedOutTitles} */ (page)] ?? "Sign in" : section[0].toUpperCase() + section.slice(1)} · Mailroom`
+  const signedOutTitles = { "reset-password": "New password", "confirm-email": "New email", "forgot-password": "Forgot password", signup: "Sign up" }
+  document.title = `${linkPage || !user ? signedOutTitles[/** @type {keyof typeof signedOutTitles} */ (page)] ?? "Sign in" : section[0].toUpperCase() + section.slice(1)} · Mailroom`
 
   return html`<${Frame} user=${user} section=${section} onSignOut=${signOut}>${content}<//>`
 }

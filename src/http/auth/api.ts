@@ -3,8 +3,12 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import {
   AccountDeleted,
+  ChangeEmailInput,
   ChangePasswordInput,
+  ConfirmEmailInput,
   DeleteAccountInput,
+  EmailChanged,
+  EmailChangeRequested,
   LoginInput,
   LoginSession,
   NewPasswordInput,
@@ -79,6 +83,19 @@ export class AuthGroup extends HttpApiGroup.make("auth")
           "not valid, used or expired is 400 VALIDATION_ERROR on details.token; a password under 8 characters on details.password"
       }))
   )
+  .add(
+    HttpApiEndpoint.post("confirmEmail", "/email/confirm")
+      .setPayload(ConfirmEmailInput)
+      .addSuccess(Ok(EmailChanged))
+      .addError(envelope(ValidationError))
+      .addError(envelope(Conflict))
+      .annotateContext(OpenApi.annotations({
+        summary: "Confirm a new email with a mailed link",
+        description: "The token is the link's (what follows #/confirm-email/); no session is needed. The account signs in with " +
+          "the new email from now on, its other links end, and the old address is told. A token not valid, used or expired " +
+          "is 400 VALIDATION_ERROR on details.token; 409 CONFLICT if another account registered the address meanwhile"
+      }))
+  )
   .middleware(ClientRateLimit)
   .add(
     HttpApiEndpoint.post("logout", "/logout")
@@ -102,6 +119,22 @@ export class AuthGroup extends HttpApiGroup.make("auth")
         description: "From a login session (access token or the dashboard's cookie), with the current password: a wrong one is 400 " +
           "VALIDATION_ERROR on details.currentPassword and counts as a failed login (10 in 15 minutes, then 429). Every other " +
           "session of the account is signed out; this one goes on, and API keys keep working."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("changeEmail", "/email")
+      .setPayload(ChangeEmailInput)
+      .addSuccess(Ok(EmailChangeRequested), { status: 202 })
+      .addError(envelope(ValidationError))
+      .addError(envelope(Conflict))
+      .addError(envelope(RateLimited))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Change the account's email",
+        description: "From a login session, with the password (a wrong one is 400 VALIDATION_ERROR on details.password and " +
+          "counts as a failed login). Mails a link to the new address, which works once for 24 hours " +
+          "(POST /api/auth/email/confirm); the email changes only then. An address another account uses is 409 CONFLICT " +
+          "on details.newEmail; the account's own is 400; more than 5 links an hour is 429"
       }))
   )
   .add(
@@ -154,5 +187,8 @@ export class AuthGroup extends HttpApiGroup.make("auth")
   )
   .prefix("/api/auth")
   .annotate(OpenApi.Title, "User authentication")
-  .annotate(OpenApi.Description, "Register, log in, refresh and log out, and choose a new password from a mailed link (on {app_url}); open routes are limited per client address")
+  .annotate(
+    OpenApi.Description,
+    "Register, log in, refresh and log out; choose a new password, or confirm a new email, from a mailed link (on {app_url}); open routes are limited per client address"
+  )
 {}

@@ -2,6 +2,7 @@ import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "
 import { Duration, Effect, Layer, Option } from "effect"
 import { Accounts } from "../../../services/accounts/accounts.ts"
 import { AccountClosure } from "../../../services/accounts/closure.ts"
+import { EmailChange } from "../../../services/accounts/email-change.ts"
 import { PasswordReset } from "../../../services/accounts/password-reset.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Unauthorized } from "../../../services/errors.ts"
@@ -15,6 +16,7 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
     const accounts = yield* Accounts
     const closure = yield* AccountClosure
     const resets = yield* PasswordReset
+    const emailChange = yield* EmailChange
     const { appUrl } = yield* AppConfig
     const cookieOptions = { httpOnly: true, sameSite: "lax", secure: appUrl.startsWith("https:"), path: "/" } as const
 
@@ -58,6 +60,9 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
         ))
       .handle("resetPassword", ({ payload }) =>
         resets.confirm(payload).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
+      .handle("confirmEmail", ({ payload }) =>
+        emailChange.confirm(payload.token).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
+      .handle("changeEmail", ({ payload }) => forSession((userId) => emailChange.request(userId, payload, appUrl)))
       .handle("refresh", ({ payload }) =>
         accounts.refresh(payload.refreshToken).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
       .handle("logout", () =>
@@ -79,4 +84,4 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
             Effect.catchTag(closure.close(userId), "NotFound", () => Effect.fail(Unauthorized.of("The account no longer exists")))
           )
         ).pipe(Effect.tap(() => setCookie("", Duration.zero))))
-  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default]))
+  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default, EmailChange.Default]))

@@ -1,13 +1,15 @@
 /**
- * Password reset links in process, over the suite's migrated database: the hourly allowance of mailed
- * links, expiry, and a link's use ending the account's others. The mail is caught where it would be
- * handed to the mta (SystemMail); its delivery and the HTTP routes are test/api/password-reset.test.ts's.
+ * The links accounts are mailed, in process, over the suite's migrated database: a password reset's
+ * hourly allowance, expiry and one link's use ending the account's others; a new email's expiry. The
+ * mail is caught where it would be handed to the mta (SystemMail); its delivery and the HTTP routes are
+ * test/api/password-reset.test.ts's and test/api/email-change.test.ts's.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { Accounts } from "../../services/accounts/accounts.ts"
 import { CredentialUse } from "../../services/accounts/credential-use.ts"
+import { EmailChange } from "../../services/accounts/email-change.ts"
 import { PasswordReset } from "../../services/accounts/password-reset.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
@@ -24,7 +26,7 @@ import { testSecret, uniqueName } from "../support/services.ts"
 const mailed: Array<SystemMessage> = []
 const caughtMail = Layer.succeed(SystemMail, SystemMail.make({ send: (message) => Effect.sync(() => (mailed.push(message), `sys_${mailed.length}`)) }))
 
-const services = PasswordReset.DefaultWithoutDependencies.pipe(
+const services = Layer.merge(PasswordReset.DefaultWithoutDependencies, EmailChange.DefaultWithoutDependencies).pipe(
   Layer.provide(Layer.merge(caughtMail, RateLimiter.layer)),
   Layer.provideMerge(Accounts.Default),
   Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, CredentialUse.layer)),
@@ -41,10 +43,11 @@ const account = Effect.gen(function*() {
   const user = yield* Effect.flatMap(Accounts, (accounts) => accounts.register({ email, password: "the old password", name: "Ada" }))
   const from = mailed.length
   const links = () => mailed.slice(from).filter((m) => m.to === email).map((m) => /#\/reset-password\/(\S+)/.exec(m.text)![1]!)
-  return { ...user, links }
+  const mailedTo = (address: string) => mailed.slice(from).filter((m) => m.to === address)
+  return { ...user, links, mailedTo }
 })
 
-layer(services, { timeout: "120 seconds" })("PasswordReset", (it) => {
+layer(services, { timeout: "120 seconds" })("mailed links", (it) => {
   it.effect("mails at most 5 links an hour to one account; the sixth ask is answered and mails nothing", () =>
     Effect.gen(function*() {
       const resets = yield* PasswordReset
@@ -93,5 +96,24 @@ layer(services, { timeout: "120 seconds" })("PasswordReset", (it) => {
       }
       const login = yield* Effect.flatMap(Accounts, (accounts) => accounts.login({ email: user.email, password: "chosen from the first" }))
       expect(login.user.userId).toBe(user.userId)
+    }))
+
+  it.effect("a new email's link expires after 24 hours: refused on details.token, the email unchanged", () =>
+    Effect.gen(function*() {
+      const change = yield* EmailChange
+      const sql = yield* SqlClient.SqlClient
+      const user = yield* account
+      const newEmail = `${uniqueName("moved")}@example.com`
+      yield* change.request(user.userId, { newEmail, password: "the old password" }, PAGE)
+      const [mail] = user.mailedTo(newEmail)
+      expect(mail!.expiresAt.getTime() - Date.now()).toBeGreaterThan(23.9 * 3_600_000)
+      const token = /#\/confirm-email\/(\S+)/.exec(mail!.text)![1]!
+      yield* sql`UPDATE email_changes SET expires_at = now() - interval '1 second' WHERE token_hash = ${sha256(token)}`
+      const refused = yield* Effect.flip(change.confirm(token))
+      expect(refused).toMatchObject({ _tag: "ValidationError", details: { token: expect.stringContaining("expired") } })
+      const [row] = yield* sql<{ email: string }>`SELECT email FROM users WHERE id = ${user.userId}`
+      expect(row!.email).toBe(user.email)
+      // The old address was told nothing: nothing changed.
+      expect(user.mailedTo(user.email)).toHaveLength(0)
     }))
 })
