@@ -12,7 +12,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { Conflict, RateLimited, ValidationError } from "../errors.ts"
 import { letter, SystemMail } from "../outbound/system-mail.ts"
-import { passwordResetWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { Accounts } from "./accounts.ts"
 import { Principals } from "./principals.ts"
 import { opaqueToken, sha256 } from "./tokens.ts"
@@ -50,7 +50,7 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
           return yield* ValidationError.field("newEmail", "is the account's email already")
         }
         if (user.taken) return yield* taken("newEmail")
-        const allowance = yield* limiter.take(`email_change:${userId}`, passwordResetWindows)
+        const allowance = yield* limiter.take(`email_change:${userId}`, mailedLinkWindows)
         if (!allowance.allowed) {
           return yield* RateLimited.of({ ...allowance, message: "Too many confirmation links mailed for this account; try again later" })
         }

@@ -14,7 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { ValidationError } from "../errors.ts"
 import { letter, SystemMail } from "../outbound/system-mail.ts"
-import { passwordResetWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { Accounts } from "./accounts.ts"
 import type { NewPasswordInput, PasswordReset as PasswordResetAnswer } from "./schemas.ts"
 import { opaqueToken, sha256 } from "./tokens.ts"
@@ -54,7 +54,7 @@ export class PasswordReset extends Effect.Service<PasswordReset>()("mailroom/Pas
         SELECT id, email, name FROM users WHERE email_normalized = ${email.toLowerCase()}`
       const user = rows[0]
       if (!user) return
-      const allowance = yield* limiter.take(`password_reset:${user.id}`, passwordResetWindows)
+      const allowance = yield* limiter.take(`password_reset:${user.id}`, mailedLinkWindows)
       if (!allowance.allowed) {
         return yield* Effect.logInfo("Password reset link not mailed: the account's hourly allowance is spent").pipe(
           Effect.annotateLogs({ user_id: user.id })

@@ -4,8 +4,8 @@
  * refers to any more (a message refused with 451 after its bytes were written, a deleted email's),
  * the ids of deleted emails once the bus can no longer deliver them again, search queries not
  * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes, holds on
- * addresses mailboxes left 30 days ago, mailboxes deleted 30 days ago with their mail, expired links to
- * choose a new password; and
+ * addresses mailboxes left 30 days ago, mailboxes deleted 30 days ago with their mail, expired mailed
+ * links (a new password, a new email); and
  * move paid subscriptions that have ended (canceled at period end, or past_due beyond the grace) to
  * free. Idempotent, so any number of workers may run it.
  */
@@ -101,8 +101,9 @@ export const sweep = Effect.gen(function*() {
   // Addresses mailboxes left are held from other accounts for 30 days (mailboxes.ts `taken`); then free.
   const releasedAddresses = yield* sql`DELETE FROM released_addresses WHERE released_at < now() - ${ADDRESS_HOLD}::interval`.raw
   const deletedMailboxes = yield* purgeDeletedMailboxes(sql)
-  // A link to choose a new password works for an hour (accounts/password-reset.ts); an unused one then goes.
+  // Mailed links (a new password: accounts/password-reset.ts; a new email: email-change.ts) go unused once expired.
   const passwordResets = yield* sql`DELETE FROM password_resets WHERE expires_at < now()`.raw
+  const emailChanges = yield* sql`DELETE FROM email_changes WHERE expires_at < now()`.raw
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
   // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
   const eventStreams = yield* sql`DELETE FROM event_streams WHERE refreshed_at < now() - interval '1 hour'`.raw
@@ -129,6 +130,7 @@ export const sweep = Effect.gen(function*() {
     deletedMailboxes: count(deletedMailboxes),
     deletedMailCounts: count(deletedMailCounts),
     passwordResets: count(passwordResets),
+    emailChanges: count(emailChanges),
     events: count(events),
     eventStreams: count(eventStreams),
     lapsedSubscriptions: lapsed.length,

@@ -58,8 +58,12 @@ export const clientWindows: ReadonlyArray<Window> = [{ seconds: 60, limit: 300 }
 /** Failed logins per account. */
 export const failedLoginWindows: ReadonlyArray<Window> = [{ seconds: 900, limit: 10 }]
 
-/** Links to choose a new password mailed per account: more are not sent (the answer does not say so). */
-export const passwordResetWindows: ReadonlyArray<Window> = [{ seconds: 3600, limit: 5 }]
+/**
+ * Links mailed to a person per account and purpose (a new password, a new email), so that nobody can
+ * fill an inbox with them: a password link past it is not sent (the answer does not say so), an email
+ * link is 429.
+ */
+export const mailedLinkWindows: ReadonlyArray<Window> = [{ seconds: 3600, limit: 5 }]
 
 /** Searches per user and minute, by plan. */
 export const searchWindows = (plan: Plan): ReadonlyArray<Window> => [{ seconds: 60, limit: limits[plan].searchesPerMinute }]

@@ -86,6 +86,9 @@ describe("housekeeping sweep", () => {
                  VALUES ('es_dead', 'usr_1', now() - interval '2 hours'), ('es_open', 'usr_1', now())`
       yield* sql`INSERT INTO password_resets (token_hash, user_id, expires_at)
                  VALUES ('expired', 'usr_1', now() - interval '1 minute'), ('working', 'usr_1', now() + interval '59 minutes')`
+      yield* sql`INSERT INTO email_changes (token_hash, user_id, new_email, expires_at)
+                 VALUES ('expired', 'usr_1', 'a@example.org', now() - interval '1 minute'),
+                        ('working', 'usr_1', 'b@example.org', now() + interval '23 hours')`
 
       const removed = yield* sweep
       expect(removed).toEqual({
@@ -100,6 +103,7 @@ describe("housekeeping sweep", () => {
         deletedMailboxes: 0,
         deletedMailCounts: 1,
         passwordResets: 1,
+        emailChanges: 1,
         events: 1,
         eventStreams: 1,
         lapsedSubscriptions: 2,
@@ -146,6 +150,8 @@ describe("housekeeping sweep", () => {
       expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
       const links = yield* sql<{ tokenHash: string }>`SELECT token_hash FROM password_resets`
       expect(links.map((l) => l.tokenHash)).toEqual(["working"])
+      const changes = yield* sql<{ newEmail: string }>`SELECT new_email FROM email_changes`
+      expect(changes.map((c) => c.newEmail)).toEqual(["b@example.org"])
 
       // A second pass finds nothing more to do.
       expect(yield* sweep).toEqual({
@@ -160,6 +166,7 @@ describe("housekeeping sweep", () => {
         deletedMailboxes: 0,
         deletedMailCounts: 0,
         passwordResets: 0,
+        emailChanges: 0,
         events: 0,
         eventStreams: 0,
         lapsedSubscriptions: 0,
