@@ -84,8 +84,8 @@ const ChangeEmail = ({ email }) => {
   return html`
     <form class="card account-form" onSubmit=${submit} aria-label="Change email">
       <h2>Change email</h2>
-      <p class="muted small">You sign in with ${email}. The new address gets a link; the email changes when it is opened, and
-        ${email} is told.</p>
+      <p class="muted small">You sign in with ${email}. The new address gets a link; the email changes when it is
+        opened, and ${email} is told.</p>
       <${Field} id="new-email" label="New email" type="email" value=${newEmail} onInput=${setNewEmail} autocomplete="email" required
         error=${fieldError(error, "newEmail")} />
       <${Field} id="email-password" label="Password" type="password" value=${password} onInput=${setPassword}
