@@ -8,6 +8,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
+import { isUniqueViolation } from "../unique-violation.ts"
 import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../errors.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { CredentialUse } from "./credential-use.ts"
@@ -46,11 +47,6 @@ export interface NewSession {
   /** The dashboard session cookie's value. */
   readonly cookieToken: string
   readonly cookieMaxAge: number
-}
-
-const isUniqueViolation = (error: SqlError) => {
-  const cause = error.cause as { code?: string } | undefined
-  return cause?.code === "23505"
 }
 
 export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {

@@ -13,6 +13,7 @@ import { Effect, Option } from "effect"
 import { Conflict, RateLimited, ValidationError } from "../errors.ts"
 import { letter, SystemMail } from "../outbound/system-mail.ts"
 import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { isUniqueViolation } from "../unique-violation.ts"
 import { Accounts } from "./accounts.ts"
 import { Principals } from "./principals.ts"
 import { opaqueToken, sha256 } from "./tokens.ts"
@@ -23,8 +24,6 @@ const emailTokenPrefix = "mre_"
 
 const taken = (field: string) =>
   new Conflict({ message: "An account with this email is already registered", details: { [field]: "already registered" } })
-
-const isUniqueViolation = (error: SqlError) => (error.cause as { code?: string } | undefined)?.code === "23505"
 
 export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailChange", {
   dependencies: [Accounts.Default, RateLimiter.layer, SystemMail.Default],

@@ -25,6 +25,7 @@ import {
 } from "../errors.ts"
 import type { Direction, Page } from "../listing.ts"
 import { escapeLike } from "../like.ts"
+import { isUniqueViolation } from "../unique-violation.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import {
   type Address,
@@ -95,11 +96,6 @@ export const ADDRESS_HOLD = "30 days"
 const emailTaken = (emailAddress: string) =>
   new EmailTaken({ message: `The address ${emailAddress} is already taken`, details: { email_address: emailAddress } })
 
-
-/** A write that broke a unique constraint (PostgreSQL 23505). */
-export const isUniqueViolation = (error: unknown): boolean =>
-  typeof error === "object" && error !== null && (error as { _tag?: string })._tag === "SqlError" &&
-  ((error as SqlError).cause as { code?: string } | undefined)?.code === "23505"
 
 /** A write that lost the race for an address to another write: EMAIL_TAKEN. */
 const takenOnUniqueViolation = (address: Address) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
