@@ -13,6 +13,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import addressparser from "nodemailer/lib/addressparser"
 import { NotFound } from "../errors.ts"
+import { escapeHtml } from "../html.ts"
 import { routingForm } from "../mail/inbound.ts"
 import type { NamedAddress } from "./compose.ts"
 import type { AttachmentInput } from "./schemas.ts"
@@ -102,8 +103,6 @@ const quoteHeader = (original: Original) => {
     ...(cc.length > 0 ? [`Cc: ${shown(cc)}`] : [])
   ]
 }
-
-const escapeHtml = (text: string) => text.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" })[c]!)
 
 export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
   effect: Effect.gen(function*() {

@@ -12,6 +12,7 @@
 import { Effect, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { escapeHtml } from "../html.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { compose } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
@@ -36,9 +37,6 @@ export type SystemMailJob = typeof SystemMailJob.Type
 
 /** A paragraph of a system message, or a link (the text part shows its address, the HTML part its label). */
 export type Paragraph = string | { readonly link: string; readonly label: string }
-
-const escapeHtml = (text: string) =>
-  text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
 
 /** The text and HTML parts of a system message, from its paragraphs (what a person wrote, escaped). */
 export const letter = (paragraphs: ReadonlyArray<Paragraph>) => ({

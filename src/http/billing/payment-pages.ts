@@ -6,19 +6,18 @@
 import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option, Schema } from "effect"
 import { Billing } from "../../../services/billing/billing.ts"
+import { escapeHtml } from "../../../services/html.ts"
 import { LocalPayments } from "../../../layers/local-billing.ts"
 
-const escape = (value: string) =>
-  value.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;" })[c]!)
 
 const page = (title: string, body: string, status = 200) =>
   HttpServerResponse.html(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escape(title)} · Mailroom</title>
+<title>${escapeHtml(title)} · Mailroom</title>
 <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#1f2328}
 button{font:inherit;padding:.5rem 1rem;border-radius:.4rem;border:1px solid #1f2328;background:#1f2328;color:#fff;cursor:pointer}
 a{color:#0969da}.muted{color:#59636e}</style></head>
-<body><h1>${escape(title)}</h1>${body}</body></html>`).pipe(HttpServerResponse.setStatus(status))
+<body><h1>${escapeHtml(title)}</h1>${body}</body></html>`).pipe(HttpServerResponse.setStatus(status))
 
 const gone = page("This link has expired", `<p class="muted">Start again from your application.</p>`, 404)
 
@@ -49,10 +48,10 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const { plan, cancelUrl } = session.value
         return page(
           `Upgrade to ${planName(plan)}`,
-          `<p>Confirm to activate the <strong>${escape(planName(plan))}</strong> plan now.</p>
+          `<p>Confirm to activate the <strong>${escapeHtml(planName(plan))}</strong> plan now.</p>
 <p class="muted">Local payment provider: no card is charged.</p>
 <form method="post"><button type="submit">Confirm and pay</button></form>
-<p><a href="${escape(cancelUrl ?? "/")}">Cancel</a></p>`
+<p><a href="${escapeHtml(cancelUrl ?? "/")}">Cancel</a></p>`
         )
       }).pipe(Effect.orDie)
     )
@@ -76,12 +75,12 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const action = subscription.plan === "free"
           ? ""
           : subscription.cancelAtPeriodEnd
-          ? `<p>Your plan ends on ${escape(end)}.</p><form method="post"><input type="hidden" name="action" value="resume"><button>Keep my plan</button></form>`
-          : `<p>Renews on ${escape(end)}.</p><form method="post"><input type="hidden" name="action" value="cancel"><button>Cancel at period end</button></form>`
+          ? `<p>Your plan ends on ${escapeHtml(end)}.</p><form method="post"><input type="hidden" name="action" value="resume"><button>Keep my plan</button></form>`
+          : `<p>Renews on ${escapeHtml(end)}.</p><form method="post"><input type="hidden" name="action" value="cancel"><button>Cancel at period end</button></form>`
         return page(
           "Billing",
-          `<p>Plan: <strong>${escape(planName(subscription.plan))}</strong> (${escape(subscription.status)})</p>${action}
-<p><a href="${escape(session.value.returnUrl ?? "/")}">Return</a></p>`
+          `<p>Plan: <strong>${escapeHtml(planName(subscription.plan))}</strong> (${escapeHtml(subscription.status)})</p>${action}
+<p><a href="${escapeHtml(session.value.returnUrl ?? "/")}">Return</a></p>`
         )
       }).pipe(Effect.orDie)
     )
@@ -94,7 +93,7 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const form = yield* HttpServerRequest.schemaBodyUrlParams(Schema.Struct({ action: Schema.Literal("cancel", "resume") })).pipe(
           Effect.option
         )
-        if (Option.isNone(form)) return page("Unknown action", `<p><a href="${escape(id)}">Back</a></p>`, 400)
+        if (Option.isNone(form)) return page("Unknown action", `<p><a href="${escapeHtml(id)}">Back</a></p>`, 400)
         const updated = yield* payments.setCancelAtPeriodEnd(id, form.value.action === "cancel")
         if (Option.isNone(updated)) return gone
         return HttpServerResponse.redirect(`/billing/portal/${encodeURIComponent(id)}`, { status: 303 })
