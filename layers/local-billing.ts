@@ -64,6 +64,8 @@ export const layer = (options: { readonly appUrl: string }) =>
           open({ kind: "portal", userId: request.userId, plan: null, successUrl: null, cancelUrl: null, returnUrl: request.returnUrl }),
         // Its payment sessions go with the account's rows; no card was ever kept.
         close: () => Effect.void,
+        // Its pages mail nobody.
+        emailChanged: () => Effect.void,
         // Payments complete on the app itself: no provider calls back.
         webhook: Option.none()
       })

@@ -9,6 +9,8 @@
  *   page (the billing portal's `subscription_update_confirm` flow, which shows the proration): a
  *   second Checkout Session would start a second subscription and charge both.
  * - Portal: a Billing Portal session for the customer.
+ * - The customer has the account's email, where Stripe mails receipts and invoices: a change of it is
+ *   passed on at once, and where Stripe could not be told then, at the next checkout or portal visit.
  * - Closing an account deletes its customer, which ends its subscriptions at once.
  * - Webhooks: `Stripe-Signature` checked with `STRIPE_WEBHOOK_SECRET` over the raw body, and the
  *   events Mailroom acts on turned into BillingEvents (services/billing/events.ts).
@@ -70,21 +72,36 @@ export const layer = (options: StripeOptions) =>
       const planOfPrice = (price: string | undefined): Plan | undefined =>
         price === options.prices.pro ? "pro" : price === options.prices.enterprise ? "enterprise" : undefined
 
-      /** The user's Stripe customer, created the first time it is needed. */
+      const readCustomer = (userId: string) =>
+        sql<{ stripeCustomerId: string | null; stripeCustomerEmail: string | null; email: string }>`
+          SELECT s.stripe_customer_id, s.stripe_customer_email, u.email FROM subscriptions s JOIN users u ON u.id = s.user_id
+          WHERE s.user_id = ${userId}`.pipe(Effect.map((rows) => rows[0]))
+
+      /** Give the customer the account's email when it has another (the account's changed since). */
+      const syncEmail = (userId: string, customer: string, email: string) =>
+        Effect.gen(function*() {
+          yield* Effect.tryPromise({
+            try: () => stripe.customers.update(customer, { email }),
+            catch: paymentError("Stripe did not take the account's new email")
+          })
+          yield* sql`UPDATE subscriptions SET stripe_customer_email = ${email} WHERE user_id = ${userId} AND stripe_customer_id = ${customer}`
+        })
+
+      /** The user's Stripe customer, created the first time it is needed, with the account's email. */
       const customerFor = (userId: string) =>
         Effect.gen(function*() {
-          const rows = yield* sql<{ stripeCustomerId: string | null; email: string }>`
-            SELECT s.stripe_customer_id, u.email FROM subscriptions s JOIN users u ON u.id = s.user_id
-            WHERE s.user_id = ${userId}`
-          const row = rows[0]
+          const row = yield* readCustomer(userId)
           if (row === undefined) return yield* new PaymentError({ message: "No subscription for this account" })
-          if (row.stripeCustomerId !== null) return row.stripeCustomerId
+          if (row.stripeCustomerId !== null) {
+            if (row.stripeCustomerEmail !== row.email) yield* syncEmail(userId, row.stripeCustomerId, row.email)
+            return row.stripeCustomerId
+          }
           const customer = yield* Effect.tryPromise({
             try: () => stripe.customers.create({ email: row.email, metadata: { userId } }, { idempotencyKey: `mailroom-customer-${userId}` }),
             catch: paymentError("Stripe did not create the customer")
           })
           // Two requests at once create one customer (the idempotency key); either write keeps it.
-          yield* sql`UPDATE subscriptions SET stripe_customer_id = ${customer.id}
+          yield* sql`UPDATE subscriptions SET stripe_customer_id = ${customer.id}, stripe_customer_email = ${row.email}
                      WHERE user_id = ${userId} AND stripe_customer_id IS NULL`
           return customer.id
         }).pipe(Effect.catchTag("SqlError", paymentError("Could not read the account's customer")))
@@ -232,6 +249,12 @@ export const layer = (options: StripeOptions) =>
               catch: paymentError("Stripe did not delete the customer")
             })
           }),
+        emailChanged: (userId) =>
+          Effect.gen(function*() {
+            const row = yield* readCustomer(userId)
+            if (row === undefined || row.stripeCustomerId === null || row.stripeCustomerEmail === row.email) return
+            yield* syncEmail(userId, row.stripeCustomerId, row.email)
+          }).pipe(Effect.catchTag("SqlError", paymentError("Could not read the account's customer"))),
         webhook: Option.some((body, signature) =>
           Effect.try({
             try: () => toEvent(stripe.webhooks.constructEvent(body, signature ?? "", Redacted.value(options.webhookSecret))),

@@ -2,7 +2,8 @@
  * Changing the email an account signs in with: asked from a login session with the password, and
  * made only once the new address confirms it by a mailed link, so that nobody moves an account to an
  * address they cannot read (or to someone else's). Then the old address is told, so that a change
- * its owner did not make does not go unnoticed. Sessions, keys and everything else stay.
+ * its owner did not make does not go unnoticed, and the payment provider, which mails receipts and
+ * invoices. Sessions, keys and everything else stay.
  *
  * A link works once, for 24 hours; asking again mails a new one (the older ones still work until
  * they expire or one is used). At most 5 are mailed per account an hour, as password links are.
@@ -10,6 +11,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
+import { PaymentProvider } from "../billing/payments.ts"
 import { Conflict, RateLimited, ValidationError } from "../errors.ts"
 import { letter, SystemMail } from "../outbound/system-mail.ts"
 import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
@@ -33,6 +35,7 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
     const limiter = yield* RateLimiter
     const mail = yield* SystemMail
     const principals = yield* Principals
+    const payments = yield* PaymentProvider
 
     /**
      * Mail a link to `newEmail` that moves the account there. The password is asked again (a session
@@ -95,6 +98,14 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
       const { email, name, previousEmail, userId } = done.value
       yield* principals.changed(userId)
       yield* Effect.logInfo("Account email changed").pipe(Effect.annotateLogs({ user_id: userId }))
+      // Receipts and invoices follow. The change is made either way: a provider that could not be told
+      // now is told at the account's next checkout or portal visit.
+      yield* payments.emailChanged(userId).pipe(
+        Effect.catchTag("PaymentError", (error) =>
+          Effect.logWarning("The payment provider was not told of the account's new email; it is told at the next billing visit").pipe(
+            Effect.annotateLogs({ user_id: userId, error: error.message })
+          ))
+      )
       // Told once it is done: the person who owns the old address learns of a change they did not make.
       yield* mail.send({
         to: previousEmail,

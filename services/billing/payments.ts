@@ -37,6 +37,12 @@ export class PaymentProvider extends Context.Tag("mailroom/PaymentProvider")<Pay
    */
   readonly close: (userId: string) => Effect.Effect<void, PaymentError>
   /**
+   * The account's email changed: the provider mails receipts and invoices to the new one from now on.
+   * Nothing to do for one that never paid. A provider that could not be told is told again by the next
+   * `checkout` or `portal`.
+   */
+  readonly emailChanged: (userId: string) => Effect.Effect<void, PaymentError>
+  /**
    * Check a provider webhook (the raw body and its signature header) and say what it means. None when
    * the provider sends no webhooks (the local provider completes payments itself).
    */

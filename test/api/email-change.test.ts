@@ -6,10 +6,9 @@
  */
 import { describe, expect, it } from "vitest"
 import { signUp } from "../support/accounts.ts"
-import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { arrivedIn, type Box, emailChangeToken, fresh, newBox } from "../support/mailboxes.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { anonymous, offContract, withKey, withToken } from "../support/typed-client.ts"
-import { until } from "../support/wait.ts"
 
 let suite: SuiteServer
 
@@ -17,18 +16,7 @@ useSuiteServer((s) => {
   suite = s
 })
 
-/** The newest email in `inbox` with `subject`, once it has arrived. */
-const arrived = async (inbox: Box, subject: string) => {
-  const mail = withKey(suite.url, inbox.user)
-  const listed = await until(`"${subject}" in ${inbox.address}`, async () => {
-    const { data } = await mail.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: inbox.mailboxId } } })
-    return data?.data.find((email) => email.subject === subject)
-  }, 30_000, 100, 500)
-  const { data } = await mail.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: listed.email_id } } })
-  return data!.data
-}
-
-const tokenIn = (text: string | null | undefined) => /#\/confirm-email\/(mre_[A-Za-z0-9_-]+)/.exec(text ?? "")![1]!
+const arrived = (inbox: Box, subject: string) => arrivedIn(suite.url, inbox, subject)
 
 const confirm = (token: unknown) => anonymous(suite.url).POST("/api/auth/email/confirm", { body: offContract({ token }) })
 
@@ -50,7 +38,7 @@ describe("changing the account's email", () => {
     expect(await login(oldInbox.address, person.password)).toBe(200)
     expect(await login(newInbox.address, person.password)).toBe(401)
 
-    const done = await confirm(tokenIn(link.text))
+    const done = await confirm(emailChangeToken(link.text))
     expect(done.response.status).toBe(200)
     expect(done.data).toEqual({ success: true, data: { email: newInbox.address, previousEmail: oldInbox.address } })
     expect(await login(newInbox.address, person.password)).toBe(200)
@@ -59,7 +47,7 @@ describe("changing the account's email", () => {
     const told = await arrived(oldInbox, "Your Mailroom email was changed")
     expect(told.text).toContain(`signs in with ${newInbox.address} from now on`)
 
-    const again = await confirm(tokenIn(link.text))
+    const again = await confirm(emailChangeToken(link.text))
     expect(again.response.status).toBe(400)
     expect(again.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { token: expect.stringContaining("ask for a new one") } })
   })
@@ -107,7 +95,7 @@ describe("changing the account's email", () => {
     await withToken(suite.url, person).POST("/api/auth/email", { body: { newEmail: newInbox.address, password: person.password } })
     const link = await arrived(newInbox, "Confirm your new Mailroom email")
     await signUp(suite.url, { email: newInbox.address })
-    const refused = await confirm(tokenIn(link.text))
+    const refused = await confirm(emailChangeToken(link.text))
     expect(refused.response.status).toBe(409)
     expect(refused.error?.error).toMatchObject({ code: "CONFLICT", details: { newEmail: "already registered" } })
     expect(await login(person.email, person.password)).toBe(200)

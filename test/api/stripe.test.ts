@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net"
 import Stripe from "stripe"
 import { afterAll, describe, expect, it } from "vitest"
 import { signUp, withApiKey } from "../support/accounts.ts"
+import { arrivedIn, emailChangeToken, fresh, newBox } from "../support/mailboxes.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { anonymous, rawJsonBody, withKey, withToken } from "../support/typed-client.ts"
 
@@ -21,7 +22,7 @@ interface StripeRequest {
 }
 
 /**
- * Stripe's API as far as Mailroom uses it: customers (made and deleted), checkout sessions, billing portal sessions, and
+ * Stripe's API as far as Mailroom uses it: customers (made, given a new email and deleted), checkout sessions, billing portal sessions, and
  * reading the subscriptions a test puts in `subscriptions`.
  */
 const fakeStripe = async () => {
@@ -46,6 +47,7 @@ const fakeStripe = async () => {
       if (path === "/v1/customers") return reply(200, { id: `cus_test_${n}`, object: "customer", email: form.get("email") })
       const customer = /^\/v1\/customers\/([^/]+)$/.exec(path)
       if (customer && req.method === "DELETE") return reply(200, { id: decodeURIComponent(customer[1]!), object: "customer", deleted: true })
+      if (customer && req.method === "POST") return reply(200, { id: decodeURIComponent(customer[1]!), object: "customer", email: form.get("email") })
       if (path === "/v1/checkout/sessions") {
         return reply(200, { id: `cs_test_${n}`, object: "checkout.session", mode: form.get("mode"), url: `https://checkout.stripe.test/c/${n}` })
       }
@@ -174,6 +176,41 @@ describe("checkout and portal on Stripe", () => {
 
     // Stripe hosts the pages: the local provider's are not served.
     expect((await fetch(`${suite.url}/billing/checkout/pay_co_123`)).status).toBe(404)
+  })
+})
+
+describe("the account's email on Stripe", () => {
+  it("a confirmed change of email is given to the customer; when Stripe failed then, at the next portal visit", async () => {
+    // The person's addresses are mailboxes of this server, where the confirmation links are read.
+    const [first, second, third] = await Promise.all(["first", "second", "third"].map((name) => newBox(suite.url, { localPart: fresh(name) })))
+    const person = await withApiKey(suite.url, { email: first!.address })
+    await keyed(person.apiKey).POST("/v1/billing/checkout", { body: { plan: "pro", ...urls } })
+    const customer = stripeApi.requests.filter((r) => r.path === "/v1/checkout/sessions").at(-1)!.form.get("customer")!
+    const moveTo = async (box: typeof first) => {
+      const asked = await withToken(suite.url, person).POST("/api/auth/email", { body: { newEmail: box!.address, password: person.password } })
+      expect(asked.response.status).toBe(202)
+      const link = await arrivedIn(suite.url, box!, "Confirm your new Mailroom email")
+      const done = await anonymous(suite.url).POST("/api/auth/email/confirm", { body: { token: emailChangeToken(link.text) } })
+      expect(done.response.status).toBe(200)
+    }
+    const sentSince = (before: number) => stripeApi.requests.slice(before).map((r) => `${r.method} ${r.path} ${r.form.get("email") ?? ""}`.trim())
+
+    let before = stripeApi.requests.length
+    await moveTo(second)
+    expect(sentSince(before)).toEqual([`POST /v1/customers/${customer} ${second!.address}`])
+
+    // Stripe down while the account moves: the move is made, and Stripe is told at the next billing visit, once.
+    stripeApi.failing.add(`/v1/customers/${customer}`)
+    await moveTo(third).finally(() => stripeApi.failing.delete(`/v1/customers/${customer}`))
+    before = stripeApi.requests.length
+    const portal = () => keyed(person.apiKey).POST("/v1/billing/portal", { body: { returnUrl: "https://agent.example.com/account" } })
+    expect((await portal()).response.status).toBe(200)
+    expect((await portal()).response.status).toBe(200)
+    expect(sentSince(before)).toEqual([
+      `POST /v1/customers/${customer} ${third!.address}`,
+      "POST /v1/billing_portal/sessions",
+      "POST /v1/billing_portal/sessions"
+    ])
   })
 })
 

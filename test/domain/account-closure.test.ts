@@ -28,6 +28,7 @@ const provider = { closed: [] as Array<string>, down: false }
 const payments = Layer.succeed(PaymentProvider, {
   checkout: () => Effect.die("not used"),
   portal: () => Effect.die("not used"),
+  emailChanged: () => Effect.die("not used"),
   close: (userId) =>
     Effect.suspend(() =>
       provider.down ? Effect.fail(new PaymentError({ message: "connection refused" })) : Effect.sync(() => void provider.closed.push(userId))

@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { Accounts } from "../../services/accounts/accounts.ts"
 import { CredentialUse } from "../../services/accounts/credential-use.ts"
 import { EmailChange } from "../../services/accounts/email-change.ts"
@@ -14,6 +14,7 @@ import { PasswordReset } from "../../services/accounts/password-reset.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { sha256 } from "../../services/accounts/tokens.ts"
+import { PaymentError, PaymentProvider } from "../../services/billing/payments.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { type SystemMessage, SystemMail } from "../../services/outbound/system-mail.ts"
@@ -26,8 +27,21 @@ import { testSecret, uniqueName } from "../support/services.ts"
 const mailed: Array<SystemMessage> = []
 const caughtMail = Layer.succeed(SystemMail, SystemMail.make({ send: (message) => Effect.sync(() => (mailed.push(message), `sys_${mailed.length}`)) }))
 
+/** The payment provider as an email change meets it: the accounts it was told of, or down. */
+const provider = { told: [] as Array<string>, down: false }
+const payments = Layer.succeed(PaymentProvider, {
+  checkout: () => Effect.die("not used"),
+  portal: () => Effect.die("not used"),
+  close: () => Effect.die("not used"),
+  emailChanged: (userId) =>
+    Effect.suspend(() =>
+      provider.down ? Effect.fail(new PaymentError({ message: "connection refused" })) : Effect.sync(() => void provider.told.push(userId))
+    ),
+  webhook: Option.none()
+})
+
 const services = Layer.merge(PasswordReset.DefaultWithoutDependencies, EmailChange.DefaultWithoutDependencies).pipe(
-  Layer.provide(Layer.merge(caughtMail, RateLimiter.layer)),
+  Layer.provide(Layer.mergeAll(caughtMail, RateLimiter.layer, payments)),
   Layer.provideMerge(Accounts.Default),
   Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, CredentialUse.layer)),
   Layer.provide(MemoryBus.layer),
@@ -115,5 +129,32 @@ layer(services, { timeout: "120 seconds" })("mailed links", (it) => {
       expect(row!.email).toBe(user.email)
       // The old address was told nothing: nothing changed.
       expect(user.mailedTo(user.email)).toHaveLength(0)
+    }))
+
+  it.effect("a confirmed email is passed to the payment provider; with the provider down the change is made all the same", () =>
+    Effect.gen(function*() {
+      const change = yield* EmailChange
+      const sql = yield* SqlClient.SqlClient
+      const move = (user: { readonly userId: string; readonly mailedTo: (address: string) => ReadonlyArray<SystemMessage> }) =>
+        Effect.gen(function*() {
+          const newEmail = `${uniqueName("moved")}@example.com`
+          yield* change.request(user.userId, { newEmail, password: "the old password" }, PAGE)
+          const token = /#\/confirm-email\/(\S+)/.exec(user.mailedTo(newEmail)[0]!.text)![1]!
+          const done = yield* change.confirm(token)
+          const [row] = yield* sql<{ email: string }>`SELECT email FROM users WHERE id = ${user.userId}`
+          expect(row!.email).toBe(newEmail)
+          return done
+        })
+      const told = yield* account
+      yield* move(told)
+      expect(provider.told).toContain(told.userId)
+
+      provider.down = true
+      const untold = yield* account
+      const done = yield* move(untold).pipe(Effect.ensuring(Effect.sync(() => (provider.down = false))))
+      expect(done.previousEmail).toBe(untold.email)
+      expect(provider.told).not.toContain(untold.userId)
+      // The old address is told all the same.
+      expect(untold.mailedTo(untold.email)).toHaveLength(1)
     }))
 })

@@ -1,6 +1,7 @@
 /** Test users with a mailbox: what SMTP tests send to and read back from. */
 import { withApiKey } from "./accounts.ts"
 import { withKey } from "./typed-client.ts"
+import { until } from "./wait.ts"
 
 export type User = Awaited<ReturnType<typeof withApiKey>>
 
@@ -28,3 +29,17 @@ export const newBox = async (baseUrl: string, options: { readonly user?: User; r
   const mailbox = created.data.mailbox
   return { user, mailboxId: mailbox.mailbox_id, address: mailbox.email_address }
 }
+
+/** The newest email in `box` with `subject`, read whole, once it has arrived (up to 30 s). */
+export const arrivedIn = async (baseUrl: string, box: Box, subject: string) => {
+  const mail = withKey(baseUrl, box.user)
+  const listed = await until(`"${subject}" in ${box.address}`, async () => {
+    const { data } = await mail.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    return data?.data.find((email) => email.subject === subject)
+  }, 30_000, 100, 500)
+  const { data } = await mail.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: listed.email_id } } })
+  return data!.data
+}
+
+/** The token of the confirm-email link in a mailed text. */
+export const emailChangeToken = (text: string | null | undefined) => /#\/confirm-email\/(mre_[A-Za-z0-9_-]+)/.exec(text ?? "")![1]!
