@@ -253,6 +253,14 @@ try {
   await page.getByText(/^Password changed\./).waitFor()
   await shoot("account")
 
+  // Two-factor sign-in being turned on: the secret as a QR code and as text, and the code asked.
+  const twoFactor = page.getByRole("region", { name: "Two-factor sign-in" })
+  await twoFactor.getByRole("button", { name: "Turn on…" }).click()
+  await twoFactor.getByLabel("Password").fill("a better passphrase")
+  await twoFactor.getByRole("button", { name: "Continue" }).click()
+  await twoFactor.getByRole("img", { name: "QR code of the authenticator app's secret" }).waitFor()
+  await shoot("two-factor")
+
   if (problems.length > 0) console.warn("The walk saw problems:\n" + problems.join("\n"))
   console.log(`Screenshots in ${path.relative(repoRoot, outDir)}/`)
 } finally {

@@ -90,12 +90,16 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
   const dns = DnsResolver.layer({ servers: config.dnsServers })
   return Layer.mergeAll(
     WebhookTargets.Default.pipe(Layer.provide(Layer.succeed(WebhookSettings, { allowPrivate: config.webhookAllowPrivate }))),
-    Layer.succeed(MailboxSettings, {
-      sharedDomains: config.sharedDomains,
-      disallowedNames: [...new Set([...config.disallowedEmailNames, SYSTEM_SENDER])]
-    })
+    mailboxSettingsLayer(config)
   ).pipe(Layer.provideMerge(dns))
 }
+
+/** The shared domain pool and the reserved local parts (Mailroom's own sender among them). */
+export const mailboxSettingsLayer = (config: AppConfigShape) =>
+  Layer.succeed(MailboxSettings, {
+    sharedDomains: config.sharedDomains,
+    disallowedNames: [...new Set([...config.disallowedEmailNames, SYSTEM_SENDER])]
+  })
 
 /**
  * Search's outside systems: the embedder (OpenAI with `OPENAI_API_KEY`, else the offline model),

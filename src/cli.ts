@@ -8,6 +8,7 @@
  *   users create <email> [--name <name>] [--password-stdin] [--plan free|pro|enterprise]
  *   users set-plan <email> <free|pro|enterprise>
  *   users set-password <email> [--password-stdin]
+ *   users reset-two-factor <email>
  *   users delete <email> --yes
  *   keys revoke <key_id>
  *   usage <email>
@@ -22,11 +23,12 @@ import { Accounts } from "../services/accounts/accounts.ts"
 import { Administration } from "../services/accounts/administration.ts"
 import { AccountClosure } from "../services/accounts/closure.ts"
 import { Email, PersonName } from "../services/accounts/schemas.ts"
+import { TwoFactor } from "../services/accounts/two-factor.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { ApiKeys } from "../services/keys/api-keys.ts"
 import { Plan } from "../services/plans/plans.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
-import { infrastructureLayer, outboundLayer, paymentsLayer, vectorIndexLayer } from "./app.ts"
+import { infrastructureLayer, mailboxSettingsLayer, outboundLayer, paymentsLayer, vectorIndexLayer } from "./app.ts"
 import type { AppConfigShape } from "./config.ts"
 import * as Database from "./database.ts"
 import { CommandFailed, UsageError } from "./usage.ts"
@@ -84,6 +86,13 @@ const formatLimit = (used: number, limit: number) => `${used} of ${limit < 0 ? "
 const accountsLayer = (config: AppConfigShape) =>
   Layer.mergeAll(Accounts.Default, ApiKeys.Default, Billing.Default, Administration.Default).pipe(
     Layer.provideMerge(infrastructureLayer(config))
+  )
+
+/** `accountsLayer` and two-factor sign-in (whose notices are Mailroom's own mail: its sender, DKIM keys). */
+const twoFactorLayer = (config: AppConfigShape) =>
+  TwoFactor.Default.pipe(
+    Layer.provide(Layer.merge(outboundLayer(config), mailboxSettingsLayer(config))),
+    Layer.provideMerge(accountsLayer(config))
   )
 
 /** `accountsLayer` and deleting accounts: the payment provider and the vector index (no embedder). */
@@ -149,6 +158,20 @@ const usersSetPassword = (args: ReadonlyArray<string>) => {
     const done = yield* failWith((yield* Accounts).setPassword(user.id, password))
     yield* print(`${done.email}: password set; ${done.sessionsEnded} ${done.sessionsEnded === 1 ? "session" : "sessions"} signed out`)
     if (generated) yield* print(`Password: ${password}`)
+  })
+}
+
+/** A person who lost both authenticator app and recovery codes: the operator turns two-factor sign-in off. */
+const usersResetTwoFactor = (args: ReadonlyArray<string>) => {
+  const [email] = exactly(parseArgs(args, [], []).positional, ["email"], "users reset-two-factor")
+  return Effect.gen(function*() {
+    const user = yield* failWith((yield* Administration).userByEmail(email!))
+    const done = yield* (yield* TwoFactor).reset(user.id)
+    yield* print(
+      done.wasOn
+        ? `${user.email}: two-factor sign-in turned off; the password alone signs in until it is turned on again`
+        : `${user.email}: two-factor sign-in was off; nothing changed`
+    )
   })
 }
 
@@ -247,9 +270,12 @@ export const runCommand = (config: AppConfigShape, command: string, args: Readon
         if (sub === "create") return Effect.provide(usersCreate(rest), accountsLayer(config))
         if (sub === "set-plan") return Effect.provide(usersSetPlan(rest), accountsLayer(config))
         if (sub === "set-password") return Effect.provide(usersSetPassword(rest), accountsLayer(config))
+        if (sub === "reset-two-factor") return Effect.provide(usersResetTwoFactor(rest), twoFactorLayer(config))
         if (sub === "delete") return Effect.provide(usersDelete(rest), closureLayer(config))
         return Effect.fail(
-          new UsageError(sub === undefined ? "users needs a subcommand: create, set-plan, set-password, delete" : `unknown users subcommand ${sub}`)
+          new UsageError(
+            sub === undefined ? "users needs a subcommand: create, set-plan, set-password, reset-two-factor, delete" : `unknown users subcommand ${sub}`
+          )
         )
       }
       case "keys": {

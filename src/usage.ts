@@ -16,6 +16,9 @@ Commands:
   users set-password <email> [--password-stdin]
                                 set an account's password (generated and printed unless read from stdin);
                                 every session of the account is signed out
+  users reset-two-factor <email>
+                                turn two-factor sign-in off for a person who lost their authenticator app
+                                and recovery codes (the password alone signs in until it is on again)
   users delete <email> --yes    delete an account and everything it holds, for good (its subscription ends;
                                 its addresses are held from other accounts for 30 days)
   keys revoke <key_id>          revoke an API key

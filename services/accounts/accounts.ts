@@ -14,6 +14,7 @@ import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { CredentialUse } from "./credential-use.ts"
 import { hashPassword, needsRehash, PasswordCost, verifyPassword } from "./passwords.ts"
 import { Principals } from "./principals.ts"
+import { NOT_A_CODE, type SecondFactorUsed, useSecondFactor } from "./second-factor.ts"
 import type { ChangePasswordInput, LoginInput, LoginSession, PasswordChanged, RegisteredUser, RegisterInput, User } from "./schemas.ts"
 import { AccountSettings } from "./settings.ts"
 import {
@@ -47,6 +48,8 @@ export interface NewSession {
   /** The dashboard session cookie's value. */
   readonly cookieToken: string
   readonly cookieMaxAge: number
+  /** How the login proved its second factor, for an account with two-factor sign-in on. */
+  readonly secondFactor: Option.Option<SecondFactorUsed>
 }
 
 export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
@@ -86,7 +89,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
           : Effect.fail(error))
     )
 
-    const openSession = (user: User, client: LoginClient) =>
+    const openSession = (user: User, client: LoginClient, secondFactor: Option.Option<SecondFactorUsed> = Option.none()) =>
       Effect.gen(function*() {
         const sessionId = newId("ses")
         const refreshToken = opaqueToken(refreshTokenPrefix)
@@ -109,7 +112,8 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
           expiresIn: ACCESS_TOKEN_SECONDS,
           user,
           cookieToken,
-          cookieMaxAge: REFRESH_TOKEN_SECONDS
+          cookieMaxAge: REFRESH_TOKEN_SECONDS,
+          secondFactor
         } satisfies NewSession
       })
 
@@ -140,13 +144,21 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
           Effect.asVoid
         )
 
+    /**
+     * Log in with the email and password, and for an account with two-factor sign-in on, its second
+     * factor (`code`). Without one, such an account is refused 401 with `details.code` "is required"
+     * (the password was right: the client asks for the code and sends all three again); a wrong code
+     * counts as a failed login, as a wrong password does.
+     */
     const login = Effect.fn("Accounts.login")(function*(input: LoginInput, client: LoginClient = { userAgent: undefined, address: undefined }) {
       const email = input.email.toLowerCase()
       const subject = failedLogins(email)
       yield* failedLoginGate(subject)
 
-      const rows = yield* sql<{ id: string; email: string; name: string; passwordHash: string }>`
-        SELECT id, email, name, password_hash FROM users WHERE email_normalized = ${email}`
+      const rows = yield* sql<{ id: string; email: string; name: string; passwordHash: string; totpSecret: string | null }>`
+        SELECT u.id, u.email, u.name, u.password_hash, t.secret AS totp_secret
+        FROM users u LEFT JOIN two_factor t ON t.user_id = u.id AND t.enabled_at IS NOT NULL
+        WHERE u.email_normalized = ${email}`
       const found = rows[0]
       const valid = yield* verifyPassword(input.password, found?.passwordHash ?? (yield* decoyHash))
       if (!found || !valid) {
@@ -154,7 +166,20 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         return yield* Unauthorized.of("Invalid email or password")
       }
       if (needsRehash(found.passwordHash, cost)) yield* rehash(found.id, found.passwordHash, input.password)
-      return yield* openSession({ userId: found.id, email: found.email, name: found.name }, client)
+      const user = { userId: found.id, email: found.email, name: found.name }
+      if (found.totpSecret === null) return yield* openSession(user, client)
+      if (input.code === undefined || input.code.trim() === "") {
+        return yield* new Unauthorized({
+          message: "This account signs in with a code from its authenticator app too: send it as code",
+          details: { code: "is required" }
+        })
+      }
+      const used = yield* useSecondFactor(found.id, found.totpSecret, input.code)
+      if (Option.isNone(used)) {
+        yield* countFailedLogin(subject)
+        return yield* new Unauthorized({ message: "Invalid code", details: { code: NOT_A_CODE } })
+      }
+      return yield* openSession(user, client, used)
     })
 
     /** Exchange a refresh token for a new access token and a new refresh token (rotation). */

@@ -33,7 +33,10 @@ export type RegisterInput = typeof RegisterInput.Type
 
 export const LoginInput = Schema.Struct({
   email: Schema.Trim.pipe(Schema.minLength(1, { message: () => "is required" })),
-  password: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" }))
+  password: Schema.String.pipe(Schema.minLength(1, { message: () => "is required" })),
+  code: Schema.optional(Schema.String.pipe(Schema.maxLength(64)).annotations({
+    description: "With two-factor sign-in on: the authenticator app's current 6-digit code, or one of the account's unused recovery codes"
+  }))
 }).annotations({ identifier: "LoginInput", ...allErrors })
 export type LoginInput = typeof LoginInput.Type
 
@@ -157,3 +160,46 @@ export const EmailChanged = Schema.Struct({
   email: Schema.String.annotations({ description: "The account's email now: sign in with it" }),
   previousEmail: Schema.String.annotations({ description: "The email it had, which was told of the change" })
 }).annotations({ identifier: "EmailChanged" })
+
+const PasswordAgain = Schema.String.pipe(Schema.minLength(1, { message: () => "is required" })).annotations({
+  description: "The account's password, asked again"
+})
+const SecondFactorCode = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "is required" }),
+  Schema.maxLength(64, { message: () => "must be at most 64 characters" })
+)
+
+export const TwoFactorStatus = Schema.Struct({
+  enabled: Schema.Boolean.annotations({ description: "Whether a login asks for a code from an authenticator app after the password" }),
+  enabledAt: Schema.NullOr(Schema.String),
+  recoveryCodesLeft: Schema.Number.annotations({ description: "Unused recovery codes; 0 while it is off" })
+}).annotations({ identifier: "TwoFactorStatus" })
+
+export const TwoFactorSetupInput = Schema.Struct({ password: PasswordAgain }).annotations({ identifier: "TwoFactorSetupInput", ...allErrors })
+
+export const TwoFactorSetup = Schema.Struct({
+  secret: Schema.String.annotations({ description: "The authenticator app's secret, base32, for typing into the app" }),
+  otpauthUri: Schema.String.annotations({ description: "The same as an otpauth://totp/ URI, what the app scans from a QR code" })
+}).annotations({ identifier: "TwoFactorSetup" })
+
+export const TwoFactorEnableInput = Schema.Struct({
+  code: SecondFactorCode.annotations({ description: "The app's current 6-digit code for the secret setup answered" })
+}).annotations({ identifier: "TwoFactorEnableInput", ...allErrors })
+
+export const TwoFactorEnabled = Schema.Struct({
+  enabledAt: Schema.String,
+  recoveryCodes: Schema.Array(Schema.String).annotations({
+    description: "10 codes, each signing in once in place of the app's: shown this once, keep them somewhere safe"
+  })
+}).annotations({ identifier: "TwoFactorEnabled" })
+
+export const TwoFactorDisableInput = Schema.Struct({
+  password: PasswordAgain,
+  code: SecondFactorCode.annotations({ description: "The app's current code, or an unused recovery code" })
+}).annotations({ identifier: "TwoFactorDisableInput", ...allErrors })
+
+export const RecoveryCodesInput = Schema.Struct({ password: PasswordAgain }).annotations({ identifier: "RecoveryCodesInput", ...allErrors })
+
+export const RecoveryCodes = Schema.Struct({
+  recoveryCodes: Schema.Array(Schema.String).annotations({ description: "10 new codes, shown this once; the earlier ones no longer work" })
+}).annotations({ identifier: "RecoveryCodes" })

@@ -1,6 +1,6 @@
 /**
  * The dashboard's serving (issue 21): `/` answers the one HTML page, `/assets/*` the client's ES
- * modules and stylesheet from ./client, and `/assets/vendor/*` Preact and htm straight from their
+ * modules and stylesheet from ./client, and `/assets/vendor/*` Preact, htm and uqr straight from their
  * installed packages. No build step: the browser loads plain ES modules, bare imports resolved by
  * the page's import map. Everything is read once, at start, and answered from memory.
  */
@@ -21,18 +21,24 @@ const vendor: ReadonlyArray<readonly [specifier: string, file: string, resolved:
   ["preact", "preact.js", "preact"],
   ["preact/hooks", "preact-hooks.js", "preact/hooks"],
   ["htm", "htm.js", "htm"],
-  ["htm/preact", "htm-preact.js", "htm/preact"]
+  ["htm/preact", "htm-preact.js", "htm/preact"],
+  // QR codes of two-factor sign-in's secret, drawn in the browser: the secret never leaves the page as an image.
+  ["uqr", "uqr.js", "uqr"]
 ].map(([specifier, file, id]) => [specifier!, file!, moduleFile(id!)] as const)
 
-/** The browser build of a package entry: its `module` (ES module) file beside the CommonJS one `require` finds. */
+/**
+ * The browser build of a package entry: its ES module file beside the CommonJS one `require` finds
+ * (`x.module.js` beside `x.js`, or `x.mjs` beside `x.cjs`).
+ */
 function moduleFile(id: string): string {
   const cjs = require.resolve(id)
-  const esm = cjs.replace(/\.js$/, ".module.js")
+  const esm = cjs.endsWith(".cjs") ? cjs.replace(/\.cjs$/, ".mjs") : cjs.replace(/\.js$/, ".module.js")
   return fs.existsSync(esm) ? esm : cjs
 }
 
 const CONTENT_TYPES: Record<string, string> = {
   ".js": "text/javascript; charset=utf-8",
+  ".mjs": "text/javascript; charset=utf-8",
   ".css": "text/css; charset=utf-8",
   ".svg": "image/svg+xml"
 }

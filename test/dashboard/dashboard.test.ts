@@ -13,6 +13,7 @@ import { signUp } from "../support/accounts.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
+import { totpAt } from "../../services/accounts/totp.ts"
 import { anonymous, withKey } from "../support/typed-client.ts"
 import { sleep, until } from "../support/wait.ts"
 
@@ -502,6 +503,60 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(await page.locator(".who a").textContent()).toBe(after.address)
     await page.getByRole("link", { name: "Continue" }).click()
     await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+    expect(watched.problems).toEqual([])
+  })
+
+  it("turns two-factor sign-in on from the account page (a QR code and the secret), asks for the app's code at sign-in, and turns it off with a recovery code", async () => {
+    const person = await signUp(server.url, { password: "correct horse battery" })
+    // The walk before ended signed in, as another person.
+    await page.getByRole("button", { name: "Sign out", exact: true }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    await page.getByLabel("Email").fill(person.email)
+    await page.getByLabel("Password").fill("correct horse battery")
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await page.locator(".who a").click()
+    const card = page.getByRole("region", { name: "Two-factor sign-in" })
+    await card.getByText("Off: your password alone signs in.").waitFor()
+    await card.getByRole("button", { name: "Turn on…" }).click()
+    await card.getByLabel("Password").fill("correct horse battery")
+    await card.getByRole("button", { name: "Continue" }).click()
+    const qr = card.getByRole("img", { name: "QR code of the authenticator app's secret" })
+    await qr.waitFor()
+    // Drawn: the SVG decoded into an image of its size.
+    expect(await qr.evaluate((image) => (image as unknown as { naturalWidth: number }).naturalWidth)).toBeGreaterThan(0)
+    const secret = (await card.getByTestId("totp-secret").textContent())!.replace(/\s/g, "")
+    expect(secret).toMatch(/^[A-Z2-7]{32}$/)
+    const turnedOnAt = Date.now()
+    await card.getByLabel("Code").fill(totpAt(secret, turnedOnAt))
+    await card.getByRole("button", { name: "Turn on" }).click()
+    const codes = card.getByRole("list", { name: "Recovery codes" }).getByRole("listitem")
+    await codes.first().waitFor()
+    const recoveryCodes = await codes.allTextContents()
+    expect(recoveryCodes).toHaveLength(10)
+    await card.getByRole("button", { name: "I have saved them" }).click()
+    await card.getByText("10 recovery codes left.").waitFor()
+
+    // Signing in now asks for the app's code once the password is right.
+    await page.getByRole("button", { name: "Sign out", exact: true }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    await page.getByLabel("Email").fill(person.email)
+    await page.getByLabel("Password").fill("correct horse battery")
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await page.getByLabel("Code from your authenticator app").fill(totpAt(secret, turnedOnAt + 30_000))
+    await page.getByRole("button", { name: "Verify and sign in" }).click()
+    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+    // The password alone was answered 401 asking for the code: the walk's only refused request.
+    const asked = watched.problems.filter((p) => p.includes("/api/auth/login") || p.includes("status of 401"))
+    expect(asked).toHaveLength(2)
+    watched.problems.splice(0, watched.problems.length, ...watched.problems.filter((p) => !asked.includes(p)))
+
+    await page.locator(".who a").click()
+    await card.getByRole("button", { name: "Turn off…" }).click()
+    const off = card.getByRole("form", { name: "Turn off" })
+    await off.getByLabel("Password").fill("correct horse battery")
+    await off.getByLabel("Code from your authenticator app, or a recovery code").fill(recoveryCodes[3]!)
+    await off.getByRole("button", { name: "Turn off" }).click()
+    await card.getByText("Off: your password alone signs in.").waitFor()
     expect(watched.problems).toEqual([])
   })
 })

@@ -16,6 +16,7 @@
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { totpAt } from "../../services/accounts/totp.ts"
 import { DOMAIN, fresh } from "../support/mailboxes.ts"
 import { mailroomEntry } from "../support/process.ts"
 import { type Backend, createBackend, repoRoot, type Server, startServer } from "../support/server.ts"
@@ -74,7 +75,7 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
   it("prints its commands, and refuses a wrong command line with exit 2", async () => {
     const help = await bin(["help"])
     expect(help.code).toBe(0)
-    for (const command of ["serve", "migrate", "reindex [--all]", "dns-records", "users create", "users set-plan", "users set-password", "users delete", "keys revoke", "usage"]) {
+    for (const command of ["serve", "migrate", "reindex [--all]", "dns-records", "users create", "users set-plan", "users set-password", "users reset-two-factor", "users delete", "keys revoke", "usage"]) {
       expect(help.stdout).toContain(command)
     }
     const unknown = await bin(["frobnicate"])
@@ -131,6 +132,9 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
     expect(login.response.status).toBe(200)
     const loggedIn = withToken(server.url, login.data!.data)
     expect((await loggedIn.GET("/v1/billing/subscription")).data?.data.plan).toBe("enterprise")
+    // Two-factor sign-in on, for the operator to turn off below.
+    const { secret } = (await loggedIn.POST("/api/auth/two-factor/setup", { body: { password } })).data!.data
+    expect((await loggedIn.POST("/api/auth/two-factor/enable", { body: { code: totpAt(secret, Date.now()) } })).response.status).toBe(200)
     const key = await loggedIn.POST("/v1/api-keys", { body: { name: "to revoke" } })
     expect(key.response.status).toBe(201)
     const keyId = key.data!.data.keyId
@@ -166,6 +170,15 @@ describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
     const all = await run("npm", ["run", "--silent", "reindex", "--all"])
     expect(all.stderr).toContain("Embedding 1 emails")
     expect(all.code).toBe(0)
+
+    // A person who lost their authenticator app and recovery codes: the operator turns two-factor sign-in off.
+    const resetTwoFactor = await mailroom(["users", "reset-two-factor", email.toUpperCase()])
+    expect(resetTwoFactor).toMatchObject({ code: 0, stderr: "" })
+    expect(resetTwoFactor.stdout).toBe(`${email}: two-factor sign-in turned off; the password alone signs in until it is turned on again\n`)
+    expect((await mailroom(["users", "reset-two-factor", email])).stdout).toBe(`${email}: two-factor sign-in was off; nothing changed\n`)
+    const nobody = await mailroom(["users", "reset-two-factor", `nobody-${email}`])
+    expect(nobody.code).toBe(1)
+    expect(nobody.stderr).toContain(`No account with the email nobody-${email}`)
 
     // A person locked out where no mail reaches them: the operator sets a password; the login made above ends.
     const tooShort = await mailroom(["users", "set-password", email, "--password-stdin"], { input: "short\n" })

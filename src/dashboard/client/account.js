@@ -1,12 +1,13 @@
 /**
  * The account: who is signed in, where (each login session, one or all of the others signed out),
  * the password changed (the current one asked for, the new one typed twice; every other session is
- * signed out, this one goes on), the email changed (confirmed from the new address), and the account
- * deleted (what goes said first, the password asked).
+ * signed out, this one goes on), two-factor sign-in (two-factor.js), the email changed (confirmed from
+ * the new address), and the account deleted (what goes said first, the password asked).
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
+import { TwoFactor } from "./two-factor.js"
 import { ErrorNote, Field, LoadFailed, useAction, when } from "./ui.js"
 
 /**
@@ -186,6 +187,7 @@ export const AccountPage = ({ user, onDeleted }) => {
       ${done && html`<p class="note" role="status">${done}</p>`}
       ${!byField && html`<${ErrorNote} error=${error} />`}
     </form>
+    <${TwoFactor} />
     <${ChangeEmail} email=${user.email} />
     <${DeleteAccount} onDeleted=${onDeleted} />
   `

@@ -1,15 +1,21 @@
 /** Sign up and sign in: the session is the HttpOnly cookie login sets; the page only remembers who. */
 import { html } from "htm/preact"
 import { useState } from "preact/hooks"
-import { call, fieldError, rememberUser } from "./api.js"
+import { ApiError, call, fieldError, rememberUser } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, useAction } from "./ui.js"
 
-/** @param {{ mode: "signin" | "signup", notice?: string, email?: string, onSignedIn: (user: any) => void }} props */
+/**
+ * An account with two-factor sign-in on is asked, once its password is right, for its authenticator
+ * app's code (or a recovery code): the form grows that field and sends all three again.
+ * @param {{ mode: "signin" | "signup", notice?: string, email?: string, onSignedIn: (user: any) => void }} props
+ */
 export const AuthPage = ({ mode, notice, email: knownEmail = "", onSignedIn }) => {
   const [name, setName] = useState("")
   const [email, setEmail] = useState(knownEmail)
   const [password, setPassword] = useState("")
+  const [code, setCode] = useState("")
+  const [asksCode, setAsksCode] = useState(false)
   const { busy, error, run } = useAction()
   const signingUp = mode === "signup"
 
@@ -18,11 +24,18 @@ export const AuthPage = ({ mode, notice, email: knownEmail = "", onSignedIn }) =
     event.preventDefault()
     return run(async () => {
       if (signingUp) await call("POST", "/api/auth/register", { name, email, password })
-      const { data } = await call("POST", "/api/auth/login", { email, password })
-      rememberUser(data.user)
-      onSignedIn(data.user)
+      try {
+        const { data } = await call("POST", "/api/auth/login", { email, password, ...(asksCode ? { code } : {}) })
+        rememberUser(data.user)
+        onSignedIn(data.user)
+      } catch (failure) {
+        // The password was right; the account asks for its second factor too.
+        if (failure instanceof ApiError && failure.details?.code === "is required") return setAsksCode(true)
+        throw failure
+      }
     })
   }
+  const codeError = fieldError(error, "code")
 
   return html`
     <section class="card narrow">
@@ -36,8 +49,11 @@ export const AuthPage = ({ mode, notice, email: knownEmail = "", onSignedIn }) =
         <${Field} id="password" label="Password" type="password" value=${password} onInput=${setPassword} required
           minLength=${signingUp ? 8 : undefined} autocomplete=${signingUp ? "new-password" : "current-password"}
           hint=${signingUp ? "At least 8 characters" : undefined} error=${fieldError(error, "password")} />
-        <${ErrorNote} error=${error} />
-        <button type="submit" disabled=${busy}>${signingUp ? "Sign up" : "Sign in"}</button>
+        ${asksCode && html`<${Field} id="code" label="Code from your authenticator app" value=${code} onInput=${setCode} required
+          autocomplete="one-time-code" inputmode="numeric" autofocus=${true}
+          hint="The 6 digits it shows for Mailroom now; without the app, one of your recovery codes" error=${codeError && "That code does not work: it is not the app's current one, or it was used"} />`}
+        <${ErrorNote} error=${codeError ? null : error} />
+        <button type="submit" disabled=${busy}>${signingUp ? "Sign up" : asksCode ? "Verify and sign in" : "Sign in"}</button>
       </form>
       <p class="muted">
         ${signingUp

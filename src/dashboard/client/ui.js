@@ -34,13 +34,14 @@ export const Frame = ({ user, section, onSignOut, children }) => html`
 /**
  * A labelled input; `hint` and `error` are announced with it.
  * @param {{ id: string, label: string, value: string, onInput: (value: string) => void, type?: string,
- *   hint?: any, error?: string, autocomplete?: string, required?: boolean, minLength?: number }} props
+ *   hint?: any, error?: string, autocomplete?: string, required?: boolean, minLength?: number, inputmode?: string,
+ *   autofocus?: boolean }} props
  */
-export const Field = ({ id, label, value, onInput, type = "text", hint, error, autocomplete, required, minLength }) => html`
+export const Field = ({ id, label, value, onInput, type = "text", hint, error, autocomplete, required, minLength, inputmode, autofocus }) => html`
   <div class="field">
     <label for=${id}>${label}</label>
     <input id=${id} name=${id} type=${type} value=${value} required=${required} minLength=${minLength}
-      autocomplete=${autocomplete} aria-invalid=${error ? "true" : undefined}
+      autocomplete=${autocomplete} inputmode=${inputmode} autofocus=${autofocus} aria-invalid=${error ? "true" : undefined}
       aria-describedby=${hint || error ? id + "-note" : undefined}
       onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)} />
     ${(hint || error) && html`<p id=${id + "-note"} class=${error ? "note error" : "note"} aria-live="polite">${error ?? hint}</p>`}

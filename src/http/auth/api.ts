@@ -21,7 +21,15 @@ import {
   RefreshInput,
   RegisteredUser,
   RegisterInput,
-  SessionCredentials
+  RecoveryCodes,
+  RecoveryCodesInput,
+  SessionCredentials,
+  TwoFactorDisableInput,
+  TwoFactorEnabled,
+  TwoFactorEnableInput,
+  TwoFactorSetup,
+  TwoFactorSetupInput,
+  TwoFactorStatus
 } from "../../../services/accounts/schemas.ts"
 import { Message, Ok } from "../envelope.ts"
 import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
@@ -47,7 +55,8 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(envelope(RateLimited))
       .annotateContext(OpenApi.annotations({
         summary: "Log in",
-        description: "Answers an access token (900 s) and a refresh token (30 days), and sets the dashboard session cookie. Wrong credentials are 401; 10 failed logins per account in 15 minutes are 429"
+        description: "Answers an access token (900 s) and a refresh token (30 days), and sets the dashboard session cookie. Wrong credentials are 401; 10 failed logins per account in 15 minutes are 429. " +
+          "An account with two-factor sign-in on needs code too: without it 401 with details.code \"is required\" (ask for it and send all three again); a wrong or used code is 401 on details.code and counts as a failed login"
       }))
   )
   .add(
@@ -183,6 +192,73 @@ export class AuthGroup extends HttpApiGroup.make("auth")
           "webhooks and lists; a paid subscription ends now (not refunded) and the payment provider forgets the card. " +
           "Its mailboxes' addresses are held from other accounts for 30 days; its email may be registered again at once. " +
           "503 SERVICE_UNAVAILABLE while the payment provider or the search index cannot be reached: the account stays; retry."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("twoFactor", "/two-factor")
+      .addSuccess(Ok(TwoFactorStatus))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Two-factor sign-in: on or off",
+        description: "Whether a login asks for an authenticator app's code after the password, since when, and how many recovery codes are left"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("setUpTwoFactor", "/two-factor/setup")
+      .setPayload(TwoFactorSetupInput)
+      .addSuccess(Ok(TwoFactorSetup))
+      .addError(envelope(ValidationError))
+      .addError(envelope(Conflict))
+      .addError(envelope(RateLimited))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Set up an authenticator app",
+        description: "From a login session, with the password (a wrong one is 400 on details.password and counts as a failed login). " +
+          "Answers a new TOTP secret (SHA-1, 6 digits, 30 s) as text and as an otpauth:// URI for a QR code; nothing changes at " +
+          "sign-in until POST /api/auth/two-factor/enable confirms a code of it. Setting up again replaces a secret not yet turned on; " +
+          "409 CONFLICT while two-factor sign-in is on"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("enableTwoFactor", "/two-factor/enable")
+      .setPayload(TwoFactorEnableInput)
+      .addSuccess(Ok(TwoFactorEnabled))
+      .addError(envelope(ValidationError))
+      .addError(envelope(Conflict))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Turn two-factor sign-in on",
+        description: "With the app's current code for the secret setup answered (else 400 on details.code). Answers 10 recovery codes, " +
+          "shown this once. From now on a login needs code as well; the account's email is told. 409 CONFLICT when nothing " +
+          "is set up, or when it is on already"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("newRecoveryCodes", "/two-factor/recovery-codes")
+      .setPayload(RecoveryCodesInput)
+      .addSuccess(Ok(RecoveryCodes))
+      .addError(envelope(ValidationError))
+      .addError(envelope(Conflict))
+      .addError(envelope(RateLimited))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Make new recovery codes",
+        description: "With the password (400 on details.password otherwise): 10 new codes, shown this once; the earlier ones stop " +
+          "working. 409 CONFLICT while two-factor sign-in is off"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.del("disableTwoFactor", "/two-factor")
+      .setPayload(TwoFactorDisableInput)
+      .addSuccess(Ok(TwoFactorStatus))
+      .addError(envelope(ValidationError))
+      .addError(envelope(Conflict))
+      .addError(envelope(RateLimited))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "Turn two-factor sign-in off",
+        description: "With the password and a code (the app's, or an unused recovery code): a wrong one is 400 on its field and counts " +
+          "as a failed login. The account's email is told. 409 CONFLICT while it is off"
       }))
   )
   .prefix("/api/auth")

@@ -4,6 +4,7 @@ import { Accounts } from "../../../services/accounts/accounts.ts"
 import { AccountClosure } from "../../../services/accounts/closure.ts"
 import { EmailChange } from "../../../services/accounts/email-change.ts"
 import { PasswordReset } from "../../../services/accounts/password-reset.ts"
+import { TwoFactor } from "../../../services/accounts/two-factor.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Unauthorized } from "../../../services/errors.ts"
 import { AppConfig } from "../../config.ts"
@@ -17,6 +18,7 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
     const closure = yield* AccountClosure
     const resets = yield* PasswordReset
     const emailChange = yield* EmailChange
+    const twoFactor = yield* TwoFactor
     const { appUrl } = yield* AppConfig
     const cookieOptions = { httpOnly: true, sameSite: "lax", secure: appUrl.startsWith("https:"), path: "/" } as const
 
@@ -45,6 +47,11 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
           accounts.login(payload, { userAgent: request.headers["user-agent"], address: Option.getOrUndefined(request.remoteAddress) })).pipe(
           orUnavailable,
           Effect.tap((session) => setCookie(session.cookieToken, Duration.seconds(session.cookieMaxAge))),
+          Effect.tap((session) =>
+            Option.match(Option.filter(session.secondFactor, (used) => used.method === "recovery_code"), {
+              onNone: () => Effect.void,
+              onSome: (used) => twoFactor.recoveryCodeUsed(session.user.userId, used.recoveryCodesLeft).pipe(Effect.catchAll(() => Effect.void))
+            })),
           Effect.map(({ accessToken, expiresIn, refreshToken, user }) => ({
             success: true as const,
             data: { accessToken, refreshToken, expiresIn, user }
@@ -76,6 +83,11 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
       .handle("endSession", ({ path }) => forSession((userId) => accounts.endSession(userId, path.sessionId)))
       .handle("endOtherSessions", () => forSession((userId, sessionId) => accounts.endOtherSessions(userId, sessionId)))
       .handle("changePassword", ({ payload }) => forSession((userId, sessionId) => accounts.changePassword(userId, sessionId, payload)))
+      .handle("twoFactor", () => forSession((userId) => twoFactor.status(userId)))
+      .handle("setUpTwoFactor", ({ payload }) => forSession((userId) => twoFactor.setup(userId, payload.password)))
+      .handle("enableTwoFactor", ({ payload }) => forSession((userId) => twoFactor.enable(userId, payload.code)))
+      .handle("newRecoveryCodes", ({ payload }) => forSession((userId) => twoFactor.regenerateRecoveryCodes(userId, payload.password)))
+      .handle("disableTwoFactor", ({ payload }) => forSession((userId) => twoFactor.disable(userId, payload)))
       .handle("deleteAccount", ({ payload }) =>
         forSession((userId) =>
           Effect.zipRight(
@@ -84,4 +96,4 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
             Effect.catchTag(closure.close(userId), "NotFound", () => Effect.fail(Unauthorized.of("The account no longer exists")))
           )
         ).pipe(Effect.tap(() => setCookie("", Duration.zero))))
-  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default, EmailChange.Default]))
+  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default, EmailChange.Default, TwoFactor.Default]))
