@@ -244,13 +244,15 @@ try {
   await page.getByRole("progressbar", { name: "Storage" }).waitFor()
   await shoot("billing")
 
-  // The account page with a password change done.
+  // The account page with a password change done, and the account's activity shown.
   await page.locator(".who a").click()
   await page.getByLabel("Current password").fill("correct horse battery")
   await page.getByLabel("New password", { exact: true }).fill("a better passphrase")
   await page.getByLabel("New password, again").fill("a better passphrase")
   await page.getByRole("button", { name: "Change password" }).click()
   await page.getByText(/^Password changed\./).waitFor()
+  await page.getByRole("button", { name: "Show activity" }).click()
+  await page.getByRole("list", { name: "Activity" }).waitFor()
   await shoot("account")
 
   // Two-factor sign-in being turned on: the secret as a QR code and as text, and the code asked.

@@ -155,7 +155,7 @@ const usersSetPassword = (args: ReadonlyArray<string>) => {
     const password = generated ? randomBytes(18).toString("base64url") : yield* readStdin()
     if (password.length < 8) return yield* Effect.fail(new UsageError("the password read from stdin must be at least 8 characters"))
     const user = yield* failWith((yield* Administration).userByEmail(email!))
-    const done = yield* failWith((yield* Accounts).setPassword(user.id, password))
+    const done = yield* failWith((yield* Accounts).setPassword(user.id, password, "operator"))
     yield* print(`${done.email}: password set; ${done.sessionsEnded} ${done.sessionsEnded === 1 ? "session" : "sessions"} signed out`)
     if (generated) yield* print(`Password: ${password}`)
   })

@@ -11,6 +11,7 @@ import { Billing } from "../billing/billing.ts"
 import { isUniqueViolation } from "../unique-violation.ts"
 import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../errors.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { AccountActivity, RequestOrigin } from "./activity.ts"
 import { CredentialUse } from "./credential-use.ts"
 import { hashPassword, needsRehash, PasswordCost, verifyPassword } from "./passwords.ts"
 import { Principals } from "./principals.ts"
@@ -53,9 +54,10 @@ export interface NewSession {
 }
 
 export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
-  dependencies: [Billing.Default, RateLimiter.layer, CredentialUse.layer],
+  dependencies: [Billing.Default, RateLimiter.layer, CredentialUse.layer, AccountActivity.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const activity = yield* AccountActivity
     const billing = yield* Billing
     const uses = yield* CredentialUse
     const limiter = yield* RateLimiter
@@ -161,13 +163,20 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         WHERE u.email_normalized = ${email}`
       const found = rows[0]
       const valid = yield* verifyPassword(input.password, found?.passwordHash ?? (yield* decoyHash))
+      // Recorded with where the login came from (a refused one for an account that exists).
+      const note = (userId: string, kind: "login" | "login_failed", detail: Record<string, string | number>) =>
+        Effect.provideService(activity.record(userId, kind, detail), RequestOrigin, client)
       if (!found || !valid) {
+        if (found) yield* note(found.id, "login_failed", { reason: "password" })
         yield* countFailedLogin(subject)
         return yield* Unauthorized.of("Invalid email or password")
       }
       if (needsRehash(found.passwordHash, cost)) yield* rehash(found.id, found.passwordHash, input.password)
       const user = { userId: found.id, email: found.email, name: found.name }
-      if (found.totpSecret === null) return yield* openSession(user, client)
+      if (found.totpSecret === null) {
+        yield* note(found.id, "login", {})
+        return yield* openSession(user, client)
+      }
       if (input.code === undefined || input.code.trim() === "") {
         return yield* new Unauthorized({
           message: "This account signs in with a code from its authenticator app too: send it as code",
@@ -176,9 +185,14 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       }
       const used = yield* useSecondFactor(found.id, found.totpSecret, input.code)
       if (Option.isNone(used)) {
+        yield* note(found.id, "login_failed", { reason: "code" })
         yield* countFailedLogin(subject)
         return yield* new Unauthorized({ message: "Invalid code", details: { code: NOT_A_CODE } })
       }
+      yield* note(found.id, "login", {
+        secondFactor: used.value.method,
+        ...(used.value.method === "recovery_code" ? { recoveryCodesLeft: used.value.recoveryCodesLeft } : {})
+      })
       return yield* openSession(user, client, used)
     })
 
@@ -264,6 +278,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       }))
       const otherSessionsEnded = ended.filter((session) => session.live).length
       yield* principals.changed(userId)
+      yield* activity.record(userId, "password_changed", { otherSessionsEnded })
       yield* Effect.logInfo("Password changed; other sessions signed out").pipe(
         Effect.annotateLogs({ user_id: userId, sessions_ended: otherSessionsEnded })
       )
@@ -279,7 +294,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
      * every link it was mailed end, on every node; its failed logins (the forgotten password, tried) no
      * longer hold the new one back. API keys keep working.
      */
-    const setPassword = Effect.fn("Accounts.setPassword")(function*(userId: string, password: string) {
+    const setPassword = Effect.fn("Accounts.setPassword")(function*(userId: string, password: string, by: "link" | "operator") {
       const passwordHash = yield* hashPassword(password, cost)
       const done = yield* sql.withTransaction(Effect.gen(function*() {
         const users = yield* sql<{ email: string; emailNormalized: string }>`
@@ -293,6 +308,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       if (Option.isNone(done)) return yield* new NotFound({ message: "No such account", details: { userId } })
       yield* principals.changed(userId)
       yield* limiter.forget(failedLogins(done.value.emailNormalized))
+      yield* activity.record(userId, by === "link" ? "password_reset" : "password_set", { sessionsEnded: done.value.sessionsEnded })
       yield* Effect.logInfo("Password set; every session signed out").pipe(
         Effect.annotateLogs({ user_id: userId, sessions_ended: done.value.sessionsEnded })
       )
@@ -334,6 +350,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         WHERE id = ${sessionId} AND user_id = ${userId} AND revoked_at IS NULL AND refresh_expires_at > now() RETURNING id`
       if (ended.length === 0) return yield* new NotFound({ message: "Session not found", details: { sessionId } })
       yield* principals.changed(userId)
+      yield* activity.record(userId, "sessions_signed_out", { ended: 1 })
       return { ended: 1 }
     })
 
@@ -342,7 +359,10 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       const ended = yield* sql`
         UPDATE sessions SET revoked_at = now()
         WHERE user_id = ${userId} AND id <> ${currentSessionId} AND revoked_at IS NULL AND refresh_expires_at > now() RETURNING id`
-      if (ended.length > 0) yield* principals.changed(userId)
+      if (ended.length > 0) {
+        yield* principals.changed(userId)
+        yield* activity.record(userId, "sessions_signed_out", { ended: ended.length })
+      }
       return { ended: ended.length }
     })
 

@@ -17,6 +17,7 @@ import { letter, SystemMail } from "../outbound/system-mail.ts"
 import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { isUniqueViolation } from "../unique-violation.ts"
 import { Accounts } from "./accounts.ts"
+import { AccountActivity } from "./activity.ts"
 import { Principals } from "./principals.ts"
 import { opaqueToken, sha256 } from "./tokens.ts"
 
@@ -28,7 +29,7 @@ const taken = (field: string) =>
   new Conflict({ message: "An account with this email is already registered", details: { [field]: "already registered" } })
 
 export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailChange", {
-  dependencies: [Accounts.Default, RateLimiter.layer, SystemMail.Default],
+  dependencies: [Accounts.Default, RateLimiter.layer, SystemMail.Default, AccountActivity.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const accounts = yield* Accounts
@@ -36,6 +37,7 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
     const mail = yield* SystemMail
     const principals = yield* Principals
     const payments = yield* PaymentProvider
+    const activity = yield* AccountActivity
 
     /**
      * Mail a link to `newEmail` that moves the account there. The password is asked again (a session
@@ -98,6 +100,7 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
       const { email, name, previousEmail, userId } = done.value
       yield* principals.changed(userId)
       yield* Effect.logInfo("Account email changed").pipe(Effect.annotateLogs({ user_id: userId }))
+      yield* activity.record(userId, "email_changed", { previousEmail, email })
       // Receipts and invoices follow. The change is made either way: a provider that could not be told
       // now is told at the account's next checkout or portal visit.
       yield* payments.emailChanged(userId).pipe(

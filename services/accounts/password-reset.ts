@@ -76,7 +76,7 @@ export class PasswordReset extends Effect.Service<PasswordReset>()("mailroom/Pas
       const link = taken[0]
       if (!link?.live) return yield* badLink()
       // The account deleted since the link was taken: its links went with it.
-      const done = yield* Effect.catchTag(accounts.setPassword(link.userId, input.password), "NotFound", badLink)
+      const done = yield* Effect.catchTag(accounts.setPassword(link.userId, input.password, "link"), "NotFound", badLink)
       return {
         ...done,
         message: "Password set; every session of the account is signed out: sign in with the new password"

@@ -203,3 +203,36 @@ export const RecoveryCodesInput = Schema.Struct({ password: PasswordAgain }).ann
 export const RecoveryCodes = Schema.Struct({
   recoveryCodes: Schema.Array(Schema.String).annotations({ description: "10 new codes, shown this once; the earlier ones no longer work" })
 }).annotations({ identifier: "RecoveryCodes" })
+
+/** What the account's activity records (activity.ts). */
+export const ActivityKind = Schema.Literal(
+  "login",
+  "login_failed",
+  "password_changed",
+  "password_reset",
+  "password_set",
+  "email_changed",
+  "two_factor_enabled",
+  "two_factor_disabled",
+  "recovery_codes_regenerated",
+  "sessions_signed_out",
+  "api_key_created",
+  "api_key_revoked"
+).annotations({
+  description: "login (detail.secondFactor: app or recovery_code, for an account with two-factor sign-in); login_failed " +
+    "(detail.reason: password or code; a wrong password of an unknown email is nobody's); password_changed (from a " +
+    "session); password_reset (from a mailed link); password_set (by an operator); email_changed (detail.previousEmail, " +
+    "email); two_factor_enabled; two_factor_disabled (detail.by: operator when it was); recovery_codes_regenerated; " +
+    "sessions_signed_out (detail.ended); api_key_created and api_key_revoked (detail.keyId, name)"
+})
+export type ActivityKind = typeof ActivityKind.Type
+
+export const ActivityEntry = Schema.Struct({
+  activityId: Schema.String,
+  kind: ActivityKind,
+  at: Schema.String,
+  clientAddress: Schema.NullOr(Schema.String).annotations({ description: "The address the request came from; null for an operator's command" }),
+  userAgent: Schema.NullOr(Schema.String).annotations({ description: "The client, as it named itself" }),
+  detail: Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Number, Schema.Boolean) })
+}).annotations({ identifier: "ActivityEntry" })
+export type ActivityEntry = typeof ActivityEntry.Type

@@ -18,6 +18,7 @@ import { Conflict, Unauthorized, ValidationError } from "../errors.ts"
 import { letter, SystemMail } from "../outbound/system-mail.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { Accounts, failedLogins } from "./accounts.ts"
+import { AccountActivity } from "./activity.ts"
 import type { TwoFactorStatus } from "./schemas.ts"
 import { NOT_A_CODE, useSecondFactor } from "./second-factor.ts"
 import { asTotpCode, matchingStep, newRecoveryCodes, newTotpSecret, otpauthUri, RECOVERY_CODES, recoveryCodeDigest } from "./totp.ts"
@@ -28,12 +29,13 @@ export const TOTP_ISSUER = "Mailroom"
 const NOTICE_HOURS = 24
 
 export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor", {
-  dependencies: [Accounts.Default, RateLimiter.layer, SystemMail.Default],
+  dependencies: [Accounts.Default, RateLimiter.layer, SystemMail.Default, AccountActivity.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const accounts = yield* Accounts
     const limiter = yield* RateLimiter
     const mail = yield* SystemMail
+    const activity = yield* AccountActivity
 
     /** The session's account (deleted meanwhile by another of its sessions: 401, as for any credential of it). */
     const userOf = (userId: string) =>
@@ -111,6 +113,7 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
       }
       const user = yield* userOf(userId)
       yield* Effect.logInfo("Two-factor sign-in turned on").pipe(Effect.annotateLogs({ user_id: userId }))
+      yield* activity.record(userId, "two_factor_enabled")
       yield* notify(user, "Two-factor sign-in is on for your Mailroom account", [
         `From now on, signing in to the Mailroom account ${user.email} asks for a code from your authenticator app after the password.`,
         `Keep the ${RECOVERY_CODES} recovery codes you were shown somewhere safe: each signs in once without the app.`,
@@ -141,6 +144,7 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
       if (Option.isNone(used)) return yield* wrongCode(user.emailNormalized)
       yield* sql`DELETE FROM two_factor WHERE user_id = ${userId}`
       yield* Effect.logInfo("Two-factor sign-in turned off").pipe(Effect.annotateLogs({ user_id: userId }))
+      yield* activity.record(userId, "two_factor_disabled")
       yield* notify(user, "Two-factor sign-in is off for your Mailroom account", [
         `Signing in to the Mailroom account ${user.email} asks for the password only from now on.`,
         "If you did not turn it off, someone who knew your password and had your authenticator app or a recovery code did: change your password and ask your Mailroom operator for help."
@@ -155,6 +159,7 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
       const recoveryCodes = newRecoveryCodes()
       yield* sql`UPDATE two_factor SET recovery_hashes = ${recoveryCodes.map(recoveryCodeDigest)}::text[]
                  WHERE user_id = ${userId} AND enabled_at IS NOT NULL`
+      yield* activity.record(userId, "recovery_codes_regenerated")
       return { recoveryCodes }
     })
 
@@ -175,7 +180,10 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
     const reset = Effect.fn("TwoFactor.reset")(function*(userId: string) {
       const removed = yield* sql<{ was: boolean }>`DELETE FROM two_factor WHERE user_id = ${userId} RETURNING enabled_at IS NOT NULL AS was`
       const wasOn = removed[0]?.was === true
-      if (wasOn) yield* Effect.logInfo("Two-factor sign-in turned off by an operator").pipe(Effect.annotateLogs({ user_id: userId }))
+      if (wasOn) {
+        yield* Effect.logInfo("Two-factor sign-in turned off by an operator").pipe(Effect.annotateLogs({ user_id: userId }))
+        yield* activity.record(userId, "two_factor_disabled", { by: "operator" })
+      }
       return { wasOn }
     })
 

@@ -5,6 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect } from "effect"
+import { AccountActivity } from "../accounts/activity.ts"
 import { CredentialUse } from "../accounts/credential-use.ts"
 import { Principals } from "../accounts/principals.ts"
 import { apiKeyPrefix, maskKey, newId, opaqueToken, sha256 } from "../accounts/tokens.ts"
@@ -37,9 +38,10 @@ interface KeyRow {
 }
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
-  dependencies: [CredentialUse.layer],
+  dependencies: [CredentialUse.layer, AccountActivity.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const activity = yield* AccountActivity
     const usage = yield* CredentialUse
     const health = yield* DependencyHealth
     const bus = yield* Bus
@@ -89,6 +91,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
         }),
         { msgId: `api_key.created:${keyId}` }
       ).pipe(Effect.catchAll((error) => health.report("api_key.created not published", Cause.fail(error))))
+      yield* activity.record(userId, "api_key_created", { keyId, name: created.name })
       return created
     })
 
@@ -153,12 +156,13 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
     })
 
     const revoke = Effect.fn("ApiKeys.revoke")(function*(userId: string, keyId: string) {
-      const rows = yield* sql<{ id: string }>`
+      const rows = yield* sql<{ id: string; name: string }>`
         UPDATE api_keys SET revoked_at = now()
-        WHERE id = ${keyId} AND user_id = ${userId} AND revoked_at IS NULL RETURNING id`
+        WHERE id = ${keyId} AND user_id = ${userId} AND revoked_at IS NULL RETURNING id, name`
       if (rows.length === 0) return yield* new NotFound({ message: "API key not found", details: { keyId } })
       // Refused here before the answer, and on every other node as soon as it hears.
       yield* principals.changed(userId)
+      yield* activity.record(userId, "api_key_revoked", { keyId, name: rows[0]!.name })
       return { keyId, revoked: true as const }
     })
 

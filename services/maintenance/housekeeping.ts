@@ -5,12 +5,13 @@
  * the ids of deleted emails once the bus can no longer deliver them again, search queries not
  * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes, holds on
  * addresses mailboxes left 30 days ago, mailboxes deleted 30 days ago with their mail, expired mailed
- * links (a new password, a new email); and
+ * links (a new password, a new email), account activity older than 90 days; and
  * move paid subscriptions that have ended (canceled at period end, or past_due beyond the grace) to
  * free. Idempotent, so any number of workers may run it.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
+import { ACTIVITY_RETENTION_DAYS } from "../accounts/activity.ts"
 import { Principals } from "../accounts/principals.ts"
 import { RecipientDirectory } from "../mail/directory.ts"
 import { MAX_STATS_DAYS } from "../mail/schemas.ts"
@@ -104,6 +105,8 @@ export const sweep = Effect.gen(function*() {
   // Mailed links (a new password: accounts/password-reset.ts; a new email: email-change.ts) go unused once expired.
   const passwordResets = yield* sql`DELETE FROM password_resets WHERE expires_at < now()`.raw
   const emailChanges = yield* sql`DELETE FROM email_changes WHERE expires_at < now()`.raw
+  const activity = yield* sql`
+    DELETE FROM account_activity WHERE at < now() - ${`${ACTIVITY_RETENTION_DAYS} days`}::interval`.raw
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
   // A stream's slot is refreshed every few seconds while it is open: an hour-old one is a dead node's.
   const eventStreams = yield* sql`DELETE FROM event_streams WHERE refreshed_at < now() - interval '1 hour'`.raw
@@ -131,6 +134,7 @@ export const sweep = Effect.gen(function*() {
     deletedMailCounts: count(deletedMailCounts),
     passwordResets: count(passwordResets),
     emailChanges: count(emailChanges),
+    activity: count(activity),
     events: count(events),
     eventStreams: count(eventStreams),
     lapsedSubscriptions: lapsed.length,

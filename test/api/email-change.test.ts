@@ -44,6 +44,8 @@ describe("changing the account's email", () => {
     expect(await login(newInbox.address, person.password)).toBe(200)
     expect(await login(oldInbox.address, person.password)).toBe(401)
     expect((await withToken(suite.url, person).GET("/api/auth/sessions")).response.status).toBe(200)
+    const [changed] = (await withToken(suite.url, person).GET("/api/auth/activity")).data!.data.filter((e) => e.kind === "email_changed")
+    expect(changed?.detail).toEqual({ previousEmail: oldInbox.address, email: newInbox.address })
     const told = await arrived(oldInbox, "Your Mailroom email was changed")
     expect(told.text).toContain(`signs in with ${newInbox.address} from now on`)
 

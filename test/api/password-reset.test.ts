@@ -77,6 +77,14 @@ describe("a forgotten password", () => {
     expect(old.response.status).toBe(401)
     const fresh = await anonymous(suite.url).POST("/api/auth/login", { body: { email: person.email, password: "a brand new passphrase" } })
     expect(fresh.response.status).toBe(200)
+    // The account's activity tells the reset from a change, with where the link was opened.
+    const activity = (await withToken(suite.url, fresh.data!.data).GET("/api/auth/activity")).data!.data
+    expect(activity.slice(0, 3).map((e) => [e.kind, e.detail])).toEqual([
+      ["login", {}],
+      ["login_failed", { reason: "password" }],
+      ["password_reset", { sessionsEnded: 1 }]
+    ])
+    expect(activity[2]!.clientAddress).not.toBeNull()
 
     const again = await choose({ token, password: "yet another passphrase" })
     expect(again.response.status).toBe(400)

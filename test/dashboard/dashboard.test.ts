@@ -9,7 +9,8 @@ import type { AddressInfo } from "node:net"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
-import { signUp } from "../support/accounts.ts"
+import { signUp, withApiKey } from "../support/accounts.ts"
+import { upgrade } from "../support/billing.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
@@ -314,14 +315,15 @@ describe.skipIf(!runnable)("the dashboard", () => {
     const windowsToken = await signIn("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/131.0 Safari/537.36")
     const otherToken = await signIn("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Version/17.0 Mobile/15E148 Safari/604.1")
     await page.reload()
-    const sessions = page.getByRole("list", { name: "Sessions" }).getByRole("listitem")
-    await page.getByText("Chrome on Windows").waitFor()
-    await page.getByText("Safari on iOS").waitFor()
+    const sessionList = page.getByRole("list", { name: "Sessions" })
+    const sessions = sessionList.getByRole("listitem")
+    await sessionList.getByText("Chrome on Windows").waitFor()
+    await sessionList.getByText("Safari on iOS").waitFor()
     expect(await sessions.count()).toBe(3)
     await expect(sessions.filter({ hasText: "this session" }).textContent()).resolves.toMatch(/127\.0\.0\.1/)
     // The Windows machine is lost: signed out from here.
     await page.getByRole("button", { name: /^Sign out Chrome on Windows/ }).click()
-    await page.getByText("Chrome on Windows").waitFor({ state: "detached" })
+    await sessionList.getByText("Chrome on Windows").waitFor({ state: "detached" })
     expect((await anonymous(server.url).GET("/v1/api-keys", { headers: { authorization: `Bearer ${windowsToken}` } })).response.status).toBe(401)
 
     await page.getByLabel("Current password").fill("not the password")
@@ -341,7 +343,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByLabel("New password, again").fill("a better passphrase")
     await page.getByRole("button", { name: "Change password" }).click()
     await page.getByRole("status").getByText("Password changed. 1 other session was signed out.").waitFor()
-    await page.getByText("Safari on iOS").waitFor({ state: "detached" })
+    await sessionList.getByText("Safari on iOS").waitFor({ state: "detached" })
     // The list is read again (the change remounts it): this session is listed once that read is in.
     await sessions.filter({ hasText: "this session" }).waitFor()
     expect(await sessions.count()).toBe(1)
@@ -507,7 +509,9 @@ describe.skipIf(!runnable)("the dashboard", () => {
   })
 
   it("turns two-factor sign-in on from the account page (a QR code and the secret), asks for the app's code at sign-in, and turns it off with a recovery code", async () => {
-    const person = await signUp(server.url, { password: "correct horse battery" })
+    const person = await withApiKey(server.url, { password: "correct horse battery" })
+    // The free plan's 20 requests a minute would not last the walk, as for the walk above.
+    await upgrade(server.url, person.apiKey, "pro")
     // The walk before ended signed in, as another person.
     await page.getByRole("button", { name: "Sign out", exact: true }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
@@ -557,6 +561,18 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await off.getByLabel("Code from your authenticator app, or a recovery code").fill(recoveryCodes[3]!)
     await off.getByRole("button", { name: "Turn off" }).click()
     await card.getByText("Off: your password alone signs in.").waitFor()
+    // The account's activity tells it all, newest first.
+    await page.getByRole("button", { name: "Show activity" }).click()
+    const activity = page.getByRole("list", { name: "Activity" }).getByRole("listitem")
+    await activity.first().waitFor()
+    expect(await activity.locator("strong").allTextContents()).toEqual([
+      "Two-factor sign-in turned off",
+      "Signed in with the authenticator app",
+      "Two-factor sign-in turned on",
+      "Signed in",
+      `API key "test key" created`,
+      "Signed in"
+    ])
     expect(watched.problems).toEqual([])
   })
 })

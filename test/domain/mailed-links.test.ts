@@ -8,6 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { Accounts } from "../../services/accounts/accounts.ts"
+import { AccountActivity } from "../../services/accounts/activity.ts"
 import { CredentialUse } from "../../services/accounts/credential-use.ts"
 import { EmailChange } from "../../services/accounts/email-change.ts"
 import { PasswordReset } from "../../services/accounts/password-reset.ts"
@@ -41,7 +42,7 @@ const payments = Layer.succeed(PaymentProvider, {
 })
 
 const services = Layer.merge(PasswordReset.DefaultWithoutDependencies, EmailChange.DefaultWithoutDependencies).pipe(
-  Layer.provide(Layer.mergeAll(caughtMail, RateLimiter.layer, payments)),
+  Layer.provide(Layer.mergeAll(caughtMail, RateLimiter.layer, payments, AccountActivity.Default)),
   Layer.provideMerge(Accounts.Default),
   Layer.provideMerge(Layer.mergeAll(Principals.Default, RecipientDirectory.Default, CredentialUse.layer)),
   Layer.provide(MemoryBus.layer),

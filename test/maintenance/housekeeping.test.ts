@@ -89,6 +89,8 @@ describe("housekeeping sweep", () => {
       yield* sql`INSERT INTO email_changes (token_hash, user_id, new_email, expires_at)
                  VALUES ('expired', 'usr_1', 'a@example.org', now() - interval '1 minute'),
                         ('working', 'usr_1', 'b@example.org', now() + interval '23 hours')`
+      yield* sql`INSERT INTO account_activity (id, user_id, kind, at)
+                 VALUES ('act_old', 'usr_1', 'login', now() - interval '91 days'), ('act_new', 'usr_1', 'login', now() - interval '89 days')`
 
       const removed = yield* sweep
       expect(removed).toEqual({
@@ -104,6 +106,7 @@ describe("housekeeping sweep", () => {
         deletedMailCounts: 1,
         passwordResets: 1,
         emailChanges: 1,
+        activity: 1,
         events: 1,
         eventStreams: 1,
         lapsedSubscriptions: 2,
@@ -152,6 +155,8 @@ describe("housekeeping sweep", () => {
       expect(links.map((l) => l.tokenHash)).toEqual(["working"])
       const changes = yield* sql<{ newEmail: string }>`SELECT new_email FROM email_changes`
       expect(changes.map((c) => c.newEmail)).toEqual(["b@example.org"])
+      const activity = yield* sql<{ id: string }>`SELECT id FROM account_activity`
+      expect(activity.map((a) => a.id)).toEqual(["act_new"])
 
       // A second pass finds nothing more to do.
       expect(yield* sweep).toEqual({
@@ -167,6 +172,7 @@ describe("housekeeping sweep", () => {
         deletedMailCounts: 0,
         passwordResets: 0,
         emailChanges: 0,
+        activity: 0,
         events: 0,
         eventStreams: 0,
         lapsedSubscriptions: 0,

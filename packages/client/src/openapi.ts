@@ -70,6 +70,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/auth/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The account's security activity
+         * @description Newest first, the last 90 days: sign-ins and refused ones, changes of password, email and two-factor sign-in, sessions signed out, API keys made and revoked; each with when, and the address and client of the request that caused it (null for an operator's command). limit 1-100 (20), offset
+         */
+        get: operations["auth.activity"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/email": {
         parameters: {
             query?: never;
@@ -2745,6 +2765,22 @@ export interface components {
             /** @description Its mailboxes deleted; their addresses stay held from other accounts for 30 days */
             mailboxes: number;
         };
+        ActivityEntry: {
+            activityId: string;
+            at: string;
+            /** @description The address the request came from; null for an operator's command */
+            clientAddress: string | null;
+            detail: {
+                [key: string]: string | number | boolean;
+            };
+            /**
+             * @description login (detail.secondFactor: app or recovery_code, for an account with two-factor sign-in); login_failed (detail.reason: password or code; a wrong password of an unknown email is nobody's); password_changed (from a session); password_reset (from a mailed link); password_set (by an operator); email_changed (detail.previousEmail, email); two_factor_enabled; two_factor_disabled (detail.by: operator when it was); recovery_codes_regenerated; sessions_signed_out (detail.ended); api_key_created and api_key_revoked (detail.keyId, name)
+             * @enum {string}
+             */
+            kind: "login" | "login_failed" | "password_changed" | "password_reset" | "password_set" | "email_changed" | "two_factor_enabled" | "two_factor_disabled" | "recovery_codes_regenerated" | "sessions_signed_out" | "api_key_created" | "api_key_revoked";
+            /** @description The client, as it named itself */
+            userAgent: string | null;
+        };
         AddressInput: string | {
             /** @description An email address, local@domain (an internationalized domain in Unicode or punycode) */
             address: string;
@@ -5009,6 +5045,111 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: components["schemas"]["AccountDeleted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "auth.activity": {
+        parameters: {
+            query?: {
+                /** @description An integer from 1 to 100, in decimal digits */
+                limit?: string;
+                /** @description An integer from 0 to 9007199254740991, in decimal digits */
+                offset?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["ActivityEntry"][];
+                        meta: components["schemas"]["ListMeta"];
                         /** @enum {boolean} */
                         success: true;
                     };

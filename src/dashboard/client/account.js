@@ -2,26 +2,15 @@
  * The account: who is signed in, where (each login session, one or all of the others signed out),
  * the password changed (the current one asked for, the new one typed twice; every other session is
  * signed out, this one goes on), two-factor sign-in (two-factor.js), the email changed (confirmed from
- * the new address), and the account deleted (what goes said first, the password asked).
+ * the new address), the account's recent activity (activity.js), and the account deleted (what goes
+ * said first, the password asked).
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError } from "./api.js"
 import { TwoFactor } from "./two-factor.js"
-import { ErrorNote, Field, LoadFailed, useAction, when } from "./ui.js"
-
-/**
- * A client named as a person would: its browser (or program) and system, from its User-Agent.
- * @param {string | null} agent
- */
-const clientName = (agent) => {
-  if (!agent) return "Unknown client"
-  const browser = /Edg\//.test(agent) ? "Edge" : /Firefox\//.test(agent) ? "Firefox" : /Chrome\//.test(agent) ? "Chrome"
-    : /Safari\//.test(agent) ? "Safari" : agent.split(/[\s/]/)[0]
-  const system = /Android/.test(agent) ? "Android" : /iPhone|iPad/.test(agent) ? "iOS" : /Windows/.test(agent) ? "Windows"
-    : /Mac OS X/.test(agent) ? "macOS" : /Linux/.test(agent) ? "Linux" : ""
-  return system ? `${browser} on ${system}` : browser
-}
+import { Activity } from "./activity.js"
+import { clientName, ErrorNote, Field, LoadFailed, useAction, when } from "./ui.js"
 
 /** Where the account is signed in, this session first among equals; any other signed out with a press. */
 const Sessions = () => {
@@ -189,6 +178,7 @@ export const AccountPage = ({ user, onDeleted }) => {
     </form>
     <${TwoFactor} />
     <${ChangeEmail} email=${user.email} />
+    <${Activity} />
     <${DeleteAccount} onDeleted=${onDeleted} />
   `
 }

@@ -113,6 +113,19 @@ export const count = (n, one, many) => `${n} ${n === 1 ? one : many}`
 export const ErrorNote = ({ error }) =>
   error ? html`<p class="alert" role="alert">${error instanceof Error ? error.message : String(error)}</p>` : null
 
+/**
+ * A client named as a person would: its browser (or program) and system, from its User-Agent.
+ * @param {string | null} agent
+ */
+export const clientName = (agent) => {
+  if (!agent) return "Unknown client"
+  const browser = /Edg\//.test(agent) ? "Edge" : /Firefox\//.test(agent) ? "Firefox" : /Chrome\//.test(agent) ? "Chrome"
+    : /Safari\//.test(agent) ? "Safari" : agent.split(/[\s/]/)[0]
+  const system = /Android/.test(agent) ? "Android" : /iPhone|iPad/.test(agent) ? "iOS" : /Windows/.test(agent) ? "Windows"
+    : /Mac OS X/.test(agent) ? "macOS" : /Linux/.test(agent) ? "Linux" : ""
+  return system ? `${browser} on ${system}` : browser
+}
+
 /** @param {string} iso */
 export const when = (iso) => {
   const date = new Date(iso)

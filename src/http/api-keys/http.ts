@@ -6,6 +6,7 @@ import { type CreateKeyInput, type KeySortField, type UpdateKeyInput } from "../
 import { type ListParams, page, parseSort } from "../../../services/listing.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import { fromRequest } from "../origin.ts"
 
 type KeyListParams = ReturnType<typeof ListParams<KeySortField>>["Type"]
 
@@ -23,7 +24,7 @@ const makeHandlers = Effect.gen(function*() {
       create: ({ payload }: { readonly payload: typeof CreateKeyInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
-          const data = yield* keys.create(userId, payload).pipe(orUnavailable)
+          const data = yield* fromRequest(keys.create(userId, payload)).pipe(orUnavailable)
           return {
             success: true as const,
             data,
@@ -39,7 +40,7 @@ const makeHandlers = Effect.gen(function*() {
       revoke: ({ path }: { readonly path: { readonly id: string } }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
-          const data = yield* keys.revoke(userId, path.id).pipe(orUnavailable)
+          const data = yield* fromRequest(keys.revoke(userId, path.id)).pipe(orUnavailable)
           return { success: true as const, data }
         })
     }

@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import {
   AccountDeleted,
+  ActivityEntry,
   ChangeEmailInput,
   ChangePasswordInput,
   ConfirmEmailInput,
@@ -31,7 +32,8 @@ import {
   TwoFactorSetupInput,
   TwoFactorStatus
 } from "../../../services/accounts/schemas.ts"
-import { Message, Ok } from "../envelope.ts"
+import { Limit, ListMeta, Offset } from "../../../services/listing.ts"
+import { Message, Ok, OkWithMeta } from "../envelope.ts"
 import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
 import { envelope } from "../errors.ts"
 import { ClientRateLimit, SessionAuthentication } from "../security.ts"
@@ -192,6 +194,18 @@ export class AuthGroup extends HttpApiGroup.make("auth")
           "webhooks and lists; a paid subscription ends now (not refunded) and the payment provider forgets the card. " +
           "Its mailboxes' addresses are held from other accounts for 30 days; its email may be registered again at once. " +
           "503 SERVICE_UNAVAILABLE while the payment provider or the search index cannot be reached: the account stays; retry."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("activity", "/activity")
+      .setUrlParams(Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }).annotations({ parseOptions: { errors: "all" } }))
+      .addSuccess(OkWithMeta(Schema.Array(ActivityEntry), ListMeta))
+      .middleware(SessionAuthentication)
+      .annotateContext(OpenApi.annotations({
+        summary: "The account's security activity",
+        description: "Newest first, the last 90 days: sign-ins and refused ones, changes of password, email and two-factor " +
+          "sign-in, sessions signed out, API keys made and revoked; each with when, and the address and client of the " +
+          "request that caused it (null for an operator's command). limit 1-100 (20), offset"
       }))
   )
   .add(

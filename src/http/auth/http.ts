@@ -1,15 +1,18 @@
 import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Duration, Effect, Layer, Option } from "effect"
 import { Accounts } from "../../../services/accounts/accounts.ts"
+import { AccountActivity } from "../../../services/accounts/activity.ts"
 import { AccountClosure } from "../../../services/accounts/closure.ts"
 import { EmailChange } from "../../../services/accounts/email-change.ts"
 import { PasswordReset } from "../../../services/accounts/password-reset.ts"
 import { TwoFactor } from "../../../services/accounts/two-factor.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Unauthorized } from "../../../services/errors.ts"
+import { page } from "../../../services/listing.ts"
 import { AppConfig } from "../../config.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import { fromRequest } from "../origin.ts"
 import { SESSION_COOKIE } from "../security.ts"
 
 export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers) =>
@@ -19,6 +22,7 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
     const resets = yield* PasswordReset
     const emailChange = yield* EmailChange
     const twoFactor = yield* TwoFactor
+    const activity = yield* AccountActivity
     const { appUrl } = yield* AppConfig
     const cookieOptions = { httpOnly: true, sameSite: "lax", secure: appUrl.startsWith("https:"), path: "/" } as const
 
@@ -35,7 +39,7 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
       Effect.gen(function*() {
         const principal = yield* CurrentPrincipal
         if (Option.isNone(principal.sessionId)) return yield* Unauthorized.of("Log in: this needs a login session")
-        const data = yield* orUnavailable(ask(principal.userId, principal.sessionId.value))
+        const data = yield* orUnavailable(fromRequest(ask(principal.userId, principal.sessionId.value)))
         return { success: true as const, data }
       })
 
@@ -66,9 +70,9 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
           })
         ))
       .handle("resetPassword", ({ payload }) =>
-        resets.confirm(payload).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
+        fromRequest(resets.confirm(payload)).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
       .handle("confirmEmail", ({ payload }) =>
-        emailChange.confirm(payload.token).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
+        fromRequest(emailChange.confirm(payload.token)).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
       .handle("changeEmail", ({ payload }) => forSession((userId) => emailChange.request(userId, payload, appUrl)))
       .handle("refresh", ({ payload }) =>
         accounts.refresh(payload.refreshToken).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
@@ -83,6 +87,12 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
       .handle("endSession", ({ path }) => forSession((userId) => accounts.endSession(userId, path.sessionId)))
       .handle("endOtherSessions", () => forSession((userId, sessionId) => accounts.endOtherSessions(userId, sessionId)))
       .handle("changePassword", ({ payload }) => forSession((userId, sessionId) => accounts.changePassword(userId, sessionId, payload)))
+      .handle("activity", ({ urlParams }) =>
+        Effect.map(forSession((userId) => activity.list(userId, page(urlParams))), ({ data }) => ({
+          success: true as const,
+          data: data.entries,
+          meta: data.meta
+        })))
       .handle("twoFactor", () => forSession((userId) => twoFactor.status(userId)))
       .handle("setUpTwoFactor", ({ payload }) => forSession((userId) => twoFactor.setup(userId, payload.password)))
       .handle("enableTwoFactor", ({ payload }) => forSession((userId) => twoFactor.enable(userId, payload.code)))
@@ -96,4 +106,4 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
             Effect.catchTag(closure.close(userId), "NotFound", () => Effect.fail(Unauthorized.of("The account no longer exists")))
           )
         ).pipe(Effect.tap(() => setCookie("", Duration.zero))))
-  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default, EmailChange.Default, TwoFactor.Default]))
+  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default, EmailChange.Default, TwoFactor.Default, AccountActivity.Default]))

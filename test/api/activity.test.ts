@@ -1,0 +1,95 @@
+/**
+ * The account's security activity over real HTTP against a started server: what a person and their
+ * agents do to the account's sign-in and keys is listed, newest first, with the address and client of
+ * each request; a wrong password of the account is there too. Paged; sessions only.
+ */
+import { describe, expect, it } from "vitest"
+import { totpAt } from "../../services/accounts/totp.ts"
+import { signUp } from "../support/accounts.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { anonymous, offContract, withKey, withToken } from "../support/typed-client.ts"
+
+let suite: SuiteServer
+
+useSuiteServer((s) => {
+  suite = s
+})
+
+const PHONE = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Version/17.0 Mobile/15E148 Safari/604.1"
+
+describe("GET /api/auth/activity", () => {
+  it("lists sign-ins, refused ones, and changes to passwords, sessions, two-factor sign-in and keys, newest first, with where each came from", async () => {
+    const person = await signUp(suite.url)
+    const session = withToken(suite.url, person)
+    const login = (password: string, code?: string) =>
+      anonymous(suite.url).POST("/api/auth/login", {
+        body: { email: person.email, password, ...(code === undefined ? {} : { code }) },
+        headers: { "user-agent": PHONE }
+      })
+    expect((await login("not the password")).response.status).toBe(401)
+    const phone = (await login(person.password)).data!.data
+    const key = (await session.POST("/v1/api-keys", { body: { name: "agent one" } })).data!.data
+    expect((await session.DELETE("/v1/api-keys/{id}", { params: { path: { id: key.keyId } } })).response.status).toBe(200)
+    expect((await session.POST("/api/auth/sessions/end-others")).data?.data.ended).toBe(1)
+    const { secret } = (await session.POST("/api/auth/two-factor/setup", { body: { password: person.password } })).data!.data
+    const enabledAt = Date.now()
+    expect((await session.POST("/api/auth/two-factor/enable", { body: { code: totpAt(secret, enabledAt) } })).response.status).toBe(200)
+    expect((await login(person.password, "000000")).response.status).toBe(401)
+    expect((await login(person.password, totpAt(secret, enabledAt + 30_000))).response.status).toBe(200)
+    expect((await session.POST("/api/auth/password", { body: { currentPassword: person.password, newPassword: "a newer passphrase" } })).response.status)
+      .toBe(200)
+
+    const listed = await session.GET("/api/auth/activity")
+    expect(listed.response.status).toBe(200)
+    const entries = listed.data!.data
+    expect(entries.map((e) => [e.kind, e.detail])).toEqual([
+      ["password_changed", { otherSessionsEnded: 1 }],
+      ["login", { secondFactor: "app" }],
+      ["login_failed", { reason: "code" }],
+      ["two_factor_enabled", {}],
+      ["sessions_signed_out", { ended: 1 }],
+      ["api_key_revoked", { keyId: key.keyId, name: "agent one" }],
+      ["api_key_created", { keyId: key.keyId, name: "agent one" }],
+      ["login", {}],
+      ["login_failed", { reason: "password" }],
+      // signUp's own login
+      ["login", {}]
+    ])
+    for (const entry of entries) {
+      expect(entry.clientAddress).toMatch(/^(::ffff:)?127\.0\.0\.1$|^::1$/)
+      expect(entry.activityId).toMatch(/^act_[0-9a-f]{24}$/)
+    }
+    expect(entries.filter((e) => e.userAgent === PHONE).map((e) => e.kind)).toEqual(["login", "login_failed", "login", "login_failed"])
+    const times = entries.map((e) => Date.parse(e.at))
+    expect([...times].sort((a, b) => b - a)).toEqual(times)
+    expect(listed.data!.meta).toEqual({ total: 10, limit: 20, offset: 0, hasMore: false })
+
+    // The new password's session goes on; pages of 3.
+    const paged = await session.GET("/api/auth/activity", { params: { query: { limit: "3", offset: "3" } } })
+    expect(paged.data!.data.map((e) => e.kind)).toEqual(["two_factor_enabled", "sessions_signed_out", "api_key_revoked"])
+    expect(paged.data!.meta).toEqual({ total: 10, limit: 3, offset: 3, hasMore: true })
+    expect((await withToken(suite.url, phone).GET("/api/auth/activity")).response.status).toBe(401)
+  })
+
+  it("is the account's own, for its login sessions only; bad paging is 400 by field", async () => {
+    const person = await signUp(suite.url)
+    const other = await signUp(suite.url)
+    const session = withToken(suite.url, person)
+    expect((await withToken(suite.url, other).GET("/api/auth/activity")).data!.data.map((e) => e.kind)).toEqual(["login"])
+
+    const key = (await session.POST("/v1/api-keys", { body: { name: "agent" } })).data!.data
+    const keyed = withKey(suite.url, key)
+    expect((await keyed.GET("/api/auth/activity")).response.status).toBe(401)
+    // A key an agent makes with a key is the account's activity too, from where the agent is.
+    await keyed.POST("/v1/api-keys", { body: { name: "made by an agent" }, headers: { "user-agent": "agent-sdk/1.0" } })
+    const made = (await session.GET("/api/auth/activity")).data!.data[0]!
+    expect(made).toMatchObject({ kind: "api_key_created", userAgent: "agent-sdk/1.0", detail: { name: "made by an agent" } })
+
+    const bad = await session.GET("/api/auth/activity", { params: { query: offContract({ limit: "0", offset: "-1" }) } })
+    expect(bad.response.status).toBe(400)
+    expect(bad.error?.error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { limit: "must be an integer from 1 to 100", offset: expect.stringContaining("must be an integer") }
+    })
+  })
+})
