@@ -8,7 +8,8 @@
  *   from the app proves the app has it, turns it on and answers 10 recovery codes, shown once.
  * - Turning it off, or new recovery codes, ask the password again (and, to turn it off, a code): a
  *   session left open somewhere must not be enough. Wrong ones count as failed logins.
- * - The account's email is told each time it is turned on or off, and when a recovery code signs in.
+ * - The account's email is told each time it is turned on or off (and when a recovery code signs in:
+ *   login-notices.ts).
  * - An operator turns it off for a person who lost both app and codes (`mailroom users reset-two-factor`).
  *   Passwords set without the current one (a mailed link, an operator) leave it as it is.
  */
@@ -163,16 +164,6 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
       return { recoveryCodes }
     })
 
-    /** A login used a recovery code: the account is told, with how many are left. */
-    const recoveryCodeUsed = Effect.fn("TwoFactor.recoveryCodeUsed")(function*(userId: string, left: number) {
-      const user = yield* userOf(userId)
-      yield* notify(user, "A recovery code signed in to your Mailroom account", [
-        `A recovery code was used instead of the authenticator app to sign in to the Mailroom account ${user.email}; it will not work again. ${left} ${left === 1 ? "is" : "are"} left.`,
-        left <= 2 ? "Make new ones on the account page before they run out." : "New ones can be made on the account page at any time.",
-        "If it was not you, change your password and make new recovery codes."
-      ])
-    })
-
     /**
      * An operator turns it off for a person who lost both app and codes, at their request (by email, no
      * password or code); nobody is mailed: the operator tells them.
@@ -187,6 +178,6 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
       return { wasOn }
     })
 
-    return { status, setup, enable, disable, regenerateRecoveryCodes, recoveryCodeUsed, reset } as const
+    return { status, setup, enable, disable, regenerateRecoveryCodes, reset } as const
   })
 }) {}

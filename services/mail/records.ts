@@ -4,6 +4,7 @@
 import { domainToUnicode } from "node:url"
 import type { Authentication } from "./authentication.ts"
 import { type Extracted, extract } from "./extract.ts"
+import { domainOf } from "../mailboxes/rules.ts"
 import { addressList, displayName } from "./parse.ts"
 import type { Spam } from "./spam.ts"
 import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailReceived, EmailSummary, Headers } from "./schemas.ts"
@@ -102,8 +103,6 @@ export const extractedColumn = "e.extracted::text AS extracted"
 export const emailBodyColumnList = `${emailColumnList}, e.headers, e.text_body, e.html_body, ${extractedColumn}`
 
 export const SNIPPET_LENGTH = 200
-
-const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase()
 
 /**
  * The addresses of a stored address header, for an email stored before its Cc and Reply-To were kept,

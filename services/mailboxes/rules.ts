@@ -54,6 +54,9 @@ export const normalizeDomain = (domain: string) => {
 
 export const normalizeAddress = (localPart: string, domain: string) => `${localPart}@${domain}`.toLowerCase()
 
+/** The domain of an address (what follows its last @), lower-cased: what routes mail to it. */
+export const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase()
+
 /** The local part an `email_address` names, checked against `domain` when it carries a host. */
 const fromEmailAddress = (email: string, domain: string): Either.Either<string, RuleFailure> => {
   const at = email.lastIndexOf("@")

@@ -35,6 +35,7 @@ import { type Backpressure, BackpressureTypeId } from "../health/dependency-heal
 import { Inbound, type Recipient } from "../mail/inbound.ts"
 import type { RecipientRefusal } from "../mail/refusals.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
+import { domainOf } from "../mailboxes/rules.ts"
 import { announce, type SentEmail, SentEmailRow, suppressBounced } from "./ledger.ts"
 import { OutboundJob } from "./schemas.ts"
 import { DkimKeys } from "./dkim.ts"
@@ -359,7 +360,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const deliverSystemMail = Effect.fn("Mta.deliverSystemMail")(function*(job: SystemMailJob) {
       const log = Effect.annotateLogs({ system_mail_id: job.system_mail_id, recipient: job.to })
       if (Date.now() > job.expires_at) return yield* log(Effect.logWarning("System mail not delivered before it expired"))
-      const domain = job.to.slice(job.to.lastIndexOf("@") + 1).toLowerCase()
+      const domain = domainOf(job.to)
       const hosted = sharedDomains.includes(domain) ||
         (yield* sql<{ verified: boolean }>`SELECT EXISTS (SELECT 1 FROM domains WHERE name = ${domain} AND verified) AS verified`)[0]!.verified
       const [outcome] = hosted

@@ -38,6 +38,7 @@ import type { EmailRow } from "../mail/records.ts"
 import { type NewEmail, storeEmail, storeEmailsWith } from "../mail/store.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { mailboxNotFound } from "../mailboxes/owned.ts"
+import { domainOf } from "../mailboxes/rules.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
@@ -61,9 +62,6 @@ export interface OutgoingMessage extends Omit<Composition, "from" | "messageId" 
 /** An address as the composer takes it, from what the caller wrote. */
 export const named = (input: AddressInput): NamedAddress =>
   typeof input === "string" ? { address: input } : { name: input.name, address: input.address }
-
-/** The domain part of an address. */
-const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1)
 
 /** A send request as an outgoing message. */
 export const fromSendInput = (input: SendInput): OutgoingMessage => ({

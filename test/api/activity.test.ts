@@ -1,11 +1,14 @@
 /**
  * The account's security activity over real HTTP against a started server: what a person and their
  * agents do to the account's sign-in and keys is listed, newest first, with the address and client of
- * each request; a wrong password of the account is there too. Paged; sessions only.
+ * each request; a wrong password of the account is there too. Paged; sessions only. A sign-in from a
+ * client and an address neither seen before is told to the account's email.
  */
+import * as http from "node:http"
 import { describe, expect, it } from "vitest"
 import { totpAt } from "../../services/accounts/totp.ts"
 import { signUp } from "../support/accounts.ts"
+import { arrivedIn, fresh, newBox } from "../support/mailboxes.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { anonymous, offContract, withKey, withToken } from "../support/typed-client.ts"
 
@@ -91,5 +94,40 @@ describe("GET /api/auth/activity", () => {
       code: "VALIDATION_ERROR",
       details: { limit: "must be an integer from 1 to 100", offset: expect.stringContaining("must be an integer") }
     })
+  })
+
+  it("a sign-in from a client and an address the account has not signed in from is told to its email; a known either is not", async () => {
+    const inbox = await newBox(suite.url, { localPart: fresh("watchful") })
+    const person = await signUp(suite.url, { email: inbox.address, name: "Ada" })
+    const port = new URL(suite.url).port
+    /** A login from `localAddress` (another loopback address: another place), as `userAgent`. */
+    const loginFrom = (localAddress: string, userAgent: string) =>
+      new Promise<number>((resolve, reject) => {
+        const body = JSON.stringify({ email: person.email, password: person.password })
+        const request = http.request({
+          host: "127.0.0.1",
+          port,
+          path: "/api/auth/login",
+          method: "POST",
+          localAddress,
+          headers: { "content-type": "application/json", "user-agent": userAgent, "content-length": Buffer.byteLength(body) }
+        }, (response) => (response.resume(), resolve(response.statusCode!)))
+        request.on("error", reject)
+        request.end(body)
+      })
+    // signUp signed in with Node's fetch from 127.0.0.1: the same client elsewhere, another client here.
+    expect(await loginFrom("127.0.0.2", "node")).toBe(200)
+    expect(await loginFrom("127.0.0.1", PHONE)).toBe(200)
+    expect(await loginFrom("127.0.0.3", "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0")).toBe(200)
+
+    const told = await arrivedIn(suite.url, inbox, "New sign-in to your Mailroom account")
+    expect(told.text).toMatch(/Gecko\/20100101 Firefox\/128\.0, from the address (::ffff:)?127\.0\.0\.3, /)
+    const { data } = await withKey(suite.url, inbox.user).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: inbox.mailboxId } }
+    })
+    expect(data!.data.filter((email) => email.subject === "New sign-in to your Mailroom account")).toHaveLength(1)
+    const kinds = (await withToken(suite.url, person).GET("/api/auth/activity")).data!.data
+      .map((e) => [e.kind, e.clientAddress?.replace(/^::ffff:/, "")])
+    expect(kinds.slice(0, 3)).toEqual([["login", "127.0.0.3"], ["login", "127.0.0.1"], ["login", "127.0.0.2"]])
   })
 })

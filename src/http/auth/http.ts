@@ -4,6 +4,7 @@ import { Accounts } from "../../../services/accounts/accounts.ts"
 import { AccountActivity } from "../../../services/accounts/activity.ts"
 import { AccountClosure } from "../../../services/accounts/closure.ts"
 import { EmailChange } from "../../../services/accounts/email-change.ts"
+import { LoginNotices } from "../../../services/accounts/login-notices.ts"
 import { PasswordReset } from "../../../services/accounts/password-reset.ts"
 import { TwoFactor } from "../../../services/accounts/two-factor.ts"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
@@ -22,6 +23,7 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
     const resets = yield* PasswordReset
     const emailChange = yield* EmailChange
     const twoFactor = yield* TwoFactor
+    const notices = yield* LoginNotices
     const activity = yield* AccountActivity
     const { appUrl } = yield* AppConfig
     const cookieOptions = { httpOnly: true, sameSite: "lax", secure: appUrl.startsWith("https:"), path: "/" } as const
@@ -47,20 +49,15 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
       .handle("register", ({ payload }) =>
         accounts.register(payload).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
       .handle("login", ({ payload }) =>
-        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-          accounts.login(payload, { userAgent: request.headers["user-agent"], address: Option.getOrUndefined(request.remoteAddress) })).pipe(
-          orUnavailable,
-          Effect.tap((session) => setCookie(session.cookieToken, Duration.seconds(session.cookieMaxAge))),
-          Effect.tap((session) =>
-            Option.match(Option.filter(session.secondFactor, (used) => used.method === "recovery_code"), {
-              onNone: () => Effect.void,
-              onSome: (used) => twoFactor.recoveryCodeUsed(session.user.userId, used.recoveryCodesLeft).pipe(Effect.catchAll(() => Effect.void))
-            })),
-          Effect.map(({ accessToken, expiresIn, refreshToken, user }) => ({
-            success: true as const,
-            data: { accessToken, refreshToken, expiresIn, user }
-          }))
-        ))
+        Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const client = { userAgent: request.headers["user-agent"], address: Option.getOrUndefined(request.remoteAddress) }
+          const session = yield* orUnavailable(accounts.login(payload, client))
+          yield* setCookie(session.cookieToken, Duration.seconds(session.cookieMaxAge))
+          yield* notices.afterLogin(session, client)
+          const { accessToken, expiresIn, refreshToken, user } = session
+          return { success: true as const, data: { accessToken, refreshToken, expiresIn, user } }
+        }))
       .handle("requestPasswordReset", ({ payload }) =>
         resets.request(payload.email, appUrl).pipe(
           orUnavailable,
@@ -106,4 +103,4 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
             Effect.catchTag(closure.close(userId), "NotFound", () => Effect.fail(Unauthorized.of("The account no longer exists")))
           )
         ).pipe(Effect.tap(() => setCookie("", Duration.zero))))
-  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default, EmailChange.Default, TwoFactor.Default, AccountActivity.Default]))
+  })).pipe(Layer.provide([Accounts.Default, AccountClosure.Default, PasswordReset.Default, EmailChange.Default, TwoFactor.Default, AccountActivity.Default, LoginNotices.Default]))
