@@ -31,6 +31,7 @@ export const subjects = {
   outboundMail: (emailId: string) => `mail.outbound.${emailId}`,
   /** Mail Mailroom sends a person itself (outbound/system-mail.ts), delivered by the same consumer. */
   systemMail: (id: string) => `mail.outbound.system.${id}`,
+  isSystemMail: (subject: string) => subject.startsWith("mail.outbound.system."),
   allOutboundMail: "mail.outbound.>",
   event: (kind: string) => `events.${kind}`,
   allEvents: "events.>",
