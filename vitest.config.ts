@@ -36,6 +36,7 @@ const backendIndependent = [
   "test/api/domains.test.ts",
   "test/api/envelope.test.ts",
   "test/api/limited-keys.test.ts",
+  "test/api/read-only-keys.test.ts",
   "test/api/mailboxes.test.ts",
   "test/api/openapi.test.ts",
   "test/api/stripe.test.ts",

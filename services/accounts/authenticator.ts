@@ -58,6 +58,7 @@ interface Row {
   readonly sessionId: string | null
   readonly validUntil: Date | null
   readonly mailboxIds: ReadonlyArray<string> | null
+  readonly permission: string
 }
 
 /** A plan's request windows, made once per plan. */
@@ -93,6 +94,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
                 keyId: Option.fromNullable(row.keyId),
                 sessionId: Option.fromNullable(row.sessionId),
                 mailboxes: Option.fromNullable(row.mailboxIds),
+                readOnly: row.permission === "read_only",
                 validUntil: Option.map(Option.fromNullable(row.validUntil), (at) => new Date(at).getTime())
               }))
             )
@@ -139,7 +141,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("mailroom/Aut
         if (Option.isSome(record.keyId)) uses.touchKey(record.keyId.value)
         else if (Option.isSome(record.sessionId)) uses.touchSession(record.sessionId.value)
         return { userId: record.userId, plan: record.plan, via: credential.kind, keyId: record.keyId, sessionId: record.sessionId,
-          mailboxes: record.mailboxes }
+          mailboxes: record.mailboxes, readOnly: record.readOnly }
       })
 
     /** Who `credential` acts for, and this request counted against its limits (per key, else per user). */

@@ -13,6 +13,8 @@ export interface Principal {
    * those only. None: the whole account (every session and access token, and keys made without a limit).
    */
   readonly mailboxes: Option.Option<ReadonlyArray<string>>
+  /** A read-only API key (`permission: read_only`): it reads and searches, and changes nothing. */
+  readonly readOnly: boolean
 }
 
 export class CurrentPrincipal extends Context.Tag("mailroom/CurrentPrincipal")<CurrentPrincipal, Principal>() {}

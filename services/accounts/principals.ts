@@ -16,6 +16,7 @@ export interface PrincipalRecord {
   readonly keyId: Option.Option<string>
   readonly sessionId: Option.Option<string>
   readonly mailboxes: Option.Option<ReadonlyArray<string>>
+  readonly readOnly: boolean
   /** When the credential stops working by itself (ms since the epoch); none for a key without expiry. */
   readonly validUntil: Option.Option<number>
 }

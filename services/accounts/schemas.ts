@@ -223,7 +223,7 @@ export const ActivityKind = Schema.Literal(
     "(detail.reason: password or code; a wrong password of an unknown email is nobody's); password_changed (from a " +
     "session); password_reset (from a mailed link); password_set (by an operator); email_changed (detail.previousEmail, " +
     "email); two_factor_enabled; two_factor_disabled (detail.by: operator when it was); recovery_codes_regenerated; " +
-    "sessions_signed_out (detail.ended); api_key_created and api_key_revoked (detail.keyId, name)"
+    "sessions_signed_out (detail.ended); api_key_created (detail.keyId, name, permission) and api_key_revoked (detail.keyId, name)"
 })
 export type ActivityKind = typeof ActivityKind.Type
 

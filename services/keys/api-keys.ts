@@ -15,7 +15,7 @@ import { DependencyHealth } from "../health/dependency-health.ts"
 import { type ListMeta, listMeta, type Page, type Sort } from "../listing.ts"
 import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
-import type { ApiKey, CreatedApiKey, CreateKeyInput, KeySortField, UpdateKeyInput } from "./schemas.ts"
+import type { ApiKey, CreatedApiKey, CreateKeyInput, KeyPermission, KeySortField, UpdateKeyInput } from "./schemas.ts"
 
 
 const sortColumns: Record<KeySortField, string> = {
@@ -34,6 +34,7 @@ interface KeyRow {
   readonly expiresAt: Date | null
   readonly lastUsedAt: Date | null
   readonly mailboxIds: ReadonlyArray<string> | null
+  readonly permission: KeyPermission
   readonly total: string
 }
 
@@ -51,13 +52,14 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       const keyId = newId("key")
       const apiKey = opaqueToken(apiKeyPrefix)
       const expiresAt = input.expirationDays === undefined ? null : new Date(Date.now() + input.expirationDays * 86_400_000)
+      const permission = input.permission ?? "full_access"
       const mailboxIds = input.mailboxIds === undefined
         ? null
         : yield* ownedMailboxes(sql, userId, input.mailboxIds, "mailboxIds")
       const rows = yield* sql<{ createdAt: Date; plan: Plan }>`
         WITH inserted AS (
           INSERT INTO api_keys ${
-        sql.insert({ id: keyId, userId, name: input.name, keyHash: sha256(apiKey), keyPrefix: maskKey(apiKey), expiresAt, mailboxIds })
+        sql.insert({ id: keyId, userId, name: input.name, keyHash: sha256(apiKey), keyPrefix: maskKey(apiKey), expiresAt, mailboxIds, permission })
       }
           RETURNING created_at, user_id)
         SELECT i.created_at, s.plan FROM inserted i JOIN subscriptions s ON s.user_id = i.user_id`
@@ -71,7 +73,8 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
         rateLimit: limits[row.plan].requests.perMinute,
         createdAt: row.createdAt.toISOString(),
         expirationTs: expiresAt?.toISOString() ?? null,
-        mailboxIds
+        mailboxIds,
+        permission
       }
       // The key exists whether or not the event goes out; webhook delivery guarantees start at the bus.
       yield* bus.publish(
@@ -91,7 +94,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
         }),
         { msgId: `api_key.created:${keyId}` }
       ).pipe(Effect.catchAll((error) => health.report("api_key.created not published", Cause.fail(error))))
-      yield* activity.record(userId, "api_key_created", { keyId, name: created.name })
+      yield* activity.record(userId, "api_key_created", { keyId, name: created.name, permission })
       return created
     })
 
@@ -104,7 +107,8 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       lastUsed: usage.keyLastUsed(row.id, row.lastUsedAt)?.toISOString() ?? null,
       createdAt: row.createdAt.toISOString(),
       expirationTs: row.expiresAt?.toISOString() ?? null,
-      mailboxIds: row.mailboxIds
+      mailboxIds: row.mailboxIds,
+      permission: row.permission
     })
 
     const list = Effect.fn("ApiKeys.list")(
@@ -118,7 +122,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
           SELECT page.*, counted.total
           FROM (SELECT count(*) AS total FROM api_keys WHERE user_id = ${userId} AND revoked_at IS NULL) counted
           LEFT JOIN LATERAL (
-            SELECT k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at, k.mailbox_ids, k.position
+            SELECT k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at, k.mailbox_ids, k.permission, k.position
             FROM (
               -- Numbered before the join, which need not keep the order.
               SELECT k.*, row_number() OVER (ORDER BY ${order}) AS position FROM api_keys k
@@ -135,7 +139,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
     )
 
     /**
-     * Rename a key, or change the mailboxes it is limited to. A new limit applies before the answer,
+     * Rename a key, or change the mailboxes it is limited to or its permission. A new limit applies before the answer,
      * here and on every other node as soon as it hears (the cached principal goes).
      */
     const update = Effect.fn("ApiKeys.update")(function*(userId: string, keyId: string, input: UpdateKeyInput) {
@@ -145,13 +149,14 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       const rows = yield* sql<Omit<KeyRow, "total">>`
         UPDATE api_keys k SET
           name = coalesce(${input.name ?? null}, k.name),
-          mailbox_ids = CASE WHEN ${mailboxIds === undefined} THEN k.mailbox_ids ELSE ${mailboxIds ?? null}::text[] END
+          mailbox_ids = CASE WHEN ${mailboxIds === undefined} THEN k.mailbox_ids ELSE ${mailboxIds ?? null}::text[] END,
+          permission = coalesce(${input.permission ?? null}, k.permission)
         FROM subscriptions s
         WHERE k.id = ${keyId} AND k.user_id = ${userId} AND k.revoked_at IS NULL AND s.user_id = k.user_id
-        RETURNING k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at, k.mailbox_ids`
+        RETURNING k.id, k.name, k.key_prefix, s.plan, k.created_at, k.expires_at, k.last_used_at, k.mailbox_ids, k.permission`
       const row = rows[0]
       if (!row) return yield* new NotFound({ message: "API key not found", details: { keyId } })
-      if (mailboxIds !== undefined) yield* principals.changed(userId)
+      if (mailboxIds !== undefined || input.permission !== undefined) yield* principals.changed(userId)
       return toKey(row)
     })
 

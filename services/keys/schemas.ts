@@ -10,6 +10,14 @@ const MailboxIds = Schema.Array(Schema.String).pipe(
   Schema.maxItems(MAX_KEY_MAILBOXES, { message: () => `must list at most ${MAX_KEY_MAILBOXES} mailbox ids` })
 )
 
+/** What a key may do: everything its owner may (within its mailboxes), or read only. */
+export const KeyPermission = Schema.Literal("full_access", "read_only").annotations({
+  description: "full_access (the default): everything the account may do, within the key's mailboxes. read_only: reading " +
+    "mail, conversations, drafts, lists, webhooks, stats and events, and searching; every change (sending, labels, " +
+    "deletions, keys, webhooks, mailboxes, domains, billing) is 403 FORBIDDEN, and its MCP tools are the reading ones"
+})
+export type KeyPermission = typeof KeyPermission.Type
+
 export const CreateKeyInput = Schema.Struct({
   name: Schema.Trim.pipe(minCharacters(1, "must be 1-100 characters"), maxCharacters(100, "must be 1-100 characters")),
   expirationDays: Schema.optional(
@@ -22,7 +30,8 @@ export const CreateKeyInput = Schema.Struct({
     description: "Limit the key to these mailboxes of the account: it reads, sends and manages their mail only, " +
       "sees no other mailbox, and is refused account-wide routes (keys, domains, billing, account lists). " +
       "Left out: the whole account"
-  }))
+  })),
+  permission: Schema.optional(KeyPermission)
 }).annotations({ identifier: "CreateApiKeyInput", parseOptions: { errors: "all" } })
 export type CreateKeyInput = typeof CreateKeyInput.Type
 
@@ -30,7 +39,8 @@ export const UpdateKeyInput = Schema.Struct({
   name: Schema.optional(CreateKeyInput.fields.name),
   mailboxIds: Schema.optional(Schema.NullOr(MailboxIds).annotations({
     description: "Limit the key to these mailboxes instead (it applies at once, on every node); null: the whole account"
-  }))
+  })),
+  permission: Schema.optional(KeyPermission.annotations({ description: "What the key may do from now on (at once, on every node)" }))
 }).annotations({ identifier: "UpdateApiKeyInput", parseOptions: { errors: "all" } })
 export type UpdateKeyInput = typeof UpdateKeyInput.Type
 
@@ -44,7 +54,8 @@ const common = {
   expirationTs: Schema.NullOr(Schema.String),
   mailboxIds: Schema.NullOr(Schema.Array(Schema.String)).annotations({
     description: "The mailboxes the key is limited to; null: the whole account"
-  })
+  }),
+  permission: KeyPermission
 }
 
 export const ApiKey = Schema.Struct({

@@ -1,6 +1,6 @@
 /**
  * The routes an API key limited to some mailboxes may call, and how each is held to them
- * (services/accounts/reach.ts). A route missing here is refused to such a key (403 FORBIDDEN): a route
+ * (services/accounts/reach.ts); and those a read-only key may call (the ones that change nothing). A route missing here is refused to such a key (403 FORBIDDEN): a route
  * added later is closed to limited keys until someone decides how it reaches mailboxes, and
  * `test/api/limited-keys.test.ts` fails until every `/v1` route has been decided.
  */
@@ -100,8 +100,29 @@ export const accountWide = (principal: Pick<Principal, "mailboxes">) =>
     details: { mailboxIds: Option.getOrElse(principal.mailboxes, () => []) }
   })
 
-/** Let `principal` through to the route being served, or refuse it as the route's rule says. */
+/** Routes that change nothing though they are not GETs: a read-only key may call them too. */
+const readingPosts: ReadonlySet<string> = new Set(["POST /v1/search"])
+
+/** Does the route change nothing (a read-only key may call it)? */
+export const isReading = (method: string, path: string) => method === "GET" || method === "HEAD" || readingPosts.has(`${method} ${path}`)
+
+/** The refusal of a route that changes something to a read-only key. */
+export const readOnlyRefusal = () =>
+  new Forbidden({
+    message: "This API key is read-only: it reads and searches, and changes nothing; this needs a key with full access",
+    details: { permission: "read_only" }
+  })
+
+/** Let `principal` through to the route being served, or refuse it as its permission and the route's rule say. */
 export const admit = (reach: MailboxReach, principal: Principal): Effect.Effect<void, NotFound | Forbidden | SqlError, HttpRouter.RouteContext> =>
+  Effect.zipRight(
+    principal.readOnly
+      ? Effect.flatMap(HttpRouter.RouteContext, ({ route }) => (isReading(route.method, route.path) ? Effect.void : Effect.fail(readOnlyRefusal())))
+      : Effect.void,
+    admitMailboxes(reach, principal)
+  )
+
+const admitMailboxes = (reach: MailboxReach, principal: Principal): Effect.Effect<void, NotFound | Forbidden | SqlError, HttpRouter.RouteContext> =>
   Option.isNone(principal.mailboxes) ? Effect.void : Effect.flatMap(HttpRouter.RouteContext, ({ params, route }): Effect.Effect<void, NotFound | Forbidden | SqlError> => {
     switch (routeReach[`${route.method} ${route.path}`] ?? "account") {
       case "mailbox":

@@ -52,7 +52,7 @@ describe("GET /api/auth/activity", () => {
       ["two_factor_enabled", {}],
       ["sessions_signed_out", { ended: 1 }],
       ["api_key_revoked", { keyId: key.keyId, name: "agent one" }],
-      ["api_key_created", { keyId: key.keyId, name: "agent one" }],
+      ["api_key_created", { keyId: key.keyId, name: "agent one", permission: "full_access" }],
       ["login", {}],
       ["login_failed", { reason: "password" }],
       // signUp's own login

@@ -34,6 +34,7 @@ describe("POST /v1/api-keys", () => {
         rateLimit: 20,
         expirationTs: null,
         mailboxIds: null,
+        permission: "full_access",
         createdAt: expect.stringMatching(isoMillis)
       },
       meta: { warning: expect.stringMatching(/only time/) }
@@ -93,7 +94,7 @@ describe("GET /v1/api-keys", () => {
     const keys = reply.data!.data
     expect(keys).toHaveLength(2)
     for (const key of keys) {
-      expect(Object.keys(key).sort()).toEqual(["createdAt", "expirationTs", "keyId", "keyPrefix", "lastUsed", "mailboxIds", "name", "plan", "rateLimit"])
+      expect(Object.keys(key).sort()).toEqual(["createdAt", "expirationTs", "keyId", "keyPrefix", "lastUsed", "mailboxIds", "name", "permission", "plan", "rateLimit"])
       expect(key.plan).toBe("free")
       expect(key.rateLimit).toBe(20)
     }

@@ -126,6 +126,16 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(inDays).toBeLessThanOrEqual(90)
     await page.getByText(`expires ${await page.evaluate((ts) => new Date(ts).toLocaleDateString(), rotating.expirationTs!)}`).waitFor()
     await page.getByRole("button", { name: "Done" }).click()
+
+    // A key that only reads: said so in the list, and so it is.
+    await page.getByLabel("New key name").fill("reading agent")
+    await page.getByRole("checkbox", { name: /^Read only/ }).check()
+    await page.getByRole("button", { name: "Create key" }).click()
+    const reader = await page.getByTestId("new-key").textContent()
+    await page.getByRole("listitem").filter({ hasText: "reading agent" }).getByText("read only").waitFor()
+    const refused = await withKey(server.url, { apiKey: reader! }).POST("/v1/api-keys", { body: { name: "more" } })
+    expect(refused.error?.error).toMatchObject({ code: "FORBIDDEN", details: { permission: "read_only" } })
+    await page.getByRole("button", { name: "Done" }).click()
   })
 
   it("shows the plan and usage, and upgrades through checkout", async () => {

@@ -2774,7 +2774,7 @@ export interface components {
                 [key: string]: string | number | boolean;
             };
             /**
-             * @description login (detail.secondFactor: app or recovery_code, for an account with two-factor sign-in); login_failed (detail.reason: password or code; a wrong password of an unknown email is nobody's); password_changed (from a session); password_reset (from a mailed link); password_set (by an operator); email_changed (detail.previousEmail, email); two_factor_enabled; two_factor_disabled (detail.by: operator when it was); recovery_codes_regenerated; sessions_signed_out (detail.ended); api_key_created and api_key_revoked (detail.keyId, name)
+             * @description login (detail.secondFactor: app or recovery_code, for an account with two-factor sign-in); login_failed (detail.reason: password or code; a wrong password of an unknown email is nobody's); password_changed (from a session); password_reset (from a mailed link); password_set (by an operator); email_changed (detail.previousEmail, email); two_factor_enabled; two_factor_disabled (detail.by: operator when it was); recovery_codes_regenerated; sessions_signed_out (detail.ended); api_key_created (detail.keyId, name, permission) and api_key_revoked (detail.keyId, name)
              * @enum {string}
              */
             kind: "login" | "login_failed" | "password_changed" | "password_reset" | "password_set" | "email_changed" | "two_factor_enabled" | "two_factor_disabled" | "recovery_codes_regenerated" | "sessions_signed_out" | "api_key_created" | "api_key_revoked";
@@ -2800,6 +2800,11 @@ export interface components {
             /** @description The mailboxes the key is limited to; null: the whole account */
             mailboxIds: string[] | null;
             name: string;
+            /**
+             * @description full_access (the default): everything the account may do, within the key's mailboxes. read_only: reading mail, conversations, drafts, lists, webhooks, stats and events, and searching; every change (sending, labels, deletions, keys, webhooks, mailboxes, domains, billing) is 403 FORBIDDEN, and its MCP tools are the reading ones
+             * @enum {string}
+             */
+            permission: "full_access" | "read_only";
             /** @enum {string} */
             plan: "free" | "pro" | "enterprise";
             /** @description Requests per minute allowed for the key */
@@ -2987,6 +2992,11 @@ export interface components {
             mailboxIds?: string[];
             /** @description a string that will be trimmed */
             name: string;
+            /**
+             * @description full_access (the default): everything the account may do, within the key's mailboxes. read_only: reading mail, conversations, drafts, lists, webhooks, stats and events, and searching; every change (sending, labels, deletions, keys, webhooks, mailboxes, domains, billing) is 403 FORBIDDEN, and its MCP tools are the reading ones
+             * @enum {string}
+             */
+            permission?: "full_access" | "read_only";
         };
         CreatedApiKey: {
             /** @description The full key. Shown only once: store it now. */
@@ -2999,6 +3009,11 @@ export interface components {
             /** @description The mailboxes the key is limited to; null: the whole account */
             mailboxIds: string[] | null;
             name: string;
+            /**
+             * @description full_access (the default): everything the account may do, within the key's mailboxes. read_only: reading mail, conversations, drafts, lists, webhooks, stats and events, and searching; every change (sending, labels, deletions, keys, webhooks, mailboxes, domains, billing) is 403 FORBIDDEN, and its MCP tools are the reading ones
+             * @enum {string}
+             */
+            permission: "full_access" | "read_only";
             /** @enum {string} */
             plan: "free" | "pro" | "enterprise";
             /** @description Requests per minute allowed for the key */
@@ -4412,6 +4427,11 @@ export interface components {
             mailboxIds?: string[] | null;
             /** @description a string that will be trimmed */
             name?: string;
+            /**
+             * @description What the key may do from now on (at once, on every node)
+             * @enum {string}
+             */
+            permission?: "full_access" | "read_only";
         };
         UpdatedWebhook: {
             active: boolean;

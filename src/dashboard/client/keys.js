@@ -1,7 +1,8 @@
 /**
  * API keys: create (the key shown once, with a copy button), optionally expiring after a number of
- * days (SPEC: rotate keys by setting an expiry) and limited to some mailboxes (an agent's own), list
- * with when each expires and what it reaches, rename or change its mailboxes, revoke.
+ * days (SPEC: rotate keys by setting an expiry), limited to some mailboxes (an agent's own) and to
+ * reading, list with when each expires and what it reaches, rename or change its mailboxes and
+ * permission, revoke.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -18,6 +19,7 @@ const EXPIRIES = /** @type {const} */ ([["", "Never"], ["30", "In 30 days"], ["9
 const KeyEditor = ({ apiKey, mailboxes, onDone }) => {
   const [name, setName] = useState(apiKey.name)
   const [chosen, setChosen] = useState(/** @type {string[]} */ (apiKey.mailboxIds ?? []))
+  const [readOnly, setReadOnly] = useState(apiKey.permission === "read_only")
   const [error, setError] = useState(/** @type {unknown} */ (null))
   const id = `key-${apiKey.keyId}`
 
@@ -26,7 +28,11 @@ const KeyEditor = ({ apiKey, mailboxes, onDone }) => {
     event.preventDefault()
     setError(null)
     try {
-      await call("PATCH", `/api/api-keys/${encodeURIComponent(apiKey.keyId)}`, { name, mailboxIds: chosen.length === 0 ? null : chosen })
+      await call("PATCH", `/api/api-keys/${encodeURIComponent(apiKey.keyId)}`, {
+        name,
+        mailboxIds: chosen.length === 0 ? null : chosen,
+        permission: readOnly ? "read_only" : "full_access"
+      })
       onDone(true)
     } catch (failure) {
       setError(failure)
@@ -38,6 +44,7 @@ const KeyEditor = ({ apiKey, mailboxes, onDone }) => {
       <${Field} id=${id + "-name"} label="Name" value=${name} onInput=${setName} required error=${fieldError(error, "name")} />
       <${MailboxChooser} legend="Limit to mailboxes (none checked: the whole account)" mailboxes=${mailboxes} chosen=${chosen}
         onChange=${setChosen} error=${fieldError(error, "mailboxIds")} />
+      <${ReadOnlyChoice} id=${id + "-read-only"} checked=${readOnly} onChange=${setReadOnly} />
       <${ErrorNote} error=${error} />
       <div class="actions">
         <button type="submit">Save</button>
@@ -45,6 +52,14 @@ const KeyEditor = ({ apiKey, mailboxes, onDone }) => {
       </div>
     </form>`
 }
+
+/**
+ * Whether the key only reads: an agent that summarises or searches mail needs no more.
+ * @param {{ id: string, checked: boolean, onChange: (checked: boolean) => void }} props
+ */
+const ReadOnlyChoice = ({ id, checked, onChange }) => html`
+  <label class="check" for=${id}><input id=${id} type="checkbox" checked=${checked}
+    onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.checked)} /> Read only: reads and searches mail, changes nothing (no sending, labels or deletions)</label>`
 
 export const KeysPage = () => {
   const [keys, setKeys] = useState(/** @type {any[] | null} */ (null))
@@ -54,6 +69,7 @@ export const KeysPage = () => {
   // The account's mailboxes (for limiting a key to some), and those chosen: none is the whole account.
   const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
   const [chosen, setChosen] = useState(/** @type {string[]} */ ([]))
+  const [readOnly, setReadOnly] = useState(false)
   /** @param {string} id */
   const addressOf = (id) => mailboxes.find((m) => m.mailbox_id === id)?.email_address ?? "a deleted mailbox"
   const [created, setCreated] = useState(/** @type {any} */ (null))
@@ -75,12 +91,14 @@ export const KeysPage = () => {
       const answer = await call("POST", "/api/api-keys", {
         name,
         ...(days === "" ? {} : { expirationDays: Number(days) }),
-        ...(chosen.length === 0 ? {} : { mailboxIds: chosen })
+        ...(chosen.length === 0 ? {} : { mailboxIds: chosen }),
+        ...(readOnly ? { permission: "read_only" } : {})
       })
       setCreated(answer.data)
       setName("")
       setDays("")
       setChosen([])
+      setReadOnly(false)
       await load()
     } catch (failure) {
       setError(failure)
@@ -101,7 +119,7 @@ export const KeysPage = () => {
   return html`
     <h1>API keys</h1>
     <p class="muted">Agents use a key as <code>X-API-Key</code> on <code>/v1</code>. A key acts with your full rights, or only on the
-      mailboxes you limit it to: give each agent a key for its own mailbox.</p>
+      mailboxes you limit it to, or only reads: give each agent a key for its own mailbox, and no more than it needs.</p>
     <form class="card" onSubmit=${create} aria-label="New key">
       <div class="row-form">
         <${Field} id="key-name" label="New key name" value=${name} onInput=${setName} required error=${fieldError(error, "name")} />
@@ -116,6 +134,7 @@ export const KeysPage = () => {
       ${mailboxes.length > 0 && html`
         <${MailboxChooser} legend="Limit to mailboxes (none checked: the whole account)" mailboxes=${mailboxes} chosen=${chosen}
           onChange=${setChosen} error=${fieldError(error, "mailboxIds")} />`}
+      <${ReadOnlyChoice} id="key-read-only" checked=${readOnly} onChange=${setReadOnly} />
     </form>
     <${ErrorNote} error=${error} />
     ${created && html`
@@ -129,7 +148,7 @@ export const KeysPage = () => {
         ${keys.map((key) => html`
           <li key=${key.keyId} class="item wrap">
             <div class="grow">
-              <strong>${key.name}</strong> <code>${key.keyPrefix}…</code>
+              <strong>${key.name}</strong> <code>${key.keyPrefix}…</code>${key.permission === "read_only" && html` <span class="tag">read only</span>`}
               <div class="muted small">${key.mailboxIds === null ? "Every mailbox" : "Only " + key.mailboxIds.map(addressOf).join(", ")} · Created ${when(key.createdAt)} · ${key.lastUsed ? "last used " + when(key.lastUsed) : "never used"}${
             key.expirationTs ? ` · ${Date.parse(key.expirationTs) <= Date.now() ? "expired" : "expires"} ${new Date(key.expirationTs).toLocaleDateString()}` : ""
           }</div>

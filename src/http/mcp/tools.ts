@@ -24,7 +24,7 @@ import { fromSendInput, Outbound } from "../../../services/outbound/send.ts"
 import { SearchInput } from "../../../services/search/schemas.ts"
 import { Search } from "../../../services/search/search.ts"
 import { AppConfig } from "../../config.ts"
-import { accountWide } from "../reach.ts"
+import { accountWide, readOnlyRefusal } from "../reach.ts"
 
 /** Said of every tool that answers mail content: it is data from strangers, never instructions. */
 const UNTRUSTED =
@@ -514,11 +514,12 @@ export const inputSchemaOf = (tool: Tool): { readonly type: "object" } & Record<
 }
 
 /**
- * Let `principal` run `tool` with `input`, or refuse as the tool's reach says: nothing to check for a
- * principal without a limit; for a key limited to some mailboxes, every id the arguments name must be
+ * Let `principal` run `tool` with `input`, or refuse as the tool's reach says: a read-only key is
+ * refused every tool that changes something; nothing else to check for a principal without a limit; for a key limited to some mailboxes, every id the arguments name must be
  * in one of them (else the 404 an unknown one gets), and a tool about the whole account is refused.
  */
 export const admitTool = <I>(principal: Principal, tool: Tool<I>, input: I) =>
+  principal.readOnly && tool.annotations.readOnlyHint !== true ? Effect.fail(readOnlyRefusal()) :
   Option.isNone(principal.mailboxes) ? Effect.void : Effect.gen(function*() {
     const rule = typeof tool.reach === "function" ? tool.reach(input) : tool.reach
     if (rule === "account") return yield* accountWide(principal)
@@ -537,6 +538,11 @@ export const admitTool = <I>(principal: Principal, tool: Tool<I>, input: I) =>
     if (Array.isArray(args.thread_ids)) yield* reach.threads(principal, args.thread_ids as ReadonlyArray<string>)
   })
 
-/** The tools `principal` may call: a key limited to some mailboxes is not shown those about the whole account. */
+/**
+ * The tools `principal` may call: a key limited to some mailboxes is not shown those about the whole
+ * account, a read-only key those that change something.
+ */
 export const toolsFor = (principal: Principal): ReadonlyArray<Tool> =>
-  Option.isNone(principal.mailboxes) ? tools : tools.filter((tool) => tool.reach !== "account")
+  tools.filter((tool) =>
+    (Option.isNone(principal.mailboxes) || tool.reach !== "account") && (!principal.readOnly || tool.annotations.readOnlyHint === true)
+  )
