@@ -89,7 +89,8 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
             keyPrefix: created.keyPrefix,
             createdAt: created.createdAt,
             expirationTs: created.expirationTs,
-            mailboxIds
+            mailboxIds,
+            permission
           }
         }),
         { msgId: `api_key.created:${keyId}` }

@@ -82,7 +82,7 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
     "email.delivery_delayed": delivery("deferred", "451 4.7.1 Greylisted, try again later", later),
     "email.bounced": delivery("bounced", "550 5.1.1 <billing@partner.example>: Recipient address rejected", null),
     "email.failed": delivery("failed", "Connection refused by every MX host of partner.example", null),
-    "api_key.created": { keyId: "key_example", name: "example key", keyPrefix: "mr_exampl********", createdAt: timestamp, expirationTs: null, mailboxIds: null }
+    "api_key.created": { keyId: "key_example", name: "example key", keyPrefix: "mr_exampl********", createdAt: timestamp, expirationTs: null, mailboxIds: null, permission: "full_access" }
   }
   return { event: kind, timestamp, data: data[kind] }
 }

@@ -274,7 +274,8 @@ export const ApiKeyCreatedEvent = eventPayload(
     expirationTs: Schema.NullOr(Schema.String),
     mailboxIds: Schema.NullOr(Schema.Array(Schema.String)).annotations({
       description: "The mailboxes the key is limited to; null: the whole account"
-    })
+    }),
+    permission: Schema.Literal("full_access", "read_only").annotations({ description: "What the key may do: everything, or read only" })
   }),
   "An API key was created on the account (never the key itself)"
 )

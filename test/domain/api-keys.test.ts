@@ -65,7 +65,8 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
         rateLimit: 20,
         createdAt: expect.any(String),
         expirationTs: null,
-        mailboxIds: null
+        mailboxIds: null,
+        permission: "full_access"
       })
       expect(created.apiKey.startsWith(created.keyPrefix.replace(/\*+$/, ""))).toBe(true)
       expect(created.keyPrefix.replace(/\*+$/, "").length).toBeLessThan(created.apiKey.length / 2)
@@ -83,14 +84,15 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
         lastUsed: expect.any(String),
         createdAt: created.createdAt,
         expirationTs: null,
-        mailboxIds: null
+        mailboxIds: null,
+        permission: "full_access"
       }])
 
       const event = yield* Queue.take(announced).pipe(Effect.timeout(Duration.seconds(10)))
       expect(event).toMatchObject({
         event: "api_key.created",
         namespace: user.userId,
-        data: { keyId: created.keyId, name: "ci", keyPrefix: created.keyPrefix, mailboxIds: null }
+        data: { keyId: created.keyId, name: "ci", keyPrefix: created.keyPrefix, mailboxIds: null, permission: "full_access" }
       })
       expect(JSON.stringify(event)).not.toContain(created.apiKey)
     }))
