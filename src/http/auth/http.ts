@@ -13,7 +13,7 @@ import { page } from "../../../services/listing.ts"
 import { AppConfig } from "../../config.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
-import { fromRequest } from "../origin.ts"
+import { fromRequest, originOf } from "../origin.ts"
 import { SESSION_COOKIE } from "../security.ts"
 
 export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers) =>
@@ -50,8 +50,7 @@ export const AuthHandlers = HttpApiBuilder.group(MailroomApi, "auth", (handlers)
         accounts.register(payload).pipe(orUnavailable, Effect.map((data) => ({ success: true as const, data }))))
       .handle("login", ({ payload }) =>
         Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const client = { userAgent: request.headers["user-agent"], address: Option.getOrUndefined(request.remoteAddress) }
+          const client = originOf(yield* HttpServerRequest.HttpServerRequest)
           const session = yield* orUnavailable(accounts.login(payload, client))
           yield* setCookie(session.cookieToken, Duration.seconds(session.cookieMaxAge))
           yield* notices.afterLogin(session, client)
