@@ -476,6 +476,9 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    // The form shows at once and the URL follows when the logout is answered: a link opened before
+    // then would be replaced by #/signin.
+    await page.waitForURL(/#\/signin$/)
 
     // The link again: used, it works no more, and says what to do.
     await page.goto(link)
