@@ -6,7 +6,7 @@
  *   `application/json` or a `+json` type, in UTF-8; anything else — a form, multipart, text, or a body
  *   with no `Content-Type` at all — is 415 UNSUPPORTED_MEDIA_TYPE. Left alone, the platform guesses: it
  *   reads a missing type as JSON, a form as an object and multipart as files, and a route would act on
- *   whatever came out.
+ *   whatever came out. An empty body is no body, whatever type it claims.
  * - **JSON nests at most 64 levels.** Deeper values are refused (400 VALIDATION_ERROR, `details.body`)
  *   before any schema sees them: a decode error describes the value it rejects, one stack frame per level.
  * - **No text holds NUL (U+0000)**, which PostgreSQL `text` cannot store. A NUL in a body string or key,
@@ -220,7 +220,15 @@ export const screen = (
     }
 
     const declared = bodyDeclared(request)
-    if (declared === "none" || readsForm(request.method, pathname)) return request
+    if (readsForm(request.method, pathname)) return request
+    if (declared === "none") {
+      // Nothing to read, whatever Content-Type says: read as JSON, an empty body is what no body is. (Left
+      // as it came, an empty multipart body without a boundary failed in the platform's parser: a 500.)
+      const claimed = request.headers["content-type"]
+      return claimed === undefined || isJsonType(claimed.split(";")[0]!.trim().toLowerCase())
+        ? request
+        : request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
+    }
 
     const type = mediaType(request.headers["content-type"])
     if (type instanceof UnsupportedMediaType) {

@@ -156,6 +156,23 @@ describe("bodies that are not JSON", () => {
     expect(await keyCount(user.accessToken)).toBe(0)
   })
 
+  it("an empty body is no body whatever Content-Type it claims: multipart without a boundary is answered as no body is, not a 500", async () => {
+    const user = await signUp(server.url)
+    const post = async (headers: Record<string, string>) => {
+      const response = await fetch(`${server.url}/v1/api-keys`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${user.accessToken}`, "content-length": "0", ...headers }
+      })
+      return { status: response.status, body: await response.json() }
+    }
+    const none = await post({})
+    expect(none).toMatchObject({ status: 400, body: { success: false, error: { code: "VALIDATION_ERROR" } } })
+    for (const type of ["multipart/form-data", "multipart/form-data; boundary=x", "application/x-www-form-urlencoded", "text/plain"]) {
+      expect(await post({ "content-type": type }), type).toEqual(none)
+    }
+    expect(await keyCount(user.accessToken)).toBe(0)
+  })
+
   it("a body without Content-Type is 415, and so are text and a JSON type in another charset", async () => {
     const user = await signUp(server.url)
     const post = (body: string | Uint8Array, headers: Record<string, string> = {}) =>
