@@ -13,7 +13,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { PaymentProvider } from "../billing/payments.ts"
 import { Conflict, RateLimited, ValidationError } from "../errors.ts"
-import { letter, SystemMail } from "../outbound/system-mail.ts"
+import { letter, notice, SystemMail } from "../outbound/system-mail.ts"
 import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { isUniqueViolation } from "../unique-violation.ts"
 import { Accounts } from "./accounts.ts"
@@ -110,16 +110,10 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
           ))
       )
       // Told once it is done: the person who owns the old address learns of a change they did not make.
-      yield* mail.send({
-        to: previousEmail,
-        expiresAt: new Date(Date.now() + EMAIL_LINK_HOURS * 3_600_000),
-        subject: "Your Mailroom email was changed",
-        ...letter([
-          `Hello ${name},`,
-          `The Mailroom account that signed in with ${previousEmail} signs in with ${email} from now on; the change was confirmed from that address.`,
-          "If you did not make this change, someone who knew your password did: ask your Mailroom operator for help."
-        ])
-      })
+      yield* mail.send(notice({ email, name }, "Your Mailroom email was changed", [
+        `The Mailroom account that signed in with ${previousEmail} signs in with ${email} from now on; the change was confirmed from that address.`,
+        "If you did not make this change, someone who knew your password did: ask your Mailroom operator for help."
+      ], previousEmail))
       return { email, previousEmail }
     })
 

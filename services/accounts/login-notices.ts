@@ -11,27 +11,16 @@
  * Best effort: the login stands whatever happens here.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
-import { letter, SystemMail } from "../outbound/system-mail.ts"
+import { Effect, Option } from "effect"
+import { notice, SystemMail } from "../outbound/system-mail.ts"
 import { ACTIVITY_RETENTION_DAYS } from "./activity.ts"
 import type { LoginClient, NewSession } from "./accounts.ts"
-
-/** How long a notice is retried for before it is given up. */
-const NOTICE_HOURS = 24
 
 export class LoginNotices extends Effect.Service<LoginNotices>()("mailroom/LoginNotices", {
   dependencies: [SystemMail.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const mail = yield* SystemMail
-
-    const send = (user: NewSession["user"], subject: string, paragraphs: ReadonlyArray<string>) =>
-      mail.send({
-        to: user.email,
-        expiresAt: new Date(Date.now() + NOTICE_HOURS * 3_600_000),
-        subject,
-        ...letter([`Hello ${user.name},`, ...paragraphs])
-      })
 
     /** Is this login's client or address one of the account's earlier sign-ins? None earlier: the first. */
     const familiar = (userId: string, client: LoginClient) =>
@@ -53,19 +42,20 @@ export class LoginNotices extends Effect.Service<LoginNotices>()("mailroom/Login
       const { user } = session
       const when = new Date().toUTCString()
       const from = `${client.userAgent ?? "an unnamed client"}, from the address ${client.address ?? "unknown"}`
-      if (session.secondFactor._tag === "Some" && session.secondFactor.value.method === "recovery_code") {
-        const left = session.secondFactor.value.recoveryCodesLeft
-        yield* send(user, "A recovery code signed in to your Mailroom account", [
+      const recoveryCode = Option.filter(session.secondFactor, (used) => used.method === "recovery_code")
+      if (Option.isSome(recoveryCode)) {
+        const left = recoveryCode.value.recoveryCodesLeft
+        yield* mail.send(notice(user, "A recovery code signed in to your Mailroom account", [
           `A recovery code was used instead of the authenticator app to sign in to the Mailroom account ${user.email} (${when}, ${from}); it will not work again. ${left} ${left === 1 ? "is" : "are"} left.`,
           left <= 2 ? "Make new ones on the account page before they run out." : "New ones can be made on the account page at any time.",
           "If it was not you, change your password and make new recovery codes."
-        ])
+        ]))
       } else if (!(yield* familiar(user.userId, client))) {
-        yield* send(user, "New sign-in to your Mailroom account", [
+        yield* mail.send(notice(user, "New sign-in to your Mailroom account", [
           `The Mailroom account ${user.email} was signed in to from somewhere it had not been in the last ${ACTIVITY_RETENTION_DAYS} days: ${from}, ${when}.`,
           "If it was you, there is nothing to do.",
           "If it was not, change your password now (it signs every other session out), and look at the account page's recent activity."
-        ])
+        ]))
       }
     }, (effect, _session, client) =>
       Effect.catchAll(effect, (error) =>

@@ -16,7 +16,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { Conflict, Unauthorized, ValidationError } from "../errors.ts"
-import { letter, SystemMail } from "../outbound/system-mail.ts"
+import { notice, SystemMail } from "../outbound/system-mail.ts"
 import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { Accounts, failedLogins } from "./accounts.ts"
 import { AccountActivity } from "./activity.ts"
@@ -26,9 +26,6 @@ import { asTotpCode, matchingStep, newRecoveryCodes, newTotpSecret, otpauthUri, 
 
 /** What authenticator apps list the account under. */
 export const TOTP_ISSUER = "Mailroom"
-/** How long a notice is retried for before it is given up. */
-const NOTICE_HOURS = 24
-
 export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor", {
   dependencies: [Accounts.Default, RateLimiter.layer, SystemMail.Default, AccountActivity.Default],
   effect: Effect.gen(function*() {
@@ -47,12 +44,7 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
 
     /** Tell the account's email what happened to its sign-in; best effort (the change is made either way). */
     const notify = (user: { readonly email: string; readonly name: string }, subject: string, paragraphs: ReadonlyArray<string>) =>
-      mail.send({
-        to: user.email,
-        expiresAt: new Date(Date.now() + NOTICE_HOURS * 3_600_000),
-        subject,
-        ...letter([`Hello ${user.name},`, ...paragraphs])
-      }).pipe(
+      mail.send(notice(user, subject, paragraphs)).pipe(
         Effect.catchAll((error) => Effect.logWarning(`Could not mail a two-factor notice: ${String(error)}`)),
         Effect.asVoid
       )

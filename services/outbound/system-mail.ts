@@ -48,6 +48,22 @@ export const letter = (paragraphs: ReadonlyArray<Paragraph>) => ({
   }</body></html>`
 })
 
+/** How long a notice (telling a person what happened to their account) is tried for before it is given up. */
+export const NOTICE_HOURS = 24
+
+/** A notice to `person` at `to` (their email unless said): greeted by name, then `paragraphs`; tried for NOTICE_HOURS. */
+export const notice = (
+  person: { readonly email: string; readonly name: string },
+  subject: string,
+  paragraphs: ReadonlyArray<string>,
+  to: string = person.email
+): SystemMessage => ({
+  to,
+  expiresAt: new Date(Date.now() + NOTICE_HOURS * 3_600_000),
+  subject,
+  ...letter([`Hello ${person.name},`, ...paragraphs])
+})
+
 export interface SystemMessage {
   readonly to: string
   readonly subject: string

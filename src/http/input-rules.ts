@@ -94,6 +94,9 @@ const findRoute = (method: string, segments: ReadonlyArray<string>) => {
 
 const accepted = { accepted: "application/json", charset: "utf-8" }
 
+/** A Content-Type's media type without its parameters, lower case. */
+const essenceOf = (header: string) => header.split(";")[0]!.trim().toLowerCase()
+
 const isJsonType = (essence: string) => essence === "application/json" || /^application\/[a-z0-9!#$&^_.-]+\+json$/.test(essence)
 
 /** The media type (its essence, lower case) of a body, or why it is refused. */
@@ -104,7 +107,8 @@ const mediaType = (header: string | undefined): string | UnsupportedMediaType =>
       details: { ...accepted, received: null }
     })
   }
-  const [essence = "", ...parameters] = header.split(";").map((part) => part.trim().toLowerCase())
+  const essence = essenceOf(header)
+  const parameters = header.split(";").slice(1).map((part) => part.trim().toLowerCase())
   const charset = parameters.find((parameter) => parameter.startsWith("charset="))?.slice("charset=".length).replace(/^"|"$/g, "")
   if (!isJsonType(essence) || (charset !== undefined && charset !== "utf-8" && charset !== "utf8")) {
     return new UnsupportedMediaType({
@@ -225,7 +229,7 @@ export const screen = (
       // Nothing to read, whatever Content-Type says: read as JSON, an empty body is what no body is. (Left
       // as it came, an empty multipart body without a boundary failed in the platform's parser: a 500.)
       const claimed = request.headers["content-type"]
-      return claimed === undefined || isJsonType(claimed.split(";")[0]!.trim().toLowerCase())
+      return claimed === undefined || isJsonType(essenceOf(claimed))
         ? request
         : request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
     }
