@@ -369,12 +369,12 @@ export class StorageQuotaReached extends Schema.TaggedError<StorageQuotaReached>
   })
 ) {}
 
-/** 422 RECIPIENT_SUPPRESSED: a recipient bounced before; the account no longer sends to it. */
+/** 422 RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list; the account no longer sends to it. */
 export class RecipientSuppressed extends Schema.TaggedError<RecipientSuppressed>()(
   ...failure("RecipientSuppressed", {
     status: 422,
     code: "RECIPIENT_SUPPRESSED",
-    description: "RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses"
+    description: "RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason)"
   })
 ) {}
 

@@ -122,7 +122,7 @@ export type Headers = typeof Headers.Type
  * What became of a sent email at one recipient: `queued` (not yet tried), `sent` (the receiving
  * server took it), `deferred` (a temporary failure; tried again later), `bounced` (refused for good,
  * or a bounce report came back), `failed` (given up: out of retries, or the domain takes no mail),
- * `suppressed` (not sent: the address bounced before).
+ * `suppressed` (not sent: the address is on the account's suppression list).
  */
 export const DeliveryStatus = Schema.Literal("queued", "sent", "deferred", "bounced", "failed", "suppressed")
 export type DeliveryStatus = typeof DeliveryStatus.Type
@@ -200,7 +200,7 @@ export const RecipientCounts = Schema.Struct({
   sent: Count.annotations({ description: "Accepted by the receiving server" }),
   bounced: Count.annotations({ description: "Refused for good (5xx, or a bounce that came back)" }),
   failed: Count.annotations({ description: "Not delivered before the retries ran out" }),
-  suppressed: Count.annotations({ description: "Not tried: the address bounced before" }),
+  suppressed: Count.annotations({ description: "Not tried: the address is on the account's suppression list" }),
   deferred: Count.annotations({ description: "Refused for now; will be tried again" }),
   queued: Count.annotations({ description: "Not tried yet" })
 }).annotations({ identifier: "RecipientCounts" })

@@ -82,7 +82,7 @@ const WaitingRow = Schema.Struct({
   recipient: Schema.String,
   attempts: Schema.Number,
   status: Schema.String,
-  /** On the account's suppression list now: it bounced (another message's) since this one was queued. */
+  /** On the account's suppression list now: it joined it (bounced, unsubscribed, …) since this one was queued. */
   suppressed: Schema.Boolean
 })
 
@@ -328,11 +328,11 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       const email = yield* readJob(job)
       // Deleted since, or every recipient settled (a redelivered job): nothing to do.
       if (!email || email.waiting.length === 0) return
-      // A recipient suppressed while the message waited (another message to it bounced) is not tried again.
+      // A recipient suppressed while the message waited (another message to it bounced, say) is not tried again.
       const suppressed = email.waiting.filter((w) => w.suppressed).map((w): Outcome => ({
         recipient: w.recipient,
         status: "suppressed",
-        response: `Not sent: ${w.recipient} bounced since this message was queued and is on the account's suppression list`
+        response: `Not sent: ${w.recipient} joined the account's suppression list since this message was queued`
       }))
       const recipients = email.waiting.filter((w) => !w.suppressed).map((w) => w.recipient)
       const hosted = sharedDomains.includes(job.domain) || email.verifiedHere

@@ -211,15 +211,36 @@ export const DeliveryEventData = Schema.Struct({
 }).annotations({ identifier: "DeliveryEventData" })
 export type DeliveryEventData = typeof DeliveryEventData.Type
 
+/**
+ * Why the account no longer sends to an address: it bounced for good, its owner unsubscribed (the
+ * link of a message sent with `list_unsubscribe`), its owner reported the mail as spam, or the
+ * account suppressed it.
+ */
+export const SuppressionReason = Schema.Literal("bounced", "unsubscribed", "complained", "manual").annotations({
+  description:
+    "bounced: a receiving server refused it for good; unsubscribed: its owner used a sent message's unsubscribe link; complained: its owner reported a sent message as spam; manual: the account added it"
+})
+export type SuppressionReason = typeof SuppressionReason.Type
+
 /** An address the account no longer sends to (GET /suppressions). */
 export const Suppression = Schema.Struct({
   address: Schema.String,
-  reason: Schema.Literal("bounced"),
-  last_response: Schema.NullOr(Schema.String).annotations({ description: "The answer that suppressed it" }),
-  email_id: Schema.NullOr(Schema.String).annotations({ description: "The sent email that bounced" }),
+  reason: SuppressionReason,
+  last_response: Schema.NullOr(Schema.String).annotations({
+    description: "What suppressed it: the receiving server's answer, the unsubscribe or the complaint; null for one added by the account"
+  }),
+  email_id: Schema.NullOr(Schema.String).annotations({
+    description: "The sent email it came from (the one that bounced, was unsubscribed from or reported); null for one added by the account"
+  }),
   created_at: Schema.String
 }).annotations({ identifier: "Suppression" })
 export type Suppression = typeof Suppression.Type
+
+/** POST /suppressions: an address the account stops sending to (a person asked it to, say). */
+export const SuppressionInput = Schema.Struct({
+  address: Address.annotations({ description: "The address no longer to send to (any case; kept lower-cased)" })
+}).annotations({ identifier: "SuppressionInput", parseOptions: { errors: "all" } })
+export type SuppressionInput = typeof SuppressionInput.Type
 
 /** What the drafts and suppressions lists sort by (`sort=<field>:<asc|desc>`; newest first by default). */
 export const draftSortFields = ["created_at", "updated_at", "send_at"] as const

@@ -42,7 +42,7 @@ import { domainOf } from "../mailboxes/rules.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
-import { type AddressInput, MAX_RECIPIENTS, type OutboundJob, SendAccepted, type SendInput } from "./schemas.ts"
+import { type AddressInput, MAX_RECIPIENTS, type OutboundJob, SendAccepted, type SendInput, SuppressionReason } from "./schemas.ts"
 
 /** How long an Idempotency-Key answers its first answer. */
 export const IDEMPOTENCY_WINDOW_HOURS = 24
@@ -92,7 +92,7 @@ const SenderRow = Schema.Struct({
   sentThisPeriod: Schema.NumberFromString,
   /** The account's stored mail and drafts, in bytes, less the drafts now being sent (their bytes pass to their emails). */
   storage: Schema.NumberFromString,
-  suppressed: Schema.Array(Schema.String)
+  suppressed: Schema.Array(Schema.Struct({ address: Schema.String, reason: SuppressionReason }))
 })
 
 /** The stored answer of an Idempotency-Key (read as text: the client would rename a jsonb value's keys). */
@@ -106,6 +106,15 @@ interface AcceptedSend {
   readonly day: string
   readonly periodStart: Date
   readonly plan: Plan
+}
+
+/** How a refusal says why each address is suppressed, in this order. */
+const suppressionReasons: ReadonlyArray<SuppressionReason> = ["bounced", "unsubscribed", "complained", "manual"]
+const whySuppressed: Record<SuppressionReason, (is: "is" | "are") => string> = {
+  bounced: (is) => `bounced before and ${is} suppressed`,
+  unsubscribed: (is) => `unsubscribed and ${is} suppressed`,
+  complained: (is) => `reported your mail as spam and ${is} suppressed`,
+  manual: (is) => `${is} suppressed by the account`
 }
 
 /**
@@ -176,9 +185,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           SELECT i.idx, m.local_part || '@' || m.domain AS address, m.display_name, m.domain, s.plan, p.period_start,
                  d.id AS custom_domain_id, d.verified AS custom_domain_verified,
                  coalesce(c.sent, 0) AS sent_today, coalesce(u.emails_sent, 0) AS sent_this_period, coalesce(su.bytes, 0) - coalesce(g.bytes, 0) AS storage,
-                 ARRAY(SELECT x.address FROM suppressions x
-                       WHERE x.user_id = m.user_id AND x.address = ANY(i.recipients)
-                       ORDER BY x.address) AS suppressed
+                 (SELECT coalesce(json_agg(json_build_object('address', x.address, 'reason', x.reason) ORDER BY x.address), '[]')
+                  FROM suppressions x WHERE x.user_id = m.user_id AND x.address = ANY(i.recipients)) AS suppressed
           FROM jsonb_to_recordset(${JSON.stringify(input)}::jsonb) AS i(idx int, user_id text, mailbox_id text, recipients text[])
           JOIN mailboxes m ON m.id = i.mailbox_id AND m.user_id = i.user_id AND m.status = 'active'
           JOIN subscriptions s ON s.user_id = m.user_id
@@ -324,13 +332,20 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       return Effect.void
     }
 
-    const checkSuppressions = (suppressed: ReadonlyArray<string>) =>
-      suppressed.length === 0 ? Effect.void : Effect.fail(
+    const checkSuppressions = (suppressed: typeof SenderRow.Type["suppressed"]) => {
+      if (suppressed.length === 0) return Effect.void
+      const reasons = Object.fromEntries(suppressed.map((s) => [s.address, s.reason]))
+      const said = suppressionReasons.flatMap((reason) => {
+        const addresses = suppressed.filter((s) => s.reason === reason).map((s) => s.address)
+        return addresses.length === 0 ? [] : [`${addresses.join(", ")} ${whySuppressed[reason](addresses.length === 1 ? "is" : "are")}`]
+      })
+      return Effect.fail(
         new RecipientSuppressed({
-          message: `Not sent: ${suppressed.join(", ")} bounced before and ${suppressed.length === 1 ? "is" : "are"} suppressed`,
-          details: { addresses: [...suppressed] }
+          message: `Not sent: ${said.join("; ")}`,
+          details: { addresses: suppressed.map((s) => s.address), reasons }
         })
       )
+    }
 
     /** The counters as read: what most refusals are. (Sends at the same moment are held by the counters' checks.) */
     const checkQuota = (row: typeof SenderRow.Type) => {

@@ -1,5 +1,6 @@
 /**
- * The account's suppression list (issue 16): addresses that bounced for good. Sending to one is
+ * The account's suppression list (issue 16): addresses that bounced for good, whose owners
+ * unsubscribed or reported the mail as spam, and those the account added itself. Sending to one is
  * refused (422 RECIPIENT_SUPPRESSED) until the account removes it, say after the recipient fixed
  * their mailbox.
  */
@@ -7,16 +8,24 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
-import type { Suppression, SuppressionSortField } from "./schemas.ts"
+import type { Suppression, SuppressionReason, SuppressionSortField } from "./schemas.ts"
 
 
 interface SuppressionRow {
   readonly address: string
-  readonly reason: "bounced"
+  readonly reason: SuppressionReason
   readonly lastResponse: string | null
   readonly emailId: string | null
   readonly createdAt: Date
 }
+
+const toSuppression = (row: SuppressionRow): Suppression => ({
+  address: row.address,
+  reason: row.reason,
+  last_response: row.lastResponse,
+  email_id: row.emailId,
+  created_at: row.createdAt.toISOString()
+})
 
 export class Suppressions extends Effect.Service<Suppressions>()("mailroom/Suppressions", {
   effect: Effect.gen(function*() {
@@ -30,14 +39,22 @@ export class Suppressions extends Effect.Service<Suppressions>()("mailroom/Suppr
         ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`
       const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM suppressions WHERE user_id = ${userId}`
       const total = Number(counted[0]?.total ?? 0)
-      const data = rows.map((row): Suppression => ({
-        address: row.address,
-        reason: row.reason,
-        last_response: row.lastResponse,
-        email_id: row.emailId,
-        created_at: row.createdAt.toISOString()
-      }))
-      return { data, total }
+      return { data: rows.map(toSuppression), total }
+    })
+
+    /**
+     * Stop sending to `address`. An address on the list already stays as it was (its reason too):
+     * `created` says which.
+     */
+    const add = Effect.fn("Suppressions.add")(function*(userId: string, address: string) {
+      // An update that changes nothing, so that the row is answered either way; `xmax = 0`: a row this
+      // statement inserted (an updated one carries its updating transaction there).
+      const rows = yield* sql<SuppressionRow & { readonly created: boolean }>`
+        INSERT INTO suppressions (user_id, address, reason) VALUES (${userId}, ${address.toLowerCase()}, 'manual')
+        ON CONFLICT (user_id, address) DO UPDATE SET reason = suppressions.reason
+        RETURNING address, reason, last_response, email_id, created_at, (xmax = 0) AS created`
+      const row = rows[0]!
+      return { suppression: toSuppression(row), created: row.created }
     })
 
     /** Send to `address` again. */
@@ -47,6 +64,6 @@ export class Suppressions extends Effect.Service<Suppressions>()("mailroom/Suppr
       return { address: address.toLowerCase(), deleted: true as const }
     })
 
-    return { list, remove } as const
+    return { list, add, remove } as const
   })
 }) {}

@@ -66,6 +66,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "DELETE /v1/api/mailboxes/:mailboxId/drafts/:draftId": "mailbox",
   "POST /v1/api/mailboxes/:mailboxId/drafts/:draftId/send": "mailbox",
   "GET /v1/api/suppressions": "account",
+  "POST /v1/api/suppressions": "account",
   "DELETE /v1/api/suppressions/:address": "account",
   "GET /v1/api/webhooks": "own",
   "POST /v1/api/webhooks": "own",

@@ -44,7 +44,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
-  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "wait_for_email", "send_email",
+  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "suppress_recipient", "wait_for_email", "send_email",
   "reply_to_email", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
@@ -261,6 +261,19 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "unblock_sender", { entry: "*.spam.example", mailbox_id: box.mailboxId })).ok).toMatchObject({ deleted: true })
     expect((await call(mcp, "unblock_sender", { entry: "pest@example.net" })).ok).toMatchObject({ deleted: true })
     expect((await call(mcp, "unblock_sender", { entry: "pest@example.net" })).error).toMatchObject({ code: "NOT_FOUND" })
+  })
+
+  it("suppresses a recipient for the account, once; a malformed address is refused by its field", async () => {
+    const address = `${fresh("asked")}@Partner.example`
+    const suppressed = await call(mcp, "suppress_recipient", { address })
+    expect(suppressed.ok).toEqual({
+      suppression: { address: address.toLowerCase(), reason: "manual", last_response: null, email_id: null, created_at: expect.any(String) },
+      created: true
+    })
+    expect((await call(mcp, "suppress_recipient", { address: address.toLowerCase() })).ok).toMatchObject({ created: false })
+    expect((await call(mcp, "suppress_recipient", { address: "nobody" })).error).toMatchObject({ code: "VALIDATION_ERROR", details: { address: expect.any(String) } })
+    const listed = await withKey(suite.url, box.user).GET("/v1/api/suppressions", {})
+    expect(listed.data?.data.map((s) => [s.address, s.reason])).toContainEqual([address.toLowerCase(), "manual"])
   })
 
   it("answers bad input to every tool with a readable VALIDATION_ERROR, not a crash; refusals keep SPEC's codes", async () => {

@@ -283,6 +283,21 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("list", { name: "Suppressed recipients" }).waitFor({ state: "detached" })
     expect((await dashboard().GET("/api/suppressions")).data?.data).toEqual([])
 
+    // A person asked not to be written to: suppressed by hand (an address the browser takes but Mailroom
+    // does not is refused by its field), then lifted.
+    const suppressField = page.getByLabel("Address to stop sending to")
+    await suppressField.fill("ada@localhost")
+    await page.getByRole("form", { name: "Suppress an address" }).getByRole("button", { name: "Suppress" }).click()
+    await page.locator("#suppress-address-note").getByText(/\S/).waitFor()
+    await expect(suppressField.getAttribute("aria-invalid")).resolves.toBe("true")
+    expect(refusals(/\/suppressions$/)).toEqual([`400 POST ${server.url}/api/suppressions`])
+    await suppressField.fill("Asked@Partner.test")
+    await page.getByRole("form", { name: "Suppress an address" }).getByRole("button", { name: "Suppress" }).click()
+    await page.getByRole("list", { name: "Suppressed recipients" }).getByText("added by you").waitFor()
+    expect((await dashboard().GET("/api/suppressions")).data?.data.map((s) => [s.address, s.reason])).toEqual([["asked@partner.test", "manual"]])
+    await page.getByRole("button", { name: "Send to asked@partner.test again" }).click()
+    await page.getByRole("list", { name: "Suppressed recipients" }).waitFor({ state: "detached" })
+
     // The mailbox's own allow list, from its inbox.
     await page.goto(`/#/mailboxes/${mailboxId}`)
     await page.getByRole("main").getByRole("link", { name: "Senders" }).click()

@@ -389,6 +389,44 @@ describe("sending to another domain", () => {
     expect(third.response.status).toBe(202)
   })
 
+  it("suppresses an address by hand, once; a send to it and to a bounced one is refused saying why for each", async () => {
+    const { box, mailroom } = await sender()
+    const gone = `${fresh("gone")}@partner.test`
+    mx.script(gone, [550])
+    await settled(mailroom, (await send(mailroom, box, { to: [gone], subject: "Hello", text: "?" })).data!.data.email_id)
+    const asked = `${fresh("Asked")}@Partner.test`
+    const added = await mailroom.POST("/v1/api/suppressions", { body: { address: asked } })
+    expect(added.response.status).toBe(201)
+    const entry = { address: asked.toLowerCase(), reason: "manual", last_response: null, email_id: null, created_at: expect.any(String) }
+    expect(added.data).toEqual({ success: true, data: entry })
+    const again = await mailroom.POST("/v1/api/suppressions", { body: { address: asked.toLowerCase() } })
+    expect(again.response.status).toBe(200)
+    expect(again.data).toEqual({ success: true, data: { ...entry, created_at: added.data!.data.created_at } })
+    // On the list already, a bounced address keeps its reason.
+    const bouncedAgain = await mailroom.POST("/v1/api/suppressions", { body: { address: gone } })
+    expect(bouncedAgain.response.status).toBe(200)
+    expect(bouncedAgain.data?.data).toMatchObject({ address: gone, reason: "bounced", last_response: "550 5.1.1 No such user here" })
+
+    const refused = await send(mailroom, box, { to: [asked, gone], subject: "Hello", text: "?" })
+    expect(refused.response.status).toBe(422)
+    expect(refused.error).toEqual({
+      success: false,
+      error: {
+        code: "RECIPIENT_SUPPRESSED",
+        message: `Not sent: ${gone} bounced before and is suppressed; ${asked.toLowerCase()} is suppressed by the account`,
+        details: { addresses: [asked.toLowerCase(), gone].sort(), reasons: { [gone]: "bounced", [asked.toLowerCase()]: "manual" } }
+      }
+    })
+    expect((await mailroom.GET("/v1/api/suppressions", { params: { query: { sort: "address:asc" } } })).data?.data.map((s) => [s.address, s.reason]))
+      .toEqual([[asked.toLowerCase(), "manual"], [gone, "bounced"]].sort((a, b) => a[0]!.localeCompare(b[0]!)))
+
+    for (const [body, field] of [[{ address: "not an address" }, "address"], [{}, "address"], [{ address: "a@b.test\r\nBcc: x@y.test" }, "address"]] as const) {
+      const bad = await mailroom.POST("/v1/api/suppressions", { body: body as never })
+      expect(bad.response.status).toBe(400)
+      expect(bad.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { [field]: expect.any(String) } } })
+    }
+  })
+
   it("keeps a recipient's local part as written in the envelope and the delivery record (RFC 5321 §2.4); the domain lower-cased, the address once", async () => {
     const { box, mailroom } = await sender()
     const local = `Ada.Lovelace.${fresh("case")}`

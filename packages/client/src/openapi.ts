@@ -1187,11 +1187,15 @@ export interface paths {
         };
         /**
          * List suppressed addresses
-         * @description Addresses that bounced for good, newest first: sending to one is refused with 422 RECIPIENT_SUPPRESSED
+         * @description Addresses the account no longer sends to, newest first, each with its reason (bounced, unsubscribed, complained, manual): sending to one is refused with 422 RECIPIENT_SUPPRESSED
          */
         get: operations["dashboardOutbound.suppressions"];
         put?: never;
-        post?: never;
+        /**
+         * Suppress an address
+         * @description Stop sending to an address (reason manual): a person asked not to be written to, say. 201 when added; 200 with the entry as it was when the address is suppressed already
+         */
+        post: operations["dashboardOutbound.suppress"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2139,11 +2143,15 @@ export interface paths {
         };
         /**
          * List suppressed addresses
-         * @description Addresses that bounced for good, newest first: sending to one is refused with 422 RECIPIENT_SUPPRESSED
+         * @description Addresses the account no longer sends to, newest first, each with its reason (bounced, unsubscribed, complained, manual): sending to one is refused with 422 RECIPIENT_SUPPRESSED
          */
         get: operations["outbound.suppressions"];
         put?: never;
-        post?: never;
+        /**
+         * Suppress an address
+         * @description Stop sending to an address (reason manual): a person asked not to be written to, say. 201 when added; 200 with the entry as it was when the address is suppressed already
+         */
+        post: operations["outbound.suppress"];
         delete?: never;
         options?: never;
         head?: never;
@@ -3879,7 +3887,7 @@ export interface components {
                 sent: components["schemas"]["Int"];
                 /**
                  * nonNegative
-                 * @description Not tried: the address bounced before
+                 * @description Not tried: the address is on the account's suppression list
                  */
                 suppressed: components["schemas"]["Int"];
             };
@@ -3989,7 +3997,7 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /** @description RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+        /** @description RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
         RecipientSuppressed: {
             error: {
                 /** @enum {string} */
@@ -4318,12 +4326,19 @@ export interface components {
         Suppression: {
             address: string;
             created_at: string;
-            /** @description The sent email that bounced */
+            /** @description The sent email it came from (the one that bounced, was unsubscribed from or reported); null for one added by the account */
             email_id: string | null;
-            /** @description The answer that suppressed it */
+            /** @description What suppressed it: the receiving server's answer, the unsubscribe or the complaint; null for one added by the account */
             last_response: string | null;
-            /** @enum {string} */
-            reason: "bounced";
+            /**
+             * @description bounced: a receiving server refused it for good; unsubscribed: its owner used a sent message's unsubscribe link; complained: its owner reported a sent message as spam; manual: the account added it
+             * @enum {string}
+             */
+            reason: "bounced" | "unsubscribed" | "complained" | "manual";
+        };
+        SuppressionInput: {
+            /** @description The address no longer to send to (any case; kept lower-cased) */
+            address: string;
         };
         Thread: {
             /** @description Oldest first */
@@ -8797,7 +8812,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9043,7 +9058,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -9183,7 +9198,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11212,7 +11227,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11948,7 +11963,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -12585,6 +12600,122 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Suppression"][];
                         meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.suppress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SuppressionInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Suppression"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Suppression"];
                         /** @enum {boolean} */
                         success: true;
                     };
@@ -16426,7 +16557,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16672,7 +16803,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16812,7 +16943,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -18742,7 +18873,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -19478,7 +19609,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced); details: addresses */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -19906,6 +20037,131 @@ export interface operations {
                     "application/json": {
                         data: components["schemas"]["Suppression"][];
                         meta: components["schemas"]["ListMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.suppress": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SuppressionInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Suppression"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Suppression"];
                         /** @enum {boolean} */
                         success: true;
                     };

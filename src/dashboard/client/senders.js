@@ -1,7 +1,7 @@
 /**
  * Senders: who may write to the account's mailboxes (the allow and block lists, the account's or one
  * mailbox's: an address, a domain or `*.domain`), and who the account no longer writes to (addresses
- * suppressed after a hard bounce), each entry removable.
+ * that bounced, unsubscribed or complained, or that the account suppressed), each entry removable.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -65,23 +65,51 @@ const SenderList = ({ base, list, title, about }) => {
   `
 }
 
-/** Addresses the account no longer sends to: a hard bounce put each there; removing one lets mail go to it again. */
+/** How the list says why an address is on it. */
+const REASONS = /** @type {Record<string, string>} */ ({
+  bounced: "bounced",
+  unsubscribed: "unsubscribed",
+  complained: "reported as spam",
+  manual: "added by you"
+})
+
+/**
+ * Addresses the account no longer sends to: a hard bounce, an unsubscribe or a spam report put each
+ * there, or the account did (the field); removing one lets mail go to it again.
+ */
 const Suppressions = () => {
   const [suppressed, setSuppressed] = useState(/** @type {any[] | null} */ (null))
+  const [address, setAddress] = useState("")
   const { error, failure, retry, run } = useReloading((isCurrent) =>
     call("GET", `/api/suppressions?limit=${PAGE}`).then((a) => isCurrent() && setSuppressed(a.data)))
+  /** @param {Event} event */
+  const add = (event) => {
+    event.preventDefault()
+    return run(async () => {
+      await call("POST", "/api/suppressions", { address })
+      setAddress("")
+    })
+  }
   return html`
     <section class="card" aria-labelledby="suppressed-heading">
       <h2 id="suppressed-heading">Suppressed recipients</h2>
-      <p class="muted small">A hard bounce puts an address here, and sending to it is refused until it is removed.</p>
-      <${ErrorNote} error=${error} />
+      <p class="muted small">Sending to these addresses is refused until they are removed. A hard bounce, an unsubscribe or a spam report puts an address here; add one when a person asks not to be written to.</p>
+      <form class="inline-form entry-form" onSubmit=${add} aria-label="Suppress an address">
+        <label class="visually-hidden" for="suppress-address">Address to stop sending to</label>
+        <input id="suppress-address" type="email" value=${address} placeholder="ada@example.com" required
+          aria-invalid=${fieldError(error, "address") ? "true" : undefined} aria-describedby="suppress-address-note"
+          onInput=${(/** @type {any} */ e) => setAddress(e.currentTarget.value)} />
+        <button type="submit">Suppress</button>
+      </form>
+      <p id="suppress-address-note" class="note error" aria-live="polite">${fieldError(error, "address") ?? ""}</p>
+      ${!fieldError(error, "address") && html`<${ErrorNote} error=${error} />`}
       ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : suppressed === null ? html`<p class="muted small">Loading…</p>`
         : suppressed.length === 0 ? html`<p class="muted small">None.</p>` : html`
         <ul class="list" aria-label="Suppressed recipients">
           ${suppressed.map((s) => html`
             <li key=${s.address} class="item wrap">
               <div class="grow">
-                <code>${s.address}</code> <span class="muted small">since ${when(s.created_at)}</span>
+                <code>${s.address}</code> <span class="muted small">${REASONS[s.reason] ?? s.reason} · since ${when(s.created_at)}</span>
                 ${s.last_response && html`<div class="muted small">${s.last_response}</div>`}
               </div>
               <button type="button" class="link" aria-label=${`Send to ${s.address} again`}

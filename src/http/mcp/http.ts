@@ -31,6 +31,7 @@ import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
 import { Outbound } from "../../../services/outbound/send.ts"
+import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import { DependencyHealth } from "../../../services/health/dependency-health.ts"
 import { limits } from "../../../services/plans/plans.ts"
 import { RateLeases } from "../../../services/ratelimit/leases.ts"
@@ -266,5 +267,6 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   SenderLists.Default,
   MailboxReach.Default,
   Stats.Default,
+  Suppressions.Default,
   Drafts.Default.pipe(Layer.provideMerge(Replies.Default), Layer.provideMerge(Outbound.Default))
 )))

@@ -19,8 +19,9 @@ import { Direction, MAX_DELETE_BATCH, MAX_STATS_DAYS } from "../../../services/m
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
-import { DraftInput, DraftStatus, ForwardInput, ReplyInput, SendInput } from "../../../services/outbound/schemas.ts"
+import { DraftInput, DraftStatus, ForwardInput, ReplyInput, SendInput, SuppressionInput } from "../../../services/outbound/schemas.ts"
 import { fromSendInput, Outbound } from "../../../services/outbound/send.ts"
+import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import { SearchInput } from "../../../services/search/schemas.ts"
 import { Search } from "../../../services/search/search.ts"
 import { AppConfig } from "../../config.ts"
@@ -363,6 +364,17 @@ export const tools = [
       mailbox_id: Schema.optional(Id("The mailbox; the account's list when left out"))
     }),
     run: (principal, input) => Effect.flatMap(SenderLists, (lists) => lists.remove(blockListOwner(principal, input.mailbox_id), "block", input.entry))
+  }),
+  tool({
+    name: "suppress_recipient",
+    reach: "account",
+    description:
+      "Stop sending to an address from every mailbox of the account, as when a person asks not to be written to again: " +
+      "a send to it is then refused (RECIPIENT_SUPPRESSED) until the account removes it. An address suppressed already " +
+      "stays as it was (created false), with its reason (bounced, unsubscribed, complained or manual).",
+    annotations: changing,
+    input: Schema.Struct({ address: SuppressionInput.fields.address }),
+    run: (principal, input) => Effect.flatMap(Suppressions, (suppressions) => suppressions.add(principal.userId, input.address))
   }),
   tool({
     name: "wait_for_email",

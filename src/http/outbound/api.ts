@@ -26,6 +26,7 @@ import {
   SendAccepted,
   SendInput,
   Suppression,
+  SuppressionInput,
   suppressionSortFields
 } from "../../../services/outbound/schemas.ts"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
@@ -230,7 +231,20 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(ValidationError))
         .annotateContext(OpenApi.annotations({
           summary: "List suppressed addresses",
-          description: "Addresses that bounced for good, newest first: sending to one is refused with 422 RECIPIENT_SUPPRESSED"
+          description:
+            "Addresses the account no longer sends to, newest first, each with its reason (bounced, unsubscribed, complained, manual): sending to one is refused with 422 RECIPIENT_SUPPRESSED"
+        }))
+    )
+    .add(
+      HttpApiEndpoint.post("suppress", "/suppressions")
+        .setPayload(SuppressionInput)
+        .addSuccess(Ok(Suppression), { status: 201 })
+        .addSuccess(Ok(Suppression), { status: 200 })
+        .addError(envelope(ValidationError))
+        .annotateContext(OpenApi.annotations({
+          summary: "Suppress an address",
+          description:
+            "Stop sending to an address (reason manual): a person asked not to be written to, say. 201 when added; 200 with the entry as it was when the address is suppressed already"
         }))
     )
     .add(

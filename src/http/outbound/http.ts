@@ -2,7 +2,7 @@
  * Sending over HTTP, served twice from one set of handlers (API keys under /v1/api, dashboard
  * sessions under /api). An Idempotency-Key's request is the route, the mailbox and the body.
  */
-import { HttpApiBuilder } from "@effect/platform"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { listMeta, page, type Page, parseSort, type Sort } from "../../../services/listing.ts"
@@ -18,6 +18,7 @@ import type {
   ReplyInput,
   SendAccepted,
   SendInput,
+  SuppressionInput,
   SuppressionSortField
 } from "../../../services/outbound/schemas.ts"
 import { fromSendInput, type Idempotency, Outbound } from "../../../services/outbound/send.ts"
@@ -93,6 +94,13 @@ const makeHandlers = Effect.gen(function*() {
         const { data, total } = yield* orUnavailable(suppressions.list(yield* caller, p, sort))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
+    suppress: ({ payload }: { readonly payload: SuppressionInput }) =>
+      Effect.gen(function*() {
+        const { suppression, created } = yield* orUnavailable(suppressions.add(yield* caller, payload.address))
+        const body = { success: true as const, data: suppression }
+        // The contract's first success (201) is what an encoded answer gets; "already there" is said here.
+        return created ? body : HttpServerResponse.unsafeJson(body, { status: 200 })
+      }),
     unsuppress: ({ path }: { readonly path: { readonly address: string } }) =>
       Effect.gen(function*() {
         const data = yield* orUnavailable(suppressions.remove(yield* caller, path.address))
@@ -112,7 +120,7 @@ export const OutboundHandlers = HttpApiBuilder.group(MailroomApi, "outbound", (h
       .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("listAllDrafts", h.listAllDrafts)
       .handle("getDraft", h.getDraft)
       .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
-      .handle("suppressions", h.suppressions).handle("unsuppress", h.unsuppress))).pipe(
+      .handle("suppressions", h.suppressions).handle("suppress", h.suppress).handle("unsuppress", h.unsuppress))).pipe(
     Layer.provide(services)
   )
 
@@ -122,6 +130,6 @@ export const DashboardOutboundHandlers = HttpApiBuilder.group(MailroomApi, "dash
       .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("listAllDrafts", h.listAllDrafts)
       .handle("getDraft", h.getDraft)
       .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
-      .handle("suppressions", h.suppressions).handle("unsuppress", h.unsuppress))).pipe(
+      .handle("suppressions", h.suppressions).handle("suppress", h.suppress).handle("unsuppress", h.unsuppress))).pipe(
     Layer.provide(services)
   )
