@@ -149,6 +149,7 @@ export const outboundLayer = (config: AppConfigShape) =>
       retryDelays: config.outboundRetryDelays,
       dkimSelector: config.dkimSelector,
       dkimPrivateKey,
+      appUrl: config.appUrl,
       timeouts: { connect: Duration.seconds(30), command: Duration.seconds(60) }
     }
   }))))

@@ -5,7 +5,8 @@
  * the ids of deleted emails once the bus can no longer deliver them again, search queries not
  * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes, holds on
  * addresses mailboxes left 30 days ago, mailboxes deleted 30 days ago with their mail, expired mailed
- * links (a new password, a new email), account activity older than 90 days; and
+ * links (a new password, a new email), unsubscribe links of mail sent a year ago, account activity
+ * older than 90 days; and
  * move paid subscriptions that have ended (canceled at period end, or past_due beyond the grace) to
  * free. Idempotent, so any number of workers may run it.
  */
@@ -32,6 +33,8 @@ const BILLING_EVENT_RETENTION = "30 days"
 const DAILY_COUNTER_RETENTION = "40 days"
 /** Event streams resume from any event of the last week (events/log.ts). */
 const EVENT_RETENTION = "7 days"
+/** An unsubscribe link of sent mail works this long after its message was sent. */
+const UNSUBSCRIBE_LINK_RETENTION = "365 days"
 /** Past search queries feed suggestions; one not run for this long is not suggested any more. */
 const SEARCH_QUERY_RETENTION = "90 days"
 
@@ -105,6 +108,9 @@ export const sweep = Effect.gen(function*() {
   // Mailed links (a new password: accounts/password-reset.ts; a new email: email-change.ts) go unused once expired.
   const passwordResets = yield* sql`DELETE FROM password_resets WHERE expires_at < now()`.raw
   const emailChanges = yield* sql`DELETE FROM email_changes WHERE expires_at < now()`.raw
+  // The unsubscribe links of sent mail (outbound/unsubscribes.ts) work for a year.
+  const unsubscribeLinks = yield* sql`
+    DELETE FROM unsubscribe_links WHERE created_at < now() - ${UNSUBSCRIBE_LINK_RETENTION}::interval`.raw
   const activity = yield* sql`
     DELETE FROM account_activity WHERE at < now() - ${`${ACTIVITY_RETENTION_DAYS} days`}::interval`.raw
   const events = yield* sql`DELETE FROM event_log WHERE created_at < now() - ${EVENT_RETENTION}::interval`.raw
@@ -134,6 +140,7 @@ export const sweep = Effect.gen(function*() {
     deletedMailCounts: count(deletedMailCounts),
     passwordResets: count(passwordResets),
     emailChanges: count(emailChanges),
+    unsubscribeLinks: count(unsubscribeLinks),
     activity: count(activity),
     events: count(events),
     eventStreams: count(eventStreams),

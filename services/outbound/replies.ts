@@ -159,6 +159,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         html: input.html,
         attachments: input.attachments ?? [],
         headers: input.headers ?? {},
+        listUnsubscribe: input.list_unsubscribe === true,
         inReplyTo: found.messageId,
         references: referencesFor(found)
       }
@@ -199,6 +200,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         html,
         attachments: [...carried, ...(input.attachments ?? [])],
         headers: input.headers ?? {},
+        listUnsubscribe: input.list_unsubscribe === true,
         references: referencesFor(found)
       }
       return yield* outbound.submit(userId, found.mailboxId, message, idempotency)

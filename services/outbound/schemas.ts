@@ -83,6 +83,14 @@ const CustomHeaders = Schema.Record({ key: Schema.String, value: oneLine(Schema.
   })
 )
 
+/** One-click unsubscribe (services/outbound/unsubscribes.ts): for any message sent. */
+const ListUnsubscribe = Schema.optional(Schema.Boolean).annotations({
+  description:
+    "Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; " +
+    "using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): " +
+    "send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer"
+})
+
 /** What every outgoing message may carry besides its recipients and subject. */
 export const BodyFields = {
   text: Schema.optional(Schema.String).annotations({ description: "Plain-text body" }),
@@ -90,7 +98,8 @@ export const BodyFields = {
   attachments: Schema.optional(
     Schema.Array(AttachmentInput).pipe(Schema.maxItems(MAX_ATTACHMENTS, { message: () => `must list at most ${MAX_ATTACHMENTS} attachments` }))
   ),
-  headers: Schema.optional(CustomHeaders).annotations({ description: "Custom headers, X-* names only" })
+  headers: Schema.optional(CustomHeaders).annotations({ description: "Custom headers, X-* names only" }),
+  list_unsubscribe: ListUnsubscribe
 }
 
 export const SendInput = Schema.Struct({
@@ -221,6 +230,15 @@ export const SuppressionReason = Schema.Literal("bounced", "unsubscribed", "comp
     "bounced: a receiving server refused it for good; unsubscribed: its owner used a sent message's unsubscribe link; complained: its owner reported a sent message as spam; manual: the account added it"
 })
 export type SuppressionReason = typeof SuppressionReason.Type
+
+/** `email.unsubscribed`: a recipient used the unsubscribe link of a message sent with `list_unsubscribe`. */
+export const UnsubscribedEventData = Schema.Struct({
+  email_id: Schema.String.annotations({ description: "The sent email whose link was used (it may have been deleted since)" }),
+  message_id: Schema.String,
+  mailbox_id: Schema.String,
+  recipient: Schema.String.annotations({ description: "The address now suppressed, reason unsubscribed" })
+}).annotations({ identifier: "UnsubscribedEventData" })
+export type UnsubscribedEventData = typeof UnsubscribedEventData.Type
 
 /** An address the account no longer sends to (GET /suppressions). */
 export const Suppression = Schema.Struct({

@@ -17,6 +17,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Data, Effect, Schema } from "effect"
+import { randomBytes } from "node:crypto"
 import { newId, sha256 } from "../accounts/tokens.ts"
 import { groupCommit, groupCommitIsolated, inLockOrder } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
@@ -32,6 +33,7 @@ import {
   ValidationError
 } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
+import { escapeHtml } from "../html.ts"
 import { utcDay } from "../mail/inbound.ts"
 import { parseMessage } from "../mail/parse.ts"
 import type { EmailRow } from "../mail/records.ts"
@@ -43,6 +45,8 @@ import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
 import { type AddressInput, MAX_RECIPIENTS, type OutboundJob, SendAccepted, type SendInput, SuppressionReason } from "./schemas.ts"
+import { OutboundSettings } from "./settings.ts"
+import { UNSUBSCRIBE_PLACEHOLDER, unsubscribeHeaders, Unsubscribes, unsubscribeUrl } from "./unsubscribes.ts"
 
 /** How long an Idempotency-Key answers its first answer. */
 export const IDEMPOTENCY_WINDOW_HOURS = 24
@@ -57,6 +61,8 @@ export const bounceAddress = (emailId: string, domain: string) => `bounces+${ema
  */
 export interface OutgoingMessage extends Omit<Composition, "from" | "messageId" | "date" | "dkim"> {
   readonly bcc: ReadonlyArray<NamedAddress>
+  /** Offer one-click unsubscribe (unsubscribes.ts): one recipient only. */
+  readonly listUnsubscribe?: boolean | undefined
 }
 
 /** An address as the composer takes it, from what the caller wrote. */
@@ -74,6 +80,7 @@ export const fromSendInput = (input: SendInput): OutgoingMessage => ({
   html: input.html,
   attachments: input.attachments ?? [],
   headers: input.headers ?? {},
+  listUnsubscribe: input.list_unsubscribe === true,
   references: []
 })
 
@@ -107,6 +114,10 @@ interface AcceptedSend {
   readonly periodStart: Date
   readonly plan: Plan
 }
+
+/** A body with `{{unsubscribe_url}}` made the message's unsubscribe link (as written for its part). */
+const withLink = (body: string | undefined, link: string | undefined) =>
+  body === undefined || link === undefined ? body : body.replaceAll(UNSUBSCRIBE_PLACEHOLDER, link)
 
 /** How a refusal says why each address is suppressed, in this order. */
 const suppressionReasons: ReadonlyArray<SuppressionReason> = ["bounced", "unsubscribed", "complained", "manual"]
@@ -169,6 +180,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     const dkim = yield* DkimKeys
     const health = yield* DependencyHealth
     const { sharedDomains } = yield* MailboxSettings
+    const { appUrl } = yield* OutboundSettings
+    const unsubscribes = yield* Unsubscribes
 
     /**
      * The sending mailboxes of the sends being accepted at once, each with its owner's plan, sends so
@@ -329,6 +342,12 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       if ((message.text ?? "") === "" && (message.html ?? "") === "") {
         return Effect.fail(ValidationError.field("text", "a message needs text or html"))
       }
+      if (message.listUnsubscribe === true && recipients.length > 1) {
+        return Effect.fail(ValidationError.field(
+          "list_unsubscribe",
+          "works with one recipient (to, cc and bcc together): the link unsubscribes the address the message went to, so send one message per recipient"
+        ))
+      }
       return Effect.void
     }
 
@@ -377,6 +396,17 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       })).pipe(Effect.catchAll((error) => health.report("Could not take back a send the bus refused", Cause.fail(error))))
 
     /**
+     * A link of its own for a message offering one-click unsubscribe, kept before the message is
+     * stored (a send refused after it leaves a link no message carries, which nobody can use).
+     */
+    const unsubscribeLink = (userId: string, mailboxId: string, emailId: string, messageId: string, address: string) =>
+      Effect.gen(function*() {
+        const token = randomBytes(32).toString("base64url")
+        yield* unsubscribes.keep(token, { userId, mailboxId, emailId, messageId, address })
+        return unsubscribeUrl(appUrl, token)
+      })
+
+    /**
      * Send `message` from the caller's mailbox: 202's answer once it is durable and queued.
      * Untraced where it repeats per message; a traced Effect.fn per call is enough.
      */
@@ -402,16 +432,17 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const messageId = `<${emailId}@${from.domain}>`
       const now = new Date()
       const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
+      const unsubscribe = message.listUnsubscribe === true ? yield* unsubscribeLink(userId, mailboxId, emailId, messageId, recipients[0]!) : undefined
       const raw = yield* compose({
         from: { name: from.displayName ?? undefined, address: from.address },
         to: message.to,
         cc: message.cc,
         replyTo: message.replyTo,
         subject: message.subject,
-        text: message.text,
-        html: message.html,
+        text: withLink(message.text, unsubscribe),
+        html: withLink(message.html, unsubscribe && escapeHtml(unsubscribe)),
         attachments: message.attachments,
-        headers: message.headers,
+        headers: unsubscribe === undefined ? message.headers : { ...message.headers, ...unsubscribeHeaders(unsubscribe) },
         messageId,
         inReplyTo: message.inReplyTo,
         references: message.references,
@@ -500,5 +531,6 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     })
 
     return { submit } as const
-  })
+  }),
+  dependencies: [Unsubscribes.Default]
 }) {}

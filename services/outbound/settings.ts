@@ -27,6 +27,8 @@ export interface OutboundSettingsShape {
   readonly dkimSelector: string
   /** `DKIM_PRIVATE_KEY`: the shared domains' key (PEM); unset, one is generated and kept in the database. */
   readonly dkimPrivateKey: Option.Option<string>
+  /** `APP_URL`: where the unsubscribe links of sent mail point (unsubscribes.ts). */
+  readonly appUrl: string
   /** Per-connection time limits towards receiving servers. */
   readonly timeouts: { readonly connect: Duration.Duration; readonly command: Duration.Duration }
 }

@@ -82,6 +82,7 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
     "email.delivery_delayed": delivery("deferred", "451 4.7.1 Greylisted, try again later", later),
     "email.bounced": delivery("bounced", "550 5.1.1 <billing@partner.example>: Recipient address rejected", null),
     "email.failed": delivery("failed", "Connection refused by every MX host of partner.example", null),
+    "email.unsubscribed": { email_id: sent.email_id, message_id: sent.message_id, mailbox_id: mailboxId, recipient: "billing@partner.example" },
     "api_key.created": { keyId: "key_example", name: "example key", keyPrefix: "mr_exampl********", createdAt: timestamp, expirationTs: null, mailboxIds: null, permission: "full_access" }
   }
   return { event: kind, timestamp, data: data[kind] }

@@ -3,7 +3,7 @@
  */
 import { Schema } from "effect"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
-import { DeliveryEventData } from "../outbound/schemas.ts"
+import { DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
 export const eventKinds = [
@@ -15,6 +15,7 @@ export const eventKinds = [
   "email.delivery_delayed",
   "email.bounced",
   "email.failed",
+  "email.unsubscribed",
   "api_key.created"
 ] as const
 export type EventKind = (typeof eventKinds)[number]
@@ -263,6 +264,13 @@ export const EmailFailedEvent = eventPayload(
   "Mailroom gave up delivering a sent email to one recipient (out of retries, or the domain takes no mail)"
 )
 
+export const EmailUnsubscribedEvent = eventPayload(
+  "email.unsubscribed",
+  "EmailUnsubscribedEvent",
+  UnsubscribedEventData,
+  "The recipient of an email sent with list_unsubscribe used its unsubscribe link (or their mail app's Unsubscribe button): the address is now suppressed, reason unsubscribed"
+)
+
 export const ApiKeyCreatedEvent = eventPayload(
   "api_key.created",
   "ApiKeyCreatedEvent",
@@ -289,5 +297,6 @@ export const EventPayloads = {
   "email.delivery_delayed": EmailDeliveryDelayedEvent,
   "email.bounced": EmailBouncedEvent,
   "email.failed": EmailFailedEvent,
+  "email.unsubscribed": EmailUnsubscribedEvent,
   "api_key.created": ApiKeyCreatedEvent
 } as const satisfies Record<EventKind, Schema.Schema.Any>

@@ -20,10 +20,18 @@ import { Effect } from "effect"
 import { type ApiError, UnsupportedMediaType, ValidationError } from "../../services/errors.ts"
 import { MailroomApi } from "./api.ts"
 import { SessionAuthentication } from "./security.ts"
-import { readsForm } from "./billing/payment-pages.ts"
+import { paymentForms } from "./billing/payment-pages.ts"
+import { unsubscribeForms } from "./outbound/unsubscribe-pages.ts"
 import { forSurface, type Surface } from "./surface.ts"
 
 const MAX_JSON_DEPTH = 64
+
+/**
+ * The pages that take a form (POST), not JSON (pages.ts): their bodies are left to them. Matched
+ * exactly as the pages link to themselves; any other spelling is held to the JSON rule.
+ */
+const readsForm = (method: string, pathname: string) =>
+  method === "POST" && [...paymentForms, ...unsubscribeForms].some((form) => form.test(pathname))
 
 const NUL = "\u0000"
 export const NO_NUL = "must not contain NUL characters (\\u0000)"

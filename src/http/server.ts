@@ -30,6 +30,7 @@ import { isBodyTooLarge, tooLarge } from "./body-limits.ts"
 import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
+import { UnsubscribePagesLive } from "./outbound/unsubscribe-pages.ts"
 import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
 import { DashboardStatsHandlers, StatsHandlers } from "./stats/http.ts"
@@ -178,6 +179,7 @@ export const HttpServerLive = Layer.unwrapEffect(
     HttpApiBuilder.serve().pipe(
       Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
       Layer.provide(PaymentPagesLive),
+      Layer.provide(UnsubscribePagesLive),
       Layer.provide(DashboardLive),
       // The MCP endpoint authenticates and limits by itself, with the API's authenticator and limiter.
       Layer.provide(McpLive.pipe(Layer.provide(Middleware))),

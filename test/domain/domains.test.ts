@@ -33,6 +33,7 @@ const outboundSettings = {
   retryDelays: defaultRetryDelays,
   dkimSelector: "mailroom",
   dkimPrivateKey: Option.none(),
+  appUrl: "http://mailroom.test",
   timeouts: { connect: Duration.seconds(30), command: Duration.seconds(60) }
 }
 

@@ -31,6 +31,7 @@ const settings = Layer.succeed(OutboundSettings, {
   retryDelays: [Duration.minutes(1)],
   dkimSelector: "mailroom",
   dkimPrivateKey: Option.some(generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString()),
+  appUrl: "http://mailroom.test",
   timeouts: { connect: Duration.seconds(5), command: Duration.seconds(5) }
 })
 
@@ -39,7 +40,7 @@ const outbound = Layer.merge(Drafts.Default, Mailboxes.Default).pipe(
   Layer.provide(Replies.Default),
   Layer.provideMerge(Outbound.Default),
   Layer.provide(RecipientDirectory.Default),
-  Layer.provide(Layer.mergeAll(DkimKeys.Default.pipe(Layer.provide(settings)), MemoryBus.layer, mailboxSettings)),
+  Layer.provide(Layer.mergeAll(DkimKeys.Default.pipe(Layer.provideMerge(settings)), MemoryBus.layer, mailboxSettings)),
   Layer.provideMerge(DependencyHealth.Default)
 )
 

@@ -91,6 +91,9 @@ describe("housekeeping sweep", () => {
                         ('working', 'usr_1', 'b@example.org', now() + interval '23 hours')`
       yield* sql`INSERT INTO account_activity (id, user_id, kind, at)
                  VALUES ('act_old', 'usr_1', 'login', now() - interval '91 days'), ('act_new', 'usr_1', 'login', now() - interval '89 days')`
+      yield* sql`INSERT INTO unsubscribe_links (token_sha256, user_id, mailbox_id, email_id, message_id, address, created_at)
+                 VALUES ('last-year', 'usr_1', 'mbx_1', 'eml_1', '<eml_1@x>', 'a@example.org', now() - interval '366 days'),
+                        ('this-year', 'usr_1', 'mbx_1', 'eml_2', '<eml_2@x>', 'a@example.org', now() - interval '364 days')`
 
       const removed = yield* sweep
       expect(removed).toEqual({
@@ -106,6 +109,7 @@ describe("housekeeping sweep", () => {
         deletedMailCounts: 1,
         passwordResets: 1,
         emailChanges: 1,
+        unsubscribeLinks: 1,
         activity: 1,
         events: 1,
         eventStreams: 1,
@@ -155,6 +159,8 @@ describe("housekeeping sweep", () => {
       expect(links.map((l) => l.tokenHash)).toEqual(["working"])
       const changes = yield* sql<{ newEmail: string }>`SELECT new_email FROM email_changes`
       expect(changes.map((c) => c.newEmail)).toEqual(["b@example.org"])
+      const unsubscribeLinks = yield* sql<{ tokenSha256: string }>`SELECT token_sha256 FROM unsubscribe_links`
+      expect(unsubscribeLinks.map((l) => l.tokenSha256)).toEqual(["this-year"])
       const activity = yield* sql<{ id: string }>`SELECT id FROM account_activity`
       expect(activity.map((a) => a.id)).toEqual(["act_new"])
 
@@ -172,6 +178,7 @@ describe("housekeeping sweep", () => {
         deletedMailCounts: 0,
         passwordResets: 0,
         emailChanges: 0,
+        unsubscribeLinks: 0,
         activity: 0,
         events: 0,
         eventStreams: 0,

@@ -543,6 +543,143 @@ describe("sending to another domain", () => {
   })
 })
 
+/** The unsubscribe link a delivered message carries (List-Unsubscribe), as a path on the suite's server. */
+const unsubscribeLinkOf = (raw: Buffer) => {
+  const text = raw.toString("latin1")
+  // Folded onto a line of its own when long (RFC 5322 §2.2.3), as nodemailer writes it.
+  const link = /^List-Unsubscribe:(?:\r\n)? <([^>]+)>\r$/m.exec(text)?.[1]
+  expect(link).toMatch(/^http:\/\/localhost:\d+\/unsubscribe\/[A-Za-z0-9_-]{43}$/)
+  expect(text).toMatch(/^List-Unsubscribe-Post: List-Unsubscribe=One-Click\r$/m)
+  return new URL(link!).pathname
+}
+
+/** The page at `path`, as a mail app or a browser meets it. */
+const visit = async (path: string, init?: RequestInit) => {
+  const response = await fetch(`${suite.url}${path}`, init)
+  return { status: response.status, type: response.headers.get("content-type"), html: await response.text() }
+}
+
+/** RFC 8058's one-click POST, as a mail app's Unsubscribe button sends it. */
+const oneClick = (path: string) =>
+  visit(path, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "List-Unsubscribe=One-Click" })
+
+describe("one-click unsubscribe", () => {
+  it("a message sent with list_unsubscribe carries a signed link of its own; GET shows it, the mail app's POST unsubscribes, once; the account hears it", async () => {
+    const { box, mailroom } = await sender()
+    const hook = await mailroom.POST("/v1/api/webhooks", { body: { url: `${hooks.url}/unsubscribed-${box.mailboxId}`, events: ["email.unsubscribed"] } })
+    expect(hook.response.status).toBe(201)
+    const reader = `${fresh("Reader")}@partner.test`
+    const sent = await send(mailroom, box, {
+      to: [{ name: "Reader", address: reader }],
+      subject: "This week's news",
+      text: "Hello.\n\nNo more of these: {{unsubscribe_url}}",
+      html: `<p>Hello.</p><p><a href="{{unsubscribe_url}}">Unsubscribe</a></p>`,
+      list_unsubscribe: true
+    })
+    expect(sent.response.status).toBe(202)
+    const message = await arrived(sent.data!.data.message_id)
+    const path = unsubscribeLinkOf(message.raw)
+    // Signed, both headers included (RFC 8058 §4): mail apps check before they offer the button.
+    const verdict = await dkimVerify(message.raw, { resolver: resolver() })
+    expect(verdict.results.map((r: { status: { result: string } }) => r.status.result)).toEqual(["pass"])
+    const signed = /^DKIM-Signature:[^]*?\bh=([^;]+);/m.exec(message.raw.toString("latin1"))![1]!.replace(/\s+/g, "").split(":")
+    expect(signed).toEqual(expect.arrayContaining(["list-unsubscribe", "list-unsubscribe-post"]))
+    // The body's placeholder is the link, in each part.
+    const parsed = await simpleParser(message.raw)
+    expect(parsed.text).toContain(`No more of these: http://localhost:`)
+    expect(parsed.text).toContain(path)
+    expect(parsed.html).toContain(`<a href="http://localhost:`)
+    expect(`${parsed.text}${parsed.html}`).not.toContain("{{unsubscribe_url}}")
+
+    // A GET (a link checker, a preview) changes nothing.
+    const shown = await visit(path)
+    expect(shown).toMatchObject({ status: 200, type: expect.stringContaining("text/html") })
+    expect(shown.html).toContain(`Stop mail from <strong>${box.address}</strong> to <strong>${reader.toLowerCase()}</strong>?`)
+    expect(shown.html).toContain(`<form method="post">`)
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data).toEqual([])
+
+    const done = await oneClick(path)
+    expect(done.status).toBe(200)
+    expect(done.html).toContain("You are unsubscribed")
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data).toEqual([{
+      address: reader.toLowerCase(),
+      reason: "unsubscribed",
+      last_response: "Unsubscribed with the message's List-Unsubscribe link",
+      email_id: sent.data!.data.email_id,
+      created_at: expect.any(String)
+    }])
+    const [told] = await hooks.waitFor(`/unsubscribed-${box.mailboxId}`, 1)
+    expect(JSON.parse(told!.body)).toEqual({
+      event: "email.unsubscribed",
+      timestamp: expect.any(String),
+      data: { email_id: sent.data!.data.email_id, message_id: sent.data!.data.message_id, mailbox_id: box.mailboxId, recipient: reader.toLowerCase() }
+    })
+
+    // Again (the person presses twice, the page's own button): the same page, nothing more.
+    const again = await visit(path, { method: "POST" })
+    expect(again).toMatchObject({ status: 200 })
+    expect(again.html).toContain("You are unsubscribed")
+    expect((await visit(path)).html).toContain("You are unsubscribed")
+    const refused = await send(mailroom, box, { to: [reader], subject: "One more", text: "?" })
+    expect(refused.error).toMatchObject({
+      error: { code: "RECIPIENT_SUPPRESSED", message: `Not sent: ${reader.toLowerCase()} unsubscribed and is suppressed`, details: { reasons: { [reader.toLowerCase()]: "unsubscribed" } } }
+    })
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    expect(hooks.received(`/unsubscribed-${box.mailboxId}`)).toHaveLength(1)
+
+    // Lifted by the account, the link still works: the person's wish stands. Its email deleted too.
+    await mailroom.DELETE("/v1/api/suppressions/{address}", { params: { path: { address: reader.toLowerCase() } } })
+    await mailroom.DELETE("/v1/api/emails/{emailId}", { params: { path: { emailId: sent.data!.data.email_id } } })
+    const form = new FormData()
+    form.set("List-Unsubscribe", "One-Click")
+    expect((await visit(path, { method: "POST", body: form })).status).toBe(200)
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => [s.address, s.reason])).toEqual([[reader.toLowerCase(), "unsubscribed"]])
+    await hooks.waitFor(`/unsubscribed-${box.mailboxId}`, 2)
+  })
+
+  it("refuses list_unsubscribe with more than one recipient by its field; an unknown link is a 404 page; a reply and a draft may offer it", async () => {
+    const { box, mailroom } = await sender()
+    const [one, two] = [`${fresh("one")}@partner.test`, `${fresh("two")}@partner.test`]
+    for (const body of [{ to: [one, two] }, { to: [one], bcc: [two] }]) {
+      const refused = await send(mailroom, box, { ...body, subject: "News", text: "Hello", list_unsubscribe: true })
+      expect(refused.response.status).toBe(400)
+      expect(refused.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { list_unsubscribe: expect.stringContaining("one recipient") } } })
+    }
+    const wrong = await send(mailroom, box, { to: [one], subject: "News", text: "Hello", list_unsubscribe: "yes" })
+    expect(wrong.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { list_unsubscribe: expect.any(String) } } })
+    // Without it, no header, and the placeholder is left as written.
+    const plain = await send(mailroom, box, { to: [one], subject: "Plain", text: "Keep {{unsubscribe_url}} as it is" })
+    const plainRaw = (await arrived(plain.data!.data.message_id)).raw.toString("latin1")
+    expect(plainRaw).not.toMatch(/^List-Unsubscribe/im)
+    expect(plainRaw).toContain("Keep {{unsubscribe_url}} as it is")
+
+    for (const unknown of ["/unsubscribe/not-a-link", `/unsubscribe/${"A".repeat(43)}`]) {
+      expect(await visit(unknown)).toMatchObject({ status: 404, html: expect.stringContaining("This link is not valid") })
+      expect(await oneClick(unknown)).toMatchObject({ status: 404, html: expect.stringContaining("This link is not valid") })
+    }
+
+    // A reply to the message sent above, and a draft sent by a person, each with a link of its own.
+    const reply = await mailroom.POST("/v1/api/emails/{emailId}/reply", {
+      params: { path: { emailId: plain.data!.data.email_id } },
+      body: { text: "Following up", list_unsubscribe: true }
+    })
+    expect(reply.response.status).toBe(202)
+    const replyPath = unsubscribeLinkOf((await arrived(reply.data!.data.message_id)).raw)
+    const draft = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { to: [two], subject: "Drafted", text: "Approved by a person", list_unsubscribe: true }
+    })
+    expect(draft.data?.data).toMatchObject({ list_unsubscribe: true })
+    const fromDraft = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send", {
+      params: { path: { mailboxId: box.mailboxId, draftId: draft.data!.data.draft_id } }
+    })
+    const draftPath = unsubscribeLinkOf((await arrived(fromDraft.data!.data.message_id)).raw)
+    expect(draftPath).not.toBe(replyPath)
+    expect((await oneClick(draftPath)).status).toBe(200)
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => [s.address, s.reason])).toEqual([[two, "unsubscribed"]])
+  })
+})
+
 describe("sending within this Mailroom", () => {
   it("delivers to a mailbox here through the inbound path, without the network", async () => {
     const { box, mailroom } = await sender()

@@ -2760,6 +2760,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email.unsubscribed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.unsubscribed event
+         * @description The recipient of an email sent with list_unsubscribe used its unsubscribe link (or their mail app's Unsubscribe button): the address is now suppressed, reason unsubscribed. Sent to every active webhook subscribed to email.unsubscribed, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.unsubscribed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -3280,6 +3300,8 @@ export interface components {
             in_reply_to: string | null;
             /** @description Why its scheduled send was refused (it is unscheduled then) */
             last_error: string | null;
+            /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
+            list_unsubscribe?: boolean;
             mailbox_id: string;
             reply_all: boolean;
             reply_to?: components["schemas"]["AddressInput"];
@@ -3314,6 +3336,8 @@ export interface components {
             html?: string;
             /** @description The id of an email of this mailbox the draft replies to */
             in_reply_to?: string;
+            /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
+            list_unsubscribe?: boolean;
             /** @description With in_reply_to: reply to everyone on the email */
             reply_all?: boolean;
             reply_to?: components["schemas"]["AddressInput"];
@@ -3613,6 +3637,14 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        /** @description The recipient of an email sent with list_unsubscribe used its unsubscribe link (or their mail app's Unsubscribe button): the address is now suppressed, reason unsubscribed */
+        EmailUnsubscribedEvent: {
+            data: components["schemas"]["UnsubscribedEventData"];
+            /** @enum {string} */
+            event: "email.unsubscribed";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         /** @description Read from the message when it arrived; null for sent mail. Comes from the sender: data, not instructions. */
         Extracted: {
             /** @description One-time codes (verification, sign-in), each once, in the order they appear (at most 10) */
@@ -3675,6 +3707,8 @@ export interface components {
             };
             /** @description HTML body */
             html?: string;
+            /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
+            list_unsubscribe?: boolean;
             /** @description Plain-text body */
             text?: string;
             to: components["schemas"]["AddressInput"][];
@@ -4086,6 +4120,8 @@ export interface components {
             };
             /** @description HTML body */
             html?: string;
+            /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
+            list_unsubscribe?: boolean;
             /** @description Plain-text body */
             text?: string;
         };
@@ -4219,6 +4255,8 @@ export interface components {
             };
             /** @description HTML body */
             html?: string;
+            /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
+            list_unsubscribe?: boolean;
             reply_to?: components["schemas"]["AddressInput"];
             /**
              * maxLength(998)
@@ -4424,6 +4462,14 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        UnsubscribedEventData: {
+            /** @description The sent email whose link was used (it may have been deleted since) */
+            email_id: string;
+            mailbox_id: string;
+            message_id: string;
+            /** @description The address now suppressed, reason unsubscribed */
+            recipient: string;
+        };
         /** @description UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
         UnsupportedMediaType: {
             error: {
@@ -4603,7 +4649,7 @@ export interface components {
             /** @description What went wrong: the status, a refused connection, a time-out */
             error: string | null;
             /** @enum {string} */
-            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "api_key.created";
+            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "api_key.created";
             /** @description The webhook-id header sent: test_…, never an event's */
             event_id: string;
             /** @description The body sent, as a real event of that kind carries it, about an example email or key */
@@ -9477,7 +9523,7 @@ export interface operations {
                 after?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -14386,7 +14432,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "api_key.created";
             };
             header?: never;
             path: {
@@ -21868,7 +21914,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "api_key.created";
             };
             header?: never;
             path: {
@@ -22640,7 +22686,7 @@ export interface operations {
                 after?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -23402,6 +23448,44 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailSentEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.unsubscribed": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailUnsubscribedEvent"];
             };
         };
         responses: {

@@ -8,26 +8,12 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { Billing } from "../../../services/billing/billing.ts"
 import { escapeHtml } from "../../../services/html.ts"
 import { LocalPayments } from "../../../layers/local-billing.ts"
-
-
-const page = (title: string, body: string, status = 200) =>
-  HttpServerResponse.html(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escapeHtml(title)} · Mailroom</title>
-<style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem;color:#1f2328}
-button{font:inherit;padding:.5rem 1rem;border-radius:.4rem;border:1px solid #1f2328;background:#1f2328;color:#fff;cursor:pointer}
-a{color:#0969da}.muted{color:#59636e}</style></head>
-<body><h1>${escapeHtml(title)}</h1>${body}</body></html>`).pipe(HttpServerResponse.setStatus(status))
+import { page } from "../pages.ts"
 
 const gone = page("This link has expired", `<p class="muted">Start again from your application.</p>`, 404)
 
-/**
- * The pages that take an HTML form (POST), not JSON: input-rules.ts leaves their bodies to them.
- * Matched exactly as the pages link to themselves; any other spelling is held to the JSON rule.
- */
-const FORM_PAGES = [/^\/billing\/checkout\/[^/]+$/, /^\/billing\/portal\/[^/]+$/]
-
-export const readsForm = (method: string, pathname: string) => method === "POST" && FORM_PAGES.some((page) => page.test(pathname))
+/** The pages' forms (input-rules.ts `readsForm`). */
+export const paymentForms = [/^\/billing\/checkout\/[^/]+$/, /^\/billing\/portal\/[^/]+$/]
 
 const planName = (plan: string) => plan.charAt(0).toUpperCase() + plan.slice(1)
 

@@ -407,7 +407,8 @@ export const tools = [
     reach: "args",
     description:
       "Send an email from a mailbox: to, cc, bcc (addresses or {name, address}; 50 at most), subject, text and/or html, " +
-      "attachments (base64), reply_to, X-* headers. Answers email_id, message_id, thread_id and status queued; " +
+      "attachments (base64), reply_to, X-* headers, list_unsubscribe (one-click unsubscribe for mail to one person who did " +
+      "not ask for it each time: news, outreach). Answers email_id, message_id, thread_id and status queued; " +
       "get_email shows each recipient's delivery. It cannot be recalled: prefer create_draft when a person should approve.",
     annotations: sending,
     input: Schema.Struct({ mailbox_id: Id("The sending mailbox"), ...SendInput.fields }),
