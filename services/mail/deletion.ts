@@ -77,7 +77,7 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
 
     /**
      * What the emails `ids` counted towards the mail stats (stats.ts), kept as they go: emails by
-     * direction and their recipients by status, per mailbox and UTC day (in key order, so that
+     * direction and their recipients by status (and those who complained), per mailbox and UTC day (in key order, so that
      * deletions at once wait for each other instead of deadlocking).
      */
     const keepCounted = (ids: ReadonlyArray<string>) =>
@@ -92,6 +92,11 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
           FROM emails e JOIN outbound_deliveries d ON d.email_id = e.id
           WHERE e.id = ANY(${ids}::text[]) AND e.direction = 'outbound'
           GROUP BY 1, 2, 3, 5
+          UNION ALL
+          SELECT e.user_id, e.mailbox_id, (e.received_at AT TIME ZONE 'UTC')::date, 'recipient', 'complained', count(*)
+          FROM emails e JOIN outbound_deliveries d ON d.email_id = e.id
+          WHERE e.id = ANY(${ids}::text[]) AND e.direction = 'outbound' AND d.complained_at IS NOT NULL
+          GROUP BY 1, 2, 3
         ) counted
         ORDER BY mailbox_id, day, what, key
         ON CONFLICT (mailbox_id, day, what, key) DO UPDATE SET n = c.n + EXCLUDED.n`

@@ -290,7 +290,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         SELECT id, filename, content_type, size, checksum, content_id FROM attachments
         WHERE email_id = ${emailId} ORDER BY position`
       const deliveries = row.direction === "inbound" ? [] : yield* sql<DeliveryRow>`
-        SELECT recipient, status, attempts, last_response, next_attempt_at, updated_at FROM outbound_deliveries
+        SELECT recipient, status, attempts, last_response, next_attempt_at, complained_at, updated_at FROM outbound_deliveries
         WHERE email_id = ${emailId} ORDER BY recipient`
       return toEmail(row, attachments, deliveries)
     })

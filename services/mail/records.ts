@@ -192,6 +192,7 @@ export interface DeliveryRow {
   readonly attempts: number
   readonly lastResponse: string | null
   readonly nextAttemptAt: Date | null
+  readonly complainedAt: Date | null
   readonly updatedAt: Date
 }
 
@@ -201,6 +202,7 @@ export const toDelivery = (row: DeliveryRow): Delivery => ({
   attempts: row.attempts,
   last_response: row.lastResponse,
   next_attempt_at: row.nextAttemptAt?.toISOString() ?? null,
+  complained_at: row.complainedAt?.toISOString() ?? null,
   updated_at: row.updatedAt.toISOString()
 })
 

@@ -133,6 +133,9 @@ export const Delivery = Schema.Struct({
   attempts: Schema.Number,
   last_response: Schema.NullOr(Schema.String).annotations({ description: "The receiving server's last answer, or why it was not reached" }),
   next_attempt_at: Schema.NullOr(Schema.String).annotations({ description: "When a deferred delivery is tried again" }),
+  complained_at: Schema.NullOr(Schema.String).annotations({
+    description: "When the recipient reported the email as spam (their provider's feedback report came back); null: no complaint"
+  }),
   updated_at: Schema.String
 }).annotations({ identifier: "Delivery" })
 export type Delivery = typeof Delivery.Type
@@ -210,7 +213,8 @@ export const DayStats = Schema.Struct({
   date: Schema.String.annotations({ description: "YYYY-MM-DD (UTC)" }),
   received: Count,
   sent: Count,
-  bounced: Count.annotations({ description: "Recipients of that day's sent emails that bounced" })
+  bounced: Count.annotations({ description: "Recipients of that day's sent emails that bounced" }),
+  complained: Count.annotations({ description: "Recipients of that day's sent emails that reported them as spam" })
 }).annotations({ identifier: "DayStats" })
 
 export const MailStats = Schema.Struct({
@@ -222,6 +226,10 @@ export const MailStats = Schema.Struct({
   recipients: RecipientCounts.annotations({ description: "The recipients of the emails sent, by what became of them" }),
   bounce_rate: Schema.NullOr(Schema.Number).annotations({
     description: "Bounced among the recipients whose delivery ended (sent, bounced or failed), 0-1; null when none has ended"
+  }),
+  complaints: Count.annotations({ description: "Recipients who reported the emails sent as spam (counted with the day the email was sent)" }),
+  complaint_rate: Schema.NullOr(Schema.Number).annotations({
+    description: "Complaints among the recipients whose server took the email (sent), 0-1; null when none has. Mailbox providers distrust senders past 0.3%"
   }),
   daily: Schema.Array(DayStats).annotations({ description: "Every day covered, oldest first, days without mail included" })
 }).annotations({ identifier: "MailStats" })

@@ -56,9 +56,12 @@ export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
         SELECT c.day, 'recipient', d.status, count(*) FROM counted c JOIN outbound_deliveries d ON d.email_id = c.id
         WHERE c.direction = 'outbound' GROUP BY c.day, d.status
         UNION ALL
+        SELECT c.day, 'recipient', 'complained', count(*) FROM counted c JOIN outbound_deliveries d ON d.email_id = c.id
+        WHERE c.direction = 'outbound' AND d.complained_at IS NOT NULL GROUP BY c.day
+        UNION ALL
         SELECT to_char(x.day, 'YYYY-MM-DD'), x.what, x.key, x.n FROM deleted_mail_counts x
         WHERE x.user_id = ${userId} AND x.day >= ${isoDay(first)}::date AND x.day < ${isoDay(end)}::date AND ${mailboxes("x.mailbox_id")}`
-      const daily = Array.from({ length: days }, (_, i) => ({ date: isoDay(new Date(first.getTime() + i * 86_400_000)), received: 0, sent: 0, bounced: 0 }))
+      const daily = Array.from({ length: days }, (_, i) => ({ date: isoDay(new Date(first.getTime() + i * 86_400_000)), received: 0, sent: 0, bounced: 0, complained: 0 }))
       const byDate = new Map(daily.map((day) => [day.date, day]))
       const recipients: Record<(typeof STATUSES)[number], number> = { sent: 0, bounced: 0, failed: 0, suppressed: 0, deferred: 0, queued: 0 }
       for (const row of rows) {
@@ -68,12 +71,15 @@ export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
         if (row.what === "email") {
           if (row.key === "inbound") day.received += n
           else day.sent += n
+        } else if (row.key === "complained") {
+          day.complained += n
         } else if (Object.hasOwn(recipients, row.key)) {
           recipients[row.key as keyof typeof recipients] += n
           if (row.key === "bounced") day.bounced += n
         }
       }
       const ended = recipients.sent + recipients.bounced + recipients.failed
+      const complaints = daily.reduce((sum, day) => sum + day.complained, 0)
       return {
         mailbox_id: mailboxId ?? null,
         from: daily[0]!.date,
@@ -82,6 +88,8 @@ export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
         sent: daily.reduce((sum, day) => sum + day.sent, 0),
         recipients,
         bounce_rate: ended === 0 ? null : recipients.bounced / ended,
+        complaints,
+        complaint_rate: recipients.sent === 0 ? null : complaints / recipients.sent,
         daily
       } satisfies MailStats
     })

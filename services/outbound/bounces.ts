@@ -1,15 +1,24 @@
 /**
- * Bounce reports (issue 16): a delivery status notification (RFC 3464, `multipart/report;
- * report-type=delivery-status`) that comes back to a sent email's bounce address after the receiving
- * server had taken the message. Each recipient it reports `Action: failed` is marked `bounced` with
- * the report's diagnostic, suppressed and told (`email.bounced`). The report is not stored as mail:
- * it is about the sent email, and shows on it.
+ * Reports about a sent email that come back to its bounce address (`bounces+<email_id>@<domain>`),
+ * applied to that email and not stored as mail:
+ *
+ * - A delivery status notification (RFC 3464, `multipart/report; report-type=delivery-status`): the
+ *   receiving server took the message, then could not deliver it. Each recipient it reports
+ *   `Action: failed` is marked `bounced` with the report's diagnostic, suppressed and told
+ *   (`email.bounced`).
+ * - A complaint (ARF, RFC 5965: `report-type=feedback-report`, `Feedback-Type: abuse`): the recipient
+ *   reported the message as spam, and their provider's feedback loop tells the sender. The recipient
+ *   (its `Original-Rcpt-To`; the email's only recipient when the provider left it out, as most redact
+ *   it) is suppressed, reason `complained`, whatever it was suppressed for before, and the account is
+ *   told (`email.complained`). Its delivery stays what it was: the message was delivered. Other
+ *   feedback types (`not-spam`, `virus`, …) change nothing.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { Bus } from "../bus/bus.ts"
+import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { announce, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
 import { recordDeliveries } from "./metrics.ts"
+import type { ComplaintEventData } from "./schemas.ts"
 
 export interface ReportedFailure {
   readonly recipient: string
@@ -45,11 +54,11 @@ export const failedRecipients = (deliveryStatus: string): ReadonlyArray<Reported
     })
 
 /**
- * The body of the report's `message/delivery-status` part. Read from the raw text: mail parsers fold
- * that part into the text body, and RFC 3464 keeps it 7-bit text, so no decoding is needed.
+ * The body of the report's `message/<type>` part. Read from the raw text: mail parsers fold that
+ * part into the text body, and RFC 3464 and 5965 keep it 7-bit text, so no decoding is needed.
  */
-export const deliveryStatusOf = (raw: string): string | undefined => {
-  const header = /^content-type:[ \t]*message\/(?:global-)?delivery-status\b[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*/im.exec(raw)
+const reportPart = (raw: string, type: "delivery-status" | "feedback-report"): string | undefined => {
+  const header = new RegExp(`^content-type:[ \\t]*message\\/(?:global-)?${type}\\b[^\\r\\n]*(?:\\r?\\n[ \\t][^\\r\\n]*)*`, "im").exec(raw)
   if (header === null) return undefined
   const rest = raw.slice(header.index + header[0].length)
   const bodyStart = rest.search(/\r?\n\r?\n/)
@@ -59,24 +68,101 @@ export const deliveryStatusOf = (raw: string): string | undefined => {
   return end < 0 ? body : body.slice(0, end)
 }
 
+const deliveryStatusOf = (raw: string) => reportPart(raw, "delivery-status")
+
+/** What a feedback report (RFC 5965 §3.5) says: its type, the recipient it names (if any), who reports. */
+export interface Complaint {
+  readonly feedbackType: string
+  readonly recipient: string | undefined
+  readonly reporter: string | undefined
+}
+
+export const complaintOf = (raw: string): Complaint | undefined => {
+  const report = reportPart(raw, "feedback-report")
+  if (report === undefined) return undefined
+  const f = fields(report)
+  return {
+    feedbackType: (f.get("feedback-type") ?? "").toLowerCase(),
+    recipient: /<?([^<>\s]+@[^<>\s]+?)>?$/.exec(f.get("original-rcpt-to") ?? "")?.[1]?.toLowerCase(),
+    reporter: (f.get("reporting-mta") ?? "").replace(/^[a-z-]+;\s*/i, "") || f.get("user-agent")
+  }
+}
+
+/** The feedback types that are a complaint: the recipient reported spam, or fraud (phishing). */
+const COMPLAINTS = ["abuse", "fraud"]
+
 export class BounceReports extends Effect.Service<BounceReports>()("mailroom/BounceReports", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
 
-    /** Apply the report `raw` about the sent email `emailId`; answers the recipients it bounced. */
-    const record = Effect.fn("BounceReports.record")(function*(emailId: string, raw: Uint8Array) {
-      const report = deliveryStatusOf(Buffer.from(raw).toString("latin1"))
-      const failures = report === undefined ? [] : failedRecipients(report)
-      if (failures.length === 0) {
-        yield* Effect.logInfo("A message to a bounce address reports no failed recipient; ignored").pipe(Effect.annotateLogs({ email_id: emailId }))
-        return []
-      }
-      const emails = yield* sql`SELECT user_id, mailbox_id, message_id, thread_id FROM emails WHERE id = ${emailId}`.pipe(
-        Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(SentEmailRow))(rows)))
+    /** The sent email `emailId`, as its events name it; none when it was deleted meanwhile. */
+    const sentEmail = (emailId: string) =>
+      sql`SELECT user_id, mailbox_id, message_id, thread_id FROM emails WHERE id = ${emailId}`.pipe(
+        Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(SentEmailRow))(rows))),
+        Effect.map((rows): SentEmail | undefined => rows[0] && { id: emailId, ...rows[0] })
       )
-      if (!emails[0]) return []
-      const sent: SentEmail = { id: emailId, ...emails[0] }
+
+    const ignored = (emailId: string, why: string) =>
+      Effect.as(Effect.logInfo(`A message to a bounce address ${why}; ignored`).pipe(Effect.annotateLogs({ email_id: emailId })), [])
+
+    /** A recipient of `emailId` reported it as spam: suppressed (reason complained) and told, once. */
+    const complained = (emailId: string, complaint: Complaint) =>
+      Effect.gen(function*() {
+        if (!COMPLAINTS.includes(complaint.feedbackType)) return yield* ignored(emailId, `is feedback of type "${complaint.feedbackType}"`)
+        const sent = yield* sentEmail(emailId)
+        if (sent === undefined) return []
+        const recipients = (yield* sql<{ recipient: string }>`
+          SELECT DISTINCT lower(recipient) AS recipient FROM outbound_deliveries WHERE email_id = ${emailId}`).map((r) => r.recipient)
+        const recipient = complaint.recipient !== undefined
+          ? recipients.find((r) => r === complaint.recipient)
+          : recipients.length === 1
+          ? recipients[0]
+          : undefined
+        if (recipient === undefined) return yield* ignored(emailId, "is a complaint that names none of the email's recipients")
+        const response = `Reported as spam (${complaint.feedbackType}) by ${complaint.reporter ?? "the recipient's provider"}`
+        // The delivery says so (stats count it), and the address is suppressed, in one statement: a
+        // report that comes again finds both done or neither.
+        const changed = yield* sql`
+          WITH delivery AS (
+            UPDATE outbound_deliveries SET complained_at = coalesce(complained_at, now())
+            WHERE email_id = ${emailId} AND lower(recipient) = ${recipient})
+          INSERT INTO suppressions (user_id, address, reason, last_response, email_id)
+          VALUES (${sent.userId}, ${recipient}, 'complained', ${response}, ${emailId})
+          ON CONFLICT (user_id, address) DO UPDATE SET reason = 'complained', last_response = EXCLUDED.last_response, email_id = EXCLUDED.email_id
+            WHERE suppressions.reason <> 'complained' OR suppressions.email_id = EXCLUDED.email_id
+          RETURNING 1`
+        // Told again when the same report comes again (its event was perhaps not published the first
+        // time): the bus drops a repeat it still remembers, and webhooks are at least once anyway.
+        if (changed.length === 0) return []
+        const data: ComplaintEventData = {
+          email_id: emailId,
+          message_id: sent.messageId,
+          mailbox_id: sent.mailboxId,
+          thread_id: sent.threadId,
+          recipient,
+          feedback_type: complaint.feedbackType,
+          reported_by: complaint.reporter ?? null
+        }
+        yield* bus.publish(
+          subjects.event("email.complained"),
+          encodeJson({ event: "email.complained", timestamp: new Date().toISOString(), namespace: sent.userId, data }),
+          { msgId: `email.complained:${emailId}:${recipient}` }
+        )
+        yield* Effect.logInfo("Complaint recorded").pipe(Effect.annotateLogs({ email_id: emailId }))
+        return [recipient]
+      })
+
+    /** Apply the report `raw` about the sent email `emailId`; answers the recipients it bounced or suppressed. */
+    const record = Effect.fn("BounceReports.record")(function*(emailId: string, raw: Uint8Array) {
+      const text = Buffer.from(raw).toString("latin1")
+      const complaint = complaintOf(text)
+      if (complaint !== undefined) return yield* complained(emailId, complaint)
+      const report = deliveryStatusOf(text)
+      const failures = report === undefined ? [] : failedRecipients(report)
+      if (failures.length === 0) return yield* ignored(emailId, "reports no failed recipient")
+      const sent = yield* sentEmail(emailId)
+      if (sent === undefined) return []
       // Only recipients of this email, and each once: a repeated report changes nothing. So the
       // recipients it bounces are suppressed in the same transaction: a report whose suppression was
       // lost would find nothing left to change when it came again.

@@ -240,6 +240,18 @@ export const UnsubscribedEventData = Schema.Struct({
 }).annotations({ identifier: "UnsubscribedEventData" })
 export type UnsubscribedEventData = typeof UnsubscribedEventData.Type
 
+/** `email.complained`: a recipient reported a sent email as spam (a feedback report, RFC 5965, came back). */
+export const ComplaintEventData = Schema.Struct({
+  email_id: Schema.String,
+  message_id: Schema.String,
+  mailbox_id: Schema.String,
+  thread_id: Schema.String,
+  recipient: Schema.String.annotations({ description: "The address now suppressed, reason complained" }),
+  feedback_type: Schema.String.annotations({ description: "The report's Feedback-Type: abuse (spam) or fraud" }),
+  reported_by: Schema.NullOr(Schema.String).annotations({ description: "The provider that reported it (its Reporting-MTA), when named" })
+}).annotations({ identifier: "ComplaintEventData" })
+export type ComplaintEventData = typeof ComplaintEventData.Type
+
 /** An address the account no longer sends to (GET /suppressions). */
 export const Suppression = Schema.Struct({
   address: Schema.String,

@@ -83,6 +83,15 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
     "email.bounced": delivery("bounced", "550 5.1.1 <billing@partner.example>: Recipient address rejected", null),
     "email.failed": delivery("failed", "Connection refused by every MX host of partner.example", null),
     "email.unsubscribed": { email_id: sent.email_id, message_id: sent.message_id, mailbox_id: mailboxId, recipient: "billing@partner.example" },
+    "email.complained": {
+      email_id: sent.email_id,
+      message_id: sent.message_id,
+      mailbox_id: mailboxId,
+      thread_id: sent.thread_id,
+      recipient: "billing@partner.example",
+      feedback_type: "abuse",
+      reported_by: "feedback.partner.example"
+    },
     "api_key.created": { keyId: "key_example", name: "example key", keyPrefix: "mr_exampl********", createdAt: timestamp, expirationTs: null, mailboxIds: null, permission: "full_access" }
   }
   return { event: kind, timestamp, data: data[kind] }

@@ -3,7 +3,7 @@
  */
 import { Schema } from "effect"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
-import { DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
+import { ComplaintEventData, DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
 export const eventKinds = [
@@ -16,6 +16,7 @@ export const eventKinds = [
   "email.bounced",
   "email.failed",
   "email.unsubscribed",
+  "email.complained",
   "api_key.created"
 ] as const
 export type EventKind = (typeof eventKinds)[number]
@@ -271,6 +272,13 @@ export const EmailUnsubscribedEvent = eventPayload(
   "The recipient of an email sent with list_unsubscribe used its unsubscribe link (or their mail app's Unsubscribe button): the address is now suppressed, reason unsubscribed"
 )
 
+export const EmailComplainedEvent = eventPayload(
+  "email.complained",
+  "EmailComplainedEvent",
+  ComplaintEventData,
+  "The recipient of a sent email reported it as spam (their provider's feedback report came back to its bounce address): the address is now suppressed, reason complained"
+)
+
 export const ApiKeyCreatedEvent = eventPayload(
   "api_key.created",
   "ApiKeyCreatedEvent",
@@ -298,5 +306,6 @@ export const EventPayloads = {
   "email.bounced": EmailBouncedEvent,
   "email.failed": EmailFailedEvent,
   "email.unsubscribed": EmailUnsubscribedEvent,
+  "email.complained": EmailComplainedEvent,
   "api_key.created": ApiKeyCreatedEvent
 } as const satisfies Record<EventKind, Schema.Schema.Any>

@@ -408,7 +408,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       expect(created.response.status).toBe(201)
       return created.data!.data.draft_id
     }
-    const offer = await agent({ to: ["carol@partner.test"], subject: "Offer: 10% off", text: "Dear Carol, an offer for you." })
+    const offer = await agent({ to: ["carol@partner.test"], subject: "Offer: 10% off", text: "Dear Carol, an offer for you.", list_unsubscribe: true })
     const reply = await agent({ in_reply_to: inboundId, text: "Draft reply nobody should send." })
     const incomplete = await agent({ subject: "Meeting notes", text: "Notes from today's meeting." })
     const draftOf = (draftId: string) => dashboard().GET("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId } } })
@@ -418,6 +418,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const waiting = page.getByRole("list", { name: "Drafts awaiting approval" })
     const item = (title: string) => waiting.getByRole("listitem", { name: `Draft: ${title}` })
     await item("Offer: 10% off").getByText(`From ${address}`).waitFor()
+    await item("Offer: 10% off").getByText("With an unsubscribe link").waitFor()
 
     // Edit, then approve: what is sent is the edited draft.
     await item("Offer: 10% off").getByRole("button", { name: "Edit" }).click()
@@ -433,6 +434,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const { message, parsed } = await delivered("Offer: 15% off")
     expect(message.rcptTo).toEqual(["carol@partner.test"])
     expect(parsed.text?.trim()).toBe("Dear Carol, a better offer for you.")
+    // The person's edit kept what they did not touch: the unsubscribe link.
+    expect(message.raw.toString("latin1")).toMatch(/^List-Unsubscribe-Post: List-Unsubscribe=One-Click\r$/m)
     const approved = (await draftOf(offer)).data!.data
     expect(approved).toMatchObject({ status: "sent", email_id: expect.stringMatching(/^eml_/) })
     await expect(sentList.getByRole("link", { name: "Open the sent email" }).getAttribute("href")).resolves.toBe(`#/emails/${approved.email_id}`)

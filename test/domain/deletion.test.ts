@@ -203,7 +203,7 @@ layer(services, { timeout: "120 seconds" })("Deletions", (it) => {
       expect((yield* emails.get(elsewhere.owner.userId, theirs.id)).email_id).toBe(theirs.id)
     }))
 
-  it.effect("deleted mail still counts in the stats: received and sent, its recipients by outcome, on the day it came", () =>
+  it.effect("deleted mail still counts in the stats: received and sent, its recipients by outcome and complaint, on the day it came", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const deletions = yield* Deletions
@@ -218,8 +218,9 @@ layer(services, { timeout: "120 seconds" })("Deletions", (it) => {
         yield* sql`INSERT INTO outbound_deliveries (email_id, recipient, domain, status)
                    VALUES (${bounced.id}, ${`r${i}@example.com`}, 'example.com', ${status}), (${kept.id}, ${`k${i}@example.com`}, 'example.com', ${status})`
       }
+      yield* sql`UPDATE outbound_deliveries SET complained_at = now() WHERE email_id = ${bounced.id} AND status = 'sent'`
       const before = yield* stats.of(userId, { days: 7 })
-      expect(before).toMatchObject({ received: 1, sent: 2, recipients: { sent: 2, bounced: 2 }, bounce_rate: 0.5 })
+      expect(before).toMatchObject({ received: 1, sent: 2, recipients: { sent: 2, bounced: 2 }, bounce_rate: 0.5, complaints: 1, complaint_rate: 0.5 })
 
       yield* deletions.emails(userId, [received.id, bounced.id])
       expect(yield* stats.of(userId, { days: 7 })).toEqual(before)

@@ -119,15 +119,49 @@ const bounceReport = (emailId: string, recipient: string) =>
     ""
   ].join("\r\n")
 
-/** The report, sent over SMTP to the email's bounce address, as a receiving server sends it. */
-const reportBounce = async (emailId: string, recipient: string) => {
+/**
+ * A provider's feedback report (ARF, RFC 5965) about the email `emailId`: a recipient marked it as spam
+ * (`abuse`). Most providers leave the recipient out (`recipient` undefined).
+ */
+const feedbackReport = (emailId: string, feedbackType: string, recipient?: string) =>
+  [
+    "From: Feedback Loop <fbl@feedback.partner.test>",
+    `To: bounces+${emailId}@agents.localhost`,
+    "Subject: Email feedback report",
+    "MIME-Version: 1.0",
+    "Content-Type: multipart/report; report-type=feedback-report; boundary=b2",
+    "",
+    "--b2",
+    "Content-Type: text/plain",
+    "",
+    "This is an email abuse report for a message received from your domain.",
+    "--b2",
+    "Content-Type: message/feedback-report",
+    "",
+    `Feedback-Type: ${feedbackType}`,
+    "User-Agent: PartnerFBL/1.0",
+    "Version: 1",
+    "Reporting-MTA: dns; feedback.partner.test",
+    ...(recipient === undefined ? [] : [`Original-Rcpt-To: <${recipient}>`]),
+    "--b2",
+    "Content-Type: text/rfc822-headers",
+    "",
+    `Message-ID: <${emailId}@agents.localhost>`,
+    "--b2--",
+    ""
+  ].join("\r\n")
+
+/** A report (`raw`), sent over SMTP to the email's bounce address, as a receiving server sends it. */
+const report = async (emailId: string, raw: string) => {
   const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
   try {
-    await transport.sendMail({ envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: bounceReport(emailId, recipient) })
+    await transport.sendMail({ envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw })
   } finally {
     transport.close()
   }
 }
+
+const reportBounce = (emailId: string, recipient: string) => report(emailId, bounceReport(emailId, recipient))
 
 const resolver = () => {
   const r = new dns.promises.Resolver()
@@ -191,6 +225,7 @@ describe("sending to another domain", () => {
       attempts: 1,
       last_response: "250 2.0.0 Queued as test",
       next_attempt_at: null,
+      complained_at: null,
       updated_at: expect.any(String)
     })))
     const raw = await mailroom.GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId: accepted.email_id } }, parseAs: "arrayBuffer" })
@@ -501,6 +536,66 @@ describe("sending to another domain", () => {
     } finally {
       forged.close()
     }
+  })
+
+  it("a complaint (ARF) to the bounce address suppresses the recipient who reported spam and tells the account; the delivery stays sent", async () => {
+    const { box, mailroom } = await sender()
+    const hook = await mailroom.POST("/v1/api/webhooks", { body: { url: `${hooks.url}/complained-${box.mailboxId}`, events: ["email.complained"] } })
+    expect(hook.response.status).toBe(201)
+    const reader = `${fresh("reader")}@partner.test`
+    const sent = await send(mailroom, box, { to: [reader], subject: "Our offer", text: "Buy now" })
+    const emailId = sent.data!.data.email_id
+    expect((await settled(mailroom, emailId)).delivery).toMatchObject([{ recipient: reader, status: "sent" }])
+
+    // The provider left the recipient out, as most do: the email had one.
+    await report(emailId, feedbackReport(emailId, "abuse"))
+    const [told] = await hooks.waitFor(`/complained-${box.mailboxId}`, 1)
+    expect(JSON.parse(told!.body)).toEqual({
+      event: "email.complained",
+      timestamp: expect.any(String),
+      data: {
+        email_id: emailId,
+        message_id: sent.data!.data.message_id,
+        mailbox_id: box.mailboxId,
+        thread_id: sent.data!.data.thread_id,
+        recipient: reader,
+        feedback_type: "abuse",
+        reported_by: "feedback.partner.test"
+      }
+    })
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data).toEqual([{
+      address: reader,
+      reason: "complained",
+      last_response: "Reported as spam (abuse) by feedback.partner.test",
+      email_id: emailId,
+      created_at: expect.any(String)
+    }])
+    const email = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+    expect(email.data?.data.delivery).toMatchObject([{ recipient: reader, status: "sent", complained_at: expect.any(String) }])
+    const listed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(listed.data?.data.map((e) => e.email_id)).toEqual([emailId])
+    const stats = await mailroom.GET("/v1/api/stats", { params: { query: { mailbox_id: box.mailboxId } } })
+    expect(stats.data?.data).toMatchObject({ sent: 1, recipients: { sent: 1 }, complaints: 1, complaint_rate: 1 })
+
+  })
+
+  it("a complaint about an email to two recipients suppresses the one it names (any case); one naming none, or no complaint, changes nothing", async () => {
+    const { box, mailroom } = await sender()
+    await mailroom.POST("/v1/api/webhooks", { body: { url: `${hooks.url}/complained-${box.mailboxId}`, events: ["email.complained"] } })
+    const [one, two] = [`${fresh("one")}@partner.test`, `${fresh("two")}@partner.test`]
+    const both = (await send(mailroom, box, { to: [one, two], subject: "Our offer again", text: "Buy now" })).data!.data.email_id
+    await settled(mailroom, both)
+    await report(both, feedbackReport(both, "not-spam", one))
+    await report(both, feedbackReport(both, "abuse"))
+    await report(both, feedbackReport(both, "abuse", two.toUpperCase()))
+    const [told] = await hooks.waitFor(`/complained-${box.mailboxId}`, 1)
+    expect(JSON.parse(told!.body).data).toMatchObject({ email_id: both, recipient: two })
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => [s.address, s.reason])).toEqual([[two, "complained"]])
+    // The two others (each accepted before it) were told nothing.
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(hooks.received(`/complained-${box.mailboxId}`)).toHaveLength(1)
+    const refused = await send(mailroom, box, { to: [two], subject: "?", text: "?" })
+    expect(refused.error).toMatchObject({ error: { code: "RECIPIENT_SUPPRESSED", message: `Not sent: ${two} reported your mail as spam and is suppressed` } })
   })
 
   it("a recipient that bounces another message while this one waits is suppressed, and not tried again", async () => {

@@ -2620,6 +2620,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "email.complained": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * email.complained event
+         * @description The recipient of a sent email reported it as spam (their provider's feedback report came back to its bounce address): the address is now suppressed, reason complained. Sent to every active webhook subscribed to email.complained, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.email.complained"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "email.deleted": {
         parameters: {
             query?: never;
@@ -2992,6 +3012,18 @@ export interface components {
             plan: "free" | "pro" | "enterprise";
             successUrl: string;
         };
+        ComplaintEventData: {
+            email_id: string;
+            /** @description The report's Feedback-Type: abuse (spam) or fraud */
+            feedback_type: string;
+            mailbox_id: string;
+            message_id: string;
+            /** @description The address now suppressed, reason complained */
+            recipient: string;
+            /** @description The provider that reported it (its Reporting-MTA), when named */
+            reported_by: string | null;
+            thread_id: string;
+        };
         ConfirmEmailInput: {
             /**
              * minLength(1)
@@ -3097,6 +3129,11 @@ export interface components {
              * @description Recipients of that day's sent emails that bounced
              */
             bounced: components["schemas"]["Int"];
+            /**
+             * nonNegative
+             * @description Recipients of that day's sent emails that reported them as spam
+             */
+            complained: components["schemas"]["Int"];
             /** @description YYYY-MM-DD (UTC) */
             date: string;
             /**
@@ -3147,6 +3184,8 @@ export interface components {
         };
         Delivery: {
             attempts: number;
+            /** @description When the recipient reported the email as spam (their provider's feedback report came back); null: no complaint */
+            complained_at: string | null;
             /** @description The receiving server's last answer, or why it was not reached */
             last_response: string | null;
             /** @description When a deferred delivery is tried again */
@@ -3412,6 +3451,14 @@ export interface components {
             message: string;
             /** @description Where the link to confirm was mailed; the account's email stays until it is used */
             newEmail: string;
+        };
+        /** @description The recipient of a sent email reported it as spam (their provider's feedback report came back to its bounce address): the address is now suppressed, reason complained */
+        EmailComplainedEvent: {
+            data: components["schemas"]["ComplaintEventData"];
+            /** @enum {string} */
+            event: "email.complained";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
         };
         /** @description An email was deleted (alone, in a batch or with its thread): its fields as they were */
         EmailDeletedEvent: {
@@ -3882,6 +3929,13 @@ export interface components {
         MailStats: {
             /** @description Bounced among the recipients whose delivery ended (sent, bounced or failed), 0-1; null when none has ended */
             bounce_rate: number | null;
+            /** @description Complaints among the recipients whose server took the email (sent), 0-1; null when none has. Mailbox providers distrust senders past 0.3% */
+            complaint_rate: number | null;
+            /**
+             * nonNegative
+             * @description Recipients who reported the emails sent as spam (counted with the day the email was sent)
+             */
+            complaints: components["schemas"]["Int"];
             /** @description Every day covered, oldest first, days without mail included */
             daily: components["schemas"]["DayStats"][];
             /** @description The first day covered, YYYY-MM-DD (UTC) */
@@ -4649,7 +4703,7 @@ export interface components {
             /** @description What went wrong: the status, a refused connection, a time-out */
             error: string | null;
             /** @enum {string} */
-            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "api_key.created";
+            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "api_key.created";
             /** @description The webhook-id header sent: test_…, never an event's */
             event_id: string;
             /** @description The body sent, as a real event of that kind carries it, about an example email or key */
@@ -9523,7 +9577,7 @@ export interface operations {
                 after?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -14432,7 +14486,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "api_key.created";
             };
             header?: never;
             path: {
@@ -21914,7 +21968,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "api_key.created";
             };
             header?: never;
             path: {
@@ -22686,7 +22740,7 @@ export interface operations {
                 after?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -23182,6 +23236,44 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailBouncedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.email.complained": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EmailComplainedEvent"];
             };
         };
         responses: {

@@ -82,6 +82,7 @@ const DraftItem = ({ draft, address, run }) => {
         ${draft.last_error && html`<p class="note error">Its scheduled send was refused: ${draft.last_error}</p>`}
         ${!editing && draft.text && html`<pre class="mail-text draft-text">${draft.text}</pre>`}
         ${draft.attachments.length > 0 && html`<div class="small">Attachments: ${draft.attachments.map((/** @type {any} */ a) => a.filename).join(", ")}</div>`}
+        ${draft.list_unsubscribe && html`<div class="small">With an unsubscribe link: the recipient can stop the account's mail in one click.</div>`}
         ${draft.status === "sent" && draft.email_id && html`<a href=${href("emails", draft.email_id)}>Open the sent email</a>`}
       </div>
       ${draft.status === "draft" && !editing && html`

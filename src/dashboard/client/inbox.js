@@ -187,6 +187,11 @@ const usePage = (path, params = {}) => {
 
 /** Past this share of bounced deliveries, receivers start to distrust a sender (the line says so). */
 const BOUNCE_WARNING = 0.05
+/** Past this share of spam complaints, Gmail and Yahoo file a sender's mail as spam (their 2024 sender rules). */
+const COMPLAINT_WARNING = 0.003
+
+/** A share (0-1) as a percentage with one decimal at most. @param {number} share */
+const percent = (share) => `${Math.round(share * 1000) / 10}%`
 
 /**
  * What a mailbox's mail (or every mailbox's) did over the last 30 days: received, sent, delivered and
@@ -208,14 +213,18 @@ const StatsLine = ({ mailboxId }) => {
     }
   }, [mailboxId])
   if (stats === null) return null
-  const { received, sent, recipients, bounce_rate: bounceRate } = stats
+  const { received, sent, recipients, bounce_rate: bounceRate, complaints, complaint_rate: complaintRate } = stats
   return html`
     <p class="muted small" data-testid="stats">
       Last 30 days: ${received} received · ${count(sent, "email", "emails")} sent${
     sent > 0 ? ` · ${count(recipients.sent, "recipient", "recipients")} reached` : ""
-  }${bounceRate === null ? "" : ` · ${recipients.bounced} bounced (${Math.round(bounceRate * 1000) / 10}%)`}
+  }${bounceRate === null ? "" : ` · ${recipients.bounced} bounced (${percent(bounceRate)})`}${
+    complaints > 0 ? ` · ${count(complaints, "spam complaint", "spam complaints")} (${percent(complaintRate)})` : ""
+  }
       ${bounceRate !== null && bounceRate > BOUNCE_WARNING && html`
         <strong class="note error"> More than 5% of deliveries bounced: check the addresses your agent sends to, or receivers will start refusing its mail.</strong>`}
+      ${complaintRate !== null && complaintRate > COMPLAINT_WARNING && html`
+        <strong class="note error"> More than 0.3% of recipients reported its mail as spam: send only to people who asked for it, or providers will file all of it as spam.</strong>`}
     </p>`
 }
 

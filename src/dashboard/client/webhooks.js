@@ -7,7 +7,7 @@ import { useEffect, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError, query } from "./api.js"
 import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, useAction, useReloading, when } from "./ui.js"
 
-const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "email.unsubscribed", "api_key.created"]
+const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "email.unsubscribed", "email.complained", "api_key.created"]
 
 /** @param {any} answer an attempt's outcome: status_code, duration_ms, error */
 const outcomeOf = (answer) => answer.status_code === null ? `${answer.error} after ${answer.duration_ms} ms` : `answered ${answer.status_code} in ${answer.duration_ms} ms`

@@ -232,7 +232,8 @@ export const tools = [
     description:
       "What a mailbox's mail did over the last days (every mailbox's when mailbox_id is left out): emails received and " +
       "sent, the sent ones' recipients by outcome (sent, bounced, failed, suppressed, deferred, queued), the bounce rate " +
-      "(keep it low: receivers distrust senders that bounce) and the same per day (UTC).",
+      "(keep it low: receivers distrust senders that bounce), spam complaints and their rate (keep it under 0.3%) and " +
+      "the same per day (UTC).",
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
