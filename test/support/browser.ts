@@ -32,9 +32,10 @@ export const openPage = async (browser: Browser, baseUrl: string, viewport = { w
     if (response.status() >= 400) problems.push(`${response.status()} ${response.request().method()} ${response.url()}`)
   })
   page.on("requestfailed", (request) => {
-    // An EventSource the page closes (sign-out) ends as aborted: the page's own doing, not a failure.
-    const closedStream = request.resourceType() === "eventsource" && request.failure()?.errorText === "net::ERR_ABORTED"
-    if (!page.isClosed() && !closedStream) problems.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`)
+    // An EventSource the page closes, or a request it drops (both at sign-out), ends as aborted: the
+    // page's own doing, not a failure.
+    const dropped = ["eventsource", "fetch"].includes(request.resourceType()) && request.failure()?.errorText === "net::ERR_ABORTED"
+    if (!page.isClosed() && !dropped) problems.push(`failed ${request.method()} ${request.url()}: ${request.failure()?.errorText}`)
   })
   return { page, problems }
 }

@@ -22,6 +22,16 @@ export const whenSignedOut = (handler) => {
 }
 
 /**
+ * The requests of the session signed in now. Signing out (or the account going) aborts those still
+ * under way: answered after the session ended, they would be refused 401 and read as a session lost.
+ */
+let session = new AbortController()
+export const endSession = () => {
+  session.abort()
+  session = new AbortController()
+}
+
+/**
  * @param {string} method
  * @param {string} path
  * @param {unknown} [body]
@@ -30,7 +40,7 @@ export const whenSignedOut = (handler) => {
  */
 export const call = async (method, path, body, headers = {}) => {
   /** @type {RequestInit} */
-  const init = { method, credentials: "same-origin", headers: { accept: "application/json", ...headers } }
+  const init = { method, credentials: "same-origin", headers: { accept: "application/json", ...headers }, signal: session.signal }
   if (body !== undefined) {
     init.body = JSON.stringify(body)
     init.headers = { ...init.headers, "content-type": "application/json" }

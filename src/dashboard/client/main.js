@@ -2,7 +2,7 @@
 import { html } from "htm/preact"
 import { render } from "preact"
 import { useEffect, useLayoutEffect, useState } from "preact/hooks"
-import { call, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
+import { call, endSession, rememberedUser, rememberUser, whenSignedOut } from "./api.js"
 import { AccountPage } from "./account.js"
 import { AuthPage, ConfirmEmailPage, ForgotPasswordPage, ResetPasswordPage } from "./auth.js"
 import { BillingPage } from "./billing.js"
@@ -26,11 +26,14 @@ const App = () => {
   const route = useRoute()
   const [page, id, sub] = route
 
+  /** The session is over: its requests still under way are dropped, and the sign-in page shows. */
+  const signedOut = () => {
+    endSession()
+    rememberUser(null)
+    setUser(null)
+  }
   useEffect(() => {
-    whenSignedOut(() => {
-      rememberUser(null)
-      setUser(null)
-    })
+    whenSignedOut(signedOut)
   }, [])
   useEffect(() => {
     if (user) connect()
@@ -57,9 +60,9 @@ const App = () => {
   const [notice, setNotice] = useState({ text: "", email: "" })
 
   const signOut = async () => {
+    endSession()
     await call("POST", "/api/auth/logout").catch(() => undefined)
-    rememberUser(null)
-    setUser(null)
+    signedOut()
   }
 
   /** @param {{ email: string, mailboxes: number, emails: number }} deleted */
@@ -68,15 +71,13 @@ const App = () => {
       text: `The account ${deleted.email} is deleted, with ${count(deleted.mailboxes, "mailbox", "mailboxes")} and ${count(deleted.emails, "email", "emails")}.`,
       email: ""
     })
-    rememberUser(null)
-    setUser(null)
+    signedOut()
   }
 
   /** @param {{ email: string }} reset */
   const passwordReset = (reset) => {
     setNotice({ text: "Your new password is set, and every session of the account is signed out: sign in with it.", email: reset.email })
-    rememberUser(null)
-    setUser(null)
+    signedOut()
     go("signin")
   }
 
