@@ -378,6 +378,25 @@ export class RecipientSuppressed extends Schema.TaggedError<RecipientSuppressed>
   })
 ) {}
 
+/** 422 UNSUBSCRIBE_UNAVAILABLE: a received email offers no way to unsubscribe that Mailroom may use. */
+export class UnsubscribeUnavailable extends Schema.TaggedError<UnsubscribeUnavailable>()(
+  ...failure("UnsubscribeUnavailable", {
+    status: 422,
+    code: "UNSUBSCRIBE_UNAVAILABLE",
+    description:
+      "UNSUBSCRIBE_UNAVAILABLE: the email names no one-click or mailto unsubscribe (List-Unsubscribe), its sender is not authenticated, or Mailroom sent it; details: email_id, reason, url (a page a person may open)"
+  })
+) {}
+
+/** 502 UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe was not reached, or refused the request. */
+export class UnsubscribeFailed extends Schema.TaggedError<UnsubscribeFailed>()(
+  ...failure("UnsubscribeFailed", {
+    status: 502,
+    code: "UNSUBSCRIBE_FAILED",
+    description: "UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe address could not be reached or did not answer 2xx; details: email_id, url, status or error"
+  })
+) {}
+
 /** 403 DOMAIN_NOT_VERIFIED: mail from a custom domain before its ownership is verified. */
 export class SenderDomainUnverified extends Schema.TaggedError<SenderDomainUnverified>()(
   ...failure("SenderDomainUnverified", {
@@ -439,6 +458,8 @@ export type ApiError =
   | SendQuotaReached
   | StorageQuotaReached
   | RecipientSuppressed
+  | UnsubscribeUnavailable
+  | UnsubscribeFailed
   | SenderDomainUnverified
   | IdempotencyKeyReused
   | StreamQuotaReached

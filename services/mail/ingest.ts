@@ -43,6 +43,13 @@ interface Checked {
   readonly results: string | undefined
 }
 
+/** A provider's feedback report (ARF, RFC 5965): what BounceReports.recordReceived applies. */
+const isFeedbackReport = (parsed: ParsedEmail) => {
+  const header = parsed.headers["content-type"]
+  const type = (Array.isArray(header) ? header[0] : header) ?? ""
+  return /^\s*multipart\/report\b/i.test(type) && /\breport-type\s*=\s*"?feedback-report\b/i.test(type)
+}
+
 export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
 
 export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
@@ -165,6 +172,11 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       const [verdict, parsed] = yield* Effect.all([verdictOf(message, raw), parseMessage(raw)], { concurrency: 2 })
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`
       const extracted = yield* Effect.sync(() => extract(parsed)).pipe(Effect.withSpan("extractContent"))
+      // A provider's complaint about mail the account sent, come to the address its feedback loop was
+      // given: applied before the report is stored, so that a failure is retried with the message.
+      if (isFeedbackReport(parsed)) {
+        yield* bounces.recordReceived(message.user_id, raw, verdict !== undefined && !isUnauthenticated(verdict.authentication))
+      }
       const stored = yield* store(message, verdict, parsed, messageId, extracted)
       if (!stored) {
         return yield* Effect.logInfo("Email not stored: deleted since it was accepted, or its account").pipe(

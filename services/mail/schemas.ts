@@ -234,3 +234,16 @@ export const MailStats = Schema.Struct({
   daily: Schema.Array(DayStats).annotations({ description: "Every day covered, oldest first, days without mail included" })
 }).annotations({ identifier: "MailStats" })
 export type MailStats = typeof MailStats.Type
+
+/** What `POST /emails/{id}/unsubscribe` did (mail/list-unsubscribe.ts). */
+export const UnsubscribeResult = Schema.Struct({
+  email_id: Schema.String,
+  method: Schema.Literal("one_click", "mailto").annotations({
+    description: "one_click: Mailroom POSTed to the sender's unsubscribe URL (RFC 8058); mailto: it mailed the sender's unsubscribe address"
+  }),
+  url: Schema.NullOr(Schema.String).annotations({ description: "The one-click URL, and what it answered (status)" }),
+  status: Schema.NullOr(Schema.Number),
+  address: Schema.NullOr(Schema.String).annotations({ description: "The mailto address, and the email sent to it (sent_email_id)" }),
+  sent_email_id: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "UnsubscribeResult" })
+export type UnsubscribeResult = typeof UnsubscribeResult.Type

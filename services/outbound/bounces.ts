@@ -7,7 +7,8 @@
  *   `Action: failed` is marked `bounced` with the report's diagnostic, suppressed and told
  *   (`email.bounced`).
  * - A complaint (ARF, RFC 5965: `report-type=feedback-report`, `Feedback-Type: abuse`): the recipient
- *   reported the message as spam, and their provider's feedback loop tells the sender. The recipient
+ *   reported the message as spam, and their provider's feedback loop tells the sender (here, or at a
+ *   mailbox of the account: `recordReceived`). The recipient
  *   (its `Original-Rcpt-To`; the email's only recipient when the provider left it out, as most redact
  *   it) is suppressed, reason `complained`, whatever it was suppressed for before, and the account is
  *   told (`email.complained`). Its delivery stays what it was: the message was delivered. Other
@@ -86,6 +87,17 @@ export const complaintOf = (raw: string): Complaint | undefined => {
     recipient: /<?([^<>\s]+@[^<>\s]+?)>?$/.exec(f.get("original-rcpt-to") ?? "")?.[1]?.toLowerCase(),
     reporter: (f.get("reporting-mta") ?? "").replace(/^[a-z-]+;\s*/i, "") || f.get("user-agent")
   }
+}
+
+/**
+ * The email Mailroom sent that a feedback report is about: the Message-ID of the original it encloses
+ * (`message/rfc822`, or `text/rfc822-headers` as most providers send it), read past the report's own
+ * header. Only an id Mailroom writes (`<eml_…@domain>`, send.ts).
+ */
+export const reportedEmailId = (raw: string): string | undefined => {
+  const report = /^content-type:[ \t]*message\/feedback-report\b/im.exec(raw)
+  if (report === null) return undefined
+  return /^message-id:[ \t]*<(eml_[0-9a-f]{24})@[^>\s]+>/im.exec(raw.slice(report.index))?.[1]
 }
 
 /** The feedback types that are a complaint: the recipient reported spam, or fraud (phishing). */
@@ -188,6 +200,26 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
       return changes.map((c) => c.recipient)
     })
 
-    return { record } as const
+    /**
+     * A feedback report that came to a mailbox of the account `userId` as mail (the address the
+     * account gave a provider's feedback loop: Yahoo's and Microsoft's report to one registered
+     * address, not to each message's bounce address), about an email the account sent: applied as one
+     * to its bounce address is. Only a report whose sender is authenticated (`authenticated`: DMARC, or
+     * SPF or DKIM aligned, passed): anyone can write a report. The report itself stays mail.
+     */
+    const recordReceived = Effect.fn("BounceReports.recordReceived")(function*(userId: string, raw: Uint8Array, authenticated: boolean) {
+      const text = Buffer.from(raw).toString("latin1")
+      const complaint = complaintOf(text)
+      const emailId = complaint === undefined ? undefined : reportedEmailId(text)
+      if (complaint === undefined || emailId === undefined) return []
+      if (!authenticated) {
+        yield* Effect.logInfo("A feedback report from an unauthenticated sender arrived as mail; not applied").pipe(Effect.annotateLogs({ email_id: emailId }))
+        return []
+      }
+      const own = yield* sql`SELECT 1 FROM emails WHERE id = ${emailId} AND user_id = ${userId} AND direction = 'outbound'`
+      return own.length === 0 ? [] : yield* complained(emailId, complaint)
+    })
+
+    return { record, recordReceived } as const
   })
 }) {}

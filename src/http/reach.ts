@@ -58,6 +58,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "POST /v1/api/emails/:emailId/reply": "email",
   "POST /v1/api/emails/:emailId/reply-all": "email",
   "POST /v1/api/emails/:emailId/forward": "email",
+  "POST /v1/api/emails/:emailId/unsubscribe": "email",
   "POST /v1/api/mailboxes/:mailboxId/drafts": "mailbox",
   "GET /v1/api/mailboxes/:mailboxId/drafts": "mailbox",
   "GET /v1/api/drafts": "own",

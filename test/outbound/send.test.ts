@@ -13,6 +13,7 @@ import { dkimVerify } from "mailauth"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
+import { upgrade } from "../support/billing.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
@@ -21,6 +22,8 @@ import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { until } from "../support/wait.ts"
 
 const DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
+/** The key a provider's feedback loop signs its reports with (feedback.partner.test). */
+const FEEDBACK_DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
 const privatePem = DKIM.privateKey.export({ type: "pkcs8", format: "pem" }).toString()
 const publicDer = DKIM.publicKey.export({ type: "spki", format: "der" }).toString("base64")
 
@@ -42,6 +45,8 @@ beforeAll(async () => {
   // A TXT character-string holds at most 255 bytes: a 2048-bit key's record is published in pieces.
   const record = `v=DKIM1; k=rsa; p=${publicDer}`
   names.set("mailroom._domainkey.agents.localhost", { TXT: [record.match(/.{1,255}/g)!] })
+  const feedbackRecord = `v=DKIM1; k=rsa; p=${FEEDBACK_DKIM.publicKey.export({ type: "spki", format: "der" }).toString("base64")}`
+  names.set("fbl._domainkey.feedback.partner.test", { TXT: [feedbackRecord.match(/.{1,255}/g)!] })
 })
 
 afterAll(async () => {
@@ -162,6 +167,24 @@ const report = async (emailId: string, raw: string) => {
 }
 
 const reportBounce = (emailId: string, recipient: string) => report(emailId, bounceReport(emailId, recipient))
+
+/** A feedback report mailed to `to` (an address a feedback loop was given), DKIM-signed by its provider or not. */
+const mailReport = async (to: string, raw: string, signed: boolean) => {
+  const transport = nodemailer.createTransport({
+    host: "127.0.0.1",
+    port: suite.server.smtpPort,
+    secure: false,
+    ignoreTLS: true,
+    ...(signed
+      ? { dkim: { domainName: "feedback.partner.test", keySelector: "fbl", privateKey: FEEDBACK_DKIM.privateKey.export({ type: "pkcs8", format: "pem" }).toString() } }
+      : {})
+  })
+  try {
+    await transport.sendMail({ envelope: { from: "fbl@feedback.partner.test", to: [to] }, raw })
+  } finally {
+    transport.close()
+  }
+}
 
 const resolver = () => {
   const r = new dns.promises.Resolver()
@@ -598,6 +621,41 @@ describe("sending to another domain", () => {
     expect(refused.error).toMatchObject({ error: { code: "RECIPIENT_SUPPRESSED", message: `Not sent: ${two} reported your mail as spam and is suppressed` } })
   })
 
+  it("a complaint mailed to a mailbox of the account (its feedback loop's address) is applied when its provider is authenticated; it stays mail", async () => {
+    const { box, mailroom } = await sender()
+    const loop = await newBox(suite.url, { user: box.user, localPart: fresh("fbl") })
+    const reader = `${fresh("reader")}@partner.test`
+    const emailId = (await send(mailroom, box, { to: [reader], subject: "Our offer", text: "Buy now" })).data!.data.email_id
+    await settled(mailroom, emailId)
+    const inLoop = (n: number) =>
+      until(`${n} reports in the loop's mailbox`, async () => {
+        const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: loop.mailboxId } } })
+        return data && data.data.length >= n ? data.data : undefined
+      }, 20_000, 200, 2_000)
+    const raw = feedbackReport(emailId, "abuse").replace(`To: bounces+${emailId}@agents.localhost`, `To: ${loop.address}`)
+
+    // Anyone can write a report: one its provider did not sign is kept as mail, and changes nothing.
+    await mailReport(loop.address, raw, false)
+    expect((await inLoop(1))[0]).toMatchObject({ subject: "Email feedback report", labels: expect.arrayContaining(["unauthenticated"]) })
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data).toEqual([])
+
+    await mailReport(loop.address, raw, true)
+    await inLoop(2)
+    const suppressed = await until("the complaint applied", async () => {
+      const { data } = await mailroom.GET("/v1/api/suppressions", {})
+      return data?.data.length ? data.data : undefined
+    }, 20_000, 200, 2_000)
+    expect(suppressed).toMatchObject([{ address: reader, reason: "complained", email_id: emailId }])
+
+    // About another account's email, it changes nothing here or there.
+    const other = await sender()
+    const theirs = (await send(other.mailroom, other.box, { to: [`${fresh("theirs")}@partner.test`], subject: "Theirs", text: "?" })).data!.data.email_id
+    await settled(other.mailroom, theirs)
+    await mailReport(loop.address, feedbackReport(theirs, "abuse"), true)
+    await inLoop(3)
+    expect((await other.mailroom.GET("/v1/api/suppressions", {})).data?.data).toEqual([])
+  })
+
   it("a recipient that bounces another message while this one waits is suppressed, and not tried again", async () => {
     const { box, mailroom } = await sender()
     const late = `${fresh("late")}@partner.test`
@@ -772,6 +830,100 @@ describe("one-click unsubscribe", () => {
     expect(draftPath).not.toBe(replyPath)
     expect((await oneClick(draftPath)).status).toBe(200)
     expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => [s.address, s.reason])).toEqual([[two, "unsubscribed"]])
+  })
+})
+
+/** A list's message to `to` from news@feedback.partner.test, with `headers` (its List-Unsubscribe), as its server sends it. */
+const listMessage = (to: string, subject: string, headers: ReadonlyArray<string>) =>
+  [
+    "From: Partner News <fbl@feedback.partner.test>",
+    `To: ${to}`,
+    `Subject: ${subject}`,
+    `Message-ID: <${fresh("news")}@feedback.partner.test>`,
+    "MIME-Version: 1.0",
+    ...headers,
+    "Content-Type: text/plain; charset=utf-8",
+    "",
+    "This week at Partner: nothing much.",
+    ""
+  ].join("\r\n")
+
+describe("unsubscribing from a list the mailbox receives", () => {
+  /** Deliver a list's message to `box` (signed by its sender, or not) and answer its email id once stored. */
+  const received = async (mailroom: MailroomFetchClient, box: Box, headers: ReadonlyArray<string>, signed = true) => {
+    const subject = fresh("News")
+    await mailReport(box.address, listMessage(box.address, subject, headers), signed)
+    const listed = await until(`"${subject}" stored`, async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data.find((e) => e.subject === subject)
+    }, 20_000, 200, 2_000)
+    return listed.email_id
+  }
+  const unsubscribe = (mailroom: MailroomFetchClient, emailId: string) =>
+    mailroom.POST("/v1/api/emails/{emailId}/unsubscribe", { params: { path: { emailId } } })
+  /** A sender on the pro plan: each test waits for several messages, reading the list each time. */
+  const proSender = async () => {
+    const made = await sender()
+    await upgrade(suite.url, made.box.user.apiKey, "pro")
+    return made
+  }
+
+  it("one-click first (RFC 8058's POST to the sender), else a message to the mailto address; what the list offers decides", async () => {
+    const { box, mailroom } = await proSender()
+    const oneClick = `/list-unsubscribe-${box.mailboxId}`
+    hooks.script(oneClick, [202])
+    const both = await received(mailroom, box, [
+      `List-Unsubscribe: <mailto:leave@partner.test?subject=stop>, <${hooks.url}${oneClick}>`,
+      "List-Unsubscribe-Post: List-Unsubscribe=One-Click"
+    ])
+    const clicked = await unsubscribe(mailroom, both)
+    expect(clicked.response.status).toBe(200)
+    expect(clicked.data?.data).toEqual({ email_id: both, method: "one_click", url: `${hooks.url}${oneClick}`, status: 202, address: null, sent_email_id: null })
+    const [post] = hooks.received(oneClick)
+    expect(post).toMatchObject({ body: "List-Unsubscribe=One-Click", headers: { "content-type": "application/x-www-form-urlencoded" } })
+
+    // A mailto alone: a message from the mailbox, with the URI's subject.
+    const mailto = await received(mailroom, box, ["List-Unsubscribe: <mailto:leave@partner.test?subject=stop%20please>"])
+    const mailed = await unsubscribe(mailroom, mailto)
+    expect(mailed.data?.data).toMatchObject({ email_id: mailto, method: "mailto", url: null, address: "leave@partner.test", sent_email_id: expect.stringMatching(/^eml_/) })
+    const message = await until("the unsubscribe message at the MX", async () =>
+      mx.delivered().find((m) => m.rcptTo.includes("leave@partner.test") && m.raw.toString("latin1").includes("Subject: stop please")))
+    expect(message.raw.toString("latin1")).toMatch(new RegExp(`^From: ${box.address.replace(/\./g, "\\.")}\r$`, "m"))
+
+    // The one-click address refuses, and a mailto is there: it is used instead.
+    const refusing = `/list-refuses-${box.mailboxId}`
+    hooks.script(refusing, [500])
+    const fallback = await received(mailroom, box, [
+      `List-Unsubscribe: <${hooks.url}${refusing}>, <mailto:leave@partner.test>`,
+      "List-Unsubscribe-Post: List-Unsubscribe=One-Click"
+    ])
+    expect((await unsubscribe(mailroom, fallback)).data?.data).toMatchObject({ method: "mailto", address: "leave@partner.test" })
+  })
+
+  it("refuses what it cannot or should not do: by reason, with the page a person may open; a refused one-click alone is 502", async () => {
+    const { box, mailroom } = await proSender()
+    const refusing = `/list-refuses-alone-${box.mailboxId}`
+    hooks.script(refusing, [500])
+    const cases: Array<[ReadonlyArray<string>, boolean, number, string, Record<string, unknown>]> = [
+      [[], true, 422, "UNSUBSCRIBE_UNAVAILABLE", { reason: "none" }],
+      [["List-Unsubscribe: <https://partner.test/preferences?u=1>"], true, 422, "UNSUBSCRIBE_UNAVAILABLE", { reason: "page", url: "https://partner.test/preferences?u=1" }],
+      [["List-Unsubscribe: <mailto:leave@partner.test>"], false, 422, "UNSUBSCRIBE_UNAVAILABLE", { reason: "unauthenticated" }],
+      [[`List-Unsubscribe: <${hooks.url}${refusing}>`, "List-Unsubscribe-Post: List-Unsubscribe=One-Click"], true, 502, "UNSUBSCRIBE_FAILED", {
+        url: `${hooks.url}${refusing}`,
+        status: 500
+      }]
+    ]
+    for (const [headers, signed, status, code, details] of cases) {
+      const emailId = await received(mailroom, box, headers, signed)
+      const refused = await unsubscribe(mailroom, emailId)
+      expect(refused.response.status, JSON.stringify(headers)).toBe(status)
+      expect(refused.error).toMatchObject({ success: false, error: { code, message: expect.any(String), details: { email_id: emailId, ...details } } })
+    }
+    const sent = (await send(mailroom, box, { to: [`${fresh("to")}@partner.test`], subject: "Ours", text: "?" })).data!.data.email_id
+    expect((await unsubscribe(mailroom, sent)).error).toMatchObject({ error: { code: "UNSUBSCRIBE_UNAVAILABLE", details: { reason: "sent" } } })
+    const missing = await unsubscribe(mailroom, "eml_000000000000000000000000")
+    expect(missing.response.status).toBe(404)
+    expect(missing.error).toMatchObject({ error: { code: "NOT_FOUND" } })
   })
 })
 

@@ -746,6 +746,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/emails/{emailId}/unsubscribe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unsubscribe from a received email's list
+         * @description Leaves the mailing list a received email came from, the way its List-Unsubscribe header offers: RFC 8058's one-click POST to the sender's https address (2xx within 10 s), else a message from the mailbox to its mailto address. Only mail whose sender is authenticated. A list that only offers a web page, an unauthenticated sender, or an email Mailroom sent is 422 UNSUBSCRIBE_UNAVAILABLE (details.reason; details.url for the page); a one-click address that cannot be reached or refuses, with no mailto to fall back on, 502 UNSUBSCRIBE_FAILED
+         */
+        post: operations["dashboardOutbound.unsubscribe"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/emails/batch-delete": {
         parameters: {
             query?: never;
@@ -1756,6 +1776,26 @@ export interface paths {
          * @description As reply, with the email's To and Cc added (minus the mailbox itself). 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
          */
         post: operations["outbound.replyAll"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/emails/{emailId}/unsubscribe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unsubscribe from a received email's list
+         * @description Leaves the mailing list a received email came from, the way its List-Unsubscribe header offers: RFC 8058's one-click POST to the sender's https address (2xx within 10 s), else a message from the mailbox to its mailto address. Only mail whose sender is authenticated. A list that only offers a web page, an unauthenticated sender, or an email Mailroom sent is 422 UNSUBSCRIBE_UNAVAILABLE (details.reason; details.url for the page); a one-click address that cannot be reached or refuses, with no mailto to fall back on, 502 UNSUBSCRIBE_FAILED
+         */
+        post: operations["outbound.unsubscribe"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4523,6 +4563,46 @@ export interface components {
             message_id: string;
             /** @description The address now suppressed, reason unsubscribed */
             recipient: string;
+        };
+        /** @description UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe address could not be reached or did not answer 2xx; details: email_id, url, status or error */
+        UnsubscribeFailed: {
+            error: {
+                /** @enum {string} */
+                code: "UNSUBSCRIBE_FAILED";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
+        };
+        UnsubscribeResult: {
+            /** @description The mailto address, and the email sent to it (sent_email_id) */
+            address: string | null;
+            email_id: string;
+            /**
+             * @description one_click: Mailroom POSTed to the sender's unsubscribe URL (RFC 8058); mailto: it mailed the sender's unsubscribe address
+             * @enum {string}
+             */
+            method: "one_click" | "mailto";
+            sent_email_id: string | null;
+            status: number | null;
+            /** @description The one-click URL, and what it answered (status) */
+            url: string | null;
+        };
+        /** @description UNSUBSCRIBE_UNAVAILABLE: the email names no one-click or mailto unsubscribe (List-Unsubscribe), its sender is not authenticated, or Mailroom sent it; details: email_id, reason, url (a page a person may open) */
+        UnsubscribeUnavailable: {
+            error: {
+                /** @enum {string} */
+                code: "UNSUBSCRIBE_UNAVAILABLE";
+                details?: {
+                    [key: string]: unknown;
+                };
+                message: string;
+            };
+            /** @enum {boolean} */
+            success: false;
         };
         /** @description UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
         UnsupportedMediaType: {
@@ -9323,6 +9403,142 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardOutbound.unsubscribe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["UnsubscribeResult"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /**
+             * @description - UNSUBSCRIBE_UNAVAILABLE: the email names no one-click or mailto unsubscribe (List-Unsubscribe), its sender is not authenticated, or Mailroom sent it; details: email_id, reason, url (a page a person may open)
+             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason)
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsubscribeUnavailable"] | components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe address could not be reached or did not answer 2xx; details: email_id, url, status or error */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsubscribeFailed"];
                 };
             };
             /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
@@ -17068,6 +17284,142 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.unsubscribe": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                emailId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["UnsubscribeResult"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /**
+             * @description - UNSUBSCRIBE_UNAVAILABLE: the email names no one-click or mailto unsubscribe (List-Unsubscribe), its sender is not authenticated, or Mailroom sent it; details: email_id, reason, url (a page a person may open)
+             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason)
+             */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsubscribeUnavailable"] | components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe address could not be reached or did not answer 2xx; details: email_id, url, status or error */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsubscribeFailed"];
                 };
             };
             /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */

@@ -25,6 +25,7 @@ import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Emails } from "../../../services/mail/emails.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
+import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Stats } from "../../../services/mail/stats.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
@@ -268,5 +269,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   MailboxReach.Default,
   Stats.Default,
   Suppressions.Default,
-  Drafts.Default.pipe(Layer.provideMerge(Replies.Default), Layer.provideMerge(Outbound.Default))
+  Layer.merge(Drafts.Default.pipe(Layer.provideMerge(Replies.Default)), ListUnsubscribe.Default.pipe(Layer.provide(Emails.Default))).pipe(
+    Layer.provideMerge(Outbound.Default)
+  )
 )))

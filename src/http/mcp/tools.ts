@@ -13,6 +13,7 @@ import { Emails } from "../../../services/mail/emails.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
+import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { Stats } from "../../../services/mail/stats.ts"
 import { type ListOwner, SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Direction, MAX_DELETE_BATCH, MAX_STATS_DAYS } from "../../../services/mail/schemas.ts"
@@ -365,6 +366,18 @@ export const tools = [
       mailbox_id: Schema.optional(Id("The mailbox; the account's list when left out"))
     }),
     run: (principal, input) => Effect.flatMap(SenderLists, (lists) => lists.remove(blockListOwner(principal, input.mailbox_id), "block", input.entry))
+  }),
+  tool({
+    name: "unsubscribe_from_list",
+    reach: "args",
+    description:
+      "Leave the mailing list a received email came from (a newsletter, notifications), the way its List-Unsubscribe " +
+      "header offers: a one-click POST to the sender (RFC 8058), else a message to its unsubscribe address. Only for mail " +
+      "whose sender is authenticated; for spam or an unauthenticated sender, use block_sender. A list that only offers " +
+      "a web page answers UNSUBSCRIBE_UNAVAILABLE with details.url for a person to open.",
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+    input: Schema.Struct({ email_id: Id("The received email whose list to leave") }),
+    run: (principal, { email_id }) => Effect.flatMap(ListUnsubscribe, (lists) => lists.unsubscribe(principal.userId, email_id))
   }),
   tool({
     name: "suppress_recipient",

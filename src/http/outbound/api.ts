@@ -12,6 +12,8 @@ import {
   PayloadTooLarge,
   RecipientSuppressed,
   SenderDomainUnverified,
+  UnsubscribeFailed,
+  UnsubscribeUnavailable,
   SendQuotaReached,
   StorageQuotaReached,
   ValidationError
@@ -30,6 +32,7 @@ import {
   suppressionSortFields
 } from "../../../services/outbound/schemas.ts"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
+import { UnsubscribeResult } from "../../../services/mail/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
@@ -222,6 +225,26 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .annotateContext(OpenApi.annotations({
           summary: "Send a draft",
           description: `Sends the draft as it is now (a reply or forward as such). Sending it again answers the same email. ${ANSWER}`
+        }))
+    )
+    .add(
+      HttpApiEndpoint.post("unsubscribe", "/emails/:emailId/unsubscribe")
+        .setPath(EmailPath)
+        .addSuccess(Ok(UnsubscribeResult))
+        .addError(envelope(NotFound))
+        .addError(envelope(UnsubscribeUnavailable))
+        .addError(envelope(UnsubscribeFailed))
+        .addError(envelope(ValidationError))
+        .addError(envelope(PayloadTooLarge))
+        .addError(envelope(SenderDomainUnverified))
+        .addError(envelope(SendQuotaReached))
+        .addError(envelope(StorageQuotaReached))
+        .addError(envelope(RecipientSuppressed))
+        .annotateContext(OpenApi.annotations({
+          summary: "Unsubscribe from a received email's list",
+          description:
+            "Leaves the mailing list a received email came from, the way its List-Unsubscribe header offers: RFC 8058's one-click POST to the sender's https address (2xx within 10 s), else a message from the mailbox to its mailto address. " +
+            "Only mail whose sender is authenticated. A list that only offers a web page, an unauthenticated sender, or an email Mailroom sent is 422 UNSUBSCRIBE_UNAVAILABLE (details.reason; details.url for the page); a one-click address that cannot be reached or refuses, with no mailto to fall back on, 502 UNSUBSCRIBE_FAILED"
         }))
     )
     .add(

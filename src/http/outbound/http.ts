@@ -6,6 +6,8 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { listMeta, page, type Page, parseSort, type Sort } from "../../../services/listing.ts"
+import { Emails } from "../../../services/mail/emails.ts"
+import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
 import { Suppressions } from "../../../services/outbound/suppressions.ts"
@@ -45,6 +47,7 @@ const makeHandlers = Effect.gen(function*() {
   const replies = yield* Replies
   const suppressions = yield* Suppressions
   const drafts = yield* Drafts
+  const listUnsubscribe = yield* ListUnsubscribe
   type DraftPath = { readonly mailboxId: string; readonly draftId: string }
   type ListQuery = { readonly limit?: number | undefined; readonly offset?: number | undefined; readonly sort?: string | undefined }
   type DraftQuery = ListQuery & { readonly status?: DraftStatus | undefined }
@@ -94,6 +97,8 @@ const makeHandlers = Effect.gen(function*() {
         const { data, total } = yield* orUnavailable(suppressions.list(yield* caller, p, sort))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
+    unsubscribe: ({ path }: { readonly path: EmailPath }) =>
+      Effect.flatMap(caller, (userId) => ok(listUnsubscribe.unsubscribe(userId, path.emailId))),
     suppress: ({ payload }: { readonly payload: SuppressionInput }) =>
       Effect.gen(function*() {
         const { suppression, created } = yield* orUnavailable(suppressions.add(yield* caller, payload.address))
@@ -109,8 +114,8 @@ const makeHandlers = Effect.gen(function*() {
   }
 })
 
-const services = Drafts.Default.pipe(
-  Layer.provideMerge(Layer.mergeAll(Replies.Default, Suppressions.Default)),
+const services = Layer.merge(Drafts.Default, ListUnsubscribe.Default).pipe(
+  Layer.provideMerge(Layer.mergeAll(Replies.Default, Suppressions.Default, Emails.Default)),
   Layer.provideMerge(Outbound.Default)
 )
 
@@ -120,7 +125,7 @@ export const OutboundHandlers = HttpApiBuilder.group(MailroomApi, "outbound", (h
       .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("listAllDrafts", h.listAllDrafts)
       .handle("getDraft", h.getDraft)
       .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
-      .handle("suppressions", h.suppressions).handle("suppress", h.suppress).handle("unsuppress", h.unsuppress))).pipe(
+      .handle("unsubscribe", h.unsubscribe).handle("suppressions", h.suppressions).handle("suppress", h.suppress).handle("unsuppress", h.unsuppress))).pipe(
     Layer.provide(services)
   )
 
@@ -130,6 +135,6 @@ export const DashboardOutboundHandlers = HttpApiBuilder.group(MailroomApi, "dash
       .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("listAllDrafts", h.listAllDrafts)
       .handle("getDraft", h.getDraft)
       .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
-      .handle("suppressions", h.suppressions).handle("suppress", h.suppress).handle("unsuppress", h.unsuppress))).pipe(
+      .handle("unsubscribe", h.unsubscribe).handle("suppressions", h.suppressions).handle("suppress", h.suppress).handle("unsuppress", h.unsuppress))).pipe(
     Layer.provide(services)
   )
