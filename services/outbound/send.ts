@@ -17,7 +17,6 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Data, Effect, Schema } from "effect"
-import { randomBytes } from "node:crypto"
 import { newId, sha256 } from "../accounts/tokens.ts"
 import { groupCommit, groupCommitIsolated, inLockOrder } from "../batching.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
@@ -45,8 +44,7 @@ import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
 import { type AddressInput, MAX_RECIPIENTS, type OutboundJob, SendAccepted, type SendInput, SuppressionReason } from "./schemas.ts"
-import { OutboundSettings } from "./settings.ts"
-import { UNSUBSCRIBE_PLACEHOLDER, unsubscribeHeaders, Unsubscribes, unsubscribeUrl } from "./unsubscribes.ts"
+import { UNSUBSCRIBE_PLACEHOLDER, unsubscribeHeaders, Unsubscribes } from "./unsubscribes.ts"
 
 /** How long an Idempotency-Key answers its first answer. */
 export const IDEMPOTENCY_WINDOW_HOURS = 24
@@ -180,7 +178,6 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     const dkim = yield* DkimKeys
     const health = yield* DependencyHealth
     const { sharedDomains } = yield* MailboxSettings
-    const { appUrl } = yield* OutboundSettings
     const unsubscribes = yield* Unsubscribes
 
     /**
@@ -396,17 +393,6 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       })).pipe(Effect.catchAll((error) => health.report("Could not take back a send the bus refused", Cause.fail(error))))
 
     /**
-     * A link of its own for a message offering one-click unsubscribe, kept before the message is
-     * stored (a send refused after it leaves a link no message carries, which nobody can use).
-     */
-    const unsubscribeLink = (userId: string, mailboxId: string, emailId: string, messageId: string, address: string) =>
-      Effect.gen(function*() {
-        const token = randomBytes(32).toString("base64url")
-        yield* unsubscribes.keep(token, { userId, mailboxId, emailId, messageId, address })
-        return unsubscribeUrl(appUrl, token)
-      })
-
-    /**
      * Send `message` from the caller's mailbox: 202's answer once it is durable and queued.
      * Untraced where it repeats per message; a traced Effect.fn per call is enough.
      */
@@ -432,7 +418,9 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const messageId = `<${emailId}@${from.domain}>`
       const now = new Date()
       const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
-      const unsubscribe = message.listUnsubscribe === true ? yield* unsubscribeLink(userId, mailboxId, emailId, messageId, recipients[0]!) : undefined
+      const unsubscribe = message.listUnsubscribe === true
+        ? yield* unsubscribes.create({ userId, mailboxId, emailId, messageId, address: recipients[0]! })
+        : undefined
       const raw = yield* compose({
         from: { name: from.displayName ?? undefined, address: from.address },
         to: message.to,

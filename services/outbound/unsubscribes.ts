@@ -16,16 +16,18 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Option, Schema } from "effect"
+import { randomBytes } from "node:crypto"
 import { sha256 } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { UnsubscribedEventData } from "./schemas.ts"
+import { OutboundSettings } from "./settings.ts"
 
 /** `{{unsubscribe_url}}` in a body sent with `list_unsubscribe`: the link itself, for a visible footer. */
 export const UNSUBSCRIBE_PLACEHOLDER = "{{unsubscribe_url}}"
 
 /** The page a link opens (and the URL one-click POSTs to). */
-export const unsubscribeUrl = (appUrl: string, token: string) => `${appUrl.replace(/\/+$/, "")}/unsubscribe/${token}`
+const unsubscribeUrl = (appUrl: string, token: string) => `${appUrl.replace(/\/+$/, "")}/unsubscribe/${token}`
 
 /** The headers that offer one-click unsubscribe with `url`. */
 export const unsubscribeHeaders = (url: string): Readonly<Record<string, string>> => ({
@@ -57,12 +59,16 @@ export class Unsubscribes extends Effect.Service<Unsubscribes>()("mailroom/Unsub
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
     const health = yield* DependencyHealth
+    const { appUrl } = yield* OutboundSettings
 
-    /** Keep the link `token` of the email `emailId`, sent to `address` alone. */
-    const keep = Effect.fn("Unsubscribes.keep")(function*(
-      token: string,
+    /**
+     * A new link for the email `emailId`, sent to `address` alone: its URL. Kept before the message is
+     * stored (a send refused after it leaves a link no message carries, which nobody can use).
+     */
+    const create = Effect.fn("Unsubscribes.create")(function*(
       link: { readonly userId: string; readonly mailboxId: string; readonly emailId: string; readonly messageId: string; readonly address: string }
     ) {
+      const token = randomBytes(32).toString("base64url")
       yield* sql`INSERT INTO unsubscribe_links ${
         sql.insert({
           tokenSha256: sha256(token),
@@ -73,6 +79,7 @@ export class Unsubscribes extends Effect.Service<Unsubscribes>()("mailroom/Unsub
           address: link.address.toLowerCase()
         })
       }`
+      return unsubscribeUrl(appUrl, token)
     })
 
     const read = (token: string) =>
@@ -125,6 +132,6 @@ export class Unsubscribes extends Effect.Service<Unsubscribes>()("mailroom/Unsub
       return Option.some<UnsubscribeLink>({ address: link.address, sender: link.sender, suppressed: true })
     })
 
-    return { keep, find, unsubscribe } as const
+    return { create, find, unsubscribe } as const
   })
 }) {}

@@ -653,6 +653,36 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await expect(pages.getByRole("button", { name: "Older" }).isDisabled()).resolves.toBe(true)
   })
 
+  it("offers to unsubscribe from a list's email: a list's own page is linked for the person; an unauthenticated sender is refused with why", async () => {
+    await sendMail(server.smtpPort, { from: "digest@partner.test", to: address, subject: "Weekly digest", text: "News.", headers: { "List-Unsubscribe": "<https://partner.test/preferences?u=7>" } })
+    await sendMail(server.smtpPort, { from: "offers@partner.test", to: address, subject: "Special offers", text: "Buy.", headers: { "List-Unsubscribe": "<mailto:leave@partner.test>" } })
+    const listed = await until("both lists' emails listed", async () => {
+      const { data } = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId }, query: { limit: "100" } } })
+      const found = ["Weekly digest", "Special offers"].map((subject) => data?.data.find((e) => e.subject === subject))
+      return found.every(Boolean) ? found.map((e) => e!) : undefined
+    })
+    await page.goto(`/#/emails/${listed[0]!.email_id}`)
+    await page.getByRole("heading", { name: "Weekly digest" }).waitFor()
+    await page.getByRole("button", { name: "Unsubscribe" }).click()
+    const open = page.getByRole("link", { name: "open it" })
+    await open.waitFor()
+    await expect(open.getAttribute("href")).resolves.toBe("https://partner.test/preferences?u=7")
+    await expect(open.getAttribute("rel")).resolves.toBe("noopener noreferrer")
+
+    await page.goto(`/#/emails/${listed[1]!.email_id}`)
+    await page.getByRole("heading", { name: "Special offers" }).waitFor()
+    await page.getByRole("button", { name: "Unsubscribe" }).click()
+    await page.getByRole("alert").getByText(/^The email's sender is not authenticated/).waitFor()
+    expect(refusals(/\/unsubscribe$/)).toEqual([
+      `422 POST ${server.url}/api/emails/${listed[0]!.email_id}/unsubscribe`,
+      `422 POST ${server.url}/api/emails/${listed[1]!.email_id}/unsubscribe`
+    ])
+    // Mail without a list offers nothing of the kind.
+    await page.goto(`/#/emails/${inboundId}`)
+    await page.getByRole("button", { name: "Reply all" }).waitFor()
+    expect(await page.getByRole("button", { name: "Unsubscribe" }).count()).toBe(0)
+  })
+
   it("deletes an email from its page once no draft answers it (the refusal says why), and a conversation from its page", async () => {
     await sendMail(server.smtpPort, { from: "news@partner.test", to: address, subject: "Old newsletter", text: "Nothing new." })
     await sendMail(server.smtpPort, { from: "carol@partner.test", to: address, subject: "Old thread", text: "Shall we close this?" })

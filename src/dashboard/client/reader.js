@@ -68,6 +68,31 @@ const Delivery = ({ delivery }) => html`
   </div>
 `
 
+/**
+ * Leaving the list a received email came from, the way its List-Unsubscribe offers (the server
+ * chooses: one click, or a message to the list's address); a list that only offers a web page is
+ * linked for the person to open.
+ * @param {{ emailId: string }} props
+ */
+const Unsubscribe = ({ emailId }) => {
+  const [done, setDone] = useState(/** @type {string | null} */ (null))
+  const [error, setError] = useState(/** @type {any} */ (null))
+  const leave = () =>
+    call("POST", `/api/emails/${encodeURIComponent(emailId)}/unsubscribe`).then(
+      ({ data }) => (setError(null), setDone(data.method === "one_click" ? "Unsubscribed: the sender's list took the request." : `Unsubscribed: a request went to ${data.address}.`)),
+      setError
+    )
+  if (done) return html`<p class="notice" role="status">${done}</p>`
+  const page = error?.details?.reason === "page" ? error.details.url : null
+  return html`
+    <div class="unsubscribe">
+      <button type="button" class="secondary" onClick=${leave}>Unsubscribe</button>
+      ${page
+        ? html`<p class="note">This list unsubscribes on its own page: <a href=${page} target="_blank" rel="noopener noreferrer">open it</a>.</p>`
+        : html`<${ErrorNote} error=${error} />`}
+    </div>`
+}
+
 /** @param {{ emailId: string }} props */
 export const ReaderPage = ({ emailId }) => {
   const [email, setEmail] = useState(/** @type {any} */ (null))
@@ -127,6 +152,7 @@ export const ReaderPage = ({ emailId }) => {
         <${ConfirmDelete} what="email" warning="The email, its attachments and its search data go for good."
           onConfirm=${async () => (await call("DELETE", base), go("mailboxes", email.mailbox_id))} />
       </div>
+      ${email.direction === "inbound" && email.headers["list-unsubscribe"] && html`<${Unsubscribe} key=${email.email_id} emailId=${email.email_id} />`}
       ${replying && html`<${ReplyForm} key=${replying} email=${email} all=${replying === "all"} onClose=${() => setReplying(null)} />`}
       ${email.delivery && email.delivery.length > 0 && html`<${Delivery} delivery=${email.delivery} />`}
       ${email.attachments.length > 0 && html`
