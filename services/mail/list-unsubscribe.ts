@@ -6,7 +6,8 @@
  * - One-click (RFC 8058: an https URI and `List-Unsubscribe-Post: List-Unsubscribe=One-Click`): a POST
  *   of `List-Unsubscribe=One-Click` to it, from Mailroom, to a public address only (the webhooks' own
  *   check, webhooks/targets.ts: the URL is the sender's choice), 10 s at most, no redirect followed.
- *   A 2xx is done; anything else is 502 UNSUBSCRIBE_FAILED, unless a mailto is offered too.
+ *   A 2xx is done; anything else is 502 UNSUBSCRIBE_FAILED, unless a mailto is offered too. A link
+ *   of this Mailroom's own (a list sent from one of its mailboxes) is used without the network.
  * - A `mailto:` URI: a message from the mailbox to that address, with the URI's subject and body
  *   ("unsubscribe" when it names none), sent as any send is (outbound/send.ts).
  * - Only a web page (https without one-click): it may need a person (a form, a confirmation), so it is
@@ -16,10 +17,11 @@
  * mail anyone could have forged tells its real sender that the address is read. Block such a sender
  * instead.
  */
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Option } from "effect"
 import { UnsubscribeFailed, UnsubscribeUnavailable } from "../errors.ts"
 import { isAddress } from "../outbound/schemas.ts"
 import { fromSendInput, Outbound } from "../outbound/send.ts"
+import { Unsubscribes } from "../outbound/unsubscribes.ts"
 import { WebhookTransport } from "../webhooks/attempts.ts"
 import { WebhookTargets } from "../webhooks/targets.ts"
 import { UNAUTHENTICATED } from "./authentication.ts"
@@ -74,12 +76,23 @@ export class ListUnsubscribe extends Effect.Service<ListUnsubscribe>()("mailroom
     const targets = yield* WebhookTargets
     const transport = yield* WebhookTransport
     const outbound = yield* Outbound
+    const unsubscribes = yield* Unsubscribes
 
     const unavailable = (emailId: string, reason: string, message: string, url?: string) =>
       new UnsubscribeUnavailable({ message, details: { email_id: emailId, reason, ...(url === undefined ? {} : { url }) } })
 
-    /** RFC 8058's POST to `url`; its status, or why it was not answered. */
-    const oneClick = (url: string) =>
+    /**
+     * RFC 8058's POST to `url`; its status, or why it was not answered. A link of this Mailroom's own
+     * (mail between two of its mailboxes) is used here, without the network.
+     */
+    const oneClick = (url: string) => {
+      const own = unsubscribes.tokenOf(url)
+      return own !== undefined
+        ? Effect.map(unsubscribes.unsubscribe(own), (done) => Option.isSome(done) ? { status: 200 } : { status: 404, error: "answered HTTP 404" })
+        : oneClickAway(url)
+    }
+
+    const oneClickAway = (url: string) =>
       targets.resolve(url).pipe(
         Effect.flatMap((target) =>
           transport.post({
@@ -135,5 +148,6 @@ export class ListUnsubscribe extends Effect.Service<ListUnsubscribe>()("mailroom
     })
 
     return { unsubscribe } as const
-  })
+  }),
+  dependencies: [Unsubscribes.Default]
 }) {}

@@ -132,6 +132,13 @@ export class Unsubscribes extends Effect.Service<Unsubscribes>()("mailroom/Unsub
       return Option.some<UnsubscribeLink>({ address: link.address, sender: link.sender, suppressed: true })
     })
 
-    return { create, find, unsubscribe } as const
+    /** The token of `url` when it is one of this Mailroom's links (a list hosted here, read by a mailbox here). */
+    const tokenOf = (url: string): string | undefined => {
+      const prefix = unsubscribeUrl(appUrl, "")
+      const token = url.startsWith(prefix) ? url.slice(prefix.length) : ""
+      return /^[A-Za-z0-9_-]{43}$/.test(token) ? token : undefined
+    }
+
+    return { create, find, unsubscribe, tokenOf } as const
   })
 }) {}

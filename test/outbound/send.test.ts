@@ -900,6 +900,27 @@ describe("unsubscribing from a list the mailbox receives", () => {
     expect((await unsubscribe(mailroom, fallback)).data?.data).toMatchObject({ method: "mailto", address: "leave@partner.test" })
   })
 
+  it("a list sent from a mailbox here, read by a mailbox here: the reader's unsubscribe uses the link without the network", async () => {
+    const list = await proSender()
+    const reader = await proSender()
+    const subject = fresh("Here's news")
+    await send(list.mailroom, list.box, { to: [reader.box.address], subject, text: "Hello.", list_unsubscribe: true })
+    const received = await until(`"${subject}" received`, async () => {
+      const { data } = await reader.mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: reader.box.mailboxId } } })
+      return data?.data.find((e) => e.subject === subject)
+    }, 20_000, 200, 2_000)
+    const done = await unsubscribe(reader.mailroom, received.email_id)
+    expect(done.data?.data).toEqual({
+      email_id: received.email_id,
+      method: "one_click",
+      url: expect.stringMatching(/^http:\/\/localhost:\d+\/unsubscribe\/[A-Za-z0-9_-]{43}$/),
+      status: 200,
+      address: null,
+      sent_email_id: null
+    })
+    expect((await list.mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => [s.address, s.reason])).toEqual([[reader.box.address, "unsubscribed"]])
+  })
+
   it("refuses what it cannot or should not do: by reason, with the page a person may open; a refused one-click alone is 502", async () => {
     const { box, mailroom } = await proSender()
     const refusing = `/list-refuses-alone-${box.mailboxId}`
