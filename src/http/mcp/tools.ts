@@ -375,7 +375,8 @@ export const tools = [
       "header offers: a one-click POST to the sender (RFC 8058), else a message to its unsubscribe address. Only for mail " +
       "whose sender is authenticated; for spam or an unauthenticated sender, use block_sender. A list that only offers " +
       "a web page answers UNSUBSCRIBE_UNAVAILABLE with details.url for a person to open.",
-    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true },
+    // Not idempotent: by mailto, each call mails the list's address again.
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     input: Schema.Struct({ email_id: Id("The received email whose list to leave") }),
     run: (principal, { email_id }) => Effect.flatMap(ListUnsubscribe, (lists) => lists.unsubscribe(principal.userId, email_id))
   }),
