@@ -178,6 +178,41 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("link", { name: "Mailboxes" }).click()
     await page.getByRole("link", { name: address }).click()
     await page.getByTestId("stats").getByText("Last 30 days: 0 received · 1 email sent · 1 recipient reached · 0 bounced (0%)").waitFor()
+
+  })
+
+  it("shows a spam complaint: by the recipient's delivery in the reader, and counted with a warning on the mailbox's page", async () => {
+    const to = "grumpy@partner.test"
+    const sent = await dashboard().POST("/api/mailboxes/{mailboxId}/send", { params: { path: { mailboxId } }, body: { to: [to], subject: "Our offer", text: "Buy now." } })
+    const emailId = sent.data!.data.email_id
+    await until("the offer delivered", async () => (await emailOf(emailId)).data?.data.delivery?.[0]?.status === "sent" || undefined)
+    // The recipient's provider reports that they marked it as spam (ARF, to the email's bounce address).
+    const report = [
+      "From: Feedback Loop <fbl@feedback.partner.test>",
+      `To: bounces+${emailId}@agents.localhost`,
+      "Subject: Email feedback report",
+      "MIME-Version: 1.0",
+      "Content-Type: multipart/report; report-type=feedback-report; boundary=b",
+      "",
+      "--b",
+      "Content-Type: message/feedback-report",
+      "",
+      "Feedback-Type: abuse",
+      "Version: 1",
+      "--b--",
+      ""
+    ].join("\r\n")
+    await sendMail(server.smtpPort, { envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: report })
+    await until("the complaint applied", async () => (await emailOf(emailId)).data?.data.delivery?.[0]?.complained_at ?? undefined)
+
+    await page.goto(`/#/emails/${emailId}`)
+    const row = page.getByRole("table", { name: "Delivery" }).getByRole("row", { name: new RegExp(to.replace(/\./g, "\\.")) })
+    await row.getByText("reported as spam").waitFor()
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByTestId("stats").getByText("Last 30 days: 0 received · 2 emails sent · 2 recipients reached · 0 bounced (0%) · 1 spam complaint (50%)").waitFor()
+    await page.getByTestId("stats").getByText(/More than 0\.3% of recipients reported its mail as spam/).waitFor()
+    // Lifted again: the suite's later checks of the suppression list start from the bounce they make.
+    expect((await dashboard().DELETE("/api/suppressions/{address}", { params: { path: { address: to } } })).response.status).toBe(200)
   })
 
   it("names the mailbox: the server's refusal shows by the field, compose shows the name, sent mail carries it; cleared, the From is bare", async () => {
@@ -253,7 +288,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const suppressed = await dashboard().GET("/api/suppressions")
     expect(suppressed.data?.data.map((s) => s.address)).toEqual([gone])
     const sent = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId }, query: { direction: "outbound" } } })
-    expect(sent.data?.data.map((e) => e.subject).sort()).toEqual(["Anyone there?", "From a named mailbox", "Your order has shipped"])
+    expect(sent.data?.data.map((e) => e.subject).sort()).toEqual(["Anyone there?", "From a named mailbox", "Our offer", "Your order has shipped"])
     expect(mx.delivered().length).toBe(before)
   })
 

@@ -61,7 +61,9 @@ const Delivery = ({ delivery }) => html`
       <tbody>
         ${delivery.map((d) => html`
           <tr key=${d.recipient}><td>${d.recipient}</td>
-            <td><span class=${"tag " + (d.status === "sent" ? "succeeded" : d.status === "bounced" || d.status === "failed" ? "failed" : "")}>${d.status}</span></td>
+            <td><span class=${"tag " + (d.status === "sent" ? "succeeded" : d.status === "bounced" || d.status === "failed" ? "failed" : "")}>${d.status}</span>${
+    d.complained_at && html` <span class="tag failed" title=${"Reported as spam on " + new Date(d.complained_at).toLocaleString()}>reported as spam</span>`
+  }</td>
             <td>${d.attempts}</td><td class="small">${d.last_response ?? ""}</td></tr>`)}
       </tbody>
     </table>
