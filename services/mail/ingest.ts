@@ -26,7 +26,7 @@ import { BLOCKED, senderForms } from "./sender-list-rules.ts"
 import { type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf, toReceived } from "./records.ts"
 import { type Extracted, extract } from "./extract.ts"
-import { InboundMessage } from "./schemas.ts"
+import { firstHeader, InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
@@ -45,8 +45,7 @@ interface Checked {
 
 /** A provider's feedback report (ARF, RFC 5965): what BounceReports.recordReceived applies. */
 const isFeedbackReport = (parsed: ParsedEmail) => {
-  const header = parsed.headers["content-type"]
-  const type = (Array.isArray(header) ? header[0] : header) ?? ""
+  const type = firstHeader(parsed.headers, "content-type") ?? ""
   return /^\s*multipart\/report\b/i.test(type) && /\breport-type\s*=\s*"?feedback-report\b/i.test(type)
 }
 

@@ -26,7 +26,7 @@ import { WebhookTransport } from "../webhooks/attempts.ts"
 import { WebhookTargets } from "../webhooks/targets.ts"
 import { UNAUTHENTICATED } from "./authentication.ts"
 import { Emails } from "./emails.ts"
-import type { Email, UnsubscribeResult } from "./schemas.ts"
+import { type Email, firstHeader, type UnsubscribeResult } from "./schemas.ts"
 
 /** How long the sender's one-click address has to answer. */
 const ONE_CLICK_TIMEOUT = Duration.seconds(10)
@@ -46,8 +46,6 @@ export interface UnsubscribeWays {
   readonly page?: string | undefined
 }
 
-const first = (value: string | ReadonlyArray<string> | undefined) => (typeof value === "string" ? value : value?.[0])
-
 const mailtoOf = (uri: string): MailtoUnsubscribe | undefined => {
   try {
     const url = new URL(uri)
@@ -61,8 +59,8 @@ const mailtoOf = (uri: string): MailtoUnsubscribe | undefined => {
 
 /** The ways `headers` (an email's, lower-cased names) offer to unsubscribe. */
 export const unsubscribeWaysOf = (headers: Email["headers"]): UnsubscribeWays => {
-  const uris = [...(first(headers["list-unsubscribe"]) ?? "").matchAll(/<\s*([^>]+?)\s*>/g)].map((m) => m[1]!)
-  const oneClickOffered = /\bList-Unsubscribe\s*=\s*One-Click\b/i.test(first(headers["list-unsubscribe-post"]) ?? "")
+  const uris = [...(firstHeader(headers, "list-unsubscribe") ?? "").matchAll(/<\s*([^>]+?)\s*>/g)].map((m) => m[1]!)
+  const oneClickOffered = /\bList-Unsubscribe\s*=\s*One-Click\b/i.test(firstHeader(headers, "list-unsubscribe-post") ?? "")
   // http too: the one-click POST goes only where webhooks may (https, unless WEBHOOK_ALLOW_PRIVATE lets
   // a development setup use plain http), and an http page is still a page.
   const web = uris.find((uri) => /^https?:\/\//i.test(uri))

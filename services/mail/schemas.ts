@@ -118,6 +118,12 @@ export type EmailSummary = typeof EmailSummary.Type
 export const Headers = Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Array(Schema.String)) })
 export type Headers = typeof Headers.Type
 
+/** A header's first value (`name` lower case), as most headers are read. */
+export const firstHeader = (headers: Headers, name: string): string | undefined => {
+  const value = headers[name]
+  return typeof value === "string" ? value : value?.[0]
+}
+
 /**
  * What became of a sent email at one recipient: `queued` (not yet tried), `sent` (the receiving
  * server took it), `deferred` (a temporary failure; tried again later), `bounced` (refused for good,

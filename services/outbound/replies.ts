@@ -15,10 +15,10 @@ import addressparser from "nodemailer/lib/addressparser"
 import { NotFound } from "../errors.ts"
 import { escapeHtml } from "../html.ts"
 import { routingForm } from "../mail/inbound.ts"
+import { firstHeader, Headers } from "../mail/schemas.ts"
 import type { NamedAddress } from "./compose.ts"
-import type { AttachmentInput } from "./schemas.ts"
+import type { AttachmentInput, DraftContent, ForwardInput, ReplyInput } from "./schemas.ts"
 import { type Idempotency, named, Outbound, type OutgoingMessage } from "./send.ts"
-import type { DraftContent, ForwardInput, ReplyInput } from "./schemas.ts"
 
 /** Mail clients keep References bounded; the first id (the conversation's root) and the latest ones matter. */
 const MAX_REFERENCES = 20
@@ -34,16 +34,11 @@ const OriginalRow = Schema.Struct({
   fromAddress: Schema.String,
   toAddresses: Schema.Array(Schema.String),
   sentAt: Schema.DateFromSelf,
-  headers: Schema.parseJson(Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Array(Schema.String)) })),
+  headers: Schema.parseJson(Headers),
   textBody: Schema.String,
   htmlBody: Schema.NullOr(Schema.String)
 })
 type Original = typeof OriginalRow.Type
-
-const firstHeader = (original: Original, name: string): string | undefined => {
-  const value = original.headers[name]
-  return Array.isArray(value) ? value[0] : (value as string | undefined)
-}
 
 /** The addresses of an address header (groups flattened), as the composer takes them. */
 const addressesOf = (value: string | undefined): ReadonlyArray<NamedAddress> => {
@@ -63,7 +58,7 @@ export const prefixed = (prefix: "Re" | "Fwd", subject: string): string => {
 
 /** The References of an answer to `original`: its own, then its Message-ID, bounded. */
 export const referencesFor = (original: Original): ReadonlyArray<string> => {
-  const earlier = (firstHeader(original, "references") ?? "").match(/<[^<>\s]+>/g) ?? []
+  const earlier = (firstHeader(original.headers, "references") ?? "").match(/<[^<>\s]+>/g) ?? []
   const all = [...new Set([...earlier, original.messageId])]
   return all.length <= MAX_REFERENCES ? all : [all[0]!, ...all.slice(all.length - (MAX_REFERENCES - 1))]
 }
@@ -92,7 +87,7 @@ const shown = (addresses: ReadonlyArray<NamedAddress>) =>
 
 /** The block above a forwarded email's text: its header fields as it came, display names and Cc included. */
 const quoteHeader = (original: Original) => {
-  const field = (name: string) => addressesOf(firstHeader(original, name))
+  const field = (name: string) => addressesOf(firstHeader(original.headers, name))
   const [from, to, cc] = [field("from"), field("to"), field("cc")]
   return [
     "---------- Forwarded message ---------",
@@ -140,11 +135,11 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       const found = yield* original(userId, emailId)
       const sentByUs = found.direction === "outbound"
       const primary = sentByUs
-        ? addressesOf(firstHeader(found, "to"))
-        : addressesOf(firstHeader(found, "reply-to")).length > 0
-        ? addressesOf(firstHeader(found, "reply-to"))
-        : addressesOf(firstHeader(found, "from") ?? found.fromAddress)
-      const others = all ? [...addressesOf(firstHeader(found, "to")), ...addressesOf(firstHeader(found, "cc"))] : []
+        ? addressesOf(firstHeader(found.headers, "to"))
+        : addressesOf(firstHeader(found.headers, "reply-to")).length > 0
+        ? addressesOf(firstHeader(found.headers, "reply-to"))
+        : addressesOf(firstHeader(found.headers, "from") ?? found.fromAddress)
+      const others = all ? [...addressesOf(firstHeader(found.headers, "to")), ...addressesOf(firstHeader(found.headers, "cc"))] : []
       const own = mailboxAddresses(found)
       const to = input.to !== undefined ? input.to.map(named) : distinct(primary, own)
       const cc = distinct([...others, ...(input.cc ?? []).map(named)], own).filter(

@@ -117,8 +117,7 @@ interface AcceptedSend {
 const withLink = (body: string | undefined, link: string | undefined) =>
   body === undefined || link === undefined ? body : body.replaceAll(UNSUBSCRIBE_PLACEHOLDER, link)
 
-/** How a refusal says why each address is suppressed, in this order. */
-const suppressionReasons: ReadonlyArray<SuppressionReason> = ["bounced", "unsubscribed", "complained", "manual"]
+/** How a refusal says why each address is suppressed (in the order the reasons are declared). */
 const whySuppressed: Record<SuppressionReason, (is: "is" | "are") => string> = {
   bounced: (is) => `bounced before and ${is} suppressed`,
   unsubscribed: (is) => `unsubscribed and ${is} suppressed`,
@@ -351,7 +350,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     const checkSuppressions = (suppressed: typeof SenderRow.Type["suppressed"]) => {
       if (suppressed.length === 0) return Effect.void
       const reasons = Object.fromEntries(suppressed.map((s) => [s.address, s.reason]))
-      const said = suppressionReasons.flatMap((reason) => {
+      const said = SuppressionReason.literals.flatMap((reason) => {
         const addresses = suppressed.filter((s) => s.reason === reason).map((s) => s.address)
         return addresses.length === 0 ? [] : [`${addresses.join(", ")} ${whySuppressed[reason](addresses.length === 1 ? "is" : "are")}`]
       })

@@ -82,19 +82,19 @@ export class Unsubscribes extends Effect.Service<Unsubscribes>()("mailroom/Unsub
       return unsubscribeUrl(appUrl, token)
     })
 
-    const read = (token: string) =>
+    const read = (tokenSha256: string) =>
       sql`
         SELECT l.user_id, l.mailbox_id, l.email_id, l.message_id, l.address,
                (SELECT m.local_part || '@' || m.domain FROM mailboxes m WHERE m.id = l.mailbox_id) AS sender,
                EXISTS (SELECT 1 FROM suppressions s WHERE s.user_id = l.user_id AND s.address = l.address) AS suppressed
-        FROM unsubscribe_links l WHERE l.token_sha256 = ${sha256(token)}`.pipe(
+        FROM unsubscribe_links l WHERE l.token_sha256 = ${tokenSha256}`.pipe(
         Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(LinkRow))(rows))),
         Effect.map((rows) => Option.fromNullable(rows[0]))
       )
 
     /** The link `token`, as its page shows it; none for a token no message carried (or its account is gone). */
     const find = Effect.fn("Unsubscribes.find")(function*(token: string) {
-      return Option.map(yield* read(token), ({ address, sender, suppressed }): UnsubscribeLink => ({ address, sender, suppressed }))
+      return Option.map(yield* read(sha256(token)), ({ address, sender, suppressed }): UnsubscribeLink => ({ address, sender, suppressed }))
     })
 
     /**
@@ -103,12 +103,13 @@ export class Unsubscribes extends Effect.Service<Unsubscribes>()("mailroom/Unsub
      * changes nothing more. None for an unknown token.
      */
     const unsubscribe = Effect.fn("Unsubscribes.unsubscribe")(function*(token: string) {
-      const found = yield* read(token)
+      const tokenSha256 = sha256(token)
+      const found = yield* read(tokenSha256)
       if (Option.isNone(found)) return Option.none<UnsubscribeLink>()
       const link = found.value
       const now = new Date()
       const added = yield* sql.withTransaction(Effect.gen(function*() {
-        yield* sql`UPDATE unsubscribe_links SET used_at = coalesce(used_at, ${now}) WHERE token_sha256 = ${sha256(token)}`
+        yield* sql`UPDATE unsubscribe_links SET used_at = coalesce(used_at, ${now}) WHERE token_sha256 = ${tokenSha256}`
         return yield* sql`
           INSERT INTO suppressions (user_id, address, reason, last_response, email_id)
           VALUES (${link.userId}, ${link.address}, 'unsubscribed', 'Unsubscribed with the message''s List-Unsubscribe link', ${link.emailId})

@@ -15,6 +15,7 @@ import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage 
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { feedbackReport } from "../support/reports.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
 import { withKey } from "../support/typed-client.ts"
@@ -187,22 +188,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const emailId = sent.data!.data.email_id
     await until("the offer delivered", async () => (await emailOf(emailId)).data?.data.delivery?.[0]?.status === "sent" || undefined)
     // The recipient's provider reports that they marked it as spam (ARF, to the email's bounce address).
-    const report = [
-      "From: Feedback Loop <fbl@feedback.partner.test>",
-      `To: bounces+${emailId}@agents.localhost`,
-      "Subject: Email feedback report",
-      "MIME-Version: 1.0",
-      "Content-Type: multipart/report; report-type=feedback-report; boundary=b",
-      "",
-      "--b",
-      "Content-Type: message/feedback-report",
-      "",
-      "Feedback-Type: abuse",
-      "Version: 1",
-      "--b--",
-      ""
-    ].join("\r\n")
-    await sendMail(server.smtpPort, { envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: report })
+    await sendMail(server.smtpPort, { envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: feedbackReport(emailId, "abuse") })
     await until("the complaint applied", async () => (await emailOf(emailId)).data?.data.delivery?.[0]?.complained_at ?? undefined)
 
     await page.goto(`/#/emails/${emailId}`)

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
+import { feedbackReport } from "../support/reports.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
@@ -121,38 +122,6 @@ const bounceReport = (emailId: string, recipient: string) =>
     "Status: 5.1.1",
     "Diagnostic-Code: smtp; 550 5.1.1 The mailbox is gone",
     "--b1--",
-    ""
-  ].join("\r\n")
-
-/**
- * A provider's feedback report (ARF, RFC 5965) about the email `emailId`: a recipient marked it as spam
- * (`abuse`). Most providers leave the recipient out (`recipient` undefined).
- */
-const feedbackReport = (emailId: string, feedbackType: string, recipient?: string) =>
-  [
-    "From: Feedback Loop <fbl@feedback.partner.test>",
-    `To: bounces+${emailId}@agents.localhost`,
-    "Subject: Email feedback report",
-    "MIME-Version: 1.0",
-    "Content-Type: multipart/report; report-type=feedback-report; boundary=b2",
-    "",
-    "--b2",
-    "Content-Type: text/plain",
-    "",
-    "This is an email abuse report for a message received from your domain.",
-    "--b2",
-    "Content-Type: message/feedback-report",
-    "",
-    `Feedback-Type: ${feedbackType}`,
-    "User-Agent: PartnerFBL/1.0",
-    "Version: 1",
-    "Reporting-MTA: dns; feedback.partner.test",
-    ...(recipient === undefined ? [] : [`Original-Rcpt-To: <${recipient}>`]),
-    "--b2",
-    "Content-Type: text/rfc822-headers",
-    "",
-    `Message-ID: <${emailId}@agents.localhost>`,
-    "--b2--",
     ""
   ].join("\r\n")
 
