@@ -347,6 +347,15 @@ export class SenderListFull extends Schema.TaggedError<SenderListFull>()(
   })
 ) {}
 
+/** 403 FORWARDING_LIST_FULL: a mailbox forwards to as many addresses as one may. */
+export class ForwardingListFull extends Schema.TaggedError<ForwardingListFull>()(
+  ...failure("ForwardingListFull", {
+    status: 403,
+    code: "FORWARDING_LIST_FULL",
+    description: "FORWARDING_LIST_FULL: the mailbox forwards to 5 addresses already; details: limit, mailbox_id"
+  })
+) {}
+
 // ---------------------------------------------------------------------------------------------
 // Sending mail
 
@@ -455,6 +464,7 @@ export type ApiError =
   | InvalidSignature
   | FactLabel
   | SenderListFull
+  | ForwardingListFull
   | SendQuotaReached
   | StorageQuotaReached
   | RecipientSuppressed

@@ -15,8 +15,9 @@ import { Context, Data, Duration, type Effect, type Option, type Scope } from "e
 export const streams = {
   /**
    * Mail on its way: raw inbound mail waiting to be parsed (`mail.inbound.<mailbox_id>`) and sent
-   * mail waiting to be delivered, one job per recipient domain (`mail.outbound.<email_id>`), and
-   * Mailroom's own mail to a person (`mail.outbound.system.<id>`).
+   * mail waiting to be delivered, one job per recipient domain (`mail.outbound.<email_id>`),
+   * Mailroom's own mail to a person (`mail.outbound.system.<id>`) and received mail's forwarded copies
+   * (`mail.outbound.forward.<email_id>`).
    */
   mail: { name: "MAIL", subjects: ["mail.>"] },
   /** Domain events: `events.<kind>` (email.received, email.processed, api_key.created). */
@@ -31,7 +32,10 @@ export const subjects = {
   outboundMail: (emailId: string) => `mail.outbound.${emailId}`,
   /** Mail Mailroom sends a person itself (outbound/system-mail.ts), delivered by the same consumer. */
   systemMail: (id: string) => `mail.outbound.system.${id}`,
-  isSystemMail: (subject: string) => subject.startsWith("mail.outbound.system."),
+  /** Received mail's copies to a mailbox's forwarding addresses (mail/forwarding.ts), delivered by the same consumer. */
+  forwardedMail: (emailId: string) => `mail.outbound.forward.${emailId}`,
+  /** A job of sent mail (the email it delivers is the account's sent mail), not of system mail or a forwarded copy. */
+  isSentMail: (subject: string) => !subject.startsWith("mail.outbound.system.") && !subject.startsWith("mail.outbound.forward."),
   allOutboundMail: "mail.outbound.>",
   event: (kind: string) => `events.${kind}`,
   allEvents: "events.>",

@@ -11,6 +11,7 @@ import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import {
   type AttachmentRow,
   type DeliveryRow,
+  type ForwardedRow,
   type EmailBodyRow,
   emailBodyColumnList,
   emailColumnList,
@@ -280,8 +281,12 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
 
     /** The email with its bodies, headers and attachments' metadata. */
     const get = Effect.fn("Emails.get")(function*(userId: string, emailId: string) {
-      const rows = yield* sql<EmailBodyRow>`
-        SELECT ${sql.literal(emailBodyColumnList)}
+      const rows = yield* sql<EmailBodyRow & { readonly forwarded: ReadonlyArray<ForwardedRow> | null }>`
+        SELECT ${sql.literal(emailBodyColumnList)},
+               (SELECT json_agg(json_build_object('address', f.address, 'status', f.status, 'attempts', f.attempts,
+                                                  'lastResponse', f.last_response, 'nextAttemptAt', f.next_attempt_at,
+                                                  'updatedAt', f.updated_at) ORDER BY f.address)
+                FROM forward_deliveries f WHERE f.email_id = e.id) AS forwarded
         FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
         WHERE e.id = ${emailId} AND e.user_id = ${userId}`
       const row = rows[0]
@@ -292,7 +297,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       const deliveries = row.direction === "inbound" ? [] : yield* sql<DeliveryRow>`
         SELECT recipient, status, attempts, last_response, next_attempt_at, complained_at, updated_at FROM outbound_deliveries
         WHERE email_id = ${emailId} ORDER BY recipient`
-      return toEmail(row, attachments, deliveries)
+      return toEmail(row, attachments, deliveries, row.forwarded ?? [])
     })
 
     /** The message exactly as it was received. */

@@ -274,12 +274,18 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
 
     /**
      * The sent email a bounce address stands for: `bounces+<email_id>@<domain>` is exactly that
-     * email's envelope sender, so nobody can invent one.
+     * email's envelope sender, so nobody can invent one; or the received email whose forwarded copies
+     * went with it.
      */
     const bounceRecipient = Effect.fnUntraced(function*(address: string) {
       const rows = yield* sql<{ id: string; mailboxId: string; userId: string }>`
         SELECT e.id, e.mailbox_id, e.user_id FROM emails e
-        WHERE e.id = ${BOUNCE_ADDRESS.exec(address)![1]!} AND e.direction = 'outbound' AND lower(e.mail_from) = ${asStored(address)}`.pipe(
+        WHERE e.id = ${BOUNCE_ADDRESS.exec(address)![1]!}
+          AND ((e.direction = 'outbound' AND lower(e.mail_from) = ${asStored(address)})
+               -- A received email's forwarded copies went with its bounce address (outbound/forwards.ts).
+               OR (e.direction = 'inbound' AND EXISTS (SELECT 1 FROM forward_deliveries f WHERE f.email_id = e.id)
+                   AND EXISTS (SELECT 1 FROM mailboxes m WHERE m.id = e.mailbox_id
+                               AND 'bounces+' || e.id || '@' || lower(m.domain) = ${asStored(address)})))`.pipe(
         Effect.mapError(temporary("bounce lookup failed"))
       )
       const email = rows[0]

@@ -10,9 +10,12 @@
  * their emails stored by another (store.ts `storeEmails`), so a busy worker pays a round trip and a
  * commit per batch rather than per email.
  *
+ * Copies for the mailbox's forwarding addresses are queued in the email's own statement (store.ts)
+ * and handed to the mta before the message is acknowledged.
+ *
  * Idempotent: the email's id was chosen when the message was accepted, so a redelivered message
  * (a worker that died before acknowledging, a publish retried) finds its email already stored and
- * only announces it again, under the same event id.
+ * only announces it again, under the same event id, and hands over again the copies not yet tried.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -31,6 +34,7 @@ import { StageLimits } from "../stage-limits.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { BounceReports } from "../outbound/bounces.ts"
+import { publishForwards } from "../outbound/forwards.ts"
 import { groupCommit, groupCommitIsolated } from "../batching.ts"
 import { type NewEmail, storeEmails } from "./store.ts"
 
@@ -49,6 +53,13 @@ const isFeedbackReport = (parsed: ParsedEmail) => {
   return /^\s*multipart\/report\b/i.test(type) && /\breport-type\s*=\s*"?feedback-report\b/i.test(type)
 }
 
+/** An email as ingest stored it: the domains its forwarded copies were queued for, unknown when an earlier delivery stored it. */
+interface Stored {
+  readonly row: EmailRow
+  readonly extracted: Extracted | null
+  readonly forwardDomains: ReadonlyArray<string> | undefined
+}
+
 export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
 
 export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
@@ -62,6 +73,13 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
     const findEmail = (emailId: string) =>
       sql<EmailBodyRow>`SELECT ${sql.literal(emailBodyColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
         Effect.map((rows) => (rows[0] ? { row: rows[0] as EmailRow, extracted: extractedOf(rows[0]) } : undefined))
+      )
+
+    /** The domains of the email's forwarded copies not yet tried (a redelivery hands them over again). */
+    const untriedForwards = (emailId: string) =>
+      Effect.map(
+        sql<{ domain: string }>`SELECT DISTINCT domain FROM forward_deliveries WHERE email_id = ${emailId} AND status = 'queued'`,
+        (rows) => rows.map((r) => r.domain)
       )
 
     /** Announce the email as received, unless its header From is blocked. */
@@ -119,7 +137,10 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
           raw
         })
 
-    /** Store the email (store.ts); returns the stored row, or the one a previous delivery stored. */
+    /**
+     * Store the email (store.ts); returns the stored row with the domains of the copies queued for
+     * forwarding, or the row a previous delivery stored.
+     */
     const store = (message: InboundMessage, verdict: Checked | undefined, parsed: ParsedEmail, messageId: string, extracted: Extracted) =>
       storeBatched({
         emailId: message.email_id,
@@ -144,7 +165,9 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         extracted,
         headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
       }).pipe(Effect.flatMap((inserted) =>
-        inserted ? Effect.succeed({ row: inserted, extracted }) : findEmail(message.email_id)
+        inserted
+          ? Effect.succeed<Stored | undefined>({ row: inserted, extracted, forwardDomains: inserted.forwardDomains })
+          : Effect.map(findEmail(message.email_id), (found): Stored | undefined => found && { ...found, forwardDomains: undefined })
       ))
 
     /**
@@ -155,7 +178,10 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       // A redelivery usually finds its email stored: announce it again without parsing anything.
       if (!firstDelivery) {
         const existing = yield* findEmail(message.email_id)
-        if (existing) return yield* announce(existing)
+        if (existing) {
+          yield* publishForwards(bus, message.email_id, yield* untriedForwards(message.email_id))
+          return yield* announce(existing)
+        }
       }
       const raw = yield* readRaw(message.raw_sha256)
       if (raw === undefined) {
@@ -182,6 +208,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
           Effect.annotateLogs({ email_id: message.email_id, mailbox_id: message.mailbox_id })
         )
       }
+      yield* publishForwards(bus, message.email_id, stored.forwardDomains ?? (yield* untriedForwards(message.email_id)))
       yield* announce(stored)
       yield* Effect.logInfo("Email delivered to its mailbox").pipe(Effect.annotateLogs({
         email_id: message.email_id,

@@ -7,7 +7,7 @@ import { type Extracted, extract } from "./extract.ts"
 import { domainOf } from "../mailboxes/rules.ts"
 import { addressList, displayName } from "./parse.ts"
 import type { Spam } from "./spam.ts"
-import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, EmailReceived, EmailSummary, Headers } from "./schemas.ts"
+import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, ForwardedCopy, EmailReceived, EmailSummary, Headers } from "./schemas.ts"
 
 /** The columns every email read selects (see `emailColumns`). */
 export interface EmailRow {
@@ -206,11 +206,31 @@ export const toDelivery = (row: DeliveryRow): Delivery => ({
   updated_at: row.updatedAt.toISOString()
 })
 
-/** An email as `GET /emails/{id}` shows it; a sent one with its delivery per recipient. */
+/** A forwarded copy as the database writes it in JSON (times as text, in its own format). */
+export interface ForwardedRow {
+  readonly address: string
+  readonly status: ForwardedCopy["status"]
+  readonly attempts: number
+  readonly lastResponse: string | null
+  readonly nextAttemptAt: string | null
+  readonly updatedAt: string
+}
+
+export const toForwardedCopy = (row: ForwardedRow): ForwardedCopy => ({
+  address: row.address,
+  status: row.status,
+  attempts: row.attempts,
+  last_response: row.lastResponse,
+  next_attempt_at: row.nextAttemptAt === null ? null : new Date(row.nextAttemptAt).toISOString(),
+  updated_at: new Date(row.updatedAt).toISOString()
+})
+
+/** An email as `GET /emails/{id}` shows it; a sent one with its delivery per recipient, a received one with its forwarded copies. */
 export const toEmail = (
   row: EmailBodyRow,
   attachments: ReadonlyArray<AttachmentRow>,
-  deliveries: ReadonlyArray<DeliveryRow> = []
+  deliveries: ReadonlyArray<DeliveryRow> = [],
+  forwarded: ReadonlyArray<ForwardedRow> = []
 ): Email => ({
   ...toSummary(row),
   text: row.textBody,
@@ -218,5 +238,5 @@ export const toEmail = (
   headers: row.headers,
   attachments: attachments.map(toAttachment),
   extracted: extractedOf(row),
-  ...(row.direction === "outbound" ? { delivery: deliveries.map(toDelivery) } : {})
+  ...(row.direction === "outbound" ? { delivery: deliveries.map(toDelivery) } : { forwarded: forwarded.map(toForwardedCopy) })
 })

@@ -146,6 +146,17 @@ export const Delivery = Schema.Struct({
 }).annotations({ identifier: "Delivery" })
 export type Delivery = typeof Delivery.Type
 
+/** What became of a received email's copy to one of its mailbox's forwarding addresses (as a sent email's delivery, never suppressed). */
+export const ForwardedCopy = Schema.Struct({
+  address: Schema.String,
+  status: Schema.Literal("queued", "sent", "deferred", "bounced", "failed"),
+  attempts: Schema.Number,
+  last_response: Schema.NullOr(Schema.String).annotations({ description: "The receiving server's last answer, or why it was not reached" }),
+  next_attempt_at: Schema.NullOr(Schema.String).annotations({ description: "When a deferred copy is tried again" }),
+  updated_at: Schema.String
+}).annotations({ identifier: "ForwardedCopy" })
+export type ForwardedCopy = typeof ForwardedCopy.Type
+
 export const Email = Schema.Struct({
   ...EmailSummary.fields,
   text: Schema.String,
@@ -155,6 +166,9 @@ export const Email = Schema.Struct({
   ...extractedField,
   delivery: Schema.optional(Schema.Array(Delivery)).annotations({
     description: "Sent emails only: one entry per recipient (to, cc and bcc)"
+  }),
+  forwarded: Schema.optional(Schema.Array(ForwardedCopy)).annotations({
+    description: "Received emails only: its copies to the mailbox's forwarding addresses, one per address (none when it was not forwarded)"
   })
 }).annotations({ identifier: "Email" })
 export type Email = typeof Email.Type

@@ -15,6 +15,8 @@ import type { Extracted } from "./extract.ts"
 import type { Direction } from "./schemas.ts"
 import { referencedIds, threadChoice } from "./threads.ts"
 import { BLOCKED } from "./sender-list-rules.ts"
+import { SPAM } from "./spam.ts"
+import { forwardedBy, MAX_FORWARD_HOPS } from "./forward-rules.ts"
 
 export interface NewEmail {
   readonly emailId: string
@@ -45,6 +47,9 @@ export interface NewEmail {
    */
   readonly headerFromForms?: ReadonlyArray<string> | undefined
 }
+
+/** A stored email, and the domains its forwarded copies were queued for (forward-rules.ts; none for most). */
+export type StoredEmail = EmailRow & { readonly forwardDomains: ReadonlyArray<string> }
 
 /**
  * Store `email` in one statement (atomic, one round trip). Returns the stored row, or `undefined`
@@ -157,7 +162,8 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         referenced: thread.referenced,
         own_thread: thread.own,
         fallback_thread: thread.fallback,
-        header_from_forms: email.headerFromForms ?? []
+        header_from_forms: email.headerFromForms ?? [],
+        forwarded_by: forwardedBy(parsed.headers)
       }
     })
     const all = emails.flatMap((email) => email.parsed.attachments.map((a, position) => ({ email, a, position })))
@@ -184,14 +190,14 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
     }
         ON CONFLICT (email_id, position) DO NOTHING
       )`
-    return yield* sql<EmailRow>`
+    return yield* sql<StoredEmail>`
       WITH input AS (
         SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS r(
           position int, id text, mailbox_id text, user_id text, message_id text, subject text, from_address text, from_name text,
           to_addresses text[], cc_addresses text[], reply_to_addresses text[], sent_at_ms double precision, received_at_ms double precision, mail_from text, rcpt_to text, headers jsonb,
           text_body text, html_body text, has_attachments boolean, raw_sha256 text, size bigint, labels text[],
           direction text, authentication jsonb, authentication_results text, spam jsonb, extracted jsonb,
-          referenced text[], own_thread text, fallback_thread text, header_from_forms text[])
+          referenced text[], own_thread text, fallback_thread text, header_from_forms text[], forwarded_by text[])
       ),
       email AS (
         INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, from_name, to_addresses,
@@ -234,6 +240,22 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         SELECT email.user_id, sum(email.size) FROM email JOIN mailboxes m ON m.id = email.mailbox_id AND m.status = 'active'
         GROUP BY email.user_id ORDER BY email.user_id
         ON CONFLICT (user_id) DO UPDATE SET bytes = storage_usage.bytes + EXCLUDED.bytes
+      ),
+      forwards AS (
+        -- Received mail's copies to the mailbox's confirmed forwarding addresses (forward-rules.ts),
+        -- queued with the email: the ingest actor hands them to the mta.
+        INSERT INTO forward_deliveries (email_id, address, domain)
+        SELECT email.id, f.address, f.domain
+        FROM email JOIN input r ON r.id = email.id
+        JOIN mailboxes m ON m.id = email.mailbox_id AND m.status = 'active'
+        JOIN mailbox_forwards f ON f.mailbox_id = email.mailbox_id AND f.confirmed_at IS NOT NULL
+        WHERE email.direction = 'inbound' AND NOT (email.labels && ${[BLOCKED, SPAM]}::text[])
+          AND cardinality(r.forwarded_by) < ${MAX_FORWARD_HOPS}
+          AND NOT (lower(m.local_part || '@' || m.domain) = ANY(r.forwarded_by))
+        ORDER BY email.id, f.address
+        ON CONFLICT DO NOTHING
+        RETURNING email_id, domain
       )${attachments}${alongside}
-      SELECT * FROM email`
+      SELECT email.*, coalesce((SELECT array_agg(DISTINCT f.domain) FROM forwards f WHERE f.email_id = email.id), '{}') AS forward_domains
+      FROM email`
   })

@@ -1,6 +1,7 @@
 /**
  * Reports about a sent email that come back to its bounce address (`bounces+<email_id>@<domain>`),
- * applied to that email and not stored as mail:
+ * applied to that email and not stored as mail (a received email's forwarded copies go with its bounce
+ * address too: a delivery report about one marks that copy `bounced`):
  *
  * - A delivery status notification (RFC 3464, `multipart/report; report-type=delivery-status`): the
  *   receiving server took the message, then could not deliver it. Each recipient it reports
@@ -165,9 +166,33 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
         return [recipient]
       })
 
-    /** Apply the report `raw` about the sent email `emailId`; answers the recipients it bounced or suppressed. */
+    /**
+     * A report about a received email's forwarded copies (forwards.ts): each address it reports failed
+     * is marked `bounced`. Nothing is suppressed (the account sent nothing to it) and a complaint changes
+     * nothing: the copy is the sender's message, not the account's.
+     */
+    const copyBounced = (emailId: string, text: string) =>
+      Effect.gen(function*() {
+        const report = deliveryStatusOf(text)
+        const failures = report === undefined ? [] : failedRecipients(report)
+        if (failures.length === 0) return yield* ignored(emailId, "about a forwarded copy reports no failed address")
+        const bounced = yield* sql<{ address: string }>`
+          UPDATE forward_deliveries f SET status = 'bounced', last_response = u.response, next_attempt_at = NULL, updated_at = now()
+          FROM (SELECT * FROM unnest(${failures.map((f) => f.recipient)}::text[], ${failures.map((f) => f.response)}::text[]) AS t(address, response)) u
+          WHERE f.email_id = ${emailId} AND f.address = u.address AND f.status <> 'bounced'
+          RETURNING f.address`
+        yield* recordDeliveries(bounced.map(() => "bounced"))
+        yield* Effect.logInfo("Bounce report about a forwarded copy recorded").pipe(
+          Effect.annotateLogs({ email_id: emailId, bounced: bounced.map((b) => b.address).join(",") })
+        )
+        return bounced.map((b) => b.address)
+      })
+
+    /** Apply the report `raw` about the sent email `emailId` (or a received one's forwarded copies); answers the recipients it bounced or suppressed. */
     const record = Effect.fn("BounceReports.record")(function*(emailId: string, raw: Uint8Array) {
       const text = Buffer.from(raw).toString("latin1")
+      const received = yield* sql`SELECT 1 FROM emails WHERE id = ${emailId} AND direction = 'inbound'`
+      if (received.length > 0) return yield* copyBounced(emailId, text)
       const complaint = complaintOf(text)
       if (complaint !== undefined) return yield* complained(emailId, complaint)
       const report = deliveryStatusOf(text)

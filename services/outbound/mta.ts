@@ -16,7 +16,9 @@
  *   the first deferral, `email.bounced`, `email.failed`).
  *
  * Mailroom's own mail to a person (`mail.outbound.system.<id>`, system-mail.ts) carries its message in
- * the job and is routed the same way; nothing records it but the log and the delivery metric.
+ * the job and is routed the same way; nothing records it but the log and the delivery metric. Received
+ * mail's forwarded copies (`mail.outbound.forward.<email_id>`, forwards.ts) are routed the same way too,
+ * their outcomes kept per address beside the email.
  *
  * At least once: the job is acknowledged only after the rows say what happened. A job whose
  * recipients are all settled does nothing, so a redelivered job never sends twice what was
@@ -39,6 +41,7 @@ import { domainOf } from "../mailboxes/rules.ts"
 import { announce, type SentEmail, SentEmailRow, suppressBounced } from "./ledger.ts"
 import { OutboundJob } from "./schemas.ts"
 import { DkimKeys } from "./dkim.ts"
+import { ForwardedCopies, ForwardJob } from "./forwards.ts"
 import { recordDeliveries } from "./metrics.ts"
 import { OutboundSettings, retryDelay } from "./settings.ts"
 import { SystemMailJob } from "./system-mail.ts"
@@ -119,6 +122,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const dns = yield* Dns
     const transport = yield* SmtpTransport
     const inbound = yield* Inbound
+    const copies = yield* ForwardedCopies
     const settings = yield* OutboundSettings
     const { sharedDomains } = yield* MailboxSettings
     // A domain's MX hosts and their addresses, kept a minute (dns/answers.ts): mail to one domain asks once.
@@ -373,7 +377,26 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       if (outcome!.status === "deferred") return yield* new DeliveryDeferred({ emailId: job.system_mail_id, domain })
     })
 
-    const Job = Schema.Union(OutboundJob, SystemMailJob)
+    /** One job of forwarded copies: the domain's waiting addresses of one received email, one attempt. */
+    const deliverForward = Effect.fn("Mta.deliverForward")(function*(job: ForwardJob) {
+      const copy = yield* copies.read(job)
+      // Deleted since, or every address settled (a redelivered job): nothing to do.
+      if (copy === undefined) return
+      const addresses = copy.waiting.map((w) => w.address)
+      const outcomes = sharedDomains.includes(job.domain) || copy.verifiedHere
+        ? yield* deliverInternally(addresses, copy.raw, copy.mailFrom)
+        : yield* deliverOut(job.domain, addresses, copy.raw, copy.mailFrom)
+      const rows = yield* copies.record(job, copy, outcomes)
+      yield* recordDeliveries(rows.map((r) => r.status))
+      yield* Effect.logInfo("Forwarding attempt").pipe(Effect.annotateLogs({
+        email_id: job.forward_of,
+        domain: job.domain,
+        outcomes: rows.map((r) => `${r.address}: ${r.status}`).join(", ")
+      }))
+      if (rows.some((r) => r.status === "deferred")) return yield* new DeliveryDeferred({ emailId: job.forward_of, domain: job.domain })
+    })
+
+    const Job = Schema.Union(OutboundJob, SystemMailJob, ForwardJob)
 
     /** The bus handler: a malformed job is logged and dropped, never retried. */
     const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | DeliveryDeferred> =>
@@ -381,7 +404,8 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         Effect.flatMap(Schema.decodeUnknown(Job)),
         Effect.matchEffect({
           onFailure: (error) => Effect.logError("Dropping a malformed outbound job", { subject: message.subject, error }),
-          onSuccess: (job) => ("system_mail_id" in job ? deliverSystemMail(job) : deliver(job))
+          onSuccess: (job) =>
+            "system_mail_id" in job ? deliverSystemMail(job) : "forward_of" in job ? deliverForward(job) : deliver(job)
         })
       )
 
@@ -414,4 +438,4 @@ export const MtaLive = Layer.scopedDiscard(
       handler: handle
     }))
   })
-).pipe(Layer.provide(Mta.Default), Layer.provide(Inbound.Default))
+).pipe(Layer.provide(Mta.Default), Layer.provide(Inbound.Default), Layer.provide(ForwardedCopies.Default))

@@ -388,7 +388,8 @@ export const IndexerLive = Layer.scopedDiscard(
     )
     // Sent mail is searchable too. An outbound email is announced by its delivery jobs (one per
     // recipient domain, `mail.outbound.<email_id>`); its first job indexes it, a second finds it indexed.
-    // Mailroom's own mail to a person travels there too (`mail.outbound.system.<id>`): nobody's mail, passed over.
+    // Mailroom's own mail to a person (`mail.outbound.system.<id>`) and forwarded copies of received mail
+    // (`mail.outbound.forward.<email_id>`, indexed as received) travel there too: passed over.
     yield* bus.consume(measured({
       name: "index-sent",
       stream: "mail",
@@ -396,7 +397,7 @@ export const IndexerLive = Layer.scopedDiscard(
       concurrency,
       ackWait: Duration.seconds(20),
       handler: (message) =>
-        subjects.isSystemMail(message.subject) ? Effect.void : Effect.try(() => decodeJson(message.data)).pipe(
+        !subjects.isSentMail(message.subject) ? Effect.void : Effect.try(() => decodeJson(message.data)).pipe(
           Effect.flatMap(Schema.decodeUnknown(OutboundJob)),
           Effect.matchEffect({
             onFailure: (error) => Effect.logError("Dropping a malformed outbound job", { subject: message.subject, error }),

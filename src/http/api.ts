@@ -21,6 +21,7 @@ import {
 } from "../../services/errors.ts"
 import { envelope } from "./errors.ts"
 import { EventPayloads } from "../../services/webhooks/schemas.ts"
+import { DashboardForwardingGroup, ForwardingGroup } from "./forwarding/api.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
@@ -49,6 +50,8 @@ const Routes = HttpApi.make("mailroom")
   .add(DashboardWebhooksGroup)
   .add(SenderListsGroup)
   .add(DashboardSenderListsGroup)
+  .add(ForwardingGroup)
+  .add(DashboardForwardingGroup)
   .add(DomainsGroup)
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)

@@ -22,6 +22,7 @@ import { MailroomApi } from "./api.ts"
 import { SessionAuthentication } from "./security.ts"
 import { paymentForms } from "./billing/payment-pages.ts"
 import { unsubscribeForms } from "./outbound/unsubscribe-pages.ts"
+import { forwardingForms } from "./forwarding/pages.ts"
 import { forSurface, type Surface } from "./surface.ts"
 
 const MAX_JSON_DEPTH = 64
@@ -31,7 +32,7 @@ const MAX_JSON_DEPTH = 64
  * exactly as the pages link to themselves; any other spelling is held to the JSON rule.
  */
 const readsForm = (method: string, pathname: string) =>
-  method === "POST" && [...paymentForms, ...unsubscribeForms].some((form) => form.test(pathname))
+  method === "POST" && [...paymentForms, ...unsubscribeForms, ...forwardingForms].some((form) => form.test(pathname))
 
 const NUL = "\u0000"
 export const NO_NUL = "must not contain NUL characters (\\u0000)"

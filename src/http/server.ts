@@ -31,6 +31,8 @@ import { screen } from "./input-rules.ts"
 import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.ts"
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { UnsubscribePagesLive } from "./outbound/unsubscribe-pages.ts"
+import { DashboardForwardingHandlers, ForwardingHandlers } from "./forwarding/http.ts"
+import { ForwardingPagesLive } from "./forwarding/pages.ts"
 import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
 import { DashboardStatsHandlers, StatsHandlers } from "./stats/http.ts"
@@ -104,6 +106,8 @@ const Handlers = Layer.mergeAll(
   DashboardWebhooksHandlers,
   SenderListsHandlers,
   DashboardSenderListsHandlers,
+  ForwardingHandlers,
+  DashboardForwardingHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,
   DomainListHandlers,
@@ -180,6 +184,7 @@ export const HttpServerLive = Layer.unwrapEffect(
       Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
       Layer.provide(PaymentPagesLive),
       Layer.provide(UnsubscribePagesLive),
+      Layer.provide(ForwardingPagesLive),
       Layer.provide(DashboardLive),
       // The MCP endpoint authenticates and limits by itself, with the API's authenticator and limiter.
       Layer.provide(McpLive.pipe(Layer.provide(Middleware))),

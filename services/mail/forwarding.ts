@@ -1,0 +1,199 @@
+/**
+ * Forwarding: a mailbox's received mail copied to a person's address (the agent's owner reading along,
+ * a shared inbox), as a mail provider's auto-forwarding does.
+ *
+ * - An address forwards only once its owner agreed: adding one mails it a link (`{APP_URL}/forwarding/
+ *   {token}`) whose page confirms; until then it is `pending` and nothing is sent to it. Nobody can
+ *   make Mailroom pour a mailbox's mail into someone else's inbox. A mailbox of the same account is
+ *   `active` at once (the account owns both).
+ * - The same link later stops the forwarding, from the person's side; the account removes an address
+ *   through the API. Adding a pending address again mails a new link (the old one stops working).
+ * - Links mailed are limited per account (`mailedLinkWindows`: 429 past it), and a mailbox forwards to at
+ *   most MAX_FORWARDS addresses (403 FORWARDING_LIST_FULL): a mailbox's mail is not multiplied without end.
+ *
+ * What is forwarded, and how, is decided where mail is stored (store.ts: the copies are queued in the
+ * email's own statement) and delivered by the mta (outbound/forwards.ts).
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import { opaqueToken, sha256 } from "../accounts/tokens.ts"
+import { ForwardingListFull, NotFound, RateLimited, ValidationError } from "../errors.ts"
+import { type ForwardingAddress, MAX_FORWARDS } from "./forward-rules.ts"
+import { ownMailbox } from "../mailboxes/owned.ts"
+import { domainOf } from "../mailboxes/rules.ts"
+import { letter, SystemMail } from "../outbound/system-mail.ts"
+import { OutboundSettings } from "../outbound/settings.ts"
+import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
+
+/** How long the mta tries to deliver a confirmation link (a new one can be asked for at any time). */
+const LINK_DELIVERY_HOURS = 24
+
+/** What a link's page shows. */
+export interface ForwardingLink {
+  /** The mailbox whose mail is forwarded. */
+  readonly mailbox: string
+  readonly address: string
+  readonly active: boolean
+}
+
+interface ForwardRow {
+  readonly mailboxId: string
+  readonly address: string
+  readonly createdAt: Date
+  readonly confirmedAt: Date | null
+}
+
+const toForwarding = (row: ForwardRow): ForwardingAddress => ({
+  address: row.address,
+  mailbox_id: row.mailboxId,
+  status: row.confirmedAt === null ? "pending" : "active",
+  created_at: row.createdAt.toISOString(),
+  confirmed_at: row.confirmedAt?.toISOString() ?? null
+})
+
+const forwardingUrl = (appUrl: string, token: string) => `${appUrl.replace(/\/+$/, "")}/forwarding/${token}`
+
+const TOKEN_PREFIX = "mrf_"
+
+export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwarding", {
+  dependencies: [RateLimiter.layer, SystemMail.Default],
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const mail = yield* SystemMail
+    const limiter = yield* RateLimiter
+    const { appUrl } = yield* OutboundSettings
+
+    const mailboxAddress = (mailboxId: string) =>
+      Effect.map(
+        sql<{ address: string }>`SELECT lower(local_part || '@' || domain) AS address FROM mailboxes WHERE id = ${mailboxId}`,
+        (rows) => rows[0]!.address
+      )
+
+    /** The mailbox's forwarding addresses, oldest first. */
+    const list = Effect.fn("Forwarding.list")(function*(userId: string, mailboxId: string) {
+      yield* ownMailbox(sql, userId, mailboxId)
+      const rows = yield* sql<ForwardRow>`
+        SELECT mailbox_id, address, created_at, confirmed_at FROM mailbox_forwards WHERE mailbox_id = ${mailboxId}
+        ORDER BY created_at, address`
+      return rows.map(toForwarding)
+    })
+
+    /** Mail `address` the link that confirms forwarding `mailbox`'s mail to it. */
+    const mailLink = (userId: string, mailbox: string, address: string, token: string) =>
+      Effect.gen(function*() {
+        const allowance = yield* limiter.take(`forwarding_link:${userId}`, mailedLinkWindows)
+        if (!allowance.allowed) {
+          return yield* RateLimited.of({ ...allowance, message: "Too many forwarding confirmations mailed for this account; try again later" })
+        }
+        yield* mail.send({
+          to: address,
+          expiresAt: new Date(Date.now() + LINK_DELIVERY_HOURS * 3_600_000),
+          subject: `Confirm forwarding from ${mailbox}`,
+          ...letter([
+            "Hello,",
+            `Mail that arrives at ${mailbox}, a Mailroom mailbox, is to be forwarded to you at ${address}. Open this link to agree:`,
+            { link: forwardingUrl(appUrl, token), label: `Forward ${mailbox}'s mail to me` },
+            "Until you agree, nothing is forwarded. If you did not expect this, ignore this email. The same link stops the forwarding later."
+          ])
+        })
+      })
+
+    /**
+     * Forward the mailbox's mail to `address` (lower-cased): pending with a link mailed to it, or active
+     * at once for a mailbox of the account. Added again while pending, a new link is mailed; an active
+     * one is answered as it is (`created: false`).
+     */
+    const add = Effect.fn("Forwarding.add")(function*(userId: string, mailboxId: string, rawAddress: string) {
+      const address = rawAddress.toLowerCase()
+      yield* ownMailbox(sql, userId, mailboxId)
+      const mailbox = yield* mailboxAddress(mailboxId)
+      if (address === mailbox) return yield* ValidationError.field("address", "is this mailbox's own address")
+      const own = yield* sql`
+        SELECT 1 FROM mailboxes WHERE user_id = ${userId} AND status = 'active' AND lower(local_part || '@' || domain) = ${address}`
+      const token = opaqueToken(TOKEN_PREFIX)
+      const confirmedAt = own.length > 0 ? new Date() : null
+      // Inserted only while the mailbox has room; an address already there is left to the code below.
+      const inserted = yield* sql<ForwardRow>`
+        INSERT INTO mailbox_forwards (mailbox_id, user_id, address, domain, token_sha256, confirmed_at)
+        SELECT ${mailboxId}, ${userId}, ${address}, ${domainOf(address)}, ${sha256(token)}, ${confirmedAt}
+        WHERE (SELECT count(*) FROM mailbox_forwards WHERE mailbox_id = ${mailboxId}) < ${MAX_FORWARDS}
+        ON CONFLICT DO NOTHING
+        RETURNING mailbox_id, address, created_at, confirmed_at`
+      if (inserted[0] !== undefined) {
+        if (confirmedAt === null) {
+          yield* mailLink(userId, mailbox, address, token).pipe(
+            // Not mailed (over the allowance): not kept either, so that adding it later mails the link.
+            Effect.tapError(() => sql`DELETE FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address}`)
+          )
+          yield* sql`UPDATE mailbox_forwards SET link_sent_at = now() WHERE mailbox_id = ${mailboxId} AND address = ${address}`
+        }
+        return { forwarding: toForwarding(inserted[0]), created: true }
+      }
+      const existing = yield* sql<ForwardRow>`
+        SELECT mailbox_id, address, created_at, confirmed_at FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address}`
+      if (existing[0] === undefined) {
+        return yield* new ForwardingListFull({
+          message: `This mailbox forwards to ${MAX_FORWARDS} addresses already; remove one first`,
+          details: { limit: MAX_FORWARDS, mailbox_id: mailboxId }
+        })
+      }
+      if (existing[0].confirmedAt === null) {
+        // Asked again: a new link (the earlier one stops working).
+        yield* mailLink(userId, mailbox, address, token)
+        yield* sql`
+          UPDATE mailbox_forwards SET token_sha256 = ${sha256(token)}, link_sent_at = now()
+          WHERE mailbox_id = ${mailboxId} AND address = ${address}`
+      }
+      return { forwarding: toForwarding(existing[0]), created: false }
+    })
+
+    /** Stop forwarding to `address`; 404 when the mailbox does not forward to it. */
+    const remove = Effect.fn("Forwarding.remove")(function*(userId: string, mailboxId: string, rawAddress: string) {
+      const address = rawAddress.toLowerCase()
+      yield* ownMailbox(sql, userId, mailboxId)
+      const deleted = yield* sql`DELETE FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address} RETURNING 1`
+      if (deleted.length === 0) {
+        return yield* new NotFound({ message: `This mailbox does not forward to ${address}`, details: { address, mailbox_id: mailboxId } })
+      }
+      return { address, mailbox_id: mailboxId, deleted: true as const }
+    })
+
+    const linkRow = (token: string) =>
+      sql<{ mailboxId: string; address: string; mailbox: string; confirmedAt: Date | null }>`
+        SELECT f.mailbox_id, f.address, f.confirmed_at, lower(m.local_part || '@' || m.domain) AS mailbox
+        FROM mailbox_forwards f JOIN mailboxes m ON m.id = f.mailbox_id AND m.status = 'active'
+        WHERE f.token_sha256 = ${sha256(token)}`.pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+
+    const toLink = (row: { readonly mailbox: string; readonly address: string }, active: boolean): ForwardingLink => ({
+      mailbox: row.mailbox,
+      address: row.address,
+      active
+    })
+
+    /** The link `token`, as its page shows it; none for a link that is not (or no longer) valid. */
+    const find = Effect.fn("Forwarding.find")(function*(token: string) {
+      return Option.map(yield* linkRow(token), (row) => toLink(row, row.confirmedAt !== null))
+    })
+
+    /** The address's owner agrees: the mailbox's mail is forwarded from now on. Again, nothing more. */
+    const confirm = Effect.fn("Forwarding.confirm")(function*(token: string) {
+      const found = yield* linkRow(token)
+      if (Option.isNone(found)) return Option.none<ForwardingLink>()
+      yield* sql`
+        UPDATE mailbox_forwards SET confirmed_at = coalesce(confirmed_at, now()) WHERE token_sha256 = ${sha256(token)}`
+      yield* Effect.logInfo("Forwarding confirmed").pipe(Effect.annotateLogs({ mailbox_id: found.value.mailboxId }))
+      return Option.some(toLink(found.value, true))
+    })
+
+    /** The address's owner wants no more: the address is removed from the mailbox's forwarding. */
+    const stop = Effect.fn("Forwarding.stop")(function*(token: string) {
+      const found = yield* linkRow(token)
+      if (Option.isNone(found)) return Option.none<ForwardingLink>()
+      yield* sql`DELETE FROM mailbox_forwards WHERE token_sha256 = ${sha256(token)}`
+      yield* Effect.logInfo("Forwarding stopped by its recipient").pipe(Effect.annotateLogs({ mailbox_id: found.value.mailboxId }))
+      return Option.some(toLink(found.value, false))
+    })
+
+    return { list, add, remove, find, confirm, stop } as const
+  })
+}) {}

@@ -1,0 +1,148 @@
+/**
+ * Delivering received mail's forwarded copies (mail/forwarding.ts): the mta's side. A copy is queued
+ * with its email (mail/store.ts) and travels as one job per address domain
+ * (`mail.outbound.forward.<email_id>`), routed and retried as sent mail is (mta.ts).
+ *
+ * A copy is the message as it was received, unchanged below two fields in front of it: a `Received`
+ * trace field (RFC 5321 §4.4, as every relay adds) and `X-Mailroom-Forwarded-By` naming the mailbox
+ * (forward-rules.ts: what ends loops). The sender's own DKIM signature therefore still verifies, so
+ * DMARC can still pass at the address; Mailroom signs the copy too, with the mailbox domain's key. Its
+ * envelope sender is the email's bounce address (`bounces+<email_id>@<mailbox domain>`): SPF is judged
+ * against Mailroom's domain, and a later delivery report finds the copy (bounces.ts).
+ */
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Schema } from "effect"
+import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { FORWARDED_BY_HEADER } from "../mail/forward-rules.ts"
+import { dkimSign } from "./dkim-signature.ts"
+import { DkimKeys } from "./dkim.ts"
+import { bounceAddress } from "./send.ts"
+import { OutboundSettings, retryDelay } from "./settings.ts"
+
+/** One job: the copies of the email `forward_of` to the addresses at `domain` still waiting. */
+export const ForwardJob = Schema.Struct({
+  forward_of: Schema.String,
+  domain: Schema.String
+})
+export type ForwardJob = typeof ForwardJob.Type
+
+/** Hand the email's queued copies to the mta, a job per domain; a job published again is dropped by the bus or finds nothing left. */
+export const publishForwards = (bus: Bus["Type"], emailId: string, domains: ReadonlyArray<string>) =>
+  Effect.forEach(domains, (domain) =>
+    bus.publish(
+      subjects.forwardedMail(emailId),
+      encodeJson(Schema.encodeSync(ForwardJob)({ forward_of: emailId, domain })),
+      { msgId: `forward:${emailId}:${domain}` }
+    ), { discard: true })
+
+const WaitingCopy = Schema.Struct({
+  address: Schema.String,
+  attempts: Schema.Number,
+  status: Schema.String
+})
+
+const CopyRow = Schema.Struct({
+  mailbox: Schema.String,
+  mailboxDomain: Schema.String,
+  customDomainId: Schema.NullOr(Schema.String),
+  receivedAt: Schema.DateFromSelf,
+  content: Schema.Uint8ArrayFromSelf,
+  waiting: Schema.Array(WaitingCopy),
+  /** The job's domain is one of this server's verified custom domains. */
+  verifiedHere: Schema.Boolean
+})
+
+/** A job's copies: the message to send (signed), from which envelope sender, to whom, and where they are. */
+export interface ForwardedCopy {
+  readonly mailFrom: string
+  readonly raw: Uint8Array
+  readonly waiting: ReadonlyArray<typeof WaitingCopy.Type>
+  readonly verifiedHere: boolean
+  readonly receivedAt: Date
+}
+
+/** What became of one address on this attempt (mta.ts's outcome). */
+export interface CopyOutcome {
+  readonly recipient: string
+  readonly status: "sent" | "deferred" | "bounced" | "failed" | "suppressed"
+  readonly response: string
+}
+
+export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom/ForwardedCopies", {
+  dependencies: [DkimKeys.Default],
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const dkim = yield* DkimKeys
+    const settings = yield* OutboundSettings
+
+    /** The job's copy, none when the email is gone or every address at the domain is settled. */
+    const read = Effect.fn("ForwardedCopies.read")(function*(job: ForwardJob) {
+      const rows = yield* sql`
+        SELECT lower(m.local_part || '@' || m.domain) AS mailbox, m.domain AS mailbox_domain, d.id AS custom_domain_id,
+               e.received_at, b.content,
+               coalesce((SELECT json_agg(json_build_object('address', f.address, 'attempts', f.attempts, 'status', f.status) ORDER BY f.address)
+                         FROM forward_deliveries f
+                         WHERE f.email_id = e.id AND f.domain = ${job.domain} AND f.status IN ('queued', 'deferred')),
+                        '[]'::json) AS waiting,
+               EXISTS (SELECT 1 FROM domains WHERE name = ${job.domain} AND verified) AS verified_here
+        FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id JOIN blobs b ON b.sha256 = e.raw_sha256
+        LEFT JOIN domains d ON d.name = m.domain AND d.user_id = m.user_id
+        WHERE e.id = ${job.forward_of}`.pipe(Effect.flatMap((found) => Effect.orDie(Schema.decodeUnknown(Schema.Array(CopyRow))(found))))
+      const row = rows[0]
+      if (row === undefined || row.waiting.length === 0) return undefined
+      const now = new Date()
+      const trace = [
+        `Received: by ${settings.heloName} (Mailroom) for forwarding from <${row.mailbox}>; ${now.toUTCString().replace("GMT", "+0000")}`,
+        `${FORWARDED_BY_HEADER}: ${row.mailbox}`,
+        ""
+      ].join("\r\n")
+      const copy = Buffer.concat([Buffer.from(trace, "latin1"), Buffer.from(row.content)])
+      const key = yield* dkim.signer(row.mailboxDomain, row.customDomainId ?? undefined)
+      const raw = yield* Effect.orDie(dkimSign(copy, key, now))
+      return {
+        mailFrom: bounceAddress(job.forward_of, row.mailboxDomain),
+        raw,
+        waiting: row.waiting,
+        verifiedHere: row.verifiedHere,
+        receivedAt: row.receivedAt
+      } satisfies ForwardedCopy
+    })
+
+    /**
+     * Record an attempt: each address's status, attempts and answer; a deferred one past
+     * OUTBOUND_MAX_AGE (counted from the email's arrival) failed. True when some wait for another attempt.
+     */
+    const record = Effect.fn("ForwardedCopies.record")(function*(
+      job: ForwardJob,
+      copy: ForwardedCopy,
+      outcomes: ReadonlyArray<CopyOutcome>
+    ) {
+      const now = new Date()
+      const before = new Map(copy.waiting.map((w) => [w.address, w]))
+      const rows = outcomes.map((o) => {
+        const attempts = (before.get(o.recipient)?.attempts ?? 0) + 1
+        const next = new Date(now.getTime() + Duration.toMillis(retryDelay(settings.retryDelays, attempts)))
+        const expired = o.status === "deferred" && next.getTime() > copy.receivedAt.getTime() + Duration.toMillis(settings.maxAge)
+        const status = expired ? "failed" : o.status === "suppressed" ? "failed" : o.status
+        return {
+          address: o.recipient,
+          status,
+          attempts,
+          response: expired ? `Gave up after ${attempts} attempts: ${o.response}` : o.response,
+          nextAttemptAt: status === "deferred" ? next.toISOString() : null
+        }
+      })
+      yield* sql`
+        UPDATE forward_deliveries f
+        SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now()
+        FROM (SELECT * FROM unnest(${rows.map((r) => r.address)}::text[], ${rows.map((r) => r.status)}::text[],
+                                   ${rows.map((r) => r.attempts)}::int[], ${rows.map((r) => r.response)}::text[],
+                                   ${rows.map((r) => r.nextAttemptAt)}::timestamptz[])
+              AS t(address, status, attempts, response, next_attempt_at)) u
+        WHERE f.email_id = ${job.forward_of} AND f.address = u.address AND f.status IN ('queued', 'deferred')`
+      return rows
+    })
+
+    return { read, record } as const
+  })
+}) {}
