@@ -8,7 +8,6 @@ CREATE TABLE mailbox_forwards (
   domain        text NOT NULL,
   token_sha256  text NOT NULL UNIQUE,
   created_at    timestamptz NOT NULL DEFAULT now(),
-  link_sent_at  timestamptz,
   confirmed_at  timestamptz,
   PRIMARY KEY (mailbox_id, address)
 );

@@ -198,6 +198,18 @@ try {
   await page.getByRole("button", { name: "Remove example.com from the allow list" }).click()
   await page.getByRole("list", { name: "Allow list" }).waitFor({ state: "detached" })
 
+  // The support mailbox's mail forwarded: to the account's billing mailbox at once, to a person once they agree.
+  await page.goto(`/#/mailboxes/${mailboxId}/forwarding`)
+  for (const to of ["billing-bot@agents.localhost", "team-lead@example.com"]) {
+    await page.getByLabel("Address to forward to").fill(to)
+    await page.getByRole("form", { name: "Forward to an address" }).getByRole("button", { name: "Forward" }).click()
+    await page.getByRole("list", { name: "Forwarding addresses" }).getByText(to).waitFor()
+  }
+  await shoot("forwarding")
+  // Stopped again: the webhook's delivery log below shows one email's event.
+  await page.getByRole("button", { name: "Stop forwarding to billing-bot@agents.localhost" }).click()
+  await page.getByRole("list", { name: "Forwarding addresses" }).getByText("billing-bot@agents.localhost").waitFor({ state: "detached" })
+
   // A receiver that takes every delivery, so the log has a success to show.
   const receiver = http.createServer((_request, response) => response.writeHead(204).end())
   await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))

@@ -19,7 +19,7 @@ import { Effect, Option } from "effect"
 import { opaqueToken, sha256 } from "../accounts/tokens.ts"
 import { ForwardingListFull, NotFound, RateLimited, ValidationError } from "../errors.ts"
 import { type ForwardingAddress, MAX_FORWARDS } from "./forward-rules.ts"
-import { ownMailbox } from "../mailboxes/owned.ts"
+import { mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
 import { domainOf } from "../mailboxes/rules.ts"
 import { letter, SystemMail } from "../outbound/system-mail.ts"
 import { OutboundSettings } from "../outbound/settings.ts"
@@ -63,10 +63,12 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
     const limiter = yield* RateLimiter
     const { appUrl } = yield* OutboundSettings
 
-    const mailboxAddress = (mailboxId: string) =>
-      Effect.map(
-        sql<{ address: string }>`SELECT lower(local_part || '@' || domain) AS address FROM mailboxes WHERE id = ${mailboxId}`,
-        (rows) => rows[0]!.address
+    /** The address of `userId`'s active mailbox `mailboxId`; else its 404. */
+    const ownAddress = (userId: string, mailboxId: string) =>
+      Effect.flatMap(
+        sql<{ address: string }>`
+          SELECT lower(local_part || '@' || domain) AS address FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
+        (rows) => (rows[0] === undefined ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.succeed(rows[0].address))
       )
 
     /** The mailbox's forwarding addresses, oldest first. */
@@ -105,8 +107,7 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
      */
     const add = Effect.fn("Forwarding.add")(function*(userId: string, mailboxId: string, rawAddress: string) {
       const address = rawAddress.toLowerCase()
-      yield* ownMailbox(sql, userId, mailboxId)
-      const mailbox = yield* mailboxAddress(mailboxId)
+      const mailbox = yield* ownAddress(userId, mailboxId)
       if (address === mailbox) return yield* ValidationError.field("address", "is this mailbox's own address")
       const own = yield* sql`
         SELECT 1 FROM mailboxes WHERE user_id = ${userId} AND status = 'active' AND lower(local_part || '@' || domain) = ${address}`
@@ -125,7 +126,6 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
             // Not mailed (over the allowance): not kept either, so that adding it later mails the link.
             Effect.tapError(() => sql`DELETE FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address}`)
           )
-          yield* sql`UPDATE mailbox_forwards SET link_sent_at = now() WHERE mailbox_id = ${mailboxId} AND address = ${address}`
         }
         return { forwarding: toForwarding(inserted[0]), created: true }
       }
@@ -140,9 +140,7 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
       if (existing[0].confirmedAt === null) {
         // Asked again: a new link (the earlier one stops working).
         yield* mailLink(userId, mailbox, address, token)
-        yield* sql`
-          UPDATE mailbox_forwards SET token_sha256 = ${sha256(token)}, link_sent_at = now()
-          WHERE mailbox_id = ${mailboxId} AND address = ${address}`
+        yield* sql`UPDATE mailbox_forwards SET token_sha256 = ${sha256(token)} WHERE mailbox_id = ${mailboxId} AND address = ${address}`
       }
       return { forwarding: toForwarding(existing[0]), created: false }
     })

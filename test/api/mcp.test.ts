@@ -44,7 +44,8 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
-  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "wait_for_email", "send_email",
+  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_forwarding", "forward_mailbox",
+  "stop_forwarding", "wait_for_email", "send_email",
   "reply_to_email", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
@@ -261,6 +262,20 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "unblock_sender", { entry: "*.spam.example", mailbox_id: box.mailboxId })).ok).toMatchObject({ deleted: true })
     expect((await call(mcp, "unblock_sender", { entry: "pest@example.net" })).ok).toMatchObject({ deleted: true })
     expect((await call(mcp, "unblock_sender", { entry: "pest@example.net" })).error).toMatchObject({ code: "NOT_FOUND" })
+  })
+
+  it("forwards a mailbox's mail to another of the account's mailboxes at once; its own address is refused by its field; stopped, it is gone", async () => {
+    const sibling = await newBox(suite.url, { user: box.user })
+    const added = await call(mcp, "forward_mailbox", { mailbox_id: box.mailboxId, address: sibling.address.toUpperCase() })
+    expect(added.ok).toEqual({
+      forwarding: { address: sibling.address, mailbox_id: box.mailboxId, status: "active", created_at: expect.any(String), confirmed_at: expect.any(String) },
+      created: true
+    })
+    expect((await call(mcp, "forward_mailbox", { mailbox_id: box.mailboxId, address: box.address })).error)
+      .toMatchObject({ code: "VALIDATION_ERROR", details: { address: "is this mailbox's own address" } })
+    expect((await call(mcp, "list_forwarding", { mailbox_id: box.mailboxId })).ok.forwarding.map((f: { address: string }) => f.address)).toEqual([sibling.address])
+    expect((await call(mcp, "stop_forwarding", { mailbox_id: box.mailboxId, address: sibling.address })).ok).toMatchObject({ deleted: true })
+    expect((await call(mcp, "stop_forwarding", { mailbox_id: box.mailboxId, address: sibling.address })).error).toMatchObject({ code: "NOT_FOUND" })
   })
 
   it("suppresses a recipient for the account, once; a malformed address is refused by its field", async () => {

@@ -333,6 +333,51 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("list", { name: "Allow list" }).waitFor({ state: "detached" })
   })
 
+  it("forwards the mailbox's mail: its own address refused by the field, a person asked by mail and agreeing on the link's page, the copy shown in the reader", async () => {
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByRole("main").getByRole("link", { name: "Forwarding" }).click()
+    await page.getByRole("heading", { name: `Forwarding of ${address}` }).waitFor()
+    await page.getByText("Not forwarded anywhere.").waitFor()
+    const field = page.getByLabel("Address to forward to")
+    await field.fill(address)
+    await page.getByRole("form", { name: "Forward to an address" }).getByRole("button", { name: "Forward" }).click()
+    await page.locator("#forward-address-note").getByText("is this mailbox's own address").waitFor()
+    await expect(field.getAttribute("aria-invalid")).resolves.toBe("true")
+    expect(refusals(/\/forwarding$/)).toEqual([`400 POST ${server.url}/api/mailboxes/${mailboxId}/forwarding`])
+
+    const person = `${fresh("reader")}@partner.test`
+    await field.fill(person)
+    await page.getByRole("form", { name: "Forward to an address" }).getByRole("button", { name: "Forward" }).click()
+    await page.getByRole("status").getByText(`A link to confirm was mailed to ${person}`).waitFor()
+    await page.getByRole("list", { name: "Forwarding addresses" }).getByText("waiting for confirmation").waitFor()
+
+    // The person opens the link mailed to them and agrees.
+    const { parsed } = await delivered(`Confirm forwarding from ${address}`)
+    const link = /https?:\/\/\S+\/forwarding\/mrf_[A-Za-z0-9_-]+/.exec(parsed.text ?? "")![0]
+    await page.goto(link)
+    await page.getByRole("button", { name: "Forward mail to me" }).click()
+    await page.getByRole("heading", { name: "Forwarding is on" }).waitFor()
+    await page.goto(`/#/mailboxes/${mailboxId}/forwarding`)
+    await page.getByRole("list", { name: "Forwarding addresses" }).getByText("forwarding", { exact: true }).waitFor()
+
+    await sendMail(server.smtpPort, { from: "Carol <carol@partner.test>", to: address, subject: "Pass this on", text: "For the person reading along." })
+    const copy = await delivered("Pass this on")
+    expect(copy.message.rcptTo).toEqual([person])
+    const received = await until("the email stored", async () =>
+      (await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId } } })).data?.data.find((e) => e.subject === "Pass this on"))
+    await page.goto(`/#/emails/${received.email_id}`)
+    const table = page.getByRole("table", { name: "Forwarded to" })
+    await table.getByText(person).waitFor()
+    await table.getByText("sent", { exact: true }).waitFor()
+
+    // Stopped from the account's side; the email is taken away again (later steps count the inbox).
+    await page.goto(`/#/mailboxes/${mailboxId}/forwarding`)
+    await page.getByRole("button", { name: `Stop forwarding to ${person}` }).click()
+    await page.getByRole("list", { name: "Forwarding addresses" }).waitFor({ state: "detached" })
+    expect((await dashboard().GET("/api/mailboxes/{mailboxId}/forwarding", { params: { path: { mailboxId } } })).data?.data).toEqual([])
+    expect((await dashboard().DELETE("/api/emails/{emailId}", { params: { path: { emailId: received.email_id } } })).response.status).toBe(200)
+  })
+
   it("replies from the reader: the reply goes to the sender, threaded, and the conversation shows both", async () => {
     await sendMail(server.smtpPort, {
       from: "Bob Buyer <bob@partner.test>",
@@ -981,6 +1026,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const pages: Array<[string, string]> = [
       [`#/mailboxes/${mailboxId}/compose`, "Save as draft"],
       [`#/mailboxes/${mailboxId}/drafts`, "New email"],
+      [`#/mailboxes/${mailboxId}/forwarding`, "Not forwarded anywhere."],
       ["#/drafts", "Awaiting approval"],
       [`#/emails/${inboundId}`, "Read the whole conversation"],
       ...sentIds.map((id): [string, string] => [`#/emails/${id}`, "Last answer"]),

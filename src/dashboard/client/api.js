@@ -40,14 +40,17 @@ export const endSession = () => {
  */
 export const call = async (method, path, body, headers = {}) => {
   /** @type {RequestInit} */
-  const init = { method, credentials: "same-origin", headers: { accept: "application/json", ...headers }, signal: session.signal }
+  const init = { method, credentials: "same-origin", headers: { accept: "application/json", ...headers } }
   if (body !== undefined) {
     init.body = JSON.stringify(body)
     init.headers = { ...init.headers, "content-type": "application/json" }
   }
-  const response = await fetch(path, init)
+  const signal = session.signal
+  const response = await fetch(path, { ...init, signal })
   const envelope = await response.json().catch(() => null)
-  if (response.ok && envelope?.success !== false) return envelope
+  // Signed out while the answer was being read: it is nobody's, as a request aborted before its answer is.
+  if (signal.aborted) throw signal.reason
+  if (response.ok && envelope !== null && envelope.success !== false) return envelope
   const error = envelope?.error ?? {}
   if (response.status === 401 && !path.startsWith("/api/auth/")) onSignedOut()
   throw new ApiError(response.status, error.code ?? "HTTP_" + response.status, error.message ?? response.statusText, error.details)

@@ -265,6 +265,7 @@ export const MailboxInbox = ({ mailboxId }) => {
         <a class="button" href=${href("mailboxes", mailboxId, "compose")}>New email</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "drafts")}>Drafts</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "senders")}>Senders</a>
+        <a class="button secondary" href=${href("mailboxes", mailboxId, "forwarding")}>Forwarding</a>
         <a class="button secondary" href=${`/api/mailboxes/${encodeURIComponent(mailboxId)}/export`} download>Download all (.mbox)</a>
       </div>
       <${StatsLine} mailboxId=${mailboxId} />`}

@@ -16,6 +16,7 @@ import { MailboxesPage } from "./mailboxes.js"
 import { ReaderPage } from "./reader.js"
 import { SearchPage } from "./search.js"
 import { MailboxSenders, SendersPage } from "./senders.js"
+import { MailboxForwarding } from "./forwarding.js"
 import { ConversationPage } from "./threads.js"
 import { WebhooksPage } from "./webhooks.js"
 import { go, useRoute } from "./router.js"
@@ -122,6 +123,8 @@ const App = () => {
     ? html`<${MailboxDrafts} key=${id} mailboxId=${id} />`
     : page === "mailboxes" && id && sub === "senders"
     ? html`<${MailboxSenders} key=${id} mailboxId=${id} />`
+    : page === "mailboxes" && id && sub === "forwarding"
+    ? html`<${MailboxForwarding} key=${id} mailboxId=${id} />`
     : page === "senders"
     ? html`<${SendersPage} />`
     : page === "mailboxes" && id

@@ -1,6 +1,6 @@
 /**
  * One email: who, when, its labels (editable), attachments, the raw download, its thread, the body
- * shown safely, each recipient's delivery for sent mail, and replying.
+ * shown safely, each recipient's delivery for sent mail (a received email's forwarded copies), and replying.
  */
 import { html } from "htm/preact"
 import { useEffect, useMemo, useState } from "preact/hooks"
@@ -52,15 +52,19 @@ const Labels = ({ email, onChanged }) => {
   `
 }
 
-/** Sent mail: what became of it at each recipient. @param {{ delivery: any[] }} props */
-const Delivery = ({ delivery }) => html`
-  <h2>Delivery</h2>
+/**
+ * What became of the email at each address: a sent email's recipients ("Delivery"), or a received
+ * email's copies to its mailbox's forwarding addresses ("Forwarded to").
+ * @param {{ title: string, rows: { address: string, status: string, attempts: number, last_response: string | null, complained_at?: string | null }[] }} props
+ */
+const Deliveries = ({ title, rows }) => html`
+  <h2>${title}</h2>
   <div class="table-scroll">
-    <table class="deliveries" aria-label="Delivery">
-      <thead><tr><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead>
+    <table class="deliveries" aria-label=${title}>
+      <thead><tr><th scope="col">${title === "Delivery" ? "Recipient" : "Address"}</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last answer</th></tr></thead>
       <tbody>
-        ${delivery.map((d) => html`
-          <tr key=${d.recipient}><td>${d.recipient}</td>
+        ${rows.map((d) => html`
+          <tr key=${d.address}><td>${d.address}</td>
             <td><span class=${"tag " + (d.status === "sent" ? "succeeded" : d.status === "bounced" || d.status === "failed" ? "failed" : "")}>${d.status}</span>${
     d.complained_at && html` <span class="tag failed" title=${"Reported as spam on " + new Date(d.complained_at).toLocaleString()}>reported as spam</span>`
   }</td>
@@ -122,8 +126,8 @@ export const ReaderPage = ({ emailId }) => {
     })()
   }, [emailId])
 
-  // A sent email's delivery changes as the mta works: asked again until no recipient is queued.
-  const pending = email?.delivery?.some((/** @type {any} */ d) => d.status === "queued" || d.status === "deferred") === true
+  // A sent email's delivery (a received one's forwarded copies) changes as the mta works: asked again until none is queued.
+  const pending = [...(email?.delivery ?? []), ...(email?.forwarded ?? [])].some((/** @type {any} */ d) => d.status === "queued" || d.status === "deferred")
   useEffect(() => {
     if (!pending) return
     const timer = setTimeout(() => call("GET", base).then((answer) => setEmail(answer.data), setError), 1000)
@@ -156,7 +160,9 @@ export const ReaderPage = ({ emailId }) => {
       </div>
       ${email.direction === "inbound" && email.headers["list-unsubscribe"] && html`<${Unsubscribe} key=${email.email_id} emailId=${email.email_id} />`}
       ${replying && html`<${ReplyForm} key=${replying} email=${email} all=${replying === "all"} onClose=${() => setReplying(null)} />`}
-      ${email.delivery && email.delivery.length > 0 && html`<${Delivery} delivery=${email.delivery} />`}
+      ${email.delivery && email.delivery.length > 0 && html`
+        <${Deliveries} title="Delivery" rows=${email.delivery.map((/** @type {any} */ d) => ({ ...d, address: d.recipient }))} />`}
+      ${email.forwarded && email.forwarded.length > 0 && html`<${Deliveries} title="Forwarded to" rows=${email.forwarded} />`}
       ${email.attachments.length > 0 && html`
         <h2>Attachments</h2>
         <ul class="attachments">

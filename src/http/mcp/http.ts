@@ -27,6 +27,7 @@ import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
 import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { SenderLists } from "../../../services/mail/sender-lists.ts"
+import { Forwarding } from "../../../services/mail/forwarding.ts"
 import { Stats } from "../../../services/mail/stats.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
@@ -266,6 +267,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   MailArrivals.Default,
   Search.Default,
   SenderLists.Default,
+  Forwarding.Default,
   MailboxReach.Default,
   Stats.Default,
   Suppressions.Default,

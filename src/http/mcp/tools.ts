@@ -10,6 +10,8 @@ import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Emails } from "../../../services/mail/emails.ts"
+import { ForwardingInput } from "../../../services/mail/forward-rules.ts"
+import { Forwarding } from "../../../services/mail/forwarding.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
@@ -390,6 +392,34 @@ export const tools = [
     annotations: changing,
     input: Schema.Struct({ address: SuppressionInput.fields.address }),
     run: (principal, input) => Effect.flatMap(Suppressions, (suppressions) => suppressions.add(principal.userId, input.address))
+  }),
+  tool({
+    name: "list_forwarding",
+    reach: "args",
+    description: "The addresses a mailbox's received mail is forwarded to, each pending (its owner has not yet confirmed) or active.",
+    annotations: reading,
+    input: Schema.Struct({ mailbox_id: Id("The mailbox") }),
+    run: (principal, input) => Effect.map(Effect.flatMap(Forwarding, (f) => f.list(principal.userId, input.mailbox_id)), (forwarding) => ({ forwarding }))
+  }),
+  tool({
+    name: "forward_mailbox",
+    reach: "args",
+    description:
+      "Forward a mailbox's received mail (not spam or blocked mail) to a person's address, as when its owner asks to read " +
+      "along. The person is mailed a link and nothing is forwarded until they confirm (status pending; a mailbox of the " +
+      "account is active at once). Asked again while pending, a new link is mailed. Each email's copies show on it as forwarded.",
+    // Not idempotent while pending: each call mails the address a new link.
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+    input: Schema.Struct({ mailbox_id: Id("The mailbox whose mail to forward"), address: ForwardingInput.fields.address }),
+    run: (principal, input) => Effect.flatMap(Forwarding, (f) => f.add(principal.userId, input.mailbox_id, input.address))
+  }),
+  tool({
+    name: "stop_forwarding",
+    reach: "args",
+    description: "Stop forwarding a mailbox's mail to an address (pending or active). Copies already on their way are still delivered.",
+    annotations: deleting,
+    input: Schema.Struct({ mailbox_id: Id("The mailbox"), address: Schema.String.annotations({ description: "The address, any case" }) }),
+    run: (principal, input) => Effect.flatMap(Forwarding, (f) => f.remove(principal.userId, input.mailbox_id, input.address))
   }),
   tool({
     name: "wait_for_email",
