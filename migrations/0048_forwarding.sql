@@ -9,6 +9,9 @@ CREATE TABLE mailbox_forwards (
   token_sha256  text NOT NULL UNIQUE,
   created_at    timestamptz NOT NULL DEFAULT now(),
   confirmed_at  timestamptz,
+  -- A copy refused for good (5xx, a delivery report) suspends the address until the account adds it again.
+  suspended_at     timestamptz,
+  suspended_reason text,
   PRIMARY KEY (mailbox_id, address)
 );
 

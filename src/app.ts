@@ -37,6 +37,7 @@ import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts
 import * as DnsResolver from "../layers/dns.ts"
 import * as LocalBilling from "../layers/local-billing.ts"
 import * as Mailauth from "../layers/mailauth.ts"
+import { layer as ArcSealLayer } from "../layers/arc-seal.ts"
 import * as Rspamd from "../layers/rspamd.ts"
 import * as LocalEmbedder from "../layers/local-embedder.ts"
 import * as MemoryBus from "../layers/memory-bus.ts"
@@ -215,7 +216,7 @@ const workerRole = (config: AppConfigShape) => Layer.mergeAll(
 )
 /** The mta: delivery, and scheduled drafts leaving on time. */
 const MtaRole = Layer.mergeAll(
-  MtaLive.pipe(Layer.provide(SmtpTransport.layer)),
+  MtaLive.pipe(Layer.provide(SmtpTransport.layer), Layer.provide(ArcSealLayer)),
   DraftSchedulerLive.pipe(
     Layer.provide(Drafts.Default),
     Layer.provide(Replies.Default),

@@ -6,7 +6,7 @@
  * the mailbox it arrives at came round a loop (A forwards to B, B to A: another provider keeps the
  * header) and is stored but not forwarded again; one that names MAX_FORWARD_HOPS mailboxes is not
  * forwarded whatever they are, which ends a loop through addresses renamed since. Received mail only,
- * never what is labelled spam or blocked.
+ * never what is labelled spam or blocked, and only to addresses confirmed and not suspended.
  */
 import { Schema } from "effect"
 import { Address } from "../outbound/schemas.ts"
@@ -31,8 +31,9 @@ export const ForwardingInput = Schema.Struct({
   address: Address.annotations({ description: "Where to forward the mailbox's mail (any case; kept lower-cased)" })
 }).annotations({ identifier: "ForwardingInput" })
 
-export const ForwardingStatus = Schema.Literal("pending", "active").annotations({
-  description: "`pending` until the address's owner confirmed with the link mailed to it; `active` forwards"
+export const ForwardingStatus = Schema.Literal("pending", "active", "suspended").annotations({
+  description: "`pending` until the address's owner confirmed with the link mailed to it; `active` forwards; " +
+    "`suspended` after a copy was refused for good (see suspended_reason): nothing is forwarded until the address is added again"
 })
 
 export const ForwardingAddress = Schema.Struct({
@@ -40,7 +41,8 @@ export const ForwardingAddress = Schema.Struct({
   mailbox_id: Schema.String,
   status: ForwardingStatus,
   created_at: Schema.String,
-  confirmed_at: Schema.NullOr(Schema.String)
+  confirmed_at: Schema.NullOr(Schema.String),
+  suspended_reason: Schema.NullOr(Schema.String).annotations({ description: "Why it is suspended: the receiving server's refusal" })
 }).annotations({ identifier: "ForwardingAddress" })
 export type ForwardingAddress = typeof ForwardingAddress.Type
 

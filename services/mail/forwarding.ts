@@ -41,14 +41,19 @@ interface ForwardRow {
   readonly address: string
   readonly createdAt: Date
   readonly confirmedAt: Date | null
+  readonly suspendedAt: Date | null
+  readonly suspendedReason: string | null
 }
+
+const FORWARD_COLUMNS = "mailbox_id, address, created_at, confirmed_at, suspended_at, suspended_reason"
 
 const toForwarding = (row: ForwardRow): ForwardingAddress => ({
   address: row.address,
   mailbox_id: row.mailboxId,
-  status: row.confirmedAt === null ? "pending" : "active",
+  status: row.confirmedAt === null ? "pending" : row.suspendedAt !== null ? "suspended" : "active",
   created_at: row.createdAt.toISOString(),
-  confirmed_at: row.confirmedAt?.toISOString() ?? null
+  confirmed_at: row.confirmedAt?.toISOString() ?? null,
+  suspended_reason: row.suspendedAt === null ? null : row.suspendedReason
 })
 
 const forwardingUrl = (appUrl: string, token: string) => `${appUrl.replace(/\/+$/, "")}/forwarding/${token}`
@@ -75,7 +80,7 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
     const list = Effect.fn("Forwarding.list")(function*(userId: string, mailboxId: string) {
       yield* ownMailbox(sql, userId, mailboxId)
       const rows = yield* sql<ForwardRow>`
-        SELECT mailbox_id, address, created_at, confirmed_at FROM mailbox_forwards WHERE mailbox_id = ${mailboxId}
+        SELECT ${sql.literal(FORWARD_COLUMNS)} FROM mailbox_forwards WHERE mailbox_id = ${mailboxId}
         ORDER BY created_at, address`
       return rows.map(toForwarding)
     })
@@ -102,8 +107,8 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
 
     /**
      * Forward the mailbox's mail to `address` (lower-cased): pending with a link mailed to it, or active
-     * at once for a mailbox of the account. Added again while pending, a new link is mailed; an active
-     * one is answered as it is (`created: false`).
+     * at once for a mailbox of the account. Added again while pending, a new link is mailed; a suspended
+     * one is active again; an active one is answered as it is (`created: false`).
      */
     const add = Effect.fn("Forwarding.add")(function*(userId: string, mailboxId: string, rawAddress: string) {
       const address = rawAddress.toLowerCase()
@@ -119,7 +124,7 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
         SELECT ${mailboxId}, ${userId}, ${address}, ${domainOf(address)}, ${sha256(token)}, ${confirmedAt}
         WHERE (SELECT count(*) FROM mailbox_forwards WHERE mailbox_id = ${mailboxId}) < ${MAX_FORWARDS}
         ON CONFLICT DO NOTHING
-        RETURNING mailbox_id, address, created_at, confirmed_at`
+        RETURNING ${sql.literal(FORWARD_COLUMNS)}`
       if (inserted[0] !== undefined) {
         if (confirmedAt === null) {
           yield* mailLink(userId, mailbox, address, token).pipe(
@@ -130,12 +135,19 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
         return { forwarding: toForwarding(inserted[0]), created: true }
       }
       const existing = yield* sql<ForwardRow>`
-        SELECT mailbox_id, address, created_at, confirmed_at FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address}`
+        SELECT ${sql.literal(FORWARD_COLUMNS)} FROM mailbox_forwards WHERE mailbox_id = ${mailboxId} AND address = ${address}`
       if (existing[0] === undefined) {
         return yield* new ForwardingListFull({
           message: `This mailbox forwards to ${MAX_FORWARDS} addresses already; remove one first`,
           details: { limit: MAX_FORWARDS, mailbox_id: mailboxId }
         })
+      }
+      if (existing[0].suspendedAt !== null) {
+        // Added again after its copies were refused: the account says the address works now.
+        const resumed = yield* sql<ForwardRow>`
+          UPDATE mailbox_forwards SET suspended_at = NULL, suspended_reason = NULL
+          WHERE mailbox_id = ${mailboxId} AND address = ${address} RETURNING ${sql.literal(FORWARD_COLUMNS)}`
+        return { forwarding: toForwarding(resumed[0] ?? existing[0]), created: false }
       }
       if (existing[0].confirmedAt === null) {
         // Asked again: a new link (the earlier one stops working).

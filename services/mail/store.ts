@@ -248,7 +248,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         SELECT email.id, f.address, f.domain
         FROM email JOIN input r ON r.id = email.id
         JOIN mailboxes m ON m.id = email.mailbox_id AND m.status = 'active'
-        JOIN mailbox_forwards f ON f.mailbox_id = email.mailbox_id AND f.confirmed_at IS NOT NULL
+        JOIN mailbox_forwards f ON f.mailbox_id = email.mailbox_id AND f.confirmed_at IS NOT NULL AND f.suspended_at IS NULL
         WHERE email.direction = 'inbound' AND NOT (email.labels && ${[BLOCKED, SPAM]}::text[])
           AND cardinality(r.forwarded_by) < ${MAX_FORWARD_HOPS}
           AND NOT (lower(m.local_part || '@' || m.domain) = ANY(r.forwarded_by))

@@ -18,6 +18,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { suspendRefused } from "./forwards.ts"
 import { announce, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
 import { recordDeliveries } from "./metrics.ts"
 import type { ComplaintEventData } from "./schemas.ts"
@@ -168,19 +169,24 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
 
     /**
      * A report about a received email's forwarded copies (forwards.ts): each address it reports failed
-     * is marked `bounced`. Nothing is suppressed (the account sent nothing to it) and a complaint changes
-     * nothing: the copy is the sender's message, not the account's.
+     * is marked `bounced`, and suspended on the mailbox's forwarding. Nothing is suppressed (the account
+     * sent nothing to it) and a complaint changes nothing: the copy is the sender's message, not the account's.
      */
     const copyBounced = (emailId: string, text: string) =>
       Effect.gen(function*() {
         const report = deliveryStatusOf(text)
         const failures = report === undefined ? [] : failedRecipients(report)
         if (failures.length === 0) return yield* ignored(emailId, "about a forwarded copy reports no failed address")
-        const bounced = yield* sql<{ address: string }>`
-          UPDATE forward_deliveries f SET status = 'bounced', last_response = u.response, next_attempt_at = NULL, updated_at = now()
-          FROM (SELECT * FROM unnest(${failures.map((f) => f.recipient)}::text[], ${failures.map((f) => f.response)}::text[]) AS t(address, response)) u
-          WHERE f.email_id = ${emailId} AND f.address = u.address AND f.status <> 'bounced'
-          RETURNING f.address`
+        // One transaction: a report that comes again finds the copy bounced and its address suspended, or neither.
+        const bounced = yield* Effect.gen(function*() {
+          const changed = yield* sql<{ address: string; response: string }>`
+            UPDATE forward_deliveries f SET status = 'bounced', last_response = u.response, next_attempt_at = NULL, updated_at = now()
+            FROM (SELECT * FROM unnest(${failures.map((f) => f.recipient)}::text[], ${failures.map((f) => f.response)}::text[]) AS t(address, response)) u
+            WHERE f.email_id = ${emailId} AND f.address = u.address AND f.status <> 'bounced'
+            RETURNING f.address, f.last_response AS response`
+          yield* suspendRefused(sql, emailId, changed)
+          return changed
+        }).pipe(sql.withTransaction)
         yield* recordDeliveries(bounced.map(() => "bounced"))
         yield* Effect.logInfo("Bounce report about a forwarded copy recorded").pipe(
           Effect.annotateLogs({ email_id: emailId, bounced: bounced.map((b) => b.address).join(",") })

@@ -6,14 +6,17 @@
  * A copy is the message as it was received, unchanged below two fields in front of it: a `Received`
  * trace field (RFC 5321 §4.4, as every relay adds) and `X-Mailroom-Forwarded-By` naming the mailbox
  * (forward-rules.ts: what ends loops). The sender's own DKIM signature therefore still verifies, so
- * DMARC can still pass at the address; Mailroom signs the copy too, with the mailbox domain's key. Its
- * envelope sender is the email's bounce address (`bounces+<email_id>@<mailbox domain>`): SPF is judged
- * against Mailroom's domain, and a later delivery report finds the copy (bounces.ts).
+ * DMARC can still pass at the address. Mailroom seals the copy with an ARC set (arc-seal.ts: what it
+ * found of the sender's SPF, DKIM and DMARC, for a receiver that trusts Mailroom's word where SPF no
+ * longer can) and signs it with DKIM, both with the mailbox domain's key. Its envelope sender is the
+ * email's bounce address (`bounces+<email_id>@<mailbox domain>`): SPF is judged against Mailroom's
+ * domain, and a later delivery report finds the copy (bounces.ts).
  */
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Schema } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { FORWARDED_BY_HEADER } from "../mail/forward-rules.ts"
+import { ArcSeal } from "./arc-seal.ts"
 import { dkimSign } from "./dkim-signature.ts"
 import { DkimKeys } from "./dkim.ts"
 import { bounceAddress } from "./send.ts"
@@ -35,6 +38,22 @@ export const publishForwards = (bus: Bus["Type"], emailId: string, domains: Read
       { msgId: `forward:${emailId}:${domain}` }
     ), { discard: true })
 
+/**
+ * Copies of the email `emailId` refused for good (5xx, a delivery report) suspend their addresses on its
+ * mailbox's forwarding (mail/forwarding.ts), with the refusal as the reason: further copies would only
+ * bounce, which costs the domain's reputation. The account resumes one by adding it again.
+ */
+export const suspendRefused = (
+  sql: SqlClient.SqlClient,
+  emailId: string,
+  refused: ReadonlyArray<{ readonly address: string; readonly response: string }>
+) =>
+  refused.length === 0 ? Effect.void : Effect.asVoid(sql`
+    UPDATE mailbox_forwards f SET suspended_at = now(), suspended_reason = u.response
+    FROM (SELECT * FROM unnest(${refused.map((r) => r.address)}::text[], ${refused.map((r) => r.response)}::text[]) AS t(address, response)) u,
+         emails e
+    WHERE e.id = ${emailId} AND f.mailbox_id = e.mailbox_id AND f.address = u.address AND f.suspended_at IS NULL`)
+
 const WaitingCopy = Schema.Struct({
   address: Schema.String,
   attempts: Schema.Number,
@@ -46,6 +65,9 @@ const CopyRow = Schema.Struct({
   mailboxDomain: Schema.String,
   customDomainId: Schema.NullOr(Schema.String),
   receivedAt: Schema.DateFromSelf,
+  /** What Mailroom found when the email arrived (null: not checked), and the ARC chain it came with. */
+  authenticationResults: Schema.NullOr(Schema.String),
+  arcResult: Schema.NullOr(Schema.String),
   content: Schema.Uint8ArrayFromSelf,
   waiting: Schema.Array(WaitingCopy),
   /** The job's domain is one of this server's verified custom domains. */
@@ -73,13 +95,14 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const dkim = yield* DkimKeys
+    const arc = yield* ArcSeal
     const settings = yield* OutboundSettings
 
     /** The job's copy, none when the email is gone or every address at the domain is settled. */
     const read = Effect.fn("ForwardedCopies.read")(function*(job: ForwardJob) {
       const rows = yield* sql`
         SELECT lower(m.local_part || '@' || m.domain) AS mailbox, m.domain AS mailbox_domain, d.id AS custom_domain_id,
-               e.received_at, b.content,
+               e.received_at, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
                coalesce((SELECT json_agg(json_build_object('address', f.address, 'attempts', f.attempts, 'status', f.status) ORDER BY f.address)
                          FROM forward_deliveries f
                          WHERE f.email_id = e.id AND f.domain = ${job.domain} AND f.status IN ('queued', 'deferred')),
@@ -98,7 +121,16 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
       ].join("\r\n")
       const copy = Buffer.concat([Buffer.from(trace, "latin1"), Buffer.from(row.content)])
       const key = yield* dkim.signer(row.mailboxDomain, row.customDomainId ?? undefined)
-      const raw = yield* Effect.orDie(dkimSign(copy, key, now))
+      // Sealed when Mailroom checked the message and found no ARC chain, or one that validated.
+      const chain = row.arcResult === "none" || row.arcResult === "pass" ? row.arcResult : undefined
+      const sealed = row.authenticationResults === null || chain === undefined
+        ? Buffer.alloc(0)
+        : yield* arc.seal(copy, { key, results: row.authenticationResults, chain }).pipe(
+          Effect.catchAll((error) =>
+            Effect.as(Effect.logWarning("A forwarded copy could not be ARC-sealed; it goes with its DKIM signature only", error), Buffer.alloc(0))
+          )
+        )
+      const raw = yield* Effect.orDie(dkimSign(Buffer.concat([sealed, copy]), key, now))
       return {
         mailFrom: bounceAddress(job.forward_of, row.mailboxDomain),
         raw,
@@ -110,7 +142,7 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
 
     /**
      * Record an attempt: each address's status, attempts and answer; a deferred one past
-     * OUTBOUND_MAX_AGE (counted from the email's arrival) failed. True when some wait for another attempt.
+     * OUTBOUND_MAX_AGE (counted from the email's arrival) failed; a bounced one suspends its address.
      */
     const record = Effect.fn("ForwardedCopies.record")(function*(
       job: ForwardJob,
@@ -123,7 +155,8 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
         const attempts = (before.get(o.recipient)?.attempts ?? 0) + 1
         const next = new Date(now.getTime() + Duration.toMillis(retryDelay(settings.retryDelays, attempts)))
         const expired = o.status === "deferred" && next.getTime() > copy.receivedAt.getTime() + Duration.toMillis(settings.maxAge)
-        const status = expired ? "failed" : o.status === "suppressed" ? "failed" : o.status
+        // A copy is never suppressed (the routes do not answer so for one): failed, should it be.
+        const status = expired || o.status === "suppressed" ? "failed" : o.status
         return {
           address: o.recipient,
           status,
@@ -132,14 +165,18 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
           nextAttemptAt: status === "deferred" ? next.toISOString() : null
         }
       })
-      yield* sql`
-        UPDATE forward_deliveries f
-        SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now()
-        FROM (SELECT * FROM unnest(${rows.map((r) => r.address)}::text[], ${rows.map((r) => r.status)}::text[],
-                                   ${rows.map((r) => r.attempts)}::int[], ${rows.map((r) => r.response)}::text[],
-                                   ${rows.map((r) => r.nextAttemptAt)}::timestamptz[])
-              AS t(address, status, attempts, response, next_attempt_at)) u
-        WHERE f.email_id = ${job.forward_of} AND f.address = u.address AND f.status IN ('queued', 'deferred')`
+      // One transaction: a job delivered again finds the outcome and the suspension both written, or neither.
+      yield* Effect.gen(function*() {
+        yield* sql`
+          UPDATE forward_deliveries f
+          SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now()
+          FROM (SELECT * FROM unnest(${rows.map((r) => r.address)}::text[], ${rows.map((r) => r.status)}::text[],
+                                     ${rows.map((r) => r.attempts)}::int[], ${rows.map((r) => r.response)}::text[],
+                                     ${rows.map((r) => r.nextAttemptAt)}::timestamptz[])
+                AS t(address, status, attempts, response, next_attempt_at)) u
+          WHERE f.email_id = ${job.forward_of} AND f.address = u.address AND f.status IN ('queued', 'deferred')`
+        yield* suspendRefused(sql, job.forward_of, rows.filter((r) => r.status === "bounced"))
+      }).pipe(sql.withTransaction)
       return rows
     })
 

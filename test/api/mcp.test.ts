@@ -268,7 +268,14 @@ describe("MCP at /mcp", () => {
     const sibling = await newBox(suite.url, { user: box.user })
     const added = await call(mcp, "forward_mailbox", { mailbox_id: box.mailboxId, address: sibling.address.toUpperCase() })
     expect(added.ok).toEqual({
-      forwarding: { address: sibling.address, mailbox_id: box.mailboxId, status: "active", created_at: expect.any(String), confirmed_at: expect.any(String) },
+      forwarding: {
+        address: sibling.address,
+        mailbox_id: box.mailboxId,
+        status: "active",
+        created_at: expect.any(String),
+        confirmed_at: expect.any(String),
+        suspended_reason: null
+      },
       created: true
     })
     expect((await call(mcp, "forward_mailbox", { mailbox_id: box.mailboxId, address: box.address })).error)

@@ -8,7 +8,7 @@
  */
 import { generateKeyPairSync } from "node:crypto"
 import * as dns from "node:dns"
-import { dkimVerify } from "mailauth"
+import { authenticate, dkimVerify } from "mailauth"
 import { simpleParser } from "mailparser"
 import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -105,7 +105,14 @@ describe("forwarding a mailbox's mail", () => {
 
     const added = await forward(mailroom, box, person.toUpperCase())
     expect(added.response.status).toBe(201)
-    expect(added.data!.data).toMatchObject({ address: person, mailbox_id: box.mailboxId, status: "pending", confirmed_at: null })
+    expect(added.data!.data).toEqual({
+      address: person,
+      mailbox_id: box.mailboxId,
+      status: "pending",
+      created_at: expect.any(String),
+      confirmed_at: null,
+      suspended_reason: null
+    })
 
     // Nothing is forwarded while the address's owner has not agreed.
     const early = `Before agreeing ${fresh("s")}`
@@ -157,10 +164,13 @@ describe("forwarding a mailbox's mail", () => {
     expect(copy.rcptTo).toEqual([person])
     const raw = await mailroom.GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId: email.email_id } }, parseAs: "arrayBuffer" })
     const received = Buffer.from(raw.data as ArrayBuffer)
-    // The message as received, below three fields in front: Mailroom's signature, the trace, the loop guard.
+    // The message as received, below Mailroom's fields in front: its DKIM signature, the ARC set, the trace, the loop guard.
     expect(copy.raw.subarray(copy.raw.length - received.length).equals(received)).toBe(true)
     const front = copy.raw.subarray(0, copy.raw.length - received.length).toString("latin1")
     expect(front).toMatch(/^DKIM-Signature: .*d=agents\.localhost/s)
+    expect(front).toMatch(/\r\nARC-Seal: i=1; .*cv=none; d=agents\.localhost;\s+s=mailroom;/s)
+    // What Mailroom found when the newsletter arrived, under its seal.
+    expect(front).toMatch(/\r\nARC-Authentication-Results: i=1; mx\.agents\.localhost; .*dkim=pass header\.d=news\.example/s)
     expect(front).toMatch(/\r\nReceived: by .* \(Mailroom\) for forwarding from <[^>]+>; .*\r\n/)
     expect(front).toContain(`\r\nX-Mailroom-Forwarded-By: ${box.address}\r\n`)
     const verdict = await dkimVerify(copy.raw, { resolver: resolver() })
@@ -168,6 +178,16 @@ describe("forwarding a mailbox's mail", () => {
       ["agents.localhost", "pass"],
       ["news.example", "pass"]
     ])
+    // The receiving side validates the ARC chain Mailroom started, against the key DNS publishes.
+    const checked = await authenticate(copy.raw, {
+      ip: "127.0.0.1",
+      helo: "mx.agents.localhost",
+      sender: copy.mailFrom,
+      mta: "mx.partner.test",
+      resolver: resolver(),
+      disableBimi: true
+    })
+    expect(checked.arc && checked.arc.status.result).toBe("pass")
     // The mail from before the agreement was never sent.
     expect(mx.delivered().some((m) => m.raw.includes(early))).toBe(false)
     expect((await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: earlier.email_id } } })).data!.data.forwarded).toEqual([])
@@ -180,7 +200,7 @@ describe("forwarding a mailbox's mail", () => {
     expect((await fetch(link)).status).toBe(404)
   })
 
-  it("marks a copy the address refuses bounced, and a mailbox of the account gets its copy as received mail", async () => {
+  it("marks a copy the address refuses bounced and suspends the address until it is added again; a mailbox of the account gets its copy as received mail", async () => {
     const { box, mailroom } = await owner()
     const sibling = await newBox(suite.url, { user: box.user })
     const gone = `${fresh("gone")}@partner.test`
@@ -201,9 +221,21 @@ describe("forwarding a mailbox's mail", () => {
       return data?.data.find((e) => e.subject === subject)
     })
     expect(copy.direction).toBe("inbound")
+
+    // The refusing address is suspended: the next email is copied to the sibling alone.
+    const listed = await forwardingOf(mailroom, box)
+    expect(listed.map((f) => [f.address, f.status])).toEqual([[sibling.address, "active"], [gone, "suspended"]])
+    expect(listed.find((f) => f.address === gone)!.suspended_reason).toMatch(/^550/)
+    const next = `Second invoice ${fresh("s")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject: next, text: "Please pay this one too." })
+    expect((await forwardedEmail(mailroom, box, next)).forwarded!.map((c) => c.address)).toEqual([sibling.address])
+    // Added again, it forwards again.
+    const resumed = await forward(mailroom, box, gone)
+    expect(resumed.response.status).toBe(200)
+    expect(resumed.data!.data).toMatchObject({ address: gone, status: "active", suspended_reason: null })
   })
 
-  it("applies a delivery report that comes back to the copy's bounce address", async () => {
+  it("applies a delivery report that comes back to the copy's bounce address: the copy bounced, the address suspended", async () => {
     const { box, mailroom } = await owner()
     const person = `${fresh("later")}@partner.test`
     await forward(mailroom, box, person)
@@ -243,6 +275,7 @@ describe("forwarding a mailbox's mail", () => {
       return data?.data.forwarded?.[0]?.status === "bounced" ? data.data.forwarded[0] : undefined
     }, 20_000, 200, 1_000)
     expect(bounced.last_response).toBe("550 5.2.1 The mailbox is disabled")
+    expect(await forwardingOf(mailroom, box)).toMatchObject([{ address: person, status: "suspended", suspended_reason: "550 5.2.1 The mailbox is disabled" }])
     // The report is not mail of the mailbox.
     const listed = (await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })).data!.data
     expect(listed.map((e) => e.subject)).toEqual([subject])

@@ -3887,10 +3887,12 @@ export interface components {
             created_at: string;
             mailbox_id: string;
             /**
-             * @description `pending` until the address's owner confirmed with the link mailed to it; `active` forwards
+             * @description `pending` until the address's owner confirmed with the link mailed to it; `active` forwards; `suspended` after a copy was refused for good (see suspended_reason): nothing is forwarded until the address is added again
              * @enum {string}
              */
-            status: "pending" | "active";
+            status: "pending" | "active" | "suspended";
+            /** @description Why it is suspended: the receiving server's refusal */
+            suspended_reason: string | null;
         };
         ForwardingInput: {
             /** @description Where to forward the mailbox's mail (any case; kept lower-cased) */

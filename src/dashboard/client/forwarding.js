@@ -1,14 +1,22 @@
 /**
  * Forwarding, one mailbox's: the addresses its received mail is copied to, each pending until the
- * person there confirms with the link mailed to them (a mailbox of the account is on at once), each
- * removable, and a field to add one; the server's refusals (the mailbox's own address, a full list,
- * too many links mailed) show by the field.
+ * person there confirms with the link mailed to them (a mailbox of the account is on at once), or
+ * suspended once its server refused a copy (resumed by adding it again), each removable, and a field to
+ * add one; the server's refusals (the mailbox's own address, a full list, too many links mailed) show by
+ * the field.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, fieldError, findMailbox } from "./api.js"
 import { href } from "./router.js"
 import { ErrorNote, LoadFailed, MailboxNotFound, useReloading, when } from "./ui.js"
+
+/** How each state shows. */
+const STATES = /** @type {Record<string, { tag: string, label: string }>} */ ({
+  pending: { tag: "", label: "waiting for confirmation" },
+  active: { tag: "succeeded", label: "forwarding" },
+  suspended: { tag: "failed", label: "suspended" }
+})
 
 /** @param {{ mailbox: any }} props */
 const Addresses = ({ mailbox }) => {
@@ -32,6 +40,7 @@ const Addresses = ({ mailbox }) => {
       <p class="muted small">
         Each email that arrives (not what is labelled spam or blocked) is copied, unchanged, to these addresses. An address
         starts forwarding once the person there opens the link mailed to them and agrees; the same link lets them stop it.
+        A copy their server refuses suspends the address until you resume it.
       </p>
       <form class="inline-form entry-form" onSubmit=${add} aria-label="Forward to an address">
         <label class="visually-hidden" for="forward-address">Address to forward to</label>
@@ -51,14 +60,17 @@ const Addresses = ({ mailbox }) => {
           ${addresses.map((f) => html`
             <li key=${f.address} class="item wrap">
               <div class="grow">
-                <code>${f.address}</code> <span class=${"tag " + (f.status === "active" ? "succeeded" : "")}>${f.status === "active" ? "forwarding" : "waiting for confirmation"}</span>${" "}<span class="muted small">${
+                <code>${f.address}</code> <span class=${"tag " + STATES[f.status].tag}>${STATES[f.status].label}</span>${" "}<span class="muted small">${
   f.confirmed_at ? `since ${when(f.confirmed_at)}` : `asked ${when(f.created_at)}`
 }</span>
+                ${f.suspended_reason && html`<div class="muted small">Its server refused a copy: ${f.suspended_reason}</div>`}
               </div>
               <div class="actions">
-                ${f.status === "pending" && html`
-                  <button type="button" class="link" aria-label=${`Mail ${f.address} a new link`}
-                    onClick=${() => run(async () => setAdded((await call("POST", base, { address: f.address })).data))}>Mail the link again</button>`}
+                ${f.status !== "active" && html`
+                  <button type="button" class="link" aria-label=${`${f.status === "pending" ? "Mail a new link to" : "Resume forwarding to"} ${f.address}`}
+                    onClick=${() => run(async () => setAdded((await call("POST", base, { address: f.address })).data))}>${
+  f.status === "pending" ? "Mail the link again" : "Resume"
+}</button>`}
                 <button type="button" class="link" aria-label=${`Stop forwarding to ${f.address}`}
                   onClick=${() => run(() => (setAdded(null), call("DELETE", `${base}/${encodeURIComponent(f.address)}`)))}>Remove</button>
               </div>
