@@ -63,6 +63,7 @@ interface DomainRow {
   readonly spfConfigured: boolean
   readonly createdAt: Date
   readonly mailboxCount: string | number
+  readonly catchAllMailboxId: string | null
 }
 
 const toDomain = (row: DomainRow): Domain => ({
@@ -74,7 +75,8 @@ const toDomain = (row: DomainRow): Domain => ({
   dkim_configured: row.dkimConfigured,
   spf_configured: row.spfConfigured,
   created_at: row.createdAt.toISOString(),
-  mailbox_count: Number(row.mailboxCount)
+  mailbox_count: Number(row.mailboxCount),
+  catch_all_mailbox_id: row.catchAllMailboxId
 })
 
 /** The SPF record a custom domain publishes: its MX hosts (Mailroom's) send its mail. */
@@ -108,7 +110,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
 
     /** A domain row `d` as DomainRow, with its active mailboxes counted. */
     const columns = sql.literal(`
-      d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.dkim_configured, d.spf_configured, d.created_at,
+      d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.dkim_configured, d.spf_configured, d.created_at, d.catch_all_mailbox_id,
       (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count`)
     const select = sql`SELECT ${columns} FROM domains d`
 
@@ -308,6 +310,23 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       } satisfies Migration
     })
 
+    /**
+     * The domain's catch-all: mail to an address of it that no active mailbox has goes to `mailboxId`,
+     * an active mailbox of the account (on any of its domains); null refuses such mail again (550 5.1.1).
+     * Applies once the domain is verified, on a plan that receives on it, from every node's next RCPT.
+     */
+    const setCatchAll = Effect.fn("Domains.setCatchAll")(function*(owner: Owner, domainId: string, mailboxId: string | null) {
+      yield* find(owner, domainId)
+      if (mailboxId !== null) {
+        const own = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${owner.userId} AND status = 'active'`
+        if (own.length === 0) return yield* ValidationError.field("catch_all_mailbox_id", `is not an active mailbox of this account: ${mailboxId}`)
+      }
+      yield* sql`UPDATE domains SET catch_all_mailbox_id = ${mailboxId} WHERE id = ${domainId} AND user_id = ${owner.userId}`
+      // Addresses of the domain kept on any node may now go elsewhere (or nowhere).
+      yield* directory.changed(owner.userId)
+      return toDomain(yield* find(owner, domainId))
+    })
+
     const remove = Effect.fn("Domains.remove")(function*(owner: Owner, domainId: string) {
       const row = yield* find(owner, domainId)
       const count = Number(row.mailboxCount)
@@ -323,6 +342,6 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       return { deleted: true as const }
     })
 
-    return { list, create, verify, migrate, remove } as const
+    return { list, create, verify, migrate, setCatchAll, remove } as const
   })
 }) {}

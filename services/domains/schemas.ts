@@ -13,7 +13,10 @@ export const Domain = Schema.Struct({
   dkim_configured: Schema.Boolean.annotations({ description: "Verification found the DKIM key Mailroom signs the domain's mail with" }),
   spf_configured: Schema.Boolean.annotations({ description: "Verification found an SPF record that lets the domain's MX hosts send" }),
   created_at: Schema.String,
-  mailbox_count: Schema.Number.annotations({ description: "Active mailboxes using the domain" })
+  mailbox_count: Schema.Number.annotations({ description: "Active mailboxes using the domain" }),
+  catch_all_mailbox_id: Schema.NullOr(Schema.String).annotations({
+    description: "Mail to an address of the domain that no mailbox has goes to this mailbox of the account (once the domain is verified); null: refused, 550 5.1.1"
+  })
 }).annotations({ identifier: "Domain" })
 export type Domain = typeof Domain.Type
 
@@ -71,6 +74,13 @@ export const CreateDomainInput = Schema.Struct({
   domain: Schema.String
 }).annotations({ identifier: "CreateDomainInput", parseOptions: { errors: "all" } })
 export type CreateDomainInput = typeof CreateDomainInput.Type
+
+export const UpdateDomainInput = Schema.Struct({
+  catch_all_mailbox_id: Schema.NullOr(Schema.String).annotations({
+    description: "A mailbox of the account (on any of its domains) to take the domain's mail to addresses no mailbox has; null turns the catch-all off"
+  })
+}).annotations({ identifier: "UpdateDomainInput", parseOptions: { errors: "all" } })
+export type UpdateDomainInput = typeof UpdateDomainInput.Type
 
 export const MigrateInput = Schema.Struct({
   target_domain: Schema.String,

@@ -219,7 +219,17 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
                          WHERE a.user_id = m.user_id AND a.list = 'allow' AND a.mailbox_id = m.id) AS mailbox_allow_list,
                  EXISTS (SELECT 1 FROM sender_list_entries a WHERE a.user_id = m.user_id) AS has_lists
           FROM unnest(${queries.map((q) => q.address)}::text[], ${forms}::text[]) WITH ORDINALITY AS r(address, forms, idx)
-          JOIN mailboxes m ON m.address_normalized = r.address AND m.status = 'active'
+          -- The mailbox at the address; else its verified custom domain's catch-all mailbox, judged as
+          -- mail to that domain (its plan rule below).
+          CROSS JOIN LATERAL (
+            SELECT x.id, x.user_id, x.domain FROM (
+              SELECT a.id, a.user_id, a.domain, 0 AS rank FROM mailboxes a WHERE a.address_normalized = r.address AND a.status = 'active'
+              UNION ALL
+              SELECT c.id, c.user_id, dm.name, 1 FROM domains dm
+              JOIN mailboxes c ON c.id = dm.catch_all_mailbox_id AND c.user_id = dm.user_id AND c.status = 'active'
+              WHERE dm.name = split_part(r.address, '@', 2) AND dm.verified
+            ) x ORDER BY x.rank LIMIT 1
+          ) m
           JOIN subscriptions s ON s.user_id = m.user_id
             -- SPEC rule 6: the shared pool for every plan, a verified own domain on a paid plan.
             AND (m.domain = ANY(${sharedDomains}::text[])

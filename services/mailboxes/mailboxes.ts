@@ -221,7 +221,10 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
     const create = Effect.fn("Mailboxes.create")(function*(owner: Owner, request: MailboxRequest) {
       const displayName = yield* parseDisplayName(request.display_name)
       const address = yield* validate(owner, request, undefined)
-      return yield* insert(owner, address, displayName ?? null).pipe(sql.withTransaction, takenOnUniqueViolation(address))
+      const created = yield* insert(owner, address, displayName ?? null).pipe(sql.withTransaction, takenOnUniqueViolation(address))
+      // The address may have gone to its domain's catch-all mailbox until now, on any node.
+      yield* directory.changed(owner.userId)
+      return created
     })
 
     const select = (owner: Owner, page: Page | undefined, direction: Direction, only?: ReadonlyArray<string>) => {
@@ -320,6 +323,8 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailboxId}`
         // Its drafts could never be sent from it again: they go (and stop counting as storage).
         yield* sql`DELETE FROM drafts WHERE mailbox_id = ${mailboxId}`
+        // A domain whose catch-all it was refuses such mail again.
+        yield* sql`UPDATE domains SET catch_all_mailbox_id = NULL WHERE catch_all_mailbox_id = ${mailboxId}`
         // And they no longer count against the account's storage (the plan's limit, mail/inbound.ts).
         yield* sql`
           UPDATE storage_usage SET bytes = greatest(0, bytes - (SELECT coalesce(sum(size), 0) FROM emails WHERE mailbox_id = ${mailboxId}))

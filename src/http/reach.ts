@@ -89,6 +89,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/api/domains": "account",
   "POST /v1/api/domains": "account",
   "POST /v1/api/domains/:id/verify": "account",
+  "PATCH /v1/api/domains/:id": "account",
   "POST /v1/api/domains/:id/migrate-mailboxes": "account",
   "DELETE /v1/api/domains/:id": "account",
   "GET /v1/domains": "account",

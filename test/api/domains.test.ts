@@ -116,6 +116,7 @@ describe("registering", () => {
         spf_configured: false,
         created_at: expect.stringMatching(isoMillis),
         mailbox_count: 0,
+        catch_all_mailbox_id: null,
         dns_records: [
           { type: "TXT", name: "@", value: reply.data?.data.verification_token },
           { type: "MX", name: "@", value: MX_HOST, priority: 10 },
@@ -307,7 +308,8 @@ describe("verifying", () => {
         dkim_configured: false,
         spf_configured: false,
         created_at: expect.stringMatching(isoMillis),
-        mailbox_count: 0
+        mailbox_count: 0,
+        catch_all_mailbox_id: null
       }
     })
 
@@ -398,6 +400,72 @@ describe("mailboxes and mail on a custom domain", () => {
     expect(reply.error?.error.code).toBe("DOMAIN_NOT_ALLOWED")
     const unverified = await register(owner)
     expect(await rcpt(`anyone-at@${unverified.domain_name}`)).toBe(550)
+  })
+})
+
+describe("a domain's catch-all", () => {
+  it("takes mail to addresses no mailbox has into the chosen mailbox, until a mailbox takes the address or the catch-all is off", async () => {
+    const user = await proUser()
+    const domain = await verified(user)
+    const desk = (await mailbox(user, "front-desk", domain.domain_name)).data!.mailbox
+    // Any mailbox of the account, on any of its domains.
+    const shared = (await mailbox(user, fresh("catch"), "agents.localhost")).data!.mailbox
+    expect(await rcpt(`anything@${domain.domain_name}`)).toBe(550)
+
+    const set = await keyed(user).PATCH("/v1/api/domains/{id}", { ...domainPath(domain.domain_id), body: { catch_all_mailbox_id: shared.mailbox_id } })
+    expect(set.response.status).toBe(200)
+    expect(set.data!.data).toMatchObject({ domain_id: domain.domain_id, catch_all_mailbox_id: shared.mailbox_id })
+    expect((await domainsOf(user))[0]!.catch_all_mailbox_id).toBe(shared.mailbox_id)
+
+    await send(`Invoices+March@${domain.domain_name}`, "To an address nobody has")
+    const [caught] = await inbox(user, shared.mailbox_id, 1)
+    expect(caught).toMatchObject({ subject: "To an address nobody has", to: [`Invoices+March@${domain.domain_name}`], mailbox_id: shared.mailbox_id })
+    // A mailbox's own address still reaches it; a shared domain has no catch-all.
+    await send(`front-desk@${domain.domain_name}`, "For the desk")
+    expect((await inbox(user, desk.mailbox_id, 1))[0]!.subject).toBe("For the desk")
+    expect(await rcpt(`${fresh("nobody")}@agents.localhost`)).toBe(550)
+
+    // A mailbox made for an address takes it from then on.
+    const invoices = (await mailbox(user, "invoices", domain.domain_name)).data!.mailbox
+    await send(`invoices@${domain.domain_name}`, "For the invoices mailbox")
+    expect((await inbox(user, invoices.mailbox_id, 1))[0]!.subject).toBe("For the invoices mailbox")
+    expect((await inbox(user, shared.mailbox_id, 1)).map((e) => e.subject)).toEqual(["To an address nobody has"])
+
+    // Off again (the dashboard's surface): refused again.
+    const off = await asUser(user).PATCH("/api/domains/{id}", { ...domainPath(domain.domain_id), body: { catch_all_mailbox_id: null } })
+    expect(off.data!.data.catch_all_mailbox_id).toBeNull()
+    expect(await rcpt(`anything@${domain.domain_name}`)).toBe(550)
+  })
+
+  it("is off once its mailbox is deleted; another account's mailbox, an unknown one, a bad body and another's domain are refused", async () => {
+    const user = await proUser()
+    const domain = await verified(user)
+    const box = (await mailbox(user, "catcher", domain.domain_name)).data!.mailbox
+    await keyed(user).PATCH("/v1/api/domains/{id}", { ...domainPath(domain.domain_id), body: { catch_all_mailbox_id: box.mailbox_id } })
+    expect(await rcpt(`someone@${domain.domain_name}`)).toBe(250)
+    await keyed(user).DELETE("/v1/api/mailboxes/{mailboxId}", {
+      params: { path: { mailboxId: box.mailbox_id } },
+      body: { confirm_email_address: box.email_address }
+    })
+    expect((await domainsOf(user))[0]!.catch_all_mailbox_id).toBeNull()
+    expect(await rcpt(`someone@${domain.domain_name}`)).toBe(550)
+
+    const other = await proUser()
+    const theirs = (await mailbox(other, fresh("theirs"), "agents.localhost")).data!.mailbox
+    for (const id of [theirs.mailbox_id, box.mailbox_id, "mbx_000000000000000000000000"]) {
+      const refused = await keyed(user).PATCH("/v1/api/domains/{id}", { ...domainPath(domain.domain_id), body: { catch_all_mailbox_id: id } })
+      expect(refused.response.status).toBe(400)
+      expect(refused.error?.error).toMatchObject({
+        code: "VALIDATION_ERROR",
+        details: { catch_all_mailbox_id: `is not an active mailbox of this account: ${id}` }
+      })
+    }
+    const wrongType = await keyed(user).PATCH("/v1/api/domains/{id}", { ...domainPath(domain.domain_id), body: { catch_all_mailbox_id: 42 } as never })
+    expect(wrongType.response.status).toBe(400)
+    expect(wrongType.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { catch_all_mailbox_id: expect.any(String) } })
+    const notTheirs = await keyed(other).PATCH("/v1/api/domains/{id}", { ...domainPath(domain.domain_id), body: { catch_all_mailbox_id: theirs.mailbox_id } })
+    expect(notTheirs.response.status).toBe(404)
+    expect(notTheirs.error?.error).toMatchObject({ code: "NOT_FOUND", details: { domain_id: domain.domain_id } })
   })
 })
 

@@ -598,6 +598,20 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await ownItem.getByRole("button", { name: "Verify" }).click()
     await ownItem.getByText("Verified.").waitFor()
 
+    // Its catch-all: mail to any address of it goes to this suite's mailbox, until it is refused again.
+    const catchAll = ownItem.getByLabel(`Mail to other addresses of ${own}`)
+    await catchAll.selectOption({ label: `goes to ${address}` })
+    await until("the catch-all set", async () => (await domainsOf()).find((d) => d.domain_name === own)?.catch_all_mailbox_id === mailboxId || undefined)
+    await sendMail(server.smtpPort, { from: "Dora <dora@partner.test>", to: `hello@${own}`, subject: "Through the catch-all", text: "Anyone there?" })
+    const caught = await until("the caught email", async () =>
+      (await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId } } })).data?.data
+        .find((e) => e.subject === "Through the catch-all"))
+    expect(caught.to).toEqual([`hello@${own}`])
+    await catchAll.selectOption({ label: "is refused" })
+    await until("the catch-all off", async () => (await domainsOf()).find((d) => d.domain_name === own)?.catch_all_mailbox_id === null || undefined)
+    // Taken away again: later steps count the inbox.
+    expect((await dashboard().DELETE("/api/emails/{emailId}", { params: { path: { emailId: caught.email_id } } })).response.status).toBe(200)
+
     // Two mailboxes on it; one's name is taken on the shared domain (this suite's own mailbox).
     await page.getByRole("link", { name: "Mailboxes" }).click()
     for (const local of [localPart, fresh("sales")]) {

@@ -79,6 +79,7 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
           spf_configured: false,
           created_at: expect.any(String),
           mailbox_count: 0,
+          catch_all_mailbox_id: null,
           dns_records: [
             { type: "TXT", name: "@", value: created.verification_token },
             { type: "MX", name: "@", value: MX_HOST, priority: 10 },

@@ -1,12 +1,12 @@
 /**
  * Custom domains: add one (its DNS records shown with copy buttons), verify it (what was found, or
- * what to publish), migrate its mailboxes to another domain (a dry run first: every address before
- * and after, renames marked; then the move), delete it. Whether the plan allows another comes from
- * the list's meta.
+ * what to publish), choose where mail to its addresses that no mailbox has goes (its catch-all), migrate
+ * its mailboxes to another domain (a dry run first: every address before and after, renames marked;
+ * then the move), delete it. Whether the plan allows another comes from the list's meta.
  */
 import { html } from "htm/preact"
-import { useState } from "preact/hooks"
-import { ApiError, call } from "./api.js"
+import { useEffect, useState } from "preact/hooks"
+import { allMailboxes, ApiError, call } from "./api.js"
 import { sharedDomains } from "./mailboxes.js"
 import { CopyButton, ErrorNote, Field, LoadFailed, useReloading, when } from "./ui.js"
 
@@ -87,6 +87,22 @@ const Records = ({ records }) => html`
   </table>
 `
 
+/**
+ * Where mail to the domain's addresses that no mailbox has goes: refused, or one of the account's mailboxes.
+ * @param {{ domain: any, mailboxes: any[], run: (action: () => Promise<unknown>) => Promise<void> }} props
+ */
+const CatchAll = ({ domain, mailboxes, run }) => html`
+  <div class="field catch-all">
+    <label for=${"catch-all-" + domain.domain_id}>Mail to other addresses of ${domain.domain_name}${domain.verified ? "" : " (once verified)"}</label>
+    <select id=${"catch-all-" + domain.domain_id} value=${domain.catch_all_mailbox_id ?? ""}
+      onChange=${(/** @type {any} */ e) => run(() =>
+        call("PATCH", `/api/domains/${encodeURIComponent(domain.domain_id)}`, { catch_all_mailbox_id: e.currentTarget.value || null }))}>
+      <option value="">is refused</option>
+      ${mailboxes.map((m) => html`<option value=${m.mailbox_id}>goes to ${m.email_address}</option>`)}
+    </select>
+  </div>
+`
+
 /** @param {boolean} ok @param {string} what */
 const check = (ok, what) => html`<span class=${ok ? "tag succeeded" : "tag"}>${ok ? "✓" : "✗"} ${what}</span> `
 
@@ -99,6 +115,9 @@ export const DomainsPage = () => {
   const [migrating, setMigrating] = useState(/** @type {string | null} */ (null))
   const { error, failure, retry, run } = useReloading((isCurrent) =>
     call("GET", "/api/domains").then((a) => isCurrent() && (setDomains(a.data), setMeta(a.meta))))
+  // The mailboxes a catch-all may choose; without them the choice is not offered (the page works on).
+  const [mailboxes, setMailboxes] = useState(/** @type {any[] | null} */ (null))
+  useEffect(() => void allMailboxes().then(setMailboxes, () => setMailboxes(null)), [])
 
   /** @param {any} domain */
   const verify = (domain) =>
@@ -139,6 +158,7 @@ export const DomainsPage = () => {
                 <strong>${d.domain_name}</strong> <span class="muted small">added ${when(d.created_at)} · ${d.mailbox_count} mailboxes</span>
                 <div>${check(d.verified, "ownership (TXT)")}${check(d.mx_configured, "MX")}${check(d.spf_configured, "SPF")}${check(d.dkim_configured, "DKIM")}</div>
                 <div class="small">TXT <code>${d.verification_token}</code> <${CopyButton} text=${d.verification_token} label="Copy TXT" /></div>
+                ${mailboxes && html`<${CatchAll} domain=${d} mailboxes=${mailboxes} run=${run} />`}
                 ${verdict && (verdict.ok
                   ? html`<p class="note" role="status">Verified.</p>`
                   : html`<p class="note error" role="status">${verdict.message}${verdict.details?.instructions ? " " + verdict.details.instructions : ""}</p>`)}

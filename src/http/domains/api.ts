@@ -13,7 +13,8 @@ import {
   DomainListParams,
   MigrateInput,
   Migration,
-  PagedDomainListMeta
+  PagedDomainListMeta,
+  UpdateDomainInput
 } from "../../../services/domains/schemas.ts"
 import { JsonBody } from "../../../services/mailboxes/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
@@ -67,6 +68,21 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
         .annotateContext(OpenApi.annotations({
           summary: "Verify a domain's DNS",
           description: "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured"
+        }))
+    )
+    .add(
+      HttpApiEndpoint.patch("update", "/domains/:id")
+        .setPath(DomainPath)
+        .setPayload(JsonBody(UpdateDomainInput, "UpdateDomainInput"))
+        .addSuccess(Ok(Domain))
+        .addError(envelope(BadRequest))
+        .addError(envelope(ValidationError))
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Set a domain's catch-all mailbox",
+          description: "catch_all_mailbox_id: an active mailbox of the account (on any domain) that takes the domain's mail to " +
+            "addresses no mailbox has, instead of 550 5.1.1; null turns it off. Applies from the next message on, once the " +
+            "domain is verified (and the plan receives on custom domains). Another account's or a deleted mailbox: 400 VALIDATION_ERROR"
         }))
     )
     .add(

@@ -6,7 +6,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { Domains } from "../../../services/domains/domains.ts"
-import { CreateDomainInput, type DomainListParams, MigrateInput } from "../../../services/domains/schemas.ts"
+import { CreateDomainInput, type DomainListParams, MigrateInput, UpdateDomainInput } from "../../../services/domains/schemas.ts"
 import { ValidationError } from "../../../services/errors.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { MailroomApi } from "../api.ts"
@@ -28,6 +28,7 @@ const makeHandlers = (surface: Surface) =>
     const domains = yield* Domains
     const createBody = decodeBody(CreateDomainInput, surface)
     const migrateBody = decodeBody(MigrateInput, surface)
+    const updateBody = decodeBody(UpdateDomainInput, surface)
     /** A field-level problem found by the service, told as this surface tells them. */
     const told = <A, E, R>(effect: Effect.Effect<A, E | ValidationError, R>): Effect.Effect<A, E | ValidationError, R> =>
       Effect.catchIf(effect, (error): error is ValidationError => error instanceof ValidationError, (error) =>
@@ -46,6 +47,13 @@ const makeHandlers = (surface: Surface) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
           const data = yield* domains.verify(owner, path.id).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
+      update: ({ path, payload }: { readonly path: { readonly id: string }; readonly payload: unknown }) =>
+        Effect.gen(function*() {
+          const owner = yield* CurrentPrincipal
+          const input = yield* updateBody(payload)
+          const data = yield* domains.setCatchAll(owner, path.id, input.catch_all_mailbox_id).pipe(orUnavailable, told)
           return { success: true as const, data }
         }),
       migrate: ({ path, payload }: { readonly path: { readonly id: string }; readonly payload: unknown }) =>
@@ -70,6 +78,7 @@ export const DomainsHandlers = HttpApiBuilder.group(MailroomApi, "domains", (han
       .handle("list", domain.list)
       .handle("create", domain.create)
       .handle("verify", domain.verify)
+      .handle("update", domain.update)
       .handle("migrate", domain.migrate)
       .handle("remove", domain.remove))).pipe(Layer.provide(Domains.Default))
 
@@ -79,6 +88,7 @@ export const DashboardDomainsHandlers = HttpApiBuilder.group(MailroomApi, "dashb
       .handle("list", domain.list)
       .handle("create", domain.create)
       .handle("verify", domain.verify)
+      .handle("update", domain.update)
       .handle("migrate", domain.migrate)
       .handle("remove", domain.remove))).pipe(Layer.provide(Domains.Default))
 
