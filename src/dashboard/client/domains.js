@@ -88,12 +88,12 @@ const Records = ({ records }) => html`
 `
 
 /**
- * Where mail to the domain's addresses that no mailbox has goes: refused, or one of the account's mailboxes.
+ * Where mail to a verified domain's addresses that no mailbox has goes: refused, or one of the account's mailboxes.
  * @param {{ domain: any, mailboxes: any[], run: (action: () => Promise<unknown>) => Promise<void> }} props
  */
 const CatchAll = ({ domain, mailboxes, run }) => html`
   <div class="field catch-all">
-    <label for=${"catch-all-" + domain.domain_id}>Mail to other addresses of ${domain.domain_name}${domain.verified ? "" : " (once verified)"}</label>
+    <label for=${"catch-all-" + domain.domain_id}>Mail to other addresses of ${domain.domain_name}</label>
     <select id=${"catch-all-" + domain.domain_id} value=${domain.catch_all_mailbox_id ?? ""}
       onChange=${(/** @type {any} */ e) => run(() =>
         call("PATCH", `/api/domains/${encodeURIComponent(domain.domain_id)}`, { catch_all_mailbox_id: e.currentTarget.value || null }))}>
@@ -115,9 +115,13 @@ export const DomainsPage = () => {
   const [migrating, setMigrating] = useState(/** @type {string | null} */ (null))
   const { error, failure, retry, run } = useReloading((isCurrent) =>
     call("GET", "/api/domains").then((a) => isCurrent() && (setDomains(a.data), setMeta(a.meta))))
-  // The mailboxes a catch-all may choose; without them the choice is not offered (the page works on).
+  // The mailboxes a verified domain's catch-all may choose, read once there is such a domain; without them
+  // the choice is not offered (the page works on).
   const [mailboxes, setMailboxes] = useState(/** @type {any[] | null} */ (null))
-  useEffect(() => void allMailboxes().then(setMailboxes, () => setMailboxes(null)), [])
+  const anyVerified = domains?.some((d) => d.verified) === true
+  useEffect(() => {
+    if (anyVerified && mailboxes === null) allMailboxes().then(setMailboxes, () => setMailboxes(null))
+  }, [anyVerified])
 
   /** @param {any} domain */
   const verify = (domain) =>
@@ -158,7 +162,7 @@ export const DomainsPage = () => {
                 <strong>${d.domain_name}</strong> <span class="muted small">added ${when(d.created_at)} · ${d.mailbox_count} mailboxes</span>
                 <div>${check(d.verified, "ownership (TXT)")}${check(d.mx_configured, "MX")}${check(d.spf_configured, "SPF")}${check(d.dkim_configured, "DKIM")}</div>
                 <div class="small">TXT <code>${d.verification_token}</code> <${CopyButton} text=${d.verification_token} label="Copy TXT" /></div>
-                ${mailboxes && html`<${CatchAll} domain=${d} mailboxes=${mailboxes} run=${run} />`}
+                ${d.verified && mailboxes && html`<${CatchAll} domain=${d} mailboxes=${mailboxes} run=${run} />`}
                 ${verdict && (verdict.ok
                   ? html`<p class="note" role="status">Verified.</p>`
                   : html`<p class="note error" role="status">${verdict.message}${verdict.details?.instructions ? " " + verdict.details.instructions : ""}</p>`)}

@@ -6,10 +6,10 @@
  * the field.
  */
 import { html } from "htm/preact"
-import { useEffect, useState } from "preact/hooks"
-import { call, fieldError, findMailbox } from "./api.js"
+import { useState } from "preact/hooks"
+import { call, fieldError } from "./api.js"
 import { href } from "./router.js"
-import { ErrorNote, LoadFailed, MailboxNotFound, useReloading, when } from "./ui.js"
+import { ErrorNote, LoadFailed, useReloading, when, WithMailbox } from "./ui.js"
 
 /** How each state shows. */
 const STATES = /** @type {Record<string, { tag: string, label: string }>} */ ({
@@ -81,20 +81,10 @@ const Addresses = ({ mailbox }) => {
 }
 
 /** @param {{ mailboxId: string }} props */
-export const MailboxForwarding = ({ mailboxId }) => {
-  // undefined until the mailbox is read; null: the account has no such mailbox.
-  const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
-  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
-  const [attempt, setAttempt] = useState(0)
-  useEffect(() => {
-    findMailbox(mailboxId).then((found) => (setMailbox(found), setFailure(null)), setFailure)
-  }, [mailboxId, attempt])
-  if (mailbox === null) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
-  if (failure) return html`<${LoadFailed} error=${failure} onRetry=${() => setAttempt((n) => n + 1)} />`
-  if (mailbox === undefined) return html`<p class="muted">Loading…</p>`
-  return html`
+export const MailboxForwarding = ({ mailboxId }) => html`
+  <${WithMailbox} mailboxId=${mailboxId} render=${(/** @type {any} */ mailbox) => html`
     <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
     <h1>Forwarding of ${mailbox.email_address}</h1>
     <${Addresses} mailbox=${mailbox} />
-  `
-}
+  `} />
+`

@@ -4,10 +4,10 @@
  * that bounced, unsubscribed or complained, or that the account suppressed), each entry removable.
  */
 import { html } from "htm/preact"
-import { useEffect, useState } from "preact/hooks"
-import { call, fieldError, findMailbox } from "./api.js"
+import { useState } from "preact/hooks"
+import { call, fieldError } from "./api.js"
 import { href } from "./router.js"
-import { ErrorNote, LoadFailed, MailboxNotFound, useReloading, when } from "./ui.js"
+import { ErrorNote, LoadFailed, useReloading, when, WithMailbox } from "./ui.js"
 
 /** The largest page the lists answer; a list holds at most 1,000 entries. */
 const PAGE = 100
@@ -129,22 +129,14 @@ export const SendersPage = () => html`
 `
 
 /** One mailbox's own lists (each must allow a sender as well as the account's). @param {{ mailboxId: string }} props */
-export const MailboxSenders = ({ mailboxId }) => {
-  // undefined until the mailbox is read; null: the account has no such mailbox.
-  const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
-  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
-  const [attempt, setAttempt] = useState(0)
-  useEffect(() => {
-    findMailbox(mailboxId).then((found) => (setMailbox(found), setFailure(null)), setFailure)
-  }, [mailboxId, attempt])
-  if (mailbox === null) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
-  if (failure) return html`<${LoadFailed} error=${failure} onRetry=${() => setAttempt((n) => n + 1)} />`
-  if (mailbox === undefined) return html`<p class="muted">Loading…</p>`
-  const base = `/api/mailboxes/${encodeURIComponent(mailboxId)}/lists`
-  return html`
-    <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
-    <h1>Senders of ${mailbox.email_address}</h1>
-    <p class="muted">On top of <a href=${href("senders")}>the account's lists</a>: a block on either refuses, and each allow list with entries must name the sender.</p>
-    ${LISTS.map(([list, title, about]) => html`<${SenderList} key=${list} base=${base} list=${list} title=${title} about=${about} />`)}
-  `
-}
+export const MailboxSenders = ({ mailboxId }) => html`
+  <${WithMailbox} mailboxId=${mailboxId} render=${(/** @type {any} */ mailbox) => {
+    const base = `/api/mailboxes/${encodeURIComponent(mailboxId)}/lists`
+    return html`
+      <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
+      <h1>Senders of ${mailbox.email_address}</h1>
+      <p class="muted">On top of <a href=${href("senders")}>the account's lists</a>: a block on either refuses, and each allow list with entries must name the sender.</p>
+      ${LISTS.map(([list, title, about]) => html`<${SenderList} key=${list} base=${base} list=${list} title=${title} about=${about} />`)}
+    `
+  }} />
+`

@@ -1,7 +1,7 @@
 /** Small pieces every page uses: the page frame with its navigation, labelled fields, copy buttons, notices. */
 import { html } from "htm/preact"
 import { useEffect, useRef, useState } from "preact/hooks"
-import { ApiError } from "./api.js"
+import { ApiError, findMailbox } from "./api.js"
 import { href } from "./router.js"
 
 /**
@@ -295,3 +295,22 @@ export const MailboxChooser = ({ legend, mailboxes, chosen, onChange, error }) =
     ${error && html`<p class="note error">${error}</p>`}
   </fieldset>`
 
+
+/**
+ * A page about one mailbox that reads it first: `render(mailbox)` once read; the account having no such
+ * mailbox, not found; a failed read, what failed and a retry.
+ * @param {{ mailboxId: string, render: (mailbox: any) => any }} props
+ */
+export const WithMailbox = ({ mailboxId, render }) => {
+  // undefined until the mailbox is read; null: the account has no such mailbox.
+  const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
+  const [attempt, setAttempt] = useState(0)
+  useEffect(() => {
+    findMailbox(mailboxId).then((found) => (setMailbox(found), setFailure(null)), setFailure)
+  }, [mailboxId, attempt])
+  if (mailbox === null) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
+  if (failure) return html`<${LoadFailed} error=${failure} onRetry=${() => setAttempt((n) => n + 1)} />`
+  if (mailbox === undefined) return html`<p class="muted">Loading…</p>`
+  return render(mailbox)
+}

@@ -6,13 +6,12 @@
  * - `POST /forwarding/:token` with `action=confirm` starts forwarding, `action=stop` ends it (the address
  *   is removed from the mailbox's forwarding, and this link no longer works). An unknown link is 404.
  */
-import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option, Schema } from "effect"
 import { DependencyHealth } from "../../../services/health/dependency-health.ts"
 import { escapeHtml } from "../../../services/html.ts"
 import { Forwarding, type ForwardingLink } from "../../../services/mail/forwarding.ts"
-import { orUnavailable } from "../infra.ts"
-import { page } from "../pages.ts"
+import { page, pageOrUnavailable } from "../pages.ts"
 
 /** The page's form (input-rules.ts `readsForm`). */
 export const forwardingForms = [/^\/forwarding\/[^/]+$/]
@@ -21,10 +20,6 @@ const unknown = page(
   "This link is not valid",
   `<p class="muted">It may have been copied incompletely, replaced by a newer link, or the forwarding was stopped or removed.</p>`,
   404
-)
-
-const unavailable = page("Try again in a moment", `<p class="muted">Mailroom cannot reach its database right now. Nothing was changed.</p>`, 503).pipe(
-  HttpServerResponse.setHeader("retry-after", "5")
 )
 
 const names = (link: ForwardingLink) => ({ mailbox: `<strong>${escapeHtml(link.mailbox)}</strong>`, address: `<strong>${escapeHtml(link.address)}</strong>` })
@@ -51,12 +46,7 @@ export const ForwardingPagesLive = HttpApiBuilder.Router.use((router) =>
     const forwarding = yield* Forwarding
     const health = yield* DependencyHealth
     const token = Effect.map(HttpRouter.params, (params) => params.token ?? "")
-    const answered = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
-      effect.pipe(
-        orUnavailable,
-        Effect.catchTag("ServiceUnavailable", () => Effect.succeed(unavailable)),
-        Effect.provideService(DependencyHealth, health)
-      )
+    const answered = pageOrUnavailable(health)
 
     yield* router.get(
       "/forwarding/:token",

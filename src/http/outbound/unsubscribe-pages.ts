@@ -8,13 +8,12 @@
  *   sends. Any body is taken; the link is the whole request. 200 with a page saying so, again on a
  *   repeat; an unknown link 404.
  */
-import { HttpApiBuilder, HttpRouter, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpRouter } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
 import { DependencyHealth } from "../../../services/health/dependency-health.ts"
 import { escapeHtml } from "../../../services/html.ts"
 import { type UnsubscribeLink, Unsubscribes } from "../../../services/outbound/unsubscribes.ts"
-import { orUnavailable } from "../infra.ts"
-import { page } from "../pages.ts"
+import { page, pageOrUnavailable } from "../pages.ts"
 
 /** The page's form (input-rules.ts `readsForm`). */
 export const unsubscribeForms = [/^\/unsubscribe\/[^/]+$/]
@@ -23,11 +22,6 @@ const unknown = page(
   "This link is not valid",
   `<p class="muted">It may have been copied incompletely, or its sender's account no longer exists. Ask the sender to stop writing to you.</p>`,
   404
-)
-
-/** The database cannot be reached: a mail app retries a one-click POST answered so; a person, later. */
-const unavailable = page("Try again in a moment", `<p class="muted">Mailroom cannot reach its database right now. Nothing was changed.</p>`, 503).pipe(
-  HttpServerResponse.setHeader("retry-after", "5")
 )
 
 const sender = (link: UnsubscribeLink) => link.sender === null ? "its sender" : `<strong>${escapeHtml(link.sender)}</strong>`
@@ -43,13 +37,7 @@ export const UnsubscribePagesLive = HttpApiBuilder.Router.use((router) =>
     const unsubscribes = yield* Unsubscribes
     const health = yield* DependencyHealth
     const token = Effect.map(HttpRouter.params, (params) => params.token ?? "")
-    /** A page; the database out of reach, the page that says so. */
-    const answered = <E, R>(effect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
-      effect.pipe(
-        orUnavailable,
-        Effect.catchTag("ServiceUnavailable", () => Effect.succeed(unavailable)),
-        Effect.provideService(DependencyHealth, health)
-      )
+    const answered = pageOrUnavailable(health)
 
     yield* router.get(
       "/unsubscribe/:token",
