@@ -162,10 +162,12 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         referenced: thread.referenced,
         own_thread: thread.own,
         fallback_thread: thread.fallback,
-        header_from_forms: email.headerFromForms ?? [],
-        forwarded_by: forwardedBy(parsed.headers)
+        header_from_forms: email.headerFromForms ?? []
       }
     })
+    // The mailboxes that forwarded each email before (forward-rules.ts), for the few that name any: apart from
+    // `input`, which a second reference would make PostgreSQL copy whole (bodies and all) for every batch.
+    const forwarded = emails.map((email) => ({ id: email.emailId, by: forwardedBy(email.parsed.headers) })).filter((f) => f.by.length > 0)
     const all = emails.flatMap((email) => email.parsed.attachments.map((a, position) => ({ email, a, position })))
     // Each distinct content once, in lock order: concurrent stores may hold the same attachment.
     const contents = inLockOrder(new Map(all.map(({ a }) => [a.checksum, a])))
@@ -197,7 +199,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
           to_addresses text[], cc_addresses text[], reply_to_addresses text[], sent_at_ms double precision, received_at_ms double precision, mail_from text, rcpt_to text, headers jsonb,
           text_body text, html_body text, has_attachments boolean, raw_sha256 text, size bigint, labels text[],
           direction text, authentication jsonb, authentication_results text, spam jsonb, extracted jsonb,
-          referenced text[], own_thread text, fallback_thread text, header_from_forms text[], forwarded_by text[])
+          referenced text[], own_thread text, fallback_thread text, header_from_forms text[])
       ),
       email AS (
         INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, from_name, to_addresses,
@@ -246,12 +248,15 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         -- queued with the email: the ingest actor hands them to the mta.
         INSERT INTO forward_deliveries (email_id, address, domain)
         SELECT email.id, f.address, f.domain
-        FROM email JOIN input r ON r.id = email.id
+        FROM email
         JOIN mailboxes m ON m.id = email.mailbox_id AND m.status = 'active'
         JOIN mailbox_forwards f ON f.mailbox_id = email.mailbox_id AND f.confirmed_at IS NOT NULL AND f.suspended_at IS NULL
         WHERE email.direction = 'inbound' AND NOT (email.labels && ${[BLOCKED, SPAM]}::text[])
-          AND cardinality(r.forwarded_by) < ${MAX_FORWARD_HOPS}
-          AND NOT (lower(m.local_part || '@' || m.domain) = ANY(r.forwarded_by))
+          AND NOT EXISTS (
+            SELECT 1 FROM unnest(${forwarded.map((f) => f.id)}::text[], ${forwarded.map((f) => f.by.join("\n"))}::text[]) AS h(id, by)
+            WHERE h.id = email.id
+              AND (cardinality(string_to_array(h.by, chr(10))) >= ${MAX_FORWARD_HOPS}
+                   OR lower(m.local_part || '@' || m.domain) = ANY(string_to_array(h.by, chr(10)))))
         ORDER BY email.id, f.address
         ON CONFLICT DO NOTHING
         RETURNING email_id, domain
