@@ -15,10 +15,12 @@ import { defineConfig } from "vitest/config"
 const backendIndependent = [
   "test/config.test.ts",
   "test/smtp/robustness.test.ts",
+  "test/smtp/submission-tls.test.ts",
   "test/api/fuzz.test.ts",
   "test/api/hostile-input.test.ts",
   "test/domain/extraction.test.ts",
   "test/domain/parse.test.ts",
+  "test/domain/submitted.test.ts",
   "test/domain/write-behind.test.ts", // memory only
   "test/api/webhooks.test.ts",
   "test/dashboard/dashboard.test.ts",

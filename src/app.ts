@@ -7,7 +7,9 @@ import { ConfigError, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { createPrivateKey } from "node:crypto"
 import * as fs from "node:fs"
 import { AccountSettings } from "../services/accounts/settings.ts"
+import { Authenticator } from "../services/accounts/authenticator.ts"
 import { Principals } from "../services/accounts/principals.ts"
+import { RateLeases } from "../services/ratelimit/leases.ts"
 import { PasswordCost } from "../services/accounts/passwords.ts"
 import { RecipientDirectory } from "../services/mail/directory.ts"
 import { Billing } from "../services/billing/billing.ts"
@@ -29,6 +31,7 @@ import { MtaLive } from "../services/outbound/mta.ts"
 import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
 import { Outbound } from "../services/outbound/send.ts"
+import { Submission } from "../services/outbound/submission.ts"
 import { OutboundSettings } from "../services/outbound/settings.ts"
 import { EventRecorderLive } from "../services/events/recorder.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
@@ -56,6 +59,7 @@ import { metricsServerLayer } from "./metrics.ts"
 import { RuntimeMetricsLive } from "./runtime-metrics.ts"
 import { jwtSecret } from "./secrets.ts"
 import { SmtpServerLive } from "./smtp/server.ts"
+import { SubmissionServerLive } from "./smtp/submission.ts"
 
 const busLayer = (config: AppConfigShape) =>
   Option.match(config.natsUrl, {
@@ -198,7 +202,16 @@ const apiRole = (config: AppConfigShape) =>
 const checksLayer = (config: AppConfigShape, role: "smtp" | "worker") =>
   inboundChecksRole(config) === role ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none
 
-const smtpRole = (config: AppConfigShape) =>
+/**
+ * The smtp role: the MX, and with SUBMISSION_PORT the submission server, which sends as the API
+ * does (Outbound) for the API key a client signs in with.
+ */
+const smtpRole = (config: AppConfigShape) => Layer.merge(
+  SubmissionServerLive.pipe(
+    Layer.provide(Submission.Default),
+    Layer.provide(Outbound.Default),
+    Layer.provide(Layer.mergeAll(Authenticator.Default, RateLeases.Default))
+  ),
   SmtpServerLive.pipe(
     Layer.provide(checksLayer(config, "smtp")),
     // With RSPAMD_URL, rspamd scores every message; without it nothing is scored.
@@ -207,6 +220,7 @@ const smtpRole = (config: AppConfigShape) =>
       onNone: () => Rspamd.none
     }))
   )
+)
 /** The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log. */
 const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   IngestLive.pipe(Layer.provide(checksLayer(config, "worker"))),

@@ -170,6 +170,10 @@ export const appConfig = Config.all({
   smtpTlsCert: Config.option(Config.string("SMTP_TLS_CERT")),
   smtpTlsKey: Config.option(Config.string("SMTP_TLS_KEY")),
   smtpMaxConnectionsPerIp: nonNegativeInt("SMTP_MAX_CONNECTIONS_PER_IP", 20),
+  /** Where the smtp role takes mail to send (SMTP submission with an API key: src/smtp/submission.ts); unset, it takes none. */
+  submissionPort: Config.option(Config.port("SUBMISSION_PORT")),
+  /** The submission listener's host; unset, SMTP_HOST. */
+  submissionHost: Config.option(Config.string("SUBMISSION_HOST")),
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL").pipe(

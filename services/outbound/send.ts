@@ -43,6 +43,8 @@ import { domainOf } from "../mailboxes/rules.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
+import { dkimSign } from "./dkim-signature.ts"
+import { prepareSubmitted } from "./submitted.ts"
 import { type AddressInput, MAX_RECIPIENTS, type OutboundJob, SendAccepted, type SendInput, SuppressionReason } from "./schemas.ts"
 import { UNSUBSCRIBE_PLACEHOLDER, unsubscribeHeaders, Unsubscribes } from "./unsubscribes.ts"
 
@@ -315,14 +317,14 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       })
 
     /**
-     * Recipients (to, cc, bcc) once each, case-insensitively: who the message is delivered to. The
+     * Recipients (to, cc and bcc, or an envelope's) once each, case-insensitively: who the message is delivered to. The
      * domain is lower-cased (it is case-insensitive, and routes the delivery); the local part keeps the
      * case it was written in, which RFC 5321 (§2.4) requires a sender to pass on, since the receiving
      * server may tell `Ada` from `ada`.
      */
-    const recipientsOf = (message: OutgoingMessage) => {
+    const recipientsOf = (addresses: ReadonlyArray<string>) => {
       const kept = new Map<string, string>()
-      for (const { address } of [...message.to, ...message.cc, ...message.bcc]) {
+      for (const address of addresses) {
         const at = address.lastIndexOf("@")
         const recipient = `${address.slice(0, at)}@${address.slice(at + 1).toLowerCase()}`
         if (!kept.has(recipient.toLowerCase())) kept.set(recipient.toLowerCase(), recipient)
@@ -391,6 +393,117 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         if (key !== undefined) yield* sql`DELETE FROM idempotency_keys WHERE user_id = ${userId} AND key = ${key}`
       })).pipe(Effect.catchAll((error) => health.report("Could not take back a send the bus refused", Cause.fail(error))))
 
+    /** The sending mailbox, checked: the caller's, verified, and its recipients neither suppressed nor past the plan's sends. */
+    const checkedSender = (userId: string, mailboxId: string, recipients: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        // Suppressions are kept lower-cased: an address bounced is suppressed in any case.
+        const from = yield* sender(userId, mailboxId, recipients.map((recipient) => recipient.toLowerCase()))
+        yield* checkSuppressions(from.suppressed)
+        yield* checkQuota(from)
+        return from
+      })
+
+    /**
+     * The end of every send, whoever built the message: `raw`, signed, kept as the mailbox's sent mail
+     * with its deliveries and counted, then queued for the mta; 202's answer once it is durable and on
+     * the bus.
+     */
+    const keepAndQueue = (
+      sent: {
+        readonly userId: string
+        readonly mailboxId: string
+        readonly from: typeof SenderRow.Type
+        readonly raw: Uint8Array
+        readonly emailId: string
+        readonly messageId: string
+        readonly recipients: ReadonlyArray<string>
+        readonly now: Date
+      },
+      idempotency?: { readonly key: string; readonly fingerprint: string }
+    ) =>
+      Effect.gen(function*() {
+        const { emailId, from, mailboxId, messageId, now, raw, recipients, userId } = sent
+        const maxBytes = limits[from.plan].maxEmailBytes
+        if (raw.byteLength > maxBytes) {
+          return yield* new PayloadTooLarge({
+            message: `The message is ${raw.byteLength} bytes; the ${from.plan} plan sends at most ${maxBytes}`,
+            details: { size: raw.byteLength, limit: maxBytes }
+          })
+        }
+        // The sent copy is stored as the account's mail: it must fit the plan's storage, as received mail must.
+        const storage = limits[from.plan].storageBytes
+        if (storage !== null && from.storage + raw.byteLength > storage) {
+          return yield* storageQuotaReached(from.plan, from.storage, raw.byteLength, "message's copy")
+        }
+        const parsed = yield* parseMessage(raw)
+        const rawSha256 = sha256(raw)
+        const day = utcDay(now)
+        const domains = [...new Set(recipients.map(domainOf))]
+
+        const newEmail: NewEmail = {
+          emailId,
+          mailboxId,
+          userId,
+          direction: "outbound",
+          labels: ["sent"],
+          rawSha256,
+          size: raw.byteLength,
+          mailFrom: bounceAddress(emailId, from.domain),
+          rcptTo: from.address,
+          receivedAt: now,
+          messageId,
+          parsed
+        }
+        const accepted: AcceptedSend = { email: newEmail, raw, recipients, day, periodStart: from.periodStart, plan: from.plan }
+        // Not stored: its mailbox went with its account since it was looked up (mail/store.ts).
+        const answer = (row: EmailRow | undefined): Effect.Effect<SendAccepted, NotFound> =>
+          row === undefined
+            ? Effect.fail(mailboxNotFound(mailboxId))
+            : Effect.succeed({ email_id: emailId, message_id: messageId, thread_id: row.threadId, status: "queued" })
+
+        const stored = idempotency === undefined
+          ? yield* storeSend(accepted).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap(answer))
+          : yield* sql.withTransaction(Effect.gen(function*() {
+            const answered = yield* answer(yield* storeEmail(sql, newEmail, alongside([accepted])))
+            // A concurrent send with the same key waits here until this one commits, then finds the key
+            // taken and rolls back everything it stored.
+            const claimed = yield* sql`
+              INSERT INTO idempotency_keys (user_id, key, request_sha256, response)
+              VALUES (${userId}, ${idempotency.key}, ${idempotency.fingerprint}, ${JSON.stringify(answered)})
+              ON CONFLICT (user_id, key) DO UPDATE SET request_sha256 = EXCLUDED.request_sha256, response = EXCLUDED.response,
+                                                       created_at = now()
+                WHERE idempotency_keys.created_at <= now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})
+              RETURNING 1`
+            if (claimed.length === 0) return yield* new KeyTaken()
+            return answered
+          })).pipe(
+            Effect.catchTag("SqlError", asQuota(from.plan)),
+            Effect.catchTag("KeyTaken", () =>
+              Effect.flatMap(earlierAnswer(userId, idempotency, idempotency.fingerprint), (earlier) =>
+                earlier === undefined
+                  ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being sent right now; retry", 1))
+                  : Effect.succeed(earlier)))
+          )
+        if (stored.email_id !== emailId) return stored
+
+        const queued = yield* Effect.forEach(
+          domains,
+          (domain) =>
+            bus.publish(subjects.outboundMail(emailId), encodeJson({ email_id: emailId, domain } satisfies OutboundJob), {
+              msgId: `outbound:${emailId}:${domain}`
+            }),
+          { concurrency: "unbounded", discard: true }
+        ).pipe(Effect.either)
+        if (queued._tag === "Left") {
+          yield* takeBack(userId, emailId, raw.byteLength, day, from.periodStart, idempotency?.key)
+          return yield* ServiceUnavailable.of("The message could not be queued; nothing was sent, retry")
+        }
+        yield* Effect.logInfo("Email queued for delivery").pipe(
+          Effect.annotateLogs({ email_id: emailId, mailbox_id: mailboxId, recipients: recipients.length, domains: domains.length })
+        )
+        return stored
+      })
+
     /**
      * Send `message` from the caller's mailbox: 202's answer once it is durable and queued.
      * Untraced where it repeats per message; a traced Effect.fn per call is enough.
@@ -406,12 +519,9 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         const earlier = yield* earlierAnswer(userId, idempotency, fingerprint!)
         if (earlier !== undefined) return earlier
       }
-      const recipients = recipientsOf(message)
+      const recipients = recipientsOf([...message.to, ...message.cc, ...message.bcc].map((a) => a.address))
       yield* checkMessage(message, recipients)
-      // Suppressions are kept lower-cased: an address bounced is suppressed in any case.
-      const from = yield* sender(userId, mailboxId, recipients.map((recipient) => recipient.toLowerCase()))
-      yield* checkSuppressions(from.suppressed)
-      yield* checkQuota(from)
+      const from = yield* checkedSender(userId, mailboxId, recipients)
 
       const emailId = newId("eml")
       const messageId = `<${emailId}@${from.domain}>`
@@ -436,88 +546,39 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         date: now,
         dkim: signer
       }).pipe(Effect.mapError((error) => ValidationError.field("attachments", error.message)))
-      const maxBytes = limits[from.plan].maxEmailBytes
-      if (raw.byteLength > maxBytes) {
-        return yield* new PayloadTooLarge({
-          message: `The message is ${raw.byteLength} bytes; the ${from.plan} plan sends at most ${maxBytes}`,
-          details: { size: raw.byteLength, limit: maxBytes }
-        })
-      }
-      // The sent copy is stored as the account's mail: it must fit the plan's storage, as received mail must.
-      const storage = limits[from.plan].storageBytes
-      if (storage !== null && from.storage + raw.byteLength > storage) {
-        return yield* storageQuotaReached(from.plan, from.storage, raw.byteLength, "message's copy")
-      }
-      const parsed = yield* parseMessage(raw)
-      const rawSha256 = sha256(raw)
-      const day = utcDay(now)
-      const domains = [...new Set(recipients.map(domainOf))]
-
-      const newEmail: NewEmail = {
-        emailId,
-        mailboxId,
-        userId,
-        direction: "outbound",
-        labels: ["sent"],
-        rawSha256,
-        size: raw.byteLength,
-        mailFrom: bounceAddress(emailId, from.domain),
-        rcptTo: from.address,
-        receivedAt: now,
-        messageId,
-        parsed
-      }
-      const accepted: AcceptedSend = { email: newEmail, raw, recipients, day, periodStart: from.periodStart, plan: from.plan }
-      // Not stored: its mailbox went with its account since it was looked up (mail/store.ts).
-      const answer = (row: EmailRow | undefined): Effect.Effect<SendAccepted, NotFound> =>
-        row === undefined
-          ? Effect.fail(mailboxNotFound(mailboxId))
-          : Effect.succeed({ email_id: emailId, message_id: messageId, thread_id: row.threadId, status: "queued" })
-
-      const stored = idempotency === undefined
-        ? yield* storeSend(accepted).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap(answer))
-        : yield* sql.withTransaction(Effect.gen(function*() {
-          const answered = yield* answer(yield* storeEmail(sql, newEmail, alongside([accepted])))
-          // A concurrent send with the same key waits here until this one commits, then finds the key
-          // taken and rolls back everything it stored.
-          const claimed = yield* sql`
-            INSERT INTO idempotency_keys (user_id, key, request_sha256, response)
-            VALUES (${userId}, ${idempotency.key}, ${fingerprint!}, ${JSON.stringify(answered)})
-            ON CONFLICT (user_id, key) DO UPDATE SET request_sha256 = EXCLUDED.request_sha256, response = EXCLUDED.response,
-                                                     created_at = now()
-              WHERE idempotency_keys.created_at <= now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})
-            RETURNING 1`
-          if (claimed.length === 0) return yield* new KeyTaken()
-          return answered
-        })).pipe(
-          Effect.catchTag("SqlError", asQuota(from.plan)),
-          Effect.catchTag("KeyTaken", () =>
-            Effect.flatMap(earlierAnswer(userId, idempotency, fingerprint!), (earlier) =>
-              earlier === undefined
-                ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being sent right now; retry", 1))
-                : Effect.succeed(earlier)))
-        )
-      if (stored.email_id !== emailId) return stored
-
-      const queued = yield* Effect.forEach(
-        domains,
-        (domain) =>
-          bus.publish(subjects.outboundMail(emailId), encodeJson({ email_id: emailId, domain } satisfies OutboundJob), {
-            msgId: `outbound:${emailId}:${domain}`
-          }),
-        { concurrency: "unbounded", discard: true }
-      ).pipe(Effect.either)
-      if (queued._tag === "Left") {
-        yield* takeBack(userId, emailId, raw.byteLength, day, from.periodStart, idempotency?.key)
-        return yield* ServiceUnavailable.of("The message could not be queued; nothing was sent, retry")
-      }
-      yield* Effect.logInfo("Email queued for delivery").pipe(
-        Effect.annotateLogs({ email_id: emailId, mailbox_id: mailboxId, recipients: recipients.length, domains: domains.length })
+      return yield* keepAndQueue(
+        { userId, mailboxId, from, raw, emailId, messageId, recipients, now },
+        idempotency === undefined ? undefined : { key: idempotency.key, fingerprint: fingerprint! }
       )
-      return stored
     })
 
-    return { submit } as const
+    /**
+     * Send a message the client composed itself (SMTP submission, submitted.ts) from the caller's
+     * mailbox to the envelope's `recipients`: its header checked and completed, then signed, kept and
+     * queued as every send is.
+     */
+    const submitComposed = Effect.fn("Outbound.submitComposed")(function*(
+      userId: string,
+      mailboxId: string,
+      composed: { readonly raw: Uint8Array; readonly recipients: ReadonlyArray<string> }
+    ) {
+      const recipients = recipientsOf(composed.recipients)
+      if (recipients.length === 0) return yield* ValidationError.field("to", "must list at least one recipient")
+      if (recipients.length > MAX_RECIPIENTS) {
+        return yield* ValidationError.field("to", `must list at most ${MAX_RECIPIENTS} recipients`)
+      }
+      const from = yield* checkedSender(userId, mailboxId, recipients)
+      const emailId = newId("eml")
+      const now = new Date()
+      const prepared = prepareSubmitted(composed.raw, { mailboxAddress: from.address, messageId: `<${emailId}@${from.domain}>`, date: now })
+      if ("refused" in prepared) return yield* ValidationError.field(prepared.refused.field, prepared.refused.message)
+      const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
+      const signed = yield* Effect.orDie(dkimSign(prepared.ok.raw, signer, now))
+      const raw = new Uint8Array(signed.buffer, signed.byteOffset, signed.byteLength)
+      return yield* keepAndQueue({ userId, mailboxId, from, raw, emailId, messageId: prepared.ok.messageId, recipients, now })
+    })
+
+    return { submit, submitComposed } as const
   }),
   dependencies: [Unsubscribes.Default]
 }) {}

@@ -1,0 +1,219 @@
+/**
+ * The submission server (RFC 6409): smtp-server on SUBMISSION_HOST:SUBMISSION_PORT, for mail programs
+ * and SMTP libraries sending from a mailbox with an API key as the password. Its rules are the
+ * Submission service's (services/outbound/submission.ts); this file is the protocol around them.
+ *
+ * - AUTH PLAIN or LOGIN before MAIL FROM (530 5.7.0 without). With SMTP_TLS_CERT and SMTP_TLS_KEY,
+ *   STARTTLS is offered and AUTH needs it (538); without them AUTH is taken in the clear only on a
+ *   loopback host, and refused elsewhere (538: a key must not cross a network unencrypted). Three
+ *   failed AUTHs end the session (421).
+ * - At most MAX_RECIPIENTS recipients a message (452 4.5.3 for one more). SIZE announces the largest
+ *   plan's message; the sender's plan holds it at the end of DATA (552 5.3.4).
+ * - DATA is answered 250 (`2.0.0 Ok: queued as <email id>`) only once the message is stored as sent
+ *   mail and queued for the mta; 451 4.3.0 when that fails or takes longer than the data time-out.
+ * - On shutdown the server drains as the MX does: a DATA in progress is finished and answered.
+ */
+import { readFileSync } from "node:fs"
+import { isIP } from "node:net"
+import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
+import type { Principal } from "../../services/accounts/principal.ts"
+import { MAX_RECIPIENTS } from "../../services/outbound/schemas.ts"
+import { Submission, type SubmissionRefused, temporaryFailure } from "../../services/outbound/submission.ts"
+import { AppConfig } from "../config.ts"
+import { maxMessageBytes } from "./server.ts"
+
+/** How long storing and queueing a submitted message may take before the client is told to retry. */
+const DATA_TIMEOUT_MS = 30_000
+const SOCKET_TIMEOUT_MS = 60_000
+const CLOSE_TIMEOUT_MS = 10_000
+/** Failed AUTHs a session may make before it is closed. */
+const MAX_FAILED_AUTH = 3
+
+/** The error smtp-server answers with: `code text`. */
+const smtpError = (refusal: SubmissionRefused) =>
+  Object.assign(new Error(refusal.reply.text), { responseCode: refusal.reply.code })
+
+/** A host name or address that only this machine reaches. */
+const isLoopback = (host: string) =>
+  host === "localhost" || host === "::1" || (isIP(host) === 4 && host.startsWith("127."))
+
+/** What a session established: the key given at AUTH, who it acts for, and the mailbox its MAIL FROM named. */
+interface SessionState {
+  readonly apiKey: string
+  principal: Principal
+  mailboxId?: string | undefined
+}
+
+export const SubmissionServerLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    if (Option.isNone(config.submissionPort)) return
+    const port = config.submissionPort.value
+    const host = Option.getOrElse(config.submissionHost, () => config.smtpHost)
+    const submission = yield* Submission
+    const runtime = yield* Effect.runtime<never>()
+    const run = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runPromise(runtime)(Effect.exit(effect))
+
+    const tlsFiles = Option.all({ cert: config.smtpTlsCert, key: config.smtpTlsKey })
+    const tls = Option.isSome(tlsFiles)
+      ? yield* Effect.try({
+        try: () => ({ cert: readFileSync(tlsFiles.value.cert), key: readFileSync(tlsFiles.value.key) }),
+        catch: (error) => new Error(`SMTP_TLS_CERT / SMTP_TLS_KEY could not be read: ${String(error)}`)
+      })
+      : undefined
+    const clearAuth = tls === undefined && isLoopback(host)
+    if (tls === undefined && !clearAuth) {
+      yield* Effect.logWarning(
+        `Submission on ${host}:${port} has no TLS (SMTP_TLS_CERT, SMTP_TLS_KEY): it refuses every AUTH, since an API key must not cross a network in the clear`
+      )
+    }
+
+    const sessions = new WeakMap<SMTPServerSession, SessionState>()
+    const failedAuth = new WeakMap<SMTPServerSession, number>()
+    let draining = false
+    let dataInFlight = 0
+
+    /** The reply of a hook's outcome: its refusal's, or a temporary failure for anything unforeseen. */
+    const refusalOf = <A>(exit: Exit.Exit<A, SubmissionRefused>) =>
+      Exit.isFailure(exit) ? Option.getOrElse(Cause.failureOption(exit.cause), () => temporaryFailure) : undefined
+
+    const onAuth = (
+      auth: SMTPServerAuthentication,
+      session: SMTPServerSession,
+      callback: (error: Error | null | undefined, response?: { user?: unknown }) => void
+    ) => {
+      if (tls === undefined && !clearAuth) {
+        return callback(Object.assign(new Error("5.7.11 Encryption required: this server takes API keys over TLS only"), { responseCode: 538 }))
+      }
+      if (auth.method !== "PLAIN" && auth.method !== "LOGIN") {
+        return callback(Object.assign(new Error("5.7.4 Use AUTH PLAIN or LOGIN"), { responseCode: 504 }))
+      }
+      const apiKey = auth.password ?? ""
+      void run(submission.signIn(apiKey)).then((exit) => {
+        const refusal = refusalOf(exit)
+        if (refusal === undefined && Exit.isSuccess(exit)) {
+          sessions.set(session, { apiKey, principal: exit.value })
+          return callback(null, { user: exit.value.userId })
+        }
+        const failed = (failedAuth.get(session) ?? 0) + 1
+        failedAuth.set(session, failed)
+        if (failed >= MAX_FAILED_AUTH && refusal!.reply.code === 535) {
+          return callback(Object.assign(new Error("4.7.0 Too many failed authentications"), { responseCode: 421 }))
+        }
+        callback(smtpError(refusal!))
+      })
+    }
+
+    const onMailFrom = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
+      const state = sessions.get(session)
+      if (state === undefined) return callback(Object.assign(new Error("5.7.0 Authentication required"), { responseCode: 530 }))
+      state.mailboxId = undefined
+      void run(submission.sender(state.apiKey, address.address)).then((exit) => {
+        const refusal = refusalOf(exit)
+        if (refusal !== undefined || !Exit.isSuccess(exit)) return callback(smtpError(refusal!))
+        state.principal = exit.value.principal
+        state.mailboxId = exit.value.mailboxId
+        callback()
+      })
+    }
+
+    const onRcptTo = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
+      const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
+      if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
+        return callback(Object.assign(new Error(`4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} a message`), { responseCode: 452 }))
+      }
+      callback()
+    }
+
+    const onData = (stream: SMTPServerDataStream, session: SMTPServerSession, callback: (error?: Error | null, message?: string) => void) => {
+      const state = sessions.get(session)
+      const chunks: Array<Buffer> = []
+      let bytes = 0
+      let answered = false
+      dataInFlight++
+      const answer = (error: Error | null, message?: string) => {
+        if (answered) return
+        answered = true
+        dataInFlight--
+        callback(error, message)
+      }
+      stream.on("data", (chunk: Buffer) => {
+        bytes += chunk.length
+        // Past the largest plan's message the rest is read and dropped, so the reply can still be given.
+        if (bytes <= maxMessageBytes) chunks.push(chunk)
+      })
+      stream.once("error", (error: Error) => answer(error))
+      stream.once("end", () => {
+        if (stream.sizeExceeded || bytes > maxMessageBytes) {
+          return answer(Object.assign(new Error(`5.3.4 Message too big: at most ${maxMessageBytes} bytes`), { responseCode: 552 }))
+        }
+        if (state === undefined || state.mailboxId === undefined) return answer(smtpError(temporaryFailure))
+        const recipients = session.envelope.rcptTo.map((r) => r.address)
+        const sending = Runtime.runFork(runtime)(
+          submission.send(state.principal, state.mailboxId, { raw: Buffer.concat(chunks, bytes), recipients }).pipe(
+            Effect.withSpan("smtp.submission", { kind: "server", captureStackTrace: false, attributes: { "mailroom.recipients": recipients.length } })
+          )
+        )
+        const deadline = setTimeout(() => {
+          answer(smtpError(temporaryFailure))
+          sending.unsafeInterruptAsFork(sending.id())
+        }, DATA_TIMEOUT_MS)
+        sending.addObserver((exit) => {
+          clearTimeout(deadline)
+          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value}`)
+          if (Cause.isInterruptedOnly(exit.cause)) return
+          const refusal = Option.getOrElse(Cause.failureOption(exit.cause), () => temporaryFailure)
+          if (Option.isNone(Cause.failureOption(exit.cause))) void run(Effect.logError("A submitted message failed", exit.cause))
+          answer(smtpError(refusal))
+        })
+      })
+    }
+
+    const server = new SMTPServer({
+      name: config.mxHost,
+      banner: "Mailroom submission",
+      size: maxMessageBytes,
+      authMethods: ["PLAIN", "LOGIN"],
+      allowInsecureAuth: clearAuth,
+      disabledCommands: tls ? [] : ["STARTTLS"],
+      hideSTARTTLS: !tls,
+      ...(tls ?? {}),
+      logger: false,
+      disableReverseLookup: true,
+      socketTimeout: SOCKET_TIMEOUT_MS,
+      closeTimeout: CLOSE_TIMEOUT_MS,
+      authRequiredMessage: "5.7.0 Authentication required: AUTH with an API key as the password",
+      onConnect: (_session, callback) =>
+        draining ? callback(Object.assign(new Error("4.3.2 Service shutting down, try again later"), { responseCode: 421 })) : callback(),
+      onAuth,
+      onMailFrom,
+      onRcptTo,
+      onData
+    })
+    server.on("error", (error) => void run(Effect.logDebug("Submission session error", error)))
+
+    const drain = Effect.gen(function*() {
+      draining = true
+      const giveUp = Date.now() + DATA_TIMEOUT_MS
+      while (dataInFlight > 0 && Date.now() < giveUp) yield* Effect.sleep(20)
+      server.options.closeTimeout = 200
+      yield* Effect.async<void>((resume) => {
+        server.close(() => resume(Effect.void))
+      })
+    })
+
+    yield* Effect.acquireRelease(
+      Effect.async<void, Error>((resume) => {
+        const onError = (error: Error) => resume(Effect.fail(error))
+        server.server.once("error", onError)
+        server.listen(port, host, () => {
+          server.server.off("error", onError)
+          resume(Effect.void)
+        })
+      }),
+      () => drain
+    ).pipe(Effect.mapError((error) => new Error(`Submission could not listen on ${host}:${port}: ${error.message}`)))
+    yield* Effect.logInfo(`Submission listening on ${host}:${port}${tls ? " (STARTTLS)" : ""}`)
+  })
+)

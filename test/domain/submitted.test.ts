@@ -1,0 +1,60 @@
+/**
+ * A message submitted over SMTP made ready to send (services/outbound/submitted.ts): the header rules
+ * on the shapes mail programs write that the black-box suite (test/outbound/submission.test.ts) does
+ * not send: folded fields, display names, case, groups, repeated and malformed fields.
+ */
+import { describe, expect, it } from "vitest"
+import { prepareSubmitted } from "../../services/outbound/submitted.ts"
+
+const MAILBOX = "Desk@agents.localhost"
+const options = { mailboxAddress: MAILBOX, messageId: "<eml_1@agents.localhost>", date: new Date("2026-11-30T09:30:00Z") }
+const prepare = (message: string) => prepareSubmitted(Buffer.from(message, "latin1"), options)
+const ready = (message: string) => {
+  const prepared = prepare(message)
+  if (!("ok" in prepared)) throw new Error(`refused: ${prepared.refused.message}`)
+  return { raw: prepared.ok.raw.toString("latin1"), messageId: prepared.ok.messageId }
+}
+
+describe("prepareSubmitted", () => {
+  it("keeps the client's fields as written, folds included, and its Message-ID", () => {
+    const message = "From: \"Desk, the agent\"\r\n <desk@AGENTS.localhost>\r\nSubject: a long\r\n\tsubject\r\nMessage-ID: <abc@client.example>\r\n" +
+      "Date: Mon, 30 Nov 2026 09:00:00 +0100\r\n\r\nBody\r\n"
+    expect(ready(message)).toEqual({ raw: message, messageId: "<abc@client.example>" })
+  })
+
+  it("takes out Bcc (folded too) and Return-Path, and adds what is missing", () => {
+    const { messageId, raw } = ready("Return-Path: <x@y>\nFrom: desk@agents.localhost\nBcc: a@x.example,\n b@x.example\nTo: c@x.example\n\nHi\n")
+    expect(messageId).toBe("<eml_1@agents.localhost>")
+    expect(raw).toBe(
+      "Message-ID: <eml_1@agents.localhost>\r\nDate: Mon, 30 Nov 2026 09:30:00 +0000\r\nFrom: desk@agents.localhost\r\nTo: c@x.example\r\n\r\nHi\r\n"
+    )
+  })
+
+  it("replaces a malformed or repeated Message-ID with Mailroom's", () => {
+    for (const ids of ["Message-ID: not-an-id\r\n", "Message-ID: <a@b>\r\nMessage-ID: <c@d>\r\n"]) {
+      const { messageId, raw } = ready(`From: desk@agents.localhost\r\n${ids}Date: x\r\n\r\nHi\r\n`)
+      expect(messageId).toBe("<eml_1@agents.localhost>")
+      expect(raw.match(/^Message-ID:.*$/gim)).toEqual(["Message-ID: <eml_1@agents.localhost>"])
+    }
+  })
+
+  it("a header alone (no body) gets its blank line", () => {
+    expect(ready("From: desk@agents.localhost\r\nDate: x\r\nMessage-ID: <a@b>").raw).toBe(
+      "From: desk@agents.localhost\r\nDate: x\r\nMessage-ID: <a@b>\r\n\r\n"
+    )
+  })
+
+  it("refuses any From but the mailbox's, alone, and a header line that is no field", () => {
+    const from = { field: "from", message: `From must be the sending mailbox's address, ${MAILBOX}, alone` }
+    expect(prepare("From: ceo@agents.localhost\r\n\r\nx")).toEqual({ refused: from })
+    expect(prepare("From: desk@agents.localhost, ceo@agents.localhost\r\n\r\nx")).toEqual({ refused: from })
+    expect(prepare("From: team: desk@agents.localhost, ceo@agents.localhost;\r\n\r\nx")).toEqual({ refused: from })
+    expect(prepare("To: a@b\r\n\r\nx")).toEqual({ refused: { field: "from", message: "the message has no From field" } })
+    expect(prepare("From: desk@agents.localhost\r\nFrom: desk@agents.localhost\r\n\r\nx")).toEqual({
+      refused: { field: "from", message: "the message has more than one From field" }
+    })
+    expect(prepare(" folded: nothing\r\nFrom: desk@agents.localhost\r\n\r\nx")).toEqual({
+      refused: { field: "message", message: "the message's header has a line that is not a field (Name: value)" }
+    })
+  })
+})

@@ -1,0 +1,254 @@
+/**
+ * SMTP submission, as a mail program or an SMTP library meets it: nodemailer (and, where every reply
+ * must be seen, a bare SMTP client) signs in to a started server's submission port with an API key and
+ * sends from a mailbox; the mta resolves MX records through a DNS server this test runs and delivers to
+ * a receiving SMTP server this test runs, where the message is checked as it arrived (an independent
+ * verifier, mailauth, checks its DKIM signature against the key the test DNS publishes).
+ */
+import { generateKeyPairSync } from "node:crypto"
+import * as dns from "node:dns"
+import { dkimVerify } from "mailauth"
+import { simpleParser } from "mailparser"
+import nodemailer from "nodemailer"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
+import { withApiKey } from "../support/accounts.ts"
+import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { sendMail } from "../support/send-mail.ts"
+import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { connectSmtp, type SmtpSession } from "../support/smtp-client.ts"
+import { withToken } from "../support/typed-client.ts"
+import { until } from "../support/wait.ts"
+
+const DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
+const txt = `v=DKIM1; k=rsa; p=${DKIM.publicKey.export({ type: "spki", format: "der" }).toString("base64")}`.match(/.{1,255}/g)!
+
+let mx: MxServer
+let names: DnsServer
+let submissionPort: number
+let suite: SuiteServer
+
+beforeAll(async () => {
+  mx = await startMxServer()
+  names = await startDnsServer()
+  submissionPort = await freePort()
+  names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
+  names.set("mx.partner.test", { A: ["127.0.0.1"] })
+  names.set("mailroom._domainkey.agents.localhost", { TXT: [txt] })
+})
+
+afterAll(async () => {
+  await mx?.close()
+  await names?.close()
+})
+
+useSuiteServer((s) => {
+  suite = s
+}, {
+  get DNS_SERVERS() {
+    return names.address
+  },
+  get OUTBOUND_SMTP_PORT() {
+    return String(mx.port)
+  },
+  get SUBMISSION_PORT() {
+    return String(submissionPort)
+  },
+  DKIM_PRIVATE_KEY: DKIM.privateKey.export({ type: "pkcs8", format: "pem" }).toString()
+} as Record<string, string>)
+
+const owner = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
+  const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+  return { box, mailroom: createClient({ baseUrl: suite.url, apiKey: box.user.apiKey }) }
+}
+
+/** A mail program's account on the submission port: any user name, the API key as the password. */
+const transport = (apiKey: string) =>
+  nodemailer.createTransport({
+    host: "127.0.0.1",
+    port: submissionPort,
+    secure: false,
+    auth: { user: "mailroom", pass: apiKey }
+  })
+
+/** A bare session signed in with `apiKey` (AUTH PLAIN). */
+const signedIn = async (apiKey: string): Promise<SmtpSession> => {
+  const session = await connectSmtp(submissionPort)
+  expect((await session.command("EHLO client.test")).code).toBe(250)
+  const auth = await session.command(`AUTH PLAIN ${Buffer.from(`\0agent\0${apiKey}`).toString("base64")}`)
+  expect(auth.code).toBe(235)
+  return session
+}
+
+const resolver = () => {
+  const r = new dns.promises.Resolver()
+  r.setServers([names.address])
+  return (name: string, type: string) => r.resolve(name, type as "TXT") as Promise<never>
+}
+
+const deliveredTo = (address: string, subject: string) =>
+  until(`"${subject}" at ${address}`, async () => mx.delivered().find((m) => m.rcptTo.includes(address) && m.raw.includes(subject)), 20_000)
+
+describe("SMTP submission", () => {
+  it("sends a mail program's message as written, Bcc taken out, signed, kept as sent mail with its deliveries", async () => {
+    const { box, mailroom } = await owner()
+    const to = `${fresh("ada")}@partner.test`
+    const hidden = `${fresh("grace")}@partner.test`
+    const subject = `Réunion ✓ ${fresh("s")}`
+
+    const info = await transport(box.user.apiKey).sendMail({
+      from: { name: "Desk Agent", address: box.address },
+      to,
+      bcc: hidden,
+      subject,
+      text: "Agenda attached.\n",
+      attachments: [{ filename: "agenda.txt", content: "1. Budget\n2. Hiring\n" }],
+      headers: { "X-Ticket": "T-42" }
+    })
+    const queued = /^250 2\.0\.0 Ok: queued as (eml_\w+)/.exec(info.response)
+    expect(queued).not.toBeNull()
+    expect(info.accepted).toEqual([to, hidden])
+    const emailId = queued![1]!
+
+    const arrived = await deliveredTo(to, "Agenda attached")
+    const copy = await deliveredTo(hidden, "Agenda attached")
+    expect(copy.raw.equals(arrived.raw)).toBe(true)
+    expect(arrived.mailFrom).toBe(`bounces+${emailId}@agents.localhost`)
+    const parsed = await simpleParser(arrived.raw)
+    expect(parsed.subject).toBe(subject)
+    expect(parsed.messageId).toBe(info.messageId)
+    expect(parsed.headers.get("bcc")).toBeUndefined()
+    expect(arrived.raw.toString()).not.toContain(hidden)
+    expect(parsed.headers.get("x-ticket")).toBe("T-42")
+    expect(parsed.attachments.map((a) => [a.filename, a.content.toString()])).toEqual([["agenda.txt", "1. Budget\n2. Hiring\n"]])
+    const verified = await dkimVerify(Buffer.from(arrived.raw), { resolver: resolver() })
+    expect(verified.results.map((r) => [r.signingDomain, r.status.result])).toEqual([["agents.localhost", "pass"]])
+
+    const email = await until("the sent email delivered", async () => {
+      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      return data?.data.delivery?.every((d) => d.status === "sent") ? data.data : undefined
+    }, 20_000)
+    expect(email).toMatchObject({
+      direction: "outbound",
+      labels: ["sent"],
+      mailbox_id: box.mailboxId,
+      message_id: info.messageId,
+      subject
+    })
+    expect(email.delivery!.map((d) => d.recipient).sort()).toEqual([to, hidden].sort())
+    // Its raw is exactly what the recipients got.
+    const raw = await fetch(`${suite.url}/v1/api/emails/${emailId}/raw`, { headers: { "X-API-Key": box.user.apiKey } })
+    expect(Buffer.from(await raw.arrayBuffer()).equals(arrived.raw)).toBe(true)
+  })
+
+  it("threads a reply written in a mail program with the email it answers, and completes a bare message's Message-ID and Date", async () => {
+    const { box, mailroom } = await owner()
+    const subject = `Question ${fresh("q")}`
+    await sendMail(suite.server.smtpPort, { from: "ada@partner.test", to: box.address, subject, text: "When is the meeting?" })
+    const received = await until("the question stored", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data.find((e) => e.subject === subject)
+    }, 20_000)
+    const { data: question } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: received.email_id } } })
+
+    // A message as a script writes it: no Message-ID, no Date, bare LF line ends.
+    const session = await signedIn(box.user.apiKey)
+    expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
+    expect((await session.command("RCPT TO:<ada@partner.test>")).code).toBe(250)
+    expect((await session.command("RCPT TO:<boss@partner.test>")).code).toBe(250)
+    const reply = await session.data(
+      `From: ${box.address}\nTo: ada@partner.test\nBcc: boss@partner.test\nSubject: Re: ${subject}\nIn-Reply-To: ${question!.data.message_id}\n\nThursday at ten.\n`
+    )
+    await session.close()
+    expect(reply.code).toBe(250)
+    const emailId = /queued as (eml_\w+)/.exec(reply.text)![1]!
+
+    const arrived = await deliveredTo("ada@partner.test", "Thursday at ten")
+    const parsed = await simpleParser(arrived.raw)
+    expect(parsed.messageId).toBe(`<${emailId}@agents.localhost>`)
+    expect(parsed.date).toBeInstanceOf(Date)
+    expect(arrived.raw.toString()).toContain("\r\n\r\nThursday at ten.\r\n")
+    expect(arrived.raw.toString()).not.toMatch(/^Bcc:/im)
+    expect((await deliveredTo("boss@partner.test", "Thursday at ten")).raw.equals(arrived.raw)).toBe(true)
+    const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+    expect(data!.data.thread_id).toBe(question!.data.thread_id)
+    expect(data!.data.message_id).toBe(`<${emailId}@agents.localhost>`)
+  })
+
+  it("refuses, with a reply that says why, what a key may not send", async () => {
+    const { box, mailroom } = await owner()
+    const other = await owner()
+
+    // Nothing before AUTH; a wrong key three times ends the session.
+    const anonymous = await connectSmtp(submissionPort)
+    await anonymous.command("EHLO client.test")
+    expect(await anonymous.command(`MAIL FROM:<${box.address}>`)).toEqual({ code: 530, text: expect.stringContaining("5.7.0 Authentication required") })
+    const wrong = `AUTH PLAIN ${Buffer.from("\0agent\0mr_not_a_key").toString("base64")}`
+    expect(await anonymous.command(wrong)).toEqual({ code: 535, text: expect.stringContaining("5.7.8") })
+    expect((await anonymous.command(wrong)).code).toBe(535)
+    expect(await anonymous.command(wrong)).toEqual({ code: 421, text: expect.stringContaining("Too many failed") })
+    await until("the session closed", async () => anonymous.closed() || undefined, 5_000)
+
+    // Another account's mailbox, a key limited to another mailbox, a read-only key.
+    const session = await signedIn(box.user.apiKey)
+    expect(await session.command(`MAIL FROM:<${other.box.address}>`)).toEqual({
+      code: 553,
+      text: `5.7.1 <${other.box.address}> is not a mailbox this API key sends from`
+    })
+    const limited = await withToken(suite.url, box.user).POST("/v1/api-keys", { body: { name: "elsewhere", mailboxIds: [(await newBox(suite.url, { user: box.user })).mailboxId] } })
+    const limitedSession = await signedIn(limited.data!.data.apiKey)
+    expect((await limitedSession.command(`MAIL FROM:<${box.address}>`)).code).toBe(553)
+    await limitedSession.close()
+    const readOnly = await withToken(suite.url, box.user).POST("/v1/api-keys", { body: { name: "reader", permission: "read_only" } })
+    const readOnlySession = await signedIn(readOnly.data!.data.apiKey)
+    expect(await readOnlySession.command(`MAIL FROM:<${box.address}>`)).toEqual({ code: 550, text: "5.7.1 This API key is read-only: it cannot send" })
+    await readOnlySession.close()
+
+    // The header's From must be the mailbox.
+    expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
+    expect((await session.command("RCPT TO:<ada@partner.test>")).code).toBe(250)
+    expect(await session.data(`From: ceo@partner.test\r\nTo: ada@partner.test\r\nSubject: Wire the money\r\n\r\nNow.\r\n`)).toEqual({
+      code: 550,
+      text: `5.7.1 From must be the sending mailbox's address, ${box.address}, alone`
+    })
+
+    // A header that is not one.
+    expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
+    expect((await session.command("RCPT TO:<ada@partner.test>")).code).toBe(250)
+    expect(await session.data(`Hello Ada,\r\nFrom: ${box.address}\r\n\r\nHi.\r\n`)).toEqual({
+      code: 550,
+      text: "5.6.0 the message's header has a line that is not a field (Name: value)"
+    })
+
+    // A suppressed recipient: the whole message is refused, naming it.
+    const suppressed = `${fresh("gone")}@partner.test`
+    expect((await mailroom.POST("/v1/api/suppressions", { body: { address: suppressed } })).response.status).toBe(201)
+    expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
+    expect((await session.command(`RCPT TO:<${suppressed}>`)).code).toBe(250)
+    expect(await session.data(`From: ${box.address}\r\nTo: ${suppressed}\r\nSubject: Hello\r\n\r\nHi.\r\n`)).toEqual({
+      code: 550,
+      text: `5.7.1 Not sent: ${suppressed} is suppressed by the account`
+    })
+
+    // At most 50 recipients a message.
+    expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
+    for (let i = 0; i < 50; i++) expect((await session.command(`RCPT TO:<r${i}@partner.test>`)).code).toBe(250)
+    expect(await session.command("RCPT TO:<r50@partner.test>")).toEqual({ code: 452, text: "4.5.3 Too many recipients: at most 50 a message" })
+    expect((await session.command("RSET")).code).toBe(250)
+
+    // Bigger than the free plan's 10 MB.
+    expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
+    expect((await session.command("RCPT TO:<ada@partner.test>")).code).toBe(250)
+    const big = `From: ${box.address}\r\nTo: ada@partner.test\r\nSubject: Big\r\n\r\n${"x".repeat(998)}\r\n`.padEnd(11 * 2 ** 20, `${"y".repeat(998)}\r\n`)
+    expect(await session.data(big)).toEqual({ code: 552, text: expect.stringMatching(/^5\.3\.4 The message is \d+ bytes; the free plan sends at most 10485760$/) })
+    await session.close()
+
+    // Nothing of it was sent or kept.
+    const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
+    })
+    expect(data!.data).toEqual([])
+  })
+})

@@ -1,0 +1,84 @@
+/**
+ * The submission port keeps API keys off the network in the clear (src/smtp/submission.ts): with a
+ * certificate (SMTP_TLS_CERT / SMTP_TLS_KEY) AUTH needs STARTTLS, and without one a listener on a
+ * host other than loopback refuses every AUTH. What is sent once signed in is test/outbound's.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import nodemailer from "nodemailer"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { withApiKey } from "../support/accounts.ts"
+import { newBox } from "../support/mailboxes.ts"
+import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { connectSmtp } from "../support/smtp-client.ts"
+
+const plain = (apiKey: string) => `AUTH PLAIN ${Buffer.from(`\0agent\0${apiKey}`).toString("base64")}`
+
+describe("submission with a certificate", () => {
+  const certDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-submission-tls-"))
+  const cert = path.join(certDir, "cert.pem")
+  const key = path.join(certDir, "key.pem")
+  let port: number
+  let suite: SuiteServer
+  // Registered before the server's hook, so the files and the port exist when it starts.
+  beforeAll(async () => {
+    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", key, "-out", cert], {
+      stdio: "ignore"
+    })
+    port = await freePort()
+  })
+  afterAll(() => fs.rmSync(certDir, { recursive: true, force: true }))
+  useSuiteServer((s) => {
+    suite = s
+  }, {
+    SMTP_TLS_CERT: cert,
+    SMTP_TLS_KEY: key,
+    get SUBMISSION_PORT() {
+      return String(port)
+    }
+  } as Record<string, string>)
+
+  it("answers AUTH before STARTTLS 538, and a client requiring TLS signs in and sends", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const session = await connectSmtp(port)
+    const ehlo = await session.command("EHLO client.test")
+    expect(ehlo.text.split("\n")).toContain("STARTTLS")
+    expect(await session.command(plain(box.user.apiKey))).toEqual({ code: 538, text: expect.stringContaining("STARTTLS") })
+    await session.close()
+
+    const sent = await nodemailer.createTransport({
+      host: "127.0.0.1",
+      port,
+      requireTLS: true,
+      tls: { rejectUnauthorized: false },
+      auth: { user: "agent", pass: box.user.apiKey }
+    }).sendMail({ from: box.address, to: box.address, subject: "Over TLS", text: "To myself." })
+    expect(sent.response).toMatch(/^250 2\.0\.0 Ok: queued as eml_\w+$/)
+  })
+})
+
+describe("submission without a certificate on a host other than loopback", () => {
+  let port: number
+  let suite: SuiteServer
+  beforeAll(async () => {
+    port = await freePort()
+  })
+  useSuiteServer((s) => {
+    suite = s
+  }, {
+    SUBMISSION_HOST: "0.0.0.0",
+    get SUBMISSION_PORT() {
+      return String(port)
+    }
+  } as Record<string, string>)
+
+  it("refuses every AUTH, so that no key crosses the network in the clear", async () => {
+    const user = await withApiKey(suite.url)
+    const session = await connectSmtp(port)
+    await session.command("EHLO client.test")
+    expect(await session.command(plain(user.apiKey))).toEqual({ code: 538, text: "5.7.11 Encryption required: this server takes API keys over TLS only" })
+    await session.close()
+  })
+})
