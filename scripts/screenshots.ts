@@ -36,7 +36,9 @@ const server = await startServer({
   APP_URL: `http://127.0.0.1:${port}`,
   WEBHOOK_ALLOW_PRIVATE: "true",
   DNS_SERVERS: names.address,
-  OUTBOUND_SMTP_PORT: String(mx.port)
+  OUTBOUND_SMTP_PORT: String(mx.port),
+  // The API keys page then says how mail programs send with a key.
+  SUBMISSION_PORT: String(await freePort())
 })
 const browser = await launchBrowser()
 

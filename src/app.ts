@@ -207,11 +207,15 @@ const checksLayer = (config: AppConfigShape, role: "smtp" | "worker") =>
  * does (Outbound) for the API key a client signs in with.
  */
 const smtpRole = (config: AppConfigShape) => Layer.merge(
-  SubmissionServerLive.pipe(
-    Layer.provide(Submission.Default),
-    Layer.provide(Outbound.Default),
-    Layer.provide(Layer.mergeAll(Authenticator.Default, RateLeases.Default))
-  ),
+  Option.match(config.submissionPort, {
+    onNone: () => Layer.empty,
+    onSome: (port) =>
+      SubmissionServerLive(port).pipe(
+        Layer.provide(Submission.Default),
+        Layer.provide(Outbound.Default),
+        Layer.provide(Layer.mergeAll(Authenticator.Default, RateLeases.Default))
+      )
+  }),
   SmtpServerLive.pipe(
     Layer.provide(checksLayer(config, "smtp")),
     // With RSPAMD_URL, rspamd scores every message; without it nothing is scored.

@@ -396,3 +396,22 @@ export class AppConfig extends Context.Tag("mailroom/AppConfig")<AppConfig, AppC
  */
 export const inboundChecksRole = (config: Pick<AppConfigShape, "verifyInbound" | "dmarcEnforce">): "smtp" | "worker" | undefined =>
   !config.verifyInbound ? undefined : config.dmarcEnforce ? "smtp" : "worker"
+
+/** A host name or address only this machine reaches. */
+export const isLoopbackHost = (host: string) => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
+
+/**
+ * The submission server (smtp/submission.ts) as mail programs reach it, for the dashboard to tell:
+ * `localhost` when it listens on loopback only, else MX_HOST (the name its certificate carries). None
+ * without SUBMISSION_PORT.
+ */
+export const submissionEndpoint = (config: AppConfigShape) =>
+  Option.map(config.submissionPort, (port) => {
+    const listening = Option.getOrElse(config.submissionHost, () => config.smtpHost)
+    return {
+      host: isLoopbackHost(listening) ? "localhost" : config.mxHost,
+      port,
+      /** STARTTLS offered (and needed for AUTH); without it AUTH is taken in the clear on loopback only. */
+      starttls: Option.isSome(config.smtpTlsCert) && Option.isSome(config.smtpTlsKey)
+    }
+  })

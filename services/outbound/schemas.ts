@@ -112,6 +112,17 @@ export const SendInput = Schema.Struct({
 }).annotations({ identifier: "SendInput", parseOptions: { errors: "all" } })
 export type SendInput = typeof SendInput.Type
 
+/** The most messages one batch sends. */
+export const MAX_BATCH = 100
+
+export const SendBatchInput = Schema.Struct({
+  messages: Schema.Array(SendInput).pipe(
+    Schema.minItems(1, { message: () => "must list at least one message" }),
+    Schema.maxItems(MAX_BATCH, { message: () => `must list at most ${MAX_BATCH} messages` })
+  ).annotations({ description: `The messages, each as a send's body: at most ${MAX_BATCH}` })
+}).annotations({ identifier: "SendBatchInput", parseOptions: { errors: "all" } })
+export type SendBatchInput = typeof SendBatchInput.Type
+
 /** A reply's body; its recipients come from the original (cc and bcc add more). */
 export const ReplyInput = Schema.Struct({
   cc: Schema.optional(Recipients).annotations({ description: "More recipients, besides those the reply goes to" }),

@@ -36,7 +36,7 @@ import { escapeHtml } from "../html.ts"
 import { utcDay } from "../mail/inbound.ts"
 import { parseMessage } from "../mail/parse.ts"
 import type { EmailRow } from "../mail/records.ts"
-import { type NewEmail, storeEmail, storeEmailsWith } from "../mail/store.ts"
+import { type NewEmail, storeEmailsWith } from "../mail/store.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { mailboxNotFound } from "../mailboxes/owned.ts"
 import { domainOf } from "../mailboxes/rules.ts"
@@ -102,8 +102,13 @@ const SenderRow = Schema.Struct({
   suppressed: Schema.Array(Schema.Struct({ address: Schema.String, reason: SuppressionReason }))
 })
 
-/** The stored answer of an Idempotency-Key (read as text: the client would rename a jsonb value's keys). */
-const StoredAnswer = Schema.Struct({ requestSha256: Schema.String, response: Schema.parseJson(SendAccepted) })
+/**
+ * The stored answer of an Idempotency-Key (read as text: the client would rename a jsonb value's keys),
+ * decoded as its route answers once the request is known to be the same.
+ */
+const StoredAnswer = Schema.Struct({ requestSha256: Schema.String, response: Schema.String })
+const SendAnswer = Schema.parseJson(SendAccepted)
+const BatchAnswer = Schema.parseJson(Schema.Array(SendAccepted))
 
 /** A send built and checked, to be stored: the email, its raw message, who it goes to, and what it counts against. */
 interface AcceptedSend {
@@ -113,6 +118,22 @@ interface AcceptedSend {
   readonly day: string
   readonly periodStart: Date
   readonly plan: Plan
+}
+
+/** A message built and signed, to be checked against the plan and kept. */
+interface BuiltSend {
+  readonly emailId: string
+  readonly messageId: string
+  readonly raw: Uint8Array
+  readonly recipients: ReadonlyArray<string>
+  readonly now: Date
+}
+
+/** A batch's refusal of its message `i`: the field named as the body's validation names it, `messages.<i>.<field>`. */
+const inMessage = (i: number) => <E>(error: E): E => {
+  if (!(error instanceof ValidationError)) return error
+  const details = Object.fromEntries(Object.entries(error.details ?? {}).map(([field, said]) => [`messages.${i}.${field}`, said]))
+  return new ValidationError({ message: `messages.${i}.${error.message}`, details }) as E
 }
 
 /** A body with `{{unsubscribe_url}}` made the message's unsubscribe link (as written for its part). */
@@ -155,7 +176,7 @@ const quotaReached = (plan: Plan, window: "day" | "period", used: number) => {
  * 403 STORAGE_QUOTA: `size` more bytes (a send's stored copy, a draft) would take the account's stored
  * mail and drafts, `used`, past its plan's storage.
  */
-export const storageQuotaReached = (plan: Plan, used: number, size: number, what: "message's copy" | "draft") => {
+export const storageQuotaReached = (plan: Plan, used: number, size: number, what: "message's copy" | "batch's copies" | "draft") => {
   const limit = limits[plan].storageBytes!
   return new StorageQuotaReached({
     message: `The ${plan} plan stores ${limit / 2 ** 30} GB of mail and drafts, and this ${what} would not fit: delete drafts or a mailbox, or upgrade`,
@@ -297,7 +318,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     })
 
     /** The first answer of `key`, when it was given within the window; 409 when it was for another request. */
-    const earlierAnswer = (userId: string, idempotency: Idempotency, fingerprint: string) =>
+    const earlierAnswer = <A>(userId: string, idempotency: Idempotency, fingerprint: string, answer: Schema.Schema<A, string>) =>
       Effect.gen(function*() {
         const rows = yield* sql`
           SELECT request_sha256, response::text AS response FROM idempotency_keys
@@ -313,7 +334,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
             details: { idempotency_key: idempotency.key }
           })
         }
-        return row.response
+        return yield* Effect.orDie(Schema.decodeUnknown(answer)(row.response))
       })
 
     /**
@@ -364,11 +385,14 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       )
     }
 
-    /** The counters as read: what most refusals are. (Sends at the same moment are held by the counters' checks.) */
-    const checkQuota = (row: typeof SenderRow.Type) => {
+    /**
+     * The counters as read, with `sends` more: what most refusals are. (Sends at the same moment are
+     * held by the counters' checks.)
+     */
+    const checkQuota = (row: typeof SenderRow.Type, sends: number) => {
       const plan = limits[row.plan]
-      if (row.sentToday >= plan.sendsPerDay) return Effect.fail(quotaReached(row.plan, "day", row.sentToday))
-      if (plan.sendsPerMonth !== null && row.sentThisPeriod >= plan.sendsPerMonth) {
+      if (row.sentToday + sends > plan.sendsPerDay) return Effect.fail(quotaReached(row.plan, "day", row.sentToday))
+      if (plan.sendsPerMonth !== null && row.sentThisPeriod + sends > plan.sendsPerMonth) {
         return Effect.fail(quotaReached(row.plan, "period", row.sentThisPeriod))
       }
       return Effect.void
@@ -382,89 +406,102 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         : Effect.fail(quotaReached(plan, passed, passed === "day" ? limits[plan].sendsPerDay : limits[plan].sendsPerMonth!))
     }
 
-    /** Take a stored send back: the bus did not take its jobs, so it will never go out. */
-    const takeBack = (userId: string, emailId: string, size: number, day: string, periodStart: Date, key: string | undefined) =>
+    /** Take stored sends back: the bus did not take their jobs, so they will never go out. */
+    const takeBack = (userId: string, sends: ReadonlyArray<AcceptedSend>, key: string | undefined) =>
       sql.withTransaction(Effect.gen(function*() {
-        yield* sql`DELETE FROM emails WHERE id = ${emailId}`
-        yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${size}) WHERE user_id = ${userId}`
-        yield* sql`UPDATE mail_daily_counters SET sent = greatest(0, sent - 1) WHERE user_id = ${userId} AND day = ${day}::date`
-        yield* sql`UPDATE usage_counters SET emails_sent = greatest(0, emails_sent - 1)
+        const { day, periodStart } = sends[0]!
+        const bytes = sends.reduce((sum, s) => sum + s.raw.byteLength, 0)
+        yield* sql`DELETE FROM emails WHERE id = ANY(${sends.map((s) => s.email.emailId)}::text[])`
+        yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${bytes}) WHERE user_id = ${userId}`
+        yield* sql`UPDATE mail_daily_counters SET sent = greatest(0, sent - ${sends.length}) WHERE user_id = ${userId} AND day = ${day}::date`
+        yield* sql`UPDATE usage_counters SET emails_sent = greatest(0, emails_sent - ${sends.length})
                    WHERE user_id = ${userId} AND period_start = ${periodStart}`
         if (key !== undefined) yield* sql`DELETE FROM idempotency_keys WHERE user_id = ${userId} AND key = ${key}`
       })).pipe(Effect.catchAll((error) => health.report("Could not take back a send the bus refused", Cause.fail(error))))
 
-    /** The sending mailbox, checked: the caller's, verified, and its recipients neither suppressed nor past the plan's sends. */
-    const checkedSender = (userId: string, mailboxId: string, recipients: ReadonlyArray<string>) =>
+    /**
+     * The sending mailbox, checked: the caller's, verified, its recipients not suppressed, and `sends`
+     * more messages within the plan's sends.
+     */
+    const checkedSender = (userId: string, mailboxId: string, recipients: ReadonlyArray<string>, sends = 1) =>
       Effect.gen(function*() {
         // Suppressions are kept lower-cased: an address bounced is suppressed in any case.
         const from = yield* sender(userId, mailboxId, recipients.map((recipient) => recipient.toLowerCase()))
         yield* checkSuppressions(from.suppressed)
-        yield* checkQuota(from)
+        yield* checkQuota(from, sends)
         return from
       })
 
     /**
-     * The end of every send, whoever built the message: `raw`, signed, kept as the mailbox's sent mail
-     * with its deliveries and counted, then queued for the mta; 202's answer once it is durable and on
-     * the bus.
+     * The end of every send, whoever built the messages: each `raw`, signed, kept as the mailbox's sent
+     * mail with its deliveries and counted, then queued for the mta; 202's answers once they are durable
+     * and on the bus. A batch's messages are kept in one transaction and taken back together: all or none.
      */
-    const keepAndQueue = (
-      sent: {
-        readonly userId: string
-        readonly mailboxId: string
-        readonly from: typeof SenderRow.Type
-        readonly raw: Uint8Array
-        readonly emailId: string
-        readonly messageId: string
-        readonly recipients: ReadonlyArray<string>
-        readonly now: Date
-      },
-      idempotency?: { readonly key: string; readonly fingerprint: string }
-    ) =>
+    const keepAndQueue = <Batch extends boolean>(
+      userId: string,
+      mailboxId: string,
+      from: typeof SenderRow.Type,
+      sent: ReadonlyArray<BuiltSend>,
+      options: { readonly batch: Batch; readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined }
+    ): Effect.Effect<
+      Batch extends true ? ReadonlyArray<SendAccepted> : SendAccepted,
+      PayloadTooLarge | StorageQuotaReached | SendQuotaReached | NotFound | ServiceUnavailable | IdempotencyKeyReused | SqlError
+    > =>
       Effect.gen(function*() {
-        const { emailId, from, mailboxId, messageId, now, raw, recipients, userId } = sent
+        const { batch, idempotency } = options
         const maxBytes = limits[from.plan].maxEmailBytes
-        if (raw.byteLength > maxBytes) {
-          return yield* new PayloadTooLarge({
-            message: `The message is ${raw.byteLength} bytes; the ${from.plan} plan sends at most ${maxBytes}`,
-            details: { size: raw.byteLength, limit: maxBytes }
-          })
+        for (const [i, { raw }] of sent.entries()) {
+          if (raw.byteLength > maxBytes) {
+            return yield* new PayloadTooLarge({
+              message: `${batch ? `messages.${i}: ` : ""}The message is ${raw.byteLength} bytes; the ${from.plan} plan sends at most ${maxBytes}`,
+              details: { size: raw.byteLength, limit: maxBytes, ...(batch ? { index: i } : {}) }
+            })
+          }
         }
-        // The sent copy is stored as the account's mail: it must fit the plan's storage, as received mail must.
+        // The sent copies are stored as the account's mail: they must fit the plan's storage, as received mail must.
         const storage = limits[from.plan].storageBytes
-        if (storage !== null && from.storage + raw.byteLength > storage) {
-          return yield* storageQuotaReached(from.plan, from.storage, raw.byteLength, "message's copy")
+        const size = sent.reduce((sum, s) => sum + s.raw.byteLength, 0)
+        if (storage !== null && from.storage + size > storage) {
+          return yield* storageQuotaReached(from.plan, from.storage, size, batch ? "batch's copies" : "message's copy")
         }
-        const parsed = yield* parseMessage(raw)
-        const rawSha256 = sha256(raw)
-        const day = utcDay(now)
-        const domains = [...new Set(recipients.map(domainOf))]
-
-        const newEmail: NewEmail = {
-          emailId,
-          mailboxId,
-          userId,
-          direction: "outbound",
-          labels: ["sent"],
-          rawSha256,
-          size: raw.byteLength,
-          mailFrom: bounceAddress(emailId, from.domain),
-          rcptTo: from.address,
-          receivedAt: now,
-          messageId,
-          parsed
-        }
-        const accepted: AcceptedSend = { email: newEmail, raw, recipients, day, periodStart: from.periodStart, plan: from.plan }
+        const accepted = yield* Effect.forEach(sent, ({ emailId, messageId, now, raw, recipients }) =>
+          Effect.map(parseMessage(raw), (parsed): AcceptedSend => ({
+            email: {
+              emailId,
+              mailboxId,
+              userId,
+              direction: "outbound",
+              labels: ["sent"],
+              rawSha256: sha256(raw),
+              size: raw.byteLength,
+              mailFrom: bounceAddress(emailId, from.domain),
+              rcptTo: from.address,
+              receivedAt: now,
+              messageId,
+              parsed
+            },
+            raw,
+            recipients,
+            day: utcDay(now),
+            periodStart: from.periodStart,
+            plan: from.plan
+          })))
         // Not stored: its mailbox went with its account since it was looked up (mail/store.ts).
-        const answer = (row: EmailRow | undefined): Effect.Effect<SendAccepted, NotFound> =>
+        const answer = (send: AcceptedSend, row: EmailRow | undefined): Effect.Effect<SendAccepted, NotFound> =>
           row === undefined
             ? Effect.fail(mailboxNotFound(mailboxId))
-            : Effect.succeed({ email_id: emailId, message_id: messageId, thread_id: row.threadId, status: "queued" })
+            : Effect.succeed({ email_id: send.email.emailId, message_id: send.email.messageId, thread_id: row.threadId, status: "queued" })
+        const answerAll = (rows: ReadonlyArray<EmailRow | undefined>) => Effect.forEach(accepted, (send, i) => answer(send, rows[i]))
+        const answerSchema = batch ? BatchAnswer : SendAnswer
+        type Answer = ReadonlyArray<SendAccepted> | SendAccepted
 
-        const stored = idempotency === undefined
-          ? yield* storeSend(accepted).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap(answer))
+        const stored: Answer = !batch && idempotency === undefined
+          ? yield* storeSend(accepted[0]!).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap((row) => answer(accepted[0]!, row)))
           : yield* sql.withTransaction(Effect.gen(function*() {
-            const answered = yield* answer(yield* storeEmail(sql, newEmail, alongside([accepted])))
+            const rows = yield* storeEmailsWith(sql, accepted.map((s) => s.email), (part) => alongside(part.map((email) => accepted.find((s) => s.email === email)!)))
+            const answers = yield* answerAll(rows)
+            const answered: Answer = batch ? answers : answers[0]!
+            if (idempotency === undefined) return answered
             // A concurrent send with the same key waits here until this one commits, then finds the key
             // taken and rolls back everything it stored.
             const claimed = yield* sql`
@@ -479,30 +516,64 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           })).pipe(
             Effect.catchTag("SqlError", asQuota(from.plan)),
             Effect.catchTag("KeyTaken", () =>
-              Effect.flatMap(earlierAnswer(userId, idempotency, idempotency.fingerprint), (earlier) =>
+              Effect.flatMap(earlierAnswer(userId, idempotency!, idempotency!.fingerprint, answerSchema as Schema.Schema<Answer, string>), (earlier) =>
                 earlier === undefined
                   ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being sent right now; retry", 1))
                   : Effect.succeed(earlier)))
           )
-        if (stored.email_id !== emailId) return stored
+        const first = Array.isArray(stored) ? (stored as ReadonlyArray<SendAccepted>)[0] : (stored as SendAccepted)
+        // Another request's answer (a repeat of an Idempotency-Key): nothing of this one was kept.
+        if (first?.email_id !== accepted[0]!.email.emailId) return stored as never
 
         const queued = yield* Effect.forEach(
-          domains,
-          (domain) =>
+          accepted.flatMap((send) => [...new Set(send.recipients.map(domainOf))].map((domain) => ({ emailId: send.email.emailId, domain }))),
+          ({ domain, emailId }) =>
             bus.publish(subjects.outboundMail(emailId), encodeJson({ email_id: emailId, domain } satisfies OutboundJob), {
               msgId: `outbound:${emailId}:${domain}`
             }),
           { concurrency: "unbounded", discard: true }
         ).pipe(Effect.either)
         if (queued._tag === "Left") {
-          yield* takeBack(userId, emailId, raw.byteLength, day, from.periodStart, idempotency?.key)
-          return yield* ServiceUnavailable.of("The message could not be queued; nothing was sent, retry")
+          yield* takeBack(userId, accepted, idempotency?.key)
+          return yield* ServiceUnavailable.of(`The ${batch ? "messages" : "message"} could not be queued; nothing was sent, retry`)
         }
-        yield* Effect.logInfo("Email queued for delivery").pipe(
-          Effect.annotateLogs({ email_id: emailId, mailbox_id: mailboxId, recipients: recipients.length, domains: domains.length })
-        )
-        return stored
+        for (const send of accepted) {
+          yield* Effect.logInfo("Email queued for delivery").pipe(
+            Effect.annotateLogs({ email_id: send.email.emailId, mailbox_id: mailboxId, recipients: send.recipients.length })
+          )
+        }
+        return stored as never
       })
+
+    /** A message built (composed, with its unsubscribe link, signed) from `message`, ready to keep and queue. */
+    const build = (userId: string, mailboxId: string, from: typeof SenderRow.Type, message: OutgoingMessage, recipients: ReadonlyArray<string>, now: Date) =>
+      Effect.gen(function*() {
+        const emailId = newId("eml")
+        const messageId = `<${emailId}@${from.domain}>`
+        const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
+        const unsubscribe = message.listUnsubscribe === true
+          ? yield* unsubscribes.create({ userId, mailboxId, emailId, messageId, address: recipients[0]! })
+          : undefined
+        const raw = yield* compose({
+          from: { name: from.displayName ?? undefined, address: from.address },
+          to: message.to,
+          cc: message.cc,
+          replyTo: message.replyTo,
+          subject: message.subject,
+          text: withLink(message.text, unsubscribe),
+          html: withLink(message.html, unsubscribe && escapeHtml(unsubscribe)),
+          attachments: message.attachments,
+          headers: unsubscribe === undefined ? message.headers : { ...message.headers, ...unsubscribeHeaders(unsubscribe) },
+          messageId,
+          inReplyTo: message.inReplyTo,
+          references: message.references,
+          date: now,
+          dkim: signer
+        }).pipe(Effect.mapError((error) => ValidationError.field("attachments", error.message)))
+        return { emailId, messageId, raw, recipients, now } satisfies BuiltSend
+      })
+
+    const recipientsOfMessage = (message: OutgoingMessage) => recipientsOf([...message.to, ...message.cc, ...message.bcc].map((a) => a.address))
 
     /**
      * Send `message` from the caller's mailbox: 202's answer once it is durable and queued.
@@ -516,40 +587,44 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     ) {
       const fingerprint = idempotency === undefined ? undefined : sha256(JSON.stringify(idempotency.fingerprint))
       if (idempotency !== undefined) {
-        const earlier = yield* earlierAnswer(userId, idempotency, fingerprint!)
+        const earlier = yield* earlierAnswer(userId, idempotency, fingerprint!, SendAnswer)
         if (earlier !== undefined) return earlier
       }
-      const recipients = recipientsOf([...message.to, ...message.cc, ...message.bcc].map((a) => a.address))
+      const recipients = recipientsOfMessage(message)
       yield* checkMessage(message, recipients)
       const from = yield* checkedSender(userId, mailboxId, recipients)
+      const built = yield* build(userId, mailboxId, from, message, recipients, new Date())
+      return yield* keepAndQueue(userId, mailboxId, from, [built], {
+        batch: false,
+        idempotency: idempotency === undefined ? undefined : { key: idempotency.key, fingerprint: fingerprint! }
+      })
+    })
 
-      const emailId = newId("eml")
-      const messageId = `<${emailId}@${from.domain}>`
+    /**
+     * Send `messages` from the caller's mailbox, all or none: every message checked (a refusal names
+     * it: `messages.<i>.<field>`), the plan's sends counted for all of them, kept in one transaction and
+     * queued; 202's answers in order.
+     */
+    const submitBatch = Effect.fn("Outbound.submitBatch")(function*(
+      userId: string,
+      mailboxId: string,
+      messages: ReadonlyArray<OutgoingMessage>,
+      idempotency?: Idempotency
+    ) {
+      const fingerprint = idempotency === undefined ? undefined : sha256(JSON.stringify(idempotency.fingerprint))
+      if (idempotency !== undefined) {
+        const earlier = yield* earlierAnswer(userId, idempotency, fingerprint!, BatchAnswer)
+        if (earlier !== undefined) return earlier
+      }
+      const recipients = messages.map(recipientsOfMessage)
+      for (const [i, message] of messages.entries()) yield* Effect.mapError(checkMessage(message, recipients[i]!), inMessage(i))
+      const from = yield* checkedSender(userId, mailboxId, [...new Set(recipients.flat())], messages.length)
       const now = new Date()
-      const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
-      const unsubscribe = message.listUnsubscribe === true
-        ? yield* unsubscribes.create({ userId, mailboxId, emailId, messageId, address: recipients[0]! })
-        : undefined
-      const raw = yield* compose({
-        from: { name: from.displayName ?? undefined, address: from.address },
-        to: message.to,
-        cc: message.cc,
-        replyTo: message.replyTo,
-        subject: message.subject,
-        text: withLink(message.text, unsubscribe),
-        html: withLink(message.html, unsubscribe && escapeHtml(unsubscribe)),
-        attachments: message.attachments,
-        headers: unsubscribe === undefined ? message.headers : { ...message.headers, ...unsubscribeHeaders(unsubscribe) },
-        messageId,
-        inReplyTo: message.inReplyTo,
-        references: message.references,
-        date: now,
-        dkim: signer
-      }).pipe(Effect.mapError((error) => ValidationError.field("attachments", error.message)))
-      return yield* keepAndQueue(
-        { userId, mailboxId, from, raw, emailId, messageId, recipients, now },
-        idempotency === undefined ? undefined : { key: idempotency.key, fingerprint: fingerprint! }
-      )
+      const built = yield* Effect.forEach(messages, (message, i) => Effect.mapError(build(userId, mailboxId, from, message, recipients[i]!, now), inMessage(i)))
+      return yield* keepAndQueue(userId, mailboxId, from, built, {
+        batch: true,
+        idempotency: idempotency === undefined ? undefined : { key: idempotency.key, fingerprint: fingerprint! }
+      })
     })
 
     /**
@@ -575,10 +650,10 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
       const signed = yield* Effect.orDie(dkimSign(prepared.ok.raw, signer, now))
       const raw = new Uint8Array(signed.buffer, signed.byteOffset, signed.byteLength)
-      return yield* keepAndQueue({ userId, mailboxId, from, raw, emailId, messageId: prepared.ok.messageId, recipients, now })
+      return yield* keepAndQueue(userId, mailboxId, from, [{ emailId, messageId: prepared.ok.messageId, raw, recipients, now }], { batch: false })
     })
 
-    return { submit, submitComposed } as const
+    return { submit, submitBatch, submitComposed } as const
   }),
   dependencies: [Unsubscribes.Default]
 }) {}

@@ -5,13 +5,13 @@
  * the page's import map. Everything is read once, at start, and answered from memory.
  */
 import { HttpApiBuilder, HttpRouter, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { AppConfig } from "../config.ts"
+import { Effect, Option } from "effect"
+import { AppConfig, submissionEndpoint } from "../config.ts"
 
 const clientDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "client")
 const require = createRequire(import.meta.url)
@@ -96,14 +96,23 @@ export const contentSecurityPolicy = (importMap: string) => [
 
 const escapeAttribute = (value: string) => value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
-const page = (version: string, importMap: string, sharedDomains: ReadonlyArray<string>) => `<!doctype html>
+/** Where mail programs send with a key (`host:port:starttls|plain`), when the operator offers submission. */
+type Submission = ReturnType<typeof submissionEndpoint>
+
+const page = (version: string, importMap: string, sharedDomains: ReadonlyArray<string>, submission: Submission) => `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Mailroom</title>
 <meta name="mailroom-shared-domains" content="${escapeAttribute(sharedDomains.join(","))}">
-<link rel="icon" href="/assets/${version}/icon.svg">
+${
+  Option.match(submission, {
+    onNone: () => "",
+    onSome: ({ host, port, starttls }) =>
+      `<meta name="mailroom-submission" content="${escapeAttribute(`${host}:${port}:${starttls ? "starttls" : "plain"}`)}">\n`
+  })
+}<link rel="icon" href="/assets/${version}/icon.svg">
 <link rel="stylesheet" href="/assets/${version}/dashboard.css">
 <script type="importmap">${importMap}</script>
 <script type="module" src="/assets/${version}/main.js"></script>
@@ -115,11 +124,11 @@ const page = (version: string, importMap: string, sharedDomains: ReadonlyArray<s
 /** `/`, `/assets/*`: mounted beside the API's routes by src/http/server.ts. */
 export const DashboardLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
-    const { sharedDomains } = yield* AppConfig
+    const config = yield* AppConfig
     const assets = loadAssets()
     const version = versionOf(assets)
     const importMap = importMapOf(version)
-    const html = HttpServerResponse.html(page(version, importMap, sharedDomains)).pipe(HttpServerResponse.setHeaders({
+    const html = HttpServerResponse.html(page(version, importMap, config.sharedDomains, submissionEndpoint(config))).pipe(HttpServerResponse.setHeaders({
       "content-security-policy": contentSecurityPolicy(importMap),
       "x-content-type-options": "nosniff",
       "referrer-policy": "no-referrer",

@@ -1,6 +1,6 @@
 /**
  * How large a request body may be: 1 MiB of JSON (DESIGN.md §4), except on the routes whose body
- * carries a message to send (send, reply, reply-all, forward, a draft's create and update). Their
+ * carries a message to send (send, a batch, reply, reply-all, forward, a draft's create and update). Their
  * attachments come as base64, so they may be as large as the largest plan's message in base64 (4/3 of
  * it) and 1 MiB more for the rest; the sending mailbox's own plan then decides (413 with its limit,
  * services/outbound/send.ts). A larger body is refused before it is read, or as soon as reading it
@@ -18,7 +18,7 @@ const largestMessage = Math.max(...Object.values(limits).map((plan) => plan.maxE
 export const MAX_MESSAGE_BODY_BYTES = Math.ceil((largestMessage * 4) / 3) + MiB
 
 /** On the API (/v1/api) and the dashboard's (/api) surface alike. */
-const CARRIES_MESSAGE = /^\/(?:v1\/)?api\/(?:mailboxes\/[^/]+\/(?:send|drafts(?:\/[^/]+)?)|emails\/[^/]+\/(?:reply|reply-all|forward))\/?$/
+const CARRIES_MESSAGE = /^\/(?:v1\/)?api\/(?:mailboxes\/[^/]+\/(?:send(?:\/batch)?|drafts(?:\/[^/]+)?)|emails\/[^/]+\/(?:reply|reply-all|forward))\/?$/
 
 /** The most a request to `pathname` by `method` may send. */
 export const maxBodyBytes = (method: string, pathname: string): number =>

@@ -55,6 +55,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "POST /v1/api/threads/batch-update": "own",
   "POST /v1/api/threads/batch-delete": "own",
   "POST /v1/api/mailboxes/:mailboxId/send": "mailbox",
+  "POST /v1/api/mailboxes/:mailboxId/send/batch": "mailbox",
   "POST /v1/api/emails/:emailId/reply": "email",
   "POST /v1/api/emails/:emailId/reply-all": "email",
   "POST /v1/api/emails/:emailId/forward": "email",

@@ -1,6 +1,7 @@
 /**
  * The SMTP node's metrics. Replies are counted for what this node decides: a refused connection,
- * each RCPT TO and each DATA (not the protocol's routine 220/250 to EHLO, MAIL FROM or QUIT).
+ * each RCPT TO and each DATA (not the protocol's routine 220/250 to EHLO, MAIL FROM or QUIT). The
+ * submission server's (submission.ts) apart: each AUTH, MAIL FROM and DATA it answers.
  */
 import { Metric, MetricBoundaries, MetricLabel } from "effect"
 
@@ -10,6 +11,10 @@ const connections = Metric.counter("mailroom_smtp_connections_total", {
 })
 const replies = Metric.counter("mailroom_smtp_replies_total", {
   description: "SMTP replies to connections, RCPT TO and DATA, by reply code",
+  incremental: true
+})
+const submissionReplies = Metric.counter("mailroom_submission_replies_total", {
+  description: "SMTP submission replies to AUTH, MAIL FROM and DATA, by reply code",
   incremental: true
 })
 const dataBytes = Metric.counter("mailroom_smtp_data_bytes_total", {
@@ -38,4 +43,8 @@ export const SmtpMetrics = {
   reply: (code: number) => replies.unsafeUpdate(1, codeLabel(code)),
   data: (bytes: number) => dataBytes.unsafeUpdate(bytes, []),
   accepted: (seconds: number) => acceptDuration.unsafeUpdate(seconds, [])
+} as const
+
+export const SubmissionMetrics = {
+  reply: (code: number) => submissionReplies.unsafeUpdate(1, codeLabel(code))
 } as const

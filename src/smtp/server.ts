@@ -30,7 +30,6 @@
  * - One log line per transaction (its DATA reply code, the email ids, the size; never an address
  *   at `info`); refusals are expected, so they are `info`/`debug`, never errors.
  */
-import { readFileSync } from "node:fs"
 import { Cause, Effect, Either, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAddress, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
@@ -52,6 +51,8 @@ import {
 } from "../../services/mail/refusals.ts"
 import { limits } from "../../services/plans/plans.ts"
 import { AppConfig, inboundChecksRole } from "../config.ts"
+import { connectionCounter } from "./connections.ts"
+import { listenUntilDrained, tlsFiles } from "./listen.ts"
 import { SmtpMetrics } from "./metrics.ts"
 import { StageActivity } from "../../services/pipeline/stages.ts"
 
@@ -63,8 +64,6 @@ const SOCKET_TIMEOUT_MS = 60_000
 const CLOSE_TIMEOUT_MS = 10_000
 /** Connections beyond this are told 421 to come back later, instead of exhausting the process. */
 const MAX_CLIENTS = 2_000
-/** Once the DATA in flight are answered, how long idle sessions get to say QUIT before their 421. */
-const IDLE_CLOSE_MS = 200
 
 const shuttingDown: SmtpReply = { code: 421, text: "4.3.2 Service shutting down, try again later" }
 
@@ -117,10 +116,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
     const recipients = new WeakMap<SMTPServerAddress, Recipient>()
     // Unknown recipients each session has named so far, over all its transactions.
     const unknownRecipients = new WeakMap<SMTPServerSession, number>()
-    // Open connections per client address; a session counts from its admission until it closes.
-    const connectionsByAddress = new Map<string, number>()
-    const admitted = new WeakSet<SMTPServerSession>()
-    const maxPerAddress = config.smtpMaxConnectionsPerIp
+    const connections = connectionCounter(config.smtpMaxConnectionsPerIp)
     // Draining: set when the layer's scope closes; DATA commands between their end and their reply.
     let draining = false
     let dataInFlight = 0
@@ -128,29 +124,13 @@ export const SmtpServerLive = Layer.scopedDiscard(
     const onConnect = (session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       SmtpMetrics.connection()
       if (draining) return callback(smtpError(shuttingDown))
-      const open = connectionsByAddress.get(session.remoteAddress) ?? 0
-      if (maxPerAddress > 0 && open >= maxPerAddress) {
-        return callback(smtpError(new TooManyConnections({ limit: maxPerAddress }).reply))
+      if (!connections.admit(session)) {
+        return callback(smtpError(new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply))
       }
-      connectionsByAddress.set(session.remoteAddress, open + 1)
-      admitted.add(session)
       callback()
     }
 
-    const onClose = (session: SMTPServerSession) => {
-      if (!admitted.delete(session)) return
-      const open = (connectionsByAddress.get(session.remoteAddress) ?? 1) - 1
-      if (open > 0) connectionsByAddress.set(session.remoteAddress, open)
-      else connectionsByAddress.delete(session.remoteAddress)
-    }
-
-    const tlsFiles = Option.all({ cert: config.smtpTlsCert, key: config.smtpTlsKey })
-    const tls = Option.isSome(tlsFiles)
-      ? yield* Effect.try({
-        try: () => ({ cert: readFileSync(tlsFiles.value.cert), key: readFileSync(tlsFiles.value.key) }),
-        catch: (error) => new Error(`SMTP_TLS_CERT / SMTP_TLS_KEY could not be read: ${String(error)}`)
-      })
-      : undefined
+    const tls = yield* tlsFiles(config)
 
     const onRcptTo = (address: SMTPServerAddress, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
@@ -333,42 +313,23 @@ export const SmtpServerLive = Layer.scopedDiscard(
       closeTimeout: CLOSE_TIMEOUT_MS,
       maxClients: MAX_CLIENTS,
       onConnect,
-      onClose,
+      onClose: connections.closed,
       onRcptTo,
       onData
     })
-    /**
-     * Stop taking mail without losing any: new connections get 421 while the DATA in flight finish
-     * (each bounded by DATA_TIMEOUT_MS), then smtp-server closes the rest, idle sessions with 421.
-     */
-    const drain = Effect.gen(function*() {
-      draining = true
-      const open = server.connections.size
-      yield* Effect.logInfo(`SMTP draining: ${open} connection(s) open, ${dataInFlight} message(s) in DATA`)
-      // A client that stalls mid-DATA is not waited for past the time a message may take to store.
-      const giveUp = Date.now() + DATA_TIMEOUT_MS
-      while (dataInFlight > 0 && Date.now() < giveUp) yield* Effect.sleep(20)
-      server.options.closeTimeout = IDLE_CLOSE_MS
-      yield* Effect.async<void>((resume) => {
-        server.close(() => resume(Effect.void))
-      })
-      yield* Effect.logInfo("SMTP stopped")
-    })
-
     // Client-side failures (resets, TLS handshakes gone wrong) end that session only.
     server.on("error", (error) => void run(Effect.logDebug("SMTP session error", error)))
 
-    yield* Effect.acquireRelease(
-      Effect.async<void, Error>((resume) => {
-        const onError = (error: Error) => resume(Effect.fail(error))
-        server.server.once("error", onError)
-        server.listen(config.smtpPort, config.smtpHost, () => {
-          server.server.off("error", onError)
-          resume(Effect.void)
-        })
-      }),
-      () => drain
-    ).pipe(Effect.mapError((error) => new Error(`SMTP could not listen on ${config.smtpHost}:${config.smtpPort}: ${error.message}`)))
+    yield* listenUntilDrained(server, {
+      name: "SMTP",
+      host: config.smtpHost,
+      port: config.smtpPort,
+      beginDraining: () => {
+        draining = true
+      },
+      dataInFlight: () => dataInFlight,
+      dataTimeoutMs: DATA_TIMEOUT_MS
+    })
     yield* Effect.logInfo(`SMTP listening on ${config.smtpHost}:${config.smtpPort}${tls ? " (STARTTLS)" : ""}`)
   })
 ).pipe(Layer.provide(Inbound.Default))

@@ -3,6 +3,7 @@
  * and SMTP libraries sending from a mailbox with an API key as the password. Its rules are the
  * Submission service's (services/outbound/submission.ts); this file is the protocol around them.
  *
+ * - A client address holds at most SMTP_MAX_CONNECTIONS_PER_IP connections at once, as at the MX (421).
  * - AUTH PLAIN or LOGIN before MAIL FROM (530 5.7.0 without). With SMTP_TLS_CERT and SMTP_TLS_KEY,
  *   STARTTLS is offered and AUTH needs it (538); without them AUTH is taken in the clear only on a
  *   loopback host, and refused elsewhere (538: a key must not cross a network unencrypted). Three
@@ -13,30 +14,33 @@
  *   mail and queued for the mta; 451 4.3.0 when that fails or takes longer than the data time-out.
  * - On shutdown the server drains as the MX does: a DATA in progress is finished and answered.
  */
-import { readFileSync } from "node:fs"
-import { isIP } from "node:net"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
 import type { Principal } from "../../services/accounts/principal.ts"
 import { MAX_RECIPIENTS } from "../../services/outbound/schemas.ts"
+import { TooManyConnections } from "../../services/mail/refusals.ts"
 import { Submission, type SubmissionRefused, temporaryFailure } from "../../services/outbound/submission.ts"
-import { AppConfig } from "../config.ts"
+import { AppConfig, isLoopbackHost } from "../config.ts"
+import { connectionCounter } from "./connections.ts"
+import { listenUntilDrained, tlsFiles } from "./listen.ts"
+import { SubmissionMetrics } from "./metrics.ts"
 import { maxMessageBytes } from "./server.ts"
 
 /** How long storing and queueing a submitted message may take before the client is told to retry. */
 const DATA_TIMEOUT_MS = 30_000
 const SOCKET_TIMEOUT_MS = 60_000
 const CLOSE_TIMEOUT_MS = 10_000
+/** Connections beyond this are told 421 to come back later, as the MX does. */
+const MAX_CLIENTS = 2_000
 /** Failed AUTHs a session may make before it is closed. */
 const MAX_FAILED_AUTH = 3
 
-/** The error smtp-server answers with: `code text`. */
-const smtpError = (refusal: SubmissionRefused) =>
-  Object.assign(new Error(refusal.reply.text), { responseCode: refusal.reply.code })
-
-/** A host name or address that only this machine reaches. */
-const isLoopback = (host: string) =>
-  host === "localhost" || host === "::1" || (isIP(host) === 4 && host.startsWith("127."))
+/** The error smtp-server answers with (`code text`), counted by its code. */
+const replyError = (code: number, text: string) => {
+  SubmissionMetrics.reply(code)
+  return Object.assign(new Error(text), { responseCode: code })
+}
+const smtpError = (refusal: SubmissionRefused) => replyError(refusal.reply.code, refusal.reply.text)
 
 /** What a session established: the key given at AUTH, who it acts for, and the mailbox its MAIL FROM named. */
 interface SessionState {
@@ -45,24 +49,17 @@ interface SessionState {
   mailboxId?: string | undefined
 }
 
-export const SubmissionServerLive = Layer.scopedDiscard(
+/** The submission server on `port` (SUBMISSION_PORT; app.ts runs none without it). */
+export const SubmissionServerLive = (port: number) => Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* AppConfig
-    if (Option.isNone(config.submissionPort)) return
-    const port = config.submissionPort.value
     const host = Option.getOrElse(config.submissionHost, () => config.smtpHost)
     const submission = yield* Submission
     const runtime = yield* Effect.runtime<never>()
     const run = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runPromise(runtime)(Effect.exit(effect))
 
-    const tlsFiles = Option.all({ cert: config.smtpTlsCert, key: config.smtpTlsKey })
-    const tls = Option.isSome(tlsFiles)
-      ? yield* Effect.try({
-        try: () => ({ cert: readFileSync(tlsFiles.value.cert), key: readFileSync(tlsFiles.value.key) }),
-        catch: (error) => new Error(`SMTP_TLS_CERT / SMTP_TLS_KEY could not be read: ${String(error)}`)
-      })
-      : undefined
-    const clearAuth = tls === undefined && isLoopback(host)
+    const tls = yield* tlsFiles(config)
+    const clearAuth = tls === undefined && isLoopbackHost(host)
     if (tls === undefined && !clearAuth) {
       yield* Effect.logWarning(
         `Submission on ${host}:${port} has no TLS (SMTP_TLS_CERT, SMTP_TLS_KEY): it refuses every AUTH, since an API key must not cross a network in the clear`
@@ -71,6 +68,7 @@ export const SubmissionServerLive = Layer.scopedDiscard(
 
     const sessions = new WeakMap<SMTPServerSession, SessionState>()
     const failedAuth = new WeakMap<SMTPServerSession, number>()
+    const connections = connectionCounter(config.smtpMaxConnectionsPerIp)
     let draining = false
     let dataInFlight = 0
 
@@ -84,22 +82,23 @@ export const SubmissionServerLive = Layer.scopedDiscard(
       callback: (error: Error | null | undefined, response?: { user?: unknown }) => void
     ) => {
       if (tls === undefined && !clearAuth) {
-        return callback(Object.assign(new Error("5.7.11 Encryption required: this server takes API keys over TLS only"), { responseCode: 538 }))
+        return callback(replyError(538, "5.7.11 Encryption required: this server takes API keys over TLS only"))
       }
       if (auth.method !== "PLAIN" && auth.method !== "LOGIN") {
-        return callback(Object.assign(new Error("5.7.4 Use AUTH PLAIN or LOGIN"), { responseCode: 504 }))
+        return callback(replyError(504, "5.7.4 Use AUTH PLAIN or LOGIN"))
       }
       const apiKey = auth.password ?? ""
       void run(submission.signIn(apiKey)).then((exit) => {
         const refusal = refusalOf(exit)
         if (refusal === undefined && Exit.isSuccess(exit)) {
           sessions.set(session, { apiKey, principal: exit.value })
+          SubmissionMetrics.reply(235)
           return callback(null, { user: exit.value.userId })
         }
         const failed = (failedAuth.get(session) ?? 0) + 1
         failedAuth.set(session, failed)
         if (failed >= MAX_FAILED_AUTH && refusal!.reply.code === 535) {
-          return callback(Object.assign(new Error("4.7.0 Too many failed authentications"), { responseCode: 421 }))
+          return callback(replyError(421, "4.7.0 Too many failed authentications"))
         }
         callback(smtpError(refusal!))
       })
@@ -107,13 +106,14 @@ export const SubmissionServerLive = Layer.scopedDiscard(
 
     const onMailFrom = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const state = sessions.get(session)
-      if (state === undefined) return callback(Object.assign(new Error("5.7.0 Authentication required"), { responseCode: 530 }))
+      if (state === undefined) return callback(replyError(530, "5.7.0 Authentication required"))
       state.mailboxId = undefined
       void run(submission.sender(state.apiKey, address.address)).then((exit) => {
         const refusal = refusalOf(exit)
         if (refusal !== undefined || !Exit.isSuccess(exit)) return callback(smtpError(refusal!))
         state.principal = exit.value.principal
         state.mailboxId = exit.value.mailboxId
+        SubmissionMetrics.reply(250)
         callback()
       })
     }
@@ -121,7 +121,7 @@ export const SubmissionServerLive = Layer.scopedDiscard(
     const onRcptTo = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS) {
-        return callback(Object.assign(new Error(`4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} a message`), { responseCode: 452 }))
+        return callback(replyError(452, `4.5.3 Too many recipients: at most ${MAX_RECIPIENTS} a message`))
       }
       callback()
     }
@@ -146,7 +146,7 @@ export const SubmissionServerLive = Layer.scopedDiscard(
       stream.once("error", (error: Error) => answer(error))
       stream.once("end", () => {
         if (stream.sizeExceeded || bytes > maxMessageBytes) {
-          return answer(Object.assign(new Error(`5.3.4 Message too big: at most ${maxMessageBytes} bytes`), { responseCode: 552 }))
+          return answer(replyError(552, `5.3.4 Message too big: at most ${maxMessageBytes} bytes`))
         }
         if (state === undefined || state.mailboxId === undefined) return answer(smtpError(temporaryFailure))
         const recipients = session.envelope.rcptTo.map((r) => r.address)
@@ -161,7 +161,10 @@ export const SubmissionServerLive = Layer.scopedDiscard(
         }, DATA_TIMEOUT_MS)
         sending.addObserver((exit) => {
           clearTimeout(deadline)
-          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value}`)
+          if (Exit.isSuccess(exit)) {
+            SubmissionMetrics.reply(250)
+            return answer(null, `2.0.0 Ok: queued as ${exit.value}`)
+          }
           if (Cause.isInterruptedOnly(exit.cause)) return
           const refusal = Option.getOrElse(Cause.failureOption(exit.cause), () => temporaryFailure)
           if (Option.isNone(Cause.failureOption(exit.cause))) void run(Effect.logError("A submitted message failed", exit.cause))
@@ -184,8 +187,14 @@ export const SubmissionServerLive = Layer.scopedDiscard(
       socketTimeout: SOCKET_TIMEOUT_MS,
       closeTimeout: CLOSE_TIMEOUT_MS,
       authRequiredMessage: "5.7.0 Authentication required: AUTH with an API key as the password",
-      onConnect: (_session, callback) =>
-        draining ? callback(Object.assign(new Error("4.3.2 Service shutting down, try again later"), { responseCode: 421 })) : callback(),
+      onConnect: (session, callback) =>
+        draining
+          ? callback(replyError(421, "4.3.2 Service shutting down, try again later"))
+          : !connections.admit(session)
+          ? callback(replyError(421, new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply.text))
+          : callback(),
+      onClose: connections.closed,
+      maxClients: MAX_CLIENTS,
       onAuth,
       onMailFrom,
       onRcptTo,
@@ -193,27 +202,16 @@ export const SubmissionServerLive = Layer.scopedDiscard(
     })
     server.on("error", (error) => void run(Effect.logDebug("Submission session error", error)))
 
-    const drain = Effect.gen(function*() {
-      draining = true
-      const giveUp = Date.now() + DATA_TIMEOUT_MS
-      while (dataInFlight > 0 && Date.now() < giveUp) yield* Effect.sleep(20)
-      server.options.closeTimeout = 200
-      yield* Effect.async<void>((resume) => {
-        server.close(() => resume(Effect.void))
-      })
+    yield* listenUntilDrained(server, {
+      name: "Submission",
+      host,
+      port,
+      beginDraining: () => {
+        draining = true
+      },
+      dataInFlight: () => dataInFlight,
+      dataTimeoutMs: DATA_TIMEOUT_MS
     })
-
-    yield* Effect.acquireRelease(
-      Effect.async<void, Error>((resume) => {
-        const onError = (error: Error) => resume(Effect.fail(error))
-        server.server.once("error", onError)
-        server.listen(port, host, () => {
-          server.server.off("error", onError)
-          resume(Effect.void)
-        })
-      }),
-      () => drain
-    ).pipe(Effect.mapError((error) => new Error(`Submission could not listen on ${host}:${port}: ${error.message}`)))
     yield* Effect.logInfo(`Submission listening on ${host}:${port}${tls ? " (STARTTLS)" : ""}`)
   })
 )

@@ -43,6 +43,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
   let receiver: Awaited<ReturnType<typeof startRecorder>>
   const localPart = fresh("inbox")
   let address = ""
+  let submissionPort = 0
 
   beforeAll(async () => {
     tracker = await startRecorder()
@@ -51,7 +52,14 @@ describe.skipIf(!runnable)("the dashboard", () => {
     const port = await freePort()
     // Cookie-authenticated writes must come from APP_URL's origin: the browser's origin here.
     // WEBHOOK_ALLOW_PRIVATE: the webhook receiver is this suite's, on 127.0.0.1 over http.
-    server = await startServer({ ...backend.env, PORT: String(port), APP_URL: `http://127.0.0.1:${port}`, WEBHOOK_ALLOW_PRIVATE: "true" })
+    submissionPort = await freePort()
+    server = await startServer({
+      ...backend.env,
+      PORT: String(port),
+      APP_URL: `http://127.0.0.1:${port}`,
+      WEBHOOK_ALLOW_PRIVATE: "true",
+      SUBMISSION_PORT: String(submissionPort)
+    })
     browser = await launchBrowser()
     watched = await openPage(browser, server.url)
     page = watched.page
@@ -113,6 +121,14 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(listed.response.status).toBe(200)
     await page.getByRole("button", { name: "Done" }).click()
     await expect(page.getByTestId("new-key").count()).resolves.toBe(0)
+    // Where mail programs send with it: this server's submission port, on this machine only (no TLS).
+    const smtp = await page.getByRole("region", { name: "Sending over SMTP" }).innerText()
+    expect(smtp.split("\n").filter(Boolean)).toEqual(expect.arrayContaining([
+      "localhost",
+      String(submissionPort),
+      "None: from this machine only",
+      "An API key"
+    ]))
 
     // A key for rotation: it expires when asked, and the list says when.
     await page.getByLabel("New key name").fill("rotating agent")

@@ -1223,6 +1223,86 @@ describe("Idempotency-Key", () => {
   })
 })
 
+const sendBatch = (mailroom: MailroomFetchClient, box: Box, messages: ReadonlyArray<Record<string, unknown>>, idempotencyKey?: string) =>
+  mailroom.POST("/v1/api/mailboxes/{mailboxId}/send/batch", {
+    params: { path: { mailboxId: box.mailboxId }, header: idempotencyKey ? { "idempotency-key": idempotencyKey } : {} } as never,
+    body: { messages } as never
+  })
+
+describe("batches", () => {
+  it("sends every message of a batch, answered in order; the same key and body answer the same batch and send nothing more", async () => {
+    const { box, mailroom } = await sender()
+    const people = [fresh("ada"), fresh("grace"), fresh("linus")].map((name) => `${name}@partner.test`)
+    const messages = [
+      { to: [people[0]], subject: "Batch one", text: "First." },
+      { to: [people[1]], subject: "Batch two", text: "Second. {{unsubscribe_url}}", list_unsubscribe: true },
+      { to: [people[2]], cc: [people[0]], subject: "Batch three", text: "Third.", attachments: [{ filename: "a.txt", content: "aGk=" }] }
+    ]
+    const key = fresh("batch")
+    const answer = await sendBatch(mailroom, box, messages, key)
+    expect(answer.response.status).toBe(202)
+    const accepted = answer.data!.data
+    expect(accepted).toHaveLength(3)
+    expect(new Set(accepted.map((a) => a.email_id)).size).toBe(3)
+    for (const [i, one] of accepted.entries()) {
+      expect(one).toEqual({ email_id: expect.stringMatching(/^eml_/), message_id: `<${one.email_id}@agents.localhost>`, thread_id: expect.any(String), status: "queued" })
+      const email = await settled(mailroom, one.email_id)
+      expect(email.subject).toBe(messages[i]!.subject)
+      expect(email.delivery!.map((d) => [d.recipient, d.status]).sort()).toEqual(
+        [...messages[i]!.to, ...(messages[i]!.cc ?? [])].map((recipient) => [recipient, "sent"]).sort()
+      )
+      const raw = (await arrived(one.message_id)).raw.toString()
+      expect(raw.includes("List-Unsubscribe-Post")).toBe(i === 1)
+    }
+
+    const again = await sendBatch(mailroom, box, messages, key)
+    expect(again.response.status).toBe(202)
+    expect(again.data!.data).toEqual(accepted)
+    const reused = await sendBatch(mailroom, box, messages.slice(1), key)
+    expect(reused.response.status).toBe(409)
+    expect(reused.error).toMatchObject({ error: { code: "IDEMPOTENCY_KEY_REUSED" } })
+    const sentList = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
+    })
+    expect(sentList.data?.meta.total).toBe(3)
+    expect(mx.delivered().filter((m) => m.rcptTo.some((r) => people.includes(r)))).toHaveLength(3)
+  })
+
+  it("refuses the whole batch when any message is refused, naming it; nothing is sent", async () => {
+    const { box, mailroom } = await sender()
+    const fine = { to: ["fine@partner.test"], text: "Fine." }
+    const refusals: Array<[ReadonlyArray<Record<string, unknown>>, Record<string, string>]> = [
+      [[], { messages: "must list at least one message" }],
+      [Array.from({ length: 101 }, () => fine), { messages: "must list at most 100 messages" }],
+      [[fine, { to: ["not an address"], text: "x" }], { "messages.1.to.0": "must be an email address such as name@example.com" }],
+      [[fine, fine, { to: [], text: "x" }], { "messages.2.to": "must list at least one recipient (to, cc or bcc)" }],
+      [[{ to: ["a@partner.test"] }, fine], { "messages.0.text": "a message needs text or html" }]
+    ]
+    for (const [messages, details] of refusals) {
+      const answer = await sendBatch(mailroom, box, messages)
+      expect(answer.response.status).toBe(400)
+      expect((answer.error as { error: { code: string; details: unknown } }).error).toMatchObject({ code: "VALIDATION_ERROR", details })
+    }
+
+    const gone = `${fresh("gone")}@partner.test`
+    expect((await mailroom.POST("/v1/api/suppressions", { body: { address: gone } })).response.status).toBe(201)
+    const suppressed = await sendBatch(mailroom, box, [fine, { to: [gone], text: "x" }])
+    expect(suppressed.response.status).toBe(422)
+    expect(suppressed.error).toMatchObject({ error: { code: "RECIPIENT_SUPPRESSED", details: { addresses: [gone] } } })
+
+    // The free plan's 100 sends a day cover the batch's messages or refuse it whole.
+    expect((await send(mailroom, box, fine)).response.status).toBe(202)
+    const past = await sendBatch(mailroom, box, Array.from({ length: 100 }, () => fine))
+    expect(past.response.status).toBe(403)
+    expect(past.error).toMatchObject({ error: { code: "SEND_QUOTA", details: { window: "day", used: 1, limit: 100, plan: "free" } } })
+
+    const sentList = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
+    })
+    expect(sentList.data?.meta.total).toBe(1)
+  })
+})
+
 describe("refusals", () => {
   let box: Box
   let mailroom: MailroomFetchClient

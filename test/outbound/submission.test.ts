@@ -15,6 +15,7 @@ import { createClient, type MailroomFetchClient } from "../../packages/client/sr
 import { withApiKey } from "../support/accounts.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { scrape } from "../support/metrics.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
@@ -177,9 +178,10 @@ describe("SMTP submission", () => {
     expect(data!.data.message_id).toBe(`<${emailId}@agents.localhost>`)
   })
 
-  it("refuses, with a reply that says why, what a key may not send", async () => {
+  it("refuses, with a reply that says why, what a key may not send, and counts each reply by its code", async () => {
     const { box, mailroom } = await owner()
     const other = await owner()
+    const before = await scrape(`${suite.url}/metrics`)
 
     // Nothing before AUTH; a wrong key three times ends the session.
     const anonymous = await connectSmtp(submissionPort)
@@ -250,5 +252,10 @@ describe("SMTP submission", () => {
       params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
     })
     expect(data!.data).toEqual([])
+
+    const after = await scrape(`${suite.url}/metrics`)
+    const counted = (code: number) =>
+      after.value("mailroom_submission_replies_total", { code: String(code) }) - before.value("mailroom_submission_replies_total", { code: String(code) })
+    expect([535, 421, 553, 550, 452, 552].map(counted)).toEqual([2, 1, 2, 4, 1, 1])
   })
 })

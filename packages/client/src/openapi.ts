@@ -1146,6 +1146,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/mailboxes/{mailboxId}/send/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send several emails at once
+         * @description Sends each message (a send's body) from the mailbox, all or none: a refusal of any refuses the batch and names it (`messages[i].<field>` in a 400's details, `index` in a 413's), and the plan's sends must cover all of them. 202 with one answer per message, in order, once all are stored and queued. The request body is held to a send's size. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["dashboardOutbound.sendBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/mailboxes/{mailboxId}/threads": {
         parameters: {
             query?: never;
@@ -2204,6 +2224,26 @@ export interface paths {
          * @description Sends from the mailbox to `to`, `cc` and `bcc` (at most 50 in all). 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
          */
         post: operations["outbound.send"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/mailboxes/{mailboxId}/send/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send several emails at once
+         * @description Sends each message (a send's body) from the mailbox, all or none: a refusal of any refuses the batch and names it (`messages[i].<field>` in a 400's details, `index` in a 413's), and the plan's sends must cover all of them. 202 with one answer per message, in order, once all are stored and queued. The request body is held to a send's size. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         */
+        post: operations["outbound.sendBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -4434,6 +4474,13 @@ export interface components {
             /** @enum {string} */
             status: "queued";
             thread_id: string;
+        };
+        SendBatchInput: {
+            /**
+             * maxItems(100)
+             * @description The messages, each as a send's body: at most 100
+             */
+            messages: components["schemas"]["SendInput"][];
         };
         /** @description DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain */
         SenderDomainUnverified: {
@@ -12935,6 +12982,146 @@ export interface operations {
             };
         };
     };
+    "dashboardOutbound.sendBatch": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendBatchInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"][];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
     "dashboardEmails.listThreads": {
         parameters: {
             query?: {
@@ -21068,6 +21255,146 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: components["schemas"]["SendAccepted"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /**
+             * @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin)
+             *     - DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain
+             *     - SEND_QUOTA: the plan's sends per day or per billing period are used up; details: window (day or period), used, limit, plan
+             *     - STORAGE_QUOTA: the account's stored mail (received and sent) fills its plan's storage, or this message's copy would pass it; details: used, size, limit, plan
+             */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"] | components["schemas"]["SenderDomainUnverified"] | components["schemas"]["SendQuotaReached"] | components["schemas"]["StorageQuotaReached"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["IdempotencyKeyReused"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "outbound.sendBatch": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new */
+                "idempotency-key"?: string;
+            };
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SendBatchInput"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["SendAccepted"][];
                         /** @enum {boolean} */
                         success: true;
                     };

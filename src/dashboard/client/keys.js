@@ -2,7 +2,7 @@
  * API keys: create (the key shown once, with a copy button), optionally expiring after a number of
  * days (SPEC: rotate keys by setting an expiry), limited to some mailboxes (an agent's own) and to
  * reading, list with when each expires and what it reaches, rename or change its mailboxes and
- * permission, revoke.
+ * permission, revoke. Where the operator offers SMTP submission, how mail programs send with a key.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -61,7 +61,37 @@ const ReadOnlyChoice = ({ id, checked, onChange }) => html`
   <label class="check" for=${id}><input id=${id} type="checkbox" checked=${checked}
     onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.checked)} /> Read only: reads and searches mail, changes nothing (no sending, labels or deletions)</label>`
 
+/**
+ * The submission server the page names (serve.ts `mailroom-submission`), if the operator offers one.
+ * @returns {{ host: string, port: string, starttls: boolean } | null}
+ */
+const submissionServer = () => {
+  const content = document.querySelector('meta[name="mailroom-submission"]')?.getAttribute("content")
+  if (!content) return null
+  const [security = "", port = "", ...host] = content.split(":").reverse()
+  return { host: host.reverse().join(":"), port, starttls: security === "starttls" }
+}
+
+/**
+ * What a mail program or an SMTP library is given to send with a key.
+ * @param {{ server: { host: string, port: string, starttls: boolean } }} props
+ */
+const SmtpSettings = ({ server }) => html`
+  <section class="card" aria-labelledby="smtp-heading">
+    <h2 id="smtp-heading">Sending over SMTP</h2>
+    <p class="muted small">Mail programs and SMTP libraries send from your mailboxes with a key that may send as the password.</p>
+    <dl class="meta">
+      <dt>Server</dt><dd><code>${server.host}</code></dd>
+      <dt>Port</dt><dd><code>${server.port}</code></dd>
+      <dt>Security</dt><dd>${server.starttls ? "STARTTLS (required)" : "None: from this machine only"}</dd>
+      <dt>User name</dt><dd>Any</dd>
+      <dt>Password</dt><dd>An API key</dd>
+      <dt>From</dt><dd>A mailbox the key may use</dd>
+    </dl>
+  </section>`
+
 export const KeysPage = () => {
+  const smtp = submissionServer()
   const [keys, setKeys] = useState(/** @type {any[] | null} */ (null))
   const [name, setName] = useState("")
   // Days until the new key expires; "" never.
@@ -143,6 +173,7 @@ export const KeysPage = () => {
         <div class="copy-row"><code data-testid="new-key">${created.apiKey}</code><${CopyButton} text=${created.apiKey} label="Copy key" /></div>
         <button type="button" class="link" onClick=${() => setCreated(null)}>Done</button>
       </div>`}
+    ${smtp && html`<${SmtpSettings} server=${smtp} />`}
     ${keys === null ? html`<p class="muted">Loading…</p>` : keys.length === 0 ? html`<p class="muted">No keys yet.</p>` : html`
       <ul class="list">
         ${keys.map((key) => html`

@@ -26,6 +26,7 @@ import {
   ForwardInput,
   ReplyInput,
   SendAccepted,
+  SendBatchInput,
   SendInput,
   Suppression,
   SuppressionInput,
@@ -125,6 +126,26 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .annotateContext(OpenApi.annotations({
           summary: "Send an email",
           description: `Sends from the mailbox to \`to\`, \`cc\` and \`bcc\` (at most 50 in all). ${ANSWER}`
+        }))
+    )
+    .add(
+      HttpApiEndpoint.post("sendBatch", "/mailboxes/:mailboxId/send/batch")
+        .setPath(MailboxPath)
+        .setPayload(SendBatchInput)
+        .setHeaders(IdempotencyHeaders)
+        .addSuccess(Ok(Schema.Array(SendAccepted)), { status: 202 })
+        .addError(envelope(ValidationError))
+        .addError(envelope(NotFound))
+        .addError(envelope(SenderDomainUnverified))
+        .addError(envelope(SendQuotaReached))
+        .addError(envelope(StorageQuotaReached))
+        .addError(envelope(RecipientSuppressed))
+        .addError(envelope(IdempotencyKeyReused))
+        .addError(envelope(PayloadTooLarge))
+        .annotateContext(OpenApi.annotations({
+          summary: "Send several emails at once",
+          description:
+            `Sends each message (a send's body) from the mailbox, all or none: a refusal of any refuses the batch and names it (\`messages.<i>.<field>\` in a 400's details, \`index\` in a 413's), and the plan's sends must cover all of them. 202 with one answer per message, in order, once all are stored and queued. The request body is held to a send's size. ${ANSWER}`
         }))
     )
     .add(

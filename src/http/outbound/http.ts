@@ -19,6 +19,7 @@ import type {
   ForwardInput,
   ReplyInput,
   SendAccepted,
+  SendBatchInput,
   SendInput,
   SuppressionInput,
   SuppressionSortField
@@ -69,6 +70,9 @@ const makeHandlers = Effect.gen(function*() {
     send: (request: Request<{ readonly mailboxId: string }, SendInput>) =>
       Effect.flatMap(caller, (userId) =>
         accepted(outbound.submit(userId, request.path.mailboxId, fromSendInput(request.payload), idempotency(request, "send")))),
+    sendBatch: (request: Request<{ readonly mailboxId: string }, SendBatchInput>) =>
+      Effect.flatMap(caller, (userId) =>
+        ok(outbound.submitBatch(userId, request.path.mailboxId, request.payload.messages.map(fromSendInput), idempotency(request, "send/batch")))),
     reply: (request: Request<EmailPath, ReplyInput>) =>
       Effect.flatMap(caller, (userId) =>
         accepted(replies.reply(userId, request.path.emailId, request.payload, false, idempotency(request, "reply")))),
@@ -121,7 +125,7 @@ const services = Layer.merge(Drafts.Default, ListUnsubscribe.Default).pipe(
 
 export const OutboundHandlers = HttpApiBuilder.group(MailroomApi, "outbound", (handlers) =>
   Effect.map(makeHandlers, (h) =>
-    handlers.handle("send", h.send).handle("reply", h.reply).handle("replyAll", h.replyAll).handle("forward", h.forward)
+    handlers.handle("send", h.send).handle("sendBatch", h.sendBatch).handle("reply", h.reply).handle("replyAll", h.replyAll).handle("forward", h.forward)
       .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("listAllDrafts", h.listAllDrafts)
       .handle("getDraft", h.getDraft)
       .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)
@@ -131,7 +135,7 @@ export const OutboundHandlers = HttpApiBuilder.group(MailroomApi, "outbound", (h
 
 export const DashboardOutboundHandlers = HttpApiBuilder.group(MailroomApi, "dashboardOutbound", (handlers) =>
   Effect.map(makeHandlers, (h) =>
-    handlers.handle("send", h.send).handle("reply", h.reply).handle("replyAll", h.replyAll).handle("forward", h.forward)
+    handlers.handle("send", h.send).handle("sendBatch", h.sendBatch).handle("reply", h.reply).handle("replyAll", h.replyAll).handle("forward", h.forward)
       .handle("createDraft", h.createDraft).handle("listDrafts", h.listDrafts).handle("listAllDrafts", h.listAllDrafts)
       .handle("getDraft", h.getDraft)
       .handle("updateDraft", h.updateDraft).handle("deleteDraft", h.deleteDraft).handle("sendDraft", h.sendDraft)

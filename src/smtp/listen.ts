@@ -1,0 +1,60 @@
+/**
+ * An SMTP listener's life (the MX's and submission's): listening on host:port while its layer lives,
+ * and on shutdown draining without losing mail: `beginDraining` makes the listener answer new
+ * connections 421, the DATA in flight are finished and answered (each bounded by the data time-out),
+ * then every connection is closed, idle ones with 421.
+ */
+import { Effect, Option } from "effect"
+import { readFileSync } from "node:fs"
+import type { SMTPServer } from "smtp-server"
+import type { AppConfigShape } from "../config.ts"
+
+/** Once the DATA in flight are answered, how long idle sessions get to say QUIT before their 421. */
+const IDLE_CLOSE_MS = 200
+
+export const listenUntilDrained = (
+  server: SMTPServer,
+  options: {
+    /** How the logs name it: "SMTP", "Submission". */
+    readonly name: string
+    readonly host: string
+    readonly port: number
+    readonly beginDraining: () => void
+    readonly dataInFlight: () => number
+    /** How long a DATA may take to answer: a client stalled mid-DATA is not waited for past it. */
+    readonly dataTimeoutMs: number
+  }
+) => {
+  const { host, name, port } = options
+  const drain = Effect.gen(function*() {
+    options.beginDraining()
+    yield* Effect.logInfo(`${name} draining: ${server.connections.size} connection(s) open, ${options.dataInFlight()} message(s) in DATA`)
+    const giveUp = Date.now() + options.dataTimeoutMs
+    while (options.dataInFlight() > 0 && Date.now() < giveUp) yield* Effect.sleep(20)
+    server.options.closeTimeout = IDLE_CLOSE_MS
+    yield* Effect.async<void>((resume) => {
+      server.close(() => resume(Effect.void))
+    })
+    yield* Effect.logInfo(`${name} stopped`)
+  })
+  return Effect.acquireRelease(
+    Effect.async<void, Error>((resume) => {
+      const onError = (error: Error) => resume(Effect.fail(error))
+      server.server.once("error", onError)
+      server.listen(port, host, () => {
+        server.server.off("error", onError)
+        resume(Effect.void)
+      })
+    }),
+    () => drain
+  ).pipe(Effect.mapError((error) => new Error(`${name} could not listen on ${host}:${port}: ${error.message}`)))
+}
+
+/** The certificate and key STARTTLS offers (SMTP_TLS_CERT, SMTP_TLS_KEY), read once; none without them. */
+export const tlsFiles = (config: Pick<AppConfigShape, "smtpTlsCert" | "smtpTlsKey">) => {
+  const files = Option.all({ cert: config.smtpTlsCert, key: config.smtpTlsKey })
+  return Option.isNone(files) ? Effect.succeed(undefined) : Effect.try({
+    try: () => ({ cert: readFileSync(files.value.cert), key: readFileSync(files.value.key) }),
+    catch: (error) => new Error(`SMTP_TLS_CERT / SMTP_TLS_KEY could not be read: ${String(error)}`)
+  })
+}
