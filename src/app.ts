@@ -203,19 +203,20 @@ const checksLayer = (config: AppConfigShape, role: "smtp" | "worker") =>
   inboundChecksRole(config) === role ? Mailauth.layer({ authservId: config.mxHost }) : Mailauth.none
 
 /**
- * The smtp role: the MX, and with SUBMISSION_PORT the submission server, which sends as the API
- * does (Outbound) for the API key a client signs in with.
+ * The smtp role: the MX, and with SUBMISSION_PORT (STARTTLS) or SUBMISSIONS_PORT (implicit TLS) the
+ * submission server, which sends as the API does (Outbound) for the API key a client signs in with.
  */
 const smtpRole = (config: AppConfigShape) => Layer.merge(
-  Option.match(config.submissionPort, {
-    onNone: () => Layer.empty,
-    onSome: (port) =>
-      SubmissionServerLive(port).pipe(
-        Layer.provide(Submission.Default),
-        Layer.provide(Outbound.Default),
-        Layer.provide(Layer.mergeAll(Authenticator.Default, RateLeases.Default))
-      )
-  }),
+  Option.isNone(config.submissionPort) && Option.isNone(config.submissionsPort)
+    ? Layer.empty
+    : Layer.mergeAll(
+      Option.match(config.submissionPort, { onNone: () => Layer.empty, onSome: (port) => SubmissionServerLive(port, "starttls") }),
+      Option.match(config.submissionsPort, { onNone: () => Layer.empty, onSome: (port) => SubmissionServerLive(port, "tls") })
+    ).pipe(
+      Layer.provide(Submission.Default),
+      Layer.provide(Outbound.Default),
+      Layer.provide(Layer.mergeAll(Authenticator.Default, RateLeases.Default))
+    ),
   SmtpServerLive.pipe(
     Layer.provide(checksLayer(config, "smtp")),
     // With RSPAMD_URL, rspamd scores every message; without it nothing is scored.

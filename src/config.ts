@@ -172,7 +172,9 @@ export const appConfig = Config.all({
   smtpMaxConnectionsPerIp: nonNegativeInt("SMTP_MAX_CONNECTIONS_PER_IP", 20),
   /** Where the smtp role takes mail to send (SMTP submission with an API key: src/smtp/submission.ts); unset, it takes none. */
   submissionPort: Config.option(Config.port("SUBMISSION_PORT")),
-  /** The submission listener's host; unset, SMTP_HOST. */
+  /** The same on implicit TLS (RFC 8314's submissions, 465 by convention): needs SMTP_TLS_CERT and SMTP_TLS_KEY. */
+  submissionsPort: Config.option(Config.port("SUBMISSIONS_PORT")),
+  /** The submission listeners' host; unset, SMTP_HOST. */
   submissionHost: Config.option(Config.string("SUBMISSION_HOST")),
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
@@ -354,6 +356,11 @@ const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.C
       )
     )
   }
+  if (Option.isSome(config.submissionsPort) && Option.isNone(config.smtpTlsCert)) {
+    return Effect.fail(
+      ConfigError.MissingData(["SMTP_TLS_CERT"], "SUBMISSIONS_PORT (submission on implicit TLS) needs SMTP_TLS_CERT and SMTP_TLS_KEY")
+    )
+  }
   const unreadable = (["SMTP_TLS_CERT", "SMTP_TLS_KEY"] as const).flatMap((name) => {
     const file = name === "SMTP_TLS_CERT" ? config.smtpTlsCert : config.smtpTlsKey
     if (Option.isNone(file)) return []
@@ -402,16 +409,18 @@ export const isLoopbackHost = (host: string) => host === "localhost" || host ===
 
 /**
  * The submission server (smtp/submission.ts) as mail programs reach it, for the dashboard to tell:
- * `localhost` when it listens on loopback only, else MX_HOST (the name its certificate carries). None
- * without SUBMISSION_PORT.
+ * `localhost` when it listens on loopback only, else MX_HOST (the name its certificate carries); its
+ * STARTTLS port when there is one, else its implicit-TLS one. None without either.
  */
 export const submissionEndpoint = (config: AppConfigShape) =>
-  Option.map(config.submissionPort, (port) => {
+  Option.map(Option.orElse(config.submissionPort, () => config.submissionsPort), (port) => {
     const listening = Option.getOrElse(config.submissionHost, () => config.smtpHost)
     return {
       host: isLoopbackHost(listening) ? "localhost" : config.mxHost,
       port,
-      /** STARTTLS offered (and needed for AUTH); without it AUTH is taken in the clear on loopback only. */
-      starttls: Option.isSome(config.smtpTlsCert) && Option.isSome(config.smtpTlsKey)
+      /** How the port is secured: STARTTLS (needed for AUTH), TLS from the start, or none (AUTH on loopback only). */
+      security: Option.isSome(config.submissionPort)
+        ? (Option.isSome(config.smtpTlsCert) ? "starttls" as const : "plain" as const)
+        : "tls" as const
     }
   })

@@ -67,6 +67,8 @@ describe.concurrent("configuration", () => {
     [{ STRIPE_SECRET_KEY: "sk_test_x", STRIPE_WEBHOOK_SECRET: "whsec_x", STRIPE_PRICE_PRO: "price_pro" }, /STRIPE_PRICE_ENTERPRISE/],
     [{ STRIPE_API_URL: "nowhere" }, /STRIPE_API_URL/],
     [{ SMTP_TLS_CERT: "/etc/mailroom/cert.pem" }, /SMTP_TLS_KEY: .*both or neither/],
+    [{ SUBMISSIONS_PORT: "2465" }, /SMTP_TLS_CERT: SUBMISSIONS_PORT \(submission on implicit TLS\) needs SMTP_TLS_CERT and SMTP_TLS_KEY/],
+    [{ SUBMISSION_PORT: "none" }, /SUBMISSION_PORT/],
     [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector" }, /OTEL_EXPORTER_OTLP_ENDPOINT/],
     [{ OTEL_BSP_SCHEDULE_DELAY: "0" }, /OTEL_BSP_SCHEDULE_DELAY: Expected 1 or more/],
     [{ NATS_REPLICAS: "0" }, /NATS_REPLICAS: Expected 1 to 5/],

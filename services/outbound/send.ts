@@ -437,14 +437,14 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
      * mail with its deliveries and counted, then queued for the mta; 202's answers once they are durable
      * and on the bus. A batch's messages are kept in one transaction and taken back together: all or none.
      */
-    const keepAndQueue = <Batch extends boolean>(
+    const keepAndQueue = (
       userId: string,
       mailboxId: string,
       from: typeof SenderRow.Type,
       sent: ReadonlyArray<BuiltSend>,
-      options: { readonly batch: Batch; readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined }
+      options: { readonly batch: boolean; readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined }
     ): Effect.Effect<
-      Batch extends true ? ReadonlyArray<SendAccepted> : SendAccepted,
+      ReadonlyArray<SendAccepted>,
       PayloadTooLarge | StorageQuotaReached | SendQuotaReached | NotFound | ServiceUnavailable | IdempotencyKeyReused | SqlError
     > =>
       Effect.gen(function*() {
@@ -491,39 +491,39 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           row === undefined
             ? Effect.fail(mailboxNotFound(mailboxId))
             : Effect.succeed({ email_id: send.email.emailId, message_id: send.email.messageId, thread_id: row.threadId, status: "queued" })
-        const answerAll = (rows: ReadonlyArray<EmailRow | undefined>) => Effect.forEach(accepted, (send, i) => answer(send, rows[i]))
-        const answerSchema = batch ? BatchAnswer : SendAnswer
-        type Answer = ReadonlyArray<SendAccepted> | SendAccepted
+        /** The answers a key's first request was given, as this route answers them (one send's, or a batch's). */
+        const earlier = (key: { readonly key: string; readonly fingerprint: string }) =>
+          batch
+            ? earlierAnswer(userId, key, key.fingerprint, BatchAnswer)
+            : Effect.map(earlierAnswer(userId, key, key.fingerprint, SendAnswer), (one) => one && [one])
 
-        const stored: Answer = !batch && idempotency === undefined
-          ? yield* storeSend(accepted[0]!).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap((row) => answer(accepted[0]!, row)))
+        const stored = !batch && idempotency === undefined
+          ? [yield* storeSend(accepted[0]!).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap((row) => answer(accepted[0]!, row)))]
           : yield* sql.withTransaction(Effect.gen(function*() {
             const rows = yield* storeEmailsWith(sql, accepted.map((s) => s.email), (part) => alongside(part.map((email) => accepted.find((s) => s.email === email)!)))
-            const answers = yield* answerAll(rows)
-            const answered: Answer = batch ? answers : answers[0]!
-            if (idempotency === undefined) return answered
+            const answers = yield* Effect.forEach(accepted, (send, i) => answer(send, rows[i]))
+            if (idempotency === undefined) return answers
             // A concurrent send with the same key waits here until this one commits, then finds the key
             // taken and rolls back everything it stored.
             const claimed = yield* sql`
               INSERT INTO idempotency_keys (user_id, key, request_sha256, response)
-              VALUES (${userId}, ${idempotency.key}, ${idempotency.fingerprint}, ${JSON.stringify(answered)})
+              VALUES (${userId}, ${idempotency.key}, ${idempotency.fingerprint}, ${JSON.stringify(batch ? answers : answers[0])})
               ON CONFLICT (user_id, key) DO UPDATE SET request_sha256 = EXCLUDED.request_sha256, response = EXCLUDED.response,
                                                        created_at = now()
                 WHERE idempotency_keys.created_at <= now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})
               RETURNING 1`
             if (claimed.length === 0) return yield* new KeyTaken()
-            return answered
+            return answers
           })).pipe(
             Effect.catchTag("SqlError", asQuota(from.plan)),
             Effect.catchTag("KeyTaken", () =>
-              Effect.flatMap(earlierAnswer(userId, idempotency!, idempotency!.fingerprint, answerSchema as Schema.Schema<Answer, string>), (earlier) =>
-                earlier === undefined
+              Effect.flatMap(earlier(idempotency!), (answers) =>
+                answers === undefined
                   ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being sent right now; retry", 1))
-                  : Effect.succeed(earlier)))
+                  : Effect.succeed(answers)))
           )
-        const first = Array.isArray(stored) ? (stored as ReadonlyArray<SendAccepted>)[0] : (stored as SendAccepted)
         // Another request's answer (a repeat of an Idempotency-Key): nothing of this one was kept.
-        if (first?.email_id !== accepted[0]!.email.emailId) return stored as never
+        if (stored[0]?.email_id !== accepted[0]!.email.emailId) return stored
 
         const queued = yield* Effect.forEach(
           accepted.flatMap((send) => [...new Set(send.recipients.map(domainOf))].map((domain) => ({ emailId: send.email.emailId, domain }))),
@@ -542,7 +542,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
             Effect.annotateLogs({ email_id: send.email.emailId, mailbox_id: mailboxId, recipients: send.recipients.length })
           )
         }
-        return stored as never
+        return stored
       })
 
     /** A message built (composed, with its unsubscribe link, signed) from `message`, ready to keep and queue. */
@@ -594,10 +594,11 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       yield* checkMessage(message, recipients)
       const from = yield* checkedSender(userId, mailboxId, recipients)
       const built = yield* build(userId, mailboxId, from, message, recipients, new Date())
-      return yield* keepAndQueue(userId, mailboxId, from, [built], {
+      const [accepted] = yield* keepAndQueue(userId, mailboxId, from, [built], {
         batch: false,
         idempotency: idempotency === undefined ? undefined : { key: idempotency.key, fingerprint: fingerprint! }
       })
+      return accepted!
     })
 
     /**
@@ -650,7 +651,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const signer = yield* dkim.signer(from.domain, from.customDomainId ?? undefined)
       const signed = yield* Effect.orDie(dkimSign(prepared.ok.raw, signer, now))
       const raw = new Uint8Array(signed.buffer, signed.byteOffset, signed.byteLength)
-      return yield* keepAndQueue(userId, mailboxId, from, [{ emailId, messageId: prepared.ok.messageId, raw, recipients, now }], { batch: false })
+      const [accepted] = yield* keepAndQueue(userId, mailboxId, from, [{ emailId, messageId: prepared.ok.messageId, raw, recipients, now }], { batch: false })
+      return accepted!
     })
 
     return { submit, submitBatch, submitComposed } as const

@@ -96,7 +96,7 @@ export const contentSecurityPolicy = (importMap: string) => [
 
 const escapeAttribute = (value: string) => value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
-/** Where mail programs send with a key (`host:port:starttls|plain`), when the operator offers submission. */
+/** Where mail programs send with a key (`host:port:starttls|tls|plain`), when the operator offers submission. */
 type Submission = ReturnType<typeof submissionEndpoint>
 
 const page = (version: string, importMap: string, sharedDomains: ReadonlyArray<string>, submission: Submission) => `<!doctype html>
@@ -109,8 +109,7 @@ const page = (version: string, importMap: string, sharedDomains: ReadonlyArray<s
 ${
   Option.match(submission, {
     onNone: () => "",
-    onSome: ({ host, port, starttls }) =>
-      `<meta name="mailroom-submission" content="${escapeAttribute(`${host}:${port}:${starttls ? "starttls" : "plain"}`)}">\n`
+    onSome: ({ host, port, security }) => `<meta name="mailroom-submission" content="${escapeAttribute(`${host}:${port}:${security}`)}">\n`
   })
 }<link rel="icon" href="/assets/${version}/icon.svg">
 <link rel="stylesheet" href="/assets/${version}/dashboard.css">

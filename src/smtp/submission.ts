@@ -3,6 +3,8 @@
  * and SMTP libraries sending from a mailbox with an API key as the password. Its rules are the
  * Submission service's (services/outbound/submission.ts); this file is the protocol around them.
  *
+ * - SUBMISSIONS_PORT takes TLS from the first byte (RFC 8314, what clients call SSL/TLS, 465 by
+ *   convention), beside or instead of SUBMISSION_PORT's STARTTLS (587).
  * - A client address holds at most SMTP_MAX_CONNECTIONS_PER_IP connections at once, as at the MX (421).
  * - AUTH PLAIN or LOGIN before MAIL FROM (530 5.7.0 without). With SMTP_TLS_CERT and SMTP_TLS_KEY,
  *   STARTTLS is offered and AUTH needs it (538); without them AUTH is taken in the clear only on a
@@ -49,8 +51,11 @@ interface SessionState {
   mailboxId?: string | undefined
 }
 
-/** The submission server on `port` (SUBMISSION_PORT; app.ts runs none without it). */
-export const SubmissionServerLive = (port: number) => Layer.scopedDiscard(
+/**
+ * The submission server on `port`: SUBMISSION_PORT, where TLS is STARTTLS's (when configured), or
+ * SUBMISSIONS_PORT, TLS from the first byte (`implicit`, RFC 8314; config.ts requires the files).
+ */
+export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") => Layer.scopedDiscard(
   Effect.gen(function*() {
     const config = yield* AppConfig
     const host = Option.getOrElse(config.submissionHost, () => config.smtpHost)
@@ -59,6 +64,7 @@ export const SubmissionServerLive = (port: number) => Layer.scopedDiscard(
     const run = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runPromise(runtime)(Effect.exit(effect))
 
     const tls = yield* tlsFiles(config)
+    const implicit = tlsMode === "tls" && tls !== undefined
     const clearAuth = tls === undefined && isLoopbackHost(host)
     if (tls === undefined && !clearAuth) {
       yield* Effect.logWarning(
@@ -179,8 +185,9 @@ export const SubmissionServerLive = (port: number) => Layer.scopedDiscard(
       size: maxMessageBytes,
       authMethods: ["PLAIN", "LOGIN"],
       allowInsecureAuth: clearAuth,
-      disabledCommands: tls ? [] : ["STARTTLS"],
-      hideSTARTTLS: !tls,
+      secure: implicit,
+      disabledCommands: tls && !implicit ? [] : ["STARTTLS"],
+      hideSTARTTLS: !tls || implicit,
       ...(tls ?? {}),
       logger: false,
       disableReverseLookup: true,
@@ -212,6 +219,6 @@ export const SubmissionServerLive = (port: number) => Layer.scopedDiscard(
       dataInFlight: () => dataInFlight,
       dataTimeoutMs: DATA_TIMEOUT_MS
     })
-    yield* Effect.logInfo(`Submission listening on ${host}:${port}${tls ? " (STARTTLS)" : ""}`)
+    yield* Effect.logInfo(`Submission listening on ${host}:${port}${implicit ? " (TLS)" : tls ? " (STARTTLS)" : ""}`)
   })
 )

@@ -21,6 +21,7 @@ describe("submission with a certificate", () => {
   const cert = path.join(certDir, "cert.pem")
   const key = path.join(certDir, "key.pem")
   let port: number
+  let implicitPort: number
   let suite: SuiteServer
   // Registered before the server's hook, so the files and the port exist when it starts.
   beforeAll(async () => {
@@ -28,6 +29,7 @@ describe("submission with a certificate", () => {
       stdio: "ignore"
     })
     port = await freePort()
+    implicitPort = await freePort()
   })
   afterAll(() => fs.rmSync(certDir, { recursive: true, force: true }))
   useSuiteServer((s) => {
@@ -37,6 +39,9 @@ describe("submission with a certificate", () => {
     SMTP_TLS_KEY: key,
     get SUBMISSION_PORT() {
       return String(port)
+    },
+    get SUBMISSIONS_PORT() {
+      return String(implicitPort)
     }
   } as Record<string, string>)
 
@@ -55,6 +60,18 @@ describe("submission with a certificate", () => {
       tls: { rejectUnauthorized: false },
       auth: { user: "agent", pass: box.user.apiKey }
     }).sendMail({ from: box.address, to: box.address, subject: "Over TLS", text: "To myself." })
+    expect(sent.response).toMatch(/^250 2\.0\.0 Ok: queued as eml_\w+$/)
+  })
+
+  it("takes TLS from the first byte on SUBMISSIONS_PORT (what mail programs call SSL/TLS)", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const sent = await nodemailer.createTransport({
+      host: "127.0.0.1",
+      port: implicitPort,
+      secure: true,
+      tls: { rejectUnauthorized: false },
+      auth: { user: "agent", pass: box.user.apiKey }
+    }).sendMail({ from: box.address, to: box.address, subject: "Over implicit TLS", text: "To myself." })
     expect(sent.response).toMatch(/^250 2\.0\.0 Ok: queued as eml_\w+$/)
   })
 })

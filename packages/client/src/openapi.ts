@@ -1157,7 +1157,7 @@ export interface paths {
         put?: never;
         /**
          * Send several emails at once
-         * @description Sends each message (a send's body) from the mailbox, all or none: a refusal of any refuses the batch and names it (`messages[i].<field>` in a 400's details, `index` in a 413's), and the plan's sends must cover all of them. 202 with one answer per message, in order, once all are stored and queued. The request body is held to a send's size. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         * @description Sends each message (a send's body) from the mailbox, all or none: a refusal of any refuses the batch and names it (`messages.<i>.<field>` in a 400's details, `index` in a 413's), and the plan's sends must cover all of them. 202 with one answer per message, in order, once all are stored and queued. The request body is held to a send's size. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
          */
         post: operations["dashboardOutbound.sendBatch"];
         delete?: never;
@@ -2241,7 +2241,7 @@ export interface paths {
         put?: never;
         /**
          * Send several emails at once
-         * @description Sends each message (a send's body) from the mailbox, all or none: a refusal of any refuses the batch and names it (`messages[i].<field>` in a 400's details, `index` in a 413's), and the plan's sends must cover all of them. 202 with one answer per message, in order, once all are stored and queued. The request body is held to a send's size. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
+         * @description Sends each message (a send's body) from the mailbox, all or none: a refusal of any refuses the batch and names it (`messages.<i>.<field>` in a 400's details, `index` in a 413's), and the plan's sends must cover all of them. 202 with one answer per message, in order, once all are stored and queued. The request body is held to a send's size. 202 once the message is stored (as an email of the mailbox, direction outbound) and queued; `GET /emails/{email_id}` shows each recipient's delivery. Line breaks in any header value are refused (400).
          */
         post: operations["outbound.sendBatch"];
         delete?: never;

@@ -63,18 +63,25 @@ const ReadOnlyChoice = ({ id, checked, onChange }) => html`
 
 /**
  * The submission server the page names (serve.ts `mailroom-submission`), if the operator offers one.
- * @returns {{ host: string, port: string, starttls: boolean } | null}
+ * @returns {{ host: string, port: string, security: string } | null}
  */
 const submissionServer = () => {
   const content = document.querySelector('meta[name="mailroom-submission"]')?.getAttribute("content")
   if (!content) return null
   const [security = "", port = "", ...host] = content.split(":").reverse()
-  return { host: host.reverse().join(":"), port, starttls: security === "starttls" }
+  return { host: host.reverse().join(":"), port, security }
 }
+
+/** How each way of securing the port is said in mail programs' settings. */
+const SECURITY = /** @type {Record<string, string>} */ ({
+  starttls: "STARTTLS (required)",
+  tls: "SSL/TLS",
+  plain: "None: from this machine only"
+})
 
 /**
  * What a mail program or an SMTP library is given to send with a key.
- * @param {{ server: { host: string, port: string, starttls: boolean } }} props
+ * @param {{ server: { host: string, port: string, security: string } }} props
  */
 const SmtpSettings = ({ server }) => html`
   <section class="card" aria-labelledby="smtp-heading">
@@ -83,7 +90,7 @@ const SmtpSettings = ({ server }) => html`
     <dl class="meta">
       <dt>Server</dt><dd><code>${server.host}</code></dd>
       <dt>Port</dt><dd><code>${server.port}</code></dd>
-      <dt>Security</dt><dd>${server.starttls ? "STARTTLS (required)" : "None: from this machine only"}</dd>
+      <dt>Security</dt><dd>${SECURITY[server.security] ?? server.security}</dd>
       <dt>User name</dt><dd>Any</dd>
       <dt>Password</dt><dd>An API key</dd>
       <dt>From</dt><dd>A mailbox the key may use</dd>
