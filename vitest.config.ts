@@ -21,6 +21,7 @@ const backendIndependent = [
   "test/domain/extraction.test.ts",
   "test/domain/parse.test.ts",
   "test/domain/submitted.test.ts",
+  "test/domain/auto-reply-rules.test.ts",
   "test/domain/write-behind.test.ts", // memory only
   "test/api/webhooks.test.ts",
   "test/dashboard/dashboard.test.ts",

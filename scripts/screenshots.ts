@@ -212,6 +212,18 @@ try {
   await page.getByRole("button", { name: "Stop forwarding to billing-bot@agents.localhost" }).click()
   await page.getByRole("list", { name: "Forwarding addresses" }).getByText("billing-bot@agents.localhost").waitFor({ state: "detached" })
 
+  // The support mailbox's automatic reply over the holidays (turned off again: later mail is the walk's own).
+  await page.goto(`/#/mailboxes/${mailboxId}/auto-reply`)
+  await page.getByLabel("Subject (empty: Re: and the subject answered)").fill("Support is closed until January 2")
+  await page.getByLabel("Message").fill("Thanks for writing. Our support desk is closed over the holidays; your message will be answered on January 2.")
+  await page.getByLabel("From (empty: now)").fill("2026-12-24T00:00")
+  await page.getByLabel("Until (empty: until turned off)").fill("2027-01-02T09:00")
+  await page.getByRole("button", { name: "Turn on" }).click()
+  await page.getByRole("status").getByText(/^Scheduled:/).waitFor()
+  await shoot("auto-reply")
+  await page.getByRole("button", { name: "Turn off" }).click()
+  await page.getByRole("status").getByText(/^Off:/).waitFor()
+
   // A receiver that takes every delivery, so the log has a success to show.
   const receiver = http.createServer((_request, response) => response.writeHead(204).end())
   await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve))

@@ -32,6 +32,7 @@ import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
 import { Outbound } from "../services/outbound/send.ts"
 import { Submission } from "../services/outbound/submission.ts"
+import { AutoReplyResponderLive } from "../services/outbound/auto-replies.ts"
 import { OutboundSettings } from "../services/outbound/settings.ts"
 import { EventRecorderLive } from "../services/events/recorder.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
@@ -226,12 +227,13 @@ const smtpRole = (config: AppConfigShape) => Layer.merge(
     }))
   )
 )
-/** The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log. */
+/** The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log, automatic replies. */
 const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   IngestLive.pipe(Layer.provide(checksLayer(config, "worker"))),
   HousekeepingLive,
   WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
-  EventRecorderLive
+  EventRecorderLive,
+  AutoReplyResponderLive.pipe(Layer.provide(Replies.Default), Layer.provide(Outbound.Default))
 )
 /** The mta: delivery, and scheduled drafts leaving on time. */
 const MtaRole = Layer.mergeAll(

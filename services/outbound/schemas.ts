@@ -288,3 +288,42 @@ export const draftSortFields = ["created_at", "updated_at", "send_at"] as const
 export type DraftSortField = (typeof draftSortFields)[number]
 export const suppressionSortFields = ["created_at", "address"] as const
 export type SuppressionSortField = (typeof suppressionSortFields)[number]
+
+// A mailbox's automatic reply (auto-replies.ts; which mail it answers: auto-reply-rules.ts).
+
+/** RFC 3834 §2 suggests a week between two answers to one sender. */
+export const DEFAULT_INTERVAL_DAYS = 7
+
+export const AutoReplyInput = Schema.Struct({
+  subject: Schema.optional(Schema.NullOr(oneLine(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(998)))).annotations({
+    description: "The answer's subject; null or absent: \"Re: \" and the subject of the email answered"
+  }),
+  text: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)).annotations({ description: "The answer, as plain text" }),
+  html: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(500_000)))).annotations({
+    description: "The answer as HTML, beside the text"
+  }),
+  interval_days: Schema.optional(Schema.Int.pipe(Schema.between(1, 30))).annotations({
+    description: `Days before the same sender is answered again: 1-30, default ${DEFAULT_INTERVAL_DAYS}`
+  }),
+  starts_at: Schema.optional(Schema.NullOr(Instant)).annotations({ description: "Answer mail received from this time; null: from now" }),
+  ends_at: Schema.optional(Schema.NullOr(Instant)).annotations({ description: "Answer mail received until this time; null: until turned off" })
+}).annotations({ identifier: "AutoReplyInput", parseOptions: { errors: "all" } })
+export type AutoReplyInput = typeof AutoReplyInput.Type
+
+export const AutoReply = Schema.Struct({
+  mailbox_id: Schema.String,
+  subject: Schema.NullOr(Schema.String),
+  text: Schema.String,
+  html: Schema.NullOr(Schema.String),
+  interval_days: Schema.Number,
+  starts_at: Schema.NullOr(Schema.String),
+  ends_at: Schema.NullOr(Schema.String),
+  active: Schema.Boolean.annotations({ description: "Whether mail received now is answered (within starts_at and ends_at)" }),
+  created_at: Schema.String,
+  updated_at: Schema.String
+}).annotations({ identifier: "AutoReply" })
+export type AutoReply = typeof AutoReply.Type
+
+export const RemovedAutoReply = Schema.Struct({ mailbox_id: Schema.String, deleted: Schema.Literal(true) }).annotations({
+  identifier: "RemovedAutoReply"
+})

@@ -22,6 +22,7 @@ import {
 import { envelope } from "./errors.ts"
 import { EventPayloads } from "../../services/webhooks/schemas.ts"
 import { DashboardForwardingGroup, ForwardingGroup } from "./forwarding/api.ts"
+import { AutoRepliesGroup, DashboardAutoRepliesGroup } from "./auto-replies/api.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
@@ -52,6 +53,8 @@ const Routes = HttpApi.make("mailroom")
   .add(DashboardSenderListsGroup)
   .add(ForwardingGroup)
   .add(DashboardForwardingGroup)
+  .add(AutoRepliesGroup)
+  .add(DashboardAutoRepliesGroup)
   .add(DomainsGroup)
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)

@@ -32,6 +32,7 @@ import { DashboardMailboxesHandlers, MailboxesHandlers } from "./mailboxes/http.
 import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { UnsubscribePagesLive } from "./outbound/unsubscribe-pages.ts"
 import { DashboardForwardingHandlers, ForwardingHandlers } from "./forwarding/http.ts"
+import { AutoRepliesHandlers, DashboardAutoRepliesHandlers } from "./auto-replies/http.ts"
 import { ForwardingPagesLive } from "./forwarding/pages.ts"
 import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
@@ -108,6 +109,8 @@ const Handlers = Layer.mergeAll(
   DashboardSenderListsHandlers,
   ForwardingHandlers,
   DashboardForwardingHandlers,
+  AutoRepliesHandlers,
+  DashboardAutoRepliesHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,
   DomainListHandlers,

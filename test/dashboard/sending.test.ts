@@ -378,6 +378,37 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect((await dashboard().DELETE("/api/emails/{emailId}", { params: { path: { emailId: received.email_id } } })).response.status).toBe(200)
   })
 
+  it("turns on an automatic reply (a bad interval refused by its field) that answers a sender as a reply, and off again", async () => {
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByRole("main").getByRole("link", { name: "Automatic reply" }).click()
+    await page.getByRole("heading", { name: `Automatic reply of ${address}` }).waitFor()
+    await page.getByRole("status").getByText("Off: received mail is not answered.").waitFor()
+    await page.getByLabel("Message").fill("Thanks for writing; the desk reads mail again on Monday.")
+    const days = page.getByLabel("Days before answering a sender again")
+    await days.fill("0")
+    await page.getByRole("button", { name: "Turn on" }).click()
+    await page.locator("#auto-reply-days-note").getByText("must be a number between 1 and 30").waitFor()
+    expect(refusals(/\/auto-reply$/)).toEqual([`400 PUT ${server.url}/api/mailboxes/${mailboxId}/auto-reply`])
+    await days.fill("7")
+    await page.getByRole("button", { name: "Turn on" }).click()
+    await page.getByRole("status").getByText("On: mail received now is answered.").waitFor()
+
+    await sendMail(server.smtpPort, { from: "Dora <dora@partner.test>", to: address, subject: "Are you there?", text: "Ping." })
+    const { message, parsed } = await delivered("Re: Are you there?")
+    expect(message.rcptTo).toEqual(["dora@partner.test"])
+    expect(parsed.headers.get("auto-submitted")).toBe("auto-replied")
+    expect(parsed.text).toContain("the desk reads mail again on Monday")
+
+    await page.getByRole("button", { name: "Turn off" }).click()
+    await page.getByRole("status").getByText("Off: received mail is not answered.").waitFor()
+    expect((await dashboard().GET("/api/mailboxes/{mailboxId}/auto-reply", { params: { path: { mailboxId } } })).data?.data).toBeNull()
+    // Both emails taken away again (later steps count the mailbox's mail).
+    const listed = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId } } })
+    for (const email of listed.data!.data.filter((e) => e.subject === "Are you there?" || e.subject === "Re: Are you there?")) {
+      expect((await dashboard().DELETE("/api/emails/{emailId}", { params: { path: { emailId: email.email_id } } })).response.status).toBe(200)
+    }
+  })
+
   it("replies from the reader: the reply goes to the sender, threaded, and the conversation shows both", async () => {
     await sendMail(server.smtpPort, {
       from: "Bob Buyer <bob@partner.test>",
@@ -1041,6 +1072,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       [`#/mailboxes/${mailboxId}/compose`, "Save as draft"],
       [`#/mailboxes/${mailboxId}/drafts`, "New email"],
       [`#/mailboxes/${mailboxId}/forwarding`, "Not forwarded anywhere."],
+      [`#/mailboxes/${mailboxId}/auto-reply`, "Days before answering a sender again"],
       ["#/drafts", "Awaiting approval"],
       [`#/emails/${inboundId}`, "Read the whole conversation"],
       ...sentIds.map((id): [string, string] => [`#/emails/${id}`, "Last answer"]),

@@ -17,6 +17,7 @@ import { ReaderPage } from "./reader.js"
 import { SearchPage } from "./search.js"
 import { MailboxSenders, SendersPage } from "./senders.js"
 import { MailboxForwarding } from "./forwarding.js"
+import { MailboxAutoReply } from "./auto-reply.js"
 import { ConversationPage } from "./threads.js"
 import { WebhooksPage } from "./webhooks.js"
 import { go, useRoute } from "./router.js"
@@ -125,6 +126,8 @@ const App = () => {
     ? html`<${MailboxSenders} key=${id} mailboxId=${id} />`
     : page === "mailboxes" && id && sub === "forwarding"
     ? html`<${MailboxForwarding} key=${id} mailboxId=${id} />`
+    : page === "mailboxes" && id && sub === "auto-reply"
+    ? html`<${MailboxAutoReply} key=${id} mailboxId=${id} />`
     : page === "senders"
     ? html`<${SendersPage} />`
     : page === "mailboxes" && id
