@@ -13,7 +13,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option, Schema } from "effect"
 import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
-import { NotFound } from "../errors.ts"
+import { NotFound, ValidationError } from "../errors.ts"
 import { Headers } from "../mail/schemas.ts"
 import { ownMailbox } from "../mailboxes/owned.ts"
 import { BusEvent } from "../webhooks/schemas.ts"
@@ -69,6 +69,9 @@ export class AutoReplies extends Effect.Service<AutoReplies>()("mailroom/AutoRep
         yield* ownMailbox(sql, userId, mailboxId)
         const startsAt = input.starts_at ? new Date(input.starts_at) : null
         const endsAt = input.ends_at ? new Date(input.ends_at) : null
+        if (startsAt !== null && endsAt !== null && endsAt <= startsAt) {
+          return yield* ValidationError.field("ends_at", "must be after starts_at")
+        }
         const rows = yield* Effect.orDie(decode(yield* sql`
           INSERT INTO mailbox_auto_replies (mailbox_id, subject, text_body, html_body, interval_days, starts_at, ends_at)
           VALUES (${mailboxId}, ${input.subject ?? null}, ${input.text}, ${input.html ?? null},

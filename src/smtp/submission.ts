@@ -78,9 +78,8 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
     let draining = false
     let dataInFlight = 0
 
-    /** The reply of a hook's outcome: its refusal's, or a temporary failure for anything unforeseen. */
-    const refusalOf = <A>(exit: Exit.Exit<A, SubmissionRefused>) =>
-      Exit.isFailure(exit) ? Option.getOrElse(Cause.failureOption(exit.cause), () => temporaryFailure) : undefined
+    /** A failed hook's refusal, or a temporary failure for anything unforeseen. */
+    const refusalIn = (cause: Cause.Cause<SubmissionRefused>) => Option.getOrElse(Cause.failureOption(cause), () => temporaryFailure)
 
     const onAuth = (
       auth: SMTPServerAuthentication,
@@ -94,34 +93,38 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
         return callback(replyError(504, "5.7.4 Use AUTH PLAIN or LOGIN"))
       }
       const apiKey = auth.password ?? ""
-      void run(submission.signIn(apiKey)).then((exit) => {
-        const refusal = refusalOf(exit)
-        if (refusal === undefined && Exit.isSuccess(exit)) {
-          sessions.set(session, { apiKey, principal: exit.value })
+      void run(submission.signIn(apiKey)).then(Exit.match({
+        onSuccess: (principal) => {
+          sessions.set(session, { apiKey, principal })
           SubmissionMetrics.reply(235)
-          return callback(null, { user: exit.value.userId })
+          callback(null, { user: principal.userId })
+        },
+        onFailure: (cause) => {
+          const refusal = refusalIn(cause)
+          const failed = (failedAuth.get(session) ?? 0) + 1
+          failedAuth.set(session, failed)
+          callback(
+            failed >= MAX_FAILED_AUTH && refusal.reply.code === 535
+              ? replyError(421, "4.7.0 Too many failed authentications")
+              : smtpError(refusal)
+          )
         }
-        const failed = (failedAuth.get(session) ?? 0) + 1
-        failedAuth.set(session, failed)
-        if (failed >= MAX_FAILED_AUTH && refusal!.reply.code === 535) {
-          return callback(replyError(421, "4.7.0 Too many failed authentications"))
-        }
-        callback(smtpError(refusal!))
-      })
+      }))
     }
 
     const onMailFrom = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const state = sessions.get(session)
       if (state === undefined) return callback(replyError(530, "5.7.0 Authentication required"))
       state.mailboxId = undefined
-      void run(submission.sender(state.apiKey, address.address)).then((exit) => {
-        const refusal = refusalOf(exit)
-        if (refusal !== undefined || !Exit.isSuccess(exit)) return callback(smtpError(refusal!))
-        state.principal = exit.value.principal
-        state.mailboxId = exit.value.mailboxId
-        SubmissionMetrics.reply(250)
-        callback()
-      })
+      void run(submission.sender(state.apiKey, address.address)).then(Exit.match({
+        onSuccess: ({ mailboxId, principal }) => {
+          state.principal = principal
+          state.mailboxId = mailboxId
+          SubmissionMetrics.reply(250)
+          callback()
+        },
+        onFailure: (cause) => callback(smtpError(refusalIn(cause)))
+      }))
     }
 
     const onRcptTo = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
@@ -172,9 +175,8 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
             return answer(null, `2.0.0 Ok: queued as ${exit.value}`)
           }
           if (Cause.isInterruptedOnly(exit.cause)) return
-          const refusal = Option.getOrElse(Cause.failureOption(exit.cause), () => temporaryFailure)
           if (Option.isNone(Cause.failureOption(exit.cause))) void run(Effect.logError("A submitted message failed", exit.cause))
-          answer(smtpError(refusal))
+          answer(smtpError(refusalIn(exit.cause)))
         })
       })
     }

@@ -45,7 +45,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
   "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_forwarding", "forward_mailbox",
-  "stop_forwarding", "wait_for_email", "send_email",
+  "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "wait_for_email", "send_email",
   "reply_to_email", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
@@ -283,6 +283,17 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "list_forwarding", { mailbox_id: box.mailboxId })).ok.forwarding.map((f: { address: string }) => f.address)).toEqual([sibling.address])
     expect((await call(mcp, "stop_forwarding", { mailbox_id: box.mailboxId, address: sibling.address })).ok).toMatchObject({ deleted: true })
     expect((await call(mcp, "stop_forwarding", { mailbox_id: box.mailboxId, address: sibling.address })).error).toMatchObject({ code: "NOT_FOUND" })
+  })
+
+  it("sets a mailbox's automatic reply, reads it, refuses a bad interval by its field, and turns it off", async () => {
+    expect((await call(mcp, "get_auto_reply", { mailbox_id: box.mailboxId })).ok).toEqual({ auto_reply: null })
+    const set = await call(mcp, "set_auto_reply", { mailbox_id: box.mailboxId, text: "Back on Monday.", interval_days: 3 })
+    expect(set.ok).toMatchObject({ mailbox_id: box.mailboxId, text: "Back on Monday.", interval_days: 3, subject: null, active: true })
+    expect((await call(mcp, "get_auto_reply", { mailbox_id: box.mailboxId })).ok.auto_reply).toEqual(set.ok)
+    expect((await call(mcp, "set_auto_reply", { mailbox_id: box.mailboxId, text: "x", interval_days: 99 })).error)
+      .toMatchObject({ code: "VALIDATION_ERROR", details: { interval_days: expect.any(String) } })
+    expect((await call(mcp, "turn_off_auto_reply", { mailbox_id: box.mailboxId })).ok).toEqual({ mailbox_id: box.mailboxId, deleted: true })
+    expect((await call(mcp, "turn_off_auto_reply", { mailbox_id: box.mailboxId })).error).toMatchObject({ code: "NOT_FOUND" })
   })
 
   it("suppresses a recipient for the account, once; a malformed address is refused by its field", async () => {

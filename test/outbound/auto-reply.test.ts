@@ -116,7 +116,8 @@ describe("automatic replies", () => {
       [{ text: "" }, { text: "must be a string at least 1 character(s) long" }],
       [{ text: "Away", interval_days: 0 }, { interval_days: "must be a number between 1 and 30" }],
       [{ text: "Away", subject: "Line\r\nBcc: x@partner.test" }, { subject: "must not contain line breaks" }],
-      [{ text: "Away", ends_at: "monday" }, { ends_at: "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z" }]
+      [{ text: "Away", ends_at: "monday" }, { ends_at: "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z" }],
+      [{ text: "Away", starts_at: "2099-01-08T00:00:00Z", ends_at: "2099-01-01T00:00:00Z" }, { ends_at: "must be after starts_at" }]
     ]
     for (const [body, details] of refusals) {
       const refused = await put(body)

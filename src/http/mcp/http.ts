@@ -28,6 +28,7 @@ import { Labels } from "../../../services/mail/labels.ts"
 import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Forwarding } from "../../../services/mail/forwarding.ts"
+import { AutoReplies } from "../../../services/outbound/auto-replies.ts"
 import { Stats } from "../../../services/mail/stats.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
@@ -268,6 +269,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   Search.Default,
   SenderLists.Default,
   Forwarding.Default,
+  AutoReplies.Default,
   MailboxReach.Default,
   Stats.Default,
   Suppressions.Default,

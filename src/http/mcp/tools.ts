@@ -12,6 +12,8 @@ import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { Emails } from "../../../services/mail/emails.ts"
 import { ForwardingInput } from "../../../services/mail/forward-rules.ts"
 import { Forwarding } from "../../../services/mail/forwarding.ts"
+import { AutoReplies } from "../../../services/outbound/auto-replies.ts"
+import { AutoReplyInput } from "../../../services/outbound/schemas.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
@@ -420,6 +422,32 @@ export const tools = [
     annotations: deleting,
     input: Schema.Struct({ mailbox_id: Id("The mailbox"), address: Schema.String.annotations({ description: "The address, any case" }) }),
     run: (principal, input) => Effect.flatMap(Forwarding, (f) => f.remove(principal.userId, input.mailbox_id, input.address))
+  }),
+  tool({
+    name: "get_auto_reply",
+    reach: "args",
+    description: "A mailbox's automatic reply (null when it has none): its text, how often one sender hears it, when it is on, and whether it is now (active).",
+    annotations: reading,
+    input: Schema.Struct({ mailbox_id: Id("The mailbox") }),
+    run: (principal, input) => Effect.map(Effect.flatMap(AutoReplies, (a) => a.get(principal.userId, input.mailbox_id)), (auto_reply) => ({ auto_reply }))
+  }),
+  tool({
+    name: "set_auto_reply",
+    reach: "args",
+    description:
+      "Set (or replace) a mailbox's automatic reply: while it is on (from starts_at, until ends_at), each person who writes to the mailbox " +
+      "gets it once per interval_days, as a reply marked automatic. Mailing lists, automatic mail, bounces, no-reply senders and spam get none.",
+    annotations: changing,
+    input: Schema.Struct({ mailbox_id: Id("The mailbox"), ...AutoReplyInput.fields }),
+    run: (principal, { mailbox_id, ...input }) => Effect.flatMap(AutoReplies, (a) => a.set(principal.userId, mailbox_id, input))
+  }),
+  tool({
+    name: "turn_off_auto_reply",
+    reach: "args",
+    description: "Turn a mailbox's automatic reply off (NOT_FOUND when it has none).",
+    annotations: deleting,
+    input: Schema.Struct({ mailbox_id: Id("The mailbox") }),
+    run: (principal, input) => Effect.flatMap(AutoReplies, (a) => a.remove(principal.userId, input.mailbox_id))
   }),
   tool({
     name: "wait_for_email",
