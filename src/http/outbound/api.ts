@@ -70,15 +70,21 @@ export const IdempotencyHeaders = Schema.Struct({
 })
 
 /**
- * The sending routes: a path (the mailbox, or the email answered), Idempotency-Key, body, 202, and
- * every reason a send can be refused. Two builders only because the path differs.
+ * The sending routes: a path (the mailbox, or the email answered), Idempotency-Key, body, 202 (one
+ * send's answer, or a batch's), and every reason a send can be refused. Two builders only because the
+ * path differs.
  */
-const fromMailbox = <const Name extends string, Payload extends Schema.Schema.Any>(name: Name, route: `/${string}`, payload: Payload) =>
+const fromMailbox = <const Name extends string, Payload extends Schema.Schema.Any, Answer extends Schema.Schema.Any>(
+  name: Name,
+  route: `/${string}`,
+  payload: Payload,
+  answer: Answer
+) =>
   HttpApiEndpoint.post(name, route)
     .setPath(MailboxPath)
     .setPayload(payload)
     .setHeaders(IdempotencyHeaders)
-    .addSuccess(Ok(SendAccepted), { status: 202 })
+    .addSuccess(Ok(answer), { status: 202 })
     .addError(envelope(ValidationError))
     .addError(envelope(NotFound))
     .addError(envelope(SenderDomainUnverified))
@@ -122,26 +128,14 @@ const ANSWER =
 const outboundEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
     .add(
-      fromMailbox("send", "/mailboxes/:mailboxId/send", SendInput)
+      fromMailbox("send", "/mailboxes/:mailboxId/send", SendInput, SendAccepted)
         .annotateContext(OpenApi.annotations({
           summary: "Send an email",
           description: `Sends from the mailbox to \`to\`, \`cc\` and \`bcc\` (at most 50 in all). ${ANSWER}`
         }))
     )
     .add(
-      HttpApiEndpoint.post("sendBatch", "/mailboxes/:mailboxId/send/batch")
-        .setPath(MailboxPath)
-        .setPayload(SendBatchInput)
-        .setHeaders(IdempotencyHeaders)
-        .addSuccess(Ok(Schema.Array(SendAccepted)), { status: 202 })
-        .addError(envelope(ValidationError))
-        .addError(envelope(NotFound))
-        .addError(envelope(SenderDomainUnverified))
-        .addError(envelope(SendQuotaReached))
-        .addError(envelope(StorageQuotaReached))
-        .addError(envelope(RecipientSuppressed))
-        .addError(envelope(IdempotencyKeyReused))
-        .addError(envelope(PayloadTooLarge))
+      fromMailbox("sendBatch", "/mailboxes/:mailboxId/send/batch", SendBatchInput, Schema.Array(SendAccepted))
         .annotateContext(OpenApi.annotations({
           summary: "Send several emails at once",
           description:
