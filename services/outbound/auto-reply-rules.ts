@@ -28,7 +28,7 @@ export type Verdict =
   | { readonly answer: false; readonly reason: "bounce" | "spam" | "automatic" | "list" | "system sender" | "self" | "not addressed" | "no sender" }
 
 /** Senders that are programs (RFC 3834 §2's examples, and the no-reply addresses of today's mail). */
-const SYSTEM_SENDER = /^(mailer-daemon|postmaster|listserv|majordomo|owner-.*|.*-request|bounces?(\+.*)?|no-?reply|do-?not-?reply)$/i
+const PROGRAM_SENDER = /^(mailer-daemon|postmaster|listserv|majordomo|owner-.*|.*-request|bounces?(\+.*)?|no-?reply|do-?not-?reply)$/i
 
 const LIST_FIELDS = ["list-id", "list-post", "list-unsubscribe", "list-help", "list-subscribe", "list-owner", "list-archive"]
 
@@ -54,7 +54,7 @@ export const autoReplyVerdict = (email: Received): Verdict => {
 
   const to = addresses(header("reply-to"))[0] ?? addresses(header("from"))[0]
   if (to === undefined) return { answer: false, reason: "no sender" }
-  if (SYSTEM_SENDER.test(to.slice(0, to.lastIndexOf("@")))) return { answer: false, reason: "system sender" }
+  if (PROGRAM_SENDER.test(to.slice(0, to.lastIndexOf("@")))) return { answer: false, reason: "system sender" }
   const own = new Set([routingForm(email.mailboxAddress), routingForm(email.rcptTo)])
   if (own.has(routingForm(to))) return { answer: false, reason: "self" }
   const named = [...addresses(header("to")), ...addresses(header("cc"))].map(routingForm)

@@ -5,47 +5,22 @@
  * test/domain/auto-reply-rules.test.ts's; here, that the wiring answers once, as a reply, and only
  * what the rules allow.
  */
-import { generateKeyPairSync } from "node:crypto"
 import { simpleParser } from "mailparser"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
-import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
-import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { useOutboundWorld } from "../support/outbound-world.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { sleep, until } from "../support/wait.ts"
 
-const DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
-
-let mx: MxServer
-let names: DnsServer
 let suite: SuiteServer
 
-beforeAll(async () => {
-  mx = await startMxServer()
-  names = await startDnsServer()
-  names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
-  names.set("mx.partner.test", { A: ["127.0.0.1"] })
-})
-
-afterAll(async () => {
-  await mx?.close()
-  await names?.close()
-})
-
+const world = useOutboundWorld()
 useSuiteServer((s) => {
   suite = s
-}, {
-  get DNS_SERVERS() {
-    return names.address
-  },
-  get OUTBOUND_SMTP_PORT() {
-    return String(mx.port)
-  },
-  DKIM_PRIVATE_KEY: DKIM.privateKey.export({ type: "pkcs8", format: "pem" }).toString()
-} as Record<string, string>)
+}, world.env())
 
 const owner = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
   const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
@@ -55,7 +30,7 @@ const owner = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => 
 const path = (box: Box) => ({ params: { path: { mailboxId: box.mailboxId } } })
 
 /** The automatic replies the MX took for `address`. */
-const answersTo = (address: string) => mx.delivered().filter((m) => m.rcptTo.includes(address) && m.raw.includes("Auto-Submitted: auto-replied"))
+const answersTo = (address: string) => world.mx.delivered().filter((m) => m.rcptTo.includes(address) && m.raw.includes("Auto-Submitted: auto-replied"))
 
 describe("automatic replies", () => {
   it("answer received mail once per sender, as a reply that says it is automatic; list, automatic and Bcc'd mail get none", async () => {

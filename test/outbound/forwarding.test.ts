@@ -7,55 +7,32 @@
  * verified by an independent verifier (mailauth) against keys the test DNS publishes.
  */
 import { generateKeyPairSync } from "node:crypto"
-import * as dns from "node:dns"
 import { authenticate, dkimVerify } from "mailauth"
 import { simpleParser } from "mailparser"
 import nodemailer from "nodemailer"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
-import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
-import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { dkimTxt, useOutboundWorld } from "../support/outbound-world.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { until } from "../support/wait.ts"
 
 /** Mailroom's key for the shared domain, and the sender's own (news.example signs what it sends). */
-const DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
+/** The sender's own key (news.example signs what it sends); Mailroom's for the shared domain is the world's. */
 const SENDER_DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
-const txt = (key: typeof DKIM) => `v=DKIM1; k=rsa; p=${key.publicKey.export({ type: "spki", format: "der" }).toString("base64")}`.match(/.{1,255}/g)!
 
-let mx: MxServer
-let names: DnsServer
 let suite: SuiteServer
 
-beforeAll(async () => {
-  mx = await startMxServer()
-  names = await startDnsServer()
-  names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
-  names.set("mx.partner.test", { A: ["127.0.0.1"] })
-  names.set("mailroom._domainkey.agents.localhost", { TXT: [txt(DKIM)] })
-  names.set("s1._domainkey.news.example", { TXT: [txt(SENDER_DKIM)] })
-})
-
-afterAll(async () => {
-  await mx?.close()
-  await names?.close()
+const world = useOutboundWorld()
+beforeAll(() => {
+  world.names.set("s1._domainkey.news.example", { TXT: [dkimTxt(SENDER_DKIM.publicKey)] })
 })
 
 useSuiteServer((s) => {
   suite = s
-}, {
-  get DNS_SERVERS() {
-    return names.address
-  },
-  get OUTBOUND_SMTP_PORT() {
-    return String(mx.port)
-  },
-  OUTBOUND_RETRY_DELAYS: "300ms,600ms",
-  DKIM_PRIVATE_KEY: DKIM.privateKey.export({ type: "pkcs8", format: "pem" }).toString()
-} as Record<string, string>)
+}, world.env({ OUTBOUND_RETRY_DELAYS: "300ms,600ms" }))
 
 const owner = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
   const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
@@ -71,7 +48,7 @@ const forwardingOf = async (mailroom: MailroomFetchClient, box: Box) =>
 /** The confirmation mailed to `address`, and its link. */
 const confirmation = async (address: string) => {
   const message = await until(`the confirmation at ${address}`, async () =>
-    mx.delivered().find((m) => m.rcptTo.includes(address) && m.raw.includes("Confirm forwarding")), 20_000)
+    world.mx.delivered().find((m) => m.rcptTo.includes(address) && m.raw.includes("Confirm forwarding")), 20_000)
   const parsed = await simpleParser(message.raw)
   const link = /https?:\/\/\S+\/forwarding\/mrf_[A-Za-z0-9_-]+/.exec(parsed.text ?? "")![0]
   return { parsed, link: link.replace(/^https?:\/\/[^/]+/, suite.url) }
@@ -92,11 +69,6 @@ const forwardedEmail = (mailroom: MailroomFetchClient, box: Box, subject: string
     return copies.length > 0 && copies.every((c) => c.status !== "queued" && c.status !== "deferred") ? data!.data : undefined
   }, 20_000, 200, 1_000)
 
-const resolver = () => {
-  const r = new dns.promises.Resolver()
-  r.setServers([names.address])
-  return (name: string, type: string) => r.resolve(name, type as "TXT") as Promise<never>
-}
 
 describe("forwarding a mailbox's mail", () => {
   it("asks the address's owner first, then copies each received email there unchanged, signed, and shows the copy's delivery", async () => {
@@ -142,7 +114,7 @@ describe("forwarding a mailbox's mail", () => {
 
     // A signed newsletter arrives: its copy reaches Ada with the sender's signature intact.
     const subject = `Weekly digest ${fresh("s")}`
-    const before = mx.delivered().length
+    const before = world.mx.delivered().length
     await sendMail(suite.server.smtpPort, {
       from: "Newsletter <news@news.example>",
       to: box.address,
@@ -159,7 +131,7 @@ describe("forwarding a mailbox's mail", () => {
       next_attempt_at: null,
       updated_at: expect.any(String)
     }])
-    const copy = mx.delivered().slice(before).find((m) => m.raw.includes(subject))!
+    const copy = world.mx.delivered().slice(before).find((m) => m.raw.includes(subject))!
     expect(copy.mailFrom).toBe(`bounces+${email.email_id}@agents.localhost`)
     expect(copy.rcptTo).toEqual([person])
     const raw = await mailroom.GET("/v1/api/emails/{emailId}/raw", { params: { path: { emailId: email.email_id } }, parseAs: "arrayBuffer" })
@@ -173,7 +145,7 @@ describe("forwarding a mailbox's mail", () => {
     expect(front).toMatch(/\r\nARC-Authentication-Results: i=1; mx\.agents\.localhost; .*dkim=pass header\.d=news\.example/s)
     expect(front).toMatch(/\r\nReceived: by .* \(Mailroom\) for forwarding from <[^>]+>; .*\r\n/)
     expect(front).toContain(`\r\nX-Mailroom-Forwarded-By: ${box.address}\r\n`)
-    const verdict = await dkimVerify(copy.raw, { resolver: resolver() })
+    const verdict = await dkimVerify(copy.raw, { resolver: world.resolver() })
     expect(verdict.results.map((r: { status: { result: string }; signingDomain: string }) => [r.signingDomain, r.status.result]).sort()).toEqual([
       ["agents.localhost", "pass"],
       ["news.example", "pass"]
@@ -184,12 +156,12 @@ describe("forwarding a mailbox's mail", () => {
       helo: "mx.agents.localhost",
       sender: copy.mailFrom,
       mta: "mx.partner.test",
-      resolver: resolver(),
+      resolver: world.resolver(),
       disableBimi: true
     })
     expect(checked.arc && checked.arc.status.result).toBe("pass")
     // The mail from before the agreement was never sent.
-    expect(mx.delivered().some((m) => m.raw.includes(early))).toBe(false)
+    expect(world.mx.delivered().some((m) => m.raw.includes(early))).toBe(false)
     expect((await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: earlier.email_id } } })).data!.data.forwarded).toEqual([])
 
     // Ada stops it from her side, with the same link.
@@ -208,7 +180,7 @@ describe("forwarding a mailbox's mail", () => {
     expect((await forward(mailroom, box, sibling.address)).data!.data.status).toBe("active")
     await forward(mailroom, box, gone)
     expect((await post((await confirmation(gone)).link, "confirm")).status).toBe(200)
-    mx.script(gone, [550])
+    world.mx.script(gone, [550])
 
     const subject = `Invoice ${fresh("s")}`
     await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Please pay." })

@@ -5,60 +5,32 @@
  * a receiving SMTP server this test runs, where the message is checked as it arrived (an independent
  * verifier, mailauth, checks its DKIM signature against the key the test DNS publishes).
  */
-import { generateKeyPairSync } from "node:crypto"
-import * as dns from "node:dns"
 import { dkimVerify } from "mailauth"
 import { simpleParser } from "mailparser"
 import nodemailer from "nodemailer"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
 import { withApiKey } from "../support/accounts.ts"
-import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { scrape } from "../support/metrics.ts"
-import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { useOutboundWorld } from "../support/outbound-world.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { connectSmtp, type SmtpSession } from "../support/smtp-client.ts"
 import { withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
-const DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
-const txt = `v=DKIM1; k=rsa; p=${DKIM.publicKey.export({ type: "spki", format: "der" }).toString("base64")}`.match(/.{1,255}/g)!
-
-let mx: MxServer
-let names: DnsServer
 let submissionPort: number
 let suite: SuiteServer
 
+const world = useOutboundWorld()
 beforeAll(async () => {
-  mx = await startMxServer()
-  names = await startDnsServer()
   submissionPort = await freePort()
-  names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
-  names.set("mx.partner.test", { A: ["127.0.0.1"] })
-  names.set("mailroom._domainkey.agents.localhost", { TXT: [txt] })
-})
-
-afterAll(async () => {
-  await mx?.close()
-  await names?.close()
 })
 
 useSuiteServer((s) => {
   suite = s
-}, {
-  get DNS_SERVERS() {
-    return names.address
-  },
-  get OUTBOUND_SMTP_PORT() {
-    return String(mx.port)
-  },
-  get SUBMISSION_PORT() {
-    return String(submissionPort)
-  },
-  DKIM_PRIVATE_KEY: DKIM.privateKey.export({ type: "pkcs8", format: "pem" }).toString()
-} as Record<string, string>)
+}, world.env({ SUBMISSION_PORT: () => String(submissionPort) }))
 
 const owner = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
   const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
@@ -83,14 +55,8 @@ const signedIn = async (apiKey: string): Promise<SmtpSession> => {
   return session
 }
 
-const resolver = () => {
-  const r = new dns.promises.Resolver()
-  r.setServers([names.address])
-  return (name: string, type: string) => r.resolve(name, type as "TXT") as Promise<never>
-}
-
 const deliveredTo = (address: string, subject: string) =>
-  until(`"${subject}" at ${address}`, async () => mx.delivered().find((m) => m.rcptTo.includes(address) && m.raw.includes(subject)), 20_000)
+  until(`"${subject}" at ${address}`, async () => world.mx.delivered().find((m) => m.rcptTo.includes(address) && m.raw.includes(subject)), 20_000)
 
 describe("SMTP submission", () => {
   it("sends a mail program's message as written, Bcc taken out, signed, kept as sent mail with its deliveries", async () => {
@@ -124,7 +90,7 @@ describe("SMTP submission", () => {
     expect(arrived.raw.toString()).not.toContain(hidden)
     expect(parsed.headers.get("x-ticket")).toBe("T-42")
     expect(parsed.attachments.map((a) => [a.filename, a.content.toString()])).toEqual([["agenda.txt", "1. Budget\n2. Hiring\n"]])
-    const verified = await dkimVerify(Buffer.from(arrived.raw), { resolver: resolver() })
+    const verified = await dkimVerify(Buffer.from(arrived.raw), { resolver: world.resolver() })
     expect(verified.results.map((r) => [r.signingDomain, r.status.result])).toEqual([["agents.localhost", "pass"]])
 
     const email = await until("the sent email delivered", async () => {
