@@ -22,6 +22,7 @@ const backendIndependent = [
   "test/domain/parse.test.ts",
   "test/domain/submitted.test.ts",
   "test/domain/auto-reply-rules.test.ts",
+  "test/domain/imap-protocol.test.ts",
   "test/domain/write-behind.test.ts", // memory only
   "test/api/webhooks.test.ts",
   "test/dashboard/dashboard.test.ts",
@@ -43,7 +44,8 @@ const backendIndependent = [
   "test/api/mailboxes.test.ts",
   "test/api/openapi.test.ts",
   "test/api/stripe.test.ts",
-  "test/api/sender-lists.test.ts"
+  "test/api/sender-lists.test.ts",
+  "test/imap/imap.test.ts"
 ]
 const bringsItsOwnServices = [
   "test/cluster/cluster.test.ts",

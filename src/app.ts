@@ -32,6 +32,10 @@ import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
 import { Outbound } from "../services/outbound/send.ts"
 import { Submission } from "../services/outbound/submission.ts"
+import { ImapStore } from "../services/imap/store.ts"
+import { FolderViews } from "../services/imap/views.ts"
+import { Deletions } from "../services/mail/deletion.ts"
+import { Labels } from "../services/mail/labels.ts"
 import { AutoReplyResponderLive } from "../services/outbound/auto-replies.ts"
 import { OutboundSettings } from "../services/outbound/settings.ts"
 import { EventRecorderLive } from "../services/events/recorder.ts"
@@ -60,6 +64,7 @@ import { metricsServerLayer } from "./metrics.ts"
 import { RuntimeMetricsLive } from "./runtime-metrics.ts"
 import { jwtSecret } from "./secrets.ts"
 import { SmtpServerLive } from "./smtp/server.ts"
+import { ImapServerLive } from "./imap/server.ts"
 import { SubmissionServerLive } from "./smtp/submission.ts"
 
 const busLayer = (config: AppConfigShape) =>
@@ -185,7 +190,23 @@ export const paymentsLayer = (config: AppConfigShape) =>
   })
 
 /** The API's own adapters and settings: how payments are taken, what custom domains are held to, how webhooks are posted. */
-const apiRole = (config: AppConfigShape) =>
+/**
+ * With IMAP_PORT (STARTTLS) or IMAPS_PORT (implicit TLS), the api role also lets mail programs read
+ * and file a mailbox's mail (src/imap), signed in with an API key.
+ */
+const imapLayer = (config: AppConfigShape) =>
+  Option.isNone(config.imapPort) && Option.isNone(config.imapsPort)
+    ? Layer.empty
+    : Layer.mergeAll(
+      Option.match(config.imapPort, { onNone: () => Layer.empty, onSome: (port) => ImapServerLive(port, "starttls") }),
+      Option.match(config.imapsPort, { onNone: () => Layer.empty, onSome: (port) => ImapServerLive(port, "tls") })
+    ).pipe(
+      Layer.provide(ImapStore.Default),
+      Layer.provide(Layer.mergeAll(Authenticator.Default, RateLeases.Default, Labels.Default, Deletions.Default, FolderViews.Default))
+    )
+
+const apiRole = (config: AppConfigShape) => Layer.merge(
+  imapLayer(config),
   HttpServerLive.pipe(
     Layer.provide(paymentsLayer(config).pipe(Layer.provide(Billing.Default))),
     // A test event, or a delivery sent again, is posted by the API node the person asked.
@@ -196,6 +217,7 @@ const apiRole = (config: AppConfigShape) =>
       freeMaxCustomDomains: config.freeMaxCustomDomains
     }))
   )
+)
 /**
  * SPF, DKIM, DMARC and ARC, checked through the Dns port in a thread of their own, naming this node
  * MX_HOST in the verdicts, by the one role that checks (`inboundChecksRole`): a process starts one thread.

@@ -176,6 +176,13 @@ export const appConfig = Config.all({
   submissionsPort: Config.option(Config.port("SUBMISSIONS_PORT")),
   /** The submission listeners' host; unset, SMTP_HOST. */
   submissionHost: Config.option(Config.string("SUBMISSION_HOST")),
+  /** Where the api role lets mail programs read mailboxes (IMAP with an API key: src/imap/server.ts); unset, it does not. */
+  imapPort: Config.option(Config.port("IMAP_PORT")),
+  /** The same on implicit TLS (993 by convention): needs SMTP_TLS_CERT and SMTP_TLS_KEY. */
+  imapsPort: Config.option(Config.port("IMAPS_PORT")),
+  /** The IMAP listeners' host; unset, SMTP_HOST. */
+  imapHost: Config.option(Config.string("IMAP_HOST")),
+  imapMaxConnectionsPerIp: nonNegativeInt("IMAP_MAX_CONNECTIONS_PER_IP", 20),
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL").pipe(
@@ -361,6 +368,9 @@ const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.C
       ConfigError.MissingData(["SMTP_TLS_CERT"], "SUBMISSIONS_PORT (submission on implicit TLS) needs SMTP_TLS_CERT and SMTP_TLS_KEY")
     )
   }
+  if (Option.isSome(config.imapsPort) && Option.isNone(config.smtpTlsCert)) {
+    return Effect.fail(ConfigError.MissingData(["SMTP_TLS_CERT"], "IMAPS_PORT (IMAP on implicit TLS) needs SMTP_TLS_CERT and SMTP_TLS_KEY"))
+  }
   const unreadable = (["SMTP_TLS_CERT", "SMTP_TLS_KEY"] as const).flatMap((name) => {
     const file = name === "SMTP_TLS_CERT" ? config.smtpTlsCert : config.smtpTlsKey
     if (Option.isNone(file)) return []
@@ -407,20 +417,25 @@ export const inboundChecksRole = (config: Pick<AppConfigShape, "verifyInbound" |
 /** A host name or address only this machine reaches. */
 export const isLoopbackHost = (host: string) => host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
 
+/** A mail listener as a mail program is told to reach it: `localhost` on loopback, else MX_HOST (its certificate's name). */
+const mailEndpoint = (config: AppConfigShape, listening: string, startTlsPort: Option.Option<number>, tlsPort: Option.Option<number>) =>
+  Option.map(Option.orElse(startTlsPort, () => tlsPort), (port) => ({
+    host: isLoopbackHost(listening) ? "localhost" : config.mxHost,
+    port,
+    /** How the port is secured: STARTTLS (needed to sign in), TLS from the start, or none (sign-in on loopback only). */
+    security: Option.isSome(startTlsPort)
+      ? (Option.isSome(config.smtpTlsCert) ? "starttls" as const : "plain" as const)
+      : "tls" as const
+  }))
+
 /**
  * The submission server (smtp/submission.ts) as mail programs reach it, for the dashboard to tell:
  * `localhost` when it listens on loopback only, else MX_HOST (the name its certificate carries); its
  * STARTTLS port when there is one, else its implicit-TLS one. None without either.
  */
 export const submissionEndpoint = (config: AppConfigShape) =>
-  Option.map(Option.orElse(config.submissionPort, () => config.submissionsPort), (port) => {
-    const listening = Option.getOrElse(config.submissionHost, () => config.smtpHost)
-    return {
-      host: isLoopbackHost(listening) ? "localhost" : config.mxHost,
-      port,
-      /** How the port is secured: STARTTLS (needed for AUTH), TLS from the start, or none (AUTH on loopback only). */
-      security: Option.isSome(config.submissionPort)
-        ? (Option.isSome(config.smtpTlsCert) ? "starttls" as const : "plain" as const)
-        : "tls" as const
-    }
-  })
+  mailEndpoint(config, Option.getOrElse(config.submissionHost, () => config.smtpHost), config.submissionPort, config.submissionsPort)
+
+/** The IMAP server (src/imap) as mail programs reach it, likewise. None without IMAP_PORT or IMAPS_PORT. */
+export const imapEndpoint = (config: AppConfigShape) =>
+  mailEndpoint(config, Option.getOrElse(config.imapHost, () => config.smtpHost), config.imapPort, config.imapsPort)

@@ -68,6 +68,8 @@ describe.concurrent("configuration", () => {
     [{ STRIPE_API_URL: "nowhere" }, /STRIPE_API_URL/],
     [{ SMTP_TLS_CERT: "/etc/mailroom/cert.pem" }, /SMTP_TLS_KEY: .*both or neither/],
     [{ SUBMISSIONS_PORT: "2465" }, /SMTP_TLS_CERT: SUBMISSIONS_PORT \(submission on implicit TLS\) needs SMTP_TLS_CERT and SMTP_TLS_KEY/],
+    [{ IMAPS_PORT: "2993" }, /SMTP_TLS_CERT: IMAPS_PORT \(IMAP on implicit TLS\) needs SMTP_TLS_CERT and SMTP_TLS_KEY/],
+    [{ IMAP_PORT: "seven" }, /IMAP_PORT/],
     [{ SUBMISSION_PORT: "none" }, /SUBMISSION_PORT/],
     [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector" }, /OTEL_EXPORTER_OTLP_ENDPOINT/],
     [{ OTEL_BSP_SCHEDULE_DELAY: "0" }, /OTEL_BSP_SCHEDULE_DELAY: Expected 1 or more/],

@@ -11,7 +11,7 @@ import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Option } from "effect"
-import { AppConfig, submissionEndpoint } from "../config.ts"
+import { AppConfig, imapEndpoint, submissionEndpoint } from "../config.ts"
 
 const clientDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "client")
 const require = createRequire(import.meta.url)
@@ -96,22 +96,26 @@ export const contentSecurityPolicy = (importMap: string) => [
 
 const escapeAttribute = (value: string) => value.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
-/** Where mail programs send with a key (`host:port:starttls|tls|plain`), when the operator offers submission. */
-type Submission = ReturnType<typeof submissionEndpoint>
+/**
+ * Where mail programs send with a key and read a mailbox (`host:port:starttls|tls|plain`), when the
+ * operator offers submission and IMAP.
+ */
+type MailEndpoint = ReturnType<typeof submissionEndpoint>
 
-const page = (version: string, importMap: string, sharedDomains: ReadonlyArray<string>, submission: Submission) => `<!doctype html>
+const endpointMeta = (name: string, endpoint: MailEndpoint) =>
+  Option.match(endpoint, {
+    onNone: () => "",
+    onSome: ({ host, port, security }) => `<meta name="${name}" content="${escapeAttribute(`${host}:${port}:${security}`)}">\n`
+  })
+
+const page = (version: string, importMap: string, sharedDomains: ReadonlyArray<string>, submission: MailEndpoint, imap: MailEndpoint) => `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Mailroom</title>
 <meta name="mailroom-shared-domains" content="${escapeAttribute(sharedDomains.join(","))}">
-${
-  Option.match(submission, {
-    onNone: () => "",
-    onSome: ({ host, port, security }) => `<meta name="mailroom-submission" content="${escapeAttribute(`${host}:${port}:${security}`)}">\n`
-  })
-}<link rel="icon" href="/assets/${version}/icon.svg">
+${endpointMeta("mailroom-submission", submission)}${endpointMeta("mailroom-imap", imap)}<link rel="icon" href="/assets/${version}/icon.svg">
 <link rel="stylesheet" href="/assets/${version}/dashboard.css">
 <script type="importmap">${importMap}</script>
 <script type="module" src="/assets/${version}/main.js"></script>
@@ -127,7 +131,7 @@ export const DashboardLive = HttpApiBuilder.Router.use((router) =>
     const assets = loadAssets()
     const version = versionOf(assets)
     const importMap = importMapOf(version)
-    const html = HttpServerResponse.html(page(version, importMap, config.sharedDomains, submissionEndpoint(config))).pipe(HttpServerResponse.setHeaders({
+    const html = HttpServerResponse.html(page(version, importMap, config.sharedDomains, submissionEndpoint(config), imapEndpoint(config))).pipe(HttpServerResponse.setHeaders({
       "content-security-policy": contentSecurityPolicy(importMap),
       "x-content-type-options": "nosniff",
       "referrer-policy": "no-referrer",

@@ -44,6 +44,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
   const localPart = fresh("inbox")
   let address = ""
   let submissionPort = 0
+  let imapPort = 0
 
   beforeAll(async () => {
     tracker = await startRecorder()
@@ -53,12 +54,14 @@ describe.skipIf(!runnable)("the dashboard", () => {
     // Cookie-authenticated writes must come from APP_URL's origin: the browser's origin here.
     // WEBHOOK_ALLOW_PRIVATE: the webhook receiver is this suite's, on 127.0.0.1 over http.
     submissionPort = await freePort()
+    imapPort = await freePort()
     server = await startServer({
       ...backend.env,
       PORT: String(port),
       APP_URL: `http://127.0.0.1:${port}`,
       WEBHOOK_ALLOW_PRIVATE: "true",
-      SUBMISSION_PORT: String(submissionPort)
+      SUBMISSION_PORT: String(submissionPort),
+      IMAP_PORT: String(imapPort)
     })
     browser = await launchBrowser()
     watched = await openPage(browser, server.url)
@@ -128,6 +131,14 @@ describe.skipIf(!runnable)("the dashboard", () => {
       String(submissionPort),
       "None: from this machine only",
       "An API key"
+    ]))
+    // And where they read a mailbox: this server's IMAP port, the mailbox's address as the user name.
+    const imap = await page.getByRole("region", { name: "Reading over IMAP" }).innerText()
+    expect(imap.split("\n").filter(Boolean)).toEqual(expect.arrayContaining([
+      "localhost",
+      String(imapPort),
+      "None: from this machine only",
+      "The mailbox's address"
     ]))
 
     // A key for rotation: it expires when asked, and the list says when.

@@ -2,7 +2,8 @@
  * API keys: create (the key shown once, with a copy button), optionally expiring after a number of
  * days (SPEC: rotate keys by setting an expiry), limited to some mailboxes (an agent's own) and to
  * reading, list with when each expires and what it reaches, rename or change its mailboxes and
- * permission, revoke. Where the operator offers SMTP submission, how mail programs send with a key.
+ * permission, revoke. Where the operator offers SMTP submission and IMAP, how mail programs send and
+ * read mail with a key.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -62,11 +63,12 @@ const ReadOnlyChoice = ({ id, checked, onChange }) => html`
     onChange=${(/** @type {any} */ e) => onChange(e.currentTarget.checked)} /> Read only: reads and searches mail, changes nothing (no sending, labels or deletions)</label>`
 
 /**
- * The submission server the page names (serve.ts `mailroom-submission`), if the operator offers one.
+ * A mail server the page names (serve.ts `mailroom-submission`, `mailroom-imap`), if the operator offers it.
+ * @param {string} name
  * @returns {{ host: string, port: string, security: string } | null}
  */
-const submissionServer = () => {
-  const content = document.querySelector('meta[name="mailroom-submission"]')?.getAttribute("content")
+const mailServer = (name) => {
+  const content = document.querySelector(`meta[name="${name}"]`)?.getAttribute("content")
   if (!content) return null
   const [security = "", port = "", ...host] = content.split(":").reverse()
   return { host: host.reverse().join(":"), port, security }
@@ -97,8 +99,26 @@ const SmtpSettings = ({ server }) => html`
     </dl>
   </section>`
 
+/**
+ * What a mail program or an IMAP library is given to read a mailbox with a key.
+ * @param {{ server: { host: string, port: string, security: string } }} props
+ */
+const ImapSettings = ({ server }) => html`
+  <section class="card" aria-labelledby="imap-heading">
+    <h2 id="imap-heading">Reading over IMAP</h2>
+    <p class="muted small">Mail programs and IMAP libraries open a mailbox with a key that reaches it as the password; a read-only key changes nothing.</p>
+    <dl class="meta">
+      <dt>Server</dt><dd><code>${server.host}</code></dd>
+      <dt>Port</dt><dd><code>${server.port}</code></dd>
+      <dt>Security</dt><dd>${SECURITY[server.security] ?? server.security}</dd>
+      <dt>User name</dt><dd>The mailbox's address</dd>
+      <dt>Password</dt><dd>An API key</dd>
+    </dl>
+  </section>`
+
 export const KeysPage = () => {
-  const smtp = submissionServer()
+  const smtp = mailServer("mailroom-submission")
+  const imap = mailServer("mailroom-imap")
   const [keys, setKeys] = useState(/** @type {any[] | null} */ (null))
   const [name, setName] = useState("")
   // Days until the new key expires; "" never.
@@ -181,6 +201,7 @@ export const KeysPage = () => {
         <button type="button" class="link" onClick=${() => setCreated(null)}>Done</button>
       </div>`}
     ${smtp && html`<${SmtpSettings} server=${smtp} />`}
+    ${imap && html`<${ImapSettings} server=${imap} />`}
     ${keys === null ? html`<p class="muted">Loading…</p>` : keys.length === 0 ? html`<p class="muted">No keys yet.</p>` : html`
       <ul class="list">
         ${keys.map((key) => html`

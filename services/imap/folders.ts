@@ -1,0 +1,100 @@
+/**
+ * How a mailbox's mail appears to a mail program over IMAP: as folders, and each message's flags.
+ *
+ * Folders are views of the mail by what it is, not places mail is kept (an email has labels, not a
+ * folder):
+ * - INBOX: mail received, but not spam or blocked (those are in Junk);
+ * - Sent: mail sent from the mailbox (by the API, by MCP or by SMTP submission);
+ * - Junk: mail received that rspamd called spam or the sender lists blocked;
+ * - one folder per label of the account's own that the mailbox's mail carries (a label `a/b` is the
+ *   folder b inside a, `/` being the hierarchy's separator). A label named as a system folder is
+ *   listed under `Labels/`.
+ *
+ * Flags come from labels: `\Seen` is the absence of `unread` (sent mail is seen), `\Flagged` is the
+ * label `flagged`. Other labels are folders, not keywords.
+ *
+ * Only `effect`-free TypeScript here: the IMAP server (src/imap) and the store both read it.
+ */
+import { UNREAD } from "../mail/label-rules.ts"
+
+export type FolderKind = "inbox" | "sent" | "junk" | "label"
+
+export interface Folder {
+  /** As the mail program sees it (before modified UTF-7). */
+  readonly name: string
+  readonly kind: FolderKind
+  /** A label folder's label. */
+  readonly label?: string
+  /** RFC 6154's special use, for programs to put the folder in its place. */
+  readonly specialUse?: "\\Sent" | "\\Junk"
+}
+
+export const HIERARCHY_DELIMITER = "/"
+export const FLAGGED_LABEL = "flagged"
+/** Labels that put received mail in Junk rather than INBOX. */
+export const JUNK_LABELS: ReadonlyArray<string> = ["spam", "blocked"]
+/** System labels (label-rules.ts): stated by flags or by the folders above, never folders of their own. */
+const SYSTEM_LABELS = new Set(["inbound", "sent", UNREAD, "spam", "unauthenticated", "blocked", FLAGGED_LABEL])
+
+export const systemFolders: ReadonlyArray<Folder> = [
+  { name: "INBOX", kind: "inbox" },
+  { name: "Sent", kind: "sent", specialUse: "\\Sent" },
+  { name: "Junk", kind: "junk", specialUse: "\\Junk" }
+]
+
+const isSystemName = (name: string) => systemFolders.some((folder) => folder.name.toLowerCase() === name.toLowerCase())
+
+/** The folder of an account's label (undefined for a system label, which is no folder). */
+export const labelFolder = (label: string): Folder | undefined =>
+  SYSTEM_LABELS.has(label) ? undefined : { name: isSystemName(label.split(HIERARCHY_DELIMITER)[0]!) ? `Labels/${label}` : label, kind: "label", label }
+
+/** The folders of a mailbox whose mail carries `labels`: the system ones, then the labels' by name. */
+export const foldersOf = (labels: ReadonlyArray<string>): ReadonlyArray<Folder> => [
+  ...systemFolders,
+  ...labels.flatMap((label) => labelFolder(label) ?? []).sort((a, b) => a.name.localeCompare(b.name))
+]
+
+/**
+ * The folder a mail program names, among `folders`. INBOX is case-insensitive (RFC 3501 §5.1); other
+ * names are as listed.
+ */
+export const findFolder = (folders: ReadonlyArray<Folder>, name: string): Folder | undefined =>
+  name.toUpperCase() === "INBOX" ? folders[0] : folders.find((folder) => folder.name === name)
+
+/** The key a folder's UIDs are kept under (imap_folders.folder). */
+export const folderKey = (folder: Folder): string => (folder.kind === "label" ? `label:${folder.label}` : folder.kind)
+
+/** Names of the folders that exist as parents of others (`a` of `a/b`) without being folders themselves. */
+export const impliedParents = (folders: ReadonlyArray<Folder>): ReadonlyArray<string> => {
+  const names = new Set(folders.map((folder) => folder.name))
+  const parents = new Set<string>()
+  for (const folder of folders) {
+    const parts = folder.name.split(HIERARCHY_DELIMITER)
+    for (let i = 1; i < parts.length; i++) {
+      const parent = parts.slice(0, i).join(HIERARCHY_DELIMITER)
+      if (!names.has(parent)) parents.add(parent)
+    }
+  }
+  return [...parents].sort()
+}
+
+export type SystemFlag = "\\Seen" | "\\Flagged"
+export const PERMANENT_FLAGS: ReadonlyArray<SystemFlag> = ["\\Seen", "\\Flagged"]
+/** Flags a client may name and Mailroom keeps nowhere: accepted for the session, like RFC 3501's \Recent. */
+export const SESSION_FLAGS = ["\\Answered", "\\Deleted", "\\Draft"] as const
+
+/** A message's flags from its labels. */
+export const flagsOf = (message: { readonly direction: string; readonly labels: ReadonlyArray<string> }): Array<SystemFlag> => {
+  const flags: Array<SystemFlag> = []
+  if (message.direction === "outbound" || !message.labels.includes(UNREAD)) flags.push("\\Seen")
+  if (message.labels.includes(FLAGGED_LABEL)) flags.push("\\Flagged")
+  return flags
+}
+
+/** The label change that gives a message `flag` (`set`) or takes it away. */
+export const labelChangeFor = (flag: SystemFlag, set: boolean): { readonly add: Array<string>; readonly remove: Array<string> } => {
+  const label = flag === "\\Seen" ? UNREAD : FLAGGED_LABEL
+  // \Seen is the absence of unread: setting it removes the label.
+  const adds = flag === "\\Seen" ? !set : set
+  return adds ? { add: [label], remove: [] } : { add: [], remove: [label] }
+}

@@ -1,0 +1,194 @@
+/**
+ * The folders of a mailbox as IMAP numbers them (folders.ts says which mail each folder shows).
+ *
+ * A folder's messages are numbered when a session looks at the folder (`sync`), under a lock on
+ * the folder's row: each email new to the folder gets the next UID, in the order the mail arrived, and
+ * an email that left it (deleted, moved to Junk, unlabelled) loses its UID. So UIDs only grow, every
+ * session sees the same UID for the same message, and a message a session has seen never comes back
+ * under a UID below one it saw: nothing needs to number mail as it is stored (the inbound path is
+ * untouched). An email that leaves a folder and comes back is a new message there, with a new UID,
+ * as RFC 3501 wants of a message moved out and back. UIDVALIDITY is when the folder was first looked at;
+ * it changes only if the folder's numbering is lost (a mailbox deleted and made again).
+ */
+import { SqlClient, type Statement } from "@effect/sql"
+import { Effect } from "effect"
+import { escapeLike } from "../like.ts"
+import { UNREAD } from "../mail/label-rules.ts"
+import { FLAGGED_LABEL, type Folder, folderKey, foldersOf, JUNK_LABELS } from "./folders.ts"
+import { outage } from "./refusals.ts"
+
+/** A message of a folder, as a session keeps it. */
+export interface FolderMessage {
+  readonly uid: number
+  readonly emailId: string
+  readonly direction: string
+  readonly labels: ReadonlyArray<string>
+  readonly size: number
+  readonly receivedAt: Date
+}
+
+export interface FolderState {
+  readonly uidValidity: number
+  readonly uidNext: number
+  /** By UID, ascending. */
+  readonly messages: ReadonlyArray<FolderMessage>
+}
+
+/** A SEARCH key (RFC 3501 §6.4.4), sequence numbers already turned into UIDs by the session. */
+export type SearchKey =
+  | { readonly kind: "all" }
+  | { readonly kind: "uids"; readonly ranges: ReadonlyArray<readonly [number, number]> }
+  | { readonly kind: "flag"; readonly flag: "seen" | "flagged"; readonly set: boolean }
+  | { readonly kind: "none" }
+  | { readonly kind: "text"; readonly field: "from" | "to" | "cc" | "bcc" | "subject" | "body" | "text"; readonly value: string }
+  | { readonly kind: "header"; readonly name: string; readonly value: string }
+  | { readonly kind: "date"; readonly field: "internal" | "sent"; readonly op: "before" | "on" | "since"; readonly day: Date }
+  | { readonly kind: "size"; readonly op: "larger" | "smaller"; readonly bytes: number }
+  | { readonly kind: "not"; readonly key: SearchKey }
+  | { readonly kind: "or"; readonly left: SearchKey; readonly right: SearchKey }
+  | { readonly kind: "and"; readonly keys: ReadonlyArray<SearchKey> }
+
+export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderViews", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /** The folders of a mailbox: the system ones and one per label its mail carries. */
+    const folders = Effect.fn("ImapStore.folders")(function*(mailboxId: string) {
+      const rows = yield* sql<{ label: string }>`
+        SELECT DISTINCT l.label FROM emails e, unnest(e.labels) AS l(label) WHERE e.mailbox_id = ${mailboxId}`
+      return foldersOf(rows.map((row) => row.label))
+    }, Effect.catchTag("SqlError", outage))
+
+    /** Which of the mailbox's emails `e` are in `folder`. */
+    const inFolder = (folder: Folder): Statement.Fragment => {
+      switch (folder.kind) {
+        case "inbox":
+          return sql`e.direction = 'inbound' AND NOT (e.labels && ${[...JUNK_LABELS]}::text[])`
+        case "sent":
+          return sql`e.direction = 'outbound'`
+        case "junk":
+          return sql`e.direction = 'inbound' AND e.labels && ${[...JUNK_LABELS]}::text[]`
+        case "label":
+          return sql`${folder.label ?? ""} = ANY(e.labels)`
+      }
+    }
+
+    /**
+     * The folder's messages now, numbered: emails new to it get the next UIDs (in arrival order),
+     * emails that left it lose theirs. One transaction, the folder's row locked, so sessions numbering
+     * the same folder at once take turns.
+     */
+    const sync = Effect.fn("ImapStore.sync")(function*(mailboxId: string, folder: Folder) {
+      const key = folderKey(folder)
+      return yield* Effect.gen(function*() {
+        yield* sql`
+          INSERT INTO imap_folders (mailbox_id, folder, uid_validity)
+          VALUES (${mailboxId}, ${key}, extract(epoch FROM now())::bigint)
+          ON CONFLICT (mailbox_id, folder) DO NOTHING`
+        const locked = yield* sql<{ uidValidity: string; uidNext: string }>`
+          SELECT uid_validity, uid_next FROM imap_folders WHERE mailbox_id = ${mailboxId} AND folder = ${key} FOR UPDATE`
+        const uidValidity = Number(locked[0]!.uidValidity)
+        let uidNext = Number(locked[0]!.uidNext)
+        yield* sql`
+          DELETE FROM imap_messages m
+          WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${key}
+            AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.id = m.email_id AND e.mailbox_id = ${mailboxId} AND ${inFolder(folder)})`
+        const added = yield* sql<{ uid: string }>`
+          INSERT INTO imap_messages (mailbox_id, folder, uid, email_id)
+          SELECT ${mailboxId}, ${key}, ${uidNext} - 1 + row_number() OVER (ORDER BY e.received_at, e.id), e.id
+          FROM emails e
+          WHERE e.mailbox_id = ${mailboxId} AND ${inFolder(folder)}
+            AND NOT EXISTS (SELECT 1 FROM imap_messages m WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${key} AND m.email_id = e.id)
+          RETURNING uid`
+        if (added.length > 0) {
+          uidNext += added.length
+          yield* sql`UPDATE imap_folders SET uid_next = ${uidNext} WHERE mailbox_id = ${mailboxId} AND folder = ${key}`
+        }
+        const rows = yield* sql<{ uid: string; emailId: string; direction: string; labels: ReadonlyArray<string>; size: number; receivedAt: Date }>`
+          SELECT m.uid, m.email_id, e.direction, e.labels, e.size, e.received_at
+          FROM imap_messages m JOIN emails e ON e.id = m.email_id
+          WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${key}
+          ORDER BY m.uid`
+        return {
+          uidValidity,
+          uidNext,
+          messages: rows.map((row) => ({ ...row, uid: Number(row.uid), size: Number(row.size) }))
+        } satisfies FolderState
+      }).pipe(sql.withTransaction)
+    }, Effect.catchTag("SqlError", outage))
+
+    /** The raw messages of some of the mailbox's emails, by email id (an email deleted since is absent). */
+    const raw = Effect.fn("ImapStore.raw")(function*(mailboxId: string, emailIds: ReadonlyArray<string>) {
+      const rows = yield* sql<{ id: string; content: Uint8Array }>`
+        SELECT e.id, b.content FROM emails e JOIN blobs b ON b.sha256 = e.raw_sha256
+        WHERE e.mailbox_id = ${mailboxId} AND e.id = ANY(${[...emailIds]}::text[])`
+      return new Map(rows.map((row) => [row.id, row.content]))
+    }, Effect.catchTag("SqlError", outage))
+
+    const contains = (column: Statement.Fragment, value: string) => sql`${column} ILIKE ${`%${escapeLike(value)}%`} ESCAPE '\\'`
+    const headerText = (name: string) => sql`coalesce(e.headers->>${name}, '')`
+
+    /** A SEARCH key as a condition on `imap_messages m` joined to `emails e`. */
+    const condition = (key: SearchKey): Statement.Fragment => {
+      switch (key.kind) {
+        case "all":
+          return sql`true`
+        case "none":
+          return sql`false`
+        case "uids":
+          return key.ranges.length === 0
+            ? sql`false`
+            : sql`(${sql.join(" OR ", false)(key.ranges.map(([from, to]) => sql`m.uid BETWEEN ${from} AND ${to}`))})`
+        case "flag":
+          if (key.flag === "seen") {
+            return key.set
+              ? sql`(e.direction = 'outbound' OR NOT (${UNREAD} = ANY(e.labels)))`
+              : sql`(e.direction = 'inbound' AND ${UNREAD} = ANY(e.labels))`
+          }
+          return key.set ? sql`${FLAGGED_LABEL} = ANY(e.labels)` : sql`NOT (${FLAGGED_LABEL} = ANY(e.labels))`
+        case "text":
+          switch (key.field) {
+            case "subject":
+              return contains(sql`e.subject`, key.value)
+            case "body":
+              return contains(sql`coalesce(e.text_body, '')`, key.value)
+            case "text":
+              return sql`(${contains(sql`e.headers::text`, key.value)} OR ${contains(sql`coalesce(e.text_body, '')`, key.value)})`
+            default:
+              return contains(headerText(key.field), key.value)
+          }
+        case "header":
+          return key.value.length === 0 ? sql`e.headers ? ${key.name.toLowerCase()}` : contains(headerText(key.name.toLowerCase()), key.value)
+        case "date": {
+          const column = key.field === "internal" ? sql`e.received_at` : sql`coalesce(e.sent_at, e.received_at)`
+          const day = key.day.toISOString()
+          const next = new Date(key.day.getTime() + 86_400_000).toISOString()
+          return key.op === "before"
+            ? sql`${column} < ${day}::timestamptz`
+            : key.op === "since"
+            ? sql`${column} >= ${day}::timestamptz`
+            : sql`(${column} >= ${day}::timestamptz AND ${column} < ${next}::timestamptz)`
+        }
+        case "size":
+          return key.op === "larger" ? sql`e.size > ${key.bytes}` : sql`e.size < ${key.bytes}`
+        case "not":
+          return sql`NOT (${condition(key.key)})`
+        case "or":
+          return sql`((${condition(key.left)}) OR (${condition(key.right)}))`
+        case "and":
+          return key.keys.length === 0 ? sql`true` : sql`(${sql.join(" AND ", false)(key.keys.map(condition))})`
+      }
+    }
+
+    /** The UIDs of the folder's messages (as numbered so far) that match `key`, ascending. */
+    const search = Effect.fn("ImapStore.search")(function*(mailboxId: string, folder: Folder, key: SearchKey) {
+      const rows = yield* sql<{ uid: string }>`
+        SELECT m.uid FROM imap_messages m JOIN emails e ON e.id = m.email_id
+        WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${folderKey(folder)} AND ${condition(key)}
+        ORDER BY m.uid`
+      return rows.map((row) => Number(row.uid))
+    }, Effect.catchTag("SqlError", outage))
+
+    return { folders, sync, raw, search } as const
+  })
+}) {}

@@ -1,0 +1,828 @@
+/**
+ * One IMAP connection's conversation (RFC 3501's states: not authenticated, authenticated, selected,
+ * logout), over the ImapStore's view of one mailbox. The server (server.ts) frames commands and hands
+ * them here one at a time; responses go out through `send` in order.
+ *
+ * What a session tells about changes made elsewhere (new mail, flags changed through the API, mail
+ * deleted): at SELECT, NOOP, CHECK, during IDLE, and after its own EXPUNGE, never in the middle of a
+ * FETCH, STORE or SEARCH (RFC 3501 §7.4.1), so sequence numbers stay put while a client counts on them.
+ *
+ * Every refusal is a tagged NO or BAD with a response code (RFC 5530); a store outage is
+ * NO [UNAVAILABLE] and the client may try again.
+ */
+import { Effect, Option } from "effect"
+import {
+  type Folder,
+  findFolder,
+  flagsOf,
+  HIERARCHY_DELIMITER,
+  impliedParents,
+  labelChangeFor,
+  PERMANENT_FLAGS,
+  SESSION_FLAGS,
+  type SystemFlag
+} from "../../services/imap/folders.ts"
+import { bodyStructure, envelope, parseMessage, type SectionText, sectionBytes } from "../../services/imap/mime.ts"
+import type { ImapRefused } from "../../services/imap/refusals.ts"
+import type { ImapStore, SignedIn } from "../../services/imap/store.ts"
+import type { FolderMessage, SearchKey } from "../../services/imap/views.ts"
+import { ImapMetrics } from "./metrics.ts"
+import {
+  type Arg,
+  type Command,
+  decodeMailboxName,
+  encodeMailboxName,
+  formatInternalDate,
+  inSequenceSet,
+  Literal,
+  type Out,
+  parseSearchDate,
+  parseSequenceSet,
+  Raw,
+  serialize,
+  type SequenceSet
+} from "./protocol.ts"
+
+/** Failed sign-ins a connection may make before it is closed. */
+export const MAX_FAILED_LOGINS = 3
+/** Messages whose bytes are read from the store at once while answering a FETCH. */
+const FETCH_BATCH = 50
+
+export interface SessionOptions {
+  /** TLS is on (from the first byte, or after STARTTLS). */
+  readonly secure: () => boolean
+  /** STARTTLS can be offered (certificate configured, not yet on TLS). */
+  readonly canStartTls: () => boolean
+  /** Passwords may be taken without TLS (a loopback listener with no certificate). */
+  readonly clearTextAllowed: boolean
+}
+
+/** What a command asks of the connection besides its responses. */
+export type Next = "continue" | "close" | "startTls" | "authenticate" | "idle"
+
+class Bad extends Error {}
+
+interface Selected {
+  readonly folder: Folder
+  readonly readOnly: boolean
+  readonly uidValidity: number
+  uidNext: number
+  messages: Array<FolderMessage>
+  /** Flags kept for the session only (\Deleted, \Answered, \Draft), by UID. */
+  readonly sessionFlags: Map<number, Set<string>>
+}
+
+const astring = (arg: Arg | undefined): string => {
+  if (arg === undefined || arg.kind === "list") throw new Bad("Expected a string")
+  return arg.text
+}
+const utf8 = (bytes: string) => Buffer.from(bytes, "latin1").toString("utf8")
+
+/** RFC 3501's LIST wildcards as a regular expression: `*` any, `%` any but the hierarchy's separator. */
+const listPattern = (pattern: string) =>
+  new RegExp(
+    "^" + pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/%/g, `[^${HIERARCHY_DELIMITER}]*`) + "$",
+    pattern.toUpperCase().startsWith("INBOX") ? "i" : ""
+  )
+
+type FetchItem =
+  | { readonly kind: "uid" | "flags" | "internaldate" | "size" | "envelope" | "bodystructure" | "body" }
+  | {
+    readonly kind: "section"
+    /** The name the answer carries: BODY[…]<origin>, RFC822, RFC822.HEADER, RFC822.TEXT. */
+    readonly label: string
+    readonly path: ReadonlyArray<number>
+    readonly text: SectionText
+    readonly peek: boolean
+    readonly partial: readonly [number, number] | undefined
+  }
+
+const sectionPattern = /^(BODY\.PEEK|BODY)\[([^\]]*)\](?:<(\d+)(?:\.(\d+))?>)?$/i
+
+const parseSection = (spec: string): { path: Array<number>; text: SectionText } => {
+  const match = /^((?:\d+\.)*\d+)?(?:^|\.)?(HEADER\.FIELDS\.NOT|HEADER\.FIELDS|HEADER|TEXT|MIME)?\s*(?:\((.*)\))?$/i.exec(spec.trim())
+  if (!match) throw new Bad(`Unknown section ${spec}`)
+  const path = match[1] === undefined ? [] : match[1].split(".").map(Number)
+  if (path.some((n) => n === 0)) throw new Bad("Part numbers start at 1")
+  const name = match[2]?.toUpperCase()
+  if (name === undefined) {
+    if (match[3] !== undefined) throw new Bad(`Unknown section ${spec}`)
+    return { path, text: { kind: "all" } }
+  }
+  if (name === "MIME" && path.length === 0) throw new Bad("MIME needs a part number")
+  if (name === "HEADER.FIELDS" || name === "HEADER.FIELDS.NOT") {
+    const names = (match[3] ?? "").split(/\s+/).map((field) => field.replace(/^"|"$/g, "")).filter((field) => field.length > 0)
+    if (names.length === 0) throw new Bad("HEADER.FIELDS needs field names")
+    return { path, text: { kind: "fields", names, not: name === "HEADER.FIELDS.NOT" } }
+  }
+  if (match[3] !== undefined) throw new Bad(`Unknown section ${spec}`)
+  return { path, text: { kind: name === "HEADER" ? "header" : name === "TEXT" ? "text" : "mime" } }
+}
+
+const parseFetchItem = (text: string): Array<FetchItem> => {
+  const upper = text.toUpperCase()
+  switch (upper) {
+    case "ALL":
+      return [{ kind: "flags" }, { kind: "internaldate" }, { kind: "size" }, { kind: "envelope" }]
+    case "FAST":
+      return [{ kind: "flags" }, { kind: "internaldate" }, { kind: "size" }]
+    case "FULL":
+      return [{ kind: "flags" }, { kind: "internaldate" }, { kind: "size" }, { kind: "envelope" }, { kind: "body" }]
+    case "UID":
+      return [{ kind: "uid" }]
+    case "FLAGS":
+      return [{ kind: "flags" }]
+    case "INTERNALDATE":
+      return [{ kind: "internaldate" }]
+    case "RFC822.SIZE":
+      return [{ kind: "size" }]
+    case "ENVELOPE":
+      return [{ kind: "envelope" }]
+    case "BODYSTRUCTURE":
+      return [{ kind: "bodystructure" }]
+    case "BODY":
+      return [{ kind: "body" }]
+    case "RFC822":
+      return [{ kind: "section", label: "RFC822", path: [], text: { kind: "all" }, peek: false, partial: undefined }]
+    case "RFC822.HEADER":
+      return [{ kind: "section", label: "RFC822.HEADER", path: [], text: { kind: "header" }, peek: true, partial: undefined }]
+    case "RFC822.TEXT":
+      return [{ kind: "section", label: "RFC822.TEXT", path: [], text: { kind: "text" }, peek: false, partial: undefined }]
+  }
+  const match = sectionPattern.exec(text)
+  if (!match) throw new Bad(`Unknown FETCH item ${text}`)
+  const { path, text: section } = parseSection(match[2]!)
+  const origin = match[3] === undefined ? undefined : Number(match[3])
+  const partial = origin === undefined ? undefined : [origin, match[4] === undefined ? Infinity : Number(match[4])] as const
+  return [{
+    kind: "section",
+    label: `BODY[${match[2]}]${origin === undefined ? "" : `<${origin}>`}`,
+    path,
+    text: section,
+    peek: match[1]!.toUpperCase() === "BODY.PEEK",
+    partial
+  }]
+}
+
+export const makeSession = (
+  store: ImapStore,
+  options: SessionOptions,
+  send: (text: string) => Effect.Effect<void>
+) => {
+  let signedIn: (SignedIn & { readonly apiKey: string }) | undefined
+  let selected: Selected | undefined
+  let failedLogins = 0
+  /** The tag of the AUTHENTICATE or IDLE waiting for the client's next line. */
+  let waiting: { readonly tag: string; readonly kind: "authenticate" | "idle" } | undefined
+
+  const untagged = (text: string) => send(`* ${text}\r\n`)
+  /** The command being answered, for the metrics. */
+  let current = ""
+  const tagged = (tag: string, status: "OK" | "NO" | "BAD", text: string) => {
+    if (tag !== "") ImapMetrics.command(current, status)
+    return send(`${tag} ${status} ${text}\r\n`)
+  }
+  const refused = (tag: string, refusal: ImapRefused) => tagged(tag, "NO", `[${refusal.code}] ${refusal.text}`)
+
+  const capabilities = () => {
+    const list = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "IDLE", "NAMESPACE", "UIDPLUS", "UNSELECT", "SPECIAL-USE", "ENABLE"]
+    if (signedIn === undefined) {
+      if (options.canStartTls()) list.push("STARTTLS")
+      if (options.secure() || options.clearTextAllowed) list.push("AUTH=PLAIN")
+      else list.push("LOGINDISABLED")
+    }
+    return list.join(" ")
+  }
+
+  const seqOf = (uid: number) => {
+    const messages = selected?.messages ?? []
+    let low = 0
+    let high = messages.length - 1
+    while (low <= high) {
+      const mid = (low + high) >> 1
+      const at = messages[mid]!.uid
+      if (at === uid) return mid + 1
+      if (at < uid) low = mid + 1
+      else high = mid - 1
+    }
+    return undefined
+  }
+
+  const flagsFor = (state: Selected, message: FolderMessage): Array<Raw> => [
+    ...flagsOf(message).map((flag) => new Raw(flag)),
+    ...[...(state.sessionFlags.get(message.uid) ?? [])].map((flag) => new Raw(flag))
+  ]
+
+  /** The messages a sequence set names (by sequence number, or by UID for the UID commands). */
+  const pick = (state: Selected, set: SequenceSet, byUid: boolean): Array<FolderMessage> => {
+    const { messages } = state
+    if (messages.length === 0) return []
+    return byUid
+      ? messages.filter((message) => inSequenceSet(set, message.uid, messages[messages.length - 1]!.uid))
+      : messages.filter((_, index) => inSequenceSet(set, index + 1, messages.length))
+  }
+
+  const sequenceSet = (arg: Arg | undefined, state: Selected, byUid: boolean): SequenceSet => {
+    if (arg?.kind !== "atom") throw new Bad("Expected a sequence set")
+    if (arg.text === "$") throw new Bad("No saved search")
+    const set = parseSequenceSet(arg.text)
+    if (set === undefined) throw new Bad(`Not a sequence set: ${arg.text}`)
+    if (!byUid && state.messages.length > 0) {
+      const tooHigh = set.some(([from, to]) => [from, to].some((n) => n !== Infinity && n > state.messages.length))
+      if (tooHigh) throw new Bad("No such message")
+    }
+    return set
+  }
+
+  /** Tell the session what changed in its folder since it last looked (EXPUNGE, FETCH FLAGS, EXISTS). */
+  const refresh = (state: Selected) =>
+    Effect.gen(function*() {
+      const now = yield* store.sync(signedIn!.mailboxId, state.folder)
+      const current = new Map(now.messages.map((message) => [message.uid, message]))
+      for (let seq = state.messages.length; seq >= 1; seq--) {
+        const message = state.messages[seq - 1]!
+        if (!current.has(message.uid)) {
+          state.messages.splice(seq - 1, 1)
+          state.sessionFlags.delete(message.uid)
+          yield* untagged(`${seq} EXPUNGE`)
+        }
+      }
+      const lastUid = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
+      for (let index = 0; index < state.messages.length; index++) {
+        const before = state.messages[index]!
+        const after = current.get(before.uid)!
+        state.messages[index] = after
+        if (flagsOf(before).join(" ") !== flagsOf(after).join(" ")) {
+          yield* untagged(`${index + 1} FETCH ${serialize([new Raw("UID"), after.uid, new Raw("FLAGS"), flagsFor(state, after)])}`)
+        }
+      }
+      const added = now.messages.filter((message) => message.uid > lastUid)
+      state.uidNext = now.uidNext
+      if (added.length > 0) {
+        state.messages.push(...added)
+        yield* untagged(`${state.messages.length} EXISTS`)
+      }
+    })
+
+  const select = (tag: string, name: string, examine: boolean) =>
+    Effect.gen(function*() {
+      selected = undefined
+      const folders = yield* store.folders(signedIn!.mailboxId)
+      const folder = findFolder(folders, decodeMailboxName(name))
+      if (folder === undefined) return yield* tagged(tag, "NO", "[NONEXISTENT] No such folder")
+      const state = yield* store.sync(signedIn!.mailboxId, folder)
+      const readOnly = examine || signedIn!.principal.readOnly
+      const unseen = state.messages.findIndex((message) => !flagsOf(message).includes("\\Seen"))
+      yield* untagged(`FLAGS (${[...PERMANENT_FLAGS, ...SESSION_FLAGS].join(" ")})`)
+      yield* untagged(`OK [PERMANENTFLAGS (${readOnly ? "" : [...PERMANENT_FLAGS, "\\Deleted"].join(" ")})] Flags kept`)
+      yield* untagged(`${state.messages.length} EXISTS`)
+      yield* untagged("0 RECENT")
+      if (unseen >= 0) yield* untagged(`OK [UNSEEN ${unseen + 1}] First unseen`)
+      yield* untagged(`OK [UIDVALIDITY ${state.uidValidity}] UIDs valid`)
+      yield* untagged(`OK [UIDNEXT ${state.uidNext}] Predicted next UID`)
+      selected = {
+        folder,
+        readOnly,
+        uidValidity: state.uidValidity,
+        uidNext: state.uidNext,
+        messages: [...state.messages],
+        sessionFlags: new Map()
+      }
+      yield* tagged(tag, "OK", `[${readOnly ? "READ-ONLY" : "READ-WRITE"}] ${examine ? "EXAMINE" : "SELECT"} completed`)
+    })
+
+  const list = (tag: string, command: string, reference: string, pattern: string) =>
+    Effect.gen(function*() {
+      if (pattern === "") {
+        yield* untagged(`${command} (\\Noselect) "${HIERARCHY_DELIMITER}" ""`)
+        return yield* tagged(tag, "OK", `${command} completed`)
+      }
+      const folders = yield* store.folders(signedIn!.mailboxId)
+      const matches = listPattern(decodeMailboxName(reference + pattern))
+      const names = folders.map((folder) => folder.name)
+      const hasChildren = (name: string) => names.some((other) => other.startsWith(name + HIERARCHY_DELIMITER))
+      for (const folder of folders) {
+        if (!matches.test(folder.name)) continue
+        const attributes = [hasChildren(folder.name) ? "\\HasChildren" : "\\HasNoChildren", ...(folder.specialUse ? [folder.specialUse] : [])]
+        yield* untagged(`${command} (${attributes.join(" ")}) "${HIERARCHY_DELIMITER}" ${serialize(encodeMailboxName(folder.name))}`)
+      }
+      for (const parent of impliedParents(folders)) {
+        if (!matches.test(parent)) continue
+        yield* untagged(`${command} (\\Noselect \\HasChildren) "${HIERARCHY_DELIMITER}" ${serialize(encodeMailboxName(parent))}`)
+      }
+      yield* tagged(tag, "OK", `${command} completed`)
+    })
+
+  const status = (tag: string, name: string, items: Arg | undefined) =>
+    Effect.gen(function*() {
+      if (items?.kind !== "list") throw new Bad("STATUS needs a list of items")
+      const folders = yield* store.folders(signedIn!.mailboxId)
+      const folder = findFolder(folders, decodeMailboxName(name))
+      if (folder === undefined) return yield* tagged(tag, "NO", "[NONEXISTENT] No such folder")
+      const state = yield* store.sync(signedIn!.mailboxId, folder)
+      const out: Array<Out> = []
+      for (const item of items.items) {
+        const key = astring(item).toUpperCase()
+        const value = key === "MESSAGES"
+          ? state.messages.length
+          : key === "RECENT"
+          ? 0
+          : key === "UIDNEXT"
+          ? state.uidNext
+          : key === "UIDVALIDITY"
+          ? state.uidValidity
+          : key === "UNSEEN"
+          ? state.messages.filter((message) => !flagsOf(message).includes("\\Seen")).length
+          : key === "SIZE"
+          ? state.messages.reduce((sum, message) => sum + message.size, 0)
+          : undefined
+        if (value === undefined) throw new Bad(`Unknown STATUS item ${key}`)
+        out.push(new Raw(key), value)
+      }
+      yield* untagged(`STATUS ${serialize(encodeMailboxName(folder.name))} ${serialize(out)}`)
+      yield* tagged(tag, "OK", "STATUS completed")
+    })
+
+  /** Give messages a permanent flag or take it away, through their labels; the messages as they now are. */
+  const changeFlags = (state: Selected, messages: ReadonlyArray<FolderMessage>, flag: SystemFlag, set: boolean) =>
+    Effect.gen(function*() {
+      const has = (message: FolderMessage) => flagsOf(message).includes(flag)
+      // Sent mail is always seen: there is nothing to change on it.
+      const changing = messages.filter((message) => has(message) !== set && !(flag === "\\Seen" && message.direction === "outbound"))
+      if (changing.length === 0) return
+      const labels = yield* store.changeLabels(signedIn!.principal, changing.map((message) => message.emailId), labelChangeFor(flag, set))
+      for (let index = 0; index < state.messages.length; index++) {
+        const message = state.messages[index]!
+        const now = labels.get(message.emailId)
+        if (now !== undefined) state.messages[index] = { ...message, labels: now }
+      }
+    })
+
+  const fetch = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
+    Effect.gen(function*() {
+      const state = selected!
+      const set = sequenceSet(args[0], state, byUid)
+      const spec = args[1]
+      if (spec === undefined) throw new Bad("FETCH needs items")
+      const items = (spec.kind === "list" ? spec.items : [spec]).flatMap((item) => parseFetchItem(astring(item)))
+      if (byUid && !items.some((item) => item.kind === "uid")) items.unshift({ kind: "uid" })
+      const messages = pick(state, set, byUid)
+      const needsBytes = items.some((item) => ["envelope", "bodystructure", "body", "section"].includes(item.kind))
+      const marksSeen = !state.readOnly && items.some((item) => item.kind === "section" && !item.peek)
+      if (marksSeen) yield* changeFlags(state, messages, "\\Seen", true)
+      const wantsFlags = items.some((item) => item.kind === "flags") || marksSeen
+      for (let from = 0; from < messages.length; from += FETCH_BATCH) {
+        const batch = messages.slice(from, from + FETCH_BATCH)
+        const raws = needsBytes ? yield* store.raw(signedIn!.mailboxId, batch.map((message) => message.emailId)) : new Map<string, Uint8Array>()
+        for (const picked of batch) {
+          const seq = seqOf(picked.uid)
+          if (seq === undefined) continue
+          const message = state.messages[seq - 1]!
+          const bytes = raws.get(message.emailId)
+          // Deleted since the session last looked: the client hears of it at its next NOOP.
+          if (needsBytes && bytes === undefined) continue
+          const parsed = bytes === undefined ? undefined : parseMessage(bytes)
+          const out: Array<Out> = []
+          for (const item of items) {
+            switch (item.kind) {
+              case "uid":
+                out.push(new Raw("UID"), message.uid)
+                break
+              case "flags":
+                break
+              case "internaldate":
+                out.push(new Raw("INTERNALDATE"), formatInternalDate(message.receivedAt))
+                break
+              case "size":
+                out.push(new Raw("RFC822.SIZE"), bytes?.length ?? message.size)
+                break
+              case "envelope":
+                out.push(new Raw("ENVELOPE"), envelope(parsed!.root))
+                break
+              case "bodystructure":
+                out.push(new Raw("BODYSTRUCTURE"), bodyStructure(parsed!.text, parsed!.root, true))
+                break
+              case "body":
+                out.push(new Raw("BODY"), bodyStructure(parsed!.text, parsed!.root, false))
+                break
+              case "section": {
+                const whole = sectionBytes(parsed!.text, parsed!.root, item.path, item.text) ?? ""
+                const [origin, count] = item.partial ?? [0, Infinity]
+                const cut = item.partial === undefined ? whole : whole.slice(origin, count === Infinity ? undefined : origin + count)
+                out.push(new Raw(item.label), new Literal(cut))
+                break
+              }
+            }
+          }
+          if (wantsFlags) out.push(new Raw("FLAGS"), flagsFor(state, message))
+          yield* untagged(`${seq} FETCH ${serialize(out)}`)
+        }
+      }
+      yield* tagged(tag, "OK", `${byUid ? "UID FETCH" : "FETCH"} completed`)
+    })
+
+  const store_ = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
+    Effect.gen(function*() {
+      const state = selected!
+      const set = sequenceSet(args[0], state, byUid)
+      const action = astring(args[1]).toUpperCase()
+      const match = /^([+-]?)FLAGS(\.SILENT)?$/.exec(action)
+      if (!match) throw new Bad(`Unknown STORE action ${action}`)
+      const flagArg = args[2]
+      const flags = (flagArg?.kind === "list" ? flagArg.items : args.slice(2)).map((arg) => astring(arg))
+      if (state.readOnly) return yield* tagged(tag, "NO", "[READ-ONLY] The folder is open read-only")
+      const messages = pick(state, set, byUid)
+      const mode = match[1] === "+" ? "add" : match[1] === "-" ? "remove" : "replace"
+      const named = (flag: string) => flags.some((given) => given.toLowerCase() === flag.toLowerCase())
+      for (const flag of PERMANENT_FLAGS) {
+        if (mode === "replace") yield* changeFlags(state, messages, flag, named(flag))
+        else if (named(flag)) yield* changeFlags(state, messages, flag, mode === "add")
+      }
+      for (const message of messages) {
+        const kept = state.sessionFlags.get(message.uid) ?? new Set<string>()
+        for (const flag of SESSION_FLAGS) {
+          if (mode === "replace" ? named(flag) : named(flag) && mode === "add") kept.add(flag)
+          else if (mode === "replace" || named(flag)) kept.delete(flag)
+        }
+        state.sessionFlags.set(message.uid, kept)
+      }
+      if (!match[2]) {
+        for (const picked of messages) {
+          const seq = seqOf(picked.uid)
+          if (seq === undefined) continue
+          const message = state.messages[seq - 1]!
+          const out: Array<Out> = [new Raw("FLAGS"), flagsFor(state, message)]
+          if (byUid) out.unshift(new Raw("UID"), message.uid)
+          yield* untagged(`${seq} FETCH ${serialize(out)}`)
+        }
+      }
+      yield* tagged(tag, "OK", `${byUid ? "UID STORE" : "STORE"} completed`)
+    })
+
+  /** The SEARCH keys of `args` (from `at`), as one key; sequence numbers turned into UIDs. */
+  const searchKeys = (state: Selected, args: ReadonlyArray<Arg>): SearchKey => {
+    let at = 0
+    const text = () => utf8(astring(args[at++]))
+    const date = () => {
+      const raw = astring(args[at++])
+      const day = parseSearchDate(raw)
+      if (day === undefined) throw new Bad(`Not a date: ${raw}`)
+      return day
+    }
+    const number = () => {
+      const raw = astring(args[at++])
+      if (!/^\d+$/.test(raw)) throw new Bad(`Not a number: ${raw}`)
+      return Number(raw)
+    }
+    const withSessionFlag = (flag: string, set: boolean): SearchKey => {
+      const uids = state.messages.filter((message) => state.sessionFlags.get(message.uid)?.has(flag)).map((message) => message.uid)
+      const key: SearchKey = { kind: "uids", ranges: uids.map((uid) => [uid, uid] as const) }
+      return set ? key : { kind: "not", key }
+    }
+    const one = (): SearchKey => {
+      const arg = args[at++]
+      if (arg === undefined) throw new Bad("Missing search key")
+      if (arg.kind === "list") return { kind: "and", keys: inner(arg.items) }
+      const name = astring(arg).toUpperCase()
+      switch (name) {
+        case "ALL":
+        case "OLD":
+        case "UNKEYWORD":
+          if (name === "UNKEYWORD") at++
+          return { kind: "all" }
+        case "NEW":
+        case "RECENT":
+        case "KEYWORD":
+          if (name === "KEYWORD") at++
+          return { kind: "none" }
+        case "SEEN":
+        case "UNSEEN":
+          return { kind: "flag", flag: "seen", set: name === "SEEN" }
+        case "FLAGGED":
+        case "UNFLAGGED":
+          return { kind: "flag", flag: "flagged", set: name === "FLAGGED" }
+        case "ANSWERED":
+        case "UNANSWERED":
+          return withSessionFlag("\\Answered", name === "ANSWERED")
+        case "DELETED":
+        case "UNDELETED":
+          return withSessionFlag("\\Deleted", name === "DELETED")
+        case "DRAFT":
+        case "UNDRAFT":
+          return withSessionFlag("\\Draft", name === "DRAFT")
+        case "FROM":
+        case "TO":
+        case "CC":
+        case "BCC":
+        case "SUBJECT":
+        case "BODY":
+        case "TEXT":
+          return { kind: "text", field: name.toLowerCase() as "from", value: text() }
+        case "HEADER": {
+          const header = astring(args[at++])
+          return { kind: "header", name: header, value: text() }
+        }
+        case "BEFORE":
+        case "ON":
+        case "SINCE":
+          return { kind: "date", field: "internal", op: name.toLowerCase() as "on", day: date() }
+        case "SENTBEFORE":
+        case "SENTON":
+        case "SENTSINCE":
+          return { kind: "date", field: "sent", op: name.slice(4).toLowerCase() as "on", day: date() }
+        case "LARGER":
+        case "SMALLER":
+          return { kind: "size", op: name.toLowerCase() as "larger", bytes: number() }
+        case "NOT":
+          return { kind: "not", key: one() }
+        case "OR": {
+          const left = one()
+          return { kind: "or", left, right: one() }
+        }
+        case "UID": {
+          const set = sequenceSet(args[at++], state, true)
+          const largest = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
+          return { kind: "uids", ranges: set.map(([a, b]) => [a === Infinity ? largest : a, b === Infinity ? largest : b].sort((x, y) => x - y) as [number, number]) }
+        }
+        default: {
+          const set = sequenceSet(arg, state, false)
+          const uids = pick(state, set, false).map((message) => message.uid)
+          return { kind: "uids", ranges: uids.map((uid) => [uid, uid] as const) }
+        }
+      }
+    }
+    const inner = (items: ReadonlyArray<Arg>): Array<SearchKey> => searchKeysOf(state, items)
+    const keys: Array<SearchKey> = []
+    while (at < args.length) keys.push(one())
+    return keys.length === 1 ? keys[0]! : { kind: "and", keys }
+  }
+  const searchKeysOf = (state: Selected, items: ReadonlyArray<Arg>): Array<SearchKey> => {
+    const key = searchKeys(state, items)
+    return key.kind === "and" ? [...key.keys] : [key]
+  }
+
+  const search = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
+    Effect.gen(function*() {
+      const state = selected!
+      let rest = args
+      if (rest[0]?.kind === "atom" && rest[0].text.toUpperCase() === "CHARSET") {
+        const charset = astring(rest[1]).toUpperCase()
+        if (charset !== "UTF-8" && charset !== "US-ASCII") return yield* tagged(tag, "NO", "[BADCHARSET (UTF-8 US-ASCII)] Unknown charset")
+        rest = rest.slice(2)
+      }
+      if (rest.length === 0) throw new Bad("SEARCH needs a key")
+      const key = searchKeys(state, rest)
+      const uids = yield* store.search(signedIn!.mailboxId, state.folder, key)
+      const found = byUid ? uids.filter((uid) => seqOf(uid) !== undefined) : uids.flatMap((uid) => seqOf(uid) ?? [])
+      yield* untagged(`SEARCH${found.map((n) => ` ${n}`).join("")}`)
+      yield* tagged(tag, "OK", `${byUid ? "UID SEARCH" : "SEARCH"} completed`)
+    })
+
+  /** Delete the messages marked \Deleted (those of `only`, for UID EXPUNGE), telling each as it goes unless `quiet`. */
+  const expunge = (tag: string, only: SequenceSet | undefined, quiet: boolean) =>
+    Effect.gen(function*() {
+      const state = selected!
+      if (state.readOnly) return yield* tagged(tag, "NO", "[READ-ONLY] The folder is open read-only")
+      const doomed = state.messages.filter((message) =>
+        state.sessionFlags.get(message.uid)?.has("\\Deleted") &&
+        (only === undefined || inSequenceSet(only, message.uid, state.messages[state.messages.length - 1]!.uid))
+      )
+      if (doomed.length > 0) yield* store.deleteEmails(signedIn!.principal, doomed.map((message) => message.emailId))
+      const gone = new Set(doomed.map((message) => message.uid))
+      for (let seq = state.messages.length; seq >= 1; seq--) {
+        const message = state.messages[seq - 1]!
+        if (!gone.has(message.uid)) continue
+        state.messages.splice(seq - 1, 1)
+        state.sessionFlags.delete(message.uid)
+        if (!quiet) yield* untagged(`${seq} EXPUNGE`)
+      }
+      if (tag !== "") yield* tagged(tag, "OK", "EXPUNGE completed")
+    })
+
+  const signIn = (tag: string, user: string, password: string): Effect.Effect<Next> =>
+    Effect.gen(function*() {
+      const result = yield* Effect.either(store.signIn(user, password))
+      if (result._tag === "Left") {
+        if (result.left.code === "AUTHENTICATIONFAILED") failedLogins++
+        yield* refused(tag, result.left)
+        if (failedLogins >= MAX_FAILED_LOGINS) {
+          yield* untagged("BYE Too many failed sign-ins")
+          return "close" as const
+        }
+        return "continue" as const
+      }
+      signedIn = { ...result.right, apiKey: password }
+      yield* tagged(tag, "OK", `[CAPABILITY ${capabilities()}] Signed in as ${result.right.address}`)
+      return "continue" as const
+    })
+
+  const plainResponse = (tag: string, encoded: string): Effect.Effect<Next> => {
+    if (encoded === "*") return Effect.as(tagged(tag, "BAD", "Authentication cancelled"), "continue" as const)
+    const parts = Buffer.from(encoded, "base64").toString("utf8").split("\u0000")
+    if (parts.length !== 3) return Effect.as(tagged(tag, "BAD", "Malformed PLAIN response"), "continue" as const)
+    return signIn(tag, parts[1]!, parts[2]!)
+  }
+
+  /** A line the client sent while an AUTHENTICATE or IDLE waited for it. */
+  const continuation = (line: string): Effect.Effect<Next> =>
+    Effect.gen(function*() {
+      const pending = waiting!
+      waiting = undefined
+      const text = line.replace(/\r?\n$/, "")
+      if (pending.kind === "authenticate") return yield* plainResponse(pending.tag, text.trim())
+      if (text.toUpperCase() !== "DONE") {
+        yield* tagged(pending.tag, "BAD", "Expected DONE")
+        return "continue" as const
+      }
+      yield* tagged(pending.tag, "OK", "IDLE terminated")
+      return "continue" as const
+    })
+
+  /** A command's work; its mistakes are thrown as Bad (defects here), the store's refusals fail it. */
+  const run = (command: Command): Effect.Effect<Next, ImapRefused> =>
+    Effect.gen(function*() {
+      const { args, name, tag } = command
+      const done = (text: string) => Effect.as(tagged(tag, "OK", text), "continue" as const)
+      const needs = (state: "notAuthenticated" | "authenticated" | "selected") => {
+        const current = signedIn === undefined ? "notAuthenticated" : selected === undefined ? "authenticated" : "selected"
+        const ok = state === "notAuthenticated"
+          ? current === "notAuthenticated"
+          : state === "authenticated"
+          ? current !== "notAuthenticated"
+          : current === "selected"
+        if (!ok) {
+          throw new Bad(
+            state === "notAuthenticated" ? "Already signed in" : state === "authenticated" ? "Sign in first" : "Select a folder first"
+          )
+        }
+      }
+      if (signedIn !== undefined && name !== "LOGOUT") {
+        const principal = yield* store.recheck(signedIn.apiKey, signedIn.mailboxId)
+        signedIn = { ...signedIn, principal }
+      }
+      switch (name) {
+        case "CAPABILITY":
+          yield* untagged(`CAPABILITY ${capabilities()}`)
+          return yield* done("CAPABILITY completed")
+        case "NOOP":
+        case "CHECK":
+          if (selected !== undefined) yield* refresh(selected)
+          return yield* done(`${name} completed`)
+        case "LOGOUT":
+          yield* untagged("BYE Signing out")
+          yield* tagged(tag, "OK", "LOGOUT completed")
+          return "close"
+        case "ID":
+          yield* untagged(`ID ("name" "Mailroom")`)
+          return yield* done("ID completed")
+        case "STARTTLS":
+          needs("notAuthenticated")
+          if (!options.canStartTls()) throw new Bad("STARTTLS is not available here")
+          yield* tagged(tag, "OK", "Begin TLS negotiation now")
+          return "startTls"
+        case "LOGIN": {
+          needs("notAuthenticated")
+          if (!options.secure() && !options.clearTextAllowed) {
+            return yield* Effect.as(tagged(tag, "NO", "[PRIVACYREQUIRED] Use TLS first: this server takes API keys over TLS only"), "continue" as const)
+          }
+          return yield* signIn(tag, utf8(astring(args[0])), utf8(astring(args[1])))
+        }
+        case "AUTHENTICATE": {
+          needs("notAuthenticated")
+          if (astring(args[0]).toUpperCase() !== "PLAIN") {
+            return yield* Effect.as(tagged(tag, "NO", "[CANNOT] Use AUTHENTICATE PLAIN"), "continue" as const)
+          }
+          if (!options.secure() && !options.clearTextAllowed) {
+            return yield* Effect.as(tagged(tag, "NO", "[PRIVACYREQUIRED] Use TLS first: this server takes API keys over TLS only"), "continue" as const)
+          }
+          if (args[1] !== undefined) return yield* plainResponse(tag, astring(args[1]) === "=" ? "" : astring(args[1]))
+          waiting = { tag, kind: "authenticate" }
+          yield* send("+ \r\n")
+          return "authenticate"
+        }
+        case "ENABLE":
+          needs("authenticated")
+          yield* untagged("ENABLED")
+          return yield* done("ENABLE completed")
+        case "NAMESPACE":
+          needs("authenticated")
+          yield* untagged(`NAMESPACE (("" "${HIERARCHY_DELIMITER}")) NIL NIL`)
+          return yield* done("NAMESPACE completed")
+        case "SELECT":
+        case "EXAMINE":
+          needs("authenticated")
+          yield* select(tag, astring(args[0]), name === "EXAMINE")
+          return "continue"
+        case "LIST":
+        case "LSUB":
+          needs("authenticated")
+          if (args.length > 2 || args[0]?.kind === "list") throw new Bad("LIST takes a reference and a pattern")
+          yield* list(tag, name, astring(args[0]), astring(args[1]))
+          return "continue"
+        case "STATUS":
+          needs("authenticated")
+          yield* status(tag, astring(args[0]), args[1])
+          return "continue"
+        case "SUBSCRIBE":
+        case "UNSUBSCRIBE":
+          needs("authenticated")
+          return yield* done(`${name} completed (every folder is listed)`)
+        case "CREATE":
+        case "DELETE":
+        case "RENAME":
+          needs("authenticated")
+          return yield* Effect.as(
+            tagged(tag, "NO", "[CANNOT] Folders here are INBOX, Sent, Junk and the labels mail carries: label mail to make one"),
+            "continue" as const
+          )
+        case "APPEND":
+          needs("authenticated")
+          return yield* Effect.as(
+            tagged(tag, "NO", "[CANNOT] Mail is added by receiving or sending it: sent mail is kept in Sent already"),
+            "continue" as const
+          )
+        case "IDLE":
+          needs("authenticated")
+          waiting = { tag, kind: "idle" }
+          yield* send("+ idling\r\n")
+          return "idle"
+        case "CLOSE":
+          needs("selected")
+          if (!selected!.readOnly) yield* expunge("", undefined, true)
+          selected = undefined
+          return yield* done("CLOSE completed")
+        case "UNSELECT":
+          needs("selected")
+          selected = undefined
+          return yield* done("UNSELECT completed")
+        case "EXPUNGE":
+          needs("selected")
+          yield* expunge(tag, undefined, false)
+          return "continue"
+        case "FETCH":
+          needs("selected")
+          yield* fetch(tag, args, false)
+          return "continue"
+        case "STORE":
+          needs("selected")
+          yield* store_(tag, args, false)
+          return "continue"
+        case "SEARCH":
+          needs("selected")
+          yield* search(tag, args, false)
+          return "continue"
+        case "COPY":
+        case "MOVE":
+          needs("selected")
+          return yield* Effect.as(tagged(tag, "NO", "[CANNOT] Label mail through the API to put it in a label's folder"), "continue" as const)
+        case "UID": {
+          needs("selected")
+          const sub = astring(args[0]).toUpperCase()
+          const rest = args.slice(1)
+          if (sub === "FETCH") yield* fetch(tag, rest, true)
+          else if (sub === "STORE") yield* store_(tag, rest, true)
+          else if (sub === "SEARCH") yield* search(tag, rest, true)
+          else if (sub === "EXPUNGE") yield* expunge(tag, sequenceSet(rest[0], selected!, true), false)
+          else if (sub === "COPY" || sub === "MOVE") {
+            yield* tagged(tag, "NO", "[CANNOT] Label mail through the API to put it in a label's folder")
+          } else throw new Bad(`Unknown UID command ${sub}`)
+          return "continue"
+        }
+        default:
+          throw new Bad(`Unknown command ${name}`)
+      }
+    })
+
+  /** Answer one command; what the connection must do next. */
+  const handle = (command: Command): Effect.Effect<Next> =>
+    Effect.suspend(() => {
+      current = command.name === "UID" && command.args[0]?.kind === "atom" ? `UID ${command.args[0].text.toUpperCase()}` : command.name
+      return run(command)
+    }).pipe(
+      Effect.catchAll((refusal) =>
+        // The key revoked or the mailbox gone since sign-in: the session ends.
+        refusal.code === "AUTHENTICATIONFAILED" || refusal.code === "NONEXISTENT"
+          ? Effect.as(untagged(`BYE ${refusal.text}`), "close" as const)
+          : Effect.as(refused(command.tag, refusal), "continue" as const)
+      ),
+      Effect.catchAllDefect((defect) =>
+        defect instanceof Bad
+          ? Effect.as(tagged(command.tag, "BAD", defect.message), "continue" as const)
+          : Effect.zipRight(Effect.logError("IMAP command failed", defect), Effect.as(tagged(command.tag, "NO", "[SERVERBUG] The command failed"), "continue" as const))
+      )
+    )
+
+  /** While idling: tell the client what changed. */
+  const idleTick = Effect.suspend(() => (selected === undefined ? Effect.void : refresh(selected))).pipe(
+    Effect.catchAll(() => Effect.void)
+  )
+
+  return {
+    handle,
+    continuation,
+    idleTick,
+    /** The account signed in to, for the server's wake-ups. */
+    userId: () => Option.fromNullable(signedIn?.principal.userId),
+    greeting: () => `* OK [CAPABILITY ${capabilities()}] Mailroom IMAP ready\r\n`
+  } as const
+}

@@ -1,0 +1,121 @@
+/**
+ * IMAP's numbering of a mailbox's folders in process, over the suite's migrated database (PGlite, or
+ * PostgreSQL with DATABASE_URL): which mail each folder shows, UIDs that only grow and are shared by
+ * every session, mail that leaves a folder and comes back under a new UID, two sessions numbering at
+ * once, and SEARCH's keys as conditions.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { type Folder, foldersOf, systemFolders } from "../../services/imap/folders.ts"
+import { FolderViews } from "../../services/imap/views.ts"
+import { testDatabase } from "../support/database.ts"
+import { insertEmail, insertMailbox } from "../support/seed-mail.ts"
+import { insertUser } from "../support/users.ts"
+
+const services = FolderViews.Default.pipe(Layer.provideMerge(testDatabase))
+
+const [inbox, sent, junk] = systemFolders as [Folder, Folder, Folder]
+const label = (name: string) => foldersOf([name]).find((folder) => folder.label === name)!
+
+const setLabels = (id: string, labels: ReadonlyArray<string>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE emails SET labels = ${[...labels]}::text[] WHERE id = ${id}`)
+
+layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
+  it.effect("INBOX, Sent, Junk and label folders show the mail they should, numbered in arrival order", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const first = yield* insertEmail(mailbox, { subject: "First", receivedMinutesAgo: 30 })
+      const second = yield* insertEmail(mailbox, { subject: "Second", receivedMinutesAgo: 20, labels: ["inbound", "Clients/Acme"] })
+      const spam = yield* insertEmail(mailbox, { subject: "Spam", receivedMinutesAgo: 10, labels: ["inbound", "unread", "spam"] })
+      const outbound = yield* insertEmail(mailbox, { subject: "Sent", receivedMinutesAgo: 5, labels: ["sent"] })
+      yield* sql`UPDATE emails SET direction = 'outbound' WHERE id = ${outbound.id}`
+
+      const state = yield* views.sync(mailbox.mailboxId, inbox)
+      expect(state.messages.map((m) => [m.uid, m.emailId])).toEqual([[1, first.id], [2, second.id]])
+      expect(state.uidNext).toBe(3)
+      expect(state.uidValidity).toBeGreaterThan(0)
+      expect((yield* views.sync(mailbox.mailboxId, sent)).messages.map((m) => m.emailId)).toEqual([outbound.id])
+      expect((yield* views.sync(mailbox.mailboxId, junk)).messages.map((m) => m.emailId)).toEqual([spam.id])
+      expect((yield* views.sync(mailbox.mailboxId, label("Clients/Acme"))).messages.map((m) => m.emailId)).toEqual([second.id])
+      expect((yield* views.folders(mailbox.mailboxId)).map((folder) => folder.name)).toEqual(["INBOX", "Sent", "Junk", "Clients/Acme"])
+
+      // Looked at again: the same numbers, the same UIDVALIDITY.
+      const again = yield* views.sync(mailbox.mailboxId, inbox)
+      expect(again.messages.map((m) => m.uid)).toEqual([1, 2])
+      expect(again.uidValidity).toBe(state.uidValidity)
+    }))
+
+  it.effect("mail that leaves a folder loses its UID; coming back, and new mail, get UIDs above every one given", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const a = yield* insertEmail(mailbox, { subject: "A", receivedMinutesAgo: 30 })
+      const b = yield* insertEmail(mailbox, { subject: "B", receivedMinutesAgo: 20 })
+      expect((yield* views.sync(mailbox.mailboxId, inbox)).messages.map((m) => m.uid)).toEqual([1, 2])
+
+      yield* setLabels(a.id, ["inbound", "spam"])
+      const moved = yield* views.sync(mailbox.mailboxId, inbox)
+      expect(moved.messages.map((m) => [m.uid, m.emailId])).toEqual([[2, b.id]])
+
+      yield* setLabels(a.id, ["inbound"])
+      const c = yield* insertEmail(mailbox, { subject: "C", receivedMinutesAgo: 1 })
+      const back = yield* views.sync(mailbox.mailboxId, inbox)
+      // A came back before C arrived; both are new to the folder, numbered in arrival order (A arrived first).
+      expect(back.messages.map((m) => [m.uid, m.emailId])).toEqual([[2, b.id], [3, a.id], [4, c.id]])
+      expect(back.uidNext).toBe(5)
+    }))
+
+  it.effect("two sessions numbering a folder at once give every email one UID", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      yield* Effect.forEach([1, 2, 3, 4, 5], (n) => insertEmail(mailbox, { subject: `M${n}`, receivedMinutesAgo: 10 - n }), { discard: true })
+      const [one, two] = yield* Effect.all([views.sync(mailbox.mailboxId, inbox), views.sync(mailbox.mailboxId, inbox)], { concurrency: 2 })
+      expect(one.messages.map((m) => [m.uid, m.emailId])).toEqual(two.messages.map((m) => [m.uid, m.emailId]))
+      expect(one.messages.map((m) => m.uid)).toEqual([1, 2, 3, 4, 5])
+    }))
+
+  it.effect("SEARCH keys: flags, words in headers and body, dates, sizes, UIDs, NOT and OR", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      yield* insertEmail(mailbox, {
+        subject: "Invoice 42",
+        receivedMinutesAgo: 3 * 24 * 60,
+        text: "Amount due: 120 EUR (50% now)",
+        from: "billing@vendor.test",
+        headers: { from: "Billing <billing@vendor.test>", "x-ticket": "T-7" }
+      })
+      yield* insertEmail(mailbox, { subject: "Disk alert", receivedMinutesAgo: 5, text: "The volume is full", labels: ["inbound", "flagged"] })
+      yield* views.sync(mailbox.mailboxId, inbox)
+      const search = (key: Parameters<typeof views.search>[2]) => views.search(mailbox.mailboxId, inbox, key)
+      const today = new Date(new Date().toISOString().slice(0, 10))
+
+      expect(yield* search({ kind: "all" })).toEqual([1, 2])
+      expect(yield* search({ kind: "flag", flag: "seen", set: false })).toEqual([1])
+      expect(yield* search({ kind: "flag", flag: "seen", set: true })).toEqual([2])
+      expect(yield* search({ kind: "flag", flag: "flagged", set: true })).toEqual([2])
+      expect(yield* search({ kind: "text", field: "from", value: "VENDOR" })).toEqual([1])
+      expect(yield* search({ kind: "text", field: "subject", value: "alert" })).toEqual([2])
+      // LIKE's wildcards in the words are matched as themselves.
+      expect(yield* search({ kind: "text", field: "body", value: "50% now" })).toEqual([1])
+      expect(yield* search({ kind: "text", field: "body", value: "5_%" })).toEqual([])
+      expect(yield* search({ kind: "text", field: "text", value: "T-7" })).toEqual([1])
+      expect(yield* search({ kind: "header", name: "X-Ticket", value: "" })).toEqual([1])
+      expect(yield* search({ kind: "header", name: "X-Ticket", value: "t-7" })).toEqual([1])
+      expect(yield* search({ kind: "date", field: "internal", op: "since", day: today })).toEqual([2])
+      expect(yield* search({ kind: "date", field: "internal", op: "before", day: today })).toEqual([1])
+      expect(yield* search({ kind: "size", op: "larger", bytes: 1_000_000 })).toEqual([])
+      expect(yield* search({ kind: "uids", ranges: [[2, 9]] })).toEqual([2])
+      expect(yield* search({ kind: "not", key: { kind: "uids", ranges: [[2, 2]] } })).toEqual([1])
+      expect(yield* search({
+        kind: "or",
+        left: { kind: "text", field: "subject", value: "invoice" },
+        right: { kind: "flag", flag: "flagged", set: true }
+      })).toEqual([1, 2])
+      expect(yield* search({ kind: "and", keys: [{ kind: "all" }, { kind: "none" }] })).toEqual([])
+    }))
+})

@@ -1,0 +1,403 @@
+/**
+ * IMAP as a mail program meets it: imapflow (a real IMAP client, the one nodemailer's author keeps)
+ * signs in to a started server's IMAP port with a mailbox's address and an API key, over STARTTLS with
+ * a certificate the test makes; mail arrives over SMTP and is changed through the HTTP API, and what
+ * the client sees is checked against what the API says. Protocol details a library hides (literals,
+ * refusals by response code, LOGINDISABLED before TLS) are checked with a bare socket.
+ */
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import tls from "node:tls"
+import { ImapFlow } from "imapflow"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { withApiKey } from "../support/accounts.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { scrape } from "../support/metrics.ts"
+import { sendMail } from "../support/send-mail.ts"
+import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { withKey, withToken } from "../support/typed-client.ts"
+import { until } from "../support/wait.ts"
+
+const certDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-imap-tls-"))
+const cert = path.join(certDir, "cert.pem")
+const key = path.join(certDir, "key.pem")
+let imapPort: number
+let imapsPort: number
+let suite: SuiteServer
+
+beforeAll(async () => {
+  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", key, "-out", cert], {
+    stdio: "ignore"
+  })
+  imapPort = await freePort()
+  imapsPort = await freePort()
+})
+afterAll(() => fs.rmSync(certDir, { recursive: true, force: true }))
+useSuiteServer((s) => {
+  suite = s
+}, {
+  SMTP_TLS_CERT: cert,
+  SMTP_TLS_KEY: key,
+  get IMAP_PORT() {
+    return String(imapPort)
+  },
+  get IMAPS_PORT() {
+    return String(imapsPort)
+  }
+} as Record<string, string>)
+
+const clients: Array<ImapFlow> = []
+afterAll(async () => {
+  await Promise.allSettled(clients.map((client) => client.logout()))
+})
+
+/** A mail program's account: the mailbox's address and an API key, STARTTLS on IMAP_PORT (or TLS on IMAPS_PORT). */
+const connect = async (address: string, apiKey: string, options: { readonly implicit?: boolean } = {}) => {
+  const client = new ImapFlow({
+    host: "127.0.0.1",
+    port: options.implicit ? imapsPort : imapPort,
+    secure: options.implicit ?? false,
+    doSTARTTLS: options.implicit ? undefined : true,
+    tls: { rejectUnauthorized: false },
+    auth: { user: address, pass: apiKey },
+    logger: process.env.IMAP_DEBUG ? { debug: console.log, info: console.log, warn: console.log, error: console.log } : false,
+    disableAutoIdle: true
+  })
+  clients.push(client)
+  await client.connect()
+  return client
+}
+
+const arrived = async (box: Box, subject: string) =>
+  until(`"${subject}" in ${box.address}`, async () => {
+    const { data } = await withKey(suite.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId } }
+    })
+    return data?.data.find((email) => email.subject === subject)
+  }, 30_000, 100, 500)
+
+const labelsOf = async (box: Box, emailId: string) =>
+  (await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })).data!.data.labels
+
+describe("IMAP", () => {
+  it("shows a mailbox's mail as it was received: folders, envelope, structure, parts and the raw message", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const subject = `Quarterly report ${fresh("q")}`
+    await sendMail(suite.server.smtpPort, {
+      from: { name: "Ada Lovelace", address: "ada@example.com" },
+      to: box.address,
+      cc: "grace@example.com",
+      subject,
+      text: "Figures attached.\nSee you Monday.\n",
+      html: "<p>Figures attached.</p>",
+      attachments: [{ filename: "figures.csv", content: "quarter,revenue\nQ3,42\n", contentType: "text/csv" }]
+    })
+    const email = await arrived(box, subject)
+    const raw = await (await fetch(`${suite.url}/v1/api/emails/${email.email_id}/raw`, {
+      headers: { authorization: `Bearer ${box.user.apiKey}` }
+    })).text()
+
+    const client = await connect(box.address, box.user.apiKey)
+    expect(client.secureConnection || (client as unknown as { _socket?: tls.TLSSocket })._socket instanceof tls.TLSSocket).toBeTruthy()
+    const folders = await client.list()
+    expect(folders.map((folder) => folder.path)).toEqual(["INBOX", "Sent", "Junk"])
+    expect(folders.find((folder) => folder.path === "Sent")?.specialUse).toBe("\\Sent")
+    expect(folders.find((folder) => folder.path === "Junk")?.specialUse).toBe("\\Junk")
+
+    const status = await client.status("INBOX", { messages: true, unseen: true, uidNext: true })
+    expect(status).toMatchObject({ messages: 1, unseen: 1, uidNext: 2 })
+
+    const lock = await client.getMailboxLock("INBOX")
+    try {
+      expect(client.mailbox && client.mailbox.exists).toBe(1)
+      const message = await client.fetchOne("1", { uid: true, flags: true, envelope: true, bodyStructure: true, size: true, source: true, internalDate: true })
+      if (message === false) throw new Error("no message 1")
+      expect(message.uid).toBe(1)
+      expect([...message.flags ?? []]).toEqual([])
+      expect(message.size).toBe(Buffer.byteLength(raw))
+      expect(message.source?.toString()).toBe(raw)
+      expect(message.envelope).toMatchObject({
+        subject,
+        from: [{ name: "Ada Lovelace", address: "ada@example.com" }],
+        to: [{ address: box.address }],
+        cc: [{ address: "grace@example.com" }]
+      })
+      expect(message.envelope?.messageId).toMatch(/^<msg\w+@example\.com>$/)
+      expect(message.bodyStructure).toMatchObject({
+        type: "multipart/mixed",
+        childNodes: [
+          { type: "multipart/alternative", childNodes: [{ part: "1.1", type: "text/plain" }, { part: "1.2", type: "text/html" }] },
+          { part: "2", type: "text/csv", disposition: "attachment", dispositionParameters: { filename: "figures.csv" } }
+        ]
+      })
+      const attachment = await client.download("1", "2")
+      const chunks: Array<Buffer> = []
+      for await (const chunk of attachment.content!) chunks.push(chunk as Buffer)
+      expect(Buffer.concat(chunks).toString()).toBe("quarter,revenue\nQ3,42\n")
+      // Fetched with BODY.PEEK: still unread.
+      expect(await labelsOf(box, email.email_id)).toContain("unread")
+    } finally {
+      lock.release()
+    }
+  })
+
+  it("keeps \\Seen and \\Flagged as the email's labels both ways", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const subject = `Flags ${fresh("f")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Mark me." })
+    const email = await arrived(box, subject)
+    const client = await connect(box.address, box.user.apiKey)
+    const lock = await client.getMailboxLock("INBOX")
+    try {
+      expect(await client.messageFlagsAdd("1", ["\\Flagged"], { uid: true })).toBe(true)
+      expect(await labelsOf(box, email.email_id)).toEqual(expect.arrayContaining(["flagged", "unread"]))
+      expect(await client.messageFlagsAdd("1", ["\\Seen"], { uid: true })).toBe(true)
+      const read = await client.fetchOne("1", { flags: true }, { uid: true })
+      if (read === false) throw new Error("no message")
+      expect([...read.flags ?? []].sort()).toEqual(["\\Flagged", "\\Seen"])
+      expect(await labelsOf(box, email.email_id)).not.toContain("unread")
+
+      // Changed through the API: the client hears of it at its next NOOP.
+      await withKey(suite.url, box.user).PATCH("/v1/api/emails/{emailId}", {
+        params: { path: { emailId: email.email_id } },
+        body: { add_labels: ["unread"], remove_labels: ["flagged"] }
+      })
+      const changed = new Promise<{ flags: Set<string> }>((resolve) => client.once("flags", resolve))
+      await client.noop()
+      expect([...(await changed).flags]).toEqual([])
+
+      expect(await client.messageFlagsAdd("1", ["\\Seen"], { uid: true })).toBe(true)
+      expect(await labelsOf(box, email.email_id)).not.toContain("unread")
+      expect(await client.messageFlagsRemove("1", ["\\Seen"], { uid: true })).toBe(true)
+      expect(await labelsOf(box, email.email_id)).toContain("unread")
+    } finally {
+      lock.release()
+    }
+  })
+
+  it("searches by sender, subject, body, read state and UID", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const tag = fresh("s")
+    await sendMail(suite.server.smtpPort, { from: "billing@vendor.test", to: box.address, subject: `Invoice ${tag}`, text: "Amount due: 120 EUR" })
+    await arrived(box, `Invoice ${tag}`)
+    await sendMail(suite.server.smtpPort, { from: "ops@example.com", to: box.address, subject: `Disk alert ${tag}`, text: "The volume is 95% full" })
+    const alert = await arrived(box, `Disk alert ${tag}`)
+    await withKey(suite.url, box.user).PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: alert.email_id } },
+      body: { remove_labels: ["unread"] }
+    })
+    const client = await connect(box.address, box.user.apiKey)
+    const lock = await client.getMailboxLock("INBOX")
+    try {
+      expect(await client.search({ from: "vendor.test" }, { uid: true })).toEqual([1])
+      expect(await client.search({ subject: "disk ALERT" })).toEqual([2])
+      expect(await client.search({ body: "95% full" })).toEqual([2])
+      expect(await client.search({ seen: false })).toEqual([1])
+      expect(await client.search({ seen: true })).toEqual([2])
+      expect(await client.search({ uid: "2:*" }, { uid: true })).toEqual([2])
+      expect(await client.search({ or: [{ from: "ops@" }, { body: "amount" }] })).toEqual([1, 2])
+      expect(await client.search({ not: { from: "ops@" } })).toEqual([1])
+      expect(await client.search({ since: new Date(Date.now() - 86_400_000) })).toEqual([1, 2])
+      expect(await client.search({ before: new Date(Date.now() - 86_400_000) })).toEqual([])
+      expect(await client.search({ larger: 10_000_000 })).toEqual([])
+    } finally {
+      lock.release()
+    }
+  })
+
+  it("tells an idling client of new mail, and a label made through the API becomes a folder", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const client = await connect(box.address, box.user.apiKey)
+    const lock = await client.getMailboxLock("INBOX")
+    try {
+      expect(client.mailbox && client.mailbox.exists).toBe(0)
+      const exists = new Promise<{ count: number }>((resolve) => client.once("exists", resolve))
+      const idling = client.idle()
+      const subject = `While idling ${fresh("i")}`
+      await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Ping." })
+      expect((await exists).count).toBe(1)
+      await client.noop()
+      await idling
+
+      const email = await arrived(box, subject)
+      await withKey(suite.url, box.user).PATCH("/v1/api/emails/{emailId}", {
+        params: { path: { emailId: email.email_id } },
+        body: { add_labels: ["Clients/Acme", "Sent"] }
+      })
+      const paths = (await client.list()).map((folder) => folder.path)
+      expect(paths).toEqual(["INBOX", "Sent", "Junk", "Clients", "Clients/Acme", "Labels", "Labels/Sent"])
+      const acme = (await client.list()).find((folder) => folder.path === "Clients/Acme")
+      expect(acme?.flags.has("\\HasNoChildren")).toBe(true)
+      expect((await client.list()).find((folder) => folder.path === "Clients")?.flags.has("\\Noselect")).toBe(true)
+      expect(await client.status("Clients/Acme", { messages: true })).toMatchObject({ messages: 1 })
+    } finally {
+      lock.release()
+    }
+  })
+
+  it("deletes what a client expunges, as DELETE /emails does; mail sent from the mailbox is in Sent, seen", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const subject = `To delete ${fresh("d")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Bye." })
+    const email = await arrived(box, subject)
+    const sent = await withKey(suite.url, box.user).POST("/v1/api/mailboxes/{mailboxId}/send", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { to: ["someone@example.com"], subject: `Note ${fresh("n")}`, text: "Kept in Sent." }
+    })
+    expect(sent.response.status).toBe(202)
+
+    const client = await connect(box.address, box.user.apiKey)
+    const sentFolder = await client.getMailboxLock("Sent")
+    try {
+      const message = await client.fetchOne("*", { flags: true, envelope: true })
+      if (message === false) throw new Error("nothing in Sent")
+      expect(message.envelope?.subject).toMatch(/^Note /)
+      expect([...message.flags ?? []]).toEqual(["\\Seen"])
+    } finally {
+      sentFolder.release()
+    }
+    const lock = await client.getMailboxLock("INBOX")
+    try {
+      const expunged = new Promise<{ seq: number }>((resolve) => client.once("expunge", resolve))
+      expect(await client.messageDelete("1", { uid: true })).toBe(true)
+      expect((await expunged).seq).toBe(1)
+      const gone = await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: email.email_id } } })
+      expect(gone.response.status).toBe(404)
+      expect(await client.status("INBOX", { messages: true })).toMatchObject({ messages: 0 })
+    } finally {
+      lock.release()
+    }
+  })
+
+  it("refuses a wrong key, a mailbox the key does not reach, and changes by a read-only key; a revoked key's session ends", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const other = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    await expect(connect(box.address, "mr_live_not_a_key")).rejects.toMatchObject({ authenticationFailed: true })
+    await expect(connect(other.address, box.user.apiKey)).rejects.toMatchObject({ authenticationFailed: true })
+
+    const subject = `Read only ${fresh("r")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Look, don't touch." })
+    await arrived(box, subject)
+    const created = await withToken(suite.url, box.user).POST("/v1/api-keys", { body: { name: "reader", permission: "read_only" } })
+    const reader = created.data!.data
+    const client = await connect(box.address, reader.apiKey)
+    const lock = await client.getMailboxLock("INBOX")
+    try {
+      expect(client.mailbox && client.mailbox.readOnly).toBe(true)
+      expect(await client.messageFlagsAdd("1", ["\\Flagged"])).toBe(false)
+      const read = await client.fetchOne("1", { source: true, flags: true })
+      if (read === false) throw new Error("no message")
+      // Reading with a read-only key leaves the email unread.
+      expect([...read.flags ?? []]).toEqual([])
+    } finally {
+      lock.release()
+    }
+
+    const revoked = await withToken(suite.url, box.user).DELETE("/v1/api-keys/{id}", { params: { path: { id: reader.keyId } } })
+    expect(revoked.response.status).toBe(200)
+    const closed = new Promise<void>((resolve) => client.once("close", () => resolve()))
+    // The server answers the next command with BYE and closes.
+    await client.noop().catch(() => undefined)
+    await closed
+  })
+
+  it("takes TLS from the first byte on IMAPS_PORT", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const client = await connect(box.address, box.user.apiKey, { implicit: true })
+    expect(client.secureConnection).toBe(true)
+    expect((await client.list()).map((folder) => folder.path)).toContain("INBOX")
+    expect((await scrape(`${suite.url}/metrics`)).value("mailroom_imap_commands_total", { command: "LIST", status: "OK" })).toBeGreaterThan(0)
+  })
+})
+
+/** A bare IMAP connection: lines in, tagged answers out. */
+const bare = async (port: number) => {
+  const socket = net.connect(port, "127.0.0.1")
+  let buffer = ""
+  socket.setEncoding("latin1")
+  socket.on("data", (chunk: string) => {
+    buffer += chunk
+  })
+  await new Promise((resolve) => socket.once("connect", resolve))
+  const waitFor = (pattern: RegExp) =>
+    until(`${pattern} from the server`, async () => {
+      const match = pattern.exec(buffer)
+      if (!match) return undefined
+      const text = buffer.slice(0, match.index + match[0].length)
+      buffer = buffer.slice(match.index + match[0].length)
+      return text
+    }, 10_000, 10, 10)
+  return {
+    waitFor,
+    send: async (text: string, answer: RegExp) => {
+      socket.write(text)
+      return waitFor(answer)
+    },
+    close: () => socket.destroy()
+  }
+}
+
+describe("IMAP on the wire", () => {
+  it("offers STARTTLS and takes no password before it; answers mistakes BAD with the tag", async () => {
+    const session = await bare(imapPort)
+    const greeting = await session.waitFor(/\r\n/)
+    expect(greeting).toMatch(/^\* OK \[CAPABILITY [^\]]*STARTTLS[^\]]*LOGINDISABLED[^\]]*\] Mailroom IMAP ready/)
+    expect(await session.send("a1 LOGIN someone@agents.localhost secret\r\n", /a1 .*\r\n/)).toMatch(/a1 NO \[PRIVACYREQUIRED\]/)
+    expect(await session.send("a2 FROB\r\n", /a2 .*\r\n/)).toMatch(/a2 BAD Unknown command FROB/)
+    expect(await session.send("a3 SELECT INBOX\r\n", /a3 .*\r\n/)).toMatch(/a3 BAD Sign in first/)
+    expect(await session.send("a4 LOGIN \"unterminated\r\n", /a4 .*\r\n/)).toMatch(/a4 BAD Unterminated quoted string/)
+    // A synchronising literal is invited; one past the command limit is refused before its bytes.
+    expect(await session.send("a5 ID (\"name\" {4}\r\n", /\+ .*\r\n/)).toMatch(/^\+ Ready/)
+    expect(await session.send("mutt)\r\n", /a5 .*\r\n/)).toMatch(/\* ID \("name" "Mailroom"\)\r\na5 OK/)
+    expect(await session.send("a6 ID {9999999}\r\n", /a6 .*\r\n/)).toMatch(/a6 BAD Command too long/)
+    expect(await session.send("a7 NOOP\r\n", /a7 .*\r\n/)).toMatch(/a7 OK/)
+    expect(await session.send("a8 LOGOUT\r\n", /a8 .*\r\n/)).toMatch(/\* BYE .*\r\na8 OK/)
+    session.close()
+  })
+
+  it("answers a client that signed in over TLS: literals, sequence numbers past the end, unknown sections", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const subject = `Wire ${fresh("w")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Over the wire." })
+    const email = await arrived(box, subject)
+    const socket = tls.connect({ port: imapsPort, host: "127.0.0.1", rejectUnauthorized: false })
+    let buffer = ""
+    socket.setEncoding("latin1")
+    socket.on("data", (chunk: string) => {
+      buffer += chunk
+    })
+    const answer = (tag: string) =>
+      until(`${tag}'s answer`, async () => {
+        const at = buffer.search(new RegExp(`(^|\\r\\n)${tag} (OK|NO|BAD)[^\\r]*\\r\\n`))
+        if (at < 0) return undefined
+        const text = buffer
+        buffer = ""
+        return text
+      }, 10_000, 10, 10)
+    const send = (text: string, tag: string) => {
+      socket.write(text)
+      return answer(tag)
+    }
+    await until("greeting", async () => (buffer.includes("\r\n") ? true : undefined), 10_000, 10, 10)
+    buffer = ""
+    // LITERAL+: the password as a non-synchronising literal.
+    expect(await send(`b1 LOGIN ${box.address} {${box.user.apiKey.length}+}\r\n${box.user.apiKey}\r\n`, "b1")).toMatch(/b1 OK \[CAPABILITY /)
+    expect(await send("b2 SELECT INBOX\r\n", "b2")).toMatch(/\* 1 EXISTS\r\n[\s\S]*b2 OK \[READ-WRITE\]/)
+    expect(await send("b3 FETCH 2 FLAGS\r\n", "b3")).toMatch(/b3 BAD No such message/)
+    expect(await send("b4 FETCH 1 BODY.PEEK[9]\r\n", "b4")).toMatch(/\* 1 FETCH \(BODY\[9\] \{0\}\r\n\)\r\nb4 OK/)
+    expect(await send("b5 FETCH 1 BODY.PEEK[HEADER.FIELDS (SUBJECT)]\r\n", "b5")).toContain(`Subject: ${subject}\r\n\r\n`)
+    expect(await send("b6 FETCH 1 (BODY.PEEK[TEXT]<0.4>)\r\n", "b6")).toMatch(/BODY\[TEXT\]<0> \{4\}\r\nOver\)/)
+    expect(await send("b7 SEARCH CHARSET KOI8-R ALL\r\n", "b7")).toMatch(/b7 NO \[BADCHARSET/)
+    // BODY[] without PEEK reads the message: \Seen comes with it, and the email is no longer unread.
+    expect(await send("b8 FETCH 1 BODY[TEXT]\r\n", "b8")).toMatch(/BODY\[TEXT\] \{\d+\}\r\nOver the wire\.\r\n FLAGS \(\\Seen\)\)\r\nb8 OK/)
+    expect(await labelsOf(box, email.email_id)).not.toContain("unread")
+    expect(await send("b9 CREATE Projects\r\n", "b9")).toMatch(/b9 NO \[CANNOT\]/)
+    expect(await send("b10 SELECT Nowhere\r\n", "b10")).toMatch(/b10 NO \[NONEXISTENT\]/)
+    // A SELECT that fails leaves no folder selected (RFC 3501 §6.3.1).
+    expect(await send("b11 FETCH 1 FLAGS\r\n", "b11")).toMatch(/b11 BAD Select a folder first/)
+    socket.destroy()
+  })
+})
