@@ -98,3 +98,41 @@ export const labelChangeFor = (flag: SystemFlag, set: boolean): { readonly add: 
   const adds = flag === "\\Seen" ? !set : set
   return adds ? { add: [label], remove: [] } : { add: [], remove: [label] }
 }
+
+/**
+ * What COPY or MOVE of inbound or sent mail from `source` to `target` does to the emails' labels, or
+ * why it cannot be done. Folders show mail by its labels, so filing is labelling:
+ * - into a label's folder: the label added (MOVE: the source label's removed, or the Junk verdicts
+ *   when it leaves Junk); INBOX and Sent keep their mail, so only COPY files it from there;
+ * - MOVE into Junk: the `spam` label (and the source label's removed): a person's verdict;
+ * - MOVE into INBOX: the Junk verdicts removed (and the source label's);
+ * - nothing into Sent, and no COPY into INBOX or Junk (mail is in one of them or the other).
+ */
+export const filing = (
+  source: Folder,
+  target: Folder,
+  move: boolean,
+  directions: ReadonlyArray<string>
+): { readonly add: Array<string>; readonly remove: Array<string> } | { readonly refused: string } => {
+  if (source.name === target.name) return { refused: "The messages are in this folder already" }
+  const fromLabel = source.kind === "label" ? [source.label!] : []
+  switch (target.kind) {
+    case "sent":
+      return { refused: "Sent holds the mail sent from this mailbox; nothing is filed there" }
+    case "label":
+      if (!move) return { add: [target.label!], remove: [] }
+      if (source.kind === "inbox" || source.kind === "sent") {
+        return { refused: `${source.name} keeps its mail: COPY to label it instead` }
+      }
+      return { add: [target.label!], remove: source.kind === "junk" ? [...JUNK_LABELS] : fromLabel }
+    case "junk":
+    case "inbox": {
+      if (!move) return { refused: `Mail is in INBOX or in Junk: MOVE it between them` }
+      if (directions.some((direction) => direction !== "inbound")) return { refused: "Only received mail goes to INBOX or Junk" }
+      if (source.kind === "sent") return { refused: "Sent keeps its mail" }
+      return target.kind === "junk"
+        ? { add: ["spam"], remove: fromLabel }
+        : { add: [], remove: [...fromLabel, ...JUNK_LABELS] }
+    }
+  }
+}

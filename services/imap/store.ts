@@ -113,6 +113,6 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
           )
         )
 
-    return { folders: views.folders, sync: views.sync, raw: views.raw, search: views.search, signIn, recheck, changeLabels, deleteEmails } as const
+    return { folders: views.folders, sync: views.sync, raw: views.raw, search: views.search, sentCopy: views.sentCopy, signIn, recheck, changeLabels, deleteEmails } as const
   })
 }) {}

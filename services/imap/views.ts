@@ -189,6 +189,14 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
       return rows.map((row) => Number(row.uid))
     }, Effect.catchTag("SqlError", outage))
 
-    return { folders, sync, raw, search } as const
+    /** The mail sent from the mailbox with this Message-ID, if any: what an APPEND of a sent copy is already. */
+    const sentCopy = Effect.fn("FolderViews.sentCopy")(function*(mailboxId: string, messageId: string) {
+      const rows = yield* sql<{ id: string }>`
+        SELECT id FROM emails WHERE mailbox_id = ${mailboxId} AND message_id = ${messageId} AND direction = 'outbound'
+        ORDER BY received_at LIMIT 1`
+      return rows[0]?.id
+    }, Effect.catchTag("SqlError", outage))
+
+    return { folders, sync, raw, search, sentCopy } as const
   })
 }) {}

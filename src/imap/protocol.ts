@@ -137,7 +137,15 @@ export class CommandReader {
   private literalEnd = 0
   /** Bytes of a refused command still to be skipped. */
   private skipping = 0
-  constructor(private readonly maxBytes: number) {}
+  /**
+   * `maxBytes` bounds a command; an APPEND's, whose literal is a whole message, `maxAppendBytes`
+   * (held whole while it is read: one at a time per connection).
+   */
+  constructor(private readonly maxBytes: number, private readonly maxAppendBytes: number = maxBytes) {}
+
+  private limitFor(command: string) {
+    return /^[^\s]+ APPEND /i.test(command) ? this.maxAppendBytes : this.maxBytes
+  }
 
   push(chunk: Buffer): Array<Framed> {
     this.buffer += chunk.toString("latin1")
@@ -169,7 +177,7 @@ export class CommandReader {
       const lineEnd = this.buffer.indexOf("\n", this.scanned)
       if (lineEnd < 0) {
         this.scanned = this.buffer.length
-        if (this.buffer.length > this.maxBytes) {
+        if (this.buffer.length > this.limitFor(this.buffer)) {
           out.push({ kind: "tooLong", tag: tagOf(this.buffer) })
           this.buffer = ""
           this.scanned = 0
@@ -181,12 +189,12 @@ export class CommandReader {
       if (announced === null) {
         this.buffer = this.buffer.slice(lineEnd + 1)
         this.scanned = 0
-        if (line.length > this.maxBytes) out.push({ kind: "tooLong", tag: tagOf(line) })
+        if (line.length > this.limitFor(line)) out.push({ kind: "tooLong", tag: tagOf(line) })
         else out.push({ kind: "command", bytes: line })
         continue
       }
       const length = Number(announced[1])
-      if (lineEnd + 1 + length > this.maxBytes) {
+      if (lineEnd + 1 + length > this.limitFor(line)) {
         out.push({ kind: "tooLong", tag: tagOf(line) })
         this.buffer = this.buffer.slice(lineEnd + 1)
         this.scanned = 0

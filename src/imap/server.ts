@@ -11,7 +11,8 @@
  *   each), and the server MAX_CLIENTS; past either the client is told BYE at once.
  * - A connection idle past 30 minutes (RFC 3501's autologout floor) is told BYE. IDLE wakes when the
  *   account's events are logged (new mail, labels changed, mail deleted), and every IDLE_POLL anyway.
- * - A command is at most MAX_COMMAND_BYTES (literals included): past it, BAD, and its bytes are skipped.
+ * - A command is at most MAX_COMMAND_BYTES (literals included), an APPEND the largest plan's message:
+ *   past it, BAD, and its bytes are skipped.
  * - On shutdown every connection is told BYE and closed; nothing is lost (the server keeps no state of
  *   its own beyond the session's view).
  */
@@ -22,11 +23,14 @@ import { Bus, subjects } from "../../services/bus/bus.ts"
 import { ImapStore } from "../../services/imap/store.ts"
 import { AppConfig, isLoopbackHost } from "../config.ts"
 import { tlsFiles } from "../smtp/listen.ts"
+import { maxMessageBytes } from "../smtp/server.ts"
 import { ImapMetrics } from "./metrics.ts"
 import { CommandReader, type Framed, parseCommand, ParseError, tagOf } from "./protocol.ts"
 import { makeSession, type Next } from "./session.ts"
 
 const MAX_COMMAND_BYTES = 64 * 1024
+/** An APPEND's message (a mail program's copy of what it sent): at most the largest plan's message, and a little. */
+const MAX_APPEND_BYTES = maxMessageBytes + MAX_COMMAND_BYTES
 const MAX_CLIENTS = 2_000
 const AUTOLOGOUT_MS = 30 * 60 * 1000
 /** Without a signal, an idling client is told of changes at least this often. */
@@ -67,7 +71,7 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
         let socket: net.Socket = raw
         let secure = implicit
         const queue = yield* Queue.unbounded<Incoming>()
-        let reader = new CommandReader(MAX_COMMAND_BYTES)
+        let reader = new CommandReader(MAX_COMMAND_BYTES, MAX_APPEND_BYTES)
         const onData = (chunk: Buffer) => {
           for (const framed of reader.push(chunk)) Queue.unsafeOffer(queue, framed)
         }
@@ -160,7 +164,7 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
           }
           if (next === "startTls") {
             socket.removeListener("data", onData)
-            reader = new CommandReader(MAX_COMMAND_BYTES)
+            reader = new CommandReader(MAX_COMMAND_BYTES, MAX_APPEND_BYTES)
             const upgraded = new tls.TLSSocket(socket, { isServer: true, secureContext: context! })
             socket = upgraded
             secure = true

@@ -12,6 +12,7 @@
  */
 import { Effect, Option } from "effect"
 import {
+  filing,
   type Folder,
   findFolder,
   flagsOf,
@@ -22,7 +23,7 @@ import {
   SESSION_FLAGS,
   type SystemFlag
 } from "../../services/imap/folders.ts"
-import { bodyStructure, envelope, parseMessage, type SectionText, sectionBytes } from "../../services/imap/mime.ts"
+import { bodyStructure, envelope, header, parseMessage, type SectionText, sectionBytes } from "../../services/imap/mime.ts"
 import type { ImapRefused } from "../../services/imap/refusals.ts"
 import type { ImapStore, SignedIn } from "../../services/imap/store.ts"
 import type { FolderMessage, SearchKey } from "../../services/imap/views.ts"
@@ -60,6 +61,11 @@ export interface SessionOptions {
 /** What a command asks of the connection besides its responses. */
 export type Next = "continue" | "close" | "startTls" | "authenticate" | "idle"
 
+/**
+ * A client's mistake in a command (a malformed set, an unknown item): thrown by the pure readers of its
+ * arguments, as `parseCommand` throws ParseError, and answered BAD at `handle`'s boundary, never a failure
+ * of the connection.
+ */
 class Bad extends Error {}
 
 interface Selected {
@@ -185,7 +191,7 @@ export const makeSession = (
   const refused = (tag: string, refusal: ImapRefused) => tagged(tag, "NO", `[${refusal.code}] ${refusal.text}`)
 
   const capabilities = () => {
-    const list = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "IDLE", "NAMESPACE", "UIDPLUS", "UNSELECT", "SPECIAL-USE", "ENABLE"]
+    const list = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "IDLE", "NAMESPACE", "UIDPLUS", "MOVE", "UNSELECT", "SPECIAL-USE", "ENABLE"]
     if (signedIn === undefined) {
       if (options.canStartTls()) list.push("STARTTLS")
       if (options.secure() || options.clearTextAllowed) list.push("AUTH=PLAIN")
@@ -421,7 +427,7 @@ export const makeSession = (
       yield* tagged(tag, "OK", `${byUid ? "UID FETCH" : "FETCH"} completed`)
     })
 
-  const store_ = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
+  const storeFlags = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
     Effect.gen(function*() {
       const state = selected!
       const set = sequenceSet(args[0], state, byUid)
@@ -459,7 +465,7 @@ export const makeSession = (
       yield* tagged(tag, "OK", `${byUid ? "UID STORE" : "STORE"} completed`)
     })
 
-  /** The SEARCH keys of `args` (from `at`), as one key; sequence numbers turned into UIDs. */
+  /** The SEARCH keys of `args`, as one key (a parenthesised list is one key too); sequence numbers turned into UIDs. */
   const searchKeys = (state: Selected, args: ReadonlyArray<Arg>): SearchKey => {
     let at = 0
     const text = () => utf8(astring(args[at++]))
@@ -482,7 +488,7 @@ export const makeSession = (
     const one = (): SearchKey => {
       const arg = args[at++]
       if (arg === undefined) throw new Bad("Missing search key")
-      if (arg.kind === "list") return { kind: "and", keys: inner(arg.items) }
+      if (arg.kind === "list") return searchKeys(state, arg.items)
       const name = astring(arg).toUpperCase()
       switch (name) {
         case "ALL":
@@ -551,14 +557,9 @@ export const makeSession = (
         }
       }
     }
-    const inner = (items: ReadonlyArray<Arg>): Array<SearchKey> => searchKeysOf(state, items)
     const keys: Array<SearchKey> = []
     while (at < args.length) keys.push(one())
     return keys.length === 1 ? keys[0]! : { kind: "and", keys }
-  }
-  const searchKeysOf = (state: Selected, items: ReadonlyArray<Arg>): Array<SearchKey> => {
-    const key = searchKeys(state, items)
-    return key.kind === "and" ? [...key.keys] : [key]
   }
 
   const search = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
@@ -597,6 +598,67 @@ export const makeSession = (
         if (!quiet) yield* untagged(`${seq} EXPUNGE`)
       }
       if (tag !== "") yield* tagged(tag, "OK", "EXPUNGE completed")
+    })
+
+  /**
+   * COPY or MOVE: filing is labelling (folders.ts `filing`); the messages' UIDs in the target are told
+   * (UIDPLUS's COPYUID), and a MOVE's messages leave the session's view of the source.
+   */
+  const copyOrMove = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean, move: boolean) =>
+    Effect.gen(function*() {
+      const state = selected!
+      const set = sequenceSet(args[0], state, byUid)
+      const name = astring(args[1])
+      const command = `${byUid ? "UID " : ""}${move ? "MOVE" : "COPY"}`
+      const target = findFolder(yield* store.folders(signedIn!.mailboxId), decodeMailboxName(name))
+      if (target === undefined) return yield* tagged(tag, "NO", "[TRYCREATE] No such folder: label mail to make one")
+      if (move && state.readOnly) return yield* tagged(tag, "NO", "[READ-ONLY] The folder is open read-only")
+      const messages = pick(state, set, byUid)
+      if (messages.length === 0) return yield* tagged(tag, "OK", `${command} completed: no messages`)
+      const change = filing(state.folder, target, move, messages.map((message) => message.direction))
+      if ("refused" in change) return yield* tagged(tag, "NO", `[CANNOT] ${change.refused}`)
+      yield* store.changeLabels(signedIn!.principal, messages.map((message) => message.emailId), change)
+      const filed = yield* store.sync(signedIn!.mailboxId, target)
+      const uidIn = new Map(filed.messages.map((message) => [message.emailId, message.uid]))
+      const pairs = messages.flatMap((message) => {
+        const uid = uidIn.get(message.emailId)
+        return uid === undefined ? [] : [[message.uid, uid] as const]
+      })
+      const copyUid = pairs.length === 0
+        ? ""
+        : `[COPYUID ${filed.uidValidity} ${pairs.map(([from]) => from).join(",")} ${pairs.map(([, to]) => to).join(",")}] `
+      if (!move) return yield* tagged(tag, "OK", `${copyUid}${command} completed`)
+      if (copyUid !== "") yield* untagged(`OK ${copyUid}Moved`)
+      const moved = new Set(messages.map((message) => message.uid))
+      for (let seq = state.messages.length; seq >= 1; seq--) {
+        const message = state.messages[seq - 1]!
+        if (!moved.has(message.uid)) continue
+        state.messages.splice(seq - 1, 1)
+        state.sessionFlags.delete(message.uid)
+        yield* untagged(`${seq} EXPUNGE`)
+      }
+      yield* tagged(tag, "OK", `${command} completed`)
+    })
+
+  /**
+   * APPEND: mail is added by receiving or sending it, so the one APPEND taken is a mail program keeping
+   * its copy of a message it sent through submission, which Sent holds already: answered with that
+   * message's UID, nothing stored twice.
+   */
+  const append = (tag: string, args: ReadonlyArray<Arg>) =>
+    Effect.gen(function*() {
+      const message = args[args.length - 1]
+      if (args.length < 2 || message?.kind !== "string") throw new Bad("APPEND takes a folder and a message")
+      const target = findFolder(yield* store.folders(signedIn!.mailboxId), decodeMailboxName(astring(args[0])))
+      if (target === undefined) return yield* tagged(tag, "NO", "[TRYCREATE] No such folder")
+      const refusal = "[CANNOT] Mail is added by receiving or sending it; Sent keeps the mail sent from this mailbox already"
+      if (target.kind !== "sent") return yield* tagged(tag, "NO", refusal)
+      const messageId = header(parseMessage(Buffer.from(message.text, "latin1")).root, "message-id")
+      const emailId = messageId === undefined ? undefined : yield* store.sentCopy(signedIn!.mailboxId, messageId)
+      if (emailId === undefined) return yield* tagged(tag, "NO", `${refusal}: this message was not sent from it`)
+      const sent = yield* store.sync(signedIn!.mailboxId, target)
+      const uid = sent.messages.find((kept) => kept.emailId === emailId)?.uid
+      yield* tagged(tag, "OK", `${uid === undefined ? "" : `[APPENDUID ${sent.uidValidity} ${uid}] `}APPEND completed: kept as sent already`)
     })
 
   const signIn = (tag: string, user: string, password: string): Effect.Effect<Next> =>
@@ -737,10 +799,8 @@ export const makeSession = (
           )
         case "APPEND":
           needs("authenticated")
-          return yield* Effect.as(
-            tagged(tag, "NO", "[CANNOT] Mail is added by receiving or sending it: sent mail is kept in Sent already"),
-            "continue" as const
-          )
+          yield* append(tag, args)
+          return "continue"
         case "IDLE":
           needs("authenticated")
           waiting = { tag, kind: "idle" }
@@ -765,7 +825,7 @@ export const makeSession = (
           return "continue"
         case "STORE":
           needs("selected")
-          yield* store_(tag, args, false)
+          yield* storeFlags(tag, args, false)
           return "continue"
         case "SEARCH":
           needs("selected")
@@ -774,18 +834,18 @@ export const makeSession = (
         case "COPY":
         case "MOVE":
           needs("selected")
-          return yield* Effect.as(tagged(tag, "NO", "[CANNOT] Label mail through the API to put it in a label's folder"), "continue" as const)
+          yield* copyOrMove(tag, args, false, name === "MOVE")
+          return "continue"
         case "UID": {
           needs("selected")
           const sub = astring(args[0]).toUpperCase()
           const rest = args.slice(1)
           if (sub === "FETCH") yield* fetch(tag, rest, true)
-          else if (sub === "STORE") yield* store_(tag, rest, true)
+          else if (sub === "STORE") yield* storeFlags(tag, rest, true)
           else if (sub === "SEARCH") yield* search(tag, rest, true)
           else if (sub === "EXPUNGE") yield* expunge(tag, sequenceSet(rest[0], selected!, true), false)
-          else if (sub === "COPY" || sub === "MOVE") {
-            yield* tagged(tag, "NO", "[CANNOT] Label mail through the API to put it in a label's folder")
-          } else throw new Bad(`Unknown UID command ${sub}`)
+          else if (sub === "COPY" || sub === "MOVE") yield* copyOrMove(tag, rest, true, sub === "MOVE")
+          else throw new Bad(`Unknown UID command ${sub}`)
           return "continue"
         }
         default:

@@ -1,9 +1,10 @@
 /**
  * IMAP's wire format and a message's MIME tree as IMAP reads it, as pure functions: command parsing
- * and framing (literals, sections, limits), sequence sets, modified UTF-7 folder names, and the
- * BODYSTRUCTURE, ENVELOPE and BODY[section] of messages with nested parts.
+ * and framing (literals, sections, limits), sequence sets, modified UTF-7 folder names, the
+ * BODYSTRUCTURE, ENVELOPE and BODY[section] of messages with nested parts, and filing as labelling.
  */
 import { describe, expect, it } from "vitest"
+import { filing, type Folder, foldersOf, systemFolders } from "../../services/imap/folders.ts"
 import { bodyStructure, envelope, parseMessage, sectionBytes } from "../../services/imap/mime.ts"
 import {
   CommandReader,
@@ -57,6 +58,14 @@ describe("IMAP commands", () => {
       { kind: "command", bytes: "a6 NOOP\r\n" }
     ])
     expect(reader.push(bytes(`a7 ${"y".repeat(120)}`))).toEqual([{ kind: "tooLong", tag: "a7" }])
+  })
+
+  it("takes an APPEND's message up to its own, larger limit", () => {
+    const reader = new CommandReader(100, 1000)
+    expect(reader.push(bytes("a1 APPEND Sent {500}\r\n"))).toEqual([{ kind: "continue" }])
+    expect(reader.push(bytes("m".repeat(500) + "\r\n"))).toEqual([{ kind: "command", bytes: `a1 APPEND Sent {500}\r\n${"m".repeat(500)}\r\n` }])
+    expect(reader.push(bytes("a2 APPEND Sent {2000}\r\n"))).toEqual([{ kind: "tooLong", tag: "a2" }])
+    expect(reader.push(bytes("a3 ID {500}\r\n"))).toEqual([{ kind: "tooLong", tag: "a3" }])
   })
 
   it("writes strings quoted when it can and as literals when it must", () => {
@@ -175,5 +184,30 @@ describe("a message as IMAP reads it", () => {
     const single = parseMessage(bytes("Subject: Hi\r\n\r\nJust text\r\n"))
     expect(sectionBytes(single.text, single.root, [1], { kind: "all" })).toBe("Just text\r\n")
     expect(bodyStructure(single.text, single.root, false)).toEqual(["text", "plain", ["charset", "us-ascii"], null, null, "7bit", 11, 1])
+  })
+})
+
+describe("filing mail between folders", () => {
+  const [inbox, sent, junk] = systemFolders as [Folder, Folder, Folder]
+  const acme = foldersOf(["Acme"]).find((folder) => folder.label === "Acme")!
+  const later = foldersOf(["Later"]).find((folder) => folder.label === "Later")!
+  const received = ["inbound"]
+
+  it("is labelling: COPY adds a label, MOVE swaps labels, Junk is the spam verdict given and taken back", () => {
+    expect(filing(inbox, acme, false, received)).toEqual({ add: ["Acme"], remove: [] })
+    expect(filing(later, acme, true, received)).toEqual({ add: ["Acme"], remove: ["Later"] })
+    expect(filing(inbox, junk, true, received)).toEqual({ add: ["spam"], remove: [] })
+    expect(filing(acme, junk, true, received)).toEqual({ add: ["spam"], remove: ["Acme"] })
+    expect(filing(junk, inbox, true, received)).toEqual({ add: [], remove: ["spam", "blocked"] })
+    expect(filing(junk, acme, true, received)).toEqual({ add: ["Acme"], remove: ["spam", "blocked"] })
+    expect(filing(sent, acme, false, ["outbound"])).toEqual({ add: ["Acme"], remove: [] })
+  })
+
+  it("refuses what folders as views cannot show", () => {
+    expect(filing(inbox, acme, true, received)).toEqual({ refused: "INBOX keeps its mail: COPY to label it instead" })
+    expect(filing(inbox, sent, false, received)).toMatchObject({ refused: expect.stringContaining("Sent holds") })
+    expect(filing(inbox, junk, false, received)).toMatchObject({ refused: expect.stringContaining("MOVE it between them") })
+    expect(filing(acme, junk, true, ["inbound", "outbound"])).toEqual({ refused: "Only received mail goes to INBOX or Junk" })
+    expect(filing(acme, acme, false, received)).toEqual({ refused: "The messages are in this folder already" })
   })
 })

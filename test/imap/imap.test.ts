@@ -272,6 +272,76 @@ describe("IMAP", () => {
     }
   })
 
+  it("files mail by labelling it: MOVE to Junk and back, COPY to a label, MOVE between labels, each with COPYUID", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const subject = `File me ${fresh("m")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Where do I go?" })
+    const email = await arrived(box, subject)
+    await withKey(suite.url, box.user).PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: email.email_id } },
+      body: { add_labels: ["Later"] }
+    })
+    const client = await connect(box.address, box.user.apiKey)
+    const inbox = await client.getMailboxLock("INBOX")
+    try {
+      const junked = await client.messageMove("1", "Junk", { uid: true })
+      expect(junked).toMatchObject({ destination: "Junk", uidMap: new Map([[1, 1]]) })
+      expect(await labelsOf(box, email.email_id)).toContain("spam")
+      // A person's verdict: the mail left INBOX.
+      expect(await client.status("INBOX", { messages: true })).toMatchObject({ messages: 0 })
+      // Refusals name what cannot be done.
+      await expect(client.messageCopy("1:*", "Junk")).resolves.toBe(false)
+    } finally {
+      inbox.release()
+    }
+    const junk = await client.getMailboxLock("Junk")
+    try {
+      expect(await client.messageCopy("1", "Sent", { uid: true })).toBe(false)
+      expect(await client.messageMove("1", "INBOX", { uid: true })).toMatchObject({ destination: "INBOX", uidMap: new Map([[1, 2]]) })
+      expect(await labelsOf(box, email.email_id)).not.toContain("spam")
+    } finally {
+      junk.release()
+    }
+    const back = await client.getMailboxLock("INBOX")
+    try {
+      expect(await client.messageCopy("2", "Clients", { uid: true })).toBe(false)
+      await withKey(suite.url, box.user).PATCH("/v1/api/emails/{emailId}", {
+        params: { path: { emailId: email.email_id } },
+        body: { add_labels: ["Clients"] }
+      })
+      await client.messageCopy("2", "Later", { uid: true })
+      expect(await client.messageMove("2", "Later", { uid: true })).toBe(false)
+    } finally {
+      back.release()
+    }
+    const later = await client.getMailboxLock("Later")
+    try {
+      expect(await client.messageMove("1", "Clients", { uid: true })).toMatchObject({ destination: "Clients", uidMap: new Map([[1, 1]]) })
+      const labels = await labelsOf(box, email.email_id)
+      expect(labels).toContain("Clients")
+      expect(labels).not.toContain("Later")
+    } finally {
+      later.release()
+    }
+  })
+
+  it("takes a mail program's copy of what it sent into Sent as the sent mail it is, and nothing else", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const sent = await withKey(suite.url, box.user).POST("/v1/api/mailboxes/{mailboxId}/send", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { to: ["someone@example.com"], subject: `Copy kept ${fresh("c")}`, text: "Sent once." }
+    })
+    const raw = await (await fetch(`${suite.url}/v1/api/emails/${sent.data!.data.email_id}/raw`, {
+      headers: { authorization: `Bearer ${box.user.apiKey}` }
+    })).text()
+    const client = await connect(box.address, box.user.apiKey)
+    expect(await client.append("Sent", raw, ["\\Seen"])).toMatchObject({ destination: "Sent", uid: 1 })
+    expect(await client.status("Sent", { messages: true })).toMatchObject({ messages: 1 })
+    const stranger = "From: someone@example.com\r\nSubject: Not sent here\r\nMessage-ID: <elsewhere@example.com>\r\n\r\nHi\r\n"
+    await expect(client.append("Sent", stranger)).rejects.toMatchObject({ responseText: expect.stringMatching(/not sent from it/) })
+    await expect(client.append("INBOX", stranger)).rejects.toMatchObject({ responseText: expect.stringMatching(/^Mail is added by receiving or sending it/) })
+  })
+
   it("refuses a wrong key, a mailbox the key does not reach, and changes by a read-only key; a revoked key's session ends", async () => {
     const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     const other = await newBox(suite.url, { user: await withApiKey(suite.url) })
