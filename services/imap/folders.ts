@@ -6,6 +6,8 @@
  * - INBOX: mail received, but not spam or blocked (those are in Junk);
  * - Sent: mail sent from the mailbox (by the API, by MCP or by SMTP submission);
  * - Junk: mail received that rspamd called spam or the sender lists blocked;
+ * - Trash: always empty. Mailroom keeps no deleted mail, so moving mail into Trash deletes it, as
+ *   DELETE /emails does; it is there because mail programs delete by moving mail to it;
  * - one folder per label of the account's own that the mailbox's mail carries (a label `a/b` is the
  *   folder b inside a, `/` being the hierarchy's separator). A label named as a system folder is
  *   listed under `Labels/`.
@@ -17,7 +19,7 @@
  */
 import { UNREAD } from "../mail/label-rules.ts"
 
-export type FolderKind = "inbox" | "sent" | "junk" | "label"
+export type FolderKind = "inbox" | "sent" | "junk" | "trash" | "label"
 
 export interface Folder {
   /** As the mail program sees it (before modified UTF-7). */
@@ -26,7 +28,7 @@ export interface Folder {
   /** A label folder's label. */
   readonly label?: string
   /** RFC 6154's special use, for programs to put the folder in its place. */
-  readonly specialUse?: "\\Sent" | "\\Junk"
+  readonly specialUse?: "\\Sent" | "\\Junk" | "\\Trash"
 }
 
 export const HIERARCHY_DELIMITER = "/"
@@ -39,7 +41,8 @@ const SYSTEM_LABELS = new Set(["inbound", "sent", UNREAD, "spam", "unauthenticat
 export const systemFolders: ReadonlyArray<Folder> = [
   { name: "INBOX", kind: "inbox" },
   { name: "Sent", kind: "sent", specialUse: "\\Sent" },
-  { name: "Junk", kind: "junk", specialUse: "\\Junk" }
+  { name: "Junk", kind: "junk", specialUse: "\\Junk" },
+  { name: "Trash", kind: "trash", specialUse: "\\Trash" }
 ]
 
 const isSystemName = (name: string) => systemFolders.some((folder) => folder.name.toLowerCase() === name.toLowerCase())
@@ -106,19 +109,22 @@ export const labelChangeFor = (flag: SystemFlag, set: boolean): { readonly add: 
  *   when it leaves Junk); INBOX and Sent keep their mail, so only COPY files it from there;
  * - MOVE into Junk: the `spam` label (and the source label's removed): a person's verdict;
  * - MOVE into INBOX: the Junk verdicts removed (and the source label's);
- * - nothing into Sent, and no COPY into INBOX or Junk (mail is in one of them or the other).
+ * - nothing into Sent, and no COPY into INBOX or Junk (mail is in one of them or the other);
+ * - MOVE into Trash: the emails deleted (`deletes`).
  */
 export const filing = (
   source: Folder,
   target: Folder,
   move: boolean,
   directions: ReadonlyArray<string>
-): { readonly add: Array<string>; readonly remove: Array<string> } | { readonly refused: string } => {
+): { readonly add: Array<string>; readonly remove: Array<string> } | { readonly deletes: true } | { readonly refused: string } => {
   if (source.name === target.name) return { refused: "The messages are in this folder already" }
   const fromLabel = source.kind === "label" ? [source.label!] : []
   switch (target.kind) {
     case "sent":
       return { refused: "Sent holds the mail sent from this mailbox; nothing is filed there" }
+    case "trash":
+      return move ? { deletes: true } : { refused: "MOVE mail to Trash to delete it" }
     case "label":
       if (!move) return { add: [target.label!], remove: [] }
       if (source.kind === "inbox" || source.kind === "sent") {

@@ -68,6 +68,8 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
           return sql`e.direction = 'outbound'`
         case "junk":
           return sql`e.direction = 'inbound' AND e.labels && ${[...JUNK_LABELS]}::text[]`
+        case "trash":
+          return sql`false`
         case "label":
           return sql`${folder.label ?? ""} = ANY(e.labels)`
       }
@@ -89,30 +91,41 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
           SELECT uid_validity, uid_next FROM imap_folders WHERE mailbox_id = ${mailboxId} AND folder = ${key} FOR UPDATE`
         const uidValidity = Number(locked[0]!.uidValidity)
         let uidNext = Number(locked[0]!.uidNext)
-        yield* sql`
-          DELETE FROM imap_messages m
-          WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${key}
-            AND NOT EXISTS (SELECT 1 FROM emails e WHERE e.id = m.email_id AND e.mailbox_id = ${mailboxId} AND ${inFolder(folder)})`
-        const added = yield* sql<{ uid: string }>`
-          INSERT INTO imap_messages (mailbox_id, folder, uid, email_id)
-          SELECT ${mailboxId}, ${key}, ${uidNext} - 1 + row_number() OVER (ORDER BY e.received_at, e.id), e.id
-          FROM emails e
+        // Two plain reads and the difference computed here: no join whose plan would depend on the
+        // tables' statistics (the embedded database keeps none fresh, and a nested loop over a
+        // folder's every message twice took seconds at 10,000).
+        const members = yield* sql<{ id: string; direction: string; labels: ReadonlyArray<string>; size: number; receivedAt: Date }>`
+          SELECT e.id, e.direction, e.labels, e.size, e.received_at FROM emails e
           WHERE e.mailbox_id = ${mailboxId} AND ${inFolder(folder)}
-            AND NOT EXISTS (SELECT 1 FROM imap_messages m WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${key} AND m.email_id = e.id)
-          RETURNING uid`
-        if (added.length > 0) {
-          uidNext += added.length
+          ORDER BY e.received_at, e.id`
+        const numbered = yield* sql<{ uid: string; emailId: string }>`
+          SELECT uid, email_id FROM imap_messages WHERE mailbox_id = ${mailboxId} AND folder = ${key}`
+        const uidOf = new Map(numbered.map((row) => [row.emailId, Number(row.uid)]))
+        const present = new Set(members.map((email) => email.id))
+        const left = numbered.filter((row) => !present.has(row.emailId)).map((row) => Number(row.uid))
+        if (left.length > 0) {
+          yield* sql`DELETE FROM imap_messages WHERE mailbox_id = ${mailboxId} AND folder = ${key} AND uid = ANY(${left}::bigint[])`
+        }
+        const arriving = members.filter((email) => !uidOf.has(email.id))
+        if (arriving.length > 0) {
+          const uids = arriving.map((email, index) => {
+            uidOf.set(email.id, uidNext + index)
+            return uidNext + index
+          })
+          yield* sql`
+            INSERT INTO imap_messages (mailbox_id, folder, uid, email_id)
+            SELECT ${mailboxId}, ${key}, u.uid, u.email_id
+            FROM unnest(${uids}::bigint[], ${arriving.map((email) => email.id)}::text[]) AS u(uid, email_id)`
+          uidNext += arriving.length
           yield* sql`UPDATE imap_folders SET uid_next = ${uidNext} WHERE mailbox_id = ${mailboxId} AND folder = ${key}`
         }
-        const rows = yield* sql<{ uid: string; emailId: string; direction: string; labels: ReadonlyArray<string>; size: number; receivedAt: Date }>`
-          SELECT m.uid, m.email_id, e.direction, e.labels, e.size, e.received_at
-          FROM imap_messages m JOIN emails e ON e.id = m.email_id
-          WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${key}
-          ORDER BY m.uid`
+        const messages = members
+          .map((email) => ({ ...email, emailId: email.id, uid: uidOf.get(email.id)!, size: Number(email.size) }))
+          .sort((a, b) => a.uid - b.uid)
         return {
           uidValidity,
           uidNext,
-          messages: rows.map((row) => ({ ...row, uid: Number(row.uid), size: Number(row.size) }))
+          messages: messages.map(({ direction, emailId, labels, receivedAt, size, uid }) => ({ uid, emailId, direction, labels, size, receivedAt }))
         } satisfies FolderState
       }).pipe(sql.withTransaction)
     }, Effect.catchTag("SqlError", outage))

@@ -27,9 +27,22 @@ export interface Command {
   readonly args: ReadonlyArray<Arg>
 }
 
-export class ParseError extends Error {}
+/**
+ * A command the server cannot take as written (malformed, or naming what does not exist in its syntax):
+ * answered BAD with its message. Thrown by the pure readers of a command and caught where it is answered.
+ */
+export class BadCommand extends Error {}
 
 const isSpace = (c: string | undefined) => c === " "
+
+/** An argument that must be a string (an atom, quoted or literal). */
+export const astring = (arg: Arg | undefined): string => {
+  if (arg === undefined || arg.kind === "list") throw new BadCommand("Expected a string")
+  return arg.text
+}
+
+/** A client's string as text: IMAP strings carry UTF-8 (or ASCII) bytes. */
+export const utf8 = (bytes: string) => Buffer.from(bytes, "latin1").toString("utf8")
 
 /** Parse one framed command (its bytes as a byte string, the final line end included or not). */
 export const parseCommand = (input: string): Command => {
@@ -46,7 +59,7 @@ export const parseCommand = (input: string): Command => {
       else if (depth === 0 && (c === " " || c === "(" || c === ")" || c === "\r" || c === "\n")) break
       at++
     }
-    if (at === start) throw new ParseError(`Unexpected ${JSON.stringify(input[at] ?? "end of line")}`)
+    if (at === start) throw new BadCommand(`Unexpected ${JSON.stringify(input[at] ?? "end of line")}`)
     return input.slice(start, at)
   }
 
@@ -68,15 +81,15 @@ export const parseCommand = (input: string): Command => {
       text += input[at]
       at++
     }
-    throw new ParseError("Unterminated quoted string")
+    throw new BadCommand("Unterminated quoted string")
   }
 
   const literal = (): string => {
     const match = /^\{(\d+)\+?\}\r?\n/.exec(input.slice(at, at + 32))
-    if (!match) throw new ParseError("Malformed literal")
+    if (!match) throw new BadCommand("Malformed literal")
     const length = Number(match[1])
     const start = at + match[0].length
-    if (start + length > input.length) throw new ParseError("Literal shorter than announced")
+    if (start + length > input.length) throw new BadCommand("Literal shorter than announced")
     at = start + length
     return input.slice(start, at)
   }
@@ -90,7 +103,7 @@ export const parseCommand = (input: string): Command => {
         items.push(value())
         if (isSpace(input[at])) at++
       }
-      if (input[at] !== ")") throw new ParseError("Unterminated list")
+      if (input[at] !== ")") throw new BadCommand("Unterminated list")
       at++
       return { kind: "list", items }
     }
@@ -100,12 +113,12 @@ export const parseCommand = (input: string): Command => {
   }
 
   const tag = atom()
-  if (/[+*]/.test(tag) || !isSpace(input[at])) throw new ParseError("Expected a tag and a command")
+  if (/[+*]/.test(tag) || !isSpace(input[at])) throw new BadCommand("Expected a tag and a command")
   at++
   const name = atom().toUpperCase()
   const args: Array<Arg> = []
   while (at < end) {
-    if (!isSpace(input[at])) throw new ParseError(`Unexpected ${JSON.stringify(input[at])}`)
+    if (!isSpace(input[at])) throw new BadCommand(`Unexpected ${JSON.stringify(input[at])}`)
     at++
     if (at === end) break
     args.push(value())

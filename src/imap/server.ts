@@ -25,7 +25,7 @@ import { AppConfig, isLoopbackHost } from "../config.ts"
 import { tlsFiles } from "../smtp/listen.ts"
 import { maxMessageBytes } from "../smtp/server.ts"
 import { ImapMetrics } from "./metrics.ts"
-import { CommandReader, type Framed, parseCommand, ParseError, tagOf } from "./protocol.ts"
+import { BadCommand, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
 import { makeSession, type Next } from "./session.ts"
 
 const MAX_COMMAND_BYTES = 64 * 1024
@@ -151,7 +151,7 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
             try {
               command = parseCommand(item.bytes)
             } catch (error) {
-              if (!(error instanceof ParseError)) throw error
+              if (!(error instanceof BadCommand)) throw error
               ImapMetrics.command("UNPARSED", "BAD")
               yield* send(`${tagOf(item.bytes)} BAD ${error.message}\r\n`)
               continue

@@ -23,13 +23,16 @@ import {
   SESSION_FLAGS,
   type SystemFlag
 } from "../../services/imap/folders.ts"
-import { bodyStructure, envelope, header, parseMessage, type SectionText, sectionBytes } from "../../services/imap/mime.ts"
+import { bodyStructure, envelope, header, parseMessage, sectionBytes } from "../../services/imap/mime.ts"
 import type { ImapRefused } from "../../services/imap/refusals.ts"
 import type { ImapStore, SignedIn } from "../../services/imap/store.ts"
-import type { FolderMessage, SearchKey } from "../../services/imap/views.ts"
+import type { FolderMessage } from "../../services/imap/views.ts"
+import { parseFetchItem } from "./fetch-items.ts"
 import { ImapMetrics } from "./metrics.ts"
 import {
   type Arg,
+  astring,
+  BadCommand,
   type Command,
   decodeMailboxName,
   encodeMailboxName,
@@ -37,12 +40,13 @@ import {
   inSequenceSet,
   Literal,
   type Out,
-  parseSearchDate,
   parseSequenceSet,
   Raw,
   serialize,
-  type SequenceSet
+  type SequenceSet,
+  utf8
 } from "./protocol.ts"
+import { readSearchKeys } from "./search-keys.ts"
 
 /** Failed sign-ins a connection may make before it is closed. */
 export const MAX_FAILED_LOGINS = 3
@@ -61,13 +65,6 @@ export interface SessionOptions {
 /** What a command asks of the connection besides its responses. */
 export type Next = "continue" | "close" | "startTls" | "authenticate" | "idle"
 
-/**
- * A client's mistake in a command (a malformed set, an unknown item): thrown by the pure readers of its
- * arguments, as `parseCommand` throws ParseError, and answered BAD at `handle`'s boundary, never a failure
- * of the connection.
- */
-class Bad extends Error {}
-
 interface Selected {
   readonly folder: Folder
   readonly readOnly: boolean
@@ -78,97 +75,12 @@ interface Selected {
   readonly sessionFlags: Map<number, Set<string>>
 }
 
-const astring = (arg: Arg | undefined): string => {
-  if (arg === undefined || arg.kind === "list") throw new Bad("Expected a string")
-  return arg.text
-}
-const utf8 = (bytes: string) => Buffer.from(bytes, "latin1").toString("utf8")
-
 /** RFC 3501's LIST wildcards as a regular expression: `*` any, `%` any but the hierarchy's separator. */
 const listPattern = (pattern: string) =>
   new RegExp(
     "^" + pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*").replace(/%/g, `[^${HIERARCHY_DELIMITER}]*`) + "$",
     pattern.toUpperCase().startsWith("INBOX") ? "i" : ""
   )
-
-type FetchItem =
-  | { readonly kind: "uid" | "flags" | "internaldate" | "size" | "envelope" | "bodystructure" | "body" }
-  | {
-    readonly kind: "section"
-    /** The name the answer carries: BODY[…]<origin>, RFC822, RFC822.HEADER, RFC822.TEXT. */
-    readonly label: string
-    readonly path: ReadonlyArray<number>
-    readonly text: SectionText
-    readonly peek: boolean
-    readonly partial: readonly [number, number] | undefined
-  }
-
-const sectionPattern = /^(BODY\.PEEK|BODY)\[([^\]]*)\](?:<(\d+)(?:\.(\d+))?>)?$/i
-
-const parseSection = (spec: string): { path: Array<number>; text: SectionText } => {
-  const match = /^((?:\d+\.)*\d+)?(?:^|\.)?(HEADER\.FIELDS\.NOT|HEADER\.FIELDS|HEADER|TEXT|MIME)?\s*(?:\((.*)\))?$/i.exec(spec.trim())
-  if (!match) throw new Bad(`Unknown section ${spec}`)
-  const path = match[1] === undefined ? [] : match[1].split(".").map(Number)
-  if (path.some((n) => n === 0)) throw new Bad("Part numbers start at 1")
-  const name = match[2]?.toUpperCase()
-  if (name === undefined) {
-    if (match[3] !== undefined) throw new Bad(`Unknown section ${spec}`)
-    return { path, text: { kind: "all" } }
-  }
-  if (name === "MIME" && path.length === 0) throw new Bad("MIME needs a part number")
-  if (name === "HEADER.FIELDS" || name === "HEADER.FIELDS.NOT") {
-    const names = (match[3] ?? "").split(/\s+/).map((field) => field.replace(/^"|"$/g, "")).filter((field) => field.length > 0)
-    if (names.length === 0) throw new Bad("HEADER.FIELDS needs field names")
-    return { path, text: { kind: "fields", names, not: name === "HEADER.FIELDS.NOT" } }
-  }
-  if (match[3] !== undefined) throw new Bad(`Unknown section ${spec}`)
-  return { path, text: { kind: name === "HEADER" ? "header" : name === "TEXT" ? "text" : "mime" } }
-}
-
-const parseFetchItem = (text: string): Array<FetchItem> => {
-  const upper = text.toUpperCase()
-  switch (upper) {
-    case "ALL":
-      return [{ kind: "flags" }, { kind: "internaldate" }, { kind: "size" }, { kind: "envelope" }]
-    case "FAST":
-      return [{ kind: "flags" }, { kind: "internaldate" }, { kind: "size" }]
-    case "FULL":
-      return [{ kind: "flags" }, { kind: "internaldate" }, { kind: "size" }, { kind: "envelope" }, { kind: "body" }]
-    case "UID":
-      return [{ kind: "uid" }]
-    case "FLAGS":
-      return [{ kind: "flags" }]
-    case "INTERNALDATE":
-      return [{ kind: "internaldate" }]
-    case "RFC822.SIZE":
-      return [{ kind: "size" }]
-    case "ENVELOPE":
-      return [{ kind: "envelope" }]
-    case "BODYSTRUCTURE":
-      return [{ kind: "bodystructure" }]
-    case "BODY":
-      return [{ kind: "body" }]
-    case "RFC822":
-      return [{ kind: "section", label: "RFC822", path: [], text: { kind: "all" }, peek: false, partial: undefined }]
-    case "RFC822.HEADER":
-      return [{ kind: "section", label: "RFC822.HEADER", path: [], text: { kind: "header" }, peek: true, partial: undefined }]
-    case "RFC822.TEXT":
-      return [{ kind: "section", label: "RFC822.TEXT", path: [], text: { kind: "text" }, peek: false, partial: undefined }]
-  }
-  const match = sectionPattern.exec(text)
-  if (!match) throw new Bad(`Unknown FETCH item ${text}`)
-  const { path, text: section } = parseSection(match[2]!)
-  const origin = match[3] === undefined ? undefined : Number(match[3])
-  const partial = origin === undefined ? undefined : [origin, match[4] === undefined ? Infinity : Number(match[4])] as const
-  return [{
-    kind: "section",
-    label: `BODY[${match[2]}]${origin === undefined ? "" : `<${origin}>`}`,
-    path,
-    text: section,
-    peek: match[1]!.toUpperCase() === "BODY.PEEK",
-    partial
-  }]
-}
 
 export const makeSession = (
   store: ImapStore,
@@ -229,30 +141,36 @@ export const makeSession = (
   }
 
   const sequenceSet = (arg: Arg | undefined, state: Selected, byUid: boolean): SequenceSet => {
-    if (arg?.kind !== "atom") throw new Bad("Expected a sequence set")
-    if (arg.text === "$") throw new Bad("No saved search")
+    if (arg?.kind !== "atom") throw new BadCommand("Expected a sequence set")
+    if (arg.text === "$") throw new BadCommand("No saved search")
     const set = parseSequenceSet(arg.text)
-    if (set === undefined) throw new Bad(`Not a sequence set: ${arg.text}`)
+    if (set === undefined) throw new BadCommand(`Not a sequence set: ${arg.text}`)
     if (!byUid && state.messages.length > 0) {
       const tooHigh = set.some(([from, to]) => [from, to].some((n) => n !== Infinity && n > state.messages.length))
-      if (tooHigh) throw new Bad("No such message")
+      if (tooHigh) throw new BadCommand("No such message")
     }
     return set
   }
+
+  /** Messages gone from the session's folder, told as EXPUNGEs (highest first, so each number holds when said) unless `quiet`. */
+  const leaveView = (state: Selected, gone: ReadonlyArray<FolderMessage>, quiet = false) =>
+    Effect.gen(function*() {
+      const uids = new Set(gone.map((message) => message.uid))
+      for (let seq = state.messages.length; seq >= 1; seq--) {
+        const message = state.messages[seq - 1]!
+        if (!uids.has(message.uid)) continue
+        state.messages.splice(seq - 1, 1)
+        state.sessionFlags.delete(message.uid)
+        if (!quiet) yield* untagged(`${seq} EXPUNGE`)
+      }
+    })
 
   /** Tell the session what changed in its folder since it last looked (EXPUNGE, FETCH FLAGS, EXISTS). */
   const refresh = (state: Selected) =>
     Effect.gen(function*() {
       const now = yield* store.sync(signedIn!.mailboxId, state.folder)
       const current = new Map(now.messages.map((message) => [message.uid, message]))
-      for (let seq = state.messages.length; seq >= 1; seq--) {
-        const message = state.messages[seq - 1]!
-        if (!current.has(message.uid)) {
-          state.messages.splice(seq - 1, 1)
-          state.sessionFlags.delete(message.uid)
-          yield* untagged(`${seq} EXPUNGE`)
-        }
-      }
+      yield* leaveView(state, state.messages.filter((message) => !current.has(message.uid)))
       const lastUid = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
       for (let index = 0; index < state.messages.length; index++) {
         const before = state.messages[index]!
@@ -321,7 +239,7 @@ export const makeSession = (
 
   const status = (tag: string, name: string, items: Arg | undefined) =>
     Effect.gen(function*() {
-      if (items?.kind !== "list") throw new Bad("STATUS needs a list of items")
+      if (items?.kind !== "list") throw new BadCommand("STATUS needs a list of items")
       const folders = yield* store.folders(signedIn!.mailboxId)
       const folder = findFolder(folders, decodeMailboxName(name))
       if (folder === undefined) return yield* tagged(tag, "NO", "[NONEXISTENT] No such folder")
@@ -342,7 +260,7 @@ export const makeSession = (
           : key === "SIZE"
           ? state.messages.reduce((sum, message) => sum + message.size, 0)
           : undefined
-        if (value === undefined) throw new Bad(`Unknown STATUS item ${key}`)
+        if (value === undefined) throw new BadCommand(`Unknown STATUS item ${key}`)
         out.push(new Raw(key), value)
       }
       yield* untagged(`STATUS ${serialize(encodeMailboxName(folder.name))} ${serialize(out)}`)
@@ -369,7 +287,7 @@ export const makeSession = (
       const state = selected!
       const set = sequenceSet(args[0], state, byUid)
       const spec = args[1]
-      if (spec === undefined) throw new Bad("FETCH needs items")
+      if (spec === undefined) throw new BadCommand("FETCH needs items")
       const items = (spec.kind === "list" ? spec.items : [spec]).flatMap((item) => parseFetchItem(astring(item)))
       if (byUid && !items.some((item) => item.kind === "uid")) items.unshift({ kind: "uid" })
       const messages = pick(state, set, byUid)
@@ -433,7 +351,7 @@ export const makeSession = (
       const set = sequenceSet(args[0], state, byUid)
       const action = astring(args[1]).toUpperCase()
       const match = /^([+-]?)FLAGS(\.SILENT)?$/.exec(action)
-      if (!match) throw new Bad(`Unknown STORE action ${action}`)
+      if (!match) throw new BadCommand(`Unknown STORE action ${action}`)
       const flagArg = args[2]
       const flags = (flagArg?.kind === "list" ? flagArg.items : args.slice(2)).map((arg) => astring(arg))
       if (state.readOnly) return yield* tagged(tag, "NO", "[READ-ONLY] The folder is open read-only")
@@ -465,103 +383,6 @@ export const makeSession = (
       yield* tagged(tag, "OK", `${byUid ? "UID STORE" : "STORE"} completed`)
     })
 
-  /** The SEARCH keys of `args`, as one key (a parenthesised list is one key too); sequence numbers turned into UIDs. */
-  const searchKeys = (state: Selected, args: ReadonlyArray<Arg>): SearchKey => {
-    let at = 0
-    const text = () => utf8(astring(args[at++]))
-    const date = () => {
-      const raw = astring(args[at++])
-      const day = parseSearchDate(raw)
-      if (day === undefined) throw new Bad(`Not a date: ${raw}`)
-      return day
-    }
-    const number = () => {
-      const raw = astring(args[at++])
-      if (!/^\d+$/.test(raw)) throw new Bad(`Not a number: ${raw}`)
-      return Number(raw)
-    }
-    const withSessionFlag = (flag: string, set: boolean): SearchKey => {
-      const uids = state.messages.filter((message) => state.sessionFlags.get(message.uid)?.has(flag)).map((message) => message.uid)
-      const key: SearchKey = { kind: "uids", ranges: uids.map((uid) => [uid, uid] as const) }
-      return set ? key : { kind: "not", key }
-    }
-    const one = (): SearchKey => {
-      const arg = args[at++]
-      if (arg === undefined) throw new Bad("Missing search key")
-      if (arg.kind === "list") return searchKeys(state, arg.items)
-      const name = astring(arg).toUpperCase()
-      switch (name) {
-        case "ALL":
-        case "OLD":
-        case "UNKEYWORD":
-          if (name === "UNKEYWORD") at++
-          return { kind: "all" }
-        case "NEW":
-        case "RECENT":
-        case "KEYWORD":
-          if (name === "KEYWORD") at++
-          return { kind: "none" }
-        case "SEEN":
-        case "UNSEEN":
-          return { kind: "flag", flag: "seen", set: name === "SEEN" }
-        case "FLAGGED":
-        case "UNFLAGGED":
-          return { kind: "flag", flag: "flagged", set: name === "FLAGGED" }
-        case "ANSWERED":
-        case "UNANSWERED":
-          return withSessionFlag("\\Answered", name === "ANSWERED")
-        case "DELETED":
-        case "UNDELETED":
-          return withSessionFlag("\\Deleted", name === "DELETED")
-        case "DRAFT":
-        case "UNDRAFT":
-          return withSessionFlag("\\Draft", name === "DRAFT")
-        case "FROM":
-        case "TO":
-        case "CC":
-        case "BCC":
-        case "SUBJECT":
-        case "BODY":
-        case "TEXT":
-          return { kind: "text", field: name.toLowerCase() as "from", value: text() }
-        case "HEADER": {
-          const header = astring(args[at++])
-          return { kind: "header", name: header, value: text() }
-        }
-        case "BEFORE":
-        case "ON":
-        case "SINCE":
-          return { kind: "date", field: "internal", op: name.toLowerCase() as "on", day: date() }
-        case "SENTBEFORE":
-        case "SENTON":
-        case "SENTSINCE":
-          return { kind: "date", field: "sent", op: name.slice(4).toLowerCase() as "on", day: date() }
-        case "LARGER":
-        case "SMALLER":
-          return { kind: "size", op: name.toLowerCase() as "larger", bytes: number() }
-        case "NOT":
-          return { kind: "not", key: one() }
-        case "OR": {
-          const left = one()
-          return { kind: "or", left, right: one() }
-        }
-        case "UID": {
-          const set = sequenceSet(args[at++], state, true)
-          const largest = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
-          return { kind: "uids", ranges: set.map(([a, b]) => [a === Infinity ? largest : a, b === Infinity ? largest : b].sort((x, y) => x - y) as [number, number]) }
-        }
-        default: {
-          const set = sequenceSet(arg, state, false)
-          const uids = pick(state, set, false).map((message) => message.uid)
-          return { kind: "uids", ranges: uids.map((uid) => [uid, uid] as const) }
-        }
-      }
-    }
-    const keys: Array<SearchKey> = []
-    while (at < args.length) keys.push(one())
-    return keys.length === 1 ? keys[0]! : { kind: "and", keys }
-  }
-
   const search = (tag: string, args: ReadonlyArray<Arg>, byUid: boolean) =>
     Effect.gen(function*() {
       const state = selected!
@@ -571,8 +392,17 @@ export const makeSession = (
         if (charset !== "UTF-8" && charset !== "US-ASCII") return yield* tagged(tag, "NO", "[BADCHARSET (UTF-8 US-ASCII)] Unknown charset")
         rest = rest.slice(2)
       }
-      if (rest.length === 0) throw new Bad("SEARCH needs a key")
-      const key = searchKeys(state, rest)
+      if (rest.length === 0) throw new BadCommand("SEARCH needs a key")
+      const largest = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
+      const key = readSearchKeys(rest, {
+        withFlag: (flag) => state.messages.filter((message) => state.sessionFlags.get(message.uid)?.has(flag)).map((message) => message.uid),
+        bySequence: (arg) => pick(state, sequenceSet(arg, state, false), false).map((message) => message.uid),
+        uidRanges: (arg) =>
+          sequenceSet(arg, state, true).map(([a, b]) => {
+            const [from, to] = [a === Infinity ? largest : a, b === Infinity ? largest : b]
+            return [Math.min(from, to), Math.max(from, to)] as const
+          })
+      })
       const uids = yield* store.search(signedIn!.mailboxId, state.folder, key)
       const found = byUid ? uids.filter((uid) => seqOf(uid) !== undefined) : uids.flatMap((uid) => seqOf(uid) ?? [])
       yield* untagged(`SEARCH${found.map((n) => ` ${n}`).join("")}`)
@@ -589,14 +419,7 @@ export const makeSession = (
         (only === undefined || inSequenceSet(only, message.uid, state.messages[state.messages.length - 1]!.uid))
       )
       if (doomed.length > 0) yield* store.deleteEmails(signedIn!.principal, doomed.map((message) => message.emailId))
-      const gone = new Set(doomed.map((message) => message.uid))
-      for (let seq = state.messages.length; seq >= 1; seq--) {
-        const message = state.messages[seq - 1]!
-        if (!gone.has(message.uid)) continue
-        state.messages.splice(seq - 1, 1)
-        state.sessionFlags.delete(message.uid)
-        if (!quiet) yield* untagged(`${seq} EXPUNGE`)
-      }
+      yield* leaveView(state, doomed, quiet)
       if (tag !== "") yield* tagged(tag, "OK", "EXPUNGE completed")
     })
 
@@ -617,6 +440,11 @@ export const makeSession = (
       if (messages.length === 0) return yield* tagged(tag, "OK", `${command} completed: no messages`)
       const change = filing(state.folder, target, move, messages.map((message) => message.direction))
       if ("refused" in change) return yield* tagged(tag, "NO", `[CANNOT] ${change.refused}`)
+      if ("deletes" in change) {
+        yield* store.deleteEmails(signedIn!.principal, messages.map((message) => message.emailId))
+        yield* leaveView(state, messages)
+        return yield* tagged(tag, "OK", `${command} completed: deleted (Mailroom keeps no deleted mail)`)
+      }
       yield* store.changeLabels(signedIn!.principal, messages.map((message) => message.emailId), change)
       const filed = yield* store.sync(signedIn!.mailboxId, target)
       const uidIn = new Map(filed.messages.map((message) => [message.emailId, message.uid]))
@@ -629,14 +457,7 @@ export const makeSession = (
         : `[COPYUID ${filed.uidValidity} ${pairs.map(([from]) => from).join(",")} ${pairs.map(([, to]) => to).join(",")}] `
       if (!move) return yield* tagged(tag, "OK", `${copyUid}${command} completed`)
       if (copyUid !== "") yield* untagged(`OK ${copyUid}Moved`)
-      const moved = new Set(messages.map((message) => message.uid))
-      for (let seq = state.messages.length; seq >= 1; seq--) {
-        const message = state.messages[seq - 1]!
-        if (!moved.has(message.uid)) continue
-        state.messages.splice(seq - 1, 1)
-        state.sessionFlags.delete(message.uid)
-        yield* untagged(`${seq} EXPUNGE`)
-      }
+      yield* leaveView(state, messages)
       yield* tagged(tag, "OK", `${command} completed`)
     })
 
@@ -648,7 +469,7 @@ export const makeSession = (
   const append = (tag: string, args: ReadonlyArray<Arg>) =>
     Effect.gen(function*() {
       const message = args[args.length - 1]
-      if (args.length < 2 || message?.kind !== "string") throw new Bad("APPEND takes a folder and a message")
+      if (args.length < 2 || message?.kind !== "string") throw new BadCommand("APPEND takes a folder and a message")
       const target = findFolder(yield* store.folders(signedIn!.mailboxId), decodeMailboxName(astring(args[0])))
       if (target === undefined) return yield* tagged(tag, "NO", "[TRYCREATE] No such folder")
       const refusal = "[CANNOT] Mail is added by receiving or sending it; Sent keeps the mail sent from this mailbox already"
@@ -700,7 +521,7 @@ export const makeSession = (
       return "continue" as const
     })
 
-  /** A command's work; its mistakes are thrown as Bad (defects here), the store's refusals fail it. */
+  /** A command's work; its mistakes are thrown as BadCommand (defects here), the store's refusals fail it. */
   const run = (command: Command): Effect.Effect<Next, ImapRefused> =>
     Effect.gen(function*() {
       const { args, name, tag } = command
@@ -713,7 +534,7 @@ export const makeSession = (
           ? current !== "notAuthenticated"
           : current === "selected"
         if (!ok) {
-          throw new Bad(
+          throw new BadCommand(
             state === "notAuthenticated" ? "Already signed in" : state === "authenticated" ? "Sign in first" : "Select a folder first"
           )
         }
@@ -739,7 +560,7 @@ export const makeSession = (
           return yield* done("ID completed")
         case "STARTTLS":
           needs("notAuthenticated")
-          if (!options.canStartTls()) throw new Bad("STARTTLS is not available here")
+          if (!options.canStartTls()) throw new BadCommand("STARTTLS is not available here")
           yield* tagged(tag, "OK", "Begin TLS negotiation now")
           return "startTls"
         case "LOGIN": {
@@ -778,7 +599,7 @@ export const makeSession = (
         case "LIST":
         case "LSUB":
           needs("authenticated")
-          if (args.length > 2 || args[0]?.kind === "list") throw new Bad("LIST takes a reference and a pattern")
+          if (args.length > 2 || args[0]?.kind === "list") throw new BadCommand("LIST takes a reference and a pattern")
           yield* list(tag, name, astring(args[0]), astring(args[1]))
           return "continue"
         case "STATUS":
@@ -794,7 +615,7 @@ export const makeSession = (
         case "RENAME":
           needs("authenticated")
           return yield* Effect.as(
-            tagged(tag, "NO", "[CANNOT] Folders here are INBOX, Sent, Junk and the labels mail carries: label mail to make one"),
+            tagged(tag, "NO", "[CANNOT] Folders here are INBOX, Sent, Junk, Trash and the labels mail carries: label mail to make one"),
             "continue" as const
           )
         case "APPEND":
@@ -845,11 +666,11 @@ export const makeSession = (
           else if (sub === "SEARCH") yield* search(tag, rest, true)
           else if (sub === "EXPUNGE") yield* expunge(tag, sequenceSet(rest[0], selected!, true), false)
           else if (sub === "COPY" || sub === "MOVE") yield* copyOrMove(tag, rest, true, sub === "MOVE")
-          else throw new Bad(`Unknown UID command ${sub}`)
+          else throw new BadCommand(`Unknown UID command ${sub}`)
           return "continue"
         }
         default:
-          throw new Bad(`Unknown command ${name}`)
+          throw new BadCommand(`Unknown command ${name}`)
       }
     })
 
@@ -866,7 +687,7 @@ export const makeSession = (
           : Effect.as(refused(command.tag, refusal), "continue" as const)
       ),
       Effect.catchAllDefect((defect) =>
-        defect instanceof Bad
+        defect instanceof BadCommand
           ? Effect.as(tagged(command.tag, "BAD", defect.message), "continue" as const)
           : Effect.zipRight(Effect.logError("IMAP command failed", defect), Effect.as(tagged(command.tag, "NO", "[SERVERBUG] The command failed"), "continue" as const))
       )

@@ -188,7 +188,7 @@ describe("a message as IMAP reads it", () => {
 })
 
 describe("filing mail between folders", () => {
-  const [inbox, sent, junk] = systemFolders as [Folder, Folder, Folder]
+  const [inbox, sent, junk, trash] = systemFolders as [Folder, Folder, Folder, Folder]
   const acme = foldersOf(["Acme"]).find((folder) => folder.label === "Acme")!
   const later = foldersOf(["Later"]).find((folder) => folder.label === "Later")!
   const received = ["inbound"]
@@ -201,6 +201,9 @@ describe("filing mail between folders", () => {
     expect(filing(junk, inbox, true, received)).toEqual({ add: [], remove: ["spam", "blocked"] })
     expect(filing(junk, acme, true, received)).toEqual({ add: ["Acme"], remove: ["spam", "blocked"] })
     expect(filing(sent, acme, false, ["outbound"])).toEqual({ add: ["Acme"], remove: [] })
+    // Mailroom keeps no deleted mail: Trash is where mail programs delete by moving.
+    expect(filing(acme, trash, true, ["inbound", "outbound"])).toEqual({ deletes: true })
+    expect(filing(inbox, trash, false, received)).toEqual({ refused: "MOVE mail to Trash to delete it" })
   })
 
   it("refuses what folders as views cannot show", () => {
@@ -209,5 +212,7 @@ describe("filing mail between folders", () => {
     expect(filing(inbox, junk, false, received)).toMatchObject({ refused: expect.stringContaining("MOVE it between them") })
     expect(filing(acme, junk, true, ["inbound", "outbound"])).toEqual({ refused: "Only received mail goes to INBOX or Junk" })
     expect(filing(acme, acme, false, received)).toEqual({ refused: "The messages are in this folder already" })
+    // A label named as a system folder is listed apart.
+    expect(foldersOf(["Trash"]).map((folder) => folder.name)).toEqual(["INBOX", "Sent", "Junk", "Trash", "Labels/Trash"])
   })
 })

@@ -15,7 +15,7 @@ import { insertUser } from "../support/users.ts"
 
 const services = FolderViews.Default.pipe(Layer.provideMerge(testDatabase))
 
-const [inbox, sent, junk] = systemFolders as [Folder, Folder, Folder]
+const [inbox, sent, junk, trash] = systemFolders as [Folder, Folder, Folder, Folder]
 const label = (name: string) => foldersOf([name]).find((folder) => folder.label === name)!
 
 const setLabels = (id: string, labels: ReadonlyArray<string>) =>
@@ -40,7 +40,8 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       expect((yield* views.sync(mailbox.mailboxId, sent)).messages.map((m) => m.emailId)).toEqual([outbound.id])
       expect((yield* views.sync(mailbox.mailboxId, junk)).messages.map((m) => m.emailId)).toEqual([spam.id])
       expect((yield* views.sync(mailbox.mailboxId, label("Clients/Acme"))).messages.map((m) => m.emailId)).toEqual([second.id])
-      expect((yield* views.folders(mailbox.mailboxId)).map((folder) => folder.name)).toEqual(["INBOX", "Sent", "Junk", "Clients/Acme"])
+      expect((yield* views.sync(mailbox.mailboxId, trash)).messages).toEqual([])
+      expect((yield* views.folders(mailbox.mailboxId)).map((folder) => folder.name)).toEqual(["INBOX", "Sent", "Junk", "Trash", "Clients/Acme"])
 
       // Looked at again: the same numbers, the same UIDVALIDITY.
       const again = yield* views.sync(mailbox.mailboxId, inbox)

@@ -103,9 +103,10 @@ describe("IMAP", () => {
     const client = await connect(box.address, box.user.apiKey)
     expect(client.secureConnection || (client as unknown as { _socket?: tls.TLSSocket })._socket instanceof tls.TLSSocket).toBeTruthy()
     const folders = await client.list()
-    expect(folders.map((folder) => folder.path)).toEqual(["INBOX", "Sent", "Junk"])
+    expect(folders.map((folder) => folder.path)).toEqual(["INBOX", "Sent", "Junk", "Trash"])
     expect(folders.find((folder) => folder.path === "Sent")?.specialUse).toBe("\\Sent")
     expect(folders.find((folder) => folder.path === "Junk")?.specialUse).toBe("\\Junk")
+    expect(folders.find((folder) => folder.path === "Trash")?.specialUse).toBe("\\Trash")
 
     const status = await client.status("INBOX", { messages: true, unseen: true, uidNext: true })
     expect(status).toMatchObject({ messages: 1, unseen: 1, uidNext: 2 })
@@ -228,7 +229,7 @@ describe("IMAP", () => {
         body: { add_labels: ["Clients/Acme", "Sent"] }
       })
       const paths = (await client.list()).map((folder) => folder.path)
-      expect(paths).toEqual(["INBOX", "Sent", "Junk", "Clients", "Clients/Acme", "Labels", "Labels/Sent"])
+      expect(paths).toEqual(["INBOX", "Sent", "Junk", "Trash", "Clients", "Clients/Acme", "Labels", "Labels/Sent"])
       const acme = (await client.list()).find((folder) => folder.path === "Clients/Acme")
       expect(acme?.flags.has("\\HasNoChildren")).toBe(true)
       expect((await client.list()).find((folder) => folder.path === "Clients")?.flags.has("\\Noselect")).toBe(true)
@@ -238,11 +239,14 @@ describe("IMAP", () => {
     }
   })
 
-  it("deletes what a client expunges, as DELETE /emails does; mail sent from the mailbox is in Sent, seen", async () => {
+  it("deletes what a client expunges or moves to Trash, as DELETE /emails does; mail sent from the mailbox is in Sent, seen", async () => {
     const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     const subject = `To delete ${fresh("d")}`
     await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Bye." })
     const email = await arrived(box, subject)
+    const trashed = `To trash ${fresh("t")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject: trashed, text: "Bye too." })
+    const trashedEmail = await arrived(box, trashed)
     const sent = await withKey(suite.url, box.user).POST("/v1/api/mailboxes/{mailboxId}/send", {
       params: { path: { mailboxId: box.mailboxId } },
       body: { to: ["someone@example.com"], subject: `Note ${fresh("n")}`, text: "Kept in Sent." }
@@ -266,7 +270,16 @@ describe("IMAP", () => {
       expect((await expunged).seq).toBe(1)
       const gone = await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: email.email_id } } })
       expect(gone.response.status).toBe(404)
+
+      // A mail program's Delete: MOVE to Trash, which keeps nothing.
+      expect(await client.messageCopy("2", "Trash", { uid: true })).toBe(false)
+      expect(await client.messageMove("2", "Trash", { uid: true })).toMatchObject({ destination: "Trash" })
+      const alsoGone = await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}", {
+        params: { path: { emailId: trashedEmail.email_id } }
+      })
+      expect(alsoGone.response.status).toBe(404)
       expect(await client.status("INBOX", { messages: true })).toMatchObject({ messages: 0 })
+      expect(await client.status("Trash", { messages: true })).toMatchObject({ messages: 0 })
     } finally {
       lock.release()
     }

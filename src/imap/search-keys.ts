@@ -1,0 +1,107 @@
+/**
+ * SEARCH's keys (RFC 3501 §6.4.4) read into the store's SearchKey: flags kept as labels are asked of the
+ * store; flags kept for the session, sequence numbers and `*` are resolved here against the session's
+ * view, so the store sees UIDs only.
+ */
+import type { SearchKey } from "../../services/imap/views.ts"
+import { type Arg, astring, BadCommand, parseSearchDate, utf8 } from "./protocol.ts"
+
+/** What the session's view of its folder answers while its keys are read. */
+export interface SearchContext {
+  /** The UIDs of the messages carrying a flag kept for the session (\\Answered, \\Deleted, \\Draft). */
+  readonly withFlag: (flag: string) => ReadonlyArray<number>
+  /** The UIDs a sequence-number set names. */
+  readonly bySequence: (arg: Arg) => ReadonlyArray<number>
+  /** A UID set's ranges, `*` resolved. */
+  readonly uidRanges: (arg: Arg | undefined) => ReadonlyArray<readonly [number, number]>
+}
+
+/** The SEARCH keys of `args`, as one key (a parenthesised list is one key too); sequence numbers turned into UIDs. */
+export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext): SearchKey => {
+  let at = 0
+  const text = () => utf8(astring(args[at++]))
+  const date = () => {
+    const raw = astring(args[at++])
+    const day = parseSearchDate(raw)
+    if (day === undefined) throw new BadCommand(`Not a date: ${raw}`)
+    return day
+  }
+  const number = () => {
+    const raw = astring(args[at++])
+    if (!/^\d+$/.test(raw)) throw new BadCommand(`Not a number: ${raw}`)
+    return Number(raw)
+  }
+  const withSessionFlag = (flag: string, set: boolean): SearchKey => {
+    const key: SearchKey = { kind: "uids", ranges: context.withFlag(flag).map((uid) => [uid, uid] as const) }
+    return set ? key : { kind: "not", key }
+  }
+  const one = (): SearchKey => {
+    const arg = args[at++]
+    if (arg === undefined) throw new BadCommand("Missing search key")
+    if (arg.kind === "list") return readSearchKeys(arg.items, context)
+    const name = astring(arg).toUpperCase()
+    switch (name) {
+      case "ALL":
+      case "OLD":
+      case "UNKEYWORD":
+        if (name === "UNKEYWORD") at++
+        return { kind: "all" }
+      case "NEW":
+      case "RECENT":
+      case "KEYWORD":
+        if (name === "KEYWORD") at++
+        return { kind: "none" }
+      case "SEEN":
+      case "UNSEEN":
+        return { kind: "flag", flag: "seen", set: name === "SEEN" }
+      case "FLAGGED":
+      case "UNFLAGGED":
+        return { kind: "flag", flag: "flagged", set: name === "FLAGGED" }
+      case "ANSWERED":
+      case "UNANSWERED":
+        return withSessionFlag("\\Answered", name === "ANSWERED")
+      case "DELETED":
+      case "UNDELETED":
+        return withSessionFlag("\\Deleted", name === "DELETED")
+      case "DRAFT":
+      case "UNDRAFT":
+        return withSessionFlag("\\Draft", name === "DRAFT")
+      case "FROM":
+      case "TO":
+      case "CC":
+      case "BCC":
+      case "SUBJECT":
+      case "BODY":
+      case "TEXT":
+        return { kind: "text", field: name.toLowerCase() as "from", value: text() }
+      case "HEADER": {
+        const header = astring(args[at++])
+        return { kind: "header", name: header, value: text() }
+      }
+      case "BEFORE":
+      case "ON":
+      case "SINCE":
+        return { kind: "date", field: "internal", op: name.toLowerCase() as "on", day: date() }
+      case "SENTBEFORE":
+      case "SENTON":
+      case "SENTSINCE":
+        return { kind: "date", field: "sent", op: name.slice(4).toLowerCase() as "on", day: date() }
+      case "LARGER":
+      case "SMALLER":
+        return { kind: "size", op: name.toLowerCase() as "larger", bytes: number() }
+      case "NOT":
+        return { kind: "not", key: one() }
+      case "OR": {
+        const left = one()
+        return { kind: "or", left, right: one() }
+      }
+      case "UID":
+        return { kind: "uids", ranges: context.uidRanges(args[at++]) }
+      default:
+        return { kind: "uids", ranges: context.bySequence(arg).map((uid) => [uid, uid] as const) }
+    }
+  }
+  const keys: Array<SearchKey> = []
+  while (at < args.length) keys.push(one())
+  return keys.length === 1 ? keys[0]! : { kind: "and", keys }
+}
