@@ -44,8 +44,8 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
       })
 
     /** LOGIN / AUTHENTICATE: the mailbox `address` names, for the API key given as the password. */
-    const signIn = (address: string, apiKey: string): Effect.Effect<SignedIn, ImapRefused> =>
-      Effect.gen(function*() {
+    const signIn = Effect.fn("ImapStore.signIn")(
+      function*(address: string, apiKey: string) {
         const { decision, principal } = yield* authenticator.authenticate({ kind: "apiKey", secret: apiKey })
         if (!decision.allowed) {
           return yield* new ImapRefused({
@@ -60,59 +60,63 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
             text: "The user name must be the address of a mailbox this API key reaches"
           })
         }
-        return { principal, mailboxId: mailbox.id, address: mailbox.address }
-      }).pipe(Effect.catchTags({
+        return { principal, mailboxId: mailbox.id, address: mailbox.address } satisfies SignedIn
+      },
+      Effect.catchTags({
         Unauthorized: () =>
           Effect.fail(new ImapRefused({ code: "AUTHENTICATIONFAILED", text: "Authentication failed: the password must be a valid API key" })),
         SqlError: outage
-      }))
+      })
+    )
 
     /** Before each command: the key still valid, the mailbox still there and reached. */
-    const recheck = (apiKey: string, mailboxId: string): Effect.Effect<Principal, ImapRefused> =>
-      Effect.gen(function*() {
+    const recheck = Effect.fn("ImapStore.recheck")(
+      function*(apiKey: string, mailboxId: string) {
         const principal = yield* authenticator.identify({ kind: "apiKey", secret: apiKey })
         const rows = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${principal.userId} AND status = 'active'`
         const reached = rows.length > 0 && Option.match(principal.mailboxes, { onNone: () => true, onSome: (ids) => ids.includes(mailboxId) })
         if (!reached) return yield* new ImapRefused({ code: "NONEXISTENT", text: "The mailbox no longer exists" })
         return principal
-      }).pipe(Effect.catchTags({
+      },
+      Effect.catchTags({
         Unauthorized: () => Effect.fail(new ImapRefused({ code: "AUTHENTICATIONFAILED", text: "The API key is no longer valid" })),
         SqlError: outage
-      }))
+      })
+    )
 
     const readOnly = new ImapRefused({ code: "NOPERM", text: "This API key is read-only: it changes nothing" })
     const expungeIssued = new ImapRefused({ code: "EXPUNGEISSUED", text: "Some of these messages were deleted meanwhile; NOOP to see" })
 
     /** STORE of a permanent flag: the label change on the emails; their labels now, by email id. */
-    const changeLabels = (principal: Principal, emailIds: ReadonlyArray<string>, change: LabelChange) =>
-      principal.readOnly
-        ? Effect.fail(readOnly)
-        : labels.update(principal.userId, emailIds, change).pipe(
-          Effect.map((rows) => new Map(rows.map((row) => [row.id, row.labels]))),
-          Effect.catchAll((error) =>
-            error._tag === "NotFound"
-              ? Effect.fail(expungeIssued)
-              : error._tag === "ValidationError" || error._tag === "FactLabel"
-              ? Effect.fail(new ImapRefused({ code: "CANNOT", text: error.message }))
-              : outage(error)
-          )
+    const changeLabels = Effect.fn("ImapStore.changeLabels")(function*(principal: Principal, emailIds: ReadonlyArray<string>, change: LabelChange) {
+      if (principal.readOnly) return yield* readOnly
+      const rows = yield* labels.update(principal.userId, emailIds, change).pipe(
+        Effect.catchAll((error) =>
+          error._tag === "NotFound"
+            ? Effect.fail(expungeIssued)
+            : error._tag === "ValidationError" || error._tag === "FactLabel"
+            ? Effect.fail(new ImapRefused({ code: "CANNOT", text: error.message }))
+            : outage(error)
         )
+      )
+      return new Map(rows.map((row) => [row.id, row.labels]))
+    })
 
     /** EXPUNGE: the emails deleted, as DELETE /emails does (sent mail still being delivered is kept: CANNOT). */
-    const deleteEmails = (principal: Principal, emailIds: ReadonlyArray<string>) =>
-      principal.readOnly
-        ? Effect.fail(readOnly)
-        : deletions.emails(principal.userId, emailIds).pipe(
-          Effect.asVoid,
-          Effect.catchAll((error) =>
-            error._tag === "NotFound"
-              ? Effect.fail(expungeIssued)
-              : error._tag === "Conflict"
-              ? Effect.fail(new ImapRefused({ code: "CANNOT", text: error.message }))
-              : outage(error)
-          )
+    const deleteEmails = Effect.fn("ImapStore.deleteEmails")(function*(principal: Principal, emailIds: ReadonlyArray<string>) {
+      if (principal.readOnly) return yield* readOnly
+      yield* deletions.emails(principal.userId, emailIds).pipe(
+        Effect.catchAll((error) =>
+          error._tag === "NotFound"
+            ? Effect.fail(expungeIssued)
+            : error._tag === "Conflict"
+            ? Effect.fail(new ImapRefused({ code: "CANNOT", text: error.message }))
+            : outage(error)
         )
+      )
+    })
 
-    return { folders: views.folders, sync: views.sync, raw: views.raw, search: views.search, sentCopy: views.sentCopy, signIn, recheck, changeLabels, deleteEmails } as const
+    const { folders, raw, search, sentCopy, sync } = views
+    return { folders, sync, raw, search, sentCopy, signIn, recheck, changeLabels, deleteEmails } as const
   })
 }) {}

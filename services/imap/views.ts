@@ -53,7 +53,7 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     const sql = yield* SqlClient.SqlClient
 
     /** The folders of a mailbox: the system ones and one per label its mail carries. */
-    const folders = Effect.fn("ImapStore.folders")(function*(mailboxId: string) {
+    const folders = Effect.fn("FolderViews.folders")(function*(mailboxId: string) {
       const rows = yield* sql<{ label: string }>`
         SELECT DISTINCT l.label FROM emails e, unnest(e.labels) AS l(label) WHERE e.mailbox_id = ${mailboxId}`
       return foldersOf(rows.map((row) => row.label))
@@ -80,7 +80,7 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
      * emails that left it lose theirs. One transaction, the folder's row locked, so sessions numbering
      * the same folder at once take turns.
      */
-    const sync = Effect.fn("ImapStore.sync")(function*(mailboxId: string, folder: Folder) {
+    const sync = Effect.fn("FolderViews.sync")(function*(mailboxId: string, folder: Folder) {
       const key = folderKey(folder)
       return yield* Effect.gen(function*() {
         yield* sql`
@@ -131,7 +131,7 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     }, Effect.catchTag("SqlError", outage))
 
     /** The raw messages of some of the mailbox's emails, by email id (an email deleted since is absent). */
-    const raw = Effect.fn("ImapStore.raw")(function*(mailboxId: string, emailIds: ReadonlyArray<string>) {
+    const raw = Effect.fn("FolderViews.raw")(function*(mailboxId: string, emailIds: ReadonlyArray<string>) {
       const rows = yield* sql<{ id: string; content: Uint8Array }>`
         SELECT e.id, b.content FROM emails e JOIN blobs b ON b.sha256 = e.raw_sha256
         WHERE e.mailbox_id = ${mailboxId} AND e.id = ANY(${[...emailIds]}::text[])`
@@ -194,7 +194,7 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     }
 
     /** The UIDs of the folder's messages (as numbered so far) that match `key`, ascending. */
-    const search = Effect.fn("ImapStore.search")(function*(mailboxId: string, folder: Folder, key: SearchKey) {
+    const search = Effect.fn("FolderViews.search")(function*(mailboxId: string, folder: Folder, key: SearchKey) {
       const rows = yield* sql<{ uid: string }>`
         SELECT m.uid FROM imap_messages m JOIN emails e ON e.id = m.email_id
         WHERE m.mailbox_id = ${mailboxId} AND m.folder = ${folderKey(folder)} AND ${condition(key)}

@@ -83,12 +83,18 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
             target.end("* BYE Autologout: idle too long\r\n")
           })
         }
+        /** Written in order; a client reading slowly holds the session back (the socket's buffer drains first). */
         const send = (text: string) =>
           Effect.async<void>((resume) => {
-            if (socket.destroyed) return resume(Effect.void)
-            if (socket.write(Buffer.from(text, "latin1"))) return resume(Effect.void)
-            socket.once("drain", () => resume(Effect.void))
-            socket.once("close", () => resume(Effect.void))
+            const target = socket
+            if (target.destroyed || target.write(Buffer.from(text, "latin1"))) return resume(Effect.void)
+            const done = () => {
+              target.off("drain", done)
+              target.off("close", done)
+              resume(Effect.void)
+            }
+            target.on("drain", done)
+            target.on("close", done)
           })
         const session = makeSession(store, {
           secure: () => secure,
@@ -117,7 +123,11 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
             while ((yield* Queue.take(signals)) !== userId) {
               // another account's
             }
-          }).pipe(Effect.timeout(IDLE_POLL), Effect.ignore)
+          }).pipe(
+            Effect.timeout(IDLE_POLL),
+            // No signal within IDLE_POLL: a wake-up all the same (a signal is best effort).
+            Effect.ignore
+          )
           yield* session.idleTick
           while (true) {
             // A take interrupted by the signal loses nothing: the line stays queued.

@@ -5,15 +5,12 @@
  * the client sees is checked against what the API says. Protocol details a library hides (literals,
  * refusals by response code, LOGINDISABLED before TLS) are checked with a bare socket.
  */
-import { execFileSync } from "node:child_process"
-import * as fs from "node:fs"
 import net from "node:net"
-import * as os from "node:os"
-import * as path from "node:path"
 import tls from "node:tls"
 import { ImapFlow } from "imapflow"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { withApiKey } from "../support/accounts.ts"
+import { useCertificate } from "../support/certificate.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import { scrape } from "../support/metrics.ts"
 import { sendMail } from "../support/send-mail.ts"
@@ -21,26 +18,19 @@ import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts
 import { withKey, withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
-const certDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-imap-tls-"))
-const cert = path.join(certDir, "cert.pem")
-const key = path.join(certDir, "key.pem")
+const certificate = useCertificate("imap-tls")
 let imapPort: number
 let imapsPort: number
 let suite: SuiteServer
 
 beforeAll(async () => {
-  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", key, "-out", cert], {
-    stdio: "ignore"
-  })
   imapPort = await freePort()
   imapsPort = await freePort()
 })
-afterAll(() => fs.rmSync(certDir, { recursive: true, force: true }))
 useSuiteServer((s) => {
   suite = s
 }, {
-  SMTP_TLS_CERT: cert,
-  SMTP_TLS_KEY: key,
+  ...certificate.env,
   get IMAP_PORT() {
     return String(imapPort)
   },

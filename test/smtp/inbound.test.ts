@@ -5,17 +5,14 @@
  * (the free plan allows 20 API requests a minute per user), so polling stays cheap.
  */
 import { createHash, randomBytes } from "node:crypto"
-import { execFileSync } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import nodemailer from "nodemailer"
 import type Mail from "nodemailer/lib/mailer"
 import MailComposer from "nodemailer/lib/mail-composer"
 import pg from "pg"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { isoMillis, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
+import { useCertificate } from "../support/certificate.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { mode } from "../support/services.ts"
 import { type Box, DOMAIN, fresh as freshName, newBox as newUserBox, type User } from "../support/mailboxes.ts"
@@ -718,19 +715,10 @@ describe("inbound SMTP and reading mail", () => {
 // ---------------------------------------------------------------------------------------------
 
 describe("STARTTLS with a configured certificate", () => {
-  const certDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-smtp-tls-"))
-  const cert = path.join(certDir, "cert.pem")
-  const key = path.join(certDir, "key.pem")
-  // Registered before the server's hook, so the files exist when it starts.
-  beforeAll(() => {
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", key, "-out", cert], {
-      stdio: "ignore"
-    })
-  })
-  afterAll(() => fs.rmSync(certDir, { recursive: true, force: true }))
+  const certificate = useCertificate("smtp-tls")
   useSuiteServer((s) => {
     suite = s
-  }, { SMTP_TLS_CERT: cert, SMTP_TLS_KEY: key })
+  }, certificate.env)
 
   it("EHLO advertises STARTTLS, and nodemailer requiring TLS delivers a message that becomes readable", async () => {
     const session = await connectSmtp(suite.server.smtpPort)

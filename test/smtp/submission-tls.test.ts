@@ -3,13 +3,10 @@
  * certificate (SMTP_TLS_CERT / SMTP_TLS_KEY) AUTH needs STARTTLS, and without one a listener on a
  * host other than loopback refuses every AUTH. What is sent once signed in is test/outbound's.
  */
-import { execFileSync } from "node:child_process"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import nodemailer from "nodemailer"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { withApiKey } from "../support/accounts.ts"
+import { useCertificate } from "../support/certificate.ts"
 import { newBox } from "../support/mailboxes.ts"
 import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { connectSmtp } from "../support/smtp-client.ts"
@@ -17,26 +14,19 @@ import { connectSmtp } from "../support/smtp-client.ts"
 const plain = (apiKey: string) => `AUTH PLAIN ${Buffer.from(`\0agent\0${apiKey}`).toString("base64")}`
 
 describe("submission with a certificate", () => {
-  const certDir = fs.mkdtempSync(path.join(os.tmpdir(), "mailroom-submission-tls-"))
-  const cert = path.join(certDir, "cert.pem")
-  const key = path.join(certDir, "key.pem")
+  const certificate = useCertificate("submission-tls")
   let port: number
   let implicitPort: number
   let suite: SuiteServer
-  // Registered before the server's hook, so the files and the port exist when it starts.
+  // Registered before the server's hook, so the port exists when it starts.
   beforeAll(async () => {
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost", "-days", "1", "-keyout", key, "-out", cert], {
-      stdio: "ignore"
-    })
     port = await freePort()
     implicitPort = await freePort()
   })
-  afterAll(() => fs.rmSync(certDir, { recursive: true, force: true }))
   useSuiteServer((s) => {
     suite = s
   }, {
-    SMTP_TLS_CERT: cert,
-    SMTP_TLS_KEY: key,
+    ...certificate.env,
     get SUBMISSION_PORT() {
       return String(port)
     },
