@@ -58,11 +58,20 @@ export const foldersOf = (labels: ReadonlyArray<string>): ReadonlyArray<Folder> 
 ]
 
 /**
- * The folder a mail program names, among `folders`. INBOX is case-insensitive (RFC 3501 §5.1); other
- * names are as listed.
+ * The folders a mail program's name may mean, before asking whether the mailbox's mail carries their
+ * label: a system folder (INBOX in any case, RFC 3501 §5.1; the others as listed), or a label's
+ * (`Labels/Sent` is the label `Sent`, or one named `Labels/Sent`).
  */
-export const findFolder = (folders: ReadonlyArray<Folder>, name: string): Folder | undefined =>
-  name.toUpperCase() === "INBOX" ? folders[0] : folders.find((folder) => folder.name === name)
+export const foldersNamed = (name: string): ReadonlyArray<Folder> => {
+  if (name.toUpperCase() === "INBOX") return [systemFolders[0]!]
+  const system = systemFolders.find((folder) => folder.name === name)
+  if (system !== undefined) return [system]
+  const labels = name.startsWith("Labels/") ? [name.slice("Labels/".length), name] : [name]
+  return labels.flatMap((label) => {
+    const folder = labelFolder(label)
+    return folder?.name === name ? [folder] : []
+  })
+}
 
 /** The key a folder's UIDs are kept under (imap_folders.folder). */
 export const folderKey = (folder: Folder): string => (folder.kind === "label" ? `label:${folder.label}` : folder.kind)

@@ -116,7 +116,7 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
       )
     })
 
-    const { folders, raw, search, sentCopy, sync } = views
-    return { folders, sync, raw, search, sentCopy, signIn, recheck, changeLabels, deleteEmails } as const
+    const { folders, raw, resolve, search, sentCopy, sync } = views
+    return { folders, resolve, sync, raw, search, sentCopy, signIn, recheck, changeLabels, deleteEmails } as const
   })
 }) {}

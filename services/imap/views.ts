@@ -14,7 +14,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { escapeLike } from "../like.ts"
 import { UNREAD } from "../mail/label-rules.ts"
-import { FLAGGED_LABEL, type Folder, folderKey, foldersOf, JUNK_LABELS } from "./folders.ts"
+import { FLAGGED_LABEL, type Folder, folderKey, foldersNamed, foldersOf, JUNK_LABELS } from "./folders.ts"
 import { outage } from "./refusals.ts"
 
 /** A message of a folder, as a session keeps it. */
@@ -57,6 +57,19 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
       const rows = yield* sql<{ label: string }>`
         SELECT DISTINCT l.label FROM emails e, unnest(e.labels) AS l(label) WHERE e.mailbox_id = ${mailboxId}`
       return foldersOf(rows.map((row) => row.label))
+    }, Effect.catchTag("SqlError", outage))
+
+    /**
+     * The folder a mail program names, if the mailbox has it: a system folder without a read, a label's
+     * when some email of the mailbox carries the label (one probe, not the whole list LIST reads).
+     */
+    const resolve = Effect.fn("FolderViews.resolve")(function*(mailboxId: string, name: string) {
+      for (const folder of foldersNamed(name)) {
+        if (folder.kind !== "label") return folder
+        const carried = yield* sql`SELECT 1 FROM emails WHERE mailbox_id = ${mailboxId} AND ${folder.label ?? ""} = ANY(labels) LIMIT 1`
+        if (carried.length > 0) return folder
+      }
+      return undefined
     }, Effect.catchTag("SqlError", outage))
 
     /** Which of the mailbox's emails `e` are in `folder`. */
@@ -210,6 +223,6 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
       return rows[0]?.id
     }, Effect.catchTag("SqlError", outage))
 
-    return { folders, sync, raw, search, sentCopy } as const
+    return { folders, resolve, sync, raw, search, sentCopy } as const
   })
 }) {}

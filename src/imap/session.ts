@@ -14,7 +14,6 @@ import { Effect, Option } from "effect"
 import {
   filing,
   type Folder,
-  findFolder,
   flagsOf,
   HIERARCHY_DELIMITER,
   impliedParents,
@@ -191,8 +190,7 @@ export const makeSession = (
   const select = (tag: string, name: string, examine: boolean) =>
     Effect.gen(function*() {
       selected = undefined
-      const folders = yield* store.folders(signedIn!.mailboxId)
-      const folder = findFolder(folders, decodeMailboxName(name))
+      const folder = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(name))
       if (folder === undefined) return yield* tagged(tag, "NO", "[NONEXISTENT] No such folder")
       const state = yield* store.sync(signedIn!.mailboxId, folder)
       const readOnly = examine || signedIn!.principal.readOnly
@@ -240,8 +238,7 @@ export const makeSession = (
   const status = (tag: string, name: string, items: Arg | undefined) =>
     Effect.gen(function*() {
       if (items?.kind !== "list") throw new BadCommand("STATUS needs a list of items")
-      const folders = yield* store.folders(signedIn!.mailboxId)
-      const folder = findFolder(folders, decodeMailboxName(name))
+      const folder = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(name))
       if (folder === undefined) return yield* tagged(tag, "NO", "[NONEXISTENT] No such folder")
       const state = yield* store.sync(signedIn!.mailboxId, folder)
       const out: Array<Out> = []
@@ -433,7 +430,7 @@ export const makeSession = (
       const set = sequenceSet(args[0], state, byUid)
       const name = astring(args[1])
       const command = `${byUid ? "UID " : ""}${move ? "MOVE" : "COPY"}`
-      const target = findFolder(yield* store.folders(signedIn!.mailboxId), decodeMailboxName(name))
+      const target = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(name))
       if (target === undefined) return yield* tagged(tag, "NO", "[TRYCREATE] No such folder: label mail to make one")
       if (move && state.readOnly) return yield* tagged(tag, "NO", "[READ-ONLY] The folder is open read-only")
       const messages = pick(state, set, byUid)
@@ -470,7 +467,7 @@ export const makeSession = (
     Effect.gen(function*() {
       const message = args[args.length - 1]
       if (args.length < 2 || message?.kind !== "string") throw new BadCommand("APPEND takes a folder and a message")
-      const target = findFolder(yield* store.folders(signedIn!.mailboxId), decodeMailboxName(astring(args[0])))
+      const target = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(astring(args[0])))
       if (target === undefined) return yield* tagged(tag, "NO", "[TRYCREATE] No such folder")
       const refusal = "[CANNOT] Mail is added by receiving or sending it; Sent keeps the mail sent from this mailbox already"
       if (target.kind !== "sent") return yield* tagged(tag, "NO", refusal)
