@@ -356,6 +356,15 @@ export class ForwardingListFull extends Schema.TaggedError<ForwardingListFull>()
   })
 ) {}
 
+/** 403 FILTER_QUOTA: the account keeps as many filters as one may. */
+export class FilterQuotaReached extends Schema.TaggedError<FilterQuotaReached>()(
+  ...failure("FilterQuotaReached", {
+    status: 403,
+    code: "FILTER_QUOTA",
+    description: "FILTER_QUOTA: the account has 100 filters already; details: limit"
+  })
+) {}
+
 // ---------------------------------------------------------------------------------------------
 // Sending mail
 
@@ -465,6 +474,7 @@ export type ApiError =
   | FactLabel
   | SenderListFull
   | ForwardingListFull
+  | FilterQuotaReached
   | SendQuotaReached
   | StorageQuotaReached
   | RecipientSuppressed

@@ -6,6 +6,9 @@
  * `blocked` and never announced: no webhook, event, search indexing or waiting reader hears of it
  * (sender-list-rules.ts). It stays readable in its mailbox, where the label says why it was kept quiet.
  *
+ * Each email is labelled, before it is stored, as the account's filters say (filters.ts), from a
+ * cache of them in this process: filtering costs no round trip of its own.
+ *
  * Messages handled at once share their round trips: their raw bytes are read by one statement and
  * their emails stored by another (store.ts `storeEmails`), so a busy worker pays a round trip and a
  * commit per batch rather than per email.
@@ -37,6 +40,7 @@ import { BounceReports } from "../outbound/bounces.ts"
 import { publishForwards } from "../outbound/forwards.ts"
 import { groupCommit, groupCommitIsolated } from "../batching.ts"
 import { type NewEmail, storeEmails } from "./store.ts"
+import { Filters } from "./filters.ts"
 
 /** Messages whose raw bytes are read, or whose emails are stored, in one statement at most. */
 const MAX_BATCH = 64
@@ -63,11 +67,13 @@ interface Stored {
 export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
 
 export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
+  dependencies: [Filters.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
     const bounces = yield* BounceReports
     const authenticator = yield* Authenticator
+    const filters = yield* Filters
 
     /** An email stored by an earlier delivery, with what was extracted from it. */
     const findEmail = (emailId: string) =>
@@ -138,20 +144,26 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         })
 
     /**
-     * Store the email (store.ts); returns the stored row with the domains of the copies queued for
+     * Store the email (store.ts), labelled as the account's filters say (filters.ts); returns the stored row with the domains of the copies queued for
      * forwarding, or the row a previous delivery stored.
      */
     const store = (message: InboundMessage, verdict: Checked | undefined, parsed: ParsedEmail, messageId: string, extracted: Extracted) =>
-      storeBatched({
+      filters.filterReceived(message.user_id, message.mailbox_id, {
+        from: parsed.from,
+        recipients: [message.rcpt_to, ...parsed.to, ...parsed.cc],
+        subject: parsed.subject,
+        body: parsed.text,
+        hasAttachments: parsed.attachments.length > 0
+      }, [
+        ...inboundLabels,
+        ...(verdict !== undefined && isUnauthenticated(verdict.authentication) ? [UNAUTHENTICATED] : []),
+        ...(message.spam !== undefined && isSpam(message.spam) ? [SPAM] : [])
+      ]).pipe(Effect.flatMap((filtered) => storeBatched({
         emailId: message.email_id,
         mailboxId: message.mailbox_id,
         userId: message.user_id,
         direction: "inbound",
-        labels: [
-          ...inboundLabels,
-          ...(verdict !== undefined && isUnauthenticated(verdict.authentication) ? [UNAUTHENTICATED] : []),
-          ...(message.spam !== undefined && isSpam(message.spam) ? [SPAM] : [])
-        ],
+        labels: filtered.labels,
         rawSha256: message.raw_sha256,
         size: message.size,
         mailFrom: message.mail_from,
@@ -166,9 +178,9 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
       }).pipe(Effect.flatMap((inserted) =>
         inserted
-          ? Effect.succeed<Stored | undefined>({ row: inserted, extracted, forwardDomains: inserted.forwardDomains })
+          ? Effect.as(filters.noteApplied(filtered.applied), { row: inserted, extracted, forwardDomains: inserted.forwardDomains })
           : Effect.map(findEmail(message.email_id), (found): Stored | undefined => found && { ...found, forwardDomains: undefined })
-      ))
+      ))))
 
     /**
      * Store `message` as an email (once) and announce it. Untraced: it runs for every message, and

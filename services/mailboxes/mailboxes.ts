@@ -323,6 +323,8 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailboxId}`
         // Its drafts could never be sent from it again: they go (and stop counting as storage).
         yield* sql`DELETE FROM drafts WHERE mailbox_id = ${mailboxId}`
+        // Its filters could never apply again (an ingest that cached them finds no mail for it).
+        yield* sql`DELETE FROM mail_filters WHERE mailbox_id = ${mailboxId}`
         // A domain whose catch-all it was refuses such mail again.
         yield* sql`UPDATE domains SET catch_all_mailbox_id = NULL WHERE catch_all_mailbox_id = ${mailboxId}`
         // And they no longer count against the account's storage (the plan's limit, mail/inbound.ts).

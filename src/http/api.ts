@@ -23,6 +23,7 @@ import { envelope } from "./errors.ts"
 import { EventPayloads } from "../../services/webhooks/schemas.ts"
 import { DashboardForwardingGroup, ForwardingGroup } from "./forwarding/api.ts"
 import { AutoRepliesGroup, DashboardAutoRepliesGroup } from "./auto-replies/api.ts"
+import { DashboardFiltersGroup, FiltersGroup } from "./filters/api.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
@@ -55,6 +56,8 @@ const Routes = HttpApi.make("mailroom")
   .add(DashboardForwardingGroup)
   .add(AutoRepliesGroup)
   .add(DashboardAutoRepliesGroup)
+  .add(FiltersGroup)
+  .add(DashboardFiltersGroup)
   .add(DomainsGroup)
   .add(DashboardDomainsGroup)
   .add(DomainListGroup)

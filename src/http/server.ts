@@ -33,6 +33,7 @@ import { DashboardOutboundHandlers, OutboundHandlers } from "./outbound/http.ts"
 import { UnsubscribePagesLive } from "./outbound/unsubscribe-pages.ts"
 import { DashboardForwardingHandlers, ForwardingHandlers } from "./forwarding/http.ts"
 import { AutoRepliesHandlers, DashboardAutoRepliesHandlers } from "./auto-replies/http.ts"
+import { DashboardFiltersHandlers, FiltersHandlers } from "./filters/http.ts"
 import { ForwardingPagesLive } from "./forwarding/pages.ts"
 import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
@@ -111,6 +112,8 @@ const Handlers = Layer.mergeAll(
   DashboardForwardingHandlers,
   AutoRepliesHandlers,
   DashboardAutoRepliesHandlers,
+  FiltersHandlers,
+  DashboardFiltersHandlers,
   DomainsHandlers,
   DashboardDomainsHandlers,
   DomainListHandlers,

@@ -45,7 +45,8 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
   "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_forwarding", "forward_mailbox",
-  "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "wait_for_email", "send_email",
+  "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "list_filters", "create_filter", "apply_filter",
+  "delete_filter", "wait_for_email", "send_email",
   "reply_to_email", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
@@ -294,6 +295,22 @@ describe("MCP at /mcp", () => {
       .toMatchObject({ code: "VALIDATION_ERROR", details: { interval_days: expect.any(String) } })
     expect((await call(mcp, "turn_off_auto_reply", { mailbox_id: box.mailboxId })).ok).toEqual({ mailbox_id: box.mailboxId, deleted: true })
     expect((await call(mcp, "turn_off_auto_reply", { mailbox_id: box.mailboxId })).error).toMatchObject({ code: "NOT_FOUND" })
+  })
+
+  it("creates a filter, lists it, counts what it would label in mail already received, refuses a filter without conditions, deletes it", async () => {
+    const created = await call(mcp, "create_filter", {
+      conditions: { subject_contains: ["invoice"], has_attachments: true },
+      actions: { add_labels: ["invoices"] }
+    })
+    expect(created.ok).toMatchObject({ filter_id: expect.stringMatching(/^flt_/), mailbox_id: null, enabled: true })
+    const filterId = created.ok.filter_id
+    expect((await call(mcp, "list_filters", {})).ok).toEqual({ filters: [created.ok], total: 1 })
+    expect((await call(mcp, "apply_filter", { filter_id: filterId, dry_run: true })).ok)
+      .toEqual({ filter_id: filterId, dry_run: true, scanned: expect.any(Number), matched: 1, changed: 1 })
+    expect((await call(mcp, "create_filter", { conditions: {}, actions: { add_labels: ["x"] } })).error)
+      .toMatchObject({ code: "VALIDATION_ERROR", details: { conditions: expect.any(String) } })
+    expect((await call(mcp, "delete_filter", { filter_id: filterId })).ok).toEqual({ filter_id: filterId, deleted: true })
+    expect((await call(mcp, "delete_filter", { filter_id: filterId })).error).toMatchObject({ code: "NOT_FOUND", details: { filter_id: filterId } })
   })
 
   it("suppresses a recipient for the account, once; a malformed address is refused by its field", async () => {

@@ -29,6 +29,7 @@ import { ListUnsubscribe } from "../../../services/mail/list-unsubscribe.ts"
 import { SenderLists } from "../../../services/mail/sender-lists.ts"
 import { Forwarding } from "../../../services/mail/forwarding.ts"
 import { AutoReplies } from "../../../services/outbound/auto-replies.ts"
+import { Filters } from "../../../services/mail/filters.ts"
 import { Stats } from "../../../services/mail/stats.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
@@ -270,6 +271,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   SenderLists.Default,
   Forwarding.Default,
   AutoReplies.Default,
+  Filters.Default,
   MailboxReach.Default,
   Stats.Default,
   Suppressions.Default,

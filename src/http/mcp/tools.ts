@@ -14,6 +14,8 @@ import { ForwardingInput } from "../../../services/mail/forward-rules.ts"
 import { Forwarding } from "../../../services/mail/forwarding.ts"
 import { AutoReplies } from "../../../services/outbound/auto-replies.ts"
 import { AutoReplyInput } from "../../../services/outbound/schemas.ts"
+import { APPLY_LIMIT, FilterInput } from "../../../services/mail/filter-rules.ts"
+import { Filters } from "../../../services/mail/filters.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
@@ -448,6 +450,51 @@ export const tools = [
     annotations: deleting,
     input: Schema.Struct({ mailbox_id: Id("The mailbox") }),
     run: (principal, input) => Effect.flatMap(AutoReplies, (a) => a.remove(principal.userId, input.mailbox_id))
+  }),
+  tool({
+    name: "list_filters",
+    reach: "account",
+    description:
+      "The account's filters, in the order they apply: each labels received mail as it arrives when all its conditions hold " +
+      "(from, to, subject_contains, body_contains, has_attachments), with how many emails it has applied to.",
+    annotations: reading,
+    input: Schema.Struct({ mailbox_id: Schema.optional(Id("Only this mailbox's filters")), limit: Schema.optional(Limit), offset: Schema.optional(Offset) }),
+    run: (principal, input) =>
+      Effect.gen(function*() {
+        const p = page(input)
+        const { data, total } = yield* (yield* Filters).list(principal.userId, input.mailbox_id, p)
+        return { filters: data, total }
+      })
+  }),
+  tool({
+    name: "create_filter",
+    reach: "account",
+    description:
+      "File mail automatically: every email received from now on (by any mailbox of the account, or by mailbox_id's) whose " +
+      "conditions all hold gets add_labels and loses remove_labels (\"unread\" marks it read, \"spam\" overrules the spam check), " +
+      "before webhooks, events and search see it. Senders and recipients are ada@example.com, example.com or *.example.com; " +
+      "phrases match in any case. apply_filter runs it over mail already received.",
+    annotations: creating,
+    input: FilterInput,
+    run: (principal, input) => Effect.flatMap(Filters, (filters) => filters.create(principal.userId, input))
+  }),
+  tool({
+    name: "apply_filter",
+    reach: "account",
+    description:
+      `Run a filter over the newest ${APPLY_LIMIT.toLocaleString("en")} emails already received (of its mailbox, or every mailbox), ` +
+      "labelling those it matches; dry_run true only counts them. Answers scanned, matched and changed.",
+    annotations: changing,
+    input: Schema.Struct({ filter_id: Id("The filter"), dry_run: Schema.optional(Schema.Boolean) }),
+    run: (principal, input) => Effect.flatMap(Filters, (filters) => filters.apply(principal.userId, input.filter_id, input.dry_run ?? false))
+  }),
+  tool({
+    name: "delete_filter",
+    reach: "account",
+    description: "Delete a filter: mail received from now on is no longer labelled by it; labels it gave stay.",
+    annotations: deleting,
+    input: Schema.Struct({ filter_id: Id("The filter") }),
+    run: (principal, input) => Effect.flatMap(Filters, (filters) => filters.remove(principal.userId, input.filter_id))
   }),
   tool({
     name: "wait_for_email",

@@ -1,0 +1,328 @@
+/**
+ * An account's filters (the rules are filter-rules.ts): kept, changed and listed for the API; read by
+ * ingest for every received email; applied on request to mail already received.
+ *
+ * - Ingest reads an account's filters from a cache in each process (bus/told-cache.ts), so filtering
+ *   costs a received email no round trip of its own: a change is applied here before the caller's
+ *   answer, and on every other node within a second. A filter applies to mail stored after that.
+ * - How often each filter applied is noted in memory and written every few seconds (write-behind.ts):
+ *   a count a person reads to see that a filter works, which a crash may leave a few emails short.
+ * - `apply` runs a filter over the newest APPLY_LIMIT emails already received in its reach, changing
+ *   their labels as the API's label changes do (labels.ts: `email.labels_changed` for each), or, as a
+ *   dry run, only counts them.
+ * - A mailbox's filters go when the mailbox is deleted (mailboxes.ts); a mailbox that is not the
+ *   caller's is 404, a filter that is not the caller's too.
+ */
+import { SqlClient } from "@effect/sql"
+import { Cause, Duration, Effect, Option, Schedule, Schema } from "effect"
+import { newId } from "../accounts/tokens.ts"
+import { groupCommit } from "../batching.ts"
+import { makeToldCache } from "../bus/told-cache.ts"
+import { FilterQuotaReached, NotFound, ValidationError } from "../errors.ts"
+import { DependencyHealth } from "../health/dependency-health.ts"
+import type { Page } from "../listing.ts"
+import { ownMailbox } from "../mailboxes/owned.ts"
+import { writeBehind } from "../write-behind.ts"
+import {
+  actionsProblem,
+  APPLY_LIMIT,
+  applyFilters,
+  type CompiledFilter,
+  compileFilter,
+  conditionsProblem,
+  type Filter,
+  type FilterActions,
+  FilterConditions,
+  type FilterInput,
+  type FilterUpdate,
+  type MailFacts,
+  MAX_FILTERS,
+  normaliseConditions
+} from "./filter-rules.ts"
+import { applyChange, checkChange, type LabelChange, MAX_BATCH, MAX_LABELS } from "./label-rules.ts"
+import { Labels } from "./labels.ts"
+
+/** Emails read, and changed, at a time while applying. */
+const APPLY_PAGE = 500
+const FLUSH_EVERY = Duration.seconds(5)
+
+const FilterRow = Schema.Struct({
+  id: Schema.String,
+  userId: Schema.String,
+  mailboxId: Schema.NullOr(Schema.String),
+  name: Schema.NullOr(Schema.String),
+  enabled: Schema.Boolean,
+  conditions: Schema.parseJson(FilterConditions),
+  addLabels: Schema.Array(Schema.String),
+  removeLabels: Schema.Array(Schema.String),
+  matchedCount: Schema.Number,
+  lastMatchedAt: Schema.NullOr(Schema.DateFromSelf),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+type FilterRow = typeof FilterRow.Type
+const decodeRows = Schema.decodeUnknown(Schema.Array(FilterRow))
+
+// The count as a float: a bigint comes back as a string from one driver and a number from the other.
+// The conditions as text: the client would rename their snake_case keys as it does column names.
+const COLUMNS = "id, user_id, mailbox_id, name, enabled, conditions::text AS conditions, add_labels, remove_labels, " +
+  "matched_count::float8 AS matched_count, last_matched_at, created_at, updated_at"
+
+/** Matches of one filter not written yet. */
+interface Matches {
+  readonly count: number
+  readonly at: Date
+}
+
+/** An account's filters, ready for ingest. */
+interface FilterSet {
+  readonly userId: string
+  readonly filters: ReadonlyArray<CompiledFilter>
+}
+
+const changeOf = (row: FilterRow): LabelChange => ({ add: row.addLabels, remove: row.removeLabels })
+
+const filterNotFound = (filterId: string) => new NotFound({ message: "Filter not found", details: { filter_id: filterId } })
+
+/** The actions as they may be stored: label-rules.ts's checks, and no `blocked`. */
+const checkActions = (actions: FilterActions) =>
+  Effect.gen(function*() {
+    const change = yield* checkChange({ add: actions.add_labels ?? [], remove: actions.remove_labels ?? [] }).pipe(
+      Effect.mapError((error) =>
+        error._tag === "ValidationError" && error.details?.["add_labels"] !== undefined
+          ? ValidationError.field("actions", "must add or remove at least one label")
+          : error
+      )
+    )
+    const problem = actionsProblem(change)
+    if (problem !== undefined) return yield* new ValidationError({ message: Object.values(problem)[0]!, details: problem })
+    return change
+  })
+
+const checkConditions = (conditions: FilterConditions) => {
+  const problem = conditionsProblem(conditions)
+  return problem === undefined
+    ? Effect.succeed(normaliseConditions(conditions))
+    : Effect.fail(new ValidationError({ message: `conditions: ${Object.values(problem)[0]}`, details: problem }))
+}
+
+export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const health = yield* DependencyHealth
+    const labels = yield* Labels
+    const cache = yield* makeToldCache<FilterSet>({ name: "filters", ownerOf: (set) => set.userId })
+    const matches = writeBehind<Matches>((noted, newer) => ({ count: noted.count + newer.count, at: newer.at > noted.at ? newer.at : noted.at }))
+
+    const toFilter = (row: FilterRow): Filter => {
+      const pending = matches.unwrittenAt(row.id)
+      const lastMatched = pending.reduce<Date | null>((latest, m) => (latest === null || m.at > latest ? m.at : latest), row.lastMatchedAt)
+      return {
+        filter_id: row.id,
+        name: row.name,
+        mailbox_id: row.mailboxId,
+        enabled: row.enabled,
+        conditions: row.conditions,
+        actions: { add_labels: row.addLabels, remove_labels: row.removeLabels },
+        matched_count: row.matchedCount + pending.reduce((sum, m) => sum + m.count, 0),
+        last_matched_at: lastMatched?.toISOString() ?? null,
+        created_at: row.createdAt.toISOString(),
+        updated_at: row.updatedAt.toISOString()
+      }
+    }
+
+    const rowsOf = (rows: ReadonlyArray<unknown>) => Effect.orDie(decodeRows(rows))
+
+    const findRow = (userId: string, filterId: string) =>
+      Effect.flatMap(
+        sql`SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE id = ${filterId} AND user_id = ${userId}`,
+        (rows) => Effect.flatMap(rowsOf(rows), (found) => found[0] === undefined ? Effect.fail(filterNotFound(filterId)) : Effect.succeed(found[0]))
+      )
+
+    /** Each account's filters asked for at once, in one statement (a burst of mail to many accounts). */
+    const lookup = yield* groupCommit({
+      maxBatch: 64,
+      parallel: 2,
+      run: (userIds: ReadonlyArray<string>) =>
+        sql`SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE user_id = ANY(${[...new Set(userIds)]}::text[]) ORDER BY created_at, id`.pipe(
+          Effect.flatMap(rowsOf),
+          Effect.map((rows) =>
+            userIds.map((userId): FilterSet => ({
+              userId,
+              filters: rows.filter((row) => row.userId === userId).map((row) =>
+                compileFilter({ id: row.id, mailboxId: row.mailboxId, enabled: row.enabled, conditions: row.conditions, change: changeOf(row) })
+              )
+            }))
+          )
+        )
+    })
+
+    /**
+     * What the account's filters make of a received email's labels (ingest, before it stores the
+     * email): the account's filters from this process's cache. `noteApplied` once it is stored.
+     */
+    const filterReceived = (userId: string, mailboxId: string, facts: MailFacts, received: ReadonlyArray<string>) =>
+      Effect.map(cache.resolve(userId, Effect.map(lookup(userId), Option.some)), (found) => {
+        const filters = Option.match(found, { onNone: () => [], onSome: (set) => set.filters })
+        return filters.length === 0 ? { labels: received, applied: [] } : applyFilters(filters, mailboxId, facts, received)
+      })
+
+    /** Count the filters that applied to a stored email (written behind). */
+    const noteApplied = (filterIds: ReadonlyArray<string>) =>
+      Effect.sync(() => {
+        const at = new Date()
+        for (const id of filterIds) matches.note(id, { count: 1, at })
+      })
+
+    const flush = matches.flush(
+      (batch) =>
+        sql`
+          UPDATE mail_filters f SET matched_count = f.matched_count + v.count,
+            last_matched_at = greatest(f.last_matched_at, v.at)
+          FROM unnest(${[...batch.keys()]}::text[], ${[...batch.values()].map((m) => m.count)}::bigint[],
+                      ${[...batch.values()].map((m) => m.at)}::timestamptz[]) AS v(id, count, at)
+          WHERE f.id = v.id`.pipe(Effect.asVoid),
+      (error) => health.report("Could not record filter matches; will retry", Cause.fail(error))
+    )
+    yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
+    yield* Effect.addFinalizer(() => flush)
+
+    /** The account's filters in the order they apply (oldest first); those of one mailbox when `mailboxId` is given. */
+    const list = Effect.fn("Filters.list")(function*(userId: string, mailboxId: string | undefined, page: Page) {
+      if (mailboxId !== undefined) yield* ownMailbox(sql, userId, mailboxId)
+      const which = mailboxId === undefined ? sql`user_id = ${userId}` : sql`user_id = ${userId} AND mailbox_id = ${mailboxId}`
+      const rows = yield* rowsOf(yield* sql`
+        SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE ${which}
+        ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`)
+      const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM mail_filters WHERE ${which}`
+      return { data: rows.map(toFilter), total: Number(counted[0]?.total ?? 0) }
+    })
+
+    const get = Effect.fn("Filters.get")(function*(userId: string, filterId: string) {
+      return toFilter(yield* findRow(userId, filterId))
+    })
+
+    const create = Effect.fn("Filters.create")(function*(userId: string, input: FilterInput) {
+      const conditions = yield* checkConditions(input.conditions)
+      const change = yield* checkActions(input.actions)
+      const mailboxId = input.mailbox_id ?? null
+      if (mailboxId !== null) yield* ownMailbox(sql, userId, mailboxId)
+      const rows = yield* rowsOf(yield* sql`
+        INSERT INTO mail_filters (id, user_id, mailbox_id, name, enabled, conditions, add_labels, remove_labels)
+        SELECT ${newId("flt")}, ${userId}, ${mailboxId}::text, ${input.name?.trim() ?? null}::text, ${input.enabled ?? true},
+               ${JSON.stringify(conditions)}::jsonb, ${[...change.add]}::text[], ${[...change.remove]}::text[]
+        WHERE (SELECT count(*) FROM mail_filters WHERE user_id = ${userId}) < ${MAX_FILTERS}
+        RETURNING ${sql.literal(COLUMNS)}`)
+      if (rows[0] === undefined) {
+        return yield* new FilterQuotaReached({
+          message: `The account has ${MAX_FILTERS} filters already; delete one first`,
+          details: { limit: MAX_FILTERS }
+        })
+      }
+      yield* cache.changed(userId)
+      return toFilter(rows[0])
+    })
+
+    const update = Effect.fn("Filters.update")(function*(userId: string, filterId: string, input: FilterUpdate) {
+      const before = yield* findRow(userId, filterId)
+      const conditions = input.conditions === undefined ? before.conditions : yield* checkConditions(input.conditions)
+      const change = input.actions === undefined ? changeOf(before) : yield* checkActions(input.actions)
+      const mailboxId = input.mailbox_id === undefined ? before.mailboxId : input.mailbox_id
+      if (mailboxId !== null && mailboxId !== before.mailboxId) yield* ownMailbox(sql, userId, mailboxId)
+      const name = input.name === undefined ? before.name : input.name?.trim() ?? null
+      const rows = yield* rowsOf(yield* sql`
+        UPDATE mail_filters SET mailbox_id = ${mailboxId}::text, name = ${name}::text, enabled = ${input.enabled ?? before.enabled},
+          conditions = ${JSON.stringify(conditions)}::jsonb, add_labels = ${[...change.add]}::text[],
+          remove_labels = ${[...change.remove]}::text[], updated_at = now()
+        WHERE id = ${filterId} AND user_id = ${userId}
+        RETURNING ${sql.literal(COLUMNS)}`)
+      if (rows[0] === undefined) return yield* filterNotFound(filterId)
+      yield* cache.changed(userId)
+      return toFilter(rows[0])
+    })
+
+    const remove = Effect.fn("Filters.remove")(function*(userId: string, filterId: string) {
+      const rows = yield* sql`DELETE FROM mail_filters WHERE id = ${filterId} AND user_id = ${userId} RETURNING 1`
+      if (rows.length === 0) return yield* filterNotFound(filterId)
+      yield* cache.changed(userId)
+      return { filter_id: filterId, deleted: true as const }
+    })
+
+    /**
+     * Run the filter over the newest APPLY_LIMIT received emails of its mailbox (or of every active
+     * mailbox of the account), whether or not it is enabled: those its conditions hold for are
+     * `matched`; those whose labels it changes are `changed` (unless `dryRun`). Emails it would give
+     * more than MAX_LABELS labels are left as they are.
+     */
+    const apply = Effect.fn("Filters.apply")(function*(userId: string, filterId: string, dryRun: boolean) {
+      const row = yield* findRow(userId, filterId)
+      const filter = compileFilter({ id: row.id, mailboxId: row.mailboxId, enabled: true, conditions: row.conditions, change: changeOf(row) })
+      const change = changeOf(row)
+      const withBody = row.conditions.body_contains !== undefined
+      let scanned = 0
+      let matched = 0
+      let changed = 0
+      let before: { readonly at: Date; readonly id: string } | undefined
+      while (scanned < APPLY_LIMIT) {
+        const rows = yield* sql<{
+          id: string
+          mailboxId: string
+          fromAddress: string
+          toAddresses: ReadonlyArray<string>
+          ccAddresses: ReadonlyArray<string> | null
+          rcptTo: string
+          subject: string
+          body: string
+          hasAttachments: boolean
+          labels: ReadonlyArray<string>
+          receivedAt: Date
+        }>`
+          SELECT e.id, e.mailbox_id, e.from_address, e.to_addresses, e.cc_addresses, e.rcpt_to, e.subject,
+                 ${withBody ? sql`e.text_body` : sql`''`} AS body, e.has_attachments, e.labels, e.received_at
+          FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+          WHERE e.user_id = ${userId} AND e.direction = 'inbound'
+            ${row.mailboxId === null ? sql`` : sql`AND e.mailbox_id = ${row.mailboxId}`}
+            ${before === undefined ? sql`` : sql`AND (e.received_at, e.id) < (${before.at}, ${before.id})`}
+          ORDER BY e.received_at DESC, e.id DESC
+          LIMIT ${Math.min(APPLY_PAGE, APPLY_LIMIT - scanned)}`
+        if (rows.length === 0) break
+        scanned += rows.length
+        const last = rows[rows.length - 1]!
+        before = { at: last.receivedAt, id: last.id }
+        const toChange: Array<string> = []
+        for (const email of rows) {
+          const facts: MailFacts = {
+            from: email.fromAddress || undefined,
+            recipients: [email.rcptTo, ...email.toAddresses, ...(email.ccAddresses ?? [])],
+            subject: email.subject,
+            body: email.body,
+            hasAttachments: email.hasAttachments
+          }
+          const { applied } = applyFilters([filter], email.mailboxId, facts, email.labels)
+          if (applied.length === 0) continue
+          matched++
+          const next = applyChange(email.labels, change)
+          const differs = next.length !== email.labels.length || next.some((label) => !email.labels.includes(label))
+          if (differs && next.length <= MAX_LABELS) toChange.push(email.id)
+        }
+        if (!dryRun) {
+          for (let i = 0; i < toChange.length; i += MAX_BATCH) {
+            yield* labels.update(userId, toChange.slice(i, i + MAX_BATCH), change).pipe(
+              // Deleted since it was read: the rest of the batch is changed without it.
+              Effect.catchTag("NotFound", () =>
+                Effect.forEach(toChange.slice(i, i + MAX_BATCH), (id) => Effect.ignore(labels.update(userId, [id], change)), { discard: true })),
+              // The stored change passed the same checks when the filter was saved.
+              Effect.catchTag("FactLabel", (error) => Effect.die(error))
+            )
+          }
+        }
+        changed += toChange.length
+        if (rows.length < APPLY_PAGE) break
+      }
+      return { filter_id: filterId, dry_run: dryRun, scanned, matched, changed }
+    })
+
+    return { list, get, create, update, remove, apply, filterReceived, noteApplied, flush } as const
+  }),
+  dependencies: [Labels.Default]
+}) {}
