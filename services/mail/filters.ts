@@ -87,13 +87,10 @@ const filterNotFound = (filterId: string) => new NotFound({ message: "Filter not
 /** The actions as they may be stored: label-rules.ts's checks, and no `blocked`. */
 const checkActions = (actions: FilterActions) =>
   Effect.gen(function*() {
-    const change = yield* checkChange({ add: actions.add_labels ?? [], remove: actions.remove_labels ?? [] }).pipe(
-      Effect.mapError((error) =>
-        error._tag === "ValidationError" && error.details?.["add_labels"] !== undefined
-          ? ValidationError.field("actions", "must add or remove at least one label")
-          : error
-      )
-    )
+    const add = actions.add_labels ?? []
+    const remove = actions.remove_labels ?? []
+    if (add.length === 0 && remove.length === 0) return yield* ValidationError.field("actions", "must add or remove at least one label")
+    const change = yield* checkChange({ add, remove })
     const problem = actionsProblem(change)
     if (problem !== undefined) return yield* new ValidationError({ message: Object.values(problem)[0]!, details: problem })
     return change

@@ -58,6 +58,12 @@ const mailboxOf = (data: unknown): string | undefined => {
   return typeof id === "string" ? id : undefined
 }
 
+/** The labels of the email an event is about (email events carry `labels`); undefined for one that carries none. */
+const labelsOf = (data: unknown): ReadonlyArray<string> | undefined => {
+  const labels = typeof data === "object" && data !== null ? (data as { readonly labels?: unknown }).labels : undefined
+  return Array.isArray(labels) && labels.every((label) => typeof label === "string") ? labels : undefined
+}
+
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom/WebhookDelivery", {
   dependencies: [WebhookAttempts.Default],
   scoped: Effect.gen(function*() {
@@ -134,7 +140,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
     /** One event: every subscribed endpoint, side by side. Fails (and the bus retries) if any could not finish. */
     const dispatch = (event: BusEvent, eventId: string): Effect.Effect<void, SqlError | EndpointsBusy> =>
       Effect.gen(function*() {
-        const endpoints = yield* subscriptions.endpoints(event.namespace, event.event, mailboxOf(event.data))
+        const endpoints = yield* subscriptions.endpoints(event.namespace, event.event, mailboxOf(event.data), labelsOf(event.data))
         if (endpoints.length === 0) return
         // Exactly SPEC's payload: the event, its time and its data (not whose it is: the receiver knows).
         const body = JSON.stringify({ event: event.event, timestamp: event.timestamp, data: event.data })

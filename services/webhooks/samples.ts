@@ -14,8 +14,11 @@ export interface SampleEvent {
   readonly data: unknown
 }
 
-/** `mailboxId`: the mailbox the example is about (one the webhook is for, if it names some). */
-export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"): SampleEvent => {
+/**
+ * `mailboxId`: the mailbox the example is about (one the webhook is for, if it names some); `label`, one
+ * the example email carries besides its own (one the webhook listens for, if it names some).
+ */
+export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example", label?: string): SampleEvent => {
   const timestamp = at.toISOString()
   const email: EmailFields = {
     email_id: "eml_example",
@@ -32,7 +35,7 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
     domain: "agents.example",
     has_attachments: false,
     thread_id: "thr_example",
-    labels: ["inbound", "unread"],
+    labels: label === undefined || label === "inbound" || label === "unread" ? ["inbound", "unread"] : ["inbound", "unread", label],
     authentication: {
       spf: { result: "pass", domain: "partner.example", aligned: true },
       dkim: [{ result: "pass", domain: "partner.example", selector: "mail", aligned: true }],
@@ -57,7 +60,7 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
     from: "agent@agents.example",
     from_name: null,
     to: ["billing@partner.example"],
-    labels: ["sent"],
+    labels: label === undefined || label === "sent" ? ["sent"] : ["sent", label],
     authentication: null,
     authentication_results: null
   }

@@ -2,6 +2,7 @@
  * Webhooks on the wire (SPEC "Webhook", "Webhooks"; DESIGN.md §4) and the events they carry.
  */
 import { Schema } from "effect"
+import { Label, MAX_LABELS } from "../mail/label-rules.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { ComplaintEventData, DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
 
@@ -52,11 +53,23 @@ const MailboxIds = Schema.NullOr(
     "null or left out: every event"
 })
 
+const Labels = Schema.NullOr(
+  Schema.Array(Label).pipe(
+    Schema.minItems(1, { message: () => "must list at least one label (null: mail with any labels)" }),
+    Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })
+  )
+).annotations({
+  description: "Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, " +
+    "email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent. " +
+    "null or left out: every event"
+})
+
 export const CreateWebhookInput = Schema.Struct({
   url: Url,
   events: Events,
   secret: Schema.optional(Secret),
-  mailbox_ids: Schema.optional(MailboxIds)
+  mailbox_ids: Schema.optional(MailboxIds),
+  labels: Schema.optional(Labels)
 }).annotations({ identifier: "CreateWebhookInput", parseOptions: { errors: "all" } })
 export type CreateWebhookInput = typeof CreateWebhookInput.Type
 
@@ -65,7 +78,8 @@ export const UpdateWebhookInput = Schema.Struct({
   events: Schema.optional(Events),
   active: Schema.optional(Schema.Boolean),
   secret: Schema.optional(Secret),
-  mailbox_ids: Schema.optional(MailboxIds)
+  mailbox_ids: Schema.optional(MailboxIds),
+  labels: Schema.optional(Labels)
 }).annotations({ identifier: "UpdateWebhookInput", parseOptions: { errors: "all" } })
 export type UpdateWebhookInput = typeof UpdateWebhookInput.Type
 
@@ -82,11 +96,17 @@ const mailboxIdsField = Schema.NullOr(Schema.Array(Schema.String)).annotations({
   description: "The mailboxes whose events it gets; null: every event of the account"
 })
 
+/** Which labels' mail a webhook gets. */
+const labelsField = Schema.NullOr(Schema.Array(Schema.String)).annotations({
+  description: "Only events about an email carrying one of these labels; null: every event"
+})
+
 /** get and update: the secret masked. */
 export const Webhook = Schema.Struct({
   ...common,
   created_at: Schema.String,
-  mailbox_ids: mailboxIdsField
+  mailbox_ids: mailboxIdsField,
+  labels: labelsField
 }).annotations({ identifier: "Webhook" })
 export type Webhook = typeof Webhook.Type
 
@@ -100,7 +120,8 @@ const withSecret = <S extends Schema.Struct.Field>(secret: S) =>
     secret_masked: common.secret_masked,
     active: common.active,
     created_at: Schema.String,
-    mailbox_ids: mailboxIdsField
+    mailbox_ids: mailboxIdsField,
+    labels: labelsField
   })
 
 /** update: like get, with the new full secret once when it was changed. */
@@ -119,7 +140,8 @@ export type CreatedWebhook = typeof CreatedWebhook.Type
 export const WebhookListItem = Schema.Struct({
   ...common,
   createdAt: Schema.String,
-  mailbox_ids: mailboxIdsField
+  mailbox_ids: mailboxIdsField,
+  labels: labelsField
 }).annotations({ identifier: "WebhookListItem" })
 export type WebhookListItem = typeof WebhookListItem.Type
 

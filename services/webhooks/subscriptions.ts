@@ -16,7 +16,12 @@ interface Subscribed {
   readonly userId: string
   /** The account's active endpoints, the kinds each wants, and the mailboxes it listens to (null: all). */
   readonly endpoints: ReadonlyArray<
-    { readonly id: string; readonly events: ReadonlyArray<string>; readonly mailboxIds: ReadonlyArray<string> | null }
+    {
+      readonly id: string
+      readonly events: ReadonlyArray<string>
+      readonly mailboxIds: ReadonlyArray<string> | null
+      readonly labels: ReadonlyArray<string> | null
+    }
   >
 }
 
@@ -30,8 +35,14 @@ export class WebhookSubscriptions extends Effect.Service<WebhookSubscriptions>()
       maxBatch: 64,
       parallel: 2,
       run: (userIds: ReadonlyArray<string>) =>
-        sql<{ userId: string; id: string; events: ReadonlyArray<string>; mailboxIds: ReadonlyArray<string> | null }>`
-          SELECT user_id, id, events, mailbox_ids FROM webhooks
+        sql<{
+          userId: string
+          id: string
+          events: ReadonlyArray<string>
+          mailboxIds: ReadonlyArray<string> | null
+          labels: ReadonlyArray<string> | null
+        }>`
+          SELECT user_id, id, events, mailbox_ids, labels FROM webhooks
           WHERE active AND user_id = ANY(${[...new Set(userIds)]}::text[])
           ORDER BY id`.pipe(
           Effect.map((rows) =>
@@ -42,9 +53,11 @@ export class WebhookSubscriptions extends Effect.Service<WebhookSubscriptions>()
 
     /**
      * The account's active endpoints subscribed to `kind` about `mailboxId` (undefined: an event about
-     * no mailbox, which goes only to endpoints listening to every mailbox), by id.
+     * no mailbox, which goes only to endpoints listening to every mailbox) and an email carrying
+     * `labels` (undefined: an event that carries none, which goes only to endpoints listening to any
+     * labels), by id.
      */
-    const endpoints = (userId: string, kind: string, mailboxId: string | undefined) =>
+    const endpoints = (userId: string, kind: string, mailboxId: string | undefined, labels?: ReadonlyArray<string>) =>
       cache.resolve(userId, Effect.map(lookup(userId), Option.some)).pipe(
         Effect.map((found) =>
           Option.match(found, {
@@ -52,7 +65,8 @@ export class WebhookSubscriptions extends Effect.Service<WebhookSubscriptions>()
             onSome: (subscribed) =>
               subscribed.endpoints.filter((endpoint) =>
                 endpoint.events.includes(kind) &&
-                (endpoint.mailboxIds === null || (mailboxId !== undefined && endpoint.mailboxIds.includes(mailboxId)))
+                (endpoint.mailboxIds === null || (mailboxId !== undefined && endpoint.mailboxIds.includes(mailboxId))) &&
+                (endpoint.labels === null || (labels !== undefined && labels.some((label) => endpoint.labels!.includes(label))))
               ).map(({ id }) => ({ id }))
           })
         )

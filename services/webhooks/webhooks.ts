@@ -10,7 +10,8 @@
  *   user are serialised on the user's row, so two at once cannot both take the last slot.
  * - Someone else's webhook is answered as not found.
  * - `mailbox_ids` narrows a webhook to events about those mailboxes, which must be the account's
- *   active ones when saved (one deleted later simply sends nothing more).
+ *   active ones when saved (one deleted later simply sends nothing more); `labels` to events about an
+ *   email carrying one of those labels (subscriptions.ts).
  * - A change is told to every process's WebhookSubscriptions before it is answered.
  * - A test event (samples.ts) and a delivery sent again are one attempt each, made while the request
  *   waits (at most ATTEMPT_TIMEOUT), with the endpoint's current URL and secret; an inactive endpoint
@@ -54,6 +55,7 @@ interface WebhookRow {
   readonly active: boolean
   readonly createdAt: Date
   readonly mailboxIds: ReadonlyArray<string> | null
+  readonly labels: ReadonlyArray<string> | null
 }
 
 interface DeliveryRow {
@@ -77,7 +79,7 @@ interface AttemptJson {
   readonly attemptedAt: string
 }
 
-const columns = "id, url, events, secret, active, created_at, mailbox_ids"
+const columns = "id, url, events, secret, active, created_at, mailbox_ids, labels"
 
 const toWebhook = (row: WebhookRow): Webhook => ({
   webhook_id: row.id,
@@ -86,7 +88,8 @@ const toWebhook = (row: WebhookRow): Webhook => ({
   secret_masked: maskSecret(row.secret),
   active: row.active,
   created_at: row.createdAt.toISOString(),
-  mailbox_ids: row.mailboxIds === null ? null : [...row.mailboxIds]
+  mailbox_ids: row.mailboxIds === null ? null : [...row.mailboxIds],
+  labels: row.labels === null ? null : [...row.labels]
 })
 
 const notFound = (webhookId: string) => new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } })
@@ -164,7 +167,15 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         }
         const rows = yield* sql<WebhookRow>`
           INSERT INTO webhooks ${
-          sql.insert({ id: newId("whk"), userId: owner.userId, url: input.url.trim(), events: distinct(input.events), secret, mailboxIds })
+          sql.insert({
+            id: newId("whk"),
+            userId: owner.userId,
+            url: input.url.trim(),
+            events: distinct(input.events),
+            secret,
+            mailboxIds,
+            labels: input.labels == null ? null : distinct(input.labels)
+          })
         }
           RETURNING ${sql.literal(columns)}`
         return rows[0]!
@@ -224,6 +235,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
           active = coalesce(${input.active ?? null}::boolean, active),
           secret = coalesce(${input.secret ?? null}, secret),
           mailbox_ids = CASE WHEN ${mailboxIds === undefined} THEN mailbox_ids ELSE ${mailboxIds ?? null}::text[] END,
+          labels = CASE WHEN ${input.labels === undefined} THEN labels ELSE ${input.labels == null ? null : distinct(input.labels)}::text[] END,
           updated_at = now()
         WHERE id = ${webhookId} AND user_id = ${userId}
         RETURNING ${sql.literal(columns)}`
@@ -285,7 +297,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
     const test = Effect.fn("Webhooks.test")(function*(userId: string, webhookId: string, kind: EventKind | undefined) {
       const row = yield* find(userId, webhookId)
       const event = kind ?? (row.events[0] as EventKind)
-      const payload = sampleEvent(event, new Date(), row.mailboxIds?.[0])
+      const payload = sampleEvent(event, new Date(), row.mailboxIds?.[0], row.labels?.[0])
       const eventId = newId("test")
       const outcome = yield* attempts.post(row, eventId, event, JSON.stringify(payload), 1)
       yield* Effect.logInfo(succeeded(outcome) ? "Webhook test delivered" : "Webhook test failed").pipe(

@@ -54,7 +54,8 @@ describe("POST /v1/api/webhooks", () => {
         secret_masked: expect.any(String),
         active: true,
         created_at: expect.stringMatching(isoMillis),
-        mailbox_ids: null
+        mailbox_ids: null,
+        labels: null
       }
     })
     const { secret, secret_masked } = reply.data!.data
@@ -93,7 +94,10 @@ describe("POST /v1/api/webhooks", () => {
     }],
     [{ url: "http://hooks.example.test/mailroom", events: ["email.received"] }, { url: "must use https" }],
     [{ url: "ftp://hooks.example.test/", events: ["email.received"] }, { url: "must use https" }],
-    [{ url: "hooks.example.test/mailroom", events: ["email.received"] }, { url: "must be an absolute URL, such as https://example.com/webhooks" }]
+    [{ url: "hooks.example.test/mailroom", events: ["email.received"] }, { url: "must be an absolute URL, such as https://example.com/webhooks" }],
+    [{ url: URL_OK, events: ["email.received"], labels: [] }, { labels: "must list at least one label (null: mail with any labels)" }],
+    [{ url: URL_OK, events: ["email.received"], labels: ["billing", "a,b"] }, { "labels.1": "must not contain a comma" }],
+    [{ url: URL_OK, events: ["email.received"], labels: "billing" }, { labels: expect.any(String) }]
   ])("refuses %j: 400 VALIDATION_ERROR with details %j", async (body, details) => {
     const user = await withApiKey(suite.url)
     const reply = await create(user.apiKey, offContract(body))
@@ -182,7 +186,8 @@ describe("reading, updating and deleting", () => {
       secret_masked: w.secret_masked,
       active: true,
       createdAt: w.created_at,
-      mailbox_ids: null
+      mailbox_ids: null,
+      labels: null
     })
     expect(list.data).toEqual({
       success: true,
@@ -218,7 +223,8 @@ describe("reading, updating and deleting", () => {
         secret_masked: first.secret_masked,
         active: true,
         created_at: first.created_at,
-        mailbox_ids: null
+        mailbox_ids: null,
+        labels: null
       }
     })
   })
@@ -242,7 +248,8 @@ describe("reading, updating and deleting", () => {
         secret_masked: webhook.secret_masked,
         active: false,
         created_at: webhook.created_at,
-        mailbox_ids: null
+        mailbox_ids: null,
+        labels: null
       }
     })
 

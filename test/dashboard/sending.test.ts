@@ -1066,6 +1066,56 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     ])
   })
 
+  it("files mail with a filter: a bad sender refused by its field, mail already received checked then changed, new mail labelled, turned off, deleted", async () => {
+    await sendMail(server.smtpPort, { from: "Letters <news@letters.test>", to: address, subject: "Weekly letter 1", text: "News. Unsubscribe here." })
+    const first = await until("the first letter listed", async () => {
+      const listed = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId } } })
+      return listed.data?.data.find((e) => e.subject === "Weekly letter 1")
+    })
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Filters" }).click()
+    await page.getByRole("heading", { name: "Filters", exact: true }).waitFor()
+    await page.getByText("No filters yet.").waitFor()
+    const form = page.getByRole("form", { name: "New filter" })
+    const fromField = page.getByLabel("From (ada@example.com, example.com or *.example.com)")
+    await fromField.fill("letters.test, not a domain")
+    await page.getByLabel("Labels to add (comma-separated)").fill("newsletters")
+    await page.getByLabel("Mark as read").check()
+    await page.getByLabel("Mailbox", { exact: true }).selectOption({ label: address })
+    await form.getByRole("button", { name: "Create filter" }).click()
+    await page.locator("#filter-from-note").getByText(/must not contain spaces.*\(item 2\)/).waitFor()
+    await expect(fromField.getAttribute("aria-invalid")).resolves.toBe("true")
+    expect(refusals(/\/api\/filters$/)).toEqual([`400 POST ${server.url}/api/filters`])
+    await fromField.fill("letters.test")
+    await form.getByRole("button", { name: "Create filter" }).click()
+    const filters = page.getByRole("list", { name: "Filters" })
+    await filters.getByText("When from letters.test: label newsletters, mark read.").waitFor()
+    await filters.getByText(`${address} · 0 emails filtered`).waitFor()
+    const [created] = (await dashboard().GET("/api/filters")).data!.data
+    expect(created).toMatchObject({ mailbox_id: mailboxId, conditions: { from: ["letters.test"] }, actions: { add_labels: ["newsletters"], remove_labels: ["unread"] } })
+
+    // The letter that came before: counted, then changed.
+    await page.getByRole("button", { name: "Check from letters.test against received mail" }).click()
+    await filters.getByText(/received, 1 match; 1 would change\.$/).waitFor()
+    await page.getByRole("button", { name: "Apply from letters.test to received mail" }).click()
+    await filters.getByText(/^1 email changed/).waitFor()
+    expect((await emailOf(first.email_id)).data?.data.labels).toEqual(["inbound", "unauthenticated", "newsletters"])
+
+    // The next one arrives filed.
+    await sendMail(server.smtpPort, { from: "news@letters.test", to: address, subject: "Weekly letter 2", text: "More news." })
+    const second = await until("the second letter listed", async () => {
+      const listed = await dashboard().GET("/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId } } })
+      return listed.data?.data.find((e) => e.subject === "Weekly letter 2")
+    })
+    expect(second.labels).toEqual(["inbound", "unauthenticated", "newsletters"])
+
+    await page.getByRole("button", { name: "Turn off from letters.test" }).click()
+    await filters.getByText("off", { exact: true }).waitFor()
+    expect((await dashboard().GET("/api/filters")).data?.data[0]?.enabled).toBe(false)
+    await page.getByRole("button", { name: "Delete from letters.test" }).click()
+    await page.getByText("No filters yet.").waitFor()
+    expect((await dashboard().GET("/api/filters")).data?.data).toEqual([])
+  })
+
   it("fits a 375 px screen on the new pages, and had no console error or failed request besides the refusals above", async () => {
     await page.setViewportSize({ width: 375, height: 740 })
     const pages: Array<[string, string]> = [
@@ -1077,6 +1127,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       [`#/emails/${inboundId}`, "Read the whole conversation"],
       ...sentIds.map((id): [string, string] => [`#/emails/${id}`, "Last answer"]),
       ["#/domains", "Migrate mailboxes"],
+      ["#/filters", "Your filters"],
       [`#/threads/${(await emailOf(inboundId)).data!.data.thread_id}`, "oldest first"]
     ]
     for (const [path, shown] of pages) {

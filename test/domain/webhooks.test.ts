@@ -77,7 +77,8 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           secret_masked: expect.any(String),
           active: true,
           created_at: expect.any(String),
-          mailbox_ids: null
+          mailbox_ids: null,
+          labels: null
         })
         // The masked form shows at most the secret's last four characters.
         expect(created.secret_masked).toBe(`whsec_********${created.secret.slice(-4)}`)
@@ -191,7 +192,8 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           secret_masked: created.secret_masked,
           active: false,
           created_at: created.created_at,
-          mailbox_ids: null
+          mailbox_ids: null,
+          labels: null
         })
         const moved = yield* webhooks.update(owner.userId, created.webhook_id, {
           url: "https://other.example.com/in",
@@ -242,6 +244,25 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
           code: "VALIDATION_ERROR",
           details: { mailbox_ids: "must list at least one mailbox id (null: every mailbox)" }
         })
+      }))
+
+    it.effect("labels: kept each once, left as they are by an update without them, null widens again; events go by the email's labels", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const subscriptions = yield* WebhookSubscriptions
+        const owner = yield* insertUser("pro")
+        const made = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.received", "api_key.created"], labels: ["billing", "urgent", "billing"] })
+        expect(made.labels).toEqual(["billing", "urgent"])
+        expect((yield* webhooks.update(owner.userId, made.webhook_id, { active: true })).labels).toEqual(["billing", "urgent"])
+        const heard = (kind: string, labels?: ReadonlyArray<string>) =>
+          Effect.map(subscriptions.endpoints(owner.userId, kind, "mbx_any", labels), (endpoints) => endpoints.map((e) => e.id))
+        expect(yield* heard("email.received", ["inbound", "urgent"])).toEqual([made.webhook_id])
+        expect(yield* heard("email.received", ["inbound", "unread"])).toEqual([])
+        // An event that carries no labels does not go to it.
+        expect(yield* heard("api_key.created")).toEqual([])
+        expect((yield* webhooks.update(owner.userId, made.webhook_id, { labels: null })).labels).toBeNull()
+        expect(yield* heard("email.received", ["inbound", "unread"])).toEqual([made.webhook_id])
+        expect(yield* heard("api_key.created")).toEqual([made.webhook_id])
       }))
 
     it.effect("delete answers a message; the webhook is then gone", () =>

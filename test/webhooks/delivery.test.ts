@@ -83,6 +83,7 @@ const hook = async (
     readonly events?: components["schemas"]["CreateWebhookInput"]["events"]
     readonly path?: string
     readonly mailboxIds?: ReadonlyArray<string>
+    readonly labels?: ReadonlyArray<string>
   } = {}
 ) => {
   const path = options.path ?? `/${fresh("hook")}`
@@ -90,7 +91,8 @@ const hook = async (
     body: {
       url: `${receiver.url}${path}`,
       events: options.events ?? ["email.received"],
-      ...(options.mailboxIds ? { mailbox_ids: [...options.mailboxIds] } : {})
+      ...(options.mailboxIds ? { mailbox_ids: [...options.mailboxIds] } : {}),
+      ...(options.labels ? { labels: [...options.labels] } : {})
     }
   })
   if (reply.response.status !== 201 || !reply.data) throw new Error(`webhook not created: ${reply.response.status} ${JSON.stringify(reply.error)}`)
@@ -232,6 +234,36 @@ describe("email.received", () => {
     await receiver.waitFor(narrow.path, 2)
     await new Promise((resolve) => setTimeout(resolve, 500))
     expect(receiver.received(narrow.path).map((r) => payloadOf(r).data.subject)).toEqual(["For support", "For sales again"])
+  })
+
+  it("a webhook for some labels gets only events about mail carrying one (a filter's billing); not events that carry none", async () => {
+    const box = await newBox(server.url)
+    await upgrade(server.url, box.user.apiKey, "pro")
+    const filter = await keyed(box).POST("/v1/api/filters", {
+      body: { conditions: { subject_contains: ["invoice"] }, actions: { add_labels: ["billing"] } }
+    })
+    expect(filter.response.status).toBe(201)
+    const billing = await hook(box, { events: ["email.received", "email.labels_changed", "api_key.created"], labels: ["billing", "urgent"] })
+    expect(billing.labels).toEqual(["billing", "urgent"])
+    await withToken(server.url, box.user).POST("/v1/api-keys", { body: { name: "carries no labels" } })
+    await send(box.address, "Lunch on Friday?")
+    await send(box.address, "Invoice 9")
+    const [first] = await receiver.waitFor(billing.path, 1)
+    expect(payloadOf(first!)).toMatchObject({ event: "email.received", data: { subject: "Invoice 9", labels: expect.arrayContaining(["inbound", "billing"]) } })
+
+    // Labelled by hand: the change is about mail that now carries one.
+    const lunch = await until("lunch listed", async () => {
+      const { data } = await keyed(box).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data.find((e) => e.subject === "Lunch on Friday?")
+    })
+    await keyed(box).PATCH("/v1/api/emails/{emailId}", { params: { path: { emailId: lunch.email_id } }, body: { add_labels: ["urgent"] } })
+    const [, second] = await receiver.waitFor(billing.path, 2)
+    expect(payloadOf(second!)).toMatchObject({ event: "email.labels_changed", data: { subject: "Lunch on Friday?", added: ["urgent"] } })
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(receiver.received(billing.path)).toHaveLength(2)
+
+    const widened = await keyed(box).PATCH("/v1/api/webhooks/{id}", { ...webhookPath(billing.webhook_id), body: { labels: null } })
+    expect(widened.data?.data.labels).toBeNull()
   })
 
   it("api_key.created reaches endpoints subscribed to it", async () => {

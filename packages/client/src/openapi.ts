@@ -3515,6 +3515,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description Only events about an email carrying one of these labels; null: every event */
+            labels: string[] | null;
             /** @description The mailboxes whose events it gets; null: every event of the account */
             mailbox_ids: string[] | null;
             /** @description The full signing secret. Shown only now and when it is changed. */
@@ -3525,6 +3527,8 @@ export interface components {
         };
         CreateWebhookInput: {
             events: string[];
+            /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent. null or left out: every event */
+            labels?: string[] | null;
             /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent); null or left out: every event */
             mailbox_ids?: string[] | null;
             secret?: string;
@@ -5202,6 +5206,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description Only events about an email carrying one of these labels; null: every event */
+            labels: string[] | null;
             /** @description The mailboxes whose events it gets; null: every event of the account */
             mailbox_ids: string[] | null;
             /** @description The new full secret; only when it was changed */
@@ -5237,6 +5243,8 @@ export interface components {
         UpdateWebhookInput: {
             active?: boolean;
             events?: string[];
+            /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent. null or left out: every event */
+            labels?: string[] | null;
             /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent); null or left out: every event */
             mailbox_ids?: string[] | null;
             secret?: string;
@@ -5294,6 +5302,8 @@ export interface components {
             active: boolean;
             created_at: string;
             events: string[];
+            /** @description Only events about an email carrying one of these labels; null: every event */
+            labels: string[] | null;
             /** @description The mailboxes whose events it gets; null: every event of the account */
             mailbox_ids: string[] | null;
             secret_masked: string;
@@ -5324,6 +5334,8 @@ export interface components {
             active: boolean;
             createdAt: string;
             events: string[];
+            /** @description Only events about an email carrying one of these labels; null: every event */
+            labels: string[] | null;
             /** @description The mailboxes whose events it gets; null: every event of the account */
             mailbox_ids: string[] | null;
             secret_masked: string;

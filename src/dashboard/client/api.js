@@ -90,6 +90,20 @@ export const fieldError = (error, field) => {
   return details.field_errors?.[field] ?? (typeof details[field] === "string" ? details[field] : undefined)
 }
 
+/**
+ * A field error's message for `field` or for a part of it (`labels.1`, `conditions.from.0`: a list's
+ * item, named with its place in the list counted from 1).
+ * @param {unknown} error @param {string} field
+ */
+export const fieldErrorWithin = (error, field) => {
+  if (!(error instanceof ApiError)) return undefined
+  const details = error.details?.field_errors ?? error.details ?? {}
+  const key = Object.keys(details).find((k) => k === field || k.startsWith(field + "."))
+  if (key === undefined || typeof details[key] !== "string") return undefined
+  const item = /\.(\d+)$/.exec(key)
+  return item ? `${details[key]} (item ${Number(item[1]) + 1})` : details[key]
+}
+
 /** The mailbox list's largest page: the list is read 100 at a time, one request per 100 mailboxes. */
 const MAILBOX_PAGE = 100
 

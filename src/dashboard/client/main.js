@@ -16,6 +16,7 @@ import { MailboxesPage } from "./mailboxes.js"
 import { ReaderPage } from "./reader.js"
 import { SearchPage } from "./search.js"
 import { MailboxSenders, SendersPage } from "./senders.js"
+import { FiltersPage } from "./filters.js"
 import { MailboxForwarding } from "./forwarding.js"
 import { MailboxAutoReply } from "./auto-reply.js"
 import { ConversationPage } from "./threads.js"
@@ -130,6 +131,8 @@ const App = () => {
     ? html`<${MailboxAutoReply} key=${id} mailboxId=${id} />`
     : page === "senders"
     ? html`<${SendersPage} />`
+    : page === "filters"
+    ? html`<${FiltersPage} />`
     : page === "mailboxes" && id
     ? html`<${MailboxInbox} key=${id} mailboxId=${id} />`
     : page === "threads" && id
@@ -137,7 +140,7 @@ const App = () => {
     : page === "emails" && id
     ? html`<${ReaderPage} key=${id} emailId=${id} />`
     : html`<${MailboxesPage} />`
-  const section = page === "account" || page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" || page === "drafts" || page === "senders"
+  const section = page === "account" || page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" || page === "drafts" || page === "senders" || page === "filters"
     ? page
     : page === "mailboxes" && sub === "drafts"
     ? "drafts"

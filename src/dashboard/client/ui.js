@@ -18,6 +18,7 @@ export const Frame = ({ user, section, onSignOut, children }) => html`
         <a href=${href()} aria-current=${section === "mailboxes" ? "page" : undefined}>Mailboxes</a>
         <a href=${href("search")} aria-current=${section === "search" ? "page" : undefined}>Search</a>
         <a href=${href("senders")} aria-current=${section === "senders" ? "page" : undefined}>Senders</a>
+        <a href=${href("filters")} aria-current=${section === "filters" ? "page" : undefined}>Filters</a>
         <a href=${href("webhooks")} aria-current=${section === "webhooks" ? "page" : undefined}>Webhooks</a>
         <a href=${href("domains")} aria-current=${section === "domains" ? "page" : undefined}>Domains</a>
         <a href=${href("keys")} aria-current=${section === "keys" ? "page" : undefined}>API keys</a>

@@ -4,7 +4,7 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { allMailboxes, call, fieldError, query } from "./api.js"
+import { allMailboxes, call, fieldError, fieldErrorWithin, query } from "./api.js"
 import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, useAction, useReloading, when } from "./ui.js"
 
 const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "email.unsubscribed", "email.complained", "api_key.created"]
@@ -84,6 +84,8 @@ export const WebhooksPage = () => {
   // The account's mailboxes (for choosing some), and those chosen: none is every mailbox.
   const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
   const [chosen, setChosen] = useState(/** @type {string[]} */ ([]))
+  // Labels the mail must carry (comma-separated; empty: any mail).
+  const [labels, setLabels] = useState("")
   useEffect(() => {
     allMailboxes().then(setMailboxes, () => setMailboxes([]))
   }, [])
@@ -98,9 +100,11 @@ export const WebhooksPage = () => {
   const create = (event) => {
     event.preventDefault()
     return run(async () => {
-      setCreated((await call("POST", "/api/webhooks", { url, events, mailbox_ids: chosen.length > 0 ? chosen : null })).data)
+      const only = labels.split(",").map((label) => label.trim()).filter((label) => label !== "")
+      setCreated((await call("POST", "/api/webhooks", { url, events, mailbox_ids: chosen.length > 0 ? chosen : null, labels: only.length > 0 ? only : null })).data)
       setUrl("")
       setChosen([])
+      setLabels("")
     })
   }
 
@@ -121,6 +125,9 @@ export const WebhooksPage = () => {
       ${mailboxes.length > 1 && html`
         <${MailboxChooser} legend="Mailboxes (none checked: every mailbox)" mailboxes=${mailboxes} chosen=${chosen} onChange=${setChosen}
           error=${fieldError(error, "mailbox_ids")} />`}
+      <${Field} id="webhook-labels" label="Only mail labelled (optional)" value=${labels} onInput=${setLabels}
+        hint="Comma-separated: events about an email carrying one of these labels (a filter's billing, say); empty: all mail"
+        error=${fieldErrorWithin(error, "labels")} />
       <button type="submit" disabled=${events.length === 0}>Create webhook</button>
     </form>
     <${ErrorNote} error=${error} />
@@ -136,7 +143,9 @@ export const WebhooksPage = () => {
           <li key=${w.webhook_id} class="item wrap">
             <div class="grow">
               <strong><code>${w.url}</code></strong> <span class="tag">${w.active ? "enabled" : "disabled"}</span>
-              <div class="muted small">${w.events.join(", ")} · ${w.mailbox_ids === null ? "every mailbox" : "only " + w.mailbox_ids.map(addressOf).join(", ")} · secret ${w.secret_masked}</div>
+              <div class="muted small">${w.events.join(", ")} · ${w.mailbox_ids === null ? "every mailbox" : "only " + w.mailbox_ids.map(addressOf).join(", ")}${
+  w.labels === null ? "" : " · mail labelled " + w.labels.join(" or ")
+} · secret ${w.secret_masked}</div>
             </div>
             <div class="actions">
               <button type="button" class="secondary" aria-expanded=${open === w.webhook_id} aria-label=${"Deliveries of webhook " + w.url}
