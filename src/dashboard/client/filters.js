@@ -138,9 +138,11 @@ const FilterItem = ({ filter, mailboxes, run }) => {
   return html`
     <li class="item wrap">
       <div class="grow">
-        <strong>${title}</strong>${" "}
+        ${filter.name === null
+  ? html`<strong>When ${conditionsText(filter.conditions)}: ${actionsText(filter.actions)}.</strong>`
+  : html`<strong>${filter.name}</strong>`}${" "}
         ${!filter.enabled && html`<span class="tag">off</span>`}
-        <div class="small">When ${conditionsText(filter.conditions)}: ${actionsText(filter.actions)}.</div>
+        ${filter.name !== null && html`<div class="small">When ${conditionsText(filter.conditions)}: ${actionsText(filter.actions)}.</div>`}
         <div class="muted small">
           ${filter.mailbox_id ? (mailbox?.email_address ?? "One mailbox") : "Every mailbox"} · ${count(filter.matched_count, "email", "emails")} filtered${
   filter.last_matched_at ? `, last ${when(filter.last_matched_at)}` : ""
