@@ -37,6 +37,8 @@ export interface EventFilter {
   readonly mailboxId?: string | undefined
   /** Only events about these mailboxes (a key limited to them); likewise never an event about no mailbox. */
   readonly mailboxes?: ReadonlyArray<string> | undefined
+  /** Only events about an email carrying one of these labels (an event that carries none never matches). */
+  readonly labels?: ReadonlyArray<string> | undefined
 }
 
 export interface Read {
@@ -113,13 +115,17 @@ export class EventLog extends Effect.Service<EventLog>()("mailroom/EventLog", {
       const kinds = filter.kinds === undefined ? sql`` : sql`AND kind = ANY(${[...filter.kinds]}::text[])`
       const mailbox = filter.mailboxId === undefined ? sql`` : sql`AND mailbox_id = ${filter.mailboxId}`
       const mailboxes = filter.mailboxes === undefined ? sql`` : sql`AND mailbox_id = ANY(${[...filter.mailboxes]}::text[])`
+      // The email's labels are in the payload (the webhook body), read only for a stream that asks.
+      const labelled = filter.labels === undefined
+        ? sql``
+        : sql`AND jsonb_exists_any(payload::jsonb -> 'data' -> 'labels', ${[...filter.labels]}::text[])`
       const rows = yield* sql`
         SELECT event_id, kind, payload, txid::text AS txid, seq::text AS seq
         FROM event_log
         WHERE user_id = ${userId}
           AND (txid, seq) > (${after.txid}::xid8, ${after.seq}::bigint)
           AND txid < ${xmin}::xid8
-          ${kinds} ${mailbox} ${mailboxes}
+          ${kinds} ${mailbox} ${mailboxes} ${labelled}
         ORDER BY txid, seq
         LIMIT ${limit}`.pipe(Effect.flatMap((found) => Effect.orDie(decodeRows(found))))
       const events = rows.map((row): LoggedEvent => ({

@@ -92,6 +92,34 @@ describe("GET /v1/events", () => {
     }
   })
 
+  it("filters by label: events about an email carrying one (a filter's, or one added later), none that carry none", async () => {
+    const filter = await withKey(suite.url, box.user).POST("/v1/api/filters", {
+      body: { mailbox_id: box.mailboxId, conditions: { subject_contains: ["receipt"] }, actions: { add_labels: ["receipts"] } }
+    })
+    expect(filter.response.status).toBe(201)
+    const receipts = await stream(box.user.apiKey, "?types=email.received,email.labels_changed&labels=receipts,urgent")
+    try {
+      await deliver(box.address, "Lunch plans")
+      await deliver(box.address, "Your receipt")
+      const first = await receipts.next()
+      expect(first.event).toBe("email.received")
+      expect(JSON.parse(first.data!).data).toMatchObject({ subject: "Your receipt", labels: expect.arrayContaining(["receipts"]) })
+      const lunch = await until("lunch listed", async () => {
+        const list = await withKey(suite.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+        return list.data!.data.find((email) => email.subject === "Lunch plans")
+      })
+      await label(box.user.apiKey, lunch.email_id, "urgent")
+      const second = await receipts.next()
+      expect(second.event).toBe("email.labels_changed")
+      expect(JSON.parse(second.data!).data).toMatchObject({ subject: "Lunch plans", added: ["urgent"] })
+      // Lunch's own arrival carried neither label.
+      expect(await receipts.drain(1000)).toEqual([])
+    } finally {
+      receipts.close()
+      await withKey(suite.url, box.user).DELETE("/v1/api/filters/{filterId}", { params: { path: { filterId: filter.data!.data.filter_id } } })
+    }
+  })
+
   it("resumes with Last-Event-ID (or after=) with exactly the events missed, in order", async () => {
     const first = await stream(box.user.apiKey, `?types=email.received&mailbox_id=${box.mailboxId}`)
     await deliver(box.address, "Before the break")
@@ -161,6 +189,10 @@ describe("GET /v1/events", () => {
     expect(badKind.body).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR" } })
     expect(JSON.stringify((badKind.body as { error: { details: unknown } }).error.details)).toContain("email.exploded")
 
+    const badLabel = await stream(box.user.apiKey, `?labels=billing,${"x".repeat(65)}`)
+    expect(badLabel.status).toBe(400)
+    expect(badLabel.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { "labels.1": "must be at most 64 characters" } } })
+
     const unknown = await stream(box.user.apiKey, "", { "last-event-id": "evt_not_a_real_one" })
     expect(unknown.status).toBe(400)
     expect(unknown.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { "last-event-id": expect.stringContaining("7 days") } } })
@@ -217,7 +249,7 @@ describe("GET /v1/ws", () => {
     try {
       expect(ws.status).toBe(101)
       ws.send({ type: "subscribe", types: ["email.received"], mailbox_id: box.mailboxId })
-      expect(await ws.next()).toEqual({ type: "subscribed", types: ["email.received"], mailbox_id: box.mailboxId })
+      expect(await ws.next()).toEqual({ type: "subscribed", types: ["email.received"], mailbox_id: box.mailboxId, labels: null })
       await deliver(box.address, "Over the socket")
       const event = await ws.next()
       expect(event).toMatchObject({ type: "event", event: "email.received", data: { event: "email.received" } })
@@ -288,6 +320,8 @@ describe("GET /v1/ws", () => {
       const badKind = await ws.next()
       expect(badKind).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR" } })
       expect(JSON.stringify(badKind.error.details)).toContain("email.exploded")
+      ws.send({ type: "subscribe", labels: ["billing", "a,b"] })
+      expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { "labels.1": "must not contain a comma" } } })
       ws.send({ type: "dance" })
       expect(await ws.next()).toMatchObject({ type: "error", error: { code: "VALIDATION_ERROR", details: { type: expect.any(String) } } })
       ws.sendRaw(Buffer.from([1, 2, 3]))

@@ -2943,7 +2943,7 @@ export interface paths {
         };
         /**
          * Stream events (WebSocket)
-         * @description The same events as /v1/events over a WebSocket, as JSON text messages. Send `{"type":"subscribe","types":[…],"mailbox_id":"…","after":"evt_…"}` (every field optional); the server answers `{"type":"subscribed"}`, then `{"type":"event","id","event","data"}` per event and `{"type":"heartbeat"}` every 15 s. A new subscribe replaces the filters and, without `after`, continues after the last event delivered. `{"type":"ping"}` is answered `{"type":"pong"}`. Refusals come as `{"type":"error","error":{code,message,details}}` (VALIDATION_ERROR, NOT_FOUND; STREAM_QUOTA then closes the socket with 1008). On shutdown the socket closes with 1001: reconnect with `after`. A plain GET is 400.
+         * @description The same events as /v1/events over a WebSocket, as JSON text messages. Send `{"type":"subscribe","types":[…],"mailbox_id":"…","labels":[…],"after":"evt_…"}` (every field optional); the server answers `{"type":"subscribed"}`, then `{"type":"event","id","event","data"}` per event and `{"type":"heartbeat"}` every 15 s. A new subscribe replaces the filters and, without `after`, continues after the last event delivered. `{"type":"ping"}` is answered `{"type":"pong"}`. Refusals come as `{"type":"error","error":{code,message,details}}` (VALIDATION_ERROR, NOT_FOUND; STREAM_QUOTA then closes the socket with 1008). On shutdown the socket closes with 1001: reconnect with `after`. A plain GET is 400.
          */
         get: operations["events.socket"];
         put?: never;
@@ -10482,6 +10482,8 @@ export interface operations {
             query?: {
                 /** @description Resume after this event id, as the Last-Event-ID header does (the header wins when both are sent) */
                 after?: string;
+                /** @description Comma-separated labels: only events about an email carrying one of them (events that carry no labels, such as deliveries of sent mail and api_key.created, are left out) */
+                labels?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
                 /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, api_key.created); all when absent */
@@ -26907,6 +26909,8 @@ export interface operations {
             query?: {
                 /** @description Resume after this event id, as the Last-Event-ID header does (the header wins when both are sent) */
                 after?: string;
+                /** @description Comma-separated labels: only events about an email carrying one of them (events that carry no labels, such as deliveries of sent mail and api_key.created, are left out) */
+                labels?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
                 /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, api_key.created); all when absent */

@@ -2,6 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { NotFound, StreamQuotaReached, ValidationError } from "../../../services/errors.ts"
+import { Label } from "../../../services/mail/label-rules.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
@@ -17,6 +18,10 @@ export const EventStreamParams = Schema.Struct({
   types: Schema.optional(Kinds).annotations({ description: `Comma-separated event kinds to receive (${eventKinds.join(", ")}); all when absent` }),
   mailbox_id: Schema.optional(Schema.String).annotations({
     description: "Only events about this mailbox (events about no mailbox, such as api_key.created, are left out)"
+  }),
+  labels: Schema.optional(Schema.split(",").pipe(Schema.compose(Schema.Array(Label)))).annotations({
+    description: "Comma-separated labels: only events about an email carrying one of them (events that carry no labels, " +
+      "such as deliveries of sent mail and api_key.created, are left out)"
   }),
   after: Schema.optional(Schema.String).annotations({
     description: "Resume after this event id, as the Last-Event-ID header does (the header wins when both are sent)"
@@ -58,7 +63,7 @@ const socketEndpoint = HttpApiEndpoint.get("socket", "/ws")
     summary: "Stream events (WebSocket)",
     description:
       "The same events as /v1/events over a WebSocket, as JSON text messages. Send " +
-      "`{\"type\":\"subscribe\",\"types\":[…],\"mailbox_id\":\"…\",\"after\":\"evt_…\"}` (every field optional); the " +
+      "`{\"type\":\"subscribe\",\"types\":[…],\"mailbox_id\":\"…\",\"labels\":[…],\"after\":\"evt_…\"}` (every field optional); the " +
       "server answers `{\"type\":\"subscribed\"}`, then `{\"type\":\"event\",\"id\",\"event\",\"data\"}` per event and " +
       "`{\"type\":\"heartbeat\"}` every 15 s. A new subscribe replaces the filters and, without `after`, continues " +
       "after the last event delivered. `{\"type\":\"ping\"}` is answered `{\"type\":\"pong\"}`. Refusals come as " +

@@ -53,7 +53,12 @@ const makeStream = (surface: "api" | "session") =>
         const events = yield* feed.open({
           userId: principal.userId,
           plan: principal.plan,
-          filter: { kinds: urlParams.types, mailboxId: urlParams.mailbox_id, mailboxes: Option.getOrUndefined(principal.mailboxes) },
+          filter: {
+            kinds: urlParams.types,
+            mailboxId: urlParams.mailbox_id,
+            mailboxes: Option.getOrUndefined(principal.mailboxes),
+            labels: urlParams.labels
+          },
           after: Option.orElse(fromHeader, () => Option.fromNullable(urlParams.after)),
           afterField: Option.isSome(fromHeader) ? "last-event-id" : "after",
           recheck: yield* recheckOf(authenticator, surface)

@@ -3,10 +3,10 @@
  * Server-Sent Events. The same events, ids and payloads as `/v1/events`; JSON text messages both ways.
  *
  * Client → server:
- *   {"type":"subscribe","types":["email.received"],"mailbox_id":"mbx_…","after":"evt_…"}  (all optional)
+ *   {"type":"subscribe","types":["email.received"],"mailbox_id":"mbx_…","labels":["billing"],"after":"evt_…"}  (all optional)
  *   {"type":"ping"}
  * Server → client:
- *   {"type":"subscribed","types":[…]|null,"mailbox_id":…|null}
+ *   {"type":"subscribed","types":[…]|null,"mailbox_id":…|null,"labels":[…]|null}
  *   {"type":"event","id":"evt_…","event":"email.received","data":{…the webhook payload…}}
  *   {"type":"heartbeat"} every 15 s, {"type":"pong"}
  *   {"type":"error","error":{"code","message","details"}}  (SPEC's envelope, tagged)
@@ -25,6 +25,7 @@ import { Effect, Fiber, Option, ParseResult, Schema, Stream } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { type Unauthorized, ValidationError } from "../../../services/errors.ts"
 import type { EventFeed, Frame, StreamRequest } from "../../../services/events/feed.ts"
+import { Label, MAX_LABELS } from "../../../services/mail/label-rules.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { detailsOf } from "../issues.ts"
 
@@ -37,6 +38,7 @@ const ClientMessage = Schema.Union(
     type: Schema.Literal("subscribe"),
     types: Schema.optional(Schema.Array(EventKind)),
     mailbox_id: Schema.optional(Schema.String),
+    labels: Schema.optional(Schema.Array(Label).pipe(Schema.minItems(1), Schema.maxItems(MAX_LABELS))),
     after: Schema.optional(Schema.String)
   }),
   Schema.Struct({ type: Schema.Literal("ping") })
@@ -106,13 +108,18 @@ export const serveSocket = (
           recheck,
           userId: principal.userId,
           plan: principal.plan,
-          filter: { kinds: request.types, mailboxId: request.mailbox_id, mailboxes: Option.getOrUndefined(principal.mailboxes) },
+          filter: {
+            kinds: request.types,
+            mailboxId: request.mailbox_id,
+            mailboxes: Option.getOrUndefined(principal.mailboxes),
+            labels: request.labels
+          },
           after: request.after === undefined ? lastId : Option.some(request.after),
           afterField: "after"
         }))
         if (opened._tag === "Left") return yield* answerRefusal(opened.left)
         const events = opened.right
-        yield* send({ type: "subscribed", types: request.types ?? null, mailbox_id: request.mailbox_id ?? null })
+        yield* send({ type: "subscribed", types: request.types ?? null, mailbox_id: request.mailbox_id ?? null, labels: request.labels ?? null })
         subscription = yield* events.pipe(
           // (The feed also ends its streams when the process stops: the session closes the socket then.)
           Stream.runForEach(deliver),
