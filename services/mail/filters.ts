@@ -259,7 +259,8 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       let scanned = 0
       let matched = 0
       let changed = 0
-      let before: { readonly at: Date; readonly id: string } | undefined
+      // Where the last page ended: its received_at as text, which keeps the microseconds a Date drops.
+      let before: { readonly at: string; readonly id: string } | undefined
       while (scanned < APPLY_LIMIT) {
         const rows = yield* sql<{
           id: string
@@ -272,14 +273,14 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
           body: string
           hasAttachments: boolean
           labels: ReadonlyArray<string>
-          receivedAt: Date
+          receivedAt: string
         }>`
           SELECT e.id, e.mailbox_id, e.from_address, e.to_addresses, e.cc_addresses, e.rcpt_to, e.subject,
-                 ${withBody ? sql`e.text_body` : sql`''`} AS body, e.has_attachments, e.labels, e.received_at
+                 ${withBody ? sql`e.text_body` : sql`''`} AS body, e.has_attachments, e.labels, e.received_at::text AS received_at
           FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
           WHERE e.user_id = ${userId} AND e.direction = 'inbound'
             ${row.mailboxId === null ? sql`` : sql`AND e.mailbox_id = ${row.mailboxId}`}
-            ${before === undefined ? sql`` : sql`AND (e.received_at, e.id) < (${before.at}, ${before.id})`}
+            ${before === undefined ? sql`` : sql`AND (e.received_at, e.id) < (${before.at}::timestamptz, ${before.id})`}
           ORDER BY e.received_at DESC, e.id DESC
           LIMIT ${Math.min(APPLY_PAGE, APPLY_LIMIT - scanned)}`
         if (rows.length === 0) break

@@ -144,11 +144,18 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         })
 
     /**
-     * Store the email (store.ts), labelled as the account's filters say (filters.ts); returns the stored row with the domains of the copies queued for
-     * forwarding, or the row a previous delivery stored.
+     * Store the email (store.ts), labelled as the account's filters say (filters.ts); returns the
+     * stored row with the domains of the copies queued for forwarding, or the row a previous delivery
+     * stored.
      */
-    const store = (message: InboundMessage, verdict: Checked | undefined, parsed: ParsedEmail, messageId: string, extracted: Extracted) =>
-      filters.filterReceived(message.user_id, message.mailbox_id, {
+    const store = Effect.fnUntraced(function*(
+      message: InboundMessage,
+      verdict: Checked | undefined,
+      parsed: ParsedEmail,
+      messageId: string,
+      extracted: Extracted
+    ) {
+      const filtered = yield* filters.filterReceived(message.user_id, message.mailbox_id, {
         from: parsed.from,
         recipients: [message.rcpt_to, ...parsed.to, ...parsed.cc],
         subject: parsed.subject,
@@ -158,7 +165,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         ...inboundLabels,
         ...(verdict !== undefined && isUnauthenticated(verdict.authentication) ? [UNAUTHENTICATED] : []),
         ...(message.spam !== undefined && isSpam(message.spam) ? [SPAM] : [])
-      ]).pipe(Effect.flatMap((filtered) => storeBatched({
+      ])
+      const inserted = yield* storeBatched({
         emailId: message.email_id,
         mailboxId: message.mailbox_id,
         userId: message.user_id,
@@ -176,11 +184,14 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         spam: message.spam,
         extracted,
         headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
-      }).pipe(Effect.flatMap((inserted) =>
-        inserted
-          ? Effect.as(filters.noteApplied(filtered.applied), { row: inserted, extracted, forwardDomains: inserted.forwardDomains })
-          : Effect.map(findEmail(message.email_id), (found): Stored | undefined => found && { ...found, forwardDomains: undefined })
-      ))))
+      })
+      if (inserted) {
+        yield* filters.noteApplied(filtered.applied)
+        return { row: inserted, extracted, forwardDomains: inserted.forwardDomains } satisfies Stored
+      }
+      const found = yield* findEmail(message.email_id)
+      return found && ({ ...found, forwardDomains: undefined } satisfies Stored)
+    })
 
     /**
      * Store `message` as an email (once) and announce it. Untraced: it runs for every message, and

@@ -260,4 +260,27 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
       const missing = yield* Effect.flip(filters.apply(userId, "flt_nothing", false))
       expect(missing).toMatchObject({ _tag: "NotFound", details: { filter_id: "flt_nothing" } })
     }))
+
+  it.effect("apply reads mail a page at a time, newest first, missing none where a page ends inside a millisecond", () =>
+    Effect.gen(function*() {
+      const filters = yield* Filters
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const sha = yield* storeBlob(new TextEncoder().encode("Subject: bulk\r\n\r\n"))
+      // 1,200 emails a microsecond apart (a page boundary falls inside one millisecond), every third from acme.test.
+      yield* sql`
+        INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                            received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size, labels)
+        SELECT ${mailbox.mailboxId} || '_' || g, ${mailbox.mailboxId}, ${mailbox.owner.userId}, '<bulk' || g || '@t>', 'thr_' || g || ${mailbox.mailboxId},
+               'Bulk ' || g, CASE WHEN g % 3 = 0 THEN 'billing@acme.test' ELSE 'friend@else.test' END, ARRAY[${mailbox.address}], now(),
+               timestamptz '2026-01-01 00:00:00' + g * interval '1 microsecond', 'b@t', ${mailbox.address}, '{}'::jsonb, '', false, ${sha}, 10,
+               ARRAY['inbound', 'unread']
+        FROM generate_series(1, 1200) g`
+      const created = yield* filters.create(mailbox.owner.userId, { conditions: { from: ["acme.test"] }, actions: { remove_labels: ["unread"] } })
+      expect(yield* filters.apply(mailbox.owner.userId, created.filter_id, true)).toMatchObject({ scanned: 1200, matched: 400, changed: 400 })
+      expect(yield* filters.apply(mailbox.owner.userId, created.filter_id, false)).toMatchObject({ scanned: 1200, matched: 400, changed: 400 })
+      const unread = yield* sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM emails WHERE mailbox_id = ${mailbox.mailboxId} AND from_address = 'billing@acme.test' AND 'unread' = ANY(labels)`
+      expect(unread[0]!.n).toBe(0)
+    }))
 })
