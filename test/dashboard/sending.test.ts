@@ -1108,6 +1108,20 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     })
     expect(second.labels).toEqual(["inbound", "unauthenticated", "newsletters"])
 
+    // Changed in the form it was made with: its fields as they are, then saved.
+    await page.getByRole("button", { name: "Edit from letters.test" }).click()
+    const editForm = page.getByRole("form", { name: "Edit filter" })
+    await expect(editForm.getByLabel("From (ada@example.com, example.com or *.example.com)").inputValue()).resolves.toBe("letters.test")
+    await expect(editForm.getByLabel("Mark as read").isChecked()).resolves.toBe(true)
+    await editForm.getByLabel("Labels to add (comma-separated)").fill("newsletters, reading")
+    await editForm.getByRole("button", { name: "Save filter" }).click()
+    await filters.getByText("When from letters.test: label newsletters, label reading, mark read.").waitFor()
+    await page.getByRole("form", { name: "New filter" }).waitFor()
+    expect((await dashboard().GET("/api/filters")).data?.data[0]).toMatchObject({
+      mailbox_id: mailboxId,
+      actions: { add_labels: ["newsletters", "reading"], remove_labels: ["unread"] }
+    })
+
     await page.getByRole("button", { name: "Turn off from letters.test" }).click()
     await filters.getByText("off", { exact: true }).waitFor()
     expect((await dashboard().GET("/api/filters")).data?.data[0]?.enabled).toBe(false)

@@ -2,8 +2,8 @@
  * Filters: the account's standing orders for received mail. A form makes one (conditions: senders,
  * recipients, phrases in the subject or body, attachments; actions: labels to add, marking read or as
  * spam; every mailbox or one); the list shows each in the order they apply, with how much mail it has
- * filtered, and turns it off or on, runs it over mail already received (counted first) or deletes it.
- * The server's refusals show by the field they name.
+ * filtered, and changes it (in the same form), turns it off or on, runs it over mail already received
+ * (counted first) or deletes it. The server's refusals show by the field they name.
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
@@ -34,29 +34,40 @@ const actionsText = (a) => [
   ...a.remove_labels.map((/** @type {string} */ l) => (l === "unread" ? "mark read" : l === "spam" ? "not spam" : `remove ${l}`))
 ].join(", ")
 
-/** @param {{ mailboxes: any[], onCreated: () => void }} props */
-const NewFilter = ({ mailboxes, onCreated }) => {
-  const [name, setName] = useState("")
-  const [mailboxId, setMailboxId] = useState("")
-  const [from, setFrom] = useState("")
-  const [to, setTo] = useState("")
-  const [subject, setSubject] = useState("")
-  const [body, setBody] = useState("")
-  const [attachments, setAttachments] = useState("")
-  const [labels, setLabels] = useState("")
-  const [markRead, setMarkRead] = useState(false)
-  const [markSpam, setMarkSpam] = useState(false)
+/** A list as the form's field shows it. @param {ReadonlyArray<string> | undefined} list */
+const joined = (list) => (list ?? []).join(", ")
+
+/**
+ * The form for a new filter, or for changing one (`editing`): its fields start as the filter is, and
+ * labels it removes that the form has no box for (besides unread) are kept as they are.
+ * @param {{ mailboxes: any[], editing: any | null, onSaved: () => void, onCancel: () => void }} props
+ */
+const FilterForm = ({ mailboxes, editing, onSaved, onCancel }) => {
+  const c = editing?.conditions ?? {}
+  const adds = editing?.actions.add_labels ?? []
+  const removes = editing?.actions.remove_labels ?? []
+  const [name, setName] = useState(editing?.name ?? "")
+  const [mailboxId, setMailboxId] = useState(editing?.mailbox_id ?? "")
+  const [from, setFrom] = useState(joined(c.from))
+  const [to, setTo] = useState(joined(c.to))
+  const [subject, setSubject] = useState(joined(c.subject_contains))
+  const [body, setBody] = useState(joined(c.body_contains))
+  const [attachments, setAttachments] = useState(c.has_attachments === undefined ? "" : c.has_attachments ? "with" : "without")
+  const [labels, setLabels] = useState(joined(adds.filter((/** @type {string} */ l) => l !== "spam")))
+  const [markRead, setMarkRead] = useState(removes.includes("unread"))
+  const [markSpam, setMarkSpam] = useState(adds.includes("spam"))
+  const otherRemoves = removes.filter((/** @type {string} */ l) => l !== "unread")
   const [error, setError] = useState(/** @type {unknown} */ (null))
   const [busy, setBusy] = useState(false)
 
   /** @param {Event} event */
-  const create = async (event) => {
+  const save = async (event) => {
     event.preventDefault()
     setBusy(true)
     setError(null)
     try {
-      await call("POST", "/api/filters", {
-        ...(name.trim() ? { name } : {}),
+      const filter = {
+        name: name.trim() ? name : null,
         mailbox_id: mailboxId || null,
         conditions: {
           ...(terms(from).length ? { from: terms(from) } : {}),
@@ -65,12 +76,19 @@ const NewFilter = ({ mailboxes, onCreated }) => {
           ...(terms(body).length ? { body_contains: terms(body) } : {}),
           ...(attachments ? { has_attachments: attachments === "with" } : {})
         },
-        actions: { add_labels: [...terms(labels), ...(markSpam ? ["spam"] : [])], remove_labels: markRead ? ["unread"] : [] }
-      })
-      for (const clear of [setName, setFrom, setTo, setSubject, setBody, setLabels, setAttachments]) clear("")
-      setMarkRead(false)
-      setMarkSpam(false)
-      onCreated()
+        actions: {
+          add_labels: [...terms(labels), ...(markSpam ? ["spam"] : [])],
+          remove_labels: [...(markRead ? ["unread"] : []), ...otherRemoves]
+        }
+      }
+      if (editing) await call("PATCH", `/api/filters/${encodeURIComponent(editing.filter_id)}`, filter)
+      else await call("POST", "/api/filters", filter)
+      if (!editing) {
+        for (const clear of [setName, setFrom, setTo, setSubject, setBody, setLabels, setAttachments]) clear("")
+        setMarkRead(false)
+        setMarkSpam(false)
+      }
+      onSaved()
     } catch (failed) {
       setError(failed)
     } finally {
@@ -82,8 +100,8 @@ const NewFilter = ({ mailboxes, onCreated }) => {
   const actionsNote = errorAt(error, "actions.add_labels") ? undefined : errorAt(error, "actions")
   const shownByField = ["conditions", "actions", "name"].some((key) => errorAt(error, key))
   return html`
-    <form class="card" onSubmit=${create} aria-label="New filter">
-      <h2>New filter</h2>
+    <form class="card" id="filter-form" onSubmit=${save} aria-label=${editing ? "Edit filter" : "New filter"}>
+      <h2 tabindex="-1">${editing ? "Edit filter" : "New filter"}</h2>
       <p class="muted small">
         Mail that arrives from now on and meets every condition you fill in gets the labels, before webhooks, events and
         search see it. Separate several senders, addresses or phrases with commas: any one of them will do.
@@ -111,6 +129,7 @@ const NewFilter = ({ mailboxes, onCreated }) => {
         error=${errorAt(error, "actions.add_labels")} />
       <label class="check"><input type="checkbox" checked=${markRead} onChange=${(/** @type {any} */ e) => setMarkRead(e.currentTarget.checked)} /> Mark as read</label>
       <label class="check"><input type="checkbox" checked=${markSpam} onChange=${(/** @type {any} */ e) => setMarkSpam(e.currentTarget.checked)} /> Mark as spam</label>
+      ${otherRemoves.length > 0 && html`<p class="muted small">Also removes ${otherRemoves.join(", ")}.</p>`}
       ${actionsNote && html`<p class="note error" role="alert">Actions: ${actionsNote}</p>`}
       <div class="row-form pair">
         <div class="field">
@@ -123,13 +142,21 @@ const NewFilter = ({ mailboxes, onCreated }) => {
         <${Field} id="filter-name" label="Name (optional)" value=${name} onInput=${setName} error=${errorAt(error, "name")} />
       </div>
       ${!shownByField && html`<${ErrorNote} error=${error} />`}
-      <div class="actions"><button type="submit" disabled=${busy}>Create filter</button></div>
+      <div class="actions">
+        <button type="submit" disabled=${busy}>${editing ? "Save filter" : "Create filter"}</button>
+        ${editing && html`<button type="button" class="secondary" disabled=${busy} onClick=${onCancel}>Cancel</button>`}
+      </div>
     </form>
   `
 }
 
-/** One filter in the list, with what can be done to it. @param {{ filter: any, mailboxes: any[], run: (action: () => Promise<unknown>) => Promise<void> }} props */
-const FilterItem = ({ filter, mailboxes, run }) => {
+/**
+ * One filter in the list, with what can be done to it. A count of what it would change is of the filter
+ * as it was then: the list renders a changed filter afresh (its key holds updated_at), so an Apply
+ * never follows the count of other conditions.
+ * @param {{ filter: any, mailboxes: any[], run: (action: () => Promise<unknown>) => Promise<void>, onEdit: (filter: any) => void }} props
+ */
+const FilterItem = ({ filter, mailboxes, run, onEdit }) => {
   const [applied, setApplied] = useState(/** @type {any} */ (null))
   const path = `/api/filters/${encodeURIComponent(filter.filter_id)}`
   const title = filter.name ?? conditionsText(filter.conditions)
@@ -162,6 +189,7 @@ const FilterItem = ({ filter, mailboxes, run }) => {
             count(applied.changed, "email", "emails")
           }</button>`
           : html`<button type="button" class="link" aria-label=${`Check ${title} against received mail`} onClick=${() => apply(true)}>Check received mail</button>`}
+        <button type="button" class="link" aria-label=${`Edit ${title}`} onClick=${() => onEdit(filter)}>Edit</button>
         <button type="button" class="link" aria-label=${`Delete ${title}`} onClick=${() => run(() => call("DELETE", path))}>Delete</button>
       </div>
     </li>
@@ -172,8 +200,15 @@ export const FiltersPage = () => {
   const [filters, setFilters] = useState(/** @type {any[] | null} */ (null))
   const [total, setTotal] = useState(0)
   const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
+  // The filter being changed in the form; null: the form makes a new one.
+  const [editing, setEditing] = useState(/** @type {any} */ (null))
   const { error, failure, retry, run } = useReloading((isCurrent) =>
     call("GET", `/api/filters?limit=${PAGE}`).then((a) => isCurrent() && (setFilters(a.data), setTotal(a.meta.total))))
+  useEffect(() => {
+    // The form, filled with the filter to change, is where the person's eyes (and a screen reader) go next.
+    const heading = /** @type {HTMLElement | null} */ (document.querySelector("#filter-form h2"))
+    if (editing && heading) (heading.scrollIntoView({ block: "start" }), heading.focus())
+  }, [editing])
   useEffect(() => {
     // The mailbox choice; without it every filter still shows (as "a mailbox"), so a failure is not the page's.
     allMailboxes().then(setMailboxes, () => setMailboxes([]))
@@ -181,7 +216,8 @@ export const FiltersPage = () => {
   return html`
     <h1>Filters</h1>
     <p class="muted">Label, mark read or file as spam the mail your mailboxes receive, by who sent it, whom it was for, what it says, or whether it carries files.</p>
-    <${NewFilter} mailboxes=${mailboxes} onCreated=${() => run(async () => {})} />
+    <${FilterForm} key=${editing?.filter_id ?? "new"} mailboxes=${mailboxes} editing=${editing}
+      onSaved=${() => (setEditing(null), run(async () => {}))} onCancel=${() => setEditing(null)} />
     <section class="card" aria-labelledby="filters-heading">
       <h2 id="filters-heading">Your filters</h2>
       <p class="muted small">They apply in this order, each to what the ones before it left.</p>
@@ -189,7 +225,7 @@ export const FiltersPage = () => {
       ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : filters === null ? html`<p class="muted small">Loading…</p>`
         : filters.length === 0 ? html`<p class="muted small">No filters yet.</p>` : html`
         <ul class="list" aria-label="Filters">
-          ${filters.map((f) => html`<${FilterItem} key=${f.filter_id} filter=${f} mailboxes=${mailboxes} run=${run} />`)}
+          ${filters.map((f) => html`<${FilterItem} key=${`${f.filter_id} ${f.updated_at}`} filter=${f} mailboxes=${mailboxes} run=${run} onEdit=${setEditing} />`)}
         </ul>
         ${total > filters.length && html`<p class="muted small">The first ${PAGE} of ${total}.</p>`}`}
     </section>
