@@ -953,6 +953,24 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByText(`email.deleted · only ${address} · secret`).waitFor()
     const hooks = await dashboard().GET("/api/webhooks")
     expect(hooks.data?.data.map((w) => [w.url, w.events, w.mailbox_ids])).toEqual([["https://93.184.216.34/mail", ["email.deleted"], [mailboxId]]])
+
+    // One for labelled mail only: a label the server refuses shows by the field, with its place in the list.
+    await page.getByLabel("Endpoint URL").fill("https://93.184.216.34/labelled")
+    await page.getByRole("checkbox", { name: "email.received" }).uncheck()
+    await page.getByRole("checkbox", { name: "email.deleted" }).check()
+    const labels = page.getByLabel("Only mail labelled (optional)")
+    await labels.fill(`billing, ${"x".repeat(65)}`)
+    await page.getByRole("button", { name: "Create webhook" }).click()
+    await page.locator("#webhook-labels-note").getByText("must be at most 64 characters (item 2)").waitFor()
+    await expect(labels.getAttribute("aria-invalid")).resolves.toBe("true")
+    expect(refusals(/\/api\/webhooks$/)).toEqual([`400 POST ${server.url}/api/webhooks`])
+    await labels.fill("billing, urgent")
+    await page.getByRole("button", { name: "Create webhook" }).click()
+    await page.getByTestId("new-secret").waitFor()
+    await page.getByRole("button", { name: "Done" }).click()
+    await page.getByText("email.deleted · every mailbox · mail labelled billing or urgent · secret").waitFor()
+    const labelled = (await dashboard().GET("/api/webhooks")).data?.data.find((w) => w.url === "https://93.184.216.34/labelled")
+    expect(labelled?.labels).toEqual(["billing", "urgent"])
   })
 
   it("makes an agent's key for one mailbox among many: chosen by its box, listed as that mailbox's only, reaching no other until changed", async () => {
