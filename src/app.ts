@@ -44,6 +44,7 @@ import { WebhookSubscriptions } from "../services/webhooks/subscriptions.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
 import * as DnsResolver from "../layers/dns.ts"
 import * as LocalBilling from "../layers/local-billing.ts"
+import * as DocumentReader from "../layers/document-reader.ts"
 import * as Mailauth from "../layers/mailauth.ts"
 import { layer as ArcSealLayer } from "../layers/arc-seal.ts"
 import * as Rspamd from "../layers/rspamd.ts"
@@ -116,7 +117,9 @@ export const mailboxSettingsLayer = (config: AppConfigShape) =>
  * Search's outside systems: the embedder (OpenAI with `OPENAI_API_KEY`, else the offline model),
  * the vector index (Qdrant with `QDRANT_URL`, else pgvector: in the app's PostgreSQL when it has the
  * extension, else in a PGlite of its own, which it always is beside the embedded database), with the
- * current model's collection, and the thesaurus (WordNet, read only once a query is expanded).
+ * current model's collection, the thesaurus (WordNet, read only once a query is expanded), and the
+ * reader of PDF attachments (a thread started on the first PDF): what the indexer and the API's
+ * attachment texts share.
  */
 export const vectorsLayer = (config: AppConfigShape) => {
   const embedder = Option.match(config.openaiApiKey, {
@@ -127,7 +130,7 @@ export const vectorsLayer = (config: AppConfigShape) => {
       nice: Option.getOrUndefined(config.embedderNice)
     })
   })
-  return Layer.merge(Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, vectorIndexLayer(config)))), WordNet.layer)
+  return Layer.mergeAll(Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, vectorIndexLayer(config)))), WordNet.layer, DocumentReader.layer)
 }
 
 /** The vector index alone (`vectorsLayer`'s), for what removes vectors without embedding anything. */

@@ -1,6 +1,7 @@
 /**
- * What of an email is searched: its subject, body and plain-text attachments, cut into chunks for
- * the embedder (one vector each) and capped for the full-text document.
+ * What of an email is searched: its subject, body and readable attachments (text, HTML, PDF:
+ * mail/attachment-text.ts), cut into chunks for the embedder (one vector each) and capped for the
+ * full-text document.
  */
 
 /** Characters per chunk: a few paragraphs, the span a sentence encoder still summarises well. */
@@ -11,8 +12,6 @@ export const MAX_CHUNKS = 16
 export const MAX_DOCUMENT_CHARS = 500_000
 /** A subject word counts this many times a body word in full-text ranking. */
 export const SUBJECT_BOOST = 2
-/** A plain-text attachment larger than this is not read for search. */
-export const MAX_ATTACHMENT_BYTES = 1024 * 1024
 
 /**
  * Text as it is indexed and searched: in Unicode's composed form (NFC), so that a letter and its
@@ -20,7 +19,7 @@ export const MAX_ATTACHMENT_BYTES = 1024 * 1024
  */
 export const searchableText = (text: string): string => text.normalize("NFC")
 
-/** The searchable body: the message text, then each plain-text attachment's. */
+/** The searchable body: the message text, then each readable attachment's. */
 export const searchableBody = (text: string, attachments: ReadonlyArray<string>): string =>
   searchableText([text, ...attachments].map((part) => part.trim()).filter((part) => part.length > 0).join("\n\n")).slice(0, MAX_DOCUMENT_CHARS)
 

@@ -2,11 +2,11 @@
  * The index actor (worker role): makes each received email searchable, by meaning and by words,
  * then announces it (`email.processed`).
  *
- * For every `email.received` it embeds the email's text (subject, body and plain-text attachments,
- * in chunks), stores the vectors in the vector index, then records the email (`search_documents`,
- * with the model it was embedded with), its full-text postings and their lexicon counts. Only then
- * is the bus message acknowledged, so a worker that dies part-way leaves the event to be handled
- * again.
+ * For every `email.received` it embeds the email's text (subject, body and readable attachments:
+ * text, HTML, PDF; mail/attachment-texts.ts), in chunks, stores the vectors in the vector index,
+ * then records the email (`search_documents`, with the model it was embedded with), its full-text
+ * postings and their lexicon counts. Only then is the bus message acknowledged, so a worker that
+ * dies part-way leaves the event to be handled again.
  *
  * Idempotent: vectors are keyed by (email, chunk), the document and its postings by email, and the
  * announcement's event id is the email's; an email already indexed with the current model is only
@@ -17,10 +17,11 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
+import { AttachmentTexts } from "../mail/attachment-texts.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
-import { chunkText, MAX_ATTACHMENT_BYTES, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
+import { chunkText, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -118,10 +119,12 @@ interface Document {
 }
 
 export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
+  dependencies: [AttachmentTexts.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const vectors = yield* Vectors
     const { embedder } = vectors
+    const attachmentTexts = yield* AttachmentTexts
 
     /**
      * Embed one email's chunks, batched with the other emails being indexed at the same moment
@@ -146,20 +149,6 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         JOIN mailboxes m ON m.id = e.mailbox_id
         LEFT JOIN search_documents d ON d.email_id = e.id
         WHERE e.id = ANY(${emailIds}::text[])`.pipe(Effect.map((rows) => new Map(rows.map((row) => [row.id, row]))))
-
-    /** The plain-text attachments of these emails, by email, in their order in each. */
-    const plainTextAttachments = (emailIds: ReadonlyArray<string>) =>
-      sql<{ emailId: string; content: Uint8Array }>`
-        SELECT a.email_id, b.content FROM attachments a JOIN blobs b ON b.sha256 = a.checksum
-        WHERE a.email_id = ANY(${emailIds}::text[]) AND a.content_type LIKE 'text/plain%' AND a.size <= ${MAX_ATTACHMENT_BYTES}
-        ORDER BY a.email_id, a.position`.pipe(
-        Effect.map((rows) => {
-          const decoder = new TextDecoder()
-          const byEmail = new Map<string, Array<string>>()
-          for (const row of rows) byEmail.set(row.emailId, [...(byEmail.get(row.emailId) ?? []), decoder.decode(row.content)])
-          return byEmail
-        })
-      )
 
     /**
      * The documents, their postings and the lexicon's counts, for every email of a batch in one
@@ -219,7 +208,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         })
         const started = Date.now()
         if (due.length > 0) {
-          const attachments = yield* plainTextAttachments(due)
+          const attachments = yield* attachmentTexts.ofEmails(due)
           const documents = due.map((emailId): Document => {
             const email = emails.get(emailId)!
             const body = searchableBody(email.textBody, attachments.get(emailId) ?? [])

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type Box, DOMAIN, fresh, newBox } from "../support/mailboxes.ts"
+import { makePdf } from "../support/pdf.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { withKey } from "../support/typed-client.ts"
@@ -39,7 +40,7 @@ const call = async (mcp: Client, name: string, args: Record<string, unknown>) =>
   return answer.isError ? { error: value.error as { code: string; message: string; details?: Record<string, unknown> } } : { ok: value }
 }
 
-const deliver = (to: string, subject: string, attachments: Array<{ filename: string; content: string; contentType: string }> = []) =>
+const deliver = (to: string, subject: string, attachments: Array<{ filename: string; content: string | Buffer; contentType: string }> = []) =>
   sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}.`, attachments })
 
 const TOOLS = [
@@ -61,7 +62,11 @@ describe("MCP at /mcp", () => {
     // within one minute once in CI. The per-minute limit is the last test's, on a free account of its own.
     await upgrade(suite.url, user.apiKey, "enterprise")
     box = await newBox(suite.url, { user })
-    await deliver(box.address, "Invoice 7", [{ filename: "invoice.txt", content: "Invoice 7: 120 EUR", contentType: "text/plain" }])
+    await deliver(box.address, "Invoice 7", [
+      { filename: "invoice.txt", content: "Invoice 7: 120 EUR", contentType: "text/plain" },
+      { filename: "invoice.pdf", content: Buffer.from(makePdf(["INVOICE 7", "Total: 120 EUR"])), contentType: "application/pdf" },
+      { filename: "logo.png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]), contentType: "image/png" }
+    ])
     mcp = await connect({ authorization: `Bearer ${user.apiKey}` })
     const listed = await until("the email listed", async () => {
       const { ok } = await call(mcp, "list_emails", { mailbox_id: box.mailboxId })
@@ -137,6 +142,18 @@ describe("MCP at /mcp", () => {
     const downloaded = await fetch(attachment.ok.download_url, { headers: { "x-api-key": box.user.apiKey } })
     expect(downloaded.status).toBe(200)
     expect((await downloaded.arrayBuffer()).byteLength).toBe(attachment.ok.size)
+    // A PDF is read as its pages' text; what cannot be read says why, beside where to download it.
+    const pdf = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: email.ok.attachments[1].attachment_id })
+    expect(pdf.ok).toMatchObject({ filename: "invoice.pdf", format: "pdf", text: "INVOICE 7\n\nTotal: 120 EUR", pages: 2, truncated: false })
+    const logo = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: email.ok.attachments[2].attachment_id })
+    expect(logo.ok).toEqual({
+      attachment_id: email.ok.attachments[2].attachment_id,
+      filename: "logo.png",
+      content_type: "image/png",
+      size: 4,
+      download_url: expect.stringMatching(/\/attachments\/att_/),
+      unreadable: "unsupported_type"
+    })
 
     // Searchable once the worker has indexed it, a moment after it is listed.
     const found = await until("the email searchable", async () => {

@@ -16,6 +16,7 @@ import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { feedbackReport } from "../support/reports.ts"
+import { makePdf } from "../support/pdf.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
 import { withKey } from "../support/typed-client.ts"
@@ -459,6 +460,34 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await expect(page.getByRole("list", { name: "Messages" }).getByRole("listitem").count()).resolves.toBe(2)
     // Opened, the conversation is read.
     expect((await emailOf(inboundId)).data?.data.labels).not.toContain("unread")
+  })
+
+  it("shows what an attachment says on asking: a PDF's pages; why a file of no known kind has none; no offer for an image", async () => {
+    await sendMail(server.smtpPort, {
+      from: "Accounts <accounts@partner.test>",
+      to: address,
+      subject: "Your statement",
+      text: "Attached.",
+      attachments: [
+        { filename: "statement.pdf", content: Buffer.from(makePdf(["Statement for March", "Balance due: 75 EUR"])), contentType: "application/pdf" },
+        { filename: "ledger.bin", content: Buffer.from([0, 1, 2, 3]), contentType: "application/octet-stream" },
+        { filename: "logo.png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]), contentType: "image/png" }
+      ]
+    })
+    await page.getByRole("link", { name: "Inbox", exact: true }).click()
+    await page.getByRole("link", { name: /Your statement/ }).click()
+    await page.getByRole("heading", { name: "Your statement" }).waitFor()
+    const items = page.locator("ul.attachments > li")
+    await items.nth(2).waitFor()
+    await items.nth(0).getByRole("button", { name: "Show text" }).click()
+    await expect(page.getByLabel("Text of statement.pdf").textContent()).resolves.toBe("Statement for March\n\nBalance due: 75 EUR")
+    await items.nth(0).getByText("PDF, 2 pages · 40 characters").waitFor()
+    await items.nth(0).getByRole("button", { name: "Hide text" }).click()
+    await expect(page.getByLabel("Text of statement.pdf").count()).resolves.toBe(0)
+    await items.nth(1).getByRole("button", { name: "Show text" }).click()
+    await items.nth(1).getByText("Attachments of type application/octet-stream have no text to read (text, HTML and PDF do)").waitFor()
+    await expect(items.nth(2).getByRole("button").count()).resolves.toBe(0)
+    expect(refusals(/^422 GET .*\/attachments\/att_\w+\/text$/)).toHaveLength(1)
   })
 
   it("edits an email's labels: adds and removes its own, and shows why a label is refused", async () => {

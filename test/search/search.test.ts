@@ -8,6 +8,7 @@ import nodemailer from "nodemailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import type { components } from "../../packages/client/src/fetch-client.ts"
 import { upgrade } from "../support/billing.ts"
+import { makePdf } from "../support/pdf.ts"
 import { type Box, DOMAIN, newBox } from "../support/mailboxes.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
@@ -168,21 +169,63 @@ describe("POST /v1/search", () => {
     expect(beyond.data?.meta).toEqual({ page: Math.floor((total + 10) / 2) + 1, limit: 2, total, hasMore: false })
   })
 
-  it("searches plain-text attachments too", async () => {
+  it("searches text and PDF attachments, and answers what they say", async () => {
     const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
     await transport.sendMail({
       from: "lab@example.com",
       to: box.address,
       subject: "Results attached",
-      text: "See the attachment.",
-      attachments: [{ filename: "results.txt", content: "The zeolite catalyst doubled the yield of the hydrogenation." }]
+      text: "See the attachments.",
+      attachments: [
+        { filename: "results.txt", content: "The zeolite catalyst doubled the yield of the hydrogenation." },
+        { filename: "report.pdf", content: Buffer.from(makePdf(["Quarterly report", "The perovskite cells kept 91% of their output."])) },
+        { filename: "photo.png", contentType: "image/png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]) }
+      ]
     })
     transport.close()
-    const found = await until("the attachment's words are searchable", async () => {
-      const reply = await search(box.user.apiKey, { query: "zeolite catalyst", mode: "text" })
-      return reply.data?.data.length ? reply.data.data : undefined
-    }, 60_000, 500)
-    expect(found.map((r) => r.subject)).toEqual(["Results attached"])
+    for (const query of ["zeolite catalyst", "perovskite cells"]) {
+      const found = await until(`"${query}" is searchable`, async () => {
+        const reply = await search(box.user.apiKey, { query, mode: "text" })
+        return reply.data?.data.length ? reply.data.data : undefined
+      }, 60_000, 500)
+      expect(found.map((r) => r.subject)).toEqual(["Results attached"])
+    }
+    const keyed = withKey(server.url, box.user)
+    const emailId = (await search(box.user.apiKey, { query: "perovskite", mode: "text" })).data!.data[0]!.email_id
+    const email = await keyed.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+    const [txt, pdf, png] = email.data!.data.attachments
+    const textOf = (attachmentId: string) =>
+      keyed.GET("/v1/api/emails/{emailId}/attachments/{attachmentId}/text", { params: { path: { emailId, attachmentId } } })
+    const report = await textOf(pdf!.attachment_id)
+    expect(report.response.status).toBe(200)
+    expect(report.data).toEqual({
+      success: true,
+      data: {
+        attachment_id: pdf!.attachment_id,
+        filename: "report.pdf",
+        content_type: "application/pdf",
+        format: "pdf",
+        text: "Quarterly report\n\nThe perovskite cells kept 91% of their output.",
+        characters: 64,
+        pages: 2,
+        truncated: false
+      }
+    })
+    expect((await textOf(txt!.attachment_id)).data?.data).toMatchObject({ format: "text", pages: null, text: expect.stringContaining("zeolite") })
+    const photo = await textOf(png!.attachment_id)
+    expect(photo.response.status).toBe(422)
+    expect(photo.error?.error).toEqual({
+      code: "ATTACHMENT_UNREADABLE",
+      message: "Attachments of type image/png have no text to read (text, HTML and PDF do)",
+      details: { email_id: emailId, attachment_id: png!.attachment_id, content_type: "image/png", reason: "unsupported_type" }
+    })
+    const missing = await textOf("att_missing")
+    expect(missing.response.status).toBe(404)
+    expect(missing.error?.error).toEqual({
+      code: "NOT_FOUND",
+      message: "Attachment not found",
+      details: { email_id: emailId, attachment_id: "att_missing" }
+    })
   })
 
   it("finds by exact words too: a sender's flight number", async () => {

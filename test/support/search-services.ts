@@ -6,6 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
+import * as DocumentReader from "../../layers/document-reader.ts"
 import * as PgvectorIndex from "../../layers/pgvector-index.ts"
 import * as WordNet from "../../layers/wordnet.ts"
 import { Embedder, normalize } from "../../services/search/embedder.ts"
@@ -35,12 +36,12 @@ export const testVectorIndex = Layer.unwrapEffect(
 
 /** The indexer, with its Vectors, over `embedder` (the hashed-words one by default). */
 export const indexerWith = (embedder: Layer.Layer<Embedder> = hashedWordsEmbedder("words-v1")) =>
-  Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.merge(embedder, testVectorIndex)))
+  Indexer.Default.pipe(Layer.provideMerge(Vectors.Default), Layer.provide(Layer.mergeAll(embedder, testVectorIndex, DocumentReader.layer)))
 
 /** The ranker and the indexer sharing one Vectors, over the hashed-words embedder; WordNet's thesaurus. */
 export const rankerAndIndexer = Layer.merge(Ranker.Default, Indexer.Default).pipe(
   Layer.provideMerge(Vectors.Default),
-  Layer.provide(Layer.mergeAll(hashedWordsEmbedder("words-v1"), testVectorIndex, WordNet.layer))
+  Layer.provide(Layer.mergeAll(hashedWordsEmbedder("words-v1"), testVectorIndex, WordNet.layer, DocumentReader.layer))
 )
 
 /**

@@ -1,5 +1,5 @@
 /**
- * One email: who, when, its labels (editable), attachments, the raw download, its thread, the body
+ * One email: who, when, its labels (editable), attachments (and their text), the raw download, its thread, the body
  * shown safely, each recipient's delivery for sent mail (a received email's forwarded copies), and replying.
  */
 import { html } from "htm/preact"
@@ -50,6 +50,48 @@ const Labels = ({ email, onChanged }) => {
       <${ErrorNote} error=${error} />
     </div>
   `
+}
+
+/** Kinds that are never text (the server answers 422 for them): no "Show text" offered. */
+const NEVER_TEXT = /^(image|audio|video|font)\/|^application\/(zip|gzip|x-7z-compressed|x-rar-compressed|x-tar)\b/i
+
+/** @param {{ format: string, pages: number | null, characters: number, truncated: boolean }} text */
+const describeText = (text) =>
+  `${text.format === "pdf" ? `PDF, ${text.pages} ${text.pages === 1 ? "page" : "pages"}` : text.format.toUpperCase()} · ` +
+  `${text.characters.toLocaleString()} characters${text.truncated ? " (the rest left out)" : ""}`
+
+/**
+ * An attachment: its download, and what it says (a PDF's pages, a text or HTML attachment's text),
+ * shown on asking as plain text; why there is none when the server cannot read it.
+ * @param {{ base: string, attachment: any }} props
+ */
+const Attachment = ({ base, attachment }) => {
+  const path = `${base}/attachments/${encodeURIComponent(attachment.attachment_id)}`
+  const [text, setText] = useState(/** @type {any} */ (null))
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  const [busy, setBusy] = useState(false)
+  const toggle = async () => {
+    if (text !== null || error !== null) return (setText(null), setError(null))
+    setBusy(true)
+    try {
+      setText((await call("GET", `${path}/text`)).data)
+    } catch (failure) {
+      setError(failure)
+    } finally {
+      setBusy(false)
+    }
+  }
+  const shown = text !== null || error !== null
+  return html`
+    <li><a href=${path} download>${attachment.filename ?? attachment.attachment_id}</a>
+      <span class="muted small"> ${attachment.content_type}, ${size(attachment.size)}</span>
+      ${!NEVER_TEXT.test(attachment.content_type) && html` <button type="button" class="link" aria-expanded=${shown} disabled=${busy}
+        onClick=${toggle}>${busy ? "Reading…" : shown ? "Hide text" : "Show text"}</button>`}
+      <${ErrorNote} error=${error} />
+      ${text && html`
+        <p class="muted small">${describeText(text)}</p>
+        <pre class="mail-text" aria-label=${`Text of ${attachment.filename ?? "the attachment"}`}>${text.text}</pre>`}
+    </li>`
 }
 
 /**
@@ -166,9 +208,7 @@ export const ReaderPage = ({ emailId }) => {
       ${email.attachments.length > 0 && html`
         <h2>Attachments</h2>
         <ul class="attachments">
-          ${email.attachments.map((/** @type {any} */ a) => html`
-            <li><a href=${`${base}/attachments/${encodeURIComponent(a.attachment_id)}`} download>${a.filename ?? a.attachment_id}</a>
-              <span class="muted small"> ${a.content_type}, ${size(a.size)}</span></li>`)}
+          ${email.attachments.map((/** @type {any} */ a) => html`<${Attachment} key=${a.attachment_id} base=${base} attachment=${a} />`)}
         </ul>`}
       ${body
         ? html`

@@ -1,7 +1,8 @@
-/** Reading mail on `{base_url}/api` (DESIGN.md §4): a mailbox's emails, one email, its raw MIME, an attachment, a thread. */
+/** Reading mail on `{base_url}/api` (DESIGN.md §4): a mailbox's emails, one email, its raw MIME, an attachment and its text, a thread. */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { IntegerParam, ListMeta, ListParams } from "../../../services/listing.ts"
+import { AttachmentText, MAX_PDF_PAGES, MAX_TEXT_CHARS } from "../../../services/mail/attachment-text.ts"
 import { Label, LabelList, MAX_BATCH } from "../../../services/mail/label-rules.ts"
 import {
   Direction,
@@ -13,7 +14,7 @@ import {
   threadSortFields,
   ThreadSummary
 } from "../../../services/mail/schemas.ts"
-import { Conflict, FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
+import { AttachmentUnreadable, Conflict, FactLabel, NotFound, ValidationError } from "../../../services/errors.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
@@ -239,6 +240,21 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
       .annotateContext(OpenApi.annotations({
         summary: "Download an attachment",
         description: "The decoded bytes, served with the attachment's own content type"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("attachmentText", "/emails/:emailId/attachments/:attachmentId/text")
+      .setPath(AttachmentPath)
+      .addSuccess(Ok(AttachmentText))
+      .addError(envelope(NotFound))
+      .addError(envelope(AttachmentUnreadable))
+      .annotateContext(OpenApi.annotations({
+        summary: "Read an attachment's text",
+        description:
+          "What a text, HTML or PDF attachment says, as plain text: text decoded by its charset, HTML rendered as a reader sees it, " +
+          "a PDF's pages in order (a PDF is read once and kept; its first reading may take seconds). " +
+          `At most ${MAX_TEXT_CHARS.toLocaleString("en")} characters and ${MAX_PDF_PAGES} pages (truncated says when more was left out). ` +
+          "Other kinds, and PDFs that are encrypted, damaged or too large or complex to read, answer 422 ATTACHMENT_UNREADABLE with the reason"
       }))
   )
   .add(

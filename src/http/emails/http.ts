@@ -10,6 +10,7 @@ import { ValidationError } from "../../../services/errors.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { type EmailFilter, Emails, type ThreadFilter } from "../../../services/mail/emails.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
+import { AttachmentTexts } from "../../../services/mail/attachment-texts.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { MailExport } from "../../../services/mail/export.ts"
 import { Labels } from "../../../services/mail/labels.ts"
@@ -67,6 +68,7 @@ const threadQueryOf = (urlParams: typeof ThreadListParams.Type) => ({
 /** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
 const makeHandlers = Effect.gen(function*() {
     const emails = yield* Emails
+    const attachmentTexts = yield* AttachmentTexts
     const mailExport = yield* MailExport
     const labels = yield* Labels
     const deletions = yield* Deletions
@@ -194,6 +196,12 @@ const makeHandlers = Effect.gen(function*() {
             }
           })
         }),
+      attachmentText: ({ path }: Path<typeof AttachmentPath>) =>
+        Effect.gen(function*() {
+          const { userId } = yield* CurrentPrincipal
+          const data = yield* attachmentTexts.read(userId, path.emailId, path.attachmentId).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
       thread: ({ path }: Path<typeof ThreadPath>) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
@@ -229,7 +237,7 @@ const makeHandlers = Effect.gen(function*() {
     }
   })
 
-const services = [Emails.Default, Labels.Default, Deletions.Default, MailArrivals.Default, MailboxReach.Default, MailExport.Default] as const
+const services = [Emails.Default, AttachmentTexts.Default, Labels.Default, Deletions.Default, MailArrivals.Default, MailboxReach.Default, MailExport.Default] as const
 
 export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
@@ -237,7 +245,8 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
       .handle("batchUpdateThreads", h.batchUpdateThreads).handle("batchDeleteThreads", h.batchDeleteThreads)
-      .handleRaw("raw", h.raw).handleRaw("export", h.export).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
+      .handleRaw("raw", h.raw).handleRaw("export", h.export).handleRaw("attachment", h.attachment).handle("attachmentText", h.attachmentText)
+      .handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))
 
 export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEmails", (handlers) =>
@@ -246,5 +255,6 @@ export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashbo
       .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
       .handle("batchUpdateThreads", h.batchUpdateThreads).handle("batchDeleteThreads", h.batchDeleteThreads)
-      .handleRaw("raw", h.raw).handleRaw("export", h.export).handleRaw("attachment", h.attachment).handle("thread", h.thread).handle("updateThread", h.updateThread))
+      .handleRaw("raw", h.raw).handleRaw("export", h.export).handleRaw("attachment", h.attachment).handle("attachmentText", h.attachmentText)
+      .handle("thread", h.thread).handle("updateThread", h.updateThread))
 ).pipe(Layer.provide(services))

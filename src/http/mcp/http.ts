@@ -22,6 +22,7 @@ import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { InternalError, isApiError, RateLimited, Unauthorized, ValidationError } from "../../../services/errors.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
+import { AttachmentTexts } from "../../../services/mail/attachment-texts.ts"
 import { Emails } from "../../../services/mail/emails.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { Labels } from "../../../services/mail/labels.ts"
@@ -264,6 +265,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   // What the tools call: the same services as the HTTP handlers.
   Mailboxes.Default,
   Emails.Default,
+  AttachmentTexts.Default,
   Labels.Default,
   Deletions.Default,
   MailArrivals.Default,

@@ -9,6 +9,7 @@ import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
+import { AttachmentTexts } from "../../../services/mail/attachment-texts.ts"
 import { Emails } from "../../../services/mail/emails.ts"
 import { ForwardingInput } from "../../../services/mail/forward-rules.ts"
 import { Forwarding } from "../../../services/mail/forwarding.ts"
@@ -205,23 +206,28 @@ export const tools = [
     name: "get_attachment",
     reach: "args",
     description:
-      "Read an attachment: the text of a text attachment (text/*, JSON, XML, CSV); for any other kind its metadata " +
-      `and the HTTPS URL to download it with the API key. ${UNTRUSTED}`,
+      "Read an attachment: what a text, HTML or PDF attachment says, as text (a PDF's pages in order; truncated when more was " +
+      "left out); for any other kind, or a PDF that cannot be read, why (unreadable) and the HTTPS URL to download it with " +
+      `the API key. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({ email_id: Id("The email"), attachment_id: Id("The attachment (from get_email)") }),
     run: (principal, input) =>
-      Effect.flatMap(Effect.all([Emails, AppConfig]), ([emails, { appUrl }]) =>
-        Effect.map(emails.attachment(principal.userId, input.email_id, input.attachment_id), (found) => {
-          const about = {
-            attachment_id: input.attachment_id,
-            filename: found.filename,
-            content_type: found.contentType,
-            size: found.content.byteLength,
-            // Where the API serves it (APP_URL: the address clients reach this Mailroom at).
-            download_url: `${appUrl}/v1/api/emails/${encodeURIComponent(input.email_id)}/attachments/${encodeURIComponent(input.attachment_id)}`
-          }
-          return isText(found.contentType) ? { ...about, text: new TextDecoder().decode(found.content) } : about
-        }))
+      Effect.gen(function*() {
+        const [emails, attachmentTexts, { appUrl }] = yield* Effect.all([Emails, AttachmentTexts, AppConfig])
+        const found = yield* emails.attachment(principal.userId, input.email_id, input.attachment_id)
+        const about = {
+          attachment_id: input.attachment_id,
+          filename: found.filename,
+          content_type: found.contentType,
+          size: found.content.byteLength,
+          // Where the API serves it (APP_URL: the address clients reach this Mailroom at).
+          download_url: `${appUrl}/v1/api/emails/${encodeURIComponent(input.email_id)}/attachments/${encodeURIComponent(input.attachment_id)}`
+        }
+        return yield* attachmentTexts.read(principal.userId, input.email_id, input.attachment_id).pipe(
+          Effect.map((read) => ({ ...about, format: read.format, text: read.text, pages: read.pages, truncated: read.truncated })),
+          Effect.catchTag("AttachmentUnreadable", (unreadable) => Effect.succeed({ ...about, unreadable: unreadable.details?.["reason"] }))
+        )
+      })
   }),
   tool({
     name: "search_emails",
@@ -633,9 +639,6 @@ export const tools = [
     run: (principal, input) => Effect.flatMap(Drafts, (drafts) => drafts.send(principal.userId, input.mailbox_id, input.draft_id))
   })
 ] as const
-
-const isText = (contentType: string) =>
-  /^text\//i.test(contentType) || /^application\/(json|xml|csv|[a-z.+-]+\+(json|xml))\b/i.test(contentType)
 
 /** A tool's input as JSON Schema, as `tools/list` shows it: always an object at the top. */
 export const inputSchemaOf = (tool: Tool): { readonly type: "object" } & Record<string, unknown> => {

@@ -1,0 +1,203 @@
+/**
+ * Attachments' text (attachment-text.ts says which can be read, and how): one attachment's for the
+ * API and MCP, and every readable attachment's of a batch of emails for the search index.
+ *
+ * A PDF is read by the DocumentReader once per distinct file and reader: its text (or why it has
+ * none) is kept in `document_texts` by the file's SHA-256, so the same invoice in a hundred emails,
+ * an index pass and a later request all read it once. Text and HTML attachments cost little to read
+ * and are read where asked.
+ */
+import { SqlClient, type SqlError, type Statement } from "@effect/sql"
+import { Effect, Either } from "effect"
+import { AttachmentUnreadable, NotFound } from "../errors.ts"
+import {
+  type AttachmentText,
+  capText,
+  DocumentReader,
+  type DocumentText,
+  DocumentUnreadable,
+  formatOf,
+  MAX_PDF_BYTES,
+  MAX_TEXT_CHARS,
+  mayBeReadable,
+  type UnreadableReason
+} from "./attachment-text.ts"
+import { readHtml } from "./extract/render.ts"
+
+/** A PDF's text as kept, or why it has none. */
+interface KeptText {
+  readonly text: string
+  readonly pages: number | null
+  readonly truncated: boolean
+  readonly reason: Exclude<UnreadableReason, "unsupported_type"> | null
+}
+
+/** An attachment, with its PDF's kept text when there is one. */
+interface AttachmentRow {
+  readonly emailId: string
+  readonly filename: string | null
+  readonly contentType: string
+  readonly size: string | number
+  readonly checksum: string
+  readonly kept: boolean
+  readonly text: string | null
+  readonly pages: number | null
+  readonly truncated: boolean | null
+  readonly reason: KeptText["reason"]
+}
+
+/** How reading an attachment ended: its text and format, or why it has none. */
+type Reading = Either.Either<{ readonly format: AttachmentText["format"]; readonly read: DocumentText }, UnreadableReason>
+
+/** Bytes of a text attachment decoded at most: enough for MAX_TEXT_CHARS in any encoding. */
+const MAX_TEXT_BYTES = MAX_TEXT_CHARS * 4
+
+/** The decoder for a content type's charset; UTF-8 when it names none or one no decoder knows. */
+const decoderFor = (contentType: string) => {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType)?.[1]
+  try {
+    return new TextDecoder(charset ?? "utf-8")
+  } catch {
+    return new TextDecoder("utf-8")
+  }
+}
+
+/** The text of a text or HTML attachment (PDFs are the DocumentReader's). */
+export const readInline = (format: "text" | "html", contentType: string, bytes: Uint8Array): DocumentText => {
+  const cut = bytes.byteLength > MAX_TEXT_BYTES
+  const decoded = decoderFor(contentType).decode(cut ? bytes.subarray(0, MAX_TEXT_BYTES) : bytes)
+  const capped = capText(format === "html" ? readHtml(decoded).text : decoded)
+  return { text: capped.text, pages: 0, truncated: cut || capped.truncated }
+}
+
+/** Attachments in a batch of emails read for search at most, per email (the rest is left out). */
+const MAX_READ_PER_EMAIL = 10
+
+export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom/AttachmentTexts", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const reader = yield* DocumentReader
+
+    const keptOf = (row: AttachmentRow): KeptText | undefined =>
+      row.kept ? { text: row.text ?? "", pages: row.pages, truncated: row.truncated ?? false, reason: row.reason } : undefined
+
+    const fromKept = (kept: KeptText): Reading =>
+      kept.reason === null
+        ? Either.right({ format: "pdf", read: { text: kept.text, pages: kept.pages ?? 0, truncated: kept.truncated } })
+        : Either.left(kept.reason)
+
+    /** Read a PDF with the DocumentReader and keep what it gave, text or reason. */
+    const readPdf = (checksum: string, bytes: Uint8Array) =>
+      Effect.gen(function*() {
+        const outcome = bytes.byteLength > MAX_PDF_BYTES
+          ? Either.left(new DocumentUnreadable({ reason: "too_large", message: `Larger than ${MAX_PDF_BYTES} bytes` }))
+          : yield* Effect.either(reader.pdf(bytes))
+        const kept: KeptText = Either.match(outcome, {
+          onRight: (read) => ({ text: read.text, pages: read.pages, truncated: read.truncated, reason: null }),
+          onLeft: (unreadable) => ({ text: "", pages: null, truncated: false, reason: unreadable.reason })
+        })
+        if (Either.isLeft(outcome)) {
+          yield* Effect.logInfo("A PDF attachment could not be read", { checksum, reason: kept.reason, cause: outcome.left.message })
+        }
+        yield* sql`
+          INSERT INTO document_texts (checksum, format, reader, text, pages, truncated, reason)
+          VALUES (${checksum}, 'pdf', ${reader.version}, ${kept.text}, ${kept.pages}, ${kept.truncated}, ${kept.reason})
+          ON CONFLICT (checksum) DO UPDATE SET reader = EXCLUDED.reader, text = EXCLUDED.text, pages = EXCLUDED.pages,
+            truncated = EXCLUDED.truncated, reason = EXCLUDED.reason, read_at = now()`
+        return fromKept(kept)
+      })
+
+    /** Read an attachment whose text is not kept, from its bytes. */
+    const readBytes = (row: AttachmentRow, bytes: Uint8Array): Effect.Effect<Reading, SqlError.SqlError> => {
+      const format = formatOf(row.contentType, row.filename, bytes)
+      if (format === undefined) return Effect.succeed(Either.left("unsupported_type"))
+      if (format === "pdf") return readPdf(row.checksum, bytes)
+      return Effect.succeed(Either.right({ format, read: readInline(format, row.contentType, bytes) }))
+    }
+
+    /** The bytes of these blobs, by SHA-256. */
+    const contents = (checksums: ReadonlyArray<string>) =>
+      checksums.length === 0
+        ? Effect.succeed(new Map<string, Uint8Array>())
+        : Effect.map(
+          sql<{ sha256: string; content: Uint8Array }>`SELECT sha256, content FROM blobs WHERE sha256 = ANY(${checksums}::text[])`,
+          (rows) => new Map(rows.map((row) => [row.sha256, row.content]))
+        )
+
+    /** Attachments `which` picks, with their PDF's kept text by the current reader. */
+    const attachments = (which: Statement.Fragment) =>
+      sql<AttachmentRow>`
+        SELECT a.email_id, a.filename, a.content_type, a.size, a.checksum,
+               t.checksum IS NOT NULL AS kept, t.text, t.pages, t.truncated, t.reason
+        FROM attachments a
+        LEFT JOIN document_texts t ON t.checksum = a.checksum AND t.reader = ${reader.version}
+        WHERE ${which}
+        ORDER BY a.email_id, a.position`
+
+    /** One attachment's text; 404 when it is not the caller's, 422 when it has none. */
+    const read = Effect.fn("AttachmentTexts.read")(function*(userId: string, emailId: string, attachmentId: string) {
+      const rows = yield* attachments(sql`a.id = ${attachmentId} AND a.email_id = ${emailId} AND EXISTS (
+        SELECT 1 FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+        WHERE e.id = a.email_id AND e.user_id = ${userId})`)
+      const row = rows[0]
+      if (row === undefined) {
+        return yield* new NotFound({ message: "Attachment not found", details: { email_id: emailId, attachment_id: attachmentId } })
+      }
+      const kept = keptOf(row)
+      const reading = kept !== undefined
+        ? fromKept(kept)
+        : yield* Effect.flatMap(contents([row.checksum]), (bytes) => readBytes(row, bytes.get(row.checksum) ?? new Uint8Array()))
+      if (Either.isLeft(reading)) {
+        return yield* new AttachmentUnreadable({
+          message: reading.left === "unsupported_type"
+            ? `Attachments of type ${row.contentType} have no text to read (text, HTML and PDF do)`
+            : `The PDF could not be read (${reading.left.replace("_", " ")})`,
+          details: { email_id: emailId, attachment_id: attachmentId, content_type: row.contentType, reason: reading.left }
+        })
+      }
+      const { format, read: { pages, text, truncated } } = reading.right
+      return {
+        attachment_id: attachmentId,
+        filename: row.filename,
+        content_type: row.contentType,
+        format,
+        text,
+        characters: text.length,
+        pages: format === "pdf" ? pages : null,
+        truncated
+      } satisfies AttachmentText
+    })
+
+    /**
+     * The text of every readable attachment of these emails, by email, in their order in each (at
+     * most MAX_READ_PER_EMAIL each): what search indexes beside the body. PDFs not read before are
+     * read now, one at a time, and kept.
+     */
+    const ofEmails = (emailIds: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const rows = yield* attachments(sql`a.email_id = ANY(${emailIds}::text[])`)
+        const perEmail = new Map<string, number>()
+        const wanted = rows.filter((row) => {
+          if (row.kept ? row.reason !== null : !mayBeReadable(row.contentType, row.filename) || Number(row.size) > MAX_PDF_BYTES) return false
+          const n = (perEmail.get(row.emailId) ?? 0) + 1
+          perEmail.set(row.emailId, n)
+          return n <= MAX_READ_PER_EMAIL
+        })
+        const bytes = yield* contents([...new Set(wanted.filter((row) => !row.kept).map((row) => row.checksum))])
+        const texts = new Map<string, Array<string>>()
+        // The same file twice in the batch is read once.
+        const readings = new Map<string, Reading>()
+        for (const row of wanted) {
+          const kept = keptOf(row)
+          const reading = kept !== undefined
+            ? fromKept(kept)
+            : readings.get(`${row.checksum} ${row.contentType}`) ?? (yield* readBytes(row, bytes.get(row.checksum) ?? new Uint8Array()))
+          readings.set(`${row.checksum} ${row.contentType}`, reading)
+          if (Either.isRight(reading)) texts.set(row.emailId, [...(texts.get(row.emailId) ?? []), reading.right.read.text])
+        }
+        return texts
+      })
+
+    return { read, ofEmails } as const
+  })
+}) {}
