@@ -1,9 +1,12 @@
 // The DocumentReader's process (layers/document-reader.ts), started with its own session
 // (`detached`) and behind the server's work (background-priority.mjs): reads the text of one PDF at
-// a time with Mozilla's pdf.js. It is sent { id, bytes, maxPages, maxChars } over the IPC channel and
-// answers { id, text, pages, truncated } or { id, reason, message }. Nothing it reads runs: pdf.js is
-// told to evaluate no code, load no fonts and fetch nothing; only the cmaps it ships (for CJK text)
-// are read. It exits when that channel closes, so it never outlives the process that started it.
+// a time: PDFs with Mozilla's pdf.js, Word documents (.docx) with mammoth. It is sent
+// { id, format, bytes, maxPages, maxChars } over the IPC channel and answers { id, text, pages,
+// truncated } or { id, reason, message }. Nothing it reads runs: pdf.js is told to evaluate no code,
+// load no fonts and fetch nothing (only the cmaps it ships, for CJK text, are read); mammoth reads
+// the document's XML and follows no link. It exits when that channel closes, so it never outlives
+// the process that started it.
+import mammoth from "mammoth"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { lowerPriority } from "./background-priority.mjs"
@@ -30,7 +33,7 @@ const pageText = (content) => {
   return text.replace(/[ \t]+\n/g, "\n").trim()
 }
 
-const read = async ({ bytes, maxPages, maxChars }) => {
+const readPdf = async ({ bytes, maxPages, maxChars }) => {
   const task = pdfjs.getDocument({
     // pdf.js refuses a Buffer (what the bytes arrive as when the server read them from the database).
     data: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength),
@@ -66,11 +69,25 @@ const read = async ({ bytes, maxPages, maxChars }) => {
   }
 }
 
-const reasonOf = (error) => (error?.name === "PasswordException" ? "encrypted" : "damaged")
+/** An OLE file holding an EncryptedPackage stream: how Word stores a .docx protected by a password. */
+const ENCRYPTED_PACKAGE = Buffer.from("EncryptedPackage", "utf16le")
+const isEncryptedOffice = (bytes) =>
+  bytes[0] === 0xd0 && bytes[1] === 0xcf && bytes[2] === 0x11 && bytes[3] === 0xe0 && Buffer.from(bytes).includes(ENCRYPTED_PACKAGE)
+
+class Encrypted extends Error {}
+
+const readDocx = async ({ bytes, maxChars }) => {
+  if (isEncryptedOffice(bytes)) throw new Encrypted("The document is protected by a password")
+  const { value } = await mammoth.extractRawText({ buffer: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength) })
+  const text = value.replace(/\n{3,}/g, "\n\n").trim()
+  return { text: text.slice(0, maxChars), pages: null, truncated: text.length > maxChars }
+}
+
+const reasonOf = (error) => (error?.name === "PasswordException" || error instanceof Encrypted ? "encrypted" : "damaged")
 
 process.on("message", async (job) => {
   try {
-    process.send({ id: job.id, ...(await read(job)) })
+    process.send({ id: job.id, ...(await (job.format === "docx" ? readDocx(job) : readPdf(job))) })
   } catch (error) {
     process.send({ id: job.id, reason: reasonOf(error), message: String(error?.message ?? error) })
   }

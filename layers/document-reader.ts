@@ -1,9 +1,9 @@
 /**
- * The DocumentReader port over Mozilla's pdf.js, in a child process of its own
- * (document-reader-process.mjs): reading a PDF costs tens of milliseconds of CPU a page, which on the
- * event loop would be time the process (in one process, every role) could answer no one.
+ * The DocumentReader port over Mozilla's pdf.js (PDF) and mammoth (Word .docx), in a child process of
+ * its own (document-reader-process.mjs): reading a PDF costs tens of milliseconds of CPU a page,
+ * which on the event loop would be time the process (in one process, every role) could answer no one.
  *
- * A stranger's PDF may be built to cost without bound, so each is read within READ_DEADLINE and the
+ * A stranger's document may be built to cost without bound (a PDF's streams, a .docx's ZIP), so each is read within READ_DEADLINE and the
  * reader's heap is held to MAX_HEAP_MB: a document that needs more fails `too_complex`, the reader
  * is ended, and the next document gets a new one. A process and not a worker thread, because a
  * thread's memory limit does not hold for every allocation: one large array past it ends the whole
@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url"
 import {
   capText,
   DocumentReader,
+  type DocumentFormat,
   type DocumentText,
   DocumentUnreadable,
   MAX_PDF_PAGES,
@@ -37,14 +38,14 @@ const NICE = 10
 const processUrl = new URL("./document-reader-process.mjs", import.meta.url)
 
 type Reply =
-  | { readonly id: number; readonly text: string; readonly pages: number; readonly truncated: boolean }
+  | { readonly id: number; readonly text: string; readonly pages: number | null; readonly truncated: boolean }
   | { readonly id: number; readonly reason: "encrypted" | "damaged"; readonly message: string }
   | { readonly id: -1; readonly niced: boolean }
 
-/** The pdf.js the reader reads with (its package.json: the package is read from node_modules, not bundled). */
-const pdfjsVersion = (): string => {
+/** A package's version, read from its package.json (the reader's packages are read from node_modules, not bundled). */
+const versionOf = (name: string): string => {
   try {
-    return (createRequire(import.meta.url)("pdfjs-dist/package.json") as { readonly version: string }).version
+    return (createRequire(import.meta.url)(`${name}/package.json`) as { readonly version: string }).version
   } catch {
     return "unknown"
   }
@@ -92,7 +93,7 @@ export const layerWith = (options: { readonly script?: URL; readonly deadline?: 
     }
     yield* Effect.addFinalizer(() => Effect.sync(stop))
 
-    const readOnce = (bytes: Uint8Array) =>
+    const readOnce = (format: DocumentFormat, bytes: Uint8Array) =>
       Effect.async<DocumentText, DocumentUnreadable>((resume) => {
         const child = reader ??= start()
         const id = nextId++
@@ -122,7 +123,7 @@ export const layerWith = (options: { readonly script?: URL; readonly deadline?: 
         child.on("message", onMessage)
         child.on("exit", onExit)
         child.channel?.ref()
-        child.send({ id, bytes, maxPages: MAX_PDF_PAGES, maxChars: MAX_TEXT_CHARS })
+        child.send({ id, format, bytes, maxPages: MAX_PDF_PAGES, maxChars: MAX_TEXT_CHARS })
         // Given up on (its deadline, or whoever asked no longer waits): the reader is busy with it, so it goes.
         return Effect.sync(() => {
           done()
@@ -135,7 +136,10 @@ export const layerWith = (options: { readonly script?: URL; readonly deadline?: 
         })
       )
 
-    return { version: `pdf.js ${pdfjsVersion()}`, pdf: (bytes) => oneAtATime.withPermits(1)(readOnce(bytes)) }
+    return {
+      versions: { pdf: `pdf.js ${versionOf("pdfjs-dist")}`, docx: `mammoth ${versionOf("mammoth")}` },
+      read: (format, bytes) => oneAtATime.withPermits(1)(readOnce(format, bytes))
+    }
   }))
 
 export const layer = layerWith()

@@ -412,7 +412,7 @@ export class AttachmentUnreadable extends Schema.TaggedError<AttachmentUnreadabl
     status: 422,
     code: "ATTACHMENT_UNREADABLE",
     description:
-      "ATTACHMENT_UNREADABLE: the attachment has no text to read: not text, HTML or PDF (reason unsupported_type), or a PDF that is " +
+      "ATTACHMENT_UNREADABLE: the attachment has no text to read: not text, HTML, PDF or Word (reason unsupported_type), or a document that is " +
       "encrypted, damaged, too_large or too_complex to read in time; details: email_id, attachment_id, content_type, reason"
   })
 ) {}

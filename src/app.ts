@@ -118,7 +118,7 @@ export const mailboxSettingsLayer = (config: AppConfigShape) =>
  * the vector index (Qdrant with `QDRANT_URL`, else pgvector: in the app's PostgreSQL when it has the
  * extension, else in a PGlite of its own, which it always is beside the embedded database), with the
  * current model's collection, the thesaurus (WordNet, read only once a query is expanded), and the
- * reader of PDF attachments (a thread started on the first PDF): what the indexer and the API's
+ * reader of document attachments (a process started on the first PDF or Word file): what the indexer and the API's
  * attachment texts share.
  */
 export const vectorsLayer = (config: AppConfigShape) => {

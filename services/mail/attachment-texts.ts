@@ -2,10 +2,10 @@
  * Attachments' text (attachment-text.ts says which can be read, and how): one attachment's for the
  * API and MCP, and every readable attachment's of a batch of emails for the search index.
  *
- * A PDF is read by the DocumentReader once per distinct file and reader: its text (or why it has
- * none) is kept in `document_texts` by the file's SHA-256, so the same invoice in a hundred emails,
- * an index pass and a later request all read it once. Text and HTML attachments cost little to read
- * and are read where asked.
+ * A document (PDF, Word) is read by the DocumentReader once per distinct file and reader: its text
+ * (or why it has none) is kept in `document_texts` by the file's SHA-256, so the same invoice in a
+ * hundred emails, an index pass and a later request all read it once. Text and HTML attachments
+ * cost little to read and are read where asked.
  */
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { Effect, Either } from "effect"
@@ -13,26 +13,28 @@ import { AttachmentUnreadable, NotFound } from "../errors.ts"
 import {
   type AttachmentText,
   capText,
+  type DocumentFormat,
   DocumentReader,
   type DocumentText,
   DocumentUnreadable,
   formatOf,
-  MAX_PDF_BYTES,
+  MAX_DOCUMENT_BYTES,
   MAX_TEXT_CHARS,
   mayBeReadable,
   type UnreadableReason
 } from "./attachment-text.ts"
 import { readHtml } from "./extract/render.ts"
 
-/** A PDF's text as kept, or why it has none. */
+/** A document's text as kept, or why it has none. */
 interface KeptText {
+  readonly format: DocumentFormat
   readonly text: string
   readonly pages: number | null
   readonly truncated: boolean
   readonly reason: Exclude<UnreadableReason, "unsupported_type"> | null
 }
 
-/** An attachment, with its PDF's kept text when there is one. */
+/** An attachment, with its document's kept text when there is one. */
 interface AttachmentRow {
   readonly emailId: string
   readonly filename: string | null
@@ -40,6 +42,7 @@ interface AttachmentRow {
   readonly size: string | number
   readonly checksum: string
   readonly kept: boolean
+  readonly format: DocumentFormat | null
   readonly text: string | null
   readonly pages: number | null
   readonly truncated: boolean | null
@@ -62,12 +65,12 @@ const decoderFor = (contentType: string) => {
   }
 }
 
-/** The text of a text or HTML attachment (PDFs are the DocumentReader's). */
+/** The text of a text or HTML attachment (documents are the DocumentReader's). */
 export const readInline = (format: "text" | "html", contentType: string, bytes: Uint8Array): DocumentText => {
   const cut = bytes.byteLength > MAX_TEXT_BYTES
   const decoded = decoderFor(contentType).decode(cut ? bytes.subarray(0, MAX_TEXT_BYTES) : bytes)
   const capped = capText(format === "html" ? readHtml(decoded).text : decoded)
-  return { text: capped.text, pages: 0, truncated: cut || capped.truncated }
+  return { text: capped.text, pages: null, truncated: cut || capped.truncated }
 }
 
 /** Attachments in a batch of emails read for search at most, per email (the rest is left out). */
@@ -79,31 +82,33 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
     const reader = yield* DocumentReader
 
     const keptOf = (row: AttachmentRow): KeptText | undefined =>
-      row.kept ? { text: row.text ?? "", pages: row.pages, truncated: row.truncated ?? false, reason: row.reason } : undefined
+      row.kept && row.format !== null
+        ? { format: row.format, text: row.text ?? "", pages: row.pages, truncated: row.truncated ?? false, reason: row.reason }
+        : undefined
 
     const fromKept = (kept: KeptText): Reading =>
       kept.reason === null
-        ? Either.right({ format: "pdf", read: { text: kept.text, pages: kept.pages ?? 0, truncated: kept.truncated } })
+        ? Either.right({ format: kept.format, read: { text: kept.text, pages: kept.pages, truncated: kept.truncated } })
         : Either.left(kept.reason)
 
-    /** Read a PDF with the DocumentReader and keep what it gave, text or reason. */
-    const readPdf = (checksum: string, bytes: Uint8Array) =>
+    /** Read a document with the DocumentReader and keep what it gave, text or reason. */
+    const readDocument = (format: DocumentFormat, checksum: string, bytes: Uint8Array) =>
       Effect.gen(function*() {
-        const outcome = bytes.byteLength > MAX_PDF_BYTES
-          ? Either.left(new DocumentUnreadable({ reason: "too_large", message: `Larger than ${MAX_PDF_BYTES} bytes` }))
-          : yield* Effect.either(reader.pdf(bytes))
+        const outcome = bytes.byteLength > MAX_DOCUMENT_BYTES
+          ? Either.left(new DocumentUnreadable({ reason: "too_large", message: `Larger than ${MAX_DOCUMENT_BYTES} bytes` }))
+          : yield* Effect.either(reader.read(format, bytes))
         const kept: KeptText = Either.match(outcome, {
-          onRight: (read) => ({ text: read.text, pages: read.pages, truncated: read.truncated, reason: null }),
-          onLeft: (unreadable) => ({ text: "", pages: null, truncated: false, reason: unreadable.reason })
+          onRight: (read) => ({ format, text: read.text, pages: read.pages, truncated: read.truncated, reason: null }),
+          onLeft: (unreadable) => ({ format, text: "", pages: null, truncated: false, reason: unreadable.reason })
         })
         if (Either.isLeft(outcome)) {
-          yield* Effect.logInfo("A PDF attachment could not be read", { checksum, reason: kept.reason, cause: outcome.left.message })
+          yield* Effect.logInfo("A document attachment could not be read", { format, checksum, reason: kept.reason, cause: outcome.left.message })
         }
         yield* sql`
           INSERT INTO document_texts (checksum, format, reader, text, pages, truncated, reason)
-          VALUES (${checksum}, 'pdf', ${reader.version}, ${kept.text}, ${kept.pages}, ${kept.truncated}, ${kept.reason})
-          ON CONFLICT (checksum) DO UPDATE SET reader = EXCLUDED.reader, text = EXCLUDED.text, pages = EXCLUDED.pages,
-            truncated = EXCLUDED.truncated, reason = EXCLUDED.reason, read_at = now()`
+          VALUES (${checksum}, ${format}, ${reader.versions[format]}, ${kept.text}, ${kept.pages}, ${kept.truncated}, ${kept.reason})
+          ON CONFLICT (checksum) DO UPDATE SET format = EXCLUDED.format, reader = EXCLUDED.reader, text = EXCLUDED.text,
+            pages = EXCLUDED.pages, truncated = EXCLUDED.truncated, reason = EXCLUDED.reason, read_at = now()`
         return fromKept(kept)
       })
 
@@ -111,7 +116,7 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
     const readBytes = (row: AttachmentRow, bytes: Uint8Array): Effect.Effect<Reading, SqlError.SqlError> => {
       const format = formatOf(row.contentType, row.filename, bytes)
       if (format === undefined) return Effect.succeed(Either.left("unsupported_type"))
-      if (format === "pdf") return readPdf(row.checksum, bytes)
+      if (format === "pdf" || format === "docx") return readDocument(format, row.checksum, bytes)
       return Effect.succeed(Either.right({ format, read: readInline(format, row.contentType, bytes) }))
     }
 
@@ -124,13 +129,13 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
           (rows) => new Map(rows.map((row) => [row.sha256, row.content]))
         )
 
-    /** Attachments `which` picks, with their PDF's kept text by the current reader. */
+    /** Attachments `which` picks, with their document's kept text by a current reader. */
     const attachments = (which: Statement.Fragment) =>
       sql<AttachmentRow>`
         SELECT a.email_id, a.filename, a.content_type, a.size, a.checksum,
-               t.checksum IS NOT NULL AS kept, t.text, t.pages, t.truncated, t.reason
+               t.checksum IS NOT NULL AS kept, t.format, t.text, t.pages, t.truncated, t.reason
         FROM attachments a
-        LEFT JOIN document_texts t ON t.checksum = a.checksum AND t.reader = ${reader.version}
+        LEFT JOIN document_texts t ON t.checksum = a.checksum AND t.reader = ANY(${Object.values(reader.versions)}::text[])
         WHERE ${which}
         ORDER BY a.email_id, a.position`
 
@@ -150,8 +155,8 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
       if (Either.isLeft(reading)) {
         return yield* new AttachmentUnreadable({
           message: reading.left === "unsupported_type"
-            ? `Attachments of type ${row.contentType} have no text to read (text, HTML and PDF do)`
-            : `The PDF could not be read (${reading.left.replace("_", " ")})`,
+            ? `Attachments of type ${row.contentType} have no text to read (text, HTML, PDF and Word documents do)`
+            : `The document could not be read (${reading.left.replace("_", " ")})`,
           details: { email_id: emailId, attachment_id: attachmentId, content_type: row.contentType, reason: reading.left }
         })
       }
@@ -163,22 +168,22 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
         format,
         text,
         characters: text.length,
-        pages: format === "pdf" ? pages : null,
+        pages,
         truncated
       } satisfies AttachmentText
     })
 
     /**
      * The text of every readable attachment of these emails, by email, in their order in each (at
-     * most MAX_READ_PER_EMAIL each): what search indexes beside the body. PDFs not read before are
-     * read now, one at a time, and kept.
+     * most MAX_READ_PER_EMAIL each): what search indexes beside the body. Documents not read before
+     * are read now, one at a time, and kept.
      */
     const ofEmails = (emailIds: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const rows = yield* attachments(sql`a.email_id = ANY(${emailIds}::text[])`)
         const perEmail = new Map<string, number>()
         const wanted = rows.filter((row) => {
-          if (row.kept ? row.reason !== null : !mayBeReadable(row.contentType, row.filename) || Number(row.size) > MAX_PDF_BYTES) return false
+          if (row.kept ? row.reason !== null : !mayBeReadable(row.contentType, row.filename) || Number(row.size) > MAX_DOCUMENT_BYTES) return false
           const n = (perEmail.get(row.emailId) ?? 0) + 1
           perEmail.set(row.emailId, n)
           return n <= MAX_READ_PER_EMAIL

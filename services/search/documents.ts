@@ -1,5 +1,5 @@
 /**
- * What of an email is searched: its subject, body and readable attachments (text, HTML, PDF:
+ * What of an email is searched: its subject, body and readable attachments (text, HTML, PDF, Word:
  * mail/attachment-text.ts), cut into chunks for the embedder (one vector each) and capped for the
  * full-text document.
  */

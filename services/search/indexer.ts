@@ -3,7 +3,7 @@
  * then announces it (`email.processed`).
  *
  * For every `email.received` it embeds the email's text (subject, body and readable attachments:
- * text, HTML, PDF; mail/attachment-texts.ts), in chunks, stores the vectors in the vector index,
+ * text, HTML, PDF, Word; mail/attachment-texts.ts), in chunks, stores the vectors in the vector index,
  * then records the email (`search_documents`, with the model it was embedded with), its full-text
  * postings and their lexicon counts. Only then is the bus message acknowledged, so a worker that
  * dies part-way leaves the event to be handled again.

@@ -485,7 +485,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await items.nth(0).getByRole("button", { name: "Hide text" }).click()
     await expect(page.getByLabel("Text of statement.pdf").count()).resolves.toBe(0)
     await items.nth(1).getByRole("button", { name: "Show text" }).click()
-    await items.nth(1).getByText("Attachments of type application/octet-stream have no text to read (text, HTML and PDF do)").waitFor()
+    await items.nth(1).getByText("Attachments of type application/octet-stream have no text to read (text, HTML, PDF and Word documents do)").waitFor()
     await expect(items.nth(2).getByRole("button").count()).resolves.toBe(0)
     expect(refusals(/^422 GET .*\/attachments\/att_\w+\/text$/)).toHaveLength(1)
   })

@@ -10,19 +10,20 @@ import { expect, layer } from "@effect/vitest"
 import { type Duration, Effect, Layer } from "effect"
 import * as DocumentReaderLive from "../../layers/document-reader.ts"
 import { AttachmentUnreadable, NotFound } from "../../services/errors.ts"
-import { DocumentReader, formatOf, MAX_TEXT_CHARS } from "../../services/mail/attachment-text.ts"
+import { type DocumentFormat, DocumentReader, formatOf, MAX_TEXT_CHARS } from "../../services/mail/attachment-text.ts"
 import { AttachmentTexts, readInline } from "../../services/mail/attachment-texts.ts"
 import { testDatabase } from "../support/database.ts"
+import { makeDocx, zip } from "../support/docx.ts"
 import { makePdf } from "../support/pdf.ts"
 import { insertEmail, insertMailbox, type Mailbox, storeBlob } from "../support/seed-mail.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
-/** PDFs the reader was asked to read, by this suite's counting reader. */
-let pdfReads = 0
+/** Documents the reader was asked to read, by this suite's counting reader. */
+let documentReads = 0
 const countingReader = Layer.effect(DocumentReader, Effect.map(DocumentReader, (reader) => ({
   ...reader,
-  pdf: (bytes: Uint8Array) => Effect.zipRight(Effect.sync(() => void pdfReads++), reader.pdf(bytes))
+  read: (format: DocumentFormat, bytes: Uint8Array) => Effect.zipRight(Effect.sync(() => void documentReads++), reader.read(format, bytes))
 }))).pipe(Layer.provide(DocumentReaderLive.layer))
 
 const services = AttachmentTexts.Default.pipe(
@@ -51,8 +52,12 @@ const withAttachments = (mailbox: Mailbox, attachments: ReadonlyArray<{ filename
 const invoice = makePdf(["Invoice 42\nTotal due: 450 EUR", "Thank you for your business"])
 
 layer(services, { timeout: 60_000 })("attachment texts", (it) => {
-  it("reads PDFs by their bytes, HTML and text by their type, text also by a name; nothing else", () => {
+  it("reads PDFs by their bytes, Word, HTML and text by their type, Word and text also by a name; nothing else", () => {
     expect(formatOf("application/octet-stream", "scan", invoice)).toBe("pdf")
+    expect(formatOf("application/vnd.openxmlformats-officedocument.wordprocessingml.document", null, text("PK"))).toBe("docx")
+    expect(formatOf("application/zip", "Contract.DOCX", text("PK"))).toBe("docx")
+    expect(formatOf("application/zip", "archive.zip", text("PK"))).toBeUndefined()
+    expect(formatOf("application/msword", "old.doc", text("\xd0\xcf"))).toBeUndefined()
     expect(formatOf("application/pdf", null, text("not a pdf"))).toBeUndefined()
     expect(formatOf("text/html; charset=utf-8", null, text("<p>hi</p>"))).toBe("html")
     expect(formatOf("text/csv", null, text("a,b"))).toBe("text")
@@ -75,7 +80,7 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
       const mailbox = yield* insertMailbox(yield* insertUser())
       const first = yield* withAttachments(mailbox, [{ filename: "invoice.pdf", contentType: "application/octet-stream", bytes: invoice }])
       const second = yield* withAttachments(mailbox, [{ filename: "copy.pdf", contentType: "application/pdf", bytes: invoice }])
-      const before = pdfReads
+      const before = documentReads
       const read = yield* texts.read(mailbox.owner.userId, first.emailId, first.ids[0]!)
       expect(read).toEqual({
         attachment_id: first.ids[0],
@@ -88,10 +93,35 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
         truncated: false
       })
       const again = yield* texts.read(mailbox.owner.userId, second.emailId, second.ids[0]!)
-      expect([again.text, again.filename, pdfReads - before]).toEqual([read.text, "copy.pdf", 1])
+      expect([again.text, again.filename, documentReads - before]).toEqual([read.text, "copy.pdf", 1])
       const kept = yield* sql<{ reader: string; pages: number }>`SELECT reader, pages FROM document_texts WHERE text LIKE 'Invoice 42%'`
       expect(kept).toHaveLength(1)
       expect(kept[0]!.reader).toMatch(/^pdf\.js \d+\.\d+/)
+    }))
+
+  it.effect("reads a Word document's paragraphs; says why one has none: damaged, or protected by a password", () =>
+    Effect.gen(function*() {
+      const texts = yield* AttachmentTexts
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const docx = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+      const email = yield* withAttachments(mailbox, [
+        { filename: "contract.docx", contentType: docx, bytes: makeDocx(["Contract for services", "Fee: 1,200 EUR & VAT"]) },
+        { filename: "notes.docx", contentType: "application/octet-stream", bytes: zip([["notes.txt", Buffer.from("not a document")]]) },
+        {
+          filename: "secret.docx",
+          contentType: docx,
+          bytes: new Uint8Array(Buffer.concat([Buffer.from("d0cf11e0a1b11ae1", "hex"), Buffer.alloc(512), Buffer.from("EncryptedPackage", "utf16le")]))
+        }
+      ])
+      const contract = yield* texts.read(mailbox.owner.userId, email.emailId, email.ids[0]!)
+      expect(contract).toMatchObject({ format: "docx", text: "Contract for services\n\nFee: 1,200 EUR & VAT", pages: null, truncated: false })
+      const reasons = []
+      for (const id of email.ids.slice(1)) {
+        const error = yield* Effect.flip(texts.read(mailbox.owner.userId, email.emailId, id))
+        if (!(error instanceof AttachmentUnreadable)) return expect.fail(`expected ATTACHMENT_UNREADABLE, got ${String(error)}`)
+        reasons.push([error.message, error.details?.["reason"]])
+      }
+      expect(reasons).toEqual([["The document could not be read (damaged)", "damaged"], ["The document could not be read (encrypted)", "encrypted"]])
     }))
 
   it.effect("says why an attachment has no text: its type, a password, damage; 404 for another account's", () =>
@@ -117,9 +147,9 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
         { email_id: email.emailId, attachment_id: email.ids[2], content_type: "application/pdf", reason: "damaged" }
       ])
       // Why is kept too: the damaged file is not read again.
-      const before = pdfReads
+      const before = documentReads
       yield* refusal(email.ids[2]!)
-      expect(pdfReads).toBe(before)
+      expect(documentReads).toBe(before)
       const stranger = yield* insertUser()
       const notFound = yield* Effect.flip(texts.read(stranger.userId, email.emailId, email.ids[0]!))
       if (!(notFound instanceof NotFound)) return expect.fail(`expected NOT_FOUND, got ${String(notFound)}`)
@@ -148,17 +178,17 @@ const stubReader = (deadline: Duration.DurationInput) =>
   DocumentReaderLive.layerWith({ script: new URL("../fixtures/document-reader-stub.mjs", import.meta.url), deadline })
 
 // The real clock: the deadline is the reader's own.
-layer(stubReader("3 seconds"), { timeout: 60_000, excludeTestServices: true })("the reader's thread", (it) => {
-  it.effect("fails a document past its deadline or its memory as too_complex, then reads the next in a new thread", () =>
+layer(stubReader("3 seconds"), { timeout: 60_000, excludeTestServices: true })("the reader's process", (it) => {
+  it.effect("fails a document past its deadline or its memory as too_complex, then reads the next in a new process", () =>
     Effect.gen(function*() {
       const reader = yield* DocumentReader
       const started = Date.now()
-      const slow = yield* Effect.flip(reader.pdf(text("%PDF- HANG")))
+      const slow = yield* Effect.flip(reader.read("pdf", text("%PDF- HANG")))
       expect(slow.reason).toBe("too_complex")
       expect(Date.now() - started).toBeLessThan(8_000)
-      expect(yield* reader.pdf(text("%PDF- fine"))).toEqual({ text: "read 10 bytes", pages: 1, truncated: false })
-      const hungry = yield* Effect.flip(reader.pdf(text("%PDF- OOM")))
+      expect(yield* reader.read("pdf", text("%PDF- fine"))).toEqual({ text: "read 10 bytes", pages: 1, truncated: false })
+      const hungry = yield* Effect.flip(reader.read("pdf", text("%PDF- OOM")))
       expect([hungry.reason, hungry.message]).toEqual(["too_complex", expect.stringMatching(/memory/i)])
-      expect(yield* reader.pdf(text("%PDF- again"))).toEqual({ text: "read 11 bytes", pages: 1, truncated: false })
+      expect(yield* reader.read("pdf", text("%PDF- again"))).toEqual({ text: "read 11 bytes", pages: 1, truncated: false })
     }))
 })

@@ -216,7 +216,7 @@ describe("POST /v1/search", () => {
     expect(photo.response.status).toBe(422)
     expect(photo.error?.error).toEqual({
       code: "ATTACHMENT_UNREADABLE",
-      message: "Attachments of type image/png have no text to read (text, HTML and PDF do)",
+      message: "Attachments of type image/png have no text to read (text, HTML, PDF and Word documents do)",
       details: { email_id: emailId, attachment_id: png!.attachment_id, content_type: "image/png", reason: "unsupported_type" }
     })
     const missing = await textOf("att_missing")

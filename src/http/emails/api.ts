@@ -251,10 +251,11 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
       .annotateContext(OpenApi.annotations({
         summary: "Read an attachment's text",
         description:
-          "What a text, HTML or PDF attachment says, as plain text: text decoded by its charset, HTML rendered as a reader sees it, " +
-          "a PDF's pages in order (a PDF is read once and kept; its first reading may take seconds). " +
+          "What a text, HTML, PDF or Word (.docx) attachment says, as plain text: text decoded by its charset, HTML rendered as a " +
+          "reader sees it, a PDF's pages in order, a Word document's paragraphs (a document is read once and kept; its first reading " +
+          "may take seconds). " +
           `At most ${MAX_TEXT_CHARS.toLocaleString("en")} characters and ${MAX_PDF_PAGES} pages (truncated says when more was left out). ` +
-          "Other kinds, and PDFs that are encrypted, damaged or too large or complex to read, answer 422 ATTACHMENT_UNREADABLE with the reason"
+          "Other kinds, and documents that are encrypted, damaged or too large or complex to read, answer 422 ATTACHMENT_UNREADABLE with the reason"
       }))
   )
   .add(

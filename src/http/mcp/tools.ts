@@ -206,8 +206,8 @@ export const tools = [
     name: "get_attachment",
     reach: "args",
     description:
-      "Read an attachment: what a text, HTML or PDF attachment says, as text (a PDF's pages in order; truncated when more was " +
-      "left out); for any other kind, or a PDF that cannot be read, why (unreadable) and the HTTPS URL to download it with " +
+      "Read an attachment: what a text, HTML, PDF or Word (.docx) attachment says, as text (a PDF's pages in order; truncated " +
+      "when more was left out); for any other kind, or a document that cannot be read, why (unreadable) and the HTTPS URL to download it with " +
       `the API key. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({ email_id: Id("The email"), attachment_id: Id("The attachment (from get_email)") }),
