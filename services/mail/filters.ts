@@ -14,7 +14,7 @@
  *   caller's is 404, a filter that is not the caller's too.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Duration, Effect, Option, Schedule, Schema } from "effect"
+import { Array as Arr, Cause, Duration, Effect, Option, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { groupCommit } from "../batching.ts"
 import { makeToldCache } from "../bus/told-cache.ts"
@@ -81,6 +81,35 @@ interface FilterSet {
 }
 
 const changeOf = (row: FilterRow): LabelChange => ({ add: row.addLabels, remove: row.removeLabels })
+
+/** A received email as a filter's run over past mail reads it. */
+interface ReceivedRow {
+  readonly id: string
+  readonly mailboxId: string
+  readonly fromAddress: string
+  readonly toAddresses: ReadonlyArray<string>
+  readonly ccAddresses: ReadonlyArray<string> | null
+  readonly rcptTo: string
+  readonly subject: string
+  readonly body: string
+  readonly hasAttachments: boolean
+  readonly labels: ReadonlyArray<string>
+  readonly receivedAt: string
+}
+
+const factsOf = (email: ReceivedRow): MailFacts => ({
+  from: email.fromAddress || undefined,
+  recipients: [email.rcptTo, ...email.toAddresses, ...(email.ccAddresses ?? [])],
+  subject: email.subject,
+  body: email.body,
+  hasAttachments: email.hasAttachments
+})
+
+/** Whether `change` changes these labels, and leaves no more than MAX_LABELS. */
+const changes = (labels: ReadonlyArray<string>, change: LabelChange) => {
+  const next = applyChange(labels, change)
+  return (next.length !== labels.length || next.some((label) => !labels.includes(label))) && next.length <= MAX_LABELS
+}
 
 const filterNotFound = (filterId: string) => new NotFound({ message: "Filter not found", details: { filter_id: filterId } })
 
@@ -251,10 +280,20 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
      * `matched`; those whose labels it changes are `changed` (unless `dryRun`). Emails it would give
      * more than MAX_LABELS labels are left as they are.
      */
+    /** Give `emailIds` the label change, a batch at a time; an email deleted since it was read is left out. */
+    const relabel = (userId: string, emailIds: ReadonlyArray<string>, change: LabelChange) =>
+      Effect.forEach(Arr.chunksOf(emailIds, MAX_BATCH), (batch) =>
+        labels.update(userId, batch, change).pipe(
+          // Deleted since it was read: the rest of the batch is changed without it.
+          Effect.catchTag("NotFound", () => Effect.forEach(batch, (id) => Effect.ignore(labels.update(userId, [id], change)), { discard: true })),
+          // The stored change passed the same checks when the filter was saved.
+          Effect.catchTag("FactLabel", (error) => Effect.die(error))
+        ), { discard: true })
+
     const apply = Effect.fn("Filters.apply")(function*(userId: string, filterId: string, dryRun: boolean) {
       const row = yield* findRow(userId, filterId)
-      const filter = compileFilter({ id: row.id, mailboxId: row.mailboxId, enabled: true, conditions: row.conditions, change: changeOf(row) })
       const change = changeOf(row)
+      const filter = compileFilter({ id: row.id, mailboxId: row.mailboxId, enabled: true, conditions: row.conditions, change })
       const withBody = row.conditions.body_contains !== undefined
       let scanned = 0
       let matched = 0
@@ -262,19 +301,7 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
       // Where the last page ended: its received_at as text, which keeps the microseconds a Date drops.
       let before: { readonly at: string; readonly id: string } | undefined
       while (scanned < APPLY_LIMIT) {
-        const rows = yield* sql<{
-          id: string
-          mailboxId: string
-          fromAddress: string
-          toAddresses: ReadonlyArray<string>
-          ccAddresses: ReadonlyArray<string> | null
-          rcptTo: string
-          subject: string
-          body: string
-          hasAttachments: boolean
-          labels: ReadonlyArray<string>
-          receivedAt: string
-        }>`
+        const rows = yield* sql<ReceivedRow>`
           SELECT e.id, e.mailbox_id, e.from_address, e.to_addresses, e.cc_addresses, e.rcpt_to, e.subject,
                  ${withBody ? sql`e.text_body` : sql`''`} AS body, e.has_attachments, e.labels, e.received_at::text AS received_at
           FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
@@ -287,33 +314,10 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
         scanned += rows.length
         const last = rows[rows.length - 1]!
         before = { at: last.receivedAt, id: last.id }
-        const toChange: Array<string> = []
-        for (const email of rows) {
-          const facts: MailFacts = {
-            from: email.fromAddress || undefined,
-            recipients: [email.rcptTo, ...email.toAddresses, ...(email.ccAddresses ?? [])],
-            subject: email.subject,
-            body: email.body,
-            hasAttachments: email.hasAttachments
-          }
-          const { applied } = applyFilters([filter], email.mailboxId, facts, email.labels)
-          if (applied.length === 0) continue
-          matched++
-          const next = applyChange(email.labels, change)
-          const differs = next.length !== email.labels.length || next.some((label) => !email.labels.includes(label))
-          if (differs && next.length <= MAX_LABELS) toChange.push(email.id)
-        }
-        if (!dryRun) {
-          for (let i = 0; i < toChange.length; i += MAX_BATCH) {
-            yield* labels.update(userId, toChange.slice(i, i + MAX_BATCH), change).pipe(
-              // Deleted since it was read: the rest of the batch is changed without it.
-              Effect.catchTag("NotFound", () =>
-                Effect.forEach(toChange.slice(i, i + MAX_BATCH), (id) => Effect.ignore(labels.update(userId, [id], change)), { discard: true })),
-              // The stored change passed the same checks when the filter was saved.
-              Effect.catchTag("FactLabel", (error) => Effect.die(error))
-            )
-          }
-        }
+        const matching = rows.filter((email) => applyFilters([filter], email.mailboxId, factsOf(email), email.labels).applied.length > 0)
+        const toChange = matching.filter((email) => changes(email.labels, change)).map((email) => email.id)
+        if (!dryRun) yield* relabel(userId, toChange, change)
+        matched += matching.length
         changed += toChange.length
         if (rows.length < APPLY_PAGE) break
       }

@@ -123,6 +123,9 @@ const urlProblem = (refused: TargetRefused) =>
 /** Each kind once, in the order given. */
 const distinct = (events: ReadonlyArray<string>) => Array.from(new Set(events))
 
+/** The labels a webhook listens to, as kept: each once; null for every event. */
+const keptLabels = (labels: ReadonlyArray<string> | null | undefined) => (labels == null ? null : distinct(labels))
+
 export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
   dependencies: [WebhookAttempts.Default, EventLog.Default],
   effect: Effect.gen(function*() {
@@ -174,7 +177,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
             events: distinct(input.events),
             secret,
             mailboxIds,
-            labels: input.labels == null ? null : distinct(input.labels)
+            labels: keptLabels(input.labels)
           })
         }
           RETURNING ${sql.literal(columns)}`
@@ -235,7 +238,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
           active = coalesce(${input.active ?? null}::boolean, active),
           secret = coalesce(${input.secret ?? null}, secret),
           mailbox_ids = CASE WHEN ${mailboxIds === undefined} THEN mailbox_ids ELSE ${mailboxIds ?? null}::text[] END,
-          labels = CASE WHEN ${input.labels === undefined} THEN labels ELSE ${input.labels == null ? null : distinct(input.labels)}::text[] END,
+          labels = CASE WHEN ${input.labels === undefined} THEN labels ELSE ${keptLabels(input.labels)}::text[] END,
           updated_at = now()
         WHERE id = ${webhookId} AND user_id = ${userId}
         RETURNING ${sql.literal(columns)}`

@@ -16,30 +16,27 @@ type FilterPath = { readonly filterId: string }
 
 const makeHandlers = Effect.gen(function*() {
   const filters = yield* Filters
-  const caller = Effect.map(CurrentPrincipal, (principal) => principal.userId)
+  /** `run` for the calling account, answered in SPEC's envelope. */
+  const forCaller = <A, E, R>(run: (userId: string) => Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      const { userId } = yield* CurrentPrincipal
+      return { success: true as const, data: yield* orUnavailable(run(userId)) }
+    })
   return {
     list: ({ urlParams }: { readonly urlParams: ListQuery }) =>
       Effect.gen(function*() {
         const p = page(urlParams)
-        const { data, total } = yield* orUnavailable(filters.list(yield* caller, urlParams.mailbox_id, p))
+        const { userId } = yield* CurrentPrincipal
+        const { data, total } = yield* orUnavailable(filters.list(userId, urlParams.mailbox_id, p))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
-    create: ({ payload }: { readonly payload: FilterInput }) =>
-      Effect.map(Effect.flatMap(caller, (userId) => orUnavailable(filters.create(userId, payload))), (data) => ({ success: true as const, data })),
-    get: ({ path }: { readonly path: FilterPath }) =>
-      Effect.map(Effect.flatMap(caller, (userId) => orUnavailable(filters.get(userId, path.filterId))), (data) => ({ success: true as const, data })),
+    create: ({ payload }: { readonly payload: FilterInput }) => forCaller((userId) => filters.create(userId, payload)),
+    get: ({ path }: { readonly path: FilterPath }) => forCaller((userId) => filters.get(userId, path.filterId)),
     update: ({ path, payload }: { readonly path: FilterPath; readonly payload: FilterUpdate }) =>
-      Effect.map(
-        Effect.flatMap(caller, (userId) => orUnavailable(filters.update(userId, path.filterId, payload))),
-        (data) => ({ success: true as const, data })
-      ),
-    remove: ({ path }: { readonly path: FilterPath }) =>
-      Effect.map(Effect.flatMap(caller, (userId) => orUnavailable(filters.remove(userId, path.filterId))), (data) => ({ success: true as const, data })),
+      forCaller((userId) => filters.update(userId, path.filterId, payload)),
+    remove: ({ path }: { readonly path: FilterPath }) => forCaller((userId) => filters.remove(userId, path.filterId)),
     apply: ({ path, payload }: { readonly path: FilterPath; readonly payload: { readonly dry_run?: boolean | undefined } }) =>
-      Effect.map(
-        Effect.flatMap(caller, (userId) => orUnavailable(filters.apply(userId, path.filterId, payload.dry_run ?? false))),
-        (data) => ({ success: true as const, data })
-      )
+      forCaller((userId) => filters.apply(userId, path.filterId, payload.dry_run ?? false))
   }
 })
 
