@@ -8,7 +8,7 @@
  * cost little to read and are read where asked.
  */
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
-import { Effect, Either } from "effect"
+import { Duration, Effect, Either, Metric, MetricBoundaries } from "effect"
 import { AttachmentUnreadable, NotFound } from "../errors.ts"
 import {
   type AttachmentText,
@@ -73,6 +73,22 @@ export const readInline = (format: "text" | "html", contentType: string, bytes: 
   return { text: capped.text, pages: null, truncated: cut || capped.truncated }
 }
 
+const documentReads = Metric.counter("mailroom_document_reads_total", {
+  description: "Documents (PDF, Word) the reader was given, by format and outcome (read, or why not)"
+})
+const documentReadDuration = Metric.histogram(
+  "mailroom_document_read_duration_seconds",
+  MetricBoundaries.fromIterable([0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20]),
+  "How long the reader took for one document, by format, whatever the outcome"
+)
+
+/** Count one reading of a `format` document that ended in `outcome` after `elapsed`. */
+const countReading = (format: DocumentFormat, outcome: string, elapsed: Duration.Duration) =>
+  Effect.zipRight(
+    Metric.increment(Metric.tagged(Metric.tagged(documentReads, "format", format), "outcome", outcome)),
+    Metric.update(Metric.tagged(documentReadDuration, "format", format), Duration.toSeconds(elapsed))
+  )
+
 /** Attachments in a batch of emails read for search at most, per email (the rest is left out). */
 const MAX_READ_PER_EMAIL = 10
 
@@ -94,9 +110,10 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
     /** Read a document with the DocumentReader and keep what it gave, text or reason. */
     const readDocument = (format: DocumentFormat, checksum: string, bytes: Uint8Array) =>
       Effect.gen(function*() {
-        const outcome = bytes.byteLength > MAX_DOCUMENT_BYTES
-          ? Either.left(new DocumentUnreadable({ reason: "too_large", message: `Larger than ${MAX_DOCUMENT_BYTES} bytes` }))
-          : yield* Effect.either(reader.read(format, bytes))
+        const [elapsed, outcome] = bytes.byteLength > MAX_DOCUMENT_BYTES
+          ? [Duration.zero, Either.left(new DocumentUnreadable({ reason: "too_large", message: `Larger than ${MAX_DOCUMENT_BYTES} bytes` }))]
+          : yield* Effect.timed(Effect.either(reader.read(format, bytes)))
+        yield* countReading(format, Either.isRight(outcome) ? "read" : outcome.left.reason, elapsed)
         const kept: KeptText = Either.match(outcome, {
           onRight: (read) => ({ format, text: read.text, pages: read.pages, truncated: read.truncated, reason: null }),
           onLeft: (unreadable) => ({ format, text: "", pages: null, truncated: false, reason: unreadable.reason })

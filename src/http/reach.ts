@@ -49,6 +49,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "POST /v1/api/emails/batch-delete": "own",
   "GET /v1/api/emails/:emailId/raw": "email",
   "GET /v1/api/emails/:emailId/attachments/:attachmentId": "email",
+  "GET /v1/api/emails/:emailId/attachments/:attachmentId/text": "email",
   "GET /v1/api/threads/:threadId": "thread",
   "PATCH /v1/api/threads/:threadId": "thread",
   "DELETE /v1/api/threads/:threadId": "thread",

@@ -10,6 +10,7 @@ import type { components } from "../../packages/client/src/fetch-client.ts"
 import { upgrade } from "../support/billing.ts"
 import { makePdf } from "../support/pdf.ts"
 import { type Box, DOMAIN, newBox } from "../support/mailboxes.ts"
+import { scrape } from "../support/metrics.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type Backend, createBackend, type Server, startServer } from "../support/server.ts"
 import { anonymous, offContract, rawJsonBody, withKey } from "../support/typed-client.ts"
@@ -219,6 +220,10 @@ describe("POST /v1/search", () => {
       message: "Attachments of type image/png have no text to read (text, HTML, PDF and Word documents do)",
       details: { email_id: emailId, attachment_id: png!.attachment_id, content_type: "image/png", reason: "unsupported_type" }
     })
+    // Read once, by the indexer, and kept: the route's answer cost no second reading.
+    const metrics = await scrape(`${server.url}/metrics`)
+    expect(metrics.value("mailroom_document_reads_total", { format: "pdf", outcome: "read" })).toBe(1)
+    expect(metrics.count("mailroom_document_read_duration_seconds", { format: "pdf" })).toBe(1)
     const missing = await textOf("att_missing")
     expect(missing.response.status).toBe(404)
     expect(missing.error?.error).toEqual({
