@@ -8,7 +8,7 @@
  * cost little to read and are read where asked.
  */
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
-import { Duration, Effect, Either, Metric, MetricBoundaries } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, FiberId, Metric, MetricBoundaries } from "effect"
 import { AttachmentUnreadable, NotFound } from "../errors.ts"
 import {
   type AttachmentText,
@@ -89,6 +89,22 @@ const countReading = (format: DocumentFormat, outcome: string, elapsed: Duration
     Metric.update(Metric.tagged(documentReadDuration, "format", format), Duration.toSeconds(elapsed))
   )
 
+/** Why an attachment has no text, as a person reads it. */
+const unreadableMessage = (reason: UnreadableReason, contentType: string): string => {
+  switch (reason) {
+    case "unsupported_type":
+      return `Attachments of type ${contentType} have no text to read (text, HTML, PDF and Word documents do)`
+    case "encrypted":
+      return "The document is protected by a password: its text cannot be read"
+    case "damaged":
+      return "The document is damaged or is not what its type says: its text cannot be read"
+    case "too_large":
+      return `The document is larger than ${MAX_DOCUMENT_BYTES / 1024 / 1024} MB: its text is not read`
+    case "too_complex":
+      return "The document needs more time or memory than one reading may take: its text cannot be read"
+  }
+}
+
 /** Attachments in a batch of emails read for search at most, per email (the rest is left out). */
 const MAX_READ_PER_EMAIL = 10
 
@@ -129,11 +145,32 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
         return fromKept(kept)
       })
 
+    /**
+     * One reading per file at a time in this process: an agent asking for a new email's PDF while
+     * the indexer reads it waits for that reading instead of starting another. A waiter whose
+     * reading was given up on (interrupted) reads for itself.
+     */
+    const inFlight = new Map<string, Deferred.Deferred<Reading, SqlError.SqlError>>()
+    const readDocumentOnce = (format: DocumentFormat, checksum: string, bytes: Uint8Array): Effect.Effect<Reading, SqlError.SqlError> =>
+      Effect.suspend(() => {
+        const running = inFlight.get(checksum)
+        if (running !== undefined) {
+          return Deferred.await(running).pipe(
+            Effect.catchAllCause((cause) => (Cause.isInterruptedOnly(cause) ? readDocumentOnce(format, checksum, bytes) : Effect.failCause(cause)))
+          )
+        }
+        const done = Deferred.unsafeMake<Reading, SqlError.SqlError>(FiberId.none)
+        inFlight.set(checksum, done)
+        return readDocument(format, checksum, bytes).pipe(
+          Effect.onExit((exit) => Effect.zipRight(Effect.sync(() => inFlight.delete(checksum)), Deferred.done(done, exit)))
+        )
+      })
+
     /** Read an attachment whose text is not kept, from its bytes. */
     const readBytes = (row: AttachmentRow, bytes: Uint8Array): Effect.Effect<Reading, SqlError.SqlError> => {
       const format = formatOf(row.contentType, row.filename, bytes)
       if (format === undefined) return Effect.succeed(Either.left("unsupported_type"))
-      if (format === "pdf" || format === "docx") return readDocument(format, row.checksum, bytes)
+      if (format === "pdf" || format === "docx") return readDocumentOnce(format, row.checksum, bytes)
       return Effect.succeed(Either.right({ format, read: readInline(format, row.contentType, bytes) }))
     }
 
@@ -171,9 +208,7 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
         : yield* Effect.flatMap(contents([row.checksum]), (bytes) => readBytes(row, bytes.get(row.checksum) ?? new Uint8Array()))
       if (Either.isLeft(reading)) {
         return yield* new AttachmentUnreadable({
-          message: reading.left === "unsupported_type"
-            ? `Attachments of type ${row.contentType} have no text to read (text, HTML, PDF and Word documents do)`
-            : `The document could not be read (${reading.left.replace("_", " ")})`,
+          message: unreadableMessage(reading.left, row.contentType),
           details: { email_id: emailId, attachment_id: attachmentId, content_type: row.contentType, reason: reading.left }
         })
       }

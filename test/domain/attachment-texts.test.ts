@@ -94,6 +94,20 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
       })
       const again = yield* texts.read(mailbox.owner.userId, second.emailId, second.ids[0]!)
       expect([again.text, again.filename, documentReads - before]).toEqual([read.text, "copy.pdf", 1])
+      // Asked for at once (an agent told of new mail while the indexer reads it): read once.
+      const memo = makePdf(["Memo: the offsite moves to Friday"])
+      const third = yield* withAttachments(mailbox, [{ filename: "memo.pdf", contentType: "application/pdf", bytes: memo }])
+      const fourth = yield* withAttachments(mailbox, [{ filename: "memo.pdf", contentType: "application/pdf", bytes: memo }])
+      const readsBefore = documentReads
+      const both = yield* Effect.all([
+        texts.read(mailbox.owner.userId, third.emailId, third.ids[0]!),
+        texts.ofEmails([fourth.emailId])
+      ], { concurrency: 2 })
+      expect([both[0].text, both[1].get(fourth.emailId), documentReads - readsBefore]).toEqual([
+        "Memo: the offsite moves to Friday",
+        ["Memo: the offsite moves to Friday"],
+        1
+      ])
       const kept = yield* sql<{ reader: string; pages: number }>`SELECT reader, pages FROM document_texts WHERE text LIKE 'Invoice 42%'`
       expect(kept).toHaveLength(1)
       expect(kept[0]!.reader).toMatch(/^pdf\.js \d+\.\d+/)
@@ -121,7 +135,10 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
         if (!(error instanceof AttachmentUnreadable)) return expect.fail(`expected ATTACHMENT_UNREADABLE, got ${String(error)}`)
         reasons.push([error.message, error.details?.["reason"]])
       }
-      expect(reasons).toEqual([["The document could not be read (damaged)", "damaged"], ["The document could not be read (encrypted)", "encrypted"]])
+      expect(reasons).toEqual([
+        ["The document is damaged or is not what its type says: its text cannot be read", "damaged"],
+        ["The document is protected by a password: its text cannot be read", "encrypted"]
+      ])
     }))
 
   it.effect("says why an attachment has no text: its type, a password, damage; 404 for another account's", () =>
