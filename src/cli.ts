@@ -3,7 +3,7 @@
  *
  *   serve (the default)        run the roles in ROLES until SIGTERM
  *   migrate                    apply the database migrations, then exit
- *   reindex [--all]            embed mail not searchable with the current model (or all of it)
+ *   reindex [--all]            embed mail not searchable with the current model (or all of it afresh)
  *   dns-records                the DNS records to publish for the shared domains
  *   users create <email> [--name <name>] [--password-stdin] [--plan free|pro|enterprise]
  *   users set-plan <email> <free|pro|enterprise>

@@ -1,7 +1,8 @@
 /**
  * `mailroom reindex` (`npm run reindex`): embed every email that is not searchable with the current
  * embedding model (a changed `EMBEDDING_MODEL` or embedder, or mail received before search), or
- * every email with `--all`. First, mail stored with html and no text gets its text (text-repair.ts)
+ * every email afresh with `--all` (its vectors and its words: an attachment an earlier version could
+ * not read, such as a PDF, is then searchable by its words too). First, mail stored with html and no text gets its text (text-repair.ts)
  * and its words indexed afresh. Runs beside a cluster's nodes; on the embedded database, stop the
  * server first (one process holds `DATA_DIR`). Progress goes to stderr; re-running continues where
  * it stopped.
@@ -37,7 +38,7 @@ export const reindex = (config: AppConfigShape, options: { readonly all: boolean
     let done = 0
     let lastLine = 0
     yield* Effect.forEach(ids, (id) =>
-      indexer.index(id, { force: options.all }).pipe(
+      (options.all ? indexer.refresh(id) : indexer.index(id)).pipe(
         Effect.tap(() =>
           Effect.sync(() => {
             done++

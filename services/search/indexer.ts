@@ -86,10 +86,9 @@ const ReceivedEvent = Schema.Struct({
   })
 })
 
-/** One email to index; `force` embeds it again even when it is indexed with the current model. */
+/** One email to index (nothing is done when it is indexed with the current model already). */
 interface IndexRequest {
   readonly emailId: string
-  readonly force: boolean
 }
 
 type IndexOutcome =
@@ -191,7 +190,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     }
 
     /**
-     * Embed and store a batch of emails with the current model (again, with `force`): loaded,
+     * Embed and store a batch of emails with the current model: loaded,
      * their attachments read, their vectors stored and their documents written a statement each
      * for the whole batch. Answers, per request, how long indexing took (the batch's time), that
      * the email was indexed already, or that there was nothing to index (the email is gone, or its
@@ -200,11 +199,10 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     const indexBatch = (requests: ReadonlyArray<IndexRequest>) =>
       Effect.gen(function*() {
         const ids = [...new Set(requests.map((r) => r.emailId))]
-        const forced = new Set(requests.filter((r) => r.force).map((r) => r.emailId))
         const emails = yield* load(ids)
         const due = ids.filter((id) => {
           const email = emails.get(id)
-          return email !== undefined && email.active && (email.model !== embedder.model || forced.has(id))
+          return email !== undefined && email.active && email.model !== embedder.model
         })
         const started = Date.now()
         if (due.length > 0) {
@@ -258,12 +256,12 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     const indexTogether = yield* groupCommitIsolated({ maxBatch: INDEX_BATCH, parallel: 2, run: indexBatch })
 
     /**
-     * Embed and store one email with the current model (again, with `force`), batched with the
+     * Embed and store one email with the current model, batched with the
      * others being indexed at the same moment. Answers how long that took, or that there was
      * nothing to index (the email is gone, or its mailbox deleted).
      */
-    const index = Effect.fn("Indexer.index")(function*(emailId: string, options?: { readonly force?: boolean }) {
-      return yield* indexTogether({ emailId, force: options?.force === true })
+    const index = Effect.fn("Indexer.index")(function*(emailId: string) {
+      return yield* indexTogether({ emailId })
     })
 
     /**
@@ -313,7 +311,17 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       }
     })
 
-    return { model: embedder.model, index, stale, forget, purgeDeleted } as const
+    /**
+     * Index an email afresh, vectors and words: its search data forgotten, then indexed as new mail
+     * is (`mailroom reindex --all`). What a re-embedding alone keeps, its words, is read again: an
+     * attachment an earlier version could not read becomes searchable by its words too.
+     */
+    const refresh = Effect.fn("Indexer.refresh")(function*(emailId: string) {
+      yield* forget([emailId])
+      return yield* index(emailId)
+    })
+
+    return { model: embedder.model, index, refresh, stale, forget, purgeDeleted } as const
   })
 }) {}
 

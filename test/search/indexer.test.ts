@@ -2,13 +2,15 @@
  * The index actor's service over a real database and vector index (the suite's migrated database,
  * pgvector in it or beside it):
  * indexing is idempotent (a redelivery counts an email's words once), a new model re-embeds without
- * recounting, `stale` finds what `mailroom reindex` must embed, and deleting a mailbox lets
+ * recounting, `refresh` indexes an email afresh (`mailroom reindex --all`), `stale` finds what
+ * `mailroom reindex` must embed, and deleting a mailbox lets
  * `purgeDeleted` forget its search data. The embedder is a small deterministic one (hashed words):
  * what is tested here is the bookkeeping, not the model.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { createHash } from "node:crypto"
 import { Embedder } from "../../services/search/embedder.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Vectors } from "../../services/search/vectors.ts"
@@ -195,5 +197,44 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         }),
         indexerWith(slow)
       )
+    }))
+  it.effect("refreshes an email afresh, words and vectors: an attachment readable since it was indexed is then found by its words", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_r', 'r@example.com', 'r@example.com', 'R', 'x')`
+      yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])}) ON CONFLICT DO NOTHING`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+                 VALUES ('mbx_r', 'usr_r', 'reader', 'agents.localhost', 'reader@agents.localhost')`
+      yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                     received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+                 VALUES ('eml_r', 'mbx_r', 'usr_r', '<eml_r@test>', 'eml_r', 'Lab results', 'x@example.com', ${["y@example.com"]}, now(),
+                         now(), 'x@example.com', 'y@example.com', '{}', 'See the attachment.', true, ${"0".repeat(64)}, 1)`
+      const words = Effect.map(
+        sql<{ lexeme: string }>`SELECT lexeme FROM search_terms WHERE email_id = 'eml_r' ORDER BY lexeme`,
+        (rows) => rows.map((row) => row.lexeme)
+      )
+      const counted = Effect.map(
+        sql<{ lexeme: string; documents: number }>`SELECT lexeme, documents FROM search_lexicon WHERE user_id = 'usr_r' ORDER BY lexeme`,
+        (rows) => Object.fromEntries(rows.map((row) => [row.lexeme, row.documents]))
+      )
+      yield* Effect.provide(Effect.gen(function*() {
+        const indexer = yield* Indexer
+        expect((yield* indexer.index("eml_r")).outcome).toBe("indexed")
+        expect(yield* words).toEqual(["attach", "lab", "result", "see"])
+        // An attachment this version reads, that the one which indexed the email did not.
+        const report = new TextEncoder().encode("The zeolite catalyst doubled the yield.")
+        const checksum = createHash("sha256").update(report).digest("hex")
+        yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${checksum}, ${report.length}, ${report})`
+        yield* sql`INSERT INTO attachments (id, email_id, position, filename, content_type, size, checksum)
+                   VALUES ('att_r', 'eml_r', 0, 'report.txt', 'text/plain', ${report.length}, ${checksum})`
+        expect((yield* indexer.index("eml_r")).outcome).toBe("already-indexed")
+        expect(yield* words).not.toContain("zeolit")
+        expect((yield* indexer.refresh("eml_r")).outcome).toBe("indexed")
+        expect(yield* words).toEqual(["attach", "catalyst", "doubl", "lab", "result", "see", "yield", "zeolit"])
+        // Its words counted once each, the old ones not twice.
+        expect(yield* counted).toEqual({ attach: 1, catalyst: 1, doubl: 1, lab: 1, result: 1, see: 1, yield: 1, zeolit: 1 })
+        const vectors = yield* (yield* Vectors).collection
+        expect(yield* vectors.count("usr_r")).toBe(1)
+      }), indexerWith())
     }))
 })
