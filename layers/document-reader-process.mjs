@@ -1,6 +1,6 @@
 // The DocumentReader's process (layers/document-reader.ts), started with its own session
-// (`detached`) and behind the server's work (background-priority.mjs): reads the text of one PDF at
-// a time: PDFs with Mozilla's pdf.js, Word documents (.docx) with mammoth. It is sent
+// (`detached`) and behind the server's work (background-priority.mjs): reads the text of one
+// document at a time, PDFs with Mozilla's pdf.js, Word documents (.docx) with mammoth. It is sent
 // { id, format, bytes, maxPages, maxChars } over the IPC channel and answers { id, text, pages,
 // truncated } or { id, reason, message }. Nothing it reads runs: pdf.js is told to evaluate no code,
 // load no fonts and fetch nothing (only the cmaps it ships, for CJK text, are read); mammoth reads
@@ -16,7 +16,10 @@ process.send({ id: -1, niced: lowerPriority(Number(process.argv[2] ?? "0")) })
 process.on("disconnect", () => process.exit(0))
 
 const require = createRequire(import.meta.url)
-const pdfjs = await import("pdfjs-dist/legacy/build/pdf.mjs")
+// Loaded while the first job is on its way, and awaited by it: no top-level await, so the job
+// listener below is in place before the event loop first turns and reads the channel.
+const pdfjsLoading = import("pdfjs-dist/legacy/build/pdf.mjs")
+pdfjsLoading.catch(() => undefined) // a failed load fails each PDF's reading instead
 // pdf.js reads these as files when given a path (in Node).
 const root = path.dirname(require.resolve("pdfjs-dist/package.json"))
 const cMapUrl = path.join(root, "cmaps") + path.sep
@@ -34,6 +37,7 @@ const pageText = (content) => {
 }
 
 const readPdf = async ({ bytes, maxPages, maxChars }) => {
+  const pdfjs = await pdfjsLoading
   const task = pdfjs.getDocument({
     // pdf.js refuses a Buffer (what the bytes arrive as when the server read them from the database).
     data: new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength),
