@@ -11,7 +11,7 @@
  * server's work (nice 10, a session of its own: background-priority.mjs), as the local embedder does.
  *
  * Documents are read one at a time (on two cores a second reader would take the core the rest of the
- * process needs); the reader starts on the first (~0.3 s) and is kept while the server runs, keeping
+ * process needs); the reader starts on the first (~0.8 s cold: node and pdf.js loading) and is kept while the server runs, keeping
  * it alive only while it reads, and exits when the server does.
  */
 import { Duration, Effect, Layer, Runtime } from "effect"
@@ -97,36 +97,44 @@ export const layerWith = (options: { readonly script?: URL; readonly deadline?: 
       Effect.async<DocumentText, DocumentUnreadable>((resume) => {
         const child = reader ??= start()
         const id = nextId++
-        const done = () => {
+        // The first of a reply, the reader's exit and a failed send settles the job; the others are ignored.
+        let settled = false
+        const detach = () => {
+          settled = true
           child.off("message", onMessage)
           child.off("exit", onExit)
           child.channel?.unref()
         }
+        const settle = (outcome: Effect.Effect<DocumentText, DocumentUnreadable>) => {
+          if (settled) return
+          detach()
+          resume(outcome)
+        }
+        const ended = (how: string) =>
+          Effect.fail(new DocumentUnreadable({ reason: "too_complex", message: `The reader ended (${how}): out of memory or failed` }))
         const onMessage = (reply: Reply) => {
           if (reply.id !== id || "niced" in reply) return
-          done()
           if ("reason" in reply) {
-            resume(Effect.fail(new DocumentUnreadable({ reason: reply.reason, message: reply.message })))
+            settle(Effect.fail(new DocumentUnreadable({ reason: reply.reason, message: reply.message })))
             return
           }
           const capped = capText(reply.text)
-          resume(Effect.succeed({ text: capped.text, pages: reply.pages, truncated: reply.truncated || capped.truncated }))
+          settle(Effect.succeed({ text: capped.text, pages: reply.pages, truncated: reply.truncated || capped.truncated }))
         }
         // Out of memory (V8 aborts it) or otherwise gone: the document is too much to read.
-        const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
-          done()
-          resume(Effect.fail(new DocumentUnreadable({
-            reason: "too_complex",
-            message: `The reader ended (${signal ?? `exit code ${code}`}): out of memory or failed`
-          })))
-        }
+        const onExit = (code: number | null, signal: NodeJS.Signals | null) => settle(ended(signal ?? `exit code ${code}`))
         child.on("message", onMessage)
         child.on("exit", onExit)
         child.channel?.ref()
-        child.send({ id, format, bytes, maxPages: MAX_PDF_PAGES, maxChars: MAX_TEXT_CHARS })
+        // A reader that has just gone (its channel closed before 'exit' is seen) fails the job now, not at its deadline.
+        child.send({ id, format, bytes, maxPages: MAX_PDF_PAGES, maxChars: MAX_TEXT_CHARS }, (error) => {
+          if (error === null) return
+          if (reader === child) reader = undefined
+          settle(ended(error.message))
+        })
         // Given up on (its deadline, or whoever asked no longer waits): the reader is busy with it, so it goes.
         return Effect.sync(() => {
-          done()
+          detach()
           if (reader === child) stop()
         })
       }).pipe(

@@ -217,6 +217,7 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
         attachment_id: attachmentId,
         filename: row.filename,
         content_type: row.contentType,
+        size: Number(row.size),
         format,
         text,
         characters: text.length,

@@ -86,6 +86,7 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
         attachment_id: first.ids[0],
         filename: "invoice.pdf",
         content_type: "application/octet-stream",
+        size: invoice.byteLength,
         format: "pdf",
         text: "Invoice 42\nTotal due: 450 EUR\n\nThank you for your business",
         characters: "Invoice 42\nTotal due: 450 EUR\n\nThank you for your business".length,

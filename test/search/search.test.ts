@@ -171,6 +171,7 @@ describe("POST /v1/search", () => {
   })
 
   it("searches text and PDF attachments, and answers what they say", async () => {
+    const pdfBytes = makePdf(["Quarterly report", "The perovskite cells kept 91% of their output."])
     const transport = nodemailer.createTransport({ host: "127.0.0.1", port: server.smtpPort, secure: false, ignoreTLS: true })
     await transport.sendMail({
       from: "lab@example.com",
@@ -179,7 +180,7 @@ describe("POST /v1/search", () => {
       text: "See the attachments.",
       attachments: [
         { filename: "results.txt", content: "The zeolite catalyst doubled the yield of the hydrogenation." },
-        { filename: "report.pdf", content: Buffer.from(makePdf(["Quarterly report", "The perovskite cells kept 91% of their output."])) },
+        { filename: "report.pdf", content: Buffer.from(pdfBytes) },
         { filename: "photo.png", contentType: "image/png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]) }
       ]
     })
@@ -205,6 +206,7 @@ describe("POST /v1/search", () => {
         attachment_id: pdf!.attachment_id,
         filename: "report.pdf",
         content_type: "application/pdf",
+        size: pdfBytes.byteLength,
         format: "pdf",
         text: "Quarterly report\n\nThe perovskite cells kept 91% of their output.",
         characters: 64,

@@ -214,18 +214,30 @@ export const tools = [
     run: (principal, input) =>
       Effect.gen(function*() {
         const [emails, attachmentTexts, { appUrl }] = yield* Effect.all([Emails, AttachmentTexts, AppConfig])
-        const found = yield* emails.attachment(principal.userId, input.email_id, input.attachment_id)
-        const about = {
-          attachment_id: input.attachment_id,
-          filename: found.filename,
-          content_type: found.contentType,
-          size: found.content.byteLength,
-          // Where the API serves it (APP_URL: the address clients reach this Mailroom at).
-          download_url: `${appUrl}/v1/api/emails/${encodeURIComponent(input.email_id)}/attachments/${encodeURIComponent(input.attachment_id)}`
-        }
+        // Where the API serves it (APP_URL: the address clients reach this Mailroom at).
+        const download_url = `${appUrl}/v1/api/emails/${encodeURIComponent(input.email_id)}/attachments/${encodeURIComponent(input.attachment_id)}`
         return yield* attachmentTexts.read(principal.userId, input.email_id, input.attachment_id).pipe(
-          Effect.map((read) => ({ ...about, format: read.format, text: read.text, pages: read.pages, truncated: read.truncated })),
-          Effect.catchTag("AttachmentUnreadable", (unreadable) => Effect.succeed({ ...about, unreadable: unreadable.details?.["reason"] }))
+          Effect.map((read) => ({
+            attachment_id: read.attachment_id,
+            filename: read.filename,
+            content_type: read.content_type,
+            size: read.size,
+            download_url,
+            format: read.format,
+            text: read.text,
+            pages: read.pages,
+            truncated: read.truncated
+          })),
+          // No text: what it is and why, from its record (its bytes are read only here, and only when it has no text).
+          Effect.catchTag("AttachmentUnreadable", (unreadable) =>
+            Effect.map(emails.attachment(principal.userId, input.email_id, input.attachment_id), (found) => ({
+              attachment_id: input.attachment_id,
+              filename: found.filename,
+              content_type: found.contentType,
+              size: found.content.byteLength,
+              download_url,
+              unreadable: unreadable.details?.["reason"]
+            })))
         )
       })
   }),
