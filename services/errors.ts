@@ -417,6 +417,38 @@ export class AttachmentUnreadable extends Schema.TaggedError<AttachmentUnreadabl
   })
 ) {}
 
+/** 404 NO_INVITATION: the email carries no calendar invitation (no text/calendar part, no .ics file). */
+export class NoInvitation extends Schema.TaggedError<NoInvitation>()(
+  ...failure("NoInvitation", {
+    status: 404,
+    code: "NO_INVITATION",
+    description: "NO_INVITATION: the email exists but carries no calendar invitation (a text/calendar part or an .ics file); details: email_id"
+  })
+) {}
+
+/** 422 INVITATION_UNREADABLE: the email's calendar cannot be read. */
+export class InvitationUnreadable extends Schema.TaggedError<InvitationUnreadable>()(
+  ...failure("InvitationUnreadable", {
+    status: 422,
+    code: "INVITATION_UNREADABLE",
+    description:
+      "INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start " +
+      "(no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason"
+  })
+) {}
+
+/** 422 INVITATION_NOT_RESPONDABLE: the calendar asks no answer of the mailbox. */
+export class InvitationNotRespondable extends Schema.TaggedError<InvitationNotRespondable>()(
+  ...failure("InvitationNotRespondable", {
+    status: 422,
+    code: "INVITATION_NOT_RESPONDABLE",
+    description:
+      "INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST " +
+      "(not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), or the mailbox organizes it or sent it (own_invitation); " +
+      "details: email_id, method, reason"
+  })
+) {}
+
 /** 502 UNSUBSCRIBE_FAILED: the sender's one-click unsubscribe was not reached, or refused the request. */
 export class UnsubscribeFailed extends Schema.TaggedError<UnsubscribeFailed>()(
   ...failure("UnsubscribeFailed", {
@@ -491,6 +523,9 @@ export type ApiError =
   | RecipientSuppressed
   | UnsubscribeUnavailable
   | AttachmentUnreadable
+  | NoInvitation
+  | InvitationUnreadable
+  | InvitationNotRespondable
   | UnsubscribeFailed
   | SenderDomainUnverified
   | IdempotencyKeyReused

@@ -25,6 +25,11 @@ export interface Composition {
   readonly text?: string | undefined
   readonly html?: string | undefined
   readonly attachments: ReadonlyArray<AttachmentInput>
+  /**
+   * A calendar message (iMIP, RFC 6047): its iCalendar text as a `text/calendar; method=…` alternative
+   * to the body, and as an `invite.ics` attachment for clients that read only attachments.
+   */
+  readonly calendar?: { readonly method: string; readonly content: string } | undefined
   readonly headers: Readonly<Record<string, string>>
   /** With the angle brackets. */
   readonly messageId: string
@@ -56,6 +61,7 @@ export const compose = (message: Composition): Effect.Effect<Uint8Array, Composi
           ...(a.content_type ? { contentType: a.content_type } : {}),
           ...(a.content_id ? { cid: a.content_id } : {})
         })),
+        ...(message.calendar ? { icalEvent: { method: message.calendar.method, content: message.calendar.content } } : {}),
         headers: { ...message.headers },
         messageId: message.messageId,
         inReplyTo: message.inReplyTo,

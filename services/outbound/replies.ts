@@ -38,7 +38,7 @@ const OriginalRow = Schema.Struct({
   textBody: Schema.String,
   htmlBody: Schema.NullOr(Schema.String)
 })
-type Original = typeof OriginalRow.Type
+export type Original = typeof OriginalRow.Type
 
 /** The addresses of an address header (groups flattened), as the composer takes them. */
 const addressesOf = (value: string | undefined): ReadonlyArray<NamedAddress> => {
@@ -67,7 +67,7 @@ export const referencesFor = (original: Original): ReadonlyArray<string> => {
  * The addresses that are the mailbox itself on an email: its address now, and, for received mail, the
  * one the email was delivered to (the mailbox's address before a rename, or a subaddress of it).
  */
-const mailboxAddresses = (original: Original) =>
+export const mailboxAddresses = (original: Original) =>
   new Set([routingForm(original.mailboxAddress), ...(original.direction === "inbound" ? [routingForm(original.rcptTo)] : [])])
 
 /** Each address once (case-insensitively), leaving out the mailbox's own (`mailboxAddresses`). */
@@ -122,6 +122,19 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
     const mailboxOf = (userId: string, emailId: string) => Effect.map(original(userId, emailId), (row) => row.mailboxId)
 
     /**
+     * Send what `content` makes of the email as an answer to it: from the mailbox holding it, with
+     * In-Reply-To and References set (a reply, or an invitation's answer).
+     */
+    const answer = (
+      userId: string,
+      emailId: string,
+      content: (original: Original) => Omit<OutgoingMessage, "inReplyTo" | "references">,
+      idempotency?: Idempotency
+    ) =>
+      Effect.flatMap(original(userId, emailId), (found) =>
+        outbound.submit(userId, found.mailboxId, { ...content(found), inReplyTo: found.messageId, references: referencesFor(found) }, idempotency))
+
+    /**
      * Reply (to the sender) or reply all (to everyone on it, minus the mailbox). A draft may name its
      * own `to` and `subject` instead of the ones the original gives.
      */
@@ -132,33 +145,31 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       all: boolean,
       idempotency?: Idempotency
     ) {
-      const found = yield* original(userId, emailId)
-      const sentByUs = found.direction === "outbound"
-      const primary = sentByUs
-        ? addressesOf(firstHeader(found.headers, "to"))
-        : addressesOf(firstHeader(found.headers, "reply-to")).length > 0
-        ? addressesOf(firstHeader(found.headers, "reply-to"))
-        : addressesOf(firstHeader(found.headers, "from") ?? found.fromAddress)
-      const others = all ? [...addressesOf(firstHeader(found.headers, "to")), ...addressesOf(firstHeader(found.headers, "cc"))] : []
-      const own = mailboxAddresses(found)
-      const to = input.to !== undefined ? input.to.map(named) : distinct(primary, own)
-      const cc = distinct([...others, ...(input.cc ?? []).map(named)], own).filter(
-        (a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())
-      )
-      const message: OutgoingMessage = {
-        to,
-        cc,
-        bcc: (input.bcc ?? []).map(named),
-        subject: input.subject ?? prefixed("Re", found.subject),
-        text: input.text,
-        html: input.html,
-        attachments: input.attachments ?? [],
-        headers: input.headers ?? {},
-        listUnsubscribe: input.list_unsubscribe === true,
-        inReplyTo: found.messageId,
-        references: referencesFor(found)
-      }
-      return yield* outbound.submit(userId, found.mailboxId, message, idempotency)
+      return yield* answer(userId, emailId, (found): Omit<OutgoingMessage, "inReplyTo" | "references"> => {
+        const sentByUs = found.direction === "outbound"
+        const primary = sentByUs
+          ? addressesOf(firstHeader(found.headers, "to"))
+          : addressesOf(firstHeader(found.headers, "reply-to")).length > 0
+          ? addressesOf(firstHeader(found.headers, "reply-to"))
+          : addressesOf(firstHeader(found.headers, "from") ?? found.fromAddress)
+        const others = all ? [...addressesOf(firstHeader(found.headers, "to")), ...addressesOf(firstHeader(found.headers, "cc"))] : []
+        const own = mailboxAddresses(found)
+        const to = input.to !== undefined ? input.to.map(named) : distinct(primary, own)
+        const cc = distinct([...others, ...(input.cc ?? []).map(named)], own).filter(
+          (a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())
+        )
+        return {
+          to,
+          cc,
+          bcc: (input.bcc ?? []).map(named),
+          subject: input.subject ?? prefixed("Re", found.subject),
+          text: input.text,
+          html: input.html,
+          attachments: input.attachments ?? [],
+          headers: input.headers ?? {},
+          listUnsubscribe: input.list_unsubscribe === true
+        }
+      }, idempotency)
     })
 
     /** Forward: the caller's note above the original, the original's attachments along. */
@@ -201,6 +212,6 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       return yield* outbound.submit(userId, found.mailboxId, message, idempotency)
     })
 
-    return { reply, forward, mailboxOf } as const
+    return { reply, answer, forward, mailboxOf } as const
   })
 }) {}

@@ -563,6 +563,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           text: withLink(message.text, unsubscribe),
           html: withLink(message.html, unsubscribe && escapeHtml(unsubscribe)),
           attachments: message.attachments,
+          calendar: message.calendar,
           headers: unsubscribe === undefined ? message.headers : { ...message.headers, ...unsubscribeHeaders(unsubscribe) },
           messageId,
           inReplyTo: message.inReplyTo,

@@ -25,6 +25,7 @@ import { DashboardForwardingGroup, ForwardingGroup } from "./forwarding/api.ts"
 import { AutoRepliesGroup, DashboardAutoRepliesGroup } from "./auto-replies/api.ts"
 import { DashboardFiltersGroup, FiltersGroup } from "./filters/api.ts"
 import { HealthGroup } from "./health/api.ts"
+import { DashboardInvitationsGroup, InvitationsGroup } from "./invitations/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
 import { DashboardOutboundGroup, OutboundGroup } from "./outbound/api.ts"
@@ -48,6 +49,8 @@ const Routes = HttpApi.make("mailroom")
   .add(DashboardEmailsGroup)
   .add(OutboundGroup)
   .add(DashboardOutboundGroup)
+  .add(InvitationsGroup)
+  .add(DashboardInvitationsGroup)
   .add(WebhooksGroup)
   .add(DashboardWebhooksGroup)
   .add(SenderListsGroup)

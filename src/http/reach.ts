@@ -50,6 +50,8 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/api/emails/:emailId/raw": "email",
   "GET /v1/api/emails/:emailId/attachments/:attachmentId": "email",
   "GET /v1/api/emails/:emailId/attachments/:attachmentId/text": "email",
+  "GET /v1/api/emails/:emailId/invitation": "email",
+  "POST /v1/api/emails/:emailId/invitation/respond": "email",
   "GET /v1/api/threads/:threadId": "thread",
   "PATCH /v1/api/threads/:threadId": "thread",
   "DELETE /v1/api/threads/:threadId": "thread",

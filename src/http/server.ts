@@ -34,6 +34,7 @@ import { UnsubscribePagesLive } from "./outbound/unsubscribe-pages.ts"
 import { DashboardForwardingHandlers, ForwardingHandlers } from "./forwarding/http.ts"
 import { AutoRepliesHandlers, DashboardAutoRepliesHandlers } from "./auto-replies/http.ts"
 import { DashboardFiltersHandlers, FiltersHandlers } from "./filters/http.ts"
+import { DashboardInvitationsHandlers, InvitationsHandlers } from "./invitations/http.ts"
 import { ForwardingPagesLive } from "./forwarding/pages.ts"
 import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
@@ -104,6 +105,8 @@ const Handlers = Layer.mergeAll(
   DashboardEmailsHandlers,
   OutboundHandlers,
   DashboardOutboundHandlers,
+  InvitationsHandlers,
+  DashboardInvitationsHandlers,
   WebhooksHandlers,
   DashboardWebhooksHandlers,
   SenderListsHandlers,

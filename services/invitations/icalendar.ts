@@ -1,0 +1,253 @@
+/**
+ * Reading a calendar invitation (iCalendar, RFC 5545) and writing an attendee's answer to it (an
+ * iTIP REPLY, RFC 5546 §3.2.3), with Mozilla's ical.js. Pure: text in, fields or text out.
+ *
+ * - The event read is the calendar's first VEVENT without a RECURRENCE-ID (a repeating event's
+ *   master), else its first VEVENT (an invitation to one occurrence).
+ * - Times are answered in UTC. A zone is resolved by the calendar's own VTIMEZONE of that TZID (what
+ *   Outlook and Exchange send, e.g. "Pacific Standard Time"), else as an IANA name (what Google and
+ *   Apple send, e.g. "Europe/Paris"); a time without a zone, or with one neither resolves, is
+ *   floating: answered as its wall-clock time, without an offset.
+ * - A reply carries what RFC 5546 requires (METHOD:REPLY; the event's UID, SEQUENCE and
+ *   RECURRENCE-ID; ORGANIZER; DTSTAMP; the one ATTENDEE answering, with its PARTSTAT) and, as Google
+ *   and Outlook do, the event's start, end and summary (with the zones they name) so a client can show
+ *   it without its copy.
+ */
+import { Either } from "effect"
+import ICAL from "ical.js"
+import type { Attendee, EventTime, Invitation, ParticipationStatus, Party, ResponseStatus } from "./schemas.ts"
+
+/** What a calendar says, before the email and the mailbox add theirs. */
+export type CalendarEvent = Omit<Invitation, "email_id" | "attachment_id" | "respondable" | "response">
+
+export type CalendarUnreadable = "damaged" | "no_event"
+
+/** Text longer than this in one field (a description pasted whole) is cut. */
+const MAX_FIELD_CHARS = 100_000
+
+const parseCalendar = (text: string): Either.Either<ICAL.Component, CalendarUnreadable> => {
+  try {
+    const parsed: unknown = ICAL.parse(text)
+    // A text of several calendars parses to a list of them; the first is the invitation.
+    const first = Array.isArray(parsed) && Array.isArray(parsed[0]) ? parsed[0] : parsed
+    const calendar = new ICAL.Component(first as Array<unknown>)
+    return calendar.name === "vcalendar" ? Either.right(calendar) : Either.left("damaged")
+  } catch {
+    return Either.left("damaged")
+  }
+}
+
+const eventOf = (calendar: ICAL.Component): ICAL.Component | undefined => {
+  const events = calendar.getAllSubcomponents("vevent")
+  return events.find((event) => !event.hasProperty("recurrence-id")) ?? events[0]
+}
+
+const pad = (n: number, width = 2) => String(n).padStart(width, "0")
+
+/** The offset of `zone` (an IANA name) at the UTC moment `utc`, in milliseconds; undefined when Intl does not know it. */
+const ianaOffset = (zone: string, utc: number): number | undefined => {
+  try {
+    const parts = new Intl.DateTimeFormat("en-US", {
+      timeZone: zone,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit"
+    }).formatToParts(new Date(utc))
+    const part = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)?.value)
+    return Date.UTC(part("year"), part("month") - 1, part("day"), part("hour"), part("minute"), part("second")) - utc
+  } catch {
+    return undefined
+  }
+}
+
+/** An IANA name in a TZID: itself, or the end of a path some producers put before it ("/mozilla.org/…/Europe/Berlin"). */
+const ianaNames = (tzid: string) => {
+  const tail = /([A-Za-z_]+\/[A-Za-z0-9_+-]+(?:\/[A-Za-z0-9_+-]+)?)$/.exec(tzid)?.[1]
+  return tail !== undefined && tail !== tzid ? [tzid, tail] : [tzid]
+}
+
+/** The UTC moment of a wall-clock time in `tzid`, or undefined when the zone cannot be resolved. */
+const toUtc = (time: ICAL.Time, tzid: string, calendar: ICAL.Component): number | undefined => {
+  const definition = calendar.getAllSubcomponents("vtimezone").find((zone) => zone.getFirstPropertyValue("tzid") === tzid)
+  if (definition !== undefined) {
+    try {
+      const zoned = ICAL.Time.fromData(
+        { year: time.year, month: time.month, day: time.day, hour: time.hour, minute: time.minute, second: time.second, isDate: false },
+        new ICAL.Timezone(definition)
+      )
+      return zoned.toUnixTime() * 1000
+    } catch {
+      // A definition ical.js cannot use: the zone's name may still be one Intl knows.
+    }
+  }
+  const wall = Date.UTC(time.year, time.month - 1, time.day, time.hour, time.minute, time.second)
+  for (const name of ianaNames(tzid)) {
+    const first = ianaOffset(name, wall)
+    if (first === undefined) continue
+    // The offset at the moment itself, not at the wall time read as UTC (they differ near a change of offset).
+    return wall - (ianaOffset(name, wall - first) ?? first)
+  }
+  return undefined
+}
+
+/** A DTSTART, DTEND or RECURRENCE-ID as the API answers it. */
+const timeOf = (property: ICAL.Property | null, calendar: ICAL.Component): EventTime | null => {
+  const value = property?.getFirstValue()
+  if (property === null || !(value instanceof ICAL.Time)) return null
+  const date = `${pad(value.year, 4)}-${pad(value.month)}-${pad(value.day)}`
+  if (value.isDate) return { date_time: null, date, time_zone: null }
+  const wall = `${date}T${pad(value.hour)}:${pad(value.minute)}:${pad(value.second)}`
+  const tzid = property.getParameter("tzid")
+  const zone = typeof tzid === "string" && tzid !== "" ? tzid : null
+  if (zone === null && value.zone?.tzid === "UTC") return { date_time: `${wall}Z`, date: null, time_zone: null }
+  const utc = zone === null ? undefined : toUtc(value, zone, calendar)
+  return { date_time: utc === undefined ? wall : new Date(utc).toISOString().replace(".000Z", "Z"), date: null, time_zone: zone }
+}
+
+/** DTEND, else DTSTART plus DURATION (RFC 5545 §3.6.1), else none. */
+const endOf = (event: ICAL.Component, calendar: ICAL.Component): EventTime | null => {
+  const end = event.getFirstProperty("dtend")
+  if (end !== null) return timeOf(end, calendar)
+  const start = event.getFirstProperty("dtstart")
+  const duration = event.getFirstPropertyValue("duration")
+  const startValue = start?.getFirstValue()
+  if (start === null || !(duration instanceof ICAL.Duration) || !(startValue instanceof ICAL.Time)) return null
+  const later = startValue.clone()
+  later.addDuration(duration)
+  const shifted = new ICAL.Property(start.toJSON())
+  shifted.setValue(later)
+  return timeOf(shifted, calendar)
+}
+
+const addressOf = (value: unknown): string | undefined => {
+  if (typeof value !== "string") return undefined
+  const address = value.replace(/^mailto:/i, "").trim()
+  return address.includes("@") ? address : undefined
+}
+
+const nameOf = (property: ICAL.Property): string | null => {
+  const cn = property.getParameter("cn")
+  const name = (Array.isArray(cn) ? cn[0] : cn)?.trim()
+  return name !== undefined && name !== "" ? name : null
+}
+
+const parameter = (property: ICAL.Property, name: string) => {
+  const value = property.getParameter(name)
+  return (Array.isArray(value) ? value[0] : value)?.toUpperCase()
+}
+
+const ROLES: Record<string, Attendee["role"]> = {
+  "CHAIR": "chair",
+  "REQ-PARTICIPANT": "required",
+  "OPT-PARTICIPANT": "optional",
+  "NON-PARTICIPANT": "non_participant"
+}
+const PARTICIPATION: Record<string, ParticipationStatus> = {
+  "ACCEPTED": "accepted",
+  "DECLINED": "declined",
+  "TENTATIVE": "tentative",
+  "DELEGATED": "delegated"
+}
+const PARTSTAT: Record<ResponseStatus, string> = { accepted: "ACCEPTED", declined: "DECLINED", tentative: "TENTATIVE" }
+
+const textOf = (event: ICAL.Component, name: string): string | null => {
+  const value = event.getFirstPropertyValue(name)
+  if (typeof value !== "string") return null
+  const text = value.trim()
+  return text === "" ? null : text.slice(0, MAX_FIELD_CHARS)
+}
+
+/** The event an invitation's calendar text describes, or why there is none to read. */
+export const readInvitation = (text: string): Either.Either<CalendarEvent, CalendarUnreadable> =>
+  Either.flatMap(parseCalendar(text), (calendar) => {
+    const event = eventOf(calendar)
+    if (event === undefined) return Either.left("no_event")
+    try {
+      const uid = textOf(event, "uid")
+      const start = timeOf(event.getFirstProperty("dtstart"), calendar)
+      if (uid === null || start === null) return Either.left("no_event")
+      const organizer = event.getFirstProperty("organizer")
+      const organizerAddress = organizer === null ? undefined : addressOf(organizer.getFirstValue())
+      const status = textOf(event, "status")?.toLowerCase()
+      const method = calendar.getFirstPropertyValue("method")
+      const sequence = Number(event.getFirstPropertyValue("sequence") ?? 0)
+      const recurrenceId = timeOf(event.getFirstProperty("recurrence-id"), calendar)
+      const rule = event.getFirstPropertyValue("rrule")
+      const attendees = event.getAllProperties("attendee").flatMap((property): Array<Attendee> => {
+        const address = addressOf(property.getFirstValue())
+        return address === undefined ? [] : [{
+          address,
+          name: nameOf(property),
+          role: ROLES[parameter(property, "role") ?? ""] ?? "required",
+          status: PARTICIPATION[parameter(property, "partstat") ?? ""] ?? "needs_action",
+          rsvp: parameter(property, "rsvp") === "TRUE"
+        }]
+      })
+      return Either.right({
+        method: typeof method === "string" && method.trim() !== "" ? method.trim().toUpperCase() : null,
+        uid,
+        sequence: Number.isSafeInteger(sequence) && sequence >= 0 ? sequence : 0,
+        recurrence_id: recurrenceId === null ? null : recurrenceId.date_time ?? recurrenceId.date,
+        status: status === "confirmed" || status === "tentative" || status === "cancelled" ? status : null,
+        summary: textOf(event, "summary"),
+        description: textOf(event, "description"),
+        location: textOf(event, "location"),
+        url: textOf(event, "url"),
+        start,
+        end: endOf(event, calendar),
+        recurrence: rule instanceof ICAL.Recur ? rule.toString() : null,
+        organizer: organizer === null || organizerAddress === undefined ? null : { address: organizerAddress, name: nameOf(organizer) },
+        attendees
+      } satisfies CalendarEvent)
+    } catch {
+      // A property ical.js could not read (a date that is not one, a malformed rule).
+      return Either.left("damaged")
+    }
+  })
+
+/** The attendee among an event's whom `isMine` recognises (the mailbox, as the organizer wrote it). */
+export const attendeeOf = (event: CalendarEvent, isMine: (address: string) => boolean): Attendee | undefined =>
+  event.attendees.find((attendee) => isMine(attendee.address))
+
+/**
+ * The iTIP REPLY by which `attendee` answers the invitation in `text` (read by readInvitation first):
+ * CRLF line ends, folded as RFC 5545 asks.
+ */
+export const replyCalendar = (
+  text: string,
+  answer: { readonly attendee: Party; readonly status: ResponseStatus; readonly comment?: string | undefined; readonly now: Date }
+): string => {
+  const calendar = Either.getOrThrow(parseCalendar(text))
+  const event = eventOf(calendar)!
+  const reply = new ICAL.Component("vcalendar")
+  reply.addPropertyWithValue("prodid", "-//Mailroom//Invitation reply//EN")
+  reply.addPropertyWithValue("version", "2.0")
+  reply.addPropertyWithValue("method", "REPLY")
+  const copied = ["dtstart", "dtend", "recurrence-id"].map((name) => event.getFirstProperty(name)).filter((p) => p !== null)
+  const zones = new Set(copied.map((p) => p.getParameter("tzid")).filter((tzid) => typeof tzid === "string"))
+  for (const zone of calendar.getAllSubcomponents("vtimezone")) {
+    if (zones.has(String(zone.getFirstPropertyValue("tzid")))) reply.addSubcomponent(new ICAL.Component(zone.toJSON()))
+  }
+  const vevent = new ICAL.Component("vevent")
+  vevent.addPropertyWithValue("uid", String(event.getFirstPropertyValue("uid")))
+  const sequence = event.getFirstPropertyValue("sequence")
+  if (sequence !== null) vevent.addPropertyWithValue("sequence", Number(sequence))
+  vevent.addPropertyWithValue("dtstamp", ICAL.Time.fromJSDate(answer.now, true))
+  for (const property of copied) vevent.addProperty(new ICAL.Property(property.toJSON()))
+  const summary = event.getFirstProperty("summary")
+  if (summary !== null) vevent.addProperty(new ICAL.Property(summary.toJSON()))
+  const organizer = event.getFirstProperty("organizer")
+  if (organizer !== null) vevent.addProperty(new ICAL.Property(organizer.toJSON()))
+  const attendee = new ICAL.Property("attendee")
+  attendee.setValue(`mailto:${answer.attendee.address}`)
+  attendee.setParameter("partstat", PARTSTAT[answer.status])
+  if (answer.attendee.name !== null) attendee.setParameter("cn", answer.attendee.name)
+  vevent.addProperty(attendee)
+  if (answer.comment !== undefined && answer.comment.trim() !== "") vevent.addPropertyWithValue("comment", answer.comment.trim())
+  reply.addSubcomponent(vevent)
+  return `${reply.toString()}\r\n`
+}

@@ -1,0 +1,177 @@
+/**
+ * Calendar invitations an agent receives (schemas.ts; reading and writing iCalendar: icalendar.ts):
+ * what an email's invitation says, and the mailbox's answer to its organizer.
+ *
+ * An email's invitation is its first calendar part: a `text/calendar` part (the iMIP alternative
+ * Google, Outlook and Apple send), else an `application/ics` or `.ics` attachment. It is read when
+ * asked (a few kilobytes; nothing is kept but the answers).
+ *
+ * Answering sends an iTIP REPLY to the organizer, as a reply to the invitation (same conversation,
+ * In-Reply-To set) through the ordinary send path: the plan's sends, suppressions, DKIM and delivery
+ * apply as to any reply. The answer given is kept (`invitation_responses`, the latest one) and read
+ * back with the invitation; answering again (a change of mind) sends a new REPLY.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Either } from "effect"
+import { InvitationNotRespondable, InvitationUnreadable, NoInvitation, NotFound } from "../errors.ts"
+import { routingForm } from "../mail/inbound.ts"
+import { type Idempotency } from "../outbound/send.ts"
+import { mailboxAddresses, Replies } from "../outbound/replies.ts"
+import { attendeeOf, type CalendarEvent, readInvitation, replyCalendar } from "./icalendar.ts"
+import { type Invitation, type InvitationResponse, MAX_CALENDAR_BYTES, type RespondInput, type ResponseStatus } from "./schemas.ts"
+
+interface CalendarRow {
+  readonly direction: "inbound" | "outbound"
+  readonly mailboxAddress: string
+  readonly rcptTo: string
+  readonly attachmentId: string | null
+  readonly size: number | string | null
+  readonly content: Uint8Array | null
+  readonly status: ResponseStatus | null
+  readonly comment: string | null
+  readonly replyEmailId: string | null
+  readonly respondedAt: Date | null
+}
+
+/** Why the mailbox cannot answer an invitation, or undefined when it can. */
+type Closed = "cancelled" | "not_a_request" | "no_organizer" | "own_invitation"
+
+const closedReason = (event: CalendarEvent, outbound: boolean, isMine: (address: string) => boolean): Closed | undefined =>
+  event.method === "CANCEL" || event.status === "cancelled"
+    ? "cancelled"
+    : event.method !== "REQUEST"
+    ? "not_a_request"
+    : event.organizer === null
+    ? "no_organizer"
+    : outbound || isMine(event.organizer.address)
+    ? "own_invitation"
+    : undefined
+
+const SUBJECTS: Record<ResponseStatus, string> = { accepted: "Accepted", declined: "Declined", tentative: "Tentative" }
+const VERBS: Record<ResponseStatus, string> = { accepted: "accepted", declined: "declined", tentative: "tentatively accepted" }
+
+export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitations", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const replies = yield* Replies
+
+    /** The email's calendar part and the mailbox's answer to it; 404 when the email is not the caller's. */
+    const calendarOf = (userId: string, emailId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<CalendarRow>`
+          SELECT e.direction, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to,
+                 a.id AS attachment_id, a.size, b.content,
+                 r.status, r.comment, r.reply_email_id, r.responded_at
+          FROM emails e
+          JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+          LEFT JOIN LATERAL (
+            SELECT a.id, a.size, a.checksum FROM attachments a
+            WHERE a.email_id = e.id
+              AND (lower(a.content_type) IN ('text/calendar', 'application/ics') OR lower(a.filename) LIKE '%.ics')
+            ORDER BY lower(a.content_type) = 'text/calendar' DESC, a.position
+            LIMIT 1
+          ) a ON true
+          LEFT JOIN blobs b ON b.sha256 = a.checksum AND a.size <= ${MAX_CALENDAR_BYTES}
+          LEFT JOIN invitation_responses r ON r.email_id = e.id
+          WHERE e.id = ${emailId} AND e.user_id = ${userId}`
+        const row = rows[0]
+        if (row === undefined) return yield* new NotFound({ message: "Email not found", details: { email_id: emailId } })
+        if (row.attachmentId === null) {
+          return yield* new NoInvitation({ message: "This email carries no calendar invitation", details: { email_id: emailId } })
+        }
+        const unreadable = (reason: "damaged" | "no_event" | "too_large", message: string) =>
+          new InvitationUnreadable({ message, details: { email_id: emailId, attachment_id: row.attachmentId, reason } })
+        if (row.content === null) {
+          return yield* unreadable("too_large", `The calendar is larger than ${MAX_CALENDAR_BYTES / 1024 / 1024} MB: it is not read`)
+        }
+        const text = new TextDecoder().decode(row.content)
+        const event = readInvitation(text)
+        if (Either.isLeft(event)) {
+          return yield* event.left === "damaged"
+            ? unreadable("damaged", "The calendar is not valid iCalendar: it cannot be read")
+            : unreadable("no_event", "The calendar describes no event with an identity (UID) and a start")
+        }
+        const own = new Set([routingForm(row.mailboxAddress), ...(row.direction === "inbound" ? [routingForm(row.rcptTo)] : [])])
+        const isMine = (address: string) => own.has(routingForm(address))
+        const response: InvitationResponse | null = row.status === null ? null : {
+          status: row.status,
+          comment: row.comment,
+          email_id: row.replyEmailId,
+          responded_at: new Date(row.respondedAt!).toISOString()
+        }
+        return { text, event: event.right, attachmentId: row.attachmentId, outbound: row.direction === "outbound", isMine, response }
+      })
+
+    /** What the email's invitation says, and whether and how the mailbox answered it. */
+    const get = Effect.fn("Invitations.get")(function*(userId: string, emailId: string) {
+      const found = yield* calendarOf(userId, emailId)
+      return {
+        email_id: emailId,
+        attachment_id: found.attachmentId,
+        ...found.event,
+        respondable: closedReason(found.event, found.outbound, found.isMine) === undefined,
+        response: found.response
+      } satisfies Invitation
+    })
+
+    /**
+     * Answer the invitation: a REPLY to its organizer (202's answer once it is queued), then the
+     * answer kept. The attendee answering is the mailbox as the invitation names it (a renamed mailbox,
+     * or one invited by a subaddress, answers as the address the organizer knows); a mailbox the
+     * invitation does not name answers by its own address (RFC 5546 lets an uninvited party reply).
+     */
+    const respond = Effect.fn("Invitations.respond")(function*(
+      userId: string,
+      emailId: string,
+      input: RespondInput,
+      idempotency?: Idempotency
+    ) {
+      const found = yield* calendarOf(userId, emailId)
+      const { event } = found
+      const closed = closedReason(event, found.outbound, found.isMine)
+      if (closed !== undefined) {
+        return yield* new InvitationNotRespondable({
+          message: closed === "cancelled"
+            ? "The event is cancelled: there is nothing to answer"
+            : closed === "not_a_request"
+            ? `The calendar (${event.method ?? "no method"}) asks for no answer: only an invitation (REQUEST) is answered`
+            : closed === "no_organizer"
+            ? "The invitation names no organizer to answer"
+            : "The mailbox organizes or sent this invitation: attendees answer it",
+          details: { email_id: emailId, method: event.method, reason: closed }
+        })
+      }
+      const organizer = event.organizer!
+      const now = new Date()
+      const comment = input.comment?.trim() || undefined
+      const accepted = yield* replies.answer(userId, emailId, (original) => {
+        const invited = attendeeOf(event, (address) => mailboxAddresses(original).has(routingForm(address)))
+        const attendee = invited ?? { address: original.mailboxAddress, name: null }
+        const title = event.summary ?? "an event"
+        return {
+          to: [{ address: organizer.address, name: organizer.name ?? undefined }],
+          cc: [],
+          bcc: [],
+          subject: `${SUBJECTS[input.status]}: ${event.summary ?? original.subject}`,
+          text: [`${attendee.name ?? attendee.address} has ${VERBS[input.status]} the invitation to ${title}.`, ...(comment ? ["", comment] : [])]
+            .join("\n"),
+          attachments: [],
+          headers: {},
+          calendar: { method: "REPLY", content: replyCalendar(found.text, { attendee, status: input.status, comment, now }) }
+        }
+      }, idempotency)
+      yield* sql`
+        INSERT INTO invitation_responses (email_id, user_id, status, comment, reply_email_id, responded_at)
+        VALUES (${emailId}, ${userId}, ${input.status}, ${comment ?? null}, ${accepted.email_id}, ${now})
+        ON CONFLICT (email_id) DO UPDATE SET status = EXCLUDED.status, comment = EXCLUDED.comment,
+          reply_email_id = EXCLUDED.reply_email_id, responded_at = EXCLUDED.responded_at`
+      yield* Effect.logInfo("Invitation answered").pipe(
+        Effect.annotateLogs({ email_id: emailId, status: input.status, reply_email_id: accepted.email_id })
+      )
+      return accepted
+    })
+
+    return { get, respond } as const
+  }),
+  dependencies: [Replies.Default]
+}) {}

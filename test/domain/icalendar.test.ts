@@ -1,0 +1,136 @@
+/**
+ * Reading invitations as Outlook, Google and hand-written calendars send them, and the REPLY an
+ * attendee's answer becomes (services/invitations/icalendar.ts). Pure: no database, no server.
+ */
+import { Either } from "effect"
+import * as fs from "node:fs"
+import { describe, expect, it } from "vitest"
+import { readInvitation, replyCalendar } from "../../services/invitations/icalendar.ts"
+
+const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
+const calendar = (...lines: Array<string>) => ["BEGIN:VCALENDAR", "VERSION:2.0", ...lines, "END:VCALENDAR", ""].join("\r\n")
+const event = (...lines: Array<string>) => ["BEGIN:VEVENT", ...lines, "END:VEVENT"]
+const read = (text: string) => Either.getOrThrow(readInvitation(text))
+
+describe("reading an invitation", () => {
+  it("reads Outlook's: times through its own VTIMEZONE (a Windows zone name), the repeat rule, people with their roles and answers", () => {
+    expect(read(fixture("outlook-request.ics"))).toEqual({
+      method: "REQUEST",
+      uid: "040000008200E00074C5B7101A82E00800000000",
+      sequence: 2,
+      recurrence_id: null,
+      status: "confirmed",
+      summary: "Planning",
+      description: "Quarterly planning\n\nAgenda: budgets, hiring",
+      location: "Room 4",
+      url: null,
+      // 09:00 in Pacific daylight time (UTC-7) on 2 July.
+      start: { date_time: "2026-07-02T16:00:00Z", date: null, time_zone: "Pacific Standard Time" },
+      end: { date_time: "2026-07-02T17:00:00Z", date: null, time_zone: "Pacific Standard Time" },
+      recurrence: "FREQ=WEEKLY;COUNT=4;BYDAY=TH",
+      organizer: { address: "grace@partner.test", name: "Grace Hopper" },
+      attendees: [
+        { address: "AGENT@mailroom.test", name: "Scheduling Agent", role: "required", status: "needs_action", rsvp: true },
+        { address: "ada@partner.test", name: "Lovelace, Ada", role: "optional", status: "accepted", rsvp: false }
+      ]
+    })
+  })
+
+  it("reads Google's: an IANA zone with no VTIMEZONE, an end from DURATION, an empty location as none", () => {
+    const invitation = read(fixture("google-request.ics"))
+    expect(invitation).toMatchObject({
+      method: "REQUEST",
+      uid: "7kukuqrfedlm2f9t0vl2s1eel9@google.com",
+      summary: "Contract review",
+      location: null,
+      url: "https://meet.example.test/abc-defg-hij",
+      // 15:00 in Paris in December is 14:00 UTC; 45 minutes later.
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+      end: { date_time: "2026-12-03T14:45:00Z", date: null, time_zone: "Europe/Paris" },
+      organizer: { address: "ada@partner.test", name: "Ada Lovelace" }
+    })
+    expect(invitation.attendees.map((a) => [a.address, a.name, a.status])).toEqual([
+      ["ada@partner.test", "Ada Lovelace", "accepted"],
+      ["agent@mailroom.test", null, "needs_action"]
+    ])
+  })
+
+  it("answers whole days as dates, UTC as UTC, a time without a zone (or with an unknown one) as floating", () => {
+    const day = read(calendar(...event("UID:a", "DTSTART;VALUE=DATE:20261224", "DTEND;VALUE=DATE:20261225")))
+    expect([day.start, day.end, day.method]).toEqual([
+      { date_time: null, date: "2026-12-24", time_zone: null },
+      { date_time: null, date: "2026-12-25", time_zone: null },
+      null
+    ])
+    expect(read(calendar(...event("UID:b", "DTSTART:20261224T100000Z"))).start).toEqual({ date_time: "2026-12-24T10:00:00Z", date: null, time_zone: null })
+    expect(read(calendar(...event("UID:c", "DTSTART:20261224T100000"))).start).toEqual({ date_time: "2026-12-24T10:00:00", date: null, time_zone: null })
+    expect(read(calendar(...event("UID:d", "DTSTART;TZID=Mars/Olympus:20261224T100000"))).start)
+      .toEqual({ date_time: "2026-12-24T10:00:00", date: null, time_zone: "Mars/Olympus" })
+    // A producer's path before the IANA name; and the hour after a change to summer time.
+    expect(read(calendar(...event("UID:e", "DTSTART;TZID=/mozilla.org/20070129_1/Europe/Berlin:20260329T030000"))).start.date_time)
+      .toBe("2026-03-29T01:00:00Z")
+  })
+
+  it("reads one occurrence of a repeating event, and a cancellation", () => {
+    const occurrence = read(calendar(
+      "METHOD:REQUEST",
+      ...event("UID:r", "RECURRENCE-ID:20261210T090000Z", "DTSTART:20261210T100000Z", "SEQUENCE:1", "ORGANIZER:mailto:o@partner.test")
+    ))
+    expect([occurrence.recurrence_id, occurrence.start.date_time, occurrence.sequence]).toEqual(["2026-12-10T09:00:00Z", "2026-12-10T10:00:00Z", 1])
+    const master = read(calendar(
+      ...event("UID:r", "RECURRENCE-ID:20261210T090000Z", "DTSTART:20261210T100000Z"),
+      ...event("UID:r", "DTSTART:20261203T090000Z", "RRULE:FREQ=WEEKLY")
+    ))
+    expect([master.recurrence_id, master.recurrence]).toEqual([null, "FREQ=WEEKLY"])
+    const cancel = read(calendar("METHOD:CANCEL", ...event("UID:x", "DTSTART:20261210T100000Z", "STATUS:CANCELLED")))
+    expect([cancel.method, cancel.status]).toEqual(["CANCEL", "cancelled"])
+  })
+
+  it("says why a calendar cannot be read: not iCalendar, a bad date (damaged); no event, or one without UID or start (no_event)", () => {
+    expect(readInvitation("not a calendar")).toEqual(Either.left("damaged"))
+    expect(readInvitation(calendar(...event("UID:x", "DTSTART:tomorrow")))).toEqual(Either.left("damaged"))
+    expect(readInvitation(calendar("METHOD:REQUEST"))).toEqual(Either.left("no_event"))
+    expect(readInvitation(calendar(...event("DTSTART:20261210T100000Z")))).toEqual(Either.left("no_event"))
+    expect(readInvitation(calendar(...event("UID:x")))).toEqual(Either.left("no_event"))
+  })
+})
+
+describe("answering an invitation", () => {
+  it("writes an iTIP REPLY: the event's identity and revision, the organizer, the one attendee with its answer, the zone its times name", () => {
+    const now = new Date("2026-11-30T12:00:00Z")
+    const text = replyCalendar(fixture("outlook-request.ics"), {
+      attendee: { address: "AGENT@mailroom.test", name: "Scheduling Agent" },
+      status: "tentative",
+      comment: "I may be late; sorry",
+      now
+    })
+    expect(text).toMatch(/^BEGIN:VCALENDAR\r\n/)
+    expect(text.split("\r\n")).toEqual(expect.arrayContaining([
+      "METHOD:REPLY",
+      "TZID:Pacific Standard Time",
+      "UID:040000008200E00074C5B7101A82E00800000000",
+      "SEQUENCE:2",
+      "DTSTAMP:20261130T120000Z",
+      "DTSTART;TZID=Pacific Standard Time:20260702T090000",
+      "ORGANIZER;CN=Grace Hopper:mailto:grace@partner.test",
+      "ATTENDEE;PARTSTAT=TENTATIVE;CN=Scheduling Agent:mailto:AGENT@mailroom.test",
+      "COMMENT:I may be late\\; sorry"
+    ]))
+    // Only the one attendee answering; read back, it is the same event.
+    expect(text.match(/^ATTENDEE/gm)).toHaveLength(1)
+    const reply = read(text)
+    expect(reply).toMatchObject({ method: "REPLY", uid: "040000008200E00074C5B7101A82E00800000000", sequence: 2, summary: "Planning" })
+    expect(reply.start.date_time).toBe("2026-07-02T16:00:00Z")
+    expect(reply.attendees).toEqual([{ address: "AGENT@mailroom.test", name: "Scheduling Agent", role: "required", status: "tentative", rsvp: false }])
+  })
+
+  it("carries an occurrence's RECURRENCE-ID, and no COMMENT or VTIMEZONE when there is none to carry", () => {
+    const text = replyCalendar(
+      calendar("METHOD:REQUEST", ...event("UID:r", "RECURRENCE-ID:20261210T090000Z", "DTSTART:20261210T100000Z", "ORGANIZER:mailto:o@partner.test")),
+      { attendee: { address: "agent@mailroom.test", name: null }, status: "declined", comment: "  ", now: new Date() }
+    )
+    expect(text).toContain("RECURRENCE-ID:20261210T090000Z\r\n")
+    expect(text).toContain("ATTENDEE;PARTSTAT=DECLINED:mailto:agent@mailroom.test\r\n")
+    expect(text).not.toMatch(/COMMENT|VTIMEZONE|SEQUENCE/)
+  })
+})

@@ -1,0 +1,225 @@
+/**
+ * Calendar invitations as an agent meets them: invitations as Google and Outlook send them arrive over
+ * SMTP, are read over the API of a started server, and answered; the organizer's REPLY is caught at a
+ * receiving SMTP server this test runs (partner.test's MX, through the test's DNS server). Reading
+ * every kind of calendar is test/domain/icalendar.test.ts's; here, the wiring, the mail and every
+ * refusal's status, code and details.
+ */
+import { simpleParser } from "mailparser"
+import * as fs from "node:fs"
+import { describe, expect, it } from "vitest"
+import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
+import { withApiKey } from "../support/accounts.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import { useOutboundWorld } from "../support/outbound-world.ts"
+import { sendMail } from "../support/send-mail.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+let suite: SuiteServer
+
+const world = useOutboundWorld()
+useSuiteServer((s) => {
+  suite = s
+}, world.env())
+
+const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
+
+const owner = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
+  const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+  return { box, mailroom: createClient({ baseUrl: suite.url, apiKey: box.user.apiKey }) }
+}
+
+/** The stored email of a message sent to `box` with this subject. */
+const arrived = (mailroom: MailroomFetchClient, box: Box, subject: string) =>
+  until(`"${subject}" stored`, async () => {
+    const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+    return data!.data.find((e) => e.subject === subject)
+  }, 20_000)
+
+const emailPath = (emailId: string) => ({ params: { path: { emailId } } })
+
+/** The REPLYs the organizer's MX took from `box`, oldest first. */
+const repliesFrom = (box: Box) => world.mx.delivered().filter((m) => m.mailFrom.length > 0 && m.raw.includes("method=REPLY") && m.raw.includes(box.address))
+
+describe("calendar invitations", () => {
+  it("reads a Google invitation and answers it: the organizer gets a REPLY in the conversation, and the answer is kept; answering again sends another", async () => {
+    const { box, mailroom } = await owner()
+    const organizer = `${fresh("ada")}@partner.test`
+    const ics = fixture("google-request.ics").replaceAll("agent@mailroom.test", box.address).replaceAll("ada@partner.test", organizer)
+    const invitation = await sendMail(suite.server.smtpPort, {
+      from: `Ada Lovelace <${organizer}>`,
+      to: box.address,
+      subject: "Invitation: Contract review",
+      text: "You have been invited to Contract review.",
+      icalEvent: { method: "REQUEST", content: ics }
+    })
+    const email = await arrived(mailroom, box, "Invitation: Contract review")
+
+    const read = await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(email.email_id))
+    expect(read.response.status).toBe(200)
+    expect(read.data!.data).toEqual({
+      email_id: email.email_id,
+      attachment_id: expect.stringMatching(/^att_/),
+      method: "REQUEST",
+      uid: "7kukuqrfedlm2f9t0vl2s1eel9@google.com",
+      sequence: 0,
+      recurrence_id: null,
+      status: "confirmed",
+      summary: "Contract review",
+      description: "Review the draft contract before Friday.",
+      location: null,
+      url: "https://meet.example.test/abc-defg-hij",
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+      end: { date_time: "2026-12-03T14:45:00Z", date: null, time_zone: "Europe/Paris" },
+      recurrence: null,
+      organizer: { address: organizer, name: "Ada Lovelace" },
+      attendees: [
+        { address: organizer, name: "Ada Lovelace", role: "required", status: "accepted", rsvp: true },
+        { address: box.address, name: null, role: "required", status: "needs_action", rsvp: true }
+      ],
+      respondable: true,
+      response: null
+    })
+
+    const answered = await mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", {
+      ...emailPath(email.email_id),
+      body: { status: "accepted", comment: "Looking forward to it." }
+    })
+    expect(answered.response.status).toBe(202)
+    expect(answered.data!.data).toEqual({ email_id: expect.stringMatching(/^eml_/), message_id: expect.any(String), thread_id: email.thread_id, status: "queued" })
+    const delivered = await until("the REPLY at the organizer's MX", async () => repliesFrom(box)[0], 20_000)
+    expect(delivered.rcptTo).toEqual([organizer])
+    const reply = await simpleParser(delivered.raw)
+    expect(reply.subject).toBe("Accepted: Contract review")
+    expect(reply.inReplyTo).toBe(invitation.messageId)
+    expect(reply.from?.value[0]?.address).toBe(box.address)
+    expect(reply.text).toContain(`${box.address} has accepted the invitation to Contract review.`)
+    expect(reply.text).toContain("Looking forward to it.")
+    // The calendar part calendars read: METHOD:REPLY, the event's UID, this attendee's answer.
+    const part = reply.attachments.find((a) => a.contentType === "text/calendar")!
+    const calendar = part.content.toString("utf8").replace(/\r\n[ \t]/g, "")
+    expect(calendar).toContain("METHOD:REPLY")
+    expect(calendar).toContain("UID:7kukuqrfedlm2f9t0vl2s1eel9@google.com")
+    expect(calendar).toContain(`ORGANIZER;CN=Ada Lovelace:mailto:${organizer}`)
+    expect(calendar).toContain(`ATTENDEE;PARTSTAT=ACCEPTED:mailto:${box.address}`)
+    expect(calendar).toContain("COMMENT:Looking forward to it.")
+
+    // Kept: the invitation now shows the answer, and the REPLY is the mailbox's sent mail in the conversation.
+    const after = await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(email.email_id))
+    expect(after.data!.data.response).toEqual({
+      status: "accepted",
+      comment: "Looking forward to it.",
+      email_id: answered.data!.data.email_id,
+      responded_at: expect.any(String)
+    })
+    // The sent REPLY is an invitation's answer too, read as such, and not one to answer.
+    const sent = await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(answered.data!.data.email_id))
+    expect(sent.data!.data).toMatchObject({ method: "REPLY", respondable: false, attendees: [{ address: box.address, status: "accepted" }] })
+
+    // A change of mind: declined, with no comment, sends a second REPLY and replaces the answer.
+    const declined = await mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", { ...emailPath(email.email_id), body: { status: "declined" } })
+    expect(declined.response.status).toBe(202)
+    const second = await until("the second REPLY", async () => repliesFrom(box)[1], 20_000)
+    expect((await simpleParser(second.raw)).subject).toBe("Declined: Contract review")
+    expect(second.raw.toString()).toContain("PARTSTAT=DECLINED")
+    expect((await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(email.email_id))).data!.data.response)
+      .toMatchObject({ status: "declined", comment: null, email_id: declined.data!.data.email_id })
+  })
+
+  it("answers an Outlook invitation as the attendee it names, and an attachment-only .ics too; another account's is not found", async () => {
+    const { box, mailroom } = await owner()
+    const organizer = `${fresh("grace")}@partner.test`
+    // Outlook writes the mailbox's address in capitals; the answer names it as the organizer wrote it.
+    const invited = box.address.toUpperCase()
+    const ics = fixture("outlook-request.ics").replace("AGENT@mailroom.test", invited).replace("grace@partner.test", organizer)
+    await sendMail(suite.server.smtpPort, {
+      from: organizer,
+      to: box.address,
+      subject: "Planning",
+      text: "Quarterly planning",
+      attachments: [{ filename: "meeting.ics", content: ics, contentType: "application/ics" }]
+    })
+    const email = await arrived(mailroom, box, "Planning")
+    const read = (await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(email.email_id))).data!.data
+    expect(read).toMatchObject({ summary: "Planning", sequence: 2, recurrence: "FREQ=WEEKLY;COUNT=4;BYDAY=TH", respondable: true })
+    expect(read.start.date_time).toBe("2026-07-02T16:00:00Z")
+    const answered = await mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", {
+      ...emailPath(email.email_id),
+      body: { status: "tentative" }
+    })
+    expect(answered.response.status).toBe(202)
+    const delivered = await until("the REPLY", async () => repliesFrom(box)[0], 20_000)
+    expect((await simpleParser(delivered.raw)).subject).toBe("Tentative: Planning")
+    const calendar = delivered.raw.toString().replace(/\r\n[ \t]/g, "")
+    expect(calendar).toContain(`ATTENDEE;PARTSTAT=TENTATIVE;CN=Scheduling Agent:mailto:${invited}`)
+    expect(calendar).toContain("SEQUENCE:2")
+    expect(calendar).toContain("TZID:Pacific Standard Time")
+
+    // Another account's email is not found.
+    const stranger = await owner()
+    const foreign = await stranger.mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(email.email_id))
+    expect([foreign.response.status, foreign.error?.error]).toEqual([404, { code: "NOT_FOUND", message: "Email not found", details: { email_id: email.email_id } }])
+  })
+
+  it("refuses what cannot be read or answered, each with its status, code and details", async () => {
+    const { box, mailroom } = await owner()
+    const organizer = `${fresh("grace")}@partner.test`
+    const respond = (emailId: string, body: unknown) =>
+      mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", { ...emailPath(emailId), body: body as never })
+
+    await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Plain", text: "No calendar here." })
+    const plain = await arrived(mailroom, box, "Plain")
+    const none = await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(plain.email_id))
+    expect([none.response.status, none.error?.error]).toEqual([404, {
+      code: "NO_INVITATION",
+      message: "This email carries no calendar invitation",
+      details: { email_id: plain.email_id }
+    }])
+    expect((await respond(plain.email_id, { status: "accepted" })).error?.error.code).toBe("NO_INVITATION")
+    expect((await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath("eml_missing"))).error?.error)
+      .toEqual({ code: "NOT_FOUND", message: "Email not found", details: { email_id: "eml_missing" } })
+
+    await sendMail(suite.server.smtpPort, {
+      from: organizer,
+      to: box.address,
+      subject: "Broken",
+      text: "See the file.",
+      attachments: [{ filename: "invite.ics", content: "BEGIN:VCALENDAR\r\nthis is not iCalendar\r\n", contentType: "text/calendar" }]
+    })
+    const broken = await arrived(mailroom, box, "Broken")
+    const unreadable = await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(broken.email_id))
+    expect(unreadable.response.status).toBe(422)
+    expect(unreadable.error?.error).toMatchObject({
+      code: "INVITATION_UNREADABLE",
+      details: { email_id: broken.email_id, attachment_id: expect.stringMatching(/^att_/), reason: "damaged" }
+    })
+
+    const cancelled = fixture("google-request.ics").replace("METHOD:REQUEST", "METHOD:CANCEL").replace("STATUS:CONFIRMED", "STATUS:CANCELLED")
+    await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Cancelled", text: "Cancelled.", icalEvent: { method: "CANCEL", content: cancelled } })
+    const cancel = await arrived(mailroom, box, "Cancelled")
+    expect((await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(cancel.email_id))).data!.data)
+      .toMatchObject({ method: "CANCEL", status: "cancelled", respondable: false })
+    const refused = await respond(cancel.email_id, { status: "accepted" })
+    expect([refused.response.status, refused.error?.error]).toEqual([422, {
+      code: "INVITATION_NOT_RESPONDABLE",
+      message: "The event is cancelled: there is nothing to answer",
+      details: { email_id: cancel.email_id, method: "CANCEL", reason: "cancelled" }
+    }])
+
+    const published = fixture("google-request.ics").replace("METHOD:REQUEST", "METHOD:PUBLISH")
+    await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Published", text: "FYI.", icalEvent: { method: "PUBLISH", content: published } })
+    const publish = await arrived(mailroom, box, "Published")
+    expect((await respond(publish.email_id, { status: "accepted" })).error?.error)
+      .toMatchObject({ code: "INVITATION_NOT_RESPONDABLE", details: { email_id: publish.email_id, method: "PUBLISH", reason: "not_a_request" } })
+
+    const invitation = fixture("google-request.ics")
+    await sendMail(suite.server.smtpPort, { from: organizer, to: box.address, subject: "Open", text: "Come.", icalEvent: { method: "REQUEST", content: invitation } })
+    const open = await arrived(mailroom, box, "Open")
+    const bad = await respond(open.email_id, { status: "maybe", comment: "x".repeat(2001) })
+    expect(bad.response.status).toBe(400)
+    expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { status: expect.any(String), comment: expect.any(String) } })
+    // Nothing was sent for any refusal.
+    expect(repliesFrom(box)).toEqual([])
+  })
+})
