@@ -48,7 +48,7 @@ const TOOLS = [
   "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_forwarding", "forward_mailbox",
   "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "list_filters", "create_filter", "apply_filter",
   "delete_filter", "wait_for_email", "send_email",
-  "reply_to_email", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
+  "reply_to_email", "get_invitation", "respond_to_invitation", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
 describe("MCP at /mcp", () => {
@@ -221,6 +221,45 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id })).ok.emails).toEqual([])
     expect((await call(mcp, "delete_emails", { email_ids: [forwarded.email_id] })).error)
       .toMatchObject({ code: "NOT_FOUND", details: { email_id: forwarded.email_id } })
+  })
+
+  it("reads a calendar invitation and answers it; the organizer's mailbox reads the answer", async () => {
+    const organizer = await call(mcp, "create_mailbox", { local_part: fresh("organizer") })
+    const organizerAddress = organizer.ok.email_address as string
+    const ics = [
+      "BEGIN:VCALENDAR", "VERSION:2.0", "METHOD:REQUEST", "BEGIN:VEVENT", "UID:standup-42@example.com", "SEQUENCE:1",
+      "DTSTART:20261207T090000Z", "DTEND:20261207T091500Z", "SUMMARY:Stand-up", `ORGANIZER;CN=Organizer:mailto:${organizerAddress}`,
+      `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${box.address}`, "END:VEVENT", "END:VCALENDAR", ""
+    ].join("\r\n")
+    await sendMail(suite.server.smtpPort, { from: organizerAddress, to: box.address, subject: "Stand-up", text: "Join us.", icalEvent: { method: "REQUEST", content: ics } })
+    const invitation = await until("the invitation", async () => {
+      const { ok } = await call(mcp, "list_emails", { mailbox_id: box.mailboxId })
+      return ok.emails.find((e: { subject: string }) => e.subject === "Stand-up")
+    })
+    const read = await call(mcp, "get_invitation", { email_id: invitation.email_id })
+    expect(read.ok).toMatchObject({
+      method: "REQUEST",
+      summary: "Stand-up",
+      start: { date_time: "2026-12-07T09:00:00Z", date: null, time_zone: null },
+      organizer: { address: organizerAddress, name: "Organizer" },
+      respondable: true,
+      response: null
+    })
+    const answered = await call(mcp, "respond_to_invitation", { email_id: invitation.email_id, status: "accepted", comment: "On my way" })
+    expect(answered.ok).toMatchObject({ status: "queued" })
+    expect((await call(mcp, "get_invitation", { email_id: invitation.email_id })).ok.response).toMatchObject({ status: "accepted", comment: "On my way" })
+    // The REPLY reaches the organizer's mailbox through the inbound path, and reads as the attendee's answer.
+    const reply = await until("the REPLY at the organizer", async () => {
+      const { ok } = await call(mcp, "list_emails", { mailbox_id: organizer.ok.mailbox_id })
+      return ok.emails.find((e: { subject: string }) => e.subject === "Accepted: Stand-up")
+    })
+    const answer = await call(mcp, "get_invitation", { email_id: reply.email_id })
+    expect(answer.ok).toMatchObject({ method: "REPLY", uid: "standup-42@example.com", sequence: 1, respondable: false })
+    expect(answer.ok.attendees).toEqual([{ address: box.address, name: null, role: "required", status: "accepted", rsvp: false }])
+    // Refusals keep the API's codes: a plain email carries none; the REPLY is not one to answer.
+    expect((await call(mcp, "get_invitation", { email_id: emailId })).error).toMatchObject({ code: "NO_INVITATION", details: { email_id: emailId } })
+    expect((await call(mcp, "respond_to_invitation", { email_id: reply.email_id, status: "declined" })).error)
+      .toMatchObject({ code: "INVITATION_NOT_RESPONDABLE", details: { reason: "not_a_request", method: "REPLY" } })
   })
 
   it("keeps drafts as a person's approval queue: listed, read, revised, withdrawn; a sent one can no longer change", async () => {

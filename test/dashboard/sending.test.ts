@@ -490,6 +490,37 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(refusals(/^422 GET .*\/attachments\/att_\w+\/text$/)).toHaveLength(1)
   })
 
+  it("shows a calendar invitation and answers it: the organizer's MX gets the calendar reply, and the answer shows", async () => {
+    const ics = [
+      "BEGIN:VCALENDAR", "VERSION:2.0", "METHOD:REQUEST", "BEGIN:VEVENT", "UID:review-7@partner.test", "SEQUENCE:0",
+      "DTSTART;TZID=Europe/Paris:20261203T150000", "DTEND;TZID=Europe/Paris:20261203T154500", "SUMMARY:Contract review",
+      "LOCATION:Room 4", "ORGANIZER;CN=Ada Lovelace:mailto:ada@partner.test", `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${address}`,
+      "ATTENDEE;PARTSTAT=ACCEPTED:mailto:ada@partner.test", "END:VEVENT", "END:VCALENDAR", ""
+    ].join("\r\n")
+    await sendMail(server.smtpPort, {
+      from: "Ada Lovelace <ada@partner.test>",
+      to: address,
+      subject: "Invitation: Contract review",
+      text: "You are invited.",
+      icalEvent: { method: "REQUEST", content: ics }
+    })
+    await page.getByRole("link", { name: "Inbox", exact: true }).click()
+    await page.getByRole("link", { name: /Invitation: Contract review/ }).click()
+    const card = page.getByRole("region", { name: "Invitation" })
+    await card.getByRole("heading", { name: "Contract review" }).waitFor()
+    await card.getByText("Room 4").waitFor()
+    await card.getByText("Ada Lovelace <ada@partner.test>").waitFor()
+    await card.getByText("2 invited, 1 going").waitFor()
+    await card.getByLabel("Note to the organizer").fill("See you there")
+    await card.getByRole("button", { name: "Accept" }).click()
+    await card.getByText(/^You accepted on /).waitFor()
+    await expect(card.getByRole("button", { name: "Accept" }).getAttribute("aria-pressed")).resolves.toBe("true")
+    const { message, parsed } = await delivered("Accepted: Contract review")
+    expect(message.rcptTo).toEqual(["ada@partner.test"])
+    expect(parsed.text).toContain("See you there")
+    expect(message.raw.toString()).toContain(`ATTENDEE;PARTSTAT=ACCEPTED:mailto:${address}`)
+  })
+
   it("edits an email's labels: adds and removes its own, and shows why a label is refused", async () => {
     await page.goto(`/#/emails/${inboundId}`)
     await page.getByRole("heading", { name: "Where is my parcel?" }).waitFor()

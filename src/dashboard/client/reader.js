@@ -94,6 +94,73 @@ const Attachment = ({ base, attachment }) => {
     </li>`
 }
 
+/** Whether an attachment is a calendar (what GET …/invitation reads). */
+const isCalendar = (/** @type {any} */ a) => /^(text\/calendar|application\/ics)$/i.test(a.content_type) || /\.ics$/i.test(a.filename ?? "")
+
+/** @param {{ date_time: string | null, date: string | null, time_zone: string | null }} time */
+const eventTime = (time) =>
+  time.date !== null
+    ? new Date(`${time.date}T00:00:00`).toLocaleDateString([], { dateStyle: "full" })
+    : new Date(/** @type {string} */ (time.date_time)).toLocaleString([], { dateStyle: "full", timeStyle: "short" })
+
+const ANSWERS = /** @type {const} */ ([["accepted", "Accept"], ["tentative", "Maybe"], ["declined", "Decline"]])
+const ANSWERED = { accepted: "You accepted", tentative: "You answered maybe", declined: "You declined" }
+
+/**
+ * A calendar invitation the email carries: what, when, where, who, and the mailbox's answer to the
+ * organizer (Accept, Maybe, Decline, with an optional note), sent as a calendar reply.
+ * @param {{ base: string }} props
+ */
+const Invitation = ({ base }) => {
+  const [invitation, setInvitation] = useState(/** @type {any} */ (null))
+  const [comment, setComment] = useState("")
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState(/** @type {unknown} */ (null))
+  useEffect(() => {
+    call("GET", `${base}/invitation`).then(({ data }) => setInvitation(data), setError)
+  }, [base])
+  /** @param {string} status */
+  const answer = async (status) => {
+    setBusy(true)
+    setError(null)
+    try {
+      await call("POST", `${base}/invitation/respond`, comment.trim() === "" ? { status } : { status, comment })
+      setInvitation((await call("GET", `${base}/invitation`)).data)
+      setComment("")
+    } catch (failure) {
+      setError(failure)
+    } finally {
+      setBusy(false)
+    }
+  }
+  if (!invitation) return html`<${ErrorNote} error=${error} />`
+  const i = invitation
+  const going = i.attendees.filter((/** @type {any} */ a) => a.status === "accepted").length
+  return html`
+    <section class="invitation" aria-label="Invitation">
+      <h2>${i.method === "CANCEL" || i.status === "cancelled" ? "Cancelled: " : i.method === "REPLY" ? "Answer to: " : ""}${i.summary ?? "(no title)"}</h2>
+      <dl class="meta">
+        <dt>When</dt><dd>${eventTime(i.start)}${i.end && html` – ${eventTime(i.end)}`}${
+    i.recurrence && html` <span class="muted small">repeats: ${i.recurrence}</span>`
+  }</dd>
+        ${i.location && html`<dt>Where</dt><dd>${i.location}</dd>`}
+        ${i.organizer && html`<dt>Organizer</dt><dd>${i.organizer.name ? `${i.organizer.name} <${i.organizer.address}>` : i.organizer.address}</dd>`}
+        ${i.attendees.length > 0 && html`<dt>Guests</dt><dd>${i.attendees.length} invited, ${going} going</dd>`}
+      </dl>
+      ${i.response && html`<p class="note" role="status">${ANSWERED[/** @type {keyof typeof ANSWERED} */ (i.response.status)]} on ${new Date(i.response.responded_at).toLocaleString()}.</p>`}
+      ${i.respondable && html`
+        <form class="inline-form" aria-label="Answer the invitation" onSubmit=${(/** @type {Event} */ e) => e.preventDefault()}>
+          <label for="invitation-note" class="visually-hidden">Note to the organizer</label>
+          <input id="invitation-note" value=${comment} placeholder="Note to the organizer (optional)" maxLength=${2000}
+            onInput=${(/** @type {any} */ e) => setComment(e.currentTarget.value)} />
+          ${ANSWERS.map(([status, label]) => html`
+            <button type="button" key=${status} class=${i.response?.status === status ? "" : "secondary"} disabled=${busy}
+              aria-pressed=${i.response?.status === status} onClick=${() => answer(status)}>${label}</button>`)}
+        </form>`}
+      <${ErrorNote} error=${error} />
+    </section>`
+}
+
 /**
  * What became of the email at each address: a sent email's recipients ("Delivery"), or a received
  * email's copies to its mailbox's forwarding addresses ("Forwarded to").
@@ -205,6 +272,7 @@ export const ReaderPage = ({ emailId }) => {
       ${email.delivery && email.delivery.length > 0 && html`
         <${Deliveries} title="Delivery" rows=${email.delivery.map((/** @type {any} */ d) => ({ ...d, address: d.recipient }))} />`}
       ${email.forwarded && email.forwarded.length > 0 && html`<${Deliveries} title="Forwarded to" rows=${email.forwarded} />`}
+      ${email.attachments.some(isCalendar) && html`<${Invitation} key=${email.email_id} base=${base} />`}
       ${email.attachments.length > 0 && html`
         <h2>Attachments</h2>
         <ul class="attachments">

@@ -35,6 +35,7 @@ import { Stats } from "../../../services/mail/stats.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
+import { Invitations } from "../../../services/invitations/invitations.ts"
 import { Outbound } from "../../../services/outbound/send.ts"
 import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import { DependencyHealth } from "../../../services/health/dependency-health.ts"
@@ -277,7 +278,11 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   MailboxReach.Default,
   Stats.Default,
   Suppressions.Default,
-  Layer.merge(Drafts.Default.pipe(Layer.provideMerge(Replies.Default)), ListUnsubscribe.Default.pipe(Layer.provide(Emails.Default))).pipe(
+  Layer.mergeAll(
+    Drafts.Default.pipe(Layer.provideMerge(Replies.Default)),
+    Invitations.Default,
+    ListUnsubscribe.Default.pipe(Layer.provide(Emails.Default))
+  ).pipe(
     Layer.provideMerge(Outbound.Default)
   )
 )))

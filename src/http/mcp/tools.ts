@@ -7,6 +7,8 @@
 import { Duration, Effect, JSONSchema, Option, Schema } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
+import { Invitations } from "../../../services/invitations/invitations.ts"
+import { RespondInput } from "../../../services/invitations/schemas.ts"
 import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
 import { AttachmentTexts } from "../../../services/mail/attachment-texts.ts"
@@ -568,6 +570,27 @@ export const tools = [
     }),
     run: (principal, { email_id, reply_all, ...body }) =>
       Effect.flatMap(Replies, (replies) => replies.reply(principal.userId, email_id, body, reply_all === true))
+  }),
+  tool({
+    name: "get_invitation",
+    reach: "args",
+    description:
+      "Read the calendar invitation an email carries (a text/calendar part or .ics file): what, when (UTC, with the zone it names), " +
+      "where, the organizer, the attendees and their answers, whether the mailbox can answer it (respondable) and its answer so far. " +
+      `NO_INVITATION when the email carries none. ${UNTRUSTED}`,
+    annotations: reading,
+    input: Schema.Struct({ email_id: Id("The email") }),
+    run: (principal, input) => Effect.flatMap(Invitations, (invitations) => invitations.get(principal.userId, input.email_id))
+  }),
+  tool({
+    name: "respond_to_invitation",
+    reach: "args",
+    description:
+      "Accept, decline or tentatively accept the calendar invitation an email carries: the organizer gets a calendar reply " +
+      "(their calendar shows the answer), from the mailbox, in the conversation. Answering again sends a new reply.",
+    annotations: sending,
+    input: Schema.Struct({ email_id: Id("The email carrying the invitation"), ...RespondInput.fields }),
+    run: (principal, { email_id, ...body }) => Effect.flatMap(Invitations, (invitations) => invitations.respond(principal.userId, email_id, body))
   }),
   tool({
     name: "forward_email",
