@@ -30,6 +30,7 @@ import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
 import { MtaLive } from "../services/outbound/mta.ts"
 import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
+import { Meetings, MeetingRepliesLive } from "../services/meetings/meetings.ts"
 import { Outbound } from "../services/outbound/send.ts"
 import { Submission } from "../services/outbound/submission.ts"
 import { ImapStore } from "../services/imap/store.ts"
@@ -252,13 +253,17 @@ const smtpRole = (config: AppConfigShape) => Layer.merge(
     }))
   )
 )
-/** The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log, automatic replies. */
+/**
+ * The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log, automatic
+ * replies, and attendees' answers to the meetings mailboxes organize.
+ */
 const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   IngestLive.pipe(Layer.provide(checksLayer(config, "worker"))),
   HousekeepingLive,
   WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
   EventRecorderLive,
-  AutoReplyResponderLive.pipe(Layer.provide(Replies.Default), Layer.provide(Outbound.Default))
+  AutoReplyResponderLive.pipe(Layer.provide(Replies.Default), Layer.provide(Outbound.Default)),
+  MeetingRepliesLive.pipe(Layer.provide(Meetings.Default), Layer.provide(Outbound.Default))
 )
 /** The mta: delivery, and scheduled drafts leaving on time. */
 const MtaRole = Layer.mergeAll(

@@ -77,6 +77,17 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
             outside.length === 0 ? Effect.void : Effect.fail(new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } }))
         ))
 
+    /** Nothing when the account's meeting `meetingId`, if it holds one, is organized by a mailbox `principal` reaches; else its 404. */
+    const meeting = (principal: Caller, meetingId: string) =>
+      whenLimited(principal, (reached) =>
+        Effect.flatMap(
+          sql`
+            SELECT 1 FROM meetings
+            WHERE id = ${meetingId} AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))`,
+          (outside) =>
+            outside.length === 0 ? Effect.void : Effect.fail(new NotFound({ message: "Meeting not found", details: { meeting_id: meetingId } }))
+        ))
+
     /**
      * The mailboxes a webhook `principal` makes or changes listens to (`field`, as asked: left out,
      * null for every mailbox, or some): as asked for a principal without a limit; for a limited key,
@@ -98,6 +109,6 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
         }
       })
 
-    return { mailbox, emails, thread, threads, webhook, listening } as const
+    return { mailbox, emails, thread, threads, webhook, meeting, listening } as const
   })
 }) {}

@@ -251,3 +251,92 @@ export const replyCalendar = (
   reply.addSubcomponent(vevent)
   return `${reply.toString()}\r\n`
 }
+
+/** An event a mailbox organizes, as its invitations describe it (services/meetings). */
+export interface OrganizedEvent {
+  readonly uid: string
+  readonly sequence: number
+  readonly summary: string
+  readonly description: string | null
+  readonly location: string | null
+  readonly url: string | null
+  /** `date_time` in UTC (…Z), or `date`. */
+  readonly start: EventTime
+  readonly end: EventTime
+  readonly recurrence: string | null
+  readonly organizer: Party
+  readonly attendees: ReadonlyArray<{ readonly address: string; readonly name: string | null; readonly status: ParticipationStatus }>
+}
+
+const STATUS_PARTSTAT: Record<ParticipationStatus, string> = {
+  needs_action: "NEEDS-ACTION",
+  accepted: "ACCEPTED",
+  declined: "DECLINED",
+  tentative: "TENTATIVE",
+  delegated: "DELEGATED"
+}
+
+const icalTime = (time: EventTime): ICAL.Time =>
+  time.date !== null ? ICAL.Time.fromDateString(time.date) : ICAL.Time.fromJSDate(new Date(time.date_time!), true)
+
+const party = (name: "organizer" | "attendee", who: { readonly address: string; readonly name: string | null }) => {
+  const property = new ICAL.Property(name)
+  property.setValue(`mailto:${who.address}`)
+  if (who.name !== null) property.setParameter("cn", who.name)
+  return property
+}
+
+/**
+ * The organizer's calendar for an event: an invitation or its update (REQUEST: every attendee with
+ * their answer so far, asked to answer), or its cancellation (CANCEL: STATUS:CANCELLED). The
+ * revision (`sequence`) is the caller's: each message about a changed event carries the next.
+ */
+export const organizerCalendar = (method: "REQUEST" | "CANCEL", event: OrganizedEvent, now: Date): string => {
+  const calendar = new ICAL.Component("vcalendar")
+  calendar.addPropertyWithValue("prodid", "-//Mailroom//Meetings//EN")
+  calendar.addPropertyWithValue("version", "2.0")
+  calendar.addPropertyWithValue("method", method)
+  const vevent = new ICAL.Component("vevent")
+  vevent.addPropertyWithValue("uid", event.uid)
+  vevent.addPropertyWithValue("sequence", event.sequence)
+  vevent.addPropertyWithValue("dtstamp", ICAL.Time.fromJSDate(now, true))
+  vevent.addPropertyWithValue("dtstart", icalTime(event.start))
+  vevent.addPropertyWithValue("dtend", icalTime(event.end))
+  if (event.recurrence !== null) vevent.addPropertyWithValue("rrule", ICAL.Recur.fromString(event.recurrence))
+  vevent.addPropertyWithValue("summary", event.summary)
+  if (event.description !== null) vevent.addPropertyWithValue("description", event.description)
+  if (event.location !== null) vevent.addPropertyWithValue("location", event.location)
+  if (event.url !== null) vevent.addPropertyWithValue("url", event.url)
+  vevent.addPropertyWithValue("status", method === "CANCEL" ? "CANCELLED" : "CONFIRMED")
+  vevent.addProperty(party("organizer", event.organizer))
+  for (const attendee of event.attendees) {
+    const property = party("attendee", attendee)
+    property.setParameter("role", "REQ-PARTICIPANT")
+    property.setParameter("partstat", STATUS_PARTSTAT[attendee.status])
+    if (method === "REQUEST") property.setParameter("rsvp", "TRUE")
+    vevent.addProperty(property)
+  }
+  calendar.addSubcomponent(vevent)
+  return `${calendar.toString()}\r\n`
+}
+
+/** What an attendee's REPLY says: the event it answers, each answering attendee's answer, and its note. */
+export interface ReplyAnswers {
+  readonly uid: string
+  readonly sequence: number
+  readonly attendees: ReadonlyArray<{ readonly address: string; readonly name: string | null; readonly status: ParticipationStatus }>
+  readonly comment: string | null
+}
+
+/** The answers in a calendar, when it is a REPLY; undefined for anything else. */
+export const replyAnswers = (text: string): ReplyAnswers | undefined => {
+  const read = readInvitation(text)
+  if (Either.isLeft(read) || read.right.method !== "REPLY") return undefined
+  const event = eventOf(Either.getOrThrow(parseCalendar(text)))
+  return {
+    uid: read.right.uid,
+    sequence: read.right.sequence,
+    attendees: read.right.attendees.map(({ address, name, status }) => ({ address, name, status })),
+    comment: event === undefined ? null : textOf(event, "comment")
+  }
+}

@@ -16,7 +16,7 @@ export const MAX_RECIPIENTS = 50
 export const MAX_ATTACHMENTS = 100
 
 /** No CR or LF: what keeps a value inside its header. */
-const oneLine = <S extends Schema.Schema<string, string>>(schema: S) =>
+export const oneLine = <S extends Schema.Schema<string, string>>(schema: S) =>
   schema.pipe(Schema.filter((value) => !/[\r\n]/.test(value), { message: () => "must not contain line breaks" }))
 
 const DOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/i
@@ -140,7 +140,7 @@ export const ForwardInput = Schema.Struct({
 export type ForwardInput = typeof ForwardInput.Type
 
 /** An ISO 8601 time with its offset, as `send_at` is written. */
-const Instant = Schema.String.pipe(
+export const Instant = Schema.String.pipe(
   Schema.filter((value) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) && !Number.isNaN(Date.parse(value)), {
     message: () => "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z"
   })

@@ -26,6 +26,7 @@ import { AutoRepliesGroup, DashboardAutoRepliesGroup } from "./auto-replies/api.
 import { DashboardFiltersGroup, FiltersGroup } from "./filters/api.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardInvitationsGroup, InvitationsGroup } from "./invitations/api.ts"
+import { DashboardMeetingsGroup, MeetingsGroup } from "./meetings/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
 import { DashboardOutboundGroup, OutboundGroup } from "./outbound/api.ts"
@@ -51,6 +52,8 @@ const Routes = HttpApi.make("mailroom")
   .add(DashboardOutboundGroup)
   .add(InvitationsGroup)
   .add(DashboardInvitationsGroup)
+  .add(MeetingsGroup)
+  .add(DashboardMeetingsGroup)
   .add(WebhooksGroup)
   .add(DashboardWebhooksGroup)
   .add(SenderListsGroup)

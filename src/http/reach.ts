@@ -16,11 +16,12 @@ import { Forbidden, type NotFound } from "../../services/errors.ts"
  * - `mailbox`: the path's `:mailboxId` must be one of the key's;
  * - `email`, `thread`: the path's email or conversation must be in one of the key's mailboxes;
  * - `webhook`: the path's webhook must listen to some of the key's mailboxes and no other;
+ * - `meeting`: the path's meeting must be organized by one of the key's mailboxes;
  * - `own`: the handler shows and acts on the key's mailboxes only (lists, batches, search, events,
  *   new webhooks);
  * - `account`: about the whole account (keys, domains, billing, account lists, new mailboxes): refused.
  */
-export type Reach = "mailbox" | "email" | "thread" | "webhook" | "own" | "account"
+export type Reach = "mailbox" | "email" | "thread" | "webhook" | "meeting" | "own" | "account"
 
 export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/api-keys": "account",
@@ -51,6 +52,11 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/api/emails/:emailId/attachments/:attachmentId": "email",
   "GET /v1/api/emails/:emailId/attachments/:attachmentId/text": "email",
   "GET /v1/api/emails/:emailId/invitation": "email",
+  "GET /v1/api/mailboxes/:mailboxId/meetings": "mailbox",
+  "POST /v1/api/mailboxes/:mailboxId/meetings": "mailbox",
+  "GET /v1/api/meetings/:meetingId": "meeting",
+  "PATCH /v1/api/meetings/:meetingId": "meeting",
+  "POST /v1/api/meetings/:meetingId/cancel": "meeting",
   "POST /v1/api/emails/:emailId/invitation/respond": "email",
   "GET /v1/api/threads/:threadId": "thread",
   "PATCH /v1/api/threads/:threadId": "thread",
@@ -153,6 +159,8 @@ const admitMailboxes = (reach: MailboxReach, principal: Principal): Effect.Effec
         return reach.thread(principal, params["threadId"]!)
       case "webhook":
         return reach.webhook(principal, params["id"]!)
+      case "meeting":
+        return reach.meeting(principal, params["meetingId"]!)
       case "own":
         return Effect.void
       case "account":

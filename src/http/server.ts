@@ -35,6 +35,7 @@ import { DashboardForwardingHandlers, ForwardingHandlers } from "./forwarding/ht
 import { AutoRepliesHandlers, DashboardAutoRepliesHandlers } from "./auto-replies/http.ts"
 import { DashboardFiltersHandlers, FiltersHandlers } from "./filters/http.ts"
 import { DashboardInvitationsHandlers, InvitationsHandlers } from "./invitations/http.ts"
+import { DashboardMeetingsHandlers, MeetingsHandlers } from "./meetings/http.ts"
 import { ForwardingPagesLive } from "./forwarding/pages.ts"
 import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
@@ -107,6 +108,8 @@ const Handlers = Layer.mergeAll(
   DashboardOutboundHandlers,
   InvitationsHandlers,
   DashboardInvitationsHandlers,
+  MeetingsHandlers,
+  DashboardMeetingsHandlers,
   WebhooksHandlers,
   DashboardWebhooksHandlers,
   SenderListsHandlers,

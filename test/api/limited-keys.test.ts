@@ -249,6 +249,24 @@ describe("a key limited to some mailboxes", () => {
     }
   })
 
+  it("organizes meetings from its mailboxes only; another mailbox's meeting is not found", async () => {
+    const meeting = { summary: "Sync", start: { date_time: "2026-12-03T10:00:00Z" }, end: { date_time: "2026-12-03T11:00:00Z" }, attendees: ["a@example.com"] }
+    const own = await limited.POST("/v1/api/mailboxes/{mailboxId}/meetings", { params: { path: { mailboxId: mine.mailboxId } }, body: meeting })
+    expect(own.response.status).toBe(201)
+    const refused = await limited.POST("/v1/api/mailboxes/{mailboxId}/meetings", { params: { path: { mailboxId: other.mailboxId } }, body: meeting })
+    expect(refused.error).toEqual(notFound({ mailbox_id: other.mailboxId }))
+    const theirs = await full.POST("/v1/api/mailboxes/{mailboxId}/meetings", { params: { path: { mailboxId: other.mailboxId } }, body: meeting })
+    const id = theirs.data!.data.meeting_id
+    const path = { params: { path: { meetingId: id } } }
+    for (const reply of [
+      await limited.GET("/v1/api/meetings/{meetingId}", path),
+      await limited.PATCH("/v1/api/meetings/{meetingId}", { ...path, body: { summary: "Mine now" } }),
+      await limited.POST("/v1/api/meetings/{meetingId}/cancel", path)
+    ]) expect(reply.error).toEqual(notFound({ meeting_id: id }))
+    expect((await limited.GET("/v1/api/meetings/{meetingId}", { params: { path: { meetingId: own.data!.data.meeting_id } } })).response.status).toBe(200)
+    expect((await full.GET("/v1/api/meetings/{meetingId}", path)).data?.data).toMatchObject({ summary: "Sync", status: "confirmed" })
+  })
+
   it("hears the events of its mailboxes only on the event stream", async () => {
     const headers = { "x-api-key": limitedKey }
     const refused = await openEvents(`${suite.url}/v1/events?mailbox_id=${other.mailboxId}`, headers)

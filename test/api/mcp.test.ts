@@ -48,7 +48,8 @@ const TOOLS = [
   "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_forwarding", "forward_mailbox",
   "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "list_filters", "create_filter", "apply_filter",
   "delete_filter", "wait_for_email", "send_email",
-  "reply_to_email", "get_invitation", "respond_to_invitation", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
+  "reply_to_email", "get_invitation", "respond_to_invitation", "schedule_meeting", "list_meetings", "get_meeting", "update_meeting",
+  "cancel_meeting", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
 describe("MCP at /mcp", () => {
@@ -260,6 +261,42 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "get_invitation", { email_id: emailId })).error).toMatchObject({ code: "NO_INVITATION", details: { email_id: emailId } })
     expect((await call(mcp, "respond_to_invitation", { email_id: reply.email_id, status: "declined" })).error)
       .toMatchObject({ code: "INVITATION_NOT_RESPONDABLE", details: { reason: "not_a_request", method: "REPLY" } })
+  })
+
+  it("schedules a meeting with another mailbox, which answers it; moves it, then calls it off", async () => {
+    const guest = await call(mcp, "create_mailbox", { local_part: fresh("guest") })
+    const scheduled = await call(mcp, "schedule_meeting", {
+      mailbox_id: box.mailboxId,
+      summary: "Design review",
+      start: { date_time: "2026-12-08T10:00:00Z" },
+      end: { date_time: "2026-12-08T10:30:00Z" },
+      attendees: [guest.ok.email_address]
+    })
+    expect(scheduled.ok).toMatchObject({ status: "confirmed", sequence: 0, attendees: [{ address: guest.ok.email_address, status: "needs_action" }] })
+    const meetingId = scheduled.ok.meeting_id as string
+    const invitation = await until("the guest's invitation", async () => {
+      const { ok } = await call(mcp, "list_emails", { mailbox_id: guest.ok.mailbox_id })
+      return ok.emails.find((e: { subject: string }) => e.subject === "Invitation: Design review")
+    })
+    expect((await call(mcp, "respond_to_invitation", { email_id: invitation.email_id, status: "tentative" })).ok).toMatchObject({ status: "queued" })
+    const answered = await until("the answer on the meeting", async () => {
+      const { ok } = await call(mcp, "get_meeting", { meeting_id: meetingId })
+      return ok.attendees[0].status === "tentative" ? ok : undefined
+    })
+    expect(answered.attendees[0]).toMatchObject({ address: guest.ok.email_address, status: "tentative" })
+    const listed = await call(mcp, "list_meetings", { mailbox_id: box.mailboxId, status: "confirmed" })
+    expect(listed.ok).toMatchObject({ total: 1, meetings: [{ meeting_id: meetingId }] })
+    const moved = await call(mcp, "update_meeting", { meeting_id: meetingId, start: { date_time: "2026-12-08T11:00:00Z" }, end: { date_time: "2026-12-08T11:30:00Z" } })
+    expect(moved.ok).toMatchObject({ sequence: 1, attendees: [{ status: "needs_action" }] })
+    expect((await call(mcp, "cancel_meeting", { meeting_id: meetingId })).ok).toMatchObject({ status: "cancelled", sequence: 2 })
+    expect((await call(mcp, "cancel_meeting", { meeting_id: meetingId })).error).toMatchObject({ code: "CONFLICT", details: { meeting_id: meetingId } })
+    expect((await call(mcp, "schedule_meeting", {
+      mailbox_id: box.mailboxId,
+      summary: "Backwards",
+      start: { date_time: "2026-12-08T10:00:00Z" },
+      end: { date_time: "2026-12-08T09:00:00Z" },
+      attendees: [guest.ok.email_address]
+    })).error).toMatchObject({ code: "VALIDATION_ERROR", details: { end: "must be after start" } })
   })
 
   it("keeps drafts as a person's approval queue: listed, read, revised, withdrawn; a sent one can no longer change", async () => {

@@ -5,7 +5,7 @@
 import { Either } from "effect"
 import * as fs from "node:fs"
 import { describe, expect, it } from "vitest"
-import { readInvitation, replyCalendar } from "../../services/invitations/icalendar.ts"
+import { organizerCalendar, readInvitation, replyAnswers, replyCalendar } from "../../services/invitations/icalendar.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
 const calendar = (...lines: Array<string>) => ["BEGIN:VCALENDAR", "VERSION:2.0", ...lines, "END:VCALENDAR", ""].join("\r\n")
@@ -132,5 +132,80 @@ describe("answering an invitation", () => {
     expect(text).toContain("RECURRENCE-ID:20261210T090000Z\r\n")
     expect(text).toContain("ATTENDEE;PARTSTAT=DECLINED:mailto:agent@mailroom.test\r\n")
     expect(text).not.toMatch(/COMMENT|VTIMEZONE|SEQUENCE/)
+  })
+})
+
+describe("organizing a meeting", () => {
+  const meeting = {
+    uid: "mtg_1@agents.localhost",
+    sequence: 3,
+    summary: "Planning, Q4; budgets",
+    description: "First line\nSecond line",
+    location: null,
+    url: "https://meet.example.test/q4",
+    start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: null },
+    end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: null },
+    recurrence: "FREQ=WEEKLY;COUNT=4",
+    organizer: { address: "planner@agents.localhost", name: "Planner" },
+    attendees: [
+      { address: "ada@partner.test", name: "Ada Lovelace", status: "accepted" as const },
+      { address: "grace@partner.test", name: null, status: "needs_action" as const }
+    ]
+  }
+
+  it("writes an invitation (REQUEST) a calendar reads back as the meeting: each attendee asked, with their answer so far", () => {
+    const text = organizerCalendar("REQUEST", meeting, new Date("2026-11-30T12:00:00Z"))
+    expect(read(text)).toEqual({
+      method: "REQUEST",
+      uid: "mtg_1@agents.localhost",
+      sequence: 3,
+      recurrence_id: null,
+      status: "confirmed",
+      summary: "Planning, Q4; budgets",
+      description: "First line\nSecond line",
+      location: null,
+      url: "https://meet.example.test/q4",
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: null },
+      end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: null },
+      recurrence: "FREQ=WEEKLY;COUNT=4",
+      organizer: { address: "planner@agents.localhost", name: "Planner" },
+      attendees: [
+        { address: "ada@partner.test", name: "Ada Lovelace", role: "required", status: "accepted", rsvp: true },
+        { address: "grace@partner.test", name: null, role: "required", status: "needs_action", rsvp: true }
+      ]
+    })
+    expect(text).toContain("DTSTAMP:20261130T120000Z\r\n")
+  })
+
+  it("writes a cancellation (CANCEL, STATUS:CANCELLED) of whole days, asking no answer", () => {
+    const text = organizerCalendar("CANCEL", {
+      ...meeting,
+      recurrence: null,
+      url: null,
+      description: null,
+      start: { date_time: null, date: "2026-12-24", time_zone: null },
+      end: { date_time: null, date: "2026-12-26", time_zone: null }
+    }, new Date())
+    const cancel = read(text)
+    expect([cancel.method, cancel.status, cancel.start, cancel.end]).toEqual([
+      "CANCEL",
+      "cancelled",
+      { date_time: null, date: "2026-12-24", time_zone: null },
+      { date_time: null, date: "2026-12-26", time_zone: null }
+    ])
+    expect(cancel.attendees.every((a) => !a.rsvp)).toBe(true)
+  })
+
+  it("reads an attendee's REPLY to it: who answered what, and their note; anything but a REPLY is none", () => {
+    const invitation = organizerCalendar("REQUEST", meeting, new Date())
+    const reply = replyCalendar(invitation, { attendee: { address: "grace@partner.test", name: "Grace" }, status: "declined", comment: "Away", now: new Date() })
+    expect(replyAnswers(reply)).toEqual({
+      uid: "mtg_1@agents.localhost",
+      sequence: 3,
+      attendees: [{ address: "grace@partner.test", name: "Grace", status: "declined" }],
+      comment: "Away"
+    })
+    expect(replyAnswers(invitation)).toBeUndefined()
+    expect(replyAnswers("not a calendar")).toBeUndefined()
   })
 })

@@ -267,6 +267,7 @@ export const MailboxInbox = ({ mailboxId }) => {
         <a class="button secondary" href=${href("mailboxes", mailboxId, "senders")}>Senders</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "forwarding")}>Forwarding</a>
         <a class="button secondary" href=${href("mailboxes", mailboxId, "auto-reply")}>Automatic reply</a>
+        <a class="button secondary" href=${href("mailboxes", mailboxId, "meetings")}>Meetings</a>
         <a class="button secondary" href=${`/api/mailboxes/${encodeURIComponent(mailboxId)}/export`} download>Download all (.mbox)</a>
       </div>
       <${StatsLine} mailboxId=${mailboxId} />`}

@@ -19,6 +19,7 @@ import { MailboxSenders, SendersPage } from "./senders.js"
 import { FiltersPage } from "./filters.js"
 import { MailboxForwarding } from "./forwarding.js"
 import { MailboxAutoReply } from "./auto-reply.js"
+import { MailboxMeetings } from "./meetings.js"
 import { ConversationPage } from "./threads.js"
 import { WebhooksPage } from "./webhooks.js"
 import { go, useRoute } from "./router.js"
@@ -129,6 +130,8 @@ const App = () => {
     ? html`<${MailboxForwarding} key=${id} mailboxId=${id} />`
     : page === "mailboxes" && id && sub === "auto-reply"
     ? html`<${MailboxAutoReply} key=${id} mailboxId=${id} />`
+    : page === "mailboxes" && id && sub === "meetings"
+    ? html`<${MailboxMeetings} key=${id} mailboxId=${id} />`
     : page === "senders"
     ? html`<${SendersPage} />`
     : page === "filters"

@@ -36,6 +36,7 @@ import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
 import { Invitations } from "../../../services/invitations/invitations.ts"
+import { Meetings } from "../../../services/meetings/meetings.ts"
 import { Outbound } from "../../../services/outbound/send.ts"
 import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import { DependencyHealth } from "../../../services/health/dependency-health.ts"
@@ -281,6 +282,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   Layer.mergeAll(
     Drafts.Default.pipe(Layer.provideMerge(Replies.Default)),
     Invitations.Default,
+    Meetings.Default,
     ListUnsubscribe.Default.pipe(Layer.provide(Emails.Default))
   ).pipe(
     Layer.provideMerge(Outbound.Default)

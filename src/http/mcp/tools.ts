@@ -8,6 +8,8 @@ import { Duration, Effect, JSONSchema, Option, Schema } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { Invitations } from "../../../services/invitations/invitations.ts"
+import { Meetings } from "../../../services/meetings/meetings.ts"
+import { MeetingInput, MeetingUpdate } from "../../../services/meetings/schemas.ts"
 import { RespondInput } from "../../../services/invitations/schemas.ts"
 import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
@@ -52,7 +54,7 @@ export interface ToolAnnotations {
 /**
  * How a tool is held to the mailboxes of a key limited to some (src/http/reach.ts does the same for
  * routes): `args`, through the ids its arguments name (`mailbox_id`, `email_id`, `email_ids`,
- * `thread_id`, `thread_ids`), each of which must be in one of the key's mailboxes, the tool showing
+ * `thread_id`, `thread_ids`, `meeting_id`), each of which must be in one of the key's mailboxes, the tool showing
  * nothing else; or `account`, about the whole account, refused to such a key (and not listed to it).
  * A function decides by the arguments.
  */
@@ -593,6 +595,60 @@ export const tools = [
     run: (principal, { email_id, ...body }) => Effect.flatMap(Invitations, (invitations) => invitations.respond(principal.userId, email_id, body))
   }),
   tool({
+    name: "schedule_meeting",
+    reach: "args",
+    description:
+      "Schedule a meeting the mailbox organizes: every attendee gets a calendar invitation (Accept/Decline in Google, Outlook, " +
+      "Apple), and their answers show on the meeting (get_meeting). start and end: {\"date_time\": ISO 8601 with its zone} or " +
+      "{\"date\": YYYY-MM-DD} for whole days (the end is the day after the last); recurrence: an RRULE such as FREQ=WEEKLY;COUNT=4.",
+    annotations: sending,
+    input: Schema.Struct({ mailbox_id: Id("The organizing mailbox"), ...MeetingInput.fields }),
+    run: (principal, { mailbox_id, ...input }) => Effect.flatMap(Meetings, (meetings) => meetings.create(principal.userId, mailbox_id, input))
+  }),
+  tool({
+    name: "list_meetings",
+    reach: "args",
+    description: "The meetings a mailbox organizes, soonest first, with each attendee's answer (status: confirmed or cancelled to choose).",
+    annotations: reading,
+    input: Schema.Struct({
+      mailbox_id: Id("The organizing mailbox"),
+      status: Schema.optional(Schema.Literal("confirmed", "cancelled")),
+      limit: Schema.optional(Limit),
+      offset: Schema.optional(Offset)
+    }),
+    run: (principal, input) =>
+      Effect.gen(function*() {
+        const { data, total } = yield* (yield* Meetings).list(principal.userId, input.mailbox_id, page(input), { field: "start", direction: "asc" }, input.status)
+        return { meetings: data, total }
+      })
+  }),
+  tool({
+    name: "get_meeting",
+    reach: "args",
+    description: "A meeting the mailbox organizes, with each attendee's answer so far (needs_action, accepted, declined, tentative) and note.",
+    annotations: reading,
+    input: Schema.Struct({ meeting_id: Id("The meeting") }),
+    run: (principal, input) => Effect.flatMap(Meetings, (meetings) => meetings.get(principal.userId, input.meeting_id))
+  }),
+  tool({
+    name: "update_meeting",
+    reach: "args",
+    description:
+      "Change a meeting: the fields given (attendees: the whole list). Attendees get the update; a new time asks them to answer " +
+      "again; attendees taken off get a cancellation.",
+    annotations: sending,
+    input: Schema.Struct({ meeting_id: Id("The meeting"), ...MeetingUpdate.fields }),
+    run: (principal, { meeting_id, ...patch }) => Effect.flatMap(Meetings, (meetings) => meetings.update(principal.userId, meeting_id, patch))
+  }),
+  tool({
+    name: "cancel_meeting",
+    reach: "args",
+    description: "Call a meeting off: every attendee gets the cancellation, which removes it from their calendar.",
+    annotations: sending,
+    input: Schema.Struct({ meeting_id: Id("The meeting") }),
+    run: (principal, input) => Effect.flatMap(Meetings, (meetings) => meetings.cancel(principal.userId, input.meeting_id))
+  }),
+  tool({
     name: "forward_email",
     reach: "args",
     description:
@@ -701,12 +757,14 @@ export const admitTool = <I>(principal: Principal, tool: Tool<I>, input: I) =>
       readonly email_ids?: unknown
       readonly thread_id?: unknown
       readonly thread_ids?: unknown
+      readonly meeting_id?: unknown
     }
     if (typeof args.mailbox_id === "string") yield* reach.mailbox(principal, args.mailbox_id)
     if (typeof args.email_id === "string") yield* reach.emails(principal, [args.email_id])
     if (Array.isArray(args.email_ids)) yield* reach.emails(principal, args.email_ids as ReadonlyArray<string>)
     if (typeof args.thread_id === "string") yield* reach.thread(principal, args.thread_id)
     if (Array.isArray(args.thread_ids)) yield* reach.threads(principal, args.thread_ids as ReadonlyArray<string>)
+    if (typeof args.meeting_id === "string") yield* reach.meeting(principal, args.meeting_id)
   })
 
 /**

@@ -1,0 +1,387 @@
+/**
+ * Meetings a mailbox organizes (schemas.ts): its agent schedules one, and Mailroom sends the attendees
+ * an invitation as calendars expect it (iTIP REQUEST over mail, RFC 5546 / 6047: Google, Outlook and
+ * Apple show it with Accept and Decline), sends the update when it changes (the same UID, the next
+ * SEQUENCE; attendees taken off get a cancellation) and the cancellation when it is called off (METHOD
+ * CANCEL). The attendees' calendars answer by mail (REPLY); `MeetingRepliesLive` reads each answer the
+ * mailbox receives into the meeting's attendees.
+ *
+ * Each message goes through the ordinary send path (Outbound.submit): the plan's sends, suppressions,
+ * DKIM and delivery apply as to any send, and each is the mailbox's sent mail. The meeting is kept
+ * after its invitation is accepted for delivery, so a refused send (a suppressed attendee, the plan's
+ * sends used up) leaves no meeting behind.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Schema } from "effect"
+import { newId } from "../accounts/tokens.ts"
+import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
+import { measured } from "../bus/metrics.ts"
+import { Conflict, NotFound, ValidationError } from "../errors.ts"
+import type { EventTime } from "../invitations/schemas.ts"
+import { type OrganizedEvent, organizerCalendar, replyAnswers } from "../invitations/icalendar.ts"
+import type { Page, Sort } from "../listing.ts"
+import { routingForm } from "../mail/inbound.ts"
+import { BusEvent } from "../webhooks/schemas.ts"
+import { MAX_CALENDAR_BYTES } from "../invitations/schemas.ts"
+import { named, Outbound } from "../outbound/send.ts"
+import type { AddressInput } from "../outbound/schemas.ts"
+import type { Meeting, MeetingAttendee, MeetingInput, MeetingUpdate, WhenInput } from "./schemas.ts"
+
+const MeetingRow = Schema.Struct({
+  id: Schema.String,
+  mailboxId: Schema.String,
+  uid: Schema.String,
+  sequence: Schema.Number,
+  status: Schema.Literal("confirmed", "cancelled"),
+  summary: Schema.String,
+  description: Schema.NullOr(Schema.String),
+  location: Schema.NullOr(Schema.String),
+  url: Schema.NullOr(Schema.String),
+  startTime: Schema.String,
+  endTime: Schema.String,
+  recurrence: Schema.NullOr(Schema.String),
+  attendees: Schema.String,
+  emailId: Schema.NullOr(Schema.String),
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+type MeetingRow = typeof MeetingRow.Type
+
+// JSON columns as text: the client would rename their snake_case keys as it does column names.
+const COLUMNS = "id, mailbox_id, uid, sequence, status, summary, description, location, url, start_time::text AS start_time, " +
+  "end_time::text AS end_time, recurrence, attendees::text AS attendees, email_id, created_at, updated_at"
+
+const toMeeting = (row: MeetingRow): Meeting => ({
+  meeting_id: row.id,
+  mailbox_id: row.mailboxId,
+  uid: row.uid,
+  sequence: row.sequence,
+  status: row.status,
+  summary: row.summary,
+  description: row.description,
+  location: row.location,
+  url: row.url,
+  start: JSON.parse(row.startTime) as EventTime,
+  end: JSON.parse(row.endTime) as EventTime,
+  recurrence: row.recurrence,
+  attendees: JSON.parse(row.attendees) as Array<MeetingAttendee>,
+  email_id: row.emailId,
+  created_at: row.createdAt.toISOString(),
+  updated_at: row.updatedAt.toISOString()
+})
+
+/** A start or end as kept and answered: a moment in UTC, or a day. */
+const timeOf = (when: WhenInput): EventTime =>
+  when.date !== undefined
+    ? { date_time: null, date: when.date, time_zone: null }
+    : { date_time: new Date(when.date_time!).toISOString().replace(".000Z", "Z"), date: null, time_zone: null }
+
+/** The moment a start stands for, to order meetings by (a day: its midnight in UTC). */
+const momentOf = (time: EventTime) => new Date(time.date ?? time.date_time!)
+
+/** The end after the start, both moments or both days; otherwise the field at fault. */
+const checkTimes = (start: EventTime, end: EventTime) => {
+  if ((start.date === null) !== (end.date === null)) {
+    return Effect.fail(ValidationError.field("end", "must be a date when start is a date, and a date_time when start is a date_time"))
+  }
+  return momentOf(end) > momentOf(start) ? Effect.void : Effect.fail(ValidationError.field("end", "must be after start"))
+}
+
+/** The attendees as given, each address once, none the mailbox itself; answers kept from `earlier`. */
+const attendeesOf = (
+  input: ReadonlyArray<AddressInput>,
+  organizer: string,
+  earlier: ReadonlyArray<MeetingAttendee> = []
+): Effect.Effect<Array<MeetingAttendee>, ValidationError> =>
+  Effect.gen(function*() {
+    const seen = new Set<string>()
+    const attendees: Array<MeetingAttendee> = []
+    for (const [i, entry] of input.entries()) {
+      const { address, name } = named(entry)
+      const key = routingForm(address)
+      if (key === routingForm(organizer)) return yield* ValidationError.field(`attendees.${i}`, "is the organizing mailbox itself")
+      if (seen.has(key)) continue
+      seen.add(key)
+      const before = earlier.find((a) => routingForm(a.address) === key)
+      attendees.push(before ?? { address, name: name ?? null, status: "needs_action", comment: null, responded_at: null })
+    }
+    return attendees
+  })
+
+const plural = (n: number, one: string) => `${n} ${one}${n === 1 ? "" : "s"}`
+
+/** When, as the invitation's text says it (UTC; calendars show it in each reader's own zone). */
+const whenText = (start: EventTime, end: EventTime) => {
+  if (start.date !== null) {
+    const days = Math.round((momentOf(end).getTime() - momentOf(start).getTime()) / 86_400_000)
+    return `${start.date} (${plural(days, "day")})`
+  }
+  const format = (iso: string) => new Date(iso).toUTCString().replace(":00 GMT", " UTC")
+  return `${format(start.date_time!)} – ${format(end.date_time!)}`
+}
+
+export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const outbound = yield* Outbound
+
+    const decode = (rows: ReadonlyArray<unknown>) => Effect.orDie(Schema.decodeUnknown(Schema.Array(MeetingRow))(rows))
+
+    /** The caller's active mailbox: the organizer. */
+    const organizerOf = (userId: string, mailboxId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ address: string; displayName: string | null }>`
+          SELECT local_part || '@' || domain AS address, display_name FROM mailboxes
+          WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
+        const row = rows[0]
+        if (row === undefined) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
+        return { address: row.address, name: row.displayName }
+      })
+
+    const find = (userId: string, meetingId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* decode(yield* sql`
+          SELECT ${sql.literal(COLUMNS)} FROM meetings mt
+          WHERE mt.id = ${meetingId} AND mt.user_id = ${userId}
+            AND EXISTS (SELECT 1 FROM mailboxes m WHERE m.id = mt.mailbox_id AND m.status = 'active')`)
+        const row = rows[0]
+        if (row === undefined) return yield* new NotFound({ message: "Meeting not found", details: { meeting_id: meetingId } })
+        return row
+      })
+
+    /** Send the attendees the calendar `method` asks of them about `event`: the send's answer. */
+    const tell = (
+      userId: string,
+      mailboxId: string,
+      method: "REQUEST" | "CANCEL",
+      event: OrganizedEvent,
+      to: ReadonlyArray<MeetingAttendee>,
+      subject: string
+    ) => {
+      const lines = [
+        `${event.organizer.name ?? event.organizer.address} ${method === "CANCEL" ? "has cancelled" : "invites you to"}: ${event.summary}`,
+        "",
+        `When: ${whenText(event.start, event.end)}${event.recurrence === null ? "" : `, repeating (${event.recurrence})`}`,
+        ...(event.location === null ? [] : [`Where: ${event.location}`]),
+        ...(event.url === null ? [] : [`Join: ${event.url}`]),
+        ...(event.description === null ? [] : ["", event.description]),
+        ...(method === "REQUEST" ? ["", "Answer from your calendar (Accept, Maybe or Decline): the organizer is told."] : [])
+      ]
+      return outbound.submit(userId, mailboxId, {
+        to: to.map((a) => ({ address: a.address, name: a.name ?? undefined })),
+        cc: [],
+        bcc: [],
+        subject,
+        text: lines.join("\n"),
+        attachments: [],
+        headers: {},
+        calendar: { method, content: organizerCalendar(method, event, new Date()) },
+        references: []
+      }).pipe(
+        // Sent without an Idempotency-Key: a reused key cannot be its answer.
+        Effect.catchTag("IdempotencyKeyReused", (error) => Effect.die(error))
+      )
+    }
+
+    const eventOf = (row: MeetingRow, organizer: { address: string; name: string | null }, attendees: ReadonlyArray<MeetingAttendee>): OrganizedEvent => {
+      const meeting = toMeeting(row)
+      return { ...meeting, organizer, attendees }
+    }
+
+    /** Schedule a meeting: the invitation sent to every attendee, then the meeting kept (201's answer). */
+    const create = Effect.fn("Meetings.create")(function*(userId: string, mailboxId: string, input: MeetingInput) {
+      const organizer = yield* organizerOf(userId, mailboxId)
+      const start = timeOf(input.start)
+      const end = timeOf(input.end)
+      yield* checkTimes(start, end)
+      const attendees = yield* attendeesOf(input.attendees, organizer.address)
+      const id = newId("mtg")
+      const event: OrganizedEvent = {
+        uid: `${id}@${organizer.address.slice(organizer.address.lastIndexOf("@") + 1)}`,
+        sequence: 0,
+        summary: input.summary,
+        description: input.description ?? null,
+        location: input.location ?? null,
+        url: input.url ?? null,
+        start,
+        end,
+        recurrence: input.recurrence?.toUpperCase() ?? null,
+        organizer,
+        attendees
+      }
+      const sent = yield* tell(userId, mailboxId, "REQUEST", event, attendees, `Invitation: ${event.summary}`)
+      const rows = yield* decode(yield* sql`
+        INSERT INTO meetings (id, mailbox_id, user_id, uid, summary, description, location, url, start_time, end_time, starts_at,
+                              recurrence, attendees, email_id)
+        VALUES (${id}, ${mailboxId}, ${userId}, ${event.uid}, ${event.summary}, ${event.description}, ${event.location}, ${event.url},
+                ${JSON.stringify(start)}::jsonb, ${JSON.stringify(end)}::jsonb, ${momentOf(start)}, ${event.recurrence},
+                ${JSON.stringify(attendees)}::jsonb, ${sent.email_id})
+        RETURNING ${sql.literal(COLUMNS)}`)
+      yield* Effect.logInfo("Meeting scheduled").pipe(Effect.annotateLogs({ meeting_id: id, mailbox_id: mailboxId, attendees: attendees.length }))
+      return toMeeting(rows[0]!)
+    })
+
+    const list = Effect.fn("Meetings.list")(function*(
+      userId: string,
+      mailboxId: string,
+      p: Page,
+      sort: Sort<"created_at" | "start">,
+      status: "confirmed" | "cancelled" | undefined
+    ) {
+      yield* organizerOf(userId, mailboxId)
+      const byStatus = status === undefined ? sql`` : sql`AND status = ${status}`
+      const order = sql.literal(`${sort.field === "start" ? "starts_at" : "created_at"} ${sort.direction === "asc" ? "ASC" : "DESC"}, id`)
+      const [rows, counted] = yield* Effect.all([
+        sql`SELECT ${sql.literal(COLUMNS)} FROM meetings WHERE mailbox_id = ${mailboxId} ${byStatus}
+            ORDER BY ${order} LIMIT ${p.limit} OFFSET ${p.offset}`.pipe(Effect.flatMap(decode)),
+        sql<{ n: number | string }>`SELECT count(*) AS n FROM meetings WHERE mailbox_id = ${mailboxId} ${byStatus}`
+      ])
+      return { data: rows.map(toMeeting), total: Number(counted[0]?.n ?? 0) }
+    })
+
+    const get = Effect.fn("Meetings.get")(function*(userId: string, meetingId: string) {
+      return toMeeting(yield* find(userId, meetingId))
+    })
+
+    const stillOn = (row: MeetingRow) =>
+      row.status === "cancelled"
+        ? Effect.fail(new Conflict({ message: "The meeting is cancelled", details: { meeting_id: row.id, status: row.status } }))
+        : Effect.void
+
+    /**
+     * Change a meeting: the update sent to its attendees with the next revision (a new time asks
+     * everyone to answer again), a cancellation to attendees taken off it. A change that changes
+     * nothing sends nothing.
+     */
+    const update = Effect.fn("Meetings.update")(function*(userId: string, meetingId: string, patch: MeetingUpdate) {
+      const row = yield* find(userId, meetingId)
+      yield* stillOn(row)
+      const before = toMeeting(row)
+      const organizer = yield* organizerOf(userId, row.mailboxId)
+      const start = patch.start === undefined ? before.start : timeOf(patch.start)
+      const end = patch.end === undefined ? before.end : timeOf(patch.end)
+      yield* checkTimes(start, end)
+      const recurrence = patch.recurrence === undefined ? before.recurrence : patch.recurrence?.toUpperCase() ?? null
+      const rescheduled = JSON.stringify([start, end, recurrence]) !== JSON.stringify([before.start, before.end, before.recurrence])
+      const given = patch.attendees ?? before.attendees.map((a) => ({ address: a.address, ...(a.name === null ? {} : { name: a.name }) }))
+      const kept = yield* attendeesOf(given, organizer.address, before.attendees)
+      // A new time is a new question: every answer so far was to the old one.
+      const attendees = rescheduled ? kept.map((a) => ({ ...a, status: "needs_action" as const, comment: null, responded_at: null })) : kept
+      const removed = before.attendees.filter((a) => !kept.some((k) => routingForm(k.address) === routingForm(a.address)))
+      const after = {
+        summary: patch.summary ?? before.summary,
+        description: patch.description === undefined ? before.description : patch.description,
+        location: patch.location === undefined ? before.location : patch.location,
+        url: patch.url === undefined ? before.url : patch.url
+      }
+      const changed = rescheduled || removed.length > 0 || kept.length !== before.attendees.length ||
+        JSON.stringify(after) !== JSON.stringify({ summary: before.summary, description: before.description, location: before.location, url: before.url })
+      if (!changed) return before
+      const event: OrganizedEvent = { uid: row.uid, sequence: row.sequence + 1, ...after, start, end, recurrence, organizer, attendees }
+      const sent = yield* tell(userId, row.mailboxId, "REQUEST", event, attendees, `Updated invitation: ${event.summary}`)
+      if (removed.length > 0) {
+        yield* tell(userId, row.mailboxId, "CANCEL", { ...event, attendees: removed }, removed, `Cancelled: ${event.summary}`)
+      }
+      const rows = yield* decode(yield* sql`
+        UPDATE meetings SET sequence = ${event.sequence}, summary = ${after.summary}, description = ${after.description},
+          location = ${after.location}, url = ${after.url}, start_time = ${JSON.stringify(start)}::jsonb,
+          end_time = ${JSON.stringify(end)}::jsonb, starts_at = ${momentOf(start)}, recurrence = ${recurrence},
+          attendees = ${JSON.stringify(attendees)}::jsonb, email_id = ${sent.email_id}, updated_at = now()
+        WHERE id = ${meetingId}
+        RETURNING ${sql.literal(COLUMNS)}`)
+      return toMeeting(rows[0]!)
+    })
+
+    /** Call a meeting off: the cancellation sent to its attendees; the meeting kept, cancelled. */
+    const cancel = Effect.fn("Meetings.cancel")(function*(userId: string, meetingId: string) {
+      const row = yield* find(userId, meetingId)
+      yield* stillOn(row)
+      const organizer = yield* organizerOf(userId, row.mailboxId)
+      const before = toMeeting(row)
+      const event = { ...eventOf(row, organizer, before.attendees), sequence: row.sequence + 1 }
+      const sent = yield* tell(userId, row.mailboxId, "CANCEL", event, before.attendees, `Cancelled: ${before.summary}`)
+      const rows = yield* decode(yield* sql`
+        UPDATE meetings SET status = 'cancelled', sequence = ${event.sequence}, email_id = ${sent.email_id}, updated_at = now()
+        WHERE id = ${meetingId}
+        RETURNING ${sql.literal(COLUMNS)}`)
+      return toMeeting(rows[0]!)
+    })
+
+    /**
+     * An attendee's answer the mailbox received (a REPLY to one of its meetings): their status and note
+     * on the meeting. An answer from someone not on it (the invitation forwarded to them) adds them.
+     * Anything else (not a calendar, not a REPLY, another mailbox's meeting) changes nothing.
+     */
+    const recordAnswer = Effect.fn("Meetings.recordAnswer")(function*(emailId: string) {
+      const rows = yield* sql<{ mailboxId: string; receivedAt: Date; content: Uint8Array }>`
+        SELECT e.mailbox_id, e.received_at, b.content
+        FROM emails e
+        JOIN attachments a ON a.email_id = e.id
+        JOIN blobs b ON b.sha256 = a.checksum
+        WHERE e.id = ${emailId} AND e.direction = 'inbound' AND a.size <= ${MAX_CALENDAR_BYTES}
+          AND (lower(a.content_type) IN ('text/calendar', 'application/ics') OR lower(a.filename) LIKE '%.ics')
+        ORDER BY lower(a.content_type) = 'text/calendar' DESC, a.position
+        LIMIT 1`
+      const found = rows[0]
+      if (found === undefined) return false
+      const answers = replyAnswers(new TextDecoder().decode(found.content))
+      if (answers === undefined || answers.attendees.length === 0) return false
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        const meetings = yield* sql<{ id: string; attendees: string }>`
+          SELECT id, attendees::text AS attendees FROM meetings WHERE uid = ${answers.uid} AND mailbox_id = ${found.mailboxId} FOR UPDATE`
+        const meeting = meetings[0]
+        if (meeting === undefined) return false
+        const attendees = JSON.parse(meeting.attendees) as Array<MeetingAttendee>
+        const at = new Date(found.receivedAt).toISOString()
+        for (const answer of answers.attendees) {
+          const entry: MeetingAttendee = {
+            address: answer.address,
+            name: answer.name,
+            status: answer.status,
+            comment: answers.comment,
+            responded_at: at
+          }
+          const i = attendees.findIndex((a) => routingForm(a.address) === routingForm(answer.address))
+          if (i >= 0) attendees[i] = { ...entry, address: attendees[i]!.address, name: attendees[i]!.name ?? answer.name }
+          else attendees.push(entry)
+        }
+        yield* sql`UPDATE meetings SET attendees = ${JSON.stringify(attendees)}::jsonb, updated_at = now() WHERE id = ${meeting.id}`
+        yield* Effect.logInfo("Meeting answered").pipe(
+          Effect.annotateLogs({ meeting_id: meeting.id, email_id: emailId, answers: answers.attendees.map((a) => `${a.address} ${a.status}`).join(", ") })
+        )
+        return true
+      }))
+    })
+
+    return { create, list, get, update, cancel, recordAnswer } as const
+  })
+}) {}
+
+const ReceivedData = Schema.Struct({ email_id: Schema.String, has_attachments: Schema.Boolean })
+
+/**
+ * The worker reads each received email with attachments for an answer to one of its mailbox's
+ * meetings (a consumer of `email.received`); mail without attachments costs it nothing.
+ */
+export const MeetingRepliesLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const bus = yield* Bus
+    const meetings = yield* Meetings
+    const handle = (message: BusMessage) =>
+      Effect.try(() => decodeJson(message.data)).pipe(
+        Effect.flatMap(Schema.decodeUnknown(BusEvent)),
+        Effect.flatMap((event) => Schema.decodeUnknown(ReceivedData)(event.data)),
+        Effect.matchEffect({
+          onFailure: (error) => Effect.logError("Not reading a malformed email.received event for meeting answers", { subject: message.subject, error }),
+          onSuccess: (data) => (data.has_attachments ? Effect.asVoid(meetings.recordAnswer(data.email_id)) : Effect.void)
+        })
+      )
+    yield* bus.consume(measured({
+      name: "meeting-answers",
+      stream: "events",
+      filter: subjects.event("email.received"),
+      concurrency: 4,
+      handler: handle
+    }))
+  })
+)

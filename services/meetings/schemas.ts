@@ -1,0 +1,105 @@
+/**
+ * Meetings a mailbox organizes (services/meetings/meetings.ts): an event its agent schedules, the
+ * invitations (iTIP REQUEST) it sends, and the attendees' answers that come back (REPLY). Contract-safe:
+ * schemas and limits only.
+ */
+import { Schema } from "effect"
+import { EventTime, ParticipationStatus } from "../invitations/schemas.ts"
+import { ListParams } from "../listing.ts"
+import { AddressInput, Instant, MAX_RECIPIENTS, oneLine } from "../outbound/schemas.ts"
+
+/** A day, as a whole-day meeting's start and end are written. */
+const Day = Schema.String.pipe(
+  Schema.filter((value) => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(`${value}T00:00:00Z`)) &&
+    new Date(`${value}T00:00:00Z`).toISOString().startsWith(value), { message: () => "must be a day such as 2026-12-24" })
+)
+
+/** When a meeting starts or ends: a moment (with its zone), or a whole day; one of the two. */
+export const WhenInput = Schema.Struct({
+  date_time: Schema.optional(Instant.annotations({ description: "A moment with its offset, e.g. 2026-12-03T15:00:00+01:00" })),
+  date: Schema.optional(Day.annotations({ description: "A whole day (YYYY-MM-DD); a whole-day meeting's end is the day after its last" }))
+}).pipe(
+  Schema.filter((when) => (when.date_time === undefined) !== (when.date === undefined), {
+    message: () => "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two"
+  })
+).annotations({ identifier: "MeetingTimeInput" })
+export type WhenInput = typeof WhenInput.Type
+
+/** An RRULE (RFC 5545 §3.3.10): FREQ and the rule's other parts, e.g. FREQ=WEEKLY;BYDAY=TH;COUNT=4. */
+const Rule = Schema.String.pipe(
+  Schema.filter(
+    (value) =>
+      value.length <= 500 &&
+      /^[A-Z]+=[A-Z0-9,+:-]+(;[A-Z]+=[A-Z0-9,+:-]+)*$/i.test(value) &&
+      /(^|;)FREQ=(SECONDLY|MINUTELY|HOURLY|DAILY|WEEKLY|MONTHLY|YEARLY)(;|$)/i.test(value),
+    { message: () => "must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4" }
+  )
+)
+
+const MeetingFields = {
+  summary: oneLine(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(255)).annotations({ description: "The meeting's title" }),
+  description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(10_000)))),
+  location: Schema.optional(Schema.NullOr(oneLine(Schema.String).pipe(Schema.maxLength(500)))),
+  url: Schema.optional(Schema.NullOr(Schema.String.pipe(
+    Schema.maxLength(2000),
+    Schema.pattern(/^https?:\/\/[^\s]+$/i, { message: () => "must be an http or https URL" })
+  ))).annotations({ description: "Where to join it (a video call's link)" }),
+  start: WhenInput,
+  end: WhenInput,
+  recurrence: Schema.optional(Schema.NullOr(Rule)).annotations({ description: "How it repeats (an RRULE); absent or null: once" }),
+  attendees: Schema.Array(AddressInput).pipe(Schema.minItems(1), Schema.maxItems(MAX_RECIPIENTS)).annotations({
+    description: `Whom to invite (1-${MAX_RECIPIENTS}); each gets the invitation by mail and answers from their calendar`
+  })
+}
+
+export const MeetingInput = Schema.Struct(MeetingFields).annotations({ identifier: "MeetingInput", parseOptions: { errors: "all" } })
+export type MeetingInput = typeof MeetingInput.Type
+
+export const MeetingUpdate = Schema.Struct({
+  summary: Schema.optional(MeetingFields.summary),
+  description: MeetingFields.description,
+  location: MeetingFields.location,
+  url: MeetingFields.url,
+  start: Schema.optional(WhenInput),
+  end: Schema.optional(WhenInput),
+  recurrence: MeetingFields.recurrence,
+  attendees: Schema.optional(MeetingFields.attendees)
+}).annotations({ identifier: "MeetingUpdate", parseOptions: { errors: "all" } })
+export type MeetingUpdate = typeof MeetingUpdate.Type
+
+export const MeetingAttendee = Schema.Struct({
+  address: Schema.String,
+  name: Schema.NullOr(Schema.String),
+  status: ParticipationStatus.annotations({ description: "Their answer: needs_action until their calendar replies" }),
+  comment: Schema.NullOr(Schema.String).annotations({ description: "The note their answer carried" }),
+  responded_at: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "MeetingAttendee" })
+export type MeetingAttendee = typeof MeetingAttendee.Type
+
+export const MeetingStatus = Schema.Literal("confirmed", "cancelled")
+
+export const Meeting = Schema.Struct({
+  meeting_id: Schema.String,
+  mailbox_id: Schema.String,
+  uid: Schema.String.annotations({ description: "The event's identity in the attendees' calendars" }),
+  sequence: Schema.Number.annotations({ description: "Its revision: each change sends the invitation again with the next" }),
+  status: MeetingStatus,
+  summary: Schema.String,
+  description: Schema.NullOr(Schema.String),
+  location: Schema.NullOr(Schema.String),
+  url: Schema.NullOr(Schema.String),
+  start: EventTime,
+  end: EventTime,
+  recurrence: Schema.NullOr(Schema.String),
+  attendees: Schema.Array(MeetingAttendee),
+  email_id: Schema.NullOr(Schema.String).annotations({ description: "The latest invitation (or cancellation) sent" }),
+  created_at: Schema.String,
+  updated_at: Schema.String
+}).annotations({ identifier: "Meeting" })
+export type Meeting = typeof Meeting.Type
+
+export const meetingSortFields = ["created_at", "start"] as const
+export const MeetingListParams = Schema.Struct({
+  ...ListParams(meetingSortFields).fields,
+  status: Schema.optional(MeetingStatus.annotations({ message: () => "must be one of confirmed, cancelled" }))
+}).annotations({ parseOptions: { errors: "all" } })

@@ -1,0 +1,134 @@
+/**
+ * The meetings a mailbox organizes: each with when and where, its attendees and their answers (as their
+ * calendars send them back), called off with Cancel; and a form to schedule one (times in this
+ * browser's zone; attendees by address), the server's refusals shown by their fields.
+ */
+import { html } from "htm/preact"
+import { useState } from "preact/hooks"
+import { call, fieldError, fieldErrorWithin } from "./api.js"
+import { href } from "./router.js"
+import { ErrorNote, Field, LoadFailed, TextArea, useReloading, WithMailbox } from "./ui.js"
+
+/** The fields the server may refuse, each shown by its input (any other refusal below the form). */
+const FIELDS = ["summary", "start", "end", "attendees", "location", "url", "description"]
+
+const ANSWER_TAGS = /** @type {Record<string, string>} */ ({ accepted: "succeeded", declined: "failed" })
+const ANSWER_WORDS = /** @type {Record<string, string>} */ ({
+  needs_action: "no answer yet",
+  accepted: "accepted",
+  declined: "declined",
+  tentative: "maybe",
+  delegated: "delegated"
+})
+
+/** @param {{ date_time: string | null, date: string | null }} time */
+const shown = (time) =>
+  time.date !== null
+    ? new Date(`${time.date}T00:00:00`).toLocaleDateString([], { dateStyle: "medium" })
+    : new Date(/** @type {string} */ (time.date_time)).toLocaleString([], { dateStyle: "medium", timeStyle: "short" })
+
+/** @param {{ meeting: any, onCancel: () => Promise<void> }} props */
+const MeetingCard = ({ meeting, onCancel }) => {
+  const [asking, setAsking] = useState(false)
+  const cancelled = meeting.status === "cancelled"
+  return html`
+    <li class="card meeting" aria-label=${meeting.summary}>
+      <h2>${meeting.summary} ${cancelled && html`<span class="tag failed">cancelled</span>`}</h2>
+      <p class="muted">${shown(meeting.start)} – ${shown(meeting.end)}${meeting.recurrence ? `, repeating (${meeting.recurrence})` : ""}${
+    meeting.location ? ` · ${meeting.location}` : ""
+  }</p>
+      <ul class="tags" aria-label=${`Answers to ${meeting.summary}`}>
+        ${meeting.attendees.map((/** @type {any} */ a) => html`
+          <li key=${a.address} class=${"tag " + (ANSWER_TAGS[a.status] ?? "")} title=${a.comment ?? ""}>
+            ${a.name ?? a.address}: ${ANSWER_WORDS[a.status] ?? a.status}</li>`)}
+      </ul>
+      ${!cancelled && (asking
+    ? html`
+          <div class="confirm" role="group" aria-label=${`Cancel ${meeting.summary}`}>
+            <p>Every attendee is told, and their calendar removes it.</p>
+            <div class="actions">
+              <button type="button" class="danger" onClick=${onCancel}>Cancel the meeting</button>
+              <button type="button" class="secondary" onClick=${() => setAsking(false)}>Keep it</button>
+            </div>
+          </div>`
+    : html`<div class="actions"><button type="button" class="secondary" onClick=${() => setAsking(true)}>Cancel…</button></div>`)}
+    </li>`
+}
+
+/** A datetime-local input's value as an ISO time with its offset (this browser's zone); "" for none. */
+const isoOf = (/** @type {string} */ local) => (local === "" ? "" : new Date(local).toISOString())
+
+/** @param {{ mailbox: any }} props */
+const Meetings = ({ mailbox }) => {
+  const base = `/api/mailboxes/${encodeURIComponent(mailbox.mailbox_id)}/meetings`
+  const [meetings, setMeetings] = useState(/** @type {any[] | undefined} */ (undefined))
+  const [summary, setSummary] = useState("")
+  const [start, setStart] = useState("")
+  const [end, setEnd] = useState("")
+  const [attendees, setAttendees] = useState("")
+  const [location, setLocation] = useState("")
+  const [description, setDescription] = useState("")
+  const { error, failure, retry, run } = useReloading(
+    (isCurrent) => call("GET", `${base}?sort=start:asc&limit=100`).then((a) => isCurrent() && setMeetings(a.data)),
+    [base]
+  )
+
+  /** @param {Event} event */
+  const schedule = (event) => {
+    event.preventDefault()
+    return run(async () => {
+      await call("POST", base, {
+        summary,
+        start: { date_time: isoOf(start) },
+        end: { date_time: isoOf(end) },
+        attendees: attendees.split(/[,;\s]+/).filter((a) => a !== ""),
+        ...(location.trim() === "" ? {} : { location }),
+        ...(description.trim() === "" ? {} : { description })
+      })
+      setSummary("")
+      setStart("")
+      setEnd("")
+      setAttendees("")
+      setLocation("")
+      setDescription("")
+    })
+  }
+
+  if (failure) return html`<${LoadFailed} error=${failure} onRetry=${retry} />`
+  if (meetings === undefined) return html`<p class="muted">Loading…</p>`
+  return html`
+    ${meetings.length === 0
+      ? html`<p class="muted">No meetings yet: the ones this mailbox organizes show here, with each attendee's answer.</p>`
+      : html`<ul class="list meetings" aria-label="Meetings">
+          ${meetings.map((m) => html`<${MeetingCard} key=${m.meeting_id} meeting=${m}
+            onCancel=${() => run(() => call("POST", `/api/meetings/${encodeURIComponent(m.meeting_id)}/cancel`))} />`)}
+        </ul>`}
+    <form class="card" onSubmit=${schedule} aria-label="Schedule a meeting">
+      <h2>Schedule a meeting</h2>
+      <p class="muted small">Each attendee gets an invitation from ${mailbox.email_address} that their calendar answers.</p>
+      <${Field} id="meeting-summary" label="Title" value=${summary} onInput=${setSummary} required error=${fieldError(error, "summary")} />
+      <div class="row-form schedule">
+        <${Field} id="meeting-start" label="Starts" type="datetime-local" value=${start} onInput=${setStart} required
+          error=${fieldErrorWithin(error, "start")} />
+        <${Field} id="meeting-end" label="Ends" type="datetime-local" value=${end} onInput=${setEnd} required
+          error=${fieldErrorWithin(error, "end")} />
+      </div>
+      <${Field} id="meeting-attendees" label="Attendees (addresses, separated by commas)" value=${attendees} onInput=${setAttendees}
+        required error=${fieldErrorWithin(error, "attendees")} />
+      <${Field} id="meeting-location" label="Where (optional)" value=${location} onInput=${setLocation} error=${fieldError(error, "location")} />
+      <${TextArea} id="meeting-description" label="Description (optional)" value=${description} onInput=${setDescription} rows=${3}
+        error=${fieldError(error, "description")} />
+      ${!FIELDS.some((field) => fieldErrorWithin(error, field)) && html`<${ErrorNote} error=${error} />`}
+      <div class="actions"><button type="submit">Send invitations</button></div>
+    </form>
+  `
+}
+
+/** @param {{ mailboxId: string }} props */
+export const MailboxMeetings = ({ mailboxId }) => html`
+  <${WithMailbox} mailboxId=${mailboxId} render=${(/** @type {any} */ mailbox) => html`
+    <p><a href=${href("mailboxes", mailboxId)}>← Back to the inbox</a></p>
+    <h1>Meetings of ${mailbox.email_address}</h1>
+    <${Meetings} mailbox=${mailbox} />
+  `} />
+`

@@ -1,0 +1,225 @@
+/**
+ * Meetings a mailbox organizes, as an agent and its attendees meet them: scheduled over the API of a
+ * started server, the invitations, updates and cancellations caught at partner.test's MX (a receiving
+ * SMTP server this test runs, found through the test's DNS server) and read as a calendar reads them;
+ * an attendee with a Mailroom mailbox of their own answers through the invitation routes, and the
+ * answer, received by mail, shows on the meeting. Every refusal with its status, code and details.
+ */
+import { Either } from "effect"
+import { simpleParser } from "mailparser"
+import { describe, expect, it } from "vitest"
+import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
+import { readInvitation } from "../../services/invitations/icalendar.ts"
+import { withApiKey } from "../support/accounts.ts"
+import { type Box, fresh, newBox } from "../support/mailboxes.ts"
+import type { Delivered } from "../support/mx-server.ts"
+import { useOutboundWorld } from "../support/outbound-world.ts"
+import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+let suite: SuiteServer
+
+const world = useOutboundWorld()
+useSuiteServer((s) => {
+  suite = s
+}, world.env())
+
+const owner = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
+  const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+  return { box, mailroom: createClient({ baseUrl: suite.url, apiKey: box.user.apiKey }) }
+}
+
+/** The message the MX took for `address` whose subject is `subject`, with its calendar read. */
+const received = (address: string, subject: string) =>
+  until(`"${subject}" at ${address}`, async () => {
+    for (const message of world.mx.delivered().filter((m: Delivered) => m.rcptTo.includes(address))) {
+      const parsed = await simpleParser(message.raw)
+      if (parsed.subject !== subject) continue
+      const part = parsed.attachments.find((a) => a.contentType === "text/calendar")!
+      return { message, parsed, calendar: Either.getOrThrow(readInvitation(part.content.toString("utf8"))) }
+    }
+    return undefined
+  }, 20_000)
+
+const meetingPath = (meetingId: string) => ({ params: { path: { meetingId } } })
+
+describe("meetings", () => {
+  it("schedules one: attendees get an invitation a calendar reads; a Mailroom attendee's answer shows; an update and a cancellation follow", async () => {
+    const { box, mailroom } = await owner()
+    const ada = `${fresh("ada")}@partner.test`
+    const guest = await owner()
+    const created = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/meetings", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: {
+        summary: "Quarterly planning",
+        description: "Budgets, then hiring.",
+        location: "Room 4",
+        url: "https://meet.example.test/q4",
+        start: { date_time: "2026-12-03T15:00:00+01:00" },
+        end: { date_time: "2026-12-03T16:00:00+01:00" },
+        recurrence: "FREQ=WEEKLY;COUNT=4",
+        attendees: [{ name: "Ada Lovelace", address: ada }, guest.box.address, ada.toUpperCase()]
+      }
+    })
+    expect(created.response.status).toBe(201)
+    const meeting = created.data!.data
+    expect(meeting).toEqual({
+      meeting_id: expect.stringMatching(/^mtg_/),
+      mailbox_id: box.mailboxId,
+      uid: `${meeting.meeting_id}@${box.address.split("@")[1]}`,
+      sequence: 0,
+      status: "confirmed",
+      summary: "Quarterly planning",
+      description: "Budgets, then hiring.",
+      location: "Room 4",
+      url: "https://meet.example.test/q4",
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: null },
+      end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: null },
+      recurrence: "FREQ=WEEKLY;COUNT=4",
+      // Each address once, whatever its capitals.
+      attendees: [
+        { address: ada, name: "Ada Lovelace", status: "needs_action", comment: null, responded_at: null },
+        { address: guest.box.address, name: null, status: "needs_action", comment: null, responded_at: null }
+      ],
+      email_id: expect.stringMatching(/^eml_/),
+      created_at: expect.any(String),
+      updated_at: expect.any(String)
+    })
+
+    // Ada's calendar reads the invitation: the event, its organizer, both attendees asked to answer.
+    const invitation = await received(ada, "Invitation: Quarterly planning")
+    expect(invitation.parsed.from?.value[0]?.address).toBe(box.address)
+    expect(invitation.calendar).toMatchObject({
+      method: "REQUEST",
+      uid: meeting.uid,
+      sequence: 0,
+      summary: "Quarterly planning",
+      location: "Room 4",
+      start: { date_time: "2026-12-03T14:00:00Z" },
+      recurrence: "FREQ=WEEKLY;COUNT=4",
+      organizer: { address: box.address }
+    })
+    expect(invitation.calendar.attendees.map((a) => [a.address, a.status, a.rsvp])).toEqual([[ada, "needs_action", true], [guest.box.address, "needs_action", true]])
+    expect(invitation.parsed.text).toContain("When: Thu, 03 Dec 2026 14:00 UTC – Thu, 03 Dec 2026 15:00 UTC, repeating (FREQ=WEEKLY;COUNT=4)")
+
+    // The guest's mailbox got it too (inbound, through the same server), reads it and declines with a note.
+    const guestCopy = await until("the guest's invitation", async () => {
+      const { data } = await guest.mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: guest.box.mailboxId } } })
+      return data!.data.find((e) => e.subject === "Invitation: Quarterly planning")
+    }, 20_000)
+    const read = await guest.mailroom.GET("/v1/api/emails/{emailId}/invitation", { params: { path: { emailId: guestCopy.email_id } } })
+    expect(read.data!.data).toMatchObject({ uid: meeting.uid, respondable: true, organizer: { address: box.address } })
+    const declined = await guest.mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", {
+      params: { path: { emailId: guestCopy.email_id } },
+      body: { status: "declined", comment: "Away that week" }
+    })
+    expect(declined.response.status).toBe(202)
+    const answered = await until("the guest's answer on the meeting", async () => {
+      const { data } = await mailroom.GET("/v1/api/meetings/{meetingId}", meetingPath(meeting.meeting_id))
+      const attendee = data!.data.attendees.find((a) => a.address === guest.box.address)
+      return attendee?.status === "declined" ? attendee : undefined
+    }, 20_000)
+    expect(answered).toEqual({ address: guest.box.address, name: null, status: "declined", comment: "Away that week", responded_at: expect.any(String) })
+
+    // Moved an hour later, and the guest taken off: Ada gets the update (the next revision), the guest a cancellation.
+    const moved = await mailroom.PATCH("/v1/api/meetings/{meetingId}", {
+      ...meetingPath(meeting.meeting_id),
+      body: { start: { date_time: "2026-12-03T15:00:00Z" }, end: { date_time: "2026-12-03T16:00:00Z" }, attendees: [ada] }
+    })
+    expect(moved.response.status).toBe(200)
+    expect(moved.data!.data).toMatchObject({
+      sequence: 1,
+      start: { date_time: "2026-12-03T15:00:00Z" },
+      attendees: [{ address: ada, name: "Ada Lovelace", status: "needs_action" }]
+    })
+    const update = await received(ada, "Updated invitation: Quarterly planning")
+    expect(update.calendar).toMatchObject({ method: "REQUEST", uid: meeting.uid, sequence: 1, start: { date_time: "2026-12-03T15:00:00Z" } })
+    const goodbye = await until("the guest's cancellation", async () => {
+      const { data } = await guest.mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: guest.box.mailboxId } } })
+      return data!.data.find((e) => e.subject === "Cancelled: Quarterly planning")
+    }, 20_000)
+    const cancelledForGuest = await guest.mailroom.GET("/v1/api/emails/{emailId}/invitation", { params: { path: { emailId: goodbye.email_id } } })
+    expect(cancelledForGuest.data!.data).toMatchObject({ method: "CANCEL", status: "cancelled", sequence: 1, respondable: false })
+
+    // A change that changes nothing sends nothing.
+    const before = world.mx.delivered().length
+    const same = await mailroom.PATCH("/v1/api/meetings/{meetingId}", { ...meetingPath(meeting.meeting_id), body: { summary: "Quarterly planning" } })
+    expect(same.data!.data.sequence).toBe(1)
+
+    // Called off: Ada's calendar is told; the meeting is kept, cancelled; neither can happen twice.
+    const cancelled = await mailroom.POST("/v1/api/meetings/{meetingId}/cancel", meetingPath(meeting.meeting_id))
+    expect(cancelled.response.status).toBe(200)
+    expect(cancelled.data!.data).toMatchObject({ status: "cancelled", sequence: 2 })
+    const cancellation = await received(ada, "Cancelled: Quarterly planning")
+    expect(cancellation.calendar).toMatchObject({ method: "CANCEL", status: "cancelled", sequence: 2 })
+    expect(world.mx.delivered().length).toBe(before + 1)
+    const again = await mailroom.POST("/v1/api/meetings/{meetingId}/cancel", meetingPath(meeting.meeting_id))
+    expect([again.response.status, again.error?.error]).toEqual([409, {
+      code: "CONFLICT",
+      message: "The meeting is cancelled",
+      details: { meeting_id: meeting.meeting_id, status: "cancelled" }
+    }])
+    expect((await mailroom.PATCH("/v1/api/meetings/{meetingId}", { ...meetingPath(meeting.meeting_id), body: { summary: "Revived" } })).error?.error.code)
+      .toBe("CONFLICT")
+
+    // Listed: by status, soonest first.
+    const day = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/meetings", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { summary: "Offsite", start: { date: "2026-12-01" }, end: { date: "2026-12-03" }, attendees: [ada] }
+    })
+    expect(day.data!.data).toMatchObject({ start: { date_time: null, date: "2026-12-01" }, end: { date: "2026-12-03" } })
+    expect((await received(ada, "Invitation: Offsite")).parsed.text).toContain("When: 2026-12-01 (2 days)")
+    const listed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/meetings", { params: { path: { mailboxId: box.mailboxId }, query: { sort: "start:asc" } } })
+    expect(listed.data!.data.map((m) => m.summary)).toEqual(["Offsite", "Quarterly planning"])
+    expect(listed.data!.meta).toEqual({ total: 2, limit: 20, offset: 0, hasMore: false })
+    const confirmed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/meetings", { params: { path: { mailboxId: box.mailboxId }, query: { status: "confirmed" } } })
+    expect(confirmed.data!.data.map((m) => m.summary)).toEqual(["Offsite"])
+  })
+
+  it("refuses what cannot be scheduled or found, each with its status, code and details, and sends nothing", async () => {
+    const { box, mailroom } = await owner()
+    const before = world.mx.delivered().length
+    const schedule = (body: Record<string, unknown>, mailboxId = box.mailboxId) =>
+      mailroom.POST("/v1/api/mailboxes/{mailboxId}/meetings", { params: { path: { mailboxId } }, body: body as never })
+    const base = { summary: "Sync", start: { date_time: "2026-12-03T10:00:00Z" }, end: { date_time: "2026-12-03T11:00:00Z" }, attendees: ["ada@partner.test"] }
+
+    const backwards = await schedule({ ...base, end: { date_time: "2026-12-03T09:00:00Z" } })
+    expect([backwards.response.status, backwards.error?.error]).toEqual([400, { code: "VALIDATION_ERROR", message: "end: must be after start", details: { end: "must be after start" } }])
+    expect((await schedule({ ...base, end: { date: "2026-12-04" } })).error?.error.details)
+      .toEqual({ end: "must be a date when start is a date, and a date_time when start is a date_time" })
+    expect((await schedule({ ...base, attendees: ["ada@partner.test", box.address] })).error?.error.details)
+      .toEqual({ "attendees.1": "is the organizing mailbox itself" })
+    const malformed = await schedule({ summary: "", start: { date_time: "tomorrow" }, end: { date: "2026-02-30" }, recurrence: "EVERY=WEEK", attendees: [] })
+    expect(malformed.response.status).toBe(400)
+    expect(malformed.error!.error.details).toMatchObject({
+      "start.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z",
+      "end.date": "must be a day such as 2026-12-24",
+      recurrence: "must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4"
+    })
+    expect(Object.keys(malformed.error!.error.details!).sort()).toEqual(["attendees", "end.date", "recurrence", "start.date_time", "summary"])
+    expect((await schedule({ ...base, start: { date_time: "2026-12-03T10:00:00Z", date: "2026-12-03" }, end: {} })).error?.error.details).toEqual({
+      start: "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two",
+      end: "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two"
+    })
+
+    const elsewhere = await schedule(base, "mbx_missing")
+    expect([elsewhere.response.status, elsewhere.error?.error]).toEqual([404, { code: "NOT_FOUND", message: "Mailbox not found", details: { mailbox_id: "mbx_missing" } }])
+    const missing = await mailroom.GET("/v1/api/meetings/{meetingId}", meetingPath("mtg_missing"))
+    expect([missing.response.status, missing.error?.error]).toEqual([404, { code: "NOT_FOUND", message: "Meeting not found", details: { meeting_id: "mtg_missing" } }])
+
+    // Another account's meeting is not found by any route.
+    const made = await schedule(base)
+    expect(made.response.status).toBe(201)
+    const stranger = await owner()
+    const id = made.data!.data.meeting_id
+    for (const answer of [
+      await stranger.mailroom.GET("/v1/api/meetings/{meetingId}", meetingPath(id)),
+      await stranger.mailroom.PATCH("/v1/api/meetings/{meetingId}", { ...meetingPath(id), body: { summary: "Mine" } }),
+      await stranger.mailroom.POST("/v1/api/meetings/{meetingId}/cancel", meetingPath(id))
+    ]) expect([answer.response.status, answer.error?.error.details]).toEqual([404, { meeting_id: id }])
+    expect((await stranger.mailroom.GET("/v1/api/mailboxes/{mailboxId}/meetings", { params: { path: { mailboxId: box.mailboxId } } })).response.status).toBe(404)
+    // Only the one meeting made went out.
+    await received("ada@partner.test", "Invitation: Sync")
+    expect(world.mx.delivered().length).toBe(before + 1)
+  })
+})
