@@ -16,6 +16,7 @@
 import { Either } from "effect"
 import ICAL from "ical.js"
 import type { Attendee, EventTime, Invitation, ParticipationStatus, Party, ResponseStatus } from "./schemas.ts"
+import { fromWallTime, isTimeZone, vtimezoneLines, wallTime } from "./time-zones.ts"
 
 /** What a calendar says, before the email and the mailbox add theirs. */
 export type CalendarEvent = Omit<Invitation, "email_id" | "attachment_id" | "respondable" | "response">
@@ -44,26 +45,6 @@ const eventOf = (calendar: ICAL.Component): ICAL.Component | undefined => {
 
 const pad = (n: number, width = 2) => String(n).padStart(width, "0")
 
-/** The offset of `zone` (an IANA name) at the UTC moment `utc`, in milliseconds; undefined when Intl does not know it. */
-const ianaOffset = (zone: string, utc: number): number | undefined => {
-  try {
-    const parts = new Intl.DateTimeFormat("en-US", {
-      timeZone: zone,
-      hourCycle: "h23",
-      year: "numeric",
-      month: "2-digit",
-      day: "2-digit",
-      hour: "2-digit",
-      minute: "2-digit",
-      second: "2-digit"
-    }).formatToParts(new Date(utc))
-    const part = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)?.value)
-    return Date.UTC(part("year"), part("month") - 1, part("day"), part("hour"), part("minute"), part("second")) - utc
-  } catch {
-    return undefined
-  }
-}
-
 /** An IANA name in a TZID: itself, or the end of a path some producers put before it ("/mozilla.org/…/Europe/Berlin"). */
 const ianaNames = (tzid: string) => {
   const tail = /([A-Za-z_]+\/[A-Za-z0-9_+-]+(?:\/[A-Za-z0-9_+-]+)?)$/.exec(tzid)?.[1]
@@ -84,14 +65,8 @@ const toUtc = (time: ICAL.Time, tzid: string, calendar: ICAL.Component): number 
       // A definition ical.js cannot use: the zone's name may still be one Intl knows.
     }
   }
-  const wall = Date.UTC(time.year, time.month - 1, time.day, time.hour, time.minute, time.second)
-  for (const name of ianaNames(tzid)) {
-    const first = ianaOffset(name, wall)
-    if (first === undefined) continue
-    // The offset at the moment itself, not at the wall time read as UTC (they differ near a change of offset).
-    return wall - (ianaOffset(name, wall - first) ?? first)
-  }
-  return undefined
+  const name = ianaNames(tzid).find(isTimeZone)
+  return name === undefined ? undefined : fromWallTime(name, time)
 }
 
 /** A DTSTART, DTEND or RECURRENCE-ID as the API answers it. */
@@ -260,7 +235,7 @@ export interface OrganizedEvent {
   readonly description: string | null
   readonly location: string | null
   readonly url: string | null
-  /** `date_time` in UTC (…Z), or `date`. */
+  /** `date_time` in UTC (…Z), written in `time_zone` when it names one; or `date`. */
   readonly start: EventTime
   readonly end: EventTime
   readonly recurrence: string | null
@@ -276,8 +251,20 @@ const STATUS_PARTSTAT: Record<ParticipationStatus, string> = {
   delegated: "DELEGATED"
 }
 
-const icalTime = (time: EventTime): ICAL.Time =>
-  time.date !== null ? ICAL.Time.fromDateString(time.date) : ICAL.Time.fromJSDate(new Date(time.date_time!), true)
+/** A start or end as a DTSTART or DTEND: a day, a UTC time, or the wall-clock time in the zone it names (TZID). */
+const timeProperty = (name: "dtstart" | "dtend", time: EventTime): ICAL.Property => {
+  const property = new ICAL.Property(name)
+  if (time.date !== null) {
+    property.setValue(ICAL.Time.fromDateString(time.date))
+  } else if (time.time_zone === null) {
+    property.setValue(ICAL.Time.fromJSDate(new Date(time.date_time!), true))
+  } else {
+    const wall = wallTime(time.time_zone, Date.parse(time.date_time!))
+    property.setValue(ICAL.Time.fromData({ ...wall, isDate: false }))
+    property.setParameter("tzid", time.time_zone)
+  }
+  return property
+}
 
 const party = (name: "organizer" | "attendee", who: { readonly address: string; readonly name: string | null }) => {
   const property = new ICAL.Property(name)
@@ -300,8 +287,13 @@ export const organizerCalendar = (method: "REQUEST" | "CANCEL", event: Organized
   vevent.addPropertyWithValue("uid", event.uid)
   vevent.addPropertyWithValue("sequence", event.sequence)
   vevent.addPropertyWithValue("dtstamp", ICAL.Time.fromJSDate(now, true))
-  vevent.addPropertyWithValue("dtstart", icalTime(event.start))
-  vevent.addPropertyWithValue("dtend", icalTime(event.end))
+  // Each zone the times name, defined as its rules stand in the year the meeting starts.
+  const year = new Date(event.start.date ?? event.start.date_time!).getUTCFullYear()
+  for (const zone of new Set([event.start.time_zone, event.end.time_zone].filter((z) => z !== null))) {
+    calendar.addSubcomponent(new ICAL.Component(ICAL.parse(`BEGIN:VCALENDAR\r\n${vtimezoneLines(zone, year).join("\r\n")}\r\nEND:VCALENDAR\r\n`)).getFirstSubcomponent("vtimezone")!)
+  }
+  vevent.addProperty(timeProperty("dtstart", event.start))
+  vevent.addProperty(timeProperty("dtend", event.end))
   if (event.recurrence !== null) vevent.addPropertyWithValue("rrule", ICAL.Recur.fromString(event.recurrence))
   vevent.addPropertyWithValue("summary", event.summary)
   if (event.description !== null) vevent.addPropertyWithValue("description", event.description)

@@ -70,11 +70,11 @@ const toMeeting = (row: MeetingRow): Meeting => ({
   updated_at: row.updatedAt.toISOString()
 })
 
-/** A start or end as kept and answered: a moment in UTC, or a day. */
+/** A start or end as kept and answered: a moment in UTC (with the zone it is kept in, if any), or a day. */
 const timeOf = (when: WhenInput): EventTime =>
   when.date !== undefined
     ? { date_time: null, date: when.date, time_zone: null }
-    : { date_time: new Date(when.date_time!).toISOString().replace(".000Z", "Z"), date: null, time_zone: null }
+    : { date_time: new Date(when.date_time!).toISOString().replace(".000Z", "Z"), date: null, time_zone: when.time_zone ?? null }
 
 /** The moment a start stands for, to order meetings by (a day: its midnight in UTC). */
 const momentOf = (time: EventTime) => new Date(time.date ?? time.date_time!)
@@ -110,14 +110,17 @@ const attendeesOf = (
 
 const plural = (n: number, one: string) => `${n} ${one}${n === 1 ? "" : "s"}`
 
-/** When, as the invitation's text says it (UTC; calendars show it in each reader's own zone). */
+/** When, as the invitation's text says it: in the zone the meeting is kept in, else UTC (calendars show each reader's own). */
 const whenText = (start: EventTime, end: EventTime) => {
   if (start.date !== null) {
     const days = Math.round((momentOf(end).getTime() - momentOf(start).getTime()) / 86_400_000)
     return `${start.date} (${plural(days, "day")})`
   }
-  const format = (iso: string) => new Date(iso).toUTCString().replace(":00 GMT", " UTC")
-  return `${format(start.date_time!)} – ${format(end.date_time!)}`
+  const format = (time: EventTime) =>
+    time.time_zone === null
+      ? new Date(time.date_time!).toUTCString().replace(":00 GMT", " UTC")
+      : `${new Intl.DateTimeFormat("en-GB", { timeZone: time.time_zone, dateStyle: "medium", timeStyle: "short" }).format(new Date(time.date_time!))} (${time.time_zone})`
+  return `${format(start)} – ${format(end)}`
 }
 
 export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
@@ -181,11 +184,6 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
         // Sent without an Idempotency-Key: a reused key cannot be its answer.
         Effect.catchTag("IdempotencyKeyReused", (error) => Effect.die(error))
       )
-    }
-
-    const eventOf = (row: MeetingRow, organizer: { address: string; name: string | null }, attendees: ReadonlyArray<MeetingAttendee>): OrganizedEvent => {
-      const meeting = toMeeting(row)
-      return { ...meeting, organizer, attendees }
     }
 
     /** Schedule a meeting: the invitation sent to every attendee, then the meeting kept (201's answer). */
@@ -298,7 +296,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       yield* stillOn(row)
       const organizer = yield* organizerOf(userId, row.mailboxId)
       const before = toMeeting(row)
-      const event = { ...eventOf(row, organizer, before.attendees), sequence: row.sequence + 1 }
+      const event: OrganizedEvent = { ...before, organizer, sequence: row.sequence + 1 }
       const sent = yield* tell(userId, row.mailboxId, "CANCEL", event, before.attendees, `Cancelled: ${before.summary}`)
       const rows = yield* decode(yield* sql`
         UPDATE meetings SET status = 'cancelled', sequence = ${event.sequence}, email_id = ${sent.email_id}, updated_at = now()

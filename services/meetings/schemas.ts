@@ -5,6 +5,7 @@
  */
 import { Schema } from "effect"
 import { EventTime, ParticipationStatus } from "../invitations/schemas.ts"
+import { isTimeZone } from "../invitations/time-zones.ts"
 import { ListParams } from "../listing.ts"
 import { AddressInput, Instant, MAX_RECIPIENTS, oneLine } from "../outbound/schemas.ts"
 
@@ -17,11 +18,20 @@ const Day = Schema.String.pipe(
 /** When a meeting starts or ends: a moment (with its zone), or a whole day; one of the two. */
 export const WhenInput = Schema.Struct({
   date_time: Schema.optional(Instant.annotations({ description: "A moment with its offset, e.g. 2026-12-03T15:00:00+01:00" })),
+  time_zone: Schema.optional(Schema.String.pipe(Schema.filter(isTimeZone, { message: () => "must be an IANA time zone such as Europe/Paris" })))
+    .annotations({
+      description: "The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a repeating meeting stays at " +
+        "15:00 there across summer time; without one, times are sent in UTC"
+    }),
   date: Schema.optional(Day.annotations({ description: "A whole day (YYYY-MM-DD); a whole-day meeting's end is the day after its last" }))
 }).pipe(
-  Schema.filter((when) => (when.date_time === undefined) !== (when.date === undefined), {
-    message: () => "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two"
-  })
+  Schema.filter((when) =>
+    (when.date_time === undefined) === (when.date === undefined)
+      ? "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two"
+      : when.date !== undefined && when.time_zone !== undefined
+      ? "time_zone goes with a date_time, not a whole day"
+      : undefined
+  )
 ).annotations({ identifier: "MeetingTimeInput" })
 export type WhenInput = typeof WhenInput.Type
 

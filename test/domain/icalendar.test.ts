@@ -177,6 +177,19 @@ describe("organizing a meeting", () => {
     expect(text).toContain("DTSTAMP:20261130T120000Z\r\n")
   })
 
+  it("writes times kept in a zone as its wall-clock time with that zone defined, so a repeating meeting keeps its local hour", () => {
+    const text = organizerCalendar("REQUEST", {
+      ...meeting,
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+      end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: "Europe/Paris" }
+    }, new Date())
+    expect(text).toContain("DTSTART;TZID=Europe/Paris:20261203T150000\r\n")
+    expect(text).toContain("DTEND;TZID=Europe/Paris:20261203T160000\r\n")
+    expect(text.match(/BEGIN:VTIMEZONE/g)).toHaveLength(1)
+    // Read back through the zone the calendar defines: the same moment.
+    expect(read(text).start).toEqual({ date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" })
+  })
+
   it("writes a cancellation (CANCEL, STATUS:CANCELLED) of whole days, asking no answer", () => {
     const text = organizerCalendar("CANCEL", {
       ...meeting,

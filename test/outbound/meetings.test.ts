@@ -55,8 +55,8 @@ describe("meetings", () => {
         description: "Budgets, then hiring.",
         location: "Room 4",
         url: "https://meet.example.test/q4",
-        start: { date_time: "2026-12-03T15:00:00+01:00" },
-        end: { date_time: "2026-12-03T16:00:00+01:00" },
+        start: { date_time: "2026-12-03T15:00:00+01:00", time_zone: "Europe/Paris" },
+        end: { date_time: "2026-12-03T16:00:00+01:00", time_zone: "Europe/Paris" },
         recurrence: "FREQ=WEEKLY;COUNT=4",
         attendees: [{ name: "Ada Lovelace", address: ada }, guest.box.address, ada.toUpperCase()]
       }
@@ -73,8 +73,8 @@ describe("meetings", () => {
       description: "Budgets, then hiring.",
       location: "Room 4",
       url: "https://meet.example.test/q4",
-      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: null },
-      end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: null },
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+      end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: "Europe/Paris" },
       recurrence: "FREQ=WEEKLY;COUNT=4",
       // Each address once, whatever its capitals.
       attendees: [
@@ -95,12 +95,13 @@ describe("meetings", () => {
       sequence: 0,
       summary: "Quarterly planning",
       location: "Room 4",
-      start: { date_time: "2026-12-03T14:00:00Z" },
+      // Written in Paris time with the zone defined (DTSTART;TZID=Europe/Paris:…T150000), read back as the same moment.
+      start: { date_time: "2026-12-03T14:00:00Z", time_zone: "Europe/Paris" },
       recurrence: "FREQ=WEEKLY;COUNT=4",
       organizer: { address: box.address }
     })
     expect(invitation.calendar.attendees.map((a) => [a.address, a.status, a.rsvp])).toEqual([[ada, "needs_action", true], [guest.box.address, "needs_action", true]])
-    expect(invitation.parsed.text).toContain("When: Thu, 03 Dec 2026 14:00 UTC – Thu, 03 Dec 2026 15:00 UTC, repeating (FREQ=WEEKLY;COUNT=4)")
+    expect(invitation.parsed.text).toContain("When: 3 Dec 2026, 15:00 (Europe/Paris) – 3 Dec 2026, 16:00 (Europe/Paris), repeating (FREQ=WEEKLY;COUNT=4)")
 
     // The guest's mailbox got it too (inbound, through the same server), reads it and declines with a note.
     const guestCopy = await until("the guest's invitation", async () => {
@@ -133,7 +134,8 @@ describe("meetings", () => {
       attendees: [{ address: ada, name: "Ada Lovelace", status: "needs_action" }]
     })
     const update = await received(ada, "Updated invitation: Quarterly planning")
-    expect(update.calendar).toMatchObject({ method: "REQUEST", uid: meeting.uid, sequence: 1, start: { date_time: "2026-12-03T15:00:00Z" } })
+    expect(update.calendar).toMatchObject({ method: "REQUEST", uid: meeting.uid, sequence: 1, start: { date_time: "2026-12-03T15:00:00Z", time_zone: null } })
+    expect(update.parsed.text).toContain("When: Thu, 03 Dec 2026 15:00 UTC – Thu, 03 Dec 2026 16:00 UTC, repeating")
     const goodbye = await until("the guest's cancellation", async () => {
       const { data } = await guest.mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: guest.box.mailboxId } } })
       return data!.data.find((e) => e.subject === "Cancelled: Quarterly planning")
@@ -197,6 +199,11 @@ describe("meetings", () => {
       recurrence: "must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4"
     })
     expect(Object.keys(malformed.error!.error.details!).sort()).toEqual(["attendees", "end.date", "recurrence", "start.date_time", "summary"])
+    expect((await schedule({ ...base, start: { date_time: "2026-12-03T10:00:00Z", time_zone: "Mars/Olympus" }, end: { date: "2026-12-04", time_zone: "UTC" } }))
+      .error?.error.details).toEqual({
+      "start.time_zone": "must be an IANA time zone such as Europe/Paris",
+      end: "time_zone goes with a date_time, not a whole day"
+    })
     expect((await schedule({ ...base, start: { date_time: "2026-12-03T10:00:00Z", date: "2026-12-03" }, end: {} })).error?.error.details).toEqual({
       start: "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two",
       end: "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two"

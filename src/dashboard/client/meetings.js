@@ -55,6 +55,9 @@ const MeetingCard = ({ meeting, onCancel }) => {
     </li>`
 }
 
+/** This browser's time zone (an IANA name), which the form's times are in. */
+const ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone
+
 /** A datetime-local input's value as an ISO time with its offset (this browser's zone); "" for none. */
 const isoOf = (/** @type {string} */ local) => (local === "" ? "" : new Date(local).toISOString())
 
@@ -79,8 +82,9 @@ const Meetings = ({ mailbox }) => {
     return run(async () => {
       await call("POST", base, {
         summary,
-        start: { date_time: isoOf(start) },
-        end: { date_time: isoOf(end) },
+        // Kept in this browser's zone: a repeating meeting stays at its local hour across summer time.
+        start: { date_time: isoOf(start), time_zone: ZONE },
+        end: { date_time: isoOf(end), time_zone: ZONE },
         attendees: attendees.split(/[,;\s]+/).filter((a) => a !== ""),
         ...(location.trim() === "" ? {} : { location }),
         ...(description.trim() === "" ? {} : { description })

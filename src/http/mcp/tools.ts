@@ -599,8 +599,9 @@ export const tools = [
     reach: "args",
     description:
       "Schedule a meeting the mailbox organizes: every attendee gets a calendar invitation (Accept/Decline in Google, Outlook, " +
-      "Apple), and their answers show on the meeting (get_meeting). start and end: {\"date_time\": ISO 8601 with its zone} or " +
-      "{\"date\": YYYY-MM-DD} for whole days (the end is the day after the last); recurrence: an RRULE such as FREQ=WEEKLY;COUNT=4.",
+      "Apple), and their answers show on the meeting (get_meeting). start and end: {\"date_time\": ISO 8601 with its offset, " +
+      "\"time_zone\": optional IANA zone such as Europe/Paris, which a repeating meeting keeps its local hour in} or {\"date\": YYYY-MM-DD} " +
+      "for whole days (the end is the day after the last); recurrence: an RRULE such as FREQ=WEEKLY;COUNT=4.",
     annotations: sending,
     input: Schema.Struct({ mailbox_id: Id("The organizing mailbox"), ...MeetingInput.fields }),
     run: (principal, { mailbox_id, ...input }) => Effect.flatMap(Meetings, (meetings) => meetings.create(principal.userId, mailbox_id, input))

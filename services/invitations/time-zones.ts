@@ -1,0 +1,149 @@
+/**
+ * IANA time zones through the runtime's own database (Intl): the offset of a zone at a moment, a
+ * moment's wall-clock time in a zone, and a zone written as an iCalendar VTIMEZONE. Pure.
+ *
+ * A VTIMEZONE is written as Outlook writes one: each change of offset (summer time starting, ending)
+ * as a yearly rule (month, the nth or last weekday, the local time), read off the changes of a year
+ * the event falls in, so a repeating meeting keeps its local time across the changes in every year
+ * the zone keeps that rule. A zone without summer time is one standard offset.
+ */
+
+const MINUTE = 60_000
+const DAY = 86_400_000
+
+const formatters = new Map<string, Intl.DateTimeFormat>()
+
+/** A formatter of wall-clock fields in `zone`; throws RangeError for a zone Intl does not know. */
+const formatterOf = (zone: string) => {
+  let formatter = formatters.get(zone)
+  if (formatter === undefined) {
+    formatter = new Intl.DateTimeFormat("en-US", {
+      timeZone: zone,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit"
+    })
+    formatters.set(zone, formatter)
+  }
+  return formatter
+}
+
+export interface WallTime {
+  readonly year: number
+  readonly month: number
+  readonly day: number
+  readonly hour: number
+  readonly minute: number
+  readonly second: number
+}
+
+/** The wall-clock time in `zone` at the UTC moment `utc` (milliseconds). */
+export const wallTime = (zone: string, utc: number): WallTime => {
+  const parts = formatterOf(zone).formatToParts(new Date(utc))
+  const part = (type: Intl.DateTimeFormatPartTypes) => Number(parts.find((p) => p.type === type)?.value)
+  return { year: part("year"), month: part("month"), day: part("day"), hour: part("hour"), minute: part("minute"), second: part("second") }
+}
+
+const asUtc = (wall: WallTime) => Date.UTC(wall.year, wall.month - 1, wall.day, wall.hour, wall.minute, wall.second)
+
+/** The offset of `zone` from UTC at the moment `utc`, in minutes; undefined when Intl does not know the zone. */
+export const offsetMinutes = (zone: string, utc: number): number | undefined => {
+  try {
+    return Math.round((asUtc(wallTime(zone, utc)) - utc) / MINUTE)
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether `zone` is an IANA time zone this runtime knows ("Europe/Paris"; "UTC"). */
+export const isTimeZone = (zone: string): boolean => zone.length <= 64 && offsetMinutes(zone, 0) !== undefined
+
+/** The UTC moment of a wall-clock time in `zone` (an IANA zone Intl knows). */
+export const fromWallTime = (zone: string, wall: WallTime): number => {
+  const guess = asUtc(wall)
+  const first = offsetMinutes(zone, guess)!
+  // The offset at the moment itself, not at the wall time read as UTC (they differ near a change).
+  return guess - (offsetMinutes(zone, guess - first * MINUTE) ?? first) * MINUTE
+}
+
+interface Change {
+  /** The change's moment, in UTC milliseconds. */
+  readonly at: number
+  readonly from: number
+  readonly to: number
+}
+
+/** The changes of `zone`'s offset during `year`, each found to the minute. */
+const changesIn = (zone: string, year: number): Array<Change> => {
+  const changes: Array<Change> = []
+  const end = Date.UTC(year + 1, 0, 1)
+  let previous = offsetMinutes(zone, Date.UTC(year, 0, 1))!
+  for (let day = Date.UTC(year, 0, 1) + DAY; day <= end; day += DAY) {
+    const offset = offsetMinutes(zone, day)!
+    if (offset === previous) continue
+    let [before, after] = [day - DAY, day]
+    while (after - before > MINUTE) {
+      const middle = Math.floor((before + after) / 2 / MINUTE) * MINUTE
+      if (offsetMinutes(zone, middle) === previous) before = middle
+      else after = middle
+    }
+    changes.push({ at: after, from: previous, to: offset })
+    previous = offset
+  }
+  return changes
+}
+
+const pad = (n: number, width = 2) => String(n).padStart(width, "0")
+
+/** An offset as iCalendar writes it: +0100, -0430. */
+const utcOffset = (minutes: number) => `${minutes < 0 ? "-" : "+"}${pad(Math.floor(Math.abs(minutes) / 60))}${pad(Math.abs(minutes) % 60)}`
+
+const WEEKDAYS = ["SU", "MO", "TU", "WE", "TH", "FR", "SA"]
+
+/** The day in `year`'s `month` that is the `nth` (-1: last) `weekday` (0 Sunday). */
+const nthWeekday = (year: number, month: number, weekday: number, nth: number) => {
+  const days = new Date(Date.UTC(year, month, 0)).getUTCDate()
+  if (nth > 0) {
+    const first = new Date(Date.UTC(year, month - 1, 1)).getUTCDay()
+    return 1 + ((weekday - first + 7) % 7) + (nth - 1) * 7
+  }
+  const last = new Date(Date.UTC(year, month - 1, days)).getUTCDay()
+  return days - ((last - weekday + 7) % 7)
+}
+
+/**
+ * `zone` as a VTIMEZONE's lines (CRLF not included), its rules read off the changes of `year`: a
+ * STANDARD and a DAYLIGHT observance for a zone with summer time, one STANDARD for one without. Each
+ * rule's first onset is written in 1970 (as Outlook writes 1601), so the zone is defined for any date.
+ */
+export const vtimezoneLines = (zone: string, year: number): Array<string> => {
+  const changes = changesIn(zone, year)
+  const lines = ["BEGIN:VTIMEZONE", `TZID:${zone}`]
+  if (changes.length === 0) {
+    const offset = utcOffset(offsetMinutes(zone, Date.UTC(year, 6, 1))!)
+    lines.push("BEGIN:STANDARD", "DTSTART:19700101T000000", `TZOFFSETFROM:${offset}`, `TZOFFSETTO:${offset}`, "END:STANDARD")
+  }
+  for (const change of changes) {
+    // The change's local time, as the clock read just before it.
+    const local = wallTime("UTC", change.at + change.from * MINUTE)
+    const weekday = new Date(Date.UTC(local.year, local.month - 1, local.day)).getUTCDay()
+    const daysInMonth = new Date(Date.UTC(local.year, local.month, 0)).getUTCDate()
+    const nth = local.day + 7 > daysInMonth ? -1 : Math.ceil(local.day / 7)
+    const kind = change.to > change.from ? "DAYLIGHT" : "STANDARD"
+    const onset = nthWeekday(1970, local.month, weekday, nth)
+    lines.push(
+      `BEGIN:${kind}`,
+      `DTSTART:1970${pad(local.month)}${pad(onset)}T${pad(local.hour)}${pad(local.minute)}00`,
+      `RRULE:FREQ=YEARLY;BYMONTH=${local.month};BYDAY=${nth}${WEEKDAYS[weekday]}`,
+      `TZOFFSETFROM:${utcOffset(change.from)}`,
+      `TZOFFSETTO:${utcOffset(change.to)}`,
+      `END:${kind}`
+    )
+  }
+  lines.push("END:VTIMEZONE")
+  return lines
+}

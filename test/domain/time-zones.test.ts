@@ -1,0 +1,79 @@
+/**
+ * Time zones through Intl, and as the VTIMEZONE a meeting's invitation carries
+ * (services/invitations/time-zones.ts): read back by ical.js, the zone must put a local time at the
+ * UTC moment Intl does, in summer and in winter, in later years, north and south of the equator.
+ */
+import ICAL from "ical.js"
+import { describe, expect, it } from "vitest"
+import { fromWallTime, isTimeZone, offsetMinutes, vtimezoneLines, wallTime } from "../../services/invitations/time-zones.ts"
+
+/** The UTC moment (ISO) of local `wall` in `zone` as the written VTIMEZONE (from `year`'s rules) puts it. */
+const throughVtimezone = (zone: string, year: number, wall: string) => {
+  const component = new ICAL.Component(ICAL.parse(["BEGIN:VCALENDAR", ...vtimezoneLines(zone, year), "END:VCALENDAR", ""].join("\r\n")))
+  const timezone = new ICAL.Timezone(component.getFirstSubcomponent("vtimezone")!)
+  const [date, time] = wall.split("T") as [string, string]
+  const [y, m, d] = date.split("-").map(Number) as [number, number, number]
+  const [hh, mm] = time.split(":").map(Number) as [number, number]
+  return new Date(ICAL.Time.fromData({ year: y, month: m, day: d, hour: hh, minute: mm, second: 0, isDate: false }, timezone).toUnixTime() * 1000).toISOString()
+}
+
+describe("time zones", () => {
+  it("knows IANA zones and refuses others", () => {
+    expect([isTimeZone("Europe/Paris"), isTimeZone("UTC"), isTimeZone("Pacific Standard Time"), isTimeZone("Mars/Olympus")]).toEqual([true, true, false, false])
+    expect([offsetMinutes("Asia/Kolkata", Date.UTC(2026, 0, 1)), offsetMinutes("Mars/Olympus", 0)]).toEqual([330, undefined])
+  })
+
+  it("turns wall-clock times into moments and back, on both sides of a change to summer time", () => {
+    expect(new Date(fromWallTime("Europe/Paris", { year: 2026, month: 3, day: 29, hour: 1, minute: 30, second: 0 })).toISOString()).toBe("2026-03-29T00:30:00.000Z")
+    expect(new Date(fromWallTime("Europe/Paris", { year: 2026, month: 3, day: 29, hour: 3, minute: 30, second: 0 })).toISOString()).toBe("2026-03-29T01:30:00.000Z")
+    expect(wallTime("America/New_York", Date.UTC(2026, 6, 4, 16))).toEqual({ year: 2026, month: 7, day: 4, hour: 12, minute: 0, second: 0 })
+  })
+
+  it("writes a zone with summer time as two yearly rules that hold in later years, north and south", () => {
+    expect(vtimezoneLines("Europe/Paris", 2026)).toEqual([
+      "BEGIN:VTIMEZONE",
+      "TZID:Europe/Paris",
+      "BEGIN:DAYLIGHT",
+      "DTSTART:19700329T020000",
+      "RRULE:FREQ=YEARLY;BYMONTH=3;BYDAY=-1SU",
+      "TZOFFSETFROM:+0100",
+      "TZOFFSETTO:+0200",
+      "END:DAYLIGHT",
+      "BEGIN:STANDARD",
+      "DTSTART:19701025T030000",
+      "RRULE:FREQ=YEARLY;BYMONTH=10;BYDAY=-1SU",
+      "TZOFFSETFROM:+0200",
+      "TZOFFSETTO:+0100",
+      "END:STANDARD",
+      "END:VTIMEZONE"
+    ])
+    for (const [zone, wall] of [
+      ["Europe/Paris", "2026-12-03T15:00"],
+      ["Europe/Paris", "2028-07-06T15:00"],
+      ["America/New_York", "2027-03-15T09:00"],
+      ["America/New_York", "2029-11-30T09:00"],
+      ["Australia/Sydney", "2027-01-10T10:00"],
+      ["Australia/Sydney", "2027-06-10T10:00"],
+      ["Asia/Kolkata", "2027-06-10T10:00"]
+    ] as const) {
+      const [date, time] = wall.split("T") as [string, string]
+      const [y, m, d] = date.split("-").map(Number) as [number, number, number]
+      const [hh, mm] = time.split(":").map(Number) as [number, number]
+      const byIntl = new Date(fromWallTime(zone, { year: y, month: m, day: d, hour: hh, minute: mm, second: 0 })).toISOString()
+      expect(`${zone} ${wall} ${throughVtimezone(zone, 2026, wall)}`).toBe(`${zone} ${wall} ${byIntl}`)
+    }
+  })
+
+  it("writes a zone without summer time as its one offset", () => {
+    expect(vtimezoneLines("Asia/Kolkata", 2026)).toEqual([
+      "BEGIN:VTIMEZONE",
+      "TZID:Asia/Kolkata",
+      "BEGIN:STANDARD",
+      "DTSTART:19700101T000000",
+      "TZOFFSETFROM:+0530",
+      "TZOFFSETTO:+0530",
+      "END:STANDARD",
+      "END:VTIMEZONE"
+    ])
+  })
+})
