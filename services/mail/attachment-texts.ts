@@ -243,7 +243,9 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
         })
         const bytes = yield* contents([...new Set(wanted.filter((row) => !row.kept).map((row) => row.checksum))])
         const texts = new Map<string, Array<string>>()
-        // The same file twice in the batch is read once.
+        // The same file twice in the batch is read once. inFlight only joins readings under way; once
+        // this batch's first reading of a file has ended it is gone from there, and its text is not
+        // in this batch's rows (read before it was kept), so the batch keeps what it read itself.
         const readings = new Map<string, Reading>()
         for (const row of wanted) {
           const kept = keptOf(row)
