@@ -4,7 +4,7 @@
  * Apple show it with Accept and Decline), sends the update when it changes (the same UID, the next
  * SEQUENCE; attendees taken off get a cancellation) and the cancellation when it is called off (METHOD
  * CANCEL). The attendees' calendars answer by mail (REPLY); `MeetingRepliesLive` reads each answer the
- * mailbox receives into the meeting's attendees.
+ * mailbox receives into the meeting's attendees and announces it (`meeting.answered`).
  *
  * Each message goes through the ordinary send path (Outbound.submit): the plan's sends, suppressions,
  * DKIM and delivery apply as to any send, and each is the mailbox's sent mail. The meeting is kept
@@ -14,7 +14,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { Bus, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
+import { Bus, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { Conflict, NotFound, ValidationError } from "../errors.ts"
 import type { EventTime } from "../invitations/schemas.ts"
@@ -25,7 +25,7 @@ import { BusEvent } from "../webhooks/schemas.ts"
 import { MAX_CALENDAR_BYTES } from "../invitations/schemas.ts"
 import { named, Outbound } from "../outbound/send.ts"
 import type { AddressInput } from "../outbound/schemas.ts"
-import type { Meeting, MeetingAttendee, MeetingInput, MeetingUpdate, WhenInput } from "./schemas.ts"
+import type { Meeting, MeetingAnsweredData, MeetingAttendee, MeetingInput, MeetingUpdate, WhenInput } from "./schemas.ts"
 
 const MeetingRow = Schema.Struct({
   id: Schema.String,
@@ -127,6 +127,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const outbound = yield* Outbound
+    const bus = yield* Bus
 
     const decode = (rows: ReadonlyArray<unknown>) => Effect.orDie(Schema.decodeUnknown(Schema.Array(MeetingRow))(rows))
 
@@ -324,13 +325,15 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       if (found === undefined) return false
       const answers = replyAnswers(new TextDecoder().decode(found.content))
       if (answers === undefined || answers.attendees.length === 0) return false
-      return yield* sql.withTransaction(Effect.gen(function*() {
-        const meetings = yield* sql<{ id: string; attendees: string }>`
-          SELECT id, attendees::text AS attendees FROM meetings WHERE uid = ${answers.uid} AND mailbox_id = ${found.mailboxId} FOR UPDATE`
+      const answered = yield* sql.withTransaction(Effect.gen(function*() {
+        const meetings = yield* sql<{ id: string; userId: string; summary: string; attendees: string }>`
+          SELECT id, user_id, summary, attendees::text AS attendees FROM meetings
+          WHERE uid = ${answers.uid} AND mailbox_id = ${found.mailboxId} FOR UPDATE`
         const meeting = meetings[0]
-        if (meeting === undefined) return false
+        if (meeting === undefined) return undefined
         const attendees = JSON.parse(meeting.attendees) as Array<MeetingAttendee>
         const at = new Date(found.receivedAt).toISOString()
+        const changed: Array<MeetingAttendee> = []
         for (const answer of answers.attendees) {
           const entry: MeetingAttendee = {
             address: answer.address,
@@ -340,15 +343,36 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
             responded_at: at
           }
           const i = attendees.findIndex((a) => routingForm(a.address) === routingForm(answer.address))
-          if (i >= 0) attendees[i] = { ...entry, address: attendees[i]!.address, name: attendees[i]!.name ?? answer.name }
-          else attendees.push(entry)
+          const kept = i >= 0 ? { ...entry, address: attendees[i]!.address, name: attendees[i]!.name ?? answer.name } : entry
+          if (i >= 0) attendees[i] = kept
+          else attendees.push(kept)
+          changed.push(kept)
         }
         yield* sql`UPDATE meetings SET attendees = ${JSON.stringify(attendees)}::jsonb, updated_at = now() WHERE id = ${meeting.id}`
-        yield* Effect.logInfo("Meeting answered").pipe(
-          Effect.annotateLogs({ meeting_id: meeting.id, email_id: emailId, answers: answers.attendees.map((a) => `${a.address} ${a.status}`).join(", ") })
-        )
-        return true
+        return { meeting, changed }
       }))
+      if (answered === undefined) return false
+      const { meeting, changed } = answered
+      yield* Effect.logInfo("Meeting answered").pipe(
+        Effect.annotateLogs({ meeting_id: meeting.id, email_id: emailId, answers: changed.map((a) => `${a.address} ${a.status}`).join(", ") })
+      )
+      // Once kept: a redelivered answer is applied again and announced under the same id (the bus drops the repeat).
+      for (const attendee of changed) {
+        const data: MeetingAnsweredData = {
+          meeting_id: meeting.id,
+          mailbox_id: found.mailboxId,
+          uid: answers.uid,
+          summary: meeting.summary,
+          attendee,
+          email_id: emailId
+        }
+        yield* bus.publish(
+          subjects.event("meeting.answered"),
+          encodeJson({ event: "meeting.answered", timestamp: new Date().toISOString(), namespace: meeting.userId, data }),
+          { msgId: `meeting.answered:${emailId}:${routingForm(attendee.address)}` }
+        )
+      }
+      return true
     })
 
     return { create, list, get, update, cancel, recordAnswer } as const

@@ -113,3 +113,14 @@ export const MeetingListParams = Schema.Struct({
   ...ListParams(meetingSortFields).fields,
   status: Schema.optional(MeetingStatus.annotations({ message: () => "must be one of confirmed, cancelled" }))
 }).annotations({ parseOptions: { errors: "all" } })
+
+/** `meeting.answered`: an attendee's calendar answered one of a mailbox's meetings. */
+export const MeetingAnsweredData = Schema.Struct({
+  meeting_id: Schema.String,
+  mailbox_id: Schema.String,
+  uid: Schema.String,
+  summary: Schema.String,
+  attendee: MeetingAttendee.annotations({ description: "Who answered, and their answer (status, comment)" }),
+  email_id: Schema.String.annotations({ description: "The answer as the mailbox received it (an email with the calendar's REPLY)" })
+}).annotations({ identifier: "MeetingAnsweredData" })
+export type MeetingAnsweredData = typeof MeetingAnsweredData.Type

@@ -95,6 +95,14 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
       feedback_type: "abuse",
       reported_by: "feedback.partner.example"
     },
+    "meeting.answered": {
+      meeting_id: "mtg_example",
+      mailbox_id: mailboxId,
+      uid: `mtg_example@agents.example`,
+      summary: "Quarterly planning",
+      attendee: { address: "billing@partner.example", name: "Billing", status: "accepted", comment: "See you there", responded_at: timestamp },
+      email_id: email.email_id
+    },
     "api_key.created": { keyId: "key_example", name: "example key", keyPrefix: "mr_exampl********", createdAt: timestamp, expirationTs: null, mailboxIds: null, permission: "full_access" }
   }
   return { event: kind, timestamp, data: data[kind] }

@@ -4,6 +4,7 @@
 import { Schema } from "effect"
 import { Label, MAX_LABELS } from "../mail/label-rules.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
+import { MeetingAnsweredData } from "../meetings/schemas.ts"
 import { ComplaintEventData, DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
@@ -18,6 +19,7 @@ export const eventKinds = [
   "email.failed",
   "email.unsubscribed",
   "email.complained",
+  "meeting.answered",
   "api_key.created"
 ] as const
 export type EventKind = (typeof eventKinds)[number]
@@ -301,6 +303,13 @@ export const EmailComplainedEvent = eventPayload(
   "The recipient of a sent email reported it as spam (their provider's feedback report came back to its bounce address): the address is now suppressed, reason complained"
 )
 
+export const MeetingAnsweredEvent = eventPayload(
+  "meeting.answered",
+  "MeetingAnsweredEvent",
+  MeetingAnsweredData,
+  "An attendee's calendar answered a meeting the mailbox organizes (accepted, declined, tentative): the meeting's attendees show it"
+)
+
 export const ApiKeyCreatedEvent = eventPayload(
   "api_key.created",
   "ApiKeyCreatedEvent",
@@ -329,5 +338,6 @@ export const EventPayloads = {
   "email.failed": EmailFailedEvent,
   "email.unsubscribed": EmailUnsubscribedEvent,
   "email.complained": EmailComplainedEvent,
+  "meeting.answered": MeetingAnsweredEvent,
   "api_key.created": ApiKeyCreatedEvent
 } as const satisfies Record<EventKind, Schema.Schema.Any>

@@ -15,6 +15,7 @@ import { type Box, fresh, newBox } from "../support/mailboxes.ts"
 import type { Delivered } from "../support/mx-server.ts"
 import { useOutboundWorld } from "../support/outbound-world.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { openEvents } from "../support/sse.ts"
 import { until } from "../support/wait.ts"
 
 let suite: SuiteServer
@@ -108,6 +109,8 @@ describe("meetings", () => {
       const { data } = await guest.mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: guest.box.mailboxId } } })
       return data!.data.find((e) => e.subject === "Invitation: Quarterly planning")
     }, 20_000)
+    // The organizer's agent listens for answers rather than polling.
+    const answers = await openEvents(`${suite.url}/v1/events?types=meeting.answered`, { "x-api-key": box.user.apiKey })
     const read = await guest.mailroom.GET("/v1/api/emails/{emailId}/invitation", { params: { path: { emailId: guestCopy.email_id } } })
     expect(read.data!.data).toMatchObject({ uid: meeting.uid, respondable: true, organizer: { address: box.address } })
     const declined = await guest.mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", {
@@ -121,6 +124,20 @@ describe("meetings", () => {
       return attendee?.status === "declined" ? attendee : undefined
     }, 20_000)
     expect(answered).toEqual({ address: guest.box.address, name: null, status: "declined", comment: "Away that week", responded_at: expect.any(String) })
+    try {
+      const frame = await answers.next(20_000)
+      expect(frame.event).toBe("meeting.answered")
+      expect(JSON.parse(frame.data!).data).toEqual({
+        meeting_id: meeting.meeting_id,
+        mailbox_id: box.mailboxId,
+        uid: meeting.uid,
+        summary: "Quarterly planning",
+        attendee: answered,
+        email_id: expect.stringMatching(/^eml_/)
+      })
+    } finally {
+      answers.close()
+    }
 
     // Moved an hour later, and the guest taken off: Ada gets the update (the next revision), the guest a cancellation.
     const moved = await mailroom.PATCH("/v1/api/meetings/{meetingId}", {

@@ -3432,6 +3432,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "meeting.answered": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * meeting.answered event
+         * @description An attendee's calendar answered a meeting the mailbox organizes (accepted, declined, tentative): the meeting's attendees show it. Sent to every active webhook subscribed to meeting.answered, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.meeting.answered"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -4973,6 +4993,35 @@ export interface components {
             updated_at: string;
             url: string | null;
         };
+        MeetingAnsweredData: {
+            /** @description Who answered, and their answer (status, comment) */
+            attendee: {
+                address: string;
+                /** @description The note their answer carried */
+                comment: string | null;
+                name: string | null;
+                responded_at: string | null;
+                /**
+                 * @description Their answer: needs_action until their calendar replies
+                 * @enum {string}
+                 */
+                status: "needs_action" | "accepted" | "declined" | "tentative" | "delegated";
+            };
+            /** @description The answer as the mailbox received it (an email with the calendar's REPLY) */
+            email_id: string;
+            mailbox_id: string;
+            meeting_id: string;
+            summary: string;
+            uid: string;
+        };
+        /** @description An attendee's calendar answered a meeting the mailbox organizes (accepted, declined, tentative): the meeting's attendees show it */
+        MeetingAnsweredEvent: {
+            data: components["schemas"]["MeetingAnsweredData"];
+            /** @enum {string} */
+            event: "meeting.answered";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         MeetingAttendee: {
             address: string;
             /** @description The note their answer carried */
@@ -5835,7 +5884,7 @@ export interface components {
             /** @description What went wrong: the status, a refused connection, a time-out */
             error: string | null;
             /** @enum {string} */
-            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "api_key.created";
+            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "api_key.created";
             /** @description The webhook-id header sent: test_…, never an event's */
             event_id: string;
             /** @description The body sent, as a real event of that kind carries it, about an example email or key */
@@ -11350,7 +11399,7 @@ export interface operations {
                 labels?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -18392,7 +18441,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "api_key.created";
             };
             header?: never;
             path: {
@@ -28646,7 +28695,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "api_key.created";
             };
             header?: never;
             path: {
@@ -29420,7 +29469,7 @@ export interface operations {
                 labels?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -30258,6 +30307,44 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailUnsubscribedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.meeting.answered": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MeetingAnsweredEvent"];
             };
         };
         responses: {
