@@ -1,6 +1,8 @@
 /**
- * Reading a calendar invitation (iCalendar, RFC 5545) and writing an attendee's answer to it (an
- * iTIP REPLY, RFC 5546 §3.2.3), with Mozilla's ical.js. Pure: text in, fields or text out.
+ * Calendars as iTIP (RFC 5546) carries them by mail, with Mozilla's ical.js. Pure: text in, fields or
+ * text out. The attendee's side: reading an invitation (iCalendar, RFC 5545) and writing the answer to
+ * it (a REPLY, §3.2.3). The organizer's side (services/meetings): writing invitations, their updates
+ * and cancellations (REQUEST, CANCEL) and reading the answers that come back.
  *
  * - The event read is the calendar's first VEVENT without a RECURRENCE-ID (a repeating event's
  *   master), else its first VEVENT (an invitation to one occurrence).
