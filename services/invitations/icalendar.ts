@@ -334,3 +334,36 @@ export const replyAnswers = (text: string): ReplyAnswers | undefined => {
     comment: event === undefined ? null : textOf(event, "comment")
   }
 }
+
+const FREQUENCIES: Record<string, readonly [string, string]> = {
+  SECONDLY: ["second", "seconds"],
+  MINUTELY: ["minute", "minutes"],
+  HOURLY: ["hour", "hours"],
+  DAILY: ["day", "days"],
+  WEEKLY: ["week", "weeks"],
+  MONTHLY: ["month", "months"],
+  YEARLY: ["year", "years"]
+}
+const DAY_NAMES: Record<string, string> = { MO: "Monday", TU: "Tuesday", WE: "Wednesday", TH: "Thursday", FR: "Friday", SA: "Saturday", SU: "Sunday" }
+
+/**
+ * A repeat rule in words, for people reading an invitation's text: "every week on Thursday, 4 times",
+ * "every 2 weeks on Monday and Wednesday, until 2027-03-01". Parts it cannot say (BYSETPOS, BYMONTHDAY…)
+ * leave the rule as written, in brackets after the words.
+ */
+export const describeRule = (rule: string): string => {
+  const parts = new Map(rule.split(";").map((part) => part.split("=") as [string, string]).map(([k, v]) => [k.toUpperCase(), v ?? ""]))
+  const unit = FREQUENCIES[parts.get("FREQ")?.toUpperCase() ?? ""]
+  if (unit === undefined) return rule
+  const interval = Number(parts.get("INTERVAL") ?? "1")
+  const words = [interval > 1 ? `every ${interval} ${unit[1]}` : `every ${unit[0]}`]
+  const days = (parts.get("BYDAY") ?? "").split(",").filter((d) => d !== "").map((d) => DAY_NAMES[d.toUpperCase()])
+  if (days.length > 0 && days.every((d) => d !== undefined)) words[0] += ` on ${days.length === 1 ? days[0] : `${days.slice(0, -1).join(", ")} and ${days.at(-1)}`}`
+  const count = parts.get("COUNT")
+  const until = parts.get("UNTIL")
+  if (count !== undefined) words.push(`${count} ${count === "1" ? "time" : "times"}`)
+  else if (until !== undefined && /^\d{8}/.test(until)) words.push(`until ${until.slice(0, 4)}-${until.slice(4, 6)}-${until.slice(6, 8)}`)
+  const said = new Set(["FREQ", "INTERVAL", "BYDAY", "COUNT", "UNTIL", "WKST"])
+  const unsaid = [...parts.keys()].some((key) => !said.has(key)) || (days.length > 0 && days.some((d) => d === undefined))
+  return `${words.join(", ")}${unsaid ? ` (${rule})` : ""}`
+}

@@ -18,7 +18,7 @@ import { Bus, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/b
 import { measured } from "../bus/metrics.ts"
 import { Conflict, NotFound, ValidationError } from "../errors.ts"
 import type { EventTime } from "../invitations/schemas.ts"
-import { type OrganizedEvent, organizerCalendar, replyAnswers } from "../invitations/icalendar.ts"
+import { describeRule, type OrganizedEvent, organizerCalendar, replyAnswers } from "../invitations/icalendar.ts"
 import type { Page, Sort } from "../listing.ts"
 import { routingForm } from "../mail/inbound.ts"
 import { BusEvent } from "../webhooks/schemas.ts"
@@ -165,7 +165,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       const lines = [
         `${event.organizer.name ?? event.organizer.address} ${method === "CANCEL" ? "has cancelled" : "invites you to"}: ${event.summary}`,
         "",
-        `When: ${whenText(event.start, event.end)}${event.recurrence === null ? "" : `, repeating (${event.recurrence})`}`,
+        `When: ${whenText(event.start, event.end)}${event.recurrence === null ? "" : `, repeating ${describeRule(event.recurrence)}`}`,
         ...(event.location === null ? [] : [`Where: ${event.location}`]),
         ...(event.url === null ? [] : [`Join: ${event.url}`]),
         ...(event.description === null ? [] : ["", event.description]),

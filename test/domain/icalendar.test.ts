@@ -5,7 +5,7 @@
 import { Either } from "effect"
 import * as fs from "node:fs"
 import { describe, expect, it } from "vitest"
-import { organizerCalendar, readInvitation, replyAnswers, replyCalendar } from "../../services/invitations/icalendar.ts"
+import { describeRule, organizerCalendar, readInvitation, replyAnswers, replyCalendar } from "../../services/invitations/icalendar.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
 const calendar = (...lines: Array<string>) => ["BEGIN:VCALENDAR", "VERSION:2.0", ...lines, "END:VCALENDAR", ""].join("\r\n")
@@ -220,5 +220,15 @@ describe("organizing a meeting", () => {
     })
     expect(replyAnswers(invitation)).toBeUndefined()
     expect(replyAnswers("not a calendar")).toBeUndefined()
+  })
+})
+
+describe("a repeat rule in words", () => {
+  it("says how often, on which days, and how long; what it cannot say stays as written", () => {
+    expect(describeRule("FREQ=WEEKLY;COUNT=4")).toBe("every week, 4 times")
+    expect(describeRule("FREQ=WEEKLY;INTERVAL=2;BYDAY=MO,WE;UNTIL=20270301T000000Z")).toBe("every 2 weeks on Monday and Wednesday, until 2027-03-01")
+    expect(describeRule("FREQ=DAILY;BYDAY=MO,TU,WE,TH,FR")).toBe("every day on Monday, Tuesday, Wednesday, Thursday and Friday")
+    expect(describeRule("FREQ=MONTHLY;BYDAY=TH;BYSETPOS=1;COUNT=1")).toBe("every month on Thursday, 1 time (FREQ=MONTHLY;BYDAY=TH;BYSETPOS=1;COUNT=1)")
+    expect(describeRule("FREQ=MONTHLY;BYDAY=-1FR")).toBe("every month (FREQ=MONTHLY;BYDAY=-1FR)")
   })
 })

@@ -103,7 +103,7 @@ const Meetings = ({ mailbox }) => {
   return html`
     ${meetings.length === 0
       ? html`<p class="muted">No meetings yet: the ones this mailbox organizes show here, with each attendee's answer.</p>`
-      : html`<ul class="list meetings" aria-label="Meetings">
+      : html`<ul class="meetings" aria-label="Meetings">
           ${meetings.map((m) => html`<${MeetingCard} key=${m.meeting_id} meeting=${m}
             onCancel=${() => run(() => call("POST", `/api/meetings/${encodeURIComponent(m.meeting_id)}/cancel`))} />`)}
         </ul>`}
