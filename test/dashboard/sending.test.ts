@@ -490,68 +490,6 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(refusals(/^422 GET .*\/attachments\/att_\w+\/text$/)).toHaveLength(1)
   })
 
-  it("shows a calendar invitation and answers it: the organizer's MX gets the calendar reply, and the answer shows", async () => {
-    const ics = [
-      "BEGIN:VCALENDAR", "VERSION:2.0", "METHOD:REQUEST", "BEGIN:VEVENT", "UID:review-7@partner.test", "SEQUENCE:0",
-      "DTSTART;TZID=Europe/Paris:20261203T150000", "DTEND;TZID=Europe/Paris:20261203T154500", "SUMMARY:Contract review",
-      "LOCATION:Room 4", "ORGANIZER;CN=Ada Lovelace:mailto:ada@partner.test", `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${address}`,
-      "ATTENDEE;PARTSTAT=ACCEPTED:mailto:ada@partner.test", "END:VEVENT", "END:VCALENDAR", ""
-    ].join("\r\n")
-    await sendMail(server.smtpPort, {
-      from: "Ada Lovelace <ada@partner.test>",
-      to: address,
-      subject: "Invitation: Contract review",
-      text: "You are invited.",
-      icalEvent: { method: "REQUEST", content: ics }
-    })
-    await page.getByRole("link", { name: "Inbox", exact: true }).click()
-    await page.getByRole("link", { name: /Invitation: Contract review/ }).click()
-    const card = page.getByRole("region", { name: "Invitation" })
-    await card.getByRole("heading", { name: "Contract review" }).waitFor()
-    await card.getByText("Room 4").waitFor()
-    await card.getByText("Ada Lovelace <ada@partner.test>").waitFor()
-    await card.getByText("2 invited, 1 going").waitFor()
-    await card.getByLabel("Note to the organizer").fill("See you there")
-    await card.getByRole("button", { name: "Accept" }).click()
-    await card.getByText(/^You accepted on /).waitFor()
-    await expect(card.getByRole("button", { name: "Accept" }).getAttribute("aria-pressed")).resolves.toBe("true")
-    const { message, parsed } = await delivered("Accepted: Contract review")
-    expect(message.rcptTo).toEqual(["ada@partner.test"])
-    expect(parsed.text).toContain("See you there")
-    expect(message.raw.toString()).toContain(`ATTENDEE;PARTSTAT=ACCEPTED:mailto:${address}`)
-  })
-
-  it("schedules a meeting (an end before the start refused by its field), shows the attendee's answer so far, and cancels it", async () => {
-    await page.goto(`/#/mailboxes/${mailboxId}`)
-    await page.getByRole("link", { name: "Meetings" }).click()
-    await page.getByRole("heading", { name: `Meetings of ${address}` }).waitFor()
-    await page.getByText("No meetings yet").waitFor()
-    const form = page.getByRole("form", { name: "Schedule a meeting" })
-    await form.getByLabel("Title").fill("Budget review")
-    await form.getByLabel("Starts").fill("2026-12-10T15:00")
-    await form.getByLabel("Ends").fill("2026-12-10T14:00")
-    await form.getByLabel("Attendees (addresses, separated by commas)").fill("ada@partner.test, grace@partner.test")
-    await form.getByLabel("Where (optional)").fill("Room 4")
-    await form.getByRole("button", { name: "Send invitations" }).click()
-    await form.getByText("must be after start").waitFor()
-    expect(refusals(/^400 POST .*\/meetings$/)).toHaveLength(1)
-    await form.getByLabel("Ends").fill("2026-12-10T16:00")
-    await form.getByRole("button", { name: "Send invitations" }).click()
-    const answers = page.getByRole("list", { name: "Answers to Budget review" })
-    await answers.getByText("ada@partner.test: no answer yet").waitFor()
-    await answers.getByText("grace@partner.test: no answer yet").waitFor()
-    await expect(form.getByLabel("Title").inputValue()).resolves.toBe("")
-    const invitation = await delivered("Invitation: Budget review")
-    expect([...invitation.message.rcptTo].sort()).toEqual(["ada@partner.test", "grace@partner.test"])
-    expect(invitation.message.raw.toString()).toContain("METHOD:REQUEST")
-
-    const card = page.getByRole("listitem", { name: "Budget review" })
-    await card.getByRole("button", { name: "Cancel…" }).click()
-    await card.getByRole("button", { name: "Cancel the meeting" }).click()
-    await card.getByText("cancelled", { exact: true }).waitFor()
-    expect((await delivered("Cancelled: Budget review")).message.raw.toString()).toContain("METHOD:CANCEL")
-  })
-
   it("edits an email's labels: adds and removes its own, and shows why a label is refused", async () => {
     await page.goto(`/#/emails/${inboundId}`)
     await page.getByRole("heading", { name: "Where is my parcel?" }).waitFor()
@@ -1246,7 +1184,6 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       [`#/mailboxes/${mailboxId}/drafts`, "New email"],
       [`#/mailboxes/${mailboxId}/forwarding`, "Not forwarded anywhere."],
       [`#/mailboxes/${mailboxId}/auto-reply`, "Days before answering a sender again"],
-      [`#/mailboxes/${mailboxId}/meetings`, "Send invitations"],
       ["#/drafts", "Awaiting approval"],
       [`#/emails/${inboundId}`, "Read the whole conversation"],
       ...sentIds.map((id): [string, string] => [`#/emails/${id}`, "Last answer"]),

@@ -1,0 +1,177 @@
+/**
+ * Calendars in the dashboard, in a real browser: an email carrying an invitation shows it as a card
+ * answered with Accept (the organizer's MX gets the calendar reply), and a mailbox's Meetings page
+ * schedules a meeting (a refusal shown by its field), shows the attendees' answers and cancels it.
+ * Outbound mail goes to a receiving SMTP server this suite runs, found through a DNS server it runs.
+ * A suite of its own (its own server and account), beside sending.test.ts's long walk.
+ */
+import { simpleParser } from "mailparser"
+import type { Browser, Page } from "playwright-core"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { chromiumAvailable, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
+import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
+import { fresh } from "../support/mailboxes.ts"
+import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { sendMail } from "../support/send-mail.ts"
+import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
+import { until } from "../support/wait.ts"
+
+const runnable = chromiumAvailable() || Boolean(process.env.CI)
+
+describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
+  let backend: Backend
+  let server: Server
+  let browser: Browser
+  let mx: MxServer
+  let names: DnsServer
+  let watched: WatchedPage
+  let page: Page
+  const localPart = fresh("desk")
+  const address = `${localPart}@agents.localhost`
+  let mailboxId = ""
+
+  /** The failed requests seen so far that match `pattern`, taken off the record with the browser's console line for each. */
+  const refusals = (pattern: RegExp) => {
+    const matching = watched.problems.filter((p) => pattern.test(p))
+    let rest = watched.problems.filter((p) => !pattern.test(p))
+    for (const refusal of matching) {
+      const status = refusal.split(" ")[0]
+      const line = rest.findIndex((p) => p.startsWith("console: Failed to load resource") && p.includes(`status of ${status} `))
+      if (line >= 0) rest = [...rest.slice(0, line), ...rest.slice(line + 1)]
+    }
+    watched.problems.splice(0, watched.problems.length, ...rest)
+    return matching
+  }
+
+  /** The message the MX took whose subject is `subject`. */
+  const delivered = (subject: string) =>
+    until(`"${subject}" at the MX`, async () => {
+      for (const message of mx.delivered()) {
+        const parsed = await simpleParser(message.raw)
+        if (parsed.subject === subject) return { message, parsed }
+      }
+      return undefined
+    })
+
+  beforeAll(async () => {
+    mx = await startMxServer()
+    names = await startDnsServer()
+    names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
+    names.set("mx.partner.test", { A: ["127.0.0.1"] })
+    backend = await createBackend()
+    const port = await freePort()
+    server = await startServer({
+      ...backend.env,
+      PORT: String(port),
+      APP_URL: `http://127.0.0.1:${port}`,
+      DNS_SERVERS: names.address,
+      OUTBOUND_SMTP_PORT: String(mx.port)
+    })
+    browser = await launchBrowser()
+    watched = await openPage(browser, server.url)
+    page = watched.page
+  })
+
+  afterAll(async () => {
+    await browser?.close()
+    await server?.stop()
+    await backend?.dispose()
+    await mx?.close()
+    await names?.close()
+  })
+
+  it("signs up on the enterprise plan and makes a mailbox", async () => {
+    await page.goto("/")
+    await page.getByRole("link", { name: "Create an account" }).click()
+    await page.getByLabel("Name").fill("Grace Scheduler")
+    await page.getByLabel("Email").fill(`${fresh("grace")}@example.com`)
+    await page.getByLabel("Password").fill("correct horse battery")
+    await page.getByRole("button", { name: "Sign up" }).click()
+    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+    await page.getByRole("link", { name: "Billing" }).click()
+    await page.getByRole("button", { name: "Upgrade to Enterprise" }).click()
+    await page.getByRole("button", { name: "Confirm and pay" }).click()
+    await page.getByRole("heading", { name: "Plan: Enterprise" }).waitFor()
+    await page.getByRole("link", { name: "Mailboxes" }).click()
+    await page.getByLabel("New mailbox address").fill(localPart)
+    await page.getByText("is available").waitFor()
+    await page.getByRole("button", { name: "Create mailbox" }).click()
+    await page.getByRole("link", { name: address }).waitFor()
+    await page.getByRole("link", { name: address }).click()
+    await page.getByRole("link", { name: "Meetings" }).waitFor()
+    mailboxId = new URL(page.url()).hash.split("/")[2]!
+    expect(mailboxId).toMatch(/^mbx_/)
+  })
+
+  it("shows a calendar invitation and answers it: the organizer's MX gets the calendar reply, and the answer shows", async () => {
+    const ics = [
+      "BEGIN:VCALENDAR", "VERSION:2.0", "METHOD:REQUEST", "BEGIN:VEVENT", "UID:review-7@partner.test", "SEQUENCE:0",
+      "DTSTART;TZID=Europe/Paris:20261203T150000", "DTEND;TZID=Europe/Paris:20261203T154500", "SUMMARY:Contract review",
+      "LOCATION:Room 4", "ORGANIZER;CN=Ada Lovelace:mailto:ada@partner.test", `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${address}`,
+      "ATTENDEE;PARTSTAT=ACCEPTED:mailto:ada@partner.test", "END:VEVENT", "END:VCALENDAR", ""
+    ].join("\r\n")
+    await sendMail(server.smtpPort, {
+      from: "Ada Lovelace <ada@partner.test>",
+      to: address,
+      subject: "Invitation: Contract review",
+      text: "You are invited.",
+      icalEvent: { method: "REQUEST", content: ics }
+    })
+    await page.getByRole("link", { name: "Inbox", exact: true }).click()
+    await page.getByRole("link", { name: /Invitation: Contract review/ }).click()
+    const card = page.getByRole("region", { name: "Invitation" })
+    await card.getByRole("heading", { name: "Contract review" }).waitFor()
+    await card.getByText("Room 4").waitFor()
+    await card.getByText("Ada Lovelace <ada@partner.test>").waitFor()
+    await card.getByText("2 invited, 1 going").waitFor()
+    await card.getByLabel("Note to the organizer").fill("See you there")
+    await card.getByRole("button", { name: "Accept" }).click()
+    await card.getByText(/^You accepted on /).waitFor()
+    await expect(card.getByRole("button", { name: "Accept" }).getAttribute("aria-pressed")).resolves.toBe("true")
+    const { message, parsed } = await delivered("Accepted: Contract review")
+    expect(message.rcptTo).toEqual(["ada@partner.test"])
+    expect(parsed.text).toContain("See you there")
+    expect(message.raw.toString()).toContain(`ATTENDEE;PARTSTAT=ACCEPTED:mailto:${address}`)
+  })
+
+  it("schedules a meeting (an end before the start refused by its field), shows the attendee's answer so far, and cancels it", async () => {
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByRole("link", { name: "Meetings" }).click()
+    await page.getByRole("heading", { name: `Meetings of ${address}` }).waitFor()
+    await page.getByText("No meetings yet").waitFor()
+    const form = page.getByRole("form", { name: "Schedule a meeting" })
+    await form.getByLabel("Title").fill("Budget review")
+    await form.getByLabel("Starts").fill("2026-12-10T15:00")
+    await form.getByLabel("Ends").fill("2026-12-10T14:00")
+    await form.getByLabel("Attendees (addresses, separated by commas)").fill("ada@partner.test, grace@partner.test")
+    await form.getByLabel("Where (optional)").fill("Room 4")
+    await form.getByRole("button", { name: "Send invitations" }).click()
+    await form.getByText("must be after start").waitFor()
+    expect(refusals(/^400 POST .*\/meetings$/)).toHaveLength(1)
+    await form.getByLabel("Ends").fill("2026-12-10T16:00")
+    await form.getByRole("button", { name: "Send invitations" }).click()
+    const answers = page.getByRole("list", { name: "Answers to Budget review" })
+    await answers.getByText("ada@partner.test: no answer yet").waitFor()
+    await answers.getByText("grace@partner.test: no answer yet").waitFor()
+    await expect(form.getByLabel("Title").inputValue()).resolves.toBe("")
+    const invitation = await delivered("Invitation: Budget review")
+    expect([...invitation.message.rcptTo].sort()).toEqual(["ada@partner.test", "grace@partner.test"])
+    expect(invitation.message.raw.toString()).toContain("METHOD:REQUEST")
+
+    const card = page.getByRole("listitem", { name: "Budget review" })
+    await card.getByRole("button", { name: "Cancel…" }).click()
+    await card.getByRole("button", { name: "Cancel the meeting" }).click()
+    await card.getByText("cancelled", { exact: true }).waitFor()
+    expect((await delivered("Cancelled: Budget review")).message.raw.toString()).toContain("METHOD:CANCEL")
+  })
+
+  it("fits a 375 px screen on the meetings page, and had no console error or failed request besides the refusals above", async () => {
+    await page.setViewportSize({ width: 375, height: 740 })
+    await page.goto(`/#/mailboxes/${mailboxId}/meetings`)
+    await page.getByRole("heading", { name: `Meetings of ${address}` }).waitFor()
+    await page.getByText("Send invitations").waitFor()
+    expect(await page.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(375)
+    await page.setViewportSize({ width: 1280, height: 800 })
+    expect(watched.problems).toEqual([])
+  })
+})
