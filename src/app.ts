@@ -30,7 +30,9 @@ import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
 import { MtaLive } from "../services/outbound/mta.ts"
 import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
-import { Meetings, MeetingRepliesLive } from "../services/meetings/meetings.ts"
+import { Meetings } from "../services/meetings/meetings.ts"
+import { CalendarMailLive } from "../services/schedule/calendar-mail.ts"
+import { Schedule } from "../services/schedule/schedule.ts"
 import { Outbound } from "../services/outbound/send.ts"
 import { Submission } from "../services/outbound/submission.ts"
 import { ImapStore } from "../services/imap/store.ts"
@@ -255,7 +257,8 @@ const smtpRole = (config: AppConfigShape) => Layer.merge(
 )
 /**
  * The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log, automatic
- * replies, and attendees' answers to the meetings mailboxes organize.
+ * replies, and the calendars mail brings (attendees' answers to the mailboxes' meetings, invitations
+ * onto their schedules).
  */
 const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   IngestLive.pipe(Layer.provide(checksLayer(config, "worker"))),
@@ -263,7 +266,7 @@ const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
   EventRecorderLive,
   AutoReplyResponderLive.pipe(Layer.provide(Replies.Default), Layer.provide(Outbound.Default)),
-  MeetingRepliesLive.pipe(Layer.provide(Meetings.Default), Layer.provide(Outbound.Default))
+  CalendarMailLive.pipe(Layer.provide(Meetings.Default), Layer.provide(Schedule.Default), Layer.provide(Outbound.Default))
 )
 /** The mta: delivery, and scheduled drafts leaving on time. */
 const MtaRole = Layer.mergeAll(

@@ -28,7 +28,7 @@ export type CalendarUnreadable = "damaged" | "no_event"
 /** Text longer than this in one field (a description pasted whole) is cut. */
 const MAX_FIELD_CHARS = 100_000
 
-const parseCalendar = (text: string): Either.Either<ICAL.Component, CalendarUnreadable> => {
+export const parseCalendar = (text: string): Either.Either<ICAL.Component, CalendarUnreadable> => {
   try {
     const parsed: unknown = ICAL.parse(text)
     // A text of several calendars parses to a list of them; the first is the invitation.
@@ -71,18 +71,26 @@ const toUtc = (time: ICAL.Time, tzid: string, calendar: ICAL.Component): number 
   return name === undefined ? undefined : fromWallTime(name, time)
 }
 
-/** A DTSTART, DTEND or RECURRENCE-ID as the API answers it. */
-const timeOf = (property: ICAL.Property | null, calendar: ICAL.Component): EventTime | null => {
-  const value = property?.getFirstValue()
-  if (property === null || !(value instanceof ICAL.Time)) return null
+/** The zone a time property names (its TZID), if any. */
+export const zoneOf = (property: ICAL.Property): string | null => {
+  const tzid = property.getParameter("tzid")
+  return typeof tzid === "string" && tzid !== "" ? tzid : null
+}
+
+/** A time as the API answers it, `zone` being the TZID its property names (null: none). */
+export const eventTime = (value: ICAL.Time, zone: string | null, calendar: ICAL.Component): EventTime => {
   const date = `${pad(value.year, 4)}-${pad(value.month)}-${pad(value.day)}`
   if (value.isDate) return { date_time: null, date, time_zone: null }
   const wall = `${date}T${pad(value.hour)}:${pad(value.minute)}:${pad(value.second)}`
-  const tzid = property.getParameter("tzid")
-  const zone = typeof tzid === "string" && tzid !== "" ? tzid : null
   if (zone === null && value.zone?.tzid === "UTC") return { date_time: `${wall}Z`, date: null, time_zone: null }
   const utc = zone === null ? undefined : toUtc(value, zone, calendar)
   return { date_time: utc === undefined ? wall : new Date(utc).toISOString().replace(".000Z", "Z"), date: null, time_zone: zone }
+}
+
+/** A DTSTART, DTEND or RECURRENCE-ID as the API answers it. */
+const timeOf = (property: ICAL.Property | null, calendar: ICAL.Component): EventTime | null => {
+  const value = property?.getFirstValue()
+  return property === null || !(value instanceof ICAL.Time) ? null : eventTime(value, zoneOf(property), calendar)
 }
 
 /** DTEND, else DTSTART plus DURATION (RFC 5545 §3.6.1), else none. */

@@ -17,10 +17,13 @@ import { InvitationNotRespondable, InvitationUnreadable, NoInvitation, NotFound 
 import { routingForm } from "../mail/inbound.ts"
 import { type Idempotency } from "../outbound/send.ts"
 import { mailboxAddresses, Replies } from "../outbound/replies.ts"
+import { Schedule } from "../schedule/schedule.ts"
+import { calendarPart } from "./calendar-part.ts"
 import { attendeeOf, type CalendarEvent, readInvitation, replyCalendar } from "./icalendar.ts"
 import { type Invitation, type InvitationResponse, MAX_CALENDAR_BYTES, type RespondInput, type ResponseStatus } from "./schemas.ts"
 
 interface CalendarRow {
+  readonly mailboxId: string
   readonly direction: "inbound" | "outbound"
   readonly mailboxAddress: string
   readonly rcptTo: string
@@ -54,23 +57,18 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const replies = yield* Replies
+    const schedule = yield* Schedule
 
     /** The email's calendar part and the mailbox's answer to it; 404 when the email is not the caller's. */
     const calendarOf = (userId: string, emailId: string) =>
       Effect.gen(function*() {
         const rows = yield* sql<CalendarRow>`
-          SELECT e.direction, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to,
+          SELECT e.mailbox_id, e.direction, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to,
                  a.id AS attachment_id, a.size, b.content,
                  r.status, r.comment, r.reply_email_id, r.responded_at
           FROM emails e
           JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
-          LEFT JOIN LATERAL (
-            SELECT a.id, a.size, a.checksum FROM attachments a
-            WHERE a.email_id = e.id
-              AND (lower(a.content_type) IN ('text/calendar', 'application/ics') OR lower(a.filename) LIKE '%.ics')
-            ORDER BY lower(a.content_type) = 'text/calendar' DESC, a.position
-            LIMIT 1
-          ) a ON true
+          LEFT JOIN LATERAL (${calendarPart(sql)}) a ON true
           LEFT JOIN blobs b ON b.sha256 = a.checksum AND a.size <= ${MAX_CALENDAR_BYTES}
           LEFT JOIN invitation_responses r ON r.email_id = e.id
           WHERE e.id = ${emailId} AND e.user_id = ${userId}`
@@ -91,7 +89,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
             ? unreadable("damaged", "The calendar is not valid iCalendar: it cannot be read")
             : unreadable("no_event", "The calendar describes no event with an identity (UID) and a start")
         }
-        const own = new Set([routingForm(row.mailboxAddress), ...(row.direction === "inbound" ? [routingForm(row.rcptTo)] : [])])
+        const own = mailboxAddresses(row)
         const isMine = (address: string) => own.has(routingForm(address))
         const response: InvitationResponse | null = row.status === null ? null : {
           status: row.status,
@@ -99,7 +97,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
           email_id: row.replyEmailId,
           responded_at: new Date(row.respondedAt!).toISOString()
         }
-        return { text, event: event.right, attachmentId: row.attachmentId, outbound: row.direction === "outbound", isMine, response }
+        return { text, event: event.right, mailboxId: row.mailboxId, attachmentId: row.attachmentId, outbound: row.direction === "outbound", isMine, response }
       })
 
     /** What the email's invitation says, and whether and how the mailbox answered it. */
@@ -165,6 +163,9 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
         VALUES (${emailId}, ${userId}, ${input.status}, ${comment ?? null}, ${accepted.email_id}, ${now})
         ON CONFLICT (email_id) DO UPDATE SET status = EXCLUDED.status, comment = EXCLUDED.comment,
           reply_email_id = EXCLUDED.reply_email_id, responded_at = EXCLUDED.responded_at`
+      // On the schedule with the answer, also when the worker left it off (mail marked spam, or older than the schedule).
+      yield* schedule.receive({ emailId, mailboxId: found.mailboxId, userId, isMine: found.isMine, text: found.text })
+      yield* schedule.answered(found.mailboxId, event.uid, input.status)
       yield* Effect.logInfo("Invitation answered").pipe(
         Effect.annotateLogs({ email_id: emailId, status: input.status, reply_email_id: accepted.email_id })
       )
@@ -173,5 +174,5 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
 
     return { get, respond } as const
   }),
-  dependencies: [Replies.Default]
+  dependencies: [Replies.Default, Schedule.Default]
 }) {}

@@ -3,28 +3,27 @@
  * an invitation as calendars expect it (iTIP REQUEST over mail, RFC 5546 / 6047: Google, Outlook and
  * Apple show it with Accept and Decline), sends the update when it changes (the same UID, the next
  * SEQUENCE; attendees taken off get a cancellation) and the cancellation when it is called off (METHOD
- * CANCEL). The attendees' calendars answer by mail (REPLY); `MeetingRepliesLive` reads each answer the
- * mailbox receives into the meeting's attendees and announces it (`meeting.answered`).
+ * CANCEL). The attendees' calendars answer by mail (REPLY); the worker hands each answer the mailbox
+ * receives to `recordAnswer` (services/schedule/calendar-mail.ts), which keeps it on the meeting and
+ * announces it (`meeting.answered`). Each change is written to the mailbox's schedule with the meeting.
  *
  * Each message goes through the ordinary send path (Outbound.submit): the plan's sends, suppressions,
  * DKIM and delivery apply as to any send, and each is the mailbox's sent mail. The meeting is kept
  * after its invitation is accepted for delivery, so a refused send (a suppressed attendee, the plan's
  * sends used up) leaves no meeting behind.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Schema } from "effect"
+import { SqlClient, type SqlError } from "@effect/sql"
+import { Effect, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { Bus, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
-import { measured } from "../bus/metrics.ts"
+import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { Conflict, NotFound, ValidationError } from "../errors.ts"
 import type { EventTime } from "../invitations/schemas.ts"
 import { describeRule, type OrganizedEvent, organizerCalendar, replyAnswers } from "../invitations/icalendar.ts"
 import type { Page, Sort } from "../listing.ts"
 import { routingForm } from "../mail/inbound.ts"
-import { BusEvent } from "../webhooks/schemas.ts"
-import { MAX_CALENDAR_BYTES } from "../invitations/schemas.ts"
 import { named, Outbound } from "../outbound/send.ts"
 import type { AddressInput } from "../outbound/schemas.ts"
+import { Schedule } from "../schedule/schedule.ts"
 import type { Meeting, MeetingAnsweredData, MeetingAttendee, MeetingInput, MeetingUpdate, WhenInput } from "./schemas.ts"
 
 const MeetingRow = Schema.Struct({
@@ -128,6 +127,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
     const sql = yield* SqlClient.SqlClient
     const outbound = yield* Outbound
     const bus = yield* Bus
+    const schedule = yield* Schedule
 
     const decode = (rows: ReadonlyArray<unknown>) => Effect.orDie(Schema.decodeUnknown(Schema.Array(MeetingRow))(rows))
 
@@ -187,6 +187,17 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       )
     }
 
+    /** The meeting written (`write`, answering its row), and the mailbox's schedule with it, as one. */
+    const scheduled = (userId: string, method: "REQUEST" | "CANCEL", event: OrganizedEvent, write: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const row = (yield* decode(yield* write))[0]!
+        yield* schedule.organize(
+          { meetingId: row.id, mailboxId: row.mailboxId, userId, uid: row.uid, emailId: row.emailId },
+          organizerCalendar(method, event, new Date())
+        )
+        return [row]
+      }))
+
     /** Schedule a meeting: the invitation sent to every attendee, then the meeting kept (201's answer). */
     const create = Effect.fn("Meetings.create")(function*(userId: string, mailboxId: string, input: MeetingInput) {
       const organizer = yield* organizerOf(userId, mailboxId)
@@ -209,7 +220,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
         attendees
       }
       const sent = yield* tell(userId, mailboxId, "REQUEST", event, attendees, `Invitation: ${event.summary}`)
-      const rows = yield* decode(yield* sql`
+      const rows = yield* scheduled(userId, "REQUEST", event, sql`
         INSERT INTO meetings (id, mailbox_id, user_id, uid, summary, description, location, url, start_time, end_time, starts_at,
                               recurrence, attendees, email_id)
         VALUES (${id}, ${mailboxId}, ${userId}, ${event.uid}, ${event.summary}, ${event.description}, ${event.location}, ${event.url},
@@ -281,7 +292,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       if (removed.length > 0) {
         yield* tell(userId, row.mailboxId, "CANCEL", { ...event, attendees: removed }, removed, `Cancelled: ${event.summary}`)
       }
-      const rows = yield* decode(yield* sql`
+      const rows = yield* scheduled(userId, "REQUEST", event, sql`
         UPDATE meetings SET sequence = ${event.sequence}, summary = ${after.summary}, description = ${after.description},
           location = ${after.location}, url = ${after.url}, start_time = ${JSON.stringify(start)}::jsonb,
           end_time = ${JSON.stringify(end)}::jsonb, starts_at = ${momentOf(start)}, recurrence = ${recurrence},
@@ -299,7 +310,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       const before = toMeeting(row)
       const event: OrganizedEvent = { ...before, organizer, sequence: row.sequence + 1 }
       const sent = yield* tell(userId, row.mailboxId, "CANCEL", event, before.attendees, `Cancelled: ${before.summary}`)
-      const rows = yield* decode(yield* sql`
+      const rows = yield* scheduled(userId, "CANCEL", event, sql`
         UPDATE meetings SET status = 'cancelled', sequence = ${event.sequence}, email_id = ${sent.email_id}, updated_at = now()
         WHERE id = ${meetingId}
         RETURNING ${sql.literal(COLUMNS)}`)
@@ -311,19 +322,12 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
      * on the meeting. An answer from someone not on it (the invitation forwarded to them) adds them.
      * Anything else (not a calendar, not a REPLY, another mailbox's meeting) changes nothing.
      */
-    const recordAnswer = Effect.fn("Meetings.recordAnswer")(function*(emailId: string) {
-      const rows = yield* sql<{ mailboxId: string; receivedAt: Date; content: Uint8Array }>`
-        SELECT e.mailbox_id, e.received_at, b.content
-        FROM emails e
-        JOIN attachments a ON a.email_id = e.id
-        JOIN blobs b ON b.sha256 = a.checksum
-        WHERE e.id = ${emailId} AND e.direction = 'inbound' AND a.size <= ${MAX_CALENDAR_BYTES}
-          AND (lower(a.content_type) IN ('text/calendar', 'application/ics') OR lower(a.filename) LIKE '%.ics')
-        ORDER BY lower(a.content_type) = 'text/calendar' DESC, a.position
-        LIMIT 1`
-      const found = rows[0]
-      if (found === undefined) return false
-      const answers = replyAnswers(new TextDecoder().decode(found.content))
+    const recordAnswer = Effect.fn("Meetings.recordAnswer")(function*(
+      found: { readonly emailId: string; readonly mailboxId: string; readonly receivedAt: Date },
+      text: string
+    ) {
+      const { emailId } = found
+      const answers = replyAnswers(text)
       if (answers === undefined || answers.attendees.length === 0) return false
       const answered = yield* sql.withTransaction(Effect.gen(function*() {
         const meetings = yield* sql<{ id: string; userId: string; summary: string; attendees: string }>`
@@ -375,35 +379,22 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       return true
     })
 
-    return { create, list, get, update, cancel, recordAnswer } as const
-  })
+    /** A meeting entered in its mailbox's schedule as it stands (one scheduled before the schedule existed); gone ones are left. */
+    const enterInSchedule = (meetingId: string) =>
+      Effect.gen(function*() {
+        const owners = yield* sql<{ userId: string }>`SELECT user_id FROM meetings WHERE id = ${meetingId}`
+        const owner = owners[0]
+        if (owner === undefined) return
+        const row = yield* find(owner.userId, meetingId)
+        const organizer = yield* organizerOf(owner.userId, row.mailboxId)
+        const event: OrganizedEvent = { ...toMeeting(row), organizer }
+        yield* schedule.organize(
+          { meetingId, mailboxId: row.mailboxId, userId: owner.userId, uid: row.uid, emailId: row.emailId },
+          organizerCalendar(row.status === "cancelled" ? "CANCEL" : "REQUEST", event, row.updatedAt)
+        )
+      }).pipe(Effect.catchTag("NotFound", () => Effect.void), Effect.withSpan("Meetings.enterInSchedule"))
+
+    return { create, list, get, update, cancel, recordAnswer, enterInSchedule } as const
+  }),
+  dependencies: [Schedule.Default]
 }) {}
-
-const ReceivedData = Schema.Struct({ email_id: Schema.String, has_attachments: Schema.Boolean })
-
-/**
- * The worker reads each received email with attachments for an answer to one of its mailbox's
- * meetings (a consumer of `email.received`); mail without attachments costs it nothing.
- */
-export const MeetingRepliesLive = Layer.scopedDiscard(
-  Effect.gen(function*() {
-    const bus = yield* Bus
-    const meetings = yield* Meetings
-    const handle = (message: BusMessage) =>
-      Effect.try(() => decodeJson(message.data)).pipe(
-        Effect.flatMap(Schema.decodeUnknown(BusEvent)),
-        Effect.flatMap((event) => Schema.decodeUnknown(ReceivedData)(event.data)),
-        Effect.matchEffect({
-          onFailure: (error) => Effect.logError("Not reading a malformed email.received event for meeting answers", { subject: message.subject, error }),
-          onSuccess: (data) => (data.has_attachments ? Effect.asVoid(meetings.recordAnswer(data.email_id)) : Effect.void)
-        })
-      )
-    yield* bus.consume(measured({
-      name: "meeting-answers",
-      stream: "events",
-      filter: subjects.event("email.received"),
-      concurrency: 4,
-      handler: handle
-    }))
-  })
-)

@@ -67,7 +67,7 @@ export const referencesFor = (original: Original): ReadonlyArray<string> => {
  * The addresses that are the mailbox itself on an email: its address now, and, for received mail, the
  * one the email was delivered to (the mailbox's address before a rename, or a subaddress of it).
  */
-export const mailboxAddresses = (original: Original) =>
+export const mailboxAddresses = (original: Pick<Original, "mailboxAddress" | "direction" | "rcptTo">) =>
   new Set([routingForm(original.mailboxAddress), ...(original.direction === "inbound" ? [routingForm(original.rcptTo)] : [])])
 
 /** Each address once (case-insensitively), leaving out the mailbox's own (`mailboxAddresses`). */

@@ -27,6 +27,7 @@ import { DashboardFiltersGroup, FiltersGroup } from "./filters/api.ts"
 import { HealthGroup } from "./health/api.ts"
 import { DashboardInvitationsGroup, InvitationsGroup } from "./invitations/api.ts"
 import { DashboardMeetingsGroup, MeetingsGroup } from "./meetings/api.ts"
+import { DashboardScheduleGroup, ScheduleGroup } from "./schedule/api.ts"
 import { DashboardMailboxesGroup, MailboxesGroup } from "./mailboxes/api.ts"
 import { publish } from "./openapi.ts"
 import { DashboardOutboundGroup, OutboundGroup } from "./outbound/api.ts"
@@ -54,6 +55,8 @@ const Routes = HttpApi.make("mailroom")
   .add(DashboardInvitationsGroup)
   .add(MeetingsGroup)
   .add(DashboardMeetingsGroup)
+  .add(ScheduleGroup)
+  .add(DashboardScheduleGroup)
   .add(WebhooksGroup)
   .add(DashboardWebhooksGroup)
   .add(SenderListsGroup)

@@ -36,6 +36,7 @@ import { AutoRepliesHandlers, DashboardAutoRepliesHandlers } from "./auto-replie
 import { DashboardFiltersHandlers, FiltersHandlers } from "./filters/http.ts"
 import { DashboardInvitationsHandlers, InvitationsHandlers } from "./invitations/http.ts"
 import { DashboardMeetingsHandlers, MeetingsHandlers } from "./meetings/http.ts"
+import { DashboardScheduleHandlers, ScheduleHandlers } from "./schedule/http.ts"
 import { ForwardingPagesLive } from "./forwarding/pages.ts"
 import { ApiAuthenticationLive, bodyLimit, ClientRateLimitLive, SessionAuthenticationLive, withAddressLimit } from "./middleware.ts"
 import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
@@ -110,6 +111,8 @@ const Handlers = Layer.mergeAll(
   DashboardInvitationsHandlers,
   MeetingsHandlers,
   DashboardMeetingsHandlers,
+  ScheduleHandlers,
+  DashboardScheduleHandlers,
   WebhooksHandlers,
   DashboardWebhooksHandlers,
   SenderListsHandlers,

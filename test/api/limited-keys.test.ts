@@ -265,6 +265,12 @@ describe("a key limited to some mailboxes", () => {
     ]) expect(reply.error).toEqual(notFound({ meeting_id: id }))
     expect((await limited.GET("/v1/api/meetings/{meetingId}", { params: { path: { meetingId: own.data!.data.meeting_id } } })).response.status).toBe(200)
     expect((await full.GET("/v1/api/meetings/{meetingId}", path)).data?.data).toMatchObject({ summary: "Sync", status: "confirmed" })
+    // Its mailbox's schedule, not another's.
+    const december = { from: "2026-12-01T00:00:00Z", to: "2026-12-31T00:00:00Z" }
+    const schedule = await limited.GET("/v1/api/mailboxes/{mailboxId}/schedule", { params: { path: { mailboxId: mine.mailboxId }, query: december } })
+    expect(schedule.data?.data.map((o) => [o.summary, o.role])).toEqual([["Sync", "organizer"]])
+    const theirSchedule = await limited.GET("/v1/api/mailboxes/{mailboxId}/schedule", { params: { path: { mailboxId: other.mailboxId }, query: december } })
+    expect(theirSchedule.error).toEqual(notFound({ mailbox_id: other.mailboxId }))
   })
 
   it("hears the events of its mailboxes only on the event stream", async () => {

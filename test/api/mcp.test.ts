@@ -49,7 +49,7 @@ const TOOLS = [
   "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "list_filters", "create_filter", "apply_filter",
   "delete_filter", "wait_for_email", "send_email",
   "reply_to_email", "get_invitation", "respond_to_invitation", "schedule_meeting", "list_meetings", "get_meeting", "update_meeting",
-  "cancel_meeting", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
+  "cancel_meeting", "get_schedule", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
 describe("MCP at /mcp", () => {
@@ -286,6 +286,18 @@ describe("MCP at /mcp", () => {
     expect(answered.attendees[0]).toMatchObject({ address: guest.ok.email_address, status: "tentative" })
     const listed = await call(mcp, "list_meetings", { mailbox_id: box.mailboxId, status: "confirmed" })
     expect(listed.ok).toMatchObject({ total: 1, meetings: [{ meeting_id: meetingId }] })
+    // On the guest's schedule, with its answer.
+    const week = { from: "2026-12-07T00:00:00Z", to: "2026-12-14T00:00:00Z" }
+    const guestSchedule = await call(mcp, "get_schedule", { mailbox_id: guest.ok.mailbox_id, ...week, limit: 10, include_cancelled: false })
+    expect(guestSchedule.ok).toEqual({
+      occurrences: [expect.objectContaining({ summary: "Design review", role: "attendee", response: "tentative", busy: true })],
+      from: "2026-12-07T00:00:00.000Z",
+      to: "2026-12-14T00:00:00.000Z",
+      count: 1,
+      hasMore: false
+    })
+    expect((await call(mcp, "get_schedule", { mailbox_id: box.mailboxId, from: week.to, to: week.from })).error)
+      .toMatchObject({ code: "VALIDATION_ERROR", details: { to: "must be after from" } })
     const moved = await call(mcp, "update_meeting", { meeting_id: meetingId, start: { date_time: "2026-12-08T11:00:00Z" }, end: { date_time: "2026-12-08T11:30:00Z" } })
     expect(moved.ok).toMatchObject({ sequence: 1, attendees: [{ status: "needs_action" }] })
     expect((await call(mcp, "cancel_meeting", { meeting_id: meetingId })).ok).toMatchObject({ status: "cancelled", sequence: 2 })

@@ -44,6 +44,15 @@ const received = (address: string, subject: string) =>
 
 const meetingPath = (meetingId: string) => ({ params: { path: { meetingId } } })
 
+/** The mailbox's schedule for December 2026, as [start, role, response, busy, status] per occurrence. */
+const december = async (mailroom: MailroomFetchClient, box: Box, query: { include_cancelled?: "true" | "false" } = {}) => {
+  const { data, response } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/schedule", {
+    params: { path: { mailboxId: box.mailboxId }, query: { from: "2026-12-01T00:00:00Z", to: "2027-01-01T00:00:00Z", ...query } }
+  })
+  expect(response.status).toBe(200)
+  return data!.data.map((o) => [o.start.date_time ?? o.start.date, o.role, o.response, o.busy, o.status])
+}
+
 describe("meetings", () => {
   it("schedules one: attendees get an invitation a calendar reads; a Mailroom attendee's answer shows; an update and a cancellation follow", async () => {
     const { box, mailroom } = await owner()
@@ -104,11 +113,37 @@ describe("meetings", () => {
     expect(invitation.calendar.attendees.map((a) => [a.address, a.status, a.rsvp])).toEqual([[ada, "needs_action", true], [guest.box.address, "needs_action", true]])
     expect(invitation.parsed.text).toContain("When: 3 Dec 2026, 15:00 (Europe/Paris) – 3 Dec 2026, 16:00 (Europe/Paris), repeating every week, 4 times")
 
-    // The guest's mailbox got it too (inbound, through the same server), reads it and declines with a note.
+    // On the organizer's schedule: each of the four Thursdays, its own meeting.
+    const weeks = ["2026-12-03T14:00:00Z", "2026-12-10T14:00:00Z", "2026-12-17T14:00:00Z", "2026-12-24T14:00:00Z"]
+    expect(await december(mailroom, box)).toEqual(weeks.map((start) => [start, "organizer", "accepted", true, "confirmed"]))
+
+    // The guest's mailbox got it too (inbound, through the same server): on its schedule, to be answered; it reads it and declines with a note.
     const guestCopy = await until("the guest's invitation", async () => {
       const { data } = await guest.mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: guest.box.mailboxId } } })
       return data!.data.find((e) => e.subject === "Invitation: Quarterly planning")
     }, 20_000)
+    const onSchedule = await until("the invitation on the guest's schedule", async () => {
+      const { data } = await guest.mailroom.GET("/v1/api/mailboxes/{mailboxId}/schedule", {
+        params: { path: { mailboxId: guest.box.mailboxId }, query: { from: "2026-12-01T00:00:00Z", to: "2026-12-08T00:00:00Z" } }
+      })
+      return data!.data[0]
+    }, 20_000)
+    expect(onSchedule).toEqual({
+      uid: meeting.uid,
+      recurrence_id: "2026-12-03T14:00:00Z",
+      role: "attendee",
+      meeting_id: null,
+      email_id: guestCopy.email_id,
+      summary: "Quarterly planning",
+      location: "Room 4",
+      url: "https://meet.example.test/q4",
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+      end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: "Europe/Paris" },
+      status: "confirmed",
+      response: "needs_action",
+      busy: true,
+      organizer: { address: box.address, name: null }
+    })
     // The organizer's agent listens for answers rather than polling.
     const answers = await openEvents(`${suite.url}/v1/events?types=meeting.answered`, { "x-api-key": box.user.apiKey })
     const read = await guest.mailroom.GET("/v1/api/emails/{emailId}/invitation", { params: { path: { emailId: guestCopy.email_id } } })
@@ -124,6 +159,7 @@ describe("meetings", () => {
       return attendee?.status === "declined" ? attendee : undefined
     }, 20_000)
     expect(answered).toEqual({ address: guest.box.address, name: null, status: "declined", comment: "Away that week", responded_at: expect.any(String) })
+    expect(await december(guest.mailroom, guest.box)).toEqual(weeks.map((start) => [start, "attendee", "declined", false, "confirmed"]))
     try {
       const frame = await answers.next(20_000)
       expect(frame.event).toBe("meeting.answered")
@@ -159,6 +195,12 @@ describe("meetings", () => {
     }, 20_000)
     const cancelledForGuest = await guest.mailroom.GET("/v1/api/emails/{emailId}/invitation", { params: { path: { emailId: goodbye.email_id } } })
     expect(cancelledForGuest.data!.data).toMatchObject({ method: "CANCEL", status: "cancelled", sequence: 1, respondable: false })
+    // Off the guest's schedule (shown when asked for, not busy); on the organizer's at its new time.
+    await until("the cancellation on the guest's schedule", async () => (await december(guest.mailroom, guest.box)).length === 0 || undefined, 20_000)
+    expect(await december(guest.mailroom, guest.box, { include_cancelled: "true" })).toEqual(
+      weeks.map((start) => [start, "attendee", "declined", false, "cancelled"])
+    )
+    expect((await december(mailroom, box)).map(([start]) => start)).toEqual(weeks.map((start) => start.replace("T14", "T15")))
 
     // A change that changes nothing sends nothing.
     const before = world.mx.delivered().length
@@ -169,6 +211,7 @@ describe("meetings", () => {
     const cancelled = await mailroom.POST("/v1/api/meetings/{meetingId}/cancel", meetingPath(meeting.meeting_id))
     expect(cancelled.response.status).toBe(200)
     expect(cancelled.data!.data).toMatchObject({ status: "cancelled", sequence: 2 })
+    expect(await december(mailroom, box)).toEqual([])
     const cancellation = await received(ada, "Cancelled: Quarterly planning")
     expect(cancellation.calendar).toMatchObject({ method: "CANCEL", status: "cancelled", sequence: 2 })
     expect(world.mx.delivered().length).toBe(before + 1)
@@ -242,6 +285,21 @@ describe("meetings", () => {
       await stranger.mailroom.POST("/v1/api/meetings/{meetingId}/cancel", meetingPath(id))
     ]) expect([answer.response.status, answer.error?.error.details]).toEqual([404, { meeting_id: id }])
     expect((await stranger.mailroom.GET("/v1/api/mailboxes/{mailboxId}/meetings", { params: { path: { mailboxId: box.mailboxId } } })).response.status).toBe(404)
+
+    // The schedule's refusals.
+    const scheduleOf = (query: Record<string, string>, client = mailroom) =>
+      client.GET("/v1/api/mailboxes/{mailboxId}/schedule", { params: { path: { mailboxId: box.mailboxId }, query: query as never } })
+    const inverted = await scheduleOf({ from: "2026-12-02T00:00:00Z", to: "2026-12-01T00:00:00Z" })
+    expect([inverted.response.status, inverted.error?.error]).toEqual([400, { code: "VALIDATION_ERROR", message: "to: must be after from", details: { to: "must be after from" } }])
+    expect((await scheduleOf({ from: "2026-01-01T00:00:00Z", to: "2027-06-01T00:00:00Z" })).error?.error.details).toEqual({ to: "must be at most 366 days after from" })
+    const unreadable = await scheduleOf({ from: "monday", limit: "0", include_cancelled: "yes" })
+    expect([unreadable.response.status, unreadable.error?.error.details]).toEqual([400, {
+      from: "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z",
+      limit: "must be an integer from 1 to 500",
+      include_cancelled: "must be one of true, false"
+    }])
+    const strangers = await scheduleOf({}, stranger.mailroom)
+    expect([strangers.response.status, strangers.error?.error]).toEqual([404, { code: "NOT_FOUND", message: "Mailbox not found", details: { mailbox_id: box.mailboxId } }])
     // Only the one meeting made went out.
     await received("ada@partner.test", "Invitation: Sync")
     expect(world.mx.delivered().length).toBe(before + 1)

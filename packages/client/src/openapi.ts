@@ -1310,6 +1310,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/mailboxes/{mailboxId}/schedule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The mailbox's schedule
+         * @description Every occurrence between from and to (default: the week from now; at most 366 days) of the meetings the mailbox organizes and of the invitations it received, in order of start: a repeating event once per occurrence at its local time, with the occurrences its organizer moved or called off as they are now. `busy` says which take its time. Invitations arrive on it as they are received (not mail labelled spam or blocked, until it is answered), with their updates and cancellations.
+         */
+        get: operations["dashboardSchedule.get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/mailboxes/{mailboxId}/send": {
         parameters: {
             query?: never;
@@ -2616,6 +2636,26 @@ export interface paths {
          * @description The mailbox organizes it: every attendee gets an invitation their calendar shows with Accept and Decline (an iTIP REQUEST: Google, Outlook and Apple read it), and their answers, which come back by mail, show on the meeting (`attendees[].status`). Times are kept and sent in UTC; a whole-day meeting by its dates. Each message is sent as the mailbox's mail (the plan's sends, suppressions and DKIM apply, and its refusals).
          */
         post: operations["meetings.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/api/mailboxes/{mailboxId}/schedule": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The mailbox's schedule
+         * @description Every occurrence between from and to (default: the week from now; at most 366 days) of the meetings the mailbox organizes and of the invitations it received, in order of start: a repeating event once per occurrence at its local time, with the occurrences its organizer moved or called off as they are now. `busy` says which take its time. Invitations arrive on it as they are received (not mail labelled spam or blocked, until it is answered), with their updates and cancellations.
+         */
+        get: operations["schedule.get"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -5305,6 +5345,46 @@ export interface components {
             keyId: string;
             /** @enum {boolean} */
             revoked: true;
+        };
+        ScheduleItem: {
+            /** @description Whether it takes the mailbox's time: not cancelled, not declined, not marked free (TRANSP:TRANSPARENT) */
+            busy: boolean;
+            /** @description The latest invitation, update or cancellation about it (GET /emails/{email_id}/invitation answers an attendee's) */
+            email_id: string | null;
+            end: components["schemas"]["EventTime"];
+            location: string | null;
+            /** @description The meeting (GET /meetings/{meeting_id}), for the organizer's */
+            meeting_id: string | null;
+            organizer: components["schemas"]["CalendarParty"] | null;
+            /** @description For an occurrence of a repeating event: the start it was due at (what RECURRENCE-ID names); null: it does not repeat */
+            recurrence_id: string | null;
+            /**
+             * @description The mailbox's answer: needs_action until it answers (POST /emails/{email_id}/invitation/respond); its own meetings: accepted
+             * @enum {string}
+             */
+            response: "needs_action" | "accepted" | "declined" | "tentative" | "delegated";
+            /**
+             * @description organizer: one of the mailbox's meetings; attendee: an invitation it received
+             * @enum {string}
+             */
+            role: "organizer" | "attendee";
+            start: components["schemas"]["EventTime"];
+            /**
+             * @description As its organizer has it
+             * @enum {string}
+             */
+            status: "confirmed" | "tentative" | "cancelled";
+            summary: string | null;
+            /** @description The event's identity, as calendars know it */
+            uid: string;
+            url: string | null;
+        };
+        ScheduleMeta: {
+            count: number;
+            from: string;
+            /** @description More occurrences than limit: ask again from the last one's start */
+            hasMore: boolean;
+            to: string;
         };
         SearchInput: {
             domain?: string;
@@ -15365,6 +15445,124 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardSchedule.get": {
+        parameters: {
+            query?: {
+                from?: string;
+                /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
+                include_cancelled?: "true" | "false";
+                /** @description At most this many occurrences (1-500, default 100) */
+                limit?: string;
+                to?: string;
+            };
+            header?: never;
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["ScheduleItem"][];
+                        meta: components["schemas"]["ScheduleMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
@@ -25783,6 +25981,124 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RecipientSuppressed"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "schedule.get": {
+        parameters: {
+            query?: {
+                from?: string;
+                /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
+                include_cancelled?: "true" | "false";
+                /** @description At most this many occurrences (1-500, default 100) */
+                limit?: string;
+                to?: string;
+            };
+            header?: never;
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["ScheduleItem"][];
+                        meta: components["schemas"]["ScheduleMeta"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
             /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */

@@ -37,6 +37,7 @@ import { Drafts } from "../../../services/outbound/drafts.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
 import { Invitations } from "../../../services/invitations/invitations.ts"
 import { Meetings } from "../../../services/meetings/meetings.ts"
+import { Schedule } from "../../../services/schedule/schedule.ts"
 import { Outbound } from "../../../services/outbound/send.ts"
 import { Suppressions } from "../../../services/outbound/suppressions.ts"
 import { DependencyHealth } from "../../../services/health/dependency-health.ts"
@@ -283,6 +284,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     Drafts.Default.pipe(Layer.provideMerge(Replies.Default)),
     Invitations.Default,
     Meetings.Default,
+    Schedule.Default,
     ListUnsubscribe.Default.pipe(Layer.provide(Emails.Default))
   ).pipe(
     Layer.provideMerge(Outbound.Default)

@@ -10,6 +10,8 @@ import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { Invitations } from "../../../services/invitations/invitations.ts"
 import { Meetings } from "../../../services/meetings/meetings.ts"
 import { MeetingInput, MeetingUpdate } from "../../../services/meetings/schemas.ts"
+import { Schedule } from "../../../services/schedule/schedule.ts"
+import { DEFAULT_LIMIT, MAX_ITEMS, ScheduleParams } from "../../../services/schedule/schemas.ts"
 import { RespondInput } from "../../../services/invitations/schemas.ts"
 import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
@@ -648,6 +650,27 @@ export const tools = [
     annotations: sending,
     input: Schema.Struct({ meeting_id: Id("The meeting") }),
     run: (principal, input) => Effect.flatMap(Meetings, (meetings) => meetings.cancel(principal.userId, input.meeting_id))
+  }),
+  tool({
+    name: "get_schedule",
+    reach: "args",
+    description:
+      "The mailbox's calendar between from and to (ISO 8601 with a zone; default the week from now, at most 366 days): every " +
+      "occurrence of the meetings it organizes and the invitations it received, soonest first, each with the mailbox's answer " +
+      `(response) and whether it takes its time (busy). Ask it before accepting an invitation or proposing a time. ${UNTRUSTED}`,
+    annotations: reading,
+    input: Schema.Struct({
+      mailbox_id: Id("The mailbox"),
+      from: ScheduleParams.fields.from,
+      to: ScheduleParams.fields.to,
+      limit: Schema.optional(IntBetween(1, MAX_ITEMS).annotations({ description: `1-${MAX_ITEMS}, default ${DEFAULT_LIMIT}` })),
+      include_cancelled: Schema.optional(Schema.Boolean).annotations({ description: "Cancelled occurrences too (busy false)" })
+    }),
+    run: (principal, { mailbox_id, ...params }) =>
+      Effect.gen(function*() {
+        const { data, meta } = yield* (yield* Schedule).list(principal.userId, mailbox_id, params)
+        return { occurrences: data, ...meta }
+      })
   }),
   tool({
     name: "forward_email",

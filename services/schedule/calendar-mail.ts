@@ -1,0 +1,125 @@
+/**
+ * The worker's reader of received calendars (a consumer of `email.received`): each received email with
+ * attachments is looked at once for a calendar part (calendar-part.ts), and what the calendar asks is
+ * done:
+ * - a REPLY (an attendee's answer) goes to the mailbox's meeting it answers (Meetings.recordAnswer);
+ * - a REQUEST or CANCEL (an invitation, its update, its cancellation) goes on the mailbox's schedule
+ *   (Schedule.receive), unless the mail is labelled spam or blocked: a stranger's invitation does not
+ *   take an agent's time until someone answers it (answering puts it on, services/invitations).
+ * Mail without attachments costs it nothing (the event says so).
+ *
+ * Before it consumes, it works through what the schedule has still to read from before it existed
+ * (`calendar_backfill`, filled by its migration): each received calendar and each meeting, once.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, Schema } from "effect"
+import { type BusMessage, Bus, decodeJson, subjects } from "../bus/bus.ts"
+import { measured } from "../bus/metrics.ts"
+import { calendarPart } from "../invitations/calendar-part.ts"
+import { MAX_CALENDAR_BYTES } from "../invitations/schemas.ts"
+import { routingForm } from "../mail/inbound.ts"
+import { Meetings } from "../meetings/meetings.ts"
+import { mailboxAddresses } from "../outbound/replies.ts"
+import { BusEvent } from "../webhooks/schemas.ts"
+import { Schedule } from "./schedule.ts"
+
+const ReceivedData = Schema.Struct({ email_id: Schema.String, has_attachments: Schema.Boolean })
+
+/** Backfill entries taken at a time. */
+const BACKFILL_BATCH = 50
+
+interface CalendarMailRow {
+  readonly mailboxId: string
+  readonly userId: string
+  readonly receivedAt: Date
+  readonly mailboxAddress: string
+  readonly rcptTo: string
+  readonly labels: ReadonlyArray<string>
+  readonly content: Uint8Array
+}
+
+export interface BackfillEntry {
+  readonly kind: "email" | "meeting"
+  readonly id: string
+}
+
+/**
+ * Works through `calendar_backfill` a batch at a time, each batch taken and handled in one
+ * transaction: an entry is gone once handled, and stays for the next start when its handling fails.
+ * Nodes starting together share the work (SKIP LOCKED). Answers how many were handled.
+ */
+export const drainBackfill = <E, R>(sql: SqlClient.SqlClient, handle: (entry: BackfillEntry) => Effect.Effect<unknown, E, R>) =>
+  Effect.gen(function*() {
+    let done = 0
+    while (true) {
+      const taken = yield* sql.withTransaction(Effect.gen(function*() {
+        const batch = yield* sql<BackfillEntry>`
+          DELETE FROM calendar_backfill WHERE (kind, id) IN (
+            SELECT kind, id FROM calendar_backfill ORDER BY kind, id LIMIT ${BACKFILL_BATCH} FOR UPDATE SKIP LOCKED
+          ) RETURNING kind, id`
+        for (const entry of batch) yield* handle(entry)
+        return batch.length
+      }))
+      done += taken
+      if (taken < BACKFILL_BATCH) return done
+    }
+  })
+
+export const CalendarMailLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const bus = yield* Bus
+    const meetings = yield* Meetings
+    const schedule = yield* Schedule
+
+    /** A received email's calendar, answered or entered as it asks; true when it changed something. */
+    const read = (emailId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<CalendarMailRow>`
+          SELECT e.mailbox_id, e.user_id, e.received_at, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to, e.labels,
+                 b.content
+          FROM emails e
+          JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
+          JOIN LATERAL (${calendarPart(sql)}) a ON true
+          JOIN blobs b ON b.sha256 = a.checksum AND a.size <= ${MAX_CALENDAR_BYTES}
+          WHERE e.id = ${emailId} AND e.direction = 'inbound'`
+        const found = rows[0]
+        if (found === undefined) return false
+        const text = new TextDecoder().decode(found.content)
+        if (yield* meetings.recordAnswer({ emailId, mailboxId: found.mailboxId, receivedAt: found.receivedAt }, text)) return true
+        if (found.labels.some((label) => label === "spam" || label === "blocked")) return false
+        const own = mailboxAddresses({ mailboxAddress: found.mailboxAddress, direction: "inbound", rcptTo: found.rcptTo })
+        return yield* schedule.receive({
+          emailId,
+          mailboxId: found.mailboxId,
+          userId: found.userId,
+          isMine: (address) => own.has(routingForm(address)),
+          text
+        })
+      })
+
+    const backfill = drainBackfill(sql, (entry) => entry.kind === "email" ? read(entry.id) : meetings.enterInSchedule(entry.id)).pipe(
+      Effect.tap((done) => done > 0 ? Effect.logInfo("Schedule filled in from mail and meetings from before it", { entries: done }) : Effect.void),
+      Effect.catchAll((error) => Effect.logError("Could not fill in the schedule from earlier mail; it is tried again at the next start", { error }))
+    )
+
+    const handle = (message: BusMessage) =>
+      Effect.try(() => decodeJson(message.data)).pipe(
+        Effect.flatMap(Schema.decodeUnknown(BusEvent)),
+        Effect.flatMap((event) => Schema.decodeUnknown(ReceivedData)(event.data)),
+        Effect.matchEffect({
+          onFailure: (error) => Effect.logError("Not reading a malformed email.received event for calendars", { subject: message.subject, error }),
+          onSuccess: (data) => (data.has_attachments ? Effect.asVoid(read(data.email_id)) : Effect.void)
+        })
+      )
+
+    yield* Effect.forkScoped(backfill)
+    yield* bus.consume(measured({
+      name: "calendar-mail",
+      stream: "events",
+      filter: subjects.event("email.received"),
+      concurrency: 4,
+      handler: handle
+    }))
+  })
+)

@@ -1,0 +1,354 @@
+/**
+ * A mailbox's events as its schedule keeps them, with Mozilla's ical.js. Pure: calendar text in,
+ * calendar text or occurrences out.
+ *
+ * The schedule keeps one calendar per event (per UID): the latest invitation's events, the master and
+ * the occurrences it changes (RECURRENCE-ID), with the zones they name. `merge` applies an
+ * invitation, an update or a cancellation to it as RFC 5546 §2.1.5 has an attendee's calendar do:
+ * - an update of the whole event (a master with a higher or equal SEQUENCE) replaces it; an older one
+ *   is ignored (mail arrives out of order);
+ * - an update of one occurrence replaces that occurrence's override, or adds one;
+ * - a cancellation of the whole event marks it cancelled; of one occurrence, removes that occurrence
+ *   (an EXDATE on the master, its override dropped).
+ *
+ * `occurrences` expands the kept calendar between two moments: a repeating event's occurrences by its
+ * rules (RRULE, RDATE, EXDATE) in its own zone's wall-clock time, each override in place of the
+ * occurrence it changes. `span` says from when to when the event has occurrences, for the index that
+ * finds the events a range can hold.
+ */
+import { Either } from "effect"
+import ICAL from "ical.js"
+import { eventTime, parseCalendar, readInvitation, zoneOf } from "../invitations/icalendar.ts"
+import type { EventTime, Party } from "../invitations/schemas.ts"
+
+/** At most this many repeats are walked through per event (a daily meeting for 27 years). */
+const MAX_STEPS = 10_000
+
+export type EventStatus = "confirmed" | "tentative" | "cancelled"
+
+/** One occurrence of an event: when, and what its (possibly changed) copy says. */
+export interface Occurrence {
+  /** For a repeating event, the occurrence's original start (what RECURRENCE-ID names), as `start` is answered. */
+  readonly recurrenceId: string | null
+  readonly start: EventTime
+  readonly end: EventTime
+  /** Its start and end in milliseconds since 1970 (a floating time or a day read as UTC), to order and filter by. */
+  readonly startsAt: number
+  readonly endsAt: number
+  readonly status: EventStatus
+  readonly summary: string | null
+  readonly location: string | null
+  readonly url: string | null
+  /** Whether it keeps its attendees busy: TRANSP:TRANSPARENT (a reminder, a holiday) does not. */
+  readonly opaque: boolean
+}
+
+const uidOf = (event: ICAL.Component) => String(event.getFirstPropertyValue("uid") ?? "")
+const sequenceOf = (event: ICAL.Component) => {
+  const n = Number(event.getFirstPropertyValue("sequence") ?? 0)
+  return Number.isSafeInteger(n) && n >= 0 ? n : 0
+}
+const recurrenceKey = (event: ICAL.Component) => {
+  const value = event.getFirstPropertyValue("recurrence-id")
+  return value instanceof ICAL.Time ? value.toString() : null
+}
+const masterOf = (calendar: ICAL.Component) => calendar.getAllSubcomponents("vevent").find((e) => !e.hasProperty("recurrence-id"))
+
+const text = (event: ICAL.Component, name: string) => {
+  const value = event.getFirstPropertyValue(name)
+  return typeof value === "string" && value.trim() !== "" ? value.trim() : null
+}
+
+const statusOf = (event: ICAL.Component): EventStatus => {
+  const status = text(event, "status")?.toLowerCase()
+  return status === "cancelled" || status === "tentative" ? status : "confirmed"
+}
+
+/** A moment to order and filter by: UTC for a zoned or UTC time; a floating time or a day as if in UTC. */
+const instant = (value: string) => Date.parse(/^\d{4}-\d{2}-\d{2}$|[Zz]$|[+-]\d\d:\d\d$/.test(value) ? value : `${value}Z`)
+const momentOf = (time: EventTime) => instant(time.date ?? time.date_time!)
+
+/** The zones and the events given, as a calendar of their own (each zone once). */
+const keep = (zones: ReadonlyArray<ICAL.Component>, events: ReadonlyArray<ICAL.Component>) => {
+  const kept = new ICAL.Component("vcalendar")
+  kept.addPropertyWithValue("prodid", "-//Mailroom//Schedule//EN")
+  kept.addPropertyWithValue("version", "2.0")
+  const seen = new Set<string>()
+  for (const zone of zones) {
+    const tzid = String(zone.getFirstPropertyValue("tzid"))
+    if (seen.has(tzid)) continue
+    seen.add(tzid)
+    kept.addSubcomponent(new ICAL.Component(zone.toJSON()))
+  }
+  for (const event of events) kept.addSubcomponent(new ICAL.Component(event.toJSON()))
+  return `${kept.toString()}\r\n`
+}
+
+/** What an invitation says of one event, for the schedule: its UID and revision, and whether it cancels. */
+export interface Invitation {
+  readonly uid: string
+  readonly method: "REQUEST" | "CANCEL"
+  readonly sequence: number
+  /** A calendar of this event's parts only (the zones they name included). */
+  readonly calendar: string
+}
+
+/**
+ * The event an iTIP REQUEST or CANCEL is about, ready to `merge`; undefined for any other calendar
+ * (a REPLY, a PUBLISH, a file that asks nothing) or one that cannot be read.
+ */
+export const invitationOf = (calendarText: string): Invitation | undefined => {
+  const parsed = parseCalendar(calendarText)
+  if (Either.isLeft(parsed)) return undefined
+  const calendar = parsed.right
+  const method = String(calendar.getFirstPropertyValue("method") ?? "").trim().toUpperCase()
+  if (method !== "REQUEST" && method !== "CANCEL") return undefined
+  const events = calendar.getAllSubcomponents("vevent")
+  const first = events.find((e) => !e.hasProperty("recurrence-id")) ?? events[0]
+  if (first === undefined) return undefined
+  const uid = uidOf(first)
+  if (uid === "") return undefined
+  const about = events.filter((e) => uidOf(e) === uid)
+  // A REQUEST says when; a CANCEL may name only the UID (and the occurrence).
+  if (method === "REQUEST" && about.some((e) => !(e.getFirstPropertyValue("dtstart") instanceof ICAL.Time))) return undefined
+  return {
+    uid,
+    method,
+    sequence: Math.max(...about.map(sequenceOf)),
+    calendar: keep(calendar.getAllSubcomponents("vtimezone"), about)
+  }
+}
+
+/**
+ * The calendar the schedule keeps once `invitation` is applied to what it kept (`kept`, undefined for
+ * an event it does not know); undefined when the invitation changes nothing (an older revision, or a
+ * cancellation of an event it never had).
+ */
+export const merge = (kept: string | undefined, invitation: Invitation): string | undefined => {
+  const incoming = Either.getOrThrow(parseCalendar(invitation.calendar))
+  const incomingEvents = incoming.getAllSubcomponents("vevent")
+  const stored = kept === undefined ? undefined : Either.getOrUndefined(parseCalendar(kept))
+  if (stored === undefined) {
+    // Nothing to cancel: a cancellation of an unknown event is kept only as a marker that outranks the older invitation still to come.
+    return invitation.method === "REQUEST" ? invitation.calendar : cancelled(incoming)
+  }
+  const zones = [...incoming.getAllSubcomponents("vtimezone"), ...stored.getAllSubcomponents("vtimezone")]
+  const storedEvents = stored.getAllSubcomponents("vevent")
+  const storedMaster = masterOf(stored)
+  const incomingMaster = masterOf(incoming)
+  if (incomingMaster !== undefined) {
+    if (storedMaster !== undefined && sequenceOf(incomingMaster) < sequenceOf(storedMaster)) return undefined
+    if (invitation.method === "REQUEST") return keep(zones, incomingEvents)
+    // The whole event called off: kept, cancelled, at the cancellation's revision.
+    const master = storedMaster ?? incomingMaster
+    master.updatePropertyWithValue("status", "CANCELLED")
+    master.updatePropertyWithValue("sequence", Math.max(sequenceOf(incomingMaster), storedMaster === undefined ? 0 : sequenceOf(storedMaster)))
+    return keep(zones, storedMaster === undefined ? [master] : storedEvents)
+  }
+  let events = [...storedEvents]
+  let changed = false
+  for (const override of incomingEvents) {
+    const key = recurrenceKey(override)
+    const before = events.find((e) => recurrenceKey(e) === key)
+    if (before !== undefined && sequenceOf(override) < sequenceOf(before)) continue
+    events = events.filter((e) => e !== before)
+    changed = true
+    if (invitation.method === "REQUEST") {
+      events.push(override)
+    } else if (storedMaster !== undefined) {
+      // One occurrence called off: it no longer happens.
+      const id = override.getFirstProperty("recurrence-id")!
+      const removed = new ICAL.Property("exdate")
+      removed.setValue(id.getFirstValue() as ICAL.Time)
+      const tzid = zoneOf(id)
+      if (tzid !== null) removed.setParameter("tzid", tzid)
+      storedMaster.addProperty(removed)
+    } else {
+      override.updatePropertyWithValue("status", "CANCELLED")
+      events.push(override)
+    }
+  }
+  return changed ? keep(zones, events) : undefined
+}
+
+/** The incoming events, each marked cancelled (what an unknown event's cancellation is kept as). */
+const cancelled = (incoming: ICAL.Component) => {
+  const events = incoming.getAllSubcomponents("vevent")
+  for (const event of events) event.updatePropertyWithValue("status", "CANCELLED")
+  return keep(incoming.getAllSubcomponents("vtimezone"), events)
+}
+
+/** The kept event's revision, status and organizer (the master's, else its first part's). */
+export const headline = (kept: string): { readonly sequence: number; readonly status: EventStatus; readonly organizer: Party | null } => {
+  const calendar = Either.getOrThrow(parseCalendar(kept))
+  const event = masterOf(calendar) ?? calendar.getFirstSubcomponent("vevent")!
+  const read = readInvitation(kept)
+  return { sequence: sequenceOf(event), status: statusOf(event), organizer: Either.isRight(read) ? read.right.organizer : null }
+}
+
+/** One part's occurrence at `start` (an ICAL time in the part's own zone), lasting `duration` ms (or days). */
+const occurrence = (
+  item: ICAL.Component,
+  calendar: ICAL.Component,
+  start: ICAL.Time,
+  recurrenceId: ICAL.Time | null,
+  zone: string | null,
+  duration: { readonly ms: number; readonly days: number }
+): Occurrence | undefined => {
+  const startTime = eventTime(start, zone, calendar)
+  const startsAt = momentOf(startTime)
+  if (Number.isNaN(startsAt)) return undefined
+  const endsAt = startsAt + (startTime.date !== null ? duration.days * 86_400_000 : duration.ms)
+  const end: EventTime = startTime.date !== null
+    ? { date_time: null, date: new Date(endsAt).toISOString().slice(0, 10), time_zone: null }
+    : {
+      date_time: startTime.date_time!.endsWith("Z")
+        ? new Date(endsAt).toISOString().replace(".000Z", "Z")
+        : new Date(endsAt).toISOString().slice(0, 19),
+      date: null,
+      time_zone: startTime.time_zone
+    }
+  return {
+    recurrenceId: recurrenceId === null ? null : (() => {
+      const id = eventTime(recurrenceId, zone, calendar)
+      return id.date_time ?? id.date
+    })(),
+    start: startTime,
+    end,
+    startsAt,
+    endsAt,
+    status: statusOf(item),
+    summary: text(item, "summary"),
+    location: text(item, "location"),
+    url: text(item, "url"),
+    opaque: text(item, "transp")?.toUpperCase() !== "TRANSPARENT"
+  }
+}
+
+/** How long a part lasts: DTEND less DTSTART, else its DURATION, else a day for a day and nothing for a moment (RFC 5545 §3.6.1). */
+const durationOf = (item: ICAL.Component, calendar: ICAL.Component) => {
+  const startProperty = item.getFirstProperty("dtstart")
+  const start = startProperty?.getFirstValue()
+  if (startProperty === null || !(start instanceof ICAL.Time)) return undefined
+  const endProperty = item.getFirstProperty("dtend")
+  const end = endProperty?.getFirstValue()
+  const duration = item.getFirstPropertyValue("duration")
+  let ms = 0
+  if (endProperty !== null && end instanceof ICAL.Time) {
+    ms = momentOf(eventTime(end, zoneOf(endProperty), calendar)) - momentOf(eventTime(start, zoneOf(startProperty), calendar))
+  } else if (duration instanceof ICAL.Duration) {
+    ms = duration.toSeconds() * 1000
+  } else if (start.isDate) {
+    ms = 86_400_000
+  }
+  ms = Number.isFinite(ms) && ms > 0 ? ms : 0
+  return { ms, days: Math.max(1, Math.round(ms / 86_400_000)) }
+}
+
+/** A part's own occurrence: its DTSTART and length (an override's, or an event that does not repeat). */
+const singleOf = (item: ICAL.Component, calendar: ICAL.Component, recurrenceId: ICAL.Time | null) => {
+  const property = item.getFirstProperty("dtstart")
+  const start = property?.getFirstValue()
+  const duration = durationOf(item, calendar)
+  if (property === null || !(start instanceof ICAL.Time) || duration === undefined) return undefined
+  return occurrence(item, calendar, start, recurrenceId, zoneOf(property), duration)
+}
+
+/** The occurrences the kept calendar's overrides (its parts with a RECURRENCE-ID) describe. */
+const walkOverrides = (kept: string): Array<Occurrence> => {
+  const calendar = Either.getOrThrow(parseCalendar(kept))
+  return calendar.getAllSubcomponents("vevent").flatMap((event) => {
+    const id = event.getFirstPropertyValue("recurrence-id")
+    const found = id instanceof ICAL.Time ? singleOf(event, calendar, id) : undefined
+    return found === undefined ? [] : [found]
+  })
+}
+
+/** A wall-clock time read as if in UTC: within 14 hours of the moment it is in any zone. */
+const wallClock = (time: ICAL.Time) => Date.UTC(time.year, time.month - 1, time.day, time.hour, time.minute, time.second)
+/** More than any zone's offset from UTC. */
+const SLACK = 15 * 3_600_000
+
+/**
+ * The repeating master's occurrences, walked by its rules in its own wall-clock time (no zone is
+ * resolved on the way: that is the costly part), each handed to `visit` until it answers false.
+ * Occurrences an override changes are left out (walkOverrides answers them). True when the rules
+ * ran out before `visit` stopped or MAX_STEPS did.
+ */
+const walkRules = (calendar: ICAL.Component, master: ICAL.Component, visit: (next: ICAL.Time) => boolean): boolean => {
+  const overrides = calendar.getAllSubcomponents("vevent").filter((e) => e !== master && e.hasProperty("recurrence-id"))
+  const changed = new Set(overrides.map(recurrenceKey))
+  const iterator = new ICAL.Event(master, { exceptions: [] }).iterator()
+  for (let steps = 0; steps < MAX_STEPS; steps++) {
+    const next = iterator.next()
+    if (next === null || next === undefined) return true
+    if (changed.has(next.toString())) continue
+    if (!visit(next)) return false
+  }
+  return false
+}
+
+const repeats = (master: ICAL.Component) => master.hasProperty("rrule") || master.hasProperty("rdate")
+
+/**
+ * When the kept event has occurrences: from its earliest start to its latest end, `last` null when it
+ * repeats without end (or beyond what is walked), so an index can find the events a range can hold.
+ */
+export const span = (kept: string): { readonly first: Date; readonly last: Date | null } | undefined => {
+  const calendar = Either.getOrThrow(parseCalendar(kept))
+  const master = masterOf(calendar)
+  const found = walkOverrides(kept)
+  let endless = false
+  if (master !== undefined) {
+    const first = singleOf(master, calendar, null)
+    if (first !== undefined) found.push(first)
+    if (repeats(master)) {
+      const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
+      endless = rules.some((rule) => !rule.isFinite())
+      let last: ICAL.Time | undefined
+      if (!endless) endless = !walkRules(calendar, master, (next) => (last = next, true))
+      const duration = durationOf(master, calendar)
+      const lastOne = last === undefined || duration === undefined
+        ? undefined
+        : occurrence(master, calendar, last, last, zoneOf(master.getFirstProperty("dtstart")!), duration)
+      if (lastOne !== undefined) found.push(lastOne)
+    }
+  }
+  if (found.length === 0) return undefined
+  return {
+    first: new Date(Math.min(...found.map((o) => o.startsAt))),
+    last: endless ? null : new Date(Math.max(...found.map((o) => o.endsAt)))
+  }
+}
+
+/**
+ * The kept event's occurrences that overlap [from, to) (one without length when it starts in it), in
+ * order of start; an occurrence an override moved into the range from outside it among them.
+ */
+export const occurrences = (kept: string, from: Date, to: Date): Array<Occurrence> => {
+  const calendar = Either.getOrThrow(parseCalendar(kept))
+  const master = masterOf(calendar)
+  const found = walkOverrides(kept)
+  if (master !== undefined) {
+    const duration = durationOf(master, calendar)
+    const zone = zoneOf(master.getFirstProperty("dtstart")!)
+    if (!repeats(master)) {
+      const once = singleOf(master, calendar, null)
+      if (once !== undefined) found.push(once)
+    } else if (duration !== undefined) {
+      const length = Math.max(duration.ms, duration.days * 86_400_000)
+      walkRules(calendar, master, (next) => {
+        const at = wallClock(next)
+        if (at >= to.getTime() + SLACK) return false
+        if (at + length > from.getTime() - SLACK) {
+          const one = occurrence(master, calendar, next, next, zone, duration)
+          if (one !== undefined) found.push(one)
+        }
+        return true
+      })
+    }
+  }
+  return found
+    .filter((o) => o.startsAt < to.getTime() && (o.endsAt > from.getTime() || (o.endsAt === o.startsAt && o.startsAt >= from.getTime())))
+    .sort((a, b) => a.startsAt - b.startsAt)
+}

@@ -1,0 +1,68 @@
+/**
+ * A mailbox's schedule (services/schedule/schedule.ts): the occurrences of the meetings it organizes
+ * and of the invitations it received, between two moments. Contract-safe: schemas and limits only.
+ */
+import { Schema } from "effect"
+import { EventTime, ParticipationStatus, Party } from "../invitations/schemas.ts"
+import { IntegerParam } from "../listing.ts"
+import { Instant } from "../outbound/schemas.ts"
+
+/** The range a schedule is asked for, when only `from` (or nothing) is given. */
+export const DEFAULT_DAYS = 7
+/** The longest range one request may ask for. */
+export const MAX_DAYS = 366
+/** Occurrences in one answer unless `limit` says otherwise, and at most (`limit`'s largest). */
+export const DEFAULT_LIMIT = 100
+export const MAX_ITEMS = 500
+
+const TrueOrFalse = Schema.transform(
+  Schema.Literal("true", "false"),
+  Schema.Boolean,
+  { strict: true, decode: (value) => value === "true", encode: (value) => (value ? "true" : "false") }
+)
+
+export const ScheduleParams = Schema.Struct({
+  from: Schema.optional(Instant.annotations({ description: "From this moment (ISO 8601 with its zone); default: now" })),
+  to: Schema.optional(Instant.annotations({ description: `Until this moment, after from and at most ${MAX_DAYS} days later; default: ${DEFAULT_DAYS} days after from` })),
+  limit: Schema.optional(IntegerParam(1, MAX_ITEMS).annotations({ description: `At most this many occurrences (1-${MAX_ITEMS}, default 100)` })),
+  include_cancelled: Schema.optional(TrueOrFalse.annotations({
+    description: "true: cancelled events and occurrences too (status cancelled, busy false); default false"
+  }))
+}).annotations({ parseOptions: { errors: "all" } })
+export type ScheduleParams = typeof ScheduleParams.Type
+
+export const ScheduleItem = Schema.Struct({
+  uid: Schema.String.annotations({ description: "The event's identity, as calendars know it" }),
+  recurrence_id: Schema.NullOr(Schema.String).annotations({
+    description: "For an occurrence of a repeating event: the start it was due at (what RECURRENCE-ID names); null: it does not repeat"
+  }),
+  role: Schema.Literal("organizer", "attendee").annotations({
+    description: "organizer: one of the mailbox's meetings; attendee: an invitation it received"
+  }),
+  meeting_id: Schema.NullOr(Schema.String).annotations({ description: "The meeting (GET /meetings/{meeting_id}), for the organizer's" }),
+  email_id: Schema.NullOr(Schema.String).annotations({
+    description: "The latest invitation, update or cancellation about it (GET /emails/{email_id}/invitation answers an attendee's)"
+  }),
+  summary: Schema.NullOr(Schema.String),
+  location: Schema.NullOr(Schema.String),
+  url: Schema.NullOr(Schema.String),
+  start: EventTime,
+  end: EventTime,
+  status: Schema.Literal("confirmed", "tentative", "cancelled").annotations({ description: "As its organizer has it" }),
+  response: ParticipationStatus.annotations({
+    description: "The mailbox's answer: needs_action until it answers (POST /emails/{email_id}/invitation/respond); its own meetings: accepted"
+  }),
+  busy: Schema.Boolean.annotations({
+    description: "Whether it takes the mailbox's time: not cancelled, not declined, not marked free (TRANSP:TRANSPARENT)"
+  }),
+  organizer: Schema.NullOr(Party)
+}).annotations({ identifier: "ScheduleItem" })
+export type ScheduleItem = typeof ScheduleItem.Type
+
+export const ScheduleMeta = Schema.Struct({
+  from: Schema.String,
+  to: Schema.String,
+  count: Schema.Number,
+  hasMore: Schema.Boolean.annotations({ description: "More occurrences than limit: ask again from the last one's start" })
+}).annotations({ identifier: "ScheduleMeta" })
+export type ScheduleMeta = typeof ScheduleMeta.Type

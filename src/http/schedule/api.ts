@@ -1,0 +1,45 @@
+/**
+ * A mailbox's schedule (services/schedule), for API keys under /v1/api and for dashboard sessions
+ * under /api:
+ *
+ *   /mailboxes/{mailbox_id}/schedule      the occurrences of its meetings and invitations in a range
+ */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { NotFound, ValidationError } from "../../../services/errors.ts"
+import { MAX_DAYS, ScheduleItem, ScheduleMeta, ScheduleParams } from "../../../services/schedule/schemas.ts"
+import { OkWithMeta } from "../envelope.ts"
+import { envelope } from "../errors.ts"
+import { ApiAuthentication, SessionAuthentication } from "../security.ts"
+
+const scheduleEndpoints = <const Name extends string>(name: Name) =>
+  HttpApiGroup.make(name).add(
+    HttpApiEndpoint.get("get", "/mailboxes/:mailboxId/schedule")
+      .setPath(Schema.Struct({ mailboxId: Schema.String }))
+      .setUrlParams(ScheduleParams)
+      .addSuccess(OkWithMeta(Schema.Array(ScheduleItem), ScheduleMeta))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "The mailbox's schedule",
+        description: "Every occurrence between from and to (default: the week from now; at most " + MAX_DAYS + " days) of the meetings " +
+          "the mailbox organizes and of the invitations it received, in order of start: a repeating event once per occurrence at its " +
+          "local time, with the occurrences its organizer moved or called off as they are now. `busy` says which take its time. " +
+          "Invitations arrive on it as they are received (not mail labelled spam or blocked, until it is answered), with their updates " +
+          "and cancellations."
+      }))
+  )
+
+export class ScheduleGroup extends scheduleEndpoints("schedule")
+  .middleware(ApiAuthentication)
+  .prefix("/v1/api")
+  .annotate(OpenApi.Title, "Schedule")
+  .annotate(OpenApi.Description, "A mailbox's calendar: what it attends and what it hosts")
+{}
+
+export class DashboardScheduleGroup extends scheduleEndpoints("dashboardSchedule")
+  .middleware(SessionAuthentication)
+  .prefix("/api")
+  .annotate(OpenApi.Title, "Schedule (dashboard)")
+  .annotate(OpenApi.Description, "The schedule route for dashboard sessions")
+{}

@@ -1,0 +1,92 @@
+/**
+ * The schedule's calendars (services/schedule/occurrences.ts): invitations, their updates and
+ * cancellations applied as an attendee's calendar applies them, and a kept event expanded into the
+ * occurrences a range holds. Pure: no database, no server.
+ */
+import * as fs from "node:fs"
+import { describe, expect, it } from "vitest"
+import { headline, invitationOf, merge, occurrences, span } from "../../services/schedule/occurrences.ts"
+
+const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
+const calendar = (method: string, ...lines: Array<string>) =>
+  ["BEGIN:VCALENDAR", "VERSION:2.0", `METHOD:${method}`, ...lines, "END:VCALENDAR", ""].join("\r\n")
+const event = (...lines: Array<string>) => ["BEGIN:VEVENT", ...lines, "END:VEVENT"]
+const apply = (kept: string | undefined, text: string) => merge(kept, invitationOf(text)!)
+const times = (kept: string, from: string, to: string) =>
+  occurrences(kept, new Date(from), new Date(to)).map((o) => [o.start.date_time ?? o.start.date, o.end.date_time ?? o.end.date, o.status])
+
+const weekly = calendar(
+  "REQUEST",
+  ...event("UID:standup", "SEQUENCE:0", "DTSTART;TZID=Europe/Paris:20261026T090000", "DTEND;TZID=Europe/Paris:20261026T091500",
+    "RRULE:FREQ=WEEKLY;BYDAY=MO", "SUMMARY:Standup")
+)
+
+describe("expanding a kept event", () => {
+  it("walks a repeating event in its own zone's wall-clock time: 09:00 in Paris is 08:00 UTC in winter, 07:00 in summer", () => {
+    const kept = apply(undefined, weekly)!
+    expect(times(kept, "2026-10-26T00:00:00Z", "2026-11-03T00:00:00Z")).toEqual([
+      ["2026-10-26T08:00:00Z", "2026-10-26T08:15:00Z", "confirmed"],
+      ["2026-11-02T08:00:00Z", "2026-11-02T08:15:00Z", "confirmed"]
+    ])
+    expect(times(kept, "2027-04-05T00:00:00Z", "2027-04-06T00:00:00Z")).toEqual([["2027-04-05T07:00:00Z", "2027-04-05T07:15:00Z", "confirmed"]])
+    // Without end: the index is told so.
+    expect(span(kept)).toEqual({ first: new Date("2026-10-26T08:00:00Z"), last: null })
+  })
+
+  it("reads Outlook's zones (its own VTIMEZONE) and a COUNT: four Thursdays, then none; the span ends with the last", () => {
+    const kept = apply(undefined, fixture("outlook-request.ics"))!
+    const all = times(kept, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z")
+    expect(all.map(([start]) => start)).toEqual(["2026-07-02T16:00:00Z", "2026-07-09T16:00:00Z", "2026-07-16T16:00:00Z", "2026-07-23T16:00:00Z"])
+    expect(span(kept)).toEqual({ first: new Date("2026-07-02T16:00:00Z"), last: new Date("2026-07-23T17:00:00Z") })
+  })
+
+  it("answers whole days as days, and an event that does not repeat once, if it overlaps the range", () => {
+    const kept = apply(undefined, calendar("REQUEST", ...event("UID:offsite", "DTSTART;VALUE=DATE:20261224", "DTEND;VALUE=DATE:20261226")))!
+    expect(times(kept, "2026-12-25T12:00:00Z", "2026-12-30T00:00:00Z")).toEqual([["2026-12-24", "2026-12-26", "confirmed"]])
+    expect(times(kept, "2026-12-26T00:00:00Z", "2026-12-30T00:00:00Z")).toEqual([])
+  })
+})
+
+describe("applying invitations, updates and cancellations", () => {
+  it("an update with the next revision replaces the event; an older one arriving late changes nothing", () => {
+    const first = apply(undefined, weekly)!
+    const moved = calendar("REQUEST", ...event("UID:standup", "SEQUENCE:1", "DTSTART:20261027T100000Z", "DTEND:20261027T103000Z", "SUMMARY:Standup"))
+    const kept = apply(first, moved)!
+    expect(times(kept, "2026-10-01T00:00:00Z", "2027-01-01T00:00:00Z")).toEqual([["2026-10-27T10:00:00Z", "2026-10-27T10:30:00Z", "confirmed"]])
+    expect(apply(kept, weekly)).toBeUndefined()
+    expect(headline(kept)).toEqual({ sequence: 1, status: "confirmed" })
+  })
+
+  it("one occurrence moved (its override): it shows at its new time, in place of the old, even from beyond the range", () => {
+    const override = calendar("REQUEST", ...event("UID:standup", "SEQUENCE:0", "RECURRENCE-ID;TZID=Europe/Paris:20261109T090000",
+      "DTSTART;TZID=Europe/Paris:20261102T140000", "DTEND;TZID=Europe/Paris:20261102T141500", "SUMMARY:Standup (moved)"))
+    const kept = apply(apply(undefined, weekly), override)!
+    const week = occurrences(kept, new Date("2026-11-02T00:00:00Z"), new Date("2026-11-03T00:00:00Z"))
+    expect(week.map((o) => [o.start.date_time, o.summary, o.recurrenceId])).toEqual([
+      ["2026-11-02T08:00:00Z", "Standup", "2026-11-02T08:00:00Z"],
+      ["2026-11-02T13:00:00Z", "Standup (moved)", "2026-11-09T08:00:00Z"]
+    ])
+    expect(times(kept, "2026-11-09T00:00:00Z", "2026-11-10T00:00:00Z")).toEqual([])
+  })
+
+  it("a cancellation of one occurrence removes it; of the whole event marks every occurrence cancelled", () => {
+    const one = calendar("CANCEL", ...event("UID:standup", "SEQUENCE:1", "RECURRENCE-ID;TZID=Europe/Paris:20261102T090000", "STATUS:CANCELLED"))
+    const kept = apply(apply(undefined, weekly), one)!
+    expect(times(kept, "2026-10-26T00:00:00Z", "2026-11-10T00:00:00Z").map(([start]) => start)).toEqual([
+      "2026-10-26T08:00:00Z",
+      "2026-11-09T08:00:00Z"
+    ])
+    const all = apply(kept, calendar("CANCEL", ...event("UID:standup", "SEQUENCE:2", "STATUS:CANCELLED")))!
+    expect(headline(all)).toEqual({ sequence: 2, status: "cancelled" })
+    expect(times(all, "2026-10-26T00:00:00Z", "2026-11-03T00:00:00Z").map(([, , status]) => status)).toEqual(["cancelled"])
+  })
+
+  it("a cancellation arriving before its invitation is kept and outranks it; replies and files that ask nothing are not invitations", () => {
+    const cancelled = apply(undefined, calendar("CANCEL", ...event("UID:standup", "SEQUENCE:1", "DTSTART:20261026T080000Z")))!
+    expect(headline(cancelled).status).toBe("cancelled")
+    expect(apply(cancelled, weekly)).toBeUndefined()
+    expect(invitationOf(calendar("REPLY", ...event("UID:standup", "DTSTART:20261026T080000Z")))).toBeUndefined()
+    expect(invitationOf(["BEGIN:VCALENDAR", ...event("UID:x", "DTSTART:20261026T080000Z"), "END:VCALENDAR"].join("\r\n"))).toBeUndefined()
+    expect(invitationOf("not a calendar")).toBeUndefined()
+  })
+})

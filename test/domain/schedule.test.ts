@@ -1,0 +1,183 @@
+/**
+ * A mailbox's schedule (services/schedule/schedule.ts), in process over the suite's database: received
+ * invitations, their updates and cancellations kept per event, the mailbox's answers, its own meetings
+ * outranking their copies coming back, and a range asked for answered as occurrences. The wiring (the
+ * worker reading received mail, meetings writing theirs, the route) is test/outbound/schedule.test.ts's.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Data, Effect, Exit, Layer } from "effect"
+import { drainBackfill } from "../../services/schedule/calendar-mail.ts"
+import { Schedule } from "../../services/schedule/schedule.ts"
+import { testDatabase } from "../support/database.ts"
+import { uniqueName } from "../support/services.ts"
+import { insertUser } from "../support/users.ts"
+
+const calendar = (method: string, ...lines: Array<string>) =>
+  ["BEGIN:VCALENDAR", "VERSION:2.0", `METHOD:${method}`, "BEGIN:VEVENT", ...lines, "END:VEVENT", "END:VCALENDAR", ""].join("\r\n")
+
+/** Grace's weekly review, Thursdays 15:00 in Paris from 3 December, the mailbox asked to answer. */
+const review = (address: string, sequence: number, partstat = "NEEDS-ACTION", start = "20261203T150000", ...more: Array<string>) =>
+  calendar(
+    "REQUEST",
+    "UID:review@partner.test",
+    `SEQUENCE:${sequence}`,
+    `DTSTART;TZID=Europe/Paris:${start}`,
+    "DURATION:PT1H",
+    "RRULE:FREQ=WEEKLY;BYDAY=TH",
+    "SUMMARY:Weekly review",
+    "ORGANIZER;CN=Grace Hopper:mailto:grace@partner.test",
+    `ATTENDEE;PARTSTAT=${partstat};RSVP=TRUE:mailto:${address.toUpperCase()}`,
+    ...more
+  )
+
+const december = { from: "2026-12-01T00:00:00Z", to: "2026-12-15T00:00:00Z" }
+
+layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => {
+  const world = Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const owner = yield* insertUser()
+    const mailboxId = uniqueName("mbx")
+    const address = `${mailboxId}@agents.localhost`
+    yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+               VALUES (${mailboxId}, ${owner.userId}, ${mailboxId}, 'agents.localhost', ${address})`
+    /** An email received by the mailbox, to carry a calendar. */
+    yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])}) ON CONFLICT DO NOTHING`
+    const email = Effect.gen(function*() {
+      const id = uniqueName("eml")
+      yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                     received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+                 VALUES (${id}, ${mailboxId}, ${owner.userId}, ${`<${id}@t>`}, ${id}, 'Invitation', 'grace@partner.test', ${[address]}, now(),
+                         now(), 'grace@partner.test', ${address}, '{}', '', true, ${"0".repeat(64)}, 1)`
+      return id
+    }).pipe(Effect.orDie)
+    const schedule = yield* Schedule
+    const receive = (text: string) =>
+      Effect.flatMap(email, (emailId) =>
+        schedule.receive({ emailId, mailboxId, userId: owner.userId, isMine: (a) => a.toLowerCase() === address, text }))
+    const list = (params: Parameters<typeof schedule.list>[2] = december) => Effect.map(schedule.list(owner.userId, mailboxId, params), (r) => r.data)
+    return { sql, owner, mailboxId, address, schedule, receive, list }
+  })
+
+  it.effect("what came before the schedule is read once, a batch at a time; a batch that fails stays for the next start", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`DELETE FROM calendar_backfill`
+      const ids = Array.from({ length: 120 }, (_, i) => `eml_backfill_${String(i).padStart(3, "0")}`)
+      yield* sql`INSERT INTO calendar_backfill (kind, id) SELECT 'email', unnest(${ids}::text[])`
+      yield* sql`INSERT INTO calendar_backfill (kind, id) VALUES ('meeting', 'mtg_backfill')`
+      class Unreadable extends Data.TaggedError("Unreadable") {}
+      const handled: Array<string> = []
+      const failing = yield* Effect.exit(drainBackfill(sql, (entry) =>
+        entry.id === "eml_backfill_070" ? Effect.fail(new Unreadable()) : Effect.sync(() => handled.push(entry.id))))
+      expect(Exit.isFailure(failing)).toBe(true)
+      // The first batch (50) is done; the second, with the failure, is kept whole.
+      expect((yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM calendar_backfill`)[0]!.n).toBe(71)
+      handled.length = 0
+      expect(yield* drainBackfill(sql, (entry) => Effect.sync(() => handled.push(`${entry.kind}:${entry.id}`)))).toBe(71)
+      expect(handled).toEqual([...ids.slice(50).map((id) => `email:${id}`), "meeting:mtg_backfill"])
+      expect(yield* sql`SELECT 1 FROM calendar_backfill`).toEqual([])
+    }))
+
+  const withSchedule = Schedule.Default.pipe(Layer.provideMerge(testDatabase))
+
+  it.layer(withSchedule)("kept from invitations", (it) => {
+    it.effect("an invitation is on it, every week at its local hour, asking for an answer; the answer given shows, and whether it is busy", () =>
+      Effect.gen(function*() {
+        const { address, mailboxId, receive, list, schedule } = yield* world
+        expect(yield* receive(review(address, 0))).toBe(true)
+        const occurrences = yield* list()
+        expect(occurrences).toEqual([
+          {
+            uid: "review@partner.test",
+            recurrence_id: "2026-12-03T14:00:00Z",
+            role: "attendee",
+            meeting_id: null,
+            email_id: expect.stringMatching(/^eml_/),
+            summary: "Weekly review",
+            location: null,
+            url: null,
+            start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+            end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: "Europe/Paris" },
+            status: "confirmed",
+            response: "needs_action",
+            busy: true,
+            organizer: { address: "grace@partner.test", name: "Grace Hopper" }
+          },
+          expect.objectContaining({ recurrence_id: "2026-12-10T14:00:00Z", start: expect.objectContaining({ date_time: "2026-12-10T14:00:00Z" }) })
+        ])
+        yield* schedule.answered(mailboxId, "review@partner.test", "declined")
+        expect((yield* list()).map((o) => [o.response, o.busy])).toEqual([["declined", false], ["declined", false]])
+        // The same invitation again (redelivered) keeps the answer.
+        yield* receive(review(address, 0))
+        expect((yield* list())[0]!.response).toBe("declined")
+      }))
+
+    it.effect("an update (a new time) asks again; a late copy of the older one changes nothing; an update that keeps the answer keeps it", () =>
+      Effect.gen(function*() {
+        const { address, receive, list } = yield* world
+        yield* receive(review(address, 0, "ACCEPTED"))
+        expect((yield* list())[0]!.response).toBe("accepted")
+        expect(yield* receive(review(address, 1, "NEEDS-ACTION", "20261203T170000"))).toBe(true)
+        expect((yield* list()).map((o) => [o.start.date_time, o.response])).toEqual([
+          ["2026-12-03T16:00:00Z", "needs_action"],
+          ["2026-12-10T16:00:00Z", "needs_action"]
+        ])
+        expect(yield* receive(review(address, 0))).toBe(false)
+        expect(yield* receive(review(address, 2, "TENTATIVE", "20261203T170000", "LOCATION:Room 4"))).toBe(true)
+        expect((yield* list()).map((o) => [o.location, o.response])).toEqual([["Room 4", "tentative"], ["Room 4", "tentative"]])
+      }))
+
+    it.effect("a cancellation takes it off (include_cancelled shows it, not busy); of one occurrence, that one only", () =>
+      Effect.gen(function*() {
+        const { address, receive, list } = yield* world
+        yield* receive(review(address, 0))
+        yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:1", "RECURRENCE-ID;TZID=Europe/Paris:20261210T150000"))
+        expect((yield* list()).map((o) => o.start.date_time)).toEqual(["2026-12-03T14:00:00Z"])
+        yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:2", "STATUS:CANCELLED"))
+        expect(yield* list()).toEqual([])
+        expect((yield* list({ ...december, include_cancelled: true })).map((o) => [o.start.date_time, o.status, o.busy])).toEqual([
+          ["2026-12-03T14:00:00Z", "cancelled", false]
+        ])
+      }))
+
+    it.effect("its own meeting coming back (it invited itself) stays its meeting; a calendar that invites to nothing is not kept", () =>
+      Effect.gen(function*() {
+        const { address, owner, mailboxId, receive, list, schedule, sql } = yield* world
+        const meetingId = uniqueName("mtg")
+        yield* sql`INSERT INTO meetings (id, mailbox_id, user_id, uid, summary, start_time, end_time, starts_at, attendees)
+                   VALUES (${meetingId}, ${mailboxId}, ${owner.userId}, ${uniqueName("uid")}, 'Weekly review', '{}', '{}', now(), '[]')`
+        yield* schedule.organize({ meetingId, mailboxId, userId: owner.userId, uid: "review@partner.test", emailId: null }, review(address, 0))
+        expect(yield* receive(review(address, 1))).toBe(false)
+        expect((yield* list()).map((o) => [o.role, o.response])).toEqual([["organizer", "accepted"], ["organizer", "accepted"]])
+        expect(yield* receive(calendar("PUBLISH", "UID:info", "DTSTART:20261205T100000Z"))).toBe(false)
+        expect(yield* receive(calendar("REPLY", "UID:review@partner.test", "DTSTART:20261205T100000Z"))).toBe(false)
+      }))
+
+    it.effect("answers a range: a week from now by default, at most limit occurrences (hasMore), whole days, and its refusals", () =>
+      Effect.gen(function*() {
+        const { address, owner, mailboxId, receive, schedule } = yield* world
+        yield* receive(review(address, 0))
+        yield* receive(calendar("REQUEST", "UID:offsite", "DTSTART;VALUE=DATE:20261207", "DTEND;VALUE=DATE:20261209", "SUMMARY:Offsite",
+          "TRANSP:TRANSPARENT"))
+        const two = yield* schedule.list(owner.userId, mailboxId, { ...december, limit: 2 })
+        expect(two.data.map((o) => [o.summary, o.start.date_time ?? o.start.date, o.busy])).toEqual([
+          ["Weekly review", "2026-12-03T14:00:00Z", true],
+          ["Offsite", "2026-12-07", false]
+        ])
+        expect(two.meta).toEqual({ from: "2026-12-01T00:00:00.000Z", to: "2026-12-15T00:00:00.000Z", count: 2, hasMore: true })
+        const now = yield* schedule.list(owner.userId, mailboxId, {})
+        expect(Date.parse(now.meta.to) - Date.parse(now.meta.from)).toBe(7 * 86_400_000)
+
+        const refused = (params: Parameters<typeof schedule.list>[2], userId = owner.userId) =>
+          Effect.map(Effect.exit(schedule.list(userId, mailboxId, params)), (exit) =>
+            Exit.isFailure(exit) && exit.cause._tag === "Fail" && "details" in exit.cause.error
+              ? [exit.cause.error._tag, exit.cause.error.details]
+              : exit)
+        expect(yield* refused({ from: "2026-12-02T00:00:00Z", to: "2026-12-01T00:00:00Z" })).toEqual(["ValidationError", { to: "must be after from" }])
+        expect(yield* refused({ from: "2026-01-01T00:00:00Z", to: "2027-01-03T00:00:00Z" })).toEqual(["ValidationError", { to: "must be at most 366 days after from" }])
+        const stranger = yield* insertUser()
+        expect(yield* refused(december, stranger.userId)).toEqual(["NotFound", { mailbox_id: mailboxId }])
+      }))
+  })
+})
