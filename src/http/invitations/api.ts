@@ -13,16 +13,13 @@ import {
   InvitationUnreadable,
   NoInvitation,
   NotFound,
-  RecipientSuppressed,
-  SenderDomainUnverified,
-  SendQuotaReached,
-  StorageQuotaReached,
   ValidationError
 } from "../../../services/errors.ts"
 import { Invitation, RespondInput } from "../../../services/invitations/schemas.ts"
 import { SendAccepted } from "../../../services/outbound/schemas.ts"
 import { Ok } from "../envelope.ts"
 import { envelope } from "../errors.ts"
+import { refusingSends } from "../outbound/refusals.ts"
 import { IdempotencyHeaders } from "../outbound/api.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
@@ -55,10 +52,7 @@ const invitationEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(NoInvitation))
         .addError(envelope(InvitationUnreadable))
         .addError(envelope(InvitationNotRespondable))
-        .addError(envelope(SenderDomainUnverified))
-        .addError(envelope(SendQuotaReached))
-        .addError(envelope(StorageQuotaReached))
-        .addError(envelope(RecipientSuppressed))
+        .pipe(refusingSends)
         .addError(envelope(IdempotencyKeyReused))
         .annotateContext(OpenApi.annotations({
           summary: "Answer an email's calendar invitation",

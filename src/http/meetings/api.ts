@@ -8,20 +8,12 @@
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import {
-  Conflict,
-  NotFound,
-  PayloadTooLarge,
-  RecipientSuppressed,
-  SenderDomainUnverified,
-  SendQuotaReached,
-  StorageQuotaReached,
-  ValidationError
-} from "../../../services/errors.ts"
+import { Conflict, NotFound, PayloadTooLarge, ValidationError } from "../../../services/errors.ts"
 import { ListMeta } from "../../../services/listing.ts"
 import { Meeting, MeetingInput, MeetingListParams, MeetingUpdate } from "../../../services/meetings/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
+import { refusingSends } from "../outbound/refusals.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const MailboxPath = Schema.Struct({ mailboxId: Schema.String })
@@ -38,10 +30,7 @@ const meetingEndpoints = <const Name extends string>(name: Name) =>
         .addSuccess(Ok(Meeting), { status: 201 })
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
-        .addError(envelope(SenderDomainUnverified))
-        .addError(envelope(SendQuotaReached))
-        .addError(envelope(StorageQuotaReached))
-        .addError(envelope(RecipientSuppressed))
+        .pipe(refusingSends)
         .addError(envelope(PayloadTooLarge))
         .annotateContext(OpenApi.annotations({
         summary: "Schedule a meeting",
@@ -77,10 +66,7 @@ const meetingEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
         .addError(envelope(Conflict))
-        .addError(envelope(SenderDomainUnverified))
-        .addError(envelope(SendQuotaReached))
-        .addError(envelope(StorageQuotaReached))
-        .addError(envelope(RecipientSuppressed))
+        .pipe(refusingSends)
         .addError(envelope(PayloadTooLarge))
         .annotateContext(OpenApi.annotations({
           summary: "Change a meeting",
@@ -95,10 +81,7 @@ const meetingEndpoints = <const Name extends string>(name: Name) =>
         .addSuccess(Ok(Meeting))
         .addError(envelope(NotFound))
         .addError(envelope(Conflict))
-        .addError(envelope(SenderDomainUnverified))
-        .addError(envelope(SendQuotaReached))
-        .addError(envelope(StorageQuotaReached))
-        .addError(envelope(RecipientSuppressed))
+        .pipe(refusingSends)
         .addError(envelope(PayloadTooLarge))
         .annotateContext(OpenApi.annotations({
           summary: "Cancel a meeting",

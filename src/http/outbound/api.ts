@@ -10,12 +10,9 @@ import {
   IdempotencyKeyReused,
   NotFound,
   PayloadTooLarge,
-  RecipientSuppressed,
-  SenderDomainUnverified,
+  StorageQuotaReached,
   UnsubscribeFailed,
   UnsubscribeUnavailable,
-  SendQuotaReached,
-  StorageQuotaReached,
   ValidationError
 } from "../../../services/errors.ts"
 import {
@@ -36,6 +33,7 @@ import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { UnsubscribeResult } from "../../../services/mail/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
+import { refusingSends } from "./refusals.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 /** A drafts list's query: the list conventions, and which drafts by state. */
@@ -87,10 +85,7 @@ const fromMailbox = <const Name extends string, Payload extends Schema.Schema.An
     .addSuccess(Ok(answer), { status: 202 })
     .addError(envelope(ValidationError))
     .addError(envelope(NotFound))
-    .addError(envelope(SenderDomainUnverified))
-    .addError(envelope(SendQuotaReached))
-    .addError(envelope(StorageQuotaReached))
-    .addError(envelope(RecipientSuppressed))
+    .pipe(refusingSends)
     .addError(envelope(IdempotencyKeyReused))
     .addError(envelope(PayloadTooLarge))
 
@@ -102,10 +97,7 @@ const aboutEmail = <const Name extends string, Payload extends Schema.Schema.Any
     .addSuccess(Ok(SendAccepted), { status: 202 })
     .addError(envelope(ValidationError))
     .addError(envelope(NotFound))
-    .addError(envelope(SenderDomainUnverified))
-    .addError(envelope(SendQuotaReached))
-    .addError(envelope(StorageQuotaReached))
-    .addError(envelope(RecipientSuppressed))
+    .pipe(refusingSends)
     .addError(envelope(IdempotencyKeyReused))
     .addError(envelope(PayloadTooLarge))
 
@@ -116,10 +108,7 @@ const fromDraft = <const Name extends string>(name: Name, route: `/${string}`) =
     .addError(envelope(ValidationError))
     .addError(envelope(NotFound))
     .addError(envelope(Conflict))
-    .addError(envelope(SenderDomainUnverified))
-    .addError(envelope(SendQuotaReached))
-    .addError(envelope(StorageQuotaReached))
-    .addError(envelope(RecipientSuppressed))
+    .pipe(refusingSends)
     .addError(envelope(PayloadTooLarge))
 
 const ANSWER =
@@ -251,10 +240,7 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(UnsubscribeFailed))
         .addError(envelope(ValidationError))
         .addError(envelope(PayloadTooLarge))
-        .addError(envelope(SenderDomainUnverified))
-        .addError(envelope(SendQuotaReached))
-        .addError(envelope(StorageQuotaReached))
-        .addError(envelope(RecipientSuppressed))
+        .pipe(refusingSends)
         .annotateContext(OpenApi.annotations({
           summary: "Unsubscribe from a received email's list",
           description:
