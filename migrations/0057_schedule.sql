@@ -19,7 +19,8 @@ CREATE TABLE calendar_entries (
   updated_at  timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (mailbox_id, uid)
 );
-CREATE INDEX calendar_entries_by_start ON calendar_entries (mailbox_id, first_start);
+-- A range asked for is mostly now and later: the events still to end are few beside the ones past.
+CREATE INDEX calendar_entries_by_end ON calendar_entries (mailbox_id, (coalesce(last_end, 'infinity'::timestamptz)));
 
 -- What the schedule has still to read, from before it existed: every received email with a calendar
 -- part, and every meeting. The worker works through it once (services/schedule: Schedule.backfill).

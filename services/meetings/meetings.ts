@@ -187,7 +187,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       )
     }
 
-    /** The meeting written (`write`, answering its row), and the mailbox's schedule with it, as one. */
+    /** The meeting written (`write`, answering its row) and the mailbox's schedule with it, as one; its row. */
     const scheduled = (userId: string, method: "REQUEST" | "CANCEL", event: OrganizedEvent, write: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>) =>
       sql.withTransaction(Effect.gen(function*() {
         const row = (yield* decode(yield* write))[0]!
@@ -195,7 +195,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
           { meetingId: row.id, mailboxId: row.mailboxId, userId, uid: row.uid, emailId: row.emailId },
           organizerCalendar(method, event, new Date())
         )
-        return [row]
+        return row
       }))
 
     /** Schedule a meeting: the invitation sent to every attendee, then the meeting kept (201's answer). */
@@ -220,7 +220,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
         attendees
       }
       const sent = yield* tell(userId, mailboxId, "REQUEST", event, attendees, `Invitation: ${event.summary}`)
-      const rows = yield* scheduled(userId, "REQUEST", event, sql`
+      const written = yield* scheduled(userId, "REQUEST", event, sql`
         INSERT INTO meetings (id, mailbox_id, user_id, uid, summary, description, location, url, start_time, end_time, starts_at,
                               recurrence, attendees, email_id)
         VALUES (${id}, ${mailboxId}, ${userId}, ${event.uid}, ${event.summary}, ${event.description}, ${event.location}, ${event.url},
@@ -228,7 +228,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
                 ${JSON.stringify(attendees)}::jsonb, ${sent.email_id})
         RETURNING ${sql.literal(COLUMNS)}`)
       yield* Effect.logInfo("Meeting scheduled").pipe(Effect.annotateLogs({ meeting_id: id, mailbox_id: mailboxId, attendees: attendees.length }))
-      return toMeeting(rows[0]!)
+      return toMeeting(written)
     })
 
     const list = Effect.fn("Meetings.list")(function*(
@@ -292,14 +292,14 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       if (removed.length > 0) {
         yield* tell(userId, row.mailboxId, "CANCEL", { ...event, attendees: removed }, removed, `Cancelled: ${event.summary}`)
       }
-      const rows = yield* scheduled(userId, "REQUEST", event, sql`
+      const written = yield* scheduled(userId, "REQUEST", event, sql`
         UPDATE meetings SET sequence = ${event.sequence}, summary = ${after.summary}, description = ${after.description},
           location = ${after.location}, url = ${after.url}, start_time = ${JSON.stringify(start)}::jsonb,
           end_time = ${JSON.stringify(end)}::jsonb, starts_at = ${momentOf(start)}, recurrence = ${recurrence},
           attendees = ${JSON.stringify(attendees)}::jsonb, email_id = ${sent.email_id}, updated_at = now()
         WHERE id = ${meetingId}
         RETURNING ${sql.literal(COLUMNS)}`)
-      return toMeeting(rows[0]!)
+      return toMeeting(written)
     })
 
     /** Call a meeting off: the cancellation sent to its attendees; the meeting kept, cancelled. */
@@ -310,11 +310,11 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       const before = toMeeting(row)
       const event: OrganizedEvent = { ...before, organizer, sequence: row.sequence + 1 }
       const sent = yield* tell(userId, row.mailboxId, "CANCEL", event, before.attendees, `Cancelled: ${before.summary}`)
-      const rows = yield* scheduled(userId, "CANCEL", event, sql`
+      const written = yield* scheduled(userId, "CANCEL", event, sql`
         UPDATE meetings SET status = 'cancelled', sequence = ${event.sequence}, email_id = ${sent.email_id}, updated_at = now()
         WHERE id = ${meetingId}
         RETURNING ${sql.literal(COLUMNS)}`)
-      return toMeeting(rows[0]!)
+      return toMeeting(written)
     })
 
     /**

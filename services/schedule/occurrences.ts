@@ -121,15 +121,14 @@ export const invitationOf = (calendarText: string): Invitation | undefined => {
 
 /**
  * The calendar the schedule keeps once `invitation` is applied to what it kept (`kept`, undefined for
- * an event it does not know); undefined when the invitation changes nothing (an older revision, or a
- * cancellation of an event it never had).
+ * an event it does not know); undefined when the invitation changes nothing (an older revision).
  */
 export const merge = (kept: string | undefined, invitation: Invitation): string | undefined => {
   const incoming = Either.getOrThrow(parseCalendar(invitation.calendar))
   const incomingEvents = incoming.getAllSubcomponents("vevent")
   const stored = kept === undefined ? undefined : Either.getOrUndefined(parseCalendar(kept))
   if (stored === undefined) {
-    // Nothing to cancel: a cancellation of an unknown event is kept only as a marker that outranks the older invitation still to come.
+    // A cancellation of an event not known yet is kept cancelled: the invitation it outranks may still arrive, late.
     return invitation.method === "REQUEST" ? invitation.calendar : cancelled(incoming)
   }
   const zones = [...incoming.getAllSubcomponents("vtimezone"), ...stored.getAllSubcomponents("vtimezone")]

@@ -54,7 +54,7 @@ describe("applying invitations, updates and cancellations", () => {
     const kept = apply(first, moved)!
     expect(times(kept, "2026-10-01T00:00:00Z", "2027-01-01T00:00:00Z")).toEqual([["2026-10-27T10:00:00Z", "2026-10-27T10:30:00Z", "confirmed"]])
     expect(apply(kept, weekly)).toBeUndefined()
-    expect(headline(kept)).toEqual({ sequence: 1, status: "confirmed" })
+    expect(headline(kept)).toEqual({ sequence: 1, status: "confirmed", organizer: null })
   })
 
   it("one occurrence moved (its override): it shows at its new time, in place of the old, even from beyond the range", () => {
@@ -77,7 +77,7 @@ describe("applying invitations, updates and cancellations", () => {
       "2026-11-09T08:00:00Z"
     ])
     const all = apply(kept, calendar("CANCEL", ...event("UID:standup", "SEQUENCE:2", "STATUS:CANCELLED")))!
-    expect(headline(all)).toEqual({ sequence: 2, status: "cancelled" })
+    expect(headline(all)).toEqual({ sequence: 2, status: "cancelled", organizer: null })
     expect(times(all, "2026-10-26T00:00:00Z", "2026-11-03T00:00:00Z").map(([, , status]) => status)).toEqual(["cancelled"])
   })
 
