@@ -1,7 +1,9 @@
 /**
  * Calendars in the dashboard, in a real browser: an email carrying an invitation shows it as a card
  * answered with Accept (the organizer's MX gets the calendar reply), and a mailbox's Meetings page
- * schedules a meeting (a refusal shown by its field), shows the attendees' answers and cancels it.
+ * shows what is coming up (that invitation, answered), schedules a meeting (a refusal shown by its
+ * field), shows the attendees' answers and cancels it. Times are days from now, so the page's next two
+ * weeks hold them whenever the suite runs.
  * Outbound mail goes to a receiving SMTP server this suite runs, found through a DNS server it runs.
  * A suite of its own (its own server and account), beside sending.test.ts's long walk.
  */
@@ -17,6 +19,9 @@ import { createBackend, freePort, type Backend, type Server, startServer } from 
 import { until } from "../support/wait.ts"
 
 const runnable = chromiumAvailable() || Boolean(process.env.CI)
+
+/** Midnight UTC `days` from today, as YYYY-MM-DD. */
+const daysAhead = (days: number) => new Date(Date.now() + days * 86_400_000).toISOString().slice(0, 10)
 
 describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
   let backend: Backend
@@ -106,7 +111,8 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
   it("shows a calendar invitation and answers it: the organizer's MX gets the calendar reply, and the answer shows", async () => {
     const ics = [
       "BEGIN:VCALENDAR", "VERSION:2.0", "METHOD:REQUEST", "BEGIN:VEVENT", "UID:review-7@partner.test", "SEQUENCE:0",
-      "DTSTART;TZID=Europe/Paris:20261203T150000", "DTEND;TZID=Europe/Paris:20261203T154500", "SUMMARY:Contract review",
+      `DTSTART;TZID=Europe/Paris:${daysAhead(3).replaceAll("-", "")}T150000`, `DTEND;TZID=Europe/Paris:${daysAhead(3).replaceAll("-", "")}T154500`,
+      "SUMMARY:Contract review",
       "LOCATION:Room 4", "ORGANIZER;CN=Ada Lovelace:mailto:ada@partner.test", `ATTENDEE;PARTSTAT=NEEDS-ACTION;RSVP=TRUE:mailto:${address}`,
       "ATTENDEE;PARTSTAT=ACCEPTED:mailto:ada@partner.test", "END:VEVENT", "END:VCALENDAR", ""
     ].join("\r\n")
@@ -138,21 +144,30 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
     await page.goto(`/#/mailboxes/${mailboxId}`)
     await page.getByRole("link", { name: "Meetings" }).click()
     await page.getByRole("heading", { name: `Meetings of ${address}` }).waitFor()
+    // Coming up: the invitation accepted above, as its organizer's.
+    const upcoming = page.getByRole("list", { name: "Coming up" })
+    const invited = upcoming.getByRole("listitem").filter({ hasText: "Contract review" })
+    await invited.getByText("from Ada Lovelace").waitFor()
+    await invited.getByText("accepted").waitFor()
     await page.getByText("No meetings yet").waitFor()
     const form = page.getByRole("form", { name: "Schedule a meeting" })
     await form.getByLabel("Title").fill("Budget review")
-    await form.getByLabel("Starts").fill("2026-12-10T15:00")
-    await form.getByLabel("Ends").fill("2026-12-10T14:00")
+    await form.getByLabel("Starts").fill(`${daysAhead(5)}T15:00`)
+    await form.getByLabel("Ends").fill(`${daysAhead(5)}T14:00`)
     await form.getByLabel("Attendees (addresses, separated by commas)").fill("ada@partner.test, grace@partner.test")
     await form.getByLabel("Where (optional)").fill("Room 4")
     await form.getByRole("button", { name: "Send invitations" }).click()
     await form.getByText("must be after start").waitFor()
     expect(refusals(/^400 POST .*\/meetings$/)).toHaveLength(1)
-    await form.getByLabel("Ends").fill("2026-12-10T16:00")
+    await form.getByLabel("Ends").fill(`${daysAhead(5)}T16:00`)
     await form.getByRole("button", { name: "Send invitations" }).click()
     const answers = page.getByRole("list", { name: "Answers to Budget review" })
     await answers.getByText("ada@partner.test: no answer yet").waitFor()
     await answers.getByText("grace@partner.test: no answer yet").waitFor()
+    // Coming up too, after the invitation two days before it, as this mailbox's own.
+    await upcoming.getByRole("listitem").filter({ hasText: "Budget review" }).getByText("yours").waitFor()
+    expect(await upcoming.getByRole("listitem").evaluateAll((items) => items.map((li) => li.querySelector(".what")?.textContent?.split(" ·")[0])))
+      .toEqual(["Contract review", "Budget review"])
     await expect(form.getByLabel("Title").inputValue()).resolves.toBe("")
     const invitation = await delivered("Invitation: Budget review")
     expect([...invitation.message.rcptTo].sort()).toEqual(["ada@partner.test", "grace@partner.test"])
@@ -162,6 +177,8 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
     await card.getByRole("button", { name: "Cancel…" }).click()
     await card.getByRole("button", { name: "Cancel the meeting" }).click()
     await card.getByText("cancelled", { exact: true }).waitFor()
+    // Called off: no longer coming up.
+    await upcoming.getByRole("listitem").filter({ hasText: "Budget review" }).waitFor({ state: "detached" })
     expect((await delivered("Cancelled: Budget review")).message.raw.toString()).toContain("METHOD:CANCEL")
   })
 

@@ -1,7 +1,9 @@
 /**
- * The meetings a mailbox organizes: each with when and where, its attendees and their answers (as their
- * calendars send them back), called off with Cancel; and a form to schedule one (times in this
- * browser's zone; attendees by address), the server's refusals shown by their fields.
+ * A mailbox's meetings page: what is on its schedule in the next two weeks (its meetings and the invitations
+ * it received, each occurrence with its answer); the meetings it organizes, each with when and where, its
+ * attendees and their answers (as their calendars send them back), called off with Cancel; and a form to
+ * schedule one (times in this browser's zone; attendees by address), the server's refusals shown by their
+ * fields.
  */
 import { html } from "htm/preact"
 import { useState } from "preact/hooks"
@@ -55,6 +57,25 @@ const MeetingCard = ({ meeting, onCancel }) => {
     </li>`
 }
 
+/** How far ahead the schedule looks. */
+const AHEAD_DAYS = 14
+
+/** @param {{ occurrences: any[] }} props */
+const Upcoming = ({ occurrences }) =>
+  occurrences.length === 0
+    ? html`<p class="muted">Nothing in the next ${AHEAD_DAYS} days: the invitations this mailbox receives and the meetings it organizes show here.</p>`
+    : html`<ol class="card schedule-list" aria-label="Coming up">
+        ${occurrences.map((o) => html`
+          <li key=${`${o.uid} ${o.recurrence_id ?? ""}`} class=${o.busy ? "" : "free"}>
+            <time datetime=${o.start.date_time ?? o.start.date}>${shown(o.start)}</time>
+            <span class="what">${o.summary ?? "(no title)"}${o.location ? html` <span class="muted">· ${o.location}</span>` : ""}</span>
+            <span class="tags">
+              <span class="tag">${o.role === "organizer" ? "yours" : `from ${o.organizer?.name ?? o.organizer?.address ?? "someone"}`}</span>
+              ${o.role === "attendee" && html`<span class=${"tag " + (ANSWER_TAGS[o.response] ?? "")}>${ANSWER_WORDS[o.response] ?? o.response}</span>`}
+            </span>
+          </li>`)}
+      </ol>`
+
 /** This browser's time zone (an IANA name), which the form's times are in. */
 const ZONE = Intl.DateTimeFormat().resolvedOptions().timeZone
 
@@ -65,6 +86,7 @@ const isoOf = (/** @type {string} */ local) => (local === "" ? "" : new Date(loc
 const Meetings = ({ mailbox }) => {
   const base = `/api/mailboxes/${encodeURIComponent(mailbox.mailbox_id)}/meetings`
   const [meetings, setMeetings] = useState(/** @type {any[] | undefined} */ (undefined))
+  const [upcoming, setUpcoming] = useState(/** @type {any[]} */ ([]))
   const [summary, setSummary] = useState("")
   const [start, setStart] = useState("")
   const [end, setEnd] = useState("")
@@ -72,7 +94,15 @@ const Meetings = ({ mailbox }) => {
   const [location, setLocation] = useState("")
   const [description, setDescription] = useState("")
   const { error, failure, retry, run } = useReloading(
-    (isCurrent) => call("GET", `${base}?sort=start:asc&limit=100`).then((a) => isCurrent() && setMeetings(a.data)),
+    async (isCurrent) => {
+      const from = new Date()
+      const to = new Date(from.getTime() + AHEAD_DAYS * 86_400_000)
+      const schedule = `/api/mailboxes/${encodeURIComponent(mailbox.mailbox_id)}/schedule?from=${from.toISOString()}&to=${to.toISOString()}&limit=100`
+      const [listed, scheduled] = await Promise.all([call("GET", `${base}?sort=start:asc&limit=100`), call("GET", schedule)])
+      if (!isCurrent()) return
+      setMeetings(listed.data)
+      setUpcoming(scheduled.data)
+    },
     [base]
   )
 
@@ -101,6 +131,9 @@ const Meetings = ({ mailbox }) => {
   if (failure) return html`<${LoadFailed} error=${failure} onRetry=${retry} />`
   if (meetings === undefined) return html`<p class="muted">Loading…</p>`
   return html`
+    <h2>Coming up</h2>
+    <${Upcoming} occurrences=${upcoming} />
+    <h2>Organized here</h2>
     ${meetings.length === 0
       ? html`<p class="muted">No meetings yet: the ones this mailbox organizes show here, with each attendee's answer.</p>`
       : html`<ul class="meetings" aria-label="Meetings">
