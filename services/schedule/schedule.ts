@@ -18,7 +18,21 @@ import { NotFound, ValidationError } from "../errors.ts"
 import { attendeeOf, readInvitation } from "../invitations/icalendar.ts"
 import type { ParticipationStatus, ResponseStatus } from "../invitations/schemas.ts"
 import { type EventStatus, headline, invitationOf, merge, occurrences, span } from "./occurrences.ts"
-import { DEFAULT_DAYS, DEFAULT_LIMIT, MAX_DAYS, type ScheduleItem, type ScheduleMeta, type ScheduleParams } from "./schemas.ts"
+import { fromWallTime } from "../invitations/time-zones.ts"
+import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
+import {
+  type AvailabilityMeta,
+  type AvailabilityParams,
+  DEFAULT_DAYS,
+  DEFAULT_LIMIT,
+  DEFAULT_SLOTS,
+  type FreeSlot,
+  MAX_AVAILABILITY_DAYS,
+  MAX_DAYS,
+  type ScheduleItem,
+  type ScheduleMeta,
+  type ScheduleParams
+} from "./schemas.ts"
 
 const DAY = 86_400_000
 
@@ -43,22 +57,21 @@ interface EntryRow {
 }
 
 /** The range asked for, its defaults filled in (from now, a week), or the parameter at fault. */
-const rangeOf = (params: ScheduleParams, now: Date) => {
+const rangeOf = (params: { readonly from?: string | undefined; readonly to?: string | undefined }, now: Date, maxDays: number) => {
   const from = params.from === undefined ? now : new Date(params.from)
   const to = params.to === undefined ? new Date(from.getTime() + DEFAULT_DAYS * DAY) : new Date(params.to)
   if (to <= from) return Effect.fail(ValidationError.field("to", "must be after from"))
-  if (to.getTime() - from.getTime() > MAX_DAYS * DAY) return Effect.fail(ValidationError.field("to", `must be at most ${MAX_DAYS} days after from`))
+  if (to.getTime() - from.getTime() > maxDays * DAY) return Effect.fail(ValidationError.field("to", `must be at most ${maxDays} days after from`))
   return Effect.succeed({ from, to })
 }
+
+/** Midnight of a day (YYYY-MM-DD) in `zone`. */
+const dayStart = (zone: string, date: string) =>
+  fromWallTime(zone, { year: Number(date.slice(0, 4)), month: Number(date.slice(5, 7)), day: Number(date.slice(8, 10)), hour: 0, minute: 0, second: 0 })
 
 export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-
-    const bounds = (calendar: string) => {
-      const when = span(calendar)
-      return when === undefined ? undefined : { first: when.first, last: when.last }
-    }
 
     /**
      * A received invitation, update or cancellation (an iTIP REQUEST or CANCEL) applied to the
@@ -82,7 +95,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         if (before?.role === "organizer") return false
         const calendar = merge(before?.calendar, invitation)
         if (calendar === undefined) return false
-        const when = bounds(calendar)
+        const when = span(calendar)
         if (when === undefined) return false
         const { sequence, status } = headline(calendar)
         const response = before === undefined || (invitation.method === "REQUEST" && invitation.sequence > before.sequence)
@@ -111,7 +124,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       meeting: { readonly meetingId: string; readonly mailboxId: string; readonly userId: string; readonly uid: string; readonly emailId: string | null },
       calendar: string
     ) {
-      const when = bounds(calendar)
+      const when = span(calendar)
       if (when === undefined) return
       const { sequence, status } = headline(calendar)
       yield* sql`
@@ -125,52 +138,91 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
     })
 
     /** The occurrences on the mailbox's schedule in the range, in order of start. 404 for another account's mailbox. */
-    const list = Effect.fn("Schedule.list")(function*(userId: string, mailboxId: string, params: ScheduleParams) {
-      const range = yield* rangeOf(params, new Date())
-      const limit = params.limit ?? DEFAULT_LIMIT
-      const includeCancelled = params.include_cancelled ?? false
-      const mailboxes = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`
-      if (mailboxes.length === 0) return yield* new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })
-      const rows = yield* sql<EntryRow>`
-        SELECT uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
-        WHERE mailbox_id = ${mailboxId} AND first_start < ${range.to} AND (last_end IS NULL OR last_end > ${range.from})
-          ${includeCancelled ? sql`` : sql`AND status <> 'cancelled'`}`
-      const items: Array<ScheduleItem & { readonly startsAt: number }> = []
-      for (const row of rows) {
-        const { organizer } = headline(row.calendar)
-        for (const o of occurrences(row.calendar, range.from, range.to)) {
-          const status = row.status === "cancelled" ? "cancelled" : o.status
-          if (status === "cancelled" && !includeCancelled) continue
-          items.push({
-            uid: row.uid,
-            recurrence_id: o.recurrenceId,
-            role: row.role,
-            meeting_id: row.meetingId,
-            email_id: row.emailId,
-            summary: o.summary,
-            location: o.location,
-            url: o.url,
-            start: o.start,
-            end: o.end,
-            status,
-            response: row.response,
-            busy: status !== "cancelled" && row.response !== "declined" && o.opaque,
-            organizer,
-            startsAt: o.startsAt
-          })
+    /** 404 unless the mailbox is the caller's, and active. */
+    const ownMailbox = (userId: string, mailboxId: string) =>
+      Effect.flatMap(
+        sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
+        (rows) => rows.length === 0 ? Effect.fail(new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })) : Effect.void
+      )
+
+    /** Every occurrence on the mailbox's schedule in the range, in order of start, with its moments. */
+    const occurring = (mailboxId: string, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<EntryRow>`
+          SELECT uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
+          WHERE mailbox_id = ${mailboxId} AND coalesce(last_end, 'infinity'::timestamptz) > ${range.from} AND first_start < ${range.to}
+            ${includeCancelled ? sql`` : sql`AND status <> 'cancelled'`}`
+        const items: Array<{ readonly item: ScheduleItem; readonly startsAt: number; readonly endsAt: number }> = []
+        for (const row of rows) {
+          const { organizer } = headline(row.calendar)
+          for (const o of occurrences(row.calendar, range.from, range.to)) {
+            const status = row.status === "cancelled" ? "cancelled" : o.status
+            if (status === "cancelled" && !includeCancelled) continue
+            const item: ScheduleItem = {
+              uid: row.uid,
+              recurrence_id: o.recurrenceId,
+              role: row.role,
+              meeting_id: row.meetingId,
+              email_id: row.emailId,
+              summary: o.summary,
+              location: o.location,
+              url: o.url,
+              start: o.start,
+              end: o.end,
+              status,
+              response: row.response,
+              busy: status !== "cancelled" && row.response !== "declined" && o.opaque,
+              organizer
+            }
+            items.push({ item, startsAt: o.startsAt, endsAt: o.endsAt })
+          }
         }
-      }
-      items.sort((a, b) => a.startsAt - b.startsAt || a.uid.localeCompare(b.uid))
-      const data: Array<ScheduleItem> = items.slice(0, limit).map(({ startsAt: _, ...item }) => item)
-      const meta: ScheduleMeta = {
+        return items.sort((a, b) => a.startsAt - b.startsAt || a.item.uid.localeCompare(b.item.uid))
+      })
+
+    /** The occurrences on the mailbox's schedule in the range, in order of start. 404 for another account's mailbox. */
+    const list = Effect.fn("Schedule.list")(function*(userId: string, mailboxId: string, params: ScheduleParams) {
+      const range = yield* rangeOf(params, new Date(), MAX_DAYS)
+      const limit = params.limit ?? DEFAULT_LIMIT
+      yield* ownMailbox(userId, mailboxId)
+      const items = yield* occurring(mailboxId, range, params.include_cancelled ?? false)
+      const data = items.slice(0, limit).map(({ item }) => item)
+      const meta: ScheduleMeta = { from: range.from.toISOString(), to: range.to.toISOString(), count: data.length, hasMore: items.length > limit }
+      return { data, meta }
+    })
+
+    /**
+     * When the mailbox is free: slots of the length asked for, within its working hours in its zone,
+     * that none of its busy occurrences overlaps (a whole-day one takes the day, in that zone).
+     */
+    const availability = Effect.fn("Schedule.availability")(function*(userId: string, mailboxId: string, params: AvailabilityParams) {
+      const range = yield* rangeOf(params, new Date(), MAX_AVAILABILITY_DAYS)
+      const timeZone = params.time_zone ?? "UTC"
+      const [opens, closes] = (params.hours ?? "09:00-17:00").split("-").map(minutesOf) as [number, number]
+      yield* ownMailbox(userId, mailboxId)
+      const busy = (yield* occurring(mailboxId, range, false)).filter(({ item }) => item.busy).map(({ item, startsAt, endsAt }) =>
+        item.start.date === null
+          ? { start: startsAt, end: endsAt }
+          : { start: dayStart(timeZone, item.start.date), end: dayStart(timeZone, item.end.date ?? item.start.date) })
+      const { slots, hasMore } = freeSlots(
+        busy,
+        { start: range.from.getTime(), end: range.to.getTime() },
+        { timeZone, opens, closes, weekdays: new Set((params.weekdays ?? "1,2,3,4,5").split(",").map(Number)) },
+        (params.duration_minutes ?? 30) * MINUTE,
+        (params.step_minutes ?? 30) * MINUTE,
+        params.limit ?? DEFAULT_SLOTS
+      )
+      const data: Array<FreeSlot> = slots.map((slot) => ({ start: localIso(timeZone, slot.start), end: localIso(timeZone, slot.end) }))
+      const meta: AvailabilityMeta = {
         from: range.from.toISOString(),
         to: range.to.toISOString(),
+        time_zone: timeZone,
         count: data.length,
-        hasMore: items.length > limit
+        hasMore
       }
       return { data, meta }
     })
 
-    return { receive, answered, organize, list } as const
+    return { receive, answered, organize, list, availability } as const
   })
 }) {}

@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import { EventTime, ParticipationStatus, Party } from "../invitations/schemas.ts"
+import { isTimeZone } from "../invitations/time-zones.ts"
 import { IntegerParam } from "../listing.ts"
 import { Instant } from "../outbound/schemas.ts"
 
@@ -66,3 +67,50 @@ export const ScheduleMeta = Schema.Struct({
   hasMore: Schema.Boolean.annotations({ description: "More occurrences than limit: ask again from the last one's start" })
 }).annotations({ identifier: "ScheduleMeta" })
 export type ScheduleMeta = typeof ScheduleMeta.Type
+
+/** Free slots in one answer unless `limit` says otherwise. */
+export const DEFAULT_SLOTS = 50
+/** The longest range availability is asked for at once. */
+export const MAX_AVAILABILITY_DAYS = 62
+
+const Clock = /([01]\d|2[0-3]):[0-5]\d|24:00/.source
+
+export const AvailabilityParams = Schema.Struct({
+  from: Schema.optional(Instant.annotations({ description: "From this moment (ISO 8601 with its zone); default: now" })),
+  to: Schema.optional(Instant.annotations({
+    description: `Until this moment, after from and at most ${MAX_AVAILABILITY_DAYS} days later; default: ${DEFAULT_DAYS} days after from`
+  })),
+  duration_minutes: Schema.optional(IntegerParam(5, 1440).annotations({ description: "How long a slot is (5-1440 minutes, default 30)" })),
+  step_minutes: Schema.optional(IntegerParam(5, 1440).annotations({
+    description: "How far apart slots start, from the day's opening (5-1440 minutes, default 30)"
+  })),
+  time_zone: Schema.optional(Schema.String.pipe(Schema.filter(isTimeZone, { message: () => "must be an IANA time zone such as Europe/Paris" }))
+    .annotations({ description: "The zone the working hours are in (IANA, default UTC); slots are answered with its offset" })),
+  hours: Schema.optional(Schema.String.pipe(
+    Schema.filter((value) => {
+      const [opens, closes] = value.split("-")
+      return new RegExp(`^(?:${Clock})-(?:${Clock})$`).test(value) && opens! < closes! ||
+        "must be an opening and a closing time such as 09:00-17:00, the first earlier"
+    })
+  ).annotations({ description: "Working hours, local time: HH:MM-HH:MM (default 09:00-17:00)" })),
+  weekdays: Schema.optional(Schema.String.pipe(
+    Schema.filter((value) => /^[1-7](,[1-7])*$/.test(value) || "must be weekdays 1 (Monday) to 7 (Sunday), separated by commas")
+  ).annotations({ description: "The working days (default 1,2,3,4,5: Monday to Friday)" })),
+  limit: Schema.optional(IntegerParam(1, MAX_ITEMS).annotations({ description: `At most this many slots (1-${MAX_ITEMS}, default ${DEFAULT_SLOTS})` }))
+}).annotations({ parseOptions: { errors: "all" } })
+export type AvailabilityParams = typeof AvailabilityParams.Type
+
+export const FreeSlot = Schema.Struct({
+  start: Schema.String.annotations({ description: "RFC 3339 with the time zone's offset, e.g. 2026-12-03T15:00:00+01:00" }),
+  end: Schema.String
+}).annotations({ identifier: "FreeSlot" })
+export type FreeSlot = typeof FreeSlot.Type
+
+export const AvailabilityMeta = Schema.Struct({
+  from: Schema.String,
+  to: Schema.String,
+  time_zone: Schema.String,
+  count: Schema.Number,
+  hasMore: Schema.Boolean.annotations({ description: "More slots than limit: ask again from the last one's start" })
+}).annotations({ identifier: "AvailabilityMeta" })
+export type AvailabilityMeta = typeof AvailabilityMeta.Type

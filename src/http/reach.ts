@@ -58,6 +58,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "PATCH /v1/api/meetings/:meetingId": "meeting",
   "POST /v1/api/meetings/:meetingId/cancel": "meeting",
   "GET /v1/api/mailboxes/:mailboxId/schedule": "mailbox",
+  "GET /v1/api/mailboxes/:mailboxId/availability": "mailbox",
   "POST /v1/api/emails/:emailId/invitation/respond": "email",
   "GET /v1/api/threads/:threadId": "thread",
   "PATCH /v1/api/threads/:threadId": "thread",

@@ -49,7 +49,7 @@ const TOOLS = [
   "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "list_filters", "create_filter", "apply_filter",
   "delete_filter", "wait_for_email", "send_email",
   "reply_to_email", "get_invitation", "respond_to_invitation", "schedule_meeting", "list_meetings", "get_meeting", "update_meeting",
-  "cancel_meeting", "get_schedule", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
+  "cancel_meeting", "get_schedule", "find_free_time", "forward_email", "create_draft", "list_drafts", "get_draft", "update_draft", "delete_draft", "send_draft"
 ]
 
 describe("MCP at /mcp", () => {
@@ -298,6 +298,18 @@ describe("MCP at /mcp", () => {
     })
     expect((await call(mcp, "get_schedule", { mailbox_id: box.mailboxId, from: week.to, to: week.from })).error)
       .toMatchObject({ code: "VALIDATION_ERROR", details: { to: "must be after from" } })
+    // Free on that Tuesday morning but for the review.
+    const free = await call(mcp, "find_free_time", {
+      mailbox_id: guest.ok.mailbox_id,
+      from: "2026-12-08T00:00:00Z",
+      to: "2026-12-09T00:00:00Z",
+      hours: "09:00-12:00",
+      duration_minutes: 30,
+      step_minutes: 30
+    })
+    expect(free.ok.slots.map((slot: { start: string }) => slot.start.slice(11, 16))).toEqual(["09:00", "09:30", "10:30", "11:00", "11:30"])
+    expect((await call(mcp, "find_free_time", { mailbox_id: guest.ok.mailbox_id, weekdays: "8" })).error)
+      .toMatchObject({ code: "VALIDATION_ERROR", details: { weekdays: "must be weekdays 1 (Monday) to 7 (Sunday), separated by commas" } })
     const moved = await call(mcp, "update_meeting", { meeting_id: meetingId, start: { date_time: "2026-12-08T11:00:00Z" }, end: { date_time: "2026-12-08T11:30:00Z" } })
     expect(moved.ok).toMatchObject({ sequence: 1, attendees: [{ status: "needs_action" }] })
     expect((await call(mcp, "cancel_meeting", { meeting_id: meetingId })).ok).toMatchObject({ status: "cancelled", sequence: 2 })

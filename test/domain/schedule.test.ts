@@ -179,5 +179,37 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         const stranger = yield* insertUser()
         expect(yield* refused(december, stranger.userId)).toEqual(["NotFound", { mailbox_id: mailboxId }])
       }))
+
+    it.effect("finds free time around what keeps it busy: not a declined invitation; a busy whole day takes the day in the zone asked", () =>
+      Effect.gen(function*() {
+        const { address, owner, mailboxId, receive, schedule } = yield* world
+        yield* receive(review(address, 0)) // Thursdays 15:00-16:00 in Paris
+        yield* receive(calendar("REQUEST", "UID:lunch", "DTSTART:20261203T110000Z", "DTEND:20261203T120000Z", "SUMMARY:Lunch",
+          `ATTENDEE;PARTSTAT=DECLINED:mailto:${address}`))
+        yield* receive(calendar("REQUEST", "UID:holiday", "DTSTART;VALUE=DATE:20261204", "SUMMARY:Away"))
+        const free = yield* schedule.availability(owner.userId, mailboxId, {
+          from: "2026-12-03T00:00:00Z",
+          to: "2026-12-07T00:00:00Z",
+          duration_minutes: 60,
+          step_minutes: 60,
+          time_zone: "Europe/Paris",
+          hours: "12:00-17:00"
+        })
+        // Thursday: 15:00 is the review's; lunch (13:00 in Paris) was declined. Friday: away. Saturday and Sunday: not working days.
+        expect(free.data.map((slot) => slot.start)).toEqual([
+          "2026-12-03T12:00:00+01:00",
+          "2026-12-03T13:00:00+01:00",
+          "2026-12-03T14:00:00+01:00",
+          "2026-12-03T16:00:00+01:00"
+        ])
+        expect(free.data[0]!.end).toBe("2026-12-03T13:00:00+01:00")
+        expect(free.meta).toEqual({ from: "2026-12-03T00:00:00.000Z", to: "2026-12-07T00:00:00.000Z", time_zone: "Europe/Paris", count: 4, hasMore: false })
+        // Defaults: the week from now, 30 minutes, 09:00-17:00 UTC, Monday to Friday.
+        const week = yield* schedule.availability(owner.userId, mailboxId, {})
+        expect(week.meta.time_zone).toBe("UTC")
+        expect(week.data.every((slot) => slot.start.endsWith("+00:00") && Date.parse(slot.end) - Date.parse(slot.start) === 30 * 60_000)).toBe(true)
+        const long = yield* Effect.flip(schedule.availability(owner.userId, mailboxId, { from: "2026-01-01T00:00:00Z", to: "2026-03-15T00:00:00Z" }))
+        expect(long).toMatchObject({ _tag: "ValidationError", details: { to: "must be at most 62 days after from" } })
+      }))
   })
 })

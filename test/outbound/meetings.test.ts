@@ -298,6 +298,20 @@ describe("meetings", () => {
       limit: "must be an integer from 1 to 500",
       include_cancelled: "must be one of true, false"
     }])
+    // Free time: the meeting made above (10:00-11:00 UTC on 3 December) is not.
+    const free = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/availability", {
+      params: { path: { mailboxId: box.mailboxId }, query: { from: "2026-12-03T00:00:00Z", to: "2026-12-04T00:00:00Z", duration_minutes: "60", step_minutes: "60" } }
+    })
+    expect(free.data?.data.map((slot) => slot.start)).toEqual(["09:00", "11:00", "12:00", "13:00", "14:00", "15:00", "16:00"].map((t) => `2026-12-03T${t}:00+00:00`))
+    const unworkable = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/availability", {
+      params: { path: { mailboxId: box.mailboxId }, query: { hours: "17:00-09:00", weekdays: "mon", time_zone: "Mars/Olympus", duration_minutes: "2" } }
+    })
+    expect([unworkable.response.status, unworkable.error?.error.details]).toEqual([400, {
+      hours: "must be an opening and a closing time such as 09:00-17:00, the first earlier",
+      weekdays: "must be weekdays 1 (Monday) to 7 (Sunday), separated by commas",
+      time_zone: "must be an IANA time zone such as Europe/Paris",
+      duration_minutes: "must be an integer from 5 to 1440"
+    }])
     const strangers = await scheduleOf({}, stranger.mailroom)
     expect([strangers.response.status, strangers.error?.error]).toEqual([404, { code: "NOT_FOUND", message: "Mailbox not found", details: { mailbox_id: box.mailboxId } }])
     // Only the one meeting made went out.

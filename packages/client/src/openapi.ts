@@ -1086,6 +1086,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/mailboxes/{mailboxId}/availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * When the mailbox is free
+         * @description Slots of duration_minutes (default 30) between from and to (default the week from now; at most 62 days) within working hours (hours, default 09:00-17:00, on weekdays, default Monday to Friday, in time_zone, default UTC) that none of its busy occurrences overlaps, starting at a day's opening and every step_minutes (default 30) after; answered with the zone's offset, soonest first. What to propose when asked for a time.
+         */
+        get: operations["dashboardSchedule.availability"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/mailboxes/{mailboxId}/drafts": {
         parameters: {
             query?: never;
@@ -2418,6 +2438,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/api/mailboxes/{mailboxId}/availability": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * When the mailbox is free
+         * @description Slots of duration_minutes (default 30) between from and to (default the week from now; at most 62 days) within working hours (hours, default 09:00-17:00, on weekdays, default Monday to Friday, in time_zone, default UTC) that none of its busy occurrences overlaps, starting at a day's opening and every step_minutes (default 30) after; answered with the zone's offset, soonest first. What to propose when asked for a time.
+         */
+        get: operations["schedule.availability"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/api/mailboxes/{mailboxId}/drafts": {
         parameters: {
             query?: never;
@@ -3670,6 +3710,14 @@ export interface components {
              */
             text: string;
         };
+        AvailabilityMeta: {
+            count: number;
+            from: string;
+            /** @description More slots than limit: ask again from the last one's start */
+            hasMore: boolean;
+            time_zone: string;
+            to: string;
+        };
         /** @description BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address */
         BadRequest: {
             error: {
@@ -4711,6 +4759,11 @@ export interface components {
             /** @description Plain-text body */
             text?: string;
             to: components["schemas"]["AddressInput"][];
+        };
+        FreeSlot: {
+            end: string;
+            /** @description RFC 3339 with the time zone's offset, e.g. 2026-12-03T15:00:00+01:00 */
+            start: string;
         };
         /** @description IDEMPOTENCY_KEY_REUSED: the Idempotency-Key was used within 24 hours for a different request; details: idempotency_key */
         IdempotencyKeyReused: {
@@ -13462,6 +13515,129 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: components["schemas"]["RemovedAutoReply"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardSchedule.availability": {
+        parameters: {
+            query?: {
+                /** @description How long a slot is (5-1440 minutes, default 30) */
+                duration_minutes?: string;
+                from?: string;
+                hours?: string;
+                /** @description At most this many slots (1-500, default 50) */
+                limit?: string;
+                /** @description How far apart slots start, from the day's opening (5-1440 minutes, default 30) */
+                step_minutes?: string;
+                time_zone?: string;
+                to?: string;
+                weekdays?: string;
+            };
+            header?: never;
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["FreeSlot"][];
+                        meta: components["schemas"]["AvailabilityMeta"];
                         /** @enum {boolean} */
                         success: true;
                     };
@@ -23998,6 +24174,129 @@ export interface operations {
                 content: {
                     "application/json": {
                         data: components["schemas"]["RemovedAutoReply"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "schedule.availability": {
+        parameters: {
+            query?: {
+                /** @description How long a slot is (5-1440 minutes, default 30) */
+                duration_minutes?: string;
+                from?: string;
+                hours?: string;
+                /** @description At most this many slots (1-500, default 50) */
+                limit?: string;
+                /** @description How far apart slots start, from the day's opening (5-1440 minutes, default 30) */
+                step_minutes?: string;
+                time_zone?: string;
+                to?: string;
+                weekdays?: string;
+            };
+            header?: never;
+            path: {
+                mailboxId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["FreeSlot"][];
+                        meta: components["schemas"]["AvailabilityMeta"];
                         /** @enum {boolean} */
                         success: true;
                     };

@@ -11,7 +11,7 @@ import { Invitations } from "../../../services/invitations/invitations.ts"
 import { Meetings } from "../../../services/meetings/meetings.ts"
 import { MeetingInput, MeetingUpdate } from "../../../services/meetings/schemas.ts"
 import { Schedule } from "../../../services/schedule/schedule.ts"
-import { DEFAULT_LIMIT, MAX_ITEMS, ScheduleParams } from "../../../services/schedule/schemas.ts"
+import { AvailabilityParams, DEFAULT_LIMIT, DEFAULT_SLOTS, MAX_ITEMS, ScheduleParams } from "../../../services/schedule/schemas.ts"
 import { RespondInput } from "../../../services/invitations/schemas.ts"
 import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
@@ -670,6 +670,32 @@ export const tools = [
       Effect.gen(function*() {
         const { data, meta } = yield* (yield* Schedule).list(principal.userId, mailbox_id, params)
         return { occurrences: data, ...meta }
+      })
+  }),
+  tool({
+    name: "find_free_time",
+    reach: "args",
+    description:
+      "When the mailbox is free, to propose a time: slots of duration_minutes (default 30) between from and to (default the week " +
+      "from now, at most 62 days) within working hours (hours HH:MM-HH:MM, default 09:00-17:00, on weekdays 1-7, default 1,2,3,4,5, " +
+      "in time_zone, default UTC) that nothing busy on its schedule overlaps, every step_minutes (default 30); answered with the " +
+      "zone's offset, soonest first.",
+    annotations: reading,
+    input: Schema.Struct({
+      mailbox_id: Id("The mailbox"),
+      from: AvailabilityParams.fields.from,
+      to: AvailabilityParams.fields.to,
+      duration_minutes: Schema.optional(IntBetween(5, 1440)),
+      step_minutes: Schema.optional(IntBetween(5, 1440)),
+      time_zone: AvailabilityParams.fields.time_zone,
+      hours: AvailabilityParams.fields.hours,
+      weekdays: AvailabilityParams.fields.weekdays,
+      limit: Schema.optional(IntBetween(1, MAX_ITEMS).annotations({ description: `1-${MAX_ITEMS}, default ${DEFAULT_SLOTS}` }))
+    }),
+    run: (principal, { mailbox_id, ...params }) =>
+      Effect.gen(function*() {
+        const { data, meta } = yield* (yield* Schedule).availability(principal.userId, mailbox_id, params)
+        return { slots: data, ...meta }
       })
   }),
   tool({

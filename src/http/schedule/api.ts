@@ -3,19 +3,31 @@
  * under /api:
  *
  *   /mailboxes/{mailbox_id}/schedule      the occurrences of its meetings and invitations in a range
+ *   /mailboxes/{mailbox_id}/availability  the times it is free, within working hours
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { NotFound, ValidationError } from "../../../services/errors.ts"
-import { MAX_DAYS, ScheduleItem, ScheduleMeta, ScheduleParams } from "../../../services/schedule/schemas.ts"
+import {
+  AvailabilityMeta,
+  AvailabilityParams,
+  FreeSlot,
+  MAX_AVAILABILITY_DAYS,
+  MAX_DAYS,
+  ScheduleItem,
+  ScheduleMeta,
+  ScheduleParams
+} from "../../../services/schedule/schemas.ts"
 import { OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
+const MailboxPath = Schema.Struct({ mailboxId: Schema.String })
+
 const scheduleEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name).add(
     HttpApiEndpoint.get("get", "/mailboxes/:mailboxId/schedule")
-      .setPath(Schema.Struct({ mailboxId: Schema.String }))
+      .setPath(MailboxPath)
       .setUrlParams(ScheduleParams)
       .addSuccess(OkWithMeta(Schema.Array(ScheduleItem), ScheduleMeta))
       .addError(envelope(ValidationError))
@@ -28,18 +40,32 @@ const scheduleEndpoints = <const Name extends string>(name: Name) =>
           "Invitations arrive on it as they are received (not mail labelled spam or blocked, until it is answered), with their updates " +
           "and cancellations."
       }))
+  ).add(
+    HttpApiEndpoint.get("availability", "/mailboxes/:mailboxId/availability")
+      .setPath(MailboxPath)
+      .setUrlParams(AvailabilityParams)
+      .addSuccess(OkWithMeta(Schema.Array(FreeSlot), AvailabilityMeta))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "When the mailbox is free",
+        description: "Slots of duration_minutes (default 30) between from and to (default the week from now; at most " +
+          MAX_AVAILABILITY_DAYS + " days) within working hours (hours, default 09:00-17:00, on weekdays, default Monday to Friday, " +
+          "in time_zone, default UTC) that none of its busy occurrences overlaps, starting at a day's opening and every step_minutes " +
+          "(default 30) after; answered with the zone's offset, soonest first. What to propose when asked for a time."
+      }))
   )
 
 export class ScheduleGroup extends scheduleEndpoints("schedule")
   .middleware(ApiAuthentication)
   .prefix("/v1/api")
   .annotate(OpenApi.Title, "Schedule")
-  .annotate(OpenApi.Description, "A mailbox's calendar: what it attends and what it hosts")
+  .annotate(OpenApi.Description, "A mailbox's calendar: what it attends and what it hosts, and when it is free")
 {}
 
 export class DashboardScheduleGroup extends scheduleEndpoints("dashboardSchedule")
   .middleware(SessionAuthentication)
   .prefix("/api")
   .annotate(OpenApi.Title, "Schedule (dashboard)")
-  .annotate(OpenApi.Description, "The schedule route for dashboard sessions")
+  .annotate(OpenApi.Description, "The schedule routes for dashboard sessions")
 {}
