@@ -60,6 +60,20 @@ const MeetingCard = ({ meeting, onCancel }) => {
 /** How far ahead the schedule looks. */
 const AHEAD_DAYS = 14
 
+/**
+ * An occurrence's day and hours, short: "Thu, Dec 3, 3:00 – 4:00 PM" (this browser's zone), or its day.
+ * @param {{ date_time: string | null, date: string | null }} start
+ * @param {{ date_time: string | null, date: string | null }} end
+ */
+const when = (start, end) => {
+  if (start.date !== null) return new Date(`${start.date}T00:00:00`).toLocaleDateString([], { weekday: "short", month: "short", day: "numeric" })
+  const from = new Date(/** @type {string} */ (start.date_time))
+  const to = new Date(/** @type {string} */ (end.date_time))
+  const day = from.toLocaleDateString([], { weekday: "short", month: "short", day: "numeric" })
+  const time = (/** @type {Date} */ d) => d.toLocaleTimeString([], { timeStyle: "short" })
+  return `${day}, ${time(from)} – ${time(to)}`
+}
+
 /** @param {{ occurrences: any[] }} props */
 const Upcoming = ({ occurrences }) =>
   occurrences.length === 0
@@ -67,7 +81,7 @@ const Upcoming = ({ occurrences }) =>
     : html`<ol class="card schedule-list" aria-label="Coming up">
         ${occurrences.map((o) => html`
           <li key=${`${o.uid} ${o.recurrence_id ?? ""}`} class=${o.busy ? "" : "free"}>
-            <time datetime=${o.start.date_time ?? o.start.date}>${shown(o.start)}</time>
+            <time datetime=${o.start.date_time ?? o.start.date}>${when(o.start, o.end)}</time>
             <span class="what">${o.summary ?? "(no title)"}${o.location ? html` <span class="muted">· ${o.location}</span>` : ""}</span>
             <span class="tags">
               <span class="tag">${o.role === "organizer" ? "yours" : `from ${o.organizer?.name ?? o.organizer?.address ?? "someone"}`}</span>
