@@ -4,8 +4,9 @@
  * done:
  * - a REPLY (an attendee's answer) goes to the mailbox's meeting it answers (Meetings.recordAnswer);
  * - a REQUEST or CANCEL (an invitation, its update, its cancellation) goes on the mailbox's schedule
- *   (Schedule.receive), unless the mail is labelled spam or blocked: a stranger's invitation does not
- *   take an agent's time until someone answers it (answering puts it on, services/invitations).
+ *   (Schedule.receive) and, when it changed it, is announced (`invitation.received`), unless the mail is
+ *   labelled spam or blocked: a stranger's invitation does not take an agent's time until someone
+ *   answers it (answering puts it on, services/invitations).
  * Mail without attachments costs it nothing (the event says so).
  *
  * Before it consumes, it works through what the schedule has still to read from before it existed
@@ -13,7 +14,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
-import { type BusMessage, Bus, decodeJson, subjects } from "../bus/bus.ts"
+import { type BusMessage, Bus, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { calendarPart } from "../invitations/calendar-part.ts"
 import { MAX_CALENDAR_BYTES } from "../invitations/schemas.ts"
@@ -73,7 +74,8 @@ export const CalendarMailLive = Layer.scopedDiscard(
     const schedule = yield* Schedule
 
     /** A received email's calendar, answered or entered as it asks; true when it changed something. */
-    const read = (emailId: string) =>
+    /** `announce`: tell webhooks and event streams what changed (not for mail from before the schedule). */
+    const read = (emailId: string, announce: boolean) =>
       Effect.gen(function*() {
         const rows = yield* sql<CalendarMailRow>`
           SELECT e.mailbox_id, e.user_id, e.received_at, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to, e.labels,
@@ -89,16 +91,26 @@ export const CalendarMailLive = Layer.scopedDiscard(
         if (yield* meetings.recordAnswer({ emailId, mailboxId: found.mailboxId, receivedAt: found.receivedAt }, text)) return true
         if (found.labels.some((label) => label === "spam" || label === "blocked")) return false
         const own = mailboxAddresses({ mailboxAddress: found.mailboxAddress, direction: "inbound", rcptTo: found.rcptTo })
-        return yield* schedule.receive({
+        const changed = yield* schedule.receive({
           emailId,
           mailboxId: found.mailboxId,
           userId: found.userId,
           isMine: (address) => own.has(routingForm(address)),
           text
         })
+        if (changed === undefined) return false
+        if (announce) {
+          // Once kept: a redelivered email is applied again (changing nothing) and announced under the same id, which the bus drops.
+          yield* bus.publish(
+            subjects.event("invitation.received"),
+            encodeJson({ event: "invitation.received", timestamp: new Date().toISOString(), namespace: found.userId, data: changed }),
+            { msgId: `invitation.received:${emailId}` }
+          )
+        }
+        return true
       })
 
-    const backfill = drainBackfill(sql, (entry) => entry.kind === "email" ? read(entry.id) : meetings.enterInSchedule(entry.id)).pipe(
+    const backfill = drainBackfill(sql, (entry) => entry.kind === "email" ? read(entry.id, false) : meetings.enterInSchedule(entry.id)).pipe(
       Effect.tap((done) => done > 0 ? Effect.logInfo("Schedule filled in from mail and meetings from before it", { entries: done }) : Effect.void),
       Effect.catchAll((error) => Effect.logError("Could not fill in the schedule from earlier mail; it is tried again at the next start", { error }))
     )
@@ -109,7 +121,7 @@ export const CalendarMailLive = Layer.scopedDiscard(
         Effect.flatMap((event) => Schema.decodeUnknown(ReceivedData)(event.data)),
         Effect.matchEffect({
           onFailure: (error) => Effect.logError("Not reading a malformed email.received event for calendars", { subject: message.subject, error }),
-          onSuccess: (data) => (data.has_attachments ? Effect.asVoid(read(data.email_id)) : Effect.void)
+          onSuccess: (data) => (data.has_attachments ? Effect.asVoid(read(data.email_id, true)) : Effect.void)
         })
       )
 

@@ -27,6 +27,7 @@ import {
   DEFAULT_LIMIT,
   DEFAULT_SLOTS,
   type FreeSlot,
+  type InvitationReceivedData,
   MAX_AVAILABILITY_DAYS,
   MAX_DAYS,
   type ScheduleItem,
@@ -75,29 +76,29 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
 
     /**
      * A received invitation, update or cancellation (an iTIP REQUEST or CANCEL) applied to the
-     * mailbox's schedule; anything else, an older revision, or the mailbox's own meeting coming back
-     * (it invited itself) changes nothing. The mailbox's answer is what the newest revision says of it
-     * (a new time asks again), else the one it gave.
+     * mailbox's schedule: what changed, for `invitation.received`; undefined when nothing did (any other
+     * calendar, an older revision, or the mailbox's own meeting coming back when it invited itself).
+     * The mailbox's answer is what the newest revision says of it (a new time asks again), else the one
+     * it gave.
      */
     const receive = Effect.fn("Schedule.receive")(function*(email: ReceivedCalendar) {
       const invitation = invitationOf(email.text)
-      if (invitation === undefined) return false
+      if (invitation === undefined) return undefined
       const named = Either.match(readInvitation(email.text), {
         onLeft: () => undefined,
         onRight: (event) => attendeeOf(event, email.isMine)?.status
       })
       return yield* sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<{ role: string; calendar: string; sequence: number; response: ParticipationStatus }>`
-          SELECT role, calendar, sequence, response FROM calendar_entries
+        const rows = yield* sql<{ role: string; calendar: string; sequence: number; status: EventStatus; response: ParticipationStatus }>`
+          SELECT role, calendar, sequence, status, response FROM calendar_entries
           WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}
           FOR UPDATE`
         const before = rows[0]
-        if (before?.role === "organizer") return false
+        if (before?.role === "organizer") return undefined
         const calendar = merge(before?.calendar, invitation)
-        if (calendar === undefined) return false
-        const when = span(calendar)
-        if (when === undefined) return false
-        const { sequence, status } = headline(calendar)
+        const when = calendar === undefined ? undefined : span(calendar)
+        if (calendar === undefined || when === undefined) return undefined
+        const { sequence, status, organizer } = headline(calendar)
         const response = before === undefined || (invitation.method === "REQUEST" && invitation.sequence > before.sequence)
           ? named ?? "needs_action"
           : before.response
@@ -108,7 +109,24 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = EXCLUDED.email_id, sequence = EXCLUDED.sequence,
             status = EXCLUDED.status, response = EXCLUDED.response, calendar = EXCLUDED.calendar,
             first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
-        return true
+        const event = Either.getOrUndefined(readInvitation(calendar))
+        const change: InvitationReceivedData["change"] = invitation.method === "CANCEL"
+          ? "cancelled"
+          : before === undefined || before.status === "cancelled" && status !== "cancelled"
+          ? "new"
+          : "updated"
+        return {
+          mailbox_id: email.mailboxId,
+          email_id: email.emailId,
+          uid: invitation.uid,
+          change,
+          summary: event?.summary ?? null,
+          start: event?.start ?? null,
+          end: event?.end ?? null,
+          recurrence: event?.recurrence ?? null,
+          organizer,
+          response
+        } satisfies InvitationReceivedData
       }))
     })
 

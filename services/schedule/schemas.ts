@@ -114,3 +114,21 @@ export const AvailabilityMeta = Schema.Struct({
   hasMore: Schema.Boolean.annotations({ description: "More slots than limit: ask again from the last one's start" })
 }).annotations({ identifier: "AvailabilityMeta" })
 export type AvailabilityMeta = typeof AvailabilityMeta.Type
+
+/** `invitation.received`: an invitation, its update or its cancellation changed a mailbox's schedule. */
+export const InvitationReceivedData = Schema.Struct({
+  mailbox_id: Schema.String,
+  email_id: Schema.String.annotations({ description: "The email that brought it (GET /emails/{email_id}/invitation reads it; respond answers it)" }),
+  uid: Schema.String,
+  change: Schema.Literal("new", "updated", "cancelled").annotations({
+    description: "new: on the schedule now; updated: a new revision (a new time asks for an answer again) or one occurrence changed; " +
+      "cancelled: called off, whole or one occurrence"
+  }),
+  summary: Schema.NullOr(Schema.String),
+  start: Schema.NullOr(EventTime).annotations({ description: "When it (first) starts, as the schedule now has it" }),
+  end: Schema.NullOr(EventTime),
+  recurrence: Schema.NullOr(Schema.String),
+  organizer: Schema.NullOr(Party),
+  response: ParticipationStatus.annotations({ description: "The mailbox's answer as it stands: needs_action asks for one" })
+}).annotations({ identifier: "InvitationReceivedData" })
+export type InvitationReceivedData = typeof InvitationReceivedData.Type

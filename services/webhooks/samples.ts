@@ -103,6 +103,18 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
       attendee: { address: "billing@partner.example", name: "Billing", status: "accepted", comment: "See you there", responded_at: timestamp },
       email_id: email.email_id
     },
+    "invitation.received": {
+      mailbox_id: mailboxId,
+      email_id: email.email_id,
+      uid: "review-7@partner.example",
+      change: "new",
+      summary: "Contract review",
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+      end: { date_time: "2026-12-03T14:45:00Z", date: null, time_zone: "Europe/Paris" },
+      recurrence: null,
+      organizer: { address: "billing@partner.example", name: "Billing" },
+      response: "needs_action"
+    },
     "api_key.created": { keyId: "key_example", name: "example key", keyPrefix: "mr_exampl********", createdAt: timestamp, expirationTs: null, mailboxIds: null, permission: "full_access" }
   }
   return { event: kind, timestamp, data: data[kind] }

@@ -5,6 +5,7 @@ import { Schema } from "effect"
 import { Label, MAX_LABELS } from "../mail/label-rules.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { MeetingAnsweredData } from "../meetings/schemas.ts"
+import { InvitationReceivedData } from "../schedule/schemas.ts"
 import { ComplaintEventData, DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
@@ -20,6 +21,7 @@ export const eventKinds = [
   "email.unsubscribed",
   "email.complained",
   "meeting.answered",
+  "invitation.received",
   "api_key.created"
 ] as const
 export type EventKind = (typeof eventKinds)[number]
@@ -310,6 +312,13 @@ export const MeetingAnsweredEvent = eventPayload(
   "An attendee's calendar answered a meeting the mailbox organizes (accepted, declined, tentative): the meeting's attendees show it"
 )
 
+export const InvitationReceivedEvent = eventPayload(
+  "invitation.received",
+  "InvitationReceivedEvent",
+  InvitationReceivedData,
+  "A calendar invitation, its update or its cancellation arrived and changed the mailbox's schedule (not mail labelled spam or blocked)"
+)
+
 export const ApiKeyCreatedEvent = eventPayload(
   "api_key.created",
   "ApiKeyCreatedEvent",
@@ -339,5 +348,6 @@ export const EventPayloads = {
   "email.unsubscribed": EmailUnsubscribedEvent,
   "email.complained": EmailComplainedEvent,
   "meeting.answered": MeetingAnsweredEvent,
+  "invitation.received": InvitationReceivedEvent,
   "api_key.created": ApiKeyCreatedEvent
 } as const satisfies Record<EventKind, Schema.Schema.Any>

@@ -58,6 +58,8 @@ describe("meetings", () => {
     const { box, mailroom } = await owner()
     const ada = `${fresh("ada")}@partner.test`
     const guest = await owner()
+    // The guest's agent hears its invitations on its event stream.
+    const invitations = await openEvents(`${suite.url}/v1/events?types=invitation.received`, { "x-api-key": guest.box.user.apiKey })
     const created = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/meetings", {
       params: { path: { mailboxId: box.mailboxId } },
       body: {
@@ -128,6 +130,24 @@ describe("meetings", () => {
       })
       return data!.data[0]
     }, 20_000)
+    try {
+      const frame = await invitations.next(20_000)
+      expect([frame.event, JSON.parse(frame.data!).data]).toEqual(["invitation.received", {
+        mailbox_id: guest.box.mailboxId,
+        email_id: guestCopy.email_id,
+        uid: meeting.uid,
+        change: "new",
+        summary: "Quarterly planning",
+        start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+        end: { date_time: "2026-12-03T15:00:00Z", date: null, time_zone: "Europe/Paris" },
+        recurrence: "FREQ=WEEKLY;COUNT=4",
+        organizer: { address: box.address, name: null },
+        response: "needs_action"
+      }])
+    } catch (error) {
+      invitations.close()
+      throw error
+    }
     expect(onSchedule).toEqual({
       uid: meeting.uid,
       recurrence_id: "2026-12-03T14:00:00Z",
@@ -195,7 +215,13 @@ describe("meetings", () => {
     }, 20_000)
     const cancelledForGuest = await guest.mailroom.GET("/v1/api/emails/{emailId}/invitation", { params: { path: { emailId: goodbye.email_id } } })
     expect(cancelledForGuest.data!.data).toMatchObject({ method: "CANCEL", status: "cancelled", sequence: 1, respondable: false })
-    // Off the guest's schedule (shown when asked for, not busy); on the organizer's at its new time.
+    // The guest's agent heard it; it is off the guest's schedule (shown when asked for, not busy), on the organizer's at its new time.
+    try {
+      const frame = await invitations.next(20_000)
+      expect(JSON.parse(frame.data!).data).toMatchObject({ email_id: goodbye.email_id, uid: meeting.uid, change: "cancelled", response: "declined" })
+    } finally {
+      invitations.close()
+    }
     await until("the cancellation on the guest's schedule", async () => (await december(guest.mailroom, guest.box)).length === 0 || undefined, 20_000)
     expect(await december(guest.mailroom, guest.box, { include_cancelled: "true" })).toEqual(
       weeks.map((start) => [start, "attendee", "declined", false, "cancelled"])

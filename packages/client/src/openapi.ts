@@ -3512,6 +3512,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "invitation.received": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * invitation.received event
+         * @description A calendar invitation, its update or its cancellation arrived and changed the mailbox's schedule (not mail labelled spam or blocked). Sent to every active webhook subscribed to invitation.received, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.invitation.received"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "meeting.answered": {
         parameters: {
             query?: never;
@@ -4864,6 +4884,36 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
+        InvitationReceivedData: {
+            /**
+             * @description new: on the schedule now; updated: a new revision (a new time asks for an answer again) or one occurrence changed; cancelled: called off, whole or one occurrence
+             * @enum {string}
+             */
+            change: "new" | "updated" | "cancelled";
+            /** @description The email that brought it (GET /emails/{email_id}/invitation reads it; respond answers it) */
+            email_id: string;
+            end: components["schemas"]["EventTime"] | null;
+            mailbox_id: string;
+            organizer: components["schemas"]["CalendarParty"] | null;
+            recurrence: string | null;
+            /**
+             * @description The mailbox's answer as it stands: needs_action asks for one
+             * @enum {string}
+             */
+            response: "needs_action" | "accepted" | "declined" | "tentative" | "delegated";
+            /** @description When it (first) starts, as the schedule now has it */
+            start: components["schemas"]["EventTime"] | null;
+            summary: string | null;
+            uid: string;
+        };
+        /** @description A calendar invitation, its update or its cancellation arrived and changed the mailbox's schedule (not mail labelled spam or blocked) */
+        InvitationReceivedEvent: {
+            data: components["schemas"]["InvitationReceivedData"];
+            /** @enum {string} */
+            event: "invitation.received";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         InvitationRespondInput: {
             /**
              * maxLength(2000)
@@ -6017,7 +6067,7 @@ export interface components {
             /** @description What went wrong: the status, a refused connection, a time-out */
             error: string | null;
             /** @enum {string} */
-            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "api_key.created";
+            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "api_key.created";
             /** @description The webhook-id header sent: test_…, never an event's */
             event_id: string;
             /** @description The body sent, as a real event of that kind carries it, about an example email or key */
@@ -11532,7 +11582,7 @@ export interface operations {
                 labels?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -18815,7 +18865,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "api_key.created";
             };
             header?: never;
             path: {
@@ -29310,7 +29360,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "api_key.created";
             };
             header?: never;
             path: {
@@ -30084,7 +30134,7 @@ export interface operations {
                 labels?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -30922,6 +30972,44 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["EmailUnsubscribedEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.invitation.received": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InvitationReceivedEvent"];
             };
         };
         responses: {
