@@ -77,7 +77,8 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
     /**
      * A received invitation, update or cancellation (an iTIP REQUEST or CANCEL) applied to the
      * mailbox's schedule: what changed, for `invitation.received`; undefined when nothing did (any other
-     * calendar, an older revision, or the mailbox's own meeting coming back when it invited itself).
+     * calendar, an older revision, the same one again, or the mailbox's own meeting coming back when it
+     * invited itself).
      * The mailbox's answer is what the newest revision says of it (a new time asks again), else the one
      * it gave.
      */
@@ -102,6 +103,8 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         const response = before === undefined || (invitation.method === "REQUEST" && invitation.sequence > before.sequence)
           ? named ?? "needs_action"
           : before.response
+        // The same invitation again (mail redelivered, the bus replaying): nothing changed, nothing to announce.
+        if (before !== undefined && before.calendar === calendar && before.response === response) return undefined
         yield* sql`
           INSERT INTO calendar_entries (mailbox_id, uid, user_id, role, email_id, sequence, status, response, calendar, first_start, last_end)
           VALUES (${email.mailboxId}, ${invitation.uid}, ${email.userId}, 'attendee', ${email.emailId}, ${sequence}, ${status}, ${response},
