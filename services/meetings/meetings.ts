@@ -320,9 +320,8 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
     /**
      * An attendee's answer the mailbox received (a REPLY to one of its meetings): their status and note
      * on the meeting. An answer from someone not on it (the invitation forwarded to them) adds them. An
-     * answer received no later than the one kept (the same mail again, an older one late) changes
-     * nothing, nor does anything else (not a calendar, not a REPLY, another mailbox's meeting); true when
-     * an answer was kept (and announced).
+     * answer received before the one kept (arriving late) changes nothing, nor does anything else (not a
+     * calendar, not a REPLY, another mailbox's meeting); true when an answer was kept (and announced).
      */
     const recordAnswer = Effect.fn("Meetings.recordAnswer")(function*(
       found: { readonly emailId: string; readonly mailboxId: string; readonly receivedAt: Date },
@@ -349,9 +348,9 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
             responded_at: at
           }
           const i = attendees.findIndex((a) => routingForm(a.address) === routingForm(answer.address))
-          // This answer again (mail redelivered, the bus replaying), or an older one arriving late: the one kept stands.
+          // An older answer arriving late: the newer one kept stands.
           const earlier = i >= 0 ? attendees[i]!.responded_at : null
-          if (earlier !== null && earlier >= at) continue
+          if (earlier !== null && earlier > at) continue
           const kept = i >= 0 ? { ...entry, address: attendees[i]!.address, name: attendees[i]!.name ?? answer.name } : entry
           if (i >= 0) attendees[i] = kept
           else attendees.push(kept)
@@ -366,7 +365,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       yield* Effect.logInfo("Meeting answered").pipe(
         Effect.annotateLogs({ meeting_id: meeting.id, email_id: emailId, answers: changed.map((a) => `${a.address} ${a.status}`).join(", ") })
       )
-      // Once kept: a redelivered answer changes nothing above, so is not announced again.
+      // Once kept: a redelivered answer is applied again and announced under the same id (the bus drops the repeat).
       for (const attendee of changed) {
         const data: MeetingAnsweredData = {
           meeting_id: meeting.id,

@@ -73,8 +73,10 @@ export const CalendarMailLive = Layer.scopedDiscard(
     const meetings = yield* Meetings
     const schedule = yield* Schedule
 
-    /** A received email's calendar, answered or entered as it asks; true when it changed something. */
-    /** `announce`: tell webhooks and event streams what changed (not for mail from before the schedule). */
+    /**
+     * A received email's calendar, answered or entered as it asks; true when it changed something.
+     * `announce`: tell webhooks and event streams what changed (not for mail from before the schedule).
+     */
     const read = (emailId: string, announce: boolean) =>
       Effect.gen(function*() {
         const rows = yield* sql<CalendarMailRow>`
@@ -100,7 +102,7 @@ export const CalendarMailLive = Layer.scopedDiscard(
         })
         if (changed === undefined) return false
         if (announce) {
-          // Once kept: a redelivered email is applied again (changing nothing) and announced under the same id, which the bus drops.
+          // Once kept: the same email redelivered (a crash before this publish) is announced again under the same id, which the bus drops.
           yield* bus.publish(
             subjects.event("invitation.received"),
             encodeJson({ event: "invitation.received", timestamp: new Date().toISOString(), namespace: found.userId, data: changed }),
@@ -127,7 +129,9 @@ export const CalendarMailLive = Layer.scopedDiscard(
 
     yield* Effect.forkScoped(backfill)
     yield* bus.consume(measured({
-      name: "calendar-mail",
+      // The durable name from when it read meeting answers only: under a new one the bus would deliver it
+      // the events it still holds (a week) again, and their announcements would go out twice.
+      name: "meeting-answers",
       stream: "events",
       filter: subjects.event("email.received"),
       concurrency: 4,

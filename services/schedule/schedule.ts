@@ -77,8 +77,8 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
     /**
      * A received invitation, update or cancellation (an iTIP REQUEST or CANCEL) applied to the
      * mailbox's schedule: what changed, for `invitation.received`; undefined when nothing did (any other
-     * calendar, an older revision, the same one again, or the mailbox's own meeting coming back when it
-     * invited itself).
+     * calendar, an older revision, the same one in another email, or the mailbox's own meeting coming
+     * back when it invited itself).
      * The mailbox's answer is what the newest revision says of it (a new time asks again), else the one
      * it gave.
      */
@@ -90,8 +90,10 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         onRight: (event) => attendeeOf(event, email.isMine)?.status
       })
       return yield* sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<{ role: string; calendar: string; sequence: number; status: EventStatus; response: ParticipationStatus }>`
-          SELECT role, calendar, sequence, status, response FROM calendar_entries
+        const rows = yield* sql<
+          { role: string; emailId: string | null; calendar: string; sequence: number; status: EventStatus; response: ParticipationStatus }
+        >`
+          SELECT role, email_id, calendar, sequence, status, response FROM calendar_entries
           WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}
           FOR UPDATE`
         const before = rows[0]
@@ -103,15 +105,19 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         const response = before === undefined || (invitation.method === "REQUEST" && invitation.sequence > before.sequence)
           ? named ?? "needs_action"
           : before.response
-        // The same invitation again (mail redelivered, the bus replaying): nothing changed, nothing to announce.
-        if (before !== undefined && before.calendar === calendar && before.response === response) return undefined
-        yield* sql`
-          INSERT INTO calendar_entries (mailbox_id, uid, user_id, role, email_id, sequence, status, response, calendar, first_start, last_end)
-          VALUES (${email.mailboxId}, ${invitation.uid}, ${email.userId}, 'attendee', ${email.emailId}, ${sequence}, ${status}, ${response},
-                  ${calendar}, ${when.first}, ${when.last})
-          ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = EXCLUDED.email_id, sequence = EXCLUDED.sequence,
-            status = EXCLUDED.status, response = EXCLUDED.response, calendar = EXCLUDED.calendar,
-            first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
+        // The same invitation in another email (sent twice): nothing changed, nothing to announce. The same
+        // email again (redelivered after a crash before its announcement) is announced again.
+        const same = before !== undefined && before.calendar === calendar && before.response === response
+        if (same && before.emailId !== email.emailId) return undefined
+        if (!same) {
+          yield* sql`
+            INSERT INTO calendar_entries (mailbox_id, uid, user_id, role, email_id, sequence, status, response, calendar, first_start, last_end)
+            VALUES (${email.mailboxId}, ${invitation.uid}, ${email.userId}, 'attendee', ${email.emailId}, ${sequence}, ${status}, ${response},
+                    ${calendar}, ${when.first}, ${when.last})
+            ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = EXCLUDED.email_id, sequence = EXCLUDED.sequence,
+              status = EXCLUDED.status, response = EXCLUDED.response, calendar = EXCLUDED.calendar,
+              first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
+        }
         const event = Either.getOrUndefined(readInvitation(calendar))
         const change: InvitationReceivedData["change"] = invitation.method === "CANCEL"
           ? "cancelled"

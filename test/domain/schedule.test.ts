@@ -52,9 +52,10 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
       return id
     }).pipe(Effect.orDie)
     const schedule = yield* Schedule
-    const receive = (text: string) =>
-      Effect.flatMap(email, (emailId) =>
-        schedule.receive({ emailId, mailboxId, userId: owner.userId, isMine: (a) => a.toLowerCase() === address, text }))
+    /** The calendar received in an email of its own, or in `emailId` (the same email again). */
+    const receive = (text: string, emailId?: string) =>
+      Effect.flatMap(emailId === undefined ? email : Effect.succeed(emailId), (id) =>
+        schedule.receive({ emailId: id, mailboxId, userId: owner.userId, isMine: (a) => a.toLowerCase() === address, text }))
     const list = (params: Parameters<typeof schedule.list>[2] = december) => Effect.map(schedule.list(owner.userId, mailboxId, params), (r) => r.data)
     return { sql, owner, mailboxId, address, schedule, receive, list }
   })
@@ -119,8 +120,11 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         ])
         yield* schedule.answered(mailboxId, "review@partner.test", "declined")
         expect((yield* list()).map((o) => [o.response, o.busy])).toEqual([["declined", false], ["declined", false]])
-        // The same invitation again (redelivered) changes nothing, so announces nothing, and keeps the answer.
+        // The same invitation in another email changes nothing, so announces nothing, and keeps the answer; the same email
+        // again (redelivered after a crash before its announcement) is announced again.
         expect(yield* receive(review(address, 0))).toBeUndefined()
+        const first = occurrences[0]!.email_id!
+        expect(yield* receive(review(address, 0), first)).toMatchObject({ email_id: first, uid: "review@partner.test", response: "declined" })
         expect((yield* list())[0]!.response).toBe("declined")
       }))
 
