@@ -22,9 +22,16 @@ const TrueOrFalse = Schema.transform(
   { strict: true, decode: (value) => value === "true", encode: (value) => (value ? "true" : "false") }
 )
 
-export const ScheduleParams = Schema.Struct({
+/** A range asked for: `from` (default now) and `to` (default a week later), at most `maxDays` apart. */
+const rangeFields = (maxDays: number) => ({
   from: Schema.optional(Instant.annotations({ description: "From this moment (ISO 8601 with its zone); default: now" })),
-  to: Schema.optional(Instant.annotations({ description: `Until this moment, after from and at most ${MAX_DAYS} days later; default: ${DEFAULT_DAYS} days after from` })),
+  to: Schema.optional(Instant.annotations({
+    description: `Until this moment, after from and at most ${maxDays} days later; default: ${DEFAULT_DAYS} days after from`
+  }))
+})
+
+export const ScheduleParams = Schema.Struct({
+  ...rangeFields(MAX_DAYS),
   limit: Schema.optional(IntegerParam(1, MAX_ITEMS).annotations({ description: `At most this many occurrences (1-${MAX_ITEMS}, default 100)` })),
   include_cancelled: Schema.optional(TrueOrFalse.annotations({
     description: "true: cancelled events and occurrences too (status cancelled, busy false); default false"
@@ -76,10 +83,7 @@ export const MAX_AVAILABILITY_DAYS = 62
 const Clock = /([01]\d|2[0-3]):[0-5]\d|24:00/.source
 
 export const AvailabilityParams = Schema.Struct({
-  from: Schema.optional(Instant.annotations({ description: "From this moment (ISO 8601 with its zone); default: now" })),
-  to: Schema.optional(Instant.annotations({
-    description: `Until this moment, after from and at most ${MAX_AVAILABILITY_DAYS} days later; default: ${DEFAULT_DAYS} days after from`
-  })),
+  ...rangeFields(MAX_AVAILABILITY_DAYS),
   duration_minutes: Schema.optional(IntegerParam(5, 1440).annotations({ description: "How long a slot is (5-1440 minutes, default 30)" })),
   step_minutes: Schema.optional(IntegerParam(5, 1440).annotations({
     description: "How far apart slots start, from the day's opening (5-1440 minutes, default 30)"
