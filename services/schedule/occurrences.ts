@@ -254,14 +254,12 @@ const singleOf = (item: ICAL.Component, calendar: ICAL.Component, recurrenceId: 
 }
 
 /** The occurrences the kept calendar's overrides (its parts with a RECURRENCE-ID) describe. */
-const walkOverrides = (kept: string): Array<Occurrence> => {
-  const calendar = Either.getOrThrow(parseCalendar(kept))
-  return calendar.getAllSubcomponents("vevent").flatMap((event) => {
+const walkOverrides = (calendar: ICAL.Component): Array<Occurrence> =>
+  calendar.getAllSubcomponents("vevent").flatMap((event) => {
     const id = event.getFirstPropertyValue("recurrence-id")
     const found = id instanceof ICAL.Time ? singleOf(event, calendar, id) : undefined
     return found === undefined ? [] : [found]
   })
-}
 
 /** A wall-clock time read as if in UTC: within 14 hours of the moment it is in any zone. */
 const wallClock = (time: ICAL.Time) => Date.UTC(time.year, time.month - 1, time.day, time.hour, time.minute, time.second)
@@ -296,7 +294,7 @@ const repeats = (master: ICAL.Component) => master.hasProperty("rrule") || maste
 export const span = (kept: string): { readonly first: Date; readonly last: Date | null } | undefined => {
   const calendar = Either.getOrThrow(parseCalendar(kept))
   const master = masterOf(calendar)
-  const found = walkOverrides(kept)
+  const found = walkOverrides(calendar)
   let endless = false
   if (master !== undefined) {
     const first = singleOf(master, calendar, null)
@@ -327,7 +325,7 @@ export const span = (kept: string): { readonly first: Date; readonly last: Date 
 export const occurrences = (kept: string, from: Date, to: Date): Array<Occurrence> => {
   const calendar = Either.getOrThrow(parseCalendar(kept))
   const master = masterOf(calendar)
-  const found = walkOverrides(kept)
+  const found = walkOverrides(calendar)
   if (master !== undefined) {
     const duration = durationOf(master, calendar)
     const zone = zoneOf(master.getFirstProperty("dtstart")!)

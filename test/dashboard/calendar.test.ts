@@ -7,16 +7,14 @@
  * Outbound mail goes to a receiving SMTP server this suite runs, found through a DNS server it runs.
  * A suite of its own (its own server and account), beside sending.test.ts's long walk.
  */
-import { simpleParser } from "mailparser"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
-import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { deliveredWithSubject, type MxServer, startMxServer } from "../support/mx-server.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { createBackend, freePort, type Backend, type Server, startServer } from "../support/server.ts"
-import { until } from "../support/wait.ts"
 
 const runnable = chromiumAvailable() || Boolean(process.env.CI)
 
@@ -35,28 +33,10 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
   const address = `${localPart}@agents.localhost`
   let mailboxId = ""
 
-  /** The failed requests seen so far that match `pattern`, taken off the record with the browser's console line for each. */
-  const refusals = (pattern: RegExp) => {
-    const matching = watched.problems.filter((p) => pattern.test(p))
-    let rest = watched.problems.filter((p) => !pattern.test(p))
-    for (const refusal of matching) {
-      const status = refusal.split(" ")[0]
-      const line = rest.findIndex((p) => p.startsWith("console: Failed to load resource") && p.includes(`status of ${status} `))
-      if (line >= 0) rest = [...rest.slice(0, line), ...rest.slice(line + 1)]
-    }
-    watched.problems.splice(0, watched.problems.length, ...rest)
-    return matching
-  }
-
+  /** The refusals a test provoked on purpose, taken off the page's record of problems. */
+  const refusals = (pattern: RegExp) => takeRefusals(watched, pattern)
   /** The message the MX took whose subject is `subject`. */
-  const delivered = (subject: string) =>
-    until(`"${subject}" at the MX`, async () => {
-      for (const message of mx.delivered()) {
-        const parsed = await simpleParser(message.raw)
-        if (parsed.subject === subject) return { message, parsed }
-      }
-      return undefined
-    })
+  const delivered = (subject: string) => deliveredWithSubject(mx, subject)
 
   beforeAll(async () => {
     mx = await startMxServer()

@@ -7,14 +7,13 @@
  * checked through the API as well as on the page; every refusal the page shows is the server's own,
  * and it is the only failed request of the suite.
  */
-import { simpleParser } from "mailparser"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type operations } from "../../packages/client/src/fetch-client.ts"
-import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
-import { type MxServer, startMxServer } from "../support/mx-server.ts"
+import { deliveredWithSubject, type MxServer, startMxServer } from "../support/mx-server.ts"
 import { feedbackReport } from "../support/reports.ts"
 import { makePdf } from "../support/pdf.ts"
 import { sendMail } from "../support/send-mail.ts"
@@ -59,31 +58,10 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   const mailboxesOf = async () => (await dashboard().GET("/api/mailboxes")).data!.mailboxes
   const domainsOf = async () => (await dashboard().GET("/api/domains")).data!.data
 
-  /**
-   * The failed requests seen so far that match `pattern`, taken off the record with the console line
-   * the browser writes for each ("Failed to load resource: … status of 422").
-   */
-  const refusals = (pattern: RegExp) => {
-    const matching = watched.problems.filter((p) => pattern.test(p))
-    let rest = watched.problems.filter((p) => !pattern.test(p))
-    for (const refusal of matching) {
-      const status = refusal.split(" ")[0]
-      const line = rest.findIndex((p) => p.startsWith("console: Failed to load resource") && p.includes(`status of ${status} `))
-      if (line >= 0) rest = [...rest.slice(0, line), ...rest.slice(line + 1)]
-    }
-    watched.problems.splice(0, watched.problems.length, ...rest)
-    return matching
-  }
-
+  /** The refusals a test provoked on purpose, taken off the page's record of problems. */
+  const refusals = (pattern: RegExp) => takeRefusals(watched, pattern)
   /** The message the MX took whose subject is `subject`. */
-  const delivered = (subject: string) =>
-    until(`"${subject}" at the MX`, async () => {
-      for (const message of mx.delivered()) {
-        const parsed = await simpleParser(message.raw)
-        if (parsed.subject === subject) return { message, parsed }
-      }
-      return undefined
-    })
+  const delivered = (subject: string) => deliveredWithSubject(mx, subject)
 
   beforeAll(async () => {
     mx = await startMxServer()

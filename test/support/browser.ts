@@ -39,3 +39,20 @@ export const openPage = async (browser: Browser, baseUrl: string, viewport = { w
   })
   return { page, problems }
 }
+
+/**
+ * The failed requests seen so far that match `pattern` (refusals a test provoked on purpose), taken
+ * off the page's record with the console line the browser writes for each ("Failed to load
+ * resource: … status of 422"), so that what remains are the problems no test asked for.
+ */
+export const takeRefusals = (watched: WatchedPage, pattern: RegExp): Array<string> => {
+  const matching = watched.problems.filter((p) => pattern.test(p))
+  let rest = watched.problems.filter((p) => !pattern.test(p))
+  for (const refusal of matching) {
+    const status = refusal.split(" ")[0]
+    const line = rest.findIndex((p) => p.startsWith("console: Failed to load resource") && p.includes(`status of ${status} `))
+    if (line >= 0) rest = [...rest.slice(0, line), ...rest.slice(line + 1)]
+  }
+  watched.problems.splice(0, watched.problems.length, ...rest)
+  return matching
+}

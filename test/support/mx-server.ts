@@ -4,8 +4,10 @@
  * recipient: a reply code in turn, the last repeating. With `auth`, it takes mail only from a client
  * that logged in with those credentials (a relay).
  */
+import { simpleParser } from "mailparser"
 import type { AddressInfo } from "node:net"
 import { SMTPServer, type SMTPServerAddress } from "smtp-server"
+import { until } from "./wait.ts"
 
 export interface Delivered {
   readonly mailFrom: string
@@ -139,3 +141,13 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
     close: () => new Promise<void>((resolve) => server.close(() => resolve()))
   }
 }
+
+/** The message `mx` took whose subject is `subject`, parsed (waiting for it to arrive). */
+export const deliveredWithSubject = (mx: MxServer, subject: string) =>
+  until(`"${subject}" at the MX`, async () => {
+    for (const message of mx.delivered()) {
+      const parsed = await simpleParser(message.raw)
+      if (parsed.subject === subject) return { message, parsed }
+    }
+    return undefined
+  })
