@@ -325,7 +325,8 @@ export const organizerCalendar = (method: "REQUEST" | "CANCEL", event: Organized
 /** What an attendee's REPLY says: the event it answers, each answering attendee's answer, and its note. */
 export interface ReplyAnswers {
   readonly uid: string
-  readonly sequence: number
+  /** The revision answered; undefined when the reply names none (it is then taken for the current one). */
+  readonly sequence: number | undefined
   readonly attendees: ReadonlyArray<{ readonly address: string; readonly name: string | null; readonly status: ParticipationStatus }>
   readonly comment: string | null
 }
@@ -337,7 +338,7 @@ export const replyAnswers = (text: string): ReplyAnswers | undefined => {
   const event = eventOf(Either.getOrThrow(parseCalendar(text)))
   return {
     uid: read.right.uid,
-    sequence: read.right.sequence,
+    sequence: event?.hasProperty("sequence") === true ? read.right.sequence : undefined,
     attendees: read.right.attendees.map(({ address, name, status }) => ({ address, name, status })),
     comment: event === undefined ? null : textOf(event, "comment")
   }

@@ -293,7 +293,8 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
         yield* tell(userId, row.mailboxId, "CANCEL", { ...event, attendees: removed }, removed, `Cancelled: ${event.summary}`)
       }
       const written = yield* scheduled(userId, "REQUEST", event, sql`
-        UPDATE meetings SET sequence = ${event.sequence}, summary = ${after.summary}, description = ${after.description},
+        UPDATE meetings SET sequence = ${event.sequence}, ${rescheduled ? sql`asked_sequence = ${event.sequence},` : sql``}
+          summary = ${after.summary}, description = ${after.description},
           location = ${after.location}, url = ${after.url}, start_time = ${JSON.stringify(start)}::jsonb,
           end_time = ${JSON.stringify(end)}::jsonb, starts_at = ${momentOf(start)}, recurrence = ${recurrence},
           attendees = ${JSON.stringify(attendees)}::jsonb, email_id = ${sent.email_id}, updated_at = now()
@@ -320,8 +321,9 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
     /**
      * An attendee's answer the mailbox received (a REPLY to one of its meetings): their status and note
      * on the meeting. An answer from someone not on it (the invitation forwarded to them) adds them. An
-     * answer received before the one kept (arriving late) changes nothing, nor does anything else (not a
-     * calendar, not a REPLY, another mailbox's meeting); true when an answer was kept (and announced).
+     * answer received before the one kept (arriving late) changes nothing, nor does an answer to a
+     * revision before the meeting's time last changed, nor anything else (not a calendar, not a REPLY,
+     * another mailbox's meeting); true when an answer was kept (and announced).
      */
     const recordAnswer = Effect.fn("Meetings.recordAnswer")(function*(
       found: { readonly emailId: string; readonly mailboxId: string; readonly receivedAt: Date },
@@ -331,11 +333,19 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       const answers = replyAnswers(text)
       if (answers === undefined || answers.attendees.length === 0) return false
       const answered = yield* sql.withTransaction(Effect.gen(function*() {
-        const meetings = yield* sql<{ id: string; userId: string; summary: string; attendees: string }>`
-          SELECT id, user_id, summary, attendees::text AS attendees FROM meetings
+        const meetings = yield* sql<{ id: string; userId: string; summary: string; attendees: string; askedSequence: number }>`
+          SELECT id, user_id, summary, attendees::text AS attendees, asked_sequence FROM meetings
           WHERE uid = ${answers.uid} AND mailbox_id = ${found.mailboxId} FOR UPDATE`
         const meeting = meetings[0]
         if (meeting === undefined) return undefined
+        // An answer to a revision before the meeting last asked again (an accept of the old time,
+        // arriving after the move) answers a question no longer asked (RFC 5546 §2.1.5).
+        if (answers.sequence !== undefined && answers.sequence < meeting.askedSequence) {
+          yield* Effect.logInfo("An answer to an earlier revision of a meeting, not kept").pipe(
+            Effect.annotateLogs({ meeting_id: meeting.id, email_id: emailId, answered: answers.sequence, asked: meeting.askedSequence })
+          )
+          return undefined
+        }
         const attendees = JSON.parse(meeting.attendees) as Array<MeetingAttendee>
         const at = new Date(found.receivedAt).toISOString()
         const changed: Array<MeetingAttendee> = []

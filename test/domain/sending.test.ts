@@ -7,42 +7,15 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Duration, Effect, Either, Layer, Option } from "effect"
-import { generateKeyPairSync } from "node:crypto"
-import * as MemoryBus from "../../layers/memory-bus.ts"
-import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { Effect, Either } from "effect"
 import { utcDay } from "../../services/mail/inbound.ts"
-import { RecipientDirectory } from "../../services/mail/directory.ts"
-import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../services/outbound/drafts.ts"
-import { Replies } from "../../services/outbound/replies.ts"
-import { DkimKeys } from "../../services/outbound/dkim.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
-import { OutboundSettings } from "../../services/outbound/settings.ts"
 import { testDatabase } from "../support/database.ts"
-import { DOMAIN, insertMailbox } from "../support/seed-mail.ts"
+import { inProcessOutbound as outbound } from "../support/outbound-services.ts"
+import { insertMailbox } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
-
-const settings = Layer.succeed(OutboundSettings, {
-  relay: Option.none(),
-  mxPort: 25,
-  heloName: "mx.test",
-  maxAge: Duration.hours(48),
-  retryDelays: [Duration.minutes(1)],
-  dkimSelector: "mailroom",
-  dkimPrivateKey: Option.some(generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString()),
-  appUrl: "http://mailroom.test",
-  timeouts: { connect: Duration.seconds(5), command: Duration.seconds(5) }
-})
-
-const mailboxSettings = Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })
-const outbound = Layer.merge(Drafts.Default, Mailboxes.Default).pipe(
-  Layer.provide(Replies.Default),
-  Layer.provideMerge(Outbound.Default),
-  Layer.provide(RecipientDirectory.Default),
-  Layer.provide(Layer.mergeAll(DkimKeys.Default.pipe(Layer.provideMerge(settings)), MemoryBus.layer, mailboxSettings)),
-  Layer.provideMerge(DependencyHealth.Default)
-)
 
 const message = (i: number) => fromSendInput({ to: [`reader${i}@partner.test`], subject: `Report ${i}`, text: "Figures attached." })
 

@@ -1,0 +1,40 @@
+/**
+ * The send path in process (no server, no delivery): Outbound with its drafts, replies, mailboxes, DKIM
+ * signing and an in-memory bus, over the suite's database (provided by the caller). Domain suites of
+ * what sends mail (send limits, meetings) stand on it.
+ */
+import { Duration, Layer, Option } from "effect"
+import { generateKeyPairSync } from "node:crypto"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { DkimKeys } from "../../services/outbound/dkim.ts"
+import { Drafts } from "../../services/outbound/drafts.ts"
+import { Replies } from "../../services/outbound/replies.ts"
+import { Outbound } from "../../services/outbound/send.ts"
+import { OutboundSettings } from "../../services/outbound/settings.ts"
+import { DOMAIN } from "./seed-mail.ts"
+
+const settings = Layer.succeed(OutboundSettings, {
+  relay: Option.none(),
+  mxPort: 25,
+  heloName: "mx.test",
+  maxAge: Duration.hours(48),
+  retryDelays: [Duration.minutes(1)],
+  dkimSelector: "mailroom",
+  dkimPrivateKey: Option.some(generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString()),
+  appUrl: "http://mailroom.test",
+  timeouts: { connect: Duration.seconds(5), command: Duration.seconds(5) }
+})
+
+const mailboxSettings = Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })
+
+/** Outbound, Drafts, Mailboxes, the bus and DependencyHealth, as the services built on sending need them. */
+export const inProcessOutbound = Layer.merge(Drafts.Default, Mailboxes.Default).pipe(
+  Layer.provide(Replies.Default),
+  Layer.provideMerge(Outbound.Default),
+  Layer.provide(RecipientDirectory.Default),
+  Layer.provideMerge(Layer.mergeAll(DkimKeys.Default.pipe(Layer.provideMerge(settings)), MemoryBus.layer, mailboxSettings)),
+  Layer.provideMerge(DependencyHealth.Default)
+)
