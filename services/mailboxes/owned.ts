@@ -1,6 +1,7 @@
 /**
- * Which mailboxes are the caller's: one it names (else its 404); a list of ids it names (a webhook's
- * `mailbox_ids`, a key's `mailboxIds`), each of which must be an active mailbox of the account; the
+ * Which mailboxes are the caller's: one it names (else its 404), or several (a shared schedule's, else
+ * the first other one's 404); a list of ids it names (a webhook's `mailbox_ids`, a key's `mailboxIds`),
+ * each of which must be an active mailbox of the account (else a VALIDATION_ERROR of the field); the
  * condition that keeps a statement to some mailboxes (a key limited to them); and the 404 for a
  * mailbox that is not the caller's, which a mailbox outside a key's limit gets too.
  */
@@ -17,6 +18,17 @@ export const ownMailbox = (sql: SqlClient.SqlClient, userId: string, mailboxId: 
     sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
     (rows) => rows.length === 0 ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.void
   )
+
+/** `mailboxIds`, each once in the order given, if every one is an active mailbox of `userId`'s; else the first other one's 404. */
+export const ownMailboxes = (sql: SqlClient.SqlClient, userId: string, mailboxIds: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const ids = Array.from(new Set(mailboxIds))
+    const found = yield* sql<{ id: string }>`
+      SELECT id FROM mailboxes WHERE id = ANY(${ids}::text[]) AND user_id = ${userId} AND status = 'active'`
+    const known = new Set(found.map((row) => row.id))
+    const unknown = ids.find((id) => !known.has(id))
+    return unknown === undefined ? ids : yield* mailboxNotFound(unknown)
+  })
 
 /** `AND <column> = ANY(only)` when `only` is given (a key limited to those mailboxes); else nothing. */
 export const amongMailboxes = (sql: SqlClient.SqlClient, column: string, only: ReadonlyArray<string> | undefined) =>

@@ -6,7 +6,8 @@
  * - a REQUEST or CANCEL (an invitation, its update, its cancellation) goes on the mailbox's schedule
  *   (Schedule.receive) and, when it changed it, is announced (`invitation.received`), unless the mail is
  *   labelled spam or blocked: a stranger's invitation does not take an agent's time until someone
- *   answers it (answering puts it on, services/invitations).
+ *   answers it (answering puts it on, services/invitations) or takes the label off (a consumer of
+ *   `email.labels_changed` reads it then, as if it had just arrived).
  * Mail without attachments costs it nothing (the event says so).
  *
  * Before it consumes, it works through what the schedule has still to read from before it existed
@@ -25,6 +26,15 @@ import { BusEvent } from "../webhooks/schemas.ts"
 import { Schedule } from "./schedule.ts"
 
 const ReceivedData = Schema.Struct({ email_id: Schema.String, has_attachments: Schema.Boolean })
+const LabelsChangedData = Schema.Struct({
+  ...ReceivedData.fields,
+  labels: Schema.Array(Schema.String),
+  removed: Schema.Array(Schema.String)
+})
+
+/** Labels that keep a received invitation off the schedule. */
+const JUNK = ["spam", "blocked"]
+const isJunk = (label: string) => JUNK.includes(label)
 
 /** Backfill entries taken at a time. */
 const BACKFILL_BATCH = 50
@@ -91,7 +101,7 @@ export const CalendarMailLive = Layer.scopedDiscard(
         if (found === undefined) return false
         const text = new TextDecoder().decode(found.content)
         if (yield* meetings.recordAnswer({ emailId, mailboxId: found.mailboxId, receivedAt: found.receivedAt }, text)) return true
-        if (found.labels.some((label) => label === "spam" || label === "blocked")) return false
+        if (found.labels.some(isJunk)) return false
         const own = mailboxAddresses({ mailboxAddress: found.mailboxAddress, direction: "inbound", rcptTo: found.rcptTo })
         const changed = yield* schedule.receive({
           emailId,
@@ -117,13 +127,14 @@ export const CalendarMailLive = Layer.scopedDiscard(
       Effect.catchAll((error) => Effect.logError("Could not fill in the schedule from earlier mail; it is tried again at the next start", { error }))
     )
 
-    const handle = (message: BusMessage) =>
+    /** An event's data as `schema`, then `then`; a malformed event is logged and passed over. */
+    const handler = <A, I>(schema: Schema.Schema<A, I>, then: (data: A) => Effect.Effect<unknown, unknown>) => (message: BusMessage) =>
       Effect.try(() => decodeJson(message.data)).pipe(
         Effect.flatMap(Schema.decodeUnknown(BusEvent)),
-        Effect.flatMap((event) => Schema.decodeUnknown(ReceivedData)(event.data)),
+        Effect.flatMap((event) => Schema.decodeUnknown(schema)(event.data)),
         Effect.matchEffect({
-          onFailure: (error) => Effect.logError("Not reading a malformed email.received event for calendars", { subject: message.subject, error }),
-          onSuccess: (data) => (data.has_attachments ? Effect.asVoid(read(data.email_id, true)) : Effect.void)
+          onFailure: (error) => Effect.logError("Not reading a malformed event for calendars", { subject: message.subject, error }),
+          onSuccess: (data) => Effect.asVoid(then(data))
         })
       )
 
@@ -135,7 +146,16 @@ export const CalendarMailLive = Layer.scopedDiscard(
       stream: "events",
       filter: subjects.event("email.received"),
       concurrency: 4,
-      handler: handle
+      handler: handler(ReceivedData, (data) => data.has_attachments ? read(data.email_id, true) : Effect.void)
+    }))
+    // Mail taken out of spam (or unblocked) by hand: its invitation is read as if it had just arrived.
+    yield* bus.consume(measured({
+      name: "calendar-cleared-mail",
+      stream: "events",
+      filter: subjects.event("email.labels_changed"),
+      concurrency: 2,
+      handler: handler(LabelsChangedData, (data) =>
+        data.has_attachments && data.removed.some(isJunk) && !data.labels.some(isJunk) ? read(data.email_id, true) : Effect.void)
     }))
   })
 )

@@ -14,9 +14,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Either } from "effect"
-import { NotFound, ValidationError } from "../errors.ts"
+import { ValidationError } from "../errors.ts"
 import { attendeeOf, readInvitation } from "../invitations/icalendar.ts"
 import type { ParticipationStatus, ResponseStatus } from "../invitations/schemas.ts"
+import { ownMailboxes } from "../mailboxes/owned.ts"
 import { type EventStatus, headline, invitationOf, merge, occurrences, span } from "./occurrences.ts"
 import { fromWallTime } from "../invitations/time-zones.ts"
 import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
@@ -48,6 +49,7 @@ export interface ReceivedCalendar {
 }
 
 interface EntryRow {
+  readonly mailboxId: string
   readonly uid: string
   readonly role: "organizer" | "attendee"
   readonly meetingId: string | null
@@ -164,20 +166,12 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
     })
 
-    /** The occurrences on the mailbox's schedule in the range, in order of start. 404 for another account's mailbox. */
-    /** 404 unless the mailbox is the caller's, and active. */
-    const ownMailbox = (userId: string, mailboxId: string) =>
-      Effect.flatMap(
-        sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${userId} AND status = 'active'`,
-        (rows) => rows.length === 0 ? Effect.fail(new NotFound({ message: "Mailbox not found", details: { mailbox_id: mailboxId } })) : Effect.void
-      )
-
-    /** Every occurrence on the mailbox's schedule in the range, in order of start, with its moments. */
-    const occurring = (mailboxId: string, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
+    /** Every occurrence on the mailboxes' schedules in the range, in order of start, with its moments. */
+    const occurring = (mailboxIds: ReadonlyArray<string>, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
       Effect.gen(function*() {
         const rows = yield* sql<EntryRow>`
-          SELECT uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
-          WHERE mailbox_id = ${mailboxId} AND coalesce(last_end, 'infinity'::timestamptz) > ${range.from} AND first_start < ${range.to}
+          SELECT mailbox_id, uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
+          WHERE mailbox_id = ANY(${[...mailboxIds]}::text[]) AND coalesce(last_end, 'infinity'::timestamptz) > ${range.from} AND first_start < ${range.to}
             ${includeCancelled ? sql`` : sql`AND status <> 'cancelled'`}`
         const items: Array<{ readonly item: ScheduleItem; readonly startsAt: number; readonly endsAt: number }> = []
         for (const row of rows) {
@@ -186,6 +180,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
             const status = row.status === "cancelled" ? "cancelled" : o.status
             if (status === "cancelled" && !includeCancelled) continue
             const item: ScheduleItem = {
+              mailbox_id: row.mailboxId,
               uid: row.uid,
               recurrence_id: o.recurrenceId,
               role: row.role,
@@ -204,30 +199,36 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
             items.push({ item, startsAt: o.startsAt, endsAt: o.endsAt })
           }
         }
-        return items.sort((a, b) => a.startsAt - b.startsAt || a.item.uid.localeCompare(b.item.uid))
+        return items.sort((a, b) =>
+          a.startsAt - b.startsAt || a.item.uid.localeCompare(b.item.uid) || mailboxIds.indexOf(a.item.mailbox_id) - mailboxIds.indexOf(b.item.mailbox_id)
+        )
       })
 
-    /** The occurrences on the mailbox's schedule in the range, in order of start. 404 for another account's mailbox. */
-    const list = Effect.fn("Schedule.list")(function*(userId: string, mailboxId: string, params: ScheduleParams) {
+    /**
+     * The occurrences on the mailboxes' schedules in the range, in order of start (one mailbox's, or
+     * several merged, each occurrence naming its mailbox). 404 for a mailbox not the caller's.
+     */
+    const list = Effect.fn("Schedule.list")(function*(userId: string, mailboxIds: ReadonlyArray<string>, params: ScheduleParams) {
       const range = yield* rangeOf(params, new Date(), MAX_DAYS)
       const limit = params.limit ?? DEFAULT_LIMIT
-      yield* ownMailbox(userId, mailboxId)
-      const items = yield* occurring(mailboxId, range, params.include_cancelled ?? false)
+      const ids = yield* ownMailboxes(sql, userId, mailboxIds)
+      const items = yield* occurring(ids, range, params.include_cancelled ?? false)
       const data = items.slice(0, limit).map(({ item }) => item)
       const meta: ScheduleMeta = { from: range.from.toISOString(), to: range.to.toISOString(), count: data.length, hasMore: items.length > limit }
       return { data, meta }
     })
 
     /**
-     * When the mailbox is free: slots of the length asked for, within its working hours in its zone,
-     * that none of its busy occurrences overlaps (a whole-day one takes the day, in that zone).
+     * When the mailboxes are all free (one, or several to meet): slots of the length asked for, within
+     * the working hours in the zone asked for, that none of their busy occurrences overlaps (a whole-day
+     * one takes the day, in that zone). 404 for a mailbox not the caller's.
      */
-    const availability = Effect.fn("Schedule.availability")(function*(userId: string, mailboxId: string, params: AvailabilityParams) {
+    const availability = Effect.fn("Schedule.availability")(function*(userId: string, mailboxIds: ReadonlyArray<string>, params: AvailabilityParams) {
       const range = yield* rangeOf(params, new Date(), MAX_AVAILABILITY_DAYS)
       const timeZone = params.time_zone ?? "UTC"
       const [opens, closes] = (params.hours ?? "09:00-17:00").split("-").map(minutesOf) as [number, number]
-      yield* ownMailbox(userId, mailboxId)
-      const busy = (yield* occurring(mailboxId, range, false)).filter(({ item }) => item.busy).map(({ item, startsAt, endsAt }) =>
+      const ids = yield* ownMailboxes(sql, userId, mailboxIds)
+      const busy = (yield* occurring(ids, range, false)).filter(({ item }) => item.busy).map(({ item, startsAt, endsAt }) =>
         item.start.date === null
           ? { start: startsAt, end: endsAt }
           : { start: dayStart(timeZone, item.start.date), end: dayStart(timeZone, item.end.date ?? item.start.date) })

@@ -39,7 +39,27 @@ export const ScheduleParams = Schema.Struct({
 }).annotations({ parseOptions: { errors: "all" } })
 export type ScheduleParams = typeof ScheduleParams.Type
 
+/** The most mailboxes one schedule or one free-time question may name. */
+export const MAX_MAILBOXES = 20
+
+/** `mailbox_ids=a,b`: the account's mailboxes a schedule or a free time is asked of, together. */
+const mailboxIdsField = (what: string) => ({
+  mailbox_ids: Schema.split(",").pipe(
+    Schema.compose(Schema.Array(Schema.String.pipe(Schema.minLength(1, { message: () => "must not name an empty mailbox id" }))).pipe(
+      Schema.minItems(1),
+      Schema.maxItems(MAX_MAILBOXES, { message: () => `must name at most ${MAX_MAILBOXES} mailboxes` })
+    ))
+  ).annotations({ description: `Comma-separated ids of the account's mailboxes (1-${MAX_MAILBOXES}) ${what}` })
+})
+
+export const SharedScheduleParams = Schema.Struct({
+  ...mailboxIdsField("whose schedules to merge"),
+  ...ScheduleParams.fields
+}).annotations({ parseOptions: { errors: "all" } })
+export type SharedScheduleParams = typeof SharedScheduleParams.Type
+
 export const ScheduleItem = Schema.Struct({
+  mailbox_id: Schema.String.annotations({ description: "The mailbox whose schedule it is on" }),
   uid: Schema.String.annotations({ description: "The event's identity, as calendars know it" }),
   recurrence_id: Schema.NullOr(Schema.String).annotations({
     description: "For an occurrence of a repeating event: the start it was due at (what RECURRENCE-ID names); null: it does not repeat"
@@ -103,6 +123,12 @@ export const AvailabilityParams = Schema.Struct({
   limit: Schema.optional(IntegerParam(1, MAX_ITEMS).annotations({ description: `At most this many slots (1-${MAX_ITEMS}, default ${DEFAULT_SLOTS})` }))
 }).annotations({ parseOptions: { errors: "all" } })
 export type AvailabilityParams = typeof AvailabilityParams.Type
+
+export const SharedAvailabilityParams = Schema.Struct({
+  ...mailboxIdsField("that must all be free"),
+  ...AvailabilityParams.fields
+}).annotations({ parseOptions: { errors: "all" } })
+export type SharedAvailabilityParams = typeof SharedAvailabilityParams.Type
 
 export const FreeSlot = Schema.Struct({
   start: Schema.String.annotations({ description: "RFC 3339 with the time zone's offset, e.g. 2026-12-03T15:00:00+01:00" }),

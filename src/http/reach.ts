@@ -59,6 +59,8 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "POST /v1/api/meetings/:meetingId/cancel": "meeting",
   "GET /v1/api/mailboxes/:mailboxId/schedule": "mailbox",
   "GET /v1/api/mailboxes/:mailboxId/availability": "mailbox",
+  "GET /v1/api/schedule": "own",
+  "GET /v1/api/availability": "own",
   "POST /v1/api/emails/:emailId/invitation/respond": "email",
   "GET /v1/api/threads/:threadId": "thread",
   "PATCH /v1/api/threads/:threadId": "thread",

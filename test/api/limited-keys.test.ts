@@ -271,6 +271,13 @@ describe("a key limited to some mailboxes", () => {
     expect(schedule.data?.data.map((o) => [o.summary, o.role])).toEqual([["Sync", "organizer"]])
     const theirSchedule = await limited.GET("/v1/api/mailboxes/{mailboxId}/schedule", { params: { path: { mailboxId: other.mailboxId }, query: december } })
     expect(theirSchedule.error).toEqual(notFound({ mailbox_id: other.mailboxId }))
+    // Several at once: its own, not with another's, whichever way round.
+    const ownTogether = await limited.GET("/v1/api/schedule", { params: { query: { mailbox_ids: mine.mailboxId, ...december } } })
+    expect(ownTogether.data?.data.map((o) => [o.mailbox_id, o.summary])).toEqual([[mine.mailboxId, "Sync"]])
+    for (const mailbox_ids of [`${mine.mailboxId},${other.mailboxId}`, `${other.mailboxId},${mine.mailboxId}`]) {
+      expect((await limited.GET("/v1/api/schedule", { params: { query: { mailbox_ids, ...december } } })).error).toEqual(notFound({ mailbox_id: other.mailboxId }))
+      expect((await limited.GET("/v1/api/availability", { params: { query: { mailbox_ids } } })).error).toEqual(notFound({ mailbox_id: other.mailboxId }))
+    }
   })
 
   it("hears the events of its mailboxes only on the event stream", async () => {
@@ -342,6 +349,7 @@ describe("a key limited to some mailboxes", () => {
         ["update_threads_labels", { thread_ids: [myEmail.thread_id, otherEmail.thread_id], add_labels: ["x"] }, { thread_id: otherEmail.thread_id }],
         ["delete_threads", { thread_ids: [myEmail.thread_id, otherEmail.thread_id] }, { thread_id: otherEmail.thread_id }],
         ["list_emails", { mailbox_id: other.mailboxId }, { mailbox_id: other.mailboxId }],
+        ["find_free_time", { mailbox_id: mine.mailboxId, with_mailbox_ids: [other.mailboxId] }, { mailbox_id: other.mailboxId }],
         ["send_email", { mailbox_id: other.mailboxId, to: ["a@example.com"], subject: "x", text: "x" }, { mailbox_id: other.mailboxId }]
       ] as const) {
         const answer = await call(name, args)

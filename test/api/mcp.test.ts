@@ -308,6 +308,17 @@ describe("MCP at /mcp", () => {
       step_minutes: 30
     })
     expect(free.ok.slots.map((slot: { start: string }) => slot.start.slice(11, 16))).toEqual(["09:00", "09:30", "10:30", "11:00", "11:30"])
+    // With the organizer, who hosts the same review: the same times; with a mailbox not the account's, its 404.
+    const both = await call(mcp, "find_free_time", {
+      mailbox_id: guest.ok.mailbox_id,
+      with_mailbox_ids: [box.mailboxId],
+      from: "2026-12-08T00:00:00Z",
+      to: "2026-12-09T00:00:00Z",
+      hours: "09:00-12:00"
+    })
+    expect(both.ok.slots).toEqual(free.ok.slots)
+    expect((await call(mcp, "find_free_time", { mailbox_id: guest.ok.mailbox_id, with_mailbox_ids: ["mbx_missing"] })).error)
+      .toMatchObject({ code: "NOT_FOUND", details: { mailbox_id: "mbx_missing" } })
     expect((await call(mcp, "find_free_time", { mailbox_id: guest.ok.mailbox_id, weekdays: "8" })).error)
       .toMatchObject({ code: "VALIDATION_ERROR", details: { weekdays: "must be weekdays 1 (Monday) to 7 (Sunday), separated by commas" } })
     const moved = await call(mcp, "update_meeting", { meeting_id: meetingId, start: { date_time: "2026-12-08T11:00:00Z" }, end: { date_time: "2026-12-08T11:30:00Z" } })

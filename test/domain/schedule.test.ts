@@ -34,9 +34,10 @@ const review = (address: string, sequence: number, partstat = "NEEDS-ACTION", st
 const december = { from: "2026-12-01T00:00:00Z", to: "2026-12-15T00:00:00Z" }
 
 layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => {
-  const world = Effect.gen(function*() {
+  /** A new mailbox, of `given`'s account or a new one's. */
+  const world = (given?: { readonly userId: string }) => Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const owner = yield* insertUser()
+    const owner = given ?? (yield* insertUser())
     const mailboxId = uniqueName("mbx")
     const address = `${mailboxId}@agents.localhost`
     yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
@@ -56,7 +57,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
     const receive = (text: string, emailId?: string) =>
       Effect.flatMap(emailId === undefined ? email : Effect.succeed(emailId), (id) =>
         schedule.receive({ emailId: id, mailboxId, userId: owner.userId, isMine: (a) => a.toLowerCase() === address, text }))
-    const list = (params: Parameters<typeof schedule.list>[2] = december) => Effect.map(schedule.list(owner.userId, mailboxId, params), (r) => r.data)
+    const list = (params: Parameters<typeof schedule.list>[2] = december) => Effect.map(schedule.list(owner.userId, [mailboxId], params), (r) => r.data)
     return { sql, owner, mailboxId, address, schedule, receive, list }
   })
 
@@ -85,7 +86,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
   it.layer(withSchedule)("kept from invitations", (it) => {
     it.effect("an invitation is on it, every week at its local hour, asking for an answer; the answer given shows, and whether it is busy", () =>
       Effect.gen(function*() {
-        const { address, mailboxId, receive, list, schedule } = yield* world
+        const { address, mailboxId, receive, list, schedule } = yield* world()
         expect(yield* receive(review(address, 0))).toEqual({
           mailbox_id: mailboxId,
           email_id: expect.stringMatching(/^eml_/),
@@ -101,6 +102,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         const occurrences = yield* list()
         expect(occurrences).toEqual([
           {
+            mailbox_id: mailboxId,
             uid: "review@partner.test",
             recurrence_id: "2026-12-03T14:00:00Z",
             role: "attendee",
@@ -130,7 +132,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
 
     it.effect("an update (a new time) asks again; a late copy of the older one changes nothing; an update that keeps the answer keeps it", () =>
       Effect.gen(function*() {
-        const { address, receive, list } = yield* world
+        const { address, receive, list } = yield* world()
         yield* receive(review(address, 0, "ACCEPTED"))
         expect((yield* list())[0]!.response).toBe("accepted")
         expect(yield* receive(review(address, 1, "NEEDS-ACTION", "20261203T170000"))).toMatchObject({ change: "updated", response: "needs_action" })
@@ -145,7 +147,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
 
     it.effect("a cancellation takes it off (include_cancelled shows it, not busy); of one occurrence, that one only", () =>
       Effect.gen(function*() {
-        const { address, receive, list } = yield* world
+        const { address, receive, list } = yield* world()
         yield* receive(review(address, 0))
         expect(yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:1", "RECURRENCE-ID;TZID=Europe/Paris:20261210T150000")))
           .toMatchObject({ change: "cancelled", summary: "Weekly review" })
@@ -159,7 +161,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
 
     it.effect("its own meeting coming back (it invited itself) stays its meeting; a calendar that invites to nothing is not kept", () =>
       Effect.gen(function*() {
-        const { address, owner, mailboxId, receive, list, schedule, sql } = yield* world
+        const { address, owner, mailboxId, receive, list, schedule, sql } = yield* world()
         const meetingId = uniqueName("mtg")
         yield* sql`INSERT INTO meetings (id, mailbox_id, user_id, uid, summary, start_time, end_time, starts_at, attendees)
                    VALUES (${meetingId}, ${mailboxId}, ${owner.userId}, ${uniqueName("uid")}, 'Weekly review', '{}', '{}', now(), '[]')`
@@ -172,21 +174,21 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
 
     it.effect("answers a range: a week from now by default, at most limit occurrences (hasMore), whole days, and its refusals", () =>
       Effect.gen(function*() {
-        const { address, owner, mailboxId, receive, schedule } = yield* world
+        const { address, owner, mailboxId, receive, schedule } = yield* world()
         yield* receive(review(address, 0))
         yield* receive(calendar("REQUEST", "UID:offsite", "DTSTART;VALUE=DATE:20261207", "DTEND;VALUE=DATE:20261209", "SUMMARY:Offsite",
           "TRANSP:TRANSPARENT"))
-        const two = yield* schedule.list(owner.userId, mailboxId, { ...december, limit: 2 })
+        const two = yield* schedule.list(owner.userId, [mailboxId], { ...december, limit: 2 })
         expect(two.data.map((o) => [o.summary, o.start.date_time ?? o.start.date, o.busy])).toEqual([
           ["Weekly review", "2026-12-03T14:00:00Z", true],
           ["Offsite", "2026-12-07", false]
         ])
         expect(two.meta).toEqual({ from: "2026-12-01T00:00:00.000Z", to: "2026-12-15T00:00:00.000Z", count: 2, hasMore: true })
-        const now = yield* schedule.list(owner.userId, mailboxId, {})
+        const now = yield* schedule.list(owner.userId, [mailboxId], {})
         expect(Date.parse(now.meta.to) - Date.parse(now.meta.from)).toBe(7 * 86_400_000)
 
         const refused = (params: Parameters<typeof schedule.list>[2], userId = owner.userId) =>
-          Effect.map(Effect.exit(schedule.list(userId, mailboxId, params)), (exit) =>
+          Effect.map(Effect.exit(schedule.list(userId, [mailboxId], params)), (exit) =>
             Exit.isFailure(exit) && exit.cause._tag === "Fail" && "details" in exit.cause.error
               ? [exit.cause.error._tag, exit.cause.error.details]
               : exit)
@@ -198,12 +200,12 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
 
     it.effect("finds free time around what keeps it busy: not a declined invitation; a busy whole day takes the day in the zone asked", () =>
       Effect.gen(function*() {
-        const { address, owner, mailboxId, receive, schedule } = yield* world
+        const { address, owner, mailboxId, receive, schedule } = yield* world()
         yield* receive(review(address, 0)) // Thursdays 15:00-16:00 in Paris
         yield* receive(calendar("REQUEST", "UID:lunch", "DTSTART:20261203T110000Z", "DTEND:20261203T120000Z", "SUMMARY:Lunch",
           `ATTENDEE;PARTSTAT=DECLINED:mailto:${address}`))
         yield* receive(calendar("REQUEST", "UID:holiday", "DTSTART;VALUE=DATE:20261204", "SUMMARY:Away"))
-        const free = yield* schedule.availability(owner.userId, mailboxId, {
+        const free = yield* schedule.availability(owner.userId, [mailboxId], {
           from: "2026-12-03T00:00:00Z",
           to: "2026-12-07T00:00:00Z",
           duration_minutes: 60,
@@ -221,11 +223,51 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(free.data[0]!.end).toBe("2026-12-03T13:00:00+01:00")
         expect(free.meta).toEqual({ from: "2026-12-03T00:00:00.000Z", to: "2026-12-07T00:00:00.000Z", time_zone: "Europe/Paris", count: 4, hasMore: false })
         // Defaults: the week from now, 30 minutes, 09:00-17:00 UTC, Monday to Friday.
-        const week = yield* schedule.availability(owner.userId, mailboxId, {})
+        const week = yield* schedule.availability(owner.userId, [mailboxId], {})
         expect(week.meta.time_zone).toBe("UTC")
         expect(week.data.every((slot) => slot.start.endsWith("+00:00") && Date.parse(slot.end) - Date.parse(slot.start) === 30 * 60_000)).toBe(true)
-        const long = yield* Effect.flip(schedule.availability(owner.userId, mailboxId, { from: "2026-01-01T00:00:00Z", to: "2026-03-15T00:00:00Z" }))
+        const long = yield* Effect.flip(schedule.availability(owner.userId, [mailboxId], { from: "2026-01-01T00:00:00Z", to: "2026-03-15T00:00:00Z" }))
         expect(long).toMatchObject({ _tag: "ValidationError", details: { to: "must be at most 62 days after from" } })
+      }))
+
+    it.effect("several mailboxes: their schedules merged, each occurrence naming its own; free time when all are free; 404 names the first not the account's", () =>
+      Effect.gen(function*() {
+        const grace = yield* world()
+        const alan = yield* world(grace.owner)
+        yield* grace.receive(review(grace.address, 0)) // Thursdays 15:00-16:00 in Paris
+        yield* alan.receive(calendar("REQUEST", "UID:standup", "DTSTART:20261203T090000Z", "DTEND:20261203T093000Z", "SUMMARY:Stand-up",
+          "RRULE:FREQ=DAILY;COUNT=2", `ATTENDEE;PARTSTAT=ACCEPTED:mailto:${alan.address}`))
+        const { schedule } = grace
+        const both = yield* schedule.list(grace.owner.userId, [alan.mailboxId, grace.mailboxId], { from: "2026-12-03T00:00:00Z", to: "2026-12-05T00:00:00Z" })
+        expect(both.data.map((o) => [o.mailbox_id, o.summary, o.start.date_time])).toEqual([
+          [alan.mailboxId, "Stand-up", "2026-12-03T09:00:00Z"],
+          [grace.mailboxId, "Weekly review", "2026-12-03T14:00:00Z"],
+          [alan.mailboxId, "Stand-up", "2026-12-04T09:00:00Z"]
+        ])
+        // Thursday from 09:00 to 16:00 UTC in hours: Alan's stand-up takes 09:00-09:30, Grace's review 14:00-15:00.
+        const free = yield* schedule.availability(grace.owner.userId, [grace.mailboxId, alan.mailboxId], {
+          from: "2026-12-03T00:00:00Z",
+          to: "2026-12-04T00:00:00Z",
+          duration_minutes: 60,
+          step_minutes: 30,
+          hours: "09:00-16:00"
+        })
+        expect(free.data.map((slot) => slot.start.slice(11, 16))).toEqual(["09:30", "10:00", "10:30", "11:00", "11:30", "12:00", "12:30", "13:00", "15:00"])
+        const alone = yield* schedule.availability(grace.owner.userId, [alan.mailboxId, alan.mailboxId], {
+          from: "2026-12-03T00:00:00Z",
+          to: "2026-12-04T00:00:00Z",
+          duration_minutes: 60,
+          hours: "13:00-16:00"
+        })
+        expect(alone.data.map((slot) => slot.start.slice(11, 16))).toEqual(["13:00", "13:30", "14:00", "14:30", "15:00"])
+
+        const stranger = yield* world()
+        const refused = yield* Effect.flip(schedule.availability(grace.owner.userId, [grace.mailboxId, stranger.mailboxId, "mbx_none"], {}))
+        expect(refused).toMatchObject({ _tag: "NotFound", details: { mailbox_id: stranger.mailboxId } })
+        expect(yield* Effect.flip(schedule.list(grace.owner.userId, ["mbx_none", grace.mailboxId], {}))).toMatchObject({
+          _tag: "NotFound",
+          details: { mailbox_id: "mbx_none" }
+        })
       }))
   })
 })

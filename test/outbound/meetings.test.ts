@@ -149,6 +149,7 @@ describe("meetings", () => {
       throw error
     }
     expect(onSchedule).toEqual({
+      mailbox_id: guest.box.mailboxId,
       uid: meeting.uid,
       recurrence_id: "2026-12-03T14:00:00Z",
       role: "attendee",
@@ -264,6 +265,86 @@ describe("meetings", () => {
     expect(confirmed.data!.data.map((m) => m.summary)).toEqual(["Offsite"])
   })
 
+  it("an invitation filed as spam stays off the schedule until the mailbox takes it out of spam", async () => {
+    const { box, mailroom } = await owner()
+    const guest = await owner()
+    // The guest files stand-ups as spam as they arrive.
+    const filter = await guest.mailroom.POST("/v1/api/filters", {
+      body: { name: "No stand-ups", conditions: { subject_contains: ["Stand-up"] }, actions: { add_labels: ["spam"] } }
+    })
+    expect(filter.response.status).toBe(201)
+    const invitations = await openEvents(`${suite.url}/v1/events?types=invitation.received`, { "x-api-key": guest.box.user.apiKey })
+    try {
+      const invite = async (summary: string, day: string) => {
+        const created = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/meetings", {
+          params: { path: { mailboxId: box.mailboxId } },
+          body: { summary, start: { date_time: `${day}T09:00:00Z` }, end: { date_time: `${day}T09:15:00Z` }, attendees: [guest.box.address] }
+        })
+        expect(created.response.status).toBe(201)
+        return until(`"${summary}" in the guest's mailbox`, async () => {
+          const { data } = await guest.mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: guest.box.mailboxId } } })
+          return data!.data.find((e) => e.subject === `Invitation: ${summary}`)
+        }, 20_000)
+      }
+      const standUp = await invite("Stand-up", "2027-01-12")
+      expect(standUp.labels).toContain("spam")
+      const review = await invite("Design review", "2027-01-13")
+      const onSchedule = async () => {
+        const { data } = await guest.mailroom.GET("/v1/api/mailboxes/{mailboxId}/schedule", {
+          params: { path: { mailboxId: guest.box.mailboxId }, query: { from: "2027-01-11T00:00:00Z", to: "2027-01-18T00:00:00Z" } }
+        })
+        return data!.data.map((o) => o.summary)
+      }
+      // The review, received after it, is announced and kept; the stand-up is neither.
+      const first = await invitations.next(20_000)
+      expect(JSON.parse(first.data!).data).toMatchObject({ email_id: review.email_id, summary: "Design review", change: "new" })
+      expect(await onSchedule()).toEqual(["Design review"])
+
+      // Taken out of spam by hand: read as if it had just arrived.
+      const cleared = await guest.mailroom.PATCH("/v1/api/emails/{emailId}", {
+        params: { path: { emailId: standUp.email_id } },
+        body: { remove_labels: ["spam"] }
+      })
+      expect(cleared.response.status).toBe(200)
+      const second = await invitations.next(20_000)
+      expect(JSON.parse(second.data!).data).toMatchObject({ email_id: standUp.email_id, summary: "Stand-up", change: "new", response: "needs_action" })
+      expect(await onSchedule()).toEqual(["Stand-up", "Design review"])
+    } finally {
+      invitations.close()
+    }
+  })
+
+  it("answers for several of the account's mailboxes at once: their schedules merged, the times all are free; and its refusals", async () => {
+    const { box, mailroom } = await owner()
+    const second = await newBox(suite.url, { user: box.user })
+    const made = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/meetings", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { summary: "Sync", start: { date_time: "2026-12-03T10:00:00Z" }, end: { date_time: "2026-12-03T11:00:00Z" }, attendees: ["ada@partner.test"] }
+    })
+    expect(made.response.status).toBe(201)
+    // The second mailbox has nothing on, so the two are free when the first is.
+    const thatDay = { from: "2026-12-03T00:00:00Z", to: "2026-12-04T00:00:00Z" }
+    const together = await mailroom.GET("/v1/api/availability", {
+      params: { query: { mailbox_ids: `${second.mailboxId},${box.mailboxId}`, ...thatDay, duration_minutes: "60", step_minutes: "60" } }
+    })
+    expect(together.data?.data.map((slot) => slot.start)).toEqual(["09:00", "11:00", "12:00", "13:00", "14:00", "15:00", "16:00"].map((t) => `2026-12-03T${t}:00+00:00`))
+    const merged = await mailroom.GET("/v1/api/schedule", { params: { query: { mailbox_ids: `${second.mailboxId},${box.mailboxId}`, ...thatDay } } })
+    expect(merged.data?.data.map((o) => [o.mailbox_id, o.summary, o.role])).toEqual([[box.mailboxId, "Sync", "organizer"]])
+
+    const shared = (path: "/v1/api/schedule" | "/v1/api/availability", query: Record<string, string>, client = mailroom) =>
+      client.GET(path, { params: { query: query as never } })
+    const unnamed = await shared("/v1/api/availability", {})
+    expect([unnamed.response.status, unnamed.error?.error.code, unnamed.error?.error.details]).toEqual([400, "VALIDATION_ERROR", { mailbox_ids: "is required" }])
+    const crowd = Array.from({ length: 21 }, (_, i) => `mbx_${i}`).join(",")
+    expect((await shared("/v1/api/schedule", { mailbox_ids: crowd })).error?.error.details).toEqual({ mailbox_ids: "must name at most 20 mailboxes" })
+    expect((await shared("/v1/api/schedule", { mailbox_ids: `${box.mailboxId},` })).error?.error.details).toEqual({ "mailbox_ids.1": "must not name an empty mailbox id" })
+    const stranger = await owner()
+    for (const path of ["/v1/api/schedule", "/v1/api/availability"] as const) {
+      const notTheirs = await shared(path, { mailbox_ids: `${stranger.box.mailboxId},${box.mailboxId},mbx_missing` }, stranger.mailroom)
+      expect([notTheirs.response.status, notTheirs.error?.error]).toEqual([404, { code: "NOT_FOUND", message: "Mailbox not found", details: { mailbox_id: box.mailboxId } }])
+    }
+  })
+
   it("refuses what cannot be scheduled or found, each with its status, code and details, and sends nothing", async () => {
     const { box, mailroom } = await owner()
     const before = world.mx.delivered().length
@@ -340,6 +421,7 @@ describe("meetings", () => {
     }])
     const strangers = await scheduleOf({}, stranger.mailroom)
     expect([strangers.response.status, strangers.error?.error]).toEqual([404, { code: "NOT_FOUND", message: "Mailbox not found", details: { mailbox_id: box.mailboxId } }])
+
     // Only the one meeting made went out.
     await received("ada@partner.test", "Invitation: Sync")
     expect(world.mx.delivered().length).toBe(before + 1)

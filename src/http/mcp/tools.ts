@@ -11,7 +11,7 @@ import { Invitations } from "../../../services/invitations/invitations.ts"
 import { Meetings } from "../../../services/meetings/meetings.ts"
 import { MeetingInput, MeetingUpdate } from "../../../services/meetings/schemas.ts"
 import { Schedule } from "../../../services/schedule/schedule.ts"
-import { AvailabilityParams, DEFAULT_LIMIT, DEFAULT_SLOTS, MAX_ITEMS, ScheduleParams } from "../../../services/schedule/schemas.ts"
+import { AvailabilityParams, DEFAULT_LIMIT, DEFAULT_SLOTS, MAX_ITEMS, MAX_MAILBOXES, ScheduleParams } from "../../../services/schedule/schemas.ts"
 import { RespondInput } from "../../../services/invitations/schemas.ts"
 import { IntBetween, page } from "../../../services/listing.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
@@ -668,7 +668,7 @@ export const tools = [
     }),
     run: (principal, { mailbox_id, ...params }) =>
       Effect.gen(function*() {
-        const { data, meta } = yield* (yield* Schedule).list(principal.userId, mailbox_id, params)
+        const { data, meta } = yield* (yield* Schedule).list(principal.userId, [mailbox_id], params)
         return { occurrences: data, ...meta }
       })
   }),
@@ -679,10 +679,11 @@ export const tools = [
       "When the mailbox is free, to propose a time: slots of duration_minutes (default 30) between from and to (default the week " +
       "from now, at most 62 days) within working hours (hours HH:MM-HH:MM, default 09:00-17:00, on weekdays 1-7, default 1,2,3,4,5, " +
       "in time_zone, default UTC) that nothing busy on its schedule overlaps, every step_minutes (default 30); answered with the " +
-      "zone's offset, soonest first.",
+      "zone's offset, soonest first. with_mailbox_ids: the account's other mailboxes that must be free too (a time they can all make).",
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
+      with_mailbox_ids: Schema.optional(Schema.Array(Id("Another mailbox of the account")).pipe(Schema.maxItems(MAX_MAILBOXES - 1))),
       from: AvailabilityParams.fields.from,
       to: AvailabilityParams.fields.to,
       duration_minutes: Schema.optional(IntBetween(5, 1440)),
@@ -692,9 +693,9 @@ export const tools = [
       weekdays: AvailabilityParams.fields.weekdays,
       limit: Schema.optional(IntBetween(1, MAX_ITEMS).annotations({ description: `1-${MAX_ITEMS}, default ${DEFAULT_SLOTS}` }))
     }),
-    run: (principal, { mailbox_id, ...params }) =>
+    run: (principal, { mailbox_id, with_mailbox_ids = [], ...params }) =>
       Effect.gen(function*() {
-        const { data, meta } = yield* (yield* Schedule).availability(principal.userId, mailbox_id, params)
+        const { data, meta } = yield* (yield* Schedule).availability(principal.userId, [mailbox_id, ...with_mailbox_ids], params)
         return { slots: data, ...meta }
       })
   }),
@@ -808,8 +809,12 @@ export const admitTool = <I>(principal: Principal, tool: Tool<I>, input: I) =>
       readonly thread_id?: unknown
       readonly thread_ids?: unknown
       readonly meeting_id?: unknown
+      readonly with_mailbox_ids?: unknown
     }
     if (typeof args.mailbox_id === "string") yield* reach.mailbox(principal, args.mailbox_id)
+    if (Array.isArray(args.with_mailbox_ids)) {
+      yield* Effect.forEach(args.with_mailbox_ids as ReadonlyArray<string>, (id) => reach.mailbox(principal, id), { discard: true })
+    }
     if (typeof args.email_id === "string") yield* reach.emails(principal, [args.email_id])
     if (Array.isArray(args.email_ids)) yield* reach.emails(principal, args.email_ids as ReadonlyArray<string>)
     if (typeof args.thread_id === "string") yield* reach.thread(principal, args.thread_id)

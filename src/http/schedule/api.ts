@@ -4,6 +4,8 @@
  *
  *   /mailboxes/{mailbox_id}/schedule      the occurrences of its meetings and invitations in a range
  *   /mailboxes/{mailbox_id}/availability  the times it is free, within working hours
+ *   /schedule?mailbox_ids=…               several mailboxes' schedules, merged
+ *   /availability?mailbox_ids=…           the times several mailboxes are all free (to meet)
  */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
@@ -16,7 +18,9 @@ import {
   MAX_DAYS,
   ScheduleItem,
   ScheduleMeta,
-  ScheduleParams
+  ScheduleParams,
+  SharedAvailabilityParams,
+  SharedScheduleParams
 } from "../../../services/schedule/schemas.ts"
 import { OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
@@ -53,6 +57,29 @@ const scheduleEndpoints = <const Name extends string>(name: Name) =>
           MAX_AVAILABILITY_DAYS + " days) within working hours (hours, default 09:00-17:00, on weekdays, default Monday to Friday, " +
           "in time_zone, default UTC) that none of its busy occurrences overlaps, starting at a day's opening and every step_minutes " +
           "(default 30) after; answered with the zone's offset, soonest first. What to propose when asked for a time."
+      }))
+  ).add(
+    HttpApiEndpoint.get("shared", "/schedule")
+      .setUrlParams(SharedScheduleParams)
+      .addSuccess(OkWithMeta(Schema.Array(ScheduleItem), ScheduleMeta))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "Several mailboxes' schedules, merged",
+        description: "The schedules of the mailboxes mailbox_ids names, as one: every occurrence in the range, in order of start, each " +
+          "with the mailbox it is on (a meeting between two of them shows once for each). 404 names the first that is not the account's."
+      }))
+  ).add(
+    HttpApiEndpoint.get("sharedAvailability", "/availability")
+      .setUrlParams(SharedAvailabilityParams)
+      .addSuccess(OkWithMeta(Schema.Array(FreeSlot), AvailabilityMeta))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "When several mailboxes are all free",
+        description: "Free slots, as a mailbox's availability answers them, that none of the busy occurrences of any mailbox " +
+          "mailbox_ids names overlaps: a time they can all make, to propose for a meeting among them. 404 names the first that is " +
+          "not the account's."
       }))
   )
 
