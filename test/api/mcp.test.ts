@@ -296,6 +296,12 @@ describe("MCP at /mcp", () => {
       count: 1,
       hasMore: false
     })
+    // With the organizer's: the review on both, the guest's first (named first).
+    const both = await call(mcp, "get_schedule", { mailbox_id: guest.ok.mailbox_id, with_mailbox_ids: [box.mailboxId], ...week })
+    expect(both.ok.occurrences.map((o: { mailbox_id: string; role: string }) => [o.mailbox_id, o.role])).toEqual([
+      [guest.ok.mailbox_id, "attendee"],
+      [box.mailboxId, "organizer"]
+    ])
     expect((await call(mcp, "get_schedule", { mailbox_id: box.mailboxId, from: week.to, to: week.from })).error)
       .toMatchObject({ code: "VALIDATION_ERROR", details: { to: "must be after from" } })
     // Free on that Tuesday morning but for the review.
@@ -309,14 +315,14 @@ describe("MCP at /mcp", () => {
     })
     expect(free.ok.slots.map((slot: { start: string }) => slot.start.slice(11, 16))).toEqual(["09:00", "09:30", "10:30", "11:00", "11:30"])
     // With the organizer, who hosts the same review: the same times; with a mailbox not the account's, its 404.
-    const both = await call(mcp, "find_free_time", {
+    const bothFree = await call(mcp, "find_free_time", {
       mailbox_id: guest.ok.mailbox_id,
       with_mailbox_ids: [box.mailboxId],
       from: "2026-12-08T00:00:00Z",
       to: "2026-12-09T00:00:00Z",
       hours: "09:00-12:00"
     })
-    expect(both.ok.slots).toEqual(free.ok.slots)
+    expect(bothFree.ok.slots).toEqual(free.ok.slots)
     expect((await call(mcp, "find_free_time", { mailbox_id: guest.ok.mailbox_id, with_mailbox_ids: ["mbx_missing"] })).error)
       .toMatchObject({ code: "NOT_FOUND", details: { mailbox_id: "mbx_missing" } })
     expect((await call(mcp, "find_free_time", { mailbox_id: guest.ok.mailbox_id, weekdays: "8" })).error)

@@ -657,18 +657,20 @@ export const tools = [
     description:
       "The mailbox's calendar between from and to (ISO 8601 with a zone; default the week from now, at most 366 days): every " +
       "occurrence of the meetings it organizes and the invitations it received, soonest first, each with the mailbox's answer " +
-      `(response) and whether it takes its time (busy). Ask it before accepting an invitation or proposing a time. ${UNTRUSTED}`,
+      `(response) and whether it takes its time (busy). Ask it before accepting an invitation or proposing a time. with_mailbox_ids: ` +
+      `the account's other mailboxes whose schedules to merge in (each occurrence names its mailbox_id). ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
+      with_mailbox_ids: Schema.optional(Schema.Array(Id("Another mailbox of the account")).pipe(Schema.maxItems(MAX_MAILBOXES - 1))),
       from: ScheduleParams.fields.from,
       to: ScheduleParams.fields.to,
       limit: Schema.optional(IntBetween(1, MAX_ITEMS).annotations({ description: `1-${MAX_ITEMS}, default ${DEFAULT_LIMIT}` })),
       include_cancelled: Schema.optional(Schema.Boolean).annotations({ description: "Cancelled occurrences too (busy false)" })
     }),
-    run: (principal, { mailbox_id, ...params }) =>
+    run: (principal, { mailbox_id, with_mailbox_ids = [], ...params }) =>
       Effect.gen(function*() {
-        const { data, meta } = yield* (yield* Schedule).list(principal.userId, [mailbox_id], params)
+        const { data, meta } = yield* (yield* Schedule).list(principal.userId, [mailbox_id, ...with_mailbox_ids], params)
         return { occurrences: data, ...meta }
       })
   }),
