@@ -19,16 +19,19 @@ export const ownMailbox = (sql: SqlClient.SqlClient, userId: string, mailboxId: 
     (rows) => rows.length === 0 ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.void
   )
 
-/** `mailboxIds`, each once in the order given, if every one is an active mailbox of `userId`'s; else the first other one's 404. */
-export const ownMailboxes = (sql: SqlClient.SqlClient, userId: string, mailboxIds: ReadonlyArray<string>) =>
+/** `mailboxIds`, each once in the order given, and those of them that are not active mailboxes of `userId`'s. */
+const sortOut = (sql: SqlClient.SqlClient, userId: string, mailboxIds: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const ids = Array.from(new Set(mailboxIds))
     const found = yield* sql<{ id: string }>`
       SELECT id FROM mailboxes WHERE id = ANY(${ids}::text[]) AND user_id = ${userId} AND status = 'active'`
     const known = new Set(found.map((row) => row.id))
-    const unknown = ids.find((id) => !known.has(id))
-    return unknown === undefined ? ids : yield* mailboxNotFound(unknown)
+    return { ids, unknown: ids.filter((id) => !known.has(id)) }
   })
+
+/** `mailboxIds`, each once in the order given, if every one is an active mailbox of `userId`'s; else the first other one's 404. */
+export const ownMailboxes = (sql: SqlClient.SqlClient, userId: string, mailboxIds: ReadonlyArray<string>) =>
+  Effect.flatMap(sortOut(sql, userId, mailboxIds), ({ ids, unknown }) => unknown.length === 0 ? Effect.succeed(ids) : Effect.fail(mailboxNotFound(unknown[0]!)))
 
 /** `AND <column> = ANY(only)` when `only` is given (a key limited to those mailboxes); else nothing. */
 export const amongMailboxes = (sql: SqlClient.SqlClient, column: string, only: ReadonlyArray<string> | undefined) =>
@@ -36,12 +39,5 @@ export const amongMailboxes = (sql: SqlClient.SqlClient, column: string, only: R
 
 /** `mailboxIds`, each once in the order given, if every one is an active mailbox of `userId`; else `field`'s VALIDATION_ERROR. */
 export const ownedMailboxes = (sql: SqlClient.SqlClient, userId: string, mailboxIds: ReadonlyArray<string>, field: string) =>
-  Effect.gen(function*() {
-    const ids = Array.from(new Set(mailboxIds))
-    const found = yield* sql<{ id: string }>`
-      SELECT id FROM mailboxes WHERE id = ANY(${ids}::text[]) AND user_id = ${userId} AND status = 'active'`
-    const known = new Set(found.map((row) => row.id))
-    const unknown = ids.filter((id) => !known.has(id))
-    if (unknown.length > 0) return yield* ValidationError.field(field, `not a mailbox of this account: ${unknown.join(", ")}`)
-    return ids
-  })
+  Effect.flatMap(sortOut(sql, userId, mailboxIds), ({ ids, unknown }) =>
+    unknown.length === 0 ? Effect.succeed(ids) : Effect.fail(ValidationError.field(field, `not a mailbox of this account: ${unknown.join(", ")}`)))

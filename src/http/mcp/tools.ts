@@ -93,6 +93,9 @@ const blockListOwner = (principal: Principal, mailboxId: string | undefined): Li
 /** The longest wait_for_email may wait. */
 const MAX_WAIT_SECONDS = 60
 
+/** The account's other mailboxes a schedule tool also answers for (with `mailbox_id`, at most MAX_MAILBOXES in all). */
+const OtherMailboxes = Schema.optional(Schema.Array(Id("Another mailbox of the account")).pipe(Schema.maxItems(MAX_MAILBOXES - 1)))
+
 export const tools = [
   tool({
     name: "list_mailboxes",
@@ -662,7 +665,7 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
-      with_mailbox_ids: Schema.optional(Schema.Array(Id("Another mailbox of the account")).pipe(Schema.maxItems(MAX_MAILBOXES - 1))),
+      with_mailbox_ids: OtherMailboxes,
       from: ScheduleParams.fields.from,
       to: ScheduleParams.fields.to,
       limit: Schema.optional(IntBetween(1, MAX_ITEMS).annotations({ description: `1-${MAX_ITEMS}, default ${DEFAULT_LIMIT}` })),
@@ -685,7 +688,7 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
-      with_mailbox_ids: Schema.optional(Schema.Array(Id("Another mailbox of the account")).pipe(Schema.maxItems(MAX_MAILBOXES - 1))),
+      with_mailbox_ids: OtherMailboxes,
       from: AvailabilityParams.fields.from,
       to: AvailabilityParams.fields.to,
       duration_minutes: Schema.optional(IntBetween(5, 1440)),
