@@ -32,6 +32,7 @@ import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
 import { Meetings } from "../services/meetings/meetings.ts"
 import { CalendarMailLive } from "../services/schedule/calendar-mail.ts"
+import { ScheduleRemindersLive } from "../services/schedule/reminders.ts"
 import { Schedule } from "../services/schedule/schedule.ts"
 import { Outbound } from "../services/outbound/send.ts"
 import { Submission } from "../services/outbound/submission.ts"
@@ -257,8 +258,8 @@ const smtpRole = (config: AppConfigShape) => Layer.merge(
 )
 /**
  * The worker: ingest (the pipeline's second stage), webhooks, housekeeping, the event log, automatic
- * replies, and the calendars mail brings (attendees' answers to the mailboxes' meetings, invitations
- * onto their schedules).
+ * replies, the calendars mail brings (attendees' answers to the mailboxes' meetings, invitations
+ * onto their schedules), and reminders of what is on the schedules.
  */
 const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   IngestLive.pipe(Layer.provide(checksLayer(config, "worker"))),
@@ -266,7 +267,8 @@ const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   WebhooksLive.pipe(Layer.provide(WebhookHttp.layer)),
   EventRecorderLive,
   AutoReplyResponderLive.pipe(Layer.provide(Replies.Default), Layer.provide(Outbound.Default)),
-  CalendarMailLive.pipe(Layer.provide(Meetings.Default), Layer.provide(Schedule.Default), Layer.provide(Outbound.Default))
+  CalendarMailLive.pipe(Layer.provide(Meetings.Default), Layer.provide(Schedule.Default), Layer.provide(Outbound.Default)),
+  ScheduleRemindersLive.pipe(Layer.provide(Schedule.Default))
 )
 /** The mta: delivery, and scheduled drafts leaving on time. */
 const MtaRole = Layer.mergeAll(

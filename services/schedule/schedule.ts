@@ -12,7 +12,7 @@
  * expanded into its occurrences there (occurrences.ts): a weekly meeting shows every week, at its
  * local time in its own zone, with the occurrences its organizer moved or called off as they are now.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type Statement } from "@effect/sql"
 import { Effect, Either } from "effect"
 import { ValidationError } from "../errors.ts"
 import { attendeeOf, readInvitation } from "../invitations/icalendar.ts"
@@ -48,8 +48,17 @@ export interface ReceivedCalendar {
   readonly text: string
 }
 
+/** An occurrence as the schedule answers it, with its moments (ms) and the account whose mailbox it is on. */
+export interface Occurring {
+  readonly item: ScheduleItem
+  readonly userId: string
+  readonly startsAt: number
+  readonly endsAt: number
+}
+
 interface EntryRow {
   readonly mailboxId: string
+  readonly userId: string
   readonly uid: string
   readonly role: "organizer" | "attendee"
   readonly meetingId: string | null
@@ -166,14 +175,14 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
     })
 
-    /** Every occurrence on the mailboxes' schedules in the range, in order of start, with its moments. */
-    const occurring = (mailboxIds: ReadonlyArray<string>, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
+    /** Every occurrence in the range of the calendars `which` picks, with its moments and its account. */
+    const occurrencesOf = (which: Statement.Fragment, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
       Effect.gen(function*() {
         const rows = yield* sql<EntryRow>`
-          SELECT mailbox_id, uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
-          WHERE mailbox_id = ANY(${[...mailboxIds]}::text[]) AND coalesce(last_end, 'infinity'::timestamptz) > ${range.from} AND first_start < ${range.to}
+          SELECT mailbox_id, user_id, uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
+          WHERE ${which} AND coalesce(last_end, 'infinity'::timestamptz) > ${range.from} AND first_start < ${range.to}
             ${includeCancelled ? sql`` : sql`AND status <> 'cancelled'`}`
-        const items: Array<{ readonly item: ScheduleItem; readonly startsAt: number; readonly endsAt: number }> = []
+        const items: Array<Occurring> = []
         for (const row of rows) {
           const { organizer } = headline(row.calendar)
           for (const o of occurrences(row.calendar, range.from, range.to)) {
@@ -196,13 +205,34 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
               busy: status !== "cancelled" && row.response !== "declined" && o.opaque,
               organizer
             }
-            items.push({ item, startsAt: o.startsAt, endsAt: o.endsAt })
+            items.push({ item, userId: row.userId, startsAt: o.startsAt, endsAt: o.endsAt })
           }
         }
-        return items.sort((a, b) =>
-          a.startsAt - b.startsAt || a.item.uid.localeCompare(b.item.uid) || mailboxIds.indexOf(a.item.mailbox_id) - mailboxIds.indexOf(b.item.mailbox_id)
-        )
+        return items
       })
+
+    /** Every occurrence on the mailboxes' schedules in the range, in order of start (then of the mailboxes as named). */
+    const occurring = (mailboxIds: ReadonlyArray<string>, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
+      Effect.map(occurrencesOf(sql`mailbox_id = ANY(${[...mailboxIds]}::text[])`, range, includeCancelled), (items) =>
+        items.sort((a, b) =>
+          a.startsAt - b.startsAt || a.item.uid.localeCompare(b.item.uid) || mailboxIds.indexOf(a.item.mailbox_id) - mailboxIds.indexOf(b.item.mailbox_id)
+        ))
+
+    /**
+     * What starts after `now` and at most `leadMs` later on any active mailbox's schedule, to remind it
+     * of: occurrences at a time (not whole days), neither cancelled nor declined, soonest first.
+     */
+    const startingSoon = Effect.fn("Schedule.startingSoon")(function*(now: Date, leadMs: number) {
+      const until = now.getTime() + leadMs
+      const items = yield* occurrencesOf(
+        sql`response <> 'declined' AND mailbox_id IN (SELECT id FROM mailboxes WHERE status = 'active')`,
+        { from: now, to: new Date(until + 1) },
+        false
+      )
+      return items
+        .filter(({ item, startsAt }) => item.start.date === null && startsAt > now.getTime() && startsAt <= until)
+        .sort((a, b) => a.startsAt - b.startsAt)
+    })
 
     /**
      * The occurrences on the mailboxes' schedules in the range, in order of start (one mailbox's, or
@@ -251,6 +281,6 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       return { data, meta }
     })
 
-    return { receive, answered, organize, list, availability } as const
+    return { receive, answered, organize, list, availability, startingSoon } as const
   })
 }) {}

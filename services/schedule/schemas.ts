@@ -145,6 +145,16 @@ export const AvailabilityMeta = Schema.Struct({
 }).annotations({ identifier: "AvailabilityMeta" })
 export type AvailabilityMeta = typeof AvailabilityMeta.Type
 
+/** How long before an occurrence starts its `schedule.reminder` is sent. */
+export const REMINDER_MINUTES = 10
+
+/** `schedule.reminder`: an occurrence on a mailbox's schedule starts soon. */
+export const ScheduleReminderData = Schema.Struct({
+  ...ScheduleItem.fields,
+  starts_in_minutes: Schema.Number.annotations({ description: `Whole minutes until it starts (0-${REMINDER_MINUTES})` })
+}).annotations({ identifier: "ScheduleReminderData" })
+export type ScheduleReminderData = typeof ScheduleReminderData.Type
+
 /** `invitation.received`: an invitation, its update or its cancellation changed a mailbox's schedule. */
 export const InvitationReceivedData = Schema.Struct({
   mailbox_id: Schema.String,

@@ -115,6 +115,24 @@ export const sampleEvent = (kind: EventKind, at: Date, mailboxId = "mbx_example"
       organizer: { address: "billing@partner.example", name: "Billing" },
       response: "needs_action"
     },
+    "schedule.reminder": {
+      mailbox_id: mailboxId,
+      uid: "review-7@partner.example",
+      recurrence_id: null,
+      role: "attendee",
+      meeting_id: null,
+      email_id: email.email_id,
+      summary: "Contract review",
+      location: null,
+      url: "https://meet.partner.example/review-7",
+      start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+      end: { date_time: "2026-12-03T14:45:00Z", date: null, time_zone: "Europe/Paris" },
+      status: "confirmed",
+      response: "accepted",
+      busy: true,
+      organizer: { address: "billing@partner.example", name: "Billing" },
+      starts_in_minutes: 10
+    },
     "api_key.created": { keyId: "key_example", name: "example key", keyPrefix: "mr_exampl********", createdAt: timestamp, expirationTs: null, mailboxIds: null, permission: "full_access" }
   }
   return { event: kind, timestamp, data: data[kind] }

@@ -5,7 +5,7 @@ import { Schema } from "effect"
 import { Label, MAX_LABELS } from "../mail/label-rules.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { MeetingAnsweredData } from "../meetings/schemas.ts"
-import { InvitationReceivedData } from "../schedule/schemas.ts"
+import { InvitationReceivedData, REMINDER_MINUTES, ScheduleReminderData } from "../schedule/schemas.ts"
 import { ComplaintEventData, DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
@@ -22,6 +22,7 @@ export const eventKinds = [
   "email.complained",
   "meeting.answered",
   "invitation.received",
+  "schedule.reminder",
   "api_key.created"
 ] as const
 export type EventKind = (typeof eventKinds)[number]
@@ -319,6 +320,13 @@ export const InvitationReceivedEvent = eventPayload(
   "A calendar invitation, its update or its cancellation arrived and changed the mailbox's schedule (not mail labelled spam or blocked)"
 )
 
+export const ScheduleReminderEvent = eventPayload(
+  "schedule.reminder",
+  "ScheduleReminderEvent",
+  ScheduleReminderData,
+  `An occurrence on the mailbox's schedule starts within ${REMINDER_MINUTES} minutes (a meeting it organizes, an invitation it has not declined; not a whole day): told once`
+)
+
 export const ApiKeyCreatedEvent = eventPayload(
   "api_key.created",
   "ApiKeyCreatedEvent",
@@ -349,5 +357,6 @@ export const EventPayloads = {
   "email.complained": EmailComplainedEvent,
   "meeting.answered": MeetingAnsweredEvent,
   "invitation.received": InvitationReceivedEvent,
+  "schedule.reminder": ScheduleReminderEvent,
   "api_key.created": ApiKeyCreatedEvent
 } as const satisfies Record<EventKind, Schema.Schema.Any>

@@ -270,7 +270,7 @@ describe("OpenAPI: a reference people can use", () => {
   })
 
   it("describes the event payloads under webhooks, as receivers get them", () => {
-    expect(Object.keys(document.webhooks).sort()).toEqual(["api_key.created", "email.bounced", "email.complained", "email.deleted", "email.delivery_delayed", "email.failed", "email.labels_changed", "email.processed", "email.received", "email.sent", "email.unsubscribed", "invitation.received", "meeting.answered"])
+    expect(Object.keys(document.webhooks).sort()).toEqual(["api_key.created", "email.bounced", "email.complained", "email.deleted", "email.delivery_delayed", "email.failed", "email.labels_changed", "email.processed", "email.received", "email.sent", "email.unsubscribed", "invitation.received", "meeting.answered", "schedule.reminder"])
     for (const [kind, item] of Object.entries<Json>(document.webhooks)) {
       const payload = resolve(item.post.requestBody.content["application/json"].schema)
       expect(payload.required, kind).toEqual(["event", "timestamp", "data"])

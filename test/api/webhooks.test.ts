@@ -82,9 +82,9 @@ describe("POST /v1/api/webhooks", () => {
   it.each([
     [{}, { url: "is required", events: "is required" }],
     [{ url: URL_OK }, { events: "is required" }],
-    [{ url: URL_OK, events: [] }, { events: "must list at least one of email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, api_key.created" }],
+    [{ url: URL_OK, events: [] }, { events: "must list at least one of email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created" }],
     [{ url: URL_OK, events: ["email.received", "email.archived"] }, {
-      events: "\"email.archived\" is not an event kind; supported: email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, api_key.created"
+      events: "\"email.archived\" is not an event kind; supported: email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created"
     }],
     [{ url: URL_OK, events: "email.received" }, { events: expect.any(String) }],
     [{ url: 42, events: ["email.received"] }, { url: expect.any(String) }],
@@ -269,7 +269,7 @@ describe("reading, updating and deleting", () => {
   it.each([
     [{ url: "https://10.0.0.1/x" }, { url: "10.0.0.1 is a private address; webhooks are delivered to public addresses only" }],
     [{ url: "http://hooks.example.test/x" }, { url: "must use https" }],
-    [{ events: [] }, { events: "must list at least one of email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, api_key.created" }],
+    [{ events: [] }, { events: "must list at least one of email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created" }],
     [{ active: "no" }, { active: expect.any(String) }],
     [{ secret: "tiny" }, { secret: "must be 8-256 printable ASCII characters without spaces" }]
   ])("refuses the update %j: 400 VALIDATION_ERROR with details %j, and changes nothing", async (body, details) => {

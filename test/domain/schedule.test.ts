@@ -7,7 +7,10 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Data, Effect, Exit, Layer } from "effect"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { drainBackfill } from "../../services/schedule/calendar-mail.ts"
+import { remindDue } from "../../services/schedule/reminders.ts"
 import { Schedule } from "../../services/schedule/schedule.ts"
 import { testDatabase } from "../support/database.ts"
 import { uniqueName } from "../support/services.ts"
@@ -81,7 +84,9 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
       expect(yield* sql`SELECT 1 FROM calendar_backfill`).toEqual([])
     }))
 
-  const withSchedule = Schedule.Default.pipe(Layer.provideMerge(testDatabase))
+  const withSchedule = Schedule.Default.pipe(
+    Layer.provideMerge(Layer.merge(testDatabase, MemoryBus.layer.pipe(Layer.provide(DependencyHealth.Default), Layer.provide(testDatabase))))
+  )
 
   it.layer(withSchedule)("kept from invitations", (it) => {
     it.effect("an invitation is on it, every week at its local hour, asking for an answer; the answer given shows, and whether it is busy", () =>
@@ -268,6 +273,40 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
           _tag: "NotFound",
           details: { mailbox_id: "mbx_none" }
         })
+      }))
+
+    it.effect("reminds each occurrence ten minutes before it starts, once: not declined, cancelled or whole-day ones, nor one already started", () =>
+      Effect.gen(function*() {
+        const { address, mailboxId, receive } = yield* world()
+        yield* receive(review(address, 0, "ACCEPTED", "20261203T150000", "URL:https://meet.partner.test/review")) // Thursdays 14:00 UTC
+        yield* receive(calendar("REQUEST", "UID:lunch", "DTSTART:20261203T140500Z", "DTEND:20261203T150000Z", "SUMMARY:Lunch",
+          `ATTENDEE;PARTSTAT=DECLINED:mailto:${address}`))
+        yield* receive(calendar("REQUEST", "UID:call", "DTSTART:20261203T140800Z", "DTEND:20261203T143000Z", "SUMMARY:Call"))
+        yield* receive(calendar("CANCEL", "UID:call", "SEQUENCE:1", "STATUS:CANCELLED"))
+        yield* receive(calendar("REQUEST", "UID:holiday", "DTSTART;VALUE=DATE:20261203", "SUMMARY:Away"))
+        const remind = (at: string) => Effect.map(remindDue(new Date(at)), (sent) => sent.filter((r) => r.mailbox_id === mailboxId))
+
+        const first = yield* remind("2026-12-03T13:51:30Z")
+        expect(first).toEqual([expect.objectContaining({
+          mailbox_id: mailboxId,
+          uid: "review@partner.test",
+          recurrence_id: "2026-12-03T14:00:00Z",
+          summary: "Weekly review",
+          url: "https://meet.partner.test/review",
+          start: { date_time: "2026-12-03T14:00:00Z", date: null, time_zone: "Europe/Paris" },
+          response: "accepted",
+          starts_in_minutes: 9
+        })])
+        // Looked at again (every worker looks every few seconds): told once.
+        expect(yield* remind("2026-12-03T13:52:00Z")).toEqual([])
+        expect(yield* remind("2026-12-03T14:00:30Z")).toEqual([])
+        // Next week's occurrence gets its own.
+        expect((yield* remind("2026-12-10T13:50:00Z")).map((r) => [r.recurrence_id, r.starts_in_minutes])).toEqual([["2026-12-10T14:00:00Z", 10]])
+        // A deleted mailbox is reminded of nothing.
+        const gone = yield* world()
+        yield* gone.receive(review(gone.address, 0, "ACCEPTED"))
+        yield* gone.sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${gone.mailboxId}`
+        expect((yield* remindDue(new Date("2026-12-17T13:55:00Z"))).map((r) => r.mailbox_id)).not.toContain(gone.mailboxId)
       }))
   })
 })

@@ -345,6 +345,43 @@ describe("meetings", () => {
     }
   })
 
+  it("reminds the mailbox of a meeting ten minutes before it starts, on its event stream", async () => {
+    const { box, mailroom } = await owner()
+    const reminders = await openEvents(`${suite.url}/v1/events?types=schedule.reminder`, { "x-api-key": box.user.apiKey })
+    try {
+      // Five minutes from now, to the second: inside the ten minutes, so the workers' next look (every 15 s) tells it.
+      const start = new Date(Math.ceil(Date.now() / 1000) * 1000 + 5 * 60_000)
+      const created = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/meetings", {
+        params: { path: { mailboxId: box.mailboxId } },
+        body: {
+          summary: "Stand-up",
+          url: "https://meet.example.test/standup",
+          start: { date_time: start.toISOString() },
+          end: { date_time: new Date(start.getTime() + 15 * 60_000).toISOString() },
+          attendees: ["ada@partner.test"]
+        }
+      })
+      expect(created.response.status).toBe(201)
+      const frame = await reminders.next(30_000)
+      expect(frame.event).toBe("schedule.reminder")
+      const reminder = JSON.parse(frame.data!).data
+      expect(reminder).toMatchObject({
+        mailbox_id: box.mailboxId,
+        uid: created.data!.data.uid,
+        role: "organizer",
+        meeting_id: created.data!.data.meeting_id,
+        summary: "Stand-up",
+        url: "https://meet.example.test/standup",
+        start: { date_time: start.toISOString().replace(".000Z", "Z") },
+        response: "accepted"
+      })
+      expect(reminder.starts_in_minutes).toBeGreaterThanOrEqual(4)
+      expect(reminder.starts_in_minutes).toBeLessThanOrEqual(5)
+    } finally {
+      reminders.close()
+    }
+  })
+
   it("refuses what cannot be scheduled or found, each with its status, code and details, and sends nothing", async () => {
     const { box, mailroom } = await owner()
     const before = world.mx.delivered().length

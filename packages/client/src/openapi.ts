@@ -3632,6 +3632,26 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "schedule.reminder": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * schedule.reminder event
+         * @description An occurrence on the mailbox's schedule starts within 10 minutes (a meeting it organizes, an invitation it has not declined; not a whole day): told once. Sent to every active webhook subscribed to schedule.reminder, as a POST with this JSON body. A non-2xx answer is retried: 3 attempts in all, at once, after 500 ms and after 1000 ms, 10 s each.
+         */
+        post: operations["webhook.schedule.reminder"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -5571,6 +5591,51 @@ export interface components {
             hasMore: boolean;
             to: string;
         };
+        ScheduleReminderData: {
+            /** @description Whether it takes the mailbox's time: not cancelled, not declined, not marked free (TRANSP:TRANSPARENT) */
+            busy: boolean;
+            /** @description The latest invitation, update or cancellation about it (GET /emails/{email_id}/invitation answers an attendee's) */
+            email_id: string | null;
+            end: components["schemas"]["EventTime"];
+            location: string | null;
+            /** @description The mailbox whose schedule it is on */
+            mailbox_id: string;
+            /** @description The meeting (GET /meetings/{meeting_id}), for the organizer's */
+            meeting_id: string | null;
+            organizer: components["schemas"]["CalendarParty"] | null;
+            /** @description For an occurrence of a repeating event: the start it was due at (what RECURRENCE-ID names); null: it does not repeat */
+            recurrence_id: string | null;
+            /**
+             * @description The mailbox's answer: needs_action until it answers (POST /emails/{email_id}/invitation/respond); its own meetings: accepted
+             * @enum {string}
+             */
+            response: "needs_action" | "accepted" | "declined" | "tentative" | "delegated";
+            /**
+             * @description organizer: one of the mailbox's meetings; attendee: an invitation it received
+             * @enum {string}
+             */
+            role: "organizer" | "attendee";
+            start: components["schemas"]["EventTime"];
+            /** @description Whole minutes until it starts (0-10) */
+            starts_in_minutes: number;
+            /**
+             * @description As its organizer has it
+             * @enum {string}
+             */
+            status: "confirmed" | "tentative" | "cancelled";
+            summary: string | null;
+            /** @description The event's identity, as calendars know it */
+            uid: string;
+            url: string | null;
+        };
+        /** @description An occurrence on the mailbox's schedule starts within 10 minutes (a meeting it organizes, an invitation it has not declined; not a whole day): told once */
+        ScheduleReminderEvent: {
+            data: components["schemas"]["ScheduleReminderData"];
+            /** @enum {string} */
+            event: "schedule.reminder";
+            /** @description When the event happened (ISO 8601 UTC) */
+            timestamp: string;
+        };
         SearchInput: {
             domain?: string;
             /**
@@ -6149,7 +6214,7 @@ export interface components {
             /** @description What went wrong: the status, a refused connection, a time-out */
             error: string | null;
             /** @enum {string} */
-            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "api_key.created";
+            event: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "schedule.reminder" | "api_key.created";
             /** @description The webhook-id header sent: test_…, never an event's */
             event_id: string;
             /** @description The body sent, as a real event of that kind carries it, about an example email or key */
@@ -11787,7 +11852,7 @@ export interface operations {
                 labels?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -19188,7 +19253,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "schedule.reminder" | "api_key.created";
             };
             header?: never;
             path: {
@@ -29924,7 +29989,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description The kind of example event to send; the webhook's first subscribed kind when left out */
-                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "api_key.created";
+                event?: "email.received" | "email.processed" | "email.labels_changed" | "email.deleted" | "email.sent" | "email.delivery_delayed" | "email.bounced" | "email.failed" | "email.unsubscribed" | "email.complained" | "meeting.answered" | "invitation.received" | "schedule.reminder" | "api_key.created";
             };
             header?: never;
             path: {
@@ -30698,7 +30763,7 @@ export interface operations {
                 labels?: string;
                 /** @description Only events about this mailbox (events about no mailbox, such as api_key.created, are left out) */
                 mailbox_id?: string;
-                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, api_key.created); all when absent */
+                /** @description Comma-separated event kinds to receive (email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created); all when absent */
                 types?: string;
             };
             header?: {
@@ -31612,6 +31677,44 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["MeetingAnsweredEvent"];
+            };
+        };
+        responses: {
+            /** @description Received (any 2xx will do) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Refused (any non-2xx answer is retried) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    "webhook.schedule.reminder": {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The event's id, the same on every retry (Standard Webhooks) */
+                "webhook-id": string;
+                /** @description `v1,<base64>` over `id.timestamp.body` (Standard Webhooks) */
+                "webhook-signature": string;
+                /** @description Unix seconds of this attempt (Standard Webhooks) */
+                "webhook-timestamp": string;
+                /** @description `sha256=<hex>`: HMAC-SHA256 of the raw body keyed with the webhook's secret; compare in constant time */
+                "X-Service-Signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScheduleReminderEvent"];
             };
         };
         responses: {
