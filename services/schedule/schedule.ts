@@ -12,13 +12,13 @@
  * expanded into its occurrences there (occurrences.ts): a weekly meeting shows every week, at its
  * local time in its own zone, with the occurrences its organizer moved or called off as they are now.
  */
-import { SqlClient, type Statement } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import { Effect, Either } from "effect"
 import { ValidationError } from "../errors.ts"
 import { attendeeOf, readInvitation } from "../invitations/icalendar.ts"
-import type { ParticipationStatus, ResponseStatus } from "../invitations/schemas.ts"
+import type { ParticipationStatus, Party, ResponseStatus } from "../invitations/schemas.ts"
 import { ownMailboxes } from "../mailboxes/owned.ts"
-import { type EventStatus, headline, invitationOf, merge, occurrences, span } from "./occurrences.ts"
+import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, span } from "./occurrences.ts"
 import { fromWallTime } from "../invitations/time-zones.ts"
 import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
 import {
@@ -48,15 +48,15 @@ export interface ReceivedCalendar {
   readonly text: string
 }
 
-/** An occurrence as the schedule answers it, with its moments (ms) and the account whose mailbox it is on. */
-export interface Occurring {
+/** An occurrence as the schedule answers it, with its moments (ms). */
+interface Occurring {
   readonly item: ScheduleItem
-  readonly userId: string
   readonly startsAt: number
   readonly endsAt: number
 }
 
-interface EntryRow {
+/** A kept calendar's row but the calendar itself. */
+interface EntryFields {
   readonly mailboxId: string
   readonly userId: string
   readonly uid: string
@@ -65,7 +65,35 @@ interface EntryRow {
   readonly emailId: string | null
   readonly status: EventStatus
   readonly response: ParticipationStatus
+}
+
+interface EntryRow extends EntryFields {
   readonly calendar: string
+}
+
+/** How far ahead the reminders' look expands a calendar at once: again when it changes, or this has passed. */
+const LOOKAHEAD = 60 * MINUTE
+
+/** One of `row`'s occurrences as the schedule answers it. */
+const itemOf = (row: EntryFields, o: Occurrence, organizer: Party | null): ScheduleItem => {
+  const status = row.status === "cancelled" ? "cancelled" : o.status
+  return {
+    mailbox_id: row.mailboxId,
+    uid: row.uid,
+    recurrence_id: o.recurrenceId,
+    role: row.role,
+    meeting_id: row.meetingId,
+    email_id: row.emailId,
+    summary: o.summary,
+    location: o.location,
+    url: o.url,
+    start: o.start,
+    end: o.end,
+    status,
+    response: row.response,
+    busy: status !== "cancelled" && row.response !== "declined" && o.opaque,
+    organizer
+  }
 }
 
 /** The range asked for, its defaults filled in (from now, a week), or the parameter at fault. */
@@ -175,48 +203,34 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
     })
 
-    /** Every occurrence in the range of the calendars `which` picks, with its moments and its account. */
-    const occurrencesOf = (which: Statement.Fragment, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
+    /** Every occurrence on the mailboxes' schedules in the range, in order of start (then of the mailboxes as named). */
+    const occurring = (mailboxIds: ReadonlyArray<string>, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
       Effect.gen(function*() {
         const rows = yield* sql<EntryRow>`
           SELECT mailbox_id, user_id, uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
-          WHERE ${which} AND coalesce(last_end, 'infinity'::timestamptz) > ${range.from} AND first_start < ${range.to}
+          WHERE mailbox_id = ANY(${[...mailboxIds]}::text[])
+            AND coalesce(last_end, 'infinity'::timestamptz) > ${range.from} AND first_start < ${range.to}
             ${includeCancelled ? sql`` : sql`AND status <> 'cancelled'`}`
         const items: Array<Occurring> = []
         for (const row of rows) {
           const { organizer } = headline(row.calendar)
           for (const o of occurrences(row.calendar, range.from, range.to)) {
-            const status = row.status === "cancelled" ? "cancelled" : o.status
-            if (status === "cancelled" && !includeCancelled) continue
-            const item: ScheduleItem = {
-              mailbox_id: row.mailboxId,
-              uid: row.uid,
-              recurrence_id: o.recurrenceId,
-              role: row.role,
-              meeting_id: row.meetingId,
-              email_id: row.emailId,
-              summary: o.summary,
-              location: o.location,
-              url: o.url,
-              start: o.start,
-              end: o.end,
-              status,
-              response: row.response,
-              busy: status !== "cancelled" && row.response !== "declined" && o.opaque,
-              organizer
-            }
-            items.push({ item, userId: row.userId, startsAt: o.startsAt, endsAt: o.endsAt })
+            const item = itemOf(row, o, organizer)
+            if (item.status !== "cancelled" || includeCancelled) items.push({ item, startsAt: o.startsAt, endsAt: o.endsAt })
           }
         }
-        return items
+        return items.sort((a, b) =>
+          a.startsAt - b.startsAt || a.item.uid.localeCompare(b.item.uid) || mailboxIds.indexOf(a.item.mailbox_id) - mailboxIds.indexOf(b.item.mailbox_id)
+        )
       })
 
-    /** Every occurrence on the mailboxes' schedules in the range, in order of start (then of the mailboxes as named). */
-    const occurring = (mailboxIds: ReadonlyArray<string>, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
-      Effect.map(occurrencesOf(sql`mailbox_id = ANY(${[...mailboxIds]}::text[])`, range, includeCancelled), (items) =>
-        items.sort((a, b) =>
-          a.startsAt - b.startsAt || a.item.uid.localeCompare(b.item.uid) || mailboxIds.indexOf(a.item.mailbox_id) - mailboxIds.indexOf(b.item.mailbox_id)
-        ))
+    /**
+     * The reminders' look: each calendar still running, expanded `LOOKAHEAD` ahead and kept until it
+     * changes (its `updated_at`) or that has passed, so that a look every few seconds reads the rows
+     * but walks a repeating event's rules (ms each, from its first start) about once an hour.
+     */
+    const expanded = new Map<string, { readonly version: string; readonly until: number; readonly found: ReadonlyArray<Occurrence>; readonly organizer: Party | null }>()
+    const keyOf = (entry: { readonly mailboxId: string; readonly uid: string }) => `${entry.mailboxId} ${entry.uid}`
 
     /**
      * What starts after `now` and at most `leadMs` later on any active mailbox's schedule, to remind it
@@ -224,14 +238,36 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
      */
     const startingSoon = Effect.fn("Schedule.startingSoon")(function*(now: Date, leadMs: number) {
       const until = now.getTime() + leadMs
-      const items = yield* occurrencesOf(
-        sql`response <> 'declined' AND mailbox_id IN (SELECT id FROM mailboxes WHERE status = 'active')`,
-        { from: now, to: new Date(until + 1) },
-        false
-      )
-      return items
-        .filter(({ item, startsAt }) => item.start.date === null && startsAt > now.getTime() && startsAt <= until)
-        .sort((a, b) => a.startsAt - b.startsAt)
+      const rows = yield* sql<EntryFields & { readonly version: string }>`
+        SELECT mailbox_id, user_id, uid, role, meeting_id, email_id, status, response, updated_at::text AS version FROM calendar_entries
+        WHERE status <> 'cancelled' AND response <> 'declined' AND mailbox_id IN (SELECT id FROM mailboxes WHERE status = 'active')
+          AND coalesce(last_end, 'infinity'::timestamptz) > ${now} AND first_start <= ${new Date(until)}`
+      const stale = rows.filter((row) => {
+        const kept = expanded.get(keyOf(row))
+        return kept === undefined || kept.version !== row.version || kept.until < until
+      })
+      if (stale.length > 0) {
+        const horizon = now.getTime() + Math.max(leadMs, LOOKAHEAD)
+        const calendars = yield* sql<{ mailboxId: string; uid: string; version: string; calendar: string }>`
+          SELECT mailbox_id, uid, updated_at::text AS version, calendar FROM calendar_entries
+          WHERE (mailbox_id, uid) IN (SELECT * FROM unnest(${stale.map((row) => row.mailboxId)}::text[], ${stale.map((row) => row.uid)}::text[]))`
+        for (const c of calendars) {
+          expanded.set(keyOf(c), {
+            version: c.version,
+            until: horizon,
+            found: occurrences(c.calendar, now, new Date(horizon + 1)),
+            organizer: headline(c.calendar).organizer
+          })
+        }
+      }
+      const running = new Set(rows.map(keyOf))
+      for (const key of expanded.keys()) if (!running.has(key)) expanded.delete(key)
+      return rows.flatMap((row) => {
+        const kept = expanded.get(keyOf(row))
+        return (kept?.found ?? [])
+          .filter((o) => o.start.date === null && o.status !== "cancelled" && o.startsAt > now.getTime() && o.startsAt <= until)
+          .map((o) => ({ item: itemOf(row, o, kept!.organizer), userId: row.userId, startsAt: o.startsAt }))
+      }).sort((a, b) => a.startsAt - b.startsAt)
     })
 
     /**

@@ -308,5 +308,17 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         yield* gone.sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${gone.mailboxId}`
         expect((yield* remindDue(new Date("2026-12-17T13:55:00Z"))).map((r) => r.mailbox_id)).not.toContain(gone.mailboxId)
       }))
+
+    it.effect("a reminder follows a calendar changed between two looks (a daily sync moved into the ten minutes)", () =>
+      Effect.gen(function*() {
+        const { mailboxId, receive } = yield* world()
+        const sync = (sequence: number, start: string) =>
+          calendar("REQUEST", "UID:sync", `SEQUENCE:${sequence}`, `DTSTART:${start}`, "DURATION:PT30M", "RRULE:FREQ=DAILY", "SUMMARY:Sync")
+        yield* receive(sync(0, "20261214T140000Z"))
+        const remind = (at: string) => Effect.map(remindDue(new Date(at)), (sent) => sent.filter((r) => r.mailbox_id === mailboxId))
+        expect(yield* remind("2026-12-15T13:40:00Z")).toEqual([])
+        yield* receive(sync(1, "20261214T135500Z"))
+        expect((yield* remind("2026-12-15T13:46:00Z")).map((r) => [r.start.date_time, r.starts_in_minutes])).toEqual([["2026-12-15T13:55:00Z", 9]])
+      }))
   })
 })
