@@ -930,7 +930,8 @@ describe("sending within this Mailroom", () => {
       return data?.data[0]
     })
     expect(arrived).toMatchObject({ direction: "inbound", subject: "Internal memo", from: box.address, message_id: sent.data!.data.message_id })
-    expect(mx.delivered().length).toBe(before)
+    // Nothing for it reached the network's MX (this suite's earlier sends, retried, may land there meanwhile).
+    expect(mx.delivered().slice(before).filter((m) => m.rcptTo.includes(other.box.address))).toEqual([])
 
     // Sent mail is searchable by its sender, like received mail.
     const found = await until("the sent memo is searchable", async () => {
