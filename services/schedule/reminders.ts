@@ -12,6 +12,7 @@
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Layer, Schedule as Every } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { DependencyHealth } from "../health/dependency-health.ts"
 import { MINUTE } from "./availability.ts"
 import { Schedule } from "./schedule.ts"
 import { REMINDER_MINUTES, type ScheduleReminderData } from "./schemas.ts"
@@ -52,11 +53,18 @@ export const remindDue = (now: Date) =>
     return sent
   }).pipe(Effect.withSpan("ScheduleReminders.remindDue"))
 
-/** The worker's reminders: a look for what is due at start, then every `EVERY`. */
+/**
+ * The worker's reminders: a look for what is due at start, then every `EVERY`. A failed look is
+ * reported as other background work reports it (DependencyHealth: an outage is told once, by whoever
+ * meets it first, not every 15 s).
+ */
 export const ScheduleRemindersLive = Layer.scopedDiscard(
-  Effect.suspend(() => remindDue(new Date())).pipe(
-    Effect.catchAllCause((cause) => Effect.logError("Could not send the schedule's reminders; looking again shortly", cause)),
-    Effect.repeat(Every.spaced(EVERY)),
-    Effect.forkScoped
-  )
+  Effect.gen(function*() {
+    const health = yield* DependencyHealth
+    yield* Effect.suspend(() => remindDue(new Date())).pipe(
+      Effect.catchAllCause((cause) => health.report("Could not send the schedule's reminders; looking again shortly", cause)),
+      Effect.repeat(Every.spaced(EVERY)),
+      Effect.forkScoped
+    )
+  })
 )
