@@ -27,12 +27,18 @@ const backendIndependent = [
   "test/api/webhooks.test.ts",
   "test/dashboard/dashboard.test.ts",
   "test/dashboard/sending.test.ts",
+  "test/dashboard/calendar.test.ts",
   "test/outbound/relay.test.ts",
   "test/domain/database-pool.test.ts", // the embedded database's one connection
   "test/told-cache.test.ts", // a bus of its own in memory
   "test/pipeline/priority.test.ts", // a test clock
   "test/search/vector-buffers.test.ts", // a rule over file sizes
   "test/smtp/spam.test.ts", // rspamd's verdict on the SMTP node; what is stored of it is the inbound suite's
+  "test/smtp/trust.test.ts", // SPF, DKIM, DMARC and ARC verdicts on the SMTP node; stored: the inbound suite's
+  "test/smtp/checks-thread.test.ts", // in process, no database
+  "test/search/openai-embedder.test.ts", // an embedder against a stand-in
+  "test/search/local-embedder.test.ts",
+  "test/search/qdrant-index.test.ts", // against the fake Qdrant
   // wiring of features test/domain covers on both databases
   "test/api/api-keys.test.ts",
   "test/api/auth.test.ts",
@@ -45,7 +51,18 @@ const backendIndependent = [
   "test/api/openapi.test.ts",
   "test/api/stripe.test.ts",
   "test/api/sender-lists.test.ts",
-  "test/imap/imap.test.ts"
+  "test/imap/imap.test.ts",
+  "test/api/mcp.test.ts",
+  "test/api/filters.test.ts",
+  "test/api/email-change.test.ts",
+  "test/api/password-reset.test.ts",
+  "test/api/export.test.ts",
+  "test/api/account-deletion.test.ts",
+  "test/smtp/sender-lists.test.ts",
+  "test/outbound/meetings.test.ts",
+  "test/outbound/invitations.test.ts",
+  "test/outbound/auto-reply.test.ts",
+  "test/outbound/submission.test.ts"
 ]
 const bringsItsOwnServices = [
   "test/cluster/cluster.test.ts",
@@ -71,6 +88,8 @@ export default defineConfig({
     // services and the support code again for each (~75 s of a 12-minute embedded run, now ~20 s).
     // Each suite makes its own servers, databases and streams; one that came to depend on module state
     // another file left behind would fail only in this mode: `isolate: true` tells the two apart.
-    poolOptions: { forks: { isolate: false } }
+    // `--liftoff-only`: the in-process PGlites' WebAssembly unoptimised, as in the Mailroom processes the
+    // suites start (test/support/process.ts `suiteNodeFlags` says why).
+    poolOptions: { forks: { isolate: false, execArgv: ["--liftoff-only"] } }
   }
 })

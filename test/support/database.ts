@@ -3,8 +3,12 @@
  * the rules of a domain service are tested against real SQL without starting a process.
  *
  * - Embedded mode (no `DATABASE_URL`): PGlite under a fresh temporary DATA_DIR, started from the
- *   initialised copy global-setup makes, so a suite pays for its migrations and not for initdb.
- * - Services mode (`DATABASE_URL` set): a fresh database on that server, dropped when the suite ends.
+ *   migrated copy global-setup makes, so a suite pays neither for initdb nor for the migrations.
+ * - Services mode (`DATABASE_URL` set): a fresh database on that server, a copy of the migrated one
+ *   global-setup makes there, dropped when the suite ends.
+ *
+ * The migrations still run (`migrate`), finding every one applied: that applying them to an empty
+ * database works is proved by making the copies, on either database.
  *
  * Either way a temporary directory comes with it (`TestDataDir`), for what a suite keeps beside the
  * database (an embedded vector index when the server has no pgvector), and is removed afterwards.
@@ -24,12 +28,12 @@ export class TestDataDir extends Context.Tag("test/TestDataDir")<TestDataDir, st
 
 const dataDir = Layer.scoped(
   TestDataDir,
-  Effect.acquireRelease(Effect.sync(createDataDir), (dir) => Effect.sync(dir.remove)).pipe(Effect.map((dir) => dir.dir))
+  Effect.acquireRelease(Effect.sync(() => createDataDir({ migrated: true })), (dir) => Effect.sync(dir.remove)).pipe(Effect.map((dir) => dir.dir))
 )
 
 const connection: Layer.Layer<PgClient.PgClient | SqlClient, SqlError, TestDataDir> = adminDatabaseUrl !== undefined
   ? Layer.unwrapScoped(
-    Effect.acquireRelease(Effect.promise(() => createDatabase(adminDatabaseUrl!)), (db) => Effect.promise(db.drop)).pipe(
+    Effect.acquireRelease(Effect.promise(() => createDatabase(adminDatabaseUrl!, { migrated: true })), (db) => Effect.promise(db.drop)).pipe(
       Effect.map((db) => Postgres.layer({ url: Redacted.make(db.url), maxConnections: 4 }))
     )
   )

@@ -5,18 +5,21 @@
  * - an empty one (initialised only), for the vector index (in either mode: beside a PostgreSQL without
  *   pgvector it is a PGlite too) and for suites that build their database themselves;
  * - in embedded mode, the same with the app's migrations applied, for the app database of a server a
- *   suite starts (createBackend): the schema is what every server's first start makes, and making it
- *   once saves each start ~1.5 s of CPU. Only the schema: nothing a server writes at its start (keys,
- *   secrets) is shared.
+ *   suite starts (createBackend) and of an in-process suite (database.ts): the schema is what every
+ *   server's first start makes, and making it once saves each start ~1.5 s of CPU. Only the schema:
+ *   nothing a server writes at its start (keys, secrets) is shared.
+ * - in the PostgreSQL run, the same as a database on that server (`migratedDatabase`), which the
+ *   suites' databases are made as copies of.
  */
 import { PGlite } from "@electric-sql/pglite"
 import { vector } from "@electric-sql/pglite-pgvector"
-import { Effect } from "effect"
+import { Effect, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import pg from "pg"
 import * as Pglite from "../../layers/pglite.ts"
+import * as Postgres from "../../layers/postgres.ts"
 import { migrate } from "../../src/database.ts"
 import {
   adminDatabaseUrl,
@@ -62,6 +65,38 @@ const sweepRun = async (run: string) => {
   if (left.length > 0) console.warn(`A suite of this run left behind, removed now:\n${left.map((what) => `  ${what}`).join("\n")}`)
 }
 
+/**
+ * A database on the PostgreSQL at `adminUrl` with the app's migrations applied, which the suites'
+ * databases are copies of (services.ts `createDatabase` with `migrated`), and its removal.
+ */
+const migratedDatabase = async (adminUrl: string, run: string) => {
+  const name = `${runPrefixes(run).database}migrated`
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await admin.end()
+  }
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  // The pool is closed when the scope ends: a copy can be made only of a database nobody is connected to.
+  await Effect.runPromise(Effect.scoped(Effect.provide(migrate, Postgres.layer({ url: Redacted.make(url.toString()), maxConnections: 1 }))))
+  process.env.MAILROOM_TEST_PG_MIGRATED = name
+  process.env.MAILROOM_TEST_PG_MIGRATED_SERVER = adminUrl
+  return {
+    drop: async () => {
+      const client = new pg.Client({ connectionString: adminUrl })
+      await client.connect()
+      try {
+        await dropDatabase(client, name)
+      } finally {
+        await client.end()
+      }
+    }
+  }
+}
+
 export default async function setup() {
   const run = `${Date.now().toString(36)}${randomBytes(2).toString("hex")}`
   process.env.MAILROOM_TEST_RUN = run
@@ -70,12 +105,15 @@ export default async function setup() {
   await db.query("SELECT 1")
   await db.close()
   process.env.MAILROOM_TEST_PGLITE_TEMPLATE = path.join(dir, "pglite")
+  // On PostgreSQL the empty one still serves the vector index beside a PostgreSQL without pgvector;
+  // the app's database is a copy of one migrated here, on that server.
+  const template = adminDatabaseUrl === undefined ? undefined : await migratedDatabase(adminDatabaseUrl, run)
   const done = async () => {
     fs.rmSync(dir, { recursive: true, force: true })
+    await template?.drop()
     await sweepRun(run)
   }
-  // On PostgreSQL the empty one still serves the vector index beside a PostgreSQL without pgvector.
-  if (process.env.DATABASE_URL) return done
+  if (template !== undefined) return done
   // Pglite.layer opens DATA_DIR/pglite.
   const migrated = path.join(dir, "migrated")
   fs.cpSync(path.join(dir, "pglite"), path.join(migrated, "pglite"), { recursive: true })

@@ -37,7 +37,7 @@ export const createBackend = async (options: { readonly forcePostgres?: boolean 
   if (!pgUrl) {
     return { env: { DATA_DIR: dataDir.dir, PGLITE_SHARED_BUFFERS: testPgliteSharedBuffers }, dispose: async () => dataDir.remove() }
   }
-  const database = await createDatabase(pgUrl)
+  const database = await createDatabase(pgUrl, { migrated: true })
   const env: Record<string, string> = {
     DATA_DIR: dataDir.dir,
     PGLITE_SHARED_BUFFERS: testPgliteSharedBuffers,

@@ -65,14 +65,29 @@ export interface TestDatabase {
   readonly drop: () => Promise<void>
 }
 
-/** A fresh, empty database on the PostgreSQL server at `adminUrl`, dropped by `drop()`. */
-export const createDatabase = async (adminUrl: string): Promise<TestDatabase> => {
+/**
+ * The run's migrated database (global-setup makes it in the PostgreSQL run) when it is on the server
+ * at `adminUrl`: a copy of it starts with the app's migrations applied.
+ */
+const migratedTemplateOn = (adminUrl: string): string | undefined => {
+  const template = process.env.MAILROOM_TEST_PG_MIGRATED
+  const server = process.env.MAILROOM_TEST_PG_MIGRATED_SERVER
+  return template !== undefined && server !== undefined && new URL(server).host === new URL(adminUrl).host ? template : undefined
+}
+
+/**
+ * A fresh database on the PostgreSQL server at `adminUrl`, dropped by `drop()`: empty, or with
+ * `migrated` a copy of the run's migrated one where there is one on that server. Migrating an empty
+ * database takes ~1.8 s (~1.5 s of it CPU); copying the migrated one ~0.2 s.
+ */
+export const createDatabase = async (adminUrl: string, options: { readonly migrated?: boolean } = {}): Promise<TestDatabase> => {
   const name = uniqueName(`mailroom_test_${runTag()}`)
   const maker = madeBy()
+  const template = options.migrated ? migratedTemplateOn(adminUrl) : undefined
   const admin = new pg.Client({ connectionString: adminUrl })
   await admin.connect()
   try {
-    await admin.query(`CREATE DATABASE ${name}`)
+    await admin.query(`CREATE DATABASE ${name}${template === undefined ? "" : ` TEMPLATE ${template}`}`)
     if (maker !== undefined) await admin.query(`COMMENT ON DATABASE ${name} IS ${admin.escapeLiteral(`made by ${maker}`)}`)
   } finally {
     await admin.end()
