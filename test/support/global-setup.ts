@@ -1,5 +1,6 @@
 /**
- * Runs once before all suites, and its teardown once after them (`sweepRun`). Names the run, and
+ * Runs once before all suites, and its teardown once after them (`sweepRun`). Names the run, claims
+ * the range of ports its suites take theirs from (process.ts `claimPortRange`), and
  * makes the PGlite data directories that each suite's fresh DATA_DIR starts from as a copy, since an
  * initdb takes seconds:
  * - an empty one (initialised only), for the vector index (in either mode: beside a PostgreSQL without
@@ -21,6 +22,7 @@ import pg from "pg"
 import * as Pglite from "../../layers/pglite.ts"
 import * as Postgres from "../../layers/postgres.ts"
 import { migrate } from "../../src/database.ts"
+import { claimPortRange } from "./process.ts"
 import {
   adminDatabaseUrl,
   dataDirRoot,
@@ -100,6 +102,8 @@ const migratedDatabase = async (adminUrl: string, run: string) => {
 export default async function setup() {
   const run = `${Date.now().toString(36)}${randomBytes(2).toString("hex")}`
   process.env.MAILROOM_TEST_RUN = run
+  const ports = await claimPortRange()
+  process.env.MAILROOM_TEST_PORTS_FROM = String(ports.from)
   const dir = fs.mkdtempSync(path.join(dataDirRoot, "mailroom-pglite-template-"))
   const db = await PGlite.create({ dataDir: path.join(dir, "pglite"), extensions: { vector } })
   await db.query("SELECT 1")
@@ -112,6 +116,7 @@ export default async function setup() {
     fs.rmSync(dir, { recursive: true, force: true })
     await template?.drop()
     await sweepRun(run)
+    await ports.release()
   }
   if (template !== undefined) return done
   // Pglite.layer opens DATA_DIR/pglite.

@@ -17,22 +17,53 @@ const bindable = (port: number) =>
     server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)))
   })
 
-/** Ports below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default), a block per vitest worker. */
+/**
+ * Ports below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default): 20000-31999,
+ * in ranges of 3,000, one for each run of the suites on this machine at a time (`claimPortRange`), and
+ * in its run's range each vitest worker a block of 500.
+ */
 const PORTS_FROM = 20_000
+const RUN_RANGE = 3_000
+const RUN_RANGES = 4
 const PORTS_PER_WORKER = 500
-const WORKER_BLOCKS = 24
+const WORKER_BLOCKS = RUN_RANGE / PORTS_PER_WORKER
 let handedOut = 0
+
+/**
+ * The range of ports this run's suites take theirs from, held until `release`: its first port is
+ * listened on for as long, which is how a second run on the machine (another checkout's CI, an
+ * engineer's `npm test`) sees the range is taken and claims the next. Without it two runs handed
+ * out the same ports, and a suite of one talked to a server of the other (or found it gone).
+ * global-setup claims one and passes it to the workers (MAILROOM_TEST_PORTS_FROM).
+ */
+export const claimPortRange = async (): Promise<{ readonly from: number; readonly release: () => Promise<void> }> => {
+  for (let range = 0; range < RUN_RANGES; range++) {
+    const from = PORTS_FROM + range * RUN_RANGE
+    const holder = net.createServer()
+    const held = await new Promise<boolean>((resolve) => {
+      holder.once("error", () => resolve(false))
+      holder.listen(from, "127.0.0.1", () => resolve(true))
+    })
+    if (held) {
+      holder.unref()
+      return { from, release: () => new Promise<void>((resolve) => holder.close(() => resolve())) }
+    }
+  }
+  throw new Error(`Every range of test ports (${PORTS_FROM}-${PORTS_FROM + RUN_RANGES * RUN_RANGE - 1}) is held by another run of the suites`)
+}
 
 /**
  * A port for a server a test starts, which nothing else takes before the server listens on it, nor
  * while it is down between a crash and its restart on the same port. A port the kernel picks
  * (`listen(0)`) comes from its ephemeral range, which it also hands every outgoing connection: free
  * when found, it could be some connection's a moment later (EADDRINUSE, seen in CI). These come from
- * below that range, each vitest worker (`VITEST_POOL_ID`) its own block, in turn, each tried first.
+ * below that range: the run's range (`claimPortRange`; the first where no run claimed one, as a
+ * benchmark), each vitest worker (`VITEST_POOL_ID`) its own block, in turn, each tried first.
  */
 export const freePort = async (): Promise<number> => {
   const worker = Number(process.env["VITEST_POOL_ID"] ?? "1")
-  const block = PORTS_FROM + ((Math.max(worker, 1) - 1) % WORKER_BLOCKS) * PORTS_PER_WORKER
+  const from = Number(process.env["MAILROOM_TEST_PORTS_FROM"] ?? PORTS_FROM)
+  const block = from + ((Math.max(worker, 1) - 1) % WORKER_BLOCKS) * PORTS_PER_WORKER
   for (let tries = 0; tries < PORTS_PER_WORKER; tries++) {
     const port = block + (handedOut++ % PORTS_PER_WORKER)
     if (await bindable(port)) return port
