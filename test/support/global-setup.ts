@@ -25,6 +25,7 @@ import { migrate } from "../../src/database.ts"
 import { claimPortRange } from "./process.ts"
 import {
   adminDatabaseUrl,
+  createDatabase,
   dataDirRoot,
   deleteStreams,
   dropDatabase,
@@ -69,34 +70,15 @@ const sweepRun = async (run: string) => {
 
 /**
  * A database on the PostgreSQL at `adminUrl` with the app's migrations applied, which the suites'
- * databases are copies of (services.ts `createDatabase` with `migrated`), and its removal.
+ * databases are copies of (services.ts `createDatabase` with `migrated`).
  */
-const migratedDatabase = async (adminUrl: string, run: string) => {
-  const name = `${runPrefixes(run).database}migrated`
-  const admin = new pg.Client({ connectionString: adminUrl })
-  await admin.connect()
-  try {
-    await admin.query(`CREATE DATABASE ${name}`)
-  } finally {
-    await admin.end()
-  }
-  const url = new URL(adminUrl)
-  url.pathname = `/${name}`
+const migratedDatabase = async (adminUrl: string) => {
+  const database = await createDatabase(adminUrl)
   // The pool is closed when the scope ends: a copy can be made only of a database nobody is connected to.
-  await Effect.runPromise(Effect.scoped(Effect.provide(migrate, Postgres.layer({ url: Redacted.make(url.toString()), maxConnections: 1 }))))
-  process.env.MAILROOM_TEST_PG_MIGRATED = name
+  await Effect.runPromise(Effect.scoped(Effect.provide(migrate, Postgres.layer({ url: Redacted.make(database.url), maxConnections: 1 }))))
+  process.env.MAILROOM_TEST_PG_MIGRATED = database.name
   process.env.MAILROOM_TEST_PG_MIGRATED_SERVER = adminUrl
-  return {
-    drop: async () => {
-      const client = new pg.Client({ connectionString: adminUrl })
-      await client.connect()
-      try {
-        await dropDatabase(client, name)
-      } finally {
-        await client.end()
-      }
-    }
-  }
+  return database
 }
 
 export default async function setup() {
@@ -111,7 +93,7 @@ export default async function setup() {
   process.env.MAILROOM_TEST_PGLITE_TEMPLATE = path.join(dir, "pglite")
   // On PostgreSQL the empty one still serves the vector index beside a PostgreSQL without pgvector;
   // the app's database is a copy of one migrated here, on that server.
-  const template = adminDatabaseUrl === undefined ? undefined : await migratedDatabase(adminDatabaseUrl, run)
+  const template = adminDatabaseUrl === undefined ? undefined : await migratedDatabase(adminDatabaseUrl)
   const done = async () => {
     fs.rmSync(dir, { recursive: true, force: true })
     await template?.drop()

@@ -61,6 +61,7 @@ const madeBy = (): string | undefined => {
 }
 
 export interface TestDatabase {
+  readonly name: string
   readonly url: string
   readonly drop: () => Promise<void>
 }
@@ -95,6 +96,7 @@ export const createDatabase = async (adminUrl: string, options: { readonly migra
   const url = new URL(adminUrl)
   url.pathname = `/${name}`
   return {
+    name,
     url: url.toString(),
     drop: async () => {
       const client = new pg.Client({ connectionString: adminUrl })
