@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config"
+import { SUITE_NODE_FLAGS } from "./test/support/process.ts"
 
 /**
  * CI runs `npm test` twice: on the embedded defaults, then on PostgreSQL + NATS (`DATABASE_URL`
@@ -88,8 +89,8 @@ export default defineConfig({
     // services and the support code again for each (~75 s of a 12-minute embedded run, now ~20 s).
     // Each suite makes its own servers, databases and streams; one that came to depend on module state
     // another file left behind would fail only in this mode: `isolate: true` tells the two apart.
-    // `--liftoff-only`: the in-process PGlites' WebAssembly unoptimised, as in the Mailroom processes the
-    // suites start (test/support/process.ts `suiteNodeFlags` says why).
-    poolOptions: { forks: { isolate: false, execArgv: ["--liftoff-only"] } }
+    // The workers run with the flags of the Mailroom processes the suites start: their in-process
+    // PGlites' WebAssembly unoptimised (test/support/process.ts `SUITE_NODE_FLAGS` says why).
+    poolOptions: { forks: { isolate: false, execArgv: [...SUITE_NODE_FLAGS] } }
   }
 })

@@ -263,10 +263,12 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       const running = new Set(rows.map(keyOf))
       for (const key of expanded.keys()) if (!running.has(key)) expanded.delete(key)
       return rows.flatMap((row) => {
+        // None when the calendar was deleted between the two statements.
         const kept = expanded.get(keyOf(row))
-        return (kept?.found ?? [])
+        if (kept === undefined) return []
+        return kept.found
           .filter((o) => o.start.date === null && o.status !== "cancelled" && o.startsAt > now.getTime() && o.startsAt <= until)
-          .map((o) => ({ item: itemOf(row, o, kept!.organizer), userId: row.userId, startsAt: o.startsAt }))
+          .map((o) => ({ item: itemOf(row, o, kept.organizer), userId: row.userId, startsAt: o.startsAt }))
       }).sort((a, b) => a.startsAt - b.startsAt)
     })
 

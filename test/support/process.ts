@@ -101,9 +101,10 @@ const baseEnv = () => {
  * compiler only. Optimising it (TurboFan, in background threads) took ~1.5 s of the ~5.5 s of CPU a
  * start costs, for code a test's statements run no faster with: 3,300 statements on one PGlite took
  * the same time either way and 1.8 s less CPU without. A run starts ~130 servers and commands.
- * vitest.config.ts gives its workers, with their in-process PGlites, the same.
+ * vitest.config.ts gives its workers, with their in-process PGlites, the same flags.
  */
-export const suiteNodeFlags: ReadonlyArray<string> = process.env.VITEST ? ["--liftoff-only"] : []
+export const SUITE_NODE_FLAGS: ReadonlyArray<string> = ["--liftoff-only"]
+const suiteNodeFlags = process.env.VITEST ? SUITE_NODE_FLAGS : []
 
 /**
  * How node runs Mailroom in a test: the compiled build `npm test` makes once (test/run.mjs sets
