@@ -260,20 +260,25 @@ const moveCollections = (from: SqlClient.SqlClient, to: SqlClient.SqlClient) =>
   }).pipe(Effect.catchTag("SqlError", (cause) => Effect.fail(failed("move the vectors out of the embedded database")(cause))))
 
 /**
- * pgvector in an embedded PGlite of its own under `dataDir/vectors`, looked after as the embedded
- * database is (PGlite has no autovacuum). With `movingFrom`, the collections that database still
- * holds move over at start (`moveCollections`). `sharedBuffers` as for the embedded database
- * (pglite.ts); unset, they are sized to hold the whole index (`Pglite.buffersForData`): every search
- * walks the HNSW graph across all of it, and a page PGlite must read from its files costs many times
- * a page in its buffers (at 100,000 emails, whose index and vectors are ~460MB: the same
- * nearest-neighbour query p50 / p99 5.2 / 11.8 ms with 128MB of buffers, 2.9 / 5.7 ms with 512MB; README).
+ * The SqlClient of the vector index's own embedded PGlite (`embeddedDatabaseLayer`). A tag of its
+ * own, apart from the app's SqlClient, so that a process can open the two at once (src/app.ts).
  */
-export const embeddedLayer = (
+export class EmbeddedVectorDatabase extends Context.Tag("EmbeddedVectorDatabase")<EmbeddedVectorDatabase, SqlClient.SqlClient>() {}
+
+/**
+ * An embedded PGlite of its own under `dataDir/vectors` for pgvector, looked after as the embedded
+ * database is (PGlite has no autovacuum). `sharedBuffers` as for the embedded database (pglite.ts);
+ * unset, they are sized to hold the whole index (`Pglite.buffersForData`): every search walks the
+ * HNSW graph across all of it, and a page PGlite must read from its files costs many times a page
+ * in its buffers (at 100,000 emails, whose index and vectors are ~460MB: the same nearest-neighbour
+ * query p50 / p99 5.2 / 11.8 ms with 128MB of buffers, 2.9 / 5.7 ms with 512MB; README).
+ */
+export const embeddedDatabaseLayer = (
   dataDir: string,
-  options?: { readonly movingFrom?: SqlClient.SqlClient; readonly sharedBuffers?: string | undefined }
-): Layer.Layer<VectorIndex, VectorIndexError> =>
+  options?: { readonly sharedBuffers?: string | undefined }
+): Layer.Layer<EmbeddedVectorDatabase, VectorIndexError> =>
   Layer.scoped(
-    VectorIndex,
+    EmbeddedVectorDatabase,
     Effect.gen(function*() {
       const database = Pglite.upkept("the embedded vector index").pipe(
         Layer.provideMerge(Layer.unwrapEffect(Effect.gen(function*() {
@@ -290,23 +295,33 @@ export const embeddedLayer = (
       const context = yield* Layer.build(database).pipe(
         Effect.mapError((cause) => new VectorIndexError({ message: `Could not open the embedded vector index: ${cause.message}`, cause }))
       )
-      const sql = Context.get(context, SqlClient.SqlClient)
-      const index = yield* makeIndex(sql, "pgvector (embedded)", { searchSettingsAtStart: true })
-      if (options?.movingFrom !== undefined) yield* moveCollections(options.movingFrom, sql)
-      return index
+      return Context.get(context, SqlClient.SqlClient)
     })
   )
 
-/**
- * Beside the embedded app database (the `SqlClient`, a PGlite): the vectors in a PGlite of their
- * own, so that a hybrid search's two halves run at once (see the top of this file). The
- * collections an earlier version kept in the app's PGlite move over at start, once.
- */
-export const apartLayer = (
+/** pgvector in the vector index's own embedded PGlite. */
+const onEmbeddedDatabase = (options?: { readonly movingFrom?: SqlClient.SqlClient }) =>
+  Effect.gen(function*() {
+    const sql = yield* EmbeddedVectorDatabase
+    const index = yield* makeIndex(sql, "pgvector (embedded)", { searchSettingsAtStart: true })
+    if (options?.movingFrom !== undefined) yield* moveCollections(options.movingFrom, sql)
+    return index
+  })
+
+/** pgvector in an embedded PGlite of its own under `dataDir/vectors` (`embeddedDatabaseLayer`). */
+export const embeddedLayer = (
   dataDir: string,
   options?: { readonly sharedBuffers?: string | undefined }
-): Layer.Layer<VectorIndex, VectorIndexError, SqlClient.SqlClient> =>
-  Layer.unwrapEffect(Effect.map(SqlClient.SqlClient, (app) => embeddedLayer(dataDir, { ...options, movingFrom: app })))
+): Layer.Layer<VectorIndex, VectorIndexError> =>
+  Layer.effect(VectorIndex, onEmbeddedDatabase()).pipe(Layer.provide(embeddedDatabaseLayer(dataDir, options)))
+
+/**
+ * Beside the embedded app database (the `SqlClient`, a PGlite): the vectors in a PGlite of their
+ * own (`EmbeddedVectorDatabase`), so that a hybrid search's two halves run at once (see the top of
+ * this file). The collections an earlier version kept in the app's PGlite move over at start, once.
+ */
+export const apartLayer: Layer.Layer<VectorIndex, VectorIndexError, SqlClient.SqlClient | EmbeddedVectorDatabase> = Layer
+  .effect(VectorIndex, Effect.flatMap(SqlClient.SqlClient, (app) => onEmbeddedDatabase({ movingFrom: app })))
 
 /**
  * The app's PostgreSQL when it can hold vectors, else the embedded index: what an operator gets without

@@ -125,7 +125,7 @@ export const mailboxSettingsLayer = (config: AppConfigShape) =>
  * reader of document attachments (a process started on the first PDF or Word file): what the indexer and the API's
  * attachment texts share.
  */
-export const vectorsLayer = (config: AppConfigShape) => {
+export const vectorsLayer = (config: AppConfigShape, vectorDatabase = vectorDatabaseLayer(config)) => {
   const embedder = Option.match(config.openaiApiKey, {
     onSome: (apiKey) =>
       OpenAiEmbedder.layer({ apiKey, model: config.embeddingModel, baseUrl: Option.getOrUndefined(config.openaiBaseUrl) }),
@@ -134,20 +134,37 @@ export const vectorsLayer = (config: AppConfigShape) => {
       nice: Option.getOrUndefined(config.embedderNice)
     })
   })
-  return Layer.mergeAll(Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, vectorIndexLayer(config)))), WordNet.layer, DocumentReader.layer)
+  return Layer.mergeAll(
+    Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, vectorIndexLayer(config, vectorDatabase)))),
+    WordNet.layer,
+    DocumentReader.layer
+  )
 }
 
+/** Whether the vector index is an embedded PGlite of its own beside the embedded database (`PgvectorIndex.apartLayer`). */
+const vectorsApart = (config: AppConfigShape) => Option.isNone(config.qdrantUrl) && Option.isNone(config.databaseUrl)
+
+/**
+ * That PGlite, when `vectorsApart`: a layer of its own, so that `appLayer` can open it beside the app's
+ * database rather than after it (a fresh one takes seconds, as the app's does); where the index is
+ * built with the same layer, it is the one opened (layers are built once per process).
+ */
+const vectorDatabaseLayer = (config: AppConfigShape) =>
+  PgvectorIndex.embeddedDatabaseLayer(config.dataDir, { sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers) })
+
 /** The vector index alone (`vectorsLayer`'s), for what removes vectors without embedding anything. */
-export const vectorIndexLayer = (config: AppConfigShape) => {
-  const sharedBuffers = Option.getOrUndefined(config.pgliteSharedBuffers)
-  return Option.match(config.qdrantUrl, {
+export const vectorIndexLayer = (config: AppConfigShape, vectorDatabase = vectorDatabaseLayer(config)) =>
+  Option.match(config.qdrantUrl, {
     onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey) }),
     onNone: () =>
-      Option.isNone(config.databaseUrl)
-        ? PgvectorIndex.apartLayer(config.dataDir, { sharedBuffers })
-        : PgvectorIndex.autoLayer({ dataDir: config.dataDir, embedded: config.allRoles ? "allow" : "refuse", sharedBuffers })
+      vectorsApart(config)
+        ? PgvectorIndex.apartLayer.pipe(Layer.provide(vectorDatabase))
+        : PgvectorIndex.autoLayer({
+          dataDir: config.dataDir,
+          embedded: config.allRoles ? "allow" : "refuse",
+          sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers)
+        })
   })
-}
 
 /**
  * What outbound mail is held to (DESIGN.md §4b), and the DKIM keys it is signed with. A
@@ -318,6 +335,9 @@ export const infrastructureLayer = (config: AppConfigShape) =>
 export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> = Effect.never) => {
   // One DependencyHealth for the process, so that an outage is told once whoever meets it.
   const infrastructure = watchedLayer(config).pipe(Layer.provideMerge(infrastructureLayer(config)))
+  // The API and the indexer share one embedder and vector index; SMTP, the worker and the mta never open them.
+  const searches = config.roles.includes("api") || config.roles.includes("indexer")
+  const vectorDatabase = vectorDatabaseLayer(config)
   const shared = Layer.mergeAll(
     infrastructure,
     stagesLayer(config).pipe(Layer.provide(infrastructure)),
@@ -327,9 +347,8 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     Layer.succeed(Lifecycle, { stopping })
   ).pipe(Layer.provideMerge(outboundLayer(config).pipe(Layer.provide(infrastructure))))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
-  // The API and the indexer share one embedder and vector index; SMTP, the worker and the mta never open them.
-  const searching = config.roles.includes("api") || config.roles.includes("indexer")
-    ? Layer.mergeAll(when("api", apiRole(config)), when("indexer", IndexerLive)).pipe(Layer.provide(vectorsLayer(config)))
+  const searching = searches
+    ? Layer.mergeAll(when("api", apiRole(config)), when("indexer", IndexerLive)).pipe(Layer.provide(vectorsLayer(config, vectorDatabase)))
     : Layer.empty
   const roles = Layer.mergeAll(
     searching,
@@ -339,5 +358,6 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     metricsServerLayer(config),
     RuntimeMetricsLive
   )
-  return roles.pipe(Layer.provide(shared))
+  // The vector index's own PGlite opens beside the app's database (`vectorsLayer` then finds it open).
+  return roles.pipe(Layer.provide(Layer.merge(shared, searches && vectorsApart(config) ? vectorDatabase : Layer.empty)))
 }

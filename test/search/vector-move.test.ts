@@ -40,7 +40,8 @@ const withLayer = <A, ROut>(layer: Layer.Layer<ROut, unknown>, use: (context: Co
 const appDatabase = (dir: string) => Pglite.layer({ dataDir: dir })
 
 /** The index as the app opens it beside the embedded database. */
-const apart = (dir: string) => PgvectorIndex.apartLayer(dir).pipe(Layer.provideMerge(appDatabase(dir)))
+const apart = (dir: string) =>
+  PgvectorIndex.apartLayer.pipe(Layer.provide(PgvectorIndex.embeddedDatabaseLayer(dir)), Layer.provideMerge(appDatabase(dir)))
 
 /** The tables named like collections in a PGlite's database. */
 const collectionTables = (sql: SqlClient.SqlClient) =>
