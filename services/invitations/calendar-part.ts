@@ -8,7 +8,7 @@ import type { SqlClient } from "@effect/sql"
 
 export const calendarPart = (sql: SqlClient.SqlClient) =>
   sql`
-    SELECT a.id, a.size, a.checksum FROM attachments a
+    SELECT a.id, a.size, a.checksum, a.charset FROM attachments a
     WHERE a.email_id = e.id
       AND (lower(a.content_type) IN ('text/calendar', 'application/ics') OR lower(a.filename) LIKE '%.ics')
     ORDER BY lower(a.content_type) = 'text/calendar' DESC, a.position

@@ -14,6 +14,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Either } from "effect"
 import { InvitationNotRespondable, InvitationUnreadable, NoInvitation, NotFound } from "../errors.ts"
+import { decodeText } from "../mail/charsets.ts"
 import { routingForm } from "../mail/inbound.ts"
 import { type Idempotency } from "../outbound/send.ts"
 import { mailboxAddresses, Replies } from "../outbound/replies.ts"
@@ -30,6 +31,7 @@ interface CalendarRow {
   readonly attachmentId: string | null
   readonly size: number | string | null
   readonly content: Uint8Array | null
+  readonly charset: string | null
   readonly status: ResponseStatus | null
   readonly comment: string | null
   readonly replyEmailId: string | null
@@ -64,7 +66,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
       Effect.gen(function*() {
         const rows = yield* sql<CalendarRow>`
           SELECT e.mailbox_id, e.direction, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to,
-                 a.id AS attachment_id, a.size, b.content,
+                 a.id AS attachment_id, a.size, b.content, a.charset,
                  r.status, r.comment, r.reply_email_id, r.responded_at
           FROM emails e
           JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
@@ -82,7 +84,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
         if (row.content === null) {
           return yield* unreadable("too_large", `The calendar is larger than ${MAX_CALENDAR_BYTES / 1024 / 1024} MB: it is not read`)
         }
-        const text = new TextDecoder().decode(row.content)
+        const text = decodeText(row.content, row.charset)
         const event = readInvitation(text)
         if (Either.isLeft(event)) {
           return yield* event.left === "damaged"

@@ -132,8 +132,12 @@ export const mayBeReadable = (contentType: string, filename: string | null): boo
     /^application\/(pdf|x-pdf|acrobat|octet-stream)$/.test(type) || (filename !== null && /\.pdf$/i.test(filename))
 }
 
-/** Text cut to MAX_TEXT_CHARS (never inside a surrogate pair), and whether it was. */
-export const capText = (text: string): { readonly text: string; readonly truncated: boolean } => {
+/**
+ * Text as kept and indexed: without NUL characters, which PostgreSQL text cannot hold (a document's
+ * text may carry them), cut to MAX_TEXT_CHARS (never inside a surrogate pair); and whether it was cut.
+ */
+export const capText = (read: string): { readonly text: string; readonly truncated: boolean } => {
+  const text = read.replaceAll("\u0000", "")
   if (text.length <= MAX_TEXT_CHARS) return { text, truncated: false }
   const end = /[\uD800-\uDBFF]/.test(text[MAX_TEXT_CHARS - 1]!) ? MAX_TEXT_CHARS - 1 : MAX_TEXT_CHARS
   return { text: text.slice(0, end), truncated: true }

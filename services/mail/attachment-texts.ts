@@ -23,6 +23,7 @@ import {
   mayBeReadable,
   type UnreadableReason
 } from "./attachment-text.ts"
+import { decodeText } from "./charsets.ts"
 import { readHtml } from "./extract/render.ts"
 
 /** A document's text as kept, or why it has none. */
@@ -39,6 +40,7 @@ interface AttachmentRow {
   readonly emailId: string
   readonly filename: string | null
   readonly contentType: string
+  readonly charset: string | null
   readonly size: string | number
   readonly checksum: string
   readonly kept: boolean
@@ -55,20 +57,10 @@ type Reading = Either.Either<{ readonly format: AttachmentText["format"]; readon
 /** Bytes of a text attachment decoded at most: enough for MAX_TEXT_CHARS in any encoding. */
 const MAX_TEXT_BYTES = MAX_TEXT_CHARS * 4
 
-/** The decoder for a content type's charset; UTF-8 when it names none or one no decoder knows. */
-const decoderFor = (contentType: string) => {
-  const charset = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType)?.[1]
-  try {
-    return new TextDecoder(charset ?? "utf-8")
-  } catch {
-    return new TextDecoder("utf-8")
-  }
-}
-
-/** The text of a text or HTML attachment (documents are the DocumentReader's). */
-export const readInline = (format: "text" | "html", contentType: string, bytes: Uint8Array): DocumentText => {
+/** The text of a text or HTML attachment (documents are the DocumentReader's), its bytes read by `charset` (charsets.ts). */
+export const readInline = (format: "text" | "html", charset: string | null, bytes: Uint8Array): DocumentText => {
   const cut = bytes.byteLength > MAX_TEXT_BYTES
-  const decoded = decoderFor(contentType).decode(cut ? bytes.subarray(0, MAX_TEXT_BYTES) : bytes)
+  const decoded = decodeText(cut ? bytes.subarray(0, MAX_TEXT_BYTES) : bytes, charset)
   const capped = capText(format === "html" ? readHtml(decoded).text : decoded)
   return { text: capped.text, pages: null, truncated: cut || capped.truncated }
 }
@@ -171,7 +163,7 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
       const format = formatOf(row.contentType, row.filename, bytes)
       if (format === undefined) return Effect.succeed(Either.left("unsupported_type"))
       if (format === "pdf" || format === "docx") return readDocumentOnce(format, row.checksum, bytes)
-      return Effect.succeed(Either.right({ format, read: readInline(format, row.contentType, bytes) }))
+      return Effect.succeed(Either.right({ format, read: readInline(format, row.charset, bytes) }))
     }
 
     /** The bytes of these blobs, by SHA-256. */
@@ -186,7 +178,7 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
     /** Attachments `which` picks, with their document's kept text by a current reader. */
     const attachments = (which: Statement.Fragment) =>
       sql<AttachmentRow>`
-        SELECT a.email_id, a.filename, a.content_type, a.size, a.checksum,
+        SELECT a.email_id, a.filename, a.content_type, a.charset, a.size, a.checksum,
                t.checksum IS NOT NULL AS kept, t.format, t.text, t.pages, t.truncated, t.reason
         FROM attachments a
         LEFT JOIN document_texts t ON t.checksum = a.checksum AND t.reader = ANY(${Object.values(reader.versions)}::text[])
@@ -251,8 +243,8 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
           const kept = keptOf(row)
           const reading = kept !== undefined
             ? fromKept(kept)
-            : readings.get(`${row.checksum} ${row.contentType}`) ?? (yield* readBytes(row, bytes.get(row.checksum) ?? new Uint8Array()))
-          readings.set(`${row.checksum} ${row.contentType}`, reading)
+            : readings.get(`${row.checksum} ${row.contentType} ${row.charset}`) ?? (yield* readBytes(row, bytes.get(row.checksum) ?? new Uint8Array()))
+          readings.set(`${row.checksum} ${row.contentType} ${row.charset}`, reading)
           if (Either.isRight(reading)) texts.set(row.emailId, [...(texts.get(row.emailId) ?? []), reading.right.read.text])
         }
         return texts

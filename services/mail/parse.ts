@@ -23,6 +23,8 @@ export interface ParsedAttachment {
   /** SHA-256 of the decoded bytes, lowercase hex. */
   readonly checksum: string
   readonly contentId: string | null
+  /** The charset its Content-Type named, if any: what a text attachment's bytes are read by. */
+  readonly charset: string | null
 }
 
 export interface ParsedEmail {
@@ -104,6 +106,14 @@ const nameOf = (field: AddressObject | Array<AddressObject> | undefined): string
 
 const idList = (value: string | Array<string> | undefined): Array<string> =>
   value === undefined ? [] : (Array.isArray(value) ? value : value.split(/\s+/)).map((id) => clean(id.trim())).filter((id) => id.length > 0)
+
+/** The `charset` parameter of a Content-Type mailparser read (a value with its parameters), if it names one. */
+const charsetOf = (header: unknown): string | null => {
+  const charset = typeof header === "object" && header !== null && "params" in header
+    ? (header.params as Record<string, unknown> | undefined)?.charset
+    : undefined
+  return typeof charset === "string" && charset.trim() !== "" ? clean(charset.trim()).toLowerCase() : null
+}
 
 /** Where the header block ends (the first empty line) and the body starts. */
 const splitHead = (raw: Buffer): { head: string; body: Buffer } => {
@@ -194,7 +204,8 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
           content: attachment.content,
           size: attachment.content.byteLength,
           checksum: sha256(attachment.content),
-          contentId: attachment.contentId ? clean(attachment.contentId) : null
+          contentId: attachment.contentId ? clean(attachment.contentId) : null,
+          charset: charsetOf(attachment.headers.get("content-type"))
         }))
       }
     }),

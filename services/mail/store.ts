@@ -187,7 +187,8 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         contentType: a.contentType,
         size: a.size,
         checksum: a.checksum,
-        contentId: a.contentId
+        contentId: a.contentId,
+        charset: a.charset
       })))
     }
         ON CONFLICT (email_id, position) DO NOTHING

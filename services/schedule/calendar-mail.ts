@@ -19,6 +19,7 @@ import { type BusMessage, Bus, decodeJson, encodeJson, subjects } from "../bus/b
 import { measured } from "../bus/metrics.ts"
 import { calendarPart } from "../invitations/calendar-part.ts"
 import { MAX_CALENDAR_BYTES } from "../invitations/schemas.ts"
+import { decodeText } from "../mail/charsets.ts"
 import { routingForm } from "../mail/inbound.ts"
 import { Meetings } from "../meetings/meetings.ts"
 import { mailboxAddresses } from "../outbound/replies.ts"
@@ -47,6 +48,7 @@ interface CalendarMailRow {
   readonly rcptTo: string
   readonly labels: ReadonlyArray<string>
   readonly content: Uint8Array
+  readonly charset: string | null
 }
 
 export interface BackfillEntry {
@@ -91,7 +93,7 @@ export const CalendarMailLive = Layer.scopedDiscard(
       Effect.gen(function*() {
         const rows = yield* sql<CalendarMailRow>`
           SELECT e.mailbox_id, e.user_id, e.received_at, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to, e.labels,
-                 b.content
+                 b.content, a.charset
           FROM emails e
           JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
           JOIN LATERAL (${calendarPart(sql)}) a ON true
@@ -99,7 +101,7 @@ export const CalendarMailLive = Layer.scopedDiscard(
           WHERE e.id = ${emailId} AND e.direction = 'inbound'`
         const found = rows[0]
         if (found === undefined) return false
-        const text = new TextDecoder().decode(found.content)
+        const text = decodeText(found.content, found.charset)
         if (yield* meetings.recordAnswer({ emailId, mailboxId: found.mailboxId, receivedAt: found.receivedAt }, text)) return true
         if (found.labels.some(isJunk)) return false
         const own = mailboxAddresses({ mailboxAddress: found.mailboxAddress, direction: "inbound", rcptTo: found.rcptTo })

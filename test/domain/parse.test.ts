@@ -5,6 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import MailComposer from "nodemailer/lib/mail-composer"
+import { decodeText } from "../../services/mail/charsets.ts"
 import { displayName, parseMessage } from "../../services/mail/parse.ts"
 
 const compose = (mail: ConstructorParameters<typeof MailComposer>[0]) =>
@@ -50,4 +51,37 @@ describe("parseMessage", () => {
       expect((yield* parseMessage(yield* compose({ from: "Jürgen Müller <jm@example.com>", text: "x" }))).fromName).toBe("Jürgen Müller")
       expect((yield* parseMessage(yield* compose({ text: "x" }))).fromName).toBe("")
     }))
+
+  it.effect("an attachment keeps the charset its type named, lower-cased; none when it named none", () =>
+    Effect.gen(function*() {
+      const parsed = yield* parseMessage(yield* compose({
+        text: "x",
+        attachments: [
+          { filename: "export.csv", content: Buffer.from("\ufeffQuarterly", "utf16le"), contentType: "text/csv; charset=UTF-16" },
+          { filename: "note.txt", content: Buffer.from("Caf\xe9", "latin1"), contentType: "text/plain; charset=\"ISO-8859-1\"" },
+          attachment
+        ]
+      }))
+      expect(parsed.attachments.map((a) => [a.contentType, a.charset])).toEqual([
+        ["text/csv", "utf-16"],
+        ["text/plain", "iso-8859-1"],
+        ["application/octet-stream", null]
+      ])
+      expect(parsed.attachments.slice(0, 2).map((a) => decodeText(a.content, a.charset))).toEqual(["Quarterly", "Café"])
+    }))
+})
+
+describe("decodeText", () => {
+  const bytes = (text: string, encoding: BufferEncoding) => new Uint8Array(Buffer.from(text, encoding))
+  it("reads the charset named; a byte-order mark outranks it; undeclared, UTF-8 when the bytes are, else Windows-1252; never a NUL", () => {
+    expect(decodeText(Uint8Array.of(0x82, 0xb1, 0x82, 0xf1), "shift_jis")).toBe("こん")
+    expect(decodeText(Uint8Array.of(0xc1, 0xc2), "koi8-r")).toBe("аб")
+    expect(decodeText(bytes("\ufeffZürich", "utf16le"), "iso-8859-1")).toBe("Zürich")
+    expect(decodeText(Uint8Array.of(0xfe, 0xff, 0x00, 0x5a), null)).toBe("Z")
+    expect(decodeText(bytes("Zürich – 5 €", "utf8"), null)).toBe("Zürich – 5 €")
+    expect(decodeText(Uint8Array.of(0x5a, 0xfc, 0x72, 0x69, 0x63, 0x68, 0x20, 0x80), null)).toBe("Zürich €")
+    expect(decodeText(bytes("plain", "utf8"), "no-such-charset")).toBe("plain")
+    expect(decodeText(bytes("Quarterly", "utf16le"), "utf-8")).toBe("Quarterly")
+    expect(decodeText(bytes("abc\u0000def", "utf8"), "utf-8")).toBe("abcdef")
+  })
 })

@@ -162,6 +162,21 @@ describe("calendar invitations", () => {
     expect([foreign.response.status, foreign.error?.error]).toEqual([404, { code: "NOT_FOUND", message: "Email not found", details: { email_id: email.email_id } }])
   })
 
+  it("reads a calendar in the charset its part names", async () => {
+    const { box, mailroom } = await owner()
+    const ics = fixture("outlook-request.ics").replace("AGENT@mailroom.test", box.address).replace("SUMMARY;LANGUAGE=en-US:Planning", "SUMMARY;LANGUAGE=en-US:Café crème à Zürich")
+    await sendMail(suite.server.smtpPort, {
+      from: "grace@partner.test",
+      to: box.address,
+      subject: "Latin-1 invitation",
+      text: "See the calendar",
+      attachments: [{ filename: "meeting.ics", content: Buffer.from(ics, "latin1"), contentType: "text/calendar; charset=iso-8859-1; method=REQUEST" }]
+    })
+    const email = await arrived(mailroom, box, "Latin-1 invitation")
+    const read = (await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(email.email_id))).data!.data
+    expect(read.summary).toBe("Café crème à Zürich")
+  })
+
   it("refuses what cannot be read or answered, each with its status, code and details", async () => {
     const { box, mailroom } = await owner()
     const organizer = `${fresh("grace")}@partner.test`

@@ -181,11 +181,16 @@ describe("POST /v1/search", () => {
       attachments: [
         { filename: "results.txt", content: "The zeolite catalyst doubled the yield of the hydrogenation." },
         { filename: "report.pdf", content: Buffer.from(pdfBytes) },
-        { filename: "photo.png", contentType: "image/png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]) }
+        { filename: "photo.png", contentType: "image/png", content: Buffer.from([0x89, 0x50, 0x4e, 0x47]) },
+        // Read by the charsets their types name; a NUL (which PostgreSQL text cannot hold) costs the
+        // email nothing: it is searchable like the others (the words above are found).
+        { filename: "export.csv", contentType: "text/csv; charset=utf-16", content: Buffer.from("\ufeffQuarterly ocelot export", "utf16le") },
+        { filename: "note.txt", contentType: "text/plain; charset=iso-8859-1", content: Buffer.from("Café crème à Zürich", "latin1") },
+        { filename: "nul.txt", contentType: "text/plain", content: Buffer.from("before\u0000after", "utf8") }
       ]
     })
     transport.close()
-    for (const query of ["zeolite catalyst", "perovskite cells"]) {
+    for (const query of ["zeolite catalyst", "perovskite cells", "ocelot"]) {
       const found = await until(`"${query}" is searchable`, async () => {
         const reply = await search(box.user.apiKey, { query, mode: "text" })
         return reply.data?.data.length ? reply.data.data : undefined
@@ -195,7 +200,7 @@ describe("POST /v1/search", () => {
     const keyed = withKey(server.url, box.user)
     const emailId = (await search(box.user.apiKey, { query: "perovskite", mode: "text" })).data!.data[0]!.email_id
     const email = await keyed.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
-    const [txt, pdf, png] = email.data!.data.attachments
+    const [txt, pdf, png, csv, note, nul] = email.data!.data.attachments
     const textOf = (attachmentId: string) =>
       keyed.GET("/v1/api/emails/{emailId}/attachments/{attachmentId}/text", { params: { path: { emailId, attachmentId } } })
     const report = await textOf(pdf!.attachment_id)
@@ -215,6 +220,11 @@ describe("POST /v1/search", () => {
       }
     })
     expect((await textOf(txt!.attachment_id)).data?.data).toMatchObject({ format: "text", pages: null, text: expect.stringContaining("zeolite") })
+    expect(await Promise.all([csv, note, nul].map(async (a) => (await textOf(a!.attachment_id)).data?.data.text))).toEqual([
+      "Quarterly ocelot export",
+      "Café crème à Zürich",
+      "beforeafter"
+    ])
     const photo = await textOf(png!.attachment_id)
     expect(photo.response.status).toBe(422)
     expect(photo.error?.error).toEqual({
