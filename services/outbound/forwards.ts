@@ -15,6 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Schema } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { Authentication, type Verdict } from "../mail/authentication.ts"
 import { FORWARDED_BY_HEADER } from "../mail/forward-rules.ts"
 import { ArcSeal } from "./arc-seal.ts"
 import { dkimSign } from "./dkim-signature.ts"
@@ -66,6 +67,7 @@ const CopyRow = Schema.Struct({
   customDomainId: Schema.NullOr(Schema.String),
   receivedAt: Schema.DateFromSelf,
   /** What Mailroom found when the email arrived (null: not checked), and the ARC chain it came with. */
+  authentication: Schema.NullOr(Authentication),
   authenticationResults: Schema.NullOr(Schema.String),
   arcResult: Schema.NullOr(Schema.String),
   content: Schema.Uint8ArrayFromSelf,
@@ -81,6 +83,11 @@ export interface ForwardedCopy {
   readonly waiting: ReadonlyArray<typeof WaitingCopy.Type>
   readonly verifiedHere: boolean
   readonly receivedAt: Date
+  /**
+   * The verdicts on the email as it reached Mailroom (none when it was not checked): what a copy to a
+   * mailbox of this server is received with, so that a forged From stays `unauthenticated` there.
+   */
+  readonly verdict: Verdict | undefined
 }
 
 /** What became of one address on this attempt (mta.ts's outcome). */
@@ -102,7 +109,7 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
     const read = Effect.fn("ForwardedCopies.read")(function*(job: ForwardJob) {
       const rows = yield* sql`
         SELECT lower(m.local_part || '@' || m.domain) AS mailbox, m.domain AS mailbox_domain, d.id AS custom_domain_id,
-               e.received_at, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
+               e.received_at, e.authentication, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
                coalesce((SELECT json_agg(json_build_object('address', f.address, 'attempts', f.attempts, 'status', f.status) ORDER BY f.address)
                          FROM forward_deliveries f
                          WHERE f.email_id = e.id AND f.domain = ${job.domain} AND f.status IN ('queued', 'deferred')),
@@ -136,7 +143,10 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
         raw,
         waiting: row.waiting,
         verifiedHere: row.verifiedHere,
-        receivedAt: row.receivedAt
+        receivedAt: row.receivedAt,
+        verdict: row.authentication === null || row.authenticationResults === null
+          ? undefined
+          : { authentication: row.authentication, results: row.authenticationResults }
       } satisfies ForwardedCopy
     })
 

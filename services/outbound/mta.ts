@@ -34,6 +34,7 @@ import { measured } from "../bus/metrics.ts"
 import { answerCache, keptAnswers } from "../dns/answers.ts"
 import { Dns, type MxRecord, type ResolvedAddress } from "../dns/dns.ts"
 import { type Backpressure, BackpressureTypeId } from "../health/dependency-health.ts"
+import type { Verdict } from "../mail/authentication.ts"
 import { Inbound, type Recipient } from "../mail/inbound.ts"
 import type { RecipientRefusal } from "../mail/refusals.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
@@ -178,8 +179,12 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       }
     })
 
-    /** Internal delivery: each recipient through the inbound rules, then one acceptance for those taken. */
-    const deliverInternally = (recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
+    /**
+     * Internal delivery: each recipient through the inbound rules, then one acceptance for those taken.
+     * `verdict`: a forwarded copy's, the verdicts on the email it copies (mail a mailbox of this
+     * server sends is Mailroom's own and has none to check).
+     */
+    const deliverInternally = (recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string, verdict?: Verdict) =>
       Effect.gen(function*() {
         const outcomes: Array<Outcome> = []
         const taken: Array<Recipient> = []
@@ -192,7 +197,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           }
         }
         if (taken.length > 0) {
-          const accepted = yield* Effect.either(inbound.accept({ mailFrom, recipients: taken, raw, receivedAt: new Date() }))
+          const accepted = yield* Effect.either(inbound.accept({ mailFrom, recipients: taken, raw, receivedAt: new Date(), verdict }))
           for (const r of taken) {
             outcomes.push(
               accepted._tag === "Right"
@@ -384,7 +389,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       if (copy === undefined) return
       const addresses = copy.waiting.map((w) => w.address)
       const outcomes = sharedDomains.includes(job.domain) || copy.verifiedHere
-        ? yield* deliverInternally(addresses, copy.raw, copy.mailFrom)
+        ? yield* deliverInternally(addresses, copy.raw, copy.mailFrom, copy.verdict)
         : yield* deliverOut(job.domain, addresses, copy.raw, copy.mailFrom)
       const rows = yield* copies.record(job, copy, outcomes)
       yield* recordDeliveries(rows.map((r) => r.status))

@@ -200,6 +200,11 @@ describe("forwarding a mailbox's mail", () => {
       return data?.data.find((e) => e.subject === subject)
     })
     expect(copy.direction).toBe("inbound")
+    // Received with the verdicts on the email it copies: a From no check vouched for stays unauthenticated.
+    expect(email.labels).toContain("unauthenticated")
+    expect(copy.labels).toContain("unauthenticated")
+    const { data: stored } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: copy.email_id } } })
+    expect(stored!.data.authentication).toEqual(email.authentication)
 
     // The refusing address is suspended: the next email is copied to the sibling alone.
     const listed = await forwardingOf(mailroom, box)
