@@ -67,6 +67,7 @@ const CopyRow = Schema.Struct({
   customDomainId: Schema.NullOr(Schema.String),
   receivedAt: Schema.DateFromSelf,
   /** What Mailroom found when the email arrived (null: not checked), and the ARC chain it came with. */
+  mailFrom: Schema.String,
   authentication: Schema.NullOr(Authentication),
   authenticationResults: Schema.NullOr(Schema.String),
   arcResult: Schema.NullOr(Schema.String),
@@ -88,6 +89,8 @@ export interface ForwardedCopy {
    * mailbox of this server is received with, so that a forged From stays `unauthenticated` there.
    */
   readonly verdict: Verdict | undefined
+  /** The email's own envelope sender: whom a mailbox of this server's allow and block lists judge the copy by. */
+  readonly sender: string
 }
 
 /** What became of one address on this attempt (mta.ts's outcome). */
@@ -109,7 +112,7 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
     const read = Effect.fn("ForwardedCopies.read")(function*(job: ForwardJob) {
       const rows = yield* sql`
         SELECT lower(m.local_part || '@' || m.domain) AS mailbox, m.domain AS mailbox_domain, d.id AS custom_domain_id,
-               e.received_at, e.authentication, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
+               e.received_at, e.mail_from, e.authentication, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
                coalesce((SELECT json_agg(json_build_object('address', f.address, 'attempts', f.attempts, 'status', f.status) ORDER BY f.address)
                          FROM forward_deliveries f
                          WHERE f.email_id = e.id AND f.domain = ${job.domain} AND f.status IN ('queued', 'deferred')),
@@ -146,7 +149,8 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
         receivedAt: row.receivedAt,
         verdict: row.authentication === null || row.authenticationResults === null
           ? undefined
-          : { authentication: row.authentication, results: row.authenticationResults }
+          : { authentication: row.authentication, results: row.authenticationResults },
+        sender: row.mailFrom
       } satisfies ForwardedCopy
     })
 

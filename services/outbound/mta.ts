@@ -181,15 +181,21 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
 
     /**
      * Internal delivery: each recipient through the inbound rules, then one acceptance for those taken.
-     * `verdict`: a forwarded copy's, the verdicts on the email it copies (mail a mailbox of this
-     * server sends is Mailroom's own and has none to check).
+     * A forwarded copy comes `as` the email it copies: judged by the recipients' allow and block lists
+     * by that email's sender (not the copy's bounce address, which no list names), and received with
+     * its verdicts. Mail a mailbox of this server sends is Mailroom's own and has none to check.
      */
-    const deliverInternally = (recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string, verdict?: Verdict) =>
+    const deliverInternally = (
+      recipients: ReadonlyArray<string>,
+      raw: Uint8Array,
+      mailFrom: string,
+      as?: { readonly sender: string; readonly verdict: Verdict | undefined }
+    ) =>
       Effect.gen(function*() {
         const outcomes: Array<Outcome> = []
         const taken: Array<Recipient> = []
         for (const address of recipients) {
-          const found = yield* Effect.either(inbound.recipient(address, raw.byteLength, mailFrom))
+          const found = yield* Effect.either(inbound.recipient(address, raw.byteLength, as?.sender ?? mailFrom))
           if (found._tag === "Right") taken.push(found.right)
           else {
             const reply = (found.left as RecipientRefusal).reply
@@ -197,7 +203,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           }
         }
         if (taken.length > 0) {
-          const accepted = yield* Effect.either(inbound.accept({ mailFrom, recipients: taken, raw, receivedAt: new Date(), verdict }))
+          const accepted = yield* Effect.either(inbound.accept({ mailFrom, recipients: taken, raw, receivedAt: new Date(), verdict: as?.verdict }))
           for (const r of taken) {
             outcomes.push(
               accepted._tag === "Right"
@@ -389,7 +395,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       if (copy === undefined) return
       const addresses = copy.waiting.map((w) => w.address)
       const outcomes = sharedDomains.includes(job.domain) || copy.verifiedHere
-        ? yield* deliverInternally(addresses, copy.raw, copy.mailFrom, copy.verdict)
+        ? yield* deliverInternally(addresses, copy.raw, copy.mailFrom, copy)
         : yield* deliverOut(job.domain, addresses, copy.raw, copy.mailFrom)
       const rows = yield* copies.record(job, copy, outcomes)
       yield* recordDeliveries(rows.map((r) => r.status))
