@@ -114,6 +114,17 @@ const addressOf = (value: unknown): string | undefined => {
   return address.includes("@") ? address : undefined
 }
 
+/**
+ * The address of the organizer a calendar's first event names, in lower case; none when it names none
+ * or cannot be read. Any message about an event names it, a cancellation of one occurrence too.
+ */
+export const organizerAddress = (calendarText: string): string | undefined => {
+  const parsed = parseCalendar(calendarText)
+  if (Either.isLeft(parsed)) return undefined
+  const organizer = parsed.right.getFirstSubcomponent("vevent")?.getFirstProperty("organizer")
+  return organizer === null || organizer === undefined ? undefined : addressOf(organizer.getFirstValue())?.toLowerCase()
+}
+
 const nameOf = (property: ICAL.Property): string | null => {
   const cn = property.getParameter("cn")
   const name = (Array.isArray(cn) ? cn[0] : cn)?.trim()

@@ -15,7 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Either } from "effect"
 import { ValidationError } from "../errors.ts"
-import { attendeeOf, readInvitation } from "../invitations/icalendar.ts"
+import { attendeeOf, organizerAddress, readInvitation } from "../invitations/icalendar.ts"
 import type { ParticipationStatus, Party, ResponseStatus } from "../invitations/schemas.ts"
 import { ownMailboxes } from "../mailboxes/owned.ts"
 import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, span } from "./occurrences.ts"
@@ -137,6 +137,9 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           FOR UPDATE`
         const before = rows[0]
         if (before?.role === "organizer") return undefined
+        // Only the event's organizer changes it or calls it off (RFC 5546 §3.2): a message about a known
+        // event that names another organizer (or none) changes nothing.
+        if (before !== undefined && organizerAddress(invitation.calendar) !== organizerAddress(before.calendar)) return undefined
         const calendar = merge(before?.calendar, invitation)
         const when = calendar === undefined ? undefined : span(calendar)
         if (calendar === undefined || when === undefined) return undefined
@@ -148,10 +151,13 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         // email again (redelivered after a crash before its announcement) is announced again.
         const same = before !== undefined && before.calendar === calendar && before.response === response
         if (same && before.emailId !== email.emailId) return undefined
+        // The email an agent reads and answers the event in: the latest invitation, not a cancellation of
+        // some of its occurrences (which cannot be answered); a cancellation of the whole event is its latest word.
+        const emailId = invitation.method === "CANCEL" && status !== "cancelled" && before !== undefined ? before.emailId : email.emailId
         if (!same) {
           yield* sql`
             INSERT INTO calendar_entries (mailbox_id, uid, user_id, role, email_id, sequence, status, response, calendar, first_start, last_end)
-            VALUES (${email.mailboxId}, ${invitation.uid}, ${email.userId}, 'attendee', ${email.emailId}, ${sequence}, ${status}, ${response},
+            VALUES (${email.mailboxId}, ${invitation.uid}, ${email.userId}, 'attendee', ${emailId}, ${sequence}, ${status}, ${response},
                     ${calendar}, ${when.first}, ${when.last})
             ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = EXCLUDED.email_id, sequence = EXCLUDED.sequence,
               status = EXCLUDED.status, response = EXCLUDED.response, calendar = EXCLUDED.calendar,

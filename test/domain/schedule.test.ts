@@ -153,11 +153,19 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
     it.effect("a cancellation takes it off (include_cancelled shows it, not busy); of one occurrence, that one only", () =>
       Effect.gen(function*() {
         const { address, receive, list } = yield* world()
+        const grace = "ORGANIZER:mailto:Grace@Partner.test"
         yield* receive(review(address, 0))
-        expect(yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:1", "RECURRENCE-ID;TZID=Europe/Paris:20261210T150000")))
+        const invited = (yield* list())[0]!.email_id
+        // Only the organizer calls it off: another's cancellation, or one naming nobody, changes nothing.
+        for (const organizer of ["ORGANIZER:mailto:mallory@evil.example", "X-NO-ORGANIZER:1"]) {
+          expect(yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:5", organizer, "STATUS:CANCELLED"))).toBeUndefined()
+        }
+        expect(yield* list()).toHaveLength(2)
+        expect(yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:1", grace, "RECURRENCE-ID;TZID=Europe/Paris:20261210T150000")))
           .toMatchObject({ change: "cancelled", summary: "Weekly review" })
-        expect((yield* list()).map((o) => o.start.date_time)).toEqual(["2026-12-03T14:00:00Z"])
-        yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:2", "STATUS:CANCELLED"))
+        // What is left is still read and answered in the invitation, not in the cancellation of one occurrence.
+        expect((yield* list()).map((o) => [o.start.date_time, o.email_id])).toEqual([["2026-12-03T14:00:00Z", invited]])
+        yield* receive(calendar("CANCEL", "UID:review@partner.test", "SEQUENCE:2", grace, "STATUS:CANCELLED"))
         expect(yield* list()).toEqual([])
         expect((yield* list({ ...december, include_cancelled: true })).map((o) => [o.start.date_time, o.status, o.busy])).toEqual([
           ["2026-12-03T14:00:00Z", "cancelled", false]
