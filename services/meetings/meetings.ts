@@ -75,6 +75,9 @@ const timeOf = (when: WhenInput): EventTime =>
     ? { date_time: null, date: when.date, time_zone: null }
     : { date_time: new Date(when.date_time!).toISOString().replace(".000Z", "Z"), date: null, time_zone: when.time_zone ?? null }
 
+/** Whether two times are the same: a day, or a moment and the zone it is shown in (a stored time's fields come in any order). */
+const sameTime = (a: EventTime, b: EventTime) => a.date === b.date && a.date_time === b.date_time && a.time_zone === b.time_zone
+
 /** The moment a start stands for, to order meetings by (a day: its midnight in UTC). */
 const momentOf = (time: EventTime) => new Date(time.date ?? time.date_time!)
 
@@ -272,7 +275,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
       const end = patch.end === undefined ? before.end : timeOf(patch.end)
       yield* checkTimes(start, end)
       const recurrence = patch.recurrence === undefined ? before.recurrence : patch.recurrence?.toUpperCase() ?? null
-      const rescheduled = JSON.stringify([start, end, recurrence]) !== JSON.stringify([before.start, before.end, before.recurrence])
+      const rescheduled = !sameTime(start, before.start) || !sameTime(end, before.end) || recurrence !== before.recurrence
       const given = patch.attendees ?? before.attendees.map((a) => ({ address: a.address, ...(a.name === null ? {} : { name: a.name }) }))
       const kept = yield* attendeesOf(given, organizer.address, before.attendees)
       // A new time is a new question: every answer so far was to the old one.

@@ -76,6 +76,13 @@ layer(testDatabase, { timeout: "120 seconds" })("meetings' answers", (it) => {
         const roomed = yield* meetings.update(owner.userId, meeting.meeting_id, { location: "Room 4" })
         expect(roomed.sequence).toBe(2)
         expect(yield* receive(reply(meeting.uid, "bob@partner.test", "TENTATIVE", 1))).toBe(true)
+        // The time it has, written another way, changes nothing: no new revision, every answer kept.
+        const same = yield* meetings.update(owner.userId, meeting.meeting_id, {
+          start: { date_time: "2027-01-15T16:00:00+01:00" },
+          end: { date_time: "2027-01-15T16:00:00Z" }
+        })
+        expect(same.sequence).toBe(2)
+        expect((yield* answers)["bob@partner.test"]).toEqual(["tentative", null])
         // A reply naming no revision is taken for the current one; someone it was forwarded to is added.
         expect(yield* receive(reply(meeting.uid, "carol@partner.test", "ACCEPTED", undefined))).toBe(true)
         expect(yield* answers).toEqual({
