@@ -47,7 +47,10 @@ const Rule = Schema.String.pipe(
 )
 
 const MeetingFields = {
-  summary: oneLine(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(255)).annotations({ description: "The meeting's title" }),
+  summary: oneLine(Schema.String).pipe(
+    Schema.minLength(1, { message: () => "must not be empty" }),
+    Schema.maxLength(255, { message: () => "must be at most 255 characters" })
+  ).annotations({ description: "The meeting's title" }),
   description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(10_000)))),
   location: Schema.optional(Schema.NullOr(oneLine(Schema.String).pipe(Schema.maxLength(500)))),
   url: Schema.optional(Schema.NullOr(Schema.String.pipe(
@@ -57,7 +60,10 @@ const MeetingFields = {
   start: WhenInput,
   end: WhenInput,
   recurrence: Schema.optional(Schema.NullOr(Rule)).annotations({ description: "How it repeats (an RRULE); absent or null: once" }),
-  attendees: Schema.Array(AddressInput).pipe(Schema.minItems(1), Schema.maxItems(MAX_RECIPIENTS)).annotations({
+  attendees: Schema.Array(AddressInput).pipe(
+    Schema.minItems(1, { message: () => "must list at least one attendee" }),
+    Schema.maxItems(MAX_RECIPIENTS, { message: () => `must list at most ${MAX_RECIPIENTS} attendees` })
+  ).annotations({
     description: `Whom to invite (1-${MAX_RECIPIENTS}); each gets the invitation by mail and answers from their calendar`
   })
 }

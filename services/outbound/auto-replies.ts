@@ -72,6 +72,10 @@ export class AutoReplies extends Effect.Service<AutoReplies>()("mailroom/AutoRep
         if (startsAt !== null && endsAt !== null && endsAt <= startsAt) {
           return yield* ValidationError.field("ends_at", "must be after starts_at")
         }
+        // Without starts_at the window opens now: one that has already closed would answer nothing, ever.
+        if (startsAt === null && endsAt !== null && endsAt.getTime() <= Date.now()) {
+          return yield* ValidationError.field("ends_at", "must be in the future when starts_at is left out (the answers start now)")
+        }
         const rows = yield* Effect.orDie(decode(yield* sql`
           INSERT INTO mailbox_auto_replies (mailbox_id, subject, text_body, html_body, interval_days, starts_at, ends_at)
           VALUES (${mailboxId}, ${input.subject ?? null}, ${input.text}, ${input.html ?? null},

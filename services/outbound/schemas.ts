@@ -139,9 +139,22 @@ export const ForwardInput = Schema.Struct({
 }).annotations({ identifier: "ForwardInput", parseOptions: { errors: "all" } })
 export type ForwardInput = typeof ForwardInput.Type
 
+/**
+ * Whether `value` is an ISO 8601 time with a zone whose fields name a real moment: Date.parse rolls
+ * 2026-02-30 over to 2 March, and a meeting asked for a day that does not exist must be refused.
+ */
+const isRealTime = (value: string): boolean => {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2}))$/.exec(value)
+  if (m === null) return false
+  const [year, month, day, hour, minute, second = 0, offsetHours = 0, offsetMinutes = 0] = m.slice(1).map((f) => f === undefined ? undefined : Number(f))
+  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate()
+  return month! >= 1 && month! <= 12 && day! >= 1 && day! <= daysInMonth && hour! <= 23 && minute! <= 59 && second <= 59 &&
+    offsetHours <= 23 && offsetMinutes <= 59
+}
+
 /** An ISO 8601 time with its offset, as `send_at` is written. */
 export const Instant = Schema.String.pipe(
-  Schema.filter((value) => /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(value) && !Number.isNaN(Date.parse(value)), {
+  Schema.filter((value) => isRealTime(value), {
     message: () => "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z"
   })
 )
@@ -298,7 +311,10 @@ export const AutoReplyInput = Schema.Struct({
   subject: Schema.optional(Schema.NullOr(oneLine(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(998)))).annotations({
     description: "The answer's subject; null or absent: \"Re: \" and the subject of the email answered"
   }),
-  text: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100_000)).annotations({ description: "The answer, as plain text" }),
+  text: Schema.String.pipe(
+    Schema.minLength(1, { message: () => "must not be empty" }),
+    Schema.maxLength(100_000, { message: () => "must be at most 100,000 characters" })
+  ).annotations({ description: "The answer, as plain text" }),
   html: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(500_000)))).annotations({
     description: "The answer as HTML, beside the text"
   }),

@@ -88,7 +88,9 @@ describe("automatic replies", () => {
     const put = (body: Record<string, unknown>, on: Box = box) =>
       mailroom.PUT("/v1/api/mailboxes/{mailboxId}/auto-reply", { ...path(on), body: body as never })
     const refusals: Array<[Record<string, unknown>, Record<string, string>]> = [
-      [{ text: "" }, { text: "must be a string at least 1 character(s) long" }],
+      [{ text: "" }, { text: "must not be empty" }],
+      [{ text: "x".repeat(100_001) }, { text: "must be at most 100,000 characters" }],
+      [{ text: "Away", ends_at: "2020-01-01T00:00:00Z" }, { ends_at: "must be in the future when starts_at is left out (the answers start now)" }],
       [{ text: "Away", interval_days: 0 }, { interval_days: "must be a number between 1 and 30" }],
       [{ text: "Away", subject: "Line\r\nBcc: x@partner.test" }, { subject: "must not contain line breaks" }],
       [{ text: "Away", ends_at: "monday" }, { ends_at: "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z" }],

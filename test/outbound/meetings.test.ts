@@ -403,6 +403,13 @@ describe("meetings", () => {
       recurrence: "must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4"
     })
     expect(Object.keys(malformed.error!.error.details!).sort()).toEqual(["attendees", "end.date", "recurrence", "start.date_time", "summary"])
+    expect((await schedule({ ...base, summary: "s".repeat(256), attendees: Array.from({ length: 51 }, (_, i) => `guest${i}@partner.test`) }))
+      .error?.error.details).toEqual({ summary: "must be at most 255 characters", attendees: "must list at most 50 attendees" })
+    // A day that does not exist is refused, not rolled over into March.
+    expect((await schedule({ ...base, start: { date_time: "2026-02-30T10:00:00Z" }, end: { date_time: "2026-02-28T24:00:00Z" } })).error?.error.details).toEqual({
+      "start.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z",
+      "end.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z"
+    })
     expect((await schedule({ ...base, start: { date_time: "2026-12-03T10:00:00Z", time_zone: "Mars/Olympus" }, end: { date: "2026-12-04", time_zone: "UTC" } }))
       .error?.error.details).toEqual({
       "start.time_zone": "must be an IANA time zone such as Europe/Paris",
@@ -436,6 +443,7 @@ describe("meetings", () => {
     const inverted = await scheduleOf({ from: "2026-12-02T00:00:00Z", to: "2026-12-01T00:00:00Z" })
     expect([inverted.response.status, inverted.error?.error]).toEqual([400, { code: "VALIDATION_ERROR", message: "to: must be after from", details: { to: "must be after from" } }])
     expect((await scheduleOf({ from: "2026-01-01T00:00:00Z", to: "2027-06-01T00:00:00Z" })).error?.error.details).toEqual({ to: "must be at most 366 days after from" })
+    expect((await scheduleOf({ from: "2026-02-30T00:00:00Z" })).error?.error.details).toEqual({ from: "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z" })
     const unreadable = await scheduleOf({ from: "monday", limit: "0", include_cancelled: "yes" })
     expect([unreadable.response.status, unreadable.error?.error.details]).toEqual([400, {
       from: "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z",
