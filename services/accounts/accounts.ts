@@ -246,6 +246,8 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       const subject = failedLogins(user.emailNormalized)
       yield* failedLoginGate(subject)
       if (!(yield* verifyPassword(password, user.passwordHash))) {
+        // In the account's activity as a refused sign-in: someone guessing from a session left open shows there.
+        yield* activity.record(userId, "login_failed", { reason: "password", field })
         yield* countFailedLogin(subject)
         return yield* ValidationError.field(field, "is not the account's password")
       }
@@ -255,7 +257,8 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
     /**
      * Change the password from login session `sessionId`, which must know the current one
      * (`confirmPassword`). Every other session of the account ends with the change (their tokens and
-     * cookies stop working on every node); this one goes on. API keys are not sessions and keep working.
+     * cookies stop working on every node), and so does a link moving the account to another email; this
+     * session goes on. API keys are not sessions and keep working.
      */
     const changePassword = Effect.fn("Accounts.changePassword")(function*(userId: string, sessionId: string, input: ChangePasswordInput) {
       const checked = yield* confirmPassword(userId, input.currentPassword, "currentPassword")
@@ -270,6 +273,8 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         if (changed.length === 0) {
           return yield* new Conflict({ message: "The password was changed meanwhile: sign in with the new one and try again" })
         }
+        // A move of the account to another email asked before (perhaps by whoever knew the old password) ends too.
+        yield* sql`DELETE FROM email_changes WHERE user_id = ${userId}`
         // Every other session, and how many of them were still alive (an expired one counts for nobody).
         return yield* sql<{ live: boolean }>`
           UPDATE sessions SET revoked_at = now()
@@ -300,6 +305,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         const users = yield* sql<{ email: string; emailNormalized: string }>`
           UPDATE users SET password_hash = ${passwordHash} WHERE id = ${userId} RETURNING email, email_normalized`
         yield* sql`DELETE FROM password_resets WHERE user_id = ${userId}`
+        yield* sql`DELETE FROM email_changes WHERE user_id = ${userId}`
         const ended = yield* sql<{ live: boolean }>`
           UPDATE sessions SET revoked_at = now() WHERE user_id = ${userId} AND revoked_at IS NULL
           RETURNING refresh_expires_at > now() AS live`

@@ -39,6 +39,8 @@ describe("GET /api/auth/activity", () => {
     expect((await session.POST("/api/auth/two-factor/enable", { body: { code: totpAt(secret, enabledAt) } })).response.status).toBe(200)
     expect((await login(person.password, "000000")).response.status).toBe(401)
     expect((await login(person.password, totpAt(secret, enabledAt + 30_000))).response.status).toBe(200)
+    expect((await session.POST("/api/auth/password", { body: { currentPassword: "a guess", newPassword: "a newer passphrase" } })).response.status)
+      .toBe(400)
     expect((await session.POST("/api/auth/password", { body: { currentPassword: person.password, newPassword: "a newer passphrase" } })).response.status)
       .toBe(200)
 
@@ -47,6 +49,8 @@ describe("GET /api/auth/activity", () => {
     const entries = listed.data!.data
     expect(entries.map((e) => [e.kind, e.detail])).toEqual([
       ["password_changed", { otherSessionsEnded: 1 }],
+      // A wrong password asked again from a session is a refused sign-in too.
+      ["login_failed", { reason: "password", field: "currentPassword" }],
       ["login", { secondFactor: "app" }],
       ["login_failed", { reason: "code" }],
       ["two_factor_enabled", {}],
@@ -65,12 +69,12 @@ describe("GET /api/auth/activity", () => {
     expect(entries.filter((e) => e.userAgent === PHONE).map((e) => e.kind)).toEqual(["login", "login_failed", "login", "login_failed"])
     const times = entries.map((e) => Date.parse(e.at))
     expect([...times].sort((a, b) => b - a)).toEqual(times)
-    expect(listed.data!.meta).toEqual({ total: 10, limit: 20, offset: 0, hasMore: false })
+    expect(listed.data!.meta).toEqual({ total: 11, limit: 20, offset: 0, hasMore: false })
 
     // The new password's session goes on; pages of 3.
-    const paged = await session.GET("/api/auth/activity", { params: { query: { limit: "3", offset: "3" } } })
+    const paged = await session.GET("/api/auth/activity", { params: { query: { limit: "3", offset: "4" } } })
     expect(paged.data!.data.map((e) => e.kind)).toEqual(["two_factor_enabled", "sessions_signed_out", "api_key_revoked"])
-    expect(paged.data!.meta).toEqual({ total: 10, limit: 3, offset: 3, hasMore: true })
+    expect(paged.data!.meta).toEqual({ total: 11, limit: 3, offset: 4, hasMore: true })
     expect((await withToken(suite.url, phone).GET("/api/auth/activity")).response.status).toBe(401)
   })
 

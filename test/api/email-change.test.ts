@@ -54,6 +54,19 @@ describe("changing the account's email", () => {
     expect(again.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { token: expect.stringContaining("ask for a new one") } })
   })
 
+  it("a new password ends a link not yet opened: whoever knew the old one cannot move the account afterwards", async () => {
+    const newInbox = await newBox(suite.url, { localPart: fresh("taker") })
+    const person = await signUp(suite.url)
+    const session = withToken(suite.url, person)
+    expect((await session.POST("/api/auth/email", { body: { newEmail: newInbox.address, password: person.password } })).response.status).toBe(202)
+    const link = await arrived(newInbox, "Confirm your new Mailroom email")
+    expect((await session.POST("/api/auth/password", { body: { currentPassword: person.password, newPassword: "the owner's new one" } })).response.status)
+      .toBe(200)
+    const late = await confirm(emailChangeToken(link.text))
+    expect([late.response.status, late.error?.error.code]).toEqual([400, "VALIDATION_ERROR"])
+    expect(await login(person.email, "the owner's new one")).toBe(200)
+  })
+
   it("refuses by field: a wrong password, an address another account uses, its own, not an address; an API key is 401", async () => {
     const person = await signUp(suite.url)
     const other = await signUp(suite.url)
