@@ -19,6 +19,7 @@ import { Effect, Option } from "effect"
 import { opaqueToken, sha256 } from "../accounts/tokens.ts"
 import { ForwardingListFull, NotFound, RateLimited, ValidationError } from "../errors.ts"
 import { type ForwardingAddress, MAX_FORWARDS } from "./forward-rules.ts"
+import { routingForm } from "./inbound.ts"
 import { mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
 import { domainOf } from "../mailboxes/rules.ts"
 import { letter, SystemMail } from "../outbound/system-mail.ts"
@@ -113,9 +114,11 @@ export class Forwarding extends Effect.Service<Forwarding>()("mailroom/Forwardin
     const add = Effect.fn("Forwarding.add")(function*(userId: string, mailboxId: string, rawAddress: string) {
       const address = rawAddress.toLowerCase()
       const mailbox = yield* ownAddress(userId, mailboxId)
-      if (address === mailbox) return yield* ValidationError.field("address", "is this mailbox's own address")
+      // A subaddress (ada+news@) is its mailbox's address: forwarding there would store every email twice.
+      const routed = routingForm(address)
+      if (routed === routingForm(mailbox)) return yield* ValidationError.field("address", "is this mailbox's own address")
       const own = yield* sql`
-        SELECT 1 FROM mailboxes WHERE user_id = ${userId} AND status = 'active' AND lower(local_part || '@' || domain) = ${address}`
+        SELECT 1 FROM mailboxes WHERE user_id = ${userId} AND status = 'active' AND lower(local_part || '@' || domain) = ${routed}`
       const token = opaqueToken(TOKEN_PREFIX)
       const confirmedAt = own.length > 0 ? new Date() : null
       // Inserted only while the mailbox has room; an address already there is left to the code below.

@@ -320,6 +320,10 @@ describe("forwarding a mailbox's mail", () => {
     const own = await forward(mailroom, box, box.address.toUpperCase())
     expect(own.response.status).toBe(400)
     expect(own.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { address: "is this mailbox's own address" } } })
+    // A subaddress reaches the mailbox itself: forwarding there would store each email twice.
+    const [local, domain] = box.address.split("@")
+    const tagged = await forward(mailroom, box, `${local}+copy@${domain}`)
+    expect([tagged.response.status, tagged.error?.error.details]).toEqual([400, { address: "is this mailbox's own address" }])
     const invalid = await forward(mailroom, box, "not an address")
     expect(invalid.response.status).toBe(400)
     expect(invalid.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { address: expect.stringContaining("email address") } } })
