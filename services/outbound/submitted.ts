@@ -5,7 +5,8 @@
  * as sent is what its recipients get.
  *
  * - The header From must be the sending mailbox's address, alone: the client cannot send as anyone
- *   else, and the DKIM signature vouches for that address's domain.
+ *   else, and the DKIM signature vouches for that address's domain. A Sender (or Resent-From,
+ *   Resent-Sender) may only name it too.
  * - Bcc fields are taken out (their recipients are in the envelope; the others must not see them),
  *   and so is a Return-Path (the receiving server writes the envelope sender there).
  * - A message without a Message-ID or a Date gets Mailroom's (`<email id@domain>`, now).
@@ -57,6 +58,9 @@ const singleAddress = (value: string): string | undefined => {
   return flat.length === 1 && flat[0]!.address ? flat[0]!.address : undefined
 }
 
+/** The fields besides From that name who sends a message (RFC 5322 §3.6.2, §3.6.6). */
+const SENDERS = new Set(["sender", "resent-from", "resent-sender"])
+
 /** RFC 5322's date-time, as nodemailer writes it: `Tue, 24 Nov 2026 09:30:00 +0000`. */
 const rfc5322Date = (date: Date) => date.toUTCString().replace(/GMT$/, "+0000")
 
@@ -86,6 +90,14 @@ export const prepareSubmitted = (
   const from = singleAddress(valueOf(froms[0]!))
   if (from === undefined || from.toLowerCase() !== options.mailboxAddress.toLowerCase()) {
     return { refused: { field: "from", message: `From must be the sending mailbox's address, ${options.mailboxAddress}, alone` } }
+  }
+  // Nor on whose behalf it is sent: mail programs show a Sender as "X on behalf of" the From.
+  for (const field of fields.filter((field) => SENDERS.has(field.name))) {
+    const named = singleAddress(valueOf(field))
+    if (named === undefined || named.toLowerCase() !== options.mailboxAddress.toLowerCase()) {
+      const name = field.text.slice(0, field.text.indexOf(":")).trim()
+      return { refused: { field: "from", message: `${name} must be the sending mailbox's address, ${options.mailboxAddress}, alone, or left out` } }
+    }
   }
 
   const kept = fields.filter((field) => field.name !== "bcc" && field.name !== "return-path")

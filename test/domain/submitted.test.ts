@@ -53,6 +53,14 @@ describe("prepareSubmitted", () => {
     expect(prepare("From: desk@agents.localhost\r\nFrom: desk@agents.localhost\r\n\r\nx")).toEqual({
       refused: { field: "from", message: "the message has more than one From field" }
     })
+    // Nor a Sender (or a resender) but the mailbox: "ceo@bank.example on behalf of" it would be a lie.
+    expect(prepare("From: desk@agents.localhost\r\nSender: ceo@bank.example\r\n\r\nx")).toEqual({
+      refused: { field: "from", message: `Sender must be the sending mailbox's address, ${MAILBOX}, alone, or left out` }
+    })
+    expect(prepare("From: desk@agents.localhost\r\nResent-From: ceo@bank.example\r\n\r\nx")).toEqual({
+      refused: { field: "from", message: `Resent-From must be the sending mailbox's address, ${MAILBOX}, alone, or left out` }
+    })
+    expect(ready("From: desk@agents.localhost\r\nSender: Desk <DESK@agents.localhost>\r\n\r\nx").raw).toContain("Sender: Desk <DESK@agents.localhost>")
     expect(prepare(" folded: nothing\r\nFrom: desk@agents.localhost\r\n\r\nx")).toEqual({
       refused: { field: "message", message: "the message's header has a line that is not a field (Name: value)" }
     })
