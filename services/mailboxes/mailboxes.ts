@@ -323,6 +323,14 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
         yield* sql`UPDATE mailboxes SET status = 'deleted', deleted_at = now() WHERE id = ${mailboxId}`
         // Its drafts could never be sent from it again: they go (and stop counting as storage).
         yield* sql`DELETE FROM drafts WHERE mailbox_id = ${mailboxId}`
+        // Nor does what it sent, or forwarded, and is still waiting to go: deleting a misbehaving agent's
+        // mailbox stops its mail (the mta finds nothing waiting; an attempt under way is its last).
+        for (const deliveries of [sql("outbound_deliveries"), sql("forward_deliveries")]) {
+          yield* sql`
+            UPDATE ${deliveries} SET status = 'failed', last_response = 'Not sent: its mailbox was deleted', next_attempt_at = NULL,
+              updated_at = now()
+            WHERE status IN ('queued', 'deferred') AND email_id IN (SELECT id FROM emails WHERE mailbox_id = ${mailboxId})`
+        }
         // Its filters could never apply again (an ingest that cached them finds no mail for it).
         yield* sql`DELETE FROM mail_filters WHERE mailbox_id = ${mailboxId}`
         // A domain whose catch-all it was refuses such mail again.

@@ -353,6 +353,25 @@ describe("sending to another domain", () => {
     })
   })
 
+  it("deleting the mailbox stops what it sent and is still waiting to go", async () => {
+    const { box, mailroom } = await sender()
+    const to = `${fresh("waiting")}@partner.test`
+    mx.script(to, [451, 451, 451, 451, 451, 451, 250])
+    const sent = await send(mailroom, box, { to: [to], subject: "Deleted before it went", text: "Never mind" })
+    expect(sent.response.status).toBe(202)
+    await until("the first attempt", async () => mx.attempts(to).length >= 1 || undefined, 20_000)
+    const deleted = await mailroom.DELETE("/v1/api/mailboxes/{mailboxId}", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { confirm_email_address: box.address }
+    })
+    expect(deleted.response.status).toBe(200)
+    const tried = mx.attempts(to).length
+    // Retries come 300 and 600 ms apart: past two of them, at most one attempt under way at the delete went on.
+    await new Promise((resolve) => setTimeout(resolve, 2_000))
+    expect(mx.attempts(to).length).toBeLessThanOrEqual(tried + 1)
+    expect(mx.delivered().some((m) => m.rcptTo.includes(to))).toBe(false)
+  })
+
   it("keeps the connection to an MX for the next message, and replaces one the server dropped without a deferral; asks DNS once", async () => {
     const { box, mailroom } = await sender()
     const asked = () => names.questions().filter((q) => / (partner\.test|mx\.partner\.test) /.test(`${q} `)).length
