@@ -454,6 +454,9 @@ export const makeSession = (
         : `[COPYUID ${filed.uidValidity} ${pairs.map(([from]) => from).join(",")} ${pairs.map(([, to]) => to).join(",")}] `
       if (!move) return yield* tagged(tag, "OK", `${copyUid}${command} completed`)
       if (copyUid !== "") yield* untagged(`OK ${copyUid}Moved`)
+      // The source folder numbered afresh before the session is told the messages left it: moved back
+      // later, each is a new message there with a new UID, never the one told expunged (RFC 3501 §2.3.1.1).
+      yield* store.sync(signedIn!.mailboxId, state.folder)
       yield* leaveView(state, messages)
       yield* tagged(tag, "OK", `${command} completed`)
     })

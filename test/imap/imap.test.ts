@@ -275,6 +275,28 @@ describe("IMAP", () => {
     }
   })
 
+  it("a message moved out and straight back gets a new UID, never the one the session was told was expunged", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const subject = `Back and forth ${fresh("m")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Round trip" })
+    await arrived(box, subject)
+    const client = await connect(box.address, box.user.apiKey)
+    const inbox = await client.getMailboxLock("INBOX")
+    try {
+      expect(await client.messageMove("1", "Junk", { uid: true })).toMatchObject({ uidMap: new Map([[1, 1]]) })
+    } finally {
+      inbox.release()
+    }
+    // Nothing looks at INBOX in between: the move itself must have let go of UID 1 there.
+    const junk = await client.getMailboxLock("Junk")
+    try {
+      expect(await client.messageMove("1", "INBOX", { uid: true })).toMatchObject({ uidMap: new Map([[1, 2]]) })
+    } finally {
+      junk.release()
+    }
+    expect(await client.status("INBOX", { messages: true, uidNext: true })).toMatchObject({ messages: 1, uidNext: 3 })
+  })
+
   it("files mail by labelling it: MOVE to Junk and back, COPY to a label, MOVE between labels, each with COPYUID", async () => {
     const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     const subject = `File me ${fresh("m")}`
