@@ -16,8 +16,15 @@ export interface SearchContext {
   readonly uidRanges: (arg: Arg | undefined) => ReadonlyArray<readonly [number, number]>
 }
 
-/** The SEARCH keys of `args`, as one key (a parenthesised list is one key too); sequence numbers turned into UIDs. */
-export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext): SearchKey => {
+/** How deep keys may nest (parentheses, NOT, OR): more than any mail program writes, far less than would exhaust the stack. */
+const MAX_NESTING = 100
+
+/**
+ * The SEARCH keys of `args`, as one key (a parenthesised list is one key too); sequence numbers turned
+ * into UIDs. `depth`: how deeply these keys are nested already.
+ */
+export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext, depth = 0): SearchKey => {
+  if (depth > MAX_NESTING) throw new BadCommand(`Search keys nested more than ${MAX_NESTING} deep`)
   let at = 0
   const text = () => utf8(astring(args[at++]))
   const date = () => {
@@ -35,10 +42,20 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext)
     const key: SearchKey = { kind: "uids", ranges: context.withFlag(flag).map((uid) => [uid, uid] as const) }
     return set ? key : { kind: "not", key }
   }
+  /** The key NOT or OR apply to, one level deeper. */
+  let level = depth
+  const nested = (): SearchKey => {
+    if (++level > MAX_NESTING) throw new BadCommand(`Search keys nested more than ${MAX_NESTING} deep`)
+    try {
+      return one()
+    } finally {
+      level--
+    }
+  }
   const one = (): SearchKey => {
     const arg = args[at++]
     if (arg === undefined) throw new BadCommand("Missing search key")
-    if (arg.kind === "list") return readSearchKeys(arg.items, context)
+    if (arg.kind === "list") return readSearchKeys(arg.items, context, level + 1)
     const name = astring(arg).toUpperCase()
     switch (name) {
       case "ALL":
@@ -90,10 +107,10 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext)
       case "SMALLER":
         return { kind: "size", op: name.toLowerCase() as "larger", bytes: number() }
       case "NOT":
-        return { kind: "not", key: one() }
+        return { kind: "not", key: nested() }
       case "OR": {
-        const left = one()
-        return { kind: "or", left, right: one() }
+        const left = nested()
+        return { kind: "or", left, right: nested() }
       }
       case "UID":
         return { kind: "uids", ranges: context.uidRanges(args[at++]) }

@@ -486,6 +486,10 @@ describe("IMAP on the wire", () => {
     expect(await send("b5 FETCH 1 BODY.PEEK[HEADER.FIELDS (SUBJECT)]\r\n", "b5")).toContain(`Subject: ${subject}\r\n\r\n`)
     expect(await send("b6 FETCH 1 (BODY.PEEK[TEXT]<0.4>)\r\n", "b6")).toMatch(/BODY\[TEXT\]<0> \{4\}\r\nOver\)/)
     expect(await send("b7 SEARCH CHARSET KOI8-R ALL\r\n", "b7")).toMatch(/b7 NO \[BADCHARSET/)
+    // Keys nested past any mail program's use are a mistake of the command, not of the server.
+    expect(await send(`b7a SEARCH ${"NOT ".repeat(5_000)}ALL\r\n`, "b7a")).toMatch(/b7a BAD Search keys nested more than 100 deep/)
+    expect(await send(`b7b SEARCH ${"(".repeat(2_000)}ALL${")".repeat(2_000)}\r\n`, "b7b")).toMatch(/b7b BAD /)
+    expect(await send(`b7c SEARCH ${"NOT (".repeat(20)}ALL${")".repeat(20)}\r\n`, "b7c")).toMatch(/\* SEARCH 1\r\nb7c OK/)
     // BODY[] without PEEK reads the message: \Seen comes with it, and the email is no longer unread.
     expect(await send("b8 FETCH 1 BODY[TEXT]\r\n", "b8")).toMatch(/BODY\[TEXT\] \{\d+\}\r\nOver the wire\.\r\n FLAGS \(\\Seen\)\)\r\nb8 OK/)
     expect(await labelsOf(box, email.email_id)).not.toContain("unread")
