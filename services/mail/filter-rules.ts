@@ -67,7 +67,9 @@ export const FilterConditions = Schema.Struct({
   has_attachments: Schema.optional(Schema.Boolean).annotations({ description: "true: has attachments; false: has none" })
 }).annotations({
   identifier: "FilterConditions",
-  description: "Every condition given must hold (each by any one of its terms); at least one is given"
+  description: "Every condition given must hold (each by any one of its terms); at least one is given",
+  // A misspelt condition left out would make the filter take more mail than asked: refused instead.
+  parseOptions: { onExcessProperty: "error" }
 })
 export type FilterConditions = typeof FilterConditions.Type
 
@@ -79,7 +81,11 @@ const labels = (what: string) =>
 export const FilterActions = Schema.Struct({
   add_labels: Schema.optional(labels("Labels the email gets: the account's own, or spam / unauthenticated")),
   remove_labels: Schema.optional(labels("Labels the email loses: unread marks it read, spam overrules the spam check"))
-}).annotations({ identifier: "FilterActions", description: "At least one label to add or remove" })
+}).annotations({
+  identifier: "FilterActions",
+  description: "At least one label to add or remove",
+  parseOptions: { onExcessProperty: "error" }
+})
 export type FilterActions = typeof FilterActions.Type
 
 const Name = Schema.String.pipe(
@@ -95,7 +101,7 @@ export const FilterInput = Schema.Struct({
   enabled: Schema.optional(Schema.Boolean).annotations({ description: "Default true; a disabled filter is kept and skipped" }),
   conditions: FilterConditions,
   actions: FilterActions
-}).annotations({ identifier: "FilterInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "FilterInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type FilterInput = typeof FilterInput.Type
 
 export const FilterUpdate = Schema.Struct({
@@ -104,7 +110,7 @@ export const FilterUpdate = Schema.Struct({
   enabled: Schema.optional(Schema.Boolean),
   conditions: Schema.optional(FilterConditions).annotations({ description: "Replaces the conditions whole" }),
   actions: Schema.optional(FilterActions).annotations({ description: "Replaces the actions whole" })
-}).annotations({ identifier: "FilterUpdate", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "FilterUpdate", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type FilterUpdate = typeof FilterUpdate.Type
 
 export const Filter = Schema.Struct({

@@ -45,6 +45,11 @@ const messageOf = (issues: ReadonlyArray<Issue>, describe: (issue: Issue) => str
   const literals = issues.map((issue) => LITERAL.exec(expectedOf(issue) ?? "")?.[1])
   if (literals.length > 1 && literals.every((literal) => literal !== undefined)) return `must be one of ${literals.join(", ")}`
   const first = issues[0]!
+  // A field the object does not have (where a misspelling would change what is asked, it is refused).
+  if (first._tag === "Unexpected") {
+    const known = /expected: (.*)$/s.exec(first.message)?.[1]?.match(/"[^"]*"/g)?.map((name) => name.slice(1, -1))
+    return clipped(known === undefined ? "is not a field here" : `is not a field here; the fields are ${known.join(", ")}`)
+  }
   const described = describe(first)
   if (described !== undefined) return described
   const expected = expectedOf(first)

@@ -158,7 +158,15 @@ describe("filters (/v1/api/filters)", () => {
     [{ conditions: { has_attachments: true }, actions: { add_labels: ["blocked"] } }, {
       "actions.add_labels": expect.stringMatching(/^blocked is the block lists' verdict/)
     }],
-    [{ name: "", conditions: { has_attachments: true }, actions: { add_labels: ["x"] } }, { name: "must not be empty" }]
+    [{ name: "", conditions: { has_attachments: true }, actions: { add_labels: ["x"] } }, { name: "must not be empty" }],
+    // A misspelt field would widen the filter (a condition, or the mailbox it is held to, left out): refused by name.
+    [{ conditions: { from: ["acme.example"], subjet_contains: ["x"] }, actions: { add_labels: ["x"] }, mailboxid: "mbx_1" }, {
+      "conditions.subjet_contains": "is not a field here; the fields are from, to, subject_contains, body_contains, has_attachments",
+      mailboxid: "is not a field here; the fields are name, mailbox_id, enabled, conditions, actions"
+    }],
+    [{ conditions: { has_attachments: true }, actions: { add_label: ["x"] } }, {
+      "actions.add_label": "is not a field here; the fields are add_labels, remove_labels"
+    }]
   ])("refuses the body %j: 400 VALIDATION_ERROR with details %j", async (body, details) => {
     const user = await withApiKey(suite.server.url)
     const reply = await keyed(user).POST("/v1/api/filters", { body: offContract(body) })
