@@ -392,7 +392,7 @@ export class RecipientSuppressed extends Schema.TaggedError<RecipientSuppressed>
   ...failure("RecipientSuppressed", {
     status: 422,
     code: "RECIPIENT_SUPPRESSED",
-    description: "RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason)"
+    description: "RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)"
   })
 ) {}
 

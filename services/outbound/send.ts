@@ -136,6 +136,16 @@ const inMessage = (i: number) => <E>(error: E): E => {
   return new ValidationError({ message: `messages.${i}.${error.message}`, details }) as E
 }
 
+/** A batch's refusal for suppressed recipients, naming the messages that have them (`details.messages`, places in the batch). */
+const suppressedIn = (recipients: ReadonlyArray<ReadonlyArray<string>>) => (error: RecipientSuppressed): RecipientSuppressed => {
+  const addresses = new Set(((error.details?.addresses ?? []) as ReadonlyArray<string>).map((address) => address.toLowerCase()))
+  const messages = recipients.flatMap((list, i) => (list.some((recipient) => addresses.has(recipient.toLowerCase())) ? [i] : []))
+  return new RecipientSuppressed({
+    message: `messages.${messages.join(", messages.")}: ${error.message}`,
+    details: { ...error.details, messages }
+  })
+}
+
 /** A body with `{{unsubscribe_url}}` made the message's unsubscribe link (as written for its part). */
 const withLink = (body: string | undefined, link: string | undefined) =>
   body === undefined || link === undefined ? body : body.replaceAll(UNSUBSCRIBE_PLACEHOLDER, link)
@@ -620,7 +630,9 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       }
       const recipients = messages.map(recipientsOfMessage)
       for (const [i, message] of messages.entries()) yield* Effect.mapError(checkMessage(message, recipients[i]!), inMessage(i))
-      const from = yield* checkedSender(userId, mailboxId, [...new Set(recipients.flat())], messages.length)
+      const from = yield* checkedSender(userId, mailboxId, [...new Set(recipients.flat())], messages.length).pipe(
+        Effect.catchTag("RecipientSuppressed", (refused) => Effect.fail(suppressedIn(recipients)(refused)))
+      )
       const now = new Date()
       const built = yield* Effect.forEach(messages, (message, i) => Effect.mapError(build(userId, mailboxId, from, message, recipients[i]!, now), inMessage(i)))
       return yield* keepAndQueue(userId, mailboxId, from, built, {

@@ -1308,7 +1308,9 @@ describe("batches", () => {
     expect((await mailroom.POST("/v1/api/suppressions", { body: { address: gone } })).response.status).toBe(201)
     const suppressed = await sendBatch(mailroom, box, [fine, { to: [gone], text: "x" }])
     expect(suppressed.response.status).toBe(422)
-    expect(suppressed.error).toMatchObject({ error: { code: "RECIPIENT_SUPPRESSED", details: { addresses: [gone] } } })
+    expect(suppressed.error).toMatchObject({
+      error: { code: "RECIPIENT_SUPPRESSED", message: expect.stringMatching(/^messages\.1: Not sent: /), details: { addresses: [gone], messages: [1] } }
+    })
 
     // The free plan's 100 sends a day cover the batch's messages or refuse it whole.
     expect((await send(mailroom, box, fine)).response.status).toBe(202)

@@ -5434,7 +5434,7 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /** @description RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+        /** @description RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
         RecipientSuppressed: {
             error: {
                 /** @enum {string} */
@@ -10780,7 +10780,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11048,7 +11048,7 @@ export interface operations {
             /**
              * @description - INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start (no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason
              *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), or the mailbox organizes it or sent it (own_invitation); details: email_id, method, reason
-             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason)
+             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)
              */
             422: {
                 headers: {
@@ -11295,7 +11295,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11435,7 +11435,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -11561,7 +11561,7 @@ export interface operations {
             };
             /**
              * @description - UNSUBSCRIBE_UNAVAILABLE: the email names no one-click or mailto unsubscribe (List-Unsubscribe), its sender is not authenticated, or Mailroom sent it; details: email_id, reason, url (a page a person may open)
-             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason)
+             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)
              */
             422: {
                 headers: {
@@ -14740,7 +14740,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -15934,7 +15934,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16192,7 +16192,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16332,7 +16332,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16822,7 +16822,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -16955,7 +16955,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -21781,7 +21781,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -22049,7 +22049,7 @@ export interface operations {
             /**
              * @description - INVITATION_UNREADABLE: the email's calendar part is not valid iCalendar (reason damaged), describes no event with a UID and a start (no_event), or is larger than 1 MB (too_large); details: email_id, attachment_id, reason
              *     - INVITATION_NOT_RESPONDABLE: there is nothing to answer: the event is cancelled (reason cancelled), the calendar is not a REQUEST (not_a_request: PUBLISH, REPLY, …), it names no organizer (no_organizer), or the mailbox organizes it or sent it (own_invitation); details: email_id, method, reason
-             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason)
+             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)
              */
             422: {
                 headers: {
@@ -22296,7 +22296,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -22436,7 +22436,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -22562,7 +22562,7 @@ export interface operations {
             };
             /**
              * @description - UNSUBSCRIBE_UNAVAILABLE: the email names no one-click or mailto unsubscribe (List-Unsubscribe), its sender is not authenticated, or Mailroom sent it; details: email_id, reason, url (a page a person may open)
-             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason)
+             *     - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused)
              */
             422: {
                 headers: {
@@ -25640,7 +25640,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -26834,7 +26834,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -27092,7 +27092,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -27232,7 +27232,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -27731,7 +27731,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -27864,7 +27864,7 @@ export interface operations {
                     "application/json": components["schemas"]["UnsupportedMediaType"];
                 };
             };
-            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason) */
+            /** @description - RECIPIENT_SUPPRESSED: a recipient is on the account's suppression list (it bounced, unsubscribed, complained, or the account added it); details: addresses, reasons (address → reason), and for a batch messages (the places in it of the messages refused) */
             422: {
                 headers: {
                     [name: string]: unknown;
