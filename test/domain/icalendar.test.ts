@@ -118,6 +118,15 @@ describe("answering an invitation", () => {
     ]))
     // Only the one attendee answering; read back, it is the same event.
     expect(text.match(/^ATTENDEE/gm)).toHaveLength(1)
+    // Lines fold within 75 octets, the continuation's leading space included (RFC 5545 §3.1).
+    const long = replyCalendar(fixture("outlook-request.ics"), {
+      attendee: { address: "AGENT@mailroom.test", name: "Scheduling Agent" },
+      status: "accepted",
+      comment: "Déjà vu: ".repeat(40),
+      now
+    })
+    expect(long.split("\r\n").filter((line) => line.startsWith(" ")).length).toBeGreaterThan(3)
+    expect(Math.max(...long.split("\r\n").map((line) => Buffer.byteLength(line)))).toBeLessThanOrEqual(75)
     const reply = read(text)
     expect(reply).toMatchObject({ method: "REPLY", uid: "040000008200E00074C5B7101A82E00800000000", sequence: 2, summary: "Planning" })
     expect(reply.start.date_time).toBe("2026-07-02T16:00:00Z")
