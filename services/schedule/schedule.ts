@@ -105,6 +105,20 @@ const rangeOf = (params: { readonly from?: string | undefined; readonly to?: str
   return Effect.succeed({ from, to })
 }
 
+/** Whether a date_time is floating: a wall-clock time without an offset (RFC 5545 §3.3.5, form 1). */
+const isFloating = (dateTime: string) => !/(?:Z|[+-]\d\d:?\d\d)$/i.test(dateTime)
+
+/** The moment a wall-clock time (YYYY-MM-DDTHH:MM:SS) is in `zone`. */
+const wallMoment = (zone: string, dateTime: string) =>
+  fromWallTime(zone, {
+    year: Number(dateTime.slice(0, 4)),
+    month: Number(dateTime.slice(5, 7)),
+    day: Number(dateTime.slice(8, 10)),
+    hour: Number(dateTime.slice(11, 13)),
+    minute: Number(dateTime.slice(14, 16)),
+    second: Number(dateTime.slice(17, 19) || 0)
+  })
+
 /** Midnight of a day (YYYY-MM-DD) in `zone`. */
 const dayStart = (zone: string, date: string) =>
   fromWallTime(zone, { year: Number(date.slice(0, 4)), month: Number(date.slice(5, 7)), day: Number(date.slice(8, 10)), hour: 0, minute: 0, second: 0 })
@@ -303,9 +317,12 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       const [opens, closes] = (params.hours ?? "09:00-17:00").split("-").map(minutesOf) as [number, number]
       const ids = yield* ownMailboxes(sql, userId, mailboxIds)
       const busy = (yield* occurring(ids, range, false)).filter(({ item }) => item.busy).map(({ item, startsAt, endsAt }) =>
-        item.start.date === null
-          ? { start: startsAt, end: endsAt }
-          : { start: dayStart(timeZone, item.start.date), end: dayStart(timeZone, item.end.date ?? item.start.date) })
+        item.start.date !== null
+          ? { start: dayStart(timeZone, item.start.date), end: dayStart(timeZone, item.end.date ?? item.start.date) }
+          : isFloating(item.start.date_time!)
+          // A floating time is the wall clock wherever one is: in the zone asked for.
+          ? { start: wallMoment(timeZone, item.start.date_time!), end: wallMoment(timeZone, item.end.date_time ?? item.start.date_time!) }
+          : { start: startsAt, end: endsAt })
       const { slots, hasMore } = freeSlots(
         busy,
         { start: range.from.getTime(), end: range.to.getTime() },

@@ -218,6 +218,8 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         yield* receive(calendar("REQUEST", "UID:lunch", "DTSTART:20261203T110000Z", "DTEND:20261203T120000Z", "SUMMARY:Lunch",
           `ATTENDEE;PARTSTAT=DECLINED:mailto:${address}`))
         yield* receive(calendar("REQUEST", "UID:holiday", "DTSTART;VALUE=DATE:20261204", "SUMMARY:Away"))
+        // A floating time (no zone) is the wall clock of the zone asked for: 13:00 in Paris.
+        yield* receive(calendar("REQUEST", "UID:call", "DTSTART:20261203T130000", "DTEND:20261203T140000", "SUMMARY:Call"))
         const free = yield* schedule.availability(owner.userId, [mailboxId], {
           from: "2026-12-03T00:00:00Z",
           to: "2026-12-07T00:00:00Z",
@@ -226,15 +228,15 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
           time_zone: "Europe/Paris",
           hours: "12:00-17:00"
         })
-        // Thursday: 15:00 is the review's; lunch (13:00 in Paris) was declined. Friday: away. Saturday and Sunday: not working days.
+        // Thursday: 13:00 is the call's, 15:00 the review's; lunch (11:00 UTC, 12:00 in Paris) was declined. Friday: away.
+        // Saturday and Sunday: not working days.
         expect(free.data.map((slot) => slot.start)).toEqual([
           "2026-12-03T12:00:00+01:00",
-          "2026-12-03T13:00:00+01:00",
           "2026-12-03T14:00:00+01:00",
           "2026-12-03T16:00:00+01:00"
         ])
         expect(free.data[0]!.end).toBe("2026-12-03T13:00:00+01:00")
-        expect(free.meta).toEqual({ from: "2026-12-03T00:00:00.000Z", to: "2026-12-07T00:00:00.000Z", time_zone: "Europe/Paris", count: 4, hasMore: false })
+        expect(free.meta).toEqual({ from: "2026-12-03T00:00:00.000Z", to: "2026-12-07T00:00:00.000Z", time_zone: "Europe/Paris", count: 3, hasMore: false })
         // Defaults: the week from now, 30 minutes, 09:00-17:00 UTC, Monday to Friday.
         const week = yield* schedule.availability(owner.userId, [mailboxId], {})
         expect(week.meta.time_zone).toBe("UTC")
