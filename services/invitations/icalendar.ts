@@ -32,8 +32,30 @@ export type CalendarUnreadable = "damaged" | "no_event"
 /** Text longer than this in one field (a description pasted whole) is cut. */
 const MAX_FIELD_CHARS = 100_000
 
+/** The properties whose values are dates or date-times an event is placed by. */
+const TIMED = /^(?:DTSTART|DTEND|DUE|RECURRENCE-ID|EXDATE|RDATE)[;:]/i
+
+/**
+ * Whether every date and date-time the calendar places its events by is one that exists: ical.js reads
+ * 20261345T256199Z as 15 February 2027, 02:02:39, which no organizer meant (RFC 5545 §3.3.4-5).
+ */
+const timesExist = (text: string): boolean => {
+  for (const line of text.replace(/\r?\n[ \t]/g, "").split(/\r?\n/)) {
+    if (!TIMED.test(line)) continue
+    for (const value of line.slice(line.indexOf(":", line.search(/[;:]/)) + 1).split(",")) {
+      const m = /^(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})Z?)?$/i.exec(value.trim())
+      if (m === null) continue // a period (RDATE) or a form ical.js refuses by itself
+      const [year, month, day, hour = 0, minute = 0, second = 0] = m.slice(1).map((field) => Number(field ?? 0))
+      const days = new Date(Date.UTC(year!, month!, 0)).getUTCDate()
+      if (month! < 1 || month! > 12 || day! < 1 || day! > days || hour > 23 || minute > 59 || second > 60) return false
+    }
+  }
+  return true
+}
+
 export const parseCalendar = (text: string): Either.Either<ICAL.Component, CalendarUnreadable> => {
   try {
+    if (!timesExist(text)) return Either.left("damaged")
     const parsed: unknown = ICAL.parse(text)
     // A text of several calendars parses to a list of them; the first is the invitation.
     const first = Array.isArray(parsed) && Array.isArray(parsed[0]) ? parsed[0] : parsed

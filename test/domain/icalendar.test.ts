@@ -89,6 +89,11 @@ describe("reading an invitation", () => {
   it("says why a calendar cannot be read: not iCalendar, a bad date (damaged); no event, or one without UID or start (no_event)", () => {
     expect(readInvitation("not a calendar")).toEqual(Either.left("damaged"))
     expect(readInvitation(calendar(...event("UID:x", "DTSTART:tomorrow")))).toEqual(Either.left("damaged"))
+    // A time that does not exist is not read as another one (ical.js would take it for 15 February 2027).
+    expect(readInvitation(calendar(...event("UID:x", "DTSTART:20261345T256199Z")))).toEqual(Either.left("damaged"))
+    expect(readInvitation(calendar(...event("UID:x", "DTSTART;VALUE=DATE:20260230")))).toEqual(Either.left("damaged"))
+    expect(readInvitation(calendar(...event("UID:x", "DTSTART:20261203T150000Z", "EXDATE:20261210T150000Z,20261399T150000Z"))))
+      .toEqual(Either.left("damaged"))
     expect(readInvitation(calendar("METHOD:REQUEST"))).toEqual(Either.left("no_event"))
     expect(readInvitation(calendar(...event("DTSTART:20261210T100000Z")))).toEqual(Either.left("no_event"))
     expect(readInvitation(calendar(...event("UID:x")))).toEqual(Either.left("no_event"))
