@@ -238,5 +238,7 @@ export const toEmail = (
   headers: row.headers,
   attachments: attachments.map(toAttachment),
   extracted: extractedOf(row),
-  ...(row.direction === "outbound" ? { delivery: deliveries.map(toDelivery) } : { forwarded: forwarded.map(toForwardedCopy) })
+  ...(row.direction === "outbound"
+    ? { delivery: deliveries.map(toDelivery) }
+    : { forwarded: forwarded.map(toForwardedCopy), delivered_to: row.rcptTo })
 })

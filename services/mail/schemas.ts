@@ -169,6 +169,10 @@ export const Email = Schema.Struct({
   }),
   forwarded: Schema.optional(Schema.Array(ForwardedCopy)).annotations({
     description: "Received emails only: its copies to the mailbox's forwarding addresses, one per address (none when it was not forwarded)"
+  }),
+  delivered_to: Schema.optional(Schema.String).annotations({
+    description: "Received emails only: the address it was delivered to (the envelope's recipient), which its To and Cc may not name: " +
+      "a Bcc, a list, a subaddress, an address a custom domain's catch-all took"
   })
 }).annotations({ identifier: "Email" })
 export type Email = typeof Email.Type

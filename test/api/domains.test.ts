@@ -420,6 +420,19 @@ describe("a domain's catch-all", () => {
     await send(`Invoices+March@${domain.domain_name}`, "To an address nobody has")
     const [caught] = await inbox(user, shared.mailbox_id, 1)
     expect(caught).toMatchObject({ subject: "To an address nobody has", to: [`Invoices+March@${domain.domain_name}`], mailbox_id: shared.mailbox_id })
+    // A Bcc to such an address: its To names someone else, and the email says where it was delivered.
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+    await transport.sendMail({
+      from: "sender@example.com",
+      to: "someone@else.example",
+      envelope: { from: "sender@example.com", to: [`hidden@${domain.domain_name}`] },
+      subject: "Blind copy",
+      text: "Hello."
+    })
+    transport.close()
+    const blind = (await inbox(user, shared.mailbox_id, 2)).find((e) => e.subject === "Blind copy")!
+    const read = await keyed(user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: blind.email_id } } })
+    expect(read.data!.data).toMatchObject({ to: ["someone@else.example"], delivered_to: `hidden@${domain.domain_name}` })
     // A mailbox's own address still reaches it; a shared domain has no catch-all.
     await send(`front-desk@${domain.domain_name}`, "For the desk")
     expect((await inbox(user, desk.mailbox_id, 1))[0]!.subject).toBe("For the desk")
@@ -429,7 +442,7 @@ describe("a domain's catch-all", () => {
     const invoices = (await mailbox(user, "invoices", domain.domain_name)).data!.mailbox
     await send(`invoices@${domain.domain_name}`, "For the invoices mailbox")
     expect((await inbox(user, invoices.mailbox_id, 1))[0]!.subject).toBe("For the invoices mailbox")
-    expect((await inbox(user, shared.mailbox_id, 1)).map((e) => e.subject)).toEqual(["To an address nobody has"])
+    expect((await inbox(user, shared.mailbox_id, 2)).map((e) => e.subject)).toEqual(["Blind copy", "To an address nobody has"])
 
     // Off again (the dashboard's surface): refused again.
     const off = await asUser(user).PATCH("/api/domains/{id}", { ...domainPath(domain.domain_id), body: { catch_all_mailbox_id: null } })

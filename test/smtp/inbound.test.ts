@@ -163,8 +163,19 @@ const usage = async (user: User) => {
 const notFound = { success: false, error: expect.objectContaining({ code: "NOT_FOUND", message: expect.any(String) }) }
 
 /** The list/thread shape of an email: the full record without bodies, headers and attachments. */
-const summaryOf = <E extends { text: unknown; html: unknown; headers: unknown; attachments: unknown; extracted: unknown; forwarded?: unknown }>(email: E) => {
-  const { text: _text, html: _html, headers: _headers, attachments: _attachments, extracted: _extracted, forwarded: _forwarded, ...summary } = email
+const summaryOf = <
+  E extends { text: unknown; html: unknown; headers: unknown; attachments: unknown; extracted: unknown; forwarded?: unknown; delivered_to?: unknown }
+>(email: E) => {
+  const {
+    text: _text,
+    html: _html,
+    headers: _headers,
+    attachments: _attachments,
+    extracted: _extracted,
+    forwarded: _forwarded,
+    delivered_to: _deliveredTo,
+    ...summary
+  } = email
   return summary
 }
 
@@ -259,7 +270,8 @@ describe("inbound SMTP and reading mail", () => {
           content_id: null
         }],
         // The mailbox forwards nowhere (test/outbound/forwarding.test.ts).
-        forwarded: []
+        forwarded: [],
+        delivered_to: box.address
       })
       expect(email.headers.from).toContain(SENDER)
       expect(Date.now() - Date.parse(email.received_at)).toBeLessThan(5 * 60_000)

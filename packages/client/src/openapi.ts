@@ -4344,6 +4344,8 @@ export interface components {
             /** @description The Cc header's addresses (none: empty) */
             cc: string[];
             date: string;
+            /** @description Received emails only: the address it was delivered to (the envelope's recipient), which its To and Cc may not name: a Bcc, a list, a subaddress, an address a custom domain's catch-all took */
+            delivered_to?: string;
             /** @description Sent emails only: one entry per recipient (to, cc and bcc) */
             delivery?: components["schemas"]["Delivery"][];
             /** @enum {string} */
