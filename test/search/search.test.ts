@@ -100,7 +100,7 @@ describe("POST /v1/search", () => {
     const event = events.find((e) => e.data.email_id === ids.get("flight"))!
     expect(event.event).toBe("email.processed")
     const email = await withKey(server.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: ids.get("flight")! } } })
-    const { received_at: _r, size: _s, snippet: _n, text: _t, html: _h, headers: _hd, attachments: _a, forwarded: _f, ...fields } = email.data!.data
+    const { received_at: _r, size: _s, snippet: _n, text: _t, html: _h, headers: _hd, attachments: _a, forwarded: _f, delivered_to: _d, ...fields } = email.data!.data
     expect(event.data).toEqual({ ...fields, embedding_model: "use-lite", processing_ms: expect.any(Number) })
     expect(event.data.processing_ms).toBeGreaterThanOrEqual(0)
   })
