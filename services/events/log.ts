@@ -126,7 +126,7 @@ export class EventLog extends Effect.Service<EventLog>()("mailroom/EventLog", {
           AND (txid, seq) > (${after.txid}::xid8, ${after.seq}::bigint)
           AND txid < ${xmin}::xid8
           ${kinds} ${mailbox} ${mailboxes} ${labelled}
-        ORDER BY txid, seq
+        ORDER BY event_log.txid, event_log.seq -- the columns: bare names would be the text aliases above ("100" < "99")
         LIMIT ${limit}`.pipe(Effect.flatMap((found) => Effect.orDie(decodeRows(found))))
       const events = rows.map((row): LoggedEvent => ({
         eventId: row.eventId,
