@@ -39,6 +39,9 @@ export const subjects = {
   allOutboundMail: "mail.outbound.>",
   event: (kind: string) => `events.${kind}`,
   allEvents: "events.>",
+  /** Broadcast only (never stored): a mailbox stored mail it sent, for whoever waits for its mail (mail/arrivals.ts). */
+  mailSent: (mailboxId: string) => `signals.mail_sent.${mailboxId}`,
+  allMailSent: "signals.mail_sent.>",
   /** Broadcast only (never stored): an account's events are in the event log. */
   eventsLogged: (userId: string) => `signals.events_logged.${userId}`,
   allEventsLogged: "signals.events_logged.>"

@@ -1,7 +1,7 @@
 /**
  * Wait for mail (issue 17): an API node learns that a mailbox received an email, whichever worker
  * stored it, from the `email.received` events it hears on the bus (`Bus.listen`, fan-out to every
- * node). Hearing is best effort, so a waiter never trusts it alone: it subscribes first, then asks
+ * node), and that it sent one from the `mail_sent` signal the node that stored it broadcasts. Hearing is best effort, so a waiter never trusts it alone: it subscribes first, then asks
  * the database, and asks again after every event for its mailbox, so an email stored between the
  * first look and the subscription is not missed, and a lost event costs at most the wait. When the
  * process begins to shut down, every wait ends at once with the answer it has.
@@ -24,6 +24,9 @@ export class MailArrivals extends Effect.Service<MailArrivals>()("mailroom/MailA
         const event = decodeReceived(decodeJson(message.data))
         return event._tag === "Some" ? PubSub.publish(heard, event.value.data.mailbox_id) : Effect.void
       }).pipe(Effect.catchAllDefect(() => Effect.void), Effect.asVoid))
+    // And mail a mailbox sends, once stored (its sent mail is its mail too): the mailbox is the subject's last token.
+    yield* bus.listen(subjects.allMailSent, (message) =>
+      Effect.asVoid(PubSub.publish(heard, message.subject.slice(subjects.mailSent("").length))))
 
     /**
      * Run `look` until `found` says its answer has what the caller waits for, or `timeout` passes:

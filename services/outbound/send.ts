@@ -552,6 +552,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
             Effect.annotateLogs({ email_id: send.email.emailId, mailbox_id: mailboxId, recipients: send.recipients.length })
           )
         }
+        // A wait for the mailbox's mail (mail/arrivals.ts) answers with it at once, as it does for mail received.
+        yield* bus.broadcast(subjects.mailSent(mailboxId), new Uint8Array())
         return stored
       })
 

@@ -258,6 +258,22 @@ describe("waiting for mail", () => {
     expect(answered - accepted).toBeLessThan(5_000)
   })
 
+  it("a list with wait answers as soon as the mailbox sends mail too (its sent mail is its mail)", async () => {
+    const latest = (await waitList({})).data!.data[0]!.email_id
+    const colleague = await newBox(suite.url, { user: box.user })
+    const waiting = waitList({ wait: "20", after: latest })
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const sent = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { to: [colleague.address], subject: "Sent while waiting", text: "Hello" }
+    })
+    expect(sent.response.status).toBe(202)
+    const accepted = Date.now()
+    const { data } = await waiting
+    expect(data?.data.map((email) => [email.subject, email.direction])).toEqual([["Sent while waiting", "outbound"]])
+    expect(Date.now() - accepted).toBeLessThan(5_000)
+  })
+
   it("answers an empty page when the wait ends with nothing newer, and at once when there is", async () => {
     const latest = (await waitList({})).data!.data[0]!.email_id
     const started = Date.now()
