@@ -109,7 +109,7 @@ export const SendInput = Schema.Struct({
   subject: Schema.optional(oneLine(Schema.String).pipe(Schema.maxLength(998))),
   reply_to: Schema.optional(AddressInput),
   ...BodyFields
-}).annotations({ identifier: "SendInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "SendInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type SendInput = typeof SendInput.Type
 
 /** The most messages one batch sends. */
@@ -120,7 +120,7 @@ export const SendBatchInput = Schema.Struct({
     Schema.minItems(1, { message: () => "must list at least one message" }),
     Schema.maxItems(MAX_BATCH, { message: () => `must list at most ${MAX_BATCH} messages` })
   ).annotations({ description: `The messages, each as a send's body: at most ${MAX_BATCH}` })
-}).annotations({ identifier: "SendBatchInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "SendBatchInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type SendBatchInput = typeof SendBatchInput.Type
 
 /** A reply's body; its recipients come from the original (cc and bcc add more). */
@@ -128,7 +128,7 @@ export const ReplyInput = Schema.Struct({
   cc: Schema.optional(Recipients).annotations({ description: "More recipients, besides those the reply goes to" }),
   bcc: Schema.optional(Recipients),
   ...BodyFields
-}).annotations({ identifier: "ReplyInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "ReplyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type ReplyInput = typeof ReplyInput.Type
 
 export const ForwardInput = Schema.Struct({
@@ -136,7 +136,7 @@ export const ForwardInput = Schema.Struct({
   cc: Schema.optional(Recipients),
   bcc: Schema.optional(Recipients),
   ...BodyFields
-}).annotations({ identifier: "ForwardInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "ForwardInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type ForwardInput = typeof ForwardInput.Type
 
 /**
@@ -179,7 +179,7 @@ export const DraftInput = Schema.Struct({
   send_at: Schema.optional(Schema.NullOr(Instant)).annotations({
     description: "Send automatically at this time; null or absent: only when sent explicitly"
   })
-}).annotations({ identifier: "DraftInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "DraftInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type DraftInput = typeof DraftInput.Type
 
 /** What a draft holds of a send request (stored as JSON). */
@@ -293,7 +293,7 @@ export type Suppression = typeof Suppression.Type
 /** POST /suppressions: an address the account stops sending to (a person asked it to, say). */
 export const SuppressionInput = Schema.Struct({
   address: Address.annotations({ description: "The address no longer to send to (any case; kept lower-cased)" })
-}).annotations({ identifier: "SuppressionInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "SuppressionInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type SuppressionInput = typeof SuppressionInput.Type
 
 /** What the drafts and suppressions lists sort by (`sort=<field>:<asc|desc>`; newest first by default). */
@@ -323,7 +323,7 @@ export const AutoReplyInput = Schema.Struct({
   }),
   starts_at: Schema.optional(Schema.NullOr(Instant)).annotations({ description: "Answer mail received from this time; null: from now" }),
   ends_at: Schema.optional(Schema.NullOr(Instant)).annotations({ description: "Answer mail received until this time; null: until turned off" })
-}).annotations({ identifier: "AutoReplyInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "AutoReplyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type AutoReplyInput = typeof AutoReplyInput.Type
 
 export const AutoReply = Schema.Struct({

@@ -1350,7 +1350,11 @@ describe("refusals", () => {
     [{ to: "a@partner.test", text: "x" }, { to: "must be a list" }],
     [{ to: ["a@partner.test"], subject: 5, text: "x" }, { subject: "must be a string" }],
     [{ to: ["a@partner.test"], text: "x", headers: ["X-Note"] }, { headers: "must be an object" }],
-    [{ to: ["a@partner.test"], subject: "s".repeat(5_000), text: "x" }, { subject: "must be a string at most 998 character(s) long" }]
+    [{ to: ["a@partner.test"], subject: "s".repeat(5_000), text: "x" }, { subject: "must be a string at most 998 character(s) long" }],
+    // A field a send does not have is refused, not dropped: send_at here would have sent the message now.
+    [{ to: ["a@partner.test"], text: "x", send_at: "2030-01-01T00:00:00Z" }, {
+      send_at: "is not a field here; the fields are to, cc, bcc, subject, reply_to, text, html, attachments, headers, list_unsubscribe"
+    }]
   ])("refuses %j: 400 VALIDATION_ERROR with details %j", async (body, details) => {
     const answer = await send(mailroom, box, body)
     expect(answer.response.status).toBe(400)
