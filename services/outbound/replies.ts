@@ -12,12 +12,13 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import addressparser from "nodemailer/lib/addressparser"
-import { NotFound } from "../errors.ts"
+import { NotFound, ValidationError } from "../errors.ts"
 import { escapeHtml } from "../html.ts"
 import { routingForm } from "../mail/inbound.ts"
+import { textFromHtml } from "../mail/parse.ts"
 import { firstHeader, Headers } from "../mail/schemas.ts"
 import type { NamedAddress } from "./compose.ts"
-import type { AttachmentInput, DraftContent, ForwardInput, ReplyInput } from "./schemas.ts"
+import { type AttachmentInput, type DraftContent, type ForwardInput, MAX_ATTACHMENTS, type ReplyInput } from "./schemas.ts"
 import { type Idempotency, named, Outbound, type OutgoingMessage } from "./send.ts"
 
 /** Mail clients keep References bounded; the first id (the conversation's root) and the latest ones matter. */
@@ -190,8 +191,17 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         content: Buffer.from(a.content).toString("base64"),
         ...(a.contentId ? { content_id: a.contentId.replace(/^<|>$/g, "") } : {})
       }))
+      const added = input.attachments ?? []
+      if (carried.length + added.length > MAX_ATTACHMENTS) {
+        return yield* ValidationError.field(
+          "attachments",
+          `must list at most ${MAX_ATTACHMENTS - carried.length} attachments: the email forwarded carries ${carried.length} of the ${MAX_ATTACHMENTS} a message may have`
+        )
+      }
       const header = quoteHeader(found)
-      const text = [input.text ?? "", "", ...header, "", found.textBody].join("\n").replace(/^\n+/, "")
+      // A note written in HTML alone is in the plain-text part too, as a reader of that part sees it.
+      const note = input.text ?? (input.html === undefined ? "" : textFromHtml(input.html))
+      const text = [note, "", ...header, "", found.textBody].join("\n").replace(/^\n+/, "")
       const html = input.html !== undefined || found.htmlBody !== null
         ? `${input.html ?? (input.text ? `<p>${escapeHtml(input.text)}</p>` : "")}<br><div>${header.map(escapeHtml).join("<br>")}</div><br>${
           found.htmlBody ?? `<pre>${escapeHtml(found.textBody)}</pre>`
@@ -204,7 +214,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         subject: input.subject ?? prefixed("Fwd", found.subject),
         text,
         html,
-        attachments: [...carried, ...(input.attachments ?? [])],
+        attachments: [...carried, ...added],
         headers: input.headers ?? {},
         listUnsubscribe: input.list_unsubscribe === true,
         references: referencesFor(found)

@@ -1007,6 +1007,23 @@ describe("reply all and forward", () => {
     expect(fwdParsed.text).toContain(`Subject: Figures\nTo: Ada, the agent <${box.address}>\nCc: ${watcher}\n`)
     expect(fwdParsed.text).toContain("See the figures.")
     expect(fwdParsed.attachments.map((a) => [a.filename, a.content.equals(csv)])).toEqual([["q3.csv", true]])
+
+    // A note written in HTML alone is in the plain-text part too.
+    const htmlNote = await mailroom.POST("/v1/api/emails/{emailId}/forward", {
+      params: { path: { emailId: received.email_id } },
+      body: { to: [`${fresh("fwd")}@partner.test`], html: "<p>See <b>below</b></p>" }
+    })
+    expect(htmlNote.response.status).toBe(202)
+    const htmlParsed = await simpleParser((await arrived(htmlNote.data!.data.message_id)).raw)
+    expect(htmlParsed.text).toMatch(/^See below\s+---------- Forwarded message/)
+    // The attachments it carries count towards the message's 100.
+    const crowded = await mailroom.POST("/v1/api/emails/{emailId}/forward", {
+      params: { path: { emailId: received.email_id } },
+      body: { to: [`${fresh("fwd")}@partner.test`], text: "x", attachments: Array.from({ length: 100 }, (_, i) => ({ filename: `${i}.txt`, content: "aGk=" })) }
+    })
+    expect([crowded.response.status, crowded.error?.error.details]).toEqual([400, {
+      attachments: "must list at most 99 attachments: the email forwarded carries 1 of the 100 a message may have"
+    }])
   })
 
   it("reply-all leaves out the address the email came to when the mailbox has been renamed since, and its subaddresses", async () => {
