@@ -173,9 +173,13 @@ const DraftFields = {
 
 export const DraftInput = Schema.Struct({
   ...DraftFields,
-  in_reply_to: Schema.optional(Schema.String).annotations({ description: "The id of an email of this mailbox the draft replies to" }),
+  in_reply_to: Schema.optional(Schema.NullOr(Schema.String)).annotations({
+    description: "The id of an email of this mailbox the draft replies to; null on an update: a reply no more"
+  }),
   reply_all: Schema.optional(Schema.Boolean).annotations({ description: "With in_reply_to: reply to everyone on the email" }),
-  forward_of: Schema.optional(Schema.String).annotations({ description: "The id of an email of this mailbox the draft forwards" }),
+  forward_of: Schema.optional(Schema.NullOr(Schema.String)).annotations({
+    description: "The id of an email of this mailbox the draft forwards; null on an update: a forward no more"
+  }),
   send_at: Schema.optional(Schema.NullOr(Instant)).annotations({
     description: "Send automatically at this time; null or absent: only when sent explicitly"
   })

@@ -1119,6 +1119,14 @@ describe("drafts", () => {
     expect(removed.data?.data).toEqual({ draft_id: draft.draft_id, deleted: true, email_id: sent.data!.data.email_id })
     expect((await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: sent.data!.data.email_id } } })).response.status).toBe(200)
     expect((await drafts.get(draft.draft_id)).response.status).toBe(404)
+
+    // A reply draft made a plain one again (null), and back.
+    const answering = (await drafts.create({ in_reply_to: sent.data!.data.email_id, text: "Follow-up" })).data!.data
+    expect(answering.in_reply_to).toBe(sent.data!.data.email_id)
+    const plain = await drafts.update(answering.draft_id, { in_reply_to: null, to: [to] })
+    expect(plain.data?.data).toMatchObject({ in_reply_to: null, forward_of: null, to: [to] })
+    expect((await drafts.update(answering.draft_id, { forward_of: sent.data!.data.email_id })).data?.data)
+      .toMatchObject({ in_reply_to: null, forward_of: sent.data!.data.email_id })
   })
 
   it("lists drafts and suppressions in the order sort asks for; an unknown field is 400 naming the fields", async () => {

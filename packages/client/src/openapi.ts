@@ -4309,16 +4309,16 @@ export interface components {
             attachments?: components["schemas"]["AttachmentInput"][];
             bcc?: components["schemas"]["AddressInput"][];
             cc?: components["schemas"]["AddressInput"][];
-            /** @description The id of an email of this mailbox the draft forwards */
-            forward_of?: string;
+            /** @description The id of an email of this mailbox the draft forwards; null on an update: a forward no more */
+            forward_of?: string | null;
             /** @description Custom headers, X-* names only */
             headers?: {
                 [key: string]: string;
             };
             /** @description HTML body */
             html?: string;
-            /** @description The id of an email of this mailbox the draft replies to */
-            in_reply_to?: string;
+            /** @description The id of an email of this mailbox the draft replies to; null on an update: a reply no more */
+            in_reply_to?: string | null;
             /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
             list_unsubscribe?: boolean;
             /** @description With in_reply_to: reply to everyone on the email */
