@@ -18,7 +18,7 @@
 import { Either } from "effect"
 import ICAL from "ical.js"
 import type { Attendee, EventTime, Invitation, ParticipationStatus, Party, ResponseStatus } from "./schemas.ts"
-import { fromWallTime, isTimeZone, vtimezoneLines, wallTime } from "./time-zones.ts"
+import { fromWallTime, isRealWallTime, isTimeZone, vtimezoneLines, wallTime } from "./time-zones.ts"
 
 // ical.js cuts a long line every 75 octets and then puts the continuation's space in front, making
 // 76-octet lines; RFC 5545 §3.1 wants at most 75 with it. Its setting is read as it writes.
@@ -45,9 +45,8 @@ const timesExist = (text: string): boolean => {
     for (const value of line.slice(line.indexOf(":", line.search(/[;:]/)) + 1).split(",")) {
       const m = /^(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})Z?)?$/i.exec(value.trim())
       if (m === null) continue // a period (RDATE) or a form ical.js refuses by itself
-      const [year, month, day, hour = 0, minute = 0, second = 0] = m.slice(1).map((field) => Number(field ?? 0))
-      const days = new Date(Date.UTC(year!, month!, 0)).getUTCDate()
-      if (month! < 1 || month! > 12 || day! < 1 || day! > days || hour > 23 || minute > 59 || second > 60) return false
+      const [year, month, day, hour, minute, second] = m.slice(1).map((field) => Number(field ?? 0)) as [number, number, number, number, number, number]
+      if (!isRealWallTime({ year, month, day, hour, minute, second }, { leapSecond: true })) return false
     }
   }
   return true

@@ -41,6 +41,17 @@ export interface WallTime {
   readonly second: number
 }
 
+/**
+ * Whether a wall time's fields name one that exists: Date.parse and ical.js roll 30 February over into
+ * March and 24:00 into the next day, which nobody who wrote them meant. `leapSecond`: a :60 is allowed
+ * (iCalendar's times may have one).
+ */
+export const isRealWallTime = (wall: WallTime, options?: { readonly leapSecond?: boolean }): boolean => {
+  const daysInMonth = new Date(Date.UTC(wall.year, wall.month, 0)).getUTCDate()
+  return wall.month >= 1 && wall.month <= 12 && wall.day >= 1 && wall.day <= daysInMonth && wall.hour <= 23 &&
+    wall.minute <= 59 && wall.second <= (options?.leapSecond ? 60 : 59)
+}
+
 /** The wall-clock time in `zone` at the UTC moment `utc` (milliseconds). */
 export const wallTime = (zone: string, utc: number): WallTime => {
   const parts = formatterOf(zone).formatToParts(new Date(utc))

@@ -5,6 +5,7 @@
  */
 import { Schema } from "effect"
 import { domainToASCII } from "node:url"
+import { isRealWallTime } from "../invitations/time-zones.ts"
 
 /** The most recipients (to, cc and bcc together) one message may have. */
 export const MAX_RECIPIENTS = 50
@@ -139,17 +140,12 @@ export const ForwardInput = Schema.Struct({
 }).annotations({ identifier: "ForwardInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type ForwardInput = typeof ForwardInput.Type
 
-/**
- * Whether `value` is an ISO 8601 time with a zone whose fields name a real moment: Date.parse rolls
- * 2026-02-30 over to 2 March, and a meeting asked for a day that does not exist must be refused.
- */
+/** Whether `value` is an ISO 8601 time with a zone whose fields name a real moment (no 2026-02-30, no 24:00). */
 const isRealTime = (value: string): boolean => {
   const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2}))$/.exec(value)
   if (m === null) return false
   const [year, month, day, hour, minute, second = 0, offsetHours = 0, offsetMinutes = 0] = m.slice(1).map((f) => f === undefined ? undefined : Number(f))
-  const daysInMonth = new Date(Date.UTC(year!, month!, 0)).getUTCDate()
-  return month! >= 1 && month! <= 12 && day! >= 1 && day! <= daysInMonth && hour! <= 23 && minute! <= 59 && second <= 59 &&
-    offsetHours <= 23 && offsetMinutes <= 59
+  return isRealWallTime({ year: year!, month: month!, day: day!, hour: hour!, minute: minute!, second }) && offsetHours <= 23 && offsetMinutes <= 59
 }
 
 /** An ISO 8601 time with its offset, as `send_at` is written. */

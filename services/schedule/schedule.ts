@@ -120,8 +120,7 @@ const wallMoment = (zone: string, dateTime: string) =>
   })
 
 /** Midnight of a day (YYYY-MM-DD) in `zone`. */
-const dayStart = (zone: string, date: string) =>
-  fromWallTime(zone, { year: Number(date.slice(0, 4)), month: Number(date.slice(5, 7)), day: Number(date.slice(8, 10)), hour: 0, minute: 0, second: 0 })
+const dayStart = (zone: string, date: string) => wallMoment(zone, `${date}T00:00:00`)
 
 export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
   effect: Effect.gen(function*() {
