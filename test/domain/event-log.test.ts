@@ -1,7 +1,9 @@
 /**
  * The event log (services/events/log.ts) read in pages, as a resumed event stream reads it: every event
  * once, in the order it was logged, whatever the digits of its position (a text order would put seq
- * 1000 before 999 and a page's cursor past events not yet read).
+ * 1000 before 999 and a page's cursor past events not yet read). Embedded run only (vitest.config.ts): the
+ * statement is the same on PostgreSQL, where other suites' transactions on the shared server would hold
+ * the horizon below these events.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
