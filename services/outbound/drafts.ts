@@ -69,7 +69,13 @@ const draftNotFound = (draftId: string) => new NotFound({ message: "Draft not fo
 /** The send-request part of a draft input (what `content` stores). */
 const contentOf = (input: DraftInput): DraftContent => {
   const { forward_of: _f, in_reply_to: _i, reply_all: _r, send_at: _s, ...content } = input
-  return content
+  return Object.fromEntries(Object.entries(content).filter(([, value]) => value !== null)) as DraftContent
+}
+
+/** The content fields an update sets to null: removed from the draft. */
+const clearedBy = (input: DraftInput): ReadonlyArray<string> => {
+  const { forward_of: _f, in_reply_to: _i, reply_all: _r, send_at: _s, ...content } = input
+  return Object.keys(content).filter((name) => content[name as keyof typeof content] === null)
 }
 
 export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
@@ -195,7 +201,8 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       const inReplyTo = input.in_reply_to !== undefined ? input.in_reply_to : current.inReplyTo
       const forwardOf = input.forward_of !== undefined ? input.forward_of : current.forwardOf
       yield* checkLinks(userId, mailboxId, inReplyTo, forwardOf)
-      const content = { ...current.content, ...contentOf(input) }
+      const kept = Object.fromEntries(Object.entries(current.content).filter(([name]) => !clearedBy(input).includes(name)))
+      const content: DraftContent = { ...kept, ...contentOf(input) }
       yield* checkSize(userId, content, draftId)
       const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
       const rows = yield* sql`

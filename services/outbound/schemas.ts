@@ -92,13 +92,16 @@ const ListUnsubscribe = Schema.optional(Schema.Boolean).annotations({
     "send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer"
 })
 
+const Attachments = Schema.Array(AttachmentInput).pipe(
+  Schema.maxItems(MAX_ATTACHMENTS, { message: () => `must list at most ${MAX_ATTACHMENTS} attachments` })
+)
+const DraftSubject = oneLine(Schema.String).pipe(Schema.maxLength(998))
+
 /** What every outgoing message may carry besides its recipients and subject. */
 export const BodyFields = {
   text: Schema.optional(Schema.String).annotations({ description: "Plain-text body" }),
   html: Schema.optional(Schema.String).annotations({ description: "HTML body" }),
-  attachments: Schema.optional(
-    Schema.Array(AttachmentInput).pipe(Schema.maxItems(MAX_ATTACHMENTS, { message: () => `must list at most ${MAX_ATTACHMENTS} attachments` }))
-  ),
+  attachments: Schema.optional(Attachments),
   headers: Schema.optional(CustomHeaders).annotations({ description: "Custom headers, X-* names only" }),
   list_unsubscribe: ListUnsubscribe
 }
@@ -160,15 +163,29 @@ const DraftFields = {
   to: Schema.optional(Recipients),
   cc: Schema.optional(Recipients),
   bcc: Schema.optional(Recipients),
-  subject: Schema.optional(oneLine(Schema.String).pipe(Schema.maxLength(998))).annotations({
+  subject: Schema.optional(DraftSubject).annotations({
     description: "For a reply or forward, the original's subject with Re:/Fwd: when left out"
   }),
   reply_to: Schema.optional(AddressInput),
   ...BodyFields
 }
 
+/** On an update a content field set to null is removed (a reply_to, the HTML part, the cc list); on a create it is absence. */
+const cleared = "; null on an update removes it"
+
 export const DraftInput = Schema.Struct({
-  ...DraftFields,
+  to: Schema.optional(Schema.NullOr(Recipients)).annotations({ description: `Recipients${cleared}` }),
+  cc: Schema.optional(Schema.NullOr(Recipients)).annotations({ description: `Copied recipients${cleared}` }),
+  bcc: Schema.optional(Schema.NullOr(Recipients)).annotations({ description: `Recipients not shown in the message's headers${cleared}` }),
+  subject: Schema.optional(Schema.NullOr(DraftSubject)).annotations({
+    description: `For a reply or forward, the original's subject with Re:/Fwd: when left out${cleared}`
+  }),
+  reply_to: Schema.optional(Schema.NullOr(AddressInput)).annotations({ description: `Where replies should go${cleared}` }),
+  text: Schema.optional(Schema.NullOr(Schema.String)).annotations({ description: `Plain-text body${cleared}` }),
+  html: Schema.optional(Schema.NullOr(Schema.String)).annotations({ description: `HTML body${cleared}` }),
+  attachments: Schema.optional(Schema.NullOr(Attachments)).annotations({ description: `Files to attach${cleared}` }),
+  headers: Schema.optional(Schema.NullOr(CustomHeaders)).annotations({ description: `Custom headers, X-* names only${cleared}` }),
+  list_unsubscribe: Schema.optional(Schema.NullOr(Schema.Boolean)).annotations({ description: `Offer one-click unsubscribe (as on a send)${cleared}` }),
   in_reply_to: Schema.optional(Schema.NullOr(Schema.String)).annotations({
     description: "The id of an email of this mailbox the draft replies to; null on an update: a reply no more"
   }),

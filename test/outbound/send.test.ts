@@ -1127,6 +1127,13 @@ describe("drafts", () => {
     expect(plain.data?.data).toMatchObject({ in_reply_to: null, forward_of: null, to: [to] })
     expect((await drafts.update(answering.draft_id, { forward_of: sent.data!.data.email_id })).data?.data)
       .toMatchObject({ in_reply_to: null, forward_of: sent.data!.data.email_id })
+
+    // A content field set to null is removed: the HTML part, the reply-to and the copies go; the rest stays.
+    const full = (await drafts.create({ to: [to], cc: [to], reply_to: to, subject: "Both", text: "Plain", html: "<p>Rich</p>" })).data!.data
+    const trimmed = (await drafts.update(full.draft_id, { html: null, reply_to: null, cc: null })).data!.data
+    expect(trimmed).toMatchObject({ to: [to], subject: "Both", text: "Plain" })
+    expect(["html", "reply_to", "cc"].filter((field) => field in trimmed)).toEqual([])
+    expect((await drafts.get(full.draft_id)).data!.data).toEqual(trimmed)
   })
 
   it("lists drafts and suppressions in the order sort asks for; an unknown field is 400 naming the fields", async () => {

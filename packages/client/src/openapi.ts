@@ -4302,38 +4302,36 @@ export interface components {
             updated_at: string;
         };
         DraftInput: {
-            /**
-             * maxItems(100)
-             * @description an array of at most 100 item(s)
-             */
-            attachments?: components["schemas"]["AttachmentInput"][];
-            bcc?: components["schemas"]["AddressInput"][];
-            cc?: components["schemas"]["AddressInput"][];
+            /** @description Files to attach; null on an update removes it */
+            attachments?: components["schemas"]["AttachmentInput"][] | null;
+            /** @description Recipients not shown in the message's headers; null on an update removes it */
+            bcc?: components["schemas"]["AddressInput"][] | null;
+            /** @description Copied recipients; null on an update removes it */
+            cc?: components["schemas"]["AddressInput"][] | null;
             /** @description The id of an email of this mailbox the draft forwards; null on an update: a forward no more */
             forward_of?: string | null;
-            /** @description Custom headers, X-* names only */
+            /** @description Custom headers, X-* names only; null on an update removes it */
             headers?: {
                 [key: string]: string;
-            };
-            /** @description HTML body */
-            html?: string;
+            } | null;
+            /** @description HTML body; null on an update removes it */
+            html?: string | null;
             /** @description The id of an email of this mailbox the draft replies to; null on an update: a reply no more */
             in_reply_to?: string | null;
-            /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
-            list_unsubscribe?: boolean;
+            /** @description Offer one-click unsubscribe (as on a send); null on an update removes it */
+            list_unsubscribe?: boolean | null;
             /** @description With in_reply_to: reply to everyone on the email */
             reply_all?: boolean;
-            reply_to?: components["schemas"]["AddressInput"];
+            /** @description Where replies should go; null on an update removes it */
+            reply_to?: components["schemas"]["AddressInput"] | null;
             /** @description Send automatically at this time; null or absent: only when sent explicitly */
             send_at?: string | null;
-            /**
-             * maxLength(998)
-             * @description For a reply or forward, the original's subject with Re:/Fwd: when left out
-             */
-            subject?: string;
-            /** @description Plain-text body */
-            text?: string;
-            to?: components["schemas"]["AddressInput"][];
+            /** @description For a reply or forward, the original's subject with Re:/Fwd: when left out; null on an update removes it */
+            subject?: string | null;
+            /** @description Plain-text body; null on an update removes it */
+            text?: string | null;
+            /** @description Recipients; null on an update removes it */
+            to?: components["schemas"]["AddressInput"][] | null;
         };
         Email: {
             attachments: components["schemas"]["Attachment"][];

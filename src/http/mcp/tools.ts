@@ -760,8 +760,8 @@ export const tools = [
     name: "update_draft",
     reach: "args",
     description:
-      "Change a draft before it is sent: the fields given replace the draft's own, the rest stay (send_at null " +
-      "unschedules it). Refused (CONFLICT) once it is being sent or sent. Answers the draft as it now is.",
+      "Change a draft before it is sent: the fields given replace the draft's own, the rest stay (a field given as " +
+      "null is removed; send_at null unschedules it). Refused (CONFLICT) once it is being sent or sent. Answers the draft as it now is.",
     annotations: changing,
     input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft"), ...DraftInput.fields }),
     run: (principal, { mailbox_id, draft_id, ...changes }) =>
