@@ -14,22 +14,22 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Duration, Effect, Layer, Schedule, Schema } from "effect"
-import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
+import { Cause, Context, Duration, Effect, Layer, Ref, Schedule, Schema } from "effect"
+import { Bus, type BusError, type BusMessage, decodeJson, defaultRetryDelay, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { AttachmentTexts } from "../mail/attachment-texts.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
-import { DependencyHealth } from "../health/dependency-health.ts"
+import { classify, DependencyHealth } from "../health/dependency-health.ts"
 import { chunkText, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
-import { groupCommit, groupCommitIsolated } from "../batching.ts"
+import { groupCommitIsolated } from "../batching.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
-import { queuedForEmbedding } from "./metrics.ts"
+import { abandonedIndexing, queuedForEmbedding } from "./metrics.ts"
 
 const PURGE_BATCH = 500
 /**
@@ -43,6 +43,15 @@ const INDEX_BATCH = 32
 const EMBED_CALLS_IN_FLIGHT = 2
 /** How often deleted mailboxes' search data is looked for. */
 const PURGE_EVERY = "10 minutes"
+
+/**
+ * How the index actor retries an email whose indexing failed: the bus offers it again after
+ * `retryDelay`; after `giveUpAfter` deliveries that failed while other mail was indexed, the email is
+ * given up on (see IndexerLive). Tests shorten both.
+ */
+export class IndexRetries extends Context.Reference<IndexRetries>()("mailroom/IndexRetries", {
+  defaultValue: () => ({ retryDelay: defaultRetryDelay, giveUpAfter: 10 })
+}) {}
 
 export const emailProcessedEventId = (emailId: string) => `email.processed:${emailId}`
 
@@ -127,9 +136,10 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
 
     /**
      * Embed one email's chunks, batched with the other emails being indexed at the same moment
-     * (group commit, services/batching.ts): a lone email goes at once, a burst shares calls.
+     * (group commit, services/batching.ts): a lone email goes at once, a burst shares calls. A call
+     * the embedder refuses is made again an email at a time, so an email it cannot embed fails alone.
      */
-    const embedChunks = yield* groupCommit({
+    const embedChunks = yield* groupCommitIsolated({
       maxBatch: EMBED_BATCH_EMAILS,
       parallel: EMBED_CALLS_IN_FLIGHT,
       run: (emails: ReadonlyArray<ReadonlyArray<string>>) =>
@@ -327,8 +337,15 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
 
 /**
  * The index actor: consumes `events.email.received` while the worker runs. At start it says how
- * much mail is not searchable with the current model (a changed EMBEDDING_MODEL or embedder, or
- * mail from before search), which `mailroom reindex` fixes.
+ * much mail is not searchable with the current model (a changed EMBEDDING_MODEL or embedder, mail
+ * from before search, or mail it gave up on), which `mailroom reindex` fixes.
+ *
+ * An email whose indexing fails is offered again by the bus, backing off, for as long as the failure
+ * is everyone's (an outage: nothing is indexed meanwhile). One that keeps failing on its own (its
+ * `giveUpAfter`th delivery failed, the failure a fault rather than an unreachable dependency, and
+ * other mail was indexed since its first failure) is given up on: logged with the reason, counted
+ * (`mailroom_index_abandoned_total`) and acknowledged. It stays stored and readable, only not
+ * searchable, and is not announced as processed; `mailroom reindex` tries it again.
  */
 export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
@@ -340,6 +357,37 @@ export const IndexerLive = Layer.scopedDiscard(
     // Behind the SMTP node's accepting when both run here, unless the index stage is behind: while any
     // DATA is in flight, loaded loop or not, since embedding takes the other core (priority.ts).
     const turn = backgroundTurn("index", StageActivity.accepting)
+    const retries = yield* IndexRetries
+    /** When this process last indexed an email (or found it indexed): the indexer works then. */
+    const lastIndexed = yield* Ref.make(0)
+
+    /** At least how long ago a message on its `deliveries`th delivery first failed: the waits between. */
+    const sinceFirstFailure = (deliveries: number) => {
+      let millis = 0
+      for (let n = 1; n < deliveries; n++) millis += Duration.toMillis(retries.retryDelay(n))
+      return millis
+    }
+
+    /** Index an email; one that keeps failing on its own is given up on (above), any other failure is the bus's to retry. */
+    const indexOrGiveUp = (emailId: string, message: BusMessage) =>
+      index(emailId).pipe(
+        Effect.tap(() => Ref.set(lastIndexed, Date.now())),
+        Effect.catchAllCause((cause) =>
+          Effect.flatMap(Ref.get(lastIndexed), (last) =>
+            message.deliveryCount < retries.giveUpAfter || classify(cause)._tag !== "Fault" ||
+              last < Date.now() - sinceFirstFailure(message.deliveryCount)
+              ? Effect.failCause(cause)
+              : Effect.zipRight(
+                abandonedIndexing,
+                Effect.logError(
+                  `Gave up indexing email ${emailId} after ${message.deliveryCount} failed attempts while other mail was indexed; ` +
+                    "it is stored but not searchable until `mailroom reindex` embeds it",
+                  cause
+                )
+              ).pipe(Effect.as(undefined))
+          )
+        )
+      )
 
     const announce = (event: typeof ReceivedEvent.Type, processingMs: number) =>
       bus.publish(
@@ -360,8 +408,8 @@ export const IndexerLive = Layer.scopedDiscard(
         Effect.matchEffect({
           onFailure: (error) => Effect.logError("Dropping a malformed email.received event", { subject: message.subject, error }),
           onSuccess: (event) =>
-            Effect.flatMap(index(event.data.email_id), (result) =>
-              result.outcome === "gone" ? Effect.void : announce(event, result.processingMs))
+            Effect.flatMap(indexOrGiveUp(event.data.email_id, message), (result) =>
+              result === undefined || result.outcome === "gone" ? Effect.void : announce(event, result.processingMs))
         })
       )
 
@@ -370,7 +418,7 @@ export const IndexerLive = Layer.scopedDiscard(
       Effect.flatMap((ids) =>
         ids.length === 0 ? Effect.void : Effect.logWarning(
           `${ids.length} emails are not searchable by meaning with the embedding model ${model} (indexed with another model, ` +
-            "or received before search existed); run `npm run reindex` (mailroom reindex) to embed them"
+            "received before search existed, or given up on after failing); run `npm run reindex` (mailroom reindex) to embed them"
         )
       ),
       Effect.catchAll((error) => health.report("Could not check the search index against the embedding model", Cause.fail(error))),
@@ -393,12 +441,13 @@ export const IndexerLive = Layer.scopedDiscard(
       filter: subjects.allOutboundMail,
       concurrency,
       ackWait: Duration.seconds(20),
+      retryDelay: retries.retryDelay,
       handler: (message) =>
         !subjects.isSentMail(message.subject) ? Effect.void : Effect.try(() => decodeJson(message.data)).pipe(
           Effect.flatMap(Schema.decodeUnknown(OutboundJob)),
           Effect.matchEffect({
             onFailure: (error) => Effect.logError("Dropping a malformed outbound job", { subject: message.subject, error }),
-            onSuccess: (job) => Effect.asVoid(index(job.email_id))
+            onSuccess: (job) => Effect.asVoid(indexOrGiveUp(job.email_id, message))
           })
         )
     }))
@@ -407,6 +456,7 @@ export const IndexerLive = Layer.scopedDiscard(
       concurrency,
       // A crashed worker's events come back after this; a long embedding keeps its event with progress signals.
       ackWait: Duration.seconds(20),
+      retryDelay: retries.retryDelay,
       // A failure is logged (or, in an outage, counted) once, by the bus at the message boundary.
       handler: (message) => turn.pipe(Effect.zipRight(handle(message)), Effect.tap(() => StageActivity.handled("index")))
     }))

@@ -49,3 +49,11 @@ export const queuedForEmbedding = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     () => effect,
     () => Metric.incrementBy(embedderQueue, -1)
   )
+
+const indexAbandoned = Metric.counter("mailroom_index_abandoned_total", {
+  description: "Emails the indexer gave up on: they failed again and again while other mail was indexed (`mailroom reindex` tries them again)",
+  incremental: true
+})
+
+/** Count an email the indexer gave up on. */
+export const abandonedIndexing = Metric.increment(indexAbandoned)

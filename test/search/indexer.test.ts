@@ -9,13 +9,17 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schedule, TestServices } from "effect"
 import { createHash } from "node:crypto"
-import { Embedder } from "../../services/search/embedder.ts"
-import { Indexer } from "../../services/search/indexer.ts"
+import * as DocumentReader from "../../layers/document-reader.ts"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { Bus, encodeJson, subjects } from "../../services/bus/bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { Embedder, EmbedderError } from "../../services/search/embedder.ts"
+import { Indexer, IndexerLive, IndexRetries } from "../../services/search/indexer.ts"
 import { Vectors } from "../../services/search/vectors.ts"
 import { testDatabase } from "../support/database.ts"
-import { HASHED_DIMENSIONS, hashedVector, hashedWordsEmbedder, indexerWith } from "../support/search-services.ts"
+import { HASHED_DIMENSIONS, hashedVector, hashedWordsEmbedder, indexerWith, testVectorIndex } from "../support/search-services.ts"
 
 const fixtures = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -237,4 +241,79 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         expect(yield* vectors.count("usr_r")).toBe(1)
       }), indexerWith())
     }))
+
+  // On the live clock: the bus's waits between deliveries are real.
+  it.effect("gives up on an email that keeps failing alone while other mail is indexed; in an outage it retries everything", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_p', 'p@example.com', 'p@example.com', 'P', 'x')`
+      yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])}) ON CONFLICT DO NOTHING`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+                 VALUES ('mbx_p', 'usr_p', 'sender', 'agents.localhost', 'sender@agents.localhost')`
+      const email = (id: string, text: string) =>
+        sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+            VALUES (${id}, 'mbx_p', 'usr_p', ${`<${id}@test>`}, ${id}, 'Note', 'sender@agents.localhost', ${["y@example.com"]}, now(),
+                    now(), 'sender@agents.localhost', 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
+      yield* email("eml_poison", "A poison text the embedder refuses.")
+      for (const id of ["eml_fine", "eml_later", "eml_outage"]) yield* email(id, "An ordinary note.")
+
+      // The embedder refuses any call holding the poison text, and every call while `down`.
+      let down = false
+      const calls: Array<string> = []
+      const embedder = Layer.succeed(Embedder, {
+        model: "words-poison",
+        dimensions: HASHED_DIMENSIONS,
+        maxInputChars: 2_000,
+        embed: (texts) =>
+          Effect.suspend(() => {
+            calls.push(...texts)
+            return down || texts.some((text) => text.includes("poison"))
+              ? Effect.fail(new EmbedderError({ message: "The embedder refused the input" }))
+              : Effect.succeed(texts.map(hashedVector))
+          })
+      })
+      const retries = Layer.succeed(IndexRetries, IndexRetries.of({ retryDelay: () => Duration.millis(100), giveUpAfter: 4 }))
+      const actor = IndexerLive.pipe(
+        Layer.provide(Vectors.Default),
+        Layer.provide(Layer.mergeAll(embedder, testVectorIndex, DocumentReader.layer, retries)),
+        Layer.provideMerge(MemoryBus.layer),
+        Layer.provideMerge(DependencyHealth.Default)
+      )
+      const indexed = (id: string) => Effect.map(sql`SELECT 1 FROM search_documents WHERE email_id = ${id}`, (rows) => rows.length === 1)
+      const attemptsOn = (id: string) => calls.filter((text) => text.includes(id === "eml_poison" ? "poison" : "ordinary")).length
+      const until = <E, R>(check: Effect.Effect<boolean, E, R>) =>
+        Effect.repeat(check, { until: (done) => done, schedule: Schedule.spaced("50 millis") }).pipe(Effect.timeout("15 seconds"))
+
+      yield* Effect.scoped(Effect.gen(function*() {
+        const context = yield* Layer.build(actor)
+        const bus = Context.get(context, Bus)
+        const sent = (id: string) => bus.publish(subjects.outboundMail(id), encodeJson({ email_id: id, domain: "example.com" }), { msgId: `job:${id}` })
+        const settled = Effect.map(
+          bus.lag({ name: "index-sent", stream: "mail", filter: subjects.allOutboundMail }),
+          (lag) => Option.exists(lag, ({ inFlight, pending }) => inFlight === 0 && pending === 0)
+        )
+        // Sent at once: they share the embedder's call, which is made again an email at a time, so the fine one is indexed at once.
+        yield* Effect.all([sent("eml_poison"), sent("eml_fine")], { concurrency: "unbounded" })
+        yield* until(indexed("eml_fine"))
+        // Mail indexed after the poison's first failure: the indexer works, the poison is given up on its 4th delivery.
+        yield* Effect.sleep("150 millis")
+        yield* sent("eml_later")
+        yield* until(Effect.zipWith(indexed("eml_later"), settled, (a, b) => a && b))
+        expect(yield* indexed("eml_poison")).toBe(false)
+        expect(attemptsOn("eml_poison")).toBe(4)
+
+        // An outage (every call refused): nothing is given up, however often it fails; once it ends, the email is indexed.
+        down = true
+        calls.length = 0
+        yield* sent("eml_outage")
+        yield* until(Effect.sync(() => attemptsOn("eml_outage") >= 7))
+        expect(yield* settled).toBe(false)
+        down = false
+        yield* until(indexed("eml_outage"))
+      }))
+      // What it gave up on is what `mailroom reindex` embeds.
+      expect(yield* Effect.provide(Effect.flatMap(Indexer, (indexer) => indexer.stale()), indexerWith(hashedWordsEmbedder("words-poison"))))
+        .toContain("eml_poison")
+    }).pipe(TestServices.provideLive))
 })
