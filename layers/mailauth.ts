@@ -93,6 +93,8 @@ interface Essentials {
 /** The verdicts of mailauth's result for the message of `envelope`. */
 const verdictOf = (result: Essentials, envelope: Envelope): Authentication => {
   const fromHeader = result.dkim.headerFrom
+  // DMARC needs one author (RFC 7489 §6.6.1): a From of none or several (two From fields, or one
+  // listing two addresses) aligns with nothing, whatever its signatures say.
   const fromDomain = fromHeader.length === 1 ? domainOf(fromHeader[0]!) : null
   const dmarcRecord = result.dmarc === false ? undefined : result.dmarc
   const spfDomain = result.spf === false ? domainOf(envelope.mailFrom || envelope.helo || "") : lower(result.spf.domain)
@@ -115,16 +117,18 @@ const verdictOf = (result: Essentials, envelope: Envelope): Authentication => {
         : pick(signature.status.result, ["pass", "fail", "neutral", "policy", "temperror", "permerror"], "permerror"),
       domain: lower(signature.signingDomain),
       selector: signature.selector ?? "",
-      aligned: Boolean(signature.status.aligned)
+      aligned: fromDomain !== null && Boolean(signature.status.aligned)
     }))
-  const dmarcResult = dmarcRecord === undefined
+  const dmarcResult = fromDomain === null
+    ? "permerror"
+    : dmarcRecord === undefined
     ? "none"
     : pick(dmarcRecord.status.result, ["pass", "fail", "none", "temperror", "permerror"], "permerror")
   // No record (mailauth's `none`, without a policy) is no policy.
   const dmarc: DmarcVerdict = {
     result: dmarcResult,
     domain: fromDomain,
-    policy: dmarcRecord === undefined || dmarcResult === "none" || typeof dmarcRecord.policy !== "string"
+    policy: fromDomain === null || dmarcRecord === undefined || dmarcResult === "none" || typeof dmarcRecord.policy !== "string"
       ? null
       : pick(dmarcRecord.policy.toLowerCase(), ["none", "quarantine", "reject"], "none")
   }

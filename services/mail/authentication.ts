@@ -121,9 +121,17 @@ export const isUnauthenticated = (authentication: Authentication): boolean => {
   return !(spf || dkim)
 }
 
-/** Whether DMARC_ENFORCE refuses the message: DMARC failed and the domain asks for rejection. */
+/**
+ * Whether the message's From names no single author (none, or several: two From fields, or one
+ * listing two addresses), so DMARC could not be evaluated (`permerror` without a domain): such mail
+ * is labelled unauthenticated, and DMARC_ENFORCE refuses it, as RFC 7489 §6.6.1 says receivers do.
+ */
+export const withoutOneAuthor = (authentication: Authentication): boolean =>
+  authentication.dmarc.result === "permerror" && authentication.dmarc.domain === null
+
+/** Whether DMARC_ENFORCE refuses the message: DMARC failed and the domain asks for rejection, or its From names no single author. */
 export const dmarcRejects = (authentication: Authentication): boolean =>
-  authentication.dmarc.result === "fail" && authentication.dmarc.policy === "reject"
+  (authentication.dmarc.result === "fail" && authentication.dmarc.policy === "reject") || withoutOneAuthor(authentication)
 
 /** A property value as RFC 8601 §2.2 writes it: a token as is, anything else quoted (controls dropped). */
 const value = (text: string) => {

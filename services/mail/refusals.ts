@@ -117,8 +117,11 @@ export class SpamRejected extends Data.TaggedError("SpamRejected")<{}> {
   }
 }
 
-export class DmarcRejected extends Data.TaggedError("DmarcRejected")<{ readonly domain: string }> {
+/** DMARC_ENFORCE's refusal: the From domain (null: the From names no single author). */
+export class DmarcRejected extends Data.TaggedError("DmarcRejected")<{ readonly domain: string | null }> {
   get reply(): SmtpReply {
-    return { code: 550, text: `5.7.1 Message refused: it fails DMARC and ${this.domain} publishes p=reject` }
+    return this.domain === null
+      ? { code: 550, text: "5.7.1 Message refused: its From must name exactly one author for DMARC to be checked" }
+      : { code: 550, text: `5.7.1 Message refused: it fails DMARC and ${this.domain} publishes p=reject` }
   }
 }

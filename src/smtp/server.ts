@@ -248,7 +248,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
           ], { concurrency: checkBeforeAnswer ? 2 : undefined }),
           ([verdict, spam]): Effect.Effect<ReadonlyArray<string>, MessageRefusal | DmarcRejected | SpamRejected> =>
             config.dmarcEnforce && verdict !== undefined && dmarcRejects(verdict.authentication)
-              ? Effect.fail(new DmarcRejected({ domain: verdict.authentication.dmarc.domain ?? "the From domain" }))
+              ? Effect.fail(new DmarcRejected({ domain: verdict.authentication.dmarc.domain }))
               : config.spamReject && spam !== undefined && spamRejects(spam)
               ? Effect.fail(new SpamRejected())
               : inbound.accept({

@@ -110,6 +110,15 @@ const sendRaw = async (raw: Buffer, from: string, to: string, server = suite) =>
   }
 }
 
+/**
+ * A message of two authors: signed for signed.test as alice's (DKIM passes, aligned with her From),
+ * with a second From field naming ceo@strict.test (p=reject) on top, which a mail program may show.
+ */
+const twoAuthors = async (to: string, subject: string) => {
+  const signed = await signedBytes({ from: `alice@${SIGNED}`, to, subject, text: "Wire the money." })
+  return Buffer.concat([Buffer.from(`From: ceo@${STRICT}\r\n`), signed])
+}
+
 const mailbox = async (server = suite) => newBox(server.url, { user: await withApiKey(server.url), localPart: fresh("trust") })
 
 /** The email with this subject once it is stored, as `GET /emails/{id}` shows it. */
@@ -240,6 +249,19 @@ describe("DMARC", () => {
     expect(email.labels).toContain("unauthenticated")
   })
 
+  it("a From of two authors aligns with nothing, whatever its signatures say: DMARC permerror, labelled unauthenticated", async () => {
+    const box = await mailbox()
+    const subject = fresh("two-authors")
+    await sendRaw(await twoAuthors(box.address, subject), `bounces@${SIGNED}`, box.address)
+    const email = await received(box, subject)
+    expect(email.authentication).toMatchObject({
+      spf: { result: "pass", domain: SIGNED, aligned: false },
+      dkim: [{ result: "pass", domain: SIGNED, aligned: false }],
+      dmarc: { result: "permerror", domain: null, policy: null }
+    })
+    expect(email.labels).toContain("unauthenticated")
+  })
+
   it("a bounce (empty MAIL FROM) is checked for the HELO name its connection gave", async () => {
     const box = await mailbox()
     const subject = fresh("bounce")
@@ -272,6 +294,9 @@ describe("with DMARC_ENFORCE=true: checked before the 250", () => {
     const signed = await signedBytes({ from: `alice@${SIGNED}`, to: box.address, subject: fresh("tampered"), text: "Pay 10 EUR to account A." })
     const tampered = Buffer.from(signed.toString("latin1").replace("Pay 10 EUR", "Pay 9999 EUR"), "latin1")
     await expect(sendRaw(tampered, `bounces@${SPF_SOFT}`, box.address, enforcing)).rejects.toMatchObject({ responseCode: 550 })
+    // Two authors, one of them signed for: refused as RFC 7489 §6.6.1 says.
+    await expect(sendRaw(await twoAuthors(box.address, fresh("two-authors")), `bounces@${SIGNED}`, box.address, enforcing)).rejects
+      .toMatchObject({ responseCode: 550, response: "550 5.7.1 Message refused: its From must name exactly one author for DMARC to be checked" })
     const list = await withKey(enforcing.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
     expect(list.response.status).toBe(200)
     expect(list.data?.meta.total).toBe(0)
