@@ -15,7 +15,7 @@
  *   taken in between).
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Either } from "effect"
+import { Context, Effect, Either, Option } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { newId } from "../accounts/tokens.ts"
 import { Dns, type DnsError } from "../dns/dns.ts"
@@ -38,7 +38,7 @@ import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rul
 import { customDomainLimit, type Plan, reportLimit } from "../plans/plans.ts"
 import { DkimKeys } from "../outbound/dkim.ts"
 import { parseDomainName } from "./names.ts"
-import type { CreatedDomain, DnsRecord, Domain, DomainListMeta, Migration, MigrationEntry } from "./schemas.ts"
+import type { DnsRecord, Domain, DomainListMeta, Migration, MigrationEntry } from "./schemas.ts"
 
 /** What the domains feature needs from the operator's configuration. */
 export class DomainSettings extends Context.Tag("mailroom/DomainSettings")<DomainSettings, {
@@ -66,7 +66,7 @@ interface DomainRow {
   readonly catchAllMailboxId: string | null
 }
 
-const toDomain = (row: DomainRow): Domain => ({
+const toDomain = (row: DomainRow, dnsRecords: ReadonlyArray<DnsRecord>): Domain => ({
   domain_id: row.id,
   domain_name: row.name,
   verification_token: row.verificationToken,
@@ -76,7 +76,8 @@ const toDomain = (row: DomainRow): Domain => ({
   spf_configured: row.spfConfigured,
   created_at: row.createdAt.toISOString(),
   mailbox_count: Number(row.mailboxCount),
-  catch_all_mailbox_id: row.catchAllMailboxId
+  catch_all_mailbox_id: row.catchAllMailboxId,
+  dns_records: dnsRecords
 })
 
 /** The SPF record a custom domain publishes: its MX hosts (Mailroom's) send its mail. */
@@ -131,9 +132,13 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         { type: "TXT", name: key.name.slice(0, -(row.name.length + 1)), value: key.value }
       ])
 
+    /** A domain row as the API shows it, with its records. */
+    const present = (row: DomainRow) => Effect.map(records(row), (dnsRecords) => toDomain(row, dnsRecords))
+
     const instructions = (name: string, token: string) =>
       `Add a TXT record at ${name} with the value "${token}" and an MX record at ${name} with priority 10 pointing at ` +
-      `${settings.mxHost}, then verify again. DNS changes can take a while to be seen.`
+      `${settings.mxHost}, then verify again. DNS changes can take a while to be seen. Publish the SPF and DKIM records ` +
+      "the domain's dns_records list too, so that mail sent from it is trusted."
 
     const limitOf = (owner: Owner) => customDomainLimit(owner.plan, settings.freeMaxCustomDomains)
 
@@ -153,7 +158,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         ? rows.length
         : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM domains WHERE user_id = ${owner.userId}`)[0]?.n ?? 0)
       return {
-        domains: rows.map(toDomain),
+        domains: yield* Effect.forEach(rows, present),
         meta: listMetaOf(owner, total)
       }
     })
@@ -199,20 +204,30 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         }
         return created
       }).pipe(sql.withTransaction)
-      return { ...toDomain(row), dns_records: yield* records(row) } satisfies CreatedDomain
+      return yield* present(row)
+    })
+
+    const get = Effect.fn("Domains.get")(function*(owner: Owner, domainId: string) {
+      return yield* present(yield* find(owner, domainId))
     })
 
     const verify = Effect.fn("Domains.verify")(function*(owner: Owner, domainId: string) {
       const row = yield* find(owner, domainId)
       const key = yield* dkim.record(row.name, row.id)
-      const [txt, mx, published] = yield* Effect.all([orNone(dns.txt(row.name)), orNone(dns.mx(row.name)), orNone(dns.txt(key.name))], {
-        concurrency: 3
-      }).pipe(Effect.mapError(dnsUnavailable))
+      // Ownership and the MX decide; the DKIM key is only reported, so a failure to look it up keeps what was found before.
+      const [txt, mx, published] = yield* Effect.all([
+        orNone(dns.txt(row.name)),
+        orNone(dns.mx(row.name)),
+        Effect.option(orNone(dns.txt(key.name)))
+      ], { concurrency: 3 }).pipe(Effect.mapError(dnsUnavailable))
       const owned = txt.some((value) => value.trim() === row.verificationToken)
       const preferred = Math.min(...mx.map((record) => record.priority))
       const mxConfigured = mx.some((record) => record.priority === preferred && record.exchange === settings.mxHost)
       const compact = (value: string) => value.replace(/\s+/g, "")
-      const dkimConfigured = published.some((value) => compact(value) === compact(key.value))
+      const dkimConfigured = Option.match(published, {
+        onNone: () => row.dkimConfigured,
+        onSome: (values) => values.some((value) => compact(value) === compact(key.value))
+      })
       // One SPF record (RFC 7208 §4.5) that lets the MX hosts send, as the record we ask for does.
       const spf = txt.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()))
       const spfConfigured = spf.length === 1 && /\s[+]?mx(\s|$)/i.test(` ${spf[0]!.trim()} `)
@@ -235,7 +250,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           details: { expected_txt_record: row.verificationToken, instructions: instructions(row.name, row.verificationToken) }
         })
       }
-      return toDomain(domain)
+      return yield* present(domain)
     })
 
     const plan = (owner: Owner, source: string, target: string) =>
@@ -324,7 +339,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       yield* sql`UPDATE domains SET catch_all_mailbox_id = ${mailboxId} WHERE id = ${domainId} AND user_id = ${owner.userId}`
       // Addresses of the domain kept on any node may now go elsewhere (or nowhere).
       yield* directory.changed(owner.userId)
-      return toDomain(yield* find(owner, domainId))
+      return yield* present(yield* find(owner, domainId))
     })
 
     const remove = Effect.fn("Domains.remove")(function*(owner: Owner, domainId: string) {
@@ -342,6 +357,6 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       return { deleted: true as const }
     })
 
-    return { list, create, verify, migrate, setCatchAll, remove } as const
+    return { list, get, create, verify, migrate, setCatchAll, remove } as const
   })
 }) {}

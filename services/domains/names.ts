@@ -3,6 +3,7 @@
  * (internationalized names in punycode, as DNS and SMTP carry them).
  */
 import { Either } from "effect"
+import { domainToASCII } from "node:url"
 import { isIpAddress } from "../dns/addresses.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
 
@@ -31,5 +32,9 @@ export const parseDomainName = (input: string): Either.Either<string, string> =>
     return Either.left("must be a hostname: labels of letters, digits and '-' (1-63 characters, not starting or ending with '-')")
   }
   if (/^\d+$/.test(labels[labels.length - 1]!)) return Either.left("must end in a top-level domain, not a number")
+  // An A-label (xn--…) must decode: "xn--zz" is no internationalized name, and nothing can be registered under it.
+  if (labels.some((label) => label.startsWith("xn--")) && domainToASCII(name) === "") {
+    return Either.left("must be a hostname: an xn-- label must be valid punycode of an internationalized name")
+  }
   return Either.right(name)
 }

@@ -4,6 +4,14 @@
 import { Schema } from "effect"
 import { ListMeta, ListParams } from "../listing.ts"
 
+export const DnsRecord = Schema.Struct({
+  type: Schema.Literal("TXT", "MX"),
+  name: Schema.String.annotations({ description: "@ is the domain itself; other names are relative to it" }),
+  value: Schema.String,
+  priority: Schema.optional(Schema.Number)
+}).annotations({ identifier: "DnsRecord" })
+export type DnsRecord = typeof DnsRecord.Type
+
 export const Domain = Schema.Struct({
   domain_id: Schema.String,
   domain_name: Schema.String,
@@ -16,24 +24,12 @@ export const Domain = Schema.Struct({
   mailbox_count: Schema.Number.annotations({ description: "Active mailboxes using the domain" }),
   catch_all_mailbox_id: Schema.NullOr(Schema.String).annotations({
     description: "Mail to an address of the domain that no mailbox has goes to this mailbox of the account (once the domain is verified); null: refused, 550 5.1.1"
+  }),
+  dns_records: Schema.Array(DnsRecord).annotations({
+    description: "What to publish at the domain: the ownership TXT, the MX, the SPF record and the DKIM key its mail is signed with"
   })
 }).annotations({ identifier: "Domain" })
 export type Domain = typeof Domain.Type
-
-export const DnsRecord = Schema.Struct({
-  type: Schema.Literal("TXT", "MX"),
-  name: Schema.String.annotations({ description: "@ is the domain itself; other names are relative to it" }),
-  value: Schema.String,
-  priority: Schema.optional(Schema.Number)
-}).annotations({ identifier: "DnsRecord" })
-export type DnsRecord = typeof DnsRecord.Type
-
-/** create: the domain and the records to publish. */
-export const CreatedDomain = Schema.Struct({
-  ...Domain.fields,
-  dns_records: Schema.Array(DnsRecord)
-}).annotations({ identifier: "CreatedDomain" })
-export type CreatedDomain = typeof CreatedDomain.Type
 
 export const DomainListMeta = Schema.Struct({
   plan: Schema.String,

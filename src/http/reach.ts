@@ -110,6 +110,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "POST /v1/api/mailboxes/:mailboxId/forwarding": "mailbox",
   "DELETE /v1/api/mailboxes/:mailboxId/forwarding/:address": "mailbox",
   "GET /v1/api/domains": "account",
+  "GET /v1/api/domains/:id": "account",
   "POST /v1/api/domains": "account",
   "POST /v1/api/domains/:id/verify": "account",
   "PATCH /v1/api/domains/:id": "account",

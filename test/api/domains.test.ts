@@ -125,7 +125,10 @@ describe("registering", () => {
         ]
       }
     })
-    const { dns_records: _, ...domain } = reply.data!.data
+    const domain = reply.data!.data
+    // One domain by its id, as the list shows it, records included (they are not shown at creation only).
+    expect((await keyed(user).GET("/v1/api/domains/{id}", domainPath(domain.domain_id))).data).toEqual({ success: true, data: domain })
+    expect((await asUser(user).GET("/api/domains/{id}", domainPath(domain.domain_id))).data).toEqual({ success: true, data: domain })
     const meta = { plan: "pro", domain_limit: 10, domain_count: 1, can_add_domain: true }
     const firstPage = { ...meta, total: 1, limit: 20, offset: 0, hasMore: false }
     expect((await keyed(user).GET("/v1/api/domains")).data).toEqual({ success: true, data: [domain], meta: firstPage })
@@ -155,7 +158,7 @@ describe("registering", () => {
     expect(domain.domain_name).toMatch(/^xn--bcher-.*\.test$/)
   })
 
-  it.each(["", "localhost", "not a domain", "1.2.3.4", "-bad.test", "a..b.test", "bad-.test", "example.123", `${"a".repeat(64)}.test`])(
+  it.each(["", "localhost", "not a domain", "1.2.3.4", "-bad.test", "a..b.test", "bad-.test", "example.123", `${"a".repeat(64)}.test`, "xn--zz.test"])(
     "refuses the name %j: 400 VALIDATION_ERROR on details.domain (dashboard: details.field_errors.domain)",
     async (name) => {
       const user = await proUser()
@@ -309,7 +312,8 @@ describe("verifying", () => {
         spf_configured: false,
         created_at: expect.stringMatching(isoMillis),
         mailbox_count: 0,
-        catch_all_mailbox_id: null
+        catch_all_mailbox_id: null,
+        dns_records: domain.dns_records
       }
     })
 
@@ -358,6 +362,7 @@ describe("verifying", () => {
     const notFound = { success: false, error: { code: "NOT_FOUND", message: "Domain not found", details: { domain_id: domain.domain_id } } }
     expect((await keyed(stranger).POST("/v1/api/domains/{id}/verify", domainPath(domain.domain_id))).error).toEqual(notFound)
     expect((await keyed(stranger).DELETE("/v1/api/domains/{id}", domainPath(domain.domain_id))).error).toEqual(notFound)
+    expect((await keyed(stranger).GET("/v1/api/domains/{id}", domainPath(domain.domain_id))).error).toEqual(notFound)
     const migrate = await keyed(stranger).POST("/v1/api/domains/{id}/migrate-mailboxes", {
       ...domainPath(domain.domain_id),
       body: { target_domain: "agents.localhost", dry_run: true }

@@ -88,8 +88,8 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
           ]
         })
         const listed = yield* Effect.flatMap(Domains, (domains) => domains.list(owner))
-        const { dns_records: _, ...domain } = created
-        expect(listed.domains).toEqual([domain])
+        expect(listed.domains).toEqual([created])
+        expect(yield* Effect.flatMap(Domains, (domains) => domains.get(owner, created.domain_id))).toEqual(created)
       }))
 
     it.effect("an internationalized name is stored in punycode", () =>
@@ -205,6 +205,18 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         expect(yield* Effect.flip(domains.verify(owner, domain.domain_id))).toMatchObject({ code: "SERVICE_UNAVAILABLE", status: 503 })
         dns.records.down.delete(domain.domain_name)
         expect((yield* domains.verify(owner, domain.domain_id)).verified).toBe(true)
+        expect(yield* Effect.flip(domains.get(other, domain.domain_id))).toMatchObject({ code: "NOT_FOUND", status: 404 })
+
+        // The DKIM key is only reported: its lookup failing neither refuses verification nor forgets what was found.
+        const dkim = domain.dns_records.find((record) => record.name.endsWith("._domainkey"))!
+        const dkimName = `${dkim.name}.${domain.domain_name}`
+        dns.records.txt.set(dkimName, [dkim.value])
+        expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, dkim_configured: true })
+        dns.records.down.add(dkimName)
+        expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, dkim_configured: true })
+        dns.records.down.delete(dkimName)
+        dns.records.txt.delete(dkimName)
+        expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, dkim_configured: false })
       }))
 
     it.effect("delete is 409 DOMAIN_HAS_MAILBOXES (mailbox_count, domain_name) while an active mailbox uses it, and nothing changes", () =>

@@ -545,7 +545,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Get a custom domain
+         * @description The domain as the list shows it, with the DNS records to publish (dns_records); another account's is 404 NOT_FOUND
+         */
+        get: operations["dashboardDomains.get"];
         put?: never;
         post?: never;
         /**
@@ -593,7 +597,7 @@ export interface paths {
         put?: never;
         /**
          * Verify a domain's DNS
-         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding)
          */
         post: operations["dashboardDomains.verify"];
         delete?: never;
@@ -1957,7 +1961,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /**
+         * Get a custom domain
+         * @description The domain as the list shows it, with the DNS records to publish (dns_records); another account's is 404 NOT_FOUND
+         */
+        get: operations["domains.get"];
         put?: never;
         post?: never;
         /**
@@ -2005,7 +2013,7 @@ export interface paths {
         put?: never;
         /**
          * Verify a domain's DNS
-         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding)
          */
         post: operations["domains.verify"];
         delete?: never;
@@ -4020,24 +4028,6 @@ export interface components {
             /** @description Requests per minute allowed for the key */
             rateLimit: number;
         };
-        CreatedDomain: {
-            /** @description Mail to an address of the domain that no mailbox has goes to this mailbox of the account (once the domain is verified); null: refused, 550 5.1.1 */
-            catch_all_mailbox_id: string | null;
-            created_at: string;
-            /** @description Verification found the DKIM key Mailroom signs the domain's mail with */
-            dkim_configured: boolean;
-            dns_records: components["schemas"]["DnsRecord"][];
-            domain_id: string;
-            domain_name: string;
-            /** @description Active mailboxes using the domain */
-            mailbox_count: number;
-            mx_configured: boolean;
-            /** @description Verification found an SPF record that lets the domain's MX hosts send */
-            spf_configured: boolean;
-            /** @description The whole TXT value: <verify_prefix>=<token> */
-            verification_token: string;
-            verified: boolean;
-        };
         CreateDomainInput: {
             domain: string;
         };
@@ -4198,6 +4188,8 @@ export interface components {
             created_at: string;
             /** @description Verification found the DKIM key Mailroom signs the domain's mail with */
             dkim_configured: boolean;
+            /** @description What to publish at the domain: the ownership TXT, the MX, the SPF record and the DKIM key its mail is signed with */
+            dns_records: components["schemas"]["DnsRecord"][];
             domain_id: string;
             domain_name: string;
             /** @description Active mailboxes using the domain */
@@ -9305,7 +9297,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        data: components["schemas"]["CreatedDomain"];
+                        data: components["schemas"]["Domain"];
                         /** @enum {boolean} */
                         success: true;
                     };
@@ -9351,6 +9343,116 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "dashboardDomains.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Domain"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
@@ -20279,7 +20381,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        data: components["schemas"]["CreatedDomain"];
+                        data: components["schemas"]["Domain"];
                         /** @enum {boolean} */
                         success: true;
                     };
@@ -20334,6 +20436,116 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Conflict"];
+                };
+            };
+            /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLarge"];
+                };
+            };
+            /** @description - UNSUPPORTED_MEDIA_TYPE: a request body that is not JSON; details.accepted names the media type to send */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaType"];
+                };
+            };
+            /** @description - RATE_LIMIT_EXCEEDED: a rate limit was hit; details: limit, window, retry_after; the Retry-After header carries the seconds */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RateLimited"];
+                };
+            };
+            /** @description - INTERNAL_ERROR: an unexpected failure */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description - SERVICE_UNAVAILABLE: a dependency is unreachable for now; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ServiceUnavailable"];
+                };
+            };
+        };
+    };
+    "domains.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["Domain"];
+                        /** @enum {boolean} */
+                        success: true;
+                    };
+                };
+            };
+            /**
+             * @description - VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)
+             *     - BAD_REQUEST: invalid JSON, a missing or malformed body, or a local part missing from email_address
+             */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ValidationError"] | components["schemas"]["BadRequest"];
+                };
+            };
+            /** @description - UNAUTHORIZED: a missing or invalid credential, a bad login or a bad refresh token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Unauthorized"];
+                };
+            };
+            /** @description - FORBIDDEN: no permission for the operation (a cookie-authenticated write from another origin) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */

@@ -73,12 +73,12 @@ const Migrate = ({ domain, others, run, onClose }) => {
   `
 }
 
-/** @param {{ records: any[] }} props */
-const Records = ({ records }) => html`
-  <table class="deliveries" aria-label="DNS records to publish">
+/** @param {{ domain: any }} props */
+const Records = ({ domain }) => html`
+  <table class="deliveries" aria-label=${"DNS records of " + domain.domain_name}>
     <thead><tr><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Value</th><th scope="col"></th></tr></thead>
     <tbody>
-      ${records.map((r) => html`
+      ${domain.dns_records.map((/** @type {any} */ r) => html`
         <tr><td>${r.type}</td><td><code>${r.name}</code></td>
           <td><code>${r.priority !== undefined ? r.priority + " " : ""}${r.value}</code></td>
           <td><${CopyButton} text=${r.value} label=${`Copy ${r.type} ${r.name}`}
@@ -102,6 +102,9 @@ const CatchAll = ({ domain, mailboxes, run }) => html`
     </select>
   </div>
 `
+
+/** A message as a sentence of a paragraph: ended with a full stop when it has none. @param {string} text */
+const sentence = (text) => (/[.!?]$/.test(text) ? text : `${text}.`)
 
 /** @param {boolean} ok @param {string} what */
 const check = (ok, what) => html`<span class=${ok ? "tag succeeded" : "tag"}>${ok ? "✓" : "✗"} ${what}</span> `
@@ -148,8 +151,7 @@ export const DomainsPage = () => {
     <${ErrorNote} error=${error} />
     ${created && html`
       <div class="card secret" role="status">
-        <p>Publish these records at <strong>${created.domain_name}</strong>'s DNS host, then press Verify.</p>
-        <div class="full"><${Records} records=${created.dns_records} /></div>
+        <p>Added <strong>${created.domain_name}</strong>: publish its DNS records (below) at its DNS host, then press Verify.</p>
         <button type="button" class="link" onClick=${() => setCreated(null)}>Done</button>
       </div>`}
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : domains === null ? html`<p class="muted">Loading…</p>` : domains.length === 0 ? html`<p class="muted">No custom domains.</p>` : html`
@@ -161,11 +163,14 @@ export const DomainsPage = () => {
               <div class="grow">
                 <strong>${d.domain_name}</strong> <span class="muted small">added ${when(d.created_at)} · ${d.mailbox_count} mailboxes</span>
                 <div>${check(d.verified, "ownership (TXT)")}${check(d.mx_configured, "MX")}${check(d.spf_configured, "SPF")}${check(d.dkim_configured, "DKIM")}</div>
-                <div class="small">TXT <code>${d.verification_token}</code> <${CopyButton} text=${d.verification_token} label="Copy TXT" /></div>
+                <details class="small" open=${!(d.verified && d.mx_configured && d.spf_configured && d.dkim_configured)}>
+                  <summary>DNS records</summary>
+                  <div class="full"><${Records} domain=${d} /></div>
+                </details>
                 ${d.verified && mailboxes && html`<${CatchAll} domain=${d} mailboxes=${mailboxes} run=${run} />`}
                 ${verdict && (verdict.ok
                   ? html`<p class="note" role="status">Verified.</p>`
-                  : html`<p class="note error" role="status">${verdict.message}${verdict.details?.instructions ? " " + verdict.details.instructions : ""}</p>`)}
+                  : html`<p class="note error" role="status">${sentence(verdict.message)}${verdict.details?.instructions ? " " + verdict.details.instructions : ""}</p>`)}
               </div>
               <div class="actions">
                 <button type="button" class="secondary" onClick=${() => verify(d)}>Verify</button>

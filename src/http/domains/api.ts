@@ -6,7 +6,6 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import {
-  CreatedDomain,
   CreateDomainInput,
   DeletedDomain,
   Domain,
@@ -49,7 +48,7 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
     .add(
       HttpApiEndpoint.post("create", "/domains")
         .setPayload(JsonBody(CreateDomainInput, "CreateDomainInput"))
-        .addSuccess(Ok(CreatedDomain), { status: 201 })
+        .addSuccess(Ok(Domain), { status: 201 })
         .addError(envelope(BadRequest))
         .addError(envelope(ValidationError))
         .addError(envelope(DomainQuotaReached))
@@ -60,6 +59,16 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
         }))
     )
     .add(
+      HttpApiEndpoint.get("get", "/domains/:id")
+        .setPath(DomainPath)
+        .addSuccess(Ok(Domain))
+        .addError(envelope(NotFound))
+        .annotateContext(OpenApi.annotations({
+          summary: "Get a custom domain",
+          description: "The domain as the list shows it, with the DNS records to publish (dns_records); another account's is 404 NOT_FOUND"
+        }))
+    )
+    .add(
       HttpApiEndpoint.post("verify", "/domains/:id/verify")
         .setPath(DomainPath)
         .addSuccess(Ok(Domain))
@@ -67,7 +76,7 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(NotFound))
         .annotateContext(OpenApi.annotations({
           summary: "Verify a domain's DNS",
-          description: "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured"
+          description: "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding)"
         }))
     )
     .add(

@@ -43,6 +43,12 @@ const makeHandlers = (surface: Surface) =>
           const data = yield* domains.create(owner, domain).pipe(orUnavailable, told)
           return { success: true as const, data }
         }),
+      get: ({ path }: { readonly path: { readonly id: string } }) =>
+        Effect.gen(function*() {
+          const owner = yield* CurrentPrincipal
+          const data = yield* domains.get(owner, path.id).pipe(orUnavailable)
+          return { success: true as const, data }
+        }),
       verify: ({ path }: { readonly path: { readonly id: string } }) =>
         Effect.gen(function*() {
           const owner = yield* CurrentPrincipal
@@ -77,6 +83,7 @@ export const DomainsHandlers = HttpApiBuilder.group(MailroomApi, "domains", (han
     handlers
       .handle("list", domain.list)
       .handle("create", domain.create)
+      .handle("get", domain.get)
       .handle("verify", domain.verify)
       .handle("update", domain.update)
       .handle("migrate", domain.migrate)
@@ -87,6 +94,7 @@ export const DashboardDomainsHandlers = HttpApiBuilder.group(MailroomApi, "dashb
     handlers
       .handle("list", domain.list)
       .handle("create", domain.create)
+      .handle("get", domain.get)
       .handle("verify", domain.verify)
       .handle("update", domain.update)
       .handle("migrate", domain.migrate)
