@@ -512,8 +512,14 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
       expect(created.response.status).toBe(201)
       return created.data!.data.draft_id
     }
-    const offer = await agent({ to: ["carol@partner.test"], subject: "Offer: 10% off", text: "Dear Carol, an offer for you.", list_unsubscribe: true })
-    const reply = await agent({ in_reply_to: inboundId, text: "Draft reply nobody should send." })
+    const offer = await agent({
+      to: ["carol@partner.test"],
+      subject: "Offer: 10% off",
+      text: "Dear Carol, an offer for you.",
+      html: "<p>Dear Carol, an <b>offer</b> for you.</p>",
+      list_unsubscribe: true
+    })
+    const reply = await agent({ in_reply_to: inboundId, bcc: ["audit@partner.test"], text: "Draft reply nobody should send." })
     const incomplete = await agent({ subject: "Meeting notes", text: "Notes from today's meeting." })
     const draftOf = (draftId: string) => dashboard().GET("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId } } })
 
@@ -523,14 +529,22 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const item = (title: string) => waiting.getByRole("listitem", { name: `Draft: ${title}` })
     await item("Offer: 10% off").getByText(`From ${address}`).waitFor()
     await item("Offer: 10% off").getByText("With an unsubscribe link").waitFor()
+    // The person sees every recipient, the hidden ones too, and the HTML version mail programs will show.
+    await item("(reply)").getByText("Bcc audit@partner.test", { exact: false }).waitFor()
+    const shown = item("Offer: 10% off").frameLocator("iframe[title='HTML version of Offer: 10% off']")
+    await expect(shown.locator("b").textContent()).resolves.toBe("offer")
 
     // Edit, then approve: what is sent is the edited draft.
     await item("Offer: 10% off").getByRole("button", { name: "Edit" }).click()
     await item("Offer: 10% off").getByLabel("Subject").fill("Offer: 15% off")
+    await item("Offer: 10% off").getByText("changing the message removes it", { exact: false }).waitFor()
     await item("Offer: 10% off").getByLabel("Message").fill("Dear Carol, a better offer for you.")
     await item("Offer: 10% off").getByRole("button", { name: "Save draft" }).click()
     await item("Offer: 15% off").waitFor()
-    expect((await draftOf(offer)).data?.data).toMatchObject({ status: "draft", subject: "Offer: 15% off", text: "Dear Carol, a better offer for you." })
+    const saved = (await draftOf(offer)).data!.data
+    expect(saved).toMatchObject({ status: "draft", subject: "Offer: 15% off", text: "Dear Carol, a better offer for you." })
+    // The agent's HTML went with the edit: it no longer says what the person approved.
+    expect("html" in saved).toBe(false)
     await item("Offer: 15% off").getByRole("button", { name: "Approve and send" }).click()
     const sentList = page.getByRole("list", { name: "Sent drafts" })
     await sentList.getByRole("listitem", { name: "Draft: Offer: 15% off" }).waitFor()
@@ -538,6 +552,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const { message, parsed } = await delivered("Offer: 15% off")
     expect(message.rcptTo).toEqual(["carol@partner.test"])
     expect(parsed.text?.trim()).toBe("Dear Carol, a better offer for you.")
+    expect(parsed.html).toBe(false)
     // The person's edit kept what they did not touch: the unsubscribe link.
     expect(message.raw.toString("latin1")).toMatch(/^List-Unsubscribe-Post: List-Unsubscribe=One-Click\r$/m)
     const approved = (await draftOf(offer)).data!.data

@@ -7,6 +7,7 @@ import { html } from "htm/preact"
 import { useRef, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { formatRecipients, parseRecipients, recipientError } from "./compose.js"
+import { mailDocument, SANDBOX } from "./mail-frame.js"
 import { href } from "./router.js"
 import { ErrorNote, Field, LoadFailed, MailboxNotFound, Pager, TextArea, useReloading, when } from "./ui.js"
 
@@ -33,6 +34,7 @@ const DraftItem = ({ draft, address, run }) => {
   const [editing, setEditing] = useState(false)
   const [to, setTo] = useState(formatRecipients(draft.to))
   const [cc, setCc] = useState(formatRecipients(draft.cc))
+  const [bcc, setBcc] = useState(formatRecipients(draft.bcc))
   const [subject, setSubject] = useState(draft.subject ?? "")
   const [text, setText] = useState(draft.text ?? "")
   const [error, setError] = useState(/** @type {unknown} */ (null))
@@ -53,6 +55,7 @@ const DraftItem = ({ draft, address, run }) => {
   const edit = () => {
     setTo(formatRecipients(draft.to))
     setCc(formatRecipients(draft.cc))
+    setBcc(formatRecipients(draft.bcc))
     setSubject(draft.subject ?? "")
     setText(draft.text ?? "")
     setError(null)
@@ -60,11 +63,15 @@ const DraftItem = ({ draft, address, run }) => {
   }
   const save = () =>
     act(async () => {
+      const textChanged = text !== (draft.text ?? "")
       await call("PATCH", path, {
         to: edited(to, draft.to, parseRecipients),
         cc: edited(cc, draft.cc, parseRecipients),
+        bcc: edited(bcc, draft.bcc, parseRecipients),
         subject: edited(subject, draft.subject, asIs),
-        text: edited(text, draft.text, asIs)
+        text: edited(text, draft.text, asIs),
+        // Mail programs show the HTML version rather than the text: the person's wording replaces the agent's HTML.
+        html: textChanged && draft.html ? null : undefined
       })
       setEditing(false)
     })
@@ -77,10 +84,17 @@ const DraftItem = ({ draft, address, run }) => {
   }</span></div>
         <div class="muted small">${address ? `From ${address} · ` : ""}To ${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "the original's sender" : formatRecipients(draft.to) || "nobody yet"}${
     draft.cc?.length ? ` · Cc ${formatRecipients(draft.cc)}` : ""
+  }${draft.bcc?.length ? ` · Bcc ${formatRecipients(draft.bcc)}` : ""}${
+    draft.reply_to ? ` · Replies to ${formatRecipients([draft.reply_to])}` : ""
   } · written ${when(draft.created_at)}</div>
         ${draft.send_at && draft.status === "draft" && html`<div class="small">Scheduled for ${new Date(draft.send_at).toLocaleString()}</div>`}
         ${draft.last_error && html`<p class="note error">Its scheduled send was refused: ${draft.last_error}</p>`}
-        ${!editing && draft.text && html`<pre class="mail-text draft-text">${draft.text}</pre>`}
+        ${!editing && draft.html && html`
+          <iframe class="mail-body" title=${"HTML version of " + title} sandbox=${SANDBOX} referrerpolicy="no-referrer"
+            srcdoc=${mailDocument(draft.html, false).srcdoc}></iframe>`}
+        ${!editing && draft.text && (draft.html
+          ? html`<details><summary class="small">Plain-text version</summary><pre class="mail-text draft-text">${draft.text}</pre></details>`
+          : html`<pre class="mail-text draft-text">${draft.text}</pre>`)}
         ${draft.attachments.length > 0 && html`<div class="small">Attachments: ${draft.attachments.map((/** @type {any} */ a) => a.filename).join(", ")}</div>`}
         ${draft.list_unsubscribe && html`<div class="small">With an unsubscribe link: the recipient can stop the account's mail in one click.</div>`}
         ${draft.status === "sent" && draft.email_id && html`<a href=${href("emails", draft.email_id)}>Open the sent email</a>`}
@@ -96,8 +110,10 @@ const DraftItem = ({ draft, address, run }) => {
           <${Field} id=${"draft-to-" + draft.draft_id} label="To" value=${to} onInput=${setTo}
             hint=${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "Leave empty to answer the original's sender" : undefined} error=${recipientError(error, "to")} />
           <${Field} id=${"draft-cc-" + draft.draft_id} label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc")} />
+          <${Field} id=${"draft-bcc-" + draft.draft_id} label="Bcc" value=${bcc} onInput=${setBcc} error=${recipientError(error, "bcc")} />
           <${Field} id=${"draft-subject-" + draft.draft_id} label="Subject" value=${subject} onInput=${setSubject} error=${fieldError(error, "subject")} />
-          <${TextArea} id=${"draft-text-" + draft.draft_id} label="Message" value=${text} onInput=${setText} error=${fieldError(error, "text")} />
+          <${TextArea} id=${"draft-text-" + draft.draft_id} label="Message" value=${text} onInput=${setText} error=${fieldError(error, "text")}
+            hint=${draft.html ? "The agent also wrote an HTML version, which mail programs show instead of this text: changing the message removes it, so what you approve is what is sent." : undefined} />
           <div class="actions">
             <button type="submit">Save draft</button>
             <button type="button" class="secondary" onClick=${() => setEditing(false)}>Cancel</button>

@@ -257,7 +257,7 @@ export const ReaderPage = ({ emailId }) => {
         <dt>To</dt><dd>${to}</dd>
         ${email.cc.length > 0 && html`<dt>Cc</dt><dd>${email.cc.join(", ")}</dd>`}
         ${email.reply_to.length > 0 && html`<dt>Reply-To</dt><dd>${email.reply_to.join(", ")}</dd>`}
-        <dt>Received</dt><dd><time datetime=${email.received_at}>${new Date(email.received_at).toLocaleString()}</time></dd>
+        <dt>${email.direction === "outbound" ? "Sent" : "Received"}</dt><dd><time datetime=${email.received_at}>${new Date(email.received_at).toLocaleString()}</time></dd>
         <dt>Labels</dt><dd><${Labels} email=${email} onChanged=${setEmail} /></dd>
       </dl>
       <div class="actions">
