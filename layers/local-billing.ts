@@ -30,7 +30,8 @@ export class LocalPayments extends Context.Tag("mailroom/LocalPayments")<LocalPa
   /** An open, unexpired session. */
   readonly find: (id: string) => Effect.Effect<Option.Option<PaymentSession>, SqlError>
   /** Complete a checkout once: the plan is active when this returns. */
-  readonly completeCheckout: (id: string) => Effect.Effect<Option.Option<PaymentSession>, SqlError>
+  /** Confirm a checkout: the plan bought (`changed`), or the account found on it already; none when the link is used or expired. */
+  readonly completeCheckout: (id: string) => Effect.Effect<Option.Option<{ readonly session: PaymentSession; readonly changed: boolean }>, SqlError>
   readonly setCancelAtPeriodEnd: (portalId: string, cancel: boolean) => Effect.Effect<Option.Option<PaymentSession>, SqlError>
 }>() {}
 
@@ -83,12 +84,16 @@ export const layer = (options: { readonly appUrl: string }) =>
             RETURNING id, kind, user_id, plan, success_url, cancel_url, return_url, status`
           const session = rows[0]
           if (!session?.plan) return Option.none()
+          // A link opened while on another plan, confirmed once the account has this one (a second
+          // link of one checkout): used up, and nothing paid or changed twice.
+          const current = yield* sql<{ plan: Plan }>`SELECT plan FROM subscriptions WHERE user_id = ${session.userId} FOR UPDATE`
+          if (current[0]?.plan === session.plan) return Option.some({ session, changed: false })
           yield* billing.changePlan(session.userId, session.plan)
-          return Option.some(session)
+          return Option.some({ session, changed: true })
         }).pipe(
           sql.withTransaction,
           // Told again once committed: a node that looked the plan up before the commit drops it now.
-          Effect.tap((session) => Option.isSome(session) ? principals.changed(session.value.userId) : Effect.void)
+          Effect.tap((completed) => Option.isSome(completed) && completed.value.changed ? principals.changed(completed.value.session.userId) : Effect.void)
         )
 
       const setCancelAtPeriodEnd = (portalId: string, cancel: boolean) =>

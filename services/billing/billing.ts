@@ -98,13 +98,24 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       } satisfies Usage
     })
 
-    /** A paid plan starts now and runs a month; the change applies to every limit at once. */
+    /**
+     * Change the account's plan; the change applies to every limit at once. A paid plan bought from
+     * the free one starts a period now that runs a month; a move between paid plans keeps the period
+     * and what it has counted (as a provider's upgrade does, prorated); free runs by calendar month.
+     */
     const changePlan = Effect.fn("Billing.changePlan")(function*(userId: string, plan: Plan) {
       const now = new Date()
-      const period = plan === "free" ? calendarMonth(now) : { start: now, end: addMonth(now) }
-      yield* sql`UPDATE subscriptions SET plan = ${plan}, status = 'active', current_period_start = ${period.start},
-                   current_period_end = ${period.end}, cancel_at_period_end = false, updated_at = now()
-                 WHERE user_id = ${userId}`
+      const current = yield* sql<{ plan: Plan }>`SELECT plan FROM subscriptions WHERE user_id = ${userId} FOR UPDATE`
+      const betweenPaid = plan !== "free" && current[0] !== undefined && current[0].plan !== "free"
+      if (betweenPaid) {
+        yield* sql`UPDATE subscriptions SET plan = ${plan}, status = 'active', cancel_at_period_end = false, updated_at = now()
+                   WHERE user_id = ${userId}`
+      } else {
+        const period = plan === "free" ? calendarMonth(now) : { start: now, end: addMonth(now) }
+        yield* sql`UPDATE subscriptions SET plan = ${plan}, status = 'active', current_period_start = ${period.start},
+                     current_period_end = ${period.end}, cancel_at_period_end = false, updated_at = now()
+                   WHERE user_id = ${userId}`
+      }
       yield* planChanged(userId)
     })
 

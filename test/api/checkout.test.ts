@@ -105,13 +105,29 @@ describe("POST /v1/billing/checkout", () => {
     expect(Object.keys(reply.error?.error.details ?? {}).sort()).toEqual([...fields].sort())
   })
 
-  it("refuses a checkout for the plan already held with 409 CONFLICT", async () => {
+  it("refuses a checkout for the plan already held with 409 CONFLICT; a second link of it changes nothing, nor does its period", async () => {
     const user = await withApiKey(server.url)
     const first = await checkout(user, "pro")
+    // Two links asked for while on free: the second confirmed once the first made the account pro.
+    const second = await checkout(user, "pro")
     await fetch(pageOf(first.data!.data.url), { method: "POST", redirect: "manual" })
     const again = await checkout(user, "pro")
     expect(again.response.status).toBe(409)
     expect(again.error?.error).toEqual({ code: "CONFLICT", message: "Already on the pro plan", details: { plan: "pro", status: "active" } })
+
+    const mailroom = withKey(server.url, user)
+    const before = (await mailroom.GET("/v1/billing/subscription")).data!.data
+    const shown = await fetch(pageOf(second.data!.data.url))
+    expect(shown.status).toBe(409)
+    expect(await shown.text()).toContain("on the <strong>Pro</strong> plan already")
+    const confirmed = await fetch(pageOf(second.data!.data.url), { method: "POST", redirect: "manual" })
+    expect(confirmed.status).toBe(409)
+    expect((await mailroom.GET("/v1/billing/subscription")).data!.data).toEqual(before)
+
+    // pro → enterprise keeps the period (and what it counted), as a provider's upgrade does.
+    await fetch(pageOf((await checkout(user, "enterprise")).data!.data.url), { method: "POST", redirect: "manual" })
+    const upgraded = (await mailroom.GET("/v1/billing/subscription")).data!.data
+    expect(upgraded).toMatchObject({ plan: "enterprise", currentPeriodStart: before.currentPeriodStart, currentPeriodEnd: before.currentPeriodEnd })
   })
 
   it("needs a credential", async () => {

@@ -17,6 +17,15 @@ export const paymentForms = [/^\/billing\/checkout\/[^/]+$/, /^\/billing\/portal
 
 const planName = (plan: string) => plan.charAt(0).toUpperCase() + plan.slice(1)
 
+/** A checkout of the plan the account has already (another link of the same purchase): nothing to pay. */
+const alreadyOn = (plan: string, successUrl: string | null) =>
+  page(
+    `Already on ${planName(plan)}`,
+    `<p>This account is on the <strong>${escapeHtml(planName(plan))}</strong> plan already: nothing was charged or changed.</p>
+<p><a href="${escapeHtml(successUrl ?? "/")}">Continue</a></p>`,
+    409
+  )
+
 export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
     // Mounted only with the local provider: Stripe hosts its own pages.
@@ -31,7 +40,9 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
       Effect.gen(function*() {
         const session = yield* payments.find(yield* sessionId)
         if (Option.isNone(session) || session.value.kind !== "checkout" || !session.value.plan) return gone
-        const { plan, cancelUrl } = session.value
+        const { plan, cancelUrl, successUrl, userId } = session.value
+        const current = yield* Effect.option(billing.subscription(userId))
+        if (Option.isSome(current) && current.value.plan === plan) return alreadyOn(plan, successUrl)
         return page(
           `Upgrade to ${planName(plan)}`,
           `<p>Confirm to activate the <strong>${escapeHtml(planName(plan))}</strong> plan now.</p>
@@ -47,7 +58,9 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
       Effect.gen(function*() {
         const completed = yield* payments.completeCheckout(yield* sessionId)
         if (Option.isNone(completed)) return gone
-        return HttpServerResponse.redirect(completed.value.successUrl ?? "/", { status: 303 })
+        const { changed, session } = completed.value
+        if (!changed) return alreadyOn(session.plan!, session.successUrl)
+        return HttpServerResponse.redirect(session.successUrl ?? "/", { status: 303 })
       }).pipe(Effect.orDie)
     )
 
