@@ -31,6 +31,17 @@ export interface StripeOptions {
   readonly apiUrl: Option.Option<string>
 }
 
+/** An event's envelope as every Stripe event has it, or a throw (caught as a malformed event). */
+const readable = (event: Stripe.Event): Stripe.Event => {
+  const candidate = event as unknown as { id?: unknown; type?: unknown; created?: unknown; data?: { object?: unknown } } | null
+  if (
+    typeof candidate !== "object" || candidate === null || Array.isArray(candidate) || typeof candidate.id !== "string" ||
+    candidate.id === "" || typeof candidate.type !== "string" || typeof candidate.created !== "number" ||
+    typeof candidate.data?.object !== "object" || candidate.data.object === null
+  ) throw new Error("not a Stripe event")
+  return event
+}
+
 const paymentError = (message: string) => (cause: unknown) => new PaymentError({ message, cause })
 
 const idOf = (value: string | { readonly id: string } | null | undefined) =>
@@ -257,10 +268,24 @@ export const layer = (options: StripeOptions) =>
           }).pipe(Effect.catchTag("SqlError", paymentError("Could not read the account's customer"))),
         webhook: Option.some((body, signature) =>
           Effect.try({
-            try: () => toEvent(stripe.webhooks.constructEvent(body, signature ?? "", Redacted.value(options.webhookSecret))),
+            try: () => stripe.webhooks.constructEvent(body, signature ?? "", Redacted.value(options.webhookSecret)),
+            // The signature is checked before the body is parsed: any other failure is a signed body that is not JSON.
             catch: (error) =>
-              new WebhookRejected({ message: `Stripe-Signature does not verify: ${error instanceof Error ? error.message : String(error)}` })
-          }))
+              (error as { type?: unknown } | null)?.type === "StripeSignatureVerificationError"
+                ? new WebhookRejected({ signed: false, message: `Stripe-Signature does not verify: ${(error as Error).message}` })
+                : new WebhookRejected({ signed: true, message: "The signed body is not JSON" })
+          }).pipe(
+            Effect.flatMap((event) =>
+              Effect.try({
+                try: () => toEvent(readable(event)),
+                catch: () =>
+                  new WebhookRejected({
+                    signed: true,
+                    message: `The signed event${typeof event?.type === "string" ? ` (${event.type})` : ""} lacks fields Mailroom reads; it was not applied`
+                  })
+              })
+            )
+          ))
       })
     })
   )

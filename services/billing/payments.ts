@@ -12,7 +12,11 @@ export class PaymentError extends Data.TaggedError("PaymentError")<{
 }> {}
 
 /** A provider webhook that is not genuine (bad or missing signature, or unreadable). */
-export class WebhookRejected extends Data.TaggedError("WebhookRejected")<{ readonly message: string }> {}
+/**
+ * A provider's webhook call refused: its signature does not verify (`signed: false`), or it does but
+ * the body is no event of the provider's that can be read (`signed: true`).
+ */
+export class WebhookRejected extends Data.TaggedError("WebhookRejected")<{ readonly message: string; readonly signed: boolean }> {}
 
 export interface CheckoutRequest {
   readonly userId: string

@@ -257,6 +257,27 @@ describe("POST /v1/billing/webhook", () => {
     expect(none.error?.error.code).toBe("INVALID_SIGNATURE")
   })
 
+  it("refuses a signed body that is no Stripe event with 400 BAD_REQUEST, saying so (not a signature failure), and applies nothing", async () => {
+    const signedRaw = (body: string) =>
+      anonymous(suite.url).POST("/v1/billing/webhook", {
+        ...rawJsonBody(body),
+        headers: { "stripe-signature": sdk.webhooks.generateTestHeaderString({ payload: body, secret: WEBHOOK_SECRET }) }
+      })
+    const notJson = await signedRaw(`{"id":"evt_bad"`)
+    expect(notJson.response.status).toBe(400)
+    expect(notJson.error?.error).toEqual({ code: "BAD_REQUEST", message: "The signed body is not JSON" })
+    const list = await signedRaw("[]")
+    expect(list.response.status).toBe(400)
+    expect(list.error?.error).toEqual({ code: "BAD_REQUEST", message: "The signed event lacks fields Mailroom reads; it was not applied" })
+    // The envelope of an event, but not the object its type has (a subscription without items).
+    const hollow = await deliver(event("customer.subscription.deleted", { object: "subscription", id: "sub_hollow" }, Math.floor(Date.now() / 1000)))
+    expect(hollow.response.status).toBe(400)
+    expect(hollow.error?.error).toEqual({
+      code: "BAD_REQUEST",
+      message: "The signed event (customer.subscription.deleted) lacks fields Mailroom reads; it was not applied"
+    })
+  })
+
   it("checkout completed → pro at once; a replayed event has no second effect; newer states win over older ones; deleted → free", async () => {
     const user = await withApiKey(suite.url)
     await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "pro", ...urls } })

@@ -88,7 +88,7 @@ export const BillingWebhookHandlers = HttpApiBuilder.group(MailroomApi, "billing
         const request = yield* HttpServerRequest.HttpServerRequest
         const body = yield* Effect.orElseFail(request.text, () => new BadRequest({ message: "The request body could not be read" }))
         const event = yield* payments.webhook.value(body, request.headers["stripe-signature"]).pipe(
-          Effect.mapError((rejected) => new InvalidSignature({ message: rejected.message }))
+          Effect.mapError((rejected) => rejected.signed ? new BadRequest({ message: rejected.message }) : new InvalidSignature({ message: rejected.message }))
         )
         const outcome = yield* billing.applyEvent(event)
         yield* Effect.logInfo("Payment provider event").pipe(
