@@ -352,10 +352,11 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     const admit = (found: DirectoryEntry, address: string, declaredSize: number | undefined): Either.Either<Recipient, Refusal> => {
       const plan = limits[found.plan]
       if (declaredSize !== undefined && declaredSize > plan.maxEmailBytes) return Either.left(new MessageTooBig({ limit: plan.maxEmailBytes }))
-      if (found.today >= plan.emailsPerDay) return Either.left(new DailyLimitReached({ address, limit: plan.emailsPerDay }))
+      // The period first: when both are used up, tomorrow would be refused too (552, not "try again tomorrow").
       if (plan.emailsPerMonth !== null && found.thisPeriod >= plan.emailsPerMonth) {
         return Either.left(new MonthlyLimitReached({ address, limit: plan.emailsPerMonth }))
       }
+      if (found.today >= plan.emailsPerDay) return Either.left(new DailyLimitReached({ address, limit: plan.emailsPerDay }))
       // The account's stored mail fills its plan's storage: refused until mail is gone or the plan grows.
       if (plan.storageBytes !== null && (found.storage >= plan.storageBytes || found.storage + (declaredSize ?? 0) > plan.storageBytes)) {
         return Either.left(new StorageFull({ address, limit: plan.storageBytes }))

@@ -401,10 +401,11 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
      */
     const checkQuota = (row: typeof SenderRow.Type, sends: number) => {
       const plan = limits[row.plan]
-      if (row.sentToday + sends > plan.sendsPerDay) return Effect.fail(quotaReached(row.plan, "day", row.sentToday))
+      // The period first: when both would be passed, waiting for tomorrow would not help.
       if (plan.sendsPerMonth !== null && row.sentThisPeriod + sends > plan.sendsPerMonth) {
         return Effect.fail(quotaReached(row.plan, "period", row.sentThisPeriod))
       }
+      if (row.sentToday + sends > plan.sendsPerDay) return Effect.fail(quotaReached(row.plan, "day", row.sentToday))
       return Effect.void
     }
 

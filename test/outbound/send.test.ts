@@ -1344,11 +1344,18 @@ describe("batches", () => {
       error: { code: "RECIPIENT_SUPPRESSED", message: expect.stringMatching(/^messages\.1: Not sent: /), details: { addresses: [gone], messages: [1] } }
     })
 
-    // The free plan's 100 sends a day cover the batch's messages or refuse it whole.
+    // The free plan's 100 sends (a day, and its period) cover the batch's messages or refuse it whole;
+    // both used up, the refusal names the period, since tomorrow would refuse it too.
     expect((await send(mailroom, box, fine)).response.status).toBe(202)
     const past = await sendBatch(mailroom, box, Array.from({ length: 100 }, () => fine))
     expect(past.response.status).toBe(403)
-    expect(past.error).toMatchObject({ error: { code: "SEND_QUOTA", details: { window: "day", used: 1, limit: 100, plan: "free" } } })
+    expect(past.error).toMatchObject({
+      error: {
+        code: "SEND_QUOTA",
+        message: "The free plan sends at most 100 messages a billing period",
+        details: { window: "period", used: 1, limit: 100, plan: "free" }
+      }
+    })
 
     const sentList = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
       params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }

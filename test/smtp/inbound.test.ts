@@ -660,7 +660,7 @@ describe("inbound SMTP and reading mail", () => {
   })
 
   describe("plan limits", () => {
-    it("a free account's 101st email of the day is refused at RCPT with 452 4.2.2; usage counts the 100", async () => {
+    it("a free account's 101st email of the period (its day's too) is refused at RCPT with 552 5.2.2, for good; usage counts the 100", async () => {
       const box = await newBox()
       const second = await newBox(box.user)
       const someoneElse = await newBox()
@@ -680,9 +680,10 @@ describe("inbound SMTP and reading mail", () => {
           expect({ i, code: data.code, text: data.text }).toMatchObject({ i, code: 250 })
         }
         expect((await session.command(`MAIL FROM:<${SENDER}>`)).code).toBe(250)
-        // The limit is the account's: its other mailbox is refused too; another account is not.
-        expectRefused(await session.command(`RCPT TO:<${box.address}>`), 452, "4.2.2")
-        expectRefused(await session.command(`RCPT TO:<${second.address}>`), 452, "4.2.2")
+        // The limit is the account's: its other mailbox is refused too; another account is not. The
+        // day's 100 are used up too, but waiting for tomorrow would not help: a permanent refusal.
+        expectRefused(await session.command(`RCPT TO:<${box.address}>`), 552, "5.2.2")
+        expectRefused(await session.command(`RCPT TO:<${second.address}>`), 552, "5.2.2")
         expect((await session.command(`RCPT TO:<${someoneElse.address}>`)).code).toBe(250)
         expect((await session.command("RSET")).code).toBe(250)
       } finally {
