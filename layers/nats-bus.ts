@@ -119,7 +119,7 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
             // node's CPU under load. Our errors name the subject and operation instead.
             noAsyncTraces: true
           }),
-        catch: busError(`Could not connect to NATS at ${options.url}`)
+        catch: busError(`Could not connect to NATS at ${withoutCredentials(options.url)}`)
       }),
       (nc) =>
         // drain() lets pending acks and publishes reach the server; during an outage it would wait
@@ -130,12 +130,12 @@ export const make = (options: NatsBusOptions): Effect.Effect<BusShape, BusError,
         )
     )
 
-    yield* followConnectionStatus(nc, options.url, health)
+    yield* followConnectionStatus(nc, withoutCredentials(options.url), health)
 
     const js: JetStreamClient = jetstream(nc, { timeout: requestTimeout })
     const jsm: JetStreamManager = yield* Effect.tryPromise({
       try: () => jetstreamManager(nc, { timeout: requestTimeout }),
-      catch: busError(`JetStream is not available on ${options.url} (start nats-server with -js)`)
+      catch: busError(`JetStream is not available on ${withoutCredentials(options.url)} (start nats-server with -js)`)
     })
 
     yield* Effect.forEach(Object.keys(streams) as Array<StreamName>, (stream) => ensureStream(jsm, stream, prefix, toWire, options.replicas ?? 1), {
@@ -265,6 +265,10 @@ export const layer = (options: NatsBusOptions): Layer.Layer<Bus, BusError, Depen
  * iterator's return(), which queues behind the pending next() until the next status event (the
  * 2-minute ping), holding up the layer's release. The feed ends by itself with the connection.
  */
+/** NATS_URL as logs may show it: each server's user and password (or token) left out. */
+export const withoutCredentials = (urls: string) =>
+  urls.split(",").map((server) => server.trim().replace(/^([a-z]+:\/\/)[^@/]*@/i, "$1")).join(",")
+
 const followConnectionStatus = (nc: NatsConnection, url: string, health: DependencyHealth) => {
   const statuses = nc.status()[Symbol.asyncIterator]()
   const follow = (status: Status) => {

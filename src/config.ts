@@ -2,7 +2,8 @@
  * The operator interface (DESIGN.md §3), read once through Effect `Config` and checked at start.
  * A bad value stops the process with a message naming the variable.
  */
-import { accessSync, constants } from "node:fs"
+import { accessSync, constants, readFileSync } from "node:fs"
+import { createSecureContext } from "node:tls"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 import { DEFAULT_PASSWORD_COST, PASSWORD_COSTS } from "../services/accounts/passwords.ts"
@@ -263,7 +264,7 @@ export const appConfig = Config.all({
   outboundSmtpPort: Config.port("OUTBOUND_SMTP_PORT").pipe(Config.withDefault(25)),
   outboundMaxAge: seconds("OUTBOUND_MAX_AGE", 48 * 3600),
   outboundRetryDelays: durations("OUTBOUND_RETRY_DELAYS", "1m,5m,15m,30m,1h"),
-  smtpHeloName: Config.option(Config.string("SMTP_HELO_NAME")),
+  smtpHeloName: Config.option(Config.string("SMTP_HELO_NAME").pipe(Config.mapOrFail(mailHost("SMTP_HELO_NAME")))),
   dkimSelector: Config.string("DKIM_SELECTOR").pipe(
     Config.withDefault("mailroom"),
     check("DKIM_SELECTOR", "Expected a DNS label (letters, digits, -)", (value: string) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i.test(value))
@@ -381,7 +382,21 @@ const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.C
       return [ConfigError.InvalidData([name], `Cannot read ${file.value}: ${(error as NodeJS.ErrnoException).code ?? String(error)}`)]
     }
   })
-  return unreadable.length === 0 ? Effect.void : Effect.fail(unreadable.reduce((a, b) => ConfigError.And(a, b)))
+  if (unreadable.length > 0) return Effect.fail(unreadable.reduce((a, b) => ConfigError.And(a, b)))
+  // Both readable: they must be a PEM certificate and its key, or the SMTP listener would fail later with a stack trace.
+  if (Option.isSome(config.smtpTlsCert) && Option.isSome(config.smtpTlsKey)) {
+    try {
+      createSecureContext({ cert: readFileSync(config.smtpTlsCert.value), key: readFileSync(config.smtpTlsKey.value) })
+    } catch (error) {
+      return Effect.fail(ConfigError.InvalidData(
+        ["SMTP_TLS_CERT"],
+        `${config.smtpTlsCert.value} and SMTP_TLS_KEY's ${config.smtpTlsKey.value} are not a PEM certificate and its private key: ${
+          (error as Error).message
+        }`
+      ))
+    }
+  }
+  return Effect.void
 }
 
 export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> = Effect.gen(function*() {

@@ -368,6 +368,14 @@ const restartRecovery = <S>(backend: Backend<S>) =>
       yield* second.close
     }))
 
+describe("NATS_URL in messages", () => {
+  it("leaves out each server's user and password or token", () => {
+    expect(NatsBus.withoutCredentials("nats://user:natssecret99@127.0.0.1:4222")).toBe("nats://127.0.0.1:4222")
+    expect(NatsBus.withoutCredentials("nats://s3cr3t-token@a.example:4222, tls://b.example:4222")).toBe("nats://a.example:4222,tls://b.example:4222")
+    expect(NatsBus.withoutCredentials("127.0.0.1:4222")).toBe("127.0.0.1:4222")
+  })
+})
+
 describe("embedded bus restart", () => {
   describe.runIf(adminDatabaseUrl === undefined)("on PGlite", () => {
     restartRecovery(pgliteBackend)

@@ -81,6 +81,7 @@ describe.concurrent("configuration", () => {
     [{ LOG_LEVEL: "all" }, /\nLOG_LEVEL: Expected one of trace, debug, info, warn, warning, error, fatal, none, off but received "all"/],
     [{ SHARED_DOMAINS: "agents.localhost,not a domain" }, /\nSHARED_DOMAINS: Expected a host name such as example\.com but received "not a domain"/],
     [{ MX_HOST: "bad host!" }, /\nMX_HOST: Expected a host name such as example\.com but received "bad host!"/],
+    [{ SMTP_HELO_NAME: "bad name" }, /\nSMTP_HELO_NAME: Expected a host name such as example\.com but received "bad name"/],
     [{ PASSWORD_HASH_COST: "8" }, /\nPASSWORD_HASH_COST: Expected an integer from 10 to 17 but received 8/],
     [{ PASSWORD_HASH_COST: "high" }, /\nPASSWORD_HASH_COST/]
   ])("stops on %j with a message naming the variable", async (env, message) => {
@@ -99,6 +100,13 @@ describe.concurrent("configuration", () => {
     expect(code).toBe(1)
     expect(output).toMatch(/SMTP_TLS_CERT: Cannot read \/nonexistent\/cert\.pem: ENOENT/)
     expect(output).toMatch(/SMTP_TLS_KEY: Cannot read \/nonexistent\/key\.pem: ENOENT/)
+  })
+
+  it("stops when the SMTP TLS files are no PEM certificate and key, naming them, without a stack trace", async () => {
+    const { code, output } = await run({ SMTP_TLS_CERT: "/etc/hostname", SMTP_TLS_KEY: "/etc/hostname" })
+    expect(code).toBe(1)
+    expect(output).toMatch(/SMTP_TLS_CERT: \/etc\/hostname and SMTP_TLS_KEY's \/etc\/hostname are not a PEM certificate and its private key: /)
+    expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
   })
 
   it("refuses a partial-role process on the embedded stores, naming the missing setting", async () => {

@@ -360,9 +360,14 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           : yield* deliverOut(job.domain, recipients, email.content, email.mailFrom))
       ]
       const deferred = yield* record(email, job.email_id, outcomes)
+      // Addresses only at debug: no line at info or above holds one (README, Logs).
       yield* Effect.logInfo("Delivery attempt").pipe(Effect.annotateLogs({
         email_id: job.email_id,
         domain: job.domain,
+        outcomes: countedOutcomes(outcomes)
+      }))
+      yield* Effect.logDebug("Delivery attempt's recipients").pipe(Effect.annotateLogs({
+        email_id: job.email_id,
         outcomes: outcomes.map((o) => `${o.recipient}: ${o.status}`).join(", ")
       }))
       if (deferred) return yield* new DeliveryDeferred({ emailId: job.email_id, domain: job.domain })
@@ -423,6 +428,13 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     return { deliver, handle } as const
   })
 }) {}
+
+/** Outcomes as counts by status, in the order first met: "2 sent, 1 deferred". */
+const countedOutcomes = (outcomes: ReadonlyArray<{ readonly status: string }>) => {
+  const counts = new Map<string, number>()
+  for (const { status } of outcomes) counts.set(status, (counts.get(status) ?? 0) + 1)
+  return [...counts].map(([status, n]) => `${n} ${status}`).join(", ")
+}
 
 /** The mta: consumes `mail.outbound.>` while the role runs; a deferred job comes back on the retry schedule. */
 export const MtaLive = Layer.scopedDiscard(

@@ -38,6 +38,7 @@ afterAll(async () => {
 const secrets: Array<string> = []
 let senderAddress = ""
 let recipientAddress = ""
+let sentToAddress = ""
 let emailId = ""
 
 describe("an operator's view of one session", () => {
@@ -217,6 +218,22 @@ describe("an operator's view of one session", () => {
     expect(searches("hybrid")).toBe(1)
     expect(searches("vector")).toBe(0)
   })
+
+  it("delivers mail sent over the API to another mailbox (its log, below, names no address)", async () => {
+    const user = await withApiKey(suite.url)
+    const box = await newBox(suite.url, { user })
+    const colleague = await newBox(suite.url, { user })
+    sentToAddress = colleague.address
+    const sent = await withKey(suite.url, user).POST("/v1/api/mailboxes/{mailboxId}/send", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { to: [colleague.address], subject: "handover", text: "Over to you." }
+    })
+    expect(sent.response.status).toBe(202)
+    await until("the sent mail to arrive", async () => {
+      const list = await withKey(suite.url, user).GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: colleague.mailboxId } } })
+      return list.data?.meta.total === 1 ? true : undefined
+    })
+  })
 })
 
 describe("the log of that session (LOG_LEVEL=debug, LOG_FORMAT=json)", () => {
@@ -242,7 +259,8 @@ describe("the log of that session (LOG_LEVEL=debug, LOG_FORMAT=json)", () => {
     expect(transaction[0]).toMatchObject({ level: "info", code: 250, email_ids: emailId, recipients: 1 })
     expect(said("RCPT TO refused 550")).toHaveLength(1)
     expect(said("RCPT TO refused 550")[0]!.level).toBe("debug")
-    expect(said("Email delivered to its mailbox")[0]).toMatchObject({ level: "info", email_id: emailId })
+    expect(said("Email delivered to its mailbox").find((entry) => entry.email_id === emailId)).toMatchObject({ level: "info" })
+    expect(said("Delivery attempt")[0]).toMatchObject({ level: "info", outcomes: "1 sent" })
     expect(said("Webhook attempt delivered")[0]).toMatchObject({ level: "info", status_code: 200, attempt: 1 })
     expect(said(/^Embedding model .* ready/).length).toBeGreaterThanOrEqual(1)
     expect(said(/^SIGTERM: shutting down/)).toHaveLength(1)
@@ -260,6 +278,7 @@ describe("the log of that session (LOG_LEVEL=debug, LOG_FORMAT=json)", () => {
       const line = JSON.stringify(entry)
       expect(line).not.toContain(senderAddress)
       expect(line).not.toContain(recipientAddress)
+      expect(line).not.toContain(sentToAddress)
     }
   }, 40_000)
 })
