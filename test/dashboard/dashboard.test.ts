@@ -333,6 +333,9 @@ describe.skipIf(!runnable)("the dashboard", () => {
   it("renames the mailbox, then deletes it after the address is typed", async () => {
     await page.getByRole("link", { name: "Mailboxes" }).click()
     await page.getByRole("button", { name: `Rename ${address}` }).click()
+    // The address it has now is not offered as available.
+    await page.getByText("This is the mailbox's address now: type the new one.").waitFor()
+    await expect(page.getByRole("button", { name: "Save address" }).isDisabled()).resolves.toBe(true)
     const renamed = `${localPart}x`
     await page.getByLabel("New address").fill(renamed)
     await page.getByText("is available").waitFor()
@@ -438,6 +441,21 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Sign out" }).click()
     await page.getByRole("heading", { name: "Sign in" }).waitFor()
     expect(watched.problems).toEqual([])
+  })
+
+  it("opens a page linked while signed out once signed in, and says a page that does not exist is not found", async () => {
+    await page.goto("/#/keys")
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    await page.getByLabel("Email").fill(accountEmail)
+    await page.getByLabel("Password").fill("a better passphrase")
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await page.getByRole("heading", { name: "API keys" }).waitFor()
+    await page.goto("/#/no-such-page")
+    await page.getByRole("heading", { name: "Page not found" }).waitFor()
+    await page.getByRole("link", { name: "Go to your mailboxes" }).click()
+    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
   })
 
   it("deletes the account from the account page, the password asked again, and says so on the sign-in page", async () => {
@@ -585,6 +603,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await codes.first().waitFor()
     const recoveryCodes = await codes.allTextContents()
     expect(recoveryCodes).toHaveLength(10)
+    // Already said On beside the codes, not Off until they are put away.
+    await card.getByText("10 recovery codes left.").waitFor()
     await card.getByRole("button", { name: "I have saved them" }).click()
     await card.getByText("10 recovery codes left.").waitFor()
 

@@ -1134,9 +1134,9 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(created).toMatchObject({ mailbox_id: mailboxId, conditions: { from: ["letters.test"] }, actions: { add_labels: ["newsletters"], remove_labels: ["unread"] } })
 
     // The letter that came before: counted, then changed.
-    await page.getByRole("button", { name: "Check from letters.test against received mail" }).click()
+    await page.getByRole("button", { name: "Check received mail: from letters.test" }).click()
     await filters.getByText(/received, 1 match; 1 would change\.$/).waitFor()
-    await page.getByRole("button", { name: "Apply from letters.test to received mail" }).click()
+    await page.getByRole("button", { name: /^Apply to \d+ emails?: from letters\.test$/ }).click()
     await filters.getByText(/^1 email changed/).waitFor()
     expect((await emailOf(first.email_id)).data?.data.labels).toEqual(["inbound", "unauthenticated", "newsletters"])
 

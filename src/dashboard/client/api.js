@@ -46,7 +46,11 @@ export const call = async (method, path, body, headers = {}) => {
     init.headers = { ...init.headers, "content-type": "application/json" }
   }
   const signal = session.signal
-  const response = await fetch(path, { ...init, signal })
+  const response = await fetch(path, { ...init, signal }).catch((/** @type {unknown} */ failure) => {
+    // Aborted by signing out: as it was. Otherwise the network (the browser's own words, "Failed to fetch", say nothing).
+    if (signal.aborted) throw failure
+    throw new Error("Mailroom could not be reached: check the connection, then try again.")
+  })
   const envelope = await response.json().catch(() => null)
   // Signed out while the answer was being read: it is nobody's, as a request aborted before its answer is.
   if (signal.aborted) throw signal.reason

@@ -185,10 +185,10 @@ const FilterItem = ({ filter, mailboxes, run, onEdit }) => {
         <button type="button" class="link" aria-label=${`${filter.enabled ? "Turn off" : "Turn on"} ${title}`}
           onClick=${() => run(() => call("PATCH", path, { enabled: !filter.enabled }))}>${filter.enabled ? "Turn off" : "Turn on"}</button>
         ${applied?.dry_run && applied.changed > 0
-          ? html`<button type="button" class="link" aria-label=${`Apply ${title} to received mail`} onClick=${() => apply(false)}>Apply to ${
+          ? html`<button type="button" class="link" aria-label=${`Apply to ${count(applied.changed, "email", "emails")}: ${title}`} onClick=${() => apply(false)}>Apply to ${
             count(applied.changed, "email", "emails")
           }</button>`
-          : html`<button type="button" class="link" aria-label=${`Check ${title} against received mail`} onClick=${() => apply(true)}>Check received mail</button>`}
+          : html`<button type="button" class="link" aria-label=${`Check received mail: ${title}`} onClick=${() => apply(true)}>Check received mail</button>`}
         <button type="button" class="link" aria-label=${`Edit ${title}`} onClick=${() => onEdit(filter)}>Edit</button>
         <button type="button" class="link" aria-label=${`Delete ${title}`} onClick=${() => run(() => call("DELETE", path))}>Delete</button>
       </div>

@@ -111,7 +111,10 @@ const MailboxItem = ({ mailbox, onChanged, domains }) => {
   const [domain, setDomain] = useState(mailbox.domain)
   const [confirmation, setConfirmation] = useState("")
   const [error, setError] = useState(/** @type {unknown} */ (null))
-  const verdict = useAddressCheck(mode === "rename" ? localPart : "", domain, mailbox.mailbox_id)
+  // The address it has now is no rename: nothing to ask the server, nothing to save.
+  const unchanged = `${localPart}@${domain}`.toLowerCase() === mailbox.email_address.toLowerCase()
+  const checked = useAddressCheck(mode === "rename" && !unchanged ? localPart : "", domain, mailbox.mailbox_id)
+  const verdict = mode === "rename" && unchanged ? { valid: false, message: "This is the mailbox's address now: type the new one." } : checked
   const path = `/api/mailboxes/${encodeURIComponent(mailbox.mailbox_id)}`
 
   /** @param {() => Promise<unknown>} action */

@@ -25,6 +25,11 @@ import { WebhooksPage } from "./webhooks.js"
 import { go, useRoute } from "./router.js"
 import { count, Frame } from "./ui.js"
 
+/** Where a reader sent to sign in was going (a deep link, or a session that ended mid-use): this tab's, once. */
+const RETURN_TO = "mailroom.returnTo"
+/** Signing out by hand: the page left is not one to come back to. */
+let signingOut = false
+
 const App = () => {
   const [user, setUser] = useState(rememberedUser)
   const route = useRoute()
@@ -48,8 +53,17 @@ const App = () => {
   const signedOutPage = page === "signin" || page === "signup" || page === "forgot-password"
   const linkPage = page === "reset-password" || page === "confirm-email"
   useEffect(() => {
-    if (!user && !signedOutPage && !linkPage) go("signin")
-    if (user && signedOutPage) go()
+    if (!user && !signedOutPage && !linkPage) {
+      if (page && !signingOut) sessionStorage.setItem(RETURN_TO, location.hash)
+      signingOut = false
+      go("signin")
+    }
+    if (user && signedOutPage) {
+      const back = sessionStorage.getItem(RETURN_TO)
+      sessionStorage.removeItem(RETURN_TO)
+      if (back) location.hash = back
+      else go()
+    }
   }, [user, page])
   // Each page's content is where focus goes when the page shown changes, for screen readers and keyboards.
   // The page shown, not the URL: signing out shows the sign-in form at once and the URL follows a moment
@@ -64,6 +78,8 @@ const App = () => {
   const [notice, setNotice] = useState({ text: "", email: "" })
 
   const signOut = async () => {
+    signingOut = true
+    sessionStorage.removeItem(RETURN_TO)
     endSession()
     await call("POST", "/api/auth/logout").catch(() => undefined)
     signedOut()
@@ -71,6 +87,7 @@ const App = () => {
 
   /** @param {{ email: string, mailboxes: number, emails: number }} deleted */
   const accountDeleted = (deleted) => {
+    signingOut = true
     setNotice({
       text: `The account ${deleted.email} is deleted, with ${count(deleted.mailboxes, "mailbox", "mailboxes")} and ${count(deleted.emails, "email", "emails")}.`,
       email: ""
@@ -142,7 +159,11 @@ const App = () => {
     ? html`<${ConversationPage} key=${id} threadId=${id} />`
     : page === "emails" && id
     ? html`<${ReaderPage} key=${id} emailId=${id} />`
-    : html`<${MailboxesPage} />`
+    : page === undefined || page === "mailboxes" || signedOutPage
+    ? html`<${MailboxesPage} />`
+    : html`
+      <h1>Page not found</h1>
+      <p>The dashboard has no page at <code>#/${route.join("/")}</code>. <a href=${"#/"}>Go to your mailboxes</a></p>`
   const section = page === "account" || page === "keys" || page === "search" || page === "webhooks" || page === "domains" || page === "billing" || page === "drafts" || page === "senders" || page === "filters"
     ? page
     : page === "mailboxes" && sub === "drafts"

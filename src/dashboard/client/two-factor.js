@@ -109,8 +109,8 @@ export const TwoFactor = () => {
   }, [attempt])
   const reload = () => setAttempt((n) => n + 1)
   const idle = () => (setStep("idle"), setSetup(null), reload())
-  /** @param {string[]} shown */
-  const show = (shown) => (setCodes(shown), setStep("codes"))
+  /** The codes to save, and the status read again: turning it on shows On beside them. @param {string[]} shown */
+  const show = (shown) => (setCodes(shown), setStep("codes"), reload())
 
   if (failure) return html`<${LoadFailed} error=${failure} onRetry=${reload} />`
   return html`

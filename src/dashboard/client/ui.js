@@ -169,6 +169,13 @@ export const useAction = () => {
  * button that does it. Its refusal (a 409: deliveries pending, a draft answering it) shows below.
  * @param {{ what: string, warning: string, onConfirm: () => Promise<void> }} props
  */
+/**
+ * Focus an element when it is shown (the answer to a question the reader just asked for, so the
+ * keyboard stays where they are); a ref that never changes, so it runs once per element.
+ * @param {HTMLElement | null} element
+ */
+const focusOnShow = (element) => element?.focus()
+
 export const ConfirmDelete = ({ what, warning, onConfirm }) => {
   const [asking, setAsking] = useState(false)
   const { busy, error, run } = useAction()
@@ -178,7 +185,7 @@ export const ConfirmDelete = ({ what, warning, onConfirm }) => {
       <p>${warning} This cannot be undone.</p>
       <${ErrorNote} error=${error} />
       <div class="actions">
-        <button type="button" class="danger" disabled=${busy} onClick=${() => run(onConfirm)}>Delete for good</button>
+        <button type="button" class="danger" disabled=${busy} onClick=${() => run(onConfirm)} ref=${focusOnShow}>Delete for good</button>
         <button type="button" class="secondary" disabled=${busy} onClick=${() => setAsking(false)}>Keep it</button>
       </div>
     </div>
