@@ -10,6 +10,7 @@
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createClient, type operations } from "../../packages/client/src/fetch-client.ts"
+import { signUp } from "../support/accounts.ts"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
@@ -1196,5 +1197,24 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     }
     await page.setViewportSize({ width: 1280, height: 800 })
     expect(watched.problems).toEqual([])
+  })
+
+  it("opens a page linked while signed out once signed in, and says a page that does not exist is not found", async () => {
+    // Signed out first: the suite's account ends here.
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    const visitor = await signUp(server.url)
+    await page.goto("/#/keys")
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
+    await page.getByLabel("Email").fill(visitor.email)
+    await page.getByLabel("Password").fill("correct horse battery")
+    await page.getByRole("button", { name: "Sign in" }).click()
+    await page.getByRole("heading", { name: "API keys" }).waitFor()
+    await page.goto("/#/no-such-page")
+    await page.getByRole("heading", { name: "Page not found" }).waitFor()
+    await page.getByRole("link", { name: "Go to your mailboxes" }).click()
+    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+    await page.getByRole("button", { name: "Sign out" }).click()
+    await page.getByRole("heading", { name: "Sign in" }).waitFor()
   })
 })

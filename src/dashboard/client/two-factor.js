@@ -109,8 +109,15 @@ export const TwoFactor = () => {
   }, [attempt])
   const reload = () => setAttempt((n) => n + 1)
   const idle = () => (setStep("idle"), setSetup(null), reload())
-  /** The codes to save, and the status read again: turning it on shows On beside them. @param {string[]} shown */
-  const show = (shown) => (setCodes(shown), setStep("codes"), reload())
+  /**
+   * The codes to save, and the status they make (on, with these codes): turning it on shows On beside them.
+   * @param {string[]} shown
+   */
+  const show = (shown) => {
+    setStatus((was) => ({ enabled: true, enabledAt: was?.enabled ? was.enabledAt : new Date().toISOString(), recoveryCodesLeft: shown.length }))
+    setCodes(shown)
+    setStep("codes")
+  }
 
   if (failure) return html`<${LoadFailed} error=${failure} onRetry=${reload} />`
   return html`
