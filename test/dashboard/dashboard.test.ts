@@ -169,7 +169,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
   })
 
   it("shows the plan and usage, and upgrades through checkout", async () => {
-    // The free plan's 20 requests a minute are the account's, dashboard included: the walk needs pro's 100.
+    // The free plan's 20 requests a minute are the account's, dashboard included: the walk needs more.
     await page.getByRole("link", { name: "Billing" }).click()
     await page.getByRole("heading", { name: "Plan: Free" }).waitFor()
     await expect(page.getByRole("progressbar", { name: "Emails received" }).getAttribute("max")).resolves.toMatch(/^\d+$/)
@@ -180,6 +180,10 @@ describe.skipIf(!runnable)("the dashboard", () => {
     // Only what is above pro is an upgrade; the portal manages the paid plan.
     await page.getByRole("button", { name: "Manage in the billing portal" }).waitFor()
     await expect(page.getByRole("button", { name: /^Upgrade to/ }).allTextContents()).resolves.toEqual(["Upgrade to Enterprise"])
+    // And on to enterprise: the whole walk makes more than pro's 100 requests in some minutes.
+    await page.getByRole("button", { name: "Upgrade to Enterprise" }).click()
+    await page.getByRole("button", { name: "Confirm and pay" }).click()
+    await page.getByRole("heading", { name: "Plan: Enterprise" }).waitFor()
   })
 
   it("creates a mailbox with live feedback on the address", async () => {
@@ -206,8 +210,18 @@ describe.skipIf(!runnable)("the dashboard", () => {
       text: "See the numbers inside.",
       html: `<h1>Numbers</h1><p>Hello <a href="https://example.com/report">report</a></p>` +
         `<script>fetch("${tracker.url}/script-ran")</script>` +
-        `<img src="${tracker.url}/pixel.gif" alt="tracking pixel" onerror="fetch('${tracker.url}/onerror-ran')">`,
-      attachments: [{ filename: "numbers.csv", content: "q,revenue\n1,100\n" }]
+        `<img src="${tracker.url}/pixel.gif" alt="tracking pixel" onerror="fetch('${tracker.url}/onerror-ran')">` +
+        `<img src="cid:chart@numbers.test" alt="chart">`,
+      attachments: [
+        { filename: "numbers.csv", content: "q,revenue\n1,100\n" },
+        // The message's own image, shown by its Content-ID: a 1×1 PNG.
+        {
+          filename: "chart.png",
+          contentType: "image/png",
+          cid: "chart@numbers.test",
+          content: Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "base64")
+        }
+      ]
     })
     const row = page.getByRole("link", { name: /Quarterly numbers/ })
     await row.waitFor({ timeout: 15_000 })
@@ -230,6 +244,12 @@ describe.skipIf(!runnable)("the dashboard", () => {
     expect(await frame.getByRole("link", { name: "report" }).getAttribute("target")).toBe("_blank")
     await expect(page.locator("iframe[title='Email content']").getAttribute("sandbox")).resolves.not.toContain("allow-scripts")
     await page.getByText("Remote images are blocked").waitFor()
+    // Its own image (cid:) is part of the message, not remote: shown at once, from the attachment's bytes.
+    await expect.poll(() => frame.getByRole("img", { name: "chart" }).evaluate((element) => {
+      const img = element as unknown as { readonly src: string; readonly naturalWidth: number }
+      return [img.src.slice(0, 15), img.naturalWidth]
+    }))
+      .toEqual(["data:image/png;", 1])
     await expect(page.getByRole("link", { name: "numbers.csv" }).getAttribute("href")).resolves.toMatch(/\/attachments\//)
     const raw = await page.getByRole("link", { name: /Download raw/ }).getAttribute("href")
     const rawAnswer = await page.evaluate((url) => fetch(url!).then((r) => r.text()), raw)

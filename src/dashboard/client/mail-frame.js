@@ -32,12 +32,38 @@ const disarmHandlers = (html) => {
 }
 
 /**
+ * The message's own images (`src="cid:…"`, RFC 2392) parked before parsing, as remote ones are after:
+ * Chromium checks an image address against the dashboard's policy as soon as it is parsed, and a
+ * `cid:` one would be refused there and in the frame (a console error each). Put back as data: URLs.
+ * @param {string} html
+ */
+const parkContentIds = (html) => {
+  const inTag = /(<[^<>]*?\s)(src|background)(\s*=\s*["']?\s*)cid:/gi
+  let before
+  do {
+    before = html
+    html = html.replace(inTag, "$1data-mailroom-cid-$2$3")
+  } while (html !== before)
+  return html
+}
+
+/** The Content-ID a parked `cid:` address names (the id without its angle brackets, URL-encoded). @param {string} value */
+const contentIdOf = (value) => {
+  try {
+    return decodeURIComponent(value.trim())
+  } catch {
+    return value.trim()
+  }
+}
+
+/**
  * @param {string} html the email's HTML
  * @param {boolean} allowImages
+ * @param {Record<string, string>} [inline] the message's own images by Content-ID (no angle brackets), as data: URLs
  * @returns {{ srcdoc: string, blockedImages: number }}
  */
-export const mailDocument = (html, allowImages) => {
-  const doc = new DOMParser().parseFromString(disarmHandlers(html), "text/html")
+export const mailDocument = (html, allowImages, inline = {}) => {
+  const doc = new DOMParser().parseFromString(parkContentIds(disarmHandlers(html)), "text/html")
   for (const element of doc.querySelectorAll(REMOVED)) element.remove()
   let blockedImages = 0
   for (const element of doc.querySelectorAll("*")) {
@@ -50,6 +76,14 @@ export const mailDocument = (html, allowImages) => {
     if (element.tagName === "A") {
       element.setAttribute("target", "_blank")
       element.setAttribute("rel", "noopener noreferrer")
+    }
+    // The message's own images (cid:) are part of it, not remote: shown as the data: URLs given, once read.
+    for (const name of ["src", "background"]) {
+      const parked = element.getAttribute(`data-mailroom-cid-${name}`)
+      if (parked === null) continue
+      element.removeAttribute(`data-mailroom-cid-${name}`)
+      const url = inline[contentIdOf(parked)]
+      if (url !== undefined) element.setAttribute(name, url)
     }
     for (const name of ["src", "srcset", "background", "poster"]) {
       const value = element.getAttribute(name)

@@ -65,6 +65,49 @@ const describeText = (text) =>
  * shown on asking as plain text; why there is none when the server cannot read it.
  * @param {{ base: string, attachment: any }} props
  */
+/** The most bytes of the message's own images the reader reads to show them in its HTML. */
+const INLINE_IMAGES_BYTES = 10 * 1024 * 1024
+
+/**
+ * The images the email's HTML shows by `cid:` (its own attachments, with a Content-ID), read as data:
+ * URLs (the frame's policy loads nothing else), keyed by Content-ID without angle brackets.
+ * @param {string} base @param {any} email
+ * @returns {Record<string, string>}
+ */
+const useInlineImages = (base, email) => {
+  const [inline, setInline] = useState(/** @type {Record<string, string>} */ ({}))
+  useEffect(() => {
+    setInline({})
+    if (!email?.html) return
+    let bytes = 0
+    const wanted = email.attachments.filter((/** @type {any} */ a) => {
+      const id = a.content_id?.replace(/^<|>$/g, "")
+      if (!id || !/^image\//i.test(a.content_type ?? "") || !email.html.includes(id) || bytes + a.size > INLINE_IMAGES_BYTES) return false
+      bytes += a.size
+      return true
+    })
+    let live = true
+    Promise.all(wanted.map(async (/** @type {any} */ a) => {
+      const response = await fetch(`${base}/attachments/${encodeURIComponent(a.attachment_id)}`, { credentials: "same-origin" })
+      if (!response.ok) return undefined
+      const blob = await response.blob()
+      const url = await new Promise((resolve) => {
+        const reader = new FileReader()
+        reader.onload = () => resolve(String(reader.result).replace(/^data:[^;,]*/, `data:${a.content_type}`))
+        reader.onerror = () => resolve(undefined)
+        reader.readAsDataURL(blob)
+      })
+      return url === undefined ? undefined : [a.content_id.replace(/^<|>$/g, ""), url]
+    })).then((found) => {
+      if (live) setInline(Object.fromEntries(found.filter((entry) => entry !== undefined)))
+    }, () => undefined)
+    return () => {
+      live = false
+    }
+  }, [email?.email_id, email?.html])
+  return inline
+}
+
 const Attachment = ({ base, attachment }) => {
   const path = `${base}/attachments/${encodeURIComponent(attachment.attachment_id)}`
   const [text, setText] = useState(/** @type {any} */ (null))
@@ -243,7 +286,8 @@ export const ReaderPage = ({ emailId }) => {
     return () => clearTimeout(timer)
   }, [email])
 
-  const body = useMemo(() => (email?.html ? mailDocument(email.html, allowImages) : null), [email?.html, allowImages])
+  const inline = useInlineImages(base, email)
+  const body = useMemo(() => (email?.html ? mailDocument(email.html, allowImages, inline) : null), [email?.html, allowImages, inline])
 
   if (error) return html`<${ErrorNote} error=${error} />`
   if (!email) return html`<p class="muted">Loading…</p>`
