@@ -29,7 +29,6 @@ export interface PaymentSession {
 export class LocalPayments extends Context.Tag("mailroom/LocalPayments")<LocalPayments, {
   /** An open, unexpired session. */
   readonly find: (id: string) => Effect.Effect<Option.Option<PaymentSession>, SqlError>
-  /** Complete a checkout once: the plan is active when this returns. */
   /** Confirm a checkout: the plan bought (`changed`), or the account found on it already; none when the link is used or expired. */
   readonly completeCheckout: (id: string) => Effect.Effect<Option.Option<{ readonly session: PaymentSession; readonly changed: boolean }>, SqlError>
   readonly setCancelAtPeriodEnd: (portalId: string, cancel: boolean) => Effect.Effect<Option.Option<PaymentSession>, SqlError>

@@ -138,7 +138,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
     const instructions = (name: string, token: string) =>
       `Add a TXT record at ${name} with the value "${token}" and an MX record at ${name} with priority 10 pointing at ` +
       `${settings.mxHost}, then verify again. DNS changes can take a while to be seen. Publish the SPF and DKIM records ` +
-      "the domain's dns_records list too, so that mail sent from it is trusted."
+      "of the domain's dns_records too, so that mail sent from it is trusted."
 
     const limitOf = (owner: Owner) => customDomainLimit(owner.plan, settings.freeMaxCustomDomains)
 

@@ -17,19 +17,25 @@ const PARKED = "data-mailroom-src"
 const isScriptUrl = (value) => /^\s*(javascript|vbscript|data:text\/html)/i.test(value)
 
 /**
+ * `html` with `inTag` (an attribute within a tag) replaced until nothing changes: one tag may hold
+ * several, and a replacement may uncover another.
+ * @param {string} html @param {RegExp} inTag @param {string} replacement
+ */
+const rewriteTags = (html, inTag, replacement) => {
+  let before
+  do {
+    before = html
+    html = html.replace(inTag, replacement)
+  } while (html !== before)
+  return html
+}
+
+/**
  * Event-handler attributes renamed before parsing: Chromium checks them against the dashboard's own
  * policy as soon as they are parsed, even in an inert document, and reports each as a console error.
  * @param {string} html
  */
-const disarmHandlers = (html) => {
-  const inTag = /(<[^<>]*?\s)(on[a-z]+\s*=)/gi
-  let before
-  do {
-    before = html
-    html = html.replace(inTag, "$1data-mailroom-removed-$2")
-  } while (html !== before)
-  return html
-}
+const disarmHandlers = (html) => rewriteTags(html, /(<[^<>]*?\s)(on[a-z]+\s*=)/gi, "$1data-mailroom-removed-$2")
 
 /**
  * The message's own images (`src="cid:…"`, RFC 2392) parked before parsing, as remote ones are after:
@@ -37,15 +43,7 @@ const disarmHandlers = (html) => {
  * `cid:` one would be refused there and in the frame (a console error each). Put back as data: URLs.
  * @param {string} html
  */
-const parkContentIds = (html) => {
-  const inTag = /(<[^<>]*?\s)(src|background)(\s*=\s*["']?\s*)cid:/gi
-  let before
-  do {
-    before = html
-    html = html.replace(inTag, "$1data-mailroom-cid-$2$3")
-  } while (html !== before)
-  return html
-}
+const parkContentIds = (html) => rewriteTags(html, /(<[^<>]*?\s)(src|background)(\s*=\s*["']?\s*)cid:/gi, "$1data-mailroom-cid-$2$3")
 
 /** The Content-ID a parked `cid:` address names (the id without its angle brackets, URL-encoded). @param {string} value */
 const contentIdOf = (value) => {
@@ -94,7 +92,7 @@ export const mailDocument = (html, allowImages, inline = {}) => {
       }
     }
   }
-  const images = allowImages ? "data: cid: https: http:" : "data:"
+  const images = allowImages ? "data: https: http:" : "data:"
   const policy = `default-src 'none'; img-src ${images}; style-src 'unsafe-inline'; font-src data:; base-uri 'none'; form-action 'none'`
   const head = `<meta http-equiv="Content-Security-Policy" content="${policy}"><meta name="referrer" content="no-referrer">` +
     `<base target="_blank"><style>body{font-family:system-ui,sans-serif;margin:1rem;overflow-wrap:anywhere}img{max-width:100%;height:auto}</style>`
