@@ -248,7 +248,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await expect.poll(() => frame.getByRole("img", { name: "chart" }).evaluate((element) => {
       const img = element as unknown as { readonly src: string; readonly naturalWidth: number }
       return [img.src.slice(0, 15), img.naturalWidth]
-    }))
+    }), { timeout: 15_000 })
       .toEqual(["data:image/png;", 1])
     await expect(page.getByRole("link", { name: "numbers.csv" }).getAttribute("href")).resolves.toMatch(/\/attachments\//)
     const raw = await page.getByRole("link", { name: /Download raw/ }).getAttribute("href")
