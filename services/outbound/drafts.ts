@@ -66,16 +66,19 @@ const toDraft = (row: DraftRow): Draft => ({
 
 const draftNotFound = (draftId: string) => new NotFound({ message: "Draft not found", details: { draft_id: draftId } })
 
-/** The send-request part of a draft input (what `content` stores). */
-const contentOf = (input: DraftInput): DraftContent => {
-  const { forward_of: _f, in_reply_to: _i, reply_all: _r, send_at: _s, ...content } = input
-  return Object.fromEntries(Object.entries(content).filter(([, value]) => value !== null)) as DraftContent
-}
-
-/** The content fields an update sets to null: removed from the draft. */
-const clearedBy = (input: DraftInput): ReadonlyArray<string> => {
-  const { forward_of: _f, in_reply_to: _i, reply_all: _r, send_at: _s, ...content } = input
-  return Object.keys(content).filter((name) => content[name as keyof typeof content] === null)
+/**
+ * A draft's content (what `content` stores: the send-request part) once `input` is applied to
+ * `current`: a field given replaces the draft's own, a field given as null is removed, the rest stay.
+ * A new draft's is applied to nothing.
+ */
+const applied = (current: DraftContent, input: DraftInput): DraftContent => {
+  const { forward_of: _f, in_reply_to: _i, reply_all: _r, send_at: _s, ...given } = input
+  const content: Record<string, unknown> = { ...current }
+  for (const [name, value] of Object.entries(given)) {
+    if (value === null) delete content[name]
+    else if (value !== undefined) content[name] = value
+  }
+  return content as DraftContent
 }
 
 export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
@@ -138,10 +141,11 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     const create = Effect.fn("Drafts.create")(function*(userId: string, mailboxId: string, input: DraftInput) {
       yield* ownMailbox(sql, userId, mailboxId)
       yield* checkLinks(userId, mailboxId, input.in_reply_to, input.forward_of)
-      yield* checkSize(userId, contentOf(input))
+      const content = applied({}, input)
+      yield* checkSize(userId, content)
       const rows = yield* sql`
         INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at)
-        VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(contentOf(input))}, ${input.in_reply_to ?? null},
+        VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(content)}, ${input.in_reply_to ?? null},
                 ${input.reply_all ?? false}, ${input.forward_of ?? null}, ${input.send_at ? new Date(input.send_at) : null})
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
       return toDraft(rows[0]!)
@@ -201,8 +205,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       const inReplyTo = input.in_reply_to !== undefined ? input.in_reply_to : current.inReplyTo
       const forwardOf = input.forward_of !== undefined ? input.forward_of : current.forwardOf
       yield* checkLinks(userId, mailboxId, inReplyTo, forwardOf)
-      const kept = Object.fromEntries(Object.entries(current.content).filter(([name]) => !clearedBy(input).includes(name)))
-      const content: DraftContent = { ...kept, ...contentOf(input) }
+      const content = applied(current.content, input)
       yield* checkSize(userId, content, draftId)
       const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
       const rows = yield* sql`

@@ -38,6 +38,17 @@ const fixtures = Effect.gen(function*() {
   yield* email("eml_c", "mbx_gone", "Invoice reminder", "A reminder about the October invoice.")
 })
 
+/** A user `usr_<key>` with one mailbox `mbx_<key>` (`<local>@agents.localhost`), and the blob the emails point at. */
+const accountWithMailbox = (key: string, local: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.all([
+      sql`INSERT INTO users (id, email, email_normalized, name, password_hash)
+          VALUES (${`usr_${key}`}, ${`${key}@example.com`}, ${`${key}@example.com`}, ${key.toUpperCase()}, 'x')`,
+      sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])}) ON CONFLICT DO NOTHING`,
+      sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
+          VALUES (${`mbx_${key}`}, ${`usr_${key}`}, ${local}, 'agents.localhost', ${`${local}@agents.localhost`})`
+    ], { discard: true }))
+
 /** A slow embedder (100 ms a call) of hashed words that records each call's size in `calls`. */
 const slowEmbedder = (model: string, calls: Array<number>) =>
   Layer.succeed(Embedder, {
@@ -205,10 +216,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
   it.effect("refreshes an email afresh, words and vectors: an attachment readable since it was indexed is then found by its words", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_r', 'r@example.com', 'r@example.com', 'R', 'x')`
-      yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])}) ON CONFLICT DO NOTHING`
-      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
-                 VALUES ('mbx_r', 'usr_r', 'reader', 'agents.localhost', 'reader@agents.localhost')`
+      yield* accountWithMailbox("r", "reader")
       yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
                                      received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
                  VALUES ('eml_r', 'mbx_r', 'usr_r', '<eml_r@test>', 'eml_r', 'Lab results', 'x@example.com', ${["y@example.com"]}, now(),
@@ -246,10 +254,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
   it.effect("gives up on an email that keeps failing alone while other mail is indexed; in an outage it retries everything", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_p', 'p@example.com', 'p@example.com', 'P', 'x')`
-      yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${"0".repeat(64)}, 1, ${new Uint8Array([1])}) ON CONFLICT DO NOTHING`
-      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
-                 VALUES ('mbx_p', 'usr_p', 'sender', 'agents.localhost', 'sender@agents.localhost')`
+      yield* accountWithMailbox("p", "sender")
       const email = (id: string, text: string) =>
         sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
                                 received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
