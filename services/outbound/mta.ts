@@ -39,6 +39,7 @@ import { Inbound, type Recipient } from "../mail/inbound.ts"
 import type { RecipientRefusal } from "../mail/refusals.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { domainOf } from "../mailboxes/rules.ts"
+import { Lifecycle } from "../lifecycle.ts"
 import { announce, type SentEmail, SentEmailRow, suppressBounced } from "./ledger.ts"
 import { OutboundJob } from "./schemas.ts"
 import { DkimKeys } from "./dkim.ts"
@@ -81,6 +82,25 @@ export class DeliveryDeferred extends Data.TaggedError("DeliveryDeferred")<{ rea
     return `delivery of ${this.emailId} to ${this.domain} deferred`
   }
 }
+
+/**
+ * The process began to shut down while this attempt still waited on a remote server: it is left
+ * unrecorded, and the job unacknowledged comes back (to this mta once it starts again, or to another
+ * one). Flow control, not a fault: the bus boundary logs it at debug only.
+ */
+export class DeliveryStopped extends Data.TaggedError("DeliveryStopped")<{ readonly domain: string }> implements Backpressure {
+  readonly [BackpressureTypeId] = true as const
+  override get message() {
+    return `delivery to ${this.domain} left for the next start: the process is shutting down`
+  }
+}
+
+/**
+ * How long an attempt in flight may still take once the process begins to stop. A healthy server
+ * answers in milliseconds; one that does not answer would hold the shutdown for the connect and
+ * command time-outs (30 and 60 s), past SHUTDOWN_TIMEOUT's 30 s, and the process would be cut off.
+ */
+const STOP_GRACE = Duration.seconds(5)
 
 const WaitingRow = Schema.Struct({
   recipient: Schema.String,
@@ -126,6 +146,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const copies = yield* ForwardedCopies
     const settings = yield* OutboundSettings
     const { sharedDomains } = yield* MailboxSettings
+    const lifecycle = yield* Lifecycle
     // A domain's MX hosts and their addresses, kept a minute (dns/answers.ts): mail to one domain asks once.
     const keptMx = answerCache<ReadonlyArray<MxRecord>>(keptAnswers)
     const keptAddresses = answerCache<ReadonlyArray<ResolvedAddress>>(keptAnswers)
@@ -261,7 +282,10 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         ? Effect.succeed(name)
         : Effect.map(keptAddresses(name, dns.addresses(name)), (addresses) => addresses[0]!.address)
 
-    /** External delivery: the first route that answers decides; unreachable or 4xx-at-once routes hand over to the next. */
+    /**
+     * External delivery: the first route that answers decides; unreachable or 4xx-at-once routes hand
+     * over to the next. Given up STOP_GRACE after the process begins to stop (DeliveryStopped).
+     */
     const deliverOut = (domain: string, recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
       Effect.gen(function*() {
         const all = (status: Outcome["status"], response: string) => recipients.map((recipient): Outcome => ({ recipient, status, response }))
@@ -298,7 +322,9 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           if (failure.code !== undefined && failure.code >= 500) return all("bounced", failure.response)
         }
         return all("deferred", last)
-      })
+      }).pipe(
+        Effect.raceFirst(lifecycle.stopping.pipe(Effect.zipRight(Effect.sleep(STOP_GRACE)), Effect.zipRight(new DeliveryStopped({ domain }))))
+      )
 
     /** Record the attempt's outcomes and announce each change; true when some recipients wait for another attempt. */
     const record = (
@@ -415,7 +441,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const Job = Schema.Union(OutboundJob, SystemMailJob, ForwardJob)
 
     /** The bus handler: a malformed job is logged and dropped, never retried. */
-    const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | DeliveryDeferred> =>
+    const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | DeliveryDeferred | DeliveryStopped> =>
       Effect.try(() => decodeJson(message.data)).pipe(
         Effect.flatMap(Schema.decodeUnknown(Job)),
         Effect.matchEffect({

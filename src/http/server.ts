@@ -43,6 +43,7 @@ import { DashboardSearchHandlers, SearchHandlers } from "./search/http.ts"
 import { DashboardStatsHandlers, StatsHandlers } from "./stats/http.ts"
 import { DashboardSenderListsHandlers, SenderListsHandlers } from "./sender-lists/http.ts"
 import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
+import { listenFailure } from "../listen-failure.ts"
 
 /**
  * Every answer counted by route template, method and status (src/http/metrics.ts); `GET /metrics`
@@ -188,9 +189,65 @@ const shuttingDownReply = (server: Server) => (_request: IncomingMessage, respon
   response.end(body)
 }
 
+/** How long a client that goes on sending a refused body is read after its answer, before it is cut off. */
+const LINGER_MS = 2_000
+
+/**
+ * A chunked body cut off at its limit (413): the platform stops reading it by destroying the request,
+ * which destroys the connection before the answer is written, and the client saw a reset instead of
+ * the 413. Here the rest is read and thrown away instead, the connection is closed after the answer
+ * (`Connection: close`), and a client still sending LINGER_MS after it is cut off. (A body with a
+ * Content-Length over the limit is answered before it is read; node then reads the rest itself.)
+ */
+const answerBeforeClosing = (request: IncomingMessage, response: ServerResponse) => {
+  if (request.headers["transfer-encoding"] === undefined) return
+  const destroy = request.destroy.bind(request)
+  request.destroy = (error?: Error) => {
+    if (request.complete || error !== undefined) return destroy(error)
+    response.shouldKeepAlive = false
+    request.resume()
+    const cut = () => {
+      if (!request.complete) destroy()
+    }
+    response.once("finish", () => setTimeout(cut, LINGER_MS).unref())
+    // An answer that never comes does not keep the connection either.
+    setTimeout(cut, 30_000).unref()
+    return request
+  }
+}
+
+/**
+ * How long an idle connection is kept for the client's next request: past a load balancer's idle
+ * time-out (60 s on the common ones), so that the balancer, not this server, closes it; a server that
+ * closes first races the balancer's next request on it, which then fails (a reset, a 502). Node's own
+ * 5 s lost that race to clients whose process was busy for a moment (seen in the fuzz suite, under load).
+ */
+const KEEP_ALIVE_MS = 65_000
+
+/**
+ * The drain: node's close stops taking connections and closes the idle ones, but a connection whose
+ * answer was still in flight would then be kept for the whole keep-alive, well past SHUTDOWN_TIMEOUT.
+ * Until the server is closed, each connection is closed as soon as it is idle.
+ */
+const closingIdleConnections = (server: Server) => {
+  const close = server.close.bind(server)
+  server.close = ((callback?: (error?: Error) => void) => {
+    const sweep = setInterval(() => server.closeIdleConnections(), 50)
+    server.once("close", () => clearInterval(sweep))
+    return close(callback)
+  }) as Server["close"]
+  return server
+}
+
 const createApiServer = () => {
-  const server = createServer().on("clientError", clientErrorReply)
-  return server.on("request", shuttingDownReply(server))
+  const server = closingIdleConnections(createServer({ keepAliveTimeout: KEEP_ALIVE_MS }))
+    .on("clientError", clientErrorReply)
+  const shuttingDown = shuttingDownReply(server)
+  // Registered before the app's listener, so each runs first.
+  return server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+    answerBeforeClosing(request, response)
+    shuttingDown(request, response)
+  })
 }
 
 export const HttpServerLive = Layer.unwrapEffect(
@@ -207,7 +264,13 @@ export const HttpServerLive = Layer.unwrapEffect(
       Layer.provide(EnvelopeMiddleware.pipe(Layer.provide(Layer.mergeAll(RateLimiter.layer, Authenticator.Default)))),
       Layer.provide(ApiLive),
       HttpServer.withLogAddress,
-      Layer.provide(NodeHttpServer.layer(createApiServer, { port: config.port, host: config.host }))
+      Layer.provide(
+        NodeHttpServer.layer(createApiServer, { port: config.port, host: config.host }).pipe(
+          Layer.mapError((error) =>
+            listenFailure({ name: "HTTP", host: config.host, hostVariable: "HOST", port: config.port, portVariable: "PORT" }, error)
+          )
+        )
+      )
     )
   )
 )

@@ -85,23 +85,27 @@ describe("error envelope", () => {
     })
 
     // Chunked transfer: no Content-Length to check up front, so the cap applies while reading. The
-    // server stops reading at 1 MiB; depending on timing the client sees the 413 or a closed
-    // connection, but never an accepted body, and the server keeps serving.
-    const streamed = await new Promise<{ status: number; body: string } | "closed">((resolve) => {
+    // server stops keeping the body at 1 MiB, answers 413 while the client is still sending, reads
+    // the rest without keeping it and closes the connection: the client reads the answer (no reset).
+    const streamed = await new Promise<{ status: number; body: string; connection: string | undefined } | "closed">((resolve) => {
       const req = http.request(`${server.url}/api/auth/register`, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
         let body = ""
         res.on("data", (chunk) => (body += chunk))
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body, connection: res.headers.connection }))
       })
       req.on("error", () => resolve("closed"))
       for (let i = 0; i < big.length; i += 64 * 1024) req.write(big.slice(i, i + 64 * 1024))
       req.end()
     })
-    if (streamed !== "closed") {
-      expect(streamed.status).toBe(413)
-      expect(JSON.parse(streamed.body).error.code).toBe("PAYLOAD_TOO_LARGE")
-    }
+    expect(streamed).toEqual({ status: 413, body: expect.stringContaining('"code":"PAYLOAD_TOO_LARGE"'), connection: "close" })
     expect((await mailroom.GET("/healthz")).response.status).toBe(200)
+  })
+
+  it("keeps an idle connection 65 s, past a load balancer's 60, and says so", async () => {
+    const answer = await new Promise<http.IncomingMessage>((resolve, reject) => http.get(`${server.url}/healthz`, resolve).on("error", reject))
+    answer.resume()
+    expect(answer.headers.connection).toBe("keep-alive")
+    expect(answer.headers["keep-alive"]).toBe("timeout=65")
   })
 
   it("omits details when there are none", async () => {

@@ -1,7 +1,8 @@
 /**
  * Relay mode (issue 16): with SMTP_RELAY_URL every outbound message goes through that server, logged
  * in with the URL's user and password, whatever the recipients' MX records say. A relay that refuses
- * the login leaves the delivery deferred, never lost.
+ * the login leaves the delivery deferred, never lost; one that stops answering mid-delivery does not hold a
+ * shutdown, and the message goes out after the restart.
  */
 import { simpleParser } from "mailparser"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -16,16 +17,18 @@ import { until } from "../support/wait.ts"
 let relay: MxServer
 let backend: Backend
 let server: Server
+let serverEnv: Record<string, string>
 
 beforeAll(async () => {
   relay = await startMxServer({ auth: { user: "mailroom", pass: "s3cret/with:odd@chars" } })
   backend = await createBackend()
   // The password percent-encoded, as a URL must carry it.
-  server = await startServer({
+  serverEnv = {
     ...backend.env,
     SMTP_RELAY_URL: `smtp://mailroom:${encodeURIComponent("s3cret/with:odd@chars")}@127.0.0.1:${relay.port}`,
     OUTBOUND_RETRY_DELAYS: "200ms"
-  })
+  }
+  server = await startServer(serverEnv)
 })
 
 afterAll(async () => {
@@ -102,4 +105,32 @@ describe("SMTP_RELAY_URL", () => {
     const done = await anonymous(server.url).POST("/api/auth/password-reset/confirm", { body: { token, password: "chosen by mail" } })
     expect(done.response.status).toBe(200)
   })
+
+  it("a relay that stops answering mid-delivery does not hold a shutdown: the attempt is left unrecorded and goes out after the restart", async () => {
+    const box = await newBox(server.url, { user: await withApiKey(server.url) })
+    const mailroom = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
+    const before = relay.delivered().length
+    relay.hold(true)
+    const sent = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { to: ["patient@example.org"], subject: "Held", text: "Hello" }
+    })
+    expect(sent.response.status).toBe(202)
+    await until("the message read and never answered", async () => (relay.held() > 0 ? true : undefined))
+    // The mta waits on the relay's answer for up to a minute; the shutdown waits 5 s for it, not SHUTDOWN_TIMEOUT's 30.
+    const stopping = Date.now()
+    expect(await server.stop()).toBe(0)
+    expect(Date.now() - stopping).toBeLessThan(20_000)
+    expect(server.output()).not.toMatch(/SHUTDOWN_TIMEOUT/)
+    relay.hold(false)
+    server = await startServer(serverEnv)
+    await relay.waitFor(before + 1, 30_000)
+    const restarted = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
+    const email = await until("sent", async () => {
+      const { data } = await restarted.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: sent.data!.data.email_id } } })
+      return data?.data.delivery?.[0]?.status === "sent" ? data.data : undefined
+    })
+    // The attempt cut short was not one: nothing was recorded of it.
+    expect(email.delivery).toMatchObject([{ recipient: "patient@example.org", status: "sent", attempts: 1 }])
+  }, 90_000)
 })
