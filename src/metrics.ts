@@ -16,6 +16,7 @@ import { createServer, type Server } from "node:http"
 import { Effect, Layer, Metric, MetricKeyType, MetricState } from "effect"
 import type { AppConfigShape } from "./config.ts"
 import { recordEventLoopBusy, runtimeExposition } from "./runtime-metrics.ts"
+import { listenFailure } from "./listen-failure.ts"
 
 export const CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -110,7 +111,9 @@ export const metricsServerLayer = (config: AppConfigShape) =>
       })
       yield* Effect.acquireRelease(
         Effect.async<void, Error>((resume) => {
-          server.once("error", (error) => resume(Effect.fail(new Error(`METRICS_PORT ${port}: ${error.message}`))))
+          server.once("error", (error) =>
+            resume(Effect.fail(listenFailure({ name: "Metrics", host: config.host, hostVariable: "HOST", port, portVariable: "METRICS_PORT" }, error)))
+          )
           server.listen(port, config.host, () => {
             resume(Effect.void)
           })

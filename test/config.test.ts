@@ -179,12 +179,23 @@ describe.concurrent("a start that fails", () => {
     try {
       const { code, output } = await run({ PORT: String(taken.port), SMTP_PORT: String(await freePort()) })
       expect(code).toBe(1)
-      // It said "could not start" and nothing more.
-      expect(output).toMatch(new RegExp(`could not start\\nlisten EADDRINUSE: address already in use 127\\.0\\.0\\.1:${taken.port}\\n`))
+      // It names the listener, its settings and what to do, on one line.
+      expect(output).toContain(
+        `could not start\nHTTP could not listen on 127.0.0.1:${taken.port} (HOST, PORT): listen EADDRINUSE: address already in use ` +
+          `127.0.0.1:${taken.port}. Another process listens on port ${taken.port}: stop it, or set PORT to a free port\n`
+      )
       expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
     } finally {
       await taken.release()
     }
+  })
+
+  it("names HOST when it is no address of this machine", async () => {
+    // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never a machine's own address.
+    const { code, output } = await run({ HOST: "192.0.2.1", PORT: String(await freePort()), SMTP_PORT: String(await freePort()) })
+    expect(code).toBe(1)
+    expect(output).toMatch(/could not start\nHTTP could not listen on 192\.0\.2\.1:\d+ \(HOST, PORT\): .*EADDRNOTAVAIL.*set HOST to one of its addresses/)
+    expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
   })
 })
 
@@ -195,7 +206,9 @@ describe.sequential("a port in use", () => {
     try {
       const { code, output } = await run({ PORT: String(await freePort()), SMTP_PORT: String(taken.port) })
       expect(code).toBe(1)
-      expect(output).toMatch(new RegExp(`could not start\\nSMTP could not listen on 127\\.0\\.0\\.1:${taken.port}: .*EADDRINUSE`))
+      expect(output).toMatch(
+        new RegExp(`could not start\\nSMTP could not listen on 127\\.0\\.0\\.1:${taken.port} \\(SMTP_HOST, SMTP_PORT\\): .*EADDRINUSE.*set SMTP_PORT to a free port`)
+      )
       // No stack trace, from the sources or from the build.
       expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
     } finally {

@@ -27,6 +27,7 @@ import { maxMessageBytes } from "../smtp/server.ts"
 import { ImapMetrics } from "./metrics.ts"
 import { BadCommand, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
 import { makeSession, type Next } from "./session.ts"
+import { listenFailure } from "../listen-failure.ts"
 
 const MAX_COMMAND_BYTES = 64 * 1024
 /** An APPEND's message (a mail program's copy of what it sent): at most the largest plan's message, and a little. */
@@ -214,7 +215,15 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
           server.off("error", onError)
           resume(Effect.void)
         })
-      }).pipe(Effect.mapError((error) => new Error(`IMAP could not listen on ${host}:${port}: ${error.message}`))),
+      }).pipe(Effect.mapError((error) =>
+        listenFailure({
+          name: "IMAP",
+          host,
+          port,
+          hostVariable: Option.isSome(config.imapHost) ? "IMAP_HOST" : "SMTP_HOST",
+          portVariable: mode === "tls" ? "IMAPS_PORT" : "IMAP_PORT"
+        }, error)
+      )),
       () =>
         Effect.gen(function*() {
           for (const connection of open) connection.bye()

@@ -8,6 +8,7 @@ import { Effect, Option } from "effect"
 import { readFileSync } from "node:fs"
 import type { SMTPServer } from "smtp-server"
 import type { AppConfigShape } from "../config.ts"
+import { listenFailure } from "../listen-failure.ts"
 
 /** Once the DATA in flight are answered, how long idle sessions get to say QUIT before their 421. */
 const IDLE_CLOSE_MS = 200
@@ -19,6 +20,9 @@ export const listenUntilDrained = (
     readonly name: string
     readonly host: string
     readonly port: number
+    /** The variables that set host and port, named when it cannot listen there. */
+    readonly hostVariable: string
+    readonly portVariable: string
     readonly beginDraining: () => void
     readonly dataInFlight: () => number
     /** How long a DATA may take to answer: a client stalled mid-DATA is not waited for past it. */
@@ -47,7 +51,7 @@ export const listenUntilDrained = (
       })
     }),
     () => drain
-  ).pipe(Effect.mapError((error) => new Error(`${name} could not listen on ${host}:${port}: ${error.message}`)))
+  ).pipe(Effect.mapError((error) => listenFailure(options, error)))
 }
 
 /** The certificate and key STARTTLS offers (SMTP_TLS_CERT, SMTP_TLS_KEY), read once; none without them. */

@@ -324,6 +324,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
       name: "SMTP",
       host: config.smtpHost,
       port: config.smtpPort,
+      hostVariable: "SMTP_HOST",
+      portVariable: "SMTP_PORT",
       beginDraining: () => {
         draining = true
       },

@@ -215,6 +215,8 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       name: "Submission",
       host,
       port,
+      hostVariable: Option.isSome(config.submissionHost) ? "SUBMISSION_HOST" : "SMTP_HOST",
+      portVariable: tlsMode === "tls" ? "SUBMISSIONS_PORT" : "SUBMISSION_PORT",
       beginDraining: () => {
         draining = true
       },
