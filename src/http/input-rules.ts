@@ -13,10 +13,13 @@
  *   a query parameter or a path parameter is 400 VALIDATION_ERROR with `details` naming the field (for
  *   the dashboard's bodies under `details.field_errors`, as surface.ts tells field errors there).
  *
- * Path parameters are named from the HttpApi contract, so a new route is covered without a change here.
+ * - **A query parameter a route reads is given once.** Twice (`?limit=1&limit=2`) is 400
+ *   VALIDATION_ERROR on it ("must be given once"); the decoder would have said "must be a string".
+ *
+ * Path and query parameters are named from the HttpApi contract, so a new route is covered without a change here.
  */
 import { Headers, HttpApi, HttpMethod, type HttpServerError, HttpServerRequest } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Option, SchemaAST } from "effect"
 import { type ApiError, UnsupportedMediaType, ValidationError } from "../../services/errors.ts"
 import { MailroomApi } from "./api.ts"
 import { SessionAuthentication } from "./security.ts"
@@ -47,6 +50,8 @@ interface Route {
   readonly method: string
   readonly segments: ReadonlyArray<string>
   readonly surface: Surface
+  /** The query parameters the route reads (each takes one value). */
+  readonly queryFields: ReadonlySet<string>
 }
 
 const contractRoutes = (): ReadonlyArray<Route> => {
@@ -58,7 +63,13 @@ const contractRoutes = (): ReadonlyArray<Route> => {
         method: endpoint.method,
         segments: endpoint.path.split("/").filter((segment) => segment.length > 0),
         // The dashboard groups are the ones behind a session; they tell field errors their own way.
-        surface: [...group.middlewares].some((tag) => tag.key === SessionAuthentication.key) ? "dashboard" : "api"
+        surface: [...group.middlewares].some((tag) => tag.key === SessionAuthentication.key) ? "dashboard" : "api",
+        queryFields: new Set(
+          Option.match(endpoint.urlParamsSchema, {
+            onNone: () => [],
+            onSome: (schema) => SchemaAST.getPropertySignatures(SchemaAST.encodedAST(schema.ast)).flatMap(({ name }) => typeof name === "string" ? [name] : [])
+          })
+        )
       })
     }
   })
@@ -225,11 +236,19 @@ export const screen = (
       return yield* fieldError("api", param ?? "path", NO_NUL)
     }
 
-    // Query string.
+    // Query string. A parameter the route reads takes one value: given twice, which one was meant is
+    // unknown (the decoder would say it "must be a string", of a list the client never wrote).
     if (queryAt !== -1) {
-      for (const [key, value] of new URLSearchParams(request.url.slice(queryAt + 1))) {
+      const query = new URLSearchParams(request.url.slice(queryAt + 1))
+      for (const [key, value] of query) {
         if (key.includes(NUL) || value.includes(NUL)) return yield* fieldError("api", shown(key), NO_NUL)
       }
+      const route = findRoute(request.method, segments)?.route
+      const repeated = route === undefined
+        ? undefined
+        : [...new Set(query.keys())].find((key) => route.queryFields.has(key) && query.getAll(key).length > 1)
+      // Told as any query parameter's problem is, the same on both surfaces (errors.ts).
+      if (repeated !== undefined) return yield* fieldError("api", repeated, "must be given once")
     }
 
     const declared = bodyDeclared(request)

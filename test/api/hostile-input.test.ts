@@ -123,6 +123,27 @@ describe("NUL characters", () => {
   })
 })
 
+describe("a query parameter given twice", () => {
+  it("is 400 VALIDATION_ERROR naming it, on the API and the dashboard alike; one the route does not read is left alone", async () => {
+    const user = await withApiKey(server.url)
+    const twice = await rawRequest(`${server.url}/v1/api/emails?limit=1&limit=2`, { method: "GET", headers: { authorization: `Bearer ${user.apiKey}` } })
+    expect(twice.status, twice.text).toBe(400)
+    expect(twice.json).toEqual({
+      success: false,
+      error: { code: "VALIDATION_ERROR", message: "Invalid request: limit must be given once", details: { limit: "must be given once" } }
+    })
+    const dashboard = await rawRequest(`${server.url}/api/auth/activity?offset=0&offset=1`, {
+      method: "GET",
+      headers: { authorization: `Bearer ${user.accessToken}` }
+    })
+    expect(dashboard.status, dashboard.text).toBe(400)
+    // As the dashboard's other query parameters are told (field_errors is for bodies).
+    expect(dashboard.json).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { offset: "must be given once" } } })
+    const ignored = await rawRequest(`${server.url}/v1/api/emails?utm=a&utm=b`, { method: "GET", headers: { authorization: `Bearer ${user.apiKey}` } })
+    expect(ignored.status, ignored.text).toBe(200)
+  })
+})
+
 describe("bodies that are not JSON", () => {
   const unsupported = (reply: RawReply, received: string | null) => {
     expect(reply.status, reply.text).toBe(415)
