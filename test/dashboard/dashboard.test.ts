@@ -284,6 +284,12 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByRole("button", { name: "Search", exact: true }).click()
     await hit.waitFor()
     await expect(page.getByText(/^score \d\.\d\d$/).first().textContent()).resolves.toMatch(/score 0\.\d\d|score 1\.00/)
+    // Back from a result, the search is as it was left: the page's URL keeps the query, searched again.
+    await hit.click()
+    await page.getByRole("heading", { name: "Quarterly numbers", level: 1 }).waitFor()
+    await page.goBack()
+    await hit.waitFor()
+    expect(await page.getByLabel(/Search your mail/).inputValue()).toBe("quarterly numbers")
   })
 
   it("creates a webhook, shows its secret once, lists its delivery with the attempt, sends a test event and the delivery again", async () => {

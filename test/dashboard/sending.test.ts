@@ -950,6 +950,12 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("button", { name: "Mark read" }).click()
     await page.getByRole("status").getByText("2 conversations marked read").waitFor()
     expect([await unreadIn(threads.venue), await unreadIn(threads.catering)]).toEqual([0, 0])
+    // Back from a conversation, the list is as it was left (the page's URL keeps it): grouped.
+    await page.getByRole("link", { name: /Catering/ }).first().click()
+    await page.getByRole("heading", { name: "Catering", level: 1 }).waitFor()
+    await page.goBack()
+    await box("Catering").waitFor()
+    expect(await page.getByRole("checkbox", { name: "Group by conversation" }).isChecked()).toBe(true)
 
     await box("Venue").check()
     await page.getByRole("button", { name: "Delete 1 conversation" }).click()

@@ -3,7 +3,7 @@ import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, findMailbox, isNotFound, query } from "./api.js"
 import { onMail } from "./live.js"
-import { href } from "./router.js"
+import { href, keepPageParams, pageParams } from "./router.js"
 import { ThreadLink } from "./threads.js"
 import { ConfirmDelete, count, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
 
@@ -144,13 +144,15 @@ const MailList = ({ kind, items, onChanged }) => {
  * turned meanwhile): only the latest read of a page still shown sets it. A page left empty by mail
  * deleted meanwhile moves to the last page there is. What another `path` listed is not shown as this
  * one's (emails are not threads): until its first read, the page is loading.
+ * The page shown is kept in the page's URL (`?page=2`), so that Back from an email returns to it.
  * @param {string} path
  * @param {Record<string, string>} [params]
+ * @param {number} [firstOffset] where it opens (the URL's page)
  */
-const usePage = (path, params = {}) => {
+const usePage = (path, params = {}, firstOffset = 0) => {
   const [shown, setShown] = useState(/** @type {{ path: string, items: any[] } | null} */ (null))
   const [total, setTotal] = useState(0)
-  const [offset, setOffset] = useState(0)
+  const [offset, setOffset] = useState(firstOffset)
   const [failure, setFailure] = useState(/** @type {unknown} */ (null))
   const [attempt, setAttempt] = useState(0)
   const asked = path + query({ limit: PAGE, offset, ...params })
@@ -183,6 +185,27 @@ const usePage = (path, params = {}) => {
     setAttempt((n) => n + 1)
   }
   return { items: shown?.path === path ? shown.items : null, total, offset, setOffset, failure, retry }
+}
+
+/** The page the URL asks for (`?page=2`), as an offset. @param {URLSearchParams} params */
+const offsetIn = (params) => {
+  const page = Number(params.get("page"))
+  return Number.isInteger(page) && page > 1 ? (page - 1) * PAGE : 0
+}
+
+/** An offset as the URL's page: none for the first. @param {number} offset */
+const pageOf = (offset) => (offset > 0 ? Math.floor(offset / PAGE) + 1 : undefined)
+
+/**
+ * How a mailbox's list was left, from the page's URL (`?view=conversations&sort=…&page=2`): grouped
+ * or not, its sort (one the view offers) and its page.
+ */
+const listSettings = () => {
+  const params = pageParams()
+  const grouped = params.get("view") === "conversations"
+  const sorts = (grouped ? THREAD_SORTS : SORTS).map(([value]) => value)
+  const sort = params.get("sort")
+  return { grouped, sort: sort !== null && sorts.includes(sort) ? sort : sorts[0], offset: offsetIn(params) }
 }
 
 /** Past this share of bounced deliveries, receivers start to distrust a sender (the line says so). */
@@ -232,11 +255,17 @@ const StatsLine = ({ mailboxId }) => {
 export const MailboxInbox = ({ mailboxId }) => {
   // undefined until the mailbox is read; null: the account has no such mailbox.
   const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
-  const [grouped, setGrouped] = useState(false)
-  const [sort, setSort] = useState("received_at:desc")
+  // As the list was left (the page's URL), when Back returns to it.
+  const [settings] = useState(listSettings)
+  const [grouped, setGrouped] = useState(settings.grouped)
+  const [sort, setSort] = useState(settings.sort)
   // Grouped, the page is the mailbox's conversations (its threads), counted and paged as such.
   const { items, total, offset, setOffset, failure: listFailure, retry: readAgain } =
-    usePage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`, { sort })
+    usePage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/${grouped ? "threads" : "emails"}`, { sort }, settings.offset)
+  useEffect(() => {
+    const firstSort = (grouped ? THREAD_SORTS : SORTS)[0][0]
+    keepPageParams({ view: grouped ? "conversations" : undefined, sort: sort === firstSort ? undefined : sort, page: pageOf(offset) })
+  }, [grouped, sort, offset])
   const group = (/** @type {boolean} */ on) => {
     setGrouped(on)
     setSort(on ? "last_received_at:desc" : "received_at:desc")
@@ -294,7 +323,9 @@ export const MailboxInbox = ({ mailboxId }) => {
 /** The newest mail of every mailbox, in one list (GET /api/emails), a page at a time. */
 export const AllInbox = () => {
   // Every mailbox's mail in one list: one request, however many mailboxes.
-  const { items: emails, total, offset, setOffset, failure, retry } = usePage("/api/emails")
+  const [firstOffset] = useState(() => offsetIn(pageParams()))
+  const { items: emails, total, offset, setOffset, failure, retry } = usePage("/api/emails", {}, firstOffset)
+  useEffect(() => keepPageParams({ page: pageOf(offset) }), [offset])
   return html`
     <h1>Inbox</h1>
     <p class="muted">The newest mail across all your mailboxes.</p>

@@ -21,3 +21,24 @@ export const href = (...segments) => "#/" + segments.map(encodeURIComponent).joi
 export const go = (...segments) => {
   location.hash = href(...segments)
 }
+
+/**
+ * The current page's settings as its URL keeps them (`#/search?q=invoice`): a page reads them when it
+ * opens, so that Back (or a link shared) shows it as it was left.
+ */
+export const pageParams = () => new URLSearchParams(location.hash.split("?")[1] ?? "")
+
+/**
+ * Keep `params` (those set and not empty) in the current page's URL, in place of the history entry
+ * rather than as a new one: Back leaves the page, it does not undo a setting.
+ * @param {Record<string, string | number | undefined>} params
+ */
+export const keepPageParams = (params) => {
+  const kept = new URLSearchParams()
+  for (const [name, value] of Object.entries(params)) if (value !== undefined && value !== "") kept.set(name, String(value))
+  const url = new URL(location.href)
+  const path = url.hash.split("?")[0]
+  const query = kept.toString()
+  url.hash = query === "" ? path : `${path}?${query}`
+  if (url.href !== location.href) history.replaceState(history.state, "", url)
+}

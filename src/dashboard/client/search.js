@@ -1,8 +1,8 @@
 /** Search: the hybrid (words and meaning) results, best first, each with its score. */
 import { html } from "htm/preact"
-import { useState } from "preact/hooks"
+import { useEffect, useState } from "preact/hooks"
 import { call } from "./api.js"
-import { href } from "./router.js"
+import { href, keepPageParams, pageParams } from "./router.js"
 import { Field, LoadFailed, useAction, when } from "./ui.js"
 
 /** SPEC's reading of a score. @param {number} score */
@@ -10,20 +10,25 @@ const strength = (score) =>
   score >= 0.9 ? "highly relevant" : score >= 0.7 ? "very relevant" : score >= 0.5 ? "relevant" : score >= 0.3 ? "somewhat relevant" : "weak"
 
 export const SearchPage = () => {
-  const [text, setText] = useState("")
+  // The query searched last is kept in the page's URL: back from a result, it is searched again.
+  const [text, setText] = useState(() => pageParams().get("q") ?? "")
   const [results, setResults] = useState(/** @type {any[] | null} */ (null))
   const { busy, error, run } = useAction()
 
   // A failed search leaves no results listed: those shown would be the previous query's.
-  const search = () =>
+  const search = (query = text) =>
     run(async () => {
+      keepPageParams({ q: query })
       try {
-        setResults((await call("POST", "/api/search", { query: text, limit: 20 })).data)
+        setResults((await call("POST", "/api/search", { query, limit: 20 })).data)
       } catch (failure) {
         setResults(null)
         throw failure
       }
     })
+  useEffect(() => {
+    if (text.trim() !== "") search(text)
+  }, [])
 
   return html`
     <h1>Search</h1>
@@ -31,7 +36,7 @@ export const SearchPage = () => {
       <${Field} id="query" label="Search your mail by words or meaning" type="search" value=${text} onInput=${setText} required />
       <button type="submit" disabled=${busy}>Search</button>
     </form>
-    ${error && html`<${LoadFailed} error=${error} onRetry=${search} />`}
+    ${error && html`<${LoadFailed} error=${error} onRetry=${() => search()} />`}
     ${results !== null && (results.length === 0 ? html`<p class="muted" role="status">Nothing found.</p>` : html`
       <ol class="list" aria-label="Results">
         ${results.map((result) => html`
