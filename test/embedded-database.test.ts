@@ -3,15 +3,18 @@
  * holds is refused, naming that process; a damaged one stops the start with PGlite's reason; a clean
  * stop closes the database and the vector index's PGlite beside it and leaves nothing behind (no lock,
  * no socket directory), so the next start
- * opens it. (That the data itself survives a restart is test/api/restart.test.ts.)
+ * opens it, and so does the operator's command (`mailroom usage`), which is refused while a server holds it.
+ * (That the data itself survives a restart is test/api/restart.test.ts; the commands themselves,
+ * test/ops/cli.test.ts.)
  * Embedded mode only: with DATABASE_URL there is no PGlite to test.
  */
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { withApiKey } from "./support/accounts.ts"
-import { type Server, startServer } from "./support/process.ts"
+import { mailroomEntry, repoRoot, type Server, startServer } from "./support/process.ts"
 import { createDataDir, mode, type TestDataDir } from "./support/services.ts"
 import { anonymous, withKey } from "./support/typed-client.ts"
 
@@ -41,6 +44,13 @@ const refusedStart = async (dir: string) => {
   return { code, output: server.output() }
 }
 
+/** `mailroom <args>` on the data directory `dir`, as an operator runs it on a laptop. */
+const command = (dir: string, args: ReadonlyArray<string>) =>
+  new Promise<{ readonly code: number; readonly stdout: string; readonly stderr: string }>((resolve) => {
+    execFile(process.execPath, [...mailroomEntry(), ...args], { cwd: repoRoot, env: { ...process.env, DATA_DIR: dir } }, (error, stdout, stderr) =>
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }))
+  })
+
 const socketDirsOf = (pid: number) => fs.readdirSync(os.tmpdir()).filter((entry) => entry.startsWith(`mailroom-pglite-${pid}-`))
 
 describe.skipIf(mode !== "embedded")("embedded database", () => {
@@ -52,6 +62,10 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
     expect(code).toBe(1)
     expect(output).toContain(`The embedded database in ${dir} is in use by process ${holder.process.pid}`)
     expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/) // no stack trace, from the sources or the build
+    // An operator's command likewise: the server must be stopped first.
+    const usage = await command(dir, ["usage", "someone@example.com"])
+    expect(usage.code).toBe(1)
+    expect(usage.stderr).toContain(`The embedded database in ${dir} is in use by process ${holder.process.pid}`)
     expect((await anonymous(holder.url).GET("/readyz")).response.status).toBe(200)
   })
 
@@ -79,6 +93,10 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
     expect(fs.existsSync(path.join(dir, "mailroom.lock"))).toBe(false)
     expect(fs.existsSync(path.join(dir, "vectors", "mailroom.lock"))).toBe(false)
     expect(socketDirsOf(pid)).toHaveLength(0)
+    // Stopped, the operator's command opens it.
+    const usage = await command(dir, ["usage", user.email])
+    expect(usage.stderr).toBe("")
+    expect(usage.stdout).toContain("plan:      free (active)")
 
     const second = await startServer({ DATA_DIR: dir })
     servers.push(second)

@@ -5,9 +5,10 @@
  * a key made over the API is revoked by the CLI; `--all` reaches reindex through npm; the account is
  * then deleted by the CLI.
  *
- * Embedded mode only: every command is its own process (then the database), the most costly kind of
- * test; what the commands do goes through the same services whichever database is behind them, and
- * those run against PostgreSQL in their own suites.
+ * PostgreSQL + NATS run only: every command is its own process, and on the embedded database each
+ * would open it again (PGlite: seconds of CPU a command, the embedded run's costliest suite); what the
+ * commands do goes through the same services whichever database is behind them. That a command opens
+ * the embedded database (once the server is stopped, and not before) is test/embedded-database.test.ts.
  *
  * The bin only hands its arguments to the entry point (src/main.ts, or the build's main.js): the first
  * case runs it as `npx mailroom` does; the others run the entry point the suites start
@@ -71,7 +72,7 @@ afterAll(async () => {
   await backend?.dispose()
 })
 
-describe.skipIf(mode !== "embedded")("mailroom (the bin)", () => {
+describe.skipIf(mode !== "postgres")("mailroom (the bin)", () => {
   it("prints its commands, and refuses a wrong command line with exit 2", async () => {
     const help = await bin(["help"])
     expect(help.code).toBe(0)
