@@ -20,6 +20,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Worker } from "node:worker_threads"
 import { pooledClient } from "./postgres.ts"
+import { makeDirectory } from "./directories.ts"
 
 export interface PgliteOptions {
   /** Directory that holds the database files (created when missing). */
@@ -81,14 +82,16 @@ const lockDataDir = (dir: string) =>
   Effect.acquireRelease(
     Effect.try({
       try: () => {
-        fs.mkdirSync(dir, { recursive: true })
+        makeDirectory(dir)
         const lockFile = path.join(dir, "mailroom.lock")
         for (let attempt = 0; attempt < 2; attempt++) {
           try {
             fs.writeFileSync(lockFile, String(process.pid), { flag: "wx" })
             return lockFile
           } catch (error) {
-            if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+            if ((error as NodeJS.ErrnoException).code !== "EEXIST") {
+              throw new Error(`Cannot write in ${dir} (${(error as Error).message}): set DATA_DIR to a directory this process may write in`)
+            }
             const holder = Number(fs.readFileSync(lockFile, "utf8"))
             if (Number.isInteger(holder) && holder !== process.pid && isAlive(holder)) {
               throw new Error(

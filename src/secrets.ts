@@ -6,6 +6,7 @@ import { Effect, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { makeDirectory } from "../layers/directories.ts"
 import type { AppConfigShape } from "./config.ts"
 
 export const jwtSecret = (config: AppConfigShape) =>
@@ -14,7 +15,7 @@ export const jwtSecret = (config: AppConfigShape) =>
     onNone: () =>
       Effect.try(() => {
         const file = path.resolve(config.dataDir, "jwt-secret")
-        fs.mkdirSync(config.dataDir, { recursive: true })
+        makeDirectory(config.dataDir)
         if (!fs.existsSync(file)) {
           fs.writeFileSync(file, randomBytes(48).toString("base64url"), { mode: 0o600, flag: "wx" })
         }

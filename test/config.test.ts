@@ -190,6 +190,13 @@ describe.concurrent("a start that fails", () => {
     }
   })
 
+  it("stops naming the directory when DATA_DIR takes no directories (/proc: it spun for ever before)", async () => {
+    const { code, output } = await run({ DATA_DIR: "/proc", PORT: String(await freePort()), SMTP_PORT: String(await freePort()) })
+    expect(code).toBe(1)
+    expect(output).toMatch(/could not start\n(Could not make the directory \/proc\/\w+|Cannot write in \/proc\b).*ENOENT.*\n/)
+    expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
+  })
+
   it("names HOST when it is no address of this machine", async () => {
     // 192.0.2.0/24 is TEST-NET-1 (RFC 5737): never a machine's own address.
     const { code, output } = await run({ HOST: "192.0.2.1", PORT: String(await freePort()), SMTP_PORT: String(await freePort()) })

@@ -1,0 +1,30 @@
+/**
+ * A directory made with its missing parents, or an error naming it. Node's own
+ * `mkdirSync(dir, { recursive: true })` never returns where the parent exists but takes no
+ * directories (DATA_DIR=/proc: mkdir answers ENOENT, the parent is there, and it tries again, for
+ * ever, in native code: the process spun and could not even be stopped with SIGTERM).
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+const isDirectory = (dir: string) => {
+  try {
+    return fs.statSync(dir).isDirectory()
+  } catch {
+    return false
+  }
+}
+
+export const makeDirectory = (dir: string): void => {
+  const absolute = path.resolve(dir)
+  if (isDirectory(absolute)) return
+  const parent = path.dirname(absolute)
+  if (parent !== absolute) makeDirectory(parent)
+  try {
+    fs.mkdirSync(absolute)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === "EEXIST" && isDirectory(absolute)) return // made meanwhile
+    throw new Error(`Could not make the directory ${absolute}: ${error instanceof Error ? error.message : String(error)}`)
+  }
+}
