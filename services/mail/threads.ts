@@ -3,8 +3,10 @@
  *
  * A reply names what it answers (References, In-Reply-To): it joins the thread of any of those
  * messages the mailbox holds, or else the thread keyed by the conversation's first message
- * (References' first entry). A message that names nothing joins the thread of its normalized subject
- * ("Re: Re: Hello" and "hello" are one conversation), unless replies to it arrived first.
+ * (References' first entry). A received message that names nothing joins the thread of its normalized
+ * subject ("Re: Re: Hello" and "hello" are one conversation: mail clients that send no References),
+ * unless replies to it arrived first. A message the mailbox sends that names nothing starts a
+ * conversation of its own: an agent's two new emails "Quick question", to Alice and to Bob, are two.
  */
 import { sha256 } from "../accounts/tokens.ts"
 
@@ -67,12 +69,16 @@ export interface ThreadChoice {
 export const threadChoice = (
   mailboxId: string,
   message: { readonly references: ReadonlyArray<string>; readonly inReplyTo: string | undefined; readonly subject: string },
-  messageId: string
+  messageId: string,
+  direction: "inbound" | "outbound"
 ): ThreadChoice => {
   const referenced = referencedIds(message.references, message.inReplyTo)
+  const fallback: ThreadKey = direction === "outbound" && referenced.length === 0
+    ? { kind: "single", id: messageId }
+    : fallbackKey(referenced, message.subject, messageId)
   return {
     referenced,
     own: referenced.length === 0 ? threadId(mailboxId, { kind: "conversation", rootMessageId: messageId }) : null,
-    fallback: threadId(mailboxId, fallbackKey(referenced, message.subject, messageId))
+    fallback: threadId(mailboxId, fallback)
   }
 }

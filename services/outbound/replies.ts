@@ -129,11 +129,15 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
     const answer = (
       userId: string,
       emailId: string,
-      content: (original: Original) => Omit<OutgoingMessage, "inReplyTo" | "references">,
+      content: (original: Original) => Omit<OutgoingMessage, "inReplyTo" | "references"> | ValidationError,
       idempotency?: Idempotency
     ) =>
-      Effect.flatMap(original(userId, emailId), (found) =>
-        outbound.submit(userId, found.mailboxId, { ...content(found), inReplyTo: found.messageId, references: referencesFor(found) }, idempotency))
+      Effect.flatMap(original(userId, emailId), (found) => {
+        const made = content(found)
+        return made instanceof ValidationError
+          ? Effect.fail(made)
+          : outbound.submit(userId, found.mailboxId, { ...made, inReplyTo: found.messageId, references: referencesFor(found) }, idempotency)
+      })
 
     /**
      * Reply (to the sender) or reply all (to everyone on it, minus the mailbox). A draft may name its
@@ -146,7 +150,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       all: boolean,
       idempotency?: Idempotency
     ) {
-      return yield* answer(userId, emailId, (found): Omit<OutgoingMessage, "inReplyTo" | "references"> => {
+      return yield* answer(userId, emailId, (found): Omit<OutgoingMessage, "inReplyTo" | "references"> | ValidationError => {
         const sentByUs = found.direction === "outbound"
         const primary = sentByUs
           ? addressesOf(firstHeader(found.headers, "to"))
@@ -156,9 +160,18 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         const others = all ? [...addressesOf(firstHeader(found.headers, "to")), ...addressesOf(firstHeader(found.headers, "cc"))] : []
         const own = mailboxAddresses(found)
         const to = input.to !== undefined ? input.to.map(named) : distinct(primary, own)
-        const cc = distinct([...others, ...(input.cc ?? []).map(named)], own).filter(
+        // The mailbox itself is left out of what the original gives; a copy the caller asks for is kept.
+        const cc = distinct([...distinct(others, own), ...(input.cc ?? []).map(named)], new Set()).filter(
           (a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())
         )
+        if (to.length === 0 && cc.length === 0 && (input.bcc ?? []).length === 0) {
+          return ValidationError.field(
+            "email_id",
+            sentByUs
+              ? "has no one to reply to: it was sent to Bcc only; name the recipients in cc or bcc"
+              : "has no one to reply to: its Reply-To or From is this mailbox's own address; name the recipients in cc or bcc"
+          )
+        }
         return {
           to,
           cc,

@@ -299,6 +299,22 @@ describe("sending to another domain", () => {
     expect(email.to).toEqual([])
     expect(email.delivery?.map((d) => [d.recipient, d.status])).toEqual([[bcc, "sent"]])
     expect((await arrived(sent.data!.data.message_id)).raw.toString()).not.toMatch(/^(To|Bcc):/im)
+    // A reply to it has nobody to go to: said so, with what to do.
+    const reply = await mailroom.POST("/v1/api/emails/{emailId}/reply", { params: { path: { emailId: email.email_id } }, body: { text: "And?" } })
+    expect(reply.response.status).toBe(400)
+    expect(reply.error?.error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { email_id: "has no one to reply to: it was sent to Bcc only; name the recipients in cc or bcc" }
+    })
+  })
+
+  it("a new email starts a conversation of its own: two with one subject, to two people, are two", async () => {
+    const { box, mailroom } = await sender()
+    const [alice, bob] = await Promise.all(
+      ["alice", "bob"].map((name) => send(mailroom, box, { to: [`${fresh(name)}@partner.test`], subject: "Quick question", text: "Hello" }))
+    )
+    expect([alice!.response.status, bob!.response.status]).toEqual([202, 202])
+    expect(alice!.data!.data.thread_id).not.toBe(bob!.data!.data.thread_id)
   })
 
   it("sends to an internationalized domain as DNS and SMTP name it (punycode); a non-ASCII local part is 400", async () => {
@@ -991,6 +1007,13 @@ describe("reply all and forward", () => {
     const parsed = await simpleParser((await arrived(answer.data!.data.message_id)).raw)
     expect(parsed.inReplyTo).toBe(original.data!.data.message_id)
     expect(parsed.cc).toMatchObject({ value: [{ address: watcher }] })
+    // A copy the caller asks for is kept, to the mailbox itself too: only what the original gives leaves it out.
+    const copied = await mailroom.POST("/v1/api/emails/{emailId}/reply", {
+      params: { path: { emailId: received.email_id } },
+      body: { text: "Noted.", cc: [box.address] }
+    })
+    expect(copied.response.status).toBe(202)
+    expect((await settled(mailroom, copied.data!.data.email_id)).cc).toEqual([box.address])
 
     const forwarded = await mailroom.POST("/v1/api/emails/{emailId}/forward", {
       params: { path: { emailId: received.email_id } },
