@@ -138,7 +138,7 @@ export class EventFeed extends Effect.Service<EventFeed>()("mailroom/EventFeed",
       const from = yield* Option.match(request.after, {
         onNone: () => log.now,
         onSome: (eventId) =>
-          log.positionOf(userId, eventId).pipe(Effect.flatMap(Option.match({
+          log.positionOf(userId, eventId, filter.mailboxes).pipe(Effect.flatMap(Option.match({
             onSome: Effect.succeed,
             onNone: () =>
               Effect.fail(ValidationError.field(

@@ -92,15 +92,28 @@ export class EventLog extends Effect.Service<EventLog>()("mailroom/EventLog", {
 
     const findPosition = SqlSchema.findOne({
       Request: Schema.Struct({ userId: Schema.String, eventId: Schema.String }),
-      Result: Schema.Struct({ txid: Schema.String, seq: Schema.String }),
+      Result: Schema.Struct({ txid: Schema.String, seq: Schema.String, mailboxId: Schema.NullOr(Schema.String) }),
       execute: ({ eventId, userId }) =>
-        sql`SELECT txid::text AS txid, seq::text AS seq FROM event_log WHERE event_id = ${eventId} AND user_id = ${userId}`
+        sql`SELECT txid::text AS txid, seq::text AS seq, mailbox_id FROM event_log WHERE event_id = ${eventId} AND user_id = ${userId}`
     })
 
-    /** The position of one of the account's logged events; none when it is not one (or has expired). */
-    const positionOf = (userId: string, eventId: string): Effect.Effect<Option.Option<Position>, SqlError> =>
-      // A row that does not decode is our own bug, not the caller's.
-      findPosition({ userId, eventId }).pipe(Effect.catchTag("ParseError", Effect.die))
+    /**
+     * The position of one of the account's logged events; none when it is not one (or has expired),
+     * or when it is no event of `mailboxes` (a key limited to them: the rest of the account's mail is,
+     * to it, mail that does not exist).
+     */
+    const positionOf = (
+      userId: string,
+      eventId: string,
+      mailboxes?: ReadonlyArray<string>
+    ): Effect.Effect<Option.Option<Position>, SqlError> =>
+      findPosition({ userId, eventId }).pipe(
+        // A row that does not decode is our own bug, not the caller's.
+        Effect.catchTag("ParseError", Effect.die),
+        Effect.map(Option.flatMap(({ mailboxId, seq, txid }) =>
+          mailboxes === undefined || (mailboxId !== null && mailboxes.includes(mailboxId)) ? Option.some({ txid, seq }) : Option.none()
+        ))
+      )
 
     /** The body of one of the account's logged events (as webhooks received it); none once it has expired. */
     const payloadOf = (userId: string, eventId: string): Effect.Effect<Option.Option<string>, SqlError> =>

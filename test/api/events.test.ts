@@ -310,6 +310,24 @@ describe("GET /v1/ws", () => {
     }
   })
 
+  it("closes a socket that does not subscribe within 10 s (1008); a revoked key's ping is refused, and the socket closed", async () => {
+    const user = await withApiKey(suite.url)
+    const [idle, pinging] = await Promise.all([socket(user.apiKey), socket(user.apiKey)])
+    try {
+      const opened = Date.now()
+      const revoked = await withToken(suite.url, user).DELETE("/v1/api-keys/{id}", { params: { path: { id: user.keyId } } })
+      expect(revoked.response.status).toBe(200)
+      pinging.send({ type: "ping" })
+      expect(await pinging.next()).toEqual({ type: "error", error: { code: "UNAUTHORIZED", message: "Invalid, expired or revoked API key" } })
+      expect(await pinging.closed()).toBe(1008)
+      expect(await idle.closed(20_000)).toBe(1008)
+      expect(Date.now() - opened).toBeGreaterThanOrEqual(9_000)
+    } finally {
+      idle.close()
+      pinging.close()
+    }
+  })
+
   it("answers a bad message with SPEC's envelope and stays open; a plain GET is 400 and a missing key 401", async () => {
     const stranger = await withApiKey(suite.url)
     const ws = await socket(box.user.apiKey)

@@ -285,6 +285,12 @@ describe("a key limited to some mailboxes", () => {
     const refused = await openEvents(`${suite.url}/v1/events?mailbox_id=${other.mailboxId}`, headers)
     expect(refused.status).toBe(404)
     expect(refused.body).toEqual(notFound({ mailbox_id: other.mailboxId }))
+    // Another mailbox's event is no resume point of its: answered as one that does not exist.
+    for (const after of [`email.received:${otherEmail.email_id}`, "email.received:eml_000000000000000000000000"]) {
+      const resumed = await openEvents(`${suite.url}/v1/events?after=${after}`, headers)
+      expect(resumed.status).toBe(400)
+      expect(resumed.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: expect.stringMatching(/^is not an event of this account/) } } })
+    }
     const stream = await openEvents(`${suite.url}/v1/events?types=email.received`, headers)
     try {
       expect(stream.status).toBe(200)

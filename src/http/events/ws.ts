@@ -16,8 +16,10 @@
  * the new one is checked, so that it frees its stream slot; a refused subscribe leaves the socket
  * without one until the next.) A bad message is answered with an error and the socket stays open;
  * STREAM_QUOTA closes it (1008), and so does a credential that stops working (revoked, expired):
- * an UNAUTHORIZED error, then the close, before anything more is delivered. The socket holds one of the account's
- * event-stream slots while subscribed, as an SSE stream does. On shutdown it closes with 1001 ("going
+ * an UNAUTHORIZED error, then the close, before anything more is delivered (a `ping` checks it too). The socket holds one of the account's
+ * event-stream slots while subscribed, as an SSE stream does; one left without a subscription for
+ * SUBSCRIBE_WITHIN (from its opening, or from a refused subscribe) is closed (1008), so that sockets
+ * that never subscribe cannot pile up outside the account's limit. On shutdown it closes with 1001 ("going
  * away"): the client reconnects elsewhere with `after` set to the last id it saw.
  */
 import { Socket } from "@effect/platform"
@@ -64,6 +66,9 @@ const GOING_AWAY = 1001
 const POLICY_VIOLATION = 1008
 const SERVER_ERROR = 1011
 
+/** How long a socket may stay open without a subscription. */
+const SUBSCRIBE_WITHIN_MS = 10_000
+
 type Open = EventFeed["open"]
 type OpenError = Effect.Effect.Error<ReturnType<Open>>
 
@@ -84,6 +89,8 @@ export const serveSocket = (
     const turn = yield* Effect.makeSemaphore(1)
     let lastId = Option.none<string>()
     let subscription: Fiber.RuntimeFiber<void, unknown> | undefined
+    /** Since when the socket has had no subscription; undefined while it has one. */
+    let unsubscribedSince: number | undefined = Date.now()
 
     const deliver = (frame: Frame) =>
       frame._tag === "Heartbeat"
@@ -102,6 +109,7 @@ export const serveSocket = (
       Effect.gen(function*() {
         if (subscription !== undefined) yield* Fiber.interrupt(subscription)
         subscription = undefined
+        unsubscribedSince ??= Date.now()
         const still = yield* Effect.either(recheck)
         if (still._tag === "Left") return yield* (still.left._tag === "Unauthorized" ? revoked(still.left) : answerRefusal(still.left))
         const opened = yield* Effect.either(open({
@@ -120,6 +128,7 @@ export const serveSocket = (
         if (opened._tag === "Left") return yield* answerRefusal(opened.left)
         const events = opened.right
         yield* send({ type: "subscribed", types: request.types ?? null, mailbox_id: request.mailbox_id ?? null, labels: request.labels ?? null })
+        unsubscribedSince = undefined
         subscription = yield* events.pipe(
           // (The feed also ends its streams when the process stops: the session closes the socket then.)
           Stream.runForEach(deliver),
@@ -151,13 +160,28 @@ export const serveSocket = (
         }
         const message = decodeMessage(data)
         if (message._tag === "Left") return yield* refuse(invalidMessage(message.left))
-        if (message.right.type === "ping") return yield* send({ type: "pong" })
+        if (message.right.type === "ping") {
+          const still = yield* Effect.either(recheck)
+          if (still._tag === "Left") return yield* (still.left._tag === "Unauthorized" ? revoked(still.left) : answerRefusal(still.left))
+          return yield* send({ type: "pong" })
+        }
         return yield* subscribe(message.right)
       }).pipe(turn.withPermits(1))
 
     // On shutdown the socket says why it closes, before the server's teardown cuts it off without a
     // code (1005, "no status").
-    yield* Effect.raceFirst(socket.runRaw(handle), Effect.zipRight(stopping, close(GOING_AWAY, "server shutting down")))
+    const unsubscribedTooLong = Effect.gen(function*() {
+      for (;;) {
+        yield* Effect.sleep(1_000)
+        if (unsubscribedSince !== undefined && Date.now() - unsubscribedSince >= SUBSCRIBE_WITHIN_MS) {
+          return yield* close(POLICY_VIOLATION, `no subscription: subscribe within ${SUBSCRIBE_WITHIN_MS / 1000} s`)
+        }
+      }
+    })
+    yield* socket.runRaw(handle).pipe(
+      Effect.raceFirst(Effect.zipRight(stopping, close(GOING_AWAY, "server shutting down"))),
+      Effect.raceFirst(unsubscribedTooLong)
+    )
   })).pipe(
     // The client left (cleanly or not): nothing to answer.
     Effect.catchTag("SocketError", () => Effect.void)
