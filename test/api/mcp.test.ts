@@ -88,6 +88,9 @@ describe("MCP at /mcp", () => {
     for (const tool of tools) {
       expect(tool.description!.length, tool.name).toBeGreaterThan(40)
       expect(tool.inputSchema.type, tool.name).toBe("object")
+      // Arguments at the top, not behind a reference many clients do not follow.
+      expect(tool.inputSchema.properties, tool.name).toBeTypeOf("object")
+      expect(tool.inputSchema, tool.name).not.toHaveProperty("$ref")
       expect(typeof tool.annotations?.readOnlyHint, tool.name).toBe("boolean")
       expect(typeof tool.annotations?.destructiveHint, tool.name).toBe("boolean")
       expect(typeof tool.annotations?.idempotentHint, tool.name).toBe("boolean")
@@ -136,7 +139,14 @@ describe("MCP at /mcp", () => {
     await call(mcp, "update_threads_labels", { thread_ids: [email.ok.thread_id], remove_labels: ["filed"] })
 
     const attachment = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: attachmentId })
-    expect(attachment.ok).toMatchObject({ filename: "invoice.txt", text: "Invoice 7: 120 EUR" })
+    expect(attachment.ok).toMatchObject({ filename: "invoice.txt", text: "Invoice 7: 120 EUR", offset: 0, text_length: 18 })
+    expect(attachment.ok).not.toHaveProperty("next_offset")
+    // A part at a time, where a long document would fill a model's context.
+    const first = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: attachmentId, max_chars: 8 })
+    expect(first.ok).toMatchObject({ text: "Invoice ", offset: 0, next_offset: 8, text_length: 18 })
+    const rest = await call(mcp, "get_attachment", { email_id: emailId, attachment_id: attachmentId, offset: first.ok.next_offset })
+    expect(rest.ok).toMatchObject({ text: "7: 120 EUR", offset: 8 })
+    expect(rest.ok).not.toHaveProperty("next_offset")
     // On APP_URL, the address the server was told clients reach it at (the suites' default: localhost).
     expect(attachment.ok.download_url).toBe(`http://localhost:${suite.server.port}/v1/api/emails/${emailId}/attachments/${attachmentId}`)
     // The URL the tool gives is one the key downloads the attachment from.

@@ -82,6 +82,13 @@ const deleting: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, 
 const sending: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true }
 
 const Id = (what: string) => Schema.String.annotations({ description: what })
+
+/**
+ * An attachment's text comes a part at a time: a whole document (up to 500,000 characters) in one
+ * answer would fill a model's context, or not fit it at all.
+ */
+const ATTACHMENT_PAGE = 20_000
+const MAX_ATTACHMENT_PAGE = 100_000
 const Limit = IntBetween(1, 100).annotations({ description: "1-100, default 20" })
 const Offset = IntBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a whole number of 0 or more", description: "Results to skip" })
 const DisplayName = Schema.String.annotations({
@@ -215,28 +222,45 @@ export const tools = [
     name: "get_attachment",
     reach: "args",
     description:
-      "Read an attachment: what a text, HTML, PDF or Word (.docx) attachment says, as text (a PDF's pages in order; truncated " +
-      "when more was left out); for any other kind, or a document that cannot be read, why (unreadable) and the HTTPS URL to download it with " +
-      `the API key. ${UNTRUSTED}`,
+      "Read an attachment: what a text, HTML, PDF or Word (.docx) attachment says, as text (a PDF's pages in order), " +
+      `${ATTACHMENT_PAGE.toLocaleString("en")} characters at a time: \`next_offset\` is where the next part starts, if any ` +
+      "(give it as offset; truncated: the document had more than was kept of it); for any other kind, or a document that cannot " +
+      `be read, why (unreadable) and the HTTPS URL to download it with the API key. ${UNTRUSTED}`,
     annotations: reading,
-    input: Schema.Struct({ email_id: Id("The email"), attachment_id: Id("The attachment (from get_email)") }),
+    input: Schema.Struct({
+      email_id: Id("The email"),
+      attachment_id: Id("The attachment (from get_email)"),
+      offset: Schema.optional(Schema.Int.pipe(Schema.nonNegative())).annotations({
+        description: "Where in the text to start, in characters (a previous answer's next_offset); 0 when left out"
+      }),
+      max_chars: Schema.optional(Schema.Int.pipe(Schema.between(1, MAX_ATTACHMENT_PAGE))).annotations({
+        description: `How many characters of text to answer at most; ${ATTACHMENT_PAGE.toLocaleString("en")} when left out`
+      })
+    }),
     run: (principal, input) =>
       Effect.gen(function*() {
         const [emails, attachmentTexts, { appUrl }] = yield* Effect.all([Emails, AttachmentTexts, AppConfig])
         // Where the API serves it (APP_URL: the address clients reach this Mailroom at).
         const download_url = `${appUrl}/v1/api/emails/${encodeURIComponent(input.email_id)}/attachments/${encodeURIComponent(input.attachment_id)}`
         return yield* attachmentTexts.read(principal.userId, input.email_id, input.attachment_id).pipe(
-          Effect.map((read) => ({
-            attachment_id: read.attachment_id,
-            filename: read.filename,
-            content_type: read.content_type,
-            size: read.size,
-            download_url,
-            format: read.format,
-            text: read.text,
-            pages: read.pages,
-            truncated: read.truncated
-          })),
+          Effect.map((read) => {
+            const from = Math.min(input.offset ?? 0, read.text.length)
+            const to = Math.min(read.text.length, from + (input.max_chars ?? ATTACHMENT_PAGE))
+            return {
+              attachment_id: read.attachment_id,
+              filename: read.filename,
+              content_type: read.content_type,
+              size: read.size,
+              download_url,
+              format: read.format,
+              text: read.text.slice(from, to),
+              offset: from,
+              text_length: read.text.length,
+              ...(to < read.text.length ? { next_offset: to } : {}),
+              pages: read.pages,
+              truncated: read.truncated
+            }
+          }),
           // No text: what it is and why, from its record (its bytes are read only here, and only when it has no text).
           Effect.catchTag("AttachmentUnreadable", (unreadable) =>
             Effect.map(emails.attachment(principal.userId, input.email_id, input.attachment_id), (found) => ({
@@ -792,8 +816,24 @@ export const inputSchemaOf = (tool: Tool): { readonly type: "object" } & Record<
   // A struct without fields is TypeScript's `{}` (anything but null), which JSON Schema spells as
   // "an object or an array": a tool that takes nothing takes an empty object.
   if (Object.keys(tool.input.fields).length === 0) return { type: "object", properties: {}, additionalProperties: false }
-  const schema: object = JSONSchema.make(tool.input)
-  return { ...schema, type: "object" }
+  return { ...withPropertiesAtTop(JSONSchema.make(tool.input)), type: "object" }
+}
+
+/**
+ * A schema whose top is a reference (`{"$ref": "#/$defs/FilterInput", "$defs": …}`, what a named
+ * schema becomes) with the definition put in its place: clients read a tool's arguments from the
+ * top's `properties`, and several do not follow a reference there (they saw a tool without arguments).
+ */
+const withPropertiesAtTop = (schema: object): Record<string, unknown> => {
+  const { $ref: ref, $defs: defs, ...rest } = schema as { $ref?: unknown; $defs?: Record<string, unknown> } & Record<string, unknown>
+  const name = typeof ref === "string" && ref.startsWith("#/$defs/") ? ref.slice("#/$defs/".length) : undefined
+  const definition = name === undefined ? undefined : defs?.[name]
+  if (name === undefined || typeof definition !== "object" || definition === null) return { ...schema }
+  // The definition stays among the others when anything still refers to it.
+  const others = Object.fromEntries(Object.entries(defs ?? {}).filter(([key]) => key !== name))
+  const stillReferred = JSON.stringify([definition, others]).includes(`"#/$defs/${name}"`)
+  const kept = stillReferred ? defs : others
+  return { ...rest, ...definition, ...(Object.keys(kept ?? {}).length > 0 ? { $defs: kept } : {}) }
 }
 
 /**
