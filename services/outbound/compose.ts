@@ -41,6 +41,46 @@ export interface Composition {
 
 export class CompositionError extends Error {}
 
+/** The longest line a message may hold, without its CRLF (RFC 5322 §2.1.1). */
+const MAX_LINE = 998
+
+/**
+ * Whether `content` can travel as a message/rfc822 part: such a part is never base64 (RFC 2046
+ * §5.2.1), so it must already be mail: no NUL, no line over 998 octets.
+ */
+const isMailText = (content: Buffer) => {
+  let lineStart = 0
+  for (let i = 0; i < content.length; i++) {
+    const byte = content[i]!
+    if (byte === 0) return false
+    if (byte === 10) {
+      if (i - lineStart > MAX_LINE + 1) return false
+      lineStart = i + 1
+    }
+  }
+  return content.length - lineStart <= MAX_LINE
+}
+
+/**
+ * An attachment as the composer takes it. An email attached (message/rfc822, say a forwarded .eml)
+ * is an attachment, not part of the text (the composer would show it inline, and readers, ours too,
+ * would take it for more of the body); one whose bytes are no mail a part of that type may carry goes
+ * as application/octet-stream, in base64, under its own filename.
+ */
+const attachmentPart = (a: AttachmentInput) => {
+  const content = Buffer.from(a.content, "base64")
+  // The media type in lower case (MIME reads it in any case; mail programs do not all), its parameters as given.
+  const type = a.content_type?.replace(/^[^;]*/, (essence) => essence.trim().toLowerCase())
+  const message = type?.split(";")[0] === "message/rfc822"
+  return {
+    filename: a.filename,
+    content,
+    ...(type === undefined ? {} : { contentType: message && !isMailText(content) ? "application/octet-stream" : type }),
+    ...(message ? { contentDisposition: "attachment" as const } : {}),
+    ...(a.content_id ? { cid: a.content_id } : {})
+  }
+}
+
 const toComposer = (address: NamedAddress) => (address.name ? { name: address.name, address: address.address } : address.address)
 
 /** The message, signed, as bytes with CRLF line ends. */
@@ -55,12 +95,7 @@ export const compose = (message: Composition): Effect.Effect<Uint8Array, Composi
         subject: message.subject,
         text: message.text,
         html: message.html,
-        attachments: message.attachments.map((a) => ({
-          filename: a.filename,
-          content: Buffer.from(a.content, "base64"),
-          ...(a.content_type ? { contentType: a.content_type } : {}),
-          ...(a.content_id ? { cid: a.content_id } : {})
-        })),
+        attachments: message.attachments.map(attachmentPart),
         ...(message.calendar ? { icalEvent: { method: message.calendar.method, content: message.calendar.content } } : {}),
         headers: { ...message.headers },
         messageId: message.messageId,

@@ -71,8 +71,12 @@ export const AttachmentInput = Schema.Struct({
   content: Schema.String.pipe(Schema.filter((value) => BASE64.test(value), { message: () => "must be base64" }))
     .annotations({ description: "The file's bytes, base64" }),
   content_id: Schema.optional(
-    oneLine(Schema.String).pipe(Schema.pattern(/^[^<>\s]{1,200}$/, { message: () => "must be 1-200 characters without <, > or spaces" }))
-  ).annotations({ description: "For inline images: referenced from the HTML as cid:<content_id>" })
+    oneLine(Schema.String).pipe(
+      Schema.pattern(/^(?:[^<>\s]{1,200}|<[^<>\s]{1,200}>)$/, { message: () => "must be 1-200 characters without spaces, or those in <>" }),
+      // As a read email shows it (`<logo@x>`), or bare: the same id.
+      Schema.transform(Schema.String, { strict: true, decode: (id) => id.replace(/^<(.*)>$/, "$1"), encode: (id) => id })
+    )
+  ).annotations({ description: "For inline images: referenced from the HTML as cid:<content_id> (given bare or in <>, as a read email shows it)" })
 }).annotations({ identifier: "AttachmentInput" })
 export type AttachmentInput = typeof AttachmentInput.Type
 
@@ -80,7 +84,7 @@ export type AttachmentInput = typeof AttachmentInput.Type
 const CustomHeaders = Schema.Record({ key: Schema.String, value: oneLine(Schema.String).pipe(Schema.maxLength(998)) }).pipe(
   Schema.filter((headers) => {
     const bad = Object.keys(headers).find((name) => !/^X-[A-Za-z0-9-]{1,100}$/i.test(name))
-    return bad === undefined || `header names must start with X- (letters, digits, -): ${JSON.stringify(bad)} is not allowed`
+    return bad === undefined || `must name X- fields only (letters, digits, -): ${JSON.stringify(bad)} is not allowed`
   })
 )
 

@@ -308,6 +308,55 @@ describe("sending to another domain", () => {
     })
   })
 
+  it("shows an inline image in the HTML by its content_id, given bare or in <> as a read email shows it", async () => {
+    const { box, mailroom } = await sender()
+    const png = Buffer.from("89504e470d0a1a0a", "hex")
+    const sent = await send(mailroom, box, {
+      to: [`${fresh("img")}@partner.test`],
+      subject: "Logo",
+      html: '<p><img src="cid:logo@mailroom.test"></p>',
+      attachments: [{ filename: "logo.png", content_type: "image/png", content: png.toString("base64"), content_id: "logo@mailroom.test" }]
+    })
+    expect(sent.response.status).toBe(202)
+    const parsed = await simpleParser((await arrived(sent.data!.data.message_id)).raw)
+    expect(parsed.attachments.map((a) => [a.contentId, a.related])).toEqual([["<logo@mailroom.test>", true]])
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    const shown = email.attachments[0]!.content_id!
+    expect(shown).toBe("<logo@mailroom.test>")
+    // Sent on again as it was read.
+    const again = await send(mailroom, box, {
+      to: [`${fresh("img")}@partner.test`],
+      html: `<p><img src="cid:logo@mailroom.test"></p>`,
+      attachments: [{ filename: "logo.png", content_type: "image/png", content: png.toString("base64"), content_id: shown }]
+    })
+    expect(again.response.status).toBe(202)
+    const reparsed = await simpleParser((await arrived(again.data!.data.message_id)).raw)
+    expect(reparsed.attachments.map((a) => a.contentId)).toEqual(["<logo@mailroom.test>"])
+  })
+
+  it("attaches an email (message/rfc822) as an attachment; bytes no such part may carry go as base64 octets, under their name", async () => {
+    const { box, mailroom } = await sender()
+    const eml = Buffer.from("From: someone@example.org\r\nSubject: The original\r\n\r\nAs it was.\r\n")
+    const binary = Buffer.concat([Buffer.from(`Subject: long\r\n\r\n${"y".repeat(3000)}\r\n`), Buffer.from([0xff, 0, 0x41])])
+    const sent = await send(mailroom, box, {
+      to: [`${fresh("fwd")}@partner.test`],
+      subject: "Attached",
+      text: "See attached.",
+      attachments: [
+        { filename: "original.eml", content_type: "message/rfc822", content: eml.toString("base64") },
+        { filename: "broken.eml", content_type: "Message/RFC822", content: binary.toString("base64") }
+      ]
+    })
+    expect(sent.response.status).toBe(202)
+    const raw = (await arrived(sent.data!.data.message_id)).raw.toString("latin1")
+    expect(raw).toMatch(/Content-Type: message\/rfc822; name=original\.eml\r\nContent-Transfer-Encoding: 8bit\r\nContent-Disposition: attachment/)
+    expect(raw).toMatch(/Content-Type: application\/octet-stream; name=broken\.eml\r\nContent-Transfer-Encoding: base64\r\nContent-Disposition: attachment/)
+    expect(raw.split("\r\n").every((line) => line.length <= 998)).toBe(true)
+    const email = await settled(mailroom, sent.data!.data.email_id)
+    expect(email.text).toBe("See attached.")
+    expect(email.attachments.map((a) => [a.filename, a.size])).toEqual([["original.eml", eml.length], ["broken.eml", binary.length]])
+  })
+
   it("a new email starts a conversation of its own: two with one subject, to two people, are two", async () => {
     const { box, mailroom } = await sender()
     const [alice, bob] = await Promise.all(
@@ -1398,7 +1447,7 @@ describe("refusals", () => {
     [{ to: ["a@partner.test"], subject: "Hi\r\nBcc: victim@example.com", text: "x" }, { subject: "must not contain line breaks" }],
     [{ to: [{ name: "Ada\nBcc: victim@example.com", address: "a@partner.test" }], text: "x" }, { "to.0.name": "must not contain line breaks" }],
     [{ to: ["a@partner.test"], text: "x", headers: { "X-Note": "ok\r\nBcc: victim@example.com" } }, { "headers.X-Note": "must not contain line breaks" }],
-    [{ to: ["a@partner.test"], text: "x", headers: { Bcc: "victim@example.com" } }, { headers: 'header names must start with X- (letters, digits, -): "Bcc" is not allowed' }],
+    [{ to: ["a@partner.test"], text: "x", headers: { Bcc: "victim@example.com" } }, { headers: 'must name X- fields only (letters, digits, -): "Bcc" is not allowed' }],
     [{ to: ["not an address"], text: "x" }, { "to.0": "must be an email address such as name@example.com" }],
     [{ to: [], text: "x" }, { to: "must list at least one recipient (to, cc or bcc)" }],
     [{ to: Array.from({ length: 51 }, (_, i) => `r${i}@partner.test`), text: "x" }, { to: "must list at most 50 recipients (to, cc and bcc together)" }],

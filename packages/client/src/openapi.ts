@@ -3758,7 +3758,7 @@ export interface components {
         };
         AttachmentInput: {
             content: string;
-            /** @description For inline images: referenced from the HTML as cid:<content_id> */
+            /** @description For inline images: referenced from the HTML as cid:<content_id> (given bare or in <>, as a read email shows it) */
             content_id?: string;
             /** @description a string matching the pattern ^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$ */
             content_type?: string;
