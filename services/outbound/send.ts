@@ -569,8 +569,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           : undefined
         const raw = yield* compose({
           from: { name: from.displayName ?? undefined, address: from.address },
-          to: message.to,
-          cc: message.cc,
+          to: onceEach(message.to),
+          cc: onceEach(message.cc, message.to),
           replyTo: message.replyTo,
           subject: message.subject,
           text: withLink(message.text, unsubscribe),
@@ -586,6 +586,12 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         }).pipe(Effect.mapError((error) => ValidationError.field("attachments", error.message)))
         return { emailId, messageId, raw, recipients, now } satisfies BuiltSend
       })
+
+    /** Each address once in a header, case-insensitively, and none already in `before` (Cc leaves out who is in To). */
+    const onceEach = <A extends { readonly address: string }>(addresses: ReadonlyArray<A>, before: ReadonlyArray<A> = []) => {
+      const seen = new Set(before.map((a) => a.address.toLowerCase()))
+      return addresses.filter((a) => !seen.has(a.address.toLowerCase()) && Boolean(seen.add(a.address.toLowerCase())))
+    }
 
     const recipientsOfMessage = (message: OutgoingMessage) => recipientsOf([...message.to, ...message.cc, ...message.bcc].map((a) => a.address))
 

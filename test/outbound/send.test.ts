@@ -357,6 +357,15 @@ describe("sending to another domain", () => {
     expect(email.attachments.map((a) => [a.filename, a.size])).toEqual([["original.eml", eml.length], ["broken.eml", binary.length]])
   })
 
+  it("names each recipient once in the headers, whatever its case or the list it is repeated in", async () => {
+    const { box, mailroom } = await sender()
+    const [ada, bob] = [`${fresh("ada")}@partner.test`, `${fresh("bob")}@partner.test`]
+    const sent = await send(mailroom, box, { to: [ada, ada.toUpperCase()], cc: [ada, bob, bob], subject: "Once", text: "x" })
+    expect(sent.response.status).toBe(202)
+    const parsed = await simpleParser((await arrived(sent.data!.data.message_id)).raw)
+    expect([parsed.to, parsed.cc].map((field) => (Array.isArray(field) ? field : [field]).flatMap((f) => f!.value.map((a) => a.address)))).toEqual([[ada], [bob]])
+  })
+
   it("a new email starts a conversation of its own: two with one subject, to two people, are two", async () => {
     const { box, mailroom } = await sender()
     const [alice, bob] = await Promise.all(
