@@ -18,7 +18,7 @@
  * STREAM_QUOTA closes it (1008), and so does a credential that stops working (revoked, expired):
  * an UNAUTHORIZED error, then the close, before anything more is delivered (a `ping` checks it too). The socket holds one of the account's
  * event-stream slots while subscribed, as an SSE stream does; one left without a subscription for
- * SUBSCRIBE_WITHIN (from its opening, or from a refused subscribe) is closed (1008), so that sockets
+ * SUBSCRIBE_WITHIN_MS (from its opening, or from a refused subscribe) is closed (1008), so that sockets
  * that never subscribe cannot pile up outside the account's limit. On shutdown it closes with 1001 ("going
  * away"): the client reconnects elsewhere with `after` set to the last id it saw.
  */
@@ -105,13 +105,16 @@ export const serveSocket = (
     const revoked = (error: Unauthorized) =>
       refuse({ code: error.code, message: error.message }).pipe(Effect.zipRight(close(POLICY_VIOLATION, "credential no longer valid")))
 
+    /** `then`, once the credential is found still working; else the refusal (revoked: the socket closes). */
+    const whileValid = <R>(then: Effect.Effect<void, Socket.SocketError, R>) =>
+      Effect.flatMap(Effect.either(recheck), (still) =>
+        still._tag === "Right" ? then : still.left._tag === "Unauthorized" ? revoked(still.left) : answerRefusal(still.left))
+
     const subscribe = (request: Subscribe) =>
       Effect.gen(function*() {
         if (subscription !== undefined) yield* Fiber.interrupt(subscription)
         subscription = undefined
         unsubscribedSince ??= Date.now()
-        const still = yield* Effect.either(recheck)
-        if (still._tag === "Left") return yield* (still.left._tag === "Unauthorized" ? revoked(still.left) : answerRefusal(still.left))
         const opened = yield* Effect.either(open({
           recheck,
           userId: principal.userId,
@@ -160,12 +163,8 @@ export const serveSocket = (
         }
         const message = decodeMessage(data)
         if (message._tag === "Left") return yield* refuse(invalidMessage(message.left))
-        if (message.right.type === "ping") {
-          const still = yield* Effect.either(recheck)
-          if (still._tag === "Left") return yield* (still.left._tag === "Unauthorized" ? revoked(still.left) : answerRefusal(still.left))
-          return yield* send({ type: "pong" })
-        }
-        return yield* subscribe(message.right)
+        if (message.right.type === "ping") return yield* whileValid(send({ type: "pong" }))
+        return yield* whileValid(subscribe(message.right))
       }).pipe(turn.withPermits(1))
 
     // On shutdown the socket says why it closes, before the server's teardown cuts it off without a
