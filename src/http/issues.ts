@@ -34,6 +34,8 @@ const inWords = (expected: string): string => {
   if (expected.startsWith("{")) return "must be an object"
   // Effect's phrases for its refinements ("a string at least 1 character(s) long", "an integer").
   if (/^an? [a-z]/.test(expected)) return `must be ${expected}`
+  // A choice of words (`"subscribe" | "ping"`): name them.
+  if (/^"[^"]*"(?: \| "[^"]*")+$/.test(expected)) return `must be one of ${expected.split(" | ").map((word) => word.slice(1, -1)).join(", ")}`
   return "has the wrong type"
 }
 
