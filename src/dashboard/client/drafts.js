@@ -90,7 +90,7 @@ const DraftItem = ({ draft, address, run }) => {
         ${draft.send_at && draft.status === "draft" && html`<div class="small">Scheduled for ${new Date(draft.send_at).toLocaleString()}</div>`}
         ${draft.last_error && html`<p class="note error">Its scheduled send was refused: ${draft.last_error}</p>`}
         ${!editing && draft.html && html`
-          <iframe class="mail-body" title=${"HTML version of " + title} sandbox=${SANDBOX} referrerpolicy="no-referrer"
+          <iframe key=${draft.html} class="mail-body" title=${"HTML version of " + title} sandbox=${SANDBOX} referrerpolicy="no-referrer"
             srcdoc=${mailDocument(draft.html, false).srcdoc}></iframe>`}
         ${!editing && draft.text && (draft.html
           ? html`<details><summary class="small">Plain-text version</summary><pre class="mail-text draft-text">${draft.text}</pre></details>`

@@ -287,6 +287,8 @@ export const ReaderPage = ({ emailId }) => {
   }, [email])
 
   const inline = useInlineImages(base, email)
+  // Its frame is keyed by the document: a new document (the message's images read, remote ones allowed) gets
+  // a new frame. A frame whose srcdoc changes navigates, a history entry Back would step through before leaving.
   const body = useMemo(() => (email?.html ? mailDocument(email.html, allowImages, inline) : null), [email?.html, allowImages, inline])
 
   if (error) return html`<${ErrorNote} error=${error} />`
@@ -327,7 +329,7 @@ export const ReaderPage = ({ emailId }) => {
           ${body.blockedImages > 0 && html`
             <p class="notice" role="status">Remote images are blocked: loading them tells the sender you read this.
               <button type="button" class="secondary" onClick=${() => setAllowImages(true)}>Show images</button></p>`}
-          <iframe class="mail-body" title="Email content" sandbox=${SANDBOX} referrerpolicy="no-referrer" srcdoc=${body.srcdoc}></iframe>`
+          <iframe key=${body.srcdoc} class="mail-body" title="Email content" sandbox=${SANDBOX} referrerpolicy="no-referrer" srcdoc=${body.srcdoc}></iframe>`
         : html`<pre class="mail-text">${email.text}</pre>`}
     </article>
     ${thread && html`
