@@ -243,10 +243,10 @@ export const screen = (
       for (const [key, value] of query) {
         if (key.includes(NUL) || value.includes(NUL)) return yield* fieldError("api", shown(key), NO_NUL)
       }
-      const route = findRoute(request.method, segments)?.route
-      const repeated = route === undefined
-        ? undefined
-        : [...new Set(query.keys())].find((key) => route.queryFields.has(key) && query.getAll(key).length > 1)
+      // The route is looked up only when some parameter is given twice: most requests repeat none.
+      const twice = [...new Set(query.keys())].filter((key) => query.getAll(key).length > 1)
+      const route = twice.length === 0 ? undefined : findRoute(request.method, segments)?.route
+      const repeated = route === undefined ? undefined : twice.find((key) => route.queryFields.has(key))
       // Told as any query parameter's problem is, the same on both surfaces (errors.ts).
       if (repeated !== undefined) return yield* fieldError("api", repeated, "must be given once")
     }
