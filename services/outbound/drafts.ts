@@ -9,6 +9,7 @@
  * second attempt answer the first one's email instead of sending twice.
  */
 import { SqlClient, type Statement } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
 import { Conflict, NotFound, PayloadTooLarge, ValidationError } from "../errors.ts"
@@ -16,8 +17,8 @@ import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
-import { Replies } from "./replies.ts"
-import { type Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
+import { type DraftStart, Replies } from "./replies.ts"
+import { type AddressInput, type Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
 import { fromSendInput, type Idempotency, Outbound, storageQuotaReached } from "./send.ts"
 
 /** How often the scheduler looks for due drafts: a scheduled draft leaves within this of its time. */
@@ -81,6 +82,36 @@ const applied = (current: DraftContent, input: DraftInput): DraftContent => {
   return content as DraftContent
 }
 
+/** An address of a draft's lists, as it is compared: lower case. */
+const keyOf = (address: AddressInput) => (typeof address === "string" ? address : address.address).toLowerCase()
+
+/**
+ * `content` with what the original gives a reply or forward (`start`) where the draft has none of
+ * its own: the recipients (the caller's `to` wins; a reply to all adds the others to `cc`, each
+ * address once) and the subject. From then on they are the draft's, to read and edit: what a
+ * person approving it sees is what is sent.
+ */
+const started = (content: DraftContent, start: DraftStart): DraftContent => {
+  const to = content.to ?? (start.to !== undefined && start.to.length > 0 ? start.to : undefined)
+  const seen = new Set((to ?? []).map(keyOf))
+  const cc = [...(content.cc ?? []), ...(start.cc ?? [])].filter((a) => !seen.has(keyOf(a)) && (seen.add(keyOf(a)), true))
+  return {
+    ...content,
+    ...(to !== undefined ? { to } : {}),
+    ...(content.cc !== undefined || cc.length > 0 ? { cc } : {}),
+    ...(content.subject !== undefined ? {} : start.subject !== undefined ? { subject: start.subject } : {})
+  }
+}
+
+/** `content` without the fields that are still as `start` gave them (and `input` does not set). */
+const unstarted = (content: DraftContent, start: DraftStart, input: DraftInput): DraftContent => {
+  const kept: Record<string, unknown> = { ...content }
+  for (const field of ["to", "cc", "subject"] as const) {
+    if (input[field] === undefined && start[field] !== undefined && JSON.stringify(content[field]) === JSON.stringify(start[field])) delete kept[field]
+  }
+  return kept as DraftContent
+}
+
 export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -131,22 +162,38 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         Effect.flatMap((holder) => holder === mailboxId ? Effect.void : Effect.fail(ValidationError.field(field, "must be the id of an email of this mailbox")))
       )
 
-    const checkLinks = (userId: string, mailboxId: string, inReplyTo: string | null | undefined, forwardOf: string | null | undefined) =>
+    const checkLinks = (
+      userId: string,
+      mailboxId: string,
+      inReplyTo: string | null | undefined,
+      replyAll: boolean | undefined,
+      forwardOf: string | null | undefined
+    ) =>
       Effect.gen(function*() {
         if (inReplyTo && forwardOf) return yield* ValidationError.field("forward_of", "a draft replies or forwards, not both")
+        if (replyAll === true && !inReplyTo) return yield* ValidationError.field("reply_all", "is for a reply: give in_reply_to, the email it answers")
         yield* checkOriginal(userId, mailboxId, "in_reply_to", inReplyTo)
         yield* checkOriginal(userId, mailboxId, "forward_of", forwardOf)
       })
 
+    /** What the email a draft now answers or forwards gives it (nothing for a new message). */
+    const startOf = (userId: string, inReplyTo: string | null, replyAll: boolean, forwardOf: string | null): Effect.Effect<DraftStart, NotFound | SqlError> =>
+      inReplyTo !== null
+        ? replies.draftStart(userId, inReplyTo, replyAll ? "reply_all" : "reply")
+        : forwardOf !== null
+        ? replies.draftStart(userId, forwardOf, "forward")
+        : Effect.succeed({})
+
     const create = Effect.fn("Drafts.create")(function*(userId: string, mailboxId: string, input: DraftInput) {
       yield* ownMailbox(sql, userId, mailboxId)
-      yield* checkLinks(userId, mailboxId, input.in_reply_to, input.forward_of)
-      const content = applied({}, input)
+      yield* checkLinks(userId, mailboxId, input.in_reply_to, input.reply_all, input.forward_of)
+      const [inReplyTo, replyAll, forwardOf] = [input.in_reply_to ?? null, input.reply_all ?? false, input.forward_of ?? null]
+      const content = started(applied({}, input), yield* startOf(userId, inReplyTo, replyAll, forwardOf))
       yield* checkSize(userId, content)
       const rows = yield* sql`
         INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at)
-        VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(content)}, ${input.in_reply_to ?? null},
-                ${input.reply_all ?? false}, ${input.forward_of ?? null}, ${input.send_at ? new Date(input.send_at) : null})
+        VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(content)}, ${inReplyTo},
+                ${replyAll}, ${forwardOf}, ${input.send_at ? new Date(input.send_at) : null})
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
       return toDraft(rows[0]!)
     })
@@ -204,13 +251,27 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       }
       const inReplyTo = input.in_reply_to !== undefined ? input.in_reply_to : current.inReplyTo
       const forwardOf = input.forward_of !== undefined ? input.forward_of : current.forwardOf
-      yield* checkLinks(userId, mailboxId, inReplyTo, forwardOf)
-      const content = applied(current.content, input)
+      // A draft that is no reply any more is no reply to all either.
+      const replyAll = input.reply_all ?? (inReplyTo === null ? false : current.replyAll)
+      yield* checkLinks(userId, mailboxId, inReplyTo, input.reply_all, forwardOf)
+      const edited = applied(current.content, input)
+      // Made a reply (to all) or a forward of another email: the fields the old link gave that nobody
+      // has edited since go, and what the new one gives fills what the draft then lacks.
+      const linked = inReplyTo !== current.inReplyTo || forwardOf !== current.forwardOf || replyAll !== current.replyAll
+      const content = linked
+        ? started(
+          unstarted(edited, yield* startOf(userId, current.inReplyTo, current.replyAll, current.forwardOf).pipe(
+            // The email it answered may be gone: then nothing it gave is known.
+            Effect.catchTag("NotFound", () => Effect.succeed({}))
+          ), input),
+          yield* startOf(userId, inReplyTo, replyAll, forwardOf)
+        )
+        : edited
       yield* checkSize(userId, content, draftId)
       const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
       const rows = yield* sql`
         UPDATE drafts SET content = ${JSON.stringify(content)}, in_reply_to = ${inReplyTo}, forward_of = ${forwardOf},
-                          reply_all = ${input.reply_all ?? current.replyAll}, send_at = ${sendAt}, last_error = NULL, updated_at = now()
+                          reply_all = ${replyAll}, send_at = ${sendAt}, last_error = NULL, updated_at = now()
         WHERE id = ${draftId} AND status = 'draft'
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
       return rows[0] ? toDraft(rows[0]) : yield* new Conflict({ message: "The draft is being sent", details: { draft_id: draftId } })
@@ -238,8 +299,11 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     const dispatch = (userId: string, row: DraftRow) => {
       const idempotency: Idempotency = { key: `draft:${row.id}`, fingerprint: ["draft", row.id] }
       const c = row.content
+      // A draft started as a reply holds its recipients: they are sent as they stand. One stored before
+      // drafts were started (none of its own) is answered as the reply route does.
+      const all = row.replyAll && c.to === undefined && c.cc === undefined
       const sending = row.inReplyTo !== null
-        ? replies.reply(userId, row.inReplyTo, c, row.replyAll, idempotency)
+        ? replies.reply(userId, row.inReplyTo, c, all, idempotency)
         : row.forwardOf !== null
         ? replies.forward(userId, row.forwardOf, { ...c, to: c.to ?? [] }, idempotency)
         : outbound.submit(userId, row.mailboxId, fromSendInput(c), idempotency)

@@ -10,6 +10,7 @@
  * - Forward: the original's text below a "Forwarded message" block, and its attachments come along.
  */
 import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
 import addressparser from "nodemailer/lib/addressparser"
 import { NotFound, ValidationError } from "../errors.ts"
@@ -18,7 +19,7 @@ import { routingForm } from "../mail/inbound.ts"
 import { textFromHtml } from "../mail/parse.ts"
 import { firstHeader, Headers } from "../mail/schemas.ts"
 import type { NamedAddress } from "./compose.ts"
-import { type AttachmentInput, type DraftContent, type ForwardInput, MAX_ATTACHMENTS, type ReplyInput } from "./schemas.ts"
+import { type AddressInput, type AttachmentInput, type DraftContent, type ForwardInput, MAX_ATTACHMENTS, type ReplyInput } from "./schemas.ts"
 import { type Idempotency, named, Outbound, type OutgoingMessage } from "./send.ts"
 
 /** Mail clients keep References bounded; the first id (the conversation's root) and the latest ones matter. */
@@ -100,6 +101,33 @@ const quoteHeader = (original: Original) => {
   ]
 }
 
+/**
+ * Whom an answer to `original` goes to: its Reply-To, else its From (for mail the mailbox sent, its
+ * To); for a reply to all, everyone else on it in `cc`. Each address once, the mailbox's own left out.
+ */
+const answerRecipients = (original: Original, all: boolean) => {
+  const header = (name: string) => addressesOf(firstHeader(original.headers, name))
+  const primary = original.direction === "outbound"
+    ? header("to")
+    : header("reply-to").length > 0
+    ? header("reply-to")
+    : addressesOf(firstHeader(original.headers, "from") ?? original.fromAddress)
+  const own = mailboxAddresses(original)
+  const to = distinct(primary, own)
+  const cc = all ? distinct([...header("to"), ...header("cc")], own).filter((a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())) : []
+  return { to, cc }
+}
+
+/** What a draft answering an email starts with (`Replies.draftStart`). */
+export interface DraftStart {
+  readonly to?: ReadonlyArray<AddressInput>
+  readonly cc?: ReadonlyArray<AddressInput>
+  readonly subject?: string
+}
+
+/** A composer's address as a request gives it: `{name, address}`, or the address alone. */
+const asInput = (address: NamedAddress): AddressInput => address.name ? { name: address.name, address: address.address } : address.address
+
 export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -151,23 +179,16 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       idempotency?: Idempotency
     ) {
       return yield* answer(userId, emailId, (found): Omit<OutgoingMessage, "inReplyTo" | "references"> | ValidationError => {
-        const sentByUs = found.direction === "outbound"
-        const primary = sentByUs
-          ? addressesOf(firstHeader(found.headers, "to"))
-          : addressesOf(firstHeader(found.headers, "reply-to")).length > 0
-          ? addressesOf(firstHeader(found.headers, "reply-to"))
-          : addressesOf(firstHeader(found.headers, "from") ?? found.fromAddress)
-        const others = all ? [...addressesOf(firstHeader(found.headers, "to")), ...addressesOf(firstHeader(found.headers, "cc"))] : []
-        const own = mailboxAddresses(found)
-        const to = input.to !== undefined ? input.to.map(named) : distinct(primary, own)
+        const given = answerRecipients(found, all)
+        const to = input.to !== undefined ? input.to.map(named) : given.to
         // The mailbox itself is left out of what the original gives; a copy the caller asks for is kept.
-        const cc = distinct([...distinct(others, own), ...(input.cc ?? []).map(named)], new Set()).filter(
+        const cc = distinct([...given.cc, ...(input.cc ?? []).map(named)], new Set()).filter(
           (a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())
         )
         if (to.length === 0 && cc.length === 0 && (input.bcc ?? []).length === 0) {
           return ValidationError.field(
             "email_id",
-            sentByUs
+            found.direction === "outbound"
               ? "has no one to reply to: it was sent to Bcc only; name the recipients in cc or bcc"
               : "has no one to reply to: its Reply-To or From is this mailbox's own address; name the recipients in cc or bcc"
           )
@@ -235,6 +256,22 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       return yield* outbound.submit(userId, found.mailboxId, message, idempotency)
     })
 
-    return { reply, answer, forward, mailboxOf } as const
+    /**
+     * What a draft answering `emailId` starts with, as a mail client fills a reply's or a forward's
+     * fields: the recipients the reply goes to (none for a forward, which the caller addresses) and
+     * the subject with one Re:/Fwd:.
+     */
+    const draftStart = Effect.fn("Replies.draftStart")(function*(
+      userId: string,
+      emailId: string,
+      kind: "reply" | "reply_all" | "forward"
+    ): Effect.fn.Return<DraftStart, NotFound | SqlError> {
+      const found = yield* original(userId, emailId)
+      if (kind === "forward") return { subject: prefixed("Fwd", found.subject) }
+      const { cc, to } = answerRecipients(found, kind === "reply_all")
+      return { to: to.map(asInput), cc: cc.map(asInput), subject: prefixed("Re", found.subject) }
+    })
+
+    return { reply, answer, forward, mailboxOf, draftStart } as const
   })
 }) {}

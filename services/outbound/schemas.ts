@@ -191,11 +191,12 @@ export const DraftInput = Schema.Struct({
   headers: Schema.optional(Schema.NullOr(CustomHeaders)).annotations({ description: `Custom headers, X-* names only${cleared}` }),
   list_unsubscribe: Schema.optional(Schema.NullOr(Schema.Boolean)).annotations({ description: `Offer one-click unsubscribe (as on a send)${cleared}` }),
   in_reply_to: Schema.optional(Schema.NullOr(Schema.String)).annotations({
-    description: "The id of an email of this mailbox the draft replies to; null on an update: a reply no more"
+    description:
+      "The id of an email of this mailbox the draft replies to (its to, cc and subject are filled from it where the draft gives none); null on an update: a reply no more"
   }),
-  reply_all: Schema.optional(Schema.Boolean).annotations({ description: "With in_reply_to: reply to everyone on the email" }),
+  reply_all: Schema.optional(Schema.Boolean).annotations({ description: "With in_reply_to: reply to everyone on the email (they are filled into cc)" }),
   forward_of: Schema.optional(Schema.NullOr(Schema.String)).annotations({
-    description: "The id of an email of this mailbox the draft forwards; null on an update: a forward no more"
+    description: "The id of an email of this mailbox the draft forwards (its subject is filled from it where the draft gives none); null on an update: a forward no more"
   }),
   send_at: Schema.optional(Schema.NullOr(Instant)).annotations({
     description: "Send automatically at this time; null or absent: only when sent explicitly"

@@ -531,7 +531,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await item("Offer: 10% off").getByText(`From ${address}`).waitFor()
     await item("Offer: 10% off").getByText("With an unsubscribe link").waitFor()
     // The person sees every recipient, the hidden ones too, and the HTML version mail programs will show.
-    await item("(reply)").getByText("Bcc audit@partner.test", { exact: false }).waitFor()
+    // A reply's recipients and subject are filled from the email it answers: the person sees whom it goes to.
+    await item("Re: Where is my parcel?").getByText("To Bob Buyer <bob@partner.test> · Bcc audit@partner.test", { exact: false }).waitFor()
     const shown = item("Offer: 10% off").frameLocator("iframe[title='HTML version of Offer: 10% off']")
     await expect(shown.locator("b").textContent()).resolves.toBe("offer")
 
@@ -575,7 +576,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
 
     // Reject: asked first, then gone for good.
     page.once("dialog", (dialog) => dialog.accept())
-    await item("(reply)").getByRole("button", { name: "Reject" }).click()
+    await item("Re: Where is my parcel?").getByRole("button", { name: "Reject" }).click()
     await page.getByRole("heading", { name: "Awaiting approval (0)" }).waitFor()
     const rejected = await draftOf(reply)
     expect(rejected.response.status).toBe(404)

@@ -1217,6 +1217,45 @@ describe("drafts", () => {
     expect((await drafts.get(full.draft_id)).data!.data).toEqual(trimmed)
   })
 
+  it("a reply or forward draft shows whom it goes to and its subject, as a mail client fills them; what a person leaves there is what is sent", async () => {
+    const { box, mailroom } = await sender()
+    const colleague = await sender()
+    const drafts = draftsOf(mailroom, box)
+    const watcher = `${fresh("cc")}@partner.test`
+    await send(colleague.mailroom, colleague.box, { to: [box.address], cc: [{ name: "Wat Cher", address: watcher }], subject: "Budget", text: "Numbers?" })
+    const received = await until("the question arrived", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data[0]
+    })
+
+    const draft = (await drafts.create({ in_reply_to: received.email_id, reply_all: true, text: "Agreed." })).data!.data
+    expect(draft).toMatchObject({ to: [colleague.box.address], cc: [{ name: "Wat Cher", address: watcher }], subject: "Re: Budget", reply_all: true })
+    // The person approving it drops the copy: nobody but the colleague gets it.
+    expect((await drafts.update(draft.draft_id, { cc: [] })).data?.data).toMatchObject({ to: [colleague.box.address], cc: [] })
+    const sent = await drafts.send(draft.draft_id)
+    expect(sent.response.status).toBe(202)
+    expect((await settled(mailroom, sent.data!.data.email_id)).delivery!.map((d) => d.recipient)).toEqual([colleague.box.address])
+
+    // Made a forward instead: what the reply gave and nobody edited goes; the forward's subject comes.
+    const other = (await drafts.create({ in_reply_to: received.email_id, text: "Hm." })).data!.data
+    expect(other).toMatchObject({ to: [colleague.box.address], subject: "Re: Budget" })
+    expect("cc" in other).toBe(false)
+    const forward = (await drafts.update(other.draft_id, { in_reply_to: null, forward_of: received.email_id })).data!.data
+    expect(forward).toMatchObject({ forward_of: received.email_id, subject: "Fwd: Budget" })
+    expect("to" in forward).toBe(false)
+    // Reply to all later: the others join the copies the draft has.
+    const later = (await drafts.create({ in_reply_to: received.email_id, cc: ["boss@partner.test"], subject: "Budget (numbers)" })).data!.data
+    expect(later).toMatchObject({ cc: ["boss@partner.test"], subject: "Budget (numbers)" })
+    expect((await drafts.update(later.draft_id, { reply_all: true })).data?.data)
+      .toMatchObject({ to: [colleague.box.address], cc: ["boss@partner.test", { name: "Wat Cher", address: watcher }], subject: "Budget (numbers)" })
+
+    const lonely = await drafts.create({ reply_all: true, to: [watcher], text: "?" })
+    expect([lonely.response.status, lonely.error?.error]).toEqual([400, expect.objectContaining({
+      code: "VALIDATION_ERROR",
+      details: { reply_all: "is for a reply: give in_reply_to, the email it answers" }
+    })])
+  })
+
   it("lists drafts and suppressions in the order sort asks for; an unknown field is 400 naming the fields", async () => {
     const { box, mailroom } = await sender()
     const drafts = draftsOf(mailroom, box)

@@ -4300,7 +4300,7 @@ export interface components {
             bcc?: components["schemas"]["AddressInput"][] | null;
             /** @description Copied recipients; null on an update removes it */
             cc?: components["schemas"]["AddressInput"][] | null;
-            /** @description The id of an email of this mailbox the draft forwards; null on an update: a forward no more */
+            /** @description The id of an email of this mailbox the draft forwards (its subject is filled from it where the draft gives none); null on an update: a forward no more */
             forward_of?: string | null;
             /** @description Custom headers, X-* names only; null on an update removes it */
             headers?: {
@@ -4308,11 +4308,11 @@ export interface components {
             } | null;
             /** @description HTML body; null on an update removes it */
             html?: string | null;
-            /** @description The id of an email of this mailbox the draft replies to; null on an update: a reply no more */
+            /** @description The id of an email of this mailbox the draft replies to (its to, cc and subject are filled from it where the draft gives none); null on an update: a reply no more */
             in_reply_to?: string | null;
             /** @description Offer one-click unsubscribe (as on a send); null on an update removes it */
             list_unsubscribe?: boolean | null;
-            /** @description With in_reply_to: reply to everyone on the email */
+            /** @description With in_reply_to: reply to everyone on the email (they are filled into cc) */
             reply_all?: boolean;
             /** @description Where replies should go; null on an update removes it */
             reply_to?: components["schemas"]["AddressInput"] | null;
