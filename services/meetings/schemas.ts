@@ -7,7 +7,7 @@ import { Schema } from "effect"
 import { EventTime, ParticipationStatus } from "../invitations/schemas.ts"
 import { isTimeZone } from "../invitations/time-zones.ts"
 import { ListParams } from "../listing.ts"
-import { AddressInput, Instant, MAX_RECIPIENTS, oneLine } from "../outbound/schemas.ts"
+import { AddressInput, Instant, MAX_RECIPIENTS, headerText } from "../outbound/schemas.ts"
 
 /** A day, as a whole-day meeting's start and end are written. */
 const Day = Schema.String.pipe(
@@ -47,12 +47,12 @@ const Rule = Schema.String.pipe(
 )
 
 const MeetingFields = {
-  summary: oneLine(Schema.String).pipe(
+  summary: headerText(Schema.String).pipe(
     Schema.minLength(1, { message: () => "must not be empty" }),
     Schema.maxLength(255, { message: () => "must be at most 255 characters" })
   ).annotations({ description: "The meeting's title" }),
   description: Schema.optional(Schema.NullOr(Schema.String.pipe(Schema.maxLength(10_000)))),
-  location: Schema.optional(Schema.NullOr(oneLine(Schema.String).pipe(Schema.maxLength(500)))),
+  location: Schema.optional(Schema.NullOr(headerText(Schema.String).pipe(Schema.maxLength(500)))),
   url: Schema.optional(Schema.NullOr(Schema.String.pipe(
     Schema.maxLength(2000),
     Schema.pattern(/^https?:\/\/[^\s]+$/i, { message: () => "must be an http or https URL" })

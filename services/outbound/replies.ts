@@ -83,9 +83,16 @@ const distinct = (addresses: ReadonlyArray<NamedAddress>, own: ReadonlySet<strin
   })
 }
 
-/** Addresses as a mail client shows them: `Name <address>`, or the address alone. */
+/**
+ * Addresses as a mail client shows them: `Name <address>`, or the address alone; a name holding a
+ * comma or another special (RFC 5322 §3.2.3) quoted, so "Doe, Jane" reads as one person, not two.
+ */
 const shown = (addresses: ReadonlyArray<NamedAddress>) =>
-  addresses.map((a) => (a.name ? `${a.name} <${a.address}>` : a.address)).join(", ")
+  addresses.map((a) => {
+    if (!a.name) return a.address
+    const name = /[()<>[\]:;@\\,"]/.test(a.name) ? `"${a.name.replace(/(["\\])/g, "\\$1")}"` : a.name
+    return `${name} <${a.address}>`
+  }).join(", ")
 
 /** The block above a forwarded email's text: its header fields as it came, display names and Cc included. */
 const quoteHeader = (original: Original) => {

@@ -20,6 +20,14 @@ export const MAX_ATTACHMENTS = 100
 export const oneLine = <S extends Schema.Schema<string, string>>(schema: S) =>
   schema.pipe(Schema.filter((value) => !/[\r\n]/.test(value), { message: () => "must not contain line breaks" }))
 
+/**
+ * One line of text a person reads in a header (a subject, a name, a file name): no CR or LF, and no
+ * other control character either (a BEL, an escape, a NUL), which mail programs show as garbage or
+ * cut the value at. A tab is text.
+ */
+export const headerText = <S extends Schema.Schema<string, string>>(schema: S) =>
+  oneLine(schema).pipe(Schema.filter((value) => !/[\u0000-\u0008\u000b-\u001f\u007f]/.test(value), { message: () => "must not contain control characters" }))
+
 const DOMAIN = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$/i
 /** A dot-atom local part (RFC 5322 §3.4.1), ASCII: what every receiving server takes. */
 const LOCAL = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*$/
@@ -53,7 +61,7 @@ export const Address = Schema.transform(
 export const AddressInput = Schema.Union(
   Address,
   Schema.Struct({
-    name: Schema.optional(oneLine(Schema.String).pipe(Schema.maxLength(200))),
+    name: Schema.optional(headerText(Schema.String).pipe(Schema.maxLength(200))),
     address: Address
   })
 ).annotations({ identifier: "AddressInput" })
@@ -64,7 +72,7 @@ const Recipients = Schema.Array(AddressInput)
 const BASE64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/
 
 export const AttachmentInput = Schema.Struct({
-  filename: oneLine(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(255)),
+  filename: headerText(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(255)),
   content_type: Schema.optional(
     Schema.String.pipe(Schema.pattern(/^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/i, { message: () => "must be a media type such as application/pdf" }))
   ),
@@ -81,7 +89,7 @@ export const AttachmentInput = Schema.Struct({
 export type AttachmentInput = typeof AttachmentInput.Type
 
 /** Custom headers: `X-` names only; the rest are Mailroom's to write. */
-const CustomHeaders = Schema.Record({ key: Schema.String, value: oneLine(Schema.String).pipe(Schema.maxLength(998)) }).pipe(
+const CustomHeaders = Schema.Record({ key: Schema.String, value: headerText(Schema.String).pipe(Schema.maxLength(998)) }).pipe(
   Schema.filter((headers) => {
     const bad = Object.keys(headers).find((name) => !/^X-[A-Za-z0-9-]{1,100}$/i.test(name))
     return bad === undefined || `must name X- fields only (letters, digits, -): ${JSON.stringify(bad)} is not allowed`
@@ -96,10 +104,21 @@ const ListUnsubscribe = Schema.optional(Schema.Boolean).annotations({
     "send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer"
 })
 
+/** The content_id two attachments share, if any: `cid:` would name either. */
+const sharedContentId = (attachments: ReadonlyArray<AttachmentInput>): string | undefined => {
+  const seen = new Set<string>()
+  return attachments.map((a) => a.content_id).find((id) => id !== undefined && (seen.has(id) || (seen.add(id), false)))
+}
+
 const Attachments = Schema.Array(AttachmentInput).pipe(
-  Schema.maxItems(MAX_ATTACHMENTS, { message: () => `must list at most ${MAX_ATTACHMENTS} attachments` })
+  Schema.maxItems(MAX_ATTACHMENTS, { message: () => `must list at most ${MAX_ATTACHMENTS} attachments` }),
+  Schema.filter((attachments) => {
+    const shared = sharedContentId(attachments)
+    return shared === undefined || `must give each content_id to one attachment: ${JSON.stringify(shared)} is on two`
+  })
 )
-const DraftSubject = oneLine(Schema.String).pipe(Schema.maxLength(998))
+const Subject = headerText(Schema.String).pipe(Schema.maxLength(998))
+const DraftSubject = Subject
 
 /** What every outgoing message may carry besides its recipients and subject. */
 export const BodyFields = {
@@ -114,7 +133,7 @@ export const SendInput = Schema.Struct({
   to: Schema.optional(Recipients),
   cc: Schema.optional(Recipients),
   bcc: Schema.optional(Recipients).annotations({ description: "Recipients not shown in the message's headers" }),
-  subject: Schema.optional(oneLine(Schema.String).pipe(Schema.maxLength(998))),
+  subject: Schema.optional(Subject),
   reply_to: Schema.optional(AddressInput),
   ...BodyFields
 }).annotations({ identifier: "SendInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
@@ -330,7 +349,7 @@ export type SuppressionSortField = (typeof suppressionSortFields)[number]
 export const DEFAULT_INTERVAL_DAYS = 7
 
 export const AutoReplyInput = Schema.Struct({
-  subject: Schema.optional(Schema.NullOr(oneLine(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(998)))).annotations({
+  subject: Schema.optional(Schema.NullOr(headerText(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(998)))).annotations({
     description: "The answer's subject; null or absent: \"Re: \" and the subject of the email answered"
   }),
   text: Schema.String.pipe(

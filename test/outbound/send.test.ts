@@ -1085,7 +1085,7 @@ describe("reply all and forward", () => {
     expect(fwdParsed.text).toContain(
       `---------- Forwarded message ---------\nFrom: ${colleague.box.address}\nDate: `
     )
-    expect(fwdParsed.text).toContain(`Subject: Figures\nTo: Ada, the agent <${box.address}>\nCc: ${watcher}\n`)
+    expect(fwdParsed.text).toContain(`Subject: Figures\nTo: "Ada, the agent" <${box.address}>\nCc: ${watcher}\n`)
     expect(fwdParsed.text).toContain("See the figures.")
     expect(fwdParsed.attachments.map((a) => [a.filename, a.content.equals(csv)])).toEqual([["q3.csv", true]])
 
@@ -1496,6 +1496,14 @@ describe("refusals", () => {
     [{ to: [{ name: "Ada\nBcc: victim@example.com", address: "a@partner.test" }], text: "x" }, { "to.0.name": "must not contain line breaks" }],
     [{ to: ["a@partner.test"], text: "x", headers: { "X-Note": "ok\r\nBcc: victim@example.com" } }, { "headers.X-Note": "must not contain line breaks" }],
     [{ to: ["a@partner.test"], text: "x", headers: { Bcc: "victim@example.com" } }, { headers: 'must name X- fields only (letters, digits, -): "Bcc" is not allowed' }],
+    // Other control characters, which mail programs show as garbage or cut the value at; a tab is text.
+    [{ to: ["a@partner.test"], subject: "Ding\u0007 dong", text: "x" }, { subject: "must not contain control characters" }],
+    [{ to: [{ name: "Ada\u001b[31m", address: "a@partner.test" }], text: "x" }, { "to.0.name": "must not contain control characters" }],
+    [{ to: ["a@partner.test"], text: "x", attachments: [{ filename: "a\u0008.pdf", content: "aGk=" }] }, { "attachments.0.filename": "must not contain control characters" }],
+    [
+      { to: ["a@partner.test"], html: "<img src=cid:logo>", attachments: [{ filename: "a.png", content: "aGk=", content_id: "logo" }, { filename: "b.png", content: "aGk=", content_id: "<logo>" }] },
+      { attachments: 'must give each content_id to one attachment: "logo" is on two' }
+    ],
     [{ to: ["not an address"], text: "x" }, { "to.0": "must be an email address such as name@example.com" }],
     [{ to: [], text: "x" }, { to: "must list at least one recipient (to, cc or bcc)" }],
     [{ to: Array.from({ length: 51 }, (_, i) => `r${i}@partner.test`), text: "x" }, { to: "must list at most 50 recipients (to, cc and bcc together)" }],
