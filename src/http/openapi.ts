@@ -17,6 +17,7 @@
 import { HttpApi, type HttpApiGroup, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Option, SchemaAST } from "effect"
 import { eventKinds, EventPayloads } from "../../services/webhooks/schemas.ts"
+import { withoutGeneratedTitles } from "./json-schema.ts"
 import { ApiAuthentication, SESSION_COOKIE, SessionAuthentication } from "./security.ts"
 
 // ---------------------------------------------------------------------------------------------
@@ -186,5 +187,5 @@ export const publish = <Id extends string, Groups extends HttpApiGroup.HttpApiGr
   spec.webhooks = webhooks()
   spec.tags.push({ name: "Webhook events", description: "What Mailroom POSTs to your webhook endpoints, signed with the endpoint's secret" })
   pruneComponents(spec)
-  return spec
+  return withoutGeneratedTitles(spec)
 }

@@ -31,12 +31,17 @@ const connect = async (headers: Record<string, string>) => {
 interface ToolAnswer {
   readonly isError?: boolean
   readonly content: ReadonlyArray<{ readonly type: string; readonly text?: string }>
+  readonly structuredContent?: unknown
 }
 
-/** A tool's answer, parsed: `{ ok: value }` or `{ error: {code, message, details} }`. */
+/**
+ * A tool's answer, parsed: `{ ok: value }` or `{ error: {code, message, details} }`. An object is
+ * also the answer's structuredContent, the same value a program reads without parsing the text.
+ */
 const call = async (mcp: Client, name: string, args: Record<string, unknown>) => {
   const answer = (await mcp.callTool({ name, arguments: args })) as unknown as ToolAnswer
   const value = JSON.parse(answer.content[0]!.text!)
+  expect(answer.structuredContent, name).toEqual(typeof value === "object" && value !== null && !Array.isArray(value) ? value : undefined)
   return answer.isError ? { error: value.error as { code: string; message: string; details?: Record<string, unknown> } } : { ok: value }
 }
 
@@ -91,6 +96,8 @@ describe("MCP at /mcp", () => {
       // Arguments at the top, not behind a reference many clients do not follow.
       expect(tool.inputSchema.properties, tool.name).toBeTypeOf("object")
       expect(tool.inputSchema, tool.name).not.toHaveProperty("$ref")
+      // No title a model would read as the value's name, such as the schema library's "maxLength(998)".
+      expect(JSON.stringify(tool.inputSchema), tool.name).not.toMatch(/"title":"(?:[a-zA-Z]+\(|int"|nonNegative"|unknown")/)
       expect(typeof tool.annotations?.readOnlyHint, tool.name).toBe("boolean")
       expect(typeof tool.annotations?.destructiveHint, tool.name).toBe("boolean")
       expect(typeof tool.annotations?.idempotentHint, tool.name).toBe("boolean")

@@ -3692,10 +3692,7 @@ export interface components {
         AddressInput: string | {
             /** @description An email address, local@domain (an internationalized domain in Unicode or punycode) */
             address: string;
-            /**
-             * maxLength(200)
-             * @description a string at most 200 character(s) long
-             */
+            /** @description a string at most 200 character(s) long */
             name?: string;
         };
         ApiKey: {
@@ -3762,10 +3759,7 @@ export interface components {
             content_id?: string;
             /** @description a string matching the pattern ^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$ */
             content_type?: string;
-            /**
-             * maxLength(255)
-             * @description a string at most 255 character(s) long
-             */
+            /** @description a string at most 255 character(s) long */
             filename: string;
         };
         AttachmentText: {
@@ -3832,10 +3826,7 @@ export interface components {
             starts_at?: string | null;
             /** @description The answer's subject; null or absent: "Re: " and the subject of the email answered */
             subject?: string | null;
-            /**
-             * maxLength(100000)
-             * @description The answer, as plain text
-             */
+            /** @description The answer, as plain text */
             text: string;
         };
         AvailabilityMeta: {
@@ -3860,17 +3851,11 @@ export interface components {
             success: false;
         };
         BatchDeleteInput: {
-            /**
-             * maxItems(100)
-             * @description an array of at most 100 item(s)
-             */
+            /** @description an array of at most 100 item(s) */
             email_ids: string[];
         };
         BatchDeleteThreadsInput: {
-            /**
-             * maxItems(100)
-             * @description an array of at most 100 item(s)
-             */
+            /** @description an array of at most 100 item(s) */
             thread_ids: string[];
         };
         BatchUpdated: {
@@ -3886,37 +3871,19 @@ export interface components {
             updated: number;
         };
         BatchUpdateInput: {
-            /**
-             * maxItems(50)
-             * @description Labels to add (custom, unread, spam, unauthenticated, blocked)
-             */
+            /** @description Labels to add (custom, unread, spam, unauthenticated, blocked) */
             add_labels?: string[];
-            /**
-             * maxItems(100)
-             * @description an array of at most 100 item(s)
-             */
+            /** @description an array of at most 100 item(s) */
             email_ids: string[];
-            /**
-             * maxItems(50)
-             * @description Labels to remove (inbound and sent cannot be)
-             */
+            /** @description Labels to remove (inbound and sent cannot be) */
             remove_labels?: string[];
         };
         BatchUpdateThreadsInput: {
-            /**
-             * maxItems(50)
-             * @description Labels to add (custom, unread, spam, unauthenticated, blocked)
-             */
+            /** @description Labels to add (custom, unread, spam, unauthenticated, blocked) */
             add_labels?: string[];
-            /**
-             * maxItems(50)
-             * @description Labels to remove (inbound and sent cannot be)
-             */
+            /** @description Labels to remove (inbound and sent cannot be) */
             remove_labels?: string[];
-            /**
-             * maxItems(100)
-             * @description an array of at most 100 item(s)
-             */
+            /** @description an array of at most 100 item(s) */
             thread_ids: string[];
         };
         CalendarAttendee: {
@@ -3936,17 +3903,11 @@ export interface components {
         ChangeEmailInput: {
             /** @description a string that will be trimmed */
             newEmail: string;
-            /**
-             * minLength(1)
-             * @description The account's password, asked again
-             */
+            /** @description The account's password, asked again */
             password: string;
         };
         ChangePasswordInput: {
-            /**
-             * minLength(1)
-             * @description a string at least 1 character(s) long
-             */
+            /** @description a string at least 1 character(s) long */
             currentPassword: string;
             newPassword: string;
         };
@@ -3969,10 +3930,7 @@ export interface components {
             thread_id: string;
         };
         ConfirmEmailInput: {
-            /**
-             * minLength(1)
-             * @description The token of the link mailed by POST /api/auth/email (what follows #/confirm-email/)
-             */
+            /** @description The token of the link mailed by POST /api/auth/email (what follows #/confirm-email/) */
             token: string;
         };
         /** @description CONFLICT: the resource already exists, or the state forbids the change */
@@ -3989,15 +3947,9 @@ export interface components {
             success: false;
         };
         CreateApiKeyInput: {
-            /**
-             * between(1, 365)
-             * @description a number between 1 and 365
-             */
+            /** @description a number between 1 and 365 */
             expirationDays?: number;
-            /**
-             * maxItems(100)
-             * @description Limit the key to these mailboxes of the account: it reads, sends and manages their mail only, sees no other mailbox, and is refused account-wide routes (keys, domains, billing, account lists). Left out: the whole account
-             */
+            /** @description Limit the key to these mailboxes of the account: it reads, sends and manages their mail only, sees no other mailbox, and is refused account-wide routes (keys, domains, billing, account lists). Left out: the whole account */
             mailboxIds?: string[];
             /** @description a string that will be trimmed */
             name: string;
@@ -4056,34 +4008,19 @@ export interface components {
             url: string;
         };
         DayStats: {
-            /**
-             * nonNegative
-             * @description Recipients of that day's sent emails that bounced
-             */
+            /** @description Recipients of that day's sent emails that bounced */
             bounced: components["schemas"]["Int"];
-            /**
-             * nonNegative
-             * @description Recipients of that day's sent emails that reported them as spam
-             */
+            /** @description Recipients of that day's sent emails that reported them as spam */
             complained: components["schemas"]["Int"];
             /** @description YYYY-MM-DD (UTC) */
             date: string;
-            /**
-             * nonNegative
-             * @description a non-negative number
-             */
+            /** @description a non-negative number */
             received: components["schemas"]["Int"];
-            /**
-             * nonNegative
-             * @description a non-negative number
-             */
+            /** @description a non-negative number */
             sent: components["schemas"]["Int"];
         };
         DeleteAccountInput: {
-            /**
-             * minLength(1)
-             * @description The account's password, asked again: deleting cannot be undone
-             */
+            /** @description The account's password, asked again: deleting cannot be undone */
             password: string;
         };
         DeletedDomain: {
@@ -4283,10 +4220,7 @@ export interface components {
             send_at: string | null;
             /** @enum {string} */
             status: "draft" | "sending" | "sent";
-            /**
-             * maxLength(998)
-             * @description For a reply or forward, the original's subject with Re:/Fwd: when left out
-             */
+            /** @description For a reply or forward, the original's subject with Re:/Fwd: when left out */
             subject?: string;
             /** @description Plain-text body */
             text?: string;
@@ -4680,27 +4614,15 @@ export interface components {
             };
             /** @description As given, entries normalised (lower case, ASCII domains) */
             conditions: {
-                /**
-                 * maxItems(50)
-                 * @description The text body contains one of these phrases
-                 */
+                /** @description The text body contains one of these phrases */
                 body_contains?: string[];
-                /**
-                 * maxItems(50)
-                 * @description The header From is one of these senders
-                 */
+                /** @description The header From is one of these senders */
                 from?: string[];
                 /** @description true: has attachments; false: has none */
                 has_attachments?: boolean;
-                /**
-                 * maxItems(50)
-                 * @description The subject contains one of these phrases
-                 */
+                /** @description The subject contains one of these phrases */
                 subject_contains?: string[];
-                /**
-                 * maxItems(50)
-                 * @description The email was sent to one of these: the mailbox address it was delivered to, its To or its Cc
-                 */
+                /** @description The email was sent to one of these: the mailbox address it was delivered to, its To or its Cc */
                 to?: string[];
             };
             created_at: string;
@@ -4716,15 +4638,9 @@ export interface components {
         };
         /** @description At least one label to add or remove */
         FilterActions: {
-            /**
-             * maxItems(50)
-             * @description Labels the email gets: the account's own, or spam / unauthenticated
-             */
+            /** @description Labels the email gets: the account's own, or spam / unauthenticated */
             add_labels?: string[];
-            /**
-             * maxItems(50)
-             * @description Labels the email loses: unread marks it read, spam overrules the spam check
-             */
+            /** @description Labels the email loses: unread marks it read, spam overrules the spam check */
             remove_labels?: string[];
         };
         FilterApplied: {
@@ -4743,27 +4659,15 @@ export interface components {
         };
         /** @description Every condition given must hold (each by any one of its terms); at least one is given */
         FilterConditions: {
-            /**
-             * maxItems(50)
-             * @description The text body contains one of these phrases
-             */
+            /** @description The text body contains one of these phrases */
             body_contains?: string[];
-            /**
-             * maxItems(50)
-             * @description The header From is one of these senders
-             */
+            /** @description The header From is one of these senders */
             from?: string[];
             /** @description true: has attachments; false: has none */
             has_attachments?: boolean;
-            /**
-             * maxItems(50)
-             * @description The subject contains one of these phrases
-             */
+            /** @description The subject contains one of these phrases */
             subject_contains?: string[];
-            /**
-             * maxItems(50)
-             * @description The email was sent to one of these: the mailbox address it was delivered to, its To or its Cc
-             */
+            /** @description The email was sent to one of these: the mailbox address it was delivered to, its To or its Cc */
             to?: string[];
         };
         FilterInput: {
@@ -4853,10 +4757,7 @@ export interface components {
             success: false;
         };
         ForwardInput: {
-            /**
-             * maxItems(100)
-             * @description an array of at most 100 item(s)
-             */
+            /** @description an array of at most 100 item(s) */
             attachments?: components["schemas"]["AttachmentInput"][];
             bcc?: components["schemas"]["AddressInput"][];
             cc?: components["schemas"]["AddressInput"][];
@@ -4890,10 +4791,7 @@ export interface components {
             /** @enum {boolean} */
             success: false;
         };
-        /**
-         * int
-         * @description an integer
-         */
+        /** @description an integer */
         Int: number;
         /** @description INTERNAL_ERROR: an unexpected failure */
         InternalError: {
@@ -5007,10 +4905,7 @@ export interface components {
             timestamp: string;
         };
         InvitationRespondInput: {
-            /**
-             * maxLength(2000)
-             * @description A note to the organizer (at most 2,000 characters), in the reply's text and its COMMENT
-             */
+            /** @description A note to the organizer (at most 2,000 characters), in the reply's text and its COMMENT */
             comment?: string;
             /** @enum {string} */
             status: "accepted" | "declined" | "tentative";
@@ -5056,17 +4951,11 @@ export interface components {
             success: false;
         };
         LoginInput: {
-            /**
-             * maxLength(64)
-             * @description With two-factor sign-in on: the authenticator app's current 6-digit code, or one of the account's unused recovery codes
-             */
+            /** @description With two-factor sign-in on: the authenticator app's current 6-digit code, or one of the account's unused recovery codes */
             code?: string;
             /** @description a string that will be trimmed */
             email: string;
-            /**
-             * minLength(1)
-             * @description a string at least 1 character(s) long
-             */
+            /** @description a string at least 1 character(s) long */
             password: string;
         };
         LoginSession: {
@@ -5150,58 +5039,31 @@ export interface components {
             bounce_rate: number | null;
             /** @description Complaints among the recipients whose server took the email (sent), 0-1; null when none has. Mailbox providers distrust senders past 0.3% */
             complaint_rate: number | null;
-            /**
-             * nonNegative
-             * @description Recipients who reported the emails sent as spam (counted with the day the email was sent)
-             */
+            /** @description Recipients who reported the emails sent as spam (counted with the day the email was sent) */
             complaints: components["schemas"]["Int"];
             /** @description Every day covered, oldest first, days without mail included */
             daily: components["schemas"]["DayStats"][];
             /** @description The first day covered, YYYY-MM-DD (UTC) */
             from: string;
             mailbox_id: string | null;
-            /**
-             * nonNegative
-             * @description Emails received
-             */
+            /** @description Emails received */
             received: components["schemas"]["Int"];
             /** @description The recipients of the emails sent, by what became of them */
             recipients: {
-                /**
-                 * nonNegative
-                 * @description Refused for good (5xx, or a bounce that came back)
-                 */
+                /** @description Refused for good (5xx, or a bounce that came back) */
                 bounced: components["schemas"]["Int"];
-                /**
-                 * nonNegative
-                 * @description Refused for now; will be tried again
-                 */
+                /** @description Refused for now; will be tried again */
                 deferred: components["schemas"]["Int"];
-                /**
-                 * nonNegative
-                 * @description Not delivered before the retries ran out
-                 */
+                /** @description Not delivered before the retries ran out */
                 failed: components["schemas"]["Int"];
-                /**
-                 * nonNegative
-                 * @description Not tried yet
-                 */
+                /** @description Not tried yet */
                 queued: components["schemas"]["Int"];
-                /**
-                 * nonNegative
-                 * @description Accepted by the receiving server
-                 */
+                /** @description Accepted by the receiving server */
                 sent: components["schemas"]["Int"];
-                /**
-                 * nonNegative
-                 * @description Not tried: the address is on the account's suppression list
-                 */
+                /** @description Not tried: the address is on the account's suppression list */
                 suppressed: components["schemas"]["Int"];
             };
-            /**
-             * nonNegative
-             * @description Emails sent
-             */
+            /** @description Emails sent */
             sent: components["schemas"]["Int"];
             /** @description The last day covered (today, UTC) */
             to: string;
@@ -5270,10 +5132,7 @@ export interface components {
             status: "needs_action" | "accepted" | "declined" | "tentative" | "delegated";
         };
         MeetingInput: {
-            /**
-             * maxItems(50)
-             * @description Whom to invite (1-50); each gets the invitation by mail and answers from their calendar
-             */
+            /** @description Whom to invite (1-50); each gets the invitation by mail and answers from their calendar */
             attendees: components["schemas"]["AddressInput"][];
             description?: string | null;
             end: components["schemas"]["MeetingTimeInput"];
@@ -5281,10 +5140,7 @@ export interface components {
             /** @description How it repeats (an RRULE); absent or null: once */
             recurrence?: string | null;
             start: components["schemas"]["MeetingTimeInput"];
-            /**
-             * maxLength(255)
-             * @description The meeting's title
-             */
+            /** @description The meeting's title */
             summary: string;
             /** @description Where to join it (a video call's link) */
             url?: string | null;
@@ -5296,10 +5152,7 @@ export interface components {
             time_zone?: string;
         };
         MeetingUpdate: {
-            /**
-             * maxItems(50)
-             * @description Whom to invite (1-50); each gets the invitation by mail and answers from their calendar
-             */
+            /** @description Whom to invite (1-50); each gets the invitation by mail and answers from their calendar */
             attendees?: components["schemas"]["AddressInput"][];
             description?: string | null;
             end?: components["schemas"]["MeetingTimeInput"];
@@ -5307,10 +5160,7 @@ export interface components {
             /** @description How it repeats (an RRULE); absent or null: once */
             recurrence?: string | null;
             start?: components["schemas"]["MeetingTimeInput"];
-            /**
-             * maxLength(255)
-             * @description The meeting's title
-             */
+            /** @description The meeting's title */
             summary?: string;
             /** @description Where to join it (a video call's link) */
             url?: string | null;
@@ -5335,10 +5185,7 @@ export interface components {
         };
         NewPasswordInput: {
             password: string;
-            /**
-             * minLength(1)
-             * @description The token of the link mailed by POST /api/auth/password-reset (what follows #/reset-password/)
-             */
+            /** @description The token of the link mailed by POST /api/auth/password-reset (what follows #/reset-password/) */
             token: string;
         };
         /** @description NO_INVITATION: the email exists but carries no calendar invitation (a text/calendar part or an .ics file); details: email_id */
@@ -5444,10 +5291,7 @@ export interface components {
             recoveryCodes: string[];
         };
         RecoveryCodesInput: {
-            /**
-             * minLength(1)
-             * @description The account's password, asked again
-             */
+            /** @description The account's password, asked again */
             password: string;
         };
         RefreshedCredentials: {
@@ -5457,10 +5301,7 @@ export interface components {
             refreshToken: string;
         };
         RefreshInput: {
-            /**
-             * minLength(1)
-             * @description a string at least 1 character(s) long
-             */
+            /** @description a string at least 1 character(s) long */
             refreshToken: string;
         };
         RegisteredUser: {
@@ -5517,10 +5358,7 @@ export interface components {
             previous_email_address: string;
         };
         ReplyInput: {
-            /**
-             * maxItems(100)
-             * @description an array of at most 100 item(s)
-             */
+            /** @description an array of at most 100 item(s) */
             attachments?: components["schemas"]["AttachmentInput"][];
             bcc?: components["schemas"]["AddressInput"][];
             /** @description More recipients, besides those the reply goes to */
@@ -5630,25 +5468,16 @@ export interface components {
         };
         SearchInput: {
             domain?: string;
-            /**
-             * maxItems(50)
-             * @description Mailroom extension: only emails carrying every one of these labels
-             */
+            /** @description Mailroom extension: only emails carrying every one of these labels */
             labels?: string[];
-            /**
-             * between(1, 100)
-             * @description 1-100, default 20
-             */
+            /** @description 1-100, default 20 */
             limit?: number;
             /**
              * @description Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone
              * @enum {string}
              */
             mode?: "hybrid" | "text" | "vector";
-            /**
-             * between(0, 9007199254740991)
-             * @description Results to skip; results reach 300 + limit deep
-             */
+            /** @description Results to skip; results reach 300 + limit deep */
             offset?: number;
             /** @description Natural-language query */
             query: string;
@@ -5691,10 +5520,7 @@ export interface components {
             thread_id: string;
         };
         SendBatchInput: {
-            /**
-             * maxItems(100)
-             * @description The messages, each as a send's body: at most 100
-             */
+            /** @description The messages, each as a send's body: at most 100 */
             messages: components["schemas"]["SendInput"][];
         };
         /** @description DOMAIN_NOT_VERIFIED: the mailbox's custom domain is not verified, so it cannot send; details: domain */
@@ -5746,10 +5572,7 @@ export interface components {
          */
         SenderListName: "allow" | "block";
         SendInput: {
-            /**
-             * maxItems(100)
-             * @description an array of at most 100 item(s)
-             */
+            /** @description an array of at most 100 item(s) */
             attachments?: components["schemas"]["AttachmentInput"][];
             /** @description Recipients not shown in the message's headers */
             bcc?: components["schemas"]["AddressInput"][];
@@ -5763,10 +5586,7 @@ export interface components {
             /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
             list_unsubscribe?: boolean;
             reply_to?: components["schemas"]["AddressInput"];
-            /**
-             * maxLength(998)
-             * @description a string at most 998 character(s) long
-             */
+            /** @description a string at most 998 character(s) long */
             subject?: string;
             /** @description Plain-text body */
             text?: string;
@@ -5911,15 +5731,9 @@ export interface components {
             unread_count: number;
         };
         TwoFactorDisableInput: {
-            /**
-             * maxLength(64)
-             * @description The app's current code, or an unused recovery code
-             */
+            /** @description The app's current code, or an unused recovery code */
             code: string;
-            /**
-             * minLength(1)
-             * @description The account's password, asked again
-             */
+            /** @description The account's password, asked again */
             password: string;
         };
         TwoFactorEnabled: {
@@ -5928,10 +5742,7 @@ export interface components {
             recoveryCodes: string[];
         };
         TwoFactorEnableInput: {
-            /**
-             * maxLength(64)
-             * @description The app's current 6-digit code for the secret setup answered
-             */
+            /** @description The app's current 6-digit code for the secret setup answered */
             code: string;
         };
         TwoFactorSetup: {
@@ -5941,10 +5752,7 @@ export interface components {
             secret: string;
         };
         TwoFactorSetupInput: {
-            /**
-             * minLength(1)
-             * @description The account's password, asked again
-             */
+            /** @description The account's password, asked again */
             password: string;
         };
         TwoFactorStatus: {
@@ -6063,27 +5871,15 @@ export interface components {
             webhook_id: string;
         };
         UpdateEmailInput: {
-            /**
-             * maxItems(50)
-             * @description Labels to add (custom, unread, spam, unauthenticated, blocked)
-             */
+            /** @description Labels to add (custom, unread, spam, unauthenticated, blocked) */
             add_labels?: string[];
-            /**
-             * maxItems(50)
-             * @description Labels to remove (inbound and sent cannot be)
-             */
+            /** @description Labels to remove (inbound and sent cannot be) */
             remove_labels?: string[];
         };
         UpdateThreadInput: {
-            /**
-             * maxItems(50)
-             * @description Labels to add (custom, unread, spam, unauthenticated, blocked)
-             */
+            /** @description Labels to add (custom, unread, spam, unauthenticated, blocked) */
             add_labels?: string[];
-            /**
-             * maxItems(50)
-             * @description Labels to remove (inbound and sent cannot be)
-             */
+            /** @description Labels to remove (inbound and sent cannot be) */
             remove_labels?: string[];
         };
         UpdateWebhookInput: {
@@ -6211,7 +6007,6 @@ export interface components {
             event_id: string;
             /** @description The body sent, as a real event of that kind carries it, about an example email or key */
             payload: {
-                /** unknown */
                 data: unknown;
                 event: string;
                 timestamp: string;

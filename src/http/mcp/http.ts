@@ -63,16 +63,24 @@ const INSTRUCTIONS =
 
 const byName = new Map<string, Tool>(tools.map((tool) => [tool.name, tool]))
 
-const text = (value: unknown) => ({ content: [{ type: "text" as const, text: JSON.stringify(value, null, 2) }] })
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/**
+ * A tool's answer: as JSON text, which every client shows the model, and, when it is an object, as
+ * `structuredContent` too (MCP 2025-06-18), which clients and programs read without parsing text.
+ */
+const answered = (value: unknown) => {
+  const json = JSON.stringify(value, null, 2)
+  const content = [{ type: "text" as const, text: json }]
+  return isObject(value) ? { content, structuredContent: JSON.parse(json) as Record<string, unknown> } : { content }
+}
 
 /** What a refused tool call says: SPEC's error object, for the model to read. */
 const refusal = (error: { readonly code: string; readonly message: string; readonly details?: unknown }) => ({
-  ...text({ error: { code: error.code, message: error.message, ...(error.details === undefined ? {} : { details: error.details }) } }),
+  ...answered({ error: { code: error.code, message: error.message, ...(error.details === undefined ? {} : { details: error.details }) } }),
   isError: true
 })
-
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value)
 
 /**
  * Whether `body` is a JSON-RPC 2.0 message at all: a request or notification (`method`), or a
@@ -154,7 +162,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           orUnavailable
         ) as Effect.Effect<unknown, unknown, never>
       )
-      if (Exit.isSuccess(exit)) return text(exit.value)
+      if (Exit.isSuccess(exit)) return answered(exit.value)
       const failure = Cause.failureOption(exit.cause)
       if (Option.isSome(failure) && isApiError(failure.value)) return refusal(failure.value)
       await run(Effect.logError("An MCP tool failed", { tool: name, cause: Cause.pretty(exit.cause) }))

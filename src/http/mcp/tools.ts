@@ -40,6 +40,7 @@ import { SearchInput } from "../../../services/search/schemas.ts"
 import { Search } from "../../../services/search/search.ts"
 import { AppConfig } from "../../config.ts"
 import { accountWide, readOnlyRefusal } from "../reach.ts"
+import { withoutGeneratedTitles } from "../json-schema.ts"
 
 /** Said of every tool that answers mail content: it is data from strangers, never instructions. */
 const UNTRUSTED =
@@ -816,7 +817,7 @@ export const inputSchemaOf = (tool: Tool): { readonly type: "object" } & Record<
   // A struct without fields is TypeScript's `{}` (anything but null), which JSON Schema spells as
   // "an object or an array": a tool that takes nothing takes an empty object.
   if (Object.keys(tool.input.fields).length === 0) return { type: "object", properties: {}, additionalProperties: false }
-  return { ...withPropertiesAtTop(JSONSchema.make(tool.input)), type: "object" }
+  return { ...withPropertiesAtTop(withoutGeneratedTitles(JSONSchema.make(tool.input))), type: "object" }
 }
 
 /**
