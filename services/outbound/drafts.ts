@@ -10,16 +10,17 @@
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, Layer, Schedule, Schema } from "effect"
+import { Data, Duration, Effect, Layer, Schedule, Schema } from "effect"
 import { newId } from "../accounts/tokens.ts"
-import { Conflict, NotFound, PayloadTooLarge, ValidationError } from "../errors.ts"
+import { Conflict, NotFound, PayloadTooLarge, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import type { Page, Sort } from "../listing.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { type DraftStart, Replies } from "./replies.ts"
-import { type AddressInput, type Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
-import { fromSendInput, type Idempotency, Outbound, storageQuotaReached } from "./send.ts"
+import { type AddressInput, Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
+import { claim, earlierAnswer, hashed, type Idempotency } from "./idempotency.ts"
+import { fromSendInput, Outbound, storageQuotaReached } from "./send.ts"
 
 /** How often the scheduler looks for due drafts: a scheduled draft leaves within this of its time. */
 export const SCHEDULER_PERIOD = Duration.millis(400)
@@ -64,6 +65,12 @@ const toDraft = (row: DraftRow): Draft => ({
   created_at: row.createdAt.toISOString(),
   updated_at: row.updatedAt.toISOString()
 })
+
+/** A draft create's answer, as an Idempotency-Key keeps it. */
+const DraftAnswer = Schema.parseJson(Draft)
+
+/** The key's row appeared while this create ran: answer what the first one answered. */
+class KeyTaken extends Data.TaggedError("KeyTaken") {}
 
 const draftNotFound = (draftId: string) => new NotFound({ message: "Draft not found", details: { draft_id: draftId } })
 
@@ -184,18 +191,39 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
         ? replies.draftStart(userId, forwardOf, "forward")
         : Effect.succeed({})
 
-    const create = Effect.fn("Drafts.create")(function*(userId: string, mailboxId: string, input: DraftInput) {
+    /**
+     * Make a draft. With an Idempotency-Key (`idempotency`), a repeat of the request answers the draft
+     * as it was first answered and makes none; another request under the key is 409 (idempotency.ts).
+     */
+    const create = Effect.fn("Drafts.create")(function*(userId: string, mailboxId: string, input: DraftInput, idempotency?: Idempotency) {
+      const key = idempotency === undefined ? undefined : hashed(idempotency)
+      if (key !== undefined) {
+        const earlier = yield* earlierAnswer(sql, userId, key, DraftAnswer)
+        if (earlier !== undefined) return earlier
+      }
       yield* ownMailbox(sql, userId, mailboxId)
       yield* checkLinks(userId, mailboxId, input.in_reply_to, input.reply_all, input.forward_of)
       const [inReplyTo, replyAll, forwardOf] = [input.in_reply_to ?? null, input.reply_all ?? false, input.forward_of ?? null]
       const content = started(applied({}, input), yield* startOf(userId, inReplyTo, replyAll, forwardOf))
       yield* checkSize(userId, content)
-      const rows = yield* sql`
+      const insert = sql`
         INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at)
         VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(content)}, ${inReplyTo},
                 ${replyAll}, ${forwardOf}, ${input.send_at ? new Date(input.send_at) : null})
-        RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
-      return toDraft(rows[0]!)
+        RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows), Effect.map((rows) => toDraft(rows[0]!)))
+      if (key === undefined) return yield* insert
+      // A request with the same key at the same moment waits on the key's row, then rolls its draft back.
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        const draft = yield* insert
+        if (!(yield* claim(sql, userId, key, draft))) return yield* new KeyTaken()
+        return draft
+      })).pipe(
+        Effect.catchTag("KeyTaken", () =>
+          Effect.flatMap(earlierAnswer(sql, userId, key, DraftAnswer), (earlier) =>
+            earlier === undefined
+              ? Effect.fail(ServiceUnavailable.of("The same Idempotency-Key is being used right now; retry", 1))
+              : Effect.succeed(earlier)))
+      )
     })
 
     /** The drafts `scope` picks (in `status`, when given), a page of them in `sort`'s order, and how many there are. */

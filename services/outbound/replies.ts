@@ -20,7 +20,8 @@ import { textFromHtml } from "../mail/parse.ts"
 import { firstHeader, Headers } from "../mail/schemas.ts"
 import type { NamedAddress } from "./compose.ts"
 import { type AddressInput, type AttachmentInput, type DraftContent, type ForwardInput, MAX_ATTACHMENTS, type ReplyInput } from "./schemas.ts"
-import { type Idempotency, named, Outbound, type OutgoingMessage } from "./send.ts"
+import type { Idempotency } from "./idempotency.ts"
+import { named, Outbound, type OutgoingMessage } from "./send.ts"
 
 /** Mail clients keep References bounded; the first id (the conversation's root) and the latest ones matter. */
 const MAX_REFERENCES = 20

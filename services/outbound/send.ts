@@ -46,10 +46,8 @@ import { DkimKeys } from "./dkim.ts"
 import { dkimSign } from "./dkim-signature.ts"
 import { prepareSubmitted } from "./submitted.ts"
 import { type AddressInput, MAX_RECIPIENTS, type OutboundJob, SendAccepted, type SendInput, SuppressionReason } from "./schemas.ts"
+import { claim, earlierAnswer, hashed, type HashedKey, type Idempotency } from "./idempotency.ts"
 import { UNSUBSCRIBE_PLACEHOLDER, unsubscribeHeaders, Unsubscribes } from "./unsubscribes.ts"
-
-/** How long an Idempotency-Key answers its first answer. */
-export const IDEMPOTENCY_WINDOW_HOURS = 24
 
 /** The envelope sender of a sent email: bounces come back to it and name their message (VERP). */
 export const bounceAddress = (emailId: string, domain: string) => `bounces+${emailId}@${domain}`
@@ -102,11 +100,7 @@ const SenderRow = Schema.Struct({
   suppressed: Schema.Array(Schema.Struct({ address: Schema.String, reason: SuppressionReason }))
 })
 
-/**
- * The stored answer of an Idempotency-Key (read as text: the client would rename a jsonb value's keys),
- * decoded as its route answers once the request is known to be the same.
- */
-const StoredAnswer = Schema.Struct({ requestSha256: Schema.String, response: Schema.String })
+/** The stored answer of an Idempotency-Key, as a send's route answers it. */
 const SendAnswer = Schema.parseJson(SendAccepted)
 const BatchAnswer = Schema.parseJson(Schema.Array(SendAccepted))
 
@@ -196,12 +190,6 @@ export const storageQuotaReached = (plan: Plan, used: number, size: number, what
 
 /** The key's row appeared while this send ran: answer what the first one answered. */
 class KeyTaken extends Data.TaggedError("KeyTaken") {}
-
-export interface Idempotency {
-  readonly key: string
-  /** What makes two requests the same request: route, mailbox or email, and body. */
-  readonly fingerprint: unknown
-}
 
 export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
   scoped: Effect.gen(function*() {
@@ -327,26 +315,6 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       }
     })
 
-    /** The first answer of `key`, when it was given within the window; 409 when it was for another request. */
-    const earlierAnswer = <A>(userId: string, idempotency: Idempotency, fingerprint: string, answer: Schema.Schema<A, string>) =>
-      Effect.gen(function*() {
-        const rows = yield* sql`
-          SELECT request_sha256, response::text AS response FROM idempotency_keys
-          WHERE user_id = ${userId} AND key = ${idempotency.key}
-            AND created_at > now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})`.pipe(
-          Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(StoredAnswer))(rows)))
-        )
-        const row = rows[0]
-        if (!row) return undefined
-        if (row.requestSha256 !== fingerprint) {
-          return yield* new IdempotencyKeyReused({
-            message: "This Idempotency-Key was used for a different request within the last 24 hours",
-            details: { idempotency_key: idempotency.key }
-          })
-        }
-        return yield* Effect.orDie(Schema.decodeUnknown(answer)(row.response))
-      })
-
     /**
      * Recipients (to, cc and bcc, or an envelope's) once each, case-insensitively: who the message is delivered to. The
      * domain is lower-cased (it is case-insensitive, and routes the delivery); the local part keeps the
@@ -453,7 +421,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       mailboxId: string,
       from: typeof SenderRow.Type,
       sent: ReadonlyArray<BuiltSend>,
-      options: { readonly batch: boolean; readonly idempotency?: { readonly key: string; readonly fingerprint: string } | undefined }
+      options: { readonly batch: boolean; readonly idempotency?: HashedKey | undefined }
     ): Effect.Effect<
       ReadonlyArray<SendAccepted>,
       PayloadTooLarge | StorageQuotaReached | SendQuotaReached | NotFound | ServiceUnavailable | IdempotencyKeyReused | SqlError
@@ -505,8 +473,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         /** The answers a key's first request was given, as this route answers them (one send's, or a batch's). */
         const earlier = (key: { readonly key: string; readonly fingerprint: string }) =>
           batch
-            ? earlierAnswer(userId, key, key.fingerprint, BatchAnswer)
-            : Effect.map(earlierAnswer(userId, key, key.fingerprint, SendAnswer), (one) => one && [one])
+            ? earlierAnswer(sql, userId, key, BatchAnswer)
+            : Effect.map(earlierAnswer(sql, userId, key, SendAnswer), (one) => one && [one])
 
         const stored = !batch && idempotency === undefined
           ? [yield* storeSend(accepted[0]!).pipe(Effect.catchTag("SqlError", asQuota(from.plan)), Effect.flatMap((row) => answer(accepted[0]!, row)))]
@@ -516,14 +484,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
             if (idempotency === undefined) return answers
             // A concurrent send with the same key waits here until this one commits, then finds the key
             // taken and rolls back everything it stored.
-            const claimed = yield* sql`
-              INSERT INTO idempotency_keys (user_id, key, request_sha256, response)
-              VALUES (${userId}, ${idempotency.key}, ${idempotency.fingerprint}, ${JSON.stringify(batch ? answers : answers[0])})
-              ON CONFLICT (user_id, key) DO UPDATE SET request_sha256 = EXCLUDED.request_sha256, response = EXCLUDED.response,
-                                                       created_at = now()
-                WHERE idempotency_keys.created_at <= now() - make_interval(hours => ${IDEMPOTENCY_WINDOW_HOURS})
-              RETURNING 1`
-            if (claimed.length === 0) return yield* new KeyTaken()
+            if (!(yield* claim(sql, userId, idempotency, batch ? answers : answers[0]))) return yield* new KeyTaken()
             return answers
           })).pipe(
             Effect.catchTag("SqlError", asQuota(from.plan)),
@@ -605,9 +566,9 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       message: OutgoingMessage,
       idempotency?: Idempotency
     ) {
-      const fingerprint = idempotency === undefined ? undefined : sha256(JSON.stringify(idempotency.fingerprint))
-      if (idempotency !== undefined) {
-        const earlier = yield* earlierAnswer(userId, idempotency, fingerprint!, SendAnswer)
+      const key = idempotency === undefined ? undefined : hashed(idempotency)
+      if (key !== undefined) {
+        const earlier = yield* earlierAnswer(sql, userId, key, SendAnswer)
         if (earlier !== undefined) return earlier
       }
       const recipients = recipientsOfMessage(message)
@@ -616,7 +577,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const built = yield* build(userId, mailboxId, from, message, recipients, new Date())
       const [accepted] = yield* keepAndQueue(userId, mailboxId, from, [built], {
         batch: false,
-        idempotency: idempotency === undefined ? undefined : { key: idempotency.key, fingerprint: fingerprint! }
+        idempotency: key
       })
       return accepted!
     })
@@ -632,9 +593,9 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       messages: ReadonlyArray<OutgoingMessage>,
       idempotency?: Idempotency
     ) {
-      const fingerprint = idempotency === undefined ? undefined : sha256(JSON.stringify(idempotency.fingerprint))
-      if (idempotency !== undefined) {
-        const earlier = yield* earlierAnswer(userId, idempotency, fingerprint!, BatchAnswer)
+      const key = idempotency === undefined ? undefined : hashed(idempotency)
+      if (key !== undefined) {
+        const earlier = yield* earlierAnswer(sql, userId, key, BatchAnswer)
         if (earlier !== undefined) return earlier
       }
       const recipients = messages.map(recipientsOfMessage)
@@ -646,7 +607,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       const built = yield* Effect.forEach(messages, (message, i) => Effect.mapError(build(userId, mailboxId, from, message, recipients[i]!, now), inMessage(i)))
       return yield* keepAndQueue(userId, mailboxId, from, built, {
         batch: true,
-        idempotency: idempotency === undefined ? undefined : { key: idempotency.key, fingerprint: fingerprint! }
+        idempotency: key
       })
     })
 

@@ -1393,6 +1393,32 @@ describe("Idempotency-Key", () => {
     expect(other.response.status).toBe(409)
     expect(other.error).toMatchObject({ error: { code: "IDEMPOTENCY_KEY_REUSED", details: { idempotency_key: key } } })
   })
+
+  it("makes one draft of a create retried with its key (a person would see, and could approve, two); another body is 409", async () => {
+    const { box, mailroom } = await sender()
+    const key = fresh("draft-key")
+    const body = { to: [`${fresh("once")}@partner.test`], subject: "Proposal", text: "For approval" }
+    const create = (payload: typeof body) =>
+      mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: box.mailboxId }, header: { "idempotency-key": key } }, body: payload })
+    const [first, second] = await Promise.all([create(body), create(body)])
+    expect([first.response.status, second.response.status]).toEqual([201, 201])
+    expect(second.data!.data).toEqual(first.data!.data)
+    expect((await create(body)).data!.data).toEqual(first.data!.data)
+    const listed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(listed.data?.data.map((d) => d.draft_id)).toEqual([first.data!.data.draft_id])
+
+    const other = await create({ ...body, text: "Something else" })
+    expect(other.response.status).toBe(409)
+    expect(other.error).toMatchObject({ error: { code: "IDEMPOTENCY_KEY_REUSED", details: { idempotency_key: key } } })
+    // A key is the account's: one a send used is no draft's.
+    const sentKey = fresh("send-key")
+    expect((await send(mailroom, box, body, sentKey)).response.status).toBe(202)
+    const reused = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/drafts", {
+      params: { path: { mailboxId: box.mailboxId }, header: { "idempotency-key": sentKey } },
+      body
+    })
+    expect(reused.error).toMatchObject({ error: { code: "IDEMPOTENCY_KEY_REUSED" } })
+  })
 })
 
 const sendBatch = (mailroom: MailroomFetchClient, box: Box, messages: ReadonlyArray<Record<string, unknown>>, idempotencyKey?: string) =>

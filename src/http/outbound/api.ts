@@ -58,14 +58,17 @@ const DeletedDraft = Schema.Struct({
 }).annotations({ identifier: "DeletedDraft" })
 const Unsuppressed = Schema.Struct({ address: Schema.String, deleted: Schema.Literal(true) }).annotations({ identifier: "Unsuppressed" })
 
-/** `Idempotency-Key`: 1-255 visible characters. */
-export const IdempotencyHeaders = Schema.Struct({
-  "idempotency-key": Schema.optional(
-    Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1-255 visible ASCII characters" }))
-  ).annotations({
-    description: "Makes the send safe to retry: the same key with the same body within 24 hours answers the first answer and sends nothing new"
+/** `Idempotency-Key`: 1-255 visible characters; a repeat within 24 hours does nothing new (`repeat` says what). */
+const idempotencyHeaders = (request: string, repeat: string) =>
+  Schema.Struct({
+    "idempotency-key": Schema.optional(
+      Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1-255 visible ASCII characters" }))
+    ).annotations({
+      description: `Makes the ${request} safe to retry: the same key with the same body within 24 hours answers the first answer and ${repeat}`
+    })
   })
-})
+
+export const IdempotencyHeaders = idempotencyHeaders("send", "sends nothing new")
 
 /**
  * The sending routes: a path (the mailbox, or the email answered), Idempotency-Key, body, 202 (one
@@ -157,11 +160,13 @@ const outboundEndpoints = <const Name extends string>(name: Name) =>
       HttpApiEndpoint.post("createDraft", "/mailboxes/:mailboxId/drafts")
         .setPath(DraftsPath)
         .setPayload(DraftInput)
+        .setHeaders(idempotencyHeaders("create", "makes no second draft"))
         .addSuccess(Ok(Draft), { status: 201 })
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
         .addError(envelope(PayloadTooLarge))
         .addError(envelope(StorageQuotaReached))
+        .addError(envelope(IdempotencyKeyReused))
         .annotateContext(OpenApi.annotations({
           summary: "Create a draft",
           description:

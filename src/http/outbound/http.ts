@@ -24,7 +24,8 @@ import type {
   SuppressionInput,
   SuppressionSortField
 } from "../../../services/outbound/schemas.ts"
-import { fromSendInput, type Idempotency, Outbound } from "../../../services/outbound/send.ts"
+import type { Idempotency } from "../../../services/outbound/idempotency.ts"
+import { fromSendInput, Outbound } from "../../../services/outbound/send.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 
@@ -82,8 +83,8 @@ const makeHandlers = Effect.gen(function*() {
     forward: (request: Request<EmailPath, ForwardInput>) =>
       Effect.flatMap(caller, (userId) =>
         accepted(replies.forward(userId, request.path.emailId, request.payload, idempotency(request, "forward")))),
-    createDraft: ({ path, payload }: { readonly path: { readonly mailboxId: string }; readonly payload: DraftInput }) =>
-      Effect.flatMap(caller, (userId) => ok(drafts.create(userId, path.mailboxId, payload))),
+    createDraft: (request: Request<{ readonly mailboxId: string }, DraftInput>) =>
+      Effect.flatMap(caller, (userId) => ok(drafts.create(userId, request.path.mailboxId, request.payload, idempotency(request, "drafts")))),
     listDrafts: ({ path, urlParams }: { readonly path: { readonly mailboxId: string }; readonly urlParams: DraftQuery }) =>
       draftList(urlParams, (userId, p, sort) => drafts.list(userId, path.mailboxId, p, sort, urlParams.status)),
     listAllDrafts: ({ urlParams }: { readonly urlParams: DraftQuery }) =>
