@@ -83,5 +83,5 @@ export const RespondInput = Schema.Struct({
   comment: Schema.optional(Schema.String.pipe(Schema.maxLength(MAX_COMMENT_CHARS))).annotations({
     description: `A note to the organizer (at most ${MAX_COMMENT_CHARS.toLocaleString("en")} characters), in the reply's text and its COMMENT`
   })
-}).annotations({ identifier: "InvitationRespondInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "InvitationRespondInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type RespondInput = typeof RespondInput.Type

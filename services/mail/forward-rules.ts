@@ -29,7 +29,7 @@ export const forwardedBy = (headers: Headers): ReadonlyArray<string> => {
 
 export const ForwardingInput = Schema.Struct({
   address: Address.annotations({ description: "Where to forward the mailbox's mail (any case; kept lower-cased)" })
-}).annotations({ identifier: "ForwardingInput" })
+}).annotations({ identifier: "ForwardingInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 
 export const ForwardingStatus = Schema.Literal("pending", "active", "suspended").annotations({
   description: "`pending` until the address's owner confirmed with the link mailed to it; `active` forwards; " +

@@ -146,4 +146,4 @@ export type SenderListEntry = typeof SenderListEntry.Type
 /** POST body: the entry to add. */
 export const EntryInput = Schema.Struct({
   entry: Schema.String.annotations({ description: `${ENTRY_FORMS}; case-insensitive` })
-}).annotations({ identifier: "SenderListEntryInput" })
+}).annotations({ identifier: "SenderListEntryInput", parseOptions: { errors: "all", onExcessProperty: "error" } })

@@ -68,7 +68,7 @@ const MeetingFields = {
   })
 }
 
-export const MeetingInput = Schema.Struct(MeetingFields).annotations({ identifier: "MeetingInput", parseOptions: { errors: "all" } })
+export const MeetingInput = Schema.Struct(MeetingFields).annotations({ identifier: "MeetingInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type MeetingInput = typeof MeetingInput.Type
 
 export const MeetingUpdate = Schema.Struct({
@@ -80,7 +80,7 @@ export const MeetingUpdate = Schema.Struct({
   end: Schema.optional(WhenInput),
   recurrence: MeetingFields.recurrence,
   attendees: Schema.optional(MeetingFields.attendees)
-}).annotations({ identifier: "MeetingUpdate", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "MeetingUpdate", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type MeetingUpdate = typeof MeetingUpdate.Type
 
 export const MeetingAttendee = Schema.Struct({

@@ -23,12 +23,13 @@ export const SearchInput = Schema.Struct({
   limit: Schema.optional(IntBetween(1, 100)).annotations({ description: "1-100, default 20" }),
   offset: Schema.optional(IntBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a non-negative integer" }))
     .annotations({ description: `Results to skip; results reach ${MAX_OFFSET} + limit deep` }),
+  mailbox_id: Schema.optional(Schema.String).annotations({ description: "Mailroom extension: only this mailbox's emails (404 NOT_FOUND for one not the caller's)" }),
   labels: Schema.optional(Schema.Array(Label).pipe(Schema.maxItems(MAX_LABELS, { message: () => `must list at most ${MAX_LABELS} labels` })))
     .annotations({ description: "Mailroom extension: only emails carrying every one of these labels" }),
   mode: Schema.optional(SearchMode).annotations({
     description: "Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone"
   })
-}).annotations({ identifier: "SearchInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "SearchInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type SearchInput = typeof SearchInput.Type
 
 export const SearchResult = Schema.Struct({

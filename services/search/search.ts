@@ -20,7 +20,7 @@ import { BLOCKED } from "../mail/sender-list-rules.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
 import { escapeLike } from "../like.ts"
-import { amongMailboxes } from "../mailboxes/owned.ts"
+import { amongMailboxes, mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
 import { searchableText } from "./documents.ts"
 import { Ranker } from "./ranker.ts"
@@ -131,7 +131,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const offset = input.offset ?? 0
         const mode = input.mode ?? "hybrid"
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
-        const mailboxIds = yield* mailboxScope(userId, domain, only)
+        const mailboxIds = yield* mailboxScope(userId, domain, input.mailbox_id === undefined ? only : [input.mailbox_id])
         const ranked = yield* ranker.rank(userId, query, mode, mailboxIds)
         // One statement keeps, in ranked order, the candidates still readable (the vector index may
         // hold mail of a mailbox deleted since, the words a deleted mailbox's), counts them, and
@@ -185,6 +185,12 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       const query = normalizeQuery(input.query)
       if (input.domain !== undefined && !/^[a-z0-9.-]+$/i.test(normalizeDomain(input.domain))) {
         return yield* ValidationError.field("domain", "must be a domain name")
+      }
+      if (input.mailbox_id !== undefined) {
+        // A mailbox outside a limited key's reach is as unknown to it as another account's.
+        const reached = Option.match(principal.mailboxes, { onNone: () => true, onSome: (only) => only.includes(input.mailbox_id!) })
+        if (!reached) return yield* mailboxNotFound(input.mailbox_id)
+        yield* ownMailbox(sql, principal.userId, input.mailbox_id)
       }
       const periodStart = yield* admit(principal)
       const result = yield* run(principal.userId, Option.getOrUndefined(principal.mailboxes), input, query).pipe(

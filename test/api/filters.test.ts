@@ -136,6 +136,9 @@ describe("filters (/v1/api/filters)", () => {
 
     // The invoice from before the filter: a dry run counts it, a run labels it.
     const path = { filterId }
+    // A misspelt dry run is refused, not run for real.
+    const misspelt = await mailroom.POST("/v1/api/filters/{filterId}/apply", { params: { path }, body: offContract({ dryRun: true }) })
+    expect([misspelt.response.status, misspelt.error?.error.details]).toEqual([400, { dryRun: "is not a field here; the fields are dry_run" }])
     const dry = await mailroom.POST("/v1/api/filters/{filterId}/apply", { params: { path }, body: { dry_run: true } })
     expect(dry.data).toEqual({ success: true, data: { filter_id: filterId, dry_run: true, scanned: 3, matched: 2, changed: 1 } })
     expect((await arrivedIn(suite.server.url, box, "Invoice 41")).labels).toEqual(["inbound", "unread", "unauthenticated"])

@@ -298,6 +298,20 @@ describe("POST /v1/search", () => {
     expect(elsewhere.data?.meta).toEqual({ page: 1, limit: 20, total: 0, hasMore: false })
   })
 
+  it("restricts to a mailbox (404 for one not the caller's); a field search does not have is 400, not a search of everything", async () => {
+    const here = await search(box.user.apiKey, { query: "invoice", mailbox_id: box.mailboxId })
+    expect(here.data?.data[0]?.email_id).toBe(ids.get("invoice"))
+    const empty = await newBox(server.url, { user: box.user })
+    const there = await search(box.user.apiKey, { query: "invoice", mailbox_id: empty.mailboxId })
+    expect([there.response.status, there.data?.data, there.data?.meta.total]).toEqual([200, [], 0])
+    const stranger = await newBox(server.url)
+    const theirs = await search(box.user.apiKey, { query: "invoice", mailbox_id: stranger.mailboxId })
+    expect([theirs.response.status, theirs.error?.error]).toEqual([404, expect.objectContaining({ code: "NOT_FOUND", details: { mailbox_id: stranger.mailboxId } })])
+    const misspelt = await search(box.user.apiKey, { query: "invoice", mailbox: box.mailboxId } as never)
+    expect([misspelt.response.status, misspelt.error?.error.code]).toEqual([400, "VALIDATION_ERROR"])
+    expect(misspelt.error?.error.details).toEqual({ mailbox: expect.stringMatching(/^is not a field here; the fields are query, domain, limit, offset, mailbox_id/) })
+  })
+
   it("keeps only emails carrying every label asked for, and counts only those", async () => {
     const flight = ids.get("flight")!
     const labelled = await withKey(server.url, box.user).PATCH("/v1/api/emails/{emailId}", {

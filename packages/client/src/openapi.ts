@@ -5472,6 +5472,8 @@ export interface components {
             labels?: string[];
             /** @description 1-100, default 20 */
             limit?: number;
+            /** @description Mailroom extension: only this mailbox's emails (404 NOT_FOUND for one not the caller's) */
+            mailbox_id?: string;
             /**
              * @description Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone
              * @enum {string}

@@ -66,10 +66,10 @@ const LabelChangeFields = {
 }
 
 export const UpdateEmailInput = Schema.Struct(LabelChangeFields)
-  .annotations({ identifier: "UpdateEmailInput", parseOptions: { errors: "all" } })
+  .annotations({ identifier: "UpdateEmailInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 
 export const UpdateThreadInput = Schema.Struct(LabelChangeFields)
-  .annotations({ identifier: "UpdateThreadInput", parseOptions: { errors: "all" } })
+  .annotations({ identifier: "UpdateThreadInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 
 /** A batch's ids of `what` ("email", "thread"): one to `max`. */
 const Ids = (what: string, max: number) =>
@@ -79,7 +79,7 @@ const Ids = (what: string, max: number) =>
   )
 
 export const BatchUpdateInput = Schema.Struct({ email_ids: Ids("email", MAX_BATCH), ...LabelChangeFields })
-  .annotations({ identifier: "BatchUpdateInput", parseOptions: { errors: "all" } })
+  .annotations({ identifier: "BatchUpdateInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 
 const EmailLabels = Schema.Struct({ email_id: Schema.String, labels: Schema.Array(Schema.String) })
   .annotations({ identifier: "EmailLabels" })
@@ -87,10 +87,10 @@ const BatchUpdated = Schema.Struct({ updated: Schema.Number, emails: Schema.Arra
   .annotations({ identifier: "BatchUpdated" })
 
 export const BatchDeleteInput = Schema.Struct({ email_ids: Ids("email", MAX_DELETE_BATCH) })
-  .annotations({ identifier: "BatchDeleteInput", parseOptions: { errors: "all" } })
+  .annotations({ identifier: "BatchDeleteInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 
 export const BatchUpdateThreadsInput = Schema.Struct({ thread_ids: Ids("thread", MAX_BATCH), ...LabelChangeFields })
-  .annotations({ identifier: "BatchUpdateThreadsInput", parseOptions: { errors: "all" } })
+  .annotations({ identifier: "BatchUpdateThreadsInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 
 const BatchUpdatedThreads = Schema.Struct({
   thread_ids: Schema.Array(Schema.String).annotations({ description: "The threads changed, as asked (each once)" }),
@@ -99,7 +99,7 @@ const BatchUpdatedThreads = Schema.Struct({
 }).annotations({ identifier: "BatchUpdatedThreads" })
 
 export const BatchDeleteThreadsInput = Schema.Struct({ thread_ids: Ids("thread", MAX_DELETE_BATCH) })
-  .annotations({ identifier: "BatchDeleteThreadsInput", parseOptions: { errors: "all" } })
+  .annotations({ identifier: "BatchDeleteThreadsInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 
 const DeletedEmails = Schema.Struct({
   deleted: Schema.Number.annotations({ description: "How many emails were deleted" }),

@@ -31,7 +31,7 @@ export const RemovedFilter = Schema.Struct({ filter_id: Schema.String, deleted: 
 
 export const ApplyInput = Schema.Struct({
   dry_run: Schema.optional(Schema.Boolean).annotations({ description: "true: count what it would change, change nothing" })
-}).annotations({ identifier: "FilterApplyInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "FilterApplyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 
 export const FilterApplied = Schema.Struct({
   filter_id: Schema.String,
