@@ -7,7 +7,7 @@
  * - The header From must be the sending mailbox's address, alone: the client cannot send as anyone
  *   else, and the DKIM signature vouches for that address's domain. A Sender (or Resent-From,
  *   Resent-Sender) may only name it too.
- * - Bcc fields are taken out (their recipients are in the envelope; the others must not see them),
+ * - Bcc fields (Resent-Bcc too, RFC 5322 §3.6.6) are taken out (their recipients are in the envelope; the others must not see them),
  *   and so is a Return-Path (the receiving server writes the envelope sender there).
  * - A message without a Message-ID or a Date gets Mailroom's (`<email id@domain>`, now).
  */
@@ -100,7 +100,7 @@ export const prepareSubmitted = (
     }
   }
 
-  const kept = fields.filter((field) => field.name !== "bcc" && field.name !== "return-path")
+  const kept = fields.filter((field) => field.name !== "bcc" && field.name !== "resent-bcc" && field.name !== "return-path")
   const ids = kept.filter((field) => field.name === "message-id").map(valueOf)
   const clientId = ids.length === 1 && /^<[^<>\s]+@[^<>\s]+>$/.test(ids[0]!) ? ids[0]! : undefined
   const added = [

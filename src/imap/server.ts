@@ -34,6 +34,8 @@ const MAX_COMMAND_BYTES = 64 * 1024
 const MAX_APPEND_BYTES = maxMessageBytes + MAX_COMMAND_BYTES
 const MAX_CLIENTS = 2_000
 const AUTOLOGOUT_MS = 30 * 60 * 1000
+/** How long a closing TLS session waits for its last answer to reach the client before the socket is cut. */
+const CLOSE_GRACE_MS = 2_000
 /** Without a signal, an idling client is told of changes at least this often. */
 const IDLE_POLL = Duration.seconds(15)
 
@@ -66,6 +68,17 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
 
     const byAddress = new Map<string, number>()
     const open = new Set<{ readonly bye: () => void }>()
+
+    /** Wait until `raw` closes, for at most `ms`. */
+    const closedWithin = (raw: net.Socket, ms: number) =>
+      Effect.async<void>((resume) => {
+        if (raw.destroyed) return resume(Effect.void)
+        const timer = setTimeout(() => resume(Effect.void), ms)
+        raw.once("close", () => {
+          clearTimeout(timer)
+          resume(Effect.void)
+        })
+      })
 
     const serve = (raw: net.Socket) =>
       Effect.gen(function*() {
@@ -171,10 +184,18 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
           }
           if (next === "close") {
             socket.end()
+            // Over TLS the last answer (LOGOUT's OK) is still being encrypted and written: the raw
+            // socket is destroyed (below) once the client has it and closes, or after a moment.
+            if (secure) yield* closedWithin(raw, CLOSE_GRACE_MS)
             break
           }
           if (next === "startTls") {
             socket.removeListener("data", onData)
+            // What came in the clear after STARTTLS is dropped, not run once TLS is up: a command a
+            // man in the middle slipped in behind it would otherwise run in the secure session (the
+            // STARTTLS injection of CVE-2011-0411). Submission and the MX drop it the same way.
+            const early = yield* Queue.takeAll(queue)
+            if ([...early].some((item) => item.kind === "closed")) break
             reader = new CommandReader(MAX_COMMAND_BYTES, MAX_APPEND_BYTES)
             const upgraded = new tls.TLSSocket(socket, { isServer: true, secureContext: context! })
             socket = upgraded

@@ -22,8 +22,10 @@ describe("prepareSubmitted", () => {
     expect(ready(message)).toEqual({ raw: message, messageId: "<abc@client.example>" })
   })
 
-  it("takes out Bcc (folded too) and Return-Path, and adds what is missing", () => {
-    const { messageId, raw } = ready("Return-Path: <x@y>\nFrom: desk@agents.localhost\nBcc: a@x.example,\n b@x.example\nTo: c@x.example\n\nHi\n")
+  it("takes out Bcc and Resent-Bcc (folded too, any case) and Return-Path, and adds what is missing", () => {
+    const { messageId, raw } = ready(
+      "Return-Path: <x@y>\nFrom: desk@agents.localhost\nBcc: a@x.example,\n b@x.example\nRESENT-BCC: r@x.example\nTo: c@x.example\n\nHi\n"
+    )
     expect(messageId).toBe("<eml_1@agents.localhost>")
     expect(raw).toBe(
       "Message-ID: <eml_1@agents.localhost>\r\nDate: Mon, 30 Nov 2026 09:30:00 +0000\r\nFrom: desk@agents.localhost\r\nTo: c@x.example\r\n\r\nHi\r\n"

@@ -497,6 +497,36 @@ describe("IMAP on the wire", () => {
     expect(await send("b10 SELECT Nowhere\r\n", "b10")).toMatch(/b10 NO \[NONEXISTENT\]/)
     // A SELECT that fails leaves no folder selected (RFC 3501 §6.3.1).
     expect(await send("b11 FETCH 1 FLAGS\r\n", "b11")).toMatch(/b11 BAD Select a folder first/)
+    // LOGOUT's OK reaches the client before the connection closes, over TLS too.
+    expect(await send("b12 LOGOUT\r\n", "b12")).toMatch(/\* BYE [^\r]*\r\nb12 OK/)
     socket.destroy()
+  })
+
+  it("runs nothing a client sent in the clear behind STARTTLS (what a man in the middle could slip in)", async () => {
+    const plain = net.connect(imapPort, "127.0.0.1")
+    let clear = ""
+    plain.setEncoding("latin1")
+    const onClear = (chunk: string) => {
+      clear += chunk
+    }
+    plain.on("data", onClear)
+    await until("greeting", async () => (clear.includes("\r\n") ? true : undefined), 10_000, 10, 10)
+    // One packet: STARTTLS and a command behind it.
+    plain.write("a STARTTLS\r\nb CAPABILITY\r\n")
+    await until("STARTTLS's OK", async () => (/a OK[^\r]*\r\n/.test(clear) ? true : undefined), 10_000, 10, 10)
+    plain.off("data", onClear)
+    plain.setEncoding("binary" as BufferEncoding)
+    const secured = tls.connect({ socket: plain, rejectUnauthorized: false })
+    let inside = ""
+    secured.setEncoding("latin1")
+    secured.on("data", (chunk: string) => {
+      inside += chunk
+    })
+    await new Promise((resolve) => secured.once("secureConnect", resolve))
+    secured.write("c NOOP\r\n")
+    await until("NOOP's OK", async () => (/c OK[^\r]*\r\n/.test(inside) ? true : undefined), 10_000, 10, 10)
+    expect(inside).not.toMatch(/(^|\n)b /)
+    expect(clear).not.toMatch(/(^|\n)b /)
+    secured.destroy()
   })
 })

@@ -280,7 +280,7 @@ export const tools = [
     reach: "args",
     description:
       "Search the account's mail by meaning and words together, best first (query in natural language; optional " +
-      `domain, labels, limit, offset, mode). Counts against the plan's searches. ${UNTRUSTED}`,
+      `mailbox_id, domain, labels, limit, offset, mode). Counts against the plan's searches. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct(SearchInput.fields),
     run: (principal, input) => Effect.flatMap(Search, (search) => search.search(principal, input))
