@@ -40,20 +40,37 @@ export const publishForwards = (bus: Bus["Type"], emailId: string, domains: Read
     ), { discard: true })
 
 /**
+ * Whether a permanent refusal is of this message rather than of the address (RFC 3463's enhanced
+ * status): a mailbox full (5.2.2), a message too big (5.2.3, 5.3.4), its content (5.6.x) or a policy
+ * about it or its sender (5.7.x: a block or allow list, a spam verdict). The next copy may well be
+ * taken. A refusal without an enhanced status is taken as the address's.
+ */
+export const refusesOnlyThisMessage = (response: string): boolean => {
+  const status = /\b5\.(\d{1,3})\.(\d{1,3})\b/.exec(response)
+  if (status === null) return false
+  const [subject, detail] = [Number(status[1]), Number(status[2])]
+  return (subject === 2 && (detail === 2 || detail === 3)) || (subject === 3 && detail === 4) || subject === 6 || subject === 7
+}
+
+/**
  * Copies of the email `emailId` refused for good (5xx, a delivery report) suspend their addresses on its
  * mailbox's forwarding (mail/forwarding.ts), with the refusal as the reason: further copies would only
- * bounce, which costs the domain's reputation. The account resumes one by adding it again.
+ * bounce, which costs the domain's reputation. The account resumes one by adding it again. A refusal
+ * of this message alone (`refusesOnlyThisMessage`: one sender blocked there, a full mailbox) suspends
+ * nothing: the copy is bounced, and the next one goes.
  */
 export const suspendRefused = (
   sql: SqlClient.SqlClient,
   emailId: string,
-  refused: ReadonlyArray<{ readonly address: string; readonly response: string }>
-) =>
-  refused.length === 0 ? Effect.void : Effect.asVoid(sql`
+  bounced: ReadonlyArray<{ readonly address: string; readonly response: string }>
+) => {
+  const refused = bounced.filter((copy) => !refusesOnlyThisMessage(copy.response))
+  return refused.length === 0 ? Effect.void : Effect.asVoid(sql`
     UPDATE mailbox_forwards f SET suspended_at = now(), suspended_reason = u.response
     FROM (SELECT * FROM unnest(${refused.map((r) => r.address)}::text[], ${refused.map((r) => r.response)}::text[]) AS t(address, response)) u,
          emails e
     WHERE e.id = ${emailId} AND f.mailbox_id = e.mailbox_id AND f.address = u.address AND f.suspended_at IS NULL`)
+}
 
 const WaitingCopy = Schema.Struct({
   address: Schema.String,

@@ -218,6 +218,16 @@ describe("forwarding a mailbox's mail", () => {
     const next = `Second invoice ${fresh("s")}`
     await sendMail(suite.server.smtpPort, { to: box.address, subject: next, text: "Please pay this one too." })
     expect((await forwardedEmail(mailroom, box, next)).forwarded!.map((c) => c.address)).toEqual([sibling.address])
+    // A copy refused for its sender alone (the sibling admits example.com only) bounces; the forward stays, and the next copy goes.
+    const stranger = `From a stranger ${fresh("s")}`
+    await sendMail(suite.server.smtpPort, { from: "someone@elsewhere.test", to: box.address, subject: stranger, text: "Hello." })
+    const refused = (await forwardedEmail(mailroom, box, stranger)).forwarded!
+    expect(refused.map((c) => [c.address, c.status])).toEqual([[sibling.address, "bounced"]])
+    expect(refused[0]!.last_response).toMatch(/^550 5\.7\.1 /)
+    expect((await forwardingOf(mailroom, box)).find((f) => f.address === sibling.address)).toMatchObject({ status: "active", suspended_reason: null })
+    const third = `Third invoice ${fresh("s")}`
+    await sendMail(suite.server.smtpPort, { to: box.address, subject: third, text: "And this one." })
+    expect((await forwardedEmail(mailroom, box, third)).forwarded!.map((c) => [c.address, c.status])).toEqual([[sibling.address, "sent"]])
     // Added again, it forwards again.
     const resumed = await forward(mailroom, box, gone)
     expect(resumed.response.status).toBe(200)
