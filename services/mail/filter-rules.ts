@@ -10,7 +10,7 @@
  *   - `to`: an address the email was sent to (the mailbox address it was delivered to, its To and
  *     its Cc) is named by an entry, in the same forms: what sorts a catch-all's mail;
  *   - `subject_contains` / `body_contains`: the subject / the text body contains the phrase, in any
- *     case;
+ *     case, white space (a line break, several spaces) matching white space;
  *   - `has_attachments`: the email has (true) or has no (false) attachments.
  *   A filter names at least one condition, and a list condition at least one term.
  * - Its actions add and remove labels, as a label change by the API does (label-rules.ts): fact labels
@@ -195,8 +195,8 @@ export const compileFilter = (stored: {
   enabled: stored.enabled,
   from: stored.conditions.from && new Set(stored.conditions.from),
   to: stored.conditions.to && new Set(stored.conditions.to),
-  subject: stored.conditions.subject_contains?.map((phrase) => phrase.toLowerCase()),
-  body: stored.conditions.body_contains?.map((phrase) => phrase.toLowerCase()),
+  subject: stored.conditions.subject_contains?.map(comparable),
+  body: stored.conditions.body_contains?.map(comparable),
   hasAttachments: stored.conditions.has_attachments,
   change: stored.change
 })
@@ -208,6 +208,12 @@ const hasConditions = (filter: CompiledFilter) =>
   filter.hasAttachments !== undefined
 
 /**
+ * Text as a contains condition compares it: lower case, each run of white space one space, so that a
+ * phrase is found across the line break of a hard-wrapped body or a folded subject.
+ */
+const comparable = (text: string) => text.toLowerCase().replace(/\s+/g, " ")
+
+/**
  * Whether every condition of `filter` holds for the email (the mailbox and `enabled` aside). A filter
  * without conditions (none is stored) holds for nothing.
  */
@@ -216,7 +222,7 @@ export const conditionsHold = (filter: CompiledFilter, facts: MailFacts, lowerBo
   (filter.hasAttachments === undefined || filter.hasAttachments === facts.hasAttachments) &&
   (filter.from === undefined || (facts.from !== undefined && named(filter.from, facts.from))) &&
   (filter.to === undefined || facts.recipients.some((recipient) => named(filter.to!, recipient))) &&
-  (filter.subject === undefined || filter.subject.some((phrase) => facts.subject.toLowerCase().includes(phrase))) &&
+  (filter.subject === undefined || filter.subject.some((phrase) => comparable(facts.subject).includes(phrase))) &&
   (filter.body === undefined || filter.body.some((phrase) => lowerBody().includes(phrase)))
 
 /** What the filters make of an email's labels, and which of them applied. */
@@ -239,7 +245,7 @@ export const applyFilters = (
   let current = labels
   const applied: Array<string> = []
   let lowered: string | undefined
-  const lowerBody = () => (lowered ??= facts.body.toLowerCase())
+  const lowerBody = () => (lowered ??= comparable(facts.body))
   for (const filter of filters) {
     if (!filter.enabled || (filter.mailboxId !== null && filter.mailboxId !== mailboxId)) continue
     if (!conditionsHold(filter, facts, lowerBody)) continue

@@ -306,6 +306,8 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
                  ${withBody ? sql`e.text_body` : sql`''`} AS body, e.has_attachments, e.labels, e.received_at::text AS received_at
           FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
           WHERE e.user_id = ${userId} AND e.direction = 'inbound'
+            -- Blocked mail is announced nowhere: no filter run changes it (nor tells of it).
+            AND NOT (e.labels @> ARRAY['blocked']::text[])
             ${row.mailboxId === null ? sql`` : sql`AND e.mailbox_id = ${row.mailboxId}`}
             ${before === undefined ? sql`` : sql`AND (e.received_at, e.id) < (${before.at}::timestamptz, ${before.id})`}
           ORDER BY e.received_at DESC, e.id DESC

@@ -86,6 +86,9 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
     expect(labelled(filter({ subject_contains: ["nothing", "invoice for"] }, ["billing"]))).toEqual(billing)
     expect(labelled(filter({ body_contains: ["PAY BY"] }, ["billing"]))).toEqual(billing)
     expect(labelled(filter({ body_contains: ["invoice"] }, ["billing"]))).toEqual(["inbound", "unread"])
+    // White space matches white space: a phrase across a hard-wrapped body's line break, or a folded subject's.
+    expect(labelled(filter({ body_contains: ["secret  phrase"] }, ["found"]), { body: "the Secret\r\nphrase here" })).toEqual(["inbound", "unread", "found"])
+    expect(labelled(filter({ subject_contains: ["for october"] }, ["found"]), { subject: "Invoice for\r\n October" })).toEqual(["inbound", "unread", "found"])
     expect(labelled(filter({ has_attachments: true }, ["files"]))).toEqual(["inbound", "unread", "files"])
     expect(labelled(filter({ has_attachments: false }, ["files"]))).toEqual(["inbound", "unread"])
     expect(labelled(filter({ has_attachments: false }, ["files"]), { hasAttachments: false })).toEqual(["inbound", "unread", "files"])
@@ -239,6 +242,8 @@ layer(services, { timeout: "120 seconds" })("Filters", (it) => {
       const invoice = yield* insertEmail(mailbox, { subject: "Invoice 7", receivedMinutesAgo: 5, from: "billing@acme.test" })
       const done = yield* insertEmail(mailbox, { subject: "Invoice 6", receivedMinutesAgo: 9, from: "billing@acme.test", labels: ["inbound", "paid"] })
       yield* insertEmail(mailbox, { subject: "Lunch", receivedMinutesAgo: 7, from: "friend@else.test" })
+      // Blocked mail is announced nowhere: a filter run neither changes nor counts it.
+      yield* insertEmail(mailbox, { subject: "Invoice 8", receivedMinutesAgo: 6, from: "billing@acme.test", labels: ["inbound", "blocked"] })
       const created = yield* filters.create(userId, {
         enabled: false,
         conditions: { from: ["acme.test"] },
