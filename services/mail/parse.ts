@@ -61,11 +61,27 @@ const decodeWords = (value: string) => {
   }
 }
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * A header line as its sender wrote it. Lines come as binary strings (a character a byte): raw UTF-8
+ * in a header (RFC 6532, what SMTPUTF8 mail carries: `From: Zoë <…>`) is read as UTF-8; bytes that are
+ * no UTF-8 stay as Latin-1, as before.
+ */
+const headerText = (line: string): string => {
+  if (!/[\x80-\xff]/.test(line)) return line
+  try {
+    return strictUtf8.decode(Buffer.from(line, "latin1"))
+  } catch {
+    return line
+  }
+}
+
 /** Header lines ("Key: value", possibly folded) to lower-cased names and decoded values. */
 const headersOf = (lines: ReadonlyArray<string>): Headers => {
   const headers: Record<string, string | Array<string>> = {}
   for (const line of lines) {
-    const { key, value } = libmime.decodeHeader(line)
+    const { key, value } = libmime.decodeHeader(headerText(line))
     if (key === "") continue
     const name = clean(key)
     const decoded = clean(decodeWords(capped(value)))
@@ -120,7 +136,7 @@ const splitHead = (raw: Buffer): { head: string; body: Buffer } => {
   const crlf = raw.indexOf("\r\n\r\n")
   const lf = raw.indexOf("\n\n")
   const [end, gap] = crlf !== -1 && (lf === -1 || crlf < lf) ? [crlf, 4] : lf !== -1 ? [lf, 2] : [raw.length, 0]
-  return { head: raw.subarray(0, end).toString("utf8"), body: raw.subarray(end + gap) }
+  return { head: raw.subarray(0, end).toString("latin1"), body: raw.subarray(end + gap) }
 }
 
 /** The addresses of an address header's value, as a plain reading finds them: groups flattened. */

@@ -52,6 +52,17 @@ describe("parseMessage", () => {
       expect((yield* parseMessage(yield* compose({ text: "x" }))).fromName).toBe("")
     }))
 
+  it.effect("keeps a header written in raw UTF-8 (RFC 6532, SMTPUTF8 mail) as its sender wrote it; Latin-1 bytes stay Latin-1", () =>
+    Effect.gen(function*() {
+      const raw = Buffer.concat([
+        Buffer.from("From: Zoë Ünal <zoe@example.de>\r\nTo: bot@agents.localhost\r\nSubject: Grüße\r\nX-Old: caf", "utf8"),
+        Buffer.from([0xe9]),
+        Buffer.from("\r\n\r\nHi\r\n")
+      ])
+      const parsed = yield* parseMessage(raw)
+      expect([parsed.headers["from"], parsed.headers["subject"], parsed.headers["x-old"]]).toEqual(["Zoë Ünal <zoe@example.de>", "Grüße", "café"])
+    }))
+
   it.effect("an attachment keeps the charset its type named, lower-cased; none when it named none", () =>
     Effect.gen(function*() {
       const parsed = yield* parseMessage(yield* compose({
