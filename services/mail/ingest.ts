@@ -29,7 +29,7 @@ import { type Authentication, Authenticator, isUnauthenticated, UNAUTHENTICATED 
 import { inboundLabels } from "./label-rules.ts"
 import { isSpam, SPAM } from "./spam.ts"
 import { BLOCKED, senderForms } from "./sender-list-rules.ts"
-import { type ParsedEmail, parseMessage } from "./parse.ts"
+import { addressList, type ParsedEmail, parseMessage } from "./parse.ts"
 import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf, toReceived } from "./records.ts"
 import { type Extracted, extract } from "./extract.ts"
 import { firstHeader, InboundMessage } from "./schemas.ts"
@@ -183,7 +183,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         authenticationResults: verdict?.results,
         spam: message.spam,
         extracted,
-        headerFromForms: parsed.from === undefined ? [] : senderForms(parsed.from)
+        // Every author the From names: a blocked one among others is still blocked.
+        headerFromForms: [...new Set([...(parsed.from === undefined ? [] : [parsed.from]), ...addressList(firstHeader(parsed.headers, "from"))].flatMap(senderForms))]
       })
       if (inserted) {
         yield* filters.noteApplied(filtered.applied)

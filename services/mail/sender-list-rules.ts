@@ -99,8 +99,10 @@ export const entryType = (entry: string): EntryType =>
   entry.includes("@") ? "address" : entry.startsWith("*.") ? "subdomains" : "domain"
 
 /**
- * Every entry that names `sender`: its address, its domain, and `*.` each domain above it. A sender
- * is named by a list when one of these is on it, so a lookup is one index probe per form. The null
+ * Every entry that names `sender`: its address, the address without a subaddress (`ada+news@x` is
+ * `ada@x`'s mailbox, as Mailroom's own addresses are), its domain, and `*.` each domain above it. A
+ * local part quoted without need (`"ada"@x`, the same mailbox to SMTP) is read unquoted. A sender is
+ * named by a list when one of these is on it, so a lookup is one index probe per form. The null
  * sender (empty) and a sender without a usable domain have no forms: no entry names them.
  */
 export const senderForms = (sender: string): ReadonlyArray<string> => {
@@ -110,8 +112,12 @@ export const senderForms = (sender: string): ReadonlyArray<string> => {
   if (at <= 0 || /[\u0000-\u001f\u007f]/.test(text)) return []
   const domain = asciiDomain(text.slice(at + 1))
   if (domain === undefined) return []
+  const quoted = /^"([^"\\\s]+)"$/.exec(text.slice(0, at))
+  const local = quoted?.[1] ?? text.slice(0, at)
+  const plus = local.indexOf("+")
+  const addresses = [`${local}@${domain}`, ...(plus > 0 ? [`${local.slice(0, plus)}@${domain}`] : [])]
   const labels = domain.split(".")
-  return [`${text.slice(0, at)}@${domain}`, domain, ...labels.slice(1).map((_, i) => `*.${labels.slice(i + 1).join(".")}`)]
+  return [...addresses, domain, ...labels.slice(1).map((_, i) => `*.${labels.slice(i + 1).join(".")}`)]
 }
 
 /** What the lists of one account and one of its mailboxes say about a sender. */

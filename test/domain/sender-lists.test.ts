@@ -70,6 +70,10 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
   it("a sender is named by its address, its domain and *. every domain above it, in any case", () => {
     expect(senderForms("Ada@Mail.Example.COM")).toEqual(["ada@mail.example.com", "mail.example.com", "*.example.com", "*.com"])
     expect(senderForms("ada@example.com")).toEqual(["ada@example.com", "example.com", "*.com"])
+    // A subaddress is its mailbox's too, and a needlessly quoted local part the same mailbox.
+    expect(senderForms("Bad+Tag@example.com")).toEqual(["bad+tag@example.com", "bad@example.com", "example.com", "*.com"])
+    expect(senderForms('"bad"@example.com')).toEqual(["bad@example.com", "example.com", "*.com"])
+    expect(senderForms('"b d"@example.com')).toEqual(['"b d"@example.com', "example.com", "*.com"])
     // The null sender and a sender without a domain are named by nothing.
     expect(senderForms("")).toEqual([])
     expect(senderForms("postmaster")).toEqual([])
@@ -201,10 +205,10 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
       const mailbox = yield* insertMailbox(yield* insertUser())
       yield* lists.add(ofMailbox(mailbox), "block", "*.phish.test")
 
-      const deliver = (from: string) =>
+      const deliver = (from: string, header = `Bank <${from}>`) =>
         Effect.gen(function*() {
           const emailId = uniqueName("eml")
-          const raw = new TextEncoder().encode(`From: Bank <${from}>\r\nSubject: ${emailId}\r\nMessage-ID: <${emailId}@t>\r\n\r\nHello`)
+          const raw = new TextEncoder().encode(`From: ${header}\r\nSubject: ${emailId}\r\nMessage-ID: <${emailId}@t>\r\n\r\nHello`)
           const sha = yield* storeBlob(raw)
           yield* ingest.ingest({
             email_id: emailId,
@@ -225,6 +229,8 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
       expect(blocked.labels).toEqual(["inbound", "unread", "blocked"])
       const kept = yield* deliver("support@bank.test")
       expect(kept.labels).toEqual(["inbound", "unread"])
+      // A blocked author behind another one is still blocked.
+      expect((yield* deliver("", "ok@bank.test, Security@login.phish.test")).labels).toEqual(["inbound", "unread", "blocked"])
       expect(yield* announced([blocked.emailId, kept.emailId])).toEqual([emailReceivedEventId(kept.emailId)])
       // A redelivery of the blocked one stays quiet too.
       yield* ingest.ingest({
