@@ -30,7 +30,7 @@ import { inboundLabels } from "./label-rules.ts"
 import { isSpam, SPAM } from "./spam.ts"
 import { BLOCKED, senderForms } from "./sender-list-rules.ts"
 import { addressList, type ParsedEmail, parseMessage } from "./parse.ts"
-import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf, toReceived } from "./records.ts"
+import { emailBodyColumnList, type EmailBodyRow, emailReceivedEventId, type EmailRow, extractedOf, toReceived } from "./records.ts"
 import { type Extracted, extract } from "./extract.ts"
 import { firstHeader, InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -64,7 +64,7 @@ interface Stored {
   readonly forwardDomains: ReadonlyArray<string> | undefined
 }
 
-export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
+export { emailReceivedEventId }
 
 export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
   dependencies: [Filters.Default],

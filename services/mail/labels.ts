@@ -9,7 +9,8 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, missingThreads, threadsNotFound } from "./emails.ts"
 import { applyChange, checkChange, type LabelChange, MAX_LABELS } from "./label-rules.ts"
-import { emailColumnList, type EmailRow, toFields } from "./records.ts"
+import { emailBodyColumnList, type EmailBodyRow, emailColumnList, emailReceivedEventId, extractedOf, type EmailRow, toFields, toReceived } from "./records.ts"
+import { BLOCKED } from "./sender-list-rules.ts"
 import type { EmailFields } from "./schemas.ts"
 
 /** The `email.labels_changed` payload: the email's fields with its labels now, and what changed. */
@@ -28,6 +29,24 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
      * or none: `missing` says what to refuse when some asked for are not found. Each email's row is
      * locked while its new labels are computed, so concurrent changes compose instead of overwriting.
      */
+    /** Announce a received email as `email.received` (mail released from a block list's verdict). */
+    const announceReceived = (userId: string, emailId: string) =>
+      sql<EmailBodyRow>`SELECT ${sql.literal(emailBodyColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
+        Effect.flatMap((rows) =>
+          rows[0] === undefined ? Effect.void : bus.publish(
+            subjects.event("email.received"),
+            encodeJson({
+              event: "email.received",
+              timestamp: rows[0].createdAt.toISOString(),
+              namespace: userId,
+              data: toReceived(rows[0], extractedOf(rows[0]))
+            }),
+            { msgId: emailReceivedEventId(emailId) }
+          )
+        ),
+        Effect.catchAll((error) => Effect.logWarning("email.received of a released email not published", { emailId, error }))
+      )
+
     const apply = (
       userId: string,
       which: Statement.Fragment,
@@ -87,6 +106,14 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
           ).pipe(Effect.catchAll((error) => Effect.logWarning("email.labels_changed not published", { emailId: row.id, error }))), {
           discard: true
         })
+        // Mail a person lets through (`blocked` removed from received mail) is received now: announced
+        // as received mail is (one email.received an email, its id the email's), so search indexes it
+        // and webhooks, streams and waiting readers hear of it.
+        yield* Effect.forEach(
+          result.changed.filter(({ removed, row }) => removed.includes(BLOCKED) && row.direction === "inbound"),
+          ({ row }) => announceReceived(userId, row.id),
+          { discard: true }
+        )
         return result.updated
       })
 

@@ -12,7 +12,8 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Inbound } from "../../services/mail/inbound.ts"
 import { emailReceivedEventId, Ingest } from "../../services/mail/ingest.ts"
-import { MAX_ENTRIES_PER_LIST, parseEntry, senderForms } from "../../services/mail/sender-list-rules.ts"
+import { Labels } from "../../services/mail/labels.ts"
+import { BLOCKED, MAX_ENTRIES_PER_LIST, parseEntry, senderForms } from "../../services/mail/sender-list-rules.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { SenderLists } from "../../services/mail/sender-lists.ts"
 import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
@@ -22,7 +23,7 @@ import { DOMAIN, insertMailbox, type Mailbox, storeBlob } from "../support/seed-
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
 
-const services = Layer.mergeAll(SenderLists.Default, Inbound.Default, Ingest.Default).pipe(
+const services = Layer.mergeAll(SenderLists.Default, Inbound.Default, Ingest.Default, Labels.Default).pipe(
   Layer.provide(BounceReports.Default),
   // Its messages carry no connection: nothing asks the checks.
   Layer.provide(Mailauth.none),
@@ -244,5 +245,8 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
         received_at: new Date().toISOString()
       }, false)
       expect(yield* announced([blocked.emailId])).toEqual([])
+      // A person lets it through: received now, so announced (search indexes it, webhooks hear of it).
+      yield* (yield* Labels).update(mailbox.owner.userId, [blocked.emailId], { add: [], remove: [BLOCKED] })
+      expect(yield* announced([blocked.emailId])).toEqual([emailReceivedEventId(blocked.emailId)])
     }))
 })
