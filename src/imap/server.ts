@@ -39,7 +39,8 @@ const CLOSE_GRACE_MS = 2_000
 /** Without a signal, an idling client is told of changes at least this often. */
 const IDLE_POLL = Duration.seconds(15)
 
-type Incoming = Framed | { readonly kind: "closed" }
+/** What the connection hears: a framed line, its end, or (while IDLE) the session's end it was told of. */
+type Incoming = Framed | { readonly kind: "closed" } | { readonly kind: "bye" }
 
 const signalPrefix = subjects.eventsLogged("")
 
@@ -142,7 +143,7 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
             // No signal within IDLE_POLL: a wake-up all the same (a signal is best effort).
             Effect.ignore
           )
-          yield* session.idleTick
+          if ((yield* session.idleTick) === "close") return { kind: "bye" } as const
           while (true) {
             // A take interrupted by the signal loses nothing: the line stays queued.
             const next = yield* Effect.raceFirst(
@@ -150,14 +151,27 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
               signalled.pipe(Effect.as(Option.none<Incoming>()))
             )
             if (Option.isSome(next)) return next.value
-            yield* session.idleTick
+            if ((yield* session.idleTick) === "close") return { kind: "bye" } as const
           }
         }).pipe(Effect.scoped)
+
+        /**
+         * The session's end: over TLS its last answer (LOGOUT's OK, a BYE) is still being encrypted and
+         * written, so the raw socket is destroyed (below) once the client has it and closes, or after a moment.
+         */
+        const closing = Effect.suspend(() => {
+          socket.end()
+          return secure ? closedWithin(raw, CLOSE_GRACE_MS) : Effect.void
+        })
 
         let next: Next = "continue"
         while (true) {
           const item: Incoming = next === "idle" ? yield* idle : yield* Queue.take(queue)
           if (item.kind === "closed") break
+          if (item.kind === "bye") {
+            yield* closing
+            break
+          }
           if (item.kind === "continue") {
             yield* send("+ Ready for literal data\r\n")
             continue
@@ -183,10 +197,7 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
             next = yield* session.handle(command)
           }
           if (next === "close") {
-            socket.end()
-            // Over TLS the last answer (LOGOUT's OK) is still being encrypted and written: the raw
-            // socket is destroyed (below) once the client has it and closes, or after a moment.
-            if (secure) yield* closedWithin(raw, CLOSE_GRACE_MS)
+            yield* closing
             break
           }
           if (next === "startTls") {

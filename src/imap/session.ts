@@ -693,9 +693,23 @@ export const makeSession = (
       )
     )
 
-  /** While idling: tell the client what changed. */
-  const idleTick = Effect.suspend(() => (selected === undefined ? Effect.void : refresh(selected))).pipe(
-    Effect.catchAll(() => Effect.void)
+  /**
+   * While idling: the key checked as before a command (revoked, or the mailbox gone: BYE, and the
+   * session ends: an idling client sends no command that would find out), then the client told what
+   * changed. "close" when the session ends.
+   */
+  const idleTick: Effect.Effect<"continue" | "close"> = Effect.gen(function*() {
+    if (signedIn === undefined) return "continue" as const
+    const principal = yield* store.recheck(signedIn.apiKey, signedIn.mailboxId)
+    signedIn = { ...signedIn, principal }
+    if (selected !== undefined) yield* refresh(selected)
+    return "continue" as const
+  }).pipe(
+    Effect.catchAll((refusal) =>
+      refusal.code === "AUTHENTICATIONFAILED" || refusal.code === "NONEXISTENT"
+        ? Effect.as(untagged(`BYE ${refusal.text}`), "close" as const)
+        : Effect.succeed("continue" as const)
+    )
   )
 
   return {
