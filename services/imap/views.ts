@@ -186,14 +186,26 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
         case "header":
           return key.value.length === 0 ? sql`e.headers ? ${key.name.toLowerCase()}` : contains(headerText(key.name.toLowerCase()), key.value)
         case "date": {
-          const column = key.field === "internal" ? sql`e.received_at` : sql`coalesce(e.sent_at, e.received_at)`
+          if (key.field !== "internal") {
+            // SENT*: the Date header's own calendar day, its time and zone disregarded (RFC 3501 §6.4.4):
+            // the sent moment moved by the header's offset. A header without a numeric offset is read as UTC.
+            const sentDay = sql`((coalesce(e.sent_at, e.received_at) AT TIME ZONE 'UTC') + coalesce(
+              (SELECT make_interval(mins => (CASE WHEN z[1] = '-' THEN -1 ELSE 1 END) * (z[2]::int * 60 + z[3]::int))
+               FROM regexp_match(e.headers->>'date', '([+-])([0-9]{2})([0-9]{2})') AS z), interval '0'))::date`
+            const day = key.day.toISOString().slice(0, 10)
+            return key.op === "before"
+              ? sql`${sentDay} < ${day}::date`
+              : key.op === "since"
+              ? sql`${sentDay} >= ${day}::date`
+              : sql`${sentDay} = ${day}::date`
+          }
           const day = key.day.toISOString()
           const next = new Date(key.day.getTime() + 86_400_000).toISOString()
           return key.op === "before"
-            ? sql`${column} < ${day}::timestamptz`
+            ? sql`e.received_at < ${day}::timestamptz`
             : key.op === "since"
-            ? sql`${column} >= ${day}::timestamptz`
-            : sql`(${column} >= ${day}::timestamptz AND ${column} < ${next}::timestamptz)`
+            ? sql`e.received_at >= ${day}::timestamptz`
+            : sql`(e.received_at >= ${day}::timestamptz AND e.received_at < ${next}::timestamptz)`
         }
         case "size":
           return key.op === "larger" ? sql`e.size > ${key.bytes}` : sql`e.size < ${key.bytes}`

@@ -172,9 +172,22 @@ describe("IMAP", () => {
   it("searches by sender, subject, body, read state and UID", async () => {
     const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     const tag = fresh("s")
-    await sendMail(suite.server.smtpPort, { from: "billing@vendor.test", to: box.address, subject: `Invoice ${tag}`, text: "Amount due: 120 EUR" })
+    // Written late on 30 November in California (1 December in UTC), and early on 2 December in Tokyo (1 December in UTC).
+    await sendMail(suite.server.smtpPort, {
+      from: "billing@vendor.test",
+      to: box.address,
+      subject: `Invoice ${tag}`,
+      text: "Amount due: 120 EUR",
+      date: "Mon, 30 Nov 2026 23:30:00 -0800"
+    })
     await arrived(box, `Invoice ${tag}`)
-    await sendMail(suite.server.smtpPort, { from: "ops@example.com", to: box.address, subject: `Disk alert ${tag}`, text: "The volume is 95% full" })
+    await sendMail(suite.server.smtpPort, {
+      from: "ops@example.com",
+      to: box.address,
+      subject: `Disk alert ${tag}`,
+      text: "The volume is 95% full",
+      date: "Wed, 02 Dec 2026 01:30:00 +0900"
+    })
     const alert = await arrived(box, `Disk alert ${tag}`)
     await withKey(suite.url, box.user).PATCH("/v1/api/emails/{emailId}", {
       params: { path: { emailId: alert.email_id } },
@@ -194,6 +207,12 @@ describe("IMAP", () => {
       expect(await client.search({ since: new Date(Date.now() - 86_400_000) })).toEqual([1, 2])
       expect(await client.search({ before: new Date(Date.now() - 86_400_000) })).toEqual([])
       expect(await client.search({ larger: 10_000_000 })).toEqual([])
+      // SENT*: the day the Date header names, its zone disregarded (RFC 3501), not the UTC day.
+      expect(await client.search({ sentOn: new Date("2026-11-30T00:00:00Z") })).toEqual([1])
+      expect(await client.search({ sentOn: new Date("2026-12-02T00:00:00Z") })).toEqual([2])
+      expect(await client.search({ sentOn: new Date("2026-12-01T00:00:00Z") })).toEqual([])
+      expect(await client.search({ sentBefore: new Date("2026-12-01T00:00:00Z") })).toEqual([1])
+      expect(await client.search({ sentSince: new Date("2026-12-01T00:00:00Z") })).toEqual([2])
     } finally {
       lock.release()
     }
