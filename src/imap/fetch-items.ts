@@ -19,7 +19,23 @@ export type FetchItem =
 
 const sectionPattern = /^(BODY\.PEEK|BODY)\[([^\]]*)\](?:<(\d+)(?:\.(\d+))?>)?$/i
 
-const parseSection = (spec: string): { path: Array<number>; text: SectionText } => {
+/**
+ * A section spec with its literals read: a field name of HEADER.FIELDS is an astring, so a client may
+ * send it as `{7}` CRLF `Subject` (or `{7+}`), which the command's reader keeps in the spec's text.
+ */
+const withLiteralsRead = (spec: string): string => {
+  let read = ""
+  let rest = spec
+  for (let literal = /\{(\d+)\+?\}\r\n/.exec(rest); literal !== null; literal = /\{(\d+)\+?\}\r\n/.exec(rest)) {
+    const start = literal.index + literal[0].length
+    read += `${rest.slice(0, literal.index)}"${rest.slice(start, start + Number(literal[1]))}"`
+    rest = rest.slice(start + Number(literal[1]))
+  }
+  return read + rest
+}
+
+const parseSection = (raw: string): { path: Array<number>; text: SectionText } => {
+  const spec = withLiteralsRead(raw)
   const match = /^((?:\d+\.)*\d+)?(?:^|\.)?(HEADER\.FIELDS\.NOT|HEADER\.FIELDS|HEADER|TEXT|MIME)?\s*(?:\((.*)\))?$/i.exec(spec.trim())
   if (!match) throw new BadCommand(`Unknown section ${spec}`)
   const path = match[1] === undefined ? [] : match[1].split(".").map(Number)

@@ -321,3 +321,9 @@ export const parseSearchDate = (text: string): Date | undefined => {
   if (month < 0) return undefined
   return new Date(Date.UTC(Number(match[3]), month, Number(match[1])))
 }
+
+/**
+ * Text for a response line: one line (a line break a client wrote, quoted back, would end the line
+ * early), never ending in what reads as a literal's announcement (`{7}`).
+ */
+export const answerText = (text: string): string => text.replace(/[\r\n]+/g, " ").replace(/\{(\d+\+?)\}$/, "($1)")

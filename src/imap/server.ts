@@ -25,7 +25,7 @@ import { AppConfig, isLoopbackHost } from "../config.ts"
 import { tlsFiles } from "../smtp/listen.ts"
 import { maxMessageBytes } from "../smtp/server.ts"
 import { ImapMetrics } from "./metrics.ts"
-import { BadCommand, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
+import { answerText, BadCommand, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
 import { makeSession, type Next } from "./session.ts"
 import { listenFailure } from "../listen-failure.ts"
 
@@ -191,7 +191,7 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
             } catch (error) {
               if (!(error instanceof BadCommand)) throw error
               ImapMetrics.command("UNPARSED", "BAD")
-              yield* send(`${tagOf(item.bytes)} BAD ${error.message}\r\n`)
+              yield* send(`${tagOf(item.bytes)} BAD ${answerText(error.message)}\r\n`)
               continue
             }
             next = yield* session.handle(command)

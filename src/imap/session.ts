@@ -30,6 +30,7 @@ import { parseFetchItem } from "./fetch-items.ts"
 import { ImapMetrics } from "./metrics.ts"
 import {
   type Arg,
+  answerText,
   astring,
   BadCommand,
   type Command,
@@ -97,7 +98,7 @@ export const makeSession = (
   let current = ""
   const tagged = (tag: string, status: "OK" | "NO" | "BAD", text: string) => {
     if (tag !== "") ImapMetrics.command(current, status)
-    return send(`${tag} ${status} ${text}\r\n`)
+    return send(`${tag} ${status} ${answerText(text)}\r\n`)
   }
   const refused = (tag: string, refusal: ImapRefused) => tagged(tag, "NO", `[${refusal.code}] ${refusal.text}`)
 

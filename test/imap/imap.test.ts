@@ -506,6 +506,10 @@ describe("IMAP on the wire", () => {
     expect(await send("b3 FETCH 2 FLAGS\r\n", "b3")).toMatch(/b3 BAD No such message/)
     expect(await send("b4 FETCH 1 BODY.PEEK[9]\r\n", "b4")).toMatch(/\* 1 FETCH \(BODY\[9\] \{0\}\r\n\)\r\nb4 OK/)
     expect(await send("b5 FETCH 1 BODY.PEEK[HEADER.FIELDS (SUBJECT)]\r\n", "b5")).toContain(`Subject: ${subject}\r\n\r\n`)
+    // A field name is an astring: as a literal too.
+    expect(await send("b5a FETCH 1 BODY.PEEK[HEADER.FIELDS ({7+}\r\nSubject)]\r\n", "b5a")).toContain(`Subject: ${subject}\r\n\r\n`)
+    // A mistake quoted back stays on one line, and never ends as a literal's announcement would.
+    expect(await send("b5b FETCH 1 BODY.PEEK[HEADER.FOO ({3+}\r\nabc)]\r\n", "b5b")).toMatch(/\r\nb5b BAD Unknown section [^\r\n]*\r\n$|^b5b BAD Unknown section [^\r\n]*\r\n$/)
     expect(await send("b6 FETCH 1 (BODY.PEEK[TEXT]<0.4>)\r\n", "b6")).toMatch(/BODY\[TEXT\]<0> \{4\}\r\nOver\)/)
     expect(await send("b7 SEARCH CHARSET KOI8-R ALL\r\n", "b7")).toMatch(/b7 NO \[BADCHARSET/)
     // Keys nested past any mail program's use are a mistake of the command, not of the server.
