@@ -128,7 +128,8 @@ export const parseCommand = (input: string): Command => {
 
 /** The tag of a line that could not be parsed, when it has one, to answer BAD to. */
 export const tagOf = (input: string): string => {
-  const match = /^([^\s(){%*"\\]+)\s/.exec(input)
+  // A tag is an astring without "+" (RFC 3501 §9): "+ BAD" would read as a continuation request.
+  const match = /^([^\s(){%*"\\+]+)\s/.exec(input)
   return match?.[1] ?? "*"
 }
 

@@ -504,6 +504,10 @@ export const makeSession = (
     if (encoded === "*") return Effect.as(tagged(tag, "BAD", "Authentication cancelled"), "continue" as const)
     const parts = Buffer.from(encoded, "base64").toString("utf8").split("\u0000")
     if (parts.length !== 3) return Effect.as(tagged(tag, "BAD", "Malformed PLAIN response"), "continue" as const)
+    // An authorization identity other than the user's own asks to act as another (RFC 4616 §2): no proxying here.
+    if (parts[0] !== "" && parts[0]!.toLowerCase() !== parts[1]!.toLowerCase()) {
+      return Effect.as(tagged(tag, "NO", "[AUTHORIZATIONFAILED] Signing in as another user is not supported"), "continue" as const)
+    }
     return signIn(tag, parts[1]!, parts[2]!)
   }
 

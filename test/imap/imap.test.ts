@@ -471,6 +471,8 @@ describe("IMAP on the wire", () => {
     expect(await session.send("mutt)\r\n", /a5 .*\r\n/)).toMatch(/\* ID \("name" "Mailroom"\)\r\na5 OK/)
     expect(await session.send("a6 ID {9999999}\r\n", /a6 .*\r\n/)).toMatch(/a6 BAD Command too long/)
     expect(await session.send("a7 NOOP\r\n", /a7 .*\r\n/)).toMatch(/a7 OK/)
+    // "+" is no tag: its BAD is untagged, not a continuation request.
+    expect(await session.send("+ NOOP\r\n", /\* BAD .*\r\n/)).toMatch(/^\* BAD Expected a tag/)
     expect(await session.send("a8 LOGOUT\r\n", /a8 .*\r\n/)).toMatch(/\* BYE .*\r\na8 OK/)
     session.close()
   })
@@ -500,6 +502,9 @@ describe("IMAP on the wire", () => {
     }
     await until("greeting", async () => (buffer.includes("\r\n") ? true : undefined), 10_000, 10, 10)
     buffer = ""
+    // PLAIN naming another user to act as (an authorization identity) is refused: there is no proxying.
+    const asAnother = Buffer.from(`someone-else@agents.localhost\u0000${box.address}\u0000${box.user.apiKey}`).toString("base64")
+    expect(await send(`b0 AUTHENTICATE PLAIN ${asAnother}\r\n`, "b0")).toMatch(/b0 NO \[AUTHORIZATIONFAILED\]/)
     // LITERAL+: the password as a non-synchronising literal.
     expect(await send(`b1 LOGIN ${box.address} {${box.user.apiKey.length}+}\r\n${box.user.apiKey}\r\n`, "b1")).toMatch(/b1 OK \[CAPABILITY /)
     expect(await send("b2 SELECT INBOX\r\n", "b2")).toMatch(/\* 1 EXISTS\r\n[\s\S]*b2 OK \[READ-WRITE\]/)
