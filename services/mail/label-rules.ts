@@ -40,7 +40,9 @@ export const labelProblem = (label: string): string | undefined => {
   if ([...label].length > MAX_LABEL_LENGTH) return `must be at most ${MAX_LABEL_LENGTH} characters`
   if (label.trim() !== label) return "must not start or end with a space"
   // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f]/.test(label)) return "must not contain control characters"
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(label)) return "must not contain control characters"
+  // A direction override would show the label (and what follows it) reversed, as a display name refuses.
+  if (/[\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(label)) return "must not contain line or paragraph separators or direction overrides"
   if (label.includes(",")) return "must not contain a comma"
   return undefined
 }

@@ -54,7 +54,9 @@ export const autoReplyVerdict = (email: Received): Verdict => {
 
   const to = addresses(header("reply-to"))[0] ?? addresses(header("from"))[0]
   if (to === undefined) return { answer: false, reason: "no sender" }
-  if (PROGRAM_SENDER.test(to.slice(0, to.lastIndexOf("@")))) return { answer: false, reason: "system sender" }
+  // A program is told by the address answered or by the envelope's (RFC 3834 §3.1.2: the return path is whom a response would reach).
+  const isProgram = (address: string) => PROGRAM_SENDER.test(address.slice(0, address.lastIndexOf("@")))
+  if (isProgram(to) || isProgram(email.mailFrom)) return { answer: false, reason: "system sender" }
   const own = new Set([routingForm(email.mailboxAddress), routingForm(email.rcptTo)])
   if (own.has(routingForm(to))) return { answer: false, reason: "self" }
   const named = [...addresses(header("to")), ...addresses(header("cc"))].map(routingForm)

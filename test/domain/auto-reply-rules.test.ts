@@ -41,6 +41,8 @@ describe("autoReplyVerdict", () => {
     [email({ from: "owner-news@partner.test" }), "system sender"],
     [email({ from: "news-request@partner.test" }), "system sender"],
     [email({ from: "bounces+eml_1@agents.localhost" }), "system sender"],
+    // A person's From on a program's envelope: the response would reach the program (RFC 3834 §3.1.2).
+    [email({}, { mailFrom: "noreply@mailer.partner.test" }), "system sender"],
     [email({ from: "Desk+notes@agents.localhost" }), "self"],
     [email({ to: "someone@partner.test" }), "not addressed"],
     [email({ from: "undisclosed-recipients:;" }), "no sender"]

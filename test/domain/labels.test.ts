@@ -38,6 +38,7 @@ layer(services, { timeout: "120 seconds" })("Labels", (it) => {
     expect(labelProblem(" padded")).toBe("must not start or end with a space")
     expect(labelProblem("a,b")).toBe("must not contain a comma")
     expect(labelProblem("line\nbreak")).toBe("must not contain control characters")
+    expect(labelProblem("invoice\u202Efdp.exe")).toBe("must not contain line or paragraph separators or direction overrides")
   })
 
   it("a change keeps the order of the labels an email has and appends new ones once", () => {
