@@ -153,6 +153,16 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
 
     const contains = (column: Statement.Fragment, value: string) => sql`${column} ILIKE ${`%${escapeLike(value)}%`} ESCAPE '\\'`
     const headerText = (name: string) => sql`coalesce(e.headers->>${name}, '')`
+    /** Every header field's value, a line each (the stored JSON would show a quote as \"). */
+    const headerValues = sql`coalesce((SELECT string_agg(h.value, E'\n') FROM jsonb_each_text(e.headers) AS h), '')`
+    /**
+     * BODY: the message's body as a reader meets it: its text part, its HTML part, and the text of its
+     * document attachments (PDF, Word) as search reads them.
+     */
+    const bodyHolds = (value: string) =>
+      sql`(${contains(sql`coalesce(e.text_body, '')`, value)} OR ${contains(sql`coalesce(e.html_body, '')`, value)} OR EXISTS (
+        SELECT 1 FROM attachments a JOIN document_texts d ON d.checksum = a.checksum
+        WHERE a.email_id = e.id AND ${contains(sql`d.text`, value)}))`
 
     /** A SEARCH key as a condition on `imap_messages m` joined to `emails e`. */
     const condition = (key: SearchKey): Statement.Fragment => {
@@ -177,9 +187,10 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
             case "subject":
               return contains(sql`e.subject`, key.value)
             case "body":
-              return contains(sql`coalesce(e.text_body, '')`, key.value)
+              return bodyHolds(key.value)
             case "text":
-              return sql`(${contains(sql`e.headers::text`, key.value)} OR ${contains(sql`coalesce(e.text_body, '')`, key.value)})`
+              return sql`(${contains(headerValues, key.value)} OR ${bodyHolds(key.value)} OR EXISTS (
+                SELECT 1 FROM attachments a WHERE a.email_id = e.id AND ${contains(sql`coalesce(a.filename, '')`, key.value)}))`
             default:
               return contains(headerText(key.field), key.value)
           }

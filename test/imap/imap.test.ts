@@ -178,7 +178,8 @@ describe("IMAP", () => {
       to: box.address,
       subject: `Invoice ${tag}`,
       text: "Amount due: 120 EUR",
-      date: "Mon, 30 Nov 2026 23:30:00 -0800"
+      date: "Mon, 30 Nov 2026 23:30:00 -0800",
+      attachments: [{ filename: "statement-q3.csv", content: "due,120\n" }]
     })
     await arrived(box, `Invoice ${tag}`)
     await sendMail(suite.server.smtpPort, {
@@ -186,6 +187,7 @@ describe("IMAP", () => {
       to: box.address,
       subject: `Disk alert ${tag}`,
       text: "The volume is 95% full",
+      html: "<p>The volume is 95% full: <i>rotate the logs</i></p>",
       date: "Wed, 02 Dec 2026 01:30:00 +0900"
     })
     const alert = await arrived(box, `Disk alert ${tag}`)
@@ -199,6 +201,11 @@ describe("IMAP", () => {
       expect(await client.search({ from: "vendor.test" }, { uid: true })).toEqual([1])
       expect(await client.search({ subject: "disk ALERT" })).toEqual([2])
       expect(await client.search({ body: "95% full" })).toEqual([2])
+      // BODY reads the HTML part too; TEXT the header fields' values (a quote as written) and the parts' file names.
+      expect(await client.search({ body: "rotate the logs" })).toEqual([2])
+      expect(await client.search({ text: "statement-q3" })).toEqual([1])
+      expect(await client.search({ text: `"ops@example.com"` })).toEqual([])
+      expect(await client.search({ text: "ops@example.com" })).toEqual([2])
       expect(await client.search({ seen: false })).toEqual([1])
       expect(await client.search({ seen: true })).toEqual([2])
       expect(await client.search({ uid: "2:*" }, { uid: true })).toEqual([2])
