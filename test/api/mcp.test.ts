@@ -125,9 +125,9 @@ describe("MCP at /mcp", () => {
     const thread = await call(mcp, "get_thread", { thread_id: email.ok.thread_id })
     expect(thread.ok.emails.map((e: { subject: string }) => e.subject)).toEqual(["Invoice 7"])
     const threads = await call(mcp, "list_threads", { mailbox_id: box.mailboxId, unread: true })
-    expect(threads.ok).toEqual({ threads: [expect.objectContaining({ thread_id: email.ok.thread_id, subject: "Invoice 7", message_count: 1, unread_count: 1 })], total: 1 })
+    expect(threads.ok).toEqual({ threads: [expect.objectContaining({ thread_id: email.ok.thread_id, subject: "Invoice 7", message_count: 1, unread_count: 1 })], total: 1, has_more: false })
     expect((await call(mcp, "list_threads", {})).ok.threads.map((t: { thread_id: string }) => t.thread_id)).toContain(email.ok.thread_id)
-    expect((await call(mcp, "list_threads", { mailbox_id: box.mailboxId, unread: false })).ok).toEqual({ threads: [], total: 0 })
+    expect((await call(mcp, "list_threads", { mailbox_id: box.mailboxId, unread: false })).ok).toEqual({ threads: [], total: 0, has_more: false })
     const handled = await call(mcp, "update_thread_labels", { thread_id: email.ok.thread_id, add_labels: ["seen-by-agent"] })
     expect(handled.ok.emails.map((e: { labels: Array<string> }) => e.labels)).toEqual([["inbound", "unread", "unauthenticated", "seen-by-agent"]])
     const undone = await call(mcp, "update_thread_labels", { thread_id: email.ok.thread_id, remove_labels: ["seen-by-agent"] })
@@ -222,6 +222,11 @@ describe("MCP at /mcp", () => {
       return ok?.emails?.length === 2 ? ok.emails.map((e: { subject: string; from_name: string }) => `${e.subject} / ${e.from_name}`).sort() : undefined
     })
     expect(deskMail).toEqual(["Fwd: Invoice 7 / Billing Agent", "Hello desk / Billing Agent"])
+    // A page says whether the list goes on, and where.
+    const first = (await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, limit: 1 })).ok
+    expect([first.emails.length, first.total, first.has_more, first.next_offset]).toEqual([1, 2, true, 1])
+    const last = (await call(mcp, "list_emails", { mailbox_id: desk.ok.mailbox_id, limit: 1, offset: 1 })).ok
+    expect([last.emails.length, last.has_more, "next_offset" in last]).toEqual([1, false, false])
 
     // The desk deletes what it was sent: the conversation "Hello desk" whole, then the forward by its id; gone
     // from its list, and not found again.
@@ -456,7 +461,7 @@ describe("MCP at /mcp", () => {
     })
     expect(created.ok).toMatchObject({ filter_id: expect.stringMatching(/^flt_/), mailbox_id: null, enabled: true })
     const filterId = created.ok.filter_id
-    expect((await call(mcp, "list_filters", {})).ok).toEqual({ filters: [created.ok], total: 1 })
+    expect((await call(mcp, "list_filters", {})).ok).toEqual({ filters: [created.ok], total: 1, has_more: false })
     expect((await call(mcp, "apply_filter", { filter_id: filterId, dry_run: true })).ok)
       .toEqual({ filter_id: filterId, dry_run: true, scanned: expect.any(Number), matched: 1, changed: 1 })
     expect((await call(mcp, "create_filter", { conditions: {}, actions: { add_labels: ["x"] } })).error)

@@ -72,7 +72,24 @@ export interface Tool<I = any, R = any> {
   readonly run: (principal: Principal, input: I) => Effect.Effect<unknown, unknown, R>
 }
 
-const tool = <I, R>(definition: Tool<I, R>): Tool<I, R> => definition
+/**
+ * A page of a list tool's answer (one taking `limit` and `offset` and answering a `total`) says where
+ * the list goes on: `has_more`, and `next_offset` when it does, so a model pages without arithmetic.
+ * An answer that says so already (the schedule's `hasMore`) is left as it is.
+ */
+const withPaging = (input: unknown, answer: unknown): unknown => {
+  if (typeof answer !== "object" || answer === null || Array.isArray(answer)) return answer
+  const { total } = answer as { readonly total?: unknown }
+  if (typeof total !== "number" || "hasMore" in answer || "has_more" in answer) return answer
+  const { limit = 20, offset = 0 } = input as { readonly limit?: number; readonly offset?: number }
+  const more = offset + limit < total
+  return { ...answer, has_more: more, ...(more ? { next_offset: offset + limit } : {}) }
+}
+
+const tool = <I, R>(definition: Tool<I, R>): Tool<I, R> =>
+  "limit" in definition.input.fields && "offset" in definition.input.fields
+    ? { ...definition, run: (principal, input) => Effect.map(definition.run(principal, input), (answer) => withPaging(input, answer)) }
+    : definition
 
 const reading: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }
 const changing: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false }
