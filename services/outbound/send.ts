@@ -471,7 +471,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
             ? Effect.fail(mailboxNotFound(mailboxId))
             : Effect.succeed({ email_id: send.email.emailId, message_id: send.email.messageId, thread_id: row.threadId, status: "queued" })
         /** The answers a key's first request was given, as this route answers them (one send's, or a batch's). */
-        const earlier = (key: { readonly key: string; readonly fingerprint: string }) =>
+        const earlier = (key: HashedKey) =>
           batch
             ? earlierAnswer(sql, userId, key, BatchAnswer)
             : Effect.map(earlierAnswer(sql, userId, key, SendAnswer), (one) => one && [one])
