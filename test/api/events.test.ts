@@ -167,6 +167,32 @@ describe("GET /v1/events", () => {
     }
   })
 
+  it("ends a stream of a key narrowed since it opened before the mailbox taken from it is heard of again", async () => {
+    const user = await withApiKey(suite.url)
+    const kept = await newBox(suite.url, { user })
+    const taken = await newBox(suite.url, { user })
+    const created = await withToken(suite.url, user).POST("/v1/api-keys", { body: { name: "two desks", mailboxIds: [kept.mailboxId, taken.mailboxId] } })
+    const key = created.data!.data
+    const events = await stream(key.apiKey, "?types=email.received")
+    try {
+      await deliver(taken.address, "Before the narrowing")
+      expect(JSON.parse((await events.next()).data!).data.subject).toBe("Before the narrowing")
+      const narrowed = await withToken(suite.url, user).PATCH("/v1/api-keys/{id}", {
+        params: { path: { id: key.keyId } },
+        body: { mailboxIds: [kept.mailboxId] }
+      })
+      expect(narrowed.response.status).toBe(200)
+      await deliver(taken.address, "After the narrowing")
+      await expect(events.next(12_000)).rejects.toThrow("the stream ended")
+      expect(events.seen().some((frame) => frame.data?.includes("After the narrowing"))).toBe(false)
+      // Connected again, the key's new reach is the stream's.
+      const again = await stream(key.apiKey, `?mailbox_id=${taken.mailboxId}`)
+      expect([again.status, again.body]).toEqual([404, expect.objectContaining({ error: expect.objectContaining({ code: "NOT_FOUND" }) })])
+    } finally {
+      events.close()
+    }
+  })
+
   it("ends the dashboard's stream of a session logged out before another event reaches it", async () => {
     const user = await withApiKey(suite.url)
     const mine = await newBox(suite.url, { user })

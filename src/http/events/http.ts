@@ -6,7 +6,7 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option, Stream } from "effect"
 import { Authenticator } from "../../../services/accounts/authenticator.ts"
-import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
+import { CurrentPrincipal, type Principal } from "../../../services/accounts/principal.ts"
 import { Unauthorized } from "../../../services/errors.ts"
 import { EventFeed, type Frame } from "../../../services/events/feed.ts"
 import { EventLog } from "../../../services/events/log.ts"
@@ -30,15 +30,24 @@ const frame = (item: Frame): Uint8Array =>
       : `id: ${item.event.eventId}\nevent: ${item.event.kind}\ndata: ${item.event.payload}\n\n`
   )
 
+/** The mailboxes a principal reaches, as a comparable text ("*": the whole account). */
+const reachOf = (principal: Principal) => Option.match(principal.mailboxes, { onNone: () => "*", onSome: (ids) => [...ids].sort().join(",") })
+
 /**
- * Whether the request's credential still works (middleware.ts reads it as the request was
- * authenticated): a stream asks before every frame, and ends once it does not.
+ * Whether the request's credential still works as it did when the stream opened (middleware.ts reads
+ * it as the request was authenticated): a stream asks before every frame, and ends once it does not.
+ * A key whose mailboxes changed since ends it too: the stream's filter was its reach then, and a
+ * narrowed key must hear nothing more of a mailbox taken from it (the client reconnects under the new one).
  */
-const recheckOf = (authenticator: Authenticator, surface: "api" | "session") =>
+const recheckOf = (authenticator: Authenticator, surface: "api" | "session", opened: Principal) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
     Option.match(credentialOf(request, surface), {
       onNone: () => Unauthorized.of("Missing credential"),
-      onSome: (credential) => Effect.asVoid(authenticator.identify(credential))
+      onSome: (credential) =>
+        Effect.flatMap(authenticator.identify(credential), (now) =>
+          reachOf(now) === reachOf(opened)
+            ? Effect.void
+            : Unauthorized.of("The key's mailboxes changed since this stream opened: connect again"))
     }))
 
 /** One handler, served at /v1/events (API keys) and /api/events (dashboard sessions). */
@@ -61,7 +70,7 @@ const makeStream = (surface: "api" | "session") =>
           },
           after: Option.orElse(fromHeader, () => Option.fromNullable(urlParams.after)),
           afterField: Option.isSome(fromHeader) ? "last-event-id" : "after",
-          recheck: yield* recheckOf(authenticator, surface)
+          recheck: yield* recheckOf(authenticator, surface, principal)
         }).pipe(orUnavailable)
         const body = Stream.concat(
           Stream.make(encoder.encode(`retry: ${RECONNECT_MS}\n\n`)),
@@ -90,7 +99,7 @@ const makeSocket = Effect.gen(function*() {
       const principal = yield* CurrentPrincipal
       const request = yield* HttpServerRequest.HttpServerRequest
       if (request.headers["upgrade"]?.toLowerCase() !== "websocket") return yield* notAnUpgrade()
-      const recheck = yield* recheckOf(authenticator, "api")
+      const recheck = yield* recheckOf(authenticator, "api", principal)
       const socket = yield* Effect.orDie(request.upgrade)
       yield* serveSocket(socket, principal, recheck, feed.open, lifecycle.stopping)
       // The socket is closed; the handshake's 101 was the answer.
