@@ -1,4 +1,6 @@
 /**
+ * Directories Mailroom keeps its data in.
+ *
  * A directory made with its missing parents, or an error naming it. Node's own
  * `mkdirSync(dir, { recursive: true })` never returns where the parent exists but takes no
  * directories (DATA_DIR=/proc: mkdir answers ENOENT, the parent is there, and it tries again, for
@@ -26,5 +28,20 @@ export const makeDirectory = (dir: string): void => {
     const code = (error as NodeJS.ErrnoException).code
     if (code === "EEXIST" && isDirectory(absolute)) return // made meanwhile
     throw new Error(`Could not make the directory ${absolute}: ${error instanceof Error ? error.message : String(error)}`)
+  }
+}
+
+/**
+ * A directory of this process's data only (the embedded database's files: all mail, keys' hashes,
+ * webhook secrets): made if missing, and closed to everyone but its owner (0700, as PostgreSQL holds
+ * its own data directory). The files inside may be written readable by all (PGlite writes them so);
+ * nobody else can reach them through the directory.
+ */
+export const ownerOnlyDirectory = (dir: string): void => {
+  makeDirectory(dir)
+  try {
+    fs.chmodSync(dir, 0o700)
+  } catch (error) {
+    throw new Error(`Could not close ${path.resolve(dir)} to other users: ${error instanceof Error ? error.message : String(error)}`)
   }
 }

@@ -20,7 +20,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Worker } from "node:worker_threads"
 import { pooledClient } from "./postgres.ts"
-import { makeDirectory } from "./directories.ts"
+import { makeDirectory, ownerOnlyDirectory } from "./directories.ts"
 
 export interface PgliteOptions {
   /** Directory that holds the database files (created when missing). */
@@ -215,6 +215,10 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
     Effect.gen(function*() {
       const dataDir = path.resolve(options.dataDir, "pglite")
       yield* lockDataDir(path.resolve(options.dataDir))
+      yield* Effect.try({
+        try: () => ownerOnlyDirectory(dataDir),
+        catch: (cause) => new SqlError({ cause, message: cause instanceof Error ? cause.message : String(cause) })
+      })
       const { socketDir } = yield* startServer(dataDir, {
         ...options.settings,
         ...(options.sharedBuffers === undefined ? {} : { shared_buffers: options.sharedBuffers })

@@ -88,6 +88,11 @@ describe.skipIf(mode !== "embedded")("embedded database", () => {
     const pid = first.process.pid!
     // The database and, beside it, the vector index's own (layers/pgvector-index.ts `apartLayer`).
     expect(socketDirsOf(pid)).toHaveLength(2)
+    // Their files (all mail, webhook secrets) are the owner's alone: PGlite writes them readable by all,
+    // so the directories holding them are closed to others.
+    for (const data of [path.join(dir, "pglite"), path.join(dir, "vectors", "pglite")]) {
+      expect((fs.statSync(data).mode & 0o777).toString(8), data).toBe("700")
+    }
     expect(await first.stop()).toBe(0)
     expect(first.output()).not.toMatch(/did not close cleanly/)
     expect(fs.existsSync(path.join(dir, "mailroom.lock"))).toBe(false)
