@@ -30,33 +30,37 @@ export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/Mailb
       whenLimited(principal, (reached) => reached.includes(mailboxId) ? Effect.void : Effect.fail(mailboxNotFound(mailboxId)))
 
     /**
-     * Nothing when every one of `emailIds` the account holds lies in a mailbox `principal` reaches
-     * (ids it does not hold are left to the route, whose 404 is the same); else the emails' 404,
-     * naming those outside.
+     * Nothing when every one of `emailIds` lies in a mailbox `principal` reaches; else the emails' 404,
+     * naming the others. An id of another mailbox and one of no email are told alike, and here, before
+     * the route reads its body: were unknown ids left to the route, a bad body would answer 400 for them
+     * and 404 for another mailbox's, telling the key which ids exist.
      */
     const emails = (principal: Caller, emailIds: ReadonlyArray<string>) =>
       whenLimited(principal, (reached) =>
         Effect.flatMap(
           sql<{ id: string }>`
             SELECT id FROM emails
-            WHERE id = ANY(${[...emailIds]}::text[]) AND user_id = ${principal.userId} AND NOT (mailbox_id = ANY(${[...reached]}::text[]))`,
-          (outside) => outside.length === 0 ? Effect.void : Effect.fail(emailNotFound(outside.map((row) => row.id)))
+            WHERE id = ANY(${[...emailIds]}::text[]) AND user_id = ${principal.userId} AND mailbox_id = ANY(${[...reached]}::text[])`,
+          (inside) => {
+            const found = new Set(inside.map((row) => row.id))
+            const others = [...new Set(emailIds)].filter((id) => !found.has(id))
+            return others.length === 0 ? Effect.void : Effect.fail(emailNotFound(others))
+          }
         ))
 
-    /**
-     * Nothing when each of the account's threads among `threadIds` lies in mailboxes `principal`
-     * reaches (ids it does not hold are left to the route, whose 404 is the same); else the threads'
-     * 404, naming those outside.
-     */
+    /** Nothing when each of `threadIds` lies in a mailbox `principal` reaches; else the threads' 404, naming the others (as `emails`). */
     const threads = (principal: Caller, threadIds: ReadonlyArray<string>) =>
       whenLimited(principal, (reached) =>
         Effect.flatMap(
           sql<{ threadId: string }>`
             SELECT DISTINCT thread_id FROM emails
             WHERE thread_id = ANY(${[...new Set(threadIds)]}::text[]) AND user_id = ${principal.userId}
-              AND NOT (mailbox_id = ANY(${[...reached]}::text[]))
-            ORDER BY thread_id`,
-          (outside) => outside.length === 0 ? Effect.void : Effect.fail(threadsNotFound(outside.map((row) => row.threadId)))
+              AND mailbox_id = ANY(${[...reached]}::text[])`,
+          (inside) => {
+            const found = new Set(inside.map((row) => row.threadId))
+            const others = [...new Set(threadIds)].filter((id) => !found.has(id)).sort()
+            return others.length === 0 ? Effect.void : Effect.fail(threadsNotFound(others))
+          }
         ))
 
     /** Nothing when the account's thread `threadId`, if it holds one, is of a mailbox `principal` reaches; else its 404. */

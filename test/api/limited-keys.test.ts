@@ -140,6 +140,11 @@ describe("a key limited to some mailboxes", () => {
     // The email is still there, unchanged, for a key of the whole account.
     const kept = await full.GET("/v1/api/emails/{emailId}", path(otherEmail))
     expect(kept.data?.data.labels).not.toContain("seen")
+    // With a bad body too, another mailbox's email and no email at all answer alike: which ids exist is not told.
+    for (const emailId of [otherEmail.email_id, "eml_000000000000000000000000"]) {
+      const bad = await limited.POST("/v1/api/emails/{emailId}/reply", { params: { path: { emailId } }, body: offContract({ txt: 1 }) })
+      expect([bad.response.status, bad.error], emailId).toEqual([404, notFound({ email_id: emailId })])
+    }
   })
 
   it("changes a batch only when every email is in its mailboxes: all or none", async () => {
