@@ -206,8 +206,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         Effect.tapError(() => periodStart === "counted-after" ? Effect.void : refundSearch(principal.userId, periodStart).pipe(Effect.ignore))
       )
       if (periodStart === "counted-after") searchCounts.count(principal.userId)
-      // Behind the answer: the suggestions' record of past queries is written in batches.
-      yield* queryLog.remember(principal.userId, query)
+      // Behind the answer: the suggestions' record of past queries is written in batches. A read-only
+      // key's search changes nothing, the account's suggestions included.
+      if (!principal.readOnly) yield* queryLog.remember(principal.userId, query)
       return result
     })
 

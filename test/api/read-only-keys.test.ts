@@ -48,6 +48,15 @@ describe("a read-only key", () => {
     expect((await reader.GET("/v1/api/mailboxes")).response.status).toBe(200)
     expect((await reader.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: email.email_id } } })).data?.data.subject).toBe("Quarterly numbers")
     expect((await reader.POST("/v1/search", { body: { query: "revenue", mode: "text" } })).response.status).toBe(200)
+    // A search changes nothing, the account's suggestions included: the reader's query is not among the
+    // past queries (the full key's own, written by the same batches, is, so the reader's had its chance).
+    expect((await reader.POST("/v1/search", { body: { query: "zebra planted by the reader", mode: "text" } })).response.status).toBe(200)
+    expect((await full.POST("/v1/search", { body: { query: "zebra herd", mode: "text" } })).response.status).toBe(200)
+    const suggested = await until("the full key's query suggested", async () => {
+      const answer = await full.GET("/v1/search/suggestions", { params: { query: { q: "zebra" } } })
+      return answer.data?.data.includes("zebra herd") ? answer.data.data : undefined
+    })
+    expect(suggested).toEqual(["zebra herd"])
     expect((await reader.GET("/v1/api-keys")).response.status).toBe(200)
 
     // Changing: each refused, nothing done.
