@@ -32,7 +32,7 @@ export const CreateKeyInput = Schema.Struct({
       "Left out: the whole account"
   })),
   permission: Schema.optional(KeyPermission)
-}).annotations({ identifier: "CreateApiKeyInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "CreateApiKeyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type CreateKeyInput = typeof CreateKeyInput.Type
 
 export const UpdateKeyInput = Schema.Struct({
@@ -41,7 +41,7 @@ export const UpdateKeyInput = Schema.Struct({
     description: "Limit the key to these mailboxes instead (it applies at once, on every node); null: the whole account"
   })),
   permission: Schema.optional(KeyPermission.annotations({ description: "What the key may do from now on (at once, on every node)" }))
-}).annotations({ identifier: "UpdateApiKeyInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "UpdateApiKeyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type UpdateKeyInput = typeof UpdateKeyInput.Type
 
 const common = {

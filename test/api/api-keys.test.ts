@@ -75,7 +75,9 @@ describe("POST /v1/api-keys", () => {
     [{ name: "ok", expirationDays: 0 }, { expirationDays: "must be a whole number of days from 1 to 365" }],
     [{ name: "ok", expirationDays: 366 }, { expirationDays: "must be a whole number of days from 1 to 365" }],
     [{ name: "ok", expirationDays: 1.5 }, { expirationDays: "must be a whole number of days from 1 to 365" }],
-    [{ name: 7, expirationDays: "30" }, { name: expect.any(String), expirationDays: expect.any(String) }]
+    [{ name: 7, expirationDays: "30" }, { name: expect.any(String), expirationDays: expect.any(String) }],
+    // A misspelt expiry would make a key that never expires.
+    [{ name: "ok", expirationTs: "2027-01-01T00:00:00Z" }, { expirationTs: "is not a field here; the fields are name, expirationDays, mailboxIds, permission" }]
   ])("refuses %j with 400 VALIDATION_ERROR details %j", async (body, details) => {
     const user = await signUp(baseUrl)
     const reply = await asUser(user).POST("/v1/api-keys", { body: offContract(body) })
