@@ -58,6 +58,9 @@ const singleAddress = (value: string): string | undefined => {
   return flat.length === 1 && flat[0]!.address ? flat[0]!.address : undefined
 }
 
+/** The longest line a message may have, without its CRLF (RFC 5322 §2.1.1). */
+const MAX_LINE = 998
+
 /** The fields besides From that name who sends a message (RFC 5322 §3.6.2, §3.6.6). */
 const SENDERS = new Set(["sender", "resent-from", "resent-sender"])
 
@@ -80,6 +83,11 @@ export const prepareSubmitted = (
   if (fields.some((field) => field.name === "")) {
     return { refused: { field: "message", message: "the message's header has a line that is not a field (Name: value)" } }
   }
+  // What receiving servers refuse or cut (RFC 5322 §2.1.1, §2.3): refused here, where the client can be told.
+  if (header.split("\r\n").some((line) => line.length > MAX_LINE)) {
+    return { refused: { field: "message", message: `the message's header has a line longer than ${MAX_LINE} characters: fold it` } }
+  }
+  if (text.includes("\u0000")) return { refused: { field: "message", message: "the message holds a NUL character, which mail may not carry" } }
 
   const froms = fields.filter((field) => field.name === "from")
   if (froms.length !== 1) {

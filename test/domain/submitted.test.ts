@@ -66,5 +66,12 @@ describe("prepareSubmitted", () => {
     expect(prepare(" folded: nothing\r\nFrom: desk@agents.localhost\r\n\r\nx")).toEqual({
       refused: { field: "message", message: "the message's header has a line that is not a field (Name: value)" }
     })
+    // What receiving servers refuse or cut: a header line past 998 characters, a NUL anywhere.
+    expect(prepare(`From: desk@agents.localhost\r\nX-Long: ${"a".repeat(991)}\r\n\r\nx`)).toEqual({
+      refused: { field: "message", message: "the message's header has a line longer than 998 characters: fold it" }
+    })
+    expect(prepare("From: desk@agents.localhost\r\n\r\nnul\u0000here")).toEqual({
+      refused: { field: "message", message: "the message holds a NUL character, which mail may not carry" }
+    })
   })
 })
