@@ -35,6 +35,8 @@ const DraftRow = Schema.Struct({
   content: Schema.parseJson(DraftContent),
   inReplyTo: Schema.NullOr(Schema.String),
   replyAll: Schema.Boolean,
+  /** Made since drafts hold their recipients and subject (migrations/0061): sent exactly as it stands. */
+  filled: Schema.Boolean,
   forwardOf: Schema.NullOr(Schema.String),
   sendAt: Schema.NullOr(Schema.DateFromSelf),
   emailId: Schema.NullOr(Schema.String),
@@ -44,7 +46,7 @@ const DraftRow = Schema.Struct({
 })
 type DraftRow = typeof DraftRow.Type
 
-const COLUMNS = "id, mailbox_id, status, content::text AS content, in_reply_to, reply_all, forward_of, send_at, email_id, last_error, created_at, updated_at"
+const COLUMNS = "id, mailbox_id, status, content::text AS content, in_reply_to, reply_all, filled, forward_of, send_at, email_id, last_error, created_at, updated_at"
 
 const toDraft = (row: DraftRow): Draft => ({
   draft_id: row.id,
@@ -207,9 +209,9 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       const content = started(applied({}, input), yield* startOf(userId, inReplyTo, replyAll, forwardOf))
       yield* checkSize(userId, content)
       const insert = sql`
-        INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at)
+        INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at, filled)
         VALUES (${newId("drf")}, ${userId}, ${mailboxId}, ${JSON.stringify(content)}, ${inReplyTo},
-                ${replyAll}, ${forwardOf}, ${input.send_at ? new Date(input.send_at) : null})
+                ${replyAll}, ${forwardOf}, ${input.send_at ? new Date(input.send_at) : null}, true)
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows), Effect.map((rows) => toDraft(rows[0]!)))
       if (key === undefined) return yield* insert
       // A request with the same key at the same moment waits on the key's row, then rolls its draft back.
@@ -286,7 +288,9 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       // Made a reply (to all) or a forward of another email: the fields the old link gave that nobody
       // has edited since go, and what the new one gives fills what the draft then lacks.
       const linked = inReplyTo !== current.inReplyTo || forwardOf !== current.forwardOf || replyAll !== current.replyAll
-      const content = linked
+      // Made a plain draft (in_reply_to or forward_of null), it keeps what it shows: a person who drops
+      // the threading keeps the recipients and subject they were shown.
+      const content = linked && (inReplyTo !== null || forwardOf !== null)
         ? started(
           unstarted(edited, yield* startOf(userId, current.inReplyTo, current.replyAll, current.forwardOf).pipe(
             // The email it answered may be gone: then nothing it gave is known.
@@ -299,7 +303,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
       const rows = yield* sql`
         UPDATE drafts SET content = ${JSON.stringify(content)}, in_reply_to = ${inReplyTo}, forward_of = ${forwardOf},
-                          reply_all = ${replyAll}, send_at = ${sendAt}, last_error = NULL, updated_at = now()
+                          reply_all = ${replyAll}, filled = filled OR ${linked}, send_at = ${sendAt}, last_error = NULL, updated_at = now()
         WHERE id = ${draftId} AND status = 'draft'
         RETURNING ${sql.literal(COLUMNS)}`.pipe(Effect.flatMap(decodeRows))
       return rows[0] ? toDraft(rows[0]) : yield* new Conflict({ message: "The draft is being sent", details: { draft_id: draftId } })
@@ -327,13 +331,14 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     const dispatch = (userId: string, row: DraftRow) => {
       const idempotency: Idempotency = { key: `draft:${row.id}`, fingerprint: ["draft", row.id] }
       const c = row.content
-      // A draft started as a reply holds its recipients: they are sent as they stand. One stored before
-      // drafts were started (none of its own) is answered as the reply route does.
-      const all = row.replyAll && c.to === undefined && c.cc === undefined
+      // A filled draft holds its recipients and subject: sent exactly as they stand, what a person
+      // removed staying removed. One made before drafts were filled names none of its own and is
+      // answered as the reply and forward routes answer (migrations/0061).
+      const exact = row.filled ? { to: c.to ?? [], subject: c.subject ?? "" } : {}
       const sending = row.inReplyTo !== null
-        ? replies.reply(userId, row.inReplyTo, c, all, idempotency)
+        ? replies.reply(userId, row.inReplyTo, { ...c, ...exact }, row.replyAll && !row.filled, idempotency)
         : row.forwardOf !== null
-        ? replies.forward(userId, row.forwardOf, { ...c, to: c.to ?? [] }, idempotency)
+        ? replies.forward(userId, row.forwardOf, { ...c, ...exact, to: c.to ?? [] }, idempotency)
         : outbound.submit(userId, row.mailboxId, fromSendInput(c), idempotency)
       return Effect.catchTag(sending, "IdempotencyKeyReused", (error) => Effect.die(error))
     }

@@ -194,6 +194,8 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
           (a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())
         )
         if (to.length === 0 && cc.length === 0 && (input.bcc ?? []).length === 0) {
+          // A draft that names its recipients (none left) is told as a send is.
+          if (input.to !== undefined) return ValidationError.field("to", "must list at least one recipient (to, cc or bcc)")
           return ValidationError.field(
             "email_id",
             found.direction === "outbound"

@@ -1219,6 +1219,8 @@ describe("drafts", () => {
 
   it("a reply or forward draft shows whom it goes to and its subject, as a mail client fills them; what a person leaves there is what is sent", async () => {
     const { box, mailroom } = await sender()
+    // More requests than the free plan's minute holds.
+    await upgrade(suite.url, box.user.apiKey, "pro")
     const colleague = await sender()
     const drafts = draftsOf(mailroom, box)
     const watcher = `${fresh("cc")}@partner.test`
@@ -1248,6 +1250,25 @@ describe("drafts", () => {
     expect(later).toMatchObject({ cc: ["boss@partner.test"], subject: "Budget (numbers)" })
     expect((await drafts.update(later.draft_id, { reply_all: true })).data?.data)
       .toMatchObject({ to: [colleague.box.address], cc: ["boss@partner.test", { name: "Wat Cher", address: watcher }], subject: "Budget (numbers)" })
+
+    // What a person removes stays removed: no To, no Cc, no subject, a Bcc alone.
+    const quiet = (await drafts.create({ in_reply_to: received.email_id, reply_all: true, text: "For the record." })).data!.data
+    const audit = `${fresh("audit")}@partner.test`
+    expect((await drafts.update(quiet.draft_id, { to: null, cc: null, subject: null, bcc: [audit] })).response.status).toBe(200)
+    const recorded = await drafts.send(quiet.draft_id)
+    expect(recorded.response.status).toBe(202)
+    const recordedEmail = await settled(mailroom, recorded.data!.data.email_id)
+    expect([recordedEmail.delivery!.map((d) => d.recipient), recordedEmail.subject]).toEqual([[audit], ""])
+    // Left with nobody at all, it is refused as a send is.
+    const nobody = (await drafts.create({ in_reply_to: received.email_id, text: "?" })).data!.data
+    await drafts.update(nobody.draft_id, { to: null })
+    const refused = await drafts.send(nobody.draft_id)
+    expect([refused.response.status, refused.error?.error.details]).toEqual([400, { to: "must list at least one recipient (to, cc or bcc)" }])
+    // Made a plain draft, it keeps the recipients and subject it shows.
+    expect((await drafts.update(nobody.draft_id, { in_reply_to: null, to: [colleague.box.address] })).data?.data)
+      .toMatchObject({ in_reply_to: null, to: [colleague.box.address], subject: "Re: Budget" })
+    const kept = (await drafts.create({ in_reply_to: received.email_id, text: "Plain now." })).data!.data
+    expect((await drafts.update(kept.draft_id, { in_reply_to: null })).data?.data).toMatchObject({ to: [colleague.box.address], subject: "Re: Budget" })
 
     const lonely = await drafts.create({ reply_all: true, to: [watcher], text: "?" })
     expect([lonely.response.status, lonely.error?.error]).toEqual([400, expect.objectContaining({
