@@ -605,7 +605,12 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const key = (await dashboard().POST("/api/api-keys", { body: { name: "second drafting agent" } })).data!.data
     const created = await withKey(server.url, key).POST("/v1/api/mailboxes/{mailboxId}/drafts", {
       params: { path: { mailboxId } },
-      body: { to: ["erin@partner.test"], cc: ["frank@partner.test"], subject: "Price list", text: "Erin, our prices attached." }
+      body: {
+        to: ["erin@partner.test"],
+        cc: [{ name: "Frank, Purchasing", address: "frank@partner.test" }],
+        subject: "Price list",
+        text: "Erin, our prices attached."
+      }
     })
     const draftId = created.data!.data.draft_id
     const draftOf = async () => (await dashboard().GET("/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId } } })).data!.data
@@ -613,6 +618,13 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("link", { name: "Drafts", exact: true }).click()
     const waiting = page.getByRole("list", { name: "Drafts awaiting approval" })
     const before = waiting.getByRole("listitem", { name: "Draft: Price list" })
+    // A name with a comma is one person, shown quoted, and saved back as it was.
+    await before.getByText('Cc "Frank, Purchasing" <frank@partner.test>', { exact: false }).waitFor()
+    await before.getByRole("button", { name: "Edit" }).click()
+    await before.getByLabel("Message", { exact: true }).fill("Erin, our prices are attached.")
+    await before.getByRole("button", { name: "Save draft" }).click()
+    await before.getByText("our prices are attached", { exact: false }).waitFor()
+    expect(await draftOf()).toMatchObject({ cc: [{ name: "Frank, Purchasing", address: "frank@partner.test" }] })
     await before.getByRole("button", { name: "Edit" }).click()
     for (const field of ["To", "Cc", "Subject", "Message"]) await before.getByLabel(field, { exact: true }).fill("")
     await before.getByRole("button", { name: "Save draft" }).click()

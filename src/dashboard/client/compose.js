@@ -13,23 +13,58 @@ import { ErrorNote, Field, LoadFailed, MailboxNotFound, TextArea, useAction } fr
  * A recipient as the API gives it (an address, or `{ name, address }`), as a person reads it.
  * @param {string | { name?: string, address: string }} recipient
  */
-export const formatRecipient = (recipient) =>
-  typeof recipient === "string" ? recipient : recipient.name ? `${recipient.name} <${recipient.address}>` : recipient.address
+export const formatRecipient = (recipient) => {
+  if (typeof recipient === "string") return recipient
+  if (!recipient.name) return recipient.address
+  // A name with a comma or another special is quoted ("Doe, Jane"): one person, not two, read back the same.
+  const name = /[()<>[\]:;@\\,"]/.test(recipient.name) ? `"${recipient.name.replace(/(["\\])/g, "\\$1")}"` : recipient.name
+  return `${name} <${recipient.address}>`
+}
 
 /** @param {ReadonlyArray<any> | undefined | null} recipients */
 export const formatRecipients = (recipients) => (recipients ?? []).map(formatRecipient).join(", ")
 
 /**
- * What a person typed into a To or Cc field: comma-separated `address` or `Name <address>`. The
- * server checks each address; this only splits.
+ * `text` cut at its commas, but not at one inside a quoted name ("Doe, Jane") or inside `<…>`.
+ * @param {string} text
+ */
+const splitRecipients = (text) => {
+  /** @type {Array<string>} */
+  const parts = []
+  let current = ""
+  let quoted = false
+  let angled = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]
+    if (quoted && c === "\\" && i + 1 < text.length) {
+      current += c + text[++i]
+      continue
+    }
+    if (c === '"' && !angled) quoted = !quoted
+    else if (c === "<" && !quoted) angled = true
+    else if (c === ">" && !quoted) angled = false
+    if (c === "," && !quoted && !angled) {
+      parts.push(current)
+      current = ""
+    } else {
+      current += c
+    }
+  }
+  return [...parts, current]
+}
+
+/**
+ * What a person typed into a To or Cc field: comma-separated `address` or `Name <address>` (a name
+ * with a comma in quotes). The server checks each address; this only splits.
  * @param {string} text
  * @returns {Array<string | { name: string, address: string }>}
  */
 export const parseRecipients = (text) =>
-  text.split(",").map((part) => part.trim()).filter(Boolean).map((part) => {
+  splitRecipients(text).map((part) => part.trim()).filter(Boolean).map((part) => {
     const named = /^(.*?)\s*<([^<>]+)>$/.exec(part)
     if (!named) return part
-    const name = named[1].replace(/^"(.*)"$/, "$1").trim()
+    const quotedName = /^"(.*)"$/.exec(named[1].trim())
+    const name = quotedName ? quotedName[1].replace(/\\(.)/g, "$1") : named[1].trim()
     return name ? { name, address: named[2].trim() } : named[2].trim()
   })
 
