@@ -214,13 +214,16 @@ layer(services, { timeout: "120 seconds" })("ApiKeys", (it) => {
 
       yield* reach.mailbox(principal, mine.mailboxId)
       expect(yield* Effect.flip(reach.mailbox(principal, other.mailboxId))).toMatchObject({ code: "NOT_FOUND", details: { mailbox_id: other.mailboxId } })
-      yield* reach.emails(principal, [myEmail.id, "eml_unknown"])
+      yield* reach.emails(principal, [myEmail.id])
+      // An id of no email is refused as another mailbox's is: which ids exist is not told.
+      expect(yield* Effect.flip(reach.emails(principal, [myEmail.id, "eml_unknown"]))).toMatchObject({ code: "NOT_FOUND", details: { email_id: "eml_unknown" } })
       expect(yield* Effect.flip(reach.emails(principal, [myEmail.id, otherEmail.id]))).toMatchObject({
         code: "NOT_FOUND",
         details: { email_id: otherEmail.id }
       })
       yield* reach.thread(principal, "thr_reach_mine")
       expect(yield* Effect.flip(reach.thread(principal, "thr_reach_other"))).toMatchObject({ code: "NOT_FOUND", details: { thread_id: "thr_reach_other" } })
+      expect(yield* Effect.flip(reach.thread(principal, "thr_unknown"))).toMatchObject({ code: "NOT_FOUND", details: { thread_id: "thr_unknown" } })
 
       const page = { limit: 20, offset: 0 }
       const newestFirst = { field: "received_at", direction: "desc" } as const
