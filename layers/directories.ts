@@ -1,11 +1,4 @@
-/**
- * Directories Mailroom keeps its data in.
- *
- * A directory made with its missing parents, or an error naming it. Node's own
- * `mkdirSync(dir, { recursive: true })` never returns where the parent exists but takes no
- * directories (DATA_DIR=/proc: mkdir answers ENOENT, the parent is there, and it tries again, for
- * ever, in native code: the process spun and could not even be stopped with SIGTERM).
- */
+/** The directories Mailroom keeps its data in (DATA_DIR and the embedded databases' own). */
 import * as fs from "node:fs"
 import * as path from "node:path"
 
@@ -17,6 +10,12 @@ const isDirectory = (dir: string) => {
   }
 }
 
+/**
+ * A directory made with its missing parents, or an error naming it. Node's own
+ * `mkdirSync(dir, { recursive: true })` never returns where the parent exists but takes no
+ * directories (DATA_DIR=/proc: mkdir answers ENOENT, the parent is there, and it tries again, for
+ * ever, in native code: the process spun and could not even be stopped with SIGTERM).
+ */
 export const makeDirectory = (dir: string): void => {
   const absolute = path.resolve(dir)
   if (isDirectory(absolute)) return

@@ -21,13 +21,15 @@ type Caller = Pick<Principal, "userId" | "mailboxes">
 const whenLimited = <E>(principal: Caller, check: (reached: ReadonlyArray<string>) => Effect.Effect<void, E>) =>
   Option.match(principal.mailboxes, { onNone: () => Effect.void, onSome: check })
 
+/** Nothing when `principal` reaches `mailboxId` (any, without a limit); else the mailbox's 404, as for one that does not exist. */
+export const reachesMailbox = (principal: Caller, mailboxId: string) =>
+  whenLimited(principal, (reached) => reached.includes(mailboxId) ? Effect.void : Effect.fail(mailboxNotFound(mailboxId)))
+
 export class MailboxReach extends Effect.Service<MailboxReach>()("mailroom/MailboxReach", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    /** Nothing when `principal` reaches `mailboxId`; else the mailbox's 404. */
-    const mailbox = (principal: Caller, mailboxId: string) =>
-      whenLimited(principal, (reached) => reached.includes(mailboxId) ? Effect.void : Effect.fail(mailboxNotFound(mailboxId)))
+    const mailbox = reachesMailbox
 
     /**
      * Nothing when every one of `emailIds` lies in a mailbox `principal` reaches; else the emails' 404,

@@ -23,14 +23,15 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect, Layer, Schema } from "effect"
-import { Bus, type BusError, type BusMessage, decodeJson, encodeJson, subjects } from "../bus/bus.ts"
+import { Bus, type BusError, type BusMessage, decodeJson } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { type Authentication, Authenticator, isUnauthenticated, UNAUTHENTICATED } from "./authentication.ts"
 import { inboundLabels } from "./label-rules.ts"
 import { isSpam, SPAM } from "./spam.ts"
 import { BLOCKED, senderForms } from "./sender-list-rules.ts"
 import { addressList, type ParsedEmail, parseMessage } from "./parse.ts"
-import { emailBodyColumnList, type EmailBodyRow, emailReceivedEventId, type EmailRow, extractedOf, toReceived } from "./records.ts"
+import { emailBodyColumnList, type EmailBodyRow, type EmailRow, extractedOf } from "./records.ts"
+import { announceReceived } from "./received.ts"
 import { type Extracted, extract } from "./extract.ts"
 import { firstHeader, InboundMessage } from "./schemas.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -64,7 +65,11 @@ interface Stored {
   readonly forwardDomains: ReadonlyArray<string> | undefined
 }
 
-export { emailReceivedEventId }
+/** The sender-list forms of every author the From names: a blocked one among others is still blocked. */
+const authorForms = (parsed: ParsedEmail): ReadonlyArray<string> => {
+  const authors = [...(parsed.from === undefined ? [] : [parsed.from]), ...addressList(firstHeader(parsed.headers, "from"))]
+  return [...new Set(authors.flatMap(senderForms))]
+}
 
 export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
   dependencies: [Filters.Default],
@@ -90,16 +95,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
 
     /** Announce the email as received, unless its header From is blocked. */
     const announce = ({ extracted, row }: { readonly row: EmailRow; readonly extracted: Extracted | null }) =>
-      row.labels.includes(BLOCKED) ? Effect.void : bus.publish(
-        subjects.event("email.received"),
-        encodeJson({
-          event: "email.received",
-          timestamp: row.createdAt.toISOString(),
-          namespace: row.userId,
-          data: toReceived(row, extracted)
-        }),
-        { msgId: emailReceivedEventId(row.id) }
-      )
+      row.labels.includes(BLOCKED) ? Effect.void : announceReceived(bus, row, extracted)
 
     /**
      * The raw bytes of accepted messages: the messages being ingested at once are read together, one
@@ -183,8 +179,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         authenticationResults: verdict?.results,
         spam: message.spam,
         extracted,
-        // Every author the From names: a blocked one among others is still blocked.
-        headerFromForms: [...new Set([...(parsed.from === undefined ? [] : [parsed.from]), ...addressList(firstHeader(parsed.headers, "from"))].flatMap(senderForms))]
+        headerFromForms: authorForms(parsed)
       })
       if (inserted) {
         yield* filters.noteApplied(filtered.applied)

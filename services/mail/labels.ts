@@ -9,7 +9,8 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, missingThreads, threadsNotFound } from "./emails.ts"
 import { applyChange, checkChange, type LabelChange, MAX_LABELS } from "./label-rules.ts"
-import { emailBodyColumnList, type EmailBodyRow, emailColumnList, emailReceivedEventId, extractedOf, type EmailRow, toFields, toReceived } from "./records.ts"
+import { emailBodyColumnList, type EmailBodyRow, emailColumnList, extractedOf, type EmailRow, toFields } from "./records.ts"
+import { announceReceived } from "./received.ts"
 import { BLOCKED } from "./sender-list-rules.ts"
 import type { EmailFields } from "./schemas.ts"
 
@@ -24,29 +25,18 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
     const sql = yield* SqlClient.SqlClient
     const bus = yield* Bus
 
+    /** Announce a received email (mail released from a block list's verdict) as any received email is. */
+    const released = (emailId: string) =>
+      sql<EmailBodyRow>`SELECT ${sql.literal(emailBodyColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
+        Effect.flatMap((rows) => rows[0] === undefined ? Effect.void : announceReceived(bus, rows[0], extractedOf(rows[0]))),
+        Effect.catchAll((error) => Effect.logWarning("email.received of a released email not published", { emailId, error }))
+      )
+
     /**
      * Apply one change to the emails `which` picks (`emails e` of the caller's active mailboxes), all
      * or none: `missing` says what to refuse when some asked for are not found. Each email's row is
      * locked while its new labels are computed, so concurrent changes compose instead of overwriting.
      */
-    /** Announce a received email as `email.received` (mail released from a block list's verdict). */
-    const announceReceived = (userId: string, emailId: string) =>
-      sql<EmailBodyRow>`SELECT ${sql.literal(emailBodyColumnList)} FROM emails e WHERE e.id = ${emailId}`.pipe(
-        Effect.flatMap((rows) =>
-          rows[0] === undefined ? Effect.void : bus.publish(
-            subjects.event("email.received"),
-            encodeJson({
-              event: "email.received",
-              timestamp: rows[0].createdAt.toISOString(),
-              namespace: userId,
-              data: toReceived(rows[0], extractedOf(rows[0]))
-            }),
-            { msgId: emailReceivedEventId(emailId) }
-          )
-        ),
-        Effect.catchAll((error) => Effect.logWarning("email.received of a released email not published", { emailId, error }))
-      )
-
     const apply = (
       userId: string,
       which: Statement.Fragment,
@@ -111,7 +101,7 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
         // and webhooks, streams and waiting readers hear of it.
         yield* Effect.forEach(
           result.changed.filter(({ removed, row }) => removed.includes(BLOCKED) && row.direction === "inbound"),
-          ({ row }) => announceReceived(userId, row.id),
+          ({ row }) => released(row.id),
           { discard: true }
         )
         return result.updated

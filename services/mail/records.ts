@@ -168,9 +168,6 @@ export const extractedOf = (row: EmailBodyRow): Extracted | null =>
     : null
 
 /** The `email.received` payload: the email's fields and what was extracted from it. */
-/** The bus id of an email's `email.received`: one announcement an email, however often it is made. */
-export const emailReceivedEventId = (emailId: string) => `email.received:${emailId}`
-
 export const toReceived = (row: EmailRow, extracted: Extracted | null): EmailReceived => ({ ...toFields(row), extracted })
 
 export const toSummary = (row: EmailRow): EmailSummary => ({

@@ -42,7 +42,7 @@ export interface Composition {
 export class CompositionError extends Error {}
 
 /** The longest line a message may hold, without its CRLF (RFC 5322 §2.1.1). */
-const MAX_LINE = 998
+export const MAX_LINE = 998
 
 /**
  * Whether `content` can travel as a message/rfc822 part: such a part is never base64 (RFC 2046

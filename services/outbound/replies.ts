@@ -84,6 +84,12 @@ const distinct = (addresses: ReadonlyArray<NamedAddress>, own: ReadonlySet<strin
   })
 }
 
+/** `addresses` without those in `taken` (case-insensitively): a Cc leaves out who is in To. */
+const notIn = (addresses: ReadonlyArray<NamedAddress>, taken: ReadonlyArray<NamedAddress>) => {
+  const names = new Set(taken.map((a) => a.address.toLowerCase()))
+  return addresses.filter((a) => !names.has(a.address.toLowerCase()))
+}
+
 /**
  * Addresses as a mail client shows them: `Name <address>`, or the address alone; a name holding a
  * comma or another special (RFC 5322 §3.2.3) quoted, so "Doe, Jane" reads as one person, not two.
@@ -122,7 +128,7 @@ const answerRecipients = (original: Original, all: boolean) => {
     : addressesOf(firstHeader(original.headers, "from") ?? original.fromAddress)
   const own = mailboxAddresses(original)
   const to = distinct(primary, own)
-  const cc = all ? distinct([...header("to"), ...header("cc")], own).filter((a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())) : []
+  const cc = all ? notIn(distinct([...header("to"), ...header("cc")], own), to) : []
   return { to, cc }
 }
 
@@ -190,9 +196,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         const given = answerRecipients(found, all)
         const to = input.to !== undefined ? input.to.map(named) : given.to
         // The mailbox itself is left out of what the original gives; a copy the caller asks for is kept.
-        const cc = distinct([...given.cc, ...(input.cc ?? []).map(named)], new Set()).filter(
-          (a) => !to.some((t) => t.address.toLowerCase() === a.address.toLowerCase())
-        )
+        const cc = notIn(distinct([...given.cc, ...(input.cc ?? []).map(named)], new Set()), to)
         if (to.length === 0 && cc.length === 0 && (input.bcc ?? []).length === 0) {
           // A draft that names its recipients (none left) is told as a send is.
           if (input.to !== undefined) return ValidationError.field("to", "must list at least one recipient (to, cc or bcc)")

@@ -118,7 +118,6 @@ const Attachments = Schema.Array(AttachmentInput).pipe(
   })
 )
 const Subject = headerText(Schema.String).pipe(Schema.maxLength(998))
-const DraftSubject = Subject
 
 /** What every outgoing message may carry besides its recipients and subject. */
 export const BodyFields = {
@@ -186,7 +185,7 @@ const DraftFields = {
   to: Schema.optional(Recipients),
   cc: Schema.optional(Recipients),
   bcc: Schema.optional(Recipients),
-  subject: Schema.optional(DraftSubject).annotations({
+  subject: Schema.optional(Subject).annotations({
     description: "For a reply or forward, the original's subject with Re:/Fwd: when left out"
   }),
   reply_to: Schema.optional(AddressInput),
@@ -200,7 +199,7 @@ export const DraftInput = Schema.Struct({
   to: Schema.optional(Schema.NullOr(Recipients)).annotations({ description: `Recipients${cleared}` }),
   cc: Schema.optional(Schema.NullOr(Recipients)).annotations({ description: `Copied recipients${cleared}` }),
   bcc: Schema.optional(Schema.NullOr(Recipients)).annotations({ description: `Recipients not shown in the message's headers${cleared}` }),
-  subject: Schema.optional(Schema.NullOr(DraftSubject)).annotations({
+  subject: Schema.optional(Schema.NullOr(Subject)).annotations({
     description: `For a reply or forward, the original's subject with Re:/Fwd: when left out${cleared}`
   }),
   reply_to: Schema.optional(Schema.NullOr(AddressInput)).annotations({ description: `Where replies should go${cleared}` }),

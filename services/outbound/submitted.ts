@@ -12,6 +12,7 @@
  * - A message without a Message-ID or a Date gets Mailroom's (`<email id@domain>`, now).
  */
 import addressparser from "nodemailer/lib/addressparser"
+import { MAX_LINE } from "./compose.ts"
 
 export interface SubmittedHeaders {
   /** The message to sign and send, with CRLF line ends. */
@@ -57,9 +58,6 @@ const singleAddress = (value: string): string | undefined => {
   const flat = addressparser(value, { flatten: true }) as Array<{ readonly address?: string }>
   return flat.length === 1 && flat[0]!.address ? flat[0]!.address : undefined
 }
-
-/** The longest line a message may have, without its CRLF (RFC 5322 §2.1.1). */
-const MAX_LINE = 998
 
 /** The fields besides From that name who sends a message (RFC 5322 §3.6.2, §3.6.6). */
 const SENDERS = new Set(["sender", "resent-from", "resent-sender"])

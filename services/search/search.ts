@@ -17,10 +17,11 @@ import { SearchCounts } from "../billing/search-counts.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
 import { BLOCKED } from "../mail/sender-list-rules.ts"
+import { reachesMailbox } from "../accounts/reach.ts"
 import { limits } from "../plans/plans.ts"
 import { RateLeases } from "../ratelimit/leases.ts"
 import { escapeLike } from "../like.ts"
-import { amongMailboxes, mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
+import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { searchWindows } from "../ratelimit/rate-limiter.ts"
 import { searchableText } from "./documents.ts"
 import { Ranker } from "./ranker.ts"
@@ -187,9 +188,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         return yield* ValidationError.field("domain", "must be a domain name")
       }
       if (input.mailbox_id !== undefined) {
-        // A mailbox outside a limited key's reach is as unknown to it as another account's.
-        const reached = Option.match(principal.mailboxes, { onNone: () => true, onSome: (only) => only.includes(input.mailbox_id!) })
-        if (!reached) return yield* mailboxNotFound(input.mailbox_id)
+        yield* reachesMailbox(principal, input.mailbox_id)
         yield* ownMailbox(sql, principal.userId, input.mailbox_id)
       }
       const periodStart = yield* admit(principal)

@@ -679,6 +679,10 @@ export const makeSession = (
       }
     })
 
+  /** The key revoked or the mailbox gone since sign-in: the session ends, told why. */
+  const endsSession = (refusal: ImapRefused) => refusal.code === "AUTHENTICATIONFAILED" || refusal.code === "NONEXISTENT"
+  const bye = (refusal: ImapRefused) => Effect.as(untagged(`BYE ${refusal.text}`), "close" as const)
+
   /** Answer one command; what the connection must do next. */
   const handle = (command: Command): Effect.Effect<Next> =>
     Effect.suspend(() => {
@@ -686,10 +690,7 @@ export const makeSession = (
       return run(command)
     }).pipe(
       Effect.catchAll((refusal) =>
-        // The key revoked or the mailbox gone since sign-in: the session ends.
-        refusal.code === "AUTHENTICATIONFAILED" || refusal.code === "NONEXISTENT"
-          ? Effect.as(untagged(`BYE ${refusal.text}`), "close" as const)
-          : Effect.as(refused(command.tag, refusal), "continue" as const)
+        endsSession(refusal) ? bye(refusal) : Effect.as(refused(command.tag, refusal), "continue" as const)
       ),
       Effect.catchAllDefect((defect) =>
         defect instanceof BadCommand
@@ -710,11 +711,7 @@ export const makeSession = (
     if (selected !== undefined) yield* refresh(selected)
     return "continue" as const
   }).pipe(
-    Effect.catchAll((refusal) =>
-      refusal.code === "AUTHENTICATIONFAILED" || refusal.code === "NONEXISTENT"
-        ? Effect.as(untagged(`BYE ${refusal.text}`), "close" as const)
-        : Effect.succeed("continue" as const)
-    )
+    Effect.catchAll((refusal) => endsSession(refusal) ? bye(refusal) : Effect.succeed("continue" as const))
   )
 
   return {

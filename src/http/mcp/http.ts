@@ -71,9 +71,9 @@ const isObject = (value: unknown): value is Record<string, unknown> =>
  * `structuredContent` too (MCP 2025-06-18), which clients and programs read without parsing text.
  */
 const answered = (value: unknown) => {
-  const json = JSON.stringify(value, null, 2)
-  const content = [{ type: "text" as const, text: json }]
-  return isObject(value) ? { content, structuredContent: JSON.parse(json) as Record<string, unknown> } : { content }
+  const content = [{ type: "text" as const, text: JSON.stringify(value, null, 2) }]
+  // The transport writes it as JSON, as the text is written: the same value, not read back from the text.
+  return isObject(value) ? { content, structuredContent: value } : { content }
 }
 
 /** What a refused tool call says: SPEC's error object, for the model to read. */
