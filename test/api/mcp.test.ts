@@ -491,6 +491,9 @@ describe("MCP at /mcp", () => {
     }
     // Each field's own problem, in words a model can act on (not "Expected undefined, actual …").
     expect((await call(mcp, "list_emails", { mailbox_id: box.mailboxId, limit: 0 })).error?.details).toEqual({ limit: "must be an integer from 1 to 100" })
+    // An attachment's part out of range is refused by its argument, before anything is read.
+    const part = await call(mcp, "get_attachment", { email_id: "eml_x", attachment_id: "att_x", offset: -1, max_chars: 100_001 })
+    expect([part.error?.code, Object.keys(part.error?.details ?? {}).sort()]).toEqual(["VALIDATION_ERROR", ["max_chars", "offset"]])
     expect((await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: ["a@partner.test"], subject: "a\r\nBcc: e@x.test", text: "x" })).error?.details)
       .toEqual({ subject: "must not contain line breaks" })
     // A NUL (which no stored text may hold) is the tool's refusal too, naming where it is.
