@@ -78,7 +78,7 @@ export class ValidationError extends Schema.TaggedError<ValidationError>()(
   ...failure("ValidationError", {
     status: 400,
     code: "VALIDATION_ERROR",
-    description: "VALIDATION_ERROR: invalid parameters; details maps each field to its message (details.field_errors on the dashboard's /api routes)"
+    description: "VALIDATION_ERROR: invalid parameters; details maps each field to its message (on the dashboard's /api routes, the mailbox and domain bodies put that map in details.field_errors)"
   })
 ) {
   static field(field: string, message: string) {

@@ -12,6 +12,11 @@
  *   never sends it: errors.ts answers it as 400 VALIDATION_ERROR in SPEC's envelope, which every
  *   route declares. It is left out, with the components only it used.
  * - **Error answers** name the codes they carry and when, one line per code.
+ * - **Rate-limit headers** on every answer of the API's paths (SPEC "Rate limits"), `Retry-After` on
+ *   its 429s: the middleware sets them, no endpoint declares them.
+ * - **Schema ids.** The generator marks each `Schema.Unknown` with the same `$id` (`/schemas/unknown`):
+ *   a document holding it twice is refused by JSON Schema validators (one id, two schemas), so those
+ *   ids are left out; each is an empty schema, any value.
  * - **Webhooks**: the event payloads receivers get (SPEC "Events"), under OpenAPI 3.1's `webhooks`.
  */
 import { HttpApi, type HttpApiGroup, HttpApiSecurity, OpenApi } from "@effect/platform"
@@ -129,6 +134,49 @@ const pruneComponents = (spec: Json) => {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rate-limit headers
+
+const RATE_LIMIT_HEADERS: Record<string, string> = {
+  "X-RateLimit-Limit": "Maximum requests in the current window (the limit that refused a 429)",
+  "X-RateLimit-Remaining": "Requests remaining in the window",
+  "X-RateLimit-Reset": "Unix timestamp (seconds) when the window ends"
+}
+
+const RETRY_AFTER = "Seconds to wait before trying again"
+
+const headerComponents = () =>
+  Object.fromEntries(
+    Object.entries({ ...RATE_LIMIT_HEADERS, "Retry-After": RETRY_AFTER }).map((
+      [name, description]
+    ) => [name, { description, required: true, schema: { type: "integer", minimum: 0 } }])
+  )
+
+/** The headers an answer of the API's paths carries: the limit's, and on a 429 when to try again. */
+const limitHeaders = (status: string) =>
+  Object.fromEntries(
+    [...Object.keys(RATE_LIMIT_HEADERS), ...(status === "429" ? ["Retry-After"] : [])].map((name) => [name, {
+      $ref: `#/components/headers/${name}`
+    }])
+  )
+
+/** The paths whose answers carry rate-limit headers (server.ts): not the operators' nor the payment provider's. */
+const limitedPath = (path: string) => /^\/(?:v1|api)\//.test(path) && path !== "/v1/billing/webhook"
+
+// ---------------------------------------------------------------------------------------------
+// Schema ids
+
+/** `value` without the generator's shared `$id`s. */
+const withoutSharedIds = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(withoutSharedIds)
+  if (typeof value !== "object" || value === null) return value
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([key, field]) => !(key === "$id" && typeof field === "string" && field.startsWith("/schemas/")))
+      .map(([key, field]) => [key, withoutSharedIds(field)])
+  )
+}
+
+// ---------------------------------------------------------------------------------------------
 // Webhooks
 
 const SIGNATURE_HEADERS = [
@@ -176,16 +224,18 @@ export const publish = <Id extends string, Groups extends HttpApiGroup.HttpApiGr
   spec.components.securitySchemes = Object.fromEntries(
     Object.entries(schemes).map(([name, scheme]) => [name, securityScheme(scheme)])
   )
-  for (const operations of Object.values<Json>(spec.paths)) {
+  spec.components.headers = headerComponents()
+  for (const [path, operations] of Object.entries<Json>(spec.paths)) {
     for (const operation of Object.values<Json>(operations)) {
       operation.security = security.get(operation.operationId) ?? []
       for (const [status, response] of Object.entries<Json>(operation.responses)) {
         if (Number(status) >= 400) finishError(spec, response)
+        if (limitedPath(path)) response.headers = { ...response.headers, ...limitHeaders(status) }
       }
     }
   }
   spec.webhooks = webhooks()
   spec.tags.push({ name: "Webhook events", description: "What Mailroom POSTs to your webhook endpoints, signed with the endpoint's secret" })
   pruneComponents(spec)
-  return withoutGeneratedTitles(spec)
+  return withoutGeneratedTitles(withoutSharedIds(spec) as Json)
 }

@@ -65,7 +65,7 @@ const measured = (app: HttpApp.Default): HttpApp.Default =>
  * The API's own paths (the versioned API and the dashboard's), whose every answer carries rate-limit
  * headers; not the payment provider's calls, which prove themselves by signature and are no client's.
  */
-const isApiPath = (url: string) => (url.startsWith("/v1/") || url.startsWith("/api/")) && !url.startsWith("/v1/billing/webhook")
+const isApiPath = (url: string) => /^\/(?:v1|api)(?:[/?]|$)/.test(url) && !url.startsWith("/v1/billing/webhook")
 
 /**
  * Around every route: refuse oversized bodies before reading them, cap what is read, hold every

@@ -1,12 +1,13 @@
 /**
- * The two surfaces that share handlers: the API under /v1/api (API keys) and the dashboard under
- * /api (sessions). They differ only in how a field-level problem is told (SPEC "Errors"):
+ * The two surfaces, the API under /v1/api (API keys) and the dashboard under /api (sessions), share
+ * handlers, and tell a field-level problem alike (`details` maps each field to its message) except in
+ * the bodies SPEC gives the dashboard a JSON schema for, mailboxes' and domains' (SPEC "Errors"):
  *
  * - /v1/api: `details` maps each field to its message (or, for mailbox bodies of the wrong shape,
  *   400 BAD_REQUEST, SPEC's "malformed input");
- * - /api:    400 VALIDATION_ERROR with `details.field_errors` (the dashboard's JSON schema).
+ * - /api:    400 VALIDATION_ERROR with `details.field_errors`.
  *
- * Such endpoints accept any JSON and decode it here, because the global decode-error mapping
+ * Those endpoints accept any JSON and decode it here, because the global decode-error mapping
  * (errors.ts) has one shape for every route.
  */
 import { Effect, ParseResult, Schema } from "effect"

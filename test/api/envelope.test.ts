@@ -41,11 +41,14 @@ describe("error envelope", () => {
       // No such route, with a key and without one.
       await rawRequest(`${server.url}/v1/nope`, { method: "GET", headers: key }),
       await rawRequest(`${server.url}/api/whatever`, { method: "POST" }),
+      // The API's bare prefixes are its paths too.
+      await rawRequest(`${server.url}/v1`, { method: "GET" }),
+      await rawRequest(`${server.url}/api?x=1`, { method: "GET" }),
       // On a route that takes a key: a body that is not JSON, and one over 1 MiB.
       await rawRequest(`${server.url}/v1/api-keys`, { method: "POST", headers: { ...key, "content-type": "application/x-www-form-urlencoded" }, body: "a=b" }),
       await rawRequest(`${server.url}/v1/api-keys`, { method: "POST", headers: json, body: JSON.stringify({ name: "x".repeat(1024 * 1024) }) })
     ]
-    expect(answers.map((answer) => answer.status)).toEqual([404, 404, 415, 413])
+    expect(answers.map((answer) => answer.status)).toEqual([404, 404, 404, 404, 415, 413])
     for (const answer of answers) {
       // The client address's limit, which unauthenticated requests count against (DESIGN.md §4: 300 a minute)...
       expect(answer.headers.get("x-ratelimit-limit"), answer.text).toBe("300")
@@ -57,8 +60,9 @@ describe("error envelope", () => {
     expect(new Set(remaining).size, String(remaining)).toBe(1)
     // An answer a limiter decided keeps that limiter's headers (the key's: free, 20 a minute).
     expect((await withKey(server.url, user).GET("/v1/api-keys")).response.headers.get("x-ratelimit-limit")).toBe("20")
-    // Operators' endpoints are not the API: no limit.
+    // Operators' endpoints are not the API: no limit; nor is a path that only begins like the API's.
     expect((await mailroom.GET("/healthz")).response.headers.get("x-ratelimit-limit")).toBeNull()
+    expect((await rawRequest(`${server.url}/v1x`, { method: "GET" })).headers.get("x-ratelimit-limit")).toBeNull()
   })
 
   it("answers invalid JSON with 400 BAD_REQUEST and no internals", async () => {

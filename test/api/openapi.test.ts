@@ -226,8 +226,29 @@ describe("OpenAPI: a reference people can use", () => {
     expect(refs.length).toBeGreaterThan(0)
     for (const ref of new Set(refs)) {
       const target = JSON.parse(`{${ref}}`).$ref as string
-      expect(target, ref).toMatch(/^#\/components\/schemas\//)
-      expect(resolve({ $ref: target }), ref).toBeDefined()
+      const [, kind, name] = target.match(/^#\/components\/(schemas|headers)\/(.+)$/) ?? []
+      expect(kind, ref).toBeDefined()
+      expect(document.components[kind!][name!], ref).toBeDefined()
+    }
+  })
+
+  it("no two schemas share an $id (JSON Schema validators refuse such a document)", () => {
+    const ids = JSON.stringify(document).match(/"\$id":"[^"]+"/g) ?? []
+    expect(ids.length).toBe(new Set(ids).size)
+  })
+
+  it("every answer of the API's paths declares the rate-limit headers it carries, and a 429 Retry-After", () => {
+    const limited = operations.filter((operation) => /^\/(v1|api)\//.test(operation.path) && operation.route !== "POST /v1/billing/webhook")
+    expect(limited.length).toBeGreaterThan(200)
+    for (const operation of limited) {
+      for (const [status, response] of Object.entries<Json>(operation.responses)) {
+        const expected = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", ...(status === "429" ? ["Retry-After"] : [])]
+        expect(Object.keys(response.headers ?? {}).sort(), `${operation.route} ${status}`).toEqual(expected.sort())
+      }
+    }
+    for (const route of OPEN) {
+      const operation = find(route)!
+      for (const response of Object.values<Json>(operation.responses)) expect(response.headers, route).toBeUndefined()
     }
   })
 

@@ -68,7 +68,10 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(envelope(Unauthorized))
       .annotateContext(OpenApi.annotations({
         summary: "Refresh an access token",
-        description: "Exchanges a refresh token for a new access token and a new refresh token; the old refresh token stops working"
+        description: "Exchanges a refresh token for a new access token and a new refresh token; the old refresh token stops working. " +
+          "Presenting a refresh token that was already exchanged is taken as a leaked token: 401, and the session it belonged to ends " +
+          "(its newest access and refresh tokens stop working too; log in again). A client that may retry a refresh it lost the answer of " +
+          "must not retry with the same token"
       }))
   )
   .add(

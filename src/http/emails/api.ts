@@ -235,11 +235,11 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
   .add(
     HttpApiEndpoint.get("attachment", "/emails/:emailId/attachments/:attachmentId")
       .setPath(AttachmentPath)
-      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }))
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "*/*" }))
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
         summary: "Download an attachment",
-        description: "The decoded bytes, served with the attachment's own content type"
+        description: "The decoded bytes, served with the attachment's own content type (application/octet-stream when the one it came with is not a well-formed media type)"
       }))
   )
   .add(

@@ -63,8 +63,9 @@ const socketEndpoint = HttpApiEndpoint.get("socket", "/ws")
     summary: "Stream events (WebSocket)",
     description:
       "The same events as /v1/events over a WebSocket, as JSON text messages. Send " +
-      "`{\"type\":\"subscribe\",\"types\":[…],\"mailbox_id\":\"…\",\"labels\":[…],\"after\":\"evt_…\"}` (every field optional); the " +
-      "server answers `{\"type\":\"subscribed\"}`, then `{\"type\":\"event\",\"id\",\"event\",\"data\"}` per event and " +
+      "`{\"type\":\"subscribe\",\"types\":[…],\"mailbox_id\":\"…\",\"labels\":[…],\"after\":\"<event id>\"}` (every field optional; " +
+      "an event id is an event's `id` as delivered); the server answers `{\"type\":\"subscribed\",\"types\",\"mailbox_id\",\"labels\"}` " +
+      "(the filters in force, null where absent), then `{\"type\":\"event\",\"id\",\"event\",\"data\"}` per event and " +
       "`{\"type\":\"heartbeat\"}` every 15 s. A new subscribe replaces the filters and, without `after`, continues " +
       "after the last event delivered. `{\"type\":\"ping\"}` is answered `{\"type\":\"pong\"}`. Refusals come as " +
       "`{\"type\":\"error\",\"error\":{code,message,details}}` (VALIDATION_ERROR, NOT_FOUND; STREAM_QUOTA then closes " +

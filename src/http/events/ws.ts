@@ -3,11 +3,11 @@
  * Server-Sent Events. The same events, ids and payloads as `/v1/events`; JSON text messages both ways.
  *
  * Client → server:
- *   {"type":"subscribe","types":["email.received"],"mailbox_id":"mbx_…","labels":["billing"],"after":"evt_…"}  (all optional)
+ *   {"type":"subscribe","types":["email.received"],"mailbox_id":"mbx_…","labels":["billing"],"after":"<event id>"}  (all optional)
  *   {"type":"ping"}
  * Server → client:
  *   {"type":"subscribed","types":[…]|null,"mailbox_id":…|null,"labels":[…]|null}
- *   {"type":"event","id":"evt_…","event":"email.received","data":{…the webhook payload…}}
+ *   {"type":"event","id":"email.received:eml_…","event":"email.received","data":{…the webhook payload…}}
  *   {"type":"heartbeat"} every 15 s, {"type":"pong"}
  *   {"type":"error","error":{"code","message","details"}}  (SPEC's envelope, tagged)
  *
