@@ -10,7 +10,7 @@
 // Plain JavaScript so that it starts the same under tsx, vitest and a bare node.
 import { PGlite } from "@electric-sql/pglite"
 import { vector } from "@electric-sql/pglite-pgvector"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
+import { PGLiteSocketHandler, PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { parentPort, workerData } from "node:worker_threads"
 
 const { dataDir, socketPath, settings } = workerData
@@ -47,6 +47,42 @@ const answerPerStatement = (db) => {
     }
   }
 }
+
+/**
+ * pglite-socket appends each chunk the socket reads to the bytes it holds (`Buffer.concat`), so a
+ * message that arrives in n chunks costs n²/2 chunks of copying: a statement binding a large email's
+ * bytes (50 MB, ~800 chunks) held this thread for half a minute, and with it every other statement.
+ * The chunks of a message not yet whole are gathered here instead and handed on, in one piece, once
+ * it is: one copy. Only a message that starts with its type byte is gathered (every message after
+ * the start-up ones, whose first byte is that of their length: 0).
+ */
+const gatherLargeMessages = (Handler) => {
+  const handle = Handler.prototype.handleData
+  Handler.prototype.handleData = function (chunk) {
+    const gathering = this.gathering
+    if (gathering !== undefined) {
+      gathering.chunks.push(chunk)
+      gathering.bytes += chunk.length
+      if (gathering.bytes < gathering.needed) return Promise.resolve(0)
+      this.gathering = undefined
+      return handle.call(this, Buffer.concat(gathering.chunks))
+    }
+    const held = this.messageBuffer ?? Buffer.alloc(0)
+    const bytes = held.length + chunk.length
+    if (bytes >= 5) {
+      const head = held.length >= 5 ? held : Buffer.concat([held, chunk.subarray(0, 5)])
+      // Type byte, then the length of the rest (itself included).
+      const needed = 1 + head.readInt32BE(1)
+      if (head[0] !== 0 && needed > bytes) {
+        this.gathering = { chunks: [chunk], bytes, needed }
+        return Promise.resolve(0)
+      }
+    }
+    return handle.call(this, chunk)
+  }
+}
+
+gatherLargeMessages(PGLiteSocketHandler)
 
 const open = async () => {
   const db = await PGlite.create({

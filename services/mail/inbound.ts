@@ -13,8 +13,10 @@
  *   (directory.ts), so a busy address costs RCPT no round trip at all; near a limit, and for owners
  *   with lists, RCPT asks the database every time.
  * - Emails are counted (per day and per billing period) when accepted, in the statement that stores
- *   the message: the limits then hold for a sender that waits for each reply. A publish that fails
- *   gives its count back.
+ *   the message, which also tells what each message's count came to: one that parallel sessions
+ *   pushed past a limit after its RCPT is refused at DATA (when it is past for all its recipients),
+ *   so the limits hold however many senders deliver at once. A publish that fails, or an acceptance
+ *   interrupted by the SMTP deadline, gives its count back.
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Either, Schema } from "effect"
@@ -173,6 +175,43 @@ const counterRows = (recipients: ReadonlyArray<{ readonly recipient: Recipient; 
   return { daily: inLockOrder(daily), period: inLockOrder(period) }
 }
 
+/** A count as the store's statement leaves it (`counterUpserts`). */
+interface CounterRow {
+  readonly counter: "day" | "period"
+  readonly userId: string
+  readonly key: string
+  readonly emails: number | string
+}
+
+/**
+ * For each message of a stored batch, its recipients whose owner's count passed a limit with it: the
+ * counts the statement left, less what the messages after it in the batch added, are the counts each
+ * message made, so a limit holds exactly however many messages arrived together (or in parallel
+ * sessions, whose statements each see the others' counts). The period's limit is told first, as at RCPT.
+ */
+const overLimit = (batch: ReadonlyArray<Stored>, rows: ReadonlyArray<CounterRow>) => {
+  const left = new Map(rows.map((row) => [`${row.counter}/${row.userId}/${row.key}`, Number(row.emails)]))
+  const refusals = batch.map(() => [] as Array<DailyLimitReached | MonthlyLimitReached>)
+  // Backwards: each count taken off is that of a message after the one being judged.
+  for (let i = batch.length - 1; i >= 0; i--) {
+    const message = batch[i]!
+    for (const r of [...message.recipients].reverse()) {
+      if (r.bounceOf !== undefined) continue
+      const plan = limits[r.plan]
+      const period = `period/${r.userId}/${r.periodStart.getTime()}`
+      const day = `day/${r.userId}/${message.day}`
+      const inPeriod = left.get(period) ?? 0
+      const today = left.get(day) ?? 0
+      left.set(period, inPeriod - 1)
+      left.set(day, today - 1)
+      if (plan.emailsPerMonth !== null && inPeriod > plan.emailsPerMonth) {
+        refusals[i]!.push(new MonthlyLimitReached({ address: r.address, limit: plan.emailsPerMonth }))
+      } else if (today > plan.emailsPerDay) refusals[i]!.push(new DailyLimitReached({ address: r.address, limit: plan.emailsPerDay }))
+    }
+  }
+  return refusals
+}
+
 export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -181,17 +220,26 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     const directory = yield* RecipientDirectory
     const { sharedDomains } = yield* MailboxSettings
 
-    /** The counter upserts adding (or, with a negative sign, giving back) counts. */
+    /**
+     * The counter upserts adding (or, with a negative sign, giving back) counts, each answering the
+     * counts it leaves: `daily` (user_id, key: the day) and `period` (user_id, key: the period's start
+     * in epoch milliseconds).
+     */
     const counterUpserts = (rows: ReturnType<typeof counterRows>) =>
-      // Nothing to count (bounce reports only): the same two names, doing nothing.
-      rows.daily.length === 0 ? sql`daily AS (SELECT 1), period AS (SELECT 1)` : sql`
+      // Nothing to count (bounce reports only): the same two names, answering nothing.
+      rows.daily.length === 0
+        ? sql`daily AS (SELECT ''::text AS user_id, ''::text AS key, 0::bigint AS emails WHERE false),
+              period AS (SELECT ''::text AS user_id, ''::text AS key, 0::bigint AS emails WHERE false)`
+        : sql`
         daily AS (
           INSERT INTO mail_daily_counters ${sql.insert(rows.daily)}
           ON CONFLICT (user_id, day) DO UPDATE SET emails = mail_daily_counters.emails + EXCLUDED.emails
+          RETURNING user_id, day::text AS key, emails
         ),
         period AS (
           INSERT INTO usage_counters ${sql.insert(rows.period)}
           ON CONFLICT (user_id, period_start) DO UPDATE SET emails = usage_counters.emails + EXCLUDED.emails
+          RETURNING user_id, (extract(epoch FROM period_start) * 1000)::bigint::text AS key, emails
         )`
 
     /**
@@ -267,7 +315,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     /**
      * Store messages' bytes (each distinct content once) and count them, in one statement: one
      * round trip, atomic. A blob that exists already has its time refreshed, which keeps it from the
-     * sweep of unreferenced blobs.
+     * sweep of unreferenced blobs. Answers, for each message, its recipients' refusals where the
+     * count it made passes the owner's limit (`overLimit`).
      */
     const store = yield* groupCommit({
       maxBatch: MAX_BATCH,
@@ -275,10 +324,16 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       run: (batch: ReadonlyArray<Stored>) => {
         const blobs = new Map(batch.map((m) => [m.sha256, { sha256: m.sha256, size: m.raw.byteLength, content: m.raw }]))
         const counts = counterRows(batch.flatMap((m) => m.recipients.map((recipient) => ({ recipient, day: m.day }))), 1)
-        return sql`
-          WITH ${counterUpserts(counts)}
-          INSERT INTO blobs ${sql.insert(inLockOrder(blobs))}
-          ON CONFLICT (sha256) DO UPDATE SET created_at = now()`.pipe(Effect.as(batch.map(() => undefined)))
+        return sql<CounterRow>`
+          WITH ${counterUpserts(counts)},
+          stored AS (
+            INSERT INTO blobs ${sql.insert(inLockOrder(blobs))}
+            ON CONFLICT (sha256) DO UPDATE SET created_at = now()
+          )
+          SELECT 'day' AS counter, user_id, key, emails FROM daily
+          UNION ALL SELECT 'period', user_id, key, emails FROM period`.pipe(
+          Effect.map((rows) => overLimit(batch, rows))
+        )
       }
     })
 
@@ -398,23 +453,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       for (const r of recipients) if (r.bounceOf === undefined) directory.counted(r.userId, day, sign)
     }
 
-    /**
-     * Make the message durable and hand it to the workers; succeeds only when both are done.
-     * Returns the ids of the emails it will become, one per mailbox among its recipients.
-     * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
-     */
-    const accept = Effect.fnUntraced(function*(message: IncomingMessage) {
-      const recipients = onePerMailbox(message.recipients)
-      const smallest = Math.min(...recipients.map((r) => r.maxEmailBytes))
-      if (message.raw.byteLength > smallest) return yield* new MessageTooBig({ limit: smallest })
-      const digest = sha256(message.raw)
-      const day = utcDay(message.receivedAt)
-      yield* store({ sha256: digest, raw: message.raw, day, recipients }).pipe(
-        Effect.mapError(temporary("storing the message failed"))
-      )
-      countedHere(recipients, day, 1)
-
-      const published = yield* Effect.forEach(
+    /** One `mail.inbound` message per recipient, each published or not (`Either`). */
+    const publish = (message: IncomingMessage, recipients: ReadonlyArray<Recipient>, digest: string) =>
+      Effect.forEach(
         recipients,
         (r) => {
           const inbound: InboundMessage = {
@@ -448,18 +489,54 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
         // One recipient (the usual case) needs no forked fiber.
         { concurrency: recipients.length > 1 ? "unbounded" : undefined }
       )
-      const failed = recipients.filter((_, i) => Either.isLeft(published[i]!))
-      if (failed.length > 0) {
-        // Those copies will not be delivered: give their counts back (the sender will retry).
-        countedHere(failed, day, -1)
-        yield* sql`WITH ${counterUpserts(counterRows(failed.map((recipient) => ({ recipient, day })), -1))} SELECT 1`.pipe(
-          Effect.catchAll((error) => health.report("Could not give back the count of a refused message", Cause.fail(error)))
-        )
-        const cause = published.find(Either.isLeft)?.left
-        return yield* new TemporaryFailure({ reason: "the bus did not take the message", cause })
-      }
-      return published.flatMap((p) => (Either.isRight(p) ? [p.right] : []))
-    })
+
+    /** Give back the counts of `recipients`' copies of a message that will not be delivered (the sender will retry). */
+    const giveBack = (recipients: ReadonlyArray<Recipient>, day: string) => {
+      countedHere(recipients, day, -1)
+      return sql`WITH ${counterUpserts(counterRows(recipients.map((recipient) => ({ recipient, day })), -1))} SELECT 1`.pipe(
+        Effect.catchAll((error) => health.report("Could not give back the count of a refused message", Cause.fail(error)))
+      )
+    }
+
+    /**
+     * Make the message durable and hand it to the workers; succeeds only when both are done.
+     * Returns the ids of the emails it will become, one per mailbox among its recipients.
+     * Interrupted (the SMTP deadline answered 451), it still waits for its bytes' statement to end,
+     * which commits whatever becomes of the caller, and gives back the counts that statement took.
+     * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
+     */
+    const accept = (message: IncomingMessage) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function*() {
+          const recipients = onePerMailbox(message.recipients)
+          const smallest = Math.min(...recipients.map((r) => r.maxEmailBytes))
+          if (message.raw.byteLength > smallest) return yield* new MessageTooBig({ limit: smallest })
+          const digest = sha256(message.raw)
+          const day = utcDay(message.receivedAt)
+          const refused = yield* store({ sha256: digest, raw: message.raw, day, recipients }).pipe(
+            Effect.mapError(temporary("storing the message failed"))
+          )
+          countedHere(recipients, day, 1)
+          // RCPT judged counts that parallel sessions have since added to. Past a limit for every
+          // recipient, the message is refused as RCPT would now refuse it; for some of them only, it
+          // goes to all (a refusal at DATA is every recipient's, and the others are within theirs).
+          if (refused.length === recipients.length && refused.length > 0) {
+            yield* giveBack(recipients, day)
+            return yield* Effect.fail(refused[0]!)
+          }
+          const published = yield* restore(publish(message, recipients, digest)).pipe(
+            Effect.onInterrupt(() => giveBack(recipients, day))
+          )
+          const failed = recipients.filter((_, i) => Either.isLeft(published[i]!))
+          if (failed.length > 0) {
+            // Those copies will not be delivered: give their counts back.
+            yield* giveBack(failed, day)
+            const cause = published.find(Either.isLeft)?.left
+            return yield* new TemporaryFailure({ reason: "the bus did not take the message", cause })
+          }
+          return published.flatMap((p) => (Either.isRight(p) ? [p.right] : []))
+        })
+      )
 
     return { recipient, keptRecipient, accept } as const
   })

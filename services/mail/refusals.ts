@@ -75,7 +75,8 @@ export type RecipientRefusal =
   | MonthlyLimitReached
   | StorageFull
   | TemporaryFailure
-export type MessageRefusal = MessageTooBig | TemporaryFailure
+/** Why a message is refused at DATA: its size, a limit parallel sessions used up since RCPT, or a failure. */
+export type MessageRefusal = MessageTooBig | DailyLimitReached | MonthlyLimitReached | TemporaryFailure
 
 /**
  * Limits on one client, against address harvesting and connection floods. RFC 5321 §4.5.3.1.8 makes

@@ -621,6 +621,31 @@ describe("inbound SMTP and reading mail", () => {
       return message
     }
 
+    /** A message of exactly `total` bytes that is mostly one attachment (base64), as large mail is. */
+    const withAttachmentOf = (to: string, subject: string, total: number) => {
+      const boundary = "b0undary"
+      const headOf = (note: string) =>
+        [
+          `From: <${SENDER}>`, `To: <${to}>`, `Subject: ${subject}`, `Message-ID: <${fresh("big")}@example.com>`, "MIME-Version: 1.0",
+          `Content-Type: multipart/mixed; boundary="${boundary}"`, "", `--${boundary}`, "Content-Type: text/plain", "", note,
+          `--${boundary}`, "Content-Type: application/octet-stream", "Content-Transfer-Encoding: base64",
+          "Content-Disposition: attachment; filename=\"scan.bin\"", "", ""
+        ].join("\r\n")
+      const tail = `\r\n--${boundary}--\r\n`
+      const line = `${"QUFB".repeat(19)}\r\n`
+      // The note grows by a character until what is left after whole lines of base64 is nothing or a
+      // shorter line of whole quadruples.
+      let note = "The scan is attached."
+      const lastLine = () => (total - headOf(note).length - tail.length) % line.length
+      while (lastLine() !== 0 && lastLine() % 4 !== 2) note += "."
+      const head = headOf(note)
+      const room = total - head.length - tail.length
+      const last = room % line.length
+      const message = Buffer.from(head + line.repeat(Math.floor(room / line.length)) + (last > 0 ? `${"QUFB".repeat((last - 2) / 4)}\r\n` : "") + tail)
+      expect(message.byteLength).toBe(total)
+      return message
+    }
+
     /** After a refusal, a small message arrives alone: what was refused was neither stored nor counted. */
     const expectNothingStored = async (box: Box) => {
       const marker = await transaction([box.address], await simple(box.address, "After the big one"))
@@ -647,6 +672,16 @@ describe("inbound SMTP and reading mail", () => {
       const listed = await waitForEmails(box, 1)
       expect(listed.data.map((e) => [e.subject, e.size])).toEqual([["Exactly the limit", FREE_MAX_BYTES]])
     })
+
+    it("exactly 50 MB (what SIZE announces) to an enterprise mailbox is accepted and stored", async () => {
+      const box = await newBox()
+      await upgrade(suite.url, box.user.apiKey, "enterprise")
+      const { data } = await transaction([box.address], withAttachmentOf(box.address, "The largest there is", ANNOUNCED_SIZE))
+      expect(data?.code, data?.text).toBe(250)
+      const listed = await waitForEmails(box, 1)
+      expect(listed.data.map((e) => [e.subject, e.size])).toEqual([["The largest there is", ANNOUNCED_SIZE]])
+      expect((await usage(box.user)).emailsUsed).toBe(1)
+    }, 120_000)
 
     it("50 MB + 1 byte to an enterprise mailbox (over what SIZE announces), no SIZE declared: 552 5.3.4, nothing stored or counted", async () => {
       const box = await newBox()

@@ -1,0 +1,91 @@
+/**
+ * Accepting a message (services/mail/inbound.ts `accept`) where RCPT's judgement no longer holds:
+ *
+ * - the SMTP node stops waiting for it (its deadline answers 451 and interrupts the acceptance), so
+ *   the sender will send the message again: whatever the interruption finds done must be undone, or
+ *   the retry is counted twice against the owner's limits;
+ * - parallel sessions each passed RCPT below a limit: together they may not pass it.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Fiber, Layer } from "effect"
+import * as MemoryBus from "../../layers/memory-bus.ts"
+import { Principals } from "../../services/accounts/principals.ts"
+import { Bus } from "../../services/bus/bus.ts"
+import { DependencyHealth } from "../../services/health/dependency-health.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { Inbound } from "../../services/mail/inbound.ts"
+import { MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
+import { limits } from "../../services/plans/plans.ts"
+import { testDatabase } from "../support/database.ts"
+import { DOMAIN, insertMailbox } from "../support/seed-mail.ts"
+import { insertUser } from "../support/users.ts"
+
+/** A bus that never acknowledges a publish: the acceptance waits there until interrupted. */
+const silentBus = Layer.effect(Bus, Effect.map(Bus, (bus) => ({ ...bus, publish: () => Effect.never }))).pipe(
+  Layer.provide(MemoryBus.layer)
+)
+
+const servicesOver = (bus: Layer.Layer<Bus>) =>
+  Inbound.Default.pipe(
+    Layer.provideMerge(Layer.merge(RecipientDirectory.Default, Principals.Default)),
+    Layer.provide(Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })),
+    Layer.provideMerge(bus),
+    Layer.provideMerge(DependencyHealth.Default),
+    Layer.provideMerge(testDatabase)
+  )
+
+const SENDER = "ada@example.com"
+
+/** The owner's emails counted today and this period. */
+const counted = (userId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ today: number; period: number }>`
+      SELECT (SELECT coalesce(sum(emails), 0)::int FROM mail_daily_counters WHERE user_id = ${userId}) AS today,
+             (SELECT coalesce(sum(emails), 0)::int FROM usage_counters WHERE user_id = ${userId}) AS period`)
+
+// Wall-clock time: the store batches its statements behind a timer.
+layer(servicesOver(silentBus), { timeout: "60 seconds", excludeTestServices: true })("Accepting a message, interrupted", (it) => {
+  it.effect("interrupted once its bytes are stored (the SMTP deadline's 451), it gives back what it counted", () =>
+    Effect.gen(function*() {
+      const inbound = yield* Inbound
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const recipient = yield* inbound.recipient(mailbox.address, undefined, SENDER)
+      const raw = new TextEncoder().encode(`From: ${SENDER}\r\nSubject: Slow\r\n\r\nhello\r\n`)
+      const accepting = yield* Effect.fork(inbound.accept({ mailFrom: SENDER, recipients: [recipient], raw, receivedAt: new Date() }))
+      // Stored and counted, then held at the bus.
+      while ((yield* counted(mailbox.owner.userId))[0]!.today === 0) yield* Effect.sleep("10 millis")
+      expect(yield* counted(mailbox.owner.userId)).toEqual([{ today: 1, period: 1 }])
+      yield* Fiber.interrupt(accepting)
+      expect(yield* counted(mailbox.owner.userId)).toEqual([{ today: 0, period: 0 }])
+    }))
+})
+
+layer(servicesOver(MemoryBus.layer), { timeout: "60 seconds", excludeTestServices: true })("Accepting messages in parallel", (it) => {
+  it.effect("sessions that each passed RCPT two emails under the daily limit: two are accepted, the others refused as RCPT now would", () =>
+    Effect.gen(function*() {
+      const inbound = yield* Inbound
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const limit = limits.free.emailsPerDay
+      yield* sql`INSERT INTO mail_daily_counters (user_id, day, emails) VALUES (${mailbox.owner.userId}, (now() AT TIME ZONE 'UTC')::date, ${limit - 2})`
+      // Five sessions past RCPT before any of them reaches DATA.
+      const recipients = yield* Effect.forEach([1, 2, 3, 4, 5], () => inbound.recipient(mailbox.address, undefined, SENDER))
+      const outcomes = yield* Effect.forEach(
+        recipients,
+        (recipient, i) =>
+          inbound.accept({
+            mailFrom: SENDER,
+            recipients: [recipient],
+            raw: new TextEncoder().encode(`From: ${SENDER}\r\nSubject: Parallel ${i}\r\n\r\nhello\r\n`),
+            receivedAt: new Date()
+          }).pipe(Effect.match({ onSuccess: () => "accepted", onFailure: (refusal) => refusal.reply.text })),
+        { concurrency: "unbounded" }
+      )
+      expect(outcomes.filter((outcome) => outcome === "accepted")).toHaveLength(2)
+      expect(outcomes.filter((outcome) => outcome !== "accepted")).toEqual(
+        Array(3).fill(`4.2.2 <${mailbox.address}>: daily limit of ${limit} emails reached, try again tomorrow`)
+      )
+      expect((yield* counted(mailbox.owner.userId))[0]!.today).toBe(limit)
+    }))
+})
