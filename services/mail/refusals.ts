@@ -94,6 +94,17 @@ export class TooManyRecipients extends Data.TaggedError("TooManyRecipients")<{ r
   }
 }
 
+/**
+ * A recipient whose plan takes messages of another size than the recipients already accepted: one
+ * message has one size, and the smallest limit would refuse it for all. 452 4.5.3 tells the sender
+ * to send to this one in another transaction (as past the recipients' limit), where it gets its own.
+ */
+export class SizeLimitDiffers extends Data.TaggedError("SizeLimitDiffers")<{ readonly address: string }> {
+  get reply(): SmtpReply {
+    return { code: 452, text: `4.5.3 <${this.address}>: takes messages of another size than this message's other recipients; send to it in another transaction` }
+  }
+}
+
 /** The session named too many unknown recipients: 421 4.7.0, and the connection is closed. */
 export class TooManyUnknownRecipients extends Data.TaggedError("TooManyUnknownRecipients")<{ readonly limit: number }> {
   get reply(): SmtpReply {

@@ -42,6 +42,7 @@ import {
   MAX_UNKNOWN_RECIPIENTS_PER_SESSION,
   type MessageRefusal,
   MessageTooBig,
+  SizeLimitDiffers,
   type SmtpReply,
   SpamRejected,
   TemporaryFailure,
@@ -132,6 +133,20 @@ export const SmtpServerLive = Layer.scopedDiscard(
 
     const tls = yield* tlsFiles(config)
 
+    /**
+     * Whether `recipient` may share the transaction's message with the recipients accepted so far:
+     * their size limits are one (a message smaller than both, by its declared SIZE, fits either way).
+     * Otherwise the smallest would decide for all, and a message the larger allows would be lost to it.
+     */
+    const fitsWithOthers = (session: SMTPServerSession, recipient: Recipient) => {
+      const size = declaredSize(session)
+      return session.envelope.rcptTo.every((address) => {
+        const other = recipients.get(address)
+        return other === undefined || other.maxEmailBytes === recipient.maxEmailBytes ||
+          (size !== undefined && size <= Math.min(other.maxEmailBytes, recipient.maxEmailBytes))
+      })
+    }
+
     const onRcptTo = (address: SMTPServerAddress, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
       if (!repeated && session.envelope.rcptTo.length >= MAX_RECIPIENTS_PER_MESSAGE) {
@@ -139,6 +154,10 @@ export const SmtpServerLive = Layer.scopedDiscard(
       }
       const answer = (exit: Exit.Exit<Recipient, RecipientRefusal>) => {
         if (Exit.isSuccess(exit)) {
+          if (!fitsWithOthers(session, exit.value)) {
+            SmtpMetrics.reply(452)
+            return callback(smtpError(new SizeLimitDiffers({ address: address.address }).reply))
+          }
           recipients.set(address, exit.value)
           SmtpMetrics.reply(250)
           return callback()

@@ -26,7 +26,7 @@ const silentBus = Layer.effect(Bus, Effect.map(Bus, (bus) => ({ ...bus, publish:
   Layer.provide(MemoryBus.layer)
 )
 
-const servicesOver = (bus: Layer.Layer<Bus>) =>
+const servicesOver = (bus: Layer.Layer<Bus, never, SqlClient.SqlClient | DependencyHealth>) =>
   Inbound.Default.pipe(
     Layer.provideMerge(Layer.merge(RecipientDirectory.Default, Principals.Default)),
     Layer.provide(Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })),

@@ -673,6 +673,18 @@ describe("inbound SMTP and reading mail", () => {
       expect(listed.data.map((e) => [e.subject, e.size])).toEqual([["Exactly the limit", FREE_MAX_BYTES]])
     })
 
+    it("a recipient whose plan takes another size than the recipients accepted is 452 4.5.3 (another transaction), unless the declared SIZE fits both", async () => {
+      const free = await newBox()
+      const enterprise = await newBox()
+      await upgrade(suite.url, enterprise.user.apiKey, "enterprise")
+      const unsized = await transaction([free.address, enterprise.address])
+      expect(unsized.replies[0]!.code).toBe(250)
+      expectRefused(unsized.replies[1], 452, "4.5.3")
+      expect(unsized.replies[1]!.text).toContain(enterprise.address)
+      const sized = await transaction([free.address, enterprise.address], undefined, `<${SENDER}> SIZE=${FREE_MAX_BYTES}`)
+      expect(sized.replies.map((reply) => reply.code)).toEqual([250, 250])
+    })
+
     it("exactly 50 MB (what SIZE announces) to an enterprise mailbox is accepted and stored", async () => {
       const box = await newBox()
       await upgrade(suite.url, box.user.apiKey, "enterprise")
