@@ -313,8 +313,8 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
 
     /** One attachment's decoded bytes and how to present them. */
     const attachment = Effect.fn("Emails.attachment")(function*(userId: string, emailId: string, attachmentId: string) {
-      const rows = yield* sql<{ filename: string | null; contentType: string; content: Uint8Array }>`
-        SELECT a.filename, a.content_type, b.content
+      const rows = yield* sql<{ filename: string | null; contentType: string; charset: string | null; content: Uint8Array }>`
+        SELECT a.filename, a.content_type, a.charset, b.content
         FROM attachments a JOIN emails e ON e.id = a.email_id
                            JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
                            JOIN blobs b ON b.sha256 = a.checksum

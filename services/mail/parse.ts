@@ -120,8 +120,17 @@ const firstName = (entries: ReadonlyArray<AddressEntry>): string | undefined => 
 const nameOf = (field: AddressObject | Array<AddressObject> | undefined): string =>
   field === undefined ? "" : clean(firstName((Array.isArray(field) ? field : [field]).flatMap((object) => object.value)) ?? "").trim()
 
+/**
+ * The message ids of In-Reply-To or References: each `<…>` (RFC 5322 allows them unseparated:
+ * `<a@x><b@y>`), else words separated by white space (ids written bare).
+ */
 const idList = (value: string | Array<string> | undefined): Array<string> =>
-  value === undefined ? [] : (Array.isArray(value) ? value : value.split(/\s+/)).map((id) => clean(id.trim())).filter((id) => id.length > 0)
+  value === undefined
+    ? []
+    : (Array.isArray(value) ? value : [value])
+      .flatMap((item) => item.match(/<[^<>]*>/g) ?? item.split(/\s+/))
+      .map((id) => clean(id.trim()))
+      .filter((id) => id.length > 0)
 
 /** The `charset` parameter of a Content-Type mailparser read (a value with its parameters), if it names one. */
 const charsetOf = (header: unknown): string | null => {
@@ -129,6 +138,33 @@ const charsetOf = (header: unknown): string | null => {
     ? (header.params as Record<string, unknown> | undefined)?.charset
     : undefined
   return typeof charset === "string" && charset.trim() !== "" ? clean(charset.trim()).toLowerCase() : null
+}
+
+/** A header field's first line: a name of printable characters but the colon, then the colon. */
+const FIELD_LINE = /^[\x21-\x39\x3b-\x7e]+[ \t]*:/
+
+/**
+ * `raw` with an empty line where its header block ends without one: at the first line that is neither
+ * a header field nor a folded continuation (a message whose body follows its headers at once). Parsers
+ * read the header block to the first empty line and drop the lines that are not fields: that body
+ * would be lost. An mbox "From " line first is the block's. The raw message is kept as it came.
+ */
+export const withBodySeparated = (raw: Buffer): Buffer => {
+  let start = 0
+  while (start < raw.length) {
+    const newline = raw.indexOf(10, start)
+    const end = newline === -1 ? raw.length : newline
+    const line = raw.subarray(start, end > start && raw[end - 1] === 13 ? end - 1 : end).toString("latin1")
+    if (line === "") return raw
+    const continues = line.startsWith(" ") || line.startsWith("\t") || (start === 0 && line.startsWith("From "))
+    if (!continues && !FIELD_LINE.test(line)) {
+      if (start === 0) return raw
+      return Buffer.concat([raw.subarray(0, start), Buffer.from(raw[end - 1] === 13 || newline === -1 ? "\r\n" : "\n"), raw.subarray(start)])
+    }
+    if (newline === -1) return raw
+    start = newline + 1
+  }
+  return raw
 }
 
 /** Where the header block ends (the first empty line) and the body starts. */
@@ -151,14 +187,17 @@ export const addressList = (value: string | undefined): Array<string> => {
 export const displayName = (value: string | undefined): string =>
   value === undefined ? "" : clean(decodeWords(firstName(addressparser(value)) ?? "")).trim()
 
+/** The first value of header `name` (the one mail programs show, when a message has several). */
+const firstOf = (headers: Headers, name: string): string | undefined => {
+  const value = headers[name]
+  return typeof value === "string" ? value : value?.[0]
+}
+
 /** What a plain reading of a message mailparser refused can still tell (see the module comment). */
 const fallback = (raw: Uint8Array): ParsedEmail => {
   const { head, body } = splitHead(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
   const headers = headersOf(head.split(/\r?\n(?![ \t])/).filter((line) => line.includes(":")))
-  const first = (name: string) => {
-    const value = headers[name]
-    return Array.isArray(value) ? value[0] : value
-  }
+  const first = (name: string) => firstOf(headers, name)
   const date = first("date") ? new Date(first("date")!) : undefined
   const contentType = (first("content-type") ?? "text/plain").toLowerCase()
   const encoding = (first("content-transfer-encoding") ?? "7bit").toLowerCase().trim()
@@ -184,10 +223,23 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
 /** The text body of a message with html only, as parsing derives it (and text-repair.ts for mail stored without it). */
 export const textFromHtml = (html: string): string => clean(textOfHtml(html))
 
+/**
+ * The From a reader is shown: the first From field. mailparser keeps the last of several, so those
+ * are read here, from the field as written (its names' encoded words decoded after the addresses are
+ * found, as mailparser does, so an encoded comma splits nothing).
+ */
+const fromOf = (parsed: { readonly from?: AddressObject | undefined; readonly headerLines: ReadonlyArray<{ key: string; line: string }> }) => {
+  const fields = parsed.headerLines.filter((header) => header.key === "from")
+  if (fields.length < 2) return { from: addresses(parsed.from)[0], fromName: nameOf(parsed.from) }
+  const { value } = libmime.decodeHeader(headerText(fields[0]!.line))
+  return { from: addressList(value)[0], fromName: displayName(value) }
+}
+
 /** Parse `raw`; never fails (see the module comment). */
-export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
-  Effect.tryPromise(() =>
-    simpleParser(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength), {
+export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
+  const message = withBodySeparated(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
+  return Effect.tryPromise(() =>
+    simpleParser(message, {
       // An html body is what the sender wrote or nothing; a text body is derived from html when missing.
       skipTextToHtml: true,
       skipImageLinks: true,
@@ -197,11 +249,13 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
   ).pipe(
     Effect.map((parsed): ParsedEmail => {
       const date = parsed.date && !Number.isNaN(parsed.date.getTime()) ? parsed.date : undefined
+      const headers = headersOf(parsed.headerLines.map((header) => header.line))
       return {
         messageId: parsed.messageId ? clean(parsed.messageId) : undefined,
-        subject: clean(parsed.subject ?? ""),
-        from: addresses(parsed.from)[0],
-        fromName: nameOf(parsed.from),
+        // As the headers read it: the first Subject, raw 8-bit bytes as UTF-8 or else Latin-1
+        // (mailparser's own has U+FFFD for each Latin-1 byte, and is the last of several).
+        subject: firstOf(headers, "subject")?.trim() ?? "",
+        ...fromOf(parsed),
         to: addresses(parsed.to),
         cc: addresses(parsed.cc),
         replyTo: addresses(parsed.replyTo),
@@ -213,7 +267,7 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
         // search by its words).
         text: typeof parsed.text === "string" ? clean(parsed.text) : typeof parsed.html === "string" ? textFromHtml(parsed.html) : "",
         html: typeof parsed.html === "string" ? clean(parsed.html) : null,
-        headers: headersOf(parsed.headerLines.map((header) => header.line)),
+        headers,
         attachments: parsed.attachments.map((attachment) => ({
           filename: attachment.filename ? clean(attachment.filename) : null,
           contentType: clean(attachment.contentType || "application/octet-stream"),
@@ -226,7 +280,8 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> =>
       }
     }),
     Effect.catchAll((error) =>
-      Effect.logWarning("A message could not be parsed; keeping its headers only", error).pipe(Effect.as(fallback(raw)))
+      Effect.logWarning("A message could not be parsed; keeping its headers only", error).pipe(Effect.as(fallback(message)))
     ),
     Effect.withSpan("parseMessage")
   )
+}

@@ -63,6 +63,49 @@ describe("parseMessage", () => {
       expect([parsed.headers["from"], parsed.headers["subject"], parsed.headers["x-old"]]).toEqual(["Zoë Ünal <zoe@example.de>", "Grüße", "café"])
     }))
 
+  it.effect("a Subject in raw Latin-1 bytes reads as Latin-1, as its header does (not U+FFFD for each byte)", () =>
+    Effect.gen(function*() {
+      const raw = Buffer.concat([
+        Buffer.from("From: ada@example.com\r\nSubject: "),
+        Buffer.from("Grüße aus Köln", "latin1"),
+        Buffer.from("\r\n\r\nHi\r\n")
+      ])
+      const parsed = yield* parseMessage(raw)
+      expect([parsed.subject, parsed.headers["subject"]]).toEqual(["Grüße aus Köln", "Grüße aus Köln"])
+    }))
+
+  it.effect("of several From or Subject fields, the first is the message's, as mail programs show it", () =>
+    Effect.gen(function*() {
+      const raw = Buffer.from([
+        "From: =?UTF-8?Q?M=C3=BCller=2C_J=C3=BCrgen?= <first@example.com>",
+        "From: Second <second@example.org>",
+        "Subject: First subject",
+        "Subject: Second subject",
+        "",
+        "Hi",
+        ""
+      ].join("\r\n"))
+      const parsed = yield* parseMessage(raw)
+      expect([parsed.from, parsed.fromName, parsed.subject]).toEqual(["first@example.com", "Müller, Jürgen", "First subject"])
+    }))
+
+  it.effect("message ids written without white space between them are each an id (RFC 5322 allows it)", () =>
+    Effect.gen(function*() {
+      const raw = Buffer.from("From: ada@example.com\r\nIn-Reply-To: <b@y>\r\nReferences: <a@x><b@y>\r\n <c@z>\r\n\r\nHi\r\n")
+      const parsed = yield* parseMessage(raw)
+      expect([parsed.inReplyTo, parsed.references]).toEqual(["<b@y>", ["<a@x>", "<b@y>", "<c@z>"]])
+    }))
+
+  it.effect("a body that follows the headers without an empty line is the body; a header-like first line stays a header", () =>
+    Effect.gen(function*() {
+      const crlf = yield* parseMessage(Buffer.from("From: ada@example.com\r\nSubject: Hi\r\n folded\r\nHello, this is the body.\r\nSecond line.\r\n"))
+      expect([crlf.subject, crlf.text.trim()]).toEqual(["Hi folded", "Hello, this is the body.\nSecond line."])
+      const lf = yield* parseMessage(Buffer.from("From Ada Mon Jan  1 00:00:00 2026\nFrom: ada@example.com\nSubject: Hi\nbody here\n"))
+      expect([lf.from, lf.subject, lf.text.trim()]).toEqual(["ada@example.com", "Hi", "body here"])
+      const headerLike = yield* parseMessage(Buffer.from("From: ada@example.com\r\nNote: looks like a header\r\n\r\nbody\r\n"))
+      expect([headerLike.headers["note"], headerLike.text.trim()]).toEqual(["looks like a header", "body"])
+    }))
+
   it.effect("an attachment keeps the charset its type named, lower-cased; none when it named none", () =>
     Effect.gen(function*() {
       const parsed = yield* parseMessage(yield* compose({

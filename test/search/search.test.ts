@@ -225,6 +225,15 @@ describe("POST /v1/search", () => {
       "Café crème à Zürich",
       "beforeafter"
     ])
+    // A download says the charset its bytes are in; a type without one says none.
+    const downloaded = await Promise.all([note, png].map((a) =>
+      keyed.GET("/v1/api/emails/{emailId}/attachments/{attachmentId}", {
+        params: { path: { emailId, attachmentId: a!.attachment_id } },
+        parseAs: "arrayBuffer"
+      })
+    ))
+    expect(downloaded.map((d) => d.response.headers.get("content-type"))).toEqual(["text/plain; charset=iso-8859-1", "image/png"])
+    expect(Buffer.from(downloaded[0]!.data!).toString("latin1")).toBe("Café crème à Zürich")
     const photo = await textOf(png!.attachment_id)
     expect(photo.response.status).toBe(422)
     expect(photo.error?.error).toEqual({

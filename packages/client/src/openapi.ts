@@ -683,7 +683,7 @@ export interface paths {
         };
         /**
          * Download an attachment
-         * @description The decoded bytes, served with the attachment's own content type (application/octet-stream when the one it came with is not a well-formed media type)
+         * @description The decoded bytes, served with the attachment's own content type, a text type with the charset it named (application/octet-stream when the type it came with is not a well-formed media type)
          */
         get: operations["dashboardEmails.attachment"];
         put?: never;
@@ -2099,7 +2099,7 @@ export interface paths {
         };
         /**
          * Download an attachment
-         * @description The decoded bytes, served with the attachment's own content type (application/octet-stream when the one it came with is not a well-formed media type)
+         * @description The decoded bytes, served with the attachment's own content type, a text type with the charset it named (application/octet-stream when the type it came with is not a well-formed media type)
          */
         get: operations["emails.attachment"];
         put?: never;

@@ -239,7 +239,7 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
         summary: "Download an attachment",
-        description: "The decoded bytes, served with the attachment's own content type (application/octet-stream when the one it came with is not a well-formed media type)"
+        description: "The decoded bytes, served with the attachment's own content type, a text type with the charset it named (application/octet-stream when the type it came with is not a well-formed media type)"
       }))
   )
   .add(

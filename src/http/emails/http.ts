@@ -43,9 +43,19 @@ const attachmentDisposition = (filename: string, fallback: string) => {
   return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(name)}`
 }
 
-/** Only well-formed media types are echoed back; anything else is served as opaque bytes. */
-const safeContentType = (contentType: string) =>
-  /^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/i.test(contentType) ? contentType.toLowerCase() : "application/octet-stream"
+const TOKEN = "[a-z0-9!#$&^_.+-]+"
+const MEDIA_TYPE = new RegExp(`^${TOKEN}/${TOKEN}$`, "i")
+const CHARSET = new RegExp(`^${TOKEN}$`, "i")
+
+/**
+ * Only well-formed media types are echoed back; anything else is served as opaque bytes. A text
+ * type keeps the charset it came with (a well-formed one), which its bytes are in.
+ */
+const safeContentType = (contentType: string, charset: string | null) => {
+  if (!MEDIA_TYPE.test(contentType)) return "application/octet-stream"
+  const media = contentType.toLowerCase()
+  return charset !== null && CHARSET.test(charset) && media.startsWith("text/") ? `${media}; charset=${charset}` : media
+}
 
 type Path<S extends { readonly Type: unknown }> = { readonly path: S["Type"] }
 
@@ -187,7 +197,7 @@ const makeHandlers = Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
           const found = yield* emails.attachment(userId, path.emailId, path.attachmentId).pipe(orUnavailable)
           return HttpServerResponse.uint8Array(found.content, {
-            contentType: safeContentType(found.contentType),
+            contentType: safeContentType(found.contentType, found.charset),
             headers: {
               "content-disposition": attachmentDisposition(found.filename ?? path.attachmentId, path.attachmentId),
               // The bytes are whatever a stranger sent: never let a browser sniff them into something active.
