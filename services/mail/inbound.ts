@@ -26,7 +26,7 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
 import { limits, Plan } from "../plans/plans.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
-import { normalizeAddress, normalizeDomain } from "../mailboxes/rules.ts"
+import { normalizeAddress, normalizeDomain, unquotedLocal } from "../mailboxes/rules.ts"
 import {
   DailyLimitReached,
   MessageTooBig,
@@ -143,10 +143,13 @@ export const routingForm = (address: string) => {
   return plus < 0 || plus > at ? stored : `${stored.slice(0, plus)}${stored.slice(at)}`
 }
 
-/** `address` lower-cased with its domain as stored (an internationalized one in punycode). */
+/**
+ * `address` lower-cased with its domain as stored (an internationalized one in punycode) and its local
+ * part unquoted where the quotes change nothing (`"ada"@x` is `ada@x`).
+ */
 const asStored = (address: string) => {
   const at = address.lastIndexOf("@")
-  return at < 0 ? address.toLowerCase() : normalizeAddress(address.slice(0, at), normalizeDomain(address.slice(at + 1)))
+  return at < 0 ? address.toLowerCase() : normalizeAddress(unquotedLocal(address.slice(0, at)), normalizeDomain(address.slice(at + 1)))
 }
 
 /**
@@ -500,7 +503,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
 
     /**
      * Make the message durable and hand it to the workers; succeeds only when both are done.
-     * Returns the ids of the emails it will become, one per mailbox among its recipients.
+     * Returns the ids of the emails it will become, one per mailbox among its recipients (none for a
+     * delivery report to a bounce address).
      * Interrupted (the SMTP deadline answered 451), it still waits for its bytes' statement to end,
      * which commits whatever becomes of the caller, and gives back the counts that statement took.
      * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
@@ -534,7 +538,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             const cause = published.find(Either.isLeft)?.left
             return yield* new TemporaryFailure({ reason: "the bus did not take the message", cause })
           }
-          return published.flatMap((p) => (Either.isRight(p) ? [p.right] : []))
+          // A delivery report becomes no email of its own (it is recorded on the email it reports on).
+          return published.flatMap((p, i) => (Either.isRight(p) && recipients[i]!.bounceOf === undefined ? [p.right] : []))
         })
       )
 

@@ -47,6 +47,16 @@ export interface ParsedEmail {
 
 const clean = (value: string) => value.replace(/\u0000/g, "")
 
+/** A one-line text a reader is shown (a subject, a name): without control characters, tabs as spaces. */
+// eslint-disable-next-line no-control-regex
+const oneLine = (value: string) => value.replace(/\t/g, " ").replace(/[\u0000-\u001f\u007f]/g, "")
+
+/** A Date header's time, when it is one a timestamp can show (years 1 to 9999); else none (the received time stands). */
+const sentAt = (date: Date | undefined) => {
+  const year = date?.getUTCFullYear()
+  return year !== undefined && year >= 1 && year <= 9999 ? date : undefined
+}
+
 export const MAX_HEADER_VALUE = 64 * 1024
 /** Any header block a message we accept can carry (mailparser's own default is 1 MiB). */
 const MAX_HEAD_BYTES = 64 * 1024 * 1024
@@ -118,7 +128,7 @@ const firstName = (entries: ReadonlyArray<AddressEntry>): string | undefined => 
 
 /** mailparser's display name of the first address of `field` (decoded already); empty when it has none. */
 const nameOf = (field: AddressObject | Array<AddressObject> | undefined): string =>
-  field === undefined ? "" : clean(firstName((Array.isArray(field) ? field : [field]).flatMap((object) => object.value)) ?? "").trim()
+  field === undefined ? "" : oneLine(firstName((Array.isArray(field) ? field : [field]).flatMap((object) => object.value)) ?? "").trim()
 
 /**
  * The message ids of In-Reply-To or References: each `<…>` (RFC 5322 allows them unseparated:
@@ -185,7 +195,7 @@ export const addressList = (value: string | undefined): Array<string> => {
 
 /** The display name of the first address of an address header, its encoded words decoded; empty when it has none. */
 export const displayName = (value: string | undefined): string =>
-  value === undefined ? "" : clean(decodeWords(firstName(addressparser(value)) ?? "")).trim()
+  value === undefined ? "" : oneLine(decodeWords(firstName(addressparser(value)) ?? "")).trim()
 
 /** The first value of header `name` (the one mail programs show, when a message has several). */
 const firstOf = (headers: Headers, name: string): string | undefined => {
@@ -198,19 +208,19 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
   const { head, body } = splitHead(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
   const headers = headersOf(head.split(/\r?\n(?![ \t])/).filter((line) => line.includes(":")))
   const first = (name: string) => firstOf(headers, name)
-  const date = first("date") ? new Date(first("date")!) : undefined
+  const date = sentAt(first("date") ? new Date(first("date")!) : undefined)
   const contentType = (first("content-type") ?? "text/plain").toLowerCase()
   const encoding = (first("content-transfer-encoding") ?? "7bit").toLowerCase().trim()
   const plainText = contentType.startsWith("text/plain") && ["7bit", "8bit", "binary"].includes(encoding)
   return {
     messageId: first("message-id"),
-    subject: first("subject") ?? "",
+    subject: oneLine(first("subject") ?? "").trim(),
     from: addressList(first("from"))[0],
     fromName: displayName(first("from")),
     to: addressList(first("to")),
     cc: addressList(first("cc")),
     replyTo: addressList(first("reply-to")),
-    date: date && !Number.isNaN(date.getTime()) ? date : undefined,
+    date,
     inReplyTo: idList(first("in-reply-to"))[0],
     references: idList(first("references")),
     text: plainText ? clean(body.toString("utf8")) : "",
@@ -248,13 +258,13 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
     } as Parameters<typeof simpleParser>[1])
   ).pipe(
     Effect.map((parsed): ParsedEmail => {
-      const date = parsed.date && !Number.isNaN(parsed.date.getTime()) ? parsed.date : undefined
+      const date = sentAt(parsed.date)
       const headers = headersOf(parsed.headerLines.map((header) => header.line))
       return {
         messageId: parsed.messageId ? clean(parsed.messageId) : undefined,
         // As the headers read it: the first Subject, raw 8-bit bytes as UTF-8 or else Latin-1
         // (mailparser's own has U+FFFD for each Latin-1 byte, and is the last of several).
-        subject: firstOf(headers, "subject")?.trim() ?? "",
+        subject: oneLine(firstOf(headers, "subject") ?? "").trim(),
         ...fromOf(parsed),
         to: addresses(parsed.to),
         cc: addresses(parsed.cc),

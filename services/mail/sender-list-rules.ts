@@ -25,6 +25,7 @@
  */
 import { domainToASCII } from "node:url"
 import { isIpAddress } from "../dns/addresses.ts"
+import { unquotedLocal } from "../mailboxes/rules.ts"
 import { Schema } from "effect"
 
 /** The two lists. */
@@ -112,8 +113,7 @@ export const senderForms = (sender: string): ReadonlyArray<string> => {
   if (at <= 0 || /[\u0000-\u001f\u007f]/.test(text)) return []
   const domain = asciiDomain(text.slice(at + 1))
   if (domain === undefined) return []
-  const quoted = /^"([^"\\\s]+)"$/.exec(text.slice(0, at))
-  const local = quoted?.[1] ?? text.slice(0, at)
+  const local = unquotedLocal(text.slice(0, at))
   const plus = local.indexOf("+")
   const addresses = [`${local}@${domain}`, ...(plus > 0 ? [`${local.slice(0, plus)}@${domain}`] : [])]
   const labels = domain.split(".")

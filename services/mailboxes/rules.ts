@@ -54,6 +54,12 @@ export const normalizeDomain = (domain: string) => {
 
 export const normalizeAddress = (localPart: string, domain: string) => `${localPart}@${domain}`.toLowerCase()
 
+/**
+ * A local part quoted without need (`"ada"`: no quote, backslash or white space inside) unquoted: to
+ * SMTP the same mailbox (RFC 5321 §4.1.2). Anything else as it is.
+ */
+export const unquotedLocal = (localPart: string) => /^"([^"\\\s]+)"$/.exec(localPart)?.[1] ?? localPart
+
 /** The domain of an address (what follows its last @), lower-cased: what routes mail to it. */
 export const domainOf = (address: string) => address.slice(address.lastIndexOf("@") + 1).toLowerCase()
 

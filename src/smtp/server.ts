@@ -308,7 +308,10 @@ export const SmtpServerLive = Layer.scopedDiscard(
         accepting.addObserver((done) => {
           clearTimeout(deadline)
           const exit = Exit.flatten(done)
-          if (Exit.isSuccess(exit)) return answer(null, `2.0.0 Ok: queued as ${exit.value.join(",")}`, exit.value, logged)
+          if (Exit.isSuccess(exit)) {
+            const queued = exit.value.length > 0 ? `queued as ${exit.value.join(",")}` : "delivery report received"
+            return answer(null, `2.0.0 Ok: ${queued}`, exit.value, logged)
+          }
           const reply = replyFor(exit.cause)
           if (reply.code === 451 && !answered) void run(health.report("DATA answered 451", exit.cause))
           answer(smtpError(reply), undefined, [], logged)

@@ -89,6 +89,13 @@ describe("parseMessage", () => {
       expect([parsed.from, parsed.fromName, parsed.subject]).toEqual(["first@example.com", "Müller, Jürgen", "First subject"])
     }))
 
+  it.effect("a subject or name shows no control characters; a Date no timestamp can show (year 10000) is none", () =>
+    Effect.gen(function*() {
+      const raw = Buffer.from("From: \"Ada\x07 L\" <ada@example.com>\r\nSubject: Ring\x07 the\tbell\x01\r\nDate: Sat, 1 Jan 10000 00:00:00 +0000\r\n\r\nHi\r\n")
+      const parsed = yield* parseMessage(raw)
+      expect([parsed.subject, parsed.fromName, parsed.date]).toEqual(["Ring the bell", "Ada L", undefined])
+    }))
+
   it.effect("message ids written without white space between them are each an id (RFC 5322 allows it)", () =>
     Effect.gen(function*() {
       const raw = Buffer.from("From: ada@example.com\r\nIn-Reply-To: <b@y>\r\nReferences: <a@x><b@y>\r\n <c@z>\r\n\r\nHi\r\n")

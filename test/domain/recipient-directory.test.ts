@@ -100,6 +100,15 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
       expect(yield* rcpt(`bounces+${emailId}@${label}.example`)).toBe("accepted")
     }))
 
+  it.effect("a local part quoted without need (\"agent\"@) is its mailbox; quotes that change it name nobody", () =>
+    Effect.gen(function*() {
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const [local, domain] = mailbox.address.split("@") as [string, string]
+      expect(yield* rcpt(`"${local}"@${domain}`)).toBe("accepted")
+      expect(yield* rcpt(`"${local}+tag"@${domain}`)).toBe("accepted")
+      expect(yield* rcpt(`"${local} "@${domain}`)).toBe("UnknownRecipient")
+    }))
+
   it.effect("a subaddress (local+tag@) is its mailbox's mail, one email however many of its addresses a message names; a tag alone is nobody's", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
