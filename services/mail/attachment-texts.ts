@@ -4,8 +4,8 @@
  *
  * A document (PDF, Word) is read by the DocumentReader once per distinct file and reader: its text
  * (or why it has none) is kept in `document_texts` by the file's SHA-256, so the same invoice in a
- * hundred emails, an index pass and a later request all read it once. Text and HTML attachments
- * cost little to read and are read where asked.
+ * hundred emails, an index pass and a later request all read it once. Text, HTML and email
+ * attachments cost little to read and are read where asked.
  */
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { Cause, Deferred, Duration, Effect, Either, FiberId, Metric, MetricBoundaries } from "effect"
@@ -25,6 +25,7 @@ import {
 } from "./attachment-text.ts"
 import { decodeText } from "./charsets.ts"
 import { readHtml } from "./extract/render.ts"
+import { type ParsedEmail, parseMessage } from "./parse.ts"
 
 /** A document's text as kept, or why it has none. */
 interface KeptText {
@@ -63,6 +64,21 @@ export const readInline = (format: "text" | "html", charset: string | null, byte
   const decoded = decodeText(cut ? bytes.subarray(0, MAX_TEXT_BYTES) : bytes, charset)
   const capped = capText(format === "html" ? readHtml(decoded).text : decoded)
   return { text: capped.text, pages: null, truncated: cut || capped.truncated }
+}
+
+/** The fields of a whole attached email a reader is shown before its text, as they are named there. */
+const SHOWN_FIELDS = ["From", "To", "Cc", "Date", "Subject"]
+
+/** The text of an email attached whole (format `email`): its shown fields, its attachments' names, then its text. */
+export const readEmail = (parsed: ParsedEmail): DocumentText => {
+  const fields = SHOWN_FIELDS.flatMap((name) => {
+    const value = parsed.headers[name.toLowerCase()]
+    const first = typeof value === "string" ? value : value?.[0]
+    return first === undefined || first.trim() === "" ? [] : [`${name}: ${first.trim()}`]
+  })
+  const files = parsed.attachments.map((attachment) => attachment.filename ?? attachment.contentType)
+  const capped = capText([...fields, ...(files.length > 0 ? [`Attachments: ${files.join(", ")}`] : []), "", parsed.text.trimEnd()].join("\n"))
+  return { text: capped.text, pages: null, truncated: capped.truncated }
 }
 
 const documentReads = Metric.counter("mailroom_document_reads_total", {
@@ -163,6 +179,7 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
       const format = formatOf(row.contentType, row.filename, bytes)
       if (format === undefined) return Effect.succeed(Either.left("unsupported_type"))
       if (format === "pdf" || format === "docx") return readDocumentOnce(format, row.checksum, bytes)
+      if (format === "email") return Effect.map(parseMessage(bytes), (parsed) => Either.right({ format, read: readEmail(parsed) }))
       return Effect.succeed(Either.right({ format, read: readInline(format, row.charset, bytes) }))
     }
 

@@ -182,12 +182,28 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
         { filename: "notes.txt", contentType: "text/plain", bytes: text("Plain notes") },
         { filename: "photo.png", contentType: "image/png", bytes: Uint8Array.of(0x89, 0x50) },
         { filename: "report.pdf", contentType: "application/pdf", bytes: makePdf(["Quarterly report: zeolite yields"]) },
-        { filename: "page.html", contentType: "text/html", bytes: text("<h1>Agenda</h1><p>Offsite</p>") }
+        { filename: "page.html", contentType: "text/html", bytes: text("<h1>Agenda</h1><p>Offsite</p>") },
+        // Mail forwarded as an attachment: what a reader of it is shown.
+        {
+          filename: "forwarded.eml",
+          contentType: "message/rfc822",
+          bytes: text([
+            "From: Lab <lab@example.com>", "To: ada@example.com", "Subject: Zebrafish results", "MIME-Version: 1.0",
+            "Content-Type: multipart/mixed; boundary=x", "", "--x", "Content-Type: text/plain", "", "The zebrafish grew.", "--x",
+            "Content-Type: image/png", "Content-Disposition: attachment; filename=fish.png", "Content-Transfer-Encoding: base64", "", "iVBORw==",
+            "--x--", ""
+          ].join("\r\n"))
+        }
       ])
       const two = yield* withAttachments(mailbox, [{ filename: null, contentType: "application/pdf", bytes: text("%PDF-1.4 broken") }])
       const found = yield* texts.ofEmails([one.emailId, two.emailId])
       expect(Object.fromEntries(found)).toEqual({
-        [one.emailId]: ["Plain notes", "Quarterly report: zeolite yields", "AGENDA\n\nOffsite"]
+        [one.emailId]: [
+          "Plain notes",
+          "Quarterly report: zeolite yields",
+          "AGENDA\n\nOffsite",
+          "From: Lab <lab@example.com>\nTo: ada@example.com\nSubject: Zebrafish results\nAttachments: fish.png\n\nThe zebrafish grew."
+        ]
       })
     }))
 })

@@ -3768,10 +3768,10 @@ export interface components {
             content_type: string;
             filename: string | null;
             /**
-             * @description How it was read: as text, as HTML rendered to text, as a PDF or as a Word document
+             * @description How it was read: as text, as HTML rendered to text, as an email (a message attached whole: the headers a reader is shown, its attachments' names, then its text), as a PDF or as a Word document
              * @enum {string}
              */
-            format: "text" | "html" | "pdf" | "docx";
+            format: "text" | "html" | "email" | "pdf" | "docx";
             /** @description A PDF's pages (all of them, read or not); null for other formats */
             pages: number | null;
             /** @description The attachment's size in bytes */

@@ -240,7 +240,8 @@ export const tools = [
     name: "get_attachment",
     reach: "args",
     description:
-      "Read an attachment: what a text, HTML, PDF or Word (.docx) attachment says, as text (a PDF's pages in order), " +
+      "Read an attachment: what a text, HTML, PDF or Word (.docx) attachment or an email attached whole (a forwarded message: " +
+      "its From, To, Cc, Date, Subject and attachments' names, then its text) says, as text (a PDF's pages in order), " +
       `${ATTACHMENT_PAGE.toLocaleString("en")} characters at a time: \`next_offset\` is where the next part starts, if any ` +
       "(give it as offset; truncated: the document had more than was kept of it); for any other kind, or a document that cannot " +
       `be read, why (unreadable) and the HTTPS URL to download it with the API key. ${UNTRUSTED}`,
