@@ -26,6 +26,8 @@ import { fromSendInput, Outbound, storageQuotaReached } from "./send.ts"
 export const SCHEDULER_PERIOD = Duration.millis(400)
 /** A draft left `sending` this long ago was abandoned by a sender that died: send it again. */
 const ABANDONED_AFTER_SECONDS = 60
+/** A scheduled draft that could not be queued (an outage, not a refusal) is tried again after this. */
+const RETRY_AFTER_SECONDS = 5
 const DUE_BATCH = 20
 
 const DraftRow = Schema.Struct({
@@ -364,26 +366,37 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
     })
 
     /**
-     * The scheduler's round: claim the drafts that are due (and those a dead sender abandoned), send
-     * each; a refused one is unscheduled with the reason, for a person to fix.
+     * The scheduler's round: claim the drafts that are due, and those a dead sender abandoned while
+     * sending (scheduled, or sent by hand: a person asked for it, and the draft's own Idempotency-Key
+     * sends what the dead sender stored, if it stored it, rather than a second copy); send each. A
+     * refused one is unscheduled with the reason, for a person to fix; one that could not be queued
+     * for now (the database or the bus unreachable) stays as it was, and is tried again next round.
      */
     const sendDue = Effect.gen(function*() {
       const due = yield* sql`
         UPDATE drafts SET status = 'sending', updated_at = now()
         WHERE id IN (
           SELECT id FROM drafts
-          WHERE send_at IS NOT NULL AND send_at <= now()
-            AND (status = 'draft' OR (status = 'sending' AND updated_at < now() - make_interval(secs => ${ABANDONED_AFTER_SECONDS})))
-          ORDER BY send_at LIMIT ${DUE_BATCH}
+          WHERE (status = 'draft' AND send_at IS NOT NULL AND send_at <= now()
+                 AND (last_error IS NULL OR updated_at < now() - make_interval(secs => ${RETRY_AFTER_SECONDS})))
+             OR (status = 'sending' AND updated_at < now() - make_interval(secs => ${ABANDONED_AFTER_SECONDS}))
+          ORDER BY coalesce(send_at, updated_at) LIMIT ${DUE_BATCH}
           FOR UPDATE SKIP LOCKED)
         RETURNING user_id, ${sql.literal(COLUMNS)}`
       const rows = yield* decodeRows(due)
       const owners = due.map((row) => (row as { userId: string }).userId)
+      const postponed: Array<ServiceUnavailable | SqlError> = []
       yield* Effect.forEach(rows, (row, i) =>
         sendClaimed(owners[i]!, row).pipe(
           Effect.tap((accepted) => Effect.logInfo("Scheduled draft sent").pipe(Effect.annotateLogs({ draft_id: row.id, email_id: accepted.email_id }))),
           Effect.catchAll((error) => {
             const reason = (error as { message?: string }).message ?? String(error)
+            if (error._tag === "ServiceUnavailable" || error._tag === "SqlError") {
+              // Not the draft's fault: it stays scheduled, saying why it has not left, and is tried
+              // again after a pause; the round fails with it, so the outage is logged (once).
+              postponed.push(error)
+              return sql`UPDATE drafts SET last_error = ${reason}, updated_at = now() WHERE id = ${row.id} AND status = 'draft'`.pipe(Effect.ignore)
+            }
             return sql`UPDATE drafts SET send_at = NULL, last_error = ${reason}, updated_at = now() WHERE id = ${row.id} AND status = 'draft'`.pipe(
               Effect.zipRight(Effect.logWarning("A scheduled draft was refused and unscheduled").pipe(
                 Effect.annotateLogs({ draft_id: row.id, reason })
@@ -391,6 +404,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
             )
           })
         ), { concurrency: 4, discard: true })
+      if (postponed.length > 0) return yield* Effect.fail(postponed[0]!)
     })
 
     return { create, list, listAll, get, update, remove, send, sendDue } as const

@@ -8,12 +8,13 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Either } from "effect"
+import { BusError } from "../../services/bus/bus.ts"
 import { utcDay } from "../../services/mail/inbound.ts"
 import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../services/outbound/drafts.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
 import { testDatabase } from "../support/database.ts"
-import { inProcessOutbound as outbound } from "../support/outbound-services.ts"
+import { inProcessOutbound as outbound, inProcessOutboundOver } from "../support/outbound-services.ts"
 import { insertMailbox } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
 
@@ -207,6 +208,56 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
           details: { window: "period", used: 100, limit: 100, plan: "free" }
         })
         expect((yield* counted(free.userId)).emails).toBe(0)
+      }))
+  })
+
+  // A bus that refuses while `refusing` is set: NATS down at a draft's time.
+  let refusing = false
+  const refusingBus = inProcessOutboundOver((bus) => ({
+    ...bus,
+    publish: (subject, data, options) => refusing ? Effect.fail(new BusError({ message: "NATS is down" })) : bus.publish(subject, data, options)
+  }))
+
+  it.layer(refusingBus)("the draft scheduler", (it) => {
+    /** The draft's state as the API shows it. */
+    const stateOf = (draftId: string) =>
+      Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ status: string; sendAt: Date | null; emailId: string | null; lastError: string | null }>`
+          SELECT status, send_at, email_id, last_error FROM drafts WHERE id = ${draftId}`).pipe(Effect.map((rows) => rows[0]!))
+
+    it.effect("a scheduled draft that could not be queued (the bus down) stays scheduled, says why, and leaves once it can", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const drafts = yield* Drafts
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const draft = yield* drafts.create(owner.userId, box.mailboxId, { to: ["reader@partner.test"], subject: "Due", text: "On time." })
+        yield* sql`UPDATE drafts SET send_at = now() - interval '1 second' WHERE id = ${draft.draft_id}`
+        refusing = true
+        const round = yield* Effect.either(drafts.sendDue)
+        refusing = false
+        expect(Either.isLeft(round) && round.left._tag).toBe("ServiceUnavailable")
+        expect(yield* stateOf(draft.draft_id)).toMatchObject({ status: "draft", sendAt: expect.any(Date), emailId: null, lastError: expect.stringContaining("retry") })
+        // Not again at once: after a pause.
+        yield* drafts.sendDue
+        expect((yield* stateOf(draft.draft_id)).status).toBe("draft")
+        yield* sql`UPDATE drafts SET updated_at = now() - interval '1 minute' WHERE id = ${draft.draft_id}`
+        yield* drafts.sendDue
+        expect(yield* stateOf(draft.draft_id)).toMatchObject({ status: "sent", emailId: expect.stringMatching(/^eml_/), lastError: null })
+      }))
+
+    it.effect("a draft a dead sender left sending (by hand, unscheduled) is sent by the scheduler, once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const drafts = yield* Drafts
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const draft = yield* drafts.create(owner.userId, box.mailboxId, { to: ["reader@partner.test"], subject: "Approved", text: "Go." })
+        yield* sql`UPDATE drafts SET status = 'sending', updated_at = now() - interval '2 minutes' WHERE id = ${draft.draft_id}`
+        yield* drafts.sendDue
+        const sent = yield* stateOf(draft.draft_id)
+        expect(sent).toMatchObject({ status: "sent", emailId: expect.stringMatching(/^eml_/) })
+        expect((yield* counted(owner.userId)).emails).toBe(1)
       }))
   })
 })

@@ -3,9 +3,10 @@
  * signing and an in-memory bus, over the suite's database (provided by the caller). Domain suites of
  * what sends mail (send limits, meetings) stand on it.
  */
-import { Duration, Layer, Option } from "effect"
+import { Duration, Effect, Layer, Option } from "effect"
 import { generateKeyPairSync } from "node:crypto"
 import * as MemoryBus from "../../layers/memory-bus.ts"
+import { Bus, type BusShape } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
@@ -30,11 +31,21 @@ const settings = Layer.succeed(OutboundSettings, {
 
 const mailboxSettings = Layer.succeed(MailboxSettings, { sharedDomains: [DOMAIN], disallowedNames: [] })
 
-/** Outbound, Drafts, Mailboxes, the bus and DependencyHealth, as the services built on sending need them. */
-export const inProcessOutbound = Layer.merge(Drafts.Default, Mailboxes.Default).pipe(
-  Layer.provide(Replies.Default),
-  Layer.provideMerge(Outbound.Default),
-  Layer.provide(RecipientDirectory.Default),
-  Layer.provideMerge(Layer.mergeAll(DkimKeys.Default.pipe(Layer.provideMerge(settings)), MemoryBus.layer, mailboxSettings)),
-  Layer.provideMerge(DependencyHealth.Default)
-)
+/**
+ * Outbound, Drafts, Mailboxes, the bus and DependencyHealth, as the services built on sending need
+ * them; the bus in memory, or one a suite makes of it (`over`: one that refuses, say).
+ */
+export const inProcessOutboundOver = (over: (bus: BusShape) => BusShape) =>
+  Layer.merge(Drafts.Default, Mailboxes.Default).pipe(
+    Layer.provide(Replies.Default),
+    Layer.provideMerge(Outbound.Default),
+    Layer.provide(RecipientDirectory.Default),
+    Layer.provideMerge(Layer.mergeAll(
+      DkimKeys.Default.pipe(Layer.provideMerge(settings)),
+      Layer.effect(Bus, Effect.map(Bus, over)).pipe(Layer.provide(MemoryBus.layer)),
+      mailboxSettings
+    )),
+    Layer.provideMerge(DependencyHealth.Default)
+  )
+
+export const inProcessOutbound = inProcessOutboundOver((bus) => bus)
