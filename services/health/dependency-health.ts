@@ -76,6 +76,13 @@ export const isConnectionFailure = (error: object): boolean => {
 }
 
 /**
+ * A statement the database gave up so that concurrent ones could go on (SQLSTATE 40P01, a deadlock;
+ * 40001, a serialization failure): no fault and no outage, and the same work tried again succeeds.
+ */
+export const isTransientConflict = (error: unknown): boolean =>
+  causeChain(error).some((e) => ["40P01", "40001"].includes((e as { code?: unknown }).code as string))
+
+/**
  * Which dependency, if any, `error` says is unreachable. The database's: a SQL error about the
  * connection (SQLSTATE class 08, the server shutting down or full, a network error under it, the
  * pool giving up), also when wrapped, as the bus kept in the database wraps it. The bus's: any other

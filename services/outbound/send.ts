@@ -31,7 +31,7 @@ import {
   StorageQuotaReached,
   ValidationError
 } from "../errors.ts"
-import { DependencyHealth } from "../health/dependency-health.ts"
+import { DependencyHealth, isTransientConflict } from "../health/dependency-health.ts"
 import { escapeHtml } from "../html.ts"
 import { utcDay } from "../mail/inbound.ts"
 import { parseMessage } from "../mail/parse.ts"
@@ -385,18 +385,26 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         : Effect.fail(quotaReached(plan, passed, passed === "day" ? limits[plan].sendsPerDay : limits[plan].sendsPerMonth!))
     }
 
-    /** Take stored sends back: the bus did not take their jobs, so they will never go out. */
+    /**
+     * Take stored sends back: the bus did not take their jobs, so they will never go out. The counters
+     * are locked in the order a send's statement locks them (the day's, the period's, then storage),
+     * so that a send of the same account at that moment queues behind this rather than deadlocks;
+     * a deadlock all the same is tried again.
+     */
     const takeBack = (userId: string, sends: ReadonlyArray<AcceptedSend>, key: string | undefined) =>
       sql.withTransaction(Effect.gen(function*() {
         const { day, periodStart } = sends[0]!
         const bytes = sends.reduce((sum, s) => sum + s.raw.byteLength, 0)
         yield* sql`DELETE FROM emails WHERE id = ANY(${sends.map((s) => s.email.emailId)}::text[])`
-        yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${bytes}) WHERE user_id = ${userId}`
         yield* sql`UPDATE mail_daily_counters SET sent = greatest(0, sent - ${sends.length}) WHERE user_id = ${userId} AND day = ${day}::date`
         yield* sql`UPDATE usage_counters SET emails_sent = greatest(0, emails_sent - ${sends.length})
                    WHERE user_id = ${userId} AND period_start = ${periodStart}`
+        yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${bytes}) WHERE user_id = ${userId}`
         if (key !== undefined) yield* sql`DELETE FROM idempotency_keys WHERE user_id = ${userId} AND key = ${key}`
-      })).pipe(Effect.catchAll((error) => health.report("Could not take back a send the bus refused", Cause.fail(error))))
+      })).pipe(
+        Effect.retry({ times: 3, while: (error) => isTransientConflict(error) }),
+        Effect.catchAll((error) => health.report("Could not take back a send the bus refused", Cause.fail(error)))
+      )
 
     /**
      * The sending mailbox, checked: the caller's, verified, its recipients not suppressed, and `sends`

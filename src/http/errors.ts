@@ -27,7 +27,7 @@ import {
   ValidationError,
   wireOf
 } from "../../services/errors.ts"
-import { causeChain, isConnectionFailure } from "../../services/health/dependency-health.ts"
+import { causeChain, isConnectionFailure, isTransientConflict } from "../../services/health/dependency-health.ts"
 import { isBodyTooLarge, MAX_JSON_BYTES, tooLarge } from "./body-limits.ts"
 import { detailsOf } from "./issues.ts"
 
@@ -91,6 +91,9 @@ export const envelope = <E extends ApiError>(cls: ErrorClass<E>): ReturnType<typ
 export const isUnavailable = (error: unknown): boolean =>
   causeChain(error).some((e) => (e as { _tag?: unknown })._tag === "BusError" || isConnectionFailure(e))
 
+/** The 503 a transient conflict answers: retry at once. */
+export const conflictedRetry = () => ServiceUnavailable.of("The request collided with concurrent ones and was not carried out; retry", 1)
+
 /** HttpApi's decode failure as SPEC's VALIDATION_ERROR with `details` per field. */
 const fromDecodeError = (error: HttpApiDecodeError): ApiError => {
   // The whole body: an absent body reads as null, and either way what is wanted is an object.
@@ -127,6 +130,7 @@ export const toApiError = (cause: Cause.Cause<unknown>): Effect.Effect<ApiError,
     // Counted towards the outage, which is logged once when it starts and once when it ends.
     return Effect.as(Effect.flatMap(DependencyHealth, (health) => health.report("Dependency unavailable", cause)), ServiceUnavailable.of())
   }
+  if (isTransientConflict(failure)) return Effect.as(Effect.logWarning("A request lost a deadlock; answered 503", cause), conflictedRetry())
   return Effect.as(Effect.logError("Unexpected failure", cause), InternalError.of())
 }
 
