@@ -27,6 +27,7 @@ import { StageLimits } from "../services/stage-limits.ts"
 import { StageMonitor, type StageName, StageSettings } from "../services/pipeline/stages.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
 import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
+import { RequeueLive } from "../services/outbound/requeue.ts"
 import { MtaLive } from "../services/outbound/mta.ts"
 import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
@@ -287,9 +288,10 @@ const workerRole = (config: AppConfigShape) => Layer.mergeAll(
   CalendarMailLive.pipe(Layer.provide(Meetings.Default), Layer.provide(Schedule.Default), Layer.provide(Outbound.Default)),
   ScheduleRemindersLive.pipe(Layer.provide(Schedule.Default))
 )
-/** The mta: delivery, and scheduled drafts leaving on time. */
+/** The mta: delivery, sent mail whose delivery was never queued queued again, and scheduled drafts leaving on time. */
 const MtaRole = Layer.mergeAll(
   MtaLive.pipe(Layer.provide(SmtpTransport.layer), Layer.provide(ArcSealLayer)),
+  RequeueLive,
   DraftSchedulerLive.pipe(
     Layer.provide(Drafts.Default),
     Layer.provide(Replies.Default),

@@ -190,7 +190,9 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         const rows = batches.flat().sort((a, b) => a.emailId.localeCompare(b.emailId) || a.recipient.localeCompare(b.recipient))
         return sql`
           UPDATE outbound_deliveries d
-          SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now()
+          SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now(),
+              -- Its job reached the mta: it was published, whether or not its sender lived to say so (requeue.ts).
+              published = true
           FROM (SELECT * FROM unnest(${rows.map((r) => r.emailId)}::text[], ${rows.map((r) => r.recipient)}::text[],
                                      ${rows.map((r) => r.status)}::text[], ${rows.map((r) => r.attempts)}::int[],
                                      ${rows.map((r) => r.response)}::text[],

@@ -19,7 +19,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Data, Effect, Schema } from "effect"
 import { newId, sha256 } from "../accounts/tokens.ts"
 import { groupCommit, groupCommitIsolated, inLockOrder } from "../batching.ts"
-import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { Bus, subjects } from "../bus/bus.ts"
 import {
   IdempotencyKeyReused,
   type NotFound,
@@ -44,8 +44,9 @@ import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
 import { dkimSign } from "./dkim-signature.ts"
+import { publishJob } from "./requeue.ts"
 import { prepareSubmitted } from "./submitted.ts"
-import { type AddressInput, MAX_RECIPIENTS, type OutboundJob, SendAccepted, type SendInput, SuppressionReason } from "./schemas.ts"
+import { type AddressInput, MAX_RECIPIENTS, SendAccepted, type SendInput, SuppressionReason } from "./schemas.ts"
 import { claim, earlierAnswer, hashed, type HashedKey, type Idempotency } from "./idempotency.ts"
 import { UNSUBSCRIBE_PLACEHOLDER, unsubscribeHeaders, Unsubscribes } from "./unsubscribes.ts"
 
@@ -270,8 +271,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
           ON CONFLICT (sha256) DO UPDATE SET created_at = now()
         ),
         deliveries AS (
-          INSERT INTO outbound_deliveries (email_id, recipient, domain)
-          SELECT email.id, r.recipient, r.domain
+          INSERT INTO outbound_deliveries (email_id, recipient, domain, published)
+          SELECT email.id, r.recipient, r.domain, false
           FROM email JOIN unnest(${deliveries.map((d) => d.emailId)}::text[], ${deliveries.map((d) => d.recipient)}::text[],
                                  ${deliveries.map((d) => domainOf(d.recipient))}::text[]) AS r(email_id, recipient, domain)
                        ON r.email_id = email.id
@@ -384,6 +385,15 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         ? Effect.fail(error)
         : Effect.fail(quotaReached(plan, passed, passed === "day" ? limits[plan].sendsPerDay : limits[plan].sendsPerMonth!))
     }
+
+    /** The deliveries of these emails, their jobs on the bus: none of them is published again (requeue.ts). */
+    const markPublished = yield* groupCommit({
+      maxBatch: 256,
+      parallel: 1,
+      run: (batches: ReadonlyArray<ReadonlyArray<string>>) =>
+        sql`UPDATE outbound_deliveries SET published = true
+            WHERE email_id = ANY(${[...new Set(batches.flat())].sort()}::text[]) AND NOT published`.pipe(Effect.as(batches.map(() => undefined)))
+    })
 
     /**
      * Take stored sends back: the bus did not take their jobs, so they will never go out. The counters
@@ -505,18 +515,15 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         // Another request's answer (a repeat of an Idempotency-Key): nothing of this one was kept.
         if (stored[0]?.email_id !== accepted[0]!.email.emailId) return stored
 
-        const queued = yield* Effect.forEach(
-          accepted.flatMap((send) => [...new Set(send.recipients.map(domainOf))].map((domain) => ({ emailId: send.email.emailId, domain }))),
-          ({ domain, emailId }) =>
-            bus.publish(subjects.outboundMail(emailId), encodeJson({ email_id: emailId, domain } satisfies OutboundJob), {
-              msgId: `outbound:${emailId}:${domain}`
-            }),
-          { concurrency: "unbounded", discard: true }
-        ).pipe(Effect.either)
+        const jobs = accepted.flatMap((send) => [...new Set(send.recipients.map(domainOf))].map((domain) => ({ email_id: send.email.emailId, domain })))
+        const queued = yield* Effect.forEach(jobs, (job) => publishJob(bus, job), { concurrency: "unbounded", discard: true }).pipe(Effect.either)
         if (queued._tag === "Left") {
           yield* takeBack(userId, accepted, idempotency?.key)
           return yield* ServiceUnavailable.of(`The ${batch ? "messages" : "message"} could not be queued; nothing was sent, retry`)
         }
+        // Behind the answer: a mark lost (the process dying now) costs a second publish of the same
+        // job, which the bus drops as a duplicate (requeue.ts).
+        yield* Effect.forkDaemon(Effect.ignore(markPublished(accepted.map((send) => send.email.emailId))))
         for (const send of accepted) {
           yield* Effect.logInfo("Email queued for delivery").pipe(
             Effect.annotateLogs({ email_id: send.email.emailId, mailbox_id: mailboxId, recipients: send.recipients.length })

@@ -7,11 +7,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Either, Fiber } from "effect"
 import { BusError } from "../../services/bus/bus.ts"
 import { utcDay } from "../../services/mail/inbound.ts"
 import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../services/outbound/drafts.ts"
+import { requeueStranded } from "../../services/outbound/requeue.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
 import { testDatabase } from "../support/database.ts"
 import { inProcessOutbound as outbound, inProcessOutboundOver } from "../support/outbound-services.ts"
@@ -211,14 +212,55 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
       }))
   })
 
-  // A bus that refuses while `refusing` is set: NATS down at a draft's time.
+  // A bus that refuses while `refusing` is set (NATS down at a draft's time), or never answers while
+  // `silent` is (a process about to die); the ids of the jobs it took.
   let refusing = false
-  const refusingBus = inProcessOutboundOver((bus) => ({
+  let silent = false
+  const taken: Array<string> = []
+  /** A wall-clock pause (the suite's TestClock would never end an Effect.sleep). */
+  const pause = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
+  const troubledBus = inProcessOutboundOver((bus) => ({
     ...bus,
-    publish: (subject, data, options) => refusing ? Effect.fail(new BusError({ message: "NATS is down" })) : bus.publish(subject, data, options)
+    publish: (subject, data, options) =>
+      refusing
+        ? Effect.fail(new BusError({ message: "NATS is down" }))
+        : silent
+        ? Effect.never
+        : Effect.tap(bus.publish(subject, data, options), () => Effect.sync(() => taken.push(options.msgId)))
   }))
 
-  it.layer(refusingBus)("the draft scheduler", (it) => {
+  it.layer(troubledBus)("sent mail whose job the bus never took", (it) => {
+    it.effect("is queued again by the sweep once stranded (the sender died between storing and publishing), once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        silent = true
+        const dying = yield* Effect.fork(sending.submit(owner.userId, box.mailboxId, message(1)))
+        const stored = () => sql<{ emailId: string; published: boolean }>`
+          SELECT d.email_id, d.published FROM outbound_deliveries d JOIN emails e ON e.id = d.email_id WHERE e.user_id = ${owner.userId}`
+        while ((yield* stored()).length === 0) yield* pause
+        yield* Fiber.interrupt(dying)
+        silent = false
+        const [left] = yield* stored()
+        expect(left).toEqual({ emailId: expect.stringMatching(/^eml_/), published: false })
+        // Not while its sender may still be publishing it.
+        expect(yield* requeueStranded).toBe(0)
+        yield* sql`UPDATE outbound_deliveries SET updated_at = now() - interval '1 minute' WHERE email_id = ${left!.emailId}`
+        expect(yield* requeueStranded).toBe(1)
+        expect(taken).toContain(`outbound:${left!.emailId}:partner.test`)
+        expect(yield* stored()).toEqual([{ emailId: left!.emailId, published: true }])
+        yield* sql`UPDATE outbound_deliveries SET updated_at = now() - interval '1 minute' WHERE email_id = ${left!.emailId}`
+        expect(yield* requeueStranded).toBe(0)
+        // A send that lived is marked published behind its answer: never swept.
+        const lived = yield* sending.submit(owner.userId, box.mailboxId, message(2))
+        const marked = () => sql<{ published: boolean }>`SELECT published FROM outbound_deliveries WHERE email_id = ${lived.email_id}`
+        while (!(yield* marked())[0]!.published) yield* pause
+      }))
+  })
+
+  it.layer(troubledBus)("the draft scheduler", (it) => {
     /** The draft's state as the API shows it. */
     const stateOf = (draftId: string) =>
       Effect.flatMap(SqlClient.SqlClient, (sql) =>
