@@ -70,7 +70,7 @@ export const readInline = (format: "text" | "html", charset: string | null, byte
 const SHOWN_FIELDS = ["From", "To", "Cc", "Date", "Subject"]
 
 /** The text of an email attached whole (format `email`): its shown fields, its attachments' names, then its text. */
-export const readEmail = (parsed: ParsedEmail): DocumentText => {
+const readEmail = (parsed: ParsedEmail): DocumentText => {
   const fields = SHOWN_FIELDS.flatMap((name) => {
     const value = parsed.headers[name.toLowerCase()]
     const first = typeof value === "string" ? value : value?.[0]

@@ -159,7 +159,7 @@ const FIELD_LINE = /^[\x21-\x39\x3b-\x7e]+[ \t]*:/
  * read the header block to the first empty line and drop the lines that are not fields: that body
  * would be lost. An mbox "From " line first is the block's. The raw message is kept as it came.
  */
-export const withBodySeparated = (raw: Buffer): Buffer => {
+const withBodySeparated = (raw: Buffer): Buffer => {
   let start = 0
   while (start < raw.length) {
     const newline = raw.indexOf(10, start)

@@ -13,7 +13,7 @@
  *   route declares. It is left out, with the components only it used.
  * - **Error answers** name the codes they carry and when, one line per code.
  * - **Rate-limit headers** on every answer of the API's paths (SPEC "Rate limits"), `Retry-After` on
- *   its 429s: the middleware sets them, no endpoint declares them.
+ *   its 429s and 503s: the middleware sets them, no endpoint declares them.
  * - **Schema ids.** The generator marks each `Schema.Unknown` with the same `$id` (`/schemas/unknown`):
  *   a document holding it twice is refused by JSON Schema validators (one id, two schemas), so those
  *   ids are left out; each is an empty schema, any value.
@@ -151,10 +151,10 @@ const headerComponents = () =>
     ) => [name, { description, required: true, schema: { type: "integer", minimum: 0 } }])
   )
 
-/** The headers an answer of the API's paths carries: the limit's, and on a 429 when to try again. */
+/** The headers an answer of the API's paths carries: the limit's, and on a 429 or a 503 when to try again. */
 const limitHeaders = (status: string) =>
   Object.fromEntries(
-    [...Object.keys(RATE_LIMIT_HEADERS), ...(status === "429" ? ["Retry-After"] : [])].map((name) => [name, {
+    [...Object.keys(RATE_LIMIT_HEADERS), ...(status === "429" || status === "503" ? ["Retry-After"] : [])].map((name) => [name, {
       $ref: `#/components/headers/${name}`
     }])
   )

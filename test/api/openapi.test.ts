@@ -237,12 +237,12 @@ describe("OpenAPI: a reference people can use", () => {
     expect(ids.length).toBe(new Set(ids).size)
   })
 
-  it("every answer of the API's paths declares the rate-limit headers it carries, and a 429 Retry-After", () => {
+  it("every answer of the API's paths declares the rate-limit headers it carries, and a 429 or 503 Retry-After", () => {
     const limited = operations.filter((operation) => /^\/(v1|api)\//.test(operation.path) && operation.route !== "POST /v1/billing/webhook")
     expect(limited.length).toBeGreaterThan(200)
     for (const operation of limited) {
       for (const [status, response] of Object.entries<Json>(operation.responses)) {
-        const expected = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", ...(status === "429" ? ["Retry-After"] : [])]
+        const expected = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", ...(["429", "503"].includes(status) ? ["Retry-After"] : [])]
         expect(Object.keys(response.headers ?? {}).sort(), `${operation.route} ${status}`).toEqual(expected.sort())
       }
     }
