@@ -20,10 +20,12 @@
  * mail's forwarded copies (`mail.outbound.forward.<email_id>`, forwards.ts) are routed the same way too,
  * their outcomes kept per address beside the email.
  *
- * At least once: the job is acknowledged only after the rows say what happened. A job whose
- * recipients are all settled does nothing, so a redelivered job never sends twice what was
- * recorded; an mta that dies between the receiver's 250 and the record sends that message again
- * (with the same Message-ID, as the raw is stored), which receivers de-duplicate by.
+ * At least once: the job is acknowledged only after the rows say what happened and the change was
+ * told. A job whose recipients are all settled sends nothing, so a redelivered job never sends twice
+ * what was recorded; an mta that dies between the receiver's 250 and the record sends that message
+ * again (with the same Message-ID, as the raw is stored), which receivers de-duplicate by. A change
+ * recorded but not told (the mta died, or the bus refused the event) is marked so (`announced`), and
+ * the job, coming back, tells it under the event id it had.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -40,7 +42,7 @@ import type { RecipientRefusal } from "../mail/refusals.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { domainOf } from "../mailboxes/rules.ts"
 import { Lifecycle } from "../lifecycle.ts"
-import { announce, type SentEmail, SentEmailRow, suppressBounced } from "./ledger.ts"
+import { announce, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
 import { OutboundJob } from "./schemas.ts"
 import { DkimKeys } from "./dkim.ts"
 import { ForwardedCopies, ForwardJob } from "./forwards.ts"
@@ -110,6 +112,15 @@ const WaitingRow = Schema.Struct({
   suppressed: Schema.Boolean
 })
 
+/** A recipient whose latest change of status was written but not told (its teller died, or the bus refused the event). */
+const UntoldRow = Schema.Struct({
+  recipient: Schema.String,
+  status: Schema.Literal("sent", "deferred", "bounced", "failed", "suppressed"),
+  attempts: Schema.Number,
+  response: Schema.NullOr(Schema.String),
+  next: Schema.NullOr(Schema.String)
+})
+
 /** A job's email, the raw message to send, its recipients in the job's domain still waiting, and where they are. */
 const JobRow = Schema.Struct({
   /** The job's place in its batch. */
@@ -119,6 +130,7 @@ const JobRow = Schema.Struct({
   createdAt: Schema.DateFromSelf,
   content: Schema.Uint8ArrayFromSelf,
   waiting: Schema.Array(WaitingRow),
+  untold: Schema.Array(UntoldRow),
   /** The domain is one of this server's verified custom domains. */
   verifiedHere: Schema.Boolean
 })
@@ -131,6 +143,8 @@ interface DeliveryUpdate {
   readonly attempts: number
   readonly response: string
   readonly nextAttemptAt: Date | null
+  /** Nothing to tell of it (a deferral that went on): told already. */
+  readonly announced: boolean
 }
 
 /** Jobs read, or attempts recorded, in one statement (group commit, batching.ts). */
@@ -169,6 +183,12 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
                            FROM outbound_deliveries d
                            WHERE d.email_id = e.id AND d.domain = j.domain AND d.status IN ('queued', 'deferred')),
                           '[]'::json) AS waiting,
+                 coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'status', d.status, 'attempts', d.attempts,
+                                                             'response', d.last_response, 'next', d.next_attempt_at)
+                                           ORDER BY d.recipient)
+                           FROM outbound_deliveries d
+                           WHERE d.email_id = e.id AND d.domain = j.domain AND NOT d.announced),
+                          '[]'::json) AS untold,
                  EXISTS (SELECT 1 FROM domains WHERE name = j.domain AND verified) AS verified_here
           FROM unnest(${jobs.map((j) => j.email_id)}::text[], ${jobs.map((j) => j.domain)}::text[]) WITH ORDINALITY AS j(email_id, domain, idx)
           JOIN emails e ON e.id = j.email_id JOIN blobs b ON b.sha256 = e.raw_sha256`.pipe(
@@ -191,16 +211,42 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         return sql`
           UPDATE outbound_deliveries d
           SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now(),
+              announced = u.announced,
               -- Its job reached the mta: it was published, whether or not its sender lived to say so (requeue.ts).
               published = true
           FROM (SELECT * FROM unnest(${rows.map((r) => r.emailId)}::text[], ${rows.map((r) => r.recipient)}::text[],
                                      ${rows.map((r) => r.status)}::text[], ${rows.map((r) => r.attempts)}::int[],
                                      ${rows.map((r) => r.response)}::text[],
-                                     ${rows.map((r) => r.nextAttemptAt?.toISOString() ?? null)}::timestamptz[])
-                AS t(email_id, recipient, status, attempts, response, next_attempt_at)) u
+                                     ${rows.map((r) => r.nextAttemptAt?.toISOString() ?? null)}::timestamptz[],
+                                     ${rows.map((r) => r.announced)}::bool[])
+                AS t(email_id, recipient, status, attempts, response, next_attempt_at, announced)) u
           WHERE d.email_id = u.email_id AND d.recipient = u.recipient`.pipe(Effect.as(batches.map(() => undefined)))
       }
     })
+
+    /** These recipients' changes were told (one statement for the tellings finishing at once). */
+    const markAnnounced = yield* groupCommit({
+      maxBatch: MAX_BATCH,
+      parallel: 1,
+      run: (batches: ReadonlyArray<ReadonlyArray<{ readonly emailId: string; readonly recipient: string }>>) => {
+        const rows = batches.flat().sort((a, b) => a.emailId.localeCompare(b.emailId) || a.recipient.localeCompare(b.recipient))
+        return sql`
+          UPDATE outbound_deliveries d SET announced = true
+          FROM unnest(${rows.map((r) => r.emailId)}::text[], ${rows.map((r) => r.recipient)}::text[]) AS t(email_id, recipient)
+          WHERE d.email_id = t.email_id AND d.recipient = t.recipient`.pipe(Effect.as(batches.map(() => undefined)))
+      }
+    })
+
+    /**
+     * Tell `changes` as events, then note them told. Should either fail (or the process die), the job
+     * comes back and tells them again: an event's id is the same each time (ledger.ts), so a receiver
+     * that heard it already drops it.
+     */
+    const tell = (email: SentEmail, changes: ReadonlyArray<StatusChange>, at: Date) =>
+      changes.length === 0 ? Effect.void : Effect.zipRight(
+        announce(bus, email, changes, at),
+        markAnnounced(changes.map((c) => ({ emailId: email.id, recipient: c.recipient })))
+      )
 
     /**
      * Internal delivery: each recipient through the inbound rules, then one acceptance for those taken.
@@ -359,9 +405,10 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         // recipient unsuppressed: the job, delivered again, skips a settled recipient but settles a
         // suppressed one as such. And whoever reads the bounce finds the suppression.
         yield* suppressBounced(sql, sent, rows)
-        yield* writeUpdates(rows.map((r) => ({ ...r, emailId })))
         // A deferral is told once, when it starts; every final outcome is told.
-        yield* announce(bus, sent, rows.filter((r) => r.status !== "deferred" || r.previousStatus !== "deferred"), now)
+        const told = rows.filter((r) => r.status !== "deferred" || r.previousStatus !== "deferred")
+        yield* writeUpdates(rows.map((r) => ({ ...r, emailId, announced: !told.includes(r) })))
+        yield* tell(sent, told, now)
         yield* recordDeliveries(rows.map((r) => r.status))
         return rows.some((r) => r.status === "deferred")
       })
@@ -369,8 +416,11 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     /** One job: the domain's waiting recipients of one email, one attempt. */
     const deliver = Effect.fn("Mta.deliver")(function*(job: OutboundJob) {
       const email = yield* readJob(job)
-      // Deleted since, or every recipient settled (a redelivered job): nothing to do.
-      if (!email || email.waiting.length === 0) return
+      if (!email) return
+      // What an attempt wrote but could not tell (its teller died, or the bus refused the event): told first.
+      yield* tell({ id: job.email_id, ...email }, email.untold.map(untoldChange), new Date())
+      // Every recipient settled (a redelivered job): nothing more to do.
+      if (email.waiting.length === 0) return
       // A recipient suppressed while the message waited (another message to it bounced, say) is not tried again.
       const suppressed = email.waiting.filter((w) => w.suppressed).map((w): Outcome => ({
         recipient: w.recipient,
@@ -456,6 +506,15 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     return { deliver, handle } as const
   })
 }) {}
+
+/** An untold change as it is told. */
+const untoldChange = (row: typeof UntoldRow.Type): StatusChange => ({
+  recipient: row.recipient,
+  status: row.status,
+  attempts: row.attempts,
+  response: row.response ?? "",
+  nextAttemptAt: row.next === null ? null : new Date(row.next)
+})
 
 /** Outcomes as counts by status, in the order first met: "2 sent, 1 deferred". */
 const countedOutcomes = (outcomes: ReadonlyArray<{ readonly status: string }>) => {

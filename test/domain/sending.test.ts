@@ -7,16 +7,23 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either, Fiber } from "effect"
+import { Effect, Either, Fiber, Layer } from "effect"
 import { BusError } from "../../services/bus/bus.ts"
-import { utcDay } from "../../services/mail/inbound.ts"
+import { Dns } from "../../services/dns/dns.ts"
+import { Lifecycle } from "../../services/lifecycle.ts"
+import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { Inbound, utcDay } from "../../services/mail/inbound.ts"
 import { Mailboxes } from "../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../services/outbound/drafts.ts"
+import { ArcSeal } from "../../services/outbound/arc-seal.ts"
+import { ForwardedCopies } from "../../services/outbound/forwards.ts"
+import { Mta } from "../../services/outbound/mta.ts"
 import { requeueStranded } from "../../services/outbound/requeue.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
+import { SmtpTransport } from "../../services/outbound/transport.ts"
 import { testDatabase } from "../support/database.ts"
 import { inProcessOutbound as outbound, inProcessOutboundOver } from "../support/outbound-services.ts"
-import { insertMailbox } from "../support/seed-mail.ts"
+import { DOMAIN, insertMailbox } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
 
 const message = (i: number) => fromSendInput({ to: [`reader${i}@partner.test`], subject: `Report ${i}`, text: "Figures attached." })
@@ -216,13 +223,15 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
   // `silent` is (a process about to die); the ids of the jobs it took.
   let refusing = false
   let silent = false
+  // Events only refused (NATS lost just after a delivery was written).
+  let refusingEvents = false
   const taken: Array<string> = []
   /** A wall-clock pause (the suite's TestClock would never end an Effect.sleep). */
   const pause = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
   const troubledBus = inProcessOutboundOver((bus) => ({
     ...bus,
     publish: (subject, data, options) =>
-      refusing
+      refusing || (refusingEvents && subject.startsWith("events."))
         ? Effect.fail(new BusError({ message: "NATS is down" }))
         : silent
         ? Effect.never
@@ -257,6 +266,50 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         const lived = yield* sending.submit(owner.userId, box.mailboxId, message(2))
         const marked = () => sql<{ published: boolean }>`SELECT published FROM outbound_deliveries WHERE email_id = ${lived.email_id}`
         while (!(yield* marked())[0]!.published) yield* pause
+      }))
+  })
+
+  // The mta over the same bus, delivering to mailboxes here only (no network: no DNS, no SMTP client).
+  const unused = <A>() => ({}) as A
+  const withMta = Mta.Default.pipe(
+    Layer.provideMerge(Layer.mergeAll(
+      Inbound.Default.pipe(Layer.provide(RecipientDirectory.Default)),
+      ForwardedCopies.Default.pipe(Layer.provide(Layer.succeed(ArcSeal, unused<ArcSeal["Type"]>()))),
+      Layer.succeed(Dns, unused<Dns["Type"]>()),
+      Layer.succeed(SmtpTransport, unused<SmtpTransport["Type"]>()),
+      Lifecycle.forever
+    )),
+    Layer.provideMerge(troubledBus)
+  )
+
+  it.layer(withMta)("a delivery's events", (it) => {
+    it.effect("a delivery written but not told (the bus refused the event) is told when its job comes back, under the same event id, once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const mta = yield* Mta
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const desk = yield* insertMailbox(owner)
+        const sent = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [desk.address], subject: "Memo", text: "Read me." }))
+        const job = { email_id: sent.email_id, domain: DOMAIN }
+        const delivery = () =>
+          sql<{ status: string; attempts: number; announced: boolean }>`
+            SELECT status, attempts, announced FROM outbound_deliveries WHERE email_id = ${sent.email_id}`
+        const told = () => taken.filter((id) => id.startsWith(`email.sent:${sent.email_id}:`))
+        refusingEvents = true
+        const first = yield* Effect.either(mta.deliver(job))
+        refusingEvents = false
+        expect(Either.isLeft(first)).toBe(true)
+        expect(yield* delivery()).toEqual([{ status: "sent", attempts: 1, announced: false }])
+        expect(told()).toEqual([])
+        // The job comes back (it was not acknowledged): nothing is sent again, the change is told.
+        yield* mta.deliver(job)
+        expect(yield* delivery()).toEqual([{ status: "sent", attempts: 1, announced: true }])
+        expect(told()).toEqual([`email.sent:${sent.email_id}:${desk.address}:1`])
+        yield* mta.deliver(job)
+        expect(told()).toHaveLength(1)
+        expect((yield* delivery())[0]!.attempts).toBe(1)
       }))
   })
 
