@@ -313,32 +313,6 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
       }))
   })
 
-  it.layer(withMta)("a job handed out twice at once", (it) => {
-    it.effect("a copy finds the recipients held by the attempt under way, sends nothing and comes back; a claim its dead attempt left ends in time", () =>
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const sending = yield* Outbound
-        const mta = yield* Mta
-        const owner = yield* insertUser("pro")
-        const box = yield* insertMailbox(owner)
-        const desk = yield* insertMailbox(owner)
-        const sent = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [desk.address], subject: "Once", text: "Only once." }))
-        const job = { email_id: sent.email_id, domain: DOMAIN }
-        const delivery = () =>
-          sql<{ status: string; attempts: number; claim: string | null }>`
-            SELECT status, attempts, claim FROM outbound_deliveries WHERE email_id = ${sent.email_id}`
-        // Another attempt holds it (the first copy, still talking to the receiver).
-        yield* sql`UPDATE outbound_deliveries SET claim = 'att_other', claimed_until = now() + interval '5 minutes' WHERE email_id = ${sent.email_id}`
-        const copy = yield* Effect.either(mta.deliver(job))
-        expect(Either.isLeft(copy) && copy.left._tag).toBe("DeliveryDeferred")
-        expect(yield* delivery()).toEqual([{ status: "queued", attempts: 0, claim: "att_other" }])
-        // That attempt's process died: its claim ends, and the job, back again, is delivered, once.
-        yield* sql`UPDATE outbound_deliveries SET claimed_until = now() - interval '1 second' WHERE email_id = ${sent.email_id}`
-        yield* mta.deliver(job)
-        expect(yield* delivery()).toEqual([{ status: "sent", attempts: 1, claim: null }])
-      }))
-  })
-
   it.layer(troubledBus)("the draft scheduler", (it) => {
     /** The draft's state as the API shows it. */
     const stateOf = (draftId: string) =>
