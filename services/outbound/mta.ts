@@ -25,14 +25,11 @@
  * what was recorded; an mta that dies between the receiver's 250 and the record sends that message
  * again (with the same Message-ID, as the raw is stored), which receivers de-duplicate by. A change
  * recorded but not told (the mta died, or the bus refused the event) is marked so (`announced`), and
- * the job, coming back, tells it under the event id it had. An attempt claims the recipients it
- * tries (renewing the claim while it runs), so a job the bus hands out twice at once is tried by one
- * copy: the other waits for the claim to end.
+ * the job, coming back, tells it under the event id it had.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Data, Duration, Effect, Either, Fiber, Layer, Option, Schema } from "effect"
-import { newId } from "../accounts/tokens.ts"
+import { Data, Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import { groupCommit } from "../batching.ts"
 import { Bus, type BusError, type BusMessage, decodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
@@ -134,8 +131,6 @@ const JobRow = Schema.Struct({
   content: Schema.Uint8ArrayFromSelf,
   waiting: Schema.Array(WaitingRow),
   untold: Schema.Array(UntoldRow),
-  /** Until when some recipient waits under another attempt's claim (a copy of this job being handled now). */
-  heldUntil: Schema.NullOr(Schema.DateFromSelf),
   /** The domain is one of this server's verified custom domains. */
   verifiedHere: Schema.Boolean
 })
@@ -154,12 +149,6 @@ interface DeliveryUpdate {
 
 /** Jobs read, or attempts recorded, in one statement (group commit, batching.ts). */
 const MAX_BATCH = 32
-/**
- * How long an attempt's claim on its recipients lasts unless renewed: the attempt renews it every
- * third of that while it runs, so a claim outlives its attempt's process by this at most.
- */
-const CLAIM_SECONDS = 30
-const CLAIM_RENEWAL = Duration.seconds(CLAIM_SECONDS / 3)
 
 export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
   scoped: Effect.gen(function*() {
@@ -184,37 +173,16 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const readJob = yield* groupCommit({
       maxBatch: MAX_BATCH,
       parallel: 2,
-      run: (jobs: ReadonlyArray<OutboundJob & { readonly claim: string }>) =>
+      run: (jobs: ReadonlyArray<OutboundJob>) =>
         sql`
-          WITH j AS (
-            SELECT * FROM unnest(${jobs.map((j) => j.email_id)}::text[], ${jobs.map((j) => j.domain)}::text[], ${jobs.map((j) => j.claim)}::text[])
-                          WITH ORDINALITY AS j(email_id, domain, claim, idx)
-          ),
-          -- The waiting recipients no other attempt holds, claimed for this one (the first copy of a job
-          -- in the batch takes them), in one order and skipping rows another statement is writing.
-          claimed AS (
-            UPDATE outbound_deliveries d SET claim = t.claim, claimed_until = now() + make_interval(secs => ${CLAIM_SECONDS})
-            FROM (SELECT o.email_id, o.recipient, f.claim, f.idx
-                  FROM outbound_deliveries o
-                  JOIN (SELECT DISTINCT ON (email_id, domain) email_id, domain, claim, idx FROM j ORDER BY email_id, domain, idx) f
-                    ON o.email_id = f.email_id AND o.domain = f.domain
-                  WHERE o.status IN ('queued', 'deferred') AND (o.claimed_until IS NULL OR o.claimed_until < now())
-                  ORDER BY o.email_id, o.recipient
-                  FOR UPDATE OF o SKIP LOCKED) t
-            WHERE d.email_id = t.email_id AND d.recipient = t.recipient
-            RETURNING t.idx, d.recipient, d.attempts, d.status
-          )
           SELECT j.idx, e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content,
-                 coalesce((SELECT json_agg(json_build_object('recipient', c.recipient, 'attempts', c.attempts, 'status', c.status,
+                 coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'attempts', d.attempts, 'status', d.status,
                                                              'suppressed', EXISTS (SELECT 1 FROM suppressions s
-                                                                                   WHERE s.user_id = e.user_id AND s.address = lower(c.recipient)))
-                                           ORDER BY c.recipient)
-                           FROM claimed c WHERE c.idx = j.idx),
+                                                                                   WHERE s.user_id = e.user_id AND s.address = lower(d.recipient)))
+                                           ORDER BY d.recipient)
+                           FROM outbound_deliveries d
+                           WHERE d.email_id = e.id AND d.domain = j.domain AND d.status IN ('queued', 'deferred')),
                           '[]'::json) AS waiting,
-                 -- Until when another attempt held waiting recipients as this statement began.
-                 (SELECT max(d.claimed_until) FROM outbound_deliveries d
-                  WHERE d.email_id = e.id AND d.domain = j.domain AND d.status IN ('queued', 'deferred')
-                    AND d.claimed_until >= now()) AS held_until,
                  coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'status', d.status, 'attempts', d.attempts,
                                                              'response', d.last_response, 'next', d.next_attempt_at)
                                            ORDER BY d.recipient)
@@ -222,7 +190,8 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
                            WHERE d.email_id = e.id AND d.domain = j.domain AND NOT d.announced),
                           '[]'::json) AS untold,
                  EXISTS (SELECT 1 FROM domains WHERE name = j.domain AND verified) AS verified_here
-          FROM j JOIN emails e ON e.id = j.email_id JOIN blobs b ON b.sha256 = e.raw_sha256`.pipe(
+          FROM unnest(${jobs.map((j) => j.email_id)}::text[], ${jobs.map((j) => j.domain)}::text[]) WITH ORDINALITY AS j(email_id, domain, idx)
+          JOIN emails e ON e.id = j.email_id JOIN blobs b ON b.sha256 = e.raw_sha256`.pipe(
           Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(JobRow))(rows))),
           Effect.map((rows) => {
             const byIdx = new Map(rows.map((row) => [row.idx, row]))
@@ -242,7 +211,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         return sql`
           UPDATE outbound_deliveries d
           SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now(),
-              announced = u.announced, claim = NULL, claimed_until = NULL,
+              announced = u.announced,
               -- Its job reached the mta: it was published, whether or not its sender lived to say so (requeue.ts).
               published = true
           FROM (SELECT * FROM unnest(${rows.map((r) => r.emailId)}::text[], ${rows.map((r) => r.recipient)}::text[],
@@ -444,44 +413,14 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         return rows.some((r) => r.status === "deferred")
       })
 
-    /** An attempt's claim given up: it failed before its record, and the next copy of the job may try at once. */
-    const release = (emailId: string, claim: string) =>
-      sql`UPDATE outbound_deliveries SET claim = NULL, claimed_until = NULL WHERE email_id = ${emailId} AND claim = ${claim}`.pipe(
-        Effect.ignore
-      )
-
-    /** An attempt's claim kept alive while it runs (renewed every CLAIM_RENEWAL; a failed renewal is tried at the next). */
-    const renewing = (emailId: string, claim: string) =>
-      sql`UPDATE outbound_deliveries SET claimed_until = now() + make_interval(secs => ${CLAIM_SECONDS})
-          WHERE email_id = ${emailId} AND claim = ${claim}`.pipe(
-        Effect.ignore,
-        Effect.delay(CLAIM_RENEWAL),
-        Effect.forever
-      )
-
-    const attempt: (job: OutboundJob, claim: string, waited: boolean) => Effect.Effect<
-      void,
-      SqlError | BusError | DeliveryDeferred | DeliveryStopped
-    > = Effect.fnUntraced(function*(job: OutboundJob, claim: string, waited: boolean) {
-      const email = yield* readJob({ ...job, claim })
+    /** One job: the domain's waiting recipients of one email, one attempt. */
+    const deliver = Effect.fn("Mta.deliver")(function*(job: OutboundJob) {
+      const email = yield* readJob(job)
       if (!email) return
       // What an attempt wrote but could not tell (its teller died, or the bus refused the event): told first.
       yield* tell({ id: job.email_id, ...email }, email.untold.map(untoldChange), new Date())
-      if (email.waiting.length === 0) {
-        // Every recipient settled (a redelivered job): nothing more to do.
-        if (email.heldUntil === null) return
-        // Held by another attempt (the bus handed this job out twice): its claim ends with its record,
-        // or within CLAIM_SECONDS of its process dying. Once, this copy waits for that end and looks
-        // again; an attempt still at work then records them, and this copy comes back to find them settled.
-        if (waited) return yield* new DeliveryDeferred({ emailId: job.email_id, domain: job.domain })
-        yield* Effect.sleep(Duration.millis(Math.min(CLAIM_SECONDS * 1000, Math.max(0, email.heldUntil.getTime() - Date.now())) + 500))
-        return yield* attempt(job, claim, true)
-      }
-      const renewal = yield* Effect.fork(renewing(job.email_id, claim))
-      return yield* attemptClaimed(job, email).pipe(Effect.ensuring(Fiber.interrupt(renewal)))
-    })
-
-    const attemptClaimed = Effect.fnUntraced(function*(job: OutboundJob, email: typeof JobRow.Type) {
+      // Every recipient settled (a redelivered job): nothing more to do.
+      if (email.waiting.length === 0) return
       // A recipient suppressed while the message waited (another message to it bounced, say) is not tried again.
       const suppressed = email.waiting.filter((w) => w.suppressed).map((w): Outcome => ({
         recipient: w.recipient,
@@ -510,21 +449,6 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         outcomes: outcomes.map((o) => `${o.recipient}: ${o.status}`).join(", ")
       }))
       if (deferred) return yield* new DeliveryDeferred({ emailId: job.email_id, domain: job.domain })
-    })
-
-    /**
-     * One job: the domain's waiting recipients of one email, one attempt. The recipients are claimed
-     * for it first; a copy of the job the bus handed out at the same time finds them held and comes
-     * back later (on the retry schedule), when they are settled.
-     */
-    const deliver = Effect.fn("Mta.deliver")(function*(job: OutboundJob) {
-      const claim = newId("att")
-      // A deferral was recorded, which ended the claim; anything else (a failure, the process stopping) ends it here.
-      return yield* attempt(job, claim, false).pipe(
-        Effect.onError((cause) =>
-          Option.exists(Cause.failureOption(cause), (error) => error._tag === "DeliveryDeferred") ? Effect.void : release(job.email_id, claim)
-        )
-      )
     })
 
     /**

@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Clock, Effect, Either, Fiber, Layer } from "effect"
+import { Effect, Either, Fiber, Layer } from "effect"
 import { BusError } from "../../services/bus/bus.ts"
 import { Dns } from "../../services/dns/dns.ts"
 import { Lifecycle } from "../../services/lifecycle.ts"
@@ -311,37 +311,6 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         expect(told()).toHaveLength(1)
         expect((yield* delivery())[0]!.attempts).toBe(1)
       }))
-  })
-
-  it.layer(withMta)("a job handed out twice at once", (it) => {
-    it.effect("a copy waits for the claim of the attempt under way to end: a live one renews it and the copy comes back later; a dead one's ends, and the copy delivers, once", () =>
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const sending = yield* Outbound
-        const mta = yield* Mta
-        const owner = yield* insertUser("pro")
-        const box = yield* insertMailbox(owner)
-        const desk = yield* insertMailbox(owner)
-        const sent = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [desk.address], subject: "Once", text: "Only once." }))
-        const job = { email_id: sent.email_id, domain: DOMAIN }
-        const delivery = () =>
-          sql<{ status: string; attempts: number; claim: string | null }>`
-            SELECT status, attempts, claim FROM outbound_deliveries WHERE email_id = ${sent.email_id}`
-        const holdFor = (seconds: number) =>
-          sql`UPDATE outbound_deliveries SET claim = 'att_other', claimed_until = now() + make_interval(secs => ${seconds})
-              WHERE email_id = ${sent.email_id}`
-        // Another attempt holds it, alive: it renews its claim while the copy waits.
-        yield* holdFor(1)
-        const renewing = yield* Effect.fork(Effect.delay(holdFor(60), "300 millis"))
-        const copy = yield* Effect.either(mta.deliver(job))
-        yield* Fiber.join(renewing)
-        expect(Either.isLeft(copy) && copy.left._tag).toBe("DeliveryDeferred")
-        expect(yield* delivery()).toEqual([{ status: "queued", attempts: 0, claim: "att_other" }])
-        // That attempt's process died: its claim is not renewed, and the copy, after waiting for its end, delivers.
-        yield* holdFor(1)
-        yield* mta.deliver(job)
-        expect(yield* delivery()).toEqual([{ status: "sent", attempts: 1, claim: null }])
-      }).pipe(Effect.withClock(Clock.make())), { timeout: 30_000 })
   })
 
   it.layer(troubledBus)("the draft scheduler", (it) => {
