@@ -25,7 +25,7 @@ import {
 } from "./attachment-text.ts"
 import { decodeText } from "./charsets.ts"
 import { readHtml } from "./extract/render.ts"
-import { type ParsedEmail, parseMessage } from "./parse.ts"
+import { firstOf, type ParsedEmail, parseMessage } from "./parse.ts"
 
 /** A document's text as kept, or why it has none. */
 interface KeptText {
@@ -72,9 +72,8 @@ const SHOWN_FIELDS = ["From", "To", "Cc", "Date", "Subject"]
 /** The text of an email attached whole (format `email`): its shown fields, its attachments' names, then its text. */
 const readEmail = (parsed: ParsedEmail): DocumentText => {
   const fields = SHOWN_FIELDS.flatMap((name) => {
-    const value = parsed.headers[name.toLowerCase()]
-    const first = typeof value === "string" ? value : value?.[0]
-    return first === undefined || first.trim() === "" ? [] : [`${name}: ${first.trim()}`]
+    const first = firstOf(parsed.headers, name.toLowerCase())?.trim()
+    return first === undefined || first === "" ? [] : [`${name}: ${first}`]
   })
   const files = parsed.attachments.map((attachment) => attachment.filename ?? attachment.contentType)
   const capped = capText([...fields, ...(files.length > 0 ? [`Attachments: ${files.join(", ")}`] : []), "", parsed.text.trimEnd()].join("\n"))

@@ -198,7 +198,7 @@ export const displayName = (value: string | undefined): string =>
   value === undefined ? "" : oneLine(decodeWords(firstName(addressparser(value)) ?? "")).trim()
 
 /** The first value of header `name` (the one mail programs show, when a message has several). */
-const firstOf = (headers: Headers, name: string): string | undefined => {
+export const firstOf = (headers: Headers, name: string): string | undefined => {
   const value = headers[name]
   return typeof value === "string" ? value : value?.[0]
 }

@@ -15,7 +15,6 @@ import { HttpApiDecodeError } from "@effect/platform/HttpApiError"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Cause, Effect, Schema } from "effect"
-import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import {
   type ApiError,
   BadRequest,
@@ -27,7 +26,7 @@ import {
   ValidationError,
   wireOf
 } from "../../services/errors.ts"
-import { causeChain, isConnectionFailure, isTransientConflict } from "../../services/health/dependency-health.ts"
+import { causeChain, DependencyHealth, isConnectionFailure, isTransientConflict } from "../../services/health/dependency-health.ts"
 import { isBodyTooLarge, MAX_JSON_BYTES, tooLarge } from "./body-limits.ts"
 import { detailsOf } from "./issues.ts"
 
