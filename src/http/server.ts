@@ -228,23 +228,39 @@ const KEEP_ALIVE_MS = 65_000
  * The drain: node's close stops taking connections and closes the idle ones, but a connection whose
  * answer was still in flight would then be kept for the whole keep-alive, well past SHUTDOWN_TIMEOUT.
  * Until the server is closed, each connection is closed as soon as it is idle.
+ *
+ * A connection that has asked nothing yet is not idle to node: one a client opened ahead of its next
+ * request (fetch's pool does, as do load balancers) held every shutdown for SHUTDOWN_TIMEOUT. Those are
+ * closed by the same sweep; a connection upgraded to a WebSocket is its session's to close (with 1001).
+ * (`asked` is told of each request by the server's one early request listener: shuttingDownReply
+ * counts the request listeners.)
  */
 const closingIdleConnections = (server: Server) => {
+  const unasked = new Set<Duplex>()
+  server.on("connection", (socket: Duplex) => {
+    unasked.add(socket)
+    socket.once("close", () => unasked.delete(socket))
+  })
+  server.on("upgrade", (request: IncomingMessage) => unasked.delete(request.socket))
   const close = server.close.bind(server)
   server.close = ((callback?: (error?: Error) => void) => {
-    const sweep = setInterval(() => server.closeIdleConnections(), 50)
+    const sweep = setInterval(() => {
+      server.closeIdleConnections()
+      for (const socket of unasked) socket.destroy()
+    }, 50)
     server.once("close", () => clearInterval(sweep))
     return close(callback)
   }) as Server["close"]
-  return server
+  return { server, asked: (request: IncomingMessage) => unasked.delete(request.socket) }
 }
 
 const createApiServer = () => {
-  const server = closingIdleConnections(createServer({ keepAliveTimeout: KEEP_ALIVE_MS }))
-    .on("clientError", clientErrorReply)
+  const { asked, server } = closingIdleConnections(createServer({ keepAliveTimeout: KEEP_ALIVE_MS }))
+  server.on("clientError", clientErrorReply)
   const shuttingDown = shuttingDownReply(server)
   // Registered before the app's listener, so each runs first.
   return server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+    asked(request)
     answerBeforeClosing(request, response)
     shuttingDown(request, response)
   })

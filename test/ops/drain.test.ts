@@ -3,7 +3,8 @@
  * finished, answered 250 and stored, and so is an HTTP request whose body is still arriving (one
  * pipelined behind it after the signal is answered 503); an SMTP connection opened during the
  * drain is answered 421; an idle session is closed with 421; a list waiting for mail is answered at
- * once instead of holding the drain; the process exits 0. The message is then read back after a restart
+ * once instead of holding the drain; a connection that asked nothing is closed rather than waited
+ * for; the process exits 0. The message is then read back after a restart
  * on the same backend. Work that outlasts SHUTDOWN_TIMEOUT is cut off: exit 1, saying so.
  */
 import * as net from "node:net"
@@ -56,6 +57,12 @@ describe("SIGTERM", () => {
       `POST /api/auth/register HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n` +
         `Content-Length: ${Buffer.byteLength(registration)}\r\n\r\n${registration.slice(0, 20)}`
     )
+    // A connection that asks nothing (a client's pool opens one ahead of its next request, as fetch's
+    // does): the drain closes it rather than wait for it until SHUTDOWN_TIMEOUT.
+    const silent = net.connect({ port: server.port, host: "127.0.0.1" })
+    silent.on("error", () => {})
+    const silentClosed = new Promise<void>((resolve) => silent.once("close", () => resolve()))
+    await new Promise<void>((resolve) => silent.once("connect", () => resolve()))
     // A list waiting up to a minute for mail: the signal must end the wait, not the drain's time-out.
     const waiting = withKey(server.url, box.user).GET("/v1/api/mailboxes/{mailboxId}/emails", {
       params: { path: { mailboxId: box.mailboxId }, query: { wait: "60" } }
@@ -109,6 +116,7 @@ describe("SIGTERM", () => {
 
     expect(await exited).toBe(0)
     expect(server.output()).toContain("Shutdown complete")
+    await silentClosed
 
     // Stored: after a restart on the same backend, the email is there.
     server = await startServer({ ...backend.env, LOG_LEVEL: "warn" })
