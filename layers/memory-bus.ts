@@ -20,6 +20,7 @@ import {
   type ConsumerRef,
   type ConsumerSpec,
   defaultRetryDelay,
+  redeliveryDelay,
   type StreamName,
   streams,
   subjectMatches
@@ -215,8 +216,8 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
       const group = yield* Effect.acquireRelease(join(key, spec), () => leave(key))
       const retryDelay = spec.retryDelay ?? defaultRetryDelay
 
-      const redeliver = (delivery: Delivery) =>
-        Effect.sleep(retryDelay(delivery.deliveryCount)).pipe(
+      const redeliver = (delivery: Delivery, delay: Duration.Duration) =>
+        Effect.sleep(delay).pipe(
           Effect.zipRight(Queue.offer(group.queue, { message: delivery.message, deliveryCount: delivery.deliveryCount + 1 })),
           Effect.interruptible,
           Effect.forkIn(group.scope),
@@ -240,15 +241,17 @@ export const make: Effect.Effect<BusShape, never, SqlClient.SqlClient | Dependen
                 Effect.catchAll((error) =>
                   health.report("Could not record a bus acknowledgement; the message will be delivered again", Cause.fail(error)).pipe(
                     Effect.annotateLogs(annotations),
-                    Effect.zipRight(redeliver(delivery))
+                    Effect.zipRight(redeliver(delivery, retryDelay(delivery.deliveryCount)))
                   )
                 )
               ),
-            onFailure: (cause) =>
-              health.report("Bus handler failed; the message will be delivered again", cause).pipe(
-                Effect.annotateLogs({ ...annotations, retryInMs: Duration.toMillis(retryDelay(message.deliveryCount)) }),
-                Effect.zipRight(redeliver(delivery))
+            onFailure: (cause) => {
+              const delay = redeliveryDelay(cause, message.deliveryCount, retryDelay)
+              return health.report("Bus handler failed; the message will be delivered again", cause).pipe(
+                Effect.annotateLogs({ ...annotations, retryInMs: Duration.toMillis(delay) }),
+                Effect.zipRight(redeliver(delivery, delay))
               )
+            }
           }),
           Effect.withSpan("MemoryBus.handle", { attributes: { consumer: spec.name, subject: message.subject } }),
           // In flight from the handler's start until it is acknowledged or set to come back.

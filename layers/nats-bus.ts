@@ -38,6 +38,7 @@ import {
   type ConsumerRef,
   type ConsumerSpec,
   defaultRetryDelay,
+  redeliveryDelay,
   type StreamName,
   streams
 } from "../services/bus/bus.ts"
@@ -403,7 +404,7 @@ const runConsumer = <E>(spec: ConsumerSpec<E>, ctx: ConsumerContext) =>
         Effect.matchCauseEffect({
           onSuccess: () => acknowledge(msg, spec.name, message, ctx.health),
           onFailure: (cause) => {
-            const delay = retryDelay(message.deliveryCount)
+            const delay = redeliveryDelay(cause, message.deliveryCount, retryDelay)
             return ctx.health.report("Bus handler failed; the message will be delivered again", cause).pipe(
               Effect.annotateLogs({
                 consumer: spec.name,

@@ -17,7 +17,17 @@ import * as NatsBus from "../layers/nats-bus.ts"
 import * as Pglite from "../layers/pglite.ts"
 import * as Postgres from "../layers/postgres.ts"
 import { DependencyHealth } from "../services/health/dependency-health.ts"
-import { Bus, type BusMessage, type BusShape, type ConsumerSpec, encodeJson, decodeJson, type StreamName, streams } from "../services/bus/bus.ts"
+import {
+  Bus,
+  type BusMessage,
+  type BusShape,
+  ComeBackAfterTypeId,
+  type ConsumerSpec,
+  decodeJson,
+  encodeJson,
+  type StreamName,
+  streams
+} from "../services/bus/bus.ts"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { migrate } from "../src/database.ts"
 import { startPrivateNats } from "./support/nats-server.ts"
@@ -203,6 +213,30 @@ const contract = <S>(backend: Backend<S>) =>
         expect(yield* takeWithin(deliveries)).toBe(2)
         yield* expectQuiet(deliveries, "1 second")
         expect(yield* Ref.get(effects)).toBe(1)
+      }))
+
+    it.scopedLive("a failure that says when to come back is offered again then, not on the consumer's schedule", () =>
+      Effect.gen(function*() {
+        const storage = yield* backend.storage
+        const { bus } = yield* openBus(backend.bus(storage))
+        const { name, subject } = fresh()
+        const deliveries = yield* Queue.unbounded<number>()
+        yield* startConsumer(bus, {
+          name,
+          stream: "events",
+          filter: subject,
+          // The schedule would bring it back in a minute.
+          retryDelay: () => Duration.minutes(1),
+          handler: (m) =>
+            Queue.offer(deliveries, Date.now()).pipe(
+              Effect.zipRight(m.deliveryCount === 1 ? Effect.fail({ [ComeBackAfterTypeId]: Duration.millis(500) }) : Effect.void)
+            )
+        })
+        yield* bus.publish(subject, encodeJson("x"), { msgId: "held" })
+        const first = yield* takeWithin(deliveries)
+        const second = yield* takeWithin(deliveries, "10 seconds")
+        expect(second - first).toBeGreaterThanOrEqual(450)
+        yield* expectQuiet(deliveries, "1 second")
       }))
 
     it.scopedLive("delivers messages published before the consumer started, in order", () =>

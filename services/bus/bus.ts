@@ -9,7 +9,7 @@
  * Adapters: NATS JetStream for clusters (layers/nats-bus.ts), and an in-process bus kept in the SQL
  * database for the single-process embedded default (layers/memory-bus.ts).
  */
-import { Context, Data, Duration, type Effect, type Option, type Scope } from "effect"
+import { Cause, Context, Data, Duration, type Effect, Option, type Scope } from "effect"
 
 /** The streams Mailroom uses, and the subjects each one holds. */
 export const streams = {
@@ -151,6 +151,30 @@ export class Bus extends Context.Tag("mailroom/Bus")<Bus, BusShape>() {}
 
 export const defaultRetryDelay = (deliveryCount: number): Duration.Duration =>
   Duration.millis(Math.min(60_000, 1000 * 2 ** Math.max(0, deliveryCount - 1)))
+
+export const ComeBackAfterTypeId: unique symbol = Symbol.for("mailroom/ComeBackAfter")
+
+/**
+ * A handler's failure that knows when its message is worth handling again (another holder's claim
+ * ends then, say): the message comes back after `comeBackAfter` rather than the consumer's retryDelay.
+ */
+export interface ComeBackAfter {
+  readonly [ComeBackAfterTypeId]: Duration.Duration
+}
+
+/** When a message whose handler failed with `cause` is offered again: as its failure asks, else by the consumer's schedule. */
+export const redeliveryDelay = (
+  cause: Cause.Cause<unknown>,
+  deliveryCount: number,
+  retryDelay: (deliveryCount: number) => Duration.Duration
+): Duration.Duration =>
+  Option.match(Cause.failureOption(cause), {
+    onSome: (error) =>
+      typeof error === "object" && error !== null && ComeBackAfterTypeId in error
+        ? (error as ComeBackAfter)[ComeBackAfterTypeId]
+        : retryDelay(deliveryCount),
+    onNone: () => retryDelay(deliveryCount)
+  })
 
 export const encodeJson = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value))
 export const decodeJson = (data: Uint8Array): unknown => JSON.parse(new TextDecoder().decode(data))

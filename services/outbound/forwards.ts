@@ -18,6 +18,7 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { Authentication, type Verdict } from "../mail/authentication.ts"
 import { FORWARDED_BY_HEADER } from "../mail/forward-rules.ts"
 import { ArcSeal } from "./arc-seal.ts"
+import { CLAIM_SECONDS, DeliveryHeld } from "./claims.ts"
 import { dkimSign } from "./dkim-signature.ts"
 import { DkimKeys } from "./dkim.ts"
 import { bounceAddress } from "./send.ts"
@@ -90,6 +91,8 @@ const CopyRow = Schema.Struct({
   arcResult: Schema.NullOr(Schema.String),
   content: Schema.Uint8ArrayFromSelf,
   waiting: Schema.Array(WaitingCopy),
+  /** Until when another attempt holds some of the waiting addresses (a copy of this job being handled now). */
+  heldUntil: Schema.NullOr(Schema.DateFromSelf),
   /** The job's domain is one of this server's verified custom domains. */
   verifiedHere: Schema.Boolean
 })
@@ -99,6 +102,8 @@ export interface ForwardedCopy {
   readonly mailFrom: string
   readonly raw: Uint8Array
   readonly waiting: ReadonlyArray<typeof WaitingCopy.Type>
+  /** Some waiting addresses another attempt holds (its process died, the claim not ended yet): the job comes back for them. */
+  readonly held: DeliveryHeld | undefined
   readonly verifiedHere: boolean
   readonly receivedAt: Date
   /**
@@ -125,21 +130,40 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
     const arc = yield* ArcSeal
     const settings = yield* OutboundSettings
 
-    /** The job's copy, none when the email is gone or every address at the domain is settled. */
-    const read = Effect.fn("ForwardedCopies.read")(function*(job: ForwardJob) {
+    /**
+     * The job's copy, its waiting addresses claimed for the attempt `claim` (claims.ts): none when the
+     * email is gone or every address at the domain is settled; DeliveryHeld when another attempt holds
+     * them all.
+     */
+    const read = Effect.fn("ForwardedCopies.read")(function*(job: ForwardJob, claim: string) {
+      // The waiting addresses, locked in one order and claimed for this attempt (claims.ts); those
+      // another attempt holds say until when.
       const rows = yield* sql`
+        WITH locked AS MATERIALIZED (
+          SELECT f.address, f.attempts, f.status, f.claimed_until, f.claimed_until IS NULL OR f.claimed_until < now() AS free
+          FROM forward_deliveries f
+          WHERE f.email_id = ${job.forward_of} AND f.domain = ${job.domain} AND f.status IN ('queued', 'deferred')
+          ORDER BY f.address
+          FOR UPDATE
+        ),
+        claimed AS (
+          UPDATE forward_deliveries f SET claim = ${claim}, claimed_until = now() + make_interval(secs => ${CLAIM_SECONDS})
+          FROM locked l WHERE f.email_id = ${job.forward_of} AND f.address = l.address AND l.free
+        )
         SELECT lower(m.local_part || '@' || m.domain) AS mailbox, m.domain AS mailbox_domain, d.id AS custom_domain_id,
                e.received_at, e.mail_from, e.authentication, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
-               coalesce((SELECT json_agg(json_build_object('address', f.address, 'attempts', f.attempts, 'status', f.status) ORDER BY f.address)
-                         FROM forward_deliveries f
-                         WHERE f.email_id = e.id AND f.domain = ${job.domain} AND f.status IN ('queued', 'deferred')),
+               coalesce((SELECT json_agg(json_build_object('address', l.address, 'attempts', l.attempts, 'status', l.status) ORDER BY l.address)
+                         FROM locked l WHERE l.free),
                         '[]'::json) AS waiting,
+               (SELECT max(l.claimed_until) FROM locked l WHERE NOT l.free) AS held_until,
                EXISTS (SELECT 1 FROM domains WHERE name = ${job.domain} AND verified) AS verified_here
         FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id JOIN blobs b ON b.sha256 = e.raw_sha256
         LEFT JOIN domains d ON d.name = m.domain AND d.user_id = m.user_id
         WHERE e.id = ${job.forward_of}`.pipe(Effect.flatMap((found) => Effect.orDie(Schema.decodeUnknown(Schema.Array(CopyRow))(found))))
       const row = rows[0]
-      if (row === undefined || row.waiting.length === 0) return undefined
+      if (row === undefined) return undefined
+      const held = row.heldUntil === null ? undefined : new DeliveryHeld({ emailId: job.forward_of, domain: job.domain, until: row.heldUntil })
+      if (row.waiting.length === 0) return held === undefined ? undefined : yield* held
       const now = new Date()
       const trace = [
         `Received: by ${settings.heloName} (Mailroom) for forwarding from <${row.mailbox}>; ${now.toUTCString().replace("GMT", "+0000")}`,
@@ -162,6 +186,7 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
         mailFrom: bounceAddress(job.forward_of, row.mailboxDomain),
         raw,
         waiting: row.waiting,
+        held,
         verifiedHere: row.verifiedHere,
         receivedAt: row.receivedAt,
         verdict: row.authentication === null || row.authenticationResults === null
@@ -200,7 +225,8 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
       yield* Effect.gen(function*() {
         yield* sql`
           UPDATE forward_deliveries f
-          SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now()
+          SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now(),
+              claim = NULL, claimed_until = NULL
           FROM (SELECT * FROM unnest(${rows.map((r) => r.address)}::text[], ${rows.map((r) => r.status)}::text[],
                                      ${rows.map((r) => r.attempts)}::int[], ${rows.map((r) => r.response)}::text[],
                                      ${rows.map((r) => r.nextAttemptAt)}::timestamptz[])

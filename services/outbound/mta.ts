@@ -26,6 +26,9 @@
  * again (with the same Message-ID, as the raw is stored), which receivers de-duplicate by. A change
  * recorded but not told (the mta died, or the bus refused the event) is marked so (`announced`), and
  * the job, coming back, tells it under the event id it had.
+ *
+ * One attempt at a time: the bus may hand a job out twice at once; an attempt claims the recipients
+ * it tries as it reads them, and a copy that finds them held comes back when the claim ends (claims.ts).
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -42,6 +45,7 @@ import type { RecipientRefusal } from "../mail/refusals.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { domainOf } from "../mailboxes/rules.ts"
 import { Lifecycle } from "../lifecycle.ts"
+import { CLAIM_SECONDS, DeliveryHeld, underClaim } from "./claims.ts"
 import { announce, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
 import { OutboundJob } from "./schemas.ts"
 import { DkimKeys } from "./dkim.ts"
@@ -131,6 +135,8 @@ const JobRow = Schema.Struct({
   content: Schema.Uint8ArrayFromSelf,
   waiting: Schema.Array(WaitingRow),
   untold: Schema.Array(UntoldRow),
+  /** Until when another attempt holds some of the job's waiting recipients (a copy of this job being handled now). */
+  heldUntil: Schema.NullOr(Schema.DateFromSelf),
   /** The domain is one of this server's verified custom domains. */
   verifiedHere: Schema.Boolean
 })
@@ -166,23 +172,50 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
     const keptAddresses = answerCache<ReadonlyArray<ResolvedAddress>>(keptAnswers)
 
     /**
-     * The jobs being started at once, read together: each one's email, its raw message, who in the
-     * job's domain still waits, and whether the domain is hosted here. Recipients come as JSON: one
+     * The jobs being started at once, read together, and their waiting recipients claimed for them:
+     * each one's email, its raw message, whom in the job's domain it now holds, whether and until when
+     * another attempt holds others, and whether the domain is hosted here. Recipients come as JSON: one
      * row per job, however many there are; a job whose email is gone has none.
+     *
+     * The waiting rows are locked in one order (so two such statements wait for each other rather than
+     * deadlock) and read as they are once locked: a claim another attempt committed meanwhile is seen.
+     * Of two copies of one job in a batch, the first claims.
      */
     const readJob = yield* groupCommit({
       maxBatch: MAX_BATCH,
       parallel: 2,
-      run: (jobs: ReadonlyArray<OutboundJob>) =>
+      run: (jobs: ReadonlyArray<OutboundJob & { readonly claim: string }>) =>
         sql`
+          WITH j AS (
+            SELECT * FROM unnest(${jobs.map((j) => j.email_id)}::text[], ${jobs.map((j) => j.domain)}::text[],
+                                 ${jobs.map((j) => j.claim)}::text[]) WITH ORDINALITY AS j(email_id, domain, claim, idx)
+          ),
+          firsts AS (SELECT DISTINCT ON (email_id, domain) * FROM j ORDER BY email_id, domain, idx),
+          locked AS MATERIALIZED (
+            SELECT o.email_id, o.recipient, o.domain, o.attempts, o.status, o.claimed_until, f.idx, f.claim,
+                   o.claimed_until IS NULL OR o.claimed_until < now() AS free
+            FROM outbound_deliveries o JOIN firsts f ON o.email_id = f.email_id AND o.domain = f.domain
+            WHERE o.status IN ('queued', 'deferred')
+            ORDER BY o.email_id, o.recipient
+            FOR UPDATE OF o
+          ),
+          -- (A statement in WITH runs whether or not the query reads it.)
+          claimed AS (
+            UPDATE outbound_deliveries d SET claim = l.claim, claimed_until = now() + make_interval(secs => ${CLAIM_SECONDS})
+            FROM locked l
+            WHERE d.email_id = l.email_id AND d.recipient = l.recipient AND l.free
+          )
           SELECT j.idx, e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content,
-                 coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'attempts', d.attempts, 'status', d.status,
+                 coalesce((SELECT json_agg(json_build_object('recipient', l.recipient, 'attempts', l.attempts, 'status', l.status,
                                                              'suppressed', EXISTS (SELECT 1 FROM suppressions s
-                                                                                   WHERE s.user_id = e.user_id AND s.address = lower(d.recipient)))
-                                           ORDER BY d.recipient)
-                           FROM outbound_deliveries d
-                           WHERE d.email_id = e.id AND d.domain = j.domain AND d.status IN ('queued', 'deferred')),
+                                                                                   WHERE s.user_id = e.user_id AND s.address = lower(l.recipient)))
+                                           ORDER BY l.recipient)
+                           FROM locked l WHERE l.idx = j.idx AND l.free),
                           '[]'::json) AS waiting,
+                 -- Held by another attempt: claimed before, or by the first copy of this job in the batch.
+                 (SELECT max(CASE WHEN l.free THEN now() + make_interval(secs => ${CLAIM_SECONDS}) ELSE l.claimed_until END)
+                  FROM locked l
+                  WHERE l.email_id = j.email_id AND l.domain = j.domain AND (l.idx <> j.idx OR NOT l.free)) AS held_until,
                  coalesce((SELECT json_agg(json_build_object('recipient', d.recipient, 'status', d.status, 'attempts', d.attempts,
                                                              'response', d.last_response, 'next', d.next_attempt_at)
                                            ORDER BY d.recipient)
@@ -190,8 +223,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
                            WHERE d.email_id = e.id AND d.domain = j.domain AND NOT d.announced),
                           '[]'::json) AS untold,
                  EXISTS (SELECT 1 FROM domains WHERE name = j.domain AND verified) AS verified_here
-          FROM unnest(${jobs.map((j) => j.email_id)}::text[], ${jobs.map((j) => j.domain)}::text[]) WITH ORDINALITY AS j(email_id, domain, idx)
-          JOIN emails e ON e.id = j.email_id JOIN blobs b ON b.sha256 = e.raw_sha256`.pipe(
+          FROM j JOIN emails e ON e.id = j.email_id JOIN blobs b ON b.sha256 = e.raw_sha256`.pipe(
           Effect.flatMap((rows) => Effect.orDie(Schema.decodeUnknown(Schema.Array(JobRow))(rows))),
           Effect.map((rows) => {
             const byIdx = new Map(rows.map((row) => [row.idx, row]))
@@ -211,7 +243,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         return sql`
           UPDATE outbound_deliveries d
           SET status = u.status, attempts = u.attempts, last_response = u.response, next_attempt_at = u.next_attempt_at, updated_at = now(),
-              announced = u.announced,
+              announced = u.announced, claim = NULL, claimed_until = NULL,
               -- Its job reached the mta: it was published, whether or not its sender lived to say so (requeue.ts).
               published = true
           FROM (SELECT * FROM unnest(${rows.map((r) => r.emailId)}::text[], ${rows.map((r) => r.recipient)}::text[],
@@ -413,14 +445,31 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         return rows.some((r) => r.status === "deferred")
       })
 
-    /** One job: the domain's waiting recipients of one email, one attempt. */
+    /**
+     * One job: the domain's waiting recipients of one email, one attempt. The recipients are claimed
+     * as they are read (claims.ts); held by another copy of the job, they are left to it (DeliveryHeld).
+     */
     const deliver = Effect.fn("Mta.deliver")(function*(job: OutboundJob) {
-      const email = yield* readJob(job)
+      return yield* underClaim(sql, "outbound_deliveries", job.email_id, (claim) => attempt(job, claim))
+    })
+
+    const attempt = Effect.fnUntraced(function*(job: OutboundJob, claim: string) {
+      const email = yield* readJob({ ...job, claim })
       if (!email) return
       // What an attempt wrote but could not tell (its teller died, or the bus refused the event): told first.
       yield* tell({ id: job.email_id, ...email }, email.untold.map(untoldChange), new Date())
-      // Every recipient settled (a redelivered job): nothing more to do.
-      if (email.waiting.length === 0) return
+      const held = email.heldUntil === null
+        ? Effect.void
+        : new DeliveryHeld({ emailId: job.email_id, domain: job.domain, until: email.heldUntil })
+      // Every recipient settled (a redelivered job), or held by another attempt.
+      if (email.waiting.length === 0) return yield* held
+      yield* attemptClaimed(job, email)
+      // Some were held (a dead attempt's claim on them has not ended yet): the job comes back for them.
+      yield* held
+    })
+
+    /** An attempt on the recipients it claimed. */
+    const attemptClaimed = Effect.fnUntraced(function*(job: OutboundJob, email: typeof JobRow.Type) {
       // A recipient suppressed while the message waited (another message to it bounced, say) is not tried again.
       const suppressed = email.waiting.filter((w) => w.suppressed).map((w): Outcome => ({
         recipient: w.recipient,
@@ -471,9 +520,13 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       if (outcome!.status === "deferred") return yield* new DeliveryDeferred({ emailId: job.system_mail_id, domain })
     })
 
-    /** One job of forwarded copies: the domain's waiting addresses of one received email, one attempt. */
+    /** One job of forwarded copies: the domain's waiting addresses of one received email, one attempt, under a claim (claims.ts). */
     const deliverForward = Effect.fn("Mta.deliverForward")(function*(job: ForwardJob) {
-      const copy = yield* copies.read(job)
+      return yield* underClaim(sql, "forward_deliveries", job.forward_of, (claim) => forwardAttempt(job, claim))
+    })
+
+    const forwardAttempt = Effect.fnUntraced(function*(job: ForwardJob, claim: string) {
+      const copy = yield* copies.read(job, claim)
       // Deleted since, or every address settled (a redelivered job): nothing to do.
       if (copy === undefined) return
       const addresses = copy.waiting.map((w) => w.address)
@@ -488,12 +541,13 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         outcomes: rows.map((r) => `${r.address}: ${r.status}`).join(", ")
       }))
       if (rows.some((r) => r.status === "deferred")) return yield* new DeliveryDeferred({ emailId: job.forward_of, domain: job.domain })
+      if (copy.held !== undefined) return yield* copy.held
     })
 
     const Job = Schema.Union(OutboundJob, SystemMailJob, ForwardJob)
 
     /** The bus handler: a malformed job is logged and dropped, never retried. */
-    const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | DeliveryDeferred | DeliveryStopped> =>
+    const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | DeliveryDeferred | DeliveryHeld | DeliveryStopped> =>
       Effect.try(() => decodeJson(message.data)).pipe(
         Effect.flatMap(Schema.decodeUnknown(Job)),
         Effect.matchEffect({

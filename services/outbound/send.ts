@@ -5,7 +5,9 @@
  * email of the sending mailbox (direction `outbound`, label `sent`, in its thread) with one delivery
  * row per recipient, counted against the plan, and one job per recipient domain is on the bus for
  * the mta. If the bus does not take the jobs, the stored send is taken back and the caller is told
- * to retry (503), so an accepted send is never stranded and a refused one never goes out. Sends
+ * to retry (503), so a refused one never goes out; should the take-back fail too (the database gone
+ * that moment), the send stays stored and the mta role queues it (requeue.ts), so it is accepted
+ * (202) after all: no caller told "nothing was sent" sees it go out. Sends
  * accepted at the same moment share their round trips: their mailboxes are looked up, and the sends
  * without a key stored, one statement for the lot (group commit, batching.ts).
  *
@@ -396,7 +398,8 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
     })
 
     /**
-     * Take stored sends back: the bus did not take their jobs, so they will never go out. The counters
+     * Take stored sends back: the bus did not take their jobs. True once they are gone; false when they
+     * could not be (they stay, and the mta role queues them once it finds them stranded). The counters
      * are locked in the order a send's statement locks them (the day's, the period's, then storage),
      * so that a send of the same account at that moment queues behind this rather than deadlocks;
      * a deadlock all the same is tried again.
@@ -413,7 +416,10 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
         if (key !== undefined) yield* sql`DELETE FROM idempotency_keys WHERE user_id = ${userId} AND key = ${key}`
       })).pipe(
         Effect.retry({ times: 3, while: (error) => isTransientConflict(error) }),
-        Effect.catchAll((error) => health.report("Could not take back a send the bus refused", Cause.fail(error)))
+        Effect.as(true),
+        Effect.catchAll((error) =>
+          Effect.as(health.report("Could not take back a send the bus refused; it stays queued for the mta role's sweep", Cause.fail(error)), false)
+        )
       )
 
     /**
@@ -517,13 +523,13 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
 
         const jobs = accepted.flatMap((send) => [...new Set(send.recipients.map(domainOf))].map((domain) => ({ email_id: send.email.emailId, domain })))
         const queued = yield* Effect.forEach(jobs, (job) => publishJob(bus, job), { concurrency: "unbounded", discard: true }).pipe(Effect.either)
-        if (queued._tag === "Left") {
-          yield* takeBack(userId, accepted, idempotency?.key)
+        if (queued._tag === "Left" && (yield* takeBack(userId, accepted, idempotency?.key))) {
           return yield* ServiceUnavailable.of(`The ${batch ? "messages" : "message"} could not be queued; nothing was sent, retry`)
         }
         // Behind the answer: a mark lost (the process dying now) costs a second publish of the same
-        // job, which the bus drops as a duplicate (requeue.ts).
-        yield* Effect.forkDaemon(Effect.ignore(markPublished(accepted.map((send) => send.email.emailId))))
+        // job, which the bus drops as a duplicate (requeue.ts). Not queued (kept all the same), the
+        // sends are left for that sweep.
+        if (queued._tag === "Right") yield* Effect.forkDaemon(Effect.ignore(markPublished(accepted.map((send) => send.email.emailId))))
         for (const send of accepted) {
           yield* Effect.logInfo("Email queued for delivery").pipe(
             Effect.annotateLogs({ email_id: send.email.emailId, mailbox_id: mailboxId, recipients: send.recipients.length })

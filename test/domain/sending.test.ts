@@ -7,8 +7,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either, Fiber, Layer } from "effect"
-import { BusError } from "../../services/bus/bus.ts"
+import { Duration, Effect, Either, Exit, Fiber, Layer } from "effect"
+import { BusError, type BusMessage, type ComeBackAfter, ComeBackAfterTypeId, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { Dns } from "../../services/dns/dns.ts"
 import { Lifecycle } from "../../services/lifecycle.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
@@ -23,7 +23,7 @@ import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
 import { SmtpTransport } from "../../services/outbound/transport.ts"
 import { testDatabase } from "../support/database.ts"
 import { inProcessOutbound as outbound, inProcessOutboundOver } from "../support/outbound-services.ts"
-import { DOMAIN, insertMailbox } from "../support/seed-mail.ts"
+import { DOMAIN, insertEmail, insertMailbox } from "../support/seed-mail.ts"
 import { insertUser } from "../support/users.ts"
 
 const message = (i: number) => fromSendInput({ to: [`reader${i}@partner.test`], subject: `Report ${i}`, text: "Figures attached." })
@@ -226,6 +226,8 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
   // Events only refused (NATS lost just after a delivery was written).
   let refusingEvents = false
   const taken: Array<string> = []
+  /** The subjects of the messages it took (`mail.inbound.<mailbox>`: mail a mailbox here received). */
+  const takenSubjects: Array<string> = []
   /** A wall-clock pause (the suite's TestClock would never end an Effect.sleep). */
   const pause = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
   const troubledBus = inProcessOutboundOver((bus) => ({
@@ -235,7 +237,11 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         ? Effect.fail(new BusError({ message: "NATS is down" }))
         : silent
         ? Effect.never
-        : Effect.tap(bus.publish(subject, data, options), () => Effect.sync(() => taken.push(options.msgId)))
+        : Effect.tap(bus.publish(subject, data, options), () =>
+          Effect.sync(() => {
+            taken.push(options.msgId)
+            takenSubjects.push(subject)
+          }))
   }))
 
   it.layer(troubledBus)("sent mail whose job the bus never took", (it) => {
@@ -266,6 +272,32 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         const lived = yield* sending.submit(owner.userId, box.mailboxId, message(2))
         const marked = () => sql<{ published: boolean }>`SELECT published FROM outbound_deliveries WHERE email_id = ${lived.email_id}`
         while (!(yield* marked())[0]!.published) yield* pause
+      }))
+
+    it.effect("refused by the bus, is taken back: 503, nothing kept or counted; should the take-back fail too, it is accepted and left for the sweep", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        refusing = true
+        const refused = yield* Effect.flip(sending.submit(owner.userId, box.mailboxId, message(3)))
+        expect(refused).toMatchObject({ _tag: "ServiceUnavailable", message: "The message could not be queued; nothing was sent, retry" })
+        expect(yield* counted(owner.userId)).toEqual({ today: 0, period: 0, emails: 0 })
+        // The database refuses the take-back (as if it went away that moment): the send stays, queued for the sweep.
+        yield* sql`CREATE FUNCTION refuse_take_back() RETURNS trigger LANGUAGE plpgsql AS $$
+                   BEGIN RAISE EXCEPTION 'the database went away'; END $$`
+        yield* sql`CREATE TRIGGER refuse_take_back BEFORE DELETE ON emails FOR EACH ROW
+                   WHEN (OLD.user_id = ${sql.literal(`'${owner.userId}'`)}) EXECUTE FUNCTION refuse_take_back()`
+        const kept = yield* sending.submit(owner.userId, box.mailboxId, message(4)).pipe(
+          Effect.ensuring(Effect.orDie(Effect.zipRight(sql`DROP TRIGGER refuse_take_back ON emails`, sql`DROP FUNCTION refuse_take_back()`)))
+        )
+        refusing = false
+        expect(kept).toMatchObject({ email_id: expect.stringMatching(/^eml_/), status: "queued" })
+        expect(yield* counted(owner.userId)).toEqual({ today: 1, period: 1, emails: 1 })
+        yield* sql`UPDATE outbound_deliveries SET updated_at = now() - interval '1 minute' WHERE email_id = ${kept.email_id}`
+        expect(yield* requeueStranded).toBe(1)
+        expect(taken).toContain(`outbound:${kept.email_id}:partner.test`)
       }))
   })
 
@@ -310,6 +342,84 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         yield* mta.deliver(job)
         expect(told()).toHaveLength(1)
         expect((yield* delivery())[0]!.attempts).toBe(1)
+      }))
+  })
+
+  it.layer(withMta)("a job handed out twice at once", (it) => {
+    it.effect("is tried by one copy: recipients another attempt holds are left to it until its claim ends, then tried; a failed attempt lets go of them", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const mta = yield* Mta
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const desk = yield* insertMailbox(owner)
+        const sent = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [desk.address], subject: "Once", text: "Only once." }))
+        const job = { email_id: sent.email_id, domain: DOMAIN }
+        const delivery = () =>
+          sql<{ status: string; attempts: number; claim: string | null }>`
+            SELECT status, attempts, claim FROM outbound_deliveries WHERE email_id = ${sent.email_id}`
+        // Mail the desk received: accepted here, on its way to the desk's ingest.
+        const received = () => Effect.sync(() => takenSubjects.filter((subject) => subject === subjects.inboundMail(desk.mailboxId)).length)
+        // Another attempt holds the recipient for 20 s more: this copy sends nothing and comes back once that ends.
+        yield* sql`UPDATE outbound_deliveries SET claim = 'att_other', claimed_until = now() + interval '20 seconds' WHERE email_id = ${sent.email_id}`
+        const held = yield* Effect.flip(mta.deliver(job))
+        expect(held._tag).toBe("DeliveryHeld")
+        const comeBack = Duration.toMillis((held as unknown as ComeBackAfter)[ComeBackAfterTypeId])
+        expect(comeBack).toBeGreaterThan(19_000)
+        expect(comeBack).toBeLessThan(22_000)
+        expect(yield* delivery()).toEqual([{ status: "queued", attempts: 0, claim: "att_other" }])
+        expect(yield* received()).toBe(0)
+        // Its claim ended (its process died and renews it no more): the copy delivers it, and the claim ends with the record.
+        yield* sql`UPDATE outbound_deliveries SET claimed_until = now() - interval '1 second' WHERE email_id = ${sent.email_id}`
+        yield* mta.deliver(job)
+        expect(yield* delivery()).toEqual([{ status: "sent", attempts: 1, claim: null }])
+        expect(yield* received()).toBe(1)
+        // Two copies at once: one delivers, the other finds it held or settled; nothing arrives twice.
+        const twice = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [desk.address], subject: "Twice", text: "Still once." }))
+        const copies = yield* Effect.all(
+          [0, 1].map(() => Effect.either(mta.deliver({ email_id: twice.email_id, domain: DOMAIN }))),
+          { concurrency: "unbounded" }
+        )
+        for (const copy of copies) if (Either.isLeft(copy)) expect(copy.left._tag).toBe("DeliveryHeld")
+        expect(yield* received()).toBe(2)
+        // An attempt that fails before its record (here the resolver is missing: a defect) lets go of its claim at once.
+        const away = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: ["reader@partner.test"], subject: "Out", text: "Far." }))
+        expect(Exit.isFailure(yield* Effect.exit(mta.deliver({ email_id: away.email_id, domain: "partner.test" })))).toBe(true)
+        expect(yield* sql`SELECT status, attempts, claim, claimed_until FROM outbound_deliveries WHERE email_id = ${away.email_id}`)
+          .toEqual([{ status: "queued", attempts: 0, claim: null, claimedUntil: null }])
+      }))
+  })
+
+  it.layer(withMta)("a forwarded copy's job handed out twice at once", (it) => {
+    it.effect("leaves addresses another attempt holds to it until its claim ends, then delivers them, once", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const mta = yield* Mta
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const desk = yield* insertMailbox(owner)
+        const email = yield* insertEmail(box, { subject: "Pass it on", receivedMinutesAgo: 1, text: "For the desk." })
+        yield* sql`INSERT INTO forward_deliveries (email_id, address, domain, claim, claimed_until)
+                   VALUES (${email.id}, ${desk.address}, ${DOMAIN}, 'att_other', now() + interval '20 seconds')`
+        const job: BusMessage = {
+          subject: subjects.forwardedMail(email.id),
+          data: encodeJson({ forward_of: email.id, domain: DOMAIN }),
+          msgId: `forward:${email.id}:${DOMAIN}`,
+          deliveryCount: 2
+        }
+        const copy = () => sql`SELECT status, attempts, claim FROM forward_deliveries WHERE email_id = ${email.id}`
+        // Mail the desk received: accepted here, on its way to the desk's ingest.
+        const received = () => Effect.sync(() => takenSubjects.filter((subject) => subject === subjects.inboundMail(desk.mailboxId)).length)
+        expect((yield* Effect.flip(mta.handle(job)))._tag).toBe("DeliveryHeld")
+        expect(yield* copy()).toEqual([{ status: "queued", attempts: 0, claim: "att_other" }])
+        expect(yield* received()).toBe(0)
+        yield* sql`UPDATE forward_deliveries SET claimed_until = now() - interval '1 second' WHERE email_id = ${email.id}`
+        yield* mta.handle(job)
+        expect(yield* copy()).toEqual([{ status: "sent", attempts: 1, claim: null }])
+        expect(yield* received()).toBe(1)
+        yield* mta.handle(job)
+        expect(yield* received()).toBe(1)
       }))
   })
 
