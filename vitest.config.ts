@@ -10,17 +10,14 @@ import { SUITE_NODE_FLAGS } from "./test/support/process.ts"
  *   databases (there the black-box suite proves the HTTP wiring, which is the same on either),
  *   proved in the embedded run;
  * - suites that bring or force their own PostgreSQL and NATS in either run (clusters of processes,
- *   drain, the forced-PostgreSQL suites), proved in the PostgreSQL + NATS run;
- * - and, of the first kind, the costliest in CPU (a browser, hundreds of hostile requests, a server
- *   started per setting), also proved in the PostgreSQL + NATS run: the embedded run is bound by its
- *   two cores, where the other waits on its clusters, crashes and outages for much of its time.
- *   Measured before the move: the embedded run took 668 s with its processes keeping 1.76 cores busy on
- *   average, the other 530 s with 1.26 (PostgreSQL's and NATS's own not counted).
+ *   drain, the forced-PostgreSQL suites), proved in the PostgreSQL + NATS run.
  * Suites that decide for themselves (`describe.skipIf(mode …)`) are not listed here.
  */
 const backendIndependent = [
+  "test/config.test.ts",
   "test/smtp/robustness.test.ts",
   "test/smtp/submission-tls.test.ts",
+  "test/api/fuzz.test.ts",
   "test/api/hostile-input.test.ts",
   "test/domain/extraction.test.ts",
   "test/domain/parse.test.ts",
@@ -32,6 +29,9 @@ const backendIndependent = [
   // transaction holds the log's horizon (server-wide) below its events for as long as it runs (CI: past 60 s).
   "test/domain/event-log.test.ts",
   "test/api/webhooks.test.ts",
+  "test/dashboard/dashboard.test.ts",
+  "test/dashboard/sending.test.ts",
+  "test/dashboard/calendar.test.ts",
   "test/outbound/relay.test.ts",
   "test/domain/database-pool.test.ts", // the embedded database's one connection
   "test/told-cache.test.ts", // a bus of its own in memory
@@ -68,14 +68,6 @@ const backendIndependent = [
   "test/outbound/auto-reply.test.ts",
   "test/outbound/submission.test.ts"
 ]
-/** Backend-independent, run on PostgreSQL + NATS (above: why). */
-const backendIndependentOnServices = [
-  "test/config.test.ts",
-  "test/api/fuzz.test.ts",
-  "test/dashboard/dashboard.test.ts",
-  "test/dashboard/sending.test.ts",
-  "test/dashboard/calendar.test.ts"
-]
 const bringsItsOwnServices = [
   "test/cluster/cluster.test.ts",
   "test/cluster/nats-cluster.test.ts",
@@ -88,10 +80,7 @@ const bringsItsOwnServices = [
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    exclude: [
-      "**/node_modules/**",
-      ...(process.env.DATABASE_URL ? backendIndependent : [...bringsItsOwnServices, ...backendIndependentOnServices])
-    ],
+    exclude: ["**/node_modules/**", ...(process.env.DATABASE_URL ? backendIndependent : bringsItsOwnServices)],
     globalSetup: ["test/support/global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
