@@ -167,14 +167,12 @@ export const redeliveryDelay = (
   cause: Cause.Cause<unknown>,
   deliveryCount: number,
   retryDelay: (deliveryCount: number) => Duration.Duration
-): Duration.Duration =>
-  Option.match(Cause.failureOption(cause), {
-    onSome: (error) =>
-      typeof error === "object" && error !== null && ComeBackAfterTypeId in error
-        ? (error as ComeBackAfter)[ComeBackAfterTypeId]
-        : retryDelay(deliveryCount),
-    onNone: () => retryDelay(deliveryCount)
-  })
+): Duration.Duration => {
+  const error = Option.getOrUndefined(Cause.failureOption(cause))
+  return typeof error === "object" && error !== null && ComeBackAfterTypeId in error
+    ? (error as ComeBackAfter)[ComeBackAfterTypeId]
+    : retryDelay(deliveryCount)
+}
 
 export const encodeJson = (value: unknown): Uint8Array => new TextEncoder().encode(JSON.stringify(value))
 export const decodeJson = (data: Uint8Array): unknown => JSON.parse(new TextDecoder().decode(data))

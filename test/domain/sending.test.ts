@@ -228,6 +228,9 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
   const taken: Array<string> = []
   /** The subjects of the messages it took (`mail.inbound.<mailbox>`: mail a mailbox here received). */
   const takenSubjects: Array<string> = []
+  /** How many messages the mailbox received: accepted here, on their way to its ingest. */
+  const receivedBy = (mailboxId: string) =>
+    Effect.sync(() => takenSubjects.filter((subject) => subject === subjects.inboundMail(mailboxId)).length)
   /** A wall-clock pause (the suite's TestClock would never end an Effect.sleep). */
   const pause = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 10)))
   const troubledBus = inProcessOutboundOver((bus) => ({
@@ -359,8 +362,6 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         const delivery = () =>
           sql<{ status: string; attempts: number; claim: string | null }>`
             SELECT status, attempts, claim FROM outbound_deliveries WHERE email_id = ${sent.email_id}`
-        // Mail the desk received: accepted here, on its way to the desk's ingest.
-        const received = () => Effect.sync(() => takenSubjects.filter((subject) => subject === subjects.inboundMail(desk.mailboxId)).length)
         // Another attempt holds the recipient for 20 s more: this copy sends nothing and comes back once that ends.
         yield* sql`UPDATE outbound_deliveries SET claim = 'att_other', claimed_until = now() + interval '20 seconds' WHERE email_id = ${sent.email_id}`
         const held = yield* Effect.flip(mta.deliver(job))
@@ -369,12 +370,12 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         expect(comeBack).toBeGreaterThan(19_000)
         expect(comeBack).toBeLessThan(22_000)
         expect(yield* delivery()).toEqual([{ status: "queued", attempts: 0, claim: "att_other" }])
-        expect(yield* received()).toBe(0)
+        expect(yield* receivedBy(desk.mailboxId)).toBe(0)
         // Its claim ended (its process died and renews it no more): the copy delivers it, and the claim ends with the record.
         yield* sql`UPDATE outbound_deliveries SET claimed_until = now() - interval '1 second' WHERE email_id = ${sent.email_id}`
         yield* mta.deliver(job)
         expect(yield* delivery()).toEqual([{ status: "sent", attempts: 1, claim: null }])
-        expect(yield* received()).toBe(1)
+        expect(yield* receivedBy(desk.mailboxId)).toBe(1)
         // Two copies at once: one delivers, the other finds it held or settled; nothing arrives twice.
         const twice = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: [desk.address], subject: "Twice", text: "Still once." }))
         const copies = yield* Effect.all(
@@ -382,7 +383,7 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
           { concurrency: "unbounded" }
         )
         for (const copy of copies) if (Either.isLeft(copy)) expect(copy.left._tag).toBe("DeliveryHeld")
-        expect(yield* received()).toBe(2)
+        expect(yield* receivedBy(desk.mailboxId)).toBe(2)
         // An attempt that fails before its record (here the resolver is missing: a defect) lets go of its claim at once.
         const away = yield* sending.submit(owner.userId, box.mailboxId, fromSendInput({ to: ["reader@partner.test"], subject: "Out", text: "Far." }))
         expect(Exit.isFailure(yield* Effect.exit(mta.deliver({ email_id: away.email_id, domain: "partner.test" })))).toBe(true)
@@ -409,17 +410,15 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
           deliveryCount: 2
         }
         const copy = () => sql`SELECT status, attempts, claim FROM forward_deliveries WHERE email_id = ${email.id}`
-        // Mail the desk received: accepted here, on its way to the desk's ingest.
-        const received = () => Effect.sync(() => takenSubjects.filter((subject) => subject === subjects.inboundMail(desk.mailboxId)).length)
         expect((yield* Effect.flip(mta.handle(job)))._tag).toBe("DeliveryHeld")
         expect(yield* copy()).toEqual([{ status: "queued", attempts: 0, claim: "att_other" }])
-        expect(yield* received()).toBe(0)
+        expect(yield* receivedBy(desk.mailboxId)).toBe(0)
         yield* sql`UPDATE forward_deliveries SET claimed_until = now() - interval '1 second' WHERE email_id = ${email.id}`
         yield* mta.handle(job)
         expect(yield* copy()).toEqual([{ status: "sent", attempts: 1, claim: null }])
-        expect(yield* received()).toBe(1)
+        expect(yield* receivedBy(desk.mailboxId)).toBe(1)
         yield* mta.handle(job)
-        expect(yield* received()).toBe(1)
+        expect(yield* receivedBy(desk.mailboxId)).toBe(1)
       }))
   })
 
