@@ -1,7 +1,7 @@
 // The embedded database's own thread (layers/pglite.ts): opens PGlite (with pgvector) on
 // workerData.dataDir, with workerData.settings (PostgreSQL's, by name) from its start, and serves it
 // on the Unix socket workerData.socketPath with pglite-socket, so that the WebAssembly backend never
-// runs on the thread that serves HTTP and SMTP.
+// runs on the thread that serves HTTP and SMTP. PGlite's programs come compiled (workerData.compiled).
 //
 // Messages to the parent: { type: "ready" } once the socket listens; { type: "failed", message }
 // when opening fails (the thread then ends); { type: "stopped" } once asked to { type: "stop" } and
@@ -13,7 +13,7 @@ import { vector } from "@electric-sql/pglite-pgvector"
 import { PGLiteSocketHandler, PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import { parentPort, workerData } from "node:worker_threads"
 
-const { dataDir, socketPath, settings } = workerData
+const { dataDir, socketPath, settings, compiled } = workerData
 const describe = (error) => (error instanceof Error ? error.message : String(error))
 
 /**
@@ -88,6 +88,9 @@ const open = async () => {
   const db = await PGlite.create({
     dataDir,
     extensions: { vector },
+    // Compiled once by the process for all its databases (pglite.ts `compiledPrograms`).
+    pgliteWasmModule: compiled?.pglite,
+    initdbWasmModule: compiled?.initdb,
     // On the command line, not in postgresql.conf: PGlite's `postgresqlconf` replaces that file.
     startParams: [...PGlite.defaultStartParams, ...Object.entries(settings).flatMap(([name, value]) => ["-c", `${name}=${value}`])]
   })

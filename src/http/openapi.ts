@@ -19,8 +19,8 @@
  *   ids are left out; each is an empty schema, any value.
  * - **Webhooks**: the event payloads receivers get (SPEC "Events"), under OpenAPI 3.1's `webhooks`.
  */
-import { HttpApi, type HttpApiGroup, HttpApiSecurity, OpenApi } from "@effect/platform"
-import { Context, Option, SchemaAST } from "effect"
+import { HttpApi, HttpApiBuilder, type HttpApiGroup, HttpApiSecurity, HttpApiSwagger, HttpServerResponse, OpenApi } from "@effect/platform"
+import { Context, Effect, Layer, Option, SchemaAST } from "effect"
 import { eventKinds, EventPayloads } from "../../services/webhooks/schemas.ts"
 import { withoutGeneratedTitles } from "./json-schema.ts"
 import { ApiAuthentication, SESSION_COOKIE, SessionAuthentication } from "./security.ts"
@@ -239,3 +239,30 @@ export const publish = <Id extends string, Groups extends HttpApiGroup.HttpApiGr
   pruneComponents(spec)
   return withoutGeneratedTitles(withoutSharedIds(spec) as Json)
 }
+
+// ---------------------------------------------------------------------------------------------
+// Serving it
+
+/**
+ * `GET /v1/openapi.json` and `GET /docs` (the platform's Swagger UI), each made by its first request
+ * and kept: generating and finishing the document costs ~0.3 s of CPU, which every process paid at
+ * start when the platform's `HttpApiBuilder.middlewareOpenApi` and `HttpApiSwagger.layer` were mounted
+ * (they build their answers as they are mounted). The Swagger page is the platform's own, mounted on
+ * a router of its own the first time it is asked for.
+ */
+export const OpenApiRoutesLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function*() {
+    const api = yield* HttpApi.Api
+    const document = yield* Effect.cached(Effect.orDie(Effect.suspend(() => HttpServerResponse.json(OpenApi.fromApi(api.api)))))
+    const swagger = yield* Effect.cached(
+      HttpApiBuilder.Router.router.pipe(
+        Effect.provide(HttpApiSwagger.layer({ path: "/docs" }).pipe(
+          Layer.provideMerge(HttpApiBuilder.Router.Live),
+          Layer.provide(Layer.succeed(HttpApi.Api, api))
+        ))
+      )
+    )
+    yield* router.get("/v1/openapi.json", document)
+    yield* router.get("/docs", Effect.orDie(Effect.flatten(swagger)))
+  })
+)

@@ -2,7 +2,7 @@
  * The api role: the HttpApi served over node:http, with SPEC's envelope on every answer,
  * OpenAPI at /v1/openapi.json and its docs page at /docs.
  */
-import { HttpApiBuilder, type HttpApp, HttpApiSwagger, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, type HttpApp, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
@@ -24,6 +24,7 @@ import { DashboardDomainsHandlers, DomainListHandlers, DomainsHandlers } from ".
 import { DashboardEmailsHandlers, EmailsHandlers } from "./emails/http.ts"
 import { DashboardEventsHandlers, EventsHandlers } from "./events/http.ts"
 import { McpLive } from "./mcp/http.ts"
+import { OpenApiRoutesLive } from "./openapi.ts"
 import { errorResponse, toApiError } from "./errors.ts"
 import { HealthHandlers } from "./health/http.ts"
 import { isBodyTooLarge, tooLarge } from "./body-limits.ts"
@@ -269,14 +270,13 @@ const createApiServer = () => {
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) =>
     HttpApiBuilder.serve().pipe(
-      Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+      Layer.provide(OpenApiRoutesLive),
       Layer.provide(PaymentPagesLive),
       Layer.provide(UnsubscribePagesLive),
       Layer.provide(ForwardingPagesLive),
       Layer.provide(DashboardLive),
       // The MCP endpoint authenticates and limits by itself, with the API's authenticator and limiter.
       Layer.provide(McpLive.pipe(Layer.provide(Middleware))),
-      Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" })),
       Layer.provide(EnvelopeMiddleware.pipe(Layer.provide(Layer.mergeAll(RateLimiter.layer, Authenticator.Default)))),
       Layer.provide(ApiLive),
       HttpServer.withLogAddress,
