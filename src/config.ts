@@ -416,6 +416,26 @@ export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> 
   return config
 })
 
+/**
+ * The variable a failure is about. Effect's Config puts a variable's name on a failure in front of
+ * the path the check itself gave, which also names it (as the check must where the name is not put
+ * in front): `EMBEDDER_NICE.EMBEDDER_NICE`. Every Mailroom setting is one variable, so it is named once.
+ */
+const variable = (path: ReadonlyArray<string>) => [...new Set(path)].join(".")
+
+/** What a process whose settings are refused prints before it exits 1: each refusal on a line, by variable. */
+export const configFailure = (error: ConfigError.ConfigError): string =>
+  `mailroom: invalid configuration\n${
+    ConfigError.reduceWithContext(error, undefined, {
+      andCase: (_, left, right) => `${left}\n${right}`,
+      orCase: (_, left, right) => `${left}\n${right}`,
+      invalidDataCase: (_, path, message) => `${variable(path)}: ${message}`,
+      missingDataCase: (_, path, message) => `${variable(path)}: ${message}`,
+      sourceUnavailableCase: (_, path, message) => `${variable(path)}: ${message}`,
+      unsupportedCase: (_, path, message) => `${variable(path)}: ${message}`
+    })
+  }\n`
+
 export class AppConfig extends Context.Tag("mailroom/AppConfig")<AppConfig, AppConfigShape>() {
   static readonly layer = Layer.effect(AppConfig, loadConfig)
   static readonly make = (config: AppConfigShape) => Layer.succeed(AppConfig, config)

@@ -6,8 +6,8 @@
  * in-flight work, then exit 0.
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { ConfigError, Deferred, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
-import { type AppConfigShape, loadConfig } from "./config.ts"
+import { Deferred, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
+import { type AppConfigShape, configFailure, loadConfig } from "./config.ts"
 import { loggerLayer, nodeId } from "./logging.ts"
 import { commands, usage, UsageError } from "./usage.ts"
 
@@ -18,23 +18,6 @@ const load = {
   reindex: Effect.promise(() => import("./reindex.ts")),
   tracing: Effect.promise(() => import("./tracing.ts"))
 }
-
-/**
- * The variable a failure is about. Effect's Config puts a variable's name on a failure in front of
- * the path the check itself gave, which also names it (as the check must where the name is not put
- * in front): `EMBEDDER_NICE.EMBEDDER_NICE`. Every Mailroom setting is one variable, so it is named once.
- */
-const variable = (path: ReadonlyArray<string>) => [...new Set(path)].join(".")
-
-const describe = (error: ConfigError.ConfigError): string =>
-  ConfigError.reduceWithContext(error, undefined, {
-    andCase: (_, left, right) => `${left}\n${right}`,
-    orCase: (_, left, right) => `${left}\n${right}`,
-    invalidDataCase: (_, path, message) => `${variable(path)}: ${message}`,
-    missingDataCase: (_, path, message) => `${variable(path)}: ${message}`,
-    sourceUnavailableCase: (_, path, message) => `${variable(path)}: ${message}`,
-    unsupportedCase: (_, path, message) => `${variable(path)}: ${message}`
-  })
 
 /**
  * An error and what caused it, as one line each: "PgClient: Failed to connect" says little without
@@ -82,9 +65,7 @@ const main = Effect.gen(function*() {
   }
   if (!(commands as ReadonlyArray<string>).includes(command)) return yield* usageError(`unknown command ${command}`)
   const config = yield* loadConfig.pipe(
-    Effect.catchAll((error) =>
-      stopWith(`mailroom: invalid configuration\n${describe(error)}\n`)
-    )
+    Effect.catchAll((error) => stopWith(configFailure(error)))
   )
   if (command === "serve") {
     if (args.length > 0) return yield* usageError(`serve takes no arguments (got ${args.join(" ")})`)

@@ -1,11 +1,15 @@
 /**
  * Configuration is checked at start: a bad value stops the process with a message naming the
  * variable, and a partial-role process refuses the embedded stores (the vector index included).
+ * Each setting's rule is proved in process (`refusal`); that a refused setting stops the process with
+ * that message, and without a stack trace, by processes.
  */
+import { ConfigProvider, Effect, Either } from "effect"
 import { spawn } from "node:child_process"
 import * as net from "node:net"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
+import { configFailure, loadConfig } from "../src/config.ts"
 import { mailroomEntry } from "./support/process.ts"
 import { createBackend, freePort, repoRoot } from "./support/server.ts"
 import { createDataDir } from "./support/services.ts"
@@ -32,6 +36,14 @@ const run = (env: Record<string, string>) =>
       resolve({ code, output })
     })
   })
+
+/** What a process given only `env` prints as it stops on its settings; "accepted" when they are taken. */
+const refusal = async (env: Record<string, string>) => {
+  const loaded = await Effect.runPromise(
+    Effect.either(loadConfig).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+  )
+  return Either.isLeft(loaded) ? configFailure(loaded.left) : "accepted"
+}
 
 /** A port held by a listener of this test (no other suite's server holds it right now; a fixed port could be anyone's). */
 const holdAPort = async () => {
@@ -84,13 +96,27 @@ describe.concurrent("configuration", () => {
     [{ SMTP_HELO_NAME: "bad name" }, /\nSMTP_HELO_NAME: Expected a host name such as example\.com but received "bad name"/],
     [{ PASSWORD_HASH_COST: "8" }, /\nPASSWORD_HASH_COST: Expected an integer from 10 to 17 but received 8/],
     [{ PASSWORD_HASH_COST: "high" }, /\nPASSWORD_HASH_COST/]
-  ])("stops on %j with a message naming the variable", async (env, message) => {
-    const { code, output } = await run(env)
-    expect(code).toBe(1)
-    expect(output).toMatch(/invalid configuration/)
+  ])("refuses %j with a message naming the variable", async (env, message) => {
+    const output = await refusal(env)
+    expect(output).toMatch(/^mailroom: invalid configuration\n/)
     expect(output).toMatch(message)
     // Named once: never "EMBEDDER_NICE.EMBEDDER_NICE".
     expect(output).not.toMatch(/\b([A-Z_]+)\.\1\b/)
+  })
+
+  it("takes the defaults, and a complete set of settings", async () => {
+    expect(await refusal({})).toBe("accepted")
+    expect(await refusal({ PORT: "8080", ROLES: "api,smtp,worker,indexer,mta", EMBEDDER_NICE: "0", PGLITE_SHARED_BUFFERS: "32MB" })).toBe("accepted")
+  })
+
+  it("stops the process on a refused setting: exit 1, every refusal said, no stack trace, no secret", async () => {
+    const { code, output } = await run({ PORT: "abc", EMBEDDER_NICE: "25", DATABASE_URL: "db.internal:5432/mailroom", JWT_SECRET: "x".repeat(40) })
+    expect(code).toBe(1)
+    expect(output).toContain("mailroom: invalid configuration\n")
+    expect(output).toMatch(/\nPORT: .*abc/)
+    expect(output).toMatch(/\nEMBEDDER_NICE: Expected 0 to 19 but received 25/)
+    expect(output).toMatch(/\nDATABASE_URL: .*"<redacted>"/)
+    expect(output).not.toContain("db.internal")
     // No stack trace, from the sources or from the build.
     expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
   })
