@@ -107,6 +107,7 @@ describe("calendar invitations", () => {
 
     // Kept: the invitation now shows the answer, and the REPLY is the mailbox's sent mail in the conversation.
     const after = await mailroom.GET("/v1/api/emails/{emailId}/invitation", emailPath(email.email_id))
+    expect(after.error, `GET …/invitation answered ${after.response.status}`).toBeUndefined()
     expect(after.data!.data.response).toEqual({
       status: "accepted",
       comment: "Looking forward to it.",
