@@ -61,22 +61,15 @@ const INSTRUCTIONS =
 const byName = new Map<string, Tool>(tools.map((tool) => [tool.name, tool]))
 
 /**
- * The SDK, loaded by the first MCP request rather than at every start: importing it builds its
- * protocol's schemas, ~0.4 s of CPU that a node serving no MCP would spend for nothing. A failed load
- * is not kept (the next request tries again).
+ * The SDK, loaded by the first MCP request rather than at every start (McpLive's `sdk`): importing it
+ * builds its protocol's schemas, ~0.4 s of CPU that a node serving no MCP would spend for nothing.
  */
-const loadSdk = (() => {
-  let loading: Promise<Sdk> | undefined
-  return (): Promise<Sdk> => {
-    loading ??= Promise.all([
-      import("@modelcontextprotocol/sdk/server/index.js"),
-      import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"),
-      import("@modelcontextprotocol/sdk/types.js")
-    ]).then(([server, transport, types]) => ({ ...server, ...transport, ...types }))
-    loading.catch(() => (loading = undefined))
-    return loading
-  }
-})()
+const importSdk = (): Promise<Sdk> =>
+  Promise.all([
+    import("@modelcontextprotocol/sdk/server/index.js"),
+    import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"),
+    import("@modelcontextprotocol/sdk/types.js")
+  ]).then(([server, transport, types]) => ({ ...server, ...transport, ...types }))
 type Sdk =
   & typeof import("@modelcontextprotocol/sdk/server/index.js")
   & typeof import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js")
@@ -154,6 +147,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const health = yield* DependencyHealth
     const runtime = yield* Effect.runtime<Effect.Effect.Context<ReturnType<(typeof tools)[number]["run"]>> | MailboxReach>()
     const run = Runtime.runPromiseExit(runtime)
+    const sdk = yield* Effect.cached(Effect.promise(importSdk))
 
     /** One tool call, as the SDK asks for it. */
     const call = async (sdk: Sdk, principal: Principal, name: string, args: unknown) => {
@@ -207,8 +201,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
 
     /** Hands the request to a fresh server and transport (stateless), and answers what they answer. */
     const serve = (principal: Principal, request: HttpServerRequest.HttpServerRequest, parsedBody: unknown) =>
-      Effect.promise(async () => {
-        const sdk = await loadSdk()
+      Effect.flatMap(sdk, (sdk) => Effect.promise(async () => {
         const transport = new sdk.WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
         const server = serverFor(sdk, principal)
         await server.connect(transport)
@@ -220,7 +213,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         } finally {
           await server.close()
         }
-      })
+      }))
 
     /**
      * A request without a good credential counts against its client address's limit, as the API's
