@@ -385,7 +385,7 @@ const main = async () => {
     for (const box of mailboxes) {
       for (let offset = 0;; offset += 100) {
         const page = await keyed().GET("/v1/api/mailboxes/{mailboxId}/emails", {
-          params: { path: { mailboxId: box.id }, query: { limit: "100", offset: String(offset) } }
+          params: { path: { mailboxId: box.id }, query: { limit: 100, offset } }
         })
         if (page.response.status !== 200 || !page.data) throw new Error(`listing failed: ${page.response.status} ${JSON.stringify(page.error)}`)
         for (const row of page.data.data) ids.add(row.email_id)

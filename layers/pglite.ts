@@ -253,6 +253,11 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
     Effect.gen(function*() {
       const dataDir = path.resolve(options.dataDir, "pglite")
       yield* lockDataDir(path.resolve(options.dataDir))
+      // PostgreSQL writes PG_VERSION first when it creates a cluster: without it, initdb and every
+      // migration run now, tens of seconds on a busy machine with nothing else to say meanwhile.
+      if (!fs.existsSync(path.join(dataDir, "PG_VERSION"))) {
+        yield* Effect.logInfo(`Creating the embedded database in ${dataDir}: a first start takes longer`)
+      }
       yield* Effect.try({
         try: () => ownerOnlyDirectory(dataDir),
         catch: (cause) => new SqlError({ cause, message: cause instanceof Error ? cause.message : String(cause) })

@@ -24,13 +24,18 @@ export const IntBetween = (min: number, max: number) => {
 
 /**
  * The same for a query parameter: decimal digits only, so that `0x10`, `1e1` or ` 5` are refused
- * rather than read as some other number, and every fault says the one thing that is wanted.
+ * rather than read as some other number, and every fault says the one thing that is wanted. The
+ * OpenAPI document calls it an integer, as a query string writes one, so that a typed client takes
+ * `limit: 5` (a string there would be its type, not the API's).
  */
 export const IntegerParam = (min: number, max: number) => {
   const message = () => `must be an integer from ${min} to ${max}`
-  const digits = Schema.String.pipe(Schema.pattern(/^\d{1,16}$/, { message }))
-    .annotations({ description: `An integer from ${min} to ${max}, in decimal digits` })
-  return Schema.transform(digits, IntBetween(min, max), { strict: true, decode: Number, encode: String }).annotations({ message })
+  const description = `An integer from ${min} to ${max}, in decimal digits`
+  const digits = Schema.String.pipe(Schema.pattern(/^\d{1,16}$/, { message })).annotations({ description })
+  return Schema.transform(digits, IntBetween(min, max), { strict: true, decode: Number, encode: String }).annotations({
+    message,
+    jsonSchema: { type: "integer", minimum: min, maximum: max, description }
+  })
 }
 
 export const Limit = IntegerParam(1, 100).annotations({ title: "limit" })

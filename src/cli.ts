@@ -17,6 +17,7 @@
  * the embedded database one process holds DATA_DIR at a time: stop the server first.
  * Exit codes: 0 done, 1 the command failed (the reason on stderr), 2 the command line is wrong.
  */
+import { SqlClient } from "@effect/sql"
 import { randomBytes } from "node:crypto"
 import { Effect, Layer, Schema } from "effect"
 import { Accounts } from "../services/accounts/accounts.ts"
@@ -248,12 +249,20 @@ export const dnsRecords = (config: AppConfigShape) =>
     return `${lines.join("\n")}\n`
   }).pipe(Effect.provide(outboundLayer(config).pipe(Layer.provide(Database.layer(config)))))
 
+/** Apply the migrations the database lacks (nothing else is started), saying which, or that it lacked none. */
 const migrate = (config: AppConfigShape) =>
   Effect.gen(function*() {
-    // Building the database layer applies the migrations (src/database.ts); nothing else is started.
-    yield* Layer.build(Database.layer(config)).pipe(Effect.scoped)
-    yield* print("Migrations applied")
-  })
+    const applied = yield* Database.migrate
+    const sql = yield* SqlClient.SqlClient
+    const [latest] = yield* sql<{ readonly name: string }>`
+      SELECT migration_id || '_' || name AS name FROM mailroom_migrations ORDER BY migration_id DESC LIMIT 1`
+    const names = applied.map(([id, name]) => `${id}_${name}`)
+    yield* print(
+      applied.length > 0
+        ? `Applied ${applied.length} migration${applied.length === 1 ? "" : "s"}: ${names.length > 3 ? `${names[0]} to ${names.at(-1)}` : names.join(", ")}`
+        : `Nothing to apply: the database has every migration, the latest ${latest?.name ?? "none"}`
+    )
+  }).pipe(Effect.provide(Database.unmigratedLayer(config)))
 
 /** The commands other than serve and reindex (which main.ts runs itself). */
 export const runCommand = (config: AppConfigShape, command: string, args: ReadonlyArray<string>) =>

@@ -37,17 +37,22 @@ export const migrate = Migrator.make({})({ loader, table: "mailroom_migrations" 
   )
 )
 
+/** The database as it is, its migrations not yet run: for `mailroom migrate`, which says what it applied. */
+export const unmigratedLayer = (config: AppConfigShape) =>
+  Option.match(config.databaseUrl, {
+    onSome: (url) => Postgres.layer({ url, preparedStatements: config.databasePreparedStatements }),
+    onNone: () =>
+      Pglite.layer({
+        dataDir: config.dataDir,
+        preparedStatements: config.databasePreparedStatements,
+        sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers)
+      })
+  })
+
 export const layer = (config: AppConfigShape) =>
   Option.match(config.databaseUrl, {
-    onSome: (url) =>
-      Layer.effectDiscard(migrate).pipe(Layer.provideMerge(Postgres.layer({ url, preparedStatements: config.databasePreparedStatements }))),
+    onSome: () => Layer.effectDiscard(migrate).pipe(Layer.provideMerge(unmigratedLayer(config))),
     // Looked after from the migrations on, so that their tables have statistics from the start.
     onNone: () =>
-      Pglite.upkept("the embedded database").pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(
-        Pglite.layer({
-          dataDir: config.dataDir,
-          preparedStatements: config.databasePreparedStatements,
-          sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers)
-        })
-      ))
+      Pglite.upkept("the embedded database").pipe(Layer.provideMerge(Layer.effectDiscard(migrate)), Layer.provideMerge(unmigratedLayer(config)))
   })

@@ -3,7 +3,8 @@
  * tarball is installed into a fresh project, a TypeScript program there is type-checked against the
  * package's declarations and run against a started server: the promise client registers, logs in,
  * makes a key and a mailbox; the Effect client lists it and meets a named error; the webhook verifier
- * accepts a signed delivery and refuses a tampered one. The generated types must match the contract.
+ * accepts a signed delivery and refuses a tampered one. The package's README ships, and its examples
+ * type-check against it. The generated types must match the contract.
  * Runs once per CI (the PostgreSQL + NATS run, the shorter one): the package is the same whichever
  * database the server uses.
  */
@@ -128,6 +129,17 @@ describe.skipIf(mode !== "postgres")("the client package", () => {
     const body = JSON.stringify({ event: "email.received", data: { email_id: "eml_1" } })
     const headers = signingHeaders({ secret, id: "evt_1", timestamp: Math.floor(Date.now() / 1000), body })
     fs.writeFileSync(path.join(project, "signed.json"), JSON.stringify({ secret, body, headers }))
+
+    // The package's README ships with it, and its examples compile against it as written.
+    const readme = fs.readFileSync(path.join(installed, "README.md"), "utf8")
+    const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!)
+    expect(examples.length).toBe(3)
+    examples.forEach((example, i) => fs.writeFileSync(path.join(project, `readme-${i}.ts`), `export {}\n${example}`))
+    fs.writeFileSync(path.join(project, "tsconfig.readme.json"), JSON.stringify({
+      compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, types: ["node"], skipLibCheck: true },
+      files: examples.map((_, i) => `readme-${i}.ts`)
+    }))
+    await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.readme.json"], project)
 
     await run(process.execPath, [path.join(repoRoot, "node_modules/typescript/bin/tsc"), "-p", project], project)
     const output = JSON.parse((await run(process.execPath, [path.join(project, "out/use.js"), url], project)).trim())

@@ -10,7 +10,7 @@ import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
 import { isUniqueViolation } from "../unique-violation.ts"
 import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../errors.ts"
-import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { accountFailedLoginWindows, failedLoginWindows, RateLimiter, type Window } from "../ratelimit/rate-limiter.ts"
 import { AccountActivity, RequestOrigin } from "./activity.ts"
 import { CredentialUse } from "./credential-use.ts"
 import { hashPassword, needsRehash, PasswordCost, verifyPassword } from "./passwords.ts"
@@ -29,8 +29,23 @@ import {
   signAccessToken
 } from "./tokens.ts"
 
-/** The failed-login limit's counter (10 per 15 minutes, then 429) of the account with this (normalised) email. */
+/** The failed-login counter of the account with this (normalised) email; its counters per client address are under it. */
 export const failedLogins = (emailNormalized: string) => `login:${sha256(emailNormalized)}`
+
+/**
+ * The counters a failed login of the account from `address` spends (rate-limiter.ts): the account's
+ * from that address (10 per 15 minutes), then the account's from everywhere (100 per 15 minutes).
+ */
+export const failedLoginCounters = (emailNormalized: string, address: string | undefined): ReadonlyArray<{
+  readonly subject: string
+  readonly windows: ReadonlyArray<Window>
+}> => [
+  { subject: `${failedLogins(emailNormalized)}:${address ?? "unknown"}`, windows: failedLoginWindows },
+  { subject: failedLogins(emailNormalized), windows: accountFailedLoginWindows }
+]
+
+/** The client address of the request being served, when there is one (RequestOrigin). */
+export const requestAddress = Effect.map(Effect.serviceOption(RequestOrigin), (origin) => Option.getOrUndefined(origin)?.address)
 
 /** Where a login comes from: recorded with its session, for the account's list of sessions. */
 export interface LoginClient {
@@ -125,13 +140,15 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         message: "Too many failed logins for this account; try again later"
       })
 
-    /** Refused (429) while the account's failed-login limit is spent: checked before a password is. */
-    const failedLoginGate = (subject: string) =>
-      Effect.flatMap(limiter.peek(subject, failedLoginWindows), (gate) => (gate.allowed ? Effect.void : tooManyFailures(gate)))
+    /** Refused (429) while a failed-login limit of the account (from `address`, or from everywhere) is spent: checked before a password is. */
+    const failedLoginGate = (emailNormalized: string, address: string | undefined) =>
+      Effect.forEach(failedLoginCounters(emailNormalized, address), ({ subject, windows }) =>
+        Effect.flatMap(limiter.peek(subject, windows), (gate) => (gate.allowed ? Effect.void : tooManyFailures(gate))), { discard: true })
 
-    /** A wrong password counted against the account's limit; the one that spends it is answered 429. */
-    const countFailedLogin = (subject: string) =>
-      Effect.flatMap(limiter.take(subject, failedLoginWindows), (counted) => (counted.allowed ? Effect.void : tooManyFailures(counted)))
+    /** A wrong password counted against the account's limits; the one that spends one is answered 429. */
+    const countFailedLogin = (emailNormalized: string, address: string | undefined) =>
+      Effect.forEach(failedLoginCounters(emailNormalized, address), ({ subject, windows }) =>
+        Effect.flatMap(limiter.take(subject, windows), (counted) => (counted.allowed ? Effect.void : tooManyFailures(counted))), { discard: true })
 
     /**
      * Keep a password hashed at another cost at the current one (PASSWORD_HASH_COST changed since it
@@ -154,8 +171,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
      */
     const login = Effect.fn("Accounts.login")(function*(input: LoginInput, client: LoginClient = { userAgent: undefined, address: undefined }) {
       const email = input.email.toLowerCase()
-      const subject = failedLogins(email)
-      yield* failedLoginGate(subject)
+      yield* failedLoginGate(email, client.address)
 
       const rows = yield* sql<{ id: string; email: string; name: string; passwordHash: string; totpSecret: string | null }>`
         SELECT u.id, u.email, u.name, u.password_hash, t.secret AS totp_secret
@@ -168,7 +184,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         Effect.provideService(activity.record(userId, kind, detail), RequestOrigin, client)
       if (!found || !valid) {
         if (found) yield* note(found.id, "login_failed", { reason: "password" })
-        yield* countFailedLogin(subject)
+        yield* countFailedLogin(email, client.address)
         return yield* Unauthorized.of("Invalid email or password")
       }
       if (needsRehash(found.passwordHash, cost)) yield* rehash(found.id, found.passwordHash, input.password)
@@ -186,7 +202,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       const used = yield* useSecondFactor(found.id, found.totpSecret, input.code)
       if (Option.isNone(used)) {
         yield* note(found.id, "login_failed", { reason: "code" })
-        yield* countFailedLogin(subject)
+        yield* countFailedLogin(email, client.address)
         return yield* new Unauthorized({ message: "Invalid code", details: { code: NOT_A_CODE } })
       }
       yield* note(found.id, "login", {
@@ -243,12 +259,12 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         SELECT email_normalized, password_hash FROM users WHERE id = ${userId}`
       const user = rows[0]
       if (!user) return yield* Unauthorized.of("The account no longer exists")
-      const subject = failedLogins(user.emailNormalized)
-      yield* failedLoginGate(subject)
+      const address = yield* requestAddress
+      yield* failedLoginGate(user.emailNormalized, address)
       if (!(yield* verifyPassword(password, user.passwordHash))) {
         // In the account's activity as a refused sign-in: someone guessing from a session left open shows there.
         yield* activity.record(userId, "login_failed", { reason: "password", field })
-        yield* countFailedLogin(subject)
+        yield* countFailedLogin(user.emailNormalized, address)
         return yield* ValidationError.field(field, "is not the account's password")
       }
       return user.passwordHash

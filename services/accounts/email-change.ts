@@ -13,7 +13,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
 import { PaymentProvider } from "../billing/payments.ts"
 import { Conflict, RateLimited, ValidationError } from "../errors.ts"
-import { letter, notice, SystemMail } from "../outbound/system-mail.ts"
+import { GREETING, letter, notice, SystemMail } from "../outbound/system-mail.ts"
 import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { isUniqueViolation } from "../unique-violation.ts"
 import { Accounts } from "./accounts.ts"
@@ -67,7 +67,7 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
           expiresAt,
           subject: "Confirm your new Mailroom email",
           ...letter([
-            `Hello ${user.name},`,
+            GREETING,
             `The Mailroom account ${user.email} asked to sign in with ${input.newEmail} from now on. Open this link within ${EMAIL_LINK_HOURS} hours to confirm:`,
             { link, label: `Use ${input.newEmail}` },
             `Until then the account's email stays ${user.email}. If you did not ask, ignore this email: nothing changes.`
@@ -85,11 +85,11 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
           DELETE FROM email_changes WHERE token_hash = ${sha256(token)} RETURNING user_id, new_email, expires_at > now() AS live`
         const link = links[0]
         if (!link?.live) return Option.none()
-        const before = yield* sql<{ email: string; name: string }>`SELECT email, name FROM users WHERE id = ${link.userId} FOR UPDATE`
+        const before = yield* sql<{ email: string }>`SELECT email FROM users WHERE id = ${link.userId} FOR UPDATE`
         yield* sql`UPDATE users SET email = ${link.newEmail}, email_normalized = ${link.newEmail.toLowerCase()} WHERE id = ${link.userId}`
         // The other links of the account: a move to another address must be asked again.
         yield* sql`DELETE FROM email_changes WHERE user_id = ${link.userId}`
-        return Option.some({ userId: link.userId, email: link.newEmail, previousEmail: before[0]!.email, name: before[0]!.name })
+        return Option.some({ userId: link.userId, email: link.newEmail, previousEmail: before[0]!.email })
       })).pipe(
         Effect.catchTag("SqlError", (error): Effect.Effect<never, Conflict | SqlError> =>
           isUniqueViolation(error) ? Effect.fail(taken("newEmail")) : Effect.fail(error))
@@ -97,7 +97,7 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
       if (Option.isNone(done)) {
         return yield* ValidationError.field("token", "is not a valid link, or it was used or has expired: ask for a new one")
       }
-      const { email, name, previousEmail, userId } = done.value
+      const { email, previousEmail, userId } = done.value
       yield* principals.changed(userId)
       yield* Effect.logInfo("Account email changed").pipe(Effect.annotateLogs({ user_id: userId }))
       yield* activity.record(userId, "email_changed", { previousEmail, email })
@@ -110,7 +110,7 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
           ))
       )
       // Told once it is done: the person who owns the old address learns of a change they did not make.
-      yield* mail.send(notice({ email, name }, "Your Mailroom email was changed", [
+      yield* mail.send(notice({ email }, "Your Mailroom email was changed", [
         `The Mailroom account that signed in with ${previousEmail} signs in with ${email} from now on; the change was confirmed from that address.`,
         "If you did not make this change, someone who knew your password did: ask your Mailroom operator for help."
       ], previousEmail))

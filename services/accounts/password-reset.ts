@@ -13,7 +13,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { ValidationError } from "../errors.ts"
-import { letter, SystemMail } from "../outbound/system-mail.ts"
+import { GREETING, letter, SystemMail } from "../outbound/system-mail.ts"
 import { mailedLinkWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
 import { Accounts } from "./accounts.ts"
 import type { NewPasswordInput, PasswordReset as PasswordResetAnswer } from "./schemas.ts"
@@ -24,10 +24,10 @@ export const RESET_LINK_MINUTES = 60
 const resetTokenPrefix = "mrp_"
 
 /** The mail: who asked is unknown to us, so it says what to do when it was not them. */
-const resetMessage = (name: string, email: string, link: string) => ({
+const resetMessage = (email: string, link: string) => ({
   subject: "Choose a new Mailroom password",
   ...letter([
-    `Hello ${name},`,
+    GREETING,
     `Someone asked to choose a new password for the Mailroom account ${email}. If it was you, open this link within ${RESET_LINK_MINUTES} minutes and choose one:`,
     { link, label: "Choose a new password" },
     "The link works once. Choosing a new password signs out every session of the account; its API keys keep working.",
@@ -64,7 +64,7 @@ export class PasswordReset extends Effect.Service<PasswordReset>()("mailroom/Pas
       const expiresAt = new Date(Date.now() + RESET_LINK_MINUTES * 60_000)
       yield* sql`INSERT INTO password_resets ${sql.insert({ tokenHash: sha256(token), userId: user.id, expiresAt })}`
       const link = `${pageUrl.replace(/\/+$/, "")}/#/reset-password/${token}`
-      const systemMailId = yield* mail.send({ to: user.email, expiresAt, ...resetMessage(user.name, user.email, link) })
+      const systemMailId = yield* mail.send({ to: user.email, expiresAt, ...resetMessage(user.email, link) })
       yield* Effect.logInfo("Password reset link mailed").pipe(Effect.annotateLogs({ user_id: user.id, system_mail_id: systemMailId }))
     })
 

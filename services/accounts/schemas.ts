@@ -17,9 +17,11 @@ export const Password = Schema.String.pipe(
   maxCharacters(1024, "must be at most 1024 characters")
 )
 
+/** A person's name: one line of text (no line breaks or other control characters). */
 export const PersonName = Schema.Trim.pipe(
   minCharacters(1, "must not be empty"),
-  maxCharacters(200, "must be at most 200 characters")
+  maxCharacters(200, "must be at most 200 characters"),
+  Schema.filter((name) => !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(name), { message: () => "must be one line, without control characters" })
 )
 
 const allErrors = { parseOptions: { errors: "all" as const } }

@@ -17,8 +17,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { Conflict, Unauthorized, ValidationError } from "../errors.ts"
 import { notice, SystemMail } from "../outbound/system-mail.ts"
-import { failedLoginWindows, RateLimiter } from "../ratelimit/rate-limiter.ts"
-import { Accounts, failedLogins } from "./accounts.ts"
+import { RateLimiter } from "../ratelimit/rate-limiter.ts"
+import { Accounts, failedLoginCounters, requestAddress } from "./accounts.ts"
 import { AccountActivity } from "./activity.ts"
 import type { TwoFactorStatus } from "./schemas.ts"
 import { NOT_A_CODE, useSecondFactor } from "./second-factor.ts"
@@ -117,7 +117,10 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
 
     /** A wrong code from a session that knew the password: counted as a failed login, refused on `details.code`. */
     const wrongCode = (emailNormalized: string) =>
-      Effect.zipRight(limiter.take(failedLogins(emailNormalized), failedLoginWindows), ValidationError.field("code", NOT_A_CODE))
+      Effect.flatMap(requestAddress, (address) =>
+        Effect.forEach(failedLoginCounters(emailNormalized, address), ({ subject, windows }) => limiter.take(subject, windows), { discard: true })).pipe(
+          Effect.zipRight(ValidationError.field("code", NOT_A_CODE))
+        )
 
     const enabledSecret = (userId: string) =>
       Effect.flatMap(

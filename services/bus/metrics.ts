@@ -26,6 +26,9 @@ const redelivered = Metric.counter("mailroom_consumer_redelivered_total", {
  */
 export const measured = <E>(spec: ConsumerSpec<E>): ConsumerSpec<E> => {
   const labels = [MetricLabel.make("consumer", spec.name)]
+  // Exported from 0 as the consumer starts, not from its first message: a rate or an alert on the
+  // first failure needs the series before it (Prometheus sees no increase in a series just born at 1).
+  for (const metric of [processed, failed, redelivered]) metric.unsafeUpdate(0, labels)
   const count = (metric: typeof processed) => Effect.sync(() => metric.unsafeUpdate(1, labels))
   const spanName = `consume ${spec.name}`
   return {

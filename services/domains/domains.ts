@@ -2,9 +2,12 @@
  * Custom domains (SPEC "Domains"; DESIGN.md §4): register, verify ownership through DNS, move
  * mailboxes between domains, delete.
  *
- * - A hostname belongs to one account: registering one that any account (or the shared pool) has
- *   is 409 CONFLICT. The plan caps how many an account registers (free FREE_MAX_CUSTOM_DOMAINS,
- *   pro 10, enterprise unlimited); creates of one user are serialised on the user's row.
+ * - A hostname is verified by one account. Until then any account may claim it (registering it
+ *   does not prove anything, so a claim must not keep the name's owner out): the first to verify
+ *   holds it, and registering or verifying it elsewhere afterwards is 409 CONFLICT, as is a name the
+ *   account has already or a shared one. The plan caps how many an account registers (free
+ *   FREE_MAX_CUSTOM_DOMAINS, pro 10, enterprise unlimited); creates of one user are serialised on
+ *   the user's row.
  * - Verification reads the apex's TXT records for `<VERIFY_PREFIX>=<token>` (a record split into
  *   several strings counts as one value) and its MX records: `mx_configured` is true when the most
  *   preferred MX names MX_HOST. Ownership decides `verified`; an MX not yet pointing is reported, not
@@ -112,7 +115,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
     /** A domain row `d` as DomainRow, with its active mailboxes counted. */
     const columns = sql.literal(`
       d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.dkim_configured, d.spf_configured, d.created_at, d.catch_all_mailbox_id,
-      (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.status = 'active') AS mailbox_count`)
+      (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.user_id = d.user_id AND m.status = 'active') AS mailbox_count`)
     const select = sql`SELECT ${columns} FROM domains d`
 
     const find = (owner: Owner, domainId: string) =>
@@ -163,6 +166,11 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       }
     })
 
+    const alreadyOnAccount = (name: string) =>
+      new Conflict({ message: `The domain ${name} is already on this account`, details: { domain: name } })
+    const verifiedElsewhere = (name: string) =>
+      new Conflict({ message: `The domain ${name} is verified by another account`, details: { domain: name } })
+
     const create = Effect.fn("Domains.create")(function*(owner: Owner, input: string) {
       const name = yield* Either.mapLeft(parseDomainName(input), (problem) => ValidationError.field("domain", problem))
       if (sharedDomains.includes(name)) {
@@ -183,24 +191,20 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
             })
           }
         }
-        // The one unique key decides races between accounts.
+        // Not over a verified claim; an account's second claim of the name is its unique key's to refuse.
         const inserted = yield* sql<DomainRow>`
           WITH d AS (
-            INSERT INTO domains ${
-          sql.insert({
-            id: newId("dom"),
-            userId: owner.userId,
-            name,
-            verificationToken: `${settings.verifyPrefix}=${randomBytes(16).toString("hex")}`
-          })
-        }
-            ON CONFLICT (name) DO NOTHING
+            INSERT INTO domains (id, user_id, name, verification_token)
+            SELECT ${newId("dom")}, ${owner.userId}, ${name}, ${`${settings.verifyPrefix}=${randomBytes(16).toString("hex")}`}
+            WHERE NOT EXISTS (SELECT 1 FROM domains WHERE name = ${name} AND verified)
+            ON CONFLICT (user_id, name) DO NOTHING
             RETURNING *
           )
           SELECT ${columns} FROM d`
         const created = inserted[0]
         if (!created) {
-          return yield* new Conflict({ message: `The domain ${name} is already registered`, details: { domain: name } })
+          const own = yield* sql`SELECT 1 FROM domains WHERE user_id = ${owner.userId} AND name = ${name}`
+          return yield* (own.length > 0 ? alreadyOnAccount(name) : verifiedElsewhere(name))
         }
         return created
       }).pipe(sql.withTransaction)
@@ -213,6 +217,10 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
 
     const verify = Effect.fn("Domains.verify")(function*(owner: Owner, domainId: string) {
       const row = yield* find(owner, domainId)
+      // Held by an account that verified it first: no record this claim publishes can change that.
+      if (!row.verified && (yield* sql`SELECT 1 FROM domains WHERE name = ${row.name} AND verified`).length > 0) {
+        return yield* verifiedElsewhere(row.name)
+      }
       const key = yield* dkim.record(row.name, row.id)
       // Ownership and the MX decide; the DKIM key is only reported, so a failure to look it up keeps what was found before.
       const [txt, mx, published] = yield* Effect.all([
@@ -231,6 +239,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       // One SPF record (RFC 7208 §4.5) that lets the MX hosts send, as the record we ask for does.
       const spf = txt.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()))
       const spfConfigured = spf.length === 1 && /\s[+]?mx(\s|$)/i.test(` ${spf[0]!.trim()} `)
+      // The first claim to verify holds the name: another's verification is refused by the unique key.
       const updated = yield* sql<DomainRow>`
         WITH d AS (
           UPDATE domains SET
@@ -242,7 +251,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           WHERE id = ${row.id}
           RETURNING *
         )
-        SELECT ${columns} FROM d`
+        SELECT ${columns} FROM d`.pipe(Effect.catchIf(isUniqueViolation, () => Effect.fail(verifiedElsewhere(row.name))))
       const domain = updated[0] ?? row
       if (!domain.verified) {
         return yield* new VerificationFailed({

@@ -9,7 +9,7 @@
  * Part numbers follow RFC 3501: a multipart's children are 1, 2, …; a message that is not multipart
  * has one part, 1 (its body); the parts of a message/rfc822 part N are N.1, N.2, ….
  */
-import addressparser from "nodemailer/lib/addressparser"
+import { isGroup, parseAddressField } from "../mail/address-fields.ts"
 
 export interface HeaderField {
   /** Lower-case field name. */
@@ -186,7 +186,7 @@ const nilIfEmpty = (value: string | undefined): string | null => (value === unde
 /** An address header's addresses as ENVELOPE lists them: (name adl mailbox host), groups around theirs. */
 const envelopeAddresses = (value: string | undefined): ImapValue => {
   if (value === undefined || value.trim().length === 0) return null
-  const entries = addressparser(value)
+  const entries = parseAddressField(value)
   const addresses: Array<ImapValue> = []
   const one = (entry: { readonly name?: string | undefined; readonly address?: string | undefined }) => {
     const address = entry.address ?? ""
@@ -194,8 +194,8 @@ const envelopeAddresses = (value: string | undefined): ImapValue => {
     addresses.push([nilIfEmpty(entry.name), null, at < 0 ? address : address.slice(0, at), at < 0 ? null : address.slice(at + 1)])
   }
   for (const entry of entries) {
-    if ("group" in entry && Array.isArray(entry.group)) {
-      addresses.push([null, null, entry.name ?? "", null])
+    if (isGroup(entry)) {
+      addresses.push([null, null, entry.name, null])
       for (const member of entry.group) one(member)
       addresses.push([null, null, null, null])
     } else {

@@ -152,10 +152,20 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
         return fromKept(kept)
       })
 
+    /** What a current reader kept for the file `checksum`, if it has been read. */
+    const keptNow = (checksum: string) =>
+      Effect.map(
+        sql<KeptText>`SELECT format, text, pages, truncated, reason FROM document_texts
+                      WHERE checksum = ${checksum} AND reader = ANY(${Object.values(reader.versions)}::text[])`,
+        (rows) => rows[0]
+      )
+
     /**
      * One reading per file at a time in this process: an agent asking for a new email's PDF while
      * the indexer reads it waits for that reading instead of starting another. A waiter whose
-     * reading was given up on (interrupted) reads for itself.
+     * reading was given up on (interrupted) reads for itself. A caller that found no text kept may
+     * come after a reading has ended (here, or on another node): the kept text is looked for again
+     * before the file is read.
      */
     const inFlight = new Map<string, Deferred.Deferred<Reading, SqlError.SqlError>>()
     const readDocumentOnce = (format: DocumentFormat, checksum: string, bytes: Uint8Array): Effect.Effect<Reading, SqlError.SqlError> =>
@@ -168,7 +178,7 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
         }
         const done = Deferred.unsafeMake<Reading, SqlError.SqlError>(FiberId.none)
         inFlight.set(checksum, done)
-        return readDocument(format, checksum, bytes).pipe(
+        return Effect.flatMap(keptNow(checksum), (kept) => (kept !== undefined ? Effect.succeed(fromKept(kept)) : readDocument(format, checksum, bytes))).pipe(
           Effect.onExit((exit) => Effect.zipRight(Effect.sync(() => inFlight.delete(checksum)), Deferred.done(done, exit)))
         )
       })

@@ -44,6 +44,8 @@ const guarded = <A>(empty: A, answer: () => A): A => {
  * looks for (a code, a button, the new text) is near the top of any real message.
  */
 export const MAX_HTML = 256 * 1024
+/** The most of a text body (and of a subject) read, for the same reason: each reader's cost grows with what it is given. */
+export const MAX_TEXT = 256 * 1024
 
 export const extract = (message: ExtractionInput): Extracted => {
   const source = message.html !== null && message.html.trim() !== "" ? message.html : null
@@ -51,10 +53,11 @@ export const extract = (message: ExtractionInput): Extracted => {
   // A text body mailparser derived from the HTML says nothing the HTML does not, and shows what it
   // hides; past MAX_HTML it is taken for derived rather than rendered once more to compare.
   const derived = html !== null && (!html.rendered || source!.length > MAX_HTML || isDerivedText(message.text, source!))
-  const text = derived ? "" : message.text
+  const text = derived ? "" : message.text.slice(0, MAX_TEXT)
+  const subject = message.subject.slice(0, MAX_TEXT)
   return {
-    reply_text: guarded(null, () => extractReplyText(text !== "" ? text : html?.text ?? "", message.subject)),
-    codes: guarded([], () => extractCodes(html === null ? [text] : [html.text, text], message.subject)),
+    reply_text: guarded(null, () => extractReplyText(text !== "" ? text : html?.text ?? "", subject)),
+    codes: guarded([], () => extractCodes(html === null ? [text] : [html.text, text], subject)),
     links: guarded([], () =>
       extractLinks({
         document: html?.document ?? null,

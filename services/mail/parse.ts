@@ -8,10 +8,11 @@
  * - a header value is kept up to 64 KiB (the raw message keeps it whole).
  */
 import libmime from "libmime"
-import { type AddressObject, type EmailAddress, simpleParser } from "mailparser"
-import addressparser from "nodemailer/lib/addressparser"
+import { simpleParser } from "mailparser"
 import { Effect } from "effect"
+import { domainToUnicode } from "node:url"
 import { sha256 } from "../accounts/tokens.ts"
+import { type AddressEntry, flatAddresses, isGroup, parseAddressField } from "./address-fields.ts"
 import { textOfHtml } from "./extract/render.ts"
 import type { Headers } from "./schemas.ts"
 
@@ -103,32 +104,34 @@ const headersOf = (lines: ReadonlyArray<string>): Headers => {
   return headers
 }
 
-const addresses = (field: AddressObject | Array<AddressObject> | undefined): Array<string> => {
-  const flatten = (entries: ReadonlyArray<EmailAddress>): Array<string> =>
-    entries.flatMap((entry) => (entry.group ? flatten(entry.group) : entry.address ? [clean(entry.address)] : []))
-  if (field === undefined) return []
-  return (Array.isArray(field) ? field : [field]).flatMap((object) => flatten(object.value))
-}
-
-/** An address entry as mailparser and nodemailer's addressparser both give it: an address, or a group of them. */
-interface AddressEntry {
-  readonly address?: string | undefined
-  readonly name?: string | undefined
-  readonly group?: ReadonlyArray<AddressEntry> | undefined
-}
-
 /** The name beside the first address of `entries` (groups read in order); undefined when there is no address. */
 const firstName = (entries: ReadonlyArray<AddressEntry>): string | undefined => {
   for (const entry of entries) {
-    const name = entry.group ? firstName(entry.group) : entry.address ? entry.name ?? "" : undefined
+    const name = isGroup(entry) ? firstName(entry.group) : entry.address ? entry.name : undefined
     if (name !== undefined) return name
   }
   return undefined
 }
 
-/** mailparser's display name of the first address of `field` (decoded already); empty when it has none. */
-const nameOf = (field: AddressObject | Array<AddressObject> | undefined): string =>
-  field === undefined ? "" : oneLine(firstName((Array.isArray(field) ? field : [field]).flatMap((object) => object.value)) ?? "").trim()
+/** mailparser's rule for an address whose domain starts with a punycode label: the domain in Unicode. */
+export const inUnicode = (address: string) => {
+  if (!/@xn--/.test(address)) return address
+  const at = address.lastIndexOf("@")
+  return `${address.slice(0, at + 1)}${domainToUnicode(address.slice(at + 1)) || address.slice(at + 1)}`
+}
+
+/**
+ * The addresses of a message's address fields `values` (each unfolded, its encoded words as written),
+ * as mailparser would give them but read by address-fields.ts: groups flattened, a punycode domain in
+ * Unicode, and a name that is nothing but base64 encoded words holding addresses read for them.
+ */
+const fieldAddresses = (values: ReadonlyArray<string>): Array<{ readonly address: string; readonly name: string }> =>
+  values.flatMap(flatAddresses).flatMap((entry) =>
+    !entry.address && ENCODED_WORDS_ONLY.test(entry.name) ? flatAddresses(decodeWords(entry.name)) : [entry]
+  ).flatMap((entry) => (entry.address ? [{ address: inUnicode(clean(entry.address)), name: oneLine(decodeWords(entry.name)).trim() }] : []))
+
+/** A value that is one or more base64 encoded words and nothing else (mailparser reads those for addresses). */
+const ENCODED_WORDS_ONLY = /^(=\?[^?]+\?[Bb]\?[^?]*\?=)(\s*=\?[^?]+\?[Bb]\?[^?]*\?=)*$/
 
 /**
  * The message ids of In-Reply-To or References: each `<…>` (RFC 5322 allows them unseparated:
@@ -186,16 +189,12 @@ const splitHead = (raw: Buffer): { head: string; body: Buffer } => {
 }
 
 /** The addresses of an address header's value, as a plain reading finds them: groups flattened. */
-export const addressList = (value: string | undefined): Array<string> => {
-  if (value === undefined) return []
-  const flatten = (entries: ReturnType<typeof addressparser>): Array<string> =>
-    entries.flatMap((entry) => ("group" in entry && entry.group ? flatten(entry.group) : entry.address ? [clean(entry.address)] : []))
-  return flatten(addressparser(value))
-}
+export const addressList = (value: string | undefined): Array<string> =>
+  value === undefined ? [] : flatAddresses(value).flatMap((entry) => (entry.address ? [clean(entry.address)] : []))
 
 /** The display name of the first address of an address header, its encoded words decoded; empty when it has none. */
 export const displayName = (value: string | undefined): string =>
-  value === undefined ? "" : oneLine(decodeWords(firstName(addressparser(value)) ?? "")).trim()
+  value === undefined ? "" : oneLine(decodeWords(firstName(parseAddressField(value)) ?? "")).trim()
 
 /** The first value of header `name` (the one mail programs show, when a message has several). */
 export const firstOf = (headers: Headers, name: string): string | undefined => {
@@ -234,15 +233,24 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
 export const textFromHtml = (html: string): string => clean(textOfHtml(html))
 
 /**
- * The From a reader is shown: the first From field. mailparser keeps the last of several, so those
- * are read here, from the field as written (its names' encoded words decoded after the addresses are
- * found, as mailparser does, so an encoded comma splits nothing).
+ * The address fields of a message, read from the fields as written (address-fields.ts: mailparser's
+ * own reading takes `<"<ceo@bank.example>"@evil.example>` for ceo@bank.example). Names' encoded words
+ * are decoded after the addresses are found, as mailparser does, so an encoded comma splits nothing.
+ * The From a reader is shown is the first From field (mailparser keeps the last of several); To, Cc
+ * and Reply-To list every field's addresses, as mailparser does.
  */
-const fromOf = (parsed: { readonly from?: AddressObject | undefined; readonly headerLines: ReadonlyArray<{ key: string; line: string }> }) => {
-  const fields = parsed.headerLines.filter((header) => header.key === "from")
-  if (fields.length < 2) return { from: addresses(parsed.from)[0], fromName: nameOf(parsed.from) }
-  const { value } = libmime.decodeHeader(headerText(fields[0]!.line))
-  return { from: addressList(value)[0], fromName: displayName(value) }
+const addressFieldsOf = (headerLines: ReadonlyArray<{ readonly key: string; readonly line: string }>) => {
+  const values = (key: string) =>
+    headerLines.filter((header) => header.key === key).map((header) => capped(libmime.decodeHeader(headerText(header.line)).value))
+  const addresses = (key: string) => fieldAddresses(values(key)).map((entry) => entry.address)
+  const from = fieldAddresses(values("from").slice(0, 1))[0]
+  return {
+    from: from?.address,
+    fromName: from?.name ?? "",
+    to: addresses("to"),
+    cc: addresses("cc"),
+    replyTo: addresses("reply-to")
+  }
 }
 
 /** Parse `raw`; never fails (see the module comment). */
@@ -265,10 +273,7 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
         // As the headers read it: the first Subject, raw 8-bit bytes as UTF-8 or else Latin-1
         // (mailparser's own has U+FFFD for each Latin-1 byte, and is the last of several).
         subject: oneLine(firstOf(headers, "subject") ?? "").trim(),
-        ...fromOf(parsed),
-        to: addresses(parsed.to),
-        cc: addresses(parsed.cc),
-        replyTo: addresses(parsed.replyTo),
+        ...addressFieldsOf(parsed.headerLines),
         date,
         inReplyTo: idList(parsed.inReplyTo)[0],
         references: idList(parsed.references),

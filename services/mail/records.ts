@@ -1,11 +1,10 @@
 /**
  * Stored emails and how they read on the wire: one row shape, one mapping per wire shape.
  */
-import { domainToUnicode } from "node:url"
 import type { Authentication } from "./authentication.ts"
 import { type Extracted, extract } from "./extract.ts"
 import { domainOf } from "../mailboxes/rules.ts"
-import { addressList, displayName } from "./parse.ts"
+import { addressList, displayName, inUnicode } from "./parse.ts"
 import type { Spam } from "./spam.ts"
 import type { AttachmentMeta, Delivery, Direction, Email, EmailFields, ForwardedCopy, EmailReceived, EmailSummary, Headers } from "./schemas.ts"
 
@@ -119,13 +118,6 @@ const headerAddresses = (value: HeaderValue | null): Array<string> =>
 /** The display name of a stored From header (decoded already), for an email stored before names were kept. */
 const headerName = (value: HeaderValue | null): string =>
   value === null ? "" : displayName(typeof value === "string" ? value : value[0])
-
-/** mailparser's rule for an address whose domain starts with a punycode label: the domain in Unicode. */
-const inUnicode = (address: string) => {
-  if (!/@xn--/.test(address)) return address
-  const at = address.lastIndexOf("@")
-  return `${address.slice(0, at + 1)}${domainToUnicode(address.slice(at + 1)) || address.slice(at + 1)}`
-}
 
 export const toFields = (row: EmailRow): EmailFields => ({
   email_id: row.id,

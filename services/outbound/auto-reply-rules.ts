@@ -6,7 +6,7 @@
  * The answer says it is automatic (`Auto-Submitted: auto-replied`), so that other responders stay quiet.
  * (What the account sets is schemas.ts's `AutoReplyInput`.)
  */
-import addressparser from "nodemailer/lib/addressparser"
+import { flatAddresses } from "../mail/address-fields.ts"
 import { routingForm } from "../mail/inbound.ts"
 import { firstHeader, type Headers } from "../mail/schemas.ts"
 import { BLOCKED } from "../mail/sender-list-rules.ts"
@@ -34,8 +34,7 @@ const LIST_FIELDS = ["list-id", "list-post", "list-unsubscribe", "list-help", "l
 
 const addresses = (value: string | undefined): Array<string> => {
   if (value === undefined || value.trim() === "") return []
-  const flat = addressparser(value, { flatten: true }) as Array<{ readonly address?: string }>
-  return flat.flatMap((entry) => (entry.address ? [entry.address] : []))
+  return flatAddresses(value).flatMap((entry) => (entry.address ? [entry.address] : []))
 }
 
 /** Whether (and to whom) `email` gets the automatic reply: to its Reply-To, else its From, as a reply goes. */

@@ -50,7 +50,7 @@ export const failedRecipients = (deliveryStatus: string): ReadonlyArray<Reported
     .map(fields)
     .filter((f) => (f.get("action") ?? "").toLowerCase() === "failed")
     .flatMap((f) => {
-      const recipient = /;\s*(\S+@\S+)/.exec(f.get("final-recipient") ?? f.get("original-recipient") ?? "")?.[1]
+      const recipient = /;\s*([^\s;@]+@\S+)/.exec(f.get("final-recipient") ?? f.get("original-recipient") ?? "")?.[1]
       if (recipient === undefined) return []
       const diagnostic = (f.get("diagnostic-code") ?? "").replace(/^[a-z-]+;\s*/i, "")
       return [{ recipient: recipient.replace(/^<|>$/g, "").toLowerCase(), response: diagnostic || `Bounce report: status ${f.get("status") ?? "unknown"}` }]

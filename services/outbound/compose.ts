@@ -8,6 +8,8 @@
  */
 import { Effect } from "effect"
 import MailComposer from "nodemailer/lib/mail-composer"
+import { detectMimeType } from "nodemailer/lib/mime-funcs"
+import { outgoingContentType } from "./attachment-types.ts"
 import { type DkimKey, dkimSign } from "./dkim-signature.ts"
 import type { AttachmentInput } from "./schemas.ts"
 
@@ -69,8 +71,8 @@ const isMailText = (content: Buffer) => {
  */
 const attachmentPart = (a: AttachmentInput) => {
   const content = Buffer.from(a.content, "base64")
-  // The media type in lower case (MIME reads it in any case; mail programs do not all), its parameters as given.
-  const type = a.content_type?.replace(/^[^;]*/, (essence) => essence.trim().toLowerCase())
+  // The media type in lower case (MIME reads it in any case; mail programs do not all), a text one with its charset (attachment-types.ts).
+  const type = outgoingContentType(a.content_type, detectMimeType(a.filename), content)
   const message = type?.split(";")[0] === "message/rfc822"
   return {
     filename: a.filename,

@@ -18,7 +18,7 @@ import type { Page, Sort } from "../listing.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { type DraftStart, Replies } from "./replies.ts"
-import { type AddressInput, Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus } from "./schemas.ts"
+import { type AddressInput, Draft, DraftContent, type DraftInput, type DraftSortField, type DraftStatus, MAX_RECIPIENTS } from "./schemas.ts"
 import { claim, earlierAnswer, hashed, type Idempotency } from "./idempotency.ts"
 import { fromSendInput, Outbound, storageQuotaReached } from "./send.ts"
 
@@ -95,6 +95,25 @@ const applied = (current: DraftContent, input: DraftInput): DraftContent => {
 
 /** An address of a draft's lists, as it is compared: lower case. */
 const keyOf = (address: AddressInput) => (typeof address === "string" ? address : address.address).toLowerCase()
+
+/** How far in the past a `send_at` may be written (a client's clock a little behind): it then leaves at once. */
+const SEND_AT_SLACK_MS = 5 * 60_000
+
+/**
+ * What a draft is refused at once rather than when it is sent: more recipients than a message may
+ * have (a person would approve what cannot go), and a schedule well in the past (a mistyped year
+ * would send it now, unreviewed).
+ */
+const checkDraft = (content: DraftContent, sendAt: string | null | undefined, now = Date.now()) => {
+  const recipients = new Set([...(content.to ?? []), ...(content.cc ?? []), ...(content.bcc ?? [])].map(keyOf))
+  if (recipients.size > MAX_RECIPIENTS) {
+    return Effect.fail(ValidationError.field("to", `must list at most ${MAX_RECIPIENTS} recipients (to, cc and bcc together)`))
+  }
+  if (sendAt != null && new Date(sendAt).getTime() < now - SEND_AT_SLACK_MS) {
+    return Effect.fail(ValidationError.field("send_at", "is in the past: give a time to come, or send the draft now"))
+  }
+  return Effect.void
+}
 
 /**
  * `content` with what the original gives a reply or forward (`start`) where the draft has none of
@@ -209,6 +228,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
       yield* checkLinks(userId, mailboxId, input.in_reply_to, input.reply_all, input.forward_of)
       const [inReplyTo, replyAll, forwardOf] = [input.in_reply_to ?? null, input.reply_all ?? false, input.forward_of ?? null]
       const content = started(applied({}, input), yield* startOf(userId, inReplyTo, replyAll, forwardOf))
+      yield* checkDraft(content, input.send_at)
       yield* checkSize(userId, content)
       const insert = sql`
         INSERT INTO drafts (id, user_id, mailbox_id, content, in_reply_to, reply_all, forward_of, send_at, filled)
@@ -301,6 +321,7 @@ export class Drafts extends Effect.Service<Drafts>()("mailroom/Drafts", {
           yield* startOf(userId, inReplyTo, replyAll, forwardOf)
         )
         : edited
+      yield* checkDraft(content, input.send_at)
       yield* checkSize(userId, content, draftId)
       const sendAt = input.send_at === undefined ? current.sendAt : input.send_at === null ? null : new Date(input.send_at)
       const rows = yield* sql`

@@ -16,6 +16,11 @@ import { IdempotencyKeyReused } from "../errors.ts"
 /** How long an Idempotency-Key answers its first answer. */
 export const IDEMPOTENCY_WINDOW_HOURS = 24
 
+/** A key as a client writes it: 1-255 visible ASCII characters. */
+export const IdempotencyKey = Schema.String.pipe(
+  Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1-255 visible ASCII characters" })
+)
+
 export interface Idempotency {
   readonly key: string
   /** What makes two requests the same request: route, mailbox or email, and body. */

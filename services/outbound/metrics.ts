@@ -17,5 +17,8 @@ const byStatus = {
 
 export const recordDelivery = (status: keyof typeof byStatus) => Metric.increment(byStatus[status])
 
+/** Every outcome's series exported from 0 as the mta starts: an alert on the first bounce needs the series before it. */
+export const deliveriesFromZero = Effect.forEach(Object.values(byStatus), (series) => Metric.incrementBy(series, 0), { discard: true })
+
 export const recordDeliveries = (statuses: ReadonlyArray<keyof typeof byStatus>) =>
   Effect.forEach(statuses, recordDelivery, { discard: true })

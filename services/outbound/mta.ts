@@ -50,7 +50,7 @@ import { announce, type SentEmail, SentEmailRow, type StatusChange, suppressBoun
 import { OutboundJob } from "./schemas.ts"
 import { DkimKeys } from "./dkim.ts"
 import { ForwardedCopies, ForwardJob } from "./forwards.ts"
-import { recordDeliveries } from "./metrics.ts"
+import { deliveriesFromZero, recordDeliveries } from "./metrics.ts"
 import { OutboundSettings, retryDelay } from "./settings.ts"
 import { SystemMailJob } from "./system-mail.ts"
 import { type SmtpTarget, SmtpTransport } from "./transport.ts"
@@ -582,6 +582,7 @@ export const MtaLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const { handle } = yield* Mta
+    yield* deliveriesFromZero
     const settings = yield* OutboundSettings
     // What to publish for the shared domains' signatures to verify (also `mailroom dns-records`).
     const { sharedDomains } = yield* MailboxSettings

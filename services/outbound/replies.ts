@@ -12,13 +12,14 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
-import addressparser from "nodemailer/lib/addressparser"
 import { NotFound, ValidationError } from "../errors.ts"
 import { escapeHtml } from "../html.ts"
+import { flatAddresses } from "../mail/address-fields.ts"
 import { routingForm } from "../mail/inbound.ts"
 import { textFromHtml } from "../mail/parse.ts"
 import { firstHeader, Headers } from "../mail/schemas.ts"
 import type { NamedAddress } from "./compose.ts"
+import { storedContentType } from "./attachment-types.ts"
 import { type AddressInput, type AttachmentInput, type DraftContent, type ForwardInput, MAX_ATTACHMENTS, type ReplyInput } from "./schemas.ts"
 import type { Idempotency } from "./idempotency.ts"
 import { named, Outbound, type OutgoingMessage } from "./send.ts"
@@ -46,11 +47,7 @@ export type Original = typeof OriginalRow.Type
 /** The addresses of an address header (groups flattened), as the composer takes them. */
 const addressesOf = (value: string | undefined): ReadonlyArray<NamedAddress> => {
   if (value === undefined || value.trim() === "") return []
-  const flat = (entries: ReturnType<typeof addressparser>): Array<NamedAddress> =>
-    entries.flatMap((entry) =>
-      "group" in entry && entry.group ? flat(entry.group) : entry.address ? [{ name: entry.name || undefined, address: entry.address }] : []
-    )
-  return flat(addressparser(value))
+  return flatAddresses(value).flatMap((entry) => (entry.address ? [{ name: entry.name || undefined, address: entry.address }] : []))
 }
 
 /** `prefix` once: "Re: Re: x" stays as the sender wrote it, "x" becomes "Re: x". */
@@ -229,13 +226,14 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
       idempotency?: Idempotency
     ) {
       const found = yield* original(userId, emailId)
-      const attachments = yield* sql<{ filename: string | null; contentType: string; contentId: string | null; content: Uint8Array }>`
-        SELECT a.filename, a.content_type, a.content_id, b.content
+      const attachments = yield* sql<{ filename: string | null; contentType: string; charset: string | null; contentId: string | null; content: Uint8Array }>`
+        SELECT a.filename, a.content_type, a.charset, a.content_id, b.content
         FROM attachments a JOIN blobs b ON b.sha256 = a.checksum
         WHERE a.email_id = ${emailId} ORDER BY a.position`
       const carried: Array<AttachmentInput> = attachments.map((a, i) => ({
         filename: a.filename ?? `attachment-${i + 1}`,
-        content_type: a.contentType,
+        // With the charset it came in: without it a mail program reads Latin-1 or UTF-8 text as ASCII.
+        content_type: storedContentType(a.contentType, a.charset),
         content: Buffer.from(a.content).toString("base64"),
         ...(a.contentId ? { content_id: a.contentId.replace(/^<|>$/g, "") } : {})
       }))

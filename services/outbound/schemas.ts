@@ -6,6 +6,7 @@
 import { Schema } from "effect"
 import { domainToASCII } from "node:url"
 import { isRealWallTime } from "../invitations/time-zones.ts"
+import { readContentType } from "./attachment-types.ts"
 
 /** The most recipients (to, cc and bcc together) one message may have. */
 export const MAX_RECIPIENTS = 50
@@ -74,8 +75,15 @@ const BASE64 = /^[A-Za-z0-9+/\s]*={0,2}\s*$/
 export const AttachmentInput = Schema.Struct({
   filename: headerText(Schema.String).pipe(Schema.minLength(1), Schema.maxLength(255)),
   content_type: Schema.optional(
-    Schema.String.pipe(Schema.pattern(/^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$/i, { message: () => "must be a media type such as application/pdf" }))
-  ),
+    Schema.String.pipe(Schema.filter((value) => {
+      const read = readContentType(value)
+      return typeof read === "string" ? read : true
+    }))
+  ).annotations({
+    description: "The file's media type (RFC 2045), such as application/pdf; a text one may name the charset its bytes are in: " +
+      "text/plain; charset=iso-8859-1 (no other parameter). Text without one goes as utf-8 when its bytes are UTF-8 beyond ASCII. " +
+      "Left out, the type the filename suggests"
+  }),
   content: Schema.String.pipe(Schema.filter((value) => BASE64.test(value), { message: () => "must be base64" }))
     .annotations({ description: "The file's bytes, base64" }),
   content_id: Schema.optional(

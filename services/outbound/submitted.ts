@@ -11,7 +11,7 @@
  *   and so is a Return-Path (the receiving server writes the envelope sender there).
  * - A message without a Message-ID or a Date gets Mailroom's (`<email id@domain>`, now).
  */
-import addressparser from "nodemailer/lib/addressparser"
+import { flatAddresses } from "../mail/address-fields.ts"
 import { MAX_LINE } from "./compose.ts"
 
 export interface SubmittedHeaders {
@@ -55,7 +55,7 @@ const valueOf = (field: Field) => field.text.slice(field.text.indexOf(":") + 1).
 
 /** The single address a From value names, or undefined when it names none or several. */
 const singleAddress = (value: string): string | undefined => {
-  const flat = addressparser(value, { flatten: true }) as Array<{ readonly address?: string }>
+  const flat = flatAddresses(value)
   return flat.length === 1 && flat[0]!.address ? flat[0]!.address : undefined
 }
 

@@ -51,9 +51,16 @@ export const letter = (paragraphs: ReadonlyArray<Paragraph>) => ({
 /** How long a notice (telling a person what happened to their account) is tried for before it is given up. */
 export const NOTICE_HOURS = 24
 
-/** A notice to `person` at `to` (their email unless said): greeted by name, then `paragraphs`; tried for NOTICE_HOURS. */
+/**
+ * How Mailroom's mail to a person begins. Never with their name: whoever registers an address types
+ * the name, and Mailroom would sign their words into mail to that address's owner (a reset link
+ * asked for an address someone else registered, greeting "Hello <a phishing line>").
+ */
+export const GREETING = "Hello,"
+
+/** A notice to `person` at `to` (their email unless said): a greeting, then `paragraphs`; tried for NOTICE_HOURS. */
 export const notice = (
-  person: { readonly email: string; readonly name: string },
+  person: { readonly email: string },
   subject: string,
   paragraphs: ReadonlyArray<string>,
   to: string = person.email
@@ -61,7 +68,7 @@ export const notice = (
   to,
   expiresAt: new Date(Date.now() + NOTICE_HOURS * 3_600_000),
   subject,
-  ...letter([`Hello ${person.name},`, ...paragraphs])
+  ...letter([GREETING, ...paragraphs])
 })
 
 export interface SystemMessage {

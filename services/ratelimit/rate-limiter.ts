@@ -7,7 +7,8 @@
  *   the counters below (leases.ts; the Authenticator, services/accounts/authenticator.ts).
  * - Routes open to anyone (register, login, refresh) and requests refused for a missing or invalid
  *   credential count per client address (`clientWindows`).
- * - Failed logins count per account (`failedLoginWindows`); searches per user, a limit of their own
+ * - Failed logins count per account and client address (`failedLoginWindows`) and per account from
+ *   every address together (`accountFailedLoginWindows`); searches per user, a limit of their own
  *   (`searchWindows`).
  *
  * Counters are fixed windows in the SQL database (`mailroom_rate_take`, migration 0001), so every API
@@ -55,8 +56,17 @@ export const planWindows = (requests: RateWindows): ReadonlyArray<Window> => [
 /** Requests per client address on routes that need no credential (and refused credentials). */
 export const clientWindows: ReadonlyArray<Window> = [{ seconds: 60, limit: 300 }]
 
-/** Failed logins per account. */
+/**
+ * Failed logins per account from one client address: whoever guesses there is stopped, and the
+ * account's owner signing in from elsewhere is not locked out by it.
+ */
 export const failedLoginWindows: ReadonlyArray<Window> = [{ seconds: 900, limit: 10 }]
+
+/**
+ * Failed logins per account from every address together: guessing spread over many addresses is
+ * stopped too (locking the owner out then takes ten addresses' worth of refusals, not one's).
+ */
+export const accountFailedLoginWindows: ReadonlyArray<Window> = [{ seconds: 900, limit: 100 }]
 
 /**
  * Links mailed to a person per account and purpose (a new password, a new email), so that nobody can
@@ -93,7 +103,7 @@ export class RateLimiter extends Context.Tag("mailroom/RateLimiter")<RateLimiter
   readonly take: (subject: string, windows: ReadonlyArray<Window>) => Effect.Effect<Decision, SqlError>
   /** Check without counting. */
   readonly peek: (subject: string, windows: ReadonlyArray<Window>) => Effect.Effect<Decision, SqlError>
-  /** Start `subject`'s windows afresh: what it took no longer counts. */
+  /** Start the windows of `subject`, and of the subjects under it (`<subject>:…`), afresh: what they took no longer counts. */
   readonly forget: (subject: string) => Effect.Effect<void, SqlError>
 }>() {
   static readonly layer = Layer.effect(
@@ -112,7 +122,8 @@ export class RateLimiter extends Context.Tag("mailroom/RateLimiter")<RateLimiter
       return {
         take: (subject, windows) => run(subject, windows, false),
         peek: (subject, windows) => run(subject, windows, true),
-        forget: (subject) => Effect.asVoid(sql`DELETE FROM rate_limit_counters WHERE subject = ${subject}`)
+        forget: (subject) =>
+          Effect.asVoid(sql`DELETE FROM rate_limit_counters WHERE subject = ${subject} OR starts_with(subject, ${`${subject}:`})`)
       }
     })
   )

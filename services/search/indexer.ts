@@ -14,13 +14,14 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Context, Duration, Effect, Layer, Ref, Schedule, Schema } from "effect"
+import { Cause, Context, Data, Duration, Effect, Layer, Ref, Schedule, Schema } from "effect"
 import { Bus, type BusError, type BusMessage, decodeJson, defaultRetryDelay, encodeJson, subjects } from "../bus/bus.ts"
 import { measured } from "../bus/metrics.ts"
 import { AttachmentTexts } from "../mail/attachment-texts.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
-import { classify, DependencyHealth } from "../health/dependency-health.ts"
+import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
+import { Lifecycle } from "../lifecycle.ts"
 import { chunkText, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
@@ -29,7 +30,7 @@ import { groupCommitIsolated } from "../batching.ts"
 import { backgroundTurn } from "../pipeline/priority.ts"
 import { StageActivity, stageConsumers } from "../pipeline/stages.ts"
 import { Vectors } from "./vectors.ts"
-import { abandonedIndexing, queuedForEmbedding } from "./metrics.ts"
+import { abandonedIndexing, abandonedIndexingFromZero, queuedForEmbedding } from "./metrics.ts"
 
 const PURGE_BATCH = 500
 /**
@@ -43,15 +44,31 @@ const INDEX_BATCH = 32
 const EMBED_CALLS_IN_FLIGHT = 2
 /** How often deleted mailboxes' search data is looked for. */
 const PURGE_EVERY = "10 minutes"
+/** Emails whose first failure a process remembers (one retried elsewhere is forgotten, oldest first). */
+const FIRST_FAILURES_KEPT = 10_000
 
 /**
  * How the index actor retries an email whose indexing failed: the bus offers it again after
  * `retryDelay`; after `giveUpAfter` deliveries that failed while other mail was indexed, the email is
- * given up on (see IndexerLive). Tests shorten both.
+ * given up on (see IndexerLive). Once the process begins to stop, an email still being indexed
+ * `stopGrace` later is left for the next start (IndexingStopped). Tests shorten them.
  */
 export class IndexRetries extends Context.Reference<IndexRetries>()("mailroom/IndexRetries", {
-  defaultValue: () => ({ retryDelay: defaultRetryDelay, giveUpAfter: 10 })
+  defaultValue: () => ({ retryDelay: defaultRetryDelay, giveUpAfter: 10, stopGrace: Duration.seconds(5) as Duration.Duration })
 }) {}
+
+/**
+ * An email still being indexed a while after the process began to stop: left unacknowledged, so the
+ * bus offers it again to the next worker that starts. Embedding is the slow part, and it runs at a
+ * low priority: on a busy machine loading the model alone took 30 s, all of SHUTDOWN_TIMEOUT, and the
+ * stop waited for it and was cut off (exit 1). Flow control, not a fault.
+ */
+export class IndexingStopped extends Data.TaggedError("IndexingStopped")<{ readonly emailId: string }> implements Backpressure {
+  readonly [BackpressureTypeId] = true as const
+  override get message() {
+    return `indexing email ${this.emailId} left for the next start: the process is shutting down`
+  }
+}
 
 export const emailProcessedEventId = (emailId: string) => `email.processed:${emailId}`
 
@@ -358,33 +375,50 @@ export const IndexerLive = Layer.scopedDiscard(
     // DATA is in flight, loaded loop or not, since embedding takes the other core (priority.ts).
     const turn = backgroundTurn("index", StageActivity.accepting)
     const retries = yield* IndexRetries
+    const lifecycle = yield* Lifecycle
+    yield* abandonedIndexingFromZero
     /** When this process last indexed an email (or found it indexed): the indexer works then. */
     const lastIndexed = yield* Ref.make(0)
 
-    /** At least how long ago a message on its `deliveries`th delivery first failed: the waits between. */
-    const sinceFirstFailure = (deliveries: number) => {
+    /** When each email this process is retrying first failed here, oldest first (at most FIRST_FAILURES_KEPT). */
+    const firstFailures = new Map<string, number>()
+    const failedNow = (emailId: string) => {
+      if (firstFailures.has(emailId)) return
+      if (firstFailures.size >= FIRST_FAILURES_KEPT) firstFailures.delete(firstFailures.keys().next().value!)
+      firstFailures.set(emailId, Date.now())
+    }
+
+    /**
+     * When the email of a message on its `deliveries`th delivery first failed: as this process saw it,
+     * else (another process did, or it was forgotten) at latest the waits between deliveries ago. The
+     * waits alone are not enough: each delivery's own work comes on top, so mail indexed just after
+     * the first failure would be missed and the email given up on a delivery later than it should.
+     */
+    const firstFailure = (emailId: string, deliveries: number) => {
       let millis = 0
       for (let n = 1; n < deliveries; n++) millis += Duration.toMillis(retries.retryDelay(n))
-      return millis
+      return Math.min(firstFailures.get(emailId) ?? Infinity, Date.now() - millis)
     }
 
     /** Index an email; one that keeps failing on its own is given up on (above), any other failure is the bus's to retry. */
     const indexOrGiveUp = (emailId: string, message: BusMessage) =>
       index(emailId).pipe(
-        Effect.tap(() => Ref.set(lastIndexed, Date.now())),
+        Effect.raceFirst(lifecycle.stopping.pipe(Effect.zipRight(Effect.sleep(retries.stopGrace)), Effect.zipRight(new IndexingStopped({ emailId })))),
+        Effect.tap(() => Effect.zipRight(Effect.sync(() => firstFailures.delete(emailId)), Ref.set(lastIndexed, Date.now()))),
         Effect.catchAllCause((cause) =>
           Effect.flatMap(Ref.get(lastIndexed), (last) =>
             message.deliveryCount < retries.giveUpAfter || classify(cause)._tag !== "Fault" ||
-              last < Date.now() - sinceFirstFailure(message.deliveryCount)
-              ? Effect.failCause(cause)
-              : Effect.zipRight(
+              last < firstFailure(emailId, message.deliveryCount)
+              ? Effect.zipRight(Effect.sync(() => failedNow(emailId)), Effect.failCause(cause))
+              : Effect.all([
+                Effect.sync(() => firstFailures.delete(emailId)),
                 abandonedIndexing,
                 Effect.logError(
                   `Gave up indexing email ${emailId} after ${message.deliveryCount} failed attempts while other mail was indexed; ` +
                     "it is stored but not searchable until `mailroom reindex` embeds it",
                   cause
                 )
-              ).pipe(Effect.as(undefined))
+              ]).pipe(Effect.as(undefined))
           )
         )
       )
@@ -402,7 +436,7 @@ export const IndexerLive = Layer.scopedDiscard(
       )
 
     /** The bus handler: index, then announce; an event that is not an email.received is dropped. */
-    const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | EmbedderError | VectorIndexError> =>
+    const handle = (message: BusMessage): Effect.Effect<void, SqlError | BusError | EmbedderError | VectorIndexError | IndexingStopped> =>
       Effect.try(() => decodeJson(message.data)).pipe(
         Effect.flatMap(Schema.decodeUnknown(ReceivedEvent)),
         Effect.matchEffect({

@@ -57,3 +57,5 @@ const indexAbandoned = Metric.counter("mailroom_index_abandoned_total", {
 
 /** Count an email the indexer gave up on. */
 export const abandonedIndexing = Metric.increment(indexAbandoned)
+/** Exported from 0 as the indexer starts: an alert on the first email given up on needs the series before it. */
+export const abandonedIndexingFromZero = Metric.incrementBy(indexAbandoned, 0)

@@ -94,7 +94,8 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
 
     /**
      * The per-minute search rate (leased, ratelimit/leases.ts) and the period's quota; counts the
-     * search when both allow it. In the common case that is one round trip.
+     * search when both allow it. In the common case that is one round trip. Answers the rate's
+     * decision (the API says it in the answer's headers) and where the search was counted.
      */
     const admit = (principal: Principal) =>
       Effect.gen(function*() {
@@ -111,9 +112,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const quota = limits[principal.plan].searchesPerMonth
         // Without a quota nothing depends on the count: it is written behind the answer, once the
         // search has run (`search`).
-        if (quota === null) return "counted-after" as const
+        if (quota === null) return { rate, periodStart: "counted-after" as const }
         const counted = yield* countInCurrentPeriod(principal.userId, quota)
-        if (counted !== undefined) return counted
+        if (counted !== undefined) return { rate, periodStart: counted }
         const subscription = yield* billing.subscription(principal.userId)
         const plan = limits[subscription.plan]
         const periodStart = new Date(subscription.currentPeriodStart)
@@ -123,7 +124,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             details: { used: plan.searchesPerMonth, limit: plan.searchesPerMonth, plan: subscription.plan, period_end: subscription.currentPeriodEnd }
           })
         }
-        return periodStart
+        return { rate, periodStart }
       })
 
     const run = (userId: string, only: ReadonlyArray<string> | undefined, input: SearchInput, query: string) =>
@@ -182,6 +183,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         return { data, meta }
       })
 
+    /** A search, with the per-minute search rate's decision that admitted it (`rate`). */
     const search = Effect.fn("Search.search")(function*(principal: Principal, input: SearchInput) {
       const query = normalizeQuery(input.query)
       if (input.domain !== undefined && !/^[a-z0-9.-]+$/i.test(normalizeDomain(input.domain))) {
@@ -191,7 +193,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         yield* reachesMailbox(principal, input.mailbox_id)
         yield* ownMailbox(sql, principal.userId, input.mailbox_id)
       }
-      const periodStart = yield* admit(principal)
+      const { periodStart, rate } = yield* admit(principal)
       const result = yield* run(principal.userId, Option.getOrUndefined(principal.mailboxes), input, query).pipe(
         timeSearch(input.mode ?? "hybrid"),
         Effect.catchTags({
@@ -208,7 +210,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
       // Behind the answer: the suggestions' record of past queries is written in batches. A read-only
       // key's search changes nothing, the account's suggestions included.
       if (!principal.readOnly) yield* queryLog.remember(principal.userId, query)
-      return result
+      return { ...result, rate }
     })
 
     /**

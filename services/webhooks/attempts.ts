@@ -9,7 +9,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Data, Duration, Effect } from "effect"
-import { recordAttempt } from "./metrics.ts"
+import { attemptsFromZero, recordAttempt } from "./metrics.ts"
 import type { DeliveryStatus } from "./schemas.ts"
 import { signingHeaders } from "./signatures.ts"
 import { type ResolvedTarget, WebhookTargets } from "./targets.ts"
@@ -58,6 +58,7 @@ export class WebhookAttempts extends Effect.Service<WebhookAttempts>()("mailroom
     const sql = yield* SqlClient.SqlClient
     const targets = yield* WebhookTargets
     const transport = yield* WebhookTransport
+    yield* attemptsFromZero
 
     /** One POST of `body` as attempt `number` of event `eventId`: resolve and check the target, sign, send. */
     const post = (endpoint: Endpoint, eventId: string, kind: string, body: string, number: number) =>

@@ -19,5 +19,8 @@ const byOutcome = {
   network_error: Metric.tagged(attempts, "outcome", "network_error")
 } as const
 
+/** Every outcome's series exported from 0 as the webhook sender starts, not from its first attempt of each. */
+export const attemptsFromZero = Effect.forEach(Object.values(byOutcome), (series) => Metric.incrementBy(series, 0), { discard: true })
+
 export const recordAttempt = (outcome: AttemptOutcome, seconds: number) =>
   Effect.zipRight(Metric.increment(byOutcome[outcome]), Metric.update(duration, seconds))

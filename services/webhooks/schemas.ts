@@ -75,7 +75,7 @@ export const CreateWebhookInput = Schema.Struct({
   secret: Schema.optional(Secret),
   mailbox_ids: Schema.optional(MailboxIds),
   labels: Schema.optional(Labels)
-}).annotations({ identifier: "CreateWebhookInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "CreateWebhookInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type CreateWebhookInput = typeof CreateWebhookInput.Type
 
 export const UpdateWebhookInput = Schema.Struct({
@@ -85,7 +85,7 @@ export const UpdateWebhookInput = Schema.Struct({
   secret: Schema.optional(Secret),
   mailbox_ids: Schema.optional(MailboxIds),
   labels: Schema.optional(Labels)
-}).annotations({ identifier: "UpdateWebhookInput", parseOptions: { errors: "all" } })
+}).annotations({ identifier: "UpdateWebhookInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type UpdateWebhookInput = typeof UpdateWebhookInput.Type
 
 const common = {

@@ -1,8 +1,8 @@
 /**
  * The API's metrics: requests by route template, method and status, and their latency. The route
  * is the endpoint's path template (`/v1/emails/:id`), found by matching the request against the
- * API's own endpoints, so an id never becomes a label; anything else is `unmatched` (or one of the
- * few pages outside the API: /metrics, /docs).
+ * API's own endpoints, so an id never becomes a label, or one of the few pages outside the API
+ * (`pages`); anything else is `unmatched`.
  */
 import { HttpApi } from "@effect/platform"
 import { Effect, Metric, MetricBoundaries, MetricLabel } from "effect"
@@ -22,9 +22,29 @@ const duration = Metric.histogram(
 const routes = FindMyWay.make<string>({ ignoreTrailingSlash: true })
 HttpApi.reflect(MailroomApi, {
   onGroup: () => {},
-  onEndpoint: ({ endpoint }) => routes.on(endpoint.method, endpoint.path, endpoint.path)
+  // A GET route answers HEAD too.
+  onEndpoint: ({ endpoint }) => routes.on(endpoint.method === "GET" ? ["GET", "HEAD"] : endpoint.method, endpoint.path, endpoint.path)
 })
-for (const page of ["/metrics", "/docs", "/v1/openapi.json"] as const) routes.on(["GET", "HEAD"], page, page)
+/**
+ * The pages and endpoints outside the API's contract, as their routers serve them: the operators'
+ * and the docs', the dashboard's (src/dashboard/serve.ts), the payment provider's stand-in pages
+ * (billing/payment-pages.ts), the pages mailed links open (outbound/unsubscribe-pages.ts,
+ * forwarding/pages.ts) and MCP.
+ */
+const pages: ReadonlyArray<readonly [ReadonlyArray<string>, `/${string}`]> = [
+  [["GET", "HEAD"], "/metrics"],
+  [["GET", "HEAD"], "/docs"],
+  [["GET", "HEAD"], "/v1/openapi.json"],
+  [["GET", "HEAD"], "/"],
+  [["GET", "HEAD"], "/favicon.ico"],
+  [["GET", "HEAD"], "/assets/:version/*"],
+  [["GET", "HEAD", "POST"], "/billing/checkout/:id"],
+  [["GET", "HEAD", "POST"], "/billing/portal/:id"],
+  [["GET", "HEAD", "POST"], "/unsubscribe/:token"],
+  [["GET", "HEAD", "POST"], "/forwarding/:token"],
+  [["GET", "POST", "DELETE"], "/mcp"]
+]
+for (const [methods, page] of pages) routes.on([...methods], page, page)
 
 export const routeOf = (method: string, url: string): string => routes.find(method, url)?.handler ?? "unmatched"
 

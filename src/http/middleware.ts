@@ -44,6 +44,17 @@ const announce = (decision: Decision) =>
     )
   )
 
+/**
+ * A route with a per-minute limit of its own besides the request limit (searches): its decision's
+ * headers replace the request limit's when it has no more left, so that the headers always describe
+ * the limit that refuses first (a client pacing itself by them is not surprised by a 429).
+ */
+export const announceTighter = (decision: Decision) =>
+  HttpApp.appendPreResponseHandler((_request, response) => {
+    const said = Number(response.headers["x-ratelimit-remaining"] ?? Number.POSITIVE_INFINITY)
+    return Effect.succeed(decision.remaining <= said ? HttpServerResponse.setHeaders(response, rateHeaders(decision)) : response)
+  })
+
 const enforce = ({ decision, principal }: Authenticated) =>
   Effect.zipRight(
     announce(decision),

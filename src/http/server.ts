@@ -173,13 +173,10 @@ const clientErrorReply = (error: NodeJS.ErrnoException, socket: Duplex) => {
 }
 
 /**
- * On shutdown the app's request listener goes first, then the server closes, waiting for the
- * requests in flight. A request that still arrives on an open connection (pipelined behind one in
- * flight) would find no listener and wait until SHUTDOWN_TIMEOUT: it is answered 503 here, and its
- * connection closed, so the client retries elsewhere.
+ * A request that arrives while the server drains (pipelined behind one in flight, or on a kept-alive
+ * connection) is answered 503 here, and its connection closed, so the client retries elsewhere.
  */
-const shuttingDownReply = (server: Server) => (_request: IncomingMessage, response: ServerResponse) => {
-  if (server.listenerCount("request") > 1) return
+const shuttingDownReply = (response: ServerResponse) => {
   const body = JSON.stringify({ success: false, error: { code: "SERVICE_UNAVAILABLE", message: "The server is shutting down; retry" } })
   response.writeHead(503, {
     "content-type": "application/json",
@@ -233,8 +230,7 @@ const KEEP_ALIVE_MS = 65_000
  * A connection that has asked nothing yet is not idle to node: one a client opened ahead of its next
  * request (fetch's pool does, as do load balancers) held every shutdown for SHUTDOWN_TIMEOUT. Those are
  * closed by the same sweep; a connection upgraded to a WebSocket is its session's to close (with 1001).
- * (`asked` is told of each request by the server's one early request listener: shuttingDownReply
- * counts the request listeners.)
+ * (`asked` is told of each request by the server's early request listener, createApiServer's.)
  */
 const closingIdleConnections = (server: Server) => {
   const unasked = new Set<Duplex>()
@@ -255,21 +251,46 @@ const closingIdleConnections = (server: Server) => {
   return { server, asked: (request: IncomingMessage) => unasked.delete(request.socket) }
 }
 
+/**
+ * The API's node server, and its drain. The app's services (their batched statements, the bus) are
+ * released when the HTTP layer's scope closes, which is before the platform closes the server: a
+ * request still being answered then found them gone and was answered 503 "shutting down", a send
+ * among them possibly stored all the same. `drained` (HttpServerLive runs it before anything is
+ * released) stops taking connections and requests, answering any that still arrives 503
+ * (`shuttingDownReply`), and waits for the answers in flight.
+ */
 const createApiServer = () => {
   const { asked, server } = closingIdleConnections(createServer({ keepAliveTimeout: KEEP_ALIVE_MS }))
   server.on("clientError", clientErrorReply)
-  const shuttingDown = shuttingDownReply(server)
-  // Registered before the app's listener, so each runs first.
-  return server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+  let draining = false
+  let inFlight = 0
+  const idle: Array<() => void> = []
+  // Registered before the app's listener, so it runs first.
+  const ours = (request: IncomingMessage, response: ServerResponse) => {
     asked(request)
     answerBeforeClosing(request, response)
-    shuttingDown(request, response)
+    if (draining) return shuttingDownReply(response)
+    inFlight++
+    response.once("close", () => {
+      if (--inFlight === 0) for (const resume of idle.splice(0)) resume()
+    })
+  }
+  server.on("request", ours)
+  const drained = Effect.async<void>((resume) => {
+    draining = true
+    // The app's listener goes now: what arrives from here on is answered by `ours` alone.
+    for (const listener of server.listeners("request")) if (listener !== ours) server.off("request", listener as typeof ours)
+    if (server.listening) server.close()
+    if (inFlight === 0) return resume(Effect.void)
+    idle.push(() => resume(Effect.void))
   })
+  return { server, drained }
 }
 
 export const HttpServerLive = Layer.unwrapEffect(
-  Effect.map(AppConfig, (config) =>
-    HttpApiBuilder.serve().pipe(
+  Effect.map(AppConfig, (config) => {
+    const { drained, server } = createApiServer()
+    const serving = HttpApiBuilder.serve().pipe(
       Layer.provide(OpenApiRoutesLive),
       Layer.provide(PaymentPagesLive),
       Layer.provide(UnsubscribePagesLive),
@@ -281,13 +302,16 @@ export const HttpServerLive = Layer.unwrapEffect(
       Layer.provide(ApiLive),
       HttpServer.withLogAddress,
       Layer.provide(
-        NodeHttpServer.layer(createApiServer, { port: config.port, host: config.host }).pipe(
+        NodeHttpServer.layer(() => server, { port: config.port, host: config.host }).pipe(
           Layer.mapError((error) =>
             listenFailure({ name: "HTTP", host: config.host, hostVariable: "HOST", port: config.port, portVariable: "PORT" }, error)
           )
         )
       )
     )
-  )
+    // Built after the server and everything it serves, so released first: the answers in flight are
+    // finished while the services they use are still there.
+    return Layer.scopedDiscard(Effect.addFinalizer(() => drained)).pipe(Layer.provide(serving))
+  })
 )
 

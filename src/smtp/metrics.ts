@@ -39,6 +39,11 @@ const codeLabel = (code: number) => {
 
 /** Called from smtp-server's callbacks, outside any fiber: the unsafe updates are plain map writes. */
 export const SmtpMetrics = {
+  /** The unlabelled counters, exported from 0 as the SMTP node starts, not from its first connection. */
+  fromZero: () => {
+    connections.unsafeUpdate(0, [])
+    dataBytes.unsafeUpdate(0, [])
+  },
   connection: () => connections.unsafeUpdate(1, []),
   reply: (code: number) => replies.unsafeUpdate(1, codeLabel(code)),
   data: (bytes: number) => dataBytes.unsafeUpdate(bytes, []),

@@ -121,6 +121,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
     // Draining: set when the layer's scope closes; DATA commands between their end and their reply.
     let draining = false
     let dataInFlight = 0
+    SmtpMetrics.fromZero()
 
     const onConnect = (session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       SmtpMetrics.connection()
@@ -146,6 +147,10 @@ export const SmtpServerLive = Layer.scopedDiscard(
           (size !== undefined && size <= Math.min(other.maxEmailBytes, recipient.maxEmailBytes))
       })
     }
+
+    /** Draining, a session whose message is done starts no other: 421, and the session ends. */
+    const onMailFrom = (_address: SMTPServerAddress, _session: SMTPServerSession, callback: (error?: Error | null) => void) =>
+      callback(draining ? smtpError(shuttingDown) : null)
 
     const onRcptTo = (address: SMTPServerAddress, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const repeated = session.envelope.rcptTo.some((r) => r.address.toLowerCase() === address.address.toLowerCase())
@@ -336,6 +341,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
       maxClients: MAX_CLIENTS,
       onConnect,
       onClose: connections.closed,
+      onMailFrom,
       onRcptTo,
       onData
     })

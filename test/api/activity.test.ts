@@ -72,7 +72,7 @@ describe("GET /api/auth/activity", () => {
     expect(listed.data!.meta).toEqual({ total: 11, limit: 20, offset: 0, hasMore: false })
 
     // The new password's session goes on; pages of 3.
-    const paged = await session.GET("/api/auth/activity", { params: { query: { limit: "3", offset: "4" } } })
+    const paged = await session.GET("/api/auth/activity", { params: { query: { limit: 3, offset: 4 } } })
     expect(paged.data!.data.map((e) => e.kind)).toEqual(["two_factor_enabled", "sessions_signed_out", "api_key_revoked"])
     expect(paged.data!.meta).toEqual({ total: 11, limit: 3, offset: 4, hasMore: true })
     expect((await withToken(suite.url, phone).GET("/api/auth/activity")).response.status).toBe(401)
@@ -92,7 +92,7 @@ describe("GET /api/auth/activity", () => {
     const made = (await session.GET("/api/auth/activity")).data!.data[0]!
     expect(made).toMatchObject({ kind: "api_key_created", userAgent: "agent-sdk/1.0", detail: { name: "made by an agent" } })
 
-    const bad = await session.GET("/api/auth/activity", { params: { query: offContract({ limit: "0", offset: "-1" }) } })
+    const bad = await session.GET("/api/auth/activity", { params: { query: offContract({ limit: 0, offset: "-1" }) } })
     expect(bad.response.status).toBe(400)
     expect(bad.error?.error).toMatchObject({
       code: "VALIDATION_ERROR",

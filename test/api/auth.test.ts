@@ -46,6 +46,12 @@ describe("POST /api/auth/register", () => {
     })
   })
 
+  it("refuses a name of more than one line: it is shown as one, and mail never carries it", async () => {
+    const reply = await register({ email: email(), password: "a long enough password", name: "Ada\nVisit http://phish.example to keep your account" })
+    expect(reply.response.status).toBe(400)
+    expect(reply.error?.error).toEqual({ code: "VALIDATION_ERROR", message: expect.any(String), details: { name: "must be one line, without control characters" } })
+  })
+
   it("counts the password's length in characters, not UTF-16 units", async () => {
     // Four emoji are eight UTF-16 units but four characters: too short.
     const short = await register({ email: email(), password: "😀😀😀😀", name: "Ada" })
@@ -113,7 +119,7 @@ describe("POST /api/auth/login", () => {
     }
   })
 
-  it("limits failed logins per account to 10 per 15 minutes, then 429 even with the right password", async () => {
+  it("limits failed logins per account and client address to 10 per 15 minutes, then 429 even with the right password", async () => {
     const user = await signUp(server.url)
     for (let i = 0; i < 10; i++) {
       const reply = await login({ email: user.email, password: `wrong-${i}-password` })

@@ -133,21 +133,21 @@ describe("registering", () => {
     const firstPage = { ...meta, total: 1, limit: 20, offset: 0, hasMore: false }
     expect((await keyed(user).GET("/v1/api/domains")).data).toEqual({ success: true, data: [domain], meta: firstPage })
     expect((await asUser(user).GET("/api/domains")).data).toEqual({ success: true, data: [domain], meta: firstPage })
-    const generic = (query: { limit?: string; offset?: string; sort?: string }) => keyed(user).GET("/v1/domains", { params: { query } })
-    expect((await generic({ limit: "5" })).data).toEqual({
+    const generic = (query: { limit?: number; offset?: number; sort?: string }) => keyed(user).GET("/v1/domains", { params: { query } })
+    expect((await generic({ limit: 5 })).data).toEqual({
       success: true,
       data: [domain],
       meta: { ...meta, total: 1, limit: 5, offset: 0, hasMore: false }
     })
-    expect((await generic({ offset: "1" })).data?.data).toEqual([])
+    expect((await generic({ offset: 1 })).data?.data).toEqual([])
     const second = await register(user)
-    const ascending = await generic({ sort: "created_at:asc", limit: "1" })
+    const ascending = await generic({ sort: "created_at:asc", limit: 1 })
     expect(ascending.data?.data.map((d) => d.domain_id)).toEqual([domain.domain_id])
     expect(ascending.data?.meta).toMatchObject({ domain_count: 2, total: 2, limit: 1, offset: 0, hasMore: true })
     const descending = await generic({ sort: "createdAt:desc" })
     expect(descending.data?.data.map((d) => d.domain_id)).toEqual([second.domain_id, domain.domain_id])
     expect((await generic({ sort: "created_at:asc" })).data?.data.map((d) => d.domain_id)).toEqual([domain.domain_id, second.domain_id])
-    const bad = await generic({ limit: "500", sort: "name:up" })
+    const bad = await generic({ limit: 500, sort: "name:up" })
     expect(bad.response.status).toBe(400)
     expect(Object.keys(bad.error?.error.details ?? {}).sort()).toEqual(["limit", "sort"])
   })
@@ -181,22 +181,40 @@ describe("registering", () => {
     expect(none.error?.error.code).toBe("BAD_REQUEST")
   })
 
-  it("a domain belongs to one account: registered anywhere, or shared, is 409 CONFLICT", async () => {
+  it("an unverified claim keeps no one out; the first to verify holds the name; the account's own again, or a shared one, is 409 CONFLICT", async () => {
     const first = await proUser()
     const second = await proUser()
     const domain = await register(first)
-    for (const user of [first, second]) {
-      const again = await keyed(user).POST("/v1/api/domains", { body: { domain: domain.domain_name.toUpperCase() } })
-      expect(again.response.status).toBe(409)
-      expect(again.error?.error).toEqual({
-        code: "CONFLICT",
-        message: `The domain ${domain.domain_name} is already registered`,
-        details: { domain: domain.domain_name }
-      })
-    }
+    const claimed = await keyed(second).POST("/v1/api/domains", { body: { domain: domain.domain_name.toUpperCase() } })
+    expect(claimed.response.status).toBe(201)
+    expect(claimed.data?.data).toMatchObject({ domain_name: domain.domain_name, verified: false })
+    expect(claimed.data?.data.verification_token).not.toBe(domain.verification_token)
+    const again = await keyed(first).POST("/v1/api/domains", { body: { domain: domain.domain_name.toUpperCase() } })
+    expect(again.response.status).toBe(409)
+    expect(again.error?.error).toEqual({
+      code: "CONFLICT",
+      message: `The domain ${domain.domain_name} is already on this account`,
+      details: { domain: domain.domain_name }
+    })
     const shared = await keyed(first).POST("/v1/api/domains", { body: { domain: "agents.localhost" } })
     expect(shared.response.status).toBe(409)
-    expect(shared.error?.error.code).toBe("CONFLICT")
+    expect(shared.error?.error).toEqual({ code: "CONFLICT", message: expect.any(String), details: { domain: "agents.localhost" } })
+
+    // The first to verify holds the name; the other claim's verification, and any new claim, is 409.
+    dns.set(domain.domain_name, { TXT: [[domain.verification_token], [claimed.data!.data.verification_token]] })
+    const won = await keyed(second).POST("/v1/api/domains/{id}/verify", domainPath(claimed.data!.data.domain_id))
+    expect(won.data?.data.verified).toBe(true)
+    const heldElsewhere = {
+      code: "CONFLICT",
+      message: `The domain ${domain.domain_name} is verified by another account`,
+      details: { domain: domain.domain_name }
+    }
+    const lost = await keyed(first).POST("/v1/api/domains/{id}/verify", domainPath(domain.domain_id))
+    expect(lost.response.status).toBe(409)
+    expect(lost.error?.error).toEqual(heldElsewhere)
+    const late = await keyed(await proUser()).POST("/v1/api/domains", { body: { domain: domain.domain_name } })
+    expect(late.response.status).toBe(409)
+    expect(late.error?.error).toEqual(heldElsewhere)
   })
 
   it("the pro plan stops at 10 domains", async () => {
@@ -209,7 +227,7 @@ describe("registering", () => {
       message: "The pro plan allows 10 custom domains",
       details: { count: 10, limit: 10, plan: "pro" }
     })
-    const list = await keyed(user).GET("/v1/api/domains", { params: { query: { limit: "3", offset: "8" } } })
+    const list = await keyed(user).GET("/v1/api/domains", { params: { query: { limit: 3, offset: 8 } } })
     expect(list.data?.data).toHaveLength(2)
     expect(list.data?.meta).toEqual({
       plan: "pro",
@@ -225,7 +243,7 @@ describe("registering", () => {
 })
 
 describe("listing", () => {
-  type ListQuery = { limit?: string; offset?: string; sort?: string }
+  type ListQuery = { limit?: number; offset?: number; sort?: string }
   /** The domain list at /v1/api (key) and at /api (dashboard, access token); the generic /v1/domains is registering's subject. */
   const lists = (user: User) => [
     (query: ListQuery) => keyed(user).GET("/v1/api/domains", { params: { query } }),
@@ -237,7 +255,7 @@ describe("listing", () => {
     const older = await register(user)
     const newer = await register(user)
     for (const list of lists(user)) {
-      const first = await list({ limit: "1" })
+      const first = await list({ limit: 1 })
       expect(first.response.status).toBe(200)
       expect(first.data?.data.map((d) => d.domain_id)).toEqual([newer.domain_id])
       expect(first.data?.meta).toEqual({
@@ -250,12 +268,12 @@ describe("listing", () => {
         offset: 0,
         hasMore: true
       })
-      const second = await list({ limit: "1", offset: "1" })
+      const second = await list({ limit: 1, offset: 1 })
       expect(second.data?.data.map((d) => d.domain_id)).toEqual([older.domain_id])
       expect(second.data?.meta).toMatchObject({ domain_count: 2, total: 2, limit: 1, offset: 1, hasMore: false })
       const ascending = await list({ sort: "createdAt:asc" })
       expect(ascending.data?.data.map((d) => d.domain_id)).toEqual([older.domain_id, newer.domain_id])
-      const past = await list({ offset: "5" })
+      const past = await list({ offset: 5 })
       expect(past.data?.data).toEqual([])
       expect(past.data?.meta).toMatchObject({ domain_count: 2, total: 2, offset: 5, hasMore: false })
     }

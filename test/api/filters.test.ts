@@ -64,7 +64,7 @@ describe("filters (/v1/api/filters)", () => {
 
     expect((await mailroom.GET("/v1/api/filters/{filterId}", { params: { path: { filterId: filter.filter_id } } })).data)
       .toEqual(created.data)
-    const all = await mailroom.GET("/v1/api/filters", { params: { query: { limit: "1" } } })
+    const all = await mailroom.GET("/v1/api/filters", { params: { query: { limit: 1 } } })
     expect(all.data).toEqual({ success: true, data: [filter], meta: { total: 2, limit: 1, offset: 0, hasMore: true } })
     const ofBox = await mailroom.GET("/v1/api/filters", { params: { query: { mailbox_id: box.mailboxId } } })
     expect(ofBox.data?.data.map((f) => f.filter_id)).toEqual([second.data!.data.filter_id])

@@ -84,7 +84,7 @@ describe("labels and read state over HTTP", () => {
     // Every mailbox's mail at once takes the same filters (services/mail/emails.ts `listAll` has the rules).
     const everywhere = await mailroom.GET("/v1/api/emails", { params: { query: { labels: "billing" } } })
     expect(everywhere.data?.data.map((email) => [email.email_id, email.mailbox_id])).toEqual([[first, box.mailboxId]])
-    const refused = await mailroom.GET("/v1/api/emails", { params: { query: { wait: "5" } } })
+    const refused = await mailroom.GET("/v1/api/emails", { params: { query: { wait: 5 } } })
     expect(refused.response.status).toBe(400)
     expect(refused.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { wait: expect.stringContaining("one mailbox's list") } })
   })
@@ -175,7 +175,7 @@ describe("threads over HTTP", () => {
     const conversation = await mailroom.GET("/v1/api/threads/{threadId}", { params: { path: { threadId: listed.data[0]!.thread_id } } })
     expect(conversation.data?.data.emails.map((email) => email.subject)).toEqual(["Lunch?", "Re: Lunch?"])
 
-    const all = await mailroom.GET("/v1/api/threads", { params: { query: { sort: "last_received_at:asc", limit: "1" } as never } })
+    const all = await mailroom.GET("/v1/api/threads", { params: { query: { sort: "last_received_at:asc", limit: 1 } as never } })
     expect(all.data?.data.map((thread) => thread.subject)).toEqual(["Unrelated"])
     expect(all.data?.meta).toEqual({ total: 2, limit: 1, offset: 0, hasMore: true })
     const read = await mailroom.PATCH("/v1/api/emails/{emailId}", {
@@ -232,7 +232,7 @@ describe("waiting for mail", () => {
   let mailroom: MailroomFetchClient
   let newest: string
 
-  const waitList = (query: { wait?: string; after?: string }) =>
+  const waitList = (query: { wait?: number; after?: string }) =>
     mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId }, query: query as never } })
 
   beforeAll(async () => {
@@ -244,7 +244,7 @@ describe("waiting for mail", () => {
 
   it("a list with wait answers as soon as newer mail is stored, with that mail only", async () => {
     const started = Date.now()
-    const waiting = waitList({ wait: "20", after: newest })
+    const waiting = waitList({ wait: 20, after: newest })
     await new Promise((resolve) => setTimeout(resolve, 300))
     await deliver(box.address, "Just arrived")
     const accepted = Date.now()
@@ -261,7 +261,7 @@ describe("waiting for mail", () => {
   it("a list with wait answers as soon as the mailbox sends mail too (its sent mail is its mail)", async () => {
     const latest = (await waitList({})).data!.data[0]!.email_id
     const colleague = await newBox(suite.url, { user: box.user })
-    const waiting = waitList({ wait: "20", after: latest })
+    const waiting = waitList({ wait: 20, after: latest })
     await new Promise((resolve) => setTimeout(resolve, 300))
     const sent = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", {
       params: { path: { mailboxId: box.mailboxId } },
@@ -277,7 +277,7 @@ describe("waiting for mail", () => {
   it("answers an empty page when the wait ends with nothing newer, and at once when there is", async () => {
     const latest = (await waitList({})).data!.data[0]!.email_id
     const started = Date.now()
-    const empty = await waitList({ wait: "1", after: latest })
+    const empty = await waitList({ wait: 1, after: latest })
     const waited = Date.now() - started
     expect(empty.response.status).toBe(200)
     expect(empty.data).toMatchObject({ success: true, data: [], meta: { total: 0, hasMore: false } })
@@ -285,17 +285,17 @@ describe("waiting for mail", () => {
     expect(waited).toBeLessThan(5_000)
 
     const immediate = Date.now()
-    const ready = await waitList({ wait: "30" })
+    const ready = await waitList({ wait: 30 })
     expect(ready.data?.data.length).toBeGreaterThan(0)
     expect(Date.now() - immediate).toBeLessThan(5_000)
   })
 
   it("refuses a wait beyond 60 s and a cursor that is not an email of the mailbox", async () => {
-    const long = await waitList({ wait: "61" })
+    const long = await waitList({ wait: 61 })
     expect(long.response.status).toBe(400)
     expect(long.error).toMatchObject({ error: { code: "VALIDATION_ERROR" } })
     expect(JSON.stringify(long.error)).toContain("wait")
-    const cursor = await waitList({ wait: "1", after: "eml_nope" })
+    const cursor = await waitList({ wait: 1, after: "eml_nope" })
     expect(cursor.response.status).toBe(400)
     expect(cursor.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: "must be the id of an email in this mailbox" } } })
   })

@@ -217,21 +217,21 @@ describe("GET /v1/api/mailboxes", () => {
     const oldest = await createOk(user)
     const middle = await createOk(user)
     const newest = await createOk(user)
-    const ids = async (query: { limit?: string; offset?: string; sort?: string }) => {
+    const ids = async (query: { limit?: number; offset?: number; sort?: string }) => {
       const { data } = await mailroom.GET("/v1/api/mailboxes", { params: { query } })
       return { ids: data?.mailboxes.map((m) => m.mailbox_id), meta: data?.meta }
     }
-    expect(await ids({ limit: "2" })).toEqual({
+    expect(await ids({ limit: 2 })).toEqual({
       ids: [newest.mailbox_id, middle.mailbox_id],
       meta: { total: 3, limit: 2, offset: 0, hasMore: true }
     })
-    expect(await ids({ limit: "2", offset: "2" })).toEqual({ ids: [oldest.mailbox_id], meta: { total: 3, limit: 2, offset: 2, hasMore: false } })
-    expect(await ids({ offset: "3" })).toEqual({ ids: [], meta: { total: 3, limit: 20, offset: 3, hasMore: false } })
-    expect(await ids({ limit: "100", sort: "created_at:asc" })).toEqual({
+    expect(await ids({ limit: 2, offset: 2 })).toEqual({ ids: [oldest.mailbox_id], meta: { total: 3, limit: 2, offset: 2, hasMore: false } })
+    expect(await ids({ offset: 3 })).toEqual({ ids: [], meta: { total: 3, limit: 20, offset: 3, hasMore: false } })
+    expect(await ids({ limit: 100, sort: "created_at:asc" })).toEqual({
       ids: [oldest.mailbox_id, middle.mailbox_id, newest.mailbox_id],
       meta: { total: 3, limit: 100, offset: 0, hasMore: false }
     })
-    expect((await ids({ limit: "1", offset: "1", sort: "created_at:desc" })).ids).toEqual([middle.mailbox_id])
+    expect((await ids({ limit: 1, offset: 1, sort: "created_at:desc" })).ids).toEqual([middle.mailbox_id])
     expect((await ids({ sort: "createdAt:asc" })).ids).toEqual([oldest.mailbox_id, middle.mailbox_id, newest.mailbox_id])
   })
 
@@ -252,7 +252,7 @@ describe("GET /v1/api/mailboxes", () => {
 
   it("reports every bad list parameter at once", async () => {
     const user = await withApiKey(server.url)
-    const { response, error } = await keyed(user).GET("/v1/api/mailboxes", { params: { query: { limit: "500", offset: "-5" } } })
+    const { response, error } = await keyed(user).GET("/v1/api/mailboxes", { params: { query: { limit: 500, offset: offContract("-5") } } })
     expect(response.status).toBe(400)
     expect(error?.error.code).toBe("VALIDATION_ERROR")
     expect(Object.keys(error?.error.details ?? {}).sort()).toEqual(["limit", "offset"])

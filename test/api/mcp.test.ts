@@ -115,7 +115,7 @@ describe("MCP at /mcp", () => {
 
   it("reads mail: mailboxes, emails, one email, its thread, its attachment, search, waiting", async () => {
     const mailboxes = await call(mcp, "list_mailboxes", {})
-    expect(mailboxes.ok.map((m: { mailbox_id: string }) => m.mailbox_id)).toContain(box.mailboxId)
+    expect(mailboxes.ok.mailboxes.map((m: { mailbox_id: string }) => m.mailbox_id)).toContain(box.mailboxId)
 
     const email = await call(mcp, "get_email", { email_id: emailId })
     expect(email.ok).toMatchObject({ email_id: emailId, subject: "Invoice 7", labels: ["inbound", "unread", "unauthenticated"] })
@@ -177,9 +177,10 @@ describe("MCP at /mcp", () => {
     // machine: indexing runs at a lower priority than everything else there).
     const found = await until("the email searchable", async () => {
       const { ok } = await call(mcp, "search_emails", { query: "invoice 7", mode: "text" })
-      return ok.data.length > 0 ? ok.data : undefined
+      return ok.results.length > 0 ? ok : undefined
     }, 45_000, 200, 1_000)
-    expect(found).toEqual([expect.objectContaining({ email_id: emailId, subject: "Invoice 7" })])
+    // Paged as every list tool is.
+    expect(found).toEqual({ results: [expect.objectContaining({ email_id: emailId, subject: "Invoice 7" })], total: 1, has_more: false })
 
     // The mailbox's stats count it; a week of days, each listed.
     const stats = await call(mcp, "get_stats", { mailbox_id: box.mailboxId, days: 7 })
@@ -204,13 +205,27 @@ describe("MCP at /mcp", () => {
     const named = await call(mcp, "set_mailbox_name", { mailbox_id: box.mailboxId, display_name: "Billing Agent" })
     expect(named.ok).toEqual({ mailbox_id: box.mailboxId, email_address: box.address, domain: DOMAIN, status: "active", display_name: "Billing Agent" })
 
-    const sent = await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: [deskAddress], subject: "Hello desk", text: "Hi." })
+    const sending = { mailbox_id: box.mailboxId, to: [deskAddress], subject: "Hello desk", text: "Hi.", idempotency_key: fresh("send") }
+    const sent = await call(mcp, "send_email", sending)
     expect(sent.ok).toMatchObject({ status: "queued", email_id: expect.any(String), thread_id: expect.any(String) })
+    // Retried with its key, a call answers its first answer and sends nothing new (the desk gets two emails below, not
+    // four); the key with other arguments is refused.
+    expect((await call(mcp, "send_email", sending)).ok).toEqual(sent.ok)
+    expect((await call(mcp, "send_email", { ...sending, text: "Hi again." })).error).toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" })
+    // A key that is not one (spaces, or past 255 characters) is refused by its field; nothing is sent.
+    for (const key of ["two words", "k".repeat(256)]) {
+      expect((await call(mcp, "send_email", { ...sending, idempotency_key: key })).error)
+        .toMatchObject({ code: "VALIDATION_ERROR", details: { idempotency_key: "must be 1-255 visible ASCII characters" } })
+    }
 
-    const reply = await call(mcp, "reply_to_email", { email_id: emailId, text: "Paid." })
+    const replying = { email_id: emailId, text: "Paid.", idempotency_key: fresh("reply") }
+    const reply = await call(mcp, "reply_to_email", replying)
     expect(reply.ok).toMatchObject({ status: "queued" })
-    const forward = await call(mcp, "forward_email", { email_id: emailId, to: [deskAddress], text: "For you." })
+    expect((await call(mcp, "reply_to_email", replying)).ok).toEqual(reply.ok)
+    const forwarding = { email_id: emailId, to: [deskAddress], text: "For you.", idempotency_key: fresh("forward") }
+    const forward = await call(mcp, "forward_email", forwarding)
     expect(forward.ok).toMatchObject({ status: "queued" })
+    expect((await call(mcp, "forward_email", forwarding)).ok).toEqual(forward.ok)
 
     const draft = await call(mcp, "create_draft", { mailbox_id: box.mailboxId, in_reply_to: emailId, text: "Drafted answer." })
     expect(draft.ok).toMatchObject({ draft_id: expect.any(String) })
@@ -366,7 +381,10 @@ describe("MCP at /mcp", () => {
 
   it("keeps drafts as a person's approval queue: listed, read, revised, withdrawn; a sent one can no longer change", async () => {
     const mailbox = await newBox(suite.url, { user: box.user })
-    const first = await call(mcp, "create_draft", { mailbox_id: mailbox.mailboxId, to: ["client@partner.test"], subject: "Quote", text: "Draft one." })
+    const drafting = { mailbox_id: mailbox.mailboxId, to: ["client@partner.test"], subject: "Quote", text: "Draft one.", idempotency_key: fresh("draft") }
+    const first = await call(mcp, "create_draft", drafting)
+    // An agent's retried call makes no second draft for a person to approve.
+    expect((await call(mcp, "create_draft", drafting)).ok).toEqual(first.ok)
     const second = await call(mcp, "create_draft", {
       mailbox_id: mailbox.mailboxId,
       to: ["client@partner.test"],

@@ -54,13 +54,13 @@ describe("the account's lists (/v1/api/lists/{list})", () => {
     const wildcard = await mailroom.POST("/v1/api/lists/{list}", { params: { path }, body: { entry: "*.Ads.test" } })
     expect(wildcard.data?.data).toMatchObject({ entry: "*.ads.test", type: "subdomains" })
 
-    const first = await mailroom.GET("/v1/api/lists/{list}", { params: { path, query: { limit: "1" } } })
+    const first = await mailroom.GET("/v1/api/lists/{list}", { params: { path, query: { limit: 1 } } })
     expect(first.data).toEqual({
       success: true,
       data: [wildcard.data!.data],
       meta: { total: 2, limit: 1, offset: 0, hasMore: true }
     })
-    const second = await mailroom.GET("/v1/api/lists/{list}", { params: { path, query: { limit: "1", offset: "1" } } })
+    const second = await mailroom.GET("/v1/api/lists/{list}", { params: { path, query: { limit: 1, offset: 1 } } })
     expect(second.data?.data).toEqual([added.data!.data])
     expect(second.data?.meta.hasMore).toBe(false)
     // The allow list is another list.

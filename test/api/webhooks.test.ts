@@ -97,7 +97,9 @@ describe("POST /v1/api/webhooks", () => {
     [{ url: "hooks.example.test/mailroom", events: ["email.received"] }, { url: "must be an absolute URL, such as https://example.com/webhooks" }],
     [{ url: URL_OK, events: ["email.received"], labels: [] }, { labels: "must list at least one label (null: mail with any labels)" }],
     [{ url: URL_OK, events: ["email.received"], labels: ["billing", "a,b"] }, { "labels.1": "must not contain a comma" }],
-    [{ url: URL_OK, events: ["email.received"], labels: "billing" }, { labels: expect.any(String) }]
+    [{ url: URL_OK, events: ["email.received"], labels: "billing" }, { labels: expect.any(String) }],
+    // A misspelt field (the keys' camelCase) is refused, not dropped: dropped, this webhook would get every mailbox's mail.
+    [{ url: URL_OK, events: ["email.received"], mailboxIds: ["mbx_x"] }, { mailboxIds: expect.stringMatching(/^is not a field here; the fields are .*mailbox_ids/) }]
   ])("refuses %j: 400 VALIDATION_ERROR with details %j", async (body, details) => {
     const user = await withApiKey(suite.url)
     const reply = await create(user.apiKey, offContract(body))
@@ -196,17 +198,17 @@ describe("reading, updating and deleting", () => {
     })
     expect(JSON.stringify(list.data)).not.toContain(first.secret)
 
-    const listed = (query: { limit?: string; offset?: string; sort?: string }) => keyed(user.apiKey).GET("/v1/api/webhooks", { params: { query } })
-    const paged = await listed({ limit: "1", offset: "1", sort: "created_at:asc" })
+    const listed = (query: { limit?: number; offset?: number; sort?: string }) => keyed(user.apiKey).GET("/v1/api/webhooks", { params: { query } })
+    const paged = await listed({ limit: 1, offset: 1, sort: "created_at:asc" })
     expect(paged.data).toEqual({ success: true, data: [item(second)], meta: { total: 2, limit: 1, offset: 1, hasMore: false } })
     // The field as a webhook names it (created_at), or as these lists first took it (createdAt).
     expect((await listed({ sort: "createdAt:asc" })).data?.data).toEqual([item(first), item(second)])
     expect((await listed({ sort: "created_at:desc" })).data?.data).toEqual([item(second), item(first)])
-    const past = await listed({ offset: "5" })
+    const past = await listed({ offset: 5 })
     expect(past.data).toEqual({ success: true, data: [], meta: { total: 2, limit: 20, offset: 5, hasMore: false } })
     const byUrl = await listed({ sort: "url:desc" })
     expect(byUrl.data?.data.map((w) => w.url)).toEqual([second.url, first.url])
-    const bad = await listed({ limit: "0", sort: "secret:asc" })
+    const bad = await listed({ limit: 0, sort: "secret:asc" })
     expect(bad.response.status).toBe(400)
     expect(bad.error?.error.code).toBe("VALIDATION_ERROR")
     expect(Object.keys(bad.error?.error.details ?? {}).sort()).toEqual(["limit", "sort"])
@@ -271,7 +273,8 @@ describe("reading, updating and deleting", () => {
     [{ url: "http://hooks.example.test/x" }, { url: "must use https" }],
     [{ events: [] }, { events: "must list at least one of email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created" }],
     [{ active: "no" }, { active: expect.any(String) }],
-    [{ secret: "tiny" }, { secret: "must be 8-256 printable ASCII characters without spaces" }]
+    [{ secret: "tiny" }, { secret: "must be 8-256 printable ASCII characters without spaces" }],
+    [{ mailboxIds: null }, { mailboxIds: expect.stringMatching(/^is not a field here; the fields are .*mailbox_ids/) }]
   ])("refuses the update %j: 400 VALIDATION_ERROR with details %j, and changes nothing", async (body, details) => {
     const user = await withApiKey(suite.url)
     const webhook = (await create(user.apiKey, { url: URL_OK, events: ["email.received"] })).data!.data

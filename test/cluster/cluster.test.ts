@@ -239,7 +239,7 @@ it("wakes a list waiting on the api node when a worker in another process stores
   const mailbox = mailboxes[2]!
   const started = Date.now()
   const waiting = withKey(api.url, { apiKey }).GET("/v1/api/mailboxes/{mailboxId}/emails", {
-    params: { path: { mailboxId: mailbox.mailbox_id }, query: { wait: "30" } }
+    params: { path: { mailboxId: mailbox.mailbox_id }, query: { wait: 30 } }
   })
   await sleep(500)
   const transport = nodemailer.createTransport({ host: "127.0.0.1", port: smtpNodes[1]!.smtpPort, secure: false, ignoreTLS: true })

@@ -170,7 +170,7 @@ const listedSubjects = async () => {
   const subjects: Array<string> = []
   for (let offset = 0;; offset += 100) {
     const page = await withKey(nodes[0]!.url, { apiKey }).GET("/v1/api/mailboxes/{mailboxId}/emails", {
-      params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: "100", offset: String(offset) } }
+      params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: 100, offset } }
     })
     if (page.response.status !== 200 || !page.data) throw new Error(`list: ${page.response.status} ${JSON.stringify(page.error)}`)
     subjects.push(...page.data.data.map((email) => email.subject))

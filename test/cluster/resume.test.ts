@@ -26,7 +26,7 @@ const listSubjects = async (mailroom: MailroomFetchClient, mailboxId: string) =>
   const subjects: Array<string> = []
   for (let offset = 0; ; offset += 100) {
     const page = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
-      params: { path: { mailboxId }, query: { limit: "100", offset: String(offset) } }
+      params: { path: { mailboxId }, query: { limit: 100, offset } }
     })
     if (page.response.status !== 200 || !page.data) throw new Error(`list: ${page.response.status} ${JSON.stringify(page.error)}`)
     subjects.push(...page.data.data.map((email) => email.subject))
@@ -95,7 +95,7 @@ it("ingests after a restart exactly the messages accepted before a SIGKILL", asy
 
   // Right after the last 250: how far ingestion got, then the crash.
   const before = await withKey(first.url, user).GET("/v1/api/mailboxes/{mailboxId}/emails", {
-    params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: "1" } }
+    params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: 1 } }
   })
   await first.kill()
   expect(before.response.status).toBe(200)
@@ -112,7 +112,7 @@ it("ingests after a restart exactly the messages accepted before a SIGKILL", asy
   const deadline = Date.now() + 90_000
   let total = -1
   while (Date.now() < deadline) {
-    const list = await again.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: "1" } } })
+    const list = await again.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: mailbox.mailbox_id }, query: { limit: 1 } } })
     expect(list.response.status).toBe(200)
     total = list.data!.meta.total
     if (total >= accepted.length) break

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
-import { Accounts } from "../../services/accounts/accounts.ts"
+import { Accounts, failedLoginCounters } from "../../services/accounts/accounts.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { CredentialUse } from "../../services/accounts/credential-use.ts"
 import { hashPassword } from "../../services/accounts/passwords.ts"
@@ -15,11 +15,13 @@ import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { RegisterInput } from "../../services/accounts/schemas.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Billing } from "../../services/billing/billing.ts"
+import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { decodeBody } from "../../src/http/surface.ts"
 import { testDatabase } from "../support/database.ts"
 import { testSecret, uniqueName } from "../support/services.ts"
+import { awayFromWindowEdge } from "../support/wait.ts"
 
 const settings = Layer.succeed(AccountSettings, { jwtSecret: Redacted.make(testSecret()) })
 
@@ -175,6 +177,31 @@ layer(services, { timeout: "120 seconds" })("Accounts", (it) => {
       expect(limited).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", status: 429, details: { limit: 10 } })
       expect((yield* accounts.login({ email: bystander.email, password: PASSWORD })).user.userId).toBe(bystander.userId)
     }))
+
+  it.effect("failed logins count per client address and per account: one address's 10 lock only it, 100 from many lock every address, a new password forgets them", () =>
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const limiter = yield* RateLimiter
+      const target = yield* registered()
+      const from = (address: string) => ({ userAgent: "test", address })
+      const refused = (address: string, password: string) => Effect.flip(accounts.login({ email: target.email, password }, from(address)))
+      // The counters' windows are the clock's quarter hours: the whole test falls in one.
+      yield* Effect.promise(() => awayFromWindowEdge(900, 60))
+      for (let i = 0; i < 10; i++) expect(yield* refused("198.51.100.1", "wrong password")).toMatchObject({ code: "UNAUTHORIZED" })
+      expect(yield* refused("198.51.100.1", PASSWORD)).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", status: 429, details: { limit: 10 } })
+      // The owner elsewhere is not locked out by whoever guesses there.
+      expect((yield* accounts.login({ email: target.email, password: PASSWORD }, from("203.0.113.7"))).user.userId).toBe(target.userId)
+
+      // Guessing spread over addresses: 100 failures in all lock the account everywhere. 89 more are
+      // counted as other addresses' would be (a password check each would take most of a minute).
+      const account = failedLoginCounters(target.email.toLowerCase(), undefined)[1]!
+      for (let i = 0; i < 89; i++) yield* limiter.take(account.subject, account.windows)
+      expect(yield* refused("198.51.100.2", "wrong password")).toMatchObject({ code: "UNAUTHORIZED" })
+      expect(yield* refused("203.0.113.7", PASSWORD)).toMatchObject({ code: "RATE_LIMIT_EXCEEDED", status: 429, details: { limit: 100 } })
+
+      yield* accounts.setPassword(target.userId, `${PASSWORD}-new`, "operator")
+      expect((yield* accounts.login({ email: target.email, password: `${PASSWORD}-new` }, from("198.51.100.1"))).user.userId).toBe(target.userId)
+    }).pipe(Effect.provide(RateLimiter.layer)), { timeout: 120_000 })
 
   it.effect("refresh rotates: a new access and refresh token; the used refresh token is refused, and its reuse ends the session", () =>
     Effect.gen(function*() {

@@ -1,8 +1,8 @@
 /**
  * Custom domains in process, over the suite's migrated database and a fake Dns (SPEC "Domains",
- * DESIGN.md §4): names normalised (IDN to punycode), one account per name, the plan's domain limit,
- * verification from TXT and MX records, mailbox migration, and no delete while mailboxes use a
- * domain. Verification against a real DNS server is test/api/domains.test.ts's.
+ * DESIGN.md §4): names normalised (IDN to punycode), a name claimed by any account and held by the
+ * first to verify it, the plan's domain limit, verification from TXT and MX records, mailbox
+ * migration, and no delete while mailboxes use a domain. Verification against a real DNS server is test/api/domains.test.ts's.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
@@ -114,20 +114,49 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         expect((yield* Effect.flatMap(Domains, (domains) => domains.list(owner))).domains).toEqual([])
       }))
 
-    it.effect("a name belongs to one account: registered by anyone (in any case) or shared is 409 CONFLICT", () =>
+    it.effect("any account may claim a name until one verifies it: the first to verify holds it; an account's own name again, or a shared one, is 409", () =>
       Effect.gen(function*() {
-        const first = yield* insertUser("pro")
-        const second = yield* insertUser("pro")
+        const domains = yield* Domains
+        const mailboxes = yield* Mailboxes
+        const [first, second, third] = [yield* insertUser("pro"), yield* insertUser("pro"), yield* insertUser("pro")]
         const name = freshName()
-        yield* create(first, name)
-        for (const [owner, input] of [[second, name], [second, name.toUpperCase()], [first, name], [second, SHARED]] as const) {
-          expect(yield* Effect.flip(create(owner, input)), `${input}`).toMatchObject({
-            code: "CONFLICT",
-            status: 409,
-            details: { domain: input.toLowerCase() }
-          })
+        const conflict = (input: string, message: string) => ({ code: "CONFLICT", status: 409, message, details: { domain: input.toLowerCase() } })
+        const claims = [yield* create(first, name), yield* create(second, name.toUpperCase())]
+        expect(claims[0]!.verification_token).not.toBe(claims[1]!.verification_token)
+        for (const [owner, input] of [[first, name], [second, name.toUpperCase()]] as const) {
+          expect(yield* Effect.flip(create(owner, input)), input).toMatchObject(conflict(input, `The domain ${name} is already on this account`))
         }
-        expect((yield* Effect.flatMap(Domains, (domains) => domains.list(second))).domains).toEqual([])
+        expect(yield* Effect.flip(create(first, SHARED))).toMatchObject({ code: "CONFLICT", status: 409, details: { domain: SHARED } })
+
+        // The name's DNS carries both tokens: whoever verifies first holds it, the other claim cannot verify.
+        dns.records.txt.set(name, claims.map((claim) => claim.verification_token))
+        expect(yield* domains.verify(second, claims[1]!.domain_id)).toMatchObject({ verified: true })
+        expect(yield* Effect.flip(domains.verify(first, claims[0]!.domain_id))).toMatchObject(conflict(name, `The domain ${name} is verified by another account`))
+        expect(yield* domains.get(first, claims[0]!.domain_id)).toMatchObject({ verified: false })
+        // Nor with the holder's record alone: the answer is who holds it, not a record to publish.
+        dns.records.txt.set(name, [claims[1]!.verification_token])
+        expect(yield* Effect.flip(domains.verify(first, claims[0]!.domain_id))).toMatchObject(conflict(name, `The domain ${name} is verified by another account`))
+        expect(yield* Effect.flip(create(third, name))).toMatchObject(conflict(name, `The domain ${name} is verified by another account`))
+        expect((yield* domains.list(third)).domains).toEqual([])
+
+        // Two claims verifying at the same moment: one holds the name, the other is 409.
+        const raced = freshName()
+        const racing = [yield* create(first, raced), yield* create(third, raced)]
+        dns.records.txt.set(raced, racing.map((claim) => claim.verification_token))
+        const outcomes = yield* Effect.all(
+          [domains.verify(first, racing[0]!.domain_id), domains.verify(third, racing[1]!.domain_id)].map((verifying) =>
+            Effect.match(verifying, { onSuccess: (domain) => domain.verified, onFailure: (error) => ("code" in error ? error.code : error._tag) })
+          ),
+          { concurrency: 2 }
+        )
+        expect([...outcomes].sort()).toEqual(["CONFLICT", true].sort())
+
+        // The holder's mailboxes are the holder's: the other claim counts none and is deleted as it is.
+        yield* mailboxes.create(second, { local_part: "agent", domain: name })
+        expect(yield* domains.get(second, claims[1]!.domain_id)).toMatchObject({ mailbox_count: 1 })
+        expect(yield* domains.get(first, claims[0]!.domain_id)).toMatchObject({ mailbox_count: 0 })
+        expect(yield* Effect.flip(mailboxes.create(first, { local_part: "agent-2", domain: name }))).toMatchObject({ code: "DOMAIN_NOT_ALLOWED" })
+        expect(yield* domains.remove(first, claims[0]!.domain_id)).toEqual({ deleted: true })
       }))
 
     it.effect("DOMAIN_QUOTA (403): free gets FREE_MAX_CUSTOM_DOMAINS (0), pro 10, enterprise no limit; the list's meta says so", () =>

@@ -89,6 +89,30 @@ describe("parseMessage", () => {
       expect([parsed.from, parsed.fromName, parsed.subject]).toEqual(["first@example.com", "Müller, Jürgen", "First subject"])
     }))
 
+  it.effect("an address whose quoted local part holds angle brackets is read whole, at its own domain, in every address field", () =>
+    Effect.gen(function*() {
+      const spoof = "\"<ceo@bank.example>\"@evil.example"
+      const raw = Buffer.from([
+        `From: <${spoof}>`,
+        `To: Desk <"a>b"@evil.example>, bot@agents.localhost`,
+        `Cc: Team: <${spoof}>;`,
+        `Reply-To: "<ceo@bank.example>" <${spoof}>`,
+        "Subject: Wire",
+        "",
+        "Hi",
+        ""
+      ].join("\r\n"))
+      const parsed = yield* parseMessage(raw)
+      expect({ from: parsed.from, fromName: parsed.fromName, to: parsed.to, cc: parsed.cc, replyTo: parsed.replyTo }).toEqual({
+        from: spoof,
+        fromName: "",
+        to: ["\"a>b\"@evil.example", "bot@agents.localhost"],
+        cc: [spoof],
+        replyTo: [spoof]
+      })
+      expect(displayName(`"<ceo@bank.example>" <${spoof}>`)).toBe("<ceo@bank.example>")
+    }))
+
   it.effect("a subject or name shows no control characters; a Date no timestamp can show (year 10000) is none", () =>
     Effect.gen(function*() {
       const raw = Buffer.from("From: \"Ada\x07 L\" <ada@example.com>\r\nSubject: Ring\x07 the\tbell\x01\r\nDate: Sat, 1 Jan 10000 00:00:00 +0000\r\n\r\nHi\r\n")

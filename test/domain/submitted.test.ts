@@ -51,6 +51,8 @@ describe("prepareSubmitted", () => {
     expect(prepare("From: ceo@agents.localhost\r\n\r\nx")).toEqual({ refused: from })
     expect(prepare("From: desk@agents.localhost, ceo@agents.localhost\r\n\r\nx")).toEqual({ refused: from })
     expect(prepare("From: team: desk@agents.localhost, ceo@agents.localhost;\r\n\r\nx")).toEqual({ refused: from })
+    // An address at another domain whose quoted local part reads like the mailbox's (a spoofed From signed by Mailroom).
+    expect(prepare("From: <\"<desk@agents.localhost>\"@evil.example>\r\n\r\nx")).toEqual({ refused: from })
     expect(prepare("To: a@b\r\n\r\nx")).toEqual({ refused: { field: "from", message: "the message has no From field" } })
     expect(prepare("From: desk@agents.localhost\r\nFrom: desk@agents.localhost\r\n\r\nx")).toEqual({
       refused: { field: "from", message: "the message has more than one From field" }

@@ -60,6 +60,12 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
   it("an SMTP node and a worker node each count their own part of one message", async () => {
     const smtpBefore = await scrape(smtpMetrics)
     const workerBefore = await scrape(workerMetrics)
+    // Counters are exported from 0 as each part starts, before it has anything to count: a rate, or an
+    // alert on the first failure, needs the series before its first increase.
+    expect(smtpBefore.exported("mailroom_smtp_connections_total")).toBe(true)
+    for (const consumer of ["ingest", "index", "webhooks"]) expect(workerBefore.exported("mailroom_consumer_failed_total", { consumer }), consumer).toBe(true)
+    expect(workerBefore.exported("mailroom_index_abandoned_total")).toBe(true)
+    expect(workerBefore.exported("mailroom_webhook_attempts_total", { outcome: "network_error" })).toBe(true)
 
     const session = await until("the SMTP node to greet", async () => connectSmtp(smtp.smtpPort).catch(() => undefined), 30_000)
     const { replies } = await envelope(session, `${fresh("s")}@example.org`, [box.address, `nobody-${fresh("x")}@${DOMAIN}`])

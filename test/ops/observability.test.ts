@@ -95,14 +95,18 @@ describe("an operator's view of one session", () => {
     expect((await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })).response.status).toBe(200)
     // A route the contract does not have, so plain fetch.
     expect((await fetch(`${suite.url}/no/such/page`)).status).toBe(404)
+    // Pages outside the contract, and a GET route asked with HEAD, are named as their routes, not unmatched.
+    expect((await fetch(`${suite.url}/`)).status).toBe(200)
+    expect((await fetch(`${suite.url}/healthz`, { method: "HEAD" })).status).toBe(200)
 
-    // The indexer and the webhook consumer finish after the webhook's POST is answered.
+    // The indexer and the webhook consumer finish after the webhook's POST is answered; the indexer's
+    // first email waits for the embedding model to load in its low-priority process (30 s on a busy machine).
     after = await until("the consumers to count the mail", async () => {
       const now = await scrape(`${suite.url}/metrics`)
       const done = (consumer: string) =>
         now.value("mailroom_consumer_processed_total", { consumer }) - before.value("mailroom_consumer_processed_total", { consumer })
       return done("ingest") >= 1 && done("index") >= 1 && done("webhooks") >= 2 ? now : undefined
-    })
+    }, 60_000, 100, 1_000)
     const delta = (name: string, labels?: Record<string, string>) => after.value(name, labels) - before.value(name, labels)
     const deltaCount = (name: string, labels?: Record<string, string>) => after.count(name, labels) - before.count(name, labels)
 
@@ -128,6 +132,8 @@ describe("an operator's view of one session", () => {
     expect(http("/v1/api/emails/:emailId", "404")).toBe(1)
     expect(http("/v1/api/emails/:emailId", "200")).toBe(1)
     expect(http("unmatched", "404")).toBe(1)
+    expect(http("/", "200")).toBe(1)
+    expect(delta("mailroom_http_requests_total", { route: "/healthz", method: "HEAD", status: "200" })).toBe(1)
     expect(http("/metrics", "200")).toBeGreaterThanOrEqual(1)
     expect(deltaCount("mailroom_http_request_duration_seconds", { route: "/v1/api/mailboxes", method: "GET" })).toBe(3)
 
@@ -141,7 +147,7 @@ describe("an operator's view of one session", () => {
     expect(after.value("mailroom_db_pool_waiting")).toBeGreaterThanOrEqual(0)
     expect(family("mailroom_embedder_queue_emails")?.type).toBe("GAUGE")
     expect(after.value("mailroom_embedder_queue_emails")).toBe(0)
-  }, 60_000)
+  }, 120_000)
 
   it("labels no series with an id or an address, and names every family by the conventions", () => {
     for (const family of after.families) {
@@ -191,7 +197,8 @@ describe("an operator's view of one session", () => {
     expect(lag("p50")).toBeLessThanOrEqual(lag("p90"))
     expect(lag("p90")).toBeLessThanOrEqual(lag("p99"))
     expect(lag("p99")).toBeLessThanOrEqual(lag("max"))
-    expect(lag("p50")).toBeLessThan(0.009)
+    // Without the timer's 10 ms the shortest delay is near nothing, busy machine or not (with it, 10 ms or more).
+    expect(lag("min")).toBeLessThan(0.009)
 
     expect(type("nodejs_gc_duration_seconds")).toBe("HISTOGRAM")
     for (const kind of ["minor", "major", "incremental", "weakcb"]) {

@@ -325,7 +325,7 @@ describe("meetings", () => {
     // The second mailbox has nothing on, so the two are free when the first is.
     const thatDay = { from: "2026-12-03T00:00:00Z", to: "2026-12-04T00:00:00Z" }
     const together = await mailroom.GET("/v1/api/availability", {
-      params: { query: { mailbox_ids: `${second.mailboxId},${box.mailboxId}`, ...thatDay, duration_minutes: "60", step_minutes: "60" } }
+      params: { query: { mailbox_ids: `${second.mailboxId},${box.mailboxId}`, ...thatDay, duration_minutes: 60, step_minutes: 60 } }
     })
     expect(together.data?.data.map((slot) => slot.start)).toEqual(["09:00", "11:00", "12:00", "13:00", "14:00", "15:00", "16:00"].map((t) => `2026-12-03T${t}:00+00:00`))
     const merged = await mailroom.GET("/v1/api/schedule", { params: { query: { mailbox_ids: `${second.mailboxId},${box.mailboxId}`, ...thatDay } } })
@@ -452,11 +452,11 @@ describe("meetings", () => {
     }])
     // Free time: the meeting made above (10:00-11:00 UTC on 3 December) is not.
     const free = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/availability", {
-      params: { path: { mailboxId: box.mailboxId }, query: { from: "2026-12-03T00:00:00Z", to: "2026-12-04T00:00:00Z", duration_minutes: "60", step_minutes: "60" } }
+      params: { path: { mailboxId: box.mailboxId }, query: { from: "2026-12-03T00:00:00Z", to: "2026-12-04T00:00:00Z", duration_minutes: 60, step_minutes: 60 } }
     })
     expect(free.data?.data.map((slot) => slot.start)).toEqual(["09:00", "11:00", "12:00", "13:00", "14:00", "15:00", "16:00"].map((t) => `2026-12-03T${t}:00+00:00`))
     const unworkable = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/availability", {
-      params: { path: { mailboxId: box.mailboxId }, query: { hours: "17:00-09:00", weekdays: "mon", time_zone: "Mars/Olympus", duration_minutes: "2" } }
+      params: { path: { mailboxId: box.mailboxId }, query: { hours: "17:00-09:00", weekdays: "mon", time_zone: "Mars/Olympus", duration_minutes: 2 } }
     })
     expect([unworkable.response.status, unworkable.error?.error.details]).toEqual([400, {
       hours: "must be an opening and a closing time such as 09:00-17:00, the first earlier",

@@ -1039,17 +1039,21 @@ describe("sending within this Mailroom", () => {
 })
 
 describe("reply all and forward", () => {
-  it("reply-all answers the sender and the other recipients minus the mailbox; forward carries the attachments", async () => {
+  it("reply-all answers the sender and the other recipients minus the mailbox; forward carries the attachments, text ones in their charset", async () => {
     const { box, mailroom } = await sender()
     const colleague = await sender()
     const watcher = `${fresh("cc")}@partner.test`
     const csv = Buffer.from("quarter,revenue\nQ3,42\n")
+    const latin1 = Buffer.from("Caf\xe9 cr\xe8me, 12 \xa4", "latin1")
     const original = await send(colleague.mailroom, colleague.box, {
       to: [{ name: "Ada, the agent", address: box.address }],
       cc: [watcher],
       subject: "Figures",
       text: "See the figures.",
-      attachments: [{ filename: "q3.csv", content_type: "text/csv", content: csv.toString("base64") }]
+      attachments: [
+        { filename: "q3.csv", content_type: "text/csv", content: csv.toString("base64") },
+        { filename: "notes.txt", content_type: "text/plain; charset=iso-8859-1", content: latin1.toString("base64") }
+      ]
     })
     const received = await until("the figures arrived", async () => {
       const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
@@ -1089,7 +1093,22 @@ describe("reply all and forward", () => {
     )
     expect(fwdParsed.text).toContain(`Subject: Figures\nTo: "Ada, the agent" <${box.address}>\nCc: ${watcher}\n`)
     expect(fwdParsed.text).toContain("See the figures.")
-    expect(fwdParsed.attachments.map((a) => [a.filename, a.content.equals(csv)])).toEqual([["q3.csv", true]])
+    // Each in the charset it came in (ASCII needs none): a mail program reads "Café crème, 12 ¤", not "Caf� cr�me".
+    expect(fwdParsed.attachments.map((a) => [a.filename, a.content.toString("hex"), a.headers.get("content-type")])).toEqual([
+      ["q3.csv", csv.toString("hex"), { value: "text/csv", params: { name: "q3.csv" } }],
+      ["notes.txt", latin1.toString("hex"), { value: "text/plain", params: { charset: "iso-8859-1", name: "notes.txt" } }]
+    ])
+    // Mailroom's own copy of the forward serves it so too.
+    const { data: fwdCopy } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: forwarded.data!.data.email_id } } })
+    const notes = fwdCopy!.data.attachments.find((a) => a.filename === "notes.txt")!
+    const download = await mailroom.GET("/v1/api/emails/{emailId}/attachments/{attachmentId}", {
+      params: { path: { emailId: forwarded.data!.data.email_id, attachmentId: notes.attachment_id } },
+      parseAs: "arrayBuffer"
+    })
+    expect([download.response.headers.get("content-type"), Buffer.from(download.data!).toString("hex")]).toEqual([
+      "text/plain; charset=iso-8859-1",
+      latin1.toString("hex")
+    ])
 
     // A note written in HTML alone is in the plain-text part too.
     const htmlNote = await mailroom.POST("/v1/api/emails/{emailId}/forward", {
@@ -1102,10 +1121,10 @@ describe("reply all and forward", () => {
     // The attachments it carries count towards the message's 100.
     const crowded = await mailroom.POST("/v1/api/emails/{emailId}/forward", {
       params: { path: { emailId: received.email_id } },
-      body: { to: [`${fresh("fwd")}@partner.test`], text: "x", attachments: Array.from({ length: 100 }, (_, i) => ({ filename: `${i}.txt`, content: "aGk=" })) }
+      body: { to: [`${fresh("fwd")}@partner.test`], text: "x", attachments: Array.from({ length: 99 }, (_, i) => ({ filename: `${i}.txt`, content: "aGk=" })) }
     })
     expect([crowded.response.status, crowded.error?.error.details]).toEqual([400, {
-      attachments: "must list at most 99 attachments: the email forwarded carries 1 of the 100 a message may have"
+      attachments: "must list at most 98 attachments: the email forwarded carries 2 of the 100 a message may have"
     }])
   })
 
@@ -1328,10 +1347,10 @@ describe("drafts", () => {
       [first.draft_id, box.mailboxId]
     ])
     expect(all.data?.meta).toMatchObject({ total: 3 })
-    const paged = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: "1", offset: "1", sort: "created_at:asc" } } })
+    const paged = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: 1, offset: 1, sort: "created_at:asc" } } })
     expect(paged.data?.data.map((d) => d.draft_id)).toEqual([middle.draft_id])
     expect(paged.data?.meta).toMatchObject({ total: 3, limit: 1, offset: 1 })
-    const bad = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: "0" } } })
+    const bad = await mailroom.GET("/v1/api/drafts", { params: { query: { limit: 0 } } })
     expect(bad.response.status).toBe(400)
     expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { limit: expect.any(String) } })
 
@@ -1380,6 +1399,23 @@ describe("drafts", () => {
     const when = await drafts.create({ text: "?", send_at: "tomorrow" })
     expect(when.response.status).toBe(400)
     expect(when.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { send_at: expect.stringContaining("ISO 8601") } } })
+    // Refused when made or edited, not only when a person approves it or its time comes: a mistyped
+    // year in the past would send it at once, unreviewed; 51 recipients could never be sent.
+    const lastYear = new Date(Date.now() - 365 * 86_400_000).toISOString()
+    const past = await drafts.create({ to: ["a@partner.test"], text: "?", send_at: lastYear })
+    expect([past.response.status, past.error?.error]).toEqual([400, {
+      code: "VALIDATION_ERROR",
+      message: expect.any(String),
+      details: { send_at: "is in the past: give a time to come, or send the draft now" }
+    }])
+    const crowd = Array.from({ length: 51 }, (_, i) => `reader${i}@partner.test`)
+    const many = await drafts.create({ to: crowd.slice(0, 30), bcc: crowd.slice(30), text: "?" })
+    expect([many.response.status, many.error?.error.details]).toEqual([400, { to: "must list at most 50 recipients (to, cc and bcc together)" }])
+    const made = (await drafts.create({ to: crowd.slice(0, 50), text: "Fifty" })).data!.data
+    const crowded = await drafts.update(made.draft_id, { cc: ["one-more@partner.test"] })
+    expect([crowded.response.status, crowded.error?.error.details]).toEqual([400, { to: "must list at most 50 recipients (to, cc and bcc together)" }])
+    const late = await drafts.update(made.draft_id, { send_at: lastYear })
+    expect([late.response.status, late.error?.error.details]).toEqual([400, { send_at: "is in the past: give a time to come, or send the draft now" }])
     const missing = await drafts.get("drf_missing")
     expect(missing.response.status).toBe(404)
     expect(missing.error).toMatchObject({ error: { code: "NOT_FOUND", details: { draft_id: "drf_missing" } } })

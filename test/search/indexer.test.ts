@@ -9,14 +9,15 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Context, Duration, Effect, Layer, Option, Schedule, TestServices } from "effect"
+import { Context, Deferred, Duration, Effect, Layer, Option, Schedule, TestServices } from "effect"
 import { createHash } from "node:crypto"
 import * as DocumentReader from "../../layers/document-reader.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
-import { Bus, encodeJson, subjects } from "../../services/bus/bus.ts"
+import { Bus, type BusMessage, type ConsumerSpec, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Embedder, EmbedderError } from "../../services/search/embedder.ts"
 import { Indexer, IndexerLive, IndexRetries } from "../../services/search/indexer.ts"
+import { Lifecycle } from "../../services/lifecycle.ts"
 import { Vectors } from "../../services/search/vectors.ts"
 import { testDatabase } from "../support/database.ts"
 import { HASHED_DIMENSIONS, hashedVector, hashedWordsEmbedder, indexerWith, testVectorIndex } from "../support/search-services.ts"
@@ -48,6 +49,39 @@ const accountWithMailbox = (key: string, local: string) =>
       sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized)
           VALUES (${`mbx_${key}`}, ${`usr_${key}`}, ${local}, 'agents.localhost', ${`${local}@agents.localhost`})`
     ], { discard: true }))
+
+/** An email `id` with `text` as its body in the mailbox `mbx_<key>` of `usr_<key>` (accountWithMailbox's). */
+const noteIn = (key: string, id: string, text: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                            received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+        VALUES (${id}, ${`mbx_${key}`}, ${`usr_${key}`}, ${`<${id}@test>`}, ${id}, 'Note', 'sender@example.com', ${["y@example.com"]}, now(),
+                now(), 'sender@example.com', 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`)
+
+/** The index actor as a worker runs it, over its own bus, with `embedder`, `retries` and the process's `lifecycle`. */
+const indexActor = (
+  embedder: Layer.Layer<Embedder>,
+  retries: typeof IndexRetries.Service,
+  lifecycle: Layer.Layer<Lifecycle>,
+  bus: Layer.Layer<Bus, never, SqlClient.SqlClient | DependencyHealth> = MemoryBus.layer
+) =>
+  IndexerLive.pipe(
+    Layer.provide(Vectors.Default),
+    Layer.provide(Layer.mergeAll(embedder, testVectorIndex, DocumentReader.layer, Layer.succeed(IndexRetries, retries), lifecycle)),
+    Layer.provideMerge(bus),
+    Layer.provideMerge(DependencyHealth.Default)
+  )
+
+/** An in-memory bus that records every message its consumers are handed (a redelivery too) in `handed`. */
+const recordingBus = (handed: Array<BusMessage>) =>
+  Layer.effect(
+    Bus,
+    Effect.map(Bus, (bus) => ({
+      ...bus,
+      consume: <E>(spec: ConsumerSpec<E>) =>
+        bus.consume({ ...spec, handler: (message) => Effect.zipRight(Effect.sync(() => handed.push(message)), spec.handler(message)) })
+    }))
+  ).pipe(Layer.provide(MemoryBus.layer))
 
 /** A slow embedder (100 ms a call) of hashed words that records each call's size in `calls`. */
 const slowEmbedder = (model: string, calls: Array<number>) =>
@@ -255,38 +289,36 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* accountWithMailbox("p", "sender")
-      const email = (id: string, text: string) =>
-        sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
-                                received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
-            VALUES (${id}, 'mbx_p', 'usr_p', ${`<${id}@test>`}, ${id}, 'Note', 'sender@agents.localhost', ${["y@example.com"]}, now(),
-                    now(), 'sender@agents.localhost', 'y@example.com', '{}', ${text}, false, ${"0".repeat(64)}, 1)`
-      yield* email("eml_poison", "A poison text the embedder refuses.")
-      for (const id of ["eml_fine", "eml_later", "eml_outage"]) yield* email(id, "An ordinary note.")
+      yield* noteIn("p", "eml_poison", "A poison text the embedder refuses.")
+      for (const id of ["eml_fine", "eml_later", "eml_outage"]) yield* noteIn("p", id, "An ordinary note.")
 
-      // The embedder refuses any call holding the poison text, and every call while `down`.
+      // The embedder refuses any call holding the poison text, after 150 ms (each delivery's work comes on
+      // top of the waits between deliveries), and every call while `down`.
       let down = false
-      const calls: Array<string> = []
       const embedder = Layer.succeed(Embedder, {
         model: "words-poison",
         dimensions: HASHED_DIMENSIONS,
         maxInputChars: 2_000,
         embed: (texts) =>
-          Effect.suspend(() => {
-            calls.push(...texts)
-            return down || texts.some((text) => text.includes("poison"))
-              ? Effect.fail(new EmbedderError({ message: "The embedder refused the input" }))
+          Effect.suspend(() =>
+            down
+              ? Effect.fail(new EmbedderError({ message: "The embedder is down" }))
+              : texts.some((text) => text.includes("poison"))
+              ? Effect.zipRight(Effect.sleep("150 millis"), Effect.fail(new EmbedderError({ message: "The embedder refused the input" })))
               : Effect.succeed(texts.map(hashedVector))
-          })
+          )
       })
-      const retries = Layer.succeed(IndexRetries, IndexRetries.of({ retryDelay: () => Duration.millis(100), giveUpAfter: 4 }))
-      const actor = IndexerLive.pipe(
-        Layer.provide(Vectors.Default),
-        Layer.provide(Layer.mergeAll(embedder, testVectorIndex, DocumentReader.layer, retries)),
-        Layer.provideMerge(MemoryBus.layer),
-        Layer.provideMerge(DependencyHealth.Default)
+      // How often the bus handed the indexer an email: the embedder's calls do not tell, as emails
+      // indexed at once share a call that is made again an email at a time when refused.
+      const handed: Array<BusMessage> = []
+      const actor = indexActor(
+        embedder,
+        { retryDelay: () => Duration.millis(100), giveUpAfter: 4, stopGrace: Duration.seconds(5) },
+        Lifecycle.forever,
+        recordingBus(handed)
       )
       const indexed = (id: string) => Effect.map(sql`SELECT 1 FROM search_documents WHERE email_id = ${id}`, (rows) => rows.length === 1)
-      const attemptsOn = (id: string) => calls.filter((text) => text.includes(id === "eml_poison" ? "poison" : "ordinary")).length
+      const deliveriesOf = (id: string) => handed.filter((message) => message.subject === subjects.outboundMail(id)).map((message) => message.deliveryCount)
       const until = <E, R>(check: Effect.Effect<boolean, E, R>) =>
         Effect.repeat(check, { until: (done) => done, schedule: Schedule.spaced("50 millis") }).pipe(Effect.timeout("15 seconds"))
 
@@ -298,7 +330,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
           bus.lag({ name: "index-sent", stream: "mail", filter: subjects.allOutboundMail }),
           (lag) => Option.exists(lag, ({ inFlight, pending }) => inFlight === 0 && pending === 0)
         )
-        // Sent at once: they share the embedder's call, which is made again an email at a time, so the fine one is indexed at once.
+        // Sent at once: when they share the embedder's call, it is made again an email at a time, so the fine one is indexed at once.
         yield* Effect.all([sent("eml_poison"), sent("eml_fine")], { concurrency: "unbounded" })
         yield* until(indexed("eml_fine"))
         // Mail indexed after the poison's first failure: the indexer works, the poison is given up on its 4th delivery.
@@ -306,13 +338,12 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         yield* sent("eml_later")
         yield* until(Effect.zipWith(indexed("eml_later"), settled, (a, b) => a && b))
         expect(yield* indexed("eml_poison")).toBe(false)
-        expect(attemptsOn("eml_poison")).toBe(4)
+        expect(deliveriesOf("eml_poison")).toEqual([1, 2, 3, 4])
 
         // An outage (every call refused): nothing is given up, however often it fails; once it ends, the email is indexed.
         down = true
-        calls.length = 0
         yield* sent("eml_outage")
-        yield* until(Effect.sync(() => attemptsOn("eml_outage") >= 7))
+        yield* until(Effect.sync(() => deliveriesOf("eml_outage").length >= 7))
         expect(yield* settled).toBe(false)
         down = false
         yield* until(indexed("eml_outage"))
@@ -320,5 +351,40 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
       // What it gave up on is what `mailroom reindex` embeds.
       expect(yield* Effect.provide(Effect.flatMap(Indexer, (indexer) => indexer.stale()), indexerWith(hashedWordsEmbedder("words-poison"))))
         .toContain("eml_poison")
+    }).pipe(TestServices.provideLive))
+  // On the live clock: the grace is a real wait.
+  it.effect("stops without waiting for an embedding that does not end: the email is left for the next start, which indexes it", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* accountWithMailbox("s", "stopper")
+      yield* noteIn("s", "eml_stop", "A note sent as the worker stops.")
+      // The first worker's embedder never answers (a model still loading on a starved core); the next one's does.
+      const embedding = yield* Deferred.make<void>()
+      const stuck = Layer.succeed(Embedder, {
+        model: "words-stop",
+        dimensions: HASHED_DIMENSIONS,
+        maxInputChars: 2_000,
+        embed: () => Effect.zipRight(Deferred.succeed(embedding, undefined), Effect.never)
+      })
+      const worker = (embedder: Layer.Layer<Embedder>, stopping: Effect.Effect<void>) =>
+        indexActor(embedder, { retryDelay: () => Duration.millis(100), giveUpAfter: 4, stopGrace: Duration.millis(300) }, Layer.succeed(Lifecycle, { stopping }))
+      const indexed = Effect.map(sql`SELECT 1 FROM search_documents WHERE email_id = 'eml_stop'`, (rows) => rows.length === 1)
+
+      const stop = yield* Deferred.make<void>()
+      const stopped = yield* Effect.scoped(Effect.gen(function*() {
+        const bus = Context.get(yield* Layer.build(worker(stuck, Deferred.await(stop))), Bus)
+        yield* bus.publish(subjects.outboundMail("eml_stop"), encodeJson({ email_id: "eml_stop", domain: "example.com" }), { msgId: "job:eml_stop" })
+        yield* Deferred.await(embedding)
+        yield* Deferred.succeed(stop, undefined)
+        return Date.now()
+      }))
+      // The scope closed (the consumer drained) soon after the grace, not when the embedding ended (never).
+      expect(Date.now() - stopped).toBeLessThan(300 + 3_000)
+      expect(yield* indexed).toBe(false)
+
+      yield* Effect.scoped(Effect.gen(function*() {
+        yield* Layer.build(worker(hashedWordsEmbedder("words-stop"), Effect.never))
+        yield* Effect.repeat(indexed, { until: (done) => done, schedule: Schedule.spaced("50 millis") }).pipe(Effect.timeout("15 seconds"))
+      }))
     }).pipe(TestServices.provideLive))
 })

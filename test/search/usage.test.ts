@@ -110,7 +110,12 @@ describe("search usage and limits", () => {
     const box = await newBox(server.url)
     // The eleven searches must fall in one minute's window (CI once crossed a minute's edge between them).
     await awayFromMinuteEdge(20)
-    for (let i = 0; i < 10; i++) expect((await search(box, { query: `query ${i}` })).response.status).toBe(200)
+    for (let i = 0; i < 10; i++) {
+      const searched = await search(box, { query: `query ${i}` })
+      expect(searched.response.status).toBe(200)
+      // The headers say the limit that refuses first: here the search limit's (the request limit has more left).
+      expect([searched.response.headers.get("x-ratelimit-limit"), searched.response.headers.get("x-ratelimit-remaining")]).toEqual(["10", String(9 - i)])
+    }
     const limited = await search(box, { query: "one more" })
     expect(limited.response.status).toBe(429)
     expect(limited.error?.error.code).toBe("RATE_LIMIT_EXCEEDED")
@@ -125,5 +130,16 @@ describe("search usage and limits", () => {
     // Other requests are not held back by the search limit.
     expect((await withKey(server.url, box.user).GET("/v1/billing/usage")).response.status).toBe(200)
     expect((await usage(box)).searchesUsed).toBe(10)
+  })
+
+  it("says the request limit's headers on a search when that limit has less left", async () => {
+    const box = await newBox(server.url)
+    await awayFromMinuteEdge(20)
+    for (let i = 0; i < 12; i++) await usage(box)
+    const searched = await search(box, { query: "late in the minute" })
+    expect(searched.response.status).toBe(200)
+    const remaining = Number(searched.response.headers.get("x-ratelimit-remaining"))
+    expect(searched.response.headers.get("x-ratelimit-limit")).toBe("20")
+    expect(remaining).toBeLessThan(9)
   })
 })

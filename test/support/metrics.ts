@@ -11,6 +11,8 @@ export interface Scrape {
   readonly value: (name: string, labels?: Record<string, string>) => number
   /** A histogram's observation count; 0 when the series does not exist yet. */
   readonly count: (name: string, labels?: Record<string, string>) => number
+  /** Whether a series of that name (and labels) is exported at all: a counter is from 0, before its first increase. */
+  readonly exported: (name: string, labels?: Record<string, string>) => boolean
 }
 
 const matches = (sample: Sample, labels: Record<string, string>) =>
@@ -32,6 +34,7 @@ export const scrape = async (url: string): Promise<Scrape> => {
     text,
     families,
     value: (name, labels = {}) => sum(samples(families, name, labels)),
+    exported: (name, labels = {}) => samples(families, name, labels).length > 0,
     // The parser folds a histogram's labelled series into one (it keeps labels for unlabelled
     // histograms only), so a series' `_count` is read by parsing those lines as a family of their own.
     count: (name, labels = {}) => {

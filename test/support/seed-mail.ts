@@ -49,7 +49,13 @@ export interface SeededEmail {
   readonly threadId?: string
   /** Its From address (default sender@example.com). */
   readonly from?: string
-  readonly attachments?: ReadonlyArray<{ readonly filename: string; readonly contentType: string; readonly bytes: Uint8Array }>
+  readonly attachments?: ReadonlyArray<{
+    readonly filename: string
+    readonly contentType: string
+    readonly bytes: Uint8Array
+    /** The charset its Content-Type named, as the inbound parser keeps it (default none). */
+    readonly charset?: string
+  }>
   /** What ingest labels an inbound email with, unless given. */
   readonly labels?: ReadonlyArray<string>
   /** More stored headers (decoded values; an array for a header given more than once). */
@@ -77,9 +83,9 @@ export const insertEmail = (mailbox: Mailbox, email: SeededEmail) =>
       const checksum = yield* storeBlob(attachment.bytes)
       const attachmentId = uniqueName("att")
       attachmentIds.push(attachmentId)
-      yield* sql`INSERT INTO attachments (id, email_id, position, filename, content_type, size, checksum)
+      yield* sql`INSERT INTO attachments (id, email_id, position, filename, content_type, size, checksum, charset)
                  VALUES (${attachmentId}, ${id}, ${position}, ${attachment.filename}, ${attachment.contentType},
-                         ${attachment.bytes.length}, ${checksum})`
+                         ${attachment.bytes.length}, ${checksum}, ${attachment.charset ?? null})`
     }
     return { id, raw, attachmentIds }
   })

@@ -26,10 +26,13 @@ export const until = async <T>(
 }
 
 /**
- * Rate limits count in fixed windows that reset on the minute: start a burst that must fall in one
- * window with enough of the minute left to finish it.
+ * Rate limits count in fixed windows of the clock (a minute from :00, failed logins' quarter hours):
+ * start a burst that must fall in one window of `windowSeconds` with `seconds` of it left to finish.
  */
-export const awayFromMinuteEdge = async (seconds = 10) => {
-  const intoMinute = (Date.now() / 1000) % 60
-  if (intoMinute > 60 - seconds) await sleep((61 - intoMinute) * 1000)
+export const awayFromWindowEdge = async (windowSeconds: number, seconds: number) => {
+  const into = (Date.now() / 1000) % windowSeconds
+  if (into > windowSeconds - seconds) await sleep((windowSeconds + 1 - into) * 1000)
 }
+
+/** A burst that must fall in one minute's window (awayFromWindowEdge). */
+export const awayFromMinuteEdge = (seconds = 10) => awayFromWindowEdge(60, seconds)

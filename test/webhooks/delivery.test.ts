@@ -176,7 +176,7 @@ describe("email.received", () => {
     }])
     expect(log.meta).toEqual({ total: 1, limit: 20, offset: 0, hasMore: false })
     const past = await keyed(box).GET("/v1/api/webhooks/{id}/deliveries", {
-      params: { path: { id: webhook.webhook_id }, query: { limit: "1", offset: "1" } }
+      params: { path: { id: webhook.webhook_id }, query: { limit: 1, offset: 1 } }
     })
     expect(past.data).toEqual({ success: true, data: [], meta: { total: 1, limit: 1, offset: 1, hasMore: false } })
     // Exactly once: nothing more arrives.

@@ -529,7 +529,7 @@ export interface paths {
         put?: never;
         /**
          * Add a custom domain
-         * @description Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT
+         * @description Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; on this account already, shared, or verified by another account: 409 CONFLICT. Another account's unverified claim does not stop it: the first to verify holds the name
          */
         post: operations["dashboardDomains.create"];
         delete?: never;
@@ -597,7 +597,7 @@ export interface paths {
         put?: never;
         /**
          * Verify a domain's DNS
-         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding)
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
          */
         post: operations["dashboardDomains.verify"];
         delete?: never;
@@ -1945,7 +1945,7 @@ export interface paths {
         put?: never;
         /**
          * Add a custom domain
-         * @description Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT
+         * @description Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; on this account already, shared, or verified by another account: 409 CONFLICT. Another account's unverified claim does not stop it: the first to verify holds the name
          */
         post: operations["domains.create"];
         delete?: never;
@@ -2013,7 +2013,7 @@ export interface paths {
         put?: never;
         /**
          * Verify a domain's DNS
-         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding)
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
          */
         post: operations["domains.verify"];
         delete?: never;
@@ -3757,7 +3757,7 @@ export interface components {
             content: string;
             /** @description For inline images: referenced from the HTML as cid:<content_id> (given bare or in <>, as a read email shows it) */
             content_id?: string;
-            /** @description a string matching the pattern ^[a-z0-9!#$&^_.+-]+\/[a-z0-9!#$&^_.+-]+$ */
+            /** @description The file's media type (RFC 2045), such as application/pdf; a text one may name the charset its bytes are in: text/plain; charset=iso-8859-1 (no other parameter). Text without one goes as utf-8 when its bytes are UTF-8 beyond ASCII. Left out, the type the filename suggests */
             content_type?: string;
             /** @description a string at most 255 character(s) long */
             filename: string;
@@ -6040,9 +6040,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of createdAt:asc, createdAt:desc, name:asc, name:desc, lastUsed:asc, lastUsed:desc, expirationTs:asc, expirationTs:desc */
                 sort?: string;
             };
@@ -6731,9 +6731,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path?: never;
@@ -9080,16 +9080,16 @@ export interface operations {
     "dashboardSchedule.sharedAvailability": {
         parameters: {
             query: {
-                /** @description How long a slot is (5-1440 minutes, default 30) */
-                duration_minutes?: string;
+                /** @description An integer from 5 to 1440, in decimal digits */
+                duration_minutes?: number;
                 from?: string;
                 hours?: string;
-                /** @description At most this many slots (1-500, default 50) */
-                limit?: string;
+                /** @description An integer from 1 to 500, in decimal digits */
+                limit?: number;
                 /** @description Comma-separated ids of the account's mailboxes (1-20) that must all be free */
                 mailbox_ids: string;
-                /** @description How far apart slots start, from the day's opening (5-1440 minutes, default 30) */
-                step_minutes?: string;
+                /** @description An integer from 5 to 1440, in decimal digits */
+                step_minutes?: number;
                 time_zone?: string;
                 to?: string;
                 weekdays?: string;
@@ -9810,9 +9810,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
@@ -10783,6 +10783,18 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
@@ -10851,9 +10863,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
                 /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
@@ -10997,15 +11009,15 @@ export interface operations {
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
-                wait?: string;
+                wait?: number;
             };
             header?: never;
             path?: never;
@@ -13514,11 +13526,11 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description Only the filters of this mailbox */
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path?: never;
@@ -14387,9 +14399,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path: {
@@ -14843,9 +14855,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
@@ -16030,14 +16042,14 @@ export interface operations {
     "dashboardSchedule.availability": {
         parameters: {
             query?: {
-                /** @description How long a slot is (5-1440 minutes, default 30) */
-                duration_minutes?: string;
+                /** @description An integer from 5 to 1440, in decimal digits */
+                duration_minutes?: number;
                 from?: string;
                 hours?: string;
-                /** @description At most this many slots (1-500, default 50) */
-                limit?: string;
-                /** @description How far apart slots start, from the day's opening (5-1440 minutes, default 30) */
-                step_minutes?: string;
+                /** @description An integer from 1 to 500, in decimal digits */
+                limit?: number;
+                /** @description An integer from 5 to 1440, in decimal digits */
+                step_minutes?: number;
                 time_zone?: string;
                 to?: string;
                 weekdays?: string;
@@ -16186,9 +16198,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
                 /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
@@ -17142,15 +17154,15 @@ export interface operations {
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
-                wait?: string;
+                wait?: number;
             };
             header?: never;
             path: {
@@ -17884,9 +17896,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path: {
@@ -18343,9 +18355,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, start:asc, start:desc */
                 sort?: string;
                 status?: "confirmed" | "cancelled";
@@ -18659,8 +18671,8 @@ export interface operations {
                 from?: string;
                 /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
                 include_cancelled?: "true" | "false";
-                /** @description At most this many occurrences (1-500, default 100) */
-                limit?: string;
+                /** @description An integer from 1 to 500, in decimal digits */
+                limit?: number;
                 to?: string;
             };
             header?: never;
@@ -19167,9 +19179,9 @@ export interface operations {
                 /** @description Comma-separated: only threads where each of these labels is on some email */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
                 sort?: string;
                 /** @description true: only threads with an unread email; false: only threads with none */
@@ -19957,8 +19969,8 @@ export interface operations {
                 from?: string;
                 /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
                 include_cancelled?: "true" | "false";
-                /** @description At most this many occurrences (1-500, default 100) */
-                limit?: string;
+                /** @description An integer from 1 to 500, in decimal digits */
+                limit?: number;
                 /** @description Comma-separated ids of the account's mailboxes (1-20) whose schedules to merge */
                 mailbox_ids: string;
                 to?: string;
@@ -20383,8 +20395,8 @@ export interface operations {
     "dashboardStats.stats": {
         parameters: {
             query?: {
-                /** @description Days to cover, today (UTC) included: 1-90, default 30 */
-                days?: string;
+                /** @description An integer from 1 to 90, in decimal digits */
+                days?: number;
                 /** @description One mailbox's; every mailbox's when left out */
                 mailbox_id?: string;
             };
@@ -20529,9 +20541,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, address:asc, address:desc */
                 sort?: string;
             };
@@ -20959,9 +20971,9 @@ export interface operations {
                 /** @description Comma-separated: only threads where each of these labels is on some email */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
                 sort?: string;
                 /** @description true: only threads with an unread email; false: only threads with none */
@@ -21841,9 +21853,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, url:asc, url:desc */
                 sort?: string;
             };
@@ -22542,9 +22554,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path: {
@@ -23193,9 +23205,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of createdAt:asc, createdAt:desc, name:asc, name:desc, lastUsed:asc, lastUsed:desc, expirationTs:asc, expirationTs:desc */
                 sort?: string;
             };
@@ -23775,16 +23787,16 @@ export interface operations {
     "schedule.sharedAvailability": {
         parameters: {
             query: {
-                /** @description How long a slot is (5-1440 minutes, default 30) */
-                duration_minutes?: string;
+                /** @description An integer from 5 to 1440, in decimal digits */
+                duration_minutes?: number;
                 from?: string;
                 hours?: string;
-                /** @description At most this many slots (1-500, default 50) */
-                limit?: string;
+                /** @description An integer from 1 to 500, in decimal digits */
+                limit?: number;
                 /** @description Comma-separated ids of the account's mailboxes (1-20) that must all be free */
                 mailbox_ids: string;
-                /** @description How far apart slots start, from the day's opening (5-1440 minutes, default 30) */
-                step_minutes?: string;
+                /** @description An integer from 5 to 1440, in decimal digits */
+                step_minutes?: number;
                 time_zone?: string;
                 to?: string;
                 weekdays?: string;
@@ -23931,9 +23943,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
@@ -24928,6 +24940,18 @@ export interface operations {
                     "application/json": components["schemas"]["NotFound"];
                 };
             };
+            /** @description - CONFLICT: the resource already exists, or the state forbids the change */
+            409: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Conflict"];
+                };
+            };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
             413: {
                 headers: {
@@ -24996,9 +25020,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
                 /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
@@ -25154,15 +25178,15 @@ export interface operations {
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
-                wait?: string;
+                wait?: number;
             };
             header?: never;
             path?: never;
@@ -27532,11 +27556,11 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description Only the filters of this mailbox */
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path?: never;
@@ -28405,9 +28429,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path: {
@@ -28861,9 +28885,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };
@@ -30072,14 +30096,14 @@ export interface operations {
     "schedule.availability": {
         parameters: {
             query?: {
-                /** @description How long a slot is (5-1440 minutes, default 30) */
-                duration_minutes?: string;
+                /** @description An integer from 5 to 1440, in decimal digits */
+                duration_minutes?: number;
                 from?: string;
                 hours?: string;
-                /** @description At most this many slots (1-500, default 50) */
-                limit?: string;
-                /** @description How far apart slots start, from the day's opening (5-1440 minutes, default 30) */
-                step_minutes?: string;
+                /** @description An integer from 1 to 500, in decimal digits */
+                limit?: number;
+                /** @description An integer from 5 to 1440, in decimal digits */
+                step_minutes?: number;
                 time_zone?: string;
                 to?: string;
                 weekdays?: string;
@@ -30228,9 +30252,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, updated_at:asc, updated_at:desc, send_at:asc, send_at:desc */
                 sort?: string;
                 /** @description Only drafts in this state: draft (awaiting approval), sending, or sent */
@@ -31184,15 +31208,15 @@ export interface operations {
                 /** @description Comma-separated: only emails carrying every one of these labels */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
                 /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
-                wait?: string;
+                wait?: number;
             };
             header?: never;
             path: {
@@ -31926,9 +31950,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path: {
@@ -32385,9 +32409,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, start:asc, start:desc */
                 sort?: string;
                 status?: "confirmed" | "cancelled";
@@ -32701,8 +32725,8 @@ export interface operations {
                 from?: string;
                 /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
                 include_cancelled?: "true" | "false";
-                /** @description At most this many occurrences (1-500, default 100) */
-                limit?: string;
+                /** @description An integer from 1 to 500, in decimal digits */
+                limit?: number;
                 to?: string;
             };
             header?: never;
@@ -33209,9 +33233,9 @@ export interface operations {
                 /** @description Comma-separated: only threads where each of these labels is on some email */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
                 sort?: string;
                 /** @description true: only threads with an unread email; false: only threads with none */
@@ -34011,8 +34035,8 @@ export interface operations {
                 from?: string;
                 /** @description true: cancelled events and occurrences too (status cancelled, busy false); default false */
                 include_cancelled?: "true" | "false";
-                /** @description At most this many occurrences (1-500, default 100) */
-                limit?: string;
+                /** @description An integer from 1 to 500, in decimal digits */
+                limit?: number;
                 /** @description Comma-separated ids of the account's mailboxes (1-20) whose schedules to merge */
                 mailbox_ids: string;
                 to?: string;
@@ -34158,8 +34182,8 @@ export interface operations {
     "stats.stats": {
         parameters: {
             query?: {
-                /** @description Days to cover, today (UTC) included: 1-90, default 30 */
-                days?: string;
+                /** @description An integer from 1 to 90, in decimal digits */
+                days?: number;
                 /** @description One mailbox's; every mailbox's when left out */
                 mailbox_id?: string;
             };
@@ -34304,9 +34328,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, address:asc, address:desc */
                 sort?: string;
             };
@@ -34758,9 +34782,9 @@ export interface operations {
                 /** @description Comma-separated: only threads where each of these labels is on some email */
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
                 sort?: string;
                 /** @description true: only threads with an unread email; false: only threads with none */
@@ -35652,9 +35676,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc, url:asc, url:desc */
                 sort?: string;
             };
@@ -36377,9 +36401,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
             };
             header?: never;
             path: {
@@ -37496,9 +37520,9 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description An integer from 1 to 100, in decimal digits */
-                limit?: string;
+                limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
-                offset?: string;
+                offset?: number;
                 /** @description One of created_at:asc, created_at:desc */
                 sort?: string;
             };

@@ -60,21 +60,47 @@ const joinSpelledOut = (text: string) =>
 const squeeze = (text: string) => text.replace(/\s+/g, " ").trim()
 const words = (text: string) => squeeze(text).split(" ").filter((word) => word.length > 0)
 
+/**
+ * Whether a word is an address (something@something.something), its digits no code. Found by plain
+ * search: the regex it replaces (`\S+@\S+\.\S+`) backtracked over every start of a long word, and
+ * one received message with a 2 MB line held the process for minutes, again after each restart.
+ */
+const looksLikeAddress = (word: string) => {
+  const at = word.indexOf("@", 1)
+  const dot = word.lastIndexOf(".")
+  return at > 0 && dot > at + 1 && dot < word.length - 1
+}
+
 /** Lines to read: URLs and addresses blanked (their digits are not codes), quoted history left out. */
 const readableLines = (text: string) =>
   joinSpelledOut(text)
     .replace(/https?:\/\/\S+/gi, " ")
-    .replace(/\S+@\S+\.\S+/g, " ")
+    .replace(/\S+/g, (word) => (looksLikeAddress(word) ? " " : word))
     .split(/\r?\n/)
     .map((line) => (/^\s*>/.test(line) ? "" : line))
 
 const MAX_LINES = 2000
+/**
+ * A line longer than this cannot be a code alone on its line (a box, a heading): what is read of a
+ * line for one candidate is a window around it, never the whole line, so a long line costs its length
+ * once rather than once per number in it (a line of 100,000 spelled-out digits took seconds).
+ */
+const MAX_ALONE_LINE = 200
+const WINDOW = 200
+
+/** The last `count` lines before `index` that are not blank, nearest last. */
+const nonBlankBefore = (lines: ReadonlyArray<string>, index: number, count: number) => {
+  const found: Array<string> = []
+  for (let i = index - 1; i >= 0 && found.length < count; i--) if (lines[i]!.trim() !== "") found.unshift(lines[i]!)
+  return found
+}
 
 /** The codes in one text (a body, or the subject). */
 const codesIn = (text: string, subject: string): Array<Code> => {
   const lines = readableLines(text).slice(0, MAX_LINES)
   const found: Array<Code> = []
   lines.forEach((line, index) => {
+    let promotion: boolean | undefined
     for (const match of line.matchAll(CANDIDATE)) {
       const value = codeShape(match[1]!)
       if (value === undefined) continue
@@ -82,17 +108,17 @@ const codesIn = (text: string, subject: string): Array<Code> => {
       const end = start + match[1]!.length
       const before = line.slice(Math.max(0, start - 60), start)
       const after = line.slice(end, end + 40)
-      const alone = line.replace(match[1]!, "").replace(/[^\p{L}\p{N}]/gu, "").length <= 2
+      const alone = line.length <= MAX_ALONE_LINE && line.replace(match[1]!, "").replace(/[^\p{L}\p{N}]/gu, "").length <= 2
       // A code alone on its line is labelled by the lines above it (a heading, then "enter this code").
-      const above = alone ? lines.slice(0, index).filter((l) => l.trim() !== "").slice(-2) : []
+      const above = alone ? nonBlankBefore(lines, index, 2) : []
       const near = [...above, before, after, alone ? subject : ""].join(" ")
-      if (!CODE_WORDS.test(near) || PROMOTION.test(line)) continue
+      if (!CODE_WORDS.test(near) || (promotion ??= PROMOTION.test(line))) continue
       const justBefore = line.slice(Math.max(0, start - 30), start)
       if (OTHER_NUMBER.test(justBefore) || (alone && above.length > 0 && OTHER_NUMBER.test(above[above.length - 1]!))) continue
       if (UNIT_AFTER.test(after) || MORE_DIGITS_AFTER.test(after) || (/^\d/.test(value) && PHONE_BEFORE.test(justBefore))) continue
       const context = alone
         ? squeeze([...above.slice(-1), line].join(" "))
-        : [...words(line.slice(0, start)).slice(-8), match[1]!, ...words(line.slice(end)).slice(0, 8)].join(" ")
+        : [...words(line.slice(Math.max(0, start - WINDOW), start)).slice(-8), match[1]!, ...words(line.slice(end, end + WINDOW)).slice(0, 8)].join(" ")
       found.push({ value, context })
     }
   })

@@ -4,7 +4,7 @@
  * so a double click or a retried request sends once.
  */
 import { html } from "htm/preact"
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import { call, fieldError, findMailbox } from "./api.js"
 import { go } from "./router.js"
 import { ErrorNote, Field, LoadFailed, MailboxNotFound, TextArea, useAction } from "./ui.js"
@@ -88,6 +88,14 @@ export const ComposeForm = ({ mailboxId, address, name }) => {
   const [subject, setSubject] = useState("")
   const [text, setText] = useState("")
   const { busy, error, run } = useAction()
+  // A refused send leaves the keyboard at what to fix: the first field refused, else Send again (the
+  // button pressed was off while sending, and the focus fell off it to the page).
+  const form = useRef(/** @type {HTMLFormElement | null} */ (null))
+  useEffect(() => {
+    if (!error || !form.current) return
+    const target = form.current.querySelector('[aria-invalid="true"]') ?? form.current.querySelector('button[type="submit"]')
+    if (target instanceof HTMLElement) target.focus()
+  }, [error])
   // One key per message written: the same message sent twice is sent once.
   const [key, setKey] = useState(newKey)
   const base = `/api/mailboxes/${encodeURIComponent(mailboxId)}`
@@ -105,7 +113,7 @@ export const ComposeForm = ({ mailboxId, address, name }) => {
     })
 
   return html`
-    <form class="card" aria-label="New email" onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
+    <form class="card" aria-label="New email" ref=${form} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
       ${address && html`<p class="muted small">From ${name ? html`<strong>${name}</strong> ${`<${address}>`}` : html`<strong>${address}</strong>`}</p>`}
       <${Field} id="compose-to" label="To" value=${to} onInput=${setTo} required
         hint="Addresses separated by commas; Name <address> works too" error=${recipientError(error, "to")} />

@@ -133,7 +133,8 @@ export const DomainsPage = () => {
         await call("POST", `/api/domains/${encodeURIComponent(domain.domain_id)}/verify`)
         setVerdicts({ ...verdicts, [domain.domain_id]: { ok: true } })
       } catch (refusal) {
-        if (!(refusal instanceof ApiError) || refusal.code !== "VERIFICATION_FAILED") throw refusal
+        // Said beside the domain: no TXT record yet, or another account verified the name first (CONFLICT).
+        if (!(refusal instanceof ApiError) || !["VERIFICATION_FAILED", "CONFLICT"].includes(refusal.code)) throw refusal
         setVerdicts({ ...verdicts, [domain.domain_id]: { ok: false, message: refusal.message, details: refusal.details } })
       }
     })

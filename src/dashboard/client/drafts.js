@@ -4,12 +4,13 @@
  * stays listed with a link to the email it became; a scheduled one shows when it will leave.
  */
 import { html } from "htm/preact"
-import { useRef, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { formatRecipients, parseRecipients, recipientError } from "./compose.js"
+import { onDelivery } from "./live.js"
 import { mailDocument, SANDBOX } from "./mail-frame.js"
 import { href } from "./router.js"
-import { ErrorNote, Field, LoadFailed, MailboxNotFound, Pager, TextArea, useReloading, when } from "./ui.js"
+import { ErrorNote, Field, LoadFailed, MailboxNotFound, Pager, TextArea, useAction, useReloading, when } from "./ui.js"
 
 /** Drafts are read a page of 100 at a time (the API's largest), newest first. */
 const LIMIT = 100
@@ -26,39 +27,126 @@ const LIMIT = 100
 const edited = (typed, held, read) => (typed.trim() === "" && (held === undefined || held === null) ? undefined : read(typed))
 const asIs = (/** @type {string} */ typed) => typed
 
+/**
+ * An address header's first value as the email came (`email.headers`, keyed by lower-case name), its
+ * names quoted as the send quotes them; undefined when the email has none.
+ * @param {any} email @param {string} name
+ */
+const headerOf = (email, name) => {
+  const value = email.headers?.[name]
+  const first = Array.isArray(value) ? value[0] : value
+  return typeof first === "string" && first.trim() !== "" ? formatRecipients(parseRecipients(first)) : undefined
+}
+
+/**
+ * What a forward carries below the agent's note, as the send builds it (services/outbound/replies.ts,
+ * `forward`): the "Forwarded message" block with the original's From, Date, Subject, To and Cc, then
+ * its text; its HTML version (when it has one) in the HTML part; its attachments along.
+ * @param {any} email the original, as GET /api/emails/{id} answers it
+ */
+export const forwardedText = (email) => [
+  "---------- Forwarded message ---------",
+  `From: ${headerOf(email, "from") ?? email.from}`,
+  `Date: ${new Date(email.date).toUTCString()}`,
+  `Subject: ${email.subject}`,
+  `To: ${headerOf(email, "to") ?? email.to.join(", ")}`,
+  ...(headerOf(email, "cc") ? [`Cc: ${headerOf(email, "cc")}`] : []),
+  "",
+  email.text
+].join("\n")
+
+/**
+ * The email a forward draft forwards, as the approved message will carry it: so that what the person
+ * approves is what is sent, the original's words, HTML and attachments included.
+ * @param {{ emailId: string }} props
+ */
+const Forwarded = ({ emailId }) => {
+  const [email, setEmail] = useState(/** @type {any} */ (null))
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
+  useEffect(() => {
+    setFailure(null)
+    call("GET", `/api/emails/${encodeURIComponent(emailId)}`).then((answer) => setEmail(answer.data), setFailure)
+  }, [emailId])
+  if (failure) return html`<p class="note error">The forwarded email could not be read: ${failure instanceof Error ? failure.message : String(failure)}</p>`
+  if (!email) return html`<p class="muted small">Reading the forwarded email…</p>`
+  const names = email.attachments.map((/** @type {any} */ a, /** @type {number} */ i) => a.filename ?? `attachment-${i + 1}`)
+  return html`
+    <section class="forwarded" aria-label="Forwarded email">
+      <div class="small">${`Forwards “${email.subject || "(no subject)"}” from ${email.from_name ? `${email.from_name} <${email.from}>` : email.from}${
+    names.length > 0 ? `, with ${names.length === 1 ? "1 attachment" : `${names.length} attachments`} (${names.join(", ")})` : ", no attachments"
+  }. Below the note, the message carries:`}</div>
+      <pre class="mail-text draft-text" aria-label="Forwarded text">${forwardedText(email)}</pre>
+      ${email.html && html`
+        <details><summary class="small">The forwarded email's HTML version (sent along; mail programs show it)</summary>
+          <iframe class="mail-body" title="HTML version of the forwarded email" sandbox=${SANDBOX} referrerpolicy="no-referrer"
+            srcdoc=${mailDocument(email.html, false).srcdoc}></iframe></details>`}
+    </section>`
+}
+
 /** @param {any} draft */
 const kindOf = (draft) => draft.in_reply_to ? (draft.reply_all ? "Reply to all" : "Reply") : draft.forward_of ? "Forward" : "New message"
 
-/** @param {{ draft: any, address?: string, run: (action: () => Promise<unknown>) => Promise<void> }} props */
-const DraftItem = ({ draft, address, run }) => {
+/**
+ * A draft rejected too late: it had been sent meanwhile (scheduled, or approved elsewhere), so the
+ * rejection removed only the draft and the email it became went out all the same.
+ * @typedef {{ title: string, emailId: string, sentAt: string | null }} SentMeanwhile
+ */
+
+/**
+ * @param {{ draft: any, address?: string, run: (action: () => Promise<unknown>) => Promise<void>,
+ *   onSentMeanwhile: (sent: SentMeanwhile) => void }} props
+ */
+const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
   const [editing, setEditing] = useState(false)
   const [to, setTo] = useState(formatRecipients(draft.to))
   const [cc, setCc] = useState(formatRecipients(draft.cc))
   const [bcc, setBcc] = useState(formatRecipients(draft.bcc))
   const [subject, setSubject] = useState(draft.subject ?? "")
   const [text, setText] = useState(draft.text ?? "")
-  const [error, setError] = useState(/** @type {unknown} */ (null))
   const path = `/api/mailboxes/${encodeURIComponent(draft.mailbox_id)}/drafts/${encodeURIComponent(draft.draft_id)}`
   const title = draft.subject || (draft.in_reply_to ? "(reply)" : "(no subject)")
 
-  /** This draft's own refusals are shown with it, not at the top of the page. @param {() => Promise<unknown>} action */
+  // While an action runs its buttons are off: a double click approves (or rejects) once.
+  const own = useAction({ once: true })
+  const { busy, error } = own
+  /**
+   * This draft's own refusals are shown with it, not at the top of the page; the page's list is read
+   * again after each action, refused or not.
+   * @param {() => Promise<unknown>} action
+   */
   const act = (action) =>
-    run(async () => {
-      setError(null)
+    own.run(async () => {
       try {
         await action()
-      } catch (failure) {
-        setError(failure)
+      } finally {
+        await run(async () => {})
       }
     })
+  // DELETE answers the email a draft already became: the rejection came too late, and the person is told so.
+  const reject = () =>
+    confirm(`Reject the draft “${title}”? It is deleted.`) &&
+    act(async () => {
+      const emailId = (await call("DELETE", path)).data.email_id
+      if (!emailId) return
+      const sentAt = await call("GET", `/api/emails/${encodeURIComponent(emailId)}`).then((answer) => answer.data.received_at, () => null)
+      onSentMeanwhile({ title, emailId, sentAt })
+    })
   // Editing starts from the draft as it is now (an agent may have changed it since the page loaded).
+  // Editing takes the keyboard to the form's first field; leaving it, back to Edit.
+  const editButton = useRef(/** @type {HTMLButtonElement | null} */ (null))
+  const wasEditing = useRef(false)
+  useEffect(() => {
+    if (editing) document.getElementById("draft-to-" + draft.draft_id)?.focus()
+    else if (wasEditing.current) editButton.current?.focus()
+    wasEditing.current = editing
+  }, [editing])
   const edit = () => {
     setTo(formatRecipients(draft.to))
     setCc(formatRecipients(draft.cc))
     setBcc(formatRecipients(draft.bcc))
     setSubject(draft.subject ?? "")
     setText(draft.text ?? "")
-    setError(null)
+    own.clear()
     setEditing(true)
   }
   const save = () =>
@@ -95,15 +183,16 @@ const DraftItem = ({ draft, address, run }) => {
         ${!editing && draft.text && (draft.html
           ? html`<details><summary class="small">Plain-text version</summary><pre class="mail-text draft-text">${draft.text}</pre></details>`
           : html`<pre class="mail-text draft-text">${draft.text}</pre>`)}
+        ${!editing && draft.forward_of && html`<${Forwarded} emailId=${draft.forward_of} />`}
         ${draft.attachments.length > 0 && html`<div class="small">Attachments: ${draft.attachments.map((/** @type {any} */ a) => a.filename).join(", ")}</div>`}
         ${draft.list_unsubscribe && html`<div class="small">With an unsubscribe link: the recipient can stop the account's mail in one click.</div>`}
         ${draft.status === "sent" && draft.email_id && html`<a href=${href("emails", draft.email_id)}>Open the sent email</a>`}
       </div>
       ${draft.status === "draft" && !editing && html`
         <div class="actions">
-          <button type="button" onClick=${() => act(() => call("POST", path + "/send"))}>Approve and send</button>
-          <button type="button" class="secondary" onClick=${edit}>Edit</button>
-          <button type="button" class="danger" onClick=${() => confirm(`Reject the draft “${title}”? It is deleted.`) && act(() => call("DELETE", path))}>Reject</button>
+          <button type="button" disabled=${busy} onClick=${() => act(() => call("POST", path + "/send"))}>Approve and send</button>
+          <button type="button" class="secondary" disabled=${busy} ref=${editButton} onClick=${edit}>Edit</button>
+          <button type="button" class="danger" disabled=${busy} onClick=${reject}>Reject</button>
         </div>`}
       ${editing && html`
         <form class="full" aria-label=${"Edit draft " + title} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), save())}>
@@ -133,18 +222,28 @@ const DraftItem = ({ draft, address, run }) => {
 /** The most recently sent drafts a page lists below those awaiting approval (the emails they became are in the mailbox). */
 const SENT_SHOWN = 20
 
-/** @param {{ drafts: DraftPage, addresses: Record<string, string>, run: (action: () => Promise<unknown>) => Promise<void>, pager: unknown }} props */
-const DraftLists = ({ drafts, addresses, run, pager }) => html`
+/** What the person is told of a draft they rejected after it was sent. @param {{ sent: SentMeanwhile | null }} props */
+const SentMeanwhileNote = ({ sent }) => html`
+  <div role="status">${sent && html`
+    <p class="notice">${`The draft “${sent.title}” had already been sent${sent.sentAt ? ` at ${new Date(sent.sentAt).toLocaleString()}` : ""} when you rejected it: the email went out, and only the draft was deleted.`} <a href=${href("emails", sent.emailId)}>Open the sent email</a></p>`}
+  </div>`
+
+/**
+ * @param {{ drafts: DraftPage, addresses: Record<string, string>, run: (action: () => Promise<unknown>) => Promise<void>, pager: unknown,
+ *   sentMeanwhile: SentMeanwhile | null, onSentMeanwhile: (sent: SentMeanwhile) => void }} props
+ */
+const DraftLists = ({ drafts, addresses, run, pager, sentMeanwhile, onSentMeanwhile }) => html`
+  <${SentMeanwhileNote} sent=${sentMeanwhile} />
   <h2>Awaiting approval (${drafts.total})</h2>
   ${drafts.waiting.length === 0 ? html`<p class="muted">Nothing to approve. Drafts your agents write appear here.</p>` : html`
     <ul class="list" aria-label="Drafts awaiting approval">
-      ${drafts.waiting.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} />`)}
+      ${drafts.waiting.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} onSentMeanwhile=${onSentMeanwhile} />`)}
     </ul>`}
   ${pager}
   ${drafts.sent.length > 0 && html`
     <h2>Sent${drafts.sentTotal > drafts.sent.length ? ` (the ${drafts.sent.length} most recent of ${drafts.sentTotal})` : ""}</h2>
     <ul class="list" aria-label="Sent drafts">
-      ${drafts.sent.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} />`)}
+      ${drafts.sent.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} onSentMeanwhile=${onSentMeanwhile} />`)}
     </ul>`}
 `
 
@@ -170,8 +269,16 @@ const useDraftPage = (path, before = async () => {}) => {
     if (waiting.data.length === 0 && offset > 0) return setOffset(Math.max(0, Math.floor((waiting.meta.total - 1) / LIMIT) * LIMIT))
     setDrafts({ waiting: waiting.data, total: waiting.meta.total, sent: sent.data, sentTotal: sent.meta.total })
   }, [offset])
+  // A draft sent while the page is open (scheduled, or approved elsewhere) moves to Sent: the
+  // delivery of an email the page does not list yet as a sent draft's reads the drafts again.
+  const listed = useRef(/** @type {Set<string>} */ (new Set()))
+  listed.current = new Set((drafts?.sent ?? []).map((d) => d.email_id))
+  useEffect(() => onDelivery((event) => {
+    if (!listed.current.has(event.data?.email_id)) reading.retry()
+  }), [path, offset])
+  const [sentMeanwhile, onSentMeanwhile] = useState(/** @type {SentMeanwhile | null} */ (null))
   const pager = html`<${Pager} offset=${offset} pageSize=${LIMIT} total=${drafts?.total ?? 0} noun="drafts awaiting approval" onOffset=${setOffset} />`
-  return { drafts, pager, ...reading }
+  return { drafts, pager, sentMeanwhile, onSentMeanwhile, ...reading }
 }
 
 /** @param {{ mailboxId: string }} props */
@@ -179,7 +286,7 @@ export const MailboxDrafts = ({ mailboxId }) => {
   // undefined until the mailbox is read; null: the account has no such mailbox.
   const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
   const known = useRef(/** @type {any} */ (undefined))
-  const { drafts, pager, error, failure, retry, run } = useDraftPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/drafts`, async () => {
+  const { drafts, pager, sentMeanwhile, onSentMeanwhile, error, failure, retry, run } = useDraftPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/drafts`, async () => {
     if (known.current === undefined) setMailbox(known.current = await findMailbox(mailboxId))
   })
   if (mailbox === null || isNotFound(failure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
@@ -189,7 +296,7 @@ export const MailboxDrafts = ({ mailboxId }) => {
     <div class="actions"><a class="button secondary" href=${href("mailboxes", mailboxId, "compose")}>New email</a></div>
     <${ErrorNote} error=${error} />
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`
-      <${DraftLists} drafts=${drafts} addresses=${{}} run=${run} pager=${pager} />`}
+      <${DraftLists} drafts=${drafts} addresses=${{}} run=${run} pager=${pager} sentMeanwhile=${sentMeanwhile} onSentMeanwhile=${onSentMeanwhile} />`}
   `
 }
 
@@ -197,7 +304,7 @@ export const MailboxDrafts = ({ mailboxId }) => {
 export const AllDrafts = () => {
   const [addresses, setAddresses] = useState(/** @type {Record<string, string>} */ ({}))
   const known = useRef(/** @type {Record<string, string> | null} */ (null))
-  const { drafts, pager, error, failure, retry, run } = useDraftPage("/api/drafts", async (page) => {
+  const { drafts, pager, sentMeanwhile, onSentMeanwhile, error, failure, retry, run } = useDraftPage("/api/drafts", async (page) => {
     // The addresses are read again only for a mailbox made since they were.
     if (known.current && page.every((d) => d.mailbox_id in /** @type {Record<string, string>} */ (known.current))) return
     const mailboxes = await allMailboxes()
@@ -208,6 +315,6 @@ export const AllDrafts = () => {
     <p class="muted">What your agents drafted for a person to approve: review, edit, then send or reject.</p>
     <${ErrorNote} error=${error} />
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`
-      <${DraftLists} drafts=${drafts} addresses=${addresses} run=${run} pager=${pager} />`}
+      <${DraftLists} drafts=${drafts} addresses=${addresses} run=${run} pager=${pager} sentMeanwhile=${sentMeanwhile} onSentMeanwhile=${onSentMeanwhile} />`}
   `
 }

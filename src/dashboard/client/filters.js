@@ -7,8 +7,8 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { allMailboxes, call, fieldErrorWithin as errorAt } from "./api.js"
-import { count, ErrorNote, Field, LoadFailed, useReloading, when } from "./ui.js"
+import { call, fieldErrorWithin as errorAt } from "./api.js"
+import { count, ErrorNote, Field, LoadFailed, MailboxesUnread, useMailboxChoices, useReloading, when } from "./ui.js"
 
 /** The largest page the list answers; an account keeps at most 100 filters. */
 const PAGE = 100
@@ -40,9 +40,10 @@ const joined = (list) => (list ?? []).join(", ")
 /**
  * The form for a new filter, or for changing one (`editing`): its fields start as the filter is, and
  * labels it removes that the form has no box for (besides unread) are kept as they are.
- * @param {{ mailboxes: any[], editing: any | null, onSaved: () => void, onCancel: () => void }} props
+ * @param {{ choices: ReturnType<typeof useMailboxChoices>, editing: any | null, onSaved: () => void, onCancel: () => void }} props
  */
-const FilterForm = ({ mailboxes, editing, onSaved, onCancel }) => {
+const FilterForm = ({ choices, editing, onSaved, onCancel }) => {
+  const { mailboxes } = choices
   const c = editing?.conditions ?? {}
   const adds = editing?.actions.add_labels ?? []
   const removes = editing?.actions.remove_labels ?? []
@@ -138,6 +139,7 @@ const FilterForm = ({ mailboxes, editing, onSaved, onCancel }) => {
             <option value="">Every mailbox</option>
             ${mailboxes.map((m) => html`<option key=${m.mailbox_id} value=${m.mailbox_id}>${m.email_address}</option>`)}
           </select>
+          <${MailboxesUnread} failure=${choices.failure} onRetry=${choices.retry} />
         </div>
         <${Field} id="filter-name" label="Name (optional)" value=${name} onInput=${setName} error=${errorAt(error, "name")} />
       </div>
@@ -199,7 +201,8 @@ const FilterItem = ({ filter, mailboxes, run, onEdit }) => {
 export const FiltersPage = () => {
   const [filters, setFilters] = useState(/** @type {any[] | null} */ (null))
   const [total, setTotal] = useState(0)
-  const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
+  const choices = useMailboxChoices()
+  const { mailboxes } = choices
   // The filter being changed in the form; null: the form makes a new one.
   const [editing, setEditing] = useState(/** @type {any} */ (null))
   const { error, failure, retry, run } = useReloading((isCurrent) =>
@@ -209,15 +212,11 @@ export const FiltersPage = () => {
     const heading = /** @type {HTMLElement | null} */ (document.querySelector("#filter-form h2"))
     if (editing && heading) (heading.scrollIntoView({ block: "start" }), heading.focus())
   }, [editing])
-  useEffect(() => {
-    // The mailbox choice; without it every filter still shows (as "a mailbox"), so a failure is not the page's.
-    allMailboxes().then(setMailboxes, () => setMailboxes([]))
-  }, [])
   return html`
     <h1>Filters</h1>
     <p class="muted">Label, mark read or file as spam the mail your mailboxes receive, by who sent it, whom it was for, what it says, or whether it carries files.</p>
-    <${FilterForm} key=${editing?.filter_id ?? "new"} mailboxes=${mailboxes} editing=${editing}
-      onSaved=${() => (setEditing(null), run(async () => {}))} onCancel=${() => setEditing(null)} />
+    <${FilterForm} key=${editing?.filter_id ?? "new"} editing=${editing}
+      onSaved=${() => (setEditing(null), run(async () => {}))} onCancel=${() => setEditing(null)} choices=${choices} />
     <section class="card" aria-labelledby="filters-heading">
       <h2 id="filters-heading">Your filters</h2>
       <p class="muted small">They apply in this order, each to what the ones before it left.</p>

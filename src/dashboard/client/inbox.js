@@ -2,7 +2,7 @@
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call, findMailbox, isNotFound, query } from "./api.js"
-import { onMail } from "./live.js"
+import { coalesced, onMail } from "./live.js"
 import { href, keepPageParams, pageParams } from "./router.js"
 import { ThreadLink } from "./threads.js"
 import { ConfirmDelete, count, ErrorNote, LoadFailed, MailboxNotFound, Pager, useAction, when } from "./ui.js"
@@ -174,7 +174,7 @@ const usePage = (path, params = {}, firstOffset = 0) => {
       }
     }
     read()
-    const stop = onMail(() => read())
+    const stop = onMail(coalesced(read))
     return () => {
       current = false
       stop()
@@ -229,7 +229,7 @@ const StatsLine = ({ mailboxId }) => {
     const read = () => call("GET", "/api/stats" + query(mailboxId ? { mailbox_id: mailboxId } : {})).then((answer) => current && setStats(answer.data), () => {})
     read()
     // Counted again as mail arrives, as the list below is read again.
-    const stop = onMail(() => read())
+    const stop = onMail(coalesced(read))
     return () => {
       current = false
       stop()
@@ -266,9 +266,11 @@ export const MailboxInbox = ({ mailboxId }) => {
     const firstSort = (grouped ? THREAD_SORTS : SORTS)[0][0]
     keepPageParams({ view: grouped ? "conversations" : undefined, sort: sort === firstSort ? undefined : sort, page: pageOf(offset) })
   }, [grouped, sort, offset])
+  // Grouping keeps the order chosen: oldest first stays oldest first (a subject order has no conversation counterpart).
   const group = (/** @type {boolean} */ on) => {
     setGrouped(on)
-    setSort(on ? "last_received_at:desc" : "received_at:desc")
+    const oldestFirst = sort === "received_at:asc" || sort === "last_received_at:asc"
+    setSort(on ? (oldestFirst ? "last_received_at:asc" : "last_received_at:desc") : (oldestFirst ? "received_at:asc" : "received_at:desc"))
     setOffset(0)
   }
   const noun = grouped ? ["conversation", "conversations"] : ["email", "emails"]

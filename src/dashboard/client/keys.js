@@ -7,8 +7,8 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { allMailboxes, call, fieldError } from "./api.js"
-import { CopyButton, ErrorNote, Field, MailboxChooser, when } from "./ui.js"
+import { call, fieldError } from "./api.js"
+import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, MailboxesUnread, useMailboxChoices, when } from "./ui.js"
 
 /** The expiries offered: SPEC allows 1-365 days. */
 const EXPIRIES = /** @type {const} */ ([["", "Never"], ["30", "In 30 days"], ["90", "In 90 days"], ["180", "In 180 days"], ["365", "In a year"]])
@@ -124,20 +124,27 @@ export const KeysPage = () => {
   // Days until the new key expires; "" never.
   const [days, setDays] = useState("")
   // The account's mailboxes (for limiting a key to some), and those chosen: none is the whole account.
-  const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
+  const choices = useMailboxChoices()
+  const { mailboxes } = choices
   const [chosen, setChosen] = useState(/** @type {string[]} */ ([]))
   const [readOnly, setReadOnly] = useState(false)
-  /** @param {string} id */
-  const addressOf = (id) => mailboxes.find((m) => m.mailbox_id === id)?.email_address ?? "a deleted mailbox"
+  /** A key's mailbox by its address; by its id until the mailboxes are read (or when they could not be). @param {string} id */
+  const addressOf = (id) => mailboxes.find((m) => m.mailbox_id === id)?.email_address ?? (choices.read ? "a deleted mailbox" : id)
   const [created, setCreated] = useState(/** @type {any} */ (null))
   const [error, setError] = useState(/** @type {unknown} */ (null))
   // The key being changed, if any.
   const [editing, setEditing] = useState(/** @type {string | null} */ (null))
 
-  const load = () => call("GET", "/api/api-keys?limit=100").then((answer) => setKeys(answer.data), setError)
+  // A failed read (a 429 on the free plan, say) is said with when to try again; the list last read
+  // stays, and "No keys yet." is said only of a list read empty.
+  const [listFailure, setListFailure] = useState(/** @type {unknown} */ (null))
+  const load = () =>
+    call("GET", "/api/api-keys?limit=100").then(
+      (answer) => (setKeys(answer.data), setListFailure(null)),
+      setListFailure
+    )
   useEffect(() => {
     load()
-    allMailboxes().then(setMailboxes, () => setMailboxes([]))
   }, [])
 
   /** @param {Event} event */
@@ -191,6 +198,7 @@ export const KeysPage = () => {
       ${mailboxes.length > 0 && html`
         <${MailboxChooser} legend="Limit to mailboxes (none checked: the whole account)" mailboxes=${mailboxes} chosen=${chosen}
           onChange=${setChosen} error=${fieldError(error, "mailboxIds")} />`}
+      <${MailboxesUnread} failure=${choices.failure} onRetry=${choices.retry} />
       <${ReadOnlyChoice} id="key-read-only" checked=${readOnly} onChange=${setReadOnly} />
     </form>
     <${ErrorNote} error=${error} />
@@ -202,7 +210,8 @@ export const KeysPage = () => {
       </div>`}
     ${smtp && html`<${SmtpSettings} server=${smtp} />`}
     ${imap && html`<${ImapSettings} server=${imap} />`}
-    ${keys === null ? html`<p class="muted">Loading…</p>` : keys.length === 0 ? html`<p class="muted">No keys yet.</p>` : html`
+    ${listFailure && html`<${LoadFailed} error=${listFailure} onRetry=${() => (setListFailure(null), load())} retryName="Read the keys again" />`}
+    ${keys === null ? (listFailure ? null : html`<p class="muted">Loading…</p>`) : keys.length === 0 ? (listFailure ? null : html`<p class="muted">No keys yet.</p>`) : html`
       <ul class="list">
         ${keys.map((key) => html`
           <li key=${key.keyId} class="item wrap">

@@ -3,11 +3,11 @@
  * shown safely, each recipient's delivery for sent mail (a received email's forwarded copies), and replying.
  */
 import { html } from "htm/preact"
-import { useEffect, useMemo, useState } from "preact/hooks"
+import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { call } from "./api.js"
 import { ReplyForm } from "./compose.js"
 import { mailDocument, SANDBOX } from "./mail-frame.js"
-import { go, href } from "./router.js"
+import { backToList, go, href } from "./router.js"
 import { ConfirmDelete, ErrorNote, size, when } from "./ui.js"
 
 /** Labels that state what an email is: Mailroom sets them, nobody changes them. */
@@ -21,6 +21,22 @@ const FACT_LABELS = ["inbound", "sent"]
 const Labels = ({ email, onChanged }) => {
   const [label, setLabel] = useState("")
   const [error, setError] = useState(/** @type {unknown} */ (null))
+  const box = useRef(/** @type {HTMLDivElement | null} */ (null))
+  /**
+   * Remove a label; the keyboard moves to the next label's remove button (else the one before, else
+   * the new label's field), not to the page.
+   * @param {string} name
+   */
+  const remove = async (name) => {
+    const removable = email.labels.filter((/** @type {string} */ l) => !FACT_LABELS.includes(l))
+    const at = removable.indexOf(name)
+    if (!(await change({ remove_labels: [name] }))) return
+    requestAnimationFrame(() => {
+      const buttons = box.current?.querySelectorAll("button.remove") ?? []
+      const next = buttons[Math.min(at, buttons.length - 1)] ?? box.current?.querySelector("#new-label")
+      if (next instanceof HTMLElement) next.focus()
+    })
+  }
   /** @param {{ add_labels?: string[], remove_labels?: string[] }} change */
   const change = async (change) => {
     setError(null)
@@ -33,12 +49,12 @@ const Labels = ({ email, onChanged }) => {
     }
   }
   return html`
-    <div class="labels">
+    <div class="labels" ref=${box}>
       <ul class="tags" aria-label="Labels">
         ${email.labels.map((/** @type {string} */ name) => html`
-          <li class="tag">${name}${!FACT_LABELS.includes(name) && html`
+          <li key=${name} class="tag">${name}${!FACT_LABELS.includes(name) && html`
             <button type="button" class="link remove" aria-label=${`Remove label ${name}`}
-              onClick=${() => change({ remove_labels: [name] })}>×</button>`}</li>`)}
+              onClick=${() => remove(name)}>×</button>`}</li>`)}
       </ul>
       <form class="inline-form" aria-label="Add a label"
         onSubmit=${async (/** @type {Event} */ e) => (e.preventDefault(), (await change({ add_labels: [label] })) && setLabel(""))}>
@@ -294,8 +310,9 @@ export const ReaderPage = ({ emailId }) => {
   if (error) return html`<${ErrorNote} error=${error} />`
   if (!email) return html`<p class="muted">Loading…</p>`
   const to = email.to.join(", ")
+  const back = backToList(email.mailbox_id)
   return html`
-    <p><a href=${href("mailboxes", email.mailbox_id)}>← Back to the inbox</a></p>
+    <p><a href=${back.href}>${back.label}</a></p>
     <article class="card reader">
       <h1>${email.subject || "(no subject)"}</h1>
       <dl class="meta">

@@ -28,9 +28,27 @@ export const go = (...segments) => {
  */
 export const pageParams = () => new URLSearchParams(location.hash.split("?")[1] ?? "")
 
+/** The address of the list (a mailbox's, All mail, a search) last shown, as it was left: settings, page and all. */
+let listLeft = ""
+
+/**
+ * Where an email's or a conversation's "Back" link goes: to the list it was opened from as it was
+ * left (the browser's Back goes there too), when that list is its mailbox's, All mail or a search;
+ * otherwise to its mailbox's inbox.
+ * @param {string} mailboxId
+ * @returns {{ href: string, label: string }}
+ */
+export const backToList = (mailboxId) => {
+  const path = listLeft.split("?")[0]
+  if (path === href("search")) return { href: listLeft, label: "← Back to the search" }
+  if (path === href("inbox") || path === href("mailboxes", mailboxId)) return { href: listLeft, label: "← Back to the inbox" }
+  return { href: href("mailboxes", mailboxId), label: "← Back to the inbox" }
+}
+
 /**
  * Keep `params` (those set and not empty) in the current page's URL, in place of the history entry
- * rather than as a new one: Back leaves the page, it does not undo a setting.
+ * rather than as a new one: Back leaves the page, it does not undo a setting. Lists keep theirs this
+ * way, so the address kept is also where an email's Back link returns (backToList).
  * @param {Record<string, string | number | undefined>} params
  */
 export const keepPageParams = (params) => {
@@ -41,4 +59,5 @@ export const keepPageParams = (params) => {
   const query = kept.toString()
   url.hash = query === "" ? path : `${path}?${query}`
   if (url.href !== location.href) history.replaceState(history.state, "", url)
+  listLeft = url.hash
 }

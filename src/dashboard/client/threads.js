@@ -8,7 +8,7 @@ import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
 import { call } from "./api.js"
 import { ReplyForm } from "./compose.js"
-import { go, href } from "./router.js"
+import { backToList, go, href } from "./router.js"
 import { ConfirmDelete, ErrorNote, when } from "./ui.js"
 
 /** At most this many messages' bodies are fetched at once; older ones are shown as their preview. */
@@ -52,8 +52,9 @@ export const ConversationPage = ({ threadId }) => {
   if (!thread) return html`<p class="muted">Loading…</p>`
   const newest = thread.emails[thread.emails.length - 1]
   const newestFull = newest && bodies[newest.email_id]
+  const back = backToList(thread.mailbox_id)
   return html`
-    <p><a href=${href("mailboxes", thread.mailbox_id)}>← Back to the inbox</a></p>
+    <p><a href=${back.href}>${back.label}</a></p>
     <h1>${thread.subject || "(no subject)"}</h1>
     <p class="muted">${thread.message_count} ${thread.message_count === 1 ? "message" : "messages"}, oldest first</p>
     <ol class="conversation" aria-label="Messages">

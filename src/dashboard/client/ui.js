@@ -1,7 +1,7 @@
 /** Small pieces every page uses: the page frame with its navigation, labelled fields, copy buttons, notices. */
 import { html } from "htm/preact"
 import { useEffect, useRef, useState } from "preact/hooks"
-import { ApiError, findMailbox } from "./api.js"
+import { allMailboxes, ApiError, findMailbox } from "./api.js"
 import { href } from "./router.js"
 
 /**
@@ -144,13 +144,19 @@ export const size = (bytes) => {
 
 /**
  * A form's action: `run` does it while `busy` (for disabling the buttons), and its failure is
- * `error`, for ErrorNote.
+ * `error`, for ErrorNote (`clear` takes it away). With `once`, a second `run` while one is under way
+ * is not started: a double click approves once, even the second click that comes before the
+ * buttons are drawn disabled (not for a search, whose new query replaces the one running).
+ * @param {{ once?: boolean }} [options]
  */
-export const useAction = () => {
+export const useAction = ({ once = false } = {}) => {
   const [error, setError] = useState(/** @type {unknown} */ (null))
   const [busy, setBusy] = useState(false)
+  const running = useRef(false)
   /** @param {() => Promise<void>} action */
   const run = async (action) => {
+    if (once && running.current) return
+    running.current = true
     setBusy(true)
     setError(null)
     try {
@@ -158,17 +164,13 @@ export const useAction = () => {
     } catch (failure) {
       setError(failure)
     } finally {
+      running.current = false
       setBusy(false)
     }
   }
-  return { busy, error, run }
+  return { busy, error, run, clear: () => setError(null) }
 }
 
-/**
- * A deletion asked twice: the button, then what it deletes and that it cannot be undone, with the
- * button that does it. Its refusal (a 409: deliveries pending, a draft answering it) shows below.
- * @param {{ what: string, warning: string, onConfirm: () => Promise<void> }} props
- */
 /**
  * Focus an element when it is shown (the answer to a question the reader just asked for, so the
  * keyboard stays where they are); a ref that never changes, so it runs once per element.
@@ -176,6 +178,11 @@ export const useAction = () => {
  */
 const focusOnShow = (element) => element?.focus()
 
+/**
+ * A deletion asked twice: the button, then what it deletes and that it cannot be undone, with the
+ * button that does it. Its refusal (a 409: deliveries pending, a draft answering it) shows below.
+ * @param {{ what: string, warning: string, onConfirm: () => Promise<void> }} props
+ */
 export const ConfirmDelete = ({ what, warning, onConfirm }) => {
   const [asking, setAsking] = useState(false)
   const { busy, error, run } = useAction()
@@ -222,6 +229,29 @@ export const LoadFailed = ({ error, onRetry, retryName }) => html`
     <button type="button" class="secondary" aria-label=${retryName} onClick=${onRetry}>Try again</button>
   </div>
 `
+
+/**
+ * The account's mailboxes, for a form that chooses some (a filter's, a key's, a webhook's) and names
+ * those chosen; `read` once they have been. A failed read is `failure`, for MailboxesUnread where the
+ * choice would be: without it the form silently offered only "every mailbox".
+ */
+export const useMailboxChoices = () => {
+  const [mailboxes, setMailboxes] = useState(/** @type {any[] | null} */ (null))
+  const [failure, setFailure] = useState(/** @type {unknown} */ (null))
+  const read = () => {
+    allMailboxes().then((all) => (setMailboxes(all), setFailure(null)), setFailure)
+  }
+  useEffect(read, [])
+  return { mailboxes: mailboxes ?? [], read: mailboxes !== null, failure, retry: read }
+}
+
+/** Said where a form's choice of mailboxes would be, when they could not be read. @param {{ failure: unknown, onRetry: () => void }} props */
+export const MailboxesUnread = ({ failure, onRetry }) => failure ? html`
+  <div class="alert load-failed" role="alert">
+    <p>Your mailboxes could not be read, so none can be chosen here: ${failure instanceof Error ? failure.message : String(failure)}</p>
+    <p class="small">${adviceFor(failure)}</p>
+    <button type="button" class="secondary" aria-label="Read your mailboxes again" onClick=${onRetry}>Try again</button>
+  </div>` : null
 
 /** A mailbox page whose mailbox is not the account's (deleted, someone else's, or a wrong link). @param {{ mailboxId: string }} props */
 export const MailboxNotFound = ({ mailboxId }) => html`

@@ -4,8 +4,8 @@
  */
 import { html } from "htm/preact"
 import { useEffect, useState } from "preact/hooks"
-import { allMailboxes, call, fieldError, fieldErrorWithin, query } from "./api.js"
-import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, useAction, useReloading, when } from "./ui.js"
+import { call, fieldError, fieldErrorWithin, query } from "./api.js"
+import { CopyButton, ErrorNote, Field, LoadFailed, MailboxChooser, MailboxesUnread, useAction, useMailboxChoices, useReloading, when } from "./ui.js"
 
 const KINDS = ["email.received", "email.processed", "email.labels_changed", "email.deleted", "email.sent", "email.delivery_delayed", "email.bounced", "email.failed", "email.unsubscribed", "email.complained", "api_key.created"]
 
@@ -82,13 +82,11 @@ export const WebhooksPage = () => {
   const [url, setUrl] = useState("")
   const [events, setEvents] = useState(["email.received"])
   // The account's mailboxes (for choosing some), and those chosen: none is every mailbox.
-  const [mailboxes, setMailboxes] = useState(/** @type {any[]} */ ([]))
+  const choices = useMailboxChoices()
+  const { mailboxes } = choices
   const [chosen, setChosen] = useState(/** @type {string[]} */ ([]))
   // Labels the mail must carry (comma-separated; empty: any mail).
   const [labels, setLabels] = useState("")
-  useEffect(() => {
-    allMailboxes().then(setMailboxes, () => setMailboxes([]))
-  }, [])
   /** @param {string} id */
   const addressOf = (id) => mailboxes.find((m) => m.mailbox_id === id)?.email_address ?? id
   const [created, setCreated] = useState(/** @type {any} */ (null))
@@ -125,6 +123,7 @@ export const WebhooksPage = () => {
       ${mailboxes.length > 1 && html`
         <${MailboxChooser} legend="Mailboxes (none checked: every mailbox)" mailboxes=${mailboxes} chosen=${chosen} onChange=${setChosen}
           error=${fieldError(error, "mailbox_ids")} />`}
+      <${MailboxesUnread} failure=${choices.failure} onRetry=${choices.retry} />
       <${Field} id="webhook-labels" label="Only mail labelled (optional)" value=${labels} onInput=${setLabels}
         hint="Comma-separated: events about an email carrying one of these labels (a filter's billing, say); empty: all mail"
         error=${fieldErrorWithin(error, "labels")} />

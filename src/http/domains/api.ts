@@ -55,7 +55,7 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
         .addError(envelope(Conflict))
         .annotateContext(OpenApi.annotations({
           summary: "Add a custom domain",
-          description: "Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; registered anywhere already: 409 CONFLICT"
+          description: "Registers a hostname (IDNs in punycode); answers the DNS records to publish. Over the plan's limit: 403 DOMAIN_QUOTA; on this account already, shared, or verified by another account: 409 CONFLICT. Another account's unverified claim does not stop it: the first to verify holds the name"
         }))
     )
     .add(
@@ -74,9 +74,10 @@ const domainEndpoints = <const Name extends string>(name: Name) =>
         .addSuccess(Ok(Domain))
         .addError(envelope(VerificationFailed))
         .addError(envelope(NotFound))
+        .addError(envelope(Conflict))
         .annotateContext(OpenApi.annotations({
           summary: "Verify a domain's DNS",
-          description: "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding)"
+          description: "Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT"
         }))
     )
     .add(

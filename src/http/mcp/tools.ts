@@ -32,6 +32,7 @@ import { type ListOwner, SenderLists } from "../../../services/mail/sender-lists
 import { Direction, MAX_DELETE_BATCH, MAX_STATS_DAYS } from "../../../services/mail/schemas.ts"
 import { Mailboxes } from "../../../services/mailboxes/mailboxes.ts"
 import { Drafts } from "../../../services/outbound/drafts.ts"
+import { IdempotencyKey } from "../../../services/outbound/idempotency.ts"
 import { Replies } from "../../../services/outbound/replies.ts"
 import { DraftInput, DraftStatus, ForwardInput, ReplyInput, SendInput, SuppressionInput } from "../../../services/outbound/schemas.ts"
 import { fromSendInput, Outbound } from "../../../services/outbound/send.ts"
@@ -101,6 +102,17 @@ const sending: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, i
 
 const Id = (what: string) => Schema.String.annotations({ description: what })
 
+/** The HTTP routes' Idempotency-Key, as an argument of the tools that send or make a draft. */
+const Retried = Schema.optional(IdempotencyKey).annotations({
+  description:
+    "Makes a retried call safe: the same key with the same arguments within 24 hours answers the first answer and does nothing new; " +
+    "with other arguments it is refused (IDEMPOTENCY_KEY_REUSED). Keys are the account's, shared with the API's Idempotency-Key"
+})
+
+/** A tool call's idempotency (services/outbound/idempotency.ts): what makes a repeat the same call is the tool, its target and its arguments. */
+const once = (key: string | undefined, tool: string, target: string, args: unknown) =>
+  key === undefined ? undefined : { key, fingerprint: [`mcp:${tool}`, target, args] }
+
 /**
  * An attachment's text comes a part at a time: a whole document (up to 500,000 characters) in one
  * answer would fill a model's context, or not fit it at all.
@@ -125,10 +137,16 @@ export const tools = [
   tool({
     name: "list_mailboxes",
     reach: "args",
-    description: "List the account's active mailboxes: mailbox_id, email_address, display_name, domain, created_at.",
+    description:
+      "List the account's active mailboxes, as { mailboxes: [...] } (as GET /v1/api/mailboxes answers): mailbox_id, " +
+      "email_address, display_name, domain, created_at.",
     annotations: reading,
     input: Schema.Struct({}),
-    run: (principal) => Effect.flatMap(Mailboxes, (mailboxes) => mailboxes.list(principal, Option.getOrUndefined(principal.mailboxes)))
+    // An object, like every other tool's answer, so that it is structured content too (MCP's is an object, never an array).
+    run: (principal) =>
+      Effect.flatMap(Mailboxes, (mailboxes) => mailboxes.list(principal, Option.getOrUndefined(principal.mailboxes))).pipe(
+        Effect.map((list) => ({ mailboxes: list }))
+      )
   }),
   tool({
     name: "create_mailbox",
@@ -298,10 +316,11 @@ export const tools = [
     reach: "args",
     description:
       "Search the account's mail by meaning and words together, best first (query in natural language; optional " +
-      `mailbox_id, domain, labels, limit, offset, mode). Counts against the plan's searches. ${UNTRUSTED}`,
+      `mailbox_id, domain, labels, limit, offset, mode). Answers results with total, has_more and next_offset. Counts against the plan's searches. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct(SearchInput.fields),
-    run: (principal, input) => Effect.flatMap(Search, (search) => search.search(principal, input))
+    // Paged as the other list tools are (`total`, `has_more`, `next_offset`: `withPaging`).
+    run: (principal, input) => Effect.flatMap(Search, (search) => Effect.map(search.search(principal, input), ({ data, meta }) => ({ results: data, total: meta.total })))
   }),
   tool({
     name: "get_stats",
@@ -601,9 +620,10 @@ export const tools = [
       "not ask for it each time: news, outreach). Answers email_id, message_id, thread_id and status queued; " +
       "get_email shows each recipient's delivery. It cannot be recalled: prefer create_draft when a person should approve.",
     annotations: sending,
-    input: Schema.Struct({ mailbox_id: Id("The sending mailbox"), ...SendInput.fields }),
-    run: (principal, { mailbox_id, ...message }) =>
-      Effect.flatMap(Outbound, (outbound) => outbound.submit(principal.userId, mailbox_id, fromSendInput(message)))
+    input: Schema.Struct({ mailbox_id: Id("The sending mailbox"), ...SendInput.fields, idempotency_key: Retried }),
+    run: (principal, { idempotency_key, mailbox_id, ...message }) =>
+      Effect.flatMap(Outbound, (outbound) =>
+        outbound.submit(principal.userId, mailbox_id, fromSendInput(message), once(idempotency_key, "send_email", mailbox_id, message)))
   }),
   tool({
     name: "reply_to_email",
@@ -616,10 +636,12 @@ export const tools = [
     input: Schema.Struct({
       email_id: Id("The email answered"),
       reply_all: Schema.optional(Schema.Boolean).annotations({ description: "Answer everyone on the email" }),
-      ...ReplyInput.fields
+      ...ReplyInput.fields,
+      idempotency_key: Retried
     }),
-    run: (principal, { email_id, reply_all, ...body }) =>
-      Effect.flatMap(Replies, (replies) => replies.reply(principal.userId, email_id, body, reply_all === true))
+    run: (principal, { email_id, idempotency_key, reply_all, ...body }) =>
+      Effect.flatMap(Replies, (replies) =>
+        replies.reply(principal.userId, email_id, body, reply_all === true, once(idempotency_key, "reply_to_email", email_id, { reply_all, ...body })))
   }),
   tool({
     name: "get_invitation",
@@ -754,8 +776,9 @@ export const tools = [
       'Forward an email from the mailbox that holds it to `to` (and cc, bcc), subject with one "Fwd:", the original ' +
       "below your text and its attachments along.",
     annotations: sending,
-    input: Schema.Struct({ email_id: Id("The email forwarded"), ...ForwardInput.fields }),
-    run: (principal, { email_id, ...body }) => Effect.flatMap(Replies, (replies) => replies.forward(principal.userId, email_id, body))
+    input: Schema.Struct({ email_id: Id("The email forwarded"), ...ForwardInput.fields, idempotency_key: Retried }),
+    run: (principal, { email_id, idempotency_key, ...body }) =>
+      Effect.flatMap(Replies, (replies) => replies.forward(principal.userId, email_id, body, once(idempotency_key, "forward_email", email_id, body)))
   }),
   tool({
     name: "create_draft",
@@ -765,8 +788,9 @@ export const tools = [
       "possibly incomplete, or a reply (in_reply_to, reply_all) or forward (forward_of) of an email of the mailbox. " +
       "send_at schedules it. Answers the draft with its draft_id.",
     annotations: creating,
-    input: Schema.Struct({ mailbox_id: Id("The mailbox the draft will be sent from"), ...DraftInput.fields }),
-    run: (principal, { mailbox_id, ...draft }) => Effect.flatMap(Drafts, (drafts) => drafts.create(principal.userId, mailbox_id, draft))
+    input: Schema.Struct({ mailbox_id: Id("The mailbox the draft will be sent from"), ...DraftInput.fields, idempotency_key: Retried }),
+    run: (principal, { idempotency_key, mailbox_id, ...draft }) =>
+      Effect.flatMap(Drafts, (drafts) => drafts.create(principal.userId, mailbox_id, draft, once(idempotency_key, "create_draft", mailbox_id, draft)))
   }),
   tool({
     name: "list_drafts",

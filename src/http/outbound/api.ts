@@ -30,6 +30,7 @@ import {
   suppressionSortFields
 } from "../../../services/outbound/schemas.ts"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
+import { IdempotencyKey } from "../../../services/outbound/idempotency.ts"
 import { UnsubscribeResult } from "../../../services/mail/schemas.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
@@ -61,9 +62,7 @@ const Unsuppressed = Schema.Struct({ address: Schema.String, deleted: Schema.Lit
 /** `Idempotency-Key`: 1-255 visible characters; a repeat within 24 hours does nothing new (`repeat` says what). */
 const idempotencyHeaders = (request: string, repeat: string) =>
   Schema.Struct({
-    "idempotency-key": Schema.optional(
-      Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,255}$/, { message: () => "must be 1-255 visible ASCII characters" }))
-    ).annotations({
+    "idempotency-key": Schema.optional(IdempotencyKey).annotations({
       description: `Makes the ${request} safe to retry: the same key with the same body within 24 hours answers the first answer and ${repeat}`
     })
   })

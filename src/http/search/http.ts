@@ -5,6 +5,7 @@ import { Search } from "../../../services/search/search.ts"
 import type { SearchInput, SuggestionsParams } from "../../../services/search/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import { announceTighter } from "../middleware.ts"
 
 /** One set of handlers, served under /v1 (API keys) and /api (dashboard sessions). */
 const makeHandlers = Effect.gen(function*() {
@@ -13,7 +14,8 @@ const makeHandlers = Effect.gen(function*() {
       search: ({ payload }: { readonly payload: typeof SearchInput.Type }) =>
         Effect.gen(function*() {
           const principal = yield* CurrentPrincipal
-          const { data, meta } = yield* search.search(principal, payload).pipe(orUnavailable)
+          const { data, meta, rate } = yield* search.search(principal, payload).pipe(orUnavailable)
+          yield* announceTighter(rate)
           return { success: true as const, data, meta }
         }),
       suggestions: ({ urlParams }: { readonly urlParams: typeof SuggestionsParams.Type }) =>
