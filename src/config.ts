@@ -3,12 +3,14 @@
  * A bad value stops the process with a message naming the variable.
  */
 import { accessSync, constants, readFileSync } from "node:fs"
+import { isIP } from "node:net"
 import { createSecureContext } from "node:tls"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 import { DEFAULT_PASSWORD_COST, PASSWORD_COSTS } from "../services/accounts/passwords.ts"
 import { isHostName } from "../services/domains/names.ts"
 import { normalizeDomain } from "../services/mailboxes/rules.ts"
+import { proxyEntry } from "./trusted-proxies.ts"
 
 /**
  * `worker` ingests (and runs webhooks, housekeeping, the event log); `indexer` makes mail searchable;
@@ -51,6 +53,28 @@ const hostPortList = (name: string) =>
       return bad.length > 0
         ? Either.left(ConfigError.InvalidData([name], `Expected host:port entries but received ${JSON.stringify(bad[0])}`))
         : Either.right(values)
+    })
+  )
+
+/** Addresses and networks (`10.0.0.5`, `10.0.0.0/8`, `fd00::/8`), as src/trusted-proxies.ts reads them. */
+const networkList = (name: string) =>
+  list(name, "").pipe(
+    Config.mapOrFail((values) => {
+      const bad = values.find((value) => proxyEntry(value) === undefined)
+      return bad === undefined
+        ? Either.right(values)
+        : Either.left(ConfigError.InvalidData([name], `Expected addresses or networks such as 10.0.0.0/8 but received ${JSON.stringify(bad)}`))
+    })
+  )
+
+/** Peers (`10.0.0.5`, `2001:db8::1`, or `*` for every one) that open each connection with a PROXY protocol header. */
+const proxyPeers = (name: string) =>
+  list(name, "").pipe(
+    Config.mapOrFail((values) => {
+      const bad = values.find((value) => value !== "*" && isIP(value) === 0)
+      return bad === undefined
+        ? Either.right(values)
+        : Either.left(ConfigError.InvalidData([name], `Expected addresses such as 10.0.0.5 (or *) but received ${JSON.stringify(bad)}`))
     })
   )
 
@@ -171,6 +195,11 @@ export const appConfig = Config.all({
   smtpTlsCert: Config.option(Config.string("SMTP_TLS_CERT")),
   smtpTlsKey: Config.option(Config.string("SMTP_TLS_KEY")),
   smtpMaxConnectionsPerIp: nonNegativeInt("SMTP_MAX_CONNECTIONS_PER_IP", 20),
+  /**
+   * The TCP load balancers in front of SMTP_PORT that open each connection with a PROXY protocol (v1)
+   * header naming the client, which SPF and the limit per address then see.
+   */
+  smtpProxyProtocol: proxyPeers("SMTP_PROXY_PROTOCOL"),
   /** Where the smtp role takes mail to send (SMTP submission with an API key: src/smtp/submission.ts); unset, it takes none. */
   submissionPort: Config.option(Config.port("SUBMISSION_PORT")),
   /** The same on implicit TLS (RFC 8314's submissions, 465 by convention): needs SMTP_TLS_CERT and SMTP_TLS_KEY. */
@@ -184,6 +213,11 @@ export const appConfig = Config.all({
   /** The IMAP listeners' host; unset, SMTP_HOST. */
   imapHost: Config.option(Config.string("IMAP_HOST")),
   imapMaxConnectionsPerIp: nonNegativeInt("IMAP_MAX_CONNECTIONS_PER_IP", 20),
+  /**
+   * The load balancers and reverse proxies in front of the HTTP server, whose X-Forwarded-For names
+   * the client (src/trusted-proxies.ts); empty, every request's client is the connection's peer.
+   */
+  trustedProxies: networkList("TRUSTED_PROXIES"),
   roles,
   dataDir: Config.string("DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL").pipe(

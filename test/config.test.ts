@@ -71,6 +71,9 @@ describe.concurrent("configuration", () => {
     [{ SMTP_MAX_CONNECTIONS_PER_IP: "many" }, /SMTP_MAX_CONNECTIONS_PER_IP/],
     [{ APP_URL: "not a url" }, /APP_URL/],
     [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],
+    [{ TRUSTED_PROXIES: "10.0.0.0/8,lb.internal" }, /\nTRUSTED_PROXIES: Expected addresses or networks such as 10\.0\.0\.0\/8 but received "lb\.internal"/],
+    [{ SMTP_PROXY_PROTOCOL: "10.0.0.0/8" }, /\nSMTP_PROXY_PROTOCOL: Expected addresses such as 10\.0\.0\.5 \(or \*\) but received "10\.0\.0\.0\/8"/],
+    [{ TRUSTED_PROXIES: "10.0.0.0/33" }, /\nTRUSTED_PROXIES: .* but received "10\.0\.0\.0\/33"/],
     [{ DATABASE_URL: "postgres://127.0.0.1:1/x" }, /JWT_SECRET/],
     // Named, never quoted: it may hold a password.
     [{ DATABASE_URL: "db.internal:5432/mailroom" }, /DATABASE_URL: Expected postgres:\/\/\[user\[:password\]@\]host\[:port\]\/database but received "<redacted>"/],
@@ -106,7 +109,8 @@ describe.concurrent("configuration", () => {
 
   it("takes the defaults, and a complete set of settings", async () => {
     expect(await refusal({})).toBe("accepted")
-    expect(await refusal({ PORT: "8080", ROLES: "api,smtp,worker,indexer,mta", EMBEDDER_NICE: "0", PGLITE_SHARED_BUFFERS: "32MB" })).toBe("accepted")
+    expect(await refusal({ PORT: "8080", ROLES: "api,smtp,worker,indexer,mta", EMBEDDER_NICE: "0", PGLITE_SHARED_BUFFERS: "32MB",
+      TRUSTED_PROXIES: "10.0.0.5, 172.16.0.0/12,fd00::/8", SMTP_PROXY_PROTOCOL: "10.0.0.5,2001:db8::1" })).toBe("accepted")
   })
 
   it("stops the process on a refused setting: exit 1, every refusal said, no stack trace, no secret", async () => {

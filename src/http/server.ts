@@ -45,6 +45,8 @@ import { DashboardStatsHandlers, StatsHandlers } from "./stats/http.ts"
 import { DashboardSenderListsHandlers, SenderListsHandlers } from "./sender-lists/http.ts"
 import { DashboardWebhooksHandlers, WebhooksHandlers } from "./webhooks/http.ts"
 import { listenFailure } from "../listen-failure.ts"
+import { trustedProxies } from "../trusted-proxies.ts"
+import { withClientAddress } from "./client-address.ts"
 
 /**
  * Every answer counted by route template, method and status (src/http/metrics.ts); `GET /metrics`
@@ -290,7 +292,9 @@ const createApiServer = () => {
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => {
     const { drained, server } = createApiServer()
-    const serving = HttpApiBuilder.serve().pipe(
+    const serving = HttpApiBuilder.serve(
+      config.trustedProxies.length === 0 ? undefined : withClientAddress(trustedProxies(config.trustedProxies))
+    ).pipe(
       Layer.provide(OpenApiRoutesLive),
       Layer.provide(PaymentPagesLive),
       Layer.provide(UnsubscribePagesLive),

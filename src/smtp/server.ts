@@ -339,6 +339,8 @@ export const SmtpServerLive = Layer.scopedDiscard(
       socketTimeout: SOCKET_TIMEOUT_MS,
       closeTimeout: CLOSE_TIMEOUT_MS,
       maxClients: MAX_CLIENTS,
+      // Connections from these peers begin with a PROXY header, whose client address the session takes.
+      ...(config.smtpProxyProtocol.length > 0 ? { useProxy: [...config.smtpProxyProtocol] } : {}),
       onConnect,
       onClose: connections.closed,
       onMailFrom,

@@ -9,14 +9,16 @@ import { describe, expect, it } from "vitest"
 import { totpAt } from "../../services/accounts/totp.ts"
 import { signUp } from "../support/accounts.ts"
 import { arrivedIn, fresh, newBox } from "../support/mailboxes.ts"
+import { awayFromMinuteEdge, awayFromWindowEdge } from "../support/wait.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { anonymous, offContract, withKey, withToken } from "../support/typed-client.ts"
 
 let suite: SuiteServer
 
+// Behind a proxy on this host and an inner network's (the last test; no other request sends X-Forwarded-For).
 useSuiteServer((s) => {
   suite = s
-})
+}, { TRUSTED_PROXIES: "127.0.0.1,10.0.0.0/8" })
 
 const PHONE = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 Version/17.0 Mobile/15E148 Safari/604.1"
 
@@ -133,5 +135,62 @@ describe("GET /api/auth/activity", () => {
     const kinds = (await withToken(suite.url, person).GET("/api/auth/activity")).data!.data
       .map((e) => [e.kind, e.clientAddress?.replace(/^::ffff:/, "")])
     expect(kinds.slice(0, 3)).toEqual([["login", "127.0.0.3"], ["login", "127.0.0.1"], ["login", "127.0.0.2"]])
+  })
+
+  it("behind a trusted proxy, is from the client its X-Forwarded-For names: limits per address and activity follow the client; any other peer's header is ignored", async () => {
+    const person = await signUp(suite.url)
+    const port = new URL(suite.url).port
+    /** A request to `path` from `localAddress` (127.0.0.1: the trusted proxy), forwarding for `forwardedFor`. */
+    const send = (path: string, options: { forwardedFor: string; localAddress?: string; body?: unknown }) =>
+      new Promise<http.IncomingMessage>((resolve, reject) => {
+        const body = options.body === undefined ? undefined : JSON.stringify(options.body)
+        const request = http.request({
+          host: "127.0.0.1",
+          port,
+          path,
+          method: body === undefined ? "GET" : "POST",
+          localAddress: options.localAddress ?? "127.0.0.1",
+          headers: {
+            "x-forwarded-for": options.forwardedFor,
+            ...(body === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+          }
+        }, (response) => (response.resume(), resolve(response)))
+        request.on("error", reject)
+        request.end(body)
+      })
+    const login = (forwardedFor: string, password: string, localAddress?: string) =>
+      send("/api/auth/login", { forwardedFor, body: { email: person.email, password }, ...(localAddress ? { localAddress } : {}) })
+        .then((response) => response.statusCode)
+
+    // Unauthenticated requests count against each client's address, not the proxy's.
+    await awayFromMinuteEdge(5)
+    const remaining = async (forwardedFor: string) => {
+      const response = await send("/v1/api/mailboxes", { forwardedFor })
+      expect(response.statusCode).toBe(401)
+      return Number(response.headers["x-ratelimit-remaining"])
+    }
+    const first = await remaining("198.51.100.20")
+    expect(await remaining("198.51.100.20")).toBe(first - 1)
+    expect(await remaining("198.51.100.21")).toBe(299)
+
+    // Ten wrong passwords from one client lock that client out, not the others behind the same proxy;
+    // the address its client wrote itself (198.51.100.1) is not the one counted.
+    await awayFromWindowEdge(15 * 60, 30)
+    for (let i = 0; i < 10; i++) expect(await login("198.51.100.1, 203.0.113.7", "not the password")).toBe(401)
+    expect(await login("203.0.113.7", person.password)).toBe(429)
+    expect(await login("198.51.100.1", person.password)).toBe(200)
+    // A peer that is no trusted proxy cannot pass for the locked-out client: its own address counts.
+    expect(await login("198.51.100.1", person.password, "127.0.0.2")).toBe(200)
+    // An IPv6 client with its port, through an inner proxy of the trusted network.
+    expect(await login("[2001:db8::5]:4711, 10.1.2.3", person.password)).toBe(200)
+
+    const entries = (await withToken(suite.url, person).GET("/api/auth/activity", { params: { query: { limit: 5 } } })).data!.data
+    expect(entries.map((e) => [e.kind, e.clientAddress?.replace(/^::ffff:/, "")])).toEqual([
+      ["login", "2001:db8::5"],
+      ["login", "127.0.0.2"],
+      ["login", "198.51.100.1"],
+      ["login_failed", "203.0.113.7"],
+      ["login_failed", "203.0.113.7"]
+    ])
   })
 })

@@ -10,6 +10,7 @@
  */
 import { sealMessage } from "mailauth"
 import { generateKeyPairSync } from "node:crypto"
+import * as net from "node:net"
 import nodemailer from "nodemailer"
 import type Mail from "nodemailer/lib/mailer"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -38,6 +39,9 @@ const LAX = "lax.test"
 const STRICT = "strict.test"
 /** A mailing list that relays signed.test's mail and seals it (ARC). */
 const LIST = "list.test"
+/** Sends from 198.51.100.7 only, through the load balancer at 127.0.0.5 (SMTP_PROXY_PROTOCOL). */
+const PROXIED = "proxied.test"
+const BALANCER = "127.0.0.5"
 
 let names: DnsServer
 let hooks: Receiver
@@ -57,6 +61,7 @@ beforeAll(async () => {
   names.set(`_dmarc.${LAX}`, { TXT: [["v=DMARC1; p=none"]] })
   names.set(STRICT, { TXT: [["v=spf1 -all"]] })
   names.set(`_dmarc.${STRICT}`, { TXT: [["v=DMARC1; p=reject"]] })
+  names.set(PROXIED, { TXT: [["v=spf1 ip4:198.51.100.7 -all"]] })
 })
 
 afterAll(async () => {
@@ -71,7 +76,8 @@ useSuiteServer((s) => {
   get DNS_SERVERS() {
     return names.address
   },
-  WEBHOOK_ALLOW_PRIVATE: "true"
+  WEBHOOK_ALLOW_PRIVATE: "true",
+  SMTP_PROXY_PROTOCOL: BALANCER
 } as Record<string, string>)
 
 const dkim = { domainName: SIGNED, keySelector: SELECTOR, privateKey }
@@ -212,6 +218,50 @@ describe("SPF for 127.0.0.1", () => {
     expect(email.authentication_results).toContain(`spf=${result} smtp.mailfrom=${domain}`)
     // No DMARC record for the SPF-only domains: only an aligned pass keeps the mail authenticated.
     expect(email.labels.includes("unauthenticated")).toBe(result !== "pass")
+  })
+})
+
+describe("behind a load balancer (SMTP_PROXY_PROTOCOL)", () => {
+  /** A connection from the balancer's address, opened with `header` (none: without one). */
+  const throughBalancer = (header: string | undefined) =>
+    nodemailer.createTransport({
+      ...transportOptions(),
+      getSocket: (_options, callback) => {
+        const socket = net.connect({ host: "127.0.0.1", port: suite.server.smtpPort, localAddress: BALANCER }, () => {
+          if (header !== undefined) socket.write(`${header}\r\n`)
+          callback(null, { connection: socket })
+        })
+        socket.once("error", (error) => callback(error))
+      }
+    })
+
+  it("checks SPF for the client its PROXY header names; mail from that client straight to us is not", async () => {
+    const box = await mailbox()
+    const subject = fresh("proxied")
+    const mail = { from: `dave@${PROXIED}`, to: box.address, text: "Through the balancer." }
+    const transport = throughBalancer(`PROXY TCP4 198.51.100.7 127.0.0.1 40000 ${suite.server.smtpPort}`)
+    try {
+      await transport.sendMail({ ...mail, subject })
+    } finally {
+      transport.close()
+    }
+    expect((await received(box, subject)).authentication?.spf).toEqual({ result: "pass", domain: PROXIED, aligned: true })
+
+    const straight = fresh("straight")
+    await send({ ...mail, subject: straight })
+    expect((await received(box, straight)).authentication?.spf).toEqual({ result: "fail", domain: PROXIED, aligned: true })
+  })
+
+  it("closes a connection from the balancer that does not begin with a PROXY header, greeting nothing", async () => {
+    const socket = net.connect({ host: "127.0.0.1", port: suite.server.smtpPort, localAddress: BALANCER })
+    socket.write("EHLO client.test\r\n")
+    const heard = await new Promise<string>((resolve, reject) => {
+      let text = ""
+      socket.on("data", (chunk) => (text += chunk))
+      socket.once("close", () => resolve(text))
+      socket.once("error", reject)
+    })
+    expect(heard).toBe("* BAD Invalid PROXY header\r\n")
   })
 })
 

@@ -1,0 +1,58 @@
+/**
+ * The client behind trusted proxies (src/trusted-proxies.ts): X-Forwarded-For read from the right,
+ * past the listed proxies, never believed from any other peer. The wiring (a started server's limits
+ * and activity) is proved in test/api/activity.test.ts.
+ */
+import { describe, expect, it } from "vitest"
+import { clientAddress, proxyEntry, trustedProxies } from "../src/trusted-proxies.ts"
+
+const proxies = trustedProxies(["127.0.0.1", "10.0.0.0/8", "fd00::/8"])
+const client = (peer: string | undefined, forwardedFor?: string) => clientAddress(peer, forwardedFor, proxies)
+
+describe("proxyEntry", () => {
+  it.each(["10.0.0.5", "10.0.0.0/8", "0.0.0.0/0", "2001:db8::1", "fd00::/8", "::/0", " 192.168.0.0/16 "])("takes %j", (entry) => {
+    expect(proxyEntry(entry)).toBeDefined()
+  })
+
+  it.each(["", "lb.internal", "10.0.0.0/33", "fd00::/129", "10.0.0.0/", "10.0.0.0/8/8", "10.0.0.0/-1", "10.0.0.0/08x", "300.0.0.1"])(
+    "refuses %j",
+    (entry) => {
+      expect(proxyEntry(entry)).toBeUndefined()
+    }
+  )
+})
+
+describe("clientAddress", () => {
+  it("is the peer when the peer is no trusted proxy, whatever it forwards", () => {
+    expect(client("198.51.100.4", "203.0.113.7")).toBe("198.51.100.4")
+    expect(client("10.0.0.1")).toBe("10.0.0.1")
+    expect(client(undefined, "203.0.113.7")).toBeUndefined()
+  })
+
+  it("is the last address a trusted proxy appended, not what the client wrote to its left", () => {
+    expect(client("127.0.0.1", "203.0.113.7")).toBe("203.0.113.7")
+    // The client wrote 198.51.100.1; the outer balancer appended 203.0.113.7, an inner proxy 10.2.3.4.
+    expect(client("127.0.0.1", "198.51.100.1, 203.0.113.7, 10.2.3.4")).toBe("203.0.113.7")
+    expect(client("10.9.9.9", "198.51.100.1,203.0.113.7")).toBe("203.0.113.7")
+  })
+
+  it("reads a dual-stack listener's IPv4 peers, and IPv6 entries, with or without the client's port", () => {
+    expect(client("::ffff:127.0.0.1", "203.0.113.7")).toBe("203.0.113.7")
+    expect(client("127.0.0.1", "[2001:DB8::5]:4711")).toBe("2001:db8::5")
+    expect(client("127.0.0.1", "2001:db8::5")).toBe("2001:db8::5")
+    expect(client("127.0.0.1", "203.0.113.7:4711")).toBe("203.0.113.7")
+    expect(client("127.0.0.1", "::ffff:203.0.113.7")).toBe("203.0.113.7")
+    expect(client("fd00::1", "2001:db8::5, fd12::9")).toBe("2001:db8::5")
+  })
+
+  it("stops at the proxy that wrote an entry that is no address", () => {
+    expect(client("127.0.0.1", "unknown")).toBe("127.0.0.1")
+    expect(client("127.0.0.1", "203.0.113.7, unknown, 10.0.0.8")).toBe("10.0.0.8")
+    expect(client("127.0.0.1", "")).toBe("127.0.0.1")
+    expect(client("127.0.0.1", "203.0.113.7, <script>")).toBe("127.0.0.1")
+  })
+
+  it("is the farthest proxy when every entry is a trusted one (a request from inside the network)", () => {
+    expect(client("127.0.0.1", "10.0.0.3, 10.0.0.2")).toBe("10.0.0.3")
+  })
+})
