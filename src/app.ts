@@ -115,7 +115,8 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
 export const mailboxSettingsLayer = (config: AppConfigShape) =>
   Layer.succeed(MailboxSettings, {
     sharedDomains: config.sharedDomains,
-    disallowedNames: [...new Set([...config.disallowedEmailNames, SYSTEM_SENDER])]
+    disallowedNames: [...new Set([...config.disallowedEmailNames, SYSTEM_SENDER])],
+    postmasterMailbox: Option.getOrUndefined(config.postmasterMailbox)
   })
 
 /**

@@ -101,6 +101,18 @@ const mailHost = (name: string) => (value: string) => {
     : Either.left(ConfigError.InvalidData([name], `Expected a host name such as example.com but received ${JSON.stringify(value)}`))
 }
 
+/** An email address (`local@host`), lower-cased with its domain as DNS carries it. */
+const mailAddress = (name: string) => (value: string) => {
+  const trimmed = value.trim()
+  const at = trimmed.lastIndexOf("@")
+  const local = trimmed.slice(0, at)
+  const domain = at > 0 && /^[a-z0-9._-]+$/i.test(local) ? Either.getRight(mailHost(name)(trimmed.slice(at + 1))) : Option.none()
+  return Option.match(domain, {
+    onNone: () => Either.left(ConfigError.InvalidData([name], `Expected an address such as ops-desk@example.com but received ${JSON.stringify(value)}`)),
+    onSome: (host) => Either.right(`${local.toLowerCase()}@${host}`)
+  })
+}
+
 /** Like Config.validate, but the error names the variable (Config.validate loses the path). */
 const check = <A>(name: string, message: string, valid: (value: A) => boolean) => (config: Config.Config<A>) =>
   Config.mapOrFail(config, (value) =>
@@ -285,6 +297,8 @@ export const appConfig = Config.all({
     "admin,postmaster,abuse,root,support,noreply,no-reply,webmaster,hostmaster,security"
   ).pipe(Config.map((names) => names.map((name) => name.toLowerCase()))),
   mxHost: Config.option(Config.string("MX_HOST").pipe(Config.mapOrFail(mailHost("MX_HOST")))),
+  /** The mailbox (its address) that receives mail to postmaster@ and abuse@ the shared domains. */
+  postmasterMailbox: Config.option(Config.string("POSTMASTER_MAILBOX").pipe(Config.mapOrFail(mailAddress("POSTMASTER_MAILBOX")))),
   verifyPrefix: Config.string("VERIFY_PREFIX").pipe(Config.withDefault("mailroom-verification")),
   freeMaxCustomDomains: nonNegativeInt("FREE_MAX_CUSTOM_DOMAINS", 0),
   dnsServers: hostPortList("DNS_SERVERS"),

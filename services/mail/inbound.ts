@@ -143,6 +143,21 @@ export const routingForm = (address: string) => {
   return plus < 0 || plus > at ? stored : `${stored.slice(0, plus)}${stored.slice(at)}`
 }
 
+/** The role addresses every domain's mail server must take (RFC 5321 §4.5.1, RFC 2142 §2). */
+const OPERATOR_ROLES = new Set(["postmaster", "abuse"])
+
+/**
+ * Where mail to `address` (in routing form) goes: to a shared domain's postmaster@ or abuse@, or to a
+ * bare `postmaster` (RFC 5321 takes one without a domain), the operator's `postmasterMailbox` when there
+ * is one; any other address, itself. A custom domain's role addresses are its owner's: its catch-all.
+ */
+export const operatorRoute = (address: string, sharedDomains: ReadonlyArray<string>, postmasterMailbox: string | undefined) => {
+  if (postmasterMailbox === undefined) return address
+  const at = address.lastIndexOf("@")
+  if (at < 0) return address === "postmaster" ? postmasterMailbox : address
+  return OPERATOR_ROLES.has(address.slice(0, at)) && sharedDomains.includes(address.slice(at + 1)) ? postmasterMailbox : address
+}
+
 /**
  * `address` lower-cased with its domain as stored (an internationalized one in punycode) and its local
  * part unquoted where the quotes change nothing (`"ada"@x` is `ada@x`).
@@ -221,7 +236,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     const bus = yield* Bus
     const health = yield* DependencyHealth
     const directory = yield* RecipientDirectory
-    const { sharedDomains } = yield* MailboxSettings
+    const { postmasterMailbox, sharedDomains } = yield* MailboxSettings
+    /** The address whose mailbox takes mail to `address`: its routing form, or the operator's mailbox. */
+    const routed = (address: string) => operatorRoute(routingForm(address), sharedDomains, postmasterMailbox)
 
     /**
      * The counter upserts adding (or, with a negative sign, giving back) counts, each answering the
@@ -380,7 +397,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      * may answer, else from the database (and then kept, for owners without lists).
      */
     const findRecipient = Effect.fnUntraced(function*(address: string, mailFrom: string) {
-      const normalized = routingForm(address)
+      const normalized = routed(address)
       const kept = directory.get(normalized, utcDay(new Date()))
       if (kept !== undefined && !nearLimits(kept)) return kept
       const since = directory.mark()
@@ -447,7 +464,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      */
     const keptRecipient = (address: string, declaredSize: number | undefined): Either.Either<Recipient, Refusal> | undefined => {
       if (BOUNCE_ADDRESS.test(address)) return undefined
-      const kept = directory.get(routingForm(address), utcDay(new Date()))
+      const kept = directory.get(routed(address), utcDay(new Date()))
       return kept === undefined || nearLimits(kept) ? undefined : admit(kept, address, declaredSize)
     }
 

@@ -46,6 +46,11 @@ export class MailboxSettings extends Context.Tag("mailroom/MailboxSettings")<Mai
   readonly sharedDomains: ReadonlyArray<string>
   /** DISALLOWED_EMAIL_NAME, lower-cased: reserved local parts, refused on every domain. */
   readonly disallowedNames: ReadonlyArray<string>
+  /**
+   * POSTMASTER_MAILBOX, lower-cased: the address of the mailbox that receives mail to postmaster@ and
+   * abuse@ every shared domain (services/mail/inbound.ts `operatorRoute`); undefined, none does.
+   */
+  readonly postmasterMailbox?: string | undefined
 }>() {}
 
 /** Whose mailboxes: the caller, with their current plan. */

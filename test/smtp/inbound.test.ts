@@ -188,10 +188,13 @@ const expectRefused = (reply: SmtpReply | undefined, code: number, enhanced: str
 // Plain SMTP (no certificate configured)
 // ---------------------------------------------------------------------------------------------
 
+/** The operator's mailbox for the shared domain's postmaster@ and abuse@ (made by the test that needs it). */
+const OPERATOR_DESK = `operator-desk@${DOMAIN}`
+
 describe("inbound SMTP and reading mail", () => {
   useSuiteServer((s) => {
     suite = s
-  })
+  }, { POSTMASTER_MAILBOX: OPERATOR_DESK.toUpperCase() })
 
   describe("a message with an attachment and a UTF-8 subject", () => {
     it("is readable over the API: decoded fields, attachment metadata, byte-identical raw, attachment bytes, list and thread", async () => {
@@ -331,6 +334,28 @@ describe("inbound SMTP and reading mail", () => {
       expect(listed.data.map((e) => e.email_id)).toEqual(queuedIds(data!))
       expect(listed.data[0]!.to).toEqual([box.address, unknown])
       expect((await usage(box.user)).emailsUsed).toBe(1)
+    })
+
+    it("takes postmaster@ and abuse@ the shared domain, and a bare postmaster, for the operator's mailbox (POSTMASTER_MAILBOX), refused until it exists", async () => {
+      expectRefused((await transaction([`postmaster@${DOMAIN}`])).replies[0], 550, "5.1.1")
+      const desk = await newBox(undefined, "operator-desk")
+      expect(desk.address).toBe(OPERATOR_DESK)
+
+      const { replies, data } = await transaction(
+        [`Postmaster@${DOMAIN.toUpperCase()}`, `abuse@${DOMAIN}`, `webmaster@${DOMAIN}`],
+        await simple(`postmaster@${DOMAIN}, abuse@${DOMAIN}`, "Your server sent us spam")
+      )
+      expect(replies.map((r) => r.code)).toEqual([250, 250, 550])
+      // One copy: both addresses are one mailbox's.
+      expect(queuedIds(data!)).toHaveLength(1)
+      const bare = await transaction(["postmaster"], await simple("postmaster", "Hello, postmaster"))
+      expect(bare.replies.map((r) => r.code)).toEqual([250])
+      expect(bare.data?.code, bare.data?.text).toBe(250)
+
+      const listed = await waitForEmails(desk, 2)
+      expect(listed.data.map((e) => e.subject).sort()).toEqual(["Hello, postmaster", "Your server sent us spam"])
+      const report = await emailOf(desk.user, listed.data.find((e) => e.subject === "Your server sent us spam")!.email_id)
+      expect(report.data!.data.delivered_to).toBe(`Postmaster@${DOMAIN.toUpperCase()}`)
     })
 
     it("delivers a copy to each known mailbox of different users, each readable only by its owner", async () => {
