@@ -16,6 +16,16 @@
  * query may wait 30 s (ACQUIRE_TIMEOUT) for a connection the pool has lent out. (`pg`'s pool has one
  * setting for both; with 5 s for both, the embedded database's single connection failed every query
  * queued behind a statement that ran longer than 5 s.)
+ *
+ * A statement has no time limit of its own (a migration or a large deletion may rightly take minutes),
+ * but a connection whose server has gone silent is found out (`watchConnections`, on DATABASE_URL's
+ * pool): when the network between them drops packets (a failover moved the server's address, a
+ * partition) the kernel waits ~15 minutes before it gives up on the socket, and every request that
+ * used it would hang that long. So a statement unanswered for STUCK_AFTER is checked on a connection
+ * of its own: if the server cannot be reached, or no longer runs that connection's statement (it
+ * never received it, or its answer was lost), the connection is dropped, its statement fails (503 to
+ * an API client, 451 to SMTP, a retry for the bus) and the pool opens fresh ones. A statement the
+ * server is still running is left alone.
  */
 import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql/SqlClient"
@@ -45,22 +55,74 @@ export interface PoolOptions {
   readonly applicationName?: string
   /** Statements with parameters run prepared (`PreparingClient`); false for a transaction-mode pooler. */
   readonly preparedStatements?: boolean
+  /**
+   * Drop connections the server no longer answers on (`watchConnections`). Not for the embedded
+   * database: nothing stands between it and the process, and its one connection may rightly be busy
+   * for long while a second one waits.
+   */
+  readonly watch?: boolean
 }
 
-/** `pg`'s client with its own connect time limit, which the pool's setting would otherwise set. */
-class ClientWithConnectTimeout extends Pg.Client {
+type QueryCallback = (error: Error | null, result: unknown) => void
+
+/**
+ * `pg`'s client with its own connect time limit, which the pool's setting would otherwise set, that
+ * knows since when its oldest statement has waited for an answer (`waitingSince`).
+ */
+class WatchedClient extends Pg.Client {
+  /** When each statement still unanswered was sent, oldest first. */
+  private readonly sent: Array<number> = []
+
   constructor(config?: Pg.ClientConfig) {
-    super({ ...config, connectionTimeoutMillis: Duration.toMillis(CONNECT_TIMEOUT) })
+    super({ ...config, connectionTimeoutMillis: Duration.toMillis(CONNECT_TIMEOUT), keepAlive: true })
+    const send = this.query.bind(this) as (...args: Array<unknown>) => unknown
+    this.query = ((...args: Array<unknown>) => {
+      const last = args.length - 1
+      const callback = args[last]
+      // A cursor (a submittable) reads at its own pace: not watched.
+      if (typeof (args[0] as { submit?: unknown } | undefined)?.submit === "function") return send(...args)
+      const at = Date.now()
+      this.sent.push(at)
+      const answered = () => {
+        const index = this.sent.indexOf(at)
+        if (index >= 0) this.sent.splice(index, 1)
+      }
+      if (typeof callback === "function") {
+        args[last] = (error: Error | null, result: unknown) => {
+          answered()
+          ;(callback as QueryCallback)(error, result)
+        }
+        return send(...args)
+      }
+      return (send(...args) as Promise<unknown>).finally(answered)
+    }) as typeof this.query
+  }
+
+  /** The server process serving this connection (`pg_stat_activity.pid`), once connected. */
+  get serverPid(): number | undefined {
+    return (this as unknown as { readonly processID: number | null }).processID ?? undefined
+  }
+
+  /** When the oldest statement still unanswered was sent; undefined when none is. */
+  get waitingSince(): number | undefined {
+    return this.sent[0]
+  }
+
+  /** Drop the connection: its statements fail, and the pool no longer lends it. */
+  drop(reason: string) {
+    cutOff(this, new Error(reason))
   }
 }
+
+/** Close `client`'s socket at once: `end()` would wait for a server that may never answer. */
+const cutOff = (client: Pg.Client, error?: Error) =>
+  (client as unknown as { readonly connection: { readonly stream: { destroy: (error?: Error) => void } } }).connection.stream.destroy(error)
 
 /**
  * The most statements one connection keeps prepared. Statement texts are the code's templates, a
  * few per batch size, so a connection meets a few hundred; past the cap, statements run unnamed.
  */
 const MAX_PREPARED = 1000
-
-type QueryCallback = (error: Error | null, result: unknown) => void
 
 /**
  * A client that runs each statement with parameters (as @effect/sql-pg sends them: text, values,
@@ -69,7 +131,7 @@ type QueryCallback = (error: Error | null, result: unknown) => void
  * migration changed the columns it answers: "cached plan must not change result type") fails that
  * once and is prepared afresh under a new name on its next run.
  */
-class PreparingClient extends ClientWithConnectTimeout {
+class PreparingClient extends WatchedClient {
   private readonly names = new Map<string, string>()
   private made = 0
   private cleared = false
@@ -116,6 +178,12 @@ const waiting = Metric.gauge("mailroom_db_pool_waiting", {
 })
 const SAMPLE_EVERY = Duration.seconds(1)
 
+/** A statement unanswered this long has its connection checked (`watchConnections`). */
+const STUCK_AFTER = Duration.seconds(10)
+const WATCH_EVERY = Duration.seconds(2)
+/** How long the check may take to connect and answer before the server counts as unreachable. */
+const PROBE_TIMEOUT = Duration.seconds(5)
+
 const sample = (pool: Pg.Pool) =>
   Effect.all([
     Metric.set(inUse, pool.totalCount - pool.idleCount),
@@ -123,18 +191,100 @@ const sample = (pool: Pg.Pool) =>
     Metric.set(waiting, pool.waitingCount)
   ], { discard: true })
 
-/** A pool that answered one query, ended with the scope; sampled into the pool gauges meanwhile. */
-const acquirePool = (options: PoolOptions) =>
-  Effect.acquireRelease(
+const connectionSettings = (target: Target) =>
+  "url" in target
+    ? { connectionString: Redacted.value(target.url) }
+    : { host: target.host, port: target.port, user: target.username, database: target.database }
+
+/** What the server says of the connections checked: which are running a statement, or that it cannot be reached. */
+type Check = { readonly reachable: true; readonly running: ReadonlySet<number> } | { readonly reachable: false }
+
+/**
+ * Which of the server processes `pids` are running a statement, asked on a connection of its own.
+ * Unreachable when it cannot connect and answer within PROBE_TIMEOUT; undefined (nothing to conclude)
+ * when the server answered with an error of its own (too many connections, say): it is there.
+ */
+const runningStatements = (target: Target, pids: ReadonlyArray<number>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const client = new Pg.Client({
+        ...connectionSettings(target),
+        connectionTimeoutMillis: Duration.toMillis(PROBE_TIMEOUT),
+        application_name: "mailroom-watch"
+      })
+      // Its failures are the check's answer; a socket closed under it must not be reported again.
+      client.on("error", () => {})
+      return { client, ended: false }
+    }),
+    (probe) =>
+      Effect.tryPromise({
+        try: async (): Promise<Check> => {
+          await probe.client.connect()
+          const { rows } = await probe.client.query<{ pid: number }>(
+            "SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND state = 'active'",
+            [pids]
+          )
+          await probe.client.end()
+          probe.ended = true
+          return { reachable: true, running: new Set(rows.map((row) => row.pid)) }
+        },
+        // The server answered with an error of its own (a DatabaseError), or the network failed.
+        catch: (error) => (error instanceof Pg.DatabaseError ? "answered" as const : "silent" as const)
+      }).pipe(
+        Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => "silent" as const }),
+        Effect.catchAll((failure): Effect.Effect<Check | undefined> =>
+          Effect.succeed(failure === "silent" ? { reachable: false } : undefined))
+      ),
+    // A check that did not end (the server is silent, or refused it) is cut off: ending would wait for it.
+    (probe) => Effect.sync(() => probe.ended || cutOff(probe.client))
+  )
+
+/**
+ * Every WATCH_EVERY: the connections whose oldest statement has waited STUCK_AFTER are checked, and
+ * those the server no longer answers on are dropped (see the top of this file).
+ */
+const watchConnections = (target: Target, clients: ReadonlySet<WatchedClient>) =>
+  Effect.gen(function*() {
+    const now = Date.now()
+    const stuck = [...clients].flatMap((client) => {
+      const since = client.waitingSince
+      const pid = client.serverPid
+      return since !== undefined && pid !== undefined && now - since >= Duration.toMillis(STUCK_AFTER) ? [{ client, since, pid }] : []
+    })
+    if (stuck.length === 0) return
+    const check = yield* runningStatements(target, stuck.map((s) => s.pid))
+    if (check === undefined) return
+    for (const { client, pid, since } of stuck) {
+      // Answered while the check ran: nothing to do.
+      if (client.waitingSince !== since || (check.reachable && check.running.has(pid))) continue
+      const seconds = Math.round((Date.now() - since) / 1000)
+      const why = check.reachable ? "the server is not running its statement" : "the server cannot be reached"
+      yield* Effect.logWarning(`A PostgreSQL connection waited ${seconds} s for an answer and ${why}: dropped`)
+      client.drop(`PostgreSQL did not answer for ${seconds} s (${why})`)
+    }
+  })
+
+/**
+ * A pool that answered one query, ended with the scope; sampled into the pool gauges meanwhile, and
+ * its connections watched (`options.watch`).
+ */
+const acquirePool = (options: PoolOptions) => {
+  const clients = new Set<WatchedClient>()
+  return Effect.acquireRelease(
     Effect.suspend(() => {
       const { target } = options
+      const Base = options.preparedStatements === false ? WatchedClient : PreparingClient
       const pool = new Pg.Pool({
-        ...("url" in target
-          ? { connectionString: Redacted.value(target.url) }
-          : { host: target.host, port: target.port, user: target.username, database: target.database }),
+        ...connectionSettings(target),
         // The pool's setting bounds the wait for a lent connection; the client's, opening one.
         connectionTimeoutMillis: Duration.toMillis(ACQUIRE_TIMEOUT),
-        Client: options.preparedStatements === false ? ClientWithConnectTimeout : PreparingClient,
+        Client: class extends Base {
+          constructor(config?: Pg.ClientConfig) {
+            super(config)
+            clients.add(this)
+            this.once("end", () => clients.delete(this))
+          }
+        },
         idleTimeoutMillis: Duration.toMillis(IDLE_TIMEOUT),
         max: options.maxConnections,
         min: options.minConnections,
@@ -156,8 +306,14 @@ const acquirePool = (options: PoolOptions) =>
     }),
     (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
   ).pipe(
-    Effect.tap((pool) => sample(pool).pipe(Effect.repeat(Schedule.spaced(SAMPLE_EVERY)), Effect.forkScoped))
+    Effect.tap((pool) => sample(pool).pipe(Effect.repeat(Schedule.spaced(SAMPLE_EVERY)), Effect.forkScoped)),
+    Effect.tap(() =>
+      options.watch === true
+        ? watchConnections(options.target, clients).pipe(Effect.repeat(Schedule.spaced(WATCH_EVERY)), Effect.forkScoped)
+        : Effect.void
+    )
   )
+}
 
 export const pooledClient = (options: PoolOptions): Layer.Layer<PgClient.PgClient | SqlClient, SqlError> =>
   PgClient.layerFromPool({
@@ -177,6 +333,7 @@ export const layer = (options: PostgresOptions): Layer.Layer<PgClient.PgClient |
   pooledClient({
     target: { url: options.url },
     maxConnections: options.maxConnections ?? 10,
+    watch: true,
     ...(options.applicationName === undefined ? {} : { applicationName: options.applicationName }),
     ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements })
   })
