@@ -208,10 +208,11 @@ export const appConfig = Config.all({
   smtpTlsKey: Config.option(Config.string("SMTP_TLS_KEY")),
   smtpMaxConnectionsPerIp: nonNegativeInt("SMTP_MAX_CONNECTIONS_PER_IP", 20),
   /**
-   * The TCP load balancers in front of SMTP_PORT that open each connection with a PROXY protocol (v1)
-   * header naming the client, which SPF and the limit per address then see.
+   * The TCP load balancers in front of the mail listeners (SMTP, submission, IMAP) that open each
+   * connection with a PROXY protocol (v1) header naming the client, which SPF and the limits per
+   * address then see (src/proxy-protocol.ts).
    */
-  smtpProxyProtocol: proxyPeers("SMTP_PROXY_PROTOCOL"),
+  proxyProtocol: proxyPeers("PROXY_PROTOCOL"),
   /** Where the smtp role takes mail to send (SMTP submission with an API key: src/smtp/submission.ts); unset, it takes none. */
   submissionPort: Config.option(Config.port("SUBMISSION_PORT")),
   /** The same on implicit TLS (RFC 8314's submissions, 465 by convention): needs SMTP_TLS_CERT and SMTP_TLS_KEY. */

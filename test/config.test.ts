@@ -74,7 +74,7 @@ describe.concurrent("configuration", () => {
     [{ TRUSTED_PROXIES: "10.0.0.0/8,lb.internal" }, /\nTRUSTED_PROXIES: Expected addresses or networks such as 10\.0\.0\.0\/8 but received "lb\.internal"/],
     [{ POSTMASTER_MAILBOX: "operator-desk" }, /\nPOSTMASTER_MAILBOX: Expected an address such as ops-desk@example\.com but received "operator-desk"/],
     [{ POSTMASTER_MAILBOX: "desk@not a domain" }, /\nPOSTMASTER_MAILBOX: .* but received "desk@not a domain"/],
-    [{ SMTP_PROXY_PROTOCOL: "10.0.0.0/8" }, /\nSMTP_PROXY_PROTOCOL: Expected addresses such as 10\.0\.0\.5 \(or \*\) but received "10\.0\.0\.0\/8"/],
+    [{ PROXY_PROTOCOL: "10.0.0.0/8" }, /\nPROXY_PROTOCOL: Expected addresses such as 10\.0\.0\.5 \(or \*\) but received "10\.0\.0\.0\/8"/],
     [{ TRUSTED_PROXIES: "10.0.0.0/33" }, /\nTRUSTED_PROXIES: .* but received "10\.0\.0\.0\/33"/],
     [{ DATABASE_URL: "postgres://127.0.0.1:1/x" }, /JWT_SECRET/],
     // Named, never quoted: it may hold a password.
@@ -112,7 +112,7 @@ describe.concurrent("configuration", () => {
   it("takes the defaults, and a complete set of settings", async () => {
     expect(await refusal({})).toBe("accepted")
     expect(await refusal({ PORT: "8080", ROLES: "api,smtp,worker,indexer,mta", EMBEDDER_NICE: "0", PGLITE_SHARED_BUFFERS: "32MB",
-      TRUSTED_PROXIES: "10.0.0.5, 172.16.0.0/12,fd00::/8", SMTP_PROXY_PROTOCOL: "10.0.0.5,2001:db8::1",
+      TRUSTED_PROXIES: "10.0.0.5, 172.16.0.0/12,fd00::/8", PROXY_PROTOCOL: "10.0.0.5,2001:db8::1",
       POSTMASTER_MAILBOX: "Operator-Desk@Agents.localhost" })).toBe("accepted")
   })
 

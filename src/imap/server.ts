@@ -28,11 +28,14 @@ import { ImapMetrics } from "./metrics.ts"
 import { answerText, BadCommand, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
 import { makeSession, type Next } from "./session.ts"
 import { listenFailure } from "../listen-failure.ts"
+import { expectsProxyHeader, readProxyHeader } from "../proxy-protocol.ts"
 
 const MAX_COMMAND_BYTES = 64 * 1024
 /** An APPEND's message (a mail program's copy of what it sent): at most the largest plan's message, and a little. */
 const MAX_APPEND_BYTES = maxMessageBytes + MAX_COMMAND_BYTES
 const MAX_CLIENTS = 2_000
+/** How long a balancer's connection may take to send its PROXY header. */
+const PROXY_HEADER_TIMEOUT_MS = 10_000
 const AUTOLOGOUT_MS = 30 * 60 * 1000
 /** How long a closing TLS session waits for its last answer to reach the client before the socket is cut. */
 const CLOSE_GRACE_MS = 2_000
@@ -221,9 +224,28 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
         Effect.catchAllCause((cause) => Effect.logWarning("IMAP connection ended with an error", cause))
       )
 
+    /** Behind a balancer on IMAPS the PROXY header comes before TLS: the listener is plain, and TLS begins after it. */
+    const proxied = config.proxyProtocol.length > 0
+    const secured = (socket: net.Socket): net.Socket => {
+      if (!(implicit && proxied)) return socket
+      const upgraded = new tls.TLSSocket(socket, { isServer: true, secureContext: context! })
+      upgraded.on("error", () => upgraded.destroy())
+      return upgraded
+    }
+
     const onConnection = (socket: net.Socket) => {
       ImapMetrics.connection()
-      const address = socket.remoteAddress ?? "unknown"
+      const peer = socket.remoteAddress ?? "unknown"
+      if (!expectsProxyHeader(config.proxyProtocol, peer)) return admit(secured(socket), peer)
+      socket.on("error", () => socket.destroy())
+      readProxyHeader(socket, PROXY_HEADER_TIMEOUT_MS).then(
+        (client) => admit(secured(socket), client ?? peer),
+        () => socket.destroy()
+      )
+    }
+
+    /** Serve `socket` for `address` (the client's), within the limits of connections. */
+    const admit = (socket: net.Socket, address: string) => {
       const held = byAddress.get(address) ?? 0
       if ((config.imapMaxConnectionsPerIp > 0 && held >= config.imapMaxConnectionsPerIp) || open.size >= MAX_CLIENTS) {
         socket.end("* BYE Too many connections; try again later\r\n")
@@ -238,7 +260,7 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
       Runtime.runFork(runtime)(Effect.forkIn(serve(socket), scope))
     }
 
-    const server = implicit && files !== undefined ? tls.createServer(files, onConnection) : net.createServer(onConnection)
+    const server = implicit && !proxied && files !== undefined ? tls.createServer(files, onConnection) : net.createServer(onConnection)
     yield* Effect.acquireRelease(
       Effect.async<void, Error>((resume) => {
         const onError = (error: Error) => resume(Effect.fail(error))

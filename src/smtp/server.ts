@@ -340,7 +340,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
       closeTimeout: CLOSE_TIMEOUT_MS,
       maxClients: MAX_CLIENTS,
       // Connections from these peers begin with a PROXY header, whose client address the session takes.
-      ...(config.smtpProxyProtocol.length > 0 ? { useProxy: [...config.smtpProxyProtocol] } : {}),
+      ...(config.proxyProtocol.length > 0 ? { useProxy: [...config.proxyProtocol] } : {}),
       onConnect,
       onClose: connections.closed,
       onMailFrom,

@@ -204,6 +204,8 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
           : callback(),
       onClose: connections.closed,
       maxClients: MAX_CLIENTS,
+      // Connections from these peers begin with a PROXY header, whose client address the session takes.
+      ...(config.proxyProtocol.length > 0 ? { useProxy: [...config.proxyProtocol] } : {}),
       onAuth,
       onMailFrom,
       onRcptTo,

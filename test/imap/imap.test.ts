@@ -36,7 +36,9 @@ useSuiteServer((s) => {
   },
   get IMAPS_PORT() {
     return String(imapsPort)
-  }
+  },
+  // A TCP load balancer at this address opens each connection with a PROXY header (the last describe).
+  PROXY_PROTOCOL: "127.0.0.6"
 } as Record<string, string>)
 
 const clients: Array<ImapFlow> = []
@@ -566,5 +568,45 @@ describe("IMAP on the wire", () => {
     expect(inside).not.toMatch(/(^|\n)b /)
     expect(clear).not.toMatch(/(^|\n)b /)
     secured.destroy()
+  })
+})
+
+describe("behind a load balancer (PROXY_PROTOCOL)", () => {
+  const BALANCER = "127.0.0.6"
+  const opened: Array<net.Socket> = []
+  afterAll(() => {
+    for (const socket of opened) socket.destroy()
+  })
+
+  /** A connection from the balancer for `client` (none: without a PROXY header); what the server says first, up to its first line. */
+  const throughBalancer = async (port: number, client: string | undefined, options: { readonly implicit?: boolean; readonly first?: string } = {}) => {
+    const raw = net.connect({ port, host: "127.0.0.1", localAddress: BALANCER })
+    opened.push(raw)
+    await new Promise((resolve) => raw.once("connect", resolve))
+    raw.write(client === undefined ? options.first ?? "" : `PROXY TCP4 ${client} 127.0.0.1 40000 ${port}\r\n`)
+    const socket = options.implicit ? tls.connect({ socket: raw, rejectUnauthorized: false }) : raw
+    return new Promise<string>((resolve) => {
+      let heard = ""
+      socket.setEncoding("latin1")
+      socket.on("data", (chunk: string) => {
+        heard += chunk
+        if (heard.includes("\r\n")) resolve(heard)
+      })
+      socket.once("close", () => resolve(heard))
+      socket.on("error", () => resolve(heard))
+    })
+  }
+
+  it("serves the client a PROXY header names, on IMAP and on IMAPS (the header before TLS), its connections counted as its own", async () => {
+    // IMAP_MAX_CONNECTIONS_PER_IP (20) is the client's, not the balancer's.
+    const first = await Promise.all(Array.from({ length: 20 }, () => throughBalancer(imapPort, "203.0.113.9")))
+    expect(first.filter((greeting) => greeting.startsWith("* OK"))).toHaveLength(20)
+    expect(await throughBalancer(imapPort, "203.0.113.9")).toMatch(/^\* BYE Too many connections/)
+    expect(await throughBalancer(imapPort, "203.0.113.10")).toMatch(/^\* OK/)
+    expect(await throughBalancer(imapsPort, "203.0.113.10", { implicit: true })).toMatch(/^\* OK/)
+  })
+
+  it("closes a connection from the balancer that does not begin with a PROXY header, having said nothing", async () => {
+    expect(await throughBalancer(imapPort, undefined, { first: "a1 CAPABILITY\r\n" })).toBe("")
   })
 })

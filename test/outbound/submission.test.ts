@@ -7,6 +7,7 @@
  */
 import { dkimVerify } from "mailauth"
 import { simpleParser } from "mailparser"
+import * as net from "node:net"
 import nodemailer from "nodemailer"
 import { beforeAll, describe, expect, it } from "vitest"
 import { createClient, type MailroomFetchClient } from "../../packages/client/src/fetch-client.ts"
@@ -22,6 +23,8 @@ import { until } from "../support/wait.ts"
 
 let submissionPort: number
 let suite: SuiteServer
+/** A TCP load balancer's address: its connections open with a PROXY header (PROXY_PROTOCOL). */
+const BALANCER = "127.0.0.7"
 
 const world = useOutboundWorld()
 beforeAll(async () => {
@@ -30,7 +33,7 @@ beforeAll(async () => {
 
 useSuiteServer((s) => {
   suite = s
-}, world.env({ SUBMISSION_PORT: () => String(submissionPort) }))
+}, world.env({ SUBMISSION_PORT: () => String(submissionPort), PROXY_PROTOCOL: () => BALANCER }))
 
 const owner = async (): Promise<{ box: Box; mailroom: MailroomFetchClient }> => {
   const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
@@ -223,5 +226,36 @@ describe("SMTP submission", () => {
     const counted = (code: number) =>
       after.value("mailroom_submission_replies_total", { code: String(code) }) - before.value("mailroom_submission_replies_total", { code: String(code) })
     expect([535, 421, 553, 550, 452, 552].map(counted)).toEqual([2, 1, 2, 4, 1, 1])
+  })
+})
+
+describe("behind a load balancer (PROXY_PROTOCOL)", () => {
+  /**
+   * A conversation with the submission port from the balancer: `first` written at once, then each of
+   * `after` once the server has said its greeting; what the server said until it closed or `done` matched.
+   */
+  const fromBalancer = (first: string, after: ReadonlyArray<string>, done: RegExp) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = net.connect({ port: submissionPort, host: "127.0.0.1", localAddress: BALANCER }, () => socket.write(first))
+      let heard = ""
+      socket.setEncoding("latin1")
+      socket.on("data", (chunk: string) => {
+        const greeted = /^220 .*\r\n/.test(heard)
+        heard += chunk
+        if (!greeted && /^220 .*\r\n/.test(heard)) for (const line of after) socket.write(line)
+        if (done.test(heard)) {
+          socket.destroy()
+          resolve(heard)
+        }
+      })
+      socket.once("close", () => resolve(heard))
+      socket.once("error", reject)
+    })
+
+  it("takes the balancer's PROXY header before the session, and closes a connection from it without one", async () => {
+    const header = `PROXY TCP4 203.0.113.9 127.0.0.1 40000 ${submissionPort}\r\n`
+    const session = await fromBalancer(header, ["EHLO client.test\r\n"], /\r\n250 [^\r]*\r\n/)
+    expect(session).toMatch(/^220 [^\r]*Mailroom submission[^\r]*\r\n250-/)
+    expect(await fromBalancer("EHLO client.test\r\n", [], /never/)).toBe("* BAD Invalid PROXY header\r\n")
   })
 })

@@ -39,7 +39,7 @@ const LAX = "lax.test"
 const STRICT = "strict.test"
 /** A mailing list that relays signed.test's mail and seals it (ARC). */
 const LIST = "list.test"
-/** Sends from 198.51.100.7 only, through the load balancer at 127.0.0.5 (SMTP_PROXY_PROTOCOL). */
+/** Sends from 198.51.100.7 only, through the load balancer at 127.0.0.5 (PROXY_PROTOCOL). */
 const PROXIED = "proxied.test"
 const BALANCER = "127.0.0.5"
 
@@ -77,7 +77,7 @@ useSuiteServer((s) => {
     return names.address
   },
   WEBHOOK_ALLOW_PRIVATE: "true",
-  SMTP_PROXY_PROTOCOL: BALANCER
+  PROXY_PROTOCOL: BALANCER
 } as Record<string, string>)
 
 const dkim = { domainName: SIGNED, keySelector: SELECTOR, privateKey }
@@ -221,7 +221,7 @@ describe("SPF for 127.0.0.1", () => {
   })
 })
 
-describe("behind a load balancer (SMTP_PROXY_PROTOCOL)", () => {
+describe("behind a load balancer (PROXY_PROTOCOL)", () => {
   /** A connection from the balancer's address, opened with `header` (none: without one). */
   const throughBalancer = (header: string | undefined) =>
     nodemailer.createTransport({

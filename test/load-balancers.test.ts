@@ -1,9 +1,12 @@
 /**
- * The client behind trusted proxies (src/trusted-proxies.ts): X-Forwarded-For read from the right,
- * past the listed proxies, never believed from any other peer. The wiring (a started server's limits
- * and activity) is proved in test/api/activity.test.ts.
+ * The client behind load balancers, as two pure rules: over HTTP, trusted proxies' X-Forwarded-For
+ * (src/trusted-proxies.ts) read from the right, past the listed proxies, never believed from any other
+ * peer; on the mail listeners, the PROXY protocol's header (src/proxy-protocol.ts). The wiring is proved
+ * by started servers: test/api/activity.test.ts (HTTP), test/smtp/trust.test.ts (SMTP),
+ * test/imap/imap.test.ts (IMAP).
  */
 import { describe, expect, it } from "vitest"
+import { expectsProxyHeader, parseProxyHeader } from "../src/proxy-protocol.ts"
 import { clientAddress, proxyEntry, trustedProxies } from "../src/trusted-proxies.ts"
 
 const proxies = trustedProxies(["127.0.0.1", "10.0.0.0/8", "fd00::/8"])
@@ -54,5 +57,36 @@ describe("clientAddress", () => {
 
   it("is the farthest proxy when every entry is a trusted one (a request from inside the network)", () => {
     expect(client("127.0.0.1", "10.0.0.3, 10.0.0.2")).toBe("10.0.0.3")
+  })
+})
+
+describe("the PROXY protocol's header", () => {
+  it("names the client of TCP4 and TCP6 lines; UNKNOWN names none", () => {
+    expect(parseProxyHeader("PROXY TCP4 203.0.113.9 10.0.0.5 40000 25")).toBe("203.0.113.9")
+    expect(parseProxyHeader("PROXY TCP6 2001:DB8::9 2001:db8::1 40000 993")).toBe("2001:db8::9")
+    expect(parseProxyHeader("PROXY UNKNOWN")).toBeUndefined()
+    expect(parseProxyHeader("PROXY UNKNOWN ffff::1 ffff::2 1 2")).toBeUndefined()
+  })
+
+  it.each([
+    "EHLO client.test",
+    "PROXY TCP4 203.0.113.9 10.0.0.5 40000",
+    "PROXY TCP4 2001:db8::9 10.0.0.5 40000 25",
+    "PROXY TCP6 203.0.113.9 10.0.0.5 40000 25",
+    "PROXY TCP4 203.0.113.9 10.0.0.5 40000 70000",
+    "PROXY TCP4 mail.example 10.0.0.5 40000 25",
+    "PROXY TCP4 203.0.113.9 10.0.0.5 40000 25 extra",
+    "proxy TCP4 203.0.113.9 10.0.0.5 40000 25"
+  ])("refuses %j", (line) => {
+    expect(parseProxyHeader(line)).toBeInstanceOf(Error)
+  })
+
+  it("is expected from the listed peers (a dual-stack listener's form too), or from every one with *", () => {
+    expect(expectsProxyHeader(["10.0.0.5"], "10.0.0.5")).toBe(true)
+    expect(expectsProxyHeader(["10.0.0.5"], "::ffff:10.0.0.5")).toBe(true)
+    expect(expectsProxyHeader(["10.0.0.5"], "10.0.0.6")).toBe(false)
+    expect(expectsProxyHeader(["2001:DB8::1"], "2001:db8::1")).toBe(true)
+    expect(expectsProxyHeader(["*"], "192.0.2.1")).toBe(true)
+    expect(expectsProxyHeader([], "10.0.0.5")).toBe(false)
   })
 })
