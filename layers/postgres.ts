@@ -25,7 +25,8 @@
  * of its own: if the server cannot be reached, or no longer runs that connection's statement (it
  * never received it, or its answer was lost), the connection is dropped, its statement fails (503 to
  * an API client, 451 to SMTP, a retry for the bus) and the pool opens fresh ones. A statement the
- * server is still running is left alone.
+ * server is still running is left alone. Behind a pooler (PgBouncer), whose connections' process ids
+ * are its own, only a server that cannot be reached is concluded.
  */
 import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql/SqlClient"
@@ -196,8 +197,12 @@ const connectionSettings = (target: Target) =>
     ? { connectionString: Redacted.value(target.url) }
     : { host: target.host, port: target.port, user: target.username, database: target.database }
 
-/** What the server says of the connections checked: which are running a statement, or that it cannot be reached. */
-type Check = { readonly reachable: true; readonly running: ReadonlySet<number> } | { readonly reachable: false }
+/**
+ * What the server says of the connections checked: which are running a statement (undefined when it
+ * cannot tell: a pooler such as PgBouncer stands between, whose connections' process ids are its own),
+ * or that it cannot be reached.
+ */
+type Check = { readonly reachable: true; readonly running: ReadonlySet<number> | undefined } | { readonly reachable: false }
 
 /**
  * Which of the server processes `pids` are running a statement, asked on a connection of its own.
@@ -220,13 +225,16 @@ const runningStatements = (target: Target, pids: ReadonlyArray<number>) =>
       Effect.tryPromise({
         try: async (): Promise<Check> => {
           await probe.client.connect()
-          const { rows } = await probe.client.query<{ pid: number }>(
-            "SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND state = 'active'",
+          const { rows } = await probe.client.query<{ me: number; running: Array<number> }>(
+            `SELECT pg_backend_pid() AS me,
+                    array(SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND state = 'active') AS running`,
             [pids]
           )
           await probe.client.end()
           probe.ended = true
-          return { reachable: true, running: new Set(rows.map((row) => row.pid)) }
+          // The server's own id for this connection is the one it announced unless a pooler answered for it.
+          const direct = rows[0]?.me === (probe.client as unknown as { readonly processID: number | null }).processID
+          return { reachable: true, running: direct ? new Set(rows[0]?.running) : undefined }
         },
         // The server answered with an error of its own (a DatabaseError), or the network failed.
         catch: (error) => (error instanceof Pg.DatabaseError ? "answered" as const : "silent" as const)
@@ -256,7 +264,7 @@ const watchConnections = (target: Target, clients: ReadonlySet<WatchedClient>) =
     if (check === undefined) return
     for (const { client, pid, since } of stuck) {
       // Answered while the check ran: nothing to do.
-      if (client.waitingSince !== since || (check.reachable && check.running.has(pid))) continue
+      if (client.waitingSince !== since || (check.reachable && (check.running === undefined || check.running.has(pid)))) continue
       const seconds = Math.round((Date.now() - since) / 1000)
       const why = check.reachable ? "the server is not running its statement" : "the server cannot be reached"
       yield* Effect.logWarning(`A PostgreSQL connection waited ${seconds} s for an answer and ${why}: dropped`)

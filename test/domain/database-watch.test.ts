@@ -3,13 +3,15 @@
  * TCP proxy that stops carrying bytes on the open connections while new ones still reach the server (a
  * failover that moved its address). A statement sent into the silence fails within seconds rather than
  * the kernel's ~15 minutes, and the next one works; a statement the server is still running is left
- * alone however long it takes. The statements read nothing, so the machine's `test` database serves.
+ * alone however long it takes, behind a pooler too. The statements read nothing, so the machine's `test`
+ * database serves.
  * The PostgreSQL + NATS run only: the embedded database's pool is not watched (nothing stands between).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../layers/postgres.ts"
+import { startPgBouncer } from "../support/pgbouncer.ts"
 import { startTcpProxy, type TcpProxy } from "../support/tcp-proxy.ts"
 
 const serverUrl = process.env.DATABASE_URL
@@ -55,5 +57,19 @@ describe.skipIf(serverUrl === undefined)("a database connection the server no lo
   it("leaves a statement the server is still running alone, however long it takes", async () => {
     const [row] = await overProxy(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ readonly answer: number }>`SELECT pg_sleep(14), 7 AS answer`))
     expect(row?.answer).toBe(7)
+  }, 40_000)
+
+  it("behind a pooler (PgBouncer, whose connections' process ids are its own), leaves a long statement alone too", async () => {
+    const pooler = await startPgBouncer(serverUrl!)
+    try {
+      const pooled = Postgres.layer({ url: Redacted.make(pooler.url), maxConnections: 1, preparedStatements: false })
+      const [row] = await Effect.runPromise(Effect.scoped(Effect.provide(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ readonly answer: number }>`SELECT pg_sleep(14), 8 AS answer`),
+        pooled
+      )))
+      expect(row?.answer).toBe(8)
+    } finally {
+      await pooler.close()
+    }
   }, 40_000)
 })
