@@ -28,6 +28,13 @@ export const SearchInput = Schema.Struct({
     .annotations({ description: "Mailroom extension: only emails carrying every one of these labels" }),
   mode: Schema.optional(SearchMode).annotations({
     description: "Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone"
+  }),
+  min_score: Schema.optional(
+    Schema.Number.pipe(Schema.between(0, 1, { message: () => "must be a number from 0 to 1" }))
+      .annotations({ message: () => "must be a number from 0 to 1" })
+  ).annotations({
+    description: "Mailroom extension: only results scoring at least this (the score bands: 0.30 somewhat relevant, 0.50 " +
+      "moderately, 0.70 very, 0.90 highly); `total` and `hasMore` then count those only. Default 0: every match, weak ones too"
   })
 }).annotations({ identifier: "SearchInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
 export type SearchInput = typeof SearchInput.Type

@@ -127,6 +127,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         return { rate, periodStart }
       })
 
+    /** A score as results show it: four decimals. */
+    const shownScore = (score: number) => Math.round(score * 10_000) / 10_000
+
     const run = (userId: string, only: ReadonlyArray<string> | undefined, input: SearchInput, query: string) =>
       Effect.gen(function*() {
         const limit = input.limit ?? 20
@@ -134,7 +137,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
         const mode = input.mode ?? "hybrid"
         const domain = input.domain === undefined ? undefined : normalizeDomain(input.domain)
         const mailboxIds = yield* mailboxScope(userId, domain, input.mailbox_id === undefined ? only : [input.mailbox_id])
-        const ranked = yield* ranker.rank(userId, query, mode, mailboxIds)
+        const minScore = input.min_score ?? 0
+        // As shown (four decimals), so that a result shown at the asked score is kept.
+        const ranked = (yield* ranker.rank(userId, query, mode, mailboxIds)).filter((r) => shownScore(r.score) >= minScore)
         // One statement keeps, in ranked order, the candidates still readable (the vector index may
         // hold mail of a mailbox deleted since, the words a deleted mailbox's), counts them, and
         // reads the requested page of them, bodies for that page only. Which candidates are readable
@@ -171,7 +176,7 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             date: row.sentAt.toISOString(),
             snippet: row.snippet,
             labels: [...row.labels],
-            score: Math.round(scores.get(row.id)! * 10_000) / 10_000
+            score: shownScore(scores.get(row.id)!)
           }]
         )
         const meta: SearchMeta = {

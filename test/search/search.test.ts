@@ -343,6 +343,27 @@ describe("POST /v1/search", () => {
     expect(everything.data!.meta.total).toBeGreaterThan(1)
   })
 
+  it("keeps only results scoring at least min_score and counts only those; a min_score outside 0-1 is 400 by field", async () => {
+    const query = "invoice amount due"
+    const all = await search(box.user.apiKey, { query, limit: 100 })
+    const scores = all.data!.data.map((r) => r.score)
+    expect(scores.length).toBeGreaterThan(2)
+    // The second best as the floor: the best two (and any tied with them) stay.
+    const floor = scores[1]!
+    const kept = scores.filter((score) => score >= floor)
+    const strong = await search(box.user.apiKey, { query, min_score: floor, limit: 100 })
+    expect(strong.data?.data.map((r) => r.score)).toEqual(kept)
+    expect(strong.data?.meta).toEqual({ page: 1, limit: 100, total: kept.length, hasMore: false })
+    const paged = await search(box.user.apiKey, { query, min_score: floor, limit: 1 })
+    expect(paged.data?.meta).toEqual({ page: 1, limit: 1, total: kept.length, hasMore: true })
+
+    for (const [min_score, message] of [[1.5, "must be a number from 0 to 1"], [-0.1, "must be a number from 0 to 1"], ["high", "must be a number"]]) {
+      const bad = await search(box.user.apiKey, offContract({ query, min_score }))
+      expect(bad.response.status).toBe(400)
+      expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { min_score: message } })
+    }
+  })
+
   it("sees only the caller's namespace, and never a deleted mailbox's mail", async () => {
     const other = await newBox(server.url)
     await upgrade(server.url, other.user.apiKey, "pro")

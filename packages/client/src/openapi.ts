@@ -5474,6 +5474,8 @@ export interface components {
             limit?: number;
             /** @description Mailroom extension: only this mailbox's emails (404 NOT_FOUND for one not the caller's) */
             mailbox_id?: string;
+            /** @description Mailroom extension: only results scoring at least this (the score bands: 0.30 somewhat relevant, 0.50 moderately, 0.70 very, 0.90 highly); `total` and `hasMore` then count those only. Default 0: every match, weak ones too */
+            min_score?: number;
             /**
              * @description Mailroom extension: hybrid (default) fuses full-text and vector ranking; text or vector uses one alone
              * @enum {string}
