@@ -9,7 +9,8 @@ import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option,
 import * as Context from "effect/Context"
 import { DEFAULT_PASSWORD_COST, PASSWORD_COSTS } from "../services/accounts/passwords.ts"
 import { isHostName } from "../services/domains/names.ts"
-import { normalizeDomain } from "../services/mailboxes/rules.ts"
+import { normalizeDomain, parseAddress } from "../services/mailboxes/rules.ts"
+import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { proxyEntry } from "./trusted-proxies.ts"
 
 /**
@@ -462,8 +463,27 @@ export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> 
   yield* checkSecrets(config)
   yield* checkPayments(config)
   yield* checkSmtpTls(config)
+  yield* checkPostmasterMailbox(config)
   return config
 })
+
+/**
+ * POSTMASTER_MAILBOX must be an address a mailbox can have (SPEC's local-part rules, the reserved names
+ * included): otherwise postmaster@ would be refused for ever while the setting looked taken.
+ */
+const checkPostmasterMailbox = (config: AppConfigShape): Effect.Effect<void, ConfigError.ConfigError> =>
+  Option.match(config.postmasterMailbox, {
+    onNone: () => Effect.void,
+    onSome: (address) => {
+      const at = address.lastIndexOf("@")
+      const reserved = [...config.disallowedEmailNames, SYSTEM_SENDER]
+      return Either.match(parseAddress({ local_part: address.slice(0, at), domain: address.slice(at + 1) }, reserved), {
+        onRight: () => Effect.void,
+        onLeft: (failure) =>
+          Effect.fail(ConfigError.InvalidData(["POSTMASTER_MAILBOX"], `${address} can never be a mailbox's address: ${failure.message}`))
+      })
+    }
+  })
 
 /**
  * The variable a failure is about. Effect's Config puts a variable's name on a failure in front of

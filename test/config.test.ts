@@ -73,6 +73,8 @@ describe.concurrent("configuration", () => {
     [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],
     [{ TRUSTED_PROXIES: "10.0.0.0/8,lb.internal" }, /\nTRUSTED_PROXIES: Expected addresses or networks such as 10\.0\.0\.0\/8 but received "lb\.internal"/],
     [{ POSTMASTER_MAILBOX: "operator-desk" }, /\nPOSTMASTER_MAILBOX: Expected an address such as ops-desk@example\.com but received "operator-desk"/],
+    [{ POSTMASTER_MAILBOX: "postmaster@agents.localhost" }, /\nPOSTMASTER_MAILBOX: postmaster@agents\.localhost can never be a mailbox's address: The local part "postmaster" is reserved/],
+    [{ POSTMASTER_MAILBOX: "desk@agents.localhost" }, /\nPOSTMASTER_MAILBOX: desk@agents\.localhost can never be a mailbox's address: The local part must be at least 5 characters/],
     [{ POSTMASTER_MAILBOX: "desk@not a domain" }, /\nPOSTMASTER_MAILBOX: .* but received "desk@not a domain"/],
     [{ PROXY_PROTOCOL: "10.0.0.0/8" }, /\nPROXY_PROTOCOL: Expected addresses such as 10\.0\.0\.5 \(or \*\) but received "10\.0\.0\.0\/8"/],
     [{ TRUSTED_PROXIES: "10.0.0.0/33" }, /\nTRUSTED_PROXIES: .* but received "10\.0\.0\.0\/33"/],

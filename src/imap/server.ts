@@ -22,7 +22,7 @@ import tls from "node:tls"
 import { Bus, subjects } from "../../services/bus/bus.ts"
 import { ImapStore } from "../../services/imap/store.ts"
 import { AppConfig, isLoopbackHost } from "../config.ts"
-import { tlsFiles } from "../smtp/listen.ts"
+import { PROXY_HEADER_TIMEOUT_MS, tlsFiles } from "../smtp/listen.ts"
 import { maxMessageBytes } from "../smtp/server.ts"
 import { ImapMetrics } from "./metrics.ts"
 import { answerText, BadCommand, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
@@ -34,8 +34,6 @@ const MAX_COMMAND_BYTES = 64 * 1024
 /** An APPEND's message (a mail program's copy of what it sent): at most the largest plan's message, and a little. */
 const MAX_APPEND_BYTES = maxMessageBytes + MAX_COMMAND_BYTES
 const MAX_CLIENTS = 2_000
-/** How long a balancer's connection may take to send its PROXY header. */
-const PROXY_HEADER_TIMEOUT_MS = 10_000
 const AUTOLOGOUT_MS = 30 * 60 * 1000
 /** How long a closing TLS session waits for its last answer to reach the client before the socket is cut. */
 const CLOSE_GRACE_MS = 2_000

@@ -6,7 +6,9 @@
  */
 import { Effect, Option } from "effect"
 import { readFileSync } from "node:fs"
+import { randomBytes } from "node:crypto"
 import type { SMTPServer } from "smtp-server"
+import { expectsProxyHeader, readProxyHeader } from "../proxy-protocol.ts"
 import type { AppConfigShape } from "../config.ts"
 import { listenFailure } from "../listen-failure.ts"
 
@@ -61,4 +63,33 @@ export const tlsFiles = (config: Pick<AppConfigShape, "smtpTlsCert" | "smtpTlsKe
     try: () => ({ cert: readFileSync(files.value.cert), key: readFileSync(files.value.key) }),
     catch: (error) => new Error(`SMTP_TLS_CERT / SMTP_TLS_KEY could not be read: ${String(error)}`)
   })
+}
+
+/** How long a balancer's connection may take to send its whole PROXY header (as IMAP's). */
+export const PROXY_HEADER_TIMEOUT_MS = 10_000
+
+/**
+ * The PROXY header on an SMTP listener (`PROXY_PROTOCOL`), read by src/proxy-protocol.ts as IMAP's is,
+ * in place of smtp-server's own reader, which takes malformed headers (a missing port, a TCP4 line
+ * naming an IPv6 address; an empty field even left the balancer's address as the client's), refuses a
+ * `PROXY UNKNOWN` line that carries addresses, answers a bad header in IMAP's words, and waits for a
+ * header as long as its bytes keep dripping in. smtp-server still decides which peers must send one
+ * (`useProxy`, set from the same list) and guards their sockets until the session starts. A bad or
+ * missing header closes the connection without a word.
+ */
+export const readingProxyHeaders = (server: SMTPServer, peers: ReadonlyArray<string>): SMTPServer => {
+  if (peers.length === 0) return server
+  const direct = server._handleProxy.bind(server)
+  server._handleProxy = (socket, callback) => {
+    if (!expectsProxyHeader(peers, socket.remoteAddress)) return direct(socket, callback)
+    readProxyHeader(socket, PROXY_HEADER_TIMEOUT_MS).then(
+      (client) => callback(null, { id: randomBytes(8).toString("hex"), ...(client === undefined ? {} : { remoteAddress: client }) }),
+      (error: Error) => {
+        socket.on("error", () => {})
+        socket.destroy()
+        callback(error)
+      }
+    )
+  }
+  return server
 }

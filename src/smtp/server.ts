@@ -53,7 +53,7 @@ import {
 import { limits } from "../../services/plans/plans.ts"
 import { AppConfig, inboundChecksRole } from "../config.ts"
 import { connectionCounter } from "./connections.ts"
-import { listenUntilDrained, tlsFiles } from "./listen.ts"
+import { listenUntilDrained, readingProxyHeaders, tlsFiles } from "./listen.ts"
 import { SmtpMetrics } from "./metrics.ts"
 import { StageActivity } from "../../services/pipeline/stages.ts"
 
@@ -324,7 +324,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
       })
     }
 
-    const server = new SMTPServer({
+    const server = readingProxyHeaders(new SMTPServer({
       name: config.mxHost,
       // smtp-server writes "<name> ESMTP <banner>".
       banner: "Mailroom",
@@ -346,7 +346,7 @@ export const SmtpServerLive = Layer.scopedDiscard(
       onMailFrom,
       onRcptTo,
       onData
-    })
+    }), config.proxyProtocol)
     // Client-side failures (resets, TLS handshakes gone wrong) end that session only.
     server.on("error", (error) => void run(Effect.logDebug("SMTP session error", error)))
 

@@ -24,7 +24,7 @@ import { TooManyConnections } from "../../services/mail/refusals.ts"
 import { Submission, type SubmissionRefused, temporaryFailure } from "../../services/outbound/submission.ts"
 import { AppConfig, isLoopbackHost } from "../config.ts"
 import { connectionCounter } from "./connections.ts"
-import { listenUntilDrained, tlsFiles } from "./listen.ts"
+import { listenUntilDrained, readingProxyHeaders, tlsFiles } from "./listen.ts"
 import { SubmissionMetrics } from "./metrics.ts"
 import { maxMessageBytes } from "./server.ts"
 
@@ -181,7 +181,7 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       })
     }
 
-    const server = new SMTPServer({
+    const server = readingProxyHeaders(new SMTPServer({
       name: config.mxHost,
       banner: "Mailroom submission",
       size: maxMessageBytes,
@@ -210,7 +210,7 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       onMailFrom,
       onRcptTo,
       onData
-    })
+    }), config.proxyProtocol)
     server.on("error", (error) => void run(Effect.logDebug("Submission session error", error)))
 
     yield* listenUntilDrained(server, {

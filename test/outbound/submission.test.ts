@@ -252,10 +252,16 @@ describe("behind a load balancer (PROXY_PROTOCOL)", () => {
       socket.once("error", reject)
     })
 
-  it("takes the balancer's PROXY header before the session, and closes a connection from it without one", async () => {
-    const header = `PROXY TCP4 203.0.113.9 127.0.0.1 40000 ${submissionPort}\r\n`
-    const session = await fromBalancer(header, ["EHLO client.test\r\n"], /\r\n250 [^\r]*\r\n/)
+  it("takes the balancer's PROXY header before the session (UNKNOWN too), and closes one without a valid header without a word", async () => {
+    const ehlo = ["EHLO client.test\r\n"]
+    const greeted = /\r\n250 [^\r]*\r\n/
+    const session = await fromBalancer(`PROXY TCP4 203.0.113.9 127.0.0.1 40000 ${submissionPort}\r\n`, ehlo, greeted)
     expect(session).toMatch(/^220 [^\r]*Mailroom submission[^\r]*\r\n250-/)
-    expect(await fromBalancer("EHLO client.test\r\n", [], /never/)).toBe("* BAD Invalid PROXY header\r\n")
+    // The protocol's own longest UNKNOWN line: whatever follows UNKNOWN is ignored.
+    const unknown = `PROXY UNKNOWN ${"ffff:".repeat(7)}ffff ${"ffff:".repeat(7)}ffff 65535 65535\r\n`
+    expect(await fromBalancer(unknown, ehlo, greeted)).toMatch(/^220 /)
+    for (const bad of ["EHLO client.test\r\n", `PROXY TCP4  203.0.113.9 127.0.0.1 40000 ${submissionPort}\r\n`, "PROXY TCP4 203.0.113.9 127.0.0.1 40000\r\n"]) {
+      expect(await fromBalancer(bad, ehlo, /never/), bad).toBe("")
+    }
   })
 })

@@ -252,7 +252,7 @@ describe("behind a load balancer (PROXY_PROTOCOL)", () => {
     expect((await received(box, straight)).authentication?.spf).toEqual({ result: "fail", domain: PROXIED, aligned: true })
   })
 
-  it("closes a connection from the balancer that does not begin with a PROXY header, greeting nothing", async () => {
+  it("closes a connection from the balancer that does not begin with a PROXY header, without a word", async () => {
     const socket = net.connect({ host: "127.0.0.1", port: suite.server.smtpPort, localAddress: BALANCER })
     socket.write("EHLO client.test\r\n")
     const heard = await new Promise<string>((resolve, reject) => {
@@ -261,7 +261,7 @@ describe("behind a load balancer (PROXY_PROTOCOL)", () => {
       socket.once("close", () => resolve(text))
       socket.once("error", reject)
     })
-    expect(heard).toBe("* BAD Invalid PROXY header\r\n")
+    expect(heard).toBe("")
   })
 })
 
