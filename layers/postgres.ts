@@ -21,9 +21,10 @@
  * but a connection whose server has gone silent is found out (`watchConnections`, on DATABASE_URL's
  * pool): when the network between them drops packets (a failover moved the server's address, a
  * partition) the kernel waits ~15 minutes before it gives up on the socket, and every request that
- * used it would hang that long. So a statement unanswered for STUCK_AFTER is checked on a connection
- * of its own: if the server cannot be reached, or no longer runs that connection's statement (it
- * never received it, or its answer was lost), the connection is dropped, its statement fails (503 to
+ * used it would hang that long. So a connection that has waited STUCK_AFTER for its statement's answer
+ * without hearing a byte is checked on a connection of its own: if the server cannot be reached, or is
+ * not running that statement (it never received it, or its answer is being lost: the server waits to
+ * write it), the connection is dropped, its statement fails (503 to
  * an API client, 451 to SMTP, a retry for the bus) and the pool opens fresh ones. A statement the
  * server is still running is left alone. Behind a pooler (PgBouncer), whose connections' process ids
  * are its own, only a server that cannot be reached is concluded.
@@ -73,9 +74,15 @@ type QueryCallback = (error: Error | null, result: unknown) => void
 class WatchedClient extends Pg.Client {
   /** When each statement still unanswered was sent, oldest first. */
   private readonly sent: Array<number> = []
+  /** When the server last said anything on this connection (a large answer arrives over many messages). */
+  private heard = 0
 
   constructor(config?: Pg.ClientConfig) {
     super({ ...config, connectionTimeoutMillis: Duration.toMillis(CONNECT_TIMEOUT), keepAlive: true })
+    ;(this as unknown as { readonly connection: { on: (event: "message", listener: () => void) => void } }).connection.on(
+      "message",
+      () => (this.heard = Date.now())
+    )
     const send = this.query.bind(this) as (...args: Array<unknown>) => unknown
     this.query = ((...args: Array<unknown>) => {
       const last = args.length - 1
@@ -104,9 +111,14 @@ class WatchedClient extends Pg.Client {
     return (this as unknown as { readonly processID: number | null }).processID ?? undefined
   }
 
-  /** When the oldest statement still unanswered was sent; undefined when none is. */
+  /**
+   * Since when this connection has waited for the server in silence: its oldest statement unanswered
+   * was sent, and nothing has been heard since (an answer still arriving is not a silence); undefined
+   * when no statement waits.
+   */
   get waitingSince(): number | undefined {
-    return this.sent[0]
+    const oldest = this.sent[0]
+    return oldest === undefined ? undefined : Math.max(oldest, this.heard)
   }
 
   /** Drop the connection: its statements fail, and the pool no longer lends it. */
@@ -226,8 +238,11 @@ const runningStatements = (target: Target, pids: ReadonlyArray<number>) =>
         try: async (): Promise<Check> => {
           await probe.client.connect()
           const { rows } = await probe.client.query<{ me: number; running: Array<number> }>(
+            // A backend waiting to write its answer (ClientWrite) to a connection that has heard nothing
+            // for STUCK_AFTER is not running it: the answer is being lost on the way.
             `SELECT pg_backend_pid() AS me,
-                    array(SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND state = 'active') AS running`,
+                    array(SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND state = 'active'
+                            AND wait_event IS DISTINCT FROM 'ClientWrite') AS running`,
             [pids]
           )
           await probe.client.end()
@@ -267,8 +282,8 @@ const watchConnections = (target: Target, clients: ReadonlySet<WatchedClient>) =
       if (client.waitingSince !== since || (check.reachable && (check.running === undefined || check.running.has(pid)))) continue
       const seconds = Math.round((Date.now() - since) / 1000)
       const why = check.reachable ? "the server is not running its statement" : "the server cannot be reached"
-      yield* Effect.logWarning(`A PostgreSQL connection waited ${seconds} s for an answer and ${why}: dropped`)
-      client.drop(`PostgreSQL did not answer for ${seconds} s (${why})`)
+      yield* Effect.logWarning(`A PostgreSQL connection heard nothing for ${seconds} s while waiting for an answer, and ${why}: dropped`)
+      client.drop(`PostgreSQL said nothing for ${seconds} s (${why})`)
     }
   })
 

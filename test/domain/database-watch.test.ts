@@ -8,7 +8,7 @@
  * The PostgreSQL + NATS run only: the embedded database's pool is not watched (nothing stands between).
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Exit, Redacted } from "effect"
+import { Effect, Exit, Fiber, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as Postgres from "../../layers/postgres.ts"
 import { startPgBouncer } from "../support/pgbouncer.ts"
@@ -48,6 +48,28 @@ describe.skipIf(serverUrl === undefined)("a database connection the server no lo
         expect(waited).toBeLessThan(20_000)
         const [row] = yield* sql<{ readonly three: number }>`SELECT 3 AS three`
         expect(row?.three).toBe(3)
+      }))
+    } finally {
+      proxy.thaw()
+    }
+  }, 40_000)
+
+  it("drops a connection whose answer stops arriving half-way (the server waiting to write it)", async () => {
+    try {
+      await overProxy(Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`SELECT 1`
+        const before = proxy.carried()
+        // A megabyte a row, a row every 50 ms: frozen once the answer has begun to arrive.
+        const large = yield* Effect.fork(Effect.exit(sql`SELECT repeat('x', 1000000) AS filler, pg_sleep(0.05) FROM generate_series(1, 400)`))
+        while (proxy.carried() < before + 2_000_000) yield* Effect.sleep("10 millis")
+        proxy.freeze("open")
+        const started = Date.now()
+        const lost = yield* Fiber.join(large)
+        expect(Exit.isFailure(lost)).toBe(true)
+        expect(Date.now() - started).toBeLessThan(25_000)
+        const [row] = yield* sql<{ readonly four: number }>`SELECT 4 AS four`
+        expect(row?.four).toBe(4)
       }))
     } finally {
       proxy.thaw()

@@ -21,6 +21,8 @@ export interface TcpProxy {
   readonly freeze: (only?: "open") => void
   /** Carry bytes again: what was held back arrives, as TCP retransmits it once a network heals. */
   readonly thaw: () => void
+  /** Bytes carried from the server to the clients so far. */
+  readonly carried: () => number
   readonly close: () => Promise<void>
 }
 
@@ -34,6 +36,7 @@ export const startTcpProxy = async (target: { host: string; port: number }, port
   let server: net.Server | undefined
   let boundPort = port
   let frozen = false
+  let carried = 0
 
   const flow = ({ client, upstream }: Pair) => {
     client.pipe(upstream)
@@ -50,6 +53,7 @@ export const startTcpProxy = async (target: { host: string; port: number }, port
     new Promise<void>((resolve, reject) => {
       const s = net.createServer((client) => {
         const pair = { client, upstream: net.connect(target.port, target.host) }
+        pair.upstream.on("data", (chunk: Buffer) => (carried += chunk.length))
         pairs.add(pair)
         const drop = () => {
           client.destroy()
@@ -96,6 +100,7 @@ export const startTcpProxy = async (target: { host: string; port: number }, port
       frozen = false
       for (const pair of pairs) flow(pair)
     },
+    carried: () => carried,
     close: stop
   }
 }
