@@ -35,6 +35,8 @@ export interface PgliteOptions {
   readonly sharedBuffers?: string | undefined
   /** PostgreSQL settings from the start (`-c name=value`), for a PGlite that serves one purpose. */
   readonly settings?: Readonly<Record<string, string>>
+  /** Its pool in the `mailroom_db_pool_*` gauges (postgres.ts `sampled`): the app's database; not the vector index's. */
+  readonly sampled?: boolean
 }
 
 const MB = 1024 * 1024
@@ -270,6 +272,7 @@ export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | S
         target: { host: socketDir, port: 5432, username: "postgres", database: "postgres" },
         maxConnections: 1,
         minConnections: 1,
+        ...(options.sampled === undefined ? {} : { sampled: options.sampled }),
         ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements })
       })
     })

@@ -289,7 +289,8 @@ export const embeddedDatabaseLayer = (
             yield* Effect.logInfo(`The vector index's buffers: ${sized.sharedBuffers}, for ${Math.ceil(sized.dataBytes / 1024 / 1024)}MB of data`)
             sharedBuffers = sized.sharedBuffers
           }
-          return Pglite.layer({ dataDir: directory, sharedBuffers, settings: SEARCH_SETTINGS })
+          // Not in the database pool's gauges, which are the app database's.
+          return Pglite.layer({ dataDir: directory, sharedBuffers, settings: SEARCH_SETTINGS, sampled: false })
         })))
       )
       const context = yield* Layer.build(database).pipe(

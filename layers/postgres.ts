@@ -63,6 +63,11 @@ export interface PoolOptions {
    * for long while a second one waits.
    */
   readonly watch?: boolean
+  /**
+   * Sample this pool into `mailroom_db_pool_*` (the default): the app's database. False for a pool of
+   * another purpose (the vector index's own PGlite), which would otherwise overwrite the same gauges.
+   */
+  readonly sampled?: boolean
 }
 
 type QueryCallback = (error: Error | null, result: unknown) => void
@@ -197,12 +202,15 @@ const WATCH_EVERY = Duration.seconds(2)
 /** How long the check may take to connect and answer before the server counts as unreachable. */
 const PROBE_TIMEOUT = Duration.seconds(5)
 
+/** The pool's counts now: suspended, so that each repetition reads them afresh (not the first reading's). */
 const sample = (pool: Pg.Pool) =>
-  Effect.all([
-    Metric.set(inUse, pool.totalCount - pool.idleCount),
-    Metric.set(idle, pool.idleCount),
-    Metric.set(waiting, pool.waitingCount)
-  ], { discard: true })
+  Effect.suspend(() =>
+    Effect.all([
+      Metric.set(inUse, pool.totalCount - pool.idleCount),
+      Metric.set(idle, pool.idleCount),
+      Metric.set(waiting, pool.waitingCount)
+    ], { discard: true })
+  )
 
 const connectionSettings = (target: Target) =>
   "url" in target
@@ -329,7 +337,9 @@ const acquirePool = (options: PoolOptions) => {
     }),
     (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
   ).pipe(
-    Effect.tap((pool) => sample(pool).pipe(Effect.repeat(Schedule.spaced(SAMPLE_EVERY)), Effect.forkScoped)),
+    Effect.tap((pool) =>
+      options.sampled === false ? Effect.void : sample(pool).pipe(Effect.repeat(Schedule.spaced(SAMPLE_EVERY)), Effect.forkScoped)
+    ),
     Effect.tap(() =>
       options.watch === true
         ? watchConnections(options.target, clients).pipe(Effect.repeat(Schedule.spaced(WATCH_EVERY)), Effect.forkScoped)
