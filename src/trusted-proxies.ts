@@ -58,6 +58,20 @@ export const trustedProxies = (entries: ReadonlyArray<string>): TrustedProxies =
 }
 
 /**
+ * An IPv6 address in its one canonical spelling (RFC 5952: lower case, zeros compressed), so that
+ * `2001:db8:0:0:0:0:0:7` and `2001:DB8::7` count as the one client they are; undefined for a zone
+ * (`fe80::1%eth0`: a link's own, meaningless elsewhere).
+ */
+const canonicalIPv6 = (address: string): string | undefined => {
+  if (address.includes("%")) return undefined
+  try {
+    return new URL(`http://[${address}]/`).hostname.slice(1, -1)
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * One entry of X-Forwarded-For as an address: `192.0.2.1`, `2001:db8::1`, and the forms some proxies
  * write with the client's port, `192.0.2.1:4711` and `[2001:db8::1]:4711`; undefined for anything else.
  */
@@ -65,8 +79,9 @@ const hopAddress = (hop: string): string | undefined => {
   const text = hop.trim()
   const bracketed = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(text)
   const withPort = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(text)
-  const address = bracketed?.[1] ?? withPort?.[1] ?? text
-  return isIP(address) === 0 ? undefined : unmapped(address).toLowerCase()
+  const address = unmapped(bracketed?.[1] ?? withPort?.[1] ?? text)
+  const family = isIP(address)
+  return family === 4 ? address : family === 6 ? canonicalIPv6(address) : undefined
 }
 
 /**

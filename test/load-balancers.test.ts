@@ -46,6 +46,9 @@ describe("clientAddress", () => {
     expect(client("127.0.0.1", "203.0.113.7:4711")).toBe("203.0.113.7")
     expect(client("127.0.0.1", "::ffff:203.0.113.7")).toBe("203.0.113.7")
     expect(client("fd00::1", "2001:db8::5, fd12::9")).toBe("2001:db8::5")
+    // One client, one spelling: RFC 5952's.
+    expect(client("127.0.0.1", "2001:DB8:0:0:0:0:0:7")).toBe("2001:db8::7")
+    expect(client("127.0.0.1", "[2001:db8:0000::7]:443")).toBe("2001:db8::7")
   })
 
   it("stops at the proxy that wrote an entry that is no address", () => {
@@ -53,6 +56,8 @@ describe("clientAddress", () => {
     expect(client("127.0.0.1", "203.0.113.7, unknown, 10.0.0.8")).toBe("10.0.0.8")
     expect(client("127.0.0.1", "")).toBe("127.0.0.1")
     expect(client("127.0.0.1", "203.0.113.7, <script>")).toBe("127.0.0.1")
+    // A link-local address with its zone names no place a limit could count.
+    expect(client("127.0.0.1", "fe80::1%eth0")).toBe("127.0.0.1")
   })
 
   it("is the farthest proxy when every entry is a trusted one (a request from inside the network)", () => {
