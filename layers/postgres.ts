@@ -113,7 +113,7 @@ class WatchedClient extends Pg.Client {
 
   /** The server process serving this connection (`pg_stat_activity.pid`), once connected. */
   get serverPid(): number | undefined {
-    return (this as unknown as { readonly processID: number | null }).processID ?? undefined
+    return announcedPid(this)
   }
 
   /**
@@ -131,6 +131,10 @@ class WatchedClient extends Pg.Client {
     cutOff(this, new Error(reason))
   }
 }
+
+/** The process id the server announced to `client` at its start (`pg` keeps it, untyped); undefined before. */
+const announcedPid = (client: Pg.Client): number | undefined =>
+  (client as unknown as { readonly processID: number | null }).processID ?? undefined
 
 /** Close `client`'s socket at once: `end()` would wait for a server that may never answer. */
 const cutOff = (client: Pg.Client, error?: Error) =>
@@ -256,7 +260,7 @@ const runningStatements = (target: Target, pids: ReadonlyArray<number>) =>
           await probe.client.end()
           probe.ended = true
           // The server's own id for this connection is the one it announced unless a pooler answered for it.
-          const direct = rows[0]?.me === (probe.client as unknown as { readonly processID: number | null }).processID
+          const direct = rows[0]?.me === announcedPid(probe.client)
           return { reachable: true, running: direct ? new Set(rows[0]?.running) : undefined }
         },
         // The server answered with an error of its own (a DatabaseError), or the network failed.

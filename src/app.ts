@@ -29,7 +29,6 @@ import { DkimKeys } from "../services/outbound/dkim.ts"
 import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
 import { RequeueLive } from "../services/outbound/requeue.ts"
 import { MtaLive } from "../services/outbound/mta.ts"
-import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
 import { Replies } from "../services/outbound/replies.ts"
 import { Meetings } from "../services/meetings/meetings.ts"
 import { CalendarMailLive } from "../services/schedule/calendar-mail.ts"
@@ -63,7 +62,7 @@ import * as SmtpTransport from "../layers/smtp-transport.ts"
 import * as StripeBilling from "../layers/stripe-billing.ts"
 import * as WebhookHttp from "../layers/webhook-http.ts"
 import * as WordNet from "../layers/wordnet.ts"
-import { AppConfig, type AppConfigShape, inboundChecksRole, type Role } from "./config.ts"
+import { AppConfig, type AppConfigShape, inboundChecksRole, reservedLocalParts, type Role } from "./config.ts"
 import * as Database from "./database.ts"
 import { HttpServerLive } from "./http/server.ts"
 import { metricsServerLayer } from "./metrics.ts"
@@ -115,7 +114,7 @@ const sharedSettingsLayer = (config: AppConfigShape) => {
 export const mailboxSettingsLayer = (config: AppConfigShape) =>
   Layer.succeed(MailboxSettings, {
     sharedDomains: config.sharedDomains,
-    disallowedNames: [...new Set([...config.disallowedEmailNames, SYSTEM_SENDER])],
+    disallowedNames: reservedLocalParts(config),
     postmasterMailbox: Option.getOrUndefined(config.postmasterMailbox)
   })
 

@@ -467,6 +467,11 @@ export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> 
   return config
 })
 
+/** The local parts nobody may register: DISALLOWED_EMAIL_NAME's and Mailroom's own sender's. */
+export const reservedLocalParts = (config: Pick<AppConfigShape, "disallowedEmailNames">): ReadonlyArray<string> => [
+  ...new Set([...config.disallowedEmailNames, SYSTEM_SENDER])
+]
+
 /**
  * POSTMASTER_MAILBOX must be an address a mailbox can have (SPEC's local-part rules, the reserved names
  * included): otherwise postmaster@ would be refused for ever while the setting looked taken.
@@ -476,8 +481,7 @@ const checkPostmasterMailbox = (config: AppConfigShape): Effect.Effect<void, Con
     onNone: () => Effect.void,
     onSome: (address) => {
       const at = address.lastIndexOf("@")
-      const reserved = [...config.disallowedEmailNames, SYSTEM_SENDER]
-      return Either.match(parseAddress({ local_part: address.slice(0, at), domain: address.slice(at + 1) }, reserved), {
+      return Either.match(parseAddress({ local_part: address.slice(0, at), domain: address.slice(at + 1) }, reservedLocalParts(config)), {
         onRight: () => Effect.void,
         onLeft: (failure) =>
           Effect.fail(ConfigError.InvalidData(["POSTMASTER_MAILBOX"], `${address} can never be a mailbox's address: ${failure.message}`))

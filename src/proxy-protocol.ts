@@ -2,20 +2,23 @@
  * The PROXY protocol (version 1, HAProxy's `send-proxy`) on the mail listeners (`PROXY_PROTOCOL`): a TCP
  * load balancer opens each connection with one line naming the client it carries,
  * `PROXY TCP4 <client> <balancer> <client port> <balancer port>\r\n` (or `PROXY UNKNOWN …`), before the
- * protocol's own first byte. smtp-server reads it for SMTP and submission (its `useProxy`); this reads it
- * for IMAP. Only the listed peers are believed, and they must send it.
+ * protocol's own first byte. This reads it for SMTP, submission (src/smtp/listen.ts `readingProxyHeaders`)
+ * and IMAP. Only the listed peers are believed, and they must send it.
  */
 import { isIP, type Socket } from "node:net"
+import { canonicalAddress } from "./addresses.ts"
 
 /** The longest line version 1 allows. */
 const MAX_HEADER_BYTES = 107
-
-/** A dual-stack listener's `::ffff:192.0.2.1` is the IPv4 address 192.0.2.1. */
-const plain = (address: string) => address.replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, "").toLowerCase()
+/** How long a balancer's connection may take to send its whole PROXY header. */
+export const PROXY_HEADER_TIMEOUT_MS = 10_000
 
 /** Whether a connection from `peer` must begin with a PROXY header (`peers`: addresses, or `*`). */
-export const expectsProxyHeader = (peers: ReadonlyArray<string>, peer: string | undefined) =>
-  peers.includes("*") || (peer !== undefined && peers.some((entry) => plain(entry) === plain(peer)))
+export const expectsProxyHeader = (peers: ReadonlyArray<string>, peer: string | undefined) => {
+  if (peers.includes("*")) return true
+  const address = peer === undefined ? undefined : canonicalAddress(peer)
+  return address !== undefined && peers.some((entry) => canonicalAddress(entry) === address)
+}
 
 /**
  * The client a PROXY header line names: its address, or undefined for `PROXY UNKNOWN` (a balancer's
@@ -27,9 +30,10 @@ export const parseProxyHeader = (line: string): string | undefined | Error => {
   if (family === "UNKNOWN") return undefined
   const ports = [sourcePort, destinationPort].every((port) => /^\d{1,5}$/.test(port ?? "") && Number(port) <= 65535)
   const version = family === "TCP4" ? 4 : family === "TCP6" ? 6 : 0
-  return version !== 0 && isIP(source ?? "") === version && isIP(destination ?? "") === version && ports && rest.length === 0
-    ? plain(source!)
-    : new Error("Invalid PROXY header")
+  const client = version !== 0 && isIP(source ?? "") === version && isIP(destination ?? "") === version && ports && rest.length === 0
+    ? canonicalAddress(source!)
+    : undefined
+  return client ?? new Error("Invalid PROXY header")
 }
 
 /**

@@ -12,6 +12,7 @@
  * obfuscated name) stops the walk at the proxy that wrote it.
  */
 import { BlockList, isIP } from "node:net"
+import { canonicalAddress } from "./addresses.ts"
 
 interface Entry {
   readonly address: string
@@ -30,12 +31,6 @@ export const proxyEntry = (entry: string): Entry | undefined => {
   return /^\d{1,3}$/.test(bits) && Number(bits) <= max ? { address, prefix: Number(bits), type } : undefined
 }
 
-/** A dual-stack listener's `::ffff:192.0.2.1` is the IPv4 address 192.0.2.1. */
-const unmapped = (address: string) => {
-  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address)
-  return mapped ? mapped[1]! : address
-}
-
 export interface TrustedProxies {
   readonly trusts: (address: string) => boolean
 }
@@ -50,24 +45,9 @@ export const trustedProxies = (entries: ReadonlyArray<string>): TrustedProxies =
   }
   return {
     trusts: (address) => {
-      const plain = unmapped(address)
-      const family = isIP(plain)
-      return family !== 0 && list.check(plain, family === 4 ? "ipv4" : "ipv6")
+      const plain = canonicalAddress(address)
+      return plain !== undefined && list.check(plain, isIP(plain) === 4 ? "ipv4" : "ipv6")
     }
-  }
-}
-
-/**
- * An IPv6 address in its one canonical spelling (RFC 5952: lower case, zeros compressed), so that
- * `2001:db8:0:0:0:0:0:7` and `2001:DB8::7` count as the one client they are; undefined for a zone
- * (`fe80::1%eth0`: a link's own, meaningless elsewhere).
- */
-const canonicalIPv6 = (address: string): string | undefined => {
-  if (address.includes("%")) return undefined
-  try {
-    return new URL(`http://[${address}]/`).hostname.slice(1, -1)
-  } catch {
-    return undefined
   }
 }
 
@@ -79,9 +59,7 @@ const hopAddress = (hop: string): string | undefined => {
   const text = hop.trim()
   const bracketed = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(text)
   const withPort = /^(\d{1,3}(?:\.\d{1,3}){3}):\d{1,5}$/.exec(text)
-  const address = unmapped(bracketed?.[1] ?? withPort?.[1] ?? text)
-  const family = isIP(address)
-  return family === 4 ? address : family === 6 ? canonicalIPv6(address) : undefined
+  return canonicalAddress(bracketed?.[1] ?? withPort?.[1] ?? text)
 }
 
 /**

@@ -22,13 +22,13 @@ import tls from "node:tls"
 import { Bus, subjects } from "../../services/bus/bus.ts"
 import { ImapStore } from "../../services/imap/store.ts"
 import { AppConfig, isLoopbackHost } from "../config.ts"
-import { PROXY_HEADER_TIMEOUT_MS, tlsFiles } from "../smtp/listen.ts"
+import { tlsFiles } from "../smtp/listen.ts"
 import { maxMessageBytes } from "../smtp/server.ts"
 import { ImapMetrics } from "./metrics.ts"
 import { answerText, BadCommand, CommandReader, type Framed, parseCommand, tagOf } from "./protocol.ts"
 import { makeSession, type Next } from "./session.ts"
 import { listenFailure } from "../listen-failure.ts"
-import { expectsProxyHeader, readProxyHeader } from "../proxy-protocol.ts"
+import { expectsProxyHeader, PROXY_HEADER_TIMEOUT_MS, readProxyHeader } from "../proxy-protocol.ts"
 
 const MAX_COMMAND_BYTES = 64 * 1024
 /** An APPEND's message (a mail program's copy of what it sent): at most the largest plan's message, and a little. */

@@ -8,7 +8,7 @@ import { Effect, Option } from "effect"
 import { readFileSync } from "node:fs"
 import { randomBytes } from "node:crypto"
 import type { SMTPServer } from "smtp-server"
-import { expectsProxyHeader, readProxyHeader } from "../proxy-protocol.ts"
+import { expectsProxyHeader, PROXY_HEADER_TIMEOUT_MS, readProxyHeader } from "../proxy-protocol.ts"
 import type { AppConfigShape } from "../config.ts"
 import { listenFailure } from "../listen-failure.ts"
 
@@ -64,9 +64,6 @@ export const tlsFiles = (config: Pick<AppConfigShape, "smtpTlsCert" | "smtpTlsKe
     catch: (error) => new Error(`SMTP_TLS_CERT / SMTP_TLS_KEY could not be read: ${String(error)}`)
   })
 }
-
-/** How long a balancer's connection may take to send its whole PROXY header (as IMAP's). */
-export const PROXY_HEADER_TIMEOUT_MS = 10_000
 
 /**
  * The PROXY header on an SMTP listener (`PROXY_PROTOCOL`), read by src/proxy-protocol.ts as IMAP's is,
