@@ -4,7 +4,7 @@
  * so a double click or a retried request sends once.
  */
 import { html } from "htm/preact"
-import { useEffect, useRef, useState } from "preact/hooks"
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import { call, fieldError, findMailbox } from "./api.js"
 import { go } from "./router.js"
 import { ErrorNote, Field, LoadFailed, MailboxNotFound, TextArea, useAction } from "./ui.js"
@@ -89,9 +89,9 @@ export const ComposeForm = ({ mailboxId, address, name }) => {
   const [text, setText] = useState("")
   const { busy, error, run } = useAction()
   // A refused send leaves the keyboard at what to fix: the first field refused, else Send again (the
-  // button pressed was off while sending, and the focus fell off it to the page).
+  // button pressed was off while sending, and the focus fell off it to the page), as the refusal is painted.
   const form = useRef(/** @type {HTMLFormElement | null} */ (null))
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (!error || !form.current) return
     const target = form.current.querySelector('[aria-invalid="true"]') ?? form.current.querySelector('button[type="submit"]')
     if (target instanceof HTMLElement) target.focus()

@@ -4,7 +4,7 @@
  * stays listed with a link to the email it became; a scheduled one shows when it will leave.
  */
 import { html } from "htm/preact"
-import { useEffect, useRef, useState } from "preact/hooks"
+import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError, findMailbox, isNotFound, query } from "./api.js"
 import { formatRecipients, parseRecipients, recipientError } from "./compose.js"
 import { onDelivery } from "./live.js"
@@ -132,10 +132,13 @@ const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
       onSentMeanwhile({ title, emailId, sentAt })
     })
   // Editing starts from the draft as it is now (an agent may have changed it since the page loaded).
-  // Editing takes the keyboard to the form's first field; leaving it, back to Edit.
+  // Editing takes the keyboard to the form's first field; leaving it, back to Edit. A layout effect:
+  // focus moves before the form is painted, never later, when the person may already be typing in
+  // another of its fields (a plain effect runs after the paint, up to a frame later, and took the
+  // focus, and the rest of what was being typed into Message, to To).
   const editButton = useRef(/** @type {HTMLButtonElement | null} */ (null))
   const wasEditing = useRef(false)
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (editing) document.getElementById("draft-to-" + draft.draft_id)?.focus()
     else if (wasEditing.current) editButton.current?.focus()
     wasEditing.current = editing

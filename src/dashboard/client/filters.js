@@ -6,7 +6,7 @@
  * (counted first) or deletes it. The server's refusals show by the field they name.
  */
 import { html } from "htm/preact"
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useLayoutEffect, useState } from "preact/hooks"
 import { call, fieldErrorWithin as errorAt } from "./api.js"
 import { count, ErrorNote, Field, LoadFailed, MailboxesUnread, useMailboxChoices, useReloading, when } from "./ui.js"
 
@@ -207,8 +207,9 @@ export const FiltersPage = () => {
   const [editing, setEditing] = useState(/** @type {any} */ (null))
   const { error, failure, retry, run } = useReloading((isCurrent) =>
     call("GET", `/api/filters?limit=${PAGE}`).then((a) => isCurrent() && (setFilters(a.data), setTotal(a.meta.total))))
-  useEffect(() => {
-    // The form, filled with the filter to change, is where the person's eyes (and a screen reader) go next.
+  // The form, filled with the filter to change, is where the person's eyes (and a screen reader) go next;
+  // before it is painted, so that focus never moves away from a field the person has started typing in.
+  useLayoutEffect(() => {
     const heading = /** @type {HTMLElement | null} */ (document.querySelector("#filter-form h2"))
     if (editing && heading) (heading.scrollIntoView({ block: "start" }), heading.focus())
   }, [editing])
