@@ -216,6 +216,16 @@ const sample = (pool: Pg.Pool) =>
     ], { discard: true })
   )
 
+/**
+ * Where a target points, for an operator's message: host (or socket directory), port and database,
+ * never the password. Read the way `pg` reads it (its own URL forms, PGHOST and the like), by a
+ * client that is made and never connected.
+ */
+export const describeTarget = (target: Target): string => {
+  const client = new Pg.Client(connectionSettings(target))
+  return `${client.host}:${client.port}, database ${client.database ?? client.user ?? "postgres"}`
+}
+
 const connectionSettings = (target: Target) =>
   "url" in target
     ? { connectionString: Redacted.value(target.url) }
@@ -329,11 +339,15 @@ const acquirePool = (options: PoolOptions) => {
       pool.on("error", () => {})
       return Effect.tryPromise({
         try: () => pool.query("SELECT 1"),
-        catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+        catch: (cause) => new SqlError({ cause, message: `Could not connect to PostgreSQL at ${describeTarget(target)}` })
       }).pipe(
         Effect.timeoutFail({
           duration: CONNECT_TIMEOUT,
-          onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+          onTimeout: () =>
+            new SqlError({
+              cause: new Error(`No answer within ${Duration.format(CONNECT_TIMEOUT)}`),
+              message: `Could not connect to PostgreSQL at ${describeTarget(target)}`
+            })
         }),
         Effect.tapError(() => Effect.promise(() => pool.end())),
         Effect.as(pool)

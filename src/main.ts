@@ -20,7 +20,7 @@ const load = {
 }
 
 /**
- * An error and what caused it, as one line each: "PgClient: Failed to connect" says little without
+ * An error and what caused it, as one line each: "Could not connect to PostgreSQL at ..." says little without
  * its cause ("getaddrinfo ENOTFOUND db.internal"), and a server that could not listen says nothing
  * but through its cause ("listen EADDRINUSE: address already in use 127.0.0.1:3000").
  */

@@ -185,28 +185,41 @@ describe.concurrent("configuration", () => {
 })
 
 describe.concurrent("a start that fails", () => {
-  it("stops with the database's own reason when it cannot be reached", async () => {
+  it("stops naming the server and database it could not reach (never the password), with the database's own reason", async () => {
     const { code, output } = await run({
-      DATABASE_URL: "postgres://postgres@127.0.0.1:1/mailroom",
+      DATABASE_URL: "postgres://postgres:s3cret-pw@127.0.0.1:1/mailroom",
       NATS_URL: "nats://127.0.0.1:4222",
       JWT_SECRET: "x".repeat(32),
       PORT: String(await freePort()),
       SMTP_PORT: String(await freePort())
     })
     expect(code).toBe(1)
-    expect(output).toMatch(/could not start\nPgClient: Failed to connect\nconnect ECONNREFUSED 127\.0\.0\.1:1\n/)
+    expect(output).toMatch(/could not start\nCould not connect to PostgreSQL at 127\.0\.0\.1:1, database mailroom\nconnect ECONNREFUSED 127\.0\.0\.1:1\n/)
     expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
+    expect(output).not.toContain("s3cret-pw")
+  })
+
+  it("says which database a reachable server does not have", async () => {
+    const { code, output } = await run({
+      DATABASE_URL: "postgres://postgres@127.0.0.1:5432/mailroom_never_made",
+      NATS_URL: "nats://127.0.0.1:4222",
+      JWT_SECRET: "x".repeat(32),
+      PORT: String(await freePort()),
+      SMTP_PORT: String(await freePort())
+    })
+    expect(code).toBe(1)
+    expect(output).toMatch(/could not start\nCould not connect to PostgreSQL at 127\.0\.0\.1:5432, database mailroom_never_made\ndatabase "mailroom_never_made" does not exist\n/)
   })
 
   it("says why for a name with two addresses too (localhost: each attempt's refusal), and takes libpq's socket form of the URL", async () => {
     const env = { NATS_URL: "nats://127.0.0.1:4222", JWT_SECRET: "x".repeat(32), PORT: String(await freePort()), SMTP_PORT: String(await freePort()) }
     const named = await run({ ...env, DATABASE_URL: "postgres://postgres@localhost:1/mailroom" })
     expect(named.code).toBe(1)
-    expect(named.output).toMatch(/could not start\nPgClient: Failed to connect\n.*connect ECONNREFUSED/)
+    expect(named.output).toMatch(/could not start\nCould not connect to PostgreSQL at localhost:1, database mailroom\n.*connect ECONNREFUSED/)
     // The socket form is no WHATWG URL but pg's own: it passes the check (and fails only to connect here).
     const socket = await run({ ...env, DATABASE_URL: "postgresql://postgres@/mailroom?host=/nonexistent-socket-dir" })
     expect(socket.output).not.toMatch(/invalid configuration/)
-    expect(socket.output).toMatch(/could not start\nPgClient: Failed to connect/)
+    expect(socket.output).toMatch(/could not start\nCould not connect to PostgreSQL at \/nonexistent-socket-dir:5432, database mailroom\n/)
   })
 
   it("stops with a one-line reason when the HTTP port is taken", async () => {
