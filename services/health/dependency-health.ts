@@ -49,7 +49,7 @@ export type Failure =
 
 const CONNECTION_CODE = /^(08|57P0[123]|53300)/
 const NETWORK_CODE = /^E(CONNREFUSED|CONNRESET|TIMEDOUT|PIPE|NOTFOUND|HOSTUNREACH|AI_AGAIN)$/
-const CONNECTION_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|Failed to connect|connection error|Failed to acquire/i
+const CONNECTION_MESSAGE = /Connection terminated|timeout exceeded when trying to connect|Failed to connect|Could not connect to PostgreSQL|connection error|Failed to acquire/i
 
 const messageOf = (value: unknown): string | undefined => {
   const message = (value as { message?: unknown } | null)?.message
