@@ -20,6 +20,7 @@ import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Worker } from "node:worker_threads"
+import type { DatabaseProbe } from "../services/health/database-probe.ts"
 import { pooledClient } from "./postgres.ts"
 import { makeDirectory, ownerOnlyDirectory } from "./directories.ts"
 
@@ -250,7 +251,7 @@ const startServer = (dataDir: string, startSettings: Readonly<Record<string, str
     return { socketDir }
   })
 
-export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError> =>
+export const layer = (options: PgliteOptions): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | DatabaseProbe, SqlError> =>
   Layer.unwrapScoped(
     Effect.gen(function*() {
       const dataDir = path.resolve(options.dataDir, "pglite")

@@ -32,8 +32,9 @@
 import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Duration, Effect, type Layer, Metric, Redacted, Schedule, String } from "effect"
+import { Duration, Effect, Layer, Metric, Redacted, Schedule, String } from "effect"
 import Pg from "pg"
+import { DatabaseProbe, type DatabaseProbeShape } from "../services/health/database-probe.ts"
 
 /** Shared client settings: snake_case columns in SQL, camelCase in TypeScript. */
 export const clientSettings = {
@@ -239,50 +240,87 @@ const connectionSettings = (target: Target) =>
 type Check = { readonly reachable: true; readonly running: ReadonlySet<number> | undefined } | { readonly reachable: false }
 
 /**
- * Which of the server processes `pids` are running a statement, asked on a connection of its own.
- * Unreachable when it cannot connect and answer within PROBE_TIMEOUT; undefined (nothing to conclude)
- * when the server answered with an error of its own (too many connections, say): it is there.
+ * `ask` on a connection of its own, outside the pool (which may be full, or silent). "silent" when it
+ * cannot connect and answer within `timeout`; "answered" when the server answered with an error of its
+ * own (too many connections, say): it is there.
  */
-const runningStatements = (target: Target, pids: ReadonlyArray<number>) =>
+const askAlone = <A>(target: Target, timeout: Duration.Duration, ask: (client: Pg.Client) => Promise<A>) =>
   Effect.acquireUseRelease(
     Effect.sync(() => {
       const client = new Pg.Client({
         ...connectionSettings(target),
-        connectionTimeoutMillis: Duration.toMillis(PROBE_TIMEOUT),
+        connectionTimeoutMillis: Duration.toMillis(timeout),
         application_name: "mailroom-watch"
       })
-      // Its failures are the check's answer; a socket closed under it must not be reported again.
+      // Its failures are the answer; a socket closed under it must not be reported again.
       client.on("error", () => {})
       return { client, ended: false }
     }),
     (probe) =>
       Effect.tryPromise({
-        try: async (): Promise<Check> => {
+        try: async () => {
           await probe.client.connect()
-          const { rows } = await probe.client.query<{ me: number; running: Array<number> }>(
-            // A backend waiting to write its answer (ClientWrite) to a connection that has heard nothing
-            // for STUCK_AFTER is not running it: the answer is being lost on the way.
-            `SELECT pg_backend_pid() AS me,
-                    array(SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND state = 'active'
-                            AND wait_event IS DISTINCT FROM 'ClientWrite') AS running`,
-            [pids]
-          )
+          const answer = await ask(probe.client)
           await probe.client.end()
           probe.ended = true
-          // The server's own id for this connection is the one it announced unless a pooler answered for it.
-          const direct = rows[0]?.me === announcedPid(probe.client)
-          return { reachable: true, running: direct ? new Set(rows[0]?.running) : undefined }
+          return answer
         },
         // The server answered with an error of its own (a DatabaseError), or the network failed.
         catch: (error) => (error instanceof Pg.DatabaseError ? "answered" as const : "silent" as const)
       }).pipe(
-        Effect.timeoutFail({ duration: PROBE_TIMEOUT, onTimeout: () => "silent" as const }),
-        Effect.catchAll((failure): Effect.Effect<Check | undefined> =>
-          Effect.succeed(failure === "silent" ? { reachable: false } : undefined))
+        Effect.timeoutFail({ duration: timeout, onTimeout: () => "silent" as const }),
+        Effect.merge
       ),
-    // A check that did not end (the server is silent, or refused it) is cut off: ending would wait for it.
+    // A connection that did not end (the server is silent, or refused it) is cut off: ending would wait for it.
     (probe) => Effect.sync(() => probe.ended || cutOff(probe.client))
   )
+
+/**
+ * Which of the server processes `pids` are running a statement, asked on a connection of its own.
+ * Unreachable when it cannot connect and answer within PROBE_TIMEOUT; undefined (nothing to conclude)
+ * when the server answered with an error of its own.
+ */
+const runningStatements = (target: Target, pids: ReadonlyArray<number>) =>
+  askAlone(target, PROBE_TIMEOUT, async (client): Promise<Check> => {
+    const { rows } = await client.query<{ me: number; running: Array<number> }>(
+      // A backend waiting to write its answer (ClientWrite) to a connection that has heard nothing
+      // for STUCK_AFTER is not running it: the answer is being lost on the way.
+      `SELECT pg_backend_pid() AS me,
+              array(SELECT pid FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND state = 'active'
+                      AND wait_event IS DISTINCT FROM 'ClientWrite') AS running`,
+      [pids]
+    )
+    // The server's own id for this connection is the one it announced unless a pooler answered for it.
+    const direct = rows[0]?.me === announcedPid(client)
+    return { reachable: true, running: direct ? new Set(rows[0]?.running) : undefined }
+  }).pipe(
+    Effect.map((answer): Check | undefined =>
+      answer === "silent" ? { reachable: false } : answer === "answered" ? undefined : answer
+    )
+  )
+
+/** How long `/readyz`'s question may take (`probe`). */
+const READY_TIMEOUT = Duration.seconds(2)
+
+/**
+ * Whether the server answers (services/health/database-probe.ts): through the pool while it has a
+ * connection free (no new connection for a frequent check); when every one is lent out, on a
+ * connection of its own, so that a busy pool is not taken for a server gone. The embedded database's
+ * pool (unwatched: its one connection is reached in-process) is always asked through the pool.
+ */
+const probe = (pool: Pg.Pool, options: PoolOptions): DatabaseProbeShape => ({
+  reachable: Effect.suspend(() => {
+    const full = pool.idleCount === 0 && pool.totalCount >= options.maxConnections
+    if (full && options.watch === true) {
+      return askAlone(options.target, READY_TIMEOUT, (client) => client.query("SELECT 1")).pipe(Effect.map((answer) => answer !== "silent"))
+    }
+    return Effect.tryPromise(() => pool.query("SELECT 1")).pipe(
+      Effect.timeout(READY_TIMEOUT),
+      Effect.as(true),
+      Effect.orElseSucceed(() => false)
+    )
+  })
+})
 
 /**
  * Every WATCH_EVERY: the connections whose oldest statement has waited STUCK_AFTER are checked, and
@@ -366,12 +404,12 @@ const acquirePool = (options: PoolOptions) => {
   )
 }
 
-export const pooledClient = (options: PoolOptions): Layer.Layer<PgClient.PgClient | SqlClient, SqlError> =>
-  PgClient.layerFromPool({
-    ...clientSettings,
-    acquire: acquirePool(options),
-    applicationName: options.applicationName ?? "mailroom"
-  })
+export const pooledClient = (options: PoolOptions): Layer.Layer<PgClient.PgClient | SqlClient | DatabaseProbe, SqlError> =>
+  Layer.unwrapScoped(Effect.map(acquirePool(options), (pool) =>
+    Layer.merge(
+      PgClient.layerFromPool({ ...clientSettings, acquire: Effect.succeed(pool), applicationName: options.applicationName ?? "mailroom" }),
+      Layer.succeed(DatabaseProbe, probe(pool, options))
+    )))
 
 export interface PostgresOptions {
   readonly url: Redacted.Redacted
@@ -380,7 +418,7 @@ export interface PostgresOptions {
   readonly preparedStatements?: boolean
 }
 
-export const layer = (options: PostgresOptions): Layer.Layer<PgClient.PgClient | SqlClient, SqlError> =>
+export const layer = (options: PostgresOptions): Layer.Layer<PgClient.PgClient | SqlClient | DatabaseProbe, SqlError> =>
   pooledClient({
     target: { url: options.url },
     maxConnections: options.maxConnections ?? 10,

@@ -1,14 +1,14 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Bus } from "../../../services/bus/bus.ts"
 import { ServiceUnavailable } from "../../../services/errors.ts"
+import { DatabaseProbe } from "../../../services/health/database-probe.ts"
 import { StageMonitor, type StageStatus } from "../../../services/pipeline/stages.ts"
 import { MailroomApi } from "../api.ts"
 
 export const HealthHandlers = HttpApiBuilder.group(MailroomApi, "health", (handlers) =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
+    const databaseProbe = yield* DatabaseProbe
     const bus = yield* Bus
     const monitor = yield* StageMonitor
     const stage = (status: StageStatus) => ({
@@ -19,9 +19,9 @@ export const HealthHandlers = HttpApiBuilder.group(MailroomApi, "health", (handl
       oldest_age_seconds: status.oldestAgeSeconds === null ? null : Math.round(status.oldestAgeSeconds * 10) / 10,
       lagging: status.lagging
     })
-    const database = sql`SELECT 1`.pipe(
-      Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => ServiceUnavailable.of("The database is not reachable") }),
-      Effect.mapError(() => ServiceUnavailable.of("The database is not reachable"))
+    // Asked of the server, not of this process's pool: a pool busy to its last connection is working, not cut off.
+    const database = databaseProbe.reachable.pipe(
+      Effect.filterOrFail((reachable) => reachable, () => ServiceUnavailable.of("The database is not reachable"))
     )
     const busReachable = bus.ping.pipe(
       Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => ServiceUnavailable.of("The bus is not reachable") }),
