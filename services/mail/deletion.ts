@@ -133,10 +133,14 @@ export class Deletions extends Effect.Service<Deletions>()("mailroom/Deletions",
           if (late) return yield* late
           yield* uncountWords(sql, ids)
           yield* keepCounted(ids)
-          yield* sql`DELETE FROM emails WHERE id = ANY(${ids}::text[])`
           // Remembered while the bus may deliver an inbound message of theirs again (a node failed before
-          // it heard the message was stored): store.ts stores no email of these ids again.
-          yield* sql`INSERT INTO deleted_emails (id) SELECT unnest(${ids}::text[]) ON CONFLICT DO NOTHING`
+          // it heard the message was stored): store.ts stores no email of these ids again. With its
+          // place, which a list's `after` may still name (emails.ts).
+          yield* sql`
+            INSERT INTO deleted_emails (id, user_id, mailbox_id, received_at)
+            SELECT id, user_id, mailbox_id, received_at FROM emails WHERE id = ANY(${ids}::text[])
+            ON CONFLICT DO NOTHING`
+          yield* sql`DELETE FROM emails WHERE id = ANY(${ids}::text[])`
           const bytes = rows.reduce((sum, row) => sum + Number(row.size), 0)
           yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${bytes}) WHERE user_id = ${userId}`
           return rows

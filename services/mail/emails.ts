@@ -28,7 +28,7 @@ export interface EmailFilter {
   readonly labels?: ReadonlyArray<string> | undefined
   readonly excludeLabels?: ReadonlyArray<string> | undefined
   readonly unread?: boolean | undefined
-  /** Only emails that arrived after this email (wait-for-mail's cursor). */
+  /** Only emails that arrived after this email, also one deleted since (wait-for-mail's cursor). */
   readonly after?: string | undefined
   /** Of these mailboxes only (a key limited to them), in the lists of every mailbox. */
   readonly mailboxes?: ReadonlyArray<string> | undefined
@@ -128,7 +128,11 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
         filter.after === undefined
           ? sql``
-          : sql`AND (e.received_at, e.id) > (SELECT a.received_at, a.id FROM emails a WHERE a.id = ${filter.after})`
+          : sql`AND (e.received_at, e.id) > (
+              SELECT a.received_at, a.id FROM emails a WHERE a.id = ${filter.after}
+              UNION ALL
+              SELECT d.received_at, d.id FROM deleted_emails d WHERE d.id = ${filter.after} AND d.received_at IS NOT NULL
+              LIMIT 1)`
       ])
 
     /**
@@ -258,7 +262,10 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     ) {
       yield* ownMailbox(sql, userId, mailboxId)
       if (filter.after !== undefined) {
-        const cursor = yield* sql`SELECT 1 FROM emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId}`
+        const cursor = yield* sql`
+          SELECT 1 FROM emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId}
+          UNION ALL
+          SELECT 1 FROM deleted_emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId} AND received_at IS NOT NULL`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of an email in this mailbox")
       }
       return yield* listIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
@@ -273,7 +280,9 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     ) {
       if (filter.after !== undefined) {
         const cursor = yield* sql`
-          SELECT 1 FROM emails e WHERE e.id = ${filter.after} AND ${activeMailboxesOf(userId, filter.mailboxes)}`
+          SELECT 1 FROM emails e WHERE e.id = ${filter.after} AND ${activeMailboxesOf(userId, filter.mailboxes)}
+          UNION ALL
+          SELECT 1 FROM deleted_emails e WHERE e.id = ${filter.after} AND e.received_at IS NOT NULL AND ${activeMailboxesOf(userId, filter.mailboxes)}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of one of your emails")
       }
       return yield* listIn(activeMailboxesOf(userId, filter.mailboxes), page, sort, filter)

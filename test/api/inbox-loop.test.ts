@@ -374,6 +374,13 @@ describe("deleting mail", () => {
     expect(again.response.status).toBe(404)
     expect(again.error).toMatchObject({ success: false, error: { code: "NOT_FOUND", details: { email_id: one.email_id } } })
 
+    // A deleted email still marks its place for a list's cursor (an agent's loop that deleted the last mail it saw).
+    const since = await mailroom.GET("/v1/api/emails", { params: { query: { after: one.email_id, sort: "received_at:asc" } } })
+    expect(since.data?.data.map((e) => e.subject)).toEqual(["Spam two", "Keep me"])
+    const strangers = createClient({ baseUrl: suite.url, apiKey: (await withApiKey(suite.url)).apiKey })
+    const notTheirs = await strangers.GET("/v1/api/emails", { params: { query: { after: one.email_id } } })
+    expect(notTheirs.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: "must be the id of one of your emails" } } })
+
     const empty = await mailroom.POST("/v1/api/emails/batch-delete", { body: { email_ids: [] } })
     expect(empty.response.status).toBe(400)
     expect(empty.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { email_ids: "must list at least one email id" } } })

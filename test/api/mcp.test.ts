@@ -61,9 +61,11 @@ describe("MCP at /mcp", () => {
   let box: Box
   let mcp: Client
   let emailId: string
+  let owner: Awaited<ReturnType<typeof withApiKey>>
 
   beforeAll(async () => {
     const user = await withApiKey(suite.url)
+    owner = user
     // Enterprise (300 MCP requests a minute): the suite polls for mail and the index, and pro's 60 ran out
     // within one minute once in CI. The per-minute limit is the last test's, on a free account of its own.
     await upgrade(suite.url, user.apiKey, "enterprise")
@@ -188,12 +190,54 @@ describe("MCP at /mcp", () => {
     expect(stats.ok.daily).toHaveLength(7)
 
     const quiet = await call(mcp, "wait_for_email", { mailbox_id: box.mailboxId, after: emailId, timeout_seconds: 1 })
-    expect(quiet.ok).toEqual({ emails: [], total: 0 })
+    expect(quiet.ok).toEqual({ emails: [], total: 0, has_more: false })
     const waiting = call(mcp, "wait_for_email", { mailbox_id: box.mailboxId, after: emailId, timeout_seconds: 30 })
     await deliver(box.address, "Invoice 8")
     const woken = await waiting
     expect(woken.ok.emails.map((e: { subject: string }) => e.subject)).toEqual(["Invoice 8"])
   }, 120_000)
+
+  it("waits in a loop that misses none of a burst (oldest first, has_more) and carries on after mail deleted meanwhile", async () => {
+    const inbox = await newBox(suite.url, { user: owner })
+    const subjects = (answer: { emails: ReadonlyArray<{ subject: string }> }) => answer.emails.map((e) => e.subject)
+    await deliver(inbox.address, "Order 1")
+    const first = await call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, timeout_seconds: 30 })
+    expect(subjects(first.ok)).toEqual(["Order 1"])
+    for (const n of [2, 3, 4]) await deliver(inbox.address, `Order ${n}`)
+    const after = first.ok.emails[0].email_id
+    const burst = await until("the burst stored", async () => {
+      const { ok } = await call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, after, limit: 2, timeout_seconds: 0 })
+      return ok.total === 3 ? ok : undefined
+    })
+    expect(subjects(burst)).toEqual(["Order 2", "Order 3"])
+    expect(burst.has_more).toBe(true)
+    const rest = await call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, after: burst.emails[1].email_id, limit: 2, timeout_seconds: 0 })
+    expect(subjects(rest.ok)).toEqual(["Order 4"])
+    expect(rest.ok).toMatchObject({ total: 1, has_more: false })
+    // The last one seen is deleted (spam) before the loop asks again: it still marks the place.
+    const last = rest.ok.emails[0].email_id
+    expect((await call(mcp, "delete_emails", { email_ids: [last] })).ok).toMatchObject({ deleted: 1 })
+    const waiting = call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, after: last, timeout_seconds: 30 })
+    await deliver(inbox.address, "Order 5")
+    expect(subjects((await waiting).ok)).toEqual(["Order 5"])
+    // An id that never was this mailbox's is still refused by its field.
+    expect((await call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, after: emailId, timeout_seconds: 0 })).error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      details: { after: "must be the id of an email in this mailbox" }
+    })
+  }, 120_000)
+
+  it("sends an attachment past the JSON routes' 1 MiB, as the send route takes it", async () => {
+    const report = Buffer.alloc(1_200_000, "report line\n")
+    const sent = await call(mcp, "send_email", {
+      mailbox_id: box.mailboxId,
+      to: [box.address],
+      subject: "The quarterly report",
+      text: "Attached.",
+      attachments: [{ filename: "report.txt", content_type: "text/plain", content: report.toString("base64") }]
+    })
+    expect(sent.ok).toMatchObject({ status: "queued", email_id: expect.any(String) })
+  })
 
   it("acts: labels, a new mailbox, its From's name, a send, a reply, a forward, a draft sent", async () => {
     const labelled = await call(mcp, "update_labels", { email_ids: [emailId], add_labels: ["billing"], remove_labels: ["unread"] })
@@ -616,6 +660,14 @@ describe("MCP at /mcp", () => {
         body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
       })
     await awayFromMinuteEdge(20)
+    // A notification (half of every client's handshake) asks nothing, and spends nothing.
+    const notified = await fetch(`${suite.url}/mcp`, {
+      method: "POST",
+      headers: { "x-api-key": free.apiKey, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })
+    })
+    expect(notified.status).toBe(202)
+    expect(notified.headers.get("x-ratelimit-remaining")).toBeNull()
     for (let i = 1; i <= 10; i++) {
       const answer = await list()
       expect(answer.status, `request ${i}`).toBe(200)

@@ -8,7 +8,8 @@
  *   with SPEC's envelope (and `WWW-Authenticate: Bearer`), before any MCP message is read, counted
  *   against the client address's limit as the API's unauthenticated requests are (429 past it).
  * - Limit: MCP requests per minute by plan (free 10, pro 60, enterprise 300), a window of its own
- *   with the API's `X-RateLimit-*` headers, and 429 past it.
+ *   with the API's `X-RateLimit-*` headers, and 429 past it. Notifications and responses, which ask
+ *   nothing of the server, are not counted.
  * - A tool's refusal (bad input, not found, a quota) is a tool result with `isError` and SPEC's error
  *   object as JSON, so the model can read and correct it; an unknown tool is a JSON-RPC error.
  */
@@ -123,6 +124,9 @@ const malformedToolCall = (body: unknown): { readonly id: unknown; readonly prob
     : undefined
   return problem === undefined ? undefined : { id: body.id ?? null, problem }
 }
+
+/** A notification (a method without an id) or a response (an id without a method): nothing to answer but 202. */
+const asksNothing = (body: unknown): boolean => isJsonRpcMessage(body) && isObject(body) && !(typeof body.method === "string" && "id" in body)
 
 const NOT_A_MESSAGE = "Invalid Request: the body must be one JSON-RPC 2.0 message: an object with \"jsonrpc\": \"2.0\" and a \"method\" (or a response's \"id\" with \"result\" or \"error\")"
 const BATCH_REFUSED = "Invalid Request: JSON-RPC batches are not taken (MCP has none since protocol 2025-06-18); send one message per request"
@@ -239,6 +243,12 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         return yield* identified.left
       }
       const principal = identified.right
+      const parsedBody = request.method === "POST" ? yield* request.json : undefined
+      // A notification (notifications/initialized, half of every client's handshake) or a response asks
+      // nothing of the server: it does not spend a request of the limit, and is answered 202 without its headers.
+      if (asksNothing(parsedBody)) {
+        return HttpServerResponse.fromWeb(yield* serve(principal, request, parsedBody))
+      }
       const decision = yield* leases.take(`mcp:${principal.userId}`, mcpWindows(principal))
       if (!decision.allowed) {
         const limited = RateLimited.of({
@@ -250,7 +260,6 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         })
         return HttpServerResponse.setHeaders(errorResponse(limited), rateHeaders(decision))
       }
-      const parsedBody = request.method === "POST" ? yield* request.json : undefined
       // A JSON-RPC batch: MCP dropped them (protocol 2025-06-18), and one request carrying any
       // number of tool calls, run side by side, would pass the per-request limit above.
       if (Array.isArray(parsedBody)) {

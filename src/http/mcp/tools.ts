@@ -590,25 +590,29 @@ export const tools = [
     reach: "args",
     description:
       `Wait up to timeout_seconds (at most ${MAX_WAIT_SECONDS}, default 30) for mail in a mailbox newer than \`after\` ` +
-      "(an email_id; without it, any mail): answers as soon as some arrives, with the new emails (newest first), or an " +
-      `empty list when the time is up. Call it in a loop instead of polling list_emails. ${UNTRUSTED}`,
+      "(an email_id; without it, any mail): answers as soon as some arrives, with the new emails oldest first (at most " +
+      "limit, default 20), or an empty list when the time is up. Call it in a loop instead of polling list_emails, each " +
+      "time with after = the last email_id it answered (also one deleted since); when has_more is true, more new mail " +
+      `is already waiting and the next call answers at once. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
-      after: Schema.optional(Id("The newest email_id already seen")),
+      after: Schema.optional(Id("The last email_id already seen (the last one the previous call answered)")),
       unread: Schema.optional(Schema.Boolean).annotations({ description: "true: wait for unread mail only" }),
+      limit: Schema.optional(IntBetween(1, 100)).annotations({ description: "The most emails one answer holds (default 20)" }),
       timeout_seconds: Schema.optional(IntBetween(0, MAX_WAIT_SECONDS))
     }),
     run: (principal, input) =>
       Effect.gen(function*() {
         const emails = yield* Emails
         const arrivals = yield* MailArrivals
-        const look = emails.list(principal.userId, input.mailbox_id, page({}), { field: "received_at", direction: "desc" }, {
+        // Oldest first, so that an agent that carries on after the last one it was given misses none of a burst.
+        const look = emails.list(principal.userId, input.mailbox_id, page({ limit: input.limit }), { field: "received_at", direction: "asc" }, {
           after: input.after,
           unread: input.unread
         })
         const found = yield* arrivals.waitFor(input.mailbox_id, look, (answer) => answer.total > 0, Duration.seconds(input.timeout_seconds ?? 30))
-        return { emails: found.emails, total: found.total }
+        return { emails: found.emails, total: found.total, has_more: found.total > found.emails.length }
       })
   }),
   tool({
