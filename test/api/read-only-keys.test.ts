@@ -106,6 +106,10 @@ describe("a read-only key", () => {
       }
       expect(refused.isError).toBe(true)
       expect(JSON.parse(refused.content[0]!.text)).toEqual({ error: { code: "FORBIDDEN", message: expect.any(String), details: { permission: "read_only" } } })
+      // Refused the tool before its arguments are read: an agent is not sent to mend arguments it may not use.
+      const unargued = (await mcp.callTool({ name: "send_email", arguments: {} })) as unknown as { isError?: boolean; content: Array<{ text: string }> }
+      expect(unargued.isError).toBe(true)
+      expect(JSON.parse(unargued.content[0]!.text)).toMatchObject({ error: { code: "FORBIDDEN", details: { permission: "read_only" } } })
     } finally {
       await mcp.close()
     }

@@ -48,7 +48,7 @@ import { orUnavailable } from "../infra.ts"
 import { NO_NUL, nulField } from "../input-rules.ts"
 import { detailsOf } from "../issues.ts"
 import { keyOrBearer, rateHeaders, takeForAddress } from "../middleware.ts"
-import { admitTool, inputSchemaOf, type Tool, tools, toolsFor } from "./tools.ts"
+import { admitTool, inputSchemaOf, type Tool, toolRefusal, tools, toolsFor } from "./tools.ts"
 
 /** SPEC: MCP requests per minute, by plan. */
 const mcpWindows = (principal: Principal): ReadonlyArray<Window> => [{ seconds: 60, limit: limits[principal.plan].mcpPerMinute }]
@@ -157,6 +157,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const call = async (sdk: Sdk, principal: Principal, name: string, args: unknown) => {
       const tool = byName.get(name)
       if (tool === undefined) throw new sdk.McpError(sdk.ErrorCode.InvalidParams, `Unknown tool: ${name}`)
+      const refused = toolRefusal(principal, tool)
+      if (refused !== undefined) return refusal(refused)
       // Arguments a tool does not take are refused by name: a misspelt optional would otherwise be ignored.
       const unknown = Object.keys(args ?? {}).filter((key) => !Object.hasOwn(tool.input.fields, key))
       // No text holds NUL (input-rules.ts leaves MCP's bodies to this check).

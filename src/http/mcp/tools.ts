@@ -7,6 +7,7 @@
 import { Duration, Effect, JSONSchema, Option, Schema } from "effect"
 import type { Principal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
+import type { Forbidden } from "../../../services/errors.ts"
 import { Invitations } from "../../../services/invitations/invitations.ts"
 import { Meetings } from "../../../services/meetings/meetings.ts"
 import { MeetingInput, MeetingUpdate } from "../../../services/meetings/schemas.ts"
@@ -884,12 +885,24 @@ const withPropertiesAtTop = (schema: object): Record<string, unknown> => {
 }
 
 /**
- * Let `principal` run `tool` with `input`, or refuse as the tool's reach says: a read-only key is
- * refused every tool that changes something; nothing else to check for a principal without a limit; for a key limited to some mailboxes, every id the arguments name must be
- * in one of them (else the 404 an unknown one gets), and a tool about the whole account is refused.
+ * What `principal` may not do with `tool` whatever its arguments, refused before they are read (an
+ * agent told to mend its arguments should not be refused the tool afterwards): a read-only key every
+ * tool that changes something; a key limited to some mailboxes a tool about the whole account.
+ */
+export const toolRefusal = (principal: Principal, tool: Tool): Forbidden | undefined =>
+  principal.readOnly && tool.annotations.readOnlyHint !== true
+    ? readOnlyRefusal()
+    : Option.isSome(principal.mailboxes) && tool.reach === "account"
+    ? accountWide(principal)
+    : undefined
+
+/**
+ * Let `principal` run `tool` with `input` (`toolRefusal` having let it call the tool), or refuse as the
+ * tool's reach says: nothing to check for a principal without a limit; for a key limited to some
+ * mailboxes, every id the arguments name must be in one of them (else the 404 an unknown one gets), and
+ * a tool about the whole account (as its arguments make it) is refused.
  */
 export const admitTool = <I>(principal: Principal, tool: Tool<I>, input: I) =>
-  principal.readOnly && tool.annotations.readOnlyHint !== true ? Effect.fail(readOnlyRefusal()) :
   Option.isNone(principal.mailboxes) ? Effect.void : Effect.gen(function*() {
     const rule = typeof tool.reach === "function" ? tool.reach(input) : tool.reach
     if (rule === "account") return yield* accountWide(principal)
