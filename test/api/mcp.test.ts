@@ -110,6 +110,11 @@ describe("MCP at /mcp", () => {
     }
     expect(byName.get("get_email")!.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false })
     expect(byName.get("send_email")!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: true })
+    // A tool that writes over what was there (an auto-reply's text, a draft's) is destructive; adding labels is not.
+    for (const name of ["set_auto_reply", "update_draft", "set_mailbox_name"]) {
+      expect(byName.get(name)!.annotations, name).toMatchObject({ readOnlyHint: false, destructiveHint: true, idempotentHint: true })
+    }
+    expect(byName.get("apply_filter")!.annotations).toMatchObject({ destructiveHint: false })
     expect(byName.get("get_email")!.inputSchema.required).toEqual(["email_id"])
     // A tool that takes nothing takes an empty object (not "an object or an array").
     expect(byName.get("list_mailboxes")!.inputSchema).toEqual({ type: "object", properties: {}, additionalProperties: false })

@@ -96,6 +96,8 @@ const tool = <I, R>(definition: Tool<I, R>): Tool<I, R> =>
 const reading: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }
 const changing: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false }
 const creating: ToolAnnotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }
+/** Setting what replaces what was there (an auto-reply's text, a draft's): the old is lost, but a repeat changes nothing more. */
+const replacing: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false }
 /** Deleting mail cannot be taken back, but stays inside the account. */
 const deleting: ToolAnnotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: false }
 /** Sending reaches people outside: it cannot be taken back. */
@@ -175,7 +177,7 @@ export const tools = [
     description:
       "Set the name a mailbox's sent mail shows in its From (\"Support Agent <agent@example.com>\"), or clear it with an " +
       "empty display_name. Answers the mailbox.",
-    annotations: changing,
+    annotations: replacing,
     input: Schema.Struct({ mailbox_id: Id("The mailbox"), display_name: DisplayName }),
     run: (principal, input) =>
       Effect.flatMap(Mailboxes, (mailboxes) =>
@@ -529,7 +531,7 @@ export const tools = [
     description:
       "Set (or replace) a mailbox's automatic reply: while it is on (from starts_at, until ends_at), each person who writes to the mailbox " +
       "gets it once per interval_days, as a reply marked automatic. Mailing lists, automatic mail, bounces, no-reply senders and spam get none.",
-    annotations: changing,
+    annotations: replacing,
     input: Schema.Struct({ mailbox_id: Id("The mailbox"), ...AutoReplyInput.fields }),
     run: (principal, { mailbox_id, ...input }) => Effect.flatMap(AutoReplies, (a) => a.set(principal.userId, mailbox_id, input))
   }),
@@ -834,7 +836,7 @@ export const tools = [
     description:
       "Change a draft before it is sent: the fields given replace the draft's own, the rest stay (a field given as " +
       "null is removed; send_at null unschedules it). Refused (CONFLICT) once it is being sent or sent. Answers the draft as it now is.",
-    annotations: changing,
+    annotations: replacing,
     input: Schema.Struct({ mailbox_id: Id("The draft's mailbox"), draft_id: Id("The draft"), ...DraftInput.fields }),
     run: (principal, { mailbox_id, draft_id, ...changes }) =>
       Effect.flatMap(Drafts, (drafts) => drafts.update(principal.userId, mailbox_id, draft_id, changes))
