@@ -8,7 +8,8 @@
  * - verdict labels (`spam`, `unauthenticated`, `blocked`) are set by the inbound checks and, like
  *   custom labels, may be added or removed by the account (a person overrules a verdict);
  * - custom labels: 1-64 characters, no control characters, no commas (the list filters take
- *   comma-separated names), no surrounding spaces; case-sensitive, as the agent wrote them.
+ *   comma-separated names), no surrounding spaces, not only invisible ones (a zero-width space);
+ *   case-sensitive, as the agent wrote them.
  *
  * A change is a set of labels to add and a set to remove; adding and removing the same label in one
  * change is refused, so a change always has one meaning. Every applied change that alters an email's
@@ -44,6 +45,8 @@ export const labelProblem = (label: string): string | undefined => {
   // A direction override would show the label (and what follows it) reversed, as a display name refuses.
   if (/[\u2028\u2029\u202a-\u202e\u2066-\u2069]/.test(label)) return "must not contain line or paragraph separators or direction overrides"
   if (label.includes(",")) return "must not contain a comma"
+  // Made only of invisible characters (a zero-width space), a label shows as none.
+  if (!/[^\p{Cf}\p{Z}\p{M}]/u.test(label)) return "must contain a visible character"
   return undefined
 }
 

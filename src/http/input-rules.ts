@@ -12,6 +12,9 @@
  * - **No text holds NUL (U+0000)**, which PostgreSQL `text` cannot store. A NUL in a body string or key,
  *   a query parameter or a path parameter is 400 VALIDATION_ERROR with `details` naming the field (for
  *   the dashboard's bodies under `details.field_errors`, as surface.ts tells field errors there).
+ * - **No body text holds a lone surrogate** (`"\ud800"`: half of a character, which JSON's escapes can
+ *   write and no UTF-8 can): stored, it became U+FFFD, so a label or name read back was not the one
+ *   written, and what events carried of it was not valid UTF-8. Refused as a NUL is.
  *
  * - **A query parameter a route reads is given once.** Twice (`?limit=1&limit=2`) is 400
  *   VALIDATION_ERROR on it ("must be given once"); the decoder would have said "must be a string".
@@ -39,6 +42,8 @@ const readsForm = (method: string, pathname: string) =>
 
 const NUL = "\u0000"
 export const NO_NUL = "must not contain NUL characters (\\u0000)"
+export const NO_LONE_SURROGATE = "must be valid Unicode: it holds half of a character (a lone surrogate such as \\ud800)"
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
 /** A field name as it can be shown: a NUL in a key is spelled out. */
 const shown = (name: string) => name.replaceAll(NUL, "\\u0000")
@@ -159,20 +164,28 @@ const nestsDeeperThan = (text: string, limit: number): boolean => {
   return false
 }
 
-/** The path to the first string or key in `value` holding a NUL, if any. Recursion is bounded by the depth check. */
-const nulPath = (value: unknown, path: ReadonlyArray<string>): ReadonlyArray<string> | undefined => {
-  if (typeof value === "string") return value.includes(NUL) ? path : undefined
+/** What a string or key may not hold, if `text` holds it. */
+const textProblem = (text: string): string | undefined =>
+  text.includes(NUL) ? NO_NUL : LONE_SURROGATE.test(text) ? NO_LONE_SURROGATE : undefined
+
+/** The path to the first string or key in `value` that `textProblem` refuses, and why. Recursion is bounded by the depth check. */
+const refusedPath = (value: unknown, path: ReadonlyArray<string>): { readonly path: ReadonlyArray<string>; readonly problem: string } | undefined => {
+  if (typeof value === "string") {
+    const problem = textProblem(value)
+    return problem === undefined ? undefined : { path, problem }
+  }
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
-      const found = nulPath(value[i], [...path, String(i)])
+      const found = refusedPath(value[i], [...path, String(i)])
       if (found) return found
     }
     return undefined
   }
   if (typeof value === "object" && value !== null) {
     for (const [key, item] of Object.entries(value)) {
-      if (key.includes(NUL)) return [...path, key]
-      const found = nulPath(item, [...path, key])
+      const problem = textProblem(key)
+      if (problem !== undefined) return { path: [...path, key], problem }
+      const found = refusedPath(item, [...path, key])
       if (found) return found
     }
   }
@@ -182,30 +195,32 @@ const nulPath = (value: unknown, path: ReadonlyArray<string>): ReadonlyArray<str
 const fieldError = (surface: Surface, field: string, message: string) =>
   forSurface(surface, new ValidationError({ message: `Invalid request: ${field} ${message}`, details: { [field]: message } }))
 
-/** The field of `value` (a path such as `to.0`) holding the first NUL, if any. */
-export const nulField = (value: unknown): string | undefined => {
-  const path = nulPath(value, [])
-  return path === undefined ? undefined : path.length === 0 ? "body" : path.map(shown).join(".")
+/** The field of `value` (a path such as `to.0`) holding the first NUL or lone surrogate, if any, and why it is refused. */
+export const refusedText = (value: unknown): { readonly field: string; readonly problem: string } | undefined => {
+  const found = refusedPath(value, [])
+  return found === undefined
+    ? undefined
+    : { field: found.path.length === 0 ? "body" : found.path.map(shown).join("."), problem: found.problem }
 }
 
 /**
  * What is wrong with a JSON body's text, if anything. Text that is not JSON is left to the decoder
- * (400 BAD_REQUEST). Without `nul`, a NUL is left to the route (MCP refuses it as a tool's error).
+ * (400 BAD_REQUEST). Without `nul`, a NUL or lone surrogate is left to the route (MCP refuses it as a tool's error).
  */
 const bodyProblem = (text: string, surface: () => Surface, nul: boolean): ValidationError | undefined => {
   if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
     return fieldError(surface(), "body", `must not nest arrays or objects more than ${MAX_JSON_DEPTH} levels deep`)
   }
-  // A NUL reaches a string only through its escape; the parse is paid only when one may be there.
-  if (!nul || !/\\u0000/i.test(text)) return undefined
+  // A NUL or a surrogate reaches a string only through its escape; the parse is paid only when one may be there.
+  if (!nul || !/\\u(?:0000|d[89a-f])/i.test(text)) return undefined
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
   } catch {
     return undefined
   }
-  const field = nulField(parsed)
-  return field === undefined ? undefined : fieldError(surface(), field, NO_NUL)
+  const refused = refusedText(parsed)
+  return refused === undefined ? undefined : fieldError(surface(), refused.field, refused.problem)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -273,7 +288,7 @@ export const screen = (
       ? request
       : request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
     const text = yield* reading.text
-    // MCP answers a tool call's NUL as the tool's refusal (src/http/mcp/http.ts), which a model reads.
+    // MCP answers a tool call's NUL or lone surrogate as the tool's refusal (src/http/mcp/http.ts), which a model reads.
     const problem = bodyProblem(text, () => findRoute(request.method, segments)?.route.surface ?? "api", pathname !== "/mcp")
     if (problem) return yield* problem
     return reading

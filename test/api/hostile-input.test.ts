@@ -16,6 +16,7 @@ useSuiteServer((suite) => {
 })
 
 const NO_NUL = "must not contain NUL characters (\\u0000)"
+const NO_LONE_SURROGATE = "must be valid Unicode: it holds half of a character (a lone surrogate such as \\ud800)"
 const TOO_DEEP = "must not nest arrays or objects more than 64 levels deep"
 
 const nested = (depth: number, inner = "") => "[".repeat(depth) + inner + "]".repeat(depth)
@@ -63,6 +64,19 @@ describe("deeply nested JSON", () => {
     const reply = await withToken(server.url, user).POST("/v1/api-keys", { body: { name } })
     expect(reply.response.status, textOf(reply)).toBe(201)
     expect(reply.data?.data.name).toBe(name)
+  })
+})
+
+describe("lone surrogates (half of a character, which JSON's escapes can write)", () => {
+  it("in a body string or key: 400 VALIDATION_ERROR naming the field; a whole character escaped the same way is taken", async () => {
+    const user = await signUp(server.url)
+    const tokened = withToken(server.url, user)
+    expectValidation(await tokened.POST("/v1/api-keys", { body: { name: "half \ud800 a character" } }), { name: NO_LONE_SURROGATE })
+    expectValidation(await tokened.POST("/v1/api-keys", { body: offContract({ name: "ok", ["\udfff"]: 1 }) }), { "\udfff": NO_LONE_SURROGATE })
+    expect(await keyCount(user.accessToken)).toBe(0)
+    const whole = await tokened.POST("/v1/api-keys", { body: { name: "robot \ud83e\udd16" } })
+    expect(whole.response.status, textOf(whole)).toBe(201)
+    expect(whole.data?.data.name).toBe("robot 🤖")
   })
 })
 

@@ -571,6 +571,9 @@ describe("MCP at /mcp", () => {
     })
     expect((await call(mcp, "send_email", { mailbox_id: box.mailboxId, to: ["a\u0000@partner.test"], subject: "x", text: "x" })).error?.details)
       .toEqual({ "to.0": "must not contain NUL characters (\\u0000)" })
+    // As is half of a character (a lone surrogate), which stored would have become U+FFFD.
+    expect((await call(mcp, "update_labels", { email_ids: [emailId], add_labels: ["\ud800"] })).error?.details)
+      .toEqual({ "add_labels.0": "must be valid Unicode: it holds half of a character (a lone surrogate such as \\ud800)" })
     expect((await call(mcp, "set_mailbox_name", { mailbox_id: box.mailboxId, display_name: "a\nb" })).error).toMatchObject({
       code: "VALIDATION_ERROR",
       details: { display_name: "must not hold line breaks, control characters or direction overrides" }

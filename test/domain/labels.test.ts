@@ -29,7 +29,7 @@ const newest = { field: "received_at", direction: "desc" } as const
 const failure = <A, E>(effect: Effect.Effect<A, E, any>) => Effect.flip(effect) as Effect.Effect<any, A, any>
 
 layer(services, { timeout: "120 seconds" })("Labels", (it) => {
-  it("label names: 1-64 characters, no commas, control characters or surrounding spaces", () => {
+  it("label names: 1-64 characters, no commas, control characters or surrounding spaces, not only invisible ones", () => {
     expect(labelProblem("follow-up")).toBeUndefined()
     expect(labelProblem("Ärger / 重要")).toBeUndefined()
     expect(labelProblem("x".repeat(64))).toBeUndefined()
@@ -39,6 +39,10 @@ layer(services, { timeout: "120 seconds" })("Labels", (it) => {
     expect(labelProblem("a,b")).toBe("must not contain a comma")
     expect(labelProblem("line\nbreak")).toBe("must not contain control characters")
     expect(labelProblem("invoice\u202Efdp.exe")).toBe("must not contain line or paragraph separators or direction overrides")
+    expect(labelProblem("\u200b")).toBe("must contain a visible character")
+    expect(labelProblem("\u200b\u0301\u200d")).toBe("must contain a visible character")
+    expect(labelProblem("\u200bx")).toBeUndefined()
+    expect(labelProblem("👍🏽")).toBeUndefined()
   })
 
   it("a change keeps the order of the labels an email has and appends new ones once", () => {

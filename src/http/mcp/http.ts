@@ -45,7 +45,7 @@ import { RateLimiter, type Window } from "../../../services/ratelimit/rate-limit
 import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
 import { orUnavailable } from "../infra.ts"
-import { NO_NUL, nulField } from "../input-rules.ts"
+import { refusedText } from "../input-rules.ts"
 import { detailsOf } from "../issues.ts"
 import { keyOrBearer, rateHeaders, takeForAddress } from "../middleware.ts"
 import { admitTool, inputSchemaOf, type Tool, toolRefusal, tools, toolsFor } from "./tools.ts"
@@ -161,15 +161,15 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       if (refused !== undefined) return refusal(refused)
       // Arguments a tool does not take are refused by name: a misspelt optional would otherwise be ignored.
       const unknown = Object.keys(args ?? {}).filter((key) => !Object.hasOwn(tool.input.fields, key))
-      // No text holds NUL (input-rules.ts leaves MCP's bodies to this check).
-      const withNul = nulField(args ?? {})
+      // No text holds NUL or a lone surrogate (input-rules.ts leaves MCP's bodies to this check).
+      const badText = refusedText(args ?? {})
       const checked: Effect.Effect<unknown, ValidationError | ParseResult.ParseError> = unknown.length > 0
         ? Effect.fail(new ValidationError({
           message: `Invalid arguments for ${name}`,
           details: Object.fromEntries(unknown.map((key) => [key, `is not an argument of ${name}`]))
         }))
-        : withNul !== undefined
-        ? Effect.fail(new ValidationError({ message: `Invalid arguments for ${name}`, details: { [withNul]: NO_NUL } }))
+        : badText !== undefined
+        ? Effect.fail(new ValidationError({ message: `Invalid arguments for ${name}`, details: { [badText.field]: badText.problem } }))
         : Schema.decodeUnknown(tool.input)(args ?? {}, { errors: "all" })
       const exit = await run(
         checked.pipe(
