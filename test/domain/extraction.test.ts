@@ -34,7 +34,10 @@ describe("Extraction", () => {
       html: `<div style="display: none !important">Your code is 111111</div>
         <p>Your verification code is <b>482913</b>. It expires in 10 minutes.</p>`
     })
-    expect(extracted.codes).toEqual([{ value: "482913", context: "Your verification code is 482913 . It expires in 10 minutes." }])
+    expect(extracted.codes).toEqual([{ value: "482913", context: "Your verification code is 482913. It expires in 10 minutes." }])
+    // The words around it as written: nothing put between a code and what stands against it.
+    expect(message({ subject: "Sign in", text: "Sign in with the code (705112), valid for 5 minutes." }).codes)
+      .toEqual([{ value: "705112", context: "Sign in with the code (705112), valid for 5 minutes." }])
   })
 
   it("numbers that are not codes: prices, phone numbers, dates, years, postal codes, orders, promotions", () => {

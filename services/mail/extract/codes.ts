@@ -58,7 +58,23 @@ const joinSpelledOut = (text: string) =>
       run.slice(0, run.length - cells.length) + cells.replace(/\s/g, ""))
 
 const squeeze = (text: string) => text.replace(/\s+/g, " ").trim()
-const words = (text: string) => squeeze(text).split(" ").filter((word) => word.length > 0)
+
+/** The end of `text` that holds its last `count` words, as written (what stands against the code stays against it). */
+const lastWords = (text: string, count: number) => {
+  const starts = [...text.matchAll(/\S+/g)].map((word) => word.index)
+  return starts.length <= count ? text : text.slice(starts[starts.length - count])
+}
+
+/** The start of `text` that holds its first `count` words, as written. */
+const firstWords = (text: string, count: number) => {
+  let end = 0
+  let seen = 0
+  for (const word of text.matchAll(/\S+/g)) {
+    if (seen++ === count) break
+    end = word.index + word[0].length
+  }
+  return text.slice(0, end)
+}
 
 /**
  * Whether a word is an address (something@something.something), its digits no code. Found by plain
@@ -118,7 +134,7 @@ const codesIn = (text: string, subject: string): Array<Code> => {
       if (UNIT_AFTER.test(after) || MORE_DIGITS_AFTER.test(after) || (/^\d/.test(value) && PHONE_BEFORE.test(justBefore))) continue
       const context = alone
         ? squeeze([...above.slice(-1), line].join(" "))
-        : [...words(line.slice(Math.max(0, start - WINDOW), start)).slice(-8), match[1]!, ...words(line.slice(end, end + WINDOW)).slice(0, 8)].join(" ")
+        : squeeze(lastWords(line.slice(Math.max(0, start - WINDOW), start), 8) + match[1]! + firstWords(line.slice(end, end + WINDOW), 8))
       found.push({ value, context })
     }
   })
