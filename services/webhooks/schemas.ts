@@ -1,7 +1,7 @@
 /**
  * Webhooks on the wire (SPEC "Webhook", "Webhooks"; DESIGN.md §4) and the events they carry.
  */
-import { Schema } from "effect"
+import { Schema, SchemaAST } from "effect"
 import { Label, MAX_LABELS } from "../mail/label-rules.ts"
 import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { MeetingAnsweredData } from "../meetings/schemas.ts"
@@ -54,7 +54,7 @@ const MailboxIds = Schema.NullOr(
     Schema.maxItems(MAX_WEBHOOK_MAILBOXES, { message: () => `must list at most ${MAX_WEBHOOK_MAILBOXES} mailbox ids` })
   )
 ).annotations({
-  description: "Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent); " +
+  description: "Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, would never be sent and are refused); " +
     "null or left out: every event"
 })
 
@@ -65,7 +65,7 @@ const Labels = Schema.NullOr(
   )
 ).annotations({
   description: "Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, " +
-    "email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent. " +
+    "email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) would never be sent and are refused. " +
     "null or left out: every event"
 })
 
@@ -360,3 +360,17 @@ export const EventPayloads = {
   "schedule.reminder": ScheduleReminderEvent,
   "api_key.created": ApiKeyCreatedEvent
 } as const satisfies Record<EventKind, Schema.Schema.Any>
+
+/** The fields an event kind's `data` has. */
+const dataFieldsOf = (kind: EventKind): ReadonlySet<string> => {
+  const data = SchemaAST.getPropertySignatures(EventPayloads[kind].ast).find((field) => field.name === "data")
+  return new Set(data === undefined ? [] : SchemaAST.getPropertySignatures(data.type).map((field) => String(field.name)))
+}
+
+/**
+ * The kinds whose events are about a mailbox (their data has `mailbox_id`), and those about an email
+ * that carry its labels: a webhook narrowed by `mailbox_ids` or `labels` is sent only these
+ * (subscriptions.ts), so a kind outside them is never sent to it (webhooks.ts refuses that).
+ */
+export const aboutAMailbox: ReadonlySet<string> = new Set(eventKinds.filter((kind) => dataFieldsOf(kind).has("mailbox_id")))
+export const carryingLabels: ReadonlySet<string> = new Set(eventKinds.filter((kind) => dataFieldsOf(kind).has("labels")))

@@ -27,6 +27,7 @@ import { ownedMailboxes } from "../mailboxes/owned.ts"
 import { limits, type Plan } from "../plans/plans.ts"
 import { succeeded, WebhookAttempts } from "./attempts.ts"
 import { sampleEvent } from "./samples.ts"
+import { aboutAMailbox, carryingLabels } from "./schemas.ts"
 import type {
   CreatedWebhook,
   CreateWebhookInput,
@@ -123,6 +124,26 @@ const urlProblem = (refused: TargetRefused) =>
 /** Each kind once, in the order given. */
 const distinct = (events: ReadonlyArray<string>) => Array.from(new Set(events))
 
+/**
+ * The events a webhook would never be sent, as its narrowing stands: an event about no mailbox
+ * (api_key.created) once it listens to some mailboxes only (as a key limited to mailboxes makes it),
+ * one that carries no labels (a delivery of sent mail) once it listens to some labels only. Refused
+ * rather than kept as an endpoint that silently hears nothing.
+ */
+const neverSent = (events: ReadonlyArray<string>, mailboxIds: ReadonlyArray<string> | null, labels: ReadonlyArray<string> | null) => {
+  const details: Record<string, string> = {}
+  events.forEach((event, index) => {
+    if (mailboxIds !== null && !aboutAMailbox.has(event)) {
+      details[`events.${index}`] = `${event} is about no mailbox: a webhook narrowed to mailbox_ids (as a key limited to mailboxes narrows it) is never sent it`
+    } else if (labels !== null && !carryingLabels.has(event)) {
+      details[`events.${index}`] = `${event} carries no labels: a webhook narrowed to labels is never sent it`
+    }
+  })
+  return Object.keys(details).length === 0
+    ? Effect.void
+    : Effect.fail(new ValidationError({ message: `Events this webhook would never be sent: ${Object.values(details).join("; ")}`, details }))
+}
+
 /** The labels a webhook listens to, as kept: each once; null for every event. */
 const keptLabels = (labels: ReadonlyArray<string> | null | undefined) => (labels == null ? null : distinct(labels))
 
@@ -187,6 +208,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
     const create = Effect.fn("Webhooks.create")(function*(owner: { readonly userId: string; readonly plan: Plan }, input: CreateWebhookInput) {
       yield* checkUrl(input.url)
       const mailboxIds = yield* checkMailboxes(owner.userId, input.mailbox_ids)
+      yield* neverSent(input.events, mailboxIds ?? null, keptLabels(input.labels))
       const row = yield* insert(owner, input, input.secret ?? generateSecret(), mailboxIds ?? null)
       yield* subscriptions.changed(owner.userId)
       return { ...toWebhook(row), secret: row.secret } satisfies CreatedWebhook
@@ -228,9 +250,14 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
 
     const update = Effect.fn("Webhooks.update")(function*(userId: string, webhookId: string, input: UpdateWebhookInput) {
       // Not found before a URL problem: someone else's webhook is nothing to validate against.
-      yield* find(userId, webhookId)
+      const stored = yield* find(userId, webhookId)
       if (input.url !== undefined) yield* checkUrl(input.url)
       const mailboxIds = yield* checkMailboxes(userId, input.mailbox_ids)
+      yield* neverSent(
+        input.events ?? stored.events,
+        mailboxIds === undefined ? stored.mailboxIds : mailboxIds,
+        input.labels === undefined ? stored.labels : keptLabels(input.labels)
+      )
       const rows = yield* sql<WebhookRow>`
         UPDATE webhooks SET
           url = coalesce(${input.url?.trim() ?? null}, url),

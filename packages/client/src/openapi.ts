@@ -3999,9 +3999,9 @@ export interface components {
         };
         CreateWebhookInput: {
             events: string[];
-            /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent. null or left out: every event */
+            /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) would never be sent and are refused. null or left out: every event */
             labels?: string[] | null;
-            /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent); null or left out: every event */
+            /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, would never be sent and are refused); null or left out: every event */
             mailbox_ids?: string[] | null;
             secret?: string;
             /** @description HTTPS URL that receives the events */
@@ -5889,9 +5889,9 @@ export interface components {
         UpdateWebhookInput: {
             active?: boolean;
             events?: string[];
-            /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent. null or left out: every event */
+            /** @description Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) would never be sent and are refused. null or left out: every event */
             labels?: string[] | null;
-            /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent); null or left out: every event */
+            /** @description Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, would never be sent and are refused); null or left out: every event */
             mailbox_ids?: string[] | null;
             secret?: string;
             /** @description HTTPS URL that receives the events */
