@@ -381,7 +381,8 @@ describe("MCP at /mcp", () => {
       from: "2026-12-07T00:00:00.000Z",
       to: "2026-12-14T00:00:00.000Z",
       count: 1,
-      hasMore: false
+      // Paging said as every tool says it (the HTTP route's meta says hasMore).
+      has_more: false
     })
     // With the organizer's: the review on both, the guest's first (named first).
     const both = await call(mcp, "get_schedule", { mailbox_id: guest.ok.mailbox_id, with_mailbox_ids: [box.mailboxId], ...week })
@@ -402,6 +403,7 @@ describe("MCP at /mcp", () => {
       step_minutes: 30
     })
     expect(free.ok.slots.map((slot: { start: string }) => slot.start.slice(11, 16))).toEqual(["09:00", "09:30", "10:30", "11:00", "11:30"])
+    expect(free.ok).toMatchObject({ count: 5, has_more: false })
     // With the organizer, who hosts the same review: the same times; with a mailbox not the account's, its 404.
     const bothFree = await call(mcp, "find_free_time", {
       mailbox_id: guest.ok.mailbox_id,

@@ -77,12 +77,12 @@ export interface Tool<I = any, R = any> {
 /**
  * A page of a list tool's answer (one taking `limit` and `offset` and answering a `total`) says where
  * the list goes on: `has_more`, and `next_offset` when it does, so a model pages without arithmetic.
- * An answer that says so already (the schedule's `hasMore`) is left as it is.
+ * An answer that says so already (the schedule's, of a time range: `has_more` past its limit) is left as it is.
  */
 const withPaging = (input: unknown, answer: unknown): unknown => {
   if (typeof answer !== "object" || answer === null || Array.isArray(answer)) return answer
   const { total } = answer as { readonly total?: unknown }
-  if (typeof total !== "number" || "hasMore" in answer || "has_more" in answer) return answer
+  if (typeof total !== "number" || "has_more" in answer) return answer
   const { limit = 20, offset = 0 } = input as { readonly limit?: number; readonly offset?: number }
   const more = offset + limit < total
   return { ...answer, has_more: more, ...(more ? { next_offset: offset + limit } : {}) }
@@ -733,7 +733,8 @@ export const tools = [
       "The mailbox's calendar between from and to (ISO 8601 with a zone; default the week from now, at most 366 days): every " +
       "occurrence of the meetings it organizes and the invitations it received, soonest first, each with the mailbox's answer " +
       `(response) and whether it takes its time (busy). Ask it before accepting an invitation or proposing a time. with_mailbox_ids: ` +
-      `the account's other mailboxes whose schedules to merge in (each occurrence names its mailbox_id). ${UNTRUSTED}`,
+      `the account's other mailboxes whose schedules to merge in (each occurrence names its mailbox_id). has_more: the range holds ` +
+      `more than limit (ask again from the last one's start). ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
@@ -745,8 +746,8 @@ export const tools = [
     }),
     run: (principal, { mailbox_id, with_mailbox_ids = [], ...params }) =>
       Effect.gen(function*() {
-        const { data, meta } = yield* (yield* Schedule).list(principal.userId, [mailbox_id, ...with_mailbox_ids], params)
-        return { occurrences: data, ...meta }
+        const { data, meta: { hasMore, ...meta } } = yield* (yield* Schedule).list(principal.userId, [mailbox_id, ...with_mailbox_ids], params)
+        return { occurrences: data, ...meta, has_more: hasMore }
       })
   }),
   tool({
@@ -756,7 +757,8 @@ export const tools = [
       "When the mailbox is free, to propose a time: slots of duration_minutes (default 30) between from and to (default the week " +
       "from now, at most 62 days) within working hours (hours HH:MM-HH:MM, default 09:00-17:00, on weekdays 1-7, default 1,2,3,4,5, " +
       "in time_zone, default UTC) that nothing busy on its schedule overlaps, every step_minutes (default 30); answered with the " +
-      "zone's offset, soonest first. with_mailbox_ids: the account's other mailboxes that must be free too (a time they can all make).",
+      "zone's offset, soonest first. with_mailbox_ids: the account's other mailboxes that must be free too (a time they can all make). " +
+      "has_more: there are more than limit (ask again from the last one's start).",
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
@@ -772,8 +774,8 @@ export const tools = [
     }),
     run: (principal, { mailbox_id, with_mailbox_ids = [], ...params }) =>
       Effect.gen(function*() {
-        const { data, meta } = yield* (yield* Schedule).availability(principal.userId, [mailbox_id, ...with_mailbox_ids], params)
-        return { slots: data, ...meta }
+        const { data, meta: { hasMore, ...meta } } = yield* (yield* Schedule).availability(principal.userId, [mailbox_id, ...with_mailbox_ids], params)
+        return { slots: data, ...meta, has_more: hasMore }
       })
   }),
   tool({
