@@ -225,6 +225,10 @@ describe("GET /v1/events", () => {
     const unknownAfter = await stream(box.user.apiKey, "?after=evt_nope")
     expect(unknownAfter.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { after: expect.any(String) } } })
 
+    const emptyMailbox = await stream(box.user.apiKey, "?mailbox_id=")
+    expect(emptyMailbox.status).toBe(400)
+    expect(emptyMailbox.body).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { mailbox_id: "must be a mailbox id; leave it out for every mailbox" } } })
+
     const stranger = await withApiKey(suite.url)
     const foreign = await stream(stranger.apiKey, `?mailbox_id=${box.mailboxId}`)
     expect(foreign.status).toBe(404)

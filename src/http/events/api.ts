@@ -14,9 +14,14 @@ const Kinds = Schema.split(",").pipe(
   )))
 )
 
+/** A mailbox to listen to: an id, not an empty one (which would be read as no mailbox at all). */
+export const MailboxFilter = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must be a mailbox id; leave it out for every mailbox" })
+)
+
 export const EventStreamParams = Schema.Struct({
   types: Schema.optional(Kinds).annotations({ description: `Comma-separated event kinds to receive (${eventKinds.join(", ")}); all when absent` }),
-  mailbox_id: Schema.optional(Schema.String).annotations({
+  mailbox_id: Schema.optional(MailboxFilter).annotations({
     description: "Only events about this mailbox (events about no mailbox, such as api_key.created, are left out)"
   }),
   labels: Schema.optional(Schema.split(",").pipe(Schema.compose(Schema.Array(Label)))).annotations({

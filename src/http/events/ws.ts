@@ -30,6 +30,7 @@ import type { EventFeed, Frame, StreamRequest } from "../../../services/events/f
 import { Label, MAX_LABELS } from "../../../services/mail/label-rules.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
 import { detailsOf } from "../issues.ts"
+import { MailboxFilter } from "./api.ts"
 
 const EventKind = Schema.String.pipe(
   Schema.filter((kind) => isEventKind(kind) || `"${kind}" is not an event kind; supported: ${eventKinds.join(", ")}`)
@@ -39,7 +40,7 @@ const ClientMessage = Schema.Union(
   Schema.Struct({
     type: Schema.Literal("subscribe"),
     types: Schema.optional(Schema.Array(EventKind)),
-    mailbox_id: Schema.optional(Schema.String),
+    mailbox_id: Schema.optional(MailboxFilter),
     labels: Schema.optional(Schema.Array(Label).pipe(Schema.minItems(1), Schema.maxItems(MAX_LABELS))),
     after: Schema.optional(Schema.String)
   }),
