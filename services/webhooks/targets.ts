@@ -36,7 +36,7 @@ export const parseTargetUrl = (text: string, allowPrivate: boolean): TargetUrl |
   } catch {
     return "must be an absolute URL, such as https://example.com/webhooks"
   }
-  if (url.protocol !== "https:" && !(allowPrivate && url.protocol === "http:")) return "must use https"
+  if (url.protocol !== "https:" && !(allowPrivate && url.protocol === "http:")) return allowPrivate ? "must use https or http" : "must use https"
   const host = url.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.$/, "").toLowerCase()
   if (host === "") return "must name a host"
   return { url, host, isIp: isIpAddress(host) }

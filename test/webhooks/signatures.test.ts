@@ -119,7 +119,8 @@ describe("webhook targets", () => {
 
   it("URLs: https only, http when private targets are allowed; IPv6 literals unbracketed", () => {
     expect(parseTargetUrl("http://example.com/hook", false)).toBe("must use https")
-    expect(parseTargetUrl("ftp://example.com/hook", true)).toBe("must use https")
+    expect(parseTargetUrl("ftp://example.com/hook", false)).toBe("must use https")
+    expect(parseTargetUrl("ftp://example.com/hook", true)).toBe("must use https or http")
     expect(parseTargetUrl("not a url", false)).toMatch(/absolute URL/)
     // What the WHATWG parser would read as http://x/, but nobody writes meaning it.
     for (const loose of ["http:///x", "http:x", "http:\\\\x", " http://x", "http://x/a b"]) {
