@@ -127,7 +127,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
   Effect.gen(function*() {
     const rows = emails.map((email, position) => {
       const { parsed } = email
-      const thread = threadChoice(email.mailboxId, parsed, email.messageId, email.direction)
+      const thread = threadChoice(email.mailboxId, parsed, parsed.from ?? email.mailFrom, email.messageId, email.direction)
       return {
         position,
         id: email.emailId,

@@ -4,8 +4,9 @@
  * A reply names what it answers (References, In-Reply-To): it joins the thread of any of those
  * messages the mailbox holds, or else the thread keyed by the conversation's first message
  * (References' first entry). A received message that names nothing joins the thread of its normalized
- * subject ("Re: Re: Hello" and "hello" are one conversation: mail clients that send no References),
- * unless replies to it arrived first. A message the mailbox sends that names nothing starts a
+ * subject from the same sender ("Re: Re: Hello" and "hello" are one conversation: mail clients that
+ * send no References), unless replies to it arrived first. Not another sender's: anyone can write
+ * "Invoice 42", and a stranger's mail must not join (and be deleted with) someone else's conversation. A message the mailbox sends that names nothing starts a
  * conversation of its own: an agent's two new emails "Quick question", to Alice and to Bob, are two.
  */
 import { sha256 } from "../accounts/tokens.ts"
@@ -27,7 +28,7 @@ export const normalizeSubject = (subject: string): string => {
 
 export type ThreadKey =
   | { readonly kind: "conversation"; readonly rootMessageId: string }
-  | { readonly kind: "subject"; readonly subject: string }
+  | { readonly kind: "subject"; readonly subject: string; readonly sender: string }
   | { readonly kind: "single"; readonly id: string }
 
 /** A thread's id: stable for a key within one mailbox, unguessable across mailboxes. */
@@ -35,7 +36,7 @@ export const threadId = (mailboxId: string, key: ThreadKey): string => {
   const material = key.kind === "conversation"
     ? `conversation\n${key.rootMessageId}`
     : key.kind === "subject"
-    ? `subject\n${key.subject}`
+    ? `subject\n${key.subject}\n${key.sender}`
     : `single\n${key.id}`
   return `thr_${sha256(`${mailboxId}\n${material}`).slice(0, 24)}`
 }
@@ -47,12 +48,12 @@ export const referencedIds = (references: ReadonlyArray<string>, inReplyTo: stri
 
 /**
  * The key of a message that refers to nothing found in the mailbox: its conversation root if it
- * names one, else its subject, else itself.
+ * names one, else its subject and sender (the address, in any case), else itself.
  */
-export const fallbackKey = (referenced: ReadonlyArray<string>, subject: string, ownId: string): ThreadKey => {
+export const fallbackKey = (referenced: ReadonlyArray<string>, subject: string, sender: string, ownId: string): ThreadKey => {
   if (referenced.length > 0) return { kind: "conversation", rootMessageId: referenced[0]! }
   const normalized = normalizeSubject(subject)
-  return normalized.length > 0 ? { kind: "subject", subject: normalized } : { kind: "single", id: ownId }
+  return normalized.length > 0 ? { kind: "subject", subject: normalized, sender: sender.toLowerCase() } : { kind: "single", id: ownId }
 }
 
 /**
@@ -69,13 +70,14 @@ export interface ThreadChoice {
 export const threadChoice = (
   mailboxId: string,
   message: { readonly references: ReadonlyArray<string>; readonly inReplyTo: string | undefined; readonly subject: string },
+  sender: string,
   messageId: string,
   direction: "inbound" | "outbound"
 ): ThreadChoice => {
   const referenced = referencedIds(message.references, message.inReplyTo)
   const fallback: ThreadKey = direction === "outbound" && referenced.length === 0
     ? { kind: "single", id: messageId }
-    : fallbackKey(referenced, message.subject, messageId)
+    : fallbackKey(referenced, message.subject, sender, messageId)
   return {
     referenced,
     own: referenced.length === 0 ? threadId(mailboxId, { kind: "conversation", rootMessageId: messageId }) : null,

@@ -561,14 +561,15 @@ describe("inbound SMTP and reading mail", () => {
   })
 
   describe("threads", () => {
-    it("a reply by In-Reply-To/References and a 'Re:' of the subject join the thread; another subject does not", async () => {
+    it("a reply by In-Reply-To/References and its sender's 'Re:' of the subject join the thread; another subject, or the subject from someone else, does not", async () => {
       const box = await newBox()
       const helloId = `<${fresh("hello")}@example.com>`
       const steps: Array<[string, Mail.Options]> = [
         ["Hello", { messageId: helloId }],
         ["Numbers for Q3", { inReplyTo: helloId, references: [helloId] }],
-        ["Re: Hello", {}],
-        ["Something else entirely", {}]
+        ["Re: Hello", { from: `Sender <${SENDER.toUpperCase()}>` }],
+        ["Something else entirely", {}],
+        ["Re: Hello", { from: "Stranger <stranger@elsewhere.test>" }]
       ]
       const ids: Array<string> = []
       for (const [i, [subject, extra]] of steps.entries()) {
@@ -578,12 +579,13 @@ describe("inbound SMTP and reading mail", () => {
         ids.push(queuedIds(data!)[0]!)
         await waitForEmails(box, i + 1)
       }
-      const emails = (await waitForEmails(box, 4)).data.slice().reverse()
+      const emails = (await waitForEmails(box, 5)).data.slice().reverse()
       expect(emails.map((e) => e.email_id)).toEqual(ids)
-      const [hello, reply, re, other] = emails
+      const [hello, reply, re, other, stranger] = emails
       expect(reply!.thread_id).toBe(hello!.thread_id)
       expect(re!.thread_id).toBe(hello!.thread_id)
       expect(other!.thread_id).not.toBe(hello!.thread_id)
+      expect(stranger!.thread_id).not.toBe(hello!.thread_id)
 
       const thread = await threadOf(box.user, hello!.thread_id)
       expect(thread.response.status).toBe(200)
