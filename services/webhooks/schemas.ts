@@ -54,7 +54,7 @@ const MailboxIds = Schema.NullOr(
     Schema.maxItems(MAX_WEBHOOK_MAILBOXES, { message: () => `must list at most ${MAX_WEBHOOK_MAILBOXES} mailbox ids` })
   )
 ).annotations({
-  description: "Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, would never be sent and are refused); " +
+  description: "Only events about these mailboxes of the account (events about no mailbox, such as api_key.created, are not sent; only such events is refused); " +
     "null or left out: every event"
 })
 
@@ -65,7 +65,7 @@ const Labels = Schema.NullOr(
   )
 ).annotations({
   description: "Only events about an email that carries one of these labels (email.received, email.processed, email.labels_changed, " +
-    "email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) would never be sent and are refused. " +
+    "email.deleted: what a filter labelled billing, say); events that carry no labels (deliveries of sent mail, api_key.created) are not sent (only such events is refused). " +
     "null or left out: every event"
 })
 

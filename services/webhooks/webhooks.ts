@@ -125,23 +125,25 @@ const urlProblem = (refused: TargetRefused) =>
 const distinct = (events: ReadonlyArray<string>) => Array.from(new Set(events))
 
 /**
- * The events a webhook would never be sent, as its narrowing stands: an event about no mailbox
- * (api_key.created) once it listens to some mailboxes only (as a key limited to mailboxes makes it),
- * one that carries no labels (a delivery of sent mail) once it listens to some labels only. Refused
- * rather than kept as an endpoint that silently hears nothing.
+ * Refused: a webhook that would never be sent any event it asks for, as its narrowing stands (events
+ * about no mailbox, such as api_key.created, once it listens to some mailboxes only, as a key limited to
+ * mailboxes makes it; events that carry no labels, such as deliveries of sent mail, once it listens to
+ * some labels only). Kept, it would be an endpoint that silently hears nothing. One that asks for some
+ * such events beside others is taken: those others reach it (README).
  */
 const neverSent = (events: ReadonlyArray<string>, mailboxIds: ReadonlyArray<string> | null, labels: ReadonlyArray<string> | null) => {
-  const details: Record<string, string> = {}
-  events.forEach((event, index) => {
-    if (mailboxIds !== null && !aboutAMailbox.has(event)) {
-      details[`events.${index}`] = `${event} is about no mailbox: a webhook narrowed to mailbox_ids (as a key limited to mailboxes narrows it) is never sent it`
-    } else if (labels !== null && !carryingLabels.has(event)) {
-      details[`events.${index}`] = `${event} carries no labels: a webhook narrowed to labels is never sent it`
-    }
-  })
-  return Object.keys(details).length === 0
-    ? Effect.void
-    : Effect.fail(new ValidationError({ message: `Events this webhook would never be sent: ${Object.values(details).join("; ")}`, details }))
+  const why = (event: string) =>
+    mailboxIds !== null && !aboutAMailbox.has(event)
+      ? `${event} is about no mailbox`
+      : labels !== null && !carryingLabels.has(event)
+      ? `${event} carries no labels`
+      : undefined
+  const reasons = events.map(why)
+  if (reasons.some((reason) => reason === undefined)) return Effect.void
+  const narrowing = [mailboxIds !== null ? "mailbox_ids (as a key limited to mailboxes narrows it)" : "", labels !== null ? "labels" : ""]
+    .filter((part) => part !== "").join(" and ")
+  const message = `would never be sent any of these events: ${reasons.join("; ")}, and the webhook is narrowed to ${narrowing}`
+  return Effect.fail(new ValidationError({ message: `This webhook ${message}`, details: { events: message } }))
 }
 
 /** The labels a webhook listens to, as kept: each once; null for every event. */

@@ -270,7 +270,7 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       })
       expect((yield* emails.get(mailbox.owner.userId, older.id)).extracted).toEqual({
         reply_text: "Your verification code is 482913.\nhttps://acme.example/verify?token=abc",
-        codes: [{ value: "482913", context: "Your verification code is 482913 ." }],
+        codes: [{ value: "482913", context: "Your verification code is 482913." }],
         links: [{ url: "https://acme.example/verify?token=abc", text: null, kind: "confirmation" }]
       })
 
