@@ -1,6 +1,7 @@
 /**
  * Changing labels (the rules are label-rules.ts): one change applied to emails of the caller (listed,
- * or a whole thread), all or none, then announced as `email.labels_changed`.
+ * or a whole thread), all or none, then announced as `email.labels_changed`. And the labels the
+ * account's mail carries, counted.
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
@@ -8,11 +9,13 @@ import { newId } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, missingThreads, threadsNotFound } from "./emails.ts"
-import { applyChange, checkChange, type LabelChange, MAX_LABELS } from "./label-rules.ts"
+import type { Page } from "../listing.ts"
+import { amongMailboxes, mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
+import { applyChange, checkChange, type LabelChange, MAX_LABELS, UNREAD } from "./label-rules.ts"
 import { emailBodyColumnList, type EmailBodyRow, emailColumnList, extractedOf, type EmailRow, toFields } from "./records.ts"
 import { announceReceived } from "./received.ts"
 import { BLOCKED } from "./sender-list-rules.ts"
-import type { EmailFields } from "./schemas.ts"
+import type { EmailFields, LabelCount } from "./schemas.ts"
 
 /** The `email.labels_changed` payload: the email's fields with its labels now, and what changed. */
 export interface LabelsChanged extends EmailFields {
@@ -136,6 +139,43 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
     /** `updateThreads` of one thread: 404 `details.thread_id` when it is not the caller's. */
     const updateThread = (userId: string, threadId: string, requested: LabelChange) => updateThreads(userId, [threadId], requested)
 
-    return { update, updateThreads, updateThread } as const
+    /**
+     * The labels the account's mail carries (of one mailbox with `mailboxId`; of a limited key's
+     * mailboxes only, with `only`), by name, each with how many emails carry it and how many of those
+     * are unread: the account's labels are whatever its mail carries, so there is nothing else to list.
+     */
+    const list = Effect.fn("Labels.list")(function*(
+      userId: string,
+      page: Page,
+      options: { readonly mailboxId?: string | undefined; readonly only?: ReadonlyArray<string> | undefined } = {}
+    ) {
+      const { mailboxId, only } = options
+      if (mailboxId !== undefined) {
+        // A mailbox outside a limited key's is, to it, one that does not exist.
+        if (only !== undefined && !only.includes(mailboxId)) return yield* mailboxNotFound(mailboxId)
+        yield* ownMailbox(sql, userId, mailboxId)
+      }
+      const mailboxes = mailboxId !== undefined
+        ? sql`e.mailbox_id = ${mailboxId}`
+        : sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active' ${amongMailboxes(sql, "id", only)})`
+      // The page and the count in one statement, as the email list's: a single row of nulls carries the count when the page is empty.
+      const rows = yield* sql<{ label: string | null; emails: string | null; unread: string | null; total: string }>`
+        WITH counted AS (
+          SELECT l.label, count(*) AS emails, count(*) FILTER (WHERE ${UNREAD} = ANY(e.labels)) AS unread
+          FROM emails e CROSS JOIN LATERAL unnest(e.labels) AS l(label)
+          WHERE e.user_id = ${userId} AND ${mailboxes}
+          GROUP BY l.label
+        )
+        SELECT page.label, page.emails, page.unread, counted.total
+        FROM (SELECT count(*) AS total FROM counted) counted
+        LEFT JOIN LATERAL (SELECT * FROM counted ORDER BY label COLLATE "C" LIMIT ${page.limit} OFFSET ${page.offset}) page ON true
+        ORDER BY page.label COLLATE "C"`
+      const labels: Array<LabelCount> = rows.flatMap((row) =>
+        row.label === null ? [] : [{ label: row.label, email_count: Number(row.emails), unread_count: Number(row.unread) }]
+      )
+      return { labels, total: Number(rows[0]?.total ?? 0) }
+    })
+
+    return { update, updateThreads, updateThread, list } as const
   })
 }) {}

@@ -3,7 +3,7 @@
  * SPEC's snake_case names are kept as is.
  */
 import { Schema } from "effect"
-import { IntegerParam } from "../listing.ts"
+import { IntegerParam, Limit, Offset } from "../listing.ts"
 import { Authentication, AuthenticationOnTheBus } from "./authentication.ts"
 import { Spam } from "./spam.ts"
 import { Extracted } from "./extracted.ts"
@@ -213,6 +213,20 @@ export type EmailSortField = (typeof emailSortFields)[number]
 /** Mail stats (stats.ts): what an account's mail did over recent days. */
 /** The most days one answer covers. */
 export const MAX_STATS_DAYS = 90
+
+/** One label the account's mail carries, counted (GET /v1/api/labels). */
+export const LabelCount = Schema.Struct({
+  label: Schema.String,
+  email_count: Schema.Int.pipe(Schema.nonNegative()).annotations({ description: "Emails carrying it" }),
+  unread_count: Schema.Int.pipe(Schema.nonNegative()).annotations({ description: "Of those, the ones still unread" })
+}).annotations({ identifier: "LabelCount" })
+export type LabelCount = typeof LabelCount.Type
+
+export const LabelListParams = Schema.Struct({
+  mailbox_id: Schema.optional(Schema.String.annotations({ description: "One mailbox's labels; every mailbox's when left out" })),
+  limit: Schema.optional(Limit),
+  offset: Schema.optional(Offset)
+}).annotations({ parseOptions: { errors: "all" } })
 
 export const StatsParams = Schema.Struct({
   mailbox_id: Schema.optional(Schema.String.annotations({ description: "One mailbox's; every mailbox's when left out" })),

@@ -43,6 +43,7 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/api/emails": "own",
   "GET /v1/api/mailboxes/:mailboxId/threads": "mailbox",
   "GET /v1/api/threads": "own",
+  "GET /v1/api/labels": "own",
   "GET /v1/api/emails/:emailId": "email",
   "PATCH /v1/api/emails/:emailId": "email",
   "DELETE /v1/api/emails/:emailId": "email",

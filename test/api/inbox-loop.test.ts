@@ -101,6 +101,34 @@ describe("labels and read state over HTTP", () => {
     })
   })
 
+  it("lists the labels the mail carries, by name, each counted with its unread; of one mailbox too; paged; refusals by field", async () => {
+    const labels = await mailroom.GET("/v1/api/labels")
+    expect(labels.response.status).toBe(200)
+    expect(labels.data).toEqual({
+      success: true,
+      data: [
+        { label: "billing", email_count: 1, unread_count: 0 },
+        { label: "inbound", email_count: 2, unread_count: 1 },
+        { label: "q4", email_count: 2, unread_count: 1 },
+        { label: "unauthenticated", email_count: 2, unread_count: 1 },
+        { label: "unread", email_count: 1, unread_count: 1 }
+      ],
+      meta: { total: 5, limit: 20, offset: 0, hasMore: false }
+    })
+    const paged = await mailroom.GET("/v1/api/labels", { params: { query: { mailbox_id: box.mailboxId, limit: 2, offset: 1 } } })
+    expect(paged.data?.data.map((row) => row.label)).toEqual(["inbound", "q4"])
+    expect(paged.data?.meta).toEqual({ total: 5, limit: 2, offset: 1, hasMore: true })
+    // Another mailbox of the account has none of it.
+    const empty = await newBox(suite.url, { user: box.user })
+    expect((await mailroom.GET("/v1/api/labels", { params: { query: { mailbox_id: empty.mailboxId } } })).data?.data).toEqual([])
+    const foreign = await createClient({ baseUrl: suite.url, apiKey: (await withApiKey(suite.url)).apiKey })
+      .GET("/v1/api/labels", { params: { query: { mailbox_id: box.mailboxId } } })
+    expect(foreign.response.status).toBe(404)
+    expect(foreign.error?.error).toMatchObject({ code: "NOT_FOUND", details: { mailbox_id: box.mailboxId } })
+    const bad = await mailroom.GET("/v1/api/labels", { params: { query: { limit: 0 } } })
+    expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { limit: "must be an integer from 1 to 100" } })
+  })
+
   it("refusals: fact labels, bad names, empty and oversized batches, bad filters, someone else's email", async () => {
     const fact = await mailroom.PATCH("/v1/api/emails/{emailId}", {
       params: { path: { emailId: first } },

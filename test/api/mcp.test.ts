@@ -49,7 +49,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
   sendMail(suite.server.smtpPort, { to, subject, text: `About ${subject}.`, attachments })
 
 const TOOLS = [
-  "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
+  "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_labels", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
   "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_forwarding", "forward_mailbox",
   "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "list_filters", "create_filter", "apply_filter",
   "delete_filter", "wait_for_email", "send_email",
@@ -247,6 +247,9 @@ describe("MCP at /mcp", () => {
   it("acts: labels, a new mailbox, its From's name, a send, a reply, a forward, a draft sent", async () => {
     const labelled = await call(mcp, "update_labels", { email_ids: [emailId], add_labels: ["billing"], remove_labels: ["unread"] })
     expect(labelled.ok).toEqual({ updated: 1, emails: [{ email_id: emailId, labels: ["inbound", "unauthenticated", "billing"] }] })
+    const labels = await call(mcp, "list_labels", { mailbox_id: box.mailboxId })
+    expect(labels.ok.labels).toContainEqual({ label: "billing", email_count: 1, unread_count: 0 })
+    expect(labels.ok).toMatchObject({ total: labels.ok.labels.length, has_more: false })
 
     const desk = await call(mcp, "create_mailbox", { local_part: fresh("desk"), display_name: "Front Desk" })
     expect(desk.ok).toMatchObject({ domain: DOMAIN, display_name: "Front Desk" })

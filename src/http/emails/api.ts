@@ -9,6 +9,8 @@ import {
   Email,
   EmailSummary,
   emailSortFields,
+  LabelCount,
+  LabelListParams,
   MAX_DELETE_BATCH,
   Thread,
   threadSortFields,
@@ -170,6 +172,19 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
       .annotateContext(OpenApi.annotations({
         summary: "List every mailbox's threads",
         description: "The conversations of all the account's mailboxes in one list (each names its `mailbox_id`), with the mailbox list's order and filters"
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("listLabels", "/labels")
+      .setUrlParams(LabelListParams)
+      .addSuccess(OkWithMeta(Schema.Array(LabelCount), ListMeta))
+      .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
+      .annotateContext(OpenApi.annotations({
+        summary: "List the labels the account's mail carries",
+        description: "Every label on the account's emails (of one mailbox with `mailbox_id`), by name, with how many emails carry it " +
+          "and how many of those are unread: the system labels (inbound, sent, unread, spam, unauthenticated, blocked) and the " +
+          "account's own. A label is there while some email carries it; rename one with a batch update of the emails listed with `labels=`"
       }))
   )
   .add(

@@ -14,7 +14,7 @@ import { AttachmentTexts } from "../../../services/mail/attachment-texts.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { MailExport } from "../../../services/mail/export.ts"
 import { Labels } from "../../../services/mail/labels.ts"
-import type { EmailSortField, ThreadSortField } from "../../../services/mail/schemas.ts"
+import type { EmailSortField, LabelListParams, ThreadSortField } from "../../../services/mail/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 import type {
@@ -126,6 +126,14 @@ const makeHandlers = Effect.gen(function*() {
           const filter = { ...query.filter, mailboxes: Option.getOrUndefined(mailboxes) }
           const { threads: data, total } = yield* emails.threadsAll(userId, query.page, query.sort, filter).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, query.page) }
+        }),
+      listLabels: ({ urlParams }: { readonly urlParams: typeof LabelListParams.Type }) =>
+        Effect.gen(function*() {
+          const { mailboxes, userId } = yield* CurrentPrincipal
+          const p = page(urlParams)
+          const { labels: data, total } = yield* labels.list(userId, p, { mailboxId: urlParams.mailbox_id, only: Option.getOrUndefined(mailboxes) })
+            .pipe(orUnavailable)
+          return { success: true as const, data, meta: listMeta(total, p) }
         }),
       get: ({ path }: Path<typeof EmailPath>) =>
         Effect.gen(function*() {
@@ -252,7 +260,7 @@ const services = [Emails.Default, AttachmentTexts.Default, Labels.Default, Delet
 export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
     handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
-      .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+      .handle("listLabels", h.listLabels).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
       .handle("batchUpdateThreads", h.batchUpdateThreads).handle("batchDeleteThreads", h.batchDeleteThreads)
       .handleRaw("raw", h.raw).handleRaw("export", h.export).handleRaw("attachment", h.attachment).handle("attachmentText", h.attachmentText)
@@ -262,7 +270,7 @@ export const EmailsHandlers = HttpApiBuilder.group(MailroomApi, "emails", (handl
 export const DashboardEmailsHandlers = HttpApiBuilder.group(MailroomApi, "dashboardEmails", (handlers) =>
   Effect.map(makeHandlers, (h) =>
     handlers.handle("list", h.list).handle("listAll", h.listAll).handle("listThreads", h.listThreads).handle("listAllThreads", h.listAllThreads)
-      .handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
+      .handle("listLabels", h.listLabels).handle("get", h.get).handle("update", h.update).handle("batchUpdate", h.batchUpdate)
       .handle("remove", h.remove).handle("batchDelete", h.batchDelete).handle("removeThread", h.removeThread)
       .handle("batchUpdateThreads", h.batchUpdateThreads).handle("batchDeleteThreads", h.batchDeleteThreads)
       .handleRaw("raw", h.raw).handleRaw("export", h.export).handleRaw("attachment", h.attachment).handle("attachmentText", h.attachmentText)

@@ -212,6 +212,23 @@ export const tools = [
         }))
   }),
   tool({
+    name: "list_labels",
+    reach: "args",
+    description:
+      "The labels the account's mail carries (one mailbox's with mailbox_id), by name, each with email_count and unread_count: " +
+      "the system labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own. Use them with list_emails' " +
+      "labels filter, update_labels and filters.",
+    annotations: reading,
+    input: Schema.Struct({
+      mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
+      limit: Schema.optional(Limit),
+      offset: Schema.optional(Offset)
+    }),
+    run: (principal, input) =>
+      Effect.flatMap(Labels, (labels) =>
+        labels.list(principal.userId, page(input), { mailboxId: input.mailbox_id, only: Option.getOrUndefined(principal.mailboxes) }))
+  }),
+  tool({
     name: "list_threads",
     reach: "args",
     description:
