@@ -24,6 +24,8 @@ interface NodemailerError extends Error {
   readonly responseCode?: number | undefined
   readonly recipient?: string | undefined
   readonly rejectedErrors?: ReadonlyArray<NodemailerError> | undefined
+  /** The command the server answered with this error ("MAIL FROM", "DATA", ...). */
+  readonly command?: string | undefined
 }
 
 /** Failures before the server answered anything: another MX host may be reachable. */
@@ -33,7 +35,8 @@ const failure = (error: NodemailerError) =>
   new SmtpFailure({
     code: error.responseCode,
     response: (error.response ?? error.message).trim(),
-    unreachable: error.responseCode === undefined && UNREACHABLE.has(error.code ?? "")
+    unreachable: error.responseCode === undefined && UNREACHABLE.has(error.code ?? ""),
+    command: error.command
   })
 
 /**
@@ -54,7 +57,10 @@ const MAX_USES = 100
 /** Idle connections kept per destination. */
 const MAX_IDLE = 8
 
-type Outcome = { readonly ok: ReadonlyArray<RecipientOutcome> } | { readonly error: SmtpFailure; readonly broken: boolean }
+/** Per recipient (`broken`: the connection is not to carry another message), or the transaction's failure. */
+type Outcome =
+  | { readonly ok: ReadonlyArray<RecipientOutcome>; readonly broken?: boolean }
+  | { readonly error: SmtpFailure; readonly broken: boolean }
 
 /** One connection: open or being used by one transaction, or idle in the cache. */
 interface Pooled {
@@ -165,20 +171,36 @@ const makeTransport = (timeouts: Timeouts) => {
     pooled.current = done
     pooled.uses++
     pooled.connection.send({ from: message.from, to: [...message.to] }, Buffer.from(message.raw), (error, info) => {
-      const rejected: ReadonlyArray<NodemailerError> = (error as NodemailerError | null)?.rejectedErrors ?? info?.rejectedErrors ?? []
+      // A message refused at DATA comes back without the RCPT refusals before it: the connection's
+      // envelope of this transaction (untyped) still holds them.
+      const envelope = (pooled.connection as unknown as { readonly _envelope?: { readonly rejectedErrors?: ReadonlyArray<NodemailerError> } })._envelope
+      const rejected: ReadonlyArray<NodemailerError> = (error as NodemailerError | null)?.rejectedErrors ?? info?.rejectedErrors ??
+        (error ? envelope?.rejectedErrors : undefined) ?? []
       const refusals: Array<RecipientOutcome> = rejected.map((e: NodemailerError) => ({
         recipient: e.recipient ?? "",
         code: e.responseCode ?? 451,
-        response: (e.response ?? e.message).trim()
+        response: (e.response ?? e.message).trim(),
+        stage: "rcpt" as const
       }))
       if (error) {
         // Every recipient refused at RCPT: their own answers say it all, and the session is sound.
         if (refusals.length === message.to.length) return finishWith(pooled, { ok: refusals })
-        return finishWith(pooled, { error: failure(error as NodemailerError), broken: true })
+        const failed = failure(error as NodemailerError)
+        // Some refused at RCPT, the others' message then failed: each keeps its own answer (a refusal
+        // at RCPT is not to be overwritten by what DATA said of the message).
+        if (refusals.length > 0 && failed.code !== undefined) {
+          const refused = new Set(refusals.map((r) => r.recipient.toLowerCase()))
+          const others = message.to.filter((recipient) => !refused.has(recipient.toLowerCase()))
+          return finishWith(pooled, {
+            ok: [...refusals, ...others.map((recipient) => ({ recipient, code: failed.code!, response: failed.response, stage: "data" as const }))],
+            broken: true
+          })
+        }
+        return finishWith(pooled, { error: failed, broken: true })
       }
       const response = info.response.trim()
       const code = Number(/^\d{3}/.exec(response)?.[0] ?? 250)
-      finishWith(pooled, { ok: [...info.accepted.map((recipient) => ({ recipient, code, response })), ...refusals] })
+      finishWith(pooled, { ok: [...info.accepted.map((recipient) => ({ recipient, code, response, stage: "data" as const })), ...refusals] })
     })
   }
 
@@ -192,7 +214,7 @@ const makeTransport = (timeouts: Timeouts) => {
         settled = true
         const pooled = inUse
         inUse = undefined
-        if ("ok" in outcome && pooled && !pooled.closed) {
+        if ("ok" in outcome && outcome.broken !== true && pooled && !pooled.closed) {
           // Sound: reset for the next message, then cache it.
           pooled.connection.reset((error) => (error ? discard(key, pooled) : park(key, pooled)))
         } else if (pooled) {

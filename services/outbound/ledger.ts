@@ -27,6 +27,26 @@ export interface StatusChange {
   readonly attempts: number
   readonly response: string
   readonly nextAttemptAt: Date | null
+  /**
+   * A bounce that says the address takes no mail, so that the account stops sending to it; left out,
+   * the response says (`refusesTheAddress`, as a bounce report's diagnostic about that recipient).
+   */
+  readonly suppress?: boolean | undefined
+}
+
+/**
+ * Whether a permanent refusal says the address itself takes no mail: RFC 3463's addressing status
+ * (5.1.x, but 5.1.7 and 5.1.8, which are about the sender) or a disabled mailbox (5.2.1). A full
+ * mailbox (5.2.2), a policy or spam refusal (5.7.x), a relay's "relaying denied" are about this
+ * message or this sender, and say nothing of the address. A refusal without an enhanced code ("550 No
+ * such user") is the address's when `bare` says so: when the answer was the recipient's own (at RCPT,
+ * or a bounce report's line about it).
+ */
+export const refusesTheAddress = (response: string, bare: boolean): boolean => {
+  const enhanced = /\b5\.(\d{1,3})\.(\d{1,3})\b/.exec(response)
+  if (enhanced === null) return bare
+  const [, subject, detail] = enhanced
+  return (subject === "1" && detail !== "7" && detail !== "8") || (subject === "2" && detail === "1")
 }
 
 const eventOf: Record<StatusChange["status"], DeliveryEventKind> = {
@@ -38,9 +58,9 @@ const eventOf: Record<StatusChange["status"], DeliveryEventKind> = {
   suppressed: "email.failed"
 }
 
-/** Bounced recipients are no longer sent to by the account (until it removes them). */
+/** Recipients whose address bounced are no longer sent to by the account (until it removes them). */
 export const suppressBounced = (sql: SqlClient.SqlClient, email: SentEmail, changes: ReadonlyArray<StatusChange>) => {
-  const bounced = changes.filter((c) => c.status === "bounced")
+  const bounced = changes.filter((c) => c.status === "bounced" && (c.suppress ?? refusesTheAddress(c.response, true)))
   return bounced.length === 0 ? Effect.void : sql`
     INSERT INTO suppressions (user_id, address, reason, last_response, email_id)
     SELECT ${email.userId}, a, 'bounced', r, ${email.id}

@@ -46,7 +46,7 @@ import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { domainOf } from "../mailboxes/rules.ts"
 import { Lifecycle } from "../lifecycle.ts"
 import { CLAIM_SECONDS, DeliveryHeld, underClaim } from "./claims.ts"
-import { announce, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
+import { announce, refusesTheAddress, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
 import { OutboundJob } from "./schemas.ts"
 import { DkimKeys } from "./dkim.ts"
 import { ForwardedCopies, ForwardJob } from "./forwards.ts"
@@ -60,14 +60,20 @@ interface Outcome {
   readonly recipient: string
   readonly status: "sent" | "deferred" | "bounced" | "failed" | "suppressed"
   readonly response: string
+  /** A bounce that says the address takes no mail: it joins the account's suppression list. */
+  readonly suppress: boolean
 }
 
-/** 2xx sent, 5xx bounced, anything else (4xx, no answer) deferred. */
-const byCode = (recipient: string, code: number | undefined, response: string): Outcome => ({
-  recipient,
-  status: code !== undefined && code >= 200 && code < 300 ? "sent" : code !== undefined && code >= 500 ? "bounced" : "deferred",
-  response
-})
+/**
+ * 2xx sent, 5xx bounced, anything else (4xx, no answer) deferred. A bounce suppresses the address
+ * only when it is about the address (ledger.ts `refusesTheAddress`): the recipient's own answer at
+ * RCPT, or a message's refusal that says so of its enhanced code; never a refusal of the sender or of
+ * the message (a relay that will not take our MAIL FROM, content refused as spam).
+ */
+const byCode = (recipient: string, code: number | undefined, response: string, stage: "rcpt" | "data" | "sender"): Outcome => {
+  const status = code !== undefined && code >= 200 && code < 300 ? "sent" : code !== undefined && code >= 500 ? "bounced" : "deferred"
+  return { recipient, status, response, suppress: status === "bounced" && stage !== "sender" && refusesTheAddress(response, stage === "rcpt") }
+}
 
 /** How mail for a domain can leave: to these hosts in order, or not at all (for now, or ever). */
 type Routes =
@@ -300,7 +306,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           if (found._tag === "Right") taken.push(found.right)
           else {
             const reply = (found.left as RecipientRefusal).reply
-            outcomes.push(byCode(address, reply.code, `${reply.code} ${reply.text}`))
+            outcomes.push(byCode(address, reply.code, `${reply.code} ${reply.text}`, "rcpt"))
           }
         }
         if (taken.length > 0) {
@@ -308,8 +314,8 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
           for (const r of taken) {
             outcomes.push(
               accepted._tag === "Right"
-                ? byCode(r.address, 250, "250 2.0.0 Delivered to a mailbox on this server")
-                : byCode(r.address, accepted.left.reply.code, `${accepted.left.reply.code} ${accepted.left.reply.text}`)
+                ? byCode(r.address, 250, "250 2.0.0 Delivered to a mailbox on this server", "data")
+                : byCode(r.address, accepted.left.reply.code, `${accepted.left.reply.code} ${accepted.left.reply.text}`, "data")
             )
           }
         }
@@ -368,7 +374,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
      */
     const deliverOut = (domain: string, recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
       Effect.gen(function*() {
-        const all = (status: Outcome["status"], response: string) => recipients.map((recipient): Outcome => ({ recipient, status, response }))
+        const all = (status: Outcome["status"], response: string) => recipients.map((recipient): Outcome => ({ recipient, status, response, suppress: false }))
         const found = yield* routes(domain)
         if (found.kind === "none") return all("failed", found.response)
         if (found.kind === "unavailable") return all("deferred", found.response)
@@ -390,16 +396,19 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             return recipients.map((recipient) => {
               const o = byRecipient.get(recipient.toLowerCase())
               return o === undefined
-                ? byCode(recipient, undefined, "451 4.4.0 The server did not answer for this recipient")
-                : byCode(recipient, o.code, o.response)
+                ? byCode(recipient, undefined, "451 4.4.0 The server did not answer for this recipient", "data")
+                : byCode(recipient, o.code, o.response, o.stage)
             })
           }
           const failure = result.left
           // The relay refused our credentials: the operator's to fix; the mail waits, deferred.
           if (failure.loginRefused === true) return all("deferred", `451 4.7.0 ${route.name} refused the login: ${failure.response}`)
           last = failure.code === undefined ? `451 4.4.1 ${route.name}: ${failure.response}` : failure.response
-          // A permanent refusal of the whole message (sender, data) is the domain's answer.
-          if (failure.code !== undefined && failure.code >= 500) return all("bounced", failure.response)
+          // A permanent refusal of the whole message (sender, data) is the domain's answer; it suppresses
+          // no address unless it says the addresses take no mail (a DATA "550 5.1.1"), never for a refused sender.
+          if (failure.code !== undefined && failure.code >= 500) {
+            return recipients.map((recipient) => byCode(recipient, failure.code, failure.response, failure.command === "DATA" ? "data" : "sender"))
+          }
         }
         return all("deferred", last)
       }).pipe(
@@ -429,7 +438,8 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             attempts,
             response: expired ? `Gave up after ${attempts} attempts: ${o.response}` : o.response,
             nextAttemptAt: status === "deferred" ? next : null,
-            previousStatus: previous?.status
+            previousStatus: previous?.status,
+            suppress: o.suppress
           }
         })
         const sent: SentEmail = { id: emailId, ...email }
@@ -474,7 +484,8 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       const suppressed = email.waiting.filter((w) => w.suppressed).map((w): Outcome => ({
         recipient: w.recipient,
         status: "suppressed",
-        response: `Not sent: ${w.recipient} joined the account's suppression list since this message was queued`
+        response: `Not sent: ${w.recipient} joined the account's suppression list since this message was queued`,
+        suppress: false
       }))
       const recipients = email.waiting.filter((w) => !w.suppressed).map((w) => w.recipient)
       const hosted = sharedDomains.includes(job.domain) || email.verifiedHere

@@ -23,6 +23,11 @@ export interface RecipientOutcome {
   /** The server's code: 2xx taken, 4xx try later, 5xx refused for good. */
   readonly code: number
   readonly response: string
+  /**
+   * Whose answer it is: the recipient's own at RCPT, or the message's at DATA (for every recipient
+   * the server had taken). Only the former says anything of the address itself.
+   */
+  readonly stage: "rcpt" | "data"
 }
 
 /**
@@ -36,6 +41,8 @@ export class SmtpFailure extends Data.TaggedError("SmtpFailure")<{
   readonly unreachable: boolean
   /** The server refused our login (a relay's credentials): our problem to fix, not the recipients'. */
   readonly loginRefused?: boolean | undefined
+  /** The command it refused, when it answered one: MAIL FROM refuses the sender, DATA the message; neither the recipients' addresses. */
+  readonly command?: string | undefined
 }> {}
 
 export interface SmtpTransportShape {

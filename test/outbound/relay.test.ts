@@ -88,6 +88,51 @@ describe("SMTP_RELAY_URL", () => {
     expect(suppressed.data?.meta.total).toBe(0)
   })
 
+  it("a relay's refusal of the sender or of the message bounces the mail but suppresses no address; each recipient keeps its own answer", async () => {
+    const box = await newBox(server.url, { user: await withApiKey(server.url) })
+    const mailroom = createClient({ baseUrl: server.url, apiKey: box.user.apiKey })
+    const deliveryOf = (emailId: string, settled: number) =>
+      until("bounced", async () => {
+        const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+        const delivery = data?.data.delivery ?? []
+        return delivery.filter((d) => d.status === "bounced").length === settled ? delivery : undefined
+      })
+    const send = async (to: Array<string>, subject: string) => {
+      const sent = await mailroom.POST("/v1/api/mailboxes/{mailboxId}/send", { params: { path: { mailboxId: box.mailboxId } }, body: { to, subject, text: "Hello" } })
+      expect(sent.response.status, JSON.stringify(sent.error)).toBe(202)
+      return sent.data!.data.email_id
+    }
+    // The relay does not take our sender (SES before the address is verified).
+    relay.refuse("MAIL FROM", { code: 554, text: "5.7.1 Email address is not verified" })
+    try {
+      const refused = await deliveryOf(await send(["ann@example.org", "bob@example.net"], "Unverified sender"), 2)
+      expect(refused.map((d) => [d.recipient, d.status, d.last_response])).toEqual([
+        ["ann@example.org", "bounced", "554 5.7.1 Email address is not verified"],
+        ["bob@example.net", "bounced", "554 5.7.1 Email address is not verified"]
+      ])
+    } finally {
+      relay.refuse("MAIL FROM", undefined)
+    }
+    // The relay refuses one recipient at RCPT (its own policy) and the message's content at DATA.
+    relay.script("cid@example.org", [554])
+    relay.refuse("DATA", { code: 554, text: "5.7.1 Message content rejected" })
+    try {
+      const rejected = await deliveryOf(await send(["cid@example.org", "dee@example.org"], "Rejected content"), 2)
+      expect(Object.fromEntries(rejected.map((d) => [d.recipient, d.last_response]))).toEqual({
+        "cid@example.org": "554 5.0.0 Refused",
+        "dee@example.org": "554 5.7.1 Message content rejected"
+      })
+    } finally {
+      relay.refuse("DATA", undefined)
+    }
+    // None of it says an address takes no mail: nothing is suppressed, and the next send to them goes.
+    const suppressions = await mailroom.GET("/v1/api/suppressions")
+    expect(suppressions.data?.data).toEqual([])
+    const before = relay.delivered().length
+    await send(["ann@example.org", "dee@example.org"], "Verified now")
+    await until("delivered", async () => (relay.delivered().length > before ? true : undefined))
+  })
+
   it("a password reset link goes out through it too, from no-reply@, signed, and waits out a refusal", async () => {
     const person = await signUp(server.url, { email: `forgetful-${Date.now().toString(36)}@elsewhere.example` })
     relay.script(person.email, [451, 250])

@@ -35,6 +35,8 @@ export interface MxServer {
   readonly held: () => number
   /** The credentials a relay takes from now on. */
   readonly requireAuth: (auth: { readonly user: string; readonly pass: string }) => void
+  /** Refuse every MAIL FROM, or every message at the end of DATA, with this reply from now on (undefined: take them again). */
+  readonly refuse: (command: "MAIL FROM" | "DATA", reply: { readonly code: number; readonly text: string } | undefined) => void
   /** Hang up on every open connection, as a server ending idle sessions does. */
   readonly dropConnections: () => void
   readonly close: () => Promise<void>
@@ -56,6 +58,11 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
   let credentials = options.auth
   let holding = false
   let heldCount = 0
+  const refusals = new Map<"MAIL FROM" | "DATA", { readonly code: number; readonly text: string }>()
+  const refusal = (command: "MAIL FROM" | "DATA") => {
+    const reply = refusals.get(command)
+    return reply === undefined ? undefined : Object.assign(new Error(reply.text), { responseCode: reply.code })
+  }
 
   const server = new SMTPServer({
     secure: false,
@@ -69,6 +76,7 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
       }
       callback(Object.assign(new Error("5.7.8 Authentication failed"), { responseCode: 535 }))
     },
+    onMailFrom: (_address, _session, callback) => callback(refusal("MAIL FROM") ?? null),
     onRcptTo: (address: SMTPServerAddress, _session, callback) => {
       const recipient = address.address.toLowerCase()
       tries.set(recipient, [...(tries.get(recipient) ?? []), performance.now()])
@@ -81,6 +89,8 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
       const chunks: Array<Buffer> = []
       stream.on("data", (chunk: Buffer) => chunks.push(chunk))
       stream.on("end", () => {
+        const refused = refusal("DATA")
+        if (refused) return callback(refused)
         if (holding) {
           heldCount++
           return
@@ -133,6 +143,10 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
     held: () => heldCount,
     requireAuth: (auth) => {
       credentials = auth
+    },
+    refuse: (command, reply) => {
+      if (reply === undefined) refusals.delete(command)
+      else refusals.set(command, reply)
     },
     dropConnections: () => {
       // smtp-server keeps its open connections in a set it does not type.
