@@ -200,7 +200,7 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
           return ValidationError.field(
             "email_id",
             found.direction === "outbound"
-              ? "has no one to reply to: it was sent to Bcc only; name the recipients in cc or bcc"
+              ? "has no one to reply to: it was sent to this mailbox's own address or to Bcc only; name the recipients in cc or bcc"
               : "has no one to reply to: its Reply-To or From is this mailbox's own address; name the recipients in cc or bcc"
           )
         }

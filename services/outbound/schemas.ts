@@ -45,7 +45,7 @@ export const isAddress = (value: string): boolean => {
  * An internationalized domain as DNS and SMTP carry it: `ada@bücher.example` is sent to (and written in
  * the headers as) `ada@xn--bcher-kva.example`, as a custom domain is stored. Other addresses unchanged.
  */
-const withAsciiDomain = (value: string): string => {
+export const withAsciiDomain = (value: string): string => {
   const at = value.lastIndexOf("@")
   const domain = value.slice(at + 1)
   if (at <= 0 || !/[^\x00-\x7f]/.test(domain)) return value

@@ -8,7 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
-import type { Suppression, SuppressionReason, SuppressionSortField } from "./schemas.ts"
+import { type Suppression, type SuppressionReason, type SuppressionSortField, withAsciiDomain } from "./schemas.ts"
 
 
 interface SuppressionRow {
@@ -57,11 +57,12 @@ export class Suppressions extends Effect.Service<Suppressions>()("mailroom/Suppr
       return { suppression: toSuppression(row), created: row.created }
     })
 
-    /** Send to `address` again. */
+    /** Send to `address` again: named as it was added, an internationalized domain in Unicode or punycode, any case. */
     const remove = Effect.fn("Suppressions.remove")(function*(userId: string, address: string) {
-      const deleted = yield* sql`DELETE FROM suppressions WHERE user_id = ${userId} AND address = ${address.toLowerCase()} RETURNING 1`
-      if (deleted.length === 0) return yield* new NotFound({ message: "This address is not suppressed", details: { address } })
-      return { address: address.toLowerCase(), deleted: true as const }
+      const kept = withAsciiDomain(address).toLowerCase()
+      const deleted = yield* sql`DELETE FROM suppressions WHERE user_id = ${userId} AND address = ${kept} RETURNING 1`
+      if (deleted.length === 0) return yield* new NotFound({ message: "This address is not suppressed", details: { address: kept } })
+      return { address: kept, deleted: true as const }
     })
 
     return { list, add, remove } as const

@@ -306,7 +306,7 @@ describe("sending to another domain", () => {
     expect(reply.response.status).toBe(400)
     expect(reply.error?.error).toMatchObject({
       code: "VALIDATION_ERROR",
-      details: { email_id: "has no one to reply to: it was sent to Bcc only; name the recipients in cc or bcc" }
+      details: { email_id: "has no one to reply to: it was sent to this mailbox's own address or to Bcc only; name the recipients in cc or bcc" }
     })
   })
 
@@ -547,6 +547,12 @@ describe("sending to another domain", () => {
       expect(bad.response.status).toBe(400)
       expect(bad.error).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { [field]: expect.any(String) } } })
     }
+    // An internationalized domain is kept in punycode, and removed as written in either form, any case.
+    const reader = `${fresh("reader")}@bücher.test`
+    const stored = reader.replace("bücher.test", "xn--bcher-kva.test")
+    expect((await mailroom.POST("/v1/api/suppressions", { body: { address: reader } })).data?.data.address).toBe(stored)
+    const removed = await mailroom.DELETE("/v1/api/suppressions/{address}", { params: { path: { address: reader.replace("bücher", "BÜCHER") } } })
+    expect(removed.data).toEqual({ success: true, data: { address: stored, deleted: true } })
   })
 
   it("keeps a recipient's local part as written in the envelope and the delivery record (RFC 5321 §2.4); the domain lower-cased, the address once", async () => {
