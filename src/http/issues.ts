@@ -76,20 +76,22 @@ export const detailsOf = (issues: ReadonlyArray<Issue>, options: DetailsOptions)
     byField.set(field, list)
   }
   const fields = [...byField.keys()]
-  const details: Record<string, string> = {}
+  // Built from entries, so that a field named `__proto__` (JSON may name one) is a field like any other,
+  // not the object's prototype: assigned, it vanished and the answer said "Invalid request: " of nothing.
+  const entries: Array<[string, string]> = []
   for (const [field, fieldIssues] of byField) {
     if (field === options.root && fieldIssues[0]!.path.length === 0) {
-      details[field] = options.rootMessage
+      entries.push([field, options.rootMessage])
       continue
     }
     const deeper = fields.some((other) => other.startsWith(`${field}.`))
     const explained = fieldIssues.filter((issue) => !OPTIONAL_ABSENT.test(issue.message) && !(deeper && issue._tag === "Type"))
     if (explained.length === 0) {
       // The value's own problem is deeper (`to.0`), or this is a field that must be absent.
-      if (!deeper) details[field] = "must be left out"
+      if (!deeper) entries.push([field, "must be left out"])
       continue
     }
-    details[field] = messageOf(explained, options.describe ?? (() => undefined))
+    entries.push([field, messageOf(explained, options.describe ?? (() => undefined))])
   }
-  return details
+  return Object.fromEntries(entries)
 }

@@ -80,6 +80,20 @@ describe("lone surrogates (half of a character, which JSON's escapes can write)"
   })
 })
 
+describe("a field named __proto__", () => {
+  it("is named as any other field a route does not take, not a 400 whose message names nothing", async () => {
+    const user = await signUp(server.url)
+    const reply = await withToken(server.url, user).POST("/v1/api-keys", rawJsonBody('{"name":"k","__proto__":{"admin":true}}'))
+    expect(reply.response.status).toBe(400)
+    // The message names it (the envelope's encoding of `details` cannot carry a key of that name).
+    expect(reply.error?.error).toMatchObject({
+      code: "VALIDATION_ERROR",
+      message: "Invalid request: __proto__ is not a field here; the fields are name, expirationDays, mailboxIds, permission"
+    })
+    expect(await keyCount(user.accessToken)).toBe(0)
+  })
+})
+
 describe("NUL characters", () => {
   it("in an API key name: 400 VALIDATION_ERROR naming the field; no key is made", async () => {
     const user = await signUp(server.url)
