@@ -9,6 +9,7 @@
 import { Effect } from "effect"
 import MailComposer from "nodemailer/lib/mail-composer"
 import { detectMimeType } from "nodemailer/lib/mime-funcs"
+import { textOfHtml } from "../mail/extract/render.ts"
 import { outgoingContentType } from "./attachment-types.ts"
 import { type DkimKey, dkimSign } from "./dkim-signature.ts"
 import type { AttachmentInput } from "./schemas.ts"
@@ -83,6 +84,8 @@ const attachmentPart = (a: AttachmentInput) => {
   }
 }
 
+const UNDISCLOSED = "undisclosed-recipients:;"
+
 const toComposer = (address: NamedAddress) => (address.name ? { name: address.name, address: address.address } : address.address)
 
 /** The message, signed, as bytes with CRLF line ends. */
@@ -91,11 +94,15 @@ export const compose = (message: Composition): Effect.Effect<Uint8Array, Composi
     try: () =>
       new MailComposer({
         from: toComposer(message.from),
-        to: message.to.map(toComposer),
+        // A message to Bcc recipients only still says whom it is to, as RFC 5322 allows (an empty
+        // group): with no To at all, spam filters count it against the sender (SpamAssassin's MISSING_HEADERS).
+        to: message.to.length === 0 && message.cc.length === 0 ? UNDISCLOSED : message.to.map(toComposer),
         cc: message.cc.length > 0 ? message.cc.map(toComposer) : undefined,
         replyTo: message.replyTo ? toComposer(message.replyTo) : undefined,
         subject: message.subject,
-        text: message.text,
+        // An HTML body goes with a text alternative, its text as a mail reader renders it, when none is
+        // given: some readers show text only, and HTML alone counts against the sender (MIME_HTML_ONLY).
+        text: message.text ?? (message.html === undefined ? undefined : textOfHtml(message.html)),
         html: message.html,
         attachments: message.attachments.map(attachmentPart),
         ...(message.calendar ? { icalEvent: { method: message.calendar.method, content: message.calendar.content } } : {}),

@@ -300,7 +300,10 @@ describe("sending to another domain", () => {
     const email = await settled(mailroom, sent.data!.data.email_id)
     expect(email.to).toEqual([])
     expect(email.delivery?.map((d) => [d.recipient, d.status])).toEqual([[bcc, "sent"]])
-    expect((await arrived(sent.data!.data.message_id)).raw.toString()).not.toMatch(/^(To|Bcc):/im)
+    // No Bcc header; a To that names nobody (an empty group), as a message to Bcc only shows it.
+    const raw = (await arrived(sent.data!.data.message_id)).raw.toString()
+    expect(raw).not.toMatch(/^Bcc:/im)
+    expect(raw.match(/^To:.*$/gim)).toEqual(['To: "undisclosed-recipients":;'])
     // A reply to it has nobody to go to: said so, with what to do.
     const reply = await mailroom.POST("/v1/api/emails/{emailId}/reply", { params: { path: { emailId: email.email_id } }, body: { text: "And?" } })
     expect(reply.response.status).toBe(400)
@@ -320,7 +323,10 @@ describe("sending to another domain", () => {
       attachments: [{ filename: "logo.png", content_type: "image/png", content: png.toString("base64"), content_id: "logo@mailroom.test" }]
     })
     expect(sent.response.status).toBe(202)
-    const parsed = await simpleParser((await arrived(sent.data!.data.message_id)).raw)
+    const raw = (await arrived(sent.data!.data.message_id)).raw
+    // HTML alone goes with a text alternative (as a reader renders it): no HTML-only message.
+    expect(raw.toString()).toMatch(/Content-Type: multipart\/alternative[\s\S]*Content-Type: text\/plain[\s\S]*Content-Type: text\/html/)
+    const parsed = await simpleParser(raw)
     expect(parsed.attachments.map((a) => [a.contentId, a.related])).toEqual([["<logo@mailroom.test>", true]])
     const email = await settled(mailroom, sent.data!.data.email_id)
     const shown = email.attachments[0]!.content_id!
