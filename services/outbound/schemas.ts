@@ -54,7 +54,13 @@ export const withAsciiDomain = (value: string): string => {
 
 export const Address = Schema.transform(
   oneLine(Schema.String),
-  Schema.String.pipe(Schema.filter(isAddress, { message: () => "must be an email address such as name@example.com" })),
+  Schema.String.pipe(Schema.filter(isAddress, {
+    message: (issue) =>
+      // "Ada <ada@example.com>", as a mail program writes it: the name has a field of its own.
+      typeof issue.actual === "string" && /<[^<>]+@[^<>]+>\s*$/.test(issue.actual)
+        ? "must be an email address such as name@example.com; with a name, send {\"name\": \"Ada\", \"address\": \"ada@example.com\"}"
+        : "must be an email address such as name@example.com"
+  })),
   { strict: true, decode: withAsciiDomain, encode: (address) => address }
 ).annotations({ description: "An email address, local@domain (an internationalized domain in Unicode or punycode)" })
 
@@ -100,7 +106,10 @@ export type AttachmentInput = typeof AttachmentInput.Type
 const CustomHeaders = Schema.Record({ key: Schema.String, value: headerText(Schema.String).pipe(Schema.maxLength(998)) }).pipe(
   Schema.filter((headers) => {
     const bad = Object.keys(headers).find((name) => !/^X-[A-Za-z0-9-]{1,100}$/i.test(name))
-    return bad === undefined || `must name X- fields only (letters, digits, -): ${JSON.stringify(bad)} is not allowed`
+    if (bad === undefined) return true
+    return /^X-[A-Za-z0-9-]+$/i.test(bad)
+      ? `must name fields of at most 102 characters: ${JSON.stringify(bad.slice(0, 40))}… has ${bad.length}`
+      : `must name X- fields only (letters, digits, -): ${JSON.stringify(bad)} is not allowed`
   })
 )
 

@@ -1586,6 +1586,8 @@ describe("refusals", () => {
   let mailroom: MailroomFetchClient
   beforeAll(async () => {
     ;({ box, mailroom } = await sender())
+    // Pro (100 requests a minute): the refusals below are more than free's 20.
+    await upgrade(suite.url, box.user.apiKey, "pro")
   })
 
   it.each([
@@ -1593,6 +1595,9 @@ describe("refusals", () => {
     [{ to: [{ name: "Ada\nBcc: victim@example.com", address: "a@partner.test" }], text: "x" }, { "to.0.name": "must not contain line breaks" }],
     [{ to: ["a@partner.test"], text: "x", headers: { "X-Note": "ok\r\nBcc: victim@example.com" } }, { "headers.X-Note": "must not contain line breaks" }],
     [{ to: ["a@partner.test"], text: "x", headers: { Bcc: "victim@example.com" } }, { headers: 'must name X- fields only (letters, digits, -): "Bcc" is not allowed' }],
+    [{ to: ["a@partner.test"], text: "x", headers: { [`X-${"L".repeat(298)}`]: "v" } }, {
+      headers: `must name fields of at most 102 characters: "X-${"L".repeat(38)}"… has 300`
+    }],
     // Other control characters, which mail programs show as garbage or cut the value at; a tab is text.
     [{ to: ["a@partner.test"], subject: "Ding\u0007 dong", text: "x" }, { subject: "must not contain control characters" }],
     [{ to: [{ name: "Ada\u001b[31m", address: "a@partner.test" }], text: "x" }, { "to.0.name": "must not contain control characters" }],
@@ -1602,6 +1607,9 @@ describe("refusals", () => {
       { attachments: 'must give each content_id to one attachment: "logo" is on two' }
     ],
     [{ to: ["not an address"], text: "x" }, { "to.0": "must be an email address such as name@example.com" }],
+    [{ to: ["Ada <ada@partner.test>"], text: "x" }, {
+      "to.0": 'must be an email address such as name@example.com; with a name, send {"name": "Ada", "address": "ada@example.com"}'
+    }],
     [{ to: [], text: "x" }, { to: "must list at least one recipient (to, cc or bcc)" }],
     [{ to: Array.from({ length: 51 }, (_, i) => `r${i}@partner.test`), text: "x" }, { to: "must list at most 50 recipients (to, cc and bcc together)" }],
     [{ to: ["a@partner.test"], subject: "No body" }, { text: "a message needs text or html" }],
