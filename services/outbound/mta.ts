@@ -12,7 +12,7 @@
  *   next one.
  * - Per recipient: 2xx `sent`; 4xx, time-outs, refused connections `deferred`, tried again on the
  *   retry schedule until `OUTBOUND_MAX_AGE`, then `failed`; 5xx `bounced`, and the address joins the
- *   account's suppression list. Each change is an event (`email.sent`, `email.delivery_delayed` on
+ *   account's suppression list when the refusal is about it (`byCode`). Each change is an event (`email.sent`, `email.delivery_delayed` on
  *   the first deferral, `email.bounced`, `email.failed`).
  *
  * Mailroom's own mail to a person (`mail.outbound.system.<id>`, system-mail.ts) carries its message in
