@@ -222,7 +222,7 @@ const sample = (pool: Pg.Pool) =>
  * never the password. Read the way `pg` reads it (its own URL forms, PGHOST and the like), by a
  * client that is made and never connected.
  */
-export const describeTarget = (target: Target): string => {
+const describeTarget = (target: Target): string => {
   const client = new Pg.Client(connectionSettings(target))
   return `${client.host}:${client.port}, database ${client.database ?? client.user ?? "postgres"}`
 }

@@ -119,6 +119,13 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     const activeMailboxesOf = (userId: string, only: ReadonlyArray<string> | undefined) =>
       sql`e.user_id = ${userId} AND e.mailbox_id IN (SELECT id FROM mailboxes WHERE ${activeOf(userId, only)})`
 
+    /**
+     * Where each email stands in its mailbox's mail, for a list's `after`: the emails, and those deleted
+     * since (deletion.ts keeps their place a while), so that a cursor deleted meanwhile still marks it.
+     */
+    const places = sql`(SELECT id, user_id, mailbox_id, received_at FROM emails
+      UNION ALL SELECT id, user_id, mailbox_id, received_at FROM deleted_emails WHERE received_at IS NOT NULL)`
+
     /** The filter's conditions on `emails e`, each one `AND …`. */
     const filtered = (filter: EmailFilter) =>
       sql.join(" ", false)([
@@ -128,11 +135,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         filter.unread === undefined ? sql`` : filter.unread ? sql`AND ${UNREAD} = ANY(e.labels)` : sql`AND NOT (${UNREAD} = ANY(e.labels))`,
         filter.after === undefined
           ? sql``
-          : sql`AND (e.received_at, e.id) > (
-              SELECT a.received_at, a.id FROM emails a WHERE a.id = ${filter.after}
-              UNION ALL
-              SELECT d.received_at, d.id FROM deleted_emails d WHERE d.id = ${filter.after} AND d.received_at IS NOT NULL
-              LIMIT 1)`
+          : sql`AND (e.received_at, e.id) > (SELECT a.received_at, a.id FROM ${places} a WHERE a.id = ${filter.after} LIMIT 1)`
       ])
 
     /**
@@ -262,10 +265,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
     ) {
       yield* ownMailbox(sql, userId, mailboxId)
       if (filter.after !== undefined) {
-        const cursor = yield* sql`
-          SELECT 1 FROM emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId}
-          UNION ALL
-          SELECT 1 FROM deleted_emails WHERE id = ${filter.after} AND mailbox_id = ${mailboxId} AND received_at IS NOT NULL`
+        const cursor = yield* sql`SELECT 1 FROM ${places} a WHERE a.id = ${filter.after} AND a.mailbox_id = ${mailboxId}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of an email in this mailbox")
       }
       return yield* listIn(sql`e.mailbox_id = ${mailboxId}`, page, sort, filter)
@@ -279,10 +279,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
       filter: EmailFilter = {}
     ) {
       if (filter.after !== undefined) {
-        const cursor = yield* sql`
-          SELECT 1 FROM emails e WHERE e.id = ${filter.after} AND ${activeMailboxesOf(userId, filter.mailboxes)}
-          UNION ALL
-          SELECT 1 FROM deleted_emails e WHERE e.id = ${filter.after} AND e.received_at IS NOT NULL AND ${activeMailboxesOf(userId, filter.mailboxes)}`
+        const cursor = yield* sql`SELECT 1 FROM ${places} e WHERE e.id = ${filter.after} AND ${activeMailboxesOf(userId, filter.mailboxes)}`
         if (cursor.length === 0) return yield* ValidationError.field("after", "must be the id of one of your emails")
       }
       return yield* listIn(activeMailboxesOf(userId, filter.mailboxes), page, sort, filter)

@@ -10,7 +10,7 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, missingThreads, threadsNotFound } from "./emails.ts"
 import type { Page } from "../listing.ts"
-import { amongMailboxes, mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
+import { mailboxScope } from "../mailboxes/owned.ts"
 import { applyChange, checkChange, type LabelChange, MAX_LABELS, UNREAD } from "./label-rules.ts"
 import { emailBodyColumnList, type EmailBodyRow, emailColumnList, extractedOf, type EmailRow, toFields } from "./records.ts"
 import { announceReceived } from "./received.ts"
@@ -149,21 +149,13 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
       page: Page,
       options: { readonly mailboxId?: string | undefined; readonly only?: ReadonlyArray<string> | undefined } = {}
     ) {
-      const { mailboxId, only } = options
-      if (mailboxId !== undefined) {
-        // A mailbox outside a limited key's is, to it, one that does not exist.
-        if (only !== undefined && !only.includes(mailboxId)) return yield* mailboxNotFound(mailboxId)
-        yield* ownMailbox(sql, userId, mailboxId)
-      }
-      const mailboxes = mailboxId !== undefined
-        ? sql`e.mailbox_id = ${mailboxId}`
-        : sql`e.mailbox_id IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active' ${amongMailboxes(sql, "id", only)})`
+      const mailboxes = yield* mailboxScope(sql, userId, options)
       // The page and the count in one statement, as the email list's: a single row of nulls carries the count when the page is empty.
       const rows = yield* sql<{ label: string | null; emails: string | null; unread: string | null; total: string }>`
         WITH counted AS (
           SELECT l.label, count(*) AS emails, count(*) FILTER (WHERE ${UNREAD} = ANY(e.labels)) AS unread
           FROM emails e CROSS JOIN LATERAL unnest(e.labels) AS l(label)
-          WHERE e.user_id = ${userId} AND ${mailboxes}
+          WHERE e.user_id = ${userId} AND ${mailboxes("e.mailbox_id")}
           GROUP BY l.label
         )
         SELECT page.label, page.emails, page.unread, counted.total

@@ -8,7 +8,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { amongMailboxes, mailboxNotFound, ownMailbox } from "../mailboxes/owned.ts"
+import { mailboxScope } from "../mailboxes/owned.ts"
 import type { MailStats } from "./schemas.ts"
 
 const STATUSES = ["sent", "bounced", "failed", "suppressed", "deferred", "queued"] as const
@@ -32,17 +32,7 @@ export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
       const today = new Date(`${isoDay(new Date())}T00:00:00.000Z`)
       const first = new Date(today.getTime() - (days - 1) * 86_400_000)
       const end = new Date(today.getTime() + 86_400_000)
-      const { mailboxId, only } = options
-      if (mailboxId !== undefined) {
-        // A mailbox outside a limited key's is, to it, one that does not exist.
-        if (only !== undefined && !only.includes(mailboxId)) return yield* mailboxNotFound(mailboxId)
-        yield* ownMailbox(sql, userId, mailboxId)
-      }
-      const mailboxes = (column: string) =>
-        mailboxId !== undefined
-          ? sql`${sql.literal(column)} = ${mailboxId}`
-          : sql`${sql.literal(column)} IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active'
-                  ${amongMailboxes(sql, "id", only)})`
+      const mailboxes = yield* mailboxScope(sql, userId, options)
       // Emails by day and direction, and the sent ones' recipients by day and status, with what
       // deleted mail counted, in one statement.
       const rows = yield* sql<{ day: string; what: "email" | "recipient"; key: string; n: string | number }>`
@@ -81,7 +71,7 @@ export class Stats extends Effect.Service<Stats>()("mailroom/Stats", {
       const ended = recipients.sent + recipients.bounced + recipients.failed
       const complaints = daily.reduce((sum, day) => sum + day.complained, 0)
       return {
-        mailbox_id: mailboxId ?? null,
+        mailbox_id: options.mailboxId ?? null,
         from: daily[0]!.date,
         to: daily[daily.length - 1]!.date,
         received: daily.reduce((sum, day) => sum + day.received, 0),

@@ -2,7 +2,8 @@
  * Which mailboxes are the caller's: one it names (else its 404), or several (a shared schedule's, else
  * the first other one's 404); a list of ids it names (a webhook's `mailbox_ids`, a key's `mailboxIds`),
  * each of which must be an active mailbox of the account (else a VALIDATION_ERROR of the field); the
- * condition that keeps a statement to some mailboxes (a key limited to them); and the 404 for a
+ * condition that keeps a statement to some mailboxes (a key limited to them), or to one or every one
+ * (`mailboxScope`); and the 404 for a
  * mailbox that is not the caller's, which a mailbox outside a key's limit gets too.
  */
 import type { SqlClient } from "@effect/sql"
@@ -36,6 +37,28 @@ export const ownMailboxes = (sql: SqlClient.SqlClient, userId: string, mailboxId
 /** `AND <column> = ANY(only)` when `only` is given (a key limited to those mailboxes); else nothing. */
 export const amongMailboxes = (sql: SqlClient.SqlClient, column: string, only: ReadonlyArray<string> | undefined) =>
   only === undefined ? sql`` : sql`AND ${sql.literal(column)} = ANY(${[...only]}::text[])`
+
+/**
+ * What a statement about "one mailbox, or every mailbox" reads: the condition on a mailbox column that
+ * keeps it to the mailbox the caller names (its 404 when that is not an active mailbox of `userId`'s, or
+ * lies outside `only`, a limited key's mailboxes), else to every active mailbox of the account (within `only`).
+ */
+export const mailboxScope = (
+  sql: SqlClient.SqlClient,
+  userId: string,
+  options: { readonly mailboxId?: string | undefined; readonly only?: ReadonlyArray<string> | undefined }
+) =>
+  Effect.gen(function*() {
+    const { mailboxId, only } = options
+    if (mailboxId === undefined) {
+      return (column: string) =>
+        sql`${sql.literal(column)} IN (SELECT id FROM mailboxes WHERE user_id = ${userId} AND status = 'active' ${amongMailboxes(sql, "id", only)})`
+    }
+    // A mailbox outside a limited key's is, to it, one that does not exist.
+    if (only !== undefined && !only.includes(mailboxId)) return yield* mailboxNotFound(mailboxId)
+    yield* ownMailbox(sql, userId, mailboxId)
+    return (column: string) => sql`${sql.literal(column)} = ${mailboxId}`
+  })
 
 /** `mailboxIds`, each once in the order given, if every one is an active mailbox of `userId`; else `field`'s VALIDATION_ERROR. */
 export const ownedMailboxes = (sql: SqlClient.SqlClient, userId: string, mailboxIds: ReadonlyArray<string>, field: string) =>

@@ -42,7 +42,7 @@ const readsForm = (method: string, pathname: string) =>
 
 const NUL = "\u0000"
 export const NO_NUL = "must not contain NUL characters (\\u0000)"
-export const NO_LONE_SURROGATE = "must be valid Unicode: it holds half of a character (a lone surrogate such as \\ud800)"
+const NO_LONE_SURROGATE = "must be valid Unicode: it holds half of a character (a lone surrogate such as \\ud800)"
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
 /** A field name as it can be shown: a NUL in a key is spelled out. */
@@ -205,14 +205,14 @@ export const refusedText = (value: unknown): { readonly field: string; readonly 
 
 /**
  * What is wrong with a JSON body's text, if anything. Text that is not JSON is left to the decoder
- * (400 BAD_REQUEST). Without `nul`, a NUL or lone surrogate is left to the route (MCP refuses it as a tool's error).
+ * (400 BAD_REQUEST). Without `strings`, a NUL or lone surrogate is left to the route (MCP refuses it as a tool's error).
  */
-const bodyProblem = (text: string, surface: () => Surface, nul: boolean): ValidationError | undefined => {
+const bodyProblem = (text: string, surface: () => Surface, strings: boolean): ValidationError | undefined => {
   if (nestsDeeperThan(text, MAX_JSON_DEPTH)) {
     return fieldError(surface(), "body", `must not nest arrays or objects more than ${MAX_JSON_DEPTH} levels deep`)
   }
   // A NUL or a surrogate reaches a string only through its escape; the parse is paid only when one may be there.
-  if (!nul || !/\\u(?:0000|d[89a-f])/i.test(text)) return undefined
+  if (!strings || !/\\u(?:0000|d[89a-f])/i.test(text)) return undefined
   let parsed: unknown
   try {
     parsed = JSON.parse(text)
