@@ -48,7 +48,7 @@ import { DkimKeys } from "./dkim.ts"
 import { dkimSign } from "./dkim-signature.ts"
 import { publishJob } from "./requeue.ts"
 import { prepareSubmitted } from "./submitted.ts"
-import { type AddressInput, MAX_RECIPIENTS, SendAccepted, type SendInput, SuppressionReason } from "./schemas.ts"
+import { type AddressInput, isAddress, MAX_RECIPIENTS, SendAccepted, type SendInput, SuppressionReason, withAsciiDomain } from "./schemas.ts"
 import { claim, earlierAnswer, hashed, type HashedKey, type Idempotency } from "./idempotency.ts"
 import { UNSUBSCRIBE_PLACEHOLDER, unsubscribeHeaders, Unsubscribes } from "./unsubscribes.ts"
 
@@ -642,7 +642,11 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
       mailboxId: string,
       composed: { readonly raw: Uint8Array; readonly recipients: ReadonlyArray<string> }
     ) {
-      const recipients = recipientsOf(composed.recipients)
+      // The envelope's addresses are held to the rule the API's are (an internationalized domain in punycode).
+      const written = composed.recipients.map(withAsciiDomain)
+      const wrong = written.find((address) => !isAddress(address))
+      if (wrong !== undefined) return yield* ValidationError.field("to", `${wrong} is not an email address such as name@example.com`)
+      const recipients = recipientsOf(written)
       if (recipients.length === 0) return yield* ValidationError.field("to", "must list at least one recipient")
       if (recipients.length > MAX_RECIPIENTS) {
         return yield* ValidationError.field("to", `must list at most ${MAX_RECIPIENTS} recipients`)

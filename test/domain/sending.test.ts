@@ -110,6 +110,25 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         yield* sending.submit(pro.userId, proBox.mailboxId, large)
       }))
 
+    it.effect("a message a mail program composed goes to the envelope's addresses as the API's would: one that is no address refuses it, a Unicode domain goes as punycode", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const sending = yield* Outbound
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const raw = new TextEncoder().encode(`From: ${box.address}\r\nTo: ada@partner.test\r\nSubject: Hello\r\n\r\nHi.\r\n`)
+        for (const nowhere of ["postmaster", "ada@partner", "ada@[127.0.0.1]"]) {
+          expect(yield* Effect.flip(sending.submitComposed(owner.userId, box.mailboxId, { raw, recipients: ["ada@partner.test", nowhere] }))).toMatchObject({
+            code: "VALIDATION_ERROR",
+            details: { to: `${nowhere} is not an email address such as name@example.com` }
+          })
+        }
+        expect(yield* counted(owner.userId)).toEqual({ today: 0, period: 0, emails: 0 })
+        const sent = yield* sending.submitComposed(owner.userId, box.mailboxId, { raw, recipients: ["ada@partner.test", "jo@bücher.example"] })
+        const recipients = yield* sql<{ recipient: string }>`SELECT recipient FROM outbound_deliveries WHERE email_id = ${sent.email_id} ORDER BY recipient`
+        expect(recipients.map((r) => r.recipient)).toEqual(["ada@partner.test", "jo@xn--bcher-kva.example"])
+      }))
+
     it.effect("sends at the same moment cannot together pass a limit: of ten with five left, five are sent and five refused", () =>
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient

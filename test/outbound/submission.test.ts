@@ -203,6 +203,13 @@ describe("SMTP submission", () => {
       text: `5.7.1 Not sent: ${suppressed} is suppressed by the account`
     })
 
+    // A recipient that is no address is refused alone; the others go.
+    expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
+    for (const nowhere of ["postmaster", "ada@partner", "ada@[127.0.0.1]"]) {
+      expect(await session.command(`RCPT TO:<${nowhere}>`)).toEqual({ code: 553, text: `5.1.3 <${nowhere}> is not an email address such as name@example.com` })
+    }
+    expect((await session.command("RSET")).code).toBe(250)
+
     // At most 50 recipients a message.
     expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
     for (let i = 0; i < 50; i++) expect((await session.command(`RCPT TO:<r${i}@partner.test>`)).code).toBe(250)
@@ -225,7 +232,7 @@ describe("SMTP submission", () => {
     const after = await scrape(`${suite.url}/metrics`)
     const counted = (code: number) =>
       after.value("mailroom_submission_replies_total", { code: String(code) }) - before.value("mailroom_submission_replies_total", { code: String(code) })
-    expect([535, 421, 553, 550, 452, 552].map(counted)).toEqual([2, 1, 2, 4, 1, 1])
+    expect([535, 421, 553, 550, 452, 552].map(counted)).toEqual([2, 1, 5, 4, 1, 1])
   })
 })
 
