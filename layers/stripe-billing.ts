@@ -42,6 +42,38 @@ const readable = (event: Stripe.Event): Stripe.Event => {
   return event
 }
 
+/** Seconds since the epoch as a Date; anything else is a field Mailroom cannot read (the event is refused). */
+const secondsAt = (value: unknown): Date => {
+  if (typeof value !== "number" || !Number.isFinite(value)) throw new Error("not a time")
+  return new Date(value * 1000)
+}
+
+/**
+ * A subscription's current period: on its item since Stripe's API version 2025-03-31 ("basil"), on
+ * the subscription itself before it (an account or endpoint pinned to an older version sends that).
+ */
+const periodOf = (subscription: Stripe.Subscription, item: Stripe.SubscriptionItem) => {
+  const fromItem = item as { current_period_start?: unknown; current_period_end?: unknown }
+  const older = subscription as { current_period_start?: unknown; current_period_end?: unknown }
+  return {
+    periodStart: secondsAt(fromItem.current_period_start ?? older.current_period_start),
+    periodEnd: secondsAt(fromItem.current_period_end ?? older.current_period_end)
+  }
+}
+
+/** The subscription an invoice bills and its metadata: under `parent` since "basil", at the top level before. */
+const billedBy = (invoice: Stripe.Invoice) => {
+  const older = invoice as {
+    subscription?: string | { readonly id: string } | null
+    subscription_details?: { metadata?: Record<string, string> | null } | null
+  }
+  const details = invoice.parent?.subscription_details
+  return {
+    subscription: details?.subscription ?? older.subscription,
+    userId: (details?.metadata ?? older.subscription_details?.metadata)?.userId
+  }
+}
+
 const paymentError = (message: string) => (cause: unknown) => new PaymentError({ message, cause })
 
 const idOf = (value: string | { readonly id: string } | null | undefined) =>
@@ -152,20 +184,19 @@ export const layer = (options: StripeOptions) =>
               subscriptionId: subscription.id,
               plan,
               status,
-              periodStart: new Date(item.current_period_start * 1000),
-              periodEnd: new Date(item.current_period_end * 1000),
+              ...periodOf(subscription, item),
               cancelAtPeriodEnd: subscription.cancel_at_period_end
             }
           }
           case "invoice.payment_failed": {
             const invoice = event.data.object
-            const subscription = invoice.parent?.subscription_details?.subscription
+            const billed = billedBy(invoice)
             return {
               ...common,
               kind: "payment-failed",
-              userId: invoice.parent?.subscription_details?.metadata?.userId,
+              userId: billed.userId,
               customerId: idOf(invoice.customer),
-              subscriptionId: idOf(subscription)
+              subscriptionId: idOf(billed.subscription)
             }
           }
           default:

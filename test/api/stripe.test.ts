@@ -339,6 +339,43 @@ describe("POST /v1/billing/webhook", () => {
     expect(after.response.headers.get("x-ratelimit-limit")).toBe("20")
   })
 
+  it("events in Stripe's API shape before 2025-03-31 (the period on the subscription, the invoice's subscription at its top level) are applied; one without a period is 400", async () => {
+    const user = await withApiKey(suite.url)
+    await keyed(user.apiKey).POST("/v1/billing/checkout", { body: { plan: "pro", ...urls } })
+    const customer = stripeApi.requests.filter((r) => r.path === "/v1/checkout/sessions").at(-1)!.form.get("customer")!
+    const t0 = Math.floor(Date.now() / 1000)
+    const start = t0 - 60
+    const end = t0 + 30 * 86400
+    const { items, ...current } = subscriptionObject({ userId: user.userId, customer, status: "active", price: PRICES.pro, start, end, cancelAtPeriodEnd: true })
+    const item = { id: "si_1", object: "subscription_item", price: { id: PRICES.pro, object: "price" } }
+    const older = { ...current, current_period_start: start, current_period_end: end, items: { ...items, data: [item] } }
+    const updated = await deliver(event("customer.subscription.updated", older, t0))
+    expect(updated.response.status).toBe(200)
+    expect(await state(user.apiKey)).toEqual({
+      plan: "pro",
+      status: "active",
+      currentPeriodStart: new Date(start * 1000).toISOString(),
+      currentPeriodEnd: new Date(end * 1000).toISOString(),
+      cancelAtPeriodEnd: true
+    })
+    const failedInvoice = (subscription: string, at: number) =>
+      event("invoice.payment_failed", { object: "invoice", customer, subscription, subscription_details: { metadata: { userId: user.userId } } }, at)
+    // An invoice of a subscription the account left changes nothing: the invoice's subscription is read.
+    expect((await deliver(failedInvoice("sub_left", t0 + 5))).response.status).toBe(200)
+    expect((await state(user.apiKey)).status).toBe("active")
+    const failed = await deliver(failedInvoice(current.id, t0 + 10))
+    expect(failed.response.status).toBe(200)
+    expect((await state(user.apiKey)).status).toBe("past_due")
+
+    const timeless = await deliver(event("customer.subscription.updated", { ...current, items: { ...items, data: [item] } }, t0 + 20))
+    expect(timeless.response.status).toBe(400)
+    expect(timeless.error?.error).toEqual({
+      code: "BAD_REQUEST",
+      message: "The signed event (customer.subscription.updated) lacks fields Mailroom reads; it was not applied"
+    })
+    expect(await state(user.apiKey)).toMatchObject({ plan: "pro", status: "past_due" })
+  })
+
   it("acknowledges events it does not act on, and events for customers it does not know", async () => {
     const ignored = await deliver(event("charge.succeeded", { object: "charge", id: "ch_1" }, Math.floor(Date.now() / 1000)))
     expect(ignored.response.status).toBe(200)
