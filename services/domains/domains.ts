@@ -38,8 +38,8 @@ import { RecipientDirectory } from "../mail/directory.ts"
 import { Mailboxes, MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { isUniqueViolation } from "../unique-violation.ts"
 import { MAX_LOCAL_LENGTH, normalizeAddress, withSuffix } from "../mailboxes/rules.ts"
-import { customDomainLimit, type Plan, reportLimit } from "../plans/plans.ts"
-import { DkimKeys } from "../outbound/dkim.ts"
+import { customDomainLimit, type Plan, receivesOnCustomDomains, reportLimit } from "../plans/plans.ts"
+import { CUSTOM_DOMAIN_SELECTOR, DkimKeys } from "../outbound/dkim.ts"
 import { parseDomainName } from "./names.ts"
 import type { DnsRecord, Domain, DomainListMeta, Migration, MigrationEntry } from "./schemas.ts"
 
@@ -69,11 +69,12 @@ interface DomainRow {
   readonly catchAllMailboxId: string | null
 }
 
-const toDomain = (row: DomainRow, dnsRecords: ReadonlyArray<DnsRecord>): Domain => ({
+const toDomain = (row: DomainRow, plan: Plan, dnsRecords: ReadonlyArray<DnsRecord>): Domain => ({
   domain_id: row.id,
   domain_name: row.name,
   verification_token: row.verificationToken,
   verified: row.verified,
+  receives_mail: row.verified && receivesOnCustomDomains(plan),
   mx_configured: row.mxConfigured,
   dkim_configured: row.dkimConfigured,
   spf_configured: row.spfConfigured,
@@ -82,6 +83,9 @@ const toDomain = (row: DomainRow, dnsRecords: ReadonlyArray<DnsRecord>): Domain 
   catch_all_mailbox_id: row.catchAllMailboxId,
   dns_records: dnsRecords
 })
+
+/** What a custom domain's DKIM key's name adds to the domain's. */
+const DKIM_NAME_PREFIX = `${CUSTOM_DOMAIN_SELECTOR}._domainkey.`
 
 /** The SPF record a custom domain publishes: its MX hosts (Mailroom's) send its mail. */
 export const SPF_RECORD = "v=spf1 mx ~all"
@@ -135,8 +139,8 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         { type: "TXT", name: key.name.slice(0, -(row.name.length + 1)), value: key.value }
       ])
 
-    /** A domain row as the API shows it, with its records. */
-    const present = (row: DomainRow) => Effect.map(records(row), (dnsRecords) => toDomain(row, dnsRecords))
+    /** A domain row of `owner` as the API shows it, with its records. */
+    const present = (owner: Owner) => (row: DomainRow) => Effect.map(records(row), (dnsRecords) => toDomain(row, owner.plan, dnsRecords))
 
     const instructions = (name: string, token: string) =>
       `Add a TXT record at ${name} with the value "${token}" and an MX record at ${name} with priority 10 pointing at ` +
@@ -161,7 +165,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         ? rows.length
         : Number((yield* sql<{ n: string }>`SELECT count(*) AS n FROM domains WHERE user_id = ${owner.userId}`)[0]?.n ?? 0)
       return {
-        domains: yield* Effect.forEach(rows, present),
+        domains: yield* Effect.forEach(rows, present(owner)),
         meta: listMetaOf(owner, total)
       }
     })
@@ -173,6 +177,13 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
 
     const create = Effect.fn("Domains.create")(function*(owner: Owner, input: string) {
       const name = yield* Either.mapLeft(parseDomainName(input), (problem) => ValidationError.field("domain", problem))
+      // The DKIM key's name must fit DNS's 253 characters too, or mail from the domain could never be trusted.
+      if (DKIM_NAME_PREFIX.length + name.length > 253) {
+        return yield* ValidationError.field(
+          "domain",
+          `must be at most ${253 - DKIM_NAME_PREFIX.length} characters, so that its DKIM key's name (${DKIM_NAME_PREFIX}<domain>) fits in DNS`
+        )
+      }
       if (sharedDomains.includes(name)) {
         return yield* new Conflict({ message: `${name} is a shared domain; every account may use it already`, details: { domain: name } })
       }
@@ -208,11 +219,11 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         }
         return created
       }).pipe(sql.withTransaction)
-      return yield* present(row)
+      return yield* present(owner)(row)
     })
 
     const get = Effect.fn("Domains.get")(function*(owner: Owner, domainId: string) {
-      return yield* present(yield* find(owner, domainId))
+      return yield* present(owner)(yield* find(owner, domainId))
     })
 
     const verify = Effect.fn("Domains.verify")(function*(owner: Owner, domainId: string) {
@@ -259,7 +270,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
           details: { expected_txt_record: row.verificationToken, instructions: instructions(row.name, row.verificationToken) }
         })
       }
-      return yield* present(domain)
+      return yield* present(owner)(domain)
     })
 
     const plan = (owner: Owner, source: string, target: string) =>
@@ -348,7 +359,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       yield* sql`UPDATE domains SET catch_all_mailbox_id = ${mailboxId} WHERE id = ${domainId} AND user_id = ${owner.userId}`
       // Addresses of the domain kept on any node may now go elsewhere (or nowhere).
       yield* directory.changed(owner.userId)
-      return yield* present(yield* find(owner, domainId))
+      return yield* present(owner)(yield* find(owner, domainId))
     })
 
     const remove = Effect.fn("Domains.remove")(function*(owner: Owner, domainId: string) {

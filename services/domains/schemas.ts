@@ -17,6 +17,11 @@ export const Domain = Schema.Struct({
   domain_name: Schema.String,
   verification_token: Schema.String.annotations({ description: "The whole TXT value: <verify_prefix>=<token>" }),
   verified: Schema.Boolean,
+  receives_mail: Schema.Boolean.annotations({
+    description: "Whether mail to the domain's addresses is delivered now: it is verified and the account's plan includes custom domains. " +
+      "An account back on the free plan keeps the domain's mailboxes and their mail, but new mail to them is refused for now " +
+      "(450 4.2.1, so senders retry) until the plan includes custom domains again"
+  }),
   mx_configured: Schema.Boolean,
   dkim_configured: Schema.Boolean.annotations({ description: "Verification found the DKIM key Mailroom signs the domain's mail with" }),
   spf_configured: Schema.Boolean.annotations({ description: "Verification found an SPF record that lets the domain's MX hosts send" }),

@@ -2,7 +2,9 @@
  * Accepting inbound mail (the SMTP node's rules; DESIGN.md §1, §4 "SMTP refusals").
  *
  * - A recipient is an active mailbox, matched case-insensitively; its owner's plan decides the size
- *   limit and the daily and monthly email limits, which are checked at RCPT.
+ *   limit and the daily and monthly email limits, which are checked at RCPT. A mailbox on a custom
+ *   domain receives while its owner's plan includes custom domains (SPEC rule 6); back on free, its
+ *   mail is refused for now (450 4.2.1), never as unknown.
  * - A message is accepted only once its raw bytes are stored (content-addressed, the same bytes once)
  *   and the bus has acknowledged one `mail.inbound.<mailbox_id>` message per recipient. The SMTP node
  *   answers 250 after `accept` succeeds and 451 when it fails, so an accepted message is never lost.
@@ -31,6 +33,7 @@ import {
   DailyLimitReached,
   MessageTooBig,
   MonthlyLimitReached,
+  PlanExcludesDomain,
   SenderRefused,
   StorageFull,
   TemporaryFailure,
@@ -80,6 +83,8 @@ const RecipientRow = Schema.Struct({
   mailboxId: Schema.String,
   userId: Schema.String,
   plan: Plan,
+  /** A mailbox on a custom domain while its owner is on the free plan: refused for now (PlanExcludesDomain). */
+  offPlan: Schema.Boolean,
   periodStart: Schema.DateFromSelf,
   today: Schema.NumberFromString,
   thisPeriod: Schema.NumberFromString,
@@ -276,7 +281,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
         const forms = queries.map((q) => q.forms.join("\n"))
         // A free plan's period is the calendar month, rolled over on read (as Billing does).
         return sql`
-          SELECT r.idx, m.id AS mailbox_id, m.user_id, s.plan, p.period_start,
+          SELECT r.idx, m.id AS mailbox_id, m.user_id, s.plan, c.custom AND s.plan = 'free' AS off_plan, p.period_start,
                  coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period, coalesce(su.bytes, 0) AS storage,
                  coalesce(l.blocked, false) AS blocked,
                  coalesce(l.account_allows, false) AS account_allows,
@@ -299,10 +304,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
             ) x ORDER BY x.rank LIMIT 1
           ) m
           JOIN subscriptions s ON s.user_id = m.user_id
-            -- SPEC rule 6: the shared pool for every plan, a verified own domain on a paid plan.
-            AND (m.domain = ANY(${sharedDomains}::text[])
-                 OR (s.plan <> 'free' AND EXISTS (
-                       SELECT 1 FROM domains dm WHERE dm.name = m.domain AND dm.user_id = m.user_id AND dm.verified)))
+          -- A mailbox on the shared pool, or on a verified domain of its owner; on a custom domain
+          -- (SPEC rule 6) it receives on a paid plan only: on free, the row says so (off_plan).
+          CROSS JOIN LATERAL (SELECT m.domain <> ALL(${sharedDomains}::text[]) AS custom) c
           CROSS JOIN LATERAL (
             SELECT CASE WHEN s.plan = 'free' AND s.current_period_end <= ${now}
                         THEN date_trunc('month', ${now}::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
@@ -318,7 +322,9 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
           ) l
           LEFT JOIN mail_daily_counters d ON d.user_id = m.user_id AND d.day = ${utcDay(now)}::date
           LEFT JOIN usage_counters u ON u.user_id = m.user_id AND u.period_start = p.period_start
-          LEFT JOIN storage_usage su ON su.user_id = m.user_id`.pipe(
+          LEFT JOIN storage_usage su ON su.user_id = m.user_id
+          WHERE NOT c.custom OR EXISTS (
+            SELECT 1 FROM domains dm WHERE dm.name = m.domain AND dm.user_id = m.user_id AND dm.verified)`.pipe(
           Effect.flatMap(Schema.decodeUnknown(Schema.Array(RecipientRow))),
           Effect.map((rows) => {
             const day = utcDay(now)
@@ -405,6 +411,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
         Effect.mapError(temporary("recipient lookup failed"))
       )
       if (row === undefined) return yield* new UnknownRecipient({ address })
+      if (row.offPlan) return yield* new PlanExcludesDomain({ address })
       if (!admitsSender(row)) return yield* new SenderRefused({ address })
       const found: DirectoryEntry = {
         mailboxId: row.mailboxId,

@@ -19,6 +19,18 @@ export class UnknownRecipient extends Data.TaggedError("UnknownRecipient")<{ rea
   }
 }
 
+/**
+ * A mailbox on a custom domain of an account back on the free plan, which has the shared pool only
+ * (SPEC rule 6): 450 4.2.1, mailbox disabled for now, so senders keep the mail and retry while the
+ * owner upgrades (or pays); the mailbox and its mail are kept, and the API shows the domain's
+ * `receives_mail` false.
+ */
+export class PlanExcludesDomain extends Data.TaggedError("PlanExcludesDomain")<{ readonly address: string }> {
+  get reply(): SmtpReply {
+    return { code: 450, text: `4.2.1 <${this.address}>: not receiving for now: the account's plan does not include custom domains` }
+  }
+}
+
 /** Bigger than the recipient's plan allows: 552 5.3.4. */
 export class MessageTooBig extends Data.TaggedError("MessageTooBig")<{ readonly limit: number }> {
   get reply(): SmtpReply {
@@ -69,6 +81,7 @@ export class TemporaryFailure extends Data.TaggedError("TemporaryFailure")<{ rea
 
 export type RecipientRefusal =
   | UnknownRecipient
+  | PlanExcludesDomain
   | SenderRefused
   | MessageTooBig
   | DailyLimitReached

@@ -26,7 +26,7 @@ import {
 import type { Direction, Page } from "../listing.ts"
 import { escapeLike } from "../like.ts"
 import { isUniqueViolation } from "../unique-violation.ts"
-import { limits, type Plan } from "../plans/plans.ts"
+import { limits, type Plan, receivesOnCustomDomains } from "../plans/plans.ts"
 import {
   type Address,
   type AddressRequest,
@@ -117,7 +117,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
      * paid plans the account's verified custom domains.
      */
     const allowedDomains = (userId: string, plan: Plan): Effect.Effect<ReadonlyArray<string>, SqlError> =>
-      plan === "free"
+      !receivesOnCustomDomains(plan)
         ? Effect.succeed(settings.sharedDomains)
         : sql<{ name: string }>`SELECT name FROM domains WHERE user_id = ${userId} AND verified ORDER BY name`.pipe(
           Effect.map((rows) => [...settings.sharedDomains, ...rows.map((row) => row.name)])
@@ -127,19 +127,27 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
      * Rule 5, for each of `addresses` (normalized): those not free for `owner`. An address is taken
      * while an active mailbox (anyone's) has it, and held for 30 days from other users once their
      * mailbox left it (deleted, renamed, or moved to another domain), so that nobody takes over mail
-     * still sent there; its former owner may take it back at once. `exclude` is one of the owner's
-     * mailboxes whose address counts as free (a rename's own).
+     * still sent there; its former owner may take it back at once, and so may the account that now
+     * owns (has verified) its domain, which receives all of that domain's mail anyway. `exclude` is
+     * one of the owner's mailboxes whose address counts as free (a rename's own).
      */
-    const taken = (owner: Owner, addresses: ReadonlyArray<string>, exclude?: string) =>
-      sql<{ addressNormalized: string }>`
+    const taken = (owner: Owner, addresses: ReadonlyArray<string>, exclude?: string) => {
+      /** Left (at `since`) by another user within the hold, on a domain `owner` has not verified. */
+      const held = (since: string) =>
+        sql`${sql(since)} > now() - ${ADDRESS_HOLD}::interval AND user_id <> ${owner.userId}
+            AND NOT EXISTS (SELECT 1 FROM domains d
+                            WHERE d.user_id = ${owner.userId} AND d.verified AND d.name = split_part(address_normalized, '@', 2))`
+      return sql<{ addressNormalized: string }>`
         SELECT address_normalized FROM mailboxes
         WHERE address_normalized = ANY(${addresses}::text[])
-          AND (status = 'active' OR (user_id <> ${owner.userId} AND deleted_at > now() - ${ADDRESS_HOLD}::interval))
+          AND (status = 'active' OR (${held("deleted_at")}))
           AND NOT (id = ${exclude ?? ""} AND user_id = ${owner.userId})
         UNION
         SELECT address_normalized FROM released_addresses
-        WHERE address_normalized = ANY(${addresses}::text[]) AND user_id <> ${owner.userId}
-          AND released_at > now() - ${ADDRESS_HOLD}::interval`.pipe(Effect.map((rows) => new Set(rows.map((row) => row.addressNormalized))))
+        WHERE address_normalized = ANY(${addresses}::text[]) AND ${held("released_at")}`.pipe(
+        Effect.map((rows) => new Set(rows.map((row) => row.addressNormalized)))
+      )
+    }
 
     const isTaken = (owner: Owner, address: Address, exclude: string | undefined) =>
       Effect.map(taken(owner, [address.normalized], exclude), (found) => found.size > 0)

@@ -93,5 +93,12 @@ export const limits: Record<Plan, PlanLimits> = {
 export const customDomainLimit = (plan: Plan, freeMaxCustomDomains: number): number | null =>
   plan === "free" ? freeMaxCustomDomains : limits[plan].customDomains
 
+/**
+ * SPEC rule 6: mailboxes on the account's verified custom domains are a paid plan's, to create and
+ * to receive on; the free plan has the shared pool. An account back on free (a canceled or unpaid
+ * subscription) keeps its mailboxes there, but their mail is refused for now (mail/inbound.ts).
+ */
+export const receivesOnCustomDomains = (plan: Plan): boolean => plan !== "free"
+
 /** How an unlimited figure is reported where SPEC's type is a number. */
 export const reportLimit = (limit: number | null): number => limit ?? -1

@@ -111,6 +111,7 @@ describe("registering", () => {
         domain_name: expected,
         verification_token: expect.stringMatching(/^mailroom-verification=[0-9a-f]{32}$/),
         verified: false,
+        receives_mail: false,
         mx_configured: false,
         dkim_configured: false,
         spf_configured: false,
@@ -324,6 +325,7 @@ describe("verifying", () => {
         domain_name: domain.domain_name,
         verification_token: domain.verification_token,
         verified: true,
+        receives_mail: true,
         mx_configured: false,
         // "v=spf1 -all" lets no host send: not the record asked for.
         dkim_configured: false,

@@ -74,6 +74,7 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
           domain_name: name,
           verification_token: expect.stringMatching(new RegExp(`^${PREFIX}=[0-9a-f]{32}$`)),
           verified: false,
+          receives_mail: false,
           mx_configured: false,
           dkim_configured: false,
           spf_configured: false,
@@ -101,7 +102,7 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         expect(yield* Effect.flip(create(owner, `xn--bcher-kva.${unique}.example`))).toMatchObject({ code: "CONFLICT", status: 409 })
       }))
 
-    it.effect("a name that is not a registrable hostname is 400 VALIDATION_ERROR with details.domain", () =>
+    it.effect("a name that is not a registrable hostname, or too long for its DKIM key's name, is 400 VALIDATION_ERROR with details.domain", () =>
       Effect.gen(function*() {
         const owner = yield* insertUser("pro")
         for (const name of ["", "   ", "localhost", "192.0.2.1", "[2001:db8::1]", "-bad.example", "bad-.example", "under_score.example", "example.123", `${"a".repeat(64)}.example`]) {
@@ -111,7 +112,16 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
             details: { domain: expect.any(String) }
           })
         }
+        // Its DKIM key's name (mailroom1._domainkey.<domain>) must fit DNS's 253 characters too.
+        const tail = `${uniqueName("d").replace(/_/g, "-")}.example`
+        const longest = `${"a".repeat(63)}.${"b".repeat(63)}.${"c".repeat(63)}.${"d".repeat(232 - 192 - tail.length - 1)}.${tail}`
+        expect(longest).toHaveLength(232)
+        expect(yield* Effect.flip(create(owner, `x.${longest}`))).toMatchObject({
+          code: "VALIDATION_ERROR",
+          details: { domain: "must be at most 232 characters, so that its DKIM key's name (mailroom1._domainkey.<domain>) fits in DNS" }
+        })
         expect((yield* Effect.flatMap(Domains, (domains) => domains.list(owner))).domains).toEqual([])
+        expect((yield* create(owner, longest)).domain_name).toBe(longest)
       }))
 
     it.effect("any account may claim a name until one verifies it: the first to verify holds it; an account's own name again, or a shared one, is 409", () =>
@@ -203,7 +213,7 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         expect((yield* domains.list(owner)).domains[0]).toMatchObject({ verified: false })
       }))
 
-    it.effect("verify succeeds on the TXT record alone and reports the MX as found; a verified domain stays verified", () =>
+    it.effect("verify succeeds on the TXT record alone and reports the MX as found; a verified domain stays verified, and receives mail on a paid plan only", () =>
       Effect.gen(function*() {
         const domains = yield* Domains
         const owner = yield* insertUser("pro")
@@ -219,7 +229,9 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         dns.records.mx.set(domain.domain_name, [{ priority: 5, exchange: "elsewhere.example" }, { priority: 10, exchange: MX_HOST }])
         dns.records.txt.delete(domain.domain_name)
         expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, mx_configured: false })
-        expect((yield* domains.list(owner)).domains[0]).toMatchObject({ verified: true, mx_configured: false })
+        expect((yield* domains.list(owner)).domains[0]).toMatchObject({ verified: true, receives_mail: true, mx_configured: false })
+        // Back on free, the domain is kept but takes no mail for now (SPEC rule 6; mail/inbound.ts answers 450 4.2.1).
+        expect(yield* domains.get({ ...owner, plan: "free" }, domain.domain_id)).toMatchObject({ verified: true, receives_mail: false })
       }))
 
     it.effect("verify: DNS that cannot answer is 503 SERVICE_UNAVAILABLE; another account's domain is 404", () =>
@@ -248,7 +260,7 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, dkim_configured: false })
       }))
 
-    it.effect("delete is 409 DOMAIN_HAS_MAILBOXES (mailbox_count, domain_name) while an active mailbox uses it, and nothing changes", () =>
+    it.effect("delete is 409 DOMAIN_HAS_MAILBOXES (mailbox_count, domain_name) while an active mailbox uses it, and nothing changes; once deleted, the name and (verified) its addresses are free to another account", () =>
       Effect.gen(function*() {
         const domains = yield* Domains
         const mailboxes = yield* Mailboxes
@@ -279,8 +291,18 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         expect(yield* domains.remove(owner, domain.domain_id)).toEqual({ deleted: true })
         expect((yield* domains.list(owner)).domains).toEqual([])
         expect(yield* Effect.flip(domains.remove(owner, domain.domain_id))).toMatchObject({ code: "NOT_FOUND" })
-        // The name is free to register again, by anyone.
-        expect((yield* create(other, domain.domain_name)).domain_name).toBe(domain.domain_name)
+        // The name is free to register again, by anyone; once it is theirs (verified), so are its addresses,
+        // which the hold keeps from strangers on a shared domain only: its new owner receives all its mail anyway.
+        const again = yield* create(other, domain.domain_name)
+        expect(again.domain_name).toBe(domain.domain_name)
+        expect(yield* Effect.flip(mailboxes.create(other, { local_part: "agent-one", domain: domain.domain_name }))).toMatchObject({
+          code: "DOMAIN_NOT_ALLOWED"
+        })
+        dns.records.txt.set(domain.domain_name, [again.verification_token])
+        yield* domains.verify(other, again.domain_id)
+        expect(yield* mailboxes.create(other, { local_part: "agent-one", domain: domain.domain_name })).toMatchObject({
+          email_address: `agent-one@${domain.domain_name}`
+        })
       }))
 
     it.effect("migrate previews, then moves every mailbox keeping its id; a taken address gets '.' and 6 hex characters", () =>

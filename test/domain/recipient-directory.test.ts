@@ -184,7 +184,7 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
       expect(yield* rcpt(mailbox.address, "grace@example.com")).toBe("UnknownRecipient")
     }))
 
-  it.effect("a plan change reaches the very next RCPT: a custom domain's mailbox stops receiving on free", () =>
+  it.effect("a plan change reaches the very next RCPT: back on free, a custom domain's mailbox is refused for now (450 4.2.1), not unknown, and receives again on pro", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const billing = yield* Billing
@@ -197,6 +197,14 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
                  VALUES (${uniqueName("mbx")}, ${owner.userId}, 'agent', ${domain}, ${address})`
       expect(yield* rcpt(address)).toBe("accepted")
       yield* billing.changePlan(owner.userId, "free")
+      const refused = yield* Effect.flip(Effect.flatMap(Inbound, (inbound) => inbound.recipient(address, undefined, SENDER)))
+      expect(refused._tag).toBe("PlanExcludesDomain")
+      expect(refused.reply).toEqual({ code: 450, text: `4.2.1 <${address}>: not receiving for now: the account's plan does not include custom domains` })
+      yield* billing.changePlan(owner.userId, "pro")
+      expect(yield* rcpt(address)).toBe("accepted")
+      // A domain no longer verified (another account proved it theirs) takes no mail: its mailbox is unknown here.
+      yield* sql`UPDATE domains SET verified = false WHERE name = ${domain}`
+      yield* Effect.flatMap(RecipientDirectory, (directory) => directory.changed(owner.userId))
       expect(yield* rcpt(address)).toBe("UnknownRecipient")
     }))
 

@@ -4172,6 +4172,8 @@ export interface components {
             /** @description Active mailboxes using the domain */
             mailbox_count: number;
             mx_configured: boolean;
+            /** @description Whether mail to the domain's addresses is delivered now: it is verified and the account's plan includes custom domains. An account back on the free plan keeps the domain's mailboxes and their mail, but new mail to them is refused for now (450 4.2.1, so senders retry) until the plan includes custom domains again */
+            receives_mail: boolean;
             /** @description Verification found an SPF record that lets the domain's MX hosts send */
             spf_configured: boolean;
             /** @description The whole TXT value: <verify_prefix>=<token> */
