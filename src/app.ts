@@ -239,7 +239,8 @@ const apiRole = (config: AppConfigShape) => Layer.merge(
     Layer.provide(Layer.succeed(DomainSettings, {
       verifyPrefix: config.verifyPrefix,
       mxHost: config.mxHost,
-      freeMaxCustomDomains: config.freeMaxCustomDomains
+      freeMaxCustomDomains: config.freeMaxCustomDomains,
+      spfRecord: config.spfRecord
     }))
   )
 )

@@ -239,10 +239,10 @@ export const dnsRecords = (config: AppConfigShape) =>
     const lines = [
       `; Mailroom: DNS records for the shared domains (${config.sharedDomains.join(", ")})`,
       `; MX_HOST (${config.mxHost}) must also resolve (A/AAAA) to the SMTP nodes or their load balancer, port 25.`,
-      `; SPF names the hosts the mta sends from; with SMTP_RELAY_URL, add the relay's own SPF mechanism.`,
+      `; SPF (SPF_RECORD) names the hosts mail leaves from: the mta's MX hosts, or with SMTP_RELAY_URL the relay's.`,
       ...config.sharedDomains.flatMap((domain, i) => [
         `${domain}.\tIN\tMX\t10 ${config.mxHost}.`,
-        `${domain}.\tIN\tTXT\t${txt("v=spf1 mx ~all")}`,
+        `${domain}.\tIN\tTXT\t${txt(config.spfRecord)}`,
         `${keys[i]!.name}.\tIN\tTXT\t${txt(keys[i]!.value)}`
       ])
     ]

@@ -8,6 +8,7 @@ import { createSecureContext } from "node:tls"
 import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 import { DEFAULT_PASSWORD_COST, PASSWORD_COSTS } from "../services/accounts/passwords.ts"
+import { DEFAULT_SPF_RECORD } from "../services/domains/domains.ts"
 import { isHostName } from "../services/domains/names.ts"
 import { normalizeDomain, parseAddress } from "../services/mailboxes/rules.ts"
 import { SYSTEM_SENDER } from "../services/outbound/system-mail.ts"
@@ -100,6 +101,17 @@ const mailHost = (name: string) => (value: string) => {
   return isHostName(host)
     ? Either.right(host)
     : Either.left(ConfigError.InvalidData([name], `Expected a host name such as example.com but received ${JSON.stringify(value)}`))
+}
+
+/**
+ * An SPF record (RFC 7208): `v=spf1`, then mechanisms, ending in an `all`, spaces collapsed; at most
+ * 255 characters, one TXT string, as a domain's DNS host is asked to publish it.
+ */
+const spfRecord = (name: string) => (value: string) => {
+  const record = value.trim().replace(/\s+/g, " ")
+  return /^v=spf1( [^\s]+)* [-~?+]?all$/i.test(record) && record.length <= 255
+    ? Either.right(record)
+    : Either.left(ConfigError.InvalidData([name], `Expected an SPF record such as "v=spf1 include:relay.example ~all" (ending in an all) but received ${JSON.stringify(value)}`))
 }
 
 /** An email address (`local@host`), lower-cased with its domain as DNS carries it. */
@@ -302,6 +314,7 @@ export const appConfig = Config.all({
   /** The mailbox (its address) that receives mail to postmaster@ and abuse@ the shared domains. */
   postmasterMailbox: Config.option(Config.string("POSTMASTER_MAILBOX").pipe(Config.mapOrFail(mailAddress("POSTMASTER_MAILBOX")))),
   verifyPrefix: Config.string("VERIFY_PREFIX").pipe(Config.withDefault("mailroom-verification")),
+  spfRecord: Config.string("SPF_RECORD").pipe(Config.withDefault(DEFAULT_SPF_RECORD), Config.mapOrFail(spfRecord("SPF_RECORD"))),
   freeMaxCustomDomains: nonNegativeInt("FREE_MAX_CUSTOM_DOMAINS", 0),
   dnsServers: hostPortList("DNS_SERVERS"),
   webhookAllowPrivate: Config.boolean("WEBHOOK_ALLOW_PRIVATE").pipe(Config.withDefault(false)),

@@ -68,6 +68,7 @@ describe.concurrent("configuration", () => {
     [{ STAGE_LAG_WARNING: "soon" }, /STAGE_LAG_WARNING/],
     [{ WEBHOOK_ALLOW_PRIVATE: "sometimes" }, /WEBHOOK_ALLOW_PRIVATE/],
     [{ FREE_MAX_CUSTOM_DOMAINS: "-1" }, /FREE_MAX_CUSTOM_DOMAINS/],
+    [{ SPF_RECORD: "include:amazonses.com" }, /\nSPF_RECORD: Expected an SPF record such as "v=spf1 include:relay\.example ~all" \(ending in an all\) but received "include:amazonses\.com"/],
     [{ SMTP_MAX_CONNECTIONS_PER_IP: "many" }, /SMTP_MAX_CONNECTIONS_PER_IP/],
     [{ APP_URL: "not a url" }, /APP_URL/],
     [{ DNS_SERVERS: "1.1.1.1:53,bad host" }, /DNS_SERVERS/],

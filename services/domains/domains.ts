@@ -49,6 +49,8 @@ export class DomainSettings extends Context.Tag("mailroom/DomainSettings")<Domai
   /** MX_HOST, lower-cased, without a trailing dot. */
   readonly mxHost: string
   readonly freeMaxCustomDomains: number
+  /** SPF_RECORD: what a custom domain publishes so that the hosts Mailroom's mail leaves from may send for it. */
+  readonly spfRecord: string
 }>() {}
 
 export interface Owner {
@@ -87,8 +89,26 @@ const toDomain = (row: DomainRow, plan: Plan, dnsRecords: ReadonlyArray<DnsRecor
 /** What a custom domain's DKIM key's name adds to the domain's. */
 const DKIM_NAME_PREFIX = `${CUSTOM_DOMAIN_SELECTOR}._domainkey.`
 
-/** The SPF record a custom domain publishes: its MX hosts (Mailroom's) send its mail. */
-export const SPF_RECORD = "v=spf1 mx ~all"
+/**
+ * The SPF record a custom domain is asked to publish (`SPF_RECORD`): by default its MX hosts
+ * (Mailroom's) send its mail; behind a relay (SMTP_RELAY_URL), the relay's mechanism instead.
+ */
+export const DEFAULT_SPF_RECORD = "v=spf1 mx ~all"
+
+/** The mechanisms an SPF record lets senders by (lower case, without the `+` qualifier), its `all` aside. */
+const spfMechanisms = (record: string) =>
+  record.trim().toLowerCase().split(/\s+/).slice(1).map((term) => term.replace(/^\+/, "")).filter((term) => !/^[-~?]?all$/.test(term))
+
+/**
+ * Whether a domain's TXT records hold one SPF record (RFC 7208 §4.5) that lets by every sender the
+ * record asked for does (it may let others by too, and end as strictly as the domain likes).
+ */
+export const spfConfigured = (txt: ReadonlyArray<string>, asked: string) => {
+  const spf = txt.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()))
+  if (spf.length !== 1) return false
+  const published = new Set(spfMechanisms(spf[0]!))
+  return spfMechanisms(asked).every((mechanism) => published.has(mechanism))
+}
 
 const notFound = (domainId: string) => new NotFound({ message: "Domain not found", details: { domain_id: domainId } })
 
@@ -135,7 +155,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       Effect.map(dkim.record(row.name, row.id), (key): Array<DnsRecord> => [
         { type: "TXT", name: "@", value: row.verificationToken },
         { type: "MX", name: "@", value: settings.mxHost, priority: 10 },
-        { type: "TXT", name: "@", value: SPF_RECORD },
+        { type: "TXT", name: "@", value: settings.spfRecord },
         { type: "TXT", name: key.name.slice(0, -(row.name.length + 1)), value: key.value }
       ])
 
@@ -247,9 +267,6 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         onNone: () => row.dkimConfigured,
         onSome: (values) => values.some((value) => compact(value) === compact(key.value))
       })
-      // One SPF record (RFC 7208 §4.5) that lets the MX hosts send, as the record we ask for does.
-      const spf = txt.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()))
-      const spfConfigured = spf.length === 1 && /\s[+]?mx(\s|$)/i.test(` ${spf[0]!.trim()} `)
       // The first claim to verify holds the name: another's verification is refused by the unique key.
       const updated = yield* sql<DomainRow>`
         WITH d AS (
@@ -258,7 +275,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
             verified_at = CASE WHEN NOT verified AND ${owned} THEN now() ELSE verified_at END,
             mx_configured = ${mxConfigured},
             dkim_configured = ${dkimConfigured},
-            spf_configured = ${spfConfigured}
+            spf_configured = ${spfConfigured(txt, settings.spfRecord)}
           WHERE id = ${row.id}
           RETURNING *
         )

@@ -24,7 +24,7 @@ export const Domain = Schema.Struct({
   }),
   mx_configured: Schema.Boolean,
   dkim_configured: Schema.Boolean.annotations({ description: "Verification found the DKIM key Mailroom signs the domain's mail with" }),
-  spf_configured: Schema.Boolean.annotations({ description: "Verification found an SPF record that lets the domain's MX hosts send" }),
+  spf_configured: Schema.Boolean.annotations({ description: "Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from (every mechanism of the SPF record in dns_records)" }),
   created_at: Schema.String,
   mailbox_count: Schema.Number.annotations({ description: "Active mailboxes using the domain" }),
   catch_all_mailbox_id: Schema.NullOr(Schema.String).annotations({

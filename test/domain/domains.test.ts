@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Option } from "effect"
-import { Domains, DomainSettings, type Owner } from "../../services/domains/domains.ts"
+import { DEFAULT_SPF_RECORD, Domains, DomainSettings, type Owner } from "../../services/domains/domains.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
@@ -37,12 +37,12 @@ const outboundSettings = {
   timeouts: { connect: Duration.seconds(30), command: Duration.seconds(60) }
 }
 
-const domainsWith = (freeMaxCustomDomains: number) =>
+const domainsWith = (freeMaxCustomDomains: number, spfRecord = DEFAULT_SPF_RECORD) =>
   Layer.merge(Domains.Default, Mailboxes.Default).pipe(
     Layer.provide(Layer.mergeAll(
       dns.layer,
       Layer.succeed(MailboxSettings, { sharedDomains: [SHARED], disallowedNames: [] }),
-      Layer.succeed(DomainSettings, { verifyPrefix: PREFIX, mxHost: MX_HOST, freeMaxCustomDomains }),
+      Layer.succeed(DomainSettings, { verifyPrefix: PREFIX, mxHost: MX_HOST, freeMaxCustomDomains, spfRecord }),
       DkimKeys.Default.pipe(Layer.provide(Layer.succeed(OutboundSettings, outboundSettings))),
       RecipientDirectory.Default.pipe(Layer.provide(MemoryBus.layer), Layer.provide(DependencyHealth.Default))
     ))
@@ -388,6 +388,26 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
           status: 403,
           details: { count: 1, limit: 1, plan: "free" }
         })
+      }))
+  })
+
+  it.layer(domainsWith(0, "v=spf1 include:relay.example ~all"))("behind a relay, SPF_RECORD=v=spf1 include:relay.example ~all", (it) => {
+    it.effect("the domain is asked for the relay's SPF record; verify finds it configured when its one SPF record lets the relay send", () =>
+      Effect.gen(function*() {
+        const domains = yield* Domains
+        const owner = yield* insertUser("pro")
+        const domain = yield* create(owner, freshName())
+        expect(domain.dns_records).toContainEqual({ type: "TXT", name: "@", value: "v=spf1 include:relay.example ~all" })
+        const spfWith = (...records: Array<string>) =>
+          Effect.gen(function*() {
+            dns.records.txt.set(domain.domain_name, [domain.verification_token, ...records])
+            return (yield* domains.verify(owner, domain.domain_id)).spf_configured
+          })
+        // The MX hosts alone are not where the mail leaves from.
+        expect(yield* spfWith("v=spf1 mx ~all")).toBe(false)
+        expect(yield* spfWith("v=spf1 mx +INCLUDE:relay.example -all")).toBe(true)
+        // Two SPF records are an SPF error (RFC 7208 §4.5): receivers trust neither.
+        expect(yield* spfWith("v=spf1 include:relay.example ~all", "v=spf1 mx ~all")).toBe(false)
       }))
   })
 })

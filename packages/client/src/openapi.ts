@@ -4174,7 +4174,7 @@ export interface components {
             mx_configured: boolean;
             /** @description Whether mail to the domain's addresses is delivered now: it is verified and the account's plan includes custom domains. An account back on the free plan keeps the domain's mailboxes and their mail, but new mail to them is refused for now (450 4.2.1, so senders retry) until the plan includes custom domains again */
             receives_mail: boolean;
-            /** @description Verification found an SPF record that lets the domain's MX hosts send */
+            /** @description Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from (every mechanism of the SPF record in dns_records) */
             spf_configured: boolean;
             /** @description The whole TXT value: <verify_prefix>=<token> */
             verification_token: string;
