@@ -19,6 +19,25 @@ export const SUBJECT_BOOST = 2
  */
 export const searchableText = (text: string): string => text.normalize("NFC")
 
+/** Letters a Latin letter with diacritics stands for: its base letter, of the same case. */
+const BASES: ReadonlyMap<string, string> = new Map([
+  ...[[0xc0, 0x24f], [0x1e00, 0x1eff]].flatMap(([low, high]) =>
+    Array.from({ length: high! - low! + 1 }, (_, i) => String.fromCodePoint(low! + i)).flatMap((letter) => {
+      const base = letter.normalize("NFD").replace(/\p{M}/gu, "")
+      return /^[A-Za-z]$/.test(base) && base !== letter ? [[letter, base] as const] : []
+    })
+  ),
+  // Letters Unicode does not decompose.
+  ...Object.entries({ ß: "ss", ẞ: "SS", æ: "ae", Æ: "AE", œ: "oe", Œ: "OE", ø: "o", Ø: "O", ł: "l", Ł: "L", đ: "d", Đ: "D", ð: "d", Ð: "D", þ: "th", Þ: "TH", ħ: "h", Ħ: "H", ı: "i", ŧ: "t", Ŧ: "T" })
+])
+
+/**
+ * Text as its words are indexed and looked up (PostgreSQL's English stemming follows): without the
+ * diacritics of Latin letters, so that "munchen" finds "München" and "resume" "résumé", as a mail
+ * client's search does. Only the words are folded: meaning is read from the text as written.
+ */
+export const foldAccents = (text: string): string => text.replace(/[\u00c0-\u024f\u1e00-\u1eff]/g, (letter) => BASES.get(letter) ?? letter)
+
 /** The searchable body: the message text, then each readable attachment's. */
 export const searchableBody = (text: string, attachments: ReadonlyArray<string>): string =>
   searchableText([text, ...attachments].map((part) => part.trim()).filter((part) => part.length > 0).join("\n\n")).slice(0, MAX_DOCUMENT_CHARS)

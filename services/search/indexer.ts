@@ -22,7 +22,7 @@ import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
 import { Lifecycle } from "../lifecycle.ts"
-import { chunkText, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
+import { chunkText, foldAccents, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -188,7 +188,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         WITH input AS (
           SELECT * FROM unnest(${column((d) => d.emailId)}::text[], ${column((d) => d.email.userId)}::text[],
                                ${column((d) => d.email.mailboxId)}::text[], ${column((d) => d.chunks.length)}::int[],
-                               ${column((d) => d.length)}::int[], ${column((d) => d.subject)}::text[], ${column((d) => d.body)}::text[])
+                               ${column((d) => d.length)}::int[], ${column((d) => foldAccents(d.subject))}::text[],
+                               ${column((d) => foldAccents(d.body))}::text[])
             AS i (email_id, user_id, mailbox_id, chunks, length, subject, body)
         ),
         document AS (

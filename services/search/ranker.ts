@@ -14,7 +14,7 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Effect } from "effect"
 import { capInput } from "./embedder.ts"
-import { searchableText } from "./documents.ts"
+import { foldAccents, searchableText } from "./documents.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
 import { calibrationFor, fuse, MEANING_WEIGHT, type MeaningHit, type Ranked, type TextHit } from "./ranking.ts"
 import { postingsHeld } from "./metrics.ts"
@@ -446,7 +446,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       options === undefined || options.weight <= 0
         ? Effect.succeed<ReadonlyArray<WeightedSynonym>>([])
         : Effect.forEach(queryWords(query), (source) =>
-          Effect.map(thesaurus.synonyms(source, options.senses), (words) => words.map((word) => ({ source, word, weight: options.weight })))).pipe(
+          Effect.map(thesaurus.synonyms(source, options.senses), (words) => words.map((word) => ({ source, word: foldAccents(word), weight: options.weight })))).pipe(
           Effect.map((found) => found.flat())
         )
 
@@ -491,10 +491,11 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       options: RankingOptions = DEFAULT_RANKING
     ) =>
       Effect.gen(function*() {
-        // In the form mail is indexed in: "é" typed as an e and a combining accent finds "é".
+        // In the form mail is indexed in: "é" typed as an e and a combining accent finds "é"; its
+        // words without their accents, as mail's words are indexed ("munchen" finds "München").
         const words = searchableText(query)
         const [text, meaning] = yield* Effect.all([
-          mode === "vector" ? Effect.succeed<ReadonlyArray<WordHit>>([]) : wordRanking(userId, words, mailboxIds, options),
+          mode === "vector" ? Effect.succeed<ReadonlyArray<WordHit>>([]) : wordRanking(userId, foldAccents(words), mailboxIds, options),
           mode === "text"
             ? Effect.succeed<ReadonlyArray<MeaningHit>>([])
             : mode === "vector"

@@ -1,0 +1,79 @@
+/**
+ * Words are found without their accents, as in a mail client's search: "munchen" finds "München" and
+ * "München" finds "munchen", over the suite's real database (PGlite, or PostgreSQL with
+ * DATABASE_URL). Mail indexed before words were folded is folded by migration 0067: its old lexemes
+ * (with accents) are written back as they were, the migration's script run again, and the same
+ * queries find it.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import { foldAccents } from "../../services/search/documents.ts"
+import { Ranker } from "../../services/search/ranker.ts"
+import { migrationsDirectory } from "../../src/database.ts"
+import { testDatabase } from "../support/database.ts"
+import { indexedMail, otherTopics, rankerAndIndexer } from "../support/search-services.ts"
+
+const mail = [
+  ["eml_1", "Trip to München", "We meet at the café to go over your résumé and the défense of the thesis. Ærø next."],
+  ["eml_2", "Trip to munchen", "We meet at the cafe to go over your resume and the defense of the thesis. Aero next."],
+  ...otherTopics
+] as const
+
+/** Queries typed with accents and without, each of which should find both emails. */
+const queries = ["munchen", "MÜNCHEN", "Munchen", "cafe", "café", "resume", "résumé", "RÉSUMÉ", "defense", "Défense", "aero", "Ærø"]
+
+const found = (query: string) =>
+  Effect.flatMap(Ranker, (ranker) => ranker.rank("usr_1", query, "text", undefined)).pipe(
+    Effect.map((ranked) => ranked.map((r) => r.emailId).sort())
+  )
+
+layer(testDatabase, { timeout: "60 seconds" })("Words without their accents", (it) => {
+  it("folds the diacritics of Latin letters (both cases) and letters Unicode does not decompose, nothing else", () => {
+    expect(foldAccents("Ça coûte 5 € à Łódź, Straße, Ærø, Œuvre, naïve, Việt Nam")).toBe("Ca coute 5 € a Lodz, Strasse, AEro, OEuvre, naive, Viet Nam")
+    // Other scripts keep their letters: й is not и, nor ё е.
+    expect(foldAccents("Привет, ёжик; 東京; Ελλάδα")).toBe("Привет, ёжик; 東京; Ελλάδα")
+  })
+
+  it.effect("a word written with accents and without finds both spellings", () =>
+    Effect.gen(function*() {
+      yield* indexedMail(mail)
+      for (const query of queries) expect([query, yield* found(query)]).toEqual([query, ["eml_1", "eml_2"]])
+    }).pipe(Effect.provide(rankerAndIndexer)))
+})
+
+layer(testDatabase, { timeout: "60 seconds" })("Words indexed before they were folded", (it) => {
+  it.effect("migration 0067 folds them in place: the same queries find the mail, and the lexicon counts what the postings hold", () =>
+    Effect.gen(function*() {
+      yield* indexedMail(mail.filter(([id]) => id !== "eml_2"))
+      const sql = yield* SqlClient.SqlClient
+      // Lexemes as the index held them before: stemmed with their accents.
+      const before = [["munchen", "münchen"], ["cafe", "café"], ["resum", "résumé"], ["defens", "défens"], ["aero", "ærø"]]
+      for (const [now, then] of before) {
+        yield* sql`UPDATE search_terms SET lexeme = ${then} WHERE lexeme = ${now}`
+        yield* sql`UPDATE search_lexicon SET lexeme = ${then} WHERE lexeme = ${now}`
+      }
+      // A posting of an email holding both spellings ("café" beside "cafe") becomes one.
+      yield* sql`INSERT INTO search_terms (user_id, lexeme, email_id, doc, mailbox_id, frequency, length)
+                 SELECT user_id, 'cafe', email_id, doc, mailbox_id, 2, length FROM search_terms WHERE lexeme = 'café'`
+      yield* sql`INSERT INTO search_lexicon (user_id, lexeme, documents) VALUES ('usr_1', 'cafe', 1)`
+      expect(yield* found("munchen")).toEqual([])
+
+      const script = fs.readFileSync(`${migrationsDirectory}/0067_search_folded_lexemes.sql`, "utf8")
+      yield* sql.unsafe(script).raw.pipe(sql.withTransaction)
+
+      for (const query of queries) expect([query, yield* found(query)]).toEqual([query, ["eml_1"]])
+      const cafe = yield* sql<{ frequency: number }>`SELECT frequency FROM search_terms WHERE lexeme = 'cafe'`
+      expect(cafe.map((row) => Number(row.frequency))).toEqual([3])
+      const accented = yield* sql<{ lexeme: string }>`
+        SELECT lexeme FROM search_terms WHERE octet_length(lexeme) <> char_length(lexeme)
+        UNION ALL SELECT lexeme FROM search_lexicon WHERE octet_length(lexeme) <> char_length(lexeme)`
+      expect(accented).toEqual([])
+      const miscounted = yield* sql<{ lexeme: string }>`
+        SELECT l.lexeme FROM search_lexicon l
+        LEFT JOIN (SELECT user_id, lexeme, count(*) AS n FROM search_terms GROUP BY user_id, lexeme) p USING (user_id, lexeme)
+        WHERE l.documents IS DISTINCT FROM p.n`
+      expect(miscounted).toEqual([])
+    }).pipe(Effect.provide(rankerAndIndexer)))
+})
