@@ -39,3 +39,46 @@ export const decodeText = (bytes: Uint8Array, charset: string | null): string =>
   const text = declared === undefined ? undeclared(body) : iconv.decode(body, declared, { stripBOM: false })
   return text.replaceAll("\u0000", "")
 }
+
+/** How many bytes the UTF-8 character starting at `at` takes, or 0 when none starts there (RFC 3629). */
+const utf8Length = (bytes: Buffer, at: number): number => {
+  const lead = bytes[at]!
+  const [length, low, high] = lead >= 0xc2 && lead <= 0xdf ? [2, 0x80, 0xbf]
+    : lead === 0xe0 ? [3, 0xa0, 0xbf]
+    : lead === 0xed ? [3, 0x80, 0x9f]
+    : lead >= 0xe1 && lead <= 0xef ? [3, 0x80, 0xbf]
+    : lead === 0xf0 ? [4, 0x90, 0xbf]
+    : lead >= 0xf1 && lead <= 0xf3 ? [4, 0x80, 0xbf]
+    : lead === 0xf4 ? [4, 0x80, 0x8f]
+    : [0, 0, 0]
+  if (length === 0 || at + length > bytes.length) return 0
+  if (bytes[at + 1]! < low || bytes[at + 1]! > high) return 0
+  for (let i = 2; i < length; i++) if (bytes[at + i]! < 0x80 || bytes[at + i]! > 0xbf) return 0
+  return length
+}
+
+/**
+ * `bytes` with each run of bytes that are no part of a UTF-8 character read as Windows-1252 and
+ * written in UTF-8; valid UTF-8 stays as it is. The bytes themselves when all of them are UTF-8.
+ * For a whole message whose 8-bit text was sent without a charset (parse.ts): the base64 and
+ * quoted-printable parts are ASCII, so only the 8-bit ones change.
+ */
+export const legacyBytesAsUtf8 = (bytes: Buffer): Buffer => {
+  const parts: Array<Buffer> = []
+  let copied = 0
+  let at = 0
+  while (at < bytes.length) {
+    const length = bytes[at]! < 0x80 ? 1 : utf8Length(bytes, at)
+    if (length > 0) {
+      at += length
+      continue
+    }
+    const run = at
+    while (at < bytes.length && bytes[at]! >= 0x80 && utf8Length(bytes, at) === 0) at++
+    parts.push(bytes.subarray(copied, run), Buffer.from(iconv.decode(bytes.subarray(run, at), "windows-1252"), "utf8"))
+    copied = at
+  }
+  if (parts.length === 0) return bytes
+  parts.push(bytes.subarray(copied))
+  return Buffer.concat(parts)
+}

@@ -8,11 +8,12 @@
  * - a header value is kept up to 64 KiB (the raw message keeps it whole).
  */
 import libmime from "libmime"
-import { simpleParser } from "mailparser"
+import { type ParsedMail, simpleParser } from "mailparser"
 import { Effect } from "effect"
 import { domainToUnicode } from "node:url"
 import { sha256 } from "../accounts/tokens.ts"
 import { type AddressEntry, flatAddresses, isGroup, parseAddressField } from "./address-fields.ts"
+import { legacyBytesAsUtf8 } from "./charsets.ts"
 import { textOfHtml } from "./extract/render.ts"
 import type { Headers } from "./schemas.ts"
 
@@ -222,7 +223,7 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
     date,
     inReplyTo: idList(first("in-reply-to"))[0],
     references: idList(first("references")),
-    text: plainText ? clean(body.toString("utf8")) : "",
+    text: plainText ? clean(legacyBytesAsUtf8(body).toString("utf8")) : "",
     html: null,
     headers,
     attachments: []
@@ -253,19 +254,52 @@ const addressFieldsOf = (headerLines: ReadonlyArray<{ readonly key: string; read
   }
 }
 
+/**
+ * A body mailparser read as UTF-8 that was not (8-bit text sent without a charset, or labelled UTF-8
+ * wrongly: each byte became U+FFFD, the text lost) is read again with those bytes as Windows-1252,
+ * which is what such mail is nearly always written in. Only the text and html that lost characters
+ * are taken from the second reading: a part that named its charset was read right the first time.
+ */
+const withLegacyText = (message: Buffer, parsed: { readonly text: string; readonly html: string | null }) => {
+  const lost = (body: string | null) => body !== null && body.includes("\ufffd")
+  if (!lost(parsed.text) && !lost(parsed.html)) return Effect.succeed(parsed)
+  const repaired = legacyBytesAsUtf8(message)
+  if (repaired === message) return Effect.succeed(parsed)
+  return bodiesOf(repaired).pipe(
+    Effect.map((again) => ({
+      text: lost(parsed.text) ? again.text : parsed.text,
+      html: lost(parsed.html) ? again.html : parsed.html
+    })),
+    Effect.orElseSucceed(() => parsed)
+  )
+}
+
+const parserOptions = {
+  // An html body is what the sender wrote or nothing; a text body is derived from html when missing.
+  skipTextToHtml: true,
+  skipImageLinks: true,
+  // Passed on to mailsplit, whose 1 MiB default would refuse a message we accepted.
+  maxHeadSize: MAX_HEAD_BYTES
+} as Parameters<typeof simpleParser>[1]
+
+/**
+ * The text and html of a parsed message. mailparser derives text from html only for a message whose
+ * html stands alone or beside a text alternative: an html body beside attachments would have none
+ * (and no snippet, no search by its words).
+ */
+const bodies = (parsed: ParsedMail) => ({
+  text: typeof parsed.text === "string" ? clean(parsed.text) : typeof parsed.html === "string" ? textFromHtml(parsed.html) : "",
+  html: typeof parsed.html === "string" ? clean(parsed.html) : null
+})
+
+const bodiesOf = (message: Buffer) => Effect.map(Effect.tryPromise(() => simpleParser(message, parserOptions)), bodies)
+
 /** Parse `raw`; never fails (see the module comment). */
 export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
   const message = withBodySeparated(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
-  return Effect.tryPromise(() =>
-    simpleParser(message, {
-      // An html body is what the sender wrote or nothing; a text body is derived from html when missing.
-      skipTextToHtml: true,
-      skipImageLinks: true,
-      // Passed on to mailsplit, whose 1 MiB default would refuse a message we accepted.
-      maxHeadSize: MAX_HEAD_BYTES
-    } as Parameters<typeof simpleParser>[1])
-  ).pipe(
-    Effect.map((parsed): ParsedEmail => {
+  return Effect.tryPromise(() => simpleParser(message, parserOptions)).pipe(
+    Effect.flatMap((parsed) => Effect.map(withLegacyText(message, bodies(parsed)), (body) => ({ parsed, body }))),
+    Effect.map(({ body, parsed }): ParsedEmail => {
       const date = sentAt(parsed.date)
       const headers = headersOf(parsed.headerLines.map((header) => header.line))
       return {
@@ -277,11 +311,8 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
         date,
         inReplyTo: idList(parsed.inReplyTo)[0],
         references: idList(parsed.references),
-        // mailparser derives text from html only for a message whose html stands alone or beside
-        // a text alternative: an html body beside attachments would have none (and no snippet, no
-        // search by its words).
-        text: typeof parsed.text === "string" ? clean(parsed.text) : typeof parsed.html === "string" ? textFromHtml(parsed.html) : "",
-        html: typeof parsed.html === "string" ? clean(parsed.html) : null,
+        text: body.text,
+        html: body.html,
         headers,
         attachments: parsed.attachments.map((attachment) => ({
           filename: attachment.filename ? clean(attachment.filename) : null,

@@ -4,8 +4,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
+import iconv from "iconv-lite"
 import MailComposer from "nodemailer/lib/mail-composer"
-import { decodeText } from "../../services/mail/charsets.ts"
+import { decodeText, legacyBytesAsUtf8 } from "../../services/mail/charsets.ts"
 import { displayName, parseMessage } from "../../services/mail/parse.ts"
 
 const compose = (mail: ConstructorParameters<typeof MailComposer>[0]) =>
@@ -72,6 +73,40 @@ describe("parseMessage", () => {
       ])
       const parsed = yield* parseMessage(raw)
       expect([parsed.subject, parsed.headers["subject"]]).toEqual(["Grüße aus Köln", "Grüße aus Köln"])
+    }))
+
+  it.effect("8-bit body text sent without a charset, or labelled UTF-8 wrongly, reads as Windows-1252 (not U+FFFD for each byte); UTF-8 beside it stays UTF-8", () =>
+    Effect.gen(function*() {
+      const cp1252 = (text: string) => iconv.encode(text, "windows-1252")
+      const message = (head: string, ...body: Array<Buffer>) =>
+        Buffer.concat([Buffer.from(`From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: Hi\r\n${head}\r\n`), ...body, Buffer.from("\r\n")])
+      const undeclared = yield* parseMessage(message("Content-Transfer-Encoding: 8bit\r\n", cp1252("Grüße aus Köln – 5 € „bitte“")))
+      expect(undeclared.text).toBe("Grüße aus Köln – 5 € „bitte“\n")
+      const mislabelled = yield* parseMessage(message("Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n", cp1252("Café crème")))
+      expect(mislabelled.text).toBe("Café crème\n")
+      const mixed = yield* parseMessage(message("", Buffer.from("Zoë wrote: "), cp1252("déjà vu")))
+      expect(mixed.text).toBe("Zoë wrote: déjà vu\n")
+    }))
+
+  it.effect("of the parts, only those read wrongly are read again: a part that named its charset keeps its reading, attachments stay whole", () =>
+    Effect.gen(function*() {
+      const boundary = "b1"
+      const part = (head: string, body: Buffer) => Buffer.concat([Buffer.from(`--${boundary}\r\n${head}\r\n\r\n`), body, Buffer.from("\r\n")])
+      const raw = Buffer.concat([
+        Buffer.from(`From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: Hi\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=${boundary}\r\n\r\n`),
+        part("Content-Type: multipart/alternative; boundary=b2", Buffer.concat([
+          Buffer.from("--b2\r\nContent-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"),
+          iconv.encode("Très bien", "latin1"),
+          Buffer.from("\r\n--b2\r\nContent-Type: text/html\r\nContent-Transfer-Encoding: 8bit\r\n\r\n<p>"),
+          iconv.encode("Très bien", "windows-1252"),
+          Buffer.from("</p>\r\n--b2--")
+        ])),
+        part("Content-Type: application/octet-stream; name=a.bin\r\nContent-Disposition: attachment; filename=a.bin\r\nContent-Transfer-Encoding: base64", Buffer.from(Buffer.from([0xe9, 0, 0xff]).toString("base64"))),
+        Buffer.from(`--${boundary}--\r\n`)
+      ])
+      const parsed = yield* parseMessage(raw)
+      expect([parsed.text, parsed.html]).toEqual(["Très bien", "<p>Très bien</p>"])
+      expect(parsed.attachments.map((a) => [a.filename, [...a.content]])).toEqual([["a.bin", [0xe9, 0, 0xff]]])
     }))
 
   it.effect("of several From or Subject fields, the first is the message's, as mail programs show it", () =>
@@ -168,5 +203,18 @@ describe("decodeText", () => {
     expect(decodeText(bytes("plain", "utf8"), "no-such-charset")).toBe("plain")
     expect(decodeText(bytes("Quarterly", "utf16le"), "utf-8")).toBe("Quarterly")
     expect(decodeText(bytes("abc\u0000def", "utf8"), "utf-8")).toBe("abcdef")
+  })
+})
+
+describe("legacyBytesAsUtf8", () => {
+  it("keeps every UTF-8 character and reads each other byte as Windows-1252: overlong forms, surrogates, cut characters included", () => {
+    const valid = Buffer.from("Zoë 😀 日本 \u{10ffff}")
+    expect(legacyBytesAsUtf8(valid)).toBe(valid)
+    const read = (...octets: Array<number>) => legacyBytesAsUtf8(Buffer.from(octets)).toString("utf8")
+    expect(read(0xc0, 0xaf)).toBe("À¯") // an overlong "/"
+    expect(read(0xed, 0xa0, 0x80)).toBe("í\u00a0€") // a UTF-16 surrogate
+    expect(read(0xf4, 0x90, 0x80, 0x80)).toBe("ô\ufffd€€") // past U+10FFFF (0x90 means nothing in Windows-1252)
+    expect(read(0x41, 0xe2, 0x82)).toBe("Aâ‚") // cut at the end
+    expect(read(0x93, 0x68, 0x69, 0x94, 0x20, 0xc3, 0xa9)).toBe("“hi” é")
   })
 })
