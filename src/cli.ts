@@ -26,6 +26,7 @@ import { AccountClosure } from "../services/accounts/closure.ts"
 import { Email, PersonName } from "../services/accounts/schemas.ts"
 import { TwoFactor } from "../services/accounts/two-factor.ts"
 import { Billing } from "../services/billing/billing.ts"
+import { DMARC_RECORD } from "../services/domains/domains.ts"
 import { ApiKeys } from "../services/keys/api-keys.ts"
 import { Plan } from "../services/plans/plans.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
@@ -228,9 +229,9 @@ const showUsage = (args: ReadonlyArray<string>) => {
 const txt = (value: string) => (value.match(/.{1,255}/g) ?? [""]).map((part) => `"${part}"`).join(" ")
 
 /**
- * What to publish for the shared domains: MX, so that their mail reaches the SMTP nodes; SPF and the
- * DKIM key (generated on first use and kept in the database, or DKIM_PRIVATE_KEY), so that mail they
- * send is accepted.
+ * What to publish for the shared domains: MX, so that their mail reaches the SMTP nodes; SPF, the
+ * DKIM key (generated on first use and kept in the database, or DKIM_PRIVATE_KEY) and a DMARC record
+ * (policy none), so that mail they send is accepted.
  */
 export const dnsRecords = (config: AppConfigShape) =>
   Effect.gen(function*() {
@@ -243,7 +244,8 @@ export const dnsRecords = (config: AppConfigShape) =>
       ...config.sharedDomains.flatMap((domain, i) => [
         `${domain}.\tIN\tMX\t10 ${config.mxHost}.`,
         `${domain}.\tIN\tTXT\t${txt(config.spfRecord)}`,
-        `${keys[i]!.name}.\tIN\tTXT\t${txt(keys[i]!.value)}`
+        `${keys[i]!.name}.\tIN\tTXT\t${txt(keys[i]!.value)}`,
+        `_dmarc.${domain}.\tIN\tTXT\t${txt(DMARC_RECORD)}`
       ])
     ]
     return `${lines.join("\n")}\n`

@@ -66,6 +66,7 @@ interface DomainRow {
   readonly mxConfigured: boolean
   readonly dkimConfigured: boolean
   readonly spfConfigured: boolean
+  readonly dmarcConfigured: boolean
   readonly createdAt: Date
   readonly mailboxCount: string | number
   readonly catchAllMailboxId: string | null
@@ -80,6 +81,7 @@ const toDomain = (row: DomainRow, plan: Plan, dnsRecords: ReadonlyArray<DnsRecor
   mx_configured: row.mxConfigured,
   dkim_configured: row.dkimConfigured,
   spf_configured: row.spfConfigured,
+  dmarc_configured: row.dmarcConfigured,
   created_at: row.createdAt.toISOString(),
   mailbox_count: Number(row.mailboxCount),
   catch_all_mailbox_id: row.catchAllMailboxId,
@@ -110,6 +112,16 @@ export const spfConfigured = (txt: ReadonlyArray<string>, asked: string) => {
   return spfMechanisms(asked).every((mechanism) => published.has(mechanism))
 }
 
+/**
+ * The DMARC record a custom domain is asked to publish (`_dmarc`, RFC 7489): a policy of none, so that
+ * receivers that ask for one (Gmail and Yahoo of bulk senders) find it and nothing is refused for it.
+ * Mail from the domain passes DMARC by its DKIM signature, which is the domain's own (aligned).
+ */
+export const DMARC_RECORD = "v=DMARC1; p=none"
+
+/** Whether `_dmarc`'s TXT records hold exactly one DMARC record (RFC 7489 §6.6.3: several are none), whatever its policy. */
+export const dmarcConfigured = (txt: ReadonlyArray<string>) => txt.filter((value) => /^v\s*=\s*DMARC1\s*(;|$)/.test(value.trim())).length === 1
+
 const notFound = (domainId: string) => new NotFound({ message: "Domain not found", details: { domain_id: domainId } })
 
 const dnsUnavailable = (error: DnsError) =>
@@ -138,7 +150,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
 
     /** A domain row `d` as DomainRow, with its active mailboxes counted. */
     const columns = sql.literal(`
-      d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.dkim_configured, d.spf_configured, d.created_at, d.catch_all_mailbox_id,
+      d.id, d.name, d.verification_token, d.verified, d.mx_configured, d.dkim_configured, d.spf_configured, d.dmarc_configured, d.created_at, d.catch_all_mailbox_id,
       (SELECT count(*) FROM mailboxes m WHERE m.domain = d.name AND m.user_id = d.user_id AND m.status = 'active') AS mailbox_count`)
     const select = sql`SELECT ${columns} FROM domains d`
 
@@ -149,14 +161,16 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
 
     /**
      * What to publish: ownership (TXT), where mail goes (MX), and what makes mail sent from the domain
-     * trusted: SPF (its MX hosts send) and the DKIM key outbound mail is signed with (made now, kept).
+     * trusted: SPF (its MX hosts send), the DKIM key outbound mail is signed with (made now, kept) and
+     * a DMARC record.
      */
     const records = (row: { readonly id: string; readonly name: string; readonly verificationToken: string }) =>
       Effect.map(dkim.record(row.name, row.id), (key): Array<DnsRecord> => [
         { type: "TXT", name: "@", value: row.verificationToken },
         { type: "MX", name: "@", value: settings.mxHost, priority: 10 },
         { type: "TXT", name: "@", value: settings.spfRecord },
-        { type: "TXT", name: key.name.slice(0, -(row.name.length + 1)), value: key.value }
+        { type: "TXT", name: key.name.slice(0, -(row.name.length + 1)), value: key.value },
+        { type: "TXT", name: "_dmarc", value: DMARC_RECORD }
       ])
 
     /** A domain row of `owner` as the API shows it, with its records. */
@@ -253,12 +267,14 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
         return yield* verifiedElsewhere(row.name)
       }
       const key = yield* dkim.record(row.name, row.id)
-      // Ownership and the MX decide; the DKIM key is only reported, so a failure to look it up keeps what was found before.
-      const [txt, mx, published] = yield* Effect.all([
+      // Ownership and the MX decide; the DKIM key and the DMARC record are only reported, so a failure
+      // to look one up keeps what was found before.
+      const [txt, mx, published, dmarc] = yield* Effect.all([
         orNone(dns.txt(row.name)),
         orNone(dns.mx(row.name)),
-        Effect.option(orNone(dns.txt(key.name)))
-      ], { concurrency: 3 }).pipe(Effect.mapError(dnsUnavailable))
+        Effect.option(orNone(dns.txt(key.name))),
+        Effect.option(orNone(dns.txt(`_dmarc.${row.name}`)))
+      ], { concurrency: 4 }).pipe(Effect.mapError(dnsUnavailable))
       const owned = txt.some((value) => value.trim() === row.verificationToken)
       const preferred = Math.min(...mx.map((record) => record.priority))
       const mxConfigured = mx.some((record) => record.priority === preferred && record.exchange === settings.mxHost)
@@ -275,7 +291,8 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
             verified_at = CASE WHEN NOT verified AND ${owned} THEN now() ELSE verified_at END,
             mx_configured = ${mxConfigured},
             dkim_configured = ${dkimConfigured},
-            spf_configured = ${spfConfigured(txt, settings.spfRecord)}
+            spf_configured = ${spfConfigured(txt, settings.spfRecord)},
+            dmarc_configured = ${Option.match(dmarc, { onNone: () => row.dmarcConfigured, onSome: dmarcConfigured })}
           WHERE id = ${row.id}
           RETURNING *
         )

@@ -25,6 +25,9 @@ export const Domain = Schema.Struct({
   mx_configured: Schema.Boolean,
   dkim_configured: Schema.Boolean.annotations({ description: "Verification found the DKIM key Mailroom signs the domain's mail with" }),
   spf_configured: Schema.Boolean.annotations({ description: "Verification found the domain's one SPF record, letting by the hosts Mailroom's mail leaves from (every mechanism of the SPF record in dns_records)" }),
+  dmarc_configured: Schema.Boolean.annotations({
+    description: "Verification found one DMARC record at _dmarc (any policy: the domain's mail passes DMARC by its DKIM signature)"
+  }),
   created_at: Schema.String,
   mailbox_count: Schema.Number.annotations({ description: "Active mailboxes using the domain" }),
   catch_all_mailbox_id: Schema.NullOr(Schema.String).annotations({

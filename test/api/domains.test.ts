@@ -115,6 +115,7 @@ describe("registering", () => {
         mx_configured: false,
         dkim_configured: false,
         spf_configured: false,
+        dmarc_configured: false,
         created_at: expect.stringMatching(isoMillis),
         mailbox_count: 0,
         catch_all_mailbox_id: null,
@@ -122,7 +123,8 @@ describe("registering", () => {
           { type: "TXT", name: "@", value: reply.data?.data.verification_token },
           { type: "MX", name: "@", value: MX_HOST, priority: 10 },
           { type: "TXT", name: "@", value: "v=spf1 mx ~all" },
-          { type: "TXT", name: "mailroom1._domainkey", value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/) }
+          { type: "TXT", name: "mailroom1._domainkey", value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/) },
+          { type: "TXT", name: "_dmarc", value: "v=DMARC1; p=none" }
         ]
       }
     })
@@ -330,6 +332,7 @@ describe("verifying", () => {
         // "v=spf1 -all" lets no host send: not the record asked for.
         dkim_configured: false,
         spf_configured: false,
+        dmarc_configured: false,
         created_at: expect.stringMatching(isoMillis),
         mailbox_count: 0,
         catch_all_mailbox_id: null,
@@ -355,8 +358,10 @@ describe("verifying", () => {
       MX: [{ preference: 10, exchange: `${MX_HOST}.` }]
     })
     dns.set(`${dkim.name}.${domain.domain_name}`, { TXT: [dkim.value.match(/.{1,255}/g)!] })
+    const dmarc = domain.dns_records.find((r) => r.name === "_dmarc")!
+    dns.set(`_dmarc.${domain.domain_name}`, { TXT: [[dmarc.value]] })
     const sending = await verify()
-    expect(sending.data?.data).toMatchObject({ verified: true, mx_configured: true, dkim_configured: true, spf_configured: true })
+    expect(sending.data?.data).toMatchObject({ verified: true, mx_configured: true, dkim_configured: true, spf_configured: true, dmarc_configured: true })
   })
 
   it("a TXT record split into several strings verifies, over TCP when the UDP answer is truncated", async () => {

@@ -78,6 +78,7 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
           mx_configured: false,
           dkim_configured: false,
           spf_configured: false,
+          dmarc_configured: false,
           created_at: expect.any(String),
           mailbox_count: 0,
           catch_all_mailbox_id: null,
@@ -85,7 +86,8 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
             { type: "TXT", name: "@", value: created.verification_token },
             { type: "MX", name: "@", value: MX_HOST, priority: 10 },
             { type: "TXT", name: "@", value: "v=spf1 mx ~all" },
-            { type: "TXT", name: "mailroom1._domainkey", value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/) }
+            { type: "TXT", name: "mailroom1._domainkey", value: expect.stringMatching(/^v=DKIM1; k=rsa; p=[A-Za-z0-9+/=]+$/) },
+            { type: "TXT", name: "_dmarc", value: "v=DMARC1; p=none" }
           ]
         })
         const listed = yield* Effect.flatMap(Domains, (domains) => domains.list(owner))
@@ -258,6 +260,22 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
         dns.records.down.delete(dkimName)
         dns.records.txt.delete(dkimName)
         expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, dkim_configured: false })
+
+        // DMARC likewise: one record at _dmarc, whatever its policy; two are none (RFC 7489 §6.6.3).
+        const dmarcName = `_dmarc.${domain.domain_name}`
+        const dmarcWith = (...records: Array<string>) =>
+          Effect.gen(function*() {
+            dns.records.txt.set(dmarcName, records)
+            return (yield* domains.verify(owner, domain.domain_id)).dmarc_configured
+          })
+        expect(yield* dmarcWith("v=DMARC1; p=none")).toBe(true)
+        dns.records.down.add(dmarcName)
+        expect(yield* domains.verify(owner, domain.domain_id)).toMatchObject({ verified: true, dmarc_configured: true })
+        dns.records.down.delete(dmarcName)
+        expect(yield* dmarcWith("v=DMARC1; p=reject; rua=mailto:reports@example.com", "some other text")).toBe(true)
+        expect(yield* dmarcWith("v=DMARC1; p=none", "v=DMARC1; p=reject")).toBe(false)
+        expect(yield* dmarcWith("v=spf1 -all")).toBe(false)
+        expect(yield* dmarcWith()).toBe(false)
       }))
 
     it.effect("delete is 409 DOMAIN_HAS_MAILBOXES (mailbox_count, domain_name) while an active mailbox uses it, and nothing changes; once deleted, the name and (verified) its addresses are free to another account", () =>

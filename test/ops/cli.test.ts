@@ -84,7 +84,7 @@ describe.skipIf(mode !== "postgres")("mailroom (the bin)", () => {
     expect(unknown.stderr).toBe("mailroom: unknown command frobnicate\nRun `mailroom help` for the commands.\n")
   })
 
-  it("prints the DNS records for the shared domains: MX, SPF, and the DKIM key the mta signs with", async () => {
+  it("prints the DNS records for the shared domains: MX, SPF, the DKIM key the mta signs with, and DMARC", async () => {
     const records = await mailroom(["dns-records"], { env: { SHARED_DOMAINS: "agents.example.test,bots.example.test", MX_HOST: "mx.example.test" } })
     expect(records.code).toBe(0)
     const lines = records.stdout.split("\n").filter((line) => !line.startsWith(";") && line.length > 0)
@@ -93,9 +93,11 @@ describe.skipIf(mode !== "postgres")("mailroom (the bin)", () => {
       "agents.example.test.\tIN\tMX\t10 mx.example.test.",
       "agents.example.test.\tIN\tTXT\t\"v=spf1 mx ~all\"",
       expect.stringMatching(dkim),
+      "_dmarc.agents.example.test.\tIN\tTXT\t\"v=DMARC1; p=none\"",
       "bots.example.test.\tIN\tMX\t10 mx.example.test.",
       "bots.example.test.\tIN\tTXT\t\"v=spf1 mx ~all\"",
-      expect.stringMatching(dkim)
+      expect.stringMatching(dkim),
+      "_dmarc.bots.example.test.\tIN\tTXT\t\"v=DMARC1; p=none\""
     ])
     // One key, kept: a second run prints the same one.
     const again = await mailroom(["dns-records"], { env: { SHARED_DOMAINS: "agents.example.test,bots.example.test", MX_HOST: "mx.example.test" } })

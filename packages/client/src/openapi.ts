@@ -597,7 +597,7 @@ export interface paths {
         put?: never;
         /**
          * Verify a domain's DNS
-         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured, spf_configured and dmarc_configured (a DKIM key or DMARC record that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
          */
         post: operations["dashboardDomains.verify"];
         delete?: never;
@@ -2033,7 +2033,7 @@ export interface paths {
         put?: never;
         /**
          * Verify a domain's DNS
-         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured and spf_configured (a DKIM key that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
+         * @description Checks the TXT ownership record (400 VERIFICATION_FAILED without it) and reports mx_configured, dkim_configured, spf_configured and dmarc_configured (a DKIM key or DMARC record that could not be looked up keeps its last finding). A name another account verified first is 409 CONFLICT
          */
         post: operations["domains.verify"];
         delete?: never;
@@ -4165,6 +4165,8 @@ export interface components {
             created_at: string;
             /** @description Verification found the DKIM key Mailroom signs the domain's mail with */
             dkim_configured: boolean;
+            /** @description Verification found one DMARC record at _dmarc (any policy: the domain's mail passes DMARC by its DKIM signature) */
+            dmarc_configured: boolean;
             /** @description What to publish at the domain: the ownership TXT, the MX, the SPF record and the DKIM key its mail is signed with */
             dns_records: components["schemas"]["DnsRecord"][];
             domain_id: string;
