@@ -129,7 +129,16 @@ interface MemoryRow {
   readonly numbers: string | null
   readonly frequencies: string | null
   readonly lengths: string | null
+  /** How many of the query's own lexemes some email holds (the same in every row). */
+  readonly seen: string | number
 }
+
+/**
+ * The IDF of a lexeme none of `docs` emails holds: a query word the mail never uses still counts in
+ * what a match is measured against (`ideal`), as the rarest word would, so that mail holding some
+ * of the query's words scores as holding some, not all.
+ */
+const unseenIdf = (docs: number) => Math.log(1 + (docs + 0.5) / 0.5)
 
 interface WordHit {
   readonly emailId: string
@@ -203,6 +212,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       const most = sql.literal(`${Math.min(docs / 3, Math.max(docs * common.share, common.floor)) + 1e-9}::float8`)
       return {
         idf: sql.literal(`ln(1 + (${docs}::float8 - l.documents + 0.5) / (l.documents + 0.5))`),
+        /** The IDF of a lexeme no email holds (`unseenIdf`). */
+        unseen: sql.literal(`${unseenIdf(docs)}::float8`),
         chosen: sql`chosen AS (
           SELECT * FROM weighted
           WHERE documents <= ${most}
@@ -273,7 +284,9 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       sql<WordHit>`
           WITH ${chosenLexemes(query, added, userId, stats.docs, options.common)}
           SELECT p.email_id, sum(c.weight * c.idf * ${impactOf("p", options, stats.avgLength)}) AS bm25,
-                 (SELECT sum(idf) FROM chosen WHERE original) AS ideal
+                 (SELECT sum(idf) FROM chosen WHERE original)
+                   + ${lexiconTerms(stats.docs, options.common).unseen}
+                     * ((SELECT count(*) FROM terms WHERE original) - (SELECT count(*) FROM weighted WHERE original)) AS ideal
           FROM chosen c JOIN search_terms p ON p.user_id = ${userId} AND p.lexeme = c.lexeme
           ${mailboxIds === undefined ? sql`` : sql`WHERE p.mailbox_id = ANY(${[...mailboxIds]}::text[])`}
           GROUP BY p.email_id, p.doc
@@ -316,7 +329,8 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
           JOIN search_lexicon l ON l.user_id = ${userId} AND l.lexeme = q.lexeme
         ),
         ${chosen}
-        SELECT c.lexeme, c.documents, c.original, c.idf, c.weight, n.numbers, n.frequencies, n.lengths
+        SELECT c.lexeme, c.documents, c.original, c.idf, c.weight, n.numbers, n.frequencies, n.lengths,
+               (SELECT count(*) FROM weighted WHERE original) AS seen
         FROM chosen c LEFT JOIN LATERAL (
           SELECT string_agg(p.doc::text, ' ') AS numbers, string_agg(p.frequency::text, ' ') AS frequencies,
                  string_agg(p.length::text, ' ') AS lengths
@@ -394,7 +408,9 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         const scored = held.flatMap(({ postings, row }): Array<ScoredLexeme> =>
           postings === undefined ? [] : [{ postings, weight: Number(row.weight) * Number(row.idf) }]
         )
-        const ideal = held.filter(({ row }) => row.original).reduce((sum, { row }) => sum + Number(row.idf), 0)
+        const unseen = own.length - Number(rows[0]?.seen ?? own.length)
+        const ideal = held.filter(({ row }) => row.original).reduce((sum, { row }) => sum + Number(row.idf), 0) +
+          unseen * unseenIdf(stats.docs)
         const top = memory.rank(scored, { k1: options.k1, b: options.b, avgLength: stats.avgLength, depth: options.depth })
         memory.evict(new Set(scored.map((lexeme) => lexeme.postings)))
         yield* postingsHeld(memory.size)

@@ -5,7 +5,8 @@
  * Both signals are made absolute before they are mixed, so that a score means the same whatever
  * else matched, and both stay strictly increasing, so that neither loses its order:
  * - words: BM25 measured against the BM25 a typical document holding each query term once would get
- *   (`ideal`), saturating: 1 - e^(-2x), so holding every query word gives 0.86, half of them 0.63;
+ *   (`ideal`; a query word no email holds counts there as the rarest word would), saturating:
+ *   1 - e^(-2x), so holding every query word gives 0.86, half of them 0.63;
  * - meaning: the model's cosine similarity through a logistic centred where that model's
  *   similarities stop meaning "unrelated" (every model spreads them differently).
  * The fused value is their weighted sum; the score shown is that value through a logistic fitted by

@@ -44,6 +44,22 @@ layer(testDatabase, { timeout: "60 seconds" })("Ranker", (it) => {
     }).pipe(Effect.provide(rankerAndIndexer)))
 })
 
+layer(testDatabase, { timeout: "60 seconds" })("Ranker, words no email holds", (it) => {
+  it.effect("a query word no email holds still counts against every match: mail holding half the query's words scores as holding half, however the postings are read", () =>
+    Effect.gen(function*() {
+      yield* indexedMail(mail)
+      const ranker = yield* Ranker
+      const scores = (query: string, reading: "memory" | "every") =>
+        Effect.map(ranker.rank("usr_1", query, "text", undefined, { ...DEFAULT_RANKING, reading }), (ranked) => ranked.map((r) => [r.emailId, r.score] as const))
+      const whole = yield* scores("disk full", "every")
+      const half = yield* scores("disk full zeppelin quasar", "every")
+      expect(half.map(([id]) => id)).toEqual(whole.map(([id]) => id))
+      for (const [i, [, score]] of half.entries()) expect(score).toBeLessThan(whole[i]![1] - 0.1)
+      expect(yield* scores("disk full zeppelin quasar", "memory")).toEqual(half)
+      expect(yield* scores("disk full", "memory")).toEqual(whole)
+    }).pipe(Effect.provide(rankerAndIndexer)))
+})
+
 const reports = [
   ["eml_1", "Quarterly report", "The report is attached, with the budget."],
   ["eml_2", "Report draft", "A draft of the report and the budget."],
