@@ -105,7 +105,7 @@ const spfMechanisms = (record: string) =>
  * Whether a domain's TXT records hold one SPF record (RFC 7208 §4.5) that lets by every sender the
  * record asked for does (it may let others by too, and end as strictly as the domain likes).
  */
-export const spfConfigured = (txt: ReadonlyArray<string>, asked: string) => {
+const spfConfigured = (txt: ReadonlyArray<string>, asked: string) => {
   const spf = txt.filter((value) => /^v=spf1(\s|$)/i.test(value.trim()))
   if (spf.length !== 1) return false
   const published = new Set(spfMechanisms(spf[0]!))
@@ -120,7 +120,7 @@ export const spfConfigured = (txt: ReadonlyArray<string>, asked: string) => {
 export const DMARC_RECORD = "v=DMARC1; p=none"
 
 /** Whether `_dmarc`'s TXT records hold exactly one DMARC record (RFC 7489 §6.6.3: several are none), whatever its policy. */
-export const dmarcConfigured = (txt: ReadonlyArray<string>) => txt.filter((value) => /^v\s*=\s*DMARC1\s*(;|$)/.test(value.trim())).length === 1
+const dmarcConfigured = (txt: ReadonlyArray<string>) => txt.filter((value) => /^v\s*=\s*DMARC1\s*(;|$)/.test(value.trim())).length === 1
 
 const notFound = (domainId: string) => new NotFound({ message: "Domain not found", details: { domain_id: domainId } })
 

@@ -5,7 +5,8 @@
  * - a message mailparser refuses (say, more than 1,000 MIME parts) is kept with the headers, sender
  *   and recipients a plain reading finds, and the body when it is a single plain-text part;
  * - NUL characters, which PostgreSQL text cannot hold, are removed;
- * - a header value is kept up to 64 KiB (the raw message keeps it whole).
+ * - a header value is kept up to 64 KiB (the raw message keeps it whole);
+ * - 8-bit body text that is no UTF-8 and named no charset (or named UTF-8 wrongly) reads as Windows-1252.
  */
 import libmime from "libmime"
 import { type ParsedMail, simpleParser } from "mailparser"
