@@ -32,11 +32,35 @@ const BASES: ReadonlyMap<string, string> = new Map([
 ])
 
 /**
- * Text as its words are indexed and looked up (PostgreSQL's English stemming follows): without the
- * diacritics of Latin letters, so that "munchen" finds "München" and "resume" "résumé", as a mail
- * client's search does. Only the words are folded: meaning is read from the text as written.
+ * Text without the diacritics of Latin letters, so that "munchen" finds "München" and "resume"
+ * "résumé", as a mail client's search does.
  */
 export const foldAccents = (text: string): string => text.replace(/[\u00c0-\u024f\u1e00-\u1eff]/g, (letter) => BASES.get(letter) ?? letter)
+
+/** A run of Chinese, Japanese or Korean letters (the prolonged sound mark ー is Katakana's too). */
+const CJK_RUN = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}\u30fc]+/gu
+
+/**
+ * Chinese, Japanese and Korean written without spaces between words, cut in overlapping pairs of
+ * letters ("東京都庁" is 東京 京都 都庁), as CJK search engines index them: PostgreSQL would keep the
+ * whole run as one word, which no query but the whole run finds. A letter standing alone stays; with
+ * `letters` (mail as it is indexed) each letter of a longer run is added too, so that a query of one
+ * letter ("雨") finds it.
+ */
+export const cjkBigrams = (text: string, letters = false): string =>
+  text.replace(CJK_RUN, (run) => {
+    const each = [...run]
+    if (each.length === 1) return run
+    const pairs = each.slice(1).map((letter, i) => each[i]! + letter)
+    return [...pairs, ...(letters ? each : [])].join(" ")
+  })
+
+/**
+ * Text as its words are looked up (`indexed`: as mail's are indexed), PostgreSQL's English stemming
+ * following: accents folded (`foldAccents`) and CJK cut in pairs (`cjkBigrams`). Only the words are:
+ * meaning is read from the text as written.
+ */
+export const wordForm = (text: string, indexed = false): string => cjkBigrams(foldAccents(text), indexed)
 
 /** The searchable body: the message text, then each readable attachment's. */
 export const searchableBody = (text: string, attachments: ReadonlyArray<string>): string =>

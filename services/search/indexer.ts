@@ -22,7 +22,7 @@ import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
 import { Lifecycle } from "../lifecycle.ts"
-import { chunkText, foldAccents, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
+import { chunkText, searchableBody, searchableText, SUBJECT_BOOST, wordCount, wordForm } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -137,8 +137,8 @@ interface EmailToIndex {
 interface Document {
   readonly emailId: string
   readonly email: EmailToIndex
-  readonly subject: string
-  readonly body: string
+  /** Its subject and body as their words are indexed (documents.ts `wordForm`). */
+  readonly words: { readonly subject: string; readonly body: string }
   readonly chunks: ReadonlyArray<string>
   readonly length: number
 }
@@ -188,8 +188,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         WITH input AS (
           SELECT * FROM unnest(${column((d) => d.emailId)}::text[], ${column((d) => d.email.userId)}::text[],
                                ${column((d) => d.email.mailboxId)}::text[], ${column((d) => d.chunks.length)}::int[],
-                               ${column((d) => d.length)}::int[], ${column((d) => foldAccents(d.subject))}::text[],
-                               ${column((d) => foldAccents(d.body))}::text[])
+                               ${column((d) => d.length)}::int[], ${column((d) => d.words.subject)}::text[],
+                               ${column((d) => d.words.body)}::text[])
             AS i (email_id, user_id, mailbox_id, chunks, length, subject, body)
         ),
         document AS (
@@ -239,7 +239,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
             const email = emails.get(emailId)!
             const body = searchableBody(email.textBody, attachments.get(emailId) ?? [])
             const subject = searchableText(email.subject)
-            return { emailId, email, subject, body, chunks: chunkText(subject, body), length: wordCount(subject) + wordCount(body) }
+            const words = { subject: wordForm(subject, true), body: wordForm(body, true) }
+            return { emailId, email, words, chunks: chunkText(subject, body), length: wordCount(words.subject) + wordCount(words.body) }
           })
           // Each email's chunks join the embedder calls being gathered (embedChunks): a batch, or
           // emails of several batches, share calls.

@@ -14,7 +14,7 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Effect } from "effect"
 import { capInput } from "./embedder.ts"
-import { foldAccents, searchableText } from "./documents.ts"
+import { searchableText, wordForm } from "./documents.ts"
 import { expansionTerms, type FeedbackOptions, type FeedbackPosting, type WeightedLexeme } from "./feedback.ts"
 import { calibrationFor, fuse, MEANING_WEIGHT, type MeaningHit, type Ranked, type TextHit } from "./ranking.ts"
 import { postingsHeld } from "./metrics.ts"
@@ -462,7 +462,7 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
       options === undefined || options.weight <= 0
         ? Effect.succeed<ReadonlyArray<WeightedSynonym>>([])
         : Effect.forEach(queryWords(query), (source) =>
-          Effect.map(thesaurus.synonyms(source, options.senses), (words) => words.map((word) => ({ source, word: foldAccents(word), weight: options.weight })))).pipe(
+          Effect.map(thesaurus.synonyms(source, options.senses), (words) => words.map((word) => ({ source, word: wordForm(word), weight: options.weight })))).pipe(
           Effect.map((found) => found.flat())
         )
 
@@ -508,10 +508,10 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
     ) =>
       Effect.gen(function*() {
         // In the form mail is indexed in: "é" typed as an e and a combining accent finds "é"; its
-        // words without their accents, as mail's words are indexed ("munchen" finds "München").
+        // words as mail's are indexed (documents.ts wordForm): "munchen" finds "München", "東京" 東京都庁.
         const words = searchableText(query)
         const [text, meaning] = yield* Effect.all([
-          mode === "vector" ? Effect.succeed<ReadonlyArray<WordHit>>([]) : wordRanking(userId, foldAccents(words), mailboxIds, options),
+          mode === "vector" ? Effect.succeed<ReadonlyArray<WordHit>>([]) : wordRanking(userId, wordForm(words), mailboxIds, options),
           mode === "text"
             ? Effect.succeed<ReadonlyArray<MeaningHit>>([])
             : mode === "vector"

@@ -3,13 +3,14 @@
  * "München" finds "munchen", over the suite's real database (PGlite, or PostgreSQL with
  * DATABASE_URL). Mail indexed before words were folded is folded by migration 0067: its old lexemes
  * (with accents) are written back as they were, the migration's script run again, and the same
- * queries find it.
+ * queries find it. Chinese, Japanese and Korean, written without spaces, are found by any word of a
+ * run (indexed in pairs of letters).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
-import { foldAccents } from "../../services/search/documents.ts"
+import { cjkBigrams, foldAccents } from "../../services/search/documents.ts"
 import { Ranker } from "../../services/search/ranker.ts"
 import { migrationsDirectory } from "../../src/database.ts"
 import { testDatabase } from "../support/database.ts"
@@ -75,5 +76,27 @@ layer(testDatabase, { timeout: "60 seconds" })("Words indexed before they were f
         LEFT JOIN (SELECT user_id, lexeme, count(*) AS n FROM search_terms GROUP BY user_id, lexeme) p USING (user_id, lexeme)
         WHERE l.documents IS DISTINCT FROM p.n`
       expect(miscounted).toEqual([])
+    }).pipe(Effect.provide(rankerAndIndexer)))
+})
+
+const cjk = [
+  ["eml_1", "東京都庁の会議", "来週の会議は東京都庁で行います。資料を準備してください。"],
+  ["eml_2", "한국어 수업", "다음 주 한국어를 공부합니다."],
+  ["eml_3", "大阪の天気", "明日は雨です。"],
+  ...otherTopics
+] as const
+
+layer(testDatabase, { timeout: "60 seconds" })("Words of Chinese, Japanese and Korean", (it) => {
+  it("cuts a run of CJK letters in overlapping pairs (indexed, its letters too); a letter alone stays, other text too", () => {
+    expect(cjkBigrams("東京都庁 in Tokyo, 東, 会議, カタカナー")).toBe("東京 京都 都庁 in Tokyo, 東, 会議, カタ タカ カナ ナー")
+    expect(cjkBigrams("東京都 in Tokyo, 東", true)).toBe("東京 京都 東 京 都 in Tokyo, 東")
+  })
+
+  it.effect("a word inside a run finds its email, and only that one", () =>
+    Effect.gen(function*() {
+      yield* indexedMail(cjk)
+      for (const [query, ids] of [["東京", ["eml_1"]], ["都庁", ["eml_1"]], ["会議", ["eml_1"]], ["資料", ["eml_1"]], ["한국어", ["eml_2"]], ["天気", ["eml_3"]], ["雨", ["eml_3"]], ["雨 東京", ["eml_1", "eml_3"]]] as const) {
+        expect([query, yield* found(query)]).toEqual([query, ids])
+      }
     }).pipe(Effect.provide(rankerAndIndexer)))
 })
