@@ -62,6 +62,27 @@ export const cjkBigrams = (text: string, letters = false): string =>
  */
 export const wordForm = (text: string, indexed = false): string => cjkBigrams(foldAccents(text), indexed)
 
+/** What the word forms of a subject and a body may take, in UTF-8: a tsvector's lexemes hold less than 1 MiB. */
+const WORD_BYTES = { subject: 100_000, body: 900_000 } as const
+
+/** `text` cut at a space to at most `max` bytes of UTF-8. */
+const withinBytes = (text: string, max: number): string => {
+  if (text.length * 3 <= max || Buffer.byteLength(text) <= max) return text
+  const cut = Buffer.from(text).subarray(0, max).toString("utf8")
+  const space = cut.lastIndexOf(" ")
+  return (space > 0 ? cut.slice(0, space) : cut).replace(/\ufffd$/, "")
+}
+
+/**
+ * An email's subject and body as their words are indexed (`wordForm`), each within what PostgreSQL
+ * can index: CJK cut in pairs takes several times the text's bytes (a long CJK email failed to
+ * index), and even uncut, 500,000 characters of CJK are 1.5 MB of UTF-8.
+ */
+export const indexedWords = (subject: string, body: string) => ({
+  subject: withinBytes(wordForm(subject, true), WORD_BYTES.subject),
+  body: withinBytes(wordForm(body, true), WORD_BYTES.body)
+})
+
 /** The searchable body: the message text, then each readable attachment's. */
 export const searchableBody = (text: string, attachments: ReadonlyArray<string>): string =>
   searchableText([text, ...attachments].map((part) => part.trim()).filter((part) => part.length > 0).join("\n\n")).slice(0, MAX_DOCUMENT_CHARS)

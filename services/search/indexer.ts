@@ -22,7 +22,7 @@ import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
 import { Lifecycle } from "../lifecycle.ts"
-import { chunkText, searchableBody, searchableText, SUBJECT_BOOST, wordCount, wordForm } from "./documents.ts"
+import { chunkText, indexedWords, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -239,7 +239,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
             const email = emails.get(emailId)!
             const body = searchableBody(email.textBody, attachments.get(emailId) ?? [])
             const subject = searchableText(email.subject)
-            const words = { subject: wordForm(subject, true), body: wordForm(body, true) }
+            const words = indexedWords(subject, body)
             return { emailId, email, words, chunks: chunkText(subject, body), length: wordCount(words.subject) + wordCount(words.body) }
           })
           // Each email's chunks join the embedder calls being gathered (embedChunks): a batch, or

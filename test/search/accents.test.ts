@@ -11,6 +11,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import { cjkBigrams, foldAccents } from "../../services/search/documents.ts"
+import { Indexer } from "../../services/search/indexer.ts"
 import { Ranker } from "../../services/search/ranker.ts"
 import { migrationsDirectory } from "../../src/database.ts"
 import { testDatabase } from "../support/database.ts"
@@ -98,5 +99,19 @@ layer(testDatabase, { timeout: "60 seconds" })("Words of Chinese, Japanese and K
       for (const [query, ids] of [["東京", ["eml_1"]], ["都庁", ["eml_1"]], ["会議", ["eml_1"]], ["資料", ["eml_1"]], ["한국어", ["eml_2"]], ["天気", ["eml_3"]], ["雨", ["eml_3"]], ["雨 東京", ["eml_1", "eml_3"]]] as const) {
         expect([query, yield* found(query)]).toEqual([query, ids])
       }
+    }).pipe(Effect.provide(rankerAndIndexer)))
+
+  it.effect("a long CJK email is indexed within what PostgreSQL can index, from its start (it failed: a run's pairs passed a tsvector's 1 MiB)", () =>
+    Effect.gen(function*() {
+      // Sentences of letters drawn from 3,000: nearly every pair a lexeme of its own.
+      let seed = 7
+      const letter = () => String.fromCodePoint(0x4e00 + ((seed = (seed * 48271) % 2147483647) % 3000))
+      const sentences = Array.from({ length: 25_000 }, () => Array.from({ length: 19 }, letter).join("") + "。").join("")
+      yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                     received_at, mail_from, rcpt_to, headers, text_body, has_attachments, raw_sha256, size)
+                 VALUES ('eml_long', 'mbx_1', 'usr_1', '<long@test>', 'eml_long', '長文', 'x@example.com', ${["y@example.com"]}, now(),
+                         now(), 'x@example.com', 'y@example.com', '{}', ${"開始報告" + sentences}, false, ${"0".repeat(64)}, 1)`)
+      yield* Effect.flatMap(Indexer, (indexer) => indexer.index("eml_long"))
+      expect(yield* found("報告")).toContain("eml_long")
     }).pipe(Effect.provide(rankerAndIndexer)))
 })
