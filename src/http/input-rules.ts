@@ -15,6 +15,9 @@
  * - **No body text holds a lone surrogate** (`"\ud800"`: half of a character, which JSON's escapes can
  *   write and no UTF-8 can): stored, it became U+FFFD, so a label or name read back was not the one
  *   written, and what events carried of it was not valid UTF-8. Refused as a NUL is.
+ * - **A body is UTF-8.** Bytes that are not (Latin-1's "é" as one byte, a cut character) are 400
+ *   VALIDATION_ERROR on `details.body` naming the first one and where it is: read as text, each became
+ *   U+FFFD and the request was taken with its characters lost.
  *
  * - **A query parameter a route reads is given once.** Twice (`?limit=1&limit=2`) is 400
  *   VALIDATION_ERROR on it ("must be given once"); the decoder would have said "must be a string".
@@ -22,7 +25,7 @@
  * Path and query parameters are named from the HttpApi contract, so a new route is covered without a change here.
  */
 import { Headers, HttpApi, HttpMethod, type HttpServerError, HttpServerRequest } from "@effect/platform"
-import { Effect, Option, SchemaAST } from "effect"
+import { Effect, Option, SchemaAST, Stream } from "effect"
 import { type ApiError, UnsupportedMediaType, ValidationError } from "../../services/errors.ts"
 import { MailroomApi } from "./api.ts"
 import { SessionAuthentication } from "./security.ts"
@@ -224,6 +227,78 @@ const bodyProblem = (text: string, surface: () => Surface, strings: boolean): Va
 }
 
 // ---------------------------------------------------------------------------------------------
+// UTF-8
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/** The length of the UTF-8 sequence starting at `at` in `bytes` if it is a whole, valid one (RFC 3629), else 0. */
+const sequenceAt = (bytes: Uint8Array, at: number): number => {
+  const lead = bytes[at]!
+  if (lead < 0x80) return 1
+  const [length, low, high] = lead >= 0xc2 && lead <= 0xdf
+    ? [2, 0x80, 0xbf]
+    : lead === 0xe0
+    ? [3, 0xa0, 0xbf]
+    : lead === 0xed
+    ? [3, 0x80, 0x9f] // not the surrogates
+    : lead >= 0xe1 && lead <= 0xef
+    ? [3, 0x80, 0xbf]
+    : lead === 0xf0
+    ? [4, 0x90, 0xbf]
+    : lead >= 0xf1 && lead <= 0xf3
+    ? [4, 0x80, 0xbf]
+    : lead === 0xf4
+    ? [4, 0x80, 0x8f]
+    : [0, 0, 0]
+  if (length === 0 || at + length > bytes.length) return 0
+  const second = bytes[at + 1]!
+  if (second < low || second > high) return 0
+  for (let i = 2; i < length; i++) if ((bytes[at + i]! & 0xc0) !== 0x80) return 0
+  return length
+}
+
+/** Where the first byte of `bytes` that starts no valid UTF-8 sequence is (read only once the decoder refused them). */
+const firstInvalidByte = (bytes: Uint8Array): number => {
+  let at = 0
+  while (at < bytes.length) {
+    const length = sequenceAt(bytes, at)
+    if (length === 0) return at
+    at += length
+  }
+  return at
+}
+
+/** A body's bytes as text, or why they are refused: they are not UTF-8. */
+const bodyText = (bytes: Uint8Array, surface: () => Surface): string | ValidationError => {
+  try {
+    return utf8.decode(bytes)
+  } catch {
+    const at = firstInvalidByte(bytes)
+    const byte = bytes[at]!.toString(16).toUpperCase().padStart(2, "0")
+    return fieldError(surface(), "body", `must be UTF-8: byte 0x${byte} at offset ${at} is not (send text as UTF-8, as Content-Type: application/json says)`)
+  }
+}
+
+/**
+ * `request` with its body already read as `text`: what routes read (`text`, and `json` and the rest
+ * through it) is that text, not the consumed stream again.
+ */
+const withBody = (request: HttpServerRequest.HttpServerRequest, text: string): HttpServerRequest.HttpServerRequest => {
+  const read = Effect.succeed(text)
+  const bytes = () => new TextEncoder().encode(text)
+  return new Proxy(request, {
+    get: (target, property, receiver) =>
+      property === "text"
+        ? read
+        : property === "arrayBuffer"
+        ? Effect.sync(() => bytes().buffer)
+        : property === "stream"
+        ? Stream.sync(bytes)
+        : Reflect.get(target, property, receiver)
+  })
+}
+
+// ---------------------------------------------------------------------------------------------
 
 /** Whether a body is declared: a length over 0, or chunks (which may yet turn out to be none). */
 const bodyDeclared = (request: HttpServerRequest.HttpServerRequest): "none" | "length" | "chunked" => {
@@ -287,9 +362,11 @@ export const screen = (
     const reading = type === "application/json"
       ? request
       : request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") })
-    const text = yield* reading.text
+    const surface = () => findRoute(request.method, segments)?.route.surface ?? "api"
+    const text = bodyText(new Uint8Array(yield* reading.arrayBuffer), surface)
+    if (text instanceof ValidationError) return yield* text
     // MCP answers a tool call's NUL or lone surrogate as the tool's refusal (src/http/mcp/http.ts), which a model reads.
-    const problem = bodyProblem(text, () => findRoute(request.method, segments)?.route.surface ?? "api", pathname !== "/mcp")
+    const problem = bodyProblem(text, surface, pathname !== "/mcp")
     if (problem) return yield* problem
-    return reading
+    return withBody(reading, text)
   })

@@ -80,6 +80,52 @@ describe("lone surrogates (half of a character, which JSON's escapes can write)"
   })
 })
 
+describe("bodies that are not UTF-8", () => {
+  const bytes = (...parts: ReadonlyArray<string | ReadonlyArray<number>>) =>
+    Buffer.concat(parts.map((part) => typeof part === "string" ? Buffer.from(part, "utf8") : Buffer.from(part)))
+
+  it("Latin-1's é as one byte: 400 VALIDATION_ERROR naming the byte and where it is; nothing is made", async () => {
+    const user = await signUp(server.url)
+    const reply = await rawRequest(`${server.url}/v1/api-keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${user.accessToken}`, "content-type": "application/json" },
+      body: bytes('{"name":"caf', [0xe9], '"}')
+    })
+    const problem = "must be UTF-8: byte 0xE9 at offset 12 is not (send text as UTF-8, as Content-Type: application/json says)"
+    expect(reply.status, reply.text).toBe(400)
+    expect(reply.json).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: `Invalid request: body ${problem}`, details: { body: problem } } })
+    expect(await keyCount(user.accessToken)).toBe(0)
+  })
+
+  it.each([
+    ["a cut character", [0xe2, 0x82], 7],
+    ["a surrogate written in UTF-8", [0xed, 0xa0, 0x80], 7],
+    ["an overlong slash", [0xc0, 0xaf], 7]
+  ])("%s is refused too, before any account lookup", async (_, invalid, offset) => {
+    const reply = await rawRequest(`${server.url}/api/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: bytes('{"a":"b', invalid, '"}')
+    })
+    expect(reply.status, reply.text).toBe(400)
+    expect(reply.json).toMatchObject({ error: { code: "VALIDATION_ERROR", details: { body: expect.stringContaining(`at offset ${offset} is not`) } } })
+  })
+
+  it("UTF-8 of every length, sent chunked, reaches the route as written", async () => {
+    const user = await signUp(server.url)
+    const name = "é ✓ 🤖 Grüße 東京"
+    const body = bytes(`{"name":${JSON.stringify(name)}}`)
+    const reply = await rawRequest(`${server.url}/v1/api-keys`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${user.accessToken}`, "content-type": "application/json" },
+      body: new ReadableStream({ start: (controller) => { for (const byte of body) controller.enqueue(Uint8Array.of(byte)); controller.close() } }),
+      duplex: "half"
+    })
+    expect(reply.status, reply.text).toBe(201)
+    expect((reply.json as { data: { name: string } }).data.name).toBe(name)
+  })
+})
+
 describe("a field named __proto__", () => {
   it("is named as any other field a route does not take, not a 400 whose message names nothing", async () => {
     const user = await signUp(server.url)

@@ -13,7 +13,7 @@ export interface RawReply {
 
 export const rawRequest = async (
   url: string,
-  init: { readonly method: string; readonly headers?: Record<string, string>; readonly body?: string | Uint8Array }
+  init: { readonly method: string; readonly headers?: Record<string, string>; readonly body?: string | Uint8Array | ReadableStream<Uint8Array>; readonly duplex?: "half" }
 ): Promise<RawReply> => {
   const response = await fetch(url, { ...init, redirect: "manual" })
   const text = await response.text()
