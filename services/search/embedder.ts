@@ -10,7 +10,11 @@
  *   cosine similarity is a dot product);
  * - inputs are capped at `maxInputChars` by the caller (`capInput`), and never empty;
  * - `model` names the vectors' space: vectors of different models are never compared. It is
- *   stored with every vector, and a changed model is detected at start.
+ *   stored with every vector, and a changed model is detected at start;
+ * - `reads` tells the text a model takes no meaning from: the offline model knows no Chinese,
+ *   Japanese or Korean letter and no emoji, so every text made only of them is one and the same
+ *   vector, the nearest neighbour of all such text and near much else. Such text is not embedded: a
+ *   query gets no results by meaning (its words still find mail), a chunk of mail no vector.
  */
 import { Context, Data, type Effect } from "effect"
 
@@ -25,10 +29,15 @@ export interface EmbedderShape {
   readonly dimensions: number
   /** Longest input the adapter takes, in characters; longer text is cut (see `capInput`). */
   readonly maxInputChars: number
+  /** Whether the model takes any meaning from `text` (see above); an empty text means nothing. */
+  readonly reads: (text: string) => boolean
   readonly embed: (texts: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Float32Array>, EmbedderError>
 }
 
 export class Embedder extends Context.Tag("mailroom/Embedder")<Embedder, EmbedderShape>() {}
+
+/** `reads` for a model that takes meaning from any text that is not empty. */
+export const readsAnyText = (text: string): boolean => /\S/.test(text)
 
 /** A text fit for an embedder: whitespace collapsed, cut at `maxChars`, never empty. */
 export const capInput = (text: string, maxChars: number): string => {

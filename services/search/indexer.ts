@@ -243,15 +243,27 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
             return { emailId, email, words, chunks: chunkText(subject, body), length: wordCount(words.subject) + wordCount(words.body) }
           })
           // Each email's chunks join the embedder calls being gathered (embedChunks): a batch, or
-          // emails of several batches, share calls.
+          // emails of several batches, share calls. A chunk the model takes no meaning from (an empty
+          // email's, one all Japanese for the offline model: embedder.ts `reads`) gets no vector: it
+          // would be one and the same vector, near every query. Its words are indexed all the same.
           const embedded = yield* Effect.forEach(
             documents,
-            (document) => queuedForEmbedding(embedChunks(document.chunks.map((chunk) => capInput(chunk, embedder.maxInputChars)))),
+            (document) => {
+              const chunks = document.chunks.flatMap((chunk, index) => {
+                const text = capInput(chunk, embedder.maxInputChars)
+                return chunk.trim() !== "" && embedder.reads(text) ? [{ index, text }] : []
+              })
+              return chunks.length === 0
+                ? Effect.succeed([])
+                : queuedForEmbedding(embedChunks(chunks.map((chunk) => chunk.text))).pipe(
+                  Effect.map((vectors) => vectors.map((vector, i) => ({ chunk: chunks[i]!.index, vector })))
+                )
+            },
             { concurrency: "unbounded" }
           )
           const collection = yield* vectors.collection
           yield* collection.upsert(documents.flatMap(({ email, emailId }, i) =>
-            embedded[i]!.map((vector, chunk) => ({
+            embedded[i]!.map(({ chunk, vector }) => ({
               emailId,
               chunk,
               namespace: email.userId,

@@ -487,8 +487,10 @@ export class Ranker extends Effect.Service<Ranker>()("mailroom/Ranker", {
         return (yield* byWords(userId, query, mailboxIds, options, { lexemes, synonyms })).hits
       })
 
+    /** The nearest emails by meaning; none for a query the model takes no meaning from (embedder.ts `reads`). */
     const byMeaning = (userId: string, query: string, mailboxIds: ReadonlyArray<string> | undefined, depth: number) =>
       Effect.gen(function*() {
+        if (!embedder.reads(capInput(query, embedder.maxInputChars))) return []
         const vector = yield* embedQuery(query)
         const collection = yield* vectors.collection
         return yield* collection.search(vector, { namespace: userId, mailboxIds }, depth)

@@ -15,7 +15,7 @@ import * as DocumentReader from "../../layers/document-reader.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Bus, type BusMessage, type ConsumerSpec, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
-import { Embedder, EmbedderError } from "../../services/search/embedder.ts"
+import { Embedder, EmbedderError, readsAnyText } from "../../services/search/embedder.ts"
 import { Indexer, IndexerLive, IndexRetries } from "../../services/search/indexer.ts"
 import { Lifecycle } from "../../services/lifecycle.ts"
 import { Vectors } from "../../services/search/vectors.ts"
@@ -89,6 +89,7 @@ const slowEmbedder = (model: string, calls: Array<number>) =>
     model,
     dimensions: HASHED_DIMENSIONS,
     maxInputChars: 2_000,
+    reads: readsAnyText,
     embed: (texts) =>
       Effect.sync(() => calls.push(texts.length)).pipe(
         // A wall-clock wait: the suite's TestClock would never end an Effect.sleep.
@@ -299,6 +300,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         model: "words-poison",
         dimensions: HASHED_DIMENSIONS,
         maxInputChars: 2_000,
+        reads: readsAnyText,
         embed: (texts) =>
           Effect.suspend(() =>
             down
@@ -364,6 +366,7 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         model: "words-stop",
         dimensions: HASHED_DIMENSIONS,
         maxInputChars: 2_000,
+        reads: readsAnyText,
         embed: () => Effect.zipRight(Deferred.succeed(embedding, undefined), Effect.never)
       })
       const worker = (embedder: Layer.Layer<Embedder>, stopping: Effect.Effect<void>) =>

@@ -9,7 +9,7 @@ import { Effect, Layer } from "effect"
 import * as DocumentReader from "../../layers/document-reader.ts"
 import * as PgvectorIndex from "../../layers/pgvector-index.ts"
 import * as WordNet from "../../layers/wordnet.ts"
-import { Embedder, normalize } from "../../services/search/embedder.ts"
+import { Embedder, normalize, readsAnyText } from "../../services/search/embedder.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { Ranker } from "../../services/search/ranker.ts"
 import { Vectors } from "../../services/search/vectors.ts"
@@ -27,6 +27,7 @@ export const hashedWordsEmbedder = (model: string) =>
     model,
     dimensions: HASHED_DIMENSIONS,
     maxInputChars: 2_000,
+    reads: readsAnyText,
     embed: (texts) => Effect.succeed(texts.map(hashedVector))
   })
 
