@@ -274,8 +274,9 @@ const bodyText = (bytes: Uint8Array, surface: () => Surface): string | Validatio
     return utf8.decode(bytes)
   } catch {
     const at = firstInvalidByte(bytes)
-    const byte = bytes[at]!.toString(16).toUpperCase().padStart(2, "0")
-    return fieldError(surface(), "body", `must be UTF-8: byte 0x${byte} at offset ${at} is not (send text as UTF-8, as Content-Type: application/json says)`)
+    const byte = bytes[at]?.toString(16).toUpperCase().padStart(2, "0")
+    const where = byte === undefined ? "it ends inside a character" : `byte 0x${byte} at offset ${at} is not`
+    return fieldError(surface(), "body", `must be UTF-8: ${where} (send text as UTF-8, as Content-Type: application/json says)`)
   }
 }
 
