@@ -2,8 +2,9 @@
  * `mailroom reindex` (`npm run reindex`): embed every email that is not searchable with the current
  * embedding model (a changed `EMBEDDING_MODEL` or embedder, or mail received before search), or
  * every email afresh with `--all` (its vectors and its words: an attachment an earlier version could
- * not read, such as a PDF, is then searchable by its words too). First, mail stored with html and no text gets its text (text-repair.ts)
- * and its words indexed afresh. Runs beside a cluster's nodes; on the embedded database, stop the
+ * not read, such as a PDF, is then searchable by its words too). First, mail stored with html and no
+ * text gets its text, and received mail whose 8-bit text lost its characters is read again
+ * (text-repair.ts), their words indexed afresh. Runs beside a cluster's nodes; on the embedded database, stop the
  * server first (one process holds `DATA_DIR`). Progress goes to stderr; re-running continues where
  * it stopped.
  */
@@ -28,8 +29,9 @@ const bar = (done: number, total: number, startedMs: number) => {
 
 export const reindex = (config: AppConfigShape, options: { readonly all: boolean }) =>
   Effect.gen(function*() {
-    const repaired = yield* repairText
-    if (repaired > 0) process.stderr.write(`Derived the text of ${repaired} emails stored with html and no text, and indexed their words\n`)
+    const { derived, reread } = yield* repairText
+    if (derived > 0) process.stderr.write(`Derived the text of ${derived} emails stored with html and no text, and indexed their words\n`)
+    if (reread > 0) process.stderr.write(`Read again ${reread} received emails whose 8-bit text was stored with characters lost (as �), and indexed their words\n`)
     const indexer = yield* Indexer
     const ids = yield* indexer.stale({ all: options.all })
     process.stderr.write(`Embedding ${ids.length} emails with ${indexer.model}\n`)

@@ -1,23 +1,31 @@
 /**
- * Mail stored with an html body and no text: until parsing derived the text of an html body that
- * stands beside attachments (mailparser derives none there), such an email had no snippet, was not
- * found by its words, and, received, had no codes or reply text extracted. `repairText` derives its
- * text as parsing now does, extracts a received email's content again, and indexes the words of the
- * emails it changed afresh; `mailroom reindex` runs it first (src/reindex.ts).
+ * Received mail an earlier version stored with less than its message says; `repairText` mends it from
+ * what is stored, extracts a received email's content again, and indexes the words of the emails it
+ * changed afresh; `mailroom reindex` runs it first (src/reindex.ts):
  *
- * Emails of deleted mailboxes are left alone; an html body with no text in it (images only) stays
- * without text, and is looked at again by each run.
+ * - **html and no text**: until parsing derived the text of an html body that stands beside
+ *   attachments (mailparser derives none there), such an email had no snippet, was not found by its
+ *   words, and, received, had no codes or reply text extracted. Its text is derived as parsing now does.
+ * - **characters lost**: until parsing read 8-bit text sent without a charset (or labelled UTF-8
+ *   wrongly) as Windows-1252, each such byte was stored as U+FFFD ("Caf� cr�me"). A received email
+ *   whose text or html holds U+FFFD is parsed again from its raw message, and takes the text and html
+ *   that lost fewer characters.
+ *
+ * Emails of deleted mailboxes are left alone; an html body with no text in it (images only), and a
+ * message whose U+FFFD is its own, stay as they are, and are looked at again by each run.
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import { extract } from "../mail/extract.ts"
-import { textFromHtml } from "../mail/parse.ts"
+import { parseMessage, textFromHtml } from "../mail/parse.ts"
 import type { Headers } from "../mail/schemas.ts"
 import { Indexer } from "../search/indexer.ts"
 
 /** Emails looked at, and indexed again, at a time. */
 const PAGE = 200
+/** Emails parsed again at a time: each is read with its raw message, up to the largest plan's size. */
+const REREAD_PAGE = 20
 /** Emails indexed at once (the indexer batches them). */
 const CONCURRENCY = 8
 
@@ -65,21 +73,79 @@ export const deriveMissingText = (sql: SqlClient.SqlClient, afterId: string, pag
     return { last: page.length < pageSize ? null : page[page.length - 1]!.id, changed: changed.map((row) => row.id) }
   })
 
+const LOST = "\ufffd"
+
+/** How many characters `text` lost (U+FFFD), if it is there at all. */
+const lostIn = (text: string | null) => text === null ? 0 : text.split(LOST).length - 1
+
+interface StoredWithLostCharacters {
+  readonly id: string
+  readonly subject: string
+  readonly textBody: string
+  readonly htmlBody: string | null
+  readonly headers: Headers
+  readonly content: Uint8Array
+}
+
 /**
- * Every email stored with html and no text given its text (`deriveMissingText`), then its search
- * data forgotten and indexed again, so that its words are counted. Answers how many emails changed.
+ * One page of received emails (after `afterId`, in id order) whose text or html holds U+FFFD, each
+ * parsed again from its raw message and given the text and html that lost fewer characters, its
+ * content extracted again. Answers as `deriveMissingText` does.
+ */
+export const rereadLostText = (sql: SqlClient.SqlClient, afterId: string, pageSize: number) =>
+  Effect.gen(function*() {
+    const page = yield* sql<StoredWithLostCharacters>`
+      SELECT e.id, e.subject, e.text_body, e.html_body, e.headers, b.content
+      FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active' JOIN blobs b ON b.sha256 = e.raw_sha256
+      WHERE e.direction = 'inbound' AND (strpos(e.text_body, ${LOST}) > 0 OR strpos(e.html_body, ${LOST}) > 0) AND e.id > ${afterId}
+      ORDER BY e.id
+      LIMIT ${pageSize}`
+    const reread = yield* Effect.forEach(page, (email) =>
+      Effect.map(parseMessage(email.content), (parsed) => {
+        const text = lostIn(parsed.text) < lostIn(email.textBody) ? parsed.text : email.textBody
+        const html = parsed.html !== null && lostIn(parsed.html) < lostIn(email.htmlBody) ? parsed.html : email.htmlBody
+        if (text === email.textBody && html === email.htmlBody) return []
+        const extracted = JSON.stringify(extract({ subject: email.subject, text, html, headers: email.headers }))
+        return [{ id: email.id, text, html, extracted }]
+      }))
+    const mended = reread.flat()
+    const changed = mended.length === 0 ? [] : yield* sql<{ id: string }>`
+      UPDATE emails e SET text_body = d.text, html_body = d.html, extracted = d.extracted::jsonb
+      FROM unnest(${mended.map((d) => d.id)}::text[], ${mended.map((d) => d.text)}::text[], ${mended.map((d) => d.html)}::text[],
+                  ${mended.map((d) => d.extracted)}::text[]) AS d (id, text, html, extracted)
+      WHERE e.id = d.id
+      RETURNING e.id`
+    return { last: page.length < pageSize ? null : page[page.length - 1]!.id, changed: changed.map((row) => row.id) } satisfies RepairedPage
+  })
+
+/** What `repairText` mended: emails given the text of their html, and emails whose lost characters were read again. */
+export interface Repaired {
+  readonly derived: number
+  readonly reread: number
+}
+
+/**
+ * Every email stored with html and no text given its text (`deriveMissingText`), every received one
+ * whose characters were lost read again (`rereadLostText`), then each changed email's search data
+ * forgotten and indexed again, so that its words are counted.
  */
 export const repairText = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const indexer = yield* Indexer
-  let repaired = 0
-  let after: string | null = ""
-  while (after !== null) {
-    const { changed, last }: RepairedPage = yield* deriveMissingText(sql, after, PAGE)
-    yield* indexer.forget(changed)
-    yield* Effect.forEach(changed, (id) => indexer.index(id), { concurrency: CONCURRENCY, discard: true })
-    repaired += changed.length
-    after = last
-  }
-  return repaired
+  const repairAll = (pages: (after: string) => Effect.Effect<RepairedPage, SqlError>) =>
+    Effect.gen(function*() {
+      let repaired = 0
+      let after: string | null = ""
+      while (after !== null) {
+        const { changed, last }: RepairedPage = yield* pages(after)
+        yield* indexer.forget(changed)
+        yield* Effect.forEach(changed, (id) => indexer.index(id), { concurrency: CONCURRENCY, discard: true })
+        repaired += changed.length
+        after = last
+      }
+      return repaired
+    })
+  const derived = yield* repairAll((after) => deriveMissingText(sql, after, PAGE))
+  const reread = yield* repairAll((after) => rereadLostText(sql, after, REREAD_PAGE))
+  return { derived, reread } satisfies Repaired
 })

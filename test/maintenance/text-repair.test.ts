@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
 import { repairText } from "../../services/maintenance/text-repair.ts"
 import { Indexer } from "../../services/search/indexer.ts"
 import { testDatabase } from "../support/database.ts"
@@ -54,7 +55,7 @@ layer(testDatabase, { timeout: "60 seconds" })("repairText", (it) => {
           expect(yield* postings("eml_r1")).toEqual(["sign", "sign-in"])
           expect(yield* harbour).toBe(1)
 
-          expect(yield* repairText).toBe(2)
+          expect(yield* repairText).toEqual({ derived: 2, reread: 0 })
           const rows = yield* sql<{ id: string; textBody: string; extracted: string | null }>`
             SELECT id, text_body, extracted::text AS extracted FROM emails ORDER BY id`
           const byId = new Map(rows.map((row) => [row.id, row]))
@@ -76,8 +77,56 @@ layer(testDatabase, { timeout: "60 seconds" })("repairText", (it) => {
           expect(Number(documents[0]!.n)).toBe(4)
 
           // Run again: nothing left to derive, nothing counted twice.
-          expect(yield* repairText).toBe(0)
+          expect(yield* repairText).toEqual({ derived: 0, reread: 0 })
           expect(yield* harbour).toBe(3)
+        }),
+        indexerWith()
+      )
+    }))
+})
+
+layer(testDatabase, { timeout: "60 seconds" })("repairText, characters lost", (it) => {
+  it.effect("reads received 8-bit text stored as U+FFFD again from its raw message, and indexes its words; a message's own U+FFFD stays", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO users (id, email, email_normalized, name, password_hash) VALUES ('usr_l', 'l@example.com', 'l@example.com', 'L', 'x')`
+      yield* sql`INSERT INTO mailboxes (id, user_id, local_part, domain, address_normalized, status)
+                 VALUES ('mbx_l', 'usr_l', 'latin', 'agents.localhost', 'latin@agents.localhost', 'active')`
+      const message = (id: string, direction: string, raw: Buffer, stored: string) =>
+        Effect.gen(function*() {
+          const sha = createHash("sha256").update(raw).digest("hex")
+          yield* sql`INSERT INTO blobs (sha256, size, content) VALUES (${sha}, ${raw.byteLength}, ${new Uint8Array(raw)})`
+          yield* sql`INSERT INTO emails (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, to_addresses, sent_at,
+                                         received_at, mail_from, rcpt_to, headers, text_body, html_body, has_attachments, raw_sha256, size,
+                                         direction, extracted)
+                     VALUES (${id}, 'mbx_l', 'usr_l', ${`<${id}@test>`}, ${id}, 'Dessert', 'x@example.com', ${["y@example.com"]}, now(),
+                             now(), 'x@example.com', 'y@example.com', '{}', ${stored}, null, false, ${sha}, ${raw.byteLength}, ${direction},
+                             ${JSON.stringify({ reply_text: stored, codes: [], links: [] })})`
+        })
+      const head = "From: x@example.com\r\nTo: latin@agents.localhost\r\nSubject: Dessert\r\n"
+      // As an earlier version stored it: each Latin-1 byte of the body as U+FFFD.
+      yield* message("eml_l1", "inbound", Buffer.concat([Buffer.from(`${head}\r\n`), Buffer.from("Caf\xe9 cr\xe8me br\xfbl\xe9e\r\n", "latin1")]), "Caf\ufffd cr\ufffdme br\ufffdl\ufffde\n")
+      // U+FFFD the sender wrote, in UTF-8 that said so: the message's own.
+      yield* message("eml_l2", "inbound", Buffer.from(`${head}Content-Type: text/plain; charset=utf-8\r\n\r\nA lost \ufffd sign\r\n`, "utf8"), "A lost \ufffd sign\n")
+      // Sent mail is built here in UTF-8: not read again.
+      yield* message("eml_l3", "outbound", Buffer.concat([Buffer.from(`${head}\r\n`), Buffer.from("cr\xe8me\r\n", "latin1")]), "cr\ufffdme\n")
+      yield* Effect.provide(
+        Effect.gen(function*() {
+          const indexer = yield* Indexer
+          for (const id of ["eml_l1", "eml_l2", "eml_l3"]) yield* indexer.index(id)
+          expect(yield* repairText).toEqual({ derived: 0, reread: 1 })
+          const rows = yield* sql<{ id: string; textBody: string; extracted: string }>`
+            SELECT id, text_body, extracted::text AS extracted FROM emails WHERE user_id = 'usr_l' ORDER BY id`
+          expect(rows.map((row) => [row.id, row.textBody.trim()])).toEqual([
+            ["eml_l1", "Café crème brûlée"],
+            ["eml_l2", "A lost \ufffd sign"],
+            ["eml_l3", "cr\ufffdme"]
+          ])
+          expect(JSON.parse(rows[0]!.extracted).reply_text).toContain("Café crème brûlée")
+          const lexemes = yield* sql<{ lexeme: string }>`SELECT lexeme FROM search_terms WHERE email_id = 'eml_l1' ORDER BY lexeme`
+          expect(lexemes.map((row) => row.lexeme)).toEqual(expect.arrayContaining(["cafe", "creme"]))
+          // Looked at again, the message's own U+FFFD changes nothing.
+          expect(yield* repairText).toEqual({ derived: 0, reread: 0 })
         }),
         indexerWith()
       )
