@@ -24,8 +24,6 @@ import { Indexer } from "../search/indexer.ts"
 
 /** Emails looked at, and indexed again, at a time. */
 const PAGE = 200
-/** Emails parsed again at a time: each is read with its raw message, up to the largest plan's size. */
-const REREAD_PAGE = 20
 /** Emails indexed at once (the indexer batches them). */
 const CONCURRENCY = 8
 
@@ -84,7 +82,7 @@ interface StoredWithLostCharacters {
   readonly textBody: string
   readonly htmlBody: string | null
   readonly headers: Headers
-  readonly content: Uint8Array
+  readonly rawSha256: string
 }
 
 /**
@@ -95,13 +93,17 @@ interface StoredWithLostCharacters {
 export const rereadLostText = (sql: SqlClient.SqlClient, afterId: string, pageSize: number) =>
   Effect.gen(function*() {
     const page = yield* sql<StoredWithLostCharacters>`
-      SELECT e.id, e.subject, e.text_body, e.html_body, e.headers, b.content
-      FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active' JOIN blobs b ON b.sha256 = e.raw_sha256
+      SELECT e.id, e.subject, e.text_body, e.html_body, e.headers, e.raw_sha256
+      FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
       WHERE e.direction = 'inbound' AND (strpos(e.text_body, ${LOST}) > 0 OR strpos(e.html_body, ${LOST}) > 0) AND e.id > ${afterId}
       ORDER BY e.id
       LIMIT ${pageSize}`
+    // One raw message in memory at a time (read one by one): each may be as large as the largest plan allows.
     const reread = yield* Effect.forEach(page, (email) =>
-      Effect.map(parseMessage(email.content), (parsed) => {
+      Effect.gen(function*() {
+        const [raw] = yield* sql<{ content: Uint8Array }>`SELECT content FROM blobs WHERE sha256 = ${email.rawSha256}`
+        if (raw === undefined) return []
+        const parsed = yield* parseMessage(raw.content)
         const text = lostIn(parsed.text) < lostIn(email.textBody) ? parsed.text : email.textBody
         const html = parsed.html !== null && lostIn(parsed.html) < lostIn(email.htmlBody) ? parsed.html : email.htmlBody
         if (text === email.textBody && html === email.htmlBody) return []
@@ -146,6 +148,6 @@ export const repairText = Effect.gen(function*() {
       return repaired
     })
   const derived = yield* repairAll((after) => deriveMissingText(sql, after, PAGE))
-  const reread = yield* repairAll((after) => rereadLostText(sql, after, REREAD_PAGE))
+  const reread = yield* repairAll((after) => rereadLostText(sql, after, PAGE))
   return { derived, reread } satisfies Repaired
 })
