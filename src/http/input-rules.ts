@@ -282,11 +282,13 @@ const bodyText = (bytes: Uint8Array, surface: () => Surface): string | Validatio
 
 /**
  * `request` with its body already read as `text`: what routes read (`text`, and `json` and the rest
- * through it) is that text, not the consumed stream again.
+ * through it) is that text, not the consumed stream again; so is a copy `modify` makes (a router
+ * that rewrites the URL).
  */
 const withBody = (request: HttpServerRequest.HttpServerRequest, text: string): HttpServerRequest.HttpServerRequest => {
   const read = Effect.succeed(text)
   const bytes = () => new TextEncoder().encode(text)
+  const modify: HttpServerRequest.HttpServerRequest["modify"] = (options) => withBody(request.modify(options), text)
   return new Proxy(request, {
     get: (target, property, receiver) =>
       property === "text"
@@ -295,6 +297,8 @@ const withBody = (request: HttpServerRequest.HttpServerRequest, text: string): H
         ? Effect.sync(() => bytes().buffer)
         : property === "stream"
         ? Stream.sync(bytes)
+        : property === "modify"
+        ? modify
         : Reflect.get(target, property, receiver)
   })
 }
