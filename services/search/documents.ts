@@ -40,6 +40,8 @@ export const foldAccents = (text: string): string => text.replace(/[\u00c0-\u024
 /** A run of Chinese, Japanese or Korean letters (the prolonged sound mark ー is Katakana's too). */
 const CJK_RUN = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}\u30fc]+/gu
 
+const LETTER_OR_DIGIT = /[\p{L}\p{N}]/u
+
 /**
  * Chinese, Japanese and Korean written without spaces between words, cut in overlapping pairs of
  * letters ("東京都庁" is 東京 京都 都庁), as CJK search engines index them: PostgreSQL would keep the
@@ -48,11 +50,14 @@ const CJK_RUN = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=
  * letter ("雨") finds it.
  */
 export const cjkBigrams = (text: string, letters = false): string =>
-  text.replace(CJK_RUN, (run) => {
+  text.replace(CJK_RUN, (run, at: number) => {
     const each = [...run]
-    if (each.length === 1) return run
     const pairs = each.slice(1).map((letter, i) => each[i]! + letter)
-    return [...pairs, ...(letters ? each : [])].join(" ")
+    const words = each.length === 1 ? run : [...pairs, ...(letters ? each : [])].join(" ")
+    // Apart from the Latin letters and digits written against it ("iPhone用", "LG디스플레이"): each its own word.
+    const before = at > 0 && LETTER_OR_DIGIT.test(text[at - 1]!) ? " " : ""
+    const after = at + run.length < text.length && LETTER_OR_DIGIT.test(text[at + run.length]!) ? " " : ""
+    return before + words + after
   })
 
 /**

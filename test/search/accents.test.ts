@@ -84,6 +84,7 @@ const cjk = [
   ["eml_1", "東京都庁の会議", "来週の会議は東京都庁で行います。資料を準備してください。"],
   ["eml_2", "한국어 수업", "다음 주 한국어를 공부합니다."],
   ["eml_3", "大阪の天気", "明日は雨です。"],
+  ["eml_10", "Windows版のリリース", "ABC株式会社のiPhone用アプリ。Samsung전자와 LG디스플레이. 2024年3月15日に発売。"],
   ...otherTopics
 ] as const
 
@@ -91,12 +92,14 @@ layer(testDatabase, { timeout: "60 seconds" })("Words of Chinese, Japanese and K
   it("cuts a run of CJK letters in overlapping pairs (indexed, its letters too); a letter alone stays, other text too", () => {
     expect(cjkBigrams("東京都庁 in Tokyo, 東, 会議, カタカナー")).toBe("東京 京都 都庁 in Tokyo, 東, 会議, カタ タカ カナ ナー")
     expect(cjkBigrams("東京都 in Tokyo, 東", true)).toBe("東京 京都 東 京 都 in Tokyo, 東")
+    // Latin letters and digits written against a run are words of their own.
+    expect(cjkBigrams("ABC株式会社のiPhone用, LG디스플레이 2024年")).toBe("ABC 株式 式会 会社 社の iPhone 用, LG 디스 스플 플레 레이 2024 年")
   })
 
   it.effect("a word inside a run finds its email, and only that one", () =>
     Effect.gen(function*() {
       yield* indexedMail(cjk)
-      for (const [query, ids] of [["東京", ["eml_1"]], ["都庁", ["eml_1"]], ["会議", ["eml_1"]], ["資料", ["eml_1"]], ["한국어", ["eml_2"]], ["天気", ["eml_3"]], ["雨", ["eml_3"]], ["雨 東京", ["eml_1", "eml_3"]]] as const) {
+      for (const [query, ids] of [["東京", ["eml_1"]], ["都庁", ["eml_1"]], ["会議", ["eml_1"]], ["資料", ["eml_1"]], ["한국어", ["eml_2"]], ["天気", ["eml_3"]], ["雨", ["eml_3"]], ["雨 東京", ["eml_1", "eml_3"]], ["iphone", ["eml_10"]], ["Samsung", ["eml_10"]], ["windows", ["eml_10"]], ["iPhone用", ["eml_10"]], ["전자", ["eml_10"]], ["2024", ["eml_10"]]] as const) {
         expect([query, yield* found(query)]).toEqual([query, ids])
       }
     }).pipe(Effect.provide(rankerAndIndexer)))
