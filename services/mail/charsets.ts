@@ -82,3 +82,27 @@ export const legacyBytesAsUtf8 = (bytes: Buffer): Buffer => {
   parts.push(bytes.subarray(copied))
   return Buffer.concat(parts)
 }
+
+/** A Content-Type header of a text part, folded lines included (a binary string, a character a byte). */
+const TEXT_CONTENT_TYPE = /^Content-Type:[ \t]*text\/[^\r\n]*(?:\r?\n[ \t][^\r\n]*)*/gim
+
+/**
+ * `message` with every text part that names no charset labelled Windows-1252, and, when the message
+ * has no Content-Type at all, labelled text/plain in Windows-1252: for text sent quoted-printable or
+ * base64 without a charset, whose bytes (after the transfer encoding) are no UTF-8, so that a parser
+ * reads them as what such mail is nearly always written in (parse.ts). The message itself when no
+ * part lacks a charset.
+ */
+export const labelledWindows1252 = (message: Buffer): Buffer => {
+  const text = message.toString("latin1")
+  const headEnd = text.search(/\r?\n\r?\n/)
+  const head = headEnd === -1 ? text : text.slice(0, headEnd)
+  let changed = false
+  const labelled = text.replace(TEXT_CONTENT_TYPE, (header) => {
+    if (/charset\s*=/i.test(header)) return header
+    changed = true
+    return `${header.replace(/[\s;]+$/, "")}; charset=windows-1252`
+  })
+  if (!/^Content-Type:/im.test(head)) return Buffer.from(`Content-Type: text/plain; charset=windows-1252\r\n${labelled}`, "latin1")
+  return changed ? Buffer.from(labelled, "latin1") : message
+}

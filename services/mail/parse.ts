@@ -14,7 +14,7 @@ import { Effect } from "effect"
 import { domainToUnicode } from "node:url"
 import { sha256 } from "../accounts/tokens.ts"
 import { type AddressEntry, flatAddresses, isGroup, parseAddressField } from "./address-fields.ts"
-import { legacyBytesAsUtf8 } from "./charsets.ts"
+import { labelledWindows1252, legacyBytesAsUtf8 } from "./charsets.ts"
 import { textOfHtml } from "./extract/render.ts"
 import type { Headers } from "./schemas.ts"
 
@@ -79,14 +79,16 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
 /**
  * A header line as its sender wrote it. Lines come as binary strings (a character a byte): raw UTF-8
  * in a header (RFC 6532, what SMTPUTF8 mail carries: `From: Zoë <…>`) is read as UTF-8; bytes that are
- * no UTF-8 stay as Latin-1, as before.
+ * no UTF-8 are read as Windows-1252, as 8-bit body text without a charset is (its “quotes” and €
+ * included, which Latin-1 would have as control characters, dropped).
  */
 const headerText = (line: string): string => {
   if (!/[\x80-\xff]/.test(line)) return line
+  const bytes = Buffer.from(line, "latin1")
   try {
-    return strictUtf8.decode(Buffer.from(line, "latin1"))
+    return strictUtf8.decode(bytes)
   } catch {
-    return line
+    return legacyBytesAsUtf8(bytes).toString("utf8")
   }
 }
 
@@ -255,24 +257,29 @@ const addressFieldsOf = (headerLines: ReadonlyArray<{ readonly key: string; read
   }
 }
 
+/** How many characters `body` lost: U+FFFD stands for each. */
+const lostIn = (body: string | null) => body === null ? 0 : body.split("\ufffd").length - 1
+
 /**
  * A body mailparser read as UTF-8 that was not (8-bit text sent without a charset, or labelled UTF-8
- * wrongly: each byte became U+FFFD, the text lost) is read again with those bytes as Windows-1252,
- * which is what such mail is nearly always written in. Only the text and html that lost characters
- * are taken from the second reading: a part that named its charset was read right the first time.
+ * wrongly: each byte became U+FFFD, the text lost) is read again as Windows-1252, which is what such
+ * mail is nearly always written in: the message with its 8-bit bytes that are no UTF-8 written as
+ * those characters in UTF-8, then (for text sent quoted-printable or base64, whose bytes only the
+ * transfer encoding hides) with its text parts that name no charset labelled Windows-1252. The text
+ * and the html are each taken from the reading that lost fewest characters: a part that named its
+ * charset was read right the first time.
  */
 const withLegacyText = (message: Buffer, parsed: { readonly text: string; readonly html: string | null }) => {
-  const lost = (body: string | null) => body !== null && body.includes("\ufffd")
-  if (!lost(parsed.text) && !lost(parsed.html)) return Effect.succeed(parsed)
-  const repaired = legacyBytesAsUtf8(message)
-  if (repaired === message) return Effect.succeed(parsed)
-  return bodiesOf(repaired).pipe(
-    Effect.map((again) => ({
-      text: lost(parsed.text) ? again.text : parsed.text,
-      html: lost(parsed.html) ? again.html : parsed.html
-    })),
-    Effect.orElseSucceed(() => parsed)
-  )
+  if (lostIn(parsed.text) === 0 && lostIn(parsed.html) === 0) return Effect.succeed(parsed)
+  const readings = [legacyBytesAsUtf8(message), labelledWindows1252(message)].filter((reading) => reading !== message)
+  return Effect.reduce(readings, parsed, (best, reading) =>
+    bodiesOf(reading).pipe(
+      Effect.map((again) => ({
+        text: lostIn(again.text) < lostIn(best.text) ? again.text : best.text,
+        html: again.html !== null && lostIn(again.html) < lostIn(best.html) ? again.html : best.html
+      })),
+      Effect.orElseSucceed(() => best)
+    ))
 }
 
 const parserOptions = {
@@ -305,7 +312,7 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
       const headers = headersOf(parsed.headerLines.map((header) => header.line))
       return {
         messageId: parsed.messageId ? clean(parsed.messageId) : undefined,
-        // As the headers read it: the first Subject, raw 8-bit bytes as UTF-8 or else Latin-1
+        // As the headers read it: the first Subject, raw 8-bit bytes as UTF-8 or else Windows-1252
         // (mailparser's own has U+FFFD for each Latin-1 byte, and is the last of several).
         subject: oneLine(firstOf(headers, "subject") ?? "").trim(),
         ...addressFieldsOf(parsed.headerLines),

@@ -53,7 +53,7 @@ describe("parseMessage", () => {
       expect((yield* parseMessage(yield* compose({ text: "x" }))).fromName).toBe("")
     }))
 
-  it.effect("keeps a header written in raw UTF-8 (RFC 6532, SMTPUTF8 mail) as its sender wrote it; Latin-1 bytes stay Latin-1", () =>
+  it.effect("keeps a header written in raw UTF-8 (RFC 6532, SMTPUTF8 mail) as its sender wrote it; bytes that are no UTF-8 read as Windows-1252", () =>
     Effect.gen(function*() {
       const raw = Buffer.concat([
         Buffer.from("From: Zoë Ünal <zoe@example.de>\r\nTo: bot@agents.localhost\r\nSubject: Grüße\r\nX-Old: caf", "utf8"),
@@ -64,15 +64,15 @@ describe("parseMessage", () => {
       expect([parsed.headers["from"], parsed.headers["subject"], parsed.headers["x-old"]]).toEqual(["Zoë Ünal <zoe@example.de>", "Grüße", "café"])
     }))
 
-  it.effect("a Subject in raw Latin-1 bytes reads as Latin-1, as its header does (not U+FFFD for each byte)", () =>
+  it.effect("a Subject in raw 8-bit bytes without a charset reads as Windows-1252, as its header does and as body text does (not U+FFFD for each byte, nor Latin-1's control characters)", () =>
     Effect.gen(function*() {
       const raw = Buffer.concat([
         Buffer.from("From: ada@example.com\r\nSubject: "),
-        Buffer.from("Grüße aus Köln", "latin1"),
+        iconv.encode("“Smart” Grüße aus Köln, 5 €", "windows-1252"),
         Buffer.from("\r\n\r\nHi\r\n")
       ])
       const parsed = yield* parseMessage(raw)
-      expect([parsed.subject, parsed.headers["subject"]]).toEqual(["Grüße aus Köln", "Grüße aus Köln"])
+      expect([parsed.subject, parsed.headers["subject"]]).toEqual(["“Smart” Grüße aus Köln, 5 €", "“Smart” Grüße aus Köln, 5 €"])
     }))
 
   it.effect("8-bit body text sent without a charset, or labelled UTF-8 wrongly, reads as Windows-1252 (not U+FFFD for each byte); UTF-8 beside it stays UTF-8", () =>
@@ -86,6 +86,21 @@ describe("parseMessage", () => {
       expect(mislabelled.text).toBe("Café crème\n")
       const mixed = yield* parseMessage(message("", Buffer.from("Zoë wrote: "), cp1252("déjà vu")))
       expect(mixed.text).toBe("Zoë wrote: déjà vu\n")
+    }))
+
+  it.effect("text sent quoted-printable or base64 without a charset reads as Windows-1252 too, the message's Content-Type missing or naming text without one", () =>
+    Effect.gen(function*() {
+      const head = "From: ada@example.com\r\nTo: bot@agents.localhost\r\nSubject: Hi\r\n"
+      const qp = yield* parseMessage(Buffer.from(`${head}Content-Type: text/plain\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nTr=E8s cr=E9atif r=E9sultat =80 quinoa.\r\n`))
+      expect(qp.text).toBe("Très créatif résultat € quinoa.\n")
+      const base64 = iconv.encode("Niño pequeño – boletín", "windows-1252").toString("base64")
+      const bare = yield* parseMessage(Buffer.from(`${head}Content-Transfer-Encoding: base64\r\n\r\n${base64}\r\n`))
+      expect(bare.text).toBe("Niño pequeño – boletín")
+      const html = yield* parseMessage(Buffer.from(`${head}Content-Type: text/html;\r\n\tformat=flowed\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\n<p>Cr=E8me fra=EEche =93p=E2tisserie=94</p>\r\n`))
+      expect([html.html, html.text.trim()]).toEqual(["<p>Crème fraîche “pâtisserie”</p>", "Crème fraîche “pâtisserie”"])
+      // UTF-8 sent the same way without a charset was read right, and stays so.
+      const utf8 = yield* parseMessage(Buffer.from(`${head}Content-Type: text/plain\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nCaf=C3=A9 =E2=82=AC\r\n`))
+      expect(utf8.text).toBe("Café €\n")
     }))
 
   it.effect("of the parts, only those read wrongly are read again: a part that named its charset keeps its reading, attachments stay whole", () =>
