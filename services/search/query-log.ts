@@ -11,6 +11,11 @@ import { writeBehind } from "../write-behind.ts"
 
 const FLUSH_EVERY = Duration.seconds(1)
 const BATCH_SIZE = 500
+/**
+ * A longer query is a pasted text, not one to offer again; and past ~2,700 bytes (a query may hold
+ * 1,000 characters, 4,000 bytes of UTF-8) its row would not fit the prefix index, failing the batch.
+ */
+export const MAX_REMEMBERED_CHARS = 200
 
 interface Noted {
   readonly userId: string
@@ -56,9 +61,10 @@ export class QueryLog extends Effect.Service<QueryLog>()("mailroom/QueryLog", {
     yield* Effect.addFinalizer(() => flush)
 
     return {
-      /** Note one search of `query`; written with the next batch. */
+      /** Note one search of `query` (one of at most MAX_REMEMBERED_CHARS); written with the next batch. */
       remember: (userId: string, query: string): Effect.Effect<void> =>
         Effect.suspend(() => {
+          if (query.length > MAX_REMEMBERED_CHARS) return Effect.void
           const normalized = query.toLowerCase()
           noted.note(`${userId}\u0000${normalized}`, { userId, normalized, query, uses: 1, at: new Date() })
           return noted.size() >= BATCH_SIZE ? Effect.forkDaemon(flush).pipe(Effect.asVoid) : Effect.void

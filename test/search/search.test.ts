@@ -425,6 +425,21 @@ describe("GET /v1/search/suggestions", () => {
     expect((await suggestions(box.user.apiKey, "fl")).data?.data).toEqual(["Flight to New York", "Flight confirmation LH 402", "flight@example.com"])
   })
 
+  it("does not suggest a query past 200 characters (a pasted text), nor lose the queries written with it", async () => {
+    const { user } = await newBox(server.url)
+    const mailroom = withKey(server.url, user)
+    // 1,000 letters of CJK: 3,000 bytes, past what the suggestions' prefix index holds.
+    let seed = 11
+    const pasted = "qz " + Array.from({ length: 997 }, () => String.fromCodePoint(0x4e00 + ((seed = (seed * 48271) % 2147483647) % 20_000))).join("")
+    for (const query of [pasted, "qz short one", "q".repeat(201), "qz" + "x".repeat(198)]) {
+      expect((await mailroom.POST("/v1/search", { body: { query, mode: "text" } })).response.status).toBe(200)
+    }
+    expect((await suggestions(user.apiKey, "qz")).data?.data.sort()).toEqual(["qz short one", "qz" + "x".repeat(198)])
+    // Written (the log writes every second): still there, read from the database.
+    await new Promise((resolve) => setTimeout(resolve, 2_500))
+    expect((await suggestions(user.apiKey, "qz")).data?.data.sort()).toEqual(["qz short one", "qz" + "x".repeat(198)])
+  })
+
   it("never suggests another tenant's subjects or queries", async () => {
     const other = await newBox(server.url)
     const reply = await suggestions(other.user.apiKey, "fl")
