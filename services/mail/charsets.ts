@@ -41,7 +41,7 @@ export const decodeText = (bytes: Uint8Array, charset: string | null): string =>
 }
 
 /** How many bytes the UTF-8 character starting at `at` takes, or 0 when none starts there (RFC 3629). */
-const utf8Length = (bytes: Buffer, at: number): number => {
+const utf8Length = (bytes: Uint8Array, at: number): number => {
   const lead = bytes[at]!
   const [length, low, high] = lead >= 0xc2 && lead <= 0xdf ? [2, 0x80, 0xbf]
     : lead === 0xe0 ? [3, 0xa0, 0xbf]
@@ -55,6 +55,17 @@ const utf8Length = (bytes: Buffer, at: number): number => {
   if (bytes[at + 1]! < low || bytes[at + 1]! > high) return 0
   for (let i = 2; i < length; i++) if (bytes[at + i]! < 0x80 || bytes[at + i]! > 0xbf) return 0
   return length
+}
+
+/** Where the first byte of `bytes` that starts no UTF-8 character (RFC 3629) is; their length when every one does. */
+export const firstInvalidUtf8 = (bytes: Uint8Array): number => {
+  let at = 0
+  while (at < bytes.length) {
+    const length = bytes[at]! < 0x80 ? 1 : utf8Length(bytes, at)
+    if (length === 0) return at
+    at += length
+  }
+  return at
 }
 
 /**

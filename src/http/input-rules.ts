@@ -27,6 +27,7 @@
 import { Headers, HttpApi, HttpMethod, type HttpServerError, HttpServerRequest } from "@effect/platform"
 import { Effect, Option, SchemaAST, Stream } from "effect"
 import { type ApiError, UnsupportedMediaType, ValidationError } from "../../services/errors.ts"
+import { firstInvalidUtf8 } from "../../services/mail/charsets.ts"
 import { MailroomApi } from "./api.ts"
 import { SessionAuthentication } from "./security.ts"
 import { paymentForms } from "./billing/payment-pages.ts"
@@ -231,49 +232,12 @@ const bodyProblem = (text: string, surface: () => Surface, strings: boolean): Va
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
-/** The length of the UTF-8 sequence starting at `at` in `bytes` if it is a whole, valid one (RFC 3629), else 0. */
-const sequenceAt = (bytes: Uint8Array, at: number): number => {
-  const lead = bytes[at]!
-  if (lead < 0x80) return 1
-  const [length, low, high] = lead >= 0xc2 && lead <= 0xdf
-    ? [2, 0x80, 0xbf]
-    : lead === 0xe0
-    ? [3, 0xa0, 0xbf]
-    : lead === 0xed
-    ? [3, 0x80, 0x9f] // not the surrogates
-    : lead >= 0xe1 && lead <= 0xef
-    ? [3, 0x80, 0xbf]
-    : lead === 0xf0
-    ? [4, 0x90, 0xbf]
-    : lead >= 0xf1 && lead <= 0xf3
-    ? [4, 0x80, 0xbf]
-    : lead === 0xf4
-    ? [4, 0x80, 0x8f]
-    : [0, 0, 0]
-  if (length === 0 || at + length > bytes.length) return 0
-  const second = bytes[at + 1]!
-  if (second < low || second > high) return 0
-  for (let i = 2; i < length; i++) if ((bytes[at + i]! & 0xc0) !== 0x80) return 0
-  return length
-}
-
-/** Where the first byte of `bytes` that starts no valid UTF-8 sequence is (read only once the decoder refused them). */
-const firstInvalidByte = (bytes: Uint8Array): number => {
-  let at = 0
-  while (at < bytes.length) {
-    const length = sequenceAt(bytes, at)
-    if (length === 0) return at
-    at += length
-  }
-  return at
-}
-
 /** A body's bytes as text, or why they are refused: they are not UTF-8. */
 const bodyText = (bytes: Uint8Array, surface: () => Surface): string | ValidationError => {
   try {
     return utf8.decode(bytes)
   } catch {
-    const at = firstInvalidByte(bytes)
+    const at = firstInvalidUtf8(bytes)
     const byte = bytes[at]?.toString(16).toUpperCase().padStart(2, "0")
     const where = byte === undefined ? "it ends inside a character" : `byte 0x${byte} at offset ${at} is not`
     return fieldError(surface(), "body", `must be UTF-8: ${where} (send text as UTF-8, as Content-Type: application/json says)`)
