@@ -258,7 +258,7 @@ const addressFieldsOf = (headerLines: ReadonlyArray<{ readonly key: string; read
 }
 
 /** How many characters `body` lost: U+FFFD stands for each. */
-const lostIn = (body: string | null) => body === null ? 0 : body.split("\ufffd").length - 1
+export const lostIn = (body: string | null): number => body === null ? 0 : body.split("\ufffd").length - 1
 
 /**
  * A body mailparser read as UTF-8 that was not (8-bit text sent without a charset, or labelled UTF-8

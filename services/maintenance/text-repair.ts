@@ -18,7 +18,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import { extract } from "../mail/extract.ts"
-import { parseMessage, textFromHtml } from "../mail/parse.ts"
+import { lostIn, parseMessage, textFromHtml } from "../mail/parse.ts"
 import type { Headers } from "../mail/schemas.ts"
 import { Indexer } from "../search/indexer.ts"
 
@@ -72,9 +72,6 @@ export const deriveMissingText = (sql: SqlClient.SqlClient, afterId: string, pag
   })
 
 const LOST = "\ufffd"
-
-/** How many characters `text` lost (U+FFFD), if it is there at all. */
-const lostIn = (text: string | null) => text === null ? 0 : text.split(LOST).length - 1
 
 interface StoredWithLostCharacters {
   readonly id: string
