@@ -160,6 +160,19 @@ export const ApiAuthenticationLive = Layer.effect(
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"])
 
+const LOOPBACK_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+
+/**
+ * The origins our own pages are served from: APP_URL's, and when that names this machine by one
+ * loopback name (localhost, as it does by default), the same port by the others: the server says it
+ * listens on 127.0.0.1, and a person opening that address is on our page all the same.
+ */
+const ownOrigins = (appUrl: string): ReadonlySet<string> => {
+  const url = new URL(appUrl)
+  if (!LOOPBACK_HOSTS.includes(url.hostname)) return new Set([url.origin])
+  return new Set(LOOPBACK_HOSTS.map((host) => `${url.protocol}//${host}${url.port === "" ? "" : `:${url.port}`}`))
+}
+
 export const SessionAuthenticationLive = Layer.effect(
   SessionAuthentication,
   Effect.gen(function*() {
@@ -167,7 +180,7 @@ export const SessionAuthenticationLive = Layer.effect(
     const limiter = yield* RateLimiter
     const { appUrl } = yield* AppConfig
     const health = yield* DependencyHealth
-    const appOrigin = new URL(appUrl).origin
+    const origins = ownOrigins(appUrl)
     return Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const token = bearer(request)
@@ -180,7 +193,7 @@ export const SessionAuthenticationLive = Layer.effect(
         )
       }
       // Cookies ride along on cross-site requests; a write must come from our own pages.
-      if (!SAFE_METHODS.has(request.method) && request.headers["origin"] !== appOrigin) {
+      if (!SAFE_METHODS.has(request.method) && !origins.has(request.headers["origin"] ?? "")) {
         return yield* new Forbidden({ message: "Cross-origin request refused", details: { origin: request.headers["origin"] ?? null } })
       }
       return yield* authenticated(authenticator, limiter, { kind: "cookie", secret: cookie })

@@ -216,6 +216,17 @@ describe("POST /api/auth/logout", () => {
     const sameSite = await mailroom.POST("/api/auth/logout", sessionFrom(user, ownOrigin()))
     expect(sameSite.response.status).toBe(200)
   })
+
+  it("takes APP_URL's loopback name and the others for this machine's port (the server says it listens on 127.0.0.1), not another port", async () => {
+    for (const origin of [`http://127.0.0.1:${server.port}`, `http://[::1]:${server.port}`]) {
+      const user = await signUp(server.url)
+      expect([origin, (await mailroom.POST("/api/auth/logout", sessionFrom(user, origin))).response.status]).toEqual([origin, 200])
+    }
+    const user = await signUp(server.url)
+    for (const origin of [`http://localhost:${server.port + 1}`, `https://localhost:${server.port}`, "http://127.0.0.2"]) {
+      expect([origin, (await mailroom.POST("/api/auth/logout", sessionFrom(user, origin))).response.status]).toEqual([origin, 403])
+    }
+  })
 })
 
 describe("POST /api/auth/password", () => {
