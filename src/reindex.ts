@@ -8,8 +8,8 @@
  * server first (one process holds `DATA_DIR`). Progress goes to stderr; re-running continues where
  * it stopped.
  */
-import { Effect, Layer, Schedule } from "effect"
-import { isTransientConflict } from "../services/health/dependency-health.ts"
+import { Effect, Layer } from "effect"
+import { retryOnConflict } from "../services/health/dependency-health.ts"
 import { repairText } from "../services/maintenance/text-repair.ts"
 import { Indexer } from "../services/search/indexer.ts"
 import { vectorsLayer } from "./app.ts"
@@ -17,16 +17,6 @@ import type { AppConfigShape } from "./config.ts"
 import * as Database from "./database.ts"
 
 const CONCURRENCY = 8
-
-/**
- * Emails indexed at once share the lexicon's rows: on PostgreSQL one may lose a deadlock to another
- * (forgetting an email's words against counting another's), which the same work tried again wins.
- */
-const againOnConflict = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.retry(effect, {
-    while: isTransientConflict,
-    schedule: Schedule.exponential("20 millis").pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(20)))
-  })
 
 const bar = (done: number, total: number, startedMs: number) => {
   const width = 30
@@ -51,7 +41,8 @@ export const reindex = (config: AppConfigShape, options: { readonly all: boolean
     let done = 0
     let lastLine = 0
     yield* Effect.forEach(ids, (id) =>
-      againOnConflict(options.all ? indexer.refresh(id) : indexer.index(id)).pipe(
+      // Emails indexed at once share the lexicon's rows: on PostgreSQL one may lose a deadlock to another.
+      retryOnConflict(options.all ? indexer.refresh(id) : indexer.index(id)).pipe(
         Effect.tap(() =>
           Effect.sync(() => {
             done++

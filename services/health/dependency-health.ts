@@ -83,6 +83,21 @@ export const isTransientConflict = (error: unknown): boolean =>
   causeChain(error).some((e) => ["40P01", "40001"].includes((e as { code?: unknown }).code as string))
 
 /**
+ * `effect`, tried again while it fails on a transient conflict (above), after a short jittered pause
+ * that doubles each time up to a second, at most `times` more times; any other failure, or the last
+ * conflict, is its own.
+ */
+export const retryOnConflict = <A, E, R>(effect: Effect.Effect<A, E, R>, times = 20): Effect.Effect<A, E, R> =>
+  Effect.retry(effect, {
+    while: isTransientConflict,
+    schedule: Schedule.exponential("20 millis").pipe(
+      Schedule.union(Schedule.spaced("1 second")),
+      Schedule.jittered,
+      Schedule.intersect(Schedule.recurs(times))
+    )
+  })
+
+/**
  * Which dependency, if any, `error` says is unreachable. The database's: a SQL error about the
  * connection (SQLSTATE class 08, the server shutting down or full, a network error under it, the
  * pool giving up), also when wrapped, as the bus kept in the database wraps it. The bus's: any other

@@ -17,7 +17,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
-import { isTransientConflict } from "../health/dependency-health.ts"
+import { retryOnConflict } from "../health/dependency-health.ts"
 import { extract } from "../mail/extract.ts"
 import { lostIn, parseMessage, textFromHtml } from "../mail/parse.ts"
 import type { Headers } from "../mail/schemas.ts"
@@ -139,8 +139,8 @@ export const repairText = Effect.gen(function*() {
       while (after !== null) {
         const { changed, last }: RepairedPage = yield* pages(after)
         // Emails indexed at once share the lexicon's rows: one that loses a deadlock is indexed again.
-        yield* Effect.retry(indexer.forget(changed), { while: isTransientConflict, times: 20 })
-        yield* Effect.forEach(changed, (id) => Effect.retry(indexer.index(id), { while: isTransientConflict, times: 20 }), {
+        yield* retryOnConflict(indexer.forget(changed))
+        yield* Effect.forEach(changed, (id) => retryOnConflict(indexer.index(id)), {
           concurrency: CONCURRENCY,
           discard: true
         })

@@ -33,7 +33,7 @@ import {
   StorageQuotaReached,
   ValidationError
 } from "../errors.ts"
-import { DependencyHealth, isTransientConflict } from "../health/dependency-health.ts"
+import { DependencyHealth, retryOnConflict } from "../health/dependency-health.ts"
 import { escapeHtml } from "../html.ts"
 import { utcDay } from "../mail/inbound.ts"
 import { parseMessage } from "../mail/parse.ts"
@@ -405,7 +405,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
      * a deadlock all the same is tried again.
      */
     const takeBack = (userId: string, sends: ReadonlyArray<AcceptedSend>, key: string | undefined) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryOnConflict(sql.withTransaction(Effect.gen(function*() {
         const { day, periodStart } = sends[0]!
         const bytes = sends.reduce((sum, s) => sum + s.raw.byteLength, 0)
         yield* sql`DELETE FROM emails WHERE id = ANY(${sends.map((s) => s.email.emailId)}::text[])`
@@ -414,8 +414,7 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
                    WHERE user_id = ${userId} AND period_start = ${periodStart}`
         yield* sql`UPDATE storage_usage SET bytes = greatest(0, bytes - ${bytes}) WHERE user_id = ${userId}`
         if (key !== undefined) yield* sql`DELETE FROM idempotency_keys WHERE user_id = ${userId} AND key = ${key}`
-      })).pipe(
-        Effect.retry({ times: 3, while: (error) => isTransientConflict(error) }),
+      })), 3).pipe(
         Effect.as(true),
         Effect.catchAll((error) =>
           Effect.as(health.report("Could not take back a send the bus refused; it stays queued for the mta role's sweep", Cause.fail(error)), false)
