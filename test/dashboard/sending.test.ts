@@ -661,6 +661,31 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     ])
   })
 
+  it("replies to all from the reader: the form says whom it goes to (not the mailbox itself) under one Re:, the cursor in the reply", async () => {
+    await sendMail(server.smtpPort, {
+      from: "Bob Buyer <bob@partner.test>",
+      to: [address, "Dana <dana@partner.test>"],
+      cc: "carol@partner.test",
+      subject: "Re: Delivery window",
+      text: "Can we move it to Thursday?"
+    })
+    await page.getByRole("link", { name: "Inbox", exact: true }).click()
+    await page.getByRole("link", { name: /Delivery window/ }).click()
+    await page.getByRole("heading", { name: "Re: Delivery window" }).waitFor()
+    await page.getByRole("button", { name: "Reply all" }).click()
+    const recipients = page.getByRole("form", { name: "Reply to all" }).getByLabel("Reply recipients")
+    await expect.poll(async () => (await recipients.innerText()).replace(/\s+/g, " "))
+      .toBe("To bob@partner.test Cc dana@partner.test, carol@partner.test Subject Re: Delivery window")
+    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("reply-text")
+    await page.keyboard.type("Thursday works.")
+    await page.getByRole("button", { name: "Send reply" }).click()
+    await page.getByRole("heading", { name: "Re: Delivery window" }).nth(0).waitFor()
+    await expect.poll(() => page.getByText("Thursday works.").count()).toBe(1)
+    const { message, parsed } = await delivered("Re: Delivery window")
+    expect([...message.rcptTo].sort()).toEqual(["bob@partner.test", "carol@partner.test", "dana@partner.test"])
+    expect(parsed.subject).toBe("Re: Delivery window")
+  })
+
   it("clears a draft's To, Cc, Subject and Message when the person empties them: approving then mails nobody", async () => {
     const key = (await dashboard().POST("/api/api-keys", { body: { name: "second drafting agent" } })).data!.data
     const created = await withKey(server.url, key).POST("/v1/api/mailboxes/{mailboxId}/drafts", {

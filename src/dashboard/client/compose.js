@@ -148,11 +148,57 @@ export const ComposePage = ({ mailboxId }) => {
 }
 
 /**
+ * An address as mail is routed to mailboxes: lower case, a subaddress (`agent+news@…`) its mailbox's.
+ * @param {string} address
+ */
+const routingForm = (address) => {
+  const lower = address.toLowerCase()
+  const at = lower.lastIndexOf("@")
+  const plus = lower.indexOf("+")
+  return plus < 0 || plus > at ? lower : lower.slice(0, plus) + lower.slice(at)
+}
+
+/**
+ * Whom an answer to `email` goes to, by the server's rule (services/outbound/replies.ts): its
+ * Reply-To, else its From (for sent mail, its To); for a reply to all, everyone else on it in Cc. Each
+ * address once, the mailbox's own (its address, the one the email was delivered to) left out.
+ * @param {any} email
+ * @param {boolean} all
+ * @param {string | null} mailboxAddress
+ */
+const answerRecipients = (email, all, mailboxAddress) => {
+  const own = new Set(
+    [mailboxAddress, email.direction === "inbound" ? email.delivered_to : null].filter((a) => typeof a === "string").map(routingForm)
+  )
+  const seen = new Set()
+  /** @param {ReadonlyArray<string>} addresses */
+  const others = (addresses) =>
+    addresses.filter((address) => {
+      const key = address.toLowerCase()
+      if (seen.has(key) || own.has(routingForm(key))) return false
+      seen.add(key)
+      return true
+    })
+  const to = others(email.direction === "outbound" ? email.to : email.reply_to.length > 0 ? email.reply_to : [email.from])
+  const cc = all ? others([...email.to, ...email.cc]) : []
+  return { to, cc }
+}
+
+/**
+ * The subject of an answer, as the server makes it: one "Re:", none added to a subject that has one.
+ * @param {string} subject
+ */
+const answerSubject = (subject) => (/^\s*re\s*:/i.test(subject) ? subject : `Re: ${subject}`.trim())
+
+/**
  * Replying from the reader: to the sender (or everyone), sent now or kept as a draft.
  * @param {{ email: any, all: boolean, onClose: () => void }} props
  */
 export const ReplyForm = ({ email, all, onClose }) => {
   const [text, setText] = useState("")
+  const [mailboxAddress, setMailboxAddress] = useState(/** @type {string | null} */ (null))
+  useEffect(() => void findMailbox(email.mailbox_id).then((mailbox) => setMailboxAddress(mailbox?.email_address ?? null), () => {}), [email.mailbox_id])
+  const { to, cc } = answerRecipients(email, all, mailboxAddress)
   const { busy, error, run } = useAction()
   const [key] = useState(newKey)
   const path = `/api/emails/${encodeURIComponent(email.email_id)}/${all ? "reply-all" : "reply"}`
@@ -164,8 +210,12 @@ export const ReplyForm = ({ email, all, onClose }) => {
     })
   return html`
     <form class="card" aria-label=${all ? "Reply to all" : "Reply"} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
-      <p class="muted small">${all ? "Reply to everyone on" : "Reply to"} <strong>${email.from}</strong> · Re: ${email.subject}</p>
-      <${TextArea} id="reply-text" label="Your reply" value=${text} onInput=${setText} error=${fieldError(error, "text")} />
+      <dl class="meta" aria-label="Reply recipients">
+        <dt>To</dt><dd>${to.join(", ") || "(nobody)"}</dd>
+        ${cc.length > 0 && html`<dt>Cc</dt><dd>${cc.join(", ")}</dd>`}
+        <dt>Subject</dt><dd>${answerSubject(email.subject)}</dd>
+      </dl>
+      <${TextArea} id="reply-text" label="Your reply" value=${text} onInput=${setText} error=${fieldError(error, "text")} autofocus />
       <${ErrorNote} error=${error} />
       <div class="actions">
         <button type="submit" disabled=${busy}>Send reply</button>

@@ -51,17 +51,22 @@ export const Field = ({ id, label, value, onInput, type = "text", hint, error, a
 
 /**
  * A labelled multi-line input, as Field.
- * @param {{ id: string, label: string, value: string, onInput: (value: string) => void, hint?: any, error?: string, rows?: number }} props
+ * @param {{ id: string, label: string, value: string, onInput: (value: string) => void, hint?: any, error?: string, rows?: number, autofocus?: boolean }} props
  */
-export const TextArea = ({ id, label, value, onInput, hint, error, rows = 8 }) => html`
-  <div class="field">
-    <label for=${id}>${label}</label>
-    <textarea id=${id} name=${id} rows=${rows} value=${value} aria-invalid=${error ? "true" : undefined}
-      aria-describedby=${hint || error ? id + "-note" : undefined}
-      onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)}></textarea>
-    ${(hint || error) && html`<p id=${id + "-note"} class=${error ? "note error" : "note"} aria-live="polite">${error ?? hint}</p>`}
-  </div>
-`
+export const TextArea = ({ id, label, value, onInput, hint, error, rows = 8, autofocus = false }) => {
+  const ref = useRef(/** @type {HTMLTextAreaElement | null} */ (null))
+  // Opened on a page already shown (a reply below an email), where the attribute alone does nothing.
+  useEffect(() => void (autofocus && ref.current?.focus()), [])
+  return html`
+    <div class="field">
+      <label for=${id}>${label}</label>
+      <textarea ref=${ref} id=${id} name=${id} rows=${rows} value=${value} aria-invalid=${error ? "true" : undefined}
+        aria-describedby=${hint || error ? id + "-note" : undefined}
+        onInput=${(/** @type {any} */ event) => onInput(event.currentTarget.value)}></textarea>
+      ${(hint || error) && html`<p id=${id + "-note"} class=${error ? "note error" : "note"} aria-live="polite">${error ?? hint}</p>`}
+    </div>
+  `
+}
 
 /**
  * Put `text` on the clipboard. The Clipboard API exists only in a secure context (HTTPS or
