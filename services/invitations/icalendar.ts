@@ -25,7 +25,9 @@ import { fromWallTime, isRealWallTime, isTimeZone, vtimezoneLines, wallTime } fr
 ICAL.foldLength = 74
 
 /** What a calendar says, before the email and the mailbox add theirs. */
-export type CalendarEvent = Omit<Invitation, "email_id" | "attachment_id" | "respondable" | "response">
+export type CalendarEvent = Omit<Invitation, "email_id" | "attachment_id" | "respondable" | "response" | "attendees"> & {
+  readonly attendees: ReadonlyArray<Attendee>
+}
 
 export type CalendarUnreadable = "damaged" | "no_event"
 

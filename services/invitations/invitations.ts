@@ -109,6 +109,7 @@ export class Invitations extends Effect.Service<Invitations>()("mailroom/Invitat
         email_id: emailId,
         attachment_id: found.attachmentId,
         ...found.event,
+        attendees: found.event.attendees.map((attendee) => ({ ...attendee, is_mailbox: found.isMine(attendee.address) })),
         respondable: closedReason(found.event, found.outbound, found.isMine) === undefined,
         response: found.response
       } satisfies Invitation

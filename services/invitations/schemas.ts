@@ -43,6 +43,18 @@ export const Attendee = Schema.Struct({
 }).annotations({ identifier: "CalendarAttendee" })
 export type Attendee = typeof Attendee.Type
 
+/** An attendee as the API shows an invitation's: which of them is the mailbox reading it. */
+export const InvitationAttendee = Schema.Struct({
+  ...Attendee.fields,
+  status: ParticipationStatus.annotations({
+    description: "Its answer as the invitation records it; the mailbox's own answer through Mailroom is the invitation's `response`"
+  }),
+  is_mailbox: Schema.Boolean.annotations({
+    description: "Whether this attendee is the mailbox reading the invitation (by its address, a subaddress of it, or the address the invitation reached)"
+  })
+}).annotations({ identifier: "InvitationAttendee" })
+export type InvitationAttendee = typeof InvitationAttendee.Type
+
 export const InvitationResponse = Schema.Struct({
   status: ResponseStatus,
   comment: Schema.NullOr(Schema.String),
@@ -70,7 +82,7 @@ export const Invitation = Schema.Struct({
   end: Schema.NullOr(EventTime),
   recurrence: Schema.NullOr(Schema.String).annotations({ description: "How it repeats (its RRULE, e.g. FREQ=WEEKLY;BYDAY=TH); null: once" }),
   organizer: Schema.NullOr(Party),
-  attendees: Schema.Array(Attendee),
+  attendees: Schema.Array(InvitationAttendee),
   respondable: Schema.Boolean.annotations({
     description: "Whether the mailbox can answer it (POST …/invitation/respond): a REQUEST with an organizer, not cancelled, not the mailbox's own"
   }),

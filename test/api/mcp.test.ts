@@ -346,7 +346,7 @@ describe("MCP at /mcp", () => {
     })
     const answer = await call(mcp, "get_invitation", { email_id: reply.email_id })
     expect(answer.ok).toMatchObject({ method: "REPLY", uid: "standup-42@example.com", sequence: 1, respondable: false })
-    expect(answer.ok.attendees).toEqual([{ address: box.address, name: null, role: "required", status: "accepted", rsvp: false }])
+    expect(answer.ok.attendees).toEqual([{ address: box.address, name: null, role: "required", status: "accepted", rsvp: false, is_mailbox: false }])
     // Refusals keep the API's codes: a plain email carries none; the REPLY is not one to answer.
     expect((await call(mcp, "get_invitation", { email_id: emailId })).error).toMatchObject({ code: "NO_INVITATION", details: { email_id: emailId } })
     expect((await call(mcp, "respond_to_invitation", { email_id: reply.email_id, status: "declined" })).error)

@@ -113,6 +113,7 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
     await card.getByLabel("Note to the organizer").fill("See you there")
     await card.getByRole("button", { name: "Accept" }).click()
     await card.getByText(/^You accepted on /).waitFor()
+    await card.getByText("2 invited, 2 going").waitFor()
     await expect(card.getByRole("button", { name: "Accept" }).getAttribute("aria-pressed")).resolves.toBe("true")
     const { message, parsed } = await delivered("Accepted: Contract review")
     expect(message.rcptTo).toEqual(["ada@partner.test"])

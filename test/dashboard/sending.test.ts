@@ -676,7 +676,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const recipients = page.getByRole("form", { name: "Reply to all" }).getByLabel("Reply recipients")
     await expect.poll(async () => (await recipients.innerText()).replace(/\s+/g, " "))
       .toBe("To bob@partner.test Cc dana@partner.test, carol@partner.test Subject Re: Delivery window")
-    await expect.poll(() => page.evaluate(() => document.activeElement?.id)).toBe("reply-text")
+    await expect.poll(() => page.evaluate("document.activeElement?.id")).toBe("reply-text")
     await page.keyboard.type("Thursday works.")
     await page.getByRole("button", { name: "Send reply" }).click()
     await page.getByRole("heading", { name: "Re: Delivery window" }).nth(0).waitFor()

@@ -75,8 +75,8 @@ describe("calendar invitations", () => {
       recurrence: null,
       organizer: { address: organizer, name: "Ada Lovelace" },
       attendees: [
-        { address: organizer, name: "Ada Lovelace", role: "required", status: "accepted", rsvp: true },
-        { address: box.address, name: null, role: "required", status: "needs_action", rsvp: true }
+        { address: organizer, name: "Ada Lovelace", role: "required", status: "accepted", rsvp: true, is_mailbox: false },
+        { address: box.address, name: null, role: "required", status: "needs_action", rsvp: true, is_mailbox: true }
       ],
       respondable: true,
       response: null
@@ -125,7 +125,7 @@ describe("calendar invitations", () => {
     })
     // The sent REPLY is an invitation's answer too, read as such, and not one to answer.
     const sent = await invitationOf(answered.data!.data.email_id)
-    expect(sent).toMatchObject({ method: "REPLY", respondable: false, attendees: [{ address: box.address, status: "accepted" }] })
+    expect(sent).toMatchObject({ method: "REPLY", respondable: false, attendees: [{ address: box.address, status: "accepted", is_mailbox: true }] })
 
     // A change of mind: declined, with no comment, sends a second REPLY and replaces the answer.
     const declined = await mailroom.POST("/v1/api/emails/{emailId}/invitation/respond", { ...emailPath(email.email_id), body: { status: "declined" } })

@@ -194,7 +194,8 @@ const Invitation = ({ base }) => {
   }
   if (!invitation) return html`<${ErrorNote} error=${error} />`
   const i = invitation
-  const going = i.attendees.filter((/** @type {any} */ a) => a.status === "accepted").length
+  // The mailbox's own answer is its latest through Mailroom, which the invitation it received cannot know.
+  const going = i.attendees.filter((/** @type {any} */ a) => (a.is_mailbox && i.response ? i.response.status : a.status) === "accepted").length
   return html`
     <section class="invitation" aria-label="Invitation">
       <h2>${i.method === "CANCEL" || i.status === "cancelled" ? "Cancelled: " : i.method === "REPLY" ? "Answer to: " : ""}${i.summary ?? "(no title)"}</h2>
