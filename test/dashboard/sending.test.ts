@@ -80,6 +80,9 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   /** The message the MX took whose subject is `subject`. */
   const delivered = (subject: string) => deliveredWithSubject(mx, subject)
 
+  /** The page's event stream (live.js), closed or opened as signing out and in do. */
+  const stream = (action: "connect" | "disconnect") =>
+    page.evaluate(`import(document.querySelector("script[type=module]").src.replace(/main\\.js$/, "live.js")).then((live) => live.${action}())`)
   /** What has the keyboard: its accessible name (aria-label) or its id. */
   const focused = () => page.evaluate("document.activeElement?.getAttribute('aria-label') || document.activeElement?.id || document.activeElement?.tagName")
 
@@ -740,9 +743,6 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const sendByAgent = (draftId: string) => agent.POST("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send", { params: { path: { mailboxId, draftId } } })
     const late = await draft("Too late to stop")
     const live = await draft("Sent while watched")
-    /** The page's one event stream (live.js), stopped and started as a dropped connection would. */
-    const stream = (action: "connect" | "disconnect") =>
-      page.evaluate(`import(document.querySelector("script[type=module]").src.replace(/main\\.js$/, "live.js")).then((live) => live.${action}())`)
 
     await page.goto("/#/")
     await page.goto(`/#/mailboxes/${mailboxId}/drafts`)
@@ -767,6 +767,25 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await sendByAgent(live)
     await sentList.getByRole("listitem", { name: "Draft: Sent while watched" }).waitFor()
     await waiting.getByRole("listitem", { name: "Draft: Sent while watched" }).waitFor({ state: "detached" })
+  })
+
+  it("says when it stops hearing the server (its event stream refused), tries again and catches up on what came meanwhile", async () => {
+    await page.goto(`/#/mailboxes/${mailboxId}`)
+    await page.getByRole("heading", { name: address }).waitFor()
+    // A server stopping answers the stream 503: EventSource gives up for good on an answer that is not a stream.
+    const refused: Array<string> = []
+    await page.route("**/api/events?**", (route) => (refused.push(route.request().url()), route.fulfill({ status: 503, body: "" })))
+    await stream("disconnect")
+    await stream("connect")
+    const notice = page.getByRole("status").filter({ hasText: "Not connected to the server" })
+    await notice.waitFor()
+    await sendMail(server.smtpPort, { from: "Bob Buyer <bob@partner.test>", to: address, subject: "Sent while the page was not listening", text: "Hello?" })
+    await until("the email stored", async () => (await inbox())?.find((e) => e.subject === "Sent while the page was not listening"))
+    expect(refused.length).toBeGreaterThanOrEqual(2)
+    await page.unroute("**/api/events?**")
+    await page.getByRole("link", { name: /Sent while the page was not listening/ }).waitFor({ timeout: 15_000 })
+    await notice.waitFor({ state: "detached" })
+    refusals(/\/api\/events\?/)
   })
 
   it("shows a forward draft with what it forwards (the original's block and text, its HTML, its attachments' names): what is approved is what is sent", async () => {

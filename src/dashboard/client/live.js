@@ -2,18 +2,39 @@
  * Pages without a reload: one EventSource on /api/events (the session's event stream) for the whole
  * page; pages subscribe to hear that mail arrived, or was deleted (by an agent, say), or that sent
  * mail reached (or failed to reach) a recipient: the Drafts page hears by it that a draft went out.
- * EventSource reconnects by itself, resuming after the last event id it saw.
+ * EventSource reconnects by itself after a network error, resuming after the last event id it saw;
+ * after an answer that is not a stream (a 429, a 503 from a server stopping) it stops for good. This
+ * module then opens a new one, waiting longer each time, and once it is up tells every listener to
+ * read afresh (`stream.reopened`): what happened in between is not replayed.
  */
 /** @type {EventSource | null} */
 let source = null
+/** Whether the page is signed in and wants the stream (until `disconnect`). */
+let wanted = false
+/** @type {ReturnType<typeof setTimeout> | undefined} */
+let reopening
+const FIRST_WAIT_MS = 1000
+const LONGEST_WAIT_MS = 60_000
+let wait = FIRST_WAIT_MS
+/** Whether the stream is up (or not yet known to be down). */
+let up = true
 /** @type {Set<(event: any) => void>} */
 const mailListeners = new Set()
 /** @type {Set<(event: any) => void>} */
 const deliveryListeners = new Set()
+/** @type {Set<(up: boolean) => void>} */
+const stateListeners = new Set()
 
 const MAIL = ["email.received", "email.deleted"]
 /** Each recipient's delivery of sent mail, as the mta reports it: any of them says the email left. */
 const DELIVERY = ["email.sent", "email.delivery_delayed", "email.bounced", "email.failed"]
+
+/** @param {boolean} value */
+const setUp = (value) => {
+  if (up === value) return
+  up = value
+  for (const listener of stateListeners) listener(value)
+}
 
 /** @param {Set<(event: any) => void>} listeners */
 const tellTo = (listeners) => (/** @type {Event} */ message) => {
@@ -21,17 +42,56 @@ const tellTo = (listeners) => (/** @type {Event} */ message) => {
   for (const listener of listeners) listener(event)
 }
 
+/** @param {boolean} reopened whether an earlier stream stopped for good: the pages missed what happened since */
+const open = (reopened) => {
+  const stream = new EventSource(`/api/events?types=${[...MAIL, ...DELIVERY].join(",")}`)
+  source = stream
+  for (const kind of MAIL) stream.addEventListener(kind, tellTo(mailListeners))
+  for (const kind of DELIVERY) stream.addEventListener(kind, tellTo(deliveryListeners))
+  stream.addEventListener("open", () => {
+    wait = FIRST_WAIT_MS
+    setUp(true)
+    if (!reopened) return
+    reopened = false
+    const event = { event: "stream.reopened", data: {} }
+    for (const listener of [...mailListeners, ...deliveryListeners]) listener(event)
+  })
+  stream.addEventListener("error", () => {
+    setUp(false)
+    if (stream.readyState !== EventSource.CLOSED || source !== stream) return
+    source = null
+    reopening = setTimeout(() => {
+      reopening = undefined
+      if (wanted && source === null) open(true)
+    }, wait)
+    wait = Math.min(wait * 2, LONGEST_WAIT_MS)
+  })
+}
+
 export const connect = () => {
-  if (source) return
-  source = new EventSource(`/api/events?types=${[...MAIL, ...DELIVERY].join(",")}`)
-  for (const kind of MAIL) source.addEventListener(kind, tellTo(mailListeners))
-  for (const kind of DELIVERY) source.addEventListener(kind, tellTo(deliveryListeners))
+  wanted = true
+  if (source || reopening !== undefined) return
+  open(false)
 }
 
 export const disconnect = () => {
+  wanted = false
+  clearTimeout(reopening)
+  reopening = undefined
   source?.close()
   source = null
+  wait = FIRST_WAIT_MS
+  setUp(true)
 }
+
+/** Hear whether the stream is up: false while it is down and being opened again. @param {(up: boolean) => void} listener @returns {() => void} the unsubscribe */
+export const onStreamState = (listener) => {
+  stateListeners.add(listener)
+  return () => stateListeners.delete(listener)
+}
+
+/** Whether the stream is up now (or not yet known to be down). */
+export const streamUp = () => up
 
 /** Hear of mail arriving or deleted (`event.event` says which). @param {(event: any) => void} listener @returns {() => void} the unsubscribe */
 export const onMail = (listener) => {

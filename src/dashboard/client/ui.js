@@ -2,6 +2,7 @@
 import { html } from "htm/preact"
 import { useEffect, useRef, useState } from "preact/hooks"
 import { allMailboxes, ApiError, findMailbox } from "./api.js"
+import { onStreamState, streamUp } from "./live.js"
 import { href } from "./router.js"
 
 /**
@@ -29,8 +30,32 @@ export const Frame = ({ user, section, onSignOut, children }) => html`
         <button type="button" class="link" onClick=${onSignOut}>Sign out</button>
       </div>`}
   </header>
-  <main id="main" tabindex="-1">${children}</main>
+  <main id="main" tabindex="-1">${user && html`<${StreamNotice} />`}${children}</main>
 `
+
+/** A stream down this long is said to be: a brief break the browser mends by itself is not. */
+const NOTICE_AFTER_MS = 3000
+
+/** Says so while the page hears nothing new (its event stream down and being opened again). */
+const StreamNotice = () => {
+  const [shown, setShown] = useState(false)
+  useEffect(() => {
+    /** @type {ReturnType<typeof setTimeout> | undefined} */
+    let timer
+    /** @param {boolean} up */
+    const follow = (up) => {
+      clearTimeout(timer)
+      if (up) setShown(false)
+      else timer = setTimeout(() => setShown(true), NOTICE_AFTER_MS)
+    }
+    follow(streamUp())
+    const stop = onStreamState(follow)
+    return () => (clearTimeout(timer), stop())
+  }, [])
+  return shown
+    ? html`<p class="notice stream-notice" role="status">Not connected to the server: new mail and deliveries show once the connection is back (trying again).</p>`
+    : null
+}
 
 /**
  * A labelled input; `hint` and `error` are announced with it.
