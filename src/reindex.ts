@@ -2,11 +2,12 @@
  * `mailroom reindex` (`npm run reindex`): embed every email that is not searchable with the current
  * embedding model (a changed `EMBEDDING_MODEL` or embedder, or mail received before search), or
  * every email afresh with `--all` (its vectors and its words: an attachment an earlier version could
- * not read, such as a PDF, is then searchable by its words too). First, mail stored with html and no
- * text gets its text, and received mail whose 8-bit text lost its characters is read again
- * (text-repair.ts), their words indexed afresh. Runs beside a cluster's nodes; on the embedded database, stop the
- * server first (one process holds `DATA_DIR`). Progress goes to stderr; re-running continues where
- * it stopped.
+ * not read, such as a PDF, is then searchable by its words too). Then the words of mail an earlier
+ * version read differently (documents.ts WORDS_VERSION) are read again, its vectors kept. First,
+ * mail stored with html and no text gets its text, and received mail whose 8-bit text lost its
+ * characters is read again (text-repair.ts), their words indexed afresh. Runs beside a cluster's
+ * nodes; on the embedded database, stop the server first (one process holds `DATA_DIR`). Progress
+ * goes to stderr; re-running continues where it stopped.
  */
 import { Effect, Layer } from "effect"
 import { retryOnConflict } from "../services/health/dependency-health.ts"
@@ -17,6 +18,8 @@ import type { AppConfigShape } from "./config.ts"
 import * as Database from "./database.ts"
 
 const CONCURRENCY = 8
+/** Emails whose words are read again in one transaction. */
+const WORDS_BATCH = 100
 
 const bar = (done: number, total: number, startedMs: number) => {
   const width = 30
@@ -28,6 +31,34 @@ const bar = (done: number, total: number, startedMs: number) => {
     `${rate.toFixed(1)}/s ETA ${Math.floor(left / 60)}m${String(left % 60).padStart(2, "0")}s`
 }
 
+/**
+ * Run `step` on each of `items` (`concurrency` at once), a progress bar on stderr counting `weight`
+ * of each (a terminal's redrawn in place, else a line every 5 s), then `Done: …` with `what`.
+ */
+const withProgress = <A, E, R>(
+  items: ReadonlyArray<A>,
+  options: { readonly total: number; readonly weight: (item: A) => number; readonly concurrency: number; readonly what: string },
+  step: (item: A) => Effect.Effect<unknown, E, R>
+) =>
+  Effect.gen(function*() {
+    const started = Date.now()
+    const tty = process.stderr.isTTY === true
+    let done = 0
+    let lastLine = 0
+    yield* Effect.forEach(items, (item) =>
+      Effect.tap(step(item), () =>
+        Effect.sync(() => {
+          done += options.weight(item)
+          if (tty) process.stderr.write(`\r${bar(done, options.total, started)}`)
+          else if (Date.now() - lastLine > 5_000 || done === options.total) {
+            lastLine = Date.now()
+            process.stderr.write(`${bar(done, options.total, started)}\n`)
+          }
+        })), { concurrency: options.concurrency, discard: true })
+    if (tty) process.stderr.write("\n")
+    process.stderr.write(`Done: ${options.what.replace("%d", String(done))} in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
+  })
+
 export const reindex = (config: AppConfigShape, options: { readonly all: boolean }) =>
   Effect.gen(function*() {
     const { derived, reread } = yield* repairText
@@ -36,24 +67,21 @@ export const reindex = (config: AppConfigShape, options: { readonly all: boolean
     const indexer = yield* Indexer
     const ids = yield* indexer.stale({ all: options.all })
     process.stderr.write(`Embedding ${ids.length} emails with ${indexer.model}\n`)
-    const started = Date.now()
-    const tty = process.stderr.isTTY === true
-    let done = 0
-    let lastLine = 0
-    yield* Effect.forEach(ids, (id) =>
-      // Emails indexed at once share the lexicon's rows: on PostgreSQL one may lose a deadlock to another.
-      retryOnConflict(options.all ? indexer.refresh(id) : indexer.index(id)).pipe(
-        Effect.tap(() =>
-          Effect.sync(() => {
-            done++
-            if (tty) process.stderr.write(`\r${bar(done, ids.length, started)}`)
-            else if (Date.now() - lastLine > 5_000 || done === ids.length) {
-              lastLine = Date.now()
-              process.stderr.write(`${bar(done, ids.length, started)}\n`)
-            }
-          })
-        )
-      ), { concurrency: CONCURRENCY, discard: true })
-    if (tty) process.stderr.write("\n")
-    process.stderr.write(`Done: ${done} emails in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
+    // Emails indexed at once share the lexicon's rows: on PostgreSQL one may lose a deadlock to another.
+    yield* withProgress(
+      ids,
+      { total: ids.length, weight: () => 1, concurrency: CONCURRENCY, what: "%d emails" },
+      (id) => retryOnConflict(options.all ? indexer.refresh(id) : indexer.index(id))
+    )
+
+    // Mail whose words an earlier version read (documents.ts WORDS_VERSION): read again, vectors kept.
+    const worded = yield* indexer.staleWords
+    if (worded.length === 0) return
+    process.stderr.write(`Reading again the words of ${worded.length === 1 ? "1 email" : `${worded.length} emails`} indexed by an earlier version\n`)
+    const batches = Array.from({ length: Math.ceil(worded.length / WORDS_BATCH) }, (_, i) => worded.slice(i * WORDS_BATCH, (i + 1) * WORDS_BATCH))
+    yield* withProgress(
+      batches,
+      { total: worded.length, weight: (batch) => batch.length, concurrency: 2, what: "the words of %d emails" },
+      (batch) => retryOnConflict(indexer.reword(batch))
+    )
   }).pipe(Effect.provide(Indexer.Default.pipe(Layer.provide(vectorsLayer(config)), Layer.provideMerge(Database.layer(config)))))

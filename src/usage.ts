@@ -8,6 +8,7 @@ Commands:
   serve                         run the roles in ROLES (default: all) until SIGTERM; the default
   migrate                       apply the database migrations and exit
   reindex [--all]               embed mail not searchable with the current embedding model (--all: every email afresh, words too);
+                                then read again the words of mail an earlier version indexed differently;
                                 first, give mail stored with html and no text its text, and index its words
   dns-records                   print the DNS records to publish for SHARED_DOMAINS
   users create <email> [--name <name>] [--password-stdin] [--plan <plan>]

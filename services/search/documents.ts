@@ -67,6 +67,17 @@ export const cjkBigrams = (text: string, letters = false): string =>
  */
 export const wordForm = (text: string, indexed = false): string => cjkBigrams(foldAccents(text), indexed)
 
+/**
+ * The version of reading words (`indexedWords`) that indexes mail now, kept with each email's
+ * document: mail indexed by an earlier version is found by fewer words, and `mailroom reindex`
+ * reads its words again (Indexer.reword; no embedding). Raise it whenever a change to how words are
+ * read would index mail already indexed differently.
+ * - 1: before versions were kept (its accents folded in place by migration 0067).
+ * - 2: Chinese, Japanese and Korean runs cut in overlapping pairs, and set apart from the Latin
+ *   letters and digits written against them ("ABC株式会社のiPhone" is abc, iphone and the run's pairs).
+ */
+export const WORDS_VERSION = 2
+
 /** What the word forms of a subject and a body may take, in UTF-8: a tsvector's lexemes hold less than 1 MiB. */
 const WORD_BYTES = { subject: 100_000, body: 900_000 } as const
 

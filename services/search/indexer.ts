@@ -22,7 +22,7 @@ import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { OutboundJob } from "../outbound/schemas.ts"
 import { type Backpressure, BackpressureTypeId, classify, DependencyHealth } from "../health/dependency-health.ts"
 import { Lifecycle } from "../lifecycle.ts"
-import { chunkText, indexedWords, searchableBody, searchableText, SUBJECT_BOOST, wordCount } from "./documents.ts"
+import { chunkText, indexedWords, searchableBody, searchableText, SUBJECT_BOOST, wordCount, WORDS_VERSION } from "./documents.ts"
 import { capInput, type EmbedderError } from "./embedder.ts"
 import type { VectorIndexError } from "./vector-index.ts"
 import { StageLimits } from "../stage-limits.ts"
@@ -129,7 +129,9 @@ interface EmailToIndex {
   readonly subject: string
   readonly textBody: string
   readonly sentAt: Date
+  /** Its document's, when it has one: the model its vectors were made with, how many, and how long that took. */
   readonly model: string | null
+  readonly chunks: number | null
   readonly processingMs: number | null
 }
 
@@ -141,6 +143,22 @@ interface Document {
   readonly words: { readonly subject: string; readonly body: string }
   readonly chunks: ReadonlyArray<string>
   readonly length: number
+}
+
+/** A document as it is stored: the email's words, and what its vectors were made with. */
+interface DocumentRow {
+  readonly document: Document
+  readonly model: string
+  readonly chunks: number
+  readonly processingMs: number
+}
+
+/** `email`'s document, its attachments' texts read (`attachments`). */
+const documentOf = (emailId: string, email: EmailToIndex, attachments: ReadonlyArray<string>): Document => {
+  const body = searchableBody(email.textBody, attachments)
+  const subject = searchableText(email.subject)
+  const words = indexedWords(subject, body)
+  return { emailId, email, words, chunks: chunkText(subject, body), length: wordCount(words.subject) + wordCount(words.body) }
 }
 
 export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
@@ -170,7 +188,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     const load = (emailIds: ReadonlyArray<string>) =>
       sql<EmailToIndex & { readonly id: string }>`
         SELECT e.id, e.user_id, e.mailbox_id, m.domain, m.status = 'active' AS active, e.subject, e.text_body, e.sent_at,
-               d.model, d.processing_ms
+               d.model, d.chunks, d.processing_ms
         FROM emails e
         JOIN mailboxes m ON m.id = e.mailbox_id
         LEFT JOIN search_documents d ON d.email_id = e.id
@@ -178,23 +196,25 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
 
     /**
      * The documents, their postings and the lexicon's counts, for every email of a batch in one
-     * statement. A document seen before (a redelivery, a new model) keeps its postings and is
-     * counted in the lexicon once. Rows are written in key order (documents by email, the lexicon
-     * by namespace and lexeme), so that concurrent batches lock shared rows in one order.
+     * statement, their words read by this version (WORDS_VERSION). A document seen before (a
+     * redelivery, a new model) keeps its postings, and the version that read them, and is counted in
+     * the lexicon once. Rows are written in key order (documents by email, the lexicon by namespace
+     * and lexeme), so that concurrent batches lock shared rows in one order.
      */
-    const storeDocuments = (documents: ReadonlyArray<Document>, processingMs: number) => {
-      const column = <A>(f: (document: Document) => A) => documents.map(f)
+    const storeDocuments = (rows: ReadonlyArray<DocumentRow>) => {
+      const column = <A>(f: (row: DocumentRow) => A) => rows.map(f)
       return sql`
         WITH input AS (
-          SELECT * FROM unnest(${column((d) => d.emailId)}::text[], ${column((d) => d.email.userId)}::text[],
-                               ${column((d) => d.email.mailboxId)}::text[], ${column((d) => d.chunks.length)}::int[],
-                               ${column((d) => d.length)}::int[], ${column((d) => d.words.subject)}::text[],
-                               ${column((d) => d.words.body)}::text[])
-            AS i (email_id, user_id, mailbox_id, chunks, length, subject, body)
+          SELECT * FROM unnest(${column((r) => r.document.emailId)}::text[], ${column((r) => r.document.email.userId)}::text[],
+                               ${column((r) => r.document.email.mailboxId)}::text[], ${column((r) => r.model)}::text[],
+                               ${column((r) => r.chunks)}::int[], ${column((r) => r.processingMs)}::int[],
+                               ${column((r) => r.document.length)}::int[], ${column((r) => r.document.words.subject)}::text[],
+                               ${column((r) => r.document.words.body)}::text[])
+            AS i (email_id, user_id, mailbox_id, model, chunks, processing_ms, length, subject, body)
         ),
         document AS (
-          INSERT INTO search_documents AS d (email_id, user_id, mailbox_id, model, chunks, length, processing_ms)
-          SELECT email_id, user_id, mailbox_id, ${embedder.model}, chunks, length, ${processingMs} FROM input ORDER BY email_id
+          INSERT INTO search_documents AS d (email_id, user_id, mailbox_id, model, chunks, length, processing_ms, words_version)
+          SELECT email_id, user_id, mailbox_id, model, chunks, length, processing_ms, ${WORDS_VERSION} FROM input ORDER BY email_id
           ON CONFLICT (email_id) DO UPDATE SET model = EXCLUDED.model, chunks = EXCLUDED.chunks,
             processing_ms = EXCLUDED.processing_ms, indexed_at = now()
           RETURNING d.email_id, d.doc, (xmax = 0) AS fresh
@@ -235,13 +255,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
         const started = Date.now()
         if (due.length > 0) {
           const attachments = yield* attachmentTexts.ofEmails(due)
-          const documents = due.map((emailId): Document => {
-            const email = emails.get(emailId)!
-            const body = searchableBody(email.textBody, attachments.get(emailId) ?? [])
-            const subject = searchableText(email.subject)
-            const words = indexedWords(subject, body)
-            return { emailId, email, words, chunks: chunkText(subject, body), length: wordCount(words.subject) + wordCount(words.body) }
-          })
+          const documents = due.map((emailId) => documentOf(emailId, emails.get(emailId)!, attachments.get(emailId) ?? []))
           // Each email's chunks join the embedder calls being gathered (embedChunks): a batch, or
           // emails of several batches, share calls. A chunk the model takes no meaning from (an empty
           // email's, one all Japanese for the offline model: embedder.ts `reads`) gets no vector: it
@@ -273,7 +287,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
               vector
             }))
           ))
-          yield* storeDocuments(documents, Date.now() - started)
+          const processingMs = Date.now() - started
+          yield* storeDocuments(documents.map((document) => ({ document, model: embedder.model, chunks: document.chunks.length, processingMs })))
         }
         // An email deleted while it was being indexed (mail/deletion.ts) may have left vectors stored
         // after the deletion removed its own: its document then failed, and asked again it is gone.
@@ -362,14 +377,56 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       return yield* index(emailId)
     })
 
-    return { model: embedder.model, index, refresh, stale, forget, purgeDeleted } as const
+    /**
+     * Emails of active mailboxes whose words an earlier version read (WORDS_VERSION): found by fewer
+     * words than mail indexed now. `reword` reads them again.
+     */
+    const staleWords = sql<{ emailId: string }>`
+      SELECT d.email_id FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id AND m.status = 'active'
+      WHERE d.words_version < ${WORDS_VERSION} ORDER BY d.email_id`.pipe(Effect.map((rows) => rows.map((row) => row.emailId)))
+
+    /** How many emails `staleWords` would find. */
+    const staleWordsCount = sql<{ count: number }>`
+      SELECT count(*)::int AS count FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id AND m.status = 'active'
+      WHERE d.words_version < ${WORDS_VERSION}`.pipe(Effect.map((rows) => rows[0]?.count ?? 0))
+
+    /**
+     * Read these emails' words again with this version (`mailroom reindex`), keeping their vectors:
+     * their postings and lexicon counts replaced in one transaction. Each document is stored anew,
+     * under a new number, so that every process's postings held in memory (postings.ts) notice that
+     * the email's words changed. Answers how many it read (an email gone, or never indexed, is not).
+     */
+    const reword = Effect.fn("Indexer.reword")(function*(emailIds: ReadonlyArray<string>) {
+      const emails = yield* load(emailIds)
+      const due = emailIds.filter((id) => {
+        const email = emails.get(id)
+        return email !== undefined && email.active && email.model !== null
+      })
+      if (due.length === 0) return 0
+      const attachments = yield* attachmentTexts.ofEmails(due)
+      const rows = due.map((emailId): DocumentRow => {
+        const email = emails.get(emailId)!
+        const document = documentOf(emailId, email, attachments.get(emailId) ?? [])
+        return { document, model: email.model!, chunks: email.chunks ?? 0, processingMs: email.processingMs ?? 0 }
+      })
+      yield* uncountWords(sql, due).pipe(
+        // Its postings go with it (ON DELETE CASCADE).
+        Effect.zipRight(sql`DELETE FROM search_documents WHERE email_id = ANY(${due}::text[])`),
+        Effect.zipRight(storeDocuments(rows)),
+        sql.withTransaction
+      )
+      return due.length
+    })
+
+    return { model: embedder.model, index, refresh, stale, staleWords, staleWordsCount, reword, forget, purgeDeleted } as const
   })
 }) {}
 
 /**
  * The index actor: consumes `events.email.received` while the worker runs. At start it says how
  * much mail is not searchable with the current model (a changed EMBEDDING_MODEL or embedder, mail
- * from before search, or mail it gave up on), which `mailroom reindex` fixes.
+ * from before search, or mail it gave up on), and how much had its words read by an earlier version
+ * (WORDS_VERSION), which `mailroom reindex` fixes.
  *
  * An email whose indexing fails is offered again by the bus, backing off, for as long as the failure
  * is everyone's (an outage: nothing is indexed meanwhile). One that keeps failing on its own (its
@@ -382,7 +439,7 @@ export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const health = yield* DependencyHealth
-    const { index, model, purgeDeleted, stale } = yield* Indexer
+    const { index, model, purgeDeleted, stale, staleWordsCount } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
     // Behind the SMTP node's accepting when both run here, unless the index stage is behind: while any
@@ -467,6 +524,14 @@ export const IndexerLive = Layer.scopedDiscard(
         ids.length === 0 ? Effect.void : Effect.logWarning(
           `${ids.length} emails are not searchable by meaning with the embedding model ${model} (indexed with another model, ` +
             "received before search existed, or given up on after failing); run `npm run reindex` (mailroom reindex) to embed them"
+        )
+      ),
+      Effect.zipRight(staleWordsCount),
+      Effect.flatMap((count) =>
+        count === 0 ? Effect.void : Effect.logWarning(
+          `${count === 1 ? "1 email's words were" : `${count} emails' words were`} indexed by an earlier version of Mailroom: some words (Chinese, Japanese or Korean ` +
+            "words within a longer run, Latin words written against such a run) do not find them; run `npm run reindex` " +
+            "(mailroom reindex) to read their words again (quick: nothing is embedded again)"
         )
       ),
       Effect.catchAll((error) => health.report("Could not check the search index against the embedding model", Cause.fail(error))),

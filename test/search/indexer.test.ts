@@ -16,7 +16,8 @@ import * as MemoryBus from "../../layers/memory-bus.ts"
 import { Bus, type BusMessage, type ConsumerSpec, encodeJson, subjects } from "../../services/bus/bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { Embedder, EmbedderError, readsAnyText } from "../../services/search/embedder.ts"
-import { Indexer, IndexerLive, IndexRetries } from "../../services/search/indexer.ts"
+import { Indexer, IndexerLive, IndexRetries, uncountWords } from "../../services/search/indexer.ts"
+import { WORDS_VERSION } from "../../services/search/documents.ts"
 import { Lifecycle } from "../../services/lifecycle.ts"
 import { Vectors } from "../../services/search/vectors.ts"
 import { testDatabase } from "../support/database.ts"
@@ -283,6 +284,71 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         const vectors = yield* (yield* Vectors).collection
         expect(yield* vectors.count("usr_r")).toBe(1)
       }), indexerWith())
+    }))
+
+  it.effect("reads again the words an earlier version indexed (reindex), keeping the vectors: counted as if indexed now, under a new number", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* accountWithMailbox("w", "worder")
+      yield* noteIn("w", "eml_w", "ABC株式会社のiPhone用アプリ")
+      yield* noteIn("w", "eml_x", "An iPhone app for ABC")
+      const postings = sql<{ lexeme: string; frequency: number; length: number }>`
+        SELECT lexeme, frequency, length FROM search_terms WHERE email_id = 'eml_w' ORDER BY lexeme`
+      const counted = Effect.map(
+        sql<{ lexeme: string; documents: number }>`SELECT lexeme, documents FROM search_lexicon WHERE user_id = 'usr_w' ORDER BY lexeme`,
+        (rows) => Object.fromEntries(rows.map((row) => [row.lexeme, row.documents]))
+      )
+      const documentOf = Effect.map(
+        sql<{ doc: string; length: number; wordsVersion: number; model: string }>`
+          SELECT doc, length, words_version, model FROM search_documents WHERE email_id = 'eml_w'`,
+        (rows) => rows[0]!
+      )
+      const now = yield* Effect.provide(Effect.gen(function*() {
+        const indexer = yield* Indexer
+        for (const id of ["eml_w", "eml_x"]) expect((yield* indexer.index(id)).outcome).toBe("indexed")
+        expect(yield* indexer.staleWords).toEqual([])
+        return { postings: yield* postings, lexicon: yield* counted, document: yield* documentOf }
+      }), indexerWith())
+      expect(now.document.wordsVersion).toBe(WORDS_VERSION)
+      expect(now.postings.map((p) => p.lexeme)).toEqual(expect.arrayContaining(["abc", "iphon", "株式", "会社"]))
+
+      // As an earlier version left it: the run and the Latin letters against it one word each.
+      yield* uncountWords(sql, ["eml_w"])
+      yield* sql`DELETE FROM search_terms WHERE email_id = 'eml_w'`
+      yield* sql`
+        WITH old AS (SELECT unnest(tsvector_to_array(to_tsvector('english', 'Note ABC株式会社のiPhone用アプリ'))) AS lexeme),
+        postings AS (
+          INSERT INTO search_terms (user_id, lexeme, email_id, doc, mailbox_id, frequency, length)
+          SELECT 'usr_w', lexeme, 'eml_w', ${now.document.doc}, 'mbx_w', 1, 3 FROM old
+        )
+        INSERT INTO search_lexicon AS l (user_id, lexeme, documents) SELECT 'usr_w', lexeme, 1 FROM old
+        ON CONFLICT (user_id, lexeme) DO UPDATE SET documents = l.documents + 1`
+      yield* sql`UPDATE search_documents SET words_version = 1, length = 3 WHERE email_id = 'eml_w'`
+      expect((yield* postings).map((p) => p.lexeme)).not.toContain("iphon")
+
+      // Read again by an indexer whose embedder fails: nothing is embedded.
+      const refusing = Layer.succeed(Embedder, {
+        model: "words-v1",
+        dimensions: HASHED_DIMENSIONS,
+        maxInputChars: 2_000,
+        reads: readsAnyText,
+        embed: () => Effect.fail(new EmbedderError({ message: "no embedding here" }))
+      })
+      yield* Effect.provide(Effect.gen(function*() {
+        const indexer = yield* Indexer
+        expect(yield* indexer.staleWords).toEqual(["eml_w"])
+        expect(yield* indexer.staleWordsCount).toBe(1)
+        expect(yield* indexer.reword(["eml_w", "eml_gone"])).toBe(1)
+        expect(yield* indexer.staleWords).toEqual([])
+        const vectors = yield* (yield* Vectors).collection
+        expect(yield* vectors.count("usr_w")).toBe(2)
+      }), indexerWith(refusing))
+      expect(yield* postings).toEqual(now.postings)
+      expect(yield* counted).toEqual(now.lexicon)
+      const after = yield* documentOf
+      expect({ ...after, doc: undefined }).toEqual({ ...now.document, doc: undefined })
+      // A new number: every process's postings held in memory see the email's words changed.
+      expect(Number(after.doc)).toBeGreaterThan(Number(now.document.doc))
     }))
 
   // On the live clock: the bus's waits between deliveries are real.
