@@ -124,8 +124,12 @@ export const makeToldCache = <V>(options: {
     const startBeating = Effect.suspend(() => {
       if (beating) return Effect.void
       beating = true
+      // Started by a request's look-up, the beat would take on that fiber's state: forked from a region
+      // that cannot be interrupted (an MCP request's), it could not be either, and every SIGTERM after
+      // one MCP request waited for SHUTDOWN_TIMEOUT and exited 1.
       return bus.broadcast(beatSubject, new Uint8Array()).pipe(
         Effect.repeat(Schedule.spaced(toldCacheTiming.BEAT)),
+        Effect.interruptible,
         Effect.forkIn(scope),
         Effect.asVoid
       )

@@ -200,6 +200,8 @@ export class DependencyHealth extends Effect.Service<DependencyHealth>()("mailro
         Effect.retry(Schedule.spaced(PROBE_EVERY)),
         Effect.zipRight(recovered(dependency)),
         aboutTheOutage,
+        // Started by whichever fiber saw the outage: interruptible whatever that one was, so a stop ends it.
+        Effect.interruptible,
         Effect.forkIn(scope),
         Effect.asVoid
       )

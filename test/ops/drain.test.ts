@@ -5,7 +5,7 @@
  * drain is answered 421; an idle session is closed with 421; a list waiting for mail is answered at
  * once instead of holding the drain; a connection that asked nothing is closed rather than waited
  * for; the process exits 0. The message is then read back after a restart
- * on the same backend. Work that outlasts SHUTDOWN_TIMEOUT is cut off: exit 1, saying so.
+ * on the same backend, whose stop, after an MCP request, is as prompt. Work that outlasts SHUTDOWN_TIMEOUT is cut off: exit 1, saying so.
  */
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -137,6 +137,15 @@ describe("SIGTERM", () => {
 
     // Stored: after a restart on the same backend, the email is there.
     server = await startServer({ ...backend.env, LOG_LEVEL: "warn" })
+    // Its first authenticated request an MCP tool call: the stop below still drains at once (it waited
+    // for SHUTDOWN_TIMEOUT and exited 1 when an MCP request was the first to look up a key).
+    const tool = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${box.user.apiKey}`, "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "list_mailboxes", arguments: {} } })
+    })
+    expect(tool.status).toBe(200)
+    expect(JSON.stringify(await tool.json())).toContain(box.address)
     const restarted = withKey(server.url, box.user)
     const read = await until("the drained email to be readable", async () => {
       const reply = await restarted.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
@@ -148,8 +157,10 @@ describe("SIGTERM", () => {
       expect(stored.data?.data.direction).toBe("outbound")
     }
     // Its log says what held the stop, should it fail (once: an embedding of the mail it found to index).
+    const stopping = Date.now()
     const code = await server.stop()
     expect(code, server.output().split("\n").slice(-40).join("\n")).toBe(0)
+    expect(Date.now() - stopping).toBeLessThan(10_000)
     server = undefined
   }, 90_000)
 

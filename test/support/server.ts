@@ -88,7 +88,12 @@ export const useSuiteServer = (onReady: (suite: SuiteServer) => void, env: Recor
     onReady(suite)
   })
   afterAll(async () => {
-    await suite?.server.stop()
+    const code = await suite?.server.stop()
     await suite?.backend.dispose()
+    // SIGTERM drains and exits 0 (README, "Drain"); a server that hangs on its way out is cut off at
+    // SHUTDOWN_TIMEOUT with exit 1 (one MCP request did that, unseen: every stop took 30 s).
+    if (suite !== undefined && code !== 0) {
+      throw new Error(`The suite's server did not stop cleanly on SIGTERM (exit ${code}):\n${suite.server.output().slice(-3000)}`)
+    }
   })
 }
