@@ -1,7 +1,7 @@
 // The image's HEALTHCHECK (and docker-compose.yml's): node itself, as node:22-slim has no curl.
 // Asks the listener this container's roles open, read from the same settings the server reads:
 // - with the api role (ROLES unset means every role): GET /healthz on PORT;
-// - otherwise, with METRICS_PORT set: GET /metrics there (the only route that listener serves);
+// - otherwise, with METRICS_PORT set: GET /healthz there (served beside /metrics and /readyz);
 // - otherwise, with the smtp role: a TCP connection to SMTP_PORT is accepted;
 // - otherwise the process has no listener to ask, and its being alive is all there is to check.
 // Exits 0 when healthy, 1 when not (within 4 s, under Docker's usual 5 s time-out).
@@ -35,7 +35,7 @@ let healthy = true
 if (roles.includes("api")) {
   healthy = await httpOk(`http://127.0.0.1:${port("PORT", 3000)}/healthz`)
 } else if (process.env.METRICS_PORT !== undefined && process.env.METRICS_PORT !== "") {
-  healthy = await httpOk(`http://127.0.0.1:${port("METRICS_PORT", 0)}/metrics`)
+  healthy = await httpOk(`http://127.0.0.1:${port("METRICS_PORT", 0)}/healthz`)
 } else if (roles.includes("smtp")) {
   healthy = await accepts(port("SMTP_PORT", 2525))
 }

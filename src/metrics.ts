@@ -10,10 +10,13 @@
  * garbage collection) follow, from src/runtime-metrics.ts.
  *
  * Served on the API port when the process runs the api role; a process without it serves the same
- * on `METRICS_PORT` (when set), on the API's host.
+ * on `METRICS_PORT` (when set), on the API's host, with `/healthz` and `/readyz` beside it, so that
+ * every node has probes.
  */
-import { createServer, type Server } from "node:http"
-import { Effect, Layer, Metric, MetricKeyType, MetricState } from "effect"
+import { createServer, type Server, type ServerResponse } from "node:http"
+import { Cause, Effect, Exit, Layer, Metric, MetricKeyType, MetricState, Option, Runtime } from "effect"
+import { isApiError } from "../services/errors.ts"
+import { makeReadiness } from "../services/health/readiness.ts"
 import type { AppConfigShape } from "./config.ts"
 import { recordEventLoopBusy, runtimeExposition } from "./runtime-metrics.ts"
 import { listenFailure } from "./listen-failure.ts"
@@ -91,23 +94,39 @@ export const exposition = (): string => {
 }
 
 /**
- * For a process without the api role: `/metrics` on its own port (`METRICS_PORT`), nothing else.
- * A process with the api role serves it on the API port instead (src/http/server.ts).
+ * For a process without the api role: `/metrics` on its own port (`METRICS_PORT`), and the API's
+ * `/healthz` and `/readyz`, answered alike. A process with the api role serves them on the API port
+ * instead (src/http/server.ts).
  */
 export const metricsServerLayer = (config: AppConfigShape) =>
   config.roles.includes("api") || config.metricsPort._tag === "None"
     ? Layer.empty
     : Layer.scopedDiscard(Effect.gen(function*() {
       const port = config.metricsPort._tag === "Some" ? config.metricsPort.value : 0
+      const readiness = yield* makeReadiness
+      const run = Runtime.runPromiseExit(yield* Effect.runtime<never>())
+      const json = (response: ServerResponse, status: number, body: unknown) => {
+        response.writeHead(status, { "content-type": "application/json" })
+        response.end(JSON.stringify(body))
+      }
+      const ready = async (response: ServerResponse) => {
+        const exit = await run(readiness)
+        if (Exit.isSuccess(exit)) return json(response, 200, { success: true, data: exit.value })
+        const failure = Cause.failureOption(exit.cause)
+        const error = Option.isSome(failure) && isApiError(failure.value) ? failure.value : undefined
+        json(response, 503, { success: false, error: { code: "SERVICE_UNAVAILABLE", message: error?.message ?? "Not ready" } })
+      }
       const server: Server = createServer((request, response) => {
         const path = (request.url ?? "/").split("?")[0]
-        if (path === "/metrics" && (request.method === "GET" || request.method === "HEAD")) {
+        const reading = request.method === "GET" || request.method === "HEAD"
+        if (path === "/metrics" && reading) {
           response.writeHead(200, { "content-type": CONTENT_TYPE })
           response.end(request.method === "HEAD" ? undefined : exposition())
           return
         }
-        response.writeHead(404, { "content-type": "application/json" })
-        response.end(JSON.stringify({ success: false, error: { code: "NOT_FOUND", message: "Only /metrics is served here" } }))
+        if (path === "/healthz" && reading) return json(response, 200, { success: true, data: { status: "ok" } })
+        if (path === "/readyz" && reading) return void ready(response)
+        json(response, 404, { success: false, error: { code: "NOT_FOUND", message: "Only /metrics, /healthz and /readyz are served here" } })
       })
       yield* Effect.acquireRelease(
         Effect.async<void, Error>((resume) => {
@@ -123,5 +142,5 @@ export const metricsServerLayer = (config: AppConfigShape) =>
             server.close(() => resume(Effect.void))
           })
       )
-      yield* Effect.logInfo(`Metrics on http://${config.host}:${port}/metrics`)
+      yield* Effect.logInfo(`Metrics on http://${config.host}:${port}/metrics (probes: /healthz, /readyz)`)
     }))

@@ -126,7 +126,7 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
     // With the api role (ROLES unset: every role): GET /healthz on PORT.
     expect(await check({ PORT: String(server.port) })).toBe(0)
     expect(await check({ PORT: nobody })).toBe(1)
-    // Without it: GET /metrics on METRICS_PORT (this process serves /metrics on its API port).
+    // Without it: GET /healthz on METRICS_PORT (this process serves it on its API port, as such a node beside /metrics).
     expect(await check({ ROLES: "worker", METRICS_PORT: String(server.port) })).toBe(0)
     expect(await check({ ROLES: "worker", METRICS_PORT: nobody })).toBe(1)
     // The smtp role without METRICS_PORT: the SMTP port takes a connection.

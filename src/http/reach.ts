@@ -125,10 +125,10 @@ export const routeReach: Readonly<Record<string, Reach>> = {
   "GET /v1/ws": "own"
 }
 
-/** The refusal of a route about the whole account to a key limited to some mailboxes. */
-export const accountWide = (principal: Pick<Principal, "mailboxes">) =>
+/** The refusal of a route (an MCP tool) about the whole account to a key limited to some mailboxes. */
+export const accountWide = (principal: Pick<Principal, "mailboxes">, what: "route" | "tool" = "route") =>
   new Forbidden({
-    message: "This API key is limited to some mailboxes; this route is about the whole account and needs a key without that limit",
+    message: `This API key is limited to some mailboxes; this ${what} is about the whole account and needs a key without that limit`,
     details: { mailboxIds: Option.getOrElse(principal.mailboxes, () => []) }
   })
 

@@ -224,7 +224,18 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "delete_emails", { email_ids: [last] })).ok).toMatchObject({ deleted: 1 })
     const waiting = call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, after: last, timeout_seconds: 30 })
     await deliver(inbox.address, "Order 5")
-    expect(subjects((await waiting).ok)).toEqual(["Order 5"])
+    const fifth = (await waiting).ok
+    expect(subjects(fifth)).toEqual(["Order 5"])
+    // The agent's own reply is not mail arriving: the loop waits on for the next received one.
+    const replied = await call(mcp, "reply_to_email", { email_id: fifth.emails[0].email_id, text: "Shipped today." })
+    expect(replied.ok).toMatchObject({ status: "queued" })
+    const sent = await until("the reply stored", async () => {
+      const { ok } = await call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, after: fifth.emails[0].email_id, direction: "outbound", timeout_seconds: 0 })
+      return ok.total === 1 ? ok : undefined
+    })
+    expect(subjects(sent)).toEqual(["Re: Order 5"])
+    const received = await call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, after: fifth.emails[0].email_id, timeout_seconds: 1 })
+    expect(received.ok).toEqual({ emails: [], total: 0, has_more: false })
     // An id that never was this mailbox's is still refused by its field.
     expect((await call(mcp, "wait_for_email", { mailbox_id: inbox.mailboxId, after: emailId, timeout_seconds: 0 })).error).toMatchObject({
       code: "VALIDATION_ERROR",
@@ -662,8 +673,16 @@ describe("MCP at /mcp", () => {
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
     })
     expect(anonymous.status).toBe(401)
-    expect(anonymous.headers.get("www-authenticate")).toContain("Bearer")
+    // RFC 6750 §3: no error code for a request that sent no credential; invalid_token for a bad one.
+    expect(anonymous.headers.get("www-authenticate")).toBe('Bearer realm="mailroom"')
     expect(await anonymous.json()).toMatchObject({ success: false, error: { code: "UNAUTHORIZED" } })
+    const wrong = await fetch(`${suite.url}/mcp`, {
+      method: "POST",
+      headers: { authorization: "Bearer mr_not_a_key", "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
+    })
+    expect(wrong.status).toBe(401)
+    expect(wrong.headers.get("www-authenticate")).toBe('Bearer realm="mailroom", error="invalid_token"')
 
     const free = await withApiKey(suite.url)
     const list = () =>

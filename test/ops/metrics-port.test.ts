@@ -1,6 +1,7 @@
 /**
  * `/metrics` of processes without the api role, on `METRICS_PORT`: an SMTP-only node counts the
- * mail it took, a worker (and indexer) node the messages its consumers handled, each only its own. Separate
+ * mail it took, a worker (and indexer) node the messages its consumers handled, each only its own;
+ * `/healthz` and `/readyz` answer there as on the API. Separate
  * processes need PostgreSQL and NATS, so this suite runs in the services mode only (the all-roles
  * process is covered by observability.test.ts in both modes).
  */
@@ -95,7 +96,21 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     expect(workerAfter.value("mailroom_consumer_failed_total")).toBe(0)
     expect(workerAfter.families.some((family) => family.name.startsWith("mailroom_smtp_") || family.name.startsWith("mailroom_http_"))).toBe(false)
 
-    const other = await fetch(smtpMetrics.replace("/metrics", "/healthz"))
+    const other = await fetch(smtpMetrics.replace("/metrics", "/api-keys"))
     expect(other.status).toBe(404)
+    expect(await other.json()).toEqual({ success: false, error: { code: "NOT_FOUND", message: "Only /metrics, /healthz and /readyz are served here" } })
   }, 60_000)
+
+  it("gives a node without the api role the API's probes beside its metrics: /healthz, and /readyz with the stages", async () => {
+    for (const metrics of [smtpMetrics, workerMetrics]) {
+      const live = await fetch(metrics.replace("/metrics", "/healthz"))
+      expect(live.status).toBe(200)
+      expect(await live.json()).toEqual({ success: true, data: { status: "ok" } })
+      const ready = await fetch(metrics.replace("/metrics", "/readyz"))
+      expect(ready.status).toBe(200)
+      const { data } = await ready.json() as { data: Record<string, unknown> & { stages: Record<string, unknown> } }
+      expect(data).toMatchObject({ status: "ok", database: "ok", bus: "ok" })
+      expect(Object.keys(data.stages)).toEqual(["accept", "ingest", "index"])
+    }
+  })
 })

@@ -140,8 +140,12 @@ const notAllowed = Effect.succeed(HttpServerResponse.unsafeJson(
   { status: 405, headers: { allow: "POST" } }
 ))
 
-const unauthorized = (error: Unauthorized) =>
-  HttpServerResponse.setHeader(errorResponse(error), "www-authenticate", 'Bearer realm="mailroom", error="invalid_token"')
+/**
+ * 401 with its challenge (RFC 6750 §3): `invalid_token` only for a credential that was sent and is
+ * not good; a request that sent none is told only the scheme, as the RFC asks.
+ */
+const unauthorized = (error: Unauthorized, sent: boolean) =>
+  HttpServerResponse.setHeader(errorResponse(error), "www-authenticate", sent ? 'Bearer realm="mailroom", error="invalid_token"' : 'Bearer realm="mailroom"')
 
 export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function*() {
@@ -225,11 +229,11 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
      * A request without a good credential counts against its client address's limit, as the API's
      * do (300 a minute): 401 with that limit's headers, 429 past it.
      */
-    const refuse = (refusal: Unauthorized) =>
+    const refuse = (refusal: Unauthorized, sent: boolean) =>
       Effect.map(takeForAddress(limiter), (decision) =>
         HttpServerResponse.setHeaders(
           decision.allowed
-            ? unauthorized(refusal)
+            ? unauthorized(refusal, sent)
             : errorResponse(RateLimited.of({ limit: decision.limit, window: decision.window, retryAfter: decision.retryAfter, resetAt: decision.resetAt })),
           rateHeaders(decision)
         ))
@@ -237,11 +241,11 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const handle = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const credential = keyOrBearer(request)
-      if (Option.isNone(credential)) return yield* refuse(Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer"))
+      if (Option.isNone(credential)) return yield* refuse(Unauthorized.of("Missing credential: send X-API-Key or Authorization: Bearer"), false)
       // MCP's own per-minute limit, not the API's: its requests do not spend the key's API requests.
       const identified = yield* authenticator.identify(credential.value).pipe(Effect.either)
       if (identified._tag === "Left") {
-        if (identified.left._tag === "Unauthorized") return yield* refuse(identified.left)
+        if (identified.left._tag === "Unauthorized") return yield* refuse(identified.left, true)
         return yield* identified.left
       }
       const principal = identified.right

@@ -282,7 +282,7 @@ export const tools = [
       "its From, To, Cc, Date, Subject and attachments' names, then its text) says, as text (a PDF's pages in order), " +
       `${ATTACHMENT_PAGE.toLocaleString("en")} characters at a time: \`next_offset\` is where the next part starts, if any ` +
       "(give it as offset; truncated: the document had more than was kept of it); for any other kind, or a document that cannot " +
-      `be read, why (unreadable) and the HTTPS URL to download it with the API key. ${UNTRUSTED}`,
+      `be read, why (unreadable) and the URL to download it from, with the API key. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({
       email_id: Id("The email"),
@@ -338,7 +338,19 @@ export const tools = [
       "Search the account's mail by meaning and words together, best first (query in natural language; optional " +
       `mailbox_id, domain, labels, limit, offset, mode). Answers results with total, has_more and next_offset. Counts against the plan's searches. ${UNTRUSTED}`,
     annotations: reading,
-    input: Schema.Struct(SearchInput.fields),
+    // The API's arguments, described in the tool's own terms (the API's descriptions speak of routes and `hasMore`).
+    input: Schema.Struct({
+      ...SearchInput.fields,
+      mailbox_id: SearchInput.fields.mailbox_id.annotations({ description: "Only this mailbox's emails" }),
+      labels: SearchInput.fields.labels.annotations({ description: "Only emails carrying every one of these labels" }),
+      mode: SearchInput.fields.mode.annotations({
+        description: "hybrid (the default) ranks by words and meaning together; text by words alone, vector by meaning alone"
+      }),
+      min_score: SearchInput.fields.min_score.annotations({
+        description: "Only results scoring at least this (0.30 somewhat relevant, 0.50 moderately, 0.70 very, 0.90 highly); " +
+          "total and has_more then count those only. Default 0: every match, weak ones too"
+      })
+    }),
     // Paged as the other list tools are (`total`, `has_more`, `next_offset`: `withPaging`).
     run: (principal, input) => Effect.flatMap(Search, (search) => Effect.map(search.search(principal, input), ({ data, meta }) => ({ results: data, total: meta.total })))
   }),
@@ -609,8 +621,9 @@ export const tools = [
     name: "wait_for_email",
     reach: "args",
     description:
-      `Wait up to timeout_seconds (at most ${MAX_WAIT_SECONDS}, default 30) for mail in a mailbox newer than \`after\` ` +
-      "(an email_id; without it, any mail): answers as soon as some arrives, with the new emails oldest first (at most " +
+      `Wait up to timeout_seconds (at most ${MAX_WAIT_SECONDS}, default 30) for mail received in a mailbox newer than \`after\` ` +
+      "(an email_id; without it, any mail received; the mailbox's own sent mail, such as your replies, does not count " +
+      "unless direction is outbound): answers as soon as some arrives, with the new emails oldest first (at most " +
       "limit, default 20), or an empty list when the time is up. Call it in a loop instead of polling list_emails, each " +
       "time with after = the last email_id it answered (also one deleted since); when has_more is true, more new mail " +
       `is already waiting and the next call answers at once. ${UNTRUSTED}`,
@@ -619,8 +632,13 @@ export const tools = [
       mailbox_id: Id("The mailbox"),
       after: Schema.optional(Id("The last email_id already seen (the last one the previous call answered)")),
       unread: Schema.optional(Schema.Boolean).annotations({ description: "true: wait for unread mail only" }),
+      direction: Schema.optional(Direction).annotations({
+        description: "inbound (the default): mail received; outbound: the mailbox's own sent mail"
+      }),
       limit: Schema.optional(IntBetween(1, 100)).annotations({ description: "The most emails one answer holds (default 20)" }),
-      timeout_seconds: Schema.optional(IntBetween(0, MAX_WAIT_SECONDS))
+      timeout_seconds: Schema.optional(IntBetween(0, MAX_WAIT_SECONDS)).annotations({
+        description: `How long to wait for mail, in seconds (0 to ${MAX_WAIT_SECONDS}, default 30)`
+      })
     }),
     run: (principal, input) =>
       Effect.gen(function*() {
@@ -629,7 +647,8 @@ export const tools = [
         // Oldest first, so that an agent that carries on after the last one it was given misses none of a burst.
         const look = emails.list(principal.userId, input.mailbox_id, page({ limit: input.limit }), { field: "received_at", direction: "asc" }, {
           after: input.after,
-          unread: input.unread
+          unread: input.unread,
+          direction: input.direction ?? "inbound"
         })
         const found = yield* arrivals.waitFor(input.mailbox_id, look, (answer) => answer.total > 0, Duration.seconds(input.timeout_seconds ?? 30))
         return { emails: found.emails, total: found.total, has_more: found.total > found.emails.length }
@@ -914,7 +933,7 @@ export const toolRefusal = (principal: Principal, tool: Tool): Forbidden | undef
   principal.readOnly && tool.annotations.readOnlyHint !== true
     ? readOnlyRefusal()
     : Option.isSome(principal.mailboxes) && tool.reach === "account"
-    ? accountWide(principal)
+    ? accountWide(principal, "tool")
     : undefined
 
 /**
@@ -926,7 +945,7 @@ export const toolRefusal = (principal: Principal, tool: Tool): Forbidden | undef
 export const admitTool = <I>(principal: Principal, tool: Tool<I>, input: I) =>
   Option.isNone(principal.mailboxes) ? Effect.void : Effect.gen(function*() {
     const rule = typeof tool.reach === "function" ? tool.reach(input) : tool.reach
-    if (rule === "account") return yield* accountWide(principal)
+    if (rule === "account") return yield* accountWide(principal, "tool")
     const reach = yield* MailboxReach
     const args = input as {
       readonly mailbox_id?: unknown

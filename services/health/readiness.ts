@@ -1,0 +1,44 @@
+/**
+ * Readiness (`/readyz`): the database and the bus each answer within 2 s, and how each inbound stage
+ * is doing. Served by the API (src/http/health) and, for a process without the api role, beside its
+ * metrics on METRICS_PORT (src/metrics.ts), so every node has a probe.
+ */
+import { Effect } from "effect"
+import { Bus } from "../bus/bus.ts"
+import { ServiceUnavailable } from "../errors.ts"
+import { StageMonitor, type StageStatus } from "../pipeline/stages.ts"
+import { DatabaseProbe } from "./database-probe.ts"
+
+/** A stage as readiness reports it (src/http/health/api.ts `Stage` describes each field). */
+const stageReport = (status: StageStatus) => ({
+  rate_per_second: Math.round(status.rate * 10) / 10,
+  handled: status.handled,
+  pending: status.pending,
+  in_flight: status.inFlight,
+  oldest_age_seconds: status.oldestAgeSeconds === null ? null : Math.round(status.oldestAgeSeconds * 10) / 10,
+  lagging: status.lagging
+})
+
+/** The check: its report, or 503 SERVICE_UNAVAILABLE naming what does not answer. */
+export const makeReadiness = Effect.gen(function*() {
+  const databaseProbe = yield* DatabaseProbe
+  const bus = yield* Bus
+  const monitor = yield* StageMonitor
+  // Asked of the server, not of this process's pool: a pool busy to its last connection is working, not cut off.
+  const database = databaseProbe.reachable.pipe(
+    Effect.filterOrFail((reachable) => reachable, () => ServiceUnavailable.of("The database is not reachable"))
+  )
+  const busReachable = bus.ping.pipe(
+    Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => ServiceUnavailable.of("The bus is not reachable") }),
+    Effect.mapError(() => ServiceUnavailable.of("The bus is not reachable"))
+  )
+  return Effect.all([database, busReachable], { concurrency: 2 }).pipe(
+    Effect.zipRight(monitor.status),
+    Effect.map((stages) => ({
+      status: "ok" as const,
+      database: "ok" as const,
+      bus: "ok" as const,
+      stages: { accept: stageReport(stages.accept), ingest: stageReport(stages.ingest), index: stageReport(stages.index) }
+    }))
+  )
+})
