@@ -25,6 +25,7 @@ import { Vectors } from "../services/search/vectors.ts"
 import { SearchMemory } from "../services/search/ranker.ts"
 import { StageLimits } from "../services/stage-limits.ts"
 import { StageMonitor, type StageName, StageSettings } from "../services/pipeline/stages.ts"
+import { OutboundBacklog } from "../services/outbound/backlog.ts"
 import { DkimKeys } from "../services/outbound/dkim.ts"
 import { Drafts, DraftSchedulerLive } from "../services/outbound/drafts.ts"
 import { RequeueLive } from "../services/outbound/requeue.ts"
@@ -344,6 +345,7 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
   const shared = Layer.mergeAll(
     infrastructure,
     stagesLayer(config).pipe(Layer.provide(infrastructure)),
+    OutboundBacklog.Default.pipe(Layer.provide(infrastructure)),
     sharedSettingsLayer(config),
     stageLimitsLayer(config),
     Layer.succeed(SearchMemory, { postings: config.searchMemoryPostings }),

@@ -1,11 +1,12 @@
 /**
- * Readiness (`/readyz`): the database and the bus each answer within 2 s, and how each inbound stage
- * is doing. Served by the API (src/http/health) and, for a process without the api role, beside its
+ * Readiness (`/readyz`): the database and the bus each answer within 2 s, how each inbound stage
+ * is doing, and what sent mail waits to go (outbound/backlog.ts). Served by the API (src/http/health) and, for a process without the api role, beside its
  * metrics on METRICS_PORT (src/metrics.ts), so every node has a probe.
  */
 import { Effect } from "effect"
 import { Bus } from "../bus/bus.ts"
 import { ServiceUnavailable } from "../errors.ts"
+import { OutboundBacklog } from "../outbound/backlog.ts"
 import { StageMonitor, type StageStatus } from "../pipeline/stages.ts"
 import { DatabaseProbe } from "./database-probe.ts"
 
@@ -24,6 +25,7 @@ export const makeReadiness = Effect.gen(function*() {
   const databaseProbe = yield* DatabaseProbe
   const bus = yield* Bus
   const monitor = yield* StageMonitor
+  const backlog = yield* OutboundBacklog
   // Asked of the server, not of this process's pool: a pool busy to its last connection is working, not cut off.
   const database = databaseProbe.reachable.pipe(
     Effect.filterOrFail((reachable) => reachable, () => ServiceUnavailable.of("The database is not reachable"))
@@ -33,12 +35,13 @@ export const makeReadiness = Effect.gen(function*() {
     Effect.mapError(() => ServiceUnavailable.of("The bus is not reachable"))
   )
   return Effect.all([database, busReachable], { concurrency: 2 }).pipe(
-    Effect.zipRight(monitor.status),
-    Effect.map((stages) => ({
+    Effect.zipRight(Effect.all([monitor.status, backlog.latest])),
+    Effect.map(([stages, outbound]) => ({
       status: "ok" as const,
       database: "ok" as const,
       bus: "ok" as const,
-      stages: { accept: stageReport(stages.accept), ingest: stageReport(stages.ingest), index: stageReport(stages.index) }
+      stages: { accept: stageReport(stages.accept), ingest: stageReport(stages.ingest), index: stageReport(stages.index) },
+      outbound: { queued: outbound.queued, deferred: outbound.deferred, oldest_queued_age_seconds: outbound.oldestQueuedSeconds }
     }))
   )
 })

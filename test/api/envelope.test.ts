@@ -159,10 +159,13 @@ describe("billing, read side", () => {
 describe("health, OpenAPI and docs", () => {
   it("/healthz and /readyz answer 200 when the database and bus are reachable", async () => {
     expect((await mailroom.GET("/healthz")).data).toEqual({ success: true, data: { status: "ok" } })
-    // Sampled every second from the start; a consumer's lag is known once its stage has started.
+    // Sampled every second from the start (sent mail waiting, every 5 s); a consumer's lag is known once its stage has started.
     const ready = await until("stages sampled", async () => {
       const data = (await mailroom.GET("/readyz")).data
-      return data?.data.stages?.index.pending !== null && data?.data.stages?.ingest.pending !== null ? data : undefined
+      return data?.data.stages?.index.pending !== null && data?.data.stages?.ingest.pending !== null &&
+          data?.data.outbound?.oldest_queued_age_seconds !== null
+        ? data
+        : undefined
     }, 15_000, 200)
     expect(ready).toMatchObject({ success: true, data: { status: "ok", database: "ok", bus: "ok" } })
     // Every inbound stage, each with its rate and its lag (the embedded bus knows every consumer).
@@ -179,6 +182,8 @@ describe("health, OpenAPI and docs", () => {
       ingest: stage,
       index: stage
     })
+    // Sent mail waiting to go (counted in test/domain/outbound-backlog.test.ts).
+    expect(ready?.data.outbound).toEqual({ queued: expect.any(Number), deferred: expect.any(Number), oldest_queued_age_seconds: expect.any(Number) })
   })
 
   it("serves an OpenAPI 3.1 document generated from the contract", async () => {

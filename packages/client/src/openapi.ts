@@ -23304,6 +23304,15 @@ export interface operations {
                             bus?: "ok";
                             /** @enum {string} */
                             database?: "ok";
+                            /** @description Sent mail waiting to go, whichever process runs the mta role; sampled every 5 s */
+                            outbound?: {
+                                /** @description Deliveries that failed for now, to be tried again */
+                                deferred: number;
+                                /** @description How long the oldest queued delivery has waited; 0 when none (null: not sampled yet). Grows while no mta role sends */
+                                oldest_queued_age_seconds: number | null;
+                                /** @description Deliveries of sent mail not tried yet */
+                                queued: number;
+                            };
                             /** @description The inbound pipeline: accept (SMTP to 250), ingest (parse and store), index (embed and full text); sampled every second */
                             stages?: {
                                 accept: {

@@ -24,10 +24,21 @@ const Stage = Schema.Struct({
   lagging: Schema.Boolean.annotations({ description: "The oldest is older than STAGE_LAG_WARNING" })
 })
 
+const Outbound = Schema.Struct({
+  queued: Schema.Number.annotations({ description: "Deliveries of sent mail not tried yet" }),
+  deferred: Schema.Number.annotations({ description: "Deliveries that failed for now, to be tried again" }),
+  oldest_queued_age_seconds: Schema.NullOr(Schema.Number).annotations({
+    description: "How long the oldest queued delivery has waited; 0 when none (null: not sampled yet). Grows while no mta role sends"
+  })
+})
+
 const Ready = Schema.Struct({
   ...Health.fields,
   stages: Schema.optional(Schema.Struct({ accept: Stage, ingest: Stage, index: Stage })).annotations({
     description: "The inbound pipeline: accept (SMTP to 250), ingest (parse and store), index (embed and full text); sampled every second"
+  }),
+  outbound: Schema.optional(Outbound).annotations({
+    description: "Sent mail waiting to go, whichever process runs the mta role; sampled every 5 s"
   })
 })
 
