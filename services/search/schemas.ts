@@ -46,6 +46,9 @@ export const SearchResult = Schema.Struct({
   date: Schema.String,
   snippet: Schema.String.annotations({ description: "The first 200 characters of the body" }),
   labels: Schema.Array(Schema.String),
+  mailbox_id: Schema.String.annotations({ description: "The mailbox that holds it (Mailroom extension)" }),
+  thread_id: Schema.String.annotations({ description: "Its conversation (Mailroom extension)" }),
+  direction: Schema.Literal("inbound", "outbound").annotations({ description: "Received or sent (Mailroom extension)" }),
   score: Schema.Number.annotations({
     description: "0-1, higher is better: 0.90+ highly relevant, 0.70+ very, 0.50+ moderately, 0.30+ somewhat, below weak"
   })

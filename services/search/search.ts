@@ -44,6 +44,9 @@ type PageRow = {
   readonly sentAt: Date
   readonly snippet: string
   readonly labels: ReadonlyArray<string>
+  readonly mailboxId: string
+  readonly threadId: string
+  readonly direction: "inbound" | "outbound"
 } | { readonly id: null })
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
@@ -159,9 +162,11 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             WHERE d.user_id = ${userId} AND m.status = 'active'
               ${amongMailboxes(sql, "m.id", mailboxIds)}
           )
-          SELECT (SELECT count(*) FROM visible) AS total, p.id, p.subject, p.from_address, p.sent_at, p.snippet, p.labels
+          SELECT (SELECT count(*) FROM visible) AS total, p.id, p.subject, p.from_address, p.sent_at, p.snippet, p.labels,
+                 p.mailbox_id, p.thread_id, p.direction
           FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-            SELECT e.id, e.subject, e.from_address, e.sent_at, left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet, e.labels, v.n
+            SELECT e.id, e.subject, e.from_address, e.sent_at, left(btrim(e.text_body, E' \\t\\r\\n'), 200) AS snippet, e.labels,
+                   e.mailbox_id, e.thread_id, e.direction, v.n
             FROM visible v JOIN emails e ON e.id = v.id
             WHERE v.n > ${offset} AND v.n <= ${offset + limit}
           ) AS p ON true
@@ -176,6 +181,9 @@ export class Search extends Effect.Service<Search>()("mailroom/Search", {
             date: row.sentAt.toISOString(),
             snippet: row.snippet,
             labels: [...row.labels],
+            mailbox_id: row.mailboxId,
+            thread_id: row.threadId,
+            direction: row.direction,
             score: shownScore(scores.get(row.id)!)
           }]
         )

@@ -131,6 +131,10 @@ describe("POST /v1/search", () => {
       snippet: invoice.text,
       // Nothing vouches for example.com's mail from 127.0.0.1 (issue 20).
       labels: ["inbound", "unread", "unauthenticated"],
+      // Where it is, to read its conversation or act on its mailbox without another request.
+      mailbox_id: box.mailboxId,
+      thread_id: expect.stringMatching(/^thr_/),
+      direction: "inbound",
       score: expect.any(Number)
     })
     // Every word of the query in the mail, and the meaning close: highly relevant.

@@ -5563,14 +5563,23 @@ export interface components {
         };
         SearchResult: {
             date: string;
+            /**
+             * @description Received or sent (Mailroom extension)
+             * @enum {string}
+             */
+            direction: "inbound" | "outbound";
             email_id: string;
             from: string;
             labels: string[];
+            /** @description The mailbox that holds it (Mailroom extension) */
+            mailbox_id: string;
             /** @description 0-1, higher is better: 0.90+ highly relevant, 0.70+ very, 0.50+ moderately, 0.30+ somewhat, below weak */
             score: number;
             /** @description The first 200 characters of the body */
             snippet: string;
             subject: string;
+            /** @description Its conversation (Mailroom extension) */
+            thread_id: string;
         };
         SendAccepted: {
             email_id: string;
