@@ -50,7 +50,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_labels", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
-  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_forwarding", "forward_mailbox",
+  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_suppressions", "unsuppress_recipient", "list_forwarding", "forward_mailbox",
   "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "list_filters", "create_filter", "apply_filter",
   "delete_filter", "wait_for_email", "send_email",
   "reply_to_email", "get_invitation", "respond_to_invitation", "schedule_meeting", "list_meetings", "get_meeting", "update_meeting",
@@ -554,7 +554,7 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "delete_filter", { filter_id: filterId })).error).toMatchObject({ code: "NOT_FOUND", details: { filter_id: filterId } })
   })
 
-  it("suppresses a recipient for the account, once; a malformed address is refused by its field", async () => {
+  it("suppresses a recipient for the account, once (a malformed address is refused by its field), lists the suppressions and lifts one", async () => {
     const address = `${fresh("asked")}@Partner.example`
     const suppressed = await call(mcp, "suppress_recipient", { address })
     expect(suppressed.ok).toEqual({
@@ -565,6 +565,14 @@ describe("MCP at /mcp", () => {
     expect((await call(mcp, "suppress_recipient", { address: "nobody" })).error).toMatchObject({ code: "VALIDATION_ERROR", details: { address: expect.any(String) } })
     const listed = await withKey(suite.url, box.user).GET("/v1/api/suppressions", {})
     expect(listed.data?.data.map((s) => [s.address, s.reason])).toContainEqual([address.toLowerCase(), "manual"])
+    // Listed to the agent as well, newest first, and taken off again: the address may be written to.
+    const own = await call(mcp, "list_suppressions", { limit: 1 })
+    expect(own.ok).toMatchObject({ suppressions: [{ address: address.toLowerCase(), reason: "manual" }], total: expect.any(Number) })
+    expect(own.ok.has_more).toBe(own.ok.total > 1)
+    expect((await call(mcp, "unsuppress_recipient", { address })).ok).toEqual({ address: address.toLowerCase(), deleted: true })
+    expect((await call(mcp, "unsuppress_recipient", { address })).error).toMatchObject({ code: "NOT_FOUND", details: { address: address.toLowerCase() } })
+    const after = await call(mcp, "list_suppressions", {})
+    expect(after.ok.suppressions.map((s: { address: string }) => s.address)).not.toContain(address.toLowerCase())
   })
 
   it("answers bad input to every tool with a readable VALIDATION_ERROR, not a crash; refusals keep SPEC's codes", async () => {

@@ -512,11 +512,36 @@ export const tools = [
     reach: "account",
     description:
       "Stop sending to an address from every mailbox of the account, as when a person asks not to be written to again: " +
-      "a send to it is then refused (RECIPIENT_SUPPRESSED) until the account removes it. An address suppressed already " +
+      "a send to it is then refused (RECIPIENT_SUPPRESSED) until unsuppress_recipient removes it. An address suppressed already " +
       "stays as it was (created false), with its reason (bounced, unsubscribed, complained or manual).",
     annotations: changing,
     input: Schema.Struct({ address: SuppressionInput.fields.address }),
     run: (principal, input) => Effect.flatMap(Suppressions, (suppressions) => suppressions.add(principal.userId, input.address))
+  }),
+  tool({
+    name: "list_suppressions",
+    reach: "account",
+    description:
+      "The addresses the account does not send to, newest first, each with why (bounced: it refused mail for good; " +
+      "unsubscribed; complained: reported the mail as spam; manual: suppress_recipient), the receiving server's last " +
+      "answer and the email that caused it. A send to one is refused with RECIPIENT_SUPPRESSED.",
+    annotations: reading,
+    input: Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }),
+    run: (principal, input) =>
+      Effect.map(
+        Effect.flatMap(Suppressions, (suppressions) => suppressions.list(principal.userId, page(input), { field: "created_at", direction: "desc" })),
+        ({ data, total }) => ({ suppressions: data, total })
+      )
+  }),
+  tool({
+    name: "unsuppress_recipient",
+    reach: "account",
+    description:
+      "Send to a suppressed address again, as when the recipient fixed their mailbox or asks for mail again (they " +
+      "unsubscribed or complained: only on their word). NOT_FOUND when the address is not suppressed.",
+    annotations: changing,
+    input: Schema.Struct({ address: Schema.String.annotations({ description: "The suppressed address" }) }),
+    run: (principal, input) => Effect.flatMap(Suppressions, (suppressions) => suppressions.remove(principal.userId, input.address))
   }),
   tool({
     name: "list_forwarding",
