@@ -1,6 +1,6 @@
 /**
  * How the process writes its log: Effect's pretty logger for a terminal (`LOG_FORMAT=pretty`, the
- * default), or one JSON object per line for a log pipeline (`LOG_FORMAT=json`) with `level`, `time`,
+ * default; a node running some roles names them on each line), or one JSON object per line for a log pipeline (`LOG_FORMAT=json`) with `level`, `time`,
  * `message`, `role`, `node`, the fiber's log annotations, `trace_id`/`span_id` inside a traced span
  * and `error` (the cause, rendered) when the line carries one. Chosen once, here, for the process.
  *
@@ -61,10 +61,26 @@ const jsonLogger = (config: AppConfigShape) => {
 }
 
 /**
- * The process's logger. `NodeRuntime.runMain` installs the pretty logger; JSON replaces it.
- * (`Logger.replace` adds the JSON logger whichever was installed, and removes the pretty one.)
+ * The pretty logger, each line's message led by the process's roles (`[smtp] SMTP listening on …`):
+ * nodes of a cluster writing to one terminal or journal are told apart, as JSON lines are by `role`.
+ */
+const rolesPrettyLogger = (config: AppConfigShape) => {
+  const prefix = `[${config.roles.join(",")}]`
+  return Logger.prettyLoggerDefault.pipe(Logger.mapInput((message: unknown) => {
+    const parts = Array.isArray(message) ? message : [message]
+    return typeof parts[0] === "string" ? [`${prefix} ${parts[0]}`, ...parts.slice(1)] : [prefix, ...parts]
+  }))
+}
+
+/**
+ * The process's logger. `NodeRuntime.runMain` installs the pretty logger; JSON replaces it. A process
+ * running only some roles (a node of a cluster) names them on each pretty line; one running them all
+ * (`npm start`) has nothing to tell apart. (`Logger.replace` adds the replacement whichever was
+ * installed, and removes the pretty one.)
  */
 export const loggerLayer = (config: AppConfigShape) =>
   config.logFormat === "json"
     ? Layer.merge(Logger.replace(Logger.prettyLoggerDefault, jsonLogger(config)), Logger.remove(Logger.defaultLogger))
-    : Layer.empty
+    : config.allRoles
+    ? Layer.empty
+    : Layer.merge(Logger.replace(Logger.prettyLoggerDefault, rolesPrettyLogger(config)), Logger.remove(Logger.defaultLogger))

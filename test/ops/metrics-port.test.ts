@@ -42,7 +42,7 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     api = await startServer({ ...env, ROLES: "api" })
     servers.push(api)
     const [smtpPort, workerPort] = [await freePort(), await freePort()]
-    smtp = await startServer({ ...env, ROLES: "smtp", METRICS_PORT: String(smtpPort) }, { ready: "none" })
+    smtp = await startServer({ ...env, ROLES: "smtp", METRICS_PORT: String(smtpPort), LOG_LEVEL: "info" }, { ready: "none" })
     worker = await startServer({ ...env, ROLES: "worker,indexer", METRICS_PORT: String(workerPort) }, { ready: "none" })
     servers.push(smtp, worker)
     smtpMetrics = `http://127.0.0.1:${smtpPort}/metrics`
@@ -100,6 +100,11 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     expect(other.status).toBe(404)
     expect(await other.json()).toEqual({ success: false, error: { code: "NOT_FOUND", message: "Only /metrics, /healthz and /readyz are served here" } })
   }, 60_000)
+
+  it("names a node's roles on each line of its log, so that nodes sharing a terminal are told apart", () => {
+    expect(smtp.output()).toMatch(/^\[[\d:.]+\] INFO \(#\d+\): \[smtp\] SMTP listening on /m)
+    expect(smtp.output()).toMatch(/^\[[\d:.]+\] INFO \(#\d+\): \[smtp\] Metrics on http:/m)
+  })
 
   it("gives a node without the api role the API's probes beside its metrics: /healthz, and /readyz with the stages", async () => {
     for (const metrics of [smtpMetrics, workerMetrics]) {
