@@ -147,7 +147,9 @@ export const sweep = Effect.gen(function*() {
     lapsedSubscriptions: lapsed.length,
     renewedSubscriptions: count(renewed)
   }
-  if (Object.values(removed).some((n) => n > 0)) yield* Effect.logInfo("Housekeeping", removed)
+  // One line, as the others are: what it removed (or renewed) and how many, e.g. "Housekeeping: sessions 3, blobs 1".
+  const done = Object.entries(removed).filter(([, n]) => n > 0).map(([what, n]) => `${what} ${n}`)
+  if (done.length > 0) yield* Effect.logInfo(`Housekeeping: ${done.join(", ")}`)
   return removed
 }).pipe(Effect.withSpan("Housekeeping.sweep"))
 
