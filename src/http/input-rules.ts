@@ -267,6 +267,24 @@ const withBody = (request: HttpServerRequest.HttpServerRequest, text: string): H
   })
 }
 
+/**
+ * Why a query parameter's name or value as written in the URL (`raw`) is refused, if it is: its
+ * %-escapes must spell UTF-8, as the body must be UTF-8. Read with replacement characters, a Latin-1
+ * client's `q=caf%E9` searched for "caf�" and found nothing, saying nothing. A `%` not followed by two
+ * hex digits is a `%` (as URLSearchParams reads it), not an escape.
+ */
+const queryEscapeProblem = (raw: string): string | undefined => {
+  if (!raw.includes("%")) return undefined
+  for (const run of raw.match(/(?:%[0-9A-Fa-f]{2})+/g) ?? []) {
+    try {
+      utf8.decode(Uint8Array.from(run.slice(1).split("%"), (hex) => parseInt(hex, 16)))
+    } catch {
+      return `must be UTF-8 once its %-escapes are decoded: ${run} is not (é is %C3%A9 in UTF-8)`
+    }
+  }
+  return undefined
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /** Whether a body is declared: a length over 0, or chunks (which may yet turn out to be none). */
@@ -298,7 +316,16 @@ export const screen = (
     // Query string. A parameter the route reads takes one value: given twice, which one was meant is
     // unknown (the decoder would say it "must be a string", of a list the client never wrote).
     if (queryAt !== -1) {
-      const query = new URLSearchParams(request.url.slice(queryAt + 1))
+      const search = request.url.slice(queryAt + 1)
+      if (search.includes("%")) {
+        for (const pair of search.split("&")) {
+          const equals = pair.indexOf("=")
+          const [rawKey, rawValue] = equals === -1 ? [pair, ""] : [pair.slice(0, equals), pair.slice(equals + 1)]
+          const problem = queryEscapeProblem(rawKey) ?? queryEscapeProblem(rawValue)
+          if (problem !== undefined) return yield* fieldError("api", shown(new URLSearchParams(`${rawKey}=`).keys().next().value ?? rawKey), problem)
+        }
+      }
+      const query = new URLSearchParams(search)
       for (const [key, value] of query) {
         if (key.includes(NUL) || value.includes(NUL)) return yield* fieldError("api", shown(key), NO_NUL)
       }

@@ -197,6 +197,21 @@ describe("NUL characters", () => {
   })
 })
 
+describe("a query parameter whose %-escapes are not UTF-8", () => {
+  it("is 400 VALIDATION_ERROR naming it and the escape (it searched for 'caf\ufffd' and found nothing); a bare % is a %", async () => {
+    const user = await withApiKey(server.url)
+    const ask = (query: string) => rawRequest(`${server.url}/v1/search/suggestions?${query}`, { method: "GET", headers: { authorization: `Bearer ${user.apiKey}` } })
+    const latin1 = await ask("q=caf%E9")
+    expect(latin1.status, latin1.text).toBe(400)
+    const problem = "must be UTF-8 once its %-escapes are decoded: %E9 is not (é is %C3%A9 in UTF-8)"
+    expect(latin1.json).toEqual({ success: false, error: { code: "VALIDATION_ERROR", message: `Invalid request: q ${problem}`, details: { q: problem } } })
+    // A character cut short, in the middle of a value.
+    expect((await ask("q=a%C3b")).json).toMatchObject({ error: { details: { q: expect.stringContaining("%C3 is not") } } })
+    // UTF-8 escaped, and a % that escapes nothing, are read as written.
+    for (const fine of ["q=caf%C3%A9", "q=100%", "q=50%25"]) expect((await ask(fine)).status, fine).toBe(200)
+  })
+})
+
 describe("a query parameter given twice", () => {
   it("is 400 VALIDATION_ERROR naming it, on the API and the dashboard alike; one the route does not read is left alone", async () => {
     const user = await withApiKey(server.url)
