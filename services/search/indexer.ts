@@ -287,8 +287,8 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
               vector
             }))
           ))
-          const processingMs = Date.now() - started
-          yield* storeDocuments(documents.map((document) => ({ document, model: embedder.model, chunks: document.chunks.length, processingMs })))
+          const took = Date.now() - started
+          yield* storeDocuments(documents.map((document) => ({ document, model: embedder.model, chunks: document.chunks.length, processingMs: took })))
         }
         // An email deleted while it was being indexed (mail/deletion.ts) may have left vectors stored
         // after the deletion removed its own: its document then failed, and asked again it is gone.

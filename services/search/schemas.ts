@@ -1,5 +1,6 @@
 /** SPEC "Search": the request, a result, the page meta; and the suggestions query. */
 import { Label, MAX_LABELS } from "../mail/label-rules.ts"
+import { Direction } from "../mail/schemas.ts"
 import { Schema } from "effect"
 import { maxCharacters } from "../characters.ts"
 import { IntBetween } from "../listing.ts"
@@ -48,7 +49,7 @@ export const SearchResult = Schema.Struct({
   labels: Schema.Array(Schema.String),
   mailbox_id: Schema.String.annotations({ description: "The mailbox that holds it (Mailroom extension)" }),
   thread_id: Schema.String.annotations({ description: "Its conversation (Mailroom extension)" }),
-  direction: Schema.Literal("inbound", "outbound").annotations({ description: "Received or sent (Mailroom extension)" }),
+  direction: Direction.annotations({ description: "Received or sent (Mailroom extension)" }),
   score: Schema.Number.annotations({
     description: "0-1, higher is better: 0.90+ highly relevant, 0.70+ very, 0.50+ moderately, 0.30+ somewhat, below weak"
   })

@@ -16,6 +16,7 @@ import { Billing } from "../billing/billing.ts"
 import { SearchCounts } from "../billing/search-counts.ts"
 import { RateLimited, SearchQuotaReached, ServiceUnavailable, ValidationError } from "../errors.ts"
 import { normalizeDomain } from "../mailboxes/rules.ts"
+import type { Direction } from "../mail/schemas.ts"
 import { BLOCKED } from "../mail/sender-list-rules.ts"
 import { reachesMailbox } from "../accounts/reach.ts"
 import { limits } from "../plans/plans.ts"
@@ -46,7 +47,7 @@ type PageRow = {
   readonly labels: ReadonlyArray<string>
   readonly mailboxId: string
   readonly threadId: string
-  readonly direction: "inbound" | "outbound"
+  readonly direction: Direction
 } | { readonly id: null })
 
 export class Search extends Effect.Service<Search>()("mailroom/Search", {
