@@ -33,11 +33,11 @@ const bar = (done: number, total: number, startedMs: number) => {
 
 /**
  * Run `step` on each of `items` (`concurrency` at once), a progress bar on stderr counting `weight`
- * of each (a terminal's redrawn in place, else a line every 5 s), then `Done: …` with `what`.
+ * of each (a terminal's redrawn in place, else a line every 5 s), then `Done:` and `what` was done.
  */
 const withProgress = <A, E, R>(
   items: ReadonlyArray<A>,
-  options: { readonly total: number; readonly weight: (item: A) => number; readonly concurrency: number; readonly what: string },
+  options: { readonly total: number; readonly weight: (item: A) => number; readonly concurrency: number; readonly what: (done: number) => string },
   step: (item: A) => Effect.Effect<unknown, E, R>
 ) =>
   Effect.gen(function*() {
@@ -56,7 +56,7 @@ const withProgress = <A, E, R>(
           }
         })), { concurrency: options.concurrency, discard: true })
     if (tty) process.stderr.write("\n")
-    process.stderr.write(`Done: ${options.what.replace("%d", String(done))} in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
+    process.stderr.write(`Done: ${options.what(done)} in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
   })
 
 export const reindex = (config: AppConfigShape, options: { readonly all: boolean }) =>
@@ -70,7 +70,7 @@ export const reindex = (config: AppConfigShape, options: { readonly all: boolean
     // Emails indexed at once share the lexicon's rows: on PostgreSQL one may lose a deadlock to another.
     yield* withProgress(
       ids,
-      { total: ids.length, weight: () => 1, concurrency: CONCURRENCY, what: "%d emails" },
+      { total: ids.length, weight: () => 1, concurrency: CONCURRENCY, what: (done) => `${done} emails` },
       (id) => retryOnConflict(options.all ? indexer.refresh(id) : indexer.index(id))
     )
 
@@ -81,7 +81,7 @@ export const reindex = (config: AppConfigShape, options: { readonly all: boolean
     const batches = Array.from({ length: Math.ceil(worded.length / WORDS_BATCH) }, (_, i) => worded.slice(i * WORDS_BATCH, (i + 1) * WORDS_BATCH))
     yield* withProgress(
       batches,
-      { total: worded.length, weight: (batch) => batch.length, concurrency: 2, what: "the words of %d emails" },
+      { total: worded.length, weight: (batch) => batch.length, concurrency: 2, what: (done) => `the words of ${done} emails` },
       (batch) => retryOnConflict(indexer.reword(batch))
     )
   }).pipe(Effect.provide(Indexer.Default.pipe(Layer.provide(vectorsLayer(config)), Layer.provideMerge(Database.layer(config)))))
