@@ -322,7 +322,10 @@ export const screen = (
           const equals = pair.indexOf("=")
           const [rawKey, rawValue] = equals === -1 ? [pair, ""] : [pair.slice(0, equals), pair.slice(equals + 1)]
           const problem = queryEscapeProblem(rawKey) ?? queryEscapeProblem(rawValue)
-          if (problem !== undefined) return yield* fieldError("api", shown(new URLSearchParams(`${rawKey}=`).keys().next().value ?? rawKey), problem)
+          if (problem === undefined) continue
+          // Named as decoded (a name's own bad escape shown as U+FFFD).
+          const name = new URLSearchParams(`${rawKey}=`).keys().next().value ?? rawKey
+          return yield* fieldError("api", shown(name), problem)
         }
       }
       const query = new URLSearchParams(search)
