@@ -39,12 +39,15 @@ export class OutboundBacklog extends Effect.Service<OutboundBacklog>()("mailroom
              count(*) FILTER (WHERE status = 'deferred')::int AS deferred,
              extract(epoch FROM now() - min(updated_at) FILTER (WHERE status = 'queued'))::float8 AS oldest
       FROM outbound_deliveries WHERE status IN ('queued', 'deferred')`.pipe(
-      Effect.flatMap(([row]) => {
-        latest = { queued: row!.queued, deferred: row!.deferred, oldestQueuedSeconds: Math.max(0, Math.round((row!.oldest ?? 0) * 10) / 10) }
+      Effect.flatMap((rows) => {
+        // An aggregate answers one row, whatever it counted.
+        const { deferred, oldest, queued } = rows[0]!
+        const oldestQueuedSeconds = Math.max(0, Math.round((oldest ?? 0) * 10) / 10)
+        latest = { queued, deferred, oldestQueuedSeconds }
         return Effect.all([
-          Metric.set(Metric.tagged(waitingGauge, "status", "queued"), latest.queued),
-          Metric.set(Metric.tagged(waitingGauge, "status", "deferred"), latest.deferred),
-          Metric.set(oldestGauge, latest.oldestQueuedSeconds ?? 0)
+          Metric.set(Metric.tagged(waitingGauge, "status", "queued"), queued),
+          Metric.set(Metric.tagged(waitingGauge, "status", "deferred"), deferred),
+          Metric.set(oldestGauge, oldestQueuedSeconds)
         ], { discard: true })
       }),
       // A database outage is told by whoever meets it (DependencyHealth); the figures wait for the next sample.

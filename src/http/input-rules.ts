@@ -274,10 +274,10 @@ const withBody = (request: HttpServerRequest.HttpServerRequest, text: string): H
  * hex digits is a `%` (as URLSearchParams reads it), not an escape.
  */
 const queryEscapeProblem = (raw: string): string | undefined => {
-  if (!raw.includes("%")) return undefined
   for (const run of raw.match(/(?:%[0-9A-Fa-f]{2})+/g) ?? []) {
+    // A run of well-formed escapes: decodeURIComponent refuses it only when its bytes are not UTF-8.
     try {
-      utf8.decode(Uint8Array.from(run.slice(1).split("%"), (hex) => parseInt(hex, 16)))
+      decodeURIComponent(run)
     } catch {
       return `must be UTF-8 once its %-escapes are decoded: ${run} is not (é is %C3%A9 in UTF-8)`
     }

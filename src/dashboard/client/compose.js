@@ -197,6 +197,7 @@ const answerSubject = (subject) => (/^\s*re\s*:/i.test(subject) ? subject : `Re:
 export const ReplyForm = ({ email, all, onClose }) => {
   const [text, setText] = useState("")
   const [mailboxAddress, setMailboxAddress] = useState(/** @type {string | null} */ (null))
+  // Only a refinement of the list shown (the address the email reached is left out without it): a failed look-up is no error to show.
   useEffect(() => void findMailbox(email.mailbox_id).then((mailbox) => setMailboxAddress(mailbox?.email_address ?? null), () => {}), [email.mailbox_id])
   const { to, cc } = answerRecipients(email, all, mailboxAddress)
   const { busy, error, run } = useAction()
