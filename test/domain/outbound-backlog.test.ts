@@ -22,10 +22,11 @@ layer(testDatabase, { timeout: "60 seconds" })("OutboundBacklog", (it) => {
       const mailbox = yield* insertMailbox(yield* insertUser())
       const { id } = yield* insertEmail(mailbox, { subject: "Waiting", receivedMinutesAgo: 1 })
       const deliveries = [["a", "queued", 600], ["b", "queued", 5], ["c", "deferred", 900], ["d", "sent", 3600], ["e", "bounced", 3600]] as const
-      for (const [name, status, secondsAgo] of deliveries) {
-        yield* sql`INSERT INTO outbound_deliveries (email_id, recipient, domain, status, updated_at)
-                   VALUES (${id}, ${`${name}@example.com`}, 'example.com', ${status}, now() - make_interval(secs => ${secondsAgo}))`
-      }
+      // In one transaction, so that no sample sees some of them (a sample between two inserts once
+      // counted both queued ones and no deferred one yet).
+      yield* Effect.forEach(deliveries, ([name, status, secondsAgo]) =>
+        sql`INSERT INTO outbound_deliveries (email_id, recipient, domain, status, updated_at)
+            VALUES (${id}, ${`${name}@example.com`}, 'example.com', ${status}, now() - make_interval(secs => ${secondsAgo}))`, { discard: true }).pipe(sql.withTransaction)
       /** `read` again (each sample lands every 20 ms) until `done` holds, for up to 5 s. */
       const wait = <A>(read: Effect.Effect<A>, done: (a: A) => boolean) =>
         Effect.gen(function*() {
@@ -36,7 +37,7 @@ layer(testDatabase, { timeout: "60 seconds" })("OutboundBacklog", (it) => {
           }
           return yield* read
         })
-      const first = yield* wait(backlog.latest, (latest) => latest.queued === 2)
+      const first = yield* wait(backlog.latest, (latest) => latest.queued === 2 && latest.deferred === 1)
       expect(first).toMatchObject({ queued: 2, deferred: 1 })
       expect(first.oldestQueuedSeconds).toBeGreaterThanOrEqual(600)
       expect(first.oldestQueuedSeconds).toBeLessThan(660)
