@@ -352,15 +352,18 @@ export const appLayer = (config: AppConfigShape, stopping: Effect.Effect<void> =
     Layer.succeed(Lifecycle, { stopping })
   ).pipe(Layer.provideMerge(outboundLayer(config).pipe(Layer.provide(infrastructure))))
   const when = <A, E, R>(role: Role, layer: Layer.Layer<A, E, R>) => (config.roles.includes(role) ? layer : Layer.empty)
+  // One value, so that the layer is built once for every role given it (layers are shared by reference).
+  const vectors = vectorsLayer(config, vectorDatabase)
   const searching = searches
-    ? Layer.mergeAll(when("api", apiRole(config)), when("indexer", IndexerLive)).pipe(Layer.provide(vectorsLayer(config, vectorDatabase)))
+    ? Layer.mergeAll(when("api", apiRole(config)), when("indexer", IndexerLive)).pipe(Layer.provide(vectors))
     : Layer.empty
   const roles = Layer.mergeAll(
     searching,
     when("worker", workerRole(config)),
     when("smtp", smtpRole(config)),
     when("mta", MtaRole),
-    metricsServerLayer(config),
+    // An indexer node's /readyz tells its vector index too.
+    searches ? metricsServerLayer(config).pipe(Layer.provide(vectors)) : metricsServerLayer(config),
     RuntimeMetricsLive
   )
   // The vector index's own PGlite opens beside the app's database (`vectorsLayer` then finds it open).

@@ -167,7 +167,8 @@ describe("health, OpenAPI and docs", () => {
         ? data
         : undefined
     }, 15_000, 200)
-    expect(ready).toMatchObject({ success: true, data: { status: "ok", database: "ok", bus: "ok" } })
+    // The API searches, so it tells its vector index too (pgvector, in a PGlite of its own here).
+    expect(ready).toMatchObject({ success: true, data: { status: "ok", database: "ok", bus: "ok", vector_index: "ok" } })
     // Every inbound stage, each with its rate and its lag (the embedded bus knows every consumer).
     const stage = {
       rate_per_second: expect.any(Number),

@@ -116,6 +116,20 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
       const { data } = await ready.json() as { data: Record<string, unknown> & { stages: Record<string, unknown> } }
       expect(data).toMatchObject({ status: "ok", database: "ok", bus: "ok" })
       expect(Object.keys(data.stages)).toEqual(["accept", "ingest", "index"])
+      // Only a node that searches (here the indexer) has a vector index to tell of.
+      expect(data.vector_index, metrics).toBe(metrics === workerMetrics ? "ok" : undefined)
     }
+  })
+
+  it("tells a vector index that does not answer in /readyz and stays ready (200): only search waits for it", async () => {
+    const readiness = async () => {
+      const reply = await fetch(`${api.url}/readyz`)
+      return { status: reply.status, data: (await reply.json() as { data: { vector_index?: string } }).data }
+    }
+    expect(await readiness()).toMatchObject({ status: 200, data: { vector_index: "ok" } })
+    // Refused four times: the first try and the adapter's three retries of a transient failure.
+    for (let i = 0; i < 4; i++) qdrant.failNext({ method: "GET", path: /^\/collections$/, status: 503, error: "Service Unavailable" })
+    expect(await readiness()).toMatchObject({ status: 200, data: { status: "ok", database: "ok", bus: "ok", vector_index: "unreachable" } })
+    expect(await readiness()).toMatchObject({ status: 200, data: { vector_index: "ok" } })
   })
 })

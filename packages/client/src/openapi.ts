@@ -1871,7 +1871,7 @@ export interface paths {
         };
         /**
          * Readiness
-         * @description 200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise. `stages` tells each inbound stage's rate and lag (a stage behind does not make the process unready)
+         * @description 200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise. `vector_index` says whether search's vector index answers (it does not make the process unready). `stages` tells each inbound stage's rate and lag (a stage behind does not make the process unready)
          */
         get: operations["health.readyz"];
         put?: never;
@@ -23369,6 +23369,11 @@ export interface operations {
                             };
                             /** @enum {string} */
                             status: "ok";
+                            /**
+                             * @description Whether the vector index (Qdrant, or pgvector) answers within 2 s; told by a process that searches (api, indexer). Unreachable leaves the process ready: mail is still accepted, stored and read, while hybrid searches rank by words alone, vector searches answer 503 and indexing waits
+                             * @enum {string}
+                             */
+                            vector_index?: "ok" | "unreachable";
                         };
                         /** @enum {boolean} */
                         success: true;

@@ -34,6 +34,10 @@ const Outbound = Schema.Struct({
 
 const Ready = Schema.Struct({
   ...Health.fields,
+  vector_index: Schema.optional(Schema.Literal("ok", "unreachable")).annotations({
+    description: "Whether the vector index (Qdrant, or pgvector) answers within 2 s; told by a process that searches (api, indexer). " +
+      "Unreachable leaves the process ready: mail is still accepted, stored and read, while hybrid searches rank by words alone, vector searches answer 503 and indexing waits"
+  }),
   stages: Schema.optional(Schema.Struct({ accept: Stage, ingest: Stage, index: Stage })).annotations({
     description: "The inbound pipeline: accept (SMTP to 250), ingest (parse and store), index (embed and full text); sampled every second"
   }),
@@ -55,7 +59,7 @@ export class HealthGroup extends HttpApiGroup.make("health")
       .annotateContext(OpenApi.annotations({
         summary: "Readiness",
         description: "200 when the database and the bus answer within 2 s each; 503 SERVICE_UNAVAILABLE otherwise. " +
-          "`stages` tells each inbound stage's rate and lag (a stage behind does not make the process unready)"
+          "`vector_index` says whether search's vector index answers (it does not make the process unready). `stages` tells each inbound stage's rate and lag (a stage behind does not make the process unready)"
       }))
   )
   .annotate(OpenApi.Description, "Liveness (the process serves) and readiness (database and bus reachable)")
