@@ -50,7 +50,7 @@ const deliver = (to: string, subject: string, attachments: Array<{ filename: str
 
 const TOOLS = [
   "list_mailboxes", "create_mailbox", "set_mailbox_name", "list_emails", "list_labels", "list_threads", "get_email", "get_thread", "get_attachment", "search_emails", "get_stats",
-  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "unsubscribe_from_list", "suppress_recipient", "list_suppressions", "unsuppress_recipient", "list_forwarding", "forward_mailbox",
+  "update_labels", "update_thread_labels", "update_threads_labels", "delete_emails", "delete_thread", "delete_threads", "block_sender", "unblock_sender", "list_blocked_senders", "unsubscribe_from_list", "suppress_recipient", "list_suppressions", "unsuppress_recipient", "list_forwarding", "forward_mailbox",
   "stop_forwarding", "get_auto_reply", "set_auto_reply", "turn_off_auto_reply", "list_filters", "create_filter", "apply_filter",
   "delete_filter", "wait_for_email", "send_email",
   "reply_to_email", "get_invitation", "respond_to_invitation", "schedule_meeting", "list_meetings", "get_meeting", "update_meeting",
@@ -116,13 +116,14 @@ describe("MCP at /mcp", () => {
     }
     expect(byName.get("apply_filter")!.annotations).toMatchObject({ destructiveHint: false })
     expect(byName.get("get_email")!.inputSchema.required).toEqual(["email_id"])
-    // A tool that takes nothing takes an empty object (not "an object or an array").
-    expect(byName.get("list_mailboxes")!.inputSchema).toEqual({ type: "object", properties: {}, additionalProperties: false })
+    // A tool of optional arguments only takes an object (not "an object or an array").
+    expect(byName.get("list_mailboxes")!.inputSchema).toMatchObject({ type: "object", required: [], additionalProperties: false })
   })
 
   it("reads mail: mailboxes, emails, one email, its thread, its attachment, search, waiting", async () => {
     const mailboxes = await call(mcp, "list_mailboxes", {})
     expect(mailboxes.ok.mailboxes.map((m: { mailbox_id: string }) => m.mailbox_id)).toContain(box.mailboxId)
+    expect(mailboxes.ok).toMatchObject({ total: mailboxes.ok.mailboxes.length, has_more: false })
 
     const email = await call(mcp, "get_email", { email_id: emailId })
     expect(email.ok).toMatchObject({ email_id: emailId, subject: "Invoice 7", labels: ["inbound", "unread", "unauthenticated"] })
@@ -500,6 +501,13 @@ describe("MCP at /mcp", () => {
     const lists = withKey(suite.url, box.user)
     const mailboxList = await lists.GET("/v1/api/mailboxes/{mailboxId}/lists/{list}", { params: { path: { mailboxId: box.mailboxId, list: "block" } } })
     expect(mailboxList.data?.data.map((e) => e.entry)).toEqual(["*.spam.example"])
+    // What the agent blocked, it can read: the mailbox's list, and the account's.
+    expect((await call(mcp, "list_blocked_senders", { mailbox_id: box.mailboxId })).ok).toEqual({
+      entries: [{ entry: "*.spam.example", type: "subdomains", list: "block", mailbox_id: box.mailboxId, created_at: expect.any(String) }],
+      total: 1,
+      has_more: false
+    })
+    expect((await call(mcp, "list_blocked_senders", {})).ok).toMatchObject({ entries: [{ entry: "pest@example.net", mailbox_id: null }], total: 1 })
 
     expect((await call(mcp, "unblock_sender", { entry: "*.spam.example", mailbox_id: box.mailboxId })).ok).toMatchObject({ deleted: true })
     expect((await call(mcp, "unblock_sender", { entry: "pest@example.net" })).ok).toMatchObject({ deleted: true })

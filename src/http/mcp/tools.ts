@@ -141,15 +141,12 @@ export const tools = [
     name: "list_mailboxes",
     reach: "args",
     description:
-      "List the account's active mailboxes, as { mailboxes: [...] } (as GET /v1/api/mailboxes answers): mailbox_id, " +
-      "email_address, display_name, domain, created_at.",
+      "List the account's active mailboxes, newest first, as { mailboxes: [...], total } (as GET /v1/api/mailboxes answers " +
+      "each): mailbox_id, email_address, display_name, domain, created_at.",
     annotations: reading,
-    input: Schema.Struct({}),
-    // An object, like every other tool's answer, so that it is structured content too (MCP's is an object, never an array).
-    run: (principal) =>
-      Effect.flatMap(Mailboxes, (mailboxes) => mailboxes.list(principal, Option.getOrUndefined(principal.mailboxes))).pipe(
-        Effect.map((list) => ({ mailboxes: list }))
-      )
+    input: Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }),
+    run: (principal, input) =>
+      Effect.flatMap(Mailboxes, (mailboxes) => mailboxes.listPage(principal, page(input), "desc", Option.getOrUndefined(principal.mailboxes)))
   }),
   tool({
     name: "create_mailbox",
@@ -493,6 +490,24 @@ export const tools = [
       mailbox_id: Schema.optional(Id("The mailbox; the account's list when left out"))
     }),
     run: (principal, input) => Effect.flatMap(SenderLists, (lists) => lists.remove(blockListOwner(principal, input.mailbox_id), "block", input.entry))
+  }),
+  tool({
+    name: "list_blocked_senders",
+    reach: (input) => input.mailbox_id === undefined ? "account" : "args",
+    description:
+      "The entries of a block list, newest first: the mailbox's with mailbox_id, else the account's (which applies to every " +
+      "mailbox). Each is an address, a domain or *.domain (type address, domain or subdomains), as block_sender added it.",
+    annotations: reading,
+    input: Schema.Struct({
+      mailbox_id: Schema.optional(Id("The mailbox; the account's list when left out")),
+      limit: Schema.optional(Limit),
+      offset: Schema.optional(Offset)
+    }),
+    run: (principal, input) =>
+      Effect.map(
+        Effect.flatMap(SenderLists, (lists) => lists.list(blockListOwner(principal, input.mailbox_id), "block", page(input))),
+        ({ data, total }) => ({ entries: data, total })
+      )
   }),
   tool({
     name: "unsubscribe_from_list",
@@ -925,12 +940,10 @@ export const tools = [
 ] as const
 
 /** A tool's input as JSON Schema, as `tools/list` shows it: always an object at the top. */
-export const inputSchemaOf = (tool: Tool): { readonly type: "object" } & Record<string, unknown> => {
-  // A struct without fields is TypeScript's `{}` (anything but null), which JSON Schema spells as
-  // "an object or an array": a tool that takes nothing takes an empty object.
-  if (Object.keys(tool.input.fields).length === 0) return { type: "object", properties: {}, additionalProperties: false }
-  return { ...withPropertiesAtTop(withoutGeneratedTitles(JSONSchema.make(tool.input))), type: "object" }
-}
+export const inputSchemaOf = (tool: Tool): { readonly type: "object" } & Record<string, unknown> => ({
+  ...withPropertiesAtTop(withoutGeneratedTitles(JSONSchema.make(tool.input))),
+  type: "object"
+})
 
 /**
  * A schema whose top is a reference (`{"$ref": "#/$defs/FilterInput", "$defs": …}`, what a named
