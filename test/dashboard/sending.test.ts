@@ -7,6 +7,7 @@
  * checked through the API as well as on the page; every refusal the page shows is the server's own,
  * and it is the only failed request of the suite.
  */
+import { simpleParser } from "mailparser"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { createClient, type operations } from "../../packages/client/src/fetch-client.ts"
@@ -242,11 +243,21 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("link", { name: "New email" }).click()
     await page.getByText(`From Grace's Agent <${address}>`).waitFor()
     await page.getByLabel("To").fill("ada@partner.test")
+    await page.getByLabel("Bcc").fill("Boss <boss@partner.test>")
     await page.getByLabel("Subject").fill("From a named mailbox")
     await page.getByLabel("Message").fill("Hello again.")
     await page.getByRole("button", { name: "Send", exact: true }).click()
     await page.getByRole("heading", { name: "From a named mailbox" }).waitFor()
-    expect((await delivered("From a named mailbox")).parsed.from?.value).toEqual([{ name: "Grace's Agent", address }])
+    const named = await delivered("From a named mailbox")
+    expect(named.parsed.from?.value).toEqual([{ name: "Grace's Agent", address }])
+    // The Bcc recipient gets it too (in the same delivery or one of its own), and no header says so.
+    const copies = await until("a copy for each recipient", async () => {
+      const received = await Promise.all(mx.delivered().map(async (message) => ({ message, parsed: await simpleParser(message.raw) })))
+      const ours = received.filter(({ parsed }) => parsed.subject === "From a named mailbox")
+      return ours.flatMap(({ message }) => message.rcptTo).length === 2 ? ours : undefined
+    })
+    expect(copies.flatMap(({ message }) => message.rcptTo).sort()).toEqual(["ada@partner.test", "boss@partner.test"])
+    for (const { parsed } of copies) expect(parsed.headers.has("bcc")).toBe(false)
     sentIds.push(new URL(page.url()).hash.split("/").pop()!)
 
     await page.getByRole("link", { name: "Mailboxes" }).click()
@@ -260,12 +271,14 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   it("shows a refused send: a malformed address by its field, a suppressed recipient by the server's reason; nothing is sent", async () => {
     const before = mx.delivered().length
     await page.goto(`/#/mailboxes/${mailboxId}/compose`)
-    await page.getByLabel("To").fill("not an address")
+    await page.getByLabel("To").fill("ada@partner.test, not an address")
     await page.getByLabel("Subject").fill("Never sent")
     await page.getByLabel("Message").fill("This should not leave.")
     await page.getByRole("button", { name: "Send", exact: true }).click()
-    // By its field: the note under To says what is wrong (the alert below the form says it too).
-    await page.getByText("must be an email address such as name@example.com", { exact: true }).waitFor()
+    // By its field: the note under To names the address and says what is wrong; the alert below the
+    // form says it by the form's labels, not the request's ("to.1").
+    await page.getByText("“not an address” must be an email address such as name@example.com", { exact: true }).waitFor()
+    await page.getByRole("alert").getByText("To, item 2: must be an email address such as name@example.com", { exact: true }).waitFor()
     await expect(page.getByLabel("To").getAttribute("aria-invalid")).resolves.toBe("true")
     // The keyboard is at what to fix, not dropped on the page.
     await expect.poll(focused).toBe("compose-to")

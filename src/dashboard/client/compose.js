@@ -68,16 +68,25 @@ export const parseRecipients = (text) =>
     return name ? { name, address: named[2].trim() } : named[2].trim()
   })
 
-/** A field's message from a refused request, wherever the server put it (`to`, `to.0`, …). */
-/** @param {unknown} error @param {string} field */
-export const recipientError = (error, field) => {
+/**
+ * A recipient field's message from a refused request, wherever the server put it (`to`, `to.1`, …):
+ * one about an item names that recipient, as `text` (the field as typed) lists them.
+ * @param {unknown} error @param {string} field @param {string} text
+ */
+export const recipientError = (error, field, text) => {
   const direct = fieldError(error, field)
   if (direct) return direct
   const details = /** @type {any} */ (error)?.details ?? {}
   const errors = details.field_errors ?? details
-  const key = Object.keys(errors).find((k) => k.startsWith(field + ".") || k.startsWith(field + "["))
-  return key ? errors[key] : undefined
+  const key = Object.keys(errors).find((k) => k.startsWith(field + "."))
+  if (key === undefined) return undefined
+  const recipient = parseRecipients(text)[Number(key.split(".")[1])]
+  const named = typeof recipient === "string" ? recipient : recipient?.address
+  return named === undefined ? errors[key] : `“${named}” ${errors[key]}`
 }
+
+/** The labels a refusal of a message's fields is told by (ErrorNote). */
+export const MESSAGE_LABELS = { to: "To", cc: "Cc", bcc: "Bcc", subject: "Subject", text: "Message" }
 
 const newKey = () => crypto.randomUUID()
 
@@ -85,6 +94,7 @@ const newKey = () => crypto.randomUUID()
 export const ComposeForm = ({ mailboxId, address, name }) => {
   const [to, setTo] = useState("")
   const [cc, setCc] = useState("")
+  const [bcc, setBcc] = useState("")
   const [subject, setSubject] = useState("")
   const [text, setText] = useState("")
   const { busy, error, run } = useAction()
@@ -99,7 +109,13 @@ export const ComposeForm = ({ mailboxId, address, name }) => {
   // One key per message written: the same message sent twice is sent once.
   const [key, setKey] = useState(newKey)
   const base = `/api/mailboxes/${encodeURIComponent(mailboxId)}`
-  const body = () => ({ to: parseRecipients(to), cc: cc ? parseRecipients(cc) : undefined, subject, text })
+  const body = () => ({
+    to: parseRecipients(to),
+    cc: cc ? parseRecipients(cc) : undefined,
+    bcc: bcc ? parseRecipients(bcc) : undefined,
+    subject,
+    text
+  })
   const send = () =>
     run(async () => {
       const { data } = await call("POST", base + "/send", body(), { "idempotency-key": key })
@@ -116,11 +132,13 @@ export const ComposeForm = ({ mailboxId, address, name }) => {
     <form class="card" aria-label="New email" ref=${form} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), send())}>
       ${address && html`<p class="muted small">From ${name ? html`<strong>${name}</strong> ${`<${address}>`}` : html`<strong>${address}</strong>`}</p>`}
       <${Field} id="compose-to" label="To" value=${to} onInput=${setTo} required
-        hint="Addresses separated by commas; Name <address> works too" error=${recipientError(error, "to")} />
-      <${Field} id="compose-cc" label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc")} />
+        hint="Addresses separated by commas; Name <address> works too" error=${recipientError(error, "to", to)} />
+      <${Field} id="compose-cc" label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc", cc)} />
+      <${Field} id="compose-bcc" label="Bcc" value=${bcc} onInput=${setBcc} error=${recipientError(error, "bcc", bcc)}
+        hint="Sent a copy; the other recipients do not see these addresses" />
       <${Field} id="compose-subject" label="Subject" value=${subject} onInput=${setSubject} error=${fieldError(error, "subject")} />
       <${TextArea} id="compose-text" label="Message" value=${text} onInput=${setText} error=${fieldError(error, "text")} />
-      <${ErrorNote} error=${error} />
+      <${ErrorNote} error=${error} labels=${MESSAGE_LABELS} />
       <div class="actions">
         <button type="submit" disabled=${busy}>Send</button>
         <button type="button" class="secondary" disabled=${busy} onClick=${saveDraft}>Save as draft</button>
@@ -217,7 +235,7 @@ export const ReplyForm = ({ email, all, onClose }) => {
         <dt>Subject</dt><dd>${answerSubject(email.subject)}</dd>
       </dl>
       <${TextArea} id="reply-text" label="Your reply" value=${text} onInput=${setText} error=${fieldError(error, "text")} autofocus />
-      <${ErrorNote} error=${error} />
+      <${ErrorNote} error=${error} labels=${{ text: "Your reply" }} />
       <div class="actions">
         <button type="submit" disabled=${busy}>Send reply</button>
         <button type="button" class="secondary" disabled=${busy} onClick=${saveDraft}>Save as draft</button>

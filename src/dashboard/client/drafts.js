@@ -6,7 +6,7 @@
 import { html } from "htm/preact"
 import { useEffect, useLayoutEffect, useRef, useState } from "preact/hooks"
 import { allMailboxes, call, fieldError, findMailbox, isNotFound, query } from "./api.js"
-import { formatRecipients, parseRecipients, recipientError } from "./compose.js"
+import { formatRecipients, MESSAGE_LABELS, parseRecipients, recipientError } from "./compose.js"
 import { onDelivery } from "./live.js"
 import { mailDocument, SANDBOX } from "./mail-frame.js"
 import { href } from "./router.js"
@@ -200,9 +200,9 @@ const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
       ${editing && html`
         <form class="full" aria-label=${"Edit draft " + title} onSubmit=${(/** @type {Event} */ e) => (e.preventDefault(), save())}>
           <${Field} id=${"draft-to-" + draft.draft_id} label="To" value=${to} onInput=${setTo}
-            hint=${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "Leave empty to answer the original's sender" : undefined} error=${recipientError(error, "to")} />
-          <${Field} id=${"draft-cc-" + draft.draft_id} label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc")} />
-          <${Field} id=${"draft-bcc-" + draft.draft_id} label="Bcc" value=${bcc} onInput=${setBcc} error=${recipientError(error, "bcc")} />
+            hint=${draft.in_reply_to && (draft.to === undefined || draft.to === null) ? "Leave empty to answer the original's sender" : undefined} error=${recipientError(error, "to", to)} />
+          <${Field} id=${"draft-cc-" + draft.draft_id} label="Cc" value=${cc} onInput=${setCc} error=${recipientError(error, "cc", cc)} />
+          <${Field} id=${"draft-bcc-" + draft.draft_id} label="Bcc" value=${bcc} onInput=${setBcc} error=${recipientError(error, "bcc", bcc)} />
           <${Field} id=${"draft-subject-" + draft.draft_id} label="Subject" value=${subject} onInput=${setSubject} error=${fieldError(error, "subject")} />
           <${TextArea} id=${"draft-text-" + draft.draft_id} label="Message" value=${text} onInput=${setText} error=${fieldError(error, "text")}
             hint=${draft.html ? "The agent also wrote an HTML version, which mail programs show instead of this text: changing the message removes it, so what you approve is what is sent." : undefined} />
@@ -211,7 +211,7 @@ const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
             <button type="button" class="secondary" onClick=${() => setEditing(false)}>Cancel</button>
           </div>
         </form>`}
-      <div class="full"><${ErrorNote} error=${error} /></div>
+      <div class="full"><${ErrorNote} error=${error} labels=${MESSAGE_LABELS} /></div>
     </li>
   `
 }

@@ -134,15 +134,35 @@ export const CopyButton = ({ text, label = "Copy", name }) => {
   }</span>`
 }
 
-/** @param {{ error: unknown }} props */
 /**
  * `n` and the word for that many: "1 mailbox", "2 mailboxes".
  * @param {number} n @param {string} one @param {string} many
  */
 export const count = (n, one, many) => `${n} ${n === 1 ? one : many}`
 
-export const ErrorNote = ({ error }) =>
-  error ? html`<p class="alert" role="alert">${error instanceof Error ? error.message : String(error)}</p>` : null
+/**
+ * A refusal, in the page's words. With `labels` (a request field's name to its label on the form), a
+ * VALIDATION_ERROR about such fields only is told by those labels ("To, item 2: must be …") rather than
+ * by the request's names ("to.1 must be …"); anything else as the server said it.
+ * @param {{ error: unknown, labels?: Record<string, string> }} props
+ */
+export const ErrorNote = ({ error, labels }) =>
+  error ? html`<p class="alert" role="alert">${refusalText(error, labels)}</p>` : null
+
+/** @param {unknown} error @param {Record<string, string> | undefined} labels */
+const refusalText = (error, labels) => {
+  if (!(error instanceof Error)) return String(error)
+  if (labels === undefined || !(error instanceof ApiError) || error.code !== "VALIDATION_ERROR") return error.message
+  /** @type {Record<string, unknown>} */
+  const details = error.details?.field_errors ?? error.details ?? {}
+  const told = Object.entries(details).map(([key, message]) => {
+    const [field, item] = key.split(".")
+    const label = labels[field]
+    if (label === undefined || typeof message !== "string") return undefined
+    return item !== undefined && /^\d+$/.test(item) ? `${label}, item ${Number(item) + 1}: ${message}` : `${label}: ${message}`
+  })
+  return told.length > 0 && told.every(Boolean) ? told.join(". ") : error.message
+}
 
 /**
  * A client named as a person would: its browser (or program) and system, from its User-Agent.
