@@ -1,7 +1,7 @@
 /**
  * The Qdrant VectorIndex (`QDRANT_URL`, REST API): the clustered adapter, shared by every worker.
  *
- * One collection per embedding model (`collectionName`), cosine distance, created with its payload
+ * One collection per embedding model (`collectionName`, after the deployment's `prefix`), cosine distance, created with its payload
  * indexes on first use. Several workers may start at once, so creation is idempotent: a collection
  * someone else just created is fine, and indexes missing after a crash halfway are added by the next
  * caller. `namespace` is the tenant key (Qdrant keeps each tenant's points together), and `email_id`
@@ -32,6 +32,8 @@ export interface QdrantIndexOptions {
   /** `http(s)://host:port[/prefix]`, taken literally: no port means the scheme's default. */
   readonly url: string
   readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** Put before every collection's name (QDRANT_PREFIX), so that several deployments share one Qdrant; none by default. */
+  readonly prefix?: string | undefined
 }
 
 /** Points per upsert request: a few hundred KB of JSON at common dimensions. */
@@ -198,6 +200,7 @@ const makeClient = (options: QdrantIndexOptions) =>
 export const make = (options: QdrantIndexOptions): Effect.Effect<VectorIndexShape, VectorIndexError> =>
   Effect.gen(function*() {
     const client = yield* makeClient(options)
+    const prefix = options.prefix ?? ""
     // Collections known to be ready, so that callers asking per message cost no round trip.
     const ready = new Map<string, VectorCollection>()
 
@@ -308,7 +311,7 @@ export const make = (options: QdrantIndexOptions): Effect.Effect<VectorIndexShap
     }
 
     const collection = Effect.fn("QdrantIndex.collection")(function*(model: string, dimensions: number) {
-      const name = collectionName(model, dimensions)
+      const name = `${prefix}${collectionName(model, dimensions)}`
       const known = ready.get(name)
       if (known !== undefined) return known
       yield* ensure(name, dimensions)
@@ -327,7 +330,7 @@ export const make = (options: QdrantIndexOptions): Effect.Effect<VectorIndexShap
 
     const forgetNamespace = Effect.fn("QdrantIndex.forgetNamespace")(function*(namespace: string) {
       const { collections } = yield* call("list collections", () => client.getCollections())
-      const ours = collections.map((c) => c.name).filter((name) => name.startsWith(COLLECTION_PREFIX))
+      const ours = collections.map((c) => c.name).filter((name) => name.startsWith(`${prefix}${COLLECTION_PREFIX}`))
       yield* Effect.forEach(
         ours,
         (name) =>

@@ -157,7 +157,7 @@ const vectorDatabaseLayer = (config: AppConfigShape) =>
 /** The vector index alone (`vectorsLayer`'s), for what removes vectors without embedding anything. */
 export const vectorIndexLayer = (config: AppConfigShape, vectorDatabase = vectorDatabaseLayer(config)) =>
   Option.match(config.qdrantUrl, {
-    onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey) }),
+    onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey), prefix: config.qdrantPrefix }),
     onNone: () =>
       vectorsApart(config)
         ? PgvectorIndex.apartLayer.pipe(Layer.provide(vectorDatabase))

@@ -277,6 +277,11 @@ export const appConfig = Config.all({
   ),
   qdrantUrl: Config.option(url("QDRANT_URL")),
   qdrantApiKey: Config.option(Config.redacted("QDRANT_API_KEY")),
+  /** Put before the names of this deployment's Qdrant collections, as NATS_PREFIX is before its streams, so that several share one Qdrant. */
+  qdrantPrefix: Config.string("QDRANT_PREFIX").pipe(
+    Config.withDefault(""),
+    check("QDRANT_PREFIX", "Expected at most 40 letters, digits, '-' or '_'", (value: string) => /^[A-Za-z0-9_-]{0,40}$/.test(value))
+  ),
   openaiApiKey: Config.option(Config.redacted("OPENAI_API_KEY")),
   openaiBaseUrl: Config.option(url("OPENAI_BASE_URL")),
   embeddingModel: Config.string("EMBEDDING_MODEL").pipe(Config.withDefault("text-embedding-3-small")),

@@ -94,6 +94,7 @@ describe.concurrent("configuration", () => {
     [{ OTEL_EXPORTER_OTLP_ENDPOINT: "collector" }, /OTEL_EXPORTER_OTLP_ENDPOINT/],
     [{ OTEL_BSP_SCHEDULE_DELAY: "0" }, /OTEL_BSP_SCHEDULE_DELAY: Expected 1 or more/],
     [{ NATS_REPLICAS: "0" }, /NATS_REPLICAS: Expected 1 to 5/],
+    [{ QDRANT_PREFIX: "staging." }, /\nQDRANT_PREFIX: Expected at most 40 letters, digits, '-' or '_' but received "staging\."/],
     [{ NATS_REPLICAS: "three" }, /NATS_REPLICAS/],
     [{ PGLITE_SHARED_BUFFERS: "2GB" }, /PGLITE_SHARED_BUFFERS: Expected a size from 128kB to 1GB, such as 32MB, but received "2GB"/],
     [{ PGLITE_SHARED_BUFFERS: "lots" }, /PGLITE_SHARED_BUFFERS: Expected a size from 128kB/],
@@ -116,7 +117,7 @@ describe.concurrent("configuration", () => {
     expect(await refusal({})).toBe("accepted")
     expect(await refusal({ PORT: "8080", ROLES: "api,smtp,worker,indexer,mta", EMBEDDER_NICE: "0", PGLITE_SHARED_BUFFERS: "32MB",
       TRUSTED_PROXIES: "10.0.0.5, 172.16.0.0/12,fd00::/8", PROXY_PROTOCOL: "10.0.0.5,2001:db8::1",
-      POSTMASTER_MAILBOX: "Operator-Desk@Agents.localhost" })).toBe("accepted")
+      POSTMASTER_MAILBOX: "Operator-Desk@Agents.localhost", QDRANT_PREFIX: "staging_" })).toBe("accepted")
   })
 
   it("stops the process on a refused setting: exit 1, every refusal said, no stack trace, no secret", async () => {

@@ -38,7 +38,7 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
     backend = await createBackend()
     qdrant = await startFakeQdrant()
     openai = await startFakeOpenAi()
-    const env = { ...backend.env, QDRANT_URL: qdrant.url, ...fakeOpenAiEnv(openai) }
+    const env = { ...backend.env, QDRANT_URL: qdrant.url, QDRANT_PREFIX: "node_", ...fakeOpenAiEnv(openai) }
     api = await startServer({ ...env, ROLES: "api" })
     servers.push(api)
     const [smtpPort, workerPort] = [await freePort(), await freePort()]
@@ -94,6 +94,8 @@ describe.skipIf(mode !== "postgres")("METRICS_PORT", () => {
       return handled("ingest") === 1 && handled("index") === 1 ? now : undefined
     })
     expect(workerAfter.value("mailroom_consumer_failed_total")).toBe(0)
+    // Indexed into this deployment's own collection, under QDRANT_PREFIX.
+    expect([...qdrant.collections.keys()]).toEqual([expect.stringMatching(/^node_emails_/)])
     expect(workerAfter.families.some((family) => family.name.startsWith("mailroom_smtp_") || family.name.startsWith("mailroom_http_"))).toBe(false)
 
     const other = await fetch(smtpMetrics.replace("/metrics", "/api-keys"))

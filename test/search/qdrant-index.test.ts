@@ -229,6 +229,22 @@ describe("requests sent to Qdrant", () => {
       expect(yield* collection.count()).toBe(1)
     }))
 
+  it.scopedLive("keeps a deployment's collections apart under its prefix (QDRANT_PREFIX): named with it, and forgetting an account touches its own only", () =>
+    Effect.gen(function*() {
+      const { fake, index, model, target } = yield* fakeSetup
+      const staging = yield* VectorIndex.pipe(Effect.provide(QdrantIndex.layer({ url: target.url, apiKey: target.apiKey, prefix: "staging_" })))
+      const [ours, theirs] = [yield* index.collection(model, DIMS), yield* staging.collection(model, DIMS)]
+      expect([...fake.collections.keys()]).toEqual(expect.arrayContaining([collectionName(model, DIMS), `staging_${collectionName(model, DIMS)}`]))
+      yield* ours.upsert([point("email-1", 0, 0.5)])
+      yield* theirs.upsert([point("email-1", 0, 0.5)])
+      // The same account (namespace) in both deployments: each forgets its own points only.
+      yield* index.forgetNamespace("ns-a")
+      expect([yield* ours.count("ns-a"), yield* theirs.count("ns-a")]).toEqual([0, 1])
+      yield* ours.upsert([point("email-1", 0, 0.5)])
+      yield* staging.forgetNamespace("ns-a")
+      expect([yield* ours.count("ns-a"), yield* theirs.count("ns-a")]).toEqual([1, 0])
+    }))
+
   it.scopedLive("upserts in batches of at most 256, waiting, with the payload and derived UUIDs", () =>
     Effect.gen(function*() {
       const { fake, index, model } = yield* fakeSetup
