@@ -81,6 +81,31 @@ export const fromWallTime = (zone: string, wall: WallTime): number => {
   return guess - (offsetMinutes(zone, guess - first * MINUTE) ?? first) * MINUTE
 }
 
+/** A local time written without an offset (`2026-12-03T15:00`, seconds optional) that exists on a calendar; else undefined. */
+export const localTime = (local: string): WallTime | undefined => {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?$/.exec(local)
+  if (m === null) return undefined
+  const [year, month, day, hour, minute, second = 0] = m.slice(1).map((f) => f === undefined ? undefined : Number(f))
+  const wall: WallTime = { year: year!, month: month!, day: day!, hour: hour!, minute: minute!, second }
+  return isRealWallTime(wall) ? wall : undefined
+}
+
+/**
+ * The UTC moment of a local time written without an offset (`2026-12-03T15:00` or `…T15:00:00`,
+ * seconds optional) in `zone`: for a time the clocks skip (moving forward), undefined; for one they
+ * pass twice (moving back), the first. Undefined too for what is no such local time.
+ */
+export const localMoment = (local: string, zone: string): number | undefined => {
+  const wall = localTime(local)
+  if (wall === undefined || offsetMinutes(zone, 0) === undefined) return undefined
+  // Each offset the zone has around then, tried: those that give back the same wall time are the
+  // moments meant (none in a gap, two in an overlap).
+  const guess = asUtc(wall)
+  const offsets = new Set([offsetMinutes(zone, guess - DAY)!, offsetMinutes(zone, guess)!, offsetMinutes(zone, guess + DAY)!])
+  const moments = [...offsets].map((offset) => guess - offset * MINUTE).filter((utc) => asUtc(wallTime(zone, utc)) === guess)
+  return moments.length === 0 ? undefined : Math.min(...moments)
+}
+
 interface Change {
   /** The change's moment, in UTC milliseconds. */
   readonly at: number

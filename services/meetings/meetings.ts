@@ -18,6 +18,7 @@ import { newId } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { Conflict, NotFound, ValidationError } from "../errors.ts"
 import type { EventTime } from "../invitations/schemas.ts"
+import { localMoment } from "../invitations/time-zones.ts"
 import { describeRule, type OrganizedEvent, organizerCalendar, replyAnswers } from "../invitations/icalendar.ts"
 import type { Page, Sort } from "../listing.ts"
 import { routingForm } from "../mail/inbound.ts"
@@ -69,11 +70,14 @@ const toMeeting = (row: MeetingRow): Meeting => ({
   updated_at: row.updatedAt.toISOString()
 })
 
+/** A date_time as given: a moment with its offset, or a local time its zone places (WhenInput let through only those). */
+const momentOfInput = (dateTime: string, zone: string | undefined) => (zone === undefined ? undefined : localMoment(dateTime, zone)) ?? Date.parse(dateTime)
+
 /** A start or end as kept and answered: a moment in UTC (with the zone it is kept in, if any), or a day. */
 const timeOf = (when: WhenInput): EventTime =>
   when.date !== undefined
     ? { date_time: null, date: when.date, time_zone: null }
-    : { date_time: new Date(when.date_time!).toISOString().replace(".000Z", "Z"), date: null, time_zone: when.time_zone ?? null }
+    : { date_time: new Date(momentOfInput(when.date_time!, when.time_zone)).toISOString().replace(".000Z", "Z"), date: null, time_zone: when.time_zone ?? null }
 
 /** Whether two times are the same: a day, or a moment and the zone it is shown in (a stored time's fields come in any order). */
 const sameTime = (a: EventTime, b: EventTime) => a.date === b.date && a.date_time === b.date_time && a.time_zone === b.time_zone

@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { EventTime, ParticipationStatus } from "../invitations/schemas.ts"
-import { isTimeZone } from "../invitations/time-zones.ts"
+import { isTimeZone, localMoment, localTime } from "../invitations/time-zones.ts"
 import { ListParams } from "../listing.ts"
 import { AddressInput, Instant, MAX_RECIPIENTS, headerText } from "../outbound/schemas.ts"
 
@@ -15,13 +15,32 @@ const Day = Schema.String.pipe(
     new Date(`${value}T00:00:00Z`).toISOString().startsWith(value), { message: () => "must be a day such as 2026-12-24" })
 )
 
+/** A local time without an offset, read in the time_zone beside it: 2026-12-03T15:00:00 (seconds optional). */
+const isLocal = (value: string) => localTime(value) !== undefined
+
+const isInstant = Schema.is(Instant)
+
+/** A moment with its offset, or a local time for the time_zone beside it to place (WhenInput checks which). */
+const MeetingDateTime = Schema.String.pipe(Schema.filter((value) => isInstant(value) || isLocal(value), {
+  message: () => "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z, or a local time such as 2026-12-01T10:00:00 with time_zone",
+  description: "A moment with its offset (2026-12-03T15:00:00+01:00), or a local time (2026-12-03T15:00:00) with time_zone, which places it"
+}))
+
+/** What is wrong with a local time: no zone to place it, or a time the zone's clocks skip; undefined when nothing. */
+const localTimeProblem = (local: string, zone: string | undefined) =>
+  zone === undefined
+    ? { path: ["date_time"], message: "has no offset: add one (2026-12-01T10:00:00+01:00), or give the time_zone it is in" }
+    : localMoment(local, zone) === undefined
+    ? { path: ["date_time"], message: `does not exist in ${zone}: the clocks skip it (summer time begins)` }
+    : undefined
+
 /** When a meeting starts or ends: a moment (with its zone), or a whole day; one of the two. */
 export const WhenInput = Schema.Struct({
-  date_time: Schema.optional(Instant.annotations({ description: "A moment with its offset, e.g. 2026-12-03T15:00:00+01:00" })),
+  date_time: Schema.optional(MeetingDateTime),
   time_zone: Schema.optional(Schema.String.pipe(Schema.filter(isTimeZone, { message: () => "must be an IANA time zone such as Europe/Paris" })))
     .annotations({
-      description: "The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a repeating meeting stays at " +
-        "15:00 there across summer time; without one, times are sent in UTC"
+      description: "The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a date_time without an offset is " +
+        "read there, and a repeating meeting stays at 15:00 there across summer time; without one, times are sent in UTC"
     }),
   date: Schema.optional(Day.annotations({ description: "A whole day (YYYY-MM-DD); a whole-day meeting's end is the day after its last" }))
 }).pipe(
@@ -30,6 +49,8 @@ export const WhenInput = Schema.Struct({
       ? "must be {\"date_time\": an ISO 8601 time with its zone} or {\"date\": YYYY-MM-DD}, one of the two"
       : when.date !== undefined && when.time_zone !== undefined
       ? "time_zone goes with a date_time, not a whole day"
+      : when.date_time !== undefined && isLocal(when.date_time)
+      ? localTimeProblem(when.date_time, when.time_zone)
       : undefined
   )
 ).annotations({ identifier: "MeetingTimeInput" })

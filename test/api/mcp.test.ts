@@ -432,8 +432,20 @@ describe("MCP at /mcp", () => {
       .toMatchObject({ code: "NOT_FOUND", details: { mailbox_id: "mbx_missing" } })
     expect((await call(mcp, "find_free_time", { mailbox_id: guest.ok.mailbox_id, weekdays: "8" })).error)
       .toMatchObject({ code: "VALIDATION_ERROR", details: { weekdays: "must be weekdays 1 (Monday) to 7 (Sunday), separated by commas" } })
-    const moved = await call(mcp, "update_meeting", { meeting_id: meetingId, start: { date_time: "2026-12-08T11:00:00Z" }, end: { date_time: "2026-12-08T11:30:00Z" } })
-    expect(moved.ok).toMatchObject({ sequence: 1, attendees: [{ status: "needs_action" }] })
+    // Moved by the local time where it is held: the zone places it (no offset for the model to work out).
+    const paris = (local: string) => ({ date_time: local, time_zone: "Europe/Paris" })
+    const moved = await call(mcp, "update_meeting", { meeting_id: meetingId, start: paris("2026-12-08T12:00"), end: paris("2026-12-08T12:30:00") })
+    expect(moved.ok).toMatchObject({
+      sequence: 1,
+      attendees: [{ status: "needs_action" }],
+      start: { date_time: "2026-12-08T11:00:00Z", date: null, time_zone: "Europe/Paris" },
+      end: { date_time: "2026-12-08T11:30:00Z", date: null, time_zone: "Europe/Paris" }
+    })
+    // A local time needs its zone; one the clocks skip (summer time beginning) is no time at all.
+    expect((await call(mcp, "update_meeting", { meeting_id: meetingId, start: { date_time: "2026-12-08T12:00:00" } })).error?.details)
+      .toEqual({ "start.date_time": "has no offset: add one (2026-12-01T10:00:00+01:00), or give the time_zone it is in" })
+    expect((await call(mcp, "update_meeting", { meeting_id: meetingId, start: paris("2027-03-28T02:30"), end: paris("2027-03-28T04:00") })).error?.details)
+      .toEqual({ "start.date_time": "does not exist in Europe/Paris: the clocks skip it (summer time begins)" })
     expect((await call(mcp, "cancel_meeting", { meeting_id: meetingId })).ok).toMatchObject({ status: "cancelled", sequence: 2 })
     expect((await call(mcp, "cancel_meeting", { meeting_id: meetingId })).error).toMatchObject({ code: "CONFLICT", details: { meeting_id: meetingId } })
     expect((await call(mcp, "schedule_meeting", {

@@ -5,7 +5,7 @@
  */
 import ICAL from "ical.js"
 import { describe, expect, it } from "vitest"
-import { fromWallTime, isTimeZone, offsetMinutes, vtimezoneLines, wallTime } from "../../services/invitations/time-zones.ts"
+import { fromWallTime, isTimeZone, localMoment, offsetMinutes, vtimezoneLines, wallTime } from "../../services/invitations/time-zones.ts"
 
 /** The UTC moment (ISO) of local `wall` in `zone` as the written VTIMEZONE (from `year`'s rules) puts it. */
 const throughVtimezone = (zone: string, year: number, wall: string) => {
@@ -27,6 +27,22 @@ describe("time zones", () => {
     expect(new Date(fromWallTime("Europe/Paris", { year: 2026, month: 3, day: 29, hour: 1, minute: 30, second: 0 })).toISOString()).toBe("2026-03-29T00:30:00.000Z")
     expect(new Date(fromWallTime("Europe/Paris", { year: 2026, month: 3, day: 29, hour: 3, minute: 30, second: 0 })).toISOString()).toBe("2026-03-29T01:30:00.000Z")
     expect(wallTime("America/New_York", Date.UTC(2026, 6, 4, 16))).toEqual({ year: 2026, month: 7, day: 4, hour: 12, minute: 0, second: 0 })
+  })
+
+  it("places a local time written without an offset: none where the clocks skip it, the first where they pass it twice", () => {
+    const at = (local: string, zone: string) => {
+      const moment = localMoment(local, zone)
+      return moment === undefined ? undefined : new Date(moment).toISOString()
+    }
+    expect(at("2026-12-03T15:00", "Europe/Paris")).toBe("2026-12-03T14:00:00.000Z")
+    expect(at("2026-07-03T15:00:00", "Europe/Paris")).toBe("2026-07-03T13:00:00.000Z")
+    expect(at("2026-12-03T15:00", "Asia/Kolkata")).toBe("2026-12-03T09:30:00.000Z")
+    // Spring forward: 02:30 never happens in Paris; fall back: 02:30 happens at +02:00, then at +01:00.
+    expect(at("2026-03-29T02:30", "Europe/Paris")).toBeUndefined()
+    expect(at("2026-10-25T02:30", "Europe/Paris")).toBe("2026-10-25T00:30:00.000Z")
+    expect(at("2026-11-01T01:30", "America/New_York")).toBe("2026-11-01T05:30:00.000Z")
+    // Not a local time: a day that does not exist, an offset, another zone's name.
+    expect([at("2026-02-30T10:00", "UTC"), at("2026-12-03T15:00Z", "UTC"), at("2026-12-03T15:00", "Mars/Olympus")]).toEqual([undefined, undefined, undefined])
   })
 
   it("writes a zone with summer time as two yearly rules that hold in later years, north and south", () => {

@@ -398,7 +398,7 @@ describe("meetings", () => {
     const malformed = await schedule({ summary: "", start: { date_time: "tomorrow" }, end: { date: "2026-02-30" }, recurrence: "EVERY=WEEK", attendees: [] })
     expect(malformed.response.status).toBe(400)
     expect(malformed.error!.error.details).toMatchObject({
-      "start.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z",
+      "start.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z, or a local time such as 2026-12-01T10:00:00 with time_zone",
       "end.date": "must be a day such as 2026-12-24",
       recurrence: "must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4"
     })
@@ -407,8 +407,8 @@ describe("meetings", () => {
       .error?.error.details).toEqual({ summary: "must be at most 255 characters", attendees: "must list at most 50 attendees" })
     // A day that does not exist is refused, not rolled over into March.
     expect((await schedule({ ...base, start: { date_time: "2026-02-30T10:00:00Z" }, end: { date_time: "2026-02-28T24:00:00Z" } })).error?.error.details).toEqual({
-      "start.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z",
-      "end.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z"
+      "start.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z, or a local time such as 2026-12-01T10:00:00 with time_zone",
+      "end.date_time": "must be an ISO 8601 time with a zone, such as 2026-12-01T09:00:00Z, or a local time such as 2026-12-01T10:00:00 with time_zone"
     })
     expect((await schedule({ ...base, start: { date_time: "2026-12-03T10:00:00Z", time_zone: "Mars/Olympus" }, end: { date: "2026-12-04", time_zone: "UTC" } }))
       .error?.error.details).toEqual({

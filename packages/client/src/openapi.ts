@@ -5204,7 +5204,7 @@ export interface components {
         MeetingTimeInput: {
             date?: string;
             date_time?: string;
-            /** @description The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a repeating meeting stays at 15:00 there across summer time; without one, times are sent in UTC */
+            /** @description The zone the meeting keeps its local time in (an IANA name such as Europe/Paris): a date_time without an offset is read there, and a repeating meeting stays at 15:00 there across summer time; without one, times are sent in UTC */
             time_zone?: string;
         };
         MeetingUpdate: {

@@ -753,7 +753,8 @@ export const tools = [
     description:
       "Schedule a meeting the mailbox organizes: every attendee gets a calendar invitation (Accept/Decline in Google, Outlook, " +
       "Apple), and their answers show on the meeting (get_meeting). start and end: {\"date_time\": ISO 8601 with its offset, " +
-      "\"time_zone\": optional IANA zone such as Europe/Paris, which a repeating meeting keeps its local hour in} or {\"date\": YYYY-MM-DD} " +
+      "\"time_zone\": optional IANA zone such as Europe/Paris, which a repeating meeting keeps its local hour in} (with time_zone, " +
+      "date_time may be the local time there without an offset: {\"date_time\": \"2026-12-03T15:00\", \"time_zone\": \"Europe/Paris\"}) or {\"date\": YYYY-MM-DD} " +
       "for whole days (the end is the day after the last); recurrence: an RRULE such as FREQ=WEEKLY;COUNT=4.",
     annotations: sending,
     input: Schema.Struct({ mailbox_id: Id("The organizing mailbox"), ...MeetingInput.fields }),
