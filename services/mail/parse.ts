@@ -125,6 +125,18 @@ export const inUnicode = (address: string) => {
 }
 
 /**
+ * Whether a From's address is one a reader could write to: something on each side of an @. A From of
+ * "Just A Name", `<<not an address>>` or `<ada>` names none, and the envelope sender stands for it.
+ */
+const isMailbox = (address: string) => {
+  const at = address.lastIndexOf("@")
+  return at > 0 && at < address.length - 1
+}
+
+/** The name a From that names no address is shown by: the field as written, decoded, on one line. */
+const nameOfNoAddress = (written: string | undefined) => written === undefined ? "" : oneLine(decodeWords(written)).trim()
+
+/**
  * The addresses of a message's address fields `values` (each unfolded, its encoded words as written),
  * as mailparser would give them but read by address-fields.ts: groups flattened, a punycode domain in
  * Unicode, and a name that is nothing but base64 encoded words holding addresses read for them.
@@ -218,8 +230,8 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
   return {
     messageId: first("message-id"),
     subject: oneLine(first("subject") ?? "").trim(),
-    from: addressList(first("from"))[0],
-    fromName: displayName(first("from")),
+    from: addressList(first("from")).find(isMailbox),
+    fromName: addressList(first("from")).some(isMailbox) ? displayName(first("from")) : nameOfNoAddress(first("from")),
     to: addressList(first("to")),
     cc: addressList(first("cc")),
     replyTo: addressList(first("reply-to")),
@@ -247,10 +259,11 @@ const addressFieldsOf = (headerLines: ReadonlyArray<{ readonly key: string; read
   const values = (key: string) =>
     headerLines.filter((header) => header.key === key).map((header) => capped(libmime.decodeHeader(headerText(header.line)).value))
   const addresses = (key: string) => fieldAddresses(values(key)).map((entry) => entry.address)
-  const from = fieldAddresses(values("from").slice(0, 1))[0]
+  const written = values("from")[0]
+  const from = fieldAddresses(written === undefined ? [] : [written]).find((entry) => isMailbox(entry.address))
   return {
     from: from?.address,
-    fromName: from?.name ?? "",
+    fromName: from?.name ?? nameOfNoAddress(written),
     to: addresses("to"),
     cc: addresses("cc"),
     replyTo: addresses("reply-to")

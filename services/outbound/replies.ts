@@ -20,7 +20,16 @@ import { textFromHtml } from "../mail/parse.ts"
 import { firstHeader, Headers } from "../mail/schemas.ts"
 import type { NamedAddress } from "./compose.ts"
 import { storedContentType } from "./attachment-types.ts"
-import { type AddressInput, type AttachmentInput, type DraftContent, type ForwardInput, MAX_ATTACHMENTS, type ReplyInput } from "./schemas.ts"
+import {
+  type AddressInput,
+  type AttachmentInput,
+  type DraftContent,
+  type ForwardInput,
+  isAddress,
+  MAX_ATTACHMENTS,
+  type ReplyInput,
+  withAsciiDomain
+} from "./schemas.ts"
 import type { Idempotency } from "./idempotency.ts"
 import { named, Outbound, type OutgoingMessage } from "./send.ts"
 
@@ -112,21 +121,31 @@ const quoteHeader = (original: Original) => {
   ]
 }
 
+/** Whether mail can be sent to `address` as the send routes take one (an internationalized domain in either form). */
+const sendable = (address: NamedAddress) => isAddress(withAsciiDomain(address.address))
+
 /**
  * Whom an answer to `original` goes to: its Reply-To, else its From (for mail the mailbox sent, its
- * To); for a reply to all, everyone else on it in `cc`. Each address once, the mailbox's own left out.
+ * To); for a reply to all, everyone else on it in `cc`. Each address once, the mailbox's own left out,
+ * and only addresses mail can be sent to: a received header may hold anything (`<<not an address>>`),
+ * which is left out and told in `unusable` (the primary header's), never sent to or kept in a draft.
  */
 const answerRecipients = (original: Original, all: boolean) => {
   const header = (name: string) => addressesOf(firstHeader(original.headers, name))
+  const from = firstHeader(original.headers, "from")
   const primary = original.direction === "outbound"
     ? header("to")
     : header("reply-to").length > 0
     ? header("reply-to")
-    : addressesOf(firstHeader(original.headers, "from") ?? original.fromAddress)
+    : addressesOf(from ?? original.fromAddress)
   const own = mailboxAddresses(original)
-  const to = distinct(primary, own)
-  const cc = all ? notIn(distinct([...header("to"), ...header("cc")], own), to) : []
-  return { to, cc }
+  const to = distinct(primary.filter(sendable), own)
+  const cc = all ? notIn(distinct([...header("to"), ...header("cc")].filter(sendable), own), to) : []
+  // A From that names no address at all ("Just A Name") is unusable as a whole.
+  const unusable = primary.length === 0 && original.direction === "inbound" && from !== undefined
+    ? [from.trim()]
+    : primary.filter((address) => !sendable(address)).map((address) => address.address)
+  return { to, cc, unusable }
 }
 
 /** What a draft answering an email starts with (`Replies.draftStart`). */
@@ -197,6 +216,12 @@ export class Replies extends Effect.Service<Replies>()("mailroom/Replies", {
         if (to.length === 0 && cc.length === 0 && (input.bcc ?? []).length === 0) {
           // A draft that names its recipients (none left) is told as a send is.
           if (input.to !== undefined) return ValidationError.field("to", "must list at least one recipient (to, cc or bcc)")
+          if (given.unusable.length > 0) {
+            return ValidationError.field(
+              "email_id",
+              `has no address to reply to: its sender's is ${JSON.stringify(given.unusable[0])}, which mail cannot be sent to; name the recipients in cc or bcc`
+            )
+          }
           return ValidationError.field(
             "email_id",
             found.direction === "outbound"

@@ -139,6 +139,18 @@ describe("parseMessage", () => {
       expect([parsed.from, parsed.fromName, parsed.subject]).toEqual(["first@example.com", "Müller, Jürgen", "First subject"])
     }))
 
+  it.effect("a From that names no address has none (the envelope sender stands for it) and is shown by what it says", () =>
+    Effect.gen(function*() {
+      const fromOf = (from: string) =>
+        Effect.map(parseMessage(Buffer.from(`From: ${from}\r\nSubject: x\r\n\r\nHi\r\n`)), (parsed) => [parsed.from, parsed.fromName])
+      expect(yield* fromOf("Just A Name")).toEqual([undefined, "Just A Name"])
+      expect(yield* fromOf("<<not an address>>")).toEqual([undefined, "<<not an address>>"])
+      expect(yield* fromOf("=?UTF-8?Q?J=C3=BCrgen?= <jm>")).toEqual([undefined, "Jürgen <jm>"])
+      // An address and a name as ever, however odd the address.
+      expect(yield* fromOf("Ada <ada@example.com>")).toEqual(["ada@example.com", "Ada"])
+      expect(yield* fromOf("a@b@example.net")).toEqual(["a@b@example.net", ""])
+    }))
+
   it.effect("an address whose quoted local part holds angle brackets is read whole, at its own domain, in every address field", () =>
     Effect.gen(function*() {
       const spoof = "\"<ceo@bank.example>\"@evil.example"

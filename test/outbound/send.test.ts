@@ -20,6 +20,7 @@ import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { type MxServer, startMxServer } from "../support/mx-server.ts"
 import { type Receiver, startReceiver } from "../support/receiver.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
+import { sendMail } from "../support/send-mail.ts"
 import { until } from "../support/wait.ts"
 
 const DKIM = generateKeyPairSync("rsa", { modulusLength: 2048 })
@@ -1248,6 +1249,44 @@ describe("drafts", () => {
     expect(trimmed).toMatchObject({ to: [to], subject: "Both", text: "Plain" })
     expect(["html", "reply_to", "cc"].filter((field) => field in trimmed)).toEqual([])
     expect((await drafts.get(full.draft_id)).data!.data).toEqual(trimmed)
+  })
+
+  it("answers mail whose From is no address: a reply says so, a reply-all goes to the others, a draft leaves To to a person and still reads", async () => {
+    const { box, mailroom } = await sender()
+    await upgrade(suite.url, box.user.apiKey, "pro")
+    const drafts = draftsOf(mailroom, box)
+    const watcher = `${fresh("cc")}@partner.test`
+    await sendMail(suite.server.smtpPort, {
+      envelope: { from: "bounces@partner.test", to: [box.address] },
+      raw: `From: <<not an address>>\r\nTo: ${box.address}\r\nCc: ${watcher}\r\nSubject: Odd sender\r\nMessage-ID: <${fresh("odd")}@partner.test>\r\n\r\nWho am I?\r\n`
+    })
+    const received = await until("the odd email arrived", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data.find((e) => e.subject === "Odd sender")
+    })
+    const path = { params: { path: { emailId: received.email_id } }, body: { text: "Hello?" } }
+    const noAddress = expect.stringMatching(/^has no address to reply to: its sender's is ".*not an address.*", which mail cannot be sent to; name the recipients in cc or bcc$/)
+
+    const reply = await mailroom.POST("/v1/api/emails/{emailId}/reply", path)
+    expect([reply.response.status, reply.error?.error.code, reply.error?.error.details]).toEqual([400, "VALIDATION_ERROR", { email_id: noAddress }])
+    // To all: the others on it, nobody made up from the From.
+    const all = await mailroom.POST("/v1/api/emails/{emailId}/reply-all", path)
+    expect(all.response.status).toBe(202)
+    expect((await settled(mailroom, all.data!.data.email_id)).delivery!.map((d) => d.recipient)).toEqual([watcher])
+
+    // A draft answering it is made without a To (a person names one); every list of drafts still reads.
+    const draft = await drafts.create({ in_reply_to: received.email_id, text: "Who are you?" })
+    expect(draft.response.status).toBe(201)
+    expect(draft.data!.data).toMatchObject({ subject: "Re: Odd sender", in_reply_to: received.email_id })
+    expect(draft.data!.data.to).toBeUndefined()
+    const listed = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: box.mailboxId } } })
+    expect(listed.data?.data.map((d) => d.draft_id)).toEqual([draft.data!.data.draft_id])
+    expect((await mailroom.GET("/v1/api/drafts", {})).response.status).toBe(200)
+    // Sent as it stands, it names nobody: the person is told to, by the field to fill.
+    const unsent = await drafts.send(draft.data!.data.draft_id)
+    expect([unsent.response.status, unsent.error?.error.details]).toEqual([400, { to: "must list at least one recipient (to, cc or bcc)" }])
+    const named = await drafts.update(draft.data!.data.draft_id, { to: [watcher] })
+    expect(named.data?.data.to).toEqual([watcher])
   })
 
   it("a reply or forward draft shows whom it goes to and its subject, as a mail client fills them; what a person leaves there is what is sent", async () => {
