@@ -6,6 +6,7 @@
  * moment, each reading the counters below the limit, cannot together pass it (the counters' checks).
  */
 import { SqlClient } from "@effect/sql"
+import * as fs from "node:fs"
 import { expect, layer } from "@effect/vitest"
 import { Duration, Effect, Either, Exit, Fiber, Layer } from "effect"
 import { BusError, type BusMessage, type ComeBackAfter, ComeBackAfterTypeId, encodeJson, subjects } from "../../services/bus/bus.ts"
@@ -21,6 +22,7 @@ import { Mta } from "../../services/outbound/mta.ts"
 import { requeueStranded } from "../../services/outbound/requeue.ts"
 import { fromSendInput, Outbound } from "../../services/outbound/send.ts"
 import { SmtpTransport } from "../../services/outbound/transport.ts"
+import { migrationsDirectory } from "../../src/database.ts"
 import { testDatabase } from "../support/database.ts"
 import { inProcessOutbound as outbound, inProcessOutboundOver } from "../support/outbound-services.ts"
 import { DOMAIN, insertEmail, insertMailbox } from "../support/seed-mail.ts"
@@ -218,6 +220,31 @@ layer(testDatabase, { timeout: "120 seconds" })("send limits", (it) => {
         yield* mailboxes.remove({ userId: owner.userId, plan: "free" }, box.mailboxId, box.address)
         expect(yield* sql`SELECT 1 FROM drafts WHERE mailbox_id = ${box.mailboxId}`).toEqual([])
         expect(yield* storage()).toBe(before - secondBytes - emailBytes)
+      }))
+
+    it.effect("migration 0071 takes what is no address out of unsent drafts' recipients: such a draft made every list of drafts fail", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const drafts = yield* Drafts
+        const owner = yield* insertUser("pro")
+        const box = yield* insertMailbox(owner)
+        const listed = drafts.list(owner.userId, box.mailboxId, { limit: 20, offset: 0 }, { field: "created_at", direction: "asc" }, undefined)
+        const kept = yield* drafts.create(owner.userId, box.mailboxId, { to: ["ok@partner.test"], cc: [{ name: "Y", address: "y@partner.test" }], text: "Hi" })
+        const sent = yield* drafts.create(owner.userId, box.mailboxId, { to: ["sent@partner.test"], text: "Gone" })
+        // As a reply to a From that named no address once stored them (the unsent draft), and as nothing sent ever holds.
+        const stored = JSON.stringify({ to: ["not an address", "ok@partner.test"], bcc: ['"a@b"@example.net'] })
+        yield* sql`UPDATE drafts SET content = content || ${stored}::jsonb WHERE id = ${kept.draft_id}`
+        yield* sql`UPDATE drafts SET status = 'sent', content = content || ${JSON.stringify({ to: ["not an address"] })}::jsonb WHERE id = ${sent.draft_id}`
+        expect(Exit.isFailure(yield* Effect.exit(listed))).toBe(true)
+
+        const script = fs.readFileSync(`${migrationsDirectory}/0071_drafts_without_unusable_recipients.sql`, "utf8")
+        yield* sql.unsafe(script).raw.pipe(sql.withTransaction)
+        const repaired = yield* sql<{ id: string; content: string }>`SELECT id, content::text AS content FROM drafts WHERE mailbox_id = ${box.mailboxId} ORDER BY created_at`
+        expect(repaired.map((row) => [row.id, JSON.parse(row.content).to, JSON.parse(row.content).bcc])).toEqual([
+          [kept.draft_id, ["ok@partner.test"], []],
+          [sent.draft_id, ["not an address"], undefined]
+        ])
+        expect((yield* drafts.get(owner.userId, box.mailboxId, kept.draft_id)).cc).toEqual([{ name: "Y", address: "y@partner.test" }])
       }))
 
     it.effect("past the billing period's 100 (free) the next is 403 SEND_QUOTA for the period", () =>
