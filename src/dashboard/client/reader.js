@@ -244,27 +244,56 @@ const Deliveries = ({ title, rows }) => html`
 `
 
 /**
- * Leaving the list a received email came from, the way its List-Unsubscribe offers (the server
- * chooses: one click, or a message to the list's address); a list that only offers a web page is
- * linked for the person to open.
- * @param {{ emailId: string }} props
+ * A header's first value (the API answers a repeated header as a list).
+ * @param {Record<string, string | string[]>} headers @param {string} name
  */
-const Unsubscribe = ({ emailId }) => {
+const firstHeader = (headers, name) => {
+  const value = headers[name]
+  return Array.isArray(value) ? value[0] : value
+}
+
+/**
+ * What an email's List-Unsubscribe offers, read as the server reads it (services/mail/list-unsubscribe.ts):
+ * a web address that takes one click (List-Unsubscribe-Post), an address to write to, or only a page
+ * for a person to open.
+ * @param {Record<string, string | string[]>} headers
+ */
+const unsubscribeWays = (headers) => {
+  const uris = [...(firstHeader(headers, "list-unsubscribe") ?? "").matchAll(/<\s*([^>]+?)\s*>/g)].map((m) => m[1])
+  const oneClick = /\bList-Unsubscribe\s*=\s*One-Click\b/i.test(firstHeader(headers, "list-unsubscribe-post") ?? "")
+  const web = uris.find((uri) => /^https?:\/\//i.test(uri))
+  const mailto = uris.some((uri) => /^mailto:/i.test(uri))
+  return { byServer: (oneClick && web !== undefined) || mailto, page: oneClick ? undefined : web }
+}
+
+/**
+ * Leaving the list a received email came from: the Unsubscribe button where the server can do it
+ * (one click, or a message to the list's address); a list that only offers a web page is linked for
+ * the person to open; mail from a sender that is not authenticated says why it is not offered.
+ * @param {{ email: any }} props
+ */
+const Unsubscribe = ({ email }) => {
   const [done, setDone] = useState(/** @type {string | null} */ (null))
   const [error, setError] = useState(/** @type {any} */ (null))
+  const ways = unsubscribeWays(email.headers)
+  if (!ways.byServer && ways.page === undefined) return null
+  if (!ways.byServer) {
+    return html`<p class="note unsubscribe">This list unsubscribes on its own page: <a href=${ways.page} target="_blank" rel="noopener noreferrer">unsubscribe there</a>.</p>`
+  }
+  if (email.labels.includes("unauthenticated")) {
+    return html`<p class="note unsubscribe">No Unsubscribe: the sender is not authenticated, and unsubscribing would tell whoever
+      sent this that the address is read. Block the sender instead.</p>`
+  }
   const leave = () =>
-    call("POST", `/api/emails/${encodeURIComponent(emailId)}/unsubscribe`).then(
+    call("POST", `/api/emails/${encodeURIComponent(email.email_id)}/unsubscribe`).then(
       ({ data }) => (setError(null), setDone(data.method === "one_click" ? "Unsubscribed: the sender's list took the request." : `Unsubscribed: a request went to ${data.address}.`)),
       setError
     )
   if (done) return html`<p class="notice" role="status">${done}</p>`
-  const page = error?.details?.reason === "page" ? error.details.url : null
   return html`
     <div class="unsubscribe">
       <button type="button" class="secondary" onClick=${leave}>Unsubscribe</button>
-      ${page
-        ? html`<p class="note">This list unsubscribes on its own page: <a href=${page} target="_blank" rel="noopener noreferrer">open it</a>.</p>`
-        : html`<${ErrorNote} error=${error} />`}
+      <${ErrorNote} error=${error} />
     </div>`
 }
 
@@ -331,7 +360,7 @@ export const ReaderPage = ({ emailId }) => {
         <${ConfirmDelete} what="email" warning="The email, its attachments and its search data go for good."
           onConfirm=${async () => (await call("DELETE", base), go("mailboxes", email.mailbox_id))} />
       </div>
-      ${email.direction === "inbound" && email.headers["list-unsubscribe"] && html`<${Unsubscribe} key=${email.email_id} emailId=${email.email_id} />`}
+      ${email.direction === "inbound" && html`<${Unsubscribe} key=${email.email_id} email=${email} />`}
       ${replying && html`<${ReplyForm} key=${replying} email=${email} all=${replying === "all"} onClose=${() => setReplying(null)} />`}
       ${email.delivery && email.delivery.length > 0 && html`
         <${Deliveries} title="Delivery" rows=${email.delivery.map((/** @type {any} */ d) => ({ ...d, address: d.recipient }))} />`}
