@@ -208,9 +208,13 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                                  has_attachments, raw_sha256, size, labels, direction,
                                  authentication, authentication_results, spam, extracted)
         SELECT r.id, r.mailbox_id, r.user_id, r.message_id,
-               -- The thread (threads.ts): the newest of the mailbox's emails it refers to; else its own
-               -- conversation's, when replies to it arrived first; else its fallback.
+               -- The thread (threads.ts): that of the mailbox's email with the same Message-ID (the same
+               -- message: the copy of mail it sent itself); else the newest of those it refers to; else
+               -- its own conversation's, when replies to it arrived first; else its fallback.
                coalesce(
+                 (SELECT t.thread_id FROM emails t
+                  WHERE t.mailbox_id = r.mailbox_id AND t.message_id = r.message_id
+                  ORDER BY t.received_at LIMIT 1),
                  (SELECT t.thread_id FROM emails t
                   WHERE t.mailbox_id = r.mailbox_id AND t.message_id = ANY(r.referenced)
                   ORDER BY t.received_at DESC LIMIT 1),

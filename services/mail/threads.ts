@@ -1,6 +1,8 @@
 /**
  * Threads: which emails of a mailbox belong together.
  *
+ * A message the mailbox holds already (the same Message-ID: the copy of mail it sent to itself, or
+ * to one of its subaddresses) joins that one's thread.
  * A reply names what it answers (References, In-Reply-To): it joins the thread of any of those
  * messages the mailbox holds, or else the thread keyed by the conversation's first message
  * (References' first entry). A received message that names nothing joins the thread of its normalized

@@ -150,6 +150,17 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       expect(second!.threadId).toBe(first!.threadId)
     }))
 
+  it.effect("a message the mailbox holds already (the copy of mail it sent itself) joins that one's thread, whatever its subject", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const [first] = yield* storeEmails(sql, [yield* newEmail(mailbox, { subject: "Note to self", messageId: "<self1@example.test>" })])
+      const [copy] = yield* storeEmails(sql, [yield* newEmail(mailbox, { subject: "Another subject", messageId: "<self1@example.test>" })])
+      const [other] = yield* storeEmails(sql, [yield* newEmail(mailbox, { subject: "Another subject", messageId: "<self2@example.test>" })])
+      expect(copy!.threadId).toBe(first!.threadId)
+      expect(other!.threadId).not.toBe(first!.threadId)
+    }))
+
   it.effect("a Date past the year 9999 (a sender's to choose) is stored, not refused, dated when it was received (no client reads a five-digit year)", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
