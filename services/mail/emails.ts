@@ -207,10 +207,12 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
                    (SELECT x.subject FROM emails x
                     WHERE x.thread_id = t.thread_id AND x.mailbox_id = t.mailbox_id
                     ORDER BY x.received_at, x.id LIMIT 1) AS thread_subject,
+                   -- Each sender once, in any case (as first written), in the order they first wrote.
                    (SELECT coalesce(array_agg(s.from_address ORDER BY s.first_at, s.from_address), '{}')
-                    FROM (SELECT x.from_address, min(x.received_at) AS first_at FROM emails x
+                    FROM (SELECT (array_agg(x.from_address ORDER BY x.received_at, x.id))[1] AS from_address, min(x.received_at) AS first_at
+                          FROM emails x
                           WHERE x.thread_id = t.thread_id AND x.mailbox_id = t.mailbox_id
-                          GROUP BY x.from_address) s) AS senders,
+                          GROUP BY lower(x.from_address)) s) AS senders,
                    (SELECT coalesce(array_agg(DISTINCT l.label ORDER BY l.label), '{}')
                     FROM emails x, unnest(x.labels) AS l(label)
                     WHERE x.thread_id = t.thread_id AND x.mailbox_id = t.mailbox_id) AS thread_labels,

@@ -361,7 +361,8 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
         subject: "Re: Plans",
         receivedMinutesAgo: 10,
         threadId: plans,
-        from: "ann@example.com",
+        // Ann again, in capitals: one sender, as she first wrote.
+        from: "ANN@Example.com",
         text: "See you then.",
         attachments: [{ filename: "map.pdf", contentType: "application/pdf", bytes: new Uint8Array([1, 2, 3]) }]
       })
