@@ -20,7 +20,7 @@ import {
   toSummary
 } from "./records.ts"
 import { UNREAD } from "./label-rules.ts"
-import type { Direction, EmailSortField, Thread, ThreadSortField, ThreadSummary } from "./schemas.ts"
+import type { Direction, EmailSortField, Thread, ThreadEmail, ThreadSortField, ThreadSummary } from "./schemas.ts"
 
 /** Which of a mailbox's emails a list shows: all of `labels`, none of `excludeLabels`, read state, direction. */
 export interface EmailFilter {
@@ -335,19 +335,30 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
 
     /** A conversation: its emails, oldest first. */
     const thread = Effect.fn("Emails.thread")(function*(userId: string, threadId: string) {
-      const rows = yield* sql<EmailRow>`
-        SELECT ${columns}
+      // Each email's new text: received mail's extracted reply, else (sent mail, mail stored before extraction) its text.
+      const rows = yield* sql<EmailRow & { readonly replyText: string }>`
+        SELECT ${columns}, coalesce(e.extracted->>'reply_text', e.text_body) AS reply_text
         FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
         WHERE e.thread_id = ${threadId} AND e.user_id = ${userId}
         ORDER BY e.received_at, e.id`
       const first = rows[0]
       if (!first) return yield* threadNotFound(threadId)
+      const emails = rows.map((row): ThreadEmail => ({ ...toSummary(row), reply_text: row.replyText }))
+      // What the thread list says of it, as its query reckons it (threads above): each sender once, in any case.
+      const senders = new Map<string, string>()
+      for (const email of emails) if (!senders.has(email.from.toLowerCase())) senders.set(email.from.toLowerCase(), email.from)
       return {
         thread_id: threadId,
         mailbox_id: first.mailboxId,
         subject: first.subject,
-        message_count: rows.length,
-        emails: rows.map(toSummary)
+        message_count: emails.length,
+        unread_count: emails.filter((email) => email.labels.includes(UNREAD)).length,
+        has_attachments: emails.some((email) => email.has_attachments),
+        labels: [...new Set(emails.flatMap((email) => email.labels))].sort(),
+        senders: [...senders.values()],
+        first_received_at: emails[0]!.received_at,
+        last_received_at: emails[emails.length - 1]!.received_at,
+        emails
       } satisfies Thread
     })
 

@@ -177,14 +177,15 @@ export const Email = Schema.Struct({
 }).annotations({ identifier: "Email" })
 export type Email = typeof Email.Type
 
-export const Thread = Schema.Struct({
-  thread_id: Schema.String,
-  mailbox_id: Schema.String,
-  subject: Schema.String,
-  message_count: Schema.Number,
-  emails: Schema.Array(EmailSummary).annotations({ description: "Oldest first" })
-}).annotations({ identifier: "Thread" })
-export type Thread = typeof Thread.Type
+/** One email of a conversation read whole: its summary, and what it says that is new. */
+export const ThreadEmail = Schema.Struct({
+  ...EmailSummary.fields,
+  reply_text: Schema.String.annotations({
+    description: "What the email says that is new: received mail without its quoted history and signature (extracted.reply_text), " +
+      "sent mail its text. The conversation reads in order from these, without each email repeating the ones before"
+  })
+}).annotations({ identifier: "ThreadEmail" })
+export type ThreadEmail = typeof ThreadEmail.Type
 
 /** One conversation in a list: what it is about, who wrote, how much of it is unread, and its newest email. */
 export const ThreadSummary = Schema.Struct({
@@ -201,6 +202,13 @@ export const ThreadSummary = Schema.Struct({
   latest: Schema.propertySignature(EmailSummary).annotations({ description: "Its newest email" })
 }).annotations({ identifier: "ThreadSummary" })
 export type ThreadSummary = typeof ThreadSummary.Type
+
+/** A conversation read whole: what its list entry says of it, and every email, each with its new text. */
+export const Thread = Schema.Struct({
+  ...ThreadSummary.omit("latest").fields,
+  emails: Schema.Array(ThreadEmail).annotations({ description: "Oldest first" })
+}).annotations({ identifier: "Thread" })
+export type Thread = typeof Thread.Type
 
 /** Sortable fields of a thread list. */
 export const threadSortFields = ["last_received_at", "first_received_at"] as const

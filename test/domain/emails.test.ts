@@ -335,13 +335,37 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       const stranger = yield* insertUser()
       const mailbox = yield* insertMailbox(owner)
       const threadId = uniqueName("thr")
-      const reply = yield* insertEmail(mailbox, { subject: "Re: Plans", receivedMinutesAgo: 5, threadId })
-      const first = yield* insertEmail(mailbox, { subject: "Plans", receivedMinutesAgo: 50, threadId })
+      const reply = yield* insertEmail(mailbox, {
+        subject: "Re: Plans",
+        receivedMinutesAgo: 5,
+        threadId,
+        from: "BOB@example.com",
+        text: "Sounds good.\n\nOn Monday Ann wrote:\n> Dinner at eight?",
+        labels: ["inbound", "unread", "urgent"]
+      })
+      const first = yield* insertEmail(mailbox, { subject: "Plans", receivedMinutesAgo: 50, threadId, from: "bob@example.com", text: "Dinner at eight?", labels: ["inbound"] })
       yield* insertEmail(mailbox, { subject: "Unrelated", receivedMinutesAgo: 20 })
+      // The reply's new text, as extraction reads it (extract.ts): without the quoted question.
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE emails SET extracted = ${JSON.stringify({ reply_text: "Sounds good.", codes: [], links: [] })}::jsonb WHERE id = ${reply.id}`
 
       const thread = yield* emails.thread(owner.userId, threadId)
-      expect(thread).toMatchObject({ thread_id: threadId, mailbox_id: mailbox.mailboxId, subject: "Plans", message_count: 2 })
-      expect(thread.emails.map((e) => e.email_id)).toEqual([first.id, reply.id])
+      // What its entry in the thread list says, and each email's new text: the conversation in order, once.
+      expect(thread).toMatchObject({
+        thread_id: threadId,
+        mailbox_id: mailbox.mailboxId,
+        subject: "Plans",
+        message_count: 2,
+        unread_count: 1,
+        has_attachments: false,
+        labels: ["inbound", "unread", "urgent"],
+        senders: ["bob@example.com"]
+      })
+      expect(thread.emails.map((e) => [e.email_id, e.reply_text])).toEqual([[first.id, "Dinner at eight?"], [reply.id, "Sounds good."]])
+      const listed = yield* emails.threads(owner.userId, mailbox.mailboxId, firstPage, lastActive)
+      const { latest: _latest, ...entry } = listed.threads.find((t) => t.thread_id === threadId)!
+      const { emails: _emails, ...whole } = thread
+      expect(whole).toEqual(entry)
 
       expect(yield* Effect.flip(emails.thread(stranger.userId, threadId))).toMatchObject({ ...notFound, details: { thread_id: threadId } })
       expect(yield* Effect.flip(emails.thread(owner.userId, "thr_missing"))).toMatchObject(notFound)
@@ -391,7 +415,9 @@ layer(services, { timeout: "120 seconds" })("Emails", (it) => {
       expect(whole.emails[0]!.email_id).toBe(question.id)
       expect(first!.first_received_at).toBe(whole.emails[0]!.received_at)
       expect(first!.last_received_at).toBe(whole.emails[2]!.received_at)
-      expect(first!.latest).toEqual(whole.emails[2])
+      // The list's newest email is the summary the whole thread gives it (less its new text).
+      const { reply_text: _text, ...newest } = whole.emails[2]!
+      expect(first!.latest).toEqual(newest)
     }))
 
   it.effect("threads sort by last or first activity, page with the whole count, and filter over all of a thread's emails", () =>

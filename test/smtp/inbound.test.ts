@@ -301,7 +301,20 @@ describe("inbound SMTP and reading mail", () => {
       expect(thread.response.status).toBe(200)
       expect(thread.data).toEqual({
         success: true,
-        data: { thread_id: email.thread_id, mailbox_id: box.mailboxId, subject, message_count: 1, emails: [summaryOf(email)] }
+        data: {
+          thread_id: email.thread_id,
+          mailbox_id: box.mailboxId,
+          subject,
+          message_count: 1,
+          unread_count: 1,
+          has_attachments: true,
+          labels: [...email.labels].sort(),
+          senders: [email.from],
+          first_received_at: email.received_at,
+          last_received_at: email.received_at,
+          // Each email with its new text (here the whole of it: it quotes nothing).
+          emails: [{ ...summaryOf(email), reply_text: email.extracted!.reply_text }]
+        }
       })
     })
   })
@@ -589,10 +602,8 @@ describe("inbound SMTP and reading mail", () => {
 
       const thread = await threadOf(box.user, hello!.thread_id)
       expect(thread.response.status).toBe(200)
-      expect(thread.data).toEqual({
-        success: true,
-        data: { thread_id: hello!.thread_id, mailbox_id: box.mailboxId, subject: "Hello", message_count: 3, emails: [hello, reply, re] }
-      })
+      expect(thread.data).toMatchObject({ success: true, data: { thread_id: hello!.thread_id, mailbox_id: box.mailboxId, subject: "Hello", message_count: 3 } })
+      expect(thread.data?.data.emails).toEqual([hello, reply, re].map((email) => ({ ...email, reply_text: expect.any(String) })))
       const single = await threadOf(box.user, other!.thread_id)
       expect(single.data?.data).toMatchObject({ subject: "Something else entirely", message_count: 1, emails: [other] })
     })

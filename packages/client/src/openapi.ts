@@ -5774,11 +5774,57 @@ export interface components {
         };
         Thread: {
             /** @description Oldest first */
-            emails: components["schemas"]["EmailSummary"][];
+            emails: components["schemas"]["ThreadEmail"][];
+            first_received_at: string;
+            /** @description Whether any of its emails has attachments */
+            has_attachments: boolean;
+            /** @description Every label any of its emails carries, sorted */
+            labels: string[];
+            last_received_at: string;
             mailbox_id: string;
             message_count: number;
+            /** @description The addresses its emails came from, in the order they first wrote */
+            senders: string[];
+            /** @description The subject of its first email */
             subject: string;
             thread_id: string;
+            /** @description Its emails labelled unread */
+            unread_count: number;
+        };
+        ThreadEmail: {
+            /** @description Inbound mail: SPF, DKIM, DMARC and ARC verdicts from when it was received; null for sent mail and mail received before the checks existed */
+            authentication: components["schemas"]["Authentication"] | null;
+            /** @description The verdicts as one RFC 8601 Authentication-Results value (not added to the raw message, which stays as sent) */
+            authentication_results: string | null;
+            /** @description The Cc header's addresses (none: empty) */
+            cc: string[];
+            date: string;
+            /** @enum {string} */
+            direction: "inbound" | "outbound";
+            domain: string;
+            email_id: string;
+            from: string;
+            /** @description The From's display name ("Ann Smith" of Ann Smith <ann@example.com>); null when it has none */
+            from_name: string | null;
+            has_attachments: boolean;
+            /** @description System labels (inbound, sent, unread, spam, unauthenticated, blocked) and the account's own */
+            labels: string[];
+            mailbox_id: string;
+            message_id: string;
+            received_at: string;
+            /** @description What the email says that is new: received mail without its quoted history and signature (extracted.reply_text), sent mail its text. The conversation reads in order from these, without each email repeating the ones before */
+            reply_text: string;
+            /** @description The Reply-To header's addresses, where the sender asks answers to go (none: empty; a reply goes to From) */
+            reply_to: string[];
+            /** @description Bytes of the raw message */
+            size: number;
+            /** @description The first 200 characters of the text body */
+            snippet: string;
+            /** @description Inbound mail with RSPAMD_URL set: rspamd's verdict; null when nothing scored the email */
+            spam: components["schemas"]["Spam"] | null;
+            subject: string;
+            thread_id: string;
+            to: string[];
         };
         ThreadSummary: {
             first_received_at: string;

@@ -266,7 +266,9 @@ export const tools = [
   tool({
     name: "get_thread",
     reach: "args",
-    description: `Read a conversation: its emails, oldest first. ${UNTRUSTED}`,
+    description:
+      "Read a conversation: its unread_count, labels and senders, and its emails oldest first, each with reply_text, what it says " +
+      `that is new (without the quoted history and signature), so it reads once through; get_email has an email's whole text. ${UNTRUSTED}`,
     annotations: reading,
     input: Schema.Struct({ thread_id: Id("The thread (an email's thread_id)") }),
     run: (principal, input) => Effect.flatMap(Emails, (emails) => emails.thread(principal.userId, input.thread_id))
