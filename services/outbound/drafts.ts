@@ -54,7 +54,15 @@ const toDraft = (row: DraftRow): Draft => ({
   draft_id: row.id,
   mailbox_id: row.mailboxId,
   status: row.status,
-  ...row.content,
+  to: row.content.to ?? null,
+  cc: row.content.cc ?? null,
+  bcc: row.content.bcc ?? null,
+  subject: row.content.subject ?? null,
+  reply_to: row.content.reply_to ?? null,
+  text: row.content.text ?? null,
+  html: row.content.html ?? null,
+  headers: row.content.headers ?? null,
+  list_unsubscribe: row.content.list_unsubscribe ?? null,
   attachments: (row.content.attachments ?? []).map((a) => ({
     filename: a.filename,
     content_type: a.content_type ?? null,
@@ -70,8 +78,22 @@ const toDraft = (row: DraftRow): Draft => ({
   updated_at: row.updatedAt.toISOString()
 })
 
-/** A draft create's answer, as an Idempotency-Key keeps it. */
-const DraftAnswer = Schema.parseJson(Draft)
+/** A field of a kept answer that an answer kept before every field was answered (null when none) may lack. */
+const keptField = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { default: () => null as Schema.Schema.Type<S> })
+
+/** A draft create's answer, as an Idempotency-Key keeps it (one kept by an earlier version reads as it would be answered now). */
+const DraftAnswer = Schema.parseJson(Schema.Struct({
+  ...Draft.fields,
+  to: keptField(Draft.fields.to),
+  cc: keptField(Draft.fields.cc),
+  bcc: keptField(Draft.fields.bcc),
+  subject: keptField(Draft.fields.subject),
+  reply_to: keptField(Draft.fields.reply_to),
+  text: keptField(Draft.fields.text),
+  html: keptField(Draft.fields.html),
+  headers: keptField(Draft.fields.headers),
+  list_unsubscribe: keptField(Draft.fields.list_unsubscribe)
+}))
 
 /** The key's row appeared while this create ran: answer what the first one answered. */
 class KeyTaken extends Data.TaggedError("KeyTaken") {}

@@ -247,11 +247,22 @@ export type DraftContent = typeof DraftContent.Type
 export const DraftStatus = Schema.Literal("draft", "sending", "sent")
 export type DraftStatus = typeof DraftStatus.Type
 
+/** A draft's content field as answered: what it holds, or null when it holds none (every field is always there). */
+const held = <S extends Schema.Schema.Any>(schema: S, description: string) => Schema.NullOr(schema).annotations({ description })
+
 export const Draft = Schema.Struct({
   draft_id: Schema.String,
   mailbox_id: Schema.String,
   status: DraftStatus,
-  ...DraftFields,
+  to: held(Recipients, "Its recipients; null: none yet (a reply's then go to the original's sender)"),
+  cc: held(Recipients, "Copied recipients; null: none"),
+  bcc: held(Recipients, "Recipients not shown in the message's headers; null: none"),
+  subject: held(Subject, "Null: none yet (a reply's or forward's then comes from the original)"),
+  reply_to: held(AddressInput, "Where replies should go; null: to the mailbox"),
+  text: held(Schema.String, "Plain-text body; null: none"),
+  html: held(Schema.String, "HTML body; null: none"),
+  headers: held(CustomHeaders, "Custom headers; null: none"),
+  list_unsubscribe: held(Schema.Boolean, "Whether the message offers one-click unsubscribe; null: not asked (it does not)"),
   attachments: Schema.Array(Schema.Struct({ filename: Schema.String, content_type: Schema.NullOr(Schema.String), size: Schema.Number })),
   in_reply_to: Schema.NullOr(Schema.String),
   reply_all: Schema.Boolean,

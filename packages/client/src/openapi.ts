@@ -4230,35 +4230,39 @@ export interface components {
                 filename: string;
                 size: number;
             }[];
-            bcc?: components["schemas"]["AddressInput"][];
-            cc?: components["schemas"]["AddressInput"][];
+            /** @description Recipients not shown in the message's headers; null: none */
+            bcc: components["schemas"]["AddressInput"][] | null;
+            /** @description Copied recipients; null: none */
+            cc: components["schemas"]["AddressInput"][] | null;
             created_at: string;
             draft_id: string;
             /** @description The email the draft became, once sent */
             email_id: string | null;
             forward_of: string | null;
-            /** @description Custom headers, X-* names only */
-            headers?: {
+            /** @description Custom headers; null: none */
+            headers: {
                 [key: string]: string;
-            };
-            /** @description HTML body */
-            html?: string;
+            } | null;
+            /** @description HTML body; null: none */
+            html: string | null;
             in_reply_to: string | null;
             /** @description Why its scheduled send was refused (it is unscheduled then) */
             last_error: string | null;
-            /** @description Offer one-click unsubscribe (RFC 8058): the message carries a List-Unsubscribe link of its own, which mail apps show as an Unsubscribe button; using it suppresses the recipient (reason unsubscribed) and sends email.unsubscribed. For one recipient (to, cc and bcc together): send one message per recipient. {{unsubscribe_url}} in text or html becomes the link, for a visible footer */
-            list_unsubscribe?: boolean;
+            /** @description Whether the message offers one-click unsubscribe; null: not asked (it does not) */
+            list_unsubscribe: boolean | null;
             mailbox_id: string;
             reply_all: boolean;
-            reply_to?: components["schemas"]["AddressInput"];
+            /** @description Where replies should go; null: to the mailbox */
+            reply_to: components["schemas"]["AddressInput"] | null;
             send_at: string | null;
             /** @enum {string} */
             status: "draft" | "sending" | "sent";
-            /** @description For a reply or forward, the original's subject with Re:/Fwd: when left out */
-            subject?: string;
-            /** @description Plain-text body */
-            text?: string;
-            to?: components["schemas"]["AddressInput"][];
+            /** @description Null: none yet (a reply's or forward's then comes from the original) */
+            subject: string | null;
+            /** @description Plain-text body; null: none */
+            text: string | null;
+            /** @description Its recipients; null: none yet (a reply's then go to the original's sender) */
+            to: components["schemas"]["AddressInput"][] | null;
             updated_at: string;
         };
         DraftInput: {
