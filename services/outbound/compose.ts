@@ -88,6 +88,17 @@ const UNDISCLOSED = "undisclosed-recipients:;"
 
 const toComposer = (address: NamedAddress) => (address.name ? { name: address.name, address: address.address } : address.address)
 
+/**
+ * `unsigned` with an empty Subject field when the message has no subject: the composer leaves the
+ * field out then, and mail without one counts against its sender (SpamAssassin's MISSING_SUBJECT).
+ * RFC 5322 lets a Subject be empty.
+ */
+const withSubject = (unsigned: Buffer, subject: string): Buffer => {
+  const end = unsigned.indexOf("\r\n\r\n")
+  if (subject.trim() !== "" || end < 0) return unsigned
+  return Buffer.concat([unsigned.subarray(0, end), Buffer.from("\r\nSubject: "), unsigned.subarray(end)])
+}
+
 /** The message, signed, as bytes with CRLF line ends. */
 export const compose = (message: Composition): Effect.Effect<Uint8Array, CompositionError> =>
   Effect.tryPromise({
@@ -119,7 +130,7 @@ export const compose = (message: Composition): Effect.Effect<Uint8Array, Composi
     catch: (cause) => new CompositionError(`The message could not be built: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
   }).pipe(
     Effect.flatMap((unsigned) =>
-      Effect.mapError(dkimSign(unsigned, message.dkim, message.date), (cause) => new CompositionError(`The message could not be signed: ${cause.message}`, { cause }))
+      Effect.mapError(dkimSign(withSubject(unsigned, message.subject), message.dkim, message.date), (cause) => new CompositionError(`The message could not be signed: ${cause.message}`, { cause }))
     ),
     Effect.map((signed) => new Uint8Array(signed.buffer, signed.byteOffset, signed.byteLength))
   )

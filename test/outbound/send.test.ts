@@ -375,6 +375,17 @@ describe("sending to another domain", () => {
     expect([parsed.to, parsed.cc].map((field) => (Array.isArray(field) ? field : [field]).flatMap((f) => f!.value.map((a) => a.address)))).toEqual([[ada], [bob]])
   })
 
+  it("a message without a subject still has its Subject field, empty and signed (mail without one counts against its sender)", async () => {
+    const { box, mailroom } = await sender()
+    const sent = await send(mailroom, box, { to: [`${fresh("ada")}@partner.test`], text: "No subject here." })
+    expect(sent.response.status).toBe(202)
+    const message = await arrived(sent.data!.data.message_id)
+    expect(message.raw.toString("latin1").match(/^Subject:.*$/gm)).toEqual(["Subject: "])
+    const verdict = await dkimVerify(message.raw, { resolver: resolver() })
+    expect(verdict.results.map((r: { status: { result: string } }) => r.status.result)).toEqual(["pass"])
+    expect((await settled(mailroom, sent.data!.data.email_id)).subject).toBe("")
+  })
+
   it("a new email starts a conversation of its own: two with one subject, to two people, are two", async () => {
     const { box, mailroom } = await sender()
     const [alice, bob] = await Promise.all(
