@@ -72,6 +72,10 @@ const rolesPrettyLogger = (config: AppConfigShape) => {
   }))
 }
 
+/** `logger` in place of the pretty one `runMain` installed (and of Effect's default). */
+const instead = <A>(logger: Logger.Logger<unknown, A>) =>
+  Layer.merge(Logger.replace(Logger.prettyLoggerDefault, logger), Logger.remove(Logger.defaultLogger))
+
 /**
  * The process's logger. `NodeRuntime.runMain` installs the pretty logger; JSON replaces it. A process
  * running only some roles (a node of a cluster) names them on each pretty line; one running them all
@@ -79,8 +83,5 @@ const rolesPrettyLogger = (config: AppConfigShape) => {
  * installed, and removes the pretty one.)
  */
 export const loggerLayer = (config: AppConfigShape) =>
-  config.logFormat === "json"
-    ? Layer.merge(Logger.replace(Logger.prettyLoggerDefault, jsonLogger(config)), Logger.remove(Logger.defaultLogger))
-    : config.allRoles
-    ? Layer.empty
-    : Layer.merge(Logger.replace(Logger.prettyLoggerDefault, rolesPrettyLogger(config)), Logger.remove(Logger.defaultLogger))
+  config.logFormat === "json" ? instead(jsonLogger(config)) : config.allRoles ? Layer.empty : instead(rolesPrettyLogger(config))
+

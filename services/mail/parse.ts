@@ -223,6 +223,7 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
   const { head, body } = splitHead(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength))
   const headers = headersOf(head.split(/\r?\n(?![ \t])/).filter((line) => line.includes(":")))
   const first = (name: string) => firstOf(headers, name)
+  const from = addressList(first("from")).find(isMailbox)
   const date = sentAt(first("date") ? new Date(first("date")!) : undefined)
   const contentType = (first("content-type") ?? "text/plain").toLowerCase()
   const encoding = (first("content-transfer-encoding") ?? "7bit").toLowerCase().trim()
@@ -230,8 +231,8 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
   return {
     messageId: first("message-id"),
     subject: oneLine(first("subject") ?? "").trim(),
-    from: addressList(first("from")).find(isMailbox),
-    fromName: addressList(first("from")).some(isMailbox) ? displayName(first("from")) : nameOfNoAddress(first("from")),
+    from,
+    fromName: from !== undefined ? displayName(first("from")) : nameOfNoAddress(first("from")),
     to: addressList(first("to")),
     cc: addressList(first("cc")),
     replyTo: addressList(first("reply-to")),

@@ -124,6 +124,8 @@ const ATTACHMENT_PAGE = 20_000
 const MAX_ATTACHMENT_PAGE = 100_000
 const Limit = IntBetween(1, 100).annotations({ description: "1-100, default 20" })
 const Offset = IntBetween(0, Number.MAX_SAFE_INTEGER).annotations({ message: () => "must be a whole number of 0 or more", description: "Results to skip" })
+/** A list tool's page (`tool` answers it with has_more and next_offset). */
+const Paging = { limit: Schema.optional(Limit), offset: Schema.optional(Offset) }
 const DisplayName = Schema.String.annotations({
   description: "The name shown in From, at most 100 characters, no line breaks; empty for none"
 })
@@ -144,7 +146,7 @@ export const tools = [
       "List the account's active mailboxes, newest first, as { mailboxes: [...], total } (as GET /v1/api/mailboxes answers " +
       "each): mailbox_id, email_address, display_name, domain, created_at.",
     annotations: reading,
-    input: Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }),
+    input: Schema.Struct(Paging),
     run: (principal, input) =>
       Effect.flatMap(Mailboxes, (mailboxes) => mailboxes.listPage(principal, page(input), "desc", Option.getOrUndefined(principal.mailboxes)))
   }),
@@ -190,8 +192,7 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Id("The mailbox"),
-      limit: Schema.optional(Limit),
-      offset: Schema.optional(Offset),
+      ...Paging,
       labels: Schema.optional(Schema.Array(Label)),
       exclude_labels: Schema.optional(Schema.Array(Label)),
       unread: Schema.optional(Schema.Boolean),
@@ -218,8 +219,7 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
-      limit: Schema.optional(Limit),
-      offset: Schema.optional(Offset)
+      ...Paging
     }),
     run: (principal, input) =>
       Effect.flatMap(Labels, (labels) =>
@@ -236,8 +236,7 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
-      limit: Schema.optional(Limit),
-      offset: Schema.optional(Offset),
+      ...Paging,
       labels: Schema.optional(Schema.Array(Label)),
       exclude_labels: Schema.optional(Schema.Array(Label)),
       unread: Schema.optional(Schema.Boolean)
@@ -502,8 +501,7 @@ export const tools = [
     annotations: reading,
     input: Schema.Struct({
       mailbox_id: Schema.optional(Id("The mailbox; the account's list when left out")),
-      limit: Schema.optional(Limit),
-      offset: Schema.optional(Offset)
+      ...Paging
     }),
     run: (principal, input) =>
       Effect.map(
@@ -543,7 +541,7 @@ export const tools = [
       "unsubscribed; complained: reported the mail as spam; manual: suppress_recipient), the receiving server's last " +
       "answer and the email that caused it. A send to one is refused with RECIPIENT_SUPPRESSED.",
     annotations: reading,
-    input: Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) }),
+    input: Schema.Struct(Paging),
     run: (principal, input) =>
       Effect.map(
         Effect.flatMap(Suppressions, (suppressions) => suppressions.list(principal.userId, page(input), { field: "created_at", direction: "desc" })),
@@ -621,7 +619,7 @@ export const tools = [
       "The account's filters, in the order they apply: each labels received mail as it arrives when all its conditions hold " +
       "(from, to, subject_contains, body_contains, has_attachments), with how many emails it has applied to.",
     annotations: reading,
-    input: Schema.Struct({ mailbox_id: Schema.optional(Id("Only this mailbox's filters")), limit: Schema.optional(Limit), offset: Schema.optional(Offset) }),
+    input: Schema.Struct({ mailbox_id: Schema.optional(Id("Only this mailbox's filters")), ...Paging }),
     run: (principal, input) =>
       Effect.gen(function*() {
         const p = page(input)
@@ -770,8 +768,7 @@ export const tools = [
     input: Schema.Struct({
       mailbox_id: Id("The organizing mailbox"),
       status: Schema.optional(Schema.Literal("confirmed", "cancelled")),
-      limit: Schema.optional(Limit),
-      offset: Schema.optional(Offset)
+      ...Paging
     }),
     run: (principal, input) =>
       Effect.gen(function*() {
@@ -891,8 +888,7 @@ export const tools = [
     input: Schema.Struct({
       mailbox_id: Schema.optional(Id("The mailbox; every mailbox's when left out")),
       status: Schema.optional(DraftStatus),
-      limit: Schema.optional(Limit),
-      offset: Schema.optional(Offset)
+      ...Paging
     }),
     run: (principal, input) =>
       Effect.flatMap(Drafts, (drafts) => {
