@@ -2,7 +2,7 @@
  * A private backend and server per suite. Starting the process itself lives in process.ts (free of
  * vitest, so that benchmarks share it); its helpers are re-exported here for the suites.
  */
-import { afterAll, beforeAll } from "vitest"
+import { afterAll, afterEach, beforeAll, beforeEach } from "vitest"
 import { type Server, startServer } from "./process.ts"
 import {
   adminDatabaseUrl,
@@ -86,6 +86,16 @@ export const useSuiteServer = (onReady: (suite: SuiteServer) => void, env: Recor
       throw error
     }
     onReady(suite)
+  })
+  // A test that fails shows what the server logged while it ran (warnings and errors: a 500's cause
+  // is in them, and the answer itself says only INTERNAL_ERROR).
+  let logged = 0
+  beforeEach(() => {
+    logged = suite?.server.output().length ?? 0
+  })
+  afterEach(({ task }) => {
+    const during = suite?.server.output().slice(logged).trim()
+    if (task.result?.state === "fail" && during) console.error(`The server logged during "${task.name}":\n${during.slice(-6000)}`)
   })
   afterAll(async () => {
     const code = await suite?.server.stop()
