@@ -223,7 +223,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       }
       const stored = yield* store(message, verdict, parsed, messageId, extracted)
       if (!stored) {
-        return yield* Effect.logInfo("Email not stored: deleted since it was accepted, or its account").pipe(
+        return yield* Effect.logInfo("Email not stored: its mailbox holds the message already (a copy come again), or it or its account was deleted since it was accepted").pipe(
           Effect.annotateLogs({ email_id: message.email_id, mailbox_id: message.mailbox_id })
         )
       }

@@ -54,7 +54,8 @@ export type StoredEmail = EmailRow & { readonly forwardDomains: ReadonlyArray<st
 /**
  * Store `email` in one statement (atomic, one round trip). Returns the stored row, or `undefined`
  * when it was not stored now: an email with that id exists already (a redelivery stored it), or was
- * deleted since, or its mailbox was with its account.
+ * deleted since, or its mailbox was with its account, or the mailbox has received the message
+ * already (`messageKey`).
  *
  * `alongside` adds the caller's own data-modifying `WITH` items (each starting with a comma) to the
  * same statement, so that they commit or fail with the email without a transaction's extra round
@@ -85,7 +86,12 @@ export const storeEmailsWith = (
   alongside: (part: ReadonlyArray<NewEmail>) => Statement.Fragment
 ) =>
   Effect.gen(function*() {
-    const unique = [...new Map(emails.map((e) => [e.emailId, e])).values()]
+    // Once per id (a redelivery of the bus's) and per received message (`messageKey`): the first is stored.
+    const messages = new Set<string>()
+    const unique = [...new Map(emails.map((e) => [e.emailId, e])).values()].filter((e) => {
+      const key = messageKey(e)
+      return key === undefined || (!messages.has(key) && Boolean(messages.add(key)))
+    })
     const parts = dependentParts(unique)
     const stored = parts.length === 1
       ? yield* insertEmails(sql, parts[0]!, alongside(parts[0]!))
@@ -100,6 +106,20 @@ export const storeEmailsWith = (
       return row
     })
   })
+
+/**
+ * What makes two received emails one message come twice to the mailbox: the same Message-ID, From
+ * and Date. A sender's MTA sends a message again when it did not hear our 250 (at-least-once
+ * delivery), and a post may come both directly and through a list; storing each copy would announce
+ * it twice, and an agent would answer it twice. Only received mail that has a Message-ID and a Date
+ * of its own has a key: nothing else is taken for a copy. The insert checks what the mailbox holds
+ * (an index lookup on `(mailbox_id, message_id)`); copies in one batch are checked here. Two workers
+ * storing copies at the same instant may both store theirs.
+ */
+const messageKey = ({ direction, mailboxId, mailFrom, messageId, parsed }: NewEmail): string | undefined =>
+  direction === "inbound" && parsed.messageId !== undefined && parsed.date !== undefined
+    ? [mailboxId, messageId, parsed.from ?? mailFrom, parsed.date.getTime()].join("\n")
+    : undefined
 
 /** The batch in parts, cut before each email that refers to an earlier one of its part in its mailbox (or is referred to by it). */
 const dependentParts = (emails: ReadonlyArray<NewEmail>): Array<Array<NewEmail>> => {
@@ -162,7 +182,8 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         referenced: thread.referenced,
         own_thread: thread.own,
         fallback_thread: thread.fallback,
-        header_from_forms: email.headerFromForms ?? []
+        header_from_forms: email.headerFromForms ?? [],
+        once: messageKey(email) !== undefined
       }
     })
     // The mailboxes that forwarded each email before (forward-rules.ts), for the few that name any: apart from
@@ -200,7 +221,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
           to_addresses text[], cc_addresses text[], reply_to_addresses text[], sent_at_ms double precision, received_at_ms double precision, mail_from text, rcpt_to text, headers jsonb,
           text_body text, html_body text, has_attachments boolean, raw_sha256 text, size bigint, labels text[],
           direction text, authentication jsonb, authentication_results text, spam jsonb, extracted jsonb,
-          referenced text[], own_thread text, fallback_thread text, header_from_forms text[])
+          referenced text[], own_thread text, fallback_thread text, header_from_forms text[], once boolean)
       ),
       email AS (
         INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, from_name, to_addresses,
@@ -236,6 +257,11 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         -- mail of an account deleted since it was accepted (accounts/closure.ts) is not stored.
         WHERE NOT EXISTS (SELECT 1 FROM deleted_emails x WHERE x.id = r.id)
           AND EXISTS (SELECT 1 FROM mailboxes m WHERE m.id = r.mailbox_id)
+          -- A message the mailbox has received already (messageKey) is not stored again.
+          AND NOT (r.once AND EXISTS (
+            SELECT 1 FROM emails d
+            WHERE d.mailbox_id = r.mailbox_id AND d.message_id = r.message_id AND d.direction = 'inbound'
+              AND d.from_address = r.from_address AND d.sent_at = to_timestamp(r.sent_at_ms / 1000)))
         ORDER BY r.position
         ON CONFLICT (id) DO NOTHING
         RETURNING ${sql.literal(emailColumnList)}

@@ -161,6 +161,37 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       expect(other!.threadId).not.toBe(first!.threadId)
     }))
 
+  it.effect("a message the mailbox has received already (its Message-ID, From and Date: a sender's retry) is not stored again; anything less alike is", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const elsewhere = yield* insertMailbox(yield* insertUser())
+      const date = "Thu, 03 Dec 2026 10:00:00 +0000"
+      const post = { subject: "Minutes", messageId: "<minutes@example.test>", date }
+      const [first] = yield* storeEmails(sql, [yield* newEmail(mailbox, post)])
+      expect(first?.id).toBeDefined()
+      // Sent again under a new id (the sender did not hear our 250), twice in one batch too: none stored.
+      const retries = [yield* newEmail(mailbox, post), yield* newEmail(mailbox, { ...post, subject: "Minutes (list copy)" })]
+      expect(yield* storeEmails(sql, retries)).toEqual([undefined, undefined])
+      const [alone] = yield* storeEmails(sql, [yield* newEmail(mailbox, post)])
+      expect(alone).toBeUndefined()
+      // Not the same message: another Date, another From, another mailbox; and mail without a Date is never taken for a copy.
+      const others = [
+        yield* newEmail(mailbox, { ...post, date: "Thu, 03 Dec 2026 10:00:01 +0000" }),
+        yield* newEmail(mailbox, { ...post, from: "Bob <bob@example.test>" }),
+        yield* newEmail(elsewhere, post),
+        yield* newEmail(mailbox, { subject: "Undated", messageId: "<undated@example.test>" }),
+        yield* newEmail(mailbox, { subject: "Undated", messageId: "<undated@example.test>" })
+      ]
+      expect((yield* storeEmails(sql, others)).map((row) => row?.id)).toEqual(others.map((e) => e.emailId))
+      // One batch holding a message twice stores the first.
+      const twice = { subject: "Agenda", messageId: "<agenda@example.test>", date }
+      const batch = [yield* newEmail(mailbox, twice), yield* newEmail(mailbox, twice)]
+      expect((yield* storeEmails(sql, batch)).map((row) => row?.id)).toEqual([batch[0]!.emailId, undefined])
+      const held = yield* sql<{ n: string }>`SELECT count(*) AS n FROM emails WHERE mailbox_id = ${mailbox.mailboxId}`
+      expect(Number(held[0]!.n)).toBe(1 + 2 + 2 + 1)
+    }))
+
   it.effect("a Date past the year 9999 (a sender's to choose) is stored, not refused, dated when it was received (no client reads a five-digit year)", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

@@ -556,6 +556,23 @@ describe("inbound SMTP and reading mail", () => {
       expect((await list("?sort=received_at:asc")).subjects).toEqual(["Charlie", "Alpha", "Bravo"])
     })
 
+    it("a message sent again (a sender's retry: the same Message-ID, From and Date) is answered 250 and listed once", async () => {
+      const box = await newBox()
+      const message = await simple(box.address, "Minutes", { messageId: `<${fresh("minutes")}@example.com>`, date: new Date("2026-12-03T10:00:00Z") })
+      const first = await transaction([box.address], message)
+      expect(first.data?.code, first.data?.text).toBe(250)
+      await waitForEmails(box, 1)
+      const again = await transaction([box.address], message)
+      expect(again.data?.code, again.data?.text).toBe(250)
+      const marker = await transaction([box.address], await simple(box.address, "After the retry"))
+      expect(marker.data?.code, marker.data?.text).toBe(250)
+      await waitForEmails(box, 2)
+      // The retry was taken before the marker; given a moment more, it is still not stored.
+      await sleep(1500)
+      expect((await listOf(box)).data!.data.map((e) => e.subject)).toEqual(["After the retry", "Minutes"])
+      expect((await emailOf(box.user, queuedIds(again.data!)[0]!)).response.status).toBe(404)
+    })
+
     it.each([
       ["sort=size:asc", "sort"],
       ["sort=subject:sideways", "sort"],
