@@ -285,24 +285,42 @@ describe("forwarding a mailbox's mail", () => {
     const b = await newBox(suite.url, { user: a.user })
     await forward(mailroom, a, b.address)
     await forward(mailroom, b, a.address)
-    const subject = `Round and round ${fresh("s")}`
-    await sendMail(suite.server.smtpPort, { to: a.address, subject, text: "Where does it end?" })
-    // a → b → a: the copy back at a names a, and goes no further.
+    const titled = async (box: Box, subject: string) => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data.filter((e) => e.subject === subject) ?? []
+    }
+    const read = async (emailId: string) => (await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })).data!.data
+
+    // A message with its sender's Message-ID and Date: a → b → a, where a has received it already and
+    // does not store it again.
+    const dated = `Round and round ${fresh("s")}`
+    await sendMail(suite.server.smtpPort, { to: a.address, subject: dated, text: "Where does it end?" })
+    const copyAtB = await until("b's copy sent back to a", async () => {
+      const [found] = await titled(b, dated)
+      const email = found && (await read(found.email_id))
+      return email?.forwarded?.[0]?.status === "sent" ? email : undefined
+    })
+    expect(copyAtB.headers["x-mailroom-forwarded-by"]).toBe(a.address)
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    expect(await titled(a, dated)).toHaveLength(1)
+
+    // Mail without a Date is never taken for a copy: the copy back at a is stored, names a, and goes no further.
+    const subject = `Round again ${fresh("s")}`
+    await sendMail(suite.server.smtpPort, {
+      envelope: { from: "sender@example.com", to: [a.address] },
+      raw: [`From: sender@example.com`, `To: ${a.address}`, `Subject: ${subject}`, `Message-ID: <${fresh("undated")}@example.com>`, "", "Where does it end?", ""].join("\r\n")
+    })
     const atA = await until("the copy back in a", async () => {
-      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: a.mailboxId } } })
-      const found = data?.data.filter((e) => e.subject === subject) ?? []
+      const found = await titled(a, subject)
       return found.length === 2 ? found : undefined
     })
-    const both = await Promise.all(atA.map(async (e) =>
-      (await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: e.email_id } } })).data!.data
-    ))
+    const both = await Promise.all(atA.map((e) => read(e.email_id)))
     const back = both.find((e) => e.headers["x-mailroom-forwarded-by"] !== undefined)!
     // The newest field first: b forwarded it last.
     expect(back.headers["x-mailroom-forwarded-by"]).toEqual([b.address, a.address])
     expect(back.forwarded).toEqual([])
     await new Promise((resolve) => setTimeout(resolve, 1_000))
-    const atB = (await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: b.mailboxId } } })).data!.data
-    expect(atB.filter((e) => e.subject === subject)).toHaveLength(1)
+    expect(await titled(b, subject)).toHaveLength(1)
 
     // A blocked sender's mail is kept quiet: not forwarded either.
     await mailroom.POST("/v1/api/mailboxes/{mailboxId}/lists/{list}", {
