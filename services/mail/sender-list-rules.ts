@@ -71,7 +71,8 @@ export const parseEntry = (raw: string): Entry | string => {
   if (/[\s\u0000-\u001f\u007f<>,;]/.test(text)) return `must not contain spaces, control characters, <, >, commas or semicolons; write ${ENTRY_FORMS}`
   const at = text.lastIndexOf("@")
   if (at >= 0) {
-    const local = text.slice(0, at)
+    // Quoted without need (`"ada"@x`), the local part is the sender's `ada@x`, and is stored so.
+    const local = unquotedLocal(text.slice(0, at))
     if (local.length === 0) return `has nothing before the @; for a whole domain write the domain alone (${text.slice(at + 1)})`
     if (local.length > MAX_LOCAL_LENGTH) return `has a local part over ${MAX_LOCAL_LENGTH} characters`
     if (local.includes("@")) return "must contain at most one @"

@@ -54,6 +54,9 @@ layer(services, { timeout: "120 seconds" })("Sender lists", (it) => {
     expect(parseEntry("*.Example.com")).toEqual({ entry: "*.example.com", type: "subdomains" })
     expect(parseEntry("bücher.example")).toEqual({ entry: "xn--bcher-kva.example", type: "domain" })
     expect(parseEntry("ops+alerts@Bücher.example")).toEqual({ entry: "ops+alerts@xn--bcher-kva.example", type: "address" })
+    // Quoted without need, the local part is the same mailbox's: stored unquoted, as its senders are read.
+    expect(parseEntry('"Ada"@Example.com')).toEqual({ entry: "ada@example.com", type: "address" })
+    expect(parseEntry('"ada.x"@example.com')).toEqual({ entry: "ada.x@example.com", type: "address" })
     expect(parseEntry("")).toMatch(/^must not be empty/)
     expect(parseEntry("@example.com")).toMatch(/^has nothing before the @/)
     expect(parseEntry("*@example.com")).toMatch(/^cannot have a wildcard before the @/)
