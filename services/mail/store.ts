@@ -121,17 +121,21 @@ const messageKey = ({ direction, mailboxId, mailFrom, messageId, parsed }: NewEm
     ? [mailboxId, messageId, parsed.from ?? mailFrom, parsed.date.getTime()].join("\n")
     : undefined
 
-/** The batch in parts, cut before each email that refers to an earlier one of its part in its mailbox (or is referred to by it). */
+/**
+ * The batch in parts, cut before each email that refers to an earlier one of its part in its mailbox,
+ * is referred to by it, or refers to a message it refers to (threads.ts: each must see the other stored).
+ */
 const dependentParts = (emails: ReadonlyArray<NewEmail>): Array<Array<NewEmail>> => {
   const parts: Array<Array<NewEmail>> = [[]]
   for (const email of emails) {
     const part = parts[parts.length - 1]!
     const referenced = referencedIds(email.parsed.references, email.parsed.inReplyTo)
-    const related = part.some((earlier) =>
-      earlier.mailboxId === email.mailboxId &&
-      (referenced.includes(earlier.messageId) ||
-        referencedIds(earlier.parsed.references, earlier.parsed.inReplyTo).includes(email.messageId))
-    )
+    const related = part.some((earlier) => {
+      if (earlier.mailboxId !== email.mailboxId) return false
+      const earlierReferenced = referencedIds(earlier.parsed.references, earlier.parsed.inReplyTo)
+      return referenced.includes(earlier.messageId) || earlierReferenced.includes(email.messageId) ||
+        referenced.some((id) => earlierReferenced.includes(id))
+    })
     if (related) parts.push([email])
     else part.push(email)
   }
@@ -227,7 +231,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
         INSERT INTO emails AS e (id, mailbox_id, user_id, message_id, thread_id, subject, from_address, from_name, to_addresses,
                                  cc_addresses, reply_to_addresses, sent_at, received_at, mail_from, rcpt_to, headers, text_body, html_body,
                                  has_attachments, raw_sha256, size, labels, direction,
-                                 authentication, authentication_results, spam, extracted)
+                                 authentication, authentication_results, spam, extracted, referenced)
         SELECT r.id, r.mailbox_id, r.user_id, r.message_id,
                -- The thread (threads.ts): that of the mailbox's email with the same Message-ID (the same
                -- message: the copy of mail it sent itself); else the newest of those it refers to; else
@@ -239,6 +243,18 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                  (SELECT t.thread_id FROM emails t
                   WHERE t.mailbox_id = r.mailbox_id AND t.message_id = ANY(r.referenced)
                   ORDER BY t.received_at DESC LIMIT 1),
+                 -- Another answer to a message it answers (a sibling), that message not being here.
+                 -- (OFFSET 0 keeps each lookup on the emails_referenced_idx: a Message-ID is named by
+                 -- a handful of emails, where ordering by time would walk the mailbox's.)
+                 (SELECT t.thread_id FROM (
+                    SELECT thread_id, mailbox_id, received_at FROM emails
+                    WHERE cardinality(r.referenced) > 0 AND referenced && r.referenced OFFSET 0) t
+                  WHERE t.mailbox_id = r.mailbox_id ORDER BY t.received_at DESC LIMIT 1),
+                 -- Replies to it that arrived first: by what they refer to, or (mail stored before
+                 -- emails.referenced) by the thread they keyed on it.
+                 (SELECT t.thread_id FROM (
+                    SELECT thread_id, mailbox_id, received_at FROM emails WHERE referenced @> ARRAY[r.message_id] OFFSET 0) t
+                  WHERE t.mailbox_id = r.mailbox_id ORDER BY t.received_at LIMIT 1),
                  (SELECT r.own_thread WHERE EXISTS (
                     SELECT 1 FROM emails t WHERE t.mailbox_id = r.mailbox_id AND t.thread_id = r.own_thread)),
                  r.fallback_thread),
@@ -251,7 +267,7 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                  WHERE b.user_id = r.user_id AND (b.mailbox_id IS NULL OR b.mailbox_id = r.mailbox_id)
                    AND b.list = 'block' AND b.entry = ANY(r.header_from_forms)
                ) THEN ARRAY[${BLOCKED}]::text[] ELSE '{}'::text[] END,
-               r.direction, r.authentication, r.authentication_results, r.spam, r.extracted
+               r.direction, r.authentication, r.authentication_results, r.spam, r.extracted, nullif(r.referenced, '{}')
         FROM input r
         -- An email deleted since (deletion.ts) whose message the bus delivers again stays deleted, and
         -- mail of an account deleted since it was accepted (accounts/closure.ts) is not stored.

@@ -54,6 +54,8 @@ interface Message {
   readonly subject: string
   readonly messageId: string
   readonly inReplyTo?: string
+  /** References, when it is not In-Reply-To alone. */
+  readonly references?: string
   readonly attachment?: string
   readonly date?: string
 }
@@ -63,7 +65,7 @@ const rawOf = (m: Message) => {
     `From: ${m.from ?? "Ada <ada@example.test>"}`,
     `Subject: ${m.subject}`,
     `Message-ID: ${m.messageId}`,
-    ...(m.inReplyTo === undefined ? [] : [`In-Reply-To: ${m.inReplyTo}`, `References: ${m.inReplyTo}`]),
+    ...(m.inReplyTo === undefined ? [] : [`In-Reply-To: ${m.inReplyTo}`, `References: ${m.references ?? m.inReplyTo}`]),
     ...(m.date === undefined ? [] : [`Date: ${m.date}`])
   ]
   const body = m.attachment === undefined
@@ -159,6 +161,40 @@ layer(services, { timeout: "120 seconds" })("Ingest in batches", (it) => {
       const [other] = yield* storeEmails(sql, [yield* newEmail(mailbox, { subject: "Another subject", messageId: "<self2@example.test>" })])
       expect(copy!.threadId).toBe(first!.threadId)
       expect(other!.threadId).not.toBe(first!.threadId)
+    }))
+
+  it.effect("two answers to a message the mailbox does not hold are one thread, whichever comes first, in one batch too; a reply first naming the root then its original joins it", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const threadsOf = (mailbox: Mailbox, ...messages: ReadonlyArray<Message>) =>
+        Effect.flatMap(Effect.forEach(messages, (m) => newEmail(mailbox, m)), (emails) =>
+          Effect.forEach(emails, (email) => Effect.map(storeEmails(sql, [email]), ([row]) => row!.threadId)))
+      // One answers with In-Reply-To alone; the other names the conversation's root too.
+      const plain = (n: number): Message => ({ subject: "Re: Plan", messageId: `<plain${n}@example.test>`, inReplyTo: `<plan${n}@example.test>` })
+      const full = (n: number): Message => ({
+        subject: "Re: Plan",
+        messageId: `<full${n}@example.test>`,
+        inReplyTo: `<plan${n}@example.test>`,
+        references: `<root${n}@example.test> <plan${n}@example.test>`
+      })
+      for (const [n, order] of [[1, [plain, full]], [2, [full, plain]]] as const) {
+        const [a, b] = yield* threadsOf(yield* insertMailbox(yield* insertUser()), order[0](n), order[1](n))
+        expect(b, `order ${n}`).toBe(a)
+      }
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const batch = [yield* newEmail(mailbox, full(3)), yield* newEmail(mailbox, plain(3))]
+      const [first, second] = yield* storeEmails(sql, batch)
+      expect(second!.threadId).toBe(first!.threadId)
+      // The original, come after a reply that named the root first, joins the reply's conversation;
+      // a stranger's answer to something else does not.
+      const [reply, original, other] = yield* threadsOf(
+        yield* insertMailbox(yield* insertUser()),
+        full(4),
+        { subject: "Plan", messageId: "<plan4@example.test>" },
+        { subject: "Re: Other", messageId: "<x4@example.test>", inReplyTo: "<other4@example.test>" }
+      )
+      expect(original).toBe(reply)
+      expect(other).not.toBe(reply)
     }))
 
   it.effect("a message the mailbox has received already (its Message-ID, From and Date: a sender's retry) is not stored again; anything less alike is", () =>
