@@ -14,7 +14,9 @@ export const Email = Schema.Trim.pipe(
 
 export const Password = Schema.String.pipe(
   minCharacters(8, "must be at least 8 characters"),
-  maxCharacters(1024, "must be at most 1024 characters")
+  maxCharacters(1024, "must be at most 1024 characters"),
+  // Spaces count as characters (a passphrase's are kept as typed), but eight of them alone are no password.
+  Schema.filter((password) => /\S/.test(password), { message: () => "must not be only spaces" })
 )
 
 /** A person's name: one line of text (no line breaks or other control characters). */

@@ -134,6 +134,8 @@ layer(services, { timeout: "120 seconds" })("Accounts", (it) => {
         status: 400,
         details: { email: "must be a valid email address", password: "must be at least 8 characters" }
       })
+      const blank = yield* Effect.flip(decode({ email: newEmail(), password: " \t        ", name: "Ada" }))
+      expect(blank).toMatchObject({ code: "VALIDATION_ERROR", details: { password: "must not be only spaces" } })
       const missing = yield* Effect.flip(decode({}))
       expect(missing).toMatchObject({
         code: "VALIDATION_ERROR",

@@ -261,7 +261,7 @@ export interface paths {
         put?: never;
         /**
          * Register a user
-         * @description Creates the account on the free plan. An email already registered is 409 CONFLICT; an invalid email or a password under 8 characters 400 VALIDATION_ERROR
+         * @description Creates the account on the free plan. An email already registered is 409 CONFLICT; an invalid email or a password under 8 characters (or of spaces alone) 400 VALIDATION_ERROR
          */
         post: operations["auth.register"];
         delete?: never;

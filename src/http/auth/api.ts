@@ -46,7 +46,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .addError(envelope(Conflict))
       .annotateContext(OpenApi.annotations({
         summary: "Register a user",
-        description: "Creates the account on the free plan. An email already registered is 409 CONFLICT; an invalid email or a password under 8 characters 400 VALIDATION_ERROR"
+        description: "Creates the account on the free plan. An email already registered is 409 CONFLICT; an invalid email or a password under 8 characters (or of spaces alone) 400 VALIDATION_ERROR"
       }))
   )
   .add(
