@@ -126,13 +126,14 @@ const messageKey = ({ direction, mailboxId, mailFrom, messageId, parsed }: NewEm
  * is referred to by it, or refers to a message it refers to (threads.ts: each must see the other stored).
  */
 const dependentParts = (emails: ReadonlyArray<NewEmail>): Array<Array<NewEmail>> => {
+  const referencedBy = new Map(emails.map((email) => [email, referencedIds(email.parsed.references, email.parsed.inReplyTo)]))
   const parts: Array<Array<NewEmail>> = [[]]
   for (const email of emails) {
     const part = parts[parts.length - 1]!
-    const referenced = referencedIds(email.parsed.references, email.parsed.inReplyTo)
+    const referenced = referencedBy.get(email)!
     const related = part.some((earlier) => {
       if (earlier.mailboxId !== email.mailboxId) return false
-      const earlierReferenced = referencedIds(earlier.parsed.references, earlier.parsed.inReplyTo)
+      const earlierReferenced = referencedBy.get(earlier)!
       return referenced.includes(earlier.messageId) || earlierReferenced.includes(email.messageId) ||
         referenced.some((id) => earlierReferenced.includes(id))
     })
@@ -233,9 +234,9 @@ const insertEmails = (sql: SqlClient.SqlClient, emails: ReadonlyArray<NewEmail>,
                                  has_attachments, raw_sha256, size, labels, direction,
                                  authentication, authentication_results, spam, extracted, referenced)
         SELECT r.id, r.mailbox_id, r.user_id, r.message_id,
-               -- The thread (threads.ts): that of the mailbox's email with the same Message-ID (the same
-               -- message: the copy of mail it sent itself); else the newest of those it refers to; else
-               -- its own conversation's, when replies to it arrived first; else its fallback.
+               -- The thread (threads.ts), the first found of: the mailbox's email with the same Message-ID
+               -- (the same message: the copy of mail it sent itself); the newest of those it refers to;
+               -- a sibling's; that of replies to it that arrived first; its fallback.
                coalesce(
                  (SELECT t.thread_id FROM emails t
                   WHERE t.mailbox_id = r.mailbox_id AND t.message_id = r.message_id

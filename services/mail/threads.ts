@@ -3,15 +3,16 @@
  *
  * A message the mailbox holds already (the same Message-ID: the copy of mail it sent to itself, or
  * to one of its subaddresses) joins that one's thread.
+ * A message joins the thread of replies to it that arrived before it.
  * A reply names what it answers (References, In-Reply-To): it joins the thread of any of those
  * messages the mailbox holds; or else that of another email of the mailbox that names one of them
  * too (a sibling: one client sends In-Reply-To alone, another References with the root); or else
- * the thread keyed by the conversation's first message (References' first entry). A message joins
- * the thread of replies to it that arrived before it. A received message that names nothing joins the thread of its normalized
- * subject from the same sender ("Re: Re: Hello" and "hello" are one conversation: mail clients that
- * send no References), unless replies to it arrived first. Not another sender's: anyone can write
- * "Invoice 42", and a stranger's mail must not join (and be deleted with) someone else's conversation. A message the mailbox sends that names nothing starts a
- * conversation of its own: an agent's two new emails "Quick question", to Alice and to Bob, are two.
+ * the thread keyed by the conversation's first message (References' first entry).
+ * A received message that names nothing joins the thread of its normalized subject from the same
+ * sender ("Re: Re: Hello" and "hello" are one conversation: mail clients that send no References).
+ * Not another sender's: anyone can write "Invoice 42", and a stranger's mail must not join (and be
+ * deleted with) someone else's conversation. A message the mailbox sends that names nothing starts
+ * a conversation of its own: an agent's two new emails "Quick question", to Alice and to Bob, are two.
  */
 import { sha256 } from "../accounts/tokens.ts"
 
