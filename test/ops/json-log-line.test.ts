@@ -4,8 +4,8 @@
  * with) it carries none.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Logger } from "effect"
-import { jsonLine } from "../../src/logging.ts"
+import { Cause, Effect, Logger, LogLevel } from "effect"
+import { jsonLine, withoutAddresses } from "../../src/logging.ts"
 
 const capture = <A, E>(effect: Effect.Effect<A, E>) =>
   Effect.gen(function*() {
@@ -13,7 +13,7 @@ const capture = <A, E>(effect: Effect.Effect<A, E>) =>
     const logger = Logger.make((options) => {
       lines.push(jsonLine({ role: "worker", node: "host:1" }, options))
     })
-    yield* effect.pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    yield* effect.pipe(Effect.provide(Logger.replace(Logger.defaultLogger, withoutAddresses(logger))))
     return lines
   })
 
@@ -51,5 +51,29 @@ describe("a JSON log line", () => {
       expect(lines[0]).not.toHaveProperty("trace_id")
       expect(lines[0]).not.toHaveProperty("span_id")
       expect(lines[0]).not.toHaveProperty("error")
+    }))
+
+  it.effect("at info and above holds no address: its local part is left out of the message, the annotations and the error", () =>
+    Effect.gen(function*() {
+      const lines = yield* capture(Effect.gen(function*() {
+        yield* Effect.logWarning("System mail bounced: 550 5.1.1 <ada.lovelace+x@Example.COM>: no such user", Cause.fail(new Error("RCPT TO:<bob@mail.example.org> refused"))).pipe(
+          Effect.annotateLogs({ event_id: "email.sent:eml_1:\"ada l\"@example.com:1", recipients: ["zoë@例え.jp"], domain: "example.com" })
+        )
+        yield* Effect.logInfo("node@22, effect@3.22.0 and x@localhost are no addresses")
+        yield* Effect.logDebug("Delivery attempt's recipients").pipe(
+          Effect.annotateLogs({ outcomes: "ada@example.com: sent" }),
+          Logger.withMinimumLogLevel(LogLevel.Debug)
+        )
+      }))
+      expect(lines[0]).toMatchObject({
+        message: "System mail bounced: 550 5.1.1 <…@Example.COM>: no such user",
+        event_id: "email.sent:eml_1:…@example.com:1",
+        recipients: ["…@例え.jp"],
+        domain: "example.com"
+      })
+      expect(String(lines[0]!.error)).toMatch(/^Error: RCPT TO:<…@mail\.example\.org> refused\n\s+at /)
+      expect(lines[1]!.message).toBe("node@22, effect@3.22.0 and x@localhost are no addresses")
+      // debug keeps what it names: the operator who turns it on asked for the addresses.
+      expect(lines[2]).toMatchObject({ level: "debug", outcomes: "ada@example.com: sent" })
     }))
 })
