@@ -87,6 +87,16 @@ describe("labels and read state over HTTP", () => {
     const refused = await mailroom.GET("/v1/api/emails", { params: { query: { wait: 5 } } })
     expect(refused.response.status).toBe(400)
     expect(refused.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { wait: expect.stringContaining("one mailbox's list") } })
+    // Named by mailbox_id, one mailbox's list, as its own route answers (wait too), and its conversations.
+    const one = await mailroom.GET("/v1/api/emails", { params: { query: { mailbox_id: box.mailboxId, unread: "true", wait: 5 } } })
+    expect(one.data?.data.map((email) => email.email_id)).toEqual([second])
+    const threads = await mailroom.GET("/v1/api/threads", { params: { query: { mailbox_id: box.mailboxId, labels: "billing" } } })
+    expect(threads.data?.data.map((thread) => thread.mailbox_id)).toEqual([box.mailboxId])
+    for (const path of ["/v1/api/emails", "/v1/api/threads"] as const) {
+      const unknown = await mailroom.GET(path, { params: { query: { mailbox_id: "mbx_nope" } } })
+      expect(unknown.response.status).toBe(404)
+      expect(unknown.error?.error).toMatchObject({ code: "NOT_FOUND", details: { mailbox_id: "mbx_nope" } })
+    }
   })
 
   it("a batch update changes every listed email and answers their labels", async () => {

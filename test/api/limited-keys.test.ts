@@ -111,6 +111,13 @@ describe("a key limited to some mailboxes", () => {
     const after = await limited.GET("/v1/api/emails", { params: { query: { after: otherEmail.email_id } } })
     expect(after.response.status).toBe(400)
     expect(after.error?.error.details).toEqual({ after: expect.any(String) })
+    // Named, another mailbox is one that does not exist; its own is listed.
+    for (const path of ["/v1/api/emails", "/v1/api/threads"] as const) {
+      const named = await limited.GET(path, { params: { query: { mailbox_id: other.mailboxId } } })
+      expect(named.response.status).toBe(404)
+      expect(named.error).toEqual(notFound({ mailbox_id: other.mailboxId }))
+      expect((await limited.GET(path, { params: { query: { mailbox_id: mine.mailboxId } } })).data?.meta.total).toBe(1)
+    }
 
     await full.POST("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: other.mailboxId } }, body: { to: ["a@example.com"], subject: "theirs" } })
     await full.POST("/v1/api/mailboxes/{mailboxId}/drafts", { params: { path: { mailboxId: mine.mailboxId } }, body: { to: ["a@example.com"], subject: "mine" } })

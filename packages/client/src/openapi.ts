@@ -635,7 +635,7 @@ export interface paths {
         };
         /**
          * List every mailbox's emails
-         * @description The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`). `wait` is one mailbox's: here it is 400 (the event stream tells of every mailbox's mail)
+         * @description The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`); with `mailbox_id`, one mailbox's list. `wait` is one mailbox's: without `mailbox_id` it is 400 (the event stream tells of every mailbox's mail)
          */
         get: operations["dashboardEmails.listAll"];
         put?: never;
@@ -1651,7 +1651,7 @@ export interface paths {
         };
         /**
          * List every mailbox's threads
-         * @description The conversations of all the account's mailboxes in one list (each names its `mailbox_id`), with the mailbox list's order and filters
+         * @description The conversations of all the account's mailboxes in one list (each names its `mailbox_id`), with the mailbox list's order and filters; with `mailbox_id`, one mailbox's list
          */
         get: operations["dashboardEmails.listAllThreads"];
         put?: never;
@@ -2071,7 +2071,7 @@ export interface paths {
         };
         /**
          * List every mailbox's emails
-         * @description The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`). `wait` is one mailbox's: here it is 400 (the event stream tells of every mailbox's mail)
+         * @description The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`); with `mailbox_id`, one mailbox's list. `wait` is one mailbox's: without `mailbox_id` it is 400 (the event stream tells of every mailbox's mail)
          */
         get: operations["emails.listAll"];
         put?: never;
@@ -3027,7 +3027,7 @@ export interface paths {
         };
         /**
          * List every mailbox's threads
-         * @description The conversations of all the account's mailboxes in one list (each names its `mailbox_id`), with the mailbox list's order and filters
+         * @description The conversations of all the account's mailboxes in one list (each names its `mailbox_id`), with the mailbox list's order and filters; with `mailbox_id`, one mailbox's list
          */
         get: operations["emails.listAllThreads"];
         put?: never;
@@ -11127,13 +11127,15 @@ export interface operations {
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
                 limit?: number;
+                /** @description Only this mailbox's, answered as GET /v1/api/mailboxes/{mailbox_id}/emails answers (404 NOT_FOUND for a mailbox that is not the caller's) */
+                mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
-                /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
+                /** @description With `mailbox_id` only (without it 400: the event stream tells of every mailbox's mail). Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
                 wait?: number;
             };
             header?: never;
@@ -11196,6 +11198,18 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
@@ -21237,6 +21251,8 @@ export interface operations {
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
                 limit?: number;
+                /** @description Only this mailbox's, answered as GET /v1/api/mailboxes/{mailbox_id}/threads answers (404 NOT_FOUND for a mailbox that is not the caller's) */
+                mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */
@@ -21304,6 +21320,18 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Forbidden"];
+                };
+            };
+            /** @description - NOT_FOUND: the resource does not exist or is not the caller's */
+            404: {
+                headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFound"];
                 };
             };
             /** @description - PAYLOAD_TOO_LARGE: a body over 1 MiB; details.max_bytes */
@@ -25458,13 +25486,15 @@ export interface operations {
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
                 limit?: number;
+                /** @description Only this mailbox's, answered as GET /v1/api/mailboxes/{mailbox_id}/emails answers (404 NOT_FOUND for a mailbox that is not the caller's) */
+                mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
                 /** @description One of received_at:asc, received_at:desc, date:asc, date:desc, subject:asc, subject:desc */
                 sort?: string;
                 /** @description true: only unread emails (label unread); false: only read ones */
                 unread?: "true" | "false";
-                /** @description Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
+                /** @description With `mailbox_id` only (without it 400: the event stream tells of every mailbox's mail). Seconds (at most 60) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends */
                 wait?: number;
             };
             header?: never;
@@ -35210,6 +35240,8 @@ export interface operations {
                 labels?: string;
                 /** @description An integer from 1 to 100, in decimal digits */
                 limit?: number;
+                /** @description Only this mailbox's, answered as GET /v1/api/mailboxes/{mailbox_id}/threads answers (404 NOT_FOUND for a mailbox that is not the caller's) */
+                mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
                 /** @description One of last_received_at:asc, last_received_at:desc, first_received_at:asc, first_received_at:desc */

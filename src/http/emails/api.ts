@@ -46,11 +46,22 @@ const emailFilterFields = {
   })
 }
 
-export const EmailListParams = Schema.Struct({
-  ...emailFilterFields,
-  wait: Schema.optional(IntegerParam(0, MAX_WAIT_SECONDS)).annotations({
-    description: `Seconds (at most ${MAX_WAIT_SECONDS}) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends`
+const waitParam = (description: string) => Schema.optional(IntegerParam(0, MAX_WAIT_SECONDS)).annotations({ description })
+const WAIT = `Seconds (at most ${MAX_WAIT_SECONDS}) to wait for a matching email when there is none yet: answered as soon as one arrives, or with an empty page when the wait ends`
+
+/** `mailbox_id` on the lists of every mailbox: that mailbox's list instead, as its own route answers it. */
+const oneMailbox = (list: string) =>
+  Schema.optional(Schema.String).annotations({
+    description: `Only this mailbox's, answered as ${list} answers (404 NOT_FOUND for a mailbox that is not the caller's)`
   })
+
+export const EmailListParams = Schema.Struct({ ...emailFilterFields, wait: waitParam(WAIT) })
+  .annotations({ parseOptions: { errors: "all" } })
+
+export const AllEmailListParams = Schema.Struct({
+  ...emailFilterFields,
+  mailbox_id: oneMailbox("GET /v1/api/mailboxes/{mailbox_id}/emails"),
+  wait: waitParam(`With \`mailbox_id\` only (without it 400: the event stream tells of every mailbox's mail). ${WAIT}`)
 }).annotations({ parseOptions: { errors: "all" } })
 
 /** What lists of threads filter by, over all of a thread's emails. */
@@ -60,6 +71,11 @@ export const ThreadListParams = Schema.Struct({
   exclude_labels: Schema.optional(LabelsParam).annotations({ description: "Comma-separated: only threads none of whose emails carries any of these labels" }),
   unread: Schema.optional(Schema.BooleanFromString.annotations({ message: () => "must be true or false" }))
     .annotations({ description: "true: only threads with an unread email; false: only threads with none" })
+}).annotations({ parseOptions: { errors: "all" } })
+
+export const AllThreadListParams = Schema.Struct({
+  ...ThreadListParams.fields,
+  mailbox_id: oneMailbox("GET /v1/api/mailboxes/{mailbox_id}/threads")
 }).annotations({ parseOptions: { errors: "all" } })
 
 const LabelChangeFields = {
@@ -142,13 +158,15 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
   )
   .add(
     HttpApiEndpoint.get("listAll", "/emails")
-      .setUrlParams(EmailListParams)
+      .setUrlParams(AllEmailListParams)
       .addSuccess(OkWithMeta(Schema.Array(EmailSummary), ListMeta))
       .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
         summary: "List every mailbox's emails",
         description:
-          "The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`). `wait` is one mailbox's: here it is 400 (the event stream tells of every mailbox's mail)"
+          "The emails of all the account's mailboxes in one list, newest first unless `sort` says otherwise, with the mailbox list's filters (each email names its `mailbox_id`); " +
+          "with `mailbox_id`, one mailbox's list. `wait` is one mailbox's: without `mailbox_id` it is 400 (the event stream tells of every mailbox's mail)"
       }))
   )
   .add(
@@ -166,12 +184,14 @@ const emailEndpoints = <const Name extends string>(name: Name) =>
   )
   .add(
     HttpApiEndpoint.get("listAllThreads", "/threads")
-      .setUrlParams(ThreadListParams)
+      .setUrlParams(AllThreadListParams)
       .addSuccess(OkWithMeta(Schema.Array(ThreadSummary), ListMeta))
       .addError(envelope(ValidationError))
+      .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
         summary: "List every mailbox's threads",
-        description: "The conversations of all the account's mailboxes in one list (each names its `mailbox_id`), with the mailbox list's order and filters"
+        description: "The conversations of all the account's mailboxes in one list (each names its `mailbox_id`), with the mailbox list's order and filters; " +
+          "with `mailbox_id`, one mailbox's list"
       }))
   )
   .add(

@@ -7,6 +7,7 @@ import { Duration, Effect, Layer, Option, Stream } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { ValidationError } from "../../../services/errors.ts"
+import { mailboxNotFound } from "../../../services/mailboxes/owned.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { type EmailFilter, Emails, type ThreadFilter } from "../../../services/mail/emails.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
@@ -23,6 +24,8 @@ import type {
   BatchDeleteThreadsInput,
   BatchUpdateInput,
   BatchUpdateThreadsInput,
+  AllEmailListParams,
+  AllThreadListParams,
   EmailListParams,
   EmailPath,
   MailboxEmailsPath,
@@ -75,6 +78,10 @@ const threadQueryOf = (urlParams: typeof ThreadListParams.Type) => ({
   filter: { labels: urlParams.labels, excludeLabels: urlParams.exclude_labels, unread: urlParams.unread } satisfies ThreadFilter
 })
 
+/** A mailbox named on a list of every mailbox: to a key limited to others, one that does not exist. */
+const withinKey = (mailboxes: Option.Option<ReadonlyArray<string>>, mailboxId: string) =>
+  Option.isSome(mailboxes) && !mailboxes.value.includes(mailboxId) ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.void
+
 /** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
 const makeHandlers = Effect.gen(function*() {
     const emails = yield* Emails
@@ -88,23 +95,36 @@ const makeHandlers = Effect.gen(function*() {
       add: payload.add_labels ?? [],
       remove: payload.remove_labels ?? []
     })
+    const list = ({ path, urlParams }: Path<typeof MailboxEmailsPath> & { readonly urlParams: typeof EmailListParams.Type }) =>
+      Effect.gen(function*() {
+        const { userId } = yield* CurrentPrincipal
+        const p = page(urlParams)
+        const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
+        const look = emails.list(userId, path.mailboxId, p, sort, filterOf(urlParams))
+        const { emails: data, total } = yield* (urlParams.wait === undefined || urlParams.wait === 0
+          ? look
+          : arrivals.waitFor(path.mailboxId, look, (answer) => answer.total > 0, Duration.seconds(urlParams.wait))).pipe(orUnavailable)
+        return { success: true as const, data, meta: listMeta(total, p) }
+      })
+    const listThreads = ({ path, urlParams }: Path<typeof MailboxEmailsPath> & { readonly urlParams: typeof ThreadListParams.Type }) =>
+      Effect.gen(function*() {
+        const { userId } = yield* CurrentPrincipal
+        const query = threadQueryOf(urlParams)
+        const { threads: data, total } = yield* emails.threads(userId, path.mailboxId, query.page, query.sort, query.filter).pipe(orUnavailable)
+        return { success: true as const, data, meta: listMeta(total, query.page) }
+      })
     return {
-      list: ({ path, urlParams }: Path<typeof MailboxEmailsPath> & { readonly urlParams: typeof EmailListParams.Type }) =>
-        Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
-          const p = page(urlParams)
-          const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
-          const look = emails.list(userId, path.mailboxId, p, sort, filterOf(urlParams))
-          const { emails: data, total } = yield* (urlParams.wait === undefined || urlParams.wait === 0
-            ? look
-            : arrivals.waitFor(path.mailboxId, look, (answer) => answer.total > 0, Duration.seconds(urlParams.wait))).pipe(orUnavailable)
-          return { success: true as const, data, meta: listMeta(total, p) }
-        }),
-      listAll: ({ urlParams }: { readonly urlParams: typeof EmailListParams.Type }) =>
+      list,
+      listAll: ({ urlParams }: { readonly urlParams: typeof AllEmailListParams.Type }) =>
         Effect.gen(function*() {
           const { mailboxes, userId } = yield* CurrentPrincipal
+          const { mailbox_id, ...params } = urlParams
+          if (mailbox_id !== undefined) {
+            yield* withinKey(mailboxes, mailbox_id)
+            return yield* list({ path: { mailboxId: mailbox_id }, urlParams: params })
+          }
           if (urlParams.wait !== undefined && urlParams.wait > 0) {
-            return yield* ValidationError.field("wait", "waits on one mailbox's list (GET /v1/api/mailboxes/{mailbox_id}/emails); the event stream tells of every mailbox's mail")
+            return yield* ValidationError.field("wait", "waits on one mailbox's list (with mailbox_id, or GET /v1/api/mailboxes/{mailbox_id}/emails); the event stream tells of every mailbox's mail")
           }
           const p = page(urlParams)
           const sort = parseSort<EmailSortField>(urlParams.sort, { field: "received_at", direction: "desc" })
@@ -112,16 +132,15 @@ const makeHandlers = Effect.gen(function*() {
           const { emails: data, total } = yield* emails.listAll(userId, p, sort, filter).pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, p) }
         }),
-      listThreads: ({ path, urlParams }: Path<typeof MailboxEmailsPath> & { readonly urlParams: typeof ThreadListParams.Type }) =>
-        Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
-          const query = threadQueryOf(urlParams)
-          const { threads: data, total } = yield* emails.threads(userId, path.mailboxId, query.page, query.sort, query.filter).pipe(orUnavailable)
-          return { success: true as const, data, meta: listMeta(total, query.page) }
-        }),
-      listAllThreads: ({ urlParams }: { readonly urlParams: typeof ThreadListParams.Type }) =>
+      listThreads,
+      listAllThreads: ({ urlParams }: { readonly urlParams: typeof AllThreadListParams.Type }) =>
         Effect.gen(function*() {
           const { mailboxes, userId } = yield* CurrentPrincipal
+          const { mailbox_id, ...params } = urlParams
+          if (mailbox_id !== undefined) {
+            yield* withinKey(mailboxes, mailbox_id)
+            return yield* listThreads({ path: { mailboxId: mailbox_id }, urlParams: params })
+          }
           const query = threadQueryOf(urlParams)
           const filter = { ...query.filter, mailboxes: Option.getOrUndefined(mailboxes) }
           const { threads: data, total } = yield* emails.threadsAll(userId, query.page, query.sort, filter).pipe(orUnavailable)
