@@ -9,8 +9,9 @@
  * - Trash: always empty. Mailroom keeps no deleted mail, so moving mail into Trash deletes it, as
  *   DELETE /emails does; it is there because mail programs delete by moving mail to it;
  * - one folder per label of the account's own that the mailbox's mail carries (a label `a/b` is the
- *   folder b inside a, `/` being the hierarchy's separator). A label named as a system folder is
- *   listed under `Labels/`.
+ *   folder b inside a, `/` being the hierarchy's separator). A label named as a system folder, or
+ *   whose name begins `Labels/`, is listed under `Labels/`: the label `Sent` is `Labels/Sent`, the
+ *   label `Labels/Sent` is `Labels/Labels/Sent`, so that no two labels share a folder.
  *
  * Flags come from labels: `\Seen` is the absence of `unread` (sent mail is seen), `\Flagged` is the
  * label `flagged`. Other labels are folders, not keywords.
@@ -45,11 +46,19 @@ export const systemFolders: ReadonlyArray<Folder> = [
   { name: "Trash", kind: "trash", specialUse: "\\Trash" }
 ]
 
+const LABELS_PARENT = "Labels"
+
 const isSystemName = (name: string) => systemFolders.some((folder) => folder.name.toLowerCase() === name.toLowerCase())
+
+/** Whether a label's folder is listed under `Labels/`: its first level is a system folder's name, or `Labels` itself. */
+const listedApart = (label: string) => {
+  const first = label.split(HIERARCHY_DELIMITER)[0]!
+  return isSystemName(first) || first === LABELS_PARENT
+}
 
 /** The folder of an account's label (undefined for a system label, which is no folder). */
 export const labelFolder = (label: string): Folder | undefined =>
-  SYSTEM_LABELS.has(label) ? undefined : { name: isSystemName(label.split(HIERARCHY_DELIMITER)[0]!) ? `Labels/${label}` : label, kind: "label", label }
+  SYSTEM_LABELS.has(label) ? undefined : { name: listedApart(label) ? `${LABELS_PARENT}/${label}` : label, kind: "label", label }
 
 /** The folders of a mailbox whose mail carries `labels`: the system ones, then the labels' by name. */
 export const foldersOf = (labels: ReadonlyArray<string>): ReadonlyArray<Folder> => [
@@ -58,19 +67,17 @@ export const foldersOf = (labels: ReadonlyArray<string>): ReadonlyArray<Folder> 
 ]
 
 /**
- * The folders a mail program's name may mean, before asking whether the mailbox's mail carries their
- * label: a system folder (INBOX in any case, RFC 3501 §5.1; the others as listed), or a label's
- * (`Labels/Sent` is the label `Sent`, or one named `Labels/Sent`).
+ * The folder a mail program's name means, before asking whether the mailbox's mail carries its label:
+ * a system folder (INBOX in any case, RFC 3501 §5.1; the others as listed), or a label's (`Labels/Sent`
+ * is the label `Sent`); undefined for a name no folder has.
  */
-export const foldersNamed = (name: string): ReadonlyArray<Folder> => {
-  if (name.toUpperCase() === "INBOX") return [systemFolders[0]!]
+export const folderNamed = (name: string): Folder | undefined => {
+  if (name.toUpperCase() === "INBOX") return systemFolders[0]!
   const system = systemFolders.find((folder) => folder.name === name)
-  if (system !== undefined) return [system]
-  const labels = name.startsWith("Labels/") ? [name.slice("Labels/".length), name] : [name]
-  return labels.flatMap((label) => {
-    const folder = labelFolder(label)
-    return folder?.name === name ? [folder] : []
-  })
+  if (system !== undefined) return system
+  const prefix = `${LABELS_PARENT}/`
+  const folder = labelFolder(name.startsWith(prefix) ? name.slice(prefix.length) : name)
+  return folder?.name === name ? folder : undefined
 }
 
 /** The key a folder's UIDs are kept under (imap_folders.folder). */

@@ -14,7 +14,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { escapeLike } from "../like.ts"
 import { UNREAD } from "../mail/label-rules.ts"
-import { FLAGGED_LABEL, type Folder, folderKey, foldersNamed, foldersOf, JUNK_LABELS } from "./folders.ts"
+import { FLAGGED_LABEL, type Folder, folderKey, folderNamed, foldersOf, JUNK_LABELS } from "./folders.ts"
 import { outage } from "./refusals.ts"
 
 /** A message of a folder, as a session keeps it. */
@@ -64,12 +64,10 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
      * when some email of the mailbox carries the label (one probe, not the whole list LIST reads).
      */
     const resolve = Effect.fn("FolderViews.resolve")(function*(mailboxId: string, name: string) {
-      for (const folder of foldersNamed(name)) {
-        if (folder.kind !== "label") return folder
-        const carried = yield* sql`SELECT 1 FROM emails WHERE mailbox_id = ${mailboxId} AND ${folder.label ?? ""} = ANY(labels) LIMIT 1`
-        if (carried.length > 0) return folder
-      }
-      return undefined
+      const folder = folderNamed(name)
+      if (folder?.kind !== "label") return folder
+      const carried = yield* sql`SELECT 1 FROM emails WHERE mailbox_id = ${mailboxId} AND ${folder.label ?? ""} = ANY(labels) LIMIT 1`
+      return carried.length > 0 ? folder : undefined
     }, Effect.catchTag("SqlError", outage))
 
     /** Which of the mailbox's emails `e` are in `folder`. */

@@ -4,7 +4,7 @@
  * BODYSTRUCTURE, ENVELOPE and BODY[section] of messages with nested parts, and filing as labelling.
  */
 import { describe, expect, it } from "vitest"
-import { filing, type Folder, foldersNamed, foldersOf, systemFolders } from "../../services/imap/folders.ts"
+import { filing, type Folder, folderNamed, foldersOf, systemFolders } from "../../services/imap/folders.ts"
 import { bodyStructure, envelope, parseMessage, sectionBytes } from "../../services/imap/mime.ts"
 import {
   CommandReader,
@@ -214,16 +214,21 @@ describe("filing mail between folders", () => {
     expect(filing(acme, acme, false, received)).toEqual({ refused: "The messages are in this folder already" })
     // A label named as a system folder is listed apart.
     expect(foldersOf(["Trash"]).map((folder) => folder.name)).toEqual(["INBOX", "Sent", "Junk", "Trash", "Labels/Trash"])
+    // So is one whose name begins Labels/: no two labels share a folder.
+    expect(foldersOf(["Sent", "Labels/Sent", "inbox", "Labels/inbox"]).map((folder) => folder.name).slice(4))
+      .toEqual(["Labels/inbox", "Labels/Labels/inbox", "Labels/Labels/Sent", "Labels/Sent"])
   })
 
   it("a folder's name read back: INBOX in any case, system folders as listed, labels (under Labels/ when named as one)", () => {
-    expect(foldersNamed("inbox").map((folder) => folder.kind)).toEqual(["inbox"])
-    expect(foldersNamed("Junk").map((folder) => folder.kind)).toEqual(["junk"])
-    expect(foldersNamed("Clients/Acme")).toEqual([{ name: "Clients/Acme", kind: "label", label: "Clients/Acme" }])
-    // The label Trash, or one named "Labels/Trash": the one the mail carries is the folder (views.ts resolve).
-    expect(foldersNamed("Labels/Trash").map((folder) => folder.label)).toEqual(["Trash", "Labels/Trash"])
+    expect(folderNamed("inbox")?.kind).toBe("inbox")
+    expect(folderNamed("Junk")?.kind).toBe("junk")
+    expect(folderNamed("Clients/Acme")).toEqual({ name: "Clients/Acme", kind: "label", label: "Clients/Acme" })
+    expect(folderNamed("Labels/Trash")?.label).toBe("Trash")
+    expect(folderNamed("Labels/Labels/Trash")?.label).toBe("Labels/Trash")
+    // Each label has one name: Clients/Acme is not Labels/Clients/Acme.
+    expect(folderNamed("Labels/Clients/Acme")).toBeUndefined()
     // A system label is no folder; "sent" is not "Sent".
-    expect(foldersNamed("unread")).toEqual([])
-    expect(foldersNamed("sent")).toEqual([])
+    expect(folderNamed("unread")).toBeUndefined()
+    expect(folderNamed("sent")).toBeUndefined()
   })
 })
