@@ -133,8 +133,15 @@ const isMailbox = (address: string) => {
   return at > 0 && at < address.length - 1
 }
 
-/** The name a From that names no address is shown by: the field as written, decoded, on one line. */
-const nameOfNoAddress = (written: string | undefined) => written === undefined ? "" : oneLine(decodeWords(written)).trim()
+/**
+ * The name a From that names no address is shown by: the field as written, decoded, on one line, but
+ * for an empty address (`<>`, the null sender's) and the quotes around a name (`"Mail Delivery" <>`).
+ */
+const nameOfNoAddress = (written: string | undefined) => {
+  if (written === undefined) return ""
+  const name = oneLine(decodeWords(written.replace(/<\s*>/g, ""))).trim()
+  return /^"[^"]*"$/.test(name) ? name.slice(1, -1).trim() : name
+}
 
 /**
  * The addresses of a message's address fields `values` (each unfolded, its encoded words as written),

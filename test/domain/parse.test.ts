@@ -146,6 +146,9 @@ describe("parseMessage", () => {
       expect(yield* fromOf("Just A Name")).toEqual([undefined, "Just A Name"])
       expect(yield* fromOf("<<not an address>>")).toEqual([undefined, "<<not an address>>"])
       expect(yield* fromOf("=?UTF-8?Q?J=C3=BCrgen?= <jm>")).toEqual([undefined, "Jürgen <jm>"])
+      // The null sender's empty address is no name: the name beside it, if any, unquoted.
+      expect(yield* fromOf("<>")).toEqual([undefined, ""])
+      expect(yield* fromOf("\"Mail Delivery System\" <>")).toEqual([undefined, "Mail Delivery System"])
       // An address and a name as ever, however odd the address.
       expect(yield* fromOf("Ada <ada@example.com>")).toEqual(["ada@example.com", "Ada"])
       expect(yield* fromOf("a@b@example.net")).toEqual(["a@b@example.net", ""])
