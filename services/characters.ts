@@ -21,3 +21,9 @@ export const minCharacters = (min: number, message: string) => <A extends string
 /** At most `max` characters, else `message`. */
 export const maxCharacters = (max: number, message: string) => <A extends string, I, R>(self: Schema.Schema<A, I, R>) =>
   self.pipe(Schema.filter((text) => characterCount(text) <= max || message, { jsonSchema: { maxLength: max } }))
+
+/** One line of text: no line breaks or other control characters (C0, DEL, C1, the Unicode line and paragraph separators). */
+export const oneLine = <A extends string, I, R>(self: Schema.Schema<A, I, R>) =>
+  self.pipe(Schema.filter((text) => !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(text), {
+    message: () => "must be one line, without control characters"
+  }))

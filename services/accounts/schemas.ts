@@ -3,7 +3,7 @@
  * (they become `details.<field>` of a 400 VALIDATION_ERROR).
  */
 import { Schema } from "effect"
-import { maxCharacters, minCharacters } from "../characters.ts"
+import { maxCharacters, minCharacters, oneLine } from "../characters.ts"
 
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$/
 
@@ -23,7 +23,7 @@ export const Password = Schema.String.pipe(
 export const PersonName = Schema.Trim.pipe(
   minCharacters(1, "must not be empty"),
   maxCharacters(200, "must be at most 200 characters"),
-  Schema.filter((name) => !/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/.test(name), { message: () => "must be one line, without control characters" })
+  oneLine
 )
 
 const allErrors = { parseOptions: { errors: "all" as const } }

@@ -71,6 +71,7 @@ describe("POST /v1/api-keys", () => {
     [{ name: "" }, { name: "must be 1-100 characters" }],
     [{ name: "x".repeat(101) }, { name: "must be 1-100 characters" }],
     [{ name: "😀".repeat(101) }, { name: "must be 1-100 characters" }],
+    [{ name: "ci\nkey" }, { name: "must be one line, without control characters" }],
     [{}, { name: "is required" }],
     [{ name: "ok", expirationDays: 0 }, { expirationDays: "must be a whole number of days from 1 to 365" }],
     [{ name: "ok", expirationDays: 366 }, { expirationDays: "must be a whole number of days from 1 to 365" }],
@@ -192,6 +193,7 @@ describe("PATCH /v1/api-keys/{id}", () => {
 
   it.each([
     [{ name: "" }, { name: "must be 1-100 characters" }],
+    [{ name: "a\u0085b" }, { name: "must be one line, without control characters" }],
     [{ mailboxIds: [] }, { mailboxIds: "must list at least one mailbox id (left out: the whole account)" }],
     [{ mailboxIds: ["mbx_nowhere"] }, { mailboxIds: "not a mailbox of this account: mbx_nowhere" }]
   ])("refuses %j with 400 VALIDATION_ERROR details %j, changing nothing", async (body, details) => {
