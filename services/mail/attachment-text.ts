@@ -122,6 +122,12 @@ const isEmail = (type: string, filename: string | null) =>
 const isDocx = (type: string, filename: string | null) =>
   type === DOCX_TYPE || (UNLABELLED.test(type) && filename !== null && /\.docx$/i.test(filename))
 
+/** Whether the type or name says PDF: one whose bytes are no PDF is damaged, or not what it says. */
+export const claimsPdf = (contentType: string, filename: string | null): boolean => {
+  const type = mediaType(contentType)
+  return /^application\/(pdf|x-pdf|acrobat)$/.test(type) || (UNLABELLED.test(type) && filename !== null && /\.pdf$/i.test(filename))
+}
+
 /**
  * How an attachment is read, from its content type, its name and its first bytes; undefined for
  * what cannot be read (images, archives, spreadsheets...).

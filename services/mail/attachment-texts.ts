@@ -13,6 +13,7 @@ import { AttachmentUnreadable, NotFound } from "../errors.ts"
 import {
   type AttachmentText,
   capText,
+  claimsPdf,
   type DocumentFormat,
   DocumentReader,
   type DocumentText,
@@ -186,7 +187,7 @@ export class AttachmentTexts extends Effect.Service<AttachmentTexts>()("mailroom
     /** Read an attachment whose text is not kept, from its bytes. */
     const readBytes = (row: AttachmentRow, bytes: Uint8Array): Effect.Effect<Reading, SqlError.SqlError> => {
       const format = formatOf(row.contentType, row.filename, bytes)
-      if (format === undefined) return Effect.succeed(Either.left("unsupported_type"))
+      if (format === undefined) return Effect.succeed(Either.left(claimsPdf(row.contentType, row.filename) ? "damaged" : "unsupported_type"))
       if (format === "pdf" || format === "docx") return readDocumentOnce(format, row.checksum, bytes)
       if (format === "email") return Effect.map(parseMessage(bytes), (parsed) => Either.right({ format, read: readEmail(parsed) }))
       return Effect.succeed(Either.right({ format, read: readInline(format, row.charset, bytes) }))

@@ -149,7 +149,10 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
       const email = yield* withAttachments(mailbox, [
         { filename: "photo.png", contentType: "image/png", bytes: Uint8Array.of(0x89, 0x50, 0x4e, 0x47) },
         { filename: "statement.pdf", contentType: "application/pdf", bytes: makePdf(["Balance: 1,000"], { password: "s3cret" }) },
-        { filename: "broken.pdf", contentType: "application/pdf", bytes: text("%PDF-1.7\nnothing else") }
+        { filename: "broken.pdf", contentType: "application/pdf", bytes: text("%PDF-1.7\nnothing else") },
+        // Called a PDF, by its type or by its name only, and no PDF at all.
+        { filename: "invoice.pdf", contentType: "application/pdf", bytes: text("Not a PDF") },
+        { filename: "invoice.pdf", contentType: "application/octet-stream", bytes: text("Not a PDF either") }
       ])
       const refusal = (id: string) => Effect.flip(texts.read(mailbox.owner.userId, email.emailId, id))
       const reasons = []
@@ -162,7 +165,9 @@ layer(services, { timeout: 60_000 })("attachment texts", (it) => {
       expect(reasons).toEqual([
         { email_id: email.emailId, attachment_id: email.ids[0], content_type: "image/png", reason: "unsupported_type" },
         { email_id: email.emailId, attachment_id: email.ids[1], content_type: "application/pdf", reason: "encrypted" },
-        { email_id: email.emailId, attachment_id: email.ids[2], content_type: "application/pdf", reason: "damaged" }
+        { email_id: email.emailId, attachment_id: email.ids[2], content_type: "application/pdf", reason: "damaged" },
+        { email_id: email.emailId, attachment_id: email.ids[3], content_type: "application/pdf", reason: "damaged" },
+        { email_id: email.emailId, attachment_id: email.ids[4], content_type: "application/octet-stream", reason: "damaged" }
       ])
       // Why is kept too: the damaged file is not read again.
       const before = documentReads
