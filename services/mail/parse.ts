@@ -314,12 +314,17 @@ const parserOptions = {
 /**
  * The text and html of a parsed message. mailparser derives text from html only for a message whose
  * html stands alone or beside a text alternative: an html body beside attachments would have none
- * (and no snippet, no search by its words).
+ * (and no snippet, no search by its words). A text alternative of white space alone beside html (what
+ * some senders' templates send) is read from the html too: it is all the message says.
  */
-const bodies = (parsed: ParsedMail) => ({
-  text: typeof parsed.text === "string" ? clean(parsed.text) : typeof parsed.html === "string" ? textFromHtml(parsed.html) : "",
-  html: typeof parsed.html === "string" ? clean(parsed.html) : null
-})
+const bodies = (parsed: ParsedMail) => {
+  const html = typeof parsed.html === "string" ? parsed.html : undefined
+  const text = typeof parsed.text === "string" ? parsed.text : undefined
+  return {
+    text: html !== undefined && (text === undefined || !/\S/.test(text)) ? textFromHtml(html) : clean(text ?? ""),
+    html: html === undefined ? null : clean(html)
+  }
+}
 
 const bodiesOf = (message: Buffer) => Effect.map(Effect.tryPromise(() => simpleParser(message, parserOptions)), bodies)
 

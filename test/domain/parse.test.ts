@@ -26,6 +26,10 @@ describe("parseMessage", () => {
         expect(mixed.text).toBe(alone.text)
         expect(mixed.attachments).toHaveLength(1)
       }
+      // A text alternative of white space alone says nothing: the html is read.
+      const blank = yield* parseMessage(yield* compose({ text: "\n", html: HTML }))
+      expect(blank.text).toBe(alone.text)
+      expect((yield* parseMessage(yield* compose({ text: "Short text", html: HTML }))).text).toBe("Short text")
     }))
 
   it.effect("a text part is the text, beside attachments as alone; html-only markup too deep to render loses only its tags", () =>
