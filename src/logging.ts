@@ -82,7 +82,7 @@ const rolesPrettyLogger = (config: AppConfigShape) => {
 const ADDRESS = /(?:"[^"\r\n]*"|[^\s<>()[\]{}"',;:@\\]+)@((?:[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?\.)+\p{L}[\p{L}\p{N}-]*)/gu
 
 /** `text` with each address's local part left out. */
-export const withoutAddress = (text: string): string => text.replace(ADDRESS, "…@$1")
+const withoutAddress = (text: string): string => text.replace(ADDRESS, "…@$1")
 
 const scrubbed = (value: unknown, depth = 0): unknown => {
   if (typeof value === "string") return withoutAddress(value)
