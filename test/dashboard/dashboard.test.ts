@@ -149,6 +149,16 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByLabel("Expires").selectOption("90")
     await page.getByRole("button", { name: "Create key" }).click()
     await page.getByTestId("new-key").waitFor()
+    await page.getByRole("button", { name: "Copy key" }).click()
+    await page.getByText("Copied to the clipboard").waitFor({ state: "attached" })
+    // Another key made at once, in the same place: its button has copied nothing yet, and says so.
+    const rotatingKey = await page.getByTestId("new-key").textContent()
+    await page.getByLabel("New key name").fill("rotating agent, spare")
+    await page.getByRole("button", { name: "Create key" }).click()
+    await expect.poll(() => page.getByTestId("new-key").textContent()).not.toBe(rotatingKey)
+    // (Found by its place, not its name: a button named "Copied" would be waited out until it said "Copy key" again.)
+    await expect(page.locator(".copy-row button").textContent()).resolves.toBe("Copy key")
+    await expect(page.getByText("Copied to the clipboard").count()).resolves.toBe(0)
     const keys = await withKey(server.url, { apiKey: key! }).GET("/v1/api-keys")
     const rotating = keys.data!.data.find((k) => k.name === "rotating agent")!
     const inDays = (Date.parse(rotating.expirationTs!) - Date.now()) / 86_400_000
@@ -417,6 +427,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     await page.getByLabel("New password, again").fill("a better passphrase!")
     await page.getByRole("button", { name: "Change password" }).click()
     await page.getByText("does not match the new password").waitFor()
+    // The server's refusal of the password sent before is gone: this one was not sent.
+    await expect(page.getByText("is not the account's password").count()).resolves.toBe(0)
     await page.getByLabel("New password, again").fill("a better passphrase")
     await page.getByRole("button", { name: "Change password" }).click()
     await page.getByRole("status").getByText("Password changed. 1 other session was signed out.").waitFor()

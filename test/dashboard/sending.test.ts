@@ -756,6 +756,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const sendByAgent = (draftId: string) => agent.POST("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}/send", { params: { path: { mailboxId, draftId } } })
     const late = await draft("Too late to stop")
     const live = await draft("Sent while watched")
+    const withdrawn = await draft("Withdrawn by the agent")
 
     await page.goto("/#/")
     await page.goto(`/#/mailboxes/${mailboxId}/drafts`)
@@ -772,6 +773,14 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await expect(note.textContent()).resolves.toMatch(/^The draft “Too late to stop” had already been sent at .+ when you rejected it: the email went out, and only the draft was deleted\. Open the sent email$/)
     await expect(note.getByRole("link", { name: "Open the sent email" }).getAttribute("href")).resolves.toBe(`#/emails/${sent.email_id}`)
     await waiting.getByRole("listitem", { name: "Draft: Too late to stop" }).waitFor({ state: "detached" })
+    // The agent deletes one unheard: approving it sends nothing, and the page says why its card went.
+    await agent.DELETE("/v1/api/mailboxes/{mailboxId}/drafts/{draftId}", { params: { path: { mailboxId, draftId: withdrawn } } })
+    await waiting.getByRole("listitem", { name: "Draft: Withdrawn by the agent" }).getByRole("button", { name: "Approve and send" }).click()
+    await page.getByRole("status").getByText(
+      "The draft “Withdrawn by the agent” had been deleted, by its agent or elsewhere, before you acted on it: nothing was sent."
+    ).waitFor()
+    await waiting.getByRole("listitem", { name: "Draft: Withdrawn by the agent" }).waitFor({ state: "detached" })
+    expect(refusals(/\/send$/)).toEqual([`404 POST ${server.url}/api/mailboxes/${mailboxId}/drafts/${withdrawn}/send`])
 
     // Heard: a draft the agent sends moves from awaiting approval to Sent without a reload.
     const opened = page.waitForResponse((response) => response.url().includes("/api/events?"))

@@ -136,13 +136,14 @@ export const AccountPage = ({ user, onDeleted }) => {
   const [done, setDone] = useState("")
   // Password changes made here: each signs the other sessions out, so the list is read again.
   const [changes, setChanges] = useState(0)
-  const { busy, error, run } = useAction()
+  const { busy, error, run, clear } = useAction()
 
   /** @param {Event} event */
   const change = (event) => {
     event.preventDefault()
     setDone("")
-    if (next !== again) return setMismatch(true)
+    // The server's earlier refusal was of what was sent then: the page's own check replaces it.
+    if (next !== again) return (clear(), setMismatch(true))
     setMismatch(false)
     return run(async () => {
       const answer = (await call("POST", "/api/auth/password", { currentPassword: current, newPassword: next })).data

@@ -87,9 +87,11 @@ const Forwarded = ({ emailId }) => {
 const kindOf = (draft) => draft.in_reply_to ? (draft.reply_all ? "Reply to all" : "Reply") : draft.forward_of ? "Forward" : "New message"
 
 /**
- * A draft rejected too late: it had been sent meanwhile (scheduled, or approved elsewhere), so the
- * rejection removed only the draft and the email it became went out all the same.
- * @typedef {{ title: string, emailId: string, sentAt: string | null }} SentMeanwhile
+ * What became of a draft while the page showed it, told when the person acts on it: rejected too late,
+ * it had been sent meanwhile (scheduled, or approved elsewhere), so the rejection removed only the
+ * draft and the email it became went out all the same; or it was deleted meanwhile (withdrawn by its
+ * agent, or rejected elsewhere: no `emailId`), so approving, saving or rejecting it did nothing.
+ * @typedef {{ title: string, emailId: string, sentAt: string | null } | { title: string, emailId?: undefined }} SentMeanwhile
  */
 
 /**
@@ -118,6 +120,10 @@ const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
     own.run(async () => {
       try {
         await action()
+      } catch (error) {
+        // Gone meanwhile: its card goes with the list read below, so the page says what happened.
+        if (!isNotFound(error)) throw error
+        onSentMeanwhile({ title })
       } finally {
         await run(async () => {})
       }
@@ -225,10 +231,12 @@ const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
 /** The most recently sent drafts a page lists below those awaiting approval (the emails they became are in the mailbox). */
 const SENT_SHOWN = 20
 
-/** What the person is told of a draft they rejected after it was sent. @param {{ sent: SentMeanwhile | null }} props */
+/** What the person is told of a draft that was sent or deleted before they acted on it. @param {{ sent: SentMeanwhile | null }} props */
 const SentMeanwhileNote = ({ sent }) => html`
-  <div role="status">${sent && html`
-    <p class="notice">${`The draft “${sent.title}” had already been sent${sent.sentAt ? ` at ${new Date(sent.sentAt).toLocaleString()}` : ""} when you rejected it: the email went out, and only the draft was deleted.`} <a href=${href("emails", sent.emailId)}>Open the sent email</a></p>`}
+  <div role="status">${sent && (sent.emailId === undefined
+  ? html`<p class="notice">${`The draft “${sent.title}” had been deleted, by its agent or elsewhere, before you acted on it: nothing was sent.`}</p>`
+  : html`
+    <p class="notice">${`The draft “${sent.title}” had already been sent${sent.sentAt ? ` at ${new Date(sent.sentAt).toLocaleString()}` : ""} when you rejected it: the email went out, and only the draft was deleted.`} <a href=${href("emails", sent.emailId)}>Open the sent email</a></p>`)}
   </div>`
 
 /**

@@ -118,14 +118,17 @@ const writeClipboard = async (text) => {
 /**
  * `label` is what the button shows; `name`, when given, what it is called for a screen reader (where
  * several buttons would show the same label). What happened is shown on the button and said by a
- * status region, so a screen reader hears it too.
+ * status region, so a screen reader hears it too. It is told of the text it copied only: a button
+ * that comes to copy another (the next new key, in the same place) says "Copy" again.
  * @param {{ text: string, label?: string, name?: string }} props
  */
 export const CopyButton = ({ text, label = "Copy", name }) => {
-  const [outcome, setOutcome] = useState(/** @type {"copied" | "failed" | null} */ (null))
+  const [done, setDone] = useState(/** @type {{ text: string, outcome: "copied" | "failed" } | null} */ (null))
+  const outcome = done?.text === text ? done.outcome : null
   const copy = async () => {
-    setOutcome(await writeClipboard(text).then(() => /** @type {const} */ ("copied"), () => /** @type {const} */ ("failed")))
-    setTimeout(() => setOutcome(null), 2000)
+    const outcome = await writeClipboard(text).then(() => /** @type {const} */ ("copied"), () => /** @type {const} */ ("failed"))
+    setDone({ text, outcome })
+    setTimeout(() => setDone((current) => (current?.text === text ? null : current)), 2000)
   }
   return html`<button type="button" class="secondary" aria-label=${name} onClick=${copy}>${
     outcome === "copied" ? "Copied" : outcome === "failed" ? "Copy failed" : label
