@@ -450,6 +450,22 @@ describe.skipIf(!runnable)("the dashboard", () => {
       await page.getByRole("heading", { level: 1 }).waitFor()
       expect(await page.evaluate("document.documentElement.scrollWidth"), link).toBeLessThanOrEqual(375)
     }
+    // A domain's records: the table scrolls in its own box; its copy buttons and record types stay one line.
+    await page.getByRole("link", { name: "Domains", exact: true }).click()
+    const domain = `${fresh("narrow")}.example.org`
+    await page.getByLabel("Domain", { exact: true }).fill(domain)
+    await page.getByRole("button", { name: "Add domain" }).click()
+    const records = page.getByRole("table", { name: `DNS records of ${domain}` })
+    await records.waitFor()
+    expect(await page.evaluate("document.documentElement.scrollWidth"), "Domains with records").toBeLessThanOrEqual(375)
+    // Each on one line: the text of a record's type, and of its copy button, makes one line box.
+    const broken = await records.locator("td:first-child, button").evaluateAll((cells) =>
+      cells.filter((cell) => {
+        const text = document.createRange()
+        text.selectNodeContents(cell)
+        return new Set([...text.getClientRects()].map((line) => Math.round(line.top))).size > 1
+      }).map((cell) => cell.textContent))
+    expect(broken).toEqual([])
     await page.locator(".who a").click()
     await page.getByRole("heading", { name: "Account", exact: true }).waitFor()
     expect(await page.evaluate("document.documentElement.scrollWidth"), "Account").toBeLessThanOrEqual(375)

@@ -75,16 +75,17 @@ const Migrate = ({ domain, others, run, onClose }) => {
 
 /** @param {{ domain: any }} props */
 const Records = ({ domain }) => html`
-  <table class="deliveries" aria-label=${"DNS records of " + domain.domain_name}>
+  <div class="table-scroll">
+  <table class="deliveries dns-records" aria-label=${"DNS records of " + domain.domain_name}>
     <thead><tr><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Value</th><th scope="col"></th></tr></thead>
     <tbody>
       ${domain.dns_records.map((/** @type {any} */ r) => html`
         <tr><td>${r.type}</td><td><code>${r.name}</code></td>
           <td><code>${r.priority !== undefined ? r.priority + " " : ""}${r.value}</code></td>
-          <td><${CopyButton} text=${r.value} label=${`Copy ${r.type} ${r.name}`}
-            name=${`Copy ${r.type} ${r.name} ${r.value.split(" ")[0].slice(0, 40)}`} /></td></tr>`)}
+          <td><${CopyButton} text=${r.value} name=${`Copy ${r.type} ${r.name} ${r.value.split(" ")[0].slice(0, 40)}`} /></td></tr>`)}
     </tbody>
   </table>
+  </div>
 `
 
 /**
@@ -161,7 +162,7 @@ export const DomainsPage = () => {
           const verdict = verdicts[d.domain_id]
           return html`
             <li key=${d.domain_id} class="item wrap">
-              <div class="grow">
+              <div class="grow domain">
                 <strong>${d.domain_name}</strong> <span class="muted small">added ${when(d.created_at)} · ${d.mailbox_count} mailboxes</span>
                 <div>${check(d.verified, "ownership (TXT)")}${check(d.mx_configured, "MX")}${check(d.spf_configured, "SPF")}${check(d.dkim_configured, "DKIM")}${check(d.dmarc_configured, "DMARC")}</div>
                 ${d.verified && !d.receives_mail && html`<p class="note error">Not receiving: the free plan does not include custom domains, so mail to this domain is refused for now (senders retry) until you upgrade.</p>`}
