@@ -91,14 +91,14 @@ const kindOf = (draft) => draft.in_reply_to ? (draft.reply_all ? "Reply to all" 
  * it had been sent meanwhile (scheduled, or approved elsewhere), so the rejection removed only the
  * draft and the email it became went out all the same; or it was deleted meanwhile (withdrawn by its
  * agent, or rejected elsewhere: no `emailId`), so approving, saving or rejecting it did nothing.
- * @typedef {{ title: string, emailId: string, sentAt: string | null } | { title: string, emailId?: undefined }} SentMeanwhile
+ * @typedef {{ title: string, emailId: string, sentAt: string | null } | { title: string, emailId?: undefined }} Meanwhile
  */
 
 /**
  * @param {{ draft: any, address?: string, run: (action: () => Promise<unknown>) => Promise<void>,
- *   onSentMeanwhile: (sent: SentMeanwhile) => void }} props
+ *   onMeanwhile: (sent: Meanwhile) => void }} props
  */
-const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
+const DraftItem = ({ draft, address, run, onMeanwhile }) => {
   const [editing, setEditing] = useState(false)
   const [to, setTo] = useState(formatRecipients(draft.to))
   const [cc, setCc] = useState(formatRecipients(draft.cc))
@@ -123,7 +123,7 @@ const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
       } catch (error) {
         // Gone meanwhile: its card goes with the list read below, so the page says what happened.
         if (!isNotFound(error)) throw error
-        onSentMeanwhile({ title })
+        onMeanwhile({ title })
       } finally {
         await run(async () => {})
       }
@@ -135,7 +135,7 @@ const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
       const emailId = (await call("DELETE", path)).data.email_id
       if (!emailId) return
       const sentAt = await call("GET", `/api/emails/${encodeURIComponent(emailId)}`).then((answer) => answer.data.received_at, () => null)
-      onSentMeanwhile({ title, emailId, sentAt })
+      onMeanwhile({ title, emailId, sentAt })
     })
   // Editing starts from the draft as it is now (an agent may have changed it since the page loaded).
   // Editing takes the keyboard to the form's first field; leaving it, back to Edit. A layout effect:
@@ -231,8 +231,8 @@ const DraftItem = ({ draft, address, run, onSentMeanwhile }) => {
 /** The most recently sent drafts a page lists below those awaiting approval (the emails they became are in the mailbox). */
 const SENT_SHOWN = 20
 
-/** What the person is told of a draft that was sent or deleted before they acted on it. @param {{ sent: SentMeanwhile | null }} props */
-const SentMeanwhileNote = ({ sent }) => html`
+/** What the person is told of a draft that was sent or deleted before they acted on it. @param {{ sent: Meanwhile | null }} props */
+const MeanwhileNote = ({ sent }) => html`
   <div role="status">${sent && (sent.emailId === undefined
   ? html`<p class="notice">${`The draft “${sent.title}” had been deleted, by its agent or elsewhere, before you acted on it: nothing was sent.`}</p>`
   : html`
@@ -241,20 +241,20 @@ const SentMeanwhileNote = ({ sent }) => html`
 
 /**
  * @param {{ drafts: DraftPage, addresses: Record<string, string>, run: (action: () => Promise<unknown>) => Promise<void>, pager: unknown,
- *   sentMeanwhile: SentMeanwhile | null, onSentMeanwhile: (sent: SentMeanwhile) => void }} props
+ *   meanwhile: Meanwhile | null, onMeanwhile: (sent: Meanwhile) => void }} props
  */
-const DraftLists = ({ drafts, addresses, run, pager, sentMeanwhile, onSentMeanwhile }) => html`
-  <${SentMeanwhileNote} sent=${sentMeanwhile} />
+const DraftLists = ({ drafts, addresses, run, pager, meanwhile, onMeanwhile }) => html`
+  <${MeanwhileNote} sent=${meanwhile} />
   <h2>Awaiting approval (${drafts.total})</h2>
   ${drafts.waiting.length === 0 ? html`<p class="muted">Nothing to approve. Drafts your agents write appear here.</p>` : html`
     <ul class="list" aria-label="Drafts awaiting approval">
-      ${drafts.waiting.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} onSentMeanwhile=${onSentMeanwhile} />`)}
+      ${drafts.waiting.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} onMeanwhile=${onMeanwhile} />`)}
     </ul>`}
   ${pager}
   ${drafts.sent.length > 0 && html`
     <h2>Sent${drafts.sentTotal > drafts.sent.length ? ` (the ${drafts.sent.length} most recent of ${drafts.sentTotal})` : ""}</h2>
     <ul class="list" aria-label="Sent drafts">
-      ${drafts.sent.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} onSentMeanwhile=${onSentMeanwhile} />`)}
+      ${drafts.sent.map((d) => html`<${DraftItem} key=${d.draft_id} draft=${d} address=${addresses[d.mailbox_id]} run=${run} onMeanwhile=${onMeanwhile} />`)}
     </ul>`}
 `
 
@@ -287,9 +287,9 @@ const useDraftPage = (path, before = async () => {}) => {
   useEffect(() => onDelivery((event) => {
     if (!listed.current.has(event.data?.email_id)) reading.retry()
   }), [path, offset])
-  const [sentMeanwhile, onSentMeanwhile] = useState(/** @type {SentMeanwhile | null} */ (null))
+  const [meanwhile, onMeanwhile] = useState(/** @type {Meanwhile | null} */ (null))
   const pager = html`<${Pager} offset=${offset} pageSize=${LIMIT} total=${drafts?.total ?? 0} noun="drafts awaiting approval" onOffset=${setOffset} />`
-  return { drafts, pager, sentMeanwhile, onSentMeanwhile, ...reading }
+  return { drafts, pager, meanwhile, onMeanwhile, ...reading }
 }
 
 /** @param {{ mailboxId: string }} props */
@@ -297,7 +297,7 @@ export const MailboxDrafts = ({ mailboxId }) => {
   // undefined until the mailbox is read; null: the account has no such mailbox.
   const [mailbox, setMailbox] = useState(/** @type {any} */ (undefined))
   const known = useRef(/** @type {any} */ (undefined))
-  const { drafts, pager, sentMeanwhile, onSentMeanwhile, error, failure, retry, run } = useDraftPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/drafts`, async () => {
+  const { drafts, pager, meanwhile, onMeanwhile, error, failure, retry, run } = useDraftPage(`/api/mailboxes/${encodeURIComponent(mailboxId)}/drafts`, async () => {
     if (known.current === undefined) setMailbox(known.current = await findMailbox(mailboxId))
   })
   if (mailbox === null || isNotFound(failure)) return html`<${MailboxNotFound} mailboxId=${mailboxId} />`
@@ -307,7 +307,7 @@ export const MailboxDrafts = ({ mailboxId }) => {
     <div class="actions"><a class="button secondary" href=${href("mailboxes", mailboxId, "compose")}>New email</a></div>
     <${ErrorNote} error=${error} />
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`
-      <${DraftLists} drafts=${drafts} addresses=${{}} run=${run} pager=${pager} sentMeanwhile=${sentMeanwhile} onSentMeanwhile=${onSentMeanwhile} />`}
+      <${DraftLists} drafts=${drafts} addresses=${{}} run=${run} pager=${pager} meanwhile=${meanwhile} onMeanwhile=${onMeanwhile} />`}
   `
 }
 
@@ -315,7 +315,7 @@ export const MailboxDrafts = ({ mailboxId }) => {
 export const AllDrafts = () => {
   const [addresses, setAddresses] = useState(/** @type {Record<string, string>} */ ({}))
   const known = useRef(/** @type {Record<string, string> | null} */ (null))
-  const { drafts, pager, sentMeanwhile, onSentMeanwhile, error, failure, retry, run } = useDraftPage("/api/drafts", async (page) => {
+  const { drafts, pager, meanwhile, onMeanwhile, error, failure, retry, run } = useDraftPage("/api/drafts", async (page) => {
     // The addresses are read again only for a mailbox made since they were.
     if (known.current && page.every((d) => d.mailbox_id in /** @type {Record<string, string>} */ (known.current))) return
     const mailboxes = await allMailboxes()
@@ -326,6 +326,6 @@ export const AllDrafts = () => {
     <p class="muted">What your agents drafted for a person to approve: review, edit, then send or reject.</p>
     <${ErrorNote} error=${error} />
     ${failure ? html`<${LoadFailed} error=${failure} onRetry=${retry} />` : drafts === null ? html`<p class="muted">Loading…</p>` : html`
-      <${DraftLists} drafts=${drafts} addresses=${addresses} run=${run} pager=${pager} sentMeanwhile=${sentMeanwhile} onSentMeanwhile=${onSentMeanwhile} />`}
+      <${DraftLists} drafts=${drafts} addresses=${addresses} run=${run} pager=${pager} meanwhile=${meanwhile} onMeanwhile=${onMeanwhile} />`}
   `
 }
