@@ -461,7 +461,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     // Each on one line: the text of a record's type, and of its copy button, makes one line box.
     const broken = await records.locator("td:first-child, button").evaluateAll((cells) =>
       cells.filter((cell) => {
-        const text = document.createRange()
+        const text = cell.ownerDocument.createRange()
         text.selectNodeContents(cell)
         return new Set([...text.getClientRects()].map((line) => Math.round(line.top))).size > 1
       }).map((cell) => cell.textContent))
