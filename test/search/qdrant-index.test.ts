@@ -10,10 +10,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { QdrantClient } from "@qdrant/js-client-rest"
-import { Effect, Exit, Redacted, type Scope } from "effect"
+import { Effect, Exit, Layer, Redacted, type Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as QdrantIndex from "../../layers/qdrant-index.ts"
+import { Embedder, readsAnyText } from "../../services/search/embedder.ts"
+import { Vectors } from "../../services/search/vectors.ts"
 import {
   collectionName,
   type VectorCollection,
@@ -148,6 +150,21 @@ const specifics = (backend: Backend) =>
         const fresh = yield* index.collection(model, DIMS)
         yield* fresh.upsert([point("email-1", 0, 0.5)])
         expect(yield* fresh.count()).toBe(1)
+      }))
+
+    it.scopedLive("the process's collection (Vectors) is opened again after a failure: a deleted one is created by the next write", () =>
+      Effect.gen(function*() {
+        const { client, index, model } = yield* setup(backend)
+        const embedder = { model, dimensions: DIMS, maxInputChars: 1000, reads: readsAnyText, embed: () => Effect.succeed([]) }
+        const vectors = yield* Vectors.pipe(
+          Effect.provide(Vectors.Default.pipe(Layer.provide(Layer.succeed(Embedder, embedder)), Layer.provide(Layer.succeed(VectorIndex, index))))
+        )
+        yield* Effect.flatMap(vectors.collection, (c) => c.upsert([point("email-1", 0, 0.5)]))
+        yield* Effect.promise(() => client.deleteCollection(collectionName(model, DIMS)))
+        // The write that meets the deleted collection fails (the indexer retries it); the next one creates it again.
+        yield* Effect.flip(Effect.flatMap(vectors.collection, (c) => c.upsert([point("email-2", 0, 0.5)])))
+        yield* Effect.flatMap(vectors.collection, (c) => c.upsert([point("email-2", 0, 0.5)]))
+        expect(yield* Effect.flatMap(vectors.collection, (c) => c.count())).toBe(1)
       }))
 
     it.scopedLive("names the email whose vector has the wrong size", () =>
