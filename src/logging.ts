@@ -81,8 +81,8 @@ const rolesPrettyLogger = (config: AppConfigShape) => {
  */
 const ADDRESS = /(?:"[^"\r\n]*"|[^\s<>()[\]{}"',;:@\\]+)@((?:[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?\.)+\p{L}[\p{L}\p{N}-]*)/gu
 
-/** `text` with each address's local part left out. */
-const withoutAddress = (text: string): string => text.replace(ADDRESS, "…@$1")
+/** `text` with each address's local part left out (most lines hold no @, and cost no more than looking for one). */
+const withoutAddress = (text: string): string => (text.includes("@") ? text.replace(ADDRESS, "…@$1") : text)
 
 const scrubbed = (value: unknown, depth = 0): unknown => {
   if (typeof value === "string") return withoutAddress(value)

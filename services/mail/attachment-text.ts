@@ -101,6 +101,8 @@ const EMAIL_TYPES = /^message\/(rfc822|global)$/
 /** What senders label a file by its name only. */
 const UNLABELLED = /^application\/(octet-stream|zip|x-zip-compressed)$/
 const PDF_MAGIC = [0x25, 0x50, 0x44, 0x46, 0x2d] // %PDF-
+/** The media types senders give PDFs besides the unlabelled ones. */
+const PDF_TYPES = /^application\/(pdf|x-pdf|acrobat)$/
 
 /** The media type of a Content-Type value, lower-cased, parameters left out. */
 const mediaType = (contentType: string) => contentType.split(";")[0]!.trim().toLowerCase()
@@ -125,7 +127,7 @@ const isDocx = (type: string, filename: string | null) =>
 /** Whether the type or name says PDF: one whose bytes are no PDF is damaged, or not what it says. */
 export const claimsPdf = (contentType: string, filename: string | null): boolean => {
   const type = mediaType(contentType)
-  return /^application\/(pdf|x-pdf|acrobat)$/.test(type) || (UNLABELLED.test(type) && filename !== null && /\.pdf$/i.test(filename))
+  return PDF_TYPES.test(type) || (UNLABELLED.test(type) && filename !== null && /\.pdf$/i.test(filename))
 }
 
 /**
@@ -147,7 +149,7 @@ export const formatOf = (contentType: string, filename: string | null, bytes: Ui
 export const mayBeReadable = (contentType: string, filename: string | null): boolean => {
   const type = mediaType(contentType)
   return HTML_TYPES.test(type) || TEXT_TYPES.test(type) || isDocx(type, filename) || isEmail(type, filename) ||
-    /^application\/(pdf|x-pdf|acrobat|octet-stream)$/.test(type) || (filename !== null && /\.pdf$/i.test(filename))
+    PDF_TYPES.test(type) || type === "application/octet-stream" || (filename !== null && /\.pdf$/i.test(filename))
 }
 
 /**

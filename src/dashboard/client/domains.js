@@ -162,13 +162,13 @@ export const DomainsPage = () => {
           const verdict = verdicts[d.domain_id]
           return html`
             <li key=${d.domain_id} class="item wrap">
-              <div class="grow domain">
+              <div class="grow">
                 <strong>${d.domain_name}</strong> <span class="muted small">added ${when(d.created_at)} · ${d.mailbox_count} mailboxes</span>
                 <div>${check(d.verified, "ownership (TXT)")}${check(d.mx_configured, "MX")}${check(d.spf_configured, "SPF")}${check(d.dkim_configured, "DKIM")}${check(d.dmarc_configured, "DMARC")}</div>
                 ${d.verified && !d.receives_mail && html`<p class="note error">Not receiving: the free plan does not include custom domains, so mail to this domain is refused for now (senders retry) until you upgrade.</p>`}
                 <details class="small" open=${!(d.verified && d.mx_configured && d.spf_configured && d.dkim_configured && d.dmarc_configured)}>
                   <summary>DNS records</summary>
-                  <div class="full"><${Records} domain=${d} /></div>
+                  <${Records} domain=${d} />
                 </details>
                 ${d.verified && mailboxes && html`<${CatchAll} domain=${d} mailboxes=${mailboxes} run=${run} />`}
                 ${verdict && (verdict.ok

@@ -7,7 +7,6 @@ import { Duration, Effect, Layer, Option, Stream } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { ValidationError } from "../../../services/errors.ts"
-import { mailboxNotFound } from "../../../services/mailboxes/owned.ts"
 import { listMeta, page, parseSort } from "../../../services/listing.ts"
 import { type EmailFilter, Emails, type ThreadFilter } from "../../../services/mail/emails.ts"
 import { MailArrivals } from "../../../services/mail/arrivals.ts"
@@ -78,10 +77,6 @@ const threadQueryOf = (urlParams: typeof ThreadListParams.Type) => ({
   filter: { labels: urlParams.labels, excludeLabels: urlParams.exclude_labels, unread: urlParams.unread } satisfies ThreadFilter
 })
 
-/** A mailbox named on a list of every mailbox: to a key limited to others, one that does not exist. */
-const withinKey = (mailboxes: Option.Option<ReadonlyArray<string>>, mailboxId: string) =>
-  Option.isSome(mailboxes) && !mailboxes.value.includes(mailboxId) ? Effect.fail(mailboxNotFound(mailboxId)) : Effect.void
-
 /** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
 const makeHandlers = Effect.gen(function*() {
     const emails = yield* Emails
@@ -117,10 +112,11 @@ const makeHandlers = Effect.gen(function*() {
       list,
       listAll: ({ urlParams }: { readonly urlParams: typeof AllEmailListParams.Type }) =>
         Effect.gen(function*() {
-          const { mailboxes, userId } = yield* CurrentPrincipal
+          const principal = yield* CurrentPrincipal
+          const { mailboxes, userId } = principal
           const { mailbox_id, ...params } = urlParams
           if (mailbox_id !== undefined) {
-            yield* withinKey(mailboxes, mailbox_id)
+            yield* reach.mailbox(principal, mailbox_id)
             return yield* list({ path: { mailboxId: mailbox_id }, urlParams: params })
           }
           if (urlParams.wait !== undefined && urlParams.wait > 0) {
@@ -135,10 +131,11 @@ const makeHandlers = Effect.gen(function*() {
       listThreads,
       listAllThreads: ({ urlParams }: { readonly urlParams: typeof AllThreadListParams.Type }) =>
         Effect.gen(function*() {
-          const { mailboxes, userId } = yield* CurrentPrincipal
+          const principal = yield* CurrentPrincipal
+          const { mailboxes, userId } = principal
           const { mailbox_id, ...params } = urlParams
           if (mailbox_id !== undefined) {
-            yield* withinKey(mailboxes, mailbox_id)
+            yield* reach.mailbox(principal, mailbox_id)
             return yield* listThreads({ path: { mailboxId: mailbox_id }, urlParams: params })
           }
           const query = threadQueryOf(urlParams)
