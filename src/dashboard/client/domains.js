@@ -168,7 +168,7 @@ export const DomainsPage = () => {
                 ${d.verified && !d.receives_mail && html`<p class="note error">Not receiving: the free plan does not include custom domains, so mail to this domain is refused for now (senders retry) until you upgrade.</p>`}
                 <details class="small" open=${!(d.verified && d.mx_configured && d.spf_configured && d.dkim_configured && d.dmarc_configured)}>
                   <summary>DNS records</summary>
-                  <${Records} domain=${d} />
+                  <div class="full"><${Records} domain=${d} /></div>
                 </details>
                 ${d.verified && mailboxes && html`<${CatchAll} domain=${d} mailboxes=${mailboxes} run=${run} />`}
                 ${verdict && (verdict.ok
