@@ -162,7 +162,7 @@ export const DomainsPage = () => {
           const verdict = verdicts[d.domain_id]
           return html`
             <li key=${d.domain_id} class="item wrap">
-              <div class="grow domain">
+              <div class="grow">
                 <strong>${d.domain_name}</strong> <span class="muted small">added ${when(d.created_at)} · ${d.mailbox_count} mailboxes</span>
                 <div>${check(d.verified, "ownership (TXT)")}${check(d.mx_configured, "MX")}${check(d.spf_configured, "SPF")}${check(d.dkim_configured, "DKIM")}${check(d.dmarc_configured, "DMARC")}</div>
                 ${d.verified && !d.receives_mail && html`<p class="note error">Not receiving: the free plan does not include custom domains, so mail to this domain is refused for now (senders retry) until you upgrade.</p>`}
