@@ -28,7 +28,7 @@ import {
 } from "../../services/errors.ts"
 import { causeChain, DependencyHealth, isConnectionFailure, isTransientConflict } from "../../services/health/dependency-health.ts"
 import { isBodyTooLarge, MAX_JSON_BYTES, tooLarge } from "./body-limits.ts"
-import { detailsOf } from "./issues.ts"
+import { fieldDetails, summaryOf } from "./issues.ts"
 
 const errorBody = <Code extends string>(code: Code) =>
   Schema.Struct({
@@ -96,9 +96,8 @@ export const conflictedRetry = () => ServiceUnavailable.of("The request collided
 /** HttpApi's decode failure as SPEC's VALIDATION_ERROR with `details` per field. */
 const fromDecodeError = (error: HttpApiDecodeError): ApiError => {
   // The whole body: an absent body reads as null, and either way what is wanted is an object.
-  const details = detailsOf(error.issues, { root: "body", rootMessage: "must be a JSON object" })
-  const summary = Object.entries(details).map(([field, message]) => `${field} ${message}`).join("; ")
-  return new ValidationError({ message: `Invalid request: ${summary}`, details })
+  const fields = fieldDetails(error.issues, { root: "body", rootMessage: "must be a JSON object" })
+  return new ValidationError({ message: `Invalid request: ${summaryOf(fields)}`, details: fields.details })
 }
 
 /** A body that could not be read: too large, or not JSON. */

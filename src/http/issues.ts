@@ -11,13 +11,17 @@
  * - Effect's own type messages are put in words and never repeat the value sent: "Expected
  *   ReadonlyArray<AddressInput>, actual …" is "must be a list", and a 200 KB header value is not
  *   echoed back twice. A literal that fits none of its choices names them all.
- * - A message is at most MAX_MESSAGE characters.
+ * - A message is at most MAX_MESSAGE characters, and `details` names at most MAX_FIELDS fields (the
+ *   first ones): a body of 20,000 unknown fields is told about the first 20 and how many more, not
+ *   answered with megabytes.
  */
 import type { ParseResult } from "effect"
 
 type Issue = ParseResult.ArrayFormatterIssue
 
 const MAX_MESSAGE = 300
+export const MAX_FIELDS = 20
+const MAX_NAME = 100
 const OPTIONAL_ABSENT = /^Expected undefined, actual /
 const TYPE_MISMATCH = /^Expected (.+?), actual /s
 const LITERAL = /^"([^"]*)"$/
@@ -38,6 +42,9 @@ const inWords = (expected: string): string => {
   if (/^"[^"]*"(?: \| "[^"]*")+$/.test(expected)) return `must be one of ${expected.split(" | ").map((word) => word.slice(1, -1)).join(", ")}`
   return "has the wrong type"
 }
+
+/** A field's name as a message quotes it (`details` keeps it whole): a 100 KB name is not said twice. */
+const clippedName = (field: string) => (field.length > MAX_NAME ? `${field.slice(0, MAX_NAME - 1)}…` : field)
 
 const clipped = (message: string) => (message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message)
 
@@ -66,25 +73,36 @@ export interface DetailsOptions {
   readonly describe?: ((issue: Issue) => string | undefined) | undefined
 }
 
-/** `details` for a decode failure's issues: each field (its path, dotted) to one message. */
-export const detailsOf = (issues: ReadonlyArray<Issue>, options: DetailsOptions): Record<string, string> => {
+/**
+ * `details` for a decode failure's issues: each field (its path, dotted) to one message, the first
+ * MAX_FIELDS fields; `more` counts the fields left out.
+ */
+export const fieldDetails = (issues: ReadonlyArray<Issue>, options: DetailsOptions): { readonly details: Record<string, string>; readonly more: number } => {
   const byField = new Map<string, Array<Issue>>()
+  // The fields with a field inside them that has issues too (`to` when `to.0` has): linear, where
+  // comparing every field with every other took seconds of CPU for a body of 20,000 fields.
+  const enclosing = new Set<string>()
   for (const issue of issues) {
     const field = issue.path.length === 0 ? options.root : issue.path.map(String).join(".")
+    for (let end = 1; end < issue.path.length; end++) enclosing.add(issue.path.slice(0, end).map(String).join("."))
     const list = byField.get(field) ?? []
     list.push(issue)
     byField.set(field, list)
   }
-  const fields = [...byField.keys()]
   // Built from entries, so that a field named `__proto__` (JSON may name one) is a field like any other,
   // not the object's prototype: assigned, it vanished and the answer said "Invalid request: " of nothing.
   const entries: Array<[string, string]> = []
+  let more = 0
   for (const [field, fieldIssues] of byField) {
+    if (entries.length === MAX_FIELDS) {
+      more++
+      continue
+    }
     if (field === options.root && fieldIssues[0]!.path.length === 0) {
       entries.push([field, options.rootMessage])
       continue
     }
-    const deeper = fields.some((other) => other.startsWith(`${field}.`))
+    const deeper = enclosing.has(field)
     const explained = fieldIssues.filter((issue) => !OPTIONAL_ABSENT.test(issue.message) && !(deeper && issue._tag === "Type"))
     if (explained.length === 0) {
       // The value's own problem is deeper (`to.0`), or this is a field that must be absent.
@@ -93,5 +111,13 @@ export const detailsOf = (issues: ReadonlyArray<Issue>, options: DetailsOptions)
     }
     entries.push([field, messageOf(explained, options.describe ?? (() => undefined))])
   }
-  return Object.fromEntries(entries)
+  return { details: Object.fromEntries(entries), more }
 }
+
+/** `fieldDetails`' details alone. */
+export const detailsOf = (issues: ReadonlyArray<Issue>, options: DetailsOptions): Record<string, string> =>
+  fieldDetails(issues, options).details
+
+/** Each field with its message, for an error's message; the fields left out counted. */
+export const summaryOf = ({ details, more }: ReturnType<typeof fieldDetails>): string =>
+  `${Object.entries(details).map(([field, message]) => `${clippedName(field)} ${message}`).join("; ")}${more > 0 ? `; and ${more} more ${more === 1 ? "field" : "fields"}` : ""}`

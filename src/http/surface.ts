@@ -12,7 +12,7 @@
  */
 import { Effect, ParseResult, Schema } from "effect"
 import { BadRequest, ValidationError } from "../../services/errors.ts"
-import { detailsOf } from "./issues.ts"
+import { fieldDetails, summaryOf } from "./issues.ts"
 
 export type Surface = "api" | "dashboard"
 
@@ -20,14 +20,11 @@ export type Surface = "api" | "dashboard"
 export const fieldErrors = (
   error: ParseResult.ParseError,
   describe?: (issue: ParseResult.ArrayFormatterIssue) => string
-): Record<string, string> =>
-  detailsOf(ParseResult.ArrayFormatter.formatErrorSync(error), { root: "body", rootMessage: "must be a JSON object", describe })
+) => fieldDetails(ParseResult.ArrayFormatter.formatErrorSync(error), { root: "body", rootMessage: "must be a JSON object", describe })
 
 /** A field-level VALIDATION_ERROR as `surface` tells it. */
 export const forSurface = (surface: Surface, error: ValidationError): ValidationError =>
   surface === "api" ? error : new ValidationError({ message: error.message, details: { field_errors: error.details ?? {} } })
-
-const summary = (errors: Record<string, string>) => Object.entries(errors).map(([field, message]) => `${field} ${message}`).join("; ")
 
 /**
  * Decode a body. An absent body is BAD_REQUEST on both surfaces (the platform reads an empty body as
@@ -45,10 +42,10 @@ export const decodeBody = <A, I>(
 (body: unknown): Effect.Effect<A, BadRequest | ValidationError> => {
   if (body === undefined || body === null) return Effect.fail(new BadRequest({ message: "A JSON body is required" }))
   return Effect.mapError(Schema.decodeUnknown(schema)(body), (error): BadRequest | ValidationError => {
-    const errors = fieldErrors(error, options.describe)
+    const fields = fieldErrors(error, options.describe)
     if (surface === "api" && options.malformed === "bad-request") {
-      return new BadRequest({ message: `Malformed request body: ${summary(errors)}`, details: { field_errors: errors } })
+      return new BadRequest({ message: `Malformed request body: ${summaryOf(fields)}`, details: { field_errors: fields.details } })
     }
-    return forSurface(surface, new ValidationError({ message: `Invalid request body: ${summary(errors)}`, details: errors }))
+    return forSurface(surface, new ValidationError({ message: `Invalid request body: ${summaryOf(fields)}`, details: fields.details }))
   })
 }

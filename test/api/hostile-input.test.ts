@@ -140,6 +140,19 @@ describe("a field named __proto__", () => {
   })
 })
 
+describe("a body of 20,000 fields a route does not take", () => {
+  it("is told about the first 20 and how many more, at once and in a few kilobytes (it took the server seconds of CPU)", async () => {
+    const user = await signUp(server.url)
+    const fields = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, i]))
+    const reply = await withToken(server.url, user).POST("/v1/api-keys", rawJsonBody(JSON.stringify({ name: "k", ...fields })))
+    const named = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`k${i}`, "is not a field here; the fields are name, expirationDays, mailboxIds, permission"]))
+    expectValidation(reply, named)
+    expect(reply.error?.error.message).toMatch(/^Invalid request: k0 is not a field here; .*; k19 is not a field here; [^;]+; and 19980 more fields$/)
+    expect(textOf(reply).length).toBeLessThan(5_000)
+    expect(await keyCount(user.accessToken)).toBe(0)
+  })
+})
+
 describe("NUL characters", () => {
   it("in an API key name: 400 VALIDATION_ERROR naming the field; no key is made", async () => {
     const user = await signUp(server.url)
