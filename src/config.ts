@@ -5,7 +5,7 @@
 import { accessSync, constants, readFileSync } from "node:fs"
 import { isIP } from "node:net"
 import { createSecureContext } from "node:tls"
-import { Config, ConfigError, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
+import { Config, ConfigError, ConfigProvider, Duration, Effect, Either, Layer, LogLevel, Option, Redacted } from "effect"
 import * as Context from "effect/Context"
 import { DEFAULT_PASSWORD_COST, PASSWORD_COSTS } from "../services/accounts/passwords.ts"
 import { DEFAULT_SPF_RECORD } from "../services/domains/domains.ts"
@@ -466,6 +466,16 @@ const checkSmtpTls = (config: AppConfigShape): Effect.Effect<void, ConfigError.C
   }
   return Effect.void
 }
+
+/**
+ * Where the settings are read from: the environment, a variable set to nothing (or to spaces) being
+ * the same as one not set. An environment file or a compose file often lists a variable with no value
+ * (`OPENAI_API_KEY=`); read as given it was an empty key, and an empty `NATS_REPLICAS` was 0.
+ */
+export const settingsFrom = (environment: Readonly<Record<string, string | undefined>>): ConfigProvider.ConfigProvider =>
+  ConfigProvider.fromMap(
+    new Map(Object.entries(environment).flatMap(([name, value]) => value === undefined || value.trim() === "" ? [] : [[name, value]]))
+  )
 
 export const loadConfig: Effect.Effect<AppConfigShape, ConfigError.ConfigError> = Effect.gen(function*() {
   const raw = yield* appConfig

@@ -7,7 +7,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Deferred, Duration, Effect, Layer, Logger, LogLevel, Runtime } from "effect"
-import { type AppConfigShape, configFailure, loadConfig } from "./config.ts"
+import { type AppConfigShape, configFailure, loadConfig, settingsFrom } from "./config.ts"
 import { loggerLayer, nodeId } from "./logging.ts"
 import { commands, usage, UsageError } from "./usage.ts"
 
@@ -65,6 +65,7 @@ const main = Effect.gen(function*() {
   }
   if (!(commands as ReadonlyArray<string>).includes(command)) return yield* usageError(`unknown command ${command}`)
   const config = yield* loadConfig.pipe(
+    Effect.withConfigProvider(settingsFrom(process.env)),
     Effect.catchAll((error) => stopWith(configFailure(error)))
   )
   if (command === "serve") {

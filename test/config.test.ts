@@ -4,12 +4,12 @@
  * Each setting's rule is proved in process (`refusal`); that a refused setting stops the process with
  * that message, and without a stack trace, by processes.
  */
-import { ConfigProvider, Effect, Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import { spawn } from "node:child_process"
 import * as net from "node:net"
 import pg from "pg"
 import { describe, expect, it } from "vitest"
-import { configFailure, loadConfig } from "../src/config.ts"
+import { configFailure, loadConfig, settingsFrom } from "../src/config.ts"
 import { mailroomEntry } from "./support/process.ts"
 import { createBackend, freePort, repoRoot } from "./support/server.ts"
 import { createDataDir } from "./support/services.ts"
@@ -40,7 +40,7 @@ const run = (env: Record<string, string>) =>
 /** What a process given only `env` prints as it stops on its settings; "accepted" when they are taken. */
 const refusal = async (env: Record<string, string>) => {
   const loaded = await Effect.runPromise(
-    Effect.either(loadConfig).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+    Effect.either(loadConfig).pipe(Effect.withConfigProvider(settingsFrom(env)))
   )
   return Either.isLeft(loaded) ? configFailure(loaded.left) : "accepted"
 }
@@ -120,14 +120,26 @@ describe.concurrent("configuration", () => {
       POSTMASTER_MAILBOX: "Operator-Desk@Agents.localhost", QDRANT_PREFIX: "staging_" })).toBe("accepted")
   })
 
+  it("takes a variable set to nothing as one not set (an environment file's `OPENAI_API_KEY=`)", async () => {
+    const loaded = await Effect.runPromise(loadConfig.pipe(Effect.withConfigProvider(settingsFrom({
+      OPENAI_API_KEY: "", QDRANT_URL: "", NATS_REPLICAS: " ", PORT: "", DISALLOWED_EMAIL_NAME: "", LOG_LEVEL: "  "
+    }))))
+    const defaults = await Effect.runPromise(loadConfig.pipe(Effect.withConfigProvider(settingsFrom({}))))
+    expect(Option.isNone(loaded.openaiApiKey)).toBe(true)
+    expect(Option.isNone(loaded.qdrantUrl)).toBe(true)
+    expect(loaded).toEqual(defaults)
+  })
+
   it("stops the process on a refused setting: exit 1, every refusal said, no stack trace, no secret", async () => {
-    const { code, output } = await run({ PORT: "abc", EMBEDDER_NICE: "25", DATABASE_URL: "db.internal:5432/mailroom", JWT_SECRET: "x".repeat(40) })
+    // QDRANT_URL set to nothing is not set: only the three refused settings are said.
+    const { code, output } = await run({ PORT: "abc", EMBEDDER_NICE: "25", DATABASE_URL: "db.internal:5432/mailroom", JWT_SECRET: "x".repeat(40), QDRANT_URL: "" })
     expect(code).toBe(1)
     expect(output).toContain("mailroom: invalid configuration\n")
     expect(output).toMatch(/\nPORT: .*abc/)
     expect(output).toMatch(/\nEMBEDDER_NICE: Expected 0 to 19 but received 25/)
     expect(output).toMatch(/\nDATABASE_URL: .*"<redacted>"/)
     expect(output).not.toContain("db.internal")
+    expect(output).not.toContain("QDRANT_URL")
     // No stack trace, from the sources or from the build.
     expect(output).not.toMatch(/\bat .*\.[mc]?[jt]s:\d+/)
   })
