@@ -15,6 +15,9 @@ import { listenFailure } from "../listen-failure.ts"
 /** Once the DATA in flight are answered, how long idle sessions get to say QUIT before their 421. */
 const IDLE_CLOSE_MS = 200
 
+/** What a draining listener answers: a new connection, a session's next command, an idle session at the end. */
+export const SHUTTING_DOWN = "4.3.2 Service shutting down, try again later"
+
 export const listenUntilDrained = (
   server: SMTPServer,
   options: {
@@ -37,6 +40,9 @@ export const listenUntilDrained = (
     yield* Effect.logInfo(`${name} draining: ${server.connections.size} connection(s) open, ${options.dataInFlight()} message(s) in DATA`)
     const giveUp = Date.now() + options.dataTimeoutMs
     while (options.dataInFlight() > 0 && Date.now() < giveUp) yield* Effect.sleep(20)
+    // The sessions still open are told in Mailroom's words (smtp-server's own 421 has no enhanced code).
+    if (server.connections.size > 0) yield* Effect.sleep(IDLE_CLOSE_MS)
+    for (const connection of server.connections) connection.send(421, SHUTTING_DOWN)
     server.options.closeTimeout = IDLE_CLOSE_MS
     yield* Effect.async<void>((resume) => {
       server.close(() => resume(Effect.void))

@@ -53,7 +53,7 @@ import {
 import { limits } from "../../services/plans/plans.ts"
 import { AppConfig, inboundChecksRole } from "../config.ts"
 import { connectionCounter } from "./connections.ts"
-import { listenUntilDrained, readingProxyHeaders, tlsFiles } from "./listen.ts"
+import { listenUntilDrained, readingProxyHeaders, SHUTTING_DOWN, tlsFiles } from "./listen.ts"
 import { SmtpMetrics } from "./metrics.ts"
 import { StageActivity } from "../../services/pipeline/stages.ts"
 
@@ -66,7 +66,7 @@ const CLOSE_TIMEOUT_MS = 10_000
 /** Connections beyond this are told 421 to come back later, instead of exhausting the process. */
 const MAX_CLIENTS = 2_000
 
-const shuttingDown: SmtpReply = { code: 421, text: "4.3.2 Service shutting down, try again later" }
+const shuttingDown: SmtpReply = { code: 421, text: SHUTTING_DOWN }
 
 /** The largest message any plan accepts: what SIZE announces. */
 export const maxMessageBytes = Math.max(...Object.values(limits).map((plan) => plan.maxEmailBytes))

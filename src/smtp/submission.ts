@@ -25,7 +25,7 @@ import { TooManyConnections } from "../../services/mail/refusals.ts"
 import { Submission, type SubmissionRefused, temporaryFailure } from "../../services/outbound/submission.ts"
 import { AppConfig, isLoopbackHost } from "../config.ts"
 import { connectionCounter } from "./connections.ts"
-import { listenUntilDrained, readingProxyHeaders, tlsFiles } from "./listen.ts"
+import { listenUntilDrained, readingProxyHeaders, SHUTTING_DOWN, tlsFiles } from "./listen.ts"
 import { SubmissionMetrics } from "./metrics.ts"
 import { maxMessageBytes } from "./server.ts"
 
@@ -203,7 +203,7 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       authRequiredMessage: "5.7.0 Authentication required: AUTH with an API key as the password",
       onConnect: (session, callback) =>
         draining
-          ? callback(replyError(421, "4.3.2 Service shutting down, try again later"))
+          ? callback(replyError(421, SHUTTING_DOWN))
           : !connections.admit(session)
           ? callback(replyError(421, new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply.text))
           : callback(),

@@ -104,14 +104,16 @@ describe("SIGTERM", () => {
     const accepted = await sending.reply()
     expect(accepted.code).toBe(250)
     const emailId = /queued as (\S+)/.exec(accepted.text)![1]!
-    // Its message done, the session starts no other: 421 (4.3.2 from Mailroom, or smtp-server's own
-    // plain 421 once its close has reached the session: which comes first depends on the timing).
+    // Its message done, the session starts no other: 421, whether its command or the end of the drain
+    // reaches it first.
     const another = await sending.command(`MAIL FROM:<${fresh("s")}@example.org>`)
     expect(another.code).toBe(421)
+    expect(another.text).toBe("4.3.2 Service shutting down, try again later")
 
     // The idle session is told why it is being closed.
     const closing = await idle.reply(10_000)
     expect(closing.code).toBe(421)
+    expect(closing.text).toBe("4.3.2 Service shutting down, try again later")
     await sending.close()
 
     const waited = await waiting
