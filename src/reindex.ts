@@ -2,7 +2,8 @@
  * `mailroom reindex` (`npm run reindex`): embed every email that is not searchable with the current
  * embedding model (a changed `EMBEDDING_MODEL` or embedder, or mail received before search), or
  * every email afresh with `--all` (its vectors and its words: an attachment an earlier version could
- * not read, such as a PDF, is then searchable by its words too). Then the words of mail an earlier
+ * not read, such as a PDF, is then searchable by its words too). Then the mail of accounts whose
+ * vectors the index lost (a fresh Qdrant volume) is embedded again. Then the words of mail an earlier
  * version read differently (documents.ts WORDS_VERSION) are read again, its vectors kept. First,
  * mail stored with html and no text gets its text, and received mail whose 8-bit text lost its
  * characters is read again (text-repair.ts), their words indexed afresh. Runs beside a cluster's
@@ -73,6 +74,20 @@ export const reindex = (config: AppConfigShape, options: { readonly all: boolean
       { total: ids.length, weight: () => 1, concurrency: CONCURRENCY, what: (done) => `${done} emails` },
       (id) => retryOnConflict(options.all ? indexer.refresh(id) : indexer.index(id))
     )
+
+    // Mail whose vectors the index lost (indexer.lostVectors): indexed afresh, as with --all.
+    const lost = options.all ? [] : yield* indexer.lostVectors
+    if (lost.length > 0) {
+      const again = yield* indexer.embeddedOf(lost.map((account) => account.userId))
+      process.stderr.write(
+        `The vector index lost the vectors of ${lost.length === 1 ? "1 account's" : `${lost.length} accounts'`} mail: embedding ${again.length} emails again\n`
+      )
+      yield* withProgress(
+        again,
+        { total: again.length, weight: () => 1, concurrency: CONCURRENCY, what: (done) => `${done} emails` },
+        (id) => retryOnConflict(indexer.refresh(id))
+      )
+    }
 
     // Mail whose words an earlier version read (documents.ts WORDS_VERSION): read again, vectors kept.
     const worded = yield* indexer.staleWords

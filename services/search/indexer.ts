@@ -378,6 +378,34 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
     })
 
     /**
+     * The accounts whose vectors the index holds fewer of than their emails' documents say were
+     * written with the current model: the index lost them (Qdrant on a fresh volume, a collection
+     * deleted by hand, which the next write creates again, empty). Their mail is found by its words
+     * only until `mailroom reindex` embeds it again. One count of the whole collection first; each
+     * account's only when that falls short.
+     */
+    const lostVectors = Effect.gen(function*() {
+      const collection = yield* vectors.collection
+      const [written] = yield* sql<{ points: number }>`
+        SELECT COALESCE(SUM(chunks), 0)::float8 AS points FROM search_documents WHERE model = ${embedder.model}`
+      const held = yield* collection.count()
+      if (held >= (written?.points ?? 0)) return []
+      const accounts = yield* sql<{ userId: string; points: number; emails: number }>`
+        SELECT user_id, SUM(chunks)::float8 AS points, count(*)::float8 AS emails FROM search_documents
+        WHERE model = ${embedder.model} AND chunks > 0 GROUP BY user_id ORDER BY user_id`
+      return yield* Effect.filter(accounts, (account) => Effect.map(collection.count(account.userId), (points) => points < account.points), {
+        concurrency: 4
+      })
+    })
+
+    /** The emails of these accounts indexed with the current model (and so meant to have vectors). */
+    const embeddedOf = (userIds: ReadonlyArray<string>) =>
+      sql<{ emailId: string }>`
+        SELECT d.email_id FROM search_documents d JOIN mailboxes m ON m.id = d.mailbox_id AND m.status = 'active'
+        WHERE d.user_id = ANY(${userIds}::text[]) AND d.model = ${embedder.model} AND d.chunks > 0
+        ORDER BY d.email_id`.pipe(Effect.map((rows) => rows.map((row) => row.emailId)))
+
+    /**
      * Emails of active mailboxes whose words an earlier version read (WORDS_VERSION): found by fewer
      * words than mail indexed now. `reword` reads them again.
      */
@@ -418,7 +446,7 @@ export class Indexer extends Effect.Service<Indexer>()("mailroom/Indexer", {
       return due.length
     })
 
-    return { model: embedder.model, index, refresh, stale, staleWords, staleWordsCount, reword, forget, purgeDeleted } as const
+    return { model: embedder.model, index, refresh, stale, lostVectors, embeddedOf, staleWords, staleWordsCount, reword, forget, purgeDeleted } as const
   })
 }) {}
 
@@ -439,7 +467,7 @@ export const IndexerLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const bus = yield* Bus
     const health = yield* DependencyHealth
-    const { index, model, purgeDeleted, stale, staleWordsCount } = yield* Indexer
+    const { index, lostVectors, model, purgeDeleted, stale, staleWordsCount } = yield* Indexer
     // Emails indexed at once; the embedder's threads do the heavy part (stage-limits.ts).
     const { index: concurrency } = yield* StageLimits
     // Behind the SMTP node's accepting when both run here, unless the index stage is behind: while any
@@ -535,6 +563,21 @@ export const IndexerLive = Layer.scopedDiscard(
         )
       ),
       Effect.catchAll((error) => health.report("Could not check the search index against the embedding model", Cause.fail(error))),
+      Effect.forkScoped
+    )
+    // Vectors the index lost: said at start and every PURGE_EVERY after, until reindexing embeds them again.
+    yield* lostVectors.pipe(
+      Effect.flatMap((accounts) => {
+        if (accounts.length === 0) return Effect.void
+        const emails = accounts.reduce((sum, account) => sum + account.emails, 0)
+        return Effect.logWarning(
+          `The vector index holds fewer vectors than were written for the mail of ${accounts.length === 1 ? "1 account" : `${accounts.length} accounts`} ` +
+            `(${emails === 1 ? "1 email" : `${emails} emails`}, model ${model}): it lost them (Qdrant on a fresh volume, a collection deleted by hand). ` +
+            "That mail is found by its words only until `npm run reindex` (mailroom reindex) embeds it again"
+        )
+      }),
+      Effect.catchAll((error) => health.report("Could not compare the vector index with the emails indexed", Cause.fail(error))),
+      Effect.repeat(Schedule.spaced(PURGE_EVERY)),
       Effect.forkScoped
     )
     yield* purgeDeleted().pipe(

@@ -249,6 +249,32 @@ layer(testDatabase, { timeout: "60 seconds" })("Indexer", (it) => {
         indexerWith(slow)
       )
     }))
+  it.effect("finds the accounts whose vectors the index lost, and the emails to embed again (mailroom reindex)", () =>
+    Effect.gen(function*() {
+      yield* accountWithMailbox("lost", "lost-vectors")
+      yield* accountWithMailbox("kept", "kept-vectors")
+      yield* noteIn("lost", "eml_lost1", "The quarterly report is ready.")
+      yield* noteIn("lost", "eml_lost2", "Lunch on Friday?")
+      yield* noteIn("kept", "eml_kept1", "The garden needs water.")
+      yield* Effect.provide(Effect.gen(function*() {
+        const indexer = yield* Indexer
+        for (const id of ["eml_lost1", "eml_lost2", "eml_kept1"]) expect((yield* indexer.index(id)).outcome).toBe("indexed")
+        expect(yield* indexer.lostVectors).toEqual([])
+        // The index loses one account's vectors (a fresh volume would lose them all): its documents stay.
+        const vectors = yield* Effect.flatMap(Vectors, (v) => v.collection)
+        yield* vectors.remove(["eml_lost2"])
+        // Indexed with this model, as far as the database knows: not stale.
+        expect(yield* indexer.stale()).not.toContain("eml_lost2")
+        expect(yield* indexer.lostVectors).toEqual([{ userId: "usr_lost", points: 2, emails: 2 }])
+        const again = yield* indexer.embeddedOf(["usr_lost"])
+        expect(again).toEqual(["eml_lost1", "eml_lost2"])
+        for (const id of again) expect((yield* indexer.refresh(id)).outcome).toBe("indexed")
+        expect(yield* indexer.lostVectors).toEqual([])
+        expect(yield* vectors.count("usr_lost")).toBe(2)
+        expect(yield* vectors.count("usr_kept")).toBe(1)
+      }), indexerWith(hashedWordsEmbedder("words-lost")))
+    }))
+
   it.effect("refreshes an email afresh, words and vectors: an attachment readable since it was indexed is then found by its words", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
