@@ -7,8 +7,10 @@
 // Exits 0 when healthy, 1 when not (within 4 s, under Docker's usual 5 s time-out).
 import * as net from "node:net"
 
-const roles = (process.env.ROLES ?? "api,smtp,worker,indexer,mta").split(",").map((role) => role.trim())
-const port = (name, fallback) => Number(process.env[name] ?? fallback)
+/** A setting as the server reads it: a variable set to nothing is not set. */
+const setting = (name) => (process.env[name]?.trim() ? process.env[name] : undefined)
+const roles = (setting("ROLES") ?? "api,smtp,worker,indexer,mta").split(",").map((role) => role.trim())
+const port = (name, fallback) => Number(setting(name) ?? fallback)
 const TIMEOUT_MS = 4_000
 
 const httpOk = (url) =>
@@ -34,7 +36,7 @@ const accepts = (tcpPort) =>
 let healthy = true
 if (roles.includes("api")) {
   healthy = await httpOk(`http://127.0.0.1:${port("PORT", 3000)}/healthz`)
-} else if (process.env.METRICS_PORT !== undefined && process.env.METRICS_PORT !== "") {
+} else if (setting("METRICS_PORT") !== undefined) {
   healthy = await httpOk(`http://127.0.0.1:${port("METRICS_PORT", 0)}/healthz`)
 } else if (roles.includes("smtp")) {
   healthy = await accepts(port("SMTP_PORT", 2525))

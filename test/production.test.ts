@@ -126,6 +126,8 @@ describe.skipIf(mode !== "embedded")("the production build", () => {
     // With the api role (ROLES unset: every role): GET /healthz on PORT.
     expect(await check({ PORT: String(server.port) })).toBe(0)
     expect(await check({ PORT: nobody })).toBe(1)
+    // A variable set to nothing is not set, as the server reads it: ROLES= is every role.
+    expect(await check({ ROLES: "", PORT: nobody })).toBe(1)
     // Without it: GET /healthz on METRICS_PORT (this process serves it on its API port, as such a node beside /metrics).
     expect(await check({ ROLES: "worker", METRICS_PORT: String(server.port) })).toBe(0)
     expect(await check({ ROLES: "worker", METRICS_PORT: nobody })).toBe(1)
