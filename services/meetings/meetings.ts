@@ -327,18 +327,27 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
 
     /**
      * An attendee's answer the mailbox received (a REPLY to one of its meetings): their status and note
-     * on the meeting. An answer from someone not on it (the invitation forwarded to them) adds them. An
+     * on the meeting. An answer is its sender's own: a REPLY changes only the attendee whose address
+     * its From is (anyone who has an invitation knows its UID, and could otherwise decline for all of
+     * its attendees). An answer from someone not on it (the invitation forwarded to them) adds them. An
      * answer received before the one kept (arriving late) changes nothing, nor does an answer to a
      * revision before the meeting's time last changed, nor anything else (not a calendar, not a REPLY,
      * another mailbox's meeting); true when an answer was kept (and announced).
      */
     const recordAnswer = Effect.fn("Meetings.recordAnswer")(function*(
-      found: { readonly emailId: string; readonly mailboxId: string; readonly receivedAt: Date },
+      found: { readonly emailId: string; readonly mailboxId: string; readonly receivedAt: Date; readonly from: string | null },
       text: string
     ) {
       const { emailId } = found
       const answers = replyAnswers(text)
       if (answers === undefined || answers.attendees.length === 0) return false
+      const own = answers.attendees.filter((answer) => found.from !== null && routingForm(answer.address) === routingForm(found.from))
+      if (own.length < answers.attendees.length) {
+        yield* Effect.logInfo("A meeting answer for attendees other than its sender, not kept for them").pipe(
+          Effect.annotateLogs({ email_id: emailId, attendees: answers.attendees.length - own.length })
+        )
+      }
+      if (own.length === 0) return false
       const answered = yield* sql.withTransaction(Effect.gen(function*() {
         const meetings = yield* sql<{ id: string; userId: string; summary: string; attendees: string; askedSequence: number }>`
           SELECT id, user_id, summary, attendees::text AS attendees, asked_sequence FROM meetings
@@ -356,7 +365,7 @@ export class Meetings extends Effect.Service<Meetings>()("mailroom/Meetings", {
         const attendees = JSON.parse(meeting.attendees) as Array<MeetingAttendee>
         const at = new Date(found.receivedAt).toISOString()
         const changed: Array<MeetingAttendee> = []
-        for (const answer of answers.attendees) {
+        for (const answer of own) {
           const entry: MeetingAttendee = {
             address: answer.address,
             name: answer.name,

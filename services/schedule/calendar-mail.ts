@@ -44,6 +44,8 @@ interface CalendarMailRow {
   readonly mailboxId: string
   readonly userId: string
   readonly receivedAt: Date
+  /** The From address: whose answer a REPLY may carry. */
+  readonly fromAddress: string | null
   readonly mailboxAddress: string
   readonly rcptTo: string
   readonly labels: ReadonlyArray<string>
@@ -92,7 +94,7 @@ export const CalendarMailLive = Layer.scopedDiscard(
     const read = (emailId: string, announce: boolean) =>
       Effect.gen(function*() {
         const rows = yield* sql<CalendarMailRow>`
-          SELECT e.mailbox_id, e.user_id, e.received_at, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to, e.labels,
+          SELECT e.mailbox_id, e.user_id, e.received_at, e.from_address, m.local_part || '@' || m.domain AS mailbox_address, e.rcpt_to, e.labels,
                  b.content, a.charset
           FROM emails e
           JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
@@ -102,7 +104,7 @@ export const CalendarMailLive = Layer.scopedDiscard(
         const found = rows[0]
         if (found === undefined) return false
         const text = decodeText(found.content, found.charset)
-        if (yield* meetings.recordAnswer({ emailId, mailboxId: found.mailboxId, receivedAt: found.receivedAt }, text)) return true
+        if (yield* meetings.recordAnswer({ emailId, mailboxId: found.mailboxId, receivedAt: found.receivedAt, from: found.fromAddress }, text)) return true
         if (found.labels.some(isJunk)) return false
         const own = mailboxAddresses({ mailboxAddress: found.mailboxAddress, direction: "inbound", rcptTo: found.rcptTo })
         const changed = yield* schedule.receive({

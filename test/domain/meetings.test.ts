@@ -48,13 +48,20 @@ layer(testDatabase, { timeout: "120 seconds" })("meetings' answers", (it) => {
           attendees: [{ address: "ada@partner.test" }, { address: "bob@partner.test" }]
         })
         let n = 0
-        /** `text` received by the mailbox `minutesAgo` minutes ago, as the worker hands it over. */
-        const receive = (text: string, minutesAgo = 0) =>
-          meetings.recordAnswer({ emailId: `eml_answer_${++n}`, mailboxId: box.mailboxId, receivedAt: new Date(Date.now() - minutesAgo * 60_000) }, text)
+        /**
+         * `text` received by the mailbox `minutesAgo` minutes ago, as the worker hands it over, from
+         * `from` (by default the first attendee it answers for: their own answer).
+         */
+        const receive = (text: string, minutesAgo = 0, from = /mailto:(\S+)/.exec(text)![1]!) =>
+          meetings.recordAnswer({ emailId: `eml_answer_${++n}`, mailboxId: box.mailboxId, receivedAt: new Date(Date.now() - minutesAgo * 60_000), from }, text)
         const answers = Effect.map(meetings.get(owner.userId, meeting.meeting_id), (m) =>
           Object.fromEntries(m.attendees.map((a) => [a.address, [a.status, a.comment]])))
 
-        expect(yield* receive(reply(meeting.uid, "ada@partner.test", "ACCEPTED", 0, "See you there"), 10)).toBe(true)
+        // An answer is its sender's own: a REPLY from anyone else (the invitation's UID is no secret) changes nothing.
+        expect(yield* receive(reply(meeting.uid, "bob@partner.test", "DECLINED", 0), 30, "mallory@elsewhere.test")).toBe(false)
+        expect(yield* receive(reply(meeting.uid, "bob@partner.test", "DECLINED", 0), 30, "ada@partner.test")).toBe(false)
+        expect(yield* answers).toEqual({ "ada@partner.test": ["needs_action", null], "bob@partner.test": ["needs_action", null] })
+        expect(yield* receive(reply(meeting.uid, "ada@partner.test", "ACCEPTED", 0, "See you there"), 10, "Ada@Partner.test")).toBe(true)
         expect(yield* answers).toEqual({ "ada@partner.test": ["accepted", "See you there"], "bob@partner.test": ["needs_action", null] })
         // Ada's earlier answer, delayed on the way: the newer one stands.
         expect(yield* receive(reply(meeting.uid, "ada@partner.test", "DECLINED", 0), 20)).toBe(false)
