@@ -30,6 +30,13 @@ export type Verdict =
 /** Senders that are programs (RFC 3834 §2's examples, and the no-reply addresses of today's mail). */
 const PROGRAM_SENDER = /^(mailer-daemon|postmaster|listserv|majordomo|owner-.*|.*-request|bounces?(\+.*)?|no-?reply|do-?not-?reply)$/i
 
+/**
+ * A return path that names its message (`bounces+<id>@`, VERP): where Mailroom's own mail, and most
+ * mail sent through a sending service, gets its bounces. The person's mail it carries is answered (to
+ * its From), as it was not: no agent on Mailroom had an automatic reply from another.
+ */
+const VERP = /^bounces?\+[^@]+@/i
+
 const LIST_FIELDS = ["list-id", "list-post", "list-unsubscribe", "list-help", "list-subscribe", "list-owner", "list-archive"]
 
 const addresses = (value: string | undefined): Array<string> => {
@@ -55,7 +62,7 @@ export const autoReplyVerdict = (email: Received): Verdict => {
   if (to === undefined) return { answer: false, reason: "no sender" }
   // A program is told by the address answered or by the envelope's (RFC 3834 §3.1.2: the return path is whom a response would reach).
   const isProgram = (address: string) => PROGRAM_SENDER.test(address.slice(0, address.lastIndexOf("@")))
-  if (isProgram(to) || isProgram(email.mailFrom)) return { answer: false, reason: "system sender" }
+  if (isProgram(to) || (isProgram(email.mailFrom) && !VERP.test(email.mailFrom))) return { answer: false, reason: "system sender" }
   const own = new Set([routingForm(email.mailboxAddress), routingForm(email.rcptTo)])
   if (own.has(routingForm(to))) return { answer: false, reason: "self" }
   const named = [...addresses(header("to")), ...addresses(header("cc"))].map(routingForm)

@@ -23,6 +23,8 @@ describe("autoReplyVerdict", () => {
     expect(autoReplyVerdict(email({ to: "team@partner.test", cc: "desk+sales@agents.localhost" })).answer).toBe(true)
     expect(autoReplyVerdict(email({ to: "sales@acme.example" }, { rcptTo: "sales@acme.example" })).answer).toBe(true)
     expect(autoReplyVerdict(email({ "auto-submitted": "no" })).answer).toBe(true)
+    // Sent by Mailroom (or a sending service): a return path that names its message is no program's.
+    expect(autoReplyVerdict(email({}, { mailFrom: "bounces+eml_0123456789abcdef01234567@agents.localhost" }))).toEqual({ answer: true, to: "ada@partner.test" })
   })
 
   it.each([
@@ -43,6 +45,7 @@ describe("autoReplyVerdict", () => {
     [email({ from: "bounces+eml_1@agents.localhost" }), "system sender"],
     // A person's From on a program's envelope: the response would reach the program (RFC 3834 §3.1.2).
     [email({}, { mailFrom: "noreply@mailer.partner.test" }), "system sender"],
+    [email({}, { mailFrom: "bounces@mailer.partner.test" }), "system sender"],
     [email({ from: "Desk+notes@agents.localhost" }), "self"],
     [email({ to: "someone@partner.test" }), "not addressed"],
     [email({ from: "undisclosed-recipients:;" }), "no sender"]
