@@ -187,7 +187,11 @@ export const outboundLayer = (config: AppConfigShape) =>
       dkimSelector: config.dkimSelector,
       dkimPrivateKey,
       appUrl: config.appUrl,
-      timeouts: { connect: Duration.seconds(30), command: Duration.seconds(60) }
+      // RFC 5321 §4.5.3.2 asks 5 minutes for MAIL and RCPT and 10 for the answer to the message's final
+      // dot. At 60 s, a receiver that took 65 s to check a message was sent it again on every retry, and
+      // the delivery ended failed; 5 minutes serves such receivers without holding a delivery for 10 on
+      // a server gone silent.
+      timeouts: { connect: Duration.seconds(30), command: Duration.minutes(5) }
     }
   }))))
 
