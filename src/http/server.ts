@@ -73,8 +73,9 @@ const isApiPath = (url: string) => /^\/(?:v1|api)(?:[/?]|$)/.test(url) && !url.s
 /**
  * Around every route: refuse oversized bodies before reading them, cap what is read, hold every
  * request to the input rules (input-rules.ts: JSON bodies, bounded nesting, no NUL), answer every
- * failure (decode errors, unknown routes, defects) with the error envelope, and give an API answer
- * that no limiter decided its address's rate-limit headers (middleware.ts `withAddressLimit`).
+ * failure (decode errors, unknown routes, defects) with the error envelope, give an API answer
+ * that no limiter decided its address's rate-limit headers (middleware.ts `withAddressLimit`), and
+ * every answer `X-Content-Type-Options: nosniff`.
  */
 const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([DependencyHealth, RateLimiter, Authenticator]), ([health, limiter, authenticator]) => (app: HttpApp.Default) =>
   Effect.gen(function*() {
@@ -91,6 +92,10 @@ const EnvelopeMiddleware = HttpApiBuilder.middleware(Effect.map(Effect.all([Depe
     Effect.flatMap((response) =>
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
         isApiPath(request.url) ? withAddressLimit(limiter)(response) : Effect.succeed(response))
+    ),
+    // No answer is read as anything but the type it says (a browser sniffing JSON that quotes mail as HTML).
+    Effect.map((response) =>
+      response.headers["x-content-type-options"] === undefined ? HttpServerResponse.setHeader(response, "x-content-type-options", "nosniff") : response
     ),
     Effect.provideService(DependencyHealth, health),
     measured

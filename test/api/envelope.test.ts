@@ -30,7 +30,11 @@ describe("error envelope", () => {
       expect(response.status).toBe(404)
       expect(await response.json()).toEqual({ success: false, error: { code: "NOT_FOUND", message: "No such route" } })
       expect(response.headers.get("content-type")).toMatch(/application\/json/)
+      expect(response.headers.get("x-content-type-options")).toBe("nosniff")
     }
+    // A success too: no answer is read as another type than it says.
+    const health = await fetch(`${server.url}/healthz`)
+    expect(health.headers.get("x-content-type-options")).toBe("nosniff")
   })
 
   it("puts the address's rate-limit headers, unspent, on answers that reach no route or are refused before authentication", async () => {
