@@ -2,7 +2,7 @@
  * The api role: the HttpApi served over node:http, with SPEC's envelope on every answer,
  * OpenAPI at /v1/openapi.json and its docs page at /docs.
  */
-import { HttpApiBuilder, type HttpApp, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, type HttpApp, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
@@ -294,6 +294,9 @@ const createApiServer = () => {
   return { server, drained }
 }
 
+/** Node's HTTP parser takes at most 16 KiB of request line and headers: no path parameter is longer. */
+const MAX_PATH_PARAM = 16 * 1024
+
 export const HttpServerLive = Layer.unwrapEffect(
   Effect.map(AppConfig, (config) => {
     const { drained, server } = createApiServer()
@@ -309,6 +312,9 @@ export const HttpServerLive = Layer.unwrapEffect(
       Layer.provide(McpLive.pipe(Layer.provide(Middleware))),
       Layer.provide(EnvelopeMiddleware.pipe(Layer.provide(Layer.mergeAll(RateLimiter.layer, Authenticator.Default)))),
       Layer.provide(ApiLive),
+      // A path's id may be as long as a request line can carry: past the router's 100 characters it
+      // matched no route ("No such route") instead of its route's 404 naming the id.
+      Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: MAX_PATH_PARAM })),
       HttpServer.withLogAddress,
       Layer.provide(
         NodeHttpServer.layer(() => server, { port: config.port, host: config.host }).pipe(

@@ -37,6 +37,14 @@ describe("error envelope", () => {
     expect(health.headers.get("x-content-type-options")).toBe("nosniff")
   })
 
+  it("answers an id longer than any of ours (past the router's 100 characters) as its route does: 404 naming it", async () => {
+    const user = await withApiKey(server.url)
+    const long = `eml_${"a".repeat(5_000)}`
+    const response = await fetch(`${server.url}/v1/api/emails/${long}`, { headers: { "x-api-key": user.apiKey } })
+    expect(response.status).toBe(404)
+    expect(await response.json()).toEqual({ success: false, error: { code: "NOT_FOUND", message: "Email not found", details: { email_id: long } } })
+  })
+
   it("puts the address's rate-limit headers, unspent, on answers that reach no route or are refused before authentication", async () => {
     const user = await withApiKey(server.url)
     const key = { "x-api-key": user.apiKey }
