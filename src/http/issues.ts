@@ -20,7 +20,7 @@ import type { ParseResult } from "effect"
 type Issue = ParseResult.ArrayFormatterIssue
 
 const MAX_MESSAGE = 300
-export const MAX_FIELDS = 20
+const MAX_FIELDS = 20
 const MAX_NAME = 100
 const OPTIONAL_ABSENT = /^Expected undefined, actual /
 const TYPE_MISMATCH = /^Expected (.+?), actual /s

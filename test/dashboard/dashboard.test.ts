@@ -7,7 +7,7 @@
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Browser, Page } from "playwright-core"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, type WatchedPage } from "../support/browser.ts"
 import { signUp, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
@@ -68,6 +68,18 @@ describe.skipIf(!runnable)("the dashboard", () => {
     browser = await launchBrowser()
     watched = await openPage(browser, server.url)
     page = watched.page
+  })
+
+  // A test that fails shows what the server logged meanwhile, and the page's console errors and failed
+  // requests (a step that waits in vain says only what it waited for).
+  let logged = 0
+  beforeEach(() => {
+    logged = server?.output().length ?? 0
+  })
+  afterEach(({ task }) => {
+    if (task.result?.state !== "fail") return
+    const during = server?.output().slice(logged).trim()
+    console.error(`While "${task.name}" ran, the server logged:\n${during ? during.slice(-6000) : "(nothing)"}\nthe page saw: ${JSON.stringify(watched?.problems ?? [])}`)
   })
 
   afterAll(async () => {
