@@ -41,6 +41,7 @@ import {
 } from "./refusals.ts"
 import { type DirectoryEntry, nearLimit, RecipientDirectory } from "./directory.ts"
 import { admitsSender, senderForms } from "./sender-list-rules.ts"
+import { parseBounceAddress, taggedDomain, untagged } from "../outbound/bounce-address.ts"
 import type { Verdict } from "./authentication.ts"
 import type { Spam } from "./spam.ts"
 import type { InboundMessage } from "./schemas.ts"
@@ -59,10 +60,12 @@ export interface Recipient {
   /** Start of the owner's billing period, whose email count the message joins. */
   readonly periodStart: Date
   /**
-   * A bounce address (`bounces+<email_id>@<domain>`, the envelope sender of a sent email): the
+   * A bounce address (`bounces+<email_id>-<tag>@<domain>`, the envelope sender of a sent email): the
    * message is a delivery report about that email, not mail for the mailbox, and is not counted.
    */
   readonly bounceOf?: string | undefined
+  /** The recipient domain a tagged bounce address was made for: the report may speak only of its recipients. */
+  readonly bounceDomain?: string | undefined
 }
 
 export interface IncomingMessage {
@@ -117,9 +120,6 @@ interface Stored {
 /** Concurrent sessions' lookups and stores go to the database together (see batching.ts). */
 const MAX_BATCH = 64
 const PARALLEL_BATCHES = 2
-
-/** `bounces+<email_id>@<domain>`: the envelope sender of every sent email (outbound/send.ts). */
-const BOUNCE_ADDRESS = /^bounces\+(eml_[0-9a-f]{24})@/i
 
 /** The UTC calendar day of `date`, as PostgreSQL's `date` type reads it. */
 export const utcDay = (date: Date) => date.toISOString().slice(0, 10)
@@ -364,23 +364,32 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     })
 
     /**
-     * The sent email a bounce address stands for: `bounces+<email_id>@<domain>` is exactly that
-     * email's envelope sender, so nobody can invent one; or the received email whose forwarded copies
-     * went with it.
+     * The email a bounce address stands for (outbound/bounce-address.ts): a sent email whose envelope
+     * sender it is, or a received one whose forwarded copies went with it. Its tag must be the one made
+     * for one of the email's recipient domains, whose recipients are then all a report to it may speak
+     * of; an email stored before keys takes its bare address, about any recipient. So nobody can invent
+     * one, and a recipient cannot report on another domain's.
      */
-    const bounceRecipient = Effect.fnUntraced(function*(address: string) {
-      const rows = yield* sql<{ id: string; mailboxId: string; userId: string }>`
-        SELECT e.id, e.mailbox_id, e.user_id FROM emails e
-        WHERE e.id = ${BOUNCE_ADDRESS.exec(address)![1]!}
-          AND ((e.direction = 'outbound' AND lower(e.mail_from) = ${asStored(address)})
+    const bounceRecipient = Effect.fnUntraced(function*(address: string, named: NonNullable<ReturnType<typeof parseBounceAddress>>) {
+      const bare = asStored(untagged(address))
+      const rows = yield* sql<{ id: string; mailboxId: string; userId: string; bounceKey: string | null; domains: ReadonlyArray<string> }>`
+        SELECT e.id, e.mailbox_id, e.user_id, e.bounce_key::text AS bounce_key,
+               CASE WHEN e.direction = 'outbound'
+                    THEN ARRAY(SELECT DISTINCT d.domain FROM outbound_deliveries d WHERE d.email_id = e.id)
+                    ELSE ARRAY(SELECT DISTINCT f.domain FROM forward_deliveries f WHERE f.email_id = e.id) END AS domains
+        FROM emails e
+        WHERE e.id = ${named.emailId}
+          AND ((e.direction = 'outbound' AND lower(e.mail_from) = ${bare})
                -- A received email's forwarded copies went with its bounce address (outbound/forwards.ts).
                OR (e.direction = 'inbound' AND EXISTS (SELECT 1 FROM forward_deliveries f WHERE f.email_id = e.id)
                    AND EXISTS (SELECT 1 FROM mailboxes m WHERE m.id = e.mailbox_id
-                               AND 'bounces+' || e.id || '@' || lower(m.domain) = ${asStored(address)})))`.pipe(
+                               AND 'bounces+' || e.id || '@' || lower(m.domain) = ${bare})))`.pipe(
         Effect.mapError(temporary("bounce lookup failed"))
       )
       const email = rows[0]
       if (email === undefined) return yield* new UnknownRecipient({ address })
+      const domain = email.bounceKey === null || named.tag === undefined ? undefined : taggedDomain(email.bounceKey, named.tag, email.domains)
+      if (email.bounceKey === null ? named.tag !== undefined : domain === undefined) return yield* new UnknownRecipient({ address })
       return {
         address,
         mailboxId: email.mailboxId,
@@ -389,7 +398,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
         // A delivery report quotes at most the message it reports on.
         maxEmailBytes: limits.enterprise.maxEmailBytes,
         periodStart: new Date(0),
-        bounceOf: email.id
+        bounceOf: email.id,
+        bounceDomain: domain
       } satisfies Recipient
     })
 
@@ -460,7 +470,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      * Untraced: it runs for every message, and a traced Effect.fn captures a stack trace per call.
      */
     const recipient = Effect.fnUntraced(function*(address: string, declaredSize: number | undefined, mailFrom: string) {
-      if (BOUNCE_ADDRESS.test(address)) return yield* bounceRecipient(address)
+      const named = parseBounceAddress(address)
+      if (named !== undefined) return yield* bounceRecipient(address, named)
       return yield* admit(yield* findRecipient(address, mailFrom), address, declaredSize)
     })
 
@@ -470,7 +481,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      * mailbox's owner has no lists, so the sender does not matter.
      */
     const keptRecipient = (address: string, declaredSize: number | undefined): Either.Either<Recipient, Refusal> | undefined => {
-      if (BOUNCE_ADDRESS.test(address)) return undefined
+      if (parseBounceAddress(address) !== undefined) return undefined
       const kept = directory.get(routed(address), utcDay(new Date()))
       return kept === undefined || nearLimits(kept) ? undefined : admit(kept, address, declaredSize)
     }
@@ -506,7 +517,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
                 }
               }),
             ...(message.spam === undefined ? {} : { spam: message.spam }),
-            ...(r.bounceOf === undefined ? {} : { bounce_of: r.bounceOf })
+            ...(r.bounceOf === undefined ? {} : { bounce_of: r.bounceOf }),
+            ...(r.bounceDomain === undefined ? {} : { bounce_domain: r.bounceDomain })
           }
           return bus.publish(subjects.inboundMail(r.mailboxId), encodeJson(inbound), { msgId: inbound.email_id }).pipe(
             Effect.as(inbound.email_id),

@@ -211,7 +211,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         })
       }
       // A report about a sent email, to its bounce address: applied to that email, not stored as mail.
-      if (message.bounce_of !== undefined) return yield* Effect.asVoid(bounces.record(message.bounce_of, raw))
+      if (message.bounce_of !== undefined) return yield* Effect.asVoid(bounces.record(message.bounce_of, raw, message.bounce_domain))
       // The checks (on their own thread, waiting on DNS) go on while the message is parsed.
       const [verdict, parsed] = yield* Effect.all([verdictOf(message, raw), parseMessage(raw)], { concurrency: 2 })
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`

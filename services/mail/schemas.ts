@@ -24,6 +24,8 @@ export const InboundMessage = Schema.Struct({
   received_at: Schema.String,
   /** Sent to a bounce address: a delivery report about this sent email, not mail for the mailbox. */
   bounce_of: Schema.optional(Schema.String),
+  /** The recipient domain its tagged bounce address names: the report may speak only of that domain's recipients. */
+  bounce_domain: Schema.optional(Schema.String),
   /**
    * The verdicts, when the SMTP node checked the message before answering (DMARC_ENFORCE=true); absent
    * when it left the checks to ingest (`connection`) or did not check (VERIFY_INBOUND=false).

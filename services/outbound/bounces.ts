@@ -1,7 +1,8 @@
 /**
- * Reports about a sent email that come back to its bounce address (`bounces+<email_id>@<domain>`),
- * applied to that email and not stored as mail (a received email's forwarded copies go with its bounce
- * address too: a delivery report about one marks that copy `bounced`):
+ * Reports about a sent email that come back to its bounce address (`bounces+<email_id>-<tag>@<domain>`,
+ * one per recipient domain: bounce-address.ts), applied to that email's recipients in that domain and
+ * not stored as mail (a received email's forwarded copies go with bounce addresses too: a delivery
+ * report about one marks that copy `bounced`):
  *
  * - A delivery status notification (RFC 3464, `multipart/report; report-type=delivery-status`): the
  *   receiving server took the message, then could not deliver it. Each recipient it reports
@@ -18,6 +19,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
+import { domainOf } from "../mailboxes/rules.ts"
 import { suspendRefused } from "./forwards.ts"
 import { announce, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
 import { recordDeliveries } from "./metrics.ts"
@@ -120,20 +122,43 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
     const ignored = (emailId: string, why: string) =>
       Effect.as(Effect.logInfo(`A message to a bounce address ${why}; ignored`).pipe(Effect.annotateLogs({ email_id: emailId })), [])
 
-    /** A recipient of `emailId` reported it as spam: suppressed (reason complained) and told, once. */
-    const complained = (emailId: string, complaint: Complaint) =>
+    /**
+     * The failed recipients a delivery-status report lists, of those in `domain` when it came to that
+     * domain's bounce address: another domain's are left as they are, and the log says how many.
+     */
+    const reportedFailures = (emailId: string, text: string, domain: string | undefined) => {
+      const report = deliveryStatusOf(text)
+      const failures = report === undefined ? [] : failedRecipients(report)
+      const inDomain = domain === undefined ? failures : failures.filter((f) => domainOf(f.recipient) === domain)
+      const others = failures.length - inDomain.length
+      return Effect.as(
+        others === 0 ? Effect.void : Effect.logInfo(
+          `A report to ${domain}'s bounce address lists ${others} recipient${others === 1 ? "" : "s"} at other domains; those are ignored`
+        ).pipe(Effect.annotateLogs({ email_id: emailId })),
+        inDomain
+      )
+    }
+
+    /**
+     * A recipient of `emailId` reported it as spam: suppressed (reason complained) and told, once. Only
+     * a recipient in `domain`, when the report came to that domain's bounce address.
+     */
+    const complained = (emailId: string, complaint: Complaint, domain: string | undefined) =>
       Effect.gen(function*() {
         if (!COMPLAINTS.includes(complaint.feedbackType)) return yield* ignored(emailId, `is feedback of type "${complaint.feedbackType}"`)
         const sent = yield* sentEmail(emailId)
         if (sent === undefined) return []
         const recipients = (yield* sql<{ recipient: string }>`
-          SELECT DISTINCT lower(recipient) AS recipient FROM outbound_deliveries WHERE email_id = ${emailId}`).map((r) => r.recipient)
+          SELECT DISTINCT lower(recipient) AS recipient FROM outbound_deliveries
+          WHERE email_id = ${emailId} AND (${domain ?? null}::text IS NULL OR domain = ${domain ?? null})`).map((r) => r.recipient)
         const recipient = complaint.recipient !== undefined
           ? recipients.find((r) => r === complaint.recipient)
           : recipients.length === 1
           ? recipients[0]
           : undefined
-        if (recipient === undefined) return yield* ignored(emailId, "is a complaint that names none of the email's recipients")
+        if (recipient === undefined) {
+          return yield* ignored(emailId, `is a complaint that names none of the email's recipients${domain === undefined ? "" : ` at ${domain}`}`)
+        }
         const response = `Reported as spam (${complaint.feedbackType}) by ${complaint.reporter ?? "the recipient's provider"}`
         // The delivery says so (stats count it), and the address is suppressed, in one statement: a
         // report that comes again finds both done or neither.
@@ -172,10 +197,9 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
      * is marked `bounced`, and suspended on the mailbox's forwarding. Nothing is suppressed (the account
      * sent nothing to it) and a complaint changes nothing: the copy is the sender's message, not the account's.
      */
-    const copyBounced = (emailId: string, text: string) =>
+    const copyBounced = (emailId: string, text: string, domain: string | undefined) =>
       Effect.gen(function*() {
-        const report = deliveryStatusOf(text)
-        const failures = report === undefined ? [] : failedRecipients(report)
+        const failures = yield* reportedFailures(emailId, text, domain)
         if (failures.length === 0) return yield* ignored(emailId, "about a forwarded copy reports no failed address")
         // One transaction: a report that comes again finds the copy bounced and its address suspended, or neither.
         const bounced = yield* Effect.gen(function*() {
@@ -194,15 +218,19 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
         return bounced.map((b) => b.address)
       })
 
-    /** Apply the report `raw` about the sent email `emailId` (or a received one's forwarded copies); answers the recipients it bounced or suppressed. */
-    const record = Effect.fn("BounceReports.record")(function*(emailId: string, raw: Uint8Array) {
+    /**
+     * Apply the report `raw` about the sent email `emailId` (or a received one's forwarded copies),
+     * come to the bounce address of the recipient domain `domain` (bounce-address.ts; undefined: a bare
+     * address, of mail stored before keys): only that domain's recipients are changed. Answers the
+     * recipients it bounced or suppressed.
+     */
+    const record = Effect.fn("BounceReports.record")(function*(emailId: string, raw: Uint8Array, domain: string | undefined) {
       const text = Buffer.from(raw).toString("latin1")
       const received = yield* sql`SELECT 1 FROM emails WHERE id = ${emailId} AND direction = 'inbound'`
-      if (received.length > 0) return yield* copyBounced(emailId, text)
+      if (received.length > 0) return yield* copyBounced(emailId, text, domain)
       const complaint = complaintOf(text)
-      if (complaint !== undefined) return yield* complained(emailId, complaint)
-      const report = deliveryStatusOf(text)
-      const failures = report === undefined ? [] : failedRecipients(report)
+      if (complaint !== undefined) return yield* complained(emailId, complaint, domain)
+      const failures = yield* reportedFailures(emailId, text, domain)
       if (failures.length === 0) return yield* ignored(emailId, "reports no failed recipient")
       const sent = yield* sentEmail(emailId)
       if (sent === undefined) return []
@@ -248,7 +276,7 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
         return []
       }
       const own = yield* sql`SELECT 1 FROM emails WHERE id = ${emailId} AND user_id = ${userId} AND direction = 'outbound'`
-      return own.length === 0 ? [] : yield* complained(emailId, complaint)
+      return own.length === 0 ? [] : yield* complained(emailId, complaint, undefined)
     })
 
     return { record, recordReceived } as const

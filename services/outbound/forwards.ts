@@ -18,10 +18,10 @@ import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { Authentication, type Verdict } from "../mail/authentication.ts"
 import { FORWARDED_BY_HEADER } from "../mail/forward-rules.ts"
 import { ArcSeal } from "./arc-seal.ts"
+import { bounceAddress, bounceAddressFor } from "./bounce-address.ts"
 import { CLAIM_SECONDS, DeliveryHeld } from "./claims.ts"
 import { dkimSign } from "./dkim-signature.ts"
 import { DkimKeys } from "./dkim.ts"
-import { bounceAddress } from "./send.ts"
 import { OutboundSettings, retryDelay } from "./settings.ts"
 
 /** One job: the copies of the email `forward_of` to the addresses at `domain` still waiting. */
@@ -86,6 +86,8 @@ const CopyRow = Schema.Struct({
   receivedAt: Schema.DateFromSelf,
   /** What Mailroom found when the email arrived (null: not checked), and the ARC chain it came with. */
   mailFrom: Schema.String,
+  /** The key its copies' bounce addresses are tagged with (bounce-address.ts); none for mail stored before keys. */
+  bounceKey: Schema.NullOr(Schema.String),
   authentication: Schema.NullOr(Authentication),
   authenticationResults: Schema.NullOr(Schema.String),
   arcResult: Schema.NullOr(Schema.String),
@@ -151,7 +153,7 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
           FROM locked l WHERE f.email_id = ${job.forward_of} AND f.address = l.address AND l.free
         )
         SELECT lower(m.local_part || '@' || m.domain) AS mailbox, m.domain AS mailbox_domain, d.id AS custom_domain_id,
-               e.received_at, e.mail_from, e.authentication, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
+               e.received_at, e.mail_from, e.bounce_key::text AS bounce_key, e.authentication, e.authentication_results, e.authentication -> 'arc' ->> 'result' AS arc_result, b.content,
                coalesce((SELECT json_agg(json_build_object('address', l.address, 'attempts', l.attempts, 'status', l.status) ORDER BY l.address)
                          FROM locked l WHERE l.free),
                         '[]'::json) AS waiting,
@@ -183,7 +185,7 @@ export class ForwardedCopies extends Effect.Service<ForwardedCopies>()("mailroom
         )
       const raw = yield* Effect.orDie(dkimSign(Buffer.concat([sealed, copy]), key, now))
       return {
-        mailFrom: bounceAddress(job.forward_of, row.mailboxDomain),
+        mailFrom: bounceAddressFor(bounceAddress(job.forward_of, row.mailboxDomain), row.bounceKey, job.domain),
         raw,
         waiting: row.waiting,
         held,

@@ -45,6 +45,7 @@ import type { RecipientRefusal } from "../mail/refusals.ts"
 import { MailboxSettings } from "../mailboxes/mailboxes.ts"
 import { domainOf } from "../mailboxes/rules.ts"
 import { Lifecycle } from "../lifecycle.ts"
+import { bounceAddressFor } from "./bounce-address.ts"
 import { CLAIM_SECONDS, DeliveryHeld, underClaim } from "./claims.ts"
 import { announce, refusesTheAddress, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
 import { OutboundJob } from "./schemas.ts"
@@ -137,6 +138,8 @@ const JobRow = Schema.Struct({
   idx: Schema.NumberFromString,
   ...SentEmailRow.fields,
   mailFrom: Schema.String,
+  /** The key its bounce addresses are tagged with (bounce-address.ts); none for mail stored before keys. */
+  bounceKey: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
   content: Schema.Uint8ArrayFromSelf,
   waiting: Schema.Array(WaitingRow),
@@ -211,7 +214,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
             FROM locked l
             WHERE d.email_id = l.email_id AND d.recipient = l.recipient AND l.free
           )
-          SELECT j.idx, e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.created_at, b.content,
+          SELECT j.idx, e.user_id, e.mailbox_id, e.message_id, e.thread_id, e.mail_from, e.bounce_key::text AS bounce_key, e.created_at, b.content,
                  coalesce((SELECT json_agg(json_build_object('recipient', l.recipient, 'attempts', l.attempts, 'status', l.status,
                                                              'suppressed', EXISTS (SELECT 1 FROM suppressions s
                                                                                    WHERE s.user_id = e.user_id AND s.address = lower(l.recipient)))
@@ -489,13 +492,15 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       }))
       const recipients = email.waiting.filter((w) => !w.suppressed).map((w) => w.recipient)
       const hosted = sharedDomains.includes(job.domain) || email.verifiedHere
+      // The domain's own bounce address: a report to it speaks only of the domain's recipients.
+      const mailFrom = bounceAddressFor(email.mailFrom, email.bounceKey, job.domain)
       const outcomes = [
         ...suppressed,
         ...(recipients.length === 0
           ? []
           : hosted
-          ? yield* deliverInternally(recipients, email.content, email.mailFrom)
-          : yield* deliverOut(job.domain, recipients, email.content, email.mailFrom))
+          ? yield* deliverInternally(recipients, email.content, mailFrom)
+          : yield* deliverOut(job.domain, recipients, email.content, mailFrom))
       ]
       const deferred = yield* record(email, job.email_id, outcomes)
       // Addresses only at debug: no line at info or above holds one (README, Logs).

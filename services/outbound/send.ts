@@ -46,14 +46,12 @@ import { limits, Plan } from "../plans/plans.ts"
 import { compose, type Composition, type NamedAddress } from "./compose.ts"
 import { DkimKeys } from "./dkim.ts"
 import { dkimSign } from "./dkim-signature.ts"
+import { bounceAddress } from "./bounce-address.ts"
 import { publishJob } from "./requeue.ts"
 import { prepareSubmitted } from "./submitted.ts"
 import { type AddressInput, isAddress, MAX_RECIPIENTS, SendAccepted, type SendInput, SuppressionReason, withAsciiDomain } from "./schemas.ts"
 import { claim, earlierAnswer, hashed, type HashedKey, type Idempotency } from "./idempotency.ts"
 import { UNSUBSCRIBE_PLACEHOLDER, unsubscribeHeaders, Unsubscribes } from "./unsubscribes.ts"
-
-/** The envelope sender of a sent email: bounces come back to it and name their message (VERP). */
-export const bounceAddress = (emailId: string, domain: string) => `bounces+${emailId}@${domain}`
 
 /**
  * Everything an outgoing message is made of, whichever route asked for it (send, reply, forward):

@@ -208,7 +208,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const emailId = sent.data!.data.email_id
     await until("the offer delivered", async () => (await probedEmail(emailId))?.delivery?.[0]?.status === "sent" || undefined)
     // The recipient's provider reports that they marked it as spam (ARF, to the email's bounce address).
-    await sendMail(server.smtpPort, { envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw: feedbackReport(emailId, "abuse") })
+    const bounceAddress = mx.delivered().find((m) => m.raw.includes(`Message-ID: <${emailId}@`))!.mailFrom
+    await sendMail(server.smtpPort, { envelope: { from: "", to: [bounceAddress] }, raw: feedbackReport(emailId, "abuse") })
     await until("the complaint applied", async () => (await probedEmail(emailId))?.delivery?.[0]?.complained_at ?? undefined)
 
     await page.goto(`/#/emails/${emailId}`)

@@ -16,6 +16,7 @@ import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { FRESH_FOR, nearLimit, RecipientDirectory } from "../../services/mail/directory.ts"
 import { Inbound, type Recipient } from "../../services/mail/inbound.ts"
 import { SenderLists } from "../../services/mail/sender-lists.ts"
+import { bounceTag } from "../../services/outbound/bounce-address.ts"
 import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { limits } from "../../services/plans/plans.ts"
 import { testDatabase } from "../support/database.ts"
@@ -97,7 +98,18 @@ layer(services, { timeout: "120 seconds" })("Recipient directory", (it) => {
       const sent = yield* insertEmail(mailbox, { subject: "Sent", receivedMinutesAgo: 1 })
       const emailId = `eml_${randomBytes(12).toString("hex")}`
       yield* sql`UPDATE emails SET id = ${emailId}, direction = 'outbound', mail_from = ${`bounces+${emailId}@${ascii}`} WHERE id = ${sent.id}`
+      yield* sql`INSERT INTO outbound_deliveries (email_id, recipient, domain) VALUES (${emailId}, 'ada@partner.test', 'partner.test')`
+      const key = (yield* sql<{ key: string }>`SELECT bounce_key::text AS key FROM emails WHERE id = ${emailId}`)[0]!.key
+      const tagged = (domain: string) => `bounces+${emailId}-${bounceTag(key, domain)}@${label}.example`
+      expect(yield* rcpt(tagged("partner.test"))).toBe("accepted")
+      expect(yield* rcpt(tagged("PARTNER.test").toUpperCase())).toBe("accepted")
+      // Only its recipients' domains' addresses, and not the bare one: everyone it reached saw that.
+      expect(yield* rcpt(tagged("elsewhere.test"))).toBe("UnknownRecipient")
+      expect(yield* rcpt(`bounces+${emailId}@${label}.example`)).toBe("UnknownRecipient")
+      // Mail stored before bounce keys went with the bare address, which still finds it, and no tagged one.
+      yield* sql`UPDATE emails SET bounce_key = NULL WHERE id = ${emailId}`
       expect(yield* rcpt(`bounces+${emailId}@${label}.example`)).toBe("accepted")
+      expect(yield* rcpt(tagged("partner.test"))).toBe("UnknownRecipient")
     }))
 
   it.effect("a local part quoted without need (\"agent\"@) is its mailbox; quotes that change it name nobody", () =>

@@ -40,6 +40,8 @@ beforeAll(async () => {
   hooks = await startReceiver()
   names.set("partner.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
   names.set("mx.partner.test", { A: ["127.0.0.1"] })
+  // Another provider, whose mail the same test MX takes.
+  names.set("elsewhere.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
   // bücher.test, as DNS knows an internationalized name.
   names.set("xn--bcher-kva.test", { MX: [{ preference: 10, exchange: "mx.partner.test" }] })
   // A null MX (RFC 7505): the domain takes no mail at all.
@@ -126,11 +128,18 @@ const bounceReport = (emailId: string, recipient: string) =>
     ""
   ].join("\r\n")
 
-/** A report (`raw`), sent over SMTP to the email's bounce address, as a receiving server sends it. */
-const report = async (emailId: string, raw: string) => {
+/** The bounce address the email `emailId` went to `domain` with: the envelope sender its MX saw. */
+const bounceAddressOf = (emailId: string, domain = "partner.test") => {
+  const message = mx.delivered().find((m) => m.raw.includes(`Message-ID: <${emailId}@`) && m.rcptTo.some((r) => r.endsWith(`@${domain}`)))
+  if (message === undefined) throw new Error(`${emailId} did not reach ${domain}`)
+  return message.mailFrom
+}
+
+/** A report (`raw`), sent over SMTP to the bounce address the email went to `domain` with, as its receiving server sends it. */
+const report = async (emailId: string, raw: string, domain?: string) => {
   const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
   try {
-    const sent = await transport.sendMail({ envelope: { from: "", to: [`bounces+${emailId}@agents.localhost`] }, raw })
+    const sent = await transport.sendMail({ envelope: { from: "", to: [bounceAddressOf(emailId, domain)] }, raw })
     // The report becomes no email of its own: the answer names none.
     expect(sent.response).toMatch(/^250 2\.0\.0 Ok: delivery report received/)
   } finally {
@@ -193,7 +202,8 @@ describe("sending to another domain", () => {
     })
 
     const [message] = (await mx.waitFor(before + 1)).slice(before)
-    expect(message!.mailFrom).toBe(`bounces+${accepted.email_id}@agents.localhost`)
+    // Its bounce address names the email, tagged for the recipients' domain (bounce-address.ts).
+    expect(message!.mailFrom).toMatch(new RegExp(`^bounces\\+${accepted.email_id}-[0-9a-f]{16}@agents\\.localhost$`))
     expect([...message!.rcptTo].sort()).toEqual([to, cc, bcc].sort())
     const parsed = await simpleParser(message!.raw)
     expect(parsed.subject).toBe("Grüße aus dem Büro ✉")
@@ -647,6 +657,54 @@ describe("sending to another domain", () => {
     } finally {
       forged.close()
     }
+  })
+
+  it("each recipient domain gets a bounce address of its own: a report to it changes only that domain's recipients; the bare address and a wrong tag are refused", async () => {
+    const { box, mailroom } = await sender()
+    const [here, there] = [`${fresh("here")}@partner.test`, `${fresh("there")}@elsewhere.test`]
+    const emailId = (await send(mailroom, box, { to: [here, there], subject: "To two providers", text: "?" })).data!.data.email_id
+    expect((await settled(mailroom, emailId)).delivery).toMatchObject([{ status: "sent" }, { status: "sent" }])
+    const [partner, elsewhere] = [bounceAddressOf(emailId, "partner.test"), bounceAddressOf(emailId, "elsewhere.test")]
+    expect(partner).not.toBe(elsewhere)
+
+    // partner.test's recipient got the message, so knows partner.test's bounce address: its reports
+    // about elsewhere.test's recipient, a bounce and a complaint, are taken (as any report is) and
+    // change nothing.
+    await report(emailId, bounceReport(emailId, there), "partner.test")
+    await report(emailId, feedbackReport(emailId, "abuse", there), "partner.test")
+    // A report about its own domain's recipient is applied.
+    await report(emailId, bounceReport(emailId, here), "partner.test")
+    await until("the report about partner.test applied", async () => {
+      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      return data?.data.delivery?.find((d) => d.recipient === here)?.status === "bounced" ? true : undefined
+    }, 20_000, 200, 2_000)
+    // (The two before it were taken first; given time, they would have been applied by now.)
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+    expect(data?.data.delivery?.find((d) => d.recipient === there)).toMatchObject({ status: "sent" })
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => s.address)).toEqual([here])
+
+    // Addresses that were never sent are refused at RCPT: the bare one, a tag changed by one
+    // character, and another email's tag.
+    const tag = elsewhere.slice(elsewhere.indexOf("-") + 1, elsewhere.indexOf("@"))
+    const other = (await send(mailroom, box, { to: [`${fresh("other")}@elsewhere.test`], subject: "Another", text: "?" })).data!.data.email_id
+    await settled(mailroom, other)
+    const forged = [
+      `bounces+${emailId}@agents.localhost`,
+      elsewhere.replace(`-${tag}@`, `-${tag.slice(0, -1)}${tag.endsWith("0") ? "1" : "0"}@`),
+      bounceAddressOf(other, "elsewhere.test").replace(other, emailId)
+    ]
+    const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
+    try {
+      for (const to of forged) {
+        await expect(transport.sendMail({ envelope: { from: "", to: [to] }, raw: bounceReport(emailId, there) }), to)
+          .rejects.toMatchObject({ responseCode: 550, response: expect.stringContaining("5.1.1") })
+      }
+    } finally {
+      transport.close()
+    }
+    const after = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+    expect(after.data?.data.delivery?.find((d) => d.recipient === there)).toMatchObject({ status: "sent" })
   })
 
   it("a complaint (ARF) to the bounce address suppresses the recipient who reported spam and tells the account; the delivery stays sent", async () => {
