@@ -216,18 +216,26 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
     const refresh = Effect.fn("Accounts.refresh")(function*(refreshToken: string) {
       const presented = sha256(refreshToken)
       const next = opaqueToken(refreshTokenPrefix)
-      // One statement: two concurrent refreshes with the same token cannot both succeed.
+      // One statement: two concurrent refreshes with the same token cannot both succeed. The token
+      // exchanged is kept as spent.
       const rows = yield* sql<{ id: string; userId: string }>`
-        UPDATE sessions SET refresh_hash = ${sha256(next)}, previous_refresh_hash = ${presented},
-               refreshed_at = now(), refresh_expires_at = ${new Date(Date.now() + REFRESH_TOKEN_SECONDS * 1000)}
-        WHERE refresh_hash = ${presented} AND revoked_at IS NULL AND refresh_expires_at > now()
-        RETURNING id, user_id`
+        WITH rotated AS (
+          UPDATE sessions SET refresh_hash = ${sha256(next)},
+                 refreshed_at = now(), refresh_expires_at = ${new Date(Date.now() + REFRESH_TOKEN_SECONDS * 1000)}
+          WHERE refresh_hash = ${presented} AND revoked_at IS NULL AND refresh_expires_at > now()
+          RETURNING id, user_id
+        ),
+        spent AS (INSERT INTO spent_refresh_tokens (token_hash, session_id) SELECT ${presented}, id FROM rotated)
+        SELECT id, user_id FROM rotated`
       const session = rows[0]
       if (!session) {
-        // A rotated-out token presented again means it leaked: end that session for everyone.
+        // Any token the session exchanged before, presented again, means its tokens leaked (the
+        // owner's or a thief's copy, whichever refreshed second): the session ends for everyone.
         const reused = yield* sql<{ id: string; userId: string }>`
-          UPDATE sessions SET revoked_at = now()
-          WHERE previous_refresh_hash = ${presented} AND revoked_at IS NULL RETURNING id, user_id`
+          UPDATE sessions s SET revoked_at = now()
+          FROM spent_refresh_tokens t
+          WHERE t.token_hash = ${presented} AND s.id = t.session_id AND s.revoked_at IS NULL
+          RETURNING s.id, s.user_id`
         if (reused.length > 0) {
           yield* principals.changed(reused[0]!.userId)
           yield* Effect.logWarning("Refresh token reused; session revoked").pipe(Effect.annotateLogs("session", reused[0]!.id))
@@ -289,8 +297,11 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
         if (changed.length === 0) {
           return yield* new Conflict({ message: "The password was changed meanwhile: sign in with the new one and try again" })
         }
-        // A move of the account to another email asked before (perhaps by whoever knew the old password) ends too.
+        // A move of the account to another email asked before (perhaps by whoever knew the old
+        // password) ends too, and so does a new password's link mailed before (perhaps to someone
+        // who could read the mailbox).
         yield* sql`DELETE FROM email_changes WHERE user_id = ${userId}`
+        yield* sql`DELETE FROM password_resets WHERE user_id = ${userId}`
         // Every other session, and how many of them were still alive (an expired one counts for nobody).
         return yield* sql<{ live: boolean }>`
           UPDATE sessions SET revoked_at = now()

@@ -87,8 +87,10 @@ export class EmailChange extends Effect.Service<EmailChange>()("mailroom/EmailCh
         if (!link?.live) return Option.none()
         const before = yield* sql<{ email: string }>`SELECT email FROM users WHERE id = ${link.userId} FOR UPDATE`
         yield* sql`UPDATE users SET email = ${link.newEmail}, email_normalized = ${link.newEmail.toLowerCase()} WHERE id = ${link.userId}`
-        // The other links of the account: a move to another address must be asked again.
+        // The other links of the account: a move to another address must be asked again, and a new
+        // password's links went to the old address, which is no longer the account's.
         yield* sql`DELETE FROM email_changes WHERE user_id = ${link.userId}`
+        yield* sql`DELETE FROM password_resets WHERE user_id = ${link.userId}`
         return Option.some({ userId: link.userId, email: link.newEmail, previousEmail: before[0]!.email })
       })).pipe(
         Effect.catchTag("SqlError", (error): Effect.Effect<never, Conflict | SqlError> =>

@@ -5,7 +5,7 @@
  * the ids of deleted emails once the bus can no longer deliver them again, search queries not
  * run for 90 days, events older than the event log keeps, event-stream slots of dead nodes, holds on
  * addresses mailboxes left 30 days ago, mailboxes deleted 30 days ago with their mail, expired mailed
- * links (a new password, a new email), unsubscribe links of mail sent a year ago, account activity
+ * links (a new password, a new email), refresh tokens exchanged longer ago than one lives, unsubscribe links of mail sent a year ago, account activity
  * older than 90 days; and
  * move paid subscriptions that have ended (canceled at period end, or past_due beyond the grace) to
  * free. Idempotent, so any number of workers may run it.
@@ -14,6 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schedule } from "effect"
 import { ACTIVITY_RETENTION_DAYS } from "../accounts/activity.ts"
 import { Principals } from "../accounts/principals.ts"
+import { REFRESH_TOKEN_SECONDS } from "../accounts/tokens.ts"
 import { RecipientDirectory } from "../mail/directory.ts"
 import { MAX_STATS_DAYS } from "../mail/schemas.ts"
 import { ADDRESS_HOLD } from "../mailboxes/mailboxes.ts"
@@ -108,6 +109,10 @@ export const sweep = Effect.gen(function*() {
   // Mailed links (a new password: accounts/password-reset.ts; a new email: email-change.ts) go unused once expired.
   const passwordResets = yield* sql`DELETE FROM password_resets WHERE expires_at < now()`.raw
   const emailChanges = yield* sql`DELETE FROM email_changes WHERE expires_at < now()`.raw
+  // A refresh token exchanged longer ago than a token lives (accounts.ts) would be refused as expired
+  // anyway: its reuse need not be recognized.
+  const spentRefreshTokens = yield* sql`
+    DELETE FROM spent_refresh_tokens WHERE spent_at < now() - ${`${REFRESH_TOKEN_SECONDS} seconds`}::interval`.raw
   // The unsubscribe links of sent mail (outbound/unsubscribes.ts) work for a year.
   const unsubscribeLinks = yield* sql`
     DELETE FROM unsubscribe_links WHERE created_at < now() - ${UNSUBSCRIBE_LINK_RETENTION}::interval`.raw
@@ -129,6 +134,7 @@ export const sweep = Effect.gen(function*() {
       AND s.stripe_subscription_id IS NULL AND s.current_period_end <= now()`.raw
   const removed = {
     sessions: count(sessions),
+    spentRefreshTokens: count(spentRefreshTokens),
     counters: count(counters),
     dailyCounters: count(dailyCounters),
     blobs: count(blobs),

@@ -165,6 +165,17 @@ describe("POST /api/auth/refresh", () => {
     expect(after.response.status).toBe(401)
   })
 
+  it("a token exchanged several rotations ago, presented again, ends the session too (a thief who refreshed twice is found out)", async () => {
+    const user = await signUp(server.url)
+    const once = await refresh(user.refreshToken)
+    const twice = await refresh(once.data!.data.refreshToken)
+    expect(twice.response.status).toBe(200)
+    expect((await refresh(user.refreshToken)).response.status).toBe(401)
+    expect((await refresh(twice.data!.data.refreshToken)).response.status).toBe(401)
+    const keys = await withToken(server.url, twice.data!.data).GET("/v1/api-keys")
+    expect(keys.response.status).toBe(401)
+  })
+
   it("refuses an unknown refresh token with 401 and a missing one with 400", async () => {
     const unknown = await refresh("mrr_nope")
     expect(unknown.response.status).toBe(401)

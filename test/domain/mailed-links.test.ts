@@ -57,7 +57,7 @@ const account = Effect.gen(function*() {
   const email = `${uniqueName("reset")}@example.com`
   const user = yield* Effect.flatMap(Accounts, (accounts) => accounts.register({ email, password: "the old password", name: "Ada" }))
   const from = mailed.length
-  const links = () => mailed.slice(from).filter((m) => m.to === email).map((m) => /#\/reset-password\/(\S+)/.exec(m.text)![1]!)
+  const links = () => mailed.slice(from).filter((m) => m.to === email).flatMap((m) => /#\/reset-password\/(\S+)/.exec(m.text)?.[1] ?? [])
   const mailedTo = (address: string) => mailed.slice(from).filter((m) => m.to === address)
   return { ...user, links, mailedTo }
 })
@@ -110,6 +110,28 @@ layer(services, { timeout: "120 seconds" })("mailed links", (it) => {
         expect(refused._tag).toBe("ValidationError")
       }
       const login = yield* Effect.flatMap(Accounts, (accounts) => accounts.login({ email: user.email, password: "chosen from the first" }))
+      expect(login.user.userId).toBe(user.userId)
+    }))
+
+  it.effect("a new password's links end when the password is changed from a session, and when the account moves to another email", () =>
+    Effect.gen(function*() {
+      const resets = yield* PasswordReset
+      const accounts = yield* Accounts
+      const change = yield* EmailChange
+      const user = yield* account
+      const refused = (token: string) =>
+        Effect.map(Effect.flip(resets.confirm({ token, password: "the thief's password" })), (error) => error._tag)
+      // Mailed, then the owner changes the password from a session (perhaps because of whoever read the mailbox).
+      yield* resets.request(user.email, PAGE)
+      yield* accounts.changePassword(user.userId, "ses_elsewhere", { currentPassword: "the old password", newPassword: "the owner's new one" })
+      expect(yield* refused(user.links()[0]!)).toBe("ValidationError")
+      // Mailed to the old address, then the account moves to a new one: the old mailbox no longer speaks for it.
+      yield* resets.request(user.email, PAGE)
+      const newEmail = `${uniqueName("moved")}@example.com`
+      yield* change.request(user.userId, { newEmail, password: "the owner's new one" }, PAGE)
+      yield* change.confirm(/#\/confirm-email\/(\S+)/.exec(user.mailedTo(newEmail)[0]!.text)![1]!)
+      expect(yield* refused(user.links()[1]!)).toBe("ValidationError")
+      const login = yield* accounts.login({ email: newEmail, password: "the owner's new one" })
       expect(login.user.userId).toBe(user.userId)
     }))
 

@@ -49,6 +49,9 @@ describe("housekeeping sweep", () => {
       yield* sql`INSERT INTO sessions (id, user_id, refresh_hash, cookie_hash, refresh_expires_at, revoked_at)
                  VALUES ('ses_old', 'usr_1', 'r1', 'c1', now() + interval '20 days', now() - interval '8 days'),
                         ('ses_live', 'usr_1', 'r2', 'c2', now() + interval '20 days', NULL)`
+      // Refresh tokens the live session exchanged: one longer ago than a token lives, one lately.
+      yield* sql`INSERT INTO spent_refresh_tokens (token_hash, session_id, spent_at)
+                 VALUES ('spent-long-ago', 'ses_live', now() - interval '31 days'), ('spent-lately', 'ses_live', now() - interval '29 days')`
 
       // Subscriptions: past_due beyond the grace (7 days past its period) and within it; canceled at
       // a period end that has passed, and at one still to come; a local paid plan whose period ended.
@@ -98,6 +101,7 @@ describe("housekeeping sweep", () => {
       const removed = yield* sweep
       expect(removed).toEqual({
         sessions: 1,
+        spentRefreshTokens: 1,
         counters: 0,
         dailyCounters: 1,
         blobs: 1,
@@ -155,6 +159,8 @@ describe("housekeeping sweep", () => {
       expect(streams.map((e) => e.id)).toEqual(["es_open"])
       const sessions = yield* sql<{ id: string }>`SELECT id FROM sessions`
       expect(sessions.map((s) => s.id)).toEqual(["ses_live"])
+      const spent = yield* sql<{ tokenHash: string }>`SELECT token_hash FROM spent_refresh_tokens`
+      expect(spent.map((t) => t.tokenHash)).toEqual(["spent-lately"])
       const links = yield* sql<{ tokenHash: string }>`SELECT token_hash FROM password_resets`
       expect(links.map((l) => l.tokenHash)).toEqual(["working"])
       const changes = yield* sql<{ newEmail: string }>`SELECT new_email FROM email_changes`
@@ -167,6 +173,7 @@ describe("housekeeping sweep", () => {
       // A second pass finds nothing more to do.
       expect(yield* sweep).toEqual({
         sessions: 0,
+        spentRefreshTokens: 0,
         counters: 0,
         dailyCounters: 0,
         blobs: 0,
