@@ -10,7 +10,7 @@ import { Effect, Option } from "effect"
 import { Billing } from "../billing/billing.ts"
 import { isUniqueViolation } from "../unique-violation.ts"
 import { Conflict, NotFound, RateLimited, Unauthorized, ValidationError } from "../errors.ts"
-import { accountFailedLoginWindows, failedLoginWindows, RateLimiter, type Window } from "../ratelimit/rate-limiter.ts"
+import { accountFailedLoginWindows, failedLoginWindows, RateLimiter, type Window, wrongCodeWindows } from "../ratelimit/rate-limiter.ts"
 import { AccountActivity, RequestOrigin } from "./activity.ts"
 import { CredentialUse } from "./credential-use.ts"
 import { hashPassword, needsRehash, PasswordCost, verifyPassword } from "./passwords.ts"
@@ -43,6 +43,9 @@ export const failedLoginCounters = (emailNormalized: string, address: string | u
   { subject: `${failedLogins(emailNormalized)}:${address ?? "unknown"}`, windows: failedLoginWindows },
   { subject: failedLogins(emailNormalized), windows: accountFailedLoginWindows }
 ]
+
+/** The account's counter of wrong second-factor codes (a day's: `wrongCodeWindows`), under its failed logins: forgotten with them. */
+export const wrongCodes = (emailNormalized: string) => ({ subject: `${failedLogins(emailNormalized)}:codes`, windows: wrongCodeWindows })
 
 /** The client address of the request being served, when there is one (RequestOrigin). */
 export const requestAddress = Effect.map(Effect.serviceOption(RequestOrigin), (origin) => Option.getOrUndefined(origin)?.address)
@@ -150,6 +153,22 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       Effect.forEach(failedLoginCounters(emailNormalized, address), ({ subject, windows }) =>
         Effect.flatMap(limiter.take(subject, windows), (counted) => (counted.allowed ? Effect.void : tooManyFailures(counted))), { discard: true })
 
+    /** Refused (429) once the account's wrong codes of the day are spent: checked before a code is. */
+    const wrongCodeGate = (emailNormalized: string) => {
+      const counter = wrongCodes(emailNormalized)
+      return Effect.flatMap(limiter.peek(counter.subject, counter.windows), (gate) =>
+        gate.allowed ? Effect.void : RateLimited.of({
+          ...gate,
+          message: "Too many wrong codes for this account today: try again tomorrow, or choose a new password (\"Forgot your password?\"), which forgets them"
+        }))
+    }
+
+    /** A wrong code counted against the account's day (and, as a failed login, against its other limits). */
+    const countWrongCode = (emailNormalized: string, address: string | undefined) => {
+      const counter = wrongCodes(emailNormalized)
+      return Effect.zipRight(limiter.take(counter.subject, counter.windows), countFailedLogin(emailNormalized, address))
+    }
+
     /**
      * Keep a password hashed at another cost at the current one (PASSWORD_HASH_COST changed since it
      * was set), now that it is known to be right. Only over the hash that was checked: a password
@@ -199,10 +218,11 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
           details: { code: "is required" }
         })
       }
+      yield* wrongCodeGate(email)
       const used = yield* useSecondFactor(found.id, found.totpSecret, input.code)
       if (Option.isNone(used)) {
         yield* note(found.id, "login_failed", { reason: "code" })
-        yield* countFailedLogin(email, client.address)
+        yield* countWrongCode(email, client.address)
         return yield* new Unauthorized({ message: "Invalid code", details: { code: NOT_A_CODE } })
       }
       yield* note(found.id, "login", {
@@ -410,6 +430,7 @@ export class Accounts extends Effect.Service<Accounts>()("mailroom/Accounts", {
       refresh,
       logout,
       confirmPassword,
+      wrongCodeGate,
       changePassword,
       setPassword,
       sessions,

@@ -18,7 +18,7 @@ import { Effect, Option } from "effect"
 import { Conflict, Unauthorized, ValidationError } from "../errors.ts"
 import { notice, SystemMail } from "../outbound/system-mail.ts"
 import { RateLimiter } from "../ratelimit/rate-limiter.ts"
-import { Accounts, failedLoginCounters, requestAddress } from "./accounts.ts"
+import { Accounts, failedLoginCounters, requestAddress, wrongCodes } from "./accounts.ts"
 import { AccountActivity } from "./activity.ts"
 import type { TwoFactorStatus } from "./schemas.ts"
 import { NOT_A_CODE, useSecondFactor } from "./second-factor.ts"
@@ -115,10 +115,11 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
       return { enabledAt: enabled[0]!.enabledAt.toISOString(), recoveryCodes }
     })
 
-    /** A wrong code from a session that knew the password: counted as a failed login, refused on `details.code`. */
+    /** A wrong code from a session that knew the password: counted as a failed login and against the day's codes, refused on `details.code`. */
     const wrongCode = (emailNormalized: string) =>
       Effect.flatMap(requestAddress, (address) =>
-        Effect.forEach(failedLoginCounters(emailNormalized, address), ({ subject, windows }) => limiter.take(subject, windows), { discard: true })).pipe(
+        Effect.forEach([...failedLoginCounters(emailNormalized, address), wrongCodes(emailNormalized)], ({ subject, windows }) =>
+          limiter.take(subject, windows), { discard: true })).pipe(
           Effect.zipRight(ValidationError.field("code", NOT_A_CODE))
         )
 
@@ -136,6 +137,7 @@ export class TwoFactor extends Effect.Service<TwoFactor>()("mailroom/TwoFactor",
       yield* accounts.confirmPassword(userId, input.password, "password")
       const user = yield* userOf(userId)
       const secret = yield* enabledSecret(userId)
+      yield* accounts.wrongCodeGate(user.emailNormalized)
       const used = yield* useSecondFactor(userId, secret, input.code)
       if (Option.isNone(used)) return yield* wrongCode(user.emailNormalized)
       yield* sql`DELETE FROM two_factor WHERE user_id = ${userId}`

@@ -8,7 +8,8 @@
  * - Routes open to anyone (register, login, refresh) and requests refused for a missing or invalid
  *   credential count per client address (`clientWindows`).
  * - Failed logins count per account and client address (`failedLoginWindows`) and per account from
- *   every address together (`accountFailedLoginWindows`); searches per user, a limit of their own
+ *   every address together (`accountFailedLoginWindows`), wrong second-factor codes per account and day
+ *   too (`wrongCodeWindows`); searches per user, a limit of their own
  *   (`searchWindows`).
  *
  * Counters are fixed windows in the SQL database (`mailroom_rate_take`, migration 0001), so every API
@@ -67,6 +68,14 @@ export const failedLoginWindows: ReadonlyArray<Window> = [{ seconds: 900, limit:
  * stopped too (locking the owner out then takes ten addresses' worth of refusals, not one's).
  */
 export const accountFailedLoginWindows: ReadonlyArray<Window> = [{ seconds: 900, limit: 100 }]
+
+/**
+ * Wrong second-factor codes per account in a day, from every address together. Only someone who knows
+ * the password gets to try codes, but the failed-login windows alone would let many addresses try
+ * thousands a day (a code is one in a million, and three are good at any moment). A new password
+ * forgets them (accounts.ts `setPassword`), so the owner is not shut out for the rest of the day.
+ */
+export const wrongCodeWindows: ReadonlyArray<Window> = [{ seconds: 86_400, limit: 30 }]
 
 /**
  * Links mailed to a person per account and purpose (a new password, a new email), so that nobody can

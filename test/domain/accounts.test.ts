@@ -6,15 +6,17 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer, Option, Redacted } from "effect"
-import { Accounts, failedLoginCounters } from "../../services/accounts/accounts.ts"
+import { Accounts, failedLoginCounters, wrongCodes } from "../../services/accounts/accounts.ts"
 import { Authenticator } from "../../services/accounts/authenticator.ts"
 import { CredentialUse } from "../../services/accounts/credential-use.ts"
 import { hashPassword } from "../../services/accounts/passwords.ts"
 import { Principals } from "../../services/accounts/principals.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
 import { RegisterInput } from "../../services/accounts/schemas.ts"
+import { newTotpSecret, totpAt } from "../../services/accounts/totp.ts"
 import { AccountSettings } from "../../services/accounts/settings.ts"
 import { Billing } from "../../services/billing/billing.ts"
+import type { RateLimited, Unauthorized } from "../../services/errors.ts"
 import { RateLimiter } from "../../services/ratelimit/rate-limiter.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import * as MemoryBus from "../../layers/memory-bus.ts"
@@ -203,6 +205,37 @@ layer(services, { timeout: "120 seconds" })("Accounts", (it) => {
 
       yield* accounts.setPassword(target.userId, `${PASSWORD}-new`, "operator")
       expect((yield* accounts.login({ email: target.email, password: `${PASSWORD}-new` }, from("198.51.100.1"))).user.userId).toBe(target.userId)
+    }).pipe(Effect.provide(RateLimiter.layer)), { timeout: 120_000 })
+
+  it.effect("wrong second-factor codes: 30 in a day, from anywhere, refuse even the right code (429); a new password forgets them", () =>
+    Effect.gen(function*() {
+      const accounts = yield* Accounts
+      const limiter = yield* RateLimiter
+      const sql = yield* SqlClient.SqlClient
+      const target = yield* registered()
+      const secret = newTotpSecret()
+      yield* sql`INSERT INTO two_factor (user_id, secret, enabled_at) VALUES (${target.userId}, ${secret}, now())`
+      const withCode = (code: string, password = PASSWORD, address = "198.51.100.9") =>
+        accounts.login({ email: target.email, password, code }, { userAgent: "test", address })
+      // Refused as the API answers it (a database failure would fail the test as it is).
+      const refusal = (code: string, password = PASSWORD, address = "198.51.100.9") =>
+        Effect.map(Effect.flip(withCode(code, password, address)), (error) => error as Unauthorized | RateLimited)
+      const wrong = String((Number(totpAt(secret, Date.now())) + 500_000) % 1_000_000).padStart(6, "0")
+      // The day's window is the clock's UTC day: the whole test falls in one.
+      yield* Effect.promise(() => awayFromWindowEdge(86_400, 60))
+      // 29 wrong codes counted as many addresses' would be (each address may fail 10 a quarter hour), then one more.
+      const codes = wrongCodes(target.email.toLowerCase())
+      for (let i = 0; i < 29; i++) yield* limiter.take(codes.subject, codes.windows)
+      const refused = yield* refusal(wrong)
+      expect([refused.code, refused.details]).toEqual(["UNAUTHORIZED", { code: expect.any(String) }])
+      const locked = yield* refusal(totpAt(secret, Date.now()), PASSWORD, "203.0.113.9")
+      expect([locked.code, locked.status, locked.details]).toEqual(["RATE_LIMIT_EXCEEDED", 429, { limit: 30, window: "day", retry_after: expect.any(Number) }])
+      expect(locked.message).toContain("Forgot your password")
+      // A wrong password is still told as such: the day's limit is on codes.
+      expect((yield* refusal(totpAt(secret, Date.now()), "wrong password", "203.0.113.9")).code).toBe("UNAUTHORIZED")
+      yield* accounts.setPassword(target.userId, `${PASSWORD}-new`, "link")
+      const session = yield* withCode(totpAt(secret, Date.now() + 30_000), `${PASSWORD}-new`)
+      expect(session.user.userId).toBe(target.userId)
     }).pipe(Effect.provide(RateLimiter.layer)), { timeout: 120_000 })
 
   it.effect("refresh rotates: a new access and refresh token; the used refresh token is refused, and its reuse ends the session", () =>
