@@ -219,7 +219,8 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       // A provider's complaint about mail the account sent, come to the address its feedback loop was
       // given: applied before the report is stored, so that a failure is retried with the message.
       if (isFeedbackReport(parsed)) {
-        yield* bounces.recordReceived(message.user_id, raw, verdict !== undefined && !isUnauthenticated(verdict.authentication))
+        const authenticated = verdict !== undefined && !isUnauthenticated(verdict.authentication)
+        yield* bounces.recordReceived(message.user_id, raw, authenticated ? verdict.authentication.dmarc.domain?.toLowerCase() ?? undefined : undefined)
       }
       const stored = yield* store(message, verdict, parsed, messageId, extracted)
       if (!stored) {

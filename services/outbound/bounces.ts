@@ -104,6 +104,19 @@ export const reportedEmailId = (raw: string): string | undefined => {
   return /^message-id:[ \t]*<(eml_[0-9a-f]{24})@[^>\s]+>/im.exec(raw.slice(report.index))?.[1]
 }
 
+/** Which of an email's recipients a report may speak of, and how the log says so (" at example.com"). */
+interface Scope {
+  readonly speaksFor: (recipient: string) => boolean
+  readonly of: string
+}
+
+/** A report to the bounce address of the recipient domain `domain` (undefined: a bare address, of mail stored before keys). */
+const domainScope = (domain: string | undefined): Scope =>
+  domain === undefined ? { speaksFor: () => true, of: "" } : { speaksFor: (recipient) => domainOf(recipient) === domain, of: ` at ${domain}` }
+
+/** Whether mail from `reporter` (a domain) may speak for addresses at `domain`: the same domain, or one it is part of. */
+const hostsFor = (reporter: string, domain: string) => reporter === domain || reporter.endsWith(`.${domain}`)
+
 /** The feedback types that are a complaint: the recipient reported spam, or fraud (phishing). */
 const COMPLAINTS = ["abuse", "fraud"]
 
@@ -141,23 +154,24 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
 
     /**
      * A recipient of `emailId` reported it as spam: suppressed (reason complained) and told, once. Only
-     * a recipient in `domain`, when the report came to that domain's bounce address.
+     * a recipient the report may speak for (`scope`).
      */
-    const complained = (emailId: string, complaint: Complaint, domain: string | undefined) =>
+    const complained = (emailId: string, complaint: Complaint, scope: Scope) =>
       Effect.gen(function*() {
         if (!COMPLAINTS.includes(complaint.feedbackType)) return yield* ignored(emailId, `is feedback of type "${complaint.feedbackType}"`)
         const sent = yield* sentEmail(emailId)
         if (sent === undefined) return []
         const recipients = (yield* sql<{ recipient: string }>`
-          SELECT DISTINCT lower(recipient) AS recipient FROM outbound_deliveries
-          WHERE email_id = ${emailId} AND (${domain ?? null}::text IS NULL OR domain = ${domain ?? null})`).map((r) => r.recipient)
+          SELECT DISTINCT lower(recipient) AS recipient FROM outbound_deliveries WHERE email_id = ${emailId}`)
+          .map((r) => r.recipient)
+          .filter(scope.speaksFor)
         const recipient = complaint.recipient !== undefined
           ? recipients.find((r) => r === complaint.recipient)
           : recipients.length === 1
           ? recipients[0]
           : undefined
         if (recipient === undefined) {
-          return yield* ignored(emailId, `is a complaint that names none of the email's recipients${domain === undefined ? "" : ` at ${domain}`}`)
+          return yield* ignored(emailId, `is a complaint that names none of the email's recipients${scope.of}`)
         }
         const response = `Reported as spam (${complaint.feedbackType}) by ${complaint.reporter ?? "the recipient's provider"}`
         // The delivery says so (stats count it), and the address is suppressed, in one statement: a
@@ -229,7 +243,7 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
       const received = yield* sql`SELECT 1 FROM emails WHERE id = ${emailId} AND direction = 'inbound'`
       if (received.length > 0) return yield* copyBounced(emailId, text, domain)
       const complaint = complaintOf(text)
-      if (complaint !== undefined) return yield* complained(emailId, complaint, domain)
+      if (complaint !== undefined) return yield* complained(emailId, complaint, domainScope(domain))
       const failures = yield* reportedFailures(emailId, text, domain)
       if (failures.length === 0) return yield* ignored(emailId, "reports no failed recipient")
       const sent = yield* sentEmail(emailId)
@@ -263,20 +277,29 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
      * A feedback report that came to a mailbox of the account `userId` as mail (the address the
      * account gave a provider's feedback loop: Yahoo's and Microsoft's report to one registered
      * address, not to each message's bounce address), about an email the account sent: applied as one
-     * to its bounce address is. Only a report whose sender is authenticated (`authenticated`: DMARC, or
-     * SPF or DKIM aligned, passed): anyone can write a report. The report itself stays mail.
+     * to its bounce address is. Only a report whose sender is authenticated (`reporterDomain`, its
+     * header From domain when DMARC, or SPF or DKIM aligned, passed; undefined otherwise): anyone can
+     * write a report. The report itself stays mail.
      */
-    const recordReceived = Effect.fn("BounceReports.recordReceived")(function*(userId: string, raw: Uint8Array, authenticated: boolean) {
+    const recordReceived = Effect.fn("BounceReports.recordReceived")(function*(userId: string, raw: Uint8Array, reporterDomain: string | undefined) {
       const text = Buffer.from(raw).toString("latin1")
       const complaint = complaintOf(text)
       const emailId = complaint === undefined ? undefined : reportedEmailId(text)
       if (complaint === undefined || emailId === undefined) return []
-      if (!authenticated) {
+      if (reporterDomain === undefined) {
         yield* Effect.logInfo("A feedback report from an unauthenticated sender arrived as mail; not applied").pipe(Effect.annotateLogs({ email_id: emailId }))
         return []
       }
       const own = yield* sql`SELECT 1 FROM emails WHERE id = ${emailId} AND user_id = ${userId} AND direction = 'outbound'`
-      return own.length === 0 ? [] : yield* complained(emailId, complaint, undefined)
+      if (own.length === 0) return []
+      // A provider reports on its own users: a recipient it names must be at its domain (or the
+      // domain it is a part of: arf.mail.yahoo.com for yahoo.com). Anyone can sign a report, and
+      // any recipient can tell another's address. A report that names nobody is applied only to an
+      // email with a single recipient (`complained`), who alone saw the Message-ID it names.
+      const scope: Scope = complaint.recipient === undefined
+        ? { speaksFor: () => true, of: "" }
+        : { speaksFor: (recipient) => hostsFor(reporterDomain, domainOf(recipient)), of: ` hosted by ${reporterDomain}` }
+      return yield* complained(emailId, complaint, scope)
     })
 
     return { record, recordReceived } as const

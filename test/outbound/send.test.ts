@@ -800,6 +800,15 @@ describe("sending to another domain", () => {
     await mailReport(loop.address, feedbackReport(theirs, "abuse"), true)
     await inLoop(3)
     expect((await other.mailroom.GET("/v1/api/suppressions", {})).data?.data).toEqual([])
+
+    // A provider reports on its own users: feedback.partner.test naming a recipient at elsewhere.test
+    // (who told it that address: another recipient) changes nothing.
+    const away = `${fresh("away")}@elsewhere.test`
+    const toBoth = (await send(mailroom, box, { to: [away, `${fresh("near")}@partner.test`], subject: "To both", text: "?" })).data!.data.email_id
+    await settled(mailroom, toBoth)
+    await mailReport(loop.address, feedbackReport(toBoth, "abuse", away).replace(`To: bounces+${toBoth}@agents.localhost`, `To: ${loop.address}`), true)
+    await inLoop(4)
+    expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => s.address)).toEqual([reader])
   })
 
   it("a recipient that bounces another message while this one waits is suppressed, and not tried again", async () => {
