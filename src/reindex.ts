@@ -69,11 +69,14 @@ export const reindex = (config: AppConfigShape, options: { readonly all: boolean
     const ids = yield* indexer.stale({ all: options.all })
     process.stderr.write(`Embedding ${ids.length} emails with ${indexer.model}\n`)
     // Emails indexed at once share the lexicon's rows: on PostgreSQL one may lose a deadlock to another.
-    yield* withProgress(
-      ids,
-      { total: ids.length, weight: () => 1, concurrency: CONCURRENCY, what: (done) => `${done} emails` },
-      (id) => retryOnConflict(options.all ? indexer.refresh(id) : indexer.index(id))
-    )
+    // Emails embedded (each on its own, CONCURRENCY at once), counted on the progress bar.
+    const embedEach = <E>(emailIds: ReadonlyArray<string>, embed: (id: string) => Effect.Effect<unknown, E>) =>
+      withProgress(
+        emailIds,
+        { total: emailIds.length, weight: () => 1, concurrency: CONCURRENCY, what: (done) => `${done} emails` },
+        (id) => retryOnConflict(embed(id))
+      )
+    yield* embedEach(ids, options.all ? indexer.refresh : indexer.index)
 
     // Mail whose vectors the index lost (indexer.lostVectors): indexed afresh, as with --all.
     const lost = options.all ? [] : yield* indexer.lostVectors
@@ -82,11 +85,7 @@ export const reindex = (config: AppConfigShape, options: { readonly all: boolean
       process.stderr.write(
         `The vector index lost the vectors of ${lost.length === 1 ? "1 account's" : `${lost.length} accounts'`} mail: embedding ${again.length} emails again\n`
       )
-      yield* withProgress(
-        again,
-        { total: again.length, weight: () => 1, concurrency: CONCURRENCY, what: (done) => `${done} emails` },
-        (id) => retryOnConflict(indexer.refresh(id))
-      )
+      yield* embedEach(again, indexer.refresh)
     }
 
     // Mail whose words an earlier version read (documents.ts WORDS_VERSION): read again, vectors kept.

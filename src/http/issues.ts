@@ -114,10 +114,6 @@ export const fieldDetails = (issues: ReadonlyArray<Issue>, options: DetailsOptio
   return { details: Object.fromEntries(entries), more }
 }
 
-/** `fieldDetails`' details alone. */
-export const detailsOf = (issues: ReadonlyArray<Issue>, options: DetailsOptions): Record<string, string> =>
-  fieldDetails(issues, options).details
-
 /** Each field with its message, for an error's message; the fields left out counted. */
 export const summaryOf = ({ details, more }: ReturnType<typeof fieldDetails>): string =>
   `${Object.entries(details).map(([field, message]) => `${clippedName(field)} ${message}`).join("; ")}${more > 0 ? `; and ${more} more ${more === 1 ? "field" : "fields"}` : ""}`

@@ -29,7 +29,7 @@ import { type Unauthorized, ValidationError } from "../../../services/errors.ts"
 import type { EventFeed, Frame, StreamRequest } from "../../../services/events/feed.ts"
 import { Label, MAX_LABELS } from "../../../services/mail/label-rules.ts"
 import { eventKinds, isEventKind } from "../../../services/webhooks/schemas.ts"
-import { detailsOf } from "../issues.ts"
+import { fieldDetails, summaryOf } from "../issues.ts"
 import { MailboxFilter } from "./api.ts"
 
 const EventKind = Schema.String.pipe(
@@ -58,8 +58,8 @@ interface Refusal {
 
 /** `details` maps each field to its message, as the HTTP routes answer VALIDATION_ERROR. */
 const invalidMessage = (error: ParseResult.ParseError): Refusal => {
-  const details = detailsOf(ParseResult.ArrayFormatter.formatErrorSync(error), { root: "message", rootMessage: "must be a JSON object" })
-  return { code: "VALIDATION_ERROR", message: "Not a message this socket understands: " + Object.keys(details).join(", "), details }
+  const fields = fieldDetails(ParseResult.ArrayFormatter.formatErrorSync(error), { root: "message", rootMessage: "must be a JSON object" })
+  return { code: "VALIDATION_ERROR", message: `Not a message this socket understands: ${summaryOf(fields)}`, details: fields.details }
 }
 
 /** Close codes (RFC 6455 §7.4.1). */

@@ -46,7 +46,7 @@ import { Search } from "../../../services/search/search.ts"
 import { errorResponse } from "../errors.ts"
 import { orUnavailable } from "../infra.ts"
 import { refusedText } from "../input-rules.ts"
-import { detailsOf } from "../issues.ts"
+import { fieldDetails, summaryOf } from "../issues.ts"
 import { keyOrBearer, rateHeaders, takeForAddress } from "../middleware.ts"
 import { admitTool, inputSchemaOf, type Tool, toolRefusal, tools, toolsFor } from "./tools.ts"
 
@@ -180,8 +180,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           Effect.mapError((error) => {
             if (!ParseResult.isParseError(error)) return error
             const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-            const details = detailsOf(issues, { root: "arguments", rootMessage: "must be an object" })
-            return new ValidationError({ message: `Invalid arguments for ${name}`, details })
+            const fields = fieldDetails(issues, { root: "arguments", rootMessage: "must be an object" })
+            return new ValidationError({ message: `Invalid arguments for ${name}: ${summaryOf(fields)}`, details: fields.details })
           }),
           Effect.tap((input) => admitTool(principal, tool, input)),
           Effect.flatMap((input) => tool.run(principal, input)),
