@@ -1,5 +1,6 @@
 import { defineConfig } from "vitest/config"
 import { SUITE_NODE_FLAGS } from "./test/support/process.ts"
+import LongestFirst from "./test/support/sequencer.ts"
 
 /**
  * CI runs `npm test` twice: on the embedded defaults, then on PostgreSQL + NATS (`DATABASE_URL`
@@ -93,6 +94,8 @@ export default defineConfig({
     // one can reject unhandled ("Terminating worker thread"), which fails the run (seen with three).
     minWorkers: process.env.DATABASE_URL ? 3 : 2,
     pool: "forks",
+    // The suites that take a minute first, so that none is left running alone at the end (sequencer.ts).
+    sequence: { sequencer: LongestFirst },
     // A worker runs its files one after another in one module graph instead of importing effect, the
     // services and the support code again for each (~75 s of a 12-minute embedded run, now ~20 s).
     // Each suite makes its own servers, databases and streams; one that came to depend on module state
