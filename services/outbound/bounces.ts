@@ -136,19 +136,19 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
       Effect.as(Effect.logInfo(`A message to a bounce address ${why}; ignored`).pipe(Effect.annotateLogs({ email_id: emailId })), [])
 
     /**
-     * The failed recipients a delivery-status report lists, of those in `domain` when it came to that
-     * domain's bounce address: another domain's are left as they are, and the log says how many.
+     * The failed recipients a delivery-status report lists, of those it may speak of (`scope`): the
+     * others are left as they are, and the log says how many.
      */
-    const reportedFailures = (emailId: string, text: string, domain: string | undefined) => {
+    const reportedFailures = (emailId: string, text: string, scope: Scope) => {
       const report = deliveryStatusOf(text)
       const failures = report === undefined ? [] : failedRecipients(report)
-      const inDomain = domain === undefined ? failures : failures.filter((f) => domainOf(f.recipient) === domain)
-      const others = failures.length - inDomain.length
+      const admitted = failures.filter((f) => scope.speaksFor(f.recipient))
+      const others = failures.length - admitted.length
       return Effect.as(
         others === 0 ? Effect.void : Effect.logInfo(
-          `A report to ${domain}'s bounce address lists ${others} recipient${others === 1 ? "" : "s"} at other domains; those are ignored`
+          `A report names ${others} recipient${others === 1 ? "" : "s"} it may not speak for (only those${scope.of} count); left as they are`
         ).pipe(Effect.annotateLogs({ email_id: emailId })),
-        inDomain
+        admitted
       )
     }
 
@@ -211,9 +211,9 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
      * is marked `bounced`, and suspended on the mailbox's forwarding. Nothing is suppressed (the account
      * sent nothing to it) and a complaint changes nothing: the copy is the sender's message, not the account's.
      */
-    const copyBounced = (emailId: string, text: string, domain: string | undefined) =>
+    const copyBounced = (emailId: string, text: string, scope: Scope) =>
       Effect.gen(function*() {
-        const failures = yield* reportedFailures(emailId, text, domain)
+        const failures = yield* reportedFailures(emailId, text, scope)
         if (failures.length === 0) return yield* ignored(emailId, "about a forwarded copy reports no failed address")
         // One transaction: a report that comes again finds the copy bounced and its address suspended, or neither.
         const bounced = yield* Effect.gen(function*() {
@@ -240,11 +240,12 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
      */
     const record = Effect.fn("BounceReports.record")(function*(emailId: string, raw: Uint8Array, domain: string | undefined) {
       const text = Buffer.from(raw).toString("latin1")
+      const scope = domainScope(domain)
       const received = yield* sql`SELECT 1 FROM emails WHERE id = ${emailId} AND direction = 'inbound'`
-      if (received.length > 0) return yield* copyBounced(emailId, text, domain)
+      if (received.length > 0) return yield* copyBounced(emailId, text, scope)
       const complaint = complaintOf(text)
-      if (complaint !== undefined) return yield* complained(emailId, complaint, domainScope(domain))
-      const failures = yield* reportedFailures(emailId, text, domain)
+      if (complaint !== undefined) return yield* complained(emailId, complaint, scope)
+      const failures = yield* reportedFailures(emailId, text, scope)
       if (failures.length === 0) return yield* ignored(emailId, "reports no failed recipient")
       const sent = yield* sentEmail(emailId)
       if (sent === undefined) return []
