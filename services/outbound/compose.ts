@@ -130,7 +130,11 @@ export const compose = (message: Composition): Effect.Effect<Uint8Array, Composi
     catch: (cause) => new CompositionError(`The message could not be built: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
   }).pipe(
     Effect.flatMap((unsigned) =>
-      Effect.mapError(dkimSign(withSubject(unsigned, message.subject), message.dkim, message.date), (cause) => new CompositionError(`The message could not be signed: ${cause.message}`, { cause }))
+      // The sender's own fields (`headers`: X-Ticket, …) are signed too: a receiver's automation may act on them.
+      Effect.mapError(
+        dkimSign(withSubject(unsigned, message.subject), message.dkim, message.date, Object.keys(message.headers)),
+        (cause) => new CompositionError(`The message could not be signed: ${cause.message}`, { cause })
+      )
     ),
     Effect.map((signed) => new Uint8Array(signed.buffer, signed.byteOffset, signed.byteLength))
   )

@@ -62,8 +62,12 @@ const signature = (data: Buffer, key: KeyObject) =>
     sign("sha256", data, key, (error, signed) => resume(error ? Effect.fail(error) : Effect.succeed(signed.toString("base64"))))
   })
 
-/** `raw` (CRLF line ends, as the composer writes them) with a DKIM-Signature field in front. */
-export const dkimSign = (raw: Buffer, key: DkimKey, now: Date): Effect.Effect<Buffer, Error> =>
+/**
+ * `raw` (CRLF line ends, as the composer writes them) with a DKIM-Signature field in front. `alsoSigned`:
+ * the names of further fields to sign where present (a sender's own `X-…` fields), each instance as it
+ * is, without signing the absence of another (filters on the way add fields of their own).
+ */
+export const dkimSign = (raw: Buffer, key: DkimKey, now: Date, alsoSigned: ReadonlyArray<string> = []): Effect.Effect<Buffer, Error> =>
   Effect.gen(function*() {
     const text = raw.toString("latin1")
     const end = text.indexOf(CRLF + CRLF)
@@ -80,6 +84,12 @@ export const dkimSign = (raw: Buffer, key: DkimKey, now: Date): Effect.Effect<Bu
       // Bottom-up, as verifiers pair repeated names with instances (§5.4.2), and one more for none.
       for (const field of instances.reverse()) canonical += relaxedField(field.name, field.value)
       signed.push(...instances.map(() => name), name)
+    }
+    const further = new Set(alsoSigned.map((name) => name.trim().toLowerCase()).filter((name) => !SIGNED_FIELDS.includes(name)))
+    for (const name of further) {
+      const instances = fields.filter((field) => field.name.trim().toLowerCase() === name)
+      for (const field of instances.reverse()) canonical += relaxedField(field.name, field.value)
+      signed.push(...instances.map(() => name))
     }
     const tags = [
       "v=1", "a=rsa-sha256", "c=relaxed/relaxed", `d=${key.domainName}`, `s=${key.keySelector}`,

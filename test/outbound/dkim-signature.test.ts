@@ -34,7 +34,7 @@ const verdict = async (raw: Buffer) => {
   return result.results.map((r) => ({ status: r.status.result, domain: r.signingDomain }))
 }
 
-const signed = (raw: Buffer) => Effect.runPromise(dkimSign(raw, key, new Date("2026-11-26T10:00:00Z")))
+const signed = (raw: Buffer, alsoSigned?: ReadonlyArray<string>) => Effect.runPromise(dkimSign(raw, key, new Date("2026-11-26T10:00:00Z"), alsoSigned))
 
 describe("DKIM signatures", () => {
   it("pass with folded fields, runs of white space, trailing blank lines, and with an empty body", async () => {
@@ -61,6 +61,19 @@ describe("DKIM signatures", () => {
     expect((await verdict(Buffer.from(raw.replace("The figures: 42", "The figures: 43"), "latin1")))[0]!.status).toBe("neutral")
     expect((await verdict(Buffer.from(raw.replace("Quarterly", "Annual"), "latin1")))[0]!.status).toBe("fail")
     expect((await verdict(Buffer.from(raw.replace("X-Trace: 1", "X-Trace: 2"), "latin1")))[0]!.status).toBe("pass")
+  })
+
+  it("signs the further fields it is given (a sender's X- fields) as they are: a changed one fails, one added beside them does not", async () => {
+    const raw = (await signed(message([...header, "X-Ticket: T-42", "X-Trace: 1"], "Hi\r\n"), ["X-Ticket", "Subject"])).toString("latin1")
+    const h = /; h=([^;]+);/.exec(raw.replace(/\r\n\s/g, ""))![1]!.split(":")
+    // Subject is signed once more than it occurs, as ever; X-Ticket once; X-Trace not at all.
+    expect(h.filter((name) => name === "subject")).toHaveLength(2)
+    expect(h.filter((name) => name === "x-ticket")).toHaveLength(1)
+    expect(h).not.toContain("x-trace")
+    expect((await verdict(Buffer.from(raw, "latin1")))[0]!.status).toBe("pass")
+    expect((await verdict(Buffer.from(raw.replace("X-Ticket: T-42", "X-Ticket: T-43"), "latin1")))[0]!.status).toBe("fail")
+    // A filter's own field of that name, added on top (as fields are), leaves the signed one to be found.
+    expect((await verdict(Buffer.from(`X-Ticket: spam-filter-note\r\n${raw}`, "latin1")))[0]!.status).toBe("pass")
   })
 
   it("canonicalizes a body as RFC 6376 §3.4.4's examples do", () => {

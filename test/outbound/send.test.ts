@@ -219,6 +219,9 @@ describe("sending to another domain", () => {
     expect(verdict.results.map((r: { status: { result: string }; signingDomain: string }) => [r.signingDomain, r.status.result])).toEqual([
       ["agents.localhost", "pass"]
     ])
+    // The agent's own field is signed: a receiver's automation may trust it.
+    const signedFields = /\bh=([^;]+);/.exec(message!.raw.toString("latin1").replace(/\r\n\s+/g, ""))![1]!.split(":")
+    expect(signedFields).toContain("x-ticket")
 
     const email = await settled(mailroom, accepted.email_id)
     expect(email).toMatchObject({ direction: "outbound", labels: ["sent"], thread_id: accepted.thread_id, subject: "Grüße aus dem Büro ✉" })
