@@ -214,7 +214,7 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
     const copyBounced = (emailId: string, text: string, scope: Scope) =>
       Effect.gen(function*() {
         const failures = yield* reportedFailures(emailId, text, scope)
-        if (failures.length === 0) return yield* ignored(emailId, "about a forwarded copy reports no failed address")
+        if (failures.length === 0) return yield* ignored(emailId, "about a forwarded copy reports no failed address it may speak for")
         // One transaction: a report that comes again finds the copy bounced and its address suspended, or neither.
         const bounced = yield* Effect.gen(function*() {
           const changed = yield* sql<{ address: string; response: string }>`
@@ -246,7 +246,7 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
       const complaint = complaintOf(text)
       if (complaint !== undefined) return yield* complained(emailId, complaint, scope)
       const failures = yield* reportedFailures(emailId, text, scope)
-      if (failures.length === 0) return yield* ignored(emailId, "reports no failed recipient")
+      if (failures.length === 0) return yield* ignored(emailId, "reports no failed recipient it may speak for")
       const sent = yield* sentEmail(emailId)
       if (sent === undefined) return []
       // Only recipients of this email, and each once: a repeated report changes nothing. So the
