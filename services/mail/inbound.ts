@@ -41,7 +41,7 @@ import {
 } from "./refusals.ts"
 import { type DirectoryEntry, nearLimit, RecipientDirectory } from "./directory.ts"
 import { admitsSender, senderForms } from "./sender-list-rules.ts"
-import { parseBounceAddress, taggedDomain, untagged } from "../outbound/bounce-address.ts"
+import { bounceAddress, parseBounceAddress, taggedDomain } from "../outbound/bounce-address.ts"
 import type { Verdict } from "./authentication.ts"
 import type { Spam } from "./spam.ts"
 import type { InboundMessage } from "./schemas.ts"
@@ -371,7 +371,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
      * one, and a recipient cannot report on another domain's.
      */
     const bounceRecipient = Effect.fnUntraced(function*(address: string, named: NonNullable<ReturnType<typeof parseBounceAddress>>) {
-      const bare = asStored(untagged(address))
+      const bare = asStored(bounceAddress(named.emailId, address.slice(address.lastIndexOf("@") + 1)))
       const rows = yield* sql<{ id: string; mailboxId: string; userId: string; bounceKey: string | null; domains: ReadonlyArray<string> }>`
         SELECT e.id, e.mailbox_id, e.user_id, e.bounce_key::text AS bounce_key,
                CASE WHEN e.direction = 'outbound'

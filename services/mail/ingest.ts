@@ -220,7 +220,7 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
       // given: applied before the report is stored, so that a failure is retried with the message.
       if (isFeedbackReport(parsed)) {
         const authenticated = verdict !== undefined && !isUnauthenticated(verdict.authentication)
-        yield* bounces.recordReceived(message.user_id, raw, authenticated ? verdict.authentication.dmarc.domain?.toLowerCase() ?? undefined : undefined)
+        yield* bounces.recordReceived(message.user_id, raw, authenticated ? verdict.authentication.dmarc.domain?.toLowerCase() : undefined)
       }
       const stored = yield* store(message, verdict, parsed, messageId, extracted)
       if (!stored) {

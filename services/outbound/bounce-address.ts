@@ -46,9 +46,6 @@ export const parseBounceAddress = (address: string): { readonly emailId: string;
   return match === null ? undefined : { emailId: match[1]!.toLowerCase(), tag: match[2]?.toLowerCase() }
 }
 
-/** `address` without its tag: the bare address the email keeps. */
-export const untagged = (address: string) => address.replace(/^(bounces\+eml_[0-9a-f]{24})-[0-9a-f]{16}@/i, "$1@")
-
 /** Of the email's recipient `domains`, the one `tag` was made for under `key`; undefined when none. */
 export const taggedDomain = (key: string, tag: string, domains: ReadonlyArray<string>) => {
   const given = Buffer.from(tag, "latin1")

@@ -78,18 +78,15 @@ export const dkimSign = (raw: Buffer, key: DkimKey, now: Date, alsoSigned: Reado
     const fields = fieldsOf(header)
     const signed: Array<string> = []
     let canonical = ""
-    for (const name of SIGNED_FIELDS) {
+    const further = new Set(alsoSigned.map((name) => name.trim().toLowerCase()).filter((name) => !SIGNED_FIELDS.includes(name)))
+    const listed = [...SIGNED_FIELDS.map((name) => ({ name, absence: true })), ...[...further].map((name) => ({ name, absence: false }))]
+    for (const { absence, name } of listed) {
       const instances = fields.filter((field) => field.name.trim().toLowerCase() === name)
       if (instances.length === 0) continue
-      // Bottom-up, as verifiers pair repeated names with instances (§5.4.2), and one more for none.
+      // Bottom-up, as verifiers pair repeated names with instances (§5.4.2), and (the standard list)
+      // one more for none.
       for (const field of instances.reverse()) canonical += relaxedField(field.name, field.value)
-      signed.push(...instances.map(() => name), name)
-    }
-    const further = new Set(alsoSigned.map((name) => name.trim().toLowerCase()).filter((name) => !SIGNED_FIELDS.includes(name)))
-    for (const name of further) {
-      const instances = fields.filter((field) => field.name.trim().toLowerCase() === name)
-      for (const field of instances.reverse()) canonical += relaxedField(field.name, field.value)
-      signed.push(...instances.map(() => name))
+      signed.push(...instances.map(() => name), ...(absence ? [name] : []))
     }
     const tags = [
       "v=1", "a=rsa-sha256", "c=relaxed/relaxed", `d=${key.domainName}`, `s=${key.keySelector}`,
