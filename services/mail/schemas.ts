@@ -54,10 +54,10 @@ export const AttachmentMeta = Schema.Struct({
 }).annotations({ identifier: "Attachment" })
 export type AttachmentMeta = typeof AttachmentMeta.Type
 
-/** Which way an email went: received by the mailbox, or sent from it. */
 /** The most emails one batch deletes (POST /emails/batch-delete, MCP delete_emails), as a batch of label changes. */
 export const MAX_DELETE_BATCH = 100
 
+/** Which way an email went: received by the mailbox, or sent from it. */
 export const Direction = Schema.Literal("inbound", "outbound")
 export type Direction = typeof Direction.Type
 

@@ -11,8 +11,11 @@
  * A received message that names nothing joins the thread of its normalized subject from the same
  * sender ("Re: Re: Hello" and "hello" are one conversation: mail clients that send no References).
  * Not another sender's: anyone can write "Invoice 42", and a stranger's mail must not join (and be
- * deleted with) someone else's conversation. A message the mailbox sends that names nothing starts
- * a conversation of its own: an agent's two new emails "Quick question", to Alice and to Bob, are two.
+ * deleted with) someone else's conversation. A message the mailbox sends that names nothing, to one
+ * person, is its subject's conversation with that person, the one their mail would join: so their
+ * answer joins it even when their mail program names nothing ("Re: Quick question" alone). To
+ * several people it starts a conversation of its own. An agent's two new emails "Quick question",
+ * to Alice and to Bob, are two conversations either way.
  */
 import { sha256 } from "../accounts/tokens.ts"
 
@@ -62,6 +65,18 @@ export const fallbackKey = (referenced: ReadonlyArray<string>, subject: string, 
 }
 
 /**
+ * The key of a new message the mailbox sends: to one person (To and Cc, in any case; Bcc is not in
+ * the stored message), the key their answer naming nothing falls back to; else its own.
+ */
+const sentKey = (message: { readonly subject: string; readonly to: ReadonlyArray<string>; readonly cc: ReadonlyArray<string> }, ownId: string): ThreadKey => {
+  const people = new Set([...message.to, ...message.cc].map((address) => address.toLowerCase()))
+  const subject = normalizeSubject(message.subject)
+  return people.size === 1 && subject.length > 0
+    ? { kind: "subject", subject, sender: [...people][0]! }
+    : { kind: "single", id: ownId }
+}
+
+/**
  * How the statement storing a message picks its thread, in the database, in the same round trip:
  * the thread of the newest email of the mailbox among `referenced`; else `own`, when an email of
  * the mailbox is in it already (replies that arrived before their original); else `fallback`.
@@ -74,14 +89,20 @@ export interface ThreadChoice {
 
 export const threadChoice = (
   mailboxId: string,
-  message: { readonly references: ReadonlyArray<string>; readonly inReplyTo: string | undefined; readonly subject: string },
+  message: {
+    readonly references: ReadonlyArray<string>
+    readonly inReplyTo: string | undefined
+    readonly subject: string
+    readonly to: ReadonlyArray<string>
+    readonly cc: ReadonlyArray<string>
+  },
   sender: string,
   messageId: string,
   direction: "inbound" | "outbound"
 ): ThreadChoice => {
   const referenced = referencedIds(message.references, message.inReplyTo)
   const fallback: ThreadKey = direction === "outbound" && referenced.length === 0
-    ? { kind: "single", id: messageId }
+    ? sentKey(message, messageId)
     : fallbackKey(referenced, message.subject, sender, messageId)
   return {
     referenced,

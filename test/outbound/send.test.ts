@@ -399,13 +399,28 @@ describe("sending to another domain", () => {
     expect((await settled(mailroom, sent.data!.data.email_id)).subject).toBe("")
   })
 
-  it("a new email starts a conversation of its own: two with one subject, to two people, are two", async () => {
+  it("a new email is its subject's conversation with its one recipient: two to two people are two, and an answer naming nothing joins its own", async () => {
     const { box, mailroom } = await sender()
-    const [alice, bob] = await Promise.all(
-      ["alice", "bob"].map((name) => send(mailroom, box, { to: [`${fresh(name)}@partner.test`], subject: "Quick question", text: "Hello" }))
-    )
-    expect([alice!.response.status, bob!.response.status]).toEqual([202, 202])
-    expect(alice!.data!.data.thread_id).not.toBe(bob!.data!.data.thread_id)
+    await upgrade(suite.url, box.user.apiKey, "pro")
+    const [aliceAddress, bobAddress] = [`${fresh("alice")}@partner.test`, `${fresh("bob")}@partner.test`]
+    const [alice, bob, both] = await Promise.all([
+      send(mailroom, box, { to: [aliceAddress], subject: "Quick question", text: "Hello" }),
+      send(mailroom, box, { to: [bobAddress.toUpperCase()], subject: "Quick question", text: "Hello" }),
+      send(mailroom, box, { to: [aliceAddress], cc: [bobAddress], subject: "Quick question", text: "Hello, both" })
+    ])
+    expect([alice!.response.status, bob!.response.status, both!.response.status]).toEqual([202, 202, 202])
+    const threads = [alice, bob, both].map((sent) => sent!.data!.data.thread_id)
+    expect(new Set(threads).size).toBe(3)
+    // Bob's mail program answers with the subject alone (no In-Reply-To, no References), as some do.
+    await sendMail(suite.server.smtpPort, {
+      envelope: { from: bobAddress, to: [box.address] },
+      raw: `From: Bob <${bobAddress}>\r\nTo: ${box.address}\r\nSubject: RE: quick question\r\nMessage-ID: <${fresh("answer")}@partner.test>\r\n\r\nSure.\r\n`
+    })
+    const answer = await until("Bob's answer arrived", async () => {
+      const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })
+      return data?.data.find((e) => e.direction === "inbound")
+    })
+    expect(answer.thread_id).toBe(threads[1])
   })
 
   it("sends to an internationalized domain as DNS and SMTP name it (punycode); a non-ASCII local part is 400", async () => {
