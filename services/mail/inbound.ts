@@ -41,7 +41,7 @@ import {
 } from "./refusals.ts"
 import { type DirectoryEntry, nearLimit, RecipientDirectory } from "./directory.ts"
 import { admitsSender, senderForms } from "./sender-list-rules.ts"
-import { bounceAddress, parseBounceAddress, taggedDomain } from "../outbound/bounce-address.ts"
+import { bounceAddress, type BounceScope, parseBounceAddress, taggedScope } from "../outbound/bounce-address.ts"
 import type { Verdict } from "./authentication.ts"
 import type { Spam } from "./spam.ts"
 import type { InboundMessage } from "./schemas.ts"
@@ -64,8 +64,8 @@ export interface Recipient {
    * message is a delivery report about that email, not mail for the mailbox, and is not counted.
    */
   readonly bounceOf?: string | undefined
-  /** The recipient domain a tagged bounce address was made for: the report may speak only of its recipients. */
-  readonly bounceDomain?: string | undefined
+  /** Whom a tagged bounce address was made for: the report may speak only of that recipient, or that domain's. */
+  readonly bounceScope?: BounceScope | undefined
 }
 
 export interface IncomingMessage {
@@ -366,14 +366,25 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     /**
      * The email a bounce address stands for (outbound/bounce-address.ts): a sent email whose envelope
      * sender it is, or a received one whose forwarded copies went with it. Its tag must be the one made
-     * for one of the email's recipient domains, whose recipients are then all a report to it may speak
-     * of; an email stored before keys takes its bare address, about any recipient. So nobody can invent
-     * one, and a recipient cannot report on another domain's.
+     * for one of the email's recipients (or recipient domains: forwarded copies, and mail sent before
+     * per-recipient tags), who alone a report to it may then speak of; an email stored before keys takes
+     * its bare address, about any recipient. So nobody can invent one, and a recipient cannot report on
+     * another.
      */
     const bounceRecipient = Effect.fnUntraced(function*(address: string, named: NonNullable<ReturnType<typeof parseBounceAddress>>) {
       const bare = asStored(bounceAddress(named.emailId, address.slice(address.lastIndexOf("@") + 1)))
-      const rows = yield* sql<{ id: string; mailboxId: string; userId: string; bounceKey: string | null; domains: ReadonlyArray<string> }>`
+      const rows = yield* sql<{
+        id: string
+        mailboxId: string
+        userId: string
+        bounceKey: string | null
+        recipients: ReadonlyArray<string>
+        domains: ReadonlyArray<string>
+      }>`
         SELECT e.id, e.mailbox_id, e.user_id, e.bounce_key::text AS bounce_key,
+               CASE WHEN e.direction = 'outbound'
+                    THEN ARRAY(SELECT lower(d.recipient) FROM outbound_deliveries d WHERE d.email_id = e.id)
+                    ELSE ARRAY[]::text[] END AS recipients,
                CASE WHEN e.direction = 'outbound'
                     THEN ARRAY(SELECT DISTINCT d.domain FROM outbound_deliveries d WHERE d.email_id = e.id)
                     ELSE ARRAY(SELECT DISTINCT f.domain FROM forward_deliveries f WHERE f.email_id = e.id) END AS domains
@@ -388,8 +399,10 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
       )
       const email = rows[0]
       if (email === undefined) return yield* new UnknownRecipient({ address })
-      const domain = email.bounceKey === null || named.tag === undefined ? undefined : taggedDomain(email.bounceKey, named.tag, email.domains)
-      if (email.bounceKey === null ? named.tag !== undefined : domain === undefined) return yield* new UnknownRecipient({ address })
+      const scope = email.bounceKey === null || named.tag === undefined
+        ? undefined
+        : taggedScope(email.bounceKey, named.tag, email.recipients, email.domains)
+      if (email.bounceKey === null ? named.tag !== undefined : scope === undefined) return yield* new UnknownRecipient({ address })
       return {
         address,
         mailboxId: email.mailboxId,
@@ -399,7 +412,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
         maxEmailBytes: limits.enterprise.maxEmailBytes,
         periodStart: new Date(0),
         bounceOf: email.id,
-        bounceDomain: domain
+        bounceScope: scope
       } satisfies Recipient
     })
 
@@ -518,7 +531,8 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
               }),
             ...(message.spam === undefined ? {} : { spam: message.spam }),
             ...(r.bounceOf === undefined ? {} : { bounce_of: r.bounceOf }),
-            ...(r.bounceDomain === undefined ? {} : { bounce_domain: r.bounceDomain })
+            ...(r.bounceScope?.domain === undefined ? {} : { bounce_domain: r.bounceScope.domain }),
+            ...(r.bounceScope?.recipient === undefined ? {} : { bounce_recipient: r.bounceScope.recipient })
           }
           return bus.publish(subjects.inboundMail(r.mailboxId), encodeJson(inbound), { msgId: inbound.email_id }).pipe(
             Effect.as(inbound.email_id),

@@ -211,7 +211,14 @@ export class Ingest extends Effect.Service<Ingest>()("mailroom/Ingest", {
         })
       }
       // A report about a sent email, to its bounce address: applied to that email, not stored as mail.
-      if (message.bounce_of !== undefined) return yield* Effect.asVoid(bounces.record(message.bounce_of, raw, message.bounce_domain))
+      if (message.bounce_of !== undefined) {
+        const scope = message.bounce_recipient !== undefined
+          ? { recipient: message.bounce_recipient }
+          : message.bounce_domain !== undefined
+          ? { domain: message.bounce_domain }
+          : undefined
+        return yield* Effect.asVoid(bounces.record(message.bounce_of, raw, scope))
+      }
       // The checks (on their own thread, waiting on DNS) go on while the message is parsed.
       const [verdict, parsed] = yield* Effect.all([verdictOf(message, raw), parseMessage(raw)], { concurrency: 2 })
       const messageId = parsed.messageId ?? `<${message.email_id}@mailroom.invalid>`

@@ -26,6 +26,8 @@ export const InboundMessage = Schema.Struct({
   bounce_of: Schema.optional(Schema.String),
   /** The recipient domain its tagged bounce address names: the report may speak only of that domain's recipients. */
   bounce_domain: Schema.optional(Schema.String),
+  /** The recipient its tagged bounce address names: the report may speak only of that recipient. */
+  bounce_recipient: Schema.optional(Schema.String),
   /**
    * The verdicts, when the SMTP node checked the message before answering (DMARC_ENFORCE=true); absent
    * when it left the checks to ingest (`connection`) or did not check (VERIFY_INBOUND=false).

@@ -1,8 +1,8 @@
 /**
  * Reports about a sent email that come back to its bounce address (`bounces+<email_id>-<tag>@<domain>`,
- * one per recipient domain: bounce-address.ts), applied to that email's recipients in that domain and
- * not stored as mail (a received email's forwarded copies go with bounce addresses too: a delivery
- * report about one marks that copy `bounced`):
+ * one per recipient: bounce-address.ts), applied to that recipient and not stored as mail (a received
+ * email's forwarded copies go with bounce addresses too, one per forwarding domain: a delivery report
+ * about one marks that copy `bounced`):
  *
  * - A delivery status notification (RFC 3464, `multipart/report; report-type=delivery-status`): the
  *   receiving server took the message, then could not deliver it. Each recipient it reports
@@ -20,6 +20,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { domainOf } from "../mailboxes/rules.ts"
+import type { BounceScope } from "./bounce-address.ts"
 import { suspendRefused } from "./forwards.ts"
 import { announce, type SentEmail, SentEmailRow, type StatusChange, suppressBounced } from "./ledger.ts"
 import { recordDeliveries } from "./metrics.ts"
@@ -110,9 +111,14 @@ interface Scope {
   readonly of: string
 }
 
-/** A report to the bounce address of the recipient domain `domain` (undefined: a bare address, of mail stored before keys). */
-const domainScope = (domain: string | undefined): Scope =>
-  domain === undefined ? { speaksFor: () => true, of: "" } : { speaksFor: (recipient) => domainOf(recipient) === domain, of: ` at ${domain}` }
+/** A report to a bounce address tagged for `tagged` (bounce-address.ts; undefined: a bare address, of mail stored before keys). */
+const scopeOf = (tagged: BounceScope | undefined): Scope =>
+  tagged === undefined
+    ? { speaksFor: () => true, of: "" }
+    : tagged.recipient !== undefined
+    // No address in the log line (addresses only at debug: README, Logs).
+    ? { speaksFor: (recipient) => recipient === tagged.recipient, of: " its bounce address was made for" }
+    : { speaksFor: (recipient) => domainOf(recipient) === tagged.domain, of: ` at ${tagged.domain}` }
 
 /** Whether mail from `reporter` (a domain) may speak for addresses at `domain`: the same domain, or one it is part of. */
 const hostsFor = (reporter: string, domain: string) => reporter === domain || reporter.endsWith(`.${domain}`)
@@ -234,13 +240,13 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
 
     /**
      * Apply the report `raw` about the sent email `emailId` (or a received one's forwarded copies),
-     * come to the bounce address of the recipient domain `domain` (bounce-address.ts; undefined: a bare
-     * address, of mail stored before keys): only that domain's recipients are changed. Answers the
-     * recipients it bounced or suppressed.
+     * come to the bounce address tagged for `tagged`, a recipient or a domain's (bounce-address.ts;
+     * undefined: a bare address, of mail stored before keys): only those recipients are changed.
+     * Answers the recipients it bounced or suppressed.
      */
-    const record = Effect.fn("BounceReports.record")(function*(emailId: string, raw: Uint8Array, domain: string | undefined) {
+    const record = Effect.fn("BounceReports.record")(function*(emailId: string, raw: Uint8Array, tagged: BounceScope | undefined) {
       const text = Buffer.from(raw).toString("latin1")
-      const scope = domainScope(domain)
+      const scope = scopeOf(tagged)
       const received = yield* sql`SELECT 1 FROM emails WHERE id = ${emailId} AND direction = 'inbound'`
       if (received.length > 0) return yield* copyBounced(emailId, text, scope)
       const complaint = complaintOf(text)

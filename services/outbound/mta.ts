@@ -76,6 +76,12 @@ const byCode = (recipient: string, code: number | undefined, response: string, s
   return { recipient, status, response, suppress: status === "bounced" && stage !== "sender" && refusesTheAddress(response, stage === "rcpt") }
 }
 
+/** One SMTP transaction's envelope: its sender (a bounce address) and recipients. */
+interface Envelope {
+  readonly from: string
+  readonly to: ReadonlyArray<string>
+}
+
 /** How mail for a domain can leave: to these hosts in order, or not at all (for now, or ever). */
 type Routes =
   | { readonly kind: "hosts"; readonly implicit: boolean; readonly hosts: ReadonlyArray<{ readonly name: string; readonly target: SmtpTarget }> }
@@ -372,48 +378,67 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         : Effect.map(keptAddresses(name, dns.addresses(name)), (addresses) => addresses[0]!.address)
 
     /**
-     * External delivery: the first route that answers decides; unreachable or 4xx-at-once routes hand
-     * over to the next. Given up STOP_GRACE after the process begins to stop (DeliveryStopped).
+     * External delivery of one message in `envelopes` (one SMTP transaction each: a recipient's own
+     * bounce address, or several recipients under one), one after another on the host's connection.
+     * The first route that answers decides; an envelope a route cannot take (unreachable, or 4xx at
+     * once) hands it and those after it over to the next. Given up STOP_GRACE after the process begins
+     * to stop (DeliveryStopped).
      */
-    const deliverOut = (domain: string, recipients: ReadonlyArray<string>, raw: Uint8Array, mailFrom: string) =>
+    const deliverOut = (domain: string, envelopes: ReadonlyArray<Envelope>, raw: Uint8Array) =>
       Effect.gen(function*() {
-        const all = (status: Outcome["status"], response: string) => recipients.map((recipient): Outcome => ({ recipient, status, response, suppress: false }))
+        const each = (of: ReadonlyArray<Envelope>, status: Outcome["status"], response: string) =>
+          of.flatMap((e) => e.to).map((recipient): Outcome => ({ recipient, status, response, suppress: false }))
         const found = yield* routes(domain)
-        if (found.kind === "none") return all("failed", found.response)
-        if (found.kind === "unavailable") return all("deferred", found.response)
+        if (found.kind === "none") return each(envelopes, "failed", found.response)
+        if (found.kind === "unavailable") return each(envelopes, "deferred", found.response)
+        const outcomes: Array<Outcome> = []
+        let waiting = envelopes
         let last = `451 4.4.1 No mail host for ${domain} could be reached`
         for (const route of found.hosts) {
           const address = yield* Effect.either(addressOf(route.name))
           if (Either.isLeft(address)) {
             // An implicit MX (the domain itself) that does not exist: the domain takes no mail.
-            if (found.implicit && address.left.reason === "NotFound") return all("failed", `550 5.1.2 ${domain} has no mail server`)
+            if (found.implicit && address.left.reason === "NotFound") {
+              return [...outcomes, ...each(waiting, "failed", `550 5.1.2 ${domain} has no mail server`)]
+            }
             last = `451 4.4.3 ${address.left.message}`
             continue
           }
-          const result = yield* Effect.either(transport.send(
-            { ...route.target, host: address.right, serverName: route.name },
-            { from: mailFrom, to: recipients, raw, heloName: settings.heloName }
-          ))
-          if (Either.isRight(result)) {
-            const byRecipient = new Map(result.right.map((o) => [o.recipient.toLowerCase(), o]))
-            return recipients.map((recipient) => {
-              const o = byRecipient.get(recipient.toLowerCase())
-              return o === undefined
-                ? byCode(recipient, undefined, "451 4.4.0 The server did not answer for this recipient", "data")
-                : byCode(recipient, o.code, o.response, o.stage)
-            })
+          const target = { ...route.target, host: address.right, serverName: route.name }
+          let taken = 0
+          for (const envelope of waiting) {
+            const result = yield* Effect.either(transport.send(target, { from: envelope.from, to: envelope.to, raw, heloName: settings.heloName }))
+            if (Either.isRight(result)) {
+              const byRecipient = new Map(result.right.map((o) => [o.recipient.toLowerCase(), o]))
+              outcomes.push(...envelope.to.map((recipient) => {
+                const o = byRecipient.get(recipient.toLowerCase())
+                return o === undefined
+                  ? byCode(recipient, undefined, "451 4.4.0 The server did not answer for this recipient", "data")
+                  : byCode(recipient, o.code, o.response, o.stage)
+              }))
+              taken++
+              continue
+            }
+            const failure = result.left
+            // The relay refused our credentials: the operator's to fix; the mail waits, deferred.
+            if (failure.loginRefused === true) {
+              return [...outcomes, ...each(waiting.slice(taken), "deferred", `451 4.7.0 ${route.name} refused the login: ${failure.response}`)]
+            }
+            last = failure.code === undefined ? `451 4.4.1 ${route.name}: ${failure.response}` : failure.response
+            // A permanent refusal of the whole message (sender, data) is the domain's answer; it suppresses
+            // no address unless it says the addresses take no mail (a DATA "550 5.1.1"), never for a refused sender.
+            if (failure.code !== undefined && failure.code >= 500) {
+              outcomes.push(...envelope.to.map((recipient) => byCode(recipient, failure.code, failure.response, failure.command === "DATA" ? "data" : "sender")))
+              taken++
+              continue
+            }
+            // Not reached, or not now: this envelope and those after it try the next host.
+            break
           }
-          const failure = result.left
-          // The relay refused our credentials: the operator's to fix; the mail waits, deferred.
-          if (failure.loginRefused === true) return all("deferred", `451 4.7.0 ${route.name} refused the login: ${failure.response}`)
-          last = failure.code === undefined ? `451 4.4.1 ${route.name}: ${failure.response}` : failure.response
-          // A permanent refusal of the whole message (sender, data) is the domain's answer; it suppresses
-          // no address unless it says the addresses take no mail (a DATA "550 5.1.1"), never for a refused sender.
-          if (failure.code !== undefined && failure.code >= 500) {
-            return recipients.map((recipient) => byCode(recipient, failure.code, failure.response, failure.command === "DATA" ? "data" : "sender"))
-          }
+          waiting = waiting.slice(taken)
+          if (waiting.length === 0) return outcomes
         }
-        return all("deferred", last)
+        return [...outcomes, ...each(waiting, "deferred", last)]
       }).pipe(
         Effect.raceFirst(lifecycle.stopping.pipe(Effect.zipRight(Effect.sleep(STOP_GRACE)), Effect.zipRight(new DeliveryStopped({ domain }))))
       )
@@ -492,15 +517,20 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       }))
       const recipients = email.waiting.filter((w) => !w.suppressed).map((w) => w.recipient)
       const hosted = sharedDomains.includes(job.domain) || email.verifiedHere
-      // The domain's own bounce address: a report to it speaks only of the domain's recipients.
-      const mailFrom = bounceAddressFor(email.mailFrom, email.bounceKey, job.domain)
+      // Each recipient's own bounce address, so a report to it speaks only of that recipient; mail
+      // stored before bounce keys goes to them all under its one bare address.
+      const envelopes: ReadonlyArray<Envelope> = recipients.length === 0
+        ? []
+        : email.bounceKey === null
+        ? [{ from: email.mailFrom, to: recipients }]
+        : recipients.map((recipient) => ({ from: bounceAddressFor(email.mailFrom, email.bounceKey, recipient), to: [recipient] }))
       const outcomes = [
         ...suppressed,
-        ...(recipients.length === 0
+        ...(envelopes.length === 0
           ? []
           : hosted
-          ? yield* deliverInternally(recipients, email.content, mailFrom)
-          : yield* deliverOut(job.domain, recipients, email.content, mailFrom))
+          ? (yield* Effect.forEach(envelopes, (e) => deliverInternally(e.to, email.content, e.from))).flat()
+          : yield* deliverOut(job.domain, envelopes, email.content))
       ]
       const deferred = yield* record(email, job.email_id, outcomes)
       // Addresses only at debug: no line at info or above holds one (README, Logs).
@@ -528,7 +558,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
         (yield* sql<{ verified: boolean }>`SELECT EXISTS (SELECT 1 FROM domains WHERE name = ${domain} AND verified) AS verified`)[0]!.verified
       const [outcome] = hosted
         ? yield* deliverInternally([job.to], job.raw, job.mail_from)
-        : yield* deliverOut(domain, [job.to], job.raw, job.mail_from)
+        : yield* deliverOut(domain, [{ from: job.mail_from, to: [job.to] }], job.raw)
       yield* recordDeliveries([outcome!.status])
       yield* log(outcome!.status === "sent"
         ? Effect.logInfo("System mail delivered")
@@ -548,7 +578,7 @@ export class Mta extends Effect.Service<Mta>()("mailroom/Mta", {
       const addresses = copy.waiting.map((w) => w.address)
       const outcomes = sharedDomains.includes(job.domain) || copy.verifiedHere
         ? yield* deliverInternally(addresses, copy.raw, copy.mailFrom, copy)
-        : yield* deliverOut(job.domain, addresses, copy.raw, copy.mailFrom)
+        : yield* deliverOut(job.domain, [{ from: copy.mailFrom, to: addresses }], copy.raw)
       const rows = yield* copies.record(job, copy, outcomes)
       yield* recordDeliveries(rows.map((r) => r.status))
       yield* Effect.logInfo("Forwarding attempt").pipe(Effect.annotateLogs({

@@ -15,7 +15,7 @@ import { signUp } from "../support/accounts.ts"
 import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
-import { deliveredWithSubject, type MxServer, startMxServer } from "../support/mx-server.ts"
+import { deliveredWithSubject, type MxServer, recipientsWithSubject, startMxServer } from "../support/mx-server.ts"
 import { feedbackReport } from "../support/reports.ts"
 import { makePdf } from "../support/pdf.ts"
 import { sendMail } from "../support/send-mail.ts"
@@ -698,9 +698,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("button", { name: "Send reply" }).click()
     await page.getByRole("heading", { name: "Re: Delivery window" }).nth(0).waitFor()
     await expect.poll(() => page.getByText("Thursday works.").count()).toBe(1)
-    const { message, parsed } = await delivered("Re: Delivery window")
-    expect([...message.rcptTo].sort()).toEqual(["bob@partner.test", "carol@partner.test", "dana@partner.test"])
-    expect(parsed.subject).toBe("Re: Delivery window")
+    expect(await recipientsWithSubject(mx, "Re: Delivery window", 3)).toEqual(["bob@partner.test", "carol@partner.test", "dana@partner.test"])
   })
 
   it("clears a draft's To, Cc, Subject and Message when the person empties them: approving then mails nobody", async () => {

@@ -128,18 +128,20 @@ const bounceReport = (emailId: string, recipient: string) =>
     ""
   ].join("\r\n")
 
-/** The bounce address the email `emailId` went to `domain` with: the envelope sender its MX saw. */
-const bounceAddressOf = (emailId: string, domain = "partner.test") => {
-  const message = mx.delivered().find((m) => m.raw.includes(`Message-ID: <${emailId}@`) && m.rcptTo.some((r) => r.endsWith(`@${domain}`)))
-  if (message === undefined) throw new Error(`${emailId} did not reach ${domain}`)
+/** The bounce address the email `emailId` went to `to` with (a recipient, or one at a domain): the envelope sender its MX saw. */
+const bounceAddressOf = (emailId: string, to = "partner.test") => {
+  const message = mx.delivered().find((m) =>
+    m.raw.includes(`Message-ID: <${emailId}@`) && m.rcptTo.some((r) => (to.includes("@") ? r === to : r.endsWith(`@${to}`)))
+  )
+  if (message === undefined) throw new Error(`${emailId} did not reach ${to}`)
   return message.mailFrom
 }
 
-/** A report (`raw`), sent over SMTP to the bounce address the email went to `domain` with, as its receiving server sends it. */
-const report = async (emailId: string, raw: string, domain?: string) => {
+/** A report (`raw`), sent over SMTP to the bounce address the email went to `to` with, as its receiving server sends it. */
+const report = async (emailId: string, raw: string, to?: string) => {
   const transport = nodemailer.createTransport({ host: "127.0.0.1", port: suite.server.smtpPort, secure: false, ignoreTLS: true })
   try {
-    const sent = await transport.sendMail({ envelope: { from: "", to: [bounceAddressOf(emailId, domain)] }, raw })
+    const sent = await transport.sendMail({ envelope: { from: "", to: [bounceAddressOf(emailId, to)] }, raw })
     // The report becomes no email of its own: the answer names none.
     expect(sent.response).toMatch(/^250 2\.0\.0 Ok: delivery report received/)
   } finally {
@@ -201,10 +203,14 @@ describe("sending to another domain", () => {
       status: "queued"
     })
 
-    const [message] = (await mx.waitFor(before + 1)).slice(before)
-    // Its bounce address names the email, tagged for the recipients' domain (bounce-address.ts).
-    expect(message!.mailFrom).toMatch(new RegExp(`^bounces\\+${accepted.email_id}-[0-9a-f]{16}@agents\\.localhost$`))
-    expect([...message!.rcptTo].sort()).toEqual([to, cc, bcc].sort())
+    // One transaction per recipient, each with a bounce address of its own (bounce-address.ts) that
+    // names the email; the message is the same.
+    const copies = (await mx.waitFor(before + 3)).slice(before).filter((m) => m.raw.includes(`Message-ID: <${accepted.email_id}@`))
+    expect(copies.map((m) => m.rcptTo).sort()).toEqual([[to], [cc], [bcc]].sort())
+    for (const copy of copies) expect(copy.mailFrom).toMatch(new RegExp(`^bounces\\+${accepted.email_id}-[0-9a-f]{16}@agents\\.localhost$`))
+    expect(new Set(copies.map((m) => m.mailFrom)).size).toBe(3)
+    expect(copies.every((m) => m.raw.equals(copies[0]!.raw))).toBe(true)
+    const message = copies.find((m) => m.rcptTo[0] === to)
     const parsed = await simpleParser(message!.raw)
     expect(parsed.subject).toBe("Grüße aus dem Büro ✉")
     expect(parsed.messageId).toBe(accepted.message_id)
@@ -677,29 +683,35 @@ describe("sending to another domain", () => {
     }
   })
 
-  it("each recipient domain gets a bounce address of its own: a report to it changes only that domain's recipients; the bare address and a wrong tag are refused", async () => {
+  it("each recipient gets a bounce address of its own: a report to it changes only that recipient, even beside others at its domain; the bare address and a wrong tag are refused", async () => {
     const { box, mailroom } = await sender()
-    const [here, there] = [`${fresh("here")}@partner.test`, `${fresh("there")}@elsewhere.test`]
-    const emailId = (await send(mailroom, box, { to: [here, there], subject: "To two providers", text: "?" })).data!.data.email_id
-    expect((await settled(mailroom, emailId)).delivery).toMatchObject([{ status: "sent" }, { status: "sent" }])
-    const [partner, elsewhere] = [bounceAddressOf(emailId, "partner.test"), bounceAddressOf(emailId, "elsewhere.test")]
-    expect(partner).not.toBe(elsewhere)
+    await upgrade(suite.url, box.user.apiKey, "pro")
+    const [here, beside, there] = [`${fresh("here")}@partner.test`, `${fresh("beside")}@partner.test`, `${fresh("there")}@elsewhere.test`]
+    const emailId = (await send(mailroom, box, { to: [here, beside, there], subject: "To three people", text: "?" })).data!.data.email_id
+    expect((await settled(mailroom, emailId)).delivery).toMatchObject([{ status: "sent" }, { status: "sent" }, { status: "sent" }])
+    const addresses = [here, beside, there].map((to) => bounceAddressOf(emailId, to))
+    expect(new Set(addresses).size).toBe(3)
+    const elsewhere = addresses[2]!
+    // One transaction each (one envelope sender each), the message the same.
+    const copies = mx.delivered().filter((m) => m.raw.includes(`Message-ID: <${emailId}@`))
+    expect(copies.map((m) => m.rcptTo).sort()).toEqual([[beside], [here], [there]].sort())
 
-    // partner.test's recipient got the message, so knows partner.test's bounce address: its reports
-    // about elsewhere.test's recipient, a bounce and a complaint, are taken (as any report is) and
-    // change nothing.
-    await report(emailId, bounceReport(emailId, there), "partner.test")
-    await report(emailId, feedbackReport(emailId, "abuse", there), "partner.test")
-    // A report about its own domain's recipient is applied.
-    await report(emailId, bounceReport(emailId, here), "partner.test")
-    await until("the report about partner.test applied", async () => {
+    // The first recipient knows its own bounce address (its Return-Path): its reports about the
+    // others, at its own domain or another, a bounce and a complaint, are taken (as any report is)
+    // and change nothing.
+    await report(emailId, bounceReport(emailId, beside), here)
+    await report(emailId, bounceReport(emailId, there), here)
+    await report(emailId, feedbackReport(emailId, "abuse", beside), here)
+    // A report about itself is applied.
+    await report(emailId, bounceReport(emailId, here), here)
+    await until("the report about the first recipient applied", async () => {
       const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
       return data?.data.delivery?.find((d) => d.recipient === here)?.status === "bounced" ? true : undefined
     }, 20_000, 200, 2_000)
-    // (The two before it were taken first; given time, they would have been applied by now.)
+    // (The ones before it were taken first; given time, they would have been applied by now.)
     await new Promise((resolve) => setTimeout(resolve, 500))
     const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
-    expect(data?.data.delivery?.find((d) => d.recipient === there)).toMatchObject({ status: "sent" })
+    expect(data?.data.delivery?.filter((d) => d.recipient !== here).map((d) => d.status)).toEqual(["sent", "sent"])
     expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => s.address)).toEqual([here])
 
     // Addresses that were never sent are refused at RCPT: the bare one, a tag changed by one
@@ -766,23 +778,27 @@ describe("sending to another domain", () => {
 
   })
 
-  it("a complaint about an email to two recipients suppresses the one it names (any case); one naming none, or no complaint, changes nothing", async () => {
+  it("a complaint about an email to two recipients suppresses the one its bounce address was made for: named (any case), or named by nobody; other feedback changes nothing", async () => {
     const { box, mailroom } = await sender()
+    await upgrade(suite.url, box.user.apiKey, "pro")
     await mailroom.POST("/v1/api/webhooks", { body: { url: `${hooks.url}/complained-${box.mailboxId}`, events: ["email.complained"] } })
     const [one, two] = [`${fresh("one")}@partner.test`, `${fresh("two")}@partner.test`]
     const both = (await send(mailroom, box, { to: [one, two], subject: "Our offer again", text: "Buy now" })).data!.data.email_id
     await settled(mailroom, both)
-    await report(both, feedbackReport(both, "not-spam", one))
-    await report(both, feedbackReport(both, "abuse"))
-    await report(both, feedbackReport(both, "abuse", two.toUpperCase()))
+    await report(both, feedbackReport(both, "not-spam", one), one)
+    await report(both, feedbackReport(both, "abuse", two.toUpperCase()), two)
     const [told] = await hooks.waitFor(`/complained-${box.mailboxId}`, 1)
     expect(JSON.parse(told!.body).data).toMatchObject({ email_id: both, recipient: two })
     expect((await mailroom.GET("/v1/api/suppressions", {})).data?.data.map((s) => [s.address, s.reason])).toEqual([[two, "complained"]])
-    // The two others (each accepted before it) were told nothing.
+    // The one before it (accepted first) was told nothing.
     await new Promise((resolve) => setTimeout(resolve, 500))
     expect(hooks.received(`/complained-${box.mailboxId}`)).toHaveLength(1)
     const refused = await send(mailroom, box, { to: [two], subject: "?", text: "?" })
     expect(refused.error).toMatchObject({ error: { code: "RECIPIENT_SUPPRESSED", message: `Not sent: ${two} reported your mail as spam and is suppressed` } })
+    // Most providers leave the recipient out: the bounce address it came to names it.
+    await report(both, feedbackReport(both, "abuse"), one)
+    const [, second] = await hooks.waitFor(`/complained-${box.mailboxId}`, 2)
+    expect(JSON.parse(second!.body).data).toMatchObject({ email_id: both, recipient: one })
   })
 
   it("a complaint mailed to a mailbox of the account (its feedback loop's address) is applied when its provider is authenticated; it stays mail", async () => {
@@ -1682,7 +1698,8 @@ describe("batches", () => {
       params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
     })
     expect(sentList.data?.meta.total).toBe(3)
-    expect(mx.delivered().filter((m) => m.rcptTo.some((r) => people.includes(r)))).toHaveLength(3)
+    // One transaction per recipient: the third message went to two.
+    expect(mx.delivered().filter((m) => m.rcptTo.some((r) => people.includes(r)))).toHaveLength(4)
   })
 
   it("refuses the whole batch when any message is refused, naming it; nothing is sent", async () => {

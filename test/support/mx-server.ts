@@ -157,6 +157,19 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
 }
 
 /** The message `mx` took whose subject is `subject`, parsed (waiting for it to arrive). */
+/**
+ * Everyone the messages with `subject` went to, sorted, once they number `count`: each recipient of a
+ * sent email has a transaction of its own (its own bounce address).
+ */
+export const recipientsWithSubject = (mx: MxServer, subject: string, count: number) =>
+  until(`"${subject}" at the MX for ${count} recipients`, async () => {
+    const recipients: Array<string> = []
+    for (const message of mx.delivered()) {
+      if ((await simpleParser(message.raw)).subject === subject) recipients.push(...message.rcptTo)
+    }
+    return recipients.length >= count ? recipients.sort() : undefined
+  })
+
 export const deliveredWithSubject = (mx: MxServer, subject: string) =>
   until(`"${subject}" at the MX`, async () => {
     for (const message of mx.delivered()) {
