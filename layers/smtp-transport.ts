@@ -3,7 +3,7 @@
  * EHLO with our name, AUTH when the target has credentials, MAIL FROM, one RCPT per recipient, DATA.
  *
  * Connections are cached, as Postfix's smtp client caches them: after a transaction the connection
- * is reset (RSET) and kept for the next message to the same host, port, credentials and HELO name,
+ * is reset (RSET) and kept for the next transaction to the same host, port, credentials and HELO name,
  * for up to `IDLE_MS` and `MAX_USES` messages. Opening a connection costs a TCP (and TLS) handshake,
  * the greeting (smtp-server alone waits 100 ms before it) and EHLO: most of a small message's time.
  * A cached connection the server has dropped meanwhile is replaced by a new one for that message.
@@ -56,6 +56,8 @@ const IDLE_MS = 2_000
 const MAX_USES = 100
 /** Idle connections kept per destination. */
 const MAX_IDLE = 8
+/** The longest a transaction's answer waits for its connection's RSET. */
+const RESET_WAIT_MS = 1_000
 
 /** Per recipient (`broken`: the connection is not to carry another message), or the transaction's failure. */
 type Outcome =
@@ -215,11 +217,26 @@ const makeTransport = (timeouts: Timeouts) => {
         const pooled = inUse
         inUse = undefined
         if ("ok" in outcome && outcome.broken !== true && pooled && !pooled.closed) {
-          // Sound: reset for the next message, then cache it.
-          pooled.connection.reset((error) => (error ? discard(key, pooled) : park(key, pooled)))
-        } else if (pooled) {
-          discard(key, pooled)
+          // Sound: reset for the next message and cached, before answering, so that the next
+          // transaction to the host (the next recipient of the message, each its own) finds it idle
+          // rather than opening another. A server slow to answer RSET delays the answer RESET_WAIT_MS at most.
+          const ok = outcome.ok
+          let answered = false
+          const answer = () => {
+            if (answered) return
+            answered = true
+            clearTimeout(timer)
+            resume(Effect.succeed(ok))
+          }
+          const timer = setTimeout(answer, RESET_WAIT_MS)
+          pooled.connection.reset((error) => {
+            if (error) discard(key, pooled)
+            else park(key, pooled)
+            answer()
+          })
+          return
         }
+        if (pooled) discard(key, pooled)
         resume("ok" in outcome ? Effect.succeed(outcome.ok) : Effect.fail(outcome.error))
       }
       const fresh = () => {

@@ -210,6 +210,8 @@ describe("sending to another domain", () => {
     for (const copy of copies) expect(copy.mailFrom).toMatch(new RegExp(`^bounces\\+${accepted.email_id}-[0-9a-f]{16}@agents\\.localhost$`))
     expect(new Set(copies.map((m) => m.mailFrom)).size).toBe(3)
     expect(copies.every((m) => m.raw.equals(copies[0]!.raw))).toBe(true)
+    // One after another on one connection (reset between them), not a connection each.
+    expect(new Set(copies.map((m) => m.sessionId)).size).toBe(1)
     const message = copies.find((m) => m.rcptTo[0] === to)
     const parsed = await simpleParser(message!.raw)
     expect(parsed.subject).toBe("Grüße aus dem Büro ✉")
