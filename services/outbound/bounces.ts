@@ -109,6 +109,8 @@ export const reportedEmailId = (raw: string): string | undefined => {
 interface Scope {
   readonly speaksFor: (recipient: string) => boolean
   readonly of: string
+  /** The one recipient a per-recipient bounce address was made for. */
+  readonly recipient?: string | undefined
 }
 
 /** A report to a bounce address tagged for `tagged` (bounce-address.ts; undefined: a bare address, of mail stored before keys). */
@@ -117,7 +119,7 @@ const scopeOf = (tagged: BounceScope | undefined): Scope =>
     ? { speaksFor: () => true, of: "" }
     : tagged.recipient !== undefined
     // No address in the log line (addresses only at debug: README, Logs).
-    ? { speaksFor: (recipient) => recipient === tagged.recipient, of: " its bounce address was made for" }
+    ? { speaksFor: (recipient) => recipient === tagged.recipient, of: " its bounce address was made for", recipient: tagged.recipient }
     : { speaksFor: (recipient) => domainOf(recipient) === tagged.domain, of: ` at ${tagged.domain}` }
 
 /** Whether mail from `reporter` (a domain) may speak for addresses at `domain`: the same domain, or one it is part of. */
@@ -143,20 +145,37 @@ export class BounceReports extends Effect.Service<BounceReports>()("mailroom/Bou
 
     /**
      * The failed recipients a delivery-status report lists, of those it may speak of (`scope`): the
-     * others are left as they are, and the log says how many.
+     * others are left as they are, and the log says how many. To one recipient's bounce address, a
+     * failure of an address the email was not sent to is that recipient's: their mail went on from
+     * there (an alias, a forward) and failed, which is what VERP is for.
      */
-    const reportedFailures = (emailId: string, text: string, scope: Scope) => {
-      const report = deliveryStatusOf(text)
-      const failures = report === undefined ? [] : failedRecipients(report)
-      const admitted = failures.filter((f) => scope.speaksFor(f.recipient))
-      const others = failures.length - admitted.length
-      return Effect.as(
-        others === 0 ? Effect.void : Effect.logInfo(
-          `A report names ${others} recipient${others === 1 ? "" : "s"} it may not speak for (only those${scope.of} count); left as they are`
-        ).pipe(Effect.annotateLogs({ email_id: emailId })),
-        admitted
+    const reportedFailures = (emailId: string, text: string, scope: Scope) =>
+      Effect.gen(function*() {
+        const report = deliveryStatusOf(text)
+        const listed = report === undefined ? [] : failedRecipients(report)
+        const failures = scope.recipient === undefined || listed.length === 0
+          ? listed
+          : yield* onwardFailures(emailId, listed, scope.recipient)
+        const admitted = failures.filter((f) => scope.speaksFor(f.recipient))
+        const others = failures.length - admitted.length
+        if (others > 0) {
+          yield* Effect.logInfo(
+            `A report names ${others} recipient${others === 1 ? "" : "s"} it may not speak for (only those${scope.of} count); left as they are`
+          ).pipe(Effect.annotateLogs({ email_id: emailId }))
+        }
+        return admitted
+      })
+
+    /** `failures`, with those of addresses the sent email `emailId` did not go to made `recipient`'s (once). */
+    const onwardFailures = (emailId: string, failures: ReadonlyArray<ReportedFailure>, recipient: string) =>
+      Effect.map(
+        sql<{ recipient: string }>`SELECT lower(recipient) AS recipient FROM outbound_deliveries WHERE email_id = ${emailId}`,
+        (rows) => {
+          const sentTo = new Set(rows.map((r) => r.recipient))
+          const own = failures.map((f) => (sentTo.has(f.recipient) ? f : { ...f, recipient }))
+          return own.filter((f, i) => own.findIndex((g) => g.recipient === f.recipient) === i)
+        }
       )
-    }
 
     /**
      * A recipient of `emailId` reported it as spam: suppressed (reason complained) and told, once. Only

@@ -685,7 +685,7 @@ describe("sending to another domain", () => {
     }
   })
 
-  it("each recipient gets a bounce address of its own: a report to it changes only that recipient, even beside others at its domain; the bare address and a wrong tag are refused", async () => {
+  it("each recipient gets a bounce address of its own: a report to it changes only that recipient, even beside others at its domain, and one failing onward is its; the bare address and a wrong tag are refused", async () => {
     const { box, mailroom } = await sender()
     await upgrade(suite.url, box.user.apiKey, "pro")
     const [here, beside, there] = [`${fresh("here")}@partner.test`, `${fresh("beside")}@partner.test`, `${fresh("there")}@elsewhere.test`]
@@ -737,6 +737,18 @@ describe("sending to another domain", () => {
     }
     const after = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
     expect(after.data?.data.delivery?.find((d) => d.recipient === there)).toMatchObject({ status: "sent" })
+
+    // The second recipient's mail went on (an alias, a forward) and failed there: the report to its
+    // bounce address names an address the email was never sent to, and is the second recipient's.
+    await report(emailId, bounceReport(emailId, `${fresh("onward")}@elsewhere.test`), beside)
+    const onward = await until("the onward failure applied", async () => {
+      const { data } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+      const delivery = data?.data.delivery?.find((d) => d.recipient === beside)
+      return delivery?.status === "bounced" ? delivery : undefined
+    }, 20_000, 200, 2_000)
+    expect(onward.last_response).toBe("550 5.1.1 The mailbox is gone")
+    const { data: final } = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId } } })
+    expect(final?.data.delivery?.find((d) => d.recipient === there)).toMatchObject({ status: "sent" })
   })
 
   it("a complaint (ARF) to the bounce address suppresses the recipient who reported spam and tells the account; the delivery stays sent", async () => {
