@@ -3,7 +3,7 @@
  * `main` launches the roles the operator asked for.
  */
 import { SqlClient } from "@effect/sql"
-import { ConfigError, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { ConfigError, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { createPrivateKey } from "node:crypto"
 import * as fs from "node:fs"
 import { AccountSettings } from "../services/accounts/settings.ts"
@@ -47,6 +47,7 @@ import { EventRecorderLive } from "../services/events/recorder.ts"
 import { WebhooksLive } from "../services/webhooks/delivery.ts"
 import { WebhookSubscriptions } from "../services/webhooks/subscriptions.ts"
 import { WebhookSettings, WebhookTargets } from "../services/webhooks/targets.ts"
+import { VectorIndex } from "../services/search/vector-index.ts"
 import * as DnsResolver from "../layers/dns.ts"
 import * as LocalBilling from "../layers/local-billing.ts"
 import * as DocumentReader from "../layers/document-reader.ts"
@@ -154,8 +155,25 @@ const vectorsApart = (config: AppConfigShape) => Option.isNone(config.qdrantUrl)
 const vectorDatabaseLayer = (config: AppConfigShape) =>
   PgvectorIndex.embeddedDatabaseLayer(config.dataDir, { sharedBuffers: Option.getOrUndefined(config.pgliteSharedBuffers) })
 
-/** The vector index alone (`vectorsLayer`'s), for what removes vectors without embedding anything. */
+/**
+ * The vector index alone (`vectorsLayer`'s), for what removes vectors without embedding anything.
+ * DependencyHealth pings it while it is out of reach ("Qdrant unreachable: …", "Qdrant reachable
+ * again after …"), as it does the database and the bus.
+ */
 export const vectorIndexLayer = (config: AppConfigShape, vectorDatabase = vectorDatabaseLayer(config)) =>
+  vectorIndexAdapter(config, vectorDatabase).pipe(
+    Layer.tap((context) =>
+      Effect.flatMap(Effect.serviceOption(DependencyHealth), (health) => {
+        const index = Context.get(context, VectorIndex)
+        return Option.match(health, {
+          onNone: () => Effect.void,
+          onSome: (health) => health.watch("vectorIndex", { name: index.kind === "qdrant" ? "Qdrant" : "The vector index", probe: index.ping })
+        })
+      })
+    )
+  )
+
+const vectorIndexAdapter = (config: AppConfigShape, vectorDatabase: ReturnType<typeof vectorDatabaseLayer>) =>
   Option.match(config.qdrantUrl, {
     onSome: (url) => QdrantIndex.layer({ url, apiKey: Option.getOrUndefined(config.qdrantApiKey), prefix: config.qdrantPrefix }),
     onNone: () =>

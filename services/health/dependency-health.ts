@@ -10,20 +10,21 @@
  * in the code each failed query was.
  *
  * - Every boundary hands its failure to `report`, which sorts it: an unreachable dependency (a SQL
- *   connection failure, a bus error) is an outage; `Backpressure` (a consumer asking for a message
- *   again later because it is at its limit) is flow control, logged at debug only; another system
- *   that cannot be reached (a vector index, a remote embedder: a network error under the failure) is
- *   a warning of one line saying which and why; anything else is a real fault and is logged as
- *   before, with its cause.
+ *   connection failure, a bus error, the vector index's network error) is an outage; `Backpressure`
+ *   (a consumer asking for a message again later because it is at its limit) is flow control, logged
+ *   at debug only; another system that cannot be reached (a remote embedder, a document reader: a
+ *   network error under the failure) is a warning of one line saying which and why, the same line
+ *   again at most once a minute with how often it was met; anything else is a real fault and is
+ *   logged as before, with its cause.
  * - The end of an outage is seen by a probe (registered with `watch`) tried every second while the
  *   dependency is down, or told by an adapter that knows it first (`recovered`, e.g. NATS reconnected).
  * - Operations that were already waiting when the dependency came back can still fail just after;
  *   for a few seconds after an end such failures are counted as stragglers of that outage (debug),
  *   rather than opening a new one.
  */
-import { Cause, Duration, Effect, FiberRef, HashMap, Schedule } from "effect"
+import { Cause, Clock, Duration, Effect, FiberRef, HashMap, Schedule } from "effect"
 
-export type Dependency = "database" | "bus"
+export type Dependency = "database" | "bus" | "vectorIndex"
 
 /**
  * Marks an error as flow control: the operation is fine and will be offered again later (say, a
@@ -43,7 +44,7 @@ const isBackpressure = (error: unknown): error is Backpressure =>
 export type Failure =
   | { readonly _tag: "Outage"; readonly dependency: Dependency; readonly reason: string }
   | { readonly _tag: "Backpressure"; readonly reason: string }
-  /** Another system (a vector index, a remote embedder, a relay) could not be reached: retried, said in one line. */
+  /** Another system (a remote embedder, say) could not be reached: retried, said in one line. */
   | { readonly _tag: "Unreachable"; readonly reason: string }
   | { readonly _tag: "Fault" }
 
@@ -100,17 +101,25 @@ export const retryOnConflict = <A, E, R>(effect: Effect.Effect<A, E, R>, times =
 /**
  * Which dependency, if any, `error` says is unreachable. The database's: a SQL error about the
  * connection (SQLSTATE class 08, the server shutting down or full, a network error under it, the
- * pool giving up), also when wrapped, as the bus kept in the database wraps it. The bus's: any other
- * bus error not caused by a SQL error. Other systems' network errors (a vector index, an embedder) are not these.
+ * pool giving up), also when wrapped, as the bus kept in the database wraps it. The vector index's:
+ * its error with a network error under it (Qdrant, or an embedded index apart). The innermost of
+ * those errors above the network error is the one that could not be reached (pgvector in the app's
+ * PostgreSQL is the database). The bus's: any other bus error not caused by a SQL error. Other
+ * systems' network errors (an embedder, a relay) are not these.
  */
 export const unreachableDependency = (error: unknown): Dependency | undefined => {
   let bus = false
   let sql = false
+  let owner: Dependency | undefined
   for (const current of causeChain(error)) {
     const { _tag } = current as { _tag?: unknown }
     if (_tag === "BusError") bus = true
-    if (_tag === "SqlError") sql = true
-    if (sql && isConnectionFailure(current)) return "database"
+    if (_tag === "SqlError") {
+      sql = true
+      owner = "database"
+    }
+    if (_tag === "VectorIndexError") owner = "vectorIndex"
+    if (owner !== undefined && isConnectionFailure(current)) return owner
   }
   // A bus kept in the database that failed on something other than the connection: a fault.
   return bus && !sql ? "bus" : undefined
@@ -150,8 +159,10 @@ export const classify = (cause: Cause.Cause<unknown>): Failure => {
 const PROBE_EVERY = Duration.seconds(1)
 /** After an end, failures for this long are stragglers: operations that were already waiting. */
 const STRAGGLERS = Duration.seconds(5)
+/** Another system's failure, the same again within this long after it was said, is only counted. */
+const REPEAT_QUIET = Duration.minutes(1)
 
-const defaultNames: Record<Dependency, string> = { database: "The database", bus: "The bus" }
+const defaultNames: Record<Dependency, string> = { database: "The database", bus: "The bus", vectorIndex: "The vector index" }
 
 interface Down {
   readonly since: number
@@ -217,10 +228,34 @@ export class DependencyHealth extends Effect.Service<DependencyHealth>()("mailro
         return yield* Effect.logDebug(`${nameOf(dependency)}: an operation begun during the outage failed: ${reason}`)
       }
       down.set(dependency, { since: Date.now(), failures: 1 })
-      yield* aboutTheOutage(Effect.logWarning(`${nameOf(dependency)} unreachable: ${reason}`))
+      // "Qdrant unreachable: could not …" rather than "Qdrant unreachable: Qdrant: could not …".
+      const name = nameOf(dependency)
+      const said = reason.startsWith(`${name}: `) ? reason.slice(name.length + 2) : reason
+      yield* aboutTheOutage(Effect.logWarning(`${name} unreachable: ${said}`))
       const watch = watched.get(dependency)
       if (watch !== undefined) yield* probeUntilBack(dependency, watch.probe)
     })
+
+    /**
+     * Another system could not be reached: a warning, then the same line again at most once a
+     * minute, saying how many times it was met in between (those at debug). Such a system has no
+     * probe here, so there is no "reachable again"; a minute without it ends the repeat.
+     */
+    const repeats = new Map<string, { said: number; since: number }>()
+    const unreachable = (line: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const seen = repeats.get(line)
+        if (seen !== undefined && now - seen.since < Duration.toMillis(REPEAT_QUIET)) {
+          seen.said++
+          return Effect.logDebug(line)
+        }
+        repeats.set(line, { said: 0, since: now })
+        if (repeats.size > 100) repeats.delete(repeats.keys().next().value!)
+        const more = seen !== undefined && seen.said > 0
+          ? ` (${seen.said.toLocaleString("en-US")} more time${seen.said === 1 ? "" : "s"} in the ${seconds(now - seen.since)} before)`
+          : ""
+        return Effect.logWarning(`${line}${more}`)
+      })
 
     /**
      * A per-message (or per-round) boundary's failure: counted when a dependency is unreachable,
@@ -235,7 +270,7 @@ export class DependencyHealth extends Effect.Service<DependencyHealth>()("mailro
           return yield* Effect.logDebug(`${message}: ${failure.reason}`)
         case "Unreachable":
           // Where the code failed says nothing here: which system, and why, does.
-          return yield* Effect.logWarning(`${message}: ${failure.reason}`)
+          return yield* unreachable(`${message}: ${failure.reason}`)
         case "Fault":
           return yield* Effect.logWarning(message, cause)
       }

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Data, Effect, HashMap, Logger, LogLevel, Ref } from "effect"
+import { Cause, Data, Effect, HashMap, Logger, LogLevel, Ref, TestClock } from "effect"
 import { BusError } from "../../services/bus/bus.ts"
 import {
   type Backpressure,
@@ -12,6 +12,7 @@ import {
   classify,
   DependencyHealth
 } from "../../services/health/dependency-health.ts"
+import { VectorIndexError } from "../../services/search/vector-index.ts"
 
 class Busy extends Data.TaggedError("Busy")<{ readonly message: string }> implements Backpressure {
   readonly [BackpressureTypeId] = true as const
@@ -69,6 +70,23 @@ describe("classify", () => {
       dependency: "database"
     })
     expect(classify(Cause.fail(new BusError({ message: "Could not store a bus message", cause: badQuery })))).toEqual({ _tag: "Fault" })
+  })
+
+  it("the vector index's network error is its outage; pgvector's, under a SQL error, the database's; its other errors are faults", () => {
+    const qdrantRefused = new VectorIndexError({
+      message: "Qdrant: could not upsert points",
+      cause: Object.assign(new Error("fetch failed (ECONNREFUSED)"), { cause: Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6333"), { code: "ECONNREFUSED" }) })
+    })
+    expect(classify(Cause.fail(qdrantRefused))).toEqual({
+      _tag: "Outage",
+      dependency: "vectorIndex",
+      reason: "Qdrant: could not upsert points: fetch failed (ECONNREFUSED): connect ECONNREFUSED 127.0.0.1:6333"
+    })
+    expect(classify(Cause.fail(new VectorIndexError({ message: "pgvector: could not search", cause: unreachable })))).toMatchObject({
+      _tag: "Outage",
+      dependency: "database"
+    })
+    expect(classify(Cause.fail(new VectorIndexError({ message: "Qdrant: could not search: 400 Bad Request" })))).toEqual({ _tag: "Fault" })
   })
 
   it("backpressure is flow control; another system's network error is that system unreachable; a query bug or a defect is a fault", () => {
@@ -130,6 +148,49 @@ describe("DependencyHealth", () => {
         expect(logged().map((line) => [line.level, line.message, line.hasCause])).toEqual([
           ["WARN", "Bus handler failed: Could not upsert the vectors: connect ECONNREFUSED 127.0.0.1:6333", false],
           ["WARN", "Bus handler failed", true]
+        ])
+      })
+    ))
+
+  it.effect("says the same unreachable system again at most once a minute, with how often it was met in between", () =>
+    withLog((health, logged) =>
+      Effect.gen(function*() {
+        const refused = Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:8080"), { code: "ECONNREFUSED" })
+        const embedder = Cause.fail(new Error("Could not embed", { cause: refused }))
+        for (let i = 0; i < 40; i++) yield* health.report("Bus handler failed", embedder)
+        // Another line is its own.
+        yield* health.report("Reindex failed", embedder)
+        yield* TestClock.adjust("59 seconds")
+        yield* health.report("Bus handler failed", embedder)
+        yield* TestClock.adjust("2 seconds")
+        yield* health.report("Bus handler failed", embedder)
+        yield* health.report("Bus handler failed", embedder)
+        const lines = logged()
+        expect(lines.filter((line) => line.level === "WARN").map((line) => line.message)).toEqual([
+          "Bus handler failed: Could not embed: connect ECONNREFUSED 127.0.0.1:8080",
+          "Reindex failed: Could not embed: connect ECONNREFUSED 127.0.0.1:8080",
+          "Bus handler failed: Could not embed: connect ECONNREFUSED 127.0.0.1:8080 (40 more times in the 61.0 s before)"
+        ])
+        expect(lines.filter((line) => line.level === "DEBUG")).toHaveLength(41)
+      })
+    ))
+
+  it.live("names the vector index's outage once, without repeating its name, and its end when its ping answers", () =>
+    withLog((health, logged) =>
+      Effect.gen(function*() {
+        const up = yield* Ref.make(false)
+        const refused = new VectorIndexError({
+          message: "Qdrant: could not upsert points",
+          cause: Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:6333"), { code: "ECONNREFUSED" })
+        })
+        yield* health.watch("vectorIndex", { name: "Qdrant", probe: Effect.flatMap(Ref.get(up), (ok) => (ok ? Effect.void : Effect.fail(refused))) })
+        for (let i = 0; i < 25; i++) yield* health.report("Bus handler failed; the message will be delivered again", Cause.fail(refused))
+        yield* Ref.set(up, true)
+        yield* Effect.sleep("1500 millis")
+        expect(yield* health.isDown("vectorIndex")).toBe(false)
+        expect(logged().filter((line) => line.level === "WARN").map((line) => line.message)).toEqual([
+          "Qdrant unreachable: could not upsert points: connect ECONNREFUSED 127.0.0.1:6333",
+          expect.stringMatching(/^Qdrant reachable again after \d+\.\d s \(25 operations failed\)$/)
         ])
       })
     ))
