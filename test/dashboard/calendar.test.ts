@@ -9,7 +9,7 @@
  */
 import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { chromiumAvailable, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, launchBrowser, openPage, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { deliveredWithSubject, type MxServer, recipientsWithSubject, startMxServer } from "../support/mx-server.ts"
@@ -66,22 +66,7 @@ describe.runIf(runnable)("the dashboard: invitations and meetings", () => {
   })
 
   it("signs up on the enterprise plan and makes a mailbox", async () => {
-    await page.goto("/")
-    await page.getByRole("link", { name: "Create an account" }).click()
-    await page.getByLabel("Name").fill("Grace Scheduler")
-    await page.getByLabel("Email").fill(`${fresh("grace")}@example.com`)
-    await page.getByLabel("Password").fill("correct horse battery")
-    await page.getByRole("button", { name: "Sign up" }).click()
-    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
-    await page.getByRole("link", { name: "Billing" }).click()
-    await page.getByRole("button", { name: "Upgrade to Enterprise" }).click()
-    await page.getByRole("button", { name: "Confirm and pay" }).click()
-    await page.getByRole("heading", { name: "Plan: Enterprise" }).waitFor()
-    await page.getByRole("link", { name: "Mailboxes" }).click()
-    await page.getByLabel("New mailbox address").fill(localPart)
-    await page.getByText("is available").waitFor()
-    await page.getByRole("button", { name: "Create mailbox" }).click()
-    await page.getByRole("link", { name: address }).waitFor()
+    await signUpWithMailbox(page, { name: "Grace Scheduler", email: `${fresh("grace")}@example.com`, localPart, address })
     await page.getByRole("link", { name: address }).click()
     await page.getByRole("link", { name: "Meetings" }).waitFor()
     mailboxId = new URL(page.url()).hash.split("/")[2]!

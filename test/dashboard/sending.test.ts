@@ -12,7 +12,7 @@ import type { Browser, Page } from "playwright-core"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { createClient, type operations } from "../../packages/client/src/fetch-client.ts"
 import { signUp } from "../support/accounts.ts"
-import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, takeRefusals, type WatchedPage } from "../support/browser.ts"
+import { chromiumAvailable, CHROMIUM, launchBrowser, openPage, signUpWithMailbox, takeRefusals, type WatchedPage } from "../support/browser.ts"
 import { type DnsServer, startDnsServer } from "../support/dns-server.ts"
 import { fresh } from "../support/mailboxes.ts"
 import { deliveredWithSubject, type MxServer, recipientsWithSubject, startMxServer } from "../support/mx-server.ts"
@@ -133,22 +133,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   })
 
   it("signs up, moves to the enterprise plan (the walk makes many requests a minute) and makes a mailbox", async () => {
-    await page.goto("/")
-    await page.getByRole("link", { name: "Create an account" }).click()
-    await page.getByLabel("Name").fill("Grace Reviewer")
-    await page.getByLabel("Email").fill(`${fresh("grace")}@example.com`)
-    await page.getByLabel("Password").fill("correct horse battery")
-    await page.getByRole("button", { name: "Sign up" }).click()
-    await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
-    await page.getByRole("link", { name: "Billing" }).click()
-    await page.getByRole("button", { name: "Upgrade to Enterprise" }).click()
-    await page.getByRole("button", { name: "Confirm and pay" }).click()
-    await page.getByRole("heading", { name: "Plan: Enterprise" }).waitFor()
-    await page.getByRole("link", { name: "Mailboxes" }).click()
-    await page.getByLabel("New mailbox address").fill(localPart)
-    await page.getByText("is available").waitFor()
-    await page.getByRole("button", { name: "Create mailbox" }).click()
-    await page.getByRole("link", { name: address }).waitFor()
+    await signUpWithMailbox(page, { name: "Grace Reviewer", email: `${fresh("grace")}@example.com`, localPart, address })
     const listed = await mailboxesOf()
     mailboxId = listed.find((m) => m.email_address === address)!.mailbox_id
     expect(mailboxId).toMatch(/^mbx_/)

@@ -56,3 +56,30 @@ export const takeRefusals = (watched: WatchedPage, pattern: RegExp): Array<strin
   watched.problems.splice(0, watched.problems.length, ...rest)
   return matching
 }
+
+/**
+ * What the dashboard's longer walks start with: sign up as `name` at `email`, move to the enterprise
+ * plan (a walk makes more requests a minute than the free plan allows), and create the mailbox
+ * `localPart` (whose address is `address`), ending on the mailboxes page with its link shown.
+ */
+export const signUpWithMailbox = async (
+  page: Page,
+  account: { readonly name: string; readonly email: string; readonly localPart: string; readonly address: string }
+): Promise<void> => {
+  await page.goto("/")
+  await page.getByRole("link", { name: "Create an account" }).click()
+  await page.getByLabel("Name").fill(account.name)
+  await page.getByLabel("Email").fill(account.email)
+  await page.getByLabel("Password").fill("correct horse battery")
+  await page.getByRole("button", { name: "Sign up" }).click()
+  await page.getByRole("heading", { name: "Mailboxes" }).waitFor()
+  await page.getByRole("link", { name: "Billing" }).click()
+  await page.getByRole("button", { name: "Upgrade to Enterprise" }).click()
+  await page.getByRole("button", { name: "Confirm and pay" }).click()
+  await page.getByRole("heading", { name: "Plan: Enterprise" }).waitFor()
+  await page.getByRole("link", { name: "Mailboxes" }).click()
+  await page.getByLabel("New mailbox address").fill(account.localPart)
+  await page.getByText("is available").waitFor()
+  await page.getByRole("button", { name: "Create mailbox" }).click()
+  await page.getByRole("link", { name: account.address }).waitFor()
+}
