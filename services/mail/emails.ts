@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import { NotFound, ValidationError } from "../errors.ts"
 import type { Page, Sort } from "../listing.ts"
 import { amongMailboxes, ownMailbox } from "../mailboxes/owned.ts"
+import { underWay } from "../outbound/claims.ts"
 import {
   type AttachmentRow,
   type DeliveryRow,
@@ -110,6 +111,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const columns = sql.literal(emailColumnList)
+    const attempting = (alias: "d" | "f") => sql.literal(underWay(alias))
 
     /** Every active mailbox of `userId`'s (of `only`, when given): a condition on `mailboxes`. */
     const activeOf = (userId: string, only: ReadonlyArray<string> | undefined) =>
@@ -293,7 +295,7 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         SELECT ${sql.literal(emailBodyColumnList)},
                (SELECT json_agg(json_build_object('address', f.address, 'status', f.status, 'attempts', f.attempts,
                                                   'lastResponse', f.last_response, 'nextAttemptAt', f.next_attempt_at,
-                                                  'updatedAt', f.updated_at) ORDER BY f.address)
+                                                  'attempting', ${attempting("f")}, 'updatedAt', f.updated_at) ORDER BY f.address)
                 FROM forward_deliveries f WHERE f.email_id = e.id) AS forwarded
         FROM emails e JOIN mailboxes m ON m.id = e.mailbox_id AND m.status = 'active'
         WHERE e.id = ${emailId} AND e.user_id = ${userId}`
@@ -303,8 +305,8 @@ export class Emails extends Effect.Service<Emails>()("mailroom/Emails", {
         SELECT id, filename, content_type, size, checksum, content_id FROM attachments
         WHERE email_id = ${emailId} ORDER BY position`
       const deliveries = row.direction === "inbound" ? [] : yield* sql<DeliveryRow>`
-        SELECT recipient, status, attempts, last_response, next_attempt_at, complained_at, updated_at FROM outbound_deliveries
-        WHERE email_id = ${emailId} ORDER BY recipient`
+        SELECT recipient, status, attempts, last_response, next_attempt_at, ${attempting("d")} AS attempting, complained_at, updated_at
+        FROM outbound_deliveries d WHERE email_id = ${emailId} ORDER BY recipient`
       return toEmail(row, attachments, deliveries, row.forwarded ?? [])
     })
 

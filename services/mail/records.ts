@@ -184,6 +184,7 @@ export interface DeliveryRow {
   readonly attempts: number
   readonly lastResponse: string | null
   readonly nextAttemptAt: Date | null
+  readonly attempting: boolean
   readonly complainedAt: Date | null
   readonly updatedAt: Date
 }
@@ -194,6 +195,7 @@ export const toDelivery = (row: DeliveryRow): Delivery => ({
   attempts: row.attempts,
   last_response: row.lastResponse,
   next_attempt_at: row.nextAttemptAt?.toISOString() ?? null,
+  attempting: row.attempting,
   complained_at: row.complainedAt?.toISOString() ?? null,
   updated_at: row.updatedAt.toISOString()
 })
@@ -205,6 +207,7 @@ export interface ForwardedRow {
   readonly attempts: number
   readonly lastResponse: string | null
   readonly nextAttemptAt: string | null
+  readonly attempting: boolean
   readonly updatedAt: string
 }
 
@@ -214,6 +217,7 @@ export const toForwardedCopy = (row: ForwardedRow): ForwardedCopy => ({
   attempts: row.attempts,
   last_response: row.lastResponse,
   next_attempt_at: row.nextAttemptAt === null ? null : new Date(row.nextAttemptAt).toISOString(),
+  attempting: row.attempting,
   updated_at: new Date(row.updatedAt).toISOString()
 })
 

@@ -143,6 +143,9 @@ export const Delivery = Schema.Struct({
   attempts: Schema.Number,
   last_response: Schema.NullOr(Schema.String).annotations({ description: "The receiving server's last answer, or why it was not reached" }),
   next_attempt_at: Schema.NullOr(Schema.String).annotations({ description: "When a deferred delivery is tried again" }),
+  attempting: Schema.Boolean.annotations({
+    description: "An attempt is under way now (a receiving server is being talked to); status, attempts and last_response change when it ends"
+  }),
   complained_at: Schema.NullOr(Schema.String).annotations({
     description: "When the recipient reported the email as spam (their provider's feedback report came back); null: no complaint"
   }),
@@ -157,6 +160,7 @@ export const ForwardedCopy = Schema.Struct({
   attempts: Schema.Number,
   last_response: Schema.NullOr(Schema.String).annotations({ description: "The receiving server's last answer, or why it was not reached" }),
   next_attempt_at: Schema.NullOr(Schema.String).annotations({ description: "When a deferred copy is tried again" }),
+  attempting: Schema.Boolean.annotations({ description: "An attempt is under way now; status, attempts and last_response change when it ends" }),
   updated_at: Schema.String
 }).annotations({ identifier: "ForwardedCopy" })
 export type ForwardedCopy = typeof ForwardedCopy.Type

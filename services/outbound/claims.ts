@@ -39,6 +39,12 @@ export class DeliveryHeld extends Data.TaggedError("DeliveryHeld")<{
   }
 }
 
+/**
+ * SQL: whether the row of the claimed table under `alias` has an attempt under way now (a claim not
+ * ended; one whose process died stops counting when it runs out), as a read of the delivery shows it.
+ */
+export const underWay = (alias: "d" | "f") => `COALESCE(${alias}.claimed_until >= now(), false)`
+
 /** The tables whose rows are claimed: sent mail's recipients and received mail's forwarded copies. */
 type ClaimedTable = "outbound_deliveries" | "forward_deliveries"
 

@@ -136,6 +136,7 @@ describe("forwarding a mailbox's mail", () => {
       attempts: 1,
       last_response: expect.stringMatching(/^250/),
       next_attempt_at: null,
+      attempting: false,
       updated_at: expect.any(String)
     }])
     const copy = world.mx.delivered().slice(before).find((m) => m.raw.includes(subject))!

@@ -162,6 +162,9 @@ describe("SMTP_RELAY_URL", () => {
     })
     expect(sent.response.status).toBe(202)
     await until("the message read and never answered", async () => (relay.held() > 0 ? true : undefined))
+    // Meanwhile its delivery reads as tried now: not yet an attempt, but one under way.
+    const during = await mailroom.GET("/v1/api/emails/{emailId}", { params: { path: { emailId: sent.data!.data.email_id } } })
+    expect(during.data!.data.delivery).toMatchObject([{ recipient: "patient@example.org", status: "queued", attempts: 0, attempting: true }])
     // The mta waits on the relay's answer for up to a minute; the shutdown waits 5 s for it, not SHUTDOWN_TIMEOUT's 30.
     const stopping = Date.now()
     expect(await server.stop()).toBe(0)
@@ -176,6 +179,6 @@ describe("SMTP_RELAY_URL", () => {
       return data?.data.delivery?.[0]?.status === "sent" ? data.data : undefined
     })
     // The attempt cut short was not one: nothing was recorded of it.
-    expect(email.delivery).toMatchObject([{ recipient: "patient@example.org", status: "sent", attempts: 1 }])
+    expect(email.delivery).toMatchObject([{ recipient: "patient@example.org", status: "sent", attempts: 1, attempting: false }])
   }, 90_000)
 })

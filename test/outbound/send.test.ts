@@ -241,6 +241,7 @@ describe("sending to another domain", () => {
       attempts: 1,
       last_response: "250 2.0.0 Queued as test",
       next_attempt_at: null,
+      attempting: false,
       complained_at: null,
       updated_at: expect.any(String)
     })))

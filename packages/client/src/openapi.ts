@@ -4082,6 +4082,8 @@ export interface components {
             confirm_email_address?: string | null;
         };
         Delivery: {
+            /** @description An attempt is under way now (a receiving server is being talked to); status, attempts and last_response change when it ends */
+            attempting: boolean;
             attempts: number;
             /** @description When the recipient reported the email as spam (their provider's feedback report came back); null: no complaint */
             complained_at: string | null;
@@ -4755,6 +4757,8 @@ export interface components {
         };
         ForwardedCopy: {
             address: string;
+            /** @description An attempt is under way now; status, attempts and last_response change when it ends */
+            attempting: boolean;
             attempts: number;
             /** @description The receiving server's last answer, or why it was not reached */
             last_response: string | null;

@@ -224,7 +224,7 @@ const Invitation = ({ base }) => {
 /**
  * What became of the email at each address: a sent email's recipients ("Delivery"), or a received
  * email's copies to its mailbox's forwarding addresses ("Forwarded to").
- * @param {{ title: string, rows: { address: string, status: string, attempts: number, last_response: string | null, complained_at?: string | null }[] }} props
+ * @param {{ title: string, rows: { address: string, status: string, attempts: number, attempting: boolean, last_response: string | null, complained_at?: string | null }[] }} props
  */
 const Deliveries = ({ title, rows }) => html`
   <h2>${title}</h2>
@@ -236,7 +236,7 @@ const Deliveries = ({ title, rows }) => html`
           <tr key=${d.address}><td>${d.address}</td>
             <td><span class=${"tag " + (d.status === "sent" ? "succeeded" : d.status === "bounced" || d.status === "failed" ? "failed" : "")}>${d.status}</span>${
     d.complained_at && html` <span class="tag failed" title=${"Reported as spam on " + new Date(d.complained_at).toLocaleString()}>reported as spam</span>`
-  }</td>
+  }${d.attempting && html` <span class="tag" title="The receiving server is being talked to now">sending now</span>`}</td>
             <td>${d.attempts}</td><td class="small">${d.last_response ?? ""}</td></tr>`)}
       </tbody>
     </table>
