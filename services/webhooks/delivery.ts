@@ -50,6 +50,7 @@ interface Endpoint {
   readonly url: string
   readonly secret: string
   readonly active: boolean
+  readonly mailboxIds: ReadonlyArray<string> | null
 }
 
 /** The mailbox an event is about (email and delivery events carry `mailbox_id`); undefined for one about none. */
@@ -64,6 +65,10 @@ const labelsOf = (data: unknown): ReadonlyArray<string> | undefined => {
   return Array.isArray(labels) && labels.every((label) => typeof label === "string") ? labels : undefined
 }
 
+/** Whether the endpoint still listens to the mailbox an event is about (one about no mailbox: to the whole account). */
+const listensTo = (endpoint: Endpoint, mailboxId: string | undefined) =>
+  endpoint.mailboxIds === null || (mailboxId !== undefined && endpoint.mailboxIds.includes(mailboxId))
+
 export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom/WebhookDelivery", {
   dependencies: [WebhookAttempts.Default],
   scoped: Effect.gen(function*() {
@@ -73,29 +78,37 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
     const inFlight = new Map<string, number>()
 
     const current = (webhookId: string) =>
-      sql<Endpoint>`SELECT id, url, secret, active FROM webhooks WHERE id = ${webhookId}`.pipe(Effect.map((rows) => rows[0]))
+      sql<Endpoint>`SELECT id, url, secret, active, mailbox_ids FROM webhooks WHERE id = ${webhookId}`.pipe(Effect.map((rows) => rows[0]))
 
-    /** This endpoint's progress on this event, created on first sight (none: the webhook was deleted). */
-    const begin = (webhookId: string, eventId: string, kind: string) =>
+    /**
+     * This endpoint's progress on this event, created on first sight (none: the webhook was deleted),
+     * with the mailbox the event is about (a key limited to mailboxes sees only deliveries about its own).
+     */
+    const begin = (webhookId: string, eventId: string, kind: string, mailboxId: string | undefined) =>
       sql<{ id: string; status: DeliveryStatus; attempts: number }>`
-        INSERT INTO webhook_deliveries (id, webhook_id, event_id, event)
-        SELECT ${newId("dlv")}, id, ${eventId}, ${kind} FROM webhooks WHERE id = ${webhookId}
+        INSERT INTO webhook_deliveries (id, webhook_id, event_id, event, mailbox_id)
+        SELECT ${newId("dlv")}, id, ${eventId}, ${kind}, ${mailboxId ?? null} FROM webhooks WHERE id = ${webhookId}
         ON CONFLICT (webhook_id, event_id) DO UPDATE SET event = EXCLUDED.event
         RETURNING id, status, attempts`.pipe(Effect.map((rows) => rows[0]))
 
     const cancel = (deliveryId: string) =>
       sql`UPDATE webhook_deliveries SET status = 'canceled', completed_at = now() WHERE id = ${deliveryId} AND status = 'pending'`
 
-    /** Deliver one event to one endpoint, from wherever an earlier delivery of the event left off. */
-    const deliver = (webhookId: string, eventId: string, kind: string, body: string) =>
+    /**
+     * Deliver one event to one endpoint, from wherever an earlier delivery of the event left off. A
+     * webhook disabled, or narrowed to other mailboxes, since the event came gets no more attempts:
+     * its delivery is canceled (a key limited to the mailboxes left could otherwise point it elsewhere
+     * and receive the rest of another mailbox's mail).
+     */
+    const deliver = (webhookId: string, eventId: string, kind: string, body: string, mailboxId: string | undefined) =>
       Effect.gen(function*() {
-        const progress = yield* begin(webhookId, eventId, kind)
+        const progress = yield* begin(webhookId, eventId, kind, mailboxId)
         if (progress === undefined || progress.status !== "pending") return
         for (let number = progress.attempts + 1; number <= MAX_ATTEMPTS; number++) {
           yield* Effect.sleep(RETRY_DELAYS[number - 1]!)
           const endpoint = yield* current(webhookId)
           if (endpoint === undefined) return // deleted: its log went with it
-          if (!endpoint.active) return yield* cancel(progress.id)
+          if (!endpoint.active || !listensTo(endpoint, mailboxId)) return yield* cancel(progress.id)
           const attemptedAt = new Date()
           const outcome = yield* attempts.post(endpoint, eventId, kind, body, number)
           const ok = succeeded(outcome)
@@ -146,7 +159,7 @@ export class WebhookDelivery extends Effect.Service<WebhookDelivery>()("mailroom
         const body = JSON.stringify({ event: event.event, timestamp: event.timestamp, data: event.data })
         const results = yield* Effect.forEach(
           endpoints,
-          (endpoint) => Effect.either(withSlot(endpoint.id, deliver(endpoint.id, eventId, event.event, body))),
+          (endpoint) => Effect.either(withSlot(endpoint.id, deliver(endpoint.id, eventId, event.event, body, mailboxOf(event.data)))),
           { concurrency: "unbounded" }
         )
         const failure = results.find(Either.isLeft)

@@ -314,10 +314,18 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
         return { deliveries: rows.flatMap((row) => (row.id === null ? [] : [toDelivery(row)])), total }
       })
 
+    /**
+     * The deliveries of a webhook `only` (a key limited to those mailboxes) may see: those about its
+     * mailboxes. A webhook it manages listens to its mailboxes alone now, but may have listened to
+     * the whole account before a full key narrowed it; events about no mailbox are the account's.
+     */
+    const visible = (only: ReadonlyArray<string> | undefined) =>
+      only === undefined ? sql`true` : sql`d.mailbox_id = ANY(${[...only]}::text[])`
+
     /** The delivery log of one webhook, newest first, each delivery with its attempts. */
-    const deliveries = Effect.fn("Webhooks.deliveries")(function*(userId: string, webhookId: string, page: Page) {
+    const deliveries = Effect.fn("Webhooks.deliveries")(function*(userId: string, webhookId: string, page: Page, only?: ReadonlyArray<string>) {
       yield* find(userId, webhookId)
-      const { deliveries: data, total } = yield* deliveriesWhere(sql`d.webhook_id = ${webhookId}`, page)
+      const { deliveries: data, total } = yield* deliveriesWhere(sql`d.webhook_id = ${webhookId} AND ${visible(only)}`, page)
       return { deliveries: data, meta: listMeta(total, page) }
     })
 
@@ -350,12 +358,14 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
      * Send a finished delivery again (failed, canceled, or succeeded and wanted once more): one more
      * attempt of the same event (its body from the event log, kept 7 days; the same `webhook-id`, so a
      * receiver that keeps ids sees a duplicate), numbered after the last, and the delivery's status
-     * becomes that attempt's. A delivery still under way is the actor's: 409.
+     * becomes that attempt's. A delivery still under way is the actor's: 409. One `only` may not see
+     * (see `visible`) is unknown to it.
      */
-    const resend = Effect.fn("Webhooks.resend")(function*(userId: string, webhookId: string, deliveryId: string) {
+    const resend = Effect.fn("Webhooks.resend")(function*(userId: string, webhookId: string, deliveryId: string, only?: ReadonlyArray<string>) {
       const row = yield* find(userId, webhookId)
       const found = yield* sql<{ eventId: string; event: string; status: DeliveryStatus }>`
-        SELECT event_id, event, status FROM webhook_deliveries WHERE id = ${deliveryId} AND webhook_id = ${webhookId}`
+        SELECT event_id, event, status FROM webhook_deliveries d
+        WHERE id = ${deliveryId} AND webhook_id = ${webhookId} AND ${visible(only)}`
       const delivery = found[0]
       if (delivery === undefined) return yield* deliveryNotFound(deliveryId)
       if (delivery.status === "pending") {

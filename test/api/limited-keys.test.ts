@@ -15,6 +15,7 @@ import { signUp, withApiKey } from "../support/accounts.ts"
 import { upgrade } from "../support/billing.ts"
 import { type Box, newBox } from "../support/mailboxes.ts"
 import { sendMail } from "../support/send-mail.ts"
+import { startReceiver } from "../support/receiver.ts"
 import { type SuiteServer, useSuiteServer } from "../support/server.ts"
 import { openEvents } from "../support/sse.ts"
 import { offContract, withKey, withToken } from "../support/typed-client.ts"
@@ -267,6 +268,52 @@ describe("a key limited to some mailboxes", () => {
       const changed = await limited.PATCH("/v1/api/webhooks/{id}", { params: { path: { id: own.data!.data.webhook_id } }, body: { mailbox_ids } })
       expect(changed.response.status).toBe(400)
       expect(changed.error?.error.details).toEqual({ mailbox_ids: message })
+    }
+  })
+
+  it("sees and sends again only the deliveries about its mailboxes of a webhook a full key narrowed to them", async () => {
+    const receiver = await startReceiver()
+    try {
+      // A webhook of the whole account logs deliveries about both mailboxes and about no mailbox.
+      const made = await full.POST("/v1/api/webhooks", { body: { url: `${receiver.url}/narrowed`, events: ["email.received", "api_key.created"] } })
+      const id = made.data!.data.webhook_id
+      await arrived(mine, "Hook ours")
+      await arrived(other, "Hook other")
+      await withToken(suite.url, user).POST("/v1/api-keys", { body: { name: "about no mailbox" } })
+      const posted = await receiver.waitFor("/narrowed", 3)
+      const aboutMine = posted.find((request) => JSON.parse(request.body).data.mailbox_id === mine.mailboxId)!.headers["webhook-id"]
+      const path = { params: { path: { id } } }
+      const logged = await until("three deliveries finished", async () => {
+        const { data } = await full.GET("/v1/api/webhooks/{id}/deliveries", path)
+        return data?.data.filter((delivery) => delivery.status === "succeeded").length === 3 ? data.data : undefined
+      }, 20_000, 250)
+      const ours = logged.find((delivery) => delivery.event_id === aboutMine)!
+      const others = logged.filter((delivery) => delivery !== ours)
+      expect(others.map((delivery) => delivery.event).sort()).toEqual(["api_key.created", "email.received"])
+
+      const narrowed = await full.PATCH("/v1/api/webhooks/{id}", { ...path, body: { mailbox_ids: [mine.mailboxId] } })
+      expect(narrowed.data?.data.mailbox_ids).toEqual([mine.mailboxId])
+      // Its own now, but the deliveries about another mailbox or about the account stay the account's.
+      const seen = await limited.GET("/v1/api/webhooks/{id}/deliveries", path)
+      expect(seen.response.status).toBe(200)
+      expect(seen.data?.data.map((delivery) => delivery.delivery_id)).toEqual([ours.delivery_id])
+      expect(seen.data?.meta.total).toBe(1)
+      for (const { delivery_id: deliveryId } of others) {
+        const resend = await limited.POST("/v1/api/webhooks/{id}/deliveries/{deliveryId}/resend", { params: { path: { id, deliveryId } } })
+        expect(resend.response.status).toBe(404)
+        expect(resend.error).toEqual(notFound({ delivery_id: deliveryId }))
+      }
+      expect(receiver.received("/narrowed")).toHaveLength(3)
+      const again = await limited.POST("/v1/api/webhooks/{id}/deliveries/{deliveryId}/resend", { params: { path: { id, deliveryId: ours.delivery_id } } })
+      expect(again.data?.data).toMatchObject({ delivery_id: ours.delivery_id, status: "succeeded" })
+      expect(receiver.received("/narrowed").at(-1)!.headers["webhook-id"]).toBe(aboutMine)
+      // The account's full key still sees and resends them all.
+      expect((await full.GET("/v1/api/webhooks/{id}/deliveries", path)).data?.meta.total).toBe(3)
+      const theirs = await full.POST("/v1/api/webhooks/{id}/deliveries/{deliveryId}/resend", { params: { path: { id, deliveryId: others[0]!.delivery_id } } })
+      expect(theirs.response.status).toBe(200)
+      await full.DELETE("/v1/api/webhooks/{id}", path)
+    } finally {
+      await receiver.close()
     }
   })
 

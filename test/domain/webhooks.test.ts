@@ -6,12 +6,13 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Effect, Either, Layer, Schedule, Schema } from "effect"
+import { Clock, Context, Effect, Either, Fiber, Layer, Schedule, Schema } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { type PostRequest, TransportError, WebhookTransport } from "../../services/webhooks/attempts.ts"
 import { CreateWebhookInput, eventKinds, EventPayloads } from "../../services/webhooks/schemas.ts"
 import { verifyWebhook } from "../../services/webhooks/signatures.ts"
+import { WebhookDelivery } from "../../services/webhooks/delivery.ts"
 import { WebhookSubscriptions } from "../../services/webhooks/subscriptions.ts"
 import { WebhookSettings, WebhookTargets } from "../../services/webhooks/targets.ts"
 import { Webhooks } from "../../services/webhooks/webhooks.ts"
@@ -20,6 +21,7 @@ import { testDatabase } from "../support/database.ts"
 import { makeFakeDns } from "../support/fake-dns.ts"
 import { insertUser, type TestUser } from "../support/users.ts"
 import { insertMailbox } from "../support/seed-mail.ts"
+import { until } from "../support/wait.ts"
 
 const dns = makeFakeDns()
 dns.records.addresses.set("hooks.example.com", [{ address: "93.184.216.34", family: 4 }, { address: "2606:2800:220:1::1", family: 6 }])
@@ -494,5 +496,47 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
         expect(yield* Effect.flip(webhooks.resend(stranger.userId, created.webhook_id, canceled.id)))
           .toMatchObject({ code: "NOT_FOUND", details: { webhook_id: created.webhook_id } })
       }))
+  })
+
+  const actor = WebhookDelivery.Default.pipe(
+    Layer.provide(network.layer),
+    Layer.provide(WebhookTargets.Default),
+    Layer.provide(Layer.merge(dns.layer, Layer.succeed(WebhookSettings, { allowPrivate: false }))),
+    Layer.provideMerge(webhooksWith(false))
+  )
+
+  it.layer(actor)("the webhook actor", (it) => {
+    it.effect("a webhook narrowed to other mailboxes while an event about one it left is retried gets no more attempts", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const webhooks = yield* Webhooks
+        const { deliver } = yield* WebhookDelivery
+        const owner = yield* insertUser("pro")
+        const [kept, left] = [yield* insertMailbox(owner), yield* insertMailbox(owner)]
+        const created = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.received"] })
+        network.posts.length = 0
+        network.answers.push(500, 500)
+        const event = (mailboxId: string) => {
+          const eventId = `email.received:${mailboxId}`
+          return deliver(created.webhook_id, eventId, "email.received", JSON.stringify({ data: { mailbox_id: mailboxId } }), mailboxId)
+        }
+        const both = yield* Effect.fork(Effect.all([event(kept.mailboxId), event(left.mailboxId)], { concurrency: 2 }))
+        // Both first attempts failed; the second ones wait 500 ms. The webhook is narrowed meanwhile.
+        yield* Effect.promise(() => until("two first attempts", async () => (network.posts.length === 2 ? true : undefined), 5_000, 5))
+        yield* webhooks.update(owner.userId, created.webhook_id, { mailbox_ids: [kept.mailboxId] })
+        yield* Fiber.join(both)
+
+        const logged = yield* sql<{ mailboxId: string; status: string; attempts: number }>`
+          SELECT mailbox_id, status, attempts FROM webhook_deliveries WHERE webhook_id = ${created.webhook_id} ORDER BY status`
+        expect(logged).toEqual([
+          { mailboxId: left.mailboxId, status: "canceled", attempts: 1 },
+          { mailboxId: kept.mailboxId, status: "succeeded", attempts: 2 }
+        ])
+        expect(network.posts.map((post) => JSON.parse(post.body).data.mailbox_id)).toEqual(
+          expect.arrayContaining([kept.mailboxId, left.mailboxId, kept.mailboxId])
+        )
+        expect(network.posts).toHaveLength(3)
+        // The live clock: the retry waits its real 500 ms while the test narrows the webhook.
+      }).pipe(Effect.withClock(Clock.make())))
   })
 })

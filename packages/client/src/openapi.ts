@@ -1791,7 +1791,7 @@ export interface paths {
         };
         /**
          * List a webhook's deliveries
-         * @description Every delivery to this endpoint, newest first, with each attempt's status, duration and error
+         * @description Every delivery to this endpoint, newest first, with each attempt's status, duration and error. A key limited to mailboxes sees only the deliveries of events about its mailboxes (the webhook may have listened to the whole account before it was narrowed)
          */
         get: operations["dashboardWebhooks.deliveries"];
         put?: never;
@@ -1813,7 +1813,7 @@ export interface paths {
         put?: never;
         /**
          * Send a delivery again
-         * @description One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it is still under way, while the webhook is disabled, or once the event is no longer kept (7 days).
+         * @description One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it is still under way, while the webhook is disabled, or once the event is no longer kept (7 days). A key limited to mailboxes sends again only deliveries it can list.
          */
         post: operations["dashboardWebhooks.resend"];
         delete?: never;
@@ -3167,7 +3167,7 @@ export interface paths {
         };
         /**
          * List a webhook's deliveries
-         * @description Every delivery to this endpoint, newest first, with each attempt's status, duration and error
+         * @description Every delivery to this endpoint, newest first, with each attempt's status, duration and error. A key limited to mailboxes sees only the deliveries of events about its mailboxes (the webhook may have listened to the whole account before it was narrowed)
          */
         get: operations["webhooks.deliveries"];
         put?: never;
@@ -3189,7 +3189,7 @@ export interface paths {
         put?: never;
         /**
          * Send a delivery again
-         * @description One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it is still under way, while the webhook is disabled, or once the event is no longer kept (7 days).
+         * @description One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it is still under way, while the webhook is disabled, or once the event is no longer kept (7 days). A key limited to mailboxes sends again only deliveries it can list.
          */
         post: operations["webhooks.resend"];
         delete?: never;

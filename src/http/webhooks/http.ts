@@ -52,8 +52,9 @@ const makeHandlers = Effect.gen(function*() {
         }),
       deliveries: ({ path, urlParams }: Path & { readonly urlParams: typeof DeliveryListParams.Type }) =>
         Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
-          const { deliveries: data, meta } = yield* webhooks.deliveries(userId, path.id, page(urlParams)).pipe(orUnavailable)
+          const { mailboxes, userId } = yield* CurrentPrincipal
+          const listed = webhooks.deliveries(userId, path.id, page(urlParams), Option.getOrUndefined(mailboxes))
+          const { deliveries: data, meta } = yield* listed.pipe(orUnavailable)
           return { success: true as const, data, meta }
         }),
       test: ({ path, urlParams }: Path & { readonly urlParams: typeof TestWebhookInput.Type }) =>
@@ -64,8 +65,8 @@ const makeHandlers = Effect.gen(function*() {
         }),
       resend: ({ path }: { readonly path: typeof DeliveryPath.Type }) =>
         Effect.gen(function*() {
-          const { userId } = yield* CurrentPrincipal
-          const data = yield* webhooks.resend(userId, path.id, path.deliveryId).pipe(orUnavailable)
+          const { mailboxes, userId } = yield* CurrentPrincipal
+          const data = yield* webhooks.resend(userId, path.id, path.deliveryId, Option.getOrUndefined(mailboxes)).pipe(orUnavailable)
           return { success: true as const, data }
         })
     }
