@@ -53,7 +53,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("mailroom/ApiKeys", {
       const apiKey = opaqueToken(apiKeyPrefix)
       const expiresAt = input.expirationDays === undefined ? null : new Date(Date.now() + input.expirationDays * 86_400_000)
       const permission = input.permission ?? "full_access"
-      const mailboxIds = input.mailboxIds === undefined
+      const mailboxIds = input.mailboxIds === undefined || input.mailboxIds === null
         ? null
         : yield* ownedMailboxes(sql, userId, input.mailboxIds, "mailboxIds")
       const rows = yield* sql<{ createdAt: Date; plan: Plan }>`

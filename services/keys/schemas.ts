@@ -26,10 +26,10 @@ export const CreateKeyInput = Schema.Struct({
       Schema.between(1, 365, { message: () => "must be a whole number of days from 1 to 365" })
     )
   ),
-  mailboxIds: Schema.optional(MailboxIds.annotations({
+  mailboxIds: Schema.optional(Schema.NullOr(MailboxIds).annotations({
     description: "Limit the key to these mailboxes of the account: it reads, sends and manages their mail only, " +
       "sees no other mailbox, and is refused account-wide routes (keys, domains, billing, account lists). " +
-      "Left out: the whole account"
+      "Left out or null (as a key answers it): the whole account"
   })),
   permission: Schema.optional(KeyPermission)
 }).annotations({ identifier: "CreateApiKeyInput", parseOptions: { errors: "all", onExcessProperty: "error" } })
@@ -78,3 +78,5 @@ export const RevokedApiKey = Schema.Struct({
 /** What the key list sorts by. */
 export const keySortFields = ["createdAt", "name", "lastUsed", "expirationTs"] as const
 export type KeySortField = (typeof keySortFields)[number]
+/** The snake_case every other list sorts by, taken for the key's own camelCase fields. */
+export const keySortAliases = { created_at: "createdAt", last_used: "lastUsed", expiration_ts: "expirationTs" } as const

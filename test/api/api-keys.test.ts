@@ -49,6 +49,14 @@ describe("POST /v1/api-keys", () => {
     expect(JSON.stringify(listed.data)).not.toContain(apiKey)
   })
 
+  it("takes mailboxIds null, as a key answers it, for a key of the whole account", async () => {
+    const user = await signUp(baseUrl)
+    const reply = await asUser(user).POST("/v1/api-keys", { body: { name: "whole account", mailboxIds: null } })
+    expect(reply.response.status).toBe(201)
+    expect(reply.data?.data.mailboxIds).toBeNull()
+    expect((await withKey(baseUrl, { apiKey: reply.data!.data.apiKey }).GET("/v1/api-keys")).response.status).toBe(200)
+  })
+
   it("counts a name's length in characters: 100 emoji are a name of 100 (200 UTF-16 units)", async () => {
     const user = await signUp(baseUrl)
     const name = "😀".repeat(100)
@@ -122,6 +130,10 @@ describe("GET /v1/api-keys", () => {
     expect(past.data?.meta.total).toBe(3)
     const desc = await list({ sort: "name:desc" })
     expect(desc.data?.data.map((key) => key.name)).toEqual(["charlie", "bravo", "alpha"])
+    // The snake_case every other list sorts by is taken for the key's camelCase fields.
+    for (const sort of ["createdAt:asc", "created_at:asc"]) {
+      expect((await list({ sort })).data?.data.map((key) => key.name), sort).toEqual(["alpha", "bravo", "charlie"])
+    }
   })
 
   it.each(refusedListParams("secret:asc", "name:sideways"))("refuses ?%s=%s with 400 VALIDATION_ERROR naming it", async (field, value) => {

@@ -3979,8 +3979,8 @@ export interface components {
         CreateApiKeyInput: {
             /** @description a number between 1 and 365 */
             expirationDays?: number;
-            /** @description Limit the key to these mailboxes of the account: it reads, sends and manages their mail only, sees no other mailbox, and is refused account-wide routes (keys, domains, billing, account lists). Left out: the whole account */
-            mailboxIds?: string[];
+            /** @description Limit the key to these mailboxes of the account: it reads, sends and manages their mail only, sees no other mailbox, and is refused account-wide routes (keys, domains, billing, account lists). Left out or null (as a key answers it): the whole account */
+            mailboxIds?: string[] | null;
             /** @description a string that will be trimmed */
             name: string;
             /**

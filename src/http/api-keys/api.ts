@@ -1,7 +1,7 @@
 /** API keys on `{base_url}`: the contract. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { keySortFields } from "../../../services/keys/schemas.ts"
+import { keySortAliases, keySortFields } from "../../../services/keys/schemas.ts"
 import { ApiKey, CreatedApiKey, CreateKeyInput, RevokedApiKey, UpdateKeyInput } from "../../../services/keys/schemas.ts"
 import { ListMeta, ListParams } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
@@ -13,7 +13,7 @@ const keyEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
   .add(
     HttpApiEndpoint.get("list", "/api-keys")
-      .setUrlParams(ListParams(keySortFields))
+      .setUrlParams(ListParams(keySortFields, keySortAliases))
       .addSuccess(OkWithMeta(Schema.Array(ApiKey), ListMeta))
       .annotateContext(OpenApi.annotations({
         summary: "List API keys",
