@@ -50,6 +50,49 @@ const failure = (error: NodemailerError) =>
 const withoutDelay = (connection: SMTPConnection) =>
   (connection as unknown as { readonly _socket?: { readonly setNoDelay?: (noDelay: boolean) => unknown } })._socket?.setNoDelay?.(true)
 
+/**
+ * What a message's bytes ask of MAIL FROM: `BODY=8BITMIME` for any byte above 127 (RFC 6152), and
+ * `SMTPUTF8` for one in its header (UTF-8 headers, RFC 6531/6532: a mail program's message sent on
+ * through submission as written). nodemailer adds SMTPUTF8 only for a non-ASCII address.
+ */
+const eightBit = (raw: Uint8Array) => {
+  // The header ends at the first empty line (LF LF or LF CR LF).
+  let headerEnd = raw.length
+  for (let i = 0; i < raw.length - 1; i++) {
+    if (raw[i] === 10 && (raw[i + 1] === 10 || (raw[i + 1] === 13 && raw[i + 2] === 10))) {
+      headerEnd = i
+      break
+    }
+  }
+  const above127 = (from: number, to: number) => {
+    for (let i = from; i < to; i++) if (raw[i]! > 127) return true
+    return false
+  }
+  const smtpUtf8 = above127(0, headerEnd)
+  return { eightBitMime: smtpUtf8 || above127(headerEnd, raw.length), smtpUtf8 }
+}
+
+/**
+ * MAIL FROM with SMTPUTF8 when the server offers it, for a message whose header is UTF-8. nodemailer
+ * decides SMTPUTF8 by the envelope's addresses alone and has no setting for it, so its command is
+ * amended on the way out, for this transaction only.
+ */
+const withSmtpUtf8 = (connection: SMTPConnection) => {
+  const reached = connection as unknown as {
+    _supportedExtensions?: ReadonlyArray<string>
+    _sendCommand: (command: string, ...rest: Array<unknown>) => unknown
+  }
+  const original = reached._sendCommand
+  if (typeof original !== "function" || !reached._supportedExtensions?.includes("SMTPUTF8")) return () => {}
+  reached._sendCommand = function(command: string, ...rest: Array<unknown>) {
+    const amended = /^MAIL FROM:/i.test(command) && !/ SMTPUTF8\b/i.test(command) ? `${command} SMTPUTF8` : command
+    return original.call(this, amended, ...rest)
+  }
+  return () => {
+    reached._sendCommand = original
+  }
+}
+
 /** How long an idle connection is kept (Postfix: smtp_connection_cache_time_limit, 2 s). */
 const IDLE_MS = 2_000
 /** Messages one connection carries before it is closed and replaced. */
@@ -172,7 +215,11 @@ const makeTransport = (timeouts: Timeouts) => {
   const transact = (pooled: Pooled, message: Message, done: (outcome: Outcome) => void) => {
     pooled.current = done
     pooled.uses++
-    pooled.connection.send({ from: message.from, to: [...message.to] }, Buffer.from(message.raw), (error, info) => {
+    const bits = eightBit(message.raw)
+    // MAIL FROM is written within send(), before it returns: the amendment is undone right after.
+    const restore = bits.smtpUtf8 ? withSmtpUtf8(pooled.connection) : () => {}
+    const envelope = { from: message.from, to: [...message.to], use8BitMime: bits.eightBitMime }
+    pooled.connection.send(envelope, Buffer.from(message.raw), (error, info) => {
       // A message refused at DATA comes back without the RCPT refusals before it: the connection's
       // envelope of this transaction (untyped) still holds them.
       const envelope = (pooled.connection as unknown as { readonly _envelope?: { readonly rejectedErrors?: ReadonlyArray<NodemailerError> } })._envelope
@@ -204,6 +251,7 @@ const makeTransport = (timeouts: Timeouts) => {
       const code = Number(/^\d{3}/.exec(response)?.[0] ?? 250)
       finishWith(pooled, { ok: [...info.accepted.map((recipient) => ({ recipient, code, response, stage: "data" as const })), ...refusals] })
     })
+    restore()
   }
 
   const send = (target: SmtpTarget, message: Message) =>

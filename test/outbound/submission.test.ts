@@ -113,6 +113,33 @@ describe("SMTP submission", () => {
     expect(Buffer.from(await raw.arrayBuffer()).equals(arrived.raw)).toBe(true)
   })
 
+  it("sends an 8-bit message on with BODY=8BITMIME, and one with a UTF-8 header with SMTPUTF8, as the next server offers them", async () => {
+    const { box } = await owner()
+    const session = await signedIn(box.user.apiKey)
+    const tag = fresh("bits")
+    const send = async (to: string, header: string, body: string) => {
+      expect((await session.command(`MAIL FROM:<${box.address}> BODY=8BITMIME SMTPUTF8`)).code).toBe(250)
+      expect((await session.command(`RCPT TO:<${to}>`)).code).toBe(250)
+      const raw = `From: ${box.address}\r\nTo: ${to}\r\n${header}\r\nMIME-Version: 1.0\r\n` +
+        `Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n${body}\r\n`
+      expect((await session.data(Buffer.from(raw, "utf8"))).code).toBe(250)
+    }
+    const bodyOnly = `${fresh("ada")}@partner.test`
+    const inHeader = `${fresh("zoe")}@partner.test`
+    const plain = `${fresh("bob")}@partner.test`
+    await send(bodyOnly, `Subject: Body ${tag}`, "Café au lait, 10 €")
+    await send(inHeader, `Subject: Réunion ${tag}`, "Zoë's agenda")
+    await send(plain, `Subject: Plain ${tag}`, "Nothing above 127 here")
+    await session.command("QUIT")
+
+    const args = async (to: string, subject: string) => (await deliveredTo(to, subject)).mailFromArgs
+    expect(await args(bodyOnly, `Body ${tag}`)).toEqual({ BODY: "8BITMIME" })
+    expect(await args(inHeader, tag)).toEqual({ BODY: "8BITMIME", SMTPUTF8: true })
+    expect(await args(plain, `Plain ${tag}`)).toEqual({})
+    const arrived = await deliveredTo(bodyOnly, `Body ${tag}`)
+    expect(arrived.raw.toString("utf8")).toContain("Café au lait, 10 €")
+  })
+
   it("threads a reply written in a mail program with the email it answers, and completes a bare message's Message-ID and Date", async () => {
     const { box, mailroom } = await owner()
     const subject = `Question ${fresh("q")}`

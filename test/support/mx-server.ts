@@ -11,6 +11,8 @@ import { until } from "./wait.ts"
 
 export interface Delivered {
   readonly mailFrom: string
+  /** MAIL FROM's parameters as the client wrote them (`BODY: "8BITMIME"`, `SMTPUTF8: true`, ...). */
+  readonly mailFromArgs: Readonly<Record<string, string | boolean>>
   readonly rcptTo: ReadonlyArray<string>
   readonly raw: Buffer
   /** The user that logged in, for a relay. */
@@ -97,6 +99,7 @@ export const startMxServer = async (options: { readonly auth?: { readonly user: 
         }
         delivered.push({
           mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : "",
+          mailFromArgs: { ...(session.envelope.mailFrom ? session.envelope.mailFrom.args || {} : {}) },
           // As the client wrote them: a local part's case is the sender's to keep (RFC 5321 §2.4).
           rcptTo: session.envelope.rcptTo.map((r) => r.address),
           raw: Buffer.concat(chunks),
