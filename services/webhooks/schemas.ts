@@ -7,6 +7,7 @@ import { EmailFields, EmailReceived } from "../mail/schemas.ts"
 import { MeetingAnsweredData } from "../meetings/schemas.ts"
 import { InvitationReceivedData, REMINDER_MINUTES, ScheduleReminderData } from "../schedule/schemas.ts"
 import { ComplaintEventData, DeliveryEventData, UnsubscribedEventData } from "../outbound/schemas.ts"
+import { weakStandardSecret } from "./signatures.ts"
 
 /** The event kinds an endpoint can subscribe to (SPEC "Events"). */
 export const eventKinds = [
@@ -39,7 +40,7 @@ const Events = Schema.Array(Schema.String).pipe(
 
 const Secret = Schema.String.pipe(
   Schema.filter((secret) =>
-    /^[\x21-\x7e]{8,256}$/.test(secret) ? undefined : "must be 8-256 printable ASCII characters without spaces"
+    /^[\x21-\x7e]{8,256}$/.test(secret) ? weakStandardSecret(secret) : "must be 8-256 printable ASCII characters without spaces"
   )
 ).annotations({ description: "Signing secret; generated (whsec_…) when omitted" })
 

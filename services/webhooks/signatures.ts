@@ -23,9 +23,25 @@ export const SECRET_PREFIX = "whsec_"
 /** A new signing secret: `whsec_` and 32 random bytes in base64. */
 export const generateSecret = () => `${SECRET_PREFIX}${randomBytes(32).toString("base64")}`
 
+/** A `whsec_<base64>` secret: the Standard Webhooks scheme keys it with the bytes its base64 stands for. */
+const standardForm = /^whsec_[A-Za-z0-9+/]+={0,2}$/
+
 /** The secret as the Standard Webhooks scheme keys it. */
 const standardKey = (secret: string): Buffer =>
-  /^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret) ? Buffer.from(secret.slice(SECRET_PREFIX.length), "base64") : Buffer.from(secret, "utf8")
+  standardForm.test(secret) ? Buffer.from(secret.slice(SECRET_PREFIX.length), "base64") : Buffer.from(secret, "utf8")
+
+/** The fewest key bytes a chosen `whsec_<base64>` secret may stand for (Standard Webhooks: 24 to 64). */
+export const MIN_STANDARD_KEY_BYTES = 24
+
+/**
+ * Why a secret someone chose cannot be taken, if it cannot: one in the `whsec_<base64>` form keys the
+ * Standard Webhooks signature with the bytes it decodes to, so `whsec_AA` would be a one-byte key.
+ */
+export const weakStandardSecret = (secret: string): string | undefined =>
+  standardForm.test(secret) && standardKey(secret).length < MIN_STANDARD_KEY_BYTES
+    ? `a whsec_ secret is the base64 of its key, which must be at least ${MIN_STANDARD_KEY_BYTES} bytes (this one is ` +
+      `${standardKey(secret).length}); leave the secret out to have one generated`
+    : undefined
 
 const hmac = (key: string | Buffer, content: string | Uint8Array) => createHmac("sha256", key).update(content)
 

@@ -92,6 +92,10 @@ describe("POST /v1/api/webhooks", () => {
     [{ url: URL_OK, events: ["email.received"], secret: "has a space in it" }, {
       secret: "must be 8-256 printable ASCII characters without spaces"
     }],
+    // The Standard Webhooks signature is keyed with what a whsec_ secret's base64 stands for: here 1 byte.
+    [{ url: URL_OK, events: ["email.received"], secret: "whsec_AA" }, {
+      secret: "a whsec_ secret is the base64 of its key, which must be at least 24 bytes (this one is 1); leave the secret out to have one generated"
+    }],
     [{ url: "http://hooks.example.test/mailroom", events: ["email.received"] }, { url: "must use https" }],
     [{ url: "ftp://hooks.example.test/", events: ["email.received"] }, { url: "must use https" }],
     [{ url: "hooks.example.test/mailroom", events: ["email.received"] }, { url: "must be an absolute URL, such as https://example.com/webhooks" }],
@@ -270,6 +274,10 @@ describe("reading, updating and deleting", () => {
     const after = await bearer(user.apiKey).GET("/v1/api/webhooks/{id}", path)
     expect(after.data?.data).toEqual({ ...changed.data?.data, secret_masked: "********9876" })
     expect(JSON.stringify(after.data)).not.toContain("a-brand-new-secret")
+    // A Standard Webhooks secret of the shortest key it may stand for (24 bytes) is taken.
+    const standard = `whsec_${Buffer.alloc(24, 9).toString("base64")}`
+    const restandardized = await bearer(user.apiKey).PATCH("/v1/api/webhooks/{id}", { ...path, body: { secret: standard } })
+    expect(restandardized.data?.data.secret).toBe(standard)
   })
 
   it.each([
@@ -278,6 +286,7 @@ describe("reading, updating and deleting", () => {
     [{ events: [] }, { events: "must list at least one of email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created" }],
     [{ active: "no" }, { active: expect.any(String) }],
     [{ secret: "tiny" }, { secret: "must be 8-256 printable ASCII characters without spaces" }],
+    [{ secret: `whsec_${Buffer.alloc(23, 7).toString("base64")}` }, { secret: expect.stringMatching(/at least 24 bytes \(this one is 23\)/) }],
     [{ events: ["email.bounced", "api_key.created"], labels: ["billing"] }, {
       events: "would never be sent any of these events: email.bounced carries no labels; api_key.created carries no labels, and the webhook is narrowed to labels"
     }],
