@@ -82,9 +82,18 @@ interface AttemptJson {
 
 const columns = "id, url, events, secret, active, created_at, mailbox_ids, labels"
 
+/**
+ * The URL as answers show it: a password in it (`https://user:pass@host/…`, basic auth some receivers
+ * ask for) is the endpoint's credential, shown as `********` as the secret is masked. Answered back
+ * unchanged in an update, the masked URL leaves the stored one as it is.
+ */
+export const maskUrlPassword = (url: string) =>
+  url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#@:]*):([^/?#]*)@/i, (whole, scheme: string, user: string, password: string) =>
+    password === "" ? whole : `${scheme}${user}:********@`)
+
 const toWebhook = (row: WebhookRow): Webhook => ({
   webhook_id: row.id,
-  url: row.url,
+  url: maskUrlPassword(row.url),
   events: [...row.events],
   secret_masked: maskSecret(row.secret),
   active: row.active,
@@ -253,6 +262,8 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
     const update = Effect.fn("Webhooks.update")(function*(userId: string, webhookId: string, input: UpdateWebhookInput) {
       // Not found before a URL problem: someone else's webhook is nothing to validate against.
       const stored = yield* find(userId, webhookId)
+      // The URL as it was answered (its password masked) is no change.
+      if (input.url !== undefined && input.url.trim() === maskUrlPassword(stored.url)) input = { ...input, url: undefined }
       if (input.url !== undefined) yield* checkUrl(input.url)
       const mailboxIds = yield* checkMailboxes(userId, input.mailbox_ids)
       yield* neverSent(

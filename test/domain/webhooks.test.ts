@@ -102,6 +102,30 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
         expect(short).toMatchObject({ secret: "tiny-key", secret_masked: "********" })
       }))
 
+    it.effect("a password in the URL is kept and used, and every answer shows it masked; the masked URL sent back changes nothing", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const url = "https://agent:p%40ss:w0rd@hooks.example.com/in?x=1"
+        const masked = "https://agent:********@hooks.example.com/in?x=1"
+        const created = yield* create(owner, { url, events: ["email.received"] })
+        expect(created.url).toBe(masked)
+        expect((yield* webhooks.get(owner.userId, created.webhook_id)).url).toBe(masked)
+        expect((yield* webhooks.list(owner.userId, firstPage, newest)).webhooks.map((w) => w.url)).toEqual([masked])
+        const stored = () => Effect.map(sql<{ url: string }>`SELECT url FROM webhooks WHERE id = ${created.webhook_id}`, (rows) => rows[0]!.url)
+        expect(yield* stored()).toBe(url)
+        // A client that sends the whole webhook back as it read it leaves the password as it was.
+        expect((yield* webhooks.update(owner.userId, created.webhook_id, { url: masked, active: false })).active).toBe(false)
+        expect(yield* stored()).toBe(url)
+        yield* webhooks.update(owner.userId, created.webhook_id, { url: "https://agent:new-one@hooks.example.com/in?x=1" })
+        expect(yield* stored()).toBe("https://agent:new-one@hooks.example.com/in?x=1")
+        // A user name alone, or none, is shown as it is.
+        for (const plain of ["https://agent@hooks.example.com/in", HOOK_URL]) {
+          expect((yield* webhooks.update(owner.userId, created.webhook_id, { url: plain })).url).toBe(plain)
+        }
+      }))
+
     it.effect("events: at least one, each a known kind (400 VALIDATION_ERROR with details.events)", () =>
       Effect.gen(function*() {
         const decode = decodeBody(CreateWebhookInput, "api")
