@@ -358,6 +358,34 @@ describe("GET /v1/ws", () => {
     }
   })
 
+  it("a refused subscribe, malformed or refused by the stream, leaves the socket open without a subscription", async () => {
+    const ws = await socket(box.user.apiKey)
+    // Hears what the socket would have: once the stream has an event, the socket has had its chance.
+    const witness = await stream(box.user.apiKey, `?types=email.received&mailbox_id=${box.mailboxId}`)
+    try {
+      const refusals: Array<[Record<string, unknown>, Record<string, unknown>]> = [
+        // An empty list would hear nothing; a misspelt field would hear every mailbox.
+        [{ types: [] }, { types: "must list at least one event kind (left out: every kind)" }],
+        [{ mailboxId: box.mailboxId }, { mailboxId: expect.stringMatching(/^is not a field here; the fields are .*mailbox_id/) }],
+        [{ after: "evt_not_a_real_one" }, { after: expect.stringContaining("7 days") }]
+      ]
+      for (const [fields, details] of refusals) {
+        ws.send({ type: "subscribe", types: ["email.received"], mailbox_id: box.mailboxId })
+        expect(await ws.next()).toMatchObject({ type: "subscribed" })
+        ws.send({ type: "subscribe", types: ["email.received"], ...fields })
+        expect(await ws.next()).toEqual({ type: "error", error: { code: "VALIDATION_ERROR", message: expect.any(String), details } })
+        await deliver(box.address, `Unheard after ${JSON.stringify(fields)}`)
+        expect(JSON.parse((await witness.next(30_000)).data!).data.subject).toBe(`Unheard after ${JSON.stringify(fields)}`)
+        expect(await ws.drain(300)).toEqual([])
+      }
+      ws.send({ type: "ping" })
+      expect(await ws.next()).toEqual({ type: "pong" })
+    } finally {
+      ws.close()
+      witness.close()
+    }
+  })
+
   it("answers a bad message with SPEC's envelope and stays open; a plain GET is 400 and a missing key 401", async () => {
     const stranger = await withApiKey(suite.url)
     const ws = await socket(box.user.apiKey)

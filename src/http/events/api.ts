@@ -72,7 +72,8 @@ const socketEndpoint = HttpApiEndpoint.get("socket", "/ws")
       "an event id is an event's `id` as delivered); the server answers `{\"type\":\"subscribed\",\"types\",\"mailbox_id\",\"labels\"}` " +
       "(the filters in force, null where absent), then `{\"type\":\"event\",\"id\",\"event\",\"data\"}` per event and " +
       "`{\"type\":\"heartbeat\"}` every 15 s. A new subscribe replaces the filters and, without `after`, continues " +
-      "after the last event delivered. `{\"type\":\"ping\"}` is answered `{\"type\":\"pong\"}`. Refusals come as " +
+      "after the last event delivered; a refused one leaves the socket without a subscription. `types`, when given, " +
+      "lists at least one kind; other fields are refused. `{\"type\":\"ping\"}` is answered `{\"type\":\"pong\"}`. Refusals come as " +
       "`{\"type\":\"error\",\"error\":{code,message,details}}` (VALIDATION_ERROR, NOT_FOUND; STREAM_QUOTA then closes " +
       "the socket with 1008). On shutdown the socket closes with 1001: reconnect with `after`. A plain GET is 400."
   }))

@@ -13,8 +13,8 @@
  *
  * A new `subscribe` replaces the previous one and, without `after`, continues right after the last
  * event this socket delivered: changing filters loses nothing. (The previous subscription ends before
- * the new one is checked, so that it frees its stream slot; a refused subscribe leaves the socket
- * without one until the next.) A bad message is answered with an error and the socket stays open;
+ * the new one is checked, so that it frees its stream slot; a refused subscribe, malformed or not,
+ * leaves the socket without one until the next.) A bad message is answered with an error and the socket stays open;
  * STREAM_QUOTA closes it (1008), and so does a credential that stops working (revoked, expired):
  * an UNAUTHORIZED error, then the close, before anything more is delivered (a `ping` checks it too). The socket holds one of the account's
  * event-stream slots while subscribed, as an SSE stream does; one left without a subscription for
@@ -39,7 +39,10 @@ const EventKind = Schema.String.pipe(
 const ClientMessage = Schema.Union(
   Schema.Struct({
     type: Schema.Literal("subscribe"),
-    types: Schema.optional(Schema.Array(EventKind)),
+    // An empty list would be a subscription that hears nothing: left out is every kind.
+    types: Schema.optional(
+      Schema.Array(EventKind).pipe(Schema.minItems(1, { message: () => "must list at least one event kind (left out: every kind)" }))
+    ),
     mailbox_id: Schema.optional(MailboxFilter),
     labels: Schema.optional(Schema.Array(Label).pipe(Schema.minItems(1), Schema.maxItems(MAX_LABELS))),
     after: Schema.optional(Schema.String)
@@ -47,7 +50,18 @@ const ClientMessage = Schema.Union(
   Schema.Struct({ type: Schema.Literal("ping") })
 )
 type Subscribe = Extract<typeof ClientMessage.Type, { readonly type: "subscribe" }>
-const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(ClientMessage), { errors: "all" })
+// A misspelt field (`mailboxId`) is refused, not dropped: dropped, the subscription would hear every mailbox.
+const decodeMessage = Schema.decodeUnknownEither(Schema.parseJson(ClientMessage), { errors: "all", onExcessProperty: "error" })
+
+/** Whether a message the socket could not take meant to subscribe (its `type` says so). */
+const meantToSubscribe = (data: string) => {
+  try {
+    const parsed: unknown = JSON.parse(data)
+    return typeof parsed === "object" && parsed !== null && (parsed as { readonly type?: unknown }).type === "subscribe"
+  } catch {
+    return false
+  }
+}
 
 /** A refusal as the socket tells it: SPEC's error envelope with a `type`. */
 interface Refusal {
@@ -111,11 +125,17 @@ export const serveSocket = (
       Effect.flatMap(Effect.either(recheck), (still) =>
         still._tag === "Right" ? then : still.left._tag === "Unauthorized" ? revoked(still.left) : answerRefusal(still.left))
 
+    /** The current subscription ended: the socket has none until the next subscribe. */
+    const unsubscribe = Effect.suspend(() => {
+      const ending = subscription
+      subscription = undefined
+      unsubscribedSince ??= Date.now()
+      return ending === undefined ? Effect.void : Fiber.interrupt(ending)
+    })
+
     const subscribe = (request: Subscribe) =>
       Effect.gen(function*() {
-        if (subscription !== undefined) yield* Fiber.interrupt(subscription)
-        subscription = undefined
-        unsubscribedSince ??= Date.now()
+        yield* unsubscribe
         const opened = yield* Effect.either(open({
           recheck,
           userId: principal.userId,
@@ -163,7 +183,11 @@ export const serveSocket = (
           })
         }
         const message = decodeMessage(data)
-        if (message._tag === "Left") return yield* refuse(invalidMessage(message.left))
+        if (message._tag === "Left") {
+          // A refused subscribe leaves the socket without a subscription, whatever was wrong with it.
+          if (meantToSubscribe(data)) yield* unsubscribe
+          return yield* refuse(invalidMessage(message.left))
+        }
         if (message.right.type === "ping") return yield* whileValid(send({ type: "pong" }))
         return yield* whileValid(subscribe(message.right))
       }).pipe(turn.withPermits(1))
