@@ -77,7 +77,9 @@ export class WebhookTargets extends Effect.Service<WebhookTargets>()("mailroom/W
       if (allowPrivate) return undefined
       const bad = firstNonPublic(addresses.map((a) => a.address))
       if (bad === undefined) return undefined
-      const where = target.isIp ? `${bad.address} is a ${bad.kind} address` : `${target.host} resolves to ${bad.address}, a ${bad.kind} address`
+      // "an unspecified", "a unique-local"
+      const kind = `${/^([aeio]|un[^i])/.test(bad.kind) ? "an" : "a"} ${bad.kind} address`
+      const where = target.isIp ? `${bad.address} is ${kind}` : `${target.host} resolves to ${bad.address}, ${kind}`
       return new TargetRefused({ reason: "not-public", message: `${where}; webhooks are delivered to public addresses only` })
     }
 

@@ -131,6 +131,7 @@ describe("POST /v1/api/webhooks", () => {
     ["https://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address; webhooks are delivered to public addresses only"],
     ["https://[::1]/hook", "::1 is a loopback address; webhooks are delivered to public addresses only"],
     ["https://[fd00::1]/hook", "fd00::1 is a unique-local address; webhooks are delivered to public addresses only"],
+    ["https://0.0.0.0/hook", "0.0.0.0 is an unspecified address; webhooks are delivered to public addresses only"],
     ["https://[::ffff:127.0.0.1]/hook", "::ffff:7f00:1 is a loopback address; webhooks are delivered to public addresses only"],
     ["https://localhost/hook", "localhost resolves to 127.0.0.1, a loopback address; webhooks are delivered to public addresses only"],
     ["https://internal.example.test/hook", "internal.example.test resolves to 127.0.0.1, a loopback address; webhooks are delivered to public addresses only"],
