@@ -375,6 +375,25 @@ describe.skipIf(mode !== "embedded")("retries", () => {
     })
     expect(unknownKind.response.status).toBe(400)
     expect(unknownKind.error).toMatchObject({ success: false, error: { code: "VALIDATION_ERROR", details: { event: expect.any(String) } } })
+
+    // The kind asked in a JSON body, as a client that posts JSON asks it.
+    receiver.script(webhook.path, [200])
+    const posted = (body: string, query = "") =>
+      fetch(`${server.url}/v1/api/webhooks/${webhook.webhook_id}/test${query}`, {
+        method: "POST",
+        headers: { "x-api-key": box.user.apiKey, "content-type": "application/json" },
+        body
+      }).then(async (reply) => ({ status: reply.status, json: await reply.json() }))
+    expect(await posted(JSON.stringify({ event: "email.sent" }))).toMatchObject({ status: 200, json: { data: { event: "email.sent", succeeded: true } } })
+    expect(await posted(JSON.stringify({ event: "email.sent" }), "?event=email.sent")).toMatchObject({ status: 200 })
+    const refusedBodies: Array<[string, string, Record<string, unknown>]> = [
+      [JSON.stringify({ event: "email.sent" }), "?event=email.received", { event: "?event=email.received and the body's email.sent differ: name one" }],
+      [JSON.stringify({ kind: "email.sent" }), "", { kind: expect.stringMatching(/^is not a field here/) }],
+      ["[1]", "", { body: "must be a JSON object" }]
+    ]
+    for (const [body, query, details] of refusedBodies) {
+      expect(await posted(body, query), body).toEqual({ status: 400, json: { success: false, error: { code: "VALIDATION_ERROR", message: expect.any(String), details } } })
+    }
     const missing = await keyed(box).POST("/v1/api/webhooks/{id}/deliveries/{deliveryId}/resend", {
       params: { path: { id: webhook.webhook_id, deliveryId: "dlv_missing" } }
     })

@@ -1833,7 +1833,7 @@ export interface paths {
         put?: never;
         /**
          * Send a test event
-         * @description Posts an example event of the kind asked (?event=<kind>; the webhook's first by default) to the endpoint, signed as every delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is logged as a delivery. A disabled webhook can be tested.
+         * @description Posts an example event of the kind asked (?event=<kind>, or {"event"} in a JSON body; the webhook's first by default) to the endpoint, signed as every delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is logged as a delivery. A disabled webhook can be tested.
          */
         post: operations["dashboardWebhooks.test"];
         delete?: never;
@@ -3209,7 +3209,7 @@ export interface paths {
         put?: never;
         /**
          * Send a test event
-         * @description Posts an example event of the kind asked (?event=<kind>; the webhook's first by default) to the endpoint, signed as every delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is logged as a delivery. A disabled webhook can be tested.
+         * @description Posts an example event of the kind asked (?event=<kind>, or {"event"} in a JSON body; the webhook's first by default) to the endpoint, signed as every delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is logged as a delivery. A disabled webhook can be tested.
          */
         post: operations["webhooks.test"];
         delete?: never;

@@ -93,7 +93,7 @@ const webhookEndpoints = <const Name extends string>(name: Name) =>
       .addError(envelope(NotFound))
       .annotateContext(OpenApi.annotations({
         summary: "Send a test event",
-        description: "Posts an example event of the kind asked (?event=<kind>; the webhook's first by default) to the endpoint, signed as every " +
+        description: "Posts an example event of the kind asked (?event=<kind>, or {\"event\"} in a JSON body; the webhook's first by default) to the endpoint, signed as every " +
           "delivery is, once, and answers what the endpoint answered and the body sent. The webhook-id is test_…; nothing is " +
           "logged as a delivery. A disabled webhook can be tested."
       }))

@@ -1,15 +1,41 @@
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Layer, Option } from "effect"
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import { Effect, Layer, Option, Schema } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
 import { MailboxReach } from "../../../services/accounts/reach.ts"
 import { type ListParams, page, parseSort } from "../../../services/listing.ts"
-import type { CreateWebhookInput, TestWebhookInput, UpdateWebhookInput, WebhookSortField } from "../../../services/webhooks/schemas.ts"
+import { ValidationError } from "../../../services/errors.ts"
+import { type CreateWebhookInput, type EventKind, TestWebhookInput, type UpdateWebhookInput, type WebhookSortField } from "../../../services/webhooks/schemas.ts"
 import { Webhooks } from "../../../services/webhooks/webhooks.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
+import { decodeBody } from "../surface.ts"
 import type { DeliveryListParams, DeliveryPath, WebhookPath } from "./api.ts"
 
 type Path = { readonly path: typeof WebhookPath.Type }
+
+const decodeTestBody = decodeBody(Schema.Struct(TestWebhookInput.fields).annotations({ parseOptions: { onExcessProperty: "error", errors: "all" } }), "api")
+
+/**
+ * The kind a test asks for: `?event=`, or `{"event"}` in a JSON body (what a client that posts JSON
+ * sends; ignored, it sent the first kind instead). Both, naming different kinds, is refused.
+ */
+const eventAsked = (query: EventKind | undefined) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const text = yield* Effect.orElseSucceed(request.text, () => "")
+    if (text.trim() === "") return query
+    const notAnObject = new ValidationError({ message: "Invalid request body: not a JSON object", details: { body: "must be a JSON object" } })
+    const parsed = yield* Effect.try({ try: (): unknown => JSON.parse(text), catch: () => notAnObject })
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return yield* notAnObject
+    const body = yield* decodeTestBody(parsed)
+    if (query !== undefined && body.event !== undefined && body.event !== query) {
+      return yield* new ValidationError({
+        message: "The query and the body ask for different events",
+        details: { event: `?event=${query} and the body's ${body.event} differ: name one` }
+      })
+    }
+    return body.event ?? query
+  })
 
 /** One set of handlers, served under /v1/api (API keys) and /api (dashboard sessions). */
 const makeHandlers = Effect.gen(function*() {
@@ -60,7 +86,8 @@ const makeHandlers = Effect.gen(function*() {
       test: ({ path, urlParams }: Path & { readonly urlParams: typeof TestWebhookInput.Type }) =>
         Effect.gen(function*() {
           const { userId } = yield* CurrentPrincipal
-          const data = yield* webhooks.test(userId, path.id, urlParams.event).pipe(orUnavailable)
+          const event = yield* eventAsked(urlParams.event)
+          const data = yield* webhooks.test(userId, path.id, event).pipe(orUnavailable)
           return { success: true as const, data }
         }),
       resend: ({ path }: { readonly path: typeof DeliveryPath.Type }) =>
