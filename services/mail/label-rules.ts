@@ -6,7 +6,8 @@
  *   never added or removed through the API;
  * - `unread` is set on arrival and is the agent's to clear (reading an email does not clear it);
  * - verdict labels (`spam`, `unauthenticated`, `blocked`) are set by the inbound checks and, like
- *   custom labels, may be added or removed by the account (a person overrules a verdict);
+ *   custom labels, may be added or removed by the account (a person overrules a verdict), except that
+ *   `blocked` is only ever removed (labels.ts): blocking is the block lists' (a filter may do neither);
  * - custom labels: 1-64 characters, no control characters, no commas (the list filters take
  *   comma-separated names), no surrounding spaces, not only invisible ones (a zero-width space);
  *   case-sensitive, as the agent wrote them.

@@ -48,6 +48,12 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
     ) =>
       Effect.gen(function*() {
         const change = yield* checkChange(requested)
+        if (change.add.includes(BLOCKED)) {
+          // Hidden by hand, the mail would leave search and the Junk count unexplained, and letting it
+          // through again would announce it as received a second time.
+          return yield* ValidationError.field("add_labels", "blocked is the block lists' verdict: add the sender to a block list " +
+            "(removing blocked lets a blocked email through)")
+        }
         const result = yield* sql.withTransaction(Effect.gen(function*() {
           const rows = yield* sql<EmailRow>`
             SELECT ${sql.literal(emailColumnList)}

@@ -147,6 +147,21 @@ describe("labels and read state over HTTP", () => {
     expect(fact.response.status).toBe(400)
     expect(fact.error).toMatchObject({ success: false, error: { code: "LABEL_READ_ONLY", details: { labels: ["inbound"] } } })
 
+    // Blocking is the block lists' (a filter may not block either); removing blocked lets mail through.
+    const blocked = await mailroom.PATCH("/v1/api/emails/{emailId}", {
+      params: { path: { emailId: first } },
+      body: { add_labels: ["blocked"] }
+    })
+    expect(blocked.response.status).toBe(400)
+    expect(blocked.error).toEqual({
+      success: false,
+      error: {
+        code: "VALIDATION_ERROR",
+        message: expect.any(String),
+        details: { add_labels: "blocked is the block lists' verdict: add the sender to a block list (removing blocked lets a blocked email through)" }
+      }
+    })
+
     const badName = await mailroom.PATCH("/v1/api/emails/{emailId}", {
       params: { path: { emailId: first } },
       body: { add_labels: ["a,b", "x".repeat(65)] }
