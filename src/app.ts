@@ -117,7 +117,8 @@ export const mailboxSettingsLayer = (config: AppConfigShape) =>
   Layer.succeed(MailboxSettings, {
     sharedDomains: config.sharedDomains,
     disallowedNames: reservedLocalParts(config),
-    postmasterMailbox: Option.getOrUndefined(config.postmasterMailbox)
+    postmasterMailbox: Option.getOrUndefined(config.postmasterMailbox),
+    freeMaxCustomDomains: config.freeMaxCustomDomains
   })
 
 /**

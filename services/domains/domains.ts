@@ -72,12 +72,12 @@ interface DomainRow {
   readonly catchAllMailboxId: string | null
 }
 
-const toDomain = (row: DomainRow, plan: Plan, dnsRecords: ReadonlyArray<DnsRecord>): Domain => ({
+const toDomain = (row: DomainRow, receives: boolean, dnsRecords: ReadonlyArray<DnsRecord>): Domain => ({
   domain_id: row.id,
   domain_name: row.name,
   verification_token: row.verificationToken,
   verified: row.verified,
-  receives_mail: row.verified && receivesOnCustomDomains(plan),
+  receives_mail: row.verified && receives,
   mx_configured: row.mxConfigured,
   dkim_configured: row.dkimConfigured,
   spf_configured: row.spfConfigured,
@@ -174,7 +174,7 @@ export class Domains extends Effect.Service<Domains>()("mailroom/Domains", {
       ])
 
     /** A domain row of `owner` as the API shows it, with its records. */
-    const present = (owner: Owner) => (row: DomainRow) => Effect.map(records(row), (dnsRecords) => toDomain(row, owner.plan, dnsRecords))
+    const present = (owner: Owner) => (row: DomainRow) => Effect.map(records(row), (dnsRecords) => toDomain(row, receivesOnCustomDomains(owner.plan, settings.freeMaxCustomDomains), dnsRecords))
 
     const instructions = (name: string, token: string) =>
       `Add a TXT record at ${name} with the value "${token}" and an MX record at ${name} with priority 10 pointing at ` +

@@ -241,7 +241,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
     const bus = yield* Bus
     const health = yield* DependencyHealth
     const directory = yield* RecipientDirectory
-    const { postmasterMailbox, sharedDomains } = yield* MailboxSettings
+    const { freeMaxCustomDomains = 0, postmasterMailbox, sharedDomains } = yield* MailboxSettings
     /** The address whose mailbox takes mail to `address`: its routing form, or the operator's mailbox. */
     const routed = (address: string) => operatorRoute(routingForm(address), sharedDomains, postmasterMailbox)
 
@@ -281,7 +281,7 @@ export class Inbound extends Effect.Service<Inbound>()("mailroom/Inbound", {
         const forms = queries.map((q) => q.forms.join("\n"))
         // A free plan's period is the calendar month, rolled over on read (as Billing does).
         return sql`
-          SELECT r.idx, m.id AS mailbox_id, m.user_id, s.plan, c.custom AND s.plan = 'free' AS off_plan, p.period_start,
+          SELECT r.idx, m.id AS mailbox_id, m.user_id, s.plan, c.custom AND s.plan = 'free' AND ${freeMaxCustomDomains === 0}::boolean AS off_plan, p.period_start,
                  coalesce(d.emails, 0) AS today, coalesce(u.emails, 0) AS this_period, coalesce(su.bytes, 0) AS storage,
                  coalesce(l.blocked, false) AS blocked,
                  coalesce(l.account_allows, false) AS account_allows,

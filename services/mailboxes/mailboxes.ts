@@ -51,6 +51,11 @@ export class MailboxSettings extends Context.Tag("mailroom/MailboxSettings")<Mai
    * abuse@ every shared domain (services/mail/inbound.ts `operatorRoute`); undefined, none does.
    */
   readonly postmasterMailbox?: string | undefined
+  /**
+   * FREE_MAX_CUSTOM_DOMAINS: custom domains the free plan may add. Above 0, the free plan's mailboxes
+   * may be on them too (and receive there); 0 (the default, and when left out), the shared pool only.
+   */
+  readonly freeMaxCustomDomains?: number | undefined
 }>() {}
 
 /** Whose mailboxes: the caller, with their current plan. */
@@ -117,7 +122,7 @@ export class Mailboxes extends Effect.Service<Mailboxes>()("mailroom/Mailboxes",
      * paid plans the account's verified custom domains.
      */
     const allowedDomains = (userId: string, plan: Plan): Effect.Effect<ReadonlyArray<string>, SqlError> =>
-      !receivesOnCustomDomains(plan)
+      !receivesOnCustomDomains(plan, settings.freeMaxCustomDomains ?? 0)
         ? Effect.succeed(settings.sharedDomains)
         : sql<{ name: string }>`SELECT name FROM domains WHERE user_id = ${userId} AND verified ORDER BY name`.pipe(
           Effect.map((rows) => [...settings.sharedDomains, ...rows.map((row) => row.name)])

@@ -97,8 +97,11 @@ export const customDomainLimit = (plan: Plan, freeMaxCustomDomains: number): num
  * SPEC rule 6: mailboxes on the account's verified custom domains are a paid plan's, to create and
  * to receive on; the free plan has the shared pool. An account back on free (a canceled or unpaid
  * subscription) keeps its mailboxes there, but their mail is refused for now (mail/inbound.ts).
+ * An operator who lets the free plan add custom domains (FREE_MAX_CUSTOM_DOMAINS above 0) lets it use
+ * them too: a domain it may add and verify but never use would be a trap.
  */
-export const receivesOnCustomDomains = (plan: Plan): boolean => plan !== "free"
+export const receivesOnCustomDomains = (plan: Plan, freeMaxCustomDomains: number): boolean =>
+  plan !== "free" || freeMaxCustomDomains > 0
 
 /** How an unlimited figure is reported where SPEC's type is a number. */
 export const reportLimit = (limit: number | null): number => limit ?? -1

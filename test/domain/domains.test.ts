@@ -11,6 +11,7 @@ import { DEFAULT_SPF_RECORD, Domains, DomainSettings, type Owner } from "../../s
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { RecipientDirectory } from "../../services/mail/directory.ts"
+import { Inbound } from "../../services/mail/inbound.ts"
 import { Mailboxes, MailboxSettings } from "../../services/mailboxes/mailboxes.ts"
 import { DkimKeys } from "../../services/outbound/dkim.ts"
 import { defaultRetryDelays, OutboundSettings } from "../../services/outbound/settings.ts"
@@ -38,14 +39,15 @@ const outboundSettings = {
 }
 
 const domainsWith = (freeMaxCustomDomains: number, spfRecord = DEFAULT_SPF_RECORD) =>
-  Layer.merge(Domains.Default, Mailboxes.Default).pipe(
+  Layer.mergeAll(Domains.Default, Mailboxes.Default, Inbound.Default).pipe(
     Layer.provide(Layer.mergeAll(
       dns.layer,
-      Layer.succeed(MailboxSettings, { sharedDomains: [SHARED], disallowedNames: [] }),
       Layer.succeed(DomainSettings, { verifyPrefix: PREFIX, mxHost: MX_HOST, freeMaxCustomDomains, spfRecord }),
-      DkimKeys.Default.pipe(Layer.provide(Layer.succeed(OutboundSettings, outboundSettings))),
-      RecipientDirectory.Default.pipe(Layer.provide(MemoryBus.layer), Layer.provide(DependencyHealth.Default))
-    ))
+      DkimKeys.Default.pipe(Layer.provide(Layer.succeed(OutboundSettings, outboundSettings)))
+    )),
+    Layer.provideMerge(RecipientDirectory.Default),
+    Layer.provideMerge(Layer.merge(MemoryBus.layer, Layer.succeed(MailboxSettings, { sharedDomains: [SHARED], disallowedNames: [], freeMaxCustomDomains }))),
+    Layer.provideMerge(DependencyHealth.Default)
   )
 
 /** A hostname no other test uses. */
@@ -406,6 +408,19 @@ layer(testDatabase, { timeout: "120 seconds" })("Domains", (it) => {
           status: 403,
           details: { count: 1, limit: 1, plan: "free" }
         })
+      }))
+
+    it.effect("a free account's verified domain is its to use: it receives mail, and takes mailboxes that receive", () =>
+      Effect.gen(function*() {
+        const mailboxes = yield* Mailboxes
+        const inbound = yield* Inbound
+        const free = yield* insertUser("free")
+        const domain = yield* verifiedDomain(free)
+        expect(domain).toMatchObject({ verified: true, receives_mail: true })
+        const mailbox = yield* mailboxes.create(free, { local_part: "agent", domain: domain.domain_name })
+        expect(mailbox.email_address).toBe(`agent@${domain.domain_name}`)
+        const accepted = yield* inbound.recipient(mailbox.email_address, undefined, "ada@example.com")
+        expect(accepted).toMatchObject({ mailboxId: mailbox.mailbox_id })
       }))
   })
 
