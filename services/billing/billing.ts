@@ -119,8 +119,10 @@ export class Billing extends Effect.Service<Billing>()("mailroom/Billing", {
       yield* planChanged(userId)
     })
 
+    /** Cancel a paid plan at the end of its period, or keep it after all. The free plan has nothing to end. */
     const setCancelAtPeriodEnd = Effect.fn("Billing.setCancelAtPeriodEnd")(function*(userId: string, cancel: boolean) {
-      yield* sql`UPDATE subscriptions SET cancel_at_period_end = ${cancel}, updated_at = now() WHERE user_id = ${userId}`
+      yield* sql`UPDATE subscriptions SET cancel_at_period_end = ${cancel}, updated_at = now()
+                 WHERE user_id = ${userId} AND (plan <> 'free' OR NOT ${cancel}::boolean)`
     })
 
     /**

@@ -160,6 +160,21 @@ describe("POST /v1/billing/portal", () => {
     expect((await mailroom.GET("/v1/billing/subscription")).data?.data.cancelAtPeriodEnd).toBe(true)
     await fetch(local, { method: "POST", body: "action=resume", headers: { "content-type": "application/x-www-form-urlencoded" }, redirect: "manual" })
     expect((await mailroom.GET("/v1/billing/subscription")).data?.data.cancelAtPeriodEnd).toBe(false)
+
+    // From Enterprise, Pro's checkout is a change, not an upgrade.
+    const lower = await (await fetch(pageOf((await checkout(user, "pro")).data!.data.url))).text()
+    expect(lower).toContain("Change to Pro")
+    expect(lower).not.toContain("Upgrade")
+  })
+
+  it("a free account has nothing to cancel: the portal's cancel changes nothing", async () => {
+    const user = await withApiKey(server.url)
+    const mailroom = withKey(server.url, user)
+    const local = pageOf((await mailroom.POST("/v1/billing/portal", { body: { returnUrl: "https://agent.example/settings" } })).data!.data.url)
+    expect(await (await fetch(local)).text()).not.toContain("Cancel at period end")
+    const cancel = await fetch(local, { method: "POST", body: "action=cancel", headers: { "content-type": "application/x-www-form-urlencoded" }, redirect: "manual" })
+    expect(cancel.status).toBe(303)
+    expect((await mailroom.GET("/v1/billing/subscription")).data?.data).toMatchObject({ plan: "free", cancelAtPeriodEnd: false })
   })
 
   it("refuses a returnUrl that is not a URL", async () => {

@@ -7,6 +7,7 @@ import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } fro
 import { Effect, Layer, Option, Schema } from "effect"
 import { Billing } from "../../../services/billing/billing.ts"
 import { escapeHtml } from "../../../services/html.ts"
+import { Plan } from "../../../services/plans/plans.ts"
 import { LocalPayments } from "../../../layers/local-billing.ts"
 import { page } from "../pages.ts"
 
@@ -16,6 +17,10 @@ const gone = page("This link has expired", `<p class="muted">Start again from yo
 export const paymentForms = [/^\/billing\/checkout\/[^/]+$/, /^\/billing\/portal\/[^/]+$/]
 
 const planName = (plan: string) => plan.charAt(0).toUpperCase() + plan.slice(1)
+
+/** "Upgrade to Enterprise" from Pro, "Change to Pro" from Enterprise: the plans in their order. */
+const changeTitle = (from: Plan | undefined, to: Plan) =>
+  `${from !== undefined && Plan.literals.indexOf(from) > Plan.literals.indexOf(to) ? "Change" : "Upgrade"} to ${planName(to)}`
 
 /** A checkout of the plan the account has already (another link of the same purchase): nothing to pay. */
 const alreadyOn = (plan: string, successUrl: string | null) =>
@@ -44,7 +49,7 @@ export const PaymentPagesLive = HttpApiBuilder.Router.use((router) =>
         const current = yield* Effect.option(billing.subscription(userId))
         if (Option.isSome(current) && current.value.plan === plan) return alreadyOn(plan, successUrl)
         return page(
-          `Upgrade to ${planName(plan)}`,
+          changeTitle(Option.getOrUndefined(current)?.plan, plan),
           `<p>Confirm to activate the <strong>${escapeHtml(planName(plan))}</strong> plan now.</p>
 <p class="muted">Local payment provider: no card is charged.</p>
 <form method="post"><button type="submit">Confirm and pay</button></form>
