@@ -104,8 +104,33 @@ export class Submission extends Effect.Service<Submission>()("mailroom/Submissio
         })
       )
 
-    /** End of DATA: the message sent from the mailbox to the envelope's recipients; its email id. */
+    /**
+     * End of DATA: the message sent from the mailbox to the envelope's recipients; its email id. The
+     * key is asked again (not counted again): one revoked, made read-only or narrowed away from the
+     * mailbox while the message was being written sends nothing.
+     */
     const send = (
+      apiKey: string,
+      mailboxId: string,
+      message: { readonly raw: Uint8Array; readonly recipients: ReadonlyArray<string> }
+    ): Effect.Effect<string, SubmissionRefused> =>
+      authenticator.identify({ kind: "apiKey", secret: apiKey }).pipe(
+        Effect.catchTags({
+          Unauthorized: () => Effect.fail(SubmissionRefused.of(535, "5.7.8 The API key is no longer valid: nothing was sent")),
+          SqlError: () => Effect.fail(temporaryFailure)
+        }),
+        Effect.filterOrFail(
+          (principal) => !principal.readOnly,
+          () => SubmissionRefused.of(550, "5.7.1 This API key is read-only: it cannot send")
+        ),
+        Effect.filterOrFail(
+          (principal) => Option.match(principal.mailboxes, { onNone: () => true, onSome: (ids) => ids.includes(mailboxId) }),
+          () => SubmissionRefused.of(550, "5.7.1 This API key no longer sends from this mailbox: nothing was sent")
+        ),
+        Effect.flatMap((principal) => sendAs(principal, mailboxId, message))
+      )
+
+    const sendAs = (
       principal: Principal,
       mailboxId: string,
       message: { readonly raw: Uint8Array; readonly recipients: ReadonlyArray<string> }

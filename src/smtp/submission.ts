@@ -19,7 +19,6 @@
  */
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerDataStream, type SMTPServerSession } from "smtp-server"
-import type { Principal } from "../../services/accounts/principal.ts"
 import { isAddress, MAX_RECIPIENTS, withAsciiDomain } from "../../services/outbound/schemas.ts"
 import { TooManyConnections } from "../../services/mail/refusals.ts"
 import { Submission, type SubmissionRefused, temporaryFailure } from "../../services/outbound/submission.ts"
@@ -45,10 +44,9 @@ const replyError = (code: number, text: string) => {
 }
 const smtpError = (refusal: SubmissionRefused) => replyError(refusal.reply.code, refusal.reply.text)
 
-/** What a session established: the key given at AUTH, who it acts for, and the mailbox its MAIL FROM named. */
+/** What a session established: the key given at AUTH (asked again at MAIL FROM and at the end of DATA), and the mailbox its MAIL FROM named. */
 interface SessionState {
   readonly apiKey: string
-  principal: Principal
   mailboxId?: string | undefined
 }
 
@@ -96,7 +94,7 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       const apiKey = auth.password ?? ""
       void run(submission.signIn(apiKey)).then(Exit.match({
         onSuccess: (principal) => {
-          sessions.set(session, { apiKey, principal })
+          sessions.set(session, { apiKey })
           SubmissionMetrics.reply(235)
           callback(null, { user: principal.userId })
         },
@@ -118,8 +116,7 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       if (state === undefined) return callback(replyError(530, "5.7.0 Authentication required"))
       state.mailboxId = undefined
       void run(submission.sender(state.apiKey, address.address)).then(Exit.match({
-        onSuccess: ({ mailboxId, principal }) => {
-          state.principal = principal
+        onSuccess: ({ mailboxId }) => {
           state.mailboxId = mailboxId
           SubmissionMetrics.reply(250)
           callback()
@@ -165,7 +162,7 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
         if (state === undefined || state.mailboxId === undefined) return answer(smtpError(temporaryFailure))
         const recipients = session.envelope.rcptTo.map((r) => r.address)
         const sending = Runtime.runFork(runtime)(
-          submission.send(state.principal, state.mailboxId, { raw: Buffer.concat(chunks, bytes), recipients }).pipe(
+          submission.send(state.apiKey, state.mailboxId, { raw: Buffer.concat(chunks, bytes), recipients }).pipe(
             Effect.withSpan("smtp.submission", { kind: "server", captureStackTrace: false, attributes: { "mailroom.recipients": recipients.length } })
           )
         )

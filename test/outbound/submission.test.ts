@@ -17,7 +17,7 @@ import { scrape } from "../support/metrics.ts"
 import { useOutboundWorld } from "../support/outbound-world.ts"
 import { sendMail } from "../support/send-mail.ts"
 import { freePort, type SuiteServer, useSuiteServer } from "../support/server.ts"
-import { connectSmtp, type SmtpSession } from "../support/smtp-client.ts"
+import { connectSmtp, dataPayload, type SmtpSession } from "../support/smtp-client.ts"
 import { withToken } from "../support/typed-client.ts"
 import { until } from "../support/wait.ts"
 
@@ -138,6 +138,38 @@ describe("SMTP submission", () => {
     expect(await args(plain, `Plain ${tag}`)).toEqual({})
     const arrived = await deliveredTo(bodyOnly, `Body ${tag}`)
     expect(arrived.raw.toString("utf8")).toContain("Café au lait, 10 €")
+  })
+
+  it("asks the key again at the end of DATA: one narrowed away from the mailbox, or revoked, while the message was written sends nothing", async () => {
+    const { box, mailroom } = await owner()
+    const account = withToken(suite.url, box.user)
+    const made = await account.POST("/v1/api-keys", { body: { name: "mail program", mailboxIds: [box.mailboxId] } })
+    const { apiKey, keyId } = made.data!.data
+    const other = await newBox(suite.url, { user: box.user })
+    const session = await signedIn(apiKey)
+    const written = async (change: () => Promise<unknown>) => {
+      expect((await session.command(`MAIL FROM:<${box.address}>`)).code).toBe(250)
+      expect((await session.command("RCPT TO:<ada@partner.test>")).code).toBe(250)
+      expect((await session.command("DATA")).code).toBe(354)
+      await change()
+      await session.write(dataPayload(`From: ${box.address}\r\nTo: ada@partner.test\r\nSubject: Late\r\n\r\nHi.\r\n`))
+      return session.reply()
+    }
+    const path = { params: { path: { id: keyId } } }
+    expect(await written(() => account.PATCH("/v1/api-keys/{id}", { ...path, body: { mailboxIds: [other.mailboxId] } }))).toEqual({
+      code: 550,
+      text: "5.7.1 This API key no longer sends from this mailbox: nothing was sent"
+    })
+    await account.PATCH("/v1/api-keys/{id}", { ...path, body: { mailboxIds: [box.mailboxId] } })
+    expect(await written(() => account.DELETE("/v1/api-keys/{id}", path))).toEqual({
+      code: 535,
+      text: "5.7.8 The API key is no longer valid: nothing was sent"
+    })
+    await session.close()
+    const { data } = await mailroom.GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
+    })
+    expect(data!.data).toEqual([])
   })
 
   it("threads a reply written in a mail program with the email it answers, and completes a bare message's Message-ID and Date", async () => {
