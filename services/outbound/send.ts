@@ -478,7 +478,9 @@ export class Outbound extends Effect.Service<Outbound>()("mailroom/Outbound", {
               rcptTo: from.address,
               receivedAt: now,
               messageId,
-              parsed
+              // The header From is the mailbox's address (submission checks it, in any letter case):
+              // kept as the mailbox spells it, as the API's sends are.
+              parsed: { ...parsed, from: from.address }
             },
             raw,
             recipients,

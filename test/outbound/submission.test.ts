@@ -117,10 +117,10 @@ describe("SMTP submission", () => {
     const { box } = await owner()
     const session = await signedIn(box.user.apiKey)
     const tag = fresh("bits")
-    const send = async (to: string, header: string, body: string) => {
+    const send = async (to: string, header: string, body: string, from = box.address) => {
       expect((await session.command(`MAIL FROM:<${box.address}> BODY=8BITMIME SMTPUTF8`)).code).toBe(250)
       expect((await session.command(`RCPT TO:<${to}>`)).code).toBe(250)
-      const raw = `From: ${box.address}\r\nTo: ${to}\r\n${header}\r\nMIME-Version: 1.0\r\n` +
+      const raw = `From: ${from}\r\nTo: ${to}\r\n${header}\r\nMIME-Version: 1.0\r\n` +
         `Content-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n${body}\r\n`
       expect((await session.data(Buffer.from(raw, "utf8"))).code).toBe(250)
     }
@@ -129,7 +129,8 @@ describe("SMTP submission", () => {
     const plain = `${fresh("bob")}@partner.test`
     await send(bodyOnly, `Subject: Body ${tag}`, "Café au lait, 10 €")
     await send(inHeader, `Subject: Réunion ${tag}`, "Zoë's agenda")
-    await send(plain, `Subject: Plain ${tag}`, "Nothing above 127 here")
+    // The header From in another letter case is still the mailbox's.
+    await send(plain, `Subject: Plain ${tag}`, "Nothing above 127 here", box.address.toUpperCase())
     await session.command("QUIT")
 
     const args = async (to: string, subject: string) => (await deliveredTo(to, subject)).mailFromArgs
@@ -138,6 +139,11 @@ describe("SMTP submission", () => {
     expect(await args(plain, `Plain ${tag}`)).toEqual({})
     const arrived = await deliveredTo(bodyOnly, `Body ${tag}`)
     expect(arrived.raw.toString("utf8")).toContain("Café au lait, 10 €")
+    // Kept as the mailbox spells its address, as the API's sends are.
+    const { data } = await createClient({ baseUrl: suite.url, apiKey: box.user.apiKey }).GET("/v1/api/mailboxes/{mailboxId}/emails", {
+      params: { path: { mailboxId: box.mailboxId }, query: { direction: "outbound" } }
+    })
+    expect(data!.data.map((email) => email.from)).toEqual([box.address, box.address, box.address])
   })
 
   it("asks the key again at the end of DATA: one narrowed away from the mailbox, or revoked, while the message was written sends nothing", async () => {
