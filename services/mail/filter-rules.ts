@@ -151,6 +151,10 @@ export const conditionsProblem = (conditions: FilterConditions): Record<string, 
     : undefined
 
 /** Why `actions` cannot make a filter, past what label-rules.ts `checkChange` refuses. */
+/** What the filter list sorts by: created_at:asc (the order filters apply in) when left out. */
+export const filterSortFields = ["created_at", "name", "matched_count", "last_matched_at"] as const
+export type FilterSortField = (typeof filterSortFields)[number]
+
 export const actionsProblem = (actions: LabelChange): Record<string, string> | undefined =>
   actions.add.includes(BLOCKED) || actions.remove.includes(BLOCKED)
     ? {

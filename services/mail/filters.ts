@@ -20,7 +20,7 @@ import { groupCommit } from "../batching.ts"
 import { makeToldCache } from "../bus/told-cache.ts"
 import { FilterQuotaReached, NotFound, ValidationError } from "../errors.ts"
 import { DependencyHealth } from "../health/dependency-health.ts"
-import type { Page } from "../listing.ts"
+import type { Page, Sort } from "../listing.ts"
 import { ownMailbox } from "../mailboxes/owned.ts"
 import { writeBehind } from "../write-behind.ts"
 import {
@@ -34,6 +34,7 @@ import {
   type FilterActions,
   FilterConditions,
   type FilterInput,
+  type FilterSortField,
   type FilterUpdate,
   type MailFacts,
   MAX_FILTERS,
@@ -213,13 +214,22 @@ export class Filters extends Effect.Service<Filters>()("mailroom/Filters", {
     yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_EVERY)), Effect.forkScoped)
     yield* Effect.addFinalizer(() => flush)
 
-    /** The account's filters in the order they apply (oldest first); those of one mailbox when `mailboxId` is given. */
-    const list = Effect.fn("Filters.list")(function*(userId: string, mailboxId: string | undefined, page: Page) {
+    /**
+     * The account's filters, by default in the order they apply (oldest first); those of one mailbox
+     * when `mailboxId` is given. A filter never matched sorts last by last_matched_at either way.
+     */
+    const list = Effect.fn("Filters.list")(function*(
+      userId: string,
+      mailboxId: string | undefined,
+      page: Page,
+      sort: Sort<FilterSortField> = { field: "created_at", direction: "asc" }
+    ) {
       if (mailboxId !== undefined) yield* ownMailbox(sql, userId, mailboxId)
       const which = mailboxId === undefined ? sql`user_id = ${userId}` : sql`user_id = ${userId} AND mailbox_id = ${mailboxId}`
+      const order = sql.literal(`${sort.field} ${sort.direction === "asc" ? "ASC" : "DESC"} NULLS LAST, created_at, id`)
       const rows = yield* rowsOf(yield* sql`
         SELECT ${sql.literal(COLUMNS)} FROM mail_filters WHERE ${which}
-        ORDER BY created_at, id LIMIT ${page.limit} OFFSET ${page.offset}`)
+        ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`)
       const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM mail_filters WHERE ${which}`
       return { data: rows.map(toFilter), total: Number(counted[0]?.total ?? 0) }
     })

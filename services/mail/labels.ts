@@ -9,13 +9,13 @@ import { newId } from "../accounts/tokens.ts"
 import { Bus, encodeJson, subjects } from "../bus/bus.ts"
 import { NotFound, ValidationError } from "../errors.ts"
 import { emailNotFound, missingThreads, threadsNotFound } from "./emails.ts"
-import type { Page } from "../listing.ts"
+import type { Page, Sort } from "../listing.ts"
 import { mailboxScope } from "../mailboxes/owned.ts"
 import { applyChange, checkChange, type LabelChange, MAX_LABELS, UNREAD } from "./label-rules.ts"
 import { emailBodyColumnList, type EmailBodyRow, emailColumnList, extractedOf, type EmailRow, toFields } from "./records.ts"
 import { announceReceived } from "./received.ts"
 import { BLOCKED } from "./sender-list-rules.ts"
-import type { EmailFields, LabelCount } from "./schemas.ts"
+import type { EmailFields, LabelCount, LabelSortField } from "./schemas.ts"
 
 /** The `email.labels_changed` payload: the email's fields with its labels now, and what changed. */
 export interface LabelsChanged extends EmailFields {
@@ -153,8 +153,17 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
     const list = Effect.fn("Labels.list")(function*(
       userId: string,
       page: Page,
-      options: { readonly mailboxId?: string | undefined; readonly only?: ReadonlyArray<string> | undefined } = {}
+      options: {
+        readonly mailboxId?: string | undefined
+        readonly only?: ReadonlyArray<string> | undefined
+        readonly sort?: Sort<LabelSortField> | undefined
+      } = {}
     ) {
+      const { direction, field } = options.sort ?? { field: "label", direction: "asc" }
+      // Ties (as many emails) by name; names in code point order, as the list has always been.
+      const order = sql.literal(
+        `${{ label: `label COLLATE "C"`, email_count: "emails", unread_count: "unread" }[field]} ${direction === "asc" ? "ASC" : "DESC"}, label COLLATE "C"`
+      )
       const mailboxes = yield* mailboxScope(sql, userId, options)
       // The page and the count in one statement, as the email list's: a single row of nulls carries the count when the page is empty.
       const rows = yield* sql<{ label: string | null; emails: string | null; unread: string | null; total: string }>`
@@ -166,8 +175,10 @@ export class Labels extends Effect.Service<Labels>()("mailroom/Labels", {
         )
         SELECT page.label, page.emails, page.unread, counted.total
         FROM (SELECT count(*) AS total FROM counted) counted
-        LEFT JOIN LATERAL (SELECT * FROM counted ORDER BY label COLLATE "C" LIMIT ${page.limit} OFFSET ${page.offset}) page ON true
-        ORDER BY page.label COLLATE "C"`
+        LEFT JOIN LATERAL (
+          SELECT *, row_number() OVER (ORDER BY ${order}) AS position FROM counted ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}
+        ) page ON true
+        ORDER BY page.position`
       const labels: Array<LabelCount> = rows.flatMap((row) =>
         row.label === null ? [] : [{ label: row.label, email_count: Number(row.emails), unread_count: Number(row.unread) }]
       )

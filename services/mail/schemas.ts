@@ -3,7 +3,7 @@
  * SPEC's snake_case names are kept as is.
  */
 import { Schema } from "effect"
-import { IntegerParam, Limit, Offset } from "../listing.ts"
+import { IntegerParam, Limit, Offset, SortParam } from "../listing.ts"
 import { Authentication, AuthenticationOnTheBus } from "./authentication.ts"
 import { Spam } from "./spam.ts"
 import { Extracted } from "./extracted.ts"
@@ -238,10 +238,15 @@ export const LabelCount = Schema.Struct({
 }).annotations({ identifier: "LabelCount" })
 export type LabelCount = typeof LabelCount.Type
 
+/** What the label list sorts by (label:asc, by name, when left out). */
+export const labelSortFields = ["label", "email_count", "unread_count"] as const
+export type LabelSortField = (typeof labelSortFields)[number]
+
 export const LabelListParams = Schema.Struct({
   mailbox_id: Schema.optional(Schema.String.annotations({ description: "One mailbox's labels; every mailbox's when left out" })),
   limit: Schema.optional(Limit),
-  offset: Schema.optional(Offset)
+  offset: Schema.optional(Offset),
+  sort: Schema.optional(SortParam(labelSortFields))
 }).annotations({ parseOptions: { errors: "all" } })
 
 export const StatsParams = Schema.Struct({

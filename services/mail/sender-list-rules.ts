@@ -138,6 +138,10 @@ export const admitsSender = (m: ListMatches): boolean =>
   !m.blocked && (!m.accountAllowList || m.accountAllows) && (!m.mailboxAllowList || m.mailboxAllows)
 
 /** The label an email whose header From is on a block list gets (label-rules.ts "verdict labels"). */
+/** What a list of entries sorts by: created_at:desc (newest first) when left out. */
+export const entrySortFields = ["created_at", "entry"] as const
+export type EntrySortField = (typeof entrySortFields)[number]
+
 export const BLOCKED = "blocked"
 
 /** An entry as the API shows it. */

@@ -13,10 +13,10 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { NotFound, SenderListFull, ValidationError } from "../errors.ts"
-import type { Page } from "../listing.ts"
+import type { Page, Sort } from "../listing.ts"
 import { ownMailbox } from "../mailboxes/owned.ts"
 import { RecipientDirectory } from "./directory.ts"
-import { type Entry, entryType, type ListName, MAX_ENTRIES_PER_LIST, parseEntry, type SenderListEntry } from "./sender-list-rules.ts"
+import { type Entry, type EntrySortField, entryType, type ListName, MAX_ENTRIES_PER_LIST, parseEntry, type SenderListEntry } from "./sender-list-rules.ts"
 
 /** Whose list: the account's (mailboxId null) or one of its mailboxes'. */
 export interface ListOwner {
@@ -60,12 +60,18 @@ export class SenderLists extends Effect.Service<SenderLists>()("mailroom/SenderL
         yield* ownMailbox(sql, owner.userId, owner.mailboxId)
       })
 
-    /** Newest first. */
-    const list = Effect.fn("SenderLists.list")(function*(owner: ListOwner, name: ListName, page: Page) {
+    /** Newest first, unless `sort` says otherwise. */
+    const list = Effect.fn("SenderLists.list")(function*(
+      owner: ListOwner,
+      name: ListName,
+      page: Page,
+      sort: Sort<EntrySortField> = { field: "created_at", direction: "desc" }
+    ) {
       yield* checkOwner(owner)
+      const order = sql.literal(`${sort.field} ${sort.direction === "asc" ? "ASC" : "DESC"}, entry`)
       const rows = yield* sql<EntryRow>`
         SELECT entry, created_at FROM sender_list_entries WHERE ${ofOwner(owner, name)}
-        ORDER BY created_at DESC, entry LIMIT ${page.limit} OFFSET ${page.offset}`
+        ORDER BY ${order} LIMIT ${page.limit} OFFSET ${page.offset}`
       const counted = yield* sql<{ total: string }>`SELECT count(*) AS total FROM sender_list_entries WHERE ${ofOwner(owner, name)}`
       return { data: rows.map(toEntry(owner, name)), total: Number(counted[0]?.total ?? 0) }
     })

@@ -295,9 +295,10 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       return { message: `Webhook ${webhookId} deleted` }
     })
 
-    /** The deliveries `scope` picks (`d` is webhook_deliveries), newest first, each with its attempts, and how many it picks. */
-    const deliveriesWhere = (scope: Statement.Fragment, page: Page) =>
+    /** The deliveries `scope` picks (`d` is webhook_deliveries), newest first (or oldest), each with its attempts, and how many it picks. */
+    const deliveriesWhere = (scope: Statement.Fragment, page: Page, direction: "asc" | "desc" = "desc") =>
       Effect.gen(function*() {
+        const order = sql.literal(direction === "asc" ? "created_at ASC, id ASC" : "created_at DESC, id DESC")
         const rows = yield* sql<DeliveryRow | { readonly id: null; readonly total: string }>`
           SELECT page.*, counted.total
           FROM (SELECT count(*) AS total FROM webhook_deliveries d WHERE ${scope}) counted
@@ -316,7 +317,7 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
                    row_number() OVER () AS position
             FROM (
               SELECT * FROM webhook_deliveries d WHERE ${scope}
-              ORDER BY created_at DESC, id DESC
+              ORDER BY ${order}
               LIMIT ${page.limit} OFFSET ${page.offset}
             ) d
           ) page ON true
@@ -334,9 +335,14 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
       only === undefined ? sql`true` : sql`d.mailbox_id = ANY(${[...only]}::text[])`
 
     /** The delivery log of one webhook, newest first, each delivery with its attempts. */
-    const deliveries = Effect.fn("Webhooks.deliveries")(function*(userId: string, webhookId: string, page: Page, only?: ReadonlyArray<string>) {
+    const deliveries = Effect.fn("Webhooks.deliveries")(function*(
+      userId: string,
+      webhookId: string,
+      page: Page,
+      options: { readonly only?: ReadonlyArray<string> | undefined; readonly direction?: "asc" | "desc" } = {}
+    ) {
       yield* find(userId, webhookId)
-      const { deliveries: data, total } = yield* deliveriesWhere(sql`d.webhook_id = ${webhookId} AND ${visible(only)}`, page)
+      const { deliveries: data, total } = yield* deliveriesWhere(sql`d.webhook_id = ${webhookId} AND ${visible(options.only)}`, page, options.direction)
       return { deliveries: data, meta: listMeta(total, page) }
     })
 

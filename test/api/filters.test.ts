@@ -68,6 +68,11 @@ describe("filters (/v1/api/filters)", () => {
     expect(all.data).toEqual({ success: true, data: [filter], meta: { total: 2, limit: 1, offset: 0, hasMore: true } })
     const ofBox = await mailroom.GET("/v1/api/filters", { params: { query: { mailbox_id: box.mailboxId } } })
     expect(ofBox.data?.data.map((f) => f.filter_id)).toEqual([second.data!.data.filter_id])
+    // Sorted as asked: newest first, or by name (one without a name last either way).
+    const ids = (sort: string) => mailroom.GET("/v1/api/filters", { params: { query: { sort } } }).then(({ data }) => data?.data.map((f) => f.filter_id))
+    expect(await ids("created_at:desc")).toEqual([second.data!.data.filter_id, filter.filter_id])
+    expect(await ids("name:asc")).toEqual([filter.filter_id, second.data!.data.filter_id])
+    expect(await ids("name:desc")).toEqual([filter.filter_id, second.data!.data.filter_id])
 
     const changed = await mailroom.PATCH("/v1/api/filters/{filterId}", {
       params: { path: { filterId: filter.filter_id } },
@@ -209,7 +214,7 @@ describe("filters (/v1/api/filters)", () => {
     expect(badRun.error).toEqual(failure("VALIDATION_ERROR", { dry_run: expect.any(String) }))
   })
 
-  it.each(refusedListParams())("refuses %s=%s with 400 VALIDATION_ERROR naming it", async (name, value) => {
+  it.each(refusedListParams("priority:asc", "name:sideways"))("refuses %s=%s with 400 VALIDATION_ERROR naming it", async (name, value) => {
     const user = await withApiKey(suite.server.url)
     const { response, error } = await keyed(user).GET("/v1/api/filters", { params: { query: { [name]: value } } })
     expect(response.status).toBe(400)

@@ -137,6 +137,16 @@ describe("labels and read state over HTTP", () => {
     expect(foreign.error?.error).toMatchObject({ code: "NOT_FOUND", details: { mailbox_id: box.mailboxId } })
     const bad = await mailroom.GET("/v1/api/labels", { params: { query: { limit: 0 } } })
     expect(bad.error?.error).toMatchObject({ code: "VALIDATION_ERROR", details: { limit: "must be an integer from 1 to 100" } })
+    // Sorted as asked: the most used first (ties by name), or names backwards.
+    const sorted = (sort: string) => mailroom.GET("/v1/api/labels", { params: { query: { sort } } }).then(({ data }) => data?.data.map((row) => row.label))
+    expect(await sorted("email_count:desc")).toEqual(["inbound", "q4", "unauthenticated", "billing", "unread"])
+    expect(await sorted("label:desc")).toEqual(["unread", "unauthenticated", "q4", "inbound", "billing"])
+    const unsortable = await mailroom.GET("/v1/api/labels", { params: { query: { sort: "color:asc" } } })
+    expect(unsortable.error?.error).toEqual({
+      code: "VALIDATION_ERROR",
+      message: expect.any(String),
+      details: { sort: "must be <field>:<asc|desc> with field one of label, email_count, unread_count" }
+    })
   })
 
   it("refusals: fact labels, bad names, empty and oversized batches, bad filters, someone else's email", async () => {

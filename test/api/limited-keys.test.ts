@@ -307,8 +307,17 @@ describe("a key limited to some mailboxes", () => {
       const again = await limited.POST("/v1/api/webhooks/{id}/deliveries/{deliveryId}/resend", { params: { path: { id, deliveryId: ours.delivery_id } } })
       expect(again.data?.data).toMatchObject({ delivery_id: ours.delivery_id, status: "succeeded" })
       expect(receiver.received("/narrowed").at(-1)!.headers["webhook-id"]).toBe(aboutMine)
-      // The account's full key still sees and resends them all.
-      expect((await full.GET("/v1/api/webhooks/{id}/deliveries", path)).data?.meta.total).toBe(3)
+      // The account's full key still sees and resends them all, newest first or (asked) oldest first.
+      const newestFirst = (await full.GET("/v1/api/webhooks/{id}/deliveries", path)).data!
+      expect(newestFirst.meta.total).toBe(3)
+      const oldestFirst = await full.GET("/v1/api/webhooks/{id}/deliveries", { params: { path: { id }, query: { sort: "created_at:asc" } } })
+      expect(oldestFirst.data?.data.map((d) => d.delivery_id)).toEqual(newestFirst.data.map((d) => d.delivery_id).reverse())
+      const unsortable = await full.GET("/v1/api/webhooks/{id}/deliveries", { params: { path: { id }, query: { sort: "status:asc" } } })
+      expect(unsortable.error?.error).toEqual({
+        code: "VALIDATION_ERROR",
+        message: expect.any(String),
+        details: { sort: "must be <field>:<asc|desc> with field one of created_at" }
+      })
       const theirs = await full.POST("/v1/api/webhooks/{id}/deliveries/{deliveryId}/resend", { params: { path: { id, deliveryId: others[0]!.delivery_id } } })
       expect(theirs.response.status).toBe(200)
       await full.DELETE("/v1/api/webhooks/{id}", path)

@@ -63,6 +63,10 @@ describe("the account's lists (/v1/api/lists/{list})", () => {
     const second = await mailroom.GET("/v1/api/lists/{list}", { params: { path, query: { limit: 1, offset: 1 } } })
     expect(second.data?.data).toEqual([added.data!.data])
     expect(second.data?.meta.hasMore).toBe(false)
+    // Oldest first, or by entry, when asked.
+    const entries = (sort: string) => mailroom.GET("/v1/api/lists/{list}", { params: { path, query: { sort } } }).then(({ data }) => data?.data.map((e) => e.entry))
+    expect(await entries("created_at:asc")).toEqual(["spammer@example.com", "*.ads.test"])
+    expect(await entries("entry:asc")).toEqual(["*.ads.test", "spammer@example.com"])
     // The allow list is another list.
     expect((await mailroom.GET("/v1/api/lists/{list}", { params: { path: { list: "allow" } } })).data?.meta.total).toBe(0)
 
@@ -107,7 +111,7 @@ describe("the account's lists (/v1/api/lists/{list})", () => {
     expect(broken.error).toEqual(failure("BAD_REQUEST"))
   })
 
-  it.each(refusedListParams())("refuses %s=%s with 400 VALIDATION_ERROR naming it", async (name, value) => {
+  it.each(refusedListParams("address:asc", "entry:up"))("refuses %s=%s with 400 VALIDATION_ERROR naming it", async (name, value) => {
     const user = await withApiKey(server.url)
     const { response, error } = await keyed(user).GET("/v1/api/lists/{list}", { params: { path: { list: "block" }, query: { [name]: value } } })
     expect(response.status).toBe(400)

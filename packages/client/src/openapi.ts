@@ -13666,6 +13666,8 @@ export interface operations {
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of created_at:asc, created_at:desc, name:asc, name:desc, matched_count:asc, matched_count:desc, last_matched_at:asc, last_matched_at:desc */
+                sort?: string;
             };
             header?: never;
             path?: never;
@@ -14539,6 +14541,8 @@ export interface operations {
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of label:asc, label:desc, email_count:asc, email_count:desc, unread_count:asc, unread_count:desc */
+                sort?: string;
             };
             header?: never;
             path?: never;
@@ -14685,6 +14689,8 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of created_at:asc, created_at:desc, entry:asc, entry:desc */
+                sort?: string;
             };
             header?: never;
             path: {
@@ -18182,6 +18188,8 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of created_at:asc, created_at:desc, entry:asc, entry:desc */
+                sort?: string;
             };
             header?: never;
             path: {
@@ -22854,6 +22862,8 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of created_at:asc, created_at:desc */
+                sort?: string;
             };
             header?: never;
             path: {
@@ -27874,6 +27884,8 @@ export interface operations {
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of created_at:asc, created_at:desc, name:asc, name:desc, matched_count:asc, matched_count:desc, last_matched_at:asc, last_matched_at:desc */
+                sort?: string;
             };
             header?: never;
             path?: never;
@@ -28747,6 +28759,8 @@ export interface operations {
                 mailbox_id?: string;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of label:asc, label:desc, email_count:asc, email_count:desc, unread_count:asc, unread_count:desc */
+                sort?: string;
             };
             header?: never;
             path?: never;
@@ -28893,6 +28907,8 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of created_at:asc, created_at:desc, entry:asc, entry:desc */
+                sort?: string;
             };
             header?: never;
             path: {
@@ -32414,6 +32430,8 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of created_at:asc, created_at:desc, entry:asc, entry:desc */
+                sort?: string;
             };
             header?: never;
             path: {
@@ -36867,6 +36885,8 @@ export interface operations {
                 limit?: number;
                 /** @description An integer from 0 to 9007199254740991, in decimal digits */
                 offset?: number;
+                /** @description One of created_at:asc, created_at:desc */
+                sort?: string;
             };
             header?: never;
             path: {

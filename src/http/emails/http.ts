@@ -14,7 +14,7 @@ import { AttachmentTexts } from "../../../services/mail/attachment-texts.ts"
 import { Deletions } from "../../../services/mail/deletion.ts"
 import { MailExport } from "../../../services/mail/export.ts"
 import { Labels } from "../../../services/mail/labels.ts"
-import type { EmailSortField, LabelListParams, ThreadSortField } from "../../../services/mail/schemas.ts"
+import type { EmailSortField, LabelListParams, LabelSortField, ThreadSortField } from "../../../services/mail/schemas.ts"
 import { MailroomApi } from "../api.ts"
 import { orUnavailable } from "../infra.ts"
 import type {
@@ -147,7 +147,8 @@ const makeHandlers = Effect.gen(function*() {
         Effect.gen(function*() {
           const { mailboxes, userId } = yield* CurrentPrincipal
           const p = page(urlParams)
-          const { labels: data, total } = yield* labels.list(userId, p, { mailboxId: urlParams.mailbox_id, only: Option.getOrUndefined(mailboxes) })
+          const sort = parseSort<LabelSortField>(urlParams.sort, { field: "label", direction: "asc" })
+          const { labels: data, total } = yield* labels.list(userId, p, { mailboxId: urlParams.mailbox_id, only: Option.getOrUndefined(mailboxes), sort })
             .pipe(orUnavailable)
           return { success: true as const, data, meta: listMeta(total, p) }
         }),

@@ -12,17 +12,18 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { FactLabel, FilterQuotaReached, NotFound, ValidationError } from "../../../services/errors.ts"
-import { APPLY_LIMIT, Filter, FilterInput, FilterUpdate, MAX_FILTERS } from "../../../services/mail/filter-rules.ts"
-import { Limit, ListMeta, Offset } from "../../../services/listing.ts"
+import { APPLY_LIMIT, Filter, FilterInput, filterSortFields, FilterUpdate, MAX_FILTERS } from "../../../services/mail/filter-rules.ts"
+import { Limit, ListMeta, Offset, SortParam } from "../../../services/listing.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 
 const FilterPath = Schema.Struct({ filterId: Schema.String })
-const ListQuery = Schema.Struct({
+export const FilterListQuery = Schema.Struct({
   mailbox_id: Schema.optional(Schema.String).annotations({ description: "Only the filters of this mailbox" }),
   limit: Schema.optional(Limit),
-  offset: Schema.optional(Offset)
+  offset: Schema.optional(Offset),
+  sort: Schema.optional(SortParam(filterSortFields))
 }).annotations({ parseOptions: { errors: "all" } })
 
 export const RemovedFilter = Schema.Struct({ filter_id: Schema.String, deleted: Schema.Literal(true) }).annotations({
@@ -48,7 +49,7 @@ const filterEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)
     .add(
       HttpApiEndpoint.get("list", "/filters")
-        .setUrlParams(ListQuery)
+        .setUrlParams(FilterListQuery)
         .addSuccess(OkWithMeta(Schema.Array(Filter), ListMeta))
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))

@@ -5,13 +5,14 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
-import { listMeta, page } from "../../../services/listing.ts"
-import type { FilterInput, FilterUpdate } from "../../../services/mail/filter-rules.ts"
+import { listMeta, page, parseSort } from "../../../services/listing.ts"
+import type { FilterInput, FilterSortField, FilterUpdate } from "../../../services/mail/filter-rules.ts"
 import { Filters } from "../../../services/mail/filters.ts"
 import { MailroomApi } from "../api.ts"
+import type { FilterListQuery } from "./api.ts"
 import { orUnavailable } from "../infra.ts"
 
-type ListQuery = { readonly mailbox_id?: string | undefined; readonly limit?: number | undefined; readonly offset?: number | undefined }
+type ListQuery = typeof FilterListQuery.Type
 type FilterPath = { readonly filterId: string }
 
 const makeHandlers = Effect.gen(function*() {
@@ -27,7 +28,8 @@ const makeHandlers = Effect.gen(function*() {
       Effect.gen(function*() {
         const p = page(urlParams)
         const { userId } = yield* CurrentPrincipal
-        const { data, total } = yield* orUnavailable(filters.list(userId, urlParams.mailbox_id, p))
+        const sort = parseSort<FilterSortField>(urlParams.sort, { field: "created_at", direction: "asc" })
+        const { data, total } = yield* orUnavailable(filters.list(userId, urlParams.mailbox_id, p, sort))
         return { success: true as const, data, meta: listMeta(total, p) }
       }),
     create: ({ payload }: { readonly payload: FilterInput }) => forCaller((userId) => filters.create(userId, payload)),

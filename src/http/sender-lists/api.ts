@@ -16,8 +16,8 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { NotFound, SenderListFull, ValidationError } from "../../../services/errors.ts"
-import { Limit, ListMeta, Offset } from "../../../services/listing.ts"
-import { EntryInput, ListName, MAX_ENTRIES_PER_LIST, SenderListEntry } from "../../../services/mail/sender-list-rules.ts"
+import { ListMeta, ListParams } from "../../../services/listing.ts"
+import { EntryInput, entrySortFields, ListName, MAX_ENTRIES_PER_LIST, SenderListEntry } from "../../../services/mail/sender-list-rules.ts"
 import { Ok, OkWithMeta } from "../envelope.ts"
 import { envelope } from "../errors.ts"
 import { ApiAuthentication, SessionAuthentication } from "../security.ts"
@@ -26,8 +26,7 @@ const AccountListPath = Schema.Struct({ list: ListName })
 const AccountEntryPath = Schema.Struct({ list: ListName, entry: Schema.String })
 const MailboxListPath = Schema.Struct({ mailboxId: Schema.String, list: ListName })
 const MailboxEntryPath = Schema.Struct({ mailboxId: Schema.String, list: ListName, entry: Schema.String })
-const PageParams = Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) })
-  .annotations({ parseOptions: { errors: "all" } })
+export const EntryListParams = ListParams(entrySortFields)
 
 export const RemovedEntry = Schema.Struct({
   entry: Schema.String,
@@ -44,7 +43,7 @@ const listEndpoints = <const Name extends string>(name: Name) =>
     .add(
       HttpApiEndpoint.get("listAccount", "/lists/:list")
         .setPath(AccountListPath)
-        .setUrlParams(PageParams)
+        .setUrlParams(EntryListParams)
         .addSuccess(OkWithMeta(Schema.Array(SenderListEntry), ListMeta))
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))
@@ -82,7 +81,7 @@ const listEndpoints = <const Name extends string>(name: Name) =>
     .add(
       HttpApiEndpoint.get("listMailbox", "/mailboxes/:mailboxId/lists/:list")
         .setPath(MailboxListPath)
-        .setUrlParams(PageParams)
+        .setUrlParams(EntryListParams)
         .addSuccess(OkWithMeta(Schema.Array(SenderListEntry), ListMeta))
         .addError(envelope(ValidationError))
         .addError(envelope(NotFound))

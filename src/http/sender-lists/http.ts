@@ -5,13 +5,14 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { CurrentPrincipal } from "../../../services/accounts/principal.ts"
-import { listMeta, page } from "../../../services/listing.ts"
-import type { ListName } from "../../../services/mail/sender-list-rules.ts"
+import { listMeta, page, parseSort } from "../../../services/listing.ts"
+import type { EntrySortField, ListName } from "../../../services/mail/sender-list-rules.ts"
 import { type ListOwner, SenderLists } from "../../../services/mail/sender-lists.ts"
 import { MailroomApi } from "../api.ts"
+import type { EntryListParams } from "./api.ts"
 import { orUnavailable } from "../infra.ts"
 
-type PageQuery = { readonly limit?: number | undefined; readonly offset?: number | undefined }
+type PageQuery = typeof EntryListParams.Type
 
 const makeHandlers = Effect.gen(function*() {
   const lists = yield* SenderLists
@@ -21,7 +22,8 @@ const makeHandlers = Effect.gen(function*() {
   const listed = (mailboxId: string | null, list: ListName, urlParams: PageQuery) =>
     Effect.gen(function*() {
       const p = page(urlParams)
-      const { data, total } = yield* orUnavailable(lists.list(yield* owner(mailboxId), list, p))
+      const sort = parseSort<EntrySortField>(urlParams.sort, { field: "created_at", direction: "desc" })
+      const { data, total } = yield* orUnavailable(lists.list(yield* owner(mailboxId), list, p, sort))
       return { success: true as const, data, meta: listMeta(total, p) }
     })
 

@@ -1,7 +1,7 @@
 /** Webhook endpoints on `{base_url}/api` (SPEC "Webhooks") and their delivery log (DESIGN.md §4): the contract. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Limit, ListMeta, ListParams, Offset } from "../../../services/listing.ts"
+import { ListMeta, ListParams } from "../../../services/listing.ts"
 import {
   CreatedWebhook,
   CreateWebhookInput,
@@ -23,8 +23,8 @@ import { ApiAuthentication, SessionAuthentication } from "../security.ts"
 export const WebhookPath = Schema.Struct({ id: Schema.String })
 export const DeliveryPath = Schema.Struct({ id: Schema.String, deliveryId: Schema.String })
 
-export const DeliveryListParams = Schema.Struct({ limit: Schema.optional(Limit), offset: Schema.optional(Offset) })
-  .annotations({ parseOptions: { errors: "all" } })
+/** A delivery log, newest first unless `sort=created_at:asc`. */
+export const DeliveryListParams = ListParams(["created_at"] as const)
 
 const webhookEndpoints = <const Name extends string>(name: Name) =>
   HttpApiGroup.make(name)

@@ -79,7 +79,8 @@ const makeHandlers = Effect.gen(function*() {
       deliveries: ({ path, urlParams }: Path & { readonly urlParams: typeof DeliveryListParams.Type }) =>
         Effect.gen(function*() {
           const { mailboxes, userId } = yield* CurrentPrincipal
-          const listed = webhooks.deliveries(userId, path.id, page(urlParams), Option.getOrUndefined(mailboxes))
+          const { direction } = parseSort(urlParams.sort, { field: "created_at", direction: "desc" })
+          const listed = webhooks.deliveries(userId, path.id, page(urlParams), { only: Option.getOrUndefined(mailboxes), direction })
           const { deliveries: data, meta } = yield* listed.pipe(orUnavailable)
           return { success: true as const, data, meta }
         }),
