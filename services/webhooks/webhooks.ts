@@ -103,6 +103,9 @@ const toWebhook = (row: WebhookRow): Webhook => ({
 })
 
 const notFound = (webhookId: string) => new NotFound({ message: "Webhook not found", details: { webhook_id: webhookId } })
+/** How long a resend holds its delivery: its one attempt is cut at 10 s. */
+const RESEND_LEASE = "30 seconds"
+
 const deliveryNotFound = (deliveryId: string) =>
   new NotFound({ message: "Delivery not found", details: { delivery_id: deliveryId } })
 
@@ -401,15 +404,25 @@ export class Webhooks extends Effect.Service<Webhooks>()("mailroom/Webhooks", {
           details: { delivery_id: deliveryId, event_id: delivery.eventId }
         })
       }
-      // The attempt's number is taken before it is made: two requests at once make two attempts, never one number twice.
+      // The attempt's number is taken with a lease on the delivery (RESEND_LEASE, longer than an
+      // attempt can take): a second request meanwhile is refused rather than sending it twice.
       const claimed = yield* sql<{ attempts: number }>`
-        UPDATE webhook_deliveries SET attempts = attempts + 1
-        WHERE id = ${deliveryId} AND status <> 'pending' RETURNING attempts`
-      if (claimed[0] === undefined) return yield* deliveryNotFound(deliveryId)
+        UPDATE webhook_deliveries SET attempts = attempts + 1, resending_until = now() + ${RESEND_LEASE}::interval
+        WHERE id = ${deliveryId} AND status <> 'pending' AND (resending_until IS NULL OR resending_until < now())
+        RETURNING attempts`
+      if (claimed[0] === undefined) {
+        return yield* new Conflict({
+          message: "The delivery is being sent again already: wait for that attempt's outcome",
+          details: { delivery_id: deliveryId, status: delivery.status }
+        })
+      }
       const number = claimed[0].attempts
       const attemptedAt = new Date()
-      const outcome = yield* attempts.post(row, delivery.eventId, delivery.event, body.value, number)
-      yield* attempts.record(deliveryId, number, attemptedAt, outcome, succeeded(outcome) ? "succeeded" : "failed")
+      const outcome = yield* Effect.gen(function*() {
+        const outcome = yield* attempts.post(row, delivery.eventId, delivery.event, body.value, number)
+        yield* attempts.record(deliveryId, number, attemptedAt, outcome, succeeded(outcome) ? "succeeded" : "failed")
+        return outcome
+      }).pipe(Effect.ensuring(Effect.ignore(sql`UPDATE webhook_deliveries SET resending_until = NULL WHERE id = ${deliveryId}`)))
       yield* Effect.logInfo(succeeded(outcome) ? "Webhook delivery sent again: delivered" : "Webhook delivery sent again: failed").pipe(
         Effect.annotateLogs({ webhook_id: webhookId, delivery_id: deliveryId, attempt: number, status_code: outcome.statusCode })
       )

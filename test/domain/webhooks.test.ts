@@ -6,7 +6,7 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Effect, Either, Fiber, Layer, Schedule, Schema } from "effect"
+import { Clock, Context, Deferred, Effect, Either, Fiber, Layer, Schedule, Schema } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { type PostRequest, TransportError, WebhookTransport } from "../../services/webhooks/attempts.ts"
@@ -37,12 +37,15 @@ const answers: Array<number | "refused"> = []
 const network = {
   posts,
   answers,
+  /** While set, a POST is recorded but answered only once it is done (an endpoint slow to answer). */
+  gate: undefined as Deferred.Deferred<void> | undefined,
   layer: Layer.succeed(WebhookTransport, {
     post: (request: PostRequest): Effect.Effect<{ readonly status: number }, TransportError> =>
       Effect.suspend(() => {
         posts.push(request)
         const answer = answers.shift() ?? 200
-        return answer === "refused" ? Effect.fail(new TransportError({ message: "connection refused" })) : Effect.succeed({ status: answer })
+        const answered = answer === "refused" ? Effect.fail(new TransportError({ message: "connection refused" })) : Effect.succeed({ status: answer })
+        return network.gate === undefined ? answered : Effect.zipRight(Deferred.await(network.gate), answered)
       })
   })
 }
@@ -486,6 +489,29 @@ layer(testDatabase, { timeout: "120 seconds" })("Webhooks", (it) => {
         const again = yield* webhooks.resend(owner.userId, created.webhook_id, failed.id)
         expect(again.status).toBe("failed")
         expect(again.attempts.at(-1)).toMatchObject({ attempt: 5, status_code: 503, error: "HTTP 503" })
+      }))
+
+    it.effect("two resends of one delivery at once make one attempt: the second is 409 while the first is under way", () =>
+      Effect.gen(function*() {
+        const webhooks = yield* Webhooks
+        const owner = yield* insertUser("pro")
+        const created = yield* webhooks.create(owner, { url: HOOK_URL, events: ["email.received"] })
+        const failed = yield* delivery(owner, created.webhook_id, "failed")
+        network.posts.length = 0
+        const gate = yield* Deferred.make<void>()
+        network.gate = gate
+        const first = yield* Effect.fork(webhooks.resend(owner.userId, created.webhook_id, failed.id))
+        yield* Effect.promise(() => until("the first resend posted", async () => (network.posts.length === 1 ? true : undefined), 5_000, 5))
+        expect(yield* Effect.flip(webhooks.resend(owner.userId, created.webhook_id, failed.id))).toMatchObject({
+          code: "CONFLICT",
+          details: { delivery_id: failed.id, status: "failed" }
+        })
+        network.gate = undefined
+        yield* Deferred.succeed(gate, undefined)
+        expect((yield* Fiber.join(first)).attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4])
+        expect(network.posts).toHaveLength(1)
+        // Once it has its outcome, the delivery can be sent again.
+        expect((yield* webhooks.resend(owner.userId, created.webhook_id, failed.id)).attempts.map((a) => a.attempt)).toEqual([1, 2, 3, 4, 5])
       }))
 
     it.effect("not sent again: one under way, one of a disabled webhook, one whose event has expired; unknown ones are not found", () =>

@@ -1813,7 +1813,7 @@ export interface paths {
         put?: never;
         /**
          * Send a delivery again
-         * @description One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it is still under way, while the webhook is disabled, or once the event is no longer kept (7 days). A key limited to mailboxes sends again only deliveries it can list.
+         * @description One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it is still under way or being sent again already, while the webhook is disabled, or once the event is no longer kept (7 days). A key limited to mailboxes sends again only deliveries it can list.
          */
         post: operations["dashboardWebhooks.resend"];
         delete?: never;
@@ -3189,7 +3189,7 @@ export interface paths {
         put?: never;
         /**
          * Send a delivery again
-         * @description One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it is still under way, while the webhook is disabled, or once the event is no longer kept (7 days). A key limited to mailboxes sends again only deliveries it can list.
+         * @description One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it is still under way or being sent again already, while the webhook is disabled, or once the event is no longer kept (7 days). A key limited to mailboxes sends again only deliveries it can list.
          */
         post: operations["webhooks.resend"];
         delete?: never;

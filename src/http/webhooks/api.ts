@@ -108,7 +108,7 @@ const webhookEndpoints = <const Name extends string>(name: Name) =>
         summary: "Send a delivery again",
         description: "One more attempt of a finished delivery (failed, canceled or succeeded), now: the same event, body and " +
           "webhook-id, numbered after its last attempt; the delivery's status becomes that attempt's. 409 CONFLICT while it " +
-          "is still under way, while the webhook is disabled, or once the event is no longer kept (7 days). A key limited to " +
+          "is still under way or being sent again already, while the webhook is disabled, or once the event is no longer kept (7 days). A key limited to " +
           "mailboxes sends again only deliveries it can list."
       }))
   )
