@@ -20,6 +20,7 @@ import { Lifecycle } from "../services/lifecycle.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
 import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
 import { HousekeepingLive } from "../services/maintenance/housekeeping.ts"
+import { Embedder } from "../services/search/embedder.ts"
 import { IndexerLive } from "../services/search/indexer.ts"
 import { Vectors } from "../services/search/vectors.ts"
 import { SearchMemory } from "../services/search/ranker.ts"
@@ -138,8 +139,26 @@ export const vectorsLayer = (config: AppConfigShape, vectorDatabase = vectorData
       nice: Option.getOrUndefined(config.embedderNice)
     })
   })
+  // While it is out of reach ("OpenAI unreachable: …"), DependencyHealth asks it for one short
+  // vector a second, to say when it is back.
+  const watchedEmbedder = embedder.pipe(
+    Layer.tap((context) =>
+      Effect.flatMap(Effect.serviceOption(DependencyHealth), (health) => {
+        const model = Context.get(context, Embedder)
+        return Option.match(health, {
+          onNone: () => Effect.void,
+          onSome: (health) =>
+            health.watch("embedder", {
+              name: Option.isSome(config.openaiApiKey) ? "OpenAI" : "The embedder",
+              // Cut short: the adapter's own retries would see the return only at their next turn.
+              probe: model.embed(["ping"]).pipe(Effect.timeout("3 seconds"), Effect.asVoid)
+            })
+        })
+      })
+    )
+  )
   return Layer.mergeAll(
-    Vectors.Default.pipe(Layer.provideMerge(Layer.merge(embedder, vectorIndexLayer(config, vectorDatabase)))),
+    Vectors.Default.pipe(Layer.provideMerge(Layer.merge(watchedEmbedder, vectorIndexLayer(config, vectorDatabase)))),
     WordNet.layer,
     DocumentReader.layer
   )

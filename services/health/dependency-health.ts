@@ -10,9 +10,9 @@
  * in the code each failed query was.
  *
  * - Every boundary hands its failure to `report`, which sorts it: an unreachable dependency (a SQL
- *   connection failure, a bus error, the vector index's network error) is an outage; `Backpressure`
+ *   connection failure, a bus error, the vector index's or the embedder's network error) is an outage; `Backpressure`
  *   (a consumer asking for a message again later because it is at its limit) is flow control, logged
- *   at debug only; another system that cannot be reached (a remote embedder, a document reader: a
+ *   at debug only; another system that cannot be reached (a document reader: a
  *   network error under the failure) is a warning of one line saying which and why, the same line
  *   again at most once a minute with how often it was met; anything else is a real fault and is
  *   logged as before, with its cause.
@@ -24,7 +24,7 @@
  */
 import { Cause, Clock, Duration, Effect, FiberRef, HashMap, Schedule } from "effect"
 
-export type Dependency = "database" | "bus" | "vectorIndex"
+export type Dependency = "database" | "bus" | "vectorIndex" | "embedder"
 
 /**
  * Marks an error as flow control: the operation is fine and will be offered again later (say, a
@@ -44,7 +44,7 @@ const isBackpressure = (error: unknown): error is Backpressure =>
 export type Failure =
   | { readonly _tag: "Outage"; readonly dependency: Dependency; readonly reason: string }
   | { readonly _tag: "Backpressure"; readonly reason: string }
-  /** Another system (a remote embedder, say) could not be reached: retried, said in one line. */
+  /** Another system (a document reader, say) could not be reached: retried, said in one line. */
   | { readonly _tag: "Unreachable"; readonly reason: string }
   | { readonly _tag: "Fault" }
 
@@ -102,10 +102,10 @@ export const retryOnConflict = <A, E, R>(effect: Effect.Effect<A, E, R>, times =
  * Which dependency, if any, `error` says is unreachable. The database's: a SQL error about the
  * connection (SQLSTATE class 08, the server shutting down or full, a network error under it, the
  * pool giving up), also when wrapped, as the bus kept in the database wraps it. The vector index's:
- * its error with a network error under it (Qdrant, or an embedded index apart). The innermost of
- * those errors above the network error is the one that could not be reached (pgvector in the app's
- * PostgreSQL is the database). The bus's: any other bus error not caused by a SQL error. Other
- * systems' network errors (an embedder, a relay) are not these.
+ * its error with a network error under it (Qdrant, or an embedded index apart); the embedder's
+ * likewise (OpenAI). The innermost of those errors above the network error is the one that could not
+ * be reached (pgvector in the app's PostgreSQL is the database). The bus's: any other bus error not
+ * caused by a SQL error. Other systems' network errors (a document reader, a relay) are not these.
  */
 export const unreachableDependency = (error: unknown): Dependency | undefined => {
   let bus = false
@@ -119,6 +119,7 @@ export const unreachableDependency = (error: unknown): Dependency | undefined =>
       owner = "database"
     }
     if (_tag === "VectorIndexError") owner = "vectorIndex"
+    if (_tag === "EmbedderError") owner = "embedder"
     if (owner !== undefined && isConnectionFailure(current)) return owner
   }
   // A bus kept in the database that failed on something other than the connection: a fault.
@@ -162,7 +163,12 @@ const STRAGGLERS = Duration.seconds(5)
 /** Another system's failure, the same again within this long after it was said, is only counted. */
 const REPEAT_QUIET = Duration.minutes(1)
 
-const defaultNames: Record<Dependency, string> = { database: "The database", bus: "The bus", vectorIndex: "The vector index" }
+const defaultNames: Record<Dependency, string> = {
+  database: "The database",
+  bus: "The bus",
+  vectorIndex: "The vector index",
+  embedder: "The embedder"
+}
 
 interface Down {
   readonly since: number

@@ -87,7 +87,7 @@ const columns = "id, url, events, secret, active, created_at, mailbox_ids, label
  * ask for) is the endpoint's credential, shown as `********` as the secret is masked. Answered back
  * unchanged in an update, the masked URL leaves the stored one as it is.
  */
-export const maskUrlPassword = (url: string) =>
+const maskUrlPassword = (url: string) =>
   url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^/?#@:]*):([^/?#]*)@/i, (whole, scheme: string, user: string, password: string) =>
     password === "" ? whole : `${scheme}${user}:********@`)
 

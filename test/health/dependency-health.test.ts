@@ -12,6 +12,7 @@ import {
   classify,
   DependencyHealth
 } from "../../services/health/dependency-health.ts"
+import { EmbedderError } from "../../services/search/embedder.ts"
 import { VectorIndexError } from "../../services/search/vector-index.ts"
 
 class Busy extends Data.TaggedError("Busy")<{ readonly message: string }> implements Backpressure {
@@ -108,6 +109,23 @@ describe("classify", () => {
       dependency: "database"
     })
     expect(classify(Cause.fail(new VectorIndexError({ message: "Qdrant: could not search: 400 Bad Request" })))).toEqual({ _tag: "Fault" })
+  })
+
+  it("a remote embedder's network error is the embedder's outage; its other errors (a refusal, a wrong answer) are faults", () => {
+    // As the OpenAI SDK fails: "Connection error.", over fetch's error, over the socket's.
+    const refused = new EmbedderError({
+      message: "OpenAI embeddings request failed: Connection error.",
+      cause: Object.assign(new Error("Connection error."), {
+        cause: Object.assign(new Error("fetch failed"), { cause: Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:443"), { code: "ECONNREFUSED" }) })
+      })
+    })
+    expect(classify(Cause.fail(refused))).toEqual({
+      _tag: "Outage",
+      dependency: "embedder",
+      reason: "OpenAI embeddings request failed: Connection error.: fetch failed: connect ECONNREFUSED 127.0.0.1:443"
+    })
+    const limited = new EmbedderError({ message: "OpenAI embeddings request failed: 429 Rate limit reached", cause: Object.assign(new Error("429"), { status: 429 }) })
+    expect(classify(Cause.fail(limited))).toEqual({ _tag: "Fault" })
   })
 
   it("backpressure is flow control; another system's network error is that system unreachable; a query bug or a defect is a fault", () => {
