@@ -74,8 +74,11 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
       function*(apiKey: string, mailboxId: string) {
         const principal = yield* authenticator.identify({ kind: "apiKey", secret: apiKey })
         const rows = yield* sql`SELECT 1 FROM mailboxes WHERE id = ${mailboxId} AND user_id = ${principal.userId} AND status = 'active'`
-        const reached = rows.length > 0 && Option.match(principal.mailboxes, { onNone: () => true, onSome: (ids) => ids.includes(mailboxId) })
-        if (!reached) return yield* new ImapRefused({ code: "NONEXISTENT", text: "The mailbox no longer exists" })
+        if (rows.length === 0) return yield* new ImapRefused({ code: "NONEXISTENT", text: "The mailbox no longer exists" })
+        // Narrowed (PATCH /v1/api-keys/{id}) to other mailboxes: the mailbox is there, the key no longer reaches it.
+        if (!Option.match(principal.mailboxes, { onNone: () => true, onSome: (ids) => ids.includes(mailboxId) })) {
+          return yield* new ImapRefused({ code: "NONEXISTENT", text: "This API key no longer reaches the mailbox: sign in with one that does" })
+        }
         return principal
       },
       Effect.catchTags({

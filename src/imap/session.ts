@@ -197,6 +197,8 @@ export const makeSession = (
       const readOnly = examine || signedIn!.principal.readOnly
       const unseen = state.messages.findIndex((message) => !flagsOf(message).includes("\\Seen"))
       yield* untagged(`FLAGS (${[...PERMANENT_FLAGS, ...SESSION_FLAGS].join(" ")})`)
+      // \Deleted is the session's (SESSION_FLAGS), but listed: clients that mark messages only with a
+      // permanent flag (imapflow's messageDelete) would otherwise delete nothing. Unexpunged, it is forgotten.
       yield* untagged(`OK [PERMANENTFLAGS (${readOnly ? "" : [...PERMANENT_FLAGS, "\\Deleted"].join(" ")})] Flags kept`)
       yield* untagged(`${state.messages.length} EXISTS`)
       yield* untagged("0 RECENT")
@@ -407,6 +409,30 @@ export const makeSession = (
       yield* tagged(tag, "OK", `${byUid ? "UID SEARCH" : "SEARCH"} completed`)
     })
 
+  /**
+   * Delete `messages` at once; when one may not go yet (sent mail still being delivered, mail an
+   * unsent draft answers: CANNOT), each on its own, so that the rest still go.
+   */
+  const deleteAllYouCan = (messages: ReadonlyArray<FolderMessage>) =>
+    Effect.gen(function*() {
+      const principal = signedIn!.principal
+      /** Why these may not go yet (CANNOT), or undefined once they are deleted; any other refusal is the command's. */
+      const refusedFor = (batch: ReadonlyArray<FolderMessage>) =>
+        store.deleteEmails(principal, batch.map((message) => message.emailId)).pipe(
+          Effect.as<string | undefined>(undefined),
+          Effect.catchIf((refusal) => refusal.code === "CANNOT", (refusal) => Effect.succeed(refusal.text))
+        )
+      if (messages.length === 0 || (yield* refusedFor(messages)) === undefined) return { deleted: messages, kept: undefined }
+      const deleted: Array<FolderMessage> = []
+      let kept: { count: number; reason: string } | undefined
+      for (const message of messages) {
+        const reason = yield* refusedFor([message])
+        if (reason === undefined) deleted.push(message)
+        else kept = { count: (kept?.count ?? 0) + 1, reason: kept?.reason ?? reason }
+      }
+      return { deleted, kept }
+    })
+
   /** Delete the messages marked \Deleted (those of `only`, for UID EXPUNGE), telling each as it goes unless `quiet`. */
   const expunge = (tag: string, only: SequenceSet | undefined, quiet: boolean) =>
     Effect.gen(function*() {
@@ -416,9 +442,10 @@ export const makeSession = (
         state.sessionFlags.get(message.uid)?.has("\\Deleted") &&
         (only === undefined || inSequenceSet(only, message.uid, state.messages[state.messages.length - 1]!.uid))
       )
-      if (doomed.length > 0) yield* store.deleteEmails(signedIn!.principal, doomed.map((message) => message.emailId))
-      yield* leaveView(state, doomed, quiet)
-      if (tag !== "") yield* tagged(tag, "OK", "EXPUNGE completed")
+      const { deleted, kept } = yield* deleteAllYouCan(doomed)
+      yield* leaveView(state, deleted, quiet)
+      // The messages kept keep \Deleted, and the client never hears them expunged: its view stays true.
+      if (tag !== "") yield* tagged(tag, "OK", kept === undefined ? "EXPUNGE completed" : `EXPUNGE completed; ${kept.count} kept: ${kept.reason}`)
     })
 
   /**

@@ -542,6 +542,66 @@ describe("IMAP on the wire", () => {
     socket.destroy()
   })
 
+  it("EXPUNGE deletes what may go and keeps the rest, still marked; a key narrowed away from the mailbox is told so", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const subjects = [`Kept ${fresh("k")}`, `Gone ${fresh("g")}`]
+    const received = []
+    for (const subject of subjects) {
+      await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Expunge me." })
+      received.push(await arrived(box, subject))
+    }
+    const [answered] = received
+    // An unsent draft answers the first: it may not be deleted yet.
+    const account = withKey(suite.url, box.user)
+    const draft = await account.POST("/v1/api/mailboxes/{mailboxId}/drafts", {
+      params: { path: { mailboxId: box.mailboxId } },
+      body: { in_reply_to: answered!.email_id, text: "Thanks." }
+    })
+    expect(draft.response.status).toBe(201)
+    const other = await newBox(suite.url, { user: box.user })
+    const agent = (await withToken(suite.url, box.user).POST("/v1/api-keys", { body: { name: "mail program", mailboxIds: [box.mailboxId] } })).data!.data
+
+    const socket = tls.connect({ port: imapsPort, host: "127.0.0.1", rejectUnauthorized: false })
+    let buffer = ""
+    socket.setEncoding("latin1")
+    socket.on("data", (chunk: string) => {
+      buffer += chunk
+    })
+    const answer = (pattern: RegExp) =>
+      until(`${pattern}`, async () => {
+        if (!pattern.test(buffer)) return undefined
+        const text = buffer
+        buffer = ""
+        return text
+      }, 10_000, 10, 10)
+    const send = (text: string, tag: string) => {
+      socket.write(text)
+      return answer(new RegExp(`(^|\\r\\n)${tag} (OK|NO|BAD)[^\\r]*\\r\\n`))
+    }
+    try {
+      await until("greeting", async () => (buffer.includes("\r\n") ? true : undefined), 10_000, 10, 10)
+      buffer = ""
+      expect(await send(`d1 LOGIN ${box.address} ${agent.apiKey}\r\n`, "d1")).toMatch(/d1 OK/)
+      const selected = await send("d2 SELECT INBOX\r\n", "d2")
+      expect(selected).toContain("* OK [PERMANENTFLAGS (\\Seen \\Flagged \\Deleted)] Flags kept\r\n")
+      expect(await send("d3 STORE 1:2 +FLAGS.SILENT (\\Deleted)\r\n", "d3")).toMatch(/d3 OK/)
+      expect(await send("d4 EXPUNGE\r\n", "d4")).toBe(
+        "* 2 EXPUNGE\r\nd4 OK EXPUNGE completed; 1 kept: An unsent draft replies to or forwards this mail: delete or change the draft first\r\n"
+      )
+      // The one kept is still marked \Deleted in this session.
+      expect(await send("d5 FETCH 1 FLAGS\r\n", "d5")).toMatch(/^\* 1 FETCH \(FLAGS \([^)]*\\Deleted[^)]*\)\)\r\nd5 OK/)
+      expect((await account.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })).data?.data.map((e) => e.subject))
+        .toEqual([subjects[0]])
+
+      // The key narrowed to another mailbox: the session ends, saying why.
+      await withToken(suite.url, box.user).PATCH("/v1/api-keys/{id}", { params: { path: { id: agent.keyId } }, body: { mailboxIds: [other.mailboxId] } })
+      socket.write("d6 NOOP\r\n")
+      expect(await answer(/\* BYE [^\r]*\r\n/)).toMatch(/^\* BYE This API key no longer reaches the mailbox: sign in with one that does\r\n/)
+    } finally {
+      socket.destroy()
+    }
+  })
+
   it("runs nothing a client sent in the clear behind STARTTLS (what a man in the middle could slip in)", async () => {
     const plain = net.connect(imapPort, "127.0.0.1")
     let clear = ""
