@@ -189,6 +189,13 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
             case "text":
               return sql`(${contains(headerValues, key.value)} OR ${bodyHolds(key.value)} OR EXISTS (
                 SELECT 1 FROM attachments a WHERE a.email_id = e.id AND ${contains(sql`coalesce(a.filename, '')`, key.value)}))`
+            case "bcc":
+              // Sent mail carries no Bcc field (it is taken out before sending): its blind recipients
+              // are those it was delivered to that To and Cc do not name.
+              return sql`(${contains(headerText("bcc"), key.value)} OR (e.direction = 'outbound' AND EXISTS (
+                SELECT 1 FROM outbound_deliveries d
+                WHERE d.email_id = e.id AND ${contains(sql`d.recipient`, key.value)}
+                  AND position(lower(d.recipient) IN lower(${headerText("to")} || ' ' || ${headerText("cc")})) = 0)))`
             default:
               return contains(headerText(key.field), key.value)
           }

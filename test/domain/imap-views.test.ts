@@ -123,4 +123,27 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       })).toEqual([1, 2])
       expect(yield* search({ kind: "and", keys: [{ kind: "all" }, { kind: "none" }] })).toEqual([])
     }))
+
+  it.effect("SEARCH BCC in Sent finds the recipients To and Cc do not name (sent mail carries no Bcc field)", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const note = yield* insertEmail(mailbox, {
+        subject: "Board notes",
+        receivedMinutesAgo: 5,
+        labels: ["sent"],
+        headers: { to: "Ann <ann@partner.test>", cc: "bob@partner.test" }
+      })
+      yield* sql`UPDATE emails SET direction = 'outbound' WHERE id = ${note.id}`
+      for (const recipient of ["ann@partner.test", "bob@partner.test", "auditor@watch.test"]) {
+        yield* sql`INSERT INTO outbound_deliveries (email_id, recipient, domain, status) VALUES (${note.id}, ${recipient}, ${recipient.split("@")[1]!}, 'sent')`
+      }
+      yield* views.sync(mailbox.mailboxId, sent)
+      const bcc = (value: string) => views.search(mailbox.mailboxId, sent, { kind: "text", field: "bcc", value })
+      expect(yield* bcc("AUDITOR")).toEqual([1])
+      expect(yield* bcc("watch.test")).toEqual([1])
+      expect(yield* bcc("ann@")).toEqual([])
+      expect(yield* bcc("bob")).toEqual([])
+    }))
 })
