@@ -133,11 +133,14 @@ export const tagOf = (input: string): string => {
   return match?.[1] ?? "*"
 }
 
+const isAppend = (command: string) => /^[^\s]+ APPEND /i.test(command)
+
 /** What the reader hands on: a framed command, an invitation for a literal, or a refused one. */
 export type Framed =
   | { readonly kind: "command"; readonly bytes: string }
   | { readonly kind: "continue" }
-  | { readonly kind: "tooLong"; readonly tag: string }
+  /** A command past its limit (`append`: an APPEND, whose limit is the largest message taken). */
+  | { readonly kind: "tooLong"; readonly tag: string; readonly append: boolean; readonly limit: number }
 
 /**
  * Frames commands out of a connection's bytes. `push` returns what the bytes completed; a literal's
@@ -158,7 +161,11 @@ export class CommandReader {
   constructor(private readonly maxBytes: number, private readonly maxAppendBytes: number = maxBytes) {}
 
   private limitFor(command: string) {
-    return /^[^\s]+ APPEND /i.test(command) ? this.maxAppendBytes : this.maxBytes
+    return isAppend(command) ? this.maxAppendBytes : this.maxBytes
+  }
+
+  private tooLong(command: string): Framed {
+    return { kind: "tooLong", tag: tagOf(command), append: isAppend(command), limit: this.limitFor(command) }
   }
 
   push(chunk: Buffer): Array<Framed> {
@@ -192,7 +199,7 @@ export class CommandReader {
       if (lineEnd < 0) {
         this.scanned = this.buffer.length
         if (this.buffer.length > this.limitFor(this.buffer)) {
-          out.push({ kind: "tooLong", tag: tagOf(this.buffer) })
+          out.push(this.tooLong(this.buffer))
           this.buffer = ""
           this.scanned = 0
         }
@@ -203,13 +210,13 @@ export class CommandReader {
       if (announced === null) {
         this.buffer = this.buffer.slice(lineEnd + 1)
         this.scanned = 0
-        if (line.length > this.limitFor(line)) out.push({ kind: "tooLong", tag: tagOf(line) })
+        if (line.length > this.limitFor(line)) out.push(this.tooLong(line))
         else out.push({ kind: "command", bytes: line })
         continue
       }
       const length = Number(announced[1])
       if (lineEnd + 1 + length > this.limitFor(line)) {
-        out.push({ kind: "tooLong", tag: tagOf(line) })
+        out.push(this.tooLong(line))
         this.buffer = this.buffer.slice(lineEnd + 1)
         this.scanned = 0
         // A synchronising literal was never invited, so the client sends none; LITERAL+'s comes anyway.

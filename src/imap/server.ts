@@ -178,8 +178,13 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
             continue
           }
           if (item.kind === "tooLong") {
-            ImapMetrics.command("TOO_LONG", "BAD")
-            yield* send(`${item.tag} BAD Command too long: at most ${MAX_COMMAND_BYTES} bytes\r\n`)
+            // An APPEND's literal is a message: past the largest one taken it is too big (RFC 4469's TOOBIG), not a bad command.
+            ImapMetrics.command(item.append ? "APPEND" : "TOO_LONG", item.append ? "NO" : "BAD")
+            yield* send(
+              item.append
+                ? `${item.tag} NO [TOOBIG] The message is too big: at most ${maxMessageBytes} bytes\r\n`
+                : `${item.tag} BAD Command too long: at most ${item.limit} bytes\r\n`
+            )
             next = "continue"
             continue
           }

@@ -50,22 +50,23 @@ describe("IMAP commands", () => {
     expect(reader.push(bytes("an\r\nn"))).toEqual([])
     expect(reader.push(bytes(" pw\r\n"))).toEqual([{ kind: "command", bytes: "a2 LOGIN {5}\r\nan\r\nn pw\r\n" }])
     // LITERAL+ is not invited; past the limit, refused as announced and its bytes skipped.
-    expect(reader.push(bytes("a3 APPEND INBOX {200+}\r\n"))).toEqual([{ kind: "tooLong", tag: "a3" }])
+    expect(reader.push(bytes("a3 APPEND INBOX {200+}\r\n"))).toEqual([{ kind: "tooLong", tag: "a3", append: true, limit: 100 }])
     expect(reader.push(bytes("x".repeat(200) + "\r\na4 NOOP\r\n"))).toEqual([{ kind: "command", bytes: "a4 NOOP\r\n" }])
     // A synchronising literal past the limit is never invited, so its bytes never come.
     expect(reader.push(bytes("a5 APPEND INBOX {200}\r\na6 NOOP\r\n"))).toEqual([
-      { kind: "tooLong", tag: "a5" },
+      { kind: "tooLong", tag: "a5", append: true, limit: 100 },
       { kind: "command", bytes: "a6 NOOP\r\n" }
     ])
-    expect(reader.push(bytes(`a7 ${"y".repeat(120)}`))).toEqual([{ kind: "tooLong", tag: "a7" }])
+    expect(reader.push(bytes(`a7 ${"y".repeat(120)}`))).toEqual([{ kind: "tooLong", tag: "a7", append: false, limit: 100 }])
   })
 
   it("takes an APPEND's message up to its own, larger limit", () => {
     const reader = new CommandReader(100, 1000)
     expect(reader.push(bytes("a1 APPEND Sent {500}\r\n"))).toEqual([{ kind: "continue" }])
     expect(reader.push(bytes("m".repeat(500) + "\r\n"))).toEqual([{ kind: "command", bytes: `a1 APPEND Sent {500}\r\n${"m".repeat(500)}\r\n` }])
-    expect(reader.push(bytes("a2 APPEND Sent {2000}\r\n"))).toEqual([{ kind: "tooLong", tag: "a2" }])
-    expect(reader.push(bytes("a3 ID {500}\r\n"))).toEqual([{ kind: "tooLong", tag: "a3" }])
+    // Past it, the message is too big (the server answers NO [TOOBIG]); another command's limit is the command's.
+    expect(reader.push(bytes("a2 APPEND Sent {2000}\r\n"))).toEqual([{ kind: "tooLong", tag: "a2", append: true, limit: 1000 }])
+    expect(reader.push(bytes("a3 ID {500}\r\n"))).toEqual([{ kind: "tooLong", tag: "a3", append: false, limit: 100 }])
   })
 
   it("writes strings quoted when it can and as literals when it must", () => {

@@ -593,6 +593,9 @@ describe("IMAP on the wire", () => {
       expect((await account.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })).data?.data.map((e) => e.subject))
         .toEqual([subjects[0]])
 
+      // A message past the largest one taken is too big, not a bad command; its literal was never invited.
+      expect(await send("d5a APPEND INBOX {999999999}\r\n", "d5a")).toMatch(/^d5a NO \[TOOBIG\] The message is too big: at most \d+ bytes\r\n$/)
+
       // The key narrowed to another mailbox: the session ends, saying why.
       await withToken(suite.url, box.user).PATCH("/v1/api-keys/{id}", { params: { path: { id: agent.keyId } }, body: { mailboxIds: [other.mailboxId] } })
       socket.write("d6 NOOP\r\n")
