@@ -26,6 +26,7 @@ import { bodyStructure, envelope, header, parseMessage, sectionBytes } from "../
 import type { ImapRefused } from "../../services/imap/refusals.ts"
 import type { ImapStore, SignedIn } from "../../services/imap/store.ts"
 import type { FolderMessage } from "../../services/imap/views.ts"
+import { maxMessageBytes } from "../smtp/server.ts"
 import { parseFetchItem } from "./fetch-items.ts"
 import { ImapMetrics } from "./metrics.ts"
 import {
@@ -104,6 +105,8 @@ export const makeSession = (
 
   const capabilities = () => {
     const list = ["IMAP4rev1", "LITERAL+", "SASL-IR", "ID", "IDLE", "NAMESPACE", "UIDPLUS", "MOVE", "UNSELECT", "SPECIAL-USE", "ENABLE"]
+    // RFC 7889: a client learns the largest APPEND taken before sending it (past it, NO [TOOBIG]).
+    list.push(`APPENDLIMIT=${maxMessageBytes}`)
     if (signedIn === undefined) {
       if (options.canStartTls()) list.push("STARTTLS")
       if (options.secure() || options.clearTextAllowed) list.push("AUTH=PLAIN")

@@ -9,6 +9,7 @@ import net from "node:net"
 import tls from "node:tls"
 import { ImapFlow } from "imapflow"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { maxMessageBytes } from "../../src/smtp/server.ts"
 import { withApiKey } from "../support/accounts.ts"
 import { useCertificate } from "../support/certificate.ts"
 import { type Box, fresh, newBox } from "../support/mailboxes.ts"
@@ -594,7 +595,9 @@ describe("IMAP on the wire", () => {
         .toEqual([subjects[0]])
 
       // A message past the largest one taken is too big, not a bad command; its literal was never invited.
-      expect(await send("d5a APPEND INBOX {999999999}\r\n", "d5a")).toMatch(/^d5a NO \[TOOBIG\] The message is too big: at most \d+ bytes\r\n$/)
+      expect(await send("d5a APPEND INBOX {999999999}\r\n", "d5a")).toBe(`d5a NO [TOOBIG] The message is too big: at most ${maxMessageBytes} bytes\r\n`)
+      // The same limit is announced beforehand (RFC 7889).
+      expect(await send("d5b CAPABILITY\r\n", "d5b")).toMatch(new RegExp(`^\\* CAPABILITY [^\\r]* APPENDLIMIT=${maxMessageBytes}( |\\r\\n)`))
 
       // The key narrowed to another mailbox: the session ends, saying why.
       await withToken(suite.url, box.user).PATCH("/v1/api-keys/{id}", { params: { path: { id: agent.keyId } }, body: { mailboxIds: [other.mailboxId] } })
