@@ -48,6 +48,10 @@ export type SearchKey =
   | { readonly kind: "or"; readonly left: SearchKey; readonly right: SearchKey }
   | { readonly kind: "and"; readonly keys: ReadonlyArray<SearchKey> }
 
+/** What may stand on either side of an address written in a header, and not be part of it (regex classes). */
+const ADDRESS_EDGE_BEFORE = "(^|[^a-z0-9._%+-])"
+const ADDRESS_EDGE_AFTER = "($|[^a-z0-9.-])"
+
 export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderViews", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -195,7 +199,9 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
               return sql`(${contains(headerText("bcc"), key.value)} OR (e.direction = 'outbound' AND EXISTS (
                 SELECT 1 FROM outbound_deliveries d
                 WHERE d.email_id = e.id AND ${contains(sql`d.recipient`, key.value)}
-                  AND position(lower(d.recipient) IN lower(${headerText("to")} || ' ' || ${headerText("cc")})) = 0)))`
+                  AND NOT lower(${headerText("to")} || ' ' || ${headerText("cc")}) ~ (
+                    -- the whole address, not a part of another (bob@ in jimbob@): its characters escaped, bounded
+                    ${ADDRESS_EDGE_BEFORE} || regexp_replace(lower(d.recipient), '([^a-z0-9@])', ${"\\\\\\1"}, 'g') || ${ADDRESS_EDGE_AFTER}))))`
             default:
               return contains(headerText(key.field), key.value)
           }

@@ -146,4 +146,25 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       expect(yield* bcc("ann@")).toEqual([])
       expect(yield* bcc("bob")).toEqual([])
     }))
+
+  it.effect("SEARCH BCC in Sent finds a blind recipient whose address is part of one To names (bob@ in jimbob@)", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const note = yield* insertEmail(mailbox, {
+        subject: "Offer",
+        receivedMinutesAgo: 5,
+        labels: ["sent"],
+        headers: { to: "Jim <jimbob@partner.test>" }
+      })
+      yield* sql`UPDATE emails SET direction = 'outbound' WHERE id = ${note.id}`
+      for (const recipient of ["jimbob@partner.test", "bob@partner.test"]) {
+        yield* sql`INSERT INTO outbound_deliveries (email_id, recipient, domain, status) VALUES (${note.id}, ${recipient}, 'partner.test', 'sent')`
+      }
+      yield* views.sync(mailbox.mailboxId, sent)
+      const bcc = (value: string) => views.search(mailbox.mailboxId, sent, { kind: "text", field: "bcc", value })
+      expect(yield* bcc("bob@partner.test")).toEqual([1])
+      expect(yield* bcc("jim")).toEqual([])
+    }))
 })
