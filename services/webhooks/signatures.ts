@@ -39,8 +39,8 @@ export const MIN_STANDARD_KEY_BYTES = 24
  */
 export const weakStandardSecret = (secret: string): string | undefined =>
   standardForm.test(secret) && standardKey(secret).length < MIN_STANDARD_KEY_BYTES
-    ? `a whsec_ secret is the base64 of its key, which must be at least ${MIN_STANDARD_KEY_BYTES} bytes (this one is ` +
-      `${standardKey(secret).length}); leave the secret out to have one generated`
+    ? `must stand for at least ${MIN_STANDARD_KEY_BYTES} bytes when written whsec_<base64> (this one stands for ` +
+      `${standardKey(secret).length}); leave it out to have one generated`
     : undefined
 
 const hmac = (key: string | Buffer, content: string | Uint8Array) => createHmac("sha256", key).update(content)

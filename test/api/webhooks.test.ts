@@ -94,7 +94,7 @@ describe("POST /v1/api/webhooks", () => {
     }],
     // The Standard Webhooks signature is keyed with what a whsec_ secret's base64 stands for: here 1 byte.
     [{ url: URL_OK, events: ["email.received"], secret: "whsec_AA" }, {
-      secret: "a whsec_ secret is the base64 of its key, which must be at least 24 bytes (this one is 1); leave the secret out to have one generated"
+      secret: "must stand for at least 24 bytes when written whsec_<base64> (this one stands for 1); leave it out to have one generated"
     }],
     [{ url: "http://hooks.example.test/mailroom", events: ["email.received"] }, { url: "must use https" }],
     [{ url: "ftp://hooks.example.test/", events: ["email.received"] }, { url: "must use https" }],
@@ -287,7 +287,7 @@ describe("reading, updating and deleting", () => {
     [{ events: [] }, { events: "must list at least one of email.received, email.processed, email.labels_changed, email.deleted, email.sent, email.delivery_delayed, email.bounced, email.failed, email.unsubscribed, email.complained, meeting.answered, invitation.received, schedule.reminder, api_key.created" }],
     [{ active: "no" }, { active: expect.any(String) }],
     [{ secret: "tiny" }, { secret: "must be 8-256 printable ASCII characters without spaces" }],
-    [{ secret: `whsec_${Buffer.alloc(23, 7).toString("base64")}` }, { secret: expect.stringMatching(/at least 24 bytes \(this one is 23\)/) }],
+    [{ secret: `whsec_${Buffer.alloc(23, 7).toString("base64")}` }, { secret: expect.stringMatching(/at least 24 bytes when written whsec_<base64> \(this one stands for 23\)/) }],
     [{ events: ["email.bounced", "api_key.created"], labels: ["billing"] }, {
       events: "would never be sent any of these events: email.bounced carries no labels; api_key.created carries no labels, and the webhook is narrowed to labels"
     }],
