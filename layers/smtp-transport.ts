@@ -50,12 +50,18 @@ const failure = (error: NodemailerError) =>
 const withoutDelay = (connection: SMTPConnection) =>
   (connection as unknown as { readonly _socket?: { readonly setNoDelay?: (noDelay: boolean) => unknown } })._socket?.setNoDelay?.(true)
 
+/** What each message's bytes were found to ask (below), kept while the message is. */
+const eightBitOf = new WeakMap<Uint8Array, { readonly eightBitMime: boolean; readonly smtpUtf8: boolean }>()
+
 /**
  * What a message's bytes ask of MAIL FROM: `BODY=8BITMIME` for any byte above 127 (RFC 6152), and
  * `SMTPUTF8` for one in its header (UTF-8 headers, RFC 6531/6532: a mail program's message sent on
  * through submission as written). nodemailer adds SMTPUTF8 only for a non-ASCII address.
  */
 const eightBit = (raw: Uint8Array) => {
+  // Each recipient's transaction hands over the same bytes: a large message is read once, not once a recipient.
+  const known = eightBitOf.get(raw)
+  if (known !== undefined) return known
   // The header ends at the first empty line (LF LF or LF CR LF).
   let headerEnd = raw.length
   for (let i = 0; i < raw.length - 1; i++) {
@@ -69,7 +75,9 @@ const eightBit = (raw: Uint8Array) => {
     return false
   }
   const smtpUtf8 = above127(0, headerEnd)
-  return { eightBitMime: smtpUtf8 || above127(headerEnd, raw.length), smtpUtf8 }
+  const found = { eightBitMime: smtpUtf8 || above127(headerEnd, raw.length), smtpUtf8 }
+  eightBitOf.set(raw, found)
+  return found
 }
 
 /**
