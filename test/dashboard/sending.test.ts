@@ -743,6 +743,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const withdrawn = await draft("Withdrawn by the agent")
 
     await page.goto("/#/")
+    // Shown, so that the next page mounts afresh (two hash changes in a row may render only the last).
+    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
     await page.goto(`/#/mailboxes/${mailboxId}/drafts`)
     const waiting = page.getByRole("list", { name: "Drafts awaiting approval" })
     const sentList = page.getByRole("list", { name: "Sent drafts" })
@@ -813,6 +815,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     expect(created.response.status).toBe(201)
 
     await page.goto("/#/")
+    // Shown, so that the next page mounts afresh (two hash changes in a row may render only the last).
+    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
     await page.goto(`/#/mailboxes/${mailboxId}/drafts`)
     const item = page.getByRole("list", { name: "Drafts awaiting approval" }).getByRole("listitem", { name: "Draft: Fwd: Code for the portal" })
     const forwarded = item.getByRole("region", { name: "Forwarded email" })
@@ -1141,6 +1145,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await expect.poll(() => new URL(page.url()).hash).toBe("#/inbox")
 
     await page.goto("/#/")
+    // Shown, so that the next page mounts afresh (two hash changes in a row may render only the last).
+    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
     await page.goto(`/#/mailboxes/${mailboxId}`)
     // Oldest first, then grouped: the order chosen stays.
     await page.getByLabel("Sort").selectOption("received_at:asc")
@@ -1286,6 +1292,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     // The mailbox's own lookup refused: the mail it read stays listed; trying again brings the heading.
     await page.route(new RegExp(`/api/mailboxes/${mailboxId}$`), (route) => route.fulfill(tooMany), { times: 1 })
     await page.goto("/#/")
+    // Shown, so that the next page mounts afresh (two hash changes in a row may render only the last).
+    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
     await page.goto(`/#/mailboxes/${mailboxId}`)
     await page.getByRole("link", { name: /^Bob Buyer Where is my parcel\?/ }).waitFor()
     await failedLoad()
