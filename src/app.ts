@@ -15,7 +15,7 @@ import { RecipientDirectory } from "../services/mail/directory.ts"
 import { Billing } from "../services/billing/billing.ts"
 import { Bus } from "../services/bus/bus.ts"
 import { DomainSettings } from "../services/domains/domains.ts"
-import { DependencyHealth } from "../services/health/dependency-health.ts"
+import { type Dependency, DependencyHealth } from "../services/health/dependency-health.ts"
 import { Lifecycle } from "../services/lifecycle.ts"
 import { IngestLive } from "../services/mail/ingest.ts"
 import { MailboxSettings } from "../services/mailboxes/mailboxes.ts"
@@ -141,22 +141,11 @@ export const vectorsLayer = (config: AppConfigShape, vectorDatabase = vectorData
   })
   // While it is out of reach ("OpenAI unreachable: …"), DependencyHealth asks it for one short
   // vector a second, to say when it is back.
-  const watchedEmbedder = embedder.pipe(
-    Layer.tap((context) =>
-      Effect.flatMap(Effect.serviceOption(DependencyHealth), (health) => {
-        const model = Context.get(context, Embedder)
-        return Option.match(health, {
-          onNone: () => Effect.void,
-          onSome: (health) =>
-            health.watch("embedder", {
-              name: Option.isSome(config.openaiApiKey) ? "OpenAI" : "The embedder",
-              // Cut short: the adapter's own retries would see the return only at their next turn.
-              probe: model.embed(["ping"]).pipe(Effect.timeout("3 seconds"), Effect.asVoid)
-            })
-        })
-      })
-    )
-  )
+  const watchedEmbedder = watchedBy(embedder, Embedder, "embedder", (model) => ({
+    name: Option.isSome(config.openaiApiKey) ? "OpenAI" : "The embedder",
+    // Cut short: the adapter's own retries would see the return only at their next turn.
+    probe: model.embed(["ping"]).pipe(Effect.timeout("3 seconds"), Effect.asVoid)
+  }))
   return Layer.mergeAll(
     Vectors.Default.pipe(Layer.provideMerge(Layer.merge(watchedEmbedder, vectorIndexLayer(config, vectorDatabase)))),
     WordNet.layer,
@@ -181,15 +170,25 @@ const vectorDatabaseLayer = (config: AppConfigShape) =>
  * again after …"), as it does the database and the bus.
  */
 export const vectorIndexLayer = (config: AppConfigShape, vectorDatabase = vectorDatabaseLayer(config)) =>
-  vectorIndexAdapter(config, vectorDatabase).pipe(
+  watchedBy(vectorIndexAdapter(config, vectorDatabase), VectorIndex, "vectorIndex", (index) => ({
+    name: index.kind === "qdrant" ? "Qdrant" : "The vector index",
+    probe: index.ping
+  }))
+
+/**
+ * `layer`, with DependencyHealth (where the process has it) told how to see that the service `tag` it
+ * builds is back after an outage, and its name in the log.
+ */
+const watchedBy = <I, S, E, R>(
+  layer: Layer.Layer<I, E, R>,
+  tag: Context.Tag<I, S>,
+  dependency: Dependency,
+  watch: (service: S) => { readonly name: string; readonly probe: Effect.Effect<void, unknown> }
+) =>
+  layer.pipe(
     Layer.tap((context) =>
-      Effect.flatMap(Effect.serviceOption(DependencyHealth), (health) => {
-        const index = Context.get(context, VectorIndex)
-        return Option.match(health, {
-          onNone: () => Effect.void,
-          onSome: (health) => health.watch("vectorIndex", { name: index.kind === "qdrant" ? "Qdrant" : "The vector index", probe: index.ping })
-        })
-      })
+      Effect.flatMap(Effect.serviceOption(DependencyHealth), (health) =>
+        Option.match(health, { onNone: () => Effect.void, onSome: (health) => health.watch(dependency, watch(Context.get(context, tag))) }))
     )
   )
 

@@ -467,6 +467,36 @@ const bare = async (port: number) => {
   }
 }
 
+/**
+ * A bare session over TLS on IMAPS_PORT, past its greeting: `send` writes a command and waits for its
+ * tag's answer; `answer` waits for what `pattern` matches. Either hands over everything read since.
+ */
+const bareOverTls = async () => {
+  const socket = tls.connect({ port: imapsPort, host: "127.0.0.1", rejectUnauthorized: false })
+  let buffer = ""
+  socket.setEncoding("latin1")
+  socket.on("data", (chunk: string) => {
+    buffer += chunk
+  })
+  const answer = (pattern: RegExp) =>
+    until(`${pattern}`, async () => {
+      if (!pattern.test(buffer)) return undefined
+      const text = buffer
+      buffer = ""
+      return text
+    }, 10_000, 10, 10)
+  await answer(/\r\n/)
+  return {
+    answer,
+    send: (text: string, tag: string) => {
+      socket.write(text)
+      return answer(new RegExp(`(^|\\r\\n)${tag} (OK|NO|BAD)[^\\r]*\\r\\n`))
+    },
+    write: (text: string) => void socket.write(text),
+    close: () => socket.destroy()
+  }
+}
+
 describe("IMAP on the wire", () => {
   it("offers STARTTLS and takes no password before it; answers mistakes BAD with the tag", async () => {
     const session = await bare(imapPort)
@@ -492,26 +522,7 @@ describe("IMAP on the wire", () => {
     const subject = `Wire ${fresh("w")}`
     await sendMail(suite.server.smtpPort, { to: box.address, subject, text: "Over the wire." })
     const email = await arrived(box, subject)
-    const socket = tls.connect({ port: imapsPort, host: "127.0.0.1", rejectUnauthorized: false })
-    let buffer = ""
-    socket.setEncoding("latin1")
-    socket.on("data", (chunk: string) => {
-      buffer += chunk
-    })
-    const answer = (tag: string) =>
-      until(`${tag}'s answer`, async () => {
-        const at = buffer.search(new RegExp(`(^|\\r\\n)${tag} (OK|NO|BAD)[^\\r]*\\r\\n`))
-        if (at < 0) return undefined
-        const text = buffer
-        buffer = ""
-        return text
-      }, 10_000, 10, 10)
-    const send = (text: string, tag: string) => {
-      socket.write(text)
-      return answer(tag)
-    }
-    await until("greeting", async () => (buffer.includes("\r\n") ? true : undefined), 10_000, 10, 10)
-    buffer = ""
+    const { send, close } = await bareOverTls()
     // PLAIN naming another user to act as (an authorization identity) is refused: there is no proxying.
     const asAnother = Buffer.from(`someone-else@agents.localhost\u0000${box.address}\u0000${box.user.apiKey}`).toString("base64")
     expect(await send(`b0 AUTHENTICATE PLAIN ${asAnother}\r\n`, "b0")).toMatch(/b0 NO \[AUTHORIZATIONFAILED\]/)
@@ -540,7 +551,7 @@ describe("IMAP on the wire", () => {
     expect(await send("b11 FETCH 1 FLAGS\r\n", "b11")).toMatch(/b11 BAD Select a folder first/)
     // LOGOUT's OK reaches the client before the connection closes, over TLS too.
     expect(await send("b12 LOGOUT\r\n", "b12")).toMatch(/\* BYE [^\r]*\r\nb12 OK/)
-    socket.destroy()
+    close()
   })
 
   it("EXPUNGE deletes what may go and keeps the rest, still marked; a key narrowed away from the mailbox is told so", async () => {
@@ -562,26 +573,8 @@ describe("IMAP on the wire", () => {
     const other = await newBox(suite.url, { user: box.user })
     const agent = (await withToken(suite.url, box.user).POST("/v1/api-keys", { body: { name: "mail program", mailboxIds: [box.mailboxId] } })).data!.data
 
-    const socket = tls.connect({ port: imapsPort, host: "127.0.0.1", rejectUnauthorized: false })
-    let buffer = ""
-    socket.setEncoding("latin1")
-    socket.on("data", (chunk: string) => {
-      buffer += chunk
-    })
-    const answer = (pattern: RegExp) =>
-      until(`${pattern}`, async () => {
-        if (!pattern.test(buffer)) return undefined
-        const text = buffer
-        buffer = ""
-        return text
-      }, 10_000, 10, 10)
-    const send = (text: string, tag: string) => {
-      socket.write(text)
-      return answer(new RegExp(`(^|\\r\\n)${tag} (OK|NO|BAD)[^\\r]*\\r\\n`))
-    }
+    const { answer, close, send, write } = await bareOverTls()
     try {
-      await until("greeting", async () => (buffer.includes("\r\n") ? true : undefined), 10_000, 10, 10)
-      buffer = ""
       expect(await send(`d1 LOGIN ${box.address} ${agent.apiKey}\r\n`, "d1")).toMatch(/d1 OK/)
       const selected = await send("d2 SELECT INBOX\r\n", "d2")
       expect(selected).toContain("* OK [PERMANENTFLAGS (\\Seen \\Flagged \\Deleted)] Flags kept\r\n")
@@ -601,10 +594,10 @@ describe("IMAP on the wire", () => {
 
       // The key narrowed to another mailbox: the session ends, saying why.
       await withToken(suite.url, box.user).PATCH("/v1/api-keys/{id}", { params: { path: { id: agent.keyId } }, body: { mailboxIds: [other.mailboxId] } })
-      socket.write("d6 NOOP\r\n")
+      write("d6 NOOP\r\n")
       expect(await answer(/\* BYE [^\r]*\r\n/)).toMatch(/^\* BYE This API key no longer reaches the mailbox: sign in with one that does\r\n/)
     } finally {
-      socket.destroy()
+      close()
     }
   })
 
