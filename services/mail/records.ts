@@ -42,7 +42,7 @@ export interface EmailRow {
 }
 
 /** A stored header's decoded value; a header the message carried more than once is an array. */
-type HeaderValue = string | ReadonlyArray<string>
+export type HeaderValue = string | ReadonlyArray<string>
 
 export interface EmailBodyRow extends EmailRow {
   readonly headers: Headers
@@ -119,13 +119,17 @@ const headerAddresses = (value: HeaderValue | null): Array<string> =>
 const headerName = (value: HeaderValue | null): string =>
   value === null ? "" : displayName(typeof value === "string" ? value : value[0])
 
+/** The From's display name, null when it has none: the column, or for older mail its stored From header. */
+export const fromNameOf = (row: Pick<EmailRow, "fromName" | "fromHeader">): string | null =>
+  (row.fromName ?? headerName(row.fromHeader)) || null
+
 export const toFields = (row: EmailRow): EmailFields => ({
   email_id: row.id,
   direction: row.direction,
   message_id: row.messageId,
   subject: row.subject,
   from: row.fromAddress,
-  from_name: (row.fromName ?? headerName(row.fromHeader)) || null,
+  from_name: fromNameOf(row),
   to: [...row.toAddresses],
   cc: row.ccAddresses !== null ? [...row.ccAddresses] : headerAddresses(row.ccHeader),
   reply_to: row.replyToAddresses !== null ? [...row.replyToAddresses] : headerAddresses(row.replyToHeader),

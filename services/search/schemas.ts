@@ -44,6 +44,9 @@ export const SearchResult = Schema.Struct({
   email_id: Schema.String,
   subject: Schema.String,
   from: Schema.String,
+  from_name: Schema.NullOr(Schema.String).annotations({
+    description: "The From's display name (\"Ann Smith\" of Ann Smith <ann@example.com>); null when it has none (Mailroom extension)"
+  }),
   date: Schema.String,
   snippet: Schema.String.annotations({ description: "The first 200 characters of the body" }),
   labels: Schema.Array(Schema.String),

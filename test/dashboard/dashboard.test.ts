@@ -227,6 +227,7 @@ describe.skipIf(!runnable)("the dashboard", () => {
     // A reload or navigation would lose this mark.
     await page.evaluate("window.stillHere = true")
     await sendMail(server.smtpPort, {
+      from: "Nora Numbers <nora@example.com>",
       to: address,
       subject: "Quarterly numbers",
       text: "See the numbers inside.",
@@ -305,6 +306,8 @@ describe.skipIf(!runnable)("the dashboard", () => {
     const hit = page.getByRole("list", { name: "Results" }).getByRole("link", { name: "Quarterly numbers" })
     await page.getByRole("button", { name: "Search", exact: true }).click()
     await hit.waitFor()
+    // The sender by name, as the inbox shows it; the address on hover.
+    await page.getByRole("list", { name: "Results" }).getByTitle("nora@example.com").getByText("Nora Numbers").waitFor()
     await expect(page.getByText(/^score \d\.\d\d$/).first().textContent()).resolves.toMatch(/score 0\.\d\d|score 1\.00/)
     // Back from a result, the search is as it was left: the page's URL keeps the query, searched again.
     // Once: the email's frame, shown again with its own image read, is a new frame, not a navigation

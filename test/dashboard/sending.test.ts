@@ -452,6 +452,8 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const replyId = new URL(page.url()).hash.split("/").pop()!
     const reply = await emailOf(replyId)
     expect(reply.data?.data.thread_id).toBe(original.data?.data.thread_id)
+    // The reader's list of the thread names senders as the inbox does.
+    await page.getByRole("link", { name: "Bob Buyer · Where is my parcel?" }).waitFor()
 
     // The conversation, whole: both messages, oldest first, each with its text.
     await page.getByRole("link", { name: "Read the whole conversation" }).click()

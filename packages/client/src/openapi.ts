@@ -5578,6 +5578,8 @@ export interface components {
             direction: "inbound" | "outbound";
             email_id: string;
             from: string;
+            /** @description The From's display name ("Ann Smith" of Ann Smith <ann@example.com>); null when it has none (Mailroom extension) */
+            from_name: string | null;
             labels: string[];
             /** @description The mailbox that holds it (Mailroom extension) */
             mailbox_id: string;

@@ -386,7 +386,7 @@ export const ReaderPage = ({ emailId }) => {
         <ol class="list">
           ${thread.emails.map((/** @type {any} */ e) => html`
             <li class="item"><a href=${href("emails", e.email_id)} aria-current=${e.email_id === emailId ? "page" : undefined}>
-              ${e.from} · ${e.subject}</a> <span class="muted small">${when(e.received_at)}</span></li>`)}
+              ${e.from_name || e.from} · ${e.subject || "(no subject)"}</a> <span class="muted small">${when(e.received_at)}</span></li>`)}
         </ol>
       </section>`}
   `

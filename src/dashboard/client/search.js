@@ -43,7 +43,7 @@ export const SearchPage = () => {
           <li key=${result.email_id} class="item wrap">
             <div class="grow">
               <a href=${href("emails", result.email_id)}><strong>${result.subject || "(no subject)"}</strong></a>
-              <div class="muted small">${result.from} · ${when(result.date)}</div>
+              <div class="muted small"><span title=${result.from}>${result.from_name || result.from}</span> · ${when(result.date)}</div>
               <div class="small">${result.snippet}</div>
             </div>
             <span class="tag" title=${strength(result.score)}>score ${result.score.toFixed(2)}</span>
