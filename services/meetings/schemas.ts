@@ -64,7 +64,12 @@ const Rule = Schema.String.pipe(
       /^[A-Z]+=[A-Z0-9,+:-]+(;[A-Z]+=[A-Z0-9,+:-]+)*$/i.test(value) &&
       /(^|;)FREQ=(SECONDLY|MINUTELY|HOURLY|DAILY|WEEKLY|MONTHLY|YEARLY)(;|$)/i.test(value),
     { message: () => "must be an iCalendar RRULE such as FREQ=WEEKLY;BYDAY=TH;COUNT=4" }
-  )
+  ),
+  // A meeting every second or minute is no meeting: calendar programs offer neither, and the
+  // schedule walks such a rule only so far (services/schedule/occurrences.ts).
+  Schema.filter((value) => !/(^|;)FREQ=(SECONDLY|MINUTELY)(;|$)/i.test(value), {
+    message: () => "must repeat at most hourly (FREQ=HOURLY, DAILY, WEEKLY, MONTHLY or YEARLY)"
+  })
 )
 
 const MeetingFields = {

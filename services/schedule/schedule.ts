@@ -222,8 +222,13 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
     })
 
-    /** Every occurrence on the mailboxes' schedules in the range, in order of start (then of the mailboxes as named). */
-    const occurring = (mailboxIds: ReadonlyArray<string>, range: { readonly from: Date; readonly to: Date }, includeCancelled: boolean) =>
+    /** Every occurrence on the mailboxes' schedules in the range (each event's first `perEvent`), in order of start (then of the mailboxes as named). */
+    const occurring = (
+      mailboxIds: ReadonlyArray<string>,
+      range: { readonly from: Date; readonly to: Date },
+      includeCancelled: boolean,
+      perEvent = Infinity
+    ) =>
       Effect.gen(function*() {
         const rows = yield* sql<EntryRow>`
           SELECT mailbox_id, user_id, uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
@@ -233,7 +238,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         const items: Array<Occurring> = []
         for (const row of rows) {
           const { organizer } = headline(row.calendar)
-          for (const o of occurrences(row.calendar, range.from, range.to)) {
+          for (const o of occurrences(row.calendar, range.from, range.to, perEvent)) {
             const item = itemOf(row, o, organizer)
             if (item.status !== "cancelled" || includeCancelled) items.push({ item, startsAt: o.startsAt, endsAt: o.endsAt })
           }
@@ -299,7 +304,8 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       const range = yield* rangeOf(params, new Date(), MAX_DAYS)
       const limit = params.limit ?? DEFAULT_LIMIT
       const ids = yield* ownMailboxes(sql, userId, mailboxIds)
-      const items = yield* occurring(ids, range, params.include_cancelled ?? false)
+      // Each event's first `limit + 1`: a page of `limit` and whether there is more need no others.
+      const items = yield* occurring(ids, range, params.include_cancelled ?? false, limit + 1)
       const data = items.slice(0, limit).map(({ item }) => item)
       const meta: ScheduleMeta = { from: range.from.toISOString(), to: range.to.toISOString(), count: data.length, hasMore: items.length > limit }
       return { data, meta }

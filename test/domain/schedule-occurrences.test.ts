@@ -45,6 +45,31 @@ describe("expanding a kept event", () => {
     expect(times(kept, "2026-12-25T12:00:00Z", "2026-12-30T00:00:00Z")).toEqual([["2026-12-24", "2026-12-26", "confirmed"]])
     expect(times(kept, "2026-12-26T00:00:00Z", "2026-12-30T00:00:00Z")).toEqual([])
   })
+
+  it("walks 10,000 repeats of a daily rule but 1,000 of one repeating more often (a stranger's FREQ=SECONDLY costs every request little)", () => {
+    const every = (rule: string) =>
+      apply(undefined, calendar("REQUEST", ...event("UID:often", "DTSTART:20261201T000000Z", "DTEND:20261201T000100Z", `RRULE:${rule}`)))!
+    const hourly = occurrences(every("FREQ=HOURLY"), new Date("2026-12-01T00:00:00Z"), new Date("2027-03-01T00:00:00Z"))
+    expect(hourly).toHaveLength(1_000)
+    expect(hourly.at(-1)!.start.date_time).toBe("2027-01-11T15:00:00Z")
+    expect(occurrences(every("FREQ=SECONDLY"), new Date("2026-12-01T00:00:00Z"), new Date("2026-12-02T00:00:00Z"))).toHaveLength(1_000)
+    expect(occurrences(every("FREQ=DAILY"), new Date("2026-12-01T00:00:00Z"), new Date("2027-12-01T00:00:00Z"))).toHaveLength(365)
+    // The 10,000th day is 17 April 2054.
+    expect(occurrences(every("FREQ=DAILY"), new Date("2054-04-01T00:00:00Z"), new Date("2054-05-01T00:00:00Z")).at(-1)!.start.date_time)
+      .toBe("2054-04-17T00:00:00Z")
+  })
+
+  it("with a most, answers the earliest that many the rules give in the range, and every override", () => {
+    const moved = apply(apply(undefined, weekly), calendar(
+      "REQUEST",
+      ...event("UID:standup", "SEQUENCE:0", "RECURRENCE-ID;TZID=Europe/Paris:20261207T090000", "DTSTART;TZID=Europe/Paris:20261231T170000",
+        "DTEND;TZID=Europe/Paris:20261231T171500", "SUMMARY:Standup, moved")
+    ))!
+    const first = (max: number) =>
+      occurrences(moved, new Date("2026-11-01T00:00:00Z"), new Date("2027-01-01T00:00:00Z"), max).map((o) => o.start.date_time)
+    expect(first(2)).toEqual(["2026-11-02T08:00:00Z", "2026-11-09T08:00:00Z", "2026-12-31T16:00:00Z"])
+    expect(first(Infinity)).toHaveLength(9)
+  })
 })
 
 describe("applying invitations, updates and cancellations", () => {

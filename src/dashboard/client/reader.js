@@ -385,7 +385,7 @@ export const ReaderPage = ({ emailId }) => {
           <a href=${href("threads", thread.thread_id)}>Read the whole conversation</a></div>
         <ol class="list">
           ${thread.emails.map((/** @type {any} */ e) => html`
-            <li class="item"><a href=${href("emails", e.email_id)} aria-current=${e.email_id === emailId ? "page" : undefined}>
+            <li class="item"><a href=${href("emails", e.email_id)} title=${e.from} aria-current=${e.email_id === emailId ? "page" : undefined}>
               ${e.from_name || e.from} · ${e.subject || "(no subject)"}</a> <span class="muted small">${when(e.received_at)}</span></li>`)}
         </ol>
       </section>`}
