@@ -278,7 +278,7 @@ const SLACK = 15 * 3_600_000
  * The repeating master's occurrences, walked by its rules in its own wall-clock time (no zone is
  * resolved on the way: that is the costly part), each handed to `visit` until it answers false.
  * Occurrences an override changes are left out (walkOverrides answers them). True when the rules
- * ran out before `visit` stopped or MAX_STEPS did.
+ * ran out before `visit` stopped or the walk's cap (MAX_STEPS, MAX_SUB_DAILY_STEPS) did.
  */
 const walkRules = (calendar: ICAL.Component, master: ICAL.Component, visit: (next: ICAL.Time) => boolean): boolean => {
   const overrides = calendar.getAllSubcomponents("vevent").filter((e) => e !== master && e.hasProperty("recurrence-id"))
@@ -354,7 +354,10 @@ export const occurrences = (kept: string, from: Date, to: Date, max = Infinity):
         if (at >= to.getTime() + SLACK) return false
         if (at + length > from.getTime() - SLACK) {
           const one = occurrence(master, calendar, next, next, zone, duration)
-          if (one !== undefined && inRange(one)) found.push(one), taken++
+          if (one !== undefined && inRange(one)) {
+            found.push(one)
+            taken++
+          }
         }
         return taken < max
       })
