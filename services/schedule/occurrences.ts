@@ -275,15 +275,59 @@ const wallClock = (time: ICAL.Time) => Date.UTC(time.year, time.month - 1, time.
 const SLACK = 15 * 3_600_000
 
 /**
- * The repeating master's occurrences, walked by its rules in its own wall-clock time (no zone is
- * resolved on the way: that is the costly part), each handed to `visit` until it answers false.
- * Occurrences an override changes are left out (walkOverrides answers them). True when the rules
- * ran out before `visit` stopped or the walk's cap (MAX_STEPS, MAX_SUB_DAILY_STEPS) did.
+ * Where to begin walking the master's rule to reach `before` (a wall-clock time) without walking
+ * the years before it: its DTSTART moved on by whole periods of the rule (days for DAILY, weeks for
+ * WEEKLY, years for MONTHLY and YEARLY), from which the rule gives the same repeats (RFC 5545's
+ * sets are built per period from DTSTART's phase and fields, which whole periods keep), at or
+ * before `before`. Undefined when that cannot be, or need not: several rules, a COUNT (counted from
+ * DTSTART), a rule repeating within a day (capped instead), a day the target year lacks (29 February),
+ * or less than a period to skip. ical.js walks a repeat in 10 µs to over 1 ms by the rule's shape,
+ * so an invitation whose series began decades ago would otherwise cost every request that walk.
  */
-const walkRules = (calendar: ICAL.Component, master: ICAL.Component, visit: (next: ICAL.Time) => boolean): boolean => {
+const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefined => {
+  const rules = master.getAllProperties("rrule")
+  const start = master.getFirstPropertyValue("dtstart")
+  if (rules.length !== 1 || !(start instanceof ICAL.Time)) return undefined
+  const rule = rules[0]!.getFirstValue() as ICAL.Recur
+  if (rule.count !== null && rule.count !== undefined) return undefined
+  const interval = Math.max(1, rule.interval || 1)
+  const gap = before - wallClock(start)
+  const moved = start.clone()
+  if (rule.freq === "DAILY" || rule.freq === "WEEKLY") {
+    const days = (rule.freq === "DAILY" ? 1 : 7) * interval
+    const periods = Math.floor(gap / (days * 86_400_000))
+    if (periods < 1) return undefined
+    moved.adjust(periods * days, 0, 0, 0)
+    return moved
+  }
+  if (rule.freq === "MONTHLY" || rule.freq === "YEARLY") {
+    // Whole years of `interval`: a multiple of the period either way; 366 days a year keeps it before.
+    const periods = Math.floor(gap / (interval * 366 * 86_400_000))
+    const year = start.year + periods * interval
+    if (periods < 1 || start.day > ICAL.Time.daysInMonth(start.month, year)) return undefined
+    moved.year = year
+    return moved
+  }
+  return undefined
+}
+
+/**
+ * The repeating master's occurrences, walked by its rules in its own wall-clock time (no zone is
+ * resolved on the way: that is the costly part), each handed to `visit` until it answers false;
+ * with `after`, from a start at or before it (fastForward), so what comes before `after` is
+ * incomplete and for the caller to leave out. Occurrences an
+ * override changes are left out (walkOverrides answers them). True when the rules ran out before
+ * `visit` stopped or the walk's cap (MAX_STEPS, MAX_SUB_DAILY_STEPS) did.
+ */
+const walkRules = (
+  calendar: ICAL.Component,
+  master: ICAL.Component,
+  visit: (next: ICAL.Time) => boolean,
+  after?: number
+): boolean => {
   const overrides = calendar.getAllSubcomponents("vevent").filter((e) => e !== master && e.hasProperty("recurrence-id"))
   const changed = new Set(overrides.map(recurrenceKey))
-  const iterator = new ICAL.Event(master, { exceptions: [] }).iterator()
+  const iterator = new ICAL.Event(master, { exceptions: [] }).iterator(after === undefined ? undefined : fastForward(master, after))
   const subDaily = master.getAllProperties("rrule").some((p) => SUB_DAILY.has(String((p.getFirstValue() as ICAL.Recur).freq)))
   const maxSteps = subDaily ? MAX_SUB_DAILY_STEPS : MAX_STEPS
   for (let steps = 0; steps < maxSteps; steps++) {
@@ -360,7 +404,7 @@ export const occurrences = (kept: string, from: Date, to: Date, max = Infinity):
           }
         }
         return taken < max
-      })
+      }, from.getTime() - SLACK - length)
     }
   }
   return found.filter(inRange).sort((a, b) => a.startsAt - b.startsAt)

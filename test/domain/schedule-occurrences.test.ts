@@ -54,9 +54,31 @@ describe("expanding a kept event", () => {
     expect(hourly.at(-1)!.start.date_time).toBe("2027-01-11T15:00:00Z")
     expect(occurrences(every("FREQ=SECONDLY"), new Date("2026-12-01T00:00:00Z"), new Date("2026-12-02T00:00:00Z"))).toHaveLength(1_000)
     expect(occurrences(every("FREQ=DAILY"), new Date("2026-12-01T00:00:00Z"), new Date("2027-12-01T00:00:00Z"))).toHaveLength(365)
-    // The 10,000th day is 17 April 2054.
-    expect(occurrences(every("FREQ=DAILY"), new Date("2054-04-01T00:00:00Z"), new Date("2054-05-01T00:00:00Z")).at(-1)!.start.date_time)
+    // A count is walked from the start: the 10,000th day is 17 April 2054.
+    expect(occurrences(every("FREQ=DAILY;COUNT=20000"), new Date("2054-04-01T00:00:00Z"), new Date("2054-05-01T00:00:00Z")).at(-1)!.start.date_time)
       .toBe("2054-04-17T00:00:00Z")
+    // Without one the walk begins near the range (below): every day of April 2054.
+    expect(occurrences(every("FREQ=DAILY"), new Date("2054-04-01T00:00:00Z"), new Date("2054-05-01T00:00:00Z"))).toHaveLength(30)
+  })
+
+  it("walks a series begun decades ago from near the range, with the repeats a walk from its start gives", () => {
+    const series = (start: string, rule: string, ...more: Array<string>) =>
+      apply(undefined, calendar("REQUEST", ...event("UID:old", start, `RRULE:${rule}`, ...more)))!
+    // Mondays at 09:00 in Paris since January 2000: 07:00 UTC in the summer of 2027, as the standup begun in 2026.
+    const mondays = series("DTSTART;TZID=Europe/Paris:20000103T090000", "FREQ=WEEKLY;BYDAY=MO", "DTEND;TZID=Europe/Paris:20000103T091500",
+      "EXDATE;TZID=Europe/Paris:20270412T090000")
+    expect(times(mondays, "2027-04-05T00:00:00Z", "2027-04-20T00:00:00Z")).toEqual(times(apply(undefined, weekly)!, "2027-04-05T00:00:00Z", "2027-04-20T00:00:00Z")
+      .filter(([start]) => start !== "2027-04-12T07:00:00Z"))
+    expect(times(mondays, "2027-04-05T00:00:00Z", "2027-04-20T00:00:00Z")).toHaveLength(2)
+    // Every other week since 1990, on its phase; the last weekday of each month since 1950 (Outlook's
+    // BYSETPOS, over a millisecond a repeat to walk); a 29 February, yearly, until 2030.
+    expect(times(series("DTSTART:19900101T100000Z", "FREQ=WEEKLY;INTERVAL=2", "DURATION:PT1H"), "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")
+      .map(([start]) => start)).toEqual(["2026-12-14T10:00:00Z", "2026-12-28T10:00:00Z"]) // 1,927 weeks on: 7 December is off its phase
+    expect(times(series("DTSTART:19500131T160000Z", "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1", "DURATION:PT1H"),
+      "2026-11-01T00:00:00Z", "2027-01-01T00:00:00Z").map(([start]) => start)).toEqual(["2026-11-30T16:00:00Z", "2026-12-31T16:00:00Z"])
+    const leap = series("DTSTART;VALUE=DATE:19960229", "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29;UNTIL=20300101", "DTEND;VALUE=DATE:19960301")
+    expect(times(leap, "2027-01-01T00:00:00Z", "2029-01-01T00:00:00Z").map(([start]) => start)).toEqual(["2028-02-29"])
+    expect(times(leap, "2031-01-01T00:00:00Z", "2033-01-01T00:00:00Z")).toEqual([])
   })
 
   it("with a most, answers the earliest that many the rules give in the range, and every override", () => {
