@@ -4,10 +4,12 @@
  * schemas and limits only.
  */
 import { Schema } from "effect"
+import ICAL from "ical.js"
 import { EventTime, ParticipationStatus } from "../invitations/schemas.ts"
 import { isTimeZone, localMoment, localTime } from "../invitations/time-zones.ts"
 import { ListParams } from "../listing.ts"
 import { AddressInput, Instant, MAX_RECIPIENTS, headerText } from "../outbound/schemas.ts"
+import { MAX_TIMES_OF_DAY, timesOfDay } from "../schedule/occurrences.ts"
 
 /** A day, as a whole-day meeting's start and end are written. */
 const Day = Schema.String.pipe(
@@ -69,7 +71,14 @@ const Rule = Schema.String.pipe(
   // schedule walks such a rule only so far (services/schedule/occurrences.ts).
   Schema.filter((value) => !/(^|;)FREQ=(SECONDLY|MINUTELY)(;|$)/i.test(value), {
     message: () => "must repeat at most hourly (FREQ=HOURLY, DAILY, WEEKLY, MONTHLY or YEARLY)"
-  })
+  }),
+  Schema.filter((value) => {
+    try {
+      return timesOfDay(ICAL.Recur.fromString(value)) <= MAX_TIMES_OF_DAY
+    } catch {
+      return false
+    }
+  }, { message: () => `must name at most ${MAX_TIMES_OF_DAY} times of day (BYHOUR × BYMINUTE × BYSECOND values)` })
 )
 
 const MeetingFields = {

@@ -7,9 +7,10 @@
  * someone the invitation was forwarded to is added. The wiring (mail received by the worker, the
  * routes, the event stream) is test/outbound/meetings.test.ts's.
  */
-import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { describe, expect, it, layer } from "@effect/vitest"
+import { Effect, Either, Layer, ParseResult, Schema } from "effect"
 import { Meetings } from "../../services/meetings/meetings.ts"
+import { MeetingInput } from "../../services/meetings/schemas.ts"
 import { testDatabase } from "../support/database.ts"
 import { inProcessOutbound } from "../support/outbound-services.ts"
 import { insertMailbox } from "../support/seed-mail.ts"
@@ -98,5 +99,27 @@ layer(testDatabase, { timeout: "120 seconds" })("meetings' answers", (it) => {
           "carol@partner.test": ["accepted", null]
         })
       }))
+  })
+})
+
+describe("a meeting's recurrence", () => {
+  const base = { summary: "Sync", start: { date_time: "2026-12-03T10:00:00Z" }, end: { date_time: "2026-12-03T11:00:00Z" }, attendees: ["ada@partner.test"] }
+  const refusals = (recurrence: string) =>
+    Either.match(Schema.decodeUnknownEither(MeetingInput)({ ...base, recurrence }), {
+      // The rule's own message, without the union's other members (null, absent) each refusing it too.
+      onLeft: (error) =>
+        ParseResult.ArrayFormatter.formatErrorSync(error).filter((issue) => !issue.message.startsWith("Expected "))
+          .map((issue) => [issue.path.join("."), issue.message]),
+      onRight: () => []
+    })
+
+  it("is at most hourly, and names at most 24 times of day (the schedule walks no finer rule)", () => {
+    const hourly = ["recurrence", "must repeat at most hourly (FREQ=HOURLY, DAILY, WEEKLY, MONTHLY or YEARLY)"]
+    expect(refusals("FREQ=MINUTELY;COUNT=10")).toEqual([hourly])
+    expect(refusals("INTERVAL=5;FREQ=secondly")).toEqual([hourly])
+    expect(refusals("FREQ=DAILY;BYHOUR=9,10;BYMINUTE=0,5,10,15,20,25,30,35,40,45,50,55,59"))
+      .toEqual([["recurrence", "must name at most 24 times of day (BYHOUR × BYMINUTE × BYSECOND values)"]])
+    expect(refusals("FREQ=DAILY;BYHOUR=9,10;BYMINUTE=0,5,10,15,20,25,30,35,40,45,50,55")).toEqual([])
+    expect(refusals("FREQ=HOURLY;COUNT=8")).toEqual([])
   })
 })

@@ -61,6 +61,19 @@ describe("expanding a kept event", () => {
     expect(occurrences(every("FREQ=DAILY"), new Date("2054-04-01T00:00:00Z"), new Date("2054-05-01T00:00:00Z"))).toHaveLength(30)
   })
 
+  it("walks a rule naming several times of day 1,000 repeats, and one naming over 24 not at all: its first time shows alone", () => {
+    const seq = (n: number) => Array.from({ length: n }, (_, i) => i).join(",")
+    const named = (rule: string) =>
+      apply(undefined, calendar("REQUEST", ...event("UID:times", "DTSTART:20261207T090000Z", "DTEND:20261207T091000Z", `RRULE:${rule}`)))!
+    const three = occurrences(named("FREQ=DAILY;BYHOUR=9,13,17"), new Date("2026-12-07T00:00:00Z"), new Date("2027-12-01T00:00:00Z"))
+    expect(three.slice(0, 4).map((o) => o.start.date_time)).toEqual(["2026-12-07T09:00:00Z", "2026-12-07T13:00:00Z", "2026-12-07T17:00:00Z", "2026-12-08T09:00:00Z"])
+    expect(three).toHaveLength(1_000)
+    // Every second of every day of the week: the set ical.js would build first holds 604,800 times.
+    const everySecond = named(`FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR,SA,SU;BYHOUR=${seq(24)};BYMINUTE=${seq(60)};BYSECOND=${seq(60)}`)
+    expect(times(everySecond, "2026-12-01T00:00:00Z", "2027-12-01T00:00:00Z")).toEqual([["2026-12-07T09:00:00Z", "2026-12-07T09:10:00Z", "confirmed"]])
+    expect(times(named(`FREQ=DAILY;BYHOUR=9;BYMINUTE=${seq(25)}`), "2026-12-08T00:00:00Z", "2027-12-01T00:00:00Z")).toEqual([])
+  })
+
   it("walks a series begun decades ago from near the range, with the repeats a walk from its start gives", () => {
     const series = (start: string, rule: string, ...more: Array<string>) =>
       apply(undefined, calendar("REQUEST", ...event("UID:old", start, `RRULE:${rule}`, ...more)))!
