@@ -25,10 +25,9 @@ import type { EventTime, Party } from "../invitations/schemas.ts"
 const MAX_STEPS = 10_000
 /**
  * At most this many for a rule repeating more often than daily (an hourly one for 41 days, or one
- * naming several times of day): walking
- * costs 10-20 µs a repeat on the request's thread, and no calendar program asks an event to repeat
- * by the second or minute, so such a rule in a stranger's invitation must not buy 10,000 of them on
- * every schedule request.
+ * naming several times of day): walking costs 10-20 µs a repeat on the request's thread, and no
+ * calendar program asks an event to repeat by the second or minute, so such a rule in a stranger's
+ * invitation must not buy 10,000 of them on every schedule request.
  */
 const MAX_SUB_DAILY_STEPS = 1_000
 const SUB_DAILY = new Set(["SECONDLY", "MINUTELY", "HOURLY"])
@@ -327,9 +326,9 @@ const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefi
  * The repeating master's occurrences, walked by its rules in its own wall-clock time (no zone is
  * resolved on the way: that is the costly part), each handed to `visit` until it answers false;
  * with `after`, from a start at or before it (fastForward), so what comes before `after` is
- * incomplete and for the caller to leave out. Occurrences an
- * override changes are left out (walkOverrides answers them). True when the rules ran out before
- * `visit` stopped or the walk's cap (MAX_STEPS, MAX_SUB_DAILY_STEPS) did.
+ * incomplete and for the caller to leave out. Occurrences an override changes are left out
+ * (walkOverrides answers them). True when the rules ran out before `visit` stopped or the walk's cap
+ * (MAX_STEPS, MAX_SUB_DAILY_STEPS) did; a rule naming over MAX_TIMES_OF_DAY gives its DTSTART alone.
  */
 const walkRules = (
   calendar: ICAL.Component,
