@@ -46,7 +46,7 @@ describe("expanding a kept event", () => {
     expect(times(kept, "2026-12-26T00:00:00Z", "2026-12-30T00:00:00Z")).toEqual([])
   })
 
-  it("walks 10,000 repeats of a daily rule but 1,000 of one repeating more often (a stranger's FREQ=SECONDLY costs every request little)", () => {
+  it("walks a COUNT 10,000 repeats, a rule repeating more often than daily 1,000 (a stranger's FREQ=SECONDLY costs every request little)", () => {
     const every = (rule: string) =>
       apply(undefined, calendar("REQUEST", ...event("UID:often", "DTSTART:20261201T000000Z", "DTEND:20261201T000100Z", `RRULE:${rule}`)))!
     const hourly = occurrences(every("FREQ=HOURLY"), new Date("2026-12-01T00:00:00Z"), new Date("2027-03-01T00:00:00Z"))
@@ -94,7 +94,7 @@ describe("expanding a kept event", () => {
     expect(times(leap, "2031-01-01T00:00:00Z", "2033-01-01T00:00:00Z")).toEqual([])
   })
 
-  it("with a most, answers the earliest that many the rules give in the range, and every override", () => {
+  it("capped, answers the earliest so many occurrences its rules give in the range, and every override", () => {
     const moved = apply(apply(undefined, weekly), calendar(
       "REQUEST",
       ...event("UID:standup", "SEQUENCE:0", "RECURRENCE-ID;TZID=Europe/Paris:20261207T090000", "DTSTART;TZID=Europe/Paris:20261231T170000",
