@@ -20,6 +20,7 @@ import { Either } from "effect"
 import ICAL from "ical.js"
 import { eventTime, parseCalendar, readInvitation, zoneOf } from "../invitations/icalendar.ts"
 import type { EventTime, Party } from "../invitations/schemas.ts"
+import { MAX_TIMES_OF_DAY, timesOfDay } from "./rule-limits.ts"
 
 /** At most this many repeats are walked through per event (a daily meeting for 27 years). */
 const MAX_STEPS = 10_000
@@ -31,17 +32,6 @@ const MAX_STEPS = 10_000
  */
 const MAX_SUB_DAILY_STEPS = 1_000
 const SUB_DAILY = new Set(["SECONDLY", "MINUTELY", "HOURLY"])
-/**
- * At most this many times of day a rule may name (its BYHOUR × BYMINUTE × BYSECOND values) to be
- * walked. ical.js builds each period's whole set before its first repeat: a weekly rule naming every
- * second of the day took 400 ms to begin, one naming every minute of the day took 240 ms to walk a
- * day. No calendar program writes such a rule; its event shows at its first time only.
- */
-export const MAX_TIMES_OF_DAY = 24
-
-/** How many times of day `rule` names (1 when it names none: DTSTART's). */
-export const timesOfDay = (rule: ICAL.Recur) =>
-  ["BYHOUR", "BYMINUTE", "BYSECOND"].reduce((n, part) => n * Math.max(1, (rule.parts as Record<string, Array<number> | undefined>)[part]?.length ?? 0), 1)
 
 export type EventStatus = "confirmed" | "tentative" | "cancelled"
 
@@ -339,13 +329,13 @@ const walkRules = (
   const overrides = calendar.getAllSubcomponents("vevent").filter((e) => e !== master && e.hasProperty("recurrence-id"))
   const changed = new Set(overrides.map(recurrenceKey))
   const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
-  if (rules.some((rule) => timesOfDay(rule) > MAX_TIMES_OF_DAY)) {
+  if (rules.some((rule) => timesOfDay(rule.toString()) > MAX_TIMES_OF_DAY)) {
     const start = master.getFirstPropertyValue("dtstart")
     if (start instanceof ICAL.Time && !changed.has(start.toString())) visit(start)
     return true
   }
   const iterator = new ICAL.Event(master, { exceptions: [] }).iterator(after === undefined ? undefined : fastForward(master, after))
-  const subDaily = rules.some((rule) => SUB_DAILY.has(rule.freq) || timesOfDay(rule) > 1)
+  const subDaily = rules.some((rule) => SUB_DAILY.has(rule.freq) || timesOfDay(rule.toString()) > 1)
   const maxSteps = subDaily ? MAX_SUB_DAILY_STEPS : MAX_STEPS
   for (let steps = 0; steps < maxSteps; steps++) {
     const next = iterator.next()
