@@ -61,6 +61,9 @@ export interface AttachmentRow {
   readonly contentId: string | null
 }
 
+/** The From's name as `fromNameOf` reads it: the column, and for older mail (NULL) its stored From header. */
+export const fromNameColumns = "e.from_name, CASE WHEN e.from_name IS NULL THEN e.headers->'from' END AS from_header"
+
 /** Columns of `EmailRow`, for `SELECT ${emailColumns} FROM emails e`. */
 export const emailColumnList = [
   "e.id",
@@ -71,8 +74,7 @@ export const emailColumnList = [
   "e.thread_id",
   "e.subject",
   "e.from_address",
-  "e.from_name",
-  "CASE WHEN e.from_name IS NULL THEN e.headers->'from' END AS from_header",
+  fromNameColumns,
   "e.to_addresses",
   "e.cc_addresses",
   "e.reply_to_addresses",

@@ -329,13 +329,14 @@ const walkRules = (
   const overrides = calendar.getAllSubcomponents("vevent").filter((e) => e !== master && e.hasProperty("recurrence-id"))
   const changed = new Set(overrides.map(recurrenceKey))
   const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
-  if (rules.some((rule) => timesOfDay(rule.toString()) > MAX_TIMES_OF_DAY)) {
+  const times = rules.map((rule) => timesOfDay(rule.toString()))
+  if (times.some((n) => n > MAX_TIMES_OF_DAY)) {
     const start = master.getFirstPropertyValue("dtstart")
     if (start instanceof ICAL.Time && !changed.has(start.toString())) visit(start)
     return true
   }
   const iterator = new ICAL.Event(master, { exceptions: [] }).iterator(after === undefined ? undefined : fastForward(master, after))
-  const subDaily = rules.some((rule) => SUB_DAILY.has(rule.freq) || timesOfDay(rule.toString()) > 1)
+  const subDaily = rules.some((rule, i) => SUB_DAILY.has(rule.freq) || times[i]! > 1)
   const maxSteps = subDaily ? MAX_SUB_DAILY_STEPS : MAX_STEPS
   for (let steps = 0; steps < maxSteps; steps++) {
     const next = iterator.next()

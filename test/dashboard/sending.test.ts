@@ -80,6 +80,14 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
   const refusals = (pattern: RegExp) => takeRefusals(watched, pattern)
   /** The message the MX took whose subject is `subject`. */
   const delivered = (subject: string) => deliveredWithSubject(mx, subject)
+  /**
+   * The mailbox list, shown: so that the page gone to next mounts afresh (two hash changes in a row
+   * may render only the last).
+   */
+  const toMailboxList = async () => {
+    await page.goto("/#/")
+    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
+  }
 
   /** The page's event stream (live.js), closed or opened as signing out and in do. */
   const stream = (action: "connect" | "disconnect") =>
@@ -744,9 +752,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     const live = await draft("Sent while watched")
     const withdrawn = await draft("Withdrawn by the agent")
 
-    await page.goto("/#/")
-    // Shown, so that the next page mounts afresh (two hash changes in a row may render only the last).
-    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
+    await toMailboxList()
     await page.goto(`/#/mailboxes/${mailboxId}/drafts`)
     const waiting = page.getByRole("list", { name: "Drafts awaiting approval" })
     const sentList = page.getByRole("list", { name: "Sent drafts" })
@@ -816,9 +822,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     })
     expect(created.response.status).toBe(201)
 
-    await page.goto("/#/")
-    // Shown, so that the next page mounts afresh (two hash changes in a row may render only the last).
-    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
+    await toMailboxList()
     await page.goto(`/#/mailboxes/${mailboxId}/drafts`)
     const item = page.getByRole("list", { name: "Drafts awaiting approval" }).getByRole("listitem", { name: "Draft: Fwd: Code for the portal" })
     const forwarded = item.getByRole("region", { name: "Forwarded email" })
@@ -1146,9 +1150,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
     await page.getByRole("link", { name: "← Back to the inbox" }).click()
     await expect.poll(() => new URL(page.url()).hash).toBe("#/inbox")
 
-    await page.goto("/#/")
-    // Shown, so that the next page mounts afresh (two hash changes in a row may render only the last).
-    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
+    await toMailboxList()
     await page.goto(`/#/mailboxes/${mailboxId}`)
     // Oldest first, then grouped: the order chosen stays.
     await page.getByLabel("Sort").selectOption("received_at:asc")
@@ -1293,9 +1295,7 @@ describe.skipIf(!runnable)("the dashboard: sending, drafts, labels, conversation
 
     // The mailbox's own lookup refused: the mail it read stays listed; trying again brings the heading.
     await page.route(new RegExp(`/api/mailboxes/${mailboxId}$`), (route) => route.fulfill(tooMany), { times: 1 })
-    await page.goto("/#/")
-    // Shown, so that the next page mounts afresh (two hash changes in a row may render only the last).
-    await page.getByRole("heading", { level: 1, name: "Mailboxes" }).waitFor()
+    await toMailboxList()
     await page.goto(`/#/mailboxes/${mailboxId}`)
     await page.getByRole("link", { name: /^Bob Buyer Where is my parcel\?/ }).waitFor()
     await failedLoad()

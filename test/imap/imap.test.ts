@@ -440,15 +440,16 @@ describe("IMAP", () => {
   })
 })
 
-/** A bare IMAP connection: lines in, tagged answers out. */
-const bare = async (port: number) => {
-  const socket = net.connect(port, "127.0.0.1")
+/**
+ * A bare IMAP connection over `socket`: lines in, answers out. `waitFor` hands over what the server
+ * said up to the end of what `pattern` matches; `send` writes and waits so for `answer`.
+ */
+const imapSession = (socket: net.Socket) => {
   let buffer = ""
   socket.setEncoding("latin1")
   socket.on("data", (chunk: string) => {
     buffer += chunk
   })
-  await new Promise((resolve) => socket.once("connect", resolve))
   const waitFor = (pattern: RegExp) =>
     until(`${pattern} from the server`, async () => {
       const match = pattern.exec(buffer)
@@ -463,37 +464,26 @@ const bare = async (port: number) => {
       socket.write(text)
       return waitFor(answer)
     },
+    write: (text: string) => void socket.write(text),
     close: () => socket.destroy()
   }
 }
 
-/**
- * A bare session over TLS on IMAPS_PORT, past its greeting: `send` writes a command and waits for its
- * tag's answer; `answer` waits for what `pattern` matches. Either hands over everything read since.
- */
+/** A bare IMAP connection on `port`, connected. */
+const bare = async (port: number) => {
+  const socket = net.connect(port, "127.0.0.1")
+  await new Promise((resolve) => socket.once("connect", resolve))
+  return imapSession(socket)
+}
+
+/** A bare session over TLS on IMAPS_PORT, past its greeting; `send` waits for its tag's answer. */
 const bareOverTls = async () => {
-  const socket = tls.connect({ port: imapsPort, host: "127.0.0.1", rejectUnauthorized: false })
-  let buffer = ""
-  socket.setEncoding("latin1")
-  socket.on("data", (chunk: string) => {
-    buffer += chunk
-  })
-  const answer = (pattern: RegExp) =>
-    until(`${pattern}`, async () => {
-      if (!pattern.test(buffer)) return undefined
-      const text = buffer
-      buffer = ""
-      return text
-    }, 10_000, 10, 10)
-  await answer(/\r\n/)
+  const over = imapSession(tls.connect({ port: imapsPort, host: "127.0.0.1", rejectUnauthorized: false }))
+  await over.waitFor(/\r\n/)
   return {
-    answer,
-    send: (text: string, tag: string) => {
-      socket.write(text)
-      return answer(new RegExp(`(^|\\r\\n)${tag} (OK|NO|BAD)[^\\r]*\\r\\n`))
-    },
-    write: (text: string) => void socket.write(text),
-    close: () => socket.destroy()
+    ...over,
+    answer: over.waitFor,
+    send: (text: string, tag: string) => over.send(text, new RegExp(`(^|\\r\\n)${tag} (OK|NO|BAD)[^\\r]*\\r\\n`))
   }
 }
 
