@@ -10,8 +10,9 @@
  *   `email.labels_changed` reads it then, as if it had just arrived).
  * Mail without attachments costs it nothing (the event says so).
  *
- * Before it consumes, it works through what the schedule has still to read from before it existed
- * (`calendar_backfill`, filled by its migration): each received calendar and each meeting, once.
+ * Beside consuming, it works through what the schedule has still to read from before it existed
+ * (`calendar_backfill`, filled by its migration): each received calendar and each meeting, once; then
+ * the repeating events kept before their rules' walks were (Schedule.rewalkKept).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
@@ -142,7 +143,12 @@ export const CalendarMailLive = Layer.scopedDiscard(
         })
       )
 
-    yield* Effect.forkScoped(backfill)
+    const rewalk = schedule.rewalkKept.pipe(
+      Effect.tap((done) => done > 0 ? Effect.logInfo("Schedule's repeating events walked again", { entries: done }) : Effect.void),
+      Effect.catchAll((error) => Effect.logError("Could not walk the schedule's earlier repeating events again; tried again at the next start", { error }))
+    )
+
+    yield* Effect.forkScoped(Effect.zipRight(backfill, rewalk))
     yield* bus.consume(measured({
       // The durable name from when it read meeting answers only: under a new one the bus would deliver it
       // the events it still holds (a week) again, and their announcements would go out twice.

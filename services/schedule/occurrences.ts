@@ -13,8 +13,10 @@
  *
  * `occurrences` expands the kept calendar between two moments: a repeating event's occurrences by its
  * rules (RRULE, RDATE, EXDATE) in its own zone's wall-clock time, each override in place of the
- * occurrence it changes. `span` says from when to when the event has occurrences, for the index that
- * finds the events a range can hold.
+ * occurrence it changes. `span`, when the calendar is kept, says from when to when the event has
+ * occurrences, for the index that finds the events a range can hold, and walks once, within a time
+ * budget, the rules a range cannot be walked from near (a COUNT is counted from the first repeat):
+ * the last repeat that walk reaches is kept with the calendar, and expanding stops there.
  */
 import { Either } from "effect"
 import ICAL from "ical.js"
@@ -32,6 +34,13 @@ const MAX_STEPS = 10_000
  */
 const MAX_SUB_DAILY_STEPS = 1_000
 const SUB_DAILY = new Set(["SECONDLY", "MINUTELY", "HOURLY"])
+/**
+ * How long keeping an event may spend walking its rules from their first repeat (`span`), once: ical.js
+ * walks a repeat in 10 µs to over a millisecond by the rule's shape (Outlook's "last weekday of the
+ * month" ~0.7 ms), so a stranger's COUNT=10000 from centuries ago would otherwise cost the worker
+ * seconds. Ten years of that monthly rule take ~90 ms; a rule the budget stops is kept as far as it got.
+ */
+export const WALK_BUDGET_MS = 250
 
 export type EventStatus = "confirmed" | "tentative" | "cancelled"
 
@@ -280,9 +289,9 @@ const SLACK = 15 * 3_600_000
  * the years before it: its DTSTART moved on by whole periods of the rule (days for DAILY, weeks for
  * WEEKLY, years for MONTHLY and YEARLY), from which the rule gives the same repeats (RFC 5545's
  * sets are built per period from DTSTART's phase and fields, which whole periods keep), at or
- * before `before`. Undefined when that cannot be, or need not: several rules, a COUNT (counted from
- * DTSTART), a rule repeating within a day (capped instead), a day the target year lacks (29 February),
- * or less than a period to skip. ical.js walks a repeat in 10 µs to over 1 ms by the rule's shape,
+ * before `before` (a 29 February to a year that has one). Undefined when that cannot be, or need not:
+ * several rules, a COUNT (counted from DTSTART), a rule repeating within a day (capped instead), or
+ * less than a period to skip. ical.js walks a repeat in 10 µs to over 1 ms by the rule's shape,
  * so an invitation whose series began decades ago would otherwise cost every request that walk.
  */
 const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefined => {
@@ -303,29 +312,44 @@ const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefi
   }
   if (rule.freq === "MONTHLY" || rule.freq === "YEARLY") {
     // Whole years of `interval`: a multiple of the period either way; 366 days a year keeps it before.
-    const periods = Math.floor(gap / (interval * 366 * 86_400_000))
-    const year = start.year + periods * interval
-    if (periods < 1 || start.day > ICAL.Time.daysInMonth(start.month, year)) return undefined
-    moved.year = year
+    let periods = Math.floor(gap / (interval * 366 * 86_400_000))
+    // A 29 February moves to a year that has one.
+    while (periods >= 1 && start.day > ICAL.Time.daysInMonth(start.month, start.year + periods * interval)) periods--
+    if (periods < 1) return undefined
+    moved.year = start.year + periods * interval
     return moved
   }
   return undefined
+}
+
+/** How a walk of the master's rules goes: from near a moment, up to a repeat, until a deadline. */
+interface Walk {
+  /** Begin at or before this wall-clock moment (fastForward): what comes before it is incomplete. */
+  readonly after?: number
+  /** The last repeat to give (as `span` found it, ICAL.Time's text): a COUNT is read as ending there. */
+  readonly until?: string | null
+  /** Stop when performance.now() passes this. */
+  readonly deadline?: number
+}
+
+/** Whether the master's rules can only be walked from their first repeat: several, a COUNT, or one repeating within a day. */
+const walkedFromStart = (master: ICAL.Component) => {
+  const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
+  return rules.length > 1 ||
+    rules.some((rule) => (rule.count !== null && rule.count !== undefined) || SUB_DAILY.has(rule.freq) || timesOfDay(rule.toString()) > 1)
 }
 
 /**
  * The repeating master's occurrences, walked by its rules in its own wall-clock time (no zone is
  * resolved on the way: that is the costly part), each handed to `visit` until it answers false;
  * with `after`, from a start at or before it (fastForward), so what comes before `after` is
- * incomplete and for the caller to leave out. Occurrences an override changes are left out
- * (walkOverrides answers them). True when the rules ran out before `visit` stopped or the walk's cap
- * (MAX_STEPS, MAX_SUB_DAILY_STEPS) did; a rule naming over MAX_TIMES_OF_DAY gives its DTSTART alone.
+ * incomplete and for the caller to leave out; with `until`, up to that repeat, a single rule's COUNT
+ * read as ending there (so fastForward applies). Occurrences an override changes are left out
+ * (walkOverrides answers them). True when the rules ran out (or reached `until`) before `visit`, the
+ * walk's cap (MAX_STEPS, MAX_SUB_DAILY_STEPS) or its deadline stopped it; a rule naming over
+ * MAX_TIMES_OF_DAY gives its DTSTART alone.
  */
-const walkRules = (
-  calendar: ICAL.Component,
-  master: ICAL.Component,
-  visit: (next: ICAL.Time) => boolean,
-  after?: number
-): boolean => {
+const walkRules = (calendar: ICAL.Component, master: ICAL.Component, visit: (next: ICAL.Time) => boolean, walk: Walk = {}): boolean => {
   const overrides = calendar.getAllSubcomponents("vevent").filter((e) => e !== master && e.hasProperty("recurrence-id"))
   const changed = new Set(overrides.map(recurrenceKey))
   const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
@@ -335,14 +359,18 @@ const walkRules = (
     if (start instanceof ICAL.Time && !changed.has(start.toString())) visit(start)
     return true
   }
-  const iterator = new ICAL.Event(master, { exceptions: [] }).iterator(after === undefined ? undefined : fastForward(master, after))
   const subDaily = rules.some((rule, i) => SUB_DAILY.has(rule.freq) || times[i]! > 1)
+  const last = walk.until === undefined || walk.until === null ? undefined : wallClock(ICAL.Time.fromString(walk.until, null))
+  // The rules are this walk's own (the calendar is parsed for it): the COUNT is known to end at `until`.
+  if (last !== undefined && rules.length === 1) rules[0]!.count = null
+  const iterator = new ICAL.Event(master, { exceptions: [] }).iterator(walk.after === undefined ? undefined : fastForward(master, walk.after))
   const maxSteps = subDaily ? MAX_SUB_DAILY_STEPS : MAX_STEPS
   for (let steps = 0; steps < maxSteps; steps++) {
     const next = iterator.next()
-    if (next === null || next === undefined) return true
+    if (next === null || next === undefined || (last !== undefined && wallClock(next) > last)) return true
     if (changed.has(next.toString())) continue
     if (!visit(next)) return false
+    if (walk.deadline !== undefined && performance.now() > walk.deadline) return false
   }
   return false
 }
@@ -350,23 +378,43 @@ const walkRules = (
 const repeats = (master: ICAL.Component) => master.hasProperty("rrule") || master.hasProperty("rdate")
 
 /**
- * When the kept event has occurrences: from its earliest start to its latest end, `last` null when it
- * repeats without end (or beyond what is walked), so an index can find the events a range can hold.
+ * When the kept event has occurrences, for the index that finds the events a range can hold: from its
+ * earliest start to its latest end (`last` null when it repeats without end). Rules a range cannot be
+ * walked from near (walkedFromStart) are walked here, once, for `budgetMs` at most (and the walk's
+ * caps): `repeatsUntil` is the last repeat reached (DTSTART when none is), which `occurrences` is to be
+ * given, so a request walks no further than this did (a single rule's COUNT, ended there, from near
+ * the range). A rule with an UNTIL the budget does not reach the end of is bounded by its UNTIL.
  */
-export const span = (kept: string): { readonly first: Date; readonly last: Date | null } | undefined => {
+export const span = (
+  kept: string,
+  budgetMs = WALK_BUDGET_MS
+): { readonly first: Date; readonly last: Date | null; readonly repeatsUntil: string | null } | undefined => {
   const calendar = Either.getOrThrow(parseCalendar(kept))
   const master = masterOf(calendar)
   const found = walkOverrides(calendar)
   let endless = false
+  let repeatsUntil: string | null = null
+  let bound: number | undefined
   if (master !== undefined) {
     const first = singleOf(master, calendar, null)
     if (first !== undefined) found.push(first)
     if (repeats(master)) {
       const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
-      endless = rules.some((rule) => !rule.isFinite())
+      const fromStart = walkedFromStart(master)
+      endless = !fromStart && rules.some((rule) => !rule.isFinite())
       let last: ICAL.Time | undefined
-      if (!endless) endless = !walkRules(calendar, master, (next) => (last = next, true))
       const duration = durationOf(master, calendar)
+      if (!endless) {
+        const ranOut = walkRules(calendar, master, (next) => (last = next, true), { deadline: performance.now() + budgetMs })
+        const start = master.getFirstPropertyValue("dtstart")
+        if (fromStart) repeatsUntil = (last ?? (start instanceof ICAL.Time ? start : undefined))?.toString() ?? null
+        else if (!ranOut && duration !== undefined) {
+          // An UNTIL (inclusive, a start) beyond where the walk got: no occurrence ends after it and the event's length, in any zone.
+          const untils = rules.map((rule) => rule.until).filter((until): until is ICAL.Time => until instanceof ICAL.Time)
+          const length = start instanceof ICAL.Time && start.isDate ? duration.days * 86_400_000 : duration.ms
+          bound = Math.max(...untils.map(wallClock)) + length + SLACK
+        }
+      }
       const lastOne = last === undefined || duration === undefined
         ? undefined
         : occurrence(master, calendar, last, last, zoneOf(master.getFirstProperty("dtstart")!), duration)
@@ -376,7 +424,8 @@ export const span = (kept: string): { readonly first: Date; readonly last: Date 
   if (found.length === 0) return undefined
   return {
     first: new Date(Math.min(...found.map((o) => o.startsAt))),
-    last: endless ? null : new Date(Math.max(...found.map((o) => o.endsAt)))
+    last: endless ? null : new Date(Math.max(bound ?? -Infinity, ...found.map((o) => o.endsAt))),
+    repeatsUntil
   }
 }
 
@@ -384,9 +433,15 @@ export const span = (kept: string): { readonly first: Date; readonly last: Date 
  * The kept event's occurrences that overlap [from, to) (one without length when it starts in it), in
  * order of start; an occurrence an override moved into the range from outside it among them. With
  * `max`, the earliest `max` its rules give there (and every override): what a page of `max - 1`
- * occurrences of several events, merged by start, can show of it and whether there are more.
+ * occurrences of several events, merged by start, can show of it and whether there are more. With
+ * `repeatsUntil` (what `span` found when the calendar was kept), none after that repeat.
  */
-export const occurrences = (kept: string, from: Date, to: Date, max = Infinity): Array<Occurrence> => {
+export const occurrences = (
+  kept: string,
+  from: Date,
+  to: Date,
+  { max = Infinity, repeatsUntil = null }: { readonly max?: number; readonly repeatsUntil?: string | null } = {}
+): Array<Occurrence> => {
   const inRange = (o: Occurrence) =>
     o.startsAt < to.getTime() && (o.endsAt > from.getTime() || (o.endsAt === o.startsAt && o.startsAt >= from.getTime()))
   const calendar = Either.getOrThrow(parseCalendar(kept))
@@ -412,7 +467,7 @@ export const occurrences = (kept: string, from: Date, to: Date, max = Infinity):
           }
         }
         return taken < max
-      }, from.getTime() - SLACK - length)
+      }, { after: from.getTime() - SLACK - length, until: repeatsUntil })
     }
   }
   return found.filter(inRange).sort((a, b) => a.startsAt - b.startsAt)

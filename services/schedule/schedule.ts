@@ -69,7 +69,12 @@ interface EntryFields {
 
 interface EntryRow extends EntryFields {
   readonly calendar: string
+  /** The last repeat walking its rules from the first reached when it was kept (occurrences.ts `span`). */
+  readonly repeatsUntil: string | null
 }
+
+/** Events walked again at a time, after migrations/0077 (each walk a quarter of a second at most). */
+const REWALK_BATCH = 20
 
 /** How far ahead the reminders' look expands a calendar at once: again when it changes, or this has passed. */
 const LOOKAHEAD = 60 * MINUTE
@@ -169,12 +174,13 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         const emailId = invitation.method === "CANCEL" && status !== "cancelled" && before !== undefined ? before.emailId : email.emailId
         if (!same) {
           yield* sql`
-            INSERT INTO calendar_entries (mailbox_id, uid, user_id, role, email_id, sequence, status, response, calendar, first_start, last_end)
+            INSERT INTO calendar_entries (mailbox_id, uid, user_id, role, email_id, sequence, status, response, calendar, first_start, last_end,
+                                          repeats_until)
             VALUES (${email.mailboxId}, ${invitation.uid}, ${email.userId}, 'attendee', ${emailId}, ${sequence}, ${status}, ${response},
-                    ${calendar}, ${when.first}, ${when.last})
+                    ${calendar}, ${when.first}, ${when.last}, ${when.repeatsUntil})
             ON CONFLICT (mailbox_id, uid) DO UPDATE SET email_id = EXCLUDED.email_id, sequence = EXCLUDED.sequence,
               status = EXCLUDED.status, response = EXCLUDED.response, calendar = EXCLUDED.calendar,
-              first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
+              first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, repeats_until = EXCLUDED.repeats_until, updated_at = now()`
         }
         const event = Either.getOrUndefined(readInvitation(calendar))
         const change: InvitationReceivedData["change"] = invitation.method === "CANCEL"
@@ -214,12 +220,12 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       const { sequence, status } = headline(calendar)
       yield* sql`
         INSERT INTO calendar_entries (mailbox_id, uid, user_id, role, meeting_id, email_id, sequence, status, response, calendar,
-                                      first_start, last_end)
+                                      first_start, last_end, repeats_until)
         VALUES (${meeting.mailboxId}, ${meeting.uid}, ${meeting.userId}, 'organizer', ${meeting.meetingId}, ${meeting.emailId}, ${sequence},
-                ${status}, 'accepted', ${calendar}, ${when.first}, ${when.last})
+                ${status}, 'accepted', ${calendar}, ${when.first}, ${when.last}, ${when.repeatsUntil})
         ON CONFLICT (mailbox_id, uid) DO UPDATE SET role = 'organizer', meeting_id = EXCLUDED.meeting_id, email_id = EXCLUDED.email_id,
           sequence = EXCLUDED.sequence, status = EXCLUDED.status, response = 'accepted', calendar = EXCLUDED.calendar,
-          first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, updated_at = now()`
+          first_start = EXCLUDED.first_start, last_end = EXCLUDED.last_end, repeats_until = EXCLUDED.repeats_until, updated_at = now()`
     })
 
     /** Every occurrence on the mailboxes' schedules in the range (each event's first `perEvent`), in order of start (then of the mailboxes as named). */
@@ -231,14 +237,14 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
     ) =>
       Effect.gen(function*() {
         const rows = yield* sql<EntryRow>`
-          SELECT mailbox_id, user_id, uid, role, meeting_id, email_id, status, response, calendar FROM calendar_entries
+          SELECT mailbox_id, user_id, uid, role, meeting_id, email_id, status, response, calendar, repeats_until FROM calendar_entries
           WHERE mailbox_id = ANY(${[...mailboxIds]}::text[])
             AND coalesce(last_end, 'infinity'::timestamptz) > ${range.from} AND first_start < ${range.to}
             ${includeCancelled ? sql`` : sql`AND status <> 'cancelled'`}`
         const items: Array<Occurring> = []
         for (const row of rows) {
           const { organizer } = headline(row.calendar)
-          for (const o of occurrences(row.calendar, range.from, range.to, perEvent)) {
+          for (const o of occurrences(row.calendar, range.from, range.to, { max: perEvent, repeatsUntil: row.repeatsUntil })) {
             const item = itemOf(row, o, organizer)
             if (item.status !== "cancelled" || includeCancelled) items.push({ item, startsAt: o.startsAt, endsAt: o.endsAt })
           }
@@ -272,14 +278,14 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       })
       if (stale.length > 0) {
         const horizon = now.getTime() + Math.max(leadMs, LOOKAHEAD)
-        const calendars = yield* sql<{ mailboxId: string; uid: string; version: string; calendar: string }>`
-          SELECT mailbox_id, uid, updated_at::text AS version, calendar FROM calendar_entries
+        const calendars = yield* sql<{ mailboxId: string; uid: string; version: string; calendar: string; repeatsUntil: string | null }>`
+          SELECT mailbox_id, uid, updated_at::text AS version, calendar, repeats_until FROM calendar_entries
           WHERE (mailbox_id, uid) IN (SELECT * FROM unnest(${stale.map((row) => row.mailboxId)}::text[], ${stale.map((row) => row.uid)}::text[]))`
         for (const c of calendars) {
           expanded.set(keyOf(c), {
             version: c.version,
             until: horizon,
-            found: occurrences(c.calendar, now, new Date(horizon + 1)),
+            found: occurrences(c.calendar, now, new Date(horizon + 1), { repeatsUntil: c.repeatsUntil }),
             organizer: headline(c.calendar).organizer
           })
         }
@@ -347,6 +353,38 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       return { data, meta }
     })
 
-    return { receive, answered, organize, list, availability, startingSoon } as const
+    /**
+     * The repeating events kept before their walks were (migrations/0077): each walked once more and its
+     * bounds written, a batch a transaction (an entry stays queued when its batch fails), nodes starting
+     * together sharing the work. Answers how many were walked.
+     */
+    const rewalkKept = Effect.gen(function*() {
+      let done = 0
+      while (true) {
+        const taken = yield* sql.withTransaction(Effect.gen(function*() {
+          const batch = yield* sql<{ mailboxId: string; uid: string }>`
+            DELETE FROM calendar_rewalk WHERE (mailbox_id, uid) IN (
+              SELECT mailbox_id, uid FROM calendar_rewalk ORDER BY mailbox_id, uid LIMIT ${REWALK_BATCH} FOR UPDATE SKIP LOCKED
+            ) RETURNING mailbox_id, uid`
+          if (batch.length === 0) return 0
+          const rows = yield* sql<{ mailboxId: string; uid: string; calendar: string }>`
+            SELECT mailbox_id, uid, calendar FROM calendar_entries
+            WHERE (mailbox_id, uid) IN (SELECT * FROM unnest(${batch.map((e) => e.mailboxId)}::text[], ${batch.map((e) => e.uid)}::text[]))
+            FOR UPDATE`
+          for (const row of rows) {
+            const when = span(row.calendar)
+            if (when === undefined) continue
+            yield* sql`
+              UPDATE calendar_entries SET first_start = ${when.first}, last_end = ${when.last}, repeats_until = ${when.repeatsUntil}
+              WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid}`
+          }
+          return batch.length
+        }))
+        done += taken
+        if (taken < REWALK_BATCH) return done
+      }
+    })
+
+    return { receive, answered, organize, list, availability, startingSoon, rewalkKept } as const
   })
 }) {}

@@ -4,7 +4,8 @@
  * occurrences a range holds. Pure: no database, no server.
  */
 import * as fs from "node:fs"
-import { describe, expect, it } from "vitest"
+import ICAL from "ical.js"
+import { describe, expect, it, onTestFinished, vi } from "vitest"
 import { headline, invitationOf, merge, occurrences, span } from "../../services/schedule/occurrences.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
@@ -30,14 +31,15 @@ describe("expanding a kept event", () => {
     ])
     expect(times(kept, "2027-04-05T00:00:00Z", "2027-04-06T00:00:00Z")).toEqual([["2027-04-05T07:00:00Z", "2027-04-05T07:15:00Z", "confirmed"]])
     // Without end: the index is told so.
-    expect(span(kept)).toEqual({ first: new Date("2026-10-26T08:00:00Z"), last: null })
+    expect(span(kept)).toEqual({ first: new Date("2026-10-26T08:00:00Z"), last: null, repeatsUntil: null })
   })
 
   it("reads Outlook's zones (its own VTIMEZONE) and a COUNT: four Thursdays, then none; the span ends with the last", () => {
     const kept = apply(undefined, fixture("outlook-request.ics"))!
     const all = times(kept, "2026-01-01T00:00:00Z", "2027-01-01T00:00:00Z")
     expect(all.map(([start]) => start)).toEqual(["2026-07-02T16:00:00Z", "2026-07-09T16:00:00Z", "2026-07-16T16:00:00Z", "2026-07-23T16:00:00Z"])
-    expect(span(kept)).toEqual({ first: new Date("2026-07-02T16:00:00Z"), last: new Date("2026-07-23T17:00:00Z") })
+    // The COUNT walked once, when kept: its last repeat in the event's own wall-clock time (Pacific).
+    expect(span(kept)).toEqual({ first: new Date("2026-07-02T16:00:00Z"), last: new Date("2026-07-23T17:00:00Z"), repeatsUntil: "2026-07-23T09:00:00" })
   })
 
   it("answers whole days as days, and an event that does not repeat once, if it overlaps the range", () => {
@@ -94,6 +96,43 @@ describe("expanding a kept event", () => {
     expect(times(leap, "2031-01-01T00:00:00Z", "2033-01-01T00:00:00Z")).toEqual([])
   })
 
+  it("walks a COUNT once, when kept, and a range from near it as a rule ending at the COUNT's last repeat: the same repeats", () => {
+    const steps = vi.spyOn(ICAL.RecurIterator.prototype, "next")
+    onTestFinished(() => steps.mockRestore())
+    const walked = (kept: string, from: string, to: string, repeatsUntil: string | null) => {
+      steps.mockClear()
+      const found = occurrences(kept, new Date(from), new Date(to), { repeatsUntil }).map((o) => o.start.date_time ?? o.start.date)
+      return { found, steps: steps.mock.calls.length }
+    }
+    // Outlook's last weekday of the month since 1950, a thousand times (0.7 ms a repeat to walk): the 1,000th is 29 April 2033.
+    const lastWeekday = apply(undefined, calendar("REQUEST", ...event("UID:close", "DTSTART:19500131T160000Z", "DURATION:PT1H",
+      "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;COUNT=1000")))!
+    const kept = span(lastWeekday, Infinity)!
+    expect(kept).toEqual({ first: new Date("1950-01-31T16:00:00Z"), last: new Date("2033-04-29T17:00:00Z"), repeatsUntil: "2033-04-29T16:00:00Z" })
+    const fromStart = walked(lastWeekday, "2026-11-01T00:00:00Z", "2027-01-01T00:00:00Z", null)
+    const fromNear = walked(lastWeekday, "2026-11-01T00:00:00Z", "2027-01-01T00:00:00Z", kept.repeatsUntil)
+    expect(fromNear.found).toEqual(["2026-11-30T16:00:00Z", "2026-12-31T16:00:00Z"])
+    expect(fromNear.found).toEqual(fromStart.found)
+    expect(fromStart.steps).toBeGreaterThan(900)
+    expect(fromNear.steps).toBeLessThan(30)
+    expect(walked(lastWeekday, "2033-04-01T00:00:00Z", "2033-07-01T00:00:00Z", kept.repeatsUntil).found).toEqual(["2033-04-29T16:00:00Z"])
+    // A walk the budget stops is kept as far as it got, and a range stops there too: here, at the first.
+    const stopped = span(lastWeekday, 0)!
+    expect(stopped).toEqual({ first: new Date("1950-01-31T16:00:00Z"), last: new Date("1950-01-31T17:00:00Z"), repeatsUntil: "1950-01-31T16:00:00Z" })
+    expect(walked(lastWeekday, "2026-11-01T00:00:00Z", "2027-01-01T00:00:00Z", stopped.repeatsUntil).found).toEqual([])
+    // An UNTIL the budget stops the walk short of bounds the span (in any zone); a range walks it from near.
+    const until = apply(undefined, calendar("REQUEST", ...event("UID:until", "DTSTART:19500131T160000Z", "DURATION:PT1H",
+      "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;UNTIL=20300101T000000Z")))!
+    expect(span(until, 0)).toEqual({ first: new Date("1950-01-31T16:00:00Z"), last: new Date("2030-01-01T16:00:00Z"), repeatsUntil: null })
+    expect(span(until, Infinity)!.last).toEqual(new Date("2029-12-31T17:00:00Z"))
+    // A 29 February start is walked from a leap year near the range (2024's, some 5,000 months after 1600's).
+    const leapMonthly = apply(undefined, calendar("REQUEST", ...event("UID:leap", "DTSTART:16000229T090000Z", "DURATION:PT1H",
+      "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1")))!
+    const leap = walked(leapMonthly, "2027-03-01T00:00:00Z", "2027-05-01T00:00:00Z", null)
+    expect(leap.found).toEqual(["2027-03-31T09:00:00Z", "2027-04-30T09:00:00Z"])
+    expect(leap.steps).toBeLessThan(60)
+  })
+
   it("capped, answers the earliest so many occurrences its rules give in the range, and every override", () => {
     const moved = apply(apply(undefined, weekly), calendar(
       "REQUEST",
@@ -101,7 +140,7 @@ describe("expanding a kept event", () => {
         "DTEND;TZID=Europe/Paris:20261231T171500", "SUMMARY:Standup, moved")
     ))!
     const first = (max: number) =>
-      occurrences(moved, new Date("2026-11-01T00:00:00Z"), new Date("2027-01-01T00:00:00Z"), max).map((o) => o.start.date_time)
+      occurrences(moved, new Date("2026-11-01T00:00:00Z"), new Date("2027-01-01T00:00:00Z"), { max }).map((o) => o.start.date_time)
     expect(first(2)).toEqual(["2026-11-02T08:00:00Z", "2026-11-09T08:00:00Z", "2026-12-31T16:00:00Z"])
     expect(first(Infinity)).toHaveLength(9)
   })

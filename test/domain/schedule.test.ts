@@ -285,6 +285,31 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         })
       }))
 
+    it.effect("walks a COUNT once, when kept, a range stopping at its last repeat; the events kept before that are walked again once", () =>
+      Effect.gen(function*() {
+        const { sql, mailboxId, receive, list, schedule } = yield* world()
+        // Thursdays at 16:00 UTC from 7 January 2010, a thousand of them: the last is 999 weeks on, 1 March 2029.
+        yield* receive(calendar("REQUEST", "UID:close@partner.test", "DTSTART:20100107T160000Z", "DURATION:PT1H",
+          "RRULE:FREQ=WEEKLY;BYDAY=TH;COUNT=1000", "SUMMARY:Close"))
+        const entry = () =>
+          Effect.map(
+            sql<{ repeatsUntil: string | null; lastEnd: Date | null }>`
+              SELECT repeats_until, last_end FROM calendar_entries WHERE mailbox_id = ${mailboxId} AND uid = 'close@partner.test'`,
+            (rows) => rows[0]!
+          )
+        const kept = { repeatsUntil: "2029-03-01T16:00:00Z", lastEnd: new Date("2029-03-01T17:00:00Z") }
+        expect(yield* entry()).toEqual(kept)
+        const starts = (from: string, to: string) => Effect.map(list({ from, to }), (items) => items.map((i) => i.start.date_time))
+        expect(yield* starts("2026-12-01T00:00:00Z", "2026-12-15T00:00:00Z")).toEqual(["2026-12-03T16:00:00Z", "2026-12-10T16:00:00Z"])
+        expect(yield* starts("2029-02-22T00:00:00Z", "2029-03-15T00:00:00Z")).toEqual(["2029-02-22T16:00:00Z", "2029-03-01T16:00:00Z"])
+        // As it was kept before walks were (migrations/0077 queues each repeating event): walked again, once.
+        yield* sql`UPDATE calendar_entries SET repeats_until = NULL, last_end = NULL WHERE mailbox_id = ${mailboxId}`
+        yield* sql`INSERT INTO calendar_rewalk (mailbox_id, uid) VALUES (${mailboxId}, 'close@partner.test')`
+        expect(yield* schedule.rewalkKept).toBe(1)
+        expect(yield* entry()).toEqual(kept)
+        expect(yield* schedule.rewalkKept).toBe(0)
+      }))
+
     it.effect("reminds each occurrence ten minutes before it starts, once: not declined, cancelled or whole-day ones, nor one already started", () =>
       Effect.gen(function*() {
         const { address, mailboxId, receive } = yield* world()
