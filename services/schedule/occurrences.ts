@@ -284,40 +284,71 @@ const wallClock = (time: ICAL.Time) => Date.UTC(time.year, time.month - 1, time.
 /** More than any zone's offset from UTC. */
 const SLACK = 15 * 3_600_000
 
+const gcd = (a: number, b: number): number => b === 0 ? a : gcd(b, a % b)
+const hasCount = (rule: ICAL.Recur) => rule.count !== null && rule.count !== undefined
+
 /**
- * Where to begin walking the master's rule to reach `before` (a wall-clock time) without walking
- * the years before it: its DTSTART moved on by whole periods of the rule (days for DAILY, weeks for
- * WEEKLY, years for MONTHLY and YEARLY), from which the rule gives the same repeats (RFC 5545's
- * sets are built per period from DTSTART's phase and fields, which whole periods keep), at or
- * before `before` (a 29 February to a year that has one). Undefined when that cannot be, or need not:
- * several rules, a COUNT (counted from DTSTART), a rule repeating within a day (capped instead), or
- * less than a period to skip. ical.js walks a repeat in 10 µs to over 1 ms by the rule's shape,
- * so an invitation whose series began decades ago would otherwise cost every request that walk.
+ * The step by which the rules' start can be moved on and give the same repeats after it: a whole
+ * number of every rule's periods (RFC 5545's sets are built per period from DTSTART's phase and fields,
+ * which whole periods keep), in days for daily and weekly rules, in months for monthly and yearly ones.
+ * Undefined for rules that mix the two, or repeat within a day (capped instead).
+ */
+const forwardStep = (rules: ReadonlyArray<ICAL.Recur>): { readonly unit: "days" | "months"; readonly step: number } | undefined => {
+  const periods = rules.map((rule) => {
+    const interval = Math.max(1, rule.interval || 1)
+    switch (rule.freq) {
+      case "DAILY":
+        return { unit: "days" as const, step: interval }
+      case "WEEKLY":
+        return { unit: "days" as const, step: 7 * interval }
+      case "MONTHLY":
+        return { unit: "months" as const, step: interval }
+      case "YEARLY":
+        return { unit: "months" as const, step: 12 * interval }
+      default:
+        return undefined
+    }
+  })
+  const first = periods[0]
+  if (first === undefined || periods.some((p) => p === undefined || p.unit !== first.unit)) return undefined
+  return { unit: first.unit, step: periods.reduce((lcm, p) => lcm * p!.step / gcd(lcm, p!.step), 1) }
+}
+
+/**
+ * Where to begin walking the master's rules to reach `before` (a wall-clock time) without walking
+ * the years before it: its DTSTART moved on by whole steps (forwardStep) to the last such start at or
+ * before `before` whose day of the month the month has (a 31st, a 29 February). Undefined when that
+ * cannot be, or need not: a COUNT (counted from DTSTART), rules forwardStep has no step for, or less
+ * than a step to skip. ical.js walks a repeat in 10 µs to over 1 ms by the rule's shape, so an
+ * invitation whose series began decades ago would otherwise cost every request that walk.
  */
 const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefined => {
-  const rules = master.getAllProperties("rrule")
+  const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
   const start = master.getFirstPropertyValue("dtstart")
-  if (rules.length !== 1 || !(start instanceof ICAL.Time)) return undefined
-  const rule = rules[0]!.getFirstValue() as ICAL.Recur
-  if (rule.count !== null && rule.count !== undefined) return undefined
-  const interval = Math.max(1, rule.interval || 1)
-  const gap = before - wallClock(start)
-  const moved = start.clone()
-  if (rule.freq === "DAILY" || rule.freq === "WEEKLY") {
-    const days = (rule.freq === "DAILY" ? 1 : 7) * interval
-    const periods = Math.floor(gap / (days * 86_400_000))
-    if (periods < 1) return undefined
-    moved.adjust(periods * days, 0, 0, 0)
-    return moved
+  const by = forwardStep(rules)
+  if (by === undefined || rules.some(hasCount) || !(start instanceof ICAL.Time)) return undefined
+  const moved = (steps: number) => {
+    const time = start.clone()
+    if (by.unit === "days") {
+      time.adjust(steps * by.step, 0, 0, 0)
+      return time
+    }
+    const months = start.month - 1 + steps * by.step
+    const year = start.year + Math.floor(months / 12)
+    const month = (months % 12) + 1
+    if (start.day > ICAL.Time.daysInMonth(month, year)) return undefined
+    // Set, not read between: ical.js normalizes a time when it is next read (29 February 2026 would read as 1 March).
+    time.year = year
+    time.month = month
+    return time
   }
-  if (rule.freq === "MONTHLY" || rule.freq === "YEARLY") {
-    // Whole years of `interval`: a multiple of the period either way; 366 days a year keeps it before.
-    let periods = Math.floor(gap / (interval * 366 * 86_400_000))
-    // A 29 February moves to a year that has one.
-    while (periods >= 1 && start.day > ICAL.Time.daysInMonth(start.month, start.year + periods * interval)) periods--
-    if (periods < 1) return undefined
-    moved.year = start.year + periods * interval
-    return moved
+  const limit = new Date(before)
+  const gap = by.unit === "days"
+    ? Math.floor((before - wallClock(start)) / 86_400_000)
+    : (limit.getUTCFullYear() - start.year) * 12 + limit.getUTCMonth() + 1 - start.month
+  for (let steps = Math.floor(gap / by.step); steps >= 1; steps--) {
+    const time = moved(steps)
+    if (time !== undefined && wallClock(time) <= before) return time
   }
   return undefined
 }
@@ -325,18 +356,17 @@ const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefi
 /** How a walk of the master's rules goes: from near a moment, up to a repeat, until a deadline. */
 interface Walk {
   /** Begin at or before this wall-clock moment (fastForward): what comes before it is incomplete. */
-  readonly after?: number
+  readonly after?: number | undefined
   /** The last repeat to give (as `span` found it, ICAL.Time's text): a COUNT is read as ending there. */
   readonly until?: string | null
   /** Stop when performance.now() passes this. */
-  readonly deadline?: number
+  readonly deadline?: number | undefined
 }
 
-/** Whether the master's rules can only be walked from their first repeat: several, a COUNT, or one repeating within a day. */
+/** Whether the master's rules can only be walked from their first repeat: a COUNT, or rules fastForward has no step for. */
 const walkedFromStart = (master: ICAL.Component) => {
   const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
-  return rules.length > 1 ||
-    rules.some((rule) => (rule.count !== null && rule.count !== undefined) || SUB_DAILY.has(rule.freq) || timesOfDay(rule.toString()) > 1)
+  return rules.length > 0 && (rules.some(hasCount) || forwardStep(rules) === undefined)
 }
 
 /**
@@ -383,7 +413,7 @@ const repeats = (master: ICAL.Component) => master.hasProperty("rrule") || maste
  * walked from near (walkedFromStart) are walked here, once, for `budgetMs` at most (and the walk's
  * caps): `repeatsUntil` is the last repeat reached (DTSTART when none is), which `occurrences` is to be
  * given, so a request walks no further than this did (a single rule's COUNT, ended there, from near
- * the range). A rule with an UNTIL the budget does not reach the end of is bounded by its UNTIL.
+ * the range). Rules with an UNTIL are walked from near it, and bounded by it when that walk stops short.
  */
 export const span = (
   kept: string,
@@ -405,14 +435,16 @@ export const span = (
       let last: ICAL.Time | undefined
       const duration = durationOf(master, calendar)
       if (!endless) {
-        const ranOut = walkRules(calendar, master, (next) => (last = next, true), { deadline: performance.now() + budgetMs })
         const start = master.getFirstPropertyValue("dtstart")
+        // Rules ending at an UNTIL (inclusive, a start), walked from near the last of them.
+        const until = Math.max(...rules.map((rule) => rule.until).filter((t): t is ICAL.Time => t instanceof ICAL.Time).map(wallClock))
+        const after = fromStart || rules.length === 0 ? undefined : until
+        const ranOut = walkRules(calendar, master, (next) => (last = next, true), { after, deadline: performance.now() + budgetMs })
         if (fromStart) repeatsUntil = (last ?? (start instanceof ICAL.Time ? start : undefined))?.toString() ?? null
-        else if (!ranOut && duration !== undefined) {
-          // An UNTIL (inclusive, a start) beyond where the walk got: no occurrence ends after it and the event's length, in any zone.
-          const untils = rules.map((rule) => rule.until).filter((until): until is ICAL.Time => until instanceof ICAL.Time)
-          const length = start instanceof ICAL.Time && start.isDate ? duration.days * 86_400_000 : duration.ms
-          bound = Math.max(...untils.map(wallClock)) + length + SLACK
+        else if (after !== undefined && (!ranOut || last === undefined) && duration !== undefined) {
+          // The walk stopped short, or found none after where it began: no occurrence ends later than the
+          // UNTIL and the event's length, in any zone.
+          bound = after + (start instanceof ICAL.Time && start.isDate ? duration.days * 86_400_000 : duration.ms) + SLACK
         }
       }
       const lastOne = last === undefined || duration === undefined

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import ICAL from "ical.js"
-import { describe, expect, it, onTestFinished, vi } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { headline, invitationOf, merge, occurrences, span } from "../../services/schedule/occurrences.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
@@ -96,14 +96,20 @@ describe("expanding a kept event", () => {
     expect(times(leap, "2031-01-01T00:00:00Z", "2033-01-01T00:00:00Z")).toEqual([])
   })
 
-  it("walks a COUNT once, when kept, and a range from near it as a rule ending at the COUNT's last repeat: the same repeats", () => {
+  /** The starts `occurrences` finds, and how many repeats ical.js stepped through to find them. */
+  const walked = (kept: string, from: string, to: string, repeatsUntil: string | null = null) => {
     const steps = vi.spyOn(ICAL.RecurIterator.prototype, "next")
-    onTestFinished(() => steps.mockRestore())
-    const walked = (kept: string, from: string, to: string, repeatsUntil: string | null) => {
-      steps.mockClear()
+    try {
       const found = occurrences(kept, new Date(from), new Date(to), { repeatsUntil }).map((o) => o.start.date_time ?? o.start.date)
       return { found, steps: steps.mock.calls.length }
+    } finally {
+      steps.mockRestore()
     }
+  }
+  const since = (start: string, ...rules: Array<string>) =>
+    apply(undefined, calendar("REQUEST", ...event("UID:since", `DTSTART:${start}`, "DURATION:PT1H", ...rules.map((r) => `RRULE:${r}`))))!
+
+  it("walks a COUNT once, when kept, and a range from near it as a rule ending at the COUNT's last repeat: the same repeats", () => {
     // Outlook's last weekday of the month since 1950, a thousand times (0.7 ms a repeat to walk): the 1,000th is 29 April 2033.
     const lastWeekday = apply(undefined, calendar("REQUEST", ...event("UID:close", "DTSTART:19500131T160000Z", "DURATION:PT1H",
       "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;COUNT=1000")))!
@@ -131,6 +137,30 @@ describe("expanding a kept event", () => {
     const leap = walked(leapMonthly, "2027-03-01T00:00:00Z", "2027-05-01T00:00:00Z", null)
     expect(leap.found).toEqual(["2027-03-31T09:00:00Z", "2027-04-30T09:00:00Z"])
     expect(leap.steps).toBeLessThan(60)
+  })
+
+  it("walks several rules of one kind from near the range, by whole periods of them all; rules of mixed kinds from their start", () => {
+    // The last weekday and the first Monday of each month since 1800.
+    const two = walked(since("18000131T160000Z", "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1", "FREQ=MONTHLY;BYDAY=1MO"),
+      "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")
+    expect(two.found).toEqual(["2026-12-07T16:00:00Z", "2026-12-31T16:00:00Z"])
+    expect(two.steps).toBeLessThan(30)
+    // Each 31st since 1990 and every third year's 30 June: moved on by 36 months, to a month with a 31st; as a walk from the start
+    // (the same rules with a COUNT, which is counted from it) gives.
+    const rules = ["FREQ=MONTHLY", "FREQ=YEARLY;INTERVAL=3;BYMONTH=6;BYMONTHDAY=30"]
+    const near = walked(since("19900131T090000Z", ...rules), "2026-05-01T00:00:00Z", "2026-09-01T00:00:00Z")
+    const fromStart = walked(since("19900131T090000Z", ...rules.map((r) => `${r};COUNT=5000`)), "2026-05-01T00:00:00Z", "2026-09-01T00:00:00Z")
+    expect(near.found).toEqual(fromStart.found)
+    expect(near.found).toEqual(["2026-05-31T09:00:00Z", "2026-06-30T09:00:00Z", "2026-07-31T09:00:00Z", "2026-08-31T09:00:00Z"])
+    expect(walked(since("19900131T090000Z", ...rules), "2029-06-01T00:00:00Z", "2029-07-01T00:00:00Z").found).toEqual(["2029-06-30T09:00:00Z"])
+    expect(near.steps * 5).toBeLessThan(fromStart.steps)
+    // Weekly and monthly: no whole number of both; walked once when kept (capped), and a range no further.
+    const mixed = since("20261102T090000Z", "FREQ=WEEKLY;BYDAY=MO", "FREQ=MONTHLY;BYMONTHDAY=1")
+    const kept = span(mixed, Infinity)!
+    expect(kept.repeatsUntil).not.toBeNull()
+    expect(kept.last).not.toBeNull()
+    expect(walked(mixed, "2026-12-01T00:00:00Z", "2026-12-15T00:00:00Z", kept.repeatsUntil).found)
+      .toEqual(["2026-12-01T09:00:00Z", "2026-12-07T09:00:00Z", "2026-12-14T09:00:00Z"])
   })
 
   it("capped, answers the earliest so many occurrences its rules give in the range, and every override", () => {
