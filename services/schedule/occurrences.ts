@@ -353,6 +353,19 @@ const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefi
   return undefined
 }
 
+/**
+ * A yearly rule from a 29 February that names no day repeats on 29 February only, skipping the years
+ * without one (RFC 5545 §3.3.10: a date that does not exist is ignored); ical.js gives 1 March in
+ * those years unless the day is named, so it is named (on this walk's own copy of the rule). With
+ * several months named (BYMONTH=2,3) ical.js still gives 1 March for it: left as it has it.
+ */
+const skipMissingLeapDays = (rule: ICAL.Recur, start: ICAL.Time) => {
+  const named = ["BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYDAY"].some((part) => (rule.getComponent(part) as Array<unknown>).length > 0)
+  if (rule.freq !== "YEARLY" || start.month !== 2 || start.day !== 29 || named) return
+  rule.setComponent("BYMONTHDAY", [29])
+  if ((rule.getComponent("BYMONTH") as Array<unknown>).length === 0) rule.setComponent("BYMONTH", [2])
+}
+
 /** How a walk of the master's rules goes: from near a moment, up to a repeat, until a deadline. */
 interface Walk {
   /** Begin at or before this wall-clock moment (fastForward): what comes before it is incomplete. */
@@ -389,6 +402,8 @@ const walkRules = (calendar: ICAL.Component, master: ICAL.Component, visit: (nex
     if (start instanceof ICAL.Time && !changed.has(start.toString())) visit(start)
     return true
   }
+  const start = master.getFirstPropertyValue("dtstart")
+  if (start instanceof ICAL.Time) for (const rule of rules) skipMissingLeapDays(rule, start)
   const subDaily = rules.some((rule, i) => SUB_DAILY.has(rule.freq) || times[i]! > 1)
   const last = walk.until === undefined || walk.until === null ? undefined : wallClock(ICAL.Time.fromString(walk.until, null))
   // The rules are this walk's own (the calendar is parsed for it): the COUNT is known to end at `until`.

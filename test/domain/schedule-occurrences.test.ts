@@ -94,6 +94,9 @@ describe("expanding a kept event", () => {
     const leap = series("DTSTART;VALUE=DATE:19960229", "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29;UNTIL=20300101", "DTEND;VALUE=DATE:19960301")
     expect(times(leap, "2027-01-01T00:00:00Z", "2029-01-01T00:00:00Z").map(([start]) => start)).toEqual(["2028-02-29"])
     expect(times(leap, "2031-01-01T00:00:00Z", "2033-01-01T00:00:00Z")).toEqual([])
+    // Without the day named, the years without a 29 February are skipped too (RFC 5545), not moved to 1 March.
+    const birthday = series("DTSTART;VALUE=DATE:19960229", "FREQ=YEARLY")
+    expect(times(birthday, "2025-01-01T00:00:00Z", "2030-01-01T00:00:00Z").map(([start]) => start)).toEqual(["2028-02-29"])
   })
 
   /** The starts `occurrences` finds, and how many repeats ical.js stepped through to find them. */
