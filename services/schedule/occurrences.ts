@@ -366,14 +366,12 @@ const skipMissingLeapDays = (rule: ICAL.Recur, start: ICAL.Time) => {
   if ((rule.getComponent("BYMONTH") as Array<unknown>).length === 0) rule.setComponent("BYMONTH", [2])
 }
 
-/** How a walk of the master's rules goes: from near a moment, up to a repeat, until a deadline. */
+/** How a walk of the master's rules goes: from near a moment, up to a repeat. */
 interface Walk {
   /** Begin at or before this wall-clock moment (fastForward): what comes before it is incomplete. */
   readonly after?: number | undefined
   /** The last repeat to give (as `span` found it, ICAL.Time's text): a COUNT is read as ending there. */
   readonly until?: string | null
-  /** Stop when performance.now() passes this. */
-  readonly deadline?: number | undefined
 }
 
 /** Whether the master's rules can only be walked from their first repeat: a COUNT, or rules fastForward has no step for. */
@@ -384,25 +382,23 @@ const walkedFromStart = (master: ICAL.Component) => {
 
 /**
  * The repeating master's occurrences, walked by its rules in its own wall-clock time (no zone is
- * resolved on the way: that is the costly part), each handed to `visit` until it answers false;
- * with `after`, from a start at or before it (fastForward), so what comes before `after` is
- * incomplete and for the caller to leave out; with `until`, up to that repeat, a single rule's COUNT
- * read as ending there (so fastForward applies). Occurrences an override changes are left out
- * (walkOverrides answers them). True when the rules ran out (or reached `until`) before `visit`, the
- * walk's cap (MAX_STEPS, MAX_SUB_DAILY_STEPS) or its deadline stopped it; a rule naming over
- * MAX_TIMES_OF_DAY gives its DTSTART alone.
+ * resolved on the way: that is the costly part), one at a time; with `after`, from a start at or
+ * before it (fastForward), so what comes before `after` is incomplete and for the caller to leave
+ * out; with `until`, up to that repeat, a single rule's COUNT read as ending there (so fastForward
+ * applies). Occurrences an override changes are left out (walkOverrides answers them). Returns true
+ * when the rules ran out (or reached `until`), false at the walk's cap (MAX_STEPS,
+ * MAX_SUB_DAILY_STEPS); a rule naming over MAX_TIMES_OF_DAY gives its DTSTART alone.
  */
-const walkRules = (calendar: ICAL.Component, master: ICAL.Component, visit: (next: ICAL.Time) => boolean, walk: Walk = {}): boolean => {
+function* repeatsOf(calendar: ICAL.Component, master: ICAL.Component, walk: Walk = {}): Generator<ICAL.Time, boolean, undefined> {
   const overrides = calendar.getAllSubcomponents("vevent").filter((e) => e !== master && e.hasProperty("recurrence-id"))
   const changed = new Set(overrides.map(recurrenceKey))
   const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
   const times = rules.map((rule) => timesOfDay(rule.toString()))
+  const start = master.getFirstPropertyValue("dtstart")
   if (times.some((n) => n > MAX_TIMES_OF_DAY)) {
-    const start = master.getFirstPropertyValue("dtstart")
-    if (start instanceof ICAL.Time && !changed.has(start.toString())) visit(start)
+    if (start instanceof ICAL.Time && !changed.has(start.toString())) yield start
     return true
   }
-  const start = master.getFirstPropertyValue("dtstart")
   if (start instanceof ICAL.Time) for (const rule of rules) skipMissingLeapDays(rule, start)
   const subDaily = rules.some((rule, i) => SUB_DAILY.has(rule.freq) || times[i]! > 1)
   const last = walk.until === undefined || walk.until === null ? undefined : wallClock(ICAL.Time.fromString(walk.until, null))
@@ -413,27 +409,36 @@ const walkRules = (calendar: ICAL.Component, master: ICAL.Component, visit: (nex
   for (let steps = 0; steps < maxSteps; steps++) {
     const next = iterator.next()
     if (next === null || next === undefined || (last !== undefined && wallClock(next) > last)) return true
-    if (changed.has(next.toString())) continue
-    if (!visit(next)) return false
-    if (walk.deadline !== undefined && performance.now() > walk.deadline) return false
+    if (!changed.has(next.toString())) yield next
   }
   return false
 }
 
 const repeats = (master: ICAL.Component) => master.hasProperty("rrule") || master.hasProperty("rdate")
 
+/** When a kept event has occurrences (`span`). */
+export interface Span {
+  readonly first: Date
+  /** Null when it repeats without end. */
+  readonly last: Date | null
+  /** The last repeat the walk from the first reached, for `occurrences` (null when none was needed). */
+  readonly repeatsUntil: string | null
+}
+
+/** How long `spanning` walks before it lets its caller do other work. */
+const SLICE_MS = 10
+
 /**
  * When the kept event has occurrences, for the index that finds the events a range can hold: from its
  * earliest start to its latest end (`last` null when it repeats without end). Rules a range cannot be
- * walked from near (walkedFromStart) are walked here, once, for `budgetMs` at most (and the walk's
- * caps): `repeatsUntil` is the last repeat reached (DTSTART when none is), which `occurrences` is to be
- * given, so a request walks no further than this did (a single rule's COUNT, ended there, from near
- * the range). Rules with an UNTIL are walked from near it, and bounded by it when that walk stops short.
+ * walked from near (walkedFromStart) are walked here, once, for `budgetMs` of walking at most (and the
+ * walk's caps): `repeatsUntil` is the last repeat reached (DTSTART when none is), which `occurrences`
+ * is to be given, so a request walks no further than this did (a single rule's COUNT, ended there,
+ * from near the range). Rules with an UNTIL are walked from near it, and bounded by it when that walk
+ * stops short. A generator: it yields after each SLICE_MS of walking, so that a server can answer
+ * others between (Schedule does); its return value is the span (`span` runs it through).
  */
-export const span = (
-  kept: string,
-  budgetMs = WALK_BUDGET_MS
-): { readonly first: Date; readonly last: Date | null; readonly repeatsUntil: string | null } | undefined => {
+export function* spanning(kept: string, budgetMs = WALK_BUDGET_MS): Generator<void, Span | undefined, undefined> {
   const calendar = Either.getOrThrow(parseCalendar(kept))
   const master = masterOf(calendar)
   const found = walkOverrides(calendar)
@@ -454,7 +459,24 @@ export const span = (
         // Rules ending at an UNTIL (inclusive, a start), walked from near the last of them.
         const until = Math.max(...rules.map((rule) => rule.until).filter((t): t is ICAL.Time => t instanceof ICAL.Time).map(wallClock))
         const after = fromStart || rules.length === 0 ? undefined : until
-        const ranOut = walkRules(calendar, master, (next) => (last = next, true), { after, deadline: performance.now() + budgetMs })
+        const walk = repeatsOf(calendar, master, { after })
+        let ranOut = false
+        let spent = 0
+        let slice = performance.now()
+        for (let step = walk.next(); ; step = walk.next()) {
+          if (step.done) {
+            ranOut = step.value
+            break
+          }
+          last = step.value
+          const walked = performance.now() - slice
+          if (spent + walked >= budgetMs) break
+          if (walked >= SLICE_MS) {
+            spent += walked
+            yield
+            slice = performance.now()
+          }
+        }
         if (fromStart) repeatsUntil = (last ?? (start instanceof ICAL.Time ? start : undefined))?.toString() ?? null
         else if (after !== undefined && (!ranOut || last === undefined) && duration !== undefined) {
           // The walk stopped short, or found none after where it began: no occurrence ends later than the
@@ -474,6 +496,12 @@ export const span = (
     last: endless ? null : new Date(Math.max(bound ?? -Infinity, ...found.map((o) => o.endsAt))),
     repeatsUntil
   }
+}
+
+/** `spanning` run through at once. */
+export const span = (kept: string, budgetMs = WALK_BUDGET_MS): Span | undefined => {
+  const walking = spanning(kept, budgetMs)
+  for (let step = walking.next(); ; step = walking.next()) if (step.done) return step.value
 }
 
 /**
@@ -503,9 +531,9 @@ export const occurrences = (
     } else if (duration !== undefined) {
       const length = Math.max(duration.ms, duration.days * 86_400_000)
       let taken = 0
-      walkRules(calendar, master, (next) => {
+      for (const next of repeatsOf(calendar, master, { after: from.getTime() - SLACK - length, until: repeatsUntil })) {
         const at = wallClock(next)
-        if (at >= to.getTime() + SLACK) return false
+        if (at >= to.getTime() + SLACK || taken >= max) break
         if (at + length > from.getTime() - SLACK) {
           const one = occurrence(master, calendar, next, next, zone, duration)
           if (one !== undefined && inRange(one)) {
@@ -513,8 +541,7 @@ export const occurrences = (
             taken++
           }
         }
-        return taken < max
-      }, { after: from.getTime() - SLACK - length, until: repeatsUntil })
+      }
     }
   }
   return found.filter(inRange).sort((a, b) => a.startsAt - b.startsAt)

@@ -18,7 +18,7 @@ import { ValidationError } from "../errors.ts"
 import { attendeeOf, organizerAddress, readInvitation } from "../invitations/icalendar.ts"
 import type { ParticipationStatus, Party, ResponseStatus } from "../invitations/schemas.ts"
 import { ownMailboxes } from "../mailboxes/owned.ts"
-import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, span } from "./occurrences.ts"
+import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, spanning } from "./occurrences.ts"
 import { fromWallTime } from "../invitations/time-zones.ts"
 import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
 import {
@@ -78,6 +78,26 @@ const REWALK_BATCH = 20
 
 /** How far ahead the reminders' look expands a calendar at once: again when it changes, or this has passed. */
 const LOOKAHEAD = 60 * MINUTE
+
+/** A turn of Node's event loop: what arrived meanwhile (a request, a reply from the database) is handled first. */
+const letOthersRun = Effect.async<void>((resume) => {
+  const pending = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(pending))
+})
+
+/**
+ * When a calendar being kept has occurrences (occurrences.ts `spanning`): a rule walked from its first
+ * repeat may take the walk's whole budget (a quarter of a second), which is given up in slices, the
+ * process answering others between them.
+ */
+const spanOf = (calendar: string) =>
+  Effect.gen(function*() {
+    const walking = spanning(calendar)
+    for (let step = walking.next(); ; step = walking.next()) {
+      if (step.done) return step.value
+      yield* letOthersRun
+    }
+  })
 
 /** One of `row`'s occurrences as the schedule answers it. */
 const itemOf = (row: EntryFields, o: Occurrence, organizer: Party | null): ScheduleItem => {
@@ -159,7 +179,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         // event that names another organizer (or none) changes nothing.
         if (before !== undefined && organizerAddress(invitation.calendar) !== organizerAddress(before.calendar)) return undefined
         const calendar = merge(before?.calendar, invitation)
-        const when = calendar === undefined ? undefined : span(calendar)
+        const when = calendar === undefined ? undefined : yield* spanOf(calendar)
         if (calendar === undefined || when === undefined) return undefined
         const { sequence, status, organizer } = headline(calendar)
         const response = before === undefined || (invitation.method === "REQUEST" && invitation.sequence > before.sequence)
@@ -215,7 +235,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       meeting: { readonly meetingId: string; readonly mailboxId: string; readonly userId: string; readonly uid: string; readonly emailId: string | null },
       calendar: string
     ) {
-      const when = span(calendar)
+      const when = yield* spanOf(calendar)
       if (when === undefined) return
       const { sequence, status } = headline(calendar)
       yield* sql`
@@ -372,7 +392,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
             WHERE (mailbox_id, uid) IN (SELECT * FROM unnest(${batch.map((e) => e.mailboxId)}::text[], ${batch.map((e) => e.uid)}::text[]))
             FOR UPDATE`
           for (const row of rows) {
-            const when = span(row.calendar)
+            const when = yield* spanOf(row.calendar)
             if (when === undefined) continue
             yield* sql`
               UPDATE calendar_entries SET first_start = ${when.first}, last_end = ${when.last}, repeats_until = ${when.repeatsUntil}

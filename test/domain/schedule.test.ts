@@ -310,6 +310,28 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(yield* schedule.rewalkKept).toBe(0)
       }))
 
+    it.effect("a stranger's rule walked for a quarter of a second when kept leaves the process answering others meanwhile", () =>
+      Effect.gen(function*() {
+        const { list, receive } = yield* world()
+        // Outlook's last weekday of the month since 1800, ten thousand times: seconds to walk whole.
+        const hostile = calendar("REQUEST", "UID:hostile@stranger.test", "DTSTART:18000131T160000Z", "DURATION:PT1H",
+          "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;COUNT=10000", "SUMMARY:Hostile")
+        // The longest the event loop goes without a turn while the invitation is kept.
+        let longest = 0
+        let previous = performance.now()
+        const ticking = setInterval(() => {
+          const now = performance.now()
+          longest = Math.max(longest, now - previous)
+          previous = now
+        }, 1)
+        const started = performance.now()
+        yield* Effect.ensuring(receive(hostile), Effect.sync(() => clearInterval(ticking)))
+        expect(performance.now() - started).toBeGreaterThan(250)
+        expect(longest).toBeLessThan(150)
+        // Kept as far as the walk got: none of it now, and the schedule still answers.
+        expect(yield* list()).toEqual([])
+      }))
+
     it.effect("reminds each occurrence ten minutes before it starts, once: not declined, cancelled or whole-day ones, nor one already started", () =>
       Effect.gen(function*() {
         const { address, mailboxId, receive } = yield* world()
