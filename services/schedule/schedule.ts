@@ -73,7 +73,7 @@ interface EntryRow extends EntryFields {
   readonly repeatsUntil: string | null
 }
 
-/** Events walked again at a time, after migrations/0077 (each walk a quarter of a second at most). */
+/** Events read at a time to walk again, after migrations/0077 (each walk a quarter of a second at most). */
 const REWALK_BATCH = 20
 
 /** How far ahead the reminders' look expands a calendar at once: again when it changes, or this has passed. */
@@ -166,6 +166,13 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         onLeft: () => undefined,
         onRight: (event) => attendeeOf(event, email.isMine)?.status
       })
+      // The walk first, against the entry as it stands: a rule walked from its first repeat takes up to a
+      // quarter of a second, which must not hold the entry's lock (nor, on the embedded database, every
+      // other query). Redone in the transaction only when the entry changed meanwhile.
+      const current = yield* sql<{ calendar: string }>`
+        SELECT calendar FROM calendar_entries WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}`
+      const expected = merge(current[0]?.calendar, invitation)
+      const walked = expected === undefined ? undefined : yield* spanOf(expected)
       return yield* sql.withTransaction(Effect.gen(function*() {
         const rows = yield* sql<
           { role: string; emailId: string | null; calendar: string; sequence: number; status: EventStatus; response: ParticipationStatus }
@@ -179,7 +186,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         // event that names another organizer (or none) changes nothing.
         if (before !== undefined && organizerAddress(invitation.calendar) !== organizerAddress(before.calendar)) return undefined
         const calendar = merge(before?.calendar, invitation)
-        const when = calendar === undefined ? undefined : yield* spanOf(calendar)
+        const when = calendar === undefined ? undefined : calendar === expected ? walked : yield* spanOf(calendar)
         if (calendar === undefined || when === undefined) return undefined
         const { sequence, status, organizer } = headline(calendar)
         const response = before === undefined || (invitation.method === "REQUEST" && invitation.sequence > before.sequence)
@@ -375,33 +382,29 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
 
     /**
      * The repeating events kept before their walks were (migrations/0077): each walked once more and its
-     * bounds written, a batch a transaction (an entry stays queued when its batch fails), nodes starting
-     * together sharing the work. Answers how many were walked.
+     * bounds written, unless its calendar changed meanwhile (that change wrote its own), then taken off
+     * the list: a walk is not in a transaction (it may take a quarter of a second), and nodes starting
+     * together may walk the same entries, their writes alike. Answers how many were walked.
      */
     const rewalkKept = Effect.gen(function*() {
       let done = 0
       while (true) {
-        const taken = yield* sql.withTransaction(Effect.gen(function*() {
-          const batch = yield* sql<{ mailboxId: string; uid: string }>`
-            DELETE FROM calendar_rewalk WHERE (mailbox_id, uid) IN (
-              SELECT mailbox_id, uid FROM calendar_rewalk ORDER BY mailbox_id, uid LIMIT ${REWALK_BATCH} FOR UPDATE SKIP LOCKED
-            ) RETURNING mailbox_id, uid`
-          if (batch.length === 0) return 0
-          const rows = yield* sql<{ mailboxId: string; uid: string; calendar: string }>`
-            SELECT mailbox_id, uid, calendar FROM calendar_entries
-            WHERE (mailbox_id, uid) IN (SELECT * FROM unnest(${batch.map((e) => e.mailboxId)}::text[], ${batch.map((e) => e.uid)}::text[]))
-            FOR UPDATE`
-          for (const row of rows) {
-            const when = yield* spanOf(row.calendar)
-            if (when === undefined) continue
-            yield* sql`
-              UPDATE calendar_entries SET first_start = ${when.first}, last_end = ${when.last}, repeats_until = ${when.repeatsUntil}
-              WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid}`
-          }
-          return batch.length
-        }))
-        done += taken
-        if (taken < REWALK_BATCH) return done
+        const batch = yield* sql<{ mailboxId: string; uid: string; calendar: string }>`
+          SELECT r.mailbox_id, r.uid, e.calendar FROM calendar_rewalk r JOIN calendar_entries e USING (mailbox_id, uid)
+          ORDER BY r.mailbox_id, r.uid LIMIT ${REWALK_BATCH}`
+        for (const row of batch) {
+          const when = yield* spanOf(row.calendar)
+          yield* sql.withTransaction(Effect.gen(function*() {
+            if (when !== undefined) {
+              yield* sql`
+                UPDATE calendar_entries SET first_start = ${when.first}, last_end = ${when.last}, repeats_until = ${when.repeatsUntil}
+                WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid} AND calendar = ${row.calendar}`
+            }
+            yield* sql`DELETE FROM calendar_rewalk WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid}`
+          }))
+        }
+        done += batch.length
+        if (batch.length < REWALK_BATCH) return done
       }
     })
 

@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Data, Effect, Exit, Layer } from "effect"
+import { Data, Effect, Exit, Fiber, Layer } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
 import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { drainBackfill } from "../../services/schedule/calendar-mail.ts"
@@ -310,9 +310,9 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(yield* schedule.rewalkKept).toBe(0)
       }))
 
-    it.effect("a stranger's rule walked for a quarter of a second when kept leaves the process answering others meanwhile", () =>
+    it.effect("a stranger's rule walked for a quarter of a second when kept leaves the process and its database answering others meanwhile", () =>
       Effect.gen(function*() {
-        const { list, receive } = yield* world()
+        const { list, receive, sql } = yield* world()
         // Outlook's last weekday of the month since 1800, ten thousand times: seconds to walk whole.
         const hostile = calendar("REQUEST", "UID:hostile@stranger.test", "DTSTART:18000131T160000Z", "DURATION:PT1H",
           "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;COUNT=10000", "SUMMARY:Hostile")
@@ -324,10 +324,24 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
           longest = Math.max(longest, now - previous)
           previous = now
         }, 1)
+        // And the longest another query waits meanwhile (the entry's lock, or the embedded database's one connection).
+        let slowest = 0
+        let kept = false
+        const querying = yield* Effect.fork(Effect.gen(function*() {
+          while (!kept) {
+            const sent = performance.now()
+            yield* sql`SELECT count(*) FROM mailboxes`
+            slowest = Math.max(slowest, performance.now() - sent)
+            yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 2))) // the real clock: it.effect's is a TestClock
+          }
+        }))
         const started = performance.now()
         yield* Effect.ensuring(receive(hostile), Effect.sync(() => clearInterval(ticking)))
+        kept = true
+        yield* Fiber.join(querying)
         expect(performance.now() - started).toBeGreaterThan(250)
         expect(longest).toBeLessThan(150)
+        expect(slowest).toBeLessThan(150)
         // Kept as far as the walk got: none of it now, and the schedule still answers.
         expect(yield* list()).toEqual([])
       }))
