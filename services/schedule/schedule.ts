@@ -18,7 +18,7 @@ import { ValidationError } from "../errors.ts"
 import { attendeeOf, organizerAddress, readInvitation } from "../invitations/icalendar.ts"
 import type { ParticipationStatus, Party, ResponseStatus } from "../invitations/schemas.ts"
 import { ownMailboxes } from "../mailboxes/owned.ts"
-import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, spanning } from "./occurrences.ts"
+import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, type Span, spanning } from "./occurrences.ts"
 import { fromWallTime } from "../invitations/time-zones.ts"
 import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
 import {
@@ -78,6 +78,12 @@ const REWALK_BATCH = 20
 
 /** How far ahead the reminders' look expands a calendar at once: again when it changes, or this has passed. */
 const LOOKAHEAD = 60 * MINUTE
+
+/** A calendar to keep and when it has occurrences (`Schedule.walk`). */
+export interface Walked {
+  readonly calendar: string
+  readonly when: Span | undefined
+}
 
 /** A turn of Node's event loop: what arrived meanwhile (a request, a reply from the database) is handled first. */
 const letOthersRun = Effect.async<void>((resume) => {
@@ -237,12 +243,14 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         WHERE mailbox_id = ${mailboxId} AND uid = ${uid} AND role = 'attendee'`
     })
 
-    /** One of the mailbox's meetings as its latest invitation or cancellation (`calendar`) describes it. */
+    /**
+     * One of the mailbox's meetings as its latest invitation or cancellation describes it, walked
+     * (`walk`) before the caller's transaction: the walk may take a quarter of a second.
+     */
     const organize = Effect.fn("Schedule.organize")(function*(
       meeting: { readonly meetingId: string; readonly mailboxId: string; readonly userId: string; readonly uid: string; readonly emailId: string | null },
-      calendar: string
+      { calendar, when }: Walked
     ) {
-      const when = yield* spanOf(calendar)
       if (when === undefined) return
       const { sequence, status } = headline(calendar)
       yield* sql`
@@ -408,6 +416,9 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
       }
     })
 
-    return { receive, answered, organize, list, availability, startingSoon, rewalkKept } as const
+    /** A calendar to keep, with when it has occurrences: for `organize`. */
+    const walk = (calendar: string): Effect.Effect<Walked> => Effect.map(spanOf(calendar), (when) => ({ calendar, when }))
+
+    return { receive, answered, walk, organize, list, availability, startingSoon, rewalkKept } as const
   })
 }) {}

@@ -178,7 +178,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         const meetingId = uniqueName("mtg")
         yield* sql`INSERT INTO meetings (id, mailbox_id, user_id, uid, summary, start_time, end_time, starts_at, attendees)
                    VALUES (${meetingId}, ${mailboxId}, ${owner.userId}, ${uniqueName("uid")}, 'Weekly review', '{}', '{}', now(), '[]')`
-        yield* schedule.organize({ meetingId, mailboxId, userId: owner.userId, uid: "review@partner.test", emailId: null }, review(address, 0))
+        yield* schedule.organize({ meetingId, mailboxId, userId: owner.userId, uid: "review@partner.test", emailId: null }, yield* schedule.walk(review(address, 0)))
         expect(yield* receive(review(address, 1))).toBeUndefined()
         expect((yield* list()).map((o) => [o.role, o.response])).toEqual([["organizer", "accepted"], ["organizer", "accepted"]])
         expect(yield* receive(calendar("PUBLISH", "UID:info", "DTSTART:20261205T100000Z"))).toBeUndefined()
