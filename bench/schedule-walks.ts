@@ -40,15 +40,22 @@ const timed = (run: () => unknown) => {
   return (performance.now() - started) / rounds
 }
 
+/** The lesser of two `timed` runs of each, alternated: neither pays alone for what warms the other. */
+const pair = (a: () => unknown, b: () => unknown) => {
+  const first = [timed(a), timed(b)]
+  return [Math.min(first[0]!, timed(a)), Math.min(first[1]!, timed(b))] as const
+}
+
 const from = new Date("2026-12-28T00:00:00Z")
 const to = new Date("2027-01-05T00:00:00Z")
 const rows = rules.map(([name, calendar]) => {
   const kept = span(calendar)!
+  const [requestMs, beforeMs] = pair(() => occurrences(calendar, from, to, { repeatsUntil: kept.repeatsUntil }), () => occurrences(calendar, from, to))
   return {
     name,
     keepMs: timed(() => span(calendar)),
-    requestMs: timed(() => occurrences(calendar, from, to, { repeatsUntil: kept.repeatsUntil })),
-    beforeMs: timed(() => occurrences(calendar, from, to)),
+    requestMs,
+    beforeMs,
     shown: occurrences(calendar, from, to, { repeatsUntil: kept.repeatsUntil }).length
   }
 })
