@@ -1,8 +1,8 @@
 -- How far a kept event's rules were walked from their first repeat (services/schedule/occurrences.ts
--- `span`): rules a range cannot be walked from near (a COUNT is counted from the first repeat; several
--- rules; one repeating within a day) are walked once, within a time budget, when the calendar is kept,
--- and a range asked for stops at the last repeat that walk reached (ICAL.Time's text, the event's own
--- wall-clock time). Null when the rules are walked from near the range asked instead.
+-- `spanning`): rules a range cannot be walked from near (a COUNT is counted from the first repeat; daily
+-- and monthly rules together; one repeating within a day) are walked once, within a time budget, when
+-- the calendar is kept, and a range asked for stops at the last repeat that walk reached (ICAL.Time's
+-- text, the event's own wall-clock time). Null when the rules are walked from near the range instead.
 ALTER TABLE calendar_entries ADD COLUMN repeats_until text;
 
 -- The repeating events kept before: each is walked once more by a worker (Schedule.rewalkKept), then

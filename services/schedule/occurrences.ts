@@ -13,9 +13,9 @@
  *
  * `occurrences` expands the kept calendar between two moments: a repeating event's occurrences by its
  * rules (RRULE, RDATE, EXDATE) in its own zone's wall-clock time, each override in place of the
- * occurrence it changes. `span`, when the calendar is kept, says from when to when the event has
- * occurrences, for the index that finds the events a range can hold, and walks once, within a time
- * budget, the rules a range cannot be walked from near (a COUNT is counted from the first repeat):
+ * occurrence it changes. `spanning` (`span`), when the calendar is kept, says from when to when the
+ * event has occurrences, for the index that finds the events a range can hold, and walks once, within a
+ * time budget, the rules a range cannot be walked from near (a COUNT is counted from the first repeat):
  * the last repeat that walk reaches is kept with the calendar, and expanding stops there.
  */
 import { Either } from "effect"
@@ -35,7 +35,7 @@ const MAX_STEPS = 10_000
 const MAX_SUB_DAILY_STEPS = 1_000
 const SUB_DAILY = new Set(["SECONDLY", "MINUTELY", "HOURLY"])
 /**
- * How long keeping an event may spend walking its rules from their first repeat (`span`), once: ical.js
+ * How long keeping an event may spend walking its rules from their first repeat (`spanning`), once: ical.js
  * walks a repeat in 10 µs to over a millisecond by the rule's shape (Outlook's "last weekday of the
  * month" ~0.7 ms), so a stranger's COUNT=10000 from centuries ago would otherwise cost the worker
  * seconds. Ten years of that monthly rule take ~90 ms; a rule the budget stops is kept as far as it got.

@@ -172,12 +172,19 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         onLeft: () => undefined,
         onRight: (event) => attendeeOf(event, email.isMine)?.status
       })
+      /**
+       * Whether the invitation leaves the kept entry as it is: the mailbox's own meeting, or one whose
+       * organizer it does not come from (only the organizer changes an event or calls it off, RFC 5546 §3.2).
+       */
+      const ignored = (entry: { readonly role: string; readonly calendar: string } | undefined) =>
+        entry !== undefined && (entry.role === "organizer" || organizerAddress(invitation.calendar) !== organizerAddress(entry.calendar))
       // The walk first, against the entry as it stands: a rule walked from its first repeat takes up to a
       // quarter of a second, which must not hold the entry's lock (nor, on the embedded database, every
       // other query). Redone in the transaction only when the entry changed meanwhile.
-      const current = yield* sql<{ calendar: string }>`
-        SELECT calendar FROM calendar_entries WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}`
-      const expected = merge(current[0]?.calendar, invitation)
+      const current = (yield* sql<{ role: string; calendar: string }>`
+        SELECT role, calendar FROM calendar_entries WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}`)[0]
+      if (ignored(current)) return undefined
+      const expected = merge(current?.calendar, invitation)
       const walked = expected === undefined ? undefined : yield* spanOf(expected)
       return yield* sql.withTransaction(Effect.gen(function*() {
         const rows = yield* sql<
@@ -187,10 +194,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}
           FOR UPDATE`
         const before = rows[0]
-        if (before?.role === "organizer") return undefined
-        // Only the event's organizer changes it or calls it off (RFC 5546 §3.2): a message about a known
-        // event that names another organizer (or none) changes nothing.
-        if (before !== undefined && organizerAddress(invitation.calendar) !== organizerAddress(before.calendar)) return undefined
+        if (ignored(before)) return undefined
         const calendar = merge(before?.calendar, invitation)
         const when = calendar === undefined ? undefined : calendar === expected ? walked : yield* spanOf(calendar)
         if (calendar === undefined || when === undefined) return undefined
