@@ -8,6 +8,7 @@
  *
  *   npm run bench:schedule-walks
  */
+import * as fs from "node:fs"
 import { invitationOf, merge, occurrences, span, WALK_BUDGET_MS } from "../services/schedule/occurrences.ts"
 
 const kept = (...lines: Array<string>) =>
@@ -16,6 +17,8 @@ const kept = (...lines: Array<string>) =>
 
 const rules: ReadonlyArray<readonly [string, string]> = [
   ["baseline: a weekly standup", kept("DTSTART;TZID=Europe/Paris:20261026T090000", "DURATION:PT15M", "RRULE:FREQ=WEEKLY;BYDAY=MO")],
+  ["Outlook's weekly meeting (its zone's rules since 1601)", merge(undefined, invitationOf(fs.readFileSync(
+    new URL("../test/fixtures/calendars/outlook-request.ics", import.meta.url), "utf8").replace("COUNT=4;", ""))!)!],
   ["last weekday of the month since 1800, COUNT=10000", kept("DTSTART:18000131T160000Z", "DURATION:PT1H",
     "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;COUNT=10000")],
   ["second Tuesday since 1700, COUNT=5000", kept("DTSTART:17000112T160000Z", "DURATION:PT1H", "RRULE:FREQ=MONTHLY;BYDAY=2TU;COUNT=5000")],

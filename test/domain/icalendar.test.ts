@@ -5,7 +5,8 @@
 import { Either } from "effect"
 import * as fs from "node:fs"
 import { describe, expect, it } from "vitest"
-import { describeRule, organizerCalendar, readInvitation, replyAnswers, replyCalendar } from "../../services/invitations/icalendar.ts"
+import ICAL from "ical.js"
+import { describeRule, organizerCalendar, parseCalendar, readInvitation, replyAnswers, replyCalendar } from "../../services/invitations/icalendar.ts"
 
 const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars/${name}`, import.meta.url), "utf8")
 const calendar = (...lines: Array<string>) => ["BEGIN:VCALENDAR", "VERSION:2.0", ...lines, "END:VCALENDAR", ""].join("\r\n")
@@ -34,6 +35,23 @@ describe("reading an invitation", () => {
         { address: "ada@partner.test", name: "Lovelace, Ada", role: "optional", status: "accepted", rsvp: false }
       ]
     })
+  })
+
+  it("makes a zone a calendar defines once, whatever reads it: Outlook's rules since 1601 are worked out once, not at every reading", () => {
+    const zoneOfStart = (text: string) => {
+      const event = Either.getOrThrow(parseCalendar(text)).getFirstSubcomponent("vevent")!
+      return (event.getFirstPropertyValue("dtstart") as unknown as { readonly zone: unknown }).zone
+    }
+    const outlook = fixture("outlook-request.ics")
+    const zone = zoneOfStart(outlook)
+    expect(zone).toBeInstanceOf(ICAL.Timezone)
+    expect(zoneOfStart(outlook)).toBe(zone)
+    // The same definition in another calendar: the same zone; another definition under the same name: its own.
+    expect(zoneOfStart(outlook.replace("SUMMARY;LANGUAGE=en-US:Planning", "SUMMARY:Another"))).toBe(zone)
+    const redefined = outlook.replace("TZOFFSETTO:-0700", "TZOFFSETTO:-0600")
+    expect(zoneOfStart(redefined)).not.toBe(zone)
+    expect(read(redefined).start).toEqual({ date_time: "2026-07-02T15:00:00Z", date: null, time_zone: "Pacific Standard Time" })
+    expect(read(outlook).start).toEqual({ date_time: "2026-07-02T16:00:00Z", date: null, time_zone: "Pacific Standard Time" })
   })
 
   it("reads Google's: an IANA zone with no VTIMEZONE, an end from DURATION, an empty location as none", () => {
