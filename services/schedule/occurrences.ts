@@ -42,6 +42,28 @@ const SUB_DAILY = new Set(["SECONDLY", "MINUTELY", "HOURLY"])
  */
 export const WALK_BUDGET_MS = 250
 
+/**
+ * The most dates an event the schedule keeps may name in RDATE and EXDATE, all its parts together:
+ * ical.js reads every one at each expansion (~0.05 ms each), so a stranger's calendar listing 40,000
+ * (1 MB) cost every schedule request of the mailbox over a second. A longer one is not kept.
+ */
+export const MAX_KEPT_DATES = 500
+/** The longest calendar text the schedule keeps: each range asked reads it whole (~0.4 ms a kilobyte). */
+export const MAX_KEPT_CHARS = 256 * 1024
+
+const DATES = /^(?:RDATE|EXDATE)[;:]/i
+
+/** Why the schedule does not keep a calendar (too long, or naming too many dates), or undefined when it does. */
+export const unkeepable = (kept: string): string | undefined => {
+  if (kept.length > MAX_KEPT_CHARS) return `${kept.length} characters, at most ${MAX_KEPT_CHARS}`
+  let dates = 0
+  for (const line of kept.replace(/\r?\n[ \t]/g, "").split(/\r?\n/)) {
+    // The values follow the first colon outside a quoted parameter; dates hold no colon of their own.
+    if (DATES.test(line)) dates += line.slice(line.lastIndexOf(":") + 1).split(",").length
+  }
+  return dates > MAX_KEPT_DATES ? `${dates} dates in RDATE and EXDATE, at most ${MAX_KEPT_DATES}` : undefined
+}
+
 export type EventStatus = "confirmed" | "tentative" | "cancelled"
 
 /** One occurrence of an event: when, and what its (possibly changed) copy says. */
@@ -405,14 +427,25 @@ function* repeatsOf(calendar: ICAL.Component, master: ICAL.Component, walk: Walk
   // The rules are this walk's own (the calendar is parsed for it): the COUNT is known to end at `until`.
   if (last !== undefined && rules.length === 1) rules[0]!.count = null
   const iterator = new ICAL.Event(master, { exceptions: [] }).iterator(walk.after === undefined ? undefined : fastForward(master, walk.after))
+  // DTSTART is always the first occurrence (RFC 5545 §3.8.5.2); ical.js leaves it out of dates listed without a rule.
+  const listedOnly = rules.length === 0 && start instanceof ICAL.Time ? start : undefined
+  if (listedOnly !== undefined && !changed.has(listedOnly.toString()) && !datesOf(master, "exdate").some((d) => wallClock(d) === wallClock(listedOnly))) {
+    yield listedOnly
+  }
   const maxSteps = subDaily ? MAX_SUB_DAILY_STEPS : MAX_STEPS
   for (let steps = 0; steps < maxSteps; steps++) {
     const next = iterator.next()
     if (next === null || next === undefined || (last !== undefined && wallClock(next) > last)) return true
-    if (!changed.has(next.toString())) yield next
+    if (!changed.has(next.toString()) && (listedOnly === undefined || wallClock(next) !== wallClock(listedOnly))) yield next
   }
   return false
 }
+
+/** The dates (a period's end) an event's RDATE or EXDATE properties name. */
+const datesOf = (event: ICAL.Component, name: "rdate" | "exdate"): Array<ICAL.Time> =>
+  event.getAllProperties(name).flatMap((property) => property.getValues()).flatMap((value) =>
+    value instanceof ICAL.Time ? [value] : value instanceof ICAL.Period ? [value.getEnd()] : []
+  )
 
 const repeats = (master: ICAL.Component) => master.hasProperty("rrule") || master.hasProperty("rdate")
 
@@ -478,10 +511,11 @@ export function* spanning(kept: string, budgetMs = WALK_BUDGET_MS): Generator<vo
           }
         }
         if (fromStart) repeatsUntil = (last ?? (start instanceof ICAL.Time ? start : undefined))?.toString() ?? null
-        else if (after !== undefined && (!ranOut || last === undefined) && duration !== undefined) {
-          // The walk stopped short, or found none after where it began: no occurrence ends later than the
-          // UNTIL and the event's length, in any zone.
-          bound = after + (start instanceof ICAL.Time && start.isDate ? duration.days * 86_400_000 : duration.ms) + SLACK
+        else if ((!ranOut || last === undefined) && duration !== undefined) {
+          // The walk stopped short, or found none after where it began: no occurrence starts after the last
+          // UNTIL (inclusive) or RDATE, nor ends later than that and the event's length, in any zone.
+          const latest = Math.max(after ?? -Infinity, ...datesOf(master, "rdate").map(wallClock))
+          if (Number.isFinite(latest)) bound = latest + (start instanceof ICAL.Time && start.isDate ? duration.days * 86_400_000 : duration.ms) + SLACK
         }
       }
       const lastOne = last === undefined || duration === undefined

@@ -18,7 +18,7 @@ import { ValidationError } from "../errors.ts"
 import { attendeeOf, organizerAddress, readInvitation } from "../invitations/icalendar.ts"
 import type { ParticipationStatus, Party, ResponseStatus } from "../invitations/schemas.ts"
 import { ownMailboxes } from "../mailboxes/owned.ts"
-import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, type Span, spanning } from "./occurrences.ts"
+import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, type Span, spanning, unkeepable } from "./occurrences.ts"
 import { fromWallTime } from "../invitations/time-zones.ts"
 import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
 import {
@@ -185,6 +185,16 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         SELECT role, calendar FROM calendar_entries WHERE mailbox_id = ${email.mailboxId} AND uid = ${invitation.uid}`)[0]
       if (ignored(current)) return undefined
       const expected = merge(current?.calendar, invitation)
+      const refusal = expected === undefined ? undefined : unkeepable(expected)
+      if (refusal !== undefined) {
+        yield* Effect.logInfo("An invitation is not put on the schedule: its calendar is too large to expand at every request", {
+          mailbox_id: email.mailboxId,
+          email_id: email.emailId,
+          uid: invitation.uid,
+          size: refusal
+        })
+        return undefined
+      }
       const walked = expected === undefined ? undefined : yield* spanOf(expected)
       return yield* sql.withTransaction(Effect.gen(function*() {
         const rows = yield* sql<
@@ -196,6 +206,7 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         const before = rows[0]
         if (ignored(before)) return undefined
         const calendar = merge(before?.calendar, invitation)
+        if (calendar !== undefined && calendar !== expected && unkeepable(calendar) !== undefined) return undefined
         const when = calendar === undefined ? undefined : calendar === expected ? walked : yield* spanOf(calendar)
         if (calendar === undefined || when === undefined) return undefined
         const { sequence, status, organizer } = headline(calendar)

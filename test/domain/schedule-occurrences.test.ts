@@ -140,6 +140,11 @@ describe("expanding a kept event", () => {
       "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;UNTIL=20300101T000000Z")))!
     expect(span(until, 0)).toEqual({ first: new Date("1950-01-31T16:00:00Z"), last: new Date("2030-01-01T16:00:00Z"), repeatsUntil: null })
     expect(span(until, Infinity)!.last).toEqual(new Date("2029-12-31T17:00:00Z"))
+    // Dates listed (RDATE) the budget stops the walk short of bound the span by the last of them (and its hour, in any zone).
+    const listed = since("20261201T100000Z")
+      .replace("DURATION:PT1H", ["DURATION:PT1H", ...Array.from({ length: 50 }, (_, i) => `RDATE:2027${String(1 + Math.floor(i / 28)).padStart(2, "0")}${String(1 + (i % 28)).padStart(2, "0")}T100000Z`)].join("\r\n"))
+    expect(span(listed, 0)).toEqual({ first: new Date("2026-12-01T10:00:00Z"), last: new Date("2027-02-23T02:00:00Z"), repeatsUntil: null })
+    expect(span(listed, Infinity)).toEqual({ first: new Date("2026-12-01T10:00:00Z"), last: new Date("2027-02-22T11:00:00Z"), repeatsUntil: null })
     // A 29 February start is walked from a leap year near the range (2024's, some 5,000 months after 1600's).
     const leapMonthly = apply(undefined, calendar("REQUEST", ...event("UID:leap", "DTSTART:16000229T090000Z", "DURATION:PT1H",
       "RRULE:FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1")))!

@@ -185,6 +185,24 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(yield* receive(calendar("REPLY", "UID:review@partner.test", "DTSTART:20261205T100000Z"))).toBeUndefined()
       }))
 
+    it.effect("does not keep a calendar naming over 500 dates (RDATE and EXDATE), nor an update that would take it past that", () =>
+      Effect.gen(function*() {
+        const { list, receive } = yield* world()
+        const days = (n: number, from: number) =>
+          Array.from({ length: n }, (_, i) => new Date(Date.UTC(2026, 11, 1 + from + i, 10)).toISOString().replace(/[-:]|\.000/g, ""))
+        const listing = (uid: string, sequence: number, rdates: Array<string>, exdates: Array<string> = []) =>
+          calendar("REQUEST", `UID:${uid}`, `SEQUENCE:${sequence}`, "DTSTART:20261201T100000Z", "DURATION:PT1H", "SUMMARY:Listed",
+            ...rdates.map((d) => `RDATE:${d}`), ...(exdates.length > 0 ? [`EXDATE:${exdates.join(",")}`] : []))
+        // 500 dates: kept (every day from 2 December, less the 10 called off).
+        expect(yield* receive(listing("kept", 0, days(490, 1), days(10, 1)))).toMatchObject({ change: "new" })
+        expect((yield* list()).map((o) => o.start.date_time)).toEqual(["2026-12-01T10:00:00Z", "2026-12-12T10:00:00Z", "2026-12-13T10:00:00Z",
+          "2026-12-14T10:00:00Z"])
+        // 501: not kept; an update of the kept one to 501: not applied, the schedule stays as it was.
+        expect(yield* receive(listing("long", 0, days(501, 1)))).toBeUndefined()
+        expect(yield* receive(listing("kept", 1, days(491, 1), days(10, 1)))).toBeUndefined()
+        expect((yield* list()).map((o) => o.uid)).toEqual(["kept", "kept", "kept", "kept"])
+      }))
+
     it.effect("answers a range: a week from now by default, at most limit occurrences (hasMore), whole days, and its refusals", () =>
       Effect.gen(function*() {
         const { address, owner, mailboxId, receive, schedule } = yield* world()
