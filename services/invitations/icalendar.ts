@@ -54,8 +54,9 @@ const timesExist = (text: string): boolean => {
   return true
 }
 
-/** How many zones, as calendars define them, are kept made (`definedZone`). */
+/** How many zones, as calendars define them, are kept made (`definedZone`), and how long a definition kept may be. */
 const MAX_DEFINED_ZONES = 500
+const MAX_DEFINITION_CHARS = 16 * 1024
 const definedZones = new Map<string, ICAL.Timezone>()
 
 /**
@@ -63,10 +64,13 @@ const definedZones = new Map<string, ICAL.Timezone>()
  * are kept): ical.js works out a zone's changes from its first observance up to the year asked, and
  * Outlook's begin in 1601, so a zone made afresh for each calendar read (ical.js makes its own for
  * each) cost ~14 ms a time converted: 85 ms to read an Outlook invitation's headline and a week of it.
- * Made once, it keeps the changes it has worked out.
+ * Made once, it keeps the changes it has worked out. Made from a copy of the definition, so that it
+ * does not keep the calendar it came in; a definition over MAX_DEFINITION_CHARS (real ones are under
+ * 2K) is made afresh each time, as ical.js would.
  */
 const definedZone = (definition: ICAL.Component) => {
   const key = definition.toString()
+  if (key.length > MAX_DEFINITION_CHARS) return new ICAL.Timezone(definition)
   const kept = definedZones.get(key)
   if (kept !== undefined) {
     // The most recently used last: the first is the one to let go.
@@ -74,7 +78,7 @@ const definedZone = (definition: ICAL.Component) => {
     definedZones.set(key, kept)
     return kept
   }
-  const zone = new ICAL.Timezone(definition)
+  const zone = new ICAL.Timezone(new ICAL.Component(definition.toJSON()))
   if (definedZones.size >= MAX_DEFINED_ZONES) definedZones.delete(definedZones.keys().next().value!)
   definedZones.set(key, zone)
   return zone
