@@ -54,9 +54,15 @@ const timesExist = (text: string): boolean => {
   return true
 }
 
-/** How many zones, as calendars define them, are kept made (`definedZone`), and how long a definition kept may be. */
-const MAX_DEFINED_ZONES = 500
+/**
+ * How many zones, as calendars define them, are kept made (`definedZone`); how long a definition kept
+ * may be; and how many worked-out changes of offset they may hold together. Outlook's zones, worked out
+ * from 1601 to now, hold ~860 changes (~180 KB) each; one worked out to a stranger's year 9999 holds
+ * ~17,000 (3.5 MB, 0.4 s to work out), so past MAX_KEPT_CHANGES all are let go, to be made again as used.
+ */
+const MAX_DEFINED_ZONES = 100
 const MAX_DEFINITION_CHARS = 16 * 1024
+const MAX_KEPT_CHANGES = 200_000
 const definedZones = new Map<string, ICAL.Timezone>()
 
 /**
@@ -71,6 +77,9 @@ const definedZones = new Map<string, ICAL.Timezone>()
 const definedZone = (definition: ICAL.Component) => {
   const key = definition.toString()
   if (key.length > MAX_DEFINITION_CHARS) return new ICAL.Timezone(definition)
+  let changes = 0
+  for (const zone of definedZones.values()) changes += zone.changes.length
+  if (changes > MAX_KEPT_CHANGES) definedZones.clear()
   const kept = definedZones.get(key)
   if (kept !== undefined) {
     // The most recently used last: the first is the one to let go.
