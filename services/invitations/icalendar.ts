@@ -34,6 +34,9 @@ export type CalendarUnreadable = "damaged" | "no_event"
 /** Text longer than this in one field (a description pasted whole) is cut. */
 const MAX_FIELD_CHARS = 100_000
 
+/** A calendar's content lines, unfolded (RFC 5545 §3.1: a line break then a space or tab continues a line). */
+export const contentLines = (text: string): Array<string> => text.replace(/\r?\n[ \t]/g, "").split(/\r?\n/)
+
 /** The properties whose values are dates or date-times an event is placed by. */
 const TIMED = /^(?:DTSTART|DTEND|DUE|RECURRENCE-ID|EXDATE|RDATE)[;:]/i
 
@@ -42,7 +45,7 @@ const TIMED = /^(?:DTSTART|DTEND|DUE|RECURRENCE-ID|EXDATE|RDATE)[;:]/i
  * 20261345T256199Z as 15 February 2027, 02:02:39, which no organizer meant (RFC 5545 §3.3.4-5).
  */
 const timesExist = (text: string): boolean => {
-  for (const line of text.replace(/\r?\n[ \t]/g, "").split(/\r?\n/)) {
+  for (const line of contentLines(text)) {
     if (!TIMED.test(line)) continue
     for (const value of line.slice(line.indexOf(":", line.search(/[;:]/)) + 1).split(",")) {
       const m = /^(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})Z?)?$/i.exec(value.trim())

@@ -20,7 +20,7 @@
  */
 import { Either } from "effect"
 import ICAL from "ical.js"
-import { eventTime, parseCalendar, readInvitation, zoneOf } from "../invitations/icalendar.ts"
+import { contentLines, eventTime, parseCalendar, readInvitation, zoneOf } from "../invitations/icalendar.ts"
 import type { EventTime, Party } from "../invitations/schemas.ts"
 import { MAX_TIMES_OF_DAY, timesOfDay } from "./rule-limits.ts"
 
@@ -47,9 +47,9 @@ export const WALK_BUDGET_MS = 250
  * ical.js reads every one at each expansion (~0.05 ms each), so a stranger's calendar listing 40,000
  * (1 MB) cost every schedule request of the mailbox over a second. A longer one is not kept.
  */
-export const MAX_KEPT_DATES = 500
+const MAX_KEPT_DATES = 500
 /** The longest calendar text the schedule keeps: each range asked reads it whole (~0.4 ms a kilobyte). */
-export const MAX_KEPT_CHARS = 256 * 1024
+const MAX_KEPT_CHARS = 256 * 1024
 
 const DATES = /^(?:RDATE|EXDATE)[;:]/i
 
@@ -57,8 +57,8 @@ const DATES = /^(?:RDATE|EXDATE)[;:]/i
 export const unkeepable = (kept: string): string | undefined => {
   if (kept.length > MAX_KEPT_CHARS) return `${kept.length} characters, at most ${MAX_KEPT_CHARS}`
   let dates = 0
-  for (const line of kept.replace(/\r?\n[ \t]/g, "").split(/\r?\n/)) {
-    // The values follow the first colon outside a quoted parameter; dates hold no colon of their own.
+  for (const line of contentLines(kept)) {
+    // The values follow the last colon: a parameter may hold one (a quoted TZID), dates hold none.
     if (DATES.test(line)) dates += line.slice(line.lastIndexOf(":") + 1).split(",").length
   }
   return dates > MAX_KEPT_DATES ? `${dates} dates in RDATE and EXDATE, at most ${MAX_KEPT_DATES}` : undefined
@@ -306,6 +306,9 @@ const wallClock = (time: ICAL.Time) => Date.UTC(time.year, time.month - 1, time.
 /** More than any zone's offset from UTC. */
 const SLACK = 15 * 3_600_000
 
+/** The master's repeat rules (RRULE), as this reading of the calendar holds them. */
+const rulesOf = (master: ICAL.Component) => master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
+
 const gcd = (a: number, b: number): number => b === 0 ? a : gcd(b, a % b)
 const hasCount = (rule: ICAL.Recur) => rule.count !== null && rule.count !== undefined
 
@@ -345,7 +348,7 @@ const forwardStep = (rules: ReadonlyArray<ICAL.Recur>): { readonly unit: "days" 
  * invitation whose series began decades ago would otherwise cost every request that walk.
  */
 const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefined => {
-  const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
+  const rules = rulesOf(master)
   const start = master.getFirstPropertyValue("dtstart")
   const by = forwardStep(rules)
   if (by === undefined || rules.some(hasCount) || !(start instanceof ICAL.Time)) return undefined
@@ -398,7 +401,7 @@ interface Walk {
 
 /** Whether the master's rules can only be walked from their first repeat: a COUNT, or rules fastForward has no step for. */
 const walkedFromStart = (master: ICAL.Component) => {
-  const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
+  const rules = rulesOf(master)
   return rules.length > 0 && (rules.some(hasCount) || forwardStep(rules) === undefined)
 }
 
@@ -414,7 +417,7 @@ const walkedFromStart = (master: ICAL.Component) => {
 function* repeatsOf(calendar: ICAL.Component, master: ICAL.Component, walk: Walk = {}): Generator<ICAL.Time, boolean, undefined> {
   const overrides = calendar.getAllSubcomponents("vevent").filter((e) => e !== master && e.hasProperty("recurrence-id"))
   const changed = new Set(overrides.map(recurrenceKey))
-  const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
+  const rules = rulesOf(master)
   const times = rules.map((rule) => timesOfDay(rule.toString()))
   const start = master.getFirstPropertyValue("dtstart")
   if (times.some((n) => n > MAX_TIMES_OF_DAY)) {
@@ -482,7 +485,7 @@ export function* spanning(kept: string, budgetMs = WALK_BUDGET_MS): Generator<vo
     const first = singleOf(master, calendar, null)
     if (first !== undefined) found.push(first)
     if (repeats(master)) {
-      const rules = master.getAllProperties("rrule").map((p) => p.getFirstValue() as ICAL.Recur)
+      const rules = rulesOf(master)
       const fromStart = walkedFromStart(master)
       endless = !fromStart && rules.some((rule) => !rule.isFinite())
       let last: ICAL.Time | undefined

@@ -69,7 +69,7 @@ interface EntryFields {
 
 interface EntryRow extends EntryFields {
   readonly calendar: string
-  /** The last repeat walking its rules from the first reached when it was kept (occurrences.ts `span`). */
+  /** The last repeat walking its rules from the first reached when it was kept (occurrences.ts `spanning`). */
   readonly repeatsUntil: string | null
 }
 

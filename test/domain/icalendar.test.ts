@@ -12,6 +12,11 @@ const fixture = (name: string) => fs.readFileSync(new URL(`../fixtures/calendars
 const calendar = (...lines: Array<string>) => ["BEGIN:VCALENDAR", "VERSION:2.0", ...lines, "END:VCALENDAR", ""].join("\r\n")
 const event = (...lines: Array<string>) => ["BEGIN:VEVENT", ...lines, "END:VEVENT"]
 const read = (text: string) => Either.getOrThrow(readInvitation(text))
+/** The zone the calendar's first event's start is read in. */
+const zoneOfStart = (text: string) => {
+  const event = Either.getOrThrow(parseCalendar(text)).getFirstSubcomponent("vevent")!
+  return (event.getFirstPropertyValue("dtstart") as unknown as { readonly zone: unknown }).zone
+}
 
 describe("reading an invitation", () => {
   it("reads Outlook's: times through its own VTIMEZONE (a Windows zone name), the repeat rule, people with their roles and answers", () => {
@@ -38,10 +43,6 @@ describe("reading an invitation", () => {
   })
 
   it("makes a zone a calendar defines once, whatever reads it: Outlook's rules since 1601 are worked out once, not at every reading", () => {
-    const zoneOfStart = (text: string) => {
-      const event = Either.getOrThrow(parseCalendar(text)).getFirstSubcomponent("vevent")!
-      return (event.getFirstPropertyValue("dtstart") as unknown as { readonly zone: unknown }).zone
-    }
     const outlook = fixture("outlook-request.ics")
     const zone = zoneOfStart(outlook)
     expect(zone).toBeInstanceOf(ICAL.Timezone)
@@ -55,10 +56,6 @@ describe("reading an invitation", () => {
   })
 
   it("lets the zones it keeps go when they hold too much: a dozen worked out to the year 9999 (3.5 MB each)", { timeout: 60_000 }, () => {
-    const zoneOfStart = (text: string) => {
-      const event = Either.getOrThrow(parseCalendar(text)).getFirstSubcomponent("vevent")!
-      return (event.getFirstPropertyValue("dtstart") as unknown as { readonly zone: unknown }).zone
-    }
     const outlook = fixture("outlook-request.ics")
     const zone = zoneOfStart(outlook)
     expect(zoneOfStart(outlook)).toBe(zone)
