@@ -99,14 +99,30 @@ export const impliedParents = (folders: ReadonlyArray<Folder>): ReadonlyArray<st
 
 export type SystemFlag = "\\Seen" | "\\Flagged"
 export const PERMANENT_FLAGS: ReadonlyArray<SystemFlag> = ["\\Seen", "\\Flagged"]
-/** Flags a client may name and Mailroom keeps nowhere: accepted for the session, like RFC 3501's \Recent. */
-export const SESSION_FLAGS = ["\\Answered", "\\Deleted", "\\Draft"] as const
+/**
+ * The flags no label holds, kept for IMAP alone (imap_flags) as a mail program sets them: the email's in
+ * every folder that shows it. Received mail the mailbox has answered shows \Answered besides.
+ */
+export type KeptFlag = "\\Answered" | "\\Deleted" | "\\Draft"
+export const KEPT_FLAGS: ReadonlyArray<KeptFlag> = ["\\Answered", "\\Deleted", "\\Draft"]
+export type Flag = SystemFlag | KeptFlag
 
-/** A message's flags from its labels. */
-export const flagsOf = (message: { readonly direction: string; readonly labels: ReadonlyArray<string> }): Array<SystemFlag> => {
-  const flags: Array<SystemFlag> = []
+/** What a message's flags are made of: its labels, the flags kept for it, and whether the mailbox answered it. */
+export interface Flagged {
+  readonly direction: string
+  readonly labels: ReadonlyArray<string>
+  readonly kept: ReadonlyArray<KeptFlag>
+  readonly answered: boolean
+}
+
+/** A message's flags, in the order FLAGS lists them. */
+export const flagsOf = (message: Flagged): Array<Flag> => {
+  const flags: Array<Flag> = []
   if (message.direction === "outbound" || !message.labels.includes(UNREAD)) flags.push("\\Seen")
   if (message.labels.includes(FLAGGED_LABEL)) flags.push("\\Flagged")
+  for (const flag of KEPT_FLAGS) {
+    if (message.kept.includes(flag) || (flag === "\\Answered" && message.answered)) flags.push(flag)
+  }
   return flags
 }
 

@@ -16,7 +16,7 @@ import { Deletions } from "../mail/deletion.ts"
 import type { LabelChange } from "../mail/label-rules.ts"
 import { Labels } from "../mail/labels.ts"
 import { ImapRefused, outage } from "./refusals.ts"
-import { FolderViews } from "./views.ts"
+import { FolderViews, type KeptFlagChange } from "./views.ts"
 
 export interface SignedIn {
   readonly principal: Principal
@@ -105,6 +105,20 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
       return new Map(rows.map((row) => [row.id, row.labels]))
     })
 
+    /**
+     * STORE of kept flags (\Answered, \Deleted, \Draft): the flags each email now has, by email id
+     * (one left out has none kept).
+     */
+    const keepFlags = Effect.fn("ImapStore.keepFlags")(
+      function*(principal: Principal, mailboxId: string, emailIds: ReadonlyArray<string>, change: KeptFlagChange) {
+        if (principal.readOnly) return yield* readOnly
+        const now = yield* views.keepFlags(mailboxId, emailIds, change)
+        // Flags added reach every email still there: one missing was deleted meanwhile.
+        if (change.add.length > 0 && now.size < new Set(emailIds).size) return yield* expungeIssued
+        return now
+      }
+    )
+
     /** EXPUNGE: the emails deleted, as DELETE /emails does (sent mail still being delivered is kept: CANNOT). */
     const deleteEmails = Effect.fn("ImapStore.deleteEmails")(function*(principal: Principal, emailIds: ReadonlyArray<string>) {
       if (principal.readOnly) return yield* readOnly
@@ -119,7 +133,7 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
       )
     })
 
-    const { folders, raw, resolve, search, sentCopy, sync } = views
-    return { folders, resolve, sync, raw, search, sentCopy, signIn, recheck, changeLabels, deleteEmails } as const
+    const { carrying, folders, raw, resolve, search, sentCopy, sync } = views
+    return { folders, resolve, sync, raw, search, sentCopy, carrying, signIn, recheck, changeLabels, keepFlags, deleteEmails } as const
   })
 }) {}

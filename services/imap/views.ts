@@ -14,7 +14,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { escapeLike } from "../like.ts"
 import { UNREAD } from "../mail/label-rules.ts"
-import { FLAGGED_LABEL, type Folder, folderKey, folderNamed, foldersOf, JUNK_LABELS } from "./folders.ts"
+import { FLAGGED_LABEL, type Folder, folderKey, folderNamed, foldersOf, JUNK_LABELS, KEPT_FLAGS, type KeptFlag } from "./folders.ts"
 import { outage } from "./refusals.ts"
 
 /** A message of a folder, as a session keeps it. */
@@ -25,6 +25,16 @@ export interface FolderMessage {
   readonly labels: ReadonlyArray<string>
   readonly size: number
   readonly receivedAt: Date
+  /** The flags kept for it (imap_flags). */
+  readonly kept: ReadonlyArray<KeptFlag>
+  /** Received mail the mailbox has sent a reply to (\Answered, whatever was kept). */
+  readonly answered: boolean
+}
+
+/** A STORE of kept flags: those added and those taken away (FLAGS without + or -: every other one taken away). */
+export interface KeptFlagChange {
+  readonly add: ReadonlyArray<KeptFlag>
+  readonly remove: ReadonlyArray<KeptFlag>
 }
 
 export interface FolderState {
@@ -47,6 +57,9 @@ export type SearchKey =
   | { readonly kind: "not"; readonly key: SearchKey }
   | { readonly kind: "or"; readonly left: SearchKey; readonly right: SearchKey }
   | { readonly kind: "and"; readonly keys: ReadonlyArray<SearchKey> }
+
+/** Kept flags as FLAGS lists them. */
+const inOrder = (flags: ReadonlyArray<string>): ReadonlyArray<KeptFlag> => KEPT_FLAGS.filter((flag) => flags.includes(flag))
 
 /** What may stand on either side of an address written in a header, and not be part of it (regex classes). */
 const ADDRESS_EDGE_BEFORE = "(^|[^a-z0-9._%+-])"
@@ -91,6 +104,47 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     }
 
     /**
+     * The Message-IDs of the mail the mailbox has answered: those its sent mail names in In-Reply-To
+     * (a reply; a forward names the email it carries in References only).
+     */
+    const answeredIn = (mailboxId: string) =>
+      Effect.map(
+        sql<{ answered: string }>`
+          SELECT DISTINCT substring(headers->>'in-reply-to' FROM '<[^<>]*>') AS answered FROM emails
+          WHERE mailbox_id = ${mailboxId} AND direction = 'outbound' AND headers ? 'in-reply-to'`,
+        (rows) => new Set(rows.map((row) => row.answered))
+      )
+
+    /**
+     * STORE of kept flags on some of the mailbox's emails, each changed where it is kept (two sessions
+     * adding flags to one message both count). The flags each now has, by email id: with flags added,
+     * every email of `emailIds` still there; with flags only taken away, those that had any kept.
+     */
+    const keepFlags = Effect.fn("FolderViews.keepFlags")(function*(mailboxId: string, emailIds: ReadonlyArray<string>, change: KeptFlagChange) {
+      const after = sql`ARRAY(
+        SELECT DISTINCT f FROM unnest(imap_flags.flags || ${[...change.add]}::text[]) AS f
+        WHERE NOT (f = ANY(${[...change.remove]}::text[])))`
+      const rows = yield* (change.add.length > 0
+        ? sql<{ emailId: string; flags: ReadonlyArray<KeptFlag> }>`
+          INSERT INTO imap_flags (email_id, mailbox_id, flags)
+          SELECT e.id, e.mailbox_id, ${[...change.add]}::text[] FROM emails e
+          WHERE e.mailbox_id = ${mailboxId} AND e.id = ANY(${[...emailIds]}::text[])
+          ON CONFLICT (email_id) DO UPDATE SET flags = ${after}
+          RETURNING email_id, flags`
+        : sql<{ emailId: string; flags: ReadonlyArray<KeptFlag> }>`
+          UPDATE imap_flags SET flags = ${after}
+          WHERE mailbox_id = ${mailboxId} AND email_id = ANY(${[...emailIds]}::text[])
+          RETURNING email_id, flags`)
+      return new Map(rows.map((row) => [row.emailId, inOrder(row.flags)]))
+    }, Effect.catchTag("SqlError", outage))
+
+    /** The mailbox's emails that carry the kept flag `flag` now (whichever session set it). */
+    const carrying = Effect.fn("FolderViews.carrying")(function*(mailboxId: string, flag: KeptFlag) {
+      const rows = yield* sql<{ emailId: string }>`SELECT email_id FROM imap_flags WHERE mailbox_id = ${mailboxId} AND ${flag} = ANY(flags)`
+      return new Set(rows.map((row) => row.emailId))
+    }, Effect.catchTag("SqlError", outage))
+
+    /**
      * The folder's messages now, numbered: emails new to it get the next UIDs (in arrival order),
      * emails that left it lose theirs. One transaction, the folder's row locked, so sessions numbering
      * the same folder at once take turns.
@@ -109,8 +163,10 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
         // Two plain reads and the difference computed here: no join whose plan would depend on the
         // tables' statistics (the embedded database keeps none fresh, and a nested loop over a
         // folder's every message twice took seconds at 10,000).
-        const members = yield* sql<{ id: string; direction: string; labels: ReadonlyArray<string>; size: number; receivedAt: Date }>`
-          SELECT e.id, e.direction, e.labels, e.size, e.received_at FROM emails e
+        const members = yield* sql<
+          { id: string; messageId: string; direction: string; labels: ReadonlyArray<string>; size: number; receivedAt: Date }
+        >`
+          SELECT e.id, e.message_id, e.direction, e.labels, e.size, e.received_at FROM emails e
           WHERE e.mailbox_id = ${mailboxId} AND ${inFolder(folder)}
           ORDER BY e.received_at, e.id`
         const numbered = yield* sql<{ uid: string; emailId: string }>`
@@ -134,14 +190,24 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
           uidNext += arriving.length
           yield* sql`UPDATE imap_folders SET uid_next = ${uidNext} WHERE mailbox_id = ${mailboxId} AND folder = ${key}`
         }
+        const kept = new Map(
+          (yield* sql<{ emailId: string; flags: ReadonlyArray<KeptFlag> }>`
+            SELECT email_id, flags FROM imap_flags WHERE mailbox_id = ${mailboxId}`).map((row) => [row.emailId, inOrder(row.flags)])
+        )
+        const answered = folder.kind === "sent" ? new Set<string>() : yield* answeredIn(mailboxId)
         const messages = members
-          .map((email) => ({ ...email, emailId: email.id, uid: uidOf.get(email.id)!, size: Number(email.size) }))
+          .map((email) => ({
+            uid: uidOf.get(email.id)!,
+            emailId: email.id,
+            direction: email.direction,
+            labels: email.labels,
+            size: Number(email.size),
+            receivedAt: email.receivedAt,
+            kept: kept.get(email.id) ?? [],
+            answered: email.direction === "inbound" && answered.has(email.messageId)
+          }))
           .sort((a, b) => a.uid - b.uid)
-        return {
-          uidValidity,
-          uidNext,
-          messages: messages.map(({ direction, emailId, labels, receivedAt, size, uid }) => ({ uid, emailId, direction, labels, size, receivedAt }))
-        } satisfies FolderState
+        return { uidValidity, uidNext, messages } satisfies FolderState
       }).pipe(sql.withTransaction)
     }, Effect.catchTag("SqlError", outage))
 
@@ -257,6 +323,6 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
       return rows[0]?.id
     }, Effect.catchTag("SqlError", outage))
 
-    return { folders, resolve, sync, raw, search, sentCopy } as const
+    return { folders, resolve, sync, raw, search, sentCopy, keepFlags, carrying } as const
   })
 }) {}

@@ -1,15 +1,16 @@
 /**
  * SEARCH's keys (RFC 3501 §6.4.4) read into the store's SearchKey: flags kept as labels are asked of the
- * store; flags kept for the session, sequence numbers and `*` are resolved here against the session's
- * view, so the store sees UIDs only.
+ * store; the flags no label holds (\Answered, \Deleted, \Draft), sequence numbers and `*` are resolved
+ * here against the session's view (the flags as the session was last told them), so the store sees UIDs only.
  */
+import type { KeptFlag } from "../../services/imap/folders.ts"
 import type { SearchKey } from "../../services/imap/views.ts"
 import { type Arg, astring, BadCommand, parseSearchDate, utf8 } from "./protocol.ts"
 
 /** What the session's view of its folder answers while its keys are read. */
 export interface SearchContext {
-  /** The UIDs of the messages carrying a flag kept for the session (\\Answered, \\Deleted, \\Draft). */
-  readonly withFlag: (flag: string) => ReadonlyArray<number>
+  /** The UIDs of the messages carrying a flag no label holds (\Answered, \Deleted, \Draft), as the session knows them. */
+  readonly withFlag: (flag: KeptFlag) => ReadonlyArray<number>
   /** The UIDs a sequence-number set names. */
   readonly bySequence: (arg: Arg) => ReadonlyArray<number>
   /** A UID set's ranges, `*` resolved. */
@@ -38,7 +39,7 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext,
     if (!/^\d+$/.test(raw)) throw new BadCommand(`Not a number: ${raw}`)
     return Number(raw)
   }
-  const withSessionFlag = (flag: string, set: boolean): SearchKey => {
+  const withKeptFlag = (flag: KeptFlag, set: boolean): SearchKey => {
     const key: SearchKey = { kind: "uids", ranges: context.withFlag(flag).map((uid) => [uid, uid] as const) }
     return set ? key : { kind: "not", key }
   }
@@ -76,13 +77,13 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext,
         return { kind: "flag", flag: "flagged", set: name === "FLAGGED" }
       case "ANSWERED":
       case "UNANSWERED":
-        return withSessionFlag("\\Answered", name === "ANSWERED")
+        return withKeptFlag("\\Answered", name === "ANSWERED")
       case "DELETED":
       case "UNDELETED":
-        return withSessionFlag("\\Deleted", name === "DELETED")
+        return withKeptFlag("\\Deleted", name === "DELETED")
       case "DRAFT":
       case "UNDRAFT":
-        return withSessionFlag("\\Draft", name === "DRAFT")
+        return withKeptFlag("\\Draft", name === "DRAFT")
       case "FROM":
       case "TO":
       case "CC":

@@ -17,9 +17,9 @@ import {
   flagsOf,
   HIERARCHY_DELIMITER,
   impliedParents,
+  KEPT_FLAGS,
   labelChangeFor,
   PERMANENT_FLAGS,
-  SESSION_FLAGS,
   type SystemFlag
 } from "../../services/imap/folders.ts"
 import { bodyStructure, envelope, header, parseMessage, sectionBytes } from "../../services/imap/mime.ts"
@@ -72,8 +72,6 @@ interface Selected {
   readonly uidValidity: number
   uidNext: number
   messages: Array<FolderMessage>
-  /** Flags kept for the session only (\Deleted, \Answered, \Draft), by UID. */
-  readonly sessionFlags: Map<number, Set<string>>
 }
 
 /** RFC 3501's LIST wildcards as a regular expression: `*` any, `%` any but the hierarchy's separator. */
@@ -129,10 +127,7 @@ export const makeSession = (
     return undefined
   }
 
-  const flagsFor = (state: Selected, message: FolderMessage): Array<Raw> => [
-    ...flagsOf(message).map((flag) => new Raw(flag)),
-    ...[...(state.sessionFlags.get(message.uid) ?? [])].map((flag) => new Raw(flag))
-  ]
+  const flagsFor = (message: FolderMessage): Array<Raw> => flagsOf(message).map((flag) => new Raw(flag))
 
   /** The messages a sequence set names (by sequence number, or by UID for the UID commands). */
   const pick = (state: Selected, set: SequenceSet, byUid: boolean): Array<FolderMessage> => {
@@ -163,7 +158,6 @@ export const makeSession = (
         const message = state.messages[seq - 1]!
         if (!uids.has(message.uid)) continue
         state.messages.splice(seq - 1, 1)
-        state.sessionFlags.delete(message.uid)
         if (!quiet) yield* untagged(`${seq} EXPUNGE`)
       }
     })
@@ -180,7 +174,7 @@ export const makeSession = (
         const after = current.get(before.uid)!
         state.messages[index] = after
         if (flagsOf(before).join(" ") !== flagsOf(after).join(" ")) {
-          yield* untagged(`${index + 1} FETCH ${serialize([new Raw("UID"), after.uid, new Raw("FLAGS"), flagsFor(state, after)])}`)
+          yield* untagged(`${index + 1} FETCH ${serialize([new Raw("UID"), after.uid, new Raw("FLAGS"), flagsFor(after)])}`)
         }
       }
       const added = now.messages.filter((message) => message.uid > lastUid)
@@ -199,10 +193,9 @@ export const makeSession = (
       const state = yield* store.sync(signedIn!.mailboxId, folder)
       const readOnly = examine || signedIn!.principal.readOnly
       const unseen = state.messages.findIndex((message) => !flagsOf(message).includes("\\Seen"))
-      yield* untagged(`FLAGS (${[...PERMANENT_FLAGS, ...SESSION_FLAGS].join(" ")})`)
-      // \Deleted is the session's (SESSION_FLAGS), but listed: clients that mark messages only with a
-      // permanent flag (imapflow's messageDelete) would otherwise delete nothing. Unexpunged, it is forgotten.
-      yield* untagged(`OK [PERMANENTFLAGS (${readOnly ? "" : [...PERMANENT_FLAGS, "\\Deleted"].join(" ")})] Flags kept`)
+      const flags = [...PERMANENT_FLAGS, ...KEPT_FLAGS].join(" ")
+      yield* untagged(`FLAGS (${flags})`)
+      yield* untagged(`OK [PERMANENTFLAGS (${readOnly ? "" : flags})] Flags kept`)
       yield* untagged(`${state.messages.length} EXISTS`)
       yield* untagged("0 RECENT")
       if (unseen >= 0) yield* untagged(`OK [UNSEEN ${unseen + 1}] First unseen`)
@@ -213,8 +206,7 @@ export const makeSession = (
         readOnly,
         uidValidity: state.uidValidity,
         uidNext: state.uidNext,
-        messages: [...state.messages],
-        sessionFlags: new Map()
+        messages: [...state.messages]
       }
       yield* tagged(tag, "OK", `[${readOnly ? "READ-ONLY" : "READ-WRITE"}] ${examine ? "EXAMINE" : "SELECT"} completed`)
     })
@@ -341,7 +333,7 @@ export const makeSession = (
               }
             }
           }
-          if (wantsFlags) out.push(new Raw("FLAGS"), flagsFor(state, message))
+          if (wantsFlags) out.push(new Raw("FLAGS"), flagsFor(message))
           yield* untagged(`${seq} FETCH ${serialize(out)}`)
         }
       }
@@ -365,20 +357,21 @@ export const makeSession = (
         if (mode === "replace") yield* changeFlags(state, messages, flag, named(flag))
         else if (named(flag)) yield* changeFlags(state, messages, flag, mode === "add")
       }
-      for (const message of messages) {
-        const kept = state.sessionFlags.get(message.uid) ?? new Set<string>()
-        for (const flag of SESSION_FLAGS) {
-          if (mode === "replace" ? named(flag) : named(flag) && mode === "add") kept.add(flag)
-          else if (mode === "replace" || named(flag)) kept.delete(flag)
+      const add = KEPT_FLAGS.filter((flag) => named(flag) && mode !== "remove")
+      const remove = KEPT_FLAGS.filter((flag) => mode === "replace" ? !named(flag) : named(flag) && mode === "remove")
+      if (messages.length > 0 && add.length + remove.length > 0) {
+        const kept = yield* store.keepFlags(signedIn!.principal, signedIn!.mailboxId, messages.map((message) => message.emailId), { add, remove })
+        for (const picked of messages) {
+          const seq = seqOf(picked.uid)
+          if (seq !== undefined) state.messages[seq - 1] = { ...state.messages[seq - 1]!, kept: kept.get(picked.emailId) ?? [] }
         }
-        state.sessionFlags.set(message.uid, kept)
       }
       if (!match[2]) {
         for (const picked of messages) {
           const seq = seqOf(picked.uid)
           if (seq === undefined) continue
           const message = state.messages[seq - 1]!
-          const out: Array<Out> = [new Raw("FLAGS"), flagsFor(state, message)]
+          const out: Array<Out> = [new Raw("FLAGS"), flagsFor(message)]
           if (byUid) out.unshift(new Raw("UID"), message.uid)
           yield* untagged(`${seq} FETCH ${serialize(out)}`)
         }
@@ -398,7 +391,7 @@ export const makeSession = (
       if (rest.length === 0) throw new BadCommand("SEARCH needs a key")
       const largest = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
       const key = readSearchKeys(rest, {
-        withFlag: (flag) => state.messages.filter((message) => state.sessionFlags.get(message.uid)?.has(flag)).map((message) => message.uid),
+        withFlag: (flag) => state.messages.filter((message) => flagsOf(message).includes(flag)).map((message) => message.uid),
         bySequence: (arg) => pick(state, sequenceSet(arg, state, false), false).map((message) => message.uid),
         uidRanges: (arg) =>
           sequenceSet(arg, state, true).map(([a, b]) => {
@@ -441,10 +434,11 @@ export const makeSession = (
     Effect.gen(function*() {
       const state = selected!
       if (state.readOnly) return yield* tagged(tag, "NO", "[READ-ONLY] The folder is open read-only")
-      const doomed = state.messages.filter((message) =>
-        state.sessionFlags.get(message.uid)?.has("\\Deleted") &&
-        (only === undefined || inSequenceSet(only, message.uid, state.messages[state.messages.length - 1]!.uid))
-      )
+      const last = state.messages[state.messages.length - 1]?.uid ?? 0
+      const asked = state.messages.filter((message) => only === undefined || inSequenceSet(only, message.uid, last))
+      // \Deleted as it is now: another session may have set it, or taken it away.
+      const marked = asked.length === 0 ? new Set<string>() : yield* store.carrying(signedIn!.mailboxId, "\\Deleted")
+      const doomed = asked.filter((message) => marked.has(message.emailId))
       const { deleted, kept } = yield* deleteAllYouCan(doomed)
       yield* leaveView(state, deleted, quiet)
       // The messages kept keep \Deleted, and the client never hears them expunged: its view stays true.

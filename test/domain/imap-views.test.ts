@@ -2,12 +2,12 @@
  * IMAP's numbering of a mailbox's folders in process, over the suite's migrated database (PGlite, or
  * PostgreSQL with DATABASE_URL): which mail each folder shows, UIDs that only grow and are shared by
  * every session, mail that leaves a folder and comes back under a new UID, two sessions numbering at
- * once, and SEARCH's keys as conditions.
+ * once, the flags kept for IMAP and the mail the mailbox answered, and SEARCH's keys as conditions.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { type Folder, foldersOf, systemFolders } from "../../services/imap/folders.ts"
+import { flagsOf, type Folder, foldersOf, systemFolders } from "../../services/imap/folders.ts"
 import { FolderViews } from "../../services/imap/views.ts"
 import { testDatabase } from "../support/database.ts"
 import { insertEmail, insertMailbox } from "../support/seed-mail.ts"
@@ -166,5 +166,64 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       const bcc = (value: string) => views.search(mailbox.mailboxId, sent, { kind: "text", field: "bcc", value })
       expect(yield* bcc("bob@partner.test")).toEqual([1])
       expect(yield* bcc("jim")).toEqual([])
+    }))
+
+  it.effect("flags no label holds are the email's in every folder, changed where kept; mail the mailbox replied to is answered", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const question = yield* insertEmail(mailbox, { subject: "Question", receivedMinutesAgo: 30, labels: ["inbound", "Clients"] })
+      const offer = yield* insertEmail(mailbox, { subject: "Offer", receivedMinutesAgo: 20, labels: ["inbound"] })
+      const other = yield* insertEmail(mailbox, { subject: "Other", receivedMinutesAgo: 10, labels: ["inbound", "unread"] })
+      // Sent mail: a reply to the question (In-Reply-To) and a forward of the offer (References only).
+      const reply = yield* insertEmail(mailbox, {
+        subject: "Re: Question",
+        receivedMinutesAgo: 5,
+        labels: ["sent"],
+        headers: { "in-reply-to": `<${question.id}@test>`, references: `<${question.id}@test>` }
+      })
+      const forward = yield* insertEmail(mailbox, { subject: "Fwd: Offer", receivedMinutesAgo: 4, labels: ["sent"], headers: { references: `<${offer.id}@test>` } })
+      yield* sql`UPDATE emails SET direction = 'outbound' WHERE id IN (${reply.id}, ${forward.id})`
+      const flags = (state: { messages: ReadonlyArray<Parameters<typeof flagsOf>[0] & { emailId: string }> }) =>
+        Object.fromEntries(state.messages.map((m) => [m.emailId, flagsOf(m)]))
+
+      expect(flags(yield* views.sync(mailbox.mailboxId, inbox))).toEqual({
+        [question.id]: ["\\Seen", "\\Answered"],
+        [offer.id]: ["\\Seen"],
+        [other.id]: []
+      })
+      // The sent reply is not itself answered.
+      expect(flags(yield* views.sync(mailbox.mailboxId, sent))).toEqual({ [reply.id]: ["\\Seen"], [forward.id]: ["\\Seen"] })
+
+      // Added: every email named, kept flags in one order; an email of another mailbox is not touched.
+      const stranger = yield* insertEmail(yield* insertMailbox(yield* insertUser()), { subject: "Not yours", receivedMinutesAgo: 1 })
+      const added = yield* views.keepFlags(mailbox.mailboxId, [offer.id, question.id, stranger.id], { add: ["\\Draft", "\\Deleted"], remove: [] })
+      expect(Object.fromEntries(added)).toEqual({ [offer.id]: ["\\Deleted", "\\Draft"], [question.id]: ["\\Deleted", "\\Draft"] })
+      expect(yield* views.carrying(mailbox.mailboxId, "\\Deleted")).toEqual(new Set([offer.id, question.id]))
+      // The same email in a label's folder carries them too.
+      expect(flags(yield* views.sync(mailbox.mailboxId, label("Clients")))).toEqual({ [question.id]: ["\\Seen", "\\Answered", "\\Deleted", "\\Draft"] })
+
+      // Taken away: only where kept; a kept \\Answered goes, a reply's stays.
+      yield* views.keepFlags(mailbox.mailboxId, [question.id], { add: ["\\Answered"], remove: [] })
+      const removed = yield* views.keepFlags(mailbox.mailboxId, [offer.id, question.id, other.id], { add: [], remove: ["\\Deleted", "\\Answered"] })
+      expect(Object.fromEntries(removed)).toEqual({ [offer.id]: ["\\Draft"], [question.id]: ["\\Draft"] })
+      expect(flags(yield* views.sync(mailbox.mailboxId, inbox))).toEqual({
+        [question.id]: ["\\Seen", "\\Answered", "\\Draft"],
+        [offer.id]: ["\\Seen", "\\Draft"],
+        [other.id]: []
+      })
+      expect(yield* views.carrying(mailbox.mailboxId, "\\Deleted")).toEqual(new Set())
+
+      // Two sessions adding at once: both flags kept.
+      yield* Effect.all([
+        views.keepFlags(mailbox.mailboxId, [other.id], { add: ["\\Answered"], remove: [] }),
+        views.keepFlags(mailbox.mailboxId, [other.id], { add: ["\\Deleted"], remove: [] })
+      ], { concurrency: 2 })
+      expect(flags(yield* views.sync(mailbox.mailboxId, inbox))[other.id]).toEqual(["\\Answered", "\\Deleted"])
+
+      // The email deleted: its flags go with it.
+      yield* sql`DELETE FROM emails WHERE id = ${other.id}`
+      expect(yield* sql`SELECT 1 FROM imap_flags WHERE email_id = ${other.id}`).toEqual([])
     }))
 })

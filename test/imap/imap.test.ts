@@ -172,6 +172,65 @@ describe("IMAP", () => {
     }
   })
 
+  it("keeps \\Answered, \\Deleted and \\Draft for the email across sessions; mail the mailbox replied to is \\Answered", async () => {
+    const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
+    const subjects = [`Question ${fresh("q")}`, `Offer ${fresh("o")}`]
+    const received = []
+    for (const subject of subjects) {
+      await sendMail(suite.server.smtpPort, { from: "ada@example.com", to: box.address, subject, text: "Well?" })
+      received.push(await arrived(box, subject))
+    }
+    const [question, offer] = [received[0]!, received[1]!]
+    const replied = await withKey(suite.url, box.user).POST("/v1/api/emails/{emailId}/reply", {
+      params: { path: { emailId: question.email_id } },
+      body: { text: "Yes." }
+    })
+    expect(replied.response.status).toBe(202)
+    const flagsIn = async (client: ImapFlow) => {
+      const found: Record<string, Array<string>> = {}
+      for await (const message of client.fetch("1:*", { uid: true, flags: true })) found[message.uid] = [...message.flags ?? []].sort()
+      return found
+    }
+
+    const first = await connect(box.address, box.user.apiKey)
+    const lock = await first.getMailboxLock("INBOX")
+    try {
+      expect([...first.mailbox && first.mailbox.permanentFlags || []].sort()).toEqual(["\\Answered", "\\Deleted", "\\Draft", "\\Flagged", "\\Seen"])
+      // Replied to through the API: answered, as a mail program shows it.
+      expect(await flagsIn(first)).toEqual({ 1: ["\\Answered"], 2: [] })
+      expect(await first.messageFlagsAdd("2", ["\\Draft", "\\Deleted", "\\Answered"], { uid: true })).toBe(true)
+      // A reply's \\Answered is the email's history: taking it away leaves it.
+      expect(await first.messageFlagsRemove("1", ["\\Answered"], { uid: true })).toBe(true)
+      expect(await flagsIn(first)).toEqual({ 1: ["\\Answered"], 2: ["\\Answered", "\\Deleted", "\\Draft"] })
+    } finally {
+      lock.release()
+    }
+    await first.logout()
+
+    // Another session, later: the flags were kept.
+    const second = await connect(box.address, box.user.apiKey)
+    const third = await connect(box.address, box.user.apiKey)
+    const secondLock = await second.getMailboxLock("INBOX")
+    const thirdLock = await third.getMailboxLock("INBOX")
+    try {
+      expect(await flagsIn(second)).toEqual({ 1: ["\\Answered"], 2: ["\\Answered", "\\Deleted", "\\Draft"] })
+      // One session changes them: the other hears of it at its next NOOP.
+      expect(await second.messageFlagsSet("2", ["\\Deleted"], { uid: true })).toBe(true)
+      const heard = new Promise<{ uid: number; flags: Set<string> }>((resolve) => third.once("flags", resolve))
+      await third.noop()
+      expect(await heard).toMatchObject({ uid: 2, flags: new Set(["\\Deleted"]) })
+      // \\Deleted set by one session is expunged by another's CLOSE: the email is deleted, the other kept.
+      thirdLock.release()
+      await third.mailboxClose()
+      const gone = await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: offer.email_id } } })
+      expect(gone.response.status).toBe(404)
+      const kept = await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: question.email_id } } })
+      expect(kept.response.status).toBe(200)
+    } finally {
+      secondLock.release()
+    }
+  })
+
   it("searches by sender, subject, body, read state and UID", async () => {
     const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     const tag = fresh("s")
@@ -567,12 +626,12 @@ describe("IMAP on the wire", () => {
     try {
       expect(await send(`d1 LOGIN ${box.address} ${agent.apiKey}\r\n`, "d1")).toMatch(/d1 OK/)
       const selected = await send("d2 SELECT INBOX\r\n", "d2")
-      expect(selected).toContain("* OK [PERMANENTFLAGS (\\Seen \\Flagged \\Deleted)] Flags kept\r\n")
+      expect(selected).toContain("* OK [PERMANENTFLAGS (\\Seen \\Flagged \\Answered \\Deleted \\Draft)] Flags kept\r\n")
       expect(await send("d3 STORE 1:2 +FLAGS.SILENT (\\Deleted)\r\n", "d3")).toMatch(/d3 OK/)
       expect(await send("d4 EXPUNGE\r\n", "d4")).toBe(
         "* 2 EXPUNGE\r\nd4 OK EXPUNGE completed; 1 kept: An unsent draft replies to or forwards this mail: delete or change the draft first\r\n"
       )
-      // The one kept is still marked \Deleted in this session.
+      // The one kept is still marked \Deleted (kept with the email).
       expect(await send("d5 FETCH 1 FLAGS\r\n", "d5")).toMatch(/^\* 1 FETCH \(FLAGS \([^)]*\\Deleted[^)]*\)\)\r\nd5 OK/)
       expect((await account.GET("/v1/api/mailboxes/{mailboxId}/emails", { params: { path: { mailboxId: box.mailboxId } } })).data?.data.map((e) => e.subject))
         .toEqual([subjects[0]])
