@@ -20,7 +20,7 @@
  */
 import { Either } from "effect"
 import ICAL from "ical.js"
-import { contentLines, eventTime, parseCalendar, readInvitation, zoneOf } from "../invitations/icalendar.ts"
+import { contentLines, eventTime, parseCalendar, organizerOf, zoneOf } from "../invitations/icalendar.ts"
 import type { EventTime, Party } from "../invitations/schemas.ts"
 import { MAX_TIMES_OF_DAY, timesOfDay } from "./rule-limits.ts"
 
@@ -221,8 +221,7 @@ const cancelled = (incoming: ICAL.Component) => {
 export const headline = (kept: string): { readonly sequence: number; readonly status: EventStatus; readonly organizer: Party | null } => {
   const calendar = Either.getOrThrow(parseCalendar(kept))
   const event = masterOf(calendar) ?? calendar.getFirstSubcomponent("vevent")!
-  const read = readInvitation(kept)
-  return { sequence: sequenceOf(event), status: statusOf(event), organizer: Either.isRight(read) ? read.right.organizer : null }
+  return { sequence: sequenceOf(event), status: statusOf(event), organizer: organizerOf(event) }
 }
 
 /** One part's occurrence at `start` (an ICAL time in the part's own zone), lasting `duration` ms (or days). */
