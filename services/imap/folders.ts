@@ -100,30 +100,48 @@ export const impliedParents = (folders: ReadonlyArray<Folder>): ReadonlyArray<st
 export type SystemFlag = "\\Seen" | "\\Flagged"
 export const PERMANENT_FLAGS: ReadonlyArray<SystemFlag> = ["\\Seen", "\\Flagged"]
 /**
- * The flags no label holds, kept for IMAP alone (imap_flags) as a mail program sets them: the email's in
- * every folder that shows it. Received mail the mailbox has answered shows \Answered besides.
+ * The flags no label holds, kept for IMAP alone (imap_flags) as a mail program sets them, with its
+ * keywords: the email's in every folder that shows it. Received mail the mailbox has answered shows
+ * \Answered besides, and mail it forwarded $Forwarded (the keyword mail programs set on a forward).
  */
 export type KeptFlag = "\\Answered" | "\\Deleted" | "\\Draft"
 export const KEPT_FLAGS: ReadonlyArray<KeptFlag> = ["\\Answered", "\\Deleted", "\\Draft"]
-export type Flag = SystemFlag | KeptFlag
+export const FORWARDED_KEYWORD = "$Forwarded"
+/** Keywords a message may carry, and how long one may be. */
+export const MAX_KEYWORDS = 32
+const MAX_KEYWORD_CHARS = 64
 
-/** What a message's flags are made of: its labels, the flags kept for it, and whether the mailbox answered it. */
+/** A keyword (RFC 3501's flag-keyword: an atom, `$Forwarded`, `NonJunk`, `$label1`), as a client may keep one. */
+export const isKeyword = (flag: string): boolean =>
+  flag.length <= MAX_KEYWORD_CHARS && /^[\x21-\x7e]+$/.test(flag) && !/[(){%*"\]\\]/.test(flag)
+
+/** Whether two flags are one (flag names are not case-sensitive). */
+export const sameFlag = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase()
+
+/** What a message's flags are made of: its labels, the flags and keywords kept for it, what the mailbox did with it. */
 export interface Flagged {
   readonly direction: string
   readonly labels: ReadonlyArray<string>
-  readonly kept: ReadonlyArray<KeptFlag>
+  readonly kept: ReadonlyArray<string>
   readonly answered: boolean
+  readonly forwarded: boolean
 }
 
-/** A message's flags, in the order FLAGS lists them. */
-export const flagsOf = (message: Flagged): Array<Flag> => {
-  const flags: Array<Flag> = []
+/** A message's keywords: kept, and $Forwarded when the mailbox forwarded it. */
+export const keywordsOf = (message: Flagged): Array<string> => {
+  const keywords = message.kept.filter((flag) => !flag.startsWith("\\"))
+  return message.forwarded && !keywords.some((flag) => sameFlag(flag, FORWARDED_KEYWORD)) ? [FORWARDED_KEYWORD, ...keywords] : keywords
+}
+
+/** A message's flags, in the order FLAGS lists them: the system flags, then its keywords. */
+export const flagsOf = (message: Flagged): Array<string> => {
+  const flags: Array<string> = []
   if (message.direction === "outbound" || !message.labels.includes(UNREAD)) flags.push("\\Seen")
   if (message.labels.includes(FLAGGED_LABEL)) flags.push("\\Flagged")
   for (const flag of KEPT_FLAGS) {
     if (message.kept.includes(flag) || (flag === "\\Answered" && message.answered)) flags.push(flag)
   }
-  return flags
+  return [...flags, ...keywordsOf(message)]
 }
 
 /** The label change that gives a message `flag` (`set`) or takes it away. */

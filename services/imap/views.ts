@@ -25,16 +25,22 @@ export interface FolderMessage {
   readonly labels: ReadonlyArray<string>
   readonly size: number
   readonly receivedAt: Date
-  /** The flags kept for it (imap_flags). */
-  readonly kept: ReadonlyArray<KeptFlag>
+  /** The flags and keywords kept for it (imap_flags). */
+  readonly kept: ReadonlyArray<string>
   /** Received mail the mailbox has sent a reply to (\Answered, whatever was kept). */
   readonly answered: boolean
+  /** Received mail the mailbox has forwarded ($Forwarded, whatever was kept). */
+  readonly forwarded: boolean
 }
 
-/** A STORE of kept flags: those added and those taken away (FLAGS without + or -: every other one taken away). */
+/**
+ * A STORE of kept flags and keywords: those added and those taken away (any case), or (`replace`,
+ * FLAGS without + or -) the ones added and no other.
+ */
 export interface KeptFlagChange {
-  readonly add: ReadonlyArray<KeptFlag>
-  readonly remove: ReadonlyArray<KeptFlag>
+  readonly add: ReadonlyArray<string>
+  readonly remove: ReadonlyArray<string>
+  readonly replace: boolean
 }
 
 export interface FolderState {
@@ -58,8 +64,11 @@ export type SearchKey =
   | { readonly kind: "or"; readonly left: SearchKey; readonly right: SearchKey }
   | { readonly kind: "and"; readonly keys: ReadonlyArray<SearchKey> }
 
-/** Kept flags as FLAGS lists them. */
-const inOrder = (flags: ReadonlyArray<string>): ReadonlyArray<KeptFlag> => KEPT_FLAGS.filter((flag) => flags.includes(flag))
+/** Kept flags as FLAGS lists them: the system flags in their order, then the keywords. */
+const inOrder = (flags: ReadonlyArray<string>): ReadonlyArray<string> => [
+  ...KEPT_FLAGS.filter((flag) => flags.includes(flag)),
+  ...flags.filter((flag) => !flag.startsWith("\\"))
+]
 
 /** What may stand on either side of an address written in a header, and not be part of it (regex classes). */
 const ADDRESS_EDGE_BEFORE = "(^|[^a-z0-9._%+-])"
@@ -104,34 +113,40 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     }
 
     /**
-     * The Message-IDs of the mail the mailbox has answered: those its sent mail names in In-Reply-To
-     * (a reply; a forward names the email it carries in References only).
+     * The Message-IDs of the mail the mailbox has answered (named by its sent mail's In-Reply-To) and
+     * forwarded (the last its References name, in sent mail answering none: a forward).
      */
-    const answeredIn = (mailboxId: string) =>
+    const repliesIn = (mailboxId: string) =>
       Effect.map(
-        sql<{ answered: string }>`
-          SELECT DISTINCT substring(headers->>'in-reply-to' FROM '<[^<>]*>') AS answered FROM emails
-          WHERE mailbox_id = ${mailboxId} AND direction = 'outbound' AND headers ? 'in-reply-to'`,
-        (rows) => new Set(rows.map((row) => row.answered))
+        sql<{ answered: string | null; forwarded: string | null }>`
+          SELECT DISTINCT substring(headers->>'in-reply-to' FROM '<[^<>]*>') AS answered,
+                 CASE WHEN NOT headers ? 'in-reply-to' THEN referenced[cardinality(referenced)] END AS forwarded
+          FROM emails
+          WHERE mailbox_id = ${mailboxId} AND direction = 'outbound' AND (headers ? 'in-reply-to' OR cardinality(referenced) > 0)`,
+        (rows) => ({
+          answered: new Set(rows.flatMap((row) => row.answered ?? [])),
+          forwarded: new Set(rows.flatMap((row) => row.forwarded ?? []))
+        })
       )
 
     /**
-     * STORE of kept flags on some of the mailbox's emails, each changed where it is kept (two sessions
-     * adding flags to one message both count). The flags each now has, by email id: with flags added,
-     * every email of `emailIds` still there; with flags only taken away, those that had any kept.
+     * STORE of kept flags and keywords on some of the mailbox's emails, each changed where it is kept
+     * (two sessions adding flags to one message both count). The flags each now has, by email id: with
+     * flags added (or replaced by some), every email of `emailIds` still there; else those that had any kept.
      */
     const keepFlags = Effect.fn("FolderViews.keepFlags")(function*(mailboxId: string, emailIds: ReadonlyArray<string>, change: KeptFlagChange) {
-      const after = sql`ARRAY(
-        SELECT DISTINCT f FROM unnest(imap_flags.flags || ${[...change.add]}::text[]) AS f
-        WHERE NOT (f = ANY(${[...change.remove]}::text[])))`
-      const rows = yield* (change.add.length > 0
-        ? sql<{ emailId: string; flags: ReadonlyArray<KeptFlag> }>`
+      const add = [...change.add]
+      const after = change.replace ? sql`${add}::text[]` : sql`ARRAY(
+        SELECT DISTINCT ON (lower(f)) f FROM unnest(imap_flags.flags || ${add}::text[]) AS f
+        WHERE NOT (lower(f) = ANY(${change.remove.map((flag) => flag.toLowerCase())}::text[])) ORDER BY lower(f))`
+      const rows = yield* (add.length > 0
+        ? sql<{ emailId: string; flags: ReadonlyArray<string> }>`
           INSERT INTO imap_flags (email_id, mailbox_id, flags)
-          SELECT e.id, e.mailbox_id, ${[...change.add]}::text[] FROM emails e
+          SELECT e.id, e.mailbox_id, ${add}::text[] FROM emails e
           WHERE e.mailbox_id = ${mailboxId} AND e.id = ANY(${[...emailIds]}::text[])
           ON CONFLICT (email_id) DO UPDATE SET flags = ${after}
           RETURNING email_id, flags`
-        : sql<{ emailId: string; flags: ReadonlyArray<KeptFlag> }>`
+        : sql<{ emailId: string; flags: ReadonlyArray<string> }>`
           UPDATE imap_flags SET flags = ${after}
           WHERE mailbox_id = ${mailboxId} AND email_id = ANY(${[...emailIds]}::text[])
           RETURNING email_id, flags`)
@@ -191,10 +206,10 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
           yield* sql`UPDATE imap_folders SET uid_next = ${uidNext} WHERE mailbox_id = ${mailboxId} AND folder = ${key}`
         }
         const kept = new Map(
-          (yield* sql<{ emailId: string; flags: ReadonlyArray<KeptFlag> }>`
+          (yield* sql<{ emailId: string; flags: ReadonlyArray<string> }>`
             SELECT email_id, flags FROM imap_flags WHERE mailbox_id = ${mailboxId}`).map((row) => [row.emailId, inOrder(row.flags)])
         )
-        const answered = folder.kind === "sent" ? new Set<string>() : yield* answeredIn(mailboxId)
+        const replies = folder.kind === "sent" ? { answered: new Set<string>(), forwarded: new Set<string>() } : yield* repliesIn(mailboxId)
         const messages = members
           .map((email) => ({
             uid: uidOf.get(email.id)!,
@@ -204,7 +219,8 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
             size: Number(email.size),
             receivedAt: email.receivedAt,
             kept: kept.get(email.id) ?? [],
-            answered: email.direction === "inbound" && answered.has(email.messageId)
+            answered: email.direction === "inbound" && replies.answered.has(email.messageId),
+            forwarded: email.direction === "inbound" && replies.forwarded.has(email.messageId)
           }))
           .sort((a, b) => a.uid - b.uid)
         return { uidValidity, uidNext, messages } satisfies FolderState

@@ -1,16 +1,15 @@
 /**
  * SEARCH's keys (RFC 3501 §6.4.4) read into the store's SearchKey: flags kept as labels are asked of the
- * store; the flags no label holds (\Answered, \Deleted, \Draft), sequence numbers and `*` are resolved
+ * store; the flags no label holds (\Answered, \Deleted, \Draft, keywords), sequence numbers and `*` are resolved
  * here against the session's view (the flags as the session was last told them), so the store sees UIDs only.
  */
-import type { KeptFlag } from "../../services/imap/folders.ts"
 import type { SearchKey } from "../../services/imap/views.ts"
 import { type Arg, astring, BadCommand, parseSearchDate, utf8 } from "./protocol.ts"
 
 /** What the session's view of its folder answers while its keys are read. */
 export interface SearchContext {
-  /** The UIDs of the messages carrying a flag no label holds (\Answered, \Deleted, \Draft), as the session knows them. */
-  readonly withFlag: (flag: KeptFlag) => ReadonlyArray<number>
+  /** The UIDs of the messages carrying a flag no label holds (\Answered, \Deleted, \Draft, a keyword), as the session knows them. */
+  readonly withFlag: (flag: string) => ReadonlyArray<number>
   /** The UIDs a sequence-number set names. */
   readonly bySequence: (arg: Arg) => ReadonlyArray<number>
   /** A UID set's ranges, `*` resolved. */
@@ -39,7 +38,7 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext,
     if (!/^\d+$/.test(raw)) throw new BadCommand(`Not a number: ${raw}`)
     return Number(raw)
   }
-  const withKeptFlag = (flag: KeptFlag, set: boolean): SearchKey => {
+  const withKeptFlag = (flag: string, set: boolean): SearchKey => {
     const key: SearchKey = { kind: "uids", ranges: context.withFlag(flag).map((uid) => [uid, uid] as const) }
     return set ? key : { kind: "not", key }
   }
@@ -61,14 +60,13 @@ export const readSearchKeys = (args: ReadonlyArray<Arg>, context: SearchContext,
     switch (name) {
       case "ALL":
       case "OLD":
-      case "UNKEYWORD":
-        if (name === "UNKEYWORD") at++
         return { kind: "all" }
       case "NEW":
       case "RECENT":
-      case "KEYWORD":
-        if (name === "KEYWORD") at++
         return { kind: "none" }
+      case "KEYWORD":
+      case "UNKEYWORD":
+        return withKeptFlag(astring(args[at++]), name === "KEYWORD")
       case "SEEN":
       case "UNSEEN":
         return { kind: "flag", flag: "seen", set: name === "SEEN" }

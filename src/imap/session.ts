@@ -17,9 +17,13 @@ import {
   flagsOf,
   HIERARCHY_DELIMITER,
   impliedParents,
+  isKeyword,
   KEPT_FLAGS,
+  keywordsOf,
   labelChangeFor,
+  MAX_KEYWORDS,
   PERMANENT_FLAGS,
+  sameFlag,
   type SystemFlag
 } from "../../services/imap/folders.ts"
 import { bodyStructure, envelope, header, parseMessage, sectionBytes } from "../../services/imap/mime.ts"
@@ -72,6 +76,8 @@ interface Selected {
   readonly uidValidity: number
   uidNext: number
   messages: Array<FolderMessage>
+  /** The keywords the client was told the folder's messages use (FLAGS), in lower case. */
+  readonly keywords: Set<string>
 }
 
 /** RFC 3501's LIST wildcards as a regular expression: `*` any, `%` any but the hierarchy's separator. */
@@ -129,6 +135,22 @@ export const makeSession = (
 
   const flagsFor = (message: FolderMessage): Array<Raw> => flagsOf(message).map((flag) => new Raw(flag))
 
+  /** The keywords `messages` carry, each once (in the case first met). */
+  const keywordsIn = (messages: ReadonlyArray<FolderMessage>) =>
+    [...new Map(messages.flatMap(keywordsOf).map((keyword) => [keyword.toLowerCase(), keyword])).values()]
+
+  /** FLAGS: the system flags and the keywords the folder's messages use. */
+  const flagList = (keywords: ReadonlyArray<string>) => [...PERMANENT_FLAGS, ...KEPT_FLAGS, ...keywords].join(" ")
+
+  /** FLAGS again when the folder's messages (`messages`: as they now are) have come to use a keyword the client was not told of. */
+  const announceKeywords = (state: Selected, messages: ReadonlyArray<FolderMessage> = state.messages) =>
+    Effect.gen(function*() {
+      const keywords = keywordsIn(messages)
+      if (keywords.every((keyword) => state.keywords.has(keyword.toLowerCase()))) return
+      for (const keyword of keywords) state.keywords.add(keyword.toLowerCase())
+      yield* untagged(`FLAGS (${flagList(keywords)})`)
+    })
+
   /** The messages a sequence set names (by sequence number, or by UID for the UID commands). */
   const pick = (state: Selected, set: SequenceSet, byUid: boolean): Array<FolderMessage> => {
     const { messages } = state
@@ -166,6 +188,7 @@ export const makeSession = (
   const refresh = (state: Selected) =>
     Effect.gen(function*() {
       const now = yield* store.sync(signedIn!.mailboxId, state.folder)
+      yield* announceKeywords(state, now.messages)
       const current = new Map(now.messages.map((message) => [message.uid, message]))
       yield* leaveView(state, state.messages.filter((message) => !current.has(message.uid)))
       const lastUid = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
@@ -193,9 +216,10 @@ export const makeSession = (
       const state = yield* store.sync(signedIn!.mailboxId, folder)
       const readOnly = examine || signedIn!.principal.readOnly
       const unseen = state.messages.findIndex((message) => !flagsOf(message).includes("\\Seen"))
-      const flags = [...PERMANENT_FLAGS, ...KEPT_FLAGS].join(" ")
-      yield* untagged(`FLAGS (${flags})`)
-      yield* untagged(`OK [PERMANENTFLAGS (${readOnly ? "" : flags})] Flags kept`)
+      const keywords = keywordsIn(state.messages)
+      yield* untagged(`FLAGS (${flagList(keywords)})`)
+      // \* : the client may keep keywords of its own.
+      yield* untagged(`OK [PERMANENTFLAGS (${readOnly ? "" : `${flagList([])} \\*`})] Flags kept`)
       yield* untagged(`${state.messages.length} EXISTS`)
       yield* untagged("0 RECENT")
       if (unseen >= 0) yield* untagged(`OK [UNSEEN ${unseen + 1}] First unseen`)
@@ -206,7 +230,8 @@ export const makeSession = (
         readOnly,
         uidValidity: state.uidValidity,
         uidNext: state.uidNext,
-        messages: [...state.messages]
+        messages: [...state.messages],
+        keywords: new Set(keywords.map((keyword) => keyword.toLowerCase()))
       }
       yield* tagged(tag, "OK", `[${readOnly ? "READ-ONLY" : "READ-WRITE"}] ${examine ? "EXAMINE" : "SELECT"} completed`)
     })
@@ -352,19 +377,31 @@ export const makeSession = (
       if (state.readOnly) return yield* tagged(tag, "NO", "[READ-ONLY] The folder is open read-only")
       const messages = pick(state, set, byUid)
       const mode = match[1] === "+" ? "add" : match[1] === "-" ? "remove" : "replace"
-      const named = (flag: string) => flags.some((given) => given.toLowerCase() === flag.toLowerCase())
+      const named = (flag: string) => flags.some((given) => sameFlag(given, flag))
+      // Keywords as first written (any case is the same keyword); flags with a \ other than these are not kept.
+      const keywords = [...new Map(flags.filter((flag) => !flag.startsWith("\\")).map((flag) => [flag.toLowerCase(), flag])).values()]
+      const invalid = keywords.find((keyword) => !isKeyword(keyword))
+      if (invalid !== undefined) throw new BadCommand(`Not a keyword: ${invalid}`)
+      if (mode !== "remove") {
+        const keeping = (message: FolderMessage) =>
+          new Set([...(mode === "replace" ? [] : message.kept.filter((flag) => !flag.startsWith("\\"))), ...keywords].map((k) => k.toLowerCase())).size
+        if (keywords.length > MAX_KEYWORDS || messages.some((message) => keeping(message) > MAX_KEYWORDS)) {
+          return yield* tagged(tag, "NO", `[LIMIT] A message keeps at most ${MAX_KEYWORDS} keywords`)
+        }
+      }
       for (const flag of PERMANENT_FLAGS) {
         if (mode === "replace") yield* changeFlags(state, messages, flag, named(flag))
         else if (named(flag)) yield* changeFlags(state, messages, flag, mode === "add")
       }
-      const add = KEPT_FLAGS.filter((flag) => named(flag) && mode !== "remove")
-      const remove = KEPT_FLAGS.filter((flag) => mode === "replace" ? !named(flag) : named(flag) && mode === "remove")
-      if (messages.length > 0 && add.length + remove.length > 0) {
-        const kept = yield* store.keepFlags(signedIn!.principal, signedIn!.mailboxId, messages.map((message) => message.emailId), { add, remove })
+      const given = [...KEPT_FLAGS.filter(named), ...keywords]
+      if (messages.length > 0 && (mode === "replace" || given.length > 0)) {
+        const change = mode === "remove" ? { add: [], remove: given, replace: false } : { add: given, remove: [], replace: mode === "replace" }
+        const kept = yield* store.keepFlags(signedIn!.principal, signedIn!.mailboxId, messages.map((message) => message.emailId), change)
         for (const picked of messages) {
           const seq = seqOf(picked.uid)
           if (seq !== undefined) state.messages[seq - 1] = { ...state.messages[seq - 1]!, kept: kept.get(picked.emailId) ?? [] }
         }
+        yield* announceKeywords(state)
       }
       if (!match[2]) {
         for (const picked of messages) {
@@ -391,7 +428,7 @@ export const makeSession = (
       if (rest.length === 0) throw new BadCommand("SEARCH needs a key")
       const largest = state.messages.length === 0 ? 0 : state.messages[state.messages.length - 1]!.uid
       const key = readSearchKeys(rest, {
-        withFlag: (flag) => state.messages.filter((message) => flagsOf(message).includes(flag)).map((message) => message.uid),
+        withFlag: (flag) => state.messages.filter((message) => flagsOf(message).some((has) => sameFlag(has, flag))).map((message) => message.uid),
         bySequence: (arg) => pick(state, sequenceSet(arg, state, false), false).map((message) => message.uid),
         uidRanges: (arg) =>
           sequenceSet(arg, state, true).map(([a, b]) => {

@@ -185,12 +185,14 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       })
       const forward = yield* insertEmail(mailbox, { subject: "Fwd: Offer", receivedMinutesAgo: 4, labels: ["sent"], headers: { references: `<${offer.id}@test>` } })
       yield* sql`UPDATE emails SET direction = 'outbound' WHERE id IN (${reply.id}, ${forward.id})`
+      yield* sql`UPDATE emails SET referenced = ARRAY[${`<${question.id}@test>`}] WHERE id = ${reply.id}`
+      yield* sql`UPDATE emails SET referenced = ARRAY[${`<${offer.id}@test>`}] WHERE id = ${forward.id}`
       const flags = (state: { messages: ReadonlyArray<Parameters<typeof flagsOf>[0] & { emailId: string }> }) =>
         Object.fromEntries(state.messages.map((m) => [m.emailId, flagsOf(m)]))
 
       expect(flags(yield* views.sync(mailbox.mailboxId, inbox))).toEqual({
         [question.id]: ["\\Seen", "\\Answered"],
-        [offer.id]: ["\\Seen"],
+        [offer.id]: ["\\Seen", "$Forwarded"],
         [other.id]: []
       })
       // The sent reply is not itself answered.
@@ -198,27 +200,37 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
 
       // Added: every email named, kept flags in one order; an email of another mailbox is not touched.
       const stranger = yield* insertEmail(yield* insertMailbox(yield* insertUser()), { subject: "Not yours", receivedMinutesAgo: 1 })
-      const added = yield* views.keepFlags(mailbox.mailboxId, [offer.id, question.id, stranger.id], { add: ["\\Draft", "\\Deleted"], remove: [] })
+      const added = yield* views.keepFlags(mailbox.mailboxId, [offer.id, question.id, stranger.id], { add: ["\\Draft", "\\Deleted"], remove: [], replace: false })
       expect(Object.fromEntries(added)).toEqual({ [offer.id]: ["\\Deleted", "\\Draft"], [question.id]: ["\\Deleted", "\\Draft"] })
       expect(yield* views.carrying(mailbox.mailboxId, "\\Deleted")).toEqual(new Set([offer.id, question.id]))
       // The same email in a label's folder carries them too.
       expect(flags(yield* views.sync(mailbox.mailboxId, label("Clients")))).toEqual({ [question.id]: ["\\Seen", "\\Answered", "\\Deleted", "\\Draft"] })
 
       // Taken away: only where kept; a kept \\Answered goes, a reply's stays.
-      yield* views.keepFlags(mailbox.mailboxId, [question.id], { add: ["\\Answered"], remove: [] })
-      const removed = yield* views.keepFlags(mailbox.mailboxId, [offer.id, question.id, other.id], { add: [], remove: ["\\Deleted", "\\Answered"] })
+      yield* views.keepFlags(mailbox.mailboxId, [question.id], { add: ["\\Answered"], remove: [], replace: false })
+      const removed = yield* views.keepFlags(mailbox.mailboxId, [offer.id, question.id, other.id], { add: [], remove: ["\\Deleted", "\\Answered"], replace: false })
       expect(Object.fromEntries(removed)).toEqual({ [offer.id]: ["\\Draft"], [question.id]: ["\\Draft"] })
       expect(flags(yield* views.sync(mailbox.mailboxId, inbox))).toEqual({
         [question.id]: ["\\Seen", "\\Answered", "\\Draft"],
-        [offer.id]: ["\\Seen", "\\Draft"],
+        [offer.id]: ["\\Seen", "\\Draft", "$Forwarded"],
         [other.id]: []
       })
       expect(yield* views.carrying(mailbox.mailboxId, "\\Deleted")).toEqual(new Set())
 
+      // Keywords: kept as first written, the same in any case; replaced, nothing else is kept.
+      yield* views.keepFlags(mailbox.mailboxId, [offer.id], { add: ["NonJunk", "$label1"], remove: [], replace: false })
+      yield* views.keepFlags(mailbox.mailboxId, [offer.id], { add: ["nonjunk", "$Forwarded"], remove: ["$LABEL1"], replace: false })
+      expect(flags(yield* views.sync(mailbox.mailboxId, inbox))[offer.id]).toEqual(["\\Seen", "\\Draft", "$Forwarded", "NonJunk"])
+      const replaced = yield* views.keepFlags(mailbox.mailboxId, [offer.id, question.id], { add: ["Work"], remove: [], replace: true })
+      expect(Object.fromEntries(replaced)).toEqual({ [offer.id]: ["Work"], [question.id]: ["Work"] })
+      // Replaced by none: nothing kept where anything was, and nothing written where nothing was.
+      expect(Object.fromEntries(yield* views.keepFlags(mailbox.mailboxId, [offer.id, other.id], { add: [], remove: [], replace: true })))
+        .toEqual({ [offer.id]: [] })
+
       // Two sessions adding at once: both flags kept.
       yield* Effect.all([
-        views.keepFlags(mailbox.mailboxId, [other.id], { add: ["\\Answered"], remove: [] }),
-        views.keepFlags(mailbox.mailboxId, [other.id], { add: ["\\Deleted"], remove: [] })
+        views.keepFlags(mailbox.mailboxId, [other.id], { add: ["\\Answered"], remove: [], replace: false }),
+        views.keepFlags(mailbox.mailboxId, [other.id], { add: ["\\Deleted"], remove: [], replace: false })
       ], { concurrency: 2 })
       expect(flags(yield* views.sync(mailbox.mailboxId, inbox))[other.id]).toEqual(["\\Answered", "\\Deleted"])
 

@@ -172,7 +172,7 @@ describe("IMAP", () => {
     }
   })
 
-  it("keeps \\Answered, \\Deleted and \\Draft for the email across sessions; mail the mailbox replied to is \\Answered", async () => {
+  it("keeps \\Answered, \\Deleted, \\Draft and keywords for the email across sessions; mail the mailbox replied to or forwarded shows it", async () => {
     const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     const subjects = [`Question ${fresh("q")}`, `Offer ${fresh("o")}`]
     const received = []
@@ -186,6 +186,11 @@ describe("IMAP", () => {
       body: { text: "Yes." }
     })
     expect(replied.response.status).toBe(202)
+    const forwarded = await withKey(suite.url, box.user).POST("/v1/api/emails/{emailId}/forward", {
+      params: { path: { emailId: offer.email_id } },
+      body: { to: ["grace@example.com"], text: "FYI" }
+    })
+    expect(forwarded.response.status).toBe(202)
     const flagsIn = async (client: ImapFlow) => {
       const found: Record<string, Array<string>> = {}
       for await (const message of client.fetch("1:*", { uid: true, flags: true })) found[message.uid] = [...message.flags ?? []].sort()
@@ -195,13 +200,17 @@ describe("IMAP", () => {
     const first = await connect(box.address, box.user.apiKey)
     const lock = await first.getMailboxLock("INBOX")
     try {
-      expect([...first.mailbox && first.mailbox.permanentFlags || []].sort()).toEqual(["\\Answered", "\\Deleted", "\\Draft", "\\Flagged", "\\Seen"])
-      // Replied to through the API: answered, as a mail program shows it.
-      expect(await flagsIn(first)).toEqual({ 1: ["\\Answered"], 2: [] })
+      expect([...first.mailbox && first.mailbox.permanentFlags || []].sort())
+        .toEqual(["\\*", "\\Answered", "\\Deleted", "\\Draft", "\\Flagged", "\\Seen"])
+      // Replied to and forwarded through the API: as a mail program shows it.
+      expect(await flagsIn(first)).toEqual({ 1: ["\\Answered"], 2: ["$Forwarded"] })
+      expect(first.mailbox && [...first.mailbox.flags]).toContain("$Forwarded")
       expect(await first.messageFlagsAdd("2", ["\\Draft", "\\Deleted", "\\Answered"], { uid: true })).toBe(true)
       // A reply's \\Answered is the email's history: taking it away leaves it.
       expect(await first.messageFlagsRemove("1", ["\\Answered"], { uid: true })).toBe(true)
-      expect(await flagsIn(first)).toEqual({ 1: ["\\Answered"], 2: ["\\Answered", "\\Deleted", "\\Draft"] })
+      // A keyword of the mail program's own (Thunderbird's tags): kept, and the folder's FLAGS name it.
+      expect(await first.messageFlagsAdd("1", ["$label1"], { uid: true })).toBe(true)
+      expect(await flagsIn(first)).toEqual({ 1: ["$label1", "\\Answered"], 2: ["$Forwarded", "\\Answered", "\\Deleted", "\\Draft"] })
     } finally {
       lock.release()
     }
@@ -213,12 +222,13 @@ describe("IMAP", () => {
     const secondLock = await second.getMailboxLock("INBOX")
     const thirdLock = await third.getMailboxLock("INBOX")
     try {
-      expect(await flagsIn(second)).toEqual({ 1: ["\\Answered"], 2: ["\\Answered", "\\Deleted", "\\Draft"] })
+      expect(await flagsIn(second)).toEqual({ 1: ["$label1", "\\Answered"], 2: ["$Forwarded", "\\Answered", "\\Deleted", "\\Draft"] })
+      expect(second.mailbox && [...second.mailbox.flags]).toEqual(expect.arrayContaining(["$Forwarded", "$label1"]))
       // One session changes them: the other hears of it at its next NOOP.
       expect(await second.messageFlagsSet("2", ["\\Deleted"], { uid: true })).toBe(true)
       const heard = new Promise<{ uid: number; flags: Set<string> }>((resolve) => third.once("flags", resolve))
       await third.noop()
-      expect(await heard).toMatchObject({ uid: 2, flags: new Set(["\\Deleted"]) })
+      expect(await heard).toMatchObject({ uid: 2, flags: new Set(["\\Deleted", "$Forwarded"]) })
       // \\Deleted set by one session is expunged by another's CLOSE: the email is deleted, the other kept.
       thirdLock.release()
       await third.mailboxClose()
@@ -626,7 +636,16 @@ describe("IMAP on the wire", () => {
     try {
       expect(await send(`d1 LOGIN ${box.address} ${agent.apiKey}\r\n`, "d1")).toMatch(/d1 OK/)
       const selected = await send("d2 SELECT INBOX\r\n", "d2")
-      expect(selected).toContain("* OK [PERMANENTFLAGS (\\Seen \\Flagged \\Answered \\Deleted \\Draft)] Flags kept\r\n")
+      expect(selected).toContain("* OK [PERMANENTFLAGS (\\Seen \\Flagged \\Answered \\Deleted \\Draft \\*)] Flags kept\r\n")
+      // A keyword new to the folder: FLAGS names it before the message is told it.
+      expect(await send("d2a STORE 1 +FLAGS ($Urgent)\r\n", "d2a")).toMatch(
+        /^\* FLAGS \(\\Seen \\Flagged \\Answered \\Deleted \\Draft \$Urgent\)\r\n\* 1 FETCH \(FLAGS \([^)]*\$Urgent\)\)\r\nd2a OK/
+      )
+      expect(await send("d2d SEARCH KEYWORD $URGENT\r\n", "d2d")).toBe("* SEARCH 1\r\nd2d OK SEARCH completed\r\n")
+      expect(await send("d2e SEARCH UNKEYWORD $urgent\r\n", "d2e")).toBe("* SEARCH 2\r\nd2e OK SEARCH completed\r\n")
+      const many = Array.from({ length: 33 }, (_, n) => `k${n}`).join(" ")
+      expect(await send(`d2b STORE 1 +FLAGS (${many})\r\n`, "d2b")).toBe("d2b NO [LIMIT] A message keeps at most 32 keywords\r\n")
+      expect(await send(`d2c STORE 1 +FLAGS (${"k".repeat(65)})\r\n`, "d2c")).toMatch(/^d2c BAD Not a keyword: k{65}\r\n/)
       expect(await send("d3 STORE 1:2 +FLAGS.SILENT (\\Deleted)\r\n", "d3")).toMatch(/d3 OK/)
       expect(await send("d4 EXPUNGE\r\n", "d4")).toBe(
         "* 2 EXPUNGE\r\nd4 OK EXPUNGE completed; 1 kept: An unsent draft replies to or forwards this mail: delete or change the draft first\r\n"
