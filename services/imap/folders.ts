@@ -118,6 +118,13 @@ export const isKeyword = (flag: string): boolean =>
 /** Whether two flags are one (flag names are not case-sensitive). */
 export const sameFlag = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase()
 
+/** Each flag once, as first written (flag names are not case-sensitive). */
+export const onceEach = (flags: ReadonlyArray<string>): Array<string> => {
+  const seen = new Map<string, string>()
+  for (const flag of flags) if (!seen.has(flag.toLowerCase())) seen.set(flag.toLowerCase(), flag)
+  return [...seen.values()]
+}
+
 /** What a message's flags are made of: its labels, the flags and keywords kept for it, what the mailbox did with it. */
 export interface Flagged {
   readonly direction: string

@@ -136,9 +136,12 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
      */
     const keepFlags = Effect.fn("FolderViews.keepFlags")(function*(mailboxId: string, emailIds: ReadonlyArray<string>, change: KeptFlagChange) {
       const add = [...change.add]
+      // Each flag once, as first written: those kept before those added.
       const after = change.replace ? sql`${add}::text[]` : sql`ARRAY(
-        SELECT DISTINCT ON (lower(f)) f FROM unnest(imap_flags.flags || ${add}::text[]) AS f
-        WHERE NOT (lower(f) = ANY(${change.remove.map((flag) => flag.toLowerCase())}::text[])) ORDER BY lower(f))`
+        SELECT f FROM (
+          SELECT DISTINCT ON (lower(f)) f, n FROM unnest(imap_flags.flags || ${add}::text[]) WITH ORDINALITY AS u(f, n)
+          WHERE NOT (lower(f) = ANY(${change.remove.map((flag) => flag.toLowerCase())}::text[])) ORDER BY lower(f), n) AS kept
+        ORDER BY n)`
       const rows = yield* (add.length > 0
         ? sql<{ emailId: string; flags: ReadonlyArray<string> }>`
           INSERT INTO imap_flags (email_id, mailbox_id, flags)

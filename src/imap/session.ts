@@ -22,6 +22,7 @@ import {
   keywordsOf,
   labelChangeFor,
   MAX_KEYWORDS,
+  onceEach,
   PERMANENT_FLAGS,
   sameFlag,
   type SystemFlag
@@ -136,8 +137,7 @@ export const makeSession = (
   const flagsFor = (message: FolderMessage): Array<Raw> => flagsOf(message).map((flag) => new Raw(flag))
 
   /** The keywords `messages` carry, each once (in the case first met). */
-  const keywordsIn = (messages: ReadonlyArray<FolderMessage>) =>
-    [...new Map(messages.flatMap(keywordsOf).map((keyword) => [keyword.toLowerCase(), keyword])).values()]
+  const keywordsIn = (messages: ReadonlyArray<FolderMessage>) => onceEach(messages.flatMap(keywordsOf))
 
   /** FLAGS: the system flags and the keywords the folder's messages use. */
   const flagList = (keywords: ReadonlyArray<string>) => [...PERMANENT_FLAGS, ...KEPT_FLAGS, ...keywords].join(" ")
@@ -379,7 +379,7 @@ export const makeSession = (
       const mode = match[1] === "+" ? "add" : match[1] === "-" ? "remove" : "replace"
       const named = (flag: string) => flags.some((given) => sameFlag(given, flag))
       // Keywords as first written (any case is the same keyword); flags with a \ other than these are not kept.
-      const keywords = [...new Map(flags.filter((flag) => !flag.startsWith("\\")).map((flag) => [flag.toLowerCase(), flag])).values()]
+      const keywords = onceEach(flags.filter((flag) => !flag.startsWith("\\")))
       const invalid = keywords.find((keyword) => !isKeyword(keyword))
       if (invalid !== undefined) throw new BadCommand(`Not a keyword: ${invalid}`)
       if (mode !== "remove") {

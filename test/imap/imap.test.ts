@@ -641,6 +641,8 @@ describe("IMAP on the wire", () => {
       expect(await send("d2a STORE 1 +FLAGS ($Urgent)\r\n", "d2a")).toMatch(
         /^\* FLAGS \(\\Seen \\Flagged \\Answered \\Deleted \\Draft \$Urgent\)\r\n\* 1 FETCH \(FLAGS \([^)]*\$Urgent\)\)\r\nd2a OK/
       )
+      // Any case is the same keyword, kept as first written.
+      expect(await send("d2f STORE 1 +FLAGS ($URGENT Later later)\r\n", "d2f")).toMatch(/\* 1 FETCH \(FLAGS \([^)]*\$Urgent Later\)\)\r\nd2f OK/)
       expect(await send("d2d SEARCH KEYWORD $URGENT\r\n", "d2d")).toBe("* SEARCH 1\r\nd2d OK SEARCH completed\r\n")
       expect(await send("d2e SEARCH UNKEYWORD $urgent\r\n", "d2e")).toBe("* SEARCH 2\r\nd2e OK SEARCH completed\r\n")
       const many = Array.from({ length: 33 }, (_, n) => `k${n}`).join(" ")
