@@ -106,8 +106,8 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
     })
 
     /**
-     * STORE of kept flags (\Answered, \Deleted, \Draft): the flags each email now has, by email id
-     * (one left out has none kept).
+     * STORE of kept flags (\Answered, \Deleted, \Draft) and keywords: the flags each email now has, by
+     * email id (one left out has none kept).
      */
     const keepFlags = Effect.fn("ImapStore.keepFlags")(
       function*(principal: Principal, mailboxId: string, emailIds: ReadonlyArray<string>, change: KeptFlagChange) {
