@@ -44,7 +44,10 @@ export const subjects = {
   allMailSent: "signals.mail_sent.>",
   /** Broadcast only (never stored): an account's events are in the event log. */
   eventsLogged: (userId: string) => `signals.events_logged.${userId}`,
-  allEventsLogged: "signals.events_logged.>"
+  allEventsLogged: "signals.events_logged.>",
+  /** Broadcast only (never stored): a mail program kept flags on an account's mail (imap/store.ts), for its other IMAP sessions. */
+  imapFlagsKept: (userId: string) => `signals.imap_flags.${userId}`,
+  allImapFlagsKept: "signals.imap_flags.>"
 } as const
 
 /** Which stream a subject belongs to. */

@@ -11,6 +11,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { Authenticator } from "../accounts/authenticator.ts"
+import { Bus, subjects } from "../bus/bus.ts"
 import type { Principal } from "../accounts/principal.ts"
 import { Deletions } from "../mail/deletion.ts"
 import type { LabelChange } from "../mail/label-rules.ts"
@@ -31,6 +32,7 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
     const labels = yield* Labels
     const deletions = yield* Deletions
     const views = yield* FolderViews
+    const bus = yield* Bus
 
     const mailboxOf = (principal: Principal, address: string) =>
       Effect.gen(function*() {
@@ -113,6 +115,8 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
       function*(principal: Principal, mailboxId: string, emailIds: ReadonlyArray<string>, change: KeptFlagChange) {
         if (principal.readOnly) return yield* readOnly
         const now = yield* views.keepFlags(mailboxId, emailIds, change)
+        // The account's other sessions (other devices) idling on the folder look again now, not at their next poll.
+        yield* bus.broadcast(subjects.imapFlagsKept(principal.userId), new Uint8Array(0))
         // Flags added reach every email still there: one missing was deleted meanwhile.
         if (change.add.length > 0 && now.size < new Set(emailIds).size) return yield* expungeIssued
         return now

@@ -10,7 +10,8 @@
  * - A client address holds at most IMAP_MAX_CONNECTIONS_PER_IP connections (mail programs open a few
  *   each), and the server MAX_CLIENTS; past either the client is told BYE at once.
  * - A connection idle past 30 minutes (RFC 3501's autologout floor) is told BYE. IDLE wakes when the
- *   account's events are logged (new mail, labels changed, mail deleted), and every IDLE_POLL anyway.
+ *   account's events are logged (new mail, labels changed, mail deleted), when another session keeps
+ *   flags, and every IDLE_POLL anyway.
  * - A command is at most MAX_COMMAND_BYTES (literals included), an APPEND the largest plan's message:
  *   past it, BAD, and its bytes are skipped.
  * - On shutdown every connection is told BYE and closed; nothing is lost (the server keeps no state of
@@ -44,6 +45,7 @@ const IDLE_POLL = Duration.seconds(15)
 type Incoming = Framed | { readonly kind: "closed" } | { readonly kind: "bye" }
 
 const signalPrefix = subjects.eventsLogged("")
+const flagsPrefix = subjects.imapFlagsKept("")
 
 /** The IMAP server on `port`: STARTTLS's (when configured) or, with `tls`, TLS from the first byte. */
 export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.scopedDiscard(
@@ -64,9 +66,10 @@ export const ImapServerLive = (port: number, mode: "starttls" | "tls") => Layer.
       )
     }
 
-    // Which accounts' events were just logged: an idling session of theirs looks again.
+    // Which accounts' events were just logged, or flags kept by a mail program: an idling session of theirs looks again.
     const heard = yield* Effect.acquireRelease(PubSub.sliding<string>(1024), PubSub.shutdown)
     yield* bus.listen(subjects.allEventsLogged, (message) => PubSub.publish(heard, message.subject.slice(signalPrefix.length)).pipe(Effect.asVoid))
+    yield* bus.listen(subjects.allImapFlagsKept, (message) => PubSub.publish(heard, message.subject.slice(flagsPrefix.length)).pipe(Effect.asVoid))
 
     const byAddress = new Map<string, number>()
     const open = new Set<{ readonly bye: () => void }>()

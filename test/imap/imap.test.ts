@@ -224,14 +224,19 @@ describe("IMAP", () => {
     try {
       expect(await flagsIn(second)).toEqual({ 1: ["$label1", "\\Answered"], 2: ["$Forwarded", "\\Answered", "\\Deleted", "\\Draft"] })
       expect(second.mailbox && [...second.mailbox.flags]).toEqual(expect.arrayContaining(["$Forwarded", "$label1"]))
-      // One session changes them: the other hears of it at its next NOOP.
-      expect(await second.messageFlagsSet("2", ["\\Deleted"], { uid: true })).toBe(true)
+      // One session changes them: another idling on the folder (another device) is told at once, not at
+      // its next poll (15 s).
       const heard = new Promise<{ uid: number; flags: Set<string> }>((resolve) => third.once("flags", resolve))
-      await third.noop()
+      const idling = third.idle()
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      const changedAt = Date.now()
+      expect(await second.messageFlagsSet("2", ["\\Deleted"], { uid: true })).toBe(true)
       expect(await heard).toMatchObject({ uid: 2, flags: new Set(["\\Deleted", "$Forwarded"]) })
+      expect(Date.now() - changedAt).toBeLessThan(10_000)
       // \\Deleted set by one session is expunged by another's CLOSE: the email is deleted, the other kept.
       thirdLock.release()
       await third.mailboxClose()
+      await idling
       const gone = await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: offer.email_id } } })
       expect(gone.response.status).toBe(404)
       const kept = await withKey(suite.url, box.user).GET("/v1/api/emails/{emailId}", { params: { path: { emailId: question.email_id } } })
