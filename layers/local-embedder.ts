@@ -36,6 +36,8 @@ export interface LocalEmbedderOptions {
   readonly threads?: number | undefined
   /** Nice value of the processes (0 to 19, higher yields more); default 10. */
   readonly nice?: number | undefined
+  /** The script each process runs; default local-embedder-process.mjs (tests give a stand-in). */
+  readonly processPath?: string | undefined
 }
 
 export const DEFAULT_NICE = 10
@@ -104,7 +106,7 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
       /** The slot's process, started on first use and again after one died. */
       const childOf = (slot: Slot): ChildProcess => {
         if (slot.child) return slot.child
-        const child = fork(processPath, [String(nice)], {
+        const child = fork(options.processPath ?? processPath, [String(nice)], {
           // A session of its own, hence an autogroup of its own (see the module comment).
           detached: true,
           // Plain node, whatever loaders run this process; Float32Arrays cross the channel as they are.
@@ -122,7 +124,17 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
             if (nice !== 0 && !reply.niced) log(Effect.logWarning("Could not lower the embedding process's CPU priority on this system"))
             return
           }
-          if (!ready && !("error" in reply)) {
+          if ("error" in reply) {
+            // A process whose model failed stays failed: TensorFlow's backend left half made answered every
+            // later text "Backend 'wasm' has not yet been initialized" (seen in CI, for a minute of
+            // retries). Its texts fail (the indexer tries them again) and the next go to a new process.
+            if (slot.child !== child) return
+            fail(slot, `The local embedding model failed: ${reply.error}`)
+            child.kill()
+            log(Effect.logWarning(`Embedding process ${slots.indexOf(slot) + 1} of ${size} failed (${reply.error}): the next texts start a new one`))
+            return
+          }
+          if (!ready) {
             ready = true
             log(Effect.logInfo(`Embedding model ${MODEL} ready in process ${slots.indexOf(slot) + 1} of ${size} (${Date.now() - started} ms)`))
           }
@@ -130,12 +142,7 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
           if (!job) return
           slot.pending.delete(reply.id)
           if (slot.pending.size === 0) child.channel?.unref()
-          Deferred.unsafeDone(
-            job.done,
-            "error" in reply
-              ? Effect.fail(new EmbedderError({ message: `The local embedding model failed: ${reply.error}` }))
-              : Effect.succeed(reply.vectors.map(normalize))
-          )
+          Deferred.unsafeDone(job.done, Effect.succeed(reply.vectors.map(normalize)))
         })
         child.on("error", (error) => {
           child.kill()

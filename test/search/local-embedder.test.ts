@@ -4,7 +4,10 @@
  * sessions), so it yields the cores to the server, PostgreSQL and NATS alike. Linux only (/proc).
  */
 import { Effect } from "effect"
-import { existsSync, readdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { spawn } from "node:child_process"
 import { describe, expect, it } from "vitest"
 import * as LocalEmbedder from "../../layers/local-embedder.ts"
@@ -67,4 +70,25 @@ describe.skipIf(process.platform !== "linux")("local embedder processes", () => 
     parent.kill("SIGKILL")
     await until(() => `embedding process ${child} outlived its parent`, async () => (alive(child!) ? undefined : true), 10_000, 100)
   }, 60_000)
+
+  it("replaces a process whose model failed: its texts fail, the next go to a new process", async () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), "embedder-stub-"))
+    process.env.EMBEDDER_STUB_MARKER = path.join(directory, "broken")
+    const stub = fileURLToPath(new URL("../fixtures/embedder-stub.mjs", import.meta.url))
+    const [first, second, third] = await Effect.gen(function*() {
+      const embedder = yield* Embedder
+      return [
+        yield* Effect.either(embedder.embed(["hello"])),
+        yield* Effect.either(embedder.embed(["hello"])),
+        yield* Effect.either(embedder.embed(["hello again"]))
+      ] as const
+    }).pipe(Effect.scoped, Effect.provide(LocalEmbedder.layer({ threads: 1, nice: 0, processPath: stub })), Effect.runPromise).finally(() => {
+      delete process.env.EMBEDDER_STUB_MARKER
+      rmSync(directory, { recursive: true, force: true })
+    })
+    expect(first).toMatchObject({ _tag: "Left", left: { message: "The local embedding model failed: Backend 'wasm' has not yet been initialized" } })
+    expect(second).toMatchObject({ _tag: "Right" })
+    expect(second._tag === "Right" && second.right[0]!.length).toBe(512)
+    expect(third).toMatchObject({ _tag: "Right" })
+  }, 30_000)
 })
