@@ -16,17 +16,17 @@ const nice = Number(process.argv[2] ?? "0")
 process.send({ id: -1, niced: lowerPriority(nice) })
 process.on("disconnect", () => process.exit(0))
 
-const model = initModel(modelSource)
-// A failed load is answered per request; keep it from also surfacing as an unhandled rejection.
+// TensorFlow's WebAssembly backend first: loading the model makes tensors, and one made while the
+// backend is still being set up throws "Backend 'wasm' has not yet been initialized", which the load
+// would then answer for good (seen in CI).
+const model = ready().then(() => initModel(modelSource))
+// A failed load is answered per request (and the parent replaces the process); keep it from also
+// surfacing as an unhandled rejection.
 model.catch(() => undefined)
 
 process.on("message", async ({ id, texts }) => {
   try {
     const loaded = await model
-    // The model's loading waits for TensorFlow's backend, but its WebAssembly backend can still be
-    // finishing when the first texts come ("Backend 'wasm' has not yet been initialized", seen once in
-    // CI); waiting for it costs nothing once it is up.
-    await ready()
     const rows = await loaded.embed(texts)
     process.send({ id, vectors: rows.map((row) => Float32Array.from(row)) })
   } catch (error) {
