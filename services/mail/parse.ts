@@ -15,6 +15,7 @@ import { domainToUnicode } from "node:url"
 import { sha256 } from "../accounts/tokens.ts"
 import { type AddressEntry, flatAddresses, isGroup, parseAddressField } from "./address-fields.ts"
 import { labelledWindows1252, legacyBytesAsUtf8 } from "./charsets.ts"
+import { dateHeaderMoment } from "./date-header.ts"
 import { textOfHtml } from "./extract/render.ts"
 import type { Headers } from "./schemas.ts"
 
@@ -231,7 +232,7 @@ const fallback = (raw: Uint8Array): ParsedEmail => {
   const headers = headersOf(head.split(/\r?\n(?![ \t])/).filter((line) => line.includes(":")))
   const first = (name: string) => firstOf(headers, name)
   const from = addressList(first("from")).find(isMailbox)
-  const date = sentAt(first("date") ? new Date(first("date")!) : undefined)
+  const date = sentAt(first("date") ? dateHeaderMoment(first("date")!) ?? new Date(first("date")!) : undefined)
   const contentType = (first("content-type") ?? "text/plain").toLowerCase()
   const encoding = (first("content-transfer-encoding") ?? "7bit").toLowerCase().trim()
   const plainText = contentType.startsWith("text/plain") && ["7bit", "8bit", "binary"].includes(encoding)
@@ -334,8 +335,10 @@ export const parseMessage = (raw: Uint8Array): Effect.Effect<ParsedEmail> => {
   return Effect.tryPromise(() => simpleParser(message, parserOptions)).pipe(
     Effect.flatMap((parsed) => Effect.map(withLegacyText(message, bodies(parsed)), (body) => ({ parsed, body }))),
     Effect.map(({ body, parsed }): ParsedEmail => {
-      const date = sentAt(parsed.date)
       const headers = headersOf(parsed.headerLines.map((header) => header.line))
+      // As RFC 5322 reads the field (years below 1000, two-digit years), else as mailparser read it.
+      const written = firstOf(headers, "date")
+      const date = sentAt((written === undefined ? undefined : dateHeaderMoment(written)) ?? parsed.date)
       return {
         messageId: parsed.messageId ? clean(parsed.messageId) : undefined,
         // As the headers read it: the first Subject, raw 8-bit bytes as UTF-8 or else Windows-1252

@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import iconv from "iconv-lite"
 import MailComposer from "nodemailer/lib/mail-composer"
 import { decodeText, legacyBytesAsUtf8 } from "../../services/mail/charsets.ts"
+import { dateHeaderMoment } from "../../services/mail/date-header.ts"
 import { displayName, parseMessage } from "../../services/mail/parse.ts"
 
 const compose = (mail: ConstructorParameters<typeof MailComposer>[0]) =>
@@ -187,6 +188,29 @@ describe("parseMessage", () => {
       const raw = Buffer.from("From: \"Ada\x07 L\" <ada@example.com>\r\nSubject: Ring\x07 the\tbell\x01\r\nDate: Sat, 1 Jan 10000 00:00:00 +0000\r\n\r\nHi\r\n")
       const parsed = yield* parseMessage(raw)
       expect([parsed.subject, parsed.fromName, parsed.date]).toEqual(["Ring the bell", "Ada L", undefined])
+    }))
+
+  it.effect("a Date is read as RFC 5322 writes it: years below 1000, two- and three-digit years, zone names, comments", () =>
+    Effect.gen(function*() {
+      const read = (value: string) => dateHeaderMoment(value)?.toISOString()
+      expect(read("Mon, 5 Dec 2026 10:04:05 +0100")).toBe("2026-12-05T09:04:05.000Z")
+      expect(read("5 Dec 2026 10:04 -0130 (a comment (nested))")).toBe("2026-12-05T11:34:00.000Z")
+      // V8 reads these as 2049, 0149 and (by its heuristics) 2049.
+      expect(read("Sun, 5 Dec 0049 10:00:00 +0000")).toBe("0049-12-05T10:00:00.000Z")
+      expect(read("5 Dec 149 10:00:00 +0000")).toBe("2049-12-05T10:00:00.000Z")
+      expect(read("5 Dec 49 10:00:00 GMT")).toBe("2049-12-05T10:00:00.000Z")
+      expect(read("5 Dec 99 10:00:00 EST")).toBe("1999-12-05T15:00:00.000Z")
+      // A military letter is an offset not known: UTC. A leap second is the minute's last.
+      expect(read("5 Dec 2026 10:00:60 Z")).toBe("2026-12-05T10:00:59.000Z")
+      expect(read("29 Feb 2024 09:00:00 PDT")).toBe("2024-02-29T16:00:00.000Z")
+      // Not a date RFC 5322 writes: left to mailparser's reading.
+      for (const value of ["29 Feb 2026 09:00:00 +0000", "5 Dec 2026 24:00:00 +0000", "5 Dec 2026 10:00 CET", "2026-12-05T10:00:00Z", ""]) {
+        expect(read(value)).toBeUndefined()
+      }
+      const raw = (date: string) => Buffer.from(`From: ada@example.com\r\nDate: ${date}\r\nSubject: Old\r\n\r\nHi\r\n`)
+      expect((yield* parseMessage(raw("Sun, 5 Dec 0049 10:00:00 +0000"))).date?.toISOString()).toBe("0049-12-05T10:00:00.000Z")
+      // A form V8 reads and RFC 5322 does not write: as mailparser reads it.
+      expect((yield* parseMessage(raw("2026-12-05T10:00:00Z"))).date?.toISOString()).toBe("2026-12-05T10:00:00.000Z")
     }))
 
   it.effect("message ids written without white space between them are each an id (RFC 5322 allows it)", () =>
