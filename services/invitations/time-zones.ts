@@ -1,11 +1,13 @@
 /**
  * IANA time zones through the runtime's own database (Intl): the offset of a zone at a moment, a
- * moment's wall-clock time in a zone, and a zone written as an iCalendar VTIMEZONE. Pure.
+ * moment's wall-clock time in a zone, and a zone written as an iCalendar VTIMEZONE.
  *
  * A VTIMEZONE is written as Outlook writes one: each change of offset (summer time starting, ending)
  * as a yearly rule (month, the nth or last weekday, the local time), read off the changes of a year
  * the event falls in, so a repeating meeting keeps its local time across the changes in every year
  * the zone keeps that rule. A zone without summer time is one standard offset.
+ *
+ * Pure, but for a bounded memo of the offsets read (`offsetMinutes`).
  */
 
 const MINUTE = 60_000
@@ -68,8 +70,12 @@ const asUtc = (wall: WallTime) => Date.UTC(wall.year, wall.month - 1, wall.day, 
 const offsets = new Map<string, number | undefined>()
 const MAX_KEPT = 50_000
 
+/** The longest zone name taken: IANA's are under 32 characters. */
+const MAX_ZONE_CHARS = 64
+
 /** The offset of `zone` from UTC at the moment `utc`, in minutes; undefined when Intl does not know the zone. */
 export const offsetMinutes = (zone: string, utc: number): number | undefined => {
+  if (zone.length > MAX_ZONE_CHARS) return undefined
   const key = `${utc} ${zone}`
   if (offsets.has(key)) return offsets.get(key)
   let offset: number | undefined
@@ -84,7 +90,7 @@ export const offsetMinutes = (zone: string, utc: number): number | undefined => 
 }
 
 /** Whether `zone` is an IANA time zone this runtime knows ("Europe/Paris"; "UTC"). */
-export const isTimeZone = (zone: string): boolean => zone.length <= 64 && offsetMinutes(zone, 0) !== undefined
+export const isTimeZone = (zone: string): boolean => offsetMinutes(zone, 0) !== undefined
 
 /** The UTC moment of a wall-clock time in `zone` (an IANA zone Intl knows). */
 export const fromWallTime = (zone: string, wall: WallTime): number => {
