@@ -404,18 +404,32 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
     })
 
     /**
-     * The repeating events kept before their walks were (migrations/0077): each walked once more and its
-     * bounds written, unless its calendar changed meanwhile (that change wrote its own), then taken off
-     * the list: a walk is not in a transaction (it may take a quarter of a second), and nodes starting
-     * together may walk the same entries, their writes alike. Answers how many were walked.
+     * The events kept before their walks were (migrations/0077), or before the size limits (0079): each
+     * walked once more and its bounds written, unless its calendar changed meanwhile (that change wrote
+     * its own), then taken off the list; a received invitation over the limits (`unkeepable`) is taken off
+     * the schedule instead, as `receive` would not keep it now. A walk is not in a transaction (it may take
+     * a quarter of a second), and nodes starting together may walk the same entries, their writes alike.
+     * Answers how many were read.
      */
     const rewalkKept = Effect.gen(function*() {
       let done = 0
       while (true) {
-        const batch = yield* sql<{ mailboxId: string; uid: string; calendar: string }>`
-          SELECT r.mailbox_id, r.uid, e.calendar FROM calendar_rewalk r JOIN calendar_entries e USING (mailbox_id, uid)
+        const batch = yield* sql<{ mailboxId: string; uid: string; role: string; calendar: string }>`
+          SELECT r.mailbox_id, r.uid, e.role, e.calendar FROM calendar_rewalk r JOIN calendar_entries e USING (mailbox_id, uid)
           ORDER BY r.mailbox_id, r.uid LIMIT ${REWALK_BATCH}`
         for (const row of batch) {
+          const over = row.role === "attendee" ? unkeepable(row.calendar) : undefined
+          if (over !== undefined) {
+            // Unless it changed meanwhile; its entry in the list goes with it.
+            yield* sql`DELETE FROM calendar_entries WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid} AND calendar = ${row.calendar}`
+            yield* sql`DELETE FROM calendar_rewalk WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid}`
+            yield* Effect.logInfo("An invitation kept before the schedule's size limits is taken off it: its calendar is too large to expand at every request", {
+              mailbox_id: row.mailboxId,
+              uid: row.uid,
+              size: over
+            })
+            continue
+          }
           const when = yield* spanOf(row.calendar)
           yield* sql.withTransaction(Effect.gen(function*() {
             if (when !== undefined) {

@@ -12,6 +12,7 @@ import { DependencyHealth } from "../../services/health/dependency-health.ts"
 import { drainBackfill } from "../../services/schedule/calendar-mail.ts"
 import { remindDue } from "../../services/schedule/reminders.ts"
 import { Schedule } from "../../services/schedule/schedule.ts"
+import { invitationOf, merge } from "../../services/schedule/occurrences.ts"
 import { testDatabase } from "../support/database.ts"
 import { uniqueName } from "../support/services.ts"
 import { insertUser } from "../support/users.ts"
@@ -187,7 +188,7 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
 
     it.effect("does not keep a calendar naming over 500 dates (RDATE and EXDATE), nor an update that would take it past that", () =>
       Effect.gen(function*() {
-        const { list, receive } = yield* world()
+        const { list, mailboxId, receive, schedule, sql } = yield* world()
         const days = (n: number, from: number) =>
           Array.from({ length: n }, (_, i) => new Date(Date.UTC(2026, 11, 1 + from + i, 10)).toISOString().replace(/[-:]|\.000/g, ""))
         const listing = (uid: string, sequence: number, rdates: Array<string>, exdates: Array<string> = []) =>
@@ -201,6 +202,17 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(yield* receive(listing("long", 0, days(501, 1)))).toBeUndefined()
         expect(yield* receive(listing("kept", 1, days(491, 1), days(10, 1)))).toBeUndefined()
         expect((yield* list()).map((o) => o.uid)).toEqual(["kept", "kept", "kept", "kept"])
+
+        // One kept before the limits (what migrations/0079 queues): read again once, and taken off the
+        // schedule when over them; the one within them stays.
+        expect(yield* receive(listing("early", 0, days(3, 1)))).toMatchObject({ change: "new" })
+        yield* sql`UPDATE calendar_entries SET calendar = ${merge(undefined, invitationOf(listing("early", 0, days(501, 1)))!)!}
+                   WHERE mailbox_id = ${mailboxId} AND uid = 'early'`
+        yield* sql`INSERT INTO calendar_rewalk (mailbox_id, uid) VALUES (${mailboxId}, 'early'), (${mailboxId}, 'kept')`
+        expect(yield* schedule.rewalkKept).toBe(2)
+        expect((yield* list()).map((o) => o.uid)).toEqual(["kept", "kept", "kept", "kept"])
+        expect(yield* sql`SELECT uid FROM calendar_entries WHERE mailbox_id = ${mailboxId} ORDER BY uid`).toEqual([{ uid: "kept" }])
+        expect(yield* sql`SELECT 1 FROM calendar_rewalk WHERE mailbox_id = ${mailboxId}`).toEqual([])
       }))
 
     it.effect("answers a range: a week from now by default, at most limit occurrences (hasMore), whole days, and its refusals", () =>
