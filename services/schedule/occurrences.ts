@@ -381,13 +381,15 @@ const fastForward = (master: ICAL.Component, before: number): ICAL.Time | undefi
  * A yearly rule from a 29 February that names no day repeats on 29 February only, skipping the years
  * without one (RFC 5545 §3.3.10: a date that does not exist is ignored); ical.js gives 1 March in
  * those years unless the day is named, so it is named (on this walk's own copy of the rule). With
- * several months named (BYMONTH=2,3) ical.js still gives 1 March for it: left as it has it.
+ * several months named (BYMONTH=2,3) ical.js still gives 1 March for it: the walk leaves out every
+ * repeat of such a rule that is not on a 29th. True when the rule was named so.
  */
-const skipMissingLeapDays = (rule: ICAL.Recur, start: ICAL.Time) => {
+const skipMissingLeapDays = (rule: ICAL.Recur, start: ICAL.Time): boolean => {
   const named = ["BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYDAY"].some((part) => (rule.getComponent(part) as Array<unknown>).length > 0)
-  if (rule.freq !== "YEARLY" || start.month !== 2 || start.day !== 29 || named) return
+  if (rule.freq !== "YEARLY" || start.month !== 2 || start.day !== 29 || named) return false
   rule.setComponent("BYMONTHDAY", [29])
   if ((rule.getComponent("BYMONTH") as Array<unknown>).length === 0) rule.setComponent("BYMONTH", [2])
+  return true
 }
 
 /** How a walk of the master's rules goes: from near a moment, up to a repeat. */
@@ -423,7 +425,8 @@ function* repeatsOf(calendar: ICAL.Component, master: ICAL.Component, walk: Walk
     if (start instanceof ICAL.Time && !changed.has(start.toString())) yield start
     return true
   }
-  if (start instanceof ICAL.Time) for (const rule of rules) skipMissingLeapDays(rule, start)
+  // Every rule a 29th of some months (skipMissingLeapDays): a repeat on another day is ical.js's 1 March.
+  const leapDaysOnly = start instanceof ICAL.Time && rules.length > 0 && rules.map((rule) => skipMissingLeapDays(rule, start)).every(Boolean)
   const subDaily = rules.some((rule, i) => SUB_DAILY.has(rule.freq) || times[i]! > 1)
   const last = walk.until === undefined || walk.until === null ? undefined : wallClock(ICAL.Time.fromString(walk.until, null))
   // The rules are this walk's own (the calendar is parsed for it): the COUNT is known to end at `until`.
@@ -438,6 +441,7 @@ function* repeatsOf(calendar: ICAL.Component, master: ICAL.Component, walk: Walk
   for (let steps = 0; steps < maxSteps; steps++) {
     const next = iterator.next()
     if (next === null || next === undefined || (last !== undefined && wallClock(next) > last)) return true
+    if (leapDaysOnly && next.day !== 29) continue
     if (!changed.has(next.toString()) && (listedOnly === undefined || wallClock(next) !== wallClock(listedOnly))) yield next
   }
   return false

@@ -97,6 +97,10 @@ describe("expanding a kept event", () => {
     // Without the day named, the years without a 29 February are skipped too (RFC 5545), not moved to 1 March.
     const birthday = series("DTSTART;VALUE=DATE:19960229", "FREQ=YEARLY")
     expect(times(birthday, "2025-01-01T00:00:00Z", "2030-01-01T00:00:00Z").map(([start]) => start)).toEqual(["2028-02-29"])
+    // With two months named: the 29th of each, 29 February in leap years only (ical.js gave 1 March).
+    const twoMonths = series("DTSTART;VALUE=DATE:19960229", "FREQ=YEARLY;BYMONTH=2,3")
+    expect(times(twoMonths, "2026-01-01T00:00:00Z", "2029-01-01T00:00:00Z").map(([start]) => start))
+      .toEqual(["2026-03-29", "2027-03-29", "2028-02-29", "2028-03-29"])
   })
 
   /** The starts `occurrences` finds, and how many repeats ical.js stepped through to find them. */
