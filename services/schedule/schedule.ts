@@ -420,9 +420,11 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
         for (const row of batch) {
           const over = row.role === "attendee" ? unkeepable(row.calendar) : undefined
           if (over !== undefined) {
-            // Unless it changed meanwhile; its entry in the list goes with it.
-            yield* sql`DELETE FROM calendar_entries WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid} AND calendar = ${row.calendar}`
+            // Unless it changed meanwhile (that change was held to the limits); off the list either way.
+            const dropped = yield* sql`
+              DELETE FROM calendar_entries WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid} AND calendar = ${row.calendar} RETURNING 1`
             yield* sql`DELETE FROM calendar_rewalk WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid}`
+            if (dropped.length === 0) continue
             yield* Effect.logInfo("An invitation kept before the schedule's size limits is taken off it: its calendar is too large to expand at every request", {
               mailbox_id: row.mailboxId,
               uid: row.uid,
