@@ -206,7 +206,7 @@ describe("IMAP", () => {
       expect(await flagsIn(first)).toEqual({ 1: ["\\Answered"], 2: ["$Forwarded"] })
       expect(first.mailbox && [...first.mailbox.flags]).toContain("$Forwarded")
       expect(await first.messageFlagsAdd("2", ["\\Draft", "\\Deleted", "\\Answered"], { uid: true })).toBe(true)
-      // A reply's \\Answered is the email's history: taking it away leaves it.
+      // A reply's \Answered is the email's history: taking it away leaves it.
       expect(await first.messageFlagsRemove("1", ["\\Answered"], { uid: true })).toBe(true)
       // A keyword of the mail program's own (Thunderbird's tags): kept, and the folder's FLAGS name it.
       expect(await first.messageFlagsAdd("1", ["$label1"], { uid: true })).toBe(true)
@@ -233,7 +233,7 @@ describe("IMAP", () => {
       expect(await second.messageFlagsSet("2", ["\\Deleted"], { uid: true })).toBe(true)
       expect(await heard).toMatchObject({ uid: 2, flags: new Set(["\\Deleted", "$Forwarded"]) })
       expect(Date.now() - changedAt).toBeLessThan(10_000)
-      // \\Deleted set by one session is expunged by another's CLOSE: the email is deleted, the other kept.
+      // \Deleted set by one session is expunged by another's CLOSE: the email is deleted, the other kept.
       thirdLock.release()
       await third.mailboxClose()
       await idling
@@ -647,12 +647,12 @@ describe("IMAP on the wire", () => {
         /^\* FLAGS \(\\Seen \\Flagged \\Answered \\Deleted \\Draft \$Urgent\)\r\n\* 1 FETCH \(FLAGS \([^)]*\$Urgent\)\)\r\nd2a OK/
       )
       // Any case is the same keyword, kept as first written.
-      expect(await send("d2f STORE 1 +FLAGS ($URGENT Later later)\r\n", "d2f")).toMatch(/\* 1 FETCH \(FLAGS \([^)]*\$Urgent Later\)\)\r\nd2f OK/)
-      expect(await send("d2d SEARCH KEYWORD $URGENT\r\n", "d2d")).toBe("* SEARCH 1\r\nd2d OK SEARCH completed\r\n")
-      expect(await send("d2e SEARCH UNKEYWORD $urgent\r\n", "d2e")).toBe("* SEARCH 2\r\nd2e OK SEARCH completed\r\n")
+      expect(await send("d2b STORE 1 +FLAGS ($URGENT Later later)\r\n", "d2b")).toMatch(/\* 1 FETCH \(FLAGS \([^)]*\$Urgent Later\)\)\r\nd2b OK/)
+      expect(await send("d2c SEARCH KEYWORD $URGENT\r\n", "d2c")).toBe("* SEARCH 1\r\nd2c OK SEARCH completed\r\n")
+      expect(await send("d2d SEARCH UNKEYWORD $urgent\r\n", "d2d")).toBe("* SEARCH 2\r\nd2d OK SEARCH completed\r\n")
       const many = Array.from({ length: 33 }, (_, n) => `k${n}`).join(" ")
-      expect(await send(`d2b STORE 1 +FLAGS (${many})\r\n`, "d2b")).toBe("d2b NO [LIMIT] A message keeps at most 32 keywords\r\n")
-      expect(await send(`d2c STORE 1 +FLAGS (${"k".repeat(65)})\r\n`, "d2c")).toMatch(/^d2c BAD Not a keyword: k{65}\r\n/)
+      expect(await send(`d2e STORE 1 +FLAGS (${many})\r\n`, "d2e")).toBe("d2e NO [LIMIT] A message keeps at most 32 keywords\r\n")
+      expect(await send(`d2f STORE 1 +FLAGS (${"k".repeat(65)})\r\n`, "d2f")).toMatch(/^d2f BAD Not a keyword: k{65}\r\n/)
       expect(await send("d3 STORE 1:2 +FLAGS.SILENT (\\Deleted)\r\n", "d3")).toMatch(/d3 OK/)
       expect(await send("d4 EXPUNGE\r\n", "d4")).toBe(
         "* 2 EXPUNGE\r\nd4 OK EXPUNGE completed; 1 kept: An unsent draft replies to or forwards this mail: delete or change the draft first\r\n"
