@@ -112,8 +112,11 @@ export const MAX_KEYWORDS = 32
 const MAX_KEYWORD_CHARS = 64
 
 /** A keyword (RFC 3501's flag-keyword: an atom, `$Forwarded`, `NonJunk`, `$label1`), as a client may keep one. */
-export const isKeyword = (flag: string): boolean =>
+export const isWellFormedKeyword = (flag: string): boolean =>
   flag.length <= MAX_KEYWORD_CHARS && /^[\x21-\x7e]+$/.test(flag) && !/[(){%*"\]\\]/.test(flag)
+
+/** Whether a flag is a keyword, not one of the system flags (which begin with a backslash). */
+export const isKeywordFlag = (flag: string): boolean => !flag.startsWith("\\")
 
 /** Whether two flags are one (flag names are not case-sensitive). */
 export const sameFlag = (a: string, b: string): boolean => a.toLowerCase() === b.toLowerCase()
@@ -136,7 +139,7 @@ export interface Flagged {
 
 /** A message's keywords: kept, and $Forwarded when the mailbox forwarded it. */
 export const keywordsOf = (message: Flagged): Array<string> => {
-  const keywords = message.kept.filter((flag) => !flag.startsWith("\\"))
+  const keywords = message.kept.filter(isKeywordFlag)
   return message.forwarded && !keywords.some((flag) => sameFlag(flag, FORWARDED_KEYWORD)) ? [FORWARDED_KEYWORD, ...keywords] : keywords
 }
 

@@ -14,7 +14,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { escapeLike } from "../like.ts"
 import { UNREAD } from "../mail/label-rules.ts"
-import { FLAGGED_LABEL, type Folder, folderKey, folderNamed, foldersOf, JUNK_LABELS, KEPT_FLAGS, type KeptFlag } from "./folders.ts"
+import { FLAGGED_LABEL, type Folder, folderKey, folderNamed, foldersOf, isKeywordFlag, JUNK_LABELS, KEPT_FLAGS, type KeptFlag } from "./folders.ts"
 import { outage } from "./refusals.ts"
 
 /** A message of a folder, as a session keeps it. */
@@ -67,7 +67,7 @@ export type SearchKey =
 /** Kept flags as FLAGS lists them: the system flags in their order, then the keywords. */
 const inOrder = (flags: ReadonlyArray<string>): ReadonlyArray<string> => [
   ...KEPT_FLAGS.filter((flag) => flags.includes(flag)),
-  ...flags.filter((flag) => !flag.startsWith("\\"))
+  ...flags.filter(isKeywordFlag)
 ]
 
 /** What may stand on either side of an address written in a header, and not be part of it (regex classes). */

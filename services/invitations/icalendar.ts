@@ -150,7 +150,8 @@ const toUtc = (time: ICAL.Time, tzid: string, calendar: ICAL.Component): number 
     try {
       const zoned = ICAL.Time.fromData(
         { year: time.year, month: time.month, day: time.day, hour: time.hour, minute: time.minute, second: time.second, isDate: false },
-        definedZone(definition)
+        // The zone parseCalendar gave the calendar for it, else made now.
+        zoneCacheOf(calendar)?.get(tzid) ?? definedZone(definition)
       )
       return zoned.toUnixTime() * 1000
     } catch {
@@ -210,9 +211,8 @@ const addressOf = (value: unknown): string | undefined => {
  */
 export const organizerAddress = (calendarText: string): string | undefined => {
   const parsed = parseCalendar(calendarText)
-  if (Either.isLeft(parsed)) return undefined
-  const organizer = parsed.right.getFirstSubcomponent("vevent")?.getFirstProperty("organizer")
-  return organizer === null || organizer === undefined ? undefined : addressOf(organizer.getFirstValue())?.toLowerCase()
+  const event = Either.isLeft(parsed) ? undefined : parsed.right.getFirstSubcomponent("vevent")
+  return event === undefined || event === null ? undefined : organizerOf(event)?.address.toLowerCase()
 }
 
 const nameOf = (property: ICAL.Property): string | null => {

@@ -6,6 +6,8 @@
  * `99` as 1999 only by chance of its heuristics. Pure.
  */
 
+import { isRealWallTime } from "../invitations/time-zones.ts"
+
 const MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
 /** The obsolete zone names (§4.3), in minutes east of UTC; a military letter is "-0000", an unknown offset. */
@@ -49,11 +51,8 @@ export const dateHeaderMoment = (value: string): Date | undefined => {
   const written = Number(yearText)
   // §4.3: two digits are 1950-2049, three 1900 more; four as written.
   const year = yearText!.length === 2 ? (written < 50 ? 2000 + written : 1900 + written) : yearText!.length === 3 ? 1900 + written : written
-  const [day, hour, minute] = [Number(dayText), Number(hourText), Number(minuteText)]
-  // A leap second is the last second of its minute as a timestamp can hold it.
-  const second = Math.min(Number(secondText ?? 0), 59)
-  const daysInMonth = new Date(Date.UTC(2000, month + 1, 0)).getUTCDate() - (month === 1 && !isLeap(year) ? 1 : 0)
-  if (month < 0 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || Number(secondText ?? 0) > 60) return undefined
+  const wall = { year, month: month + 1, day: Number(dayText), hour: Number(hourText), minute: Number(minuteText), second: Number(secondText ?? 0) }
+  if (month < 0 || !isRealWallTime(wall, { leapSecond: true })) return undefined
   const offset = sign !== undefined
     ? (sign === "-" ? -1 : 1) * (Number(zoneHours) * 60 + Number(zoneMinutes))
     : zoneName === undefined
@@ -62,9 +61,8 @@ export const dateHeaderMoment = (value: string): Date | undefined => {
   if (offset === undefined || Number(zoneMinutes ?? 0) > 59) return undefined
   const moment = new Date(0)
   // setUTCFullYear, not Date.UTC: the latter reads years 0-99 as 1900-1999.
-  moment.setUTCFullYear(year, month, day)
-  moment.setUTCHours(hour, minute - offset, second, 0)
+  moment.setUTCFullYear(year, month, wall.day)
+  // A leap second is the last second of its minute as a timestamp can hold it.
+  moment.setUTCHours(wall.hour, wall.minute - offset, Math.min(wall.second, 59), 0)
   return moment
 }
-
-const isLeap = (year: number) => (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0

@@ -17,7 +17,8 @@ import {
   flagsOf,
   HIERARCHY_DELIMITER,
   impliedParents,
-  isKeyword,
+  isWellFormedKeyword,
+  isKeywordFlag,
   KEPT_FLAGS,
   keywordsOf,
   labelChangeFor,
@@ -379,12 +380,12 @@ export const makeSession = (
       const mode = match[1] === "+" ? "add" : match[1] === "-" ? "remove" : "replace"
       const named = (flag: string) => flags.some((given) => sameFlag(given, flag))
       // Keywords as first written (any case is the same keyword); flags with a \ other than these are not kept.
-      const keywords = onceEach(flags.filter((flag) => !flag.startsWith("\\")))
-      const invalid = keywords.find((keyword) => !isKeyword(keyword))
+      const keywords = onceEach(flags.filter(isKeywordFlag))
+      const invalid = keywords.find((keyword) => !isWellFormedKeyword(keyword))
       if (invalid !== undefined) throw new BadCommand(`Not a keyword: ${invalid}`)
       if (mode !== "remove") {
-        const keeping = (message: FolderMessage) =>
-          new Set([...(mode === "replace" ? [] : message.kept.filter((flag) => !flag.startsWith("\\"))), ...keywords].map((k) => k.toLowerCase())).size
+        /** How many keywords `message` would keep after this STORE. */
+        const keeping = (message: FolderMessage) => onceEach([...(mode === "replace" ? [] : message.kept.filter(isKeywordFlag)), ...keywords]).length
         if (keywords.length > MAX_KEYWORDS || messages.some((message) => keeping(message) > MAX_KEYWORDS)) {
           return yield* tagged(tag, "NO", `[LIMIT] A message keeps at most ${MAX_KEYWORDS} keywords`)
         }
