@@ -50,6 +50,16 @@ export interface FolderState {
   readonly messages: ReadonlyArray<FolderMessage>
 }
 
+/** A folder counted for STATUS. */
+export interface FolderCounts {
+  readonly uidValidity: number
+  readonly uidNext: number
+  readonly messages: number
+  readonly unseen: number
+  /** Octets, the messages' sizes summed. */
+  readonly size: number
+}
+
 /** A SEARCH key (RFC 3501 §6.4.4), sequence numbers already turned into UIDs by the session. */
 export type SearchKey =
   | { readonly kind: "all" }
@@ -163,13 +173,13 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     }, Effect.catchTag("SqlError", outage))
 
     /**
-     * The folder's messages now, numbered: emails new to it get the next UIDs (in arrival order),
-     * emails that left it lose theirs. One transaction, the folder's row locked, so sessions numbering
-     * the same folder at once take turns.
+     * The folder numbered now, in the transaction `sync` and `status` run it in: emails new to it get the
+     * next UIDs (in arrival order), emails that left it lose theirs. The folder's row is locked, so
+     * sessions numbering the same folder at once take turns.
      */
-    const sync = Effect.fn("FolderViews.sync")(function*(mailboxId: string, folder: Folder) {
-      const key = folderKey(folder)
-      return yield* Effect.gen(function*() {
+    const number = (mailboxId: string, folder: Folder) =>
+      Effect.gen(function*() {
+        const key = folderKey(folder)
         yield* sql`
           INSERT INTO imap_folders (mailbox_id, folder, uid_validity)
           VALUES (${mailboxId}, ${key}, extract(epoch FROM now())::bigint)
@@ -208,6 +218,13 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
           uidNext += arriving.length
           yield* sql`UPDATE imap_folders SET uid_next = ${uidNext} WHERE mailbox_id = ${mailboxId} AND folder = ${key}`
         }
+        return { uidValidity, uidNext, members, uidOf }
+      })
+
+    /** The folder's messages now, numbered (`number`), each with its flags. */
+    const sync = Effect.fn("FolderViews.sync")(function*(mailboxId: string, folder: Folder) {
+      return yield* Effect.gen(function*() {
+        const { members, uidNext, uidOf, uidValidity } = yield* number(mailboxId, folder)
         const kept = new Map(
           (yield* sql<{ emailId: string; flags: ReadonlyArray<string> }>`
             SELECT email_id, flags FROM imap_flags WHERE mailbox_id = ${mailboxId}`).map((row) => [row.emailId, inOrder(row.flags)])
@@ -228,6 +245,21 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
           .sort((a, b) => a.uid - b.uid)
         return { uidValidity, uidNext, messages } satisfies FolderState
       }).pipe(sql.withTransaction)
+    }, Effect.catchTag("SqlError", outage))
+
+    /**
+     * STATUS: the folder numbered now (`number`, so UIDNEXT is the next UID a session will see) and
+     * counted, without the kept and derived flags no count needs (\Seen is the email's own label).
+     */
+    const status = Effect.fn("FolderViews.status")(function*(mailboxId: string, folder: Folder) {
+      const { members, uidNext, uidValidity } = yield* number(mailboxId, folder).pipe(sql.withTransaction)
+      return {
+        uidValidity,
+        uidNext,
+        messages: members.length,
+        unseen: members.filter((email) => email.direction === "inbound" && email.labels.includes(UNREAD)).length,
+        size: members.reduce((sum, email) => sum + Number(email.size), 0)
+      } satisfies FolderCounts
     }, Effect.catchTag("SqlError", outage))
 
     /** The raw messages of some of the mailbox's emails, by email id (an email deleted since is absent). */
@@ -342,6 +374,6 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
       return rows[0]?.id
     }, Effect.catchTag("SqlError", outage))
 
-    return { folders, resolve, sync, raw, search, sentCopy, keepFlags, carrying } as const
+    return { folders, resolve, sync, status, raw, search, sentCopy, keepFlags, carrying } as const
   })
 }) {}

@@ -18,7 +18,7 @@
 import { Either } from "effect"
 import ICAL from "ical.js"
 import type { Attendee, EventTime, Invitation, ParticipationStatus, Party, ResponseStatus } from "./schemas.ts"
-import { fromWallTime, isRealWallTime, isTimeZone, vtimezoneLines, wallTime } from "./time-zones.ts"
+import { fromWallTime, isRealWallTime, isTimeZone, vtimezoneLines, wallTime } from "../time-zones.ts"
 
 // ical.js cuts a long line every 75 octets and then puts the continuation's space in front, making
 // 76-octet lines; RFC 5545 §3.1 wants at most 75 with it. Its setting is read as it writes.

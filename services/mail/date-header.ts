@@ -6,7 +6,7 @@
  * `99` as 1999 only by chance of its heuristics. Pure.
  */
 
-import { isRealWallTime } from "../invitations/time-zones.ts"
+import { isRealWallTime } from "../time-zones.ts"
 
 const MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 

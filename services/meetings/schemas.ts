@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { EventTime, ParticipationStatus } from "../invitations/schemas.ts"
-import { isTimeZone, localMoment, localTime } from "../invitations/time-zones.ts"
+import { isTimeZone, localMoment, localTime } from "../time-zones.ts"
 import { ListParams } from "../listing.ts"
 import { AddressInput, Instant, MAX_RECIPIENTS, headerText } from "../outbound/schemas.ts"
 import { MAX_TIMES_OF_DAY, timesOfDay } from "../schedule/rule-limits.ts"

@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 import { domainToASCII } from "node:url"
-import { isRealWallTime } from "../invitations/time-zones.ts"
+import { isRealWallTime } from "../time-zones.ts"
 import { readContentType } from "./attachment-types.ts"
 
 /** The most recipients (to, cc and bcc together) one message may have. */

@@ -6,7 +6,7 @@
  * 08:00-16:00 UTC in winter and 07:00-15:00 in summer; a day's slots start at its opening and every
  * `step` after, each `length` long, the last ending by its close.
  */
-import { fromWallTime, wallTime } from "../invitations/time-zones.ts"
+import { fromWallTime, wallTime } from "../time-zones.ts"
 
 export const MINUTE = 60_000
 const DAY = 86_400_000

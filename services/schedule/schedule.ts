@@ -19,7 +19,7 @@ import { attendeeOf, organizerAddress, readInvitation } from "../invitations/ica
 import type { ParticipationStatus, Party, ResponseStatus } from "../invitations/schemas.ts"
 import { ownMailboxes } from "../mailboxes/owned.ts"
 import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, type Span, spanning, unkeepable } from "./occurrences.ts"
-import { fromWallTime } from "../invitations/time-zones.ts"
+import { fromWallTime } from "../time-zones.ts"
 import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
 import {
   type AvailabilityMeta,
@@ -421,9 +421,12 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           const over = row.role === "attendee" ? unkeepable(row.calendar) : undefined
           if (over !== undefined) {
             // Unless it changed meanwhile (that change was held to the limits); off the list either way.
-            const dropped = yield* sql`
-              DELETE FROM calendar_entries WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid} AND calendar = ${row.calendar} RETURNING 1`
-            yield* sql`DELETE FROM calendar_rewalk WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid}`
+            const dropped = yield* sql.withTransaction(Effect.gen(function*() {
+              const rows = yield* sql`
+                DELETE FROM calendar_entries WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid} AND calendar = ${row.calendar} RETURNING 1`
+              yield* sql`DELETE FROM calendar_rewalk WHERE mailbox_id = ${row.mailboxId} AND uid = ${row.uid}`
+              return rows
+            }))
             if (dropped.length === 0) continue
             yield* Effect.logInfo("An invitation kept before the schedule's size limits is taken off it: its calendar is too large to expand at every request", {
               mailbox_id: row.mailboxId,

@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { EventTime, ParticipationStatus, Party } from "../invitations/schemas.ts"
-import { isTimeZone } from "../invitations/time-zones.ts"
+import { isTimeZone } from "../time-zones.ts"
 import { IntegerParam } from "../listing.ts"
 import { Instant } from "../outbound/schemas.ts"
 

@@ -264,22 +264,22 @@ export const makeSession = (
       if (items?.kind !== "list") throw new BadCommand("STATUS needs a list of items")
       const folder = yield* store.resolve(signedIn!.mailboxId, decodeMailboxName(name))
       if (folder === undefined) return yield* tagged(tag, "NO", "[NONEXISTENT] No such folder")
-      const state = yield* store.sync(signedIn!.mailboxId, folder)
+      const counts = yield* store.status(signedIn!.mailboxId, folder)
       const out: Array<Out> = []
       for (const item of items.items) {
         const key = astring(item).toUpperCase()
         const value = key === "MESSAGES"
-          ? state.messages.length
+          ? counts.messages
           : key === "RECENT"
           ? 0
           : key === "UIDNEXT"
-          ? state.uidNext
+          ? counts.uidNext
           : key === "UIDVALIDITY"
-          ? state.uidValidity
+          ? counts.uidValidity
           : key === "UNSEEN"
-          ? state.messages.filter((message) => !flagsOf(message).includes("\\Seen")).length
+          ? counts.unseen
           : key === "SIZE"
-          ? state.messages.reduce((sum, message) => sum + message.size, 0)
+          ? counts.size
           : undefined
         if (value === undefined) throw new BadCommand(`Unknown STATUS item ${key}`)
         out.push(new Raw(key), value)

@@ -69,6 +69,35 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       expect(back.uidNext).toBe(5)
     }))
 
+  it.effect("STATUS counts a folder as its numbering shows it: new mail numbered, unseen and sizes from the emails", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      yield* insertEmail(mailbox, { subject: "Read", receivedMinutesAgo: 30, labels: ["inbound"] })
+      yield* insertEmail(mailbox, { subject: "Unread", receivedMinutesAgo: 20, labels: ["inbound", "unread"] })
+      const outbound = yield* insertEmail(mailbox, { subject: "Sent", receivedMinutesAgo: 10, labels: ["sent", "unread"] })
+      yield* sql`UPDATE emails SET direction = 'outbound' WHERE id = ${outbound.id}`
+
+      const before = yield* views.status(mailbox.mailboxId, inbox)
+      const state = yield* views.sync(mailbox.mailboxId, inbox)
+      expect(before).toEqual({
+        uidValidity: state.uidValidity,
+        uidNext: 3,
+        messages: 2,
+        unseen: state.messages.filter((m) => !flagsOf(m).includes("\\Seen")).length,
+        size: state.messages.reduce((sum, m) => sum + m.size, 0)
+      })
+      expect(before.unseen).toBe(1)
+      // Sent mail is seen, whatever its labels say.
+      expect(yield* views.status(mailbox.mailboxId, sent)).toMatchObject({ messages: 1, unseen: 0, uidNext: 2 })
+
+      // Mail arriving after is numbered by STATUS itself: the UID it announced is the one a session gets.
+      const late = yield* insertEmail(mailbox, { subject: "Late", receivedMinutesAgo: 1, labels: ["inbound", "unread"] })
+      expect(yield* views.status(mailbox.mailboxId, inbox)).toMatchObject({ messages: 3, unseen: 2, uidNext: 4 })
+      expect((yield* views.sync(mailbox.mailboxId, inbox)).messages.find((m) => m.emailId === late.id)?.uid).toBe(3)
+    }))
+
   it.effect("two sessions numbering a folder at once give every email one UID", () =>
     Effect.gen(function*() {
       const views = yield* FolderViews

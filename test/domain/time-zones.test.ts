@@ -1,11 +1,11 @@
 /**
  * Time zones through Intl, and as the VTIMEZONE a meeting's invitation carries
- * (services/invitations/time-zones.ts): read back by ical.js, the zone must put a local time at the
+ * (services/time-zones.ts): read back by ical.js, the zone must put a local time at the
  * UTC moment Intl does, in summer and in winter, in later years, north and south of the equator.
  */
 import ICAL from "ical.js"
 import { describe, expect, it } from "vitest"
-import { fromWallTime, isTimeZone, localMoment, offsetMinutes, vtimezoneLines, wallTime } from "../../services/invitations/time-zones.ts"
+import { fromWallTime, isTimeZone, localMoment, offsetMinutes, vtimezoneLines, wallTime } from "../../services/time-zones.ts"
 
 /** The UTC moment (ISO) of local `wall` in `zone` as the written VTIMEZONE (from `year`'s rules) puts it. */
 const throughVtimezone = (zone: string, year: number, wall: string) => {
