@@ -217,9 +217,18 @@ const cancelled = (incoming: ICAL.Component) => {
   return keep(incoming.getAllSubcomponents("vtimezone"), events)
 }
 
+/**
+ * A kept calendar read once, for a request that asks it both its `headline` and its `occurrences`
+ * (each reads the text itself when given the text).
+ */
+export const readKept = (kept: string): ICAL.Component => Either.getOrThrow(parseCalendar(kept))
+const keptCalendar = (kept: string | ICAL.Component) => typeof kept === "string" ? readKept(kept) : kept
+
 /** The kept event's revision, status and organizer (the master's, else its first part's). */
-export const headline = (kept: string): { readonly sequence: number; readonly status: EventStatus; readonly organizer: Party | null } => {
-  const calendar = Either.getOrThrow(parseCalendar(kept))
+export const headline = (
+  kept: string | ICAL.Component
+): { readonly sequence: number; readonly status: EventStatus; readonly organizer: Party | null } => {
+  const calendar = keptCalendar(kept)
   const event = masterOf(calendar) ?? calendar.getFirstSubcomponent("vevent")!
   return { sequence: sequenceOf(event), status: statusOf(event), organizer: organizerOf(event) }
 }
@@ -552,14 +561,14 @@ export const span = (kept: string, budgetMs = WALK_BUDGET_MS): Span | undefined 
  * `repeatsUntil` (what `span` found when the calendar was kept), none after that repeat.
  */
 export const occurrences = (
-  kept: string,
+  kept: string | ICAL.Component,
   from: Date,
   to: Date,
   { max = Infinity, repeatsUntil = null }: { readonly max?: number; readonly repeatsUntil?: string | null } = {}
 ): Array<Occurrence> => {
   const inRange = (o: Occurrence) =>
     o.startsAt < to.getTime() && (o.endsAt > from.getTime() || (o.endsAt === o.startsAt && o.startsAt >= from.getTime()))
-  const calendar = Either.getOrThrow(parseCalendar(kept))
+  const calendar = keptCalendar(kept)
   const master = masterOf(calendar)
   const found = walkOverrides(calendar)
   if (master !== undefined) {

@@ -18,7 +18,7 @@ import { ValidationError } from "../errors.ts"
 import { attendeeOf, organizerAddress, readInvitation } from "../invitations/icalendar.ts"
 import type { ParticipationStatus, Party, ResponseStatus } from "../invitations/schemas.ts"
 import { ownMailboxes } from "../mailboxes/owned.ts"
-import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, type Span, spanning, unkeepable } from "./occurrences.ts"
+import { type EventStatus, headline, invitationOf, merge, type Occurrence, occurrences, readKept, type Span, spanning, unkeepable } from "./occurrences.ts"
 import { fromWallTime } from "../time-zones.ts"
 import { freeSlots, localIso, MINUTE, minutesOf } from "./availability.ts"
 import {
@@ -293,8 +293,9 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
             ${includeCancelled ? sql`` : sql`AND status <> 'cancelled'`}`
         const items: Array<Occurring> = []
         for (const row of rows) {
-          const { organizer } = headline(row.calendar)
-          for (const o of occurrences(row.calendar, range.from, range.to, { max: perEvent, repeatsUntil: row.repeatsUntil })) {
+          const calendar = readKept(row.calendar)
+          const { organizer } = headline(calendar)
+          for (const o of occurrences(calendar, range.from, range.to, { max: perEvent, repeatsUntil: row.repeatsUntil })) {
             const item = itemOf(row, o, organizer)
             if (item.status !== "cancelled" || includeCancelled) items.push({ item, startsAt: o.startsAt, endsAt: o.endsAt })
           }
@@ -332,11 +333,12 @@ export class Schedule extends Effect.Service<Schedule>()("mailroom/Schedule", {
           SELECT mailbox_id, uid, updated_at::text AS version, calendar, repeats_until FROM calendar_entries
           WHERE (mailbox_id, uid) IN (SELECT * FROM unnest(${stale.map((row) => row.mailboxId)}::text[], ${stale.map((row) => row.uid)}::text[]))`
         for (const c of calendars) {
+          const calendar = readKept(c.calendar)
           expanded.set(keyOf(c), {
             version: c.version,
             until: horizon,
-            found: occurrences(c.calendar, now, new Date(horizon + 1), { repeatsUntil: c.repeatsUntil }),
-            organizer: headline(c.calendar).organizer
+            found: occurrences(calendar, now, new Date(horizon + 1), { repeatsUntil: c.repeatsUntil }),
+            organizer: headline(calendar).organizer
           })
         }
       }
