@@ -30,6 +30,13 @@ const DIMENSIONS = 512
 const MAX_INPUT_CHARS = 2_000
 /** Texts per job: small enough to spread a call over every process, large enough to batch. */
 const JOB_SIZE = 8
+/**
+ * After processes failed one after another (a model that cannot load, a process that dies at start),
+ * how long until the next starts: the first replacement at once (one failure may be a passing one),
+ * then 1 s, doubling to a minute, so a model that can never load is not loaded again for every retry
+ * of every text. A text answered resets it.
+ */
+export const restartDelay = (failures: number): number => (failures <= 1 ? 0 : Math.min(60_000, 1_000 * 2 ** (failures - 2)))
 
 export interface LocalEmbedderOptions {
   /** Embedding processes (EMBEDDER_THREADS); default one per core. */
@@ -96,8 +103,13 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
       const slots: Array<Slot> = Array.from({ length: size }, () => ({ child: undefined, pending: new Map() }))
       let nextId = 0
       const log = Runtime.runFork(yield* Effect.runtime<never>())
+      /** Processes that failed since a text was last answered, and when the next may start. */
+      let failures = 0
+      let nextStart = 0
 
       const fail = (slot: Slot, message: string) => {
+        failures += 1
+        nextStart = Date.now() + restartDelay(failures)
         slot.child = undefined
         for (const job of slot.pending.values()) Deferred.unsafeDone(job.done, Effect.fail(new EmbedderError({ message })))
         slot.pending.clear()
@@ -131,13 +143,19 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
             if (slot.child !== child) return
             fail(slot, `The local embedding model failed: ${reply.error}`)
             child.kill()
-            log(Effect.logWarning(`Embedding process ${slots.indexOf(slot) + 1} of ${size} failed (${reply.error}): the next texts start a new one`))
+            const wait = nextStart - Date.now()
+            log(Effect.logWarning(
+              `Embedding process ${slots.indexOf(slot) + 1} of ${size} failed (${reply.error}): ${
+                wait > 0 ? `${failures} in a row, the next starts in ${Math.ceil(wait / 1000)} s` : "the next texts start a new one"
+              }`
+            ))
             return
           }
           if (!ready) {
             ready = true
             log(Effect.logInfo(`Embedding model ${MODEL} ready in process ${slots.indexOf(slot) + 1} of ${size} (${Date.now() - started} ms)`))
           }
+          failures = 0
           const job = slot.pending.get(reply.id)
           if (!job) return
           slot.pending.delete(reply.id)
@@ -170,7 +188,15 @@ export const layer = (options: LocalEmbedderOptions = {}): Layer.Layer<Embedder>
         Effect.gen(function*() {
           const done = yield* Deferred.make<ReadonlyArray<Float32Array>, EmbedderError>()
           const load = (slot: Slot) => [...slot.pending.values()].reduce((sum, job) => sum + job.texts.length, 0)
-          const slot = slots.reduce((best, candidate) => (load(candidate) < load(best) ? candidate : best))
+          // While no new process may start, only those running take texts.
+          const wait = nextStart - Date.now()
+          const open = wait > 0 ? slots.filter((slot) => slot.child !== undefined) : slots
+          if (open.length === 0) {
+            return yield* new EmbedderError({
+              message: `The local embedding model failed ${failures} times in a row; the next process starts in ${Math.ceil(wait / 1000)} s`
+            })
+          }
+          const slot = open.reduce((best, candidate) => (load(candidate) < load(best) ? candidate : best))
           const job: Job = { id: nextId++, texts, done }
           slot.pending.set(job.id, job)
           yield* Effect.try({

@@ -91,4 +91,34 @@ describe.skipIf(process.platform !== "linux")("local embedder processes", () => 
     expect(second._tag === "Right" && second.right[0]!.length).toBe(512)
     expect(third).toMatchObject({ _tag: "Right" })
   }, 30_000)
+
+  it("a model that never loads is not loaded again for every text: processes start at once, then 1 s apart, doubling", async () => {
+    const directory = mkdtempSync(path.join(os.tmpdir(), "embedder-stub-"))
+    const marker = path.join(directory, "started")
+    process.env.EMBEDDER_STUB_MARKER = marker
+    process.env.EMBEDDER_STUB_BROKEN = "always"
+    const stub = fileURLToPath(new URL("../fixtures/embedder-stub.mjs", import.meta.url))
+    const started = () => readFileSync(marker, "utf8").split("\n").filter(Boolean).length
+    const messages = await Effect.gen(function*() {
+      const embedder = yield* Embedder
+      const attempt = Effect.map(Effect.flip(embedder.embed(["hello"])), (error) => [error.message, started()] as const)
+      const out = [yield* attempt, yield* attempt, yield* attempt]
+      yield* Effect.sleep("1100 millis")
+      out.push(yield* attempt, yield* attempt)
+      return out
+    }).pipe(Effect.scoped, Effect.provide(LocalEmbedder.layer({ threads: 1, nice: 0, processPath: stub })), Effect.runPromise).finally(() => {
+      delete process.env.EMBEDDER_STUB_MARKER
+      delete process.env.EMBEDDER_STUB_BROKEN
+      rmSync(directory, { recursive: true, force: true })
+    })
+    const failed = "The local embedding model failed: Backend 'wasm' has not yet been initialized"
+    expect(messages).toEqual([
+      [failed, 1],
+      // One failure may be a passing one: replaced at once.
+      [failed, 2],
+      [`The local embedding model failed 2 times in a row; the next process starts in 1 s`, 2],
+      [failed, 3],
+      [`The local embedding model failed 3 times in a row; the next process starts in 2 s`, 3]
+    ])
+  }, 30_000)
 })
