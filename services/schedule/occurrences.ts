@@ -401,6 +401,28 @@ const skipMissingLeapDays = (rule: ICAL.Recur, start: ICAL.Time): boolean => {
   return true
 }
 
+/**
+ * A 29th rule's COUNT (skipMissingLeapDays) as the UNTIL of the repeat it ends on: ical.js counts the
+ * 1 Marches it makes of the missing 29 Februaries, which are no repeats (RFC 5545), so its COUNT ended
+ * early. The rule is walked alone for it (no EXDATE: those count), within the walk's cap.
+ */
+const countLeapDays = (rule: ICAL.Recur, start: ICAL.Time) => {
+  const count = rule.count!
+  rule.count = null
+  const iterator = rule.iterator(start)
+  let found = 0
+  let end: ICAL.Time | undefined
+  for (let steps = 0; steps < MAX_STEPS && found < count; steps++) {
+    const next = iterator.next()
+    if (next === null || next === undefined) break
+    if (next.day === 29) {
+      found += 1
+      end = next.clone()
+    }
+  }
+  if (end !== undefined) rule.until = end
+}
+
 /** How a walk of the master's rules goes: from near a moment, up to a repeat. */
 interface Walk {
   /** Begin at or before this wall-clock moment (fastForward): what comes before it is incomplete. */
@@ -440,6 +462,7 @@ function* repeatsOf(calendar: ICAL.Component, master: ICAL.Component, walk: Walk
   const last = walk.until === undefined || walk.until === null ? undefined : wallClock(ICAL.Time.fromString(walk.until, null))
   // The rules are this walk's own (the calendar is parsed for it): the COUNT is known to end at `until`.
   if (last !== undefined && rules.length === 1) rules[0]!.count = null
+  if (leapDaysOnly && rules.length === 1 && rules[0]!.count) countLeapDays(rules[0]!, start)
   const iterator = new ICAL.Event(master, { exceptions: [] }).iterator(walk.after === undefined ? undefined : fastForward(master, walk.after))
   // DTSTART is always the first occurrence (RFC 5545 §3.8.5.2); ical.js leaves it out of dates listed without a rule.
   const listedOnly = rules.length === 0 && start instanceof ICAL.Time ? start : undefined

@@ -101,6 +101,16 @@ describe("expanding a kept event", () => {
     const twoMonths = series("DTSTART;VALUE=DATE:19960229", "FREQ=YEARLY;BYMONTH=2,3")
     expect(times(twoMonths, "2026-01-01T00:00:00Z", "2029-01-01T00:00:00Z").map(([start]) => start))
       .toEqual(["2026-03-29", "2027-03-29", "2028-02-29", "2028-03-29"])
+    // Its COUNT counts those repeats, not the 1 Marches left out (ical.js counted them: four of six), walked
+    // from the start and as kept (span's last repeat); three ends on a 29 March where ical.js's third is a 1 March.
+    const counted = (count: number) => series("DTSTART;VALUE=DATE:20240229", `FREQ=YEARLY;BYMONTH=2,3;COUNT=${count}`)
+    const dates = (kept: string, repeatsUntil: string | null) =>
+      occurrences(kept, new Date("2024-01-01T00:00:00Z"), new Date("2040-01-01T00:00:00Z"), { repeatsUntil }).map((o) => o.start.date)
+    const six = ["2024-02-29", "2024-03-29", "2025-03-29", "2026-03-29", "2027-03-29", "2028-02-29"]
+    expect(dates(counted(6), null)).toEqual(six)
+    expect(dates(counted(6), span(counted(6))!.repeatsUntil)).toEqual(six)
+    expect(span(counted(6))!.last?.toISOString()).toBe("2028-03-01T00:00:00.000Z")
+    expect(dates(counted(3), span(counted(3))!.repeatsUntil)).toEqual(six.slice(0, 3))
   })
 
   /** The starts `occurrences` finds, and how many repeats ical.js stepped through to find them. */
