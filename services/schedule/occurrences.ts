@@ -602,15 +602,17 @@ export const occurrences = (
       if (once !== undefined) found.push(once)
     } else if (duration !== undefined) {
       const length = Math.max(duration.ms, duration.days * 86_400_000)
-      let taken = 0
+      // A start two rules give, or a rule and an RDATE, is one occurrence (RFC 5545 §3.8.5.3: duplicate
+      // instances are ignored); ical.js gives it once from each.
+      const starts = new Set<number>()
       for (const next of repeatsOf(calendar, master, { after: from.getTime() - SLACK - length, until: repeatsUntil })) {
         const at = wallClock(next)
-        if (at >= to.getTime() + SLACK || taken >= max) break
+        if (at >= to.getTime() + SLACK || starts.size >= max) break
         if (at + length > from.getTime() - SLACK) {
           const one = occurrence(master, calendar, next, next, zone, duration)
-          if (one !== undefined && inRange(one)) {
+          if (one !== undefined && inRange(one) && !starts.has(one.startsAt)) {
+            starts.add(one.startsAt)
             found.push(one)
-            taken++
           }
         }
       }

@@ -202,6 +202,20 @@ describe("expanding a kept event", () => {
     expect(first(2)).toEqual(["2026-11-02T08:00:00Z", "2026-11-09T08:00:00Z", "2026-12-31T16:00:00Z"])
     expect(first(Infinity)).toHaveLength(9)
   })
+
+  it("a start given twice (a rule and an RDATE, two rules) is one occurrence, and a COUNT counts the rule's own", () => {
+    const mondays = (...more: Array<string>) =>
+      apply(undefined, calendar("REQUEST", ...event("UID:twice", "DTSTART:20261207T100000Z", "DURATION:PT1H", ...more)))!
+    const starts = (kept: string, max = Infinity) =>
+      occurrences(kept, new Date("2026-12-01T00:00:00Z"), new Date("2027-01-01T00:00:00Z"), { max }).map((o) => o.start.date_time!.slice(0, 10))
+    expect(starts(mondays("RRULE:FREQ=WEEKLY;BYDAY=MO", "RDATE:20261214T100000Z,20261216T100000Z")))
+      .toEqual(["2026-12-07", "2026-12-14", "2026-12-16", "2026-12-21", "2026-12-28"])
+    expect(starts(mondays("RRULE:FREQ=WEEKLY;BYDAY=MO;COUNT=3", "RDATE:20261214T100000Z"))).toEqual(["2026-12-07", "2026-12-14", "2026-12-21"])
+    const twoRules = mondays("RRULE:FREQ=WEEKLY;BYDAY=MO", "RRULE:FREQ=WEEKLY;BYDAY=MO,WE")
+    expect(starts(twoRules)).toEqual(["2026-12-07", "2026-12-09", "2026-12-14", "2026-12-16", "2026-12-21", "2026-12-23", "2026-12-28", "2026-12-30"])
+    // A page's cap counts occurrences, not what ical.js gave twice.
+    expect(starts(twoRules, 3)).toEqual(["2026-12-07", "2026-12-09", "2026-12-14"])
+  })
 })
 
 describe("applying invitations, updates and cancellations", () => {
