@@ -64,6 +64,9 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
 
     const tls = yield* tlsFiles(config)
     const implicit = tlsMode === "tls" && tls !== undefined
+    // STARTTLS's port: AUTH is offered once the session is encrypted (RFC 4954 §4), so that a client never
+    // sees it before and sends its key in the clear (AUTH PLAIN carries it on the command's own line).
+    const authAfterStartTls = tls !== undefined && !implicit
     const clearAuth = tls === undefined && isLoopbackHost(host)
     if (tls === undefined && !clearAuth) {
       yield* Effect.logWarning(
@@ -113,7 +116,9 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
 
     const onMailFrom = (address: { readonly address: string }, session: SMTPServerSession, callback: (error?: Error | null) => void) => {
       const state = sessions.get(session)
-      if (state === undefined) return callback(replyError(530, "5.7.0 Authentication required"))
+      if (state === undefined) {
+        return callback(replyError(530, `5.7.0 Authentication required${authAfterStartTls && !session.secure ? ": STARTTLS, then AUTH" : ""}`))
+      }
       state.mailboxId = undefined
       void run(submission.sender(state.apiKey, address.address)).then(Exit.match({
         onSuccess: ({ mailboxId }) => {
@@ -198,12 +203,17 @@ export const SubmissionServerLive = (port: number, tlsMode: "starttls" | "tls") 
       socketTimeout: SOCKET_TIMEOUT_MS,
       closeTimeout: CLOSE_TIMEOUT_MS,
       authRequiredMessage: "5.7.0 Authentication required: AUTH with an API key as the password",
-      onConnect: (session, callback) =>
-        draining
-          ? callback(replyError(421, SHUTTING_DOWN))
-          : !connections.admit(session)
-          ? callback(replyError(421, new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply.text))
-          : callback(),
+      onConnect: (session, callback) => {
+        if (draining) return callback(replyError(421, SHUTTING_DOWN))
+        if (!connections.admit(session)) return callback(replyError(421, new TooManyConnections({ limit: config.smtpMaxConnectionsPerIp }).reply.text))
+        // Neither offered nor taken until the session is encrypted (onSecure).
+        if (authAfterStartTls) session.disabledCommands = ["AUTH"]
+        callback()
+      },
+      onSecure: (_socket, session, callback) => {
+        session.disabledCommands = undefined
+        callback()
+      },
       onClose: connections.closed,
       maxClients: MAX_CLIENTS,
       // Connections from these peers begin with a PROXY header, whose client address the session takes.

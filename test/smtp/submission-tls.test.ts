@@ -35,12 +35,15 @@ describe("submission with a certificate", () => {
     }
   } as Record<string, string>)
 
-  it("answers AUTH before STARTTLS 538, and a client requiring TLS signs in and sends", async () => {
+  it("offers and takes AUTH only after STARTTLS, and a client requiring TLS signs in and sends", async () => {
     const box = await newBox(suite.url, { user: await withApiKey(suite.url) })
     const session = await connectSmtp(port)
     const ehlo = await session.command("EHLO client.test")
+    // Not offered before (RFC 4954 §4): a client that sees no AUTH sends no key in the clear.
     expect(ehlo.text.split("\n")).toContain("STARTTLS")
-    expect(await session.command(plain(box.user.apiKey))).toEqual({ code: 538, text: expect.stringContaining("STARTTLS") })
+    expect(ehlo.text).not.toMatch(/AUTH/)
+    expect(await session.command(plain(box.user.apiKey))).toMatchObject({ code: 500 })
+    expect(await session.command(`MAIL FROM:<${box.address}>`)).toEqual({ code: 530, text: "5.7.0 Authentication required: STARTTLS, then AUTH" })
     await session.close()
 
     const sent = await nodemailer.createTransport({
