@@ -143,10 +143,14 @@ export const keywordsOf = (message: Flagged): Array<string> => {
   return message.forwarded && !keywords.some((flag) => sameFlag(flag, FORWARDED_KEYWORD)) ? [FORWARDED_KEYWORD, ...keywords] : keywords
 }
 
+/** `\Seen`: sent mail, and received mail not labelled unread. */
+export const isSeen = (message: Pick<Flagged, "direction" | "labels">): boolean =>
+  message.direction === "outbound" || !message.labels.includes(UNREAD)
+
 /** A message's flags, in the order FLAGS lists them: the system flags, then its keywords. */
 export const flagsOf = (message: Flagged): Array<string> => {
   const flags: Array<string> = []
-  if (message.direction === "outbound" || !message.labels.includes(UNREAD)) flags.push("\\Seen")
+  if (isSeen(message)) flags.push("\\Seen")
   if (message.labels.includes(FLAGGED_LABEL)) flags.push("\\Flagged")
   for (const flag of KEPT_FLAGS) {
     if (message.kept.includes(flag) || (flag === "\\Answered" && message.answered)) flags.push(flag)

@@ -14,7 +14,7 @@ import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
 import { escapeLike } from "../like.ts"
 import { UNREAD } from "../mail/label-rules.ts"
-import { FLAGGED_LABEL, type Folder, folderKey, folderNamed, foldersOf, isKeywordFlag, JUNK_LABELS, KEPT_FLAGS, type KeptFlag } from "./folders.ts"
+import { FLAGGED_LABEL, type Folder, folderKey, folderNamed, foldersOf, isKeywordFlag, isSeen, JUNK_LABELS, KEPT_FLAGS, type KeptFlag } from "./folders.ts"
 import { outage } from "./refusals.ts"
 
 /** A message of a folder, as a session keeps it. */
@@ -257,7 +257,7 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
         uidValidity,
         uidNext,
         messages: members.length,
-        unseen: members.filter((email) => email.direction === "inbound" && email.labels.includes(UNREAD)).length,
+        unseen: members.filter((email) => !isSeen(email)).length,
         size: members.reduce((sum, email) => sum + Number(email.size), 0)
       } satisfies FolderCounts
     }, Effect.catchTag("SqlError", outage))
