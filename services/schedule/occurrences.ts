@@ -431,10 +431,50 @@ interface Walk {
   readonly until?: string | null
 }
 
+/**
+ * Rules of mixed kinds (a weekly and a monthly one: no step moves both on), none with a COUNT, each of
+ * which alone has a step (forwardStep): walked apart, each from near the range, their repeats merged.
+ */
+const walkedApart = (rules: ReadonlyArray<ICAL.Recur>) =>
+  rules.length > 1 && forwardStep(rules) === undefined && !rules.some(hasCount) && rules.every((rule) => forwardStep([rule]) !== undefined)
+
 /** Whether the master's rules can only be walked from their first repeat: a COUNT, or rules fastForward has no step for. */
 const walkedFromStart = (master: ICAL.Component) => {
   const rules = rulesOf(master)
-  return rules.length > 0 && (rules.some(hasCount) || forwardStep(rules) === undefined)
+  return rules.length > 0 && (rules.some(hasCount) || (forwardStep(rules) === undefined && !walkedApart(rules)))
+}
+
+/** The master with `rule` its only rule: its RDATEs with the first rule's copy only, its EXDATEs with every one. */
+const withRuleAlone = (master: ICAL.Component, rule: ICAL.Recur, first: boolean): ICAL.Component => {
+  const alone = new ICAL.Component(structuredClone(master.toJSON()) as Array<unknown>, master.parent ?? undefined)
+  alone.removeAllProperties("rrule")
+  if (!first) alone.removeAllProperties("rdate")
+  alone.addPropertyWithValue("rrule", rule.clone())
+  return alone
+}
+
+/**
+ * The repeats of rules walked apart (walkedApart), each rule alone from near `after`, merged in order
+ * (a start two of them give comes from each: `occurrences` keeps it once).
+ */
+const walkApart = (master: ICAL.Component, rules: ReadonlyArray<ICAL.Recur>, after: number | undefined) => {
+  const walks = rules.map((rule, index) => {
+    const alone = withRuleAlone(master, rule, index === 0)
+    return new ICAL.Event(alone, { exceptions: [] }).iterator(after === undefined ? undefined : fastForward(alone, after))
+  })
+  const heads: Array<ICAL.Time | undefined> = walks.map((walk) => walk.next() ?? undefined)
+  return {
+    next: (): ICAL.Time | undefined => {
+      let earliest = -1
+      for (let i = 0; i < heads.length; i++) {
+        if (heads[i] !== undefined && (earliest < 0 || wallClock(heads[i]!) < wallClock(heads[earliest]!))) earliest = i
+      }
+      if (earliest < 0) return undefined
+      const found = heads[earliest]
+      heads[earliest] = walks[earliest]!.next() ?? undefined
+      return found
+    }
+  }
 }
 
 /**
@@ -463,7 +503,9 @@ function* repeatsOf(calendar: ICAL.Component, master: ICAL.Component, walk: Walk
   // The rules are this walk's own (the calendar is parsed for it): the COUNT is known to end at `until`.
   if (last !== undefined && rules.length === 1) rules[0]!.count = null
   if (leapDaysOnly && rules.length === 1 && rules[0]!.count) countLeapDays(rules[0]!, start)
-  const iterator = new ICAL.Event(master, { exceptions: [] }).iterator(walk.after === undefined ? undefined : fastForward(master, walk.after))
+  const iterator = walkedApart(rules)
+    ? walkApart(master, rules, walk.after)
+    : new ICAL.Event(master, { exceptions: [] }).iterator(walk.after === undefined ? undefined : fastForward(master, walk.after))
   // DTSTART is always the first occurrence (RFC 5545 §3.8.5.2); ical.js leaves it out of dates listed without a rule.
   const listedOnly = rules.length === 0 && start instanceof ICAL.Time ? start : undefined
   if (listedOnly !== undefined && !changed.has(listedOnly.toString()) && !datesOf(master, "exdate").some((d) => wallClock(d) === wallClock(listedOnly))) {

@@ -167,7 +167,7 @@ describe("expanding a kept event", () => {
     expect(leap.steps).toBeLessThan(60)
   })
 
-  it("walks several rules of one kind from near the range, by whole periods of them all; rules of mixed kinds from their start", () => {
+  it("walks several rules of one kind from near the range, by whole periods of them all; rules of mixed kinds each alone from near it", () => {
     // The last weekday and the first Monday of each month since 1800.
     const two = walked(since("18000131T160000Z", "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1", "FREQ=MONTHLY;BYDAY=1MO"),
       "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")
@@ -182,13 +182,22 @@ describe("expanding a kept event", () => {
     expect(near.found).toEqual(["2026-05-31T09:00:00Z", "2026-06-30T09:00:00Z", "2026-07-31T09:00:00Z", "2026-08-31T09:00:00Z"])
     expect(walked(since("19900131T090000Z", ...rules), "2029-06-01T00:00:00Z", "2029-07-01T00:00:00Z").found).toEqual(["2029-06-30T09:00:00Z"])
     expect(near.steps * 5).toBeLessThan(fromStart.steps)
-    // Weekly and monthly: no whole number of both; walked once when kept (capped), and a range no further.
-    const mixed = since("20261102T090000Z", "FREQ=WEEKLY;BYDAY=MO", "FREQ=MONTHLY;BYMONTHDAY=1")
-    const kept = span(mixed, Infinity)!
-    expect(kept.repeatsUntil).not.toBeNull()
-    expect(kept.last).not.toBeNull()
-    expect(walked(mixed, "2026-12-01T00:00:00Z", "2026-12-15T00:00:00Z", kept.repeatsUntil).found)
-      .toEqual(["2026-12-01T09:00:00Z", "2026-12-07T09:00:00Z", "2026-12-14T09:00:00Z"])
+    // Weekly and monthly: no whole number of both, so each rule is walked alone from near the range and their
+    // repeats merged, as a walk from the start gives (the same rules with a COUNT): an endless event since 1990
+    // (capped at 10,000 repeats from its start it ended in 2013). A start both give (Monday 1 February 2027) is one.
+    const mixedRules = ["FREQ=WEEKLY;BYDAY=MO", "FREQ=MONTHLY;BYMONTHDAY=1"]
+    const mixed = since("19900101T090000Z", ...mixedRules)
+    expect(span(mixed, Infinity)).toMatchObject({ last: null, repeatsUntil: null })
+    const december = walked(mixed, "2026-12-01T00:00:00Z", "2026-12-29T00:00:00Z")
+    expect(december.found).toEqual(["2026-12-01T09:00:00Z", "2026-12-07T09:00:00Z", "2026-12-14T09:00:00Z", "2026-12-21T09:00:00Z", "2026-12-28T09:00:00Z"])
+    expect(december.steps).toBeLessThan(30)
+    const counted = since("19900101T090000Z", ...mixedRules.map((r) => `${r};COUNT=2000`))
+    expect(walked(counted, "2026-12-01T00:00:00Z", "2026-12-29T00:00:00Z").found).toEqual(december.found)
+    expect(walked(mixed, "2027-02-01T00:00:00Z", "2027-02-09T00:00:00Z").found).toEqual(["2027-02-01T09:00:00Z", "2027-02-08T09:00:00Z"])
+    // Each with an UNTIL: the event ends with the later one's last repeat.
+    const ending = since("19900101T090000Z", "FREQ=WEEKLY;BYDAY=MO;UNTIL=20270301T000000Z", "FREQ=MONTHLY;BYMONTHDAY=1;UNTIL=20270601T000000Z")
+    expect(span(ending, Infinity)!.last?.toISOString()).toBe("2027-05-01T10:00:00.000Z")
+    expect(walked(ending, "2027-02-20T00:00:00Z", "2027-07-01T00:00:00Z").found).toEqual(["2027-02-22T09:00:00Z", "2027-03-01T09:00:00Z", "2027-04-01T09:00:00Z", "2027-05-01T09:00:00Z"])
   })
 
   it("capped, answers the earliest so many occurrences its rules give in the range, and every override", () => {
