@@ -36,7 +36,7 @@ const JOB_SIZE = 8
  * then 1 s, doubling to a minute, so a model that can never load is not loaded again for every retry
  * of every text. A text answered resets it.
  */
-export const restartDelay = (failures: number): number => (failures <= 1 ? 0 : Math.min(60_000, 1_000 * 2 ** (failures - 2)))
+const restartDelay = (failures: number): number => (failures <= 1 ? 0 : Math.min(60_000, 1_000 * 2 ** (failures - 2)))
 
 export interface LocalEmbedderOptions {
   /** Embedding processes (EMBEDDER_THREADS); default one per core. */
