@@ -5,6 +5,7 @@
  * worker reading received mail, meetings writing theirs, the route) is test/outbound/schedule.test.ts's.
  */
 import { SqlClient } from "@effect/sql"
+import * as fs from "node:fs"
 import { expect, layer } from "@effect/vitest"
 import { Data, Effect, Exit, Fiber, Layer } from "effect"
 import * as MemoryBus from "../../layers/memory-bus.ts"
@@ -338,6 +339,30 @@ layer(testDatabase, { timeout: "120 seconds" })("a mailbox's schedule", (it) => 
         expect(yield* schedule.rewalkKept).toBe(1)
         expect(yield* entry()).toEqual(kept)
         expect(yield* schedule.rewalkKept).toBe(0)
+      }))
+
+    it.effect("an event of rules mixing weeks and months kept as the walk from its start left it gets its bounds again (migrations/0080)", () =>
+      Effect.gen(function*() {
+        const { sql, mailboxId, receive, list, schedule } = yield* world()
+        // Mondays and each 1st since 1990, and Thursdays since 2026: the first is an event of two rules of mixed kinds.
+        yield* receive(calendar("REQUEST", "UID:mixed@partner.test", "DTSTART:19900101T090000Z", "DURATION:PT1H",
+          "RRULE:FREQ=WEEKLY;BYDAY=MO", "RRULE:FREQ=MONTHLY;BYMONTHDAY=1", "SUMMARY:Mixed"))
+        yield* receive(calendar("REQUEST", "UID:single@partner.test", "DTSTART:20260101T160000Z", "DURATION:PT1H",
+          "RRULE:FREQ=WEEKLY;BYDAY=TH", "SUMMARY:Single"))
+        const starts = Effect.map(list({ from: "2026-12-01T00:00:00Z", to: "2026-12-11T00:00:00Z" }), (items) => items.map((i) => [i.uid, i.start.date_time]))
+        const both = [["mixed@partner.test", "2026-12-01T09:00:00Z"], ["single@partner.test", "2026-12-03T16:00:00Z"],
+          ["mixed@partner.test", "2026-12-07T09:00:00Z"], ["single@partner.test", "2026-12-10T16:00:00Z"]]
+        expect(yield* starts).toEqual(both)
+        // As the walk from its first repeat kept it before (10,000 repeats at most): ended in 2013.
+        yield* sql`UPDATE calendar_entries SET repeats_until = '2013-02-07T09:00:00Z', last_end = '2013-02-07T10:00:00Z'
+                   WHERE mailbox_id = ${mailboxId} AND uid = 'mixed@partner.test'`
+        expect(yield* starts).toEqual(both.filter(([uid]) => uid === "single@partner.test"))
+        yield* sql.unsafe(fs.readFileSync(new URL("../../migrations/0080_schedule_rules_apart.sql", import.meta.url), "utf8"))
+        expect(yield* sql`SELECT uid FROM calendar_rewalk WHERE mailbox_id = ${mailboxId}`).toEqual([{ uid: "mixed@partner.test" }])
+        yield* schedule.rewalkKept
+        expect(yield* sql`SELECT repeats_until, last_end FROM calendar_entries WHERE mailbox_id = ${mailboxId} AND uid = 'mixed@partner.test'`)
+          .toEqual([{ repeatsUntil: null, lastEnd: null }])
+        expect(yield* starts).toEqual(both)
       }))
 
     it.effect("a stranger's rule walked for a quarter of a second when kept leaves the process and its database answering others meanwhile", () =>
