@@ -137,7 +137,7 @@ export class ImapStore extends Effect.Service<ImapStore>()("mailroom/ImapStore",
       )
     })
 
-    const { carrying, folders, raw, resolve, search, sentCopy, status, sync } = views
-    return { folders, resolve, sync, status, raw, search, sentCopy, carrying, signIn, recheck, changeLabels, keepFlags, deleteEmails } as const
+    const { carrying, folders, raw, resolve, search, sentCopy, status, sync, version } = views
+    return { folders, resolve, sync, version, status, raw, search, sentCopy, carrying, signIn, recheck, changeLabels, keepFlags, deleteEmails } as const
   })
 }) {}

@@ -9,6 +9,10 @@
  * untouched). An email that leaves a folder and comes back is a new message there, with a new UID,
  * as RFC 3501 wants of a message moved out and back. UIDVALIDITY is when the folder was first looked at;
  * it changes only if the folder's numbering is lost (a mailbox deleted and made again).
+ *
+ * A session polls its folder (NOOP, IDLE) far more often than the folder changes: `version` sums the
+ * folder up without reading its messages, and only a version unlike the one the session read means
+ * reading them again.
  */
 import { SqlClient, type Statement } from "@effect/sql"
 import { Effect } from "effect"
@@ -46,6 +50,11 @@ export interface KeptFlagChange {
 export interface FolderState {
   readonly uidValidity: number
   readonly uidNext: number
+  /**
+   * The folder's contents summed up as they were read (`version`): while the folder's version is the
+   * same, so is what a session was shown of it.
+   */
+  readonly version: string
   /** By UID, ascending. */
   readonly messages: ReadonlyArray<FolderMessage>
 }
@@ -173,6 +182,39 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     }, Effect.catchTag("SqlError", outage))
 
     /**
+     * What a folder shows summed up, a count and a 64-bit hash sum each: its emails with their labels
+     * (flags, membership), the mailbox's kept flags and (but in Sent) the sent mail that answers or
+     * forwards. One statement, so one snapshot; a few milliseconds a thousand messages, where reading
+     * them is a hundred times that. A change leaves a hash sum the same only by a 2^-64 chance.
+     */
+    const contentsOf = (mailboxId: string, folder: Folder) =>
+      sql`
+        (SELECT count(*) || ':' || coalesce(sum(hashtextextended(e.id || e.labels::text, 0)), 0)
+         FROM emails e WHERE e.mailbox_id = ${mailboxId} AND ${inFolder(folder)})
+        || '/' || (SELECT count(*) || ':' || coalesce(sum(hashtextextended(email_id || flags::text, 0)), 0)
+         FROM imap_flags WHERE mailbox_id = ${mailboxId})
+        || '/' || ${
+        folder.kind === "sent" ? sql`''` : sql`(SELECT count(*) || ':' || coalesce(sum(hashtextextended(id, 0)), 0)
+         FROM emails WHERE mailbox_id = ${mailboxId} AND direction = 'outbound' AND (headers ? 'in-reply-to' OR cardinality(referenced) > 0))`
+      }`
+    /** A version (FolderState's): the contents, then the numbering (the next UID, how many are numbered). */
+    const versionOf = (contents: string, uidNext: number | string, numbered: number | string) => `${contents}|${uidNext}|${numbered}`
+
+    /**
+     * The folder's version now, without reading its messages: the same as the last `sync`'s, nothing a
+     * session was shown then has changed (a mail program's NOOP or IDLE poll ends there).
+     */
+    const version = Effect.fn("FolderViews.version")(function*(mailboxId: string, folder: Folder) {
+      const key = folderKey(folder)
+      const rows = yield* sql<{ contents: string; uidNext: string | null; numbered: string }>`
+        SELECT ${contentsOf(mailboxId, folder)} AS contents,
+          (SELECT uid_next FROM imap_folders WHERE mailbox_id = ${mailboxId} AND folder = ${key}) AS uid_next,
+          (SELECT count(*) FROM imap_messages WHERE mailbox_id = ${mailboxId} AND folder = ${key}) AS numbered`
+      const row = rows[0]!
+      return versionOf(row.contents, row.uidNext ?? "", row.numbered)
+    }, Effect.catchTag("SqlError", outage))
+
+    /**
      * The folder numbered now, in the transaction `sync` and `status` run it in: emails new to it get the
      * next UIDs (in arrival order), emails that left it lose theirs. The folder's row is locked, so
      * sessions numbering the same folder at once take turns.
@@ -224,6 +266,9 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
     /** The folder's messages now, numbered (`number`), each with its flags. */
     const sync = Effect.fn("FolderViews.sync")(function*(mailboxId: string, folder: Folder) {
       return yield* Effect.gen(function*() {
+        // Summed up before anything is read: a change made meanwhile is in what is read but not in the
+        // version, so the next look reads again (never the other way round, which would hide it).
+        const contents = (yield* sql<{ contents: string }>`SELECT ${contentsOf(mailboxId, folder)} AS contents`)[0]!.contents
         const { members, uidNext, uidOf, uidValidity } = yield* number(mailboxId, folder)
         const kept = new Map(
           (yield* sql<{ emailId: string; flags: ReadonlyArray<string> }>`
@@ -243,7 +288,8 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
             forwarded: email.direction === "inbound" && replies.forwarded.has(email.messageId)
           }))
           .sort((a, b) => a.uid - b.uid)
-        return { uidValidity, uidNext, messages } satisfies FolderState
+        // Numbered under the folder's lock, the folder's numbers are its members' until the transaction ends.
+        return { uidValidity, uidNext, version: versionOf(contents, uidNext, members.length), messages } satisfies FolderState
       }).pipe(sql.withTransaction)
     }, Effect.catchTag("SqlError", outage))
 
@@ -374,6 +420,6 @@ export class FolderViews extends Effect.Service<FolderViews>()("mailroom/FolderV
       return rows[0]?.id
     }, Effect.catchTag("SqlError", outage))
 
-    return { folders, resolve, sync, status, raw, search, sentCopy, keepFlags, carrying } as const
+    return { folders, resolve, sync, version, status, raw, search, sentCopy, keepFlags, carrying } as const
   })
 }) {}

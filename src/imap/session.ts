@@ -77,6 +77,8 @@ interface Selected {
   readonly readOnly: boolean
   readonly uidValidity: number
   uidNext: number
+  /** The folder's version when the session last read it (FolderState's). */
+  version: string
   messages: Array<FolderMessage>
   /** The keywords the client was told the folder's messages use (FLAGS), in lower case. */
   readonly keywords: Set<string>
@@ -188,7 +190,10 @@ export const makeSession = (
   /** Tell the session what changed in its folder since it last looked (EXPUNGE, FETCH FLAGS, EXISTS). */
   const refresh = (state: Selected) =>
     Effect.gen(function*() {
+      // A mail program polls (NOOP, IDLE) far more often than its folder changes: its version first.
+      if ((yield* store.version(signedIn!.mailboxId, state.folder)) === state.version) return
       const now = yield* store.sync(signedIn!.mailboxId, state.folder)
+      state.version = now.version
       yield* announceKeywords(state, now.messages)
       const current = new Map(now.messages.map((message) => [message.uid, message]))
       yield* leaveView(state, state.messages.filter((message) => !current.has(message.uid)))
@@ -231,6 +236,7 @@ export const makeSession = (
         readOnly,
         uidValidity: state.uidValidity,
         uidNext: state.uidNext,
+        version: state.version,
         messages: [...state.messages],
         keywords: new Set(keywords.map((keyword) => keyword.toLowerCase()))
       }

@@ -98,6 +98,54 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       expect((yield* views.sync(mailbox.mailboxId, inbox)).messages.find((m) => m.emailId === late.id)?.uid).toBe(3)
     }))
 
+  it.effect("a folder's version stays while nothing a session sees of it changes, and moves with each thing that does", () =>
+    Effect.gen(function*() {
+      const views = yield* FolderViews
+      const sql = yield* SqlClient.SqlClient
+      const mailbox = yield* insertMailbox(yield* insertUser())
+      const question = yield* insertEmail(mailbox, { subject: "Question", receivedMinutesAgo: 30, labels: ["inbound", "unread"] })
+      yield* insertEmail(yield* insertMailbox(yield* insertUser()), { subject: "Another mailbox's", receivedMinutesAgo: 1 })
+      const looked = yield* views.sync(mailbox.mailboxId, inbox)
+      const version = () => views.version(mailbox.mailboxId, inbox)
+      // Each change: the version moves, and a session reading the folder again has the new one.
+      const moves = (change: Effect.Effect<unknown, unknown, never>) =>
+        Effect.gen(function*() {
+          const before = yield* version()
+          yield* change
+          const after = yield* version()
+          expect(after).not.toBe(before)
+          expect((yield* views.sync(mailbox.mailboxId, inbox)).version).toBe(yield* version())
+        })
+
+      expect(yield* version()).toBe(looked.version)
+      // Another mailbox's mail, and mail in Sent answering nothing, are not this folder's.
+      yield* insertEmail(yield* insertMailbox(yield* insertUser()), { subject: "Elsewhere", receivedMinutesAgo: 1 })
+      const note = yield* insertEmail(mailbox, { subject: "Note", receivedMinutesAgo: 2, labels: ["sent"] })
+      yield* sql`UPDATE emails SET direction = 'outbound' WHERE id = ${note.id}`
+      expect(yield* version()).toBe(looked.version)
+
+      // New mail; read (a label); a kept flag; a reply sent (\Answered); deleted.
+      yield* moves(insertEmail(mailbox, { subject: "New", receivedMinutesAgo: 1 }))
+      yield* moves(setLabels(question.id, ["inbound"]))
+      yield* moves(views.keepFlags(mailbox.mailboxId, [question.id], { add: ["$Work"], remove: [], replace: false }))
+      yield* moves(sql`UPDATE emails SET headers = headers || ${JSON.stringify({ "in-reply-to": `<${question.id}@test>` })}::jsonb WHERE id = ${note.id}`)
+      yield* moves(sql`DELETE FROM emails WHERE id = ${question.id}`)
+      // Left and back between two looks of this session: the same mail, but renumbered by another's look.
+      const [kept] = (yield* views.sync(mailbox.mailboxId, inbox)).messages
+      yield* moves(Effect.gen(function*() {
+        yield* setLabels(kept!.emailId, ["inbound", "spam"])
+        yield* views.sync(mailbox.mailboxId, inbox)
+        yield* setLabels(kept!.emailId, ["inbound"])
+      }))
+      // A label's folder: the mail labelled, then the label changed to one differently quoted.
+      const folder = label("Odd label")
+      yield* setLabels(kept!.emailId, ["inbound", "Odd label"])
+      const labelled = yield* views.sync(mailbox.mailboxId, folder)
+      expect(labelled.messages.map((m) => m.emailId)).toEqual([kept!.emailId])
+      yield* setLabels(kept!.emailId, ["inbound", "Odd label", "unread"])
+      expect(yield* views.version(mailbox.mailboxId, folder)).not.toBe(labelled.version)
+    }))
+
   it.effect("two sessions numbering a folder at once give every email one UID", () =>
     Effect.gen(function*() {
       const views = yield* FolderViews
