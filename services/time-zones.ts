@@ -13,6 +13,17 @@
 const MINUTE = 60_000
 const DAY = 86_400_000
 
+/**
+ * The UTC moment of a date and time, as Date.UTC gives it (month from 0, fields past their range roll
+ * over) but for every year: Date.UTC reads years 0-99 as 1900-1999.
+ */
+export const utcTime = (year: number, month: number, day: number, hour = 0, minute = 0, second = 0): number => {
+  const moment = new Date(0)
+  moment.setUTCFullYear(year, month, day)
+  moment.setUTCHours(hour, minute, second, 0)
+  return moment.getTime()
+}
+
 const formatters = new Map<string, Intl.DateTimeFormat>()
 
 /** A formatter of wall-clock fields in `zone`; throws RangeError for a zone Intl does not know. */
@@ -49,7 +60,7 @@ export interface WallTime {
  * (iCalendar's times may have one).
  */
 export const isRealWallTime = (wall: WallTime, options?: { readonly leapSecond?: boolean }): boolean => {
-  const daysInMonth = new Date(Date.UTC(wall.year, wall.month, 0)).getUTCDate()
+  const daysInMonth = new Date(utcTime(wall.year, wall.month, 0)).getUTCDate()
   return wall.month >= 1 && wall.month <= 12 && wall.day >= 1 && wall.day <= daysInMonth && wall.hour <= 23 &&
     wall.minute <= 59 && wall.second <= (options?.leapSecond ? 60 : 59)
 }
@@ -61,7 +72,7 @@ export const wallTime = (zone: string, utc: number): WallTime => {
   return { year: part("year"), month: part("month"), day: part("day"), hour: part("hour"), minute: part("minute"), second: part("second") }
 }
 
-const asUtc = (wall: WallTime) => Date.UTC(wall.year, wall.month - 1, wall.day, wall.hour, wall.minute, wall.second)
+const asUtc = (wall: WallTime) => utcTime(wall.year, wall.month - 1, wall.day, wall.hour, wall.minute, wall.second)
 
 /**
  * Offsets asked for before, by zone and moment: Intl's formatting costs ~10 µs a reading, and a schedule
@@ -135,9 +146,9 @@ interface Change {
 /** The changes of `zone`'s offset during `year`, each found to the minute. */
 const changesIn = (zone: string, year: number): Array<Change> => {
   const changes: Array<Change> = []
-  const end = Date.UTC(year + 1, 0, 1)
-  let previous = offsetMinutes(zone, Date.UTC(year, 0, 1))!
-  for (let day = Date.UTC(year, 0, 1) + DAY; day <= end; day += DAY) {
+  const end = utcTime(year + 1, 0, 1)
+  let previous = offsetMinutes(zone, utcTime(year, 0, 1))!
+  for (let day = utcTime(year, 0, 1) + DAY; day <= end; day += DAY) {
     const offset = offsetMinutes(zone, day)!
     if (offset === previous) continue
     let [before, after] = [day - DAY, day]
@@ -161,12 +172,12 @@ const WEEKDAYS = ["SU", "MO", "TU", "WE", "TH", "FR", "SA"]
 
 /** The day in `year`'s `month` that is the `nth` (-1: last) `weekday` (0 Sunday). */
 const nthWeekday = (year: number, month: number, weekday: number, nth: number) => {
-  const days = new Date(Date.UTC(year, month, 0)).getUTCDate()
+  const days = new Date(utcTime(year, month, 0)).getUTCDate()
   if (nth > 0) {
-    const first = new Date(Date.UTC(year, month - 1, 1)).getUTCDay()
+    const first = new Date(utcTime(year, month - 1, 1)).getUTCDay()
     return 1 + ((weekday - first + 7) % 7) + (nth - 1) * 7
   }
-  const last = new Date(Date.UTC(year, month - 1, days)).getUTCDay()
+  const last = new Date(utcTime(year, month - 1, days)).getUTCDay()
   return days - ((last - weekday + 7) % 7)
 }
 
@@ -179,14 +190,14 @@ export const vtimezoneLines = (zone: string, year: number): Array<string> => {
   const changes = changesIn(zone, year)
   const lines = ["BEGIN:VTIMEZONE", `TZID:${zone}`]
   if (changes.length === 0) {
-    const offset = utcOffset(offsetMinutes(zone, Date.UTC(year, 6, 1))!)
+    const offset = utcOffset(offsetMinutes(zone, utcTime(year, 6, 1))!)
     lines.push("BEGIN:STANDARD", "DTSTART:19700101T000000", `TZOFFSETFROM:${offset}`, `TZOFFSETTO:${offset}`, "END:STANDARD")
   }
   for (const change of changes) {
     // The change's local time, as the clock read just before it.
     const local = wallTime("UTC", change.at + change.from * MINUTE)
-    const weekday = new Date(Date.UTC(local.year, local.month - 1, local.day)).getUTCDay()
-    const daysInMonth = new Date(Date.UTC(local.year, local.month, 0)).getUTCDate()
+    const weekday = new Date(utcTime(local.year, local.month - 1, local.day)).getUTCDay()
+    const daysInMonth = new Date(utcTime(local.year, local.month, 0)).getUTCDate()
     const nth = local.day + 7 > daysInMonth ? -1 : Math.ceil(local.day / 7)
     const kind = change.to > change.from ? "DAYLIGHT" : "STANDARD"
     const onset = nthWeekday(1970, local.month, weekday, nth)

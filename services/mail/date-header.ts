@@ -6,7 +6,7 @@
  * `99` as 1999 only by chance of its heuristics. Pure.
  */
 
-import { isRealWallTime } from "../time-zones.ts"
+import { isRealWallTime, utcTime } from "../time-zones.ts"
 
 const MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
@@ -59,10 +59,6 @@ export const dateHeaderMoment = (value: string): Date | undefined => {
     ? 0
     : ZONES[zoneName.toLowerCase()] ?? (zoneName.length === 1 ? 0 : undefined)
   if (offset === undefined || Number(zoneMinutes ?? 0) > 59) return undefined
-  const moment = new Date(0)
-  // setUTCFullYear, not Date.UTC: the latter reads years 0-99 as 1900-1999.
-  moment.setUTCFullYear(year, month, wall.day)
   // A leap second is the last second of its minute as a timestamp can hold it.
-  moment.setUTCHours(wall.hour, wall.minute - offset, Math.min(wall.second, 59), 0)
-  return moment
+  return new Date(utcTime(year, month, wall.day, wall.hour, wall.minute - offset, Math.min(wall.second, 59)))
 }

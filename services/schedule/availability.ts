@@ -6,7 +6,7 @@
  * 08:00-16:00 UTC in winter and 07:00-15:00 in summer; a day's slots start at its opening and every
  * `step` after, each `length` long, the last ending by its close.
  */
-import { fromWallTime, wallTime } from "../time-zones.ts"
+import { fromWallTime, utcTime, wallTime } from "../time-zones.ts"
 
 export const MINUTE = 60_000
 const DAY = 86_400_000
@@ -53,7 +53,7 @@ export const freeSlots = (
   const slots: Array<Interval> = []
   const first = wallTime(hours.timeZone, range.start)
   // Each local day from the one `from` falls on, until a day opening at or after `to`.
-  for (let day = Date.UTC(first.year, first.month - 1, first.day); ; day += DAY) {
+  for (let day = utcTime(first.year, first.month - 1, first.day); ; day += DAY) {
     const date = new Date(day)
     const wall = (minutes: number) =>
       fromWallTime(hours.timeZone, {
@@ -88,7 +88,7 @@ export const minutesOf = (clock: string) => Number(clock.slice(0, 2)) * 60 + Num
 /** A moment as RFC 3339 with the offset `zone` has then: "2026-12-03T15:00:00+01:00". */
 export const localIso = (zone: string, utc: number) => {
   const w = wallTime(zone, utc)
-  const offset = Math.round((Date.UTC(w.year, w.month - 1, w.day, w.hour, w.minute, w.second) - utc) / MINUTE)
+  const offset = Math.round((utcTime(w.year, w.month - 1, w.day, w.hour, w.minute, w.second) - utc) / MINUTE)
   const pad = (n: number) => String(n).padStart(2, "0")
   const sign = offset < 0 ? "-" : "+"
   return `${w.year}-${pad(w.month)}-${pad(w.day)}T${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}` +

@@ -23,6 +23,7 @@ import ICAL from "ical.js"
 import { contentLines, eventTime, parseCalendar, organizerOf, zoneOf } from "../invitations/icalendar.ts"
 import type { EventTime, Party } from "../invitations/schemas.ts"
 import { MAX_TIMES_OF_DAY, timesOfDay } from "./rule-limits.ts"
+import { utcTime } from "../time-zones.ts"
 
 /** At most this many repeats are walked through per event (a daily meeting for 27 years). */
 const MAX_STEPS = 10_000
@@ -310,7 +311,7 @@ const walkOverrides = (calendar: ICAL.Component): Array<Occurrence> =>
   })
 
 /** A wall-clock time read as if in UTC: within 14 hours of the moment it is in any zone. */
-const wallClock = (time: ICAL.Time) => Date.UTC(time.year, time.month - 1, time.day, time.hour, time.minute, time.second)
+const wallClock = (time: ICAL.Time) => utcTime(time.year, time.month - 1, time.day, time.hour, time.minute, time.second)
 /** More than any zone's offset from UTC. */
 const SLACK = 15 * 3_600_000
 

@@ -14,6 +14,7 @@
  * Strings are byte strings (latin1) in both directions: what the client sent and the stored message's
  * bytes pass through unchanged.
  */
+import { isRealWallTime, utcTime } from "../../services/time-zones.ts"
 
 export type Arg =
   | { readonly kind: "atom"; readonly text: string }
@@ -326,8 +327,9 @@ export const parseSearchDate = (text: string): Date | undefined => {
   const match = /^(\d{1,2})-([A-Za-z]{3})-(\d{4})$/.exec(text)
   if (!match) return undefined
   const month = months.findIndex((name) => name.toLowerCase() === match[2]!.toLowerCase())
-  if (month < 0) return undefined
-  return new Date(Date.UTC(Number(match[3]), month, Number(match[1])))
+  const [day, year] = [Number(match[1]), Number(match[3])]
+  if (month < 0 || !isRealWallTime({ year, month: month + 1, day, hour: 0, minute: 0, second: 0 })) return undefined
+  return new Date(utcTime(year, month, day))
 }
 
 /**

@@ -14,6 +14,7 @@ import {
   inSequenceSet,
   Literal,
   parseCommand,
+  parseSearchDate,
   parseSequenceSet,
   Raw,
   serialize
@@ -92,6 +93,16 @@ describe("IMAP commands", () => {
     expect(encodeMailboxName("R&D")).toBe("R&-D")
     expect(encodeMailboxName("日本語")).toBe("&ZeVnLIqe-")
     for (const name of ["Entwürfe", "R&D", "日本語", "Clients/Ünïcode & co"]) expect(decodeMailboxName(encodeMailboxName(name))).toBe(name)
+  })
+
+  it("SEARCH dates: the day as written in any year; a day its month does not have is no date", () => {
+    const read = (text: string) => parseSearchDate(text)?.toISOString()
+    expect(read("1-Feb-2026")).toBe("2026-02-01T00:00:00.000Z")
+    expect(read("29-feb-2024")).toBe("2024-02-29T00:00:00.000Z")
+    // Years below 100 as written (Date.UTC would read 0050 as 1950); 0000 is a leap year, 1900 not.
+    expect(read("1-Jan-0050")).toBe("0050-01-01T00:00:00.000Z")
+    expect(read("29-Feb-0000")).toBe("0000-02-29T00:00:00.000Z")
+    for (const text of ["29-Feb-1900", "31-Apr-2026", "0-Jan-2026", "1-Foo-2026", "1-Jan-26"]) expect(read(text)).toBeUndefined()
   })
 })
 

@@ -108,7 +108,7 @@ layer(services, { timeout: "120 seconds" })("IMAP folder views", (it) => {
       const looked = yield* views.sync(mailbox.mailboxId, inbox)
       const version = () => views.version(mailbox.mailboxId, inbox)
       // Each change: the version moves, and a session reading the folder again has the new one.
-      const moves = (change: Effect.Effect<unknown, unknown, never>) =>
+      const moves = (change: Effect.Effect<unknown, unknown, SqlClient.SqlClient>) =>
         Effect.gen(function*() {
           const before = yield* version()
           yield* change

@@ -203,6 +203,8 @@ describe("parseMessage", () => {
       // A military letter is an offset not known: UTC. A leap second is the minute's last.
       expect(read("5 Dec 2026 10:00:60 Z")).toBe("2026-12-05T10:00:59.000Z")
       expect(read("29 Feb 2024 09:00:00 PDT")).toBe("2024-02-29T16:00:00.000Z")
+      // Year 0 is a leap year (Date.UTC would read it as 1900, which is not).
+      expect(read("29 Feb 0000 09:00:00 +0000")).toBe("0000-02-29T09:00:00.000Z")
       // Not a date RFC 5322 writes: left to mailparser's reading.
       for (const value of ["29 Feb 2026 09:00:00 +0000", "5 Dec 2026 24:00:00 +0000", "5 Dec 2026 10:00 CET", "2026-12-05T10:00:00Z", ""]) {
         expect(read(value)).toBeUndefined()

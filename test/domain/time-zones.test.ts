@@ -5,7 +5,7 @@
  */
 import ICAL from "ical.js"
 import { describe, expect, it } from "vitest"
-import { fromWallTime, isTimeZone, localMoment, offsetMinutes, vtimezoneLines, wallTime } from "../../services/time-zones.ts"
+import { fromWallTime, isRealWallTime, isTimeZone, localMoment, offsetMinutes, utcTime, vtimezoneLines, wallTime } from "../../services/time-zones.ts"
 
 /** The UTC moment (ISO) of local `wall` in `zone` as the written VTIMEZONE (from `year`'s rules) puts it. */
 const throughVtimezone = (zone: string, year: number, wall: string) => {
@@ -27,6 +27,10 @@ describe("time zones", () => {
     expect(new Date(fromWallTime("Europe/Paris", { year: 2026, month: 3, day: 29, hour: 1, minute: 30, second: 0 })).toISOString()).toBe("2026-03-29T00:30:00.000Z")
     expect(new Date(fromWallTime("Europe/Paris", { year: 2026, month: 3, day: 29, hour: 3, minute: 30, second: 0 })).toISOString()).toBe("2026-03-29T01:30:00.000Z")
     expect(wallTime("America/New_York", Date.UTC(2026, 6, 4, 16))).toEqual({ year: 2026, month: 7, day: 4, hour: 12, minute: 0, second: 0 })
+    // Any year: Date.UTC reads 0-99 as 1900-1999.
+    expect(new Date(utcTime(50, 0, 1, 12)).toISOString()).toBe("0050-01-01T12:00:00.000Z")
+    expect(new Date(fromWallTime("UTC", { year: 50, month: 1, day: 1, hour: 12, minute: 0, second: 0 })).toISOString()).toBe("0050-01-01T12:00:00.000Z")
+    expect([0, 100, 1900, 2000].map((year) => isRealWallTime({ year, month: 2, day: 29, hour: 0, minute: 0, second: 0 }))).toEqual([true, false, false, true])
   })
 
   it("places a local time written without an offset: none where the clocks skip it, the first where they pass it twice", () => {
